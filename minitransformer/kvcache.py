@@ -1,0 +1,53 @@
+"""The KV cache: each layer's keys and values for every position so far, preallocated to the context size.
+
+With it, a decode step computes K and V for the one new token only and attends over the stored
+rows; without it, every step recomputes K and V for the whole sequence. The buffers are allocated
+once, and new rows are written in place: nothing is concatenated per step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .shapes import ShapeOnly
+
+
+class KVCache:
+    def __init__(self, n_layer: int, n_head: int, d_head: int, capacity: int, batch: tuple[int, ...] = (),
+                 shape_only: bool = False) -> None:  # fmt: skip
+        shape = (*batch, n_head, capacity, d_head)
+        if shape_only:
+            self.keys = [ShapeOnly(shape) for _ in range(n_layer)]
+            self.values = [ShapeOnly(shape) for _ in range(n_layer)]
+        else:
+            self.keys = [np.empty(shape, dtype=np.float32) for _ in range(n_layer)]
+            self.values = [np.empty(shape, dtype=np.float32) for _ in range(n_layer)]
+        self.capacity = capacity
+        self.length = 0  # positions stored, the same in every layer once a forward pass is complete
+
+    @property
+    def nbytes(self) -> int:
+        return sum(k.nbytes + v.nbytes for k, v in zip(self.keys, self.values))
+
+    def layer(self, i: int) -> "LayerCache":
+        return LayerCache(self, i)
+
+    def advance(self, n: int) -> None:
+        self.length += n
+
+
+class LayerCache:
+    """One layer's view of the cache during one forward pass."""
+
+    def __init__(self, cache: KVCache, layer: int) -> None:
+        self.cache, self.index = cache, layer
+
+    def append(self, k, v):
+        """Write this pass's rows [..., H, T, dh] after the stored ones; return all rows [..., H, t, dh]."""
+        past, T = self.cache.length, k.shape[-2]
+        if past + T > self.cache.capacity:
+            raise ValueError(f"KV cache holds {self.cache.capacity} positions; {past + T} needed")
+        keys, values = self.cache.keys[self.index], self.cache.values[self.index]
+        keys[..., past : past + T, :] = k
+        values[..., past : past + T, :] = v
+        return keys[..., : past + T, :], values[..., : past + T, :]

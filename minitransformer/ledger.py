@@ -1,0 +1,218 @@
+"""The ledger: every stage of every forward pass, with the dot products of each matrix product.
+
+The rule it applies: (m x n)(n x p) is m*p dot products, each of length n, so m*p*n
+multiply-accumulates (MACs); leading batch and head dimensions multiply the count. FLOPs are
+2 x MACs (one multiply and one add each). Stages that are not matrix products (norms, softmax,
+masking, residual adds, reshapes) are recorded in their place with zero dot products.
+
+The ledger is data: `to_dict()` is the JSON the CLI writes; tables and plots are views of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+
+def dot_product_count(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[tuple[int, ...], int, int]:
+    """(out_shape, dot products, dot-product length) of a matrix product a @ b.
+
+    Every element of the output is one dot product of a row of `a` with a column of `b`; their
+    length is the shared inner dimension.
+    """
+    *a_lead, m, n = a_shape
+    *b_lead, n_b, p = b_shape
+    if n != n_b:
+        raise ValueError(f"inner dimensions differ: {list(a_shape)} x {list(b_shape)}")
+    lead = _broadcast(tuple(a_lead), tuple(b_lead))
+    out_shape = (*lead, m, p)
+    return out_shape, prod(out_shape), n
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    width = max(len(a), len(b))
+    a, b = (1,) * (width - len(a)) + a, (1,) * (width - len(b)) + b
+    if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+        raise ValueError(f"batch dimensions do not broadcast: {list(a)} and {list(b)}")
+    return tuple(max(x, y) for x, y in zip(a, b))
+
+
+@dataclass
+class Record:
+    """One stage of one forward pass."""
+
+    op: str  # vocabulary of stages.py: "qkv", "scores", "mlp.up", "softmax", ...
+    name: str  # full stage name: "blocks.3.attn.qkv"
+    kind: str
+    equation: str
+    layer: int | None
+    out_shape: tuple[int, ...]
+    a_shape: tuple[int, ...] | None = None
+    b_shape: tuple[int, ...] | None = None
+    heads: int | None = None
+    dot_products: int = 0
+    dot_length: int = 0
+    # Causal attention computes the dense T x t scores and masks the future afterwards; these say how
+    # much of that work the mask keeps (set on "scores" and "mix" only).
+    causal_dot_products: int | None = None
+    causal_macs: int | None = None
+
+    @property
+    def macs(self) -> int:
+        return self.dot_products * self.dot_length
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.macs
+
+    def to_dict(self, pass_macs: int = 0) -> dict:
+        """`pass_macs`: the MACs of the whole forward pass, for this stage's share of it."""
+        d = {
+            "op": self.op,
+            "name": self.name,
+            "kind": self.kind,
+            "equation": self.equation,
+            "a_shape": _list(self.a_shape),
+            "b_shape": _list(self.b_shape),
+            "out_shape": _list(self.out_shape),
+            "heads": self.heads,
+            "dot_products": self.dot_products,
+            "dot_length": self.dot_length,
+            "macs": self.macs,
+            "flops": self.flops,
+            "share": self.macs / pass_macs if pass_macs else 0.0,
+        }
+        if self.causal_dot_products is not None:
+            d["causal_dot_products"] = self.causal_dot_products
+            d["causal_macs"] = self.causal_macs
+        return d
+
+
+def _list(shape):
+    return None if shape is None else list(shape)
+
+
+@dataclass
+class Phase:
+    """One forward pass: the prefill (step 0) or decode step k."""
+
+    phase: str  # "prefill" | "decode"
+    step: int
+    tokens: int  # positions computed in this pass (T)
+    context: int  # positions attended to (t = past + T)
+    batch: int = 1
+    cached: bool = True
+    records: list[Record] = field(default_factory=list)
+
+    @property
+    def dot_products(self) -> int:
+        return sum(r.dot_products for r in self.records)
+
+    @property
+    def macs(self) -> int:
+        return sum(r.macs for r in self.records)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.macs
+
+    def layer_records(self, layer: int) -> list[Record]:
+        return [r for r in self.records if r.layer == layer]
+
+    @property
+    def n_layers(self) -> int:
+        return len({r.layer for r in self.records if r.layer is not None})
+
+    def find(self, op: str, layer: int | None = None) -> Record:
+        return next(r for r in self.records if r.op == op and r.layer == layer)
+
+    def to_dict(self) -> dict:
+        outside = [r for r in self.records if r.layer is None]
+        total = self.macs
+        layers = []
+        for i in range(self.n_layers):
+            records = self.layer_records(i)
+            layers.append({
+                "layer": i,
+                "ops": [r.to_dict(total) for r in records],
+                "dot_products": sum(r.dot_products for r in records),
+                "macs": sum(r.macs for r in records),
+                "flops": sum(r.flops for r in records),
+                "share": sum(r.macs for r in records) / total if total else 0.0,
+            })  # fmt: skip
+        logits = next((r for r in outside if r.op == "logits"), None)
+        return {
+            "phase": self.phase,
+            "step": self.step,
+            "tokens": self.tokens,
+            "context": self.context,
+            "batch": self.batch,
+            "cached": self.cached,
+            "embed": [r.to_dict(total) for r in outside if r.op == "embed"],
+            "layers": layers,
+            "final": [r.to_dict(total) for r in outside if r.op not in ("embed", "logits")],
+            "logits": None if logits is None else logits.to_dict(total),
+            "dot_products": self.dot_products,
+            "macs": self.macs,
+            "flops": self.flops,
+        }
+
+
+@dataclass
+class Totals:
+    dot_products: int
+    macs: int
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.macs
+
+    def to_dict(self) -> dict:
+        return {"dot_products": self.dot_products, "macs": self.macs, "flops": self.flops}
+
+
+def totals_of(phases: list[Phase]) -> Totals:
+    return Totals(sum(p.dot_products for p in phases), sum(p.macs for p in phases))
+
+
+@dataclass
+class Ledger:
+    """All forward passes of one run, in order, for one model."""
+
+    model: dict  # the config (GPT2Config.to_dict())
+    phases: list[Phase] = field(default_factory=list)
+    # The same run's totals the other way round (with the cache if this run had none, and vice
+    # versa), counted by a shape-only run of the same forward code: what the cache saved.
+    other_way: Totals | None = None
+
+    @property
+    def totals(self) -> Totals:
+        return totals_of(self.phases)
+
+    @property
+    def cached(self) -> bool:
+        return all(p.cached for p in self.phases)
+
+    def cache_comparison(self) -> dict | None:
+        if self.other_way is None:
+            return None
+        with_cache, without = (self.totals, self.other_way) if self.cached else (self.other_way, self.totals)
+        saved = without.macs - with_cache.macs
+        return {
+            "used": self.cached,
+            "with_cache": with_cache.to_dict(),
+            "without_cache": without.to_dict(),
+            "saved_macs": saved,
+            "saved_dot_products": without.dot_products - with_cache.dot_products,
+            "saved_share": saved / without.macs if without.macs else 0.0,
+        }
+
+    def to_dict(self) -> dict:
+        d = {
+            "model": self.model,
+            "phases": [p.to_dict() for p in self.phases],
+            "totals": self.totals.to_dict(),
+        }
+        if self.other_way is not None:
+            d["cache"] = self.cache_comparison()
+        return d

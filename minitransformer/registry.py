@@ -1,0 +1,72 @@
+"""Which model a name means: a directory, a GPT-2 by name (on disk, in the HF cache, or downloaded), or the demo."""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib import resources
+from pathlib import Path
+
+from . import hub
+from .config import GPT2Config
+from .errors import UserError
+from .model import Model
+from .weights import load_weights
+
+DEMO = "demo"
+
+
+def demo_dir() -> Path:
+    """The small trained model shipped inside the package (see weights/demo/README.md)."""
+    return Path(str(resources.files("minitransformer") / "data" / "demo"))
+
+
+def known_names() -> list[str]:
+    return [*hub.HUB_REPOS, DEMO]
+
+
+def from_directory(directory: Path, name: str | None = None) -> Model:
+    directory = Path(directory)
+    if not (directory / "config.json").is_file():
+        raise UserError(f"{directory} has no config.json; a model directory needs config.json and model.safetensors")
+    config = GPT2Config.from_json(directory / "config.json", name=name or directory.resolve().name)
+    return Model(config, load_weights(directory, config), source=str(directory))
+
+
+def on_disk(name: str) -> Path | None:
+    """A complete local copy of a hub model, without touching the network."""
+    if hub.is_complete(hub.local_dir(name)):
+        return hub.local_dir(name)
+    return hub.find_in_hf_cache(name)
+
+
+def resolve(name_or_dir: str | Path | None) -> Model:
+    if name_or_dir is None:
+        return default_model()
+    text = str(name_or_dir)
+    if Path(text).is_dir():
+        return from_directory(Path(text))
+    if text == DEMO:
+        return from_directory(demo_dir(), name=DEMO)
+    if text in hub.HUB_REPOS:
+        return from_directory(on_disk(text) or hub.download(text), name=text)
+    if os.sep in text or text.startswith(".") or Path(text).exists():
+        raise UserError(f"{text} is not a directory; pass a model name ({', '.join(known_names())}) or a directory")
+    raise UserError(f"unknown model {text!r}; known models: {', '.join(known_names())}, or a directory")
+
+
+def default_model() -> Model:
+    """GPT-2 small if its weights are here or can be fetched in a few seconds, else the shipped demo model."""
+    if on_disk("gpt2"):
+        return resolve("gpt2")
+    try:
+        return from_directory(hub.download("gpt2"), name="gpt2")
+    except UserError as why:
+        if not (demo_dir() / "config.json").is_file():
+            raise
+        print(
+            f"minitransformer: GPT-2 is not on this machine and could not be downloaded ({why}); "
+            f"the small demo model answers instead. Get GPT-2 with `minitransformer download gpt2`.",
+            file=sys.stderr,
+        )
+        return from_directory(demo_dir(), name=DEMO)

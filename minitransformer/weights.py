@@ -1,0 +1,172 @@
+"""GPT-2 weights from a Hugging Face-format directory: memory-mapped safetensors, checked against the config.
+
+The arrays are read-only views into the mapped files: loading costs no copy of float32 weights and
+the operating system pages them in as the forward pass first touches them. float16 and bfloat16
+files are upcast to float32 once at load (the arithmetic is float32 end to end). Pickled PyTorch
+files (`.bin`, `.pt`) are never opened: unpickling runs arbitrary code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+from safetensors import SafetensorError, safe_open
+
+from .config import GPT2Config
+from .errors import UserError
+
+SAFETENSORS = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+# Buffers some checkpoints carry beside the weights: the causal mask, which the model builds itself.
+_IGNORED = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
+
+
+def expected_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
+    """Every weight tensor of a GPT-2 by its Hugging Face name (Conv1D weights are [in, out])."""
+    D, F, V, P = config.n_embd, config.d_ff, config.vocab_size, config.n_positions
+    shapes = {"wte.weight": (V, D), "wpe.weight": (P, D)}
+    for i in range(config.n_layer):
+        shapes |= {
+            f"h.{i}.ln_1.weight": (D,),
+            f"h.{i}.ln_1.bias": (D,),
+            f"h.{i}.attn.c_attn.weight": (D, 3 * D),
+            f"h.{i}.attn.c_attn.bias": (3 * D,),
+            f"h.{i}.attn.c_proj.weight": (D, D),
+            f"h.{i}.attn.c_proj.bias": (D,),
+            f"h.{i}.ln_2.weight": (D,),
+            f"h.{i}.ln_2.bias": (D,),
+            f"h.{i}.mlp.c_fc.weight": (D, F),
+            f"h.{i}.mlp.c_fc.bias": (F,),
+            f"h.{i}.mlp.c_proj.weight": (F, D),
+            f"h.{i}.mlp.c_proj.bias": (D,),
+        }
+    shapes |= {"ln_f.weight": (D,), "ln_f.bias": (D,)}
+    if not config.tie_word_embeddings:
+        shapes["lm_head.weight"] = (V, D)
+    return shapes
+
+
+def as_tree(flat: dict[str, object], n_layer: int) -> SimpleNamespace:
+    """{"h.0.attn.c_attn.weight": w, ...} -> tree.h[0].attn.c_attn.weight, mirroring the checkpoint."""
+    root: dict = {"h": [{} for _ in range(n_layer)]}
+    for name, value in flat.items():
+        parts = name.split(".")
+        node = root["h"][int(parts[1])] if parts[0] == "h" else root
+        for part in parts[2 if parts[0] == "h" else 0 : -1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+
+    def build(node):
+        if isinstance(node, dict):
+            return SimpleNamespace(**{k: build(v) for k, v in node.items()})
+        if isinstance(node, list):
+            return [build(v) for v in node]
+        return node
+
+    return build(root)
+
+
+@dataclass(frozen=True)
+class _TensorInfo:
+    file: Path
+    dtype: str
+    shape: tuple[int, ...]
+    start: int  # byte offsets into the file
+    end: int
+
+
+_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
+
+
+def _read_header(path: Path) -> dict[str, _TensorInfo]:
+    """Let safetensors validate the file, then locate each tensor's bytes for mapping."""
+    try:
+        with safe_open(str(path), framework="numpy"):
+            pass
+    except (SafetensorError, OSError) as err:
+        raise UserError(f"{path} is not a readable safetensors file ({err}); re-download it") from None
+    with open(path, "rb") as f:
+        header_len = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(header_len))
+    data_start = 8 + header_len
+    header.pop("__metadata__", None)
+    return {
+        name: _TensorInfo(path, h["dtype"], tuple(h["shape"]), data_start + h["data_offsets"][0],
+                          data_start + h["data_offsets"][1])
+        for name, h in header.items()
+    }  # fmt: skip
+
+
+def _weight_files(directory: Path) -> list[Path]:
+    index = directory / SAFETENSORS_INDEX
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text("utf-8"))["weight_map"]
+            files = sorted(set(weight_map.values()))
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError):
+            raise UserError(f"{index} is not a valid safetensors index; re-download the model") from None
+        missing = [f for f in files if not (directory / f).is_file()]
+        if missing:
+            raise UserError(f"{directory} is missing shard {missing[0]} listed in {SAFETENSORS_INDEX}; re-download")
+        return [directory / f for f in files]
+    if (directory / SAFETENSORS).is_file():
+        return [directory / SAFETENSORS]
+    pickles = sorted(p.name for p in directory.iterdir() if p.suffix in PICKLE_SUFFIXES)
+    if pickles:
+        raise UserError(
+            f"{directory} has only pickled PyTorch weights ({pickles[0]}), which minitransformer never unpickles; "
+            f"convert them to {SAFETENSORS} (for example with transformers' save_pretrained(..., safe_serialization=True))"
+        )
+    raise UserError(f"{directory} has no weights: expected {SAFETENSORS} or {SAFETENSORS_INDEX}")
+
+
+def _strip_prefix(name: str) -> str:
+    return name.removeprefix("transformer.")
+
+
+def load_weights(directory: Path, config: GPT2Config) -> SimpleNamespace:
+    """Map every tensor of the checkpoint, check names, shapes and dtypes, return the tree of arrays."""
+    tensors: dict[str, _TensorInfo] = {}
+    for file in _weight_files(directory):
+        for name, info in _read_header(file).items():
+            tensors[_strip_prefix(name)] = info
+    expected = expected_shapes(config)
+    if config.tie_word_embeddings:
+        tensors.pop("lm_head.weight", None)  # a tied head saved twice is the same tensor as wte
+    unexpected = sorted(n for n in tensors if n not in expected and not _IGNORED.match(n))
+    if unexpected:
+        raise UserError(f"{directory}: unexpected tensor {unexpected[0]} for a GPT-2 with this config.json")
+    missing = [n for n in expected if n not in tensors]
+    if missing:
+        raise UserError(f"{directory}: tensor {missing[0]} is missing from the weights")
+    maps: dict[Path, np.memmap] = {}
+    arrays = {}
+    for name, shape in expected.items():
+        info = tensors[name]
+        if info.shape != shape:
+            raise UserError(
+                f"{directory}: tensor {name} has shape {list(info.shape)} but config.json implies {list(shape)}"
+            )
+        if info.dtype not in _DTYPES:
+            raise UserError(f"{directory}: tensor {name} is {info.dtype}; only F32, F16 and BF16 weights are supported")
+        if info.file not in maps:
+            maps[info.file] = np.memmap(info.file, dtype=np.uint8, mode="r")
+        raw = maps[info.file][info.start : info.end].view(_DTYPES[info.dtype], np.ndarray).reshape(shape)
+        arrays[name] = _as_float32(raw, info.dtype)
+    return as_tree(arrays, config.n_layer)
+
+
+def _as_float32(raw: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "F32":
+        return raw  # a read-only view of the mapped file: no copy
+    if dtype == "F16":
+        return raw.astype(np.float32)
+    # bfloat16 is the top half of a float32.
+    return (raw.astype(np.uint32) << 16).view(np.float32)
