@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import UserError
-from .ledger import Ledger, Phase, totals_of
+from .ledger import Ledger, Phase
 from .model import Model
 
 
@@ -143,9 +143,14 @@ def generate(
     return Generation(model.name, prompt_text, prompt_tokens, new_tokens, tokenizer.decode(new_tokens), found, book)
 
 
-def _passes(model: Model, prompt_tokens, new_tokens, max_new_tokens: int, use_cache: bool, book: Ledger | None):
-    """Yield the next-token logits [V] of each forward pass: the prefill, then one decode step per token."""
-    cache = model.new_cache(capacity=len(prompt_tokens) + max_new_tokens) if use_cache else None
+def _passes(model: Model, prompt_tokens, new_tokens, max_new_tokens: int, use_cache: bool, book: Ledger | None,
+            batch: tuple[int, ...] = ()):  # fmt: skip
+    """Yield the next-token logits [V] of each forward pass: the prefill, then one decode step per token.
+
+    `new_tokens` is the caller's list, which it extends between passes. With a `batch` shape, every
+    row repeats the same tokens (counting only).
+    """
+    cache = model.new_cache(batch, capacity=len(prompt_tokens) + max_new_tokens) if use_cache else None
     for step in range(max_new_tokens):
         if use_cache:
             ids = prompt_tokens if step == 0 else new_tokens[-1:]
@@ -154,16 +159,27 @@ def _passes(model: Model, prompt_tokens, new_tokens, max_new_tokens: int, use_ca
         phase = None
         if book is not None:
             context = len(prompt_tokens) + step
-            phase = Phase("prefill" if step == 0 else "decode", step, len(ids), context, cached=use_cache)
+            phase = Phase("prefill" if step == 0 else "decode", step, len(ids), context,
+                          batch=batch[0] if batch else 1, cached=use_cache)  # fmt: skip
             book.phases.append(phase)
-        yield model.run(ids, cache=cache, phase=phase)[-1]
+        ids = np.broadcast_to(np.asarray(ids), (*batch, len(ids)))
+        yield model.run(ids, cache=cache, phase=phase)[..., -1, :]
+
+
+def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> Ledger:
+    """The ledger of generating n_new tokens after an n_prompt-token prompt, whatever the tokens are.
+
+    The counts depend on shapes only, so placeholder token ids do; on a shape-only model
+    (Model.without_weights) this costs no arithmetic at all.
+    """
+    book = Ledger(model.config.to_dict())
+    lead = (batch,) if batch > 1 else ()
+    placeholder_new: list[int] = []
+    for _ in _passes(model, [0] * n_prompt, placeholder_new, n_new, use_cache, book, lead):
+        placeholder_new.append(0)
+    return book
 
 
 def _count_other_way(model: Model, n_prompt: int, n_new: int, used_cache: bool):
     """Totals of the same generation done the other way (cache on/off), by a shape-only run."""
-    stand_in = Model.without_weights(model.config)
-    book = Ledger(model.config.to_dict())
-    placeholder_new: list[int] = []  # token values don't matter to the counts, only how many
-    for _ in _passes(stand_in, [0] * n_prompt, placeholder_new, n_new, not used_cache, book):
-        placeholder_new.append(0)
-    return totals_of(book.phases)
+    return count_passes(Model.without_weights(model.config), n_prompt, n_new, not used_cache).totals

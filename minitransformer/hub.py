@@ -3,16 +3,16 @@
 Downloads land in `weights/<name>/` of the source checkout (or, for an installed package, in
 `~/.cache/minitransformer/weights/<name>/`; `MINITRANSFORMER_WEIGHTS` overrides both). Only
 `config.json` and `model.safetensors` are fetched: never a pickle. Before the hub library is asked
-for anything, a bounded reachability check makes an offline machine fail in seconds, not minutes.
+for anything, a bounded request of our own makes an offline machine fail in seconds, never hang.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
-from urllib.parse import urlparse
 
 from .errors import UserError
 
@@ -62,22 +62,25 @@ def hub_endpoint() -> str:
     return constants.ENDPOINT
 
 
-def check_reachable(endpoint: str, timeout: float = REACH_TIMEOUT_S) -> str | None:
-    """None if a TCP connection to the hub opens within `timeout` seconds, else why not.
+def check_reachable(endpoint: str, repo_id: str, timeout: float = REACH_TIMEOUT_S) -> str | None:
+    """None if the hub answers an HTTP request about `repo_id` within `timeout` seconds, else why not.
 
-    Name resolution can block far longer than any socket timeout, so the attempt runs in a daemon
-    thread that we stop waiting for.
+    The hub library waits without limit on a server that accepts connections but never answers,
+    and name resolution can block longer than any socket timeout; so the first request is ours, in
+    a daemon thread that we stop waiting for.
     """
-    url = urlparse(endpoint)
-    host, port = url.hostname, url.port or (443 if url.scheme == "https" else 80)
+    url = f"{endpoint.rstrip('/')}/api/models/{repo_id}/revision/main"
     outcome: list[str | None] = []
 
     def attempt() -> None:
         try:
-            socket.create_connection((host, port), timeout=timeout).close()
+            urllib.request.urlopen(url, timeout=timeout).close()
             outcome.append(None)
-        except OSError as err:
-            outcome.append(str(err) or type(err).__name__)
+        except urllib.error.HTTPError:
+            outcome.append(None)  # the hub answered; the download itself will say what is wrong
+        except (OSError, ValueError) as err:
+            reason = getattr(err, "reason", err)
+            outcome.append(str(reason) or type(err).__name__)
 
     worker = threading.Thread(target=attempt, daemon=True)
     worker.start()
@@ -93,7 +96,7 @@ def download(name: str) -> Path:
     if is_complete(target):
         return target
     endpoint = hub_endpoint()
-    why = check_reachable(endpoint)
+    why = check_reachable(endpoint, HUB_REPOS[name])
     if why is not None:
         raise UserError(
             f"cannot reach the Hugging Face Hub at {endpoint} to download {name} ({why}); "

@@ -1,0 +1,169 @@
+"""`python -m minitransformer ...`: a thin layer over the Python API.
+
+Bad input never ends in a traceback: a one-line message on stderr that says what to do, exit
+status 2, and no output file half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import UserError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's default prints the whole usage; we print one line
+        raise UserError(f"{message} (see {self.prog} --help)")
+
+
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="minitransformer", description="GPT-2 in NumPy with every matrix multiply counted.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    gen = commands.add_parser("generate", help="continue a prompt and show where the dot products went")
+    gen.add_argument("prompt")
+    gen.add_argument("--model", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, demo, or a directory")
+    gen.add_argument("--max-new-tokens", type=_whole_number, default=8)
+    gen.add_argument("--temperature", type=_number, default=0.0, help="0 (default) is greedy")
+    gen.add_argument("--top-k", type=_whole_number, default=None)
+    gen.add_argument("--seed", type=_whole_number, default=None)
+    gen.add_argument("--no-cache", action="store_true", help="recompute the whole sequence at every step")
+    gen.add_argument("--top", type=_whole_number, default=10, help="candidates shown for the first new token")
+    gen.add_argument("--layer", type=_whole_number, default=0, help="the block shown op by op (default 0)")
+    gen.add_argument("--json", metavar="PATH|-", help="write the ledger as JSON (- for stdout)")
+    gen.set_defaults(run=_generate)
+
+    down = commands.add_parser("download", help="fetch a GPT-2 checkpoint from the Hugging Face Hub")
+    down.add_argument("name", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl or distilgpt2")
+    down.set_defaults(run=_download)
+
+    val = commands.add_parser("validate", help="compare logits with Hugging Face transformers on the same weights")
+    val.add_argument("--model", help="a model name or directory (default: as for generate)")
+    val.add_argument("--steps", type=_whole_number, default=8, help="greedy tokens compared step by step")
+    val.set_defaults(run=_validate)
+    return parser
+
+
+def _check_output_path(path: str | None) -> None:
+    if path in (None, "-"):
+        return
+    parent = Path(path).expanduser().resolve().parent
+    if not parent.is_dir():
+        raise UserError(f"cannot write {path}: directory {parent} does not exist")
+    if Path(path).is_dir():
+        raise UserError(f"cannot write {path}: it is a directory")
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+    target = Path(path).expanduser()
+    fd, tmp = tempfile.mkstemp(dir=target.resolve().parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _generate(args) -> None:
+    from . import report
+    from .generate import check_options
+    from .model import load_model
+
+    check_options(args.max_new_tokens, args.temperature, args.top_k, args.seed)
+    if args.top < 1:
+        raise UserError("--top must be at least 1")
+    if args.layer < 0:
+        raise UserError("--layer must be 0 or more")
+    if not args.prompt:
+        raise UserError("the prompt is empty; give some text to continue, e.g. \"The capital of France is\"")
+    _check_output_path(args.json)
+    model = load_model(args.model)
+    if args.layer >= model.config.n_layer:
+        raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
+    out = sys.stderr if args.json == "-" else sys.stdout  # with --json -, stdout holds only the JSON
+
+    print(f"model {report.describe_model(model.config.to_dict(), model.source)}", file=out)
+    tokens = model.tokenizer.encode(args.prompt)
+    print(f"prompt: {len(tokens)} tokens {tokens}", file=out)
+    print(file=out)
+    out.write(args.prompt)
+    out.flush()
+
+    def stream(_token: int, text: str) -> None:
+        out.write(text)
+        out.flush()
+
+    result = model.generate(args.prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                            top_k=args.top_k, seed=args.seed, use_cache=not args.no_cache, candidates=args.top,
+                            on_token=stream)  # fmt: skip
+    print("\n", file=out)
+    print("Next-token candidates after the prompt (probabilities at temperature 1)", file=out)
+    print(report.candidates_table(result.candidates), file=out)
+    print(file=out)
+    print(report.ledger_report(result.ledger, layer=args.layer), file=out)
+    if args.json:
+        document = json.dumps(result.to_dict(), indent=1)
+        if args.json == "-":
+            sys.stdout.write(document + "\n")
+        else:
+            write_atomically(args.json, document + "\n")
+            print(f"\nledger written to {args.json}", file=out)
+
+
+def _download(args) -> None:
+    from .hub import download
+
+    print(download(args.name))
+
+
+def _validate(args) -> None:
+    from .model import load_model
+    from .validate import validate
+
+    model = load_model(args.model)
+    ok = validate(model, steps=args.steps)
+    if not ok:
+        raise SystemExit(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        args.run(args)
+        return 0
+    except UserError as err:
+        sys.stdout.flush()
+        print(f"minitransformer: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. piped into `head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

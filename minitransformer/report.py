@@ -1,0 +1,151 @@
+"""Text views of a ledger: one block op by op, a row per layer, the decode steps, totals, the cache.
+
+Everything here reads the ledger's data; nothing is counted here.
+"""
+
+from __future__ import annotations
+
+from .ledger import Ledger, Phase, Record
+
+_UNITS = ((10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K"))
+
+
+def human(n: float) -> str:
+    """1234567 -> '1.23 M': three significant digits and a unit, for numbers people compare by eye."""
+    for size, unit in _UNITS:
+        if abs(n) >= size:
+            value = n / size
+            return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
+    return f"{n:g}"
+
+
+def count(n: int) -> str:
+    return f"{n:,}"
+
+
+def shape(s) -> str:
+    return "" if s is None else "[" + ", ".join(str(n) for n in s) + "]"
+
+
+def percent(part: float, whole: float) -> str:
+    if not whole:
+        return ""
+    share = 100 * part / whole
+    return f"{share:.1f}%" if share >= 0.05 or share == 0 else "<0.1%"
+
+
+def table(headers: list[str], rows: list[list[str]], right: set[int] | None = None, indent: str = "  ") -> str:
+    """Columns padded to their widest cell; `right` holds the indexes of right-aligned (numeric) columns."""
+    right = right or set()
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells):
+        parts = [str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        return (indent + "  ".join(parts)).rstrip()
+
+    return "\n".join([line(headers), *(line(r) for r in rows)])
+
+
+def describe_model(config: dict, source: str) -> str:
+    c = config
+    return (
+        f"{c['name']}: {c['n_layer']} layers, d_model {c['n_embd']:,}, {c['n_head']} heads of {c['d_head']}, "
+        f"d_ff {c['d_ff']:,}, vocab {c['vocab_size']:,}, context {c['n_positions']:,} (weights: {source})"
+    )
+
+
+def _operands(r: Record) -> str:
+    return f"{shape(r.a_shape)} x {shape(r.b_shape)}" if r.a_shape is not None else ""
+
+
+def block_table(phase: Phase, layer: int = 0) -> str:
+    """Every stage of one block in the order it runs, the dot products where there are any."""
+    records = phase.layer_records(layer)
+    block_macs = sum(r.macs for r in records)
+    rows = []
+    for r in records:
+        if r.kind == "matmul":
+            note = ""
+            if r.op == "scores":
+                note = f"causal: {count(r.causal_dot_products)} needed ({count(r.causal_macs)} MACs)"
+            elif r.causal_macs is not None:
+                note = f"causal: {count(r.causal_macs)} MACs needed"
+            rows.append([r.op, r.equation, _operands(r), shape(r.out_shape), count(r.dot_products),
+                         count(r.dot_length), count(r.macs), percent(r.macs, block_macs), note])  # fmt: skip
+        else:
+            rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", ""])
+    rows.append(["block", "", "", "", count(sum(r.dot_products for r in records)), "", count(block_macs), "100%", ""])
+    return table(["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "share", ""], rows,
+                 right={4, 5, 6, 7})  # fmt: skip
+
+
+def layers_table(phase: Phase) -> str:
+    rows = []
+    for i in range(phase.n_layers):
+        records = phase.layer_records(i)
+        macs = sum(r.macs for r in records)
+        rows.append([str(i), count(sum(r.dot_products for r in records)), count(macs), percent(macs, phase.macs)])
+    for r in phase.records:
+        if r.layer is None and r.kind == "matmul":
+            rows.append([r.op, count(r.dot_products), count(r.macs), percent(r.macs, phase.macs)])
+    rows.append(["total", count(phase.dot_products), count(phase.macs), "100%"])
+    return table(["layer", "dot products", "MACs", "share"], rows, right={1, 2, 3})
+
+
+def decode_table(phases: list[Phase], limit: int = 8) -> str:
+    shown = phases if len(phases) <= limit else [*phases[: limit - 2], None, *phases[-2:]]
+    rows = []
+    for p in shown:
+        if p is None:
+            rows.append(["...", "", "", "", "", ""])
+            continue
+        scores = p.find("scores", 0)
+        rows.append([str(p.step), count(p.tokens), count(p.context), shape(scores.out_shape),
+                     count(p.dot_products), count(p.macs)])  # fmt: skip
+    return table(["step", "T", "t", "scores (layer 0)", "dot products", "MACs"], rows, right={0, 1, 2, 4, 5})
+
+
+def ledger_report(ledger: Ledger, layer: int = 0) -> str:
+    prefill, decodes = ledger.phases[0], ledger.phases[1:]
+    config = ledger.model
+    cached = "with the KV cache" if ledger.cached else "without a cache (every step recomputes the sequence)"
+    out = [
+        f"Where the dot products live: one transformer block (layer {layer} of {config['n_layer']}) in the prefill, "
+        f"T = {prefill.tokens} new positions attending to t = {prefill.context}",
+        block_table(prefill, layer),
+        "",
+        "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed dense",
+        "  (T x t per head) and the future is masked afterwards; 'causal' is the part of that work the mask keeps.",
+        "",
+        f"Prefill, layer by layer ({prefill.tokens} tokens, logits for the last position only)",
+        layers_table(prefill),
+    ]
+    if decodes:
+        out += ["", f"Decode steps {cached}: T new positions, t attended", decode_table(decodes)]
+    totals = ledger.totals
+    out += [
+        "",
+        f"Total: {count(totals.dot_products)} dot products, {count(totals.macs)} MACs ({human(totals.macs)}), "
+        f"{human(totals.flops)} FLOPs over 1 prefill + {len(decodes)} decode step{'s' if len(decodes) != 1 else ''}",
+    ]
+    comparison = ledger.cache_comparison()
+    if comparison is not None:
+        saved = comparison["saved_macs"]
+        without = comparison["without_cache"]["macs"]
+        with_cache = comparison["with_cache"]["macs"]
+        if ledger.cached:
+            out.append(
+                f"KV cache: without it these tokens would cost {human(without)} MACs; with it {human(with_cache)}: "
+                f"saved {human(saved)} MACs ({percent(saved, without)})"
+            )
+        else:
+            out.append(
+                f"KV cache (off): with it these tokens would cost {human(with_cache)} MACs instead of "
+                f"{human(without)}: it would save {human(saved)} ({percent(saved, without)})"
+            )
+    return "\n".join(out)
+
+
+def candidates_table(candidates) -> str:
+    rows = [[str(i + 1), repr(c.token), str(c.token_id), f"{100 * c.probability:.2f}%"] for i, c in enumerate(candidates)]
+    return table(["rank", "token", "id", "probability"], rows, right={0, 2, 3})

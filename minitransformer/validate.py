@@ -1,0 +1,94 @@
+"""Check a model against Hugging Face transformers on the same weights, tensor by tensor, with a verdict.
+
+Needs torch and transformers (`pip install 'minitransformer[hf]'`); the rest of the package never
+imports them. For each prompt: the largest |logit difference| over every position, and the greedy
+tokens compared step by step (ours with the KV cache, theirs recomputing the sequence).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from .errors import UserError
+from .model import Model
+
+PROMPTS = (
+    "The capital of France is",
+    "Hello, my dog is cute and",
+    "In 1905, Albert Einstein published four papers that",
+    "def fibonacci(n):\n    if n < 2:\n        return n\n   ",
+    "Les mots «café» et 日本語 and emoji 🤖  with   spaces",
+)
+# Relative to the logits' scale: float32 rounding grows with the magnitude of what is summed, and real
+# GPT-2 logits reach the hundreds while those of random test models stay near 1.
+TOLERANCE = 1e-4
+
+
+def prompt_ids(model: Model, text: str, seed: int) -> list[int]:
+    """The prompt's GPT-2 tokens, or (for a model with a smaller vocabulary) seeded random ids it can take."""
+    ids = model.tokenizer.encode(text)
+    if max(ids) < model.config.vocab_size:
+        return ids
+    return np.random.default_rng(seed).integers(0, model.config.vocab_size, len(ids)).tolist()
+
+
+def load_reference(model: Model):
+    try:
+        import torch
+        from transformers import GPT2LMHeadModel
+    except ImportError:
+        raise UserError("validate compares with Hugging Face: pip install 'minitransformer[hf]' (torch, transformers)") from None
+    if model.shape_only:
+        raise UserError("a shape-only model has no weights to validate")
+    return torch, GPT2LMHeadModel.from_pretrained(model.source, dtype=torch.float32).eval()
+
+
+def compare(model: Model, reference, torch, ids: list[int], steps: int, tolerance: float) -> dict:
+    """max |dlogit| over all positions, and the greedy continuation compared token by token."""
+    with torch.no_grad():
+        theirs = reference(torch.tensor([ids])).logits[0].numpy()
+    ours = model.logits(ids)
+    steps = max(0, min(steps, model.config.n_positions - len(ids)))
+    our_tokens = model.generate(ids, max_new_tokens=steps, stop_at_eos=False, ledger=False,
+                                candidates=0).new_tokens if steps else []  # fmt: skip
+    agree, context = 0, list(ids)
+    for ours_next in our_tokens:
+        with torch.no_grad():
+            last = reference(torch.tensor([context])).logits[0, -1].numpy()
+        theirs_next = int(np.argmax(last))
+        if ours_next != theirs_next and last[theirs_next] - last[ours_next] > 2 * tolerance * max(1.0, abs(last).max()):
+            break  # a real disagreement, not a near-tie within the tolerance
+        agree += 1
+        context.append(ours_next)
+    return {
+        "tokens": len(ids),
+        "allowed": tolerance * max(1.0, float(np.abs(theirs).max())),
+        "max_abs_diff": float(np.abs(ours - theirs).max()),
+        "greedy_agree": agree,
+        "greedy_steps": len(our_tokens),
+    }
+
+
+def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float = TOLERANCE, out=sys.stdout) -> bool:
+    torch, reference = load_reference(model)
+    import transformers
+
+    print(f"Validating {model.name} ({model.source}) against transformers {transformers.__version__} "
+          f"GPT2LMHeadModel, float32; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and greedy "
+          f"tokens agree", file=out)  # fmt: skip
+    all_ok = True
+    rows = []
+    for i, text in enumerate(prompts):
+        r = compare(model, reference, torch, prompt_ids(model, text, seed=i), steps, tolerance)
+        ok = r["max_abs_diff"] <= r["allowed"] and r["greedy_agree"] == r["greedy_steps"]
+        all_ok &= ok
+        rows.append([repr(text if len(text) <= 32 else text[:29] + "..."), str(r["tokens"]), f"{r['max_abs_diff']:.2e}",
+                     f"{r['allowed']:.1e}", f"{r['greedy_agree']}/{r['greedy_steps']}", "OK" if ok else "NOT OK"])  # fmt: skip
+    from .report import table
+
+    print(table(["prompt", "tokens", "max |dlogit|", "allowed", "greedy agree", "verdict"], rows, right={1, 2, 3, 4}),
+          file=out)  # fmt: skip
+    print("all OK" if all_ok else "NOT OK: the logits differ beyond the tolerance", file=out)
+    return all_ok
