@@ -1,0 +1,76 @@
+"""Shared test fixtures: small GPT-2 checkpoints written with NumPy, and where the HF fixtures live."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+ROOT = Path(__file__).resolve().parent.parent
+HF_FIXTURES = ROOT / "tests" / "fixtures" / "hf"
+REAL_GPT2 = ROOT / "weights" / "gpt2"
+
+
+def gpt2_tensors(n_layer: int, n_embd: int, n_inner: int, n_positions: int, vocab_size: int, seed: int,
+                 prefix: str = "transformer.") -> dict[str, np.ndarray]:  # fmt: skip
+    """Random weights laid out as transformers saves a GPT2LMHeadModel (Conv1D weights are [in, out])."""
+    rng = np.random.default_rng(seed)
+
+    def rand(*shape):
+        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+
+    D, F = n_embd, n_inner
+    t = {"wte.weight": rand(vocab_size, D), "wpe.weight": rand(n_positions, D)}
+    for i in range(n_layer):
+        t |= {
+            f"h.{i}.ln_1.weight": 1 + rand(D), f"h.{i}.ln_1.bias": rand(D),
+            f"h.{i}.attn.c_attn.weight": rand(D, 3 * D), f"h.{i}.attn.c_attn.bias": rand(3 * D),
+            f"h.{i}.attn.c_proj.weight": rand(D, D), f"h.{i}.attn.c_proj.bias": rand(D),
+            f"h.{i}.ln_2.weight": 1 + rand(D), f"h.{i}.ln_2.bias": rand(D),
+            f"h.{i}.mlp.c_fc.weight": rand(D, F), f"h.{i}.mlp.c_fc.bias": rand(F),
+            f"h.{i}.mlp.c_proj.weight": rand(F, D), f"h.{i}.mlp.c_proj.bias": rand(D),
+        }  # fmt: skip
+    t |= {"ln_f.weight": 1 + rand(D), "ln_f.bias": rand(D)}
+    return {prefix + k: v for k, v in t.items()}
+
+
+def write_gpt2(directory: Path, n_layer=2, n_head=2, n_embd=16, n_inner=None, n_positions=64, vocab_size=50257,
+               seed=0, **config) -> Path:  # fmt: skip
+    """A GPT-2 checkpoint directory (config.json + model.safetensors) with random weights."""
+    directory.mkdir(parents=True, exist_ok=True)
+    hf_config = {"model_type": "gpt2", "n_layer": n_layer, "n_head": n_head, "n_embd": n_embd, "n_inner": n_inner,
+                 "n_positions": n_positions, "vocab_size": vocab_size, **config}  # fmt: skip
+    (directory / "config.json").write_text(json.dumps(hf_config))
+    tensors = gpt2_tensors(n_layer, n_embd, n_inner or 4 * n_embd, n_positions, vocab_size, seed)
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    return directory
+
+
+@pytest.fixture(scope="session")
+def small_gpt2_dir(tmp_path_factory) -> Path:
+    """A 2-layer GPT-2 with the full 50,257-token vocabulary: takes any text the tokenizer makes."""
+    return write_gpt2(tmp_path_factory.mktemp("models") / "small-gpt2")
+
+
+@pytest.fixture(scope="session")
+def small_gpt2(small_gpt2_dir):
+    from minitransformer import load_model
+
+    return load_model(small_gpt2_dir)
+
+
+def hf_fixture_dirs() -> list[Path]:
+    return sorted(p for p in HF_FIXTURES.iterdir() if (p / "config.json").is_file())
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run `python -m minitransformer ARGS` in a fresh process, as a user would."""
+    import os
+
+    return subprocess.run([sys.executable, "-m", "minitransformer", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})}, cwd=ROOT)  # fmt: skip

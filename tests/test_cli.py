@@ -1,0 +1,157 @@
+"""The CLI as a user meets it: real output, one JSON document with --json -, and one-line errors on bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import run_cli, write_gpt2
+
+
+def test_generate_streams_text_then_candidates_then_the_ledger(small_gpt2_dir, small_gpt2):
+    result = run_cli("generate", "The capital of France is", "--model", str(small_gpt2_dir), "--max-new-tokens", "4")
+    assert result.returncode == 0, result.stderr
+    expected = small_gpt2.generate("The capital of France is", max_new_tokens=4)
+    out = result.stdout
+    assert f"The capital of France is{expected.text}" in out
+    assert "Next-token candidates" in out and repr(expected.candidates[0].token) in out
+    for needle in ("qkv", "scores", "mix", "mlp.up", "mlp.down", "logits", "softmax", "resid_mid", "KV cache", "Total:"):
+        assert needle in out, needle
+    assert f"{expected.ledger.totals.macs:,}" in out
+    assert out.index("Next-token candidates") < out.index("Where the dot products live") < out.index("Total:")
+
+
+def test_json_on_stdout_is_exactly_one_document_with_the_schema(small_gpt2_dir):
+    result = run_cli("generate", "Hello world", "--model", str(small_gpt2_dir), "--max-new-tokens", "3", "--json", "-")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)  # fails if anything else is on stdout
+    assert {"model", "prompt_tokens", "new_tokens", "text", "phases", "totals"} <= doc.keys()
+    assert doc["prompt_tokens"] == [15496, 995] and len(doc["new_tokens"]) == 3
+    assert [p["phase"] for p in doc["phases"]] == ["prefill", "decode", "decode"]
+    assert [p["step"] for p in doc["phases"]] == [0, 1, 2]
+    assert [(p["tokens"], p["context"]) for p in doc["phases"]] == [(2, 2), (1, 3), (1, 4)]
+    prefill = doc["phases"][0]
+    assert len(prefill["layers"]) == doc["model"]["n_layer"] == 2
+    op = next(o for o in prefill["layers"][0]["ops"] if o["op"] == "qkv")
+    assert {"op", "a_shape", "b_shape", "out_shape", "dot_products", "dot_length", "macs", "flops"} <= op.keys()
+    assert op["a_shape"] == [2, 16] and op["b_shape"] == [16, 48] and op["out_shape"] == [2, 48]
+    assert op["dot_products"] == 96 and op["dot_length"] == 16 and op["macs"] == 1536 and op["flops"] == 3072
+    assert prefill["logits"]["op"] == "logits" and prefill["logits"]["dot_products"] == 50257
+    assert sum(p["macs"] for p in doc["phases"]) == doc["totals"]["macs"]
+    assert doc["totals"]["flops"] == 2 * doc["totals"]["macs"]
+    for phase in doc["phases"]:
+        layer_sum = sum(layer["macs"] for layer in phase["layers"]) + phase["logits"]["macs"]
+        assert layer_sum == phase["macs"]
+    assert "The capital" not in result.stdout and "Where the dot products live" in result.stderr
+
+
+def test_json_to_a_file(small_gpt2_dir, tmp_path):
+    path = tmp_path / "ledger.json"
+    result = run_cli("generate", "Hi", "--model", str(small_gpt2_dir), "--max-new-tokens", "2", "--json", str(path))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(path.read_text())["totals"]["macs"] > 0
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind
+
+
+def test_no_cache_shows_what_the_cache_would_save(small_gpt2_dir):
+    cached = json.loads(run_cli("generate", "One two three", "--model", str(small_gpt2_dir), "--json", "-").stdout)
+    uncached = json.loads(run_cli("generate", "One two three", "--model", str(small_gpt2_dir), "--no-cache",
+                                  "--json", "-").stdout)  # fmt: skip
+    assert cached["new_tokens"] == uncached["new_tokens"]
+    assert cached["cache"]["without_cache"] == uncached["totals"]
+    assert uncached["cache"]["with_cache"] == cached["totals"]
+    assert cached["cache"]["saved_macs"] == uncached["totals"]["macs"] - cached["totals"]["macs"] > 0
+    assert [p["tokens"] for p in uncached["phases"]] == [3 + k for k in range(8)]
+
+
+def _broken_models(tmp_path, small_gpt2_dir):
+    """Directories a user might point --model at, each wrong in one way."""
+    no_config = tmp_path / "no-config"
+    no_config.mkdir(parents=True)
+    no_weights = write_gpt2(tmp_path / "no-weights", vocab_size=50)
+    (no_weights / "model.safetensors").unlink()
+    pickle_only = write_gpt2(tmp_path / "pickle-only", vocab_size=50)
+    (pickle_only / "model.safetensors").rename(pickle_only / "pytorch_model.bin")
+    truncated = write_gpt2(tmp_path / "truncated", vocab_size=50)
+    data = (truncated / "model.safetensors").read_bytes()
+    (truncated / "model.safetensors").write_bytes(data[: len(data) // 2])
+    garbage = write_gpt2(tmp_path / "garbage", vocab_size=50)
+    (garbage / "model.safetensors").write_bytes(b"\x00" * 100)
+    bad_json = write_gpt2(tmp_path / "bad-json", vocab_size=50)
+    (bad_json / "config.json").write_text('{"n_layer": 2, ')
+    wrong_shape = write_gpt2(tmp_path / "wrong-shape", vocab_size=50)
+    config = json.loads((wrong_shape / "config.json").read_text())
+    (wrong_shape / "config.json").write_text(json.dumps({**config, "n_inner": 30}))
+    unsupported = write_gpt2(tmp_path / "unsupported", vocab_size=50)
+    (unsupported / "config.json").write_text(json.dumps({**config, "activation_function": "xielu"}))
+    return {
+        "no-config": (no_config, "config.json"),
+        "no-weights": (no_weights, "no weights"),
+        "pickle-only": (pickle_only, "never unpickles"),
+        "truncated": (truncated, "not a readable safetensors"),
+        "garbage": (garbage, "not a readable safetensors"),
+        "bad-json": (bad_json, "not valid JSON"),
+        "wrong-shape": (wrong_shape, "h.0.mlp.c_fc.weight"),
+        "unsupported": (unsupported, "activation_function"),
+    }
+
+
+BAD_ARGUMENTS = {
+    "empty prompt": (["", "--model", "{small}"], "prompt is empty"),
+    "beyond context": (["Hello there", "--model", "{small}", "--max-new-tokens", "63"], "at most 62 new tokens fit"),
+    "zero tokens": (["Hi", "--model", "{small}", "--max-new-tokens", "0"], "max_new_tokens"),
+    "negative tokens": (["Hi", "--model", "{small}", "--max-new-tokens", "-3"], "max_new_tokens"),
+    "absurd tokens": (["Hi", "--model", "{small}", "--max-new-tokens", "99999999999"], "context"),
+    "not a number": (["Hi", "--model", "{small}", "--max-new-tokens", "many"], "not a whole number"),
+    "negative temperature": (["Hi", "--model", "{small}", "--temperature", "-1"], "temperature"),
+    "nan temperature": (["Hi", "--model", "{small}", "--temperature", "nan"], "temperature"),
+    "word temperature": (["Hi", "--model", "{small}", "--temperature", "hot"], "not a number"),
+    "zero top-k": (["Hi", "--model", "{small}", "--top-k", "0"], "top_k"),
+    "bad top-k": (["Hi", "--model", "{small}", "--top-k", "x"], "not a whole number"),
+    "unknown model": (["Hi", "--model", "gpt5"], "known models: gpt2, gpt2-medium"),
+    "missing directory": (["Hi", "--model", "./no/such/dir"], "not a directory"),
+    "bad layer": (["Hi", "--model", "{small}", "--layer", "7"], "layers 0..1"),
+    "unknown flag": (["Hi", "--frobnicate"], "unrecognized arguments"),
+}
+
+
+def assert_one_line_error(result, needle):
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr and lines[0].startswith("minitransformer")
+    assert needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("case", BAD_ARGUMENTS, ids=str)
+def test_bad_arguments_get_a_one_line_answer(case, small_gpt2_dir, tmp_path):
+    args, needle = BAD_ARGUMENTS[case]
+    out = tmp_path / "out.json"
+    result = run_cli("generate", *[a.replace("{small}", str(small_gpt2_dir)) for a in args], "--json", str(out))
+    assert_one_line_error(result, needle)
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_broken_model_directories_get_a_one_line_answer(tmp_path, small_gpt2_dir):
+    for name, (directory, needle) in _broken_models(tmp_path / "models", small_gpt2_dir).items():
+        out = tmp_path / f"{name}.json"
+        result = run_cli("generate", "Hi", "--model", str(directory), "--json", str(out))
+        assert_one_line_error(result, needle)
+        assert not out.exists(), name
+
+
+def test_unwritable_json_path_is_refused_before_any_work(small_gpt2_dir, tmp_path):
+    result = run_cli("generate", "Hi", "--model", str(small_gpt2_dir), "--json", str(tmp_path / "nope" / "x.json"))
+    assert_one_line_error(result, "does not exist")
+    assert result.stdout == ""
+
+
+def test_console_script_is_installed():
+    exe = shutil.which("minitransformer")
+    if exe is None:
+        pytest.skip("the package is not installed with its console script in this environment")
+    import subprocess
+
+    assert "generate" in subprocess.run([exe, "--help"], capture_output=True, text=True).stdout

@@ -1,0 +1,147 @@
+"""The rules the engine promises: one door for matrix products, float32 throughout, a complete map of each block."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minitransformer
+from minitransformer.ledger import Phase
+from minitransformer.stages import BLOCK, BLOCK_OPS, MATMUL_OPS
+from minitransformer.weights import as_tree
+
+PACKAGE = Path(minitransformer.__file__).parent
+PRODUCT_FUNCTIONS = {"matmul", "dot", "einsum", "tensordot", "inner", "vdot", "outer", "kron"}
+THE_DOOR = ("tape.py", "Tape.matmul")
+
+
+def matrix_products_in(path: Path) -> list[str]:
+    """Every `a @ b`, `@=`, NumPy product function (np.matmul, np.einsum, ...), array method (x.dot) or
+    import of one (from numpy import dot) in a source file. `tape.matmul(...)`, the door itself, is a
+    method of ours, not NumPy's, and is allowed."""
+    found = []
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
+            found.append(f"{path.name}:{node.lineno} @")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("numpy"):
+            found += [f"{path.name}:{node.lineno} import {a.name}" for a in node.names if a.name in PRODUCT_FUNCTIONS]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name, receiver = node.func.attr, node.func.value
+            from_numpy = isinstance(receiver, ast.Name) and receiver.id in ("np", "numpy")
+            if name in ("__matmul__", "__rmatmul__") or (name in PRODUCT_FUNCTIONS and (from_numpy or name != "matmul")):
+                found.append(f"{path.name}:{node.lineno} {name}")
+    return found
+
+
+def test_the_counting_matmul_is_the_only_door_for_matrix_products():
+    found = [hit for path in sorted(PACKAGE.rglob("*.py")) for hit in matrix_products_in(path)]
+    door = [hit for hit in found if hit.startswith("tape.py:")]
+    assert len(door) == 1 and door[0].endswith("matmul"), found
+    assert found == door, f"matrix products outside Tape.matmul: {[h for h in found if h not in door]}"
+    source = (PACKAGE / "tape.py").read_text()
+    line = int(door[0].split(":")[1].split()[0])
+    method = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "matmul")
+    assert method.lineno <= line <= method.end_lineno
+
+
+def test_the_scan_does_catch_products(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import numpy as np\nfrom numpy import inner\n@decorator\ndef f(a, b, tape):\n    c = a @ b\n    c @= b\n"
+        "    tape.matmul('qkv', a, b, 'T D, D 3D -> T 3D')\n    return np.einsum('ij,jk', a, b) + a.dot(b) + np.matmul(a, b)\n"
+    )
+    assert sorted(h.split(maxsplit=1)[1] for h in matrix_products_in(sample)) == sorted(
+        ["import inner", "@", "@", "einsum", "dot", "matmul"]
+    )
+
+
+class Float64Alarm(np.ndarray):
+    """An array that raises the moment any computation involving it produces float64."""
+
+    def __array_finalize__(self, obj):
+        if self.dtype == np.float64:
+            raise AssertionError("float64 appeared in the forward pass")
+
+
+def test_no_float64_anywhere_in_the_forward_pass(small_gpt2):
+    from minitransformer.model import Model
+
+    alarmed = {}
+
+    def walk(node, prefix):
+        for key, value in vars(node).items():
+            if isinstance(value, np.ndarray):
+                alarmed[prefix + key] = value.view(Float64Alarm)
+            elif isinstance(value, list):
+                for i, child in enumerate(value):
+                    walk(child, f"{prefix}{key}.{i}.")
+            else:
+                walk(value, f"{prefix}{key}.")
+
+    walk(small_gpt2.params, "")
+    model = Model(small_gpt2.config, as_tree(alarmed, small_gpt2.config.n_layer), source="alarm")
+    seen = []
+    logits = model.run(np.array([464, 3139, 286]), all_positions=True,
+                       watcher=lambda name, value, record: seen.append((name, value.dtype)) or value)  # fmt: skip
+    assert logits.dtype == np.float32 and isinstance(logits, Float64Alarm)
+    assert seen and all(dtype == np.float32 for _, dtype in seen)
+    result = model.generate("The capital", max_new_tokens=3, stop_at_eos=False)
+    assert len(result.new_tokens) == 3
+
+    # The alarm itself works:
+    with pytest.raises(AssertionError, match="float64"):
+        np.zeros(3, np.float32).view(Float64Alarm) * np.float64(2.0)
+
+
+def test_every_activation_is_float32(tmp_path):
+    from conftest import write_gpt2
+    from minitransformer import load_model
+    from minitransformer.config import SUPPORTED_ACTIVATIONS
+
+    for activation in SUPPORTED_ACTIVATIONS:
+        model = load_model(write_gpt2(tmp_path / activation, vocab_size=50, activation_function=activation))
+        assert model.logits(np.arange(5)).dtype == np.float32, activation
+
+
+def test_a_block_is_mapped_completely_in_the_order_the_equations_run(small_gpt2):
+    phase = Phase("prefill", 0, 5, 5)
+    small_gpt2.run(np.arange(5), phase=phase)
+    ops = [r.op for r in phase.records]
+    n = small_gpt2.config.n_layer
+    assert ops == ["embed", *BLOCK_OPS * n, "ln_f", "last", "logits"]
+    assert [r.name for r in phase.layer_records(1)][:3] == ["blocks.1.ln_1", "blocks.1.attn.qkv", "blocks.1.attn.q"]
+    for r in phase.records:
+        assert (r.dot_products > 0) == (r.op in MATMUL_OPS), r.op
+    kinds = {s.kind for s in BLOCK}
+    assert {"norm", "scale", "mask", "softmax", "activation", "residual", "reshape"} <= kinds
+
+
+def test_shapes_are_checked_not_just_commented(small_gpt2):
+    from minitransformer.tape import Dims, Tape
+
+    tape = Tape(Dims(T=5, t=5, D=16, H=2, F=64, V=50257, R=1))
+    with pytest.raises(AssertionError, match=r"\[T, D\] = \[5, 16\]"):
+        tape.stage("ln_1", np.zeros((5, 17), np.float32), "T D")
+    with pytest.raises(AssertionError):
+        tape.matmul("qkv", np.zeros((5, 16), np.float32), np.zeros((16, 47), np.float32), "T D, D 3D -> T 3D")
+
+
+def test_weights_are_memory_mapped_not_copied(small_gpt2):
+    wte = small_gpt2.params.wte.weight
+    assert type(wte) is np.ndarray and not wte.flags.owndata and not wte.flags.writeable
+    base = wte
+    while base.base is not None and not isinstance(base, np.memmap):
+        base = base.base
+    assert isinstance(base, np.memmap) or "mmap" in type(base).__name__
+
+
+def test_kv_cache_is_preallocated_and_written_in_place(small_gpt2):
+    cache = small_gpt2.new_cache(capacity=10)
+    buffers = [id(k) for k in cache.keys]
+    small_gpt2.run(np.arange(4), cache=cache)
+    small_gpt2.run(np.arange(1), cache=cache)
+    assert [id(k) for k in cache.keys] == buffers and cache.length == 5

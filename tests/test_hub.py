@@ -1,0 +1,125 @@
+"""Downloading GPT-2 by name: fails fast and clearly offline; the real path works up to the network call.
+
+The Hugging Face Hub is not reachable from CI. These tests point the hub endpoint at servers on
+this machine (closed, silent, or answering) and replace only `snapshot_download`, the call that
+would transfer the files.
+"""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+import time
+
+import huggingface_hub
+import pytest
+from huggingface_hub import constants
+
+from conftest import run_cli, write_gpt2
+from minitransformer import UserError, hub, load_model
+from minitransformer.registry import on_disk
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # nothing listens here once the socket closes
+
+
+@pytest.fixture
+def silent_server():
+    """Accepts connections and never answers: the case that makes naive clients hang."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held = []
+    threading.Thread(target=lambda: [held.append(server.accept()) for _ in iter(int, 1)], daemon=True).start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+
+
+@pytest.fixture
+def answering_server():
+    """Answers every request with 200 and a small JSON body, like the hub's API."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"id": "openai-community/gpt2"}')
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("endpoint", ["closed", "silent", "unresolvable"])
+def test_download_offline_fails_fast_with_what_to_do(endpoint, silent_server, tmp_path):
+    url = {"closed": f"http://127.0.0.1:{closed_port()}", "silent": silent_server,
+           "unresolvable": "https://hub.invalid"}[endpoint]  # fmt: skip
+    env = {"HF_ENDPOINT": url, "MINITRANSFORMER_WEIGHTS": str(tmp_path)}
+    for args in (["download", "gpt2"], ["generate", "Hi", "--model", "distilgpt2"]):
+        started = time.monotonic()
+        result = run_cli(*args, env=env, timeout=60)
+        elapsed = time.monotonic() - started
+        assert result.returncode == 2 and elapsed < 15, (elapsed, result.stderr)
+        line = result.stderr.strip()
+        assert "\n" not in line and "Traceback" not in line
+        assert "cannot reach the Hugging Face Hub" in line and "minitransformer download" in line
+        assert list(tmp_path.iterdir()) == []  # nothing half-downloaded
+
+
+def test_unknown_download_name_lists_the_known_ones():
+    with pytest.raises(UserError, match="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2"):
+        hub.download("gpt-7")
+
+
+def test_download_path_up_to_the_transfer(answering_server, tmp_path, monkeypatch):
+    """Everything real but the transfer: our reachability check talks to a live server here."""
+    monkeypatch.setenv("MINITRANSFORMER_WEIGHTS", str(tmp_path / "weights"))
+    monkeypatch.setattr(constants, "ENDPOINT", answering_server)
+    calls = []
+
+    def transfer(repo_id, *, allow_patterns, local_dir, **options):
+        calls.append((repo_id, sorted(allow_patterns), local_dir))
+        write_gpt2(local_dir, vocab_size=50257, n_positions=32)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", transfer)
+    model = load_model("gpt2")
+    assert calls == [("openai-community/gpt2", ["config.json", "model.safetensors"], tmp_path / "weights" / "gpt2")]
+    assert model.name == "gpt2" and model.source == str(tmp_path / "weights" / "gpt2")
+    assert model.generate("Hi", max_new_tokens=2).new_tokens
+    load_model("gpt2")  # already on disk: no second transfer
+    assert len(calls) == 1
+
+
+def test_a_download_that_fails_midway_is_reported(answering_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("MINITRANSFORMER_WEIGHTS", str(tmp_path))
+    monkeypatch.setattr(constants, "ENDPOINT", answering_server)
+
+    def transfer(*args, **kwargs):
+        raise OSError("connection reset by peer")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", transfer)
+    with pytest.raises(UserError, match="downloading gpt2-medium .* failed .*connection reset"):
+        hub.download("gpt2-medium")
+
+
+def test_a_model_in_the_hugging_face_cache_is_found_without_network(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINITRANSFORMER_WEIGHTS", str(tmp_path / "empty"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    assert on_disk("gpt2") is None
+    repo = tmp_path / "hub" / "models--openai-community--gpt2"
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    write_gpt2(repo / "snapshots" / revision, n_positions=16)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    assert on_disk("gpt2") == repo / "snapshots" / revision
+    assert load_model("gpt2").config.n_positions == 16
