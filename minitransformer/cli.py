@@ -60,6 +60,18 @@ def build_parser() -> argparse.ArgumentParser:
     val.add_argument("--model", help="a model name or directory (default: as for generate)")
     val.add_argument("--steps", type=_whole_number, default=8, help="greedy tokens compared step by step")
     val.set_defaults(run=_validate)
+
+    tr = commands.add_parser("trace", help="follow a prompt through every stage: names, equations, shapes, values")
+    tr.add_argument("prompt")
+    tr.add_argument("--model", help="a model name or directory (default: as for generate)")
+    tr.add_argument("--new-tokens", type=_whole_number, default=1,
+                    help="cached decode steps after the prefill, one new token each (default 1; 0: prefill only)")
+    tr.add_argument("--layers", metavar="0,11|1-3|all",
+                    help="blocks shown stage by stage (default: the first and the last); the others fold into one line")
+    tr.add_argument("--step", action="store_true",
+                    help="stop at each stage: Enter next, n next layer, c continue, p print, s stats, q quit")
+    tr.set_defaults(run=_trace)
+
     return parser
 
 
@@ -146,6 +158,12 @@ def _validate(args) -> None:
     ok = validate(model, steps=args.steps)
     if not ok:
         raise SystemExit(1)
+
+
+def _trace(args) -> None:
+    from .trace import trace_command
+
+    trace_command(args.prompt, args.model, args.new_tokens, args.layers, args.step)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,7 @@ import numpy as np
 
 from .config import GPT2Config
 from .errors import UserError
+from .hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector, stage_names
 from .kvcache import KVCache, LayerCache
 from .ledger import Phase
 from .ops import ACTIVATIONS, layer_norm, mask_future, merge_heads, softmax, split_heads
@@ -92,6 +93,7 @@ class Model:
         self.params = params
         self.source = source  # where the weights came from, for headers
         self.shape_only = isinstance(params.wte.weight, ShapeOnly)
+        self.hooks = HookRegistry(lambda: stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
 
     def __repr__(self) -> str:
         c = self.config
@@ -139,7 +141,7 @@ class Model:
         """One forward pass over new token ids: logits [R, V] (R = T if all_positions else 1).
 
         With a cache, the ids are the positions after those already cached. `phase` collects the
-        ledger of this pass; `watcher` sees every stage (see tape.py).
+        ledger of this pass; `watcher` sees every stage (see tape.py), after the model's hooks (add_hook).
         """
         past = cache.length if cache is not None else 0
         ids = self.check_ids(token_ids, past)
@@ -147,8 +149,41 @@ class Model:
         T = ids.shape[-1]
         dims = Dims(T=T, t=past + T, D=c.n_embd, H=c.n_head, F=c.d_ff, V=c.vocab_size,
                     R=T if all_positions else 1, batch=ids.shape[:-1])  # fmt: skip
-        tape = Tape(dims, phase, watcher)
+        tape = Tape(dims, phase, self.hooks.watcher(then=watcher))  # None when nobody watches: no cost
         return gpt2(ids, self.params, c, cache, tape, all_positions)
+
+    def run_with_cache(self, token_ids, names=None, *, all_positions: bool = True, kv_cache: KVCache | None = None,
+                       phase: Phase | None = None):  # fmt: skip
+        """(logits, ActivationCache): one forward pass that keeps its named intermediate tensors.
+
+        `names` picks what to keep: None (everything), a name or glob ("blocks.*.attn.weights"), a
+        list of them, or a predicate name -> bool. Hooks run first; the cache holds what they
+        returned. Logits are for every position unless all_positions=False (then the cache also has
+        `last`); with `kv_cache` this is one step of cached decoding; `phase` collects the pass's
+        ledger, as for run(). See hooks.ActivationCache.
+        """
+        known = stage_names(self.config.n_layer)
+        activations = ActivationCache(self.name, known, selector(names, known))
+        logits = self.run(token_ids, cache=kv_cache, all_positions=all_positions, phase=phase,
+                          watcher=activations.capture)  # fmt: skip
+        return logits, activations
+
+    def add_hook(self, name, fn) -> HookHandle:
+        """Call fn(tensor, name) on each stage that `name` matches (a name, glob, list or predicate),
+        in every forward pass (run, logits, generate, run_with_cache) until `.remove()` on the handle.
+
+        fn returns None to leave the tensor alone, or an array of the same shape that replaces it.
+        """
+        return self.hooks.add(name, fn)
+
+    def remove_hooks(self) -> None:
+        """Remove every hook (and breakpoint) of this model."""
+        self.hooks.clear()
+
+    def break_at(self, name) -> HookHandle:
+        """Open pdb when the forward pass reaches `name` (a name or glob), with `tensor`, `name` and
+        `record` (its ledger entry) in scope; `c` continues. `.remove()` on the handle disarms it."""
+        return self.hooks.add(name, breakpoint_hook, with_record=True)
 
     def logits(self, token_ids) -> np.ndarray:
         """float32 logits [T, vocab] (or [B, T, vocab]) at every position, computed without a cache."""

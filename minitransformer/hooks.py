@@ -1,0 +1,248 @@
+"""Hooks and captures: look at (or replace) any named intermediate tensor of the forward pass.
+
+Every stage of the forward pass goes through the tape, which hands its output to one optional
+watcher (tape.py). This module builds that watcher from what people asked for:
+
+- hooks, `model.add_hook("blocks.3.attn.weights", fn)`: `fn(tensor, name)` reads the tensor and
+  may return a replacement (None keeps it); they stay until their handle is removed;
+- a capture, `model.run_with_cache(ids)`: references to the stage outputs, kept in an
+  `ActivationCache` for one call;
+- a breakpoint, `model.break_at(name)`: a hook that opens pdb with the tensor in scope.
+
+When nobody asked for anything the watcher is None and the tape skips the call altogether: tracing
+that is off costs nothing. A capture keeps the arrays the forward pass made, never copies: the ops
+return new arrays and never write into their inputs (ops.py), so a kept tensor stays as it was.
+
+Names are the interface (stages.py): `embed`, `blocks.{i}.ln_1`, `blocks.{i}.attn.qkv`,
+`blocks.{i}.attn.q` / `.k` / `.v`, `blocks.{i}.attn.keys` / `.values`, `blocks.{i}.attn.qk`,
+`blocks.{i}.attn.scaled`, `blocks.{i}.attn.scores`, `blocks.{i}.attn.weights`,
+`blocks.{i}.attn.mix`, `blocks.{i}.attn.z`, `blocks.{i}.attn.out`, `blocks.{i}.resid_mid`,
+`blocks.{i}.ln_2`, `blocks.{i}.mlp.up`, `blocks.{i}.mlp.act`, `blocks.{i}.mlp.down`,
+`blocks.{i}.resid_post`, `ln_f`, `last` (generation only), `logits`. Wherever a name is expected,
+a glob (`blocks.*.attn.weights`) works too.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from collections.abc import Mapping
+from typing import Callable
+
+import numpy as np
+
+from .errors import UserError
+from .ledger import Record
+from .stages import BLOCK, EMBED, FINAL
+from .tape import Watcher
+
+Hook = Callable[[np.ndarray, str], "np.ndarray | None"]  # fn(tensor, name) -> a replacement, or None
+
+
+def stage_names(n_layer: int) -> list[str]:
+    """Every capture name of a model with n_layer blocks, in the order the forward pass produces them."""
+    names = list(EMBED.names)
+    for i in range(n_layer):
+        names += [f"blocks.{i}.{name}" for stage in BLOCK for name in stage.names]
+    return names + [name for stage in FINAL for name in stage.names]
+
+
+def selector(which, known: list[str], what: str = "names=") -> Callable[[str], bool]:
+    """A predicate over stage names from a name, a glob, a list of them, or a predicate.
+
+    A name or glob that matches none of `known` is refused: a typo should not capture nothing silently.
+    """
+    if which is None:
+        return lambda name: True
+    if callable(which):
+        return which
+    patterns = [which] if isinstance(which, str) else list(which)
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            raise TypeError(f"{what} must be names, globs or a predicate, not {pattern!r}")
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in known):
+            close = difflib.get_close_matches(_from_transformer_lens(pattern), known, n=3)
+            hint = f"; did you mean {' or '.join(close)}?" if close else f"; names look like {known[1]!r}"
+            raise UserError(f"no stage is named {pattern!r}{hint} (see minitransformer.hooks for the list)")
+    exact = {p for p in patterns if not any(c in p for c in "*?[")}
+    globs = [p for p in patterns if p not in exact]
+    return lambda name: name in exact or any(fnmatch.fnmatchcase(name, g) for g in globs)
+
+
+def _from_transformer_lens(pattern: str) -> str:
+    """TransformerLens habits ("blocks.0.attn.hook_pattern") pointed at our names, for suggestions only."""
+    for theirs, ours in (("pattern", "weights"), ("attn_scores", "scores"), ("hook_", "")):
+        pattern = pattern.replace(theirs, ours)
+    return pattern
+
+
+class HookHandle:
+    """What add_hook returns: `.remove()` takes the hook off again (removing twice is harmless)."""
+
+    def __init__(self, registry: "HookRegistry", hook: "_Hook") -> None:
+        self._registry, self._hook = registry, hook
+
+    def remove(self) -> None:
+        self._registry._remove(self._hook)
+
+    def __enter__(self) -> "HookHandle":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        state = "active" if self._hook in self._registry._hooks else "removed"
+        return f"HookHandle({self._hook.label}, {state})"
+
+
+class _Hook:
+    def __init__(self, label: str, matches: Callable[[str], bool], fn, with_record: bool) -> None:
+        self.label, self.matches, self.fn, self.with_record = label, matches, fn, with_record
+
+
+class HookRegistry:
+    """A model's hooks, in the order they were added: on a stage they run one after the other."""
+
+    def __init__(self, names: Callable[[], list[str]]) -> None:
+        self._names = names  # the model's stage names, to check patterns against
+        self._hooks: list[_Hook] = []
+        self._by_name: dict[str, tuple[_Hook, ...]] = {}  # which hooks a name meets, worked out once
+
+    def __len__(self) -> int:
+        return len(self._hooks)
+
+    def __repr__(self) -> str:
+        return f"HookRegistry([{', '.join(h.label for h in self._hooks)}])"
+
+    def add(self, which, fn: Hook, with_record: bool = False) -> HookHandle:
+        if not callable(fn):
+            raise TypeError(f"a hook is a function fn(tensor, name), not {fn!r}")
+        label = f"{which!r} -> {getattr(fn, '__qualname__', repr(fn))}"
+        hook = _Hook(label, selector(which, self._names(), "hook names"), fn, with_record)
+        self._hooks.append(hook)
+        self._by_name.clear()
+        return HookHandle(self, hook)
+
+    def _remove(self, hook: _Hook) -> None:
+        if hook in self._hooks:
+            self._hooks.remove(hook)
+            self._by_name.clear()
+
+    def clear(self) -> None:
+        self._hooks.clear()
+        self._by_name.clear()
+
+    def watcher(self, then: Watcher | None = None) -> Watcher | None:
+        """The tape's watcher: these hooks, then `then` (a capture or a trace) on what they return.
+
+        None when there is nothing to call, so that the tape does no work at all.
+        """
+        if not self._hooks:
+            return then
+        hooks_of = self._hooks_of
+
+        def watch(name: str, tensor, record: Record):
+            for hook in hooks_of(name):
+                result = hook.fn(tensor, name, record) if hook.with_record else hook.fn(tensor, name)
+                tensor = _replacement(tensor, result, name, hook)
+            return tensor if then is None else then(name, tensor, record)
+
+        return watch
+
+    def _hooks_of(self, name: str) -> tuple[_Hook, ...]:
+        found = self._by_name.get(name)
+        if found is None:
+            found = self._by_name[name] = tuple(h for h in self._hooks if h.matches(name))
+        return found
+
+
+def _replacement(tensor, result, name: str, hook: _Hook):
+    """What the forward pass continues with: the hook's result if it gave one of the same shape."""
+    if result is None or result is tensor:
+        return tensor
+    result = np.asarray(result)
+    if result.shape != tensor.shape:
+        raise ValueError(f"hook {hook.label} returned shape {list(result.shape)} for {name}, "
+                         f"which is {list(tensor.shape)}; a replacement must keep the shape")  # fmt: skip
+    return result if result.dtype == tensor.dtype else result.astype(tensor.dtype)  # float32 stays float32
+
+
+class ActivationCache(Mapping):
+    """The named intermediate tensors of one forward pass: a read-only mapping name -> np.ndarray.
+
+    Made by `model.run_with_cache(ids)`. Names are those of hooks.py, in the order they were
+    computed (`list(cache)`); `cache["blocks.0.attn.weights"]` is [H, T, t] for one prompt (heads
+    first for attention tensors; a [B, T] batch of ids puts B in front of every shape). The arrays
+    are the forward pass's own, not copies: do not write into them (copy first to experiment).
+    """
+
+    def __init__(self, model: str, known: list[str], wanted: Callable[[str], bool]) -> None:
+        self.model = model
+        self._known = known
+        self._wanted = wanted
+        self._tensors: dict[str, np.ndarray] = {}
+        self._computed: set[str] = set()  # names this pass produced, for a helpful KeyError
+
+    def capture(self, name: str, tensor, record: Record):
+        """The watcher that fills the cache: keeps a reference, hands the tensor back unchanged."""
+        self._computed.add(name)
+        if self._wanted(name):
+            self._tensors[name] = tensor
+        return tensor
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        try:
+            return self._tensors[name]
+        except KeyError:
+            raise KeyError(self._why_missing(name)) from None
+
+    def _why_missing(self, name: str) -> str:
+        if name in self._computed:
+            return f"{name!r} was not captured: it is outside the names= filter of run_with_cache"
+        if name == "last":
+            return "'last' exists only in generation passes: use run_with_cache(ids, all_positions=False)"
+        close = difflib.get_close_matches(name, list(self._tensors) or self._known, n=3)
+        return f"no stage is named {name!r}" + (f"; did you mean {' or '.join(close)}?" if close else "")
+
+    def __iter__(self):
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the captured arrays span (views of one buffer, such as q, k and v, each count in full)."""
+        return sum(t.nbytes for t in self._tensors.values())
+
+    def __repr__(self) -> str:
+        from .report import human
+
+        size = human(self.nbytes)
+        size += "B" if size[-1].isalpha() else " B"
+        lines = [f"ActivationCache({self.model}: {len(self)} tensors, {size}; "
+                 f"cache[name] -> np.ndarray, list(cache) for every name)"]  # fmt: skip
+        names = list(self._tensors)
+        shown = names if len(names) <= 24 else names[:20] + [None] + names[-3:]
+        width = max((len(n) for n in names), default=0)
+        for name in shown:
+            if name is None:
+                lines.append(f"  ... {len(names) - 23} more")
+            else:
+                tensor = self._tensors[name]
+                lines.append(f"  {name:<{width}}  {list(tensor.shape)} {tensor.dtype}")
+        return "\n".join(lines)
+
+
+def breakpoint_hook(tensor, name: str, record: Record):
+    """A breakpoint: pdb opens here, with this stage's `tensor`, its `name` and its ledger `record` in scope.
+
+    `c` continues the forward pass; assigning `tensor = ...` here before `c` replaces the stage's output.
+    """
+    import pdb
+
+    print(f"minitransformer: stopped at {name} {list(tensor.shape)}: `tensor`, `name` and `record` are in scope; "
+          f"`c` continues")  # fmt: skip
+    pdb.set_trace()  # noqa: T100 - the point of break_at
+    return tensor

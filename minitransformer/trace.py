@@ -1,0 +1,318 @@
+"""Trace: one prompt's life through the forward pass, stage by stage, with shapes, counts and values.
+
+`trace(model, prompt)` runs the prefill and then one cached decode step per new token, and prints
+every stage in the order it runs: its name, its equation, what it reads and what it makes, each
+shape written symbolically and concretely (`[H, T, t] = [12, 5, 5]`), its dot products if it is a
+matrix product, and a summary of its values. Blocks that were not asked for fold into one line.
+
+It is a watcher on the tape (tape.py) plus the ledger's records: nothing here computes the model.
+With a `Stepper` it stops at each stage and asks what to do (`trace --step`).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import UserError
+from .ledger import Phase, Record
+from .model import Model
+from .report import count, describe_model
+from .stages import STAGES
+from .tape import Dims
+
+# What each stage makes, in the symbols model.py writes beside it. The trace checks every one against
+# the real shape of every pass, so this table cannot drift from the forward pass unnoticed.
+MAKES = {
+    "embed": "T D", "ln_1": "T D", "qkv": "T 3D", "split_heads": "H T dh", "cache": "H t dh",
+    "scores": "H T t", "scale": "H T t", "mask": "H T t", "softmax": "H T t", "mix": "H T dh",
+    "merge_heads": "T D", "out": "T D", "resid_mid": "T D", "ln_2": "T D", "mlp.up": "T F",
+    "mlp.act": "T F", "mlp.down": "T D", "resid_post": "T D", "ln_f": "T D", "last": "R D", "logits": "R V",
+}  # fmt: skip
+assert set(MAKES) == set(STAGES), "every stage needs its output shape here"
+
+SYMBOLS = "T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, R logit rows"
+NAME_WIDTH = 24
+_BRACKETS = re.compile(r"\[([^\]]*)\]")
+
+
+# --- reading layer choices ----------------------------------------------------------------------------
+def default_layers(n_layer: int) -> list[int]:
+    """The first and the last block: where the embedding arrives and where the answer is made."""
+    return sorted({0, n_layer - 1})
+
+
+def parse_layers(text: str | None, n_layer: int) -> list[int]:
+    """ "0,11", "2-4", "all" or None (the default) -> sorted block numbers, refused if out of range."""
+    if text is None:
+        return default_layers(n_layer)
+    if text.strip().lower() == "all":
+        return list(range(n_layer))
+    chosen: set[int] = set()
+    for part in text.split(","):
+        bounds = part.strip().split("-")
+        if len(bounds) > 2 or not all(b.strip().isdigit() for b in bounds):
+            raise UserError(f"--layers takes block numbers such as 0,{n_layer - 1} or 1-3, or 'all'; not {text!r}")
+        low, high = int(bounds[0]), int(bounds[-1])
+        for layer in (low, high):
+            if layer >= n_layer:
+                raise UserError(f"--layers: block {layer} does not exist; this model has blocks 0..{n_layer - 1}")
+        if low > high:
+            raise UserError(f"--layers: the range {part.strip()} runs backwards; write {high}-{low}")
+        chosen.update(range(low, high + 1))
+    return sorted(chosen)
+
+
+# --- shapes and values, as text -----------------------------------------------------------------------
+def concrete(symbolic: str, dims: Dims) -> str:
+    """ "Q [H, T, dh], K^T [H, dh, t]" -> "Q [H, T, dh] = [4, 5, 16], K^T [H, dh, t] = [4, 16, 5]" """
+
+    def sizes(match: re.Match) -> str:
+        symbols = [s.strip() for s in match.group(1).split(",")]
+        return f"{match.group(0)} = [{', '.join(str(dims.size(s)) for s in symbols)}]"
+
+    return _BRACKETS.sub(sizes, symbolic)
+
+
+def summary(tensor: np.ndarray) -> str:
+    """mean, std, min, max over the finite values, and how many entries the causal mask set to -inf."""
+    finite = np.isfinite(tensor)
+    values = tensor if finite.all() else tensor[finite]
+    text = (f"mean {values.mean():.4g}  std {values.std():.4g}  min {values.min():.4g}  max {values.max():.4g}"
+            if values.size else "no finite values")  # fmt: skip
+    masked = tensor.size - values.size
+    return text + (f"  ({masked} of {tensor.size} entries -inf: the masked future)" if masked else "")
+
+
+def statistics(tensor: np.ndarray) -> str:
+    """The longer summary behind the stepper's `s`."""
+    finite = tensor[np.isfinite(tensor)]
+    lines = [f"shape {list(tensor.shape)}  {tensor.dtype}  {tensor.size:,} values ({tensor.nbytes:,} bytes)"]
+    if finite.size:
+        flat = np.where(np.isfinite(tensor), tensor, np.nan)
+        low, high = np.unravel_index(np.nanargmin(flat), tensor.shape), np.unravel_index(np.nanargmax(flat), tensor.shape)
+        lines += [
+            f"mean {finite.mean():.6g}   std {finite.std():.6g}   mean |x| {np.abs(finite).mean():.6g}",
+            f"min {finite.min():.6g} at {list(map(int, low))}   max {finite.max():.6g} at {list(map(int, high))}",
+            f"zeros {int((finite == 0).sum()):,}   L2 norm {float(np.sqrt((finite.astype(np.float64) ** 2).sum())):.6g}",
+        ]
+    if finite.size < tensor.size:
+        lines.append(f"-inf (masked) {int(np.isneginf(tensor).sum()):,}   other non-finite "
+                     f"{int((~np.isfinite(tensor) & ~np.isneginf(tensor)).sum()):,}")  # fmt: skip
+    return "\n".join("    " + line for line in lines)
+
+
+def printed(tensor: np.ndarray) -> str:
+    """NumPy's own printing, summarised beyond a few hundred values (edges shown, middle elided)."""
+    with np.printoptions(threshold=200, edgeitems=3, precision=4, suppress=True, linewidth=110):
+        return np.array2string(tensor, prefix="    ")  # continuation lines indented as far as the prefix
+
+
+def dot_products(r: Record) -> str:
+    if r.kind != "matmul":
+        return f"no dot products ({r.kind})"
+    text = f"{count(r.dot_products)} dot products of length {count(r.dot_length)} = {count(r.macs)} MACs"
+    if r.op == "scores":
+        text += f" (causal: {count(r.causal_dot_products)} needed)"
+    return text
+
+
+# --- the interactive stops ----------------------------------------------------------------------------
+class Quit(Exception):
+    """The person at the terminal ended the trace (q, or end of input)."""
+
+
+class Stepper:
+    """The stops of `trace --step`: after each stage is printed, ask what to do next."""
+
+    KEYS = "[Enter] next  n layer  c continue  p print  s stats  q quit > "
+    HELP = "Enter: next stage, n: on to the next layer, c: run to the end, p: print the tensor, s: statistics, q: quit"
+
+    def __init__(self, read=input, out=sys.stdout) -> None:
+        self.read, self.out = read, out
+        self.mode = "stage"  # stage: stop at every stage | layer: stop when the layer changes | run: no stops
+        self.leaving = None  # with mode "layer": the (pass, layer) to get out of
+
+    def stop(self, where: tuple, name: str, tensor: np.ndarray) -> None:
+        """Called after each printed stage; `where` is (pass, layer), the unit that `n` skips."""
+        if self.mode == "run" or (self.mode == "layer" and where == self.leaving):
+            return
+        self.mode = "stage"
+        while True:
+            try:
+                answer = self.read(self.KEYS).strip().lower()
+            except EOFError:
+                self.out.write("\n")
+                raise Quit("end of input") from None
+            if answer == "":
+                return
+            if answer == "n":
+                self.mode, self.leaving = "layer", where
+                return
+            if answer == "c":
+                self.mode = "run"
+                return
+            if answer == "q":
+                raise Quit("q")
+            if answer == "p":
+                print(f"  {name} {list(tensor.shape)} =\n    {printed(tensor)}", file=self.out)
+            elif answer == "s":
+                print(f"  {name}\n{statistics(tensor)}", file=self.out)
+            else:
+                print(f"  {answer!r}? {self.HELP}", file=self.out)
+
+
+# --- the trace ----------------------------------------------------------------------------------------
+@dataclass
+class TraceResult:
+    prompt_tokens: list[int]
+    new_tokens: list[int] = field(default_factory=list)  # chosen greedily, one per pass that finished
+    phases: list[Phase] = field(default_factory=list)  # the ledger of each pass
+    stopped_at: str | None = None  # the stage where q, end of input or Ctrl-C ended it
+
+
+class _Tracer:
+    """The watcher of one pass: prints shown stages, folds the other blocks, stops where asked."""
+
+    def __init__(self, shown: set[int], dims: Dims, step: int, out, stepper: Stepper | None) -> None:
+        self.shown, self.dims, self.step, self.out, self.stepper = shown, dims, step, out, stepper
+        self.last_record: Record | None = None
+        self.folded: list[Record] = []
+        self.current = ""
+
+    def __call__(self, name: str, tensor, record: Record):
+        self.current = name
+        self._check(record)
+        if record.layer is not None and record.layer not in self.shown:
+            if record is not self.last_record:
+                self.folded.append(record)
+            if record.op == "resid_post":
+                self._fold(record.layer, tensor)
+        else:
+            self._show(name, tensor, record)
+            if self.stepper is not None:
+                self.stepper.stop((self.step, record.layer), name, tensor)
+        self.last_record = record
+        return tensor
+
+    def _check(self, r: Record) -> None:
+        want = self.dims.shape(MAKES[r.op])
+        if r.out_shape != want:
+            raise AssertionError(f"trace.MAKES says {r.op} makes {self.dims.symbolic(MAKES[r.op])} = {list(want)}, "
+                                 f"the forward pass made {list(r.out_shape)}")  # fmt: skip
+
+    def _show(self, name: str, tensor, r: Record) -> None:
+        makes = concrete(self.dims.symbolic(MAKES[r.op]), self.dims)
+        if r is self.last_record:  # k and v come out of the same split as q
+            lines = [f"{name:<{NAME_WIDTH}}  (same stage, next output)", f"    out  {makes}"]
+        else:
+            reads = concrete(STAGES[r.op].reads, self.dims)
+            lines = [f"{name:<{NAME_WIDTH}}  {r.equation}", f"    in   {reads}", f"    out  {makes}   {dot_products(r)}"]
+        lines.append(f"    values  {summary(tensor)}")
+        print("\n".join(lines), file=self.out)
+
+    def _fold(self, layer: int, tensor) -> None:
+        records = self.folded
+        self.folded = []
+        macs = sum(r.macs for r in records)
+        products = sum(r.dot_products for r in records)
+        block = concrete(self.dims.symbolic("T D"), self.dims)
+        print(f"{f'blocks.{layer}':<{NAME_WIDTH}}  folded: {len(records)} stages, {count(products)} dot products, "
+              f"{count(macs)} MACs; {block} -> {block}; values  {summary(tensor)}", file=self.out)  # fmt: skip
+
+
+def trace(model: Model, prompt: str | list[int], new_tokens: int = 1, layers: list[int] | None = None,
+          out=sys.stdout, stepper: Stepper | None = None) -> TraceResult:  # fmt: skip
+    """Print the prefill and `new_tokens` cached decode steps stage by stage (greedy tokens).
+
+    The prefill picks the first new token; decode step k feeds new token k through the model
+    (T = 1 position attending to t = prompt + k) and picks the next one. `layers`: the blocks shown
+    stage by stage (default: the first and the last); the others fold into one line per pass.
+    """
+    if model.shape_only:
+        raise UserError("a shape-only model has no values to trace; use a model with weights")
+    tokenizer = model.tokenizer
+    ids = tokenizer.encode(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
+    if not ids:
+        raise UserError('the prompt is empty; give some text to trace, e.g. "The capital of France is"')
+    if isinstance(new_tokens, bool) or not isinstance(new_tokens, (int, np.integer)) or new_tokens < 0:
+        raise UserError(f"new tokens must be a whole number >= 0 (0 traces the prefill only), not {new_tokens!r}")
+    c = model.config
+    model.check_ids(ids)
+    if len(ids) + new_tokens > c.n_positions:
+        raise UserError(f"the prompt ({len(ids)} tokens) and {new_tokens} decode steps need {len(ids) + new_tokens} "
+                        f"positions; this model's context is {c.n_positions}")  # fmt: skip
+    layers = default_layers(c.n_layer) if layers is None else list(layers)
+    if any(not 0 <= i < c.n_layer for i in layers):
+        raise UserError(f"layers must be among 0..{c.n_layer - 1}, not {layers}")
+
+    if sorted(set(layers)) == list(range(c.n_layer)):
+        shown = f"every block shown stage by stage (0..{c.n_layer - 1})"
+    else:
+        shown = f"blocks shown stage by stage: {', '.join(map(str, sorted(set(layers))))} (the others fold into one line)"
+    steps = f"prefill + {new_tokens} decode step{'s' if new_tokens != 1 else ''}" if new_tokens else "prefill only"
+    print(f"model {describe_model(c.to_dict(), model.source)}", file=out)
+    print(f"prompt {len(ids)} tokens {ids} = {' '.join(repr(tokenizer.token_str(i)) for i in ids)}", file=out)
+    print(f"{steps}, greedy; {shown}", file=out)
+    print(f"symbols: {SYMBOLS}", file=out)
+
+    result = TraceResult(ids)
+    cache = model.new_cache(capacity=len(ids) + new_tokens)
+    step_ids = ids
+    tracer = None
+    try:
+        for step in range(new_tokens + 1):
+            past = cache.length
+            T = len(step_ids)
+            dims = Dims(T=T, t=past + T, D=c.n_embd, H=c.n_head, F=c.d_ff, V=c.vocab_size, R=1)
+            phase = Phase("prefill" if step == 0 else "decode", step, T, past + T)
+            what = "prefill" if step == 0 else f"decode step {step}"
+            fed = f"ids {step_ids}" if step == 0 else f"id {step_ids[0]} {tokenizer.token_str(step_ids[0])!r}"
+            print(f"\n=== {what}: T = {T} new position{'s' if T != 1 else ''} attending to t = {past + T}; {fed} ===",
+                  file=out)  # fmt: skip
+            print(f"    sizes: T={T} t={past + T} D={c.n_embd} H={c.n_head} dh={c.d_head} F={c.d_ff} "
+                  f"V={c.vocab_size} R=1", file=out)  # fmt: skip
+            tracer = _Tracer(set(layers), dims, step, out, stepper)
+            logits = model.run(step_ids, cache=cache, phase=phase, watcher=tracer)[-1]
+            result.phases.append(phase)
+            token = int(np.argmax(logits))
+            result.new_tokens.append(token)
+            print(f"=== {what}: {count(phase.dot_products)} dot products, {count(phase.macs)} MACs; "
+                  f"next token {tokenizer.token_str(token)!r} (id {token}) ===", file=out)  # fmt: skip
+            step_ids = [token]
+    except Quit as why:
+        result.stopped_at = tracer.current
+        print(f"trace stopped at {tracer.current} ({why})", file=out)
+        return result
+    except KeyboardInterrupt:
+        result.stopped_at = tracer.current if tracer else None
+        print(f"\ntrace interrupted at {result.stopped_at}", file=out)
+        out.flush()
+        raise
+    total = sum(p.macs for p in result.phases)
+    print(f"\n{steps}: {count(sum(p.dot_products for p in result.phases))} dot products, {count(total)} MACs; "
+          f"greedy continuation {tokenizer.decode(result.new_tokens)!r}", file=out)  # fmt: skip
+    return result
+
+
+def trace_command(prompt: str, model_name: str | None, new_tokens: int, layers: str | None, step: bool) -> None:
+    """`minitransformer trace`: checks what it can before loading the model, then traces to stdout."""
+    if not prompt:
+        raise UserError('the prompt is empty; give some text to trace, e.g. "The capital of France is"')
+    if new_tokens < 0:
+        raise UserError(f"--new-tokens must be 0 or more (0 traces the prefill only), not {new_tokens}")
+    if layers is not None and not re.fullmatch(r"\s*(all|[\d\s,-]+)\s*", layers, re.IGNORECASE):
+        raise UserError(f"--layers takes block numbers such as 0,11 or 1-3, or 'all'; not {layers!r}")
+    stepper = None
+    if step:
+        if sys.stdin.isatty():
+            stepper = Stepper()
+        else:
+            print("minitransformer: --step needs a terminal on stdin; tracing without stopping", file=sys.stderr)
+    from .model import load_model
+
+    model = load_model(model_name)
+    trace(model, prompt, new_tokens, parse_layers(layers, model.config.n_layer), sys.stdout, stepper)

@@ -1,0 +1,247 @@
+"""run_with_cache, hooks and breakpoints: every named tensor can be read or replaced, and off costs nothing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+import minitransformer.model as model_module
+from conftest import ROOT, write_gpt2
+from minitransformer import UserError, load_model
+from minitransformer.hooks import stage_names
+from minitransformer.stages import BLOCK
+
+IDS = np.array([464, 3139, 286, 4881, 318])  # "The capital of France is"
+
+
+@pytest.fixture(autouse=True)
+def no_hooks_left_behind(small_gpt2):
+    """small_gpt2 is shared by the whole session: a failing test must not leave a hook on it."""
+    yield
+    small_gpt2.remove_hooks()
+
+
+def test_run_with_cache_holds_every_named_stage_in_order_with_per_example_shapes(small_gpt2):
+    logits, cache = small_gpt2.run_with_cache(IDS)
+    assert np.array_equal(logits, small_gpt2.logits(IDS))
+    assert list(cache) == [n for n in stage_names(2) if n != "last"]  # `last` exists in generation passes only
+    assert len(cache) == 1 + 2 * sum(len(s.names) for s in BLOCK) + 2
+    T, D, H, dh, F, V = 5, 16, 2, 8, 64, 50257
+    expected = {
+        "embed": (T, D), "blocks.0.ln_1": (T, D), "blocks.0.attn.qkv": (T, 3 * D),
+        "blocks.0.attn.q": (H, T, dh), "blocks.0.attn.k": (H, T, dh), "blocks.0.attn.v": (H, T, dh),
+        "blocks.0.attn.keys": (H, T, dh), "blocks.0.attn.values": (H, T, dh), "blocks.0.attn.qk": (H, T, T),
+        "blocks.0.attn.scaled": (H, T, T), "blocks.0.attn.scores": (H, T, T), "blocks.1.attn.weights": (H, T, T),
+        "blocks.1.attn.mix": (H, T, dh), "blocks.1.attn.z": (T, D), "blocks.1.attn.out": (T, D),
+        "blocks.1.resid_mid": (T, D), "blocks.1.ln_2": (T, D), "blocks.1.mlp.up": (T, F), "blocks.1.mlp.act": (T, F),
+        "blocks.1.mlp.down": (T, D), "blocks.1.resid_post": (T, D), "ln_f": (T, D), "logits": (T, V),
+    }  # fmt: skip
+    assert {name: cache[name].shape for name in expected} == expected
+    assert all(cache[name].dtype == np.float32 for name in cache)
+    # The values are what the equations say they are:
+    weights, scores = cache["blocks.0.attn.weights"], cache["blocks.0.attn.scores"]
+    assert np.allclose(weights.sum(-1), 1, atol=1e-6) and np.all(np.triu(weights[0], k=1) == 0)
+    assert np.isneginf(scores[0, 0, 1]) and np.allclose(cache["blocks.0.attn.scaled"], cache["blocks.0.attn.qk"] / np.sqrt(dh))
+    assert np.array_equal(cache["blocks.0.resid_mid"], cache["embed"] + cache["blocks.0.attn.out"])
+    assert np.array_equal(cache["blocks.0.attn.q"][1], cache["blocks.0.attn.qkv"][:, dh : 2 * dh])
+    assert "ActivationCache(small-gpt2: 43 tensors" in repr(cache) and "blocks.0.attn.weights  [2, 5, 5] float32" in repr(cache)
+
+
+def test_names_filter_by_list_glob_and_predicate(small_gpt2):
+    _, by_glob = small_gpt2.run_with_cache(IDS, names="blocks.*.attn.weights")
+    assert list(by_glob) == ["blocks.0.attn.weights", "blocks.1.attn.weights"]
+    _, by_list = small_gpt2.run_with_cache(IDS, names=["embed", "blocks.1.mlp.*", "logits"])
+    assert list(by_list) == ["embed", "blocks.1.mlp.up", "blocks.1.mlp.act", "blocks.1.mlp.down", "logits"]
+    _, by_predicate = small_gpt2.run_with_cache(IDS, names=lambda name: name.endswith((".q", ".k")))
+    assert list(by_predicate) == ["blocks.0.attn.q", "blocks.0.attn.k", "blocks.1.attn.q", "blocks.1.attn.k"]
+    _, one = small_gpt2.run_with_cache(IDS, names="ln_f")
+    assert list(one) == ["ln_f"]
+    _, everything = small_gpt2.run_with_cache(IDS)
+    assert np.array_equal(by_glob["blocks.1.attn.weights"], everything["blocks.1.attn.weights"])
+
+    with pytest.raises(KeyError, match="outside the names= filter"):
+        one["embed"]
+    with pytest.raises(KeyError, match="all_positions=False"):
+        everything["last"]
+    with pytest.raises(UserError, match="no stage is named 'blocks.0.attn.pattern'; did you mean blocks.0.attn.weights"):
+        small_gpt2.run_with_cache(IDS, names="blocks.0.attn.pattern")
+    with pytest.raises(UserError, match="blocks.7.attn.q"):  # a 2-layer model has no block 7
+        small_gpt2.run_with_cache(IDS, names=["embed", "blocks.7.attn.q"])
+
+
+def test_a_generation_step_and_a_decode_step_capture_their_own_shapes(small_gpt2):
+    kv = small_gpt2.new_cache()
+    logits, prefill = small_gpt2.run_with_cache(IDS, all_positions=False, kv_cache=kv)
+    assert logits.shape == (1, 50257) and prefill["last"].shape == (1, 16)
+    assert np.array_equal(prefill["last"], prefill["ln_f"][-1:])
+    _, decode = small_gpt2.run_with_cache([13], all_positions=False, kv_cache=kv)
+    assert decode["blocks.0.attn.q"].shape == (2, 1, 8)
+    assert decode["blocks.0.attn.keys"].shape == (2, 6, 8)
+    assert decode["blocks.0.attn.weights"].shape == (2, 1, 6)
+    assert np.array_equal(decode["blocks.1.attn.keys"][:, :5], prefill["blocks.1.attn.keys"])
+    full = small_gpt2.logits(np.append(IDS, 13))
+    assert np.abs(decode["logits"][0] - full[-1]).max() <= 1e-5
+    _, batch = small_gpt2.run_with_cache(np.stack([IDS, IDS]), names="blocks.0.attn.weights")
+    assert batch["blocks.0.attn.weights"].shape == (2, 2, 5, 5)  # a batch of ids puts B in front
+
+
+def test_hooks_read_every_pass_of_run_logits_generate_and_run_with_cache(small_gpt2):
+    seen = []
+    handle = small_gpt2.add_hook("blocks.*.attn.weights", lambda tensor, name: seen.append((name, tensor.shape)))
+    try:
+        small_gpt2.run(IDS)
+        small_gpt2.logits(IDS)
+        small_gpt2.run_with_cache(IDS, names="embed")
+        small_gpt2.generate(IDS.tolist(), max_new_tokens=3, stop_at_eos=False)  # prefill + 2 decode steps
+    finally:
+        handle.remove()
+    per_pass = [("blocks.0.attn.weights",), ("blocks.1.attn.weights",)]
+    assert [name for name, _ in seen] == [n for _ in range(6) for (n,) in per_pass]
+    assert [shape for _, shape in seen[-6:]] == [(2, 5, 5)] * 2 + [(2, 1, 6)] * 2 + [(2, 1, 7)] * 2
+    small_gpt2.run(IDS)
+    assert len(seen) == 12  # removed: called no more
+
+
+def test_replacing_the_attention_output_is_the_same_as_zeroing_its_weights(small_gpt2, small_gpt2_dir, tmp_path):
+    tensors = load_file(str(small_gpt2_dir / "model.safetensors"))
+    for key in ("transformer.h.0.attn.c_proj.weight", "transformer.h.0.attn.c_proj.bias"):
+        tensors[key] = np.zeros_like(tensors[key])
+    (tmp_path / "config.json").write_text((small_gpt2_dir / "config.json").read_text())
+    save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    without_attention_0 = load_model(tmp_path)
+
+    original = small_gpt2.logits(IDS)
+    handle = small_gpt2.add_hook("blocks.0.attn.out", lambda tensor, name: np.zeros_like(tensor))
+    try:
+        hooked = small_gpt2.logits(IDS)
+        _, cache = small_gpt2.run_with_cache(IDS, names=["blocks.0.attn.out", "blocks.0.resid_mid", "embed"])
+        generated = small_gpt2.generate(IDS.tolist(), max_new_tokens=4, stop_at_eos=False).new_tokens
+    finally:
+        handle.remove()
+    assert np.array_equal(hooked, without_attention_0.logits(IDS))
+    assert np.abs(hooked - original).max() > 0.01  # the experiment changed something
+    assert not cache["blocks.0.attn.out"].any() and np.array_equal(cache["blocks.0.resid_mid"], cache["embed"])
+    assert generated == without_attention_0.generate(IDS.tolist(), max_new_tokens=4, stop_at_eos=False).new_tokens
+    assert np.array_equal(small_gpt2.logits(IDS), original)  # removal restores the exact logits
+
+
+def test_hooks_chain_in_order_and_come_off_by_handle_or_all_at_once(small_gpt2):
+    original = small_gpt2.logits(IDS)
+    calls = []
+    first = small_gpt2.add_hook("ln_f", lambda t, n: calls.append("double") or t * np.float32(2))
+    second = small_gpt2.add_hook(["ln_f"], lambda t, n: calls.append("sees doubled") or None)
+    assert repr(first).endswith("active)") and len(small_gpt2.hooks) == 2
+    doubled = small_gpt2.logits(IDS)
+    assert calls == ["double", "sees doubled"]
+    # ln_f feeds the logits linearly (tied unembedding, no bias): doubling it doubles them.
+    assert np.allclose(doubled, 2 * original, rtol=1e-5, atol=1e-6) and doubled.dtype == np.float32
+    first.remove()
+    first.remove()  # harmless
+    assert repr(first).endswith("removed)")
+    assert np.array_equal(small_gpt2.logits(IDS), original)
+    with small_gpt2.add_hook(lambda name: name.startswith("blocks.1.mlp."), lambda t, n: np.zeros_like(t)):
+        assert not np.array_equal(small_gpt2.logits(IDS), original)
+    small_gpt2.add_hook("embed", lambda t, n: t + 1)
+    small_gpt2.remove_hooks()
+    assert len(small_gpt2.hooks) == 0 and np.array_equal(small_gpt2.logits(IDS), original)
+    second.remove()  # already gone with remove_hooks: harmless
+
+
+def test_bad_hooks_are_refused_with_a_reason(small_gpt2):
+    with pytest.raises(UserError, match="did you mean blocks.0.attn.weights"):
+        small_gpt2.add_hook("blocks.0.attn.hook_pattern", print)
+    with pytest.raises(TypeError, match="fn\\(tensor, name\\)"):
+        small_gpt2.add_hook("embed", "not a function")
+    small_gpt2.add_hook("blocks.0.attn.qkv", lambda t, n: t[:, :4])
+    try:
+        with pytest.raises(ValueError, match=r"returned shape \[5, 4\] for blocks.0.attn.qkv, which is \[5, 48\]"):
+            small_gpt2.logits(IDS)
+    finally:
+        small_gpt2.remove_hooks()
+
+
+def test_with_nothing_asked_the_tape_has_no_watcher(small_gpt2, monkeypatch):
+    watchers = []
+    forward = model_module.gpt2
+
+    def spy(ids, p, config, cache, tape, all_positions):
+        watchers.append(tape.watcher)
+        return forward(ids, p, config, cache, tape, all_positions)
+
+    monkeypatch.setattr(model_module, "gpt2", spy)
+    small_gpt2.run(IDS)
+    small_gpt2.generate(IDS.tolist(), max_new_tokens=2, stop_at_eos=False, ledger=False)
+    assert watchers == [None, None, None]
+    handle = small_gpt2.add_hook("embed", lambda t, n: None)
+    small_gpt2.run(IDS)
+    assert callable(watchers[-1])
+    handle.remove()
+    small_gpt2.logits(IDS)
+    assert watchers[-1] is None
+    small_gpt2.run_with_cache(IDS)
+    assert callable(watchers[-1])
+
+
+def test_a_capture_keeps_the_forward_pass_own_arrays_and_nothing_overwrites_them(small_gpt2):
+    produced, at_the_time = {}, {}
+
+    def look(tensor, name):
+        produced[name] = tensor
+        at_the_time[name] = tensor.copy()
+
+    kv = small_gpt2.new_cache()
+    with small_gpt2.add_hook("*", look):
+        _, prefill = small_gpt2.run_with_cache(IDS, all_positions=False, kv_cache=kv)
+        prefill_copies = dict(at_the_time)
+        _, step = small_gpt2.run_with_cache([13], all_positions=False, kv_cache=kv)  # writes the KV cache again
+        _, other = small_gpt2.run_with_cache(IDS[::-1].copy())
+    assert list(prefill) == stage_names(2) and len(other) == len(stage_names(2)) - 1
+    # The cache holds the very arrays the stages made (the last run's are still in `produced`): nothing copied.
+    assert all(other[name] is produced[name] for name in other)
+    assert np.shares_memory(other["blocks.0.attn.q"], other["blocks.0.attn.qkv"])  # q is a view of qkv, as computed
+    # ... and nothing the later passes did (the decode step writes the KV cache) changed what was captured.
+    for name, kept in prefill_copies.items():
+        assert np.array_equal(prefill[name], kept), name
+    assert step["blocks.0.attn.keys"].shape == (2, 6, 8) and np.shares_memory(step["blocks.0.attn.keys"], kv.keys[0])
+
+
+def test_break_at_opens_pdb_with_the_tensor_its_name_and_record_in_scope(small_gpt2, monkeypatch):
+    import pdb
+
+    scopes = []
+    monkeypatch.setattr(pdb, "set_trace", lambda: scopes.append(dict(sys._getframe(1).f_locals)))
+    handle = small_gpt2.break_at("blocks.*.attn.weights")
+    small_gpt2.logits(IDS)
+    handle.remove()
+    small_gpt2.logits(IDS)
+    assert [s["name"] for s in scopes] == ["blocks.0.attn.weights", "blocks.1.attn.weights"]
+    assert scopes[0]["tensor"].shape == (2, 5, 5) and scopes[0]["record"].op == "softmax"
+    assert scopes[1]["record"].layer == 1
+
+
+def test_break_at_in_a_real_debugger_session_can_inspect_and_replace(small_gpt2_dir):
+    script = (
+        "import numpy as np\nfrom minitransformer import load_model\n"
+        f"m = load_model({str(small_gpt2_dir)!r})\nids = np.array({IDS.tolist()})\n"
+        "m.break_at('blocks.0.attn.out')\nbroken = m.logits(ids)\nm.remove_hooks()\n"
+        "m.add_hook('blocks.0.attn.out', lambda t, n: np.zeros_like(t))\n"
+        "print('same as zeroing:', np.array_equal(broken, m.logits(ids)))\n"
+    )
+    commands = "p tensor.shape, name, record.op, record.macs\ntensor = tensor * 0\nc\n"
+    done = subprocess.run([sys.executable, "-c", script], input=commands, capture_output=True, text=True, timeout=60,
+                          cwd=ROOT)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "stopped at blocks.0.attn.out [5, 16]" in done.stdout
+    assert "((5, 16), 'blocks.0.attn.out', 'out', 1280)" in done.stdout
+    assert "same as zeroing: True" in done.stdout
+
+
+def test_hooks_belong_to_one_model(small_gpt2_dir, tmp_path):
+    a, b = load_model(small_gpt2_dir), load_model(write_gpt2(tmp_path / "other", seed=1))
+    a.add_hook("embed", lambda t, n: t * 0)
+    assert len(a.hooks) == 1 and len(b.hooks) == 0
+    assert np.array_equal(b.logits(IDS), load_model(tmp_path / "other").logits(IDS))

@@ -1,0 +1,361 @@
+"""`trace`: every stage of the prefill and the decode steps with its equation, shapes, counts and values;
+`--step` driven through a real pseudo-terminal; bad input refused in one line."""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import HF_FIXTURES, ROOT, run_cli, write_gpt2
+from minitransformer import UserError, load_model
+from minitransformer.cli import main
+from minitransformer.generate import count_passes
+from minitransformer.hooks import stage_names
+from minitransformer.trace import MAKES, Stepper, parse_layers, trace
+
+PROMPT = "The capital of France is"  # 5 tokens
+
+
+def traced(model, prompt=PROMPT, **options):
+    out = io.StringIO()
+    result = trace(model, prompt, out=out, **options)
+    return out.getvalue(), result
+
+
+def passes(text: str) -> list[str]:
+    """The text of each forward pass: from its '=== prefill' / '=== decode step k' header to its footer."""
+    found = []
+    for chunk in text.split("\n\n=== ")[1:]:
+        lines = ("=== " + chunk).splitlines()
+        footer = next(i for i, line in enumerate(lines) if i > 0 and line.startswith("=== "))
+        found.append("\n".join(lines[: footer + 1]))
+    return found
+
+
+def entries(pass_text: str) -> dict[str, str]:
+    """name -> the stage's lines (the name line and its indented lines), in order."""
+    found: dict[str, str] = {}
+    name = None
+    for line in pass_text.splitlines()[2:-1]:  # between the header (and its sizes line) and the footer
+        if not line.startswith(" "):
+            name = line.split()[0]
+            found[name] = line
+        else:
+            found[name] += "\n" + line
+    return found
+
+
+def expected_values(x: np.ndarray) -> str:
+    return f"values  mean {x.mean():.4g}  std {x.std():.4g}  min {x.min():.4g}  max {x.max():.4g}"
+
+
+def test_every_stage_in_order_with_its_equation_shapes_counts_and_values(small_gpt2):
+    text, result = traced(small_gpt2, layers=[0, 1], new_tokens=1)
+    prefill, decode = passes(text)
+    assert prefill.startswith("=== prefill: T = 5 new positions attending to t = 5; ids [464, 3139, 286, 4881, 318] ===")
+    assert decode.startswith("=== decode step 1: T = 1 new position attending to t = 6;")
+    assert "sizes: T=5 t=5 D=16 H=2 dh=8 F=64 V=50257 R=1" in prefill
+    first, second = entries(prefill), entries(decode)
+    assert list(first) == stage_names(2) and list(second) == stage_names(2)
+
+    assert first["embed"].splitlines()[1:3] == ["    in   ids [T] = [5]", "    out  [T, D] = [5, 16]   no dot products (lookup)"]
+    assert "[Q K V] = h W_qkv + b_qkv" in first["blocks.0.attn.qkv"]
+    assert "in   h [T, D] = [5, 16], W_qkv [D, 3D] = [16, 48]" in first["blocks.0.attn.qkv"]
+    assert "out  [T, 3D] = [5, 48]   240 dot products of length 16 = 3,840 MACs" in first["blocks.0.attn.qkv"]
+    assert "out  [H, T, dh] = [2, 5, 8]   no dot products (reshape)" in first["blocks.0.attn.q"]
+    assert "out  [H, T, dh] = [2, 5, 8]" in first["blocks.0.attn.v"]
+    assert "S = Q K^T  (per head)" in first["blocks.1.attn.qk"]
+    assert "in   Q [H, T, dh] = [2, 5, 8], K^T [H, dh, t] = [2, 8, 5]" in first["blocks.1.attn.qk"]
+    assert "out  [H, T, t] = [2, 5, 5]   50 dot products of length 8 = 400 MACs (causal: 30 needed)" in first["blocks.1.attn.qk"]
+    assert "(20 of 50 entries -inf: the masked future)" in first["blocks.0.attn.scores"]
+    assert "values  mean 0.2  std" in first["blocks.0.attn.weights"]  # each row of weights sums to 1 over t = 5
+    assert "out  [T, F] = [5, 64]   320 dot products of length 16 = 5,120 MACs" in first["blocks.0.mlp.up"]
+    assert "out  [R, D] = [1, 16]" in first["last"]
+    assert "out  [R, V] = [1, 50257]   50,257 dot products of length 16 = 804,112 MACs" in first["logits"]
+
+    # Decode: one query row, keys and values for all six positions, nothing masked.
+    assert "out  [H, T, dh] = [2, 1, 8]" in second["blocks.0.attn.q"]
+    assert "in   k, v [H, T, dh] = [2, 1, 8]" in second["blocks.0.attn.keys"]
+    assert "out  [H, t, dh] = [2, 6, 8]" in second["blocks.0.attn.keys"]
+    assert "in   Q [H, T, dh] = [2, 1, 8], K^T [H, dh, t] = [2, 8, 6]" in second["blocks.0.attn.qk"]
+    assert "out  [H, T, t] = [2, 1, 6]   12 dot products of length 8 = 96 MACs" in second["blocks.0.attn.qk"]
+    assert "masked future" not in second["blocks.0.attn.scores"]
+    assert "in   A [H, T, t] = [2, 1, 6], V [H, t, dh] = [2, 6, 8]" in second["blocks.1.attn.mix"]
+
+    # The values summarised are the model's: the same as a capture of the same pass.
+    _, cache = small_gpt2.run_with_cache(np.array(result.prompt_tokens), all_positions=False)
+    for name in ("embed", "blocks.0.mlp.act", "blocks.1.resid_post", "logits"):
+        assert expected_values(cache[name]) in first[name], name
+    # The counts are the ledger's, and the tokens those of greedy generation.
+    ledger = count_passes(small_gpt2, 5, 2)
+    assert [p.dot_products for p in result.phases] == [p.dot_products for p in ledger.phases]
+    assert f"=== prefill: {ledger.phases[0].dot_products:,} dot products, {ledger.phases[0].macs:,} MACs" in prefill
+    assert result.new_tokens == small_gpt2.generate(PROMPT, max_new_tokens=2, stop_at_eos=False).new_tokens
+    assert text.rstrip().endswith(f"greedy continuation {small_gpt2.tokenizer.decode(result.new_tokens)!r}")
+
+
+def test_blocks_not_chosen_fold_into_one_line_per_pass(tmp_path):
+    model = load_model(write_gpt2(tmp_path / "four", n_layer=4, n_embd=8, n_head=2))
+    text, result = traced(model, new_tokens=2)  # default: the first and the last block
+    assert "blocks shown stage by stage: 0, 3 (the others fold into one line)" in text
+    lines = text.splitlines()
+    assert not any(line.startswith(("blocks.1.", "blocks.2.")) for line in lines)
+    assert sum(line.startswith("blocks.3.attn.qk ") for line in lines) == 3  # prefill + 2 decode steps
+    folded = [line for line in lines if line.startswith("blocks.2 ")]
+    assert len(folded) == 3
+    layer_2 = result.phases[1].layer_records(2)
+    assert (f"folded: 17 stages, {sum(r.dot_products for r in layer_2):,} dot products, "
+            f"{sum(r.macs for r in layer_2):,} MACs; [T, D] = [1, 8] -> [T, D] = [1, 8]") in folded[1]  # fmt: skip
+    _, cache = model.run_with_cache(np.array(result.prompt_tokens), names="blocks.1.resid_post")
+    assert expected_values(cache["blocks.1.resid_post"]) in next(line for line in lines if line.startswith("blocks.1 "))
+
+    everything, _ = traced(model, new_tokens=0, layers=parse_layers("all", 4))
+    assert "every block shown stage by stage (0..3)" in everything and "prefill only, greedy" in everything
+    assert "folded:" not in everything and "blocks.2.mlp.down " in everything and "=== decode" not in everything
+
+
+def test_layer_choices_are_read_and_checked():
+    assert parse_layers(None, 12) == [0, 11] and parse_layers(None, 1) == [0]
+    assert parse_layers("all", 3) == [0, 1, 2] and parse_layers("ALL", 2) == [0, 1]
+    assert parse_layers(" 3, 0 ", 12) == [0, 3] and parse_layers("1-3,7", 12) == [1, 2, 3, 7]
+    for bad, message in [("5", "block 5 does not exist; this model has blocks 0..1"), ("x", "not 'x'"),
+                         ("1,,0", "block numbers"), ("-1", "block numbers"), ("1-0", "runs backwards")]:  # fmt: skip
+        with pytest.raises(UserError, match=message):
+            parse_layers(bad, 2)
+
+
+def test_the_trace_checks_its_shape_table_against_the_forward_pass(small_gpt2, monkeypatch):
+    monkeypatch.setitem(MAKES, "mlp.up", "T D")
+    with pytest.raises(AssertionError, match=r"mlp.up makes \[T, D\] = \[5, 16\], the forward pass made \[5, 64\]"):
+        traced(small_gpt2)
+
+
+class Script:
+    """Answers for the stepper's prompts, and the prompts it was given."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers, self.prompts = list(answers), []
+
+    def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        if not self.answers:
+            raise EOFError
+        return self.answers.pop(0)
+
+
+def test_the_stepper_stops_at_each_stage_skips_a_layer_prints_and_runs_on(small_gpt2):
+    out = io.StringIO()
+    keys = Script("", "p", "s", "what", "n", "c")
+    result = trace(small_gpt2, "The capital", new_tokens=1, out=out, stepper=Stepper(read=keys, out=out))
+    text = out.getvalue()
+    assert keys.prompts == ["[Enter] next  n layer  c continue  p print  s stats  q quit > "] * 6
+    assert result.stopped_at is None and text.rstrip().endswith(repr(small_gpt2.tokenizer.decode(result.new_tokens)))
+    # Stops: embed (Enter), blocks.0.ln_1 (p, s, an unknown key, n), blocks.1.ln_1 (c), then no more.
+    _, cache = small_gpt2.run_with_cache(small_gpt2.tokenizer.encode("The capital"), names="blocks.0.ln_1")
+    ln_1 = cache["blocks.0.ln_1"]
+    printed = text.split("blocks.0.ln_1 [2, 16] =\n    [[", 1)[1].split("]]", 1)[0]
+    assert printed.split()[0] == f"{ln_1[0, 0]:.4f}".rstrip("0") and printed.split()[-1] == f"{ln_1[1, -1]:.4f}".rstrip("0")
+    assert "shape [2, 16]  float32  32 values (128 bytes)" in text
+    assert f"max {ln_1.max():.6g} at {[int(i) for i in np.unravel_index(ln_1.argmax(), ln_1.shape)]}" in text
+    assert "'what'? Enter: next stage, n: on to the next layer" in text
+    assert "decode step 1" in text and "blocks.1.attn.qk " in passes(text)[1]  # c ran to the end, printing
+
+
+def test_the_stepper_ends_cleanly_on_q_and_on_end_of_input(small_gpt2):
+    out = io.StringIO()
+    result = trace(small_gpt2, "The capital", out=out, stepper=Stepper(read=Script("", "", "q"), out=out))
+    assert result.stopped_at == "blocks.0.attn.qkv" and result.new_tokens == []
+    assert out.getvalue().endswith("trace stopped at blocks.0.attn.qkv (q)\n")
+    out = io.StringIO()
+    result = trace(small_gpt2, "The capital", out=out, stepper=Stepper(read=Script("n"), out=out))
+    assert result.stopped_at == "blocks.0.ln_1" and out.getvalue().endswith("trace stopped at blocks.0.ln_1 (end of input)\n")
+
+
+# --- the real thing, through a pseudo-terminal --------------------------------------------------------------
+KEYS_PROMPT = b"q quit > "
+
+
+class Terminal:
+    """`python -m minitransformer ARGS` with a pseudo-terminal as its controlling terminal (so Ctrl-C works)."""
+
+    def __init__(self, *args: str) -> None:
+        import fcntl
+        import termios
+
+        self.master, slave = os.openpty()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "minitransformer", *args], stdin=slave, stdout=slave, stderr=slave, cwd=ROOT,
+            start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+        )  # fmt: skip
+        os.close(slave)
+        self.pending = b""
+
+    def read_until(self, marker: bytes, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while marker not in self.pending:
+            ready, _, _ = select.select([self.master], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise AssertionError(f"no {marker!r} within {timeout}s; got {self.pending[-800:]!r}")
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # the other side closed
+                chunk = b""
+            if not chunk:
+                raise AssertionError(f"ended before {marker!r}; got {self.pending[-800:]!r}")
+            self.pending += chunk
+        end = self.pending.index(marker) + len(marker)
+        seen, self.pending = self.pending[:end], self.pending[end:]
+        return seen.decode().replace("\r\n", "\n")
+
+    def press(self, keys: bytes) -> str:
+        os.write(self.master, keys)
+        return self.read_until(KEYS_PROMPT)
+
+    def finish(self, keys: bytes = b"") -> tuple[int, str]:
+        if keys:
+            os.write(self.master, keys)
+        rest = b""
+        while True:
+            ready, _, _ = select.select([self.master], [], [], 30)
+            try:
+                chunk = os.read(self.master, 65536) if ready else b""
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            rest += chunk
+        code = self.process.wait(timeout=30)
+        os.close(self.master)
+        return code, (self.pending + rest).decode().replace("\r\n", "\n")
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def terminal(small_gpt2_dir):
+    opened = []
+
+    def start(*extra: str) -> Terminal:
+        opened.append(Terminal("trace", "The capital", "--model", str(small_gpt2_dir), "--step", *extra))
+        return opened[-1]
+
+    yield start
+    for t in opened:
+        t.close()
+
+
+def test_step_in_a_terminal_enter_n_p_s_then_q(terminal):
+    term = terminal()
+    first = term.read_until(KEYS_PROMPT)
+    assert "embed " in first and "out  [T, D] = [2, 16]" in first and "blocks.0" not in first
+    assert first.endswith("[Enter] next  n layer  c continue  p print  s stats  q quit > ")
+    after_enter = term.press(b"\n")
+    assert after_enter.lstrip("\n").startswith("blocks.0.ln_1 ") and "blocks.0.attn" not in after_enter
+    after_n = term.press(b"n\n")  # the rest of block 0 goes by, the stop is block 1's first stage
+    assert "blocks.0.resid_post " in after_n and after_n.rstrip(" >").rstrip().splitlines()[-5].startswith("blocks.1.ln_1 ")
+    printed = term.press(b"p\n")
+    assert "blocks.1.ln_1 [2, 16] =\n    [[" in printed
+    stats = term.press(b"s\n")
+    assert "shape [2, 16]  float32  32 values" in stats and "L2 norm" in stats
+    code, rest = term.finish(b"q\n")
+    assert code == 0 and "trace stopped at blocks.1.ln_1 (q)" in rest and "Traceback" not in rest
+
+
+def test_step_ends_cleanly_at_end_of_input(terminal):
+    term = terminal()
+    term.read_until(KEYS_PROMPT)
+    code, rest = term.finish(b"\x04")  # Ctrl-D at the prompt
+    assert code == 0 and "trace stopped at embed (end of input)" in rest and "Traceback" not in rest
+
+
+def test_step_ends_cleanly_on_ctrl_c(terminal):
+    term = terminal()
+    term.read_until(KEYS_PROMPT)
+    time.sleep(0.5)  # let it reach the read: a ^C between printing the prompt and reading is seen at the next key
+    os.write(term.master, b"\x03")
+    try:
+        seen = term.read_until(b"trace interrupted at embed", timeout=10)
+    except AssertionError:  # a very busy machine lost that race: the next key delivers the interrupt
+        os.write(term.master, b"\n")
+        seen = term.read_until(b"trace interrupted at embed")
+    code, rest = term.finish()
+    assert code == 128 + signal.SIGINT and "Traceback" not in seen + rest
+
+
+def test_step_without_a_terminal_says_so_and_runs_through(small_gpt2_dir):
+    done = subprocess.run([sys.executable, "-m", "minitransformer", "trace", "The capital", "--model", str(small_gpt2_dir),
+                           "--step"], input="", capture_output=True, text=True, timeout=120, cwd=ROOT)  # fmt: skip
+    assert done.returncode == 0
+    assert done.stderr == "minitransformer: --step needs a terminal on stdin; tracing without stopping\n"
+    assert "q quit >" not in done.stdout and "=== decode step 1:" in done.stdout and "greedy continuation" in done.stdout
+
+
+# --- the command line ---------------------------------------------------------------------------------------
+def test_trace_command_on_a_transformers_checkpoint():
+    tiny = HF_FIXTURES / "tiny"  # vocabulary of 512: "he and the" is 3 tokens below 512
+    done = run_cli("trace", "he and the", "--model", str(tiny), "--new-tokens", "2", "--layers", "1")
+    assert done.returncode == 0, done.stderr
+    assert "blocks shown stage by stage: 1" in done.stdout and "blocks.0 " in done.stdout
+    decode_2 = passes(done.stdout)[2]
+    assert decode_2.startswith("=== decode step 2: T = 1 new position attending to t = 5;")
+    assert "in   Q [H, T, dh] = [4, 1, 16], K^T [H, dh, t] = [4, 16, 5]" in decode_2
+    help_text = " ".join(run_cli("trace", "--help").stdout.split())
+    assert "default: the first and the last" in help_text and "Enter next, n next layer" in help_text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["", "--model", "{small}"], "the prompt is empty"),
+    (["hi", "--model", "{small}", "--layers", "5"], "--layers: block 5 does not exist; this model has blocks 0..1"),
+    (["hi", "--model", "{small}", "--layers", "x"], "--layers takes block numbers such as 0,11 or 1-3, or 'all'; not 'x'"),
+    (["hi", "--model", "{small}", "--new-tokens", "-1"], "--new-tokens must be 0 or more"),
+    (["hi", "--model", "{small}", "--new-tokens", "two"], "argument --new-tokens: 'two' is not a whole number"),
+    (["hi", "--model", "{small}", "--new-tokens", "64"], "need 65 positions; this model's context is 64"),
+    (["The capital", "--model", str(HF_FIXTURES / "tiny")], "token id 3139 is outside this model's vocabulary (0..511)"),
+])  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(args, message, small_gpt2_dir, capsys):
+    code = main(["trace", *(a.replace("{small}", str(small_gpt2_dir)) for a in args)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.startswith("minitransformer: error: ") and err.count("\n") == 1 and message in err, err
+
+
+def test_bad_input_in_a_real_process_has_no_traceback(small_gpt2_dir):
+    done = run_cli("trace", "hi", "--model", str(small_gpt2_dir), "--layers", "5")
+    assert done.returncode == 2 and done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stderr == "minitransformer: error: --layers: block 5 does not exist; this model has blocks 0..1\n"
+
+
+# --- the examples ---------------------------------------------------------------------------------------------
+def test_the_walkthrough_follows_the_prompt_from_ids_to_the_answer(small_gpt2_dir, small_gpt2):
+    done = subprocess.run([sys.executable, "examples/walkthrough.py", "--model", str(small_gpt2_dir)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "->  [464, 3139, 286, 4881, 318]   (T = 5 positions)" in out
+    for line in ("embed                [5, 16]", "attn.qkv             [5, 48]", "attn.q, .k, .v       [2, 5, 8]",
+                 "attn.weights         [2, 5, 5]", "mlp.up               [5, 64]", "logits               [1, 50257]",
+                 "attn.keys            [2, 6, 8]", "attn.scores          [2, 1, 6]"):  # fmt: skip
+        assert line in out, line
+    answer = small_gpt2.generate("The capital of France is", max_new_tokens=6, candidates=0, ledger=False).text
+    assert out.rstrip().endswith(repr("The capital of France is" + answer))
+
+
+def test_attention_png_draws_the_chosen_layer(small_gpt2_dir, tmp_path):
+    pytest.importorskip("matplotlib", reason="the drawing example needs matplotlib (pip install 'minitransformer[plot]')")
+    png = tmp_path / "attention.png"
+    done = subprocess.run([sys.executable, "examples/attention_png.py", "--model", str(small_gpt2_dir), "--layer", "1",
+                           "--out", str(png)], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{png}: small-gpt2 layer 1, all heads, 5 tokens ([2, 5, 5] weights)"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
