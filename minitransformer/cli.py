@@ -72,6 +72,28 @@ def build_parser() -> argparse.ArgumentParser:
                     help="stop at each stage: Enter next, n next layer, c continue, p print, s stats, q quit")
     tr.set_defaults(run=_trace)
 
+    cnt = commands.add_parser("count", help="count the dot products of any GPT-2-shaped model from its shapes alone")
+    _add_model_selectors(cnt)
+    cnt.add_argument("--tokens", type=_whole_number, required=True, metavar="T", help="prompt length in tokens")
+    cnt.add_argument("--new-tokens", type=_whole_number, default=1, metavar="N",
+                     help="tokens generated: 1 prefill + N-1 decode steps (default 1: the prefill only)")
+    cnt.add_argument("--no-cache", action="store_true", help="recompute the whole sequence at every step")
+    cnt.add_argument("--batch", type=_whole_number, default=1, metavar="B",
+                     help="sequences counted together (default 1)")
+    cnt.add_argument("--balance", type=_number, default=None, metavar="MACS_PER_BYTE",
+                     help="machine balance for the memory-bound marks (default 10: a desktop CPU)")
+    cnt.add_argument("--json", metavar="PATH|-", help="write the ledger as JSON (- for stdout)")
+    cnt.add_argument("--all-steps", action="store_true",
+                     help="in --json, every decode step in full (default: the steps the table shows; others as totals)")
+    cnt.add_argument("--csv", metavar="PATH|-", help="write one row per matrix product per pass as CSV (- for stdout)")
+    cnt.add_argument("--plot", metavar="PNG",
+                     help="write three plots (MAC share by op, dot products vs length, MACs per token) as one PNG")
+    cnt.set_defaults(run=_count)
+
+    par = commands.add_parser("params", help="every weight tensor by its Hugging Face name, grouped by kind, totals")
+    _add_model_selectors(par)
+    par.add_argument("--json", metavar="PATH|-", help="write the tensors, kinds and total as JSON (- for stdout)")
+    par.set_defaults(run=_params)
     return parser
 
 
@@ -164,6 +186,99 @@ def _trace(args) -> None:
     from .trace import trace_command
 
     trace_command(args.prompt, args.model, args.new_tokens, args.layers, args.step)
+
+
+def _add_model_selectors(p: argparse.ArgumentParser) -> None:
+    which = p.add_argument_group("the model, one way (default: the gpt2 preset); its shapes only, never its weights")
+    which.add_argument("--model", metavar="NAME_OR_DIR",
+                       help="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, demo, or a directory with config.json")
+    which.add_argument("--preset", metavar="NAME", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, gpt3-175b")
+    which.add_argument("--config", metavar="config.json", help="a Hugging Face GPT-2 config.json")
+    which.add_argument("--layers", type=_whole_number, metavar="L", help="sizes: layers (with --d-model and --heads)")
+    which.add_argument("--d-model", type=_whole_number, metavar="D", help="sizes: model width")
+    which.add_argument("--heads", type=_whole_number, metavar="H", help="sizes: attention heads (must divide D)")
+    which.add_argument("--d-ff", type=_whole_number, metavar="F", help="sizes: MLP width (default 4 D)")
+    which.add_argument("--vocab", type=_whole_number, metavar="V", help="sizes: vocabulary (default 50257)")
+    which.add_argument("--ctx", type=_whole_number, metavar="N", help="sizes: context length (default 1024)")
+
+
+def _model_config(args):
+    from .count import select_config
+
+    return select_config(args.model, args.preset, args.config, args.layers, args.d_model, args.heads, args.d_ff,
+                         args.vocab, args.ctx)  # fmt: skip
+
+
+def _write_chunks(path: str, chunks) -> None:
+    """Stream a document to stdout (-) or, through a temporary file and a rename, to a path."""
+    if path == "-":
+        for chunk in chunks:
+            sys.stdout.write(chunk)
+        sys.stdout.flush()
+        return
+    target = Path(path).expanduser()
+    fd, tmp = tempfile.mkstemp(dir=target.resolve().parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            for chunk in chunks:
+                f.write(chunk)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private (0600); a written file is the user's usual kind
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _count(args) -> None:
+    from .count import check_run, count_generation, csv_chunks, json_chunks
+    from .count_report import count_report
+    from .memory import DEFAULT_BALANCE
+
+    config = _model_config(args)
+    check_run(config, args.tokens, args.new_tokens, args.batch)
+    balance = DEFAULT_BALANCE if args.balance is None else args.balance
+    if not balance > 0 or balance == float("inf"):
+        raise UserError(f"--balance must be a positive number of MACs per byte, not {args.balance}")
+    if args.json == "-" and args.csv == "-":
+        raise UserError("--json - and --csv - would both write to stdout; send one of them to a file")
+    for path in (args.json, args.csv, args.plot):
+        _check_output_path(path)
+    if args.plot is not None:
+        if args.plot == "-" or Path(args.plot).suffix.lower() != ".png":
+            raise UserError(f"--plot takes a path ending in .png, not {args.plot!r}")
+        from .plots import require_matplotlib
+
+        require_matplotlib()  # fail before writing anything
+    count = count_generation(config, args.tokens, args.new_tokens, use_cache=not args.no_cache, batch=args.batch)
+    out = sys.stderr if "-" in (args.json, args.csv) else sys.stdout  # stdout holds only the document
+    print(count_report(count, balance), file=out)
+    if args.json:
+        _write_chunks(args.json, json_chunks(count, balance, all_steps=args.all_steps))
+    if args.csv:
+        _write_chunks(args.csv, csv_chunks(count))
+    if args.plot:
+        from .plots import write_plots
+
+        write_plots(count, args.plot)
+    for what, path in (("ledger", args.json), ("CSV", args.csv), ("plots", args.plot)):
+        if path and path != "-":
+            print(f"{what} written to {path}", file=out)
+
+
+def _params(args) -> None:
+    from .params import parameters, params_report
+
+    config = _model_config(args)
+    _check_output_path(args.json)
+    p = parameters(config)
+    out = sys.stderr if args.json == "-" else sys.stdout
+    print(params_report(p), file=out)
+    if args.json:
+        _write_chunks(args.json, [json.dumps(p.to_dict(), indent=1) + "\n"])
+        if args.json != "-":
+            print(f"parameters written to {args.json}", file=out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,7 +37,7 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(max(x, y) for x, y in zip(a, b))
 
 
-@dataclass
+@dataclass(slots=True)  # slots: a long generation on a big model holds millions of records
 class Record:
     """One stage of one forward pass."""
 
@@ -196,16 +196,7 @@ class Ledger:
     def cache_comparison(self) -> dict | None:
         if self.other_way is None:
             return None
-        with_cache, without = (self.totals, self.other_way) if self.cached else (self.other_way, self.totals)
-        saved = without.macs - with_cache.macs
-        return {
-            "used": self.cached,
-            "with_cache": with_cache.to_dict(),
-            "without_cache": without.to_dict(),
-            "saved_macs": saved,
-            "saved_dot_products": without.dot_products - with_cache.dot_products,
-            "saved_share": saved / without.macs if without.macs else 0.0,
-        }
+        return cache_comparison(self.cached, self.totals, self.other_way)
 
     def to_dict(self) -> dict:
         d = {
@@ -216,3 +207,17 @@ class Ledger:
         if self.other_way is not None:
             d["cache"] = self.cache_comparison()
         return d
+
+
+def cache_comparison(used: bool, this_way: Totals, other_way: Totals) -> dict:
+    """What the KV cache saves, from the totals of a run (`used`: with the cache) and of the same run the other way."""
+    with_cache, without = (this_way, other_way) if used else (other_way, this_way)
+    saved = without.macs - with_cache.macs
+    return {
+        "used": used,
+        "with_cache": with_cache.to_dict(),
+        "without_cache": without.to_dict(),
+        "saved_macs": saved,
+        "saved_dot_products": without.dot_products - with_cache.dot_products,
+        "saved_share": saved / without.macs if without.macs else 0.0,
+    }

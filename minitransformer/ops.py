@@ -11,6 +11,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from .shapes import ShapeOnly
+
 F32 = np.float32
 _SQRT_2_OVER_PI = F32(np.sqrt(2.0 / np.pi))
 _INV_SQRT_2 = F32(1.0 / np.sqrt(2.0))
@@ -59,6 +61,8 @@ def mask_future(s, past: int, n_positions: int):
     The mask is added, as in transformers: -inf scores become exactly zero weights after softmax.
     """
     T, t = s.shape[-2], s.shape[-1]
+    if isinstance(s, ShapeOnly):  # no values to mask: skip the [n_positions]^2 buffer (4 GB at a 32K context)
+        return s + F32(0.0)
     return s + _future_bias(n_positions)[past : past + T, :t]
 
 

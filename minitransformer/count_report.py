@@ -1,0 +1,213 @@
+"""The count command's text: a walkthrough of where the dot products of a generation go, and what it holds in memory.
+
+Everything here reads a `Count` (count.py); nothing is counted here.
+"""
+
+from __future__ import annotations
+
+from .count import Count, Pass
+from .ledger import Record
+from .memory import DEFAULT_BALANCE, decode_example, memory_dict
+from .report import count as n
+from .report import describe_model, human, percent, shape, table
+from .stages import MATMUL_OPS
+
+CONVENTION = (
+    "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
+    "  and in transformers: Q K^T is T x t per head and the future is masked afterwards. 'causal' is the part of\n"
+    "  that work the mask keeps: per head T*past + T(T+1)/2 (query, key) pairs; each is a score of length dh, and\n"
+    "  in A V the same output elements need only those keys (shorter useful dot products)."
+)
+
+GROUPS = (
+    ("attention projections (qkv, out)", ("qkv", "out")),
+    ("attention scores and mix (scores, mix)", ("scores", "mix")),
+    ("MLP (mlp.up, mlp.down)", ("mlp.up", "mlp.down")),
+    ("unembedding (logits)", ("logits",)),
+)
+
+
+def count_report(count: Count, balance: float = DEFAULT_BALANCE) -> str:
+    c = count.config
+    decodes = len(count.decodes)
+    cache = "with the KV cache" if count.cached else "without a cache (every step recomputes the whole sequence)"
+    batch = f"a batch of {count.batch} sequences" if count.batch > 1 else "1 sequence"
+    out = [
+        f"model {describe_model(c.to_dict(), 'none, counted from shapes alone')}",
+        f"generation: a {count.n_prompt:,}-token prompt and {count.n_new:,} new token{_s(count.n_new)} = 1 prefill + "
+        f"{decodes:,} decode step{_s(decodes)}, {batch}, {cache}",
+        "",
+        f"The prefill, one transformer block (each of the {c.n_layer} blocks has the same shapes, so the same counts):",
+        f"T = {count.prefill.tokens:,} new positions attending to t = {count.prefill.context:,}",
+        block_table(count.prefill.block, full=True),
+        "",
+        CONVENTION,
+        "",
+        f"The prefill, layer by layer ({count.prefill.tokens:,} tokens; logits for the last position only)",
+        layers_table(count.prefill),
+    ]
+    if decodes:
+        last = next(p for p in reversed(count.decodes) if p.step in count.shown_steps())
+        out += [
+            "",
+            f"One block in decode step {last.step}: T = {last.tokens:,} new position{_s(last.tokens)} attending to "
+            f"t = {last.context:,}",
+            block_table(last.block, full=False),
+            "",
+            f"Decode steps {cache}: T new positions, t attended" + (
+                f" ({len(count.shown_steps())} of {decodes:,} shown)" if len(count.shown_steps()) < decodes else ""),
+            decode_table(count),
+        ]  # fmt: skip
+    out += ["", "Where the MACs go", ops_table(count), "", totals_lines(count), "", memory_lines(count, balance)]
+    return "\n".join(out)
+
+
+def _s(k: int) -> str:
+    return "" if k == 1 else "s"
+
+
+def _operands(r: Record) -> str:
+    return f"{shape(r.a_shape)} x {shape(r.b_shape)}"
+
+
+def block_table(block: list[Record], full: bool) -> str:
+    """Every stage of one block (or only its products) with dense and causal counts side by side."""
+    block_macs = sum(r.macs for r in block)
+    rows = []
+    for r in block:
+        if r.kind == "matmul":
+            causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
+            causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
+            rows.append([r.op, r.equation, _operands(r), shape(r.out_shape), n(r.dot_products), n(r.dot_length),
+                         n(r.macs), human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs])  # fmt: skip
+        elif full:
+            rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", ""])
+    causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
+    rows.append(["block", "", "", "", n(sum(r.dot_products for r in block)), "", n(block_macs), human(2 * block_macs),
+                 "100%", "", n(causal)])  # fmt: skip
+    headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "FLOPs", "share",
+               "causal dot products", "causal MACs"]  # fmt: skip
+    return table(headers, rows, right={4, 5, 6, 7, 8, 9, 10})
+
+
+def layers_table(p: Pass) -> str:
+    L = p.n_layer
+    rows = [
+        ["embed", "0", "0", "", "", "a lookup: no products"],
+        [f"0..{L - 1}" if L > 1 else "0", n(p.block_dot_products), n(p.block_macs), human(2 * p.block_macs),
+         percent(p.block_macs, p.macs), "each layer"],
+    ]  # fmt: skip
+    if L > 1:
+        rows.append([f"{L} layers", n(L * p.block_dot_products), n(L * p.block_macs), human(2 * L * p.block_macs),
+                     percent(L * p.block_macs, p.macs), f"{L} x the above"])  # fmt: skip
+    for r in p.after:
+        if r.kind == "matmul":
+            rows.append([r.op, n(r.dot_products), n(r.macs), human(r.flops), percent(r.macs, p.macs),
+                         f"{shape(r.out_shape)}: {r.equation}"])  # fmt: skip
+    rows.append(["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs"])
+    return table(["layer", "dot products", "MACs", "FLOPs", "share", ""], rows, right={1, 2, 3, 4})
+
+
+def decode_table(count: Count) -> str:
+    shown = set(count.shown_steps())
+    other = {p.step: p for p in count.other_way}
+    other_label = "MACs without the cache" if count.cached else "MACs with the cache"
+    rows, gap = [], False
+    for p in count.decodes:
+        if p.step not in shown:
+            if not gap:
+                rows.append(["...", "", "", "", "", "", "", ""])
+                gap = True
+            continue
+        rows.append([str(p.step), n(p.tokens), n(p.context), shape(p.find("scores").out_shape), n(p.dot_products),
+                     n(p.macs), human(p.flops), n(other[p.step].macs)])  # fmt: skip
+    headers = ["step", "T", "t", "scores (per block)", "dot products", "MACs", "FLOPs", other_label]
+    return table(headers, rows, right={0, 1, 2, 4, 5, 6, 7})
+
+
+def ops_table(count: Count) -> str:
+    """Each product's share in the prefill, in a decode step and over the whole generation, then by group."""
+    columns = [(f"prefill (T={count.prefill.tokens:,})", count.prefill.ops())]
+    if count.decodes:
+        last = count.decodes[-1]
+        columns.append((f"decode step {last.step} (T={last.tokens:,}, t={last.context:,})", last.ops()))
+    columns.append(("whole generation", count.ops()))
+    totals = [sum(macs for _, macs in ops.values()) for _, ops in columns]
+    rows = []
+    for op in MATMUL_OPS:
+        row = [op]
+        for (_, ops), total in zip(columns, totals):
+            row += [n(ops[op][1]), percent(ops[op][1], total)]
+        rows.append(row)
+    rows.append(["total", *(x for total in totals for x in (n(total), "100%"))])
+    for label, ops_in_group in GROUPS:
+        row = [f"  {label}"]
+        for (_, ops), total in zip(columns, totals):
+            macs = sum(ops[op][1] for op in ops_in_group)
+            row += [human(macs), percent(macs, total)]
+        rows.append(row)
+    headers = ["op"] + [x for title, _ in columns for x in (f"{title} MACs", "share")]
+    return table(headers, rows, right=set(range(1, len(headers))))
+
+
+def totals_lines(count: Count) -> str:
+    t = count.totals
+    decodes = len(count.decodes)
+    causal = sum(p.causal_macs for p in count.passes)
+    lines = [
+        f"Total: {n(t.dot_products)} dot products, {n(t.macs)} MACs ({human(t.macs)}), {human(t.flops)} FLOPs over "
+        f"1 prefill + {decodes:,} decode step{_s(decodes)}; {human(t.macs / (count.n_new * count.batch))} MACs per "
+        f"generated token" + (f" per sequence ({count.batch} sequences)" if count.batch > 1 else ""),
+        f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps",
+    ]
+    cmp = count.cache_comparison()
+    with_cache, without, saved = cmp["with_cache"]["macs"], cmp["without_cache"]["macs"], cmp["saved_macs"]
+    if count.cached:
+        lines.append(f"KV cache: without it these tokens would cost {n(without)} MACs ({human(without)}); with it "
+                     f"{human(with_cache)}: it saves {human(saved)} MACs ({percent(saved, without)})")  # fmt: skip
+    else:
+        lines.append(f"KV cache (off): with it these tokens would cost {n(with_cache)} MACs ({human(with_cache)}) "
+                     f"instead of {human(without)}: it would save {human(saved)} "
+                     f"({percent(saved, without)})")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _bytes(b: float) -> str:
+    return f"{human(b)}B" if b >= 1000 else f"{b:g} B"
+
+
+def memory_lines(count: Count, balance: float) -> str:
+    m = memory_dict(count, balance)
+    c, kv, act = count.config, m["kv_cache"], m["activations"]
+    per_seq = " for the batch" if count.batch > 1 else ""
+    decode = act.get("decode")
+    out = [
+        "Memory (float32, 4 bytes a number)",
+        f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
+        f"  KV cache     K and V x {c.n_layer} layers x {c.n_embd:,} numbers: {_bytes(kv['bytes_per_token'])} per "
+        f"token{per_seq}; {kv['positions']:,} positions here: {_bytes(kv['bytes'])}"
+        + ("" if count.cached else " (if the cache were on)")
+        + f"; the whole context ({c.n_positions:,}): {_bytes(kv['bytes_at_context'])}",
+        f"  activations  peak ~{_bytes(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
+        + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
+        "               estimate: the residual stream [B, T, D] + the largest stage's working set (softmax: its input,",
+        "               a temporary and its output, [B, H, T, t] each; MLP: u and act(u), [B, T, F] each)",
+        "",
+        "Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, float32);",
+        f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",
+        intensity_table(m["intensity"]["ops"], decode_example(count)),
+    ]  # fmt: skip
+    return "\n".join(out)
+
+
+def intensity_table(rows: list[dict], decode: Pass | None) -> str:
+    def cells(x: dict) -> list[str]:
+        value = x["macs_per_byte"]
+        shown = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+        return [_bytes(x["bytes"]), shown, "memory-bound" if x["memory_bound"] else "compute-bound"]
+
+    body = [[r["op"], *cells(r["prefill"]), *(cells(r["decode"]) if "decode" in r else [])] for r in rows]
+    headers = ["op", "prefill bytes", "MACs/byte", "bound"]
+    if decode is not None:
+        headers += [f"decode (T=1, t={decode.context:,}) bytes", "MACs/byte", "bound"]
+    return table(headers, body, right={1, 2, 4, 5})

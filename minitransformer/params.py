@@ -1,0 +1,137 @@
+"""Every weight tensor of a GPT-2 by its Hugging Face name, with its shape, size and kind: the parameter count.
+
+The list is `weights.expected_shapes(config)`, the same one the loader checks checkpoints against,
+so the count cannot drift from what the model loads. With tied embeddings (GPT-2's default) the
+token embedding W_te is also the unembedding: one tensor, counted once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from math import prod
+
+from .config import GPT2Config
+from .weights import expected_shapes
+
+# kind -> what it is, in the order a forward pass meets them.
+KINDS: dict[str, str] = {
+    "token_embedding": "token embedding W_te [V, D]",
+    "position_embedding": "position embedding W_pe [P, D]",
+    "attention_qkv": "attention Q, K, V weights W_qkv [D, 3D]",
+    "attention_out": "attention output weights W_o [D, D]",
+    "mlp_up": "MLP up weights W_up [D, F]",
+    "mlp_down": "MLP down weights W_down [F, D]",
+    "biases": "biases of the four linear layers",
+    "layer_norms": "layer-norm gains and biases",
+    "unembedding": "unembedding W_U [V, D] (untied)",
+}
+
+_KIND_OF = (
+    (re.compile(r"^wte\.weight$"), "token_embedding"),
+    (re.compile(r"^wpe\.weight$"), "position_embedding"),
+    (re.compile(r"^h\.\d+\.attn\.c_attn\.weight$"), "attention_qkv"),
+    (re.compile(r"^h\.\d+\.attn\.c_proj\.weight$"), "attention_out"),
+    (re.compile(r"^h\.\d+\.mlp\.c_fc\.weight$"), "mlp_up"),
+    (re.compile(r"^h\.\d+\.mlp\.c_proj\.weight$"), "mlp_down"),
+    (re.compile(r"^h\.\d+\.(attn|mlp)\.c_\w+\.bias$"), "biases"),
+    (re.compile(r"^(h\.\d+\.)?ln_(1|2|f)\.(weight|bias)$"), "layer_norms"),
+    (re.compile(r"^lm_head\.weight$"), "unembedding"),
+)
+
+
+def kind_of(name: str) -> str:
+    for pattern, kind in _KIND_OF:
+        if pattern.match(name):
+            return kind
+    raise ValueError(f"no kind for weight tensor {name!r}")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    name: str  # Hugging Face name without the "transformer." prefix: "h.3.attn.c_attn.weight"
+    shape: tuple[int, ...]
+    kind: str
+
+    @property
+    def count(self) -> int:
+        return prod(self.shape)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "count": self.count, "kind": self.kind}
+
+
+@dataclass(frozen=True)
+class Parameters:
+    config: GPT2Config
+    tensors: tuple[Tensor, ...]
+
+    @property
+    def total(self) -> int:
+        return sum(t.count for t in self.tensors)
+
+    @property
+    def tied_embeddings(self) -> bool:
+        return self.config.tie_word_embeddings
+
+    @property
+    def kinds(self) -> dict[str, int]:
+        totals = {kind: 0 for kind in KINDS if kind != "unembedding" or not self.tied_embeddings}
+        for t in self.tensors:
+            totals[t.kind] += t.count
+        return totals
+
+    def to_dict(self) -> dict:
+        return {
+            "model": self.config.to_dict(),
+            "tensors": [t.to_dict() for t in self.tensors],
+            "kinds": self.kinds,
+            "total": self.total,
+            "tied_embeddings": self.tied_embeddings,
+        }
+
+
+def parameters(config: GPT2Config) -> Parameters:
+    return Parameters(config, tuple(Tensor(n, s, kind_of(n)) for n, s in expected_shapes(config).items()))
+
+
+def _pattern(name: str) -> str:
+    return re.sub(r"^h\.\d+\.", "h.{i}.", name)
+
+
+def params_report(p: Parameters) -> str:
+    """Kind by kind, each tensor once per pattern (h.{i}.… stands for every layer), then the total."""
+    from .report import count, human, percent, shape, table
+
+    total = p.total
+    rows = []
+    for kind, kind_total in p.kinds.items():
+        label = KINDS[kind]
+        if kind == "token_embedding" and p.tied_embeddings:
+            label += ", also the unembedding (tied: counted once)"
+        rows.append([label, "", "", "", count(kind_total), percent(kind_total, total)])
+        groups: dict[tuple[str, tuple[int, ...]], int] = {}
+        for t in p.tensors:
+            if t.kind == kind:
+                key = (_pattern(t.name), t.shape)
+                groups[key] = groups.get(key, 0) + 1
+        for (pattern, dims), n in groups.items():
+            each = prod(dims)
+            rows.append([f"  {pattern}", shape(dims), f"x {n}" if n > 1 else "", count(each), count(each * n), ""])
+    rows.append(["total", "", "", "", count(total), "100%"])
+    c = p.config
+    header = (
+        f"Parameters of {c.name}: {c.n_layer} layers, d_model {c.n_embd:,}, d_ff {c.d_ff:,}, vocab {c.vocab_size:,}, "
+        f"context {c.n_positions:,}; h.{{i}} stands for each of the {c.n_layer} layers"
+    )
+    tied = (
+        "Tied embeddings: W_te turns tokens into vectors and, transposed, vectors into logits; it is one tensor."
+        if p.tied_embeddings
+        else "Untied embeddings: the unembedding lm_head.weight is a separate tensor."
+    )
+    return "\n".join([
+        header,
+        table(["tensor", "shape", "layers", "each", "count", "share"], rows, right={3, 4, 5}),
+        "",
+        f"{count(total)} parameters ({human(total)}); float32 weights: {human(4 * total)}B. {tied}",
+    ])  # fmt: skip

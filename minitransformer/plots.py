@@ -1,0 +1,167 @@
+"""Plots of a count (matplotlib, the optional `plot` extra): one PNG with three panels.
+
+1. MAC share by op: the prefill, one decode step and the whole generation.
+2. Dot products against their length, one point per op (log-log): Q K^T is many short dot products,
+   the MLP down projection few long ones; the dashed diagonals are equal MACs (count x length).
+3. MACs to generate one token against the context length, with and without the KV cache, across
+   the model's whole context window (each point a shape-only pass); the band is this generation.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .count import Count, sweep_per_token
+from .errors import UserError
+from .report import human
+from .stages import MATMUL_OPS
+
+OP_COLORS = {"qkv": "#4c72b0", "scores": "#dd8452", "mix": "#c44e52", "out": "#8172b3",
+             "mlp.up": "#55a868", "mlp.down": "#2e7d32", "logits": "#7f7f7f"}  # fmt: skip
+
+
+def require_matplotlib():
+    """matplotlib.pyplot with a file-only backend, or a one-line error that says how to get it."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UserError(
+            "--plot needs matplotlib: pip install 'minitransformer[plot]' (or pip install matplotlib)"
+        ) from None
+    return plt
+
+
+def write_plots(count: Count, path: str) -> None:
+    """Draw the three panels and write them to `path` as PNG, atomically (temporary file, then rename)."""
+    plt = require_matplotlib()
+    fig, (share, dots, per_token) = plt.subplots(1, 3, figsize=(19, 6.2), dpi=100)
+    c = count.config
+    cache = "with the KV cache" if count.cached else "without a cache"
+    fig.suptitle(f"{c.name}: {_n(c.n_layer, 'layer')}, d_model {c.n_embd:,}, {_n(c.n_head, 'head')}, d_ff {c.d_ff:,}, "
+                 f"vocab {c.vocab_size:,} | {count.n_prompt:,}-token prompt, {_n(count.n_new, 'new token')}, batch "
+                 f"{count.batch}, {cache} (counted from shapes)", fontsize=13)  # fmt: skip
+    _share_panel(share, count)
+    _dots_panel(dots, count)
+    _per_token_panel(per_token, count)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    target = Path(path).expanduser()
+    fd, tmp = tempfile.mkstemp(dir=target.resolve().parent, prefix=f".{target.name}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private (0600)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    finally:
+        plt.close(fig)
+
+
+def _n(k: int, noun: str) -> str:
+    return f"{k:,} {noun}" + ("" if k == 1 else "s")
+
+
+def _share_panel(ax, count: Count) -> None:
+    columns = [(f"prefill (T={count.prefill.tokens:,})", count.prefill.ops(), "#9ecae1")]
+    if count.decodes:
+        last = count.decodes[-1]
+        columns.append((f"decode step {last.step} (T={last.tokens:,}, t={last.context:,})", last.ops(), "#3182bd"))
+    columns.append(("whole generation", count.ops(), "#08519c"))
+    ops = list(MATMUL_OPS)
+    height = 0.8 / len(columns)
+    for k, (label, totals, color) in enumerate(columns):
+        whole = sum(macs for _, macs in totals.values())
+        shares = [100 * totals[op][1] / whole for op in ops]
+        ys = [i + (k - (len(columns) - 1) / 2) * height for i in range(len(ops))]
+        ax.barh(ys, shares, height=height, color=color, label=label)
+        for y, value in zip(ys, shares):
+            ax.text(value + 0.8, y, f"{value:.1f}%" if value >= 0.05 else "<0.1%", va="center", fontsize=8.5)
+    ax.set_yticks(range(len(ops)), ops, fontsize=11)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of the MACs (%)", fontsize=11)
+    ax.set_title("Where the MACs go, by op", fontsize=12)
+    ax.legend(loc="lower right", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+
+
+# Label offsets (points) that keep ops with the same dot-product length apart (qkv, out, mlp.up share D).
+_LABEL_OFFSET = {"qkv": (8, -10), "mlp.up": (8, 2), "out": (8, -4), "logits": (8, -4)}
+
+
+def _dots_panel(ax, count: Count) -> None:
+    passes = [("prefill", count.prefill, "o", True)]
+    if count.decodes:
+        passes.append((f"decode step {count.decodes[-1].step}", count.decodes[-1], "s", False))
+    xs, ys = [], []
+    same_logits = bool(count.decodes) and count.decodes[-1].find("logits") == count.prefill.find("logits")
+    for _, p, marker, filled in passes:
+        for r in p.block + p.after:
+            if r.kind != "matmul":
+                continue
+            color = OP_COLORS[r.op]
+            ax.scatter(r.dot_length, r.dot_products, s=90, marker=marker, zorder=3, linewidths=1.6,
+                       facecolors=color if filled else "none", edgecolors=color)  # fmt: skip
+            dx, dy = _LABEL_OFFSET.get(r.op, (8, -4))
+            if not filled and r.op == "logits" and same_logits:
+                continue  # the same point as the prefill's
+            left = not filled and r.op != "mlp.down"  # decode labels on the left, clear of the prefill's
+            ax.annotate(r.op, (r.dot_length, r.dot_products), xytext=(-dx if left else dx, dy), fontsize=9.5,
+                        ha="right" if left else "left", textcoords="offset points", color=color)  # fmt: skip
+            xs.append(r.dot_length), ys.append(r.dot_products)
+    ax.set_xscale("log"), ax.set_yscale("log")
+    lo_x, hi_x, lo_y, hi_y = min(xs) / 3, max(xs) * 6, min(ys) / 4, max(ys) * 6
+    ax.set_xlim(lo_x, hi_x), ax.set_ylim(lo_y, hi_y)
+    _iso_macs(ax, lo_x, hi_x, lo_y, hi_y)
+    for label, _, marker, filled in passes:
+        ax.scatter([], [], marker=marker, s=70, facecolors="#555" if filled else "none", edgecolors="#555", label=label)
+    ax.legend(loc="upper right", fontsize=9)
+    ax.set_xlabel("dot-product length (MACs per dot product)", fontsize=11)
+    ax.set_ylabel("dot products (per layer; logits per pass)", fontsize=11)
+    ax.set_title("Many short dot products or few long ones", fontsize=12)
+    ax.grid(which="major", alpha=0.3)
+
+
+def _iso_macs(ax, lo_x, hi_x, lo_y, hi_y) -> None:
+    """Dashed diagonals of equal MACs (dot products x length), one per power of 1000, labelled where they enter
+    the plot (the top edge, or the left one): the margins the limits leave free of points."""
+    import math
+
+    first, last = math.floor(math.log10(lo_x * lo_y)), math.ceil(math.log10(hi_x * hi_y))
+    for exponent in range(first, last + 1):
+        if exponent % 3:
+            continue
+        macs = 10.0**exponent
+        ax.plot([lo_x, hi_x], [macs / lo_x, macs / hi_x], ls="--", lw=0.8, color="#bbb", zorder=1)
+        label = f"{human(macs)} MACs"
+        if lo_x <= macs / hi_y <= hi_x / 2:  # enters through the top
+            ax.text(macs / hi_y * 1.1, hi_y / 1.15, label, fontsize=8, color="#888", ha="left", va="top")
+        elif lo_y <= macs / lo_x <= hi_y:  # enters through the left edge
+            ax.text(lo_x * 1.1, macs / lo_x / 1.15, label, fontsize=8, color="#888", ha="left", va="top")
+    ax.plot([], [], ls="--", lw=0.8, color="#bbb", label="equal MACs (count x length)")
+
+
+def _per_token_panel(ax, count: Count) -> None:
+    sweep = sweep_per_token(count.config)
+    ax.plot(sweep["context"], sweep["without_cache"], marker="o", ms=4, color="#c44e52",
+            label="without the cache (recompute all t positions)")  # fmt: skip
+    ax.plot(sweep["context"], sweep["with_cache"], marker="o", ms=4, color="#4c72b0",
+            label="with the KV cache (1 new position)")  # fmt: skip
+    ax.set_yscale("log")
+    end = count.n_prompt + count.n_new - 1
+    ax.axvspan(count.n_prompt, max(end, count.n_prompt + 0.5), color="#f2c14e", alpha=0.35,
+               label=f"this generation (t = {count.n_prompt:,}..{end:,})")  # fmt: skip
+    ax.set_xlim(0, count.config.n_positions)
+    ax.set_xlabel("context length t (positions attended)", fontsize=11)
+    ax.set_ylabel("MACs to generate one token (one sequence)", fontsize=11)
+    ax.set_title("Cost of the next token as the context grows", fontsize=12)
+    ax.legend(loc="center right", fontsize=9)
+    ax.grid(which="major", alpha=0.3)

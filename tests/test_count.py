@@ -1,0 +1,259 @@
+"""Counting without weights: a shape-only run records exactly what a real run records, equal to the closed forms.
+
+Three independent sources are held to each other: real runs of small random models, shape-only runs
+of the same forward code (whole, and folded to one block as `count` does), and the textbook closed
+forms of formulas.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minitransformer import GPT2Config, formulas
+from minitransformer.config import PRESETS
+from minitransformer.count import count_folded, count_generation, select_config, sweep_per_token
+from minitransformer.errors import UserError
+from minitransformer.generate import count_passes
+from minitransformer.ledger import Phase, Record
+from minitransformer.model import Model
+from minitransformer.shapes import ShapeOnly
+from minitransformer.stages import BLOCK_OPS, MATMUL_OPS
+from test_counts import random_model
+
+RECORD_FIELDS = [f.name for f in dataclasses.fields(Record)]
+
+
+def assert_same_phases(real: list[Phase], counted: list[Phase]) -> None:
+    """Every phase and every record, field by field (op, name, kind, equation, layer, shapes, heads, counts)."""
+    assert len(real) == len(counted)
+    for a, b in zip(real, counted):
+        assert (a.phase, a.step, a.tokens, a.context, a.batch, a.cached) == (b.phase, b.step, b.tokens, b.context,
+                                                                            b.batch, b.cached)  # fmt: skip
+        assert len(a.records) == len(b.records)
+        for ra, rb in zip(a.records, b.records):
+            for name in RECORD_FIELDS:
+                assert getattr(ra, name) == getattr(rb, name), (a.phase, a.step, ra.name, name)
+            assert (ra.macs, ra.flops) == (rb.macs, rb.flops)
+        assert a.to_dict() == b.to_dict()
+
+
+# --- 1. one code path: a shape-only twin records what the real model records -------------------------------
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cache", "no-cache"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_shape_only_twin_records_exactly_what_the_real_model_records(use_cache, batch):
+    real = random_model(n_layer=2, n_head=3, d_head=4, n_inner=20, vocab=40, n_positions=12, seed=1)
+    twin = Model.without_weights(real.config)
+    assert twin.shape_only
+    assert isinstance(twin.params.wte.weight, ShapeOnly) and isinstance(twin.params.h[1].mlp.c_fc.weight, ShapeOnly)
+    real_ledger = count_passes(real, n_prompt=5, n_new=4, use_cache=use_cache, batch=batch)
+    twin_ledger = count_passes(twin, n_prompt=5, n_new=4, use_cache=use_cache, batch=batch)
+    assert [p.phase for p in real_ledger.phases] == ["prefill", "decode", "decode", "decode"]
+    assert_same_phases(real_ledger.phases, twin_ledger.phases)
+
+
+def test_a_real_generation_with_real_tokens_is_counted_exactly_by_shapes():
+    real = random_model(n_layer=3, n_head=2, d_head=5, n_inner=None, vocab=70, n_positions=16, seed=2)
+    for use_cache in (True, False):
+        result = real.generate([5, 17, 3, 60], max_new_tokens=5, use_cache=use_cache, stop_at_eos=False, candidates=0)
+        counted = count_generation(real.config, 4, 5, use_cache=use_cache)
+        assert_same_phases(result.ledger.phases, counted.ledger().phases)
+        assert result.ledger.cache_comparison() == counted.cache_comparison()
+
+
+def test_a_real_batch_of_different_prompts_counts_like_the_shape_only_batch():
+    """Model.run with ids [B, T] and a batched cache: prefill then decode steps, each row its own tokens."""
+    real = random_model(n_layer=2, n_head=2, d_head=4, n_inner=12, vocab=50, n_positions=10, seed=3)
+    B, T, steps = 3, 4, 3
+    rng = np.random.default_rng(0)
+    cache = real.new_cache((B,), capacity=T + steps)
+    phases, ids = [], rng.integers(0, 50, size=(B, T))
+    for step in range(steps):
+        phase = Phase("prefill" if step == 0 else "decode", step, ids.shape[-1], T + step, batch=B)
+        logits = real.run(ids, cache=cache, phase=phase)
+        assert logits.shape == (B, 1, 50)
+        phases.append(phase)
+        ids = logits[:, -1, :].argmax(axis=-1)[:, None]  # each row continues with its own token
+    assert_same_phases(phases, count_passes(Model.without_weights(real.config), T, steps, batch=B).phases)
+    assert_same_phases(phases, count_generation(real.config, T, steps, batch=B).ledger().phases)
+    # and a batch is B times one sequence, every product
+    single = count_generation(real.config, T, steps).ledger()
+    for pb, ps in zip(phases, single.phases):
+        assert [r.dot_products for r in pb.records] == [B * r.dot_products for r in ps.records]
+
+
+# --- 2. the one-block fold that count uses is exactly the whole model's ledger ------------------------------
+configs = st.builds(
+    lambda L, H, dh, F, V, extra, scale_inv, ctx: GPT2Config(
+        n_layer=L, n_head=H, n_embd=H * dh, n_inner=F, vocab_size=V, n_positions=ctx + extra,
+        scale_attn_by_inverse_layer_idx=scale_inv, name="random"),
+    st.integers(1, 5), st.integers(1, 6), st.integers(1, 16), st.one_of(st.none(), st.integers(1, 100)),
+    st.integers(2, 60_000), st.integers(0, 5), st.booleans(), st.integers(12, 40),
+)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(configs, st.integers(1, 8), st.integers(1, 4), st.booleans(), st.integers(1, 3))
+def test_the_one_block_count_is_the_whole_models_ledger(config, n_prompt, n_new, use_cache, batch):
+    whole = count_passes(Model.without_weights(config), n_prompt, n_new, use_cache, batch)
+    counted = count_generation(config, n_prompt, n_new, use_cache, batch)
+    assert_same_phases(whole.phases, counted.ledger().phases)
+    assert counted.totals == whole.totals
+    assert [p.macs for p in counted.passes] == [p.macs for p in whole.phases]
+    assert [p.dot_products for p in counted.passes] == [p.dot_products for p in whole.phases]
+
+
+# --- 3. shape-only count == closed form == real run ---------------------------------------------------------
+shapes = st.fixed_dictionaries({
+    "n_layer": st.integers(1, 3), "n_head": st.integers(1, 4), "d_head": st.integers(1, 6),
+    "n_inner": st.one_of(st.none(), st.integers(1, 30)), "vocab": st.integers(2, 50),
+})  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(shapes, st.integers(1, 7), st.integers(1, 5), st.booleans(), st.integers(1, 2))
+def test_shape_only_count_equals_closed_form_equals_real_run(shape, n_prompt, n_new, use_cache, batch):
+    real = random_model(**shape, n_positions=n_prompt + n_new)
+    config = real.config
+    real_ledger = count_passes(real, n_prompt, n_new, use_cache, batch)
+    counted = count_generation(config, n_prompt, n_new, use_cache, batch)
+    for step, (phase, folded) in enumerate(zip(real_ledger.phases, counted.passes)):
+        t = n_prompt + step
+        T = 1 if use_cache and step > 0 else t
+        closed = formulas.products(config, T, t, R=1, B=batch)
+        for op, (dots, length) in closed.items():
+            layers = 1 if op == "logits" else config.n_layer
+            real_records = [r for r in phase.records if r.op == op]
+            assert len(real_records) == layers
+            assert all((r.dot_products, r.dot_length) == (dots, length) for r in real_records), (step, op)
+            assert folded.ops()[op] == (layers * dots, layers * dots * length)
+        assert phase.macs == folded.macs == formulas.pass_macs(config, T, t, 1, batch)
+        assert phase.dot_products == folded.dot_products == formulas.pass_dot_products(config, T, t, 1, batch)
+        block = [r for r in phase.records if r.layer == 0]
+        assert sum(r.macs for r in block) == formulas.layer_macs(config, T, t, batch)
+        causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
+        assert causal == formulas.causal_layer_macs(config, T, t, batch)
+        scores = next(r for r in block if r.op == "scores")
+        assert scores.causal_dot_products == batch * config.n_head * formulas.causal_pairs(T, t)
+    closed = formulas.generation_macs(config, n_prompt, n_new, use_cache, batch)
+    assert real_ledger.totals.macs == counted.totals.macs == closed
+    assert counted.other_totals.macs == formulas.generation_macs(config, n_prompt, n_new, not use_cache, batch)
+
+
+def test_textbook_numbers_gpt2_and_gpt3():
+    """GPT-2 small: 12 T D^2 + 2 T^2 D per layer in the prefill. GPT-3 175B: a decode step is ~one MAC a parameter."""
+    gpt2 = count_generation(PRESETS["gpt2"], 5, 3)
+    assert gpt2.prefill.block_macs == 12 * 5 * 768**2 + 2 * 5 * 5 * 768 == 35_427_840
+    assert gpt2.prefill.macs == 12 * 35_427_840 + 768 * 50257 == 463_731_456
+    assert [p.macs for p in gpt2.decodes] == [12 * (12 * 768**2 + 2 * t * 768) + 768 * 50257 for t in (6, 7)]
+    gpt3 = count_generation(PRESETS["gpt3-175b"], 1000, 2)
+    D, L = 12288, 96
+    assert gpt3.prefill.macs == L * (1000 * 12 * D * D + 2 * 1000 * 1000 * D) + D * 50257 == 176_306_089_046_016
+    # A decode step is about one MAC per weight (the 2N FLOPs per token rule): weights less wpe, plus attention.
+    step = gpt3.decodes[0]
+    assert step.macs == L * (12 * D * D + 2 * 1001 * D) + D * 50257
+    n_params = formulas.parameters(PRESETS["gpt3-175b"])
+    assert abs(step.macs - n_params) / n_params < 0.02
+
+
+def test_folding_is_checked_against_the_whole_model(monkeypatch):
+    """count_generation compares its fold with a whole-model run; a fold that drops a layer's stage is caught."""
+    import minitransformer.count as count_module
+
+    def broken(config, n_prompt, n_new, use_cache=True, batch=1):
+        passes = count_folded(config, n_prompt, n_new, use_cache, batch)
+        for p in passes:
+            p.block.pop()
+        return passes
+
+    monkeypatch.setattr(count_module, "count_folded", broken)
+    with pytest.raises(AssertionError, match="differs from the whole model"):
+        count_module.count_generation(PRESETS["distilgpt2"], 3, 2)
+
+
+def test_a_long_generation_on_a_big_model_keeps_few_records():
+    counted = count_generation(PRESETS["gpt3-175b"], 10, 200)
+    assert len(counted.passes) == 200
+    held = sum(len(p.twin.records) for p in counted.passes + counted.other_way)
+    assert held == 2 * 200 * (1 + len(BLOCK_OPS) + 3)  # one block per pass, not 96
+    assert counted.totals.macs == formulas.generation_macs(PRESETS["gpt3-175b"], 10, 200)
+
+
+def test_the_per_token_sweep_is_counted_passes():
+    config = PRESETS["gpt2"]
+    sweep = sweep_per_token(config, points=5)
+    assert sweep["context"][0] == 2 and sweep["context"][-1] == 1024
+    for t, with_cache, without in zip(sweep["context"], sweep["with_cache"], sweep["without_cache"]):
+        assert with_cache == formulas.decode_macs(config, t)
+        assert without == formulas.pass_macs(config, t, t)
+
+
+# --- choosing the model -----------------------------------------------------------------------------------
+def test_select_config_by_each_way(tmp_path):
+    from conftest import write_gpt2
+
+    assert select_config() == PRESETS["gpt2"]
+    assert select_config(preset="gpt3-175b") == GPT2Config(n_layer=96, n_head=96, n_embd=12288, n_positions=2048)
+    assert select_config(model="gpt2-medium") == PRESETS["gpt2-medium"]  # by name: the preset, no download
+    sized = select_config(layers=48, d_model=4096, heads=32)
+    assert (sized.n_layer, sized.n_embd, sized.n_head, sized.d_ff, sized.vocab_size, sized.n_positions) == (
+        48, 4096, 32, 16384, 50257, 1024)  # fmt: skip
+    directory = tmp_path / "only-config"
+    write_gpt2(directory, n_layer=3, n_head=2, n_embd=8, vocab_size=30)
+    (directory / "model.safetensors").unlink()  # the count needs the shapes only
+    from_dir = select_config(model=str(directory))
+    assert (from_dir.n_layer, from_dir.n_embd, from_dir.vocab_size, from_dir.name) == (3, 8, 30, "only-config")
+    assert select_config(config=str(directory / "config.json")) == from_dir
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"preset": "gpt4"}, "unknown preset"),
+    ({"preset": "gpt2", "model": "gpt2"}, "choose one way"),
+    ({"config": "x.json", "layers": 2}, "choose one way"),
+    ({"layers": 2, "d_model": 10}, "missing --heads"),
+    ({"layers": 2, "d_model": 10, "heads": 3}, "not divisible"),
+    ({"layers": 0, "d_model": 10, "heads": 2}, "--layers must be at least 1"),
+    ({"layers": 2, "d_model": 10, "heads": 2, "vocab": -1}, "--vocab must be at least 1"),
+    ({"model": "no-such-model"}, "unknown model"),
+    ({"config": "/no/such/config.json"}, "does not exist"),
+])  # fmt: skip
+def test_select_config_refuses_bad_input(kwargs, message):
+    with pytest.raises(UserError, match=message):
+        select_config(**kwargs)
+
+
+@pytest.mark.parametrize("n_prompt, n_new, batch, message", [
+    (1000, 25, 1, "at most 24 new tokens fit"),
+    (1025, 1, 1, "the prompt alone is too long"),
+    (0, 1, 1, "tokens must be"),
+    (5, 0, 1, "new tokens must be"),
+    (5, 1, 0, "batch must be"),
+])  # fmt: skip
+def test_count_refuses_runs_that_do_not_fit(n_prompt, n_new, batch, message):
+    with pytest.raises(UserError, match=message):
+        count_generation(PRESETS["gpt2"], n_prompt, n_new, batch=batch)
+
+
+def test_every_matmul_op_appears_in_each_pass():
+    counted = count_generation(PRESETS["distilgpt2"], 4, 3)
+    for p in counted.passes:
+        assert set(p.ops()) == set(MATMUL_OPS) and all(macs > 0 for _, macs in p.ops().values())
+
+
+def test_shape_only_counts_allocate_nothing_model_sized():
+    """No weights, no KV cache, no activations, no [context]^2 mask: what NumPy allocates stays tiny."""
+    import tracemalloc
+
+    config = GPT2Config(n_layer=4, n_head=8, n_embd=4096, n_positions=32768, name="long")  # 3.6 GB of weights
+    tracemalloc.start()
+    try:
+        counted = count_generation(config, 30000, 3)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert counted.totals.macs == formulas.generation_macs(config, 30000, 3)
+    assert peak < 8 * 2**20, f"{peak / 2**20:.1f} MB traced"  # a [32768]^2 float32 mask alone is 4 GB

@@ -1,0 +1,70 @@
+"""Memory beside the counts: KV-cache and weight bytes, the activation estimate against a measured peak, intensity."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from minitransformer import formulas
+from minitransformer.config import PRESETS
+from minitransformer.count import count_generation
+from minitransformer.ledger import Phase
+from minitransformer.memory import bytes_moved, intensity, kv_cache_bytes, memory_dict, peak_activations
+from test_counts import random_model
+
+
+def test_kv_cache_bytes_are_the_engines_cache():
+    gpt2 = PRESETS["gpt2"]
+    assert kv_cache_bytes(gpt2, 1) == 2 * 12 * 768 * 4 == formulas.kv_cache_bytes_per_token(gpt2) == 73_728
+    assert kv_cache_bytes(PRESETS["gpt3-175b"], 2048) == 2 * 96 * 12288 * 4 * 2048  # 9.4 MB a token, 19 GB full
+    real = random_model(n_layer=2, n_head=2, d_head=4, n_inner=None, vocab=20, n_positions=16)
+    assert real.new_cache((3,), capacity=10).nbytes == kv_cache_bytes(real.config, 10, batch=3)
+
+
+def test_memory_section_of_a_count():
+    count = count_generation(PRESETS["gpt2"], 100, 20, batch=2)
+    m = memory_dict(count, balance=10)
+    assert m["weights"] == {"parameters": 124_439_808, "bytes": 4 * 124_439_808}
+    kv = m["kv_cache"]
+    assert kv["positions"] == 119 and kv["bytes"] == 119 * 2 * 73_728 and kv["bytes_at_context"] == 1024 * 2 * 73_728
+    assert m["activations"]["prefill"]["stage"] == "mlp.act"  # 2 x T F > 3 x H T t at T = t = 100
+    assert m["activations"]["decode"]["context"] == 119
+
+
+def test_decode_products_are_memory_bound_and_big_prefills_are_not():
+    """Intensity = MACs / 4 (|A| + |B| + |out|): a weight read for one row is ~1/4 MAC a byte; T rows make it ~T/4."""
+    count = count_generation(PRESETS["gpt2-xl"], 1000, 2)
+    rows = {r["op"]: r for r in memory_dict(count, balance=10)["intensity"]["ops"]}
+    D, T = 1600, 1000
+    qkv = count.prefill.find("qkv")
+    assert bytes_moved(qkv) == 4 * (T * D + D * 3 * D + T * 3 * D)
+    assert intensity(qkv) == pytest.approx(T * D * 3 * D / (4 * (T * D + 3 * D * D + 3 * T * D)))
+    for op in ("qkv", "out", "mlp.up", "mlp.down"):
+        decode = rows[op]["decode"]
+        assert decode["macs_per_byte"] == pytest.approx(0.25, rel=0.01) and decode["memory_bound"]
+        assert rows[op]["prefill"]["macs_per_byte"] > 100 and not rows[op]["prefill"]["memory_bound"]
+    assert rows["logits"]["prefill"]["memory_bound"]  # one row of logits even in the prefill
+    assert rows["scores"]["decode"]["memory_bound"]
+
+
+@pytest.mark.parametrize("shape", [
+    dict(n_head=2, d_head=16, n_inner=128, T=512),  # attention scores dominate
+    dict(n_head=4, d_head=8, n_inner=2048, T=64),  # the MLP dominates
+    dict(n_head=8, d_head=4, n_inner=None, T=300),
+])  # fmt: skip
+def test_activation_estimate_is_close_to_the_measured_peak(shape):
+    T = shape.pop("T")
+    model = random_model(n_layer=2, **shape, vocab=100, n_positions=T)
+    ids = np.arange(T) % 100
+    phase = Phase("prefill", 0, T, T)
+    model.run(ids, phase=phase)  # also builds the cached causal-mask buffer, which is not an activation
+    estimate, _ = peak_activations(phase.records)
+    tracemalloc.start()
+    try:
+        model.run(ids)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert 0.9 * estimate <= peak <= 1.5 * estimate, (peak, estimate)
