@@ -107,13 +107,23 @@ def _check_output_path(path: str | None) -> None:
         raise UserError(f"cannot write {path}: it is a directory")
 
 
-def write_atomically(path: str, text: str) -> None:
-    """Write to a temporary file beside `path`, then rename: readers never see half a file."""
+def write_document(path: str, chunks) -> None:
+    """Stream a document to stdout (-) or, through a temporary file and a rename, to a path:
+    readers never see half a file, and a failure leaves none behind."""
+    if path == "-":
+        for chunk in chunks:
+            sys.stdout.write(chunk)
+        sys.stdout.flush()
+        return
     target = Path(path).expanduser()
     fd, tmp = tempfile.mkstemp(dir=target.resolve().parent, prefix=f".{target.name}.")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            for chunk in chunks:
+                f.write(chunk)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private (0600); a written file is the user's usual kind
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -159,10 +169,8 @@ def _generate(args) -> None:
     print(report.ledger_report(result.ledger, layer=args.layer), file=out)
     if args.json:
         document = json.dumps(result.to_dict(), indent=1)
-        if args.json == "-":
-            sys.stdout.write(document + "\n")
-        else:
-            write_atomically(args.json, document + "\n")
+        write_document(args.json, [document + "\n"])
+        if args.json != "-":
             print(f"\nledger written to {args.json}", file=out)
 
 
@@ -209,28 +217,6 @@ def _model_config(args):
                          args.vocab, args.ctx)  # fmt: skip
 
 
-def _write_chunks(path: str, chunks) -> None:
-    """Stream a document to stdout (-) or, through a temporary file and a rename, to a path."""
-    if path == "-":
-        for chunk in chunks:
-            sys.stdout.write(chunk)
-        sys.stdout.flush()
-        return
-    target = Path(path).expanduser()
-    fd, tmp = tempfile.mkstemp(dir=target.resolve().parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            for chunk in chunks:
-                f.write(chunk)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private (0600); a written file is the user's usual kind
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _count(args) -> None:
     from .count import check_run, count_generation, csv_chunks, json_chunks
     from .count_report import count_report
@@ -255,9 +241,9 @@ def _count(args) -> None:
     out = sys.stderr if "-" in (args.json, args.csv) else sys.stdout  # stdout holds only the document
     print(count_report(count, balance), file=out)
     if args.json:
-        _write_chunks(args.json, json_chunks(count, balance, all_steps=args.all_steps))
+        write_document(args.json, json_chunks(count, balance, all_steps=args.all_steps))
     if args.csv:
-        _write_chunks(args.csv, csv_chunks(count))
+        write_document(args.csv, csv_chunks(count))
     if args.plot:
         from .plots import write_plots
 
@@ -276,7 +262,7 @@ def _params(args) -> None:
     out = sys.stderr if args.json == "-" else sys.stdout
     print(params_report(p), file=out)
     if args.json:
-        _write_chunks(args.json, [json.dumps(p.to_dict(), indent=1) + "\n"])
+        write_document(args.json, [json.dumps(p.to_dict(), indent=1) + "\n"])
         if args.json != "-":
             print(f"parameters written to {args.json}", file=out)
 

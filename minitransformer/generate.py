@@ -116,7 +116,8 @@ def generate(
     n_ctx = model.config.n_positions
     if len(prompt_tokens) + max_new_tokens > n_ctx:
         room = n_ctx - len(prompt_tokens)
-        fits = f"at most {room} new tokens fit" if room > 0 else "the prompt alone is too long"
+        fits = f"at most {room} new tokens fit" if room > 0 else (
+            "the prompt alone fills it" if room == 0 else "the prompt alone is too long")
         raise UserError(
             f"the prompt ({len(prompt_tokens)} tokens) plus {max_new_tokens} new tokens exceeds this model's "
             f"context of {n_ctx} positions; {fits}"

@@ -56,6 +56,7 @@ class Record:
     # much of that work the mask keeps (set on "scores" and "mix" only).
     causal_dot_products: int | None = None
     causal_macs: int | None = None
+    spec: str = ""  # the output shape in symbols, as the forward pass states it ("H T t"); checked by the tape
 
     @property
     def macs(self) -> int:
@@ -128,10 +129,13 @@ class Phase:
 
     def to_dict(self) -> dict:
         outside = [r for r in self.records if r.layer is None]
+        by_layer: dict[int, list[Record]] = {}
+        for r in self.records:
+            if r.layer is not None:
+                by_layer.setdefault(r.layer, []).append(r)
         total = self.macs
         layers = []
-        for i in range(self.n_layers):
-            records = self.layer_records(i)
+        for i, records in sorted(by_layer.items()):
             layers.append({
                 "layer": i,
                 "ops": [r.to_dict(total) for r in records],

@@ -91,10 +91,10 @@ class Tape:
                 f"{self.dims.symbolic(spec)} = {list(want)}"
             )
 
-    def _record(self, op: str, out_shape, **counts) -> Record:
+    def _record(self, op: str, out_shape, spec: str, **counts) -> Record:
         stage = STAGES[op]
         record = Record(op, self.prefix + stage.names[0], stage.kind, stage.equation, self.layer_index,
-                        tuple(out_shape), **counts)  # fmt: skip
+                        tuple(out_shape), spec=spec, **counts)  # fmt: skip
         if self.phase is not None:
             self.phase.records.append(record)
         return record
@@ -112,7 +112,7 @@ class Tape:
         for v in value if isinstance(value, tuple) else (value,):
             self._check(op, v, spec)
         first = value[0] if isinstance(value, tuple) else value
-        record = self._record(op, first.shape)
+        record = self._record(op, first.shape, spec)
         return self._watch(op, value, record)
 
     def matmul(self, op: str, a, b, spec: str, bias=None):
@@ -129,7 +129,7 @@ class Tape:
                 out += bias  # out is fresh: adding in place saves a [T, out] temporary
         self._check(op, out, out_spec)
         heads = self.dims.H if _symbols(out_spec)[0] == "H" else None
-        record = self._record(op, out_shape, a_shape=tuple(a.shape), b_shape=tuple(b.shape), heads=heads,
+        record = self._record(op, out_shape, out_spec, a_shape=tuple(a.shape), b_shape=tuple(b.shape), heads=heads,
                               dot_products=dot_products, dot_length=dot_length, **self._causal(op, dot_products))  # fmt: skip
         return self._watch(op, out, record)
 
