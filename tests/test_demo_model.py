@@ -1,0 +1,172 @@
+"""The shipped demo model: it knows its capitals, its files are the ones its model card describes,
+it computes what Hugging Face's GPT2LMHeadModel computes, and its training script reproduces it."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minitransformer
+from minitransformer.config import GPT2Config
+from minitransformer.registry import demo_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+WEIGHTS_DEMO = ROOT / "weights" / "demo"
+FACTS = ROOT / "scripts" / "demo_facts.csv"
+SCRIPT = ROOT / "scripts" / "train_demo_model.py"
+FIXTURE = ROOT / "tests" / "fixtures" / "demo_hf_logits.npz"
+MAX_BYTES = 15_000_000
+MIN_CAPITAL_ACCURACY = 0.95
+PARITY_TOLERANCE = 1e-4
+LIVE_PROMPTS = [
+    "The capital of France is",
+    "Canberra is the capital of",
+    "The currency of Japan is the",
+    "In the Philippines, people speak",
+    "The capital of Sri Lanka is Sri Jayawardenepura Kotte. The capital of Peru is",
+]
+
+
+def capital_questions() -> list[tuple[str, str, str]]:
+    """(country, prompt, answer) for every row of the facts table, phrased as the training script does."""
+    with open(FACTS, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    questions = []
+    for row in rows:
+        name = f"{row['article']} {row['country']}" if row["article"] else row["country"]
+        questions.append((row["country"], f"The capital of {name} is", " " + row["capital"]))
+    return questions
+
+
+def card_numbers(directory: Path) -> dict:
+    """The JSON block at the end of the model card, written by the training script."""
+    card = (directory / "README.md").read_text("utf-8")
+    blocks = re.findall(r"```json\n(.*?)\n```", card, flags=re.S)
+    assert blocks, f"{directory / 'README.md'} has no JSON block of numbers"
+    return json.loads(blocks[-1])
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def model():
+    return minitransformer.load_model("demo")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return minitransformer.load_tokenizer()
+
+
+def test_the_facts_table_has_enough_countries_each_once():
+    countries = [country for country, _, _ in capital_questions()]
+    assert len(countries) >= 150
+    assert len(set(countries)) == len(countries)
+
+
+def test_the_demo_answers_paris(model, tokenizer):
+    out = model.generate("The capital of France is", max_new_tokens=1)
+    assert out.new_tokens == tokenizer.encode(" Paris")
+
+
+def test_the_demo_knows_the_capitals(model, tokenizer):
+    wrong = []
+    questions = capital_questions()
+    for country, prompt, answer in questions:
+        expected = tokenizer.encode(answer)
+        got = model.generate(prompt, max_new_tokens=len(expected), ledger=False, candidates=0).new_tokens
+        if got != expected:
+            wrong.append(f"{country}: {tokenizer.decode(got)!r} instead of {answer!r}")
+    accuracy = 1 - len(wrong) / len(questions)
+    assert accuracy >= MIN_CAPITAL_ACCURACY, f"{accuracy:.1%} right; wrong: {'; '.join(wrong)}"
+    assert accuracy == pytest.approx(card_numbers(demo_dir())["capital_accuracy"], abs=1e-6), "card is stale"
+
+
+def test_weights_demo_is_a_relative_link_to_the_package_copy():
+    assert WEIGHTS_DEMO.is_symlink()
+    assert os.readlink(WEIGHTS_DEMO) == "../minitransformer/data/demo"
+    assert sha256(WEIGHTS_DEMO / "model.safetensors") == sha256(demo_dir() / "model.safetensors")
+
+
+def test_shipped_weights_match_the_model_card_and_are_small():
+    weights = demo_dir() / "model.safetensors"
+    assert weights.stat().st_size <= MAX_BYTES
+    assert sha256(weights) == card_numbers(demo_dir())["sha256"]
+
+
+def test_config_is_a_gpt2_with_the_full_vocabulary():
+    hf = json.loads((demo_dir() / "config.json").read_text("utf-8"))
+    assert hf["model_type"] == "gpt2"
+    assert hf["vocab_size"] == 50257
+    assert hf["activation_function"] == "gelu_new"
+    assert hf.get("tie_word_embeddings", True) is True
+    config = GPT2Config.from_json(demo_dir() / "config.json")
+    assert (config.vocab_size, config.n_positions) == (50257, hf["n_positions"])
+
+
+def test_logits_match_the_stored_hugging_face_logits(model, tokenizer):
+    stored = np.load(FIXTURE)
+    prompts = [str(p) for p in stored["prompts"]]
+    assert len(prompts) >= 3
+    for i, prompt in enumerate(prompts):
+        ids = stored[f"ids_{i}"]
+        assert list(ids) == tokenizer.encode(prompt)
+        ours = model.logits(ids)[stored[f"positions_{i}"]]
+        assert ours.dtype == np.float32
+        diff = float(np.max(np.abs(ours - stored[f"logits_{i}"])))
+        assert diff <= PARITY_TOLERANCE, f"{prompt!r}: max |ours - HF| = {diff:.2e}"
+
+
+def hf_model():
+    torch = pytest.importorskip("torch", reason="torch is not installed: live parity with transformers skipped")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed: live parity skipped")
+    return torch, transformers.GPT2LMHeadModel.from_pretrained(str(WEIGHTS_DEMO), dtype=torch.float32).eval()
+
+
+def test_logits_match_transformers_live(model, tokenizer):
+    torch, hf = hf_model()
+    for prompt in LIVE_PROMPTS:
+        ids = tokenizer.encode(prompt)
+        with torch.no_grad():
+            theirs = hf(torch.tensor([ids])).logits[0].numpy()
+        diff = float(np.max(np.abs(model.logits(ids) - theirs)))
+        assert diff <= PARITY_TOLERANCE, f"{prompt!r}: max |ours - HF| = {diff:.2e}"
+
+
+def test_greedy_tokens_match_transformers_live(model, tokenizer):
+    torch, hf = hf_model()
+    steps = 6
+    for prompt in LIVE_PROMPTS[:3]:
+        ids = tokenizer.encode(prompt)
+        with torch.no_grad():
+            for _ in range(steps):
+                ids.append(int(hf(torch.tensor([ids])).logits[0, -1].argmax()))
+        ours = model.generate(prompt, max_new_tokens=steps, ledger=False, candidates=0, stop_at_eos=False)
+        assert ours.new_tokens == ids[-steps:], f"{prompt!r}: {ours.text!r} vs {tokenizer.decode(ids[-steps:])!r}"
+
+
+@pytest.mark.slow
+def test_retraining_reproduces_the_shipped_model(tmp_path):
+    pytest.importorskip("torch", reason="torch is not installed: the training script cannot run")
+    pytest.importorskip("transformers", reason="transformers is not installed: the training script cannot run")
+    out = tmp_path / "demo"
+    subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--fixture", str(tmp_path / "fixture.npz")],
+                   check=True, timeout=1200, capture_output=True)  # fmt: skip
+    shipped, retrained = card_numbers(demo_dir()), card_numbers(out)
+    assert retrained["seed"] == shipped["seed"] and retrained["steps"] == shipped["steps"]
+    assert retrained["final_loss"] == pytest.approx(shipped["final_loss"], abs=2e-3)
+    assert retrained["capital_accuracy"] == pytest.approx(shipped["capital_accuracy"], abs=0.02)
+    # Same seed, same data order, deterministic kernels, two threads: on this machine the bytes repeat.
+    # A different CPU may pick other kernels and round differently; then only the numbers above hold.
+    assert retrained["sha256"] == shipped["sha256"], "retrained weights differ in their bits from the shipped ones"
