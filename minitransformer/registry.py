@@ -61,12 +61,13 @@ def default_model() -> Model:
         return resolve("gpt2")
     try:
         return from_directory(hub.download("gpt2"), name="gpt2")
-    except UserError as why:
+    except UserError:
         if not (demo_dir() / "config.json").is_file():
             raise
         print(
-            f"minitransformer: GPT-2 is not on this machine and could not be downloaded ({why}); "
-            f"the small demo model answers instead. Get GPT-2 with `minitransformer download gpt2`.",
+            "minitransformer: GPT-2 is not on this machine and the Hugging Face Hub is out of reach, so the demo "
+            "model answers (a small GPT-2 trained on country facts: weights/demo/README.md); where the hub is "
+            "reachable, `minitransformer download gpt2` gets GPT-2 small",
             file=sys.stderr,
         )
         return from_directory(demo_dir(), name=DEMO)

@@ -155,3 +155,14 @@ def test_console_script_is_installed():
     import subprocess
 
     assert "generate" in subprocess.run([exe, "--help"], capture_output=True, text=True).stdout
+
+
+def test_without_gpt2_or_the_hub_the_demo_model_answers_and_says_so(tmp_path):
+    env = {"MINITRANSFORMER_WEIGHTS": str(tmp_path / "weights"), "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+           "HF_ENDPOINT": "http://127.0.0.1:9"}  # fmt: skip
+    result = run_cli("generate", "The capital of France is", "--max-new-tokens", "1", env=env)
+    assert result.returncode == 0, result.stderr
+    note = result.stderr.strip().splitlines()
+    assert len(note) == 1 and "the demo model answers" in note[0] and "minitransformer download gpt2" in note[0]
+    assert result.stdout.startswith("model demo:")
+    assert "The capital of France is Paris" in result.stdout
