@@ -9,11 +9,12 @@ moves one byte) waits on memory: it is memory-bound. During decode every product
 so each weight is read to do one multiply-accumulate per number: about 1/4 MAC per byte.
 
 The peak-activation estimate, read from a pass's records: the residual stream x [B, T, D] plus the
-largest working set of one stage: for a matrix product its A and its output (its B is a weight, or
-K^T and V, which live in the KV cache or in the Q K V projection's output); for softmax and layer
-norm their input and two more tensors of the same size (a temporary and the output); for the other
-elementwise stages input and output; nothing for views (the heads split, the cache's rows, the last
-position). The tests hold it to tracemalloc's measured peak of real runs.
+largest working set of one stage, in a pass nobody watches (the usual run): for a matrix product
+its A and its output (its B is a weight, or K^T and V, which live in the KV cache or in the Q K V
+projection's output); for scale, mask and softmax one tensor, as they write over the scores in
+place (ops.py); for the other elementwise stages input and output; nothing for views (the heads
+split, the cache's rows, the last position). The tests hold it to tracemalloc's measured peak of
+real runs.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ FLOAT32_BYTES = 4
 # of DRAM bandwidth. For comparison: an A100 does ~6 float32 MACs per byte of HBM, ~100 in bf16 on tensor cores.
 DEFAULT_BALANCE = 10.0  # MACs per byte
 
-# Same-sized tensors alive in a stage that is not a product: input + temporary + output, or views (none);
-# the other stages hold their input and output.
-_LIVE_COPIES = {"softmax": 3, "ln_1": 3, "ln_2": 3, "ln_f": 3, "split_heads": 0, "cache": 0, "last": 0}
+# Same-sized tensors alive in a stage that is not a product: one for the stages that work in place on
+# the scores, none for views; the other stages hold their input and output.
+_LIVE_COPIES = {"scale": 1, "mask": 1, "softmax": 1, "split_heads": 0, "cache": 0, "last": 0}
 
 
 def kv_cache_bytes(config: GPT2Config, positions: int, batch: int = 1) -> int:

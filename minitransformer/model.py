@@ -60,9 +60,9 @@ def attention(h, p, config: GPT2Config, layer: int, kv: LayerCache | None, at: T
     q, k, v = at.stage("split_heads", split_heads(qkv, config.n_head), "H T dh")
     K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "H t dh")
     s = at.matmul("scores", q, K.swapaxes(-1, -2), "H T dh, H dh t -> H T t")
-    s = at.stage("scale", scale_scores(s, config, layer), "H T t")
-    s = at.stage("mask", mask_future(s, past=at.dims.past, n_positions=config.n_positions), "H T t")
-    a = at.stage("softmax", softmax(s), "H T t")
+    s = at.stage("scale", scale_scores(s, config, layer, out=at.scratch(s)), "H T t")
+    s = at.stage("mask", mask_future(s, at.dims.past, config.n_positions, out=at.scratch(s)), "H T t")
+    a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
     z = at.matmul("mix", a, V, "H T t, H t dh -> H T dh")
     z = at.stage("merge_heads", merge_heads(z), "T D")
     return at.matmul("out", z, p.c_proj.weight, "T D, D D -> T D", bias=p.c_proj.bias)
@@ -80,9 +80,9 @@ def attention_scale(config: GPT2Config, layer: int) -> float:
     return factor / (layer + 1) if config.scale_attn_by_inverse_layer_idx else factor
 
 
-def scale_scores(s, config: GPT2Config, layer: int):
+def scale_scores(s, config: GPT2Config, layer: int, out=None):
     factor = attention_scale(config, layer)
-    return s if factor == 1.0 else s * np.float32(factor)
+    return s if factor == 1.0 else np.multiply(s, np.float32(factor), out=out)
 
 
 class Model:

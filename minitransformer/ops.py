@@ -1,12 +1,19 @@
 """The stages of a transformer that are not dot products: norms, activations, softmax, masks, reshapes.
 
 All in float32: constants are np.float32 so that NumPy never promotes an activation to float64.
-Each function returns a new array and never writes into its input, because its input may be a
-captured activation that a user is looking at.
+Each function leaves its input alone, because the input may be a captured activation that a user is
+looking at. Those that take `out=` may write their result over their input when the forward pass
+hands it over (Tape.scratch: only when nobody watches the pass): at long contexts a fresh
+[H, T, t] array per stage costs more in page faults than the arithmetic.
+
+NumPy runs an elementwise loop on one core; the big row-wise stages (softmax, the MLP activation)
+split their rows among the cores (`rowwise`), since NumPy lets go of the GIL inside its loops.
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
@@ -18,17 +25,61 @@ _SQRT_2_OVER_PI = F32(np.sqrt(2.0 / np.pi))
 _INV_SQRT_2 = F32(1.0 / np.sqrt(2.0))
 
 
+def _threads() -> int:
+    """As many as the BLAS may use (the benchmark sets the same count for every library)."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        if os.environ.get(var, "").isdigit() and int(os.environ[var]) > 0:
+            return int(os.environ[var])
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+THREADS = _threads()
+PARALLEL_MIN_SIZE = 1 << 18  # below this, starting threads costs more than it saves (every decode step)
+_pool: ThreadPoolExecutor | None = None
+
+
+def rowwise(fn, x, out=None):
+    """fn(rows, out_rows) on the rows of x (every axis but the last), the rows shared among the cores.
+
+    Each row's result depends on that row alone (a softmax, an activation), so the split changes
+    nothing in the numbers. Small arrays and shape-only stand-ins run in one call.
+    """
+    if isinstance(x, ShapeOnly) or x.size < PARALLEL_MIN_SIZE or THREADS == 1:
+        return fn(x, out)
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="minitransformer")
+    out = np.empty_like(x) if out is None else out
+    rows, out_rows = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])  # out is contiguous: a view
+    cuts = [len(rows) * i // THREADS for i in range(THREADS + 1)]
+    for done in [_pool.submit(fn, rows[a:b], out_rows[a:b]) for a, b in zip(cuts, cuts[1:])]:
+        done.result()
+    return out
+
+
 def layer_norm(x, weight, bias, eps: float):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, like torch)."""
-    centered = x - x.mean(axis=-1, keepdims=True)
-    var = (centered * centered).mean(axis=-1, keepdims=True)
-    return centered / np.sqrt(var + F32(eps)) * weight + bias
+    inverse_d = F32(1.0 / x.shape[-1])
+    centered = x - np.add.reduce(x, axis=-1, keepdims=True) * inverse_d
+    var = np.add.reduce(centered * centered, axis=-1, keepdims=True)
+    var *= inverse_d
+    var += F32(eps)
+    centered /= np.sqrt(var, out=var)
+    centered *= weight
+    centered += bias
+    return centered
 
 
-def softmax(s):
+def softmax(s, out=None):
     """Row-wise softmax over the last axis; -inf entries (masked) get exactly zero weight."""
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+    return rowwise(_softmax_rows, s, out)
+
+
+def _softmax_rows(s, out=None):
+    e = np.subtract(s, s.max(axis=-1, keepdims=True), out=out)
+    e = np.exp(e, out=e)
+    e *= F32(1.0) / e.sum(axis=-1, keepdims=True)  # one division per row, then a multiply per entry
+    return e
 
 
 def split_heads(qkv, n_head: int):
@@ -55,7 +106,7 @@ def _future_bias(n_positions: int) -> np.ndarray:
     return bias
 
 
-def mask_future(s, past: int, n_positions: int):
+def mask_future(s, past: int, n_positions: int, out=None):
     """Hide from the T new query rows (at positions past..past+T-1) every key of their future.
 
     The mask is added, as in transformers: -inf scores become exactly zero weights after softmax.
@@ -63,22 +114,28 @@ def mask_future(s, past: int, n_positions: int):
     T, t = s.shape[-2], s.shape[-1]
     if isinstance(s, ShapeOnly):  # no values to mask: skip the [n_positions]^2 buffer (4 GB at a 32K context)
         return s + F32(0.0)
-    return s + _future_bias(n_positions)[past : past + T, :t]
+    return np.add(s, _future_bias(n_positions)[past : past + T, :t], out=out)
 
 
 # --- activations (transformers' ACT2FN names) ---------------------------------------------------------
 def gelu_tanh(x):
-    """GELU, tanh approximation (GPT-2's "gelu_new"): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    inner = x * x
-    inner *= F32(0.044715)
-    inner += F32(1.0)
-    inner *= x
-    inner *= _SQRT_2_OVER_PI
-    inner = np.tanh(inner, out=inner)
-    inner += F32(1.0)
-    inner *= x
-    inner *= F32(0.5)
-    return inner
+    """GELU, tanh approximation (GPT-2's "gelu_new"): 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3).
+
+    Computed as x / (1 + exp(-2z)), the same function (0.5 (1 + tanh(z)) is the logistic of 2z):
+    NumPy's exp is vectorised where its tanh is not, and it needs three fewer passes.
+    """
+    return rowwise(_gelu_tanh_rows, x)
+
+
+def _gelu_tanh_rows(x, out=None):
+    minus_2z = np.multiply(x, x, out=out)
+    minus_2z *= F32(-2 * 0.044715) * _SQRT_2_OVER_PI
+    minus_2z += F32(-2.0) * _SQRT_2_OVER_PI
+    minus_2z *= x
+    with np.errstate(over="ignore"):  # exp overflows to inf for very negative x, where gelu is -0: right
+        e = np.exp(minus_2z, out=minus_2z)
+    e += F32(1.0)
+    return np.divide(x, e, out=e)
 
 
 def gelu_fast(x):

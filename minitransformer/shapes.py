@@ -43,8 +43,10 @@ class ShapeOnly:
 
     # --- elementwise arithmetic: the result has the broadcast shape ---------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        if method == "reduce":  # np.add.reduce(x, axis=-1, keepdims=True)
+            return inputs[0]._reduce(kwargs.get("axis", 0), kwargs.get("keepdims", False))
         if method != "__call__":
-            raise TypeError(f"ShapeOnly supports elementwise ufunc calls, not {ufunc.__name__}.{method}")
+            raise TypeError(f"ShapeOnly supports elementwise ufunc calls and reductions, not {ufunc.__name__}.{method}")
         shape = np.broadcast_shapes(*(np.shape(x) if not isinstance(x, ShapeOnly) else x.shape for x in inputs))
         dtypes = [x.dtype if isinstance(x, ShapeOnly) else np.asarray(x).dtype for x in inputs]
         if out is not None:

@@ -10,7 +10,7 @@ against the concrete sizes of this pass, so a shape in the code cannot drift fro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from math import prod
 from typing import Callable
@@ -49,6 +49,7 @@ class Dims:
     V: int
     R: int
     batch: tuple[int, ...] = ()
+    _shapes: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def past(self) -> int:
@@ -64,8 +65,11 @@ class Dims:
         return getattr(self, symbol)
 
     def shape(self, spec: str, batched: bool = True) -> tuple[int, ...]:
-        sizes = tuple(self.size(s) for s in _symbols(spec))
-        return self.batch + sizes if batched else sizes
+        key = (spec, batched)
+        if key not in self._shapes:  # every block asks the same questions: answer each once per pass
+            sizes = tuple(self.size(s) for s in _symbols(spec))
+            self._shapes[key] = self.batch + sizes if batched else sizes
+        return self._shapes[key]
 
     def symbolic(self, spec: str) -> str:
         return "[" + ", ".join(("B",) * len(self.batch) + tuple(spec.split())) + "]"
@@ -82,6 +86,11 @@ class Tape:
     def layer(self, i: int) -> "Tape":
         """The tape as seen from inside block i: stage names get the prefix "blocks.{i}."."""
         return Tape(self.dims, self.phase, self.watcher, i, f"blocks.{i}.")
+
+    def scratch(self, x):
+        """x itself when nobody watches this pass, so that the next stage may write its result over x;
+        else None (a watcher may hold x, so it must stay as it was)."""
+        return x if self.watcher is None else None
 
     def _check(self, what: str, value, spec: str, batched: bool = True) -> None:
         want = self.dims.shape(spec, batched)

@@ -1,0 +1,236 @@
+"""Side-by-side benchmark: minitransformer vs transformers + torch on the same 124M weights and threads.
+
+    python scripts/bench.py                    # table on stdout, JSON in scripts/bench_latest.json
+    python scripts/bench.py --reps 3 --quick   # fewer sizes, for a smoke run
+
+One run measures both libraries and the machine's own limits, so every number is read as a
+ratio: against transformers + torch (eager, with its KV cache), against our own no-cache path, and
+against the rooflines (decode: the bytes a step must read, every weight plus the cached K and V,
+over the streaming bandwidth; prefill: its FLOPs over the sgemm peak).
+Medians of several repetitions. Weights: weights/gpt2 when present, else a random-initialised
+124M GPT-2 saved by transformers (the arithmetic is the same; only the answers are noise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, help="a GPT-2 directory (default: weights/gpt2, else random 124M)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both libraries")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and steps")
+    parser.add_argument("--json", type=Path, default=ROOT / "scripts" / "bench_latest.json")
+    return parser.parse_args()
+
+
+ARGS = parse_args()
+# Thread pools are sized when the libraries load, so this must precede the imports below.
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = str(ARGS.threads)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
+
+from minitransformer import load_model  # noqa: E402
+from minitransformer.ledger import Phase  # noqa: E402
+
+torch.set_num_threads(ARGS.threads)
+
+
+def median_time(fn, reps: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def weights_dir() -> Path:
+    if ARGS.model:
+        return ARGS.model
+    if (ROOT / "weights" / "gpt2" / "model.safetensors").exists():
+        return ROOT / "weights" / "gpt2"
+    directory = Path(tempfile.gettempdir()) / "minitransformer-bench-gpt2-random"
+    if not (directory / "model.safetensors").exists():
+        torch.manual_seed(0)
+        GPT2LMHeadModel(GPT2Config()).save_pretrained(directory)
+    return directory
+
+
+# --- the machine's limits --------------------------------------------------------------------------
+def streaming_bandwidth(reps: int) -> float:
+    """Bytes/s of a large read, the way decode reads weights: a matrix-vector product over 1 GiB."""
+    matrix = np.ones((16384, 16384), dtype=np.float32)
+    vector = np.ones(16384, dtype=np.float32)
+    seconds = median_time(lambda: np.matmul(matrix, vector), reps)
+    return matrix.nbytes / seconds
+
+
+def sgemm_peak(reps: int) -> float:
+    """FLOP/s of a large square float32 matrix product."""
+    n = 2048
+    a, b = np.ones((n, n), np.float32), np.ones((n, n), np.float32)
+    return 2 * n**3 / median_time(lambda: np.matmul(a, b), reps)
+
+
+# --- minitransformer ---------------------------------------------------------------------------------
+def ours_decode(model, context: int, steps: int, ledger: bool) -> float:
+    """Seconds per decoded token with the KV cache, after a prefill of `context` tokens."""
+    ids = list(range(1000, 1000 + context))
+    cache = model.new_cache(capacity=context + steps + 1)
+    model.run(ids, cache=cache)
+    start = time.perf_counter()
+    for k in range(steps):
+        phase = Phase("decode", k + 1, 1, context + k + 1) if ledger else None
+        model.run([1000 + k], cache=cache, phase=phase)
+    return (time.perf_counter() - start) / steps
+
+
+def ours_no_cache_step(model, context: int) -> float:
+    """Seconds per token without a cache: the whole context recomputed, logits for the last position."""
+    ids = list(range(1000, 1000 + context))
+    return median_time(lambda: model.run(ids, phase=Phase("decode", 1, context, context, cached=False)), 3)
+
+
+def peak_rss_of_ours(directory: Path, context: int, steps: int) -> int:
+    """Peak resident memory (bytes) of a fresh process that loads the model and generates, alone.
+
+    Read from VmHWM: getrusage's ru_maxrss would report this (torch-laden) parent's size, which
+    Linux carries into a child across fork + exec.
+    """
+    code = (
+        "import minitransformer as mt\n"
+        f"m = mt.load_model({str(directory)!r})\n"
+        f"m.generate(list(range(1000, {1000 + context})), max_new_tokens={steps}, stop_at_eos=False)\n"
+        "print(int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) * 1024)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+# --- transformers + torch ----------------------------------------------------------------------------
+def torch_decode(model, context: int, steps: int) -> float:
+    ids = torch.arange(1000, 1000 + context).unsqueeze(0)
+    with torch.no_grad():
+        out = model(ids, use_cache=True)
+        start = time.perf_counter()
+        for k in range(steps):
+            out = model(torch.tensor([[1000 + k]]), past_key_values=out.past_key_values, use_cache=True)
+        return (time.perf_counter() - start) / steps
+
+
+def main() -> None:
+    reps = ARGS.reps
+    directory = weights_dir()
+    prefill_sizes = [5, 128] if ARGS.quick else [5, 128, 512, 1024]
+    contexts = [5, 128] if ARGS.quick else [5, 512]
+    steps = 8 if ARGS.quick else 32
+
+    load_ours = median_time(lambda: load_model(directory), reps)
+    ours = load_model(directory)
+    load_torch = median_time(lambda: GPT2LMHeadModel.from_pretrained(directory, dtype=torch.float32), reps)
+    theirs = GPT2LMHeadModel.from_pretrained(directory, dtype=torch.float32).eval()
+    weight_bytes = sum(p.numel() for p in theirs.parameters()) * 4
+    bandwidth, peak = streaming_bandwidth(reps), sgemm_peak(reps)
+
+    results = {"prefill": [], "decode": []}
+    for T in prefill_sizes:
+        ids = list(range(1000, 1000 + T))
+        phase = Phase("prefill", 0, T, T)
+        ours.run(ids, all_positions=True, phase=phase)
+        flops = phase.flops
+        ours_s = median_time(lambda: ours.logits(ids), reps)
+        with torch.no_grad():
+            torch_s = median_time(lambda: theirs(torch.tensor([ids])), reps)
+        results["prefill"].append({"tokens": T, "ours_s": ours_s, "torch_s": torch_s, "flops": flops,
+                                   "roofline_s": flops / peak})  # fmt: skip
+
+    config = ours.config
+    for context in contexts:
+        on, off = [], []
+        for _ in range(reps):  # alternate, so that drift in the machine's speed hits both alike
+            on.append(ours_decode(ours, context, steps, ledger=True))
+            off.append(ours_decode(ours, context, steps, ledger=False))
+        torch_s = statistics.median(torch_decode(theirs, context, steps) for _ in range(reps))
+        no_cache = ours_no_cache_step(ours, context)
+        # A decode step must read every weight once and the cached K and V of every earlier position.
+        kv_bytes = 2 * config.n_layer * context * config.n_embd * 4
+        results["decode"].append({"context": context, "ours_s": statistics.median(on),
+                                  "ours_no_ledger_s": statistics.median(off), "torch_s": torch_s,
+                                  "ours_no_cache_s": no_cache, "bytes_read": weight_bytes + kv_bytes,
+                                  "roofline_s": (weight_bytes + kv_bytes) / bandwidth})  # fmt: skip
+
+    rss = peak_rss_of_ours(directory, contexts[-1], steps)
+    report = {
+        "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
+                    "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
+                    "bandwidth_GBps": bandwidth / 1e9, "sgemm_GFLOPs": peak / 1e9},
+        "weights": str(directory), "weight_bytes": weight_bytes,
+        "load": {"ours_s": load_ours, "torch_s": load_torch},
+        "peak_rss_bytes": rss, **results,
+    }  # fmt: skip
+    ARGS.json.write_text(json.dumps(report, indent=1) + "\n")
+    print(render(report))
+    print(f"\nJSON: {ARGS.json}")
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def render(r: dict) -> str:
+    m = r["machine"]
+    lines = [
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} threads for both libraries; numpy {m['numpy']}, "
+        f"torch {m['torch']}; streaming read {m['bandwidth_GBps']:.1f} GB/s, sgemm {m['sgemm_GFLOPs']:.0f} GFLOP/s",
+        f"Weights: {r['weight_bytes'] / 1e6:.0f} MB float32 ({r['weights']})",
+        "",
+        "| measure | minitransformer | transformers + torch | ours vs torch | % of roofline |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for d in r["decode"]:
+        lines.append(f"| decode tok/s, context {d['context']} | {1 / d['ours_s']:.1f} | {1 / d['torch_s']:.1f} | "
+                     f"{d['torch_s'] / d['ours_s']:.2f}x | {100 * d['roofline_s'] / d['ours_s']:.0f}% |")  # fmt: skip
+    for p in r["prefill"]:
+        lines.append(f"| prefill T={p['tokens']} (all-position logits), ms | {1e3 * p['ours_s']:.1f} | "
+                     f"{1e3 * p['torch_s']:.1f} | {p['torch_s'] / p['ours_s']:.2f}x | "
+                     f"{100 * p['roofline_s'] / p['ours_s']:.0f}% |")  # fmt: skip
+    lines.append(f"| load, ms | {1e3 * r['load']['ours_s']:.0f} | {1e3 * r['load']['torch_s']:.0f} | "
+                 f"{r['load']['torch_s'] / r['load']['ours_s']:.1f}x | |")  # fmt: skip
+    lines += ["", "| ours, other paths | value |", "|---|---:|"]
+    for d in r["decode"]:
+        overhead = 100 * (d["ours_s"] / d["ours_no_ledger_s"] - 1)
+        lines.append(f"| ledger overhead in decode, context {d['context']} | {overhead:+.1f}% |")
+        lines.append(f"| no-cache step at context {d['context']} vs cached step | "
+                     f"{d['ours_no_cache_s'] / d['ours_s']:.1f}x slower |")  # fmt: skip
+    lines.append(f"| peak RSS (load + generate), vs weight bytes | {r['peak_rss_bytes'] / 1e6:.0f} MB = "
+                 f"{r['peak_rss_bytes'] / r['weight_bytes']:.2f}x |")  # fmt: skip
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
