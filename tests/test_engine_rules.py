@@ -145,3 +145,19 @@ def test_kv_cache_is_preallocated_and_written_in_place(small_gpt2):
     small_gpt2.run(np.arange(4), cache=cache)
     small_gpt2.run(np.arange(1), cache=cache)
     assert [id(k) for k in cache.keys] == buffers and cache.length == 5
+
+
+def test_the_fast_paths_give_exactly_the_plain_numbers(tmp_path, monkeypatch):
+    """Unwatched, attention stages write in place; big row-wise stages run on several threads.
+    Watched and on one thread, every stage makes a new array. The numbers must not differ by a bit."""
+    from conftest import write_gpt2
+    from minitransformer import load_model
+    from minitransformer import ops
+
+    model = load_model(write_gpt2(tmp_path / "m", n_layer=2, n_head=4, n_embd=64, n_positions=512, vocab_size=300))
+    ids = np.arange(400) % 300
+    assert 4 * 400 * 400 >= ops.PARALLEL_MIN_SIZE  # the scores are big enough to be split among threads
+    fast = model.logits(ids)
+    monkeypatch.setattr(ops, "THREADS", 1)
+    plain = model.run(ids, all_positions=True, watcher=lambda name, tensor, record: tensor)
+    assert np.array_equal(fast, plain)
