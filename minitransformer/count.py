@@ -28,7 +28,6 @@ from .ledger import Ledger, Phase, Record, Totals, cache_comparison
 from .model import Model
 from .stages import MATMUL_OPS
 
-BLOCK_PREFIX = "blocks.0."
 STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the middle ones are summarised
 
 
@@ -197,8 +196,7 @@ class Pass:
         p = self.twin
         full = Phase(p.phase, p.step, p.tokens, p.context, p.batch, p.cached, list(self.before))
         for i in range(self.n_layer):
-            prefix = f"blocks.{i}."
-            full.records += [replace(r, name=prefix + r.name.removeprefix(BLOCK_PREFIX), layer=i) for r in self.block]
+            full.records += [replace(r, layer=i) for r in self.block]
         full.records += self.after
         return full
 

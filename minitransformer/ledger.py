@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import prod
 
+from .stages import STAGES
+
 
 def dot_product_count(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[tuple[int, ...], int, int]:
     """(out_shape, dot products, dot-product length) of a matrix product a @ b.
@@ -39,24 +41,45 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 @dataclass(slots=True)  # slots: a long generation on a big model holds millions of records
 class Record:
-    """One stage of one forward pass."""
+    """One stage of one forward pass: what it was and the shapes it made; the counts follow from them.
+
+    Only the shapes are stored, so that recording costs next to nothing in the forward pass; dot
+    products, their length, MACs and the causal share are read off the shapes by the rule above.
+    """
 
     op: str  # vocabulary of stages.py: "qkv", "scores", "mlp.up", "softmax", ...
-    name: str  # full stage name: "blocks.3.attn.qkv"
-    kind: str
-    equation: str
     layer: int | None
     out_shape: tuple[int, ...]
-    a_shape: tuple[int, ...] | None = None
-    b_shape: tuple[int, ...] | None = None
-    heads: int | None = None
-    dot_products: int = 0
-    dot_length: int = 0
-    # Causal attention computes the dense T x t scores and masks the future afterwards; these say how
-    # much of that work the mask keeps (set on "scores" and "mix" only).
-    causal_dot_products: int | None = None
-    causal_macs: int | None = None
     spec: str = ""  # the output shape in symbols, as the forward pass states it ("H T t"); checked by the tape
+    a_shape: tuple[int, ...] | None = None  # the operands, for matrix products
+    b_shape: tuple[int, ...] | None = None
+
+    @property
+    def name(self) -> str:
+        """The full stage name: "blocks.3.attn.qkv", "ln_f"."""
+        first = STAGES[self.op].names[0]
+        return first if self.layer is None else f"blocks.{self.layer}.{first}"
+
+    @property
+    def kind(self) -> str:
+        return STAGES[self.op].kind
+
+    @property
+    def equation(self) -> str:
+        return STAGES[self.op].equation
+
+    @property
+    def heads(self) -> int | None:
+        """The head count of a per-head product (one record for all heads), else None."""
+        return self.out_shape[-3] if self.spec.startswith("H ") and self.a_shape is not None else None
+
+    @property
+    def dot_products(self) -> int:
+        return prod(self.out_shape) if self.a_shape is not None else 0
+
+    @property
+    def dot_length(self) -> int:
+        return self.a_shape[-1] if self.a_shape is not None else 0
 
     @property
     def macs(self) -> int:
@@ -65,6 +88,27 @@ class Record:
     @property
     def flops(self) -> int:
         return 2 * self.macs
+
+    # Causal attention computes the dense T x t scores and masks the future afterwards; these say how
+    # much of that work the mask keeps (on "scores" and "mix"; None elsewhere). Query row i of T (at
+    # position past + i) needs past + i + 1 keys.
+    def _needed_pairs(self) -> int:
+        *lead, T, t = self.out_shape if self.op == "scores" else self.a_shape
+        past = t - T
+        return prod(lead) * (T * past + T * (T + 1) // 2)
+
+    @property
+    def causal_dot_products(self) -> int | None:
+        if self.op == "scores":
+            return self._needed_pairs()
+        return self.dot_products if self.op == "mix" else None
+
+    @property
+    def causal_macs(self) -> int | None:
+        if self.op not in ("scores", "mix"):
+            return None
+        d_head = self.a_shape[-1] if self.op == "scores" else self.out_shape[-1]
+        return self._needed_pairs() * d_head
 
     def to_dict(self, pass_macs: int = 0) -> dict:
         """`pass_macs`: the MACs of the whole forward pass, for this stage's share of it."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from math import prod
 from typing import Callable
 
 import numpy as np
@@ -89,7 +88,7 @@ class Tape:
 
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;
-        else None (a watcher may hold x, so it must stay as it was)."""
+        else None (a watcher may hold x, so it must stay as it was). A ledger holds no tensors."""
         return x if self.watcher is None else None
 
     def _check(self, what: str, value, spec: str, batched: bool = True) -> None:
@@ -100,10 +99,8 @@ class Tape:
                 f"{self.dims.symbolic(spec)} = {list(want)}"
             )
 
-    def _record(self, op: str, out_shape, spec: str, **counts) -> Record:
-        stage = STAGES[op]
-        record = Record(op, self.prefix + stage.names[0], stage.kind, stage.equation, self.layer_index,
-                        tuple(out_shape), spec=spec, **counts)  # fmt: skip
+    def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None) -> Record:
+        record = Record(op, self.layer_index, tuple(out_shape), spec, a_shape, b_shape)
         if self.phase is not None:
             self.phase.records.append(record)
         return record
@@ -116,10 +113,17 @@ class Tape:
             return tuple(self.watcher(self.prefix + n, v, record) for n, v in zip(names, value))
         return self.watcher(self.prefix + names[0], value, record)
 
+    @property
+    def unobserved(self) -> bool:
+        """Nobody keeps a ledger of this pass or watches it: the bookkeeping can be skipped."""
+        return self.phase is None and self.watcher is None
+
     def stage(self, op: str, value, spec: str):
         """A stage that is not a matrix product: check its shape(s), record it with zero dot products."""
         for v in value if isinstance(value, tuple) else (value,):
             self._check(op, v, spec)
+        if self.unobserved:
+            return value
         first = value[0] if isinstance(value, tuple) else value
         record = self._record(op, first.shape, spec)
         return self._watch(op, value, record)
@@ -129,27 +133,14 @@ class Tape:
         a_spec, b_spec, out_spec = _matmul_spec(spec)
         self._check(f"{op} (A)", a, a_spec)
         self._check(f"{op} (B)", b, b_spec, batched=b.ndim > 2)  # a weight matrix is shared by the batch
-        out_shape, dot_products, dot_length = dot_product_count(a.shape, b.shape)
         if isinstance(a, ShapeOnly) or isinstance(b, ShapeOnly):
-            out = ShapeOnly(out_shape)
+            out = ShapeOnly(dot_product_count(a.shape, b.shape)[0])
         else:
             out = np.matmul(a, b)
             if bias is not None:
                 out += bias  # out is fresh: adding in place saves a [T, out] temporary
         self._check(op, out, out_spec)
-        heads = self.dims.H if _symbols(out_spec)[0] == "H" else None
-        record = self._record(op, out_shape, out_spec, a_shape=tuple(a.shape), b_shape=tuple(b.shape), heads=heads,
-                              dot_products=dot_products, dot_length=dot_length, **self._causal(op, dot_products))  # fmt: skip
+        if self.unobserved:
+            return out
+        record = self._record(op, out.shape, out_spec, tuple(a.shape), tuple(b.shape))
         return self._watch(op, out, record)
-
-    def _causal(self, op: str, dot_products: int) -> dict:
-        """Of the dense T x t scores, query row i (at position past + i) needs only past + i + 1 keys."""
-        if op not in ("scores", "mix"):
-            return {}
-        d = self.dims
-        batch = prod(d.batch)
-        needed = batch * d.H * (d.T * d.past + d.T * (d.T + 1) // 2)  # (query, key) pairs not masked
-        d_head = d.size("dh")
-        if op == "scores":
-            return {"causal_dot_products": needed, "causal_macs": needed * d_head}
-        return {"causal_dot_products": dot_products, "causal_macs": needed * d_head}
