@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 from .errors import UserError
+from .files import atomic_path
 
 
 class _Parser(argparse.ArgumentParser):
@@ -115,19 +114,9 @@ def write_document(path: str, chunks) -> None:
             sys.stdout.write(chunk)
         sys.stdout.flush()
         return
-    target = Path(path).expanduser()
-    fd, tmp = tempfile.mkstemp(dir=target.resolve().parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            for chunk in chunks:
-                f.write(chunk)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private (0600); a written file is the user's usual kind
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+        for chunk in chunks:
+            f.write(chunk)
 
 
 def _generate(args) -> None:

@@ -9,12 +9,10 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
 
 from .count import Count, sweep_per_token
 from .errors import UserError
+from .files import atomic_path
 from .report import human
 from .stages import MATMUL_OPS
 
@@ -49,18 +47,9 @@ def write_plots(count: Count, path: str) -> None:
     _dots_panel(dots, count)
     _per_token_panel(per_token, count)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    target = Path(path).expanduser()
-    fd, tmp = tempfile.mkstemp(dir=target.resolve().parent, prefix=f".{target.name}.", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, format="png")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private (0600)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        with atomic_path(path, suffix=".png") as tmp:
+            fig.savefig(tmp, format="png")
     finally:
         plt.close(fig)
 
