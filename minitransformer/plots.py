@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 from .count import Count, sweep_per_token
 from .errors import UserError
@@ -93,19 +95,25 @@ def _dots_panel(ax, count: Count) -> None:
     xs, ys = [], []
     same_logits = bool(count.decodes) and count.decodes[-1].find("logits") == count.prefill.find("logits")
     for _, p, marker, filled in passes:
+        labels: dict[tuple, list] = {}  # ops that land on the same point share one label ("scores, mix")
         for r in p.block + p.after:
             if r.kind != "matmul":
                 continue
             color = OP_COLORS[r.op]
             ax.scatter(r.dot_length, r.dot_products, s=90, marker=marker, zorder=3, linewidths=1.6,
                        facecolors=color if filled else "none", edgecolors=color)  # fmt: skip
-            dx, dy = _LABEL_OFFSET.get(r.op, (8, -4))
+            xs.append(r.dot_length), ys.append(r.dot_products)
             if not filled and r.op == "logits" and same_logits:
                 continue  # the same point as the prefill's
+            spot = (round(math.log10(r.dot_length), 1), round(math.log10(r.dot_products), 1))
+            labels.setdefault(spot, []).append(r)
+        for group in labels.values():
+            r = group[0]
+            dx, dy = _LABEL_OFFSET.get(r.op, (8, -4))
             left = not filled and r.op != "mlp.down"  # decode labels on the left, clear of the prefill's
-            ax.annotate(r.op, (r.dot_length, r.dot_products), xytext=(-dx if left else dx, dy), fontsize=9.5,
-                        ha="right" if left else "left", textcoords="offset points", color=color)  # fmt: skip
-            xs.append(r.dot_length), ys.append(r.dot_products)
+            color = OP_COLORS[r.op] if len(group) == 1 else "#444"
+            ax.annotate(", ".join(g.op for g in group), (r.dot_length, r.dot_products), xytext=(-dx if left else dx, dy),
+                        fontsize=9.5, ha="right" if left else "left", textcoords="offset points", color=color)  # fmt: skip
     ax.set_xscale("log"), ax.set_yscale("log")
     lo_x, hi_x, lo_y, hi_y = min(xs) / 3, max(xs) * 6, min(ys) / 4, max(ys) * 6
     ax.set_xlim(lo_x, hi_x), ax.set_ylim(lo_y, hi_y)
@@ -122,7 +130,6 @@ def _dots_panel(ax, count: Count) -> None:
 def _iso_macs(ax, lo_x, hi_x, lo_y, hi_y) -> None:
     """Dashed diagonals of equal MACs (dot products x length), one per power of 1000, labelled where they enter
     the plot (the top edge, or the left one): the margins the limits leave free of points."""
-    import math
 
     first, last = math.floor(math.log10(lo_x * lo_y)), math.ceil(math.log10(hi_x * hi_y))
     for exponent in range(first, last + 1):

@@ -5,6 +5,8 @@ Everything here reads the ledger's data; nothing is counted here.
 
 from __future__ import annotations
 
+import os
+
 from .ledger import Ledger, Phase, Record
 
 _UNITS = ((10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K"))
@@ -50,8 +52,17 @@ def describe_model(config: dict, source: str) -> str:
     c = config
     return (
         f"{c['name']}: {c['n_layer']} layers, d_model {c['n_embd']:,}, {c['n_head']} heads of {c['d_head']}, "
-        f"d_ff {c['d_ff']:,}, vocab {c['vocab_size']:,}, context {c['n_positions']:,} (weights: {source})"
+        f"d_ff {c['d_ff']:,}, vocab {c['vocab_size']:,}, context {c['n_positions']:,} (weights: {short_path(source)})"
     )
+
+
+def short_path(path: str) -> str:
+    """A path relative to the working directory when it lies below it (headers stay readable)."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return relative if not relative.startswith("..") else path
 
 
 def _operands(r: Record) -> str:
