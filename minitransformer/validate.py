@@ -75,7 +75,9 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float = T
     torch, reference = load_reference(model)
     import transformers
 
-    print(f"Validating {model.name} ({model.source}) against transformers {transformers.__version__} "
+    from .report import short_path, table
+
+    print(f"Validating {model.name} ({short_path(model.source)}) against transformers {transformers.__version__} "
           f"GPT2LMHeadModel, float32; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and greedy "
           f"tokens agree", file=out)  # fmt: skip
     all_ok = True
@@ -86,8 +88,6 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float = T
         all_ok &= ok
         rows.append([repr(text if len(text) <= 32 else text[:29] + "..."), str(r["tokens"]), f"{r['max_abs_diff']:.2e}",
                      f"{r['allowed']:.1e}", f"{r['greedy_agree']}/{r['greedy_steps']}", "OK" if ok else "NOT OK"])  # fmt: skip
-    from .report import table
-
     print(table(["prompt", "tokens", "max |dlogit|", "allowed", "greedy agree", "verdict"], rows, right={1, 2, 3, 4}),
           file=out)  # fmt: skip
     print("all OK" if all_ok else "NOT OK: the logits differ beyond the tolerance", file=out)

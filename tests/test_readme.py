@@ -1,0 +1,25 @@
+"""The README stays true: its Python example runs as written, and its commands are the ones CI runs."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import ROOT
+
+README = (ROOT / "README.md").read_text()
+
+
+def test_the_python_example_runs():
+    code = re.search(r"```python\n(.*?)```", README, re.S).group(1)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own documentation
+    out, cache = namespace["out"], namespace["cache"]
+    assert namespace["ids"] == [464, 3139, 286, 4881, 318]
+    assert out.text.startswith(" Paris") and len(out.new_tokens) == 8
+    assert list(cache) == [f"blocks.{i}.attn.weights" for i in range(4)]
+
+
+def test_ci_runs_the_test_command_of_the_readme():
+    commands = re.findall(r"```sh\n(.*?)\n```", README, re.S)
+    test_command = next(c for c in commands if "pytest" in c)
+    assert test_command in (ROOT / ".ci" / "run").read_text().splitlines()
