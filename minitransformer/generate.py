@@ -71,7 +71,10 @@ def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: n
     """Greedy at temperature 0; otherwise sample from softmax(logits / temperature) over the top k."""
     if temperature == 0:
         return int(np.argmax(logits))
-    scaled = logits / np.float32(temperature)
+    with np.errstate(over="ignore", divide="ignore"):
+        scaled = logits / np.float32(temperature)
+    if not np.isfinite(scaled).all():  # a temperature so small that float32 overflows: the limit is greedy
+        return int(np.argmax(logits))
     if top_k is not None and top_k < scaled.size:
         cutoff = np.partition(scaled, -top_k)[-top_k]
         scaled = np.where(scaled >= cutoff, scaled, np.float32(-np.inf))

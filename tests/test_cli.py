@@ -166,3 +166,15 @@ def test_without_gpt2_or_the_hub_the_demo_model_answers_and_says_so(tmp_path):
     assert len(note) == 1 and "the demo model answers" in note[0] and "minitransformer download gpt2" in note[0]
     assert result.stdout.startswith("model demo:")
     assert "The capital of France is Paris" in result.stdout
+
+
+def test_sampling_is_seeded_and_a_vanishing_temperature_is_greedy(small_gpt2):
+    prompt = "The capital of France is"
+    greedy = small_gpt2.generate(prompt, max_new_tokens=6, stop_at_eos=False).new_tokens
+    tiny = small_gpt2.generate(prompt, max_new_tokens=6, temperature=1e-45, stop_at_eos=False).new_tokens
+    assert tiny == greedy
+    a = small_gpt2.generate(prompt, max_new_tokens=6, temperature=1.5, top_k=50, seed=3, stop_at_eos=False)
+    b = small_gpt2.generate(prompt, max_new_tokens=6, temperature=1.5, top_k=50, seed=3, stop_at_eos=False)
+    assert a.new_tokens == b.new_tokens and a.new_tokens != greedy
+    one = small_gpt2.generate(prompt, max_new_tokens=6, temperature=1.0, top_k=1, seed=9, stop_at_eos=False)
+    assert one.new_tokens == greedy  # top-k of 1 leaves only the most likely token
