@@ -127,7 +127,7 @@ def generate(
         )
     model.check_ids(prompt_tokens)
     rng = np.random.default_rng(seed)
-    book = Ledger(model.config.to_dict()) if ledger else None
+    book = Ledger({**model.config.to_dict(), "source": model.source}) if ledger else None  # which model ran
     stream = tokenizer.stream_decoder()
     new_tokens: list[int] = []
     found: list[Candidate] = []

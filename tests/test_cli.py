@@ -38,6 +38,7 @@ def test_json_on_stdout_is_exactly_one_document_with_the_schema(small_gpt2_dir):
     assert op["a_shape"] == [2, 16] and op["b_shape"] == [16, 48] and op["out_shape"] == [2, 48]
     assert op["dot_products"] == 96 and op["dot_length"] == 16 and op["macs"] == 1536 and op["flops"] == 3072
     assert prefill["logits"]["op"] == "logits" and prefill["logits"]["dot_products"] == 50257
+    assert doc["model"]["name"] == "small-gpt2" and doc["model"]["source"] == str(small_gpt2_dir)
     assert sum(p["macs"] for p in doc["phases"]) == doc["totals"]["macs"]
     assert doc["totals"]["flops"] == 2 * doc["totals"]["macs"]
     for phase in doc["phases"]:
