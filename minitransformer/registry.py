@@ -64,9 +64,12 @@ def default_model() -> Model:
     except UserError:
         if not (demo_dir() / "config.json").is_file():
             raise
+        from .report import short_path
+
+        card = short_path(str(demo_dir() / "README.md"))
         print(
             "minitransformer: GPT-2 is not on this machine and the Hugging Face Hub is out of reach, so the demo "
-            "model answers (a small GPT-2 trained on country facts: weights/demo/README.md); where the hub is "
+            f"model answers (a small GPT-2 trained on country facts: {card}); where the hub is "
             "reachable, `minitransformer download gpt2` gets GPT-2 small",
             file=sys.stderr,
         )

@@ -23,3 +23,17 @@ def test_ci_runs_the_test_command_of_the_readme():
     commands = re.findall(r"```sh\n(.*?)\n```", README, re.S)
     test_command = next(c for c in commands if "pytest" in c)
     assert test_command in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
+def test_the_pasted_output_is_what_the_main_command_prints(tmp_path):
+    from conftest import run_cli
+
+    pasted = re.search(r"Output, pasted from a run.*?```\n(.*?)```", README, re.S).group(1)
+    main = next(c for c in re.findall(r"```sh\n(.*?)\n```", README, re.S) if "generate" in c)
+    args = main.split("-m minitransformer ")[1]
+    assert args == 'generate "The capital of France is"'
+    env = {"MINITRANSFORMER_WEIGHTS": str(tmp_path / "weights"), "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+           "HF_ENDPOINT": "http://127.0.0.1:9"}  # fmt: skip  # a machine without GPT-2 or the hub, as pasted
+    result = run_cli("generate", "The capital of France is", env=env)
+    assert result.returncode == 0
+    assert (result.stderr + result.stdout).strip() == pasted.strip()
