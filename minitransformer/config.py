@@ -71,6 +71,18 @@ class GPT2Config:
     def to_dict(self) -> dict:
         return {**asdict(self), "d_head": self.d_head, "d_ff": self.d_ff}
 
+    def check_fits(self, n_prompt: int, n_new: int) -> None:
+        """Refuse a prompt plus new tokens that the context cannot hold, saying how many would fit."""
+        if n_prompt + n_new <= self.n_positions:
+            return
+        room = self.n_positions - n_prompt
+        if room > 0:
+            fits = f"at most {room:,} new token{'' if room == 1 else 's'} fit"
+        else:
+            fits = "the prompt alone fills it" if room == 0 else "the prompt alone is too long"
+        raise UserError(f"a {n_prompt:,}-token prompt plus {n_new:,} new token{'' if n_new == 1 else 's'} exceed "
+                        f"{self.name}'s context of {self.n_positions:,} positions; {fits}")  # fmt: skip
+
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "gpt2") -> "GPT2Config":
         """Read a transformers config.json dict, refusing what would change inference unseen."""

@@ -101,14 +101,7 @@ def check_run(config: GPT2Config, n_prompt: int, n_new: int, batch: int = 1) -> 
     for what, value in (("tokens", n_prompt), ("new tokens", n_new), ("batch", batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserError(f"{what} must be a whole number of at least 1, not {value!r}")
-    if n_prompt + n_new > config.n_positions:
-        room = config.n_positions - n_prompt
-        if room > 0:
-            fits = f"at most {room:,} new token{'' if room == 1 else 's'} fit"
-        else:
-            fits = "the prompt alone fills it" if room == 0 else "the prompt alone is too long"
-        raise UserError(f"a {n_prompt:,}-token prompt plus {n_new:,} new token{'' if n_new == 1 else 's'} exceed "
-                        f"{config.name}'s context of {config.n_positions:,} positions; {fits}")  # fmt: skip
+    config.check_fits(n_prompt, n_new)
 
 
 # --- counting ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from .count import Count, Pass
 from .ledger import Record
 from .memory import DEFAULT_BALANCE, decode_example, memory_dict
 from .report import count as n
-from .report import describe_model, human, percent, shape, table
+from .report import describe_model, human, operands, percent, shape, table
 from .stages import MATMUL_OPS
 
 CONVENTION = (
@@ -66,10 +66,6 @@ def _s(k: int) -> str:
     return "" if k == 1 else "s"
 
 
-def _operands(r: Record) -> str:
-    return f"{shape(r.a_shape)} x {shape(r.b_shape)}"
-
-
 def block_table(block: list[Record], full: bool) -> str:
     """Every stage of one block (or only its products) with dense and causal counts side by side."""
     block_macs = sum(r.macs for r in block)
@@ -78,7 +74,7 @@ def block_table(block: list[Record], full: bool) -> str:
         if r.kind == "matmul":
             causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
             causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
-            rows.append([r.op, r.equation, _operands(r), shape(r.out_shape), n(r.dot_products), n(r.dot_length),
+            rows.append([r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), n(r.dot_length),
                          n(r.macs), human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs])  # fmt: skip
         elif full:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", ""])

@@ -116,15 +116,7 @@ def generate(
     prompt_tokens = tokenizer.encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
     if not prompt_tokens:
         raise UserError("the prompt is empty; give at least one character of text")
-    n_ctx = model.config.n_positions
-    if len(prompt_tokens) + max_new_tokens > n_ctx:
-        room = n_ctx - len(prompt_tokens)
-        fits = f"at most {room} new tokens fit" if room > 0 else (
-            "the prompt alone fills it" if room == 0 else "the prompt alone is too long")
-        raise UserError(
-            f"the prompt ({len(prompt_tokens)} tokens) plus {max_new_tokens} new tokens exceeds this model's "
-            f"context of {n_ctx} positions; {fits}"
-        )
+    model.config.check_fits(len(prompt_tokens), max_new_tokens)
     model.check_ids(prompt_tokens)
     rng = np.random.default_rng(seed)
     book = Ledger({**model.config.to_dict(), "source": model.source}) if ledger else None  # which model ran

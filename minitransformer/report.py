@@ -65,7 +65,8 @@ def short_path(path: str) -> str:
     return relative if not relative.startswith("..") else path
 
 
-def _operands(r: Record) -> str:
+def operands(r: Record) -> str:
+    """"[5, 768] x [768, 2304]" for a product, "" for a stage that has no operands recorded."""
     return f"{shape(r.a_shape)} x {shape(r.b_shape)}" if r.a_shape is not None else ""
 
 
@@ -81,7 +82,7 @@ def block_table(phase: Phase, layer: int = 0) -> str:
                 note = f"causal: {count(r.causal_dot_products)} needed ({count(r.causal_macs)} MACs)"
             elif r.causal_macs is not None:
                 note = f"causal: {count(r.causal_macs)} MACs needed"
-            rows.append([r.op, r.equation, _operands(r), shape(r.out_shape), count(r.dot_products),
+            rows.append([r.op, r.equation, operands(r), shape(r.out_shape), count(r.dot_products),
                          count(r.dot_length), count(r.macs), percent(r.macs, block_macs), note])  # fmt: skip
         else:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", ""])

@@ -227,9 +227,7 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 1, layers: li
         raise UserError(f"new tokens must be a whole number >= 0 (0 traces the prefill only), not {new_tokens!r}")
     c = model.config
     model.check_ids(ids)
-    if len(ids) + new_tokens > c.n_positions:
-        raise UserError(f"the prompt ({len(ids)} tokens) and {new_tokens} decode steps need {len(ids) + new_tokens} "
-                        f"positions; this model's context is {c.n_positions}")  # fmt: skip
+    c.check_fits(len(ids), new_tokens)
     layers = default_layers(c.n_layer) if layers is None else list(layers)
     if any(not 0 <= i < c.n_layer for i in layers):
         raise UserError(f"layers must be among 0..{c.n_layer - 1}, not {layers}")

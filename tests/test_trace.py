@@ -320,7 +320,7 @@ def test_trace_command_on_a_transformers_checkpoint():
     (["hi", "--model", "{small}", "--layers", "x"], "--layers takes block numbers such as 0,11 or 1-3, or 'all'; not 'x'"),
     (["hi", "--model", "{small}", "--new-tokens", "-1"], "--new-tokens must be 0 or more"),
     (["hi", "--model", "{small}", "--new-tokens", "two"], "argument --new-tokens: 'two' is not a whole number"),
-    (["hi", "--model", "{small}", "--new-tokens", "64"], "need 65 positions; this model's context is 64"),
+    (["hi", "--model", "{small}", "--new-tokens", "64"], "exceed small-gpt2's context of 64 positions; at most 63 new tokens fit"),
     (["The capital", "--model", str(HF_FIXTURES / "tiny")], "token id 3139 is outside this model's vocabulary (0..511)"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(args, message, small_gpt2_dir, capsys):
