@@ -135,10 +135,12 @@ def _generate(args) -> None:
     model = load_model(args.model)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
+    tokens = model.tokenizer.encode(args.prompt)
+    model.config.check_fits(len(tokens), args.max_new_tokens)  # refuse before the first line of output
+    model.check_ids(tokens)
     out = sys.stderr if args.json == "-" else sys.stdout  # with --json -, stdout holds only the JSON
 
     print(f"model {report.describe_model(model.config.to_dict(), model.source)}", file=out)
-    tokens = model.tokenizer.encode(args.prompt)
     print(f"prompt: {len(tokens)} tokens {tokens}", file=out)
     print(file=out)
     out.write(args.prompt)

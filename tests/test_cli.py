@@ -131,6 +131,7 @@ def test_bad_arguments_get_a_one_line_answer(case, small_gpt2_dir, tmp_path):
     out = tmp_path / "out.json"
     result = run_cli("generate", *[a.replace("{small}", str(small_gpt2_dir)) for a in args], "--json", str(out))
     assert_one_line_error(result, needle)
+    assert result.stdout == ""  # refused before anything is printed, not halfway through
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
