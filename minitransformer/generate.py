@@ -130,7 +130,7 @@ def generate(
         new_tokens.append(token)
         if on_token is not None:
             on_token(token, stream.push(token))
-        if stop_at_eos and token == model.config.eos_token_id:
+        if stop_at_eos and token in model.config.eos_token_ids:
             break
     if on_token is not None and (tail := stream.flush()):
         on_token(-1, tail)

@@ -18,8 +18,11 @@ Names are the interface (stages.py): `embed`, `blocks.{i}.ln_1`, `blocks.{i}.att
 `blocks.{i}.attn.scaled`, `blocks.{i}.attn.scores`, `blocks.{i}.attn.weights`,
 `blocks.{i}.attn.mix`, `blocks.{i}.attn.z`, `blocks.{i}.attn.out`, `blocks.{i}.resid_mid`,
 `blocks.{i}.ln_2`, `blocks.{i}.mlp.up`, `blocks.{i}.mlp.act`, `blocks.{i}.mlp.down`,
-`blocks.{i}.resid_post`, `ln_f`, `last` (generation only), `logits`. Wherever a name is expected,
-a glob (`blocks.*.attn.weights`) works too.
+`blocks.{i}.resid_post`, `ln_f`, `last` (generation only), `logits`. A Llama-family model has the
+same names where a stage plays the same part, and its own where it differs: `attn.q_proj`,
+`attn.k_proj`, `attn.v_proj` (the three products), `attn.q_rot`, `attn.k_rot` (after RoPE),
+`mlp.gate`, `mlp.mul` (stages.py lists them all). Wherever a name is expected, a glob
+(`blocks.*.attn.weights`) works too.
 """
 
 from __future__ import annotations
@@ -33,18 +36,15 @@ import numpy as np
 
 from .errors import UserError
 from .ledger import Record
-from .stages import BLOCK, EMBED, FINAL
+from .stages import GPT2, Family
 from .tape import Watcher
 
 Hook = Callable[[np.ndarray, str], "np.ndarray | None"]  # fn(tensor, name) -> a replacement, or None
 
 
-def stage_names(n_layer: int) -> list[str]:
+def stage_names(n_layer: int, family: Family = GPT2) -> list[str]:
     """Every capture name of a model with n_layer blocks, in the order the forward pass produces them."""
-    names = list(EMBED.names)
-    for i in range(n_layer):
-        names += [f"blocks.{i}.{name}" for stage in BLOCK for name in stage.names]
-    return names + [name for stage in FINAL for name in stage.names]
+    return family.stage_names(n_layer)
 
 
 def selector(which, known: list[str], what: str = "names=") -> Callable[[str], bool]:

@@ -12,9 +12,21 @@ import numpy as np
 from .shapes import ShapeOnly
 
 
+def first_attended(past: int, window: int | None) -> int:
+    """The earliest position that a query at `past` (or later) may see: 0, or where a sliding window begins."""
+    return 0 if window is None else max(0, past - window + 1)
+
+
 class KVCache:
+    """`n_head` is the number of key/value heads (fewer than the query heads under grouped-query attention).
+
+    With a sliding `window`, every position stays stored, but a pass reads back only the rows its
+    queries can see: a view, so attention past the window costs window-sized products.
+    """
+
     def __init__(self, n_layer: int, n_head: int, d_head: int, capacity: int, batch: tuple[int, ...] = (),
-                 shape_only: bool = False) -> None:  # fmt: skip
+                 shape_only: bool = False, window: int | None = None) -> None:  # fmt: skip
+        self.window = window
         shape = (*batch, n_head, capacity, d_head)
         if shape_only:
             self.keys = [ShapeOnly(shape) for _ in range(n_layer)]
@@ -43,11 +55,13 @@ class LayerCache:
         self.cache, self.index = cache, layer
 
     def append(self, k, v):
-        """Write this pass's rows [..., H, T, dh] after the stored ones; return all rows [..., H, t, dh]."""
+        """Write this pass's rows [..., H, T, dh] after the stored ones; return the rows the pass attends to,
+        [..., H, t, dh]: all of them, or those inside the sliding window of the earliest new query."""
         past, T = self.cache.length, k.shape[-2]
         if past + T > self.cache.capacity:
             raise ValueError(f"KV cache holds {self.cache.capacity} positions; {past + T} needed")
         keys, values = self.cache.keys[self.index], self.cache.values[self.index]
         keys[..., past : past + T, :] = k
         values[..., past : past + T, :] = v
-        return keys[..., : past + T, :], values[..., : past + T, :]
+        start = first_attended(past, self.cache.window)
+        return keys[..., start : past + T, :], values[..., start : past + T, :]

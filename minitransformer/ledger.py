@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import prod
 
-from .stages import STAGES
+from .stages import Stage
 
 
 def dot_product_count(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[tuple[int, ...], int, int]:
@@ -47,31 +47,49 @@ class Record:
     products, their length, MACs and the causal share are read off the shapes by the rule above.
     """
 
-    op: str  # vocabulary of stages.py: "qkv", "scores", "mlp.up", "softmax", ...
+    stage: Stage  # its entry in the family's table (stages.py): op, kind, equation, names
     layer: int | None
     out_shape: tuple[int, ...]
-    spec: str = ""  # the output shape in symbols, as the forward pass states it ("H T t"); checked by the tape
+    spec: str = ""  # the output shape in symbols ("H T t"; one each for several outputs: "H T dh; Hkv T dh")
     a_shape: tuple[int, ...] | None = None  # the operands, for matrix products
     b_shape: tuple[int, ...] | None = None
+    window: int | None = None  # on scores and mix: the sliding window, if the model has one
+
+    def output_spec(self, index: int = 0) -> str:
+        """The symbolic shape of output `index` (stages such as split_heads make several)."""
+        specs = self.spec.split(";")
+        return specs[index if len(specs) > 1 else 0].strip()
+
+    @property
+    def op(self) -> str:
+        """The vocabulary of stages.py: "qkv", "q", "scores", "mlp.up", "softmax", ..."""
+        return self.stage.op
 
     @property
     def name(self) -> str:
         """The full stage name: "blocks.3.attn.qkv", "ln_f"."""
-        first = STAGES[self.op].names[0]
+        first = self.stage.names[0]
         return first if self.layer is None else f"blocks.{self.layer}.{first}"
 
     @property
     def kind(self) -> str:
-        return STAGES[self.op].kind
+        return self.stage.kind
 
     @property
     def equation(self) -> str:
-        return STAGES[self.op].equation
+        return self.stage.equation
 
     @property
     def heads(self) -> int | None:
-        """The head count of a per-head product (one record for all heads), else None."""
-        return self.out_shape[-3] if self.spec.startswith("H ") and self.a_shape is not None else None
+        """The head count of a per-head product (one record for all heads), else None.
+
+        The symbols before the last two are the heads: "H T t" has H, "Hkv G T t" (grouped-query
+        attention: G query heads against each of Hkv key heads) has Hkv x G = H.
+        """
+        symbols = self.spec.split()
+        if self.a_shape is None or len(symbols) <= 2:
+            return None
+        return prod(self.out_shape[len(self.out_shape) - len(symbols) : -2])
 
     @property
     def dot_products(self) -> int:
@@ -94,8 +112,7 @@ class Record:
     # position past + i) needs past + i + 1 keys.
     def _needed_pairs(self) -> int:
         *lead, T, t = self.out_shape if self.op == "scores" else self.a_shape
-        past = t - T
-        return prod(lead) * (T * past + T * (T + 1) // 2)
+        return prod(lead) * needed_pairs(T, t, self.window)
 
     @property
     def causal_dot_products(self) -> int | None:
@@ -131,6 +148,20 @@ class Record:
             d["causal_dot_products"] = self.causal_dot_products
             d["causal_macs"] = self.causal_macs
         return d
+
+
+def needed_pairs(T: int, t: int, window: int | None = None) -> int:
+    """(query, key) pairs of one head that the mask keeps, of the T x t a pass computes.
+
+    Query i of T sits at position p = t - T + i (relative to the first attended key) and sees keys
+    0..p: p + 1 of them, or at most `window` (the query itself and the window - 1 before it). Where a
+    window cut the attended keys (t = window + T - 1), the same sum holds: every query sees `window`.
+    """
+    first = t - T + 1  # keys seen by the first query
+    if window is None or first + T - 1 <= window:
+        return T * first + T * (T - 1) // 2
+    uncapped = max(0, window - first + 1)  # queries seeing first, first + 1, ..., window keys
+    return (first + window) * uncapped // 2 + (T - uncapped) * window
 
 
 def _list(shape):

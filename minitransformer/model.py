@@ -1,115 +1,62 @@
-"""GPT-2's forward pass, one named stage per line, as GPT2LMHeadModel computes it at inference.
+"""A model: its config, its weights (or shape-only stand-ins), its tokenizer, and one forward pass per call.
 
-Each line is an equation of the model: its stage name (stages.py), the NumPy that computes it, and
-its shape in symbols that the tape checks against the real sizes (T new positions, t attended
-positions, D = d_model, H heads of dh, F = MLP width, V vocabulary; see stages.py). Every matrix
-product goes through `tape.matmul`, which counts its dot products.
-
-The same code runs on real arrays and on shape-only stand-ins (shapes.py): counting a model too
-big for this machine is running this code without weights.
+The forward pass itself is the family's: gpt2.py or llama.py, one named stage per line. This
+module runs it through a tape (tape.py) that checks shapes, keeps the ledger and shows each stage
+to hooks and captures, none of which needs to know which family ran.
 """
 
 from __future__ import annotations
 
-from math import sqrt
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 
-from .config import GPT2Config
+from .config import Config
 from .errors import UserError
-from .hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector, stage_names
-from .kvcache import KVCache, LayerCache
+from .gpt2 import gpt2
+from .hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
+from .kvcache import KVCache
 from .ledger import Phase
-from .ops import ACTIVATIONS, layer_norm, mask_future, merge_heads, softmax, split_heads
+from .llama import llama
 from .shapes import ShapeOnly
+from .stages import family_of
 from .tape import Dims, Tape, Watcher
-from .weights import as_tree, expected_shapes
-
-
-def gpt2(ids, p, config: GPT2Config, cache: KVCache | None, tape: Tape, all_positions: bool):
-    """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only."""
-    past = cache.length if cache is not None else 0
-    T = ids.shape[-1]
-    x = tape.stage("embed", p.wte.weight[ids] + p.wpe.weight[past : past + T], "T D")
-    for i, block in enumerate(p.h):
-        kv = cache.layer(i) if cache is not None else None
-        x = transformer_block(x, block, config, i, kv, tape.layer(i))
-    h = tape.stage("ln_f", layer_norm(x, p.ln_f.weight, p.ln_f.bias, config.layer_norm_epsilon), "T D")
-    if not all_positions:
-        h = tape.stage("last", h[..., -1:, :], "R D")
-    if cache is not None:
-        cache.advance(T)
-    unembedding = p.wte.weight if config.tie_word_embeddings else p.lm_head.weight
-    return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")  # .T is a view: no copy of W_te
-
-
-def transformer_block(x, p, config: GPT2Config, layer: int, kv: LayerCache | None, at: Tape):
-    """Pre-LayerNorm block: x + attention(LN(x)), then x + MLP(LN(x))."""
-    eps = config.layer_norm_epsilon
-    h = at.stage("ln_1", layer_norm(x, p.ln_1.weight, p.ln_1.bias, eps), "T D")
-    x = at.stage("resid_mid", x + attention(h, p.attn, config, layer, kv, at), "T D")
-    h = at.stage("ln_2", layer_norm(x, p.ln_2.weight, p.ln_2.bias, eps), "T D")
-    return at.stage("resid_post", x + mlp(h, p.mlp, config, at), "T D")
-
-
-def attention(h, p, config: GPT2Config, layer: int, kv: LayerCache | None, at: Tape):
-    """Causal multi-head self-attention from the fused c_attn projection."""
-    qkv = at.matmul("qkv", h, p.c_attn.weight, "T D, D 3D -> T 3D", bias=p.c_attn.bias)
-    q, k, v = at.stage("split_heads", split_heads(qkv, config.n_head), "H T dh")
-    K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "H t dh")
-    s = at.matmul("scores", q, K.swapaxes(-1, -2), "H T dh, H dh t -> H T t")
-    s = at.stage("scale", scale_scores(s, config, layer, out=at.scratch(s)), "H T t")
-    s = at.stage("mask", mask_future(s, at.dims.past, config.n_positions, out=at.scratch(s)), "H T t")
-    a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
-    z = at.matmul("mix", a, V, "H T t, H t dh -> H T dh")
-    z = at.stage("merge_heads", merge_heads(z), "T D")
-    return at.matmul("out", z, p.c_proj.weight, "T D, D D -> T D", bias=p.c_proj.bias)
-
-
-def mlp(h, p, config: GPT2Config, at: Tape):
-    u = at.matmul("mlp.up", h, p.c_fc.weight, "T D, D F -> T F", bias=p.c_fc.bias)
-    g = at.stage("mlp.act", ACTIVATIONS[config.activation_function](u), "T F")
-    return at.matmul("mlp.down", g, p.c_proj.weight, "T F, F D -> T D", bias=p.c_proj.bias)
-
-
-def attention_scale(config: GPT2Config, layer: int) -> float:
-    """1/sqrt(dh) (scale_attn_weights), further divided by layer + 1 (scale_attn_by_inverse_layer_idx)."""
-    factor = 1.0 / sqrt(config.d_head) if config.scale_attn_weights else 1.0
-    return factor / (layer + 1) if config.scale_attn_by_inverse_layer_idx else factor
-
-
-def scale_scores(s, config: GPT2Config, layer: int, out=None):
-    factor = attention_scale(config, layer)
-    return s if factor == 1.0 else np.multiply(s, np.float32(factor), out=out)
+from .weights import as_tree, expected_shapes, token_embedding
 
 
 class Model:
-    """A GPT-2 with its weights (or shape-only stand-ins) and the GPT-2 tokenizer."""
+    """A model of a supported family with its weights (or shape-only stand-ins) and its tokenizer."""
 
-    def __init__(self, config: GPT2Config, params: SimpleNamespace, source: str) -> None:
+    def __init__(self, config: Config, params: SimpleNamespace, source: str, tokenizer=None) -> None:
         self.config = config
         self.params = params
         self.source = source  # where the weights came from, for headers
-        self.shape_only = isinstance(params.wte.weight, ShapeOnly)
-        self.hooks = HookRegistry(lambda: stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
+        self.family = family_of(config)  # the stage table: names, equations (stages.py)
+        self.shape_only = isinstance(token_embedding(params), ShapeOnly)
+        self.hooks = HookRegistry(lambda: self.family.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
+        self._tokenizer = tokenizer
 
     def __repr__(self) -> str:
         c = self.config
-        return f"Model({c.name!r}: {c.n_layer} layers, d_model {c.n_embd}, {c.n_head} heads, from {self.source})"
+        kv = f" ({c.n_kv_head} key/value heads)" if c.n_kv_head != c.n_head else ""
+        return (f"Model({c.name!r}: {c.family}, {c.n_layer} layers, d_model {c.n_embd}, {c.n_head} heads{kv}, "
+                f"from {self.source})")  # fmt: skip
 
     @classmethod
-    def without_weights(cls, config: GPT2Config) -> "Model":
+    def without_weights(cls, config: Config) -> "Model":
         """The same model with shape-only stand-ins for weights: counts everything, computes nothing."""
         stand_ins = {name: ShapeOnly(shape) for name, shape in expected_shapes(config).items()}
-        return cls(config, as_tree(stand_ins, config.n_layer), source="shape-only")
+        return cls(config, as_tree(stand_ins, config), source="shape-only")
 
     @property
     def tokenizer(self):
-        from .tokenizer import load_tokenizer
+        """The model's own tokenizer (tokenizer.json), or GPT-2's for a GPT-2; see tokenizer.py."""
+        if self._tokenizer is None:
+            from .tokenizer import load_tokenizer
 
-        return load_tokenizer()
+            return load_tokenizer()
+        return self._tokenizer
 
     @property
     def name(self) -> str:
@@ -118,7 +65,8 @@ class Model:
     def new_cache(self, batch: tuple[int, ...] = (), capacity: int | None = None) -> KVCache:
         c = self.config
         capacity = c.n_positions if capacity is None else capacity
-        return KVCache(c.n_layer, c.n_head, c.d_head, capacity, batch, shape_only=self.shape_only)
+        return KVCache(c.n_layer, c.n_kv_head, c.d_head, capacity, batch, shape_only=self.shape_only,
+                       window=c.sliding_window)  # fmt: skip
 
     def check_ids(self, token_ids, past: int = 0) -> np.ndarray:
         """Token ids as an int array [T] or [B, T], refused with a clear message if the model can't take them."""
@@ -145,12 +93,11 @@ class Model:
         """
         past = cache.length if cache is not None else 0
         ids = self.check_ids(token_ids, past)
-        c = self.config
         T = ids.shape[-1]
-        dims = Dims(T=T, t=past + T, D=c.n_embd, H=c.n_head, F=c.d_ff, V=c.vocab_size,
-                    R=T if all_positions else 1, batch=ids.shape[:-1])  # fmt: skip
-        tape = Tape(dims, phase, self.hooks.watcher(then=watcher))  # None when nobody watches: no cost
-        return gpt2(ids, self.params, c, cache, tape, all_positions)
+        dims = Dims.of(self.config, T, past, R=T if all_positions else 1, batch=ids.shape[:-1])
+        tape = Tape(dims, phase, self.hooks.watcher(then=watcher), family=self.family)  # None: nobody watches
+        forward = llama if self.family.name == "llama" else gpt2
+        return forward(ids, self.params, self.config, cache, tape, all_positions)
 
     def run_with_cache(self, token_ids, names=None, *, all_positions: bool = True, kv_cache: KVCache | None = None,
                        phase: Phase | None = None):  # fmt: skip
@@ -162,7 +109,7 @@ class Model:
         `last`); with `kv_cache` this is one step of cached decoding; `phase` collects the pass's
         ledger, as for run(). See hooks.ActivationCache.
         """
-        known = stage_names(self.config.n_layer)
+        known = self.family.stage_names(self.config.n_layer)
         activations = ActivationCache(self.name, known, selector(names, known))
         logits = self.run(token_ids, cache=kv_cache, all_positions=all_positions, phase=phase,
                           watcher=activations.capture)  # fmt: skip
@@ -197,7 +144,8 @@ class Model:
 
 
 def load_model(name_or_dir: str | Path | None = None) -> Model:
-    """A GPT-2 by name ("gpt2", "gpt2-medium", ...) or from a Hugging Face-format directory."""
+    """A model by name ("gpt2", "demo", "demo-llama", ...) or from a Hugging Face-format directory
+    (GPT-2, Llama, Mistral or Qwen2)."""
     from .registry import resolve
 
     return resolve(name_or_dir)

@@ -194,3 +194,72 @@ ACTIVATIONS = {
     "sigmoid": sigmoid,
     "linear": identity,
 }
+
+
+# --- the Llama family's stages ---------------------------------------------------------------------------
+def rms_norm(x, weight, eps: float):
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis: no centring, no bias (transformers' LlamaRMSNorm)."""
+    inverse_d = F32(1.0 / x.shape[-1])
+    mean_square = np.add.reduce(x * x, axis=-1, keepdims=True)
+    mean_square *= inverse_d
+    mean_square += F32(eps)
+    h = x * (F32(1.0) / np.sqrt(mean_square, out=mean_square))
+    h *= weight
+    return h
+
+
+def split_into_heads(x, n_heads: int):
+    """[..., T, n_heads * dh] -> [..., n_heads, T, dh]: a view."""
+    *lead, T, width = x.shape
+    return x.reshape(*lead, T, n_heads, width // n_heads).swapaxes(-3, -2)
+
+
+def group_heads(x, n_groups: int):
+    """[..., H, T, n] -> [..., Hkv, G, T, n]: the G query heads that share key/value head g sit together (a view).
+
+    Query head h uses key/value head h // G, as transformers' repeat_kv pairs them.
+    """
+    return x.reshape(*x.shape[:-3], n_groups, x.shape[-3] // n_groups, *x.shape[-2:])
+
+
+def ungroup_heads(x):
+    """[..., Hkv, G, T, n] -> [..., H, T, n]: the heads in one row again (a view of a contiguous array)."""
+    return x.reshape(*x.shape[:-4], x.shape[-4] * x.shape[-3], *x.shape[-2:])
+
+
+def rotary_tables(positions, inv_freq):
+    """cos and sin [T, dh] of position x frequency, each frequency twice ([f, f]), as transformers lays them out."""
+    angles = positions.astype(F32)[:, None] * inv_freq  # one multiply per (position, frequency): no sums
+    angles = np.concatenate([angles, angles], axis=-1)
+    return np.cos(angles), np.sin(angles)
+
+
+def rotate(x, cos, sin):
+    """Rotary position embedding on x [..., T, dh]: x cos + rotate_half(x) sin, rotate_half([x1, x2]) = [-x2, x1].
+
+    Each pair (x[i], x[i + dh/2]) turns by the angle position x frequency i; the dot product of a
+    turned q and a turned k then depends on how far apart their positions are, not where they are.
+    """
+    half = x.shape[-1] // 2
+    out = x * cos
+    out[..., :half] -= x[..., half:] * sin[..., :half]
+    out[..., half:] += x[..., :half] * sin[..., half:]
+    return out
+
+
+def attention_bias(past: int, start: int, T: int, t: int, window: int | None):
+    """0 where key j (at position start + j) is visible from query i (at past + i), -inf elsewhere: [T, t].
+
+    Visible: not in the future, and with a sliding window W no more than W - 1 positions behind
+    (transformers' sliding_window_causal_mask: past + i - W < start + j <= past + i).
+    """
+    behind = (past + np.arange(T))[:, None] - (start + np.arange(t))[None, :]  # query position - key position
+    hidden = behind < 0 if window is None else (behind < 0) | (behind >= window)
+    return np.where(hidden, F32(-np.inf), F32(0.0))
+
+
+def add_mask(s, bias, out=None):
+    """S + bias (0 or -inf): masked scores become exactly zero weights after softmax."""
+    if isinstance(s, ShapeOnly):
+        return s + F32(0.0)
+    return np.add(s, bias, out=out)

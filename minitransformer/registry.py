@@ -8,9 +8,10 @@ from importlib import resources
 from pathlib import Path
 
 from . import hub
-from .config import GPT2Config
+from .config import load_config
 from .errors import UserError
 from .model import Model
+from .tokenizer import tokenizer_of
 from .weights import load_weights
 
 DEMO = "demo"
@@ -29,8 +30,9 @@ def from_directory(directory: Path, name: str | None = None) -> Model:
     directory = Path(directory)
     if not (directory / "config.json").is_file():
         raise UserError(f"{directory} has no config.json; a model directory needs config.json and model.safetensors")
-    config = GPT2Config.from_json(directory / "config.json", name=name or directory.resolve().name)
-    return Model(config, load_weights(directory, config), source=str(directory))
+    config = load_config(directory / "config.json", name=name or directory.resolve().name)
+    tokenizer = tokenizer_of(directory) if config.family != "gpt2" else None  # GPT-2s share the shipped one
+    return Model(config, load_weights(directory, config), source=str(directory), tokenizer=tokenizer)
 
 
 def on_disk(name: str) -> Path | None:

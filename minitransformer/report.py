@@ -50,9 +50,14 @@ def table(headers: list[str], rows: list[list[str]], right: set[int] | None = No
 
 def describe_model(config: dict, source: str) -> str:
     c = config
+    kv_heads = c.get("n_kv_head", c["n_head"])
+    kv = f" sharing {kv_heads} key/value head{'s' if kv_heads != 1 else ''}" if kv_heads != c["n_head"] else ""
+    family = f"{c['model_type']} (Llama family), " if c.get("family") == "llama" else ""
+    window = f", sliding window {c['sliding_window']:,}" if c.get("sliding_window") else ""
     return (
-        f"{c['name']}: {c['n_layer']} layers, d_model {c['n_embd']:,}, {c['n_head']} heads of {c['d_head']}, "
-        f"d_ff {c['d_ff']:,}, vocab {c['vocab_size']:,}, context {c['n_positions']:,} (weights: {short_path(source)})"
+        f"{c['name']}: {family}{c['n_layer']} layers, d_model {c['n_embd']:,}, {c['n_head']} heads of {c['d_head']}{kv}, "
+        f"d_ff {c['d_ff']:,}, vocab {c['vocab_size']:,}, context {c['n_positions']:,}{window} "
+        f"(weights: {short_path(source)})"
     )
 
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from math import prod
 from typing import Callable
 
 import numpy as np
 
+from .kvcache import first_attended
 from .ledger import Phase, Record, dot_product_count
 from .shapes import ShapeOnly
-from .stages import STAGES
+from .stages import GPT2, Family
 
 # A watcher sees every stage: (full name, tensor, record) -> the tensor to continue with.
 Watcher = Callable[[str, object, Record], object]
@@ -27,6 +29,12 @@ Watcher = Callable[[str, object, Record], object]
 @lru_cache(maxsize=None)
 def _symbols(spec: str) -> tuple[str, ...]:
     return tuple(spec.split())
+
+
+@lru_cache(maxsize=None)
+def _specs(spec: str, n: int) -> tuple[str, ...]:
+    specs = tuple(s.strip() for s in spec.split(";"))
+    return specs * n if len(specs) == 1 else specs
 
 
 @lru_cache(maxsize=None)
@@ -48,20 +56,48 @@ class Dims:
     V: int
     R: int
     batch: tuple[int, ...] = ()
+    dh: int | None = None  # None: D / H
+    Hkv: int | None = None  # None: H (every head has its own keys and values)
+    start: int = 0  # the position of the first attended key (beyond 0 only where a sliding window cut the rest)
+    window: int | None = None
     _shapes: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.dh = self.D // self.H if self.dh is None else self.dh
+        self.Hkv = self.H if self.Hkv is None else self.Hkv
+
+    @classmethod
+    def of(cls, config, T: int, past: int, R: int, batch: tuple[int, ...] = ()) -> "Dims":
+        """The sizes of a pass of `config` over T new positions after `past` cached ones."""
+        window = config.sliding_window
+        start = first_attended(past, window)  # the earliest key any new query sees
+        return cls(T=T, t=past + T - start, D=config.n_embd, H=config.n_head, F=config.d_ff, V=config.vocab_size, R=R,
+                   batch=batch, dh=config.d_head, Hkv=config.n_kv_head, start=start, window=window)  # fmt: skip
 
     @property
     def past(self) -> int:
-        return self.t - self.T
+        """Positions before this pass's first new one."""
+        return self.start + self.t - self.T
+
+    @property
+    def G(self) -> int:  # noqa: N802 - the symbol
+        return self.H // self.Hkv
 
     def size(self, symbol: str) -> int:
         if symbol.isdigit():
             return int(symbol)
-        if symbol == "dh":
-            return self.D // self.H
+        if "*" in symbol:  # "H*dh"
+            return prod(self.size(s) for s in symbol.split("*"))
         if symbol[0].isdigit():  # "3D"
             return int(symbol[:-1]) * self.size(symbol[-1])
         return getattr(self, symbol)
+
+    def describe(self) -> str:
+        """ "T=5 t=5 D=64 H=4 dh=16 ..." : every size of this pass, for traces."""
+        kv = f" Hkv={self.Hkv} G={self.G}" if self.Hkv != self.H else ""
+        window = f" window={self.window}" if self.window is not None else ""
+        return (f"T={self.T} t={self.t} D={self.D} H={self.H}{kv} dh={self.dh} F={self.F} V={self.V} "
+                f"R={self.R}{window}")  # fmt: skip
 
     def shape(self, spec: str, batched: bool = True) -> tuple[int, ...]:
         key = (spec, batched)
@@ -81,10 +117,11 @@ class Tape:
     watcher: Watcher | None = None
     layer_index: int | None = None
     prefix: str = ""
+    family: Family = GPT2  # the stage table the forward pass names its stages from
 
     def layer(self, i: int) -> "Tape":
         """The tape as seen from inside block i: stage names get the prefix "blocks.{i}."."""
-        return Tape(self.dims, self.phase, self.watcher, i, f"blocks.{i}.")
+        return Tape(self.dims, self.phase, self.watcher, i, f"blocks.{i}.", self.family)
 
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;
@@ -100,7 +137,8 @@ class Tape:
             )
 
     def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None) -> Record:
-        record = Record(op, self.layer_index, tuple(out_shape), spec, a_shape, b_shape)
+        window = self.dims.window if op in ("scores", "mix") else None
+        record = Record(self.family.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window)
         if self.phase is not None:
             self.phase.records.append(record)
         return record
@@ -108,7 +146,7 @@ class Tape:
     def _watch(self, op: str, value, record: Record):
         if self.watcher is None:
             return value
-        names = STAGES[op].names
+        names = self.family.stages[op].names
         if isinstance(value, tuple):
             return tuple(self.watcher(self.prefix + n, v, record) for n, v in zip(names, value))
         return self.watcher(self.prefix + names[0], value, record)
@@ -119,13 +157,17 @@ class Tape:
         return self.phase is None and self.watcher is None
 
     def stage(self, op: str, value, spec: str):
-        """A stage that is not a matrix product: check its shape(s), record it with zero dot products."""
-        for v in value if isinstance(value, tuple) else (value,):
-            self._check(op, v, spec)
+        """A stage that is not a matrix product: check its shape(s), record it with zero dot products.
+
+        A stage with several outputs (a tuple) states one spec for all, or one each: "H T dh; Hkv T dh".
+        """
+        values = value if isinstance(value, tuple) else (value,)
+        specs = _specs(spec, len(values))
+        for v, each in zip(values, specs):
+            self._check(op, v, each)
         if self.unobserved:
             return value
-        first = value[0] if isinstance(value, tuple) else value
-        record = self._record(op, first.shape, spec)
+        record = self._record(op, values[0].shape, spec)
         return self._watch(op, value, record)
 
     def matmul(self, op: str, a, b, spec: str, bias=None):

@@ -110,3 +110,85 @@ def load_tokenizer() -> Tokenizer:
     """The GPT-2 tokenizer (shared by every GPT-2 model); built once per process."""
     return Tokenizer()
 
+
+
+class FileTokenizer:
+    """A model directory's own tokenizer.json (Llama, Mistral, Qwen2, ...), run by the `tokenizers` library.
+
+    encode adds what the file's post-processor adds (a Llama tokenizer puts <s> first), as
+    transformers' AutoTokenizer does by default.
+    """
+
+    def __init__(self, path) -> None:
+        try:
+            self._tokenizer = _HFTokenizer.from_file(str(path))
+        except Exception as err:  # the library raises its own exception types for a bad file
+            raise UserError(f"{path} is not a tokenizer file tokenizers can read ({err}); re-download it") from None
+        self.path = str(path)
+        self.vocab_size = self._tokenizer.get_vocab_size()
+
+    def encode(self, text: str) -> list[int]:
+        return self._tokenizer.encode(text, add_special_tokens=True).ids
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self._tokenizer.decode([int(t) for t in token_ids], skip_special_tokens=False)
+
+    def token_str(self, token_id: int) -> str:
+        return self.decode([token_id])
+
+    def stream_decoder(self) -> "TextDiffStream":
+        return TextDiffStream(self.decode)
+
+
+class TextDiffStream:
+    """Streams text by decoding all tokens so far and emitting what is new, once it is whole characters.
+
+    Decoders of SentencePiece-style vocabularies join tokens with context (a leading space is dropped
+    at the start), so the text of one token alone is not its contribution to the whole.
+    """
+
+    def __init__(self, decode) -> None:
+        self._decode, self._tokens, self._shown = decode, [], ""
+
+    def push(self, token_id: int) -> str:
+        self._tokens.append(token_id)
+        text = self._decode(self._tokens)
+        if text.endswith("\ufffd") or not text.startswith(self._shown):  # half a character: wait for the rest
+            return ""
+        new, self._shown = text[len(self._shown) :], text
+        return new
+
+    def flush(self) -> str:
+        text = self._decode(self._tokens)
+        new = text[len(self._shown) :] if text.startswith(self._shown) else ""
+        self._shown = text
+        return new
+
+
+class NoTokenizer:
+    """A model directory without tokenizer.json: it runs from token ids, and says so if given text."""
+
+    def __init__(self, directory) -> None:
+        self.directory = str(directory)
+        self.vocab_size = None
+
+    def encode(self, text: str) -> list[int]:
+        raise UserError(f"{self.directory} has no tokenizer.json, so text cannot be turned into tokens; give token "
+                        f"ids instead (--ids 1,2,3 on the command line, a list of integers in Python)")  # fmt: skip
+
+    def decode(self, token_ids: list[int]) -> str:
+        return "".join(self.token_str(t) for t in token_ids)
+
+    def token_str(self, token_id: int) -> str:
+        return f"<{int(token_id)}>"
+
+    def stream_decoder(self) -> "TextDiffStream":
+        return TextDiffStream(self.decode)
+
+
+def tokenizer_of(directory) -> FileTokenizer | NoTokenizer:
+    """The tokenizer a Llama-family model directory ships, or a stand-in that takes only ids."""
+    from pathlib import Path
+
+    path = Path(directory) / "tokenizer.json"
+    return FileTokenizer(path) if path.is_file() else NoTokenizer(directory)

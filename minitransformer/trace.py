@@ -21,12 +21,10 @@ from .errors import UserError
 from .ledger import Phase, Record
 from .model import Model
 from .report import count, describe_model
-from .stages import STAGES
 from .tape import Dims
 
 # What each stage makes, in the symbols model.py writes beside it. The trace checks every one against
 # the real shape of every pass, so this table cannot drift from the forward pass unnoticed.
-SYMBOLS = "T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, R logit rows"
 NAME_WIDTH = 24
 _BRACKETS = re.compile(r"\[([^\]]*)\]")
 
@@ -190,11 +188,12 @@ class _Tracer:
         return tensor
 
     def _show(self, name: str, tensor, r: Record) -> None:
-        makes = concrete(self.dims.symbolic(r.spec), self.dims)
+        output = r.stage.names.index(name if r.layer is None else name.split(".", 2)[2])  # q, k or v of one split
+        makes = concrete(self.dims.symbolic(r.output_spec(output)), self.dims)
         if r is self.last_record:  # k and v come out of the same split as q
             lines = [f"{name:<{NAME_WIDTH}}  (same stage, next output)", f"    out  {makes}"]
         else:
-            reads = concrete(STAGES[r.op].reads, self.dims)
+            reads = concrete(r.stage.reads, self.dims)
             lines = [f"{name:<{NAME_WIDTH}}  {r.equation}", f"    in   {reads}", f"    out  {makes}   {dot_products(r)}"]
         lines.append(f"    values  {summary(tensor)}")
         print("\n".join(lines), file=self.out)
@@ -240,7 +239,7 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 1, layers: li
     print(f"model {describe_model(c.to_dict(), model.source)}", file=out)
     print(f"prompt {len(ids)} tokens {ids} = {' '.join(repr(tokenizer.token_str(i)) for i in ids)}", file=out)
     print(f"{steps}, greedy; {shown}", file=out)
-    print(f"symbols: {SYMBOLS}", file=out)
+    print(f"symbols: {model.family.symbols}", file=out)
 
     result = TraceResult(ids)
     cache = model.new_cache(capacity=len(ids) + new_tokens)
@@ -250,14 +249,13 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 1, layers: li
         for step in range(new_tokens + 1):
             past = cache.length
             T = len(step_ids)
-            dims = Dims(T=T, t=past + T, D=c.n_embd, H=c.n_head, F=c.d_ff, V=c.vocab_size, R=1)
+            dims = Dims.of(c, T, past, R=1)
             phase = Phase("prefill" if step == 0 else "decode", step, T, past + T)
             what = "prefill" if step == 0 else f"decode step {step}"
             fed = f"ids {step_ids}" if step == 0 else f"id {step_ids[0]} {tokenizer.token_str(step_ids[0])!r}"
-            print(f"\n=== {what}: T = {T} new position{'s' if T != 1 else ''} attending to t = {past + T}; {fed} ===",
+            print(f"\n=== {what}: T = {T} new position{'s' if T != 1 else ''} attending to t = {dims.t}; {fed} ===",
                   file=out)  # fmt: skip
-            print(f"    sizes: T={T} t={past + T} D={c.n_embd} H={c.n_head} dh={c.d_head} F={c.d_ff} "
-                  f"V={c.vocab_size} R=1", file=out)  # fmt: skip
+            print(f"    sizes: {dims.describe()}", file=out)
             tracer = _Tracer(set(layers), dims, step, out, stepper)
             logits = model.run(step_ids, cache=cache, phase=phase, watcher=tracer)[-1]
             result.phases.append(phase)

@@ -1,4 +1,4 @@
-"""GPT-2 weights from a Hugging Face-format directory: memory-mapped safetensors, checked against the config.
+"""Weights from a Hugging Face-format directory: memory-mapped safetensors, checked against the config.
 
 The arrays are read-only views into the mapped files: loading costs no copy of float32 weights and
 the operating system pages them in as the forward pass first touches them. float16 and bfloat16
@@ -17,19 +17,58 @@ from types import SimpleNamespace
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
-from .config import GPT2Config
+from .config import Config, GPT2Config, LlamaConfig
 from .errors import UserError
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
-# Buffers some checkpoints carry beside the weights: the causal mask, which the model builds itself.
-_IGNORED = re.compile(r"^h\.\d+\.attn\.(bias|masked_bias)$")
+# Buffers some checkpoints carry beside the weights, which the model computes itself: GPT-2's causal
+# mask, older Llamas' rotary frequencies.
+_IGNORED = re.compile(r"^(h\.\d+\.attn\.(bias|masked_bias)|layers\.\d+\.self_attn\.rotary_emb\.inv_freq)$")
+# Where a family keeps its blocks in the checkpoint ("h.3.attn...", "layers.3.self_attn...") and the
+# prefix of its base model's names.
+_LAYERS = {"gpt2": "h", "llama": "layers"}
+_PREFIX = {"gpt2": "transformer.", "llama": "model."}
 
 
-def expected_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
-    """Every weight tensor of a GPT-2 by its Hugging Face name (Conv1D weights are [in, out])."""
+def expected_shapes(config: Config) -> dict[str, tuple[int, ...]]:
+    """Every weight tensor of the model by its Hugging Face name, without the base model's prefix."""
+    return llama_shapes(config) if config.family == "llama" else gpt2_shapes(config)
+
+
+def token_embedding(params: SimpleNamespace):
+    """The token embedding W_te [V, D] of either family's weight tree."""
+    return params.wte.weight if hasattr(params, "wte") else params.embed_tokens.weight
+
+
+def llama_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """A Llama-family checkpoint: nn.Linear weights are [out, in]; biases only where the config has them."""
+    D, F, V = config.n_embd, config.d_ff, config.vocab_size
+    q, kv = config.n_head * config.d_head, config.n_kv_head * config.d_head
+    shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (V, D)}
+    for i in range(config.n_layer):
+        a, m = f"layers.{i}.self_attn", f"layers.{i}.mlp"
+        shapes[f"layers.{i}.input_layernorm.weight"] = (D,)
+        for name, (rows, cols), bias in (("q_proj", (q, D), config.qkv_bias), ("k_proj", (kv, D), config.qkv_bias),
+                                          ("v_proj", (kv, D), config.qkv_bias), ("o_proj", (D, q), config.o_bias)):
+            shapes[f"{a}.{name}.weight"] = (rows, cols)
+            if bias:
+                shapes[f"{a}.{name}.bias"] = (rows,)
+        shapes[f"layers.{i}.post_attention_layernorm.weight"] = (D,)
+        for name, (rows, cols) in (("gate_proj", (F, D)), ("up_proj", (F, D)), ("down_proj", (D, F))):
+            shapes[f"{m}.{name}.weight"] = (rows, cols)
+            if config.mlp_bias:
+                shapes[f"{m}.{name}.bias"] = (rows,)
+    shapes["norm.weight"] = (D,)
+    if not config.tie_word_embeddings:
+        shapes["lm_head.weight"] = (V, D)
+    return shapes
+
+
+def gpt2_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
+    """A GPT-2 checkpoint (Conv1D weights are [in, out])."""
     D, F, V, P = config.n_embd, config.d_ff, config.vocab_size, config.n_positions
     shapes = {"wte.weight": (V, D), "wpe.weight": (P, D)}
     for i in range(config.n_layer):
@@ -53,13 +92,15 @@ def expected_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def as_tree(flat: dict[str, object], n_layer: int) -> SimpleNamespace:
-    """{"h.0.attn.c_attn.weight": w, ...} -> tree.h[0].attn.c_attn.weight, mirroring the checkpoint."""
-    root: dict = {"h": [{} for _ in range(n_layer)]}
+def as_tree(flat: dict[str, object], config: Config) -> SimpleNamespace:
+    """{"h.0.attn.c_attn.weight": w, ...} -> tree.h[0].attn.c_attn.weight, mirroring the checkpoint
+    (the blocks are `h` in a GPT-2, `layers` in a Llama)."""
+    layers = _LAYERS[config.family]
+    root: dict = {layers: [{} for _ in range(config.n_layer)]}
     for name, value in flat.items():
         parts = name.split(".")
-        node = root["h"][int(parts[1])] if parts[0] == "h" else root
-        for part in parts[2 if parts[0] == "h" else 0 : -1]:
+        node = root[layers][int(parts[1])] if parts[0] == layers else root
+        for part in parts[2 if parts[0] == layers else 0 : -1]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
 
@@ -127,22 +168,20 @@ def _weight_files(directory: Path) -> list[Path]:
     raise UserError(f"{directory} has no weights: expected {SAFETENSORS} or {SAFETENSORS_INDEX}")
 
 
-def _strip_prefix(name: str) -> str:
-    return name.removeprefix("transformer.")
-
-
-def load_weights(directory: Path, config: GPT2Config) -> SimpleNamespace:
+def load_weights(directory: Path, config: Config) -> SimpleNamespace:
     """Map every tensor of the checkpoint, check names, shapes and dtypes, return the tree of arrays."""
     tensors: dict[str, _TensorInfo] = {}
+    prefix = _PREFIX[config.family]
     for file in _weight_files(directory):
         for name, info in _read_header(file).items():
-            tensors[_strip_prefix(name)] = info
+            tensors[name.removeprefix(prefix)] = info
     expected = expected_shapes(config)
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)  # a tied head saved twice is the same tensor as wte
     unexpected = sorted(n for n in tensors if n not in expected and not _IGNORED.match(n))
     if unexpected:
-        raise UserError(f"{directory}: unexpected tensor {unexpected[0]} for a GPT-2 with this config.json")
+        kind = "GPT-2" if config.family == "gpt2" else f"{config.model_type} model"
+        raise UserError(f"{directory}: unexpected tensor {unexpected[0]} for a {kind} with this config.json")
     missing = [n for n in expected if n not in tensors]
     if missing:
         raise UserError(f"{directory}: tensor {missing[0]} is missing from the weights")
@@ -160,7 +199,7 @@ def load_weights(directory: Path, config: GPT2Config) -> SimpleNamespace:
             maps[info.file] = np.memmap(info.file, dtype=np.uint8, mode="r")
         raw = maps[info.file][info.start : info.end].view(_DTYPES[info.dtype], np.ndarray).reshape(shape)
         arrays[name] = _as_float32(raw, info.dtype)
-    return as_tree(arrays, config.n_layer)
+    return as_tree(arrays, config)
 
 
 def _as_float32(raw: np.ndarray, dtype: str) -> np.ndarray:

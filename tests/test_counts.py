@@ -18,7 +18,7 @@ def random_model(n_layer, n_head, d_head, n_inner, vocab, n_positions, seed=0) -
     config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=D, n_inner=n_inner, vocab_size=vocab,
                         n_positions=n_positions, name="random")  # fmt: skip
     tensors = gpt2_tensors(n_layer, D, config.d_ff, n_positions, vocab, seed, prefix="")
-    return Model(config, as_tree(tensors, n_layer), source="memory")
+    return Model(config, as_tree(tensors, config), source="memory")
 
 
 def closed_form(config: GPT2Config, T: int, t: int, R: int, B: int = 1) -> dict[str, tuple[int, int]]:

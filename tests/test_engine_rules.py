@@ -83,7 +83,7 @@ def test_no_float64_anywhere_in_the_forward_pass(small_gpt2):
                 walk(value, f"{prefix}{key}.")
 
     walk(small_gpt2.params, "")
-    model = Model(small_gpt2.config, as_tree(alarmed, small_gpt2.config.n_layer), source="alarm")
+    model = Model(small_gpt2.config, as_tree(alarmed, small_gpt2.config), source="alarm")
     seen = []
     logits = model.run(np.array([464, 3139, 286]), all_positions=True,
                        watcher=lambda name, value, record: seen.append((name, value.dtype)) or value)  # fmt: skip

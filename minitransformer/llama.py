@@ -1,0 +1,128 @@
+"""The Llama family's forward pass (Llama 2 and 3, Mistral, Qwen2), as transformers' LlamaForCausalLM computes it.
+
+Read it beside gpt2.py: the block has the same shape (x + attention(norm(x)), then x + MLP(norm(x))),
+and these are the differences, each on its own line below:
+
+- RMSNorm instead of LayerNorm: rescale by the root mean square, no centring, no bias;
+- no position table: q and k are rotated by their positions (RoPE) just before the scores;
+- q, k and v are three products, and k and v have Hkv <= H heads (grouped-query attention): each
+  group of G = H / Hkv query heads reads the same keys and values, which are neither copied nor
+  recomputed per head; the scores are [Hkv, G, T, dh] x [Hkv, 1, dh, t], the 1 broadcast;
+- a sliding window (Mistral) limits each query to the last W positions, and the cache hands back
+  only those, so attention past the window costs window-sized products;
+- a gated MLP: three products, act(h W_gate) * (h W_up), then W_down;
+- no biases unless the config asks for them (Qwen2: on q, k and v).
+
+Weights are stored as transformers' nn.Linear holds them, [out, in]; `W.T` is a view, no copy.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from math import pi
+
+import numpy as np
+
+from .config import LlamaConfig
+from .kvcache import KVCache, LayerCache
+from .ops import (ACTIVATIONS, add_mask, attention_bias, group_heads, merge_heads, rms_norm, rotary_tables, rotate,
+                  softmax, split_into_heads, ungroup_heads)  # fmt: skip
+from .shapes import ShapeOnly
+from .tape import Tape
+
+F32 = np.float32
+
+
+def llama(ids, p, config: LlamaConfig, cache: KVCache | None, tape: Tape, all_positions: bool):
+    """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only."""
+    d = tape.dims
+    x = tape.stage("embed", p.embed_tokens.weight[ids], "T D")
+    if isinstance(x, ShapeOnly):  # counting: tables of the right shape, no values
+        cos = sin = ShapeOnly((d.T, d.dh))
+        bias = None
+    else:
+        cos, sin = rotary_tables(np.arange(d.past, d.past + d.T), inverse_frequencies(config))
+        bias = attention_bias(d.past, d.start, d.T, d.t, d.window)  # the same for every layer and head
+    for i, block in enumerate(p.layers):
+        kv = cache.layer(i) if cache is not None else None
+        x = decoder_block(x, block, config, (cos, sin), bias, kv, tape.layer(i))
+    h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
+    if not all_positions:
+        h = tape.stage("last", h[..., -1:, :], "R D")
+    if cache is not None:
+        cache.advance(d.T)
+    unembedding = p.embed_tokens.weight if config.tie_word_embeddings else p.lm_head.weight
+    return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")
+
+
+def decoder_block(x, p, config: LlamaConfig, rotary, bias, kv: LayerCache | None, at: Tape):
+    """Pre-RMSNorm block: x + attention(RMSNorm(x)), then x + MLP(RMSNorm(x))."""
+    eps = config.rms_norm_eps
+    h = at.stage("ln_1", rms_norm(x, p.input_layernorm.weight, eps), "T D")
+    x = at.stage("resid_mid", x + attention(h, p.self_attn, config, rotary, bias, kv, at), "T D")
+    h = at.stage("ln_2", rms_norm(x, p.post_attention_layernorm.weight, eps), "T D")
+    return at.stage("resid_post", x + mlp(h, p.mlp, config, at), "T D")
+
+
+def attention(h, p, config: LlamaConfig, rotary, bias, kv: LayerCache | None, at: Tape):
+    """Causal grouped-query attention with rotary positions."""
+    H, Hkv = config.n_head, config.n_kv_head
+    q = at.matmul("q", h, p.q_proj.weight.T, "T D, D H*dh -> T H*dh", bias=_bias(p.q_proj))
+    k = at.matmul("k", h, p.k_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=_bias(p.k_proj))
+    v = at.matmul("v", h, p.v_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=_bias(p.v_proj))
+    q, k, v = at.stage("split_heads", (split_into_heads(q, H), split_into_heads(k, Hkv), split_into_heads(v, Hkv)),
+                       "H T dh; Hkv T dh; Hkv T dh")  # fmt: skip
+    q, k = at.stage("rope", (rotate(q, *rotary), rotate(k, *rotary)), "H T dh; Hkv T dh")
+    K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "Hkv t dh")
+    s = at.matmul("scores", group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :],
+                  "Hkv G T dh, Hkv 1 dh t -> Hkv G T t")  # fmt: skip
+    s = at.stage("scale", scale_scores(ungroup_heads(s), config, at), "H T t")
+    s = at.stage("mask", add_mask(s, bias, out=at.scratch(s)), "H T t")
+    a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
+    z = at.matmul("mix", group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")
+    z = at.stage("merge_heads", merge_heads(ungroup_heads(z)), "T H*dh")
+    return at.matmul("out", z, p.o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=_bias(p.o_proj))
+
+
+def mlp(h, p, config: LlamaConfig, at: Tape):
+    g = at.matmul("mlp.gate", h, p.gate_proj.weight.T, "T D, D F -> T F", bias=_bias(p.gate_proj))
+    u = at.matmul("mlp.up", h, p.up_proj.weight.T, "T D, D F -> T F", bias=_bias(p.up_proj))
+    a = at.stage("mlp.act", ACTIVATIONS[config.hidden_act](g), "T F")
+    a = at.stage("mlp.mul", np.multiply(a, u, out=at.scratch(a)), "T F")
+    return at.matmul("mlp.down", a, p.down_proj.weight.T, "T F, F D -> T D", bias=_bias(p.down_proj))
+
+
+def scale_scores(s, config: LlamaConfig, at: Tape):
+    return np.multiply(s, F32(config.d_head**-0.5), out=at.scratch(s))
+
+
+def _bias(linear):
+    return getattr(linear, "bias", None)
+
+
+@lru_cache(maxsize=16)
+def inverse_frequencies(config: LlamaConfig) -> np.ndarray:
+    """The dh/2 rotation frequencies 1 / theta^(2i/dh), rescaled as the config's rope scaling says (float32)."""
+    dh = config.d_head
+    inv_freq = F32(1.0) / (F32(config.rope_theta) ** (np.arange(0, dh, 2, dtype=F32) / F32(dh)))
+    scaling = dict(config.rope_scaling or ())
+    kind = scaling.get("rope_type", "default")
+    if kind == "linear":  # positions divided by the factor: the same as frequencies divided by it
+        inv_freq = inv_freq / F32(scaling["factor"])
+    elif kind == "llama3":
+        inv_freq = _llama3_frequencies(inv_freq, scaling)
+    inv_freq.flags.writeable = False
+    return inv_freq
+
+
+def _llama3_frequencies(inv_freq: np.ndarray, s: dict) -> np.ndarray:
+    """Llama 3.1's rescaling: long wavelengths slowed by `factor`, short ones kept, those between blended."""
+    factor, low, high = F32(s["factor"]), F32(s["low_freq_factor"]), F32(s["high_freq_factor"])
+    old_context = F32(s["original_max_position_embeddings"])
+    low_freq_wavelen, high_freq_wavelen = old_context / low, old_context / high
+    wavelen = F32(2 * pi) / inv_freq
+    scaled = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_context / wavelen - low) / (high - low)
+    smoothed = (F32(1.0) - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+    return np.where(medium, smoothed, scaled).astype(F32)
