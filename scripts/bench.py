@@ -1,14 +1,18 @@
-"""Side-by-side benchmark: minitransformer vs transformers + torch on the same 124M weights and threads.
+"""Side-by-side benchmark: minitransformer vs transformers + torch on the same weights and threads.
 
     python scripts/bench.py                    # table on stdout, JSON in scripts/bench_latest.json
     python scripts/bench.py --reps 3 --quick   # fewer sizes, for a smoke run
+    python scripts/bench.py --family llama     # one family only
 
 One run measures both libraries and the machine's own limits, so every number is read as a
 ratio: against transformers + torch (eager, with its KV cache), against our own no-cache path, and
 against the rooflines (decode: the bytes a step must read, every weight plus the cached K and V,
 over the streaming bandwidth; prefill: its FLOPs over the sgemm peak).
-Medians of several repetitions. Weights: weights/gpt2 when present, else a random-initialised
-124M GPT-2 saved by transformers (the arithmetic is the same; only the answers are noise).
+Medians of several repetitions. Two models: GPT-2 124M (weights/gpt2 when present, else a
+random-initialised one saved by transformers) and a Llama-shaped 0.54B with grouped-query attention
+(20 layers, d_model 1536, 12 query heads over 2 key/value heads, SwiGLU width 4096, vocabulary
+32,000, tied; random weights saved by transformers). The arithmetic of random weights is the same
+as of trained ones; only the answers are noise.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, help="a GPT-2 directory (default: weights/gpt2, else random 124M)")
+    parser.add_argument("--family", choices=("gpt2", "llama", "both"), default="both", help="which models to measure")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both libraries")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="fewer sizes and steps")
@@ -44,7 +49,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
+from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig  # noqa: E402
 
 from minitransformer import load_model  # noqa: E402
 from minitransformer.ledger import Phase  # noqa: E402
@@ -63,7 +68,9 @@ def median_time(fn, reps: int, warmup: int = 1) -> float:
     return statistics.median(times)
 
 
-def weights_dir() -> Path:
+def weights_dir(family: str) -> Path:
+    if family == "llama":
+        return random_llama_dir()
     if ARGS.model:
         return ARGS.model
     if (ROOT / "weights" / "gpt2" / "model.safetensors").exists():
@@ -72,6 +79,18 @@ def weights_dir() -> Path:
     if not (directory / "model.safetensors").exists():
         torch.manual_seed(0)
         GPT2LMHeadModel(GPT2Config()).save_pretrained(directory)
+    return directory
+
+
+LLAMA_SHAPES = dict(num_hidden_layers=20, hidden_size=1536, num_attention_heads=12, num_key_value_heads=2,
+                    intermediate_size=4096, vocab_size=32000, max_position_embeddings=2048, tie_word_embeddings=True)
+
+
+def random_llama_dir() -> Path:
+    directory = Path(tempfile.gettempdir()) / "minitransformer-bench-llama-0.5b-random"
+    if not list(directory.glob("*.safetensors")):
+        torch.manual_seed(0)
+        AutoModelForCausalLM.from_config(LlamaConfig(**LLAMA_SHAPES)).save_pretrained(directory)
     return directory
 
 
@@ -139,17 +158,31 @@ def torch_decode(model, context: int, steps: int) -> float:
 
 def main() -> None:
     reps = ARGS.reps
-    directory = weights_dir()
+    bandwidth, peak = streaming_bandwidth(reps), sgemm_peak(reps)
+    families = ("gpt2", "llama") if ARGS.family == "both" else (ARGS.family,)
+    models = [measure(weights_dir(family), reps, bandwidth, peak) for family in families]
+    report = {
+        "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
+                    "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
+                    "bandwidth_GBps": bandwidth / 1e9, "sgemm_GFLOPs": peak / 1e9},
+        "models": models,
+    }  # fmt: skip
+    ARGS.json.write_text(json.dumps(report, indent=1) + "\n")
+    print(render(report))
+    print(f"\nJSON: {ARGS.json}")
+
+
+def measure(directory: Path, reps: int, bandwidth: float, peak: float) -> dict:
+    """Every measure of one model, ours and transformers', in this process."""
     prefill_sizes = [5, 128] if ARGS.quick else [5, 128, 512, 1024]
     contexts = [5, 128] if ARGS.quick else [5, 512]
     steps = 8 if ARGS.quick else 32
 
     load_ours = median_time(lambda: load_model(directory), reps)
     ours = load_model(directory)
-    load_torch = median_time(lambda: GPT2LMHeadModel.from_pretrained(directory, dtype=torch.float32), reps)
-    theirs = GPT2LMHeadModel.from_pretrained(directory, dtype=torch.float32).eval()
+    load_torch = median_time(lambda: AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32), reps)
+    theirs = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
     weight_bytes = sum(p.numel() for p in theirs.parameters()) * 4
-    bandwidth, peak = streaming_bandwidth(reps), sgemm_peak(reps)
 
     results = {"prefill": [], "decode": []}
     for T in prefill_sizes:
@@ -172,24 +205,18 @@ def main() -> None:
         torch_s = statistics.median(torch_decode(theirs, context, steps) for _ in range(reps))
         no_cache = ours_no_cache_step(ours, context)
         # A decode step must read every weight once and the cached K and V of every earlier position.
-        kv_bytes = 2 * config.n_layer * context * config.n_embd * 4
+        kv_bytes = 2 * config.n_layer * context * config.n_kv_head * config.d_head * 4
         results["decode"].append({"context": context, "ours_s": statistics.median(on),
                                   "ours_no_ledger_s": statistics.median(off), "torch_s": torch_s,
                                   "ours_no_cache_s": no_cache, "bytes_read": weight_bytes + kv_bytes,
                                   "roofline_s": (weight_bytes + kv_bytes) / bandwidth})  # fmt: skip
 
     rss = peak_rss_of_ours(directory, contexts[-1], steps)
-    report = {
-        "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
-                    "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
-                    "bandwidth_GBps": bandwidth / 1e9, "sgemm_GFLOPs": peak / 1e9},
-        "weights": str(directory), "weight_bytes": weight_bytes,
-        "load": {"ours_s": load_ours, "torch_s": load_torch},
-        "peak_rss_bytes": rss, **results,
-    }  # fmt: skip
-    ARGS.json.write_text(json.dumps(report, indent=1) + "\n")
-    print(render(report))
-    print(f"\nJSON: {ARGS.json}")
+    from minitransformer.report import describe_model
+
+    return {"model": describe_model(config.to_dict(), str(directory)), "weights": str(directory),
+            "weight_bytes": weight_bytes, "load": {"ours_s": load_ours, "torch_s": load_torch},
+            "peak_rss_bytes": rss, **results}  # fmt: skip
 
 
 def _cpu_name() -> str:
@@ -202,12 +229,20 @@ def _cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
-def render(r: dict) -> str:
-    m = r["machine"]
+def render(report: dict) -> str:
+    m = report["machine"]
     lines = [
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} threads for both libraries; numpy {m['numpy']}, "
         f"torch {m['torch']}; streaming read {m['bandwidth_GBps']:.1f} GB/s, sgemm {m['sgemm_GFLOPs']:.0f} GFLOP/s",
-        f"Weights: {r['weight_bytes'] / 1e6:.0f} MB float32 ({r['weights']})",
+    ]
+    for r in report["models"]:
+        lines += ["", *render_model(r)]
+    return "\n".join(lines)
+
+
+def render_model(r: dict) -> list[str]:
+    lines = [
+        f"Model {r['model']}; {r['weight_bytes'] / 1e6:.0f} MB float32",
         "",
         "| measure | minitransformer | transformers + torch | ours vs torch | % of roofline |",
         "|---|---:|---:|---:|---:|",
@@ -229,7 +264,7 @@ def render(r: dict) -> str:
                      f"{d['ours_no_cache_s'] / d['ours_s']:.1f}x slower |")  # fmt: skip
     lines.append(f"| peak RSS (load + generate), vs weight bytes | {r['peak_rss_bytes'] / 1e6:.0f} MB = "
                  f"{r['peak_rss_bytes'] / r['weight_bytes']:.2f}x |")  # fmt: skip
-    return "\n".join(lines)
+    return lines
 
 
 if __name__ == "__main__":
