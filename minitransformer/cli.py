@@ -1,7 +1,7 @@
 """`python -m minitransformer ...`: a thin layer over the Python API.
 
 Bad input never ends in a traceback: a one-line message on stderr that says what to do, exit
-status 2, and no output file half-written.
+status 2, and no output file half-written. Output paths are checked before any work (files.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from .errors import UserError
-from .files import atomic_path
+from .files import check_destination, check_destinations, write_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,29 +96,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_output_path(path: str | None) -> None:
-    if path in (None, "-"):
-        return
-    parent = Path(path).expanduser().resolve().parent
-    if not parent.is_dir():
-        raise UserError(f"cannot write {path}: directory {parent} does not exist")
-    if Path(path).is_dir():
-        raise UserError(f"cannot write {path}: it is a directory")
-
-
-def write_document(path: str, chunks) -> None:
-    """Stream a document to stdout (-) or, through a temporary file and a rename, to a path:
-    readers never see half a file, and a failure leaves none behind."""
-    if path == "-":
-        for chunk in chunks:
-            sys.stdout.write(chunk)
-        sys.stdout.flush()
-        return
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
-        for chunk in chunks:
-            f.write(chunk)
-
-
 def _generate(args) -> None:
     from . import report
     from .generate import check_options
@@ -131,14 +108,14 @@ def _generate(args) -> None:
         raise UserError("--layer must be 0 or more")
     if not args.prompt:
         raise UserError("the prompt is empty; give some text to continue, e.g. \"The capital of France is\"")
-    _check_output_path(args.json)
+    json_to = None if args.json is None else check_destination(args.json)  # before any work; files.py says how
     model = load_model(args.model)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
     tokens = model.tokenizer.encode(args.prompt)
     model.config.check_fits(len(tokens), args.max_new_tokens)  # refuse before the first line of output
     model.check_ids(tokens)
-    out = sys.stderr if args.json == "-" else sys.stdout  # with --json -, stdout holds only the JSON
+    out = sys.stderr if json_to and json_to.is_stdout else sys.stdout  # then stdout holds only the JSON
 
     print(f"model {report.describe_model(model.config.to_dict(), model.source)}", file=out)
     print(f"prompt: {len(tokens)} tokens {tokens}", file=out)
@@ -158,10 +135,10 @@ def _generate(args) -> None:
     print(report.candidates_table(result.candidates), file=out)
     print(file=out)
     print(report.ledger_report(result.ledger, layer=args.layer), file=out)
-    if args.json:
+    if json_to:
         document = json.dumps(result.to_dict(), indent=1)
-        write_document(args.json, [document + "\n"])
-        if args.json != "-":
+        write_text(json_to, [document + "\n"])
+        if not json_to.is_stream:
             print(f"\nledger written to {args.json}", file=out)
 
 
@@ -218,43 +195,40 @@ def _count(args) -> None:
     balance = DEFAULT_BALANCE if args.balance is None else args.balance
     if not balance > 0 or balance == float("inf"):
         raise UserError(f"--balance must be a positive number of MACs per byte, not {args.balance}")
-    if args.json == "-" and args.csv == "-":
-        raise UserError("--json - and --csv - would both write to stdout; send one of them to a file")
-    for path in (args.json, args.csv, args.plot):
-        _check_output_path(path)
+    if args.plot is not None and (args.plot == "-" or Path(args.plot).suffix.lower() != ".png"):
+        raise UserError(f"--plot takes a path ending in .png, not {args.plot!r}")
+    to = check_destinations({"--json": args.json, "--csv": args.csv, "--plot": args.plot})
     if args.plot is not None:
-        if args.plot == "-" or Path(args.plot).suffix.lower() != ".png":
-            raise UserError(f"--plot takes a path ending in .png, not {args.plot!r}")
         from .plots import require_matplotlib
 
         require_matplotlib()  # fail before writing anything
     count = count_generation(config, args.tokens, args.new_tokens, use_cache=not args.no_cache, batch=args.batch)
-    out = sys.stderr if "-" in (args.json, args.csv) else sys.stdout  # stdout holds only the document
+    out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
     print(count_report(count, balance), file=out)
-    if args.json:
-        write_document(args.json, json_chunks(count, balance, all_steps=args.all_steps))
-    if args.csv:
-        write_document(args.csv, csv_chunks(count))
-    if args.plot:
+    if to["--json"]:
+        write_text(to["--json"], json_chunks(count, balance, all_steps=args.all_steps))
+    if to["--csv"]:
+        write_text(to["--csv"], csv_chunks(count))
+    if to["--plot"]:
         from .plots import write_plots
 
-        write_plots(count, args.plot)
-    for what, path in (("ledger", args.json), ("CSV", args.csv), ("plots", args.plot)):
-        if path and path != "-":
-            print(f"{what} written to {path}", file=out)
+        write_plots(count, to["--plot"])
+    for what, dest in (("ledger", to["--json"]), ("CSV", to["--csv"]), ("plots", to["--plot"])):
+        if dest and not dest.is_stream:
+            print(f"{what} written to {dest.name}", file=out)
 
 
 def _params(args) -> None:
     from .params import parameters, params_report
 
     config = _model_config(args)
-    _check_output_path(args.json)
+    json_to = None if args.json is None else check_destination(args.json)
     p = parameters(config)
-    out = sys.stderr if args.json == "-" else sys.stdout
+    out = sys.stderr if json_to and json_to.is_stdout else sys.stdout
     print(params_report(p), file=out)
-    if args.json:
-        write_document(args.json, [json.dumps(p.to_dict(), indent=1) + "\n"])
-        if args.json != "-":
+    if json_to:
+        write_text(json_to, [json.dumps(p.to_dict(), indent=1) + "\n"])
+        if not json_to.is_stream:
             print(f"parameters written to {args.json}", file=out)
 
 

@@ -9,12 +9,13 @@
 
 from __future__ import annotations
 
+import io
 import math
 
 
 from .count import Count, sweep_per_token
 from .errors import UserError
-from .files import atomic_path
+from .files import Destination, open_destination
 from .report import human
 from .stages import MATMUL_OPS
 
@@ -36,8 +37,8 @@ def require_matplotlib():
     return plt
 
 
-def write_plots(count: Count, path: str) -> None:
-    """Draw the three panels and write them to `path` as PNG, atomically (temporary file, then rename)."""
+def write_plots(count: Count, path: str | Destination) -> None:
+    """Draw the three panels and write them to `path` as PNG (a file atomically: see files.py)."""
     plt = require_matplotlib()
     fig, (share, dots, per_token) = plt.subplots(1, 3, figsize=(19, 6.2), dpi=100)
     c = count.config
@@ -49,11 +50,13 @@ def write_plots(count: Count, path: str) -> None:
     _dots_panel(dots, count)
     _per_token_panel(per_token, count)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
+    png = io.BytesIO()  # drawn whole first: a pipe or a device is then handed the bytes alone
     try:
-        with atomic_path(path, suffix=".png") as tmp:
-            fig.savefig(tmp, format="png")
+        fig.savefig(png, format="png")
     finally:
         plt.close(fig)
+    with open_destination(path, binary=True) as f:
+        f.write(png.getvalue())
 
 
 def _n(k: int, noun: str) -> str:
