@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import re
 from functools import cached_property, lru_cache
 from importlib import resources
 
@@ -126,6 +127,9 @@ class FileTokenizer:
             raise UserError(f"{path} is not a tokenizer file tokenizers can read ({err}); re-download it") from None
         self.path = str(path)
         self.vocab_size = self._tokenizer.get_vocab_size()
+        # Byte-fallback tokens ("<0xE2>", in Llama 2's and Mistral's vocabularies) stand for one byte each.
+        vocab = self._tokenizer.get_vocab()
+        self.byte_tokens = frozenset(i for token, i in vocab.items() if _BYTE_TOKEN.fullmatch(token))
 
     def encode(self, text: str) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=True).ids
@@ -137,32 +141,46 @@ class FileTokenizer:
         return self.decode([token_id])
 
     def stream_decoder(self) -> "TextDiffStream":
-        return TextDiffStream(self.decode)
+        return TextDiffStream(self.decode, held=self.byte_tokens)
+
+
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
 class TextDiffStream:
-    """Streams text by decoding all tokens so far and emitting what is new, once it is whole characters.
+    """Streams text by decoding all tokens so far and emitting what is new, once it can no longer change.
 
     Decoders of SentencePiece-style vocabularies join tokens with context (a leading space is dropped
-    at the start), so the text of one token alone is not its contribution to the whole.
+    at the start), so the text of one token alone is not its contribution to the whole. What is new
+    waits while the text ends in half a character, and while a run of `held` tokens (byte fallback)
+    is open: the decoder turns a run of bytes that is not valid UTF-8 into one "\ufffd" per byte, those
+    it showed as characters a token earlier included, so a run is only final once a token ends it.
     """
 
-    def __init__(self, decode) -> None:
-        self._decode, self._tokens, self._shown = decode, [], ""
+    def __init__(self, decode, held: frozenset[int] = frozenset()) -> None:
+        self._decode, self._held, self._tokens, self._shown = decode, held, [], ""
 
     def push(self, token_id: int) -> str:
         self._tokens.append(token_id)
-        text = self._decode(self._tokens)
-        if text.endswith("\ufffd") or not text.startswith(self._shown):  # half a character: wait for the rest
+        if token_id in self._held:
             return ""
-        new, self._shown = text[len(self._shown) :], text
-        return new
+        text = self._decode(self._tokens)
+        return "" if text.endswith("\ufffd") else self._new(text)  # half a character: wait for the rest
 
     def flush(self) -> str:
-        text = self._decode(self._tokens)
-        new = text[len(self._shown) :] if text.startswith(self._shown) else ""
+        return self._new(self._decode(self._tokens))
+
+    def _new(self, text: str) -> str:
+        """What `text` adds to what was shown. Should a decoder still rewrite shown text, what follows the
+        rewritten part is shown again rather than lost."""
+        start = len(self._shown) if text.startswith(self._shown) else len(_common_prefix(text, self._shown))
         self._shown = text
-        return new
+        return text[start:]
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return a[:n]
 
 
 class NoTokenizer:

@@ -13,7 +13,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, processors
 from conftest import hf_llama_fixture_dirs, run_cli, write_gpt2, write_llama
 from minitransformer import UserError, load_model, load_tokenizer
 from minitransformer.cli import main, parse_ids
-from minitransformer.tokenizer import FileTokenizer, NoTokenizer
+from minitransformer.tokenizer import FileTokenizer, NoTokenizer, TextDiffStream
 
 TEXTS = ["The capital of France is", "  two spaces\tand\nnewlines\n", "naïve café — “quotes” ½",
          "日本語 🤖👩‍👩‍👧 flags 🇫🇷", "<|endoftext|> is text here", "I'm sure they'll say it's 3.14"]  # fmt: skip
@@ -181,8 +181,42 @@ def test_text_diff_stream_holds_back_half_characters_and_adds_up_to_the_decode(l
     ids = tok.encode("caf\u00e9 is the capital")[1:]  # ▁caf <0xC3> <0xA9> ▁is ▁the ▁capital
     stream = tok.stream_decoder()
     pieces = [stream.push(t) for t in ids]
-    assert pieces == ["caf", "", "é", " is", " the", " capital"]
+    assert pieces == ["caf", "", "", "é is", " the", " capital"]  # bytes wait for the end of their run
     assert "".join(pieces) + stream.flush() == tok.decode(ids) == "café is the capital"
+
+
+@pytest.mark.parametrize("which", ["gpt2-tokenizer-json", "sentencepiece-like", "no-tokenizer"])
+def test_streamed_text_equals_the_final_decode(which, llama_with_tokenizer, llama_with_sentencepiece, no_tokenizer):
+    directory = {"gpt2-tokenizer-json": llama_with_tokenizer, "sentencepiece-like": llama_with_sentencepiece,
+                 "no-tokenizer": no_tokenizer}[which]  # fmt: skip
+    model = load_model(directory)
+    streamed: list[str] = []
+    # Sampling at a high temperature picks byte tokens that are halves of characters, and whole words.
+    result = model.generate([1, 2, 3], max_new_tokens=40, temperature=3.0, seed=1, stop_at_eos=False,
+                            on_token=lambda token, text: streamed.append(text))  # fmt: skip
+    assert len(result.new_tokens) == 40 and "".join(streamed) == result.text
+    assert result.text == model.tokenizer.decode(result.new_tokens)
+    if which == "sentencepiece-like":
+        assert "" in streamed[:40]  # some token was held back until its character was whole
+
+
+def test_a_run_of_byte_tokens_is_shown_only_once_a_token_ends_it(llama_with_sentencepiece):
+    """The decoder shows bytes 0x07 0x28 as two characters, until 0xE2 makes the run invalid UTF-8 and all
+    three become "\ufffd": text shown before that point would be contradicted by the final decode."""
+    tok = load_model(llama_with_sentencepiece).tokenizer
+    ids = [tok._tokenizer.token_to_id(t) for t in ("▁caf", "<0x07>", "<0x28>", "<0xE2>", "▁is")]
+    assert tok.decode(ids[:3]) == "caf\x07(" and tok.decode(ids) == "caf\ufffd\ufffd\ufffd is"
+    stream = tok.stream_decoder()
+    assert [stream.push(t) for t in ids] == ["caf", "", "", "", "\ufffd\ufffd\ufffd is"]
+    stream = tok.stream_decoder()
+    assert [stream.push(t) for t in ids[:3]] + [stream.flush()] == ["caf", "", "", "\x07("]  # the end ends a run
+
+
+def test_text_a_decoder_rewrites_is_shown_again_rather_than_lost():
+    texts = iter(["ab", "aX", "aXc", "aXcd"])
+    stream = TextDiffStream(lambda tokens: next(texts))
+    assert [stream.push(1), stream.push(2), stream.push(3)] == ["ab", "X", "c"]
+    assert stream.flush() == "d"
 
 
 def test_validate_prompts_come_from_the_models_own_tokenizer_or_are_seeded_ids(llama_with_tokenizer, no_tokenizer,
