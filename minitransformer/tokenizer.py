@@ -88,7 +88,8 @@ class Tokenizer:
         """One token as text, with partial UTF-8 characters shown as escapes (for tables of candidates)."""
         return self.token_bytes([token_id]).decode("utf-8", errors="backslashreplace")
 
-    def stream_decoder(self) -> "StreamDecoder":
+    def stream_decoder(self, context: list[int] = ()) -> "StreamDecoder":
+        """`context` (the prompt) changes nothing here: a GPT-2 token's bytes do not depend on its neighbours."""
         return StreamDecoder(self)
 
 
@@ -140,8 +141,9 @@ class FileTokenizer:
     def token_str(self, token_id: int) -> str:
         return self.decode([token_id])
 
-    def stream_decoder(self) -> "TextDiffStream":
-        return TextDiffStream(self.decode, held=self.byte_tokens)
+    def stream_decoder(self, context: list[int] = ()) -> "TextDiffStream":
+        """Text of the tokens pushed, decoded after `context` (the prompt): "▁Paris" after a prompt is " Paris"."""
+        return TextDiffStream(self.decode, held=self.byte_tokens, context=context)
 
 
 _BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
@@ -151,14 +153,17 @@ class TextDiffStream:
     """Streams text by decoding all tokens so far and emitting what is new, once it can no longer change.
 
     Decoders of SentencePiece-style vocabularies join tokens with context (a leading space is dropped
-    at the start), so the text of one token alone is not its contribution to the whole. What is new
+    at the start), so the text of one token alone is not its contribution to the whole: a continuation
+    is decoded after its `context`, the prompt, whose text counts as already shown. What is new
     waits while the text ends in half a character, and while a run of `held` tokens (byte fallback)
     is open: the decoder turns a run of bytes that is not valid UTF-8 into one "\ufffd" per byte, those
     it showed as characters a token earlier included, so a run is only final once a token ends it.
     """
 
-    def __init__(self, decode, held: frozenset[int] = frozenset()) -> None:
-        self._decode, self._held, self._tokens, self._shown = decode, held, [], ""
+    def __init__(self, decode, held: frozenset[int] = frozenset(), context: list[int] = ()) -> None:
+        self._decode, self._held, self._tokens = decode, held, list(context)
+        # The context's text counts as shown; half a character at its end may be completed by what follows.
+        self._shown = decode(self._tokens).rstrip("\ufffd") if self._tokens else ""
 
     def push(self, token_id: int) -> str:
         self._tokens.append(token_id)
@@ -200,8 +205,8 @@ class NoTokenizer:
     def token_str(self, token_id: int) -> str:
         return f"<{int(token_id)}>"
 
-    def stream_decoder(self) -> "TextDiffStream":
-        return TextDiffStream(self.decode)
+    def stream_decoder(self, context: list[int] = ()) -> "TextDiffStream":
+        return TextDiffStream(self.decode)  # "<5>" whatever comes before it: the context changes nothing
 
 
 def tokenizer_of(directory) -> FileTokenizer | NoTokenizer:

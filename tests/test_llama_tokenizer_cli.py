@@ -190,14 +190,31 @@ def test_streamed_text_equals_the_final_decode(which, llama_with_tokenizer, llam
     directory = {"gpt2-tokenizer-json": llama_with_tokenizer, "sentencepiece-like": llama_with_sentencepiece,
                  "no-tokenizer": no_tokenizer}[which]  # fmt: skip
     model = load_model(directory)
+    prompt = [5, 6, 7] if which == "no-tokenizer" else model.tokenizer.encode("the capital of France is")
     streamed: list[str] = []
     # Sampling at a high temperature picks byte tokens that are halves of characters, and whole words.
-    result = model.generate([1, 2, 3], max_new_tokens=40, temperature=3.0, seed=1, stop_at_eos=False,
+    result = model.generate(prompt, max_new_tokens=40, temperature=3.0, seed=1, stop_at_eos=False,
                             on_token=lambda token, text: streamed.append(text))  # fmt: skip
     assert len(result.new_tokens) == 40 and "".join(streamed) == result.text
-    assert result.text == model.tokenizer.decode(result.new_tokens)
+    assert result.full_text == model.tokenizer.decode(prompt + result.new_tokens)
     if which == "sentencepiece-like":
         assert "" in streamed[:40]  # some token was held back until its character was whole
+
+
+def test_a_continuation_keeps_the_space_before_its_first_word(llama_with_sentencepiece):
+    """A SentencePiece decoder drops the leading space of what it decodes, so "▁Paris" alone is "Paris"; after
+    the prompt it is " Paris", and the continuation must say so, or the CLI prints "France isParis"."""
+    model = load_model(llama_with_sentencepiece)
+    tok = model.tokenizer
+    assert tok.decode([tok._tokenizer.token_to_id("▁Paris")]) == "Paris"
+    words = np.array([tok._tokenizer.token_to_id(w) for w in WORDS])
+    with model.add_hook("logits", lambda logits, name: logits + np.isin(np.arange(logits.shape[-1]), words) * 100):
+        streamed: list[str] = []
+        result = model.generate("the capital of France is", max_new_tokens=5, stop_at_eos=False,
+                                on_token=lambda token, text: streamed.append(text))  # fmt: skip
+    assert set(result.new_tokens) <= set(words.tolist())  # every new token is a word: "▁..."
+    assert result.text.startswith(" ") and result.text.count(" ") == 5 and "".join(streamed) == result.text
+    assert tok.decode(result.prompt_tokens + result.new_tokens) == "<s> " + result.full_text  # <s>: the prompt's first
 
 
 def test_a_run_of_byte_tokens_is_shown_only_once_a_token_ends_it(llama_with_sentencepiece):
