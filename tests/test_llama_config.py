@@ -44,12 +44,16 @@ REFUSED = [
      "rope type 'dynamic' is not supported"),
     ("llama_mha", {"rope_theta": 1e4, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, ("rope_parameters",),
      "rope type 'yarn' is not supported"),
+    ("llama_mha", {"rope_scaling": {"type": "longrope", "short_factor": [1.0], "long_factor": [2.0]}}, (),
+     "rope type 'longrope' is not supported"),  # beside a rope_parameters of type default: rope_scaling wins
     ("qwen2_bias_bf16", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}, (),
      "config use_sliding_window=true (Qwen2 sliding attention on some layers) is not supported"),
     ("qwen2_bias_bf16", {"layer_types": ["full_attention", "sliding_attention"], "sliding_window": 4}, (),
      "use_sliding_window=true"),
     ("llama_mha", {"partial_rotary_factor": 0.5}, (), "config partial_rotary_factor=0.5 is not supported"),
     ("llama_mha", {"pretraining_tp": 2}, (), "config pretraining_tp=2 is not supported"),
+    ("llama_mha", {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25}}, (),
+     "config partial_rotary_factor=0.25 is not supported"),
     ("mistral_window", {"layer_types": ["full_attention", "sliding_attention"]}, (), "config layer_types (Mistral"),
     ("llama_mha", {}, ("hidden_size",), "config.json lacks hidden_size: a llama model needs its shapes spelled out"),
     ("llama_mha", {}, ("intermediate_size",), "config.json lacks intermediate_size"),
@@ -61,6 +65,9 @@ REFUSED = [
     ("llama_mha", {"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0}}, (),
      "rope scaling 'llama3' needs a positive low_freq_factor"),
     ("llama_mha", {"rope_scaling": "linear"}, (), "config rope_scaling must be an object, not 'linear'"),
+    ("llama_mha", {"rope_parameters": "linear"}, (), "config rope_parameters must be an object, not 'linear'"),
+    ("llama_mha", {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6}}}, (),
+     "config rope_parameters per layer type (full_attention) is not supported"),
     ("llama_mha", {"rope_scaling": ["linear", 2.0]}, (), "config rope_scaling must be an object, not ['linear', 2.0]"),
     ("llama_mha", {"dtype": "int8"}, (), "config dtype='int8' is not supported"),
     ("mistral_window", {"sliding_window": 0}, (), "config sliding_window must be a positive integer, not 0"),
@@ -95,6 +102,9 @@ def stored_logits_match(directory) -> bool:
 
 
 @pytest.mark.parametrize("fixture, change", [
+    ("llama_mha", {"sliding_window": 4}),  # LlamaModel has no sliding window, whatever config.json says
+    ("mistral_window", {"attention_bias": True, "mlp_bias": True}),  # MistralAttention and MistralMLP have no biases
+    ("qwen2_bias_bf16", {"mlp_bias": True, "attention_bias": False}),  # Qwen2: q, k, v biases always, MLP never
     ("qwen2_bias_bf16", {"use_sliding_window": False, "sliding_window": 4, "max_window_layers": 1}),
     ("llama_mha", {"partial_rotary_factor": 1.0, "pretraining_tp": 1, "rope_scaling": None}),
 ])  # fmt: skip
@@ -113,3 +123,14 @@ def test_a_config_without_num_key_value_heads_has_one_per_query_head(tmp_path):
     assert config.n_kv_head == config.n_head == 4 and config.d_head == 12
     assert stored_logits_match(directory)
 
+
+def test_rope_scaling_replaces_rope_parameters_whole_as_in_transformers(tmp_path):
+    """transformers 5 reads a non-empty rope_scaling instead of rope_parameters, theta included: without a
+    top-level rope_theta it is 10,000 again (test_llama_hf_live checks transformers computes the same)."""
+    linear = {"rope_scaling": {"type": "linear", "factor": 4.0}}
+    config = load_model(with_config(tmp_path / "a", "llama_gqa_bias", linear)).config
+    assert config.rope_theta == 10000.0 and dict(config.rope_scaling) == {"rope_type": "linear", "factor": 4.0}
+    config = load_model(with_config(tmp_path / "b", "llama_gqa_bias", linear | {"rope_theta": 500.0})).config
+    assert config.rope_theta == 500.0 and dict(config.rope_scaling)["factor"] == 4.0
+    both = {"rope_scaling": {"rope_type": "linear", "type": "default", "factor": 4.0}}  # rope_type wins
+    assert dict(load_model(with_config(tmp_path / "c", "llama_gqa_bias", both)).config.rope_scaling)["rope_type"] == "linear"

@@ -228,3 +228,31 @@ def test_the_validate_command_says_ok_on_a_mistral():
     result = run_cli("validate", "--model", str(FIXTURES["mistral_window"]), "--steps", "8")
     assert result.returncode == 0, result.stderr
     assert "MistralForCausalLM" in result.stdout and "all OK" in result.stdout and "NOT OK" not in result.stdout
+
+
+# Keys that transformers reads differently from what their names suggest, for a family (see test_llama_config).
+AS_TRANSFORMERS_READS = {
+    "llama-ignores-sliding-window": ("llama_mha", {"sliding_window": 4}),
+    "mistral-ignores-biases": ("mistral_window", {"attention_bias": True, "mlp_bias": True}),
+    "qwen2-ignores-mlp-bias": ("qwen2_bias_bf16", {"mlp_bias": True, "attention_bias": False}),
+    "rope-scaling-replaces-rope-parameters": ("llama_gqa_bias", {"rope_scaling": {"type": "linear", "factor": 4.0}}),
+    "rope-type-wins-over-type": ("llama_gqa_bias", {"rope_scaling": {"rope_type": "linear", "type": "default",
+                                                                      "factor": 2.0}, "rope_theta": 300.0}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", AS_TRANSFORMERS_READS)
+def test_config_keys_mean_what_transformers_makes_of_them(case, tmp_path):
+    import json
+    import shutil
+
+    fixture, change = AS_TRANSFORMERS_READS[case]
+    directory = tmp_path / fixture
+    shutil.copytree(FIXTURES[fixture], directory)
+    hf = json.loads((directory / "config.json").read_text()) | change
+    (directory / "config.json").write_text(json.dumps(hf))
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
+    ids = np.load(directory / "logits.npz")["ids_2"].tolist()
+    with torch.no_grad():
+        expected = theirs(torch.tensor([ids])).logits[0]
+    assert worst(load_model(directory).logits(ids), expected) <= allowed(expected), case
