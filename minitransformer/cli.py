@@ -122,25 +122,6 @@ def write_document(path: str, chunks) -> None:
             f.write(chunk)
 
 
-def parse_ids(text: str) -> list[int]:
-    """ "464, 3139,286" -> [464, 3139, 286]; the model checks them against its vocabulary (Model.check_ids)."""
-    parts = [part.strip() for part in text.split(",")]
-    if not all(re.fullmatch(r"-?\d+", part) for part in parts):
-        raise UserError(f"--ids takes whole numbers separated by commas, such as 464,3139,286; not {text!r}")
-    return [int(part) for part in parts]
-
-
-def _prompt_or_ids(args, verb: str) -> str | list[int]:
-    """The text prompt or the --ids list: exactly one of them."""
-    if args.ids is not None and args.prompt is not None:
-        raise UserError(f"give a prompt or --ids, not both: {verb} takes text or token ids")
-    if args.ids is not None:
-        return parse_ids(args.ids)
-    if args.prompt is None:
-        raise UserError(f"give a prompt to {verb} (text) or --ids 1,2,3 (token ids)")
-    return args.prompt
-
-
 def _generate(args) -> None:
     from . import report
     from .generate import check_options
@@ -202,6 +183,25 @@ def _validate(args) -> None:
     ok = validate(model, steps=args.steps)
     if not ok:
         raise SystemExit(1)
+
+
+def parse_ids(text: str) -> list[int]:
+    """ "464, 3139,286" -> [464, 3139, 286]; the model checks them against its vocabulary (Model.check_ids)."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(re.fullmatch(r"-?\d+", part) for part in parts):
+        raise UserError(f"--ids takes whole numbers separated by commas, such as 464,3139,286; not {text!r}")
+    return [int(part) for part in parts]
+
+
+def _prompt_or_ids(args, verb: str) -> str | list[int]:
+    """The text prompt or the --ids list: exactly one of them."""
+    if args.ids is not None and args.prompt is not None:
+        raise UserError(f"give a prompt or --ids, not both: {verb} takes text or token ids")
+    if args.ids is not None:
+        return parse_ids(args.ids)
+    if args.prompt is None:
+        raise UserError(f"give a prompt to {verb} (text) or --ids 1,2,3 (token ids)")
+    return args.prompt
 
 
 def _trace(args) -> None:
