@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -39,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     gen = commands.add_parser("generate", help="continue a prompt and show where the dot products went")
-    gen.add_argument("prompt")
+    gen.add_argument("prompt", nargs="?", help="the text to continue (or --ids)")
+    gen.add_argument("--ids", metavar="1,2,3", help="token ids instead of text (for a model without tokenizer.json)")
     gen.add_argument("--model", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, demo, or a directory")
     gen.add_argument("--max-new-tokens", type=_whole_number, default=8)
     gen.add_argument("--temperature", type=_number, default=0.0, help="0 (default) is greedy")
@@ -61,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     val.set_defaults(run=_validate)
 
     tr = commands.add_parser("trace", help="follow a prompt through every stage: names, equations, shapes, values")
-    tr.add_argument("prompt")
+    tr.add_argument("prompt", nargs="?", help="the text to follow (or --ids)")
+    tr.add_argument("--ids", metavar="1,2,3", help="token ids instead of text (for a model without tokenizer.json)")
     tr.add_argument("--model", help="a model name or directory (default: as for generate)")
     tr.add_argument("--new-tokens", type=_whole_number, default=1,
                     help="cached decode steps after the prefill, one new token each (default 1; 0: prefill only)")
@@ -106,13 +109,14 @@ def _generate(args) -> None:
         raise UserError("--top must be at least 1")
     if args.layer < 0:
         raise UserError("--layer must be 0 or more")
-    if not args.prompt:
+    prompt = _prompt_or_ids(args, "continue")
+    if not prompt:
         raise UserError("the prompt is empty; give some text to continue, e.g. \"The capital of France is\"")
     json_to = None if args.json is None else check_destination(args.json)  # before any work; files.py says how
     model = load_model(args.model)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
-    tokens = model.tokenizer.encode(args.prompt)
+    tokens = model.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
     model.config.check_fits(len(tokens), args.max_new_tokens)  # refuse before the first line of output
     model.check_ids(tokens)
     out = sys.stderr if json_to and json_to.is_stdout else sys.stdout  # then stdout holds only the JSON
@@ -120,14 +124,14 @@ def _generate(args) -> None:
     print(f"model {report.describe_model(model.config.to_dict(), model.source)}", file=out)
     print(f"prompt: {len(tokens)} tokens {tokens}", file=out)
     print(file=out)
-    out.write(args.prompt)
+    out.write(prompt if isinstance(prompt, str) else model.tokenizer.decode(prompt))
     out.flush()
 
     def stream(_token: int, text: str) -> None:
         out.write(text)
         out.flush()
 
-    result = model.generate(args.prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+    result = model.generate(prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                             top_k=args.top_k, seed=args.seed, use_cache=not args.no_cache, candidates=args.top,
                             on_token=stream)  # fmt: skip
     print("\n", file=out)
@@ -158,10 +162,29 @@ def _validate(args) -> None:
         raise SystemExit(1)
 
 
+def parse_ids(text: str) -> list[int]:
+    """ "464, 3139,286" -> [464, 3139, 286]; the model checks them against its vocabulary (Model.check_ids)."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(re.fullmatch(r"-?\d+", part) for part in parts):
+        raise UserError(f"--ids takes whole numbers separated by commas, such as 464,3139,286; not {text!r}")
+    return [int(part) for part in parts]
+
+
+def _prompt_or_ids(args, verb: str) -> str | list[int]:
+    """The text prompt or the --ids list: exactly one of them."""
+    if args.ids is not None and args.prompt is not None:
+        raise UserError(f"give a prompt or --ids, not both: {verb} takes text or token ids")
+    if args.ids is not None:
+        return parse_ids(args.ids)
+    if args.prompt is None:
+        raise UserError(f"give a prompt to {verb} (text) or --ids 1,2,3 (token ids)")
+    return args.prompt
+
+
 def _trace(args) -> None:
     from .trace import trace_command
 
-    trace_command(args.prompt, args.model, args.new_tokens, args.layers, args.step)
+    trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step)
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:

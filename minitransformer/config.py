@@ -228,18 +228,21 @@ class LlamaConfig:
         dtype = hf.get("dtype", hf.get("torch_dtype"))
         if dtype not in (None, "float32", "float16", "bfloat16"):
             raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
-        for key, harmless in (("pretraining_tp", (None, 1)), ("partial_rotary_factor", (None, 1, 1.0))):
-            if hf.get(key) not in harmless:
-                raise UserError(f"config {key}={hf[key]!r} is not supported")
         rope = _rope_parameters(hf)
+        for key, harmless in (("pretraining_tp", (None, 1)), ("partial_rotary_factor", (None, 1, 1.0))):
+            for value in (hf.get(key), rope.pop(key, None)):  # transformers 5 keeps partial_rotary_factor in the rope
+                if value not in harmless:
+                    raise UserError(f"config {key}={value!r} is not supported")
         theta = rope.pop("rope_theta", 10000.0)
-        window = hf.get("sliding_window")
+        # As transformers reads them: only Mistral has a sliding window (LlamaModel ignores the key); only Llama
+        # reads attention_bias and mlp_bias (Mistral has no biases, Qwen2 always has them on q, k and v only).
+        window = hf.get("sliding_window") if model_type == "mistral" else None
+        qkv_bias = {"llama": bool(hf.get("attention_bias", False)), "mistral": False, "qwen2": True}[model_type]
         if model_type == "qwen2":
             kinds = set(hf.get("layer_types") or ())
             if hf.get("use_sliding_window") or "sliding_attention" in kinds:
                 raise UserError("config use_sliding_window=true (Qwen2 sliding attention on some layers) is not "
                                 "supported; set it to false or use a model without it")  # fmt: skip
-            window = None
         elif model_type == "mistral" and hf.get("layer_types"):
             raise UserError("config layer_types (Mistral layers of mixed attention) is not supported")
         defaults = _LLAMA_DEFAULTS[model_type]
@@ -251,9 +254,8 @@ class LlamaConfig:
             n_positions=hf.get("max_position_embeddings", defaults["max_position_embeddings"]),
             rms_norm_eps=hf.get("rms_norm_eps", 1e-6), hidden_act=hf.get("hidden_act", "silu"),
             rope_theta=theta, rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
-            qkv_bias=True if model_type == "qwen2" else bool(hf.get("attention_bias", False)),
-            o_bias=False if model_type == "qwen2" else bool(hf.get("attention_bias", False)),
-            mlp_bias=bool(hf.get("mlp_bias", False)), sliding_window=window,
+            qkv_bias=qkv_bias, o_bias=qkv_bias and model_type == "llama",
+            mlp_bias=model_type == "llama" and bool(hf.get("mlp_bias", False)), sliding_window=window,
             tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
             bos_token_id=hf.get("bos_token_id"), eos_token_id=tuple(eos) if isinstance(eos, list) else eos,
             model_type=model_type, name=name,
@@ -273,19 +275,22 @@ def _check_positive(key: str, value) -> None:
 
 
 def _rope_parameters(hf: dict) -> dict:
-    """rope_theta and the scaling, from transformers 5's `rope_parameters` or the older rope_theta + rope_scaling."""
-    rope = dict(hf.get("rope_parameters") or {})
-    old = hf.get("rope_scaling")
-    if old:
-        if not isinstance(old, dict):
-            raise UserError(f"config rope_scaling must be an object, not {old!r}")
-        rope |= old
-    if "type" in rope and "rope_type" not in rope:  # the oldest spelling
-        rope["rope_type"] = rope.pop("type")
-    rope.pop("type", None)
-    if "rope_theta" not in rope and hf.get("rope_theta") is not None:
-        rope["rope_theta"] = hf["rope_theta"]
-    rope.setdefault("rope_type", "default")
+    """rope_theta and the scaling, from transformers 5's `rope_parameters` or the older rope_theta + rope_scaling.
+
+    As transformers reads them: a non-empty rope_scaling replaces rope_parameters whole, "rope_type" wins
+    over the oldest spelling "type", and a theta missing from the dict is the top-level rope_theta or 10,000.
+    """
+    key = "rope_scaling" if hf.get("rope_scaling") else "rope_parameters"
+    rope = hf.get(key) or {}
+    if not isinstance(rope, dict):
+        raise UserError(f"config {key} must be an object, not {rope!r}")
+    if any(isinstance(value, dict) for value in rope.values()):  # {"full_attention": {...}, ...}
+        raise UserError(f"config {key} per layer type ({', '.join(rope)}) is not supported")
+    rope = dict(rope)
+    kind = rope.pop("type", "default")
+    rope.setdefault("rope_type", kind)
+    if rope.get("rope_theta") is None:
+        rope["rope_theta"] = hf["rope_theta"] if hf.get("rope_theta") is not None else 10000.0
     _check_rope_scaling(rope)
     return rope
 

@@ -120,7 +120,8 @@ def generate(
     model.check_ids(prompt_tokens)
     rng = np.random.default_rng(seed)
     book = Ledger({**model.config.to_dict(), "source": model.source}) if ledger else None  # which model ran
-    stream = tokenizer.stream_decoder()
+    stream = tokenizer.stream_decoder(context=prompt_tokens)  # decoded after the prompt: a first space is kept
+    pieces: list[str] = []  # the continuation's text, as it streams
     new_tokens: list[int] = []
     found: list[Candidate] = []
     for step, logits in enumerate(_passes(model, prompt_tokens, new_tokens, max_new_tokens, use_cache, book)):
@@ -128,15 +129,17 @@ def generate(
             found = top_candidates(logits, candidates, tokenizer)
         token = next_token(logits, temperature, top_k, rng)
         new_tokens.append(token)
+        pieces.append(stream.push(token))
         if on_token is not None:
-            on_token(token, stream.push(token))
+            on_token(token, pieces[-1])
         if stop_at_eos and token in model.config.eos_token_ids:
             break
-    if on_token is not None and (tail := stream.flush()):
-        on_token(-1, tail)
+    pieces.append(stream.flush())
+    if on_token is not None and pieces[-1]:
+        on_token(-1, pieces[-1])
     if book is not None:
         book.other_way = _count_other_way(model, len(prompt_tokens), len(new_tokens), use_cache)
-    return Generation(model.name, prompt_text, prompt_tokens, new_tokens, tokenizer.decode(new_tokens), found, book)
+    return Generation(model.name, prompt_text, prompt_tokens, new_tokens, "".join(pieces), found, book)
 
 
 def _passes(model: Model, prompt_tokens, new_tokens, max_new_tokens: int, use_cache: bool, book: Ledger | None,

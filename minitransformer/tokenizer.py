@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import re
 from functools import cached_property, lru_cache
 from importlib import resources
 
@@ -87,7 +88,8 @@ class Tokenizer:
         """One token as text, with partial UTF-8 characters shown as escapes (for tables of candidates)."""
         return self.token_bytes([token_id]).decode("utf-8", errors="backslashreplace")
 
-    def stream_decoder(self) -> "StreamDecoder":
+    def stream_decoder(self, context: list[int] = ()) -> "StreamDecoder":
+        """`context` (the prompt) changes nothing here: a GPT-2 token's bytes do not depend on its neighbours."""
         return StreamDecoder(self)
 
 
@@ -126,6 +128,9 @@ class FileTokenizer:
             raise UserError(f"{path} is not a tokenizer file tokenizers can read ({err}); re-download it") from None
         self.path = str(path)
         self.vocab_size = self._tokenizer.get_vocab_size()
+        # Byte-fallback tokens ("<0xE2>", in Llama 2's and Mistral's vocabularies) stand for one byte each.
+        vocab = self._tokenizer.get_vocab()
+        self.byte_tokens = frozenset(i for token, i in vocab.items() if _BYTE_TOKEN.fullmatch(token))
 
     def encode(self, text: str) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=True).ids
@@ -136,33 +141,51 @@ class FileTokenizer:
     def token_str(self, token_id: int) -> str:
         return self.decode([token_id])
 
-    def stream_decoder(self) -> "TextDiffStream":
-        return TextDiffStream(self.decode)
+    def stream_decoder(self, context: list[int] = ()) -> "TextDiffStream":
+        """Text of the tokens pushed, decoded after `context` (the prompt): "▁Paris" after a prompt is " Paris"."""
+        return TextDiffStream(self.decode, held=self.byte_tokens, context=context)
+
+
+_BYTE_TOKEN = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 
 class TextDiffStream:
-    """Streams text by decoding all tokens so far and emitting what is new, once it is whole characters.
+    """Streams text by decoding all tokens so far and emitting what is new, once it can no longer change.
 
     Decoders of SentencePiece-style vocabularies join tokens with context (a leading space is dropped
-    at the start), so the text of one token alone is not its contribution to the whole.
+    at the start), so the text of one token alone is not its contribution to the whole: a continuation
+    is decoded after its `context`, the prompt, whose text counts as already shown. What is new
+    waits while the text ends in half a character, and while a run of `held` tokens (byte fallback)
+    is open: the decoder turns a run of bytes that is not valid UTF-8 into one "\ufffd" per byte, those
+    it showed as characters a token earlier included, so a run is only final once a token ends it.
     """
 
-    def __init__(self, decode) -> None:
-        self._decode, self._tokens, self._shown = decode, [], ""
+    def __init__(self, decode, held: frozenset[int] = frozenset(), context: list[int] = ()) -> None:
+        self._decode, self._held, self._tokens = decode, held, list(context)
+        # The context's text counts as shown; half a character at its end may be completed by what follows.
+        self._shown = decode(self._tokens).rstrip("\ufffd") if self._tokens else ""
 
     def push(self, token_id: int) -> str:
         self._tokens.append(token_id)
-        text = self._decode(self._tokens)
-        if text.endswith("\ufffd") or not text.startswith(self._shown):  # half a character: wait for the rest
+        if token_id in self._held:
             return ""
-        new, self._shown = text[len(self._shown) :], text
-        return new
+        text = self._decode(self._tokens)
+        return "" if text.endswith("\ufffd") else self._new(text)  # half a character: wait for the rest
 
     def flush(self) -> str:
-        text = self._decode(self._tokens)
-        new = text[len(self._shown) :] if text.startswith(self._shown) else ""
+        return self._new(self._decode(self._tokens))
+
+    def _new(self, text: str) -> str:
+        """What `text` adds to what was shown. Should a decoder still rewrite shown text, what follows the
+        rewritten part is shown again rather than lost."""
+        start = len(self._shown) if text.startswith(self._shown) else len(_common_prefix(text, self._shown))
         self._shown = text
-        return new
+        return text[start:]
+
+
+def _common_prefix(a: str, b: str) -> str:
+    n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return a[:n]
 
 
 class NoTokenizer:
@@ -182,8 +205,8 @@ class NoTokenizer:
     def token_str(self, token_id: int) -> str:
         return f"<{int(token_id)}>"
 
-    def stream_decoder(self) -> "TextDiffStream":
-        return TextDiffStream(self.decode)
+    def stream_decoder(self, context: list[int] = ()) -> "TextDiffStream":
+        return TextDiffStream(self.decode)  # "<5>" whatever comes before it: the context changes nothing
 
 
 def tokenizer_of(directory) -> FileTokenizer | NoTokenizer:

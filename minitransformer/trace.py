@@ -279,7 +279,7 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 1, layers: li
     return result
 
 
-def trace_command(prompt: str, model_name: str | None, new_tokens: int, layers: str | None, step: bool) -> None:
+def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: int, layers: str | None, step: bool) -> None:
     """`minitransformer trace`: checks what it can before loading the model, then traces to stdout."""
     if not prompt:
         raise UserError('the prompt is empty; give some text to trace, e.g. "The capital of France is"')

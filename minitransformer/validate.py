@@ -27,22 +27,38 @@ TOLERANCE = 1e-4
 
 
 def prompt_ids(model: Model, text: str, seed: int) -> list[int]:
-    """The prompt's GPT-2 tokens, or (for a model with a smaller vocabulary) seeded random ids it can take."""
-    ids = model.tokenizer.encode(text)
-    if max(ids) < model.config.vocab_size:
-        return ids
-    return np.random.default_rng(seed).integers(0, model.config.vocab_size, len(ids)).tolist()
+    """The prompt's tokens by the model's own tokenizer (GPT-2's for a GPT-2), or, for a model without one or
+    with a smaller vocabulary, seeded random ids it can take, as many as GPT-2's tokenizer makes of the text."""
+    from .tokenizer import NoTokenizer, load_tokenizer
+
+    if not isinstance(model.tokenizer, NoTokenizer):
+        ids = model.tokenizer.encode(text)
+        if ids and max(ids) < model.config.vocab_size:
+            return ids
+    n = len(load_tokenizer().encode(text))
+    return np.random.default_rng(seed).integers(0, model.config.vocab_size, n).tolist()
+
+
+# The transformers class that computes each model_type, as AutoModelForCausalLM would pick it. Chosen from our
+# own config rather than by AutoConfig, which needs "model_type" (old GPT-2 checkpoints leave it out).
+REFERENCE_CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
+                     "qwen2": "Qwen2ForCausalLM"}  # fmt: skip
+
+
+def reference_class(model: Model) -> str:
+    return REFERENCE_CLASSES[getattr(model.config, "model_type", model.config.family)]
 
 
 def load_reference(model: Model):
     try:
         import torch
-        from transformers import GPT2LMHeadModel
+        import transformers
     except ImportError:
         raise UserError("validate compares with Hugging Face: pip install 'minitransformer[hf]' (torch, transformers)") from None
     if model.shape_only:
         raise UserError("a shape-only model has no weights to validate")
-    return torch, GPT2LMHeadModel.from_pretrained(model.source, dtype=torch.float32).eval()
+    cls = getattr(transformers, reference_class(model))
+    return torch, cls.from_pretrained(model.source, dtype=torch.float32).eval()
 
 
 def compare(model: Model, reference, torch, ids: list[int], steps: int, tolerance: float) -> dict:
@@ -78,8 +94,8 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float = T
     from .report import short_path, table
 
     print(f"Validating {model.name} ({short_path(model.source)}) against transformers {transformers.__version__} "
-          f"GPT2LMHeadModel, float32; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and greedy "
-          f"tokens agree", file=out)  # fmt: skip
+          f"{type(reference).__name__}, float32; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and "
+          f"greedy tokens agree", file=out)  # fmt: skip
     all_ok = True
     rows = []
     for i, text in enumerate(prompts):

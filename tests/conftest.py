@@ -74,3 +74,47 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> subpro
 
     return subprocess.run([sys.executable, "-m", "minitransformer", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})}, cwd=ROOT)  # fmt: skip
+
+
+# --- the Llama family ---------------------------------------------------------------------------------
+HF_LLAMA_FIXTURES = ROOT / "tests" / "fixtures" / "hf_llama"
+
+
+def hf_llama_fixture_dirs() -> list[Path]:
+    """Llama, Mistral and Qwen2 models written by transformers, with its logits (scripts/make_hf_llama_fixtures.py)."""
+    return sorted(p for p in HF_LLAMA_FIXTURES.iterdir() if (p / "config.json").is_file())
+
+
+def write_llama(directory: Path, n_layer=2, n_head=4, n_kv_head=2, n_embd=16, n_inner=32, n_positions=64,
+                vocab_size=50257, seed=0, tie_word_embeddings=True, model_type="llama", **config) -> Path:  # fmt: skip
+    """A Llama-family checkpoint directory (config.json + model.safetensors) with random weights, written
+    without torch, in the layout transformers saves (nn.Linear weights [out, in], "model." prefix)."""
+    rng = np.random.default_rng(seed)
+
+    def rand(*shape):
+        return (rng.standard_normal(shape) * 0.2).astype(np.float32)
+
+    directory.mkdir(parents=True, exist_ok=True)
+    hf_config = {"model_type": model_type, "num_hidden_layers": n_layer, "num_attention_heads": n_head,
+                 "num_key_value_heads": n_kv_head, "hidden_size": n_embd, "intermediate_size": n_inner,
+                 "max_position_embeddings": n_positions, "vocab_size": vocab_size,
+                 "tie_word_embeddings": tie_word_embeddings, **config}  # fmt: skip
+    (directory / "config.json").write_text(json.dumps(hf_config))
+    D, F, dh = n_embd, n_inner, config.get("head_dim") or n_embd // n_head
+    t = {"embed_tokens.weight": rand(vocab_size, D), "norm.weight": 1 + rand(D)}
+    for i in range(n_layer):
+        a, m = f"layers.{i}.self_attn", f"layers.{i}.mlp"
+        t |= {
+            f"layers.{i}.input_layernorm.weight": 1 + rand(D), f"layers.{i}.post_attention_layernorm.weight": 1 + rand(D),
+            f"{a}.q_proj.weight": rand(n_head * dh, D), f"{a}.k_proj.weight": rand(n_kv_head * dh, D),
+            f"{a}.v_proj.weight": rand(n_kv_head * dh, D), f"{a}.o_proj.weight": rand(D, n_head * dh),
+            f"{m}.gate_proj.weight": rand(F, D), f"{m}.up_proj.weight": rand(F, D), f"{m}.down_proj.weight": rand(D, F),
+        }  # fmt: skip
+        if model_type == "qwen2":
+            t |= {f"{a}.{p}.bias": rand(n * dh) for p, n in (("q_proj", n_head), ("k_proj", n_kv_head),
+                                                              ("v_proj", n_kv_head))}  # fmt: skip
+    tensors = {"model." + k: v for k, v in t.items()}
+    if not tie_word_embeddings:
+        tensors["lm_head.weight"] = rand(vocab_size, D)
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    return directory

@@ -1,0 +1,136 @@
+"""A Llama-family config.json is honoured as transformers reads it, or refused by name in one line: never
+silently computed some other way."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import hf_llama_fixture_dirs, run_cli
+from minitransformer import UserError, load_model
+
+FIXTURES = {d.name: d for d in hf_llama_fixture_dirs()}
+
+
+def with_config(tmp_path, fixture: str, change: dict, drop: tuple[str, ...] = ()):
+    """A copy of a fixture whose config.json differs as given (weights and logits unchanged)."""
+    directory = tmp_path / fixture
+    shutil.copytree(FIXTURES[fixture], directory)
+    hf = json.loads((directory / "config.json").read_text())
+    hf = {k: v for k, v in hf.items() if k not in drop} | change
+    (directory / "config.json").write_text(json.dumps(hf))
+    return directory
+
+
+def rope(kind: str) -> dict:
+    return {"rope_type": kind, "rope_theta": 10000.0, "factor": 2.0}
+
+
+REFUSED = [
+    ("llama_mha", {"model_type": "gpt_neox"}, (), "config model_type='gpt_neox' is not supported (supported: gpt2, "
+                                                 "llama, mistral, qwen2)"),
+    ("llama_mha", {"model_type": "qwen3"}, (), "model_type='qwen3' is not supported"),
+    ("llama_mha", {"model_type": "gemma"}, (), "model_type='gemma' is not supported"),
+    ("llama_mha", {"model_type": "mixtral"}, (), "model_type='mixtral' is not supported"),
+    ("llama_mha", {"rope_parameters": rope("dynamic")}, (), "rope type 'dynamic' is not supported (supported: "
+                                                            "default, linear, llama3)"),
+    ("llama_mha", {"rope_parameters": rope("yarn")}, (), "rope type 'yarn' is not supported"),
+    ("llama_mha", {"rope_parameters": rope("longrope")}, (), "rope type 'longrope' is not supported"),
+    # transformers 4's spellings of the same
+    ("llama_mha", {"rope_theta": 1e4, "rope_scaling": {"type": "dynamic", "factor": 2.0}}, ("rope_parameters",),
+     "rope type 'dynamic' is not supported"),
+    ("llama_mha", {"rope_theta": 1e4, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, ("rope_parameters",),
+     "rope type 'yarn' is not supported"),
+    ("llama_mha", {"rope_scaling": {"type": "longrope", "short_factor": [1.0], "long_factor": [2.0]}}, (),
+     "rope type 'longrope' is not supported"),  # beside a rope_parameters of type default: rope_scaling wins
+    ("qwen2_bias_bf16", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}, (),
+     "config use_sliding_window=true (Qwen2 sliding attention on some layers) is not supported"),
+    ("qwen2_bias_bf16", {"layer_types": ["full_attention", "sliding_attention"], "sliding_window": 4}, (),
+     "use_sliding_window=true"),
+    ("llama_mha", {"partial_rotary_factor": 0.5}, (), "config partial_rotary_factor=0.5 is not supported"),
+    ("llama_mha", {"pretraining_tp": 2}, (), "config pretraining_tp=2 is not supported"),
+    ("llama_mha", {"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.25}}, (),
+     "config partial_rotary_factor=0.25 is not supported"),
+    ("mistral_window", {"layer_types": ["full_attention", "sliding_attention"]}, (), "config layer_types (Mistral"),
+    ("llama_mha", {}, ("hidden_size",), "config.json lacks hidden_size: a llama model needs its shapes spelled out"),
+    ("llama_mha", {}, ("intermediate_size",), "config.json lacks intermediate_size"),
+    ("mistral_window", {}, ("num_hidden_layers",), "config.json lacks num_hidden_layers: a mistral model"),
+    ("qwen2_bias_bf16", {}, ("num_attention_heads", "vocab_size"), "config.json lacks num_attention_heads, vocab_size"),
+    ("llama_mha", {"num_key_value_heads": 3}, (), "num_attention_heads=4 is not a multiple of num_key_value_heads=3"),
+    ("llama_mha", {"head_dim": 7}, (), "config head_dim=7 is odd; rotary embeddings rotate pairs"),
+    ("llama_mha", {"hidden_act": "gelu_10"}, (), "config hidden_act='gelu_10' is not supported"),
+    ("llama_mha", {"rope_parameters": {"rope_type": "llama3", "rope_theta": 1e4, "factor": 8.0}}, (),
+     "rope scaling 'llama3' needs a positive low_freq_factor"),
+    ("llama_mha", {"rope_scaling": "linear"}, (), "config rope_scaling must be an object, not 'linear'"),
+    ("llama_mha", {"rope_parameters": "linear"}, (), "config rope_parameters must be an object, not 'linear'"),
+    ("llama_mha", {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1e6}}}, (),
+     "config rope_parameters per layer type (full_attention) is not supported"),
+    ("llama_mha", {"rope_scaling": ["linear", 2.0]}, (), "config rope_scaling must be an object, not ['linear', 2.0]"),
+    ("llama_mha", {"dtype": "int8"}, (), "config dtype='int8' is not supported"),
+    ("mistral_window", {"sliding_window": 0}, (), "config sliding_window must be a positive integer, not 0"),
+    ("llama_mha", {"rms_norm_eps": "1e-5"}, (), "config rms_norm_eps must be a positive number, not '1e-5'"),
+    ("llama_gqa_bias", {"head_dim": 16}, (), "tensor layers.0.self_attn.q_proj.weight has shape [96, 64] but "
+                                             "config.json implies [128, 64]"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("fixture, change, drop, message", REFUSED,
+                         ids=[f"{i}-{m[:40]}" for i, (_, _, _, m) in enumerate(REFUSED)])  # fmt: skip
+def test_what_transformers_would_compute_differently_is_refused_by_name(fixture, change, drop, message, tmp_path):
+    directory = with_config(tmp_path, fixture, change, drop)
+    with pytest.raises(UserError) as refusal:
+        load_model(directory)
+    assert message in str(refusal.value) and "\n" not in str(refusal.value)
+
+
+@pytest.mark.parametrize("command", [["generate", "--ids", "1,2"], ["trace", "--ids", "1,2"], ["validate"]])
+def test_the_command_line_refuses_them_in_one_line_with_exit_status_2(command, tmp_path):
+    directory = with_config(tmp_path, "llama_mha", {"rope_parameters": rope("yarn")})
+    result = run_cli(*command, "--model", str(directory))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == "minitransformer: error: config rope type 'yarn' is not supported (supported: default, " \
+                            "linear, llama3)\n"  # fmt: skip
+
+
+def stored_logits_match(directory) -> bool:
+    model = load_model(directory)
+    stored = np.load(directory / "logits.npz")
+    return all(np.abs(model.logits(stored[f"ids_{i}"]) - stored[f"logits_{i}"]).max() <= 1e-4 * 10 for i in range(3))
+
+
+@pytest.mark.parametrize("fixture, change", [
+    ("llama_mha", {"sliding_window": 4}),  # LlamaModel has no sliding window, whatever config.json says
+    ("mistral_window", {"attention_bias": True, "mlp_bias": True}),  # MistralAttention and MistralMLP have no biases
+    ("qwen2_bias_bf16", {"mlp_bias": True, "attention_bias": False}),  # Qwen2: q, k, v biases always, MLP never
+    ("qwen2_bias_bf16", {"use_sliding_window": False, "sliding_window": 4, "max_window_layers": 1}),
+    ("llama_mha", {"partial_rotary_factor": 1.0, "pretraining_tp": 1, "rope_scaling": None}),
+])  # fmt: skip
+def test_keys_transformers_ignores_for_a_family_are_ignored_here_too(fixture, change, tmp_path):
+    """The stored logits are transformers' for the config without these keys; test_llama_hf_live checks that
+    transformers computes the same logits with them."""
+    directory = with_config(tmp_path, fixture, change)
+    reference = load_model(FIXTURES[fixture]).config
+    assert load_model(directory).config == reference
+    assert stored_logits_match(directory)
+
+
+def test_a_config_without_num_key_value_heads_has_one_per_query_head(tmp_path):
+    directory = with_config(tmp_path, "llama_mha", {}, drop=("num_key_value_heads", "head_dim"))
+    config = load_model(directory).config
+    assert config.n_kv_head == config.n_head == 4 and config.d_head == 12
+    assert stored_logits_match(directory)
+
+
+def test_rope_scaling_replaces_rope_parameters_whole_as_in_transformers(tmp_path):
+    """transformers 5 reads a non-empty rope_scaling instead of rope_parameters, theta included: without a
+    top-level rope_theta it is 10,000 again (test_llama_hf_live checks transformers computes the same)."""
+    linear = {"rope_scaling": {"type": "linear", "factor": 4.0}}
+    config = load_model(with_config(tmp_path / "a", "llama_gqa_bias", linear)).config
+    assert config.rope_theta == 10000.0 and dict(config.rope_scaling) == {"rope_type": "linear", "factor": 4.0}
+    config = load_model(with_config(tmp_path / "b", "llama_gqa_bias", linear | {"rope_theta": 500.0})).config
+    assert config.rope_theta == 500.0 and dict(config.rope_scaling)["factor"] == 4.0
+    both = {"rope_scaling": {"rope_type": "linear", "type": "default", "factor": 4.0}}  # rope_type wins
+    assert dict(load_model(with_config(tmp_path / "c", "llama_gqa_bias", both)).config.rope_scaling)["rope_type"] == "linear"
