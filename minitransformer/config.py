@@ -250,23 +250,31 @@ class LlamaConfig:
         return cls(
             n_layer=hf["num_hidden_layers"], n_head=hf["num_attention_heads"], n_embd=hf["hidden_size"],
             n_inner=hf["intermediate_size"], vocab_size=hf["vocab_size"],
-            n_kv_head=hf.get("num_key_value_heads"), head_dim=hf.get("head_dim"),
+            n_kv_head=hf.get("num_key_value_heads", defaults["num_key_value_heads"]), head_dim=hf.get("head_dim"),
             n_positions=hf.get("max_position_embeddings", defaults["max_position_embeddings"]),
             rms_norm_eps=hf.get("rms_norm_eps", 1e-6), hidden_act=hf.get("hidden_act", "silu"),
             rope_theta=theta, rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
             qkv_bias=qkv_bias, o_bias=qkv_bias and model_type == "llama",
             mlp_bias=model_type == "llama" and bool(hf.get("mlp_bias", False)), sliding_window=window,
-            tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+            tie_word_embeddings=_flag(hf, "tie_word_embeddings"),
             bos_token_id=hf.get("bos_token_id"), eos_token_id=tuple(eos) if isinstance(eos, list) else eos,
             model_type=model_type, name=name,
         )  # fmt: skip
 
 
-_LLAMA_DEFAULTS = {  # transformers' defaults for what a config.json may leave out
-    "llama": {"max_position_embeddings": 2048},
-    "mistral": {"max_position_embeddings": 4096 * 32},
-    "qwen2": {"max_position_embeddings": 32768},
+_LLAMA_DEFAULTS = {  # transformers' defaults for what a config.json may leave out (None: one per query head)
+    "llama": {"max_position_embeddings": 2048, "num_key_value_heads": None},
+    "mistral": {"max_position_embeddings": 4096 * 32, "num_key_value_heads": 8},
+    "qwen2": {"max_position_embeddings": 32768, "num_key_value_heads": 32},
 }
+
+
+def _flag(hf: dict, key: str) -> bool:
+    """A true/false option; a string such as "false" would read as true, so it is refused."""
+    value = hf.get(key, False)
+    if not isinstance(value, bool):
+        raise UserError(f"config {key} must be true or false, not {value!r}")
+    return value
 
 
 def _check_positive(key: str, value) -> None:

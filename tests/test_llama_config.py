@@ -134,3 +134,26 @@ def test_rope_scaling_replaces_rope_parameters_whole_as_in_transformers(tmp_path
     assert config.rope_theta == 500.0 and dict(config.rope_scaling)["factor"] == 4.0
     both = {"rope_scaling": {"rope_type": "linear", "type": "default", "factor": 4.0}}  # rope_type wins
     assert dict(load_model(with_config(tmp_path / "c", "llama_gqa_bias", both)).config.rope_scaling)["rope_type"] == "linear"
+
+
+def test_key_value_heads_left_out_default_as_in_transformers(tmp_path):
+    """transformers' MistralConfig assumes 8 key/value heads, Qwen2Config 32, LlamaConfig one per query head."""
+    transformers = pytest.importorskip("transformers", reason="needs transformers (the hf extra)")
+    from minitransformer.config import config_from_hf_dict
+
+    HFLlama, HFMistral, HFQwen2 = transformers.LlamaConfig, transformers.MistralConfig, transformers.Qwen2Config
+
+    for hf_class, model_type in ((HFLlama, "llama"), (HFMistral, "mistral"), (HFQwen2, "qwen2")):
+        shapes = {"model_type": model_type, "hidden_size": 1024, "intermediate_size": 64, "num_hidden_layers": 1,
+                  "num_attention_heads": 32, "vocab_size": 10}  # fmt: skip
+        theirs = hf_class(**{k: v for k, v in shapes.items() if k != "model_type"}).num_key_value_heads
+        assert config_from_hf_dict(shapes, name="x").n_kv_head == theirs, model_type
+
+
+def test_a_flag_given_as_a_string_is_refused_not_read_as_true():
+    from minitransformer.config import config_from_hf_dict
+
+    shapes = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 64, "num_hidden_layers": 1,
+              "num_attention_heads": 4, "vocab_size": 10, "tie_word_embeddings": "false"}  # fmt: skip
+    with pytest.raises(UserError, match="tie_word_embeddings must be true or false"):
+        config_from_hf_dict(shapes, name="x")
