@@ -243,6 +243,9 @@ class LlamaConfig:
         elif model_type == "mistral" and hf.get("layer_types"):
             raise UserError("config layer_types (Mistral layers of mixed attention) is not supported")
         defaults = _LLAMA_DEFAULTS[model_type]
+        # Only LlamaConfig has attention_bias and mlp_bias; transformers' Mistral has no biases and Qwen2 has them
+        # on q, k and v only, whatever a config.json says.
+        llama = model_type == "llama"
         eos = hf.get("eos_token_id", defaults.get("eos_token_id"))
         return cls(
             n_layer=hf["num_hidden_layers"], n_head=hf["num_attention_heads"], n_embd=hf["hidden_size"],
@@ -251,9 +254,9 @@ class LlamaConfig:
             n_positions=hf.get("max_position_embeddings", defaults["max_position_embeddings"]),
             rms_norm_eps=hf.get("rms_norm_eps", 1e-6), hidden_act=hf.get("hidden_act", "silu"),
             rope_theta=theta, rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
-            qkv_bias=True if model_type == "qwen2" else bool(hf.get("attention_bias", False)),
-            o_bias=False if model_type == "qwen2" else bool(hf.get("attention_bias", False)),
-            mlp_bias=bool(hf.get("mlp_bias", False)), sliding_window=window,
+            qkv_bias=model_type == "qwen2" or (llama and bool(hf.get("attention_bias", False))),
+            o_bias=llama and bool(hf.get("attention_bias", False)),
+            mlp_bias=llama and bool(hf.get("mlp_bias", False)), sliding_window=window,
             tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
             bos_token_id=hf.get("bos_token_id"), eos_token_id=tuple(eos) if isinstance(eos, list) else eos,
             model_type=model_type, name=name,
