@@ -1,10 +1,10 @@
-"""Count any GPT-2-shaped model without its weights: the ledger of a generation, from shapes alone.
+"""Count any GPT-2- or Llama-shaped model without its weights: the ledger of a generation, from shapes alone.
 
 The counts come from running the model's own forward code on shape-only stand-ins (shapes.py):
 the same code as a real run, so the same ledger, with no arithmetic and no weights. A GPT-3 175B
 with a 1,000-token prompt counts in a fraction of a second.
 
-Every block of a GPT-2 has the same shapes, so its records are the same in every layer but for
+Every block of a model has the same shapes, so its records are the same in every layer but for
 their name and layer index. A long generation on a deep model would hold millions of identical
 records (GPT-3 175B, 1,000 new tokens: 96 blocks x 17 stages x 1,000 passes) and run the same block
 code 96,000 times; so each pass here runs the forward code through a one-block twin of the model
@@ -21,12 +21,12 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .config import PRESETS, GPT2Config
+from .config import PRESETS, Config, GPT2Config
 from .errors import UserError
 from .generate import count_passes
 from .ledger import Ledger, Phase, Record, Totals, cache_comparison
 from .model import Model
-from .stages import MATMUL_OPS
+from .stages import Family, family_of
 
 STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the middle ones are summarised
 
@@ -34,7 +34,7 @@ STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the 
 # --- which model ----------------------------------------------------------------------------------------
 def select_config(model: str | None = None, preset: str | None = None, config: str | None = None,
                   layers: int | None = None, d_model: int | None = None, heads: int | None = None,
-                  d_ff: int | None = None, vocab: int | None = None, ctx: int | None = None) -> GPT2Config:  # fmt: skip
+                  d_ff: int | None = None, vocab: int | None = None, ctx: int | None = None) -> Config:  # fmt: skip
     """The shapes of the model to count: by name or directory (its config.json only: no weights are read),
     by preset, from a config.json, or from sizes. Default: the gpt2 preset."""
     sizes = {"--layers": layers, "--d-model": d_model, "--heads": heads, "--d-ff": d_ff, "--vocab": vocab, "--ctx": ctx}
@@ -57,7 +57,7 @@ def select_config(model: str | None = None, preset: str | None = None, config: s
     return PRESETS["gpt2"]
 
 
-def _config_of_model(name: str) -> GPT2Config:
+def _config_of_model(name: str) -> Config:
     from .registry import DEMO, demo_dir, known_names
 
     path = Path(name).expanduser()
@@ -73,7 +73,7 @@ def _config_of_model(name: str) -> GPT2Config:
                     f"(presets: {', '.join(PRESETS)})")  # fmt: skip
 
 
-def _config_from_file(path: Path, name: str | None = None) -> GPT2Config:
+def _config_from_file(path: Path, name: str | None = None) -> Config:
     if path.is_dir():
         raise UserError(f"{path} is a directory; --config takes a config.json file (--model takes a directory)")
     try:
@@ -82,7 +82,7 @@ def _config_from_file(path: Path, name: str | None = None) -> GPT2Config:
         raise UserError(f"cannot read {path}: {err.strerror or err}") from None
 
 
-def _config_from_sizes(sizes: dict[str, int | None]) -> GPT2Config:
+def _config_from_sizes(sizes: dict[str, int | None]) -> Config:
     missing = [flag for flag in ("--layers", "--d-model", "--heads") if sizes[flag] is None]
     if missing:
         raise UserError(f"a model given by its sizes needs --layers, --d-model and --heads "
@@ -97,7 +97,7 @@ def _config_from_sizes(sizes: dict[str, int | None]) -> GPT2Config:
                       n_positions=sizes["--ctx"] or 1024, name=f"custom-{L}x{D}")  # fmt: skip
 
 
-def check_run(config: GPT2Config, n_prompt: int, n_new: int, batch: int = 1) -> None:
+def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> None:
     for what, value in (("tokens", n_prompt), ("new tokens", n_new), ("batch", batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserError(f"{what} must be a whole number of at least 1, not {value!r}")
@@ -147,8 +147,8 @@ class Pass:
         return self.twin.cached
 
     def ops(self) -> dict[str, tuple[int, int]]:
-        """op -> (dot products, MACs) over the whole pass (all layers), for the matrix products."""
-        totals = {op: (0, 0) for op in MATMUL_OPS}
+        """op -> (dot products, MACs) over the whole pass (all layers), for the matrix products, in the order they run."""
+        totals = {r.op: (0, 0) for r in self.before + self.block + self.after if r.kind == "matmul"}
         for r, n in [*((r, 1) for r in self.before + self.after), *((r, self.n_layer) for r in self.block)]:
             if r.kind == "matmul":
                 dots, macs = totals[r.op]
@@ -184,6 +184,11 @@ class Pass:
     def find(self, op: str) -> Record:
         return next(r for r in self.before + self.block + self.after if r.op == op)
 
+    @property
+    def attended(self) -> int:
+        """Keys each block's scores were computed against (t, or fewer where a sliding window cut the oldest)."""
+        return self.find("scores").out_shape[-1]
+
     def expand(self) -> Phase:
         """The full ledger phase: the block's records once per layer, named and numbered as the model does."""
         p = self.twin
@@ -201,7 +206,7 @@ class Pass:
                 "flops": self.flops}  # fmt: skip
 
 
-def count_folded(config: GPT2Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> list[Pass]:
+def count_folded(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> list[Pass]:
     """Every pass of the generation, run through a one-block shape-only twin of the model."""
     twin = Model.without_weights(replace(config, n_layer=1))
     return [Pass(phase, config.n_layer) for phase in count_passes(twin, n_prompt, n_new, use_cache, batch).phases]
@@ -212,13 +217,18 @@ class Count:
     """The ledger of a generation counted from shapes alone, and the same generation the other way round
     (without the cache if this one has it, and vice versa): what the cache saves."""
 
-    config: GPT2Config
+    config: Config
     n_prompt: int
     n_new: int
     batch: int
     cached: bool
     passes: list[Pass]
     other_way: list[Pass]
+
+    @property
+    def family(self) -> Family:
+        """The model's stage table (stages.py): its op names, their equations and groups."""
+        return family_of(self.config)
 
     @property
     def prefill(self) -> Pass:
@@ -241,7 +251,7 @@ class Count:
 
     def ops(self) -> dict[str, tuple[int, int]]:
         """op -> (dot products, MACs) over the whole generation."""
-        totals = {op: (0, 0) for op in MATMUL_OPS}
+        totals = {op: (0, 0) for op in self.family.matmul_ops}
         for p in self.passes:
             for op, (dots, macs) in p.ops().items():
                 totals[op] = (totals[op][0] + dots, totals[op][1] + macs)
@@ -257,7 +267,7 @@ class Count:
         return steps if len(steps) <= limit else [*steps[: limit - 2], *steps[-2:]]
 
 
-def count_generation(config: GPT2Config, n_prompt: int, n_new: int = 1, use_cache: bool = True,
+def count_generation(config: Config, n_prompt: int, n_new: int = 1, use_cache: bool = True,
                      batch: int = 1) -> Count:  # fmt: skip
     """Count 1 prefill over n_prompt tokens and n_new - 1 decode steps, with a batch of `batch` sequences."""
     check_run(config, n_prompt, n_new, batch)
@@ -267,7 +277,7 @@ def count_generation(config: GPT2Config, n_prompt: int, n_new: int = 1, use_cach
     return Count(config, n_prompt, n_new, batch, use_cache, passes, other_way)
 
 
-def check_folding(config: GPT2Config, passes: list[Pass], n_prompt: int, use_cache: bool, batch: int) -> None:
+def check_folding(config: Config, passes: list[Pass], n_prompt: int, use_cache: bool, batch: int) -> None:
     """The folded prefill and first decode step must be exactly what the whole model's forward code records."""
     whole = count_passes(Model.without_weights(config), n_prompt, min(len(passes), 2), use_cache, batch).phases
     for folded, phase in zip(passes, whole):
@@ -278,7 +288,7 @@ def check_folding(config: GPT2Config, passes: list[Pass], n_prompt: int, use_cac
             )
 
 
-def sweep_per_token(config: GPT2Config, points: int = 24) -> dict[str, list[int]]:
+def sweep_per_token(config: Config, points: int = 24) -> dict[str, list[int]]:
     """MACs to generate one token at context t, with and without the KV cache, for t across the context window.
 
     Each point is a counted pass: with the cache, the decode step at context t (T = 1); without it,

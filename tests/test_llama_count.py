@@ -1,0 +1,188 @@
+"""Counting the Llama family: real runs, shape-only counts and the closed forms of formulas.py held to each other.
+
+As tests/test_counts.py and tests/test_count.py do for GPT-2: every record of random Llama-family
+generations (grouped-query attention, head sizes that are not D / H, biases, tied embeddings,
+sliding windows) equals its closed form; the shape-only count, folded to one block, equals the
+real run record by record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minitransformer import formulas
+from minitransformer.config import PRESETS, LlamaConfig
+from minitransformer.count import count_generation, count_passes
+from minitransformer.ledger import Phase
+from minitransformer.model import Model
+from minitransformer.stages import family_of
+from minitransformer.weights import as_tree, llama_shapes
+from test_count import assert_same_phases
+
+LLAMA_PRESETS = [name for name, c in PRESETS.items() if c.family == "llama"]
+# The ledger's vocabulary for a Llama block, in the order the forward pass runs it (issue 10, item 3).
+LLAMA_BLOCK = ["ln_1", "q", "k", "v", "split_heads", "rope", "cache", "scores", "scale", "mask", "softmax", "mix",
+               "merge_heads", "out", "resid_mid", "ln_2", "mlp.gate", "mlp.up", "mlp.act", "mlp.mul", "mlp.down",
+               "resid_post"]  # fmt: skip
+
+
+def random_llama(config: LlamaConfig, seed: int = 0) -> Model:
+    """A Llama-family model with random float32 weights of the shapes its checkpoint would have."""
+    rng = np.random.default_rng(seed)
+    shapes = llama_shapes(config)
+    tensors = {name: (rng.standard_normal(shape) * 0.2).astype(np.float32) for name, shape in shapes.items()}
+    for name in tensors:
+        if name.endswith("norm.weight"):
+            tensors[name] += 1
+    return Model(config, as_tree(tensors, config), source="memory")
+
+
+llama_configs = st.builds(
+    lambda L, Hkv, G, dh, own_head_dim, D, F, V, biases, tied, window: LlamaConfig(
+        n_layer=L, n_head=Hkv * G, n_kv_head=Hkv, n_embd=D if own_head_dim else Hkv * G * dh,
+        head_dim=dh if own_head_dim else None, n_inner=F, vocab_size=V, qkv_bias=biases[0], o_bias=biases[1],
+        mlp_bias=biases[2], tie_word_embeddings=tied, sliding_window=window, n_positions=64, name="random"),
+    st.integers(1, 3), st.integers(1, 3), st.integers(1, 3), st.sampled_from([2, 4, 6]), st.booleans(),
+    st.integers(1, 20), st.integers(1, 30), st.integers(2, 50), st.tuples(st.booleans(), st.booleans(), st.booleans()),
+    st.booleans(), st.one_of(st.none(), st.integers(1, 6)),
+)  # fmt: skip
+
+
+def _sized(config: LlamaConfig, n_positions: int) -> LlamaConfig:
+    from dataclasses import replace
+
+    return replace(config, n_positions=n_positions)
+
+
+# --- 1. every record of a real run equals its closed form ---------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(llama_configs, st.integers(1, 9), st.integers(1, 6), st.booleans(), st.integers(1, 2))
+def test_every_product_of_a_llama_generation_matches_the_closed_form(config, n_prompt, n_new, use_cache, batch):
+    config = _sized(config, n_prompt + n_new)
+    real = random_llama(config)
+    ledger = count_passes(real, n_prompt, n_new, use_cache, batch)
+    assert [p.phase for p in ledger.phases] == ["prefill"] + ["decode"] * (n_new - 1)
+    for step, phase in enumerate(ledger.phases):
+        t = n_prompt + step
+        T = 1 if use_cache and step > 0 else t
+        assert (phase.tokens, phase.context) == (T, t)
+        closed = formulas.products(config, T, t, R=1, B=batch)
+        assert [r.op for r in phase.records if r.layer == 0] == LLAMA_BLOCK
+        for record in phase.records:
+            if record.kind != "matmul":
+                assert record.dot_products == 0 and record.macs == 0, record.name
+                continue
+            assert (record.dot_products, record.dot_length) == closed[record.op], (step, record.name)
+            assert record.macs == record.dot_products * record.dot_length and record.flops == 2 * record.macs
+        for layer in range(config.n_layer):
+            block = phase.layer_records(layer)
+            assert sum(r.macs for r in block) == formulas.layer_macs(config, T, t, batch)
+            assert sum(r.dot_products for r in block) == formulas.layer_dot_products(config, T, t, batch)
+            causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
+            assert causal == formulas.causal_layer_macs(config, T, t, batch)
+            scores = next(r for r in block if r.op == "scores")
+            pairs = formulas.causal_pairs(T, t, config.sliding_window)
+            assert scores.causal_dot_products == batch * config.n_head * pairs
+        assert phase.macs == formulas.pass_macs(config, T, t, 1, batch)
+        assert phase.dot_products == formulas.pass_dot_products(config, T, t, 1, batch)
+    assert ledger.totals.macs == formulas.generation_macs(config, n_prompt, n_new, use_cache, batch)
+    # and counting from shapes alone, the blocks folded, gives the same ledger record by record
+    counted = count_generation(config, n_prompt, n_new, use_cache, batch)
+    assert_same_phases(ledger.phases, counted.ledger().phases)
+    assert counted.other_totals.macs == formulas.generation_macs(config, n_prompt, n_new, not use_cache, batch)
+
+
+def test_a_real_llama_generation_with_real_tokens_is_counted_exactly_by_shapes():
+    config = LlamaConfig(n_layer=2, n_head=4, n_kv_head=2, n_embd=24, head_dim=8, n_inner=40, vocab_size=60,
+                         n_positions=16, qkv_bias=True, sliding_window=5, name="random")  # fmt: skip
+    real = random_llama(config, seed=4)
+    for use_cache in (True, False):
+        result = real.generate([5, 17, 3, 59], max_new_tokens=7, use_cache=use_cache, stop_at_eos=False, candidates=0)
+        counted = count_generation(config, 4, 7, use_cache=use_cache)
+        assert_same_phases(result.ledger.phases, counted.ledger().phases)
+        assert result.ledger.cache_comparison() == counted.cache_comparison()
+
+
+def test_the_norms_rope_and_gate_are_stages_without_dot_products():
+    counted = count_generation(PRESETS["llama3.2-1b"], 6, 2)
+    block = {r.op: r for r in counted.prefill.block}
+    for op in ("ln_1", "ln_2"):
+        assert block[op].kind == "norm" and "RMSNorm" in block[op].equation and block[op].dot_products == 0
+    assert block["rope"].kind == "rotate" and block["rope"].out_shape == (32, 6, 64)
+    assert block["mlp.act"].kind == "activation" and block["mlp.mul"].kind == "multiply"
+    assert counted.prefill.find("ln_f").kind == "norm" and counted.prefill.find("embed").dot_products == 0
+    assert family_of(PRESETS["llama3.2-1b"]).matmul_ops == ("q", "k", "v", "scores", "mix", "out", "mlp.gate",
+                                                            "mlp.up", "mlp.down", "logits")  # fmt: skip
+    assert list(counted.ops()) == list(family_of(PRESETS["llama3.2-1b"]).matmul_ops)
+
+
+# --- 2. a sliding window: decode steps past it attend to the window ----------------------------------------------
+def test_decode_steps_past_a_sliding_window_attend_to_the_window_only():
+    """Window 4: a decode step sees itself and the 3 before it; the prefill computes all T x T and masks the rest."""
+    config = LlamaConfig(n_layer=3, n_head=4, n_kv_head=1, n_embd=16, n_inner=24, vocab_size=30, n_positions=20,
+                         sliding_window=4, name="windowed")  # fmt: skip
+    whole = count_passes(Model.without_weights(config), 6, 6)
+    counted = count_generation(config, 6, 6)
+    assert_same_phases(whole.phases, counted.ledger().phases)  # the fold holds past the window, step by step
+    assert [p.attended for p in counted.passes] == [6, 4, 4, 4, 4, 4]
+    assert [p.context for p in counted.passes] == [6, 7, 8, 9, 10, 11]
+    scores = counted.prefill.find("scores")
+    assert scores.out_shape == (1, 4, 6, 6) and scores.causal_dot_products == 4 * (1 + 2 + 3 + 4 + 4 + 4)
+    assert formulas.causal_pairs(6, 6, 4) == 18 and formulas.attended(config, 1, 11) == 4
+    assert counted.decodes[-1].find("scores").out_shape == (1, 4, 1, 4)
+    assert counted.totals.macs == formulas.generation_macs(config, 6, 6)
+    # a decode step past the window costs the same as the first one at the window
+    assert counted.passes[-1].macs == counted.passes[1].macs == formulas.decode_macs(config, 4)
+
+
+@settings(max_examples=30, deadline=None)
+@given(llama_configs, st.integers(1, 12), st.integers(1, 8), st.booleans(), st.integers(1, 3))
+def test_the_one_block_count_is_the_whole_llama_ledger(config, n_prompt, n_new, use_cache, batch):
+    config = _sized(config, n_prompt + n_new)
+    whole = count_passes(Model.without_weights(config), n_prompt, n_new, use_cache, batch)
+    counted = count_generation(config, n_prompt, n_new, use_cache, batch)
+    assert_same_phases(whole.phases, counted.ledger().phases)
+    assert counted.totals.macs == whole.totals.macs == formulas.generation_macs(config, n_prompt, n_new, use_cache,
+                                                                                 batch)  # fmt: skip
+
+
+# --- 3. the presets: the published shapes, counted ---------------------------------------------------------------
+@pytest.mark.parametrize("name", LLAMA_PRESETS)
+def test_each_llama_preset_counts_to_its_closed_form(name):
+    config = PRESETS[name]
+    counted = count_generation(config, 40, 3)
+    for p in counted.passes:
+        T = p.tokens
+        for op, (dots, length) in formulas.products(config, T, p.context).items():
+            layers = 1 if op == "logits" else config.n_layer
+            assert p.ops()[op] == (layers * dots, layers * dots * length), (name, op)
+    assert counted.totals.macs == formulas.generation_macs(config, 40, 3)
+    assert counted.other_totals.macs == formulas.generation_macs(config, 40, 3, use_cache=False)
+
+
+def test_llama2_7b_textbook_numbers():
+    """Per token, the products with weights are 4 D^2 + 3 D F MACs a layer (8 D^2 + 6 D F FLOPs), attention 2 D t."""
+    config = PRESETS["llama2-7b"]
+    D, F, L, V = 4096, 11008, 32, 32000
+    step = count_generation(config, 100, 2).decodes[0]
+    assert step.block_macs == 4 * D * D + 3 * D * F + 2 * D * 101 == 203_202_560
+    assert step.macs == L * step.block_macs + D * V
+
+
+# --- 5. a count's Phase for a batch of real prompts ------------------------------------------------------------
+def test_a_batched_real_llama_run_counts_like_the_shape_only_batch():
+    config = LlamaConfig(n_layer=2, n_head=6, n_kv_head=2, n_embd=12, n_inner=20, vocab_size=40, n_positions=12,
+                         name="random")  # fmt: skip
+    real = random_llama(config, seed=2)
+    B, T, steps = 3, 4, 3
+    cache = real.new_cache((B,), capacity=T + steps)
+    phases, ids = [], np.random.default_rng(0).integers(0, 40, size=(B, T))
+    for step in range(steps):
+        phase = Phase("prefill" if step == 0 else "decode", step, ids.shape[-1], T + step, batch=B)
+        logits = real.run(ids, cache=cache, phase=phase)
+        phases.append(phase)
+        ids = logits[:, -1, :].argmax(axis=-1)[:, None]
+    assert_same_phases(phases, count_generation(config, T, steps, batch=B).ledger().phases)
