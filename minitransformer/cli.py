@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sequences counted together (default 1)")
     cnt.add_argument("--balance", type=_number, default=None, metavar="MACS_PER_BYTE",
                      help="machine balance for the memory-bound marks (default 10: a desktop CPU)")
+    cnt.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                     help="the number format memory is counted in: weights, KV cache, activations and bytes moved "
+                          "(default float32, as the engine computes; bfloat16 and float16 are 2 bytes a number)")
     cnt.add_argument("--json", metavar="PATH|-", help="write the ledger as JSON (- for stdout)")
     cnt.add_argument("--all-steps", action="store_true",
                      help="in --json, every decode step in full (default: the steps the table shows; others as totals)")
@@ -230,9 +233,9 @@ def _count(args) -> None:
         require_matplotlib()  # fail before writing anything
     count = count_generation(config, args.tokens, args.new_tokens, use_cache=not args.no_cache, batch=args.batch)
     out = sys.stderr if "-" in (args.json, args.csv) else sys.stdout  # stdout holds only the document
-    print(count_report(count, balance), file=out)
+    print(count_report(count, balance, args.dtype), file=out)
     if args.json:
-        write_document(args.json, json_chunks(count, balance, all_steps=args.all_steps))
+        write_document(args.json, json_chunks(count, balance, all_steps=args.all_steps, dtype=args.dtype))
     if args.csv:
         write_document(args.csv, csv_chunks(count))
     if args.plot:

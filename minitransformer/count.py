@@ -309,7 +309,7 @@ def sweep_per_token(config: Config, points: int = 24) -> dict[str, list[int]]:
 
 
 # --- data out: JSON and CSV -------------------------------------------------------------------------------
-def json_chunks(count: Count, balance: float, all_steps: bool = False):
+def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: str = "float32"):
     """The JSON document in pieces (a long generation is written without holding it all in memory).
 
     The schema is generate --json's, without the text: "prompt_tokens" and "new_tokens" are counts
@@ -330,7 +330,7 @@ def json_chunks(count: Count, balance: float, all_steps: bool = False):
     tail = {
         "totals": count.totals.to_dict(),
         "cache": count.cache_comparison(),
-        "memory": memory_dict(count, balance),
+        "memory": memory_dict(count, balance, dtype),
     }
     yield "{\n"
     for key, value in head.items():

@@ -27,7 +27,7 @@ GROUPS = (
 )
 
 
-def count_report(count: Count, balance: float = DEFAULT_BALANCE) -> str:
+def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "float32") -> str:
     c = count.config
     decodes = len(count.decodes)
     cache = "with the KV cache" if count.cached else "without a cache (every step recomputes the whole sequence)"
@@ -58,7 +58,7 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE) -> str:
                 f" ({len(count.shown_steps())} of {decodes:,} shown)" if len(count.shown_steps()) < decodes else ""),
             decode_table(count),
         ]  # fmt: skip
-    out += ["", "Where the MACs go", ops_table(count), "", totals_lines(count), "", memory_lines(count, balance)]
+    out += ["", "Where the MACs go", ops_table(count), "", totals_lines(count), "", memory_lines(count, balance, dtype)]
     return "\n".join(out)
 
 
@@ -172,24 +172,35 @@ def _bytes(b: float) -> str:
     return f"{human(b)}B" if b >= 1000 else f"{b:g} B"
 
 
-def memory_lines(count: Count, balance: float) -> str:
-    m = memory_dict(count, balance)
+def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
+    m = memory_dict(count, balance, dtype)
     c, kv, act = count.config, m["kv_cache"], m["activations"]
     per_seq = " for the batch" if count.batch > 1 else ""
     decode = act.get("decode")
+    heads = f" ({c.n_kv_head} key/value heads of {c.d_head})" if c.family == "llama" else ""
+    window, held = c.sliding_window, count.n_prompt + count.n_new - 1
+    capped = f" (of {held:,}: a query reads no further back than the sliding window)" if kv["positions"] < held else ""
+    whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
+    if c.family == "llama":
+        estimate = ("the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
+                    "(Q K^T: Q and the scores [B, H, T, t]; MLP: g, u, sigmoid(g) and act(g), [B, T, F] each)")
+    else:
+        estimate = ("the residual stream [B, T, D] + the largest stage's working set (softmax: its input,",
+                    "a temporary and its output, [B, H, T, t] each; MLP: u and act(u), [B, T, F] each)")
     out = [
-        "Memory (float32, 4 bytes a number)",
+        f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
         f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
-        f"  KV cache     K and V x {c.n_layer} layers x {c.n_embd:,} numbers: {_bytes(kv['bytes_per_token'])} per "
-        f"token{per_seq}; {kv['positions']:,} positions here: {_bytes(kv['bytes'])}"
+        f"  KV cache     K and V x {c.n_layer} layers x {c.n_kv_head * c.d_head:,} numbers{heads}: "
+        f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {kv['positions']:,} positions here{capped}: "
+        f"{_bytes(kv['bytes'])}"
         + ("" if count.cached else " (if the cache were on)")
-        + f"; the whole context ({c.n_positions:,}): {_bytes(kv['bytes_at_context'])}",
+        + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}",
         f"  activations  peak ~{_bytes(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
         + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
-        "               estimate: the residual stream [B, T, D] + the largest stage's working set (softmax: its input,",
-        "               a temporary and its output, [B, H, T, t] each; MLP: u and act(u), [B, T, F] each)",
+        f"               estimate: {estimate[0]}",
+        f"               {estimate[1]}",
         "",
-        "Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, float32);",
+        f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
         f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",
         intensity_table(m["intensity"]["ops"], decode_example(count)),
     ]  # fmt: skip
