@@ -19,6 +19,7 @@ import csv
 import io
 import json
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
 
 from .config import PRESETS, Config, GPT2Config
@@ -26,7 +27,7 @@ from .errors import UserError
 from .generate import count_passes
 from .ledger import Ledger, Phase, Record, Totals, cache_comparison
 from .model import Model
-from .stages import Family, family_of
+from .stages import ATTENTION_SCORES, Family, family_of
 
 STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the middle ones are summarised
 
@@ -189,6 +190,13 @@ class Pass:
         """Keys each block's scores were computed against (t, or fewer where a sliding window cut the oldest)."""
         return self.find("scores").out_shape[-1]
 
+    def attention_vs_weights(self) -> "AttentionVsWeights":
+        """The MACs of attention (Q K^T and A V) against those of the products with weights, per layer and in all."""
+        attention = sum(r.macs for r in self.block if r.stage.group == ATTENTION_SCORES)
+        weights = sum(r.macs for r in self.block if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
+        outside = sum(r.macs for r in self.before + self.after if r.kind == "matmul")
+        return AttentionVsWeights(self, attention, weights, outside)
+
     def expand(self) -> Phase:
         """The full ledger phase: the block's records once per layer, named and numbered as the model does."""
         p = self.twin
@@ -206,10 +214,46 @@ class Pass:
                 "flops": self.flops}  # fmt: skip
 
 
+@dataclass(frozen=True)
+class AttentionVsWeights:
+    """One pass's attention (scores and mix: they grow with the context) against its products with weights
+    (q, k, v or qkv, out, the MLP: the same at every context), per layer; `outside` is the logits."""
+
+    step: Pass
+    attention: int  # MACs, one layer
+    weights: int  # MACs, one layer
+    outside: int  # MACs of the products outside the blocks (the logits): weights too
+
+    @property
+    def layer_ratio(self) -> Fraction:
+        return Fraction(self.attention, self.weights)
+
+    @property
+    def all_attention(self) -> int:
+        return self.step.n_layer * self.attention
+
+    @property
+    def all_weights(self) -> int:
+        """Every product with weights in the pass: the blocks' and the logits."""
+        return self.step.n_layer * self.weights + self.outside
+
+    @property
+    def ratio(self) -> Fraction:
+        return Fraction(self.all_attention, self.all_weights)
+
+
 def count_folded(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> list[Pass]:
     """Every pass of the generation, run through a one-block shape-only twin of the model."""
     twin = Model.without_weights(replace(config, n_layer=1))
     return [Pass(phase, config.n_layer) for phase in count_passes(twin, n_prompt, n_new, use_cache, batch).phases]
+
+
+def decode_at(config: Config, context: int, batch: int = 1) -> Pass:
+    """A decode step with the KV cache at `context`: one new position after context - 1 cached ones (at context 1,
+    the one-token prefill, which has the same shapes)."""
+    if context == 1:
+        return count_folded(config, 1, 1, True, batch)[0]
+    return count_folded(config, context - 1, 2, True, batch)[1]
 
 
 @dataclass
@@ -260,6 +304,14 @@ class Count:
     def ledger(self) -> Ledger:
         """The full Ledger, every block of every pass expanded (as count_passes on the whole model gives)."""
         return Ledger(self.config.to_dict(), [p.expand() for p in self.passes], other_way=self.other_totals)
+
+    def comparison_step(self) -> Pass:
+        """The decode step whose attention is set against its products with weights: the last one with the cache
+        (counted the other way if this count has no cache), or, without decode steps, one at context = the prompt."""
+        cached = self.passes if self.cached else self.other_way
+        if len(cached) > 1:
+            return cached[-1]
+        return decode_at(self.config, self.n_prompt, self.batch)
 
     def shown_steps(self, limit: int = STEPS_SHOWN) -> list[int]:
         """The decode steps shown in full: all of them, or the first limit - 2 and the last 2."""

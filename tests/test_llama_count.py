@@ -3,10 +3,13 @@
 As tests/test_counts.py and tests/test_count.py do for GPT-2: every record of random Llama-family
 generations (grouped-query attention, head sizes that are not D / H, biases, tied embeddings,
 sliding windows) equals its closed form; the shape-only count, folded to one block, equals the
-real run record by record.
+real run record by record; and the decode step's attention against its products with weights
+equals t / X in closed form (t / 24,704 for Llama 2 7B).
 """
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ from hypothesis import strategies as st
 
 from minitransformer import formulas
 from minitransformer.config import PRESETS, LlamaConfig
-from minitransformer.count import count_generation, count_passes
+from minitransformer.count import count_generation, count_passes, decode_at
 from minitransformer.ledger import Phase
 from minitransformer.model import Model
 from minitransformer.stages import family_of
@@ -170,6 +173,59 @@ def test_llama2_7b_textbook_numbers():
     step = count_generation(config, 100, 2).decodes[0]
     assert step.block_macs == 4 * D * D + 3 * D * F + 2 * D * 101 == 203_202_560
     assert step.macs == L * step.block_macs + D * V
+
+
+# --- 4. the seed comparison: attention against the products with weights in a decode step -----------------------
+def test_attention_against_weights_reads_t_over_24704_for_llama2_7b():
+    config = PRESETS["llama2-7b"]
+    D, F = config.n_embd, config.d_ff
+    assert formulas.attention_to_weights(config) == 2 * D + Fraction(3, 2) * F == 24_704
+    a = decode_at(config, 1000).attention_vs_weights()
+    assert a.step.attended == 1000
+    assert (a.attention, a.weights) == (2 * D * 1000, 4 * D * D + 3 * D * F)
+    assert a.layer_ratio == Fraction(1000, 24_704)
+    assert a.ratio == Fraction(32 * 2 * D * 1000, 32 * (4 * D * D + 3 * D * F) + D * 32000)  # logits are weights too
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+@pytest.mark.parametrize("context", [1, 777, 4096])
+def test_the_counted_ratio_is_the_closed_form_for_every_preset(name, context):
+    config = PRESETS[name]
+    if context > config.n_positions:
+        context = config.n_positions
+    step = decode_at(config, context)
+    a = step.attention_vs_weights()
+    t = formulas.attended(config, 1, context)
+    assert step.attended == t and step.context == context
+    assert a.layer_ratio == Fraction(t) / formulas.attention_to_weights(config)
+    assert a.all_weights + a.all_attention == step.macs
+    if config.family == "gpt2":
+        assert formulas.attention_to_weights(config) == 2 * config.n_embd + config.d_ff == 6 * config.n_embd
+
+
+@settings(max_examples=60, deadline=None)
+@given(llama_configs, st.integers(1, 40))
+def test_the_general_closed_form_of_the_ratio(config, context):
+    config = _sized(config, context)
+    D, F, q, kv = config.n_embd, config.d_ff, config.n_head * config.d_head, config.n_kv_head * config.d_head
+    x = formulas.attention_to_weights(config)
+    assert x == Fraction(D * (q + kv) + Fraction(3, 2) * D * F) / q  # H dh t / (D (H dh + Hkv dh) + 1.5 D F)
+    if config.n_kv_head == config.n_head and q == D:
+        assert x == 2 * D + Fraction(3, 2) * F
+    a = decode_at(config, context).attention_vs_weights()
+    assert a.layer_ratio == Fraction(formulas.attended(config, 1, context)) / x
+
+
+def test_the_comparison_step_is_the_last_cached_decode_step_or_one_at_the_prompt():
+    config = PRESETS["mistral-7b"]
+    cached = count_generation(config, 5000, 3)
+    assert cached.comparison_step() is cached.passes[-1] and cached.comparison_step().attended == 4096
+    uncached = count_generation(config, 50, 3, use_cache=False)
+    step = uncached.comparison_step()
+    assert step.cached and (step.tokens, step.context) == (1, 52)
+    alone = count_generation(config, 50, 1).comparison_step()
+    assert (alone.phase, alone.tokens, alone.context) == ("decode", 1, 50)
+    assert count_generation(config, 1, 1).comparison_step().context == 1
 
 
 # --- 5. a count's Phase for a batch of real prompts ------------------------------------------------------------
