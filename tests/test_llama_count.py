@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from minitransformer import formulas
 from minitransformer.config import PRESETS, LlamaConfig
-from minitransformer.count import count_generation, count_passes, decode_at
+from minitransformer.count import count_generation, count_passes, decode_at, select_config
 from minitransformer.ledger import Phase
 from minitransformer.model import Model
 from minitransformer.stages import family_of
@@ -242,3 +242,32 @@ def test_a_batched_real_llama_run_counts_like_the_shape_only_batch():
         phases.append(phase)
         ids = logits[:, -1, :].argmax(axis=-1)[:, None]
     assert_same_phases(phases, count_generation(config, T, steps, batch=B).ledger().phases)
+
+
+# --- choosing the model -------------------------------------------------------------------------------------
+def _shapes(c):
+    return (c.family, c.n_layer, c.n_embd, c.n_head, c.n_kv_head, c.d_head, c.d_ff, c.vocab_size, c.n_positions)
+
+
+def test_select_a_llama_by_preset_name_config_or_sizes(tmp_path):
+    import json
+
+    assert select_config(preset="mistral-7b") is PRESETS["mistral-7b"]
+    assert select_config(model="llama3-8b") is PRESETS["llama3-8b"]  # a name: the preset's shapes, no download
+    path = tmp_path / "tiny" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({"model_type": "mistral", "hidden_size": 64, "intermediate_size": 100,
+                                "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 2,
+                                "vocab_size": 300, "sliding_window": 16}))  # fmt: skip
+    from_file = select_config(config=str(path))
+    assert from_file == select_config(model=str(path.parent)) and from_file.name == "tiny"
+    assert _shapes(from_file) == ("llama", 2, 64, 8, 2, 8, 100, 300, 4096 * 32) and from_file.sliding_window == 16
+    # sizes: a GPT-2 block, unless a Llama flag is given
+    assert select_config(layers=2, d_model=10, heads=2).family == "gpt2"
+    llama2 = select_config(layers=32, d_model=4096, heads=32, gated_mlp=True, vocab=32000, ctx=4096)
+    assert _shapes(llama2) == _shapes(PRESETS["llama2-7b"]) and not (llama2.qkv_bias or llama2.o_bias or llama2.mlp_bias)
+    assert select_config(layers=40, d_model=5120, heads=40, gated_mlp=True).d_ff == 13824 == PRESETS["llama2-13b"].d_ff
+    grouped = select_config(layers=2, d_model=64, heads=8, kv_heads=2)
+    assert (grouped.family, grouped.n_kv_head, grouped.d_head, grouped.d_ff) == ("llama", 2, 8, 256)
+    wide = select_config(layers=1, d_model=60, heads=4, head_dim=16, d_ff=90)
+    assert (wide.n_embd, wide.d_head, wide.n_kv_head, wide.d_ff) == (60, 16, 4, 90)
