@@ -227,3 +227,17 @@ def test_bad_llama_input_is_one_line_exit_2_and_no_file(tmp_path, args, message)
         assert message in result.stderr and "Traceback" not in result.stderr
         assert result.stdout == "" and list(out.iterdir()) == []
 
+
+def test_the_readme_excerpt_of_llama2_7b_is_what_count_prints():
+    import re
+
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    command, block = re.search(r"`count (--preset llama2-7b [^`]*)`.*?```\n(.*?)```", readme, re.S).groups()
+    pasted = [line.removeprefix("  ") for line in block.splitlines() if line.strip() != "..."]
+    result = run_cli("count", *command.split())
+    assert result.returncode == 0, result.stderr
+    printed = result.stdout.splitlines()
+    assert len(pasted) == 12 and all(line in printed for line in pasted), [p for p in pasted if p not in printed]
+    assert "t / 24,704" in block
