@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="stop at each stage: Enter next, n next layer, c continue, p print, s stats, q quit")
     tr.set_defaults(run=_trace)
 
-    cnt = commands.add_parser("count", help="count the dot products of any GPT-2-shaped model from its shapes alone")
+    cnt = commands.add_parser("count", help="count the dot products of any GPT-2- or Llama-shaped model from its shapes "
+                                            "alone")
     _add_model_selectors(cnt)
     cnt.add_argument("--tokens", type=_whole_number, required=True, metavar="T", help="prompt length in tokens")
     cnt.add_argument("--new-tokens", type=_whole_number, default=1, metavar="N",
@@ -84,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="sequences counted together (default 1)")
     cnt.add_argument("--balance", type=_number, default=None, metavar="MACS_PER_BYTE",
                      help="machine balance for the memory-bound marks (default 10: a desktop CPU)")
+    cnt.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                     help="the number format memory is counted in: weights, KV cache, activations and bytes moved "
+                          "(default float32, as the engine computes; bfloat16 and float16 are 2 bytes a number)")
     cnt.add_argument("--json", metavar="PATH|-", help="write the ledger as JSON (- for stdout)")
     cnt.add_argument("--all-steps", action="store_true",
                      help="in --json, every decode step in full (default: the steps the table shows; others as totals)")
@@ -188,24 +192,39 @@ def _trace(args) -> None:
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
-    which = p.add_argument_group("the model, one way (default: the gpt2 preset); its shapes only, never its weights")
+    from .config import PRESETS
+
+    which = p.add_argument_group(
+        "the model, one way (default: the gpt2 preset); its shapes only, never its weights",
+        "Sizes make a GPT-2 block; any of --kv-heads, --head-dim and --gated-mlp makes a Llama-style block instead: "
+        "RMSNorm, rotary positions, q, k, v as three products, a gated SiLU MLP, no biases.")
     which.add_argument("--model", metavar="NAME_OR_DIR",
-                       help="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, demo, or a directory with config.json")
-    which.add_argument("--preset", metavar="NAME", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, gpt3-175b")
-    which.add_argument("--config", metavar="config.json", help="a Hugging Face GPT-2 config.json")
+                       help="a preset's name, demo, or a directory with config.json")
+    which.add_argument("--preset", metavar="NAME", help=", ".join(PRESETS))
+    which.add_argument("--config", metavar="config.json",
+                       help="a Hugging Face config.json (model_type gpt2, llama, mistral or qwen2)")
     which.add_argument("--layers", type=_whole_number, metavar="L", help="sizes: layers (with --d-model and --heads)")
     which.add_argument("--d-model", type=_whole_number, metavar="D", help="sizes: model width")
-    which.add_argument("--heads", type=_whole_number, metavar="H", help="sizes: attention heads (must divide D)")
-    which.add_argument("--d-ff", type=_whole_number, metavar="F", help="sizes: MLP width (default 4 D)")
+    which.add_argument("--heads", type=_whole_number, metavar="H",
+                       help="sizes: attention heads (must divide D unless --head-dim is given)")
+    which.add_argument("--d-ff", type=_whole_number, metavar="F",
+                       help="sizes: MLP width (default 4 D; Llama-style: see --gated-mlp)")
     which.add_argument("--vocab", type=_whole_number, metavar="V", help="sizes: vocabulary (default 50257)")
     which.add_argument("--ctx", type=_whole_number, metavar="N", help="sizes: context length (default 1024)")
+    which.add_argument("--kv-heads", type=_whole_number, metavar="HKV",
+                       help="sizes, Llama-style: key/value heads, dividing --heads (grouped-query attention; default H)")
+    which.add_argument("--head-dim", type=_whole_number, metavar="DH",
+                       help="sizes, Llama-style: the size of a head, even (default D / H)")
+    which.add_argument("--gated-mlp", action="store_true",
+                       help="sizes, Llama-style: a gated MLP, act(h W_gate) * h W_up, then W_down; there --d-ff defaults "
+                            "to 8D/3 rounded up to a multiple of 256 (11,008 for D = 4,096)")
 
 
 def _model_config(args):
     from .count import select_config
 
     return select_config(args.model, args.preset, args.config, args.layers, args.d_model, args.heads, args.d_ff,
-                         args.vocab, args.ctx)  # fmt: skip
+                         args.vocab, args.ctx, args.kv_heads, args.head_dim, args.gated_mlp)  # fmt: skip
 
 
 def _count(args) -> None:
@@ -227,9 +246,9 @@ def _count(args) -> None:
         require_matplotlib()  # fail before writing anything
     count = count_generation(config, args.tokens, args.new_tokens, use_cache=not args.no_cache, batch=args.batch)
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
-    print(count_report(count, balance), file=out)
+    print(count_report(count, balance, args.dtype), file=out)
     if to["--json"]:
-        write_text(to["--json"], json_chunks(count, balance, all_steps=args.all_steps))
+        write_text(to["--json"], json_chunks(count, balance, all_steps=args.all_steps, dtype=args.dtype))
     if to["--csv"]:
         write_text(to["--csv"], csv_chunks(count))
     if to["--plot"]:

@@ -1,10 +1,10 @@
-"""Count any GPT-2-shaped model without its weights: the ledger of a generation, from shapes alone.
+"""Count any GPT-2- or Llama-shaped model without its weights: the ledger of a generation, from shapes alone.
 
 The counts come from running the model's own forward code on shape-only stand-ins (shapes.py):
 the same code as a real run, so the same ledger, with no arithmetic and no weights. A GPT-3 175B
 with a 1,000-token prompt counts in a fraction of a second.
 
-Every block of a GPT-2 has the same shapes, so its records are the same in every layer but for
+Every block of a model has the same shapes, so its records are the same in every layer but for
 their name and layer index. A long generation on a deep model would hold millions of identical
 records (GPT-3 175B, 1,000 new tokens: 96 blocks x 17 stages x 1,000 passes) and run the same block
 code 96,000 times; so each pass here runs the forward code through a one-block twin of the model
@@ -19,14 +19,15 @@ import csv
 import io
 import json
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
 
-from .config import PRESETS, GPT2Config
+from .config import PRESETS, Config, GPT2Config, LlamaConfig, load_config
 from .errors import UserError
 from .generate import count_passes
 from .ledger import Ledger, Phase, Record, Totals, cache_comparison
 from .model import Model
-from .stages import MATMUL_OPS
+from .stages import ATTENTION_SCORES, Family, family_of
 
 STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the middle ones are summarised
 
@@ -34,13 +35,22 @@ STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the 
 # --- which model ----------------------------------------------------------------------------------------
 def select_config(model: str | None = None, preset: str | None = None, config: str | None = None,
                   layers: int | None = None, d_model: int | None = None, heads: int | None = None,
-                  d_ff: int | None = None, vocab: int | None = None, ctx: int | None = None) -> GPT2Config:  # fmt: skip
+                  d_ff: int | None = None, vocab: int | None = None, ctx: int | None = None,
+                  kv_heads: int | None = None, head_dim: int | None = None,
+                  gated_mlp: bool = False) -> Config:  # fmt: skip
     """The shapes of the model to count: by name or directory (its config.json only: no weights are read),
-    by preset, from a config.json, or from sizes. Default: the gpt2 preset."""
-    sizes = {"--layers": layers, "--d-model": d_model, "--heads": heads, "--d-ff": d_ff, "--vocab": vocab, "--ctx": ctx}
+    by preset, from a config.json, or from sizes. Default: the gpt2 preset.
+
+    Sizes make a GPT-2 block, unless kv_heads, head_dim or gated_mlp is given: then a Llama block
+    (RMSNorm, rotary positions, q, k, v as three products with kv_heads key/value heads, a gated MLP,
+    no biases).
+    """
+    sizes = {"--layers": layers, "--d-model": d_model, "--heads": heads, "--d-ff": d_ff, "--vocab": vocab, "--ctx": ctx,
+             "--kv-heads": kv_heads, "--head-dim": head_dim}  # fmt: skip
     chosen = (("--model", model), ("--preset", preset), ("--config", config))
     given = [flag for flag, value in chosen if value is not None]
-    if any(v is not None for v in sizes.values()):
+    by_sizes = gated_mlp or any(v is not None for v in sizes.values())
+    if by_sizes:
         given.append("sizes (--layers ...)")
     if len(given) > 1:
         raise UserError(f"choose one way to give the model, not {' and '.join(given)}")
@@ -52,12 +62,12 @@ def select_config(model: str | None = None, preset: str | None = None, config: s
         return _config_of_model(model)
     if config is not None:
         return _config_from_file(Path(config))
-    if any(v is not None for v in sizes.values()):
-        return _config_from_sizes(sizes)
+    if by_sizes:
+        return _config_from_sizes(sizes, gated_mlp)
     return PRESETS["gpt2"]
 
 
-def _config_of_model(name: str) -> GPT2Config:
+def _config_of_model(name: str) -> Config:
     from .registry import DEMO, demo_dir, known_names
 
     path = Path(name).expanduser()
@@ -65,7 +75,7 @@ def _config_of_model(name: str) -> GPT2Config:
         if not (path / "config.json").is_file():
             raise UserError(f"{name} has no config.json to read the model's shapes from")
         return _config_from_file(path / "config.json", name=path.resolve().name)
-    if name in PRESETS:  # a hub name: its shapes are known, no download needed
+    if name in PRESETS:  # a hub name or a preset: its shapes are known, no download needed
         return PRESETS[name]
     if name == DEMO:
         return _config_from_file(demo_dir() / "config.json", name=DEMO)
@@ -73,16 +83,23 @@ def _config_of_model(name: str) -> GPT2Config:
                     f"(presets: {', '.join(PRESETS)})")  # fmt: skip
 
 
-def _config_from_file(path: Path, name: str | None = None) -> GPT2Config:
+def _config_from_file(path: Path, name: str | None = None) -> Config:
+    """A config.json of any supported family (gpt2, llama, mistral, qwen2)."""
     if path.is_dir():
         raise UserError(f"{path} is a directory; --config takes a config.json file (--model takes a directory)")
     try:
-        return GPT2Config.from_json(path, name=name)
+        return load_config(path, name=name)
     except OSError as err:
         raise UserError(f"cannot read {path}: {err.strerror or err}") from None
 
 
-def _config_from_sizes(sizes: dict[str, int | None]) -> GPT2Config:
+def gated_mlp_width(d_model: int) -> int:
+    """Llama's rule for the MLP width when none is given: 2/3 of 4 D (a gated MLP's three matrices then hold
+    what a 4 D two-matrix MLP holds), rounded up to a multiple of 256: 11,008 for D = 4,096."""
+    return 256 * -(-(8 * d_model // 3) // 256)
+
+
+def _config_from_sizes(sizes: dict[str, int | None], gated_mlp: bool) -> Config:
     missing = [flag for flag in ("--layers", "--d-model", "--heads") if sizes[flag] is None]
     if missing:
         raise UserError(f"a model given by its sizes needs --layers, --d-model and --heads "
@@ -90,14 +107,30 @@ def _config_from_sizes(sizes: dict[str, int | None]) -> GPT2Config:
     for flag, value in sizes.items():
         if value is not None and value < 1:
             raise UserError(f"{flag} must be at least 1, not {value}")
-    if sizes["--d-model"] % sizes["--heads"]:
-        raise UserError(f"--d-model {sizes['--d-model']} is not divisible by --heads {sizes['--heads']}")
     D, L, H = sizes["--d-model"], sizes["--layers"], sizes["--heads"]
-    return GPT2Config(n_layer=L, n_head=H, n_embd=D, n_inner=sizes["--d-ff"], vocab_size=sizes["--vocab"] or 50257,
-                      n_positions=sizes["--ctx"] or 1024, name=f"custom-{L}x{D}")  # fmt: skip
+    kv, dh = sizes["--kv-heads"], sizes["--head-dim"]
+    vocab, ctx = sizes["--vocab"] or 50257, sizes["--ctx"] or 1024
+    if not (gated_mlp or kv is not None or dh is not None):
+        if D % H:
+            raise UserError(f"--d-model {D} is not divisible by --heads {H}")
+        return GPT2Config(n_layer=L, n_head=H, n_embd=D, n_inner=sizes["--d-ff"], vocab_size=vocab, n_positions=ctx,
+                          name=f"custom-{L}x{D}")  # fmt: skip
+    if kv is not None and H % kv:
+        raise UserError(f"--kv-heads {kv} does not divide --heads {H}: each key/value head serves a whole group "
+                        f"of query heads")  # fmt: skip
+    if dh is None:
+        if D % H:
+            raise UserError(f"--d-model {D} is not divisible by --heads {H}; give --head-dim for heads of another size")
+        if (D // H) % 2:
+            raise UserError(f"--d-model {D} / --heads {H} = {D // H} is an odd head size; rotary embeddings turn "
+                            f"pairs of numbers (give an even --head-dim)")  # fmt: skip
+    elif dh % 2:
+        raise UserError(f"--head-dim {dh} is odd; rotary embeddings turn pairs of numbers")
+    return LlamaConfig(n_layer=L, n_head=H, n_embd=D, n_inner=sizes["--d-ff"] or gated_mlp_width(D), vocab_size=vocab,
+                       n_kv_head=kv, head_dim=dh, n_positions=ctx, name=f"custom-llama-{L}x{D}")  # fmt: skip
 
 
-def check_run(config: GPT2Config, n_prompt: int, n_new: int, batch: int = 1) -> None:
+def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> None:
     for what, value in (("tokens", n_prompt), ("new tokens", n_new), ("batch", batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserError(f"{what} must be a whole number of at least 1, not {value!r}")
@@ -147,8 +180,8 @@ class Pass:
         return self.twin.cached
 
     def ops(self) -> dict[str, tuple[int, int]]:
-        """op -> (dot products, MACs) over the whole pass (all layers), for the matrix products."""
-        totals = {op: (0, 0) for op in MATMUL_OPS}
+        """op -> (dot products, MACs) over the whole pass (all layers), for the matrix products, in the order they run."""
+        totals = {r.op: (0, 0) for r in self.before + self.block + self.after if r.kind == "matmul"}
         for r, n in [*((r, 1) for r in self.before + self.after), *((r, self.n_layer) for r in self.block)]:
             if r.kind == "matmul":
                 dots, macs = totals[r.op]
@@ -184,6 +217,18 @@ class Pass:
     def find(self, op: str) -> Record:
         return next(r for r in self.before + self.block + self.after if r.op == op)
 
+    @property
+    def attended(self) -> int:
+        """Keys each block's scores were computed against (t, or fewer where a sliding window cut the oldest)."""
+        return self.find("scores").out_shape[-1]
+
+    def attention_vs_weights(self) -> "AttentionVsWeights":
+        """The MACs of attention (Q K^T and A V) against those of the products with weights, per layer and in all."""
+        attention = sum(r.macs for r in self.block if r.stage.group == ATTENTION_SCORES)
+        weights = sum(r.macs for r in self.block if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
+        outside = sum(r.macs for r in self.before + self.after if r.kind == "matmul")
+        return AttentionVsWeights(self, attention, weights, outside)
+
     def expand(self) -> Phase:
         """The full ledger phase: the block's records once per layer, named and numbered as the model does."""
         p = self.twin
@@ -201,10 +246,46 @@ class Pass:
                 "flops": self.flops}  # fmt: skip
 
 
-def count_folded(config: GPT2Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> list[Pass]:
+@dataclass(frozen=True)
+class AttentionVsWeights:
+    """One pass's attention (scores and mix: they grow with the context) against its products with weights
+    (q, k, v or qkv, out, the MLP: the same at every context), per layer; `outside` is the logits."""
+
+    step: Pass
+    attention: int  # MACs, one layer
+    weights: int  # MACs, one layer
+    outside: int  # MACs of the products outside the blocks (the logits): weights too
+
+    @property
+    def layer_ratio(self) -> Fraction:
+        return Fraction(self.attention, self.weights)
+
+    @property
+    def all_attention(self) -> int:
+        return self.step.n_layer * self.attention
+
+    @property
+    def all_weights(self) -> int:
+        """Every product with weights in the pass: the blocks' and the logits."""
+        return self.step.n_layer * self.weights + self.outside
+
+    @property
+    def ratio(self) -> Fraction:
+        return Fraction(self.all_attention, self.all_weights)
+
+
+def count_folded(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> list[Pass]:
     """Every pass of the generation, run through a one-block shape-only twin of the model."""
     twin = Model.without_weights(replace(config, n_layer=1))
     return [Pass(phase, config.n_layer) for phase in count_passes(twin, n_prompt, n_new, use_cache, batch).phases]
+
+
+def decode_at(config: Config, context: int, batch: int = 1) -> Pass:
+    """A decode step with the KV cache at `context`: one new position after context - 1 cached ones (at context 1,
+    the one-token prefill, which has the same shapes)."""
+    if context == 1:
+        return count_folded(config, 1, 1, True, batch)[0]
+    return count_folded(config, context - 1, 2, True, batch)[1]
 
 
 @dataclass
@@ -212,13 +293,18 @@ class Count:
     """The ledger of a generation counted from shapes alone, and the same generation the other way round
     (without the cache if this one has it, and vice versa): what the cache saves."""
 
-    config: GPT2Config
+    config: Config
     n_prompt: int
     n_new: int
     batch: int
     cached: bool
     passes: list[Pass]
     other_way: list[Pass]
+
+    @property
+    def family(self) -> Family:
+        """The model's stage table (stages.py): its op names, their equations and groups."""
+        return family_of(self.config)
 
     @property
     def prefill(self) -> Pass:
@@ -241,7 +327,7 @@ class Count:
 
     def ops(self) -> dict[str, tuple[int, int]]:
         """op -> (dot products, MACs) over the whole generation."""
-        totals = {op: (0, 0) for op in MATMUL_OPS}
+        totals = {op: (0, 0) for op in self.family.matmul_ops}
         for p in self.passes:
             for op, (dots, macs) in p.ops().items():
                 totals[op] = (totals[op][0] + dots, totals[op][1] + macs)
@@ -251,13 +337,21 @@ class Count:
         """The full Ledger, every block of every pass expanded (as count_passes on the whole model gives)."""
         return Ledger(self.config.to_dict(), [p.expand() for p in self.passes], other_way=self.other_totals)
 
+    def comparison_step(self) -> Pass:
+        """The decode step whose attention is set against its products with weights: the last one with the cache
+        (counted the other way if this count has no cache), or, without decode steps, one at context = the prompt."""
+        cached = self.passes if self.cached else self.other_way
+        if len(cached) > 1:
+            return cached[-1]
+        return decode_at(self.config, self.n_prompt, self.batch)
+
     def shown_steps(self, limit: int = STEPS_SHOWN) -> list[int]:
         """The decode steps shown in full: all of them, or the first limit - 2 and the last 2."""
         steps = [p.step for p in self.decodes]
         return steps if len(steps) <= limit else [*steps[: limit - 2], *steps[-2:]]
 
 
-def count_generation(config: GPT2Config, n_prompt: int, n_new: int = 1, use_cache: bool = True,
+def count_generation(config: Config, n_prompt: int, n_new: int = 1, use_cache: bool = True,
                      batch: int = 1) -> Count:  # fmt: skip
     """Count 1 prefill over n_prompt tokens and n_new - 1 decode steps, with a batch of `batch` sequences."""
     check_run(config, n_prompt, n_new, batch)
@@ -267,7 +361,7 @@ def count_generation(config: GPT2Config, n_prompt: int, n_new: int = 1, use_cach
     return Count(config, n_prompt, n_new, batch, use_cache, passes, other_way)
 
 
-def check_folding(config: GPT2Config, passes: list[Pass], n_prompt: int, use_cache: bool, batch: int) -> None:
+def check_folding(config: Config, passes: list[Pass], n_prompt: int, use_cache: bool, batch: int) -> None:
     """The folded prefill and first decode step must be exactly what the whole model's forward code records."""
     whole = count_passes(Model.without_weights(config), n_prompt, min(len(passes), 2), use_cache, batch).phases
     for folded, phase in zip(passes, whole):
@@ -278,7 +372,7 @@ def check_folding(config: GPT2Config, passes: list[Pass], n_prompt: int, use_cac
             )
 
 
-def sweep_per_token(config: GPT2Config, points: int = 24) -> dict[str, list[int]]:
+def sweep_per_token(config: Config, points: int = 24) -> dict[str, list[int]]:
     """MACs to generate one token at context t, with and without the KV cache, for t across the context window.
 
     Each point is a counted pass: with the cache, the decode step at context t (T = 1); without it,
@@ -299,7 +393,7 @@ def sweep_per_token(config: GPT2Config, points: int = 24) -> dict[str, list[int]
 
 
 # --- data out: JSON and CSV -------------------------------------------------------------------------------
-def json_chunks(count: Count, balance: float, all_steps: bool = False):
+def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: str = "float32"):
     """The JSON document in pieces (a long generation is written without holding it all in memory).
 
     The schema is generate --json's, without the text: "prompt_tokens" and "new_tokens" are counts
@@ -320,7 +414,7 @@ def json_chunks(count: Count, balance: float, all_steps: bool = False):
     tail = {
         "totals": count.totals.to_dict(),
         "cache": count.cache_comparison(),
-        "memory": memory_dict(count, balance),
+        "memory": memory_dict(count, balance, dtype),
     }
     yield "{\n"
     for key, value in head.items():

@@ -5,12 +5,15 @@ Everything here reads a `Count` (count.py); nothing is counted here.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from .count import Count, Pass
+from .formulas import attention_to_weights
 from .ledger import Record
 from .memory import DEFAULT_BALANCE, decode_example, memory_dict
 from .report import count as n
 from .report import describe_model, human, operands, percent, shape, table
-from .stages import MATMUL_OPS
+from .stages import ATTENTION_SCORES, UNEMBEDDING
 
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
@@ -19,15 +22,21 @@ CONVENTION = (
     "  in A V the same output elements need only those keys (shorter useful dot products)."
 )
 
-GROUPS = (
-    ("attention projections (qkv, out)", ("qkv", "out")),
-    ("attention scores and mix (scores, mix)", ("scores", "mix")),
-    ("MLP (mlp.up, mlp.down)", ("mlp.up", "mlp.down")),
-    ("unembedding (logits)", ("logits",)),
-)
+# A group's name in the summary where it is not the stage table's own (stages.py: Stage.group).
+_GROUP_LABELS = {UNEMBEDDING: "unembedding"}
 
 
-def count_report(count: Count, balance: float = DEFAULT_BALANCE) -> str:
+def groups(count: Count) -> list[tuple[str, tuple[str, ...]]]:
+    """(label, ops) of each group of matrix products, in the order the forward pass first meets them:
+    "attention projections (q, k, v, out)", ..., from the family's stage table."""
+    ops: dict[str, list[str]] = {}
+    for stage in count.family.stages.values():
+        if stage.kind == "matmul":
+            ops.setdefault(stage.group, []).append(stage.op)
+    return [(f"{_GROUP_LABELS.get(g, g)} ({', '.join(members)})", tuple(members)) for g, members in ops.items()]
+
+
+def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "float32") -> str:
     c = count.config
     decodes = len(count.decodes)
     cache = "with the KV cache" if count.cached else "without a cache (every step recomputes the whole sequence)"
@@ -58,7 +67,8 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE) -> str:
                 f" ({len(count.shown_steps())} of {decodes:,} shown)" if len(count.shown_steps()) < decodes else ""),
             decode_table(count),
         ]  # fmt: skip
-    out += ["", "Where the MACs go", ops_table(count), "", totals_lines(count), "", memory_lines(count, balance)]
+    out += ["", "Where the MACs go", ops_table(count), "", attention_lines(count), "", totals_lines(count), "",
+            memory_lines(count, balance, dtype)]  # fmt: skip
     return "\n".join(out)
 
 
@@ -130,13 +140,13 @@ def ops_table(count: Count) -> str:
     columns.append(("whole generation", count.ops()))
     totals = [sum(macs for _, macs in ops.values()) for _, ops in columns]
     rows = []
-    for op in MATMUL_OPS:
+    for op in count.family.matmul_ops:
         row = [op]
         for (_, ops), total in zip(columns, totals):
             row += [n(ops[op][1]), percent(ops[op][1], total)]
         rows.append(row)
     rows.append(["total", *(x for total in totals for x in (n(total), "100%"))])
-    for label, ops_in_group in GROUPS:
+    for label, ops_in_group in groups(count):
         row = [f"  {label}"]
         for (_, ops), total in zip(columns, totals):
             macs = sum(ops[op][1] for op in ops_in_group)
@@ -144,6 +154,72 @@ def ops_table(count: Count) -> str:
         rows.append(row)
     headers = ["op"] + [x for title, _ in columns for x in (f"{title} MACs", "share")]
     return table(headers, rows, right=set(range(1, len(headers))))
+
+
+def attention_lines(count: Count) -> str:
+    """A decode step's attention (it grows with t) against its products with weights (they do not), counted and in
+    closed form (formulas.attention_to_weights): per layer t / X, X = 2D + F for GPT-2, 2D + 1.5F for a Llama
+    without grouping."""
+    step = count.comparison_step()
+    a = step.attention_vs_weights()
+    c, L = count.config, count.config.n_layer
+    t, context = step.attended, step.context
+    if count.decodes:
+        where = f"decode step {step.step}" + ("" if count.cached else " as the KV cache makes it")
+    else:
+        where = f"a decode step at context {context:,} (this count has none: counted for the comparison)"
+    seen = f"t = {t:,}" + (f" of the {context:,} in context (the sliding window)" if t < context else "")
+    products = [r for r in step.block if r.kind == "matmul"]
+    attention_ops = ", ".join(r.op for r in products if r.stage.group == ATTENTION_SCORES)
+    weight_ops = ", ".join(r.op for r in products if r.stage.group != ATTENTION_SCORES)
+    rows = [
+        ["each layer", n(a.attention), n(a.weights), _ratio(a.layer_ratio)],
+        [f"{L} layers", n(L * a.attention), n(L * a.weights), _ratio(a.layer_ratio)],
+        [f"the pass ({L} layers + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
+    ]
+    x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
+    flops, symbols, values = _closed_form(c)
+    return "\n".join([
+        f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
+        table(["MACs", "attention", "products with weights", "attention / weights"], rows, right={1, 2, 3}),
+        f"  attention: {attention_ops} (they grow with t); products with weights: {weight_ops}, and the logits in "
+        f"the pass (they do not)",
+        f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
+        f"({values}); at t = {t:,}: {_ratio(Fraction(t) / x)}",
+        f"  {_crossing(c, x)}",
+    ])  # fmt: skip
+
+
+def _closed_form(c) -> tuple[str, str, str]:
+    """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs."""
+    D, F = f"D = {c.n_embd:,}", f"F = {c.d_ff:,}"
+    if c.family != "llama":
+        six = " = t / 6D" if c.d_ff == 4 * c.n_embd else ""
+        return "4 D t FLOPs against 8 D^2 + 4 D F for the weights", f"t / (2D + F){six}", f"{D}, {F}"
+    if c.n_kv_head == c.n_head and c.n_head * c.d_head == c.n_embd:
+        return "4 D t FLOPs against 8 D^2 + 6 D F for the weights", "t / (2D + 1.5F)", f"{D}, {F}"
+    return ("4 H dh t FLOPs against 4 D (H dh + Hkv dh) + 6 D F for the weights",
+            "H dh t / (D (H dh + Hkv dh) + 1.5 D F)",
+            f"{D}, H dh = {c.n_head * c.d_head:,}, Hkv dh = {c.n_kv_head * c.d_head:,}, {F}")  # fmt: skip
+
+
+def _crossing(c, x: Fraction) -> str:
+    """Where attention would cost what the weights cost, against how far the model can attend."""
+    at = f"attention costs what the weights cost at t = {_number(x)}"
+    reach = c.n_positions if c.sliding_window is None else min(c.n_positions, c.sliding_window)
+    if x <= reach:
+        return f"{at}; beyond it, attention costs more (the context holds {c.n_positions:,})"
+    if c.sliding_window is not None and c.sliding_window < c.n_positions:
+        return f"{at}; the sliding window keeps t at most {c.sliding_window:,}, so attention always costs less"
+    return f"{at}, beyond the context of {c.n_positions:,}: in every decode step attention costs less"
+
+
+def _number(x: Fraction) -> str:
+    return f"{x.numerator:,}" if x.denominator == 1 else f"{float(x):,.2f}"
+
+
+def _ratio(r: Fraction) -> str:
+    return f"{float(r):.3g}"
 
 
 def totals_lines(count: Count) -> str:
@@ -172,24 +248,35 @@ def _bytes(b: float) -> str:
     return f"{human(b)}B" if b >= 1000 else f"{b:g} B"
 
 
-def memory_lines(count: Count, balance: float) -> str:
-    m = memory_dict(count, balance)
+def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
+    m = memory_dict(count, balance, dtype)
     c, kv, act = count.config, m["kv_cache"], m["activations"]
     per_seq = " for the batch" if count.batch > 1 else ""
     decode = act.get("decode")
+    heads = f" ({c.n_kv_head} key/value heads of {c.d_head})" if c.family == "llama" else ""
+    window, held = c.sliding_window, count.n_prompt + count.n_new - 1
+    capped = f" (of {held:,}: a query reads no further back than the sliding window)" if kv["positions"] < held else ""
+    whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
+    if c.family == "llama":
+        estimate = ("the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
+                    "(Q K^T: Q and the scores [B, H, T, t]; MLP: g, u, sigmoid(g) and act(g), [B, T, F] each)")
+    else:
+        estimate = ("the residual stream [B, T, D] + the largest stage's working set (softmax: its input,",
+                    "a temporary and its output, [B, H, T, t] each; MLP: u and act(u), [B, T, F] each)")
     out = [
-        "Memory (float32, 4 bytes a number)",
+        f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
         f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
-        f"  KV cache     K and V x {c.n_layer} layers x {c.n_embd:,} numbers: {_bytes(kv['bytes_per_token'])} per "
-        f"token{per_seq}; {kv['positions']:,} positions here: {_bytes(kv['bytes'])}"
+        f"  KV cache     K and V x {c.n_layer} layers x {c.n_kv_head * c.d_head:,} numbers{heads}: "
+        f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {kv['positions']:,} positions here{capped}: "
+        f"{_bytes(kv['bytes'])}"
         + ("" if count.cached else " (if the cache were on)")
-        + f"; the whole context ({c.n_positions:,}): {_bytes(kv['bytes_at_context'])}",
+        + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}",
         f"  activations  peak ~{_bytes(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
         + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
-        "               estimate: the residual stream [B, T, D] + the largest stage's working set (softmax: its input,",
-        "               a temporary and its output, [B, H, T, t] each; MLP: u and act(u), [B, T, F] each)",
+        f"               estimate: {estimate[0]}",
+        f"               {estimate[1]}",
         "",
-        "Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, float32);",
+        f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
         f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",
         intensity_table(m["intensity"]["ops"], decode_example(count)),
     ]  # fmt: skip

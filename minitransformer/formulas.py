@@ -1,130 +1,221 @@
-"""The textbook closed forms of a GPT-2's arithmetic, written from the equations alone.
+"""The textbook closed forms of a model's arithmetic, written from the equations alone.
 
 Nothing here runs the model: these are the formulas analytical calculators use, kept beside the
 ledger so the tests can hold the two to each other (shape-only count == closed form == real run).
 
-Symbols (stages.py): L layers, D = d_model, H heads of dh = D / H, F = MLP width, V vocabulary,
-P = n_positions (the context), B batch, T positions computed in a pass, t positions attended
-(past + T), R rows of logits (1 in generation). A product (m x n)(n x p) is m*p dot products of
-length n, m*p*n multiply-accumulates (MACs); FLOPs are 2 x MACs.
+Symbols (stages.py): L layers, D = d_model, H query heads of dh (D / H for GPT-2), Hkv key/value
+heads (H for GPT-2), F = MLP width, V vocabulary, P = n_positions (the context), W the sliding
+window (if any), B batch, T positions computed in a pass, t positions in context (past + T), R
+rows of logits (1 in generation). A product (m x n)(n x p) is m*p dot products of length n, m*p*n
+multiply-accumulates (MACs); FLOPs are 2 x MACs.
+
+The two families differ in these sums only: GPT-2 projects Q, K and V in one product of width 3D
+and has a two-matrix MLP; the Llama family projects q (H dh wide), k and v (Hkv dh wide each)
+separately and has a three-matrix (gated) MLP.
 """
 
 from __future__ import annotations
 
-from .config import GPT2Config
+from fractions import Fraction
+
+from .config import Config
 
 FLOAT32_BYTES = 4
 
 
-def products(config: GPT2Config, T: int, t: int, R: int = 1, B: int = 1) -> dict[str, tuple[int, int]]:
+def attended(config: Config, T: int, t: int) -> int:
+    """Keys a pass of T new positions at context t computes scores against: all t, or where a sliding
+    window W cut the oldest, the W - 1 before the first new query and the T new ones: min(t, W + T - 1)."""
+    W = config.sliding_window
+    return t if W is None else min(t, W + T - 1)
+
+
+def _mlp_matrices(config: Config) -> int:
+    return 3 if config.family == "llama" else 2
+
+
+def products(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> dict[str, tuple[int, int]]:
     """(dot products, dot-product length) of each matrix product of one pass (per layer for the block ops)."""
     D, H, F, V = config.n_embd, config.n_head, config.d_ff, config.vocab_size
-    dh = D // H
+    dh, Hkv, ta = config.d_head, config.n_kv_head, attended(config, T, t)
+    if config.family != "llama":
+        return {
+            "qkv": (B * T * 3 * D, D),  # h [T, D] x W_qkv [D, 3D]
+            "scores": (B * H * T * t, dh),  # per head Q [T, dh] x K^T [dh, t]
+            "mix": (B * H * T * dh, t),  # per head A [T, t] x V [t, dh]
+            "out": (B * T * D, D),  # Z [T, D] x W_o [D, D]
+            "mlp.up": (B * T * F, D),  # h [T, D] x W_up [D, F]
+            "mlp.down": (B * T * D, F),  # g [T, F] x W_down [F, D]
+            "logits": (B * R * V, D),  # h [R, D] x W_te^T [D, V]
+        }
     return {
-        "qkv": (B * T * 3 * D, D),  # h [T, D] x W_qkv [D, 3D]
-        "scores": (B * H * T * t, dh),  # per head Q [T, dh] x K^T [dh, t]
-        "mix": (B * H * T * dh, t),  # per head A [T, t] x V [t, dh]
-        "out": (B * T * D, D),  # Z [T, D] x W_o [D, D]
+        "q": (B * T * H * dh, D),  # h [T, D] x W_q [D, H dh]
+        "k": (B * T * Hkv * dh, D),  # h [T, D] x W_k [D, Hkv dh]
+        "v": (B * T * Hkv * dh, D),  # h [T, D] x W_v [D, Hkv dh]
+        "scores": (B * H * T * ta, dh),  # per query head Q [T, dh] x K^T [dh, t]: its group's K, not a copy
+        "mix": (B * H * T * dh, ta),  # per query head A [T, t] x V [t, dh]
+        "out": (B * T * D, H * dh),  # Z [T, H dh] x W_o [H dh, D]
+        "mlp.gate": (B * T * F, D),  # h [T, D] x W_gate [D, F]
         "mlp.up": (B * T * F, D),  # h [T, D] x W_up [D, F]
-        "mlp.down": (B * T * D, F),  # g [T, F] x W_down [F, D]
-        "logits": (B * R * V, D),  # h [R, D] x W_te^T [D, V]
+        "mlp.down": (B * T * D, F),  # a [T, F] x W_down [F, D]
+        "logits": (B * R * V, D),  # h [R, D] x W_U^T [D, V]
     }
 
 
-def causal_pairs(T: int, t: int) -> int:
-    """(query, key) pairs per head that the causal mask keeps: query i (at position t - T + i) sees t - T + i + 1 keys.
+def weight_macs_per_position(config: Config) -> int:
+    """MACs of the products with weights, per position and layer: q, k, v and out, then the MLP.
 
-    Summed over the T queries: T (t - T) + T (T + 1) / 2; all T t of them in a decode step (T = 1).
+    D (H dh + 2 Hkv dh) + H dh D + m D F, m the MLP's matrices (2 in GPT-2, 3 gated): 4 D^2 + 2 D F for
+    GPT-2, 4 D^2 + 3 D F for a Llama without grouping (H dh = D, Hkv = H).
     """
-    return T * (t - T) + T * (T + 1) // 2
+    D, F, q, kv = config.n_embd, config.d_ff, config.n_head * config.d_head, config.n_kv_head * config.d_head
+    return D * (q + 2 * kv) + q * D + _mlp_matrices(config) * D * F
 
 
-def layer_macs(config: GPT2Config, T: int, t: int, B: int = 1) -> int:
-    """One block: T (4 D^2 + 2 D F) + 2 T t D; with F = 4 D that is the familiar 12 T D^2 + 2 T t D.
+def attention_macs_per_pair(config: Config) -> int:
+    """MACs of Q K^T and A V per (query, key) pair in a layer: dh each, for each of the H query heads."""
+    return 2 * config.n_head * config.d_head
 
-    4 D^2 per position is Q, K, V (3 D^2) and the output projection (D^2); 2 D F is the MLP up and down;
-    2 T t D is Q K^T and A V over all heads (H * dh = D), computed dense.
+
+def causal_pairs(T: int, t: int, window: int | None = None) -> int:
+    """(query, key) pairs per head that the causal mask keeps: query i (at position t - T + i) sees t - T + i + 1 keys,
+    or at most `window` where a sliding window limits it.
+
+    Summed over the T queries: T (t - T) + T (T + 1) / 2 without a window; all T t of them in a decode step (T = 1).
     """
-    D, F = config.n_embd, config.d_ff
-    return B * (T * (4 * D * D + 2 * D * F) + 2 * T * t * D)
+    if window is None:
+        return T * (t - T) + T * (T + 1) // 2
+    past = t - T
+    unlimited = max(0, min(T, window - past))  # queries that see fewer than `window` keys: past + 1 .. past + n
+    return unlimited * past + unlimited * (unlimited + 1) // 2 + (T - unlimited) * window
 
 
-def layer_dot_products(config: GPT2Config, T: int, t: int, B: int = 1) -> int:
-    """One block: 3 T D (qkv) + H T t (scores) + T D (mix) + T D (out) + T F (up) + T D (down)."""
-    D, H, F = config.n_embd, config.n_head, config.d_ff
-    return B * (T * (6 * D + F) + H * T * t)
+def layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
+    """One block: T (products with weights per position) + 2 H dh T t' (Q K^T and A V over t' attended keys).
+
+    GPT-2: T (4 D^2 + 2 D F) + 2 T t D; with F = 4 D that is the familiar 12 T D^2 + 2 T t D. 4 D^2 per
+    position is Q, K, V (3 D^2) and the output projection (D^2); 2 D F is the MLP up and down; 2 T t D
+    is Q K^T and A V over all heads (H * dh = D), computed dense. A Llama: T (D (2 H dh + 2 Hkv dh) + 3 D F)
+    + 2 T t' H dh, t' = min(t, W + T - 1) under a sliding window W.
+    """
+    return B * (T * weight_macs_per_position(config) + attention_macs_per_pair(config) * T * attended(config, T, t))
 
 
-def causal_layer_macs(config: GPT2Config, T: int, t: int, B: int = 1) -> int:
-    """One block counting only the score and mix work the causal mask keeps: 2 D per kept (query, key) pair."""
-    D, F = config.n_embd, config.d_ff
-    return B * (T * (4 * D * D + 2 * D * F) + 2 * D * causal_pairs(T, t))
+def layer_dot_products(config: Config, T: int, t: int, B: int = 1) -> int:
+    """One block. GPT-2: 3 T D (qkv) + H T t (scores) + T D (mix) + T D (out) + T F (up) + T D (down).
+    A Llama: T (H dh + 2 Hkv dh) (q, k, v) + H T t' (scores) + T H dh (mix) + T D (out) + 2 T F + T D (MLP)."""
+    D, H, F, dh, Hkv = config.n_embd, config.n_head, config.d_ff, config.d_head, config.n_kv_head
+    ta = attended(config, T, t)
+    if config.family != "llama":
+        return B * (T * (6 * D + F) + H * T * t)
+    return B * (T * (H * dh + 2 * Hkv * dh) + H * T * ta + T * H * dh + T * D + 2 * T * F + T * D)
 
 
-def logits_macs(config: GPT2Config, R: int = 1, B: int = 1) -> int:
+def causal_layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
+    """One block counting only the score and mix work the mask keeps: 2 H dh per kept (query, key) pair."""
+    pairs = causal_pairs(T, t, config.sliding_window)
+    return B * (T * weight_macs_per_position(config) + attention_macs_per_pair(config) * pairs)
+
+
+def logits_macs(config: Config, R: int = 1, B: int = 1) -> int:
     """R D V: the unembedding of R rows (1 during generation: only the next token's logits are needed)."""
     return B * R * config.n_embd * config.vocab_size
 
 
-def pass_macs(config: GPT2Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
+def pass_macs(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
     """One forward pass: L blocks and the logits (the embedding is a lookup, norms are not products)."""
     return config.n_layer * layer_macs(config, T, t, B) + logits_macs(config, R, B)
 
 
-def pass_dot_products(config: GPT2Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
+def pass_dot_products(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
     return config.n_layer * layer_dot_products(config, T, t, B) + B * R * config.vocab_size
 
 
-def prefill_macs(config: GPT2Config, n_prompt: int, B: int = 1) -> int:
+def prefill_macs(config: Config, n_prompt: int, B: int = 1) -> int:
     """The prompt's pass: T = t = n_prompt, logits for the last position only."""
     return pass_macs(config, n_prompt, n_prompt, 1, B)
 
 
-def decode_macs(config: GPT2Config, t: int, B: int = 1) -> int:
-    """A decode step with the KV cache: one new position attending to t: L (4 D^2 + 2 D F + 2 t D) + D V."""
+def decode_macs(config: Config, t: int, B: int = 1) -> int:
+    """A decode step with the KV cache: one new position attending to t (at most W): L (4 D^2 + 2 D F + 2 t D) + D V
+    for GPT-2."""
     return pass_macs(config, 1, t, 1, B)
 
 
-def generation_macs(config: GPT2Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1) -> int:
+def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1) -> int:
     """1 prefill and n_new - 1 decode steps, summed in closed form (no loop over the steps).
 
-    With the cache, step k (1..n_new-1) computes 1 position attending to n_prompt + k. Without it,
-    step k recomputes all t = n_prompt + k positions: L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V.
+    With the cache, step k (1..n_new-1) computes 1 position attending to n_prompt + k (at most W of
+    them). Without it, step k recomputes all t = n_prompt + k positions, each attending to the ones
+    before it (a pass from position 0 has no earlier keys for a window to cut): for GPT-2 that is
+    L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V.
     """
-    L, D, F = config.n_layer, config.n_embd, config.d_ff
-    per_position = 4 * D * D + 2 * D * F
+    L = config.n_layer
+    per_position, per_pair = weight_macs_per_position(config), attention_macs_per_pair(config)
     logits = n_new * logits_macs(config, 1, B)
     if use_cache:
         k = n_new - 1  # decode steps
-        sum_t = k * n_prompt + k * (k + 1) // 2  # sum of contexts n_prompt + 1 .. n_prompt + k
-        decode = B * L * (k * per_position + 2 * D * sum_t)
+        decode = B * L * (k * per_position + per_pair * _sum_of_capped(n_prompt, k, config.sliding_window))
         prefill = L * layer_macs(config, n_prompt, n_prompt, B)
         return prefill + decode + logits
     first, last = n_prompt, n_prompt + n_new - 1
     sum_t = (first + last) * n_new // 2
     sum_t2 = _sum_of_squares(last) - _sum_of_squares(first - 1)
-    return B * L * (per_position * sum_t + 2 * D * sum_t2) + logits
+    return B * L * (per_position * sum_t + per_pair * sum_t2) + logits
+
+
+def _sum_of_capped(n: int, k: int, window: int | None) -> int:
+    """min(n + 1, W) + min(n + 2, W) + ... + min(n + k, W): the keys of k decode steps after n positions."""
+    below = k if window is None else max(0, min(k, window - n))  # steps whose context is still within the window
+    return below * n + below * (below + 1) // 2 + (k - below) * (window or 0)
 
 
 def _sum_of_squares(m: int) -> int:
     return m * (m + 1) * (2 * m + 1) // 6
 
 
-def parameters(config: GPT2Config) -> int:
-    """V D + P D (embeddings) + L (4 D^2 + 2 D F + 9 D + F) + 2 D (final norm) [+ V D for an untied head].
+def parameters(config: Config) -> int:
+    """GPT-2: V D + P D (embeddings) + L (4 D^2 + 2 D F + 9 D + F) + 2 D (final norm) [+ V D for an untied head].
 
     Per layer: W_qkv 3 D^2 + 3 D, W_o D^2 + D, W_up D F + F, W_down F D + D, two norms 2 x 2 D. With
     F = 4 D that is the familiar 12 L D^2 + 13 L D.
+
+    A Llama: V D + L (2 D H dh + 2 D Hkv dh + 3 D F + 2 D + biases) + D [+ V D untied]: q and o are
+    D x H dh, k and v D x Hkv dh, the MLP three D x F, two RMSNorm gains of D a layer and one at
+    the end; biases only where the config has them (q, k, v: H dh + 2 Hkv dh; o: D; MLP: 2 F + D).
     """
-    L, D, F, V, P = config.n_layer, config.n_embd, config.d_ff, config.vocab_size, config.n_positions
+    L, D, F, V = config.n_layer, config.n_embd, config.d_ff, config.vocab_size
     head = 0 if config.tie_word_embeddings else V * D
-    return V * D + P * D + L * (4 * D * D + 2 * D * F + 9 * D + F) + 2 * D + head
+    if config.family != "llama":
+        P = config.n_positions
+        return V * D + P * D + L * (4 * D * D + 2 * D * F + 9 * D + F) + 2 * D + head
+    q, kv = config.n_head * config.d_head, config.n_kv_head * config.d_head
+    biases = config.qkv_bias * (q + 2 * kv) + config.o_bias * D + config.mlp_bias * (2 * F + D)
+    return V * D + L * (2 * D * q + 2 * D * kv + 3 * D * F + 2 * D + biases) + D + head
 
 
-def kv_cache_bytes_per_token(config: GPT2Config, B: int = 1) -> int:
-    """K and V (2) for each of L layers, D numbers each (H heads x dh), float32."""
-    return B * 2 * config.n_layer * config.n_embd * FLOAT32_BYTES
+def kv_cache_positions(config: Config, positions: int) -> int:
+    """Positions a cache must hold after `positions` tokens: all of them, or the last W under a sliding window
+    (no query reads further back)."""
+    W = config.sliding_window
+    return positions if W is None else min(positions, W)
 
 
-def weight_bytes(config: GPT2Config) -> int:
+def kv_cache_bytes_per_token(config: Config, B: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
+    """K and V (2) for each of L layers, Hkv dh numbers each (Hkv heads x dh; D for GPT-2)."""
+    return B * 2 * config.n_layer * config.n_kv_head * config.d_head * bytes_per_number
+
+
+def weight_bytes(config: Config) -> int:
     return parameters(config) * FLOAT32_BYTES
+
+
+def attention_to_weights(config: Config) -> Fraction:
+    """X such that, in a layer of a decode step attending to t keys, MACs(Q K^T, A V) / MACs(products with weights)
+    = t / X.
+
+    2 H dh t / (D (H dh + 2 Hkv dh) + H dh D + m D F), m = 2 (GPT-2) or 3 (gated), so
+    X = (D (H dh + Hkv dh) + m D F / 2) / (H dh): 2 D + F for GPT-2 (6 D when F = 4 D), 2 D + 1.5 F for a
+    Llama without grouping (24,704 for Llama 2 7B), D (1 + Hkv / H) + 1.5 D F / (H dh) in general.
+    """
+    return Fraction(weight_macs_per_position(config), attention_macs_per_pair(config))

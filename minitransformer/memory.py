@@ -1,31 +1,40 @@
 """Memory beside the counts: weight bytes, KV-cache bytes, a peak-activation estimate, arithmetic intensity.
 
-All float32 (4 bytes a number), as the engine computes.
+Bytes are numbers x the bytes of one number: float32 (4, as the engine computes) unless the user
+names bfloat16 or float16 (2), the dtypes large models are served in; every byte figure here
+(weights, KV cache, activations, intensity) follows that choice.
 
 Arithmetic intensity of a product = MACs / bytes moved, where the bytes moved are the least any
-implementation must move: read A once, read B once, write the output once (4 bytes a number). A
-product whose intensity is below the machine balance (the MACs the machine can do in the time it
-moves one byte) waits on memory: it is memory-bound. During decode every product has T = 1 row,
-so each weight is read to do one multiply-accumulate per number: about 1/4 MAC per byte.
+implementation must move: read A once, read B once, write the output once. A product whose
+intensity is below the machine balance (the MACs the machine can do in the time it moves one byte)
+waits on memory: it is memory-bound. During decode every product has T = 1 row, so each weight is
+read to do one multiply-accumulate per number: about 1/4 MAC per byte in float32, 1/2 in bfloat16.
+
+The KV cache holds K and V, Hkv key/value heads of dh numbers each (D for GPT-2), per layer and
+position; under a sliding window of W positions no query reads further back than W, so a cache
+needs to hold at most W of them (the engine keeps all and reads the last W; transformers keeps W - 1
+between steps).
 
 The peak-activation estimate, read from a pass's records: the residual stream x [B, T, D] plus the
 largest working set of one stage, in a pass nobody watches (the usual run): for a matrix product
 its A and its output (its B is a weight, or K^T and V, which live in the KV cache or in the Q K V
 projection's output); for scale, mask and softmax one tensor, as they write over the scores in
 place (ops.py); for the other elementwise stages input and output; nothing for views (the heads
-split, the cache's rows, the last position). The tests hold it to tracemalloc's measured peak of
-real runs.
+split, the cache's rows, the last position). A Llama block differs in two places: its mask is a
+[T, t] bias built once a pass and alive throughout, and its gated MLP holds g, u, sigmoid(g) and
+act(g) = g sigmoid(g) at once. The tests hold it to tracemalloc's measured peak of real runs.
 """
 
 from __future__ import annotations
 
 from math import prod
 
-from .config import GPT2Config
+from .config import Config
 from .kvcache import KVCache
 from .ledger import Record
 
 FLOAT32_BYTES = 4
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes a number, for --dtype
 # A present-day desktop CPU: ~0.5 T float32 MAC/s (8 cores x 2 FMA units x 8 lanes x 4 GHz) over ~50 GB/s
 # of DRAM bandwidth. For comparison: an A100 does ~6 float32 MACs per byte of HBM, ~100 in bf16 on tensor cores.
 DEFAULT_BALANCE = 10.0  # MACs per byte
@@ -35,34 +44,48 @@ DEFAULT_BALANCE = 10.0  # MACs per byte
 _LIVE_COPIES = {"scale": 1, "mask": 1, "softmax": 1, "split_heads": 0, "cache": 0, "last": 0}
 
 
-def kv_cache_bytes(config: GPT2Config, positions: int, batch: int = 1) -> int:
-    """The engine's own KV cache (shape-only, so nothing is allocated) holding `positions` positions."""
+def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
+    """The engine's own KV cache (shape-only, so nothing is allocated) holding `positions` positions:
+    K and V [Hkv, positions, dh] per layer."""
     lead = (batch,) if batch > 1 else ()
-    return KVCache(config.n_layer, config.n_head, config.d_head, positions, lead, shape_only=True).nbytes
+    cache = KVCache(config.n_layer, config.n_kv_head, config.d_head, positions, lead, shape_only=True)
+    return sum(k.size + v.size for k, v in zip(cache.keys, cache.values)) * bytes_per_number
 
 
-def bytes_moved(r: Record) -> int:
-    """Read A, read B, write the output, once each, float32."""
-    return FLOAT32_BYTES * (prod(r.a_shape) + prod(r.b_shape) + prod(r.out_shape))
+def cache_positions(config: Config, positions: int) -> int:
+    """The positions a KV cache must hold after `positions` tokens: all, or at most the sliding window."""
+    window = config.sliding_window
+    return positions if window is None else min(positions, window)
 
 
-def intensity(r: Record) -> float:
+def bytes_moved(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> int:
+    """Read A, read B, write the output, once each."""
+    return bytes_per_number * (prod(r.a_shape) + prod(r.b_shape) + prod(r.out_shape))
+
+
+def intensity(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> float:
     """MACs per byte moved."""
-    return r.macs / bytes_moved(r)
+    return r.macs / bytes_moved(r, bytes_per_number)
 
 
-def working_set(r: Record) -> int:
+def working_set(r: Record, gated: bool = False) -> int:
     """Numbers alive while this stage runs, besides the residual stream (see the module docstring)."""
     if r.kind == "matmul":
         return prod(r.a_shape) + prod(r.out_shape)
+    if gated and r.op == "mlp.act":  # g and u, sigmoid(g) and g sigmoid(g)
+        return 4 * prod(r.out_shape)
     return _LIVE_COPIES.get(r.op, 2) * prod(r.out_shape)
 
 
-def peak_activations(records: list[Record]) -> tuple[int, Record]:
+def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTES) -> tuple[int, Record]:
     """(estimated peak activation bytes, the stage where it peaks) of one pass."""
     residual = prod(next(r for r in records if r.op == "embed").out_shape)
-    peak = max(records, key=working_set)
-    return FLOAT32_BYTES * (residual + working_set(peak)), peak
+    gated = any(r.op == "mlp.gate" for r in records)  # a Llama block (see the module docstring)
+    if gated:
+        *_, T, t = next(r for r in records if r.op == "mask").out_shape
+        residual += T * t  # the pass's mask bias
+    peak = max(records, key=lambda r: working_set(r, gated))
+    return bytes_per_number * (residual + working_set(peak, gated)), peak
 
 
 def decode_example(count):
@@ -78,57 +101,60 @@ def decode_example(count):
     return count_folded(count.config, count.n_prompt, 2, True, count.batch)[1]
 
 
-def intensity_rows(count, balance: float) -> list[dict]:
+def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES) -> list[dict]:
     """Each matrix product in the prefill and in a cached decode step: MACs, bytes moved, MACs per byte."""
     decode = decode_example(count)
     rows = []
     for r in count.prefill.block + count.prefill.after:
         if r.kind != "matmul":
             continue
-        row = {"op": r.op, "prefill": _intensity(r, balance)}
+        row = {"op": r.op, "prefill": _intensity(r, balance, bytes_per_number)}
         if decode is not None:
-            row["decode"] = _intensity(decode.find(r.op), balance)
+            row["decode"] = _intensity(decode.find(r.op), balance, bytes_per_number)
         rows.append(row)
     return rows
 
 
-def _intensity(r: Record, balance: float) -> dict:
-    value = intensity(r)
-    return {"rows": r.a_shape[-2], "macs": r.macs, "bytes": bytes_moved(r), "macs_per_byte": value,
+def _intensity(r: Record, balance: float, bytes_per_number: int) -> dict:
+    value = intensity(r, bytes_per_number)
+    return {"rows": r.a_shape[-2], "macs": r.macs, "bytes": bytes_moved(r, bytes_per_number), "macs_per_byte": value,
             "memory_bound": value < balance}  # fmt: skip
 
 
-def memory_dict(count, balance: float) -> dict:
-    """The memory section of the count's JSON (see the module docstring for the definitions)."""
+def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
+    """The memory section of the count's JSON (see the module docstring for the definitions), in `dtype`."""
     from .params import parameters
 
+    size = DTYPE_BYTES[dtype]
     config, batch = count.config, count.batch
     n_params = parameters(config).total
     held = count.n_prompt + count.n_new - 1  # the last new token is never fed back, so never cached
     prefill = count.prefill
-    prefill_peak, prefill_stage = peak_activations(prefill.before + prefill.block + prefill.after)
+    prefill_peak, prefill_stage = peak_activations(prefill.before + prefill.block + prefill.after, size)
     activations = {"estimate": "residual stream + the largest stage's working set (see minitransformer/memory.py)",
                    "prefill": {"bytes": prefill_peak, "stage": prefill_stage.op}}  # fmt: skip
     decode = decode_example(count)
     if decode is not None:
-        decode_peak, decode_stage = peak_activations(decode.before + decode.block + decode.after)
+        decode_peak, decode_stage = peak_activations(decode.before + decode.block + decode.after, size)
         activations["decode"] = {"bytes": decode_peak, "stage": decode_stage.op, "context": decode.context}
+    kept = cache_positions(config, held)
     return {
-        "bytes_per_number": FLOAT32_BYTES,
-        "weights": {"parameters": n_params, "bytes": FLOAT32_BYTES * n_params},
+        "dtype": dtype,
+        "bytes_per_number": size,
+        "weights": {"parameters": n_params, "bytes": size * n_params},
         "kv_cache": {
             "used": count.cached,
             "batch": batch,
-            "bytes_per_token": kv_cache_bytes(config, 1, batch),
-            "positions": held,
-            "bytes": kv_cache_bytes(config, held, batch),
+            "bytes_per_token": kv_cache_bytes(config, 1, batch, size),
+            "positions": kept,
+            "bytes": kv_cache_bytes(config, kept, batch, size),
             "context": config.n_positions,
-            "bytes_at_context": kv_cache_bytes(config, config.n_positions, batch),
+            "bytes_at_context": kv_cache_bytes(config, cache_positions(config, config.n_positions), batch, size),
         },
         "activations": activations,
         "intensity": {
-            "bytes_moved": "read A, read B and write the output once each, float32",
+            "bytes_moved": f"read A, read B and write the output once each, {dtype}",
             "machine_balance_macs_per_byte": balance,
-            "ops": intensity_rows(count, balance),
+            "ops": intensity_rows(count, balance, size),
         },
     }

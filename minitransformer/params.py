@@ -1,8 +1,8 @@
-"""Every weight tensor of a GPT-2 by its Hugging Face name, with its shape, size and kind: the parameter count.
+"""Every weight tensor of a model by its Hugging Face name, with its shape, size and kind: the parameter count.
 
 The list is `weights.expected_shapes(config)`, the same one the loader checks checkpoints against,
-so the count cannot drift from what the model loads. With tied embeddings (GPT-2's default) the
-token embedding W_te is also the unembedding: one tensor, counted once.
+so the count cannot drift from what the model loads. With tied embeddings (GPT-2's default, and
+some Llama-family models') the token embedding W_te is also the unembedding: one tensor, counted once.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from math import prod
 
-from .config import GPT2Config
+from .config import Config
 from .weights import expected_shapes
 
-# kind -> what it is, in the order a forward pass meets them.
+# kind -> what it is, in the order a forward pass meets them: GPT-2 (Conv1D weights are stored [in, out])...
 KINDS: dict[str, str] = {
     "token_embedding": "token embedding W_te [V, D]",
     "position_embedding": "position embedding W_pe [P, D]",
@@ -24,6 +24,20 @@ KINDS: dict[str, str] = {
     "mlp_down": "MLP down weights W_down [F, D]",
     "biases": "biases of the four linear layers",
     "layer_norms": "layer-norm gains and biases",
+    "unembedding": "unembedding W_U [V, D] (untied)",
+}
+# ... and the Llama family (nn.Linear weights are stored [out, in]).
+LLAMA_KINDS: dict[str, str] = {
+    "token_embedding": "token embedding W_te [V, D]",
+    "attention_q": "attention query weights W_q [H*dh, D]",
+    "attention_k": "attention key weights W_k [Hkv*dh, D]",
+    "attention_v": "attention value weights W_v [Hkv*dh, D]",
+    "attention_out": "attention output weights W_o [D, H*dh]",
+    "mlp_gate": "MLP gate weights W_gate [F, D]",
+    "mlp_up": "MLP up weights W_up [F, D]",
+    "mlp_down": "MLP down weights W_down [D, F]",
+    "biases": "biases of the linear layers that have them",
+    "norms": "RMSNorm gains",
     "unembedding": "unembedding W_U [V, D] (untied)",
 }
 
@@ -37,6 +51,16 @@ _KIND_OF = (
     (re.compile(r"^h\.\d+\.(attn|mlp)\.c_\w+\.bias$"), "biases"),
     (re.compile(r"^(h\.\d+\.)?ln_(1|2|f)\.(weight|bias)$"), "layer_norms"),
     (re.compile(r"^lm_head\.weight$"), "unembedding"),
+    (re.compile(r"^embed_tokens\.weight$"), "token_embedding"),
+    (re.compile(r"^layers\.\d+\.self_attn\.q_proj\.weight$"), "attention_q"),
+    (re.compile(r"^layers\.\d+\.self_attn\.k_proj\.weight$"), "attention_k"),
+    (re.compile(r"^layers\.\d+\.self_attn\.v_proj\.weight$"), "attention_v"),
+    (re.compile(r"^layers\.\d+\.self_attn\.o_proj\.weight$"), "attention_out"),
+    (re.compile(r"^layers\.\d+\.mlp\.gate_proj\.weight$"), "mlp_gate"),
+    (re.compile(r"^layers\.\d+\.mlp\.up_proj\.weight$"), "mlp_up"),
+    (re.compile(r"^layers\.\d+\.mlp\.down_proj\.weight$"), "mlp_down"),
+    (re.compile(r"^layers\.\d+\.(self_attn|mlp)\.\w+_proj\.bias$"), "biases"),
+    (re.compile(r"^(layers\.\d+\.(input|post_attention)_layernorm|norm)\.weight$"), "norms"),
 )
 
 
@@ -61,9 +85,14 @@ class Tensor:
         return {"name": self.name, "shape": list(self.shape), "count": self.count, "kind": self.kind}
 
 
+def kinds_of(config: Config) -> dict[str, str]:
+    """The kinds of a config's family, described."""
+    return LLAMA_KINDS if config.family == "llama" else KINDS
+
+
 @dataclass(frozen=True)
 class Parameters:
-    config: GPT2Config
+    config: Config
     tensors: tuple[Tensor, ...]
 
     @property
@@ -76,7 +105,9 @@ class Parameters:
 
     @property
     def kinds(self) -> dict[str, int]:
-        totals = {kind: 0 for kind in KINDS if kind != "unembedding" or not self.tied_embeddings}
+        """kind -> parameters, for every kind the model has (a Llama without biases has no "biases")."""
+        present = {t.kind for t in self.tensors}
+        totals = {kind: 0 for kind in kinds_of(self.config) if kind in present}
         for t in self.tensors:
             totals[t.kind] += t.count
         return totals
@@ -91,22 +122,22 @@ class Parameters:
         }
 
 
-def parameters(config: GPT2Config) -> Parameters:
+def parameters(config: Config) -> Parameters:
     return Parameters(config, tuple(Tensor(n, s, kind_of(n)) for n, s in expected_shapes(config).items()))
 
 
 def _pattern(name: str) -> str:
-    return re.sub(r"^h\.\d+\.", "h.{i}.", name)
+    return re.sub(r"^(h|layers)\.\d+\.", r"\1.{i}.", name)
 
 
 def params_report(p: Parameters) -> str:
-    """Kind by kind, each tensor once per pattern (h.{i}.… stands for every layer), then the total."""
+    """Kind by kind, each tensor once per pattern (h.{i}.… or layers.{i}.… stands for every layer), then the total."""
     from .report import count, human, percent, shape, table
 
     total = p.total
     rows = []
     for kind, kind_total in p.kinds.items():
-        label = KINDS[kind]
+        label = kinds_of(p.config)[kind]
         if kind == "token_embedding" and p.tied_embeddings:
             label += ", also the unembedding (tied: counted once)"
         rows.append([label, "", "", "", count(kind_total), percent(kind_total, total)])
@@ -120,9 +151,14 @@ def params_report(p: Parameters) -> str:
             rows.append([f"  {pattern}", shape(dims), f"x {n}" if n > 1 else "", count(each), count(each * n), ""])
     rows.append(["total", "", "", "", count(total), "100%"])
     c = p.config
+    layers = "layers" if c.family == "llama" else "h"
+    heads = ""
+    if c.family == "llama":
+        kv = f" sharing {c.n_kv_head} key/value heads" if c.n_kv_head != c.n_head else ""
+        heads = f", {c.n_head} heads of {c.d_head}{kv}"
     header = (
-        f"Parameters of {c.name}: {c.n_layer} layers, d_model {c.n_embd:,}, d_ff {c.d_ff:,}, vocab {c.vocab_size:,}, "
-        f"context {c.n_positions:,}; h.{{i}} stands for each of the {c.n_layer} layers"
+        f"Parameters of {c.name}: {c.n_layer} layers, d_model {c.n_embd:,}{heads}, d_ff {c.d_ff:,}, "
+        f"vocab {c.vocab_size:,}, context {c.n_positions:,}; {layers}.{{i}} stands for each of the {c.n_layer} layers"
     )
     tied = (
         "Tied embeddings: W_te turns tokens into vectors and, transposed, vectors into logits; it is one tensor."
@@ -133,5 +169,6 @@ def params_report(p: Parameters) -> str:
         header,
         table(["tensor", "shape", "layers", "each", "count", "share"], rows, right={3, 4, 5}),
         "",
-        f"{count(total)} parameters ({human(total)}); float32 weights: {human(4 * total)}B. {tied}",
+        f"{count(total)} parameters ({human(total)}); float32 weights: {human(4 * total)}B, bfloat16 or float16: "
+        f"{human(2 * total)}B. {tied}",
     ])  # fmt: skip

@@ -17,10 +17,11 @@ from .count import Count, sweep_per_token
 from .errors import UserError
 from .files import Destination, open_destination
 from .report import human
-from .stages import MATMUL_OPS
 
-OP_COLORS = {"qkv": "#4c72b0", "scores": "#dd8452", "mix": "#c44e52", "out": "#8172b3",
-             "mlp.up": "#55a868", "mlp.down": "#2e7d32", "logits": "#7f7f7f"}  # fmt: skip
+# Blues for the attention projections, oranges and reds for attention itself, greens for the MLP.
+OP_COLORS = {"qkv": "#4c72b0", "q": "#4c72b0", "k": "#6a9fd4", "v": "#2f4b7c", "scores": "#dd8452", "mix": "#c44e52",
+             "out": "#8172b3", "mlp.gate": "#8fbc5a", "mlp.up": "#55a868", "mlp.down": "#2e7d32",
+             "logits": "#7f7f7f"}  # fmt: skip
 
 
 def require_matplotlib():
@@ -43,9 +44,12 @@ def write_plots(count: Count, path: str | Destination) -> None:
     fig, (share, dots, per_token) = plt.subplots(1, 3, figsize=(19, 6.2), dpi=100)
     c = count.config
     cache = "with the KV cache" if count.cached else "without a cache"
-    fig.suptitle(f"{c.name}: {_n(c.n_layer, 'layer')}, d_model {c.n_embd:,}, {_n(c.n_head, 'head')}, d_ff {c.d_ff:,}, "
-                 f"vocab {c.vocab_size:,} | {count.n_prompt:,}-token prompt, {_n(count.n_new, 'new token')}, batch "
-                 f"{count.batch}, {cache} (counted from shapes)", fontsize=13)  # fmt: skip
+    kv = f" ({c.n_kv_head} key/value)" if c.n_kv_head != c.n_head else ""
+    kv += f", sliding window {c.sliding_window:,}" if c.sliding_window is not None else ""
+    fig.suptitle(f"{c.name}: {_n(c.n_layer, 'layer')}, d_model {c.n_embd:,}, {_n(c.n_head, 'head')}{kv}, "
+                 f"d_ff {c.d_ff:,}, vocab {c.vocab_size:,} | {count.n_prompt:,}-token prompt, "
+                 f"{_n(count.n_new, 'new token')}, batch {count.batch}, {cache} (counted from shapes)",
+                 fontsize=13)  # fmt: skip
     _share_panel(share, count)
     _dots_panel(dots, count)
     _per_token_panel(per_token, count)
@@ -69,7 +73,7 @@ def _share_panel(ax, count: Count) -> None:
         last = count.decodes[-1]
         columns.append((f"decode step {last.step} (T={last.tokens:,}, t={last.context:,})", last.ops(), "#3182bd"))
     columns.append(("whole generation", count.ops(), "#08519c"))
-    ops = list(MATMUL_OPS)
+    ops = list(count.family.matmul_ops)
     height = 0.8 / len(columns)
     for k, (label, totals, color) in enumerate(columns):
         whole = sum(macs for _, macs in totals.values())
@@ -98,7 +102,7 @@ def _dots_panel(ax, count: Count) -> None:
     xs, ys = [], []
     same_logits = bool(count.decodes) and count.decodes[-1].find("logits") == count.prefill.find("logits")
     for _, p, marker, filled in passes:
-        labels: dict[tuple, list] = {}  # ops that land on the same point share one label ("scores, mix")
+        labels: dict[tuple, list] = {}  # ops that land on (nearly) the same point share one label ("scores, mix")
         for r in p.block + p.after:
             if r.kind != "matmul":
                 continue
@@ -108,8 +112,9 @@ def _dots_panel(ax, count: Count) -> None:
             xs.append(r.dot_length), ys.append(r.dot_products)
             if not filled and r.op == "logits" and same_logits:
                 continue  # the same point as the prefill's
-            spot = (round(math.log10(r.dot_length), 1), round(math.log10(r.dot_products), 1))
-            labels.setdefault(spot, []).append(r)
+            spot = (math.log10(r.dot_length), math.log10(r.dot_products))
+            near = next((s for s in labels if abs(s[0] - spot[0]) < 0.15 and abs(s[1] - spot[1]) < 0.06), spot)
+            labels.setdefault(near, []).append(r)
         for group in labels.values():
             r = group[0]
             dx, dy = _LABEL_OFFSET.get(r.op, (8, -4))
