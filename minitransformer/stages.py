@@ -128,7 +128,7 @@ def llama_family(qkv_bias: bool = False, o_bias: bool = False, mlp_bias: bool = 
     block = (
         Stage("ln_1", ("ln_1",), "norm", "h = RMSNorm_1(x)", "x [T, D]"),
         Stage("q", ("attn.q_proj",), "matmul", f"q = h W_q{q('q')}", "h [T, D], W_q [D, H*dh]", ATTENTION_PROJECTIONS),
-        Stage("k", ("attn.k_proj",), "matmul", f"k = h W_k{q('k')}  (Hkv heads: narrower than q under GQA)",
+        Stage("k", ("attn.k_proj",), "matmul", f"k = h W_k{q('k')}  (Hkv heads: narrower than q when Hkv < H)",
               "h [T, D], W_k [D, Hkv*dh]", ATTENTION_PROJECTIONS),
         Stage("v", ("attn.v_proj",), "matmul", f"v = h W_v{q('v')}", "h [T, D], W_v [D, Hkv*dh]",
               ATTENTION_PROJECTIONS),
