@@ -24,7 +24,7 @@ from pathlib import Path
 from .config import PRESETS, GPT2Config
 from .errors import UserError
 from .generate import count_passes
-from .ledger import Ledger, Phase, Record, Totals, cache_comparison
+from .ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps
 from .model import Model
 from .stages import MATMUL_OPS
 
@@ -237,7 +237,8 @@ class Count:
         return Totals(sum(p.dot_products for p in self.other_way), sum(p.macs for p in self.other_way))
 
     def cache_comparison(self) -> dict:
-        return cache_comparison(self.cached, self.totals, self.other_totals)
+        steps = cache_steps(self.cached, [(p.step, p.macs) for p in self.passes], [p.macs for p in self.other_way])
+        return cache_comparison(self.cached, self.totals, self.other_totals, steps)
 
     def ops(self) -> dict[str, tuple[int, int]]:
         """op -> (dot products, MACs) over the whole generation."""
@@ -249,7 +250,8 @@ class Count:
 
     def ledger(self) -> Ledger:
         """The full Ledger, every block of every pass expanded (as count_passes on the whole model gives)."""
-        return Ledger(self.config.to_dict(), [p.expand() for p in self.passes], other_way=self.other_totals)
+        return Ledger(self.config.to_dict(), [p.expand() for p in self.passes], other_way=self.other_totals,
+                      other_way_macs=[p.macs for p in self.other_way])  # fmt: skip
 
     def shown_steps(self, limit: int = STEPS_SHOWN) -> list[int]:
         """The decode steps shown in full: all of them, or the first limit - 2 and the last 2."""

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import UserError
-from .ledger import Ledger, Phase, Totals
+from .ledger import Ledger, Phase, totals_of
 from .model import Model
 
 
@@ -135,7 +135,8 @@ def generate(
     if on_token is not None and (tail := stream.flush()):
         on_token(-1, tail)
     if book is not None:
-        book.other_way = _count_other_way(model, len(prompt_tokens), len(new_tokens), use_cache)
+        other_way = _count_other_way(model, len(prompt_tokens), len(new_tokens), use_cache)
+        book.other_way, book.other_way_macs = totals_of(other_way), [p.macs for p in other_way]
     return Generation(model.name, prompt_text, prompt_tokens, new_tokens, tokenizer.decode(new_tokens), found, book)
 
 
@@ -176,13 +177,12 @@ def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True
     return book
 
 
-def _count_other_way(model: Model, n_prompt: int, n_new: int, used_cache: bool) -> Totals:
-    """Totals of the same generation done the other way (cache on/off), counted from shapes alone.
+def _count_other_way(model: Model, n_prompt: int, n_new: int, used_cache: bool) -> list:
+    """The passes of the same generation done the other way (cache on/off), counted from shapes alone.
 
     count.py folds the identical blocks into one, which keeps this a fraction of a second even after
     a long generation on a deep model.
     """
     from .count import count_folded
 
-    passes = count_folded(model.config, n_prompt, n_new, not used_cache)
-    return Totals(sum(p.dot_products for p in passes), sum(p.macs for p in passes))
+    return count_folded(model.config, n_prompt, n_new, not used_cache)
