@@ -9,11 +9,13 @@ ledger says what the cache saved.
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
+from .attention_maps import AttentionMaps, AttentionRecorder
 from .errors import UserError
 from .ledger import Ledger, Phase, totals_of
 from .model import Model
@@ -35,6 +37,9 @@ class Generation:
     text: str  # the continuation (decoded new tokens)
     candidates: list[Candidate] = field(default_factory=list)  # at the first generated position
     ledger: Ledger | None = None
+    prompt_pieces: list[str] = field(default_factory=list)  # each token as text, for pictures of the tokens
+    new_pieces: list[str] = field(default_factory=list)
+    attention: AttentionMaps | None = None  # the layers asked for with attention=, for the report's heatmaps
 
     @property
     def full_text(self) -> str:
@@ -47,6 +52,8 @@ class Generation:
             "prompt_tokens": self.prompt_tokens,
             "new_tokens": self.new_tokens,
             "text": self.text,
+            "prompt_pieces": self.prompt_pieces,
+            "new_pieces": self.new_pieces,
             "candidates": [vars(c) for c in self.candidates],
         }
         if self.ledger is not None:
@@ -104,11 +111,14 @@ def generate(
     candidates: int = 10,
     stop_at_eos: bool = True,
     on_token: Callable[[int, str], None] | None = None,
+    attention: int | list[int] | None = None,
 ) -> Generation:
     """Continue a prompt token by token.
 
     `on_token(token_id, text)` is called as each token is chosen (text may be "" while a UTF-8
     character is incomplete). Generation stops early at the end-of-text token if `stop_at_eos`.
+    `attention`: a layer (or list of layers) whose attention weights, every head, are kept for the
+    report (attention_maps.py); None keeps none, and the forward pass runs unwatched.
     """
     check_options(max_new_tokens, temperature, top_k, seed)
     tokenizer = model.tokenizer
@@ -123,21 +133,25 @@ def generate(
     stream = tokenizer.stream_decoder()
     new_tokens: list[int] = []
     found: list[Candidate] = []
-    for step, logits in enumerate(_passes(model, prompt_tokens, new_tokens, max_new_tokens, use_cache, book)):
-        if step == 0 and candidates:
-            found = top_candidates(logits, candidates, tokenizer)
-        token = next_token(logits, temperature, top_k, rng)
-        new_tokens.append(token)
-        if on_token is not None:
-            on_token(token, stream.push(token))
-        if stop_at_eos and token in model.config.eos_token_ids:
-            break
+    recorder = AttentionRecorder(model, attention, use_cache) if attention is not None else None
+    with recorder or nullcontext():
+        for step, logits in enumerate(_passes(model, prompt_tokens, new_tokens, max_new_tokens, use_cache, book)):
+            if step == 0 and candidates:
+                found = top_candidates(logits, candidates, tokenizer)
+            token = next_token(logits, temperature, top_k, rng)
+            new_tokens.append(token)
+            if on_token is not None:
+                on_token(token, stream.push(token))
+            if stop_at_eos and token in model.config.eos_token_ids:
+                break
     if on_token is not None and (tail := stream.flush()):
         on_token(-1, tail)
     if book is not None:
         other_way = _count_other_way(model, len(prompt_tokens), len(new_tokens), use_cache)
         book.other_way, book.other_way_macs = totals_of(other_way), [p.macs for p in other_way]
-    return Generation(model.name, prompt_text, prompt_tokens, new_tokens, tokenizer.decode(new_tokens), found, book)
+    return Generation(model.name, prompt_text, prompt_tokens, new_tokens, tokenizer.decode(new_tokens), found, book,
+                      [tokenizer.token_str(i) for i in prompt_tokens], [tokenizer.token_str(i) for i in new_tokens],
+                      recorder.maps() if recorder else None)  # fmt: skip
 
 
 def _passes(model: Model, prompt_tokens, new_tokens, max_new_tokens: int, use_cache: bool, book: Ledger | None,
