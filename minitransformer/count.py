@@ -253,6 +253,12 @@ class Count:
         return Ledger(self.config.to_dict(), [p.expand() for p in self.passes], other_way=self.other_totals,
                       other_way_macs=[p.macs for p in self.other_way])  # fmt: skip
 
+    def _repr_html_(self) -> str:
+        """The HTML report (html_report.py), drawn inline by Jupyter."""
+        from .html_report import count_fragment
+
+        return count_fragment(self)
+
     def shown_steps(self, limit: int = STEPS_SHOWN) -> list[int]:
         """The decode steps shown in full: all of them, or the first limit - 2 and the last 2."""
         steps = [p.step for p in self.decodes]

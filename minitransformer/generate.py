@@ -60,6 +60,12 @@ class Generation:
             d |= {k: v for k, v in self.ledger.to_dict().items() if k != "model"}
         return d
 
+    def _repr_html_(self) -> str:
+        """The HTML report (html_report.py), drawn inline by Jupyter."""
+        from .html_report import generation_fragment
+
+        return generation_fragment(self)
+
 
 def check_options(max_new_tokens, temperature, top_k, seed) -> None:
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:

@@ -291,6 +291,12 @@ class Ledger:
             d["cache"] = self.cache_comparison()
         return d
 
+    def _repr_html_(self) -> str:
+        """The HTML report (html_report.py), drawn inline by Jupyter."""
+        from .html_report import ledger_fragment
+
+        return ledger_fragment(self)
+
 
 def cache_comparison(used: bool, this_way: Totals, other_way: Totals, steps: list[dict] | None = None) -> dict:
     """What the KV cache saves, from the totals of a run (`used`: with the cache) and of the same run the other way;
