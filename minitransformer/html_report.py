@@ -136,11 +136,15 @@ def attention_data(maps, limit: int = ATTENTION_POSITIONS) -> dict | None:
     return {"positions": n_all, "first": first, "window": maps.window, "layers": layers}
 
 
+def attention_fits(config, positions: int) -> bool:
+    """Whether the attention maps of every layer and head over `positions` positions keep the page small."""
+    shown = min(positions, ATTENTION_POSITIONS)
+    return config.n_layer * config.n_head * shown * shown <= ATTENTION_CELLS
+
+
 def attention_layers(config, positions: int, chosen: int) -> list[int]:
     """Which layers' attention a report keeps: all of them while the maps stay small, else the chosen one."""
-    shown = min(positions, ATTENTION_POSITIONS)
-    every = list(range(config.n_layer))
-    return every if config.n_layer * config.n_head * shown * shown <= ATTENTION_CELLS else [chosen]
+    return list(range(config.n_layer)) if attention_fits(config, positions) else [chosen]
 
 
 def generation_data(generation) -> dict:
@@ -697,7 +701,7 @@ def trace_to_page(destination, model, prompt, new_tokens: int, layers: list[int]
 
     out = sys.stderr if destination.is_stdout else sys.stdout
     positions = len(model.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt) + new_tokens
-    kept = layers if set(attention_layers(model.config, positions, layers[0])) >= set(layers) else layers[:1]
+    kept = layers if attention_fits(model.config, positions) else layers[:1]
     with AttentionRecorder(model, kept) as recorder:
         result = trace(model, prompt, new_tokens, layers, out, stepper)
     if not result.phases:
