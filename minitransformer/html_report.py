@@ -153,11 +153,13 @@ def generation_data(generation) -> dict:
     return _data("generate", document, ops, attention_data(generation.attention))
 
 
-def count_data(count, balance: float | None = None, all_steps: bool = False) -> dict:
+def count_data(count, balance: float | None = None, all_steps: bool = False, **options) -> dict:
+    """A count's report data: its `count --json` document (`options` are json_chunks' further ones)."""
     from .count import json_chunks
     from .memory import DEFAULT_BALANCE
 
-    document = json.loads("".join(json_chunks(count, DEFAULT_BALANCE if balance is None else balance, all_steps)))
+    chunks = json_chunks(count, DEFAULT_BALANCE if balance is None else balance, all_steps, **options)
+    document = json.loads("".join(chunks))
     items = ((r, times) for p in count.passes
              for r, times in [*((r, 1) for r in p.before + p.after), *((r, p.n_layer) for r in p.block)])  # fmt: skip
     return _data("count", _folded(document, set(document["detailed_steps"])), _ops_of(items))
@@ -655,7 +657,8 @@ def _memory_section(doc: dict) -> str:
                        *_intensity_cells(r.get("decode"))]) for r in m["intensity"]["ops"]]  # fmt: skip
     balance = m["intensity"]["machine_balance_macs_per_byte"]
     return ('<section class="memory"><h2>Memory and arithmetic intensity</h2>'
-            + _note(f"float32, {m['bytes_per_number']} bytes a number. Activations: {escape(act['estimate'])}.")
+            + _note(f"{m.get('dtype', 'float32')}, {m['bytes_per_number']} bytes a number. Activations: "
+                    f"{escape(act['estimate'])}.")
             + _table("memory-table", ["what", "bytes", "", "", "against the largest"], rows)
             + _note(f"Arithmetic intensity: MACs per byte moved ({escape(m['intensity']['bytes_moved'])}). Below the "
                     f"machine balance, assumed {balance:g} MACs/byte, a product waits on memory. The dot marks the "
