@@ -35,6 +35,9 @@ def _number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
+HTML_HELP = "write the report as one self-contained HTML page, to open in a browser (- for stdout)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="minitransformer", description="GPT-2 in NumPy with every matrix multiply counted.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -51,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--top", type=_whole_number, default=10, help="candidates shown for the first new token")
     gen.add_argument("--layer", type=_whole_number, default=0, help="the block shown op by op (default 0)")
     gen.add_argument("--json", metavar="PATH|-", help="write the ledger as JSON (- for stdout)")
+    gen.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     gen.set_defaults(run=_generate)
 
     down = commands.add_parser("download", help="fetch a GPT-2 checkpoint from the Hugging Face Hub")
@@ -72,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="blocks shown stage by stage (default: the first and the last); the others fold into one line")
     tr.add_argument("--step", action="store_true",
                     help="stop at each stage: Enter next, n next layer, c continue, p print, s stats, q quit")
+    tr.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     tr.set_defaults(run=_trace)
 
     cnt = commands.add_parser("count", help="count the dot products of any GPT-2- or Llama-shaped model from its shapes "
@@ -94,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     cnt.add_argument("--csv", metavar="PATH|-", help="write one row per matrix product per pass as CSV (- for stdout)")
     cnt.add_argument("--plot", metavar="PNG",
                      help="write three plots (MAC share by op, dot products vs length, MACs per token) as one PNG")
+    cnt.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     cnt.set_defaults(run=_count)
 
     par = commands.add_parser("params", help="every weight tensor by its Hugging Face name, grouped by kind, totals")
@@ -116,14 +122,15 @@ def _generate(args) -> None:
     prompt = _prompt_or_ids(args, "continue")
     if not prompt:
         raise UserError("the prompt is empty; give some text to continue, e.g. \"The capital of France is\"")
-    json_to = None if args.json is None else check_destination(args.json)  # before any work; files.py says how
+    to = check_destinations({"--json": args.json, "--html": args.html})  # before any work; files.py says how
+    json_to, html_to = to["--json"], to["--html"]
     model = load_model(args.model)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
     tokens = model.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
     model.config.check_fits(len(tokens), args.max_new_tokens)  # refuse before the first line of output
     model.check_ids(tokens)
-    out = sys.stderr if json_to and json_to.is_stdout else sys.stdout  # then stdout holds only the JSON
+    out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # then stdout holds the document
 
     print(f"model {report.describe_model(model.config.to_dict(), model.source)}", file=out)
     print(f"prompt: {len(tokens)} tokens {tokens}", file=out)
@@ -137,7 +144,7 @@ def _generate(args) -> None:
 
     result = model.generate(prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                             top_k=args.top_k, seed=args.seed, use_cache=not args.no_cache, candidates=args.top,
-                            on_token=stream)  # fmt: skip
+                            on_token=stream, attention=_attention_layers(model, tokens, args) if html_to else None)
     print("\n", file=out)
     print("Next-token candidates after the prompt (probabilities at temperature 1)", file=out)
     print(report.candidates_table(result.candidates), file=out)
@@ -148,6 +155,16 @@ def _generate(args) -> None:
         write_text(json_to, [document + "\n"])
         if not json_to.is_stream:
             print(f"\nledger written to {args.json}", file=out)
+    if html_to:
+        from .html_report import generation_data, write_page
+
+        write_page(html_to, generation_data(result), out)
+
+
+def _attention_layers(model, tokens, args) -> list[int]:
+    from .html_report import attention_layers
+
+    return attention_layers(model.config, len(tokens) + args.max_new_tokens - 1, args.layer)
 
 
 def _download(args) -> None:
@@ -188,7 +205,8 @@ def _prompt_or_ids(args, verb: str) -> str | list[int]:
 def _trace(args) -> None:
     from .trace import trace_command
 
-    trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step)
+    html_to = None if args.html is None else check_destination(args.html)  # before any work
+    trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to)
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
@@ -239,7 +257,7 @@ def _count(args) -> None:
         raise UserError(f"--balance must be a positive number of MACs per byte, not {args.balance}")
     if args.plot is not None and (args.plot == "-" or Path(args.plot).suffix.lower() != ".png"):
         raise UserError(f"--plot takes a path ending in .png, not {args.plot!r}")
-    to = check_destinations({"--json": args.json, "--csv": args.csv, "--plot": args.plot})
+    to = check_destinations({"--json": args.json, "--csv": args.csv, "--plot": args.plot, "--html": args.html})
     if args.plot is not None:
         from .plots import require_matplotlib
 
@@ -258,6 +276,10 @@ def _count(args) -> None:
     for what, dest in (("ledger", to["--json"]), ("CSV", to["--csv"]), ("plots", to["--plot"])):
         if dest and not dest.is_stream:
             print(f"{what} written to {dest.name}", file=out)
+    if to["--html"]:
+        from .html_report import count_data, write_page
+
+        write_page(to["--html"], count_data(count, balance, args.all_steps), out)
 
 
 def _params(args) -> None:

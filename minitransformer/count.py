@@ -25,7 +25,7 @@ from pathlib import Path
 from .config import PRESETS, Config, GPT2Config, LlamaConfig, load_config
 from .errors import UserError
 from .generate import count_passes
-from .ledger import Ledger, Phase, Record, Totals, cache_comparison
+from .ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps
 from .model import Model
 from .stages import ATTENTION_SCORES, Family, family_of
 
@@ -323,7 +323,8 @@ class Count:
         return Totals(sum(p.dot_products for p in self.other_way), sum(p.macs for p in self.other_way))
 
     def cache_comparison(self) -> dict:
-        return cache_comparison(self.cached, self.totals, self.other_totals)
+        steps = cache_steps(self.cached, [(p.step, p.macs) for p in self.passes], [p.macs for p in self.other_way])
+        return cache_comparison(self.cached, self.totals, self.other_totals, steps)
 
     def ops(self) -> dict[str, tuple[int, int]]:
         """op -> (dot products, MACs) over the whole generation."""
@@ -335,7 +336,14 @@ class Count:
 
     def ledger(self) -> Ledger:
         """The full Ledger, every block of every pass expanded (as count_passes on the whole model gives)."""
-        return Ledger(self.config.to_dict(), [p.expand() for p in self.passes], other_way=self.other_totals)
+        return Ledger(self.config.to_dict(), [p.expand() for p in self.passes], other_way=self.other_totals,
+                      other_way_macs=[p.macs for p in self.other_way])  # fmt: skip
+
+    def _repr_html_(self) -> str:
+        """The HTML report (html_report.py), drawn inline by Jupyter."""
+        from .html_report import count_fragment
+
+        return count_fragment(self)
 
     def comparison_step(self) -> Pass:
         """The decode step whose attention is set against its products with weights: the last one with the cache

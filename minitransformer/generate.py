@@ -9,13 +9,15 @@ ledger says what the cache saved.
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
+from .attention_maps import AttentionMaps, AttentionRecorder
 from .errors import UserError
-from .ledger import Ledger, Phase, Totals
+from .ledger import Ledger, Phase, totals_of
 from .model import Model
 
 
@@ -35,6 +37,9 @@ class Generation:
     text: str  # the continuation (decoded new tokens)
     candidates: list[Candidate] = field(default_factory=list)  # at the first generated position
     ledger: Ledger | None = None
+    prompt_pieces: list[str] = field(default_factory=list)  # each token as text, for pictures of the tokens
+    new_pieces: list[str] = field(default_factory=list)
+    attention: AttentionMaps | None = None  # the layers asked for with attention=, for the report's heatmaps
 
     @property
     def full_text(self) -> str:
@@ -47,11 +52,19 @@ class Generation:
             "prompt_tokens": self.prompt_tokens,
             "new_tokens": self.new_tokens,
             "text": self.text,
+            "prompt_pieces": self.prompt_pieces,
+            "new_pieces": self.new_pieces,
             "candidates": [vars(c) for c in self.candidates],
         }
         if self.ledger is not None:
             d |= {k: v for k, v in self.ledger.to_dict().items() if k != "model"}
         return d
+
+    def _repr_html_(self) -> str:
+        """The HTML report (html_report.py), drawn inline by Jupyter."""
+        from .html_report import generation_fragment
+
+        return generation_fragment(self)
 
 
 def check_options(max_new_tokens, temperature, top_k, seed) -> None:
@@ -104,11 +117,14 @@ def generate(
     candidates: int = 10,
     stop_at_eos: bool = True,
     on_token: Callable[[int, str], None] | None = None,
+    attention: int | list[int] | None = None,
 ) -> Generation:
     """Continue a prompt token by token.
 
     `on_token(token_id, text)` is called as each token is chosen (text may be "" while a UTF-8
     character is incomplete). Generation stops early at the end-of-text token if `stop_at_eos`.
+    `attention`: a layer (or list of layers) whose attention weights, every head, are kept for the
+    report (attention_maps.py); None keeps none, and the forward pass runs unwatched.
     """
     check_options(max_new_tokens, temperature, top_k, seed)
     tokenizer = model.tokenizer
@@ -124,22 +140,27 @@ def generate(
     pieces: list[str] = []  # the continuation's text, as it streams
     new_tokens: list[int] = []
     found: list[Candidate] = []
-    for step, logits in enumerate(_passes(model, prompt_tokens, new_tokens, max_new_tokens, use_cache, book)):
-        if step == 0 and candidates:
-            found = top_candidates(logits, candidates, tokenizer)
-        token = next_token(logits, temperature, top_k, rng)
-        new_tokens.append(token)
-        pieces.append(stream.push(token))
-        if on_token is not None:
-            on_token(token, pieces[-1])
-        if stop_at_eos and token in model.config.eos_token_ids:
-            break
+    recorder = AttentionRecorder(model, attention, use_cache) if attention is not None else None
+    with recorder or nullcontext():
+        for step, logits in enumerate(_passes(model, prompt_tokens, new_tokens, max_new_tokens, use_cache, book)):
+            if step == 0 and candidates:
+                found = top_candidates(logits, candidates, tokenizer)
+            token = next_token(logits, temperature, top_k, rng)
+            new_tokens.append(token)
+            pieces.append(stream.push(token))
+            if on_token is not None:
+                on_token(token, pieces[-1])
+            if stop_at_eos and token in model.config.eos_token_ids:
+                break
     pieces.append(stream.flush())
     if on_token is not None and pieces[-1]:
         on_token(-1, pieces[-1])
     if book is not None:
-        book.other_way = _count_other_way(model, len(prompt_tokens), len(new_tokens), use_cache)
-    return Generation(model.name, prompt_text, prompt_tokens, new_tokens, "".join(pieces), found, book)
+        other_way = _count_other_way(model, len(prompt_tokens), len(new_tokens), use_cache)
+        book.other_way, book.other_way_macs = totals_of(other_way), [p.macs for p in other_way]
+    return Generation(model.name, prompt_text, prompt_tokens, new_tokens, "".join(pieces), found, book,
+                      [tokenizer.token_str(i) for i in prompt_tokens], [tokenizer.token_str(i) for i in new_tokens],
+                      recorder.maps() if recorder else None)  # fmt: skip
 
 
 def _passes(model: Model, prompt_tokens, new_tokens, max_new_tokens: int, use_cache: bool, book: Ledger | None,
@@ -179,13 +200,12 @@ def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True
     return book
 
 
-def _count_other_way(model: Model, n_prompt: int, n_new: int, used_cache: bool) -> Totals:
-    """Totals of the same generation done the other way (cache on/off), counted from shapes alone.
+def _count_other_way(model: Model, n_prompt: int, n_new: int, used_cache: bool) -> list:
+    """The passes of the same generation done the other way (cache on/off), counted from shapes alone.
 
     count.py folds the identical blocks into one, which keeps this a fraction of a second even after
     a long generation on a deep model.
     """
     from .count import count_folded
 
-    passes = count_folded(model.config, n_prompt, n_new, not used_cache)
-    return Totals(sum(p.dot_products for p in passes), sum(p.macs for p in passes))
+    return count_folded(model.config, n_prompt, n_new, not used_cache)

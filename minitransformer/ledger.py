@@ -263,6 +263,7 @@ class Ledger:
     # The same run's totals the other way round (with the cache if this run had none, and vice
     # versa), counted by a shape-only run of the same forward code: what the cache saved.
     other_way: Totals | None = None
+    other_way_macs: list[int] | None = None  # the same, pass by pass, in the order of `phases`
 
     @property
     def totals(self) -> Totals:
@@ -275,7 +276,10 @@ class Ledger:
     def cache_comparison(self) -> dict | None:
         if self.other_way is None:
             return None
-        return cache_comparison(self.cached, self.totals, self.other_way)
+        steps = None
+        if self.other_way_macs is not None:
+            steps = cache_steps(self.cached, [(p.step, p.macs) for p in self.phases], self.other_way_macs)
+        return cache_comparison(self.cached, self.totals, self.other_way, steps)
 
     def to_dict(self) -> dict:
         d = {
@@ -287,9 +291,16 @@ class Ledger:
             d["cache"] = self.cache_comparison()
         return d
 
+    def _repr_html_(self) -> str:
+        """The HTML report (html_report.py), drawn inline by Jupyter."""
+        from .html_report import ledger_fragment
 
-def cache_comparison(used: bool, this_way: Totals, other_way: Totals) -> dict:
-    """What the KV cache saves, from the totals of a run (`used`: with the cache) and of the same run the other way."""
+        return ledger_fragment(self)
+
+
+def cache_comparison(used: bool, this_way: Totals, other_way: Totals, steps: list[dict] | None = None) -> dict:
+    """What the KV cache saves, from the totals of a run (`used`: with the cache) and of the same run the other way;
+    `steps` (cache_steps) adds the same pass by pass."""
     with_cache, without = (this_way, other_way) if used else (other_way, this_way)
     saved = without.macs - with_cache.macs
     return {
@@ -299,4 +310,12 @@ def cache_comparison(used: bool, this_way: Totals, other_way: Totals) -> dict:
         "saved_macs": saved,
         "saved_dot_products": without.dot_products - with_cache.dot_products,
         "saved_share": saved / without.macs if without.macs else 0.0,
-    }
+    } | ({} if steps is None else {"steps": steps})
+
+
+def cache_steps(used: bool, this_way: list[tuple[int, int]], other_way: list[int]) -> list[dict]:
+    """Each pass's MACs with and without the cache: this run's (step, MACs) and the other way's MACs, pass by pass."""
+    if len(this_way) != len(other_way):
+        raise ValueError(f"{len(this_way)} passes this way but {len(other_way)} the other way")
+    return [{"step": step, "with_cache_macs": mine if used else other, "without_cache_macs": other if used else mine}
+            for (step, mine), other in zip(this_way, other_way)]  # fmt: skip

@@ -279,8 +279,10 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 1, layers: li
     return result
 
 
-def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: int, layers: str | None, step: bool) -> None:
-    """`minitransformer trace`: checks what it can before loading the model, then traces to stdout."""
+def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: int, layers: str | None, step: bool,
+                  html_to=None) -> None:  # fmt: skip
+    """`minitransformer trace`: checks what it can before loading the model, then traces to stdout
+    (and, given `html_to`, a destination checked by files.check_destination, writes the HTML report there)."""
     if not prompt:
         raise UserError('the prompt is empty; give some text to trace, e.g. "The capital of France is"')
     if new_tokens < 0:
@@ -296,4 +298,10 @@ def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: i
     from .model import load_model
 
     model = load_model(model_name)
-    trace(model, prompt, new_tokens, parse_layers(layers, model.config.n_layer), sys.stdout, stepper)
+    chosen = parse_layers(layers, model.config.n_layer)
+    if html_to is None:
+        trace(model, prompt, new_tokens, chosen, sys.stdout, stepper)
+    else:
+        from .html_report import trace_to_page
+
+        trace_to_page(html_to, model, prompt, new_tokens, chosen, stepper)

@@ -1,0 +1,101 @@
+"""Attention weights of a whole generation, kept for pictures: every head of chosen layers as one [H, N, N].
+
+A generation computes attention in pieces: the prefill makes the rows of the prompt, [H, T, t], and
+each cached decode step one more row, [H, 1, t] (without the cache every step recomputes all the
+rows). `AttentionRecorder` hooks `blocks.{L}.attn.weights` (hooks.py) for the chosen layers while
+the generation runs, and puts each piece where it belongs: the pass's queries are positions
+past .. past + T - 1 and its keys the t positions that end with them (t is past + T, or less where a
+sliding window cut the oldest). The result, `AttentionMaps`, holds for each layer the [H, N, N]
+matrix of query position x key position over the N positions that were fed to the model, with NaN
+where a query may not look: its future, and keys behind its sliding window.
+
+It only watches: the hooks return nothing, so the forward pass continues with its own tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class AttentionMaps:
+    """layer -> [H, N, N] float32: query position x key position, NaN where the mask hides the key."""
+
+    weights: dict[int, np.ndarray]
+    window: int | None = None  # the sliding window, if the model has one
+
+    @property
+    def positions(self) -> int:
+        return next(iter(self.weights.values())).shape[-1] if self.weights else 0
+
+    @property
+    def layers(self) -> list[int]:
+        return sorted(self.weights)
+
+
+def visible(n: int, window: int | None = None) -> np.ndarray:
+    """[n, n] bool: which key j query i may look at (j <= i, and within the window where there is one)."""
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    keep = j <= i
+    return keep if window is None else keep & (j > i - window)
+
+
+class AttentionRecorder:
+    """A context manager: while it is open, the chosen layers' attention weights are kept, pass by pass.
+
+    `use_cache` says how the passes are made: with the cache each pass's queries follow the previous
+    ones (past = positions fed so far); without it every pass recomputes the sequence from position 0.
+    """
+
+    def __init__(self, model, layers, use_cache: bool = True) -> None:
+        self.model = model
+        self.layers = sorted({int(i) for i in ([layers] if isinstance(layers, (int, np.integer)) else layers)})
+        n_layer = model.config.n_layer
+        if any(not 0 <= i < n_layer for i in self.layers):
+            raise ValueError(f"attention layers must be among 0..{n_layer - 1}, not {self.layers}")
+        self.use_cache = use_cache
+        self._pieces: dict[int, list[tuple[int, np.ndarray]]] = {i: [] for i in self.layers}
+        self._fed: dict[int, int] = dict.fromkeys(self.layers, 0)
+        self._handles = []
+
+    def __enter__(self) -> "AttentionRecorder":
+        for layer in self.layers:
+            self._handles.append(self.model.add_hook(f"blocks.{layer}.attn.weights", self._keeper(layer)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+
+    def _keeper(self, layer: int):
+        def keep(tensor, name):
+            if tensor.ndim != 3:
+                raise ValueError(f"{name}: maps are kept for one sequence, [H, T, t], not {list(tensor.shape)}")
+            T = tensor.shape[-2]
+            past = self._fed[layer] if self.use_cache else 0
+            self._pieces[layer].append((past, np.array(tensor, dtype=np.float32)))  # a copy: later passes may reuse
+            self._fed[layer] = past + T
+            return None
+
+        return keep
+
+    def maps(self) -> AttentionMaps:
+        """The assembled matrices (see the module docstring)."""
+        window = self.model.config.sliding_window
+        weights = {}
+        for layer, pieces in self._pieces.items():
+            if not pieces:
+                continue
+            n = max(past + piece.shape[-2] for past, piece in pieces)
+            heads = pieces[0][1].shape[0]
+            full = np.full((heads, n, n), np.nan, dtype=np.float32)
+            for past, piece in pieces:
+                T, t = piece.shape[-2:]
+                end = past + T
+                full[:, past:end, end - t : end] = piece  # [H, T, t] -> queries past.., keys ending at end
+            full[:, ~visible(n, window)] = np.nan  # what the mask hid reads as hidden, not as a weight of 0
+            weights[layer] = full
+        return AttentionMaps(weights, window)

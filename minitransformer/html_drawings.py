@@ -1,0 +1,272 @@
+"""The drawings of the HTML report, as inline SVG: one block's stages, the passes of a generation, attention maps.
+
+Each function takes the ledger's records as `Record.to_dict()` wrote them (the JSON) and returns SVG
+markup; nothing is counted here. The SVG is complete without script: every mark has a `<title>`, so
+a browser shows its numbers on hover even with scripts off, and `data-*` attributes let the page's
+script show the full record instead.
+
+The block diagram draws each stage of one block in the order it runs. A matrix product is a box
+whose area is proportional to its MACs (side ~ sqrt(MACs), one aspect ratio for all), so the eye
+compares the work of the stages; a stage without dot products is a small dashed box of fixed size.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import zlib
+from html import escape
+
+import numpy as np
+
+from .report import count, human, percent, shape
+from .stages import GPT2, llama_family
+
+# Which part of the arithmetic a product belongs to (stages.py's `group`), the same in both families.
+GROUP_OF = {s.op: s.group for family in (GPT2, llama_family()) for s in family.stages.values() if s.group}
+COLOURS = {"attention projections": "#4e79a7", "attention scores and mix": "#e8892b", "MLP": "#59a14f",
+           "logits": "#9c6ba3"}  # fmt: skip
+
+WIDTH = 1040  # the drawings' coordinate width (they shrink to fit a narrower window)
+_BOX_W, _BOX_H = 300, 112  # the largest product's box
+_BOX_X = 52  # left edge of the box column; the residual stream runs at _STREAM_X
+_STREAM_X = 24
+_TEXT_X = _BOX_X + _BOX_W + 18
+_LINE = 15
+
+
+def colour(op: str) -> str:
+    return COLOURS.get(GROUP_OF.get(op, ""), "#888888")
+
+
+def record_title(r: dict) -> str:
+    """A record as a few lines of text: the tooltip a browser shows without script."""
+    lines = [f"{r['name']}  ({r['kind']})", r["equation"]]
+    if r["kind"] == "matmul":
+        lines += [
+            f"{shape(r['a_shape'])} x {shape(r['b_shape'])} -> {shape(r['out_shape'])}",
+            f"{count(r['dot_products'])} dot products of length {count(r['dot_length'])} = {count(r['macs'])} MACs",
+        ]
+        lines += [causal_text(r)] if "causal_macs" in r else []
+    else:
+        lines += [f"out {shape(r['out_shape'])}: no dot products"]
+    return "\n".join(lines)
+
+
+def causal_text(r: dict) -> str:
+    if r["op"] == "scores":
+        return f"causal: {count(r['causal_dot_products'])} of them needed ({count(r['causal_macs'])} MACs)"
+    return f"causal: {count(r['causal_macs'])} MACs needed"
+
+
+def _text(x: float, y: float, content: str, cls: str = "", anchor: str = "start") -> str:
+    anchor_attr = f' text-anchor="{anchor}"' if anchor != "start" else ""
+    return f'<text x="{x:.1f}" y="{y:.1f}" class="{cls}"{anchor_attr}>{escape(content)}</text>'
+
+
+def block_diagram(ops: list[dict], phase_index: int, run_index: int) -> str:
+    """One block of one pass, stage by stage, top to bottom (see the module docstring).
+
+    `phase_index` and `run_index` locate the records in the page's data (document.phases[p].layers[r].ops)."""
+    products = [r for r in ops if r["kind"] == "matmul"]
+    largest = max((r["macs"] for r in products), default=0) or 1
+    block_macs = sum(r["macs"] for r in products)
+    rows, y = [], 30
+    centres = []
+    for i, r in enumerate(ops):
+        ref = f'data-phase="{phase_index}" data-run="{run_index}" data-index="{i}"'
+        title = f"<title>{escape(record_title(r))}</title>"
+        if r["kind"] == "matmul":
+            side = (r["macs"] / largest) ** 0.5
+            w, h = max(3.0, _BOX_W * side), max(3.0, _BOX_H * side)
+            lines = [r["equation"], f"{shape(r['a_shape'])} x {shape(r['b_shape'])} -> {shape(r['out_shape'])}",
+                     f"{count(r['dot_products'])} dot products of length {count(r['dot_length'])} = "
+                     f"{count(r['macs'])} MACs ({percent(r['macs'], block_macs)} of the block)"]  # fmt: skip
+            if "causal_macs" in r:
+                lines.append(causal_text(r))
+            height = max(h, _LINE * (len(lines) + 1)) + 12
+            top = y + (height - h) / 2
+            x = _BOX_X + (_BOX_W - w) / 2
+            parts = [f'<rect class="box product" x="{x:.1f}" y="{top:.1f}" width="{w:.1f}" height="{h:.1f}" '
+                     f'fill="{colour(r["op"])}"/>']  # fmt: skip
+            if w >= 64 and h >= 18:
+                parts.append(_text(_BOX_X + _BOX_W / 2, top + h / 2 + 4, r["op"], "inbox", "middle"))
+            text_top = y + (height - _LINE * (len(lines) + 1)) / 2 + 12
+            parts.append(_text(_TEXT_X, text_top, r["op"], "op"))
+            for k, line in enumerate(lines):
+                parts.append(_text(_TEXT_X, text_top + _LINE * (k + 1), line, "numbers" if k >= 1 else "eq"))
+            rows.append(f'<g class="stage matmul" data-op="{escape(r["op"])}" {ref}>{title}{"".join(parts)}</g>')
+            centres.append((top, top + h))
+        else:
+            height = 40
+            w, h = 132, 22
+            top = y + (height - h) / 2
+            x = _BOX_X + (_BOX_W - w) / 2
+            free = "no dot products"
+            parts = [
+                f'<rect class="box free" x="{x:.1f}" y="{top:.1f}" width="{w}" height="{h}"/>',
+                _text(_BOX_X + _BOX_W / 2, top + 15, r["op"], "inbox free-name", "middle"),
+                f'<text x="{_TEXT_X}" y="{top + 9:.1f}" class="eq"><tspan class="op">{escape(r["op"])}</tspan>\u00a0\u00a0'
+                f'{escape(r["equation"])}</text>',
+                _text(_TEXT_X, top + 9 + _LINE, f"out {shape(r['out_shape'])}: {free} ({r['kind']})", "free-note"),
+            ]
+            if r["kind"] == "residual":  # where the stream takes the branch back in
+                cy = top + h / 2
+                parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>'
+                             f'<circle class="stream-add" cx="{_STREAM_X}" cy="{cy:.1f}" r="8"/>'
+                             + _text(_STREAM_X, cy + 4.5, "+", "plus", "middle"))  # fmt: skip
+            elif r["kind"] == "norm" and r["op"] != "ln_f":  # where a branch leaves the stream
+                cy = top + h / 2
+                parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>')
+            rows.append(f'<g class="stage {escape(r["kind"])}" data-op="{escape(r["op"])}" {ref}>{title}'
+                        f'{"".join(parts)}</g>')
+            centres.append((top, top + h))
+        y += height
+    arrows = []
+    middle = _BOX_X + _BOX_W / 2
+    for (_, bottom), (top, _) in zip(centres, centres[1:]):
+        if top - bottom > 2:
+            arrows.append(f'<line class="flow" x1="{middle}" y1="{bottom:.1f}" x2="{middle}" y2="{top:.1f}"/>')
+    height = y + 16
+    stream = (f'<line class="stream" x1="{_STREAM_X}" y1="14" x2="{_STREAM_X}" y2="{height - 6:.1f}"/>'
+              + _text(_STREAM_X - 14, 12, "x: the residual stream [T, D]", "stream-label"))  # fmt: skip
+    return (f'<svg class="block-diagram" viewBox="0 0 {WIDTH} {height:.0f}" width="{WIDTH}" height="{height:.0f}" '
+            f'role="img" aria-label="the stages of one transformer block">{stream}{"".join(arrows)}{"".join(rows)}'
+            f"</svg>")  # fmt: skip
+
+
+def passes_chart(steps: list[dict], cached: bool) -> str:
+    """MACs of each pass with and without the KV cache: paired bars, or two lines for many passes."""
+    width, height, left, bottom, top = WIDTH, 230, 78, 34, 14
+    n = len(steps)
+    highest = max(max(s["with_cache_macs"], s["without_cache_macs"]) for s in steps) or 1
+    plot_w, plot_h = width - left - 12, height - top - bottom
+
+    def y_of(macs: int) -> float:
+        return top + plot_h * (1 - macs / highest)
+
+    marks = []
+    for k in range(5):  # gridlines at 0, 1/4, ... of the highest
+        value = highest * k / 4
+        y = y_of(value)
+        marks.append(f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{width - 12}" y2="{y:.1f}"/>'
+                     + _text(left - 6, y + 4, human(value), "axis", "end"))  # fmt: skip
+    if n <= 48:
+        slot = plot_w / n
+        bar = min(22.0, slot * 0.38)
+        for i, s in enumerate(steps):
+            x = left + slot * i + slot / 2
+            tip = (f"step {s['step']}: {count(s['with_cache_macs'])} MACs with the cache, "
+                   f"{count(s['without_cache_macs'])} without")  # fmt: skip
+            for dx, key, cls in ((-bar, "with_cache_macs", "with"), (0, "without_cache_macs", "without")):
+                y = y_of(s[key])
+                marks.append(f'<rect class="bar-{cls}" x="{x + dx:.1f}" y="{y:.1f}" width="{bar:.1f}" '
+                             f'height="{top + plot_h - y:.1f}" data-step="{s["step"]}"><title>{escape(tip)}</title>'
+                             f"</rect>")  # fmt: skip
+            if n <= 16 or i % max(1, n // 12) == 0:
+                marks.append(_text(x, height - bottom + 14, "prefill" if s["step"] == 0 else str(s["step"]), "axis",
+                                   "middle"))  # fmt: skip
+    else:
+        for key, cls in (("with_cache_macs", "with"), ("without_cache_macs", "without")):
+            points = " ".join(f"{left + plot_w * i / (n - 1):.1f},{y_of(s[key]):.1f}" for i, s in enumerate(steps))
+            marks.append(f'<polyline class="line-{cls}" points="{points}"/>')
+        for i in range(0, n, max(1, n // 8)):
+            marks.append(_text(left + plot_w * i / (n - 1), height - bottom + 14, str(steps[i]["step"]), "axis",
+                               "middle"))  # fmt: skip
+    legend_y = height - 6
+    legend = (f'<rect class="bar-with" x="{left}" y="{legend_y - 9}" width="10" height="10"/>'
+              + _text(left + 14, legend_y, "with the KV cache" + (" (this run)" if cached else ""), "axis")
+              + f'<rect class="bar-without" x="{left + 220}" y="{legend_y - 9}" width="10" height="10"/>'
+              + _text(left + 234, legend_y, "without it" + ("" if cached else " (this run)")
+                      + ": every step recomputes the whole sequence", "axis"))  # fmt: skip
+    return (f'<svg class="passes-chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+            f'aria-label="MACs per pass with and without the KV cache">{"".join(marks)}{legend}'
+            f'<text x="{left}" y="{top - 2}" class="axis">MACs per pass</text></svg>')  # fmt: skip
+
+
+# --- attention maps ---------------------------------------------------------------------------------------
+_LOW, _HIGH, _HIDDEN = np.array([255, 255, 255]), np.array([8, 48, 107]), np.array([232, 232, 232])
+
+
+def heatmap_png(weights: np.ndarray, cell: int) -> bytes:
+    """[N, N] weights (NaN: masked) as a PNG, `cell` pixels a cell: white (0) to dark blue (1), masked grey."""
+    w = np.nan_to_num(np.clip(weights, 0, 1), nan=0.0)[..., None]
+    rgb = _LOW + (_HIGH - _LOW) * w
+    rgb[np.isnan(weights)] = _HIDDEN
+    rgb = np.repeat(np.repeat(rgb.round().astype(np.uint8), cell, axis=0), cell, axis=1)
+    return png(rgb)
+
+
+def png(rgb: np.ndarray) -> bytes:
+    """An 8-bit RGB image [h, w, 3] as PNG bytes (no filter: the rows compress well as they are)."""
+    h, w, _ = rgb.shape
+    raw = b"".join(b"\x00" + row.tobytes() for row in np.ascontiguousarray(rgb, dtype=np.uint8))
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
+
+
+def cell_size(n: int) -> int:
+    return int(min(22, max(4, 300 // max(n, 1))))
+
+
+def label(piece: str, limit: int = 10) -> str:
+    """A token as a short label: spaces and newlines made visible, long ones cut."""
+    text = piece.replace(" ", "\u2423").replace("\n", "\u21b5").replace("\t", "\u21e5")
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def heatmap(weights: np.ndarray, pieces: list[str], first: int, head: int, layer: int, hatch_id: str) -> str:
+    """One head's attention as an image of query rows x key columns, tokens along both edges, the masked
+    cells hatched. `first` is the position of the first row and column shown."""
+    n = weights.shape[-1]
+    cell = cell_size(n)
+    margin_left, margin_top = 78, 70
+    size = n * cell
+    every = max(1, -(-11 // cell))  # label every k-th token when cells are smaller than the text
+    image = base64.b64encode(heatmap_png(weights, cell)).decode()
+    parts = [f'<image href="data:image/png;base64,{image}" x="{margin_left}" y="{margin_top}" width="{size}" '
+             f'height="{size}" class="heat" data-head="{head}"/>']  # fmt: skip
+    hidden = np.isnan(weights)
+    path = []
+    for i in range(n):  # each row's masked cells are at most two runs: behind the window, and the future
+        row = hidden[i]
+        j = 0
+        while j < n:
+            if row[j]:
+                k = j
+                while k < n and row[k]:
+                    k += 1
+                x, y, w = margin_left + j * cell, margin_top + i * cell, (k - j) * cell
+                path.append(f"M{x} {y}h{w}v{cell}h{-w}z")
+                j = k
+            else:
+                j += 1
+    if path:
+        parts.append(f'<path d="{"".join(path)}" fill="url(#{hatch_id})" class="masked"><title>masked: a query '
+                     f"never sees these keys (its future{', or behind its window' if hidden[-1, 0] else ''})"
+                     f"</title></path>")  # fmt: skip
+    for i in range(0, n, every):
+        text = escape(label(pieces[first + i]) if first + i < len(pieces) else "")
+        y = margin_top + i * cell + cell / 2 + 4
+        parts.append(f'<text x="{margin_left - 4}" y="{y:.1f}" class="tok" text-anchor="end">{text}</text>')
+        x = margin_left + i * cell + cell / 2 + 4
+        parts.append(f'<text x="{x:.1f}" y="{margin_top - 4}" class="tok" transform="rotate(-60 {x:.1f} '
+                     f'{margin_top - 4})">{text}</text>')  # fmt: skip
+    parts.append(_text(margin_left, 12, f"head {head}", "head-title"))
+    width, height = margin_left + size + 8, margin_top + size + 8
+    return (f'<svg class="heatmap" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+            f'aria-label="layer {layer} head {head} attention weights" data-layer="{layer}" data-head="{head}" '
+            f'data-n="{n}" data-cell="{cell}" data-left="{margin_left}" data-top="{margin_top}">{"".join(parts)}'
+            f"</svg>")  # fmt: skip
+
+
+def hatch_pattern(hatch_id: str) -> str:
+    """The pattern masked cells are drawn with (defined once per report)."""
+    return (f'<svg width="0" height="0" style="position:absolute" aria-hidden="true"><defs>'
+            f'<pattern id="{hatch_id}" width="6" height="6" patternUnits="userSpaceOnUse" '
+            f'patternTransform="rotate(45)"><rect width="6" height="6" fill="#ececec"/>'
+            f'<line x1="0" y1="0" x2="0" y2="6" stroke="#b5b5b5" stroke-width="2"/></pattern></defs></svg>')

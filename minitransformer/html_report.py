@@ -1,0 +1,713 @@
+"""The HTML report: one self-contained page that shows where the dot products of a run live.
+
+The page is a view of the run's JSON ledger (the document `--json` writes), which it carries inside
+itself in a `<script type="application/json">`: nothing is counted here. Everything is drawn on the
+server side, in Python: tables, the block diagram and the charts as inline SVG, attention maps as
+inline PNG, so the page reads and prints with scripts off, opened from a file, offline. The small
+inline script (report.js) only adds what needs a hand on the mouse: the full record under the
+pointer, choosing a pass and a layer, replaying the answer token by token.
+
+Identical layers are folded as count.py folds them: a phase's `layers` become runs of identical
+blocks, `{"layer": first, "repeat": k, ...}` standing for layers first .. first + k - 1
+(`fold_layers`, undone exactly by `unfold_layers`), and decode steps past the first few and the last
+two carry their totals only, as `count --json` writes them. So a 96-layer count of 1,000 tokens makes
+a page of a few hundred kilobytes.
+
+Entry points: `generation_page(generation)`, `count_page(count)`, `trace_page(...)`, `ledger_page(ledger)`
+give a whole page; the `*_fragment` functions give the part Jupyter shows inline (`_repr_html_`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import sys
+from html import escape
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .count import STEPS_SHOWN
+from .html_drawings import COLOURS, GROUP_OF, block_diagram, colour, hatch_pattern, heatmap, label, passes_chart
+from .ledger import Ledger, Phase, totals_of
+from .report import count as n
+from .report import describe_model, human, percent, shape
+
+ATTENTION_POSITIONS = 64  # attention maps show at most this many positions (the last ones)
+ATTENTION_CELLS = 60_000  # maps of every layer when layers x heads x positions^2 stay below this; else one layer
+LAYERS_LISTED = 16  # a run of identical layers longer than this is one row ("0..95, each") in the tables
+_REPORTS = itertools.count()
+
+
+# --- the data the page shows --------------------------------------------------------------------------
+def fold_layers(phase: dict) -> dict:
+    """A phase of the JSON with runs of identical consecutive layers folded into one entry with "repeat"."""
+    if "layers" not in phase:
+        return phase
+    runs: list[dict] = []
+    for layer in phase["layers"]:
+        last = runs[-1] if runs else None
+        if last and layer["layer"] == last["layer"] + last["repeat"] and _same_block(last, layer):
+            last["repeat"] += 1
+        else:
+            runs.append({**layer, "repeat": 1})
+    return {**phase, "layers": runs}
+
+
+def _same_block(run: dict, layer: dict) -> bool:
+    keys = ("dot_products", "macs", "flops", "share")
+    return all(run[k] == layer[k] for k in keys) and _unnamed(run["ops"], run["layer"]) == _unnamed(
+        layer["ops"], layer["layer"]
+    )
+
+
+def _unnamed(ops: list[dict], layer: int) -> list[dict]:
+    prefix = f"blocks.{layer}."
+    return [{**op, "name": op["name"].removeprefix(prefix)} for op in ops]
+
+
+def unfold_layers(phase: dict) -> dict:
+    """The inverse of fold_layers: every layer in full, named as the model names it."""
+    if "layers" not in phase:
+        return phase
+    layers = []
+    for run in phase["layers"]:
+        first = run["layer"]
+        for i in range(first, first + run["repeat"]):
+            ops = [{**op, "name": f"blocks.{i}." + op["name"].removeprefix(f"blocks.{first}.")} for op in run["ops"]]
+            layers.append({**{k: v for k, v in run.items() if k != "repeat"}, "layer": i, "ops": ops})
+    return {**phase, "layers": layers}
+
+
+def shown_steps(steps: list[int], limit: int = STEPS_SHOWN) -> list[int]:
+    """The decode steps shown in full, as count shows them: all, or the first limit - 2 and the last 2."""
+    return steps if len(steps) <= limit else [*steps[: limit - 2], *steps[-2:]]
+
+
+def _summary(phase: dict) -> dict:
+    keys = ("phase", "step", "tokens", "context", "batch", "cached", "dot_products", "macs", "flops")
+    return {k: phase[k] for k in keys}
+
+
+def _folded(document: dict, detailed: set[int] | None = None) -> dict:
+    """The document with identical layers folded and, if `detailed` is given, other decode steps as totals."""
+    phases = document.get("phases", [])
+    if detailed is None:
+        detailed = {0, *shown_steps([p["step"] for p in phases[1:]])}
+    out = [fold_layers(p) if p["step"] in detailed else _summary(p) for p in phases]
+    return {**document, "phases": out, "detailed_steps": sorted(p["step"] for p in out if "layers" in p)}
+
+
+def _ops_of(items) -> dict[str, dict]:
+    """op -> {group, dot_products, macs} of every matrix product over a run: items are (record, times)."""
+    ops: dict[str, dict] = {}
+    for r, times in items:
+        if r.kind == "matmul":
+            entry = ops.setdefault(r.op, {"group": r.stage.group, "dot_products": 0, "macs": 0})
+            entry["dot_products"] += times * r.dot_products
+            entry["macs"] += times * r.macs
+    return ops
+
+
+def _phase_items(phases: list[Phase]):
+    return ((r, 1) for p in phases for r in p.records)
+
+
+def _data(report: str, document: dict, ops: dict, attention: dict | None = None) -> dict:
+    total = sum(op["macs"] for op in ops.values())
+    if "totals" in document and total != document["totals"]["macs"]:
+        raise AssertionError(f"the ops add up to {total} MACs, the ledger's total is {document['totals']['macs']}")
+    return {"report": report, "version": __version__, "document": document, "ops": ops, "attention": attention}
+
+
+def attention_data(maps, limit: int = ATTENTION_POSITIONS) -> dict | None:
+    """The attention maps for the page: the last `limit` positions, weights to 4 decimals, null where masked."""
+    if maps is None or not maps.weights:
+        return None
+    n_all = maps.positions
+    first = max(0, n_all - limit)
+    layers = {}
+    for layer, weights in maps.weights.items():
+        shown = weights[:, first:, first:]
+        layers[str(layer)] = [[None if np.isnan(w) else round(float(w), 4) for w in head.ravel()] for head in shown]
+    return {"positions": n_all, "first": first, "window": maps.window, "layers": layers}
+
+
+def attention_fits(config, positions: int) -> bool:
+    """Whether the attention maps of every layer and head over `positions` positions keep the page small."""
+    shown = min(positions, ATTENTION_POSITIONS)
+    return config.n_layer * config.n_head * shown * shown <= ATTENTION_CELLS
+
+
+def attention_layers(config, positions: int, chosen: int) -> list[int]:
+    """Which layers' attention a report keeps: all of them while the maps stay small, else the chosen one."""
+    return list(range(config.n_layer)) if attention_fits(config, positions) else [chosen]
+
+
+def generation_data(generation) -> dict:
+    document = _folded(generation.to_dict())
+    ops = _ops_of(_phase_items(generation.ledger.phases)) if generation.ledger else {}
+    return _data("generate", document, ops, attention_data(generation.attention))
+
+
+def count_data(count, balance: float | None = None, all_steps: bool = False, **options) -> dict:
+    """A count's report data: its `count --json` document (`options` are json_chunks' further ones)."""
+    from .count import json_chunks
+    from .memory import DEFAULT_BALANCE
+
+    chunks = json_chunks(count, DEFAULT_BALANCE if balance is None else balance, all_steps, **options)
+    document = json.loads("".join(chunks))
+    items = ((r, times) for p in count.passes
+             for r, times in [*((r, 1) for r in p.before + p.after), *((r, p.n_layer) for r in p.block)])  # fmt: skip
+    return _data("count", _folded(document, set(document["detailed_steps"])), _ops_of(items))
+
+
+def ledger_data(ledger: Ledger, report: str = "ledger", extra: dict | None = None, attention=None) -> dict:
+    document = {"model": ledger.model, **(extra or {}), **{k: v for k, v in ledger.to_dict().items() if k != "model"}}
+    return _data(report, _folded(document), _ops_of(_phase_items(ledger.phases)), attention_data(attention))
+
+
+def trace_data(result, model, attention=None) -> dict:
+    """A trace's passes (trace.TraceResult) as a report: the greedy tokens, and what the cache saved."""
+    from .count import count_folded
+
+    tokenizer = model.tokenizer
+    n_new = len(result.phases)  # each finished pass chose one token
+    other = count_folded(model.config, len(result.prompt_tokens), n_new, use_cache=False) if n_new else []
+    book = Ledger({**model.config.to_dict(), "source": model.source}, list(result.phases),
+                  other_way=totals_of(other) if other else None,
+                  other_way_macs=[p.macs for p in other] if other else None)  # fmt: skip
+    new_tokens = result.new_tokens[:n_new]
+    extra = {"prompt_tokens": result.prompt_tokens, "new_tokens": new_tokens,
+             "text": tokenizer.decode(new_tokens) if new_tokens else "",
+             "prompt_pieces": [tokenizer.token_str(i) for i in result.prompt_tokens],
+             "new_pieces": [tokenizer.token_str(i) for i in new_tokens]}  # fmt: skip
+    return ledger_data(book, "trace", extra, attention)
+
+
+# --- the page ---------------------------------------------------------------------------------------------
+def generation_page(generation) -> str:
+    return page(generation_data(generation))
+
+
+def count_page(count, balance: float | None = None, all_steps: bool = False) -> str:
+    return page(count_data(count, balance, all_steps))
+
+
+def ledger_page(ledger: Ledger) -> str:
+    return page(ledger_data(ledger))
+
+
+def trace_page(result, model, attention=None) -> str:
+    return page(trace_data(result, model, attention))
+
+
+def generation_fragment(generation) -> str:
+    return fragment(generation_data(generation))
+
+
+def count_fragment(count) -> str:
+    return fragment(count_data(count))
+
+
+def ledger_fragment(ledger: Ledger) -> str:
+    return fragment(ledger_data(ledger))
+
+
+def _asset(name: str) -> str:
+    return (resources.files("minitransformer") / "data" / "report" / name).read_text(encoding="utf-8")
+
+
+def _title(data: dict) -> str:
+    doc = data["document"]
+    model = doc["model"].get("name", "model")
+    if data["report"] in ("generate", "trace") and "prompt" in doc:
+        return f"{model}: {doc['prompt']!r} -> {doc.get('text', '')!r}"
+    return f"{model}: where the dot products live"
+
+
+def page(data: dict) -> str:
+    """A whole HTML document: opened from a file, offline, it needs nothing else."""
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{escape(_title(data))} (minitransformer)</title>\n"
+            f'<style>body {{ margin: 0; background: #fff; }}</style>\n</head>\n<body>\n{fragment(data)}\n</body>\n'
+            f"</html>\n")  # fmt: skip
+
+
+def _json_for_script(value) -> str:
+    """JSON that cannot end the <script> element it sits in."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def fragment(data: dict) -> str:
+    """The report as one <div>, with its style, its data and its script: a page's body, or a notebook cell's output."""
+    document = _json_for_script(data)
+    # The same data gives the same page; the counter keeps two reports in one notebook apart.
+    root = f"mt-{hashlib.sha256(document.encode()).hexdigest()[:8]}-{next(_REPORTS)}"
+    doc = data["document"]
+    sections = [_header(data), _rule()]
+    if doc.get("phases"):
+        sections += [_controls(data), *_phase_views(data), _ops_section(data), _passes_section(data)]
+    if data.get("attention"):
+        sections.append(_attention_section(data, root + "-hatch"))
+    if doc.get("memory"):
+        sections.append(_memory_section(doc))
+    sections.append(_footer(data))
+    return (f'<div class="mt-report" id="{root}">\n<style>{_asset("report.css")}</style>\n'
+            f'{hatch_pattern(root + "-hatch")}\n'
+            + "\n".join(s for s in sections if s)
+            + '\n<div class="tip" hidden></div>\n'
+            f'<script type="application/json" class="mt-data">{document}</script>\n'
+            f'<script>{_asset("report.js")}\nminitransformerReport(document.getElementById("{root}"));</script>\n'
+            f"</div>")  # fmt: skip
+
+
+# --- markup helpers -----------------------------------------------------------------------------------------
+def _cell(content: object, cls: str = "", header: bool = False) -> str:
+    tag = "th" if header else "td"
+    return f'<{tag} class="{cls}">{content}</{tag}>' if cls else f"<{tag}>{content}</{tag}>"
+
+
+def _num(value: int | str, cls: str = "") -> str:
+    """A right-aligned number cell; integers get thousands separators, as in the text report."""
+    return _cell(n(value) if isinstance(value, int) else value, f"num {cls}".strip())
+
+
+def _row(cells: list[str], cls: str = "", attrs: str = "") -> str:
+    opening = "<tr" + (f' class="{cls}"' if cls else "") + (f" {attrs}" if attrs else "") + ">"
+    return opening + "".join(cells) + "</tr>"
+
+
+def _table(cls: str, headers: list[str], rows: list[str]) -> str:
+    head = "".join(_cell(h, header=True) for h in headers)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _bar(share: float, fill: str = "") -> str:
+    """A bar as long as `share` of its cell: pure CSS, so it shows (and prints) without script."""
+    style = f"width:{100 * share:.2f}%" + (f";background:{fill}" if fill else "")
+    return f'<td class="barcell"><span class="bar" style="{style}"></span></td>'
+
+
+def _swatch(op: str) -> str:
+    return f'<span class="swatch" style="background:{colour(op)}"></span>{escape(op)}'
+
+
+def _note(text: str) -> str:
+    return f'<p class="note">{text}</p>'
+
+
+def _s(k: int) -> str:
+    return "" if k == 1 else "s"
+
+
+# --- sections -----------------------------------------------------------------------------------------------
+def _header(data: dict) -> str:
+    doc, kind = data["document"], data["report"]
+    model = doc["model"]
+    source = model.get("source") or ("none, counted from shapes alone" if kind == "count" else "not recorded")
+    what = {"generate": "a generation", "count": "a count from shapes alone", "trace": "a trace",
+            "ledger": "a ledger"}[kind]  # fmt: skip
+    out = [f'<header><h1>Where the dot products live <span class="kind">{what}</span></h1>',
+           f'<p class="model">model {escape(describe_model(model, source) if "n_head" in model else model["name"])}'
+           "</p></header>"]  # fmt: skip
+    tokens = _tokens(doc, kind) if kind in ("generate", "trace") and "prompt_pieces" in doc else ""
+    if tokens:
+        out.append(_lede(doc))
+    if kind == "count":
+        steps, cached = len(doc["phases"]) - 1, doc["phases"][0]["cached"]
+        batch = f", a batch of {doc['batch']} sequences" if doc.get("batch", 1) > 1 else ""
+        out.append(f'<p class="lede">A {doc["prompt_tokens"]:,}-token prompt and {doc["new_tokens"]:,} new '
+                   f'token{_s(doc["new_tokens"])}: 1 prefill + {steps:,} decode step{_s(steps)}{batch}, '
+                   f'{"with" if cached else "without"} the KV cache. Counted from '
+                   f'{escape(doc.get("counted_from", "shapes"))}.</p>')  # fmt: skip
+    candidates = _candidates(doc["candidates"]) if doc.get("candidates") else ""
+    if tokens or candidates:
+        out.append(f'<div class="intro-grid"><div>{tokens}</div><div>{candidates}</div></div>')
+    return '<section class="intro">' + "\n".join(out) + "</section>"
+
+
+def _lede(doc: dict) -> str:
+    """What happened, in one paragraph, for someone who has not read anything else."""
+    phases, model = doc.get("phases", []), doc["model"]
+    if not phases:
+        return ""
+    decodes, totals = len(phases) - 1, doc["totals"]
+    how = ("one new position each, reading the earlier ones from the KV cache" if phases[0]["cached"]
+           else "each recomputing the whole sequence, as the cache is off")  # fmt: skip
+    return (f'<p class="lede">The model read the prompt\'s {len(doc["prompt_tokens"])} tokens in one pass (the '
+            f"<em>prefill</em>), which chose the first new token; then it made {decodes} more "
+            f"pass{'es' if decodes != 1 else ''}, one per token (the <em>decode steps</em>), {how}. Every pass runs "
+            f"the same {model['n_layer']} transformer blocks, and every matrix product in them was counted: "
+            f"<strong>{n(totals['dot_products'])}</strong> dot products, <strong>{n(totals['macs'])}</strong> "
+            "multiply-accumulates (MACs) in all. Below: where they live.</p>")  # fmt: skip
+
+
+def _chip(piece: str, token_id: int, cls: str, attrs: str = "") -> str:
+    return (f'<span class="{cls}" title="id {token_id}"{attrs}><code>{escape(label(piece, 40))}</code>'
+            f"<small>{token_id}</small></span>")
+
+
+def _tokens(doc: dict, kind: str) -> str:
+    prompt = "".join(_chip(p, i, "chip") for p, i in zip(doc["prompt_pieces"], doc["prompt_tokens"]))
+    new = "".join(_chip(p, i, "chip new-token", f' data-step="{k}"')
+                  for k, (p, i) in enumerate(zip(doc["new_pieces"], doc["new_tokens"])))  # fmt: skip
+    chosen = "greedy, one per pass" if kind == "trace" else "one per pass"
+    return (f'<div class="tokens"><p class="label">the prompt: {len(doc["prompt_tokens"])} tokens (␣ is a space)</p>'
+            f'<p class="chips">{prompt}</p><p class="label">the answer, token by token ({chosen}) '
+            f'<button type="button" class="replay js-only">replay</button></p><p class="chips answer">{new}</p>'
+            f'<p class="text"><span class="prompt-text">{escape(doc.get("prompt", ""))}</span>'
+            f'<strong>{escape(doc.get("text", ""))}</strong></p></div>')  # fmt: skip
+
+
+def _candidates(candidates: list[dict]) -> str:
+    rows = [_row([_num(k + 1), _cell(f"<code>{escape(repr(c['token']))}</code>"), _num(str(c["token_id"])),
+                  _num(f"{100 * c['probability']:.2f}%"), _bar(c["probability"])])
+            for k, c in enumerate(candidates)]  # fmt: skip
+    return ('<div class="candidates"><p class="label">the candidates for the first new token (probabilities at '
+            "temperature 1, from the prefill's logits)</p>"
+            + _table("candidates-table", ["rank", "token", "id", "probability", ""], rows) + "</div>")
+
+
+def _rule() -> str:
+    legend = "".join(f'<span class="key"><span class="swatch" style="background:{c}"></span>{escape(g)}</span>'
+                     for g, c in COLOURS.items())  # fmt: skip
+    return ('<section class="rule"><p><strong>The rule behind every number.</strong> A matrix product '
+            "(m × n)(n × p) is m·p dot products, each of length n: m·p·n multiply-accumulates (MACs; FLOPs = 2 × "
+            "MACs). Layer norms, softmax, masking, reshapes and residual adds cost arithmetic too, but they are not "
+            'dot products: they sit in their place below, with zero. <span class="js-only">Hover over any box, bar or '
+            "row to see its record.</span></p>"
+            f'<p class="legend">{legend}<span class="key"><span class="swatch free"></span>no dot products</span>'
+            "</p></section>")  # fmt: skip
+
+
+def _phase_name(p: dict) -> str:
+    return "prefill" if p["phase"] == "prefill" else f"decode step {p['step']}"
+
+
+def _controls(data: dict) -> str:
+    doc = data["document"]
+    passes = "".join(f'<option value="{p["step"]}">{_phase_name(p)}: T = {p["tokens"]:,}, t = {p["context"]:,}'
+                     "</option>" for p in doc["phases"] if "layers" in p)  # fmt: skip
+    layers = "".join(f'<option value="{i}">{i}</option>' for i in range(doc["model"]["n_layer"]))
+    return (f'<div class="controls js-only"><label>pass <select class="step-choice">{passes}</select></label> '
+            f'<label>layer <select class="layer-choice">{layers}</select></label><span class="note">every block of a '
+            "pass has the same shapes, so the same counts; the layer picks the names, the row and the attention "
+            "maps</span></div>")  # fmt: skip
+
+
+def _pass_title(p: dict) -> str:
+    if p["phase"] == "prefill":
+        last_only = p["logits"] is not None and p["logits"]["out_shape"][-2] == 1
+        return (f"The prefill: T = {p['tokens']:,} new positions attending to t = {p['context']:,}"
+                + ("; logits for the last position only" if last_only else ""))  # fmt: skip
+    if p["cached"]:
+        return (f"Decode step {p['step']}: T = {p['tokens']:,} new position{_s(p['tokens'])} attending to "
+                f"t = {p['context']:,} through the KV cache")  # fmt: skip
+    return (f"Decode step {p['step']} without a cache: all T = {p['tokens']:,} positions recomputed, attending to "
+            f"t = {p['context']:,}")  # fmt: skip
+
+
+def _phase_views(data: dict) -> list[str]:
+    """A section per pass shown in full: its block drawn and tabled, and its layers (with script, one at a time)."""
+    doc = data["document"]
+    views = []
+    for index, p in enumerate(doc["phases"]):
+        if "layers" not in p:
+            continue
+        run = p["layers"][0]
+        views.append(
+            f'<section class="phase-view{" current" if index == 0 else ""}" data-view="{p["step"]}">'
+            f"<h2>{escape(_pass_title(p))}</h2>"
+            f'<h3>One transformer block, stage by stage (layer <span class="layer-name">{run["layer"]}</span> of '
+            f'{doc["model"]["n_layer"]}; every block of this pass has the same shapes)</h3>'
+            + _note("Each matrix product is a box with area proportional to its MACs, compared within this pass; "
+                    "dashed boxes do no dot products. The line on the left is the residual stream x: each branch "
+                    "leaves it at a norm and is added back at a +.")
+            + f'<div class="diagram">{block_diagram(run["ops"], index, 0)}</div>'
+            f'<h3>The same block as a table</h3>{_block_table(run["ops"], index)}'
+            f"<h3>Layer by layer: where this pass's MACs go</h3>{_layers_table(p, index)}</section>"
+        )  # fmt: skip
+    return views
+
+
+def causal_cell(r: dict) -> str:
+    if "causal_macs" not in r:
+        return ""
+    if r["op"] == "scores":
+        return f"{n(r['causal_dot_products'])} needed ({n(r['causal_macs'])} MACs)"
+    return f"{n(r['causal_macs'])} MACs needed"
+
+
+def _block_table(ops: list[dict], index: int) -> str:
+    block_macs = sum(r["macs"] for r in ops)
+    rows = []
+    for i, r in enumerate(ops):
+        attrs = f'data-phase="{index}" data-run="0" data-index="{i}" data-op="{escape(r["op"])}"'
+        equation, out = _cell(escape(r["equation"]), "eq"), _cell(shape(r["out_shape"]), "shape out")
+        if r["kind"] == "matmul":
+            operands = _cell(f"{shape(r['a_shape'])} x {shape(r['b_shape'])}", "shape operands")
+            rows.append(_row([_cell(_swatch(r["op"])), equation, operands, out, _num(r["dot_products"], "dots"),
+                              _num(r["dot_length"], "length"), _num(r["macs"], "macs"),
+                              _num(percent(r["macs"], block_macs)), _cell(escape(causal_cell(r)), "causal")],
+                             "product", attrs))  # fmt: skip
+        else:
+            rows.append(_row([_cell(escape(r["op"])), equation, _cell(""), out, _num(0, "dots"), _cell(""),
+                              _num(0, "macs"), _cell(""), _cell("")], "free", attrs))  # fmt: skip
+    rows.append(_row([_cell("block"), *[_cell("")] * 3, _num(sum(r["dot_products"] for r in ops)), _cell(""),
+                      _num(block_macs), _num("100%"), _cell("")], "total"))  # fmt: skip
+    headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "share", "causal"]
+    return _table("block-table", headers, rows)
+
+
+def _layers_table(p: dict, index: int) -> str:
+    """Embedding, each layer (a long run of identical ones as one row and its sum), the logits, the total."""
+    total = p["macs"]
+
+    def counts(dots: int, macs: int, share: float, fill: str = "") -> list[str]:
+        return [_num(dots, "dots"), _num(macs, "macs"), _num(percent(macs, total)), _bar(share, fill)]
+
+    rows = [_row([_cell("embed"), _num(0), _num(0), _cell(""), _cell("a lookup: no dot products")], "free")]
+    for r, run in enumerate(p["layers"]):
+        first, k = run["layer"], run["repeat"]
+        each = counts(run["dot_products"], run["macs"], run["share"])
+        attrs = f'data-phase="{index}" data-run="{r}"'
+        if k <= LAYERS_LISTED:
+            rows += [_row([_cell(i), *each], "layer", f'data-layer="{i}" {attrs}') for i in range(first, first + k)]
+        else:
+            last = first + k - 1
+            rows.append(_row([_cell(f"{first}..{last} (each)"), *each], "layer",
+                             f'data-layers="{first}-{last}" {attrs}'))  # fmt: skip
+            all_k = counts(k * run["dot_products"], k * run["macs"], k * run["share"])
+            rows.append(_row([_cell(f"{k} layers"), *all_k], "layer-sum"))
+    logits = p["logits"]
+    if logits:
+        cells = counts(logits["dot_products"], logits["macs"], logits["share"], colour("logits"))
+        rows.append(_row([_cell("logits"), *cells], "logits", f'data-phase="{index}" data-final="logits"'))
+    rows.append(_row([_cell("total"), _num(p["dot_products"]), _num(total), _num("100%"), _cell("")], "total"))
+    return _table("layers-table", ["layer", "dot products", "MACs", "share", "share of the pass"], rows)
+
+
+def _pass_ops(p: dict) -> dict[str, int]:
+    """op -> MACs over one pass shown in full (a folded run counted as many times as the layers it stands for)."""
+    ops: dict[str, int] = {}
+    for run in p["layers"]:
+        for r in run["ops"]:
+            if r["kind"] == "matmul":
+                ops[r["op"]] = ops.get(r["op"], 0) + run["repeat"] * r["macs"]
+    if p["logits"]:
+        ops["logits"] = ops.get("logits", 0) + p["logits"]["macs"]
+    return ops
+
+
+def _ops_section(data: dict) -> str:
+    """Each product's MACs over every layer: in the prefill, in the last decode step shown, and over the whole run."""
+    doc, whole = data["document"], data["ops"]
+    shown = [p for p in doc["phases"] if "layers" in p]
+    columns = [(f"prefill (T = {shown[0]['tokens']:,})", _pass_ops(shown[0]))]
+    if len(shown) > 1:
+        last = shown[-1]
+        columns.append((f"decode step {last['step']} (T = {last['tokens']:,}, t = {last['context']:,})",
+                        _pass_ops(last)))  # fmt: skip
+    passes = len(doc["phases"])
+    columns.append((f"the whole run ({passes:,} pass{'es' if passes != 1 else ''})",
+                    {op: v["macs"] for op, v in whole.items()}))  # fmt: skip
+    totals = [sum(ops.values()) for _, ops in columns]
+
+    def macs_and_shares(members: list[str], fmt) -> list[str]:
+        cells = []
+        for (_, ops), total in zip(columns, totals):
+            macs = sum(ops.get(op, 0) for op in members)
+            cells += [_num(fmt(macs), "macs"), _num(percent(macs, total))]
+        return cells
+
+    rows = []
+    for op, entry in whole.items():
+        tip = (f'data-op="{escape(op)}" data-tip="{escape(op)}: {n(entry["macs"])} MACs, '
+               f'{n(entry["dot_products"])} dot products over the whole run"')
+        rows.append(_row([_cell(_swatch(op)), *macs_and_shares([op], int),
+                          _bar(entry["macs"] / totals[-1] if totals[-1] else 0, colour(op))], "", tip))  # fmt: skip
+    rows.append(_row([_cell("total"), *(c for t in totals for c in (_num(t), _num("100%"))), _cell("")], "total"))
+    for group, fill in COLOURS.items():
+        members = [op for op in whole if GROUP_OF.get(op) == group]
+        if members:
+            share = sum(whole[op]["macs"] for op in members) / totals[-1] if totals[-1] else 0
+            rows.append(_row([_cell(f"{escape(group)} ({', '.join(members)})"), *macs_and_shares(members, human),
+                              _bar(share, fill)], "group"))  # fmt: skip
+    head = "".join(f'<th colspan="2">{escape(title)}</th>' for title, _ in columns)
+    return ('<section class="ops"><h2>Where the MACs go, op by op</h2>'
+            + _note("Each product summed over every layer; the bars show each op's share of the whole run.")
+            + f'<table class="ops-table"><thead><tr><th rowspan="2">op</th>{head}<th rowspan="2" class="barhead">'
+            "share of the whole run</th></tr><tr>" + "<th>MACs</th><th>share</th>" * len(columns)
+            + f'</tr></thead><tbody>{"".join(rows)}</tbody></table></section>')  # fmt: skip
+
+
+def _passes_section(data: dict) -> str:
+    doc = data["document"]
+    phases, cache, totals = doc["phases"], doc.get("cache"), doc["totals"]
+    decodes = len(phases) - 1
+    lines = [f'<p class="totals">Total: <strong>{n(totals["dot_products"])}</strong> dot products, '
+             f'<strong>{n(totals["macs"])}</strong> MACs ({human(totals["macs"])}), {human(totals["flops"])} FLOPs '
+             f"over 1 prefill + {decodes:,} decode step{_s(decodes)}.</p>"]  # fmt: skip
+    if cache:
+        saved, without, with_cache = cache["saved_macs"], cache["without_cache"]["macs"], cache["with_cache"]["macs"]
+        if cache["used"]:
+            lines.append(f'<p class="cache">KV cache: without it these tokens would cost {n(without)} MACs '
+                         f"({human(without)}); with it {n(with_cache)} ({human(with_cache)}): it saved "
+                         f"<strong>{human(saved)} MACs ({percent(saved, without)})</strong>.</p>")  # fmt: skip
+        else:
+            lines.append(f'<p class="cache">KV cache (off): with it these tokens would cost {n(with_cache)} MACs '
+                         f"({human(with_cache)}) instead of {n(without)} ({human(without)}): it would save "
+                         f"<strong>{human(saved)} ({percent(saved, without)})</strong>.</p>")  # fmt: skip
+    steps = cache.get("steps") if cache else None
+    chart = f'<div class="chart">{passes_chart(steps, cache["used"])}</div>' if steps else ""
+    return ('<section class="passes"><h2>The passes: the prefill, then one decode step per new token</h2>'
+            + _note("The prefill computes every prompt position; each decode step then computes one new position, "
+                    "which reads the keys and values of all earlier ones from the KV cache. Without the cache, every "
+                    "step would recompute the whole sequence.")
+            + "".join(lines) + chart + _passes_table(phases, steps) + "</section>")  # fmt: skip
+
+
+def _passes_table(phases: list[dict], steps: list[dict] | None) -> str:
+    """A row per pass, its size and its MACs; with the cache comparison, this run's MACs stand in the column of its
+    way (with or without the cache), beside the other way's and what the cache saved. Many passes: the first and
+    the last in the table, all of them in a list that opens."""
+    by_step = {s["step"]: s for s in steps or []}
+    cached = phases[0]["cached"]
+
+    def row(p: dict) -> str:
+        cells = [_num(p["step"]), _cell(p["phase"]), _num(p["tokens"]), _num(p["context"]),
+                 _num(p["dot_products"], "dots")]
+        s, mine = by_step.get(p["step"]), _num(p["macs"], "macs")
+        if s:
+            other = _num(s["without_cache_macs" if cached else "with_cache_macs"], "other")
+            cells += [mine, other] if cached else [other, mine]
+            cells.append(_num(s["without_cache_macs"] - s["with_cache_macs"], "saved"))
+        else:
+            cells.append(mine)
+        return _row(cells, "", f'data-step="{p["step"]}"')
+
+    this_run = " (this run)"
+    headers = ["step", "pass", "T", "t", "dot products"] + (
+        [f"MACs with the cache{this_run if cached else ''}", f"MACs without it{'' if cached else this_run}",
+         "saved by the cache"] if steps else ["MACs"])  # fmt: skip
+    decodes = [p["step"] for p in phases[1:]]
+    listed = {0, *(decodes if len(decodes) <= 40 else shown_steps(decodes))}
+    rows = [row(p) for p in phases if p["step"] in listed]
+    if len(listed) == len(phases):
+        return _table("passes-table", headers, rows)
+    rows.insert(len(listed) - 2, _row([_cell("…"), f'<td colspan="{len(headers) - 1}">the other steps are in the '
+                                       "list of every pass below</td>"], "gap"))  # fmt: skip
+    every = _table("passes-table all", headers, [row(p) for p in phases])
+    return (_table("passes-table", headers, rows)
+            + f'<details class="all-passes"><summary>every pass ({len(phases):,})</summary>{every}</details>')
+
+
+def _attention_section(data: dict, hatch: str) -> str:
+    doc, attention = data["document"], data["attention"]
+    pieces = doc.get("prompt_pieces", []) + doc.get("new_pieces", [])
+    first, n_all = attention["first"], attention["positions"]
+    size = n_all - first
+    layers = sorted(int(k) for k in attention["layers"])
+    blocks = []
+    for layer in layers:
+        heads = attention["layers"][str(layer)]
+        weights = [np.array([np.nan if w is None else w for w in flat], np.float32).reshape(size, size)
+                   for flat in heads]
+        maps = "".join(heatmap(w, pieces, first, h, layer, hatch) for h, w in enumerate(weights))
+        blocks.append(f'<div class="attn-layer{" current" if layer == layers[0] else ""}" data-layer="{layer}">'
+                      f'<h3>Layer {layer}: {len(heads)} heads</h3><div class="heads">{maps}</div></div>')  # fmt: skip
+    window = attention["window"]
+    behind = f"; keys more than {window - 1} positions behind, outside the sliding window of {window}" if window else ""
+    cut = f" Positions {first:,}..{n_all - 1:,} of {n_all:,} are shown." if first else ""
+    kept = ("every layer" if len(layers) == doc["model"]["n_layer"]
+            else f"layer {', '.join(map(str, layers))} (the others were not kept, to keep the page small)")  # fmt: skip
+    return ('<section class="attention"><h2>Attention: who looks at whom</h2>'
+            + _note(f"The softmax weights A of {kept}, every head: row i is the query at position i, column j the key "
+                    f"at position j; a row sums to 1. Hatched cells are masked: the future{behind}.{cut} The rows of "
+                    "the prompt come from the prefill, each later row from one decode step. White is 0, dark blue "
+                    "is 1.")
+            + '<p class="attn-missing note" hidden></p>' + "".join(blocks) + "</section>")  # fmt: skip
+
+
+def _bytes(b: float) -> str:
+    return f"{human(b)}B" if b >= 1000 else f"{b:g} B"
+
+
+def _memory_section(doc: dict) -> str:
+    m, model = doc["memory"], doc["model"]
+    kv, act = m["kv_cache"], m["activations"]
+    items = [("weights", m["weights"]["bytes"], f"{n(m['weights']['parameters'])} parameters"),
+             ("KV cache, this run", kv["bytes"], f"{n(kv['positions'])} positions x {_bytes(kv['bytes_per_token'])} "
+                                                 f"(K and V of {model['n_layer']} layers)"),
+             ("KV cache, whole context", kv["bytes_at_context"], f"{n(kv['context'])} positions"),
+             ("activations, prefill peak", act["prefill"]["bytes"], f"at {act['prefill']['stage']}")]  # fmt: skip
+    if "decode" in act:
+        items.append(("activations, decode peak", act["decode"]["bytes"], f"at {act['decode']['stage']}"))
+    largest = max(b for _, b, _ in items) or 1
+    rows = [_row([_cell(escape(what)), _num(b, "bytes"), _num(_bytes(b)), _cell(escape(note)), _bar(b / largest)])
+            for what, b, note in items]  # fmt: skip
+    decode = act.get("decode")
+    decode_title = f"decode (T = 1, t = {decode['context']:,})" if decode else "decode"
+    intensity = [_row([_cell(_swatch(r["op"])), *_intensity_cells(r.get("prefill")),
+                       *_intensity_cells(r.get("decode"))]) for r in m["intensity"]["ops"]]  # fmt: skip
+    balance = m["intensity"]["machine_balance_macs_per_byte"]
+    return ('<section class="memory"><h2>Memory and arithmetic intensity</h2>'
+            + _note(f"{m.get('dtype', 'float32')}, {m['bytes_per_number']} bytes a number. Activations: "
+                    f"{escape(act['estimate'])}.")
+            + _table("memory-table", ["what", "bytes", "", "", "against the largest"], rows)
+            + _note(f"Arithmetic intensity: MACs per byte moved ({escape(m['intensity']['bytes_moved'])}). Below the "
+                    f"machine balance, assumed {balance:g} MACs/byte, a product waits on memory. The dot marks the "
+                    "intensity on a log scale from 0.1 to 10,000 MACs/byte.")
+            + _table("intensity-table", ["op", "prefill bytes", "MACs/byte", "", f"{decode_title} bytes", "MACs/byte",
+                                         ""], intensity) + "</section>")  # fmt: skip
+
+
+def _intensity_cells(x: dict | None) -> list[str]:
+    if x is None:
+        return [_cell("")] * 3
+    value = x["macs_per_byte"]
+    bound = "memory-bound" if x["memory_bound"] else "compute-bound"
+    position = min(1.0, max(0.0, (np.log10(max(value, 1e-3)) + 1) / 5))  # 0.1 .. 10,000 MACs/byte
+    dot = f'<span class="logbar"><span class="dot" style="left:{100 * position:.1f}%"></span></span>'
+    return [_num(_bytes(x["bytes"])), _num(f"{value:,.0f}" if value >= 100 else f"{value:.3g}", "intensity"),
+            _cell(dot + bound, bound)]  # fmt: skip
+
+
+def _footer(data: dict) -> str:
+    return ("<footer><p>This page is a view of the run's JSON ledger (the document <code>--json</code> writes, "
+            'identical layers folded), which it carries inside itself: <code>&lt;script type="application/json" '
+            f'class="mt-data"&gt;</code>. Made by minitransformer {escape(data["version"])}; it needs no network and '
+            "no server, and reads with scripts off.</p></footer>")  # fmt: skip
+
+
+def write_page(destination, data: dict, out=None) -> None:
+    """Write the page to a destination checked beforehand (files.check_destination), and say on `out`
+    where it went and how to open it."""
+    from .files import write_text
+
+    write_text(destination, [page(data)])
+    if out is not None and destination.path is not None and not destination.is_stream:
+        where = Path(destination.path).resolve().as_uri() if destination.kind == "file" else destination.name
+        print(f"report written to {destination.name}: open it in a browser ({where})", file=out)
+
+
+def trace_to_page(destination, model, prompt, new_tokens: int, layers: list[int], stepper=None) -> None:
+    """`trace --html`: the trace as usual (on stderr if the page goes to stdout), the chosen layers' attention
+    kept while it runs, then the page of the passes that finished."""
+    from .attention_maps import AttentionRecorder
+    from .trace import trace
+
+    out = sys.stderr if destination.is_stdout else sys.stdout
+    positions = len(model.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt) + new_tokens
+    kept = layers if attention_fits(model.config, positions) else layers[:1]
+    with AttentionRecorder(model, kept) as recorder:
+        result = trace(model, prompt, new_tokens, layers, out, stepper)
+    if not result.phases:
+        print("no pass finished, so there is no report to write", file=out)
+        return
+    write_page(destination, trace_data(result, model, recorder.maps()), out)

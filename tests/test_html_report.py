@@ -1,0 +1,491 @@
+"""The HTML report as a person sees it: written by the CLI, opened from a file in a real headless Chromium.
+
+The page must show the ledger's own numbers, draw one box per stage of a GPT-2 block and of a Llama
+block, raise no script error, fetch nothing, stay readable with scripts off, answer the mouse, and
+stay small. Tests that need the browser skip, saying so, only where no Chromium binary exists; CI
+sets MINITRANSFORMER_REQUIRE_BROWSER=1 so that there a missing browser fails instead.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from browser import Chromium
+from conftest import run_cli
+from minitransformer import load_model
+from minitransformer.attention_maps import AttentionRecorder, visible
+from minitransformer.html_report import fold_layers, generation_page, unfold_layers
+from minitransformer.stages import GPT2, llama_family
+from minitransformer.weights import expected_shapes
+
+PROMPT = "The capital of France is"
+DEMO_OPTIONS = ("--model", "demo")  # the demo answers without looking for GPT-2 or the network
+
+
+# --- fixtures -------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def chromium():
+    binary = Chromium.find()
+    if binary is None:
+        if os.environ.get("MINITRANSFORMER_REQUIRE_BROWSER"):
+            pytest.fail("MINITRANSFORMER_REQUIRE_BROWSER is set but no chromium, chromium-browser or google-chrome "
+                        "is on PATH (`apt-get install chromium`)")  # fmt: skip
+        pytest.skip("no Chromium on this machine (chromium, chromium-browser or google-chrome on PATH): the page is not "
+                    "opened in a browser here; `apt-get install chromium` to run these tests (CI does)")  # fmt: skip
+    browser = Chromium(binary)
+    yield browser
+    browser.close()
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """The main command with --html and --json: the page and the ledger of the same run."""
+    out = tmp_path_factory.mktemp("demo-report")
+    html, ledger = out / "report.html", out / "ledger.json"
+    result = run_cli("generate", PROMPT, *DEMO_OPTIONS, "--html", str(html), "--json", str(ledger))
+    assert result.returncode == 0, result.stderr
+    return html, json.loads(ledger.read_text()), result.stdout
+
+
+@pytest.fixture(scope="session")
+def count_run(tmp_path_factory):
+    """GPT-3 175B generating 1,000 tokens after 1,000, counted: the largest page the issue names."""
+    out = tmp_path_factory.mktemp("count-report")
+    html, ledger = out / "gpt3.html", out / "gpt3.json"
+    result = run_cli("count", "--preset", "gpt3-175b", "--tokens", "1000", "--new-tokens", "1000", "--html", str(html),
+                     "--json", str(ledger))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return html, json.loads(ledger.read_text())
+
+
+def write_llama(directory: Path, seed: int = 0, **overrides) -> Path:
+    """A tiny random Llama checkpoint: 2 layers, 4 query heads sharing 2 key/value heads (grouped-query attention)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    hf = {"model_type": "llama", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 97, "max_position_embeddings": 64,
+          "rms_norm_eps": 1e-5, **overrides}  # fmt: skip
+    (directory / "config.json").write_text(json.dumps(hf))
+    from minitransformer.config import load_config
+
+    config = load_config(directory / "config.json")
+    rng = np.random.default_rng(seed)
+    tensors = {("" if name == "lm_head.weight" else "model.") + name: (rng.standard_normal(s) * 0.3).astype(np.float32)
+               for name, s in expected_shapes(config).items()}  # fmt: skip
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    return directory
+
+
+@pytest.fixture(scope="session")
+def llama_run(tmp_path_factory):
+    """A Llama generation's page, made through the Python API (the model has no tokenizer: ids go in)."""
+    out = tmp_path_factory.mktemp("llama-report")
+    model = load_model(write_llama(out / "tiny-llama"))
+    generation = model.generate([5, 17, 3, 42, 8, 11], max_new_tokens=5, attention=[0, 1])
+    html = out / "llama.html"
+    html.write_text(generation_page(generation), encoding="utf-8")
+    return html, generation.to_dict(), model
+
+
+@pytest.fixture
+def page_of(chromium):
+    """Open a file in the browser; every page opened is closed after the test."""
+    pages = []
+
+    def open_page(path, **options):
+        page = chromium.open(path, **options)
+        pages.append(page)
+        return page
+
+    yield open_page
+    for page in pages:
+        page.close()
+
+
+# --- what the DOM says ------------------------------------------------------------------------------------
+def number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def table_rows(page, selector: str) -> list[list[str]]:
+    """The visible text of each cell of each body row of the tables `selector` matches."""
+    return page.evaluate(f"""Array.from(document.querySelectorAll({json.dumps(selector)})).map(
+        row => Array.from(row.cells).map(cell => cell.innerText.trim()))""")
+
+
+def current_view(step: int = 0) -> str:
+    return f'.phase-view[data-view="{step}"]'
+
+
+def embedded_data(html: str) -> dict:
+    match = re.search(r'<script type="application/json" class="mt-data">(.*?)</script>', html, re.S)
+    return json.loads(match.group(1).replace("<\\/", "</"))
+
+
+def detailed(document: dict) -> dict[int, dict]:
+    return {p["step"]: p for p in document["phases"] if "layers" in p}
+
+
+# --- without a browser: the data, the files, the sizes ---------------------------------------------------
+def test_the_page_carries_the_run_ledger_folded_and_nothing_else(demo_run):
+    html, ledger, _ = demo_run
+    data = embedded_data(html.read_text())
+    document = data["document"]
+    for key in ("model", "prompt", "prompt_tokens", "new_tokens", "text", "candidates", "totals", "cache",
+                "prompt_pieces", "new_pieces"):  # fmt: skip
+        assert document[key] == ledger[key], key
+    assert [p["step"] for p in document["phases"]] == [p["step"] for p in ledger["phases"]] == list(range(8))
+    for folded, full in zip(document["phases"], ledger["phases"]):
+        assert [run["repeat"] for run in folded["layers"]] == [4]  # the demo's 4 identical blocks are one entry
+        assert unfold_layers(folded) == full
+    assert sum(op["macs"] for op in data["ops"].values()) == ledger["totals"]["macs"]
+    assert [s["with_cache_macs"] for s in ledger["cache"]["steps"]] == [p["macs"] for p in ledger["phases"]]
+    assert sum(s["without_cache_macs"] for s in ledger["cache"]["steps"]) == ledger["cache"]["without_cache"]["macs"]
+
+
+def test_folding_is_undone_exactly_and_only_folds_identical_layers(demo_run):
+    _, ledger, _ = demo_run
+    phase = ledger["phases"][0]
+    assert unfold_layers(fold_layers(phase)) == phase
+    odd = json.loads(json.dumps(phase))
+    odd["layers"][2]["ops"][1]["macs"] += 1  # a layer that differs breaks the run in three
+    assert [(r["layer"], r["repeat"]) for r in fold_layers(odd)["layers"]] == [(0, 2), (2, 1), (3, 1)]
+    assert unfold_layers(fold_layers(odd)) == odd
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name in ("src", "href", "xlink:href", "action", "data", "poster") and value is not None:
+                self.links.append((tag, name, value))
+
+
+def test_the_page_is_self_contained(demo_run):
+    html, _, stdout = demo_run
+    text = html.read_text()
+    parser = _Links()
+    parser.feed(text)
+    assert parser.links and all(v.startswith(("data:image/png;base64,", "#")) for _, _, v in parser.links), {
+        v[:40] for _, _, v in parser.links}
+    for needle in ("http://", "https://", "<link", "fetch(", "XMLHttpRequest", "import(", "@import"):
+        assert needle not in text, needle
+    assert f"report written to {html}: open it in a browser ({html.resolve().as_uri()})" in stdout
+
+
+def test_page_sizes(demo_run, count_run):
+    demo_bytes, gpt3_bytes = demo_run[0].stat().st_size, count_run[0].stat().st_size
+    print(f"demo generate page {demo_bytes:,} bytes; gpt3-175b count page {gpt3_bytes:,} bytes")
+    assert demo_bytes < 1_000_000
+    assert gpt3_bytes < 5_000_000
+
+
+def test_the_count_page_carries_the_count_ledger(count_run):
+    html, ledger = count_run
+    document = embedded_data(html.read_text())["document"]
+    assert document["detailed_steps"] == ledger["detailed_steps"] == [0, 1, 2, 3, 4, 5, 6, 7, 8, 998, 999]
+    for folded, full in zip(document["phases"], ledger["phases"]):
+        if "layers" in full:
+            assert [run["repeat"] for run in folded["layers"]] == [96]
+            assert unfold_layers(folded) == full
+        else:
+            assert folded == full
+    assert document["memory"] == ledger["memory"] and document["cache"] == ledger["cache"]
+    assert len(ledger["cache"]["steps"]) == 1000
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_attention_maps_of_a_generation_equal_one_pass_over_the_whole_sequence(small_gpt2, use_cache):
+    """The prefill's rows and each decode step's row, put together, are the weights of a pass over all of it."""
+    out = small_gpt2.generate([464, 3139, 286, 4881, 318], max_new_tokens=6, use_cache=use_cache, attention=[0, 1])
+    ids = out.prompt_tokens + out.new_tokens[:-1]  # the last new token was never fed back
+    _, cache = small_gpt2.run_with_cache(ids, names="blocks.*.attn.weights")
+    for layer in (0, 1):
+        kept, whole = out.attention.weights[layer], cache[f"blocks.{layer}.attn.weights"]
+        assert kept.shape == whole.shape == (2, 10, 10)
+        seen = visible(10)
+        np.testing.assert_allclose(kept[:, seen], whole[:, seen], atol=1e-5)
+        assert np.isnan(kept[:, ~seen]).all() and (whole[:, ~seen] == 0).all()
+    assert not small_gpt2.hooks._hooks  # the recorder took its hooks off again
+
+
+def test_attention_maps_under_a_sliding_window(tmp_path):
+    """Mistral-style: each decode row covers only the last `window` keys; it lands at the right offset."""
+    model = load_model(write_llama(tmp_path / "windowed", model_type="mistral", sliding_window=3))
+    out = model.generate([4, 9, 2, 7, 1], max_new_tokens=5, attention=1)
+    ids = out.prompt_tokens + out.new_tokens[:-1]
+    _, cache = model.run_with_cache(ids, names="blocks.1.attn.weights")
+    kept, whole = out.attention.weights[1], cache["blocks.1.attn.weights"]
+    seen = visible(9, window=3)
+    assert seen.sum(axis=1).tolist() == [1, 2, 3, 3, 3, 3, 3, 3, 3]
+    np.testing.assert_allclose(kept[:, seen], whole[:, seen], atol=1e-5)
+    assert np.isnan(kept[:, ~seen]).all()
+
+
+def test_a_recorder_refuses_a_layer_the_model_lacks(small_gpt2):
+    with pytest.raises(ValueError, match="among 0..1"):
+        AttentionRecorder(small_gpt2, [2])
+
+
+def test_notebooks_show_the_report_inline(small_gpt2):
+    out = small_gpt2.generate("Hello", max_new_tokens=2)
+    for shown in (out._repr_html_(), out.ledger._repr_html_()):
+        assert shown.startswith('<div class="mt-report"') and shown.endswith("</div>")
+        assert "<html" not in shown and "<body" not in shown
+        assert f"{out.ledger.totals.macs:,}" in shown
+    from minitransformer.count import count_generation
+
+    assert "Memory and arithmetic intensity" in count_generation(small_gpt2.config, 3, 2)._repr_html_()
+
+
+def test_html_destination_is_checked_before_any_work(tmp_path):
+    result = run_cli("generate", PROMPT, *DEMO_OPTIONS, "--html", str(tmp_path))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == f"minitransformer: error: cannot write {tmp_path}: it is a directory; give the path of a file"
+    same = tmp_path / "both"
+    result = run_cli("count", "--preset", "gpt2", "--tokens", "5", "--json", str(same), "--html", str(same))
+    assert result.returncode == 2 and result.stdout == "" and "would both write to" in result.stderr
+    result = run_cli("trace", PROMPT, *DEMO_OPTIONS, "--html", str(tmp_path / "missing" / "t.html"))
+    assert result.returncode == 2 and result.stdout == "" and "does not exist" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_trace_writes_the_report_of_its_passes(tmp_path, small_gpt2_dir):
+    html = tmp_path / "trace.html"
+    result = run_cli("trace", "One two", "--model", str(small_gpt2_dir), "--new-tokens", "2", "--html", str(html))
+    assert result.returncode == 0, result.stderr
+    data = embedded_data(html.read_text())
+    document = data["document"]
+    assert data["report"] == "trace" and [p["step"] for p in document["phases"]] == [0, 1, 2]
+    assert document["prompt_tokens"] == [3198, 734] and len(document["new_tokens"]) == 3
+    assert re.search(r"greedy continuation '(.*)'", result.stdout).group(1) == document["text"]
+    assert sorted(data["attention"]["layers"]) == ["0", "1"]
+    assert data["attention"]["positions"] == 4  # 2 prompt positions and the 2 tokens fed back
+    assert document["cache"]["with_cache"]["macs"] == document["totals"]["macs"]
+
+
+def test_html_to_stdout_moves_the_report_to_stderr(small_gpt2_dir):
+    result = run_cli("generate", "Hi", "--model", str(small_gpt2_dir), "--max-new-tokens", "2", "--html", "-")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("<!DOCTYPE html>") and result.stdout.rstrip().endswith("</html>")
+    assert "Where the dot products live" in result.stderr
+
+
+# --- in the browser ---------------------------------------------------------------------------------------
+def test_no_script_errors_and_nothing_fetched(page_of, demo_run, count_run, llama_run):
+    for html in (demo_run[0], count_run[0], llama_run[0]):
+        page = page_of(html)
+        assert page.console == [], (html.name, page.console)
+        fetched = [u for u in page.requests if not u.startswith("data:")]
+        assert fetched == [html.resolve().as_uri()], fetched
+        assert page.evaluate("document.querySelector('.mt-report').classList.contains('js')")  # the script ran
+
+
+def test_the_numbers_on_the_page_are_the_ledger_s(page_of, demo_run):
+    html, ledger, _ = demo_run
+    page = page_of(html)
+    for step, phase in detailed(ledger).items():
+        page.evaluate(f"""(() => {{ const s = document.querySelector('.step-choice'); s.value = '{step}';
+                          s.dispatchEvent(new Event('change')); }})()""")  # fmt: skip
+        view = current_view(step)
+        assert page.evaluate(f"document.querySelector('{view}').offsetHeight") > 0
+        ops = phase["layers"][0]["ops"]
+        rows = table_rows(page, f"{view} .block-table tbody tr:not(.total)")
+        assert [r[0] for r in rows] == [op["op"] for op in ops]
+        for row, op in zip(rows, ops):
+            assert (number(row[4]), number(row[6])) == (op["dot_products"], op["macs"]), op["name"]
+            if op["kind"] == "matmul":
+                assert number(row[5]) == op["dot_length"]
+                assert row[2] == f"{op['a_shape']} x {op['b_shape']}".replace("'", "")
+        labels = page.evaluate(f"""Array.from(document.querySelectorAll('{view} svg.block-diagram g.stage.matmul'))
+                                   .map(g => g.textContent)""")  # fmt: skip
+        products = [op for op in ops if op["kind"] == "matmul"]
+        assert len(labels) == len(products)
+        for text, op in zip(labels, products):
+            assert f"{op['dot_products']:,} dot products of length {op['dot_length']:,} = {op['macs']:,} MACs" in text
+        layer_rows = table_rows(page, f"{view} .layers-table tbody tr.layer")
+        assert [number(r[2]) for r in layer_rows] == [layer["macs"] for layer in phase["layers"]]
+        logits_row = table_rows(page, f"{view} .layers-table tbody tr.logits")[0]
+        assert number(logits_row[2]) == phase["logits"]["macs"]
+    passes = table_rows(page, ".passes-table tbody tr[data-step]")
+    steps = ledger["cache"]["steps"]
+    assert [(number(r[5]), number(r[6]), number(r[7])) for r in passes] == [
+        (s["with_cache_macs"], s["without_cache_macs"], s["without_cache_macs"] - s["with_cache_macs"]) for s in steps]
+    assert [number(r[5]) for r in passes] == [p["macs"] for p in ledger["phases"]]
+    totals = page.evaluate("document.querySelector('.totals').innerText")
+    assert f"{ledger['totals']['dot_products']:,} dot products, {ledger['totals']['macs']:,} MACs" in totals
+    candidates = table_rows(page, ".candidates-table tbody tr")
+    assert [(r[1], number(r[2]), r[3]) for r in candidates] == [
+        (repr(c["token"]), c["token_id"], f"{100 * c['probability']:.2f}%") for c in ledger["candidates"]]
+    answer = page.evaluate("Array.from(document.querySelectorAll('.answer .new-token small')).map(e => e.innerText)")
+    assert [int(a) for a in answer] == ledger["new_tokens"]
+    whole = table_rows(page, ".ops-table tbody tr[data-op]")
+    by_op = {r[0]: number(r[-3]) for r in whole}
+    assert sum(by_op.values()) == ledger["totals"]["macs"]
+    assert by_op["logits"] == sum(p["logits"]["macs"] for p in ledger["phases"])
+
+
+def read_png(data: bytes) -> np.ndarray:
+    """Chromium's screenshot as an [h, w, 3] uint8 array (matplotlib decodes it; CI has the plot extra)."""
+    image = pytest.importorskip("matplotlib.image", reason="matplotlib (the plot extra) decodes the screenshot")
+    pixels = image.imread(io.BytesIO(data), format="png")
+    return (pixels[..., :3] * 255).round().astype(np.uint8)
+
+
+def box_areas(page, view: str) -> list[dict]:
+    return page.evaluate(f"""Array.from(document.querySelectorAll('{view} svg.block-diagram g.stage')).map(g => {{
+        const boxes = g.querySelectorAll('rect.box'); const r = boxes[0].getBoundingClientRect();
+        return {{op: g.dataset.op, boxes: boxes.length, kind: g.classList.contains('matmul') ? 'matmul' : 'free',
+                 width: r.width, height: r.height, x: r.x, y: r.y, fill: getComputedStyle(boxes[0]).fill}}; }})""")
+
+
+def test_a_screenshot_shows_the_block_one_box_per_stage(page_of, demo_run):
+    html, ledger, _ = demo_run
+    page = page_of(html, width=1280, height=900)
+    boxes = box_areas(page, current_view(0))
+    assert [b["op"] for b in boxes] == list(GPT2.block_ops) and all(b["boxes"] == 1 for b in boxes)
+    macs = {op["op"]: op["macs"] for op in ledger["phases"][0]["layers"][0]["ops"]}
+    products = [b for b in boxes if b["kind"] == "matmul"]
+    assert [b["op"] for b in products] == ["qkv", "scores", "mix", "out", "mlp.up", "mlp.down"]
+    per_mac = [b["width"] * b["height"] / macs[b["op"]] for b in products]
+    assert max(per_mac) / min(per_mac) < 1.02  # area proportional to MACs
+    assert all(b["width"] > 0 and b["height"] > 0 for b in boxes)
+
+    shot = read_png(page.screenshot(full_page=True))
+    height, width, _ = shot.shape
+    assert width == 1280 and height > 2000
+    assert len(np.unique(shot.reshape(-1, 3), axis=0)) > 200  # text, bars, boxes, heatmaps: not a blank page
+    scroll = page.evaluate("window.scrollY")
+    for op, painted in (("qkv", (0x4E, 0x79, 0xA7)), ("scores", (0xE8, 0x89, 0x2B)), ("mlp.down", (0x59, 0xA1, 0x4F))):
+        box = next(b for b in products if b["op"] == op)  # its colour where the DOM puts it (away from its label)
+        y, x = int(box["y"] + scroll + box["height"] * 0.2), int(box["x"] + box["width"] * 0.2)
+        assert tuple(shot[y, x]) == painted, op
+
+
+def test_a_llama_block_is_drawn_with_its_own_stages(page_of, llama_run):
+    html, document, model = llama_run
+    page = page_of(html)
+    boxes = box_areas(page, current_view(0))
+    assert [b["op"] for b in boxes] == list(llama_family(qkv_bias=False).block_ops)
+    assert len(boxes) == 22 and all(b["boxes"] == 1 for b in boxes)
+    by_op = {b["op"]: b for b in boxes}
+    assert by_op["k"]["width"] < by_op["q"]["width"] and by_op["v"]["width"] == by_op["k"]["width"]  # GQA
+    assert {"mlp.gate", "mlp.up", "mlp.down"} <= {b["op"] for b in boxes if b["kind"] == "matmul"}
+    assert by_op["rope"]["kind"] == by_op["mlp.mul"]["kind"] == "free"
+    heads = page.evaluate("document.querySelectorAll('.attn-layer.current svg.heatmap').length")
+    assert heads == model.config.n_head == 4
+    rows = table_rows(page, f"{current_view(0)} .block-table tbody tr:not(.total)")
+    ops = document["phases"][0]["layers"][0]["ops"]
+    assert [(r[0], number(r[6])) for r in rows] == [(op["op"], op["macs"]) for op in ops]
+
+
+def test_with_scripts_off_every_table_is_still_there(page_of, demo_run):
+    html, ledger, _ = demo_run
+    page = page_of(html, scripts=False)
+    assert page.evaluate("document.querySelector('.mt-report').classList.contains('js')") is False
+    assert page.console == []
+    views = page.evaluate("Array.from(document.querySelectorAll('.phase-view')).map(v => v.offsetHeight)")
+    assert len(views) == 8 and all(h > 0 for h in views)  # every pass, one after the other
+    shown = page.evaluate("document.body.innerText")
+    for phase in ledger["phases"]:
+        block = phase["layers"][0]
+        assert f"{block['macs']:,}" in shown and f"{phase['macs']:,}" in shown
+    assert f"{ledger['totals']['macs']:,} MACs" in shown
+    tables = page.evaluate("Array.from(document.querySelectorAll('table')).filter(t => t.offsetHeight > 0).length")
+    assert tables >= 8 * 2 + 3  # per pass the block and its layers; candidates, ops, passes
+    assert page.evaluate("document.querySelector('.controls').offsetHeight") == 0  # controls that need script hide
+    heatmaps = page.evaluate("Array.from(document.querySelectorAll('svg.heatmap')).filter(s => s.getBoundingClientRect()"
+                             ".height > 0).length")  # fmt: skip
+    assert heatmaps == 16  # 4 layers x 4 heads, all shown
+
+
+def choose(page, what: str, value: int) -> None:
+    page.evaluate(f"""(() => {{ const s = document.querySelector('.{what}-choice'); s.value = '{value}';
+                      s.dispatchEvent(new Event('change')); }})()""")  # fmt: skip
+
+
+def hover_text(page, selector: str, dx: float = 0.5, dy: float = 0.5) -> str | None:
+    page.evaluate(f"document.querySelector({json.dumps(selector)}).scrollIntoView({{block: 'center'}})")
+    box = page.evaluate(f"""(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();
+                            return [r.x, r.y, r.width, r.height]; }})()""")  # fmt: skip
+    page.move_mouse(box[0] + box[2] * dx, box[1] + box[3] * dy)
+    return page.evaluate("(t => t.hidden ? null : t.textContent)(document.querySelector('.tip'))")
+
+
+def test_hover_choose_a_pass_and_a_layer(page_of, demo_run):
+    html, ledger, _ = demo_run
+    page = page_of(html)
+    qkv = f'{current_view(0)} g.stage[data-op="qkv"] rect'
+    text = hover_text(page, qkv)
+    assert text.startswith("blocks.0.attn.qkv  (matmul)") and "960 dot products of length 64" in text
+    assert "= 61,440 MACs = 122,880 FLOPs" in text
+
+    choose(page, "step", 3)
+    visible_views = page.evaluate("Array.from(document.querySelectorAll('.phase-view')).filter(v => v.offsetHeight > 0)"
+                                  ".map(v => v.dataset.view)")  # fmt: skip
+    assert visible_views == ["3"]
+    scores = table_rows(page, f"{current_view(3)} .block-table tbody tr[data-op='scores']")[0]
+    assert scores[3] == "[4, 1, 8]"  # decode step 3: one query against the 8 cached positions
+    choose(page, "layer", 2)
+    text = hover_text(page, f'{current_view(3)} g.stage[data-op="scores"] rect')
+    assert text.startswith("blocks.2.attn.qk  (matmul)") and "32 dot products of length 16" in text
+    assert page.evaluate(f"document.querySelector('{current_view(3)} .layer-name').textContent") == "2"
+    highlighted = page.evaluate(f"Array.from(document.querySelectorAll('{current_view(3)} tr.current-layer'))"
+                                ".map(r => r.dataset.layer)")  # fmt: skip
+    assert highlighted == ["2"]
+    assert page.evaluate("document.querySelector('.attn-layer.current').dataset.layer") == "2"
+
+    data = embedded_data(html.read_text())
+    weights = data["attention"]["layers"]["2"][1]  # head 1 of layer 2, row-major 12 x 12
+    text = hover_text(page, '.attn-layer.current svg.heatmap[data-head="1"] image', dx=2.5 / 12, dy=7.5 / 12)
+    assert f"weight {weights[7 * 12 + 2]:.4f}" in text and "query 7" in text and "key 2" in text
+    text = hover_text(page, '.attn-layer.current svg.heatmap[data-head="1"] image', dx=9.5 / 12, dy=3.5 / 12)
+    assert "masked: the future" in text
+
+    text = hover_text(page, '.passes-chart rect.bar-without[data-step="5"]', dy=0.9)
+    step = ledger["cache"]["steps"][5]
+    assert f"without it {step['without_cache_macs']:,} MACs" in text
+
+
+def test_the_count_page_of_gpt3(page_of, count_run):
+    html, ledger = count_run
+    page = page_of(html)
+    boxes = box_areas(page, current_view(0))
+    assert [b["op"] for b in boxes] == list(GPT2.block_ops)
+    layers = table_rows(page, f"{current_view(0)} .layers-table tbody tr.layer")
+    prefill = ledger["phases"][0]
+    assert len(layers) == 1 and layers[0][0] == "0..95 (each)" and number(layers[0][2]) == prefill["layers"][0]["macs"]
+    memory = table_rows(page, ".memory-table tbody tr")
+    m = ledger["memory"]
+    assert [number(r[1]) for r in memory] == [
+        m["weights"]["bytes"], m["kv_cache"]["bytes"], m["kv_cache"]["bytes_at_context"],
+        m["activations"]["prefill"]["bytes"], m["activations"]["decode"]["bytes"]]  # fmt: skip
+    intensity = table_rows(page, ".intensity-table tbody tr")
+    assert [r[0] for r in intensity] == [r["op"] for r in m["intensity"]["ops"]]
+    assert [r[3].endswith("bound") for r in intensity] == [True] * len(intensity)
+    assert page.evaluate("document.querySelectorAll('.passes-table.all tbody tr').length") == 1000
+    total = page.evaluate("document.querySelector('.totals').innerText")
+    assert f"{ledger['totals']['macs']:,} MACs" in total
+
+
+def test_ci_installs_the_browser_and_requires_it():
+    from conftest import ROOT
+
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    test_command = next(i for i, line in enumerate(lines) if "pytest" in line)
+    install = next(i for i, line in enumerate(lines) if "apt-get install -y chromium" in line)
+    required = lines.index("export MINITRANSFORMER_REQUIRE_BROWSER=1")
+    assert install < required < test_command
+    assert "apt-get update && apt-get install -y chromium" in lines[install]
+    assert 'command -v chromium' in lines[install - 1] and 'id -u' in lines[install - 1]  # only if missing, as root
