@@ -279,7 +279,7 @@ def _count(args) -> None:
     if to["--html"]:
         from .html_report import count_data, write_page
 
-        write_page(to["--html"], count_data(count, balance, args.all_steps), out)
+        write_page(to["--html"], count_data(count, balance, args.all_steps, dtype=args.dtype), out)
 
 
 def _params(args) -> None:
