@@ -161,8 +161,10 @@ def test_retraining_reproduces_the_shipped_model(tmp_path):
     pytest.importorskip("torch", reason="torch is not installed: the training script cannot run")
     pytest.importorskip("transformers", reason="transformers is not installed: the training script cannot run")
     out = tmp_path / "demo"
-    subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--fixture", str(tmp_path / "fixture.npz")],
-                   check=True, timeout=1200, capture_output=True)  # fmt: skip
+    # No time limit: about 4 minutes alone on 2 cores, much longer on a busy machine, and only its result matters.
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--fixture", str(tmp_path / "fixture.npz")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, f"the training script failed:\n{done.stderr[-3000:]}"
     shipped, retrained = card_numbers(demo_dir()), card_numbers(out)
     assert retrained["seed"] == shipped["seed"] and retrained["steps"] == shipped["steps"]
     assert retrained["final_loss"] == pytest.approx(shipped["final_loss"], abs=2e-3)
