@@ -31,8 +31,10 @@ class GPT2Config:
     activation_function: str = "gelu_new"
     scale_attn_weights: bool = True
     scale_attn_by_inverse_layer_idx: bool = False
-    # Computes Q K^T in float32 with the scale folded in; we are float32 throughout, so only the
-    # place of the scaling moves, which the attention code honours.
+    # Read and not acted on. In transformers it changes rounding only, in eager attention only (SDPA,
+    # the default, ignores it): Q K^T in float32 with the scale folded into the product. We compute in
+    # float32 throughout and scale the scores right after Q K^T (model.scale_scores), whatever this says;
+    # tests/test_hf_live.py holds that to transformers' eager reordered path within 1e-4.
     reorder_and_upcast_attn: bool = False
     tie_word_embeddings: bool = True
     bos_token_id: int | None = 50256
