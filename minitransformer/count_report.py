@@ -186,8 +186,8 @@ def memory_lines(count: Count, balance: float) -> str:
         + f"; the whole context ({c.n_positions:,}): {_bytes(kv['bytes_at_context'])}",
         f"  activations  peak ~{_bytes(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
         + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
-        "               estimate: the residual stream [B, T, D] + the largest stage's working set (softmax: its input,",
-        "               a temporary and its output, [B, H, T, t] each; MLP: u and act(u), [B, T, F] each)",
+        "               estimate: the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the",
+        "               scores [B, H, T, t], which scale, mask and softmax overwrite in place; MLP: u and act(u), [B, T, F] each)",
         "",
         "Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, float32);",
         f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",
