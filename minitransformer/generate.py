@@ -105,7 +105,7 @@ def generate(
     stop_at_eos: bool = True,
     on_token: Callable[[int, str], None] | None = None,
 ) -> Generation:
-    """Continue a prompt token by token.
+    """Continue a prompt token by token: greedy at temperature 0 (top_k and seed then play no part).
 
     `on_token(token_id, text)` is called as each token is chosen (text may be "" while a UTF-8
     character is incomplete). Generation stops early at the end-of-text token if `stop_at_eos`.
