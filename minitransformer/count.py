@@ -23,9 +23,10 @@ from pathlib import Path
 
 from .config import PRESETS, GPT2Config
 from .errors import UserError
-from .generate import count_passes
 from .ledger import Ledger, Phase, Record, Totals, cache_comparison
+from .memory import memory_dict
 from .model import Model
+from .passes import forward_passes
 from .stages import MATMUL_OPS
 
 STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the middle ones are summarised
@@ -201,10 +202,31 @@ class Pass:
                 "flops": self.flops}  # fmt: skip
 
 
+def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> Ledger:
+    """The ledger of generating n_new tokens after an n_prompt-token prompt, whatever the tokens are.
+
+    The counts depend on shapes only, so placeholder token ids do; on a shape-only model
+    (Model.without_weights) this costs no arithmetic at all.
+    """
+    book = Ledger(model.config.to_dict())
+    lead = (batch,) if batch > 1 else ()
+    placeholder_new: list[int] = []
+    for _ in forward_passes(model, [0] * n_prompt, placeholder_new, n_new, use_cache, book, lead):
+        placeholder_new.append(0)
+    return book
+
+
 def count_folded(config: GPT2Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> list[Pass]:
     """Every pass of the generation, run through a one-block shape-only twin of the model."""
     twin = Model.without_weights(replace(config, n_layer=1))
     return [Pass(phase, config.n_layer) for phase in count_passes(twin, n_prompt, n_new, use_cache, batch).phases]
+
+
+def count_totals(config: GPT2Config, n_prompt: int, n_new: int, use_cache: bool = True) -> Totals:
+    """The totals of a generation counted from shapes alone, the blocks folded: a fraction of a second even
+    for a long generation on a deep model (generate counts the way it did not take with this)."""
+    folded = count_folded(config, n_prompt, n_new, use_cache)
+    return Totals(sum(p.dot_products for p in folded), sum(p.macs for p in folded))
 
 
 @dataclass
@@ -250,6 +272,17 @@ class Count:
     def ledger(self) -> Ledger:
         """The full Ledger, every block of every pass expanded (as count_passes on the whole model gives)."""
         return Ledger(self.config.to_dict(), [p.expand() for p in self.passes], other_way=self.other_totals)
+
+    def decode_example(self) -> Pass | None:
+        """A decode step with the cache (T = 1) of this generation, for intensity: the last one counted with the
+        cache (from the other-way run if this one had none), or the first step after the prompt if there is none
+        (None if the context has no room for it)."""
+        cached = self.passes if self.cached else self.other_way
+        if len(cached) > 1:
+            return cached[-1]
+        if self.n_prompt + 2 > self.config.n_positions:
+            return None
+        return count_folded(self.config, self.n_prompt, 2, True, self.batch)[1]
 
     def shown_steps(self, limit: int = STEPS_SHOWN) -> list[int]:
         """The decode steps shown in full: all of them, or the first limit - 2 and the last 2."""
@@ -306,8 +339,6 @@ def json_chunks(count: Count, balance: float, all_steps: bool = False):
     (a count has no tokens). The prefill and the decode steps the table shows are in full (Phase.to_dict);
     the other decode steps carry their totals only, unless all_steps. "detailed_steps" lists the full ones.
     """
-    from .memory import memory_dict
-
     detailed = {0, *(range(1, count.n_new) if all_steps else count.shown_steps())}
     head = {
         "model": count.config.to_dict(),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .count import Count, Pass
 from .ledger import Record
-from .memory import DEFAULT_BALANCE, decode_example, memory_dict
+from .memory import DEFAULT_BALANCE, memory_dict
 from .report import count as n
 from .report import describe_model, human, operands, percent, shape, table
 from .stages import MATMUL_OPS
@@ -191,7 +191,7 @@ def memory_lines(count: Count, balance: float) -> str:
         "",
         "Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, float32);",
         f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",
-        intensity_table(m["intensity"]["ops"], decode_example(count)),
+        intensity_table(m["intensity"]["ops"], count.decode_example()),
     ]  # fmt: skip
     return "\n".join(out)
 

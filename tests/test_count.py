@@ -18,7 +18,7 @@ from minitransformer import GPT2Config, formulas
 from minitransformer.config import PRESETS
 from minitransformer.count import count_folded, count_generation, select_config, sweep_per_token
 from minitransformer.errors import UserError
-from minitransformer.generate import count_passes
+from minitransformer.count import count_passes
 from minitransformer.ledger import Phase, Record
 from minitransformer.model import Model
 from minitransformer.shapes import ShapeOnly

@@ -67,6 +67,42 @@ class Float64Alarm(np.ndarray):
             raise AssertionError("float64 appeared in the forward pass")
 
 
+# Model's conveniences (model.generate(...), load_model(name)) import their modules when called: an entry
+# point, not a dependency of the forward pass. Every other import, lazy or not, must point one way.
+ENTRY_POINTS = {("model", "generate"), ("model", "registry")}
+
+
+def package_imports() -> dict[str, set[str]]:
+    """module -> the package modules it imports anywhere in its source (inside functions too)."""
+    graph = {}
+    for path in sorted(PACKAGE.glob("*.py")):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                found |= {node.module} if node.module else {a.name for a in node.names}
+        graph[path.stem] = {m.split(".")[0] for m in found} - {path.stem}
+    return graph
+
+
+def test_modules_import_each_other_one_way():
+    graph = package_imports()
+    assert "count_passes" not in (PACKAGE / "generate.py").read_text()  # counting lives in count.py
+    for module, target in ENTRY_POINTS:
+        graph[module].discard(target)
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            raise AssertionError(f"import cycle: {' -> '.join(path[path.index(module):] + [module])}")
+        if module not in done:
+            for target in sorted(graph.get(module, ())):
+                visit(target, path + [module])
+            done.add(module)
+
+    for module in graph:
+        visit(module, [])
+
+
 def test_no_float64_anywhere_in_the_forward_pass(small_gpt2):
     from minitransformer.model import Model
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import HF_FIXTURES, ROOT, run_cli, write_gpt2
 from minitransformer import UserError, load_model
 from minitransformer.cli import main
-from minitransformer.generate import count_passes
+from minitransformer.count import count_passes
 from minitransformer.hooks import stage_names
 from minitransformer.trace import Stepper, parse_layers, trace
 
