@@ -63,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr = commands.add_parser("trace", help="follow a prompt through every stage: names, equations, shapes, values")
     tr.add_argument("prompt")
     tr.add_argument("--model", help="a model name or directory (default: as for generate)")
-    tr.add_argument("--new-tokens", type=_whole_number, default=1,
-                    help="cached decode steps after the prefill, one new token each (default 1; 0: prefill only)")
+    tr.add_argument("--new-tokens", type=_whole_number, default=2, metavar="N",
+                    help="tokens generated: 1 prefill + N-1 cached decode steps (default 2; 1: the prefill only)")
     tr.add_argument("--layers", metavar="0,11|1-3|all",
                     help="blocks shown stage by stage (default: the first and the last); the others fold into one line")
     tr.add_argument("--step", action="store_true",
