@@ -12,8 +12,7 @@ length n, m*p*n multiply-accumulates (MACs); FLOPs are 2 x MACs.
 from __future__ import annotations
 
 from .config import GPT2Config
-
-FLOAT32_BYTES = 4
+from .memory import FLOAT32_BYTES
 
 
 def products(config: GPT2Config, T: int, t: int, R: int = 1, B: int = 1) -> dict[str, tuple[int, int]]:
@@ -75,11 +74,6 @@ def pass_dot_products(config: GPT2Config, T: int, t: int, R: int = 1, B: int = 1
     return config.n_layer * layer_dot_products(config, T, t, B) + B * R * config.vocab_size
 
 
-def prefill_macs(config: GPT2Config, n_prompt: int, B: int = 1) -> int:
-    """The prompt's pass: T = t = n_prompt, logits for the last position only."""
-    return pass_macs(config, n_prompt, n_prompt, 1, B)
-
-
 def decode_macs(config: GPT2Config, t: int, B: int = 1) -> int:
     """A decode step with the KV cache: one new position attending to t: L (4 D^2 + 2 D F + 2 t D) + D V."""
     return pass_macs(config, 1, t, 1, B)
@@ -124,7 +118,3 @@ def parameters(config: GPT2Config) -> int:
 def kv_cache_bytes_per_token(config: GPT2Config, B: int = 1) -> int:
     """K and V (2) for each of L layers, D numbers each (H heads x dh), float32."""
     return B * 2 * config.n_layer * config.n_embd * FLOAT32_BYTES
-
-
-def weight_bytes(config: GPT2Config) -> int:
-    return parameters(config) * FLOAT32_BYTES

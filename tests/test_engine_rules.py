@@ -103,6 +103,40 @@ def test_modules_import_each_other_one_way():
         visit(module, [])
 
 
+def names_used(path: Path) -> set[str]:
+    """Names a source file reads: variables, attributes, imports; a function's own locals do not count."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    local = {n.id for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for n in ast.walk(f) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}  # fmt: skip
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
+            used.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            used.add(node.attr)
+        elif isinstance(node, ast.alias):
+            used.add(node.name.split(".")[-1])
+    return used
+
+
+def test_every_function_is_used_and_every_constant_has_one_home():
+    root = PACKAGE.parent
+    readers = [*PACKAGE.glob("*.py"), *root.glob("tests/*.py"), *root.glob("scripts/*.py"), *root.glob("examples/*.py")]
+    used = set().union(*(names_used(path) for path in readers))
+    defined: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                defined.setdefault(node.name, []).append(path.name)
+            elif isinstance(node, ast.Assign):
+                for target in (t for t in node.targets if isinstance(t, ast.Name) and t.id.isupper()):
+                    defined.setdefault(target.id, []).append(path.name)
+    unused = sorted(f"{homes[0]}:{name}" for name, homes in defined.items() if name not in used and "__" not in name)
+    assert not unused, f"defined and never used: {unused}"
+    twice = {name: homes for name, homes in defined.items() if len(homes) > 1 and name.isupper()}
+    assert not twice, f"constants defined in more than one module: {twice}"
+
+
 def test_no_float64_anywhere_in_the_forward_pass(small_gpt2):
     from minitransformer.model import Model
 
