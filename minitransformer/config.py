@@ -104,6 +104,12 @@ class GPT2Config:
                            ("num_attention_heads", "n_head"), ("max_position_embeddings", "n_positions")):
             if key not in known and alias in hf:
                 known[key] = hf[alias]
+        # The other fields have GPT-2's defaults, as in transformers; these fix the shapes, and defaulting
+        # them to GPT-2 small's would only end in a complaint about some tensor of the checkpoint.
+        missing = [key for key in ("n_layer", "n_head", "n_embd") if key not in known]
+        if missing:
+            raise UserError(f"config has no {', '.join(missing)} (the model's shapes); every GPT-2 config.json gives "
+                            f"n_layer, n_head and n_embd")  # fmt: skip
         return cls(**{**asdict(defaults), **known, "name": name})
 
     @classmethod
@@ -116,6 +122,8 @@ class GPT2Config:
             raise UserError(f"{path} is not valid JSON ({err}); re-download or fix the file") from None
         if not isinstance(hf, dict):
             raise UserError(f"{path} holds {type(hf).__name__}, not a JSON object; re-download or fix the file")
+        if not hf:
+            raise UserError(f"{path} is empty ({{}}): no shapes to build a model from; re-download or fix the file")
         try:
             return cls.from_hf_dict(hf, name=name or Path(path).parent.name)
         except TypeError as err:
