@@ -35,7 +35,10 @@ def _number(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = _Parser(prog="minitransformer", description="GPT-2 in NumPy with every matrix multiply counted.")
+    parser.add_argument("--version", action="version", version=f"minitransformer {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     gen = commands.add_parser("generate", help="continue a prompt and show where the dot products went")

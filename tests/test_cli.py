@@ -162,6 +162,16 @@ def test_console_script_is_installed():
     assert result.returncode == 0 and "--max-new-tokens" in result.stdout
 
 
+def test_version_is_the_packages():
+    import re
+
+    from conftest import ROOT
+
+    declared = re.search(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    result = run_cli("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"minitransformer {declared}\n", "")
+
+
 def test_without_gpt2_or_the_hub_the_demo_model_answers_and_says_so(tmp_path):
     env = {"MINITRANSFORMER_WEIGHTS": str(tmp_path / "weights"), "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
            "HF_ENDPOINT": "http://127.0.0.1:9"}  # fmt: skip
