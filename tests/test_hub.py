@@ -16,7 +16,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import constants
 
-from conftest import run_cli, write_gpt2
+from conftest import ROOT, run_cli, write_gpt2
 from minitransformer import UserError, hub, load_model
 from minitransformer.registry import on_disk
 
@@ -123,3 +123,21 @@ def test_a_model_in_the_hugging_face_cache_is_found_without_network(tmp_path, mo
     (repo / "refs" / "main").write_text(revision)
     assert on_disk("gpt2") == repo / "snapshots" / revision
     assert load_model("gpt2").config.n_positions == 16
+
+
+def test_an_installed_package_downloads_where_the_readme_says(tmp_path, monkeypatch):
+    """Not a checkout (no pyproject.toml beside the package): ~/.cache/minitransformer/weights, or under
+    $XDG_CACHE_HOME; MINITRANSFORMER_WEIGHTS overrides either. The README says so."""
+    monkeypatch.setattr(hub, "__file__", str(tmp_path / "site-packages" / "minitransformer" / "hub.py"))
+    monkeypatch.delenv("MINITRANSFORMER_WEIGHTS", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert hub.local_dir("gpt2") == tmp_path / "home" / ".cache" / "minitransformer" / "weights" / "gpt2"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert hub.local_dir("gpt2") == tmp_path / "xdg" / "minitransformer" / "weights" / "gpt2"
+    monkeypatch.setenv("MINITRANSFORMER_WEIGHTS", str(tmp_path / "mine"))
+    assert hub.local_dir("gpt2") == tmp_path / "mine" / "gpt2"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for said in ("`~/.cache/minitransformer/weights/NAME/`", "`$XDG_CACHE_HOME/minitransformer/weights/NAME/`",
+                 "`MINITRANSFORMER_WEIGHTS=DIR` puts them in `DIR/NAME/`"):  # fmt: skip
+        assert said in readme, said
