@@ -141,11 +141,12 @@ def _generate(args) -> None:
     tokens = model.tokenizer.encode(args.prompt)
     model.config.check_fits(len(tokens), args.max_new_tokens)  # refuse before the first line of output
     model.check_ids(tokens)
+    out = sys.stderr if args.json == "-" else sys.stdout  # with --json -, stdout holds only the JSON
+
     unused = [flag for flag, value in (("--top-k", args.top_k), ("--seed", args.seed)) if value is not None]
     if unused and args.temperature == 0:
         print(f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
               f"sampling needs --temperature > 0", file=sys.stderr)  # fmt: skip
-    out = sys.stderr if args.json == "-" else sys.stdout  # with --json -, stdout holds only the JSON
 
     print(f"model {report.describe_model(model.config.to_dict(), model.source)}", file=out)
     print(f"prompt: {len(tokens)} tokens {tokens}", file=out)
