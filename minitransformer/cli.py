@@ -39,7 +39,10 @@ HTML_HELP = "write the report as one self-contained HTML page, to open in a brow
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = _Parser(prog="minitransformer", description="GPT-2 in NumPy with every matrix multiply counted.")
+    parser.add_argument("--version", action="version", version=f"minitransformer {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     gen = commands.add_parser("generate", help="continue a prompt and show where the dot products went")
@@ -70,8 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("prompt", nargs="?", help="the text to follow (or --ids)")
     tr.add_argument("--ids", metavar="1,2,3", help="token ids instead of text (for a model without tokenizer.json)")
     tr.add_argument("--model", help="a model name or directory (default: as for generate)")
-    tr.add_argument("--new-tokens", type=_whole_number, default=1,
-                    help="cached decode steps after the prefill, one new token each (default 1; 0: prefill only)")
+    tr.add_argument("--new-tokens", type=_whole_number, default=2, metavar="N",
+                    help="tokens generated: 1 prefill + N-1 cached decode steps (default 2; 1: the prefill only)")
     tr.add_argument("--layers", metavar="0,11|1-3|all",
                     help="blocks shown stage by stage (default: the first and the last); the others fold into one line")
     tr.add_argument("--step", action="store_true",
@@ -131,6 +134,11 @@ def _generate(args) -> None:
     model.config.check_fits(len(tokens), args.max_new_tokens)  # refuse before the first line of output
     model.check_ids(tokens)
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # then stdout holds the document
+
+    unused = [flag for flag, value in (("--top-k", args.top_k), ("--seed", args.seed)) if value is not None]
+    if unused and args.temperature == 0:
+        print(f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
+              f"sampling needs --temperature > 0", file=sys.stderr)  # fmt: skip
 
     print(f"model {report.describe_model(model.config.to_dict(), model.source)}", file=out)
     print(f"prompt: {len(tokens)} tokens {tokens}", file=out)

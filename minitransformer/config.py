@@ -35,8 +35,10 @@ class GPT2Config:
     activation_function: str = "gelu_new"
     scale_attn_weights: bool = True
     scale_attn_by_inverse_layer_idx: bool = False
-    # Computes Q K^T in float32 with the scale folded in; we are float32 throughout, so only the
-    # place of the scaling moves, which the attention code honours.
+    # Read and not acted on. In transformers it changes rounding only, in eager attention only (SDPA,
+    # the default, ignores it): Q K^T in float32 with the scale folded into the product. We compute in
+    # float32 throughout and scale the scores right after Q K^T (model.scale_scores), whatever this says;
+    # tests/test_hf_live.py holds that to transformers' eager reordered path within 1e-4.
     reorder_and_upcast_attn: bool = False
     tie_word_embeddings: bool = True
     bos_token_id: int | None = 50256
@@ -109,6 +111,12 @@ class GPT2Config:
                            ("num_attention_heads", "n_head"), ("max_position_embeddings", "n_positions")):
             if key not in known and alias in hf:
                 known[key] = hf[alias]
+        # The other fields have GPT-2's defaults, as in transformers; these fix the shapes, and defaulting
+        # them to GPT-2 small's would only end in a complaint about some tensor of the checkpoint.
+        missing = [key for key in ("n_layer", "n_head", "n_embd") if key not in known]
+        if missing:
+            raise UserError(f"config has no {', '.join(missing)} (the model's shapes); every GPT-2 config.json gives "
+                            f"n_layer, n_head and n_embd")  # fmt: skip
         return cls(**{**asdict(defaults), **known, "name": name})
 
     @classmethod
@@ -354,6 +362,8 @@ def load_config(path: Path, name: str | None = None) -> Config:
         raise UserError(f"{path} is not valid JSON ({err}); re-download or fix the file") from None
     if not isinstance(hf, dict):
         raise UserError(f"{path} holds {type(hf).__name__}, not a JSON object; re-download or fix the file")
+    if not hf:
+        raise UserError(f"{path} is empty ({{}}): no shapes to build a model from; re-download or fix the file")
     try:
         return config_from_hf_dict(hf, name=name or Path(path).parent.name)
     except TypeError as err:

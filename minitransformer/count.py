@@ -24,9 +24,10 @@ from pathlib import Path
 
 from .config import PRESETS, Config, GPT2Config, LlamaConfig, load_config
 from .errors import UserError
-from .generate import count_passes
 from .ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps
+from .memory import memory_dict
 from .model import Model
+from .passes import forward_passes
 from .stages import ATTENTION_SCORES, Family, family_of
 
 STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the middle ones are summarised
@@ -274,6 +275,20 @@ class AttentionVsWeights:
         return Fraction(self.all_attention, self.all_weights)
 
 
+def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> Ledger:
+    """The ledger of generating n_new tokens after an n_prompt-token prompt, whatever the tokens are.
+
+    The counts depend on shapes only, so placeholder token ids do; on a shape-only model
+    (Model.without_weights) this costs no arithmetic at all.
+    """
+    book = Ledger(model.config.to_dict())
+    lead = (batch,) if batch > 1 else ()
+    placeholder_new: list[int] = []
+    for _ in forward_passes(model, [0] * n_prompt, placeholder_new, n_new, use_cache, book, lead):
+        placeholder_new.append(0)
+    return book
+
+
 def count_folded(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> list[Pass]:
     """Every pass of the generation, run through a one-block shape-only twin of the model."""
     twin = Model.without_weights(replace(config, n_layer=1))
@@ -286,6 +301,7 @@ def decode_at(config: Config, context: int, batch: int = 1) -> Pass:
     if context == 1:
         return count_folded(config, 1, 1, True, batch)[0]
     return count_folded(config, context - 1, 2, True, batch)[1]
+
 
 
 @dataclass
@@ -353,6 +369,17 @@ class Count:
             return cached[-1]
         return decode_at(self.config, self.n_prompt, self.batch)
 
+    def decode_example(self) -> Pass | None:
+        """A decode step with the cache (T = 1) of this generation, for intensity: the last one counted with the
+        cache (from the other-way run if this one had none), or the first step after the prompt if there is none
+        (None if the context has no room for it)."""
+        cached = self.passes if self.cached else self.other_way
+        if len(cached) > 1:
+            return cached[-1]
+        if self.n_prompt + 2 > self.config.n_positions:
+            return None
+        return count_folded(self.config, self.n_prompt, 2, True, self.batch)[1]
+
     def shown_steps(self, limit: int = STEPS_SHOWN) -> list[int]:
         """The decode steps shown in full: all of them, or the first limit - 2 and the last 2."""
         steps = [p.step for p in self.decodes]
@@ -408,8 +435,6 @@ def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: st
     (a count has no tokens). The prefill and the decode steps the table shows are in full (Phase.to_dict);
     the other decode steps carry their totals only, unless all_steps. "detailed_steps" lists the full ones.
     """
-    from .memory import memory_dict
-
     detailed = {0, *(range(1, count.n_new) if all_steps else count.shown_steps())}
     head = {
         "model": count.config.to_dict(),

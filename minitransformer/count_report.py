@@ -10,7 +10,7 @@ from fractions import Fraction
 from .count import Count, Pass
 from .formulas import attention_to_weights
 from .ledger import Record
-from .memory import DEFAULT_BALANCE, decode_example, memory_dict
+from .memory import DEFAULT_BALANCE, memory_dict
 from .report import count as n
 from .report import describe_model, human, operands, percent, shape, table
 from .stages import ATTENTION_SCORES, UNEMBEDDING
@@ -261,8 +261,8 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
         estimate = ("the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
                     "(Q K^T: Q and the scores [B, H, T, t]; MLP: g, u, sigmoid(g) and act(g), [B, T, F] each)")
     else:
-        estimate = ("the residual stream [B, T, D] + the largest stage's working set (softmax: its input,",
-                    "a temporary and its output, [B, H, T, t] each; MLP: u and act(u), [B, T, F] each)")
+        estimate = ("the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the",
+                    "scores [B, H, T, t], which scale, mask and softmax overwrite in place; MLP: u and act(u), [B, T, F] each)")
     out = [
         f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
         f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
@@ -278,7 +278,7 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
         "",
         f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
         f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",
-        intensity_table(m["intensity"]["ops"], decode_example(count)),
+        intensity_table(m["intensity"]["ops"], count.decode_example()),
     ]  # fmt: skip
     return "\n".join(out)
 

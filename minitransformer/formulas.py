@@ -19,8 +19,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from .config import Config
-
-FLOAT32_BYTES = 4
+from .memory import FLOAT32_BYTES
 
 
 def attended(config: Config, T: int, t: int) -> int:
@@ -131,11 +130,6 @@ def pass_dot_products(config: Config, T: int, t: int, R: int = 1, B: int = 1) ->
     return config.n_layer * layer_dot_products(config, T, t, B) + B * R * config.vocab_size
 
 
-def prefill_macs(config: Config, n_prompt: int, B: int = 1) -> int:
-    """The prompt's pass: T = t = n_prompt, logits for the last position only."""
-    return pass_macs(config, n_prompt, n_prompt, 1, B)
-
-
 def decode_macs(config: Config, t: int, B: int = 1) -> int:
     """A decode step with the KV cache: one new position attending to t (at most W): L (4 D^2 + 2 D F + 2 t D) + D V
     for GPT-2."""
@@ -204,10 +198,6 @@ def kv_cache_positions(config: Config, positions: int) -> int:
 def kv_cache_bytes_per_token(config: Config, B: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
     """K and V (2) for each of L layers, Hkv dh numbers each (Hkv heads x dh; D for GPT-2)."""
     return B * 2 * config.n_layer * config.n_kv_head * config.d_head * bytes_per_number
-
-
-def weight_bytes(config: Config) -> int:
-    return parameters(config) * FLOAT32_BYTES
 
 
 def attention_to_weights(config: Config) -> Fraction:

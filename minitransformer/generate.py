@@ -2,8 +2,8 @@
 
 With the KV cache (the default) the prefill computes K and V for every prompt position and logits
 for the last one; each decode step then computes one new row. Without it, every step recomputes
-the whole sequence. Either way, a shape-only run of the other way is counted beside it, so the
-ledger says what the cache saved.
+the whole sequence (the loop is passes.py's). Either way, a shape-only run of the other way is
+counted beside it (count.py), so the ledger says what the cache saved.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from typing import Callable
 import numpy as np
 
 from .attention_maps import AttentionMaps, AttentionRecorder
+from .count import count_folded
 from .errors import UserError
-from .ledger import Ledger, Phase, totals_of
+from .ledger import Ledger, totals_of
 from .model import Model
+from .passes import forward_passes
 
 
 @dataclass
@@ -119,7 +121,7 @@ def generate(
     on_token: Callable[[int, str], None] | None = None,
     attention: int | list[int] | None = None,
 ) -> Generation:
-    """Continue a prompt token by token.
+    """Continue a prompt token by token: greedy at temperature 0 (top_k and seed then play no part).
 
     `on_token(token_id, text)` is called as each token is chosen (text may be "" while a UTF-8
     character is incomplete). Generation stops early at the end-of-text token if `stop_at_eos`.
@@ -142,7 +144,8 @@ def generate(
     found: list[Candidate] = []
     recorder = AttentionRecorder(model, attention, use_cache) if attention is not None else None
     with recorder or nullcontext():
-        for step, logits in enumerate(_passes(model, prompt_tokens, new_tokens, max_new_tokens, use_cache, book)):
+        for step, logits in enumerate(forward_passes(model, prompt_tokens, new_tokens, max_new_tokens, use_cache,
+                                                     book)):  # fmt: skip
             if step == 0 and candidates:
                 found = top_candidates(logits, candidates, tokenizer)
             token = next_token(logits, temperature, top_k, rng)
@@ -155,57 +158,9 @@ def generate(
     pieces.append(stream.flush())
     if on_token is not None and pieces[-1]:
         on_token(-1, pieces[-1])
-    if book is not None:
-        other_way = _count_other_way(model, len(prompt_tokens), len(new_tokens), use_cache)
+    if book is not None:  # the same generation the other way (cache on/off), counted from shapes, blocks folded
+        other_way = count_folded(model.config, len(prompt_tokens), len(new_tokens), not use_cache)
         book.other_way, book.other_way_macs = totals_of(other_way), [p.macs for p in other_way]
     return Generation(model.name, prompt_text, prompt_tokens, new_tokens, "".join(pieces), found, book,
                       [tokenizer.token_str(i) for i in prompt_tokens], [tokenizer.token_str(i) for i in new_tokens],
                       recorder.maps() if recorder else None)  # fmt: skip
-
-
-def _passes(model: Model, prompt_tokens, new_tokens, max_new_tokens: int, use_cache: bool, book: Ledger | None,
-            batch: tuple[int, ...] = ()):  # fmt: skip
-    """Yield the next-token logits [V] of each forward pass: the prefill, then one decode step per token.
-
-    `new_tokens` is the caller's list, which it extends between passes. With a `batch` shape, every
-    row repeats the same tokens (counting only).
-    """
-    cache = model.new_cache(batch, capacity=len(prompt_tokens) + max_new_tokens) if use_cache else None
-    for step in range(max_new_tokens):
-        if use_cache:
-            ids = prompt_tokens if step == 0 else new_tokens[-1:]
-        else:
-            ids = prompt_tokens + new_tokens  # recompute everything: what the cache saves
-        phase = None
-        if book is not None:
-            context = len(prompt_tokens) + step
-            phase = Phase("prefill" if step == 0 else "decode", step, len(ids), context,
-                          batch=batch[0] if batch else 1, cached=use_cache)  # fmt: skip
-            book.phases.append(phase)
-        ids = np.broadcast_to(np.asarray(ids), (*batch, len(ids)))
-        yield model.run(ids, cache=cache, phase=phase)[..., -1, :]
-
-
-def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> Ledger:
-    """The ledger of generating n_new tokens after an n_prompt-token prompt, whatever the tokens are.
-
-    The counts depend on shapes only, so placeholder token ids do; on a shape-only model
-    (Model.without_weights) this costs no arithmetic at all.
-    """
-    book = Ledger(model.config.to_dict())
-    lead = (batch,) if batch > 1 else ()
-    placeholder_new: list[int] = []
-    for _ in _passes(model, [0] * n_prompt, placeholder_new, n_new, use_cache, book, lead):
-        placeholder_new.append(0)
-    return book
-
-
-def _count_other_way(model: Model, n_prompt: int, n_new: int, used_cache: bool) -> list:
-    """The passes of the same generation done the other way (cache on/off), counted from shapes alone.
-
-    count.py folds the identical blocks into one, which keeps this a fraction of a second even after
-    a long generation on a deep model.
-    """
-    from .count import count_folded
-
-    return count_folded(model.config, n_prompt, n_new, not used_cache)

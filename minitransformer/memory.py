@@ -88,22 +88,9 @@ def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTE
     return bytes_per_number * (residual + working_set(peak, gated)), peak
 
 
-def decode_example(count):
-    """A decode step with the cache (T = 1) of this generation, for intensity: the last one counted with the
-    cache (from the other-way run if this one had none), or the first step after the prompt if there is none."""
-    cached = count.passes if count.cached else count.other_way
-    if len(cached) > 1:
-        return cached[-1]
-    if count.n_prompt + 2 > count.config.n_positions:
-        return None
-    from .count import count_folded
-
-    return count_folded(count.config, count.n_prompt, 2, True, count.batch)[1]
-
-
 def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES) -> list[dict]:
     """Each matrix product in the prefill and in a cached decode step: MACs, bytes moved, MACs per byte."""
-    decode = decode_example(count)
+    decode = count.decode_example()
     rows = []
     for r in count.prefill.block + count.prefill.after:
         if r.kind != "matmul":
@@ -133,7 +120,7 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
     prefill_peak, prefill_stage = peak_activations(prefill.before + prefill.block + prefill.after, size)
     activations = {"estimate": "residual stream + the largest stage's working set (see minitransformer/memory.py)",
                    "prefill": {"bytes": prefill_peak, "stage": prefill_stage.op}}  # fmt: skip
-    decode = decode_example(count)
+    decode = count.decode_example()
     if decode is not None:
         decode_peak, decode_stage = peak_activations(decode.before + decode.block + decode.after, size)
         activations["decode"] = {"bytes": decode_peak, "stage": decode_stage.op, "context": decode.context}

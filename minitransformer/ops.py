@@ -42,15 +42,21 @@ def rowwise(fn, x, out=None):
     """fn(rows, out_rows) on the rows of x (every axis but the last), the rows shared among the cores.
 
     Each row's result depends on that row alone (a softmax, an activation), so the split changes
-    nothing in the numbers. Small arrays and shape-only stand-ins run in one call.
+    nothing in the numbers. Small arrays and shape-only stand-ins run in one call. x may be in any
+    memory order (a hook's replacement may be Fortran-ordered, strided or reversed); the result is
+    out if given, else a new C-ordered array.
     """
     if isinstance(x, ShapeOnly) or x.size < PARALLEL_MIN_SIZE or THREADS == 1:
         return fn(x, out)
+    if out is None:
+        out = np.empty(x.shape, x.dtype)  # C order whatever x's order (a hook may return any layout)
+    elif not out.flags.c_contiguous:
+        return fn(x, out)  # its rows would be a copy, not a view: one call writes into out itself
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="minitransformer")
-    out = np.empty_like(x) if out is None else out
-    rows, out_rows = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])  # out is contiguous: a view
+    # out's rows are views of out (C order); x's are a copy if x is not in C order, which is only read.
+    rows, out_rows = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])
     cuts = [len(rows) * i // THREADS for i in range(THREADS + 1)]
     for done in [_pool.submit(fn, rows[a:b], out_rows[a:b]) for a, b in zip(cuts, cuts[1:])]:
         done.result()

@@ -120,7 +120,3 @@ class ShapeOnly:
 
     def __setitem__(self, index, value) -> None:
         pass
-
-
-def is_shape_only(x) -> bool:
-    return isinstance(x, ShapeOnly)

@@ -1,9 +1,10 @@
 """Trace: one prompt's life through the forward pass, stage by stage, with shapes, counts and values.
 
-`trace(model, prompt)` runs the prefill and then one cached decode step per new token, and prints
-every stage in the order it runs: its name, its equation, what it reads and what it makes, each
-shape written symbolically and concretely (`[H, T, t] = [12, 5, 5]`), its dot products if it is a
-matrix product, and a summary of its values. Blocks that were not asked for fold into one line.
+`trace(model, prompt, new_tokens=N)` runs the N passes that generate N greedy tokens (the prefill,
+then N - 1 cached decode steps: generate's own passes, passes.py) and prints every stage in the
+order it runs: its name, its equation, what it reads and what it makes, each shape written
+symbolically and concretely (`[H, T, t] = [12, 5, 5]`), its dot products if it is a matrix product,
+and a summary of its values. Blocks that were not asked for fold into one line.
 
 It is a watcher on the tape (tape.py) plus the ledger's records: nothing here computes the model.
 With a `Stepper` it stops at each stage and asks what to do (`trace --step`).
@@ -18,8 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import UserError
-from .ledger import Phase, Record
+from .ledger import Ledger, Phase, Record
 from .model import Model
+from .passes import forward_passes
 from .report import count, describe_model
 from .tape import Dims
 
@@ -208,9 +210,10 @@ class _Tracer:
               f"{count(macs)} MACs; {block} -> {block}; values  {summary(tensor)}", file=self.out)  # fmt: skip
 
 
-def trace(model: Model, prompt: str | list[int], new_tokens: int = 1, layers: list[int] | None = None,
+def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: list[int] | None = None,
           out=sys.stdout, stepper: Stepper | None = None) -> TraceResult:  # fmt: skip
-    """Print the prefill and `new_tokens` cached decode steps stage by stage (greedy tokens).
+    """Print the passes that generate `new_tokens` greedy tokens, stage by stage: the prefill, then
+    new_tokens - 1 cached decode steps (the same passes as generate's, passes.py).
 
     The prefill picks the first new token; decode step k feeds new token k through the model
     (T = 1 position attending to t = prompt + k) and picks the next one. `layers`: the blocks shown
@@ -222,8 +225,8 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 1, layers: li
     ids = tokenizer.encode(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
     if not ids:
         raise UserError('the prompt is empty; give some text to trace, e.g. "The capital of France is"')
-    if isinstance(new_tokens, bool) or not isinstance(new_tokens, (int, np.integer)) or new_tokens < 0:
-        raise UserError(f"new tokens must be a whole number >= 0 (0 traces the prefill only), not {new_tokens!r}")
+    if isinstance(new_tokens, bool) or not isinstance(new_tokens, (int, np.integer)) or new_tokens < 1:
+        raise UserError(f"new tokens must be a whole number >= 1 (1 traces the prefill only), not {new_tokens!r}")
     c = model.config
     model.check_ids(ids)
     c.check_fits(len(ids), new_tokens)
@@ -235,41 +238,43 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 1, layers: li
         shown = f"every block shown stage by stage (0..{c.n_layer - 1})"
     else:
         shown = f"blocks shown stage by stage: {', '.join(map(str, sorted(set(layers))))} (the others fold into one line)"
-    steps = f"prefill + {new_tokens} decode step{'s' if new_tokens != 1 else ''}" if new_tokens else "prefill only"
+    decodes = new_tokens - 1
+    steps = f"prefill + {decodes} decode step{'s' if decodes != 1 else ''}" if decodes else "prefill only"
     print(f"model {describe_model(c.to_dict(), model.source)}", file=out)
     print(f"prompt {len(ids)} tokens {ids} = {' '.join(repr(tokenizer.token_str(i)) for i in ids)}", file=out)
-    print(f"{steps}, greedy; {shown}", file=out)
+    print(f"{new_tokens} new token{'s' if new_tokens != 1 else ''}: {steps}, greedy; {shown}", file=out)
     print(f"symbols: {model.family.symbols}", file=out)
 
     result = TraceResult(ids)
-    cache = model.new_cache(capacity=len(ids) + new_tokens)
-    step_ids = ids
+    book = Ledger(c.to_dict(), result.phases)  # the passes append their phases to result.phases
     tracer = None
+
+    def watch(phase: Phase) -> _Tracer:
+        nonlocal tracer
+        T, step = phase.tokens, phase.step
+        dims = Dims.of(c, T, past=phase.context - T, R=1)  # t: the keys attended (a sliding window may cut them)
+        fed = f"ids {ids}" if step == 0 else f"id {result.new_tokens[-1]} {tokenizer.token_str(result.new_tokens[-1])!r}"
+        print(f"\n=== {_what(step)}: T = {T} new position{'s' if T != 1 else ''} attending to t = {dims.t}; {fed} ===",
+              file=out)  # fmt: skip
+        print(f"    sizes: {dims.describe()}", file=out)
+        tracer = _Tracer(set(layers), dims, step, out, stepper)
+        return tracer
+
     try:
-        for step in range(new_tokens + 1):
-            past = cache.length
-            T = len(step_ids)
-            dims = Dims.of(c, T, past, R=1)
-            phase = Phase("prefill" if step == 0 else "decode", step, T, past + T)
-            what = "prefill" if step == 0 else f"decode step {step}"
-            fed = f"ids {step_ids}" if step == 0 else f"id {step_ids[0]} {tokenizer.token_str(step_ids[0])!r}"
-            print(f"\n=== {what}: T = {T} new position{'s' if T != 1 else ''} attending to t = {dims.t}; {fed} ===",
-                  file=out)  # fmt: skip
-            print(f"    sizes: {dims.describe()}", file=out)
-            tracer = _Tracer(set(layers), dims, step, out, stepper)
-            logits = model.run(step_ids, cache=cache, phase=phase, watcher=tracer)[-1]
-            result.phases.append(phase)
+        for step, logits in enumerate(forward_passes(model, ids, result.new_tokens, new_tokens, book=book, watch=watch)):
             token = int(np.argmax(logits))
             result.new_tokens.append(token)
-            print(f"=== {what}: {count(phase.dot_products)} dot products, {count(phase.macs)} MACs; "
+            phase = result.phases[step]
+            print(f"=== {_what(step)}: {count(phase.dot_products)} dot products, {count(phase.macs)} MACs; "
                   f"next token {tokenizer.token_str(token)!r} (id {token}) ===", file=out)  # fmt: skip
-            step_ids = [token]
     except Quit as why:
         result.stopped_at = tracer.current
+        del result.phases[len(result.new_tokens) :]  # the pass it stopped in did not finish
         print(f"trace stopped at {tracer.current} ({why})", file=out)
         return result
     except KeyboardInterrupt:
         result.stopped_at = tracer.current if tracer else None
+        del result.phases[len(result.new_tokens) :]
         print(f"\ntrace interrupted at {result.stopped_at}", file=out)
         out.flush()
         raise
@@ -279,14 +284,18 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 1, layers: li
     return result
 
 
+def _what(step: int) -> str:
+    return "prefill" if step == 0 else f"decode step {step}"
+
+
 def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: int, layers: str | None, step: bool,
                   html_to=None) -> None:  # fmt: skip
     """`minitransformer trace`: checks what it can before loading the model, then traces to stdout
     (and, given `html_to`, a destination checked by files.check_destination, writes the HTML report there)."""
     if not prompt:
         raise UserError('the prompt is empty; give some text to trace, e.g. "The capital of France is"')
-    if new_tokens < 0:
-        raise UserError(f"--new-tokens must be 0 or more (0 traces the prefill only), not {new_tokens}")
+    if new_tokens < 1:
+        raise UserError(f"--new-tokens must be 1 or more (1 traces the prefill only), not {new_tokens}")
     if layers is not None and not re.fullmatch(r"\s*(all|[\d\s,-]+)\s*", layers, re.IGNORECASE):
         raise UserError(f"--layers takes block numbers such as 0,11 or 1-3, or 'all'; not {layers!r}")
     stepper = None

@@ -162,6 +162,16 @@ def test_console_script_is_installed():
     assert result.returncode == 0 and "--max-new-tokens" in result.stdout
 
 
+def test_version_is_the_packages():
+    import re
+
+    from conftest import ROOT
+
+    declared = re.search(r'^version = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M).group(1)
+    result = run_cli("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"minitransformer {declared}\n", "")
+
+
 def test_without_gpt2_or_the_hub_the_demo_model_answers_and_says_so(tmp_path):
     env = {"MINITRANSFORMER_WEIGHTS": str(tmp_path / "weights"), "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
            "HF_ENDPOINT": "http://127.0.0.1:9"}  # fmt: skip
@@ -171,6 +181,22 @@ def test_without_gpt2_or_the_hub_the_demo_model_answers_and_says_so(tmp_path):
     assert len(note) == 1 and "the demo model answers" in note[0] and "minitransformer download gpt2" in note[0]
     assert result.stdout.startswith("model demo:")
     assert "The capital of France is Paris" in result.stdout
+
+
+@pytest.mark.parametrize("flags, note", [
+    (["--seed", "3"], "--seed ignored"),
+    (["--top-k", "5", "--seed", "3"], "--top-k and --seed ignored"),
+    (["--top-k", "5", "--temperature", "0"], "--top-k ignored"),
+])  # fmt: skip
+def test_top_k_and_seed_at_temperature_0_are_said_to_be_ignored(flags, note, small_gpt2_dir, small_gpt2):
+    result = run_cli("generate", "Hello", "--model", str(small_gpt2_dir), "--max-new-tokens", "2", *flags)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (f"minitransformer: {note}: decoding is greedy at --temperature 0 (the default); "
+                             f"sampling needs --temperature > 0\n")  # fmt: skip
+    assert f"Hello{small_gpt2.generate('Hello', max_new_tokens=2).text}" in result.stdout  # greedy, as it says
+    sampled = run_cli("generate", "Hello", "--model", str(small_gpt2_dir), "--max-new-tokens", "2", "--temperature",
+                      "1", *(f for f in flags if f != "--temperature" and f != "0"))  # fmt: skip
+    assert sampled.returncode == 0 and sampled.stderr == ""
 
 
 def test_sampling_is_seeded_and_a_vanishing_temperature_is_greedy(small_gpt2):

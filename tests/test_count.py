@@ -8,6 +8,7 @@ forms of formulas.py.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -16,9 +17,8 @@ from hypothesis import strategies as st
 
 from minitransformer import GPT2Config, formulas
 from minitransformer.config import PRESETS
-from minitransformer.count import count_folded, count_generation, select_config, sweep_per_token
+from minitransformer.count import count_folded, count_generation, count_passes, select_config, sweep_per_token
 from minitransformer.errors import UserError
-from minitransformer.generate import count_passes
 from minitransformer.ledger import Phase, Record
 from minitransformer.model import Model
 from minitransformer.shapes import ShapeOnly
@@ -224,6 +224,27 @@ def test_select_config_by_each_way(tmp_path):
 def test_select_config_refuses_bad_input(kwargs, message):
     with pytest.raises(UserError, match=message):
         select_config(**kwargs)
+
+
+@pytest.mark.parametrize("config, message", [
+    ({}, "config.json is empty ({}): no shapes to build a model from"),
+    ({"model_type": "gpt2", "vocab_size": 30}, "config has no n_layer, n_head, n_embd (the model's shapes)"),
+    ({"n_layer": 2, "num_attention_heads": 2}, "config has no n_embd (the model's shapes)"),
+])  # fmt: skip
+def test_a_config_without_shapes_is_refused_not_taken_for_gpt2_small(config, message, tmp_path):
+    from conftest import write_gpt2
+    from minitransformer import load_model
+
+    directory = write_gpt2(tmp_path / "model", n_layer=2, n_head=2, n_embd=8, vocab_size=30)
+    (directory / "config.json").write_text(json.dumps(config))
+    for way in (lambda: select_config(config=str(directory / "config.json")), lambda: load_model(directory)):
+        with pytest.raises(UserError) as refused:
+            way()
+        assert message in str(refused.value)
+    aliased = {"num_hidden_layers": 2, "num_attention_heads": 2, "hidden_size": 8, "max_position_embeddings": 64,
+               "vocab_size": 30}  # fmt: skip
+    (directory / "config.json").write_text(json.dumps(aliased))  # the old spellings give the shapes too
+    assert load_model(directory).config.n_embd == 8
 
 
 @pytest.mark.parametrize("n_prompt, n_new, batch, message", [

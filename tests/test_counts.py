@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from conftest import gpt2_tensors
 from minitransformer import GPT2Config
-from minitransformer.generate import count_passes
+from minitransformer.count import count_passes
 from minitransformer.model import Model
 from minitransformer.weights import as_tree
 

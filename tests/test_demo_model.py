@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -161,12 +162,57 @@ def test_retraining_reproduces_the_shipped_model(tmp_path):
     pytest.importorskip("torch", reason="torch is not installed: the training script cannot run")
     pytest.importorskip("transformers", reason="transformers is not installed: the training script cannot run")
     out = tmp_path / "demo"
-    subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--fixture", str(tmp_path / "fixture.npz")],
-                   check=True, timeout=1200, capture_output=True)  # fmt: skip
-    shipped, retrained = card_numbers(demo_dir()), card_numbers(out)
+    # No time limit: about 4 minutes alone on 2 cores, much longer on a busy machine, and only its result matters.
+    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--fixture", str(tmp_path / "fixture.npz")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, f"the training script failed:\n{done.stderr[-3000:]}"
+    assert_reproduces(demo_dir(), out)
+
+
+def card_cpu(directory: Path) -> str:
+    """The CPU the model card says the model was trained on ("AMD EPYC"), from its "Training took" line."""
+    found = re.search(r"^- Training took .* s\) on (.+?) \(\d+ cores visible\);", (directory / "README.md").read_text("utf-8"),
+                      flags=re.M)  # fmt: skip
+    assert found, f"{directory / 'README.md'} does not say which CPU trained it"
+    return found.group(1)
+
+
+def assert_reproduces(shipped_dir: Path, retrained_dir: Path) -> None:
+    """Same seed, same data order, deterministic kernels, two threads: on the CPU the shipped model was
+    trained on, the bytes repeat, however busy the machine. Another CPU picks other kernels and rounds
+    differently (an Intel Xeon ends 1.2% off in loss from an AMD EPYC after 1,200 steps): there the
+    recipe must still make a model as good, and the bits are not compared (a warning says so)."""
+    shipped, retrained = card_numbers(shipped_dir), card_numbers(retrained_dir)
     assert retrained["seed"] == shipped["seed"] and retrained["steps"] == shipped["steps"]
-    assert retrained["final_loss"] == pytest.approx(shipped["final_loss"], abs=2e-3)
     assert retrained["capital_accuracy"] == pytest.approx(shipped["capital_accuracy"], abs=0.02)
-    # Same seed, same data order, deterministic kernels, two threads: on this machine the bytes repeat.
-    # A different CPU may pick other kernels and round differently; then only the numbers above hold.
-    assert retrained["sha256"] == shipped["sha256"], "retrained weights differ in their bits from the shipped ones"
+    if card_cpu(retrained_dir) == card_cpu(shipped_dir):
+        assert retrained["final_loss"] == pytest.approx(shipped["final_loss"], abs=2e-3)
+        assert retrained["sha256"] == shipped["sha256"], "retrained weights differ in their bits from the shipped ones"
+    else:
+        assert retrained["final_loss"] == pytest.approx(shipped["final_loss"], rel=0.05)
+        warnings.warn(f"the shipped demo was trained on {card_cpu(shipped_dir)}, this machine is "
+                      f"{card_cpu(retrained_dir)}: its bits were not compared, only its loss and accuracy")  # fmt: skip
+
+
+def test_the_reproduction_check_compares_bits_on_the_same_cpu_only(tmp_path):
+    shipped = demo_dir()
+    card = (shipped / "README.md").read_text("utf-8")
+    cpu = card_cpu(shipped)
+    numbers = card_numbers(shipped)
+
+    def retrained(name: str, on: str, **changed) -> Path:
+        directory = tmp_path / name
+        directory.mkdir()
+        text = card.replace(f" on {cpu} (", f" on {on} (").replace(json.dumps(numbers, indent=2),
+                                                                   json.dumps({**numbers, **changed}, indent=2))
+        (directory / "README.md").write_text(text, encoding="utf-8")
+        return directory
+
+    assert_reproduces(shipped, retrained("same", cpu))
+    with pytest.raises(AssertionError, match="differ in their bits"):
+        assert_reproduces(shipped, retrained("same-cpu-other-bits", cpu, sha256="0" * 64))
+    with pytest.warns(UserWarning, match=f"trained on {re.escape(cpu)}, this machine is Another CPU"):
+        assert_reproduces(shipped, retrained("other-cpu", "Another CPU", sha256="0" * 64,
+                                             final_loss=round(numbers["final_loss"] * 1.02, 6)))  # fmt: skip
+    with pytest.raises(AssertionError):
+        assert_reproduces(shipped, retrained("other-cpu-worse", "Another CPU", final_loss=numbers["final_loss"] * 1.2))

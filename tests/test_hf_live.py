@@ -98,6 +98,26 @@ def test_odd_configs_match_live(config, tmp_path):
         assert np.abs(ours.logits(ids) - theirs).max() <= 1e-4, (config, length)
 
 
+def test_reorder_and_upcast_attn_changes_nothing_but_rounding(tmp_path):
+    """transformers takes its reordered path (scale folded into Q K^T by baddbmm) in eager attention only;
+    we always scale after Q K^T. Same maths: the logits agree within the parity tolerance."""
+    config = dict(n_layer=3, n_head=4, n_embd=64, n_positions=32, vocab_size=300, scale_attn_by_inverse_layer_idx=True,
+                  reorder_and_upcast_attn=True)  # fmt: skip
+    save_random_hf_model(tmp_path, seed=11, **config)
+    reference = transformers.GPT2LMHeadModel.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    reordered = []
+    for block in reference.transformer.h:  # count the calls of the reordered path: it must be the one compared
+        plain = block.attn._upcast_and_reordered_attn
+        block.attn._upcast_and_reordered_attn = lambda *a, plain=plain, **k: reordered.append(1) or plain(*a, **k)
+    ours = load_model(tmp_path)
+    assert ours.config.reorder_and_upcast_attn is True
+    ids = np.random.default_rng(0).integers(0, 300, 32).tolist()
+    with torch.no_grad():
+        theirs = reference(torch.tensor([ids])).logits[0].numpy()
+    assert len(reordered) == 3
+    assert np.abs(ours.logits(ids) - theirs).max() <= 1e-4
+
+
 def test_validate_command_says_ok(tmp_path):
     save_random_hf_model(tmp_path, seed=3, n_layer=2, n_head=4, n_embd=64, n_positions=64)
     result = run_cli("validate", "--model", str(tmp_path), "--steps", "4")

@@ -8,7 +8,10 @@ would transfer the files.
 from __future__ import annotations
 
 import http.server
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -16,9 +19,8 @@ import huggingface_hub
 import pytest
 from huggingface_hub import constants
 
-from conftest import run_cli, write_gpt2
+from conftest import ROOT, run_cli, write_gpt2
 from minitransformer import UserError, hub, load_model
-from minitransformer.registry import on_disk
 
 
 def closed_port() -> int:
@@ -111,15 +113,42 @@ def test_a_download_that_fails_midway_is_reported(answering_server, tmp_path, mo
         hub.download("gpt2-medium")
 
 
-def test_a_model_in_the_hugging_face_cache_is_found_without_network(tmp_path, monkeypatch):
-    monkeypatch.setenv("MINITRANSFORMER_WEIGHTS", str(tmp_path / "empty"))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{closed_port()}")
-    assert on_disk("gpt2") is None
+def test_a_model_in_the_hugging_face_cache_is_found_without_network(tmp_path):
+    """HF_HUB_CACHE set as a user sets it, before the process starts. (Patching huggingface_hub.constants in
+    this process is not enough: 0.20's snapshot_download keeps the copy it took when first imported.)"""
+    env = {**os.environ, "MINITRANSFORMER_WEIGHTS": str(tmp_path / "empty"), "HF_HUB_CACHE": str(tmp_path / "hub"),
+           "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"}  # fmt: skip
+    find = "from minitransformer import load_model\nfrom minitransformer.registry import on_disk\nprint(on_disk('gpt2'))"
+    load = "\nprint(load_model('gpt2').config.n_positions)"
+
+    def run(code: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
+                              timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert run(find) == ["None"]
     repo = tmp_path / "hub" / "models--openai-community--gpt2"
     revision = "0123456789abcdef0123456789abcdef01234567"
     write_gpt2(repo / "snapshots" / revision, n_positions=16)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(revision)
-    assert on_disk("gpt2") == repo / "snapshots" / revision
-    assert load_model("gpt2").config.n_positions == 16
+    assert run(find + load) == [str(repo / "snapshots" / revision), "16"]
+
+
+def test_an_installed_package_downloads_where_the_readme_says(tmp_path, monkeypatch):
+    """Not a checkout (no pyproject.toml beside the package): ~/.cache/minitransformer/weights, or under
+    $XDG_CACHE_HOME; MINITRANSFORMER_WEIGHTS overrides either. The README says so."""
+    monkeypatch.setattr(hub, "__file__", str(tmp_path / "site-packages" / "minitransformer" / "hub.py"))
+    monkeypatch.delenv("MINITRANSFORMER_WEIGHTS", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert hub.local_dir("gpt2") == tmp_path / "home" / ".cache" / "minitransformer" / "weights" / "gpt2"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert hub.local_dir("gpt2") == tmp_path / "xdg" / "minitransformer" / "weights" / "gpt2"
+    monkeypatch.setenv("MINITRANSFORMER_WEIGHTS", str(tmp_path / "mine"))
+    assert hub.local_dir("gpt2") == tmp_path / "mine" / "gpt2"
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    for said in ("`~/.cache/minitransformer/weights/NAME/`", "`$XDG_CACHE_HOME/minitransformer/weights/NAME/`",
+                 "`MINITRANSFORMER_WEIGHTS=DIR` puts them in `DIR/NAME/`"):  # fmt: skip
+        assert said in readme, said

@@ -29,7 +29,7 @@ def test_memory_section_of_a_count():
     assert m["weights"] == {"parameters": 124_439_808, "bytes": 4 * 124_439_808}
     kv = m["kv_cache"]
     assert kv["positions"] == 119 and kv["bytes"] == 119 * 2 * 73_728 and kv["bytes_at_context"] == 1024 * 2 * 73_728
-    assert m["activations"]["prefill"]["stage"] == "mlp.act"  # 2 x T F > 3 x H T t at T = t = 100
+    assert m["activations"]["prefill"]["stage"] == "mlp.act"  # 2 T F > T D + H T t (Q and the scores) at T = t = 100
     assert m["activations"]["decode"]["context"] == 119
 
 
@@ -68,3 +68,19 @@ def test_activation_estimate_is_close_to_the_measured_peak(shape):
     finally:
         tracemalloc.stop()
     assert 0.9 * estimate <= peak <= 1.5 * estimate, (peak, estimate)
+
+
+def test_the_count_report_describes_the_activation_estimate_it_prints():
+    """Attention-heavy prefill: the peak is Q K^T, and the text says what the number counts (softmax works in place)."""
+    from minitransformer.config import GPT2Config
+    from minitransformer.count_report import count_report
+
+    B, T, D, H = 2, 1000, 64, 16
+    count = count_generation(GPT2Config(n_layer=1, n_head=H, n_embd=D, vocab_size=1000), T, 1, batch=B)
+    peak = memory_dict(count, balance=10)["activations"]["prefill"]
+    residual, q, scores = B * T * D, B * T * D, B * H * T * T
+    assert peak == {"bytes": 4 * (residual + q + scores), "stage": "scores"}
+    text = " ".join(count_report(count, 10).split())
+    assert f"peak ~{4 * (residual + q + scores) / 1e6:.0f} MB in the prefill (at scores)" in text
+    assert ("the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the scores [B, H, T, t], "
+            "which scale, mask and softmax overwrite in place;") in text  # fmt: skip

@@ -25,6 +25,13 @@ def test_ci_runs_the_test_command_of_the_readme():
     assert test_command in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
+def test_ci_also_runs_the_suite_at_the_lower_bounds_as_the_readme_says():
+    block = next(c for c in re.findall(r"```sh\n(.*?)\n```", README, re.S) if "test_lower_bounds" in c)
+    command = block.split("#")[0].strip()
+    assert command == "scripts/test_lower_bounds.sh" and (ROOT / command).stat().st_mode & 0o100  # executable
+    assert any(line.split()[-1] == command for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.strip())
+
+
 def test_the_pasted_output_is_what_the_main_command_prints(tmp_path):
     from conftest import run_cli
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import HF_FIXTURES, ROOT, run_cli, write_gpt2
 from minitransformer import UserError, load_model
 from minitransformer.cli import main
-from minitransformer.generate import count_passes
+from minitransformer.count import count_passes
 from minitransformer.hooks import stage_names
 from minitransformer.trace import Stepper, parse_layers, trace
 
@@ -58,7 +58,7 @@ def expected_values(x: np.ndarray) -> str:
 
 
 def test_every_stage_in_order_with_its_equation_shapes_counts_and_values(small_gpt2):
-    text, result = traced(small_gpt2, layers=[0, 1], new_tokens=1)
+    text, result = traced(small_gpt2, layers=[0, 1], new_tokens=2)
     prefill, decode = passes(text)
     assert prefill.startswith("=== prefill: T = 5 new positions attending to t = 5; ids [464, 3139, 286, 4881, 318] ===")
     assert decode.startswith("=== decode step 1: T = 1 new position attending to t = 6;")
@@ -104,11 +104,11 @@ def test_every_stage_in_order_with_its_equation_shapes_counts_and_values(small_g
 
 def test_blocks_not_chosen_fold_into_one_line_per_pass(tmp_path):
     model = load_model(write_gpt2(tmp_path / "four", n_layer=4, n_embd=8, n_head=2))
-    text, result = traced(model, new_tokens=2)  # default: the first and the last block
+    text, result = traced(model, new_tokens=3)  # default: the first and the last block
     assert "blocks shown stage by stage: 0, 3 (the others fold into one line)" in text
     lines = text.splitlines()
     assert not any(line.startswith(("blocks.1.", "blocks.2.")) for line in lines)
-    assert sum(line.startswith("blocks.3.attn.qk ") for line in lines) == 3  # prefill + 2 decode steps
+    assert sum(line.startswith("blocks.3.attn.qk ") for line in lines) == 3  # 3 tokens: prefill + 2 decode steps
     folded = [line for line in lines if line.startswith("blocks.2 ")]
     assert len(folded) == 3
     layer_2 = result.phases[1].layer_records(2)
@@ -117,9 +117,29 @@ def test_blocks_not_chosen_fold_into_one_line_per_pass(tmp_path):
     _, cache = model.run_with_cache(np.array(result.prompt_tokens), names="blocks.1.resid_post")
     assert expected_values(cache["blocks.1.resid_post"]) in next(line for line in lines if line.startswith("blocks.1 "))
 
-    everything, _ = traced(model, new_tokens=0, layers=parse_layers("all", 4))
+    everything, _ = traced(model, new_tokens=1, layers=parse_layers("all", 4))
     assert "every block shown stage by stage (0..3)" in everything and "prefill only, greedy" in everything
     assert "folded:" not in everything and "blocks.2.mlp.down " in everything and "=== decode" not in everything
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_new_tokens_means_what_it_means_for_count_and_generate(small_gpt2, n):
+    """N new tokens: 1 prefill + N-1 decode steps, as `count --new-tokens N` and `generate --max-new-tokens N`."""
+    text, result = traced(small_gpt2, new_tokens=n)
+    generated = small_gpt2.generate(PROMPT, max_new_tokens=n, stop_at_eos=False)
+    assert result.new_tokens == generated.new_tokens and len(result.new_tokens) == n
+    counted = count_passes(small_gpt2, 5, n).phases
+    assert [(p.phase, p.tokens, p.context) for p in result.phases] == [(p.phase, p.tokens, p.context) for p in counted]
+    assert [p.records for p in result.phases] == [p.records for p in generated.ledger.phases]
+    assert len(passes(text)) == n and text.count("=== decode step") == 2 * (n - 1)  # a header and a footer each
+    steps = f"prefill + {n - 1} decode step{'s' if n != 2 else ''}" if n > 1 else "prefill only"
+    assert f"{n} new token{'s' if n > 1 else ''}: {steps}, greedy;" in text
+
+
+def test_trace_by_default_shows_the_prefill_and_one_decode_step(small_gpt2):
+    text, result = traced(small_gpt2)
+    assert [p.phase for p in result.phases] == ["prefill", "decode"] and len(result.new_tokens) == 2
+    assert "2 new tokens: prefill + 1 decode step, greedy;" in text
 
 
 def test_layer_choices_are_read_and_checked():
@@ -154,7 +174,7 @@ class Script:
 def test_the_stepper_stops_at_each_stage_skips_a_layer_prints_and_runs_on(small_gpt2):
     out = io.StringIO()
     keys = Script("", "p", "s", "what", "n", "c")
-    result = trace(small_gpt2, "The capital", new_tokens=1, out=out, stepper=Stepper(read=keys, out=out))
+    result = trace(small_gpt2, "The capital", new_tokens=2, out=out, stepper=Stepper(read=keys, out=out))
     text = out.getvalue()
     assert keys.prompts == ["[Enter] next  n layer  c continue  p print  s stats  q quit > "] * 6
     assert result.stopped_at is None and text.rstrip().endswith(repr(small_gpt2.tokenizer.decode(result.new_tokens)))
@@ -304,7 +324,7 @@ def test_step_without_a_terminal_says_so_and_runs_through(small_gpt2_dir):
 # --- the command line ---------------------------------------------------------------------------------------
 def test_trace_command_on_a_transformers_checkpoint():
     tiny = HF_FIXTURES / "tiny"  # vocabulary of 512: "he and the" is 3 tokens below 512
-    done = run_cli("trace", "he and the", "--model", str(tiny), "--new-tokens", "2", "--layers", "1")
+    done = run_cli("trace", "he and the", "--model", str(tiny), "--new-tokens", "3", "--layers", "1")
     assert done.returncode == 0, done.stderr
     assert "blocks shown stage by stage: 1" in done.stdout and "blocks.0 " in done.stdout
     decode_2 = passes(done.stdout)[2]
@@ -318,7 +338,8 @@ def test_trace_command_on_a_transformers_checkpoint():
     (["", "--model", "{small}"], "the prompt is empty"),
     (["hi", "--model", "{small}", "--layers", "5"], "--layers: block 5 does not exist; this model has blocks 0..1"),
     (["hi", "--model", "{small}", "--layers", "x"], "--layers takes block numbers such as 0,11 or 1-3, or 'all'; not 'x'"),
-    (["hi", "--model", "{small}", "--new-tokens", "-1"], "--new-tokens must be 0 or more"),
+    (["hi", "--model", "{small}", "--new-tokens", "0"], "--new-tokens must be 1 or more (1 traces the prefill only)"),
+    (["hi", "--model", "{small}", "--new-tokens", "-1"], "--new-tokens must be 1 or more"),
     (["hi", "--model", "{small}", "--new-tokens", "two"], "argument --new-tokens: 'two' is not a whole number"),
     (["hi", "--model", "{small}", "--new-tokens", "64"], "exceed small-gpt2's context of 64 positions; at most 63 new tokens fit"),
     (["The capital", "--model", str(HF_FIXTURES / "tiny")], "token id 3139 is outside this model's vocabulary (0..511)"),

@@ -1,0 +1,43 @@
+"""The forward passes of a generation: a prefill over the prompt, then one decode step per further token.
+
+N new tokens take N passes. With the KV cache, the prefill computes K and V for every prompt
+position and logits for the last one, which give the first new token; each decode step feeds the
+token chosen last (T = 1, attending to all t earlier positions) and gives the next. Without the
+cache, every pass recomputes the whole sequence so far. `generate` (real tokens), `count` (placeholder
+tokens, usually on shape-only stand-ins) and `trace` (every stage printed) all run this one loop.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .ledger import Ledger, Phase
+from .model import Model
+from .tape import Watcher
+
+
+def forward_passes(model: Model, prompt_tokens: list[int], new_tokens: list[int], n_new: int, use_cache: bool = True,
+           book: Ledger | None = None, batch: tuple[int, ...] = (),
+           watch: Callable[[Phase], Watcher | None] | None = None):  # fmt: skip
+    """Yield the next-token logits [V] of each of the n_new forward passes: the prefill, then the decode steps.
+
+    `new_tokens` is the caller's list, which it extends with the chosen token between passes. With a
+    `book`, each pass's ledger is appended to it as a Phase. `watch(phase)`, if given, is called just
+    before each pass and returns the watcher of that pass (tape.py). With a `batch` shape, every row
+    repeats the same tokens (counting only) and the logits are [*batch, V].
+    """
+    cache = model.new_cache(batch, capacity=len(prompt_tokens) + n_new) if use_cache else None
+    for step in range(n_new):
+        if use_cache:
+            ids = prompt_tokens if step == 0 else new_tokens[-1:]
+        else:
+            ids = prompt_tokens + new_tokens  # recompute everything: what the cache saves
+        phase = Phase("prefill" if step == 0 else "decode", step, len(ids), len(prompt_tokens) + step,
+                      batch=batch[0] if batch else 1, cached=use_cache)  # fmt: skip
+        if book is not None:
+            book.phases.append(phase)
+        watcher = watch(phase) if watch is not None else None
+        ids = np.broadcast_to(np.asarray(ids), (*batch, len(ids)))
+        yield model.run(ids, cache=cache, phase=phase if book is not None else None, watcher=watcher)[..., -1, :]
