@@ -193,18 +193,6 @@ def generation_page(generation) -> str:
     return page(generation_data(generation))
 
 
-def count_page(count, balance: float | None = None, all_steps: bool = False) -> str:
-    return page(count_data(count, balance, all_steps))
-
-
-def ledger_page(ledger: Ledger) -> str:
-    return page(ledger_data(ledger))
-
-
-def trace_page(result, model, attention=None) -> str:
-    return page(trace_data(result, model, attention))
-
-
 def generation_fragment(generation) -> str:
     return fragment(generation_data(generation))
 
@@ -694,20 +682,3 @@ def write_page(destination, data: dict, out=None) -> None:
     if out is not None and destination.path is not None and not destination.is_stream:
         where = Path(destination.path).resolve().as_uri() if destination.kind == "file" else destination.name
         print(f"report written to {destination.name}: open it in a browser ({where})", file=out)
-
-
-def trace_to_page(destination, model, prompt, new_tokens: int, layers: list[int], stepper=None) -> None:
-    """`trace --html`: the trace as usual (on stderr if the page goes to stdout), the chosen layers' attention
-    kept while it runs, then the page of the passes that finished."""
-    from .attention_maps import AttentionRecorder
-    from .trace import trace
-
-    out = sys.stderr if destination.is_stdout else sys.stdout
-    positions = len(model.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt) + new_tokens
-    kept = layers if attention_fits(model.config, positions) else layers[:1]
-    with AttentionRecorder(model, kept) as recorder:
-        result = trace(model, prompt, new_tokens, layers, out, stepper)
-    if not result.phases:
-        print("no pass finished, so there is no report to write", file=out)
-        return
-    write_page(destination, trace_data(result, model, recorder.maps()), out)

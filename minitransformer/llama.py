@@ -25,12 +25,10 @@ import numpy as np
 
 from .config import LlamaConfig
 from .kvcache import KVCache, LayerCache
-from .ops import (ACTIVATIONS, add_mask, attention_bias, group_heads, merge_heads, rms_norm, rotary_tables, rotate,
+from .ops import (ACTIVATIONS, F32, add_mask, attention_bias, group_heads, merge_heads, rms_norm, rotary_tables, rotate,
                   softmax, split_into_heads, ungroup_heads)  # fmt: skip
 from .shapes import ShapeOnly
 from .tape import Tape
-
-F32 = np.float32
 
 
 def llama(ids, p, config: LlamaConfig, cache: KVCache | None, tape: Tape, all_positions: bool):

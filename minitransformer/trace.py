@@ -311,6 +311,21 @@ def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: i
     if html_to is None:
         trace(model, prompt, new_tokens, chosen, sys.stdout, stepper)
     else:
-        from .html_report import trace_to_page
-
         trace_to_page(html_to, model, prompt, new_tokens, chosen, stepper)
+
+
+def trace_to_page(destination, model, prompt, new_tokens: int, layers: list[int], stepper=None) -> None:
+    """`trace --html`: the trace as usual (on stderr if the page goes to stdout), the chosen layers' attention
+    kept while it runs, then the page of the passes that finished."""
+    from .attention_maps import AttentionRecorder
+    from .html_report import attention_fits, trace_data, write_page
+
+    out = sys.stderr if destination.is_stdout else sys.stdout
+    positions = len(model.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt) + new_tokens
+    kept = layers if attention_fits(model.config, positions) else layers[:1]
+    with AttentionRecorder(model, kept) as recorder:
+        result = trace(model, prompt, new_tokens, layers, out, stepper)
+    if not result.phases:
+        print("no pass finished, so there is no report to write", file=out)
+        return
+    write_page(destination, trace_data(result, model, recorder.maps()), out)

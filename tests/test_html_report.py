@@ -267,11 +267,11 @@ def test_trace_writes_the_report_of_its_passes(tmp_path, small_gpt2_dir):
     assert result.returncode == 0, result.stderr
     data = embedded_data(html.read_text())
     document = data["document"]
-    assert data["report"] == "trace" and [p["step"] for p in document["phases"]] == [0, 1, 2]
-    assert document["prompt_tokens"] == [3198, 734] and len(document["new_tokens"]) == 3
+    assert data["report"] == "trace" and [p["step"] for p in document["phases"]] == [0, 1]  # 2 tokens: 2 passes
+    assert document["prompt_tokens"] == [3198, 734] and len(document["new_tokens"]) == 2
     assert re.search(r"greedy continuation '(.*)'", result.stdout).group(1) == document["text"]
     assert sorted(data["attention"]["layers"]) == ["0", "1"]
-    assert data["attention"]["positions"] == 4  # 2 prompt positions and the 2 tokens fed back
+    assert data["attention"]["positions"] == 3  # 2 prompt positions and the first new token, fed back
     assert document["cache"]["with_cache"]["macs"] == document["totals"]["macs"]
 
 

@@ -14,7 +14,7 @@ from safetensors.numpy import load_file, save_file
 import minitransformer.hooks
 from conftest import hf_llama_fixture_dirs
 from minitransformer import load_model
-from minitransformer.generate import count_passes
+from minitransformer.count import count_passes
 from minitransformer.ledger import Phase
 from minitransformer.llama import inverse_frequencies
 from minitransformer.model import Model
