@@ -20,6 +20,7 @@ import numpy as np
 from .config import GPT2Config
 from .errors import UserError
 from .hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector, stage_names
+from .ids import as_token_ids
 from .kvcache import KVCache, LayerCache
 from .ledger import Phase
 from .ops import ACTIVATIONS, layer_norm, mask_future, merge_heads, softmax, split_heads
@@ -121,20 +122,25 @@ class Model:
         return KVCache(c.n_layer, c.n_head, c.d_head, capacity, batch, shape_only=self.shape_only)
 
     def check_ids(self, token_ids, past: int = 0) -> np.ndarray:
-        """Token ids as an int array [T] or [B, T], refused with a clear message if the model can't take them."""
-        ids = np.asarray(token_ids)
-        if ids.ndim not in (1, 2) or ids.shape[-1] == 0:
+        """Token ids as an int array [T] or [B, T], refused with a clear message if the model can't take them
+        (see ids.py for what is taken)."""
+        ids = as_token_ids(token_ids, self.config.vocab_size, vocabulary="this model's vocabulary")
+        if ids.size == 0:
             raise UserError("token ids must be a non-empty list (or a [batch, tokens] array) of integers")
-        if ids.dtype.kind not in "iu":
-            raise UserError(f"token ids must be integers, not {ids.dtype}")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
-            bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
-            raise UserError(f"token id {bad} is outside this model's vocabulary (0..{self.config.vocab_size - 1})")
         if past + ids.shape[-1] > self.config.n_positions:
             raise UserError(
                 f"{past + ids.shape[-1]} positions exceed this model's context of {self.config.n_positions}"
             )
-        return ids.astype(np.int64, copy=False)
+        return ids
+
+    def prompt_ids(self, prompt) -> list[int]:
+        """A prompt, text or token ids, as the list of ids the model reads (maybe empty; not yet checked
+        against the context). Text goes through the tokenizer, ids through the same check as check_ids."""
+        if isinstance(prompt, str):
+            return self.tokenizer.encode(prompt)
+        if prompt is None or isinstance(prompt, (bytes, bytearray)):
+            raise UserError(f"the prompt must be text (a str) or a list of token ids, not {type(prompt).__name__}")
+        return as_token_ids(prompt, self.config.vocab_size, batch=False, vocabulary="this model's vocabulary").tolist()
 
     def run(self, token_ids, *, cache: KVCache | None = None, all_positions: bool = False,
             phase: Phase | None = None, watcher: Watcher | None = None):  # fmt: skip

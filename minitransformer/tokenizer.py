@@ -16,6 +16,7 @@ from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
 from .errors import UserError
+from .ids import as_token_ids
 
 VOCAB_FILES_SHA256 = {
     "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
@@ -77,11 +78,8 @@ class Tokenizer:
     def token_bytes(self, token_ids: list[int]) -> bytes:
         """The raw bytes a list of tokens stands for (a token may hold part of a UTF-8 character)."""
         table = self._bytes_of_token
-        try:
-            return b"".join(table[int(t)] for t in token_ids)
-        except IndexError:
-            bad = next(int(t) for t in token_ids if not 0 <= int(t) < self.vocab_size)
-            raise UserError(f"token id {bad} is not in the GPT-2 vocabulary (0..{self.vocab_size - 1})") from None
+        ids = as_token_ids(token_ids, self.vocab_size, batch=False, vocabulary="the GPT-2 vocabulary")
+        return b"".join(table[t] for t in ids.tolist())
 
     def token_str(self, token_id: int) -> str:
         """One token as text, with partial UTF-8 characters shown as escapes (for tables of candidates)."""
