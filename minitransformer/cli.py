@@ -112,7 +112,7 @@ def _generate(args) -> None:
     model = load_model(args.model)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
-    tokens = model.tokenizer.encode(args.prompt)
+    tokens = model.prompt_ids(args.prompt)
     model.config.check_fits(len(tokens), args.max_new_tokens)  # refuse before the first line of output
     model.check_ids(tokens)
     out = sys.stderr if json_to and json_to.is_stdout else sys.stdout  # then stdout holds only the JSON

@@ -137,7 +137,7 @@ class Model:
         """A prompt, text or token ids, as the list of ids the model reads (maybe empty; not yet checked
         against the context). Text goes through the tokenizer, ids through the same check as check_ids."""
         if isinstance(prompt, str):
-            return self.tokenizer.encode(prompt)
+            return self.tokenizer.encode(prompt, what="the prompt")
         if prompt is None or isinstance(prompt, (bytes, bytearray)):
             raise UserError(f"the prompt must be text (a str) or a list of token ids, not {type(prompt).__name__}")
         return as_token_ids(prompt, self.config.vocab_size, batch=False, vocabulary="this model's vocabulary").tolist()

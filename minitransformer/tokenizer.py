@@ -47,6 +47,30 @@ def _byte_of_char() -> dict[str, int]:
     return {c: b for b, c in chars.items()}
 
 
+def _check_text(text, what: str = "the text") -> None:
+    """Refuse what has no UTF-8 bytes for GPT-2 to read: not a str, or a str with a lone surrogate.
+
+    Python hands over a command-line argument that is not UTF-8 with each bad byte as a surrogate
+    U+DC80..U+DCFF ("surrogateescape"), so those are named as the byte the user typed and where it is;
+    any other lone surrogate (possible only from Python) is named as the code point. Refusing beats
+    replacing with U+FFFD: the model would be continuing text nobody wrote.
+    """
+    if not isinstance(text, str):
+        raise UserError(f"{what} must be a str, not {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+        return
+    except UnicodeEncodeError as err:
+        at = err.start
+    code = ord(text[at])
+    if 0xDC80 <= code <= 0xDCFF:
+        offset = len(text[:at].encode("utf-8"))
+        raise UserError(f"{what} has a byte that is not UTF-8 (0x{code - 0xDC00:02x} at byte {offset}); give it "
+                        "as UTF-8 text (from Latin-1, for example: iconv -f latin1 -t utf-8)")  # fmt: skip
+    raise UserError(f"{what} has a lone surrogate (U+{code:04X} at character {at}), which is not a character; "
+                    "give valid unicode text")  # fmt: skip
+
+
 class Tokenizer:
     """encode(str) -> list[int] and decode(list[int]) -> str, exactly as OpenAI's GPT-2 encoder."""
 
@@ -59,7 +83,9 @@ class Tokenizer:
         self.vocab_size = self._tokenizer.get_vocab_size()
         self.eot_token = self._tokenizer.token_to_id(END_OF_TEXT)
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, *, what: str = "the text") -> list[int]:
+        """Text -> token ids; `what` names the text in the refusal of something that is not text."""
+        _check_text(text, what)
         # "<|endoftext|>" in user text is just text to GPT-2's encoder, as in OpenAI's encoder.py.
         return self._tokenizer.encode(text, add_special_tokens=False).ids
 

@@ -10,6 +10,8 @@ import pytest
 from minitransformer import UserError, load_tokenizer
 from minitransformer.trace import trace
 
+from conftest import run_cli
+
 tok = load_tokenizer()
 
 # Each wrong way to give token ids, and the words the refusal must contain.
@@ -131,3 +133,40 @@ def test_decode_of_a_negative_id_is_refused_not_read_from_the_end_of_the_table()
         tok.token_str(-50257)
     assert tok.decode([]) == "" and tok.decode(np.array([464, 3290], np.int16)) == "The dog"
     assert tok.decode(_ids_once([464, 3290])) == "The dog"
+
+
+# --- text that is not text ------------------------------------------------------------------------------
+NOT_UTF8 = {
+    # what Python makes of the bytes b"caf\xe9" in a command-line argument or os.fsdecode
+    "a Latin-1 byte": ("caf\udce9", "has a byte that is not UTF-8 (0xe9 at byte 3)"),
+    "after wide characters": ("日本🤖\udcff!", "(0xff at byte 10)"),
+    "a lone high surrogate": ("ab\ud800", "has a lone surrogate (U+D800 at character 2)"),
+    "a low one that no byte makes": ("\udc41", "lone surrogate (U+DC41 at character 0)"),
+    "a UTF-16 pair": ("\ud83e\udd16", "lone surrogate (U+D83E at character 0)"),
+}
+
+
+@pytest.mark.parametrize("case", NOT_UTF8, ids=str)
+def test_encode_refuses_text_with_no_utf8_bytes_naming_the_byte_or_code_point(case, small_gpt2):
+    text, needle = NOT_UTF8[case]
+    with pytest.raises(UserError) as refused:
+        tok.encode(text)
+    assert str(refused.value).startswith("the text ") and needle in str(refused.value)
+    for entry in (lambda: small_gpt2.generate(text, max_new_tokens=1), lambda: trace(small_gpt2, text, out=io.StringIO())):
+        with pytest.raises(UserError) as refused:
+            entry()
+        assert str(refused.value).startswith("the prompt ") and needle in str(refused.value)
+
+
+@pytest.mark.parametrize("not_text", [b"caf\xc3\xa9", None, 42, ["a"]], ids=repr)
+def test_encode_takes_only_a_str(not_text):
+    with pytest.raises(UserError, match=f"the text must be a str, not {type(not_text).__name__}"):
+        tok.encode(not_text)
+
+
+@pytest.mark.parametrize("command", ["generate", "trace"])
+def test_a_command_line_prompt_that_is_not_utf8_gets_a_one_line_answer(command, small_gpt2_dir):
+    result = run_cli(command, b"caf\xe9 au lait", "--model", str(small_gpt2_dir))
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr == ("minitransformer: error: the prompt has a byte that is not UTF-8 (0xe9 at byte 3); give "
+                             "it as UTF-8 text (from Latin-1, for example: iconv -f latin1 -t utf-8)\n")  # fmt: skip
