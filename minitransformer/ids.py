@@ -34,8 +34,9 @@ def as_token_ids(token_ids, vocab_size: int, *, batch: bool = True, vocabulary: 
         raise UserError(f"token ids must be {shape}, not {type(token_ids).__name__}{hint}")
     if ids.ndim not in ((1, 2) if batch else (1,)):
         raise UserError(f"token ids must be {shape}, not {ids.ndim}-dimensional (shape {list(ids.shape)})")
-    if ids.size and (ids.min() < 0 or ids.max() >= vocab_size):
-        bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
+    distinct = ids[:1] if ids.ndim == 2 and ids.strides[0] == 0 else ids  # a broadcast batch repeats one row
+    if distinct.size and (distinct.min() < 0 or distinct.max() >= vocab_size):
+        bad = int(distinct.min()) if distinct.min() < 0 else int(distinct.max())
         raise UserError(f"token id {bad} is outside {vocabulary} (0..{vocab_size - 1})")
     return ids.astype(np.int64, copy=False)
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from minitransformer import UserError, load_tokenizer
+from minitransformer.cli import main
 from minitransformer.trace import trace
 
 from conftest import run_cli
@@ -170,3 +171,21 @@ def test_a_command_line_prompt_that_is_not_utf8_gets_a_one_line_answer(command, 
     assert result.returncode == 2 and result.stdout == "", result.stderr
     assert result.stderr == ("minitransformer: error: the prompt has a byte that is not UTF-8 (0xe9 at byte 3); give "
                              "it as UTF-8 text (from Latin-1, for example: iconv -f latin1 -t utf-8)\n")  # fmt: skip
+
+
+# --- numbers and words the command line takes -------------------------------------------------------------
+def test_a_broadcast_batch_is_checked_once_not_row_by_row(small_gpt2):
+    """count --batch 1000000000 spent minutes scanning a billion identical rows of ids for each pass."""
+    import time
+
+    from minitransformer import Model
+
+    ids = np.broadcast_to(np.array([5, 7, 9]), (10**9, 3))
+    start = time.perf_counter()
+    assert Model.without_weights(small_gpt2.config).check_ids(ids).shape == (10**9, 3)
+    assert time.perf_counter() - start < 0.1
+    with pytest.raises(UserError, match="token id 50257 is outside"):
+        small_gpt2.check_ids(np.broadcast_to(np.array([5, 50257]), (10**9, 2)))
+    assert main(["count", "--layers", "2", "--d-model", "16", "--heads", "2", "--tokens", "3", "--new-tokens", "20",
+                 "--batch", str(10**9)]) == 0  # fmt: skip
+    assert time.perf_counter() - start < 5
