@@ -189,3 +189,23 @@ def test_a_broadcast_batch_is_checked_once_not_row_by_row(small_gpt2):
     assert main(["count", "--layers", "2", "--d-model", "16", "--heads", "2", "--tokens", "3", "--new-tokens", "20",
                  "--batch", str(10**9)]) == 0  # fmt: skip
     assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize("sizes, needle", [
+    # the largest tensor: W_te [V, D] and the MLP [D, F = 4D], or the logits [batch, t = 4, V]
+    (["--d-model", str(10**20), "--heads", "1"], f"a tensor of {10**20 * 4 * 10**20:,} elements, more than NumPy"),
+    (["--d-model", "4", "--heads", "1", "--vocab", str(10**20)], f"a tensor of {4 * 10**20:,} elements"),
+    (["--d-model", "4", "--heads", "1", "--ctx", str(10**20)], f"a tensor of {4 * 10**20:,} elements"),
+    (["--d-model", "4", "--heads", "1", "--batch", str(2**62)], f"a tensor of {2**62 * 4 * 50257:,} elements"),
+])  # fmt: skip
+def test_count_refuses_sizes_whose_tensors_numpy_cannot_describe(sizes, needle, capsys):
+    """These ended in NumPy's OverflowError or "iterator is too large", even though nothing is computed."""
+    assert main(["count", "--layers", "1", "--tokens", "3", *sizes]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and needle in captured.err
+
+
+def test_count_just_inside_the_limit_still_counts(capsys):
+    batch = 2**62 // (4 * 50257)  # [batch, t = 4, V = 50257] logits: the largest tensor, just under 2**62
+    assert main(["count", "--layers", "1", "--d-model", "4", "--heads", "1", "--tokens", "3", "--batch", str(batch)]) == 0
+    assert "Total:" in capsys.readouterr().out
