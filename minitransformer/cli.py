@@ -232,6 +232,12 @@ def _params(args) -> None:
             print(f"parameters written to {args.json}", file=out)
 
 
+def _one_line(message: str) -> str:
+    """A message that quotes the user's input (a path, an argument) as it stays one line on a terminal:
+    line breaks and other unprintable characters in it are shown as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -239,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except UserError as err:
         sys.stdout.flush()
-        print(f"minitransformer: error: {err}", file=sys.stderr)
+        print(f"minitransformer: error: {_one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(file=sys.stderr)

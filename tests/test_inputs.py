@@ -209,3 +209,10 @@ def test_count_just_inside_the_limit_still_counts(capsys):
     batch = 2**62 // (4 * 50257)  # [batch, t = 4, V = 50257] logits: the largest tensor, just under 2**62
     assert main(["count", "--layers", "1", "--d-model", "4", "--heads", "1", "--tokens", "3", "--batch", str(batch)]) == 0
     assert "Total:" in capsys.readouterr().out
+
+
+def test_an_error_that_quotes_a_line_break_stays_one_line(capsys):
+    """argparse quotes unrecognised arguments as they are; a newline in one split the message in two."""
+    assert main(["generate", "Hi", "one\nmore\rline\x1b[31m"]) == 2
+    err = capsys.readouterr().err
+    assert err == "minitransformer: error: unrecognized arguments: one\\nmore\\rline\\x1b[31m (see minitransformer --help)\n"
