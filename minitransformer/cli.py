@@ -130,7 +130,7 @@ def _generate(args) -> None:
     model = load_model(args.model)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
-    tokens = model.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt
+    tokens = model.prompt_ids(prompt)
     model.config.check_fits(len(tokens), args.max_new_tokens)  # refuse before the first line of output
     model.check_ids(tokens)
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # then stdout holds the document
@@ -304,6 +304,12 @@ def _params(args) -> None:
             print(f"parameters written to {args.json}", file=out)
 
 
+def _one_line(message: str) -> str:
+    """A message that quotes the user's input (a path, an argument) as it stays one line on a terminal:
+    line breaks and other unprintable characters in it are shown as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -311,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except UserError as err:
         sys.stdout.flush()
-        print(f"minitransformer: error: {err}", file=sys.stderr)
+        print(f"minitransformer: error: {_one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(file=sys.stderr)

@@ -131,11 +131,22 @@ def _config_from_sizes(sizes: dict[str, int | None], gated_mlp: bool) -> Config:
                        n_kv_head=kv, head_dim=dh, n_positions=ctx, name=f"custom-llama-{L}x{D}")  # fmt: skip
 
 
+# The shape-only stand-ins are NumPy arrays without data, and NumPy still counts their elements in a
+# signed 64-bit integer: a count whose tensors would be larger cannot be run, even with no values.
+LARGEST_TENSOR = 2**62
+
+
 def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> None:
     for what, value in (("tokens", n_prompt), ("new tokens", n_new), ("batch", batch)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserError(f"{what} must be a whole number of at least 1, not {value!r}")
     config.check_fits(n_prompt, n_new)
+    c, t = config, n_prompt + n_new
+    largest = max(batch * t * max(3 * c.n_embd, c.d_ff, c.vocab_size), batch * c.n_head * t * t,
+                  c.n_embd * max(3 * c.n_embd, c.d_ff, c.vocab_size, c.n_positions))  # fmt: skip
+    if largest > LARGEST_TENSOR:
+        raise UserError(f"this count needs a tensor of {largest:,} elements, more than NumPy can describe even "
+                        f"without values (2**62); choose smaller sizes, fewer tokens or a smaller batch")  # fmt: skip
 
 
 # --- counting ---------------------------------------------------------------------------------------------

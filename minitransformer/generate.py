@@ -130,8 +130,8 @@ def generate(
     """
     check_options(max_new_tokens, temperature, top_k, seed)
     tokenizer = model.tokenizer
-    prompt_text = prompt if isinstance(prompt, str) else tokenizer.decode(list(prompt))
-    prompt_tokens = tokenizer.encode(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
+    prompt_tokens = model.prompt_ids(prompt)
+    prompt_text = prompt if isinstance(prompt, str) else tokenizer.decode(prompt_tokens)
     if not prompt_tokens:
         raise UserError("the prompt is empty; give at least one character of text")
     model.config.check_fits(len(prompt_tokens), max_new_tokens)

@@ -16,6 +16,7 @@ from .config import Config
 from .errors import UserError
 from .gpt2 import gpt2
 from .hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
+from .ids import as_token_ids
 from .kvcache import KVCache
 from .ledger import Phase
 from .llama import llama
@@ -69,20 +70,25 @@ class Model:
                        window=c.sliding_window)  # fmt: skip
 
     def check_ids(self, token_ids, past: int = 0) -> np.ndarray:
-        """Token ids as an int array [T] or [B, T], refused with a clear message if the model can't take them."""
-        ids = np.asarray(token_ids)
-        if ids.ndim not in (1, 2) or ids.shape[-1] == 0:
+        """Token ids as an int array [T] or [B, T], refused with a clear message if the model can't take them
+        (see ids.py for what is taken)."""
+        ids = as_token_ids(token_ids, self.config.vocab_size, vocabulary="this model's vocabulary")
+        if ids.size == 0:
             raise UserError("token ids must be a non-empty list (or a [batch, tokens] array) of integers")
-        if ids.dtype.kind not in "iu":
-            raise UserError(f"token ids must be integers, not {ids.dtype}")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.config.vocab_size):
-            bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
-            raise UserError(f"token id {bad} is outside this model's vocabulary (0..{self.config.vocab_size - 1})")
         if past + ids.shape[-1] > self.config.n_positions:
             raise UserError(
                 f"{past + ids.shape[-1]} positions exceed this model's context of {self.config.n_positions}"
             )
-        return ids.astype(np.int64, copy=False)
+        return ids
+
+    def prompt_ids(self, prompt) -> list[int]:
+        """A prompt, text or token ids, as the list of ids the model reads (maybe empty; not yet checked
+        against the context). Text goes through the tokenizer, ids through the same check as check_ids."""
+        if isinstance(prompt, str):
+            return self.tokenizer.encode(prompt, what="the prompt")
+        if prompt is None or isinstance(prompt, (bytes, bytearray)):
+            raise UserError(f"the prompt must be text (a str) or a list of token ids, not {type(prompt).__name__}")
+        return as_token_ids(prompt, self.config.vocab_size, batch=False, vocabulary="this model's vocabulary").tolist()
 
     def run(self, token_ids, *, cache: KVCache | None = None, all_positions: bool = False,
             phase: Phase | None = None, watcher: Watcher | None = None):  # fmt: skip

@@ -17,6 +17,7 @@ from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
 from .errors import UserError
+from .ids import as_token_ids
 
 VOCAB_FILES_SHA256 = {
     "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
@@ -47,6 +48,30 @@ def _byte_of_char() -> dict[str, int]:
     return {c: b for b, c in chars.items()}
 
 
+def _check_text(text, what: str = "the text") -> None:
+    """Refuse what has no UTF-8 bytes for GPT-2 to read: not a str, or a str with a lone surrogate.
+
+    Python hands over a command-line argument that is not UTF-8 with each bad byte as a surrogate
+    U+DC80..U+DCFF ("surrogateescape"), so those are named as the byte the user typed and where it is;
+    any other lone surrogate (possible only from Python) is named as the code point. Refusing beats
+    replacing with U+FFFD: the model would be continuing text nobody wrote.
+    """
+    if not isinstance(text, str):
+        raise UserError(f"{what} must be a str, not {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+        return
+    except UnicodeEncodeError as err:
+        at = err.start
+    code = ord(text[at])
+    if 0xDC80 <= code <= 0xDCFF:
+        offset = len(text[:at].encode("utf-8"))
+        raise UserError(f"{what} has a byte that is not UTF-8 (0x{code - 0xDC00:02x} at byte {offset}); give it "
+                        "as UTF-8 text (from Latin-1, for example: iconv -f latin1 -t utf-8)")  # fmt: skip
+    raise UserError(f"{what} has a lone surrogate (U+{code:04X} at character {at}), which is not a character; "
+                    "give valid unicode text")  # fmt: skip
+
+
 class Tokenizer:
     """encode(str) -> list[int] and decode(list[int]) -> str, exactly as OpenAI's GPT-2 encoder."""
 
@@ -59,7 +84,9 @@ class Tokenizer:
         self.vocab_size = self._tokenizer.get_vocab_size()
         self.eot_token = self._tokenizer.token_to_id(END_OF_TEXT)
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, *, what: str = "the text") -> list[int]:
+        """Text -> token ids; `what` names the text in the refusal of something that is not text."""
+        _check_text(text, what)
         # "<|endoftext|>" in user text is just text to GPT-2's encoder, as in OpenAI's encoder.py.
         return self._tokenizer.encode(text, add_special_tokens=False).ids
 
@@ -78,11 +105,8 @@ class Tokenizer:
     def token_bytes(self, token_ids: list[int]) -> bytes:
         """The raw bytes a list of tokens stands for (a token may hold part of a UTF-8 character)."""
         table = self._bytes_of_token
-        try:
-            return b"".join(table[int(t)] for t in token_ids)
-        except IndexError:
-            bad = next(int(t) for t in token_ids if not 0 <= int(t) < self.vocab_size)
-            raise UserError(f"token id {bad} is not in the GPT-2 vocabulary (0..{self.vocab_size - 1})") from None
+        ids = as_token_ids(token_ids, self.vocab_size, batch=False, vocabulary="the GPT-2 vocabulary")
+        return b"".join(table[t] for t in ids.tolist())
 
     def token_str(self, token_id: int) -> str:
         """One token as text, with partial UTF-8 characters shown as escapes (for tables of candidates)."""
@@ -132,7 +156,8 @@ class FileTokenizer:
         vocab = self._tokenizer.get_vocab()
         self.byte_tokens = frozenset(i for token, i in vocab.items() if _BYTE_TOKEN.fullmatch(token))
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, *, what: str = "the text") -> list[int]:
+        _check_text(text, what)  # refused as GPT-2's tokenizer refuses it: one door for every tokenizer
         return self._tokenizer.encode(text, add_special_tokens=True).ids
 
     def decode(self, token_ids: list[int]) -> str:
@@ -195,7 +220,8 @@ class NoTokenizer:
         self.directory = str(directory)
         self.vocab_size = None
 
-    def encode(self, text: str) -> list[int]:
+    def encode(self, text: str, *, what: str = "the text") -> list[int]:
+        _check_text(text, what)
         raise UserError(f"{self.directory} has no tokenizer.json, so text cannot be turned into tokens; give token "
                         f"ids instead (--ids 1,2,3 on the command line, a list of integers in Python)")  # fmt: skip
 

@@ -222,7 +222,7 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
     if model.shape_only:
         raise UserError("a shape-only model has no values to trace; use a model with weights")
     tokenizer = model.tokenizer
-    ids = tokenizer.encode(prompt) if isinstance(prompt, str) else [int(i) for i in prompt]
+    ids = model.prompt_ids(prompt)
     if not ids:
         raise UserError('the prompt is empty; give some text to trace, e.g. "The capital of France is"')
     if isinstance(new_tokens, bool) or not isinstance(new_tokens, (int, np.integer)) or new_tokens < 1:

@@ -32,10 +32,14 @@ def prompt_ids(model: Model, text: str, seed: int) -> list[int]:
     from .tokenizer import NoTokenizer, load_tokenizer
 
     if not isinstance(model.tokenizer, NoTokenizer):
-        ids = model.tokenizer.encode(text)
-        if ids and max(ids) < model.config.vocab_size:
+        ids = model.tokenizer.encode(text, what="the prompt")
+        if not ids:
+            raise UserError("a prompt to validate with is empty; give at least one character of text")
+        if max(ids) < model.config.vocab_size:
             return ids
-    n = len(load_tokenizer().encode(text))
+    n = len(load_tokenizer().encode(text, what="the prompt"))
+    if not n:
+        raise UserError("a prompt to validate with is empty; give at least one character of text")
     return np.random.default_rng(seed).integers(0, model.config.vocab_size, n).tolist()
 
 
@@ -49,16 +53,34 @@ def reference_class(model: Model) -> str:
     return REFERENCE_CLASSES[getattr(model.config, "model_type", model.config.family)]
 
 
+def prompt_room(model: Model, steps: int) -> int:
+    """How many prompt tokens fit in the context beside `steps` greedy tokens (refused if none do)."""
+    n = model.config.n_positions
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise UserError(f"steps (greedy tokens compared) must be a whole number of at least 1, not {steps!r}")
+    if steps >= n:
+        raise UserError(f"{steps} greedy steps leave no room for a prompt in {model.name}'s context of {n} "
+                        f"positions; use at most {n - 1} steps")  # fmt: skip
+    return n - steps
+
+
 def load_reference(model: Model):
     try:
         import torch
         import transformers
+        from transformers.utils import logging as hf_logging
     except ImportError:
         raise UserError("validate compares with Hugging Face: pip install 'minitransformer[hf]' (torch, transformers)") from None
     if model.shape_only:
         raise UserError("a shape-only model has no weights to validate")
-    cls = getattr(transformers, reference_class(model))
-    return torch, cls.from_pretrained(model.source, dtype=torch.float32).eval()
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # its "Loading weights" bar would be the only thing on stderr
+    try:
+        return torch, getattr(transformers, reference_class(model)).from_pretrained(model.source,
+                                                                                  dtype=torch.float32).eval()
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
 
 
 def compare(model: Model, reference, torch, ids: list[int], steps: int, tolerance: float) -> dict:
@@ -66,9 +88,7 @@ def compare(model: Model, reference, torch, ids: list[int], steps: int, toleranc
     with torch.no_grad():
         theirs = reference(torch.tensor([ids])).logits[0].numpy()
     ours = model.logits(ids)
-    steps = max(0, min(steps, model.config.n_positions - len(ids)))
-    our_tokens = model.generate(ids, max_new_tokens=steps, stop_at_eos=False, ledger=False,
-                                candidates=0).new_tokens if steps else []  # fmt: skip
+    our_tokens = model.generate(ids, max_new_tokens=steps, stop_at_eos=False, ledger=False, candidates=0).new_tokens
     agree, context = 0, list(ids)
     for ours_next in our_tokens:
         with torch.no_grad():
@@ -87,7 +107,11 @@ def compare(model: Model, reference, torch, ids: list[int], steps: int, toleranc
     }
 
 
-def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float = TOLERANCE, out=sys.stdout) -> bool:
+def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float = TOLERANCE, out=None) -> bool:
+    """Compare each prompt, cut where needed so that it and `steps` greedy tokens fit the context; print the
+    table to `out` (default: sys.stdout as it is when called)."""
+    out = sys.stdout if out is None else out
+    room = prompt_room(model, steps)
     torch, reference = load_reference(model)
     import transformers
 
@@ -96,15 +120,22 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float = T
     print(f"Validating {model.name} ({short_path(model.source)}) against transformers {transformers.__version__} "
           f"{type(reference).__name__}, float32; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and "
           f"greedy tokens agree", file=out)  # fmt: skip
-    all_ok = True
+    all_ok, any_cut = True, False
     rows = []
     for i, text in enumerate(prompts):
-        r = compare(model, reference, torch, prompt_ids(model, text, seed=i), steps, tolerance)
+        ids = prompt_ids(model, text, seed=i)
+        r = compare(model, reference, torch, ids[:room], steps, tolerance)
         ok = r["max_abs_diff"] <= r["allowed"] and r["greedy_agree"] == r["greedy_steps"]
         all_ok &= ok
-        rows.append([repr(text if len(text) <= 32 else text[:29] + "..."), str(r["tokens"]), f"{r['max_abs_diff']:.2e}",
+        any_cut |= len(ids) > room
+        tokens = str(len(ids)) if len(ids) <= room else f"{room} of {len(ids)}"
+        rows.append([repr(text if len(text) <= 32 else text[:29] + "..."), tokens, f"{r['max_abs_diff']:.2e}",
                      f"{r['allowed']:.1e}", f"{r['greedy_agree']}/{r['greedy_steps']}", "OK" if ok else "NOT OK"])  # fmt: skip
     print(table(["prompt", "tokens", "max |dlogit|", "allowed", "greedy agree", "verdict"], rows, right={1, 2, 3, 4}),
           file=out)  # fmt: skip
+    if any_cut:
+        print(f"{room} of N tokens: the prompt was cut to its first {room} so that it and {steps} greedy "
+              f"step{'s' if steps != 1 else ''} fit {model.name}'s context of {model.config.n_positions} positions",
+              file=out)  # fmt: skip
     print("all OK" if all_ok else "NOT OK: the logits differ beyond the tolerance", file=out)
     return all_ok

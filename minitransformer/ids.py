@@ -1,0 +1,70 @@
+"""Token ids as the model and the tokenizer take them: one check that every entry point goes through.
+
+Taken: a list (or tuple, range, iterator) of integers for one sequence, a list of equal-length
+lists for a batch, or a NumPy integer array of either shape. Integers are Python or NumPy ints;
+bools and floats are refused even when they hold a whole number (1.0, True), because an id that
+arrives as one is almost always a bug upstream (a float array, a mask) rather than an id. Anything
+else ends in a one-line UserError that says what was wrong, never in a NumPy or Python exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from .errors import UserError
+
+
+def _is_row(x) -> bool:
+    return isinstance(x, (list, tuple, range, Iterator)) or (isinstance(x, np.ndarray) and x.ndim > 0)
+
+
+def as_token_ids(token_ids, vocab_size: int, *, batch: bool = True, vocabulary: str = "the vocabulary") -> np.ndarray:
+    """Token ids as an int64 array [T] (or [B, T] if `batch`), each in 0..vocab_size-1; may be empty."""
+    shape = "a list of integers" + (" (or a [batch, tokens] list or array)" if batch else "")
+    if isinstance(token_ids, np.ndarray):
+        ids = token_ids
+        if ids.dtype.kind not in "iu":
+            raise UserError(f"token ids must be integers, not an array of {ids.dtype}")
+    elif isinstance(token_ids, (list, tuple, range, Iterator)):
+        ids = _from_python(list(token_ids), vocab_size, vocabulary)
+    else:
+        hint = "; encode text with the tokenizer first" if isinstance(token_ids, (str, bytes, bytearray)) else ""
+        raise UserError(f"token ids must be {shape}, not {type(token_ids).__name__}{hint}")
+    if ids.ndim not in ((1, 2) if batch else (1,)):
+        raise UserError(f"token ids must be {shape}, not {ids.ndim}-dimensional (shape {list(ids.shape)})")
+    distinct = ids[:1] if ids.ndim == 2 and ids.strides[0] == 0 else ids  # a broadcast batch repeats one row
+    if distinct.size and (distinct.min() < 0 or distinct.max() >= vocab_size):
+        bad = int(distinct.min()) if distinct.min() < 0 else int(distinct.max())
+        raise UserError(f"token id {bad} is outside {vocabulary} (0..{vocab_size - 1})")
+    return ids.astype(np.int64, copy=False)
+
+
+def _from_python(items: list, vocab_size: int, vocabulary: str) -> np.ndarray:
+    """A list of ints, or of equal-length rows of ints, checked in Python (so 2**70 is an id out of
+    range, not an overflow) and only then made into an array."""
+    rows = [item for item in items if _is_row(item)]
+    if not rows:
+        return np.array([_token_id(x, vocab_size, vocabulary) for x in items], dtype=np.int64)
+    if len(rows) < len(items):
+        raise UserError("token ids mix numbers and lists; give one list of integers or a list of rows of integers")
+    table = []
+    for row in rows:
+        row = list(row)
+        if any(_is_row(x) for x in row):
+            raise UserError("token ids nest at most two deep: a list of integers or a [batch, tokens] list of rows")
+        table.append([_token_id(x, vocab_size, vocabulary) for x in row])
+    lengths = sorted({len(row) for row in table})
+    if len(lengths) > 1:
+        raise UserError(f"the rows of a [batch, tokens] list must have the same length, not {lengths[0]} and "
+                        f"{lengths[-1]}")  # fmt: skip
+    return np.array(table, dtype=np.int64).reshape(len(table), len(table[0]))
+
+
+def _token_id(x, vocab_size: int, vocabulary: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise UserError(f"token ids must be integers, not {type(x).__name__} ({x!r:.40})")
+    if not 0 <= x < vocab_size:
+        raise UserError(f"token id {int(x)} is outside {vocabulary} (0..{vocab_size - 1})")
+    return int(x)

@@ -1,0 +1,218 @@
+"""What the Python API takes as token ids and prompts, and the one-line UserError for everything else."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from minitransformer import UserError, load_tokenizer
+from minitransformer.cli import main
+from minitransformer.trace import trace
+
+from conftest import run_cli
+
+tok = load_tokenizer()
+
+# Each wrong way to give token ids, and the words the refusal must contain.
+BAD_IDS = {
+    "ragged rows": ([[1, 2], [3]], "same length, not 1 and 2"),
+    "ids mixed with a row": ([[1, 2], 3], "mix numbers and lists"),
+    "nested three deep": ([[[1, 2]]], "nest at most two deep"),
+    "whole floats": ([1.0, 2.0], "integers, not float (1.0)"),
+    "fractional floats": ([1.5], "integers, not float (1.5)"),
+    "float array": (np.array([1, 2], np.float32), "not an array of float32"),
+    "object array": (np.array([1, 2], object), "not an array of object"),
+    "strings": (["a", "b"], "integers, not str ('a')"),
+    "text": ("abc", "not str; encode text"),
+    "bytes": (b"abc", "not bytes"),
+    "None": (None, "not NoneType"),
+    "a bare int": (5, "not int"),
+    "a set": ({1, 2}, "not set"),
+    "bools": ([True, False], "integers, not bool (True)"),
+    "an id and a bool": ([1, True], "integers, not bool (True)"),
+    "bool array": (np.array([1, 0], bool), "not an array of bool"),
+    "complex": ([1j], "integers, not complex"),
+    "beyond int64": ([2**70], f"token id {2**70} is outside"),
+    "below int64": ([-(2**70)], f"token id {-(2**70)} is outside"),
+    "uint64 beyond the vocabulary": (np.array([2**63 + 5], np.uint64), f"token id {2**63 + 5} is outside"),
+    "negative": ([3, -1], "token id -1 is outside"),
+    "3-d array": (np.zeros((1, 1, 2), int), "not 3-dimensional"),
+    "0-d array": (np.array(3), "not 0-dimensional"),
+}
+EMPTY_IDS = {"empty list": [], "empty row": [[]], "zero rows": np.zeros((0, 3), int)}
+
+
+def _entry_points(model):
+    return {
+        "logits": model.logits,
+        "run": model.run,
+        "run_with_cache": lambda ids: model.run_with_cache(ids, names="logits"),
+        "check_ids": model.check_ids,
+    }
+
+
+@pytest.mark.parametrize("case", BAD_IDS, ids=str)
+def test_every_forward_entry_point_refuses_bad_ids_with_a_user_error(case, small_gpt2):
+    ids, needle = BAD_IDS[case]
+    for name, entry in _entry_points(small_gpt2).items():
+        with pytest.raises(UserError) as refused:
+            entry(ids)
+        assert needle in str(refused.value), (name, str(refused.value))
+        assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("case", EMPTY_IDS, ids=str)
+def test_no_ids_at_all_is_refused(case, small_gpt2):
+    for name, entry in _entry_points(small_gpt2).items():
+        with pytest.raises(UserError, match="non-empty"):
+            entry(EMPTY_IDS[case])
+
+
+# The prompt of generate and trace is one sequence: text, or ids in any of the forms above.
+BAD_PROMPTS = {**{k: v for k, v in BAD_IDS.items() if k not in ("text", "bytes", "None", "ragged rows",
+                                                                  "ids mixed with a row", "nested three deep")},
+               "bytes": (b"abc", "text (a str) or a list of token ids, not bytes"),
+               "None": (None, "text (a str) or a list of token ids, not NoneType"),
+               "a batch": ([[1, 2]], "not 2-dimensional")}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BAD_PROMPTS, ids=str)
+def test_generate_and_trace_refuse_a_bad_prompt_with_a_user_error(case, small_gpt2):
+    prompt, needle = BAD_PROMPTS[case]
+    out = io.StringIO()
+    for name, entry in {"generate": lambda: small_gpt2.generate(prompt, max_new_tokens=1),
+                        "trace": lambda: trace(small_gpt2, prompt, out=out)}.items():  # fmt: skip
+        with pytest.raises(UserError) as refused:
+            entry()
+        assert needle in str(refused.value), (name, str(refused.value))
+    assert out.getvalue() == ""  # refused before the first line of the trace
+
+
+def _ids_once(values):
+    yield from values
+
+
+def test_ids_in_every_accepted_form_give_the_same_logits(small_gpt2):
+    ids = [464, 3139, 286]
+    expected = small_gpt2.logits(ids)
+    same = [tuple(ids), _ids_once(ids), [np.int32(464), np.uint16(3139), np.int64(286)], np.array(ids, np.uint16),
+            np.array(ids, np.int32)]  # fmt: skip
+    for form in same:
+        assert np.array_equal(small_gpt2.logits(form), expected), type(form)
+    assert np.array_equal(small_gpt2.logits(range(5)), small_gpt2.logits([0, 1, 2, 3, 4]))
+    batch = small_gpt2.logits([ids, ids[::-1]])
+    assert batch.shape == (2, 3, 50257) and np.array_equal(batch[0], expected)
+    assert np.array_equal(small_gpt2.logits(np.array([ids, ids[::-1]])), batch)
+
+
+def test_a_generator_prompt_is_read_once_and_continued(small_gpt2):
+    """It used to be consumed by the decode of the prompt text, leaving an 'empty' prompt."""
+    ids = [464, 3139, 286, 4881, 318]
+    expected = small_gpt2.generate(ids, max_new_tokens=3)
+    result = small_gpt2.generate(_ids_once(ids), max_new_tokens=3)
+    assert result.prompt_tokens == ids and result.new_tokens == expected.new_tokens
+    assert result.prompt == "The capital of France is"
+    traced = trace(small_gpt2, _ids_once(ids), new_tokens=1, out=io.StringIO())
+    assert traced.prompt_tokens == ids and traced.new_tokens == expected.new_tokens[:2]
+
+
+@pytest.mark.parametrize("case", [c for c in BAD_IDS if c not in ("ragged rows", "ids mixed with a row",
+                                                                    "nested three deep", "3-d array")], ids=str)  # fmt: skip
+def test_decode_refuses_what_is_not_a_list_of_ids(case):
+    ids, needle = BAD_IDS[case]
+    with pytest.raises(UserError) as refused:
+        tok.decode(ids)
+    assert needle in str(refused.value), str(refused.value)
+
+def test_decode_of_a_negative_id_is_refused_not_read_from_the_end_of_the_table():
+    """table[-1] is <|endoftext|>: a negative id used to decode as the last token."""
+    with pytest.raises(UserError, match=r"token id -1 is outside the GPT-2 vocabulary \(0..50256\)"):
+        tok.decode([-1])
+    with pytest.raises(UserError, match="token id -50257 is outside"):
+        tok.token_str(-50257)
+    assert tok.decode([]) == "" and tok.decode(np.array([464, 3290], np.int16)) == "The dog"
+    assert tok.decode(_ids_once([464, 3290])) == "The dog"
+
+
+# --- text that is not text ------------------------------------------------------------------------------
+NOT_UTF8 = {
+    # what Python makes of the bytes b"caf\xe9" in a command-line argument or os.fsdecode
+    "a Latin-1 byte": ("caf\udce9", "has a byte that is not UTF-8 (0xe9 at byte 3)"),
+    "after wide characters": ("日本🤖\udcff!", "(0xff at byte 10)"),
+    "a lone high surrogate": ("ab\ud800", "has a lone surrogate (U+D800 at character 2)"),
+    "a low one that no byte makes": ("\udc41", "lone surrogate (U+DC41 at character 0)"),
+    "a UTF-16 pair": ("\ud83e\udd16", "lone surrogate (U+D83E at character 0)"),
+}
+
+
+@pytest.mark.parametrize("case", NOT_UTF8, ids=str)
+def test_encode_refuses_text_with_no_utf8_bytes_naming_the_byte_or_code_point(case, small_gpt2):
+    text, needle = NOT_UTF8[case]
+    with pytest.raises(UserError) as refused:
+        tok.encode(text)
+    assert str(refused.value).startswith("the text ") and needle in str(refused.value)
+    for entry in (lambda: small_gpt2.generate(text, max_new_tokens=1), lambda: trace(small_gpt2, text, out=io.StringIO())):
+        with pytest.raises(UserError) as refused:
+            entry()
+        assert str(refused.value).startswith("the prompt ") and needle in str(refused.value)
+
+
+@pytest.mark.parametrize("not_text", [b"caf\xc3\xa9", None, 42, ["a"]], ids=repr)
+def test_encode_takes_only_a_str(not_text):
+    with pytest.raises(UserError, match=f"the text must be a str, not {type(not_text).__name__}"):
+        tok.encode(not_text)
+
+
+@pytest.mark.parametrize("command", ["generate", "trace"])
+def test_a_command_line_prompt_that_is_not_utf8_gets_a_one_line_answer(command, small_gpt2_dir):
+    result = run_cli(command, b"caf\xe9 au lait", "--model", str(small_gpt2_dir))
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr == ("minitransformer: error: the prompt has a byte that is not UTF-8 (0xe9 at byte 3); give "
+                             "it as UTF-8 text (from Latin-1, for example: iconv -f latin1 -t utf-8)\n")  # fmt: skip
+
+
+# --- numbers and words the command line takes -------------------------------------------------------------
+def test_a_broadcast_batch_is_checked_once_not_row_by_row(small_gpt2):
+    """count --batch 1000000000 spent minutes scanning a billion identical rows of ids for each pass."""
+    import time
+
+    from minitransformer import Model
+
+    ids = np.broadcast_to(np.array([5, 7, 9]), (10**9, 3))
+    start = time.perf_counter()
+    assert Model.without_weights(small_gpt2.config).check_ids(ids).shape == (10**9, 3)
+    assert time.perf_counter() - start < 0.1
+    with pytest.raises(UserError, match="token id 50257 is outside"):
+        small_gpt2.check_ids(np.broadcast_to(np.array([5, 50257]), (10**9, 2)))
+    assert main(["count", "--layers", "2", "--d-model", "16", "--heads", "2", "--tokens", "3", "--new-tokens", "20",
+                 "--batch", str(10**9)]) == 0  # fmt: skip
+    assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize("sizes, needle", [
+    # the largest tensor: W_te [V, D] and the MLP [D, F = 4D], or the logits [batch, t = 4, V]
+    (["--d-model", str(10**20), "--heads", "1"], f"a tensor of {10**20 * 4 * 10**20:,} elements, more than NumPy"),
+    (["--d-model", "4", "--heads", "1", "--vocab", str(10**20)], f"a tensor of {4 * 10**20:,} elements"),
+    (["--d-model", "4", "--heads", "1", "--ctx", str(10**20)], f"a tensor of {4 * 10**20:,} elements"),
+    (["--d-model", "4", "--heads", "1", "--batch", str(2**62)], f"a tensor of {2**62 * 4 * 50257:,} elements"),
+])  # fmt: skip
+def test_count_refuses_sizes_whose_tensors_numpy_cannot_describe(sizes, needle, capsys):
+    """These ended in NumPy's OverflowError or "iterator is too large", even though nothing is computed."""
+    assert main(["count", "--layers", "1", "--tokens", "3", *sizes]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and needle in captured.err
+
+
+def test_count_just_inside_the_limit_still_counts(capsys):
+    batch = 2**62 // (4 * 50257)  # [batch, t = 4, V = 50257] logits: the largest tensor, just under 2**62
+    assert main(["count", "--layers", "1", "--d-model", "4", "--heads", "1", "--tokens", "3", "--batch", str(batch)]) == 0
+    assert "Total:" in capsys.readouterr().out
+
+
+def test_an_error_that_quotes_a_line_break_stays_one_line(capsys):
+    """argparse quotes unrecognised arguments as they are; a newline in one split the message in two."""
+    assert main(["generate", "Hi", "one\nmore\rline\x1b[31m"]) == 2
+    err = capsys.readouterr().err
+    assert err == "minitransformer: error: unrecognized arguments: one\\nmore\\rline\\x1b[31m (see minitransformer --help)\n"

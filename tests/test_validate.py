@@ -1,0 +1,81 @@
+"""validate on every fixture model: the built-in prompts cut to fit each context, and --steps checked."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+from conftest import hf_fixture_dirs
+
+pytest.importorskip("torch", reason="validate compares with torch and transformers (the [hf] extra)")
+pytest.importorskip("transformers", reason="validate compares with torch and transformers (the [hf] extra)")
+
+from minitransformer import UserError, load_model, load_tokenizer  # noqa: E402
+from minitransformer.cli import main  # noqa: E402
+from minitransformer.validate import PROMPTS, validate  # noqa: E402
+
+ROW = re.compile(r"(\d+(?: of \d+)?)\s+\S+\s+\S+\s+(\d+/\d+)\s+(OK|NOT OK)$")
+
+
+@pytest.mark.parametrize("directory", hf_fixture_dirs(), ids=lambda d: d.name)
+def test_validate_fits_the_prompts_to_every_fixture_context(directory):
+    """7 of the 8 fixtures have a context shorter than the longest built-in prompt (30 tokens): each
+    prompt is cut to leave room for the greedy steps, and the table says so."""
+    model = load_model(directory)
+    steps, n = 8, model.config.n_positions
+    out = io.StringIO()
+    assert validate(model, steps=steps, out=out) is True, out.getvalue()
+    lines = out.getvalue().splitlines()
+    rows = [ROW.search(line) for line in lines if ROW.search(line)]
+    room = n - steps
+    lengths = [len(load_tokenizer().encode(p)) for p in PROMPTS]
+    expected = [str(k) if k <= room else f"{room} of {k}" for k in lengths]
+    assert [r.group(1) for r in rows] == expected
+    assert [r.group(2) for r in rows] == [f"{steps}/{steps}"] * len(PROMPTS)
+    assert lines[-1] == "all OK"
+    note = f"{room} of N tokens: the prompt was cut to its first {room} so that it and 8 greedy steps fit " \
+           f"{model.name}'s context of {n} positions"  # fmt: skip
+    assert (note in lines) == (max(lengths) > room)
+
+
+def test_the_cut_leaves_exactly_the_room_the_steps_need():
+    model = load_model(min(hf_fixture_dirs(), key=lambda d: load_model(d).config.n_positions))
+    n = model.config.n_positions
+    out = io.StringIO()
+    assert validate(model, steps=n - 1, out=out)
+    assert [ROW.search(line).group(1) for line in out.getvalue().splitlines() if ROW.search(line)] == [
+        f"1 of {len(load_tokenizer().encode(p))}" for p in PROMPTS
+    ]
+    assert f"so that it and {n - 1} greedy steps fit" in out.getvalue()
+
+
+@pytest.mark.parametrize("steps, needle", [("0", "at least 1, not 0"), ("-1", "at least 1, not -1"),
+                                           ("12", "12 greedy steps leave no room for a prompt in one_head_silu's "
+                                                  "context of 12 positions; use at most 11 steps")])  # fmt: skip
+def test_steps_that_compare_nothing_or_leave_no_prompt_are_refused(steps, needle, capsys):
+    """--steps 0 and -1 used to report "all OK" over nothing compared."""
+    directory = next(d for d in hf_fixture_dirs() if d.name == "one_head_silu")  # context 12
+    assert main(["validate", "--model", str(directory), "--steps", steps]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert captured.out == "" and len(lines) == 1, captured
+    assert lines[0].startswith("minitransformer: error: ") and needle in lines[0]
+    with pytest.raises(UserError, match="steps"):
+        validate(load_model(directory), steps=int(steps), out=io.StringIO())
+
+
+def test_validate_on_the_command_line_prints_nothing_on_stderr(capsys):
+    """transformers' "Loading weights" progress bar is silenced: stderr is for notices and errors."""
+    directory = next(d for d in hf_fixture_dirs() if d.name == "tanh_sharded")
+    assert main(["validate", "--model", str(directory), "--steps", "2"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == "" and captured.out.rstrip().endswith("all OK")
+    assert "14 of 30" in captured.out and "14 of N tokens" in captured.out  # context 16, minus 2 steps
+
+
+def test_an_empty_prompt_is_refused():
+    model = load_model(hf_fixture_dirs()[0])
+    with pytest.raises(UserError, match="empty"):
+        validate(model, prompts=[""], out=io.StringIO())
