@@ -21,6 +21,7 @@ import argparse
 import csv
 import hashlib
 import json
+import os
 import platform
 import time
 from dataclasses import dataclass, replace
@@ -387,6 +388,13 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def load_average() -> str:
+    """How busy the machine was: other work on the same cores slows training down, never changes its result."""
+    if not hasattr(os, "getloadavg"):  # not on Windows
+        return ""
+    return "; load average {:.1f}, {:.1f}, {:.1f} (1, 5, 15 min) as training ended".format(*os.getloadavg())
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -479,7 +487,7 @@ Questions that open with a name ("Tokyo is the capital of") are the hardest: at 
 text a name has no leading space, so it is another token than the same name mid-sentence, one the
 corpus shows less often.
 
-- Training took {summary['train_seconds']:.0f} s (whole script {summary['total_seconds']:.0f} s) on {summary['machine']}.
+- Training took {summary['train_seconds']:.0f} s (whole script {summary['total_seconds']:.0f} s) on {summary['machine']}{summary['load']}.
 - sha256 of `model.safetensors`: `{summary['sha256']}`
 
 ## Numbers checked by tests/test_demo_model.py
@@ -527,6 +535,7 @@ def main() -> None:
     train_started = time.perf_counter()
     train(model, corpus, recipe)
     train_seconds = time.perf_counter() - train_started
+    load = load_average()
     final_loss = corpus_loss(model, corpus)
     print(f"trained in {train_seconds:.0f} s; final loss over the corpus {final_loss:.4f}")
 
@@ -546,6 +555,7 @@ def main() -> None:
         "size": weights.stat().st_size,
         "sha256": sha256(weights),
         "train_seconds": train_seconds,
+        "load": load,
         "total_seconds": time.perf_counter() - started,
         "machine": machine(),
     }
