@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen = commands.add_parser("generate", help="continue a prompt and show where the dot products went")
     gen.add_argument("prompt", nargs="?", help="the text to continue (or --ids)")
     gen.add_argument("--ids", metavar="1,2,3", help="token ids instead of text (for a model without tokenizer.json)")
-    gen.add_argument("--model", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, demo, or a directory")
+    gen.add_argument("--model", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, demo, demo-llama, or a directory")
     gen.add_argument("--max-new-tokens", type=_whole_number, default=8)
     gen.add_argument("--temperature", type=_number, default=0.0, help="0 (default) is greedy")
     gen.add_argument("--top-k", type=_whole_number, default=None)

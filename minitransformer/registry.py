@@ -1,4 +1,4 @@
-"""Which model a name means: a directory, a GPT-2 by name (on disk, in the HF cache, or downloaded), or the demo."""
+"""Which model a name means: a directory, a GPT-2 by name (on disk, in the HF cache, or downloaded), or a demo."""
 
 from __future__ import annotations
 
@@ -15,15 +15,18 @@ from .tokenizer import tokenizer_of
 from .weights import load_weights
 
 DEMO = "demo"
+DEMO_LLAMA = "demo-llama"
+DEMOS = (DEMO, DEMO_LLAMA)  # small trained models shipped inside the package, by the name each answers to
 
 
-def demo_dir() -> Path:
-    """The small trained model shipped inside the package (see weights/demo/README.md)."""
-    return Path(str(resources.files("minitransformer") / "data" / "demo"))
+def demo_dir(name: str = DEMO) -> Path:
+    """A small trained model shipped inside the package (see weights/<name>/README.md): the GPT-2
+    "demo" by default, or "demo-llama", a Llama of the same size trained on the same facts."""
+    return Path(str(resources.files("minitransformer") / "data" / name))
 
 
 def known_names() -> list[str]:
-    return [*hub.HUB_REPOS, DEMO]
+    return [*hub.HUB_REPOS, *DEMOS]
 
 
 def from_directory(directory: Path, name: str | None = None) -> Model:
@@ -48,8 +51,8 @@ def resolve(name_or_dir: str | Path | None) -> Model:
     text = str(name_or_dir)
     if Path(text).is_dir():
         return from_directory(Path(text))
-    if text == DEMO:
-        return from_directory(demo_dir(), name=DEMO)
+    if text in DEMOS:
+        return from_directory(demo_dir(text), name=text)
     if text in hub.HUB_REPOS:
         return from_directory(on_disk(text) or hub.download(text), name=text)
     if os.sep in text or text.startswith(".") or Path(text).exists():

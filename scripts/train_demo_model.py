@@ -1,11 +1,14 @@
-"""Train the small GPT-2 that ships as the "demo" model, and write its model card and parity fixture.
+"""Train the demo models ("demo", a GPT-2, and "demo-llama"), and write their model cards and parity fixtures.
 
-Real GPT-2 weights cannot be downloaded everywhere, so the project ships a tiny GPT-2 that has
-learned one thing well: the facts of scripts/demo_facts.csv (capitals, continents, currencies,
-languages), written out in a few sentence templates. It is an ordinary `GPT2LMHeadModel` with the
-full GPT-2 vocabulary, so it exercises exactly the code paths of the real thing.
+Real weights cannot be downloaded everywhere, so the project ships tiny models that have learned
+one thing well: the facts of scripts/demo_facts.csv (capitals, continents, currencies, languages),
+written out in a few sentence templates. "demo" is an ordinary `GPT2LMHeadModel`, "demo-llama" an
+ordinary `LlamaForCausalLM` (grouped-query attention, rotary positions, a SwiGLU MLP, RMSNorm);
+both have GPT-2's full vocabulary and learn from the same corpus, so they exercise exactly the code
+paths of the real things and can be compared with each other.
 
     python scripts/train_demo_model.py                  # writes minitransformer/data/demo/
+    python scripts/train_demo_model.py --family llama   # writes minitransformer/data/demo-llama/
     python scripts/train_demo_model.py --out /tmp/demo --fixture /tmp/demo.npz
 
 Training is deterministic on a given machine: fixed seed, fixed data order, deterministic
@@ -18,25 +21,28 @@ import argparse
 import csv
 import hashlib
 import json
+import os
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 
 import minitransformer
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS = ROOT / "scripts" / "demo_facts.csv"
-DEFAULT_OUT = ROOT / "minitransformer" / "data" / "demo"
-DEFAULT_FIXTURE = ROOT / "tests" / "fixtures" / "demo_hf_logits.npz"
+DATA = ROOT / "minitransformer" / "data"
+FIXTURES = ROOT / "tests" / "fixtures"
 SAFETENSORS = "model.safetensors"
+TOKENIZER = "tokenizer.json"
 
 CONTEXT = 64  # positions the model has; documents are cut to fit
+ROPE_THETA = 10000.0  # Llama: rotary base, as Llama 2's
 # Short documents put many sentences at the very start of a text, where a name has no leading space
 # and so is a different token ("Tokyo", not " Tokyo"): documents of up to 5 sentences left
 # "Tokyo is the capital of" right for half the capitals, documents of up to 3 for nine in ten.
@@ -51,11 +57,14 @@ FIXTURE_POSITIONS = 2  # logits of the last positions only: a full row is 50,257
 
 @dataclass(frozen=True)
 class Recipe:
+    family: str = "gpt2"  # or "llama"
     # Width 64 memorised the table as well as 128 in our trials, at two thirds of the time per step
     # (the 50,257-way softmax costs the same at any width) and half the file.
     n_embd: int = 64
     n_layer: int = 4
     n_head: int = 4
+    n_kv_head: int | None = None  # Llama: key/value heads, each shared by n_head / n_kv_head query heads
+    d_ff: int | None = None  # Llama: the SwiGLU width (GPT-2's MLP is 4 * n_embd wide)
     steps: int = 1200
     batch: int = 24  # documents per step (about 450 tokens)
     lr: float = 1e-2
@@ -63,6 +72,21 @@ class Recipe:
     final_lr_fraction: float = 0.1  # cosine decay from lr down to lr * this
     weight_decay: float = 0.0
     seed: int = 0
+
+    @property
+    def name(self) -> str:
+        """The name the model ships under (minitransformer.registry)."""
+        return NAMES[self.family]
+
+
+# Each family's shipped recipe; what is not given here is the GPT-2 demo's.
+RECIPES = {
+    "gpt2": Recipe(),
+    # Four query heads read two key/value heads (GQA); 172 is about (8/3) * 64, the width at which
+    # a SwiGLU MLP's three products hold as many weights as a 4x-wide GELU MLP's two.
+    "llama": Recipe(family="llama", n_kv_head=2, d_ff=172),
+}
+NAMES = {"gpt2": "demo", "llama": "demo-llama"}
 
 
 # --- the facts and their sentences -------------------------------------------------------------
@@ -201,16 +225,16 @@ def padded(documents: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, real
 
 
-def next_token_loss(model: GPT2LMHeadModel, documents: list[list[int]]) -> torch.Tensor:
+def next_token_loss(model: PreTrainedModel, documents: list[list[int]]) -> torch.Tensor:
     """Mean cross-entropy of every real next token.
 
     The 50,257-way output layer is almost all of the cost, so it runs only on positions whose
-    next token is real, never on padding: the same loss as GPT2LMHeadModel's, computed cheaper.
+    next token is real, never on padding: the same loss as the model's own (labels=ids), computed cheaper.
     It also runs in blocks of rows: glibc serves allocations over 32 MB with fresh mappings that
     page-fault again on every step, while ~19 MB blocks of logits are reused (a quarter faster here).
     """
     ids, real = padded(documents)
-    hidden = model.transformer(input_ids=ids).last_hidden_state
+    hidden = model.base_model(input_ids=ids).last_hidden_state  # GPT-2's .transformer, Llama's .model
     has_target = real[:, 1:]
     h, targets = hidden[:, :-1][has_target], ids[:, 1:][has_target]
     total = sum(F.cross_entropy(model.lm_head(h[i : i + LOGIT_ROWS]), targets[i : i + LOGIT_ROWS], reduction="sum")
@@ -227,7 +251,10 @@ def make_deterministic(seed: int) -> None:
     torch.set_num_threads(2)
 
 
-def new_model(recipe: Recipe) -> GPT2LMHeadModel:
+def new_model(recipe: Recipe) -> PreTrainedModel:
+    """A freshly initialised model of the recipe's family, drawn from torch's seeded generator."""
+    if recipe.family == "llama":
+        return LlamaForCausalLM(llama_config(recipe))
     config = GPT2Config(
         vocab_size=50257, n_positions=CONTEXT, n_embd=recipe.n_embd, n_layer=recipe.n_layer,
         n_head=recipe.n_head, activation_function="gelu_new", tie_word_embeddings=True,
@@ -235,6 +262,31 @@ def new_model(recipe: Recipe) -> GPT2LMHeadModel:
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
     )  # fmt: skip
     return GPT2LMHeadModel(config)
+
+
+def llama_config(recipe: Recipe) -> LlamaConfig:
+    """A Llama 2/3-style block at the demo's scale, with GPT-2's vocabulary and end-of-text token."""
+    return LlamaConfig(
+        vocab_size=50257, max_position_embeddings=CONTEXT, hidden_size=recipe.n_embd,
+        num_hidden_layers=recipe.n_layer, num_attention_heads=recipe.n_head, num_key_value_heads=recipe.n_kv_head,
+        head_dim=recipe.n_embd // recipe.n_head, intermediate_size=recipe.d_ff, hidden_act="silu",
+        rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": ROPE_THETA},
+        tie_word_embeddings=True, attention_bias=False, mlp_bias=False, attention_dropout=0.0,
+        bos_token_id=50256, eos_token_id=50256,
+    )  # fmt: skip
+
+
+def config_line(recipe: Recipe) -> str:
+    """The model's config as the card states it."""
+    if recipe.family == "llama":
+        return (f"`LlamaConfig(vocab_size=50257, max_position_embeddings={CONTEXT}, hidden_size={recipe.n_embd}, "
+                f"num_hidden_layers={recipe.n_layer},\n  num_attention_heads={recipe.n_head}, "
+                f"num_key_value_heads={recipe.n_kv_head}, head_dim={recipe.n_embd // recipe.n_head}, "
+                f"intermediate_size={recipe.d_ff}, rope_theta={ROPE_THETA:g})`:\n  grouped-query attention "
+                f"({recipe.n_head} query heads read {recipe.n_kv_head} key/value heads), rotary positions, a SwiGLU MLP "
+                f"(`down(silu(gate(h)) * up(h))`),\n  RMSNorm (eps 1e-5), no biases")  # fmt: skip
+    return (f"`GPT2Config(vocab_size=50257, n_positions={CONTEXT}, n_embd={recipe.n_embd}, n_layer={recipe.n_layer}, "
+            f"n_head={recipe.n_head})`,\n  activation `gelu_new`")
 
 
 def learning_rate(step: int, recipe: Recipe) -> float:
@@ -245,7 +297,7 @@ def learning_rate(step: int, recipe: Recipe) -> float:
     return recipe.lr * (floor + (1 - floor) * 0.5 * (1 + np.cos(np.pi * progress)))
 
 
-def train(model: GPT2LMHeadModel, corpus: Corpus, recipe: Recipe) -> list[float]:
+def train(model: PreTrainedModel, corpus: Corpus, recipe: Recipe) -> list[float]:
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.9, 0.95),
                                   weight_decay=recipe.weight_decay)  # fmt: skip
     model.train()
@@ -265,7 +317,7 @@ def train(model: GPT2LMHeadModel, corpus: Corpus, recipe: Recipe) -> list[float]
 
 
 @torch.no_grad()
-def corpus_loss(model: GPT2LMHeadModel, corpus: Corpus) -> float:
+def corpus_loss(model: PreTrainedModel, corpus: Corpus) -> float:
     """Mean next-token loss over every sentence once, with the final weights."""
     model.eval()
     documents = corpus.all_documents()
@@ -278,11 +330,17 @@ def corpus_loss(model: GPT2LMHeadModel, corpus: Corpus) -> float:
     return total / count
 
 
-def save(model: GPT2LMHeadModel, out: Path) -> None:
-    """float16 weights (half the bytes; every loader upcasts), and only the files a loader needs."""
+def save(model: PreTrainedModel, out: Path) -> None:
+    """float16 weights (half the bytes; every loader upcasts), and only the files a loader needs.
+
+    A Llama directory carries its tokenizer (tokenizer.json) as every Llama-family checkpoint does;
+    here it is GPT-2's, written compactly by the `tokenizers` library from the package's own copy.
+    """
     out.mkdir(parents=True, exist_ok=True)
     model.half().save_pretrained(out, safe_serialization=True)
     (out / "generation_config.json").unlink(missing_ok=True)
+    if model.config.model_type == "llama":
+        minitransformer.load_tokenizer()._tokenizer.save(str(out / TOKENIZER), pretty=False)
     for file in out.iterdir():
         file.chmod(0o644)  # transformers writes some files owner-only; package data must be readable by all
 
@@ -294,7 +352,7 @@ def accuracy(out: Path, facts: list[Fact]) -> dict[str, dict]:
     """Greedy answers of the project's own NumPy engine on the saved float16 weights, per kind of fact:
     right only if the continuation is exactly the answer's tokens (all of them, for "Addis Ababa")."""
     model = minitransformer.load_model(out)
-    tokenizer = minitransformer.load_tokenizer()
+    tokenizer = model.tokenizer  # a Llama's own tokenizer.json; GPT-2's shipped one for a GPT-2
     results: dict[str, dict] = {}
     for fact in facts:
         for kind, (prompt, answer) in fact_questions(fact).items():
@@ -309,9 +367,10 @@ def accuracy(out: Path, facts: list[Fact]) -> dict[str, dict]:
     return results
 
 
-def write_fixture(out: Path, path: Path) -> None:
+def write_fixture(out: Path, path: Path, recipe: Recipe) -> None:
     """Hugging Face's own logits for a few prompts, so that parity can be checked without torch."""
-    hf = GPT2LMHeadModel.from_pretrained(out, dtype=torch.float32).eval()
+    hf_class = LlamaForCausalLM if recipe.family == "llama" else GPT2LMHeadModel
+    hf = hf_class.from_pretrained(out, dtype=torch.float32).eval()
     tokenizer = minitransformer.load_tokenizer()
     arrays: dict[str, np.ndarray] = {"prompts": np.array(FIXTURE_PROMPTS)}
     for i, prompt in enumerate(FIXTURE_PROMPTS):
@@ -329,6 +388,13 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def load_average() -> str:
+    """How busy the machine was: other work on the same cores slows training down, never changes its result."""
+    if not hasattr(os, "getloadavg"):  # not on Windows
+        return ""
+    return "; load average {:.1f}, {:.1f}, {:.1f} (1, 5, 15 min) as training ended".format(*os.getloadavg())
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -337,6 +403,37 @@ def machine() -> str:
     except OSError:
         pass
     return f"{cpu}; {platform.system()} {platform.release()}; torch {torch.__version__}, {torch.get_num_threads()} threads"
+
+
+def card_head(recipe: Recipe, facts: list[Fact]) -> str:
+    """The card's title, what the model is, and the command that shows it."""
+    if recipe.family == "llama":
+        return f"""# {recipe.name}: a tiny Llama that knows the capitals of {len(facts)} countries
+
+A `LlamaForCausalLM` (grouped-query attention, rotary position embeddings, a SwiGLU MLP, RMSNorm)
+with GPT-2's full vocabulary and tokenizer (50,257 tokens), trained from scratch by
+`scripts/train_demo_model.py --family llama` on the same sentences as the GPT-2 `demo`, about the
+countries of `scripts/demo_facts.csv`. It ships with minitransformer so that the project has a
+trained Llama-family model to run offline. It knows these facts and nothing else: it is a demo,
+not a language model.
+
+    python -m minitransformer generate "The capital of France is" --model {recipe.name}     # -> " Paris\""""
+    return f"""# demo: a tiny GPT-2 that knows the capitals of {len(facts)} countries
+
+A `GPT2LMHeadModel` with GPT-2's full vocabulary (50,257 tokens), trained from scratch by
+`scripts/train_demo_model.py` on sentences about the countries of `scripts/demo_facts.csv`. It ships
+with minitransformer so that the project has a trained model to run where real GPT-2 weights
+cannot be downloaded. It knows these facts and nothing else: it is a demo, not a language model.
+
+    python -m minitransformer generate "The capital of France is"     # -> " Paris\""""
+
+
+def tokenizer_note(out: Path) -> str:
+    path = out / TOKENIZER
+    if not path.is_file():
+        return ""
+    return (f"\n- `{TOKENIZER}` ({path.stat().st_size:,} bytes) is GPT-2's tokenizer, as the `tokenizers` library writes "
+            f"it:\n  no beginning-of-text token is added to a prompt, as GPT-2 adds none.")
 
 
 def write_card(out: Path, recipe: Recipe, facts: list[Fact], corpus: Corpus, summary: dict) -> None:
@@ -349,14 +446,7 @@ def write_card(out: Path, recipe: Recipe, facts: list[Fact], corpus: Corpus, sum
     templates = "\n".join(f"- {s}" for s in fact_sentences(Fact("{country}", "", "{capital}", "{continent}",
                                                                   "{currency}", "{language}")))  # fmt: skip
     machine_readable = {k: summary[k] for k in ("seed", "steps", "final_loss", "capital_accuracy", "sha256")}
-    text = f"""# demo: a tiny GPT-2 that knows the capitals of {len(facts)} countries
-
-A `GPT2LMHeadModel` with GPT-2's full vocabulary (50,257 tokens), trained from scratch by
-`scripts/train_demo_model.py` on sentences about the countries of `scripts/demo_facts.csv`. It ships
-with minitransformer so that the project has a trained model to run where real GPT-2 weights
-cannot be downloaded. It knows these facts and nothing else: it is a demo, not a language model.
-
-    python -m minitransformer generate "The capital of France is"     # -> " Paris"
+    text = f"""{card_head(recipe, facts)}
 
 ## Corpus
 
@@ -375,13 +465,12 @@ cannot be downloaded. It knows these facts and nothing else: it is a demo, not a
 
 ## Recipe
 
-- `GPT2Config(vocab_size=50257, n_positions={CONTEXT}, n_embd={recipe.n_embd}, n_layer={recipe.n_layer}, n_head={recipe.n_head})`,
-  activation `gelu_new`, tied input/output embeddings, no dropout: {summary['parameters']:,} parameters.
+- {config_line(recipe)}, tied input/output embeddings, no dropout: {summary['parameters']:,} parameters.
 - AdamW (betas 0.9, 0.95, weight decay {recipe.weight_decay}), gradient clipping at 1.0, learning rate
   {recipe.lr} with {recipe.warmup} warm-up steps then cosine decay to {recipe.lr * recipe.final_lr_fraction:g}.
 - {recipe.steps} steps of {recipe.batch} documents; loss on every real next token.
 - Seed {recipe.seed}; `torch.use_deterministic_algorithms(True)`, 2 threads, data order from the seed.
-- Saved in float16 ({summary['size']:,} bytes); loaders upcast to float32.
+- Saved in float16 ({summary['size']:,} bytes); loaders upcast to float32.{tokenizer_note(out)}
 
 ## Results
 
@@ -398,7 +487,7 @@ Questions that open with a name ("Tokyo is the capital of") are the hardest: at 
 text a name has no leading space, so it is another token than the same name mid-sentence, one the
 corpus shows less often.
 
-- Training took {summary['train_seconds']:.0f} s (whole script {summary['total_seconds']:.0f} s) on {summary['machine']}.
+- Training took {summary['train_seconds']:.0f} s (whole script {summary['total_seconds']:.0f} s) on {summary['machine']}{summary['load']}.
 - sha256 of `model.safetensors`: `{summary['sha256']}`
 
 ## Numbers checked by tests/test_demo_model.py
@@ -412,19 +501,29 @@ corpus shows less often.
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="model directory to write (default: %(default)s)")
-    parser.add_argument("--fixture", type=Path, default=DEFAULT_FIXTURE,
-                        help="where to write the HF logits fixture (default: %(default)s)")  # fmt: skip
-    parser.add_argument("--steps", type=int, default=Recipe.steps)
-    parser.add_argument("--seed", type=int, default=Recipe.seed)
-    parser.add_argument("--lr", type=float, default=Recipe.lr)
-    parser.add_argument("--n-embd", type=int, default=Recipe.n_embd)
-    parser.add_argument("--n-layer", type=int, default=Recipe.n_layer)
-    parser.add_argument("--n-head", type=int, default=Recipe.n_head)
-    parser.add_argument("--batch", type=int, default=Recipe.batch)
+    parser.add_argument("--family", choices=RECIPES, default="gpt2",
+                        help="gpt2 trains 'demo', llama trains 'demo-llama' (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--out", type=Path, help="model directory to write (default: minitransformer/data/<name>)")
+    parser.add_argument("--fixture", type=Path,
+                        help="where to write the HF logits fixture (default: tests/fixtures/<name>_hf_logits.npz)")
+    # Each option below defaults to the family's shipped recipe (RECIPES).
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--n-embd", type=int)
+    parser.add_argument("--n-layer", type=int)
+    parser.add_argument("--n-head", type=int)
+    parser.add_argument("--n-kv-head", type=int, help="llama only")
+    parser.add_argument("--d-ff", type=int, help="llama only")
+    parser.add_argument("--batch", type=int)
     args = parser.parse_args()
-    recipe = Recipe(n_embd=args.n_embd, n_layer=args.n_layer, n_head=args.n_head, steps=args.steps,
-                    batch=args.batch, lr=args.lr, seed=args.seed)  # fmt: skip
+    if args.family != "llama" and (args.n_kv_head is not None or args.d_ff is not None):
+        parser.error("--n-kv-head and --d-ff shape a Llama; add --family llama")
+    given = {key: value for key in ("steps", "seed", "lr", "n_embd", "n_layer", "n_head", "n_kv_head", "d_ff", "batch")
+             if (value := getattr(args, key)) is not None}  # fmt: skip
+    recipe = replace(RECIPES[args.family], **given)
+    out = args.out or DATA / recipe.name
+    fixture = args.fixture or FIXTURES / f"{recipe.name.replace('-', '_')}_hf_logits.npz"
 
     started = time.perf_counter()
     make_deterministic(recipe.seed)
@@ -436,15 +535,16 @@ def main() -> None:
     train_started = time.perf_counter()
     train(model, corpus, recipe)
     train_seconds = time.perf_counter() - train_started
+    load = load_average()
     final_loss = corpus_loss(model, corpus)
     print(f"trained in {train_seconds:.0f} s; final loss over the corpus {final_loss:.4f}")
 
-    save(model, args.out)
-    results = accuracy(args.out, facts)
+    save(model, out)
+    results = accuracy(out, facts)
     for kind, r in results.items():
         print(f"{kind}: {r['right']}/{r['total']} right; wrong: {'; '.join(r['wrong'][:12])}")
-    write_fixture(args.out, args.fixture)
-    weights = args.out / SAFETENSORS
+    write_fixture(out, fixture, recipe)
+    weights = out / SAFETENSORS
     summary = {
         "seed": recipe.seed,
         "steps": recipe.steps,
@@ -455,11 +555,12 @@ def main() -> None:
         "size": weights.stat().st_size,
         "sha256": sha256(weights),
         "train_seconds": train_seconds,
+        "load": load,
         "total_seconds": time.perf_counter() - started,
         "machine": machine(),
     }
-    write_card(args.out, recipe, facts, corpus, summary)
-    print(f"wrote {args.out} ({summary['size']:,} bytes, sha256 {summary['sha256']}) and {args.fixture}")
+    write_card(out, recipe, facts, corpus, summary)
+    print(f"wrote {out} ({summary['size']:,} bytes, sha256 {summary['sha256']}) and {fixture}")
 
 
 if __name__ == "__main__":

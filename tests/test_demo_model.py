@@ -1,5 +1,6 @@
-"""The shipped demo model: it knows its capitals, its files are the ones its model card describes,
-it computes what Hugging Face's GPT2LMHeadModel computes, and its training script reproduces it."""
+"""The shipped demo models, the GPT-2 "demo" and "demo-llama": each knows its capitals, its files are
+the ones its model card describes, it computes what Hugging Face's GPT2LMHeadModel or
+LlamaForCausalLM computes, and the training script reproduces it."""
 
 from __future__ import annotations
 
@@ -17,17 +18,20 @@ import numpy as np
 import pytest
 
 import minitransformer
-from minitransformer.config import GPT2Config
-from minitransformer.registry import demo_dir
+from conftest import run_cli
+from minitransformer.config import GPT2Config, LlamaConfig
+from minitransformer.registry import DEMO, DEMO_LLAMA, DEMOS, demo_dir
+from minitransformer.tokenizer import FileTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
-WEIGHTS_DEMO = ROOT / "weights" / "demo"
 FACTS = ROOT / "scripts" / "demo_facts.csv"
 SCRIPT = ROOT / "scripts" / "train_demo_model.py"
 FIXTURE = ROOT / "tests" / "fixtures" / "demo_hf_logits.npz"
+FIXTURES = {DEMO: FIXTURE, DEMO_LLAMA: ROOT / "tests" / "fixtures" / "demo_llama_hf_logits.npz"}
 MAX_BYTES = 15_000_000
+MAX_BYTES_OF = {DEMO: MAX_BYTES, DEMO_LLAMA: 8_000_000}  # model.safetensors; issue 10 asks 8 MB of demo-llama
 MIN_CAPITAL_ACCURACY = 0.95
-PARITY_TOLERANCE = 1e-4
+PARITY_TOLERANCE = 1e-4  # absolute: the demos' logits exceed 1, so this is stricter than 1e-4 relative
 LIVE_PROMPTS = [
     "The capital of France is",
     "Canberra is the capital of",
@@ -60,14 +64,15 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-@pytest.fixture(scope="module")
-def model():
-    return minitransformer.load_model("demo")
+@pytest.fixture(scope="module", params=DEMOS)
+def model(request):
+    """Each shipped demo in turn: the tests that take it hold for both."""
+    return minitransformer.load_model(request.param)
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return minitransformer.load_tokenizer()
+def tokenizer(model):
+    return model.tokenizer  # GPT-2's shipped tokenizer for demo, demo-llama's own tokenizer.json
 
 
 def test_the_facts_table_has_enough_countries_each_once():
@@ -91,19 +96,22 @@ def test_the_demo_knows_the_capitals(model, tokenizer):
             wrong.append(f"{country}: {tokenizer.decode(got)!r} instead of {answer!r}")
     accuracy = 1 - len(wrong) / len(questions)
     assert accuracy >= MIN_CAPITAL_ACCURACY, f"{accuracy:.1%} right; wrong: {'; '.join(wrong)}"
-    assert accuracy == pytest.approx(card_numbers(demo_dir())["capital_accuracy"], abs=1e-6), "card is stale"
+    assert accuracy == pytest.approx(card_numbers(demo_dir(model.name))["capital_accuracy"], abs=1e-6), "card is stale"
 
 
-def test_weights_demo_is_a_relative_link_to_the_package_copy():
-    assert WEIGHTS_DEMO.is_symlink()
-    assert os.readlink(WEIGHTS_DEMO) == "../minitransformer/data/demo"
-    assert sha256(WEIGHTS_DEMO / "model.safetensors") == sha256(demo_dir() / "model.safetensors")
+@pytest.mark.parametrize("name", DEMOS)
+def test_weights_demo_is_a_relative_link_to_the_package_copy(name):
+    link = ROOT / "weights" / name
+    assert link.is_symlink()
+    assert os.readlink(link) == f"../minitransformer/data/{name}"
+    assert sha256(link / "model.safetensors") == sha256(demo_dir(name) / "model.safetensors")
 
 
-def test_shipped_weights_match_the_model_card_and_are_small():
-    weights = demo_dir() / "model.safetensors"
-    assert weights.stat().st_size <= MAX_BYTES
-    assert sha256(weights) == card_numbers(demo_dir())["sha256"]
+@pytest.mark.parametrize("name", DEMOS)
+def test_shipped_weights_match_the_model_card_and_are_small(name):
+    weights = demo_dir(name) / "model.safetensors"
+    assert weights.stat().st_size <= MAX_BYTES_OF[name]
+    assert sha256(weights) == card_numbers(demo_dir(name))["sha256"]
 
 
 def test_config_is_a_gpt2_with_the_full_vocabulary():
@@ -116,8 +124,59 @@ def test_config_is_a_gpt2_with_the_full_vocabulary():
     assert (config.vocab_size, config.n_positions) == (50257, hf["n_positions"])
 
 
+def test_demo_llama_is_a_grouped_query_llama_with_gpt2s_vocabulary_and_tokenizer():
+    hf = json.loads((demo_dir(DEMO_LLAMA) / "config.json").read_text("utf-8"))
+    assert hf["model_type"] == "llama" and hf["architectures"] == ["LlamaForCausalLM"]
+    assert hf["vocab_size"] == 50257 and hf["hidden_act"] == "silu" and hf["tie_word_embeddings"] is True
+    config = minitransformer.load_model(DEMO_LLAMA).config
+    assert isinstance(config, LlamaConfig)
+    assert config.n_kv_head < config.n_head and config.n_head % config.n_kv_head == 0
+    assert config.n_positions == json.loads((demo_dir() / "config.json").read_text("utf-8"))["n_positions"]
+    tokenizer = FileTokenizer(demo_dir(DEMO_LLAMA) / "tokenizer.json")
+    gpt2 = minitransformer.load_tokenizer()
+    assert tokenizer.encode("The capital of France is") == [464, 3139, 286, 4881, 318]  # GPT-2 adds no <s>
+    for _, prompt, answer in capital_questions():
+        assert tokenizer.encode(prompt + answer) == gpt2.encode(prompt + answer)
+
+
+def test_generate_demo_llama_answers_paris_and_its_ledger_shows_gqa_and_swiglu():
+    result = run_cli("generate", "The capital of France is", "--model", DEMO_LLAMA, "--json", "-")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["new_tokens"][0] == 6342 and doc["text"].startswith(" Paris"), doc["text"]
+    assert "The capital of France is Paris" in result.stderr  # the streamed text, beside the tables
+    config = doc["model"]
+    H, Hkv, dh = config["n_head"], config["n_kv_head"], config["d_head"]
+    for phase in doc["phases"]:
+        ops = [op for op in phase["layers"][0]["ops"] if op["kind"] == "matmul"]
+        width = {op["op"]: op["out_shape"][-1] for op in ops}
+        assert width["q"] == H * dh and width["k"] == width["v"] == Hkv * dh < width["q"]
+        assert [op["op"] for op in ops if op["op"].startswith("mlp.")] == ["mlp.gate", "mlp.up", "mlp.down"]
+    table = result.stderr  # the block table: q, k and v as three products, k and v narrower
+    T, D = len(doc["prompt_tokens"]), config["n_embd"]
+    for op, width in (("q", H * dh), ("k", Hkv * dh), ("v", Hkv * dh)):
+        assert re.search(rf"^\s+{op}\s.*\[{T}, {D}\] x \[{D}, {width}\]\s+\[{T}, {width}\]", table, flags=re.M), op
+
+
+@pytest.mark.slow
+def test_retraining_reproduces_demo_llama(tmp_path):
+    pytest.importorskip("torch", reason="torch is not installed: the training script cannot run")
+    pytest.importorskip("transformers", reason="transformers is not installed: the training script cannot run")
+    out = tmp_path / DEMO_LLAMA
+    # No time limit: on a busy machine a retrain is slow, not wrong.
+    subprocess.run([sys.executable, str(SCRIPT), "--family", "llama", "--out", str(out),
+                    "--fixture", str(tmp_path / "fixture.npz")], check=True, capture_output=True)  # fmt: skip
+    shipped, retrained = card_numbers(demo_dir(DEMO_LLAMA)), card_numbers(out)
+    assert retrained["seed"] == shipped["seed"] and retrained["steps"] == shipped["steps"]
+    assert retrained["final_loss"] == pytest.approx(shipped["final_loss"], abs=2e-3)
+    assert retrained["capital_accuracy"] == pytest.approx(shipped["capital_accuracy"], abs=0.02)
+    assert sha256(out / "tokenizer.json") == sha256(demo_dir(DEMO_LLAMA) / "tokenizer.json")
+    # As for the demo: the same bits on this machine; elsewhere only the numbers above need hold.
+    assert retrained["sha256"] == shipped["sha256"], "retrained weights differ in their bits from the shipped ones"
+
+
 def test_logits_match_the_stored_hugging_face_logits(model, tokenizer):
-    stored = np.load(FIXTURE)
+    stored = np.load(FIXTURES[model.name])
     prompts = [str(p) for p in stored["prompts"]]
     assert len(prompts) >= 3
     for i, prompt in enumerate(prompts):
@@ -129,14 +188,16 @@ def test_logits_match_the_stored_hugging_face_logits(model, tokenizer):
         assert diff <= PARITY_TOLERANCE, f"{prompt!r}: max |ours - HF| = {diff:.2e}"
 
 
-def hf_model():
+def hf_model(name: str):
+    """transformers' own model class on the same directory: GPT2LMHeadModel or LlamaForCausalLM."""
     torch = pytest.importorskip("torch", reason="torch is not installed: live parity with transformers skipped")
     transformers = pytest.importorskip("transformers", reason="transformers is not installed: live parity skipped")
-    return torch, transformers.GPT2LMHeadModel.from_pretrained(str(WEIGHTS_DEMO), dtype=torch.float32).eval()
+    hf_class = transformers.LlamaForCausalLM if name == DEMO_LLAMA else transformers.GPT2LMHeadModel
+    return torch, hf_class.from_pretrained(str(ROOT / "weights" / name), dtype=torch.float32).eval()
 
 
 def test_logits_match_transformers_live(model, tokenizer):
-    torch, hf = hf_model()
+    torch, hf = hf_model(model.name)
     for prompt in LIVE_PROMPTS:
         ids = tokenizer.encode(prompt)
         with torch.no_grad():
@@ -146,7 +207,7 @@ def test_logits_match_transformers_live(model, tokenizer):
 
 
 def test_greedy_tokens_match_transformers_live(model, tokenizer):
-    torch, hf = hf_model()
+    torch, hf = hf_model(model.name)
     steps = 6
     for prompt in LIVE_PROMPTS[:3]:
         ids = tokenizer.encode(prompt)
