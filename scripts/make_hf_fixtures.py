@@ -50,7 +50,12 @@ FIXTURES = {
 
 def build(name: str, options: dict, seed: int) -> GPT2LMHeadModel:
     torch.manual_seed(seed)
-    model = GPT2LMHeadModel(GPT2Config(**options, bos_token_id=0, eos_token_id=0)).eval()
+    return perturbed(GPT2LMHeadModel(GPT2Config(**options, bos_token_id=0, eos_token_id=0)).eval())
+
+
+def perturbed(model):
+    """Every parameter moved by N(0, 0.2) noise (norms and biases too), so that no option's effect hides
+    behind transformers' near-identity initialisation."""
     with torch.no_grad():
         for param in model.parameters():
             param.add_(torch.randn_like(param) * 0.2)

@@ -34,6 +34,8 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config
 
+from make_hf_fixtures import perturbed, prompts  # the GPT-2 fixtures' noise and prompts, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "hf_llama"
 
@@ -77,17 +79,7 @@ FIXTURES = {
 def build(model_type: str, options: dict, seed: int):
     torch.manual_seed(seed)
     config = CONFIG_CLASSES[model_type](**options)
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
-    with torch.no_grad():
-        for param in model.parameters():
-            param.add_(torch.randn_like(param) * 0.2)
-    return model
-
-
-def prompts(vocab_size: int, n_positions: int, seed: int) -> list[list[int]]:
-    rng = np.random.default_rng(seed)
-    lengths = [1, 5, n_positions]  # a single token, a short prompt, and one that fills the context
-    return [rng.integers(0, vocab_size, n).tolist() for n in lengths]
+    return perturbed(AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval())
 
 
 def save(model, storage: str, directory: Path) -> None:

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import tracemalloc
-
-import numpy as np
 import pytest
 
 from minitransformer import formulas
 from minitransformer.config import PRESETS, LlamaConfig
 from minitransformer.count import count_generation
-from minitransformer.ledger import Phase
-from minitransformer.memory import bytes_moved, kv_cache_bytes, memory_dict, peak_activations
+from minitransformer.memory import bytes_moved, kv_cache_bytes, memory_dict
 from test_llama_count import random_llama
+from test_memory import estimated_and_measured_peak
 
 
 def test_the_kv_cache_holds_the_key_value_heads_only():
@@ -70,14 +67,5 @@ def test_every_byte_figure_follows_the_dtype(dtype, size):
 def test_llama_activation_estimate_is_close_to_the_measured_peak(shape):
     T = shape.pop("T")
     model = random_llama(LlamaConfig(n_layer=2, vocab_size=100, n_positions=T, **shape))
-    ids = np.arange(T) % 100
-    phase = Phase("prefill", 0, T, T)
-    model.run(ids, phase=phase)
-    estimate, _ = peak_activations(phase.records)
-    tracemalloc.start()
-    try:
-        model.run(ids)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    estimate, peak = estimated_and_measured_peak(model, T)
     assert 0.9 * estimate <= peak <= 1.5 * estimate, (peak, estimate)
