@@ -164,15 +164,11 @@ def test_retraining_reproduces_demo_llama(tmp_path):
     pytest.importorskip("transformers", reason="transformers is not installed: the training script cannot run")
     out = tmp_path / DEMO_LLAMA
     # No time limit: on a busy machine a retrain is slow, not wrong.
-    subprocess.run([sys.executable, str(SCRIPT), "--family", "llama", "--out", str(out),
-                    "--fixture", str(tmp_path / "fixture.npz")], check=True, capture_output=True)  # fmt: skip
-    shipped, retrained = card_numbers(demo_dir(DEMO_LLAMA)), card_numbers(out)
-    assert retrained["seed"] == shipped["seed"] and retrained["steps"] == shipped["steps"]
-    assert retrained["final_loss"] == pytest.approx(shipped["final_loss"], abs=2e-3)
-    assert retrained["capital_accuracy"] == pytest.approx(shipped["capital_accuracy"], abs=0.02)
+    done = subprocess.run([sys.executable, str(SCRIPT), "--family", "llama", "--out", str(out),
+                           "--fixture", str(tmp_path / "fixture.npz")], capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, f"the training script failed:\n{done.stderr[-3000:]}"
     assert sha256(out / "tokenizer.json") == sha256(demo_dir(DEMO_LLAMA) / "tokenizer.json")
-    # As for the demo: the same bits on this machine; elsewhere only the numbers above need hold.
-    assert retrained["sha256"] == shipped["sha256"], "retrained weights differ in their bits from the shipped ones"
+    assert_reproduces(demo_dir(DEMO_LLAMA), out)  # as for the demo: the same bits on the CPU its card names
 
 
 def test_logits_match_the_stored_hugging_face_logits(model, tokenizer):
