@@ -7,6 +7,7 @@ status 2, and no output file half-written. Output paths are checked before any w
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import re
 import sys
@@ -311,6 +312,10 @@ def _one_line(message: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.errors == "strict":
+        # A path in argv that is not UTF-8 reaches us with surrogate escapes; echoed ("written to PATH"), it
+        # is shown escaped (\udce9), as on stderr and in the documents we write, instead of a traceback.
+        sys.stdout.reconfigure(errors="backslashreplace")
     try:
         args = build_parser().parse_args(argv)
         args.run(args)

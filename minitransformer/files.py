@@ -31,6 +31,9 @@ from typing import IO
 from .errors import UserError
 
 STREAM_FDS = {"stdout": 1, "stderr": 2}
+# Text from the file system (a directory's name that is not UTF-8) holds surrogate escapes: a document
+# shows them as the escape "\udce9", which JSON reads back as the same character, instead of failing.
+TEXT_ERRORS = "backslashreplace"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,16 @@ def check_destination(path: str | os.PathLike) -> Destination:
         return Destination(name, "stdout")
     if not name:
         raise UserError("cannot write to an empty path; give the path of a file, or - for stdout")
+    if "\x00" in name:
+        raise UserError(f"cannot write {name!r}: a path cannot hold a NUL byte; give the path of a file")
+    try:
+        os.fsencode(name)
+    except UnicodeEncodeError as err:
+        raise UserError(f"cannot write {name!r}: {name[err.start]!r} at character {err.start} cannot be a file name "
+                        f"here (the file system takes {sys.getfilesystemencoding()}); give another path") from None  # fmt: skip
+    if os.path.basename(name) in (".", ".."):
+        raise UserError(f"cannot write {name}: a path ending in {os.path.basename(name)} names a directory; "
+                        "give the path of a file")  # fmt: skip
     given = Path(name).expanduser()
     try:
         st = os.stat(given)  # follows symlinks, /dev/stdout's included
@@ -143,7 +156,7 @@ def _replaced(dest: Destination, binary: bool) -> Iterator[IO]:
     target = dest.path
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     try:
-        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+        with _opened(fd, binary) as f:
             yield f
         try:
             old = os.stat(target)
@@ -170,16 +183,24 @@ def _in_place(dest: Destination, binary: bool) -> Iterator[IO]:
     if stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise UserError(f"cannot write {dest.name}: it became a regular file after it was checked; run again")
-    with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+    with _opened(fd, binary) as f:
         yield f
+
+
+def _opened(fd: int, binary: bool) -> IO:
+    return os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", errors=TEXT_ERRORS, newline="")
 
 
 def _new_file(name: str, given: Path) -> Destination:
     if name.endswith(("/", os.sep)):
         raise UserError(f"cannot write {name}: a path ending in / names a directory; give the path of a file")
-    target = Path(os.path.realpath(given))  # a dangling symlink: the file it names is created
-    if not target.parent.is_dir():
-        raise UserError(f"cannot write {name}: directory {target.parent} does not exist; create it first")
+    # The directory as the system resolves it ("missing/../x" does not exist, whatever realpath says),
+    # then as realpath does: a dangling symlink's file is created where the link points.
+    directory = os.path.dirname(os.path.expanduser(name)) or "."
+    target = Path(os.path.realpath(given))
+    for parent in (directory, str(target.parent)):
+        if not os.path.isdir(parent):
+            raise UserError(f"cannot write {name}: directory {_first_missing(parent)} does not exist; create it first")
     _try_creating_a_file_in(name, target)
     return Destination(name, "file", target)
 
@@ -200,6 +221,16 @@ def _try_creating_a_file_in(name: str, target: Path) -> None:
         raise UserError(f"cannot write {name}: {why}; choose another path") from None
     os.close(fd)
     os.unlink(tmp)
+
+
+def _first_missing(directory: str) -> str:
+    """The first directory on the way to `directory` that is not there, as the system walks it."""
+    parts = directory.split(os.sep)
+    for n in range(1, len(parts) + 1):
+        walked = os.sep.join(parts[:n]) or os.sep
+        if not os.path.isdir(walked):
+            return walked
+    return directory
 
 
 def _not_a_directory(given: Path) -> str:

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 from minitransformer import files
+from minitransformer.cli import main
 from minitransformer.errors import UserError
 
 COUNT = ("count", "--preset", "gpt2", "--tokens", "5")
@@ -327,3 +328,42 @@ def test_check_destination_says_what_a_path_is(tmp_path):
         files.check_destination(tmp_path)
     files.write_text(new, ['{"a": ', "1}\n"])
     assert json.loads(new.path.read_text()) == {"a": 1}
+
+
+def test_a_path_no_file_can_have_is_refused_before_any_work(tmp_path, capsys):
+    """What argv cannot carry to a subprocess (a NUL byte, a lone surrogate) the API and main() can."""
+    (tmp_path / "a-dir").mkdir()
+    cases = {
+        f"{tmp_path}/a\x00b.json": "a path cannot hold a NUL byte",
+        f"{tmp_path}/\ud800.json": "'\\ud800' at character",
+        f"{tmp_path}/no-such-dir/..": "a path ending in .. names a directory",
+        f"{tmp_path}/a-dir/.": "a path ending in . names a directory",
+        f"{tmp_path}/no-such-dir/../x.json": f"directory {tmp_path}/no-such-dir does not exist",  # as the system walks it
+        f"{tmp_path}/a-dir/no/deeper/x.json": f"directory {tmp_path}/a-dir/no does not exist",
+    }
+    for path, needle in cases.items():
+        with pytest.raises(UserError, match="cannot write") as refused:
+            files.check_destination(path)
+        assert needle in str(refused.value), (path, str(refused.value))
+        assert main([*COUNT, "--json", path]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and needle in err, err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a-dir"]
+
+
+def test_names_that_are_not_utf8_are_written_and_shown_escaped(tmp_path):
+    """A directory or file name in bytes that are not UTF-8 (as argv may carry them) is written to, and
+    echoed as an escape, even where stdout's encoding is strict."""
+    model = tmp_path / "m\udce9d"  # the bytes b"m\xe9d"
+    model.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (model / name).write_bytes((ROOT / "minitransformer/data/demo" / name).read_bytes())
+    out = tmp_path / "\udce9.json"
+    result = subprocess.run([sys.executable, "-m", "minitransformer", "generate", "The capital", "--model", str(model),
+                             "--max-new-tokens", "1", "--json", str(out), "--html", str(out.with_suffix(".html"))],
+                            capture_output=True, cwd=ROOT, timeout=120, env={**os.environ, "PYTHONIOENCODING": "utf-8"})  # fmt: skip
+    assert result.returncode == 0, result.stderr.decode()
+    assert f"ledger written to {tmp_path}/\\udce9.json".encode() in result.stdout
+    assert json.loads(out.read_bytes())["model"]["name"] == "m\udce9d"  # JSON's escape reads back as the name
+    assert "m\\udce9d".encode() in out.with_suffix(".html").read_bytes()
+    out.with_suffix(".html").read_bytes().decode("utf-8")  # a valid UTF-8 page
