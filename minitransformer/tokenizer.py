@@ -13,6 +13,7 @@ import re
 from functools import cached_property, lru_cache
 from importlib import resources
 
+import tokenizers
 from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
@@ -149,7 +150,8 @@ class FileTokenizer:
         try:
             self._tokenizer = _HFTokenizer.from_file(str(path))
         except Exception as err:  # the library raises its own exception types for a bad file
-            raise UserError(f"{path} is not a tokenizer file tokenizers can read ({err}); re-download it") from None
+            raise UserError(f"{path} is not a tokenizer file tokenizers {tokenizers.__version__} can read ({err}); "
+                            "re-download it, or upgrade tokenizers if it was written by a newer one") from None  # fmt: skip
         self.path = str(path)
         self.vocab_size = self._tokenizer.get_vocab_size()
         # Byte-fallback tokens ("<0xE2>", in Llama 2's and Mistral's vocabularies) stand for one byte each.

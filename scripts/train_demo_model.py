@@ -340,9 +340,21 @@ def save(model: PreTrainedModel, out: Path) -> None:
     model.half().save_pretrained(out, safe_serialization=True)
     (out / "generation_config.json").unlink(missing_ok=True)
     if model.config.model_type == "llama":
-        minitransformer.load_tokenizer()._tokenizer.save(str(out / TOKENIZER), pretty=False)
+        save_tokenizer(out / TOKENIZER)
     for file in out.iterdir():
         file.chmod(0o644)  # transformers writes some files owner-only; package data must be readable by all
+
+
+def save_tokenizer(path: Path) -> None:
+    """GPT-2's tokenizer as a tokenizer.json that every `tokenizers` the package allows can read: its
+    merges as "a b" strings, the form before tokenizers 0.20 (which writes pairs that 0.15 cannot read
+    and reads both). No merge holds a space (GPT-2's byte-level BPE writes a space as "Ġ")."""
+    minitransformer.load_tokenizer()._tokenizer.save(str(path), pretty=False)
+    data = json.loads(path.read_text("utf-8"))
+    merges = data["model"]["merges"]
+    assert not any(" " in part for merge in merges if not isinstance(merge, str) for part in merge)
+    data["model"]["merges"] = [merge if isinstance(merge, str) else " ".join(merge) for merge in merges]
+    path.write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), "utf-8")
 
 
 # --- measuring the saved model ------------------------------------------------------------------
@@ -433,7 +445,8 @@ def tokenizer_note(out: Path) -> str:
     if not path.is_file():
         return ""
     return (f"\n- `{TOKENIZER}` ({path.stat().st_size:,} bytes) is GPT-2's tokenizer, as the `tokenizers` library writes "
-            f"it:\n  no beginning-of-text token is added to a prompt, as GPT-2 adds none.")
+            f"it\n  but with its merges as strings, which every tokenizers from 0.15 reads; no beginning-of-text token\n"
+            f"  is added to a prompt, as GPT-2 adds none.")
 
 
 def write_card(out: Path, recipe: Recipe, facts: list[Fact], corpus: Corpus, summary: dict) -> None:

@@ -249,3 +249,20 @@ def test_validate_prompts_come_from_the_models_own_tokenizer_or_are_seeded_ids(l
     assert len(ids) == 5 and max(ids) < model.config.vocab_size
     assert ids == prompt_ids(model, "The capital of France is", seed=4) != prompt_ids(model, "The capital of France is", seed=5)
     assert np.asarray(ids).dtype.kind == "i"
+
+
+def test_a_tokenizer_file_that_cannot_be_read_is_refused_naming_the_library_version(tmp_path):
+    import tokenizers
+
+    path = tmp_path / "tokenizer.json"
+    path.write_text('{"model": {"type": "BPE", "merges": 3}}')
+    with pytest.raises(UserError, match=rf"not a tokenizer file tokenizers {tokenizers.__version__} can read") as err:
+        FileTokenizer(path)
+    assert "upgrade tokenizers" in str(err.value)
+
+
+def test_demo_llamas_tokenizer_is_written_for_every_allowed_tokenizers():
+    """Merges as "a b" strings: tokenizers 0.15 (the lower bound) cannot read the pairs newer ones write."""
+    with open(load_model("demo-llama").tokenizer.path, encoding="utf-8") as f:
+        merges = json.load(f)["model"]["merges"]
+    assert len(merges) == 50000 and all(isinstance(m, str) and m.count(" ") == 1 for m in merges)
