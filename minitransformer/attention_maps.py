@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .choices import chosen_layers
+
 
 @dataclass
 class AttentionMaps:
@@ -51,10 +53,7 @@ class AttentionRecorder:
 
     def __init__(self, model, layers, use_cache: bool = True) -> None:
         self.model = model
-        self.layers = sorted({int(i) for i in ([layers] if isinstance(layers, (int, np.integer)) else layers)})
-        n_layer = model.config.n_layer
-        if any(not 0 <= i < n_layer for i in self.layers):
-            raise ValueError(f"attention layers must be among 0..{n_layer - 1}, not {self.layers}")
+        self.layers = chosen_layers(layers, model.config.n_layer, what="attention layers")
         self.use_cache = use_cache
         self._pieces: dict[int, list[tuple[int, np.ndarray]]] = {i: [] for i in self.layers}
         self._fed: dict[int, int] = dict.fromkeys(self.layers, 0)

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from .attention_maps import AttentionMaps, AttentionRecorder
+from .choices import is_whole
 from .count import count_folded
 from .errors import UserError
 from .ledger import Ledger, totals_of
@@ -69,17 +70,19 @@ class Generation:
         return generation_fragment(self)
 
 
-def check_options(max_new_tokens, temperature, top_k, seed) -> None:
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
+def check_options(max_new_tokens, temperature, top_k, seed, candidates: int = 0) -> None:
+    if not is_whole(max_new_tokens, 1):
         raise UserError(f"max_new_tokens must be a whole number of at least 1, not {max_new_tokens!r}")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
         math.isfinite(temperature) and temperature >= 0
     ):
         raise UserError(f"temperature must be a finite number >= 0 (0 means greedy), not {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1):
+    if top_k is not None and not is_whole(top_k, 1):
         raise UserError(f"top_k must be a whole number of at least 1, not {top_k!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+    if seed is not None and not is_whole(seed, 0):
         raise UserError(f"seed must be a whole number >= 0, not {seed!r}")
+    if not is_whole(candidates, 0):
+        raise UserError(f"candidates (next tokens listed) must be a whole number >= 0, not {candidates!r}")
 
 
 def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator) -> int:
@@ -128,7 +131,7 @@ def generate(
     `attention`: a layer (or list of layers) whose attention weights, every head, are kept for the
     report (attention_maps.py); None keeps none, and the forward pass runs unwatched.
     """
-    check_options(max_new_tokens, temperature, top_k, seed)
+    check_options(max_new_tokens, temperature, top_k, seed, candidates)
     tokenizer = model.tokenizer
     prompt_tokens = model.prompt_ids(prompt)
     prompt_text = prompt if isinstance(prompt, str) else tokenizer.decode(prompt_tokens)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .choices import chosen_layers, is_whole
 from .errors import UserError
 from .ledger import Ledger, Phase, Record
 from .model import Model
@@ -225,14 +226,12 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
     ids = model.prompt_ids(prompt)
     if not ids:
         raise UserError('the prompt is empty; give some text to trace, e.g. "The capital of France is"')
-    if isinstance(new_tokens, bool) or not isinstance(new_tokens, (int, np.integer)) or new_tokens < 1:
+    if not is_whole(new_tokens, 1):
         raise UserError(f"new tokens must be a whole number >= 1 (1 traces the prefill only), not {new_tokens!r}")
     c = model.config
     model.check_ids(ids)
     c.check_fits(len(ids), new_tokens)
-    layers = default_layers(c.n_layer) if layers is None else list(layers)
-    if any(not 0 <= i < c.n_layer for i in layers):
-        raise UserError(f"layers must be among 0..{c.n_layer - 1}, not {layers}")
+    layers = default_layers(c.n_layer) if layers is None else chosen_layers(layers, c.n_layer)
 
     if sorted(set(layers)) == list(range(c.n_layer)):
         shown = f"every block shown stage by stage (0..{c.n_layer - 1})"

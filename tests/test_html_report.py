@@ -21,7 +21,7 @@ from safetensors.numpy import save_file
 
 from browser import Chromium
 from conftest import run_cli
-from minitransformer import load_model
+from minitransformer import UserError, load_model
 from minitransformer.attention_maps import AttentionRecorder, visible
 from minitransformer.html_report import fold_layers, generation_page, unfold_layers
 from minitransformer.stages import GPT2, llama_family
@@ -234,7 +234,7 @@ def test_attention_maps_under_a_sliding_window(tmp_path):
 
 
 def test_a_recorder_refuses_a_layer_the_model_lacks(small_gpt2):
-    with pytest.raises(ValueError, match="among 0..1"):
+    with pytest.raises(UserError, match="among 0..1"):
         AttentionRecorder(small_gpt2, [2])
 
 

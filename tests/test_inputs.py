@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 import numpy as np
 import pytest
@@ -216,3 +217,37 @@ def test_an_error_that_quotes_a_line_break_stays_one_line(capsys):
     assert main(["generate", "Hi", "one\nmore\rline\x1b[31m"]) == 2
     err = capsys.readouterr().err
     assert err == "minitransformer: error: unrecognized arguments: one\\nmore\\rline\\x1b[31m (see minitransformer --help)\n"
+
+
+BAD_CHOICES = {
+    "candidates below 0": (dict(candidates=-1), "candidates (next tokens listed) must be a whole number >= 0"),
+    "fractional candidates": (dict(candidates=1.5), "not 1.5"),
+    "candidates as text": (dict(candidates="3"), "not '3'"),
+    "attention as text": (dict(attention="x"), "attention layers must be a block number or a list"),
+    "attention as a bool": (dict(attention=True), "not True"),
+    "attention past the last block": (dict(attention=99), "attention layers must be block numbers among 0..1"),
+    "attention with a float": (dict(attention=[0, 1.0]), "not [0, 1.0]"),
+    "top_k of 0": (dict(top_k=0), "top_k must be a whole number of at least 1"),
+    "seed below 0": (dict(seed=-1), "seed must be a whole number >= 0"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CHOICES)
+def test_generate_refuses_each_bad_choice_with_a_user_error(case, small_gpt2):
+    options, needle = BAD_CHOICES[case]
+    with pytest.raises(UserError, match=re.escape(needle)):
+        small_gpt2.generate([1, 2], max_new_tokens=1, **options)
+
+
+def test_generate_takes_zero_candidates_and_attention_of_no_layers(small_gpt2):
+    result = small_gpt2.generate([1, 2], max_new_tokens=1, candidates=0, attention=[])
+    assert result.candidates == [] and result.attention.weights == {}
+    listed = small_gpt2.generate([1, 2], max_new_tokens=1, candidates=3, attention=np.int64(1))
+    assert len(listed.candidates) == 3 and list(listed.attention.weights) == [1]
+
+
+@pytest.mark.parametrize("layers, needle", [(["a"], "not ['a']"), ([2], "among 0..1"), ("all", "not 'all'"),
+                                            ([1.0], "not [1.0]"), (True, "not True")])  # fmt: skip
+def test_trace_refuses_layers_that_are_not_block_numbers(layers, needle, small_gpt2):
+    with pytest.raises(UserError, match=re.escape(needle)):
+        trace(small_gpt2, [1, 2], layers=layers, out=io.StringIO())
