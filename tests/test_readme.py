@@ -44,3 +44,10 @@ def test_the_pasted_output_is_what_the_main_command_prints(tmp_path):
     result = run_cli("generate", "The capital of France is", env=env)
     assert result.returncode == 0
     assert (result.stderr + result.stdout).strip() == pasted.strip()
+
+
+def test_the_layout_table_names_every_module():
+    table = README.split("## How the code is laid out", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(\w+\.py)`", table))
+    modules = {p.name for p in (ROOT / "minitransformer").glob("*.py")} - {"__init__.py", "__main__.py"}
+    assert named == modules, f"missing: {sorted(modules - named)}; gone: {sorted(named - modules)}"
