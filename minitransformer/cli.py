@@ -47,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     gen = commands.add_parser("generate", help="continue a prompt and show where the dot products went")
-    gen.add_argument("prompt", nargs="?", help="the text to continue (or --ids)")
+    gen.add_argument("prompt", nargs="*", help="the text to continue (or --ids); several prompts run as one batch")
+    gen.add_argument("--prompts", metavar="FILE|-",
+                     help="prompts to run as one batch, one per line of a UTF-8 file (- for stdin); empty lines skipped")
     gen.add_argument("--ids", metavar="1,2,3", help="token ids instead of text (for a model without tokenizer.json)")
     gen.add_argument("--model", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, demo, demo-llama, or a directory")
     gen.add_argument("--max-new-tokens", type=_whole_number, default=8)
@@ -123,6 +125,12 @@ def _generate(args) -> None:
         raise UserError("--top must be at least 1")
     if args.layer < 0:
         raise UserError("--layer must be 0 or more")
+    prompts = args.prompt + (_prompt_lines(args.prompts) if args.prompts is not None else [])
+    if len(prompts) > 1 or args.prompts is not None:
+        if args.ids is not None:
+            raise UserError("give prompts or --ids, not both: --ids is one prompt of token ids")
+        return _generate_batch(args, prompts)
+    args.prompt = prompts[0] if prompts else None
     prompt = _prompt_or_ids(args, "continue")
     if not prompt:
         raise UserError("the prompt is empty; give some text to continue, e.g. \"The capital of France is\"")
@@ -168,6 +176,64 @@ def _generate(args) -> None:
         from .html_report import generation_data, write_page
 
         write_page(html_to, generation_data(result), out)
+
+
+def _prompt_lines(path: str) -> list[str]:
+    """The prompts of --prompts FILE: one per line, UTF-8 (as prompts in argv must be), empty lines skipped."""
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as err:
+        raise UserError(f"cannot read --prompts {path}: {err.strerror or err}; give a readable text file") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"--prompts {path} is not UTF-8 text (byte {err.start}); save it as UTF-8") from None
+    prompts = [line for line in text.splitlines() if line]
+    if not prompts:
+        raise UserError(f"--prompts {path} holds no prompt; write one per line")
+    return prompts
+
+
+def _generate_batch(args, prompts: list[str]) -> None:
+    """Several prompts as one batch: each answer, then the batch's one ledger with its padding line."""
+    from . import report
+    from .generate import batch_to_dict
+    from .model import load_model
+
+    to = check_destinations({"--json": args.json, "--html": args.html})  # before any work; files.py says how
+    json_to, html_to = to["--json"], to["--html"]
+    model = load_model(args.model)
+    if args.layer >= model.config.n_layer:
+        raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
+    rows = [model.prompt_ids(prompt) for prompt in prompts]
+    for k, tokens in enumerate(rows):
+        if not tokens:
+            raise UserError(f"prompt {k + 1} is empty; give some text to continue in each")
+        model.check_ids(tokens)
+    model.config.check_fits(max(map(len, rows)), args.max_new_tokens)  # refuse before the first line of output
+    out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # then stdout holds the document
+    unused = [flag for flag, value in (("--top-k", args.top_k), ("--seed", args.seed)) if value is not None]
+    if unused and args.temperature == 0:
+        print(f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
+              f"sampling needs --temperature > 0", file=sys.stderr)  # fmt: skip
+
+    print(f"model {report.describe_model(model.config.to_dict(), model.source)}", file=out)
+    print(f"a batch of {len(rows)} prompts, left-padded to {max(map(len, rows))} tokens", file=out)
+    result = model.generate(prompts, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                            top_k=args.top_k, seed=args.seed, use_cache=not args.no_cache, candidates=args.top)
+    for k, (generation, tokens) in enumerate(zip(result, rows)):
+        print(f"\n[{k + 1}] prompt: {len(tokens)} tokens {tokens}", file=out)
+        print(generation.full_text, file=out)
+    print(file=out)
+    print(report.ledger_report(result[0].ledger, layer=args.layer), file=out)
+    if json_to:
+        write_text(json_to, [json.dumps(batch_to_dict(result), indent=1) + "\n"])
+        if not json_to.is_stream:
+            print(f"\nledger written to {args.json}", file=out)
+    if html_to:
+        from .html_report import batch_data, write_page
+
+        write_page(html_to, batch_data(result), out)
 
 
 def _attention_layers(model, tokens, args) -> list[int]:

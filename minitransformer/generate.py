@@ -21,7 +21,7 @@ from .count import count_folded
 from .errors import UserError
 from .ledger import Ledger, totals_of
 from .model import Model
-from .passes import forward_passes
+from .passes import batch_forward_passes, forward_passes
 
 
 @dataclass
@@ -123,8 +123,11 @@ def generate(
     stop_at_eos: bool = True,
     on_token: Callable[[int, str], None] | None = None,
     attention: int | list[int] | None = None,
-) -> Generation:
+) -> Generation | list[Generation]:
     """Continue a prompt token by token: greedy at temperature 0 (top_k and seed then play no part).
+
+    Several prompts (a list of texts, or of token-id lists; a list of ints is one prompt) run as one
+    batch: see generate_batch, which returns one Generation per prompt.
 
     `on_token(token_id, text)` is called as each token is chosen (text may be "" while a UTF-8
     character is incomplete). Generation stops early at the end-of-text token if `stop_at_eos`.
@@ -132,6 +135,11 @@ def generate(
     report (attention_maps.py); None keeps none, and the forward pass runs unwatched.
     """
     check_options(max_new_tokens, temperature, top_k, seed, candidates)
+    if is_batch(prompt):
+        if on_token is not None or attention is not None:
+            raise UserError("on_token and attention= follow one prompt; give a batch of prompts without them")
+        return generate_batch(model, prompt, max_new_tokens, temperature, top_k, seed, use_cache, ledger, candidates,
+                              stop_at_eos)  # fmt: skip
     tokenizer = model.tokenizer
     prompt_tokens = model.prompt_ids(prompt)
     prompt_text = prompt if isinstance(prompt, str) else tokenizer.decode(prompt_tokens)
@@ -167,3 +175,86 @@ def generate(
     return Generation(model.name, prompt_text, prompt_tokens, new_tokens, "".join(pieces), found, book,
                       [tokenizer.token_str(i) for i in prompt_tokens], [tokenizer.token_str(i) for i in new_tokens],
                       recorder.maps() if recorder else None)  # fmt: skip
+
+
+def is_batch(prompt) -> bool:
+    """Several prompts: a list (or tuple) of texts or of token-id lists. A list of ints is one prompt, as ids."""
+    return (isinstance(prompt, (list, tuple)) and len(prompt) > 0
+            and all(isinstance(p, (str, list, tuple, np.ndarray)) for p in prompt))  # fmt: skip
+
+
+def left_padded(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Prompts of different lengths as one [B, T] array, each row right-aligned: (ids, pads per row)."""
+    T = max(len(r) for r in rows)
+    pads = np.array([T - len(r) for r in rows])
+    return np.array([[pad_id] * pad + r for pad, r in zip(pads, rows)]), pads
+
+
+def generate_batch(model: Model, prompts, max_new_tokens: int = 8, temperature: float = 0.0, top_k: int | None = None,
+                   seed: int | None = None, use_cache: bool = True, ledger: bool = True, candidates: int = 10,
+                   stop_at_eos: bool = True) -> list[Generation]:  # fmt: skip
+    """Continue B prompts together, one forward pass per new token for the whole batch: one Generation per
+    prompt, in order, all holding the batch's one ledger.
+
+    The prompts are left-padded to the longest (pad slots hold end-of-text, which no real query sees)
+    and each row's positions start at its first real token, as transformers' batched generate does;
+    so each row's greedy continuation is the one its prompt gets alone. A row that reaches end-of-text
+    stops there but stays in the batch, fed end-of-text, until every row has stopped or max_new_tokens
+    are made: the ledger counts its products, with the pad slots', as padding. Sampling draws the rows'
+    tokens in order from one generator: the same batch and seed give the same texts.
+    """
+    check_options(max_new_tokens, temperature, top_k, seed, candidates)
+    tokenizer = model.tokenizer
+    rows = [model.prompt_ids(p) for p in prompts]
+    for i, r in enumerate(rows):
+        if not r:
+            raise UserError(f"prompt {i + 1} of the batch is empty; give at least one character of text")
+        model.check_ids(r)
+    model.config.check_fits(max(len(r) for r in rows), max_new_tokens)
+    eos = model.config.eos_token_ids
+    pad_id = next((i for i in eos if 0 <= i < model.config.vocab_size), 0)  # as transformers pads: end-of-text
+    ids, pads = left_padded(rows, pad_id)
+    rng = np.random.default_rng(seed)
+    book = Ledger({**model.config.to_dict(), "source": model.source}) if ledger else None
+    B = len(rows)
+    streams = [tokenizer.stream_decoder(context=r) for r in rows]
+    pieces: list[list[str]] = [[] for _ in rows]
+    new_tokens: list[list[int]] = [[] for _ in rows]
+    found: list[list[Candidate]] = [[] for _ in rows]
+    fed: list[np.ndarray] = []
+    finished = [False] * B
+    for step, logits in enumerate(batch_forward_passes(model, ids, pads, fed, finished, max_new_tokens, use_cache,
+                                                       book)):  # fmt: skip
+        column = np.full(B, pad_id)
+        for b in range(B):
+            if finished[b]:
+                continue
+            if step == 0 and candidates:
+                found[b] = top_candidates(logits[b], candidates, tokenizer)
+            token = column[b] = next_token(logits[b], temperature, top_k, rng)
+            new_tokens[b].append(token)
+            pieces[b].append(streams[b].push(token))
+            finished[b] = stop_at_eos and token in eos
+        if all(finished):
+            break
+        fed.append(column)
+    if book is not None:  # the same batch the other way (cache on/off), counted from shapes, blocks folded
+        other_way = count_folded(model.config, ids.shape[-1], len(book.phases), not use_cache, B)
+        book.other_way, book.other_way_macs = totals_of(other_way), [p.macs for p in other_way]
+    return [Generation(model.name, p if isinstance(p, str) else tokenizer.decode(r), r, new, "".join(piece) + s.flush(),
+                       cands, book, [tokenizer.token_str(i) for i in r], [tokenizer.token_str(i) for i in new])
+            for p, r, new, piece, s, cands in zip(prompts, rows, new_tokens, pieces, streams, found)]  # fmt: skip
+
+
+def batch_to_dict(generations: list[Generation]) -> dict:
+    """The JSON of a batch: the model, one entry per prompt (as a single generation's, without the ledger),
+    then the batch's one ledger (phases with each row's pads, totals with `padding`)."""
+    ledger = generations[0].ledger
+    d = {"model": ledger.model if ledger else {"name": generations[0].model},
+         "generations": [{k: v for k, v in g.to_dict().items() if k in _ROW_KEYS} for g in generations]}  # fmt: skip
+    if ledger is not None:
+        d |= {k: v for k, v in ledger.to_dict().items() if k != "model"}
+    return d
+
+
+_ROW_KEYS = ("prompt", "prompt_tokens", "new_tokens", "text", "prompt_pieces", "new_pieces", "candidates")

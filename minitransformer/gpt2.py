@@ -18,18 +18,29 @@ import numpy as np
 
 from .config import GPT2Config
 from .kvcache import KVCache, LayerCache
-from .ops import ACTIVATIONS, layer_norm, mask_future, merge_heads, softmax, split_heads
+from .ops import (ACTIVATIONS, add_mask, attention_bias, layer_norm, mask_future, merge_heads, slot_positions, softmax,
+                  split_heads)  # fmt: skip
 from .tape import Tape
 
 
-def gpt2(ids, p, config: GPT2Config, cache: KVCache | None, tape: Tape, all_positions: bool):
-    """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only."""
+def gpt2(ids, p, config: GPT2Config, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
+    """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only.
+
+    `pads` (a batch of left-padded rows): the first pads[b] slots of row b hold no token; each row's
+    positions start at its first real token, and pad keys are masked (ops.attention_bias).
+    """
     past = cache.length if cache is not None else 0
     T = ids.shape[-1]
-    x = tape.stage("embed", p.wte.weight[ids] + p.wpe.weight[past : past + T], "T D")
+    if pads is None:
+        x = tape.stage("embed", p.wte.weight[ids] + p.wpe.weight[past : past + T], "T D")
+        bias = None  # the causal mask alone: mask_future
+    else:  # pad slots sit at negative positions and read row 0 of W_pe: no real query sees them
+        where = np.maximum(slot_positions(past, T, pads), 0)
+        x = tape.stage("embed", p.wte.weight[ids] + p.wpe.weight[where], "T D")
+        bias = attention_bias(past, 0, T, past + T, None, pads)
     for i, block in enumerate(p.h):
         kv = cache.layer(i) if cache is not None else None
-        x = transformer_block(x, block, config, i, kv, tape.layer(i))
+        x = transformer_block(x, block, config, i, kv, tape.layer(i), bias)
     h = tape.stage("ln_f", layer_norm(x, p.ln_f.weight, p.ln_f.bias, config.layer_norm_epsilon), "T D")
     if not all_positions:
         h = tape.stage("last", h[..., -1:, :], "R D")
@@ -39,23 +50,24 @@ def gpt2(ids, p, config: GPT2Config, cache: KVCache | None, tape: Tape, all_posi
     return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")  # .T is a view: no copy of W_te
 
 
-def transformer_block(x, p, config: GPT2Config, layer: int, kv: LayerCache | None, at: Tape):
+def transformer_block(x, p, config: GPT2Config, layer: int, kv: LayerCache | None, at: Tape, bias=None):
     """Pre-LayerNorm block: x + attention(LN(x)), then x + MLP(LN(x))."""
     eps = config.layer_norm_epsilon
     h = at.stage("ln_1", layer_norm(x, p.ln_1.weight, p.ln_1.bias, eps), "T D")
-    x = at.stage("resid_mid", x + attention(h, p.attn, config, layer, kv, at), "T D")
+    x = at.stage("resid_mid", x + attention(h, p.attn, config, layer, kv, at, bias), "T D")
     h = at.stage("ln_2", layer_norm(x, p.ln_2.weight, p.ln_2.bias, eps), "T D")
     return at.stage("resid_post", x + mlp(h, p.mlp, config, at), "T D")
 
 
-def attention(h, p, config: GPT2Config, layer: int, kv: LayerCache | None, at: Tape):
-    """Causal multi-head self-attention from the fused c_attn projection."""
+def attention(h, p, config: GPT2Config, layer: int, kv: LayerCache | None, at: Tape, bias=None):
+    """Causal multi-head self-attention from the fused c_attn projection; `bias` adds the padding mask to the causal one."""
     qkv = at.matmul("qkv", h, p.c_attn.weight, "T D, D 3D -> T 3D", bias=p.c_attn.bias)
     q, k, v = at.stage("split_heads", split_heads(qkv, config.n_head), "H T dh")
     K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "H t dh")
     s = at.matmul("scores", q, K.swapaxes(-1, -2), "H T dh, H dh t -> H T t")
     s = at.stage("scale", scale_scores(s, config, layer, out=at.scratch(s)), "H T t")
-    s = at.stage("mask", mask_future(s, at.dims.past, config.n_positions, out=at.scratch(s)), "H T t")
+    s = at.stage("mask", mask_future(s, at.dims.past, config.n_positions, out=at.scratch(s)) if bias is None
+                 else add_mask(s, bias, out=at.scratch(s)), "H T t")  # fmt: skip
     a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
     z = at.matmul("mix", a, V, "H T t, H t dh -> H T dh")
     z = at.stage("merge_heads", merge_heads(z), "T D")

@@ -153,6 +153,16 @@ def generation_data(generation) -> dict:
     return _data("generate", document, ops, attention_data(generation.attention))
 
 
+def batch_data(generations) -> dict:
+    """A batch's report (generate with several prompts): its JSON (generate.batch_to_dict), the prompts and
+    answers on top, then the one ledger."""
+    from .generate import batch_to_dict
+
+    ledger = generations[0].ledger
+    ops = _ops_of(_phase_items(ledger.phases)) if ledger else {}
+    return _data("generate", _folded(batch_to_dict(generations)), ops)
+
+
 def count_data(count, balance: float | None = None, all_steps: bool = False, **options) -> dict:
     """A count's report data: its `count --json` document (`options` are json_chunks' further ones)."""
     from .count import json_chunks
@@ -313,10 +323,24 @@ def _header(data: dict) -> str:
                    f'token{_s(doc["new_tokens"])}: 1 prefill + {steps:,} decode step{_s(steps)}{batch}, '
                    f'{"with" if cached else "without"} the KV cache. Counted from '
                    f'{escape(doc.get("counted_from", "shapes"))}.</p>')  # fmt: skip
+    if doc.get("generations"):
+        out.append(_batch(doc))
     candidates = _candidates(doc["candidates"]) if doc.get("candidates") else ""
     if tokens or candidates:
         out.append(f'<div class="intro-grid"><div>{tokens}</div><div>{candidates}</div></div>')
     return '<section class="intro">' + "\n".join(out) + "</section>"
+
+
+def _batch(doc: dict) -> str:
+    """A batch: each prompt and its answer, then what the padding cost."""
+    rows = "".join(f'<p class="text">{k + 1}. <span class="prompt-text">{escape(g["prompt"])}</span>'
+                   f'<strong>{escape(g["text"])}</strong></p>' for k, g in enumerate(doc["generations"]))  # fmt: skip
+    padding = doc.get("totals", {}).get("padding")
+    cost = "" if padding is None else (
+        f'<p class="lede">{len(doc["generations"])} prompts ran as one batch, left-padded to one length; '
+        f'<strong>{n(padding["macs"])}</strong> of the MACs ({100 * padding["share"]:.1f}%) were spent on padding '
+        f'(pad slots, and rows that had finished but kept computing: {n(padding["finished_rows"]["macs"])}).</p>')
+    return f'<div class="tokens">{rows}</div>{cost}'
 
 
 def _lede(doc: dict) -> str:

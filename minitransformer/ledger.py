@@ -179,6 +179,22 @@ class Phase:
     batch: int = 1
     cached: bool = True
     records: list[Record] = field(default_factory=list)
+    # A batch of prompts of different lengths (passes.batch_forward_passes): each row's left padding, and
+    # the rows that had finished (reached end-of-text) before this pass but kept computing. Empty: one prompt.
+    pads: tuple[int, ...] = ()
+    finished: tuple[bool, ...] = ()
+
+    @property
+    def padding(self) -> Totals:
+        """The dot products and MACs of this pass spent on padding (see padding_of); zero for one prompt."""
+        dot_products = macs = 0
+        if self.pads:
+            # a finished row: every slot up to this pass's last counts as padding
+            pads = [self.context if done else pad for pad, done in zip(self.pads, self.finished)]
+            for r in self.records:
+                n, m = padding_of(r, pads, self.context)
+                dot_products, macs = dot_products + n, macs + m
+        return Totals(dot_products, macs)
 
     @property
     def dot_products(self) -> int:
@@ -234,7 +250,44 @@ class Phase:
             "dot_products": self.dot_products,
             "macs": self.macs,
             "flops": self.flops,
-        }
+        } | ({} if not self.pads else {"pads": list(self.pads), "finished": list(self.finished),
+                                       "padding": padding_dict(self.padding, self.macs)})  # fmt: skip
+
+
+def padding_of(r: Record, pads: list[int], context: int) -> tuple[int, int]:
+    """(dot products, MACs) of one batched product [B, ..., rows, cols] spent on padding.
+
+    Row b of the batch is padding in its first pads[b] slots (of the `context` slots so far). A MAC
+    is spent on padding when it belongs to a pad query (the output row's slot is padding: every product),
+    or, in the attention products, pairs a real query with a pad key (scores: the whole dot product of
+    that pair; mix: the pad keys' terms of a real query's weighted sum, whose dot product is not
+    padding). A dot product is padding when all its MACs are. The output rows are the last `rows`
+    slots of the context (logits: the last one only); the keys of scores and mix the last t.
+    """
+    if r.a_shape is None:
+        return 0, 0
+    rows, cols = r.out_shape[-2:]
+    heads = prod(r.out_shape[1:-2])  # [B, rows, cols]: 1; [B, H, T, t] or [B, Hkv, G, T, t]: the heads
+    keys = cols if r.op == "scores" else r.a_shape[-1] if r.op == "mix" else 0
+    dot_products = macs = 0
+    for pad in pads:
+        pad_queries = min(max(pad - (context - rows), 0), rows)
+        pad_keys = min(max(pad - (context - keys), 0), keys)
+        if r.op == "scores":
+            n = heads * (pad_queries * cols + (rows - pad_queries) * pad_keys)
+            dot_products, macs = dot_products + n, macs + n * r.dot_length
+        elif r.op == "mix":
+            dot_products += heads * pad_queries * cols
+            macs += heads * (pad_queries * keys + (rows - pad_queries) * pad_keys) * cols
+        else:
+            dot_products += heads * pad_queries * cols
+            macs += heads * pad_queries * cols * r.dot_length
+    return dot_products, macs
+
+
+def padding_dict(padding: "Totals", total_macs: int) -> dict:
+    return {"dot_products": padding.dot_products, "macs": padding.macs,
+            "share": padding.macs / total_macs if total_macs else 0.0}  # fmt: skip
 
 
 @dataclass
@@ -273,6 +326,26 @@ class Ledger:
     def cached(self) -> bool:
         return all(p.cached for p in self.phases)
 
+    @property
+    def batched(self) -> bool:
+        """A batch of prompts (generate with several): the totals then say what padding cost."""
+        return any(p.pads for p in self.phases)
+
+    @property
+    def padding(self) -> Totals:
+        return Totals(sum(p.padding.dot_products for p in self.phases), sum(p.padding.macs for p in self.phases))
+
+    @property
+    def finished_padding(self) -> Totals:
+        """The part of `padding` spent on rows that had finished and kept computing."""
+        n = m = 0
+        for p in self.phases:
+            rows = [p.context for done in p.finished if done]  # the finished rows only, wholly padding
+            for r in p.records if rows else ():
+                dn, dm = padding_of(r, rows, p.context)
+                n, m = n + dn, m + dm
+        return Totals(n, m)
+
     def cache_comparison(self) -> dict | None:
         if self.other_way is None:
             return None
@@ -287,6 +360,9 @@ class Ledger:
             "phases": [p.to_dict() for p in self.phases],
             "totals": self.totals.to_dict(),
         }
+        if self.batched:
+            d["totals"]["padding"] = padding_dict(self.padding, self.totals.macs) | {
+                "finished_rows": padding_dict(self.finished_padding, self.totals.macs)}
         if self.other_way is not None:
             d["cache"] = self.cache_comparison()
         return d

@@ -26,21 +26,26 @@ import numpy as np
 from .config import LlamaConfig
 from .kvcache import KVCache, LayerCache
 from .ops import (ACTIVATIONS, F32, add_mask, attention_bias, group_heads, merge_heads, rms_norm, rotary_tables, rotate,
-                  softmax, split_into_heads, ungroup_heads)  # fmt: skip
+                  slot_positions, softmax, split_into_heads, ungroup_heads)  # fmt: skip
 from .shapes import ShapeOnly
 from .tape import Tape
 
 
-def llama(ids, p, config: LlamaConfig, cache: KVCache | None, tape: Tape, all_positions: bool):
-    """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only."""
+def llama(ids, p, config: LlamaConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
+    """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only.
+
+    `pads` (a batch of left-padded rows): the first pads[b] slots of row b hold no token; each row's
+    rotation angles start at its first real token, and pad keys are masked (ops.attention_bias).
+    """
     d = tape.dims
     x = tape.stage("embed", p.embed_tokens.weight[ids], "T D")
     if isinstance(x, ShapeOnly):  # counting: tables of the right shape, no values
         cos = sin = ShapeOnly((d.T, d.dh))
         bias = None
     else:
-        cos, sin = rotary_tables(np.arange(d.past, d.past + d.T), inverse_frequencies(config))
-        bias = attention_bias(d.past, d.start, d.T, d.t, d.window)  # the same for every layer and head
+        at = slot_positions(d.past, d.T, pads)  # [T], or [B, T]: then [B, 1, T, dh] tables, one for every head
+        cos, sin = rotary_tables(at if pads is None else at[:, None], inverse_frequencies(config))
+        bias = attention_bias(d.past, d.start, d.T, d.t, d.window, pads)  # the same for every layer and head
     for i, block in enumerate(p.layers):
         kv = cache.layer(i) if cache is not None else None
         x = decoder_block(x, block, config, (cos, sin), bias, kv, tape.layer(i))

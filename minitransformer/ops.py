@@ -234,8 +234,9 @@ def ungroup_heads(x):
 
 
 def rotary_tables(positions, inv_freq):
-    """cos and sin [T, dh] of position x frequency, each frequency twice ([f, f]), as transformers lays them out."""
-    angles = positions.astype(F32)[:, None] * inv_freq  # one multiply per (position, frequency): no sums
+    """cos and sin [T, dh] (or [..., T, dh] for positions [..., T]) of position x frequency, each frequency twice
+    ([f, f]), as transformers lays them out."""
+    angles = positions.astype(F32)[..., None] * inv_freq  # one multiply per (position, frequency): no sums
     angles = np.concatenate([angles, angles], axis=-1)
     return np.cos(angles), np.sin(angles)
 
@@ -253,15 +254,33 @@ def rotate(x, cos, sin):
     return out
 
 
-def attention_bias(past: int, start: int, T: int, t: int, window: int | None):
+def attention_bias(past: int, start: int, T: int, t: int, window: int | None, pads=None):
     """0 where key j (at position start + j) is visible from query i (at past + i), -inf elsewhere: [T, t].
 
     Visible: not in the future, and with a sliding window W no more than W - 1 positions behind
     (transformers' sliding_window_causal_mask: past + i - W < start + j <= past + i).
+
+    With `pads` (a batch of left-padded rows: the first pads[b] slots of row b hold no token), the
+    keys of pad slots are also hidden from the row's real queries: [B, 1, T, t], one for every head.
+    A pad query keeps its causal keys (at least itself), so that no softmax row is empty; no real
+    query reads what it computes.
     """
     behind = (past + np.arange(T))[:, None] - (start + np.arange(t))[None, :]  # query position - key position
     hidden = behind < 0 if window is None else (behind < 0) | (behind >= window)
+    if pads is not None:
+        pads = np.asarray(pads)[:, None, None]
+        pad_key = (start + np.arange(t))[None, None, :] < pads  # [B, 1, t]
+        real_query = (past + np.arange(T))[None, :, None] >= pads  # [B, T, 1]
+        hidden = (hidden | (pad_key & real_query))[:, None]  # [B, 1, T, t]
     return np.where(hidden, F32(-np.inf), F32(0.0))
+
+
+def slot_positions(past: int, T: int, pads=None):
+    """The positions of this pass's T slots: past..past+T-1 ([T]); with `pads`, each row's count starts at its
+    first real token ([B, T]: slot j of row b is at j - pads[b], negative in the padding), as transformers'
+    position_ids = attention_mask.cumsum(-1) - 1 on the real tokens."""
+    slots = past + np.arange(T)
+    return slots if pads is None else slots[None, :] - np.asarray(pads)[:, None]
 
 
 def add_mask(s, bias, out=None):

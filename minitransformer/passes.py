@@ -41,3 +41,28 @@ def forward_passes(model: Model, prompt_tokens: list[int], new_tokens: list[int]
         watcher = watch(phase) if watch is not None else None
         ids = np.broadcast_to(np.asarray(ids), (*batch, len(ids)))
         yield model.run(ids, cache=cache, phase=phase if book is not None else None, watcher=watcher)[..., -1, :]
+
+
+def batch_forward_passes(model: Model, rows: np.ndarray, pads: np.ndarray, fed: list[np.ndarray], finished: list[bool],
+                         n_new: int, use_cache: bool = True, book: Ledger | None = None):  # fmt: skip
+    """forward_passes for B prompts at once: yield the next-token logits [B, V] of each of the n_new passes.
+
+    `rows` [B, T] are the prompts left-padded to one length: the first pads[b] slots of row b hold no
+    token (model.run masks them). `fed` is the caller's list of the tokens fed after the prompt, one
+    [B] array per pass, which it extends between passes; `finished` its flags of the rows that ended
+    (at end-of-text). A finished row stays in the batch and keeps computing on the tokens fed to it:
+    each Phase notes which rows had finished before it, and the ledger counts their products as padding.
+    """
+    B, T = rows.shape
+    cache = model.new_cache((B,), capacity=T + n_new) if use_cache else None
+    for step in range(n_new):
+        after = np.stack(fed, axis=-1) if fed else rows[:, :0]  # [B, step]
+        if use_cache:
+            ids = rows if step == 0 else after[:, -1:]
+        else:
+            ids = np.concatenate([rows, after], axis=-1)  # recompute everything: what the cache saves
+        phase = Phase("prefill" if step == 0 else "decode", step, ids.shape[-1], T + step, batch=B, cached=use_cache,
+                      pads=tuple(int(p) for p in pads), finished=tuple(finished))  # fmt: skip
+        if book is not None:
+            book.phases.append(phase)
+        yield model.run(ids, cache=cache, phase=phase if book is not None else None, pads=pads)[:, -1, :]

@@ -145,6 +145,8 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
         f"Total: {count(totals.dot_products)} dot products, {count(totals.macs)} MACs ({human(totals.macs)}), "
         f"{human(totals.flops)} FLOPs over 1 prefill + {len(decodes)} decode step{'s' if len(decodes) != 1 else ''}",
     ]
+    if ledger.batched:
+        out.append(padding_line(ledger))
     comparison = ledger.cache_comparison()
     if comparison is not None:
         saved = comparison["saved_macs"]
@@ -161,6 +163,14 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
                 f"{human(without)}: it would save {human(saved)} ({percent(saved, without)})"
             )
     return "\n".join(out)
+
+
+def padding_line(ledger: Ledger) -> str:
+    """What a batch of prompts of different lengths spent on padding (ledger.padding_of says which products)."""
+    pads, total, padding, finished = ledger.phases[0].pads, ledger.totals, ledger.padding, ledger.finished_padding
+    return (f"Padding: {count(padding.dot_products)} dot products, {count(padding.macs)} MACs "
+            f"({percent(padding.macs, total.macs)} of the MACs) on the pad slots of {len(pads)} rows left-padded by "
+            f"{', '.join(map(str, pads))}, and on rows that had finished and kept computing ({count(finished.macs)} MACs)")
 
 
 def candidates_table(candidates) -> str:

@@ -178,7 +178,11 @@ class Tape:
         if isinstance(a, ShapeOnly) or isinstance(b, ShapeOnly):
             out = ShapeOnly(dot_product_count(a.shape, b.shape)[0])
         else:
-            out = np.matmul(a, b)
+            # A weight shared by a batch: one [B*T, n] x [n, p] product reads it once for all rows, where
+            # np.matmul would loop over B and read it B times (a decode step is bound by those reads).
+            shared = b.ndim == 2 and a.ndim > 2
+            out = np.matmul(a.reshape(-1, a.shape[-1]) if shared else a, b)
+            out = out.reshape(*a.shape[:-1], b.shape[-1]) if shared else out
             if bias is not None:
                 out += bias  # out is fresh: adding in place saves a [T, out] temporary
         self._check(op, out, out_spec)

@@ -39,6 +39,7 @@ def parse_args():
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="fewer sizes and steps")
     parser.add_argument("--json", type=Path, default=ROOT / "scripts" / "bench_latest.json")
+    parser.add_argument("--batch-only", action="store_true", help="only the batched generation (B = 1, 4, 16)")
     return parser.parse_args()
 
 
@@ -160,15 +161,19 @@ def main() -> None:
     reps = ARGS.reps
     bandwidth, peak = streaming_bandwidth(reps), sgemm_peak(reps)
     families = ("gpt2", "llama") if ARGS.family == "both" else (ARGS.family,)
-    models = [measure(weights_dir(family), reps, bandwidth, peak) for family in families]
+    models = [] if ARGS.batch_only else [measure(weights_dir(family), reps, bandwidth, peak) for family in families]
+    batches = [measure_batches(weights_dir(family), reps, bandwidth) for family in families]
     report = {
         "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
                     "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
                     "bandwidth_GBps": bandwidth / 1e9, "sgemm_GFLOPs": peak / 1e9},
         "models": models,
+        "batches": batches,
     }  # fmt: skip
     ARGS.json.write_text(json.dumps(report, indent=1) + "\n")
     print(render(report))
+    for b in batches:
+        print("\n" + "\n".join(render_batches(b)))
     print(f"\nJSON: {ARGS.json}")
 
 
@@ -217,6 +222,57 @@ def measure(directory: Path, reps: int, bandwidth: float, peak: float) -> dict:
     return {"model": describe_model(config.to_dict(), str(directory)), "weights": str(directory),
             "weight_bytes": weight_bytes, "load": {"ours_s": load_ours, "torch_s": load_torch},
             "peak_rss_bytes": rss, **results}  # fmt: skip
+
+
+# --- batched generation ------------------------------------------------------------------------------
+BATCH_PROMPT_LENGTHS = (5, 17, 9, 30)  # mixed lengths, cycled: every batch but B = 1 is left-padded
+
+
+def batch_prompts(B: int) -> list[list[int]]:
+    return [list(range(1000 + 7 * b, 1000 + 7 * b + BATCH_PROMPT_LENGTHS[b % 4])) for b in range(B)]
+
+
+def measure_batches(directory: Path, reps: int, bandwidth: float) -> dict:
+    """Tokens per second generating B prompts of mixed lengths together, N new tokens each (greedy, no early stop):
+    ours (generate with a list, ledger on) against transformers' batched generate with left padding, and the
+    roofline of a batched decode step: the weights read once for all B rows, plus each row's cached K and V."""
+    n_new = 8 if ARGS.quick else 32
+    ours = load_model(directory)
+    theirs = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
+    config = ours.config
+    weight_bytes = sum(p.numel() for p in theirs.parameters()) * 4
+    pad_id = config.eos_token_ids[0] if config.eos_token_ids else 0
+    rows = []
+    for B in (1, 4, 16):
+        prompts = batch_prompts(B)
+        T = max(map(len, prompts))
+        ids = [[pad_id] * (T - len(p)) + p for p in prompts]
+        mask = [[0] * (T - len(p)) + [1] * len(p) for p in prompts]
+
+        def torch_generate():
+            with torch.no_grad():
+                theirs.generate(torch.tensor(ids), attention_mask=torch.tensor(mask), max_new_tokens=n_new,
+                                min_new_tokens=n_new, do_sample=False, pad_token_id=pad_id)  # fmt: skip
+
+        ours_s = median_time(lambda: ours.generate(prompts, max_new_tokens=n_new, stop_at_eos=False), reps)
+        torch_s = median_time(torch_generate, reps)
+        context = T + n_new // 2  # the mean context of the decode steps
+        step_bytes = weight_bytes + B * 2 * config.n_layer * context * config.n_kv_head * config.d_head * 4
+        rows.append({"batch": B, "prompt_tokens": T, "new_tokens": n_new, "ours_s": ours_s, "torch_s": torch_s,
+                     "ours_tok_s": B * n_new / ours_s, "torch_tok_s": B * n_new / torch_s,
+                     "decode_step_bytes": step_bytes, "roofline_tok_s": B * bandwidth / step_bytes})  # fmt: skip
+    return {"model": str(directory), "weight_bytes": weight_bytes, "rows": rows}
+
+
+def render_batches(r: dict) -> list[str]:
+    lines = [f"Batched generation, {r['model']}: prompts of mixed lengths, left-padded, "
+             f"{r['rows'][0]['new_tokens']} new tokens each", "",
+             "| batch | minitransformer tok/s | transformers + torch tok/s | ours vs torch | roofline tok/s "
+             "(decode step) |", "|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for row in r["rows"]:
+        lines.append(f"| {row['batch']} | {row['ours_tok_s']:.1f} | {row['torch_tok_s']:.1f} | "
+                     f"{row['ours_tok_s'] / row['torch_tok_s']:.2f}x | {row['roofline_tok_s']:.0f} |")  # fmt: skip
+    return lines
 
 
 def _cpu_name() -> str:

@@ -168,9 +168,9 @@ def test_with_nothing_asked_the_tape_has_no_watcher(small_gpt2, monkeypatch):
     watchers = []
     forward = model_module.gpt2
 
-    def spy(ids, p, config, cache, tape, all_positions):
+    def spy(ids, p, config, cache, tape, all_positions, pads=None):
         watchers.append(tape.watcher)
-        return forward(ids, p, config, cache, tape, all_positions)
+        return forward(ids, p, config, cache, tape, all_positions, pads)
 
     monkeypatch.setattr(model_module, "gpt2", spy)
     small_gpt2.run(IDS)

@@ -79,12 +79,18 @@ BAD_PROMPTS = {**{k: v for k, v in BAD_IDS.items() if k not in ("text", "bytes",
                "a batch": ([[1, 2]], "not 2-dimensional")}  # fmt: skip
 
 
+BATCHES = ("strings", "a batch")  # several prompts: generate runs them as a batch (test_batch.py); trace refuses
+
+
 @pytest.mark.parametrize("case", BAD_PROMPTS, ids=str)
 def test_generate_and_trace_refuse_a_bad_prompt_with_a_user_error(case, small_gpt2):
     prompt, needle = BAD_PROMPTS[case]
     out = io.StringIO()
-    for name, entry in {"generate": lambda: small_gpt2.generate(prompt, max_new_tokens=1),
-                        "trace": lambda: trace(small_gpt2, prompt, out=out)}.items():  # fmt: skip
+    entries = {"generate": lambda: small_gpt2.generate(prompt, max_new_tokens=1),
+               "trace": lambda: trace(small_gpt2, prompt, out=out)}  # fmt: skip
+    if case in BATCHES:
+        assert len(entries.pop("generate")()) == len(prompt)
+    for name, entry in entries.items():
         with pytest.raises(UserError) as refused:
             entry()
         assert needle in str(refused.value), (name, str(refused.value))
@@ -214,7 +220,7 @@ def test_count_just_inside_the_limit_still_counts(capsys):
 
 def test_an_error_that_quotes_a_line_break_stays_one_line(capsys):
     """argparse quotes unrecognised arguments as they are; a newline in one split the message in two."""
-    assert main(["generate", "Hi", "one\nmore\rline\x1b[31m"]) == 2
+    assert main(["trace", "Hi", "one\nmore\rline\x1b[31m"]) == 2  # (generate takes several prompts)
     err = capsys.readouterr().err
     assert err == "minitransformer: error: unrecognized arguments: one\\nmore\\rline\\x1b[31m (see minitransformer --help)\n"
 
