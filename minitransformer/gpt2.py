@@ -76,4 +76,4 @@ def attention_scale(config: GPT2Config, layer: int) -> float:
 
 def scale_scores(s, config: GPT2Config, layer: int, out=None):
     factor = attention_scale(config, layer)
-    return s if factor == 1.0 else np.multiply(s, np.float32(factor), out=out)
+    return s if factor == 1.0 else np.multiply(s, s.dtype.type(factor), out=out)
