@@ -36,8 +36,10 @@ def reference64(model):
 
 
 def logits_of(reference, ids) -> np.ndarray:
+    """transformers' logits [B, T, V] for ids [T] (then B = 1) or [B, T]."""
+    batch = torch.as_tensor(np.atleast_2d(np.asarray(ids)))
     with torch.no_grad():
-        return reference(torch.as_tensor(np.asarray(ids))[None] if np.ndim(ids) == 1 else torch.as_tensor(ids)).logits.numpy()
+        return reference(batch).logits.numpy()
 
 
 def off(ours: np.ndarray, theirs: np.ndarray) -> float:
