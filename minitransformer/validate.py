@@ -90,6 +90,7 @@ def load_reference(model: Model, dtype: str = "float32"):
     try:
         reference = getattr(transformers, reference_class(model)).from_pretrained(model.source,
                                                                                 dtype=getattr(torch, dtype)).eval()
+        reference = reference.to(getattr(torch, dtype))  # nothing to do where `dtype=` was read; older versions ignore it
     finally:
         if shown:
             hf_logging.enable_progress_bar()
