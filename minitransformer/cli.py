@@ -39,6 +39,15 @@ def _number(text: str) -> float:
 HTML_HELP = "write the report as one self-contained HTML page, to open in a browser (- for stdout)"
 
 
+def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
+    """--dtype of the commands that compute (count's --dtype is another thing: the byte size memory is counted in)."""
+    from .config import DTYPES
+
+    p.add_argument("--dtype", choices=DTYPES, default=DTYPES[0],
+                   help=f"the number format {what}: float32 (default), or float64, the reference: every stage, the KV "
+                        f"cache and the logits in float64, the weights upcast on load (twice the memory)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -61,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--layer", type=_whole_number, default=0, help="the block shown op by op (default 0)")
     gen.add_argument("--json", metavar="PATH|-", help="write the ledger as JSON (- for stdout)")
     gen.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
+    _add_dtype(gen, "the forward passes compute in")
     gen.set_defaults(run=_generate)
 
     down = commands.add_parser("download", help="fetch a GPT-2 checkpoint from the Hugging Face Hub")
@@ -70,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     val = commands.add_parser("validate", help="compare logits with Hugging Face transformers on the same weights")
     val.add_argument("--model", help="a model name or directory (default: as for generate)")
     val.add_argument("--steps", type=_whole_number, default=8, help="greedy tokens compared step by step")
+    _add_dtype(val, "ours and transformers' are compared in (1e-4 relative in float32, 1e-9 in float64; either way "
+                    "both float32 passes are also measured against the float64 truth)")
     val.set_defaults(run=_validate)
 
     tr = commands.add_parser("trace", help="follow a prompt through every stage: names, equations, shapes, values")
@@ -83,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--step", action="store_true",
                     help="stop at each stage: Enter next, n next layer, c continue, p print, s stats, q quit")
     tr.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
+    _add_dtype(tr, "the traced passes compute in")
     tr.set_defaults(run=_trace)
 
     cnt = commands.add_parser("count", help="count the dot products of any GPT-2- or Llama-shaped model from its shapes "
@@ -136,7 +149,7 @@ def _generate(args) -> None:
         raise UserError("the prompt is empty; give some text to continue, e.g. \"The capital of France is\"")
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work; files.py says how
     json_to, html_to = to["--json"], to["--html"]
-    model = load_model(args.model)
+    model = load_model(args.model, dtype=args.dtype)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
     tokens = model.prompt_ids(prompt)
@@ -149,7 +162,7 @@ def _generate(args) -> None:
         print(f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
               f"sampling needs --temperature > 0", file=sys.stderr)  # fmt: skip
 
-    print(f"model {report.describe_model(model.config.to_dict(), model.source)}", file=out)
+    print(f"model {report.describe_model(model.describe(), model.source)}", file=out)
     print(f"prompt: {len(tokens)} tokens {tokens}", file=out)
     print(file=out)
     out.write(prompt if isinstance(prompt, str) else model.tokenizer.decode(prompt))
@@ -252,7 +265,7 @@ def _validate(args) -> None:
     from .model import load_model
     from .validate import validate
 
-    model = load_model(args.model)
+    model = load_model(args.model, dtype=args.dtype)
     ok = validate(model, steps=args.steps)
     if not ok:
         raise SystemExit(1)
@@ -281,7 +294,8 @@ def _trace(args) -> None:
     from .trace import trace_command
 
     html_to = None if args.html is None else check_destination(args.html)  # before any work
-    trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to)
+    trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to,
+                  args.dtype)
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:

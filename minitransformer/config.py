@@ -16,6 +16,10 @@ from pathlib import Path
 
 from .errors import UserError
 
+# What a forward pass computes in: float32 (the default), or float64, the reference that tells how far a
+# float32 pass is from the exact answer (load_model(..., dtype="float64"); --dtype on generate, trace, validate).
+DTYPES = ("float32", "float64")
+
 # The activations of transformers' ACT2FN that this project computes (see ops.ACTIVATIONS).
 SUPPORTED_ACTIVATIONS = (
     "gelu_new", "gelu_pytorch_tanh", "gelu_python_tanh", "gelu_fast", "gelu", "gelu_python",

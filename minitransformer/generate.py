@@ -89,13 +89,14 @@ def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: n
     """Greedy at temperature 0; otherwise sample from softmax(logits / temperature) over the top k."""
     if temperature == 0:
         return int(np.argmax(logits))
+    number = logits.dtype.type  # float32, or float64 in the reference mode
     with np.errstate(over="ignore", divide="ignore"):
-        scaled = logits / np.float32(temperature)
-    if not np.isfinite(scaled).all():  # a temperature so small that float32 overflows: the limit is greedy
+        scaled = logits / number(temperature)
+    if not np.isfinite(scaled).all():  # a temperature so small that the division overflows: the limit is greedy
         return int(np.argmax(logits))
     if top_k is not None and top_k < scaled.size:
         cutoff = np.partition(scaled, -top_k)[-top_k]
-        scaled = np.where(scaled >= cutoff, scaled, np.float32(-np.inf))
+        scaled = np.where(scaled >= cutoff, scaled, number(-np.inf))
     weights = np.exp(scaled - scaled.max())
     cumulative = np.cumsum(weights)
     return int(min(np.searchsorted(cumulative, rng.random(dtype=np.float32) * cumulative[-1], side="right"),
@@ -148,7 +149,7 @@ def generate(
     model.config.check_fits(len(prompt_tokens), max_new_tokens)
     model.check_ids(prompt_tokens)
     rng = np.random.default_rng(seed)
-    book = Ledger({**model.config.to_dict(), "source": model.source}) if ledger else None  # which model ran
+    book = Ledger(model.describe()) if ledger else None  # which model ran
     stream = tokenizer.stream_decoder(context=prompt_tokens)  # decoded after the prompt: a first space is kept
     pieces: list[str] = []  # the continuation's text, as it streams
     new_tokens: list[int] = []

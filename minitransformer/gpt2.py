@@ -37,7 +37,7 @@ def gpt2(ids, p, config: GPT2Config, cache: KVCache | None, tape: Tape, all_posi
     else:  # pad slots sit at negative positions and read row 0 of W_pe: no real query sees them
         where = np.maximum(slot_positions(past, T, pads), 0)
         x = tape.stage("embed", p.wte.weight[ids] + p.wpe.weight[where], "T D")
-        bias = attention_bias(past, 0, T, past + T, None, pads)
+        bias = attention_bias(past, 0, T, past + T, None, x.dtype, pads)
     for i, block in enumerate(p.h):
         kv = cache.layer(i) if cache is not None else None
         x = transformer_block(x, block, config, i, kv, tape.layer(i), bias)
@@ -88,4 +88,4 @@ def attention_scale(config: GPT2Config, layer: int) -> float:
 
 def scale_scores(s, config: GPT2Config, layer: int, out=None):
     factor = attention_scale(config, layer)
-    return s if factor == 1.0 else np.multiply(s, np.float32(factor), out=out)
+    return s if factor == 1.0 else np.multiply(s, s.dtype.type(factor), out=out)

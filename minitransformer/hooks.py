@@ -165,7 +165,7 @@ def _replacement(tensor, result, name: str, hook: _Hook):
     if result.shape != tensor.shape:
         raise ValueError(f"hook {hook.label} returned shape {list(result.shape)} for {name}, "
                          f"which is {list(tensor.shape)}; a replacement must keep the shape")  # fmt: skip
-    return result if result.dtype == tensor.dtype else result.astype(tensor.dtype)  # float32 stays float32
+    return result if result.dtype == tensor.dtype else result.astype(tensor.dtype)  # the pass keeps its dtype
 
 
 class ActivationCache(Mapping):

@@ -187,7 +187,7 @@ def trace_data(result, model, attention=None) -> dict:
     tokenizer = model.tokenizer
     n_new = len(result.phases)  # each finished pass chose one token
     other = count_folded(model.config, len(result.prompt_tokens), n_new, use_cache=False) if n_new else []
-    book = Ledger({**model.config.to_dict(), "source": model.source}, list(result.phases),
+    book = Ledger(model.describe(), list(result.phases),
                   other_way=totals_of(other) if other else None,
                   other_way_macs=[p.macs for p in other] if other else None)  # fmt: skip
     new_tokens = result.new_tokens[:n_new]

@@ -25,15 +25,15 @@ class KVCache:
     """
 
     def __init__(self, n_layer: int, n_head: int, d_head: int, capacity: int, batch: tuple[int, ...] = (),
-                 shape_only: bool = False, window: int | None = None) -> None:  # fmt: skip
+                 shape_only: bool = False, window: int | None = None, dtype=np.float32) -> None:  # fmt: skip
         self.window = window
         shape = (*batch, n_head, capacity, d_head)
         if shape_only:
             self.keys = [ShapeOnly(shape) for _ in range(n_layer)]
             self.values = [ShapeOnly(shape) for _ in range(n_layer)]
         else:
-            self.keys = [np.empty(shape, dtype=np.float32) for _ in range(n_layer)]
-            self.values = [np.empty(shape, dtype=np.float32) for _ in range(n_layer)]
+            self.keys = [np.empty(shape, dtype=dtype) for _ in range(n_layer)]  # the model's dtype (Model.new_cache)
+            self.values = [np.empty(shape, dtype=dtype) for _ in range(n_layer)]
         self.capacity = capacity
         self.length = 0  # positions stored, the same in every layer once a forward pass is complete
 

@@ -25,8 +25,8 @@ import numpy as np
 
 from .config import LlamaConfig
 from .kvcache import KVCache, LayerCache
-from .ops import (ACTIVATIONS, F32, add_mask, attention_bias, group_heads, merge_heads, rms_norm, rotary_tables, rotate,
-                  slot_positions, softmax, split_into_heads, ungroup_heads)  # fmt: skip
+from .ops import (ACTIVATIONS, add_mask, attention_bias, constant, group_heads, merge_heads, rms_norm, rotary_tables,
+                  rotate, slot_positions, softmax, split_into_heads, ungroup_heads)  # fmt: skip
 from .shapes import ShapeOnly
 from .tape import Tape
 
@@ -44,8 +44,8 @@ def llama(ids, p, config: LlamaConfig, cache: KVCache | None, tape: Tape, all_po
         bias = None
     else:
         at = slot_positions(d.past, d.T, pads)  # [T], or [B, T]: then [B, 1, T, dh] tables, one for every head
-        cos, sin = rotary_tables(at if pads is None else at[:, None], inverse_frequencies(config))
-        bias = attention_bias(d.past, d.start, d.T, d.t, d.window, pads)  # the same for every layer and head
+        cos, sin = rotary_tables(at if pads is None else at[:, None], inverse_frequencies(config, x.dtype))
+        bias = attention_bias(d.past, d.start, d.T, d.t, d.window, x.dtype, pads)  # the same for every layer and head
     for i, block in enumerate(p.layers):
         kv = cache.layer(i) if cache is not None else None
         x = decoder_block(x, block, config, (cos, sin), bias, kv, tape.layer(i))
@@ -96,7 +96,7 @@ def mlp(h, p, config: LlamaConfig, at: Tape):
 
 
 def scale_scores(s, config: LlamaConfig, at: Tape):
-    return np.multiply(s, F32(config.d_head**-0.5), out=at.scratch(s))
+    return np.multiply(s, constant(s, config.d_head**-0.5), out=at.scratch(s))
 
 
 def _bias(linear):
@@ -104,14 +104,21 @@ def _bias(linear):
 
 
 @lru_cache(maxsize=16)
-def inverse_frequencies(config: LlamaConfig) -> np.ndarray:
-    """The dh/2 rotation frequencies 1 / theta^(2i/dh), rescaled as the config's rope scaling says (float32)."""
+def inverse_frequencies(config: LlamaConfig, dtype: np.dtype) -> np.ndarray:
+    """The dh/2 rotation frequencies 1 / theta^(2i/dh), rescaled as the config's rope scaling says, in `dtype`.
+
+    float32: computed in float32, step for step as transformers computes them (in float32 at every dtype).
+    float64: the same steps in float64, so that the reference's angles are those the config defines, not
+    float32 roundings (each frequency off by up to 6e-8 of itself, an angle at position p by p times that;
+    validate.py says more).
+    """
+    c = np.dtype(dtype).type
     dh = config.d_head
-    inv_freq = F32(1.0) / (F32(config.rope_theta) ** (np.arange(0, dh, 2, dtype=F32) / F32(dh)))
+    inv_freq = c(1.0) / (c(config.rope_theta) ** (np.arange(0, dh, 2, dtype=c) / c(dh)))
     scaling = dict(config.rope_scaling or ())
     kind = scaling.get("rope_type", "default")
     if kind == "linear":  # positions divided by the factor: the same as frequencies divided by it
-        inv_freq = inv_freq / F32(scaling["factor"])
+        inv_freq = inv_freq / c(scaling["factor"])
     elif kind == "llama3":
         inv_freq = _llama3_frequencies(inv_freq, scaling)
     inv_freq.flags.writeable = False
@@ -120,12 +127,13 @@ def inverse_frequencies(config: LlamaConfig) -> np.ndarray:
 
 def _llama3_frequencies(inv_freq: np.ndarray, s: dict) -> np.ndarray:
     """Llama 3.1's rescaling: long wavelengths slowed by `factor`, short ones kept, those between blended."""
-    factor, low, high = F32(s["factor"]), F32(s["low_freq_factor"]), F32(s["high_freq_factor"])
-    old_context = F32(s["original_max_position_embeddings"])
+    c = inv_freq.dtype.type
+    factor, low, high = c(s["factor"]), c(s["low_freq_factor"]), c(s["high_freq_factor"])
+    old_context = c(s["original_max_position_embeddings"])
     low_freq_wavelen, high_freq_wavelen = old_context / low, old_context / high
-    wavelen = F32(2 * pi) / inv_freq
+    wavelen = c(2 * pi) / inv_freq
     scaled = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
     smooth = (old_context / wavelen - low) / (high - low)
-    smoothed = (F32(1.0) - smooth) * scaled / factor + smooth * scaled
+    smoothed = (c(1.0) - smooth) * scaled / factor + smooth * scaled
     medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
-    return np.where(medium, smoothed, scaled).astype(F32)
+    return np.where(medium, smoothed, scaled).astype(inv_freq.dtype)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .config import Config
+from .config import DTYPES, Config
 from .errors import UserError
 from .gpt2 import gpt2
 from .hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
@@ -26,8 +26,25 @@ from .tape import Dims, Tape, Watcher
 from .weights import as_tree, expected_shapes, token_embedding
 
 
+def compute_dtype(dtype) -> np.dtype:
+    """The dtype a forward pass computes in, from "float32" or "float64" (or NumPy's own name for either)."""
+    chosen = None
+    if dtype is not None and (not isinstance(dtype, str) or dtype in DTYPES):
+        try:
+            chosen = np.dtype(dtype)
+        except TypeError:
+            pass
+    if chosen is None or chosen.name not in DTYPES:
+        raise UserError(f"dtype must be 'float32' (the default) or 'float64' (the reference), not {dtype!r}")
+    return chosen
+
+
 class Model:
-    """A model of a supported family with its weights (or shape-only stand-ins) and its tokenizer."""
+    """A model of a supported family with its weights (or shape-only stand-ins) and its tokenizer.
+
+    `dtype` is the weights' dtype, which every stage of a forward pass, its KV cache and its logits keep:
+    float32, or float64 for the reference (load_model(..., dtype="float64") upcasts the weights on load).
+    """
 
     def __init__(self, config: Config, params: SimpleNamespace, source: str, tokenizer=None) -> None:
         self.config = config
@@ -35,6 +52,7 @@ class Model:
         self.source = source  # where the weights came from, for headers
         self.family = family_of(config)  # the stage table: names, equations (stages.py)
         self.shape_only = isinstance(token_embedding(params), ShapeOnly)
+        self.dtype = compute_dtype(token_embedding(params).dtype)  # shape-only stand-ins are float32
         self.hooks = HookRegistry(lambda: self.family.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
         self._tokenizer = tokenizer
 
@@ -42,7 +60,7 @@ class Model:
         c = self.config
         kv = f" ({c.n_kv_head} key/value heads)" if c.n_kv_head != c.n_head else ""
         return (f"Model({c.name!r}: {c.family}, {c.n_layer} layers, d_model {c.n_embd}, {c.n_head} heads{kv}, "
-                f"from {self.source})")  # fmt: skip
+                f"{self.dtype}, from {self.source})")  # fmt: skip
 
     @classmethod
     def without_weights(cls, config: Config) -> "Model":
@@ -63,11 +81,15 @@ class Model:
     def name(self) -> str:
         return self.config.name
 
+    def describe(self) -> dict:
+        """The model as the ledger's JSON names it: its config, where its weights came from, the dtype it computes in."""
+        return {**self.config.to_dict(), "source": self.source, "dtype": self.dtype.name}
+
     def new_cache(self, batch: tuple[int, ...] = (), capacity: int | None = None) -> KVCache:
         c = self.config
         capacity = c.n_positions if capacity is None else capacity
         return KVCache(c.n_layer, c.n_kv_head, c.d_head, capacity, batch, shape_only=self.shape_only,
-                       window=c.sliding_window)  # fmt: skip
+                       window=c.sliding_window, dtype=self.dtype)  # fmt: skip
 
     def check_ids(self, token_ids, past: int = 0) -> np.ndarray:
         """Token ids as an int array [T] or [B, T], refused with a clear message if the model can't take them
@@ -145,7 +167,7 @@ class Model:
         return self.hooks.add(name, breakpoint_hook, with_record=True)
 
     def logits(self, token_ids) -> np.ndarray:
-        """float32 logits [T, vocab] (or [B, T, vocab]) at every position, computed without a cache."""
+        """Logits [T, vocab] (or [B, T, vocab]) at every position, in the model's dtype, computed without a cache."""
         return self.run(token_ids, all_positions=True)
 
     def generate(self, prompt, **options):
@@ -155,9 +177,14 @@ class Model:
         return generate(self, prompt, **options)
 
 
-def load_model(name_or_dir: str | Path | None = None) -> Model:
+def load_model(name_or_dir: str | Path | None = None, dtype: str = "float32") -> Model:
     """A model by name ("gpt2", "demo", "demo-llama", ...) or from a Hugging Face-format directory
-    (GPT-2, Llama, Mistral or Qwen2)."""
+    (GPT-2, Llama, Mistral or Qwen2).
+
+    dtype="float64" runs every forward pass in float64, the weights upcast on load: a reference to measure
+    a float32 pass against (validate does), at twice the memory and up to twice the time (a 124M GPT-2 on
+    2 cores: prefill of 128 tokens 1.5x, decode steps, which read every weight, 1.8x).
+    """
     from .registry import resolve
 
-    return resolve(name_or_dir)
+    return resolve(name_or_dir, compute_dtype(dtype))

@@ -1,6 +1,8 @@
 """The stages of a transformer that are not dot products: norms, activations, softmax, masks, reshapes.
 
-All in float32: constants are np.float32 so that NumPy never promotes an activation to float64.
+Each computes in the dtype of what it is given: float32 (the default) or float64 (the reference mode,
+load_model(..., dtype="float64")). Constants are made in that dtype (`constant`), so that NumPy never
+promotes a float32 activation to float64 and a float64 pass never rounds through a float32 number.
 Each function leaves its input alone, because the input may be a captured activation that a user is
 looking at. Those that take `out=` may write their result over their input when the forward pass
 hands it over (Tape.scratch: only when nobody watches the pass): at long contexts a fresh
@@ -12,6 +14,7 @@ split their rows among the cores (`rowwise`), since NumPy lets go of the GIL ins
 
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
@@ -20,9 +23,14 @@ import numpy as np
 
 from .shapes import ShapeOnly
 
-F32 = np.float32
-_SQRT_2_OVER_PI = F32(np.sqrt(2.0 / np.pi))
-_INV_SQRT_2 = F32(1.0 / np.sqrt(2.0))
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+
+
+def constant(x, value):
+    """`value` as a scalar of x's dtype (x an array or a shape-only stand-in): float32 in a float32 pass, where
+    a float64 scalar would promote the result (NumPy 2), and the full float64 value in a float64 pass."""
+    return x.dtype.type(value)
 
 
 def _threads() -> int:
@@ -65,11 +73,11 @@ def rowwise(fn, x, out=None):
 
 def layer_norm(x, weight, bias, eps: float):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, like torch)."""
-    inverse_d = F32(1.0 / x.shape[-1])
+    inverse_d = constant(x, 1.0 / x.shape[-1])
     centered = x - np.add.reduce(x, axis=-1, keepdims=True) * inverse_d
     var = np.add.reduce(centered * centered, axis=-1, keepdims=True)
     var *= inverse_d
-    var += F32(eps)
+    var += constant(x, eps)
     centered /= np.sqrt(var, out=var)
     centered *= weight
     centered += bias
@@ -84,7 +92,7 @@ def softmax(s, out=None):
 def _softmax_rows(s, out=None):
     e = np.subtract(s, s.max(axis=-1, keepdims=True), out=out)
     e = np.exp(e, out=e)
-    e *= F32(1.0) / e.sum(axis=-1, keepdims=True)  # one division per row, then a multiply per entry
+    e *= constant(e, 1.0) / e.sum(axis=-1, keepdims=True)  # one division per row, then a multiply per entry
     return e
 
 
@@ -103,10 +111,10 @@ def merge_heads(z):
 
 
 @lru_cache(maxsize=4)
-def _future_bias(n_positions: int) -> np.ndarray:
-    """0 where position j is visible from i (j <= i), -inf where j is i's future; [n_positions]^2."""
+def _future_bias(n_positions: int, dtype: np.dtype) -> np.ndarray:
+    """0 where position j is visible from i (j <= i), -inf where j is i's future; [n_positions]^2, in `dtype`."""
     future = np.triu(np.ones((n_positions, n_positions), dtype=bool), k=1)
-    bias = np.zeros((n_positions, n_positions), dtype=F32)
+    bias = np.zeros((n_positions, n_positions), dtype=dtype)
     bias[future] = -np.inf
     bias.flags.writeable = False
     return bias
@@ -119,8 +127,8 @@ def mask_future(s, past: int, n_positions: int, out=None):
     """
     T, t = s.shape[-2], s.shape[-1]
     if isinstance(s, ShapeOnly):  # no values to mask: skip the [n_positions]^2 buffer (4 GB at a 32K context)
-        return s + F32(0.0)
-    return np.add(s, _future_bias(n_positions)[past : past + T, :t], out=out)
+        return s + constant(s, 0.0)
+    return np.add(s, _future_bias(n_positions, s.dtype)[past : past + T, :t], out=out)
 
 
 # --- activations (transformers' ACT2FN names) ---------------------------------------------------------
@@ -134,47 +142,59 @@ def gelu_tanh(x):
 
 
 def _gelu_tanh_rows(x, out=None):
+    c = x.dtype.type
     minus_2z = np.multiply(x, x, out=out)
-    minus_2z *= F32(-2 * 0.044715) * _SQRT_2_OVER_PI
-    minus_2z += F32(-2.0) * _SQRT_2_OVER_PI
+    minus_2z *= c(-2 * 0.044715) * c(_SQRT_2_OVER_PI)
+    minus_2z += c(-2.0) * c(_SQRT_2_OVER_PI)
     minus_2z *= x
     with np.errstate(over="ignore"):  # exp overflows to inf for very negative x, where gelu is -0: right
         e = np.exp(minus_2z, out=minus_2z)
-    e += F32(1.0)
+    e += c(1.0)
     return np.divide(x, e, out=e)
 
 
 def gelu_fast(x):
     """transformers' FastGELU: 0.5 x (1 + tanh(0.7978845608 x (1 + 0.044715 x^2)))."""
-    return F32(0.5) * x * (F32(1.0) + np.tanh(x * F32(0.7978845608) * (F32(1.0) + F32(0.044715) * x * x)))
+    c = x.dtype.type
+    return c(0.5) * x * (c(1.0) + np.tanh(x * c(0.7978845608) * (c(1.0) + c(0.044715) * x * x)))
 
 
 def erf(x):
-    """erf in float32 (Numerical Recipes' erfc Chebyshev fit, |error| < 1.2e-7); NumPy has none."""
+    """erf, which NumPy has none of. float32: Numerical Recipes' erfc Chebyshev fit, |error| < 1.2e-7, below
+    float32's own rounding. float64: the C library's erf (math.erf) on each number, exact to the last bit or so:
+    a fit good to 1e-7 would be the largest error of a float64 pass."""
+    if x.dtype == np.float64:
+        return _erf_each(x).astype(np.float64)
+    c = x.dtype.type
     z = np.abs(x)
-    t = F32(1.0) / (F32(1.0) + F32(0.5) * z)
-    poly = F32(0.17087277)
-    for c in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196, 1.00002368):
-        poly = poly * t + F32(c)
-    erfc = t * np.exp(-z * z - F32(1.26551223) + t * poly)
-    return np.sign(x) * (F32(1.0) - erfc)
+    t = c(1.0) / (c(1.0) + c(0.5) * z)
+    poly = c(0.17087277)
+    for k in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196, 1.00002368):
+        poly = poly * t + c(k)
+    erfc = t * np.exp(-z * z - c(1.26551223) + t * poly)
+    return np.sign(x) * (c(1.0) - erfc)
+
+
+_erf_each = np.frompyfunc(math.erf, 1, 1)
 
 
 def gelu_exact(x):
     """GELU with the Gaussian CDF: 0.5 x (1 + erf(x / sqrt(2))) (transformers' "gelu")."""
-    return F32(0.5) * x * (F32(1.0) + erf(x * _INV_SQRT_2))
+    c = x.dtype.type
+    return c(0.5) * x * (c(1.0) + erf(x * c(_INV_SQRT_2)))
 
 
 def quick_gelu(x):
-    return x * sigmoid(F32(1.702) * x)
+    return x * sigmoid(constant(x, 1.702) * x)
 
 
 def relu(x):
-    return np.maximum(x, F32(0.0))
+    return np.maximum(x, constant(x, 0.0))
 
 
 def sigmoid(x):
-    return F32(1.0) / (F32(1.0) + np.exp(-x))
+    one = constant(x, 1.0)
+    return one / (one + np.exp(-x))
 
 
 def silu(x):
@@ -182,7 +202,7 @@ def silu(x):
 
 
 def identity(x):
-    return x + F32(0.0)  # a new array, like every other stage
+    return x + constant(x, 0.0)  # a new array, like every other stage
 
 
 ACTIVATIONS = {
@@ -205,11 +225,11 @@ ACTIVATIONS = {
 # --- the Llama family's stages ---------------------------------------------------------------------------
 def rms_norm(x, weight, eps: float):
     """x / sqrt(mean(x^2) + eps) * weight over the last axis: no centring, no bias (transformers' LlamaRMSNorm)."""
-    inverse_d = F32(1.0 / x.shape[-1])
+    inverse_d = constant(x, 1.0 / x.shape[-1])
     mean_square = np.add.reduce(x * x, axis=-1, keepdims=True)
     mean_square *= inverse_d
-    mean_square += F32(eps)
-    h = x * (F32(1.0) / np.sqrt(mean_square, out=mean_square))
+    mean_square += constant(x, eps)
+    h = x * (constant(x, 1.0) / np.sqrt(mean_square, out=mean_square))
     h *= weight
     return h
 
@@ -235,8 +255,9 @@ def ungroup_heads(x):
 
 def rotary_tables(positions, inv_freq):
     """cos and sin [T, dh] (or [..., T, dh] for positions [..., T]) of position x frequency, each frequency twice
-    ([f, f]), as transformers lays them out."""
-    angles = positions.astype(F32)[..., None] * inv_freq  # one multiply per (position, frequency): no sums
+    ([f, f]), as transformers lays them out; in the dtype of inv_freq (llama.inverse_frequencies makes them in
+    the pass's dtype)."""
+    angles = positions.astype(inv_freq.dtype)[..., None] * inv_freq  # one multiply per (position, frequency): no sums
     angles = np.concatenate([angles, angles], axis=-1)
     return np.cos(angles), np.sin(angles)
 
@@ -254,8 +275,8 @@ def rotate(x, cos, sin):
     return out
 
 
-def attention_bias(past: int, start: int, T: int, t: int, window: int | None, pads=None):
-    """0 where key j (at position start + j) is visible from query i (at past + i), -inf elsewhere: [T, t].
+def attention_bias(past: int, start: int, T: int, t: int, window: int | None, dtype: np.dtype, pads=None):
+    """0 where key j (at position start + j) is visible from query i (at past + i), -inf elsewhere: [T, t] in `dtype`.
 
     Visible: not in the future, and with a sliding window W no more than W - 1 positions behind
     (transformers' sliding_window_causal_mask: past + i - W < start + j <= past + i).
@@ -272,7 +293,8 @@ def attention_bias(past: int, start: int, T: int, t: int, window: int | None, pa
         pad_key = (start + np.arange(t))[None, None, :] < pads  # [B, 1, t]
         real_query = (past + np.arange(T))[None, :, None] >= pads  # [B, T, 1]
         hidden = (hidden | (pad_key & real_query))[:, None]  # [B, 1, T, t]
-    return np.where(hidden, F32(-np.inf), F32(0.0))
+    number = np.dtype(dtype).type
+    return np.where(hidden, number(-np.inf), number(0.0))
 
 
 def slot_positions(past: int, T: int, pads=None):
@@ -286,5 +308,5 @@ def slot_positions(past: int, T: int, pads=None):
 def add_mask(s, bias, out=None):
     """S + bias (0 or -inf): masked scores become exactly zero weights after softmax."""
     if isinstance(s, ShapeOnly):
-        return s + F32(0.0)
+        return s + constant(s, 0.0)
     return np.add(s, bias, out=out)

@@ -7,6 +7,8 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+
 from . import hub
 from .config import load_config
 from .errors import UserError
@@ -29,13 +31,13 @@ def known_names() -> list[str]:
     return [*hub.HUB_REPOS, *DEMOS]
 
 
-def from_directory(directory: Path, name: str | None = None) -> Model:
+def from_directory(directory: Path, name: str | None = None, dtype=np.float32) -> Model:
     directory = Path(directory)
     if not (directory / "config.json").is_file():
         raise UserError(f"{directory} has no config.json; a model directory needs config.json and model.safetensors")
     config = load_config(directory / "config.json", name=name or directory.resolve().name)
     tokenizer = tokenizer_of(directory) if config.family != "gpt2" else None  # GPT-2s share the shipped one
-    return Model(config, load_weights(directory, config), source=str(directory), tokenizer=tokenizer)
+    return Model(config, load_weights(directory, config, dtype), source=str(directory), tokenizer=tokenizer)
 
 
 def on_disk(name: str) -> Path | None:
@@ -45,27 +47,28 @@ def on_disk(name: str) -> Path | None:
     return hub.find_in_hf_cache(name)
 
 
-def resolve(name_or_dir: str | Path | None) -> Model:
+def resolve(name_or_dir: str | Path | None, dtype=np.float32) -> Model:
+    """The model a name or directory means, its weights in `dtype` (float32, or float64 for the reference)."""
     if name_or_dir is None:
-        return default_model()
+        return default_model(dtype)
     text = str(name_or_dir)
     if Path(text).is_dir():
-        return from_directory(Path(text))
+        return from_directory(Path(text), dtype=dtype)
     if text in DEMOS:
-        return from_directory(demo_dir(text), name=text)
+        return from_directory(demo_dir(text), name=text, dtype=dtype)
     if text in hub.HUB_REPOS:
-        return from_directory(on_disk(text) or hub.download(text), name=text)
+        return from_directory(on_disk(text) or hub.download(text), name=text, dtype=dtype)
     if os.sep in text or text.startswith(".") or Path(text).exists():
         raise UserError(f"{text} is not a directory; pass a model name ({', '.join(known_names())}) or a directory")
     raise UserError(f"unknown model {text!r}; known models: {', '.join(known_names())}, or a directory")
 
 
-def default_model() -> Model:
+def default_model(dtype=np.float32) -> Model:
     """GPT-2 small if its weights are here or can be fetched in a few seconds, else the shipped demo model."""
     if on_disk("gpt2"):
-        return resolve("gpt2")
+        return resolve("gpt2", dtype)
     try:
-        return from_directory(hub.download("gpt2"), name="gpt2")
+        return from_directory(hub.download("gpt2"), name="gpt2", dtype=dtype)
     except UserError:
         if not (demo_dir() / "config.json").is_file():
             raise
@@ -78,4 +81,4 @@ def default_model() -> Model:
             "reachable, `minitransformer download gpt2` gets GPT-2 small",
             file=sys.stderr,
         )
-        return from_directory(demo_dir(), name=DEMO)
+        return from_directory(demo_dir(), name=DEMO, dtype=dtype)

@@ -54,10 +54,11 @@ def describe_model(config: dict, source: str) -> str:
     kv = f" sharing {kv_heads} key/value head{'s' if kv_heads != 1 else ''}" if kv_heads != c["n_head"] else ""
     family = f"{c['model_type']} (Llama family), " if c.get("family") == "llama" else ""
     window = f", sliding window {c['sliding_window']:,}" if c.get("sliding_window") else ""
+    dtype = f"; computed in {c['dtype']}" if c.get("dtype", "float32") != "float32" else ""  # the default goes unsaid
     return (
         f"{c['name']}: {family}{c['n_layer']} layers, d_model {c['n_embd']:,}, {c['n_head']} heads of {c['d_head']}{kv}, "
         f"d_ff {c['d_ff']:,}, vocab {c['vocab_size']:,}, context {c['n_positions']:,}{window} "
-        f"(weights: {short_path(source)})"
+        f"(weights: {short_path(source)}{dtype})"
     )
 
 

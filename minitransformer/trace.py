@@ -239,13 +239,13 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
         shown = f"blocks shown stage by stage: {', '.join(map(str, sorted(set(layers))))} (the others fold into one line)"
     decodes = new_tokens - 1
     steps = f"prefill + {decodes} decode step{'s' if decodes != 1 else ''}" if decodes else "prefill only"
-    print(f"model {describe_model(c.to_dict(), model.source)}", file=out)
+    print(f"model {describe_model(model.describe(), model.source)}", file=out)
     print(f"prompt {len(ids)} tokens {ids} = {' '.join(repr(tokenizer.token_str(i)) for i in ids)}", file=out)
     print(f"{new_tokens} new token{'s' if new_tokens != 1 else ''}: {steps}, greedy; {shown}", file=out)
     print(f"symbols: {model.family.symbols}", file=out)
 
     result = TraceResult(ids)
-    book = Ledger(c.to_dict(), result.phases)  # the passes append their phases to result.phases
+    book = Ledger(model.describe(), result.phases)  # the passes append their phases to result.phases
     tracer = None
 
     def watch(phase: Phase) -> _Tracer:
@@ -288,7 +288,7 @@ def _what(step: int) -> str:
 
 
 def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: int, layers: str | None, step: bool,
-                  html_to=None) -> None:  # fmt: skip
+                  html_to=None, dtype: str = "float32") -> None:  # fmt: skip
     """`minitransformer trace`: checks what it can before loading the model, then traces to stdout
     (and, given `html_to`, a destination checked by files.check_destination, writes the HTML report there)."""
     if not prompt:
@@ -305,7 +305,7 @@ def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: i
             print("minitransformer: --step needs a terminal on stdin; tracing without stopping", file=sys.stderr)
     from .model import load_model
 
-    model = load_model(model_name)
+    model = load_model(model_name, dtype=dtype)
     chosen = parse_layers(layers, model.config.n_layer)
     if html_to is None:
         trace(model, prompt, new_tokens, chosen, sys.stdout, stepper)

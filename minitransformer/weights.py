@@ -2,8 +2,10 @@
 
 The arrays are read-only views into the mapped files: loading costs no copy of float32 weights and
 the operating system pages them in as the forward pass first touches them. float16 and bfloat16
-files are upcast to float32 once at load (the arithmetic is float32 end to end). Pickled PyTorch
-files (`.bin`, `.pt`) are never opened: unpickling runs arbitrary code.
+files are upcast to float32 once at load (the arithmetic is float32 end to end). For the float64
+reference (load_model(..., dtype="float64")) every weight is upcast to float64 at load instead, a
+copy in memory twice the float32 size; the upcast is exact, so both read the same numbers. Pickled
+PyTorch files (`.bin`, `.pt`) are never opened: unpickling runs arbitrary code.
 """
 
 from __future__ import annotations
@@ -168,8 +170,9 @@ def _weight_files(directory: Path) -> list[Path]:
     raise UserError(f"{directory} has no weights: expected {SAFETENSORS} or {SAFETENSORS_INDEX}")
 
 
-def load_weights(directory: Path, config: Config) -> SimpleNamespace:
-    """Map every tensor of the checkpoint, check names, shapes and dtypes, return the tree of arrays."""
+def load_weights(directory: Path, config: Config, dtype=np.float32) -> SimpleNamespace:
+    """Map every tensor of the checkpoint, check names, shapes and dtypes, return the tree of arrays in `dtype`
+    (float32, or float64 for the reference)."""
     tensors: dict[str, _TensorInfo] = {}
     prefix = _PREFIX[config.family]
     for file in _weight_files(directory):
@@ -198,14 +201,16 @@ def load_weights(directory: Path, config: Config) -> SimpleNamespace:
         if info.file not in maps:
             maps[info.file] = np.memmap(info.file, dtype=np.uint8, mode="r")
         raw = maps[info.file][info.start : info.end].view(_DTYPES[info.dtype], np.ndarray).reshape(shape)
-        arrays[name] = _as_float32(raw, info.dtype)
+        arrays[name] = _upcast(raw, info.dtype, np.dtype(dtype))
     return as_tree(arrays, config)
 
 
-def _as_float32(raw: np.ndarray, dtype: str) -> np.ndarray:
-    if dtype == "F32":
-        return raw  # a read-only view of the mapped file: no copy
-    if dtype == "F16":
-        return raw.astype(np.float32)
+def _upcast(raw: np.ndarray, stored: str, dtype: np.dtype) -> np.ndarray:
+    """A stored tensor (F32, F16 or BF16) as `dtype`: every stored number is exactly a float32 and a float64."""
+    if stored == "F32":
+        return raw if dtype == np.float32 else raw.astype(dtype)  # float32: a read-only view of the file, no copy
+    if stored == "F16":
+        return raw.astype(dtype)
     # bfloat16 is the top half of a float32.
-    return (raw.astype(np.uint32) << 16).view(np.float32)
+    as_float32 = (raw.astype(np.uint32) << 16).view(np.float32)
+    return as_float32 if dtype == np.float32 else as_float32.astype(dtype)

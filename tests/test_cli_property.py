@@ -157,16 +157,19 @@ def prompt_command(draw, command: str, choices: dict) -> list[str]:
     return [command, prompt, *argv[1:]]
 
 
+# generate and trace compute in float32 or float64; count's --dtype is the byte size memory is counted in.
+DTYPES = ["float32", "float64", "float16", "bfloat16", "half", "", "Float64"]
 GENERATE = prompt_command("generate", {
     "--max-new-tokens": numbers(st.integers(-1, 70)), "--temperature": numbers(st.integers(0, 3)),
     "--top-k": numbers(st.integers(0, 60000)), "--seed": numbers(st.integers(-1, 2**64)),
     "--top": numbers(st.integers(0, 60000)), "--layer": numbers(st.integers(-1, 3)),
-    "--no-cache": None, "--json": output_path(".json"),
+    "--no-cache": None, "--json": output_path(".json"), "--dtype": st.sampled_from(DTYPES),
 })  # fmt: skip
 # trace without --step: stopping at each stage needs a terminal (test_trace.py drives it in a pty).
 TRACE = prompt_command("trace", {
     "--new-tokens": numbers(st.integers(-1, 70)),
     "--layers": st.one_of(st.sampled_from(["all", "0", "1", "0,1", "1-0", "0-5", "", "ALL", " 1 "]), st.text(max_size=8)),
+    "--dtype": st.sampled_from(DTYPES),
 })  # fmt: skip
 
 
@@ -203,7 +206,7 @@ COUNT_RUN = {
     "--new-tokens": numbers(st.integers(-1, 300), junk=st.one_of(st.floats().map(repr), st.text(max_size=6))),
     "--batch": numbers(st.one_of(st.integers(-1, 100), st.integers(2**55, 2**64))),
     "--balance": numbers(st.integers(-1, 100)), "--no-cache": None, "--all-steps": None,
-    "--json": output_path(".json"), "--csv": output_path(".csv"),
+    "--json": output_path(".json"), "--csv": output_path(".csv"), "--dtype": st.sampled_from(DTYPES),
 }  # fmt: skip
 
 

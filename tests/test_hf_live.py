@@ -61,6 +61,22 @@ def test_124m_logits_match_at_every_position(gpt2_shape):
         assert np.abs(mine - theirs).max() <= 1e-4, prompt
 
 
+def test_124m_in_float64_matches_transformers_in_float64_within_1e_9(gpt2_shape):
+    _, ours32 = gpt2_shape
+    ours = load_model(ours32.source, dtype="float64")
+    theirs = transformers.GPT2LMHeadModel.from_pretrained(ours32.source, dtype=torch.float64).eval()
+    ids = [load_tokenizer().encode(prompt)[:5] for prompt in PROMPTS]
+    with torch.no_grad():
+        expected = theirs(torch.tensor(ids)).logits.numpy()
+    logits = ours.logits(ids)
+    assert logits.dtype == expected.dtype == np.float64
+    assert np.abs(logits - expected).max() <= 1e-9 * max(1.0, np.abs(expected).max())
+    generated = ours.generate(ids[0], max_new_tokens=4, stop_at_eos=False, ledger=False).new_tokens
+    with torch.no_grad():
+        assert generated == theirs.generate(torch.tensor(ids[:1]), max_new_tokens=4, do_sample=False, eos_token_id=None,
+                                            pad_token_id=0)[0, 5:].tolist()  # fmt: skip
+
+
 def test_124m_greedy_tokens_match_step_by_step(gpt2_shape):
     reference, ours = gpt2_shape
     tok = load_tokenizer()

@@ -53,9 +53,9 @@ def alarmed(model: Model) -> Model:
 def test_no_float64_anywhere_in_a_llama_forward_pass(name, models):
     model = alarmed(models[name])
     c = model.config
-    assert inverse_frequencies(c).dtype == np.float32
-    cos, sin = rotary_tables(np.arange(5, 9), inverse_frequencies(c))
-    assert cos.dtype == sin.dtype == attention_bias(5, 0, 4, 9, c.sliding_window).dtype == np.float32
+    assert inverse_frequencies(c, np.float32).dtype == np.float32
+    cos, sin = rotary_tables(np.arange(5, 9), inverse_frequencies(c, np.float32))
+    assert cos.dtype == sin.dtype == attention_bias(5, 0, 4, 9, c.sliding_window, np.float32).dtype == np.float32
     seen = []
     watch = lambda name, value, record: seen.append((name, value.dtype)) or value  # noqa: E731
     logits = model.run(np.arange(20) % c.vocab_size, all_positions=True, watcher=watch)
@@ -97,7 +97,7 @@ def test_every_product_is_counted_as_computed_and_a_block_is_mapped_in_order(nam
                 assert (r.dot_products, r.dot_length) == expected[r.op], (name, T, past, r.name)
         scores = phase.find("scores", 0)
         start = past + T - scores.out_shape[-1]  # the first key position the queries attend to
-        visible = attention_bias(past, start, T, scores.out_shape[-1], c.sliding_window) == 0
+        visible = attention_bias(past, start, T, scores.out_shape[-1], c.sliding_window, np.float32) == 0
         assert scores.causal_dot_products == c.n_head * int(visible.sum())  # the mask's count, not a formula's
         per_block = sum(n * length for n, length in expected.values()) - expected["logits"][0] * c.n_embd
         assert phase.macs == c.n_layer * per_block + c.vocab_size * c.n_embd
@@ -189,7 +189,7 @@ def test_captures_have_the_documented_names_and_hold_what_the_equations_say(name
     assert np.array_equal(cache["blocks.0.attn.keys"], cache["blocks.0.attn.k_rot"])
     assert close(cache["blocks.0.attn.scaled"], cache["blocks.0.attn.qk"].reshape(H, T, T) / np.sqrt(dh))
     weights = cache["blocks.0.attn.weights"]
-    visible = attention_bias(0, 0, T, T, c.sliding_window) == 0
+    visible = attention_bias(0, 0, T, T, c.sliding_window, np.float32) == 0
     assert close(weights.sum(-1), 1) and not weights[:, ~visible].any() and (weights[:, visible] > 0).all()
     assert close(cache["blocks.0.mlp.act"], silu(cache["blocks.0.mlp.gate"]))
     assert close(cache["blocks.0.mlp.mul"], cache["blocks.0.mlp.act"] * cache["blocks.0.mlp.up"])
