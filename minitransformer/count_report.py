@@ -84,15 +84,17 @@ def block_table(block: list[Record], full: bool) -> str:
         if r.kind == "matmul":
             causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
             causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
+            dense = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_macs else ""  # row chunks skipped the rest (tape.py)
             rows.append([r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), n(r.dot_length),
-                         n(r.macs), human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs])  # fmt: skip
+                         n(r.macs), human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs,
+                         dense])  # fmt: skip
         elif full:
-            rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", ""])
+            rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""])
     causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
     rows.append(["block", "", "", "", n(sum(r.dot_products for r in block)), "", n(block_macs), human(2 * block_macs),
-                 "100%", "", n(causal)])  # fmt: skip
+                 "100%", "", n(causal), ""])  # fmt: skip
     headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "FLOPs", "share",
-               "causal dot products", "causal MACs"]  # fmt: skip
+               "causal dot products", "causal MACs", "dense form"]  # fmt: skip
     return table(headers, rows, right={4, 5, 6, 7, 8, 9, 10})
 
 
