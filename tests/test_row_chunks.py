@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minitransformer import tape
+from minitransformer import formulas, tape
 from minitransformer.config import PRESETS, LlamaConfig
 from minitransformer.count import count_generation, count_passes
 from minitransformer.ledger import Phase
@@ -159,3 +159,17 @@ def test_gpt3_prefill_of_1000_tokens_counts_the_chunks_and_keeps_the_textbook_de
     assert dense == T * 12 * D * D + 2 * T * T * D
     assert prefill.block_macs == T * 12 * D * D + 2 * D * chunked_pairs(T, 0, None, tape.ROW_CHUNK)
     assert prefill.macs == L * prefill.block_macs + D * 50257
+
+
+@pytest.mark.parametrize("C", [1, 2, 5, 128])
+def test_the_closed_form_of_the_computed_pairs_is_the_sum_over_chunks(C):
+    """formulas.computed_pairs (p T + C^2 m (m + 1) / 2 + (T - m C) T without a window) against the chunk-by-chunk sum."""
+    for T in (1, 2, C, C + 1, 3 * C, 3 * C + 2, 300):
+        for past in (0, 1, 7):
+            dense = T * (past + T)
+            assert formulas.computed_pairs(T, past + T, None, C) == (chunked_pairs(T, past, None, C) if T > C else dense)
+            for W in (1, 3, 50):
+                keys = min(past + T, W + T - 1)
+                expected = chunked_pairs(T, past, W, C) if T > C else T * keys
+                assert formulas.computed_pairs(T, past + T, W, C) == expected
+    assert formulas.computed_pairs(1024, 1024, None, 128) == 589_824  # of the dense 1,048,576
