@@ -173,3 +173,20 @@ def test_the_closed_form_of_the_computed_pairs_is_the_sum_over_chunks(C):
                 expected = chunked_pairs(T, past, W, C) if T > C else T * keys
                 assert formulas.computed_pairs(T, past + T, W, C) == expected
     assert formulas.computed_pairs(1024, 1024, None, 128) == 589_824  # of the dense 1,048,576
+
+
+def test_the_csv_gives_the_dense_form_beside_what_was_computed(monkeypatch):
+    import csv
+
+    from minitransformer.count import csv_chunks
+
+    monkeypatch.setattr(tape, "ROW_CHUNK", 4)
+    config = gpt2_model().config
+    rows = list(csv.DictReader("".join(csv_chunks(count_generation(config, 10, 2))).splitlines()))
+    scores = [r for r in rows if r["op"] == "scores"]
+    H, dh = config.n_head, config.d_head
+    pairs = chunked_pairs(10, 0, None, 4)  # the prefill: 4 x 4 + 4 x 8 + 2 x 10 = 68 of 100
+    assert pairs == 68
+    assert [(int(r["macs"]), int(r["dense_macs"])) for r in scores] == [(H * 68 * dh, H * 100 * dh),
+                                                                     (H * 11 * dh, H * 11 * dh)]  # fmt: skip
+    assert all(r["dense_macs"] == "" for r in rows if r["op"] not in ("scores", "mix"))
