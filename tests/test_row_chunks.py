@@ -117,8 +117,11 @@ def test_a_watched_pass_runs_dense_and_captures_the_full_tensors(monkeypatch):
 def test_the_shape_only_count_models_the_chunks_as_the_real_run_does(monkeypatch, use_cache):
     monkeypatch.setattr(tape, "ROW_CHUNK", 3)
     real = gpt2_model()
-    assert_same_phases(count_passes(real, 11, 3, use_cache).phases,
-                       count_passes(Model.without_weights(real.config), 11, 3, use_cache).phases)  # fmt: skip
+    for batch in (1, 2):
+        assert_same_phases(count_passes(real, 11, 3, use_cache, batch).phases,
+                           count_passes(Model.without_weights(real.config), 11, 3, use_cache, batch).phases)
+    prefill = count_passes(real, 11, 1, use_cache, 2).phases[0].find("scores", 0)
+    assert prefill.macs == 2 * real.config.n_head * chunked_pairs(11, 0, None, 3) * real.config.d_head
     llama = mistral_model(window=4)
     result = llama.generate(list(range(10)), max_new_tokens=4, use_cache=use_cache, stop_at_eos=False, candidates=0)
     counted = count_generation(llama.config, 10, 4, use_cache=use_cache)
