@@ -14,6 +14,7 @@ from .memory import DEFAULT_BALANCE, memory_dict
 from .report import count as n
 from .report import describe_model, human, operands, percent, shape, table
 from .stages import ATTENTION_SCORES, UNEMBEDDING
+from .tape import ROW_CHUNK
 
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
@@ -277,6 +278,9 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
         + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
         f"               estimate: {estimate[0]}",
         f"               {estimate[1]}",
+        *([f"               (a prefill past {ROW_CHUNK} positions computes attention in row chunks: it holds the normed input,",
+           "               q, k, v, the largest chunk's scores and the output instead)"]
+          if count.prefill.find("scores").computed is not None else []),
         "",
         f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
         f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",

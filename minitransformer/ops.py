@@ -259,8 +259,11 @@ def attention_bias(past: int, start: int, T: int, t: int, window: int | None):
     Visible: not in the future, and with a sliding window W no more than W - 1 positions behind
     (transformers' sliding_window_causal_mask: past + i - W < start + j <= past + i).
     """
-    behind = (past + np.arange(T))[:, None] - (start + np.arange(t))[None, :]  # query position - key position
-    hidden = behind < 0 if window is None else (behind < 0) | (behind >= window)
+    query = np.arange(past, past + T)[:, None]
+    key = np.arange(start, start + t)[None, :]
+    hidden = key > query  # compared without a [T, t] array of distances: at long prompts the bias is the peak
+    if window is not None:
+        hidden |= key <= query - window
     return np.where(hidden, F32(-np.inf), F32(0.0))
 
 
