@@ -193,3 +193,20 @@ def test_the_csv_gives_the_dense_form_beside_what_was_computed(monkeypatch):
     assert [(int(r["macs"]), int(r["dense_macs"])) for r in scores] == [(H * 68 * dh, H * 100 * dh),
                                                                      (H * 11 * dh, H * 11 * dh)]  # fmt: skip
     assert all(r["dense_macs"] == "" for r in rows if r["op"] not in ("scores", "mix"))
+
+
+def test_the_terminal_and_html_reports_say_what_the_dense_form_would_have_cost(monkeypatch):
+    from minitransformer.html_report import ledger_fragment
+    from minitransformer.report import block_table
+    from minitransformer.report import count as n
+
+    monkeypatch.setattr(tape, "ROW_CHUNK", 4)
+    result = gpt2_model().generate(list(range(10)), max_new_tokens=2, stop_at_eos=False, candidates=0)
+    prefill, decode = result.ledger.phases
+    H, dh = 3, 4
+    dense, computed = H * 10 * 10 * dh, H * 68 * dh  # chunks of 4, 4 and 2 rows see 4, 8 and 10 keys
+    assert prefill.find("scores", 0).macs == computed
+    table = block_table(prefill)
+    assert f"dense: {n(H * 100)} ({n(dense)} MACs)" in table and f"dense: {n(H * 10 * dh)} ({n(dense)} MACs)" in table
+    assert "dense:" not in block_table(decode)  # nothing skipped, nothing said
+    assert f"dense: {n(dense)} MACs" in ledger_fragment(result.ledger)
