@@ -14,6 +14,7 @@ from .memory import DEFAULT_BALANCE, memory_dict
 from .report import count as n
 from .report import describe_model, human, operands, percent, shape, table
 from .stages import ATTENTION_SCORES, UNEMBEDDING
+from .tape import ROW_CHUNK
 
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
@@ -84,15 +85,17 @@ def block_table(block: list[Record], full: bool) -> str:
         if r.kind == "matmul":
             causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
             causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
+            dense = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_macs else ""  # row chunks skipped the rest (tape.py)
             rows.append([r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), n(r.dot_length),
-                         n(r.macs), human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs])  # fmt: skip
+                         n(r.macs), human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs,
+                         dense])  # fmt: skip
         elif full:
-            rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", ""])
+            rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""])
     causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
     rows.append(["block", "", "", "", n(sum(r.dot_products for r in block)), "", n(block_macs), human(2 * block_macs),
-                 "100%", "", n(causal)])  # fmt: skip
+                 "100%", "", n(causal), ""])  # fmt: skip
     headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "FLOPs", "share",
-               "causal dot products", "causal MACs"]  # fmt: skip
+               "causal dot products", "causal MACs", "dense form"]  # fmt: skip
     return table(headers, rows, right={4, 5, 6, 7, 8, 9, 10})
 
 
@@ -275,6 +278,9 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
         + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
         f"               estimate: {estimate[0]}",
         f"               {estimate[1]}",
+        *([f"               (a prefill past {ROW_CHUNK} positions computes attention in row chunks: it holds the normed input,",
+           "               q, k, v, the largest chunk's scores and the output instead)"]
+          if count.prefill.find("scores").computed is not None else []),
         "",
         f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
         f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from . import tape
 from .config import Config
 from .memory import FLOAT32_BYTES
 
@@ -89,25 +90,47 @@ def causal_pairs(T: int, t: int, window: int | None = None) -> int:
     return unlimited * past + unlimited * (unlimited + 1) // 2 + (T - unlimited) * window
 
 
-def layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
-    """One block: T (products with weights per position) + 2 H dh T t' (Q K^T and A V over t' attended keys).
+def computed_pairs(T: int, t: int, window: int | None = None, chunk: int | None = None) -> int:
+    """(query, key) pairs per head whose scores a pass computes: the dense T x t' when T <= C (C = tape.ROW_CHUNK);
+    beyond, each chunk of C query rows [r0, r1) against the keys it can see, from its first row's window
+    to its last row: (r1 - r0) (t - T + r1 - max(0, t - T + r0 - W + 1)), 0 for the max without a window.
 
-    GPT-2: T (4 D^2 + 2 D F) + 2 T t D; with F = 4 D that is the familiar 12 T D^2 + 2 T t D. 4 D^2 per
-    position is Q, K, V (3 D^2) and the output projection (D^2); 2 D F is the MLP up and down; 2 T t D
-    is Q K^T and A V over all heads (H * dh = D), computed dense. A Llama: T (D (2 H dh + 2 Hkv dh) + 3 D F)
-    + 2 T t' H dh, t' = min(t, W + T - 1) under a sliding window W.
+    Without a window and after p = t - T earlier positions, with m = T // C full chunks:
+    p T + C^2 m (m + 1) / 2 + (T - m C) T; at T = 1,024, C = 128, p = 0: 589,824 of the dense 1,048,576.
     """
-    return B * (T * weight_macs_per_position(config) + attention_macs_per_pair(config) * T * attended(config, T, t))
+    C = tape.ROW_CHUNK if chunk is None else chunk
+    past = t - T
+    if T <= C:
+        return T * (t if window is None else min(t, window + T - 1))
+    if window is None:
+        m = T // C
+        return past * T + C * C * m * (m + 1) // 2 + (T - m * C) * T
+    return sum((min(T, r0 + C) - r0) * (past + min(T, r0 + C) - max(0, past + r0 - window + 1))
+               for r0 in range(0, T, C))  # fmt: skip
+
+
+def layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
+    """One block: T (products with weights per position) + 2 H dh x (the (query, key) pairs computed).
+
+    GPT-2 in the dense form: T (4 D^2 + 2 D F) + 2 T t D; with F = 4 D that is the familiar
+    12 T D^2 + 2 T t D. 4 D^2 per position is Q, K, V (3 D^2) and the output projection (D^2); 2 D F is
+    the MLP up and down; 2 T t D is Q K^T and A V over all heads (H * dh = D). A Llama: T (D (2 H dh +
+    2 Hkv dh) + 3 D F) + 2 T t' H dh, t' = min(t, W + T - 1) under a sliding window W. A pass over more
+    than tape.ROW_CHUNK positions computes its attention in row chunks: computed_pairs, not T t'.
+    """
+    pairs = computed_pairs(T, t, config.sliding_window)
+    return B * (T * weight_macs_per_position(config) + attention_macs_per_pair(config) * pairs)
 
 
 def layer_dot_products(config: Config, T: int, t: int, B: int = 1) -> int:
     """One block. GPT-2: 3 T D (qkv) + H T t (scores) + T D (mix) + T D (out) + T F (up) + T D (down).
-    A Llama: T (H dh + 2 Hkv dh) (q, k, v) + H T t' (scores) + T H dh (mix) + T D (out) + 2 T F + T D (MLP)."""
+    A Llama: T (H dh + 2 Hkv dh) (q, k, v) + H T t' (scores) + T H dh (mix) + T D (out) + 2 T F + T D (MLP).
+    T t' is computed_pairs where row chunks computed fewer."""
     D, H, F, dh, Hkv = config.n_embd, config.n_head, config.d_ff, config.d_head, config.n_kv_head
-    ta = attended(config, T, t)
+    pairs = computed_pairs(T, t, config.sliding_window)  # T t' (t' = t for GPT-2), or fewer in row chunks
     if config.family != "llama":
-        return B * (T * (6 * D + F) + H * T * t)
-    return B * (T * (H * dh + 2 * Hkv * dh) + H * T * ta + T * H * dh + T * D + 2 * T * F + T * D)
+        return B * (T * (6 * D + F) + H * pairs)
+    return B * (T * (H * dh + 2 * Hkv * dh) + H * pairs + T * H * dh + T * D + 2 * T * F + T * D)
 
 
 def causal_layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
@@ -154,7 +177,9 @@ def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool =
         return prefill + decode + logits
     first, last = n_prompt, n_prompt + n_new - 1
     sum_t = (first + last) * n_new // 2
-    sum_t2 = _sum_of_squares(last) - _sum_of_squares(first - 1)
+    dense_last = min(last, max(first - 1, tape.ROW_CHUNK))  # the passes short enough to be computed dense: t^2 pairs
+    sum_t2 = _sum_of_squares(dense_last) - _sum_of_squares(first - 1)
+    sum_t2 += sum(computed_pairs(t, t, config.sliding_window) for t in range(dense_last + 1, last + 1))  # in chunks
     return B * L * (per_position * sum_t + per_pair * sum_t2) + logits
 
 

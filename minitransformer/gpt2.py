@@ -64,14 +64,21 @@ def attention(h, p, config: GPT2Config, layer: int, kv: LayerCache | None, at: T
     qkv = at.matmul("qkv", h, p.c_attn.weight, "T D, D 3D -> T 3D", bias=p.c_attn.bias)
     q, k, v = at.stage("split_heads", split_heads(qkv, config.n_head), "H T dh")
     K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "H t dh")
+    # In chunks of query rows, each against the keys it can see (a long prompt skips most of its future).
+    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, layer, at), q, K, V, bias)
+    z = at.stage("merge_heads", merge_heads(z), "T D")
+    return at.matmul("out", z, p.c_proj.weight, "T D, D D -> T D", bias=p.c_proj.bias)
+
+
+def attend(q, K, V, bias, config: GPT2Config, layer: int, at: Tape):
+    """Each query's mix of the values, weighted by softmax(mask(q K^T x scale)) over the keys: the causal mask,
+    or `bias` where a batch's pad keys are masked too."""
     s = at.matmul("scores", q, K.swapaxes(-1, -2), "H T dh, H dh t -> H T t")
     s = at.stage("scale", scale_scores(s, config, layer, out=at.scratch(s)), "H T t")
     s = at.stage("mask", mask_future(s, at.dims.past, config.n_positions, out=at.scratch(s)) if bias is None
                  else add_mask(s, bias, out=at.scratch(s)), "H T t")  # fmt: skip
     a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
-    z = at.matmul("mix", a, V, "H T t, H t dh -> H T dh")
-    z = at.stage("merge_heads", merge_heads(z), "T D")
-    return at.matmul("out", z, p.c_proj.weight, "T D, D D -> T D", bias=p.c_proj.bias)
+    return at.matmul("mix", a, V, "H T t, H t dh -> H T dh")
 
 
 def mlp(h, p, config: GPT2Config, at: Tape):

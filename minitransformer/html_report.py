@@ -450,9 +450,11 @@ def _phase_views(data: dict) -> list[str]:
 def causal_cell(r: dict) -> str:
     if "causal_macs" not in r:
         return ""
+    # Computed in row chunks (tape.py): the dense form's cost beside what was computed.
+    dense = f"; dense: {n(r['dense_macs'])} MACs" if r.get("dense_macs", r["macs"]) != r["macs"] else ""
     if r["op"] == "scores":
-        return f"{n(r['causal_dot_products'])} needed ({n(r['causal_macs'])} MACs)"
-    return f"{n(r['causal_macs'])} MACs needed"
+        return f"{n(r['causal_dot_products'])} needed ({n(r['causal_macs'])} MACs){dense}"
+    return f"{n(r['causal_macs'])} MACs needed{dense}"
 
 
 def _block_table(ops: list[dict], index: int) -> str:

@@ -54,6 +54,9 @@ class Record:
     a_shape: tuple[int, ...] | None = None  # the operands, for matrix products
     b_shape: tuple[int, ...] | None = None
     window: int | None = None  # on scores and mix: the sliding window, if the model has one
+    # (dot products, MACs) actually computed, where the pass skipped part of the dense product the shapes
+    # describe (scores and mix in query-row chunks, each against only the keys it can see); None: all of it.
+    computed: tuple[int, int] | None = None
 
     def output_spec(self, index: int = 0) -> str:
         """The symbolic shape of output `index` (stages such as split_heads make several)."""
@@ -93,15 +96,27 @@ class Record:
 
     @property
     def dot_products(self) -> int:
-        return prod(self.out_shape) if self.a_shape is not None else 0
+        """Those computed (fewer than the dense ones on scores computed in row chunks)."""
+        return self.computed[0] if self.computed is not None else self.dense_dot_products
 
     @property
     def dot_length(self) -> int:
+        """The length of the dense form's dot products (the longest, where row chunks made some shorter)."""
         return self.a_shape[-1] if self.a_shape is not None else 0
 
     @property
     def macs(self) -> int:
-        return self.dot_products * self.dot_length
+        """Those computed: dot products x their length, summed over row chunks where the pass had them."""
+        return self.computed[1] if self.computed is not None else self.dense_macs
+
+    @property
+    def dense_dot_products(self) -> int:
+        """What the textbook dense product of these shapes costs: every element of the output."""
+        return prod(self.out_shape) if self.a_shape is not None else 0
+
+    @property
+    def dense_macs(self) -> int:
+        return self.dense_dot_products * self.dot_length
 
     @property
     def flops(self) -> int:
@@ -118,7 +133,7 @@ class Record:
     def causal_dot_products(self) -> int | None:
         if self.op == "scores":
             return self._needed_pairs()
-        return self.dot_products if self.op == "mix" else None
+        return self.dense_dot_products if self.op == "mix" else None
 
     @property
     def causal_macs(self) -> int | None:
@@ -147,6 +162,8 @@ class Record:
         if self.causal_dot_products is not None:
             d["causal_dot_products"] = self.causal_dot_products
             d["causal_macs"] = self.causal_macs
+            d["dense_dot_products"] = self.dense_dot_products  # equal to dot_products where nothing was skipped
+            d["dense_macs"] = self.dense_macs
         return d
 
 

@@ -77,14 +77,21 @@ def attention(h, p, config: LlamaConfig, rotary, bias, kv: LayerCache | None, at
                        "H T dh; Hkv T dh; Hkv T dh")  # fmt: skip
     q, k = at.stage("rope", (rotate(q, *rotary), rotate(k, *rotary)), "H T dh; Hkv T dh")
     K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "Hkv t dh")
+    # In chunks of query rows, each against the keys it can see (a long prompt skips most of its future).
+    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, bias)
+    z = at.stage("merge_heads", merge_heads(ungroup_heads(z)), "T H*dh")
+    return at.matmul("out", z, p.o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=_bias(p.o_proj))
+
+
+def attend(q, K, V, bias, config: LlamaConfig, at: Tape):
+    """Each query's mix of its group's values, weighted by softmax(q K^T x scale + bias) over the keys."""
+    Hkv = config.n_kv_head
     s = at.matmul("scores", group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :],
                   "Hkv G T dh, Hkv 1 dh t -> Hkv G T t")  # fmt: skip
     s = at.stage("scale", scale_scores(ungroup_heads(s), config, at), "H T t")
     s = at.stage("mask", add_mask(s, bias, out=at.scratch(s)), "H T t")
     a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
-    z = at.matmul("mix", group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")
-    z = at.stage("merge_heads", merge_heads(ungroup_heads(z)), "T H*dh")
-    return at.matmul("out", z, p.o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=_bias(p.o_proj))
+    return at.matmul("mix", group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")
 
 
 def mlp(h, p, config: LlamaConfig, at: Tape):

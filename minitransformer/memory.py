@@ -22,7 +22,9 @@ projection's output); for scale, mask and softmax one tensor, as they write over
 place (ops.py); for the other elementwise stages input and output; nothing for views (the heads
 split, the cache's rows, the last position). A Llama block differs in two places: its mask is a
 [T, t] bias built once a pass and alive throughout, and its gated MLP holds g, u, sigmoid(g) and
-act(g) = g sigmoid(g) at once. The tests hold it to tracemalloc's measured peak of real runs.
+act(g) = g sigmoid(g) at once. A pass computed in row chunks (tape.py; its scores record says what
+was computed) holds the attention stages of one chunk at a time: ROW_CHUNK of the T query rows. The
+tests hold it to tracemalloc's measured peak of real runs.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from math import prod
 from .config import Config
 from .kvcache import KVCache
 from .ledger import Record
+from .tape import ROW_CHUNK
 
 FLOAT32_BYTES = 4
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes a number, for --dtype
@@ -42,6 +45,7 @@ DEFAULT_BALANCE = 10.0  # MACs per byte
 # Same-sized tensors alive in a stage that is not a product: one for the stages that work in place on
 # the scores, none for views; the other stages hold their input and output.
 _LIVE_COPIES = {"scale": 1, "mask": 1, "softmax": 1, "split_heads": 0, "cache": 0, "last": 0}
+_ROW_CHUNKED = ("scores", "scale", "mask", "softmax", "mix")  # the stages Tape.in_row_chunks runs chunk by chunk
 
 
 def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
@@ -85,7 +89,28 @@ def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTE
         *_, T, t = next(r for r in records if r.op == "mask").out_shape
         residual += T * t  # the pass's mask bias
     peak = max(records, key=lambda r: working_set(r, gated))
-    return bytes_per_number * (residual + working_set(peak, gated)), peak
+    alive = working_set(peak, gated)
+    scores = next(r for r in records if r.op == "scores")
+    if scores.computed is not None:  # row chunks: no attention stage holds [H, T, t]
+        peak = max((r for r in records if r.op not in _ROW_CHUNKED), key=lambda r: working_set(r, gated))
+        alive = max(working_set(peak, gated), chunked_attention(records))
+        if alive == chunked_attention(records):
+            peak = scores
+    return bytes_per_number * (residual + alive), peak
+
+
+def chunked_attention(records: list[Record]) -> int:
+    """Numbers alive while a pass computes its attention in row chunks: the block's normed input and its q, k
+    and v (the chunks read slices of them), the largest chunk's scores (rows x the keys it sees), and the
+    chunks' outputs so far ([H, T, dh])."""
+    block = [r for r in records if r.layer == 0]
+    scores = next(r for r in block if r.op == "scores")
+    *heads, T, t = scores.out_shape
+    W = scores.window
+    keys = [(min(T, r0 + ROW_CHUNK) - r0, t - T + min(T, r0 + ROW_CHUNK)) for r0 in range(0, T, ROW_CHUNK)]
+    largest = max(rows * (seen if W is None else min(seen, rows + W - 1)) for rows, seen in keys)
+    held = sum(prod(r.out_shape) for r in block if r.op in ("ln_1", "qkv", "q", "k", "v"))
+    return held + prod(heads) * largest + prod(next(r for r in block if r.op == "mix").out_shape)
 
 
 def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES) -> list[dict]:

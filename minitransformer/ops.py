@@ -286,12 +286,15 @@ def attention_bias(past: int, start: int, T: int, t: int, window: int | None, dt
     A pad query keeps its causal keys (at least itself), so that no softmax row is empty; no real
     query reads what it computes.
     """
-    behind = (past + np.arange(T))[:, None] - (start + np.arange(t))[None, :]  # query position - key position
-    hidden = behind < 0 if window is None else (behind < 0) | (behind >= window)
+    query = np.arange(past, past + T)[:, None]
+    key = np.arange(start, start + t)[None, :]
+    hidden = key > query  # compared without a [T, t] array of distances: at long prompts the bias is the peak
+    if window is not None:
+        hidden |= key <= query - window
     if pads is not None:
         pads = np.asarray(pads)[:, None, None]
-        pad_key = (start + np.arange(t))[None, None, :] < pads  # [B, 1, t]
-        real_query = (past + np.arange(T))[None, :, None] >= pads  # [B, T, 1]
+        pad_key = key[None] < pads  # [B, 1, t]
+        real_query = query[None] >= pads  # [B, T, 1]
         hidden = (hidden | (pad_key & real_query))[:, None]  # [B, 1, T, t]
     number = np.dtype(dtype).type
     return np.where(hidden, number(-np.inf), number(0.0))

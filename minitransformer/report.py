@@ -88,6 +88,8 @@ def block_table(phase: Phase, layer: int = 0) -> str:
                 note = f"causal: {count(r.causal_dot_products)} needed ({count(r.causal_macs)} MACs)"
             elif r.causal_macs is not None:
                 note = f"causal: {count(r.causal_macs)} MACs needed"
+            if r.macs != r.dense_macs:  # computed in row chunks (tape.py): what the dense form would have cost
+                note += f"; dense: {count(r.dense_dot_products)} ({count(r.dense_macs)} MACs)"
             rows.append([r.op, r.equation, operands(r), shape(r.out_shape), count(r.dot_products),
                          count(r.dot_length), count(r.macs), percent(r.macs, block_macs), note])  # fmt: skip
         else:

@@ -10,7 +10,7 @@ against the concrete sizes of this pass, so a shape in the code cannot drift fro
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from math import prod
 from typing import Callable
@@ -24,6 +24,12 @@ from .stages import GPT2, Family
 
 # A watcher sees every stage: (full name, tensor, record) -> the tensor to continue with.
 Watcher = Callable[[str, object, Record], object]
+
+# Query rows per chunk of attention (Tape.in_row_chunks). Measured on GPT-2 and the Llama-shaped bench
+# model: a chunk's scores ([H, 128, t] float32) stay in the cache between the products and the softmax,
+# and 128 rows still make matrix products big enough for the BLAS; passes of up to 128 new positions
+# (every decode step) run the dense lines unchanged.
+ROW_CHUNK = 128
 
 
 @lru_cache(maxsize=None)
@@ -118,10 +124,50 @@ class Tape:
     layer_index: int | None = None
     prefix: str = ""
     family: Family = GPT2  # the stage table the forward pass names its stages from
+    # Inside a chunk of query rows (in_row_chunks): op -> [spec, b batched, dot products, MACs], summed over
+    # the chunks, for the one record per op that the whole pass's tape writes after the last chunk.
+    rows: dict | None = None
 
     def layer(self, i: int) -> "Tape":
         """The tape as seen from inside block i: stage names get the prefix "blocks.{i}."."""
         return Tape(self.dims, self.phase, self.watcher, i, f"blocks.{i}.", self.family)
+
+    def in_row_chunks(self, attend, q, K, V, bias=None):
+        """attend(q, K, V, bias, tape) -> z [..., T, dh], computed for chunks of ROW_CHUNK query rows, each against
+        only the keys it can see: causally none after its last row, and with a sliding window none before
+        the window of its first row. The same lines run on each chunk, with the sizes of the chunk (T rows,
+        t keys) checked by its own tape; `bias` ([..., T, t], or None) is sliced by those rows and keys.
+
+        Fewer dot products than the dense T x t (about half at a long prompt), and a chunk's scores stay
+        in the cache. The ledger gets one record per op with the dense shapes, counting what the chunks
+        computed (Record.computed); the dense form's cost is beside it (dense_dot_products, dense_macs).
+        A watched pass (captures, hooks, trace) runs the dense lines once, so that every watcher sees the
+        documented full [..., H, T, t] tensors.
+        """
+        d = self.dims
+        if d.T <= ROW_CHUNK or self.watcher is not None:
+            return attend(q, K, V, bias, self)
+        rows = None if self.phase is None else {}
+        parts = []
+        for r0 in range(0, d.T, ROW_CHUNK):
+            r1 = min(d.T, r0 + ROW_CHUNK)
+            start = first_attended(d.past + r0, d.window)  # the earliest key the chunk's first query sees
+            keys = slice(start - d.start, d.past + r1 - d.start)  # ... to its last query's own position
+            chunk = Tape(replace(d, T=r1 - r0, t=keys.stop - keys.start, start=start, _shapes={}), None, None,
+                         self.layer_index, self.prefix, self.family, rows)  # fmt: skip
+            part_bias = None if bias is None else bias[..., r0:r1, keys]
+            parts.append(attend(q[..., r0:r1, :], K[..., keys, :], V[..., keys, :], part_bias, chunk))
+        if rows is not None:
+            for op, (spec, b_batched, dots, macs) in rows.items():
+                if dots is None:
+                    self._record(op, d.shape(_specs(spec, 1)[0]), spec)
+                else:
+                    a_spec, b_spec, out_spec = _matmul_spec(spec)
+                    self._record(op, d.shape(out_spec), out_spec, d.shape(a_spec), d.shape(b_spec, b_batched),
+                                 computed=(dots, macs))  # fmt: skip
+        if isinstance(parts[0], ShapeOnly):
+            return ShapeOnly((*parts[0].shape[:-2], d.T, parts[0].shape[-1]))
+        return np.concatenate(parts, axis=-2)
 
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;
@@ -136,9 +182,10 @@ class Tape:
                 f"{self.dims.symbolic(spec)} = {list(want)}"
             )
 
-    def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None) -> Record:
+    def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None) -> Record:
         window = self.dims.window if op in ("scores", "mix") else None
-        record = Record(self.family.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window)
+        record = Record(self.family.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
+                        computed)  # fmt: skip
         if self.phase is not None:
             self.phase.records.append(record)
         return record
@@ -165,6 +212,8 @@ class Tape:
         specs = _specs(spec, len(values))
         for v, each in zip(values, specs):
             self._check(op, v, each)
+        if self.rows is not None:
+            self.rows.setdefault(op, [spec, False, None, None])
         if self.unobserved:
             return value
         record = self._record(op, values[0].shape, spec)
@@ -186,6 +235,11 @@ class Tape:
             if bias is not None:
                 out += bias  # out is fresh: adding in place saves a [T, out] temporary
         self._check(op, out, out_spec)
+        if self.rows is not None:  # a chunk of query rows: summed into the whole pass's record (in_row_chunks)
+            _, dots, length = dot_product_count(a.shape, b.shape)
+            counted = self.rows.setdefault(op, [spec, b.ndim > 2, 0, 0])
+            counted[2] += dots
+            counted[3] += dots * length
         if self.unobserved:
             return out
         record = self._record(op, out.shape, out_spec, tuple(a.shape), tuple(b.shape))

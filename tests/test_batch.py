@@ -182,3 +182,29 @@ def test_cli_refuses_bad_batches_in_one_line(tmp_path, args, says):
     out = run_cli("generate", "--model", "demo", *[a.format(**paths) for a in args])
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.startswith("minitransformer: error: ") and says in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_a_batch_of_long_prompts_chunks_its_prefill_and_still_equals_transformers(tmp_path):
+    """Rows past tape.ROW_CHUNK (300 and 140 tokens): the pad mask is sliced chunk by chunk as the causal one is."""
+    from conftest import write_gpt2, write_llama
+    from minitransformer import tape
+    from minitransformer.ledger import Phase
+
+    rng = np.random.default_rng(1)
+    rows = [rng.integers(0, 300, 300).tolist(), rng.integers(0, 300, 140).tolist()]
+    assert min(map(len, rows)) > tape.ROW_CHUNK
+    for directory in (write_gpt2(tmp_path / "g", n_positions=320, vocab_size=300),
+                      write_llama(tmp_path / "m", n_positions=320, vocab_size=300, model_type="mistral",
+                                  sliding_window=50)):  # fmt: skip
+        ours = load_model(directory)
+        hf = transformers.AutoModelForCausalLM.from_pretrained(directory, attn_implementation="eager").eval()
+        ids, pads, mask, positions = hf_inputs(rows, pad_id=1)
+        phase = Phase("prefill", 0, ids.shape[1], ids.shape[1], batch=2)
+        logits = ours.run(ids, all_positions=True, pads=pads, phase=phase)
+        assert phase.find("scores", 0).macs < phase.find("scores", 0).dense_macs  # it did chunk
+        with torch.no_grad():
+            reference = hf(torch.tensor(ids), attention_mask=torch.tensor(mask),
+                           position_ids=torch.tensor(positions)).logits.numpy()  # fmt: skip
+        real = mask.astype(bool)
+        assert np.isfinite(logits).all()
+        assert np.abs(logits[real] - reference[real]).max() <= TOLERANCE * max(1.0, np.abs(reference[real]).max())

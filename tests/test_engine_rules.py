@@ -229,9 +229,10 @@ def test_the_fast_paths_give_exactly_the_plain_numbers(tmp_path, monkeypatch):
     Watched and on one thread, every stage makes a new array. The numbers must not differ by a bit."""
     from conftest import write_gpt2
     from minitransformer import load_model
-    from minitransformer import ops
+    from minitransformer import ops, tape
 
     model = load_model(write_gpt2(tmp_path / "m", n_layer=2, n_head=4, n_embd=64, n_positions=512, vocab_size=300))
+    monkeypatch.setattr(tape, "ROW_CHUNK", 1000)  # both dense: a watched pass is never chunked (test_row_chunks.py)
     ids = np.arange(400) % 300
     assert 4 * 400 * 400 >= ops.PARALLEL_MIN_SIZE  # the scores are big enough to be split among threads
     fast = model.logits(ids)
