@@ -152,7 +152,7 @@ def options(choices: dict[str, st.SearchStrategy | None], always: tuple[str, ...
 def prompt_command(draw, command: str, choices: dict) -> list[str]:
     prompt = draw(PROMPTS)
     argv = [command, "--model", "{model}", *draw(options(choices))]
-    if draw(st.booleans()):
+    if prompt == "--" or draw(st.booleans()):  # first, "--" would make every option after it a prompt too
         return argv + ["--", prompt]  # after --, "-x" is a prompt, not an option
     return [command, prompt, *argv[1:]]
 
