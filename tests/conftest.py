@@ -118,3 +118,25 @@ def write_llama(directory: Path, n_layer=2, n_head=4, n_kv_head=2, n_embd=16, n_
         tensors["lm_head.weight"] = rand(vocab_size, D)
     save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
     return directory
+
+
+def with_weights_viewed_as(model, array_class):
+    """The same model with every weight viewed as `array_class` (an ndarray subclass that watches the
+    arithmetic done with it, e.g. one that raises when a float of the wrong width takes part)."""
+    from minitransformer.model import Model
+    from minitransformer.weights import as_tree
+
+    flat = {}
+
+    def walk(node, prefix):
+        for key, value in vars(node).items():
+            if isinstance(value, np.ndarray):
+                flat[prefix + key] = value.view(array_class)
+            elif isinstance(value, list):
+                for i, child in enumerate(value):
+                    walk(child, f"{prefix}{key}.{i}.")
+            else:
+                walk(value, f"{prefix}{key}.")
+
+    walk(model.params, "")
+    return Model(model.config, as_tree(flat, model.config), source=model.source, tokenizer=model._tokenizer)

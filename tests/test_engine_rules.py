@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import minitransformer
+from conftest import with_weights_viewed_as
 from minitransformer.ledger import Phase
 from minitransformer.stages import BLOCK, BLOCK_OPS, MATMUL_OPS
-from minitransformer.weights import as_tree
 
 PACKAGE = Path(minitransformer.__file__).parent
 PRODUCT_FUNCTIONS = {"matmul", "dot", "einsum", "tensordot", "inner", "vdot", "outer", "kron"}
@@ -141,22 +141,7 @@ def test_every_function_is_used_and_every_constant_has_one_home():
 
 
 def test_no_float64_anywhere_in_the_forward_pass(small_gpt2):
-    from minitransformer.model import Model
-
-    alarmed = {}
-
-    def walk(node, prefix):
-        for key, value in vars(node).items():
-            if isinstance(value, np.ndarray):
-                alarmed[prefix + key] = value.view(Float64Alarm)
-            elif isinstance(value, list):
-                for i, child in enumerate(value):
-                    walk(child, f"{prefix}{key}.{i}.")
-            else:
-                walk(value, f"{prefix}{key}.")
-
-    walk(small_gpt2.params, "")
-    model = Model(small_gpt2.config, as_tree(alarmed, small_gpt2.config), source="alarm")
+    model = with_weights_viewed_as(small_gpt2, Float64Alarm)
     seen = []
     logits = model.run(np.array([464, 3139, 286]), all_positions=True,
                        watcher=lambda name, value, record: seen.append((name, value.dtype)) or value)  # fmt: skip

@@ -9,11 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import hf_fixture_dirs, hf_llama_fixture_dirs, run_cli
+from conftest import hf_fixture_dirs, hf_llama_fixture_dirs, run_cli, with_weights_viewed_as
 from minitransformer import UserError, load_model
 from minitransformer.config import PRESETS
 from minitransformer.model import Model
-from minitransformer.weights import as_tree
 
 FIXTURES = {d.name: d for d in [*hf_fixture_dirs(), *hf_llama_fixture_dirs()]}  # every activation, rope type, window
 
@@ -39,24 +38,6 @@ class Float32Alarm(np.ndarray):
         return wrapped if isinstance(result, tuple) else wrapped[0]
 
 
-def alarmed(model: Model) -> Model:
-    """The same float64 model with every weight a Float32Alarm."""
-    flat = {}
-
-    def walk(node, prefix):
-        for key, value in vars(node).items():
-            if isinstance(value, np.ndarray):
-                flat[prefix + key] = value.view(Float32Alarm)
-            elif isinstance(value, list):
-                for i, child in enumerate(value):
-                    walk(child, f"{prefix}{key}.{i}.")
-            else:
-                walk(value, f"{prefix}{key}.")
-
-    walk(model.params, "")
-    return Model(model.config, as_tree(flat, model.config), source=model.source, tokenizer=model._tokenizer)
-
-
 def test_the_alarm_rings_on_a_float32_table_a_float32_constant_and_a_float32_result():
     x = np.ones(3).view(Float32Alarm)
     for make in (lambda: x * np.ones(3, np.float32), lambda: x * np.float32(2), lambda: np.add(x, 1, dtype=np.float32)):
@@ -67,7 +48,7 @@ def test_the_alarm_rings_on_a_float32_table_a_float32_constant_and_a_float32_res
 
 @pytest.mark.parametrize("name", FIXTURES)
 def test_a_float64_pass_holds_no_float32_number_and_every_stage_is_float64(name):
-    model = alarmed(load_model(FIXTURES[name], dtype="float64"))
+    model = with_weights_viewed_as(load_model(FIXTURES[name], dtype="float64"), Float32Alarm)
     c = model.config
     assert model.dtype == np.float64
     n = c.n_positions

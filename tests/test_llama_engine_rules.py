@@ -12,14 +12,13 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 import minitransformer.hooks
-from conftest import hf_llama_fixture_dirs
+from conftest import hf_llama_fixture_dirs, with_weights_viewed_as
 from minitransformer import load_model
 from minitransformer.count import count_passes
 from minitransformer.ledger import Phase
 from minitransformer.llama import inverse_frequencies
 from minitransformer.model import Model
 from minitransformer.ops import attention_bias, rotary_tables
-from minitransformer.weights import as_tree
 from test_engine_rules import Float64Alarm
 
 FIXTURES = {d.name: d for d in hf_llama_fixture_dirs()}
@@ -30,28 +29,10 @@ def models():
     return {name: load_model(directory) for name, directory in FIXTURES.items()}
 
 
-def alarmed(model: Model) -> Model:
-    """The same model with every weight a Float64Alarm: any float64 computed from a weight raises."""
-    flat = {}
-
-    def walk(node, prefix):
-        for key, value in vars(node).items():
-            if isinstance(value, np.ndarray):
-                flat[prefix + key] = value.view(Float64Alarm)
-            elif isinstance(value, list):
-                for i, child in enumerate(value):
-                    walk(child, f"{prefix}{key}.{i}.")
-            else:
-                walk(value, f"{prefix}{key}.")
-
-    walk(model.params, "")
-    return Model(model.config, as_tree(flat, model.config), source="alarm", tokenizer=model._tokenizer)
-
-
 @pytest.mark.parametrize("name", ["llama_gqa_bias", "llama3_mqa_tied", "llama_linear_fp16", "mistral_window",
                                   "qwen2_bias_bf16"])  # fmt: skip
 def test_no_float64_anywhere_in_a_llama_forward_pass(name, models):
-    model = alarmed(models[name])
+    model = with_weights_viewed_as(models[name], Float64Alarm)
     c = model.config
     assert inverse_frequencies(c, np.float32).dtype == np.float32
     cos, sin = rotary_tables(np.arange(5, 9), inverse_frequencies(c, np.float32))
