@@ -157,10 +157,7 @@ def _generate(args) -> None:
     model.check_ids(tokens)
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # then stdout holds the document
 
-    unused = [flag for flag, value in (("--top-k", args.top_k), ("--seed", args.seed)) if value is not None]
-    if unused and args.temperature == 0:
-        print(f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
-              f"sampling needs --temperature > 0", file=sys.stderr)  # fmt: skip
+    _notice_unused_sampling(args)
 
     print(f"model {report.describe_model(model.describe(), model.source)}", file=out)
     print(f"prompt: {len(tokens)} tokens {tokens}", file=out)
@@ -225,10 +222,7 @@ def _generate_batch(args, prompts: list[str]) -> None:
         model.check_ids(tokens)
     model.config.check_fits(max(map(len, rows)), args.max_new_tokens)  # refuse before the first line of output
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # then stdout holds the document
-    unused = [flag for flag, value in (("--top-k", args.top_k), ("--seed", args.seed)) if value is not None]
-    if unused and args.temperature == 0:
-        print(f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
-              f"sampling needs --temperature > 0", file=sys.stderr)  # fmt: skip
+    _notice_unused_sampling(args)
 
     print(f"model {report.describe_model(model.config.to_dict(), model.source)}", file=out)
     print(f"a batch of {len(rows)} prompts, left-padded to {max(map(len, rows))} tokens", file=out)
@@ -383,6 +377,14 @@ def _params(args) -> None:
         write_text(json_to, [json.dumps(p.to_dict(), indent=1) + "\n"])
         if not json_to.is_stream:
             print(f"parameters written to {args.json}", file=out)
+
+
+def _notice_unused_sampling(args) -> None:
+    """One stderr line, not a refusal, so that scripts which always pass --seed keep working."""
+    unused = [flag for flag, value in (("--top-k", args.top_k), ("--seed", args.seed)) if value is not None]
+    if unused and args.temperature == 0:
+        print(f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
+              f"sampling needs --temperature > 0", file=sys.stderr)  # fmt: skip
 
 
 def _one_line(message: str) -> str:
