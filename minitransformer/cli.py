@@ -212,7 +212,7 @@ def _generate_batch(args, prompts: list[str]) -> None:
 
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work; files.py says how
     json_to, html_to = to["--json"], to["--html"]
-    model = load_model(args.model)
+    model = load_model(args.model, dtype=args.dtype)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
     rows = [model.prompt_ids(prompt) for prompt in prompts]
@@ -224,7 +224,7 @@ def _generate_batch(args, prompts: list[str]) -> None:
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # then stdout holds the document
     _notice_unused_sampling(args)
 
-    print(f"model {report.describe_model(model.config.to_dict(), model.source)}", file=out)
+    print(f"model {report.describe_model(model.describe(), model.source)}", file=out)
     print(f"a batch of {len(rows)} prompts, left-padded to {max(map(len, rows))} tokens", file=out)
     result = model.generate(prompts, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                             top_k=args.top_k, seed=args.seed, use_cache=not args.no_cache, candidates=args.top)

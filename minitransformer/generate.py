@@ -216,7 +216,7 @@ def generate_batch(model: Model, prompts, max_new_tokens: int = 8, temperature: 
     pad_id = next((i for i in eos if 0 <= i < model.config.vocab_size), 0)  # as transformers pads: end-of-text
     ids, pads = left_padded(rows, pad_id)
     rng = np.random.default_rng(seed)
-    book = Ledger({**model.config.to_dict(), "source": model.source}) if ledger else None
+    book = Ledger(model.describe()) if ledger else None  # which model ran, in which dtype
     B = len(rows)
     streams = [tokenizer.stream_decoder(context=r) for r in rows]
     pieces: list[list[str]] = [[] for _ in rows]

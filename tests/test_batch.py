@@ -208,3 +208,14 @@ def test_a_batch_of_long_prompts_chunks_its_prefill_and_still_equals_transformer
         real = mask.astype(bool)
         assert np.isfinite(logits).all()
         assert np.abs(logits[real] - reference[real]).max() <= TOLERANCE * max(1.0, np.abs(reference[real]).max())
+
+
+def test_a_batch_runs_in_the_dtype_asked_for(tmp_path):
+    out = run_cli("generate", "--model", "demo", "Paris is", "ab", "--max-new-tokens", "2", "--dtype", "float64",
+                  "--json", str(tmp_path / "batch.json"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "computed in float64" in out.stdout.splitlines()[0]
+    doc = json.loads((tmp_path / "batch.json").read_text())
+    assert doc["model"]["dtype"] == "float64"
+    api = load_model("demo", dtype="float64").generate(["Paris is", "ab"], max_new_tokens=2)
+    assert api[0].ledger.model["dtype"] == "float64" and doc == json.loads(json.dumps(batch_to_dict(api)))
