@@ -62,6 +62,16 @@ def perturbed(model):
     return model
 
 
+def reference_logits(reference, ids: list[list[int]]) -> dict[str, np.ndarray]:
+    """ids_i and logits_i (every position, float32) of each prompt, as transformers computes them."""
+    arrays = {}
+    with torch.no_grad():
+        for i, prompt in enumerate(ids):
+            arrays[f"ids_{i}"] = np.array(prompt, dtype=np.int64)
+            arrays[f"logits_{i}"] = reference(torch.tensor([prompt])).logits[0].numpy().astype(np.float32)
+    return arrays
+
+
 def prompts(vocab_size: int, n_positions: int, seed: int) -> list[list[int]]:
     rng = np.random.default_rng(seed)
     lengths = [1, 5, n_positions]  # a single token, a short prompt, and one that fills the context
@@ -97,12 +107,7 @@ def main() -> None:
         save(name, model, directory)
         reference = GPT2LMHeadModel.from_pretrained(directory, dtype=torch.float32).eval()
         ids = prompts(options["vocab_size"], options["n_positions"], seed)
-        arrays = {}
-        with torch.no_grad():
-            for i, prompt in enumerate(ids):
-                arrays[f"ids_{i}"] = np.array(prompt, dtype=np.int64)
-                arrays[f"logits_{i}"] = reference(torch.tensor([prompt])).logits[0].numpy().astype(np.float32)
-        np.savez_compressed(directory / "logits.npz", **arrays)
+        np.savez_compressed(directory / "logits.npz", **reference_logits(reference, ids))
         meta = {"transformers_config": options, "prompts": len(ids), "seed": seed}
         (directory / "fixture.json").write_text(json.dumps(meta, indent=1) + "\n")
         size = sum(f.stat().st_size for f in directory.iterdir())

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config
 
-from make_hf_fixtures import perturbed, prompts  # the GPT-2 fixtures' noise and prompts, beside this script
+from make_hf_fixtures import perturbed, prompts, reference_logits  # the GPT-2 fixtures' noise, prompts and logits
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "hf_llama"
@@ -105,11 +105,7 @@ def main() -> None:
         save(build(model_type, options, seed), storage, directory)
         reference = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32).eval()
         ids = prompts(options["vocab_size"], options["max_position_embeddings"], seed)
-        arrays = {}
-        with torch.no_grad():
-            for i, prompt in enumerate(ids):
-                arrays[f"ids_{i}"] = np.array(prompt, dtype=np.int64)
-                arrays[f"logits_{i}"] = reference(torch.tensor([prompt])).logits[0].numpy().astype(np.float32)
+        arrays = reference_logits(reference, ids)
         np.savez_compressed(directory / "logits.npz", **arrays)
         meta = {"model_type": model_type, "transformers_config": options, "storage": storage, "covers": covers,
                 "prompts": len(ids), "seed": seed}  # fmt: skip
