@@ -262,7 +262,7 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
     if c.family == "llama":
         estimate = ("the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
-                    "(Q K^T: Q and the scores [B, H, T, t]; MLP: g, u, sigmoid(g) and act(g), [B, T, F] each)")
+                    "(Q K^T: Q and the scores [B, H, T, t]; MLP: g, u and act(g), [B, T, F] each)")
     else:
         estimate = ("the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the",
                     "scores [B, H, T, t], which scale, mask and softmax overwrite in place; MLP: u and act(u), [B, T, F] each)")

@@ -21,8 +21,7 @@ its A and its output (its B is a weight, or K^T and V, which live in the KV cach
 projection's output); for scale, mask and softmax one tensor, as they write over the scores in
 place (ops.py); for the other elementwise stages input and output; nothing for views (the heads
 split, the cache's rows, the last position). A Llama block differs in two places: its mask is a
-[T, t] bias built once a pass and alive throughout, and its gated MLP holds g, u, sigmoid(g) and
-act(g) = g sigmoid(g) at once. A pass computed in row chunks (tape.py; its scores record says what
+[T, t] bias built once a pass and alive throughout, and its gated MLP holds g, u and act(g) at once. A pass computed in row chunks (tape.py; its scores record says what
 was computed) holds the attention stages of one chunk at a time: ROW_CHUNK of the T query rows. The
 tests hold it to tracemalloc's measured peak of real runs.
 """
@@ -76,8 +75,8 @@ def working_set(r: Record, gated: bool = False) -> int:
     """Numbers alive while this stage runs, besides the residual stream (see the module docstring)."""
     if r.kind == "matmul":
         return prod(r.a_shape) + prod(r.out_shape)
-    if gated and r.op == "mlp.act":  # g and u, sigmoid(g) and g sigmoid(g)
-        return 4 * prod(r.out_shape)
+    if gated and r.op == "mlp.act":  # g, u and act(g)
+        return 3 * prod(r.out_shape)
     return _LIVE_COPIES.get(r.op, 2) * prod(r.out_shape)
 
 

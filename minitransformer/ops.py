@@ -8,8 +8,8 @@ looking at. Those that take `out=` may write their result over their input when 
 hands it over (Tape.scratch: only when nobody watches the pass): at long contexts a fresh
 [H, T, t] array per stage costs more in page faults than the arithmetic.
 
-NumPy runs an elementwise loop on one core; the big row-wise stages (softmax, the MLP activation)
-split their rows among the cores (`rowwise`), since NumPy lets go of the GIL inside its loops.
+NumPy runs an elementwise loop on one core; the big row-wise stages (softmax, the MLP activation,
+RMSNorm) split their rows among the cores (`rowwise`), since NumPy lets go of the GIL inside its loops.
 """
 
 from __future__ import annotations
@@ -198,7 +198,17 @@ def sigmoid(x):
 
 
 def silu(x):
-    return x * sigmoid(x)
+    """x sigmoid(x), computed as x / (1 + exp(-x)) (as torch does): one new array and no temporaries, rows
+    shared among the cores (a Llama MLP's [T, F] activation is its largest elementwise stage)."""
+    return rowwise(_silu_rows, x)
+
+
+def _silu_rows(x, out=None):
+    e = np.negative(x, out=out)
+    with np.errstate(over="ignore"):  # exp overflows to inf for very negative x, where silu is -0: right
+        e = np.exp(e, out=e)
+    e += constant(e, 1.0)
+    return np.divide(x, e, out=e)
 
 
 def identity(x):
@@ -225,11 +235,15 @@ ACTIVATIONS = {
 # --- the Llama family's stages ---------------------------------------------------------------------------
 def rms_norm(x, weight, eps: float):
     """x / sqrt(mean(x^2) + eps) * weight over the last axis: no centring, no bias (transformers' LlamaRMSNorm)."""
-    inverse_d = constant(x, 1.0 / x.shape[-1])
-    mean_square = np.add.reduce(x * x, axis=-1, keepdims=True)
-    mean_square *= inverse_d
+    return rowwise(lambda rows, out: _rms_norm_rows(rows, weight, eps, out), x)
+
+
+def _rms_norm_rows(x, weight, eps: float, out=None):
+    squares = np.multiply(x, x, out=out)
+    mean_square = np.add.reduce(squares, axis=-1, keepdims=True)
+    mean_square *= constant(x, 1.0 / x.shape[-1])
     mean_square += constant(x, eps)
-    h = x * (constant(x, 1.0) / np.sqrt(mean_square, out=mean_square))
+    h = np.multiply(x, constant(x, 1.0) / np.sqrt(mean_square, out=mean_square), out=squares)
     h *= weight
     return h
 

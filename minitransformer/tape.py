@@ -50,6 +50,25 @@ def _matmul_spec(spec: str) -> tuple[str, str, str]:
     return a.strip(), b.strip(), out.strip()
 
 
+def fold_shared_axes(a, b):
+    """(a', b', out shape): a @ b = (a' @ b').reshape(out shape), with the axes that b is shared over (b lacks
+    them or has size 1 there) folded into a's rows, so that one BLAS call reads b once for all of them,
+    where np.matmul would loop over them and read b again for each: a weight shared by a batch
+    ([B*T, n] x [n, p]; a decode step is bound by those reads), and the keys or values shared by the G
+    query heads of a group ([G*T, dh] x [dh, t]). The same dot products; fewer, larger BLAS calls.
+    """
+    fold = 0  # a's axes just before its rows that b is shared over
+    while fold < a.ndim - 2 and (fold >= b.ndim - 2 or b.shape[-3 - fold] == 1):
+        fold += 1
+    if fold == 0:
+        return a, b, None
+    kept = a.shape[: a.ndim - 2 - fold]
+    a_rows = a.reshape(*kept, -1, a.shape[-1])
+    b_kept = b.reshape(*b.shape[: max(b.ndim - 2 - fold, 0)], *b.shape[-2:])
+    batch = np.broadcast_shapes(kept, b_kept.shape[:-2])
+    return a_rows, b_kept, (*batch, *a.shape[len(kept) : -1], b.shape[-1])
+
+
 @dataclass
 class Dims:
     """The concrete size of each dimension symbol during one forward pass (see stages.py)."""
@@ -227,11 +246,9 @@ class Tape:
         if isinstance(a, ShapeOnly) or isinstance(b, ShapeOnly):
             out = ShapeOnly(dot_product_count(a.shape, b.shape)[0])
         else:
-            # A weight shared by a batch: one [B*T, n] x [n, p] product reads it once for all rows, where
-            # np.matmul would loop over B and read it B times (a decode step is bound by those reads).
-            shared = b.ndim == 2 and a.ndim > 2
-            out = np.matmul(a.reshape(-1, a.shape[-1]) if shared else a, b)
-            out = out.reshape(*a.shape[:-1], b.shape[-1]) if shared else out
+            a_rows, b_rows, out_shape = fold_shared_axes(a, b)
+            out = np.matmul(a_rows, b_rows)
+            out = out if out_shape is None else out.reshape(out_shape)
             if bias is not None:
                 out += bias  # out is fresh: adding in place saves a [T, out] temporary
         self._check(op, out, out_spec)

@@ -209,14 +209,21 @@ def test_kv_cache_is_preallocated_and_written_in_place(small_gpt2):
     assert [id(k) for k in cache.keys] == buffers and cache.length == 5
 
 
-def test_the_fast_paths_give_exactly_the_plain_numbers(tmp_path, monkeypatch):
-    """Unwatched, attention stages write in place; big row-wise stages run on several threads.
-    Watched and on one thread, every stage makes a new array. The numbers must not differ by a bit."""
-    from conftest import write_gpt2
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_the_fast_paths_give_exactly_the_plain_numbers(family, tmp_path, monkeypatch):
+    """Unwatched, attention stages write in place; big row-wise stages (softmax, activations, RMSNorm) run on
+    several threads. Watched and on one thread, every stage makes a new array. The numbers must not differ
+    by a bit."""
+    from conftest import write_gpt2, write_llama
     from minitransformer import load_model
     from minitransformer import ops, tape
 
-    model = load_model(write_gpt2(tmp_path / "m", n_layer=2, n_head=4, n_embd=64, n_positions=512, vocab_size=300))
+    shape = dict(n_layer=2, n_head=4, n_embd=64, n_positions=512, vocab_size=300)
+    if family == "gpt2":
+        model = load_model(write_gpt2(tmp_path / "m", **shape))
+    else:  # grouped-query: 4 query heads over 2 key/value heads; the [400, 1024] norms and MLP are split among threads
+        model = load_model(write_llama(tmp_path / "m", n_kv_head=2, n_inner=1024, **{**shape, "n_embd": 1024}))
+        assert 400 * 1024 >= ops.PARALLEL_MIN_SIZE
     monkeypatch.setattr(tape, "ROW_CHUNK", 1000)  # both dense: a watched pass is never chunked (test_row_chunks.py)
     ids = np.arange(400) % 300
     assert 4 * 400 * 400 >= ops.PARALLEL_MIN_SIZE  # the scores are big enough to be split among threads
@@ -224,3 +231,28 @@ def test_the_fast_paths_give_exactly_the_plain_numbers(tmp_path, monkeypatch):
     monkeypatch.setattr(ops, "THREADS", 1)
     plain = model.run(ids, all_positions=True, watcher=lambda name, tensor, record: tensor)
     assert np.array_equal(fast, plain)
+
+
+@pytest.mark.parametrize("a_shape, b_shape, folds", [
+    ((7, 5), (5, 3), False),                    # one product, nothing to fold
+    ((4, 7, 5), (5, 3), True),                  # a weight shared by a batch
+    ((2, 3, 7, 5), (5, 3), True),
+    ((2, 3, 7, 5), (2, 1, 5, 4), True),         # keys shared by the 3 query heads of each of 2 groups
+    ((4, 2, 3, 1, 5), (4, 2, 1, 5, 6), True),   # the same in a batch, one decode row
+    ((3, 7, 5), (4, 1, 5, 2), True),            # b broadcast over a's axis and with one of its own
+    ((1, 3, 7, 5), (4, 1, 5, 2), True),
+    ((2, 3, 7, 5), (2, 3, 5, 4), False),        # b not shared: no fold
+    ((7, 5), (3, 5, 2), False),
+])
+def test_folding_the_axes_a_factor_is_shared_over_gives_np_matmul_exactly(a_shape, b_shape, folds):
+    """Small whole numbers: every sum is exact, so any order of the BLAS's additions gives the same bits."""
+    from minitransformer.tape import fold_shared_axes
+
+    rng = np.random.default_rng(0)
+    a = rng.integers(-8, 9, (*a_shape[:-2], a_shape[-2] + 2, a_shape[-1])).astype(np.float32)[..., 1:-1, :]  # strided
+    b = rng.integers(-8, 9, b_shape).astype(np.float32)
+    a_rows, b_rows, out_shape = fold_shared_axes(a, b)
+    out = np.matmul(a_rows, b_rows)
+    out = out if out_shape is None else out.reshape(out_shape)
+    assert np.array_equal(out, np.matmul(a, b))
+    assert (out_shape is not None) == folds
