@@ -9,7 +9,8 @@ hands it over (Tape.scratch: only when nobody watches the pass): at long context
 [H, T, t] array per stage costs more in page faults than the arithmetic.
 
 NumPy runs an elementwise loop on one core; the big row-wise stages (softmax, the MLP activation,
-RMSNorm) split their rows among the cores (`rowwise`), since NumPy lets go of the GIL inside its loops.
+RMSNorm, LayerNorm) split their rows among the cores (`rowwise`), since NumPy lets go of the GIL inside
+its loops, and work through them in blocks that stay in cache.
 """
 
 from __future__ import annotations
@@ -43,38 +44,55 @@ def _threads() -> int:
 
 THREADS = _threads()
 PARALLEL_MIN_SIZE = 1 << 18  # below this, starting threads costs more than it saves (every decode step)
+BLOCK_SIZE = 1 << 16  # numbers in a block of rows (rowwise): it and its output fit in a core's L2 cache
 _pool: ThreadPoolExecutor | None = None
 
 
 def rowwise(fn, x, out=None):
-    """fn(rows, out_rows) on the rows of x (every axis but the last), the rows shared among the cores.
+    """fn(rows, out_rows) on the rows of x (every axis but the last), in blocks shared among the cores.
 
     Each row's result depends on that row alone (a softmax, an activation), so the split changes
-    nothing in the numbers. Small arrays and shape-only stand-ins run in one call. x may be in any
-    memory order (a hook's replacement may be Fortran-ordered, strided or reversed); the result is
-    out if given, else a new C-ordered array.
+    nothing in the numbers. A block is small enough that it and its output stay in a core's cache
+    through all of fn's passes over them: a [T, F] activation streamed through memory once per pass
+    costs several times its arithmetic. Small arrays and shape-only stand-ins run in one call. x may
+    be in any memory order (a hook's replacement may be Fortran-ordered, strided or reversed); the
+    result is out if given, else a new C-ordered array.
     """
-    if isinstance(x, ShapeOnly) or x.size < PARALLEL_MIN_SIZE or THREADS == 1:
+    if isinstance(x, ShapeOnly) or x.size < PARALLEL_MIN_SIZE:
         return fn(x, out)
     if out is None:
         out = np.empty(x.shape, x.dtype)  # C order whatever x's order (a hook may return any layout)
     elif not out.flags.c_contiguous:
         return fn(x, out)  # its rows would be a copy, not a view: one call writes into out itself
+    # out's rows are views of out (C order); x's are a copy if x is not in C order, which is only read.
+    rows, out_rows = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])
+    step = max(1, BLOCK_SIZE // rows.shape[-1])
+
+    def in_blocks(first: int, end: int) -> None:
+        for a in range(first, end, step):
+            b = min(a + step, end)
+            fn(rows[a:b], out_rows[a:b])
+
+    if THREADS == 1:
+        in_blocks(0, len(rows))
+        return out
     global _pool
     if _pool is None:
         _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="minitransformer")
-    # out's rows are views of out (C order); x's are a copy if x is not in C order, which is only read.
-    rows, out_rows = x.reshape(-1, x.shape[-1]), out.reshape(-1, x.shape[-1])
     cuts = [len(rows) * i // THREADS for i in range(THREADS + 1)]
-    for done in [_pool.submit(fn, rows[a:b], out_rows[a:b]) for a, b in zip(cuts, cuts[1:])]:
+    for done in [_pool.submit(in_blocks, a, b) for a, b in zip(cuts, cuts[1:])]:
         done.result()
     return out
 
 
 def layer_norm(x, weight, bias, eps: float):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, like torch)."""
+    return rowwise(lambda rows, out: _layer_norm_rows(rows, weight, bias, eps, out), x)
+
+
+def _layer_norm_rows(x, weight, bias, eps: float, out=None):
     inverse_d = constant(x, 1.0 / x.shape[-1])
-    centered = x - np.add.reduce(x, axis=-1, keepdims=True) * inverse_d
+    centered = np.subtract(x, np.add.reduce(x, axis=-1, keepdims=True) * inverse_d, out=out)
     var = np.add.reduce(centered * centered, axis=-1, keepdims=True)
     var *= inverse_d
     var += constant(x, eps)

@@ -73,9 +73,9 @@ def test_a_replacement_in_any_layout_gives_the_same_logits(model, threaded, layo
     monkeypatch.setattr(tape, "ROW_CHUNK", ids_shape[-1])  # the unhooked pass dense too, as a hooked one is
     ids = np.random.default_rng(0).integers(0, 512, ids_shape)
     expected = model.logits(ids)
-    rows = ids.size * 4  # softmax rows (B H T); the activation has B T rows
-    assert ("_softmax_rows", (rows // 2, ids_shape[-1])) in threaded, "softmax did not split its rows"
-    assert ("_gelu_tanh_rows", (ids.size // 2, 256)) in threaded, "the activation did not split its rows"
+    for name, rows in (("_softmax_rows", ids.size * 4), ("_gelu_tanh_rows", ids.size)):  # B H T and B T rows
+        blocks = [shape[0] for called, shape in threaded if called == name]
+        assert len(blocks) > 1 and sum(blocks) == rows, f"{name} did not split its {rows} rows: {blocks}"
     for stage in STAGES:
         given = {}
 
@@ -101,3 +101,25 @@ def test_rowwise_writes_into_an_out_in_any_layout(threaded):
         result = ops.softmax(fortran(x), out=out)
         assert result is out
         np.testing.assert_allclose(out, plain, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("stage", ["softmax", "gelu_tanh", "silu", "rms_norm", "layer_norm"])
+def test_rowwise_blocks_give_the_numbers_of_one_call_bit_for_bit(stage, threads, monkeypatch):
+    """Row blocks (odd sizes, a short last one) on one or two threads: each row is computed as in one whole call."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 301, 997)).astype(np.float32) * 4
+    weight, bias = rng.standard_normal(997).astype(np.float32), rng.standard_normal(997).astype(np.float32)
+    row_functions = {
+        "softmax": (ops.softmax, ops._softmax_rows),
+        "gelu_tanh": (ops.gelu_tanh, ops._gelu_tanh_rows),
+        "silu": (ops.silu, ops._silu_rows),
+        "rms_norm": (lambda x: ops.rms_norm(x, weight, 1e-5), lambda x: ops._rms_norm_rows(x, weight, 1e-5)),
+        "layer_norm": (lambda x: ops.layer_norm(x, weight, bias, 1e-5),
+                       lambda x: ops._layer_norm_rows(x, weight, bias, 1e-5)),
+    }  # fmt: skip
+    blocked, whole = row_functions[stage]
+    monkeypatch.setattr(ops, "THREADS", threads)
+    monkeypatch.setattr(ops, "BLOCK_SIZE", 7 * 997)  # 7 rows a block: 129 blocks, the last of 3 rows
+    assert x.size >= ops.PARALLEL_MIN_SIZE
+    assert np.array_equal(blocked(x), whole(x))
