@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from importlib import resources
 
 import pytest
@@ -70,8 +71,15 @@ WHITESPACE_AND_WORDS = st.lists(
 ).map("".join)
 
 
+# Characters assigned by Unicode 3.2. GPT-2's regex splits on letter, number and space classes, which each
+# library takes from the Unicode tables it was built with: at our lower bounds (tokenizers 0.15, tiktoken
+# 0.8) the two disagree on 9,392 code points, every one a character assigned since Unicode 15 (U+13441's
+# is "\U00013441" "'s" to one and "\U00013441'" "s" to the other), and none assigned by Unicode 3.2.
+CHARACTERS_EVERY_VERSION_KNOWS = st.characters().filter(lambda c: unicodedata.ucd_3_2_0.category(c) not in ("Cn", "Cs"))
+
+
 @settings(max_examples=400, deadline=None)
-@given(st.one_of(st.text(max_size=60), WHITESPACE_AND_WORDS))
+@given(st.one_of(st.text(CHARACTERS_EVERY_VERSION_KNOWS, max_size=60), WHITESPACE_AND_WORDS))
 def test_any_string_matches_openai_and_round_trips(openai_gpt2, text):
     ids = tok.encode(text)
     assert ids == openai_gpt2.encode_ordinary(text)
