@@ -21,9 +21,10 @@ its A and its output (its B is a weight, or K^T and V, which live in the KV cach
 projection's output); for scale, mask and softmax one tensor, as they write over the scores in
 place (ops.py); for the other elementwise stages input and output; nothing for views (the heads
 split, the cache's rows, the last position). A Llama block differs in two places: its mask is a
-[T, t] bias built once a pass and alive throughout, and its gated MLP holds g, u and act(g) at once. A pass computed in row chunks (tape.py; its scores record says what
-was computed) holds the attention stages of one chunk at a time: ROW_CHUNK of the T query rows. The
-tests hold it to tracemalloc's measured peak of real runs.
+[T, t] bias built once a pass and alive throughout, and its gated MLP holds g, u and act(g) at once.
+A pass computed in row chunks (tape.py; its scores record says what was computed) holds the
+attention stages of one chunk at a time: ROW_CHUNK of the T query rows. The tests hold it to
+tracemalloc's measured peak of real runs.
 """
 
 from __future__ import annotations
