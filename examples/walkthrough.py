@@ -14,8 +14,8 @@ import argparse
 import numpy as np
 
 from minitransformer import UserError, load_model
-from minitransformer.ledger import Phase
-from minitransformer.report import count
+from minitransformer.engine.ledger import Phase
+from minitransformer.views.report import count
 
 
 def products(phase: Phase, op: str, layer: int | None = 0) -> str:

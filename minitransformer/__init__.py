@@ -1,15 +1,27 @@
-"""minitransformer: GPT-2 in NumPy with every matrix multiply counted.
+"""minitransformer: transformers in NumPy with every matrix multiply counted.
 
     import minitransformer
     model = minitransformer.load_model("gpt2")          # or a directory, or "demo"
     out = model.generate("The capital of France is", max_new_tokens=5)
     out.text, out.ledger.totals.macs
+
+The package in layers, each importing only those below it (tests/test_engine_rules.py holds it):
+cli -> views -> verbs -> models -> families -> engine (errors.py at the bottom).
 """
 
-from .config import GPT2Config
-from .errors import UserError
-from .model import Model, load_model
-from .tokenizer import load_tokenizer
+import sys
 
-__all__ = ["GPT2Config", "Model", "UserError", "load_model", "load_tokenizer"]
-__version__ = "0.1.0"
+from .models.config import GPT2Config
+from .errors import UserError
+from .models.model import Model, load_model
+from .models.tokenizer import load_tokenizer
+from .verbs import count
+from .views import html_report
+from .version import __version__
+
+# The module paths the README's API names (`from minitransformer.count import count_passes`,
+# `from minitransformer.html_report import generation_page`) stay where users found them.
+sys.modules[f"{__name__}.count"] = count
+sys.modules[f"{__name__}.html_report"] = html_report
+
+__all__ = ["GPT2Config", "Model", "UserError", "__version__", "load_model", "load_tokenizer"]

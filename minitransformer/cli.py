@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from .errors import UserError
-from .files import check_destination, check_destinations, write_text
+from .views.files import check_destination, check_destinations, write_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,7 +41,7 @@ HTML_HELP = "write the report as one self-contained HTML page, to open in a brow
 
 def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
     """--dtype of the commands that compute (count's --dtype is another thing: the byte size memory is counted in)."""
-    from .config import DTYPES
+    from .models.config import DTYPES
 
     p.add_argument("--dtype", choices=DTYPES, default=DTYPES[0],
                    help=f"the number format {what}: float32 (default), or float64, the reference: every stage, the KV "
@@ -49,7 +49,7 @@ def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .version import __version__
 
     parser = _Parser(prog="minitransformer", description="GPT-2 in NumPy with every matrix multiply counted.")
     parser.add_argument("--version", action="version", version=f"minitransformer {__version__}")
@@ -129,9 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _generate(args) -> None:
-    from . import report
-    from .generate import check_options
-    from .model import load_model
+    from .views import report
+    from .verbs.generate import check_options
+    from .models.model import load_model
 
     check_options(args.max_new_tokens, args.temperature, args.top_k, args.seed)
     if args.top < 1:
@@ -183,7 +183,7 @@ def _generate(args) -> None:
         if not json_to.is_stream:
             print(f"\nledger written to {args.json}", file=out)
     if html_to:
-        from .html_report import generation_data, write_page
+        from .views.html_report import generation_data, write_page
 
         write_page(html_to, generation_data(result), out)
 
@@ -206,9 +206,9 @@ def _prompt_lines(path: str) -> list[str]:
 
 def _generate_batch(args, prompts: list[str]) -> None:
     """Several prompts as one batch: each answer, then the batch's one ledger with its padding line."""
-    from . import report
-    from .generate import batch_to_dict
-    from .model import load_model
+    from .views import report
+    from .verbs.generate import batch_to_dict
+    from .models.model import load_model
 
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work; files.py says how
     json_to, html_to = to["--json"], to["--html"]
@@ -238,26 +238,26 @@ def _generate_batch(args, prompts: list[str]) -> None:
         if not json_to.is_stream:
             print(f"\nledger written to {args.json}", file=out)
     if html_to:
-        from .html_report import batch_data, write_page
+        from .views.html_report import batch_data, write_page
 
         write_page(html_to, batch_data(result), out)
 
 
 def _attention_layers(model, tokens, args) -> list[int]:
-    from .html_report import attention_layers
+    from .views.html_report import attention_layers
 
     return attention_layers(model.config, len(tokens) + args.max_new_tokens - 1, args.layer)
 
 
 def _download(args) -> None:
-    from .hub import download
+    from .models.hub import download
 
     print(download(args.name))
 
 
 def _validate(args) -> None:
-    from .model import load_model
-    from .validate import validate
+    from .models.model import load_model
+    from .verbs.validate import validate
 
     model = load_model(args.model, dtype=args.dtype)
     ok = validate(model, steps=args.steps)
@@ -285,7 +285,7 @@ def _prompt_or_ids(args, verb: str) -> str | list[int]:
 
 
 def _trace(args) -> None:
-    from .trace import trace_command
+    from .verbs.trace import trace_command
 
     html_to = None if args.html is None else check_destination(args.html)  # before any work
     trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to,
@@ -293,7 +293,7 @@ def _trace(args) -> None:
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
-    from .config import PRESETS
+    from .models.config import PRESETS
 
     which = p.add_argument_group(
         "the model, one way (default: the gpt2 preset); its shapes only, never its weights",
@@ -322,16 +322,16 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
 
 
 def _model_config(args):
-    from .count import select_config
+    from .verbs.count import select_config
 
     return select_config(args.model, args.preset, args.config, args.layers, args.d_model, args.heads, args.d_ff,
                          args.vocab, args.ctx, args.kv_heads, args.head_dim, args.gated_mlp)  # fmt: skip
 
 
 def _count(args) -> None:
-    from .count import check_run, count_generation, csv_chunks, json_chunks
-    from .count_report import count_report
-    from .memory import DEFAULT_BALANCE
+    from .verbs.count import check_run, count_generation, csv_chunks, json_chunks
+    from .views.count_report import count_report
+    from .verbs.memory import DEFAULT_BALANCE
 
     config = _model_config(args)
     check_run(config, args.tokens, args.new_tokens, args.batch)
@@ -342,7 +342,7 @@ def _count(args) -> None:
         raise UserError(f"--plot takes a path ending in .png, not {args.plot!r}")
     to = check_destinations({"--json": args.json, "--csv": args.csv, "--plot": args.plot, "--html": args.html})
     if args.plot is not None:
-        from .plots import require_matplotlib
+        from .views.plots import require_matplotlib
 
         require_matplotlib()  # fail before writing anything
     count = count_generation(config, args.tokens, args.new_tokens, use_cache=not args.no_cache, batch=args.batch)
@@ -353,20 +353,20 @@ def _count(args) -> None:
     if to["--csv"]:
         write_text(to["--csv"], csv_chunks(count))
     if to["--plot"]:
-        from .plots import write_plots
+        from .views.plots import write_plots
 
         write_plots(count, to["--plot"])
     for what, dest in (("ledger", to["--json"]), ("CSV", to["--csv"]), ("plots", to["--plot"])):
         if dest and not dest.is_stream:
             print(f"{what} written to {dest.name}", file=out)
     if to["--html"]:
-        from .html_report import count_data, write_page
+        from .views.html_report import count_data, write_page
 
         write_page(to["--html"], count_data(count, balance, args.all_steps, dtype=args.dtype), out)
 
 
 def _params(args) -> None:
-    from .params import parameters, params_report
+    from .verbs.params import parameters, params_report
 
     config = _model_config(args)
     json_to = None if args.json is None else check_destination(args.json)

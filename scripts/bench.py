@@ -53,7 +53,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig  # noqa: E402
 
 from minitransformer import load_model  # noqa: E402
-from minitransformer.ledger import Phase  # noqa: E402
+from minitransformer.engine.ledger import Phase  # noqa: E402
 
 torch.set_num_threads(ARGS.threads)
 
@@ -218,7 +218,7 @@ def measure(directory: Path, reps: int, bandwidth: float, peak: float) -> dict:
                                   "roofline_s": (weight_bytes + kv_bytes) / bandwidth})  # fmt: skip
 
     rss = peak_rss_of_ours(directory, contexts[-1], steps)
-    from minitransformer.report import describe_model
+    from minitransformer.views.report import describe_model
 
     return {"model": describe_model(config.to_dict(), str(directory)), "weights": str(directory),
             "weight_bytes": weight_bytes, "load": {"ours_s": load_ours, "torch_s": load_torch},

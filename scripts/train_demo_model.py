@@ -75,7 +75,7 @@ class Recipe:
 
     @property
     def name(self) -> str:
-        """The name the model ships under (minitransformer.registry)."""
+        """The name the model ships under (minitransformer.models.registry)."""
         return NAMES[self.family]
 
 

@@ -123,8 +123,8 @@ def write_llama(directory: Path, n_layer=2, n_head=4, n_kv_head=2, n_embd=16, n_
 def with_weights_viewed_as(model, array_class):
     """The same model with every weight viewed as `array_class` (an ndarray subclass that watches the
     arithmetic done with it, e.g. one that raises when a float of the wrong width takes part)."""
-    from minitransformer.model import Model
-    from minitransformer.weights import as_tree
+    from minitransformer.models.model import Model
+    from minitransformer.models.weights import as_tree
 
     flat = {}
 

@@ -14,9 +14,9 @@ import pytest
 
 from conftest import hf_fixture_dirs, hf_llama_fixture_dirs, run_cli
 from minitransformer import load_model
-from minitransformer.generate import batch_to_dict, left_padded
-from minitransformer.ledger import Ledger
-from minitransformer.passes import batch_forward_passes
+from minitransformer.verbs.generate import batch_to_dict, left_padded
+from minitransformer.engine.ledger import Ledger
+from minitransformer.verbs.passes import batch_forward_passes
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
@@ -144,7 +144,7 @@ def test_llama_padding_counts_the_masked_pairs(name):
         pad_q = slots_q[None, :, None] < pads[:, None, None]
         pad_k = slots_k[None, None, :] < pads[:, None, None]
         pairs = int((pad_q | pad_k).sum())  # (pad query, any key) or (real query, pad key), per row
-        from minitransformer.ledger import padding_of
+        from minitransformer.engine.ledger import padding_of
 
         assert padding_of(scores, list(pads), phase.context) == (c.n_head * pairs, c.n_head * pairs * c.d_head)
 
@@ -187,8 +187,8 @@ def test_cli_refuses_bad_batches_in_one_line(tmp_path, args, says):
 def test_a_batch_of_long_prompts_chunks_its_prefill_and_still_equals_transformers(tmp_path):
     """Rows past tape.ROW_CHUNK (300 and 140 tokens): the pad mask is sliced chunk by chunk as the causal one is."""
     from conftest import write_gpt2, write_llama
-    from minitransformer import tape
-    from minitransformer.ledger import Phase
+    from minitransformer.engine import tape
+    from minitransformer.engine.ledger import Phase
 
     rng = np.random.default_rng(1)
     rows = [rng.integers(0, 300, 300).tolist(), rng.integers(0, 300, 140).tolist()]

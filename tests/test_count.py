@@ -15,14 +15,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minitransformer import GPT2Config, formulas
-from minitransformer.config import PRESETS
-from minitransformer.count import count_folded, count_generation, count_passes, select_config, sweep_per_token
+from minitransformer import GPT2Config
+from minitransformer.verbs import formulas
+from minitransformer.models.config import PRESETS
+from minitransformer.verbs.count import count_folded, count_generation, count_passes, select_config, sweep_per_token
 from minitransformer.errors import UserError
-from minitransformer.ledger import Phase, Record
-from minitransformer.model import Model
-from minitransformer.shapes import ShapeOnly
-from minitransformer.stages import BLOCK_OPS, MATMUL_OPS
+from minitransformer.engine.ledger import Phase, Record
+from minitransformer.models.model import Model
+from minitransformer.engine.shapes import ShapeOnly
+from minitransformer.engine.stages import BLOCK_OPS, MATMUL_OPS
 from test_counts import random_model
 
 RECORD_FIELDS = [f.name for f in dataclasses.fields(Record)]
@@ -164,7 +165,7 @@ def test_textbook_numbers_gpt2_and_gpt3():
 
 def test_folding_is_checked_against_the_whole_model(monkeypatch):
     """count_generation compares its fold with a whole-model run; a fold that drops a layer's stage is caught."""
-    import minitransformer.count as count_module
+    import minitransformer.verbs.count as count_module
 
     def broken(config, n_prompt, n_new, use_cache=True, batch=1):
         passes = count_folded(config, n_prompt, n_new, use_cache, batch)

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from conftest import run_cli, write_gpt2
-from minitransformer import formulas
-from minitransformer.config import PRESETS
+from minitransformer.verbs import formulas
+from minitransformer.models.config import PRESETS
 
 GPT2 = PRESETS["gpt2"]
 

@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from conftest import gpt2_tensors
 from minitransformer import GPT2Config
-from minitransformer.count import count_passes
-from minitransformer.model import Model
-from minitransformer.weights import as_tree
+from minitransformer.verbs.count import count_passes
+from minitransformer.models.model import Model
+from minitransformer.models.weights import as_tree
 
 
 def random_model(n_layer, n_head, d_head, n_inner, vocab, n_positions, seed=0) -> Model:
@@ -96,7 +96,7 @@ def test_gpt2_small_prefill_textbook_numbers():
 
 
 def test_all_position_logits_count_every_row(small_gpt2):
-    from minitransformer.ledger import Phase
+    from minitransformer.engine.ledger import Phase
 
     phase = Phase("prefill", 0, 7, 7)
     small_gpt2.run(np.arange(7), all_positions=True, phase=phase)
@@ -105,7 +105,7 @@ def test_all_position_logits_count_every_row(small_gpt2):
 
 
 def test_batch_multiplies_every_count(small_gpt2):
-    from minitransformer.ledger import Phase
+    from minitransformer.engine.ledger import Phase
 
     single, batch = Phase("prefill", 0, 4, 4), Phase("prefill", 0, 4, 4, batch=3)
     small_gpt2.run(np.arange(4), phase=single)

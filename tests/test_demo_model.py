@@ -19,9 +19,9 @@ import pytest
 
 import minitransformer
 from conftest import run_cli
-from minitransformer.config import GPT2Config, LlamaConfig
-from minitransformer.registry import DEMO, DEMO_LLAMA, DEMOS, demo_dir
-from minitransformer.tokenizer import FileTokenizer
+from minitransformer.models.config import GPT2Config, LlamaConfig
+from minitransformer.models.registry import DEMO, DEMO_LLAMA, DEMOS, demo_dir
+from minitransformer.models.tokenizer import FileTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 FACTS = ROOT / "scripts" / "demo_facts.csv"

@@ -21,7 +21,7 @@ from minitransformer import load_model
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
-from minitransformer.validate import PROMPTS, load_reference, prompt_ids, prompt_room, validate  # noqa: E402
+from minitransformer.verbs.validate import PROMPTS, load_reference, prompt_ids, prompt_room, validate  # noqa: E402
 from test_hf_live import ODD_CONFIGS as GPT2_CONFIGS  # noqa: E402
 from test_hf_live import save_random_hf_model  # noqa: E402
 from test_llama_hf_live import ODD_CONFIGS as LLAMA_CONFIGS  # noqa: E402
@@ -190,7 +190,7 @@ def rope_configs():
 def test_the_float64_frequencies_are_transformers_own_to_float32_precision(name, made, tmp_path):
     """The reference's rotary modules use our float64 inverse frequencies (transformers makes them in float32 only):
     they must be the frequencies transformers computes, for every rope type, to float32's precision."""
-    from minitransformer.llama import inverse_frequencies
+    from minitransformer.families.llama import inverse_frequencies
 
     if made is None:
         directory = FIXTURES[name]

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import write_gpt2
-from minitransformer import load_model, ops, tape
+from minitransformer import load_model
+from minitransformer.engine import ops, tape
 
 
 def fortran(t):

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-import minitransformer.model as model_module
+import minitransformer.models.model as model_module
 from conftest import ROOT, write_gpt2
 from minitransformer import UserError, load_model
-from minitransformer.hooks import stage_names
-from minitransformer.stages import BLOCK
+from minitransformer.engine.hooks import stage_names
+from minitransformer.engine.stages import BLOCK
 
 IDS = np.array([464, 3139, 286, 4881, 318])  # "The capital of France is"
 

@@ -22,10 +22,10 @@ from safetensors.numpy import save_file
 from browser import Chromium
 from conftest import run_cli
 from minitransformer import UserError, load_model
-from minitransformer.attention_maps import AttentionRecorder, visible
-from minitransformer.html_report import fold_layers, generation_page, unfold_layers
-from minitransformer.stages import GPT2, llama_family
-from minitransformer.weights import expected_shapes
+from minitransformer.verbs.attention_maps import AttentionRecorder, visible
+from minitransformer.views.html_report import fold_layers, generation_page, unfold_layers
+from minitransformer.engine.stages import GPT2, llama_family
+from minitransformer.models.weights import expected_shapes
 
 PROMPT = "The capital of France is"
 DEMO_OPTIONS = ("--model", "demo")  # the demo answers without looking for GPT-2 or the network
@@ -74,7 +74,7 @@ def write_llama(directory: Path, seed: int = 0, **overrides) -> Path:
           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 97, "max_position_embeddings": 64,
           "rms_norm_eps": 1e-5, **overrides}  # fmt: skip
     (directory / "config.json").write_text(json.dumps(hf))
-    from minitransformer.config import load_config
+    from minitransformer.models.config import load_config
 
     config = load_config(directory / "config.json")
     rng = np.random.default_rng(seed)
@@ -244,7 +244,7 @@ def test_notebooks_show_the_report_inline(small_gpt2):
         assert shown.startswith('<div class="mt-report"') and shown.endswith("</div>")
         assert "<html" not in shown and "<body" not in shown
         assert f"{out.ledger.totals.macs:,}" in shown
-    from minitransformer.count import count_generation
+    from minitransformer.verbs.count import count_generation
 
     assert "Memory and arithmetic intensity" in count_generation(small_gpt2.config, 3, 2)._repr_html_()
 

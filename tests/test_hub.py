@@ -20,7 +20,8 @@ import pytest
 from huggingface_hub import constants
 
 from conftest import ROOT, run_cli, write_gpt2
-from minitransformer import UserError, hub, load_model
+from minitransformer import UserError, load_model
+from minitransformer.models import hub
 
 
 def closed_port() -> int:
@@ -118,7 +119,7 @@ def test_a_model_in_the_hugging_face_cache_is_found_without_network(tmp_path):
     this process is not enough: 0.20's snapshot_download keeps the copy it took when first imported.)"""
     env = {**os.environ, "MINITRANSFORMER_WEIGHTS": str(tmp_path / "empty"), "HF_HUB_CACHE": str(tmp_path / "hub"),
            "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"}  # fmt: skip
-    find = "from minitransformer import load_model\nfrom minitransformer.registry import on_disk\nprint(on_disk('gpt2'))"
+    find = "from minitransformer import load_model\nfrom minitransformer.models.registry import on_disk\nprint(on_disk('gpt2'))"
     load = "\nprint(load_model('gpt2').config.n_positions)"
 
     def run(code: str) -> list[str]:
@@ -139,7 +140,7 @@ def test_a_model_in_the_hugging_face_cache_is_found_without_network(tmp_path):
 def test_an_installed_package_downloads_where_the_readme_says(tmp_path, monkeypatch):
     """Not a checkout (no pyproject.toml beside the package): ~/.cache/minitransformer/weights, or under
     $XDG_CACHE_HOME; MINITRANSFORMER_WEIGHTS overrides either. The README says so."""
-    monkeypatch.setattr(hub, "__file__", str(tmp_path / "site-packages" / "minitransformer" / "hub.py"))
+    monkeypatch.setattr(hub, "__file__", str(tmp_path / "site-packages" / "minitransformer" / "models" / "hub.py"))
     monkeypatch.delenv("MINITRANSFORMER_WEIGHTS", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))

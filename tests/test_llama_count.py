@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minitransformer import formulas
-from minitransformer.config import PRESETS, LlamaConfig
-from minitransformer.count import count_generation, count_passes, decode_at, select_config
-from minitransformer.ledger import Phase
-from minitransformer.model import Model
-from minitransformer.stages import family_of
-from minitransformer.weights import as_tree, llama_shapes
+from minitransformer.verbs import formulas
+from minitransformer.models.config import PRESETS, LlamaConfig
+from minitransformer.verbs.count import count_generation, count_passes, decode_at, select_config
+from minitransformer.engine.ledger import Phase
+from minitransformer.models.model import Model
+from minitransformer.engine.stages import family_of
+from minitransformer.models.weights import as_tree, llama_shapes
 from test_count import assert_same_phases
 
 LLAMA_PRESETS = [name for name, c in PRESETS.items() if c.family == "llama"]

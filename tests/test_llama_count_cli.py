@@ -9,9 +9,9 @@ import json
 import pytest
 
 from conftest import run_cli
-from minitransformer import formulas
-from minitransformer.config import PRESETS, LlamaConfig
-from minitransformer.count import CSV_COLUMNS
+from minitransformer.verbs import formulas
+from minitransformer.models.config import PRESETS, LlamaConfig
+from minitransformer.verbs.count import CSV_COLUMNS
 
 # Qwen2.5-0.5B's config.json as published (the keys that matter and a few that do not).
 QWEN_CONFIG = {

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-import minitransformer.hooks
+import minitransformer.engine.hooks
 from conftest import hf_llama_fixture_dirs, with_weights_viewed_as
 from minitransformer import load_model
-from minitransformer.count import count_passes
-from minitransformer.ledger import Phase
-from minitransformer.llama import inverse_frequencies
-from minitransformer.model import Model
-from minitransformer.ops import attention_bias, rotary_tables
+from minitransformer.verbs.count import count_passes
+from minitransformer.engine.ledger import Phase
+from minitransformer.families.llama import inverse_frequencies
+from minitransformer.models.model import Model
+from minitransformer.engine.ops import attention_bias, rotary_tables
 from test_engine_rules import Float64Alarm
 
 FIXTURES = {d.name: d for d in hf_llama_fixture_dirs()}
@@ -144,7 +144,7 @@ def test_captures_have_the_documented_names_and_hold_what_the_equations_say(name
     logits, cache = model.run_with_cache(ids)
     assert list(cache) == [n for n in model.family.stage_names(c.n_layer) if n != "last"]
     # Every Llama name the hooks module documents exists, in every block.
-    documented = re.findall(r"`((?:attn|mlp)\.\w+)`", minitransformer.hooks.__doc__)
+    documented = re.findall(r"`((?:attn|mlp)\.\w+)`", minitransformer.engine.hooks.__doc__)
     assert {"attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.q_rot", "attn.k_rot", "mlp.gate", "mlp.mul"} <= set(
         documented)  # fmt: skip
     for i in range(c.n_layer):

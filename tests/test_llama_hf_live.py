@@ -211,7 +211,7 @@ def test_odd_configs_match_live_one_by_one_and_in_a_batch(name, tmp_path):
 
 @pytest.mark.parametrize("name", ["llama3_mqa_tied", "qwen2_bias_bf16"])  # the CLI test below has the Mistral
 def test_validate_says_ok_and_names_the_transformers_class(name):
-    from minitransformer.validate import validate
+    from minitransformer.verbs.validate import validate
 
     model, _ = pair(name)
     out = io.StringIO()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from minitransformer import formulas
-from minitransformer.config import PRESETS, LlamaConfig
-from minitransformer.count import count_generation
-from minitransformer.memory import bytes_moved, kv_cache_bytes, memory_dict
+from minitransformer.verbs import formulas
+from minitransformer.models.config import PRESETS, LlamaConfig
+from minitransformer.verbs.count import count_generation
+from minitransformer.verbs.memory import bytes_moved, kv_cache_bytes, memory_dict
 from test_llama_count import random_llama
 from test_memory import estimated_and_measured_peak
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minitransformer import formulas
-from minitransformer.config import PRESETS, LlamaConfig, config_from_hf_dict
-from minitransformer.params import LLAMA_KINDS, kind_of, parameters, params_report
+from minitransformer.verbs import formulas
+from minitransformer.models.config import PRESETS, LlamaConfig, config_from_hf_dict
+from minitransformer.verbs.params import LLAMA_KINDS, kind_of, parameters, params_report
 
 LLAMA_PRESETS = [name for name, c in PRESETS.items() if c.family == "llama"]
 

@@ -13,9 +13,9 @@ import pytest
 
 from conftest import hf_llama_fixture_dirs
 from minitransformer import load_model
-from minitransformer.config import LlamaConfig
-from minitransformer.llama import inverse_frequencies
-from minitransformer.model import Model
+from minitransformer.models.config import LlamaConfig
+from minitransformer.families.llama import inverse_frequencies
+from minitransformer.models.model import Model
 
 TOLERANCE = 1e-4  # relative to the logits' scale, as validate.py states it
 

@@ -13,7 +13,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, processors
 from conftest import hf_llama_fixture_dirs, run_cli, write_gpt2, write_llama
 from minitransformer import UserError, load_model, load_tokenizer
 from minitransformer.cli import main, parse_ids
-from minitransformer.tokenizer import FileTokenizer, NoTokenizer, TextDiffStream
+from minitransformer.models.tokenizer import FileTokenizer, NoTokenizer, TextDiffStream
 
 TEXTS = ["The capital of France is", "  two spaces\tand\nnewlines\n", "naïve café — “quotes” ½",
          "日本語 🤖👩‍👩‍👧 flags 🇫🇷", "<|endoftext|> is text here", "I'm sure they'll say it's 3.14"]  # fmt: skip
@@ -238,8 +238,8 @@ def test_text_a_decoder_rewrites_is_shown_again_rather_than_lost():
 
 def test_validate_prompts_come_from_the_models_own_tokenizer_or_are_seeded_ids(llama_with_tokenizer, no_tokenizer,
                                                                                small_gpt2):  # fmt: skip
-    from minitransformer.validate import REFERENCE_CLASSES, prompt_ids
-    from minitransformer.config import LLAMA_MODEL_TYPES
+    from minitransformer.verbs.validate import REFERENCE_CLASSES, prompt_ids
+    from minitransformer.models.config import LLAMA_MODEL_TYPES
 
     assert set(REFERENCE_CLASSES) == {"gpt2", *LLAMA_MODEL_TYPES}
     assert prompt_ids(load_model(llama_with_tokenizer), "The capital of France is", seed=0) == PROMPT_IDS

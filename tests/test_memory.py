@@ -7,11 +7,11 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from minitransformer import formulas
-from minitransformer.config import PRESETS
-from minitransformer.count import count_generation
-from minitransformer.ledger import Phase
-from minitransformer.memory import bytes_moved, intensity, kv_cache_bytes, memory_dict, peak_activations
+from minitransformer.verbs import formulas
+from minitransformer.models.config import PRESETS
+from minitransformer.verbs.count import count_generation
+from minitransformer.engine.ledger import Phase
+from minitransformer.verbs.memory import bytes_moved, intensity, kv_cache_bytes, memory_dict, peak_activations
 from test_counts import random_model
 
 
@@ -78,8 +78,8 @@ def estimated_and_measured_peak(model, T: int) -> tuple[int, int]:
 
 def test_the_count_report_describes_the_activation_estimate_it_prints():
     """Attention-heavy prefill: the peak is Q K^T, and the text says what the number counts (softmax works in place)."""
-    from minitransformer.config import GPT2Config
-    from minitransformer.count_report import count_report
+    from minitransformer.models.config import GPT2Config
+    from minitransformer.views.count_report import count_report
 
     B, T, D, H = 2, 1000, 64, 16
     count = count_generation(GPT2Config(n_layer=1, n_head=H, n_embd=D, vocab_size=1000), T, 1, batch=B)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_cli
-from minitransformer import files
+from minitransformer.views import files
 from minitransformer.cli import main
 from minitransformer.errors import UserError
 

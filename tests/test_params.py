@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minitransformer import GPT2Config, formulas
-from minitransformer.config import PRESETS
-from minitransformer.params import KINDS, kind_of, parameters, params_report
+from minitransformer import GPT2Config
+from minitransformer.verbs import formulas
+from minitransformer.models.config import PRESETS
+from minitransformer.verbs.params import KINDS, kind_of, parameters, params_report
 
 
 def test_gpt2_small_has_124_439_808_parameters():

@@ -48,6 +48,8 @@ def test_the_pasted_output_is_what_the_main_command_prints(tmp_path):
 
 def test_the_layout_table_names_every_module():
     table = README.split("## How the code is laid out", 1)[1].split("\n## ", 1)[0]
-    named = set(re.findall(r"`(\w+\.py)`", table))
-    modules = {p.name for p in (ROOT / "minitransformer").glob("*.py")} - {"__init__.py", "__main__.py"}
+    named = set(re.findall(r"`([\w/]+\.py)`", table))
+    package = ROOT / "minitransformer"
+    modules = {p.relative_to(package).as_posix() for p in package.rglob("*.py")} - {"__main__.py"}
+    modules = {m for m in modules if not m.endswith("__init__.py")}
     assert named == modules, f"missing: {sorted(modules - named)}; gone: {sorted(named - modules)}"

@@ -12,11 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minitransformer import formulas, tape
-from minitransformer.config import PRESETS, LlamaConfig
-from minitransformer.count import count_generation, count_passes
-from minitransformer.ledger import Phase
-from minitransformer.model import Model
+from minitransformer.verbs import formulas
+from minitransformer.engine import tape
+from minitransformer.models.config import PRESETS, LlamaConfig
+from minitransformer.verbs.count import count_generation, count_passes
+from minitransformer.engine.ledger import Phase
+from minitransformer.models.model import Model
 from test_count import assert_same_phases
 from test_counts import random_model
 from test_llama_count import random_llama
@@ -181,7 +182,7 @@ def test_the_closed_form_of_the_computed_pairs_is_the_sum_over_chunks(C):
 def test_the_csv_gives_the_dense_form_beside_what_was_computed(monkeypatch):
     import csv
 
-    from minitransformer.count import csv_chunks
+    from minitransformer.verbs.count import csv_chunks
 
     monkeypatch.setattr(tape, "ROW_CHUNK", 4)
     config = gpt2_model().config
@@ -196,9 +197,9 @@ def test_the_csv_gives_the_dense_form_beside_what_was_computed(monkeypatch):
 
 
 def test_the_terminal_and_html_reports_say_what_the_dense_form_would_have_cost(monkeypatch):
-    from minitransformer.html_report import ledger_fragment
-    from minitransformer.report import block_table
-    from minitransformer.report import count as n
+    from minitransformer.views.html_report import ledger_fragment
+    from minitransformer.views.report import block_table
+    from minitransformer.views.report import count as n
 
     monkeypatch.setattr(tape, "ROW_CHUNK", 4)
     result = gpt2_model().generate(list(range(10)), max_new_tokens=2, stop_at_eos=False, candidates=0)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitransformer import load_tokenizer
-from minitransformer.tokenizer import VOCAB_FILES_SHA256
+from minitransformer.models.tokenizer import VOCAB_FILES_SHA256
 
 tok = load_tokenizer()
 

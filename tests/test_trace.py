@@ -17,9 +17,9 @@ import pytest
 from conftest import HF_FIXTURES, ROOT, run_cli, write_gpt2
 from minitransformer import UserError, load_model
 from minitransformer.cli import main
-from minitransformer.count import count_passes
-from minitransformer.hooks import stage_names
-from minitransformer.trace import Stepper, parse_layers, trace
+from minitransformer.verbs.count import count_passes
+from minitransformer.engine.hooks import stage_names
+from minitransformer.verbs.trace import Stepper, parse_layers, trace
 
 PROMPT = "The capital of France is"  # 5 tokens
 

@@ -14,7 +14,7 @@ pytest.importorskip("transformers", reason="validate compares with torch and tra
 
 from minitransformer import UserError, load_model, load_tokenizer  # noqa: E402
 from minitransformer.cli import main  # noqa: E402
-from minitransformer.validate import PROMPTS, validate  # noqa: E402
+from minitransformer.verbs.validate import PROMPTS, validate  # noqa: E402
 
 # tokens, max |dlogit|, allowed, greedy agree, then each float32 pass against the float64 truth, whose is closer
 ROW = re.compile(r"(\d+(?: of \d+)?)\s+\S+\s+\S+\s+(\d+/\d+)\s+\S+\s+\S+\s+(?:ours|theirs|tie)\s+(OK|NOT OK)$")

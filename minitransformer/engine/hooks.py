@@ -34,7 +34,7 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import UserError
+from ..errors import UserError
 from .ledger import Record
 from .stages import GPT2, Family
 from .tape import Watcher
@@ -217,7 +217,7 @@ class ActivationCache(Mapping):
         return sum(t.nbytes for t in self._tensors.values())
 
     def __repr__(self) -> str:
-        from .report import human
+        from ..views.report import human
 
         size = human(self.nbytes)
         size += "B" if size[-1].isalpha() else " B"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from .ledger import Ledger, Phase, Record
+from ..engine.ledger import Ledger, Phase, Record
 
 _UNITS = ((10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K"))
 

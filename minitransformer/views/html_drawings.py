@@ -20,7 +20,7 @@ from html import escape
 import numpy as np
 
 from .report import count, human, percent, shape
-from .stages import GPT2, llama_family
+from ..engine.stages import GPT2, llama_family
 
 # Which part of the arithmetic a product belongs to (stages.py's `group`), the same in both families.
 GROUP_OF = {s.op: s.group for family in (GPT2, llama_family()) for s in family.stages.values() if s.group}

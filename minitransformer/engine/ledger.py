@@ -386,7 +386,7 @@ class Ledger:
 
     def _repr_html_(self) -> str:
         """The HTML report (html_report.py), drawn inline by Jupyter."""
-        from .html_report import ledger_fragment
+        from ..views.html_report import ledger_fragment
 
         return ledger_fragment(self)
 

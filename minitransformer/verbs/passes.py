@@ -13,9 +13,9 @@ from typing import Callable
 
 import numpy as np
 
-from .ledger import Ledger, Phase
-from .model import Model
-from .tape import Watcher
+from ..engine.ledger import Ledger, Phase
+from ..models.model import Model
+from ..engine.tape import Watcher
 
 
 def forward_passes(model: Model, prompt_tokens: list[int], new_tokens: list[int], n_new: int, use_cache: bool = True,

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from . import tape
-from .config import Config
+from ..engine import tape
+from ..models.config import Config
 from .memory import FLOAT32_BYTES
 
 

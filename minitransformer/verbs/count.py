@@ -22,13 +22,13 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 
-from .config import PRESETS, Config, GPT2Config, LlamaConfig, load_config
-from .errors import UserError
-from .ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps
+from ..models.config import PRESETS, Config, GPT2Config, LlamaConfig, load_config
+from ..errors import UserError
+from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps
 from .memory import memory_dict
-from .model import Model
+from ..models.model import Model
 from .passes import forward_passes
-from .stages import ATTENTION_SCORES, Family, family_of
+from ..engine.stages import ATTENTION_SCORES, Family, family_of
 
 STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the middle ones are summarised
 
@@ -69,7 +69,7 @@ def select_config(model: str | None = None, preset: str | None = None, config: s
 
 
 def _config_of_model(name: str) -> Config:
-    from .registry import DEMO, demo_dir, known_names
+    from ..models.registry import DEMO, demo_dir, known_names
 
     path = Path(name).expanduser()
     if path.is_dir():
@@ -368,7 +368,7 @@ class Count:
 
     def _repr_html_(self) -> str:
         """The HTML report (html_report.py), drawn inline by Jupyter."""
-        from .html_report import count_fragment
+        from ..views.html_report import count_fragment
 
         return count_fragment(self)
 

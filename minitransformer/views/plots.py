@@ -13,8 +13,8 @@ import io
 import math
 
 
-from .count import Count, sweep_per_token
-from .errors import UserError
+from ..verbs.count import Count, sweep_per_token
+from ..errors import UserError
 from .files import Destination, open_destination
 from .report import human
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import UserError
+from ..errors import UserError
 
 
 def is_whole(value, least: int) -> bool:

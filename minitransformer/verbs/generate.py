@@ -18,9 +18,9 @@ import numpy as np
 from .attention_maps import AttentionMaps, AttentionRecorder
 from .choices import is_whole
 from .count import count_folded
-from .errors import UserError
-from .ledger import Ledger, totals_of
-from .model import Model
+from ..errors import UserError
+from ..engine.ledger import Ledger, totals_of
+from ..models.model import Model
 from .passes import batch_forward_passes, forward_passes
 
 
@@ -65,7 +65,7 @@ class Generation:
 
     def _repr_html_(self) -> str:
         """The HTML report (html_report.py), drawn inline by Jupyter."""
-        from .html_report import generation_fragment
+        from ..views.html_report import generation_fragment
 
         return generation_fragment(self)
 

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .choices import chosen_layers, is_whole
-from .errors import UserError
-from .ledger import Ledger, Phase, Record
-from .model import Model
+from ..errors import UserError
+from ..engine.ledger import Ledger, Phase, Record
+from ..models.model import Model
 from .passes import forward_passes
-from .report import count, describe_model
-from .tape import Dims
+from ..views.report import count, describe_model
+from ..engine.tape import Dims
 
 # What each stage makes, in the symbols model.py writes beside it. The trace checks every one against
 # the real shape of every pass, so this table cannot drift from the forward pass unnoticed.
@@ -303,7 +303,7 @@ def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: i
             stepper = Stepper()
         else:
             print("minitransformer: --step needs a terminal on stdin; tracing without stopping", file=sys.stderr)
-    from .model import load_model
+    from ..models.model import load_model
 
     model = load_model(model_name, dtype=dtype)
     chosen = parse_layers(layers, model.config.n_layer)
@@ -317,7 +317,7 @@ def trace_to_page(destination, model, prompt, new_tokens: int, layers: list[int]
     """`trace --html`: the trace as usual (on stderr if the page goes to stdout), the chosen layers' attention
     kept while it runs, then the page of the passes that finished."""
     from .attention_maps import AttentionRecorder
-    from .html_report import attention_fits, trace_data, write_page
+    from ..views.html_report import attention_fits, trace_data, write_page
 
     out = sys.stderr if destination.is_stdout else sys.stdout
     positions = len(model.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt) + new_tokens

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from math import prod
 
-from .config import Config
-from .kvcache import KVCache
-from .ledger import Record
-from .tape import ROW_CHUNK
+from ..models.config import Config
+from ..engine.kvcache import KVCache
+from ..engine.ledger import Record
+from ..engine.tape import ROW_CHUNK
 
 FLOAT32_BYTES = 4
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes a number, for --dtype
@@ -143,7 +143,7 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
     held = count.n_prompt + count.n_new - 1  # the last new token is never fed back, so never cached
     prefill = count.prefill
     prefill_peak, prefill_stage = peak_activations(prefill.before + prefill.block + prefill.after, size)
-    activations = {"estimate": "residual stream + the largest stage's working set (see minitransformer/memory.py)",
+    activations = {"estimate": "residual stream + the largest stage's working set (see minitransformer/verbs/memory.py)",
                    "prefill": {"bytes": prefill_peak, "stage": prefill_stage.op}}  # fmt: skip
     decode = count.decode_example()
     if decode is not None:

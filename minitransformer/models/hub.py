@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 
 HUB_REPOS = {
     "gpt2": "openai-community/gpt2",
@@ -30,7 +30,7 @@ REACH_TIMEOUT_S = 3.0
 def weights_dir() -> Path:
     if os.environ.get("MINITRANSFORMER_WEIGHTS"):
         return Path(os.environ["MINITRANSFORMER_WEIGHTS"]).expanduser()
-    checkout = Path(__file__).resolve().parent.parent
+    checkout = Path(__file__).resolve().parents[2]  # the folder that holds minitransformer/models/hub.py's package
     if (checkout / "pyproject.toml").is_file() and (checkout / "weights").is_dir():
         return checkout / "weights"
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))

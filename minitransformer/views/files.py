@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from .errors import UserError
+from ..errors import UserError
 
 STREAM_FDS = {"stdout": 1, "stderr": 2}
 # Text from the file system (a directory's name that is not UTF-8) holds surrogate escapes: a document

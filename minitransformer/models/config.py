@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .errors import UserError
+from ..errors import UserError
 
 # What a forward pass computes in: float32 (the default), or float64, the reference that tells how far a
 # float32 pass is from the exact answer (load_model(..., dtype="float64"); --dtype on generate, trace, validate).

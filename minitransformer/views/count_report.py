@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .count import Count, Pass
-from .formulas import attention_to_weights
-from .ledger import Record
-from .memory import DEFAULT_BALANCE, memory_dict
+from ..verbs.count import Count, Pass
+from ..verbs.formulas import attention_to_weights
+from ..engine.ledger import Record
+from ..verbs.memory import DEFAULT_BALANCE, memory_dict
 from .report import count as n
 from .report import describe_model, human, operands, percent, shape, table
-from .stages import ATTENTION_SCORES, UNEMBEDDING
-from .tape import ROW_CHUNK
+from ..engine.stages import ATTENTION_SCORES, UNEMBEDDING
+from ..engine.tape import ROW_CHUNK
 
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"

@@ -29,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
-from .count import STEPS_SHOWN
+from ..version import __version__
+from ..verbs.count import STEPS_SHOWN
 from .html_drawings import COLOURS, GROUP_OF, block_diagram, colour, hatch_pattern, heatmap, label, passes_chart
-from .ledger import Ledger, Phase, totals_of
+from ..engine.ledger import Ledger, Phase, totals_of
 from .report import count as n
 from .report import describe_model, human, percent, shape
 
@@ -156,7 +156,7 @@ def generation_data(generation) -> dict:
 def batch_data(generations) -> dict:
     """A batch's report (generate with several prompts): its JSON (generate.batch_to_dict), the prompts and
     answers on top, then the one ledger."""
-    from .generate import batch_to_dict
+    from ..verbs.generate import batch_to_dict
 
     ledger = generations[0].ledger
     ops = _ops_of(_phase_items(ledger.phases)) if ledger else {}
@@ -165,8 +165,8 @@ def batch_data(generations) -> dict:
 
 def count_data(count, balance: float | None = None, all_steps: bool = False, **options) -> dict:
     """A count's report data: its `count --json` document (`options` are json_chunks' further ones)."""
-    from .count import json_chunks
-    from .memory import DEFAULT_BALANCE
+    from ..verbs.count import json_chunks
+    from ..verbs.memory import DEFAULT_BALANCE
 
     chunks = json_chunks(count, DEFAULT_BALANCE if balance is None else balance, all_steps, **options)
     document = json.loads("".join(chunks))
@@ -182,7 +182,7 @@ def ledger_data(ledger: Ledger, report: str = "ledger", extra: dict | None = Non
 
 def trace_data(result, model, attention=None) -> dict:
     """A trace's passes (trace.TraceResult) as a report: the greedy tokens, and what the cache saved."""
-    from .count import count_folded
+    from ..verbs.count import count_folded
 
     tokenizer = model.tokenizer
     n_new = len(result.phases)  # each finished pass chose one token

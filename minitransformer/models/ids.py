@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .errors import UserError
+from ..errors import UserError
 
 
 def _is_row(x) -> bool:

@@ -17,7 +17,7 @@ import tokenizers
 from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
-from .errors import UserError
+from ..errors import UserError
 from .ids import as_token_ids
 
 VOCAB_FILES_SHA256 = {

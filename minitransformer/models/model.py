@@ -13,16 +13,16 @@ from types import SimpleNamespace
 import numpy as np
 
 from .config import DTYPES, Config
-from .errors import UserError
-from .gpt2 import gpt2
-from .hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
+from ..errors import UserError
+from ..families.gpt2 import gpt2
+from ..engine.hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
 from .ids import as_token_ids
-from .kvcache import KVCache
-from .ledger import Phase
-from .llama import llama
-from .shapes import ShapeOnly
-from .stages import family_of
-from .tape import Dims, Tape, Watcher
+from ..engine.kvcache import KVCache
+from ..engine.ledger import Phase
+from ..families.llama import llama
+from ..engine.shapes import ShapeOnly
+from ..engine.stages import family_of
+from ..engine.tape import Dims, Tape, Watcher
 from .weights import as_tree, expected_shapes, token_embedding
 
 
@@ -172,7 +172,7 @@ class Model:
 
     def generate(self, prompt, **options):
         """Continue `prompt` (a string or a list of token ids); see generate.generate for the options."""
-        from .generate import generate
+        from ..verbs.generate import generate
 
         return generate(self, prompt, **options)
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UserError
-from .llama import inverse_frequencies
-from .model import Model
+from ..errors import UserError
+from ..families.llama import inverse_frequencies
+from ..models.model import Model
 
 PROMPTS = (
     "The capital of France is",
@@ -40,7 +40,7 @@ TOLERANCES = {"float32": 1e-4, "float64": 1e-9}
 def prompt_ids(model: Model, text: str, seed: int) -> list[int]:
     """The prompt's tokens by the model's own tokenizer (GPT-2's for a GPT-2), or, for a model without one or
     with a smaller vocabulary, seeded random ids it can take, as many as GPT-2's tokenizer makes of the text."""
-    from .tokenizer import NoTokenizer, load_tokenizer
+    from ..models.tokenizer import NoTokenizer, load_tokenizer
 
     if not isinstance(model.tokenizer, NoTokenizer):
         ids = model.tokenizer.encode(text, what="the prompt")
@@ -194,7 +194,7 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
     """Compare each prompt in the model's dtype, cut where needed so that it and `steps` greedy tokens fit the
     context, and measure both float32 passes against the float64 truth; print the table to `out` (default:
     sys.stdout as it is when called). `tolerance`: relative, default TOLERANCES[model's dtype]."""
-    from .registry import from_directory
+    from ..models.registry import from_directory
 
     out = sys.stdout if out is None else out
     room = prompt_room(model, steps)
@@ -207,7 +207,7 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
     theirs = {dtype: reference, other: other_reference}
     import transformers
 
-    from .report import short_path, table
+    from ..views.report import short_path, table
 
     print(f"Validating {model.name} ({short_path(model.source)}) against transformers {transformers.__version__} "
           f"{type(reference).__name__}, {dtype}; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and "

@@ -20,7 +20,7 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 
 from .config import Config, GPT2Config, LlamaConfig
-from .errors import UserError
+from ..errors import UserError
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"

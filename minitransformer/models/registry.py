@@ -11,7 +11,7 @@ import numpy as np
 
 from . import hub
 from .config import load_config
-from .errors import UserError
+from ..errors import UserError
 from .model import Model
 from .tokenizer import tokenizer_of
 from .weights import load_weights
@@ -72,7 +72,7 @@ def default_model(dtype=np.float32) -> Model:
     except UserError:
         if not (demo_dir() / "config.json").is_file():
             raise
-        from .report import short_path
+        from ..views.report import short_path
 
         card = short_path(str(demo_dir() / "README.md"))
         print(

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from math import prod
 
-from .config import Config
-from .weights import expected_shapes
+from ..models.config import Config
+from ..models.weights import expected_shapes
 
 # kind -> what it is, in the order a forward pass meets them: GPT-2 (Conv1D weights are stored [in, out])...
 KINDS: dict[str, str] = {
@@ -132,7 +132,7 @@ def _pattern(name: str) -> str:
 
 def params_report(p: Parameters) -> str:
     """Kind by kind, each tensor once per pattern (h.{i}.… or layers.{i}.… stands for every layer), then the total."""
-    from .report import count, human, percent, shape, table
+    from ..views.report import count, human, percent, shape, table
 
     total = p.total
     rows = []

@@ -1,0 +1,1 @@
+"""The model families: one forward pass per family, one named stage per line."""
