@@ -190,7 +190,7 @@ def rope_configs():
 def test_the_float64_frequencies_are_transformers_own_to_float32_precision(name, made, tmp_path):
     """The reference's rotary modules use our float64 inverse frequencies (transformers makes them in float32 only):
     they must be the frequencies transformers computes, for every rope type, to float32's precision."""
-    from minitransformer.families.llama import inverse_frequencies
+    from minitransformer.families.llama.forward import inverse_frequencies
 
     if made is None:
         directory = FIXTURES[name]

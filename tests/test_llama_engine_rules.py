@@ -16,7 +16,7 @@ from conftest import hf_llama_fixture_dirs, with_weights_viewed_as
 from minitransformer import load_model
 from minitransformer.verbs.count import count_passes
 from minitransformer.engine.ledger import Phase
-from minitransformer.families.llama import inverse_frequencies
+from minitransformer.families.llama.forward import inverse_frequencies
 from minitransformer.models.model import Model
 from minitransformer.engine.ops import attention_bias, rotary_tables
 from test_engine_rules import Float64Alarm

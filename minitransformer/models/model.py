@@ -14,12 +14,12 @@ import numpy as np
 
 from .config import DTYPES, Config
 from ..errors import UserError
-from ..families.gpt2 import gpt2
+from ..families.gpt2.forward import gpt2
 from ..engine.hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
 from .ids import as_token_ids
 from ..engine.kvcache import KVCache
 from ..engine.ledger import Phase
-from ..families.llama import llama
+from ..families.llama.forward import llama
 from ..engine.shapes import ShapeOnly
 from ..engine.stages import family_of
 from ..engine.tape import Dims, Tape, Watcher

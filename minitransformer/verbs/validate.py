@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UserError
-from ..families.llama import inverse_frequencies
+from ..families.llama.forward import inverse_frequencies
 from ..models.model import Model
 
 PROMPTS = (

@@ -16,11 +16,11 @@ from math import sqrt
 
 import numpy as np
 
-from ..models.config import GPT2Config
-from ..engine.kvcache import KVCache, LayerCache
-from ..engine.ops import (ACTIVATIONS, add_mask, attention_bias, layer_norm, mask_future, merge_heads, slot_positions, softmax,
+from ...models.config import GPT2Config
+from ...engine.kvcache import KVCache, LayerCache
+from ...engine.ops import (ACTIVATIONS, add_mask, attention_bias, layer_norm, mask_future, merge_heads, slot_positions, softmax,
                   split_heads)  # fmt: skip
-from ..engine.tape import Tape
+from ...engine.tape import Tape
 
 
 def gpt2(ids, p, config: GPT2Config, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
