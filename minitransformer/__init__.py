@@ -11,7 +11,7 @@ cli -> views -> verbs -> models -> families -> engine (errors.py at the bottom).
 
 import sys
 
-from .models.config import GPT2Config
+from .families.gpt2.config import GPT2Config
 from .errors import UserError
 from .models.model import Model, load_model
 from .models.tokenizer import load_tokenizer

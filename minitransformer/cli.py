@@ -293,7 +293,7 @@ def _trace(args) -> None:
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
-    from .models.config import PRESETS
+    from .families.table import PRESETS
 
     which = p.add_argument_group(
         "the model, one way (default: the gpt2 preset); its shapes only, never its weights",

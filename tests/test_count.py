@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 
 from minitransformer import GPT2Config
 from minitransformer.verbs import formulas
-from minitransformer.models.config import PRESETS
+from minitransformer.families.table import PRESETS
 from minitransformer.verbs.count import count_folded, count_generation, count_passes, select_config, sweep_per_token
 from minitransformer.errors import UserError
 from minitransformer.engine.ledger import Phase, Record
 from minitransformer.models.model import Model
 from minitransformer.engine.shapes import ShapeOnly
-from minitransformer.engine.stages import BLOCK_OPS, MATMUL_OPS
+from minitransformer.families.gpt2.stages import BLOCK_OPS, MATMUL_OPS
 from test_counts import random_model
 
 RECORD_FIELDS = [f.name for f in dataclasses.fields(Record)]

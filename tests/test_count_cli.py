@@ -11,7 +11,7 @@ import pytest
 
 from conftest import run_cli, write_gpt2
 from minitransformer.verbs import formulas
-from minitransformer.models.config import PRESETS
+from minitransformer.families.table import PRESETS
 
 GPT2 = PRESETS["gpt2"]
 

@@ -19,7 +19,8 @@ import pytest
 
 import minitransformer
 from conftest import run_cli
-from minitransformer.models.config import GPT2Config, LlamaConfig
+from minitransformer.families.gpt2.config import GPT2Config
+from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.models.registry import DEMO, DEMO_LLAMA, DEMOS, demo_dir
 from minitransformer.models.tokenizer import FileTokenizer
 

@@ -11,7 +11,7 @@ import pytest
 import minitransformer
 from conftest import with_weights_viewed_as
 from minitransformer.engine.ledger import Phase
-from minitransformer.engine.stages import BLOCK, BLOCK_OPS, MATMUL_OPS
+from minitransformer.families.gpt2.stages import BLOCK, BLOCK_OPS, MATMUL_OPS
 
 PACKAGE = Path(minitransformer.__file__).parent
 PRODUCT_FUNCTIONS = {"matmul", "dot", "einsum", "tensordot", "inner", "vdot", "outer", "kron"}
@@ -158,12 +158,16 @@ def test_every_function_is_used_and_every_constant_has_one_home():
     used = set().union(*(names_used(path) for path in readers))
     defined: dict[str, list[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
+        # Each family's folder answers the same questions under the same names (families/architecture.py):
+        # its PRESETS, KINDS, PREFIX... are one per family, and the family's folder is their one home.
+        home = path.relative_to(PACKAGE).as_posix()
+        family = home.startswith("families/") and home.count("/") == 2
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                defined.setdefault(node.name, []).append(path.name)
-            elif isinstance(node, ast.Assign):
+                defined.setdefault(node.name, []).append(home)
+            elif isinstance(node, ast.Assign) and not family:
                 for target in (t for t in node.targets if isinstance(t, ast.Name) and t.id.isupper()):
-                    defined.setdefault(target.id, []).append(path.name)
+                    defined.setdefault(target.id, []).append(home)
     unused = sorted(f"{homes[0]}:{name}" for name, homes in defined.items() if name not in used and "__" not in name)
     assert not unused, f"defined and never used: {unused}"
     twice = {name: homes for name, homes in defined.items() if len(homes) > 1 and name.isupper()}
@@ -192,7 +196,7 @@ def test_no_float64_anywhere_in_the_forward_pass(small_gpt2):
 def test_every_activation_is_float32(tmp_path):
     from conftest import write_gpt2
     from minitransformer import load_model
-    from minitransformer.models.config import SUPPORTED_ACTIVATIONS
+    from minitransformer.families.config import SUPPORTED_ACTIVATIONS
 
     for activation in SUPPORTED_ACTIVATIONS:
         model = load_model(write_gpt2(tmp_path / activation, vocab_size=50, activation_function=activation))
@@ -286,3 +290,27 @@ def test_folding_the_axes_a_factor_is_shared_over_gives_np_matmul_exactly(a_shap
     out = out if out_shape is None else out.reshape(out_shape)
     assert np.array_equal(out, np.matmul(a, b))
     assert (out_shape is not None) == folds
+
+
+def test_no_module_outside_the_families_asks_which_family_a_model_is():
+    """A family is decided by its one table (families/table.py): no comparison with a family's name or model_type
+    (`config.family == "llama"`, `model_type in ("mistral", ...)`) elsewhere: each question is a field of the
+    family's record. ("gpt2" as a model's name, PRESETS["gpt2"], is not a family's.)"""
+    from minitransformer.families.table import ARCHITECTURES, model_types
+
+    names = set(ARCHITECTURES) | set(model_types())
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        home = path.relative_to(PACKAGE).as_posix()
+        if home.startswith("families/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=home)):
+            strings = []
+            if isinstance(node, ast.Compare):
+                strings = [n for n in [node.left, *node.comparators] for n in ast.walk(n)]
+            hits = {n.value for n in strings if isinstance(n, ast.Constant) and n.value in names}
+            if isinstance(node, ast.Compare) and any(isinstance(n, ast.Attribute) and n.attr == "family"
+                                                     for n in ast.walk(node)):  # fmt: skip
+                hits.add(".family")
+            found += [f"{home}:{node.lineno} {hit}" for hit in sorted(hits)]
+    assert not found, f"a family decided outside its table: {found}"

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import hf_fixture_dirs, hf_llama_fixture_dirs, run_cli, with_weights_viewed_as
 from minitransformer import UserError, load_model
-from minitransformer.models.config import PRESETS
+from minitransformer.families.table import PRESETS
 from minitransformer.models.model import Model
 
 FIXTURES = {d.name: d for d in [*hf_fixture_dirs(), *hf_llama_fixture_dirs()]}  # every activation, rope type, window

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 import sys
 
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-import minitransformer.models.model as model_module
 from conftest import ROOT, write_gpt2
 from minitransformer import UserError, load_model
 from minitransformer.engine.hooks import stage_names
-from minitransformer.engine.stages import BLOCK
+from minitransformer.families.gpt2.stages import BLOCK, GPT2
 
 IDS = np.array([464, 3139, 286, 4881, 318])  # "The capital of France is"
 
@@ -28,7 +28,7 @@ def no_hooks_left_behind(small_gpt2):
 def test_run_with_cache_holds_every_named_stage_in_order_with_per_example_shapes(small_gpt2):
     logits, cache = small_gpt2.run_with_cache(IDS)
     assert np.array_equal(logits, small_gpt2.logits(IDS))
-    assert list(cache) == [n for n in stage_names(2) if n != "last"]  # `last` exists in generation passes only
+    assert list(cache) == [n for n in stage_names(2, GPT2) if n != "last"]  # `last` exists in generation passes only
     assert len(cache) == 1 + 2 * sum(len(s.names) for s in BLOCK) + 2
     T, D, H, dh, F, V = 5, 16, 2, 8, 64, 50257
     expected = {
@@ -166,13 +166,13 @@ def test_bad_hooks_are_refused_with_a_reason(small_gpt2):
 
 def test_with_nothing_asked_the_tape_has_no_watcher(small_gpt2, monkeypatch):
     watchers = []
-    forward = model_module.gpt2
+    forward = small_gpt2.architecture.forward
 
     def spy(ids, p, config, cache, tape, all_positions, pads=None):
         watchers.append(tape.watcher)
         return forward(ids, p, config, cache, tape, all_positions, pads)
 
-    monkeypatch.setattr(model_module, "gpt2", spy)
+    monkeypatch.setattr(small_gpt2, "architecture", replace(small_gpt2.architecture, forward=spy))
     small_gpt2.run(IDS)
     small_gpt2.generate(IDS.tolist(), max_new_tokens=2, stop_at_eos=False, ledger=False)
     assert watchers == [None, None, None]
@@ -199,7 +199,7 @@ def test_a_capture_keeps_the_forward_pass_own_arrays_and_nothing_overwrites_them
         prefill_copies = dict(at_the_time)
         _, step = small_gpt2.run_with_cache([13], all_positions=False, kv_cache=kv)  # writes the KV cache again
         _, other = small_gpt2.run_with_cache(IDS[::-1].copy())
-    assert list(prefill) == stage_names(2) and len(other) == len(stage_names(2)) - 1
+    assert list(prefill) == stage_names(2, GPT2) and len(other) == len(stage_names(2, GPT2)) - 1
     # The cache holds the very arrays the stages made (the last run's are still in `produced`): nothing copied.
     assert all(other[name] is produced[name] for name in other)
     assert np.shares_memory(other["blocks.0.attn.q"], other["blocks.0.attn.qkv"])  # q is a view of qkv, as computed

@@ -24,7 +24,8 @@ from conftest import run_cli
 from minitransformer import UserError, load_model
 from minitransformer.verbs.attention_maps import AttentionRecorder, visible
 from minitransformer.views.html_report import fold_layers, generation_page, unfold_layers
-from minitransformer.engine.stages import GPT2, llama_family
+from minitransformer.families.gpt2.stages import GPT2
+from minitransformer.families.llama.stages import llama_family
 from minitransformer.models.weights import expected_shapes
 
 PROMPT = "The capital of France is"

@@ -139,7 +139,7 @@ def test_rope_scaling_replaces_rope_parameters_whole_as_in_transformers(tmp_path
 def test_key_value_heads_left_out_default_as_in_transformers(tmp_path):
     """transformers' MistralConfig assumes 8 key/value heads, Qwen2Config 32, LlamaConfig one per query head."""
     transformers = pytest.importorskip("transformers", reason="needs transformers (the hf extra)")
-    from minitransformer.models.config import config_from_hf_dict
+    from minitransformer.families.table import config_from_hf_dict
 
     HFLlama, HFMistral, HFQwen2 = transformers.LlamaConfig, transformers.MistralConfig, transformers.Qwen2Config
 
@@ -151,7 +151,7 @@ def test_key_value_heads_left_out_default_as_in_transformers(tmp_path):
 
 
 def test_a_flag_given_as_a_string_is_refused_not_read_as_true():
-    from minitransformer.models.config import config_from_hf_dict
+    from minitransformer.families.table import config_from_hf_dict
 
     shapes = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 64, "num_hidden_layers": 1,
               "num_attention_heads": 4, "vocab_size": 10, "tie_word_embeddings": "false"}  # fmt: skip

@@ -17,12 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitransformer.verbs import formulas
-from minitransformer.models.config import PRESETS, LlamaConfig
+from minitransformer.families.llama.config import LlamaConfig
+from minitransformer.families.table import PRESETS
 from minitransformer.verbs.count import count_generation, count_passes, decode_at, select_config
 from minitransformer.engine.ledger import Phase
 from minitransformer.models.model import Model
-from minitransformer.engine.stages import family_of
-from minitransformer.models.weights import as_tree, llama_shapes
+from minitransformer.families.llama.stages import stages_of as family_of
+from minitransformer.families.llama.layout import llama_shapes
+from minitransformer.models.weights import as_tree
 from test_count import assert_same_phases
 
 LLAMA_PRESETS = [name for name, c in PRESETS.items() if c.family == "llama"]

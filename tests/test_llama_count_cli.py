@@ -10,7 +10,8 @@ import pytest
 
 from conftest import run_cli
 from minitransformer.verbs import formulas
-from minitransformer.models.config import PRESETS, LlamaConfig
+from minitransformer.families.llama.config import LlamaConfig
+from minitransformer.families.table import PRESETS
 from minitransformer.verbs.count import CSV_COLUMNS
 
 # Qwen2.5-0.5B's config.json as published (the keys that matter and a few that do not).

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from minitransformer.verbs import formulas
-from minitransformer.models.config import PRESETS, LlamaConfig
+from minitransformer.families.llama.config import LlamaConfig
+from minitransformer.families.table import PRESETS
 from minitransformer.verbs.count import count_generation
 from minitransformer.verbs.memory import bytes_moved, kv_cache_bytes, memory_dict
 from test_llama_count import random_llama

@@ -7,8 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitransformer.verbs import formulas
-from minitransformer.models.config import PRESETS, LlamaConfig, config_from_hf_dict
-from minitransformer.verbs.params import LLAMA_KINDS, kind_of, parameters, params_report
+from minitransformer.families.llama.config import LlamaConfig
+from minitransformer.families.table import PRESETS, config_from_hf_dict
+from minitransformer.families.llama.layout import KINDS as LLAMA_KINDS
+from minitransformer.verbs.params import kind_of, parameters, params_report
 
 LLAMA_PRESETS = [name for name, c in PRESETS.items() if c.family == "llama"]
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import hf_llama_fixture_dirs
 from minitransformer import load_model
-from minitransformer.models.config import LlamaConfig
+from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.families.llama.forward import inverse_frequencies
 from minitransformer.models.model import Model
 

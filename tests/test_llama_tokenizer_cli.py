@@ -238,10 +238,11 @@ def test_text_a_decoder_rewrites_is_shown_again_rather_than_lost():
 
 def test_validate_prompts_come_from_the_models_own_tokenizer_or_are_seeded_ids(llama_with_tokenizer, no_tokenizer,
                                                                                small_gpt2):  # fmt: skip
-    from minitransformer.verbs.validate import REFERENCE_CLASSES, prompt_ids
-    from minitransformer.models.config import LLAMA_MODEL_TYPES
+    from minitransformer.families.table import ARCHITECTURES, model_types
+    from minitransformer.verbs.validate import prompt_ids
 
-    assert set(REFERENCE_CLASSES) == {"gpt2", *LLAMA_MODEL_TYPES}
+    references = {t: c for a in ARCHITECTURES.values() for t, c in a.reference_classes.items()}
+    assert set(references) == set(model_types()) == {"gpt2", "llama", "mistral", "qwen2"}
     assert prompt_ids(load_model(llama_with_tokenizer), "The capital of France is", seed=0) == PROMPT_IDS
     assert prompt_ids(small_gpt2, "The capital of France is", seed=0) == PROMPT_IDS
     model = load_model(no_tokenizer)

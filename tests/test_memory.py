@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from minitransformer.verbs import formulas
-from minitransformer.models.config import PRESETS
+from minitransformer.families.table import PRESETS
 from minitransformer.verbs.count import count_generation
 from minitransformer.engine.ledger import Phase
 from minitransformer.verbs.memory import bytes_moved, intensity, kv_cache_bytes, memory_dict, peak_activations
@@ -78,7 +78,7 @@ def estimated_and_measured_peak(model, T: int) -> tuple[int, int]:
 
 def test_the_count_report_describes_the_activation_estimate_it_prints():
     """Attention-heavy prefill: the peak is Q K^T, and the text says what the number counts (softmax works in place)."""
-    from minitransformer.models.config import GPT2Config
+    from minitransformer.families.gpt2.config import GPT2Config
     from minitransformer.views.count_report import count_report
 
     B, T, D, H = 2, 1000, 64, 16

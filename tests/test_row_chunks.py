@@ -14,7 +14,8 @@ import pytest
 
 from minitransformer.verbs import formulas
 from minitransformer.engine import tape
-from minitransformer.models.config import PRESETS, LlamaConfig
+from minitransformer.families.llama.config import LlamaConfig
+from minitransformer.families.table import PRESETS
 from minitransformer.verbs.count import count_generation, count_passes
 from minitransformer.engine.ledger import Phase
 from minitransformer.models.model import Model

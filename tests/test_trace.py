@@ -19,6 +19,7 @@ from minitransformer import UserError, load_model
 from minitransformer.cli import main
 from minitransformer.verbs.count import count_passes
 from minitransformer.engine.hooks import stage_names
+from minitransformer.families.gpt2.stages import GPT2
 from minitransformer.verbs.trace import Stepper, parse_layers, trace
 
 PROMPT = "The capital of France is"  # 5 tokens
@@ -64,7 +65,7 @@ def test_every_stage_in_order_with_its_equation_shapes_counts_and_values(small_g
     assert decode.startswith("=== decode step 1: T = 1 new position attending to t = 6;")
     assert "sizes: T=5 t=5 D=16 H=2 dh=8 F=64 V=50257 R=1" in prefill
     first, second = entries(prefill), entries(decode)
-    assert list(first) == stage_names(2) and list(second) == stage_names(2)
+    assert list(first) == stage_names(2, GPT2) and list(second) == stage_names(2, GPT2)
 
     assert first["embed"].splitlines()[1:3] == ["    in   ids [T] = [5]", "    out  [T, D] = [5, 16]   no dot products (lookup)"]
     assert "[Q K V] = h W_qkv + b_qkv" in first["blocks.0.attn.qkv"]

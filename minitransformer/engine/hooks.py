@@ -36,13 +36,13 @@ import numpy as np
 
 from ..errors import UserError
 from .ledger import Record
-from .stages import GPT2, Family
+from .stages import Family
 from .tape import Watcher
 
 Hook = Callable[[np.ndarray, str], "np.ndarray | None"]  # fn(tensor, name) -> a replacement, or None
 
 
-def stage_names(n_layer: int, family: Family = GPT2) -> list[str]:
+def stage_names(n_layer: int, family: Family) -> list[str]:
     """Every capture name of a model with n_layer blocks, in the order the forward pass produces them."""
     return family.stage_names(n_layer)
 

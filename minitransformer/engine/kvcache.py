@@ -21,7 +21,8 @@ class KVCache:
     """`n_head` is the number of key/value heads (fewer than the query heads under grouped-query attention).
 
     With a sliding `window`, every position stays stored, but a pass reads back only the rows its
-    queries can see: a view, so attention past the window costs window-sized products.
+    queries can see: a view, so attention past the window costs window-sized products. `window` is one for
+    every layer, or a tuple with each layer's.
     """
 
     def __init__(self, n_layer: int, n_head: int, d_head: int, capacity: int, batch: tuple[int, ...] = (),
@@ -63,5 +64,6 @@ class LayerCache:
         keys, values = self.cache.keys[self.index], self.cache.values[self.index]
         keys[..., past : past + T, :] = k
         values[..., past : past + T, :] = v
-        start = first_attended(past, self.cache.window)
+        window = self.cache.window
+        start = first_attended(past, window[self.index] if isinstance(window, tuple) else window)
         return keys[..., start : past + T, :], values[..., start : past + T, :]

@@ -20,7 +20,7 @@ import numpy as np
 from .kvcache import first_attended
 from .ledger import Phase, Record, dot_product_count
 from .shapes import ShapeOnly
-from .stages import GPT2, Family
+from .stages import Family
 
 # A watcher sees every stage: (full name, tensor, record) -> the tensor to continue with.
 Watcher = Callable[[str, object, Record], object]
@@ -99,6 +99,13 @@ class Dims:
         return cls(T=T, t=past + T - start, D=config.n_embd, H=config.n_head, F=config.d_ff, V=config.vocab_size, R=R,
                    batch=batch, dh=config.d_head, Hkv=config.n_kv_head, start=start, window=window)  # fmt: skip
 
+    def with_window(self, window: int | None) -> "Dims":
+        """The same pass as seen by a layer with another sliding window (or none): its keys start elsewhere."""
+        if window == self.window:
+            return self
+        start = first_attended(self.past, window)
+        return replace(self, t=self.past + self.T - start, start=start, window=window, _shapes={})
+
     @property
     def past(self) -> int:
         """Positions before this pass's first new one."""
@@ -142,14 +149,18 @@ class Tape:
     watcher: Watcher | None = None
     layer_index: int | None = None
     prefix: str = ""
-    family: Family = GPT2  # the stage table the forward pass names its stages from
+    family: Family | None = None  # the stage table the forward pass names its stages from (the model's)
     # Inside a chunk of query rows (in_row_chunks): op -> [spec, b batched, dot products, MACs], summed over
     # the chunks, for the one record per op that the whole pass's tape writes after the last chunk.
     rows: dict | None = None
+    # Each layer's sliding window, where the layers differ (config.layer_window); None: every layer has dims.window.
+    windows: tuple | None = None
 
     def layer(self, i: int) -> "Tape":
-        """The tape as seen from inside block i: stage names get the prefix "blocks.{i}."."""
-        return Tape(self.dims, self.phase, self.watcher, i, f"blocks.{i}.", self.family)
+        """The tape as seen from inside block i: stage names get the prefix "blocks.{i}.", and the sizes are
+        those of block i's attention (its window, where layers differ)."""
+        dims = self.dims if self.windows is None else self.dims.with_window(self.windows[i])
+        return Tape(dims, self.phase, self.watcher, i, f"blocks.{i}.", self.family)
 
     def in_row_chunks(self, attend, q, K, V, bias=None):
         """attend(q, K, V, bias, tape) -> z [..., T, dh], computed for chunks of ROW_CHUNK query rows, each against

@@ -1,6 +1,6 @@
 """A model: its config, its weights (or shape-only stand-ins), its tokenizer, and one forward pass per call.
 
-The forward pass itself is the family's: gpt2.py or llama.py, one named stage per line. This
+The forward pass itself is the family's (families/*/forward.py), one named stage per line. This
 module runs it through a tape (tape.py) that checks shapes, keeps the ledger and shows each stage
 to hooks and captures, none of which needs to know which family ran.
 """
@@ -12,16 +12,15 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from .config import DTYPES, Config
+from .config import DTYPES
 from ..errors import UserError
-from ..families.gpt2.forward import gpt2
 from ..engine.hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
 from .ids import as_token_ids
 from ..engine.kvcache import KVCache
 from ..engine.ledger import Phase
-from ..families.llama.forward import llama
 from ..engine.shapes import ShapeOnly
-from ..engine.stages import family_of
+from ..families.config import ModelConfig
+from ..families.table import architecture_of
 from ..engine.tape import Dims, Tape, Watcher
 from .weights import as_tree, expected_shapes, token_embedding
 
@@ -46,13 +45,16 @@ class Model:
     float32, or float64 for the reference (load_model(..., dtype="float64") upcasts the weights on load).
     """
 
-    def __init__(self, config: Config, params: SimpleNamespace, source: str, tokenizer=None) -> None:
+    def __init__(self, config: ModelConfig, params: SimpleNamespace, source: str, tokenizer=None) -> None:
         self.config = config
         self.params = params
         self.source = source  # where the weights came from, for headers
-        self.family = family_of(config)  # the stage table: names, equations (stages.py)
-        self.shape_only = isinstance(token_embedding(params), ShapeOnly)
-        self.dtype = compute_dtype(token_embedding(params).dtype)  # shape-only stand-ins are float32
+        self.architecture = architecture_of(config)  # its forward pass, weight layout, closed forms (families/)
+        self.family = self.architecture.stages(config)  # the stage table: names, equations (families/*/stages.py)
+        self.shape_only = isinstance(token_embedding(params, config), ShapeOnly)
+        self.dtype = compute_dtype(token_embedding(params, config).dtype)  # shape-only stand-ins are float32
+        windows = tuple(config.layer_window(i) for i in range(config.n_layer))
+        self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
         self.hooks = HookRegistry(lambda: self.family.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
         self._tokenizer = tokenizer
 
@@ -63,7 +65,7 @@ class Model:
                 f"{self.dtype}, from {self.source})")  # fmt: skip
 
     @classmethod
-    def without_weights(cls, config: Config) -> "Model":
+    def without_weights(cls, config: ModelConfig) -> "Model":
         """The same model with shape-only stand-ins for weights: counts everything, computes nothing."""
         stand_ins = {name: ShapeOnly(shape) for name, shape in expected_shapes(config).items()}
         return cls(config, as_tree(stand_ins, config), source="shape-only")
@@ -89,7 +91,7 @@ class Model:
         c = self.config
         capacity = c.n_positions if capacity is None else capacity
         return KVCache(c.n_layer, c.n_kv_head, c.d_head, capacity, batch, shape_only=self.shape_only,
-                       window=c.sliding_window, dtype=self.dtype)  # fmt: skip
+                       window=self._windows or c.sliding_window, dtype=self.dtype)  # fmt: skip
 
     def check_ids(self, token_ids, past: int = 0) -> np.ndarray:
         """Token ids as an int array [T] or [B, T], refused with a clear message if the model can't take them
@@ -129,9 +131,9 @@ class Model:
                 raise UserError(f"pads must be one whole number >= 0 per row of token ids [B, T], not {pads!r}")
         T = ids.shape[-1]
         dims = Dims.of(self.config, T, past, R=T if all_positions else 1, batch=ids.shape[:-1])
-        tape = Tape(dims, phase, self.hooks.watcher(then=watcher), family=self.family)  # None: nobody watches
-        forward = llama if self.family.name == "llama" else gpt2
-        return forward(ids, self.params, self.config, cache, tape, all_positions, pads)
+        tape = Tape(dims, phase, self.hooks.watcher(then=watcher), family=self.family,
+                    windows=self._windows)  # watcher None: nobody watches
+        return self.architecture.forward(ids, self.params, self.config, cache, tape, all_positions, pads)
 
     def run_with_cache(self, token_ids, names=None, *, all_positions: bool = True, kv_cache: KVCache | None = None,
                        phase: Phase | None = None):  # fmt: skip

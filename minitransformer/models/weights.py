@@ -11,7 +11,6 @@ PyTorch files (`.bin`, `.pt`) are never opened: unpickling runs arbitrary code.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,85 +18,31 @@ from types import SimpleNamespace
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
-from .config import Config, GPT2Config, LlamaConfig
+from ..families.config import ModelConfig
+from ..families.table import architecture_of
 from ..errors import UserError
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
-# Buffers some checkpoints carry beside the weights, which the model computes itself: GPT-2's causal
-# mask, older Llamas' rotary frequencies.
-_IGNORED = re.compile(r"^(h\.\d+\.attn\.(bias|masked_bias)|layers\.\d+\.self_attn\.rotary_emb\.inv_freq)$")
-# Where a family keeps its blocks in the checkpoint ("h.3.attn...", "layers.3.self_attn...") and the
-# prefix of its base model's names.
-_LAYERS = {"gpt2": "h", "llama": "layers"}
-_PREFIX = {"gpt2": "transformer.", "llama": "model."}
-
-
-def expected_shapes(config: Config) -> dict[str, tuple[int, ...]]:
+def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every weight tensor of the model by its Hugging Face name, without the base model's prefix."""
-    return llama_shapes(config) if config.family == "llama" else gpt2_shapes(config)
+    return architecture_of(config).weight_shapes(config)
 
 
-def token_embedding(params: SimpleNamespace):
-    """The token embedding W_te [V, D] of either family's weight tree."""
-    return params.wte.weight if hasattr(params, "wte") else params.embed_tokens.weight
+def token_embedding(params: SimpleNamespace, config: ModelConfig):
+    """The token embedding W_te [V, D] of a weight tree (the family's layout names it)."""
+    node = params
+    for part in architecture_of(config).embedding.split("."):
+        node = getattr(node, part)
+    return node
 
 
-def llama_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
-    """A Llama-family checkpoint: nn.Linear weights are [out, in]; biases only where the config has them."""
-    D, F, V = config.n_embd, config.d_ff, config.vocab_size
-    q, kv = config.n_head * config.d_head, config.n_kv_head * config.d_head
-    shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (V, D)}
-    for i in range(config.n_layer):
-        a, m = f"layers.{i}.self_attn", f"layers.{i}.mlp"
-        shapes[f"layers.{i}.input_layernorm.weight"] = (D,)
-        for name, (rows, cols), bias in (("q_proj", (q, D), config.qkv_bias), ("k_proj", (kv, D), config.qkv_bias),
-                                          ("v_proj", (kv, D), config.qkv_bias), ("o_proj", (D, q), config.o_bias)):
-            shapes[f"{a}.{name}.weight"] = (rows, cols)
-            if bias:
-                shapes[f"{a}.{name}.bias"] = (rows,)
-        shapes[f"layers.{i}.post_attention_layernorm.weight"] = (D,)
-        for name, (rows, cols) in (("gate_proj", (F, D)), ("up_proj", (F, D)), ("down_proj", (D, F))):
-            shapes[f"{m}.{name}.weight"] = (rows, cols)
-            if config.mlp_bias:
-                shapes[f"{m}.{name}.bias"] = (rows,)
-    shapes["norm.weight"] = (D,)
-    if not config.tie_word_embeddings:
-        shapes["lm_head.weight"] = (V, D)
-    return shapes
-
-
-def gpt2_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
-    """A GPT-2 checkpoint (Conv1D weights are [in, out])."""
-    D, F, V, P = config.n_embd, config.d_ff, config.vocab_size, config.n_positions
-    shapes = {"wte.weight": (V, D), "wpe.weight": (P, D)}
-    for i in range(config.n_layer):
-        shapes |= {
-            f"h.{i}.ln_1.weight": (D,),
-            f"h.{i}.ln_1.bias": (D,),
-            f"h.{i}.attn.c_attn.weight": (D, 3 * D),
-            f"h.{i}.attn.c_attn.bias": (3 * D,),
-            f"h.{i}.attn.c_proj.weight": (D, D),
-            f"h.{i}.attn.c_proj.bias": (D,),
-            f"h.{i}.ln_2.weight": (D,),
-            f"h.{i}.ln_2.bias": (D,),
-            f"h.{i}.mlp.c_fc.weight": (D, F),
-            f"h.{i}.mlp.c_fc.bias": (F,),
-            f"h.{i}.mlp.c_proj.weight": (F, D),
-            f"h.{i}.mlp.c_proj.bias": (D,),
-        }
-    shapes |= {"ln_f.weight": (D,), "ln_f.bias": (D,)}
-    if not config.tie_word_embeddings:
-        shapes["lm_head.weight"] = (V, D)
-    return shapes
-
-
-def as_tree(flat: dict[str, object], config: Config) -> SimpleNamespace:
+def as_tree(flat: dict[str, object], config: ModelConfig) -> SimpleNamespace:
     """{"h.0.attn.c_attn.weight": w, ...} -> tree.h[0].attn.c_attn.weight, mirroring the checkpoint
-    (the blocks are `h` in a GPT-2, `layers` in a Llama)."""
-    layers = _LAYERS[config.family]
+    (the blocks are `h` in a GPT-2, `layers` in a Llama: the family's layout says)."""
+    layers = architecture_of(config).layers
     root: dict = {layers: [{} for _ in range(config.n_layer)]}
     for name, value in flat.items():
         parts = name.split(".")
@@ -170,20 +115,21 @@ def _weight_files(directory: Path) -> list[Path]:
     raise UserError(f"{directory} has no weights: expected {SAFETENSORS} or {SAFETENSORS_INDEX}")
 
 
-def load_weights(directory: Path, config: Config, dtype=np.float32) -> SimpleNamespace:
+def load_weights(directory: Path, config: ModelConfig, dtype=np.float32) -> SimpleNamespace:
     """Map every tensor of the checkpoint, check names, shapes and dtypes, return the tree of arrays in `dtype`
     (float32, or float64 for the reference)."""
     tensors: dict[str, _TensorInfo] = {}
-    prefix = _PREFIX[config.family]
+    architecture = architecture_of(config)
+    prefix = architecture.prefix
     for file in _weight_files(directory):
         for name, info in _read_header(file).items():
             tensors[name.removeprefix(prefix)] = info
     expected = expected_shapes(config)
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)  # a tied head saved twice is the same tensor as wte
-    unexpected = sorted(n for n in tensors if n not in expected and not _IGNORED.match(n))
+    unexpected = sorted(n for n in tensors if n not in expected and not architecture.ignored_pattern.match(n))
     if unexpected:
-        kind = "GPT-2" if config.family == "gpt2" else f"{config.model_type} model"
+        kind = config.checkpoint_kind
         raise UserError(f"{directory}: unexpected tensor {unexpected[0]} for a {kind} with this config.json")
     missing = [n for n in expected if n not in tensors]
     if missing:

@@ -4,11 +4,12 @@ The counts come from running the model's own forward code on shape-only stand-in
 the same code as a real run, so the same ledger, with no arithmetic and no weights. A GPT-3 175B
 with a 1,000-token prompt counts in a fraction of a second.
 
-Every block of a model has the same shapes, so its records are the same in every layer but for
-their name and layer index. A long generation on a deep model would hold millions of identical
-records (GPT-3 175B, 1,000 new tokens: 96 blocks x 17 stages x 1,000 passes) and run the same block
-code 96,000 times; so each pass here runs the forward code through a one-block twin of the model
-and keeps that block's records to stand for all n_layer of them (`Pass`). `Pass.expand()` gives
+The blocks of a model are of a few kinds (`config.layer_types`: one kind for GPT-2 and the Llama family),
+and the blocks of one kind have the same shapes, so the same records but for their name and layer index. A long generation on a deep model would hold
+millions of identical records (GPT-3 175B, 1,000 new tokens: 96 blocks x 17 stages x 1,000 passes) and
+run the same block code 96,000 times; so each pass here runs the forward code through a twin of the
+model with one block of each kind (one block for GPT-2) and keeps each kind's records to stand for
+every layer of that kind (`Pass`). `Pass.expand()` gives
 the full ledger phase, and `count_generation` checks it against a run of the whole model (the
 prefill and the first decode step) every time; the tests check whole generations.
 """
@@ -22,13 +23,17 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 
-from ..models.config import PRESETS, Config, GPT2Config, LlamaConfig, load_config
+from ..families.config import ModelConfig as Config
+from ..families.gpt2.config import GPT2Config
+from ..families.llama.config import LlamaConfig
+from ..families.table import PRESETS, architecture_of
+from ..models.config import load_config
 from ..errors import UserError
 from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps
 from .memory import memory_dict
 from ..models.model import Model
 from .passes import forward_passes
-from ..engine.stages import ATTENTION_SCORES, Family, family_of
+from ..engine.stages import ATTENTION_SCORES, Family
 
 STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the middle ones are summarised
 
@@ -152,20 +157,38 @@ def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> None
 # --- counting ---------------------------------------------------------------------------------------------
 @dataclass
 class Pass:
-    """One forward pass, its blocks folded: `twin` is the phase of a one-block twin of the model (records
-    embed, blocks.0.*, ln_f, last, logits), and its block stands for each of the n_layer blocks."""
+    """One forward pass, its blocks folded: `twin` is the phase of a twin of the model cut to the fewest first
+    layers that hold one layer of each kind (`config.layer_types`: one layer for a GPT-2 or a Llama, whose layers
+    are all alike), and the records of each kind's first layer stand for every layer of that kind."""
 
     twin: Phase
-    n_layer: int
-    block: list[Record] = field(init=False)
+    layer_types: tuple  # the kind of each of the model's layers, in order
+    groups: list[tuple[list[Record], int]] = field(init=False)  # one per kind: its first layer's records, and how
+    #                                                              many layers of the model are of that kind
+    block: list[Record] = field(init=False)  # layer 0's records (the block the reports show)
     before: list[Record] = field(init=False)  # the embedding
     after: list[Record] = field(init=False)  # final norm, last position, logits
 
     def __post_init__(self) -> None:
         records = self.twin.records
-        first = next(i for i, r in enumerate(records) if r.layer == 0)
-        last = max(i for i, r in enumerate(records) if r.layer == 0)
-        self.before, self.block, self.after = records[:first], records[first : last + 1], records[last + 1 :]
+        first = next(i for i, r in enumerate(records) if r.layer is not None)
+        last = max(i for i, r in enumerate(records) if r.layer is not None)
+        self.before, self.after = records[:first], records[last + 1 :]
+        kinds = list(dict.fromkeys(self.layer_types))  # in the order they first appear
+        self._group_of = {kind: g for g, kind in enumerate(kinds)}
+        first_layer = {kind: self.layer_types.index(kind) for kind in kinds}
+        self.groups = [([r for r in records[first : last + 1] if r.layer == first_layer[kind]],
+                        self.layer_types.count(kind)) for kind in kinds]  # fmt: skip
+        self.block = self.groups[self._group_of[self.layer_types[0]]][0]
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.layer_types)
+
+    def weighted(self) -> list[tuple[Record, int]]:
+        """Every record of the pass once, with the number of layers it stands for (1 outside the blocks)."""
+        return [*((r, 1) for r in self.before), *((r, n) for records, n in self.groups for r in records),
+                *((r, 1) for r in self.after)]  # fmt: skip
 
     @property
     def phase(self) -> str:  # "prefill" | "decode"
@@ -193,8 +216,8 @@ class Pass:
 
     def ops(self) -> dict[str, tuple[int, int]]:
         """op -> (dot products, MACs) over the whole pass (all layers), for the matrix products, in the order they run."""
-        totals = {r.op: (0, 0) for r in self.before + self.block + self.after if r.kind == "matmul"}
-        for r, n in [*((r, 1) for r in self.before + self.after), *((r, self.n_layer) for r in self.block)]:
+        totals = {r.op: (0, 0) for r, _ in self.weighted() if r.kind == "matmul"}
+        for r, n in self.weighted():
             if r.kind == "matmul":
                 dots, macs = totals[r.op]
                 totals[r.op] = (dots + n * r.dot_products, macs + n * r.macs)
@@ -202,11 +225,11 @@ class Pass:
 
     @property
     def dot_products(self) -> int:
-        return sum(r.dot_products for r in self.before + self.after) + self.n_layer * self.block_dot_products
+        return sum(n * r.dot_products for r, n in self.weighted())
 
     @property
     def macs(self) -> int:
-        return sum(r.macs for r in self.before + self.after) + self.n_layer * self.block_macs
+        return sum(n * r.macs for r, n in self.weighted())
 
     @property
     def flops(self) -> int:
@@ -223,8 +246,7 @@ class Pass:
     @property
     def causal_macs(self) -> int:
         """The MACs the causal mask keeps: scores and mix counted by the (query, key) pairs it does not hide."""
-        block = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in self.block)
-        return sum(r.macs for r in self.before + self.after) + self.n_layer * block
+        return sum(n * (r.causal_macs if r.causal_macs is not None else r.macs) for r, n in self.weighted())
 
     def find(self, op: str) -> Record:
         return next(r for r in self.before + self.block + self.after if r.op == op)
@@ -245,8 +267,8 @@ class Pass:
         """The full ledger phase: the block's records once per layer, named and numbered as the model does."""
         p = self.twin
         full = Phase(p.phase, p.step, p.tokens, p.context, p.batch, p.cached, list(self.before))
-        for i in range(self.n_layer):
-            full.records += [replace(r, layer=i) for r in self.block]
+        for i, kind in enumerate(self.layer_types):
+            full.records += [replace(r, layer=i) for r in self.groups[self._group_of[kind]][0]]
         full.records += self.after
         return full
 
@@ -274,12 +296,14 @@ class AttentionVsWeights:
 
     @property
     def all_attention(self) -> int:
-        return self.step.n_layer * self.attention
+        return sum(n * sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES) for records, n in self.step.groups)
 
     @property
     def all_weights(self) -> int:
         """Every product with weights in the pass: the blocks' and the logits."""
-        return self.step.n_layer * self.weights + self.outside
+        weights = sum(n * sum(r.macs for r in records if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
+                      for records, n in self.step.groups)  # fmt: skip
+        return weights + self.outside
 
     @property
     def ratio(self) -> Fraction:
@@ -301,9 +325,12 @@ def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True
 
 
 def count_folded(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> list[Pass]:
-    """Every pass of the generation, run through a one-block shape-only twin of the model."""
-    twin = Model.without_weights(replace(config, n_layer=1))
-    return [Pass(phase, config.n_layer) for phase in count_passes(twin, n_prompt, n_new, use_cache, batch).phases]
+    """Every pass of the generation, run through a shape-only twin of the model cut to the fewest first layers
+    that hold one layer of each kind (one layer where all are alike), whatever the model's depth."""
+    kinds = config.layer_types
+    span = 1 + max(kinds.index(kind) for kind in set(kinds))
+    twin = Model.without_weights(config.prefix(span))
+    return [Pass(phase, kinds) for phase in count_passes(twin, n_prompt, n_new, use_cache, batch).phases]
 
 
 def decode_at(config: Config, context: int, batch: int = 1) -> Pass:
@@ -331,7 +358,7 @@ class Count:
     @property
     def family(self) -> Family:
         """The model's stage table (stages.py): its op names, their equations and groups."""
-        return family_of(self.config)
+        return architecture_of(self.config).stages(self.config)
 
     @property
     def prefill(self) -> Pass:
@@ -479,15 +506,15 @@ CSV_COLUMNS = (
 
 
 def csv_chunks(count: Count):
-    """One row per matrix product per forward pass; block products once with `layers` = n_layer, since every
-    layer has the same shapes: dot_products, macs, flops, causal_*, dense_* (on scores and mix: the dense form's
+    """One row per matrix product per forward pass; block products once per kind of layer with `layers` = the
+    layers of that kind (all n_layer of them where all are alike), since they have the same shapes: dot_products, macs, flops, causal_*, dense_* (on scores and mix: the dense form's
     cost, where row chunks computed less) are per layer, all_layers_* are x layers."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for p in count.passes:
         pass_macs = p.macs
-        for r, layers in [*((r, count.config.n_layer) for r in p.block), *((r, 1) for r in p.after)]:
+        for r, layers in p.weighted():
             if r.kind != "matmul":
                 continue
             writer.writerow([

@@ -9,9 +9,10 @@ window (if any), B batch, T positions computed in a pass, t positions in context
 rows of logits (1 in generation). A product (m x n)(n x p) is m*p dot products of length n, m*p*n
 multiply-accumulates (MACs); FLOPs are 2 x MACs.
 
-The two families differ in these sums only: GPT-2 projects Q, K and V in one product of width 3D
-and has a two-matrix MLP; the Llama family projects q (H dh wide), k and v (Hkv dh wide each)
-separately and has a three-matrix (gated) MLP.
+What differs from family to family (the products, the weights per position, the parameters) is
+written in each family's formulas.py; the sums over layers, passes and generations are here. GPT-2
+projects Q, K and V in one product of width 3D and has a two-matrix MLP; the Llama family projects q
+(H dh wide), k and v (Hkv dh wide each) separately and has a three-matrix (gated) MLP.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..engine import tape
-from ..models.config import Config
+from ..families.config import ModelConfig as Config
+from ..families.table import architecture_of
 from .memory import FLOAT32_BYTES
 
 
@@ -30,36 +32,10 @@ def attended(config: Config, T: int, t: int) -> int:
     return t if W is None else min(t, W + T - 1)
 
 
-def _mlp_matrices(config: Config) -> int:
-    return 3 if config.family == "llama" else 2
-
-
 def products(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> dict[str, tuple[int, int]]:
-    """(dot products, dot-product length) of each matrix product of one pass (per layer for the block ops)."""
-    D, H, F, V = config.n_embd, config.n_head, config.d_ff, config.vocab_size
-    dh, Hkv, ta = config.d_head, config.n_kv_head, attended(config, T, t)
-    if config.family != "llama":
-        return {
-            "qkv": (B * T * 3 * D, D),  # h [T, D] x W_qkv [D, 3D]
-            "scores": (B * H * T * t, dh),  # per head Q [T, dh] x K^T [dh, t]
-            "mix": (B * H * T * dh, t),  # per head A [T, t] x V [t, dh]
-            "out": (B * T * D, D),  # Z [T, D] x W_o [D, D]
-            "mlp.up": (B * T * F, D),  # h [T, D] x W_up [D, F]
-            "mlp.down": (B * T * D, F),  # g [T, F] x W_down [F, D]
-            "logits": (B * R * V, D),  # h [R, D] x W_te^T [D, V]
-        }
-    return {
-        "q": (B * T * H * dh, D),  # h [T, D] x W_q [D, H dh]
-        "k": (B * T * Hkv * dh, D),  # h [T, D] x W_k [D, Hkv dh]
-        "v": (B * T * Hkv * dh, D),  # h [T, D] x W_v [D, Hkv dh]
-        "scores": (B * H * T * ta, dh),  # per query head Q [T, dh] x K^T [dh, t]: its group's K, not a copy
-        "mix": (B * H * T * dh, ta),  # per query head A [T, t] x V [t, dh]
-        "out": (B * T * D, H * dh),  # Z [T, H dh] x W_o [H dh, D]
-        "mlp.gate": (B * T * F, D),  # h [T, D] x W_gate [D, F]
-        "mlp.up": (B * T * F, D),  # h [T, D] x W_up [D, F]
-        "mlp.down": (B * T * D, F),  # a [T, F] x W_down [F, D]
-        "logits": (B * R * V, D),  # h [R, D] x W_U^T [D, V]
-    }
+    """(dot products, dot-product length) of each matrix product of one pass (per layer for the block ops), as the
+    family's closed forms write them (families/*/formulas.py)."""
+    return architecture_of(config).formulas.products(config, T, t, R, B)
 
 
 def weight_macs_per_position(config: Config) -> int:
@@ -68,8 +44,7 @@ def weight_macs_per_position(config: Config) -> int:
     D (H dh + 2 Hkv dh) + H dh D + m D F, m the MLP's matrices (2 in GPT-2, 3 gated): 4 D^2 + 2 D F for
     GPT-2, 4 D^2 + 3 D F for a Llama without grouping (H dh = D, Hkv = H).
     """
-    D, F, q, kv = config.n_embd, config.d_ff, config.n_head * config.d_head, config.n_kv_head * config.d_head
-    return D * (q + 2 * kv) + q * D + _mlp_matrices(config) * D * F
+    return architecture_of(config).formulas.weight_macs_per_position(config)
 
 
 def attention_macs_per_pair(config: Config) -> int:
@@ -109,28 +84,38 @@ def computed_pairs(T: int, t: int, window: int | None = None, chunk: int | None 
                for r0 in range(0, T, C))  # fmt: skip
 
 
-def layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
+def layer_windows(config: Config) -> dict[int | None, int]:
+    """How many layers have each sliding window (None: none): {None: L} for GPT-2, {W: L} for Mistral."""
+    counts: dict[int | None, int] = {}
+    for i in range(config.n_layer):
+        window = config.layer_window(i)
+        counts[window] = counts.get(window, 0) + 1
+    return counts
+
+
+def layer_macs(config: Config, T: int, t: int, B: int = 1, window: int | None | str = "config") -> int:
     """One block: T (products with weights per position) + 2 H dh x (the (query, key) pairs computed).
 
     GPT-2 in the dense form: T (4 D^2 + 2 D F) + 2 T t D; with F = 4 D that is the familiar
     12 T D^2 + 2 T t D. 4 D^2 per position is Q, K, V (3 D^2) and the output projection (D^2); 2 D F is
     the MLP up and down; 2 T t D is Q K^T and A V over all heads (H * dh = D). A Llama: T (D (2 H dh +
     2 Hkv dh) + 3 D F) + 2 T t' H dh, t' = min(t, W + T - 1) under a sliding window W. A pass over more
-    than tape.ROW_CHUNK positions computes its attention in row chunks: computed_pairs, not T t'.
+    than tape.ROW_CHUNK positions computes its attention in row chunks: computed_pairs, not T t'. `window`: that
+    of a layer whose window is not the config's (layer_windows).
     """
-    pairs = computed_pairs(T, t, config.sliding_window)
+    pairs = computed_pairs(T, t, config.sliding_window if window == "config" else window)
     return B * (T * weight_macs_per_position(config) + attention_macs_per_pair(config) * pairs)
 
 
-def layer_dot_products(config: Config, T: int, t: int, B: int = 1) -> int:
+def layer_dot_products(config: Config, T: int, t: int, B: int = 1, window: int | None | str = "config") -> int:
     """One block. GPT-2: 3 T D (qkv) + H T t (scores) + T D (mix) + T D (out) + T F (up) + T D (down).
     A Llama: T (H dh + 2 Hkv dh) (q, k, v) + H T t' (scores) + T H dh (mix) + T D (out) + 2 T F + T D (MLP).
     T t' is computed_pairs where row chunks computed fewer."""
-    D, H, F, dh, Hkv = config.n_embd, config.n_head, config.d_ff, config.d_head, config.n_kv_head
-    pairs = computed_pairs(T, t, config.sliding_window)  # T t' (t' = t for GPT-2), or fewer in row chunks
-    if config.family != "llama":
-        return B * (T * (6 * D + F) + H * pairs)
-    return B * (T * (H * dh + 2 * Hkv * dh) + H * pairs + T * H * dh + T * D + 2 * T * F + T * D)
+    H, dh = config.n_head, config.d_head
+    window = config.sliding_window if window == "config" else window
+    pairs = computed_pairs(T, t, window)  # T t' (t' = t for GPT-2), or fewer in row chunks
+    per_position = architecture_of(config).formulas.weight_dot_products_per_position(config)
+    return B * (T * (per_position + H * dh) + H * pairs)  # the products with weights, the mix, the scores
 
 
 def causal_layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
@@ -146,11 +131,13 @@ def logits_macs(config: Config, R: int = 1, B: int = 1) -> int:
 
 def pass_macs(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
     """One forward pass: L blocks and the logits (the embedding is a lookup, norms are not products)."""
-    return config.n_layer * layer_macs(config, T, t, B) + logits_macs(config, R, B)
+    blocks = sum(n * layer_macs(config, T, t, B, window) for window, n in layer_windows(config).items())
+    return blocks + logits_macs(config, R, B)
 
 
 def pass_dot_products(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
-    return config.n_layer * layer_dot_products(config, T, t, B) + B * R * config.vocab_size
+    blocks = sum(n * layer_dot_products(config, T, t, B, window) for window, n in layer_windows(config).items())
+    return blocks + B * R * config.vocab_size
 
 
 def decode_macs(config: Config, t: int, B: int = 1) -> int:
@@ -167,20 +154,21 @@ def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool =
     before it (a pass from position 0 has no earlier keys for a window to cut): for GPT-2 that is
     L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V.
     """
-    L = config.n_layer
     per_position, per_pair = weight_macs_per_position(config), attention_macs_per_pair(config)
-    logits = n_new * logits_macs(config, 1, B)
-    if use_cache:
-        k = n_new - 1  # decode steps
-        decode = B * L * (k * per_position + per_pair * _sum_of_capped(n_prompt, k, config.sliding_window))
-        prefill = L * layer_macs(config, n_prompt, n_prompt, B)
-        return prefill + decode + logits
-    first, last = n_prompt, n_prompt + n_new - 1
-    sum_t = (first + last) * n_new // 2
-    dense_last = min(last, max(first - 1, tape.ROW_CHUNK))  # the passes short enough to be computed dense: t^2 pairs
-    sum_t2 = _sum_of_squares(dense_last) - _sum_of_squares(first - 1)
-    sum_t2 += sum(computed_pairs(t, t, config.sliding_window) for t in range(dense_last + 1, last + 1))  # in chunks
-    return B * L * (per_position * sum_t + per_pair * sum_t2) + logits
+    total = n_new * logits_macs(config, 1, B)
+    for window, L in layer_windows(config).items():  # the L layers with this window
+        if use_cache:
+            k = n_new - 1  # decode steps
+            decode = B * L * (k * per_position + per_pair * _sum_of_capped(n_prompt, k, window))
+            total += L * layer_macs(config, n_prompt, n_prompt, B, window) + decode
+            continue
+        first, last = n_prompt, n_prompt + n_new - 1
+        sum_t = (first + last) * n_new // 2
+        dense_last = min(last, max(first - 1, tape.ROW_CHUNK))  # the passes short enough to be computed dense: t^2
+        sum_t2 = _sum_of_squares(dense_last) - _sum_of_squares(first - 1)
+        sum_t2 += sum(computed_pairs(t, t, window) for t in range(dense_last + 1, last + 1))  # in chunks
+        total += B * L * (per_position * sum_t + per_pair * sum_t2)
+    return total
 
 
 def _sum_of_capped(n: int, k: int, window: int | None) -> int:
@@ -194,23 +182,10 @@ def _sum_of_squares(m: int) -> int:
 
 
 def parameters(config: Config) -> int:
-    """GPT-2: V D + P D (embeddings) + L (4 D^2 + 2 D F + 9 D + F) + 2 D (final norm) [+ V D for an untied head].
-
-    Per layer: W_qkv 3 D^2 + 3 D, W_o D^2 + D, W_up D F + F, W_down F D + D, two norms 2 x 2 D. With
-    F = 4 D that is the familiar 12 L D^2 + 13 L D.
-
-    A Llama: V D + L (2 D H dh + 2 D Hkv dh + 3 D F + 2 D + biases) + D [+ V D untied]: q and o are
-    D x H dh, k and v D x Hkv dh, the MLP three D x F, two RMSNorm gains of D a layer and one at
-    the end; biases only where the config has them (q, k, v: H dh + 2 Hkv dh; o: D; MLP: 2 F + D).
-    """
-    L, D, F, V = config.n_layer, config.n_embd, config.d_ff, config.vocab_size
-    head = 0 if config.tie_word_embeddings else V * D
-    if config.family != "llama":
-        P = config.n_positions
-        return V * D + P * D + L * (4 * D * D + 2 * D * F + 9 * D + F) + 2 * D + head
-    q, kv = config.n_head * config.d_head, config.n_kv_head * config.d_head
-    biases = config.qkv_bias * (q + 2 * kv) + config.o_bias * D + config.mlp_bias * (2 * F + D)
-    return V * D + L * (2 * D * q + 2 * D * kv + 3 * D * F + 2 * D + biases) + D + head
+    """Every weight, from the family's closed form (families/*/formulas.py). GPT-2: V D + P D + L (4 D^2 + 2 D F +
+    9 D + F) + 2 D [+ V D untied], 12 L D^2 + 13 L D with F = 4 D; a Llama: V D + L (2 D H dh + 2 D Hkv dh + 3 D F +
+    2 D + biases) + D [+ V D untied]."""
+    return architecture_of(config).formulas.parameters(config)
 
 
 def kv_cache_positions(config: Config, positions: int) -> int:

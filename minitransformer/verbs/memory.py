@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from math import prod
 
-from ..models.config import Config
+from ..families.config import ModelConfig as Config
 from ..engine.kvcache import KVCache
 from ..engine.ledger import Record
 from ..engine.tape import ROW_CHUNK

@@ -11,62 +11,16 @@ import re
 from dataclasses import dataclass
 from math import prod
 
-from ..models.config import Config
+from ..families.config import ModelConfig
+from ..families.table import ARCHITECTURES, architecture_of
 from ..models.weights import expected_shapes
 
-# kind -> what it is, in the order a forward pass meets them: GPT-2 (Conv1D weights are stored [in, out])...
-KINDS: dict[str, str] = {
-    "token_embedding": "token embedding W_te [V, D]",
-    "position_embedding": "position embedding W_pe [P, D]",
-    "attention_qkv": "attention Q, K, V weights W_qkv [D, 3D]",
-    "attention_out": "attention output weights W_o [D, D]",
-    "mlp_up": "MLP up weights W_up [D, F]",
-    "mlp_down": "MLP down weights W_down [F, D]",
-    "biases": "biases of the four linear layers",
-    "layer_norms": "layer-norm gains and biases",
-    "unembedding": "unembedding W_U [V, D] (untied)",
-}
-# ... and the Llama family (nn.Linear weights are stored [out, in]).
-LLAMA_KINDS: dict[str, str] = {
-    "token_embedding": "token embedding W_te [V, D]",
-    "attention_q": "attention query weights W_q [H*dh, D]",
-    "attention_k": "attention key weights W_k [Hkv*dh, D]",
-    "attention_v": "attention value weights W_v [Hkv*dh, D]",
-    "attention_out": "attention output weights W_o [D, H*dh]",
-    "mlp_gate": "MLP gate weights W_gate [F, D]",
-    "mlp_up": "MLP up weights W_up [F, D]",
-    "mlp_down": "MLP down weights W_down [D, F]",
-    "biases": "biases of the linear layers that have them",
-    "norms": "RMSNorm gains",
-    "unembedding": "unembedding W_U [V, D] (untied)",
-}
-
-_KIND_OF = (
-    (re.compile(r"^wte\.weight$"), "token_embedding"),
-    (re.compile(r"^wpe\.weight$"), "position_embedding"),
-    (re.compile(r"^h\.\d+\.attn\.c_attn\.weight$"), "attention_qkv"),
-    (re.compile(r"^h\.\d+\.attn\.c_proj\.weight$"), "attention_out"),
-    (re.compile(r"^h\.\d+\.mlp\.c_fc\.weight$"), "mlp_up"),
-    (re.compile(r"^h\.\d+\.mlp\.c_proj\.weight$"), "mlp_down"),
-    (re.compile(r"^h\.\d+\.(attn|mlp)\.c_\w+\.bias$"), "biases"),
-    (re.compile(r"^(h\.\d+\.)?ln_(1|2|f)\.(weight|bias)$"), "layer_norms"),
-    (re.compile(r"^lm_head\.weight$"), "unembedding"),
-    (re.compile(r"^embed_tokens\.weight$"), "token_embedding"),
-    (re.compile(r"^layers\.\d+\.self_attn\.q_proj\.weight$"), "attention_q"),
-    (re.compile(r"^layers\.\d+\.self_attn\.k_proj\.weight$"), "attention_k"),
-    (re.compile(r"^layers\.\d+\.self_attn\.v_proj\.weight$"), "attention_v"),
-    (re.compile(r"^layers\.\d+\.self_attn\.o_proj\.weight$"), "attention_out"),
-    (re.compile(r"^layers\.\d+\.mlp\.gate_proj\.weight$"), "mlp_gate"),
-    (re.compile(r"^layers\.\d+\.mlp\.up_proj\.weight$"), "mlp_up"),
-    (re.compile(r"^layers\.\d+\.mlp\.down_proj\.weight$"), "mlp_down"),
-    (re.compile(r"^layers\.\d+\.(self_attn|mlp)\.\w+_proj\.bias$"), "biases"),
-    (re.compile(r"^(layers\.\d+\.(input|post_attention)_layernorm|norm)\.weight$"), "norms"),
-)
-
-
-def kind_of(name: str) -> str:
-    for pattern, kind in _KIND_OF:
-        if pattern.match(name):
+def kind_of(name: str, config: ModelConfig | None = None) -> str:
+    """The kind of a tensor name in the checkpoint layout of the config's family (families/*/layout.py), or of any
+    family in the table when no config is given."""
+    for architecture in [architecture_of(config)] if config is not None else ARCHITECTURES.values():
+        kind = architecture.kind(name)
+        if kind is not None:
             return kind
     raise ValueError(f"no kind for weight tensor {name!r}")
 
@@ -85,14 +39,14 @@ class Tensor:
         return {"name": self.name, "shape": list(self.shape), "count": self.count, "kind": self.kind}
 
 
-def kinds_of(config: Config) -> dict[str, str]:
+def kinds_of(config: ModelConfig) -> dict[str, str]:
     """The kinds of a config's family, described."""
-    return LLAMA_KINDS if config.family == "llama" else KINDS
+    return architecture_of(config).kinds
 
 
 @dataclass(frozen=True)
 class Parameters:
-    config: Config
+    config: ModelConfig
     tensors: tuple[Tensor, ...]
 
     @property
@@ -122,12 +76,12 @@ class Parameters:
         }
 
 
-def parameters(config: Config) -> Parameters:
-    return Parameters(config, tuple(Tensor(n, s, kind_of(n)) for n, s in expected_shapes(config).items()))
+def parameters(config: ModelConfig) -> Parameters:
+    return Parameters(config, tuple(Tensor(n, s, kind_of(n, config)) for n, s in expected_shapes(config).items()))
 
 
-def _pattern(name: str) -> str:
-    return re.sub(r"^(h|layers)\.\d+\.", r"\1.{i}.", name)
+def _pattern(name: str, layers: str) -> str:
+    return re.sub(rf"^({re.escape(layers)})\.\d+\.", r"\1.{i}.", name)
 
 
 def params_report(p: Parameters) -> str:
@@ -144,16 +98,16 @@ def params_report(p: Parameters) -> str:
         groups: dict[tuple[str, tuple[int, ...]], int] = {}
         for t in p.tensors:
             if t.kind == kind:
-                key = (_pattern(t.name), t.shape)
+                key = (_pattern(t.name, architecture_of(p.config).layers), t.shape)
                 groups[key] = groups.get(key, 0) + 1
         for (pattern, dims), n in groups.items():
             each = prod(dims)
             rows.append([f"  {pattern}", shape(dims), f"x {n}" if n > 1 else "", count(each), count(each * n), ""])
     rows.append(["total", "", "", "", count(total), "100%"])
     c = p.config
-    layers = "layers" if c.family == "llama" else "h"
+    layers = architecture_of(c).layers
     heads = ""
-    if c.family == "llama":
+    if architecture_of(c).heads_in_headers:
         kv = f" sharing {c.n_kv_head} key/value heads" if c.n_kv_head != c.n_head else ""
         heads = f", {c.n_head} heads of {c.d_head}{kv}"
     header = (

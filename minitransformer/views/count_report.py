@@ -14,6 +14,7 @@ from ..verbs.memory import DEFAULT_BALANCE, memory_dict
 from .report import count as n
 from .report import describe_model, human, operands, percent, shape, table
 from ..engine.stages import ATTENTION_SCORES, UNEMBEDDING
+from ..families.table import architecture_of
 from ..engine.tape import ROW_CHUNK
 
 CONVENTION = (
@@ -47,7 +48,10 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
         f"generation: a {count.n_prompt:,}-token prompt and {count.n_new:,} new token{_s(count.n_new)} = 1 prefill + "
         f"{decodes:,} decode step{_s(decodes)}, {batch}, {cache}",
         "",
-        f"The prefill, one transformer block (each of the {c.n_layer} blocks has the same shapes, so the same counts):",
+        f"The prefill, one transformer block (each of the {c.n_layer} blocks has the same shapes, so the same counts):"
+        if len(count.prefill.groups) == 1 else
+        f"The prefill, one transformer block, layer 0 (the {c.n_layer} blocks are of {len(count.prefill.groups)} kinds: "
+        f"{', '.join(dict.fromkeys(c.layer_types))}; the next table has each):",
         f"T = {count.prefill.tokens:,} new positions attending to t = {count.prefill.context:,}",
         block_table(count.prefill.block, full=True),
         "",
@@ -101,12 +105,17 @@ def block_table(block: list[Record], full: bool) -> str:
 
 def layers_table(p: Pass) -> str:
     L = p.n_layer
-    rows = [
-        ["embed", "0", "0", "", "", "a lookup: no products"],
-        [f"0..{L - 1}" if L > 1 else "0", n(p.block_dot_products), n(p.block_macs), human(2 * p.block_macs),
-         percent(p.block_macs, p.macs), "each layer"],
-    ]  # fmt: skip
-    if L > 1:
+    rows = [["embed", "0", "0", "", "", "a lookup: no products"]]
+    if len(p.groups) > 1:  # layers of several kinds: a row for each kind
+        for kind, (records, layers) in zip(dict.fromkeys(p.layer_types), p.groups):
+            dots, macs = sum(r.dot_products for r in records), sum(r.macs for r in records)
+            where = [i for i, k in enumerate(p.layer_types) if k == kind]
+            rows.append([f"{kind} ({layers})", n(dots), n(macs), human(2 * macs), percent(layers * macs, p.macs),
+                         f"each of layers {_layer_list(where)}"])  # fmt: skip
+    else:
+        rows.append([f"0..{L - 1}" if L > 1 else "0", n(p.block_dot_products), n(p.block_macs),
+                     human(2 * p.block_macs), percent(p.block_macs, p.macs), "each layer"])  # fmt: skip
+    if L > 1 and len(p.groups) == 1:
         rows.append([f"{L} layers", n(L * p.block_dot_products), n(L * p.block_macs), human(2 * L * p.block_macs),
                      percent(L * p.block_macs, p.macs), f"{L} x the above"])  # fmt: skip
     for r in p.after:
@@ -115,6 +124,12 @@ def layers_table(p: Pass) -> str:
                          f"{shape(r.out_shape)}: {r.equation}"])  # fmt: skip
     rows.append(["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs"])
     return table(["layer", "dot products", "MACs", "FLOPs", "share", ""], rows, right={1, 2, 3, 4})
+
+
+def _layer_list(layers: list[int]) -> str:
+    """[0, 2, 4, 6] -> "0, 2, 4, 6"; a long list shows its first three and its last."""
+    shown = [str(i) for i in layers] if len(layers) <= 5 else [*map(str, layers[:3]), "...", str(layers[-1])]
+    return ", ".join(shown)
 
 
 def decode_table(count: Count) -> str:
@@ -181,7 +196,7 @@ def attention_lines(count: Count) -> str:
         [f"the pass ({L} layers + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
     ]
     x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
-    flops, symbols, values = _closed_form(c)
+    flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
     return "\n".join([
         f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
         table(["MACs", "attention", "products with weights", "attention / weights"], rows, right={1, 2, 3}),
@@ -191,19 +206,6 @@ def attention_lines(count: Count) -> str:
         f"({values}); at t = {t:,}: {_ratio(Fraction(t) / x)}",
         f"  {_crossing(c, x)}",
     ])  # fmt: skip
-
-
-def _closed_form(c) -> tuple[str, str, str]:
-    """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs."""
-    D, F = f"D = {c.n_embd:,}", f"F = {c.d_ff:,}"
-    if c.family != "llama":
-        six = " = t / 6D" if c.d_ff == 4 * c.n_embd else ""
-        return "4 D t FLOPs against 8 D^2 + 4 D F for the weights", f"t / (2D + F){six}", f"{D}, {F}"
-    if c.n_kv_head == c.n_head and c.n_head * c.d_head == c.n_embd:
-        return "4 D t FLOPs against 8 D^2 + 6 D F for the weights", "t / (2D + 1.5F)", f"{D}, {F}"
-    return ("4 H dh t FLOPs against 4 D (H dh + Hkv dh) + 6 D F for the weights",
-            "H dh t / (D (H dh + Hkv dh) + 1.5 D F)",
-            f"{D}, H dh = {c.n_head * c.d_head:,}, Hkv dh = {c.n_kv_head * c.d_head:,}, {F}")  # fmt: skip
 
 
 def _crossing(c, x: Fraction) -> str:
@@ -256,11 +258,11 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     c, kv, act = count.config, m["kv_cache"], m["activations"]
     per_seq = " for the batch" if count.batch > 1 else ""
     decode = act.get("decode")
-    heads = f" ({c.n_kv_head} key/value heads of {c.d_head})" if c.family == "llama" else ""
+    heads = f" ({c.n_kv_head} key/value heads of {c.d_head})" if architecture_of(c).heads_in_headers else ""
     window, held = c.sliding_window, count.n_prompt + count.n_new - 1
     capped = f" (of {held:,}: a query reads no further back than the sliding window)" if kv["positions"] < held else ""
     whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
-    if c.family == "llama":
+    if any(r.op == "mlp.gate" for r in count.prefill.block):  # a gated MLP: memory.py's estimate says why
         estimate = ("the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
                     "(Q K^T: Q and the scores [B, H, T, t]; MLP: g, u and act(g), [B, T, F] each)")
     else:

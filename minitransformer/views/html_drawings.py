@@ -20,10 +20,10 @@ from html import escape
 import numpy as np
 
 from .report import count, human, percent, shape
-from ..engine.stages import GPT2, llama_family
+from ..families.table import ARCHITECTURES
 
 # Which part of the arithmetic a product belongs to (stages.py's `group`), the same in both families.
-GROUP_OF = {s.op: s.group for family in (GPT2, llama_family()) for s in family.stages.values() if s.group}
+GROUP_OF = {s.op: s.group for a in ARCHITECTURES.values() for s in a.every_stage.stages.values() if s.group}
 COLOURS = {"attention projections": "#4e79a7", "attention scores and mix": "#e8892b", "MLP": "#59a14f",
            "logits": "#9c6ba3"}  # fmt: skip
 

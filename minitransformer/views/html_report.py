@@ -170,8 +170,7 @@ def count_data(count, balance: float | None = None, all_steps: bool = False, **o
 
     chunks = json_chunks(count, DEFAULT_BALANCE if balance is None else balance, all_steps, **options)
     document = json.loads("".join(chunks))
-    items = ((r, times) for p in count.passes
-             for r, times in [*((r, 1) for r in p.before + p.after), *((r, p.n_layer) for r in p.block)])  # fmt: skip
+    items = ((r, times) for p in count.passes for r, times in p.weighted())
     return _data("count", _folded(document, set(document["detailed_steps"])), _ops_of(items))
 
 

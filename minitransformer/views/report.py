@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from ..engine.ledger import Ledger, Phase, Record
+from ..families.table import architecture_of
 
 _UNITS = ((10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K"))
 
@@ -52,7 +53,8 @@ def describe_model(config: dict, source: str) -> str:
     c = config
     kv_heads = c.get("n_kv_head", c["n_head"])
     kv = f" sharing {kv_heads} key/value head{'s' if kv_heads != 1 else ''}" if kv_heads != c["n_head"] else ""
-    family = f"{c['model_type']} (Llama family), " if c.get("family") == "llama" else ""
+    label = architecture_of(c).label
+    family = f"{c['model_type']} ({label}), " if label else ""
     window = f", sliding window {c['sliding_window']:,}" if c.get("sliding_window") else ""
     dtype = f"; computed in {c['dtype']}" if c.get("dtype", "float32") != "float32" else ""  # the default goes unsaid
     return (

@@ -16,7 +16,7 @@ from math import sqrt
 
 import numpy as np
 
-from ...models.config import GPT2Config
+from .config import GPT2Config
 from ...engine.kvcache import KVCache, LayerCache
 from ...engine.ops import (ACTIVATIONS, add_mask, attention_bias, layer_norm, mask_future, merge_heads, slot_positions, softmax,
                   split_heads)  # fmt: skip

@@ -23,7 +23,7 @@ from math import pi
 
 import numpy as np
 
-from ...models.config import LlamaConfig
+from .config import LlamaConfig
 from ...engine.kvcache import KVCache, LayerCache
 from ...engine.ops import (ACTIVATIONS, add_mask, attention_bias, constant, group_heads, merge_heads, rms_norm, rotary_tables,
                   rotate, slot_positions, softmax, split_into_heads, ungroup_heads)  # fmt: skip

@@ -1,0 +1,114 @@
+"""What every family's config answers to, and the checks they share.
+
+Each family reads its own config.json keys (families/*/config.py) into a frozen dataclass that derives
+from `ModelConfig`: the same names for the shapes (n_layer, n_embd, n_head, n_kv_head, d_head, d_ff,
+n_positions, vocab_size, sliding_window), so that counting, memory and reports need not know which
+family they look at. Every option that changes inference is either honoured or refused by name: a
+model that would silently compute something else than transformers' is worse than no model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from dataclasses import replace
+from typing import ClassVar
+
+from ..errors import UserError
+
+# The activations of transformers' ACT2FN that this project computes (see ops.ACTIVATIONS).
+SUPPORTED_ACTIVATIONS = (
+    "gelu_new", "gelu_pytorch_tanh", "gelu_python_tanh", "gelu_fast", "gelu", "gelu_python",
+    "quick_gelu", "relu", "silu", "swish", "tanh", "sigmoid", "linear",
+)  # fmt: skip
+
+
+
+class ModelConfig:
+    """The shapes every family's config has, under one set of names (each family's dataclass holds the fields)."""
+
+    family: ClassVar[str]  # the name of the family in the table (families/table.py)
+    name: str
+    n_layer: int
+    n_head: int
+    n_embd: int
+    n_positions: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    sliding_window: int | None
+    eos_token_id: int | tuple[int, ...] | None
+
+    @property
+    def d_model(self) -> int:
+        return self.n_embd
+
+    @property
+    def group_size(self) -> int:
+        """Query heads that share one key/value head."""
+        return self.n_head // self.n_kv_head
+
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        if self.eos_token_id is None:
+            return ()
+        return tuple(self.eos_token_id) if isinstance(self.eos_token_id, tuple) else (self.eos_token_id,)
+
+    def check_fits(self, n_prompt: int, n_new: int) -> None:
+        check_fits(self, n_prompt, n_new)
+
+    # Layers may differ from one another (a sliding window on some, a dense MLP beside experts): a family whose
+    # layers do overrides these three. Layers of one kind compute the same products, so count runs one of each.
+    @property
+    def layer_types(self) -> tuple[str, ...]:
+        """Each layer's kind, in order (transformers' names where it has them)."""
+        kind = "full_attention" if self.sliding_window is None else "sliding_attention"
+        return (kind,) * self.n_layer
+
+    def layer_window(self, layer: int) -> int | None:
+        """The sliding window of a layer's attention (None: it sees every earlier position)."""
+        return self.sliding_window
+
+    def prefix(self, n_layer: int) -> "ModelConfig":
+        """The same model cut to its first n_layer layers (count's twin)."""
+        return replace(self, n_layer=n_layer)
+
+
+def flag(hf: dict, key: str) -> bool:
+    """A true/false option; a string such as "false" would read as true, so it is refused."""
+    value = hf.get(key, False)
+    if not isinstance(value, bool):
+        raise UserError(f"config {key} must be true or false, not {value!r}")
+    return value
+
+
+def check_positive(key: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UserError(f"config {key} must be a positive integer, not {value!r}")
+
+
+def check_fits(config, n_prompt: int, n_new: int) -> None:
+    """Refuse a prompt plus new tokens that the context cannot hold, saying how many would fit."""
+    if n_prompt + n_new <= config.n_positions:
+        return
+    room = config.n_positions - n_prompt
+    if room > 0:
+        fits = f"at most {room:,} new token{'' if room == 1 else 's'} fit"
+    else:
+        fits = "the prompt alone fills it" if room == 0 else "the prompt alone is too long"
+    raise UserError(f"a {n_prompt:,}-token prompt plus {n_new:,} new token{'' if n_new == 1 else 's'} exceed "
+                    f"{config.name}'s context of {config.n_positions:,} positions; {fits}")  # fmt: skip
+
+
+def read_config_json(path: Path) -> dict:
+    """The JSON object of a config.json, refused in one line if it is missing, unreadable or empty."""
+    try:
+        hf = json.loads(Path(path).read_text("utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise UserError(f"{path} is not valid JSON ({err}); re-download or fix the file") from None
+    if not isinstance(hf, dict):
+        raise UserError(f"{path} holds {type(hf).__name__}, not a JSON object; re-download or fix the file")
+    if not hf:
+        raise UserError(f"{path} is empty ({{}}): no shapes to build a model from; re-download or fix the file")
+    return hf

@@ -1,0 +1,59 @@
+"""The one table of families: every question the rest of the code asks of a family is answered here.
+
+A config names its family (`config.family`), a config.json its model_type; each leads to the family's
+`Architecture` record (architecture.py), or to a UserError that lists what is supported. Nothing outside
+this table compares a family's name (a test holds that).
+"""
+
+from __future__ import annotations
+
+from ..errors import UserError
+from .architecture import Architecture
+from .config import ModelConfig
+from .gpt2.family import ARCHITECTURE as GPT2
+from .llama.family import ARCHITECTURE as LLAMA
+
+ARCHITECTURES: dict[str, Architecture] = {}
+PRESETS: dict[str, ModelConfig] = {}  # every family's presets, by name
+
+
+def register(architecture: Architecture) -> Architecture:
+    """Add a family to the table (the built-in ones below; a test adds a made-up one and takes it off again)."""
+    taken = [t for t in architecture.model_types if any(t in a.model_types for a in ARCHITECTURES.values())]
+    if architecture.name in ARCHITECTURES or taken:
+        raise ValueError(f"family {architecture.name!r} (model types {', '.join(architecture.model_types)}) is already "
+                         f"in the table")  # fmt: skip
+    ARCHITECTURES[architecture.name] = architecture
+    PRESETS.update(architecture.presets)
+    return architecture
+
+
+def unregister(name: str) -> None:
+    architecture = ARCHITECTURES.pop(name)
+    for preset in architecture.presets:
+        PRESETS.pop(preset, None)
+
+
+def architecture_of(config) -> Architecture:
+    """The family of a config (or of a config's JSON dict, as a ledger keeps it)."""
+    name = config["family"] if isinstance(config, dict) else config.family
+    if name not in ARCHITECTURES:
+        raise UserError(f"no family {name!r} in the table (families: {', '.join(ARCHITECTURES)})")
+    return ARCHITECTURES[name]
+
+
+def model_types() -> list[str]:
+    return [t for a in ARCHITECTURES.values() for t in a.model_types]
+
+
+def config_from_hf_dict(hf: dict, name: str) -> ModelConfig:
+    """The config of whichever family `model_type` names (GPT-2 when it is absent, as in old checkpoints)."""
+    model_type = hf.get("model_type", "gpt2")
+    for architecture in ARCHITECTURES.values():
+        if model_type in architecture.model_types:
+            return architecture.config.from_hf_dict(hf, name=name)
+    raise UserError(f"config model_type={model_type!r} is not supported (supported: {', '.join(model_types())})")
+
+
+for _family in (GPT2, LLAMA):
+    register(_family)
