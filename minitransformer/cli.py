@@ -51,7 +51,14 @@ def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from .version import __version__
 
-    parser = _Parser(prog="minitransformer", description="GPT-2 in NumPy with every matrix multiply counted.")
+    from .families.table import ARCHITECTURES, model_types
+    from .models.hub import HUB_REPOS
+    from .models.registry import known_names
+
+    families = ", ".join(ARCHITECTURES)
+    directory = f"or a Hugging Face directory (model_type {', '.join(model_types())})"
+    parser = _Parser(prog="minitransformer", description=f"Transformers in NumPy with every matrix multiply counted "
+                                                         f"(families: {families}).")
     parser.add_argument("--version", action="version", version=f"minitransformer {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -60,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--prompts", metavar="FILE|-",
                      help="prompts to run as one batch, one per line of a UTF-8 file (- for stdin); empty lines skipped")
     gen.add_argument("--ids", metavar="1,2,3", help="token ids instead of text (for a model without tokenizer.json)")
-    gen.add_argument("--model", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2, demo, demo-llama, or a directory")
+    gen.add_argument("--model", help=f"{', '.join(known_names())}, {directory}")
     gen.add_argument("--max-new-tokens", type=_whole_number, default=8)
     gen.add_argument("--temperature", type=_number, default=0.0, help="0 (default) is greedy")
     gen.add_argument("--top-k", type=_whole_number, default=None)
@@ -74,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(run=_generate)
 
     down = commands.add_parser("download", help="fetch a GPT-2 checkpoint from the Hugging Face Hub")
-    down.add_argument("name", help="gpt2, gpt2-medium, gpt2-large, gpt2-xl or distilgpt2")
+    down.add_argument("name", help=" or ".join(HUB_REPOS))
     down.set_defaults(run=_download)
 
     val = commands.add_parser("validate", help="compare logits with Hugging Face transformers on the same weights")
@@ -98,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dtype(tr, "the traced passes compute in")
     tr.set_defaults(run=_trace)
 
-    cnt = commands.add_parser("count", help="count the dot products of any GPT-2- or Llama-shaped model from its shapes "
-                                            "alone")
+    cnt = commands.add_parser("count", help=f"count the dot products of a model of any family ({families}) from its "
+                                            f"shapes alone")
     _add_model_selectors(cnt)
     cnt.add_argument("--tokens", type=_whole_number, required=True, metavar="T", help="prompt length in tokens")
     cnt.add_argument("--new-tokens", type=_whole_number, default=1, metavar="N",
@@ -293,7 +300,7 @@ def _trace(args) -> None:
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
-    from .families.table import PRESETS
+    from .families.table import PRESETS, model_types
 
     which = p.add_argument_group(
         "the model, one way (default: the gpt2 preset); its shapes only, never its weights",
@@ -303,7 +310,7 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
                        help="a preset's name, demo, or a directory with config.json")
     which.add_argument("--preset", metavar="NAME", help=", ".join(PRESETS))
     which.add_argument("--config", metavar="config.json",
-                       help="a Hugging Face config.json (model_type gpt2, llama, mistral or qwen2)")
+                       help=f"a Hugging Face config.json (model_type {', '.join(model_types())})")
     which.add_argument("--layers", type=_whole_number, metavar="L", help="sizes: layers (with --d-model and --heads)")
     which.add_argument("--d-model", type=_whole_number, metavar="D", help="sizes: model width")
     which.add_argument("--heads", type=_whole_number, metavar="H",

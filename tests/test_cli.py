@@ -209,3 +209,18 @@ def test_sampling_is_seeded_and_a_vanishing_temperature_is_greedy(small_gpt2):
     assert a.new_tokens == b.new_tokens and a.new_tokens != greedy
     one = small_gpt2.generate(prompt, max_new_tokens=6, temperature=1.0, top_k=1, seed=9, stop_at_eos=False)
     assert one.new_tokens == greedy  # top-k of 1 leaves only the most likely token
+
+
+def test_the_help_names_every_family_and_model_type_in_the_table(capsys):
+    """The CLI's help is read from the table of families: a family added there is named in --help, never GPT-2 alone."""
+    from minitransformer.cli import main
+    from minitransformer.families.table import ARCHITECTURES, model_types
+
+    texts = []
+    for command in ([], ["generate"], ["count"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--help"])
+        texts.append(" ".join(capsys.readouterr().out.split()))
+    assert all(name in texts[0] for name in ARCHITECTURES) and "GPT-2 in NumPy" not in texts[0]
+    for text in texts[1:]:
+        assert f"model_type {', '.join(model_types())}" in text
