@@ -185,14 +185,14 @@ def test_cli_refuses_bad_batches_in_one_line(tmp_path, args, says):
 
 
 def test_a_batch_of_long_prompts_chunks_its_prefill_and_still_equals_transformers(tmp_path):
-    """Rows past tape.ROW_CHUNK (300 and 140 tokens): the pad mask is sliced chunk by chunk as the causal one is."""
+    """Rows past row_chunks.ROW_CHUNK (300 and 140 tokens): the pad mask is sliced chunk by chunk as the causal one is."""
     from conftest import write_gpt2, write_llama
-    from minitransformer.engine import tape
+    from minitransformer.engine import row_chunks
     from minitransformer.engine.ledger import Phase
 
     rng = np.random.default_rng(1)
     rows = [rng.integers(0, 300, 300).tolist(), rng.integers(0, 300, 140).tolist()]
-    assert min(map(len, rows)) > tape.ROW_CHUNK
+    assert min(map(len, rows)) > row_chunks.ROW_CHUNK
     for directory in (write_gpt2(tmp_path / "g", n_positions=320, vocab_size=300),
                       write_llama(tmp_path / "m", n_positions=320, vocab_size=300, model_type="mistral",
                                   sliding_window=50)):  # fmt: skip

@@ -250,7 +250,7 @@ def test_the_fast_paths_give_exactly_the_plain_numbers(family, tmp_path, monkeyp
     by a bit."""
     from conftest import write_gpt2, write_llama
     from minitransformer import load_model
-    from minitransformer.engine import ops, tape
+    from minitransformer.engine import ops, row_chunks, tape
 
     shape = dict(n_layer=2, n_head=4, n_embd=64, n_positions=512, vocab_size=300)
     if family == "gpt2":
@@ -258,7 +258,7 @@ def test_the_fast_paths_give_exactly_the_plain_numbers(family, tmp_path, monkeyp
     else:  # grouped-query: 4 query heads over 2 key/value heads; the [400, 1024] norms and MLP are split among threads
         model = load_model(write_llama(tmp_path / "m", n_kv_head=2, n_inner=1024, **{**shape, "n_embd": 1024}))
         assert 400 * 1024 >= ops.PARALLEL_MIN_SIZE
-    monkeypatch.setattr(tape, "ROW_CHUNK", 1000)  # both dense: a watched pass is never chunked (test_row_chunks.py)
+    monkeypatch.setattr(row_chunks, "ROW_CHUNK", 1000)  # both dense: a watched pass is never chunked (test_row_chunks.py)
     ids = np.arange(400) % 300
     assert 4 * 400 * 400 >= ops.PARALLEL_MIN_SIZE  # the scores are big enough to be split among threads
     fast = model.logits(ids)

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import write_gpt2
 from minitransformer import load_model
-from minitransformer.engine import ops, tape
+from minitransformer.engine import ops, row_chunks
 
 
 def fortran(t):
@@ -71,7 +71,7 @@ def threaded(monkeypatch):
 @pytest.mark.parametrize("ids_shape", [(1100,), (2, 550)], ids=["T=1100", "B=2,T=550"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_replacement_in_any_layout_gives_the_same_logits(model, threaded, layout, ids_shape, monkeypatch):
-    monkeypatch.setattr(tape, "ROW_CHUNK", ids_shape[-1])  # the unhooked pass dense too, as a hooked one is
+    monkeypatch.setattr(row_chunks, "ROW_CHUNK", ids_shape[-1])  # the unhooked pass dense too, as a hooked one is
     ids = np.random.default_rng(0).integers(0, 512, ids_shape)
     expected = model.logits(ids)
     for name, rows in (("_softmax_rows", ids.size * 4), ("_gelu_tanh_rows", ids.size)):  # B H T and B T rows

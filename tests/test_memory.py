@@ -84,7 +84,7 @@ def test_the_count_report_describes_the_activation_estimate_it_prints():
     B, T, D, H = 2, 1000, 64, 16
     count = count_generation(GPT2Config(n_layer=1, n_head=H, n_embd=D, vocab_size=1000), T, 1, batch=B)
     peak = memory_dict(count, balance=10)["activations"]["prefill"]
-    # In row chunks of 128 (tape.ROW_CHUNK): the largest chunk is rows 768..895, which see 896 keys; alive
+    # In row chunks of 128 (row_chunks.ROW_CHUNK): the largest chunk is rows 768..895, which see 896 keys; alive
     # beside it the normed input, qkv and the output [B, H, T, dh].
     residual, h, qkv, chunk, z = B * T * D, B * T * D, B * T * 3 * D, B * H * 128 * 896, B * T * D
     assert peak == {"bytes": 4 * (residual + h + qkv + chunk + z), "stage": "scores"}

@@ -1,4 +1,4 @@
-"""Attention in chunks of query rows (Tape.in_row_chunks): the same logits, fewer dot products, a true ledger.
+"""Attention in chunks of query rows (engine/row_chunks.py): the same logits, fewer dot products, a true ledger.
 
 Each chunk of C query rows is computed against only the keys it can see (none of its future; with a
 sliding window, none before its first row's window). The ledger counts what was computed and keeps
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from minitransformer.verbs import formulas
-from minitransformer.engine import tape
+from minitransformer.engine import row_chunks
 from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.families.table import PRESETS
 from minitransformer.verbs.count import count_generation, count_passes
@@ -61,7 +61,7 @@ def test_the_chunked_counts_equal_their_closed_forms_and_the_logits_the_dense_pa
     model = gpt2_model() if family == "gpt2" else mistral_model(window)
     ids = list(np.random.default_rng(C).integers(0, 50, 30))
     dense = prefill_after(model, ids, past)
-    monkeypatch.setattr(tape, "ROW_CHUNK", C)
+    monkeypatch.setattr(row_chunks, "ROW_CHUNK", C)
     phase = Phase("prefill", 0, 30 - past, 30)
     chunked = prefill_after(model, ids, past, phase)
     np.testing.assert_allclose(chunked, dense, rtol=0, atol=2e-5)
@@ -93,7 +93,7 @@ def _dense_phase(model, ids, past):
 
 
 def test_a_pass_no_longer_than_a_chunk_and_every_decode_step_run_dense(monkeypatch):
-    monkeypatch.setattr(tape, "ROW_CHUNK", 4)
+    monkeypatch.setattr(row_chunks, "ROW_CHUNK", 4)
     result = gpt2_model().generate(list(range(4)), max_new_tokens=3, stop_at_eos=False, candidates=0)
     for phase in result.ledger.phases:
         for r in phase.records:
@@ -107,7 +107,7 @@ def test_a_watched_pass_runs_dense_and_captures_the_full_tensors(monkeypatch):
     model = gpt2_model()
     ids = list(range(20))
     plain = model.run(ids, all_positions=True)
-    monkeypatch.setattr(tape, "ROW_CHUNK", 3)
+    monkeypatch.setattr(row_chunks, "ROW_CHUNK", 3)
     phase = Phase("prefill", 0, 20, 20)
     logits, cache = model.run_with_cache(ids, "blocks.*.attn.weights", phase=phase)
     assert cache["blocks.1.attn.weights"].shape == (3, 20, 20)
@@ -117,7 +117,7 @@ def test_a_watched_pass_runs_dense_and_captures_the_full_tensors(monkeypatch):
 
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_the_shape_only_count_models_the_chunks_as_the_real_run_does(monkeypatch, use_cache):
-    monkeypatch.setattr(tape, "ROW_CHUNK", 3)
+    monkeypatch.setattr(row_chunks, "ROW_CHUNK", 3)
     real = gpt2_model()
     for batch in (1, 2):
         assert_same_phases(count_passes(real, 11, 3, use_cache, batch).phases,
@@ -140,7 +140,7 @@ def test_a_long_prompt_with_the_real_chunk_size_equals_transformers(tmp_path):
     from minitransformer import load_model
 
     T = 300
-    assert T > tape.ROW_CHUNK
+    assert T > row_chunks.ROW_CHUNK
     ids = list(np.random.default_rng(0).integers(0, 300, T))
     for directory in (write_gpt2(tmp_path / "g", n_positions=320, vocab_size=300),
                       write_llama(tmp_path / "m", n_positions=320, vocab_size=300, model_type="mistral",
@@ -162,7 +162,7 @@ def test_gpt3_prefill_of_1000_tokens_counts_the_chunks_and_keeps_the_textbook_de
     prefill = count_generation(PRESETS["gpt3-175b"], T, 1).prefill
     dense = sum(r.dense_macs for r in prefill.block)
     assert dense == T * 12 * D * D + 2 * T * T * D
-    assert prefill.block_macs == T * 12 * D * D + 2 * D * chunked_pairs(T, 0, None, tape.ROW_CHUNK)
+    assert prefill.block_macs == T * 12 * D * D + 2 * D * chunked_pairs(T, 0, None, row_chunks.ROW_CHUNK)
     assert prefill.macs == L * prefill.block_macs + D * 50257
 
 
@@ -185,7 +185,7 @@ def test_the_csv_gives_the_dense_form_beside_what_was_computed(monkeypatch):
 
     from minitransformer.verbs.count import csv_chunks
 
-    monkeypatch.setattr(tape, "ROW_CHUNK", 4)
+    monkeypatch.setattr(row_chunks, "ROW_CHUNK", 4)
     config = gpt2_model().config
     rows = list(csv.DictReader("".join(csv_chunks(count_generation(config, 10, 2))).splitlines()))
     scores = [r for r in rows if r["op"] == "scores"]
@@ -202,7 +202,7 @@ def test_the_terminal_and_html_reports_say_what_the_dense_form_would_have_cost(m
     from minitransformer.views.report import block_table
     from minitransformer.views.report import count as n
 
-    monkeypatch.setattr(tape, "ROW_CHUNK", 4)
+    monkeypatch.setattr(row_chunks, "ROW_CHUNK", 4)
     result = gpt2_model().generate(list(range(10)), max_new_tokens=2, stop_at_eos=False, candidates=0)
     prefill, decode = result.ledger.phases
     H, dh = 3, 4

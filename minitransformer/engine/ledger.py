@@ -57,6 +57,7 @@ class Record:
     # (dot products, MACs) actually computed, where the pass skipped part of the dense product the shapes
     # describe (scores and mix in query-row chunks, each against only the keys it can see); None: all of it.
     computed: tuple[int, int] | None = None
+    row_chunk: int | None = None  # the query rows per chunk where `computed` says the pass ran in chunks
 
     def output_spec(self, index: int = 0) -> str:
         """The symbolic shape of output `index` (stages such as split_heads make several)."""

@@ -1,7 +1,8 @@
 """The tape of one forward pass: each stage goes through it, is shape-checked, recorded and shown to watchers.
 
 `Tape.matmul` is the one door through which every matrix product of the model passes: it computes
-the product and records its dot products in the ledger. Nothing else in the package multiplies
+the product and records its dot products in the ledger. Attention over a long prompt runs in chunks of
+query rows through the same door (row_chunks.py, beside this). Nothing else in the package multiplies
 matrices (a test reads the source to hold us to that).
 
 Shapes are written symbolically on each line of the forward pass ("H T dh") and checked here
@@ -11,7 +12,6 @@ against the concrete sizes of this pass, so a shape in the code cannot drift fro
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from math import prod
 from typing import Callable
 
@@ -19,36 +19,13 @@ import numpy as np
 
 from .kvcache import first_attended
 from .ledger import Phase, Record, dot_product_count
+from .row_chunks import in_row_chunks
+from .spec import matmul_spec, specs, symbols
 from .shapes import ShapeOnly
 from .stages import Family
 
 # A watcher sees every stage: (full name, tensor, record) -> the tensor to continue with.
 Watcher = Callable[[str, object, Record], object]
-
-# Query rows per chunk of attention (Tape.in_row_chunks). Measured on GPT-2 and the Llama-shaped bench
-# model: a chunk's scores ([H, 128, t] float32) stay in the cache between the products and the softmax,
-# and 128 rows still make matrix products big enough for the BLAS; passes of up to 128 new positions
-# (every decode step) run the dense lines unchanged.
-ROW_CHUNK = 128
-
-
-@lru_cache(maxsize=None)
-def _symbols(spec: str) -> tuple[str, ...]:
-    return tuple(spec.split())
-
-
-@lru_cache(maxsize=None)
-def _specs(spec: str, n: int) -> tuple[str, ...]:
-    specs = tuple(s.strip() for s in spec.split(";"))
-    return specs * n if len(specs) == 1 else specs
-
-
-@lru_cache(maxsize=None)
-def _matmul_spec(spec: str) -> tuple[str, str, str]:
-    operands, out = spec.split("->")
-    a, b = operands.split(",")
-    return a.strip(), b.strip(), out.strip()
-
 
 def fold_shared_axes(a, b):
     """(a', b', out shape): a @ b = (a' @ b').reshape(out shape), with the axes that b is shared over (b lacks
@@ -134,7 +111,7 @@ class Dims:
     def shape(self, spec: str, batched: bool = True) -> tuple[int, ...]:
         key = (spec, batched)
         if key not in self._shapes:  # every block asks the same questions: answer each once per pass
-            sizes = tuple(self.size(s) for s in _symbols(spec))
+            sizes = tuple(self.size(s) for s in symbols(spec))
             self._shapes[key] = self.batch + sizes if batched else sizes
         return self._shapes[key]
 
@@ -163,41 +140,9 @@ class Tape:
         return Tape(dims, self.phase, self.watcher, i, f"blocks.{i}.", self.family)
 
     def in_row_chunks(self, attend, q, K, V, bias=None):
-        """attend(q, K, V, bias, tape) -> z [..., T, dh], computed for chunks of ROW_CHUNK query rows, each against
-        only the keys it can see: causally none after its last row, and with a sliding window none before
-        the window of its first row. The same lines run on each chunk, with the sizes of the chunk (T rows,
-        t keys) checked by its own tape; `bias` ([..., T, t], or None) is sliced by those rows and keys.
-
-        Fewer dot products than the dense T x t (about half at a long prompt), and a chunk's scores stay
-        in the cache. The ledger gets one record per op with the dense shapes, counting what the chunks
-        computed (Record.computed); the dense form's cost is beside it (dense_dot_products, dense_macs).
-        A watched pass (captures, hooks, trace) runs the dense lines once, so that every watcher sees the
-        documented full [..., H, T, t] tensors.
-        """
-        d = self.dims
-        if d.T <= ROW_CHUNK or self.watcher is not None:
-            return attend(q, K, V, bias, self)
-        rows = None if self.phase is None else {}
-        parts = []
-        for r0 in range(0, d.T, ROW_CHUNK):
-            r1 = min(d.T, r0 + ROW_CHUNK)
-            start = first_attended(d.past + r0, d.window)  # the earliest key the chunk's first query sees
-            keys = slice(start - d.start, d.past + r1 - d.start)  # ... to its last query's own position
-            chunk = Tape(replace(d, T=r1 - r0, t=keys.stop - keys.start, start=start, _shapes={}), None, None,
-                         self.layer_index, self.prefix, self.family, rows)  # fmt: skip
-            part_bias = None if bias is None else bias[..., r0:r1, keys]
-            parts.append(attend(q[..., r0:r1, :], K[..., keys, :], V[..., keys, :], part_bias, chunk))
-        if rows is not None:
-            for op, (spec, b_batched, dots, macs) in rows.items():
-                if dots is None:
-                    self._record(op, d.shape(_specs(spec, 1)[0]), spec)
-                else:
-                    a_spec, b_spec, out_spec = _matmul_spec(spec)
-                    self._record(op, d.shape(out_spec), out_spec, d.shape(a_spec), d.shape(b_spec, b_batched),
-                                 computed=(dots, macs))  # fmt: skip
-        if isinstance(parts[0], ShapeOnly):
-            return ShapeOnly((*parts[0].shape[:-2], d.T, parts[0].shape[-1]))
-        return np.concatenate(parts, axis=-2)
+        """attend(q, K, V, bias, tape) -> z [..., T, dh], in chunks of query rows, each against only the keys it can
+        see (row_chunks.py says how, and what the ledger then holds)."""
+        return in_row_chunks(self, attend, q, K, V, bias)
 
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;
@@ -212,10 +157,11 @@ class Tape:
                 f"{self.dims.symbolic(spec)} = {list(want)}"
             )
 
-    def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None) -> Record:
+    def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
+                row_chunk=None) -> Record:  # fmt: skip
         window = self.dims.window if op in ("scores", "mix") else None
         record = Record(self.family.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
-                        computed)  # fmt: skip
+                        computed, row_chunk)  # fmt: skip
         if self.phase is not None:
             self.phase.records.append(record)
         return record
@@ -239,8 +185,8 @@ class Tape:
         A stage with several outputs (a tuple) states one spec for all, or one each: "H T dh; Hkv T dh".
         """
         values = value if isinstance(value, tuple) else (value,)
-        specs = _specs(spec, len(values))
-        for v, each in zip(values, specs):
+        shapes = specs(spec, len(values))
+        for v, each in zip(values, shapes):
             self._check(op, v, each)
         if self.rows is not None:
             self.rows.setdefault(op, [spec, False, None, None])
@@ -251,7 +197,7 @@ class Tape:
 
     def matmul(self, op: str, a, b, spec: str, bias=None):
         """out = a @ b (+ bias), counted: spec reads "T D, D 3D -> T 3D" (a, b -> out, symbolically)."""
-        a_spec, b_spec, out_spec = _matmul_spec(spec)
+        a_spec, b_spec, out_spec = matmul_spec(spec)
         self._check(f"{op} (A)", a, a_spec)
         self._check(f"{op} (B)", b, b_spec, batched=b.ndim > 2)  # a weight matrix is shared by the batch
         if isinstance(a, ShapeOnly) or isinstance(b, ShapeOnly):

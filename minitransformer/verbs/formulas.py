@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ..engine import tape
+from ..engine import row_chunks
 from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
 from .memory import FLOAT32_BYTES
@@ -66,14 +66,14 @@ def causal_pairs(T: int, t: int, window: int | None = None) -> int:
 
 
 def computed_pairs(T: int, t: int, window: int | None = None, chunk: int | None = None) -> int:
-    """(query, key) pairs per head whose scores a pass computes: the dense T x t' when T <= C (C = tape.ROW_CHUNK);
+    """(query, key) pairs per head whose scores a pass computes: the dense T x t' when T <= C (C = row_chunks.ROW_CHUNK);
     beyond, each chunk of C query rows [r0, r1) against the keys it can see, from its first row's window
     to its last row: (r1 - r0) (t - T + r1 - max(0, t - T + r0 - W + 1)), 0 for the max without a window.
 
     Without a window and after p = t - T earlier positions, with m = T // C full chunks:
     p T + C^2 m (m + 1) / 2 + (T - m C) T; at T = 1,024, C = 128, p = 0: 589,824 of the dense 1,048,576.
     """
-    C = tape.ROW_CHUNK if chunk is None else chunk
+    C = row_chunks.ROW_CHUNK if chunk is None else chunk
     past = t - T
     if T <= C:
         return T * (t if window is None else min(t, window + T - 1))
@@ -100,7 +100,7 @@ def layer_macs(config: Config, T: int, t: int, B: int = 1, window: int | None | 
     12 T D^2 + 2 T t D. 4 D^2 per position is Q, K, V (3 D^2) and the output projection (D^2); 2 D F is
     the MLP up and down; 2 T t D is Q K^T and A V over all heads (H * dh = D). A Llama: T (D (2 H dh +
     2 Hkv dh) + 3 D F) + 2 T t' H dh, t' = min(t, W + T - 1) under a sliding window W. A pass over more
-    than tape.ROW_CHUNK positions computes its attention in row chunks: computed_pairs, not T t'. `window`: that
+    than row_chunks.ROW_CHUNK positions computes its attention in row chunks: computed_pairs, not T t'. `window`: that
     of a layer whose window is not the config's (layer_windows).
     """
     pairs = computed_pairs(T, t, config.sliding_window if window == "config" else window)
@@ -164,7 +164,7 @@ def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool =
             continue
         first, last = n_prompt, n_prompt + n_new - 1
         sum_t = (first + last) * n_new // 2
-        dense_last = min(last, max(first - 1, tape.ROW_CHUNK))  # the passes short enough to be computed dense: t^2
+        dense_last = min(last, max(first - 1, row_chunks.ROW_CHUNK))  # the passes short enough to be computed dense: t^2
         sum_t2 = _sum_of_squares(dense_last) - _sum_of_squares(first - 1)
         sum_t2 += sum(computed_pairs(t, t, window) for t in range(dense_last + 1, last + 1))  # in chunks
         total += B * L * (per_position * sum_t + per_pair * sum_t2)

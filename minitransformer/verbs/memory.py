@@ -23,7 +23,7 @@ place (ops.py); for the other elementwise stages input and output; nothing for v
 split, the cache's rows, the last position). A Llama block differs in two places: its mask is a
 [T, t] bias built once a pass and alive throughout, and its gated MLP holds g, u and act(g) at once.
 A pass computed in row chunks (tape.py; its scores record says what was computed) holds the
-attention stages of one chunk at a time: ROW_CHUNK of the T query rows. The tests hold it to
+attention stages of one chunk at a time: Record.row_chunk of the T query rows. The tests hold it to
 tracemalloc's measured peak of real runs.
 """
 
@@ -34,7 +34,6 @@ from math import prod
 from ..families.config import ModelConfig as Config
 from ..engine.kvcache import KVCache
 from ..engine.ledger import Record
-from ..engine.tape import ROW_CHUNK
 
 FLOAT32_BYTES = 4
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes a number, for --dtype
@@ -45,7 +44,7 @@ DEFAULT_BALANCE = 10.0  # MACs per byte
 # Same-sized tensors alive in a stage that is not a product: one for the stages that work in place on
 # the scores, none for views; the other stages hold their input and output.
 _LIVE_COPIES = {"scale": 1, "mask": 1, "softmax": 1, "split_heads": 0, "cache": 0, "last": 0}
-_ROW_CHUNKED = ("scores", "scale", "mask", "softmax", "mix")  # the stages Tape.in_row_chunks runs chunk by chunk
+_ROW_CHUNKED = ("scores", "scale", "mask", "softmax", "mix")  # the stages row_chunks.py runs chunk by chunk
 
 
 def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
@@ -107,7 +106,8 @@ def chunked_attention(records: list[Record]) -> int:
     scores = next(r for r in block if r.op == "scores")
     *heads, T, t = scores.out_shape
     W = scores.window
-    keys = [(min(T, r0 + ROW_CHUNK) - r0, t - T + min(T, r0 + ROW_CHUNK)) for r0 in range(0, T, ROW_CHUNK)]
+    C = scores.row_chunk  # the query rows per chunk the pass ran with
+    keys = [(min(T, r0 + C) - r0, t - T + min(T, r0 + C)) for r0 in range(0, T, C)]
     largest = max(rows * (seen if W is None else min(seen, rows + W - 1)) for rows, seen in keys)
     held = sum(prod(r.out_shape) for r in block if r.op in ("ln_1", "qkv", "q", "k", "v"))
     return held + prod(heads) * largest + prod(next(r for r in block if r.op == "mix").out_shape)

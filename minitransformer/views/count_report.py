@@ -15,7 +15,6 @@ from .report import count as n
 from .report import describe_model, human, operands, percent, shape, table
 from ..engine.stages import ATTENTION_SCORES, UNEMBEDDING
 from ..families.table import architecture_of
-from ..engine.tape import ROW_CHUNK
 
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
@@ -280,7 +279,8 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
         + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
         f"               estimate: {estimate[0]}",
         f"               {estimate[1]}",
-        *([f"               (a prefill past {ROW_CHUNK} positions computes attention in row chunks: it holds the normed input,",
+        *([f"               (a prefill past {count.prefill.find('scores').row_chunk} positions computes attention in row "
+           f"chunks: it holds the normed input,",
            "               q, k, v, the largest chunk's scores and the output instead)"]
           if count.prefill.find("scores").computed is not None else []),
         "",
