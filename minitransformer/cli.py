@@ -329,14 +329,15 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
 
 
 def _model_config(args):
-    from .verbs.count import select_config
+    from .verbs.select import select_config
 
     return select_config(args.model, args.preset, args.config, args.layers, args.d_model, args.heads, args.d_ff,
                          args.vocab, args.ctx, args.kv_heads, args.head_dim, args.gated_mlp)  # fmt: skip
 
 
 def _count(args) -> None:
-    from .verbs.count import check_run, count_generation, csv_chunks, json_chunks
+    from .verbs.count import check_run, count_generation
+    from .views.export import csv_chunks, json_chunks
     from .views.count_report import count_report
     from .verbs.memory import DEFAULT_BALANCE
 

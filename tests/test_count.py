@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from minitransformer import GPT2Config
 from minitransformer.verbs import formulas
 from minitransformer.families.table import PRESETS
-from minitransformer.verbs.count import count_folded, count_generation, count_passes, select_config, sweep_per_token
+from minitransformer.verbs.count import count_folded, count_generation, count_passes, sweep_per_token
+from minitransformer.verbs.select import select_config
 from minitransformer.errors import UserError
 from minitransformer.engine.ledger import Phase, Record
 from minitransformer.models.model import Model

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from minitransformer.verbs import formulas
 from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.families.table import PRESETS
-from minitransformer.verbs.count import count_generation, count_passes, decode_at, select_config
+from minitransformer.verbs.count import count_generation, count_passes, decode_at
+from minitransformer.verbs.select import select_config
 from minitransformer.engine.ledger import Phase
 from minitransformer.models.model import Model
 from minitransformer.families.llama.stages import stages_of as family_of

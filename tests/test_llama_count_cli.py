@@ -12,7 +12,7 @@ from conftest import run_cli
 from minitransformer.verbs import formulas
 from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.families.table import PRESETS
-from minitransformer.verbs.count import CSV_COLUMNS
+from minitransformer.views.export import CSV_COLUMNS
 
 # Qwen2.5-0.5B's config.json as published (the keys that matter and a few that do not).
 QWEN_CONFIG = {

@@ -183,7 +183,7 @@ def test_the_closed_form_of_the_computed_pairs_is_the_sum_over_chunks(C):
 def test_the_csv_gives_the_dense_form_beside_what_was_computed(monkeypatch):
     import csv
 
-    from minitransformer.verbs.count import csv_chunks
+    from minitransformer.views.export import csv_chunks
 
     monkeypatch.setattr(row_chunks, "ROW_CHUNK", 4)
     config = gpt2_model().config

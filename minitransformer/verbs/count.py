@@ -1,139 +1,34 @@
-"""Count any GPT-2- or Llama-shaped model without its weights: the ledger of a generation, from shapes alone.
+"""Count a model of any family without its weights: the ledger of a generation, from shapes alone.
 
-The counts come from running the model's own forward code on shape-only stand-ins (shapes.py):
+The counts come from running the model's own forward code on shape-only stand-ins (engine/shapes.py):
 the same code as a real run, so the same ledger, with no arithmetic and no weights. A GPT-3 175B
-with a 1,000-token prompt counts in a fraction of a second.
+with a 1,000-token prompt counts in a fraction of a second. Which model to count is select.py's
+question, and writing the count out (JSON, CSV) is views/export.py's.
 
-The blocks of a model are of a few kinds (`config.layer_types`: one kind for GPT-2 and the Llama family),
-and the blocks of one kind have the same shapes, so the same records but for their name and layer index. A long generation on a deep model would hold
-millions of identical records (GPT-3 175B, 1,000 new tokens: 96 blocks x 17 stages x 1,000 passes) and
-run the same block code 96,000 times; so each pass here runs the forward code through a twin of the
-model with one block of each kind (one block for GPT-2) and keeps each kind's records to stand for
-every layer of that kind (`Pass`). `Pass.expand()` gives
-the full ledger phase, and `count_generation` checks it against a run of the whole model (the
-prefill and the first decode step) every time; the tests check whole generations.
+The blocks of a model are of a few kinds (`config.layer_types`: one kind for GPT-2 and the Llama
+family), and the blocks of one kind have the same shapes, so the same records but for their name and
+layer index. A long generation on a deep model would hold millions of identical records (GPT-3 175B,
+1,000 new tokens: 96 blocks x 17 stages x 1,000 passes) and run the same block code 96,000 times; so
+each pass here runs the forward code through a twin of the model with one block of each kind (one
+block for GPT-2) and keeps each kind's records to stand for every layer of that kind (`Pass`).
+`Pass.expand()` gives the full ledger phase, and `count_generation` checks it against a run of the
+whole model (the prefill and the first decode step) every time; the tests check whole generations.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from pathlib import Path
 
 from ..families.config import ModelConfig as Config
-from ..families.gpt2.config import GPT2Config
-from ..families.llama.config import LlamaConfig
-from ..families.table import PRESETS, architecture_of
-from ..models.config import load_config
+from ..families.table import architecture_of
 from ..errors import UserError
 from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps
-from .memory import memory_dict
 from ..models.model import Model
 from .passes import forward_passes
 from ..engine.stages import ATTENTION_SCORES, Family
 
 STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the middle ones are summarised
-
-
-# --- which model ----------------------------------------------------------------------------------------
-def select_config(model: str | None = None, preset: str | None = None, config: str | None = None,
-                  layers: int | None = None, d_model: int | None = None, heads: int | None = None,
-                  d_ff: int | None = None, vocab: int | None = None, ctx: int | None = None,
-                  kv_heads: int | None = None, head_dim: int | None = None,
-                  gated_mlp: bool = False) -> Config:  # fmt: skip
-    """The shapes of the model to count: by name or directory (its config.json only: no weights are read),
-    by preset, from a config.json, or from sizes. Default: the gpt2 preset.
-
-    Sizes make a GPT-2 block, unless kv_heads, head_dim or gated_mlp is given: then a Llama block
-    (RMSNorm, rotary positions, q, k, v as three products with kv_heads key/value heads, a gated MLP,
-    no biases).
-    """
-    sizes = {"--layers": layers, "--d-model": d_model, "--heads": heads, "--d-ff": d_ff, "--vocab": vocab, "--ctx": ctx,
-             "--kv-heads": kv_heads, "--head-dim": head_dim}  # fmt: skip
-    chosen = (("--model", model), ("--preset", preset), ("--config", config))
-    given = [flag for flag, value in chosen if value is not None]
-    by_sizes = gated_mlp or any(v is not None for v in sizes.values())
-    if by_sizes:
-        given.append("sizes (--layers ...)")
-    if len(given) > 1:
-        raise UserError(f"choose one way to give the model, not {' and '.join(given)}")
-    if preset is not None:
-        if preset not in PRESETS:
-            raise UserError(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
-        return PRESETS[preset]
-    if model is not None:
-        return _config_of_model(model)
-    if config is not None:
-        return _config_from_file(Path(config))
-    if by_sizes:
-        return _config_from_sizes(sizes, gated_mlp)
-    return PRESETS["gpt2"]
-
-
-def _config_of_model(name: str) -> Config:
-    from ..models.registry import DEMO, demo_dir, known_names
-
-    path = Path(name).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise UserError(f"{name} has no config.json to read the model's shapes from")
-        return _config_from_file(path / "config.json", name=path.resolve().name)
-    if name in PRESETS:  # a hub name or a preset: its shapes are known, no download needed
-        return PRESETS[name]
-    if name == DEMO:
-        return _config_from_file(demo_dir() / "config.json", name=DEMO)
-    raise UserError(f"unknown model {name!r}; known models: {', '.join(known_names())}, or a directory "
-                    f"(presets: {', '.join(PRESETS)})")  # fmt: skip
-
-
-def _config_from_file(path: Path, name: str | None = None) -> Config:
-    """A config.json of any supported family (gpt2, llama, mistral, qwen2)."""
-    if path.is_dir():
-        raise UserError(f"{path} is a directory; --config takes a config.json file (--model takes a directory)")
-    try:
-        return load_config(path, name=name)
-    except OSError as err:
-        raise UserError(f"cannot read {path}: {err.strerror or err}") from None
-
-
-def gated_mlp_width(d_model: int) -> int:
-    """Llama's rule for the MLP width when none is given: 2/3 of 4 D (a gated MLP's three matrices then hold
-    what a 4 D two-matrix MLP holds), rounded up to a multiple of 256: 11,008 for D = 4,096."""
-    return 256 * -(-(8 * d_model // 3) // 256)
-
-
-def _config_from_sizes(sizes: dict[str, int | None], gated_mlp: bool) -> Config:
-    missing = [flag for flag in ("--layers", "--d-model", "--heads") if sizes[flag] is None]
-    if missing:
-        raise UserError(f"a model given by its sizes needs --layers, --d-model and --heads "
-                        f"(missing {', '.join(missing)})")  # fmt: skip
-    for flag, value in sizes.items():
-        if value is not None and value < 1:
-            raise UserError(f"{flag} must be at least 1, not {value}")
-    D, L, H = sizes["--d-model"], sizes["--layers"], sizes["--heads"]
-    kv, dh = sizes["--kv-heads"], sizes["--head-dim"]
-    vocab, ctx = sizes["--vocab"] or 50257, sizes["--ctx"] or 1024
-    if not (gated_mlp or kv is not None or dh is not None):
-        if D % H:
-            raise UserError(f"--d-model {D} is not divisible by --heads {H}")
-        return GPT2Config(n_layer=L, n_head=H, n_embd=D, n_inner=sizes["--d-ff"], vocab_size=vocab, n_positions=ctx,
-                          name=f"custom-{L}x{D}")  # fmt: skip
-    if kv is not None and H % kv:
-        raise UserError(f"--kv-heads {kv} does not divide --heads {H}: each key/value head serves a whole group "
-                        f"of query heads")  # fmt: skip
-    if dh is None:
-        if D % H:
-            raise UserError(f"--d-model {D} is not divisible by --heads {H}; give --head-dim for heads of another size")
-        if (D // H) % 2:
-            raise UserError(f"--d-model {D} / --heads {H} = {D // H} is an odd head size; rotary embeddings turn "
-                            f"pairs of numbers (give an even --head-dim)")  # fmt: skip
-    elif dh % 2:
-        raise UserError(f"--head-dim {dh} is odd; rotary embeddings turn pairs of numbers")
-    return LlamaConfig(n_layer=L, n_head=H, n_embd=D, n_inner=sizes["--d-ff"] or gated_mlp_width(D), vocab_size=vocab,
-                       n_kv_head=kv, head_dim=dh, n_positions=ctx, name=f"custom-llama-{L}x{D}")  # fmt: skip
 
 
 # The shape-only stand-ins are NumPy arrays without data, and NumPy still counts their elements in a
@@ -463,74 +358,3 @@ def sweep_per_token(config: Config, points: int = 24) -> dict[str, list[int]]:
         with_cache.append(count_folded(config, t - 1, 2)[1].macs)
         without.append(count_folded(config, t, 1, use_cache=False)[0].macs)
     return {"context": contexts, "with_cache": with_cache, "without_cache": without}
-
-
-# --- data out: JSON and CSV -------------------------------------------------------------------------------
-def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: str = "float32"):
-    """The JSON document in pieces (a long generation is written without holding it all in memory).
-
-    The schema is generate --json's, without the text: "prompt_tokens" and "new_tokens" are counts
-    (a count has no tokens). The prefill and the decode steps the table shows are in full (Phase.to_dict);
-    the other decode steps carry their totals only, unless all_steps. "detailed_steps" lists the full ones.
-    """
-    detailed = {0, *(range(1, count.n_new) if all_steps else count.shown_steps())}
-    head = {
-        "model": count.config.to_dict(),
-        "counted_from": "shapes only: no weights (a shape-only run of the forward code)",
-        "prompt_tokens": count.n_prompt,
-        "new_tokens": count.n_new,
-        "batch": count.batch,
-        "detailed_steps": sorted(detailed),
-    }
-    tail = {
-        "totals": count.totals.to_dict(),
-        "cache": count.cache_comparison(),
-        "memory": memory_dict(count, balance, dtype),
-    }
-    yield "{\n"
-    for key, value in head.items():
-        yield f' {json.dumps(key)}: {json.dumps(value, indent=1)},\n'
-    yield ' "phases": [\n'
-    for i, p in enumerate(count.passes):
-        phase = p.expand().to_dict() if p.step in detailed else p.summary()
-        yield json.dumps(phase, indent=1) + (",\n" if i < len(count.passes) - 1 else "\n")
-    yield " ],\n"
-    yield ",\n".join(f" {json.dumps(key)}: {json.dumps(value, indent=1)}" for key, value in tail.items()) + "\n}\n"
-
-
-CSV_COLUMNS = (
-    "phase", "step", "tokens", "context", "batch", "cached", "op", "equation", "layers", "a_shape", "b_shape",
-    "out_shape", "heads", "dot_products", "dot_length", "macs", "flops", "causal_dot_products", "causal_macs",
-    "dense_dot_products", "dense_macs", "all_layers_dot_products", "all_layers_macs", "share_of_pass",
-)  # fmt: skip
-
-
-def csv_chunks(count: Count):
-    """One row per matrix product per forward pass; block products once per kind of layer with `layers` = the
-    layers of that kind (all n_layer of them where all are alike), since they have the same shapes: dot_products, macs, flops, causal_*, dense_* (on scores and mix: the dense form's
-    cost, where row chunks computed less) are per layer, all_layers_* are x layers."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for p in count.passes:
-        pass_macs = p.macs
-        for r, layers in p.weighted():
-            if r.kind != "matmul":
-                continue
-            writer.writerow([
-                p.phase, p.step, p.tokens, p.context, p.batch, p.cached, r.op, r.equation, layers,
-                _dims(r.a_shape), _dims(r.b_shape), _dims(r.out_shape), r.heads or "", r.dot_products, r.dot_length,
-                r.macs, r.flops, _blank(r.causal_dot_products), _blank(r.causal_macs),
-                *((r.dense_dot_products, r.dense_macs) if r.causal_macs is not None else ("", "")), layers * r.dot_products,
-                layers * r.macs, f"{layers * r.macs / pass_macs:.6f}",
-            ])  # fmt: skip
-        yield buffer.getvalue()
-        buffer.seek(0), buffer.truncate()
-
-
-def _dims(shape) -> str:
-    return "x".join(str(n) for n in shape)
-
-
-def _blank(value) -> str | int:
-    return "" if value is None else value

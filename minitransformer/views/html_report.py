@@ -165,7 +165,7 @@ def batch_data(generations) -> dict:
 
 def count_data(count, balance: float | None = None, all_steps: bool = False, **options) -> dict:
     """A count's report data: its `count --json` document (`options` are json_chunks' further ones)."""
-    from ..verbs.count import json_chunks
+    from .export import json_chunks
     from ..verbs.memory import DEFAULT_BALANCE
 
     chunks = json_chunks(count, DEFAULT_BALANCE if balance is None else balance, all_steps, **options)

@@ -1,0 +1,81 @@
+"""A count written out for other programs: the JSON document (generate --json's schema, without the text) and
+one CSV row per matrix product per pass. Both are views of the count (verbs/count.py); nothing is counted here."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from ..verbs.count import Count
+from ..verbs.memory import memory_dict
+
+
+def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: str = "float32"):
+    """The JSON document in pieces (a long generation is written without holding it all in memory).
+
+    The schema is generate --json's, without the text: "prompt_tokens" and "new_tokens" are counts
+    (a count has no tokens). The prefill and the decode steps the table shows are in full (Phase.to_dict);
+    the other decode steps carry their totals only, unless all_steps. "detailed_steps" lists the full ones.
+    """
+    detailed = {0, *(range(1, count.n_new) if all_steps else count.shown_steps())}
+    head = {
+        "model": count.config.to_dict(),
+        "counted_from": "shapes only: no weights (a shape-only run of the forward code)",
+        "prompt_tokens": count.n_prompt,
+        "new_tokens": count.n_new,
+        "batch": count.batch,
+        "detailed_steps": sorted(detailed),
+    }
+    tail = {
+        "totals": count.totals.to_dict(),
+        "cache": count.cache_comparison(),
+        "memory": memory_dict(count, balance, dtype),
+    }
+    yield "{\n"
+    for key, value in head.items():
+        yield f' {json.dumps(key)}: {json.dumps(value, indent=1)},\n'
+    yield ' "phases": [\n'
+    for i, p in enumerate(count.passes):
+        phase = p.expand().to_dict() if p.step in detailed else p.summary()
+        yield json.dumps(phase, indent=1) + (",\n" if i < len(count.passes) - 1 else "\n")
+    yield " ],\n"
+    yield ",\n".join(f" {json.dumps(key)}: {json.dumps(value, indent=1)}" for key, value in tail.items()) + "\n}\n"
+
+
+CSV_COLUMNS = (
+    "phase", "step", "tokens", "context", "batch", "cached", "op", "equation", "layers", "a_shape", "b_shape",
+    "out_shape", "heads", "dot_products", "dot_length", "macs", "flops", "causal_dot_products", "causal_macs",
+    "dense_dot_products", "dense_macs", "all_layers_dot_products", "all_layers_macs", "share_of_pass",
+)  # fmt: skip
+
+
+def csv_chunks(count: Count):
+    """One row per matrix product per forward pass; block products once per kind of layer with `layers` = the
+    layers of that kind (all n_layer of them where all are alike), since they have the same shapes: dot_products, macs, flops, causal_*, dense_* (on scores and mix: the dense form's
+    cost, where row chunks computed less) are per layer, all_layers_* are x layers."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for p in count.passes:
+        pass_macs = p.macs
+        for r, layers in p.weighted():
+            if r.kind != "matmul":
+                continue
+            writer.writerow([
+                p.phase, p.step, p.tokens, p.context, p.batch, p.cached, r.op, r.equation, layers,
+                _dims(r.a_shape), _dims(r.b_shape), _dims(r.out_shape), r.heads or "", r.dot_products, r.dot_length,
+                r.macs, r.flops, _blank(r.causal_dot_products), _blank(r.causal_macs),
+                *((r.dense_dot_products, r.dense_macs) if r.causal_macs is not None else ("", "")), layers * r.dot_products,
+                layers * r.macs, f"{layers * r.macs / pass_macs:.6f}",
+            ])  # fmt: skip
+        yield buffer.getvalue()
+        buffer.seek(0), buffer.truncate()
+
+
+def _dims(shape) -> str:
+    return "x".join(str(n) for n in shape)
+
+
+def _blank(value) -> str | int:
+    return "" if value is None else value
