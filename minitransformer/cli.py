@@ -136,9 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _generate(args) -> None:
+    """One prompt or several (a batch): the same checks, one load, one call of generate; the answers printed
+    as they stream for one prompt, after the batch for several; then the ledger, and the files asked for."""
+    from .models.model import load_model, refuse_empty
+    from .verbs.generate import batch_to_dict, check_options
     from .views import report
-    from .verbs.generate import check_options
-    from .models.model import load_model
 
     check_options(args.max_new_tokens, args.temperature, args.top_k, args.seed)
     if args.top < 1:
@@ -146,53 +148,59 @@ def _generate(args) -> None:
     if args.layer < 0:
         raise UserError("--layer must be 0 or more")
     prompts = args.prompt + (_prompt_lines(args.prompts) if args.prompts is not None else [])
-    if len(prompts) > 1 or args.prompts is not None:
-        if args.ids is not None:
-            raise UserError("give prompts or --ids, not both: --ids is one prompt of token ids")
-        return _generate_batch(args, prompts)
-    args.prompt = prompts[0] if prompts else None
-    prompt = _prompt_or_ids(args, "continue")
-    if not prompt:
-        raise UserError("the prompt is empty; give some text to continue, e.g. \"The capital of France is\"")
+    batch = len(prompts) > 1 or args.prompts is not None
+    if batch and args.ids is not None:
+        raise UserError("give prompts or --ids, not both: --ids is one prompt of token ids")
+    if not batch:
+        args.prompt = prompts[0] if prompts else None
+        prompts = [_prompt_or_ids(args, "continue")]
+    refuse_empty(prompts, "continue")
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work; files.py says how
     json_to, html_to = to["--json"], to["--html"]
     model = load_model(args.model, dtype=args.dtype)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
-    tokens = model.prompt_ids(prompt)
-    model.config.check_fits(len(tokens), args.max_new_tokens)  # refuse before the first line of output
-    model.check_ids(tokens)
+    rows = model.prompt_rows(prompts, args.max_new_tokens)  # refuse before the first line of output
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # then stdout holds the document
-
     _notice_unused_sampling(args)
 
     print(f"model {report.describe_model(model.describe(), model.source)}", file=out)
-    print(f"prompt: {len(tokens)} tokens {tokens}", file=out)
-    print(file=out)
-    out.write(prompt if isinstance(prompt, str) else model.tokenizer.decode(prompt))
-    out.flush()
-
-    def stream(_token: int, text: str) -> None:
-        out.write(text)
+    options = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                   seed=args.seed, use_cache=not args.no_cache, candidates=args.top)  # fmt: skip
+    if batch:
+        print(f"a batch of {len(rows)} prompts, left-padded to {max(map(len, rows))} tokens", file=out)
+        results = model.generate(prompts, **options)
+        for k, (generation, tokens) in enumerate(zip(results, rows)):
+            print(f"\n[{k + 1}] prompt: {len(tokens)} tokens {tokens}", file=out)
+            print(generation.full_text, file=out)
+        print(file=out)
+    else:
+        prompt, tokens = prompts[0], rows[0]
+        print(f"prompt: {len(tokens)} tokens {tokens}", file=out)
+        print(file=out)
+        out.write(prompt if isinstance(prompt, str) else model.tokenizer.decode(prompt))
         out.flush()
 
-    result = model.generate(prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                            top_k=args.top_k, seed=args.seed, use_cache=not args.no_cache, candidates=args.top,
-                            on_token=stream, attention=_attention_layers(model, tokens, args) if html_to else None)
-    print("\n", file=out)
-    print("Next-token candidates after the prompt (probabilities at temperature 1)", file=out)
-    print(report.candidates_table(result.candidates), file=out)
-    print(file=out)
-    print(report.ledger_report(result.ledger, layer=args.layer), file=out)
+        def stream(_token: int, text: str) -> None:
+            out.write(text)
+            out.flush()
+
+        results = [model.generate(prompt, **options, on_token=stream,
+                                  attention=_attention_layers(model, tokens, args) if html_to else None)]  # fmt: skip
+        print("\n", file=out)
+        print("Next-token candidates after the prompt (probabilities at temperature 1)", file=out)
+        print(report.candidates_table(results[0].candidates), file=out)
+        print(file=out)
+    print(report.ledger_report(results[0].ledger, layer=args.layer), file=out)
     if json_to:
-        document = json.dumps(result.to_dict(), indent=1)
-        write_text(json_to, [document + "\n"])
+        document = batch_to_dict(results) if batch else results[0].to_dict()
+        write_text(json_to, [json.dumps(document, indent=1) + "\n"])
         if not json_to.is_stream:
             print(f"\nledger written to {args.json}", file=out)
     if html_to:
-        from .views.html_report import generation_data, write_page
+        from .views.html_report import batch_data, generation_data, write_page
 
-        write_page(html_to, generation_data(result), out)
+        write_page(html_to, batch_data(results) if batch else generation_data(results[0]), out)
 
 
 def _prompt_lines(path: str) -> list[str]:
@@ -209,45 +217,6 @@ def _prompt_lines(path: str) -> list[str]:
     if not prompts:
         raise UserError(f"--prompts {path} holds no prompt; write one per line")
     return prompts
-
-
-def _generate_batch(args, prompts: list[str]) -> None:
-    """Several prompts as one batch: each answer, then the batch's one ledger with its padding line."""
-    from .views import report
-    from .verbs.generate import batch_to_dict
-    from .models.model import load_model
-
-    to = check_destinations({"--json": args.json, "--html": args.html})  # before any work; files.py says how
-    json_to, html_to = to["--json"], to["--html"]
-    model = load_model(args.model, dtype=args.dtype)
-    if args.layer >= model.config.n_layer:
-        raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
-    rows = [model.prompt_ids(prompt) for prompt in prompts]
-    for k, tokens in enumerate(rows):
-        if not tokens:
-            raise UserError(f"prompt {k + 1} is empty; give some text to continue in each")
-        model.check_ids(tokens)
-    model.config.check_fits(max(map(len, rows)), args.max_new_tokens)  # refuse before the first line of output
-    out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # then stdout holds the document
-    _notice_unused_sampling(args)
-
-    print(f"model {report.describe_model(model.describe(), model.source)}", file=out)
-    print(f"a batch of {len(rows)} prompts, left-padded to {max(map(len, rows))} tokens", file=out)
-    result = model.generate(prompts, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                            top_k=args.top_k, seed=args.seed, use_cache=not args.no_cache, candidates=args.top)
-    for k, (generation, tokens) in enumerate(zip(result, rows)):
-        print(f"\n[{k + 1}] prompt: {len(tokens)} tokens {tokens}", file=out)
-        print(generation.full_text, file=out)
-    print(file=out)
-    print(report.ledger_report(result[0].ledger, layer=args.layer), file=out)
-    if json_to:
-        write_text(json_to, [json.dumps(batch_to_dict(result), indent=1) + "\n"])
-        if not json_to.is_stream:
-            print(f"\nledger written to {args.json}", file=out)
-    if html_to:
-        from .views.html_report import batch_data, write_page
-
-        write_page(html_to, batch_data(result), out)
 
 
 def _attention_layers(model, tokens, args) -> list[int]:

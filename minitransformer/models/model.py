@@ -114,6 +114,17 @@ class Model:
             raise UserError(f"the prompt must be text (a str) or a list of token ids, not {type(prompt).__name__}")
         return as_token_ids(prompt, self.config.vocab_size, batch=False, vocabulary="this model's vocabulary").tolist()
 
+    def prompt_rows(self, prompts: list, n_new: int, verb: str = "continue") -> list[list[int]]:
+        """Prompts (each text or token ids) as the ids the model reads, checked in one place for every verb: none
+        empty, every id in the vocabulary, and the longest with n_new tokens within the context."""
+        refuse_empty(prompts, verb)
+        rows = [self.prompt_ids(prompt) for prompt in prompts]
+        refuse_empty(rows, verb)
+        for row in rows:
+            self.check_ids(row)
+        self.config.check_fits(max(map(len, rows)), n_new)
+        return rows
+
     def run(self, token_ids, *, cache: KVCache | None = None, all_positions: bool = False,
             phase: Phase | None = None, watcher: Watcher | None = None, pads=None):  # fmt: skip
         """One forward pass over new token ids: logits [R, V] (R = T if all_positions else 1).
@@ -177,6 +188,15 @@ class Model:
         from ..verbs.generate import generate
 
         return generate(self, prompt, **options)
+
+
+def refuse_empty(prompts: list, verb: str = "continue") -> None:
+    """An empty prompt (no text, or no tokens) refused, saying which: the one message, before or after tokenizing
+    (the CLI asks before loading a model, Model.prompt_rows after)."""
+    for i, prompt in enumerate(prompts):
+        if isinstance(prompt, (str, list, tuple)) and len(prompt) == 0:  # other kinds: prompt_ids says what is taken
+            raise UserError(f'the prompt is empty; give some text to {verb}, e.g. "The capital of France is"'
+                            if len(prompts) == 1 else f"prompt {i + 1} is empty; give some text to {verb} in each")
 
 
 def load_model(name_or_dir: str | Path | None = None, dtype: str = "float32") -> Model:

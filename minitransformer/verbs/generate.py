@@ -128,7 +128,7 @@ def generate(
     """Continue a prompt token by token: greedy at temperature 0 (top_k and seed then play no part).
 
     Several prompts (a list of texts, or of token-id lists; a list of ints is one prompt) run as one
-    batch: see generate_batch, which returns one Generation per prompt.
+    batch and give one Generation per prompt, all holding the batch's one ledger: see generate_batch.
 
     `on_token(token_id, text)` is called as each token is chosen (text may be "" while a UTF-8
     character is incomplete). Generation stops early at the end-of-text token if `stop_at_eos`.
@@ -141,41 +141,9 @@ def generate(
             raise UserError("on_token and attention= follow one prompt; give a batch of prompts without them")
         return generate_batch(model, prompt, max_new_tokens, temperature, top_k, seed, use_cache, ledger, candidates,
                               stop_at_eos)  # fmt: skip
-    tokenizer = model.tokenizer
-    prompt_tokens = model.prompt_ids(prompt)
-    prompt_text = prompt if isinstance(prompt, str) else tokenizer.decode(prompt_tokens)
-    if not prompt_tokens:
-        raise UserError("the prompt is empty; give at least one character of text")
-    model.config.check_fits(len(prompt_tokens), max_new_tokens)
-    model.check_ids(prompt_tokens)
-    rng = np.random.default_rng(seed)
-    book = Ledger(model.describe()) if ledger else None  # which model ran
-    stream = tokenizer.stream_decoder(context=prompt_tokens)  # decoded after the prompt: a first space is kept
-    pieces: list[str] = []  # the continuation's text, as it streams
-    new_tokens: list[int] = []
-    found: list[Candidate] = []
-    recorder = AttentionRecorder(model, attention, use_cache) if attention is not None else None
-    with recorder or nullcontext():
-        for step, logits in enumerate(forward_passes(model, prompt_tokens, new_tokens, max_new_tokens, use_cache,
-                                                     book)):  # fmt: skip
-            if step == 0 and candidates:
-                found = top_candidates(logits, candidates, tokenizer)
-            token = next_token(logits, temperature, top_k, rng)
-            new_tokens.append(token)
-            pieces.append(stream.push(token))
-            if on_token is not None:
-                on_token(token, pieces[-1])
-            if stop_at_eos and token in model.config.eos_token_ids:
-                break
-    pieces.append(stream.flush())
-    if on_token is not None and pieces[-1]:
-        on_token(-1, pieces[-1])
-    if book is not None:  # the same generation the other way (cache on/off), counted from shapes, blocks folded
-        other_way = count_folded(model.config, len(prompt_tokens), len(new_tokens), not use_cache)
-        book.other_way, book.other_way_macs = totals_of(other_way), [p.macs for p in other_way]
-    return Generation(model.name, prompt_text, prompt_tokens, new_tokens, "".join(pieces), found, book,
-                      [tokenizer.token_str(i) for i in prompt_tokens], [tokenizer.token_str(i) for i in new_tokens],
-                      recorder.maps() if recorder else None)  # fmt: skip
+    rows = model.prompt_rows([prompt], max_new_tokens, verb="continue")
+    return _generate_rows(model, [prompt], rows, max_new_tokens, temperature, top_k, seed, use_cache, ledger,
+                          candidates, stop_at_eos, on_token, attention)[0]  # fmt: skip
 
 
 def is_batch(prompt) -> bool:
@@ -205,46 +173,66 @@ def generate_batch(model: Model, prompts, max_new_tokens: int = 8, temperature: 
     tokens in order from one generator: the same batch and seed give the same texts.
     """
     check_options(max_new_tokens, temperature, top_k, seed, candidates)
+    rows = model.prompt_rows(list(prompts), max_new_tokens, verb="continue")
+    return _generate_rows(model, list(prompts), rows, max_new_tokens, temperature, top_k, seed, use_cache, ledger,
+                          candidates, stop_at_eos, batch=True)  # fmt: skip
+
+
+def _generate_rows(model: Model, prompts: list, rows: list[list[int]], max_new_tokens: int, temperature: float,
+                   top_k: int | None, seed: int | None, use_cache: bool, ledger: bool, candidates: int,
+                   stop_at_eos: bool, on_token=None, attention=None, batch: bool = False) -> list[Generation]:  # fmt: skip
+    """The one generation loop, for one prompt ([T] ids, one pass per token) or a batch ([B, T], left-padded):
+    at each pass, for each row still going, the candidates (first pass), the next token, its text, end-of-text."""
     tokenizer = model.tokenizer
-    rows = [model.prompt_ids(p) for p in prompts]
-    for i, r in enumerate(rows):
-        if not r:
-            raise UserError(f"prompt {i + 1} of the batch is empty; give at least one character of text")
-        model.check_ids(r)
-    model.config.check_fits(max(len(r) for r in rows), max_new_tokens)
     eos = model.config.eos_token_ids
-    pad_id = next((i for i in eos if 0 <= i < model.config.vocab_size), 0)  # as transformers pads: end-of-text
-    ids, pads = left_padded(rows, pad_id)
     rng = np.random.default_rng(seed)
     book = Ledger(model.describe()) if ledger else None  # which model ran, in which dtype
     B = len(rows)
-    streams = [tokenizer.stream_decoder(context=r) for r in rows]
-    pieces: list[list[str]] = [[] for _ in rows]
+    streams = [tokenizer.stream_decoder(context=r) for r in rows]  # decoded after the prompt: a first space is kept
+    pieces: list[list[str]] = [[] for _ in rows]  # each continuation's text, as it streams
     new_tokens: list[list[int]] = [[] for _ in rows]
     found: list[list[Candidate]] = [[] for _ in rows]
-    fed: list[np.ndarray] = []
     finished = [False] * B
-    for step, logits in enumerate(batch_forward_passes(model, ids, pads, fed, finished, max_new_tokens, use_cache,
-                                                       book)):  # fmt: skip
-        column = np.full(B, pad_id)
-        for b in range(B):
-            if finished[b]:
-                continue
-            if step == 0 and candidates:
-                found[b] = top_candidates(logits[b], candidates, tokenizer)
-            token = column[b] = next_token(logits[b], temperature, top_k, rng)
-            new_tokens[b].append(token)
-            pieces[b].append(streams[b].push(token))
-            finished[b] = stop_at_eos and token in eos
-        if all(finished):
-            break
-        fed.append(column)
-    if book is not None:  # the same batch the other way (cache on/off), counted from shapes, blocks folded
-        other_way = count_folded(model.config, ids.shape[-1], len(book.phases), not use_cache, B)
+    recorder = AttentionRecorder(model, attention, use_cache) if attention is not None else None
+    if batch:
+        pad_id = next((i for i in eos if 0 <= i < model.config.vocab_size), 0)  # as transformers pads: end-of-text
+        ids, pads = left_padded(rows, pad_id)
+        fed: list[np.ndarray] = []
+        passes = batch_forward_passes(model, ids, pads, fed, finished, max_new_tokens, use_cache, book)
+    else:
+        passes = forward_passes(model, rows[0], new_tokens[0], max_new_tokens, use_cache, book)
+    with recorder or nullcontext():
+        for step, logits in enumerate(passes):
+            logits = logits if batch else logits[None]  # [B, V]
+            column = np.full(B, pad_id) if batch else None
+            for b in range(B):
+                if finished[b]:
+                    continue
+                if step == 0 and candidates:
+                    found[b] = top_candidates(logits[b], candidates, tokenizer)
+                token = next_token(logits[b], temperature, top_k, rng)
+                new_tokens[b].append(token)
+                pieces[b].append(streams[b].push(token))
+                if on_token is not None:
+                    on_token(token, pieces[b][-1])
+                finished[b] = stop_at_eos and token in eos
+                if batch:
+                    column[b] = token
+            if all(finished):
+                break
+            if batch:
+                fed.append(column)
+    for b, stream in enumerate(streams):
+        pieces[b].append(stream.flush())
+    if on_token is not None and pieces[0][-1]:
+        on_token(-1, pieces[0][-1])
+    if book is not None:  # the same generation the other way (cache on/off), counted from shapes, blocks folded
+        other_way = count_folded(model.config, max(map(len, rows)), len(book.phases), not use_cache, B if batch else 1)
         book.other_way, book.other_way_macs = totals_of(other_way), [p.macs for p in other_way]
-    return [Generation(model.name, p if isinstance(p, str) else tokenizer.decode(r), r, new, "".join(piece) + s.flush(),
-                       cands, book, [tokenizer.token_str(i) for i in r], [tokenizer.token_str(i) for i in new])
-            for p, r, new, piece, s, cands in zip(prompts, rows, new_tokens, pieces, streams, found)]  # fmt: skip
+    maps = recorder.maps() if recorder else None
+    return [Generation(model.name, p if isinstance(p, str) else tokenizer.decode(r), r, new, "".join(piece), cands,
+                       book, [tokenizer.token_str(i) for i in r], [tokenizer.token_str(i) for i in new], maps)
+            for p, r, new, piece, cands in zip(prompts, rows, new_tokens, pieces, found)]  # fmt: skip
 
 
 def batch_to_dict(generations: list[Generation]) -> dict:

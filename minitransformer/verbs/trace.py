@@ -21,7 +21,7 @@ import numpy as np
 from .choices import chosen_layers, is_whole
 from ..errors import UserError
 from ..engine.ledger import Ledger, Phase, Record
-from ..models.model import Model
+from ..models.model import Model, refuse_empty
 from .passes import forward_passes
 from ..views.report import count, describe_model
 from ..engine.tape import Dims
@@ -223,14 +223,10 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
     if model.shape_only:
         raise UserError("a shape-only model has no values to trace; use a model with weights")
     tokenizer = model.tokenizer
-    ids = model.prompt_ids(prompt)
-    if not ids:
-        raise UserError('the prompt is empty; give some text to trace, e.g. "The capital of France is"')
     if not is_whole(new_tokens, 1):
         raise UserError(f"new tokens must be a whole number >= 1 (1 traces the prefill only), not {new_tokens!r}")
+    (ids,) = model.prompt_rows([prompt], new_tokens, verb="trace")
     c = model.config
-    model.check_ids(ids)
-    c.check_fits(len(ids), new_tokens)
     layers = default_layers(c.n_layer) if layers is None else chosen_layers(layers, c.n_layer)
 
     if sorted(set(layers)) == list(range(c.n_layer)):
@@ -291,8 +287,7 @@ def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: i
                   html_to=None, dtype: str = "float32") -> None:  # fmt: skip
     """`minitransformer trace`: checks what it can before loading the model, then traces to stdout
     (and, given `html_to`, a destination checked by files.check_destination, writes the HTML report there)."""
-    if not prompt:
-        raise UserError('the prompt is empty; give some text to trace, e.g. "The capital of France is"')
+    refuse_empty([prompt], "trace")
     if new_tokens < 1:
         raise UserError(f"--new-tokens must be 1 or more (1 traces the prefill only), not {new_tokens}")
     if layers is not None and not re.fullmatch(r"\s*(all|[\d\s,-]+)\s*", layers, re.IGNORECASE):
