@@ -314,3 +314,22 @@ def test_no_module_outside_the_families_asks_which_family_a_model_is():
                 hits.add(".family")
             found += [f"{home}:{node.lineno} {hit}" for hit in sorted(hits)]
     assert not found, f"a family decided outside its table: {found}"
+
+
+def test_the_shape_language_has_rows_that_depend_on_the_data():
+    """A product over the tokens a router sent to one expert has as many rows as the data says: the symbol Te,
+    sized per call, is checked like any other, and the ledger records the product's true shapes."""
+    from minitransformer.engine.tape import Dims, Tape
+    from minitransformer.families.llama.stages import llama_family
+
+    phase = Phase("prefill", 0, 5, 5)
+    tape = Tape(Dims(T=5, t=5, D=8, H=2, F=12, V=50, R=1), phase, family=llama_family()).layer(0)
+    h, w = np.ones((3, 8), np.float32), np.ones((8, 12), np.float32)
+    out = tape.with_sizes(Te=3).matmul("mlp.up", h, w, "Te D, D F -> Te F")
+    assert out.shape == (3, 12) and (out == 8).all()
+    record = phase.records[-1]
+    assert (record.a_shape, record.out_shape, record.dot_products, record.macs) == ((3, 8), (3, 12), 36, 288)
+    with pytest.raises(AssertionError, match=r"\[Te, D\] = \[2, 8\]"):
+        tape.with_sizes(Te=2).matmul("mlp.up", h, w, "Te D, D F -> Te F")
+    with pytest.raises(AttributeError):  # a data-dependent size must be named, never guessed
+        tape.matmul("mlp.up", h, w, "Te D, D F -> Te F")

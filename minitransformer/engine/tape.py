@@ -62,6 +62,9 @@ class Dims:
     Hkv: int | None = None  # None: H (every head has its own keys and values)
     start: int = 0  # the position of the first attended key (beyond 0 only where a sliding window cut the rest)
     window: int | None = None
+    # Sizes that depend on the data, not on the model or the pass: the rows of a product that only some tokens
+    # reach (Te: the tokens a router sent to expert e). A forward pass names them per call (Tape.with_sizes).
+    data: dict = field(default_factory=dict)
     _shapes: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -99,6 +102,8 @@ class Dims:
             return prod(self.size(s) for s in symbol.split("*"))
         if symbol[0].isdigit():  # "3D"
             return int(symbol[:-1]) * self.size(symbol[-1])
+        if symbol in self.data:
+            return self.data[symbol]
         return getattr(self, symbol)
 
     def describe(self) -> str:
@@ -143,6 +148,11 @@ class Tape:
         """attend(q, K, V, bias, tape) -> z [..., T, dh], in chunks of query rows, each against only the keys it can
         see (row_chunks.py says how, and what the ledger then holds)."""
         return in_row_chunks(self, attend, q, K, V, bias)
+
+    def with_sizes(self, **data: int) -> "Tape":
+        """The same tape, with sizes that depend on the data named for the stages run through it: a product over
+        the Te tokens routed to an expert reads "Te D, D F -> Te F" on `tape.with_sizes(Te=len(tokens))`."""
+        return replace(self, dims=replace(self.dims, data={**self.dims.data, **data}, _shapes={}))
 
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;
