@@ -37,6 +37,9 @@ def _number(text: str) -> float:
 
 
 HTML_HELP = "write the report as one self-contained HTML page, to open in a browser (- for stdout)"
+DENSE_HELP = ("compute every T x t attention score, as transformers' eager attention does (and the textbook "
+              "counts); by default a prompt longer than 128 positions computes attention in chunks of query rows, "
+              "each against only the keys it can see: the same logits, about half the score MACs at long prompts")
 
 
 def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
@@ -77,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--layer", type=_whole_number, default=0, help="the block shown op by op (default 0)")
     gen.add_argument("--json", metavar="PATH|-", help="write the ledger as JSON (- for stdout)")
     gen.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
+    gen.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
     _add_dtype(gen, "the forward passes compute in")
     gen.set_defaults(run=_generate)
 
@@ -102,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--step", action="store_true",
                     help="stop at each stage: Enter next, n next layer, c continue, p print, s stats, q quit")
     tr.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
+    tr.add_argument("--dense-attention", action="store_true",
+                    help="accepted as generate and count take it; a trace computes attention dense anyway, since it "
+                         "shows every stage's whole tensor")
     _add_dtype(tr, "the traced passes compute in")
     tr.set_defaults(run=_trace)
 
@@ -126,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     cnt.add_argument("--plot", metavar="PNG",
                      help="write three plots (MAC share by op, dot products vs length, MACs per token) as one PNG")
     cnt.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
+    cnt.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
     cnt.set_defaults(run=_count)
 
     par = commands.add_parser("params", help="every weight tensor by its Hugging Face name, grouped by kind, totals")
@@ -166,7 +174,8 @@ def _generate(args) -> None:
 
     print(f"model {report.describe_model(model.describe(), model.source)}", file=out)
     options = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                   seed=args.seed, use_cache=not args.no_cache, candidates=args.top)  # fmt: skip
+                   seed=args.seed, use_cache=not args.no_cache, candidates=args.top,
+                   dense_attention=args.dense_attention)  # fmt: skip
     if batch:
         print(f"a batch of {len(rows)} prompts, left-padded to {max(map(len, rows))} tokens", file=out)
         results = model.generate(prompts, **options)
@@ -322,7 +331,8 @@ def _count(args) -> None:
         from .views.plots import require_matplotlib
 
         require_matplotlib()  # fail before writing anything
-    count = count_generation(config, args.tokens, args.new_tokens, use_cache=not args.no_cache, batch=args.batch)
+    count = count_generation(config, args.tokens, args.new_tokens, use_cache=not args.no_cache, batch=args.batch,
+                             dense_attention=args.dense_attention)  # fmt: skip
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
     print(count_report(count, balance, args.dtype), file=out)
     if to["--json"]:

@@ -226,6 +226,15 @@ class Phase:
     def flops(self) -> int:
         return 2 * self.macs
 
+    @property
+    def dense_dot_products(self) -> int:
+        """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
+        return sum(r.dense_dot_products for r in self.records)
+
+    @property
+    def dense_macs(self) -> int:
+        return sum(r.dense_macs for r in self.records)
+
     def layer_records(self, layer: int) -> list[Record]:
         return [r for r in self.records if r.layer == layer]
 
@@ -312,17 +321,29 @@ def padding_dict(padding: "Totals", total_macs: int) -> dict:
 class Totals:
     dot_products: int
     macs: int
+    # What the textbook dense form of the same products costs (every T x t score), where the totals are a run's:
+    # more than the computed ones where long passes computed attention in row chunks, equal elsewhere.
+    dense_dot_products: int | None = None
+    dense_macs: int | None = None
 
     @property
     def flops(self) -> int:
         return 2 * self.macs
 
+    @property
+    def chunked(self) -> bool:
+        """Row chunks computed less than the dense form would have."""
+        return self.dense_macs is not None and self.dense_macs != self.macs
+
     def to_dict(self) -> dict:
-        return {"dot_products": self.dot_products, "macs": self.macs, "flops": self.flops}
+        dense = {} if self.dense_macs is None else {"dense_dot_products": self.dense_dot_products,
+                                                    "dense_macs": self.dense_macs}  # fmt: skip
+        return {"dot_products": self.dot_products, "macs": self.macs, "flops": self.flops} | dense
 
 
 def totals_of(phases: list[Phase]) -> Totals:
-    return Totals(sum(p.dot_products for p in phases), sum(p.macs for p in phases))
+    return Totals(sum(p.dot_products for p in phases), sum(p.macs for p in phases),
+                  sum(p.dense_dot_products for p in phases), sum(p.dense_macs for p in phases))  # fmt: skip
 
 
 @dataclass

@@ -9,7 +9,8 @@ Fewer dot products than the dense T x t (about half at a long prompt), and a chu
 cache. The ledger gets one record per op with the dense shapes, counting what the chunks computed
 (Record.computed, with the chunk size in Record.row_chunk); the dense form's cost is beside it
 (dense_dot_products, dense_macs). A watched pass (captures, hooks, trace) runs the dense lines once, so
-that every watcher sees the documented full [..., H, T, t] tensors.
+that every watcher sees the documented full [..., H, T, t] tensors; so does a pass asked to run dense
+(Tape.dense: `--dense-attention`, which computes every score as transformers' eager attention does).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def in_row_chunks(tape, attend, q, K, V, bias=None):
     """attend(q, K, V, bias, tape) -> z [..., T, dh], computed for chunks of ROW_CHUNK query rows of `tape`'s pass;
     `bias` ([..., T, t], or None) is sliced by each chunk's rows and keys."""
     d = tape.dims
-    if d.T <= ROW_CHUNK or tape.watcher is not None:
+    if d.T <= ROW_CHUNK or tape.watcher is not None or tape.dense:
         return attend(q, K, V, bias, tape)
     rows = None if tape.phase is None else {}
     parts = []

@@ -137,12 +137,13 @@ class Tape:
     rows: dict | None = None
     # Each layer's sliding window, where the layers differ (config.layer_window); None: every layer has dims.window.
     windows: tuple | None = None
+    dense: bool = False  # attention as transformers' eager attention computes it: every T x t score, never in chunks
 
     def layer(self, i: int) -> "Tape":
         """The tape as seen from inside block i: stage names get the prefix "blocks.{i}.", and the sizes are
         those of block i's attention (its window, where layers differ)."""
         dims = self.dims if self.windows is None else self.dims.with_window(self.windows[i])
-        return Tape(dims, self.phase, self.watcher, i, f"blocks.{i}.", self.family)
+        return Tape(dims, self.phase, self.watcher, i, f"blocks.{i}.", self.family, dense=self.dense)
 
     def in_row_chunks(self, attend, q, K, V, bias=None):
         """attend(q, K, V, bias, tape) -> z [..., T, dh], in chunks of query rows, each against only the keys it can

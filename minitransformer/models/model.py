@@ -126,13 +126,16 @@ class Model:
         return rows
 
     def run(self, token_ids, *, cache: KVCache | None = None, all_positions: bool = False,
-            phase: Phase | None = None, watcher: Watcher | None = None, pads=None):  # fmt: skip
+            phase: Phase | None = None, watcher: Watcher | None = None, pads=None,
+            dense_attention: bool = False):  # fmt: skip
         """One forward pass over new token ids: logits [R, V] (R = T if all_positions else 1).
 
         With a cache, the ids are the positions after those already cached. `phase` collects the
         ledger of this pass; `watcher` sees every stage (see tape.py), after the model's hooks (add_hook).
         `pads` (ids [B, T] only): row b is left-padded, its first pads[b] slots (counted from the first
         cached one) hold no token: its positions start after them and no real query sees them.
+        `dense_attention`: every T x t score computed, as transformers' eager attention does, where a long pass
+        would compute only what each chunk of query rows can see (engine/row_chunks.py).
         """
         past = cache.length if cache is not None else 0
         ids = self.check_ids(token_ids, past)
@@ -142,8 +145,8 @@ class Model:
                 raise UserError(f"pads must be one whole number >= 0 per row of token ids [B, T], not {pads!r}")
         T = ids.shape[-1]
         dims = Dims.of(self.config, T, past, R=T if all_positions else 1, batch=ids.shape[:-1])
-        tape = Tape(dims, phase, self.hooks.watcher(then=watcher), family=self.family,
-                    windows=self._windows)  # watcher None: nobody watches
+        tape = Tape(dims, phase, self.hooks.watcher(then=watcher), family=self.family, windows=self._windows,
+                    dense=dense_attention)  # watcher None: nobody watches
         return self.architecture.forward(ids, self.params, self.config, cache, tape, all_positions, pads)
 
     def run_with_cache(self, token_ids, names=None, *, all_positions: bool = True, kv_cache: KVCache | None = None,

@@ -23,7 +23,7 @@ from fractions import Fraction
 from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
 from ..errors import UserError
-from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps
+from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps, totals_of
 from ..models.model import Model
 from .passes import forward_passes
 from ..engine.stages import ATTENTION_SCORES, Family
@@ -131,6 +131,15 @@ class Pass:
         return 2 * self.macs
 
     @property
+    def dense_dot_products(self) -> int:
+        """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
+        return sum(n * r.dense_dot_products for r, n in self.weighted())
+
+    @property
+    def dense_macs(self) -> int:
+        return sum(n * r.dense_macs for r, n in self.weighted())
+
+    @property
     def block_dot_products(self) -> int:
         return sum(r.dot_products for r in self.block)
 
@@ -205,32 +214,37 @@ class AttentionVsWeights:
         return Fraction(self.all_attention, self.all_weights)
 
 
-def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> Ledger:
+def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1,
+                 dense_attention: bool = False) -> Ledger:  # fmt: skip
     """The ledger of generating n_new tokens after an n_prompt-token prompt, whatever the tokens are.
 
     The counts depend on shapes only, so placeholder token ids do; on a shape-only model
-    (Model.without_weights) this costs no arithmetic at all.
+    (Model.without_weights) this costs no arithmetic at all. `dense_attention`: every T x t score, as
+    transformers' eager attention computes it, where a long pass would run in row chunks (row_chunks.py).
     """
     book = Ledger(model.config.to_dict())
     lead = (batch,) if batch > 1 else ()
     placeholder_new: list[int] = []
-    for _ in forward_passes(model, [0] * n_prompt, placeholder_new, n_new, use_cache, book, lead):
+    for _ in forward_passes(model, [0] * n_prompt, placeholder_new, n_new, use_cache, book, lead,
+                            dense_attention=dense_attention):  # fmt: skip
         placeholder_new.append(0)
     return book
 
 
-def count_folded(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1) -> list[Pass]:
+def count_folded(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1,
+                 dense_attention: bool = False) -> list[Pass]:  # fmt: skip
     """Every pass of the generation, run through a shape-only twin of the model cut to the fewest first layers
     that hold one layer of each kind (one layer where all are alike), whatever the model's depth."""
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
     twin = Model.without_weights(config.prefix(span))
-    return [Pass(phase, kinds) for phase in count_passes(twin, n_prompt, n_new, use_cache, batch).phases]
+    ledger = count_passes(twin, n_prompt, n_new, use_cache, batch, dense_attention)
+    return [Pass(phase, kinds) for phase in ledger.phases]
 
 
 def decode_at(config: Config, context: int, batch: int = 1) -> Pass:
     """A decode step with the KV cache at `context`: one new position after context - 1 cached ones (at context 1,
-    the one-token prefill, which has the same shapes)."""
+    the one-token prefill, which has the same shapes). One position is never computed in chunks."""
     if context == 1:
         return count_folded(config, 1, 1, True, batch)[0]
     return count_folded(config, context - 1, 2, True, batch)[1]
@@ -249,6 +263,7 @@ class Count:
     cached: bool
     passes: list[Pass]
     other_way: list[Pass]
+    dense_attention: bool = False  # every T x t score computed, as transformers' eager attention does
 
     @property
     def family(self) -> Family:
@@ -265,11 +280,11 @@ class Count:
 
     @property
     def totals(self) -> Totals:
-        return Totals(sum(p.dot_products for p in self.passes), sum(p.macs for p in self.passes))
+        return totals_of(self.passes)
 
     @property
     def other_totals(self) -> Totals:
-        return Totals(sum(p.dot_products for p in self.other_way), sum(p.macs for p in self.other_way))
+        return totals_of(self.other_way)
 
     def cache_comparison(self) -> dict:
         steps = cache_steps(self.cached, [(p.step, p.macs) for p in self.passes], [p.macs for p in self.other_way])
@@ -311,7 +326,7 @@ class Count:
             return cached[-1]
         if self.n_prompt + 2 > self.config.n_positions:
             return None
-        return count_folded(self.config, self.n_prompt, 2, True, self.batch)[1]
+        return count_folded(self.config, self.n_prompt, 2, True, self.batch, self.dense_attention)[1]
 
     def shown_steps(self, limit: int = STEPS_SHOWN) -> list[int]:
         """The decode steps shown in full: all of them, or the first limit - 2 and the last 2."""
@@ -319,19 +334,27 @@ class Count:
         return steps if len(steps) <= limit else [*steps[: limit - 2], *steps[-2:]]
 
 
-def count_generation(config: Config, n_prompt: int, n_new: int = 1, use_cache: bool = True,
-                     batch: int = 1) -> Count:  # fmt: skip
-    """Count 1 prefill over n_prompt tokens and n_new - 1 decode steps, with a batch of `batch` sequences."""
+def count_generation(config: Config, n_prompt: int, n_new: int = 1, use_cache: bool = True, batch: int = 1,
+                     dense_attention: bool = False) -> Count:  # fmt: skip
+    """Count 1 prefill over n_prompt tokens and n_new - 1 decode steps, with a batch of `batch` sequences;
+    `dense_attention`: every T x t score, as transformers' eager attention computes it (else row chunks)."""
     check_run(config, n_prompt, n_new, batch)
-    passes = count_folded(config, n_prompt, n_new, use_cache, batch)
-    other_way = count_folded(config, n_prompt, n_new, not use_cache, batch)
-    check_folding(config, passes, n_prompt, use_cache, batch)
-    return Count(config, n_prompt, n_new, batch, use_cache, passes, other_way)
+    passes = count_folded(config, n_prompt, n_new, use_cache, batch, dense_attention)
+    other_way = count_folded(config, n_prompt, n_new, not use_cache, batch, dense_attention)
+    check_folding(config, n_prompt, min(n_new, 2), use_cache, batch, dense_attention)
+    return Count(config, n_prompt, n_new, batch, use_cache, passes, other_way, dense_attention)
 
 
-def check_folding(config: Config, passes: list[Pass], n_prompt: int, use_cache: bool, batch: int) -> None:
-    """The folded prefill and first decode step must be exactly what the whole model's forward code records."""
-    whole = count_passes(Model.without_weights(config), n_prompt, min(len(passes), 2), use_cache, batch).phases
+def check_folding(config: Config, n_prompt: int, n_new: int, use_cache: bool, batch: int,
+                  dense_attention: bool = False) -> None:  # fmt: skip
+    """The folded passes, expanded, must be exactly what a whole model's forward code records: checked on the
+    model cut to two layers of each kind (all of it, when it is no deeper), since layers of one kind record the
+    same whatever the depth, so that a count of 10,000 layers does not run 10,000 blocks to check one."""
+    kinds = config.layer_types
+    span = 1 + max(kinds.index(kind) for kind in set(kinds))
+    cut = config.prefix(min(config.n_layer, 2 * span))
+    passes = count_folded(cut, n_prompt, n_new, use_cache, batch, dense_attention)
+    whole = count_passes(Model.without_weights(cut), n_prompt, n_new, use_cache, batch, dense_attention).phases
     for folded, phase in zip(passes, whole):
         expanded = folded.expand()
         if expanded.records != phase.records or (expanded.tokens, expanded.context) != (phase.tokens, phase.context):

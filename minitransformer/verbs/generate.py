@@ -124,6 +124,7 @@ def generate(
     stop_at_eos: bool = True,
     on_token: Callable[[int, str], None] | None = None,
     attention: int | list[int] | None = None,
+    dense_attention: bool = False,
 ) -> Generation | list[Generation]:
     """Continue a prompt token by token: greedy at temperature 0 (top_k and seed then play no part).
 
@@ -134,16 +135,19 @@ def generate(
     character is incomplete). Generation stops early at the end-of-text token if `stop_at_eos`.
     `attention`: a layer (or list of layers) whose attention weights, every head, are kept for the
     report (attention_maps.py); None keeps none, and the forward pass runs unwatched.
+    `dense_attention`: every T x t score computed, as transformers' eager attention does, where a prompt longer
+    than a row chunk would compute only what each chunk of query rows can see (engine/row_chunks.py): the
+    same logits, and the ledger of the textbook dense form.
     """
     check_options(max_new_tokens, temperature, top_k, seed, candidates)
     if is_batch(prompt):
         if on_token is not None or attention is not None:
             raise UserError("on_token and attention= follow one prompt; give a batch of prompts without them")
         return generate_batch(model, prompt, max_new_tokens, temperature, top_k, seed, use_cache, ledger, candidates,
-                              stop_at_eos)  # fmt: skip
+                              stop_at_eos, dense_attention)  # fmt: skip
     rows = model.prompt_rows([prompt], max_new_tokens, verb="continue")
     return _generate_rows(model, [prompt], rows, max_new_tokens, temperature, top_k, seed, use_cache, ledger,
-                          candidates, stop_at_eos, on_token, attention)[0]  # fmt: skip
+                          candidates, stop_at_eos, on_token, attention, dense_attention=dense_attention)[0]  # fmt: skip
 
 
 def is_batch(prompt) -> bool:
@@ -161,7 +165,7 @@ def left_padded(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndar
 
 def generate_batch(model: Model, prompts, max_new_tokens: int = 8, temperature: float = 0.0, top_k: int | None = None,
                    seed: int | None = None, use_cache: bool = True, ledger: bool = True, candidates: int = 10,
-                   stop_at_eos: bool = True) -> list[Generation]:  # fmt: skip
+                   stop_at_eos: bool = True, dense_attention: bool = False) -> list[Generation]:  # fmt: skip
     """Continue B prompts together, one forward pass per new token for the whole batch: one Generation per
     prompt, in order, all holding the batch's one ledger.
 
@@ -175,12 +179,13 @@ def generate_batch(model: Model, prompts, max_new_tokens: int = 8, temperature: 
     check_options(max_new_tokens, temperature, top_k, seed, candidates)
     rows = model.prompt_rows(list(prompts), max_new_tokens, verb="continue")
     return _generate_rows(model, list(prompts), rows, max_new_tokens, temperature, top_k, seed, use_cache, ledger,
-                          candidates, stop_at_eos, batch=True)  # fmt: skip
+                          candidates, stop_at_eos, batch=True, dense_attention=dense_attention)  # fmt: skip
 
 
 def _generate_rows(model: Model, prompts: list, rows: list[list[int]], max_new_tokens: int, temperature: float,
                    top_k: int | None, seed: int | None, use_cache: bool, ledger: bool, candidates: int,
-                   stop_at_eos: bool, on_token=None, attention=None, batch: bool = False) -> list[Generation]:  # fmt: skip
+                   stop_at_eos: bool, on_token=None, attention=None, batch: bool = False,
+                   dense_attention: bool = False) -> list[Generation]:  # fmt: skip
     """The one generation loop, for one prompt ([T] ids, one pass per token) or a batch ([B, T], left-padded):
     at each pass, for each row still going, the candidates (first pass), the next token, its text, end-of-text."""
     tokenizer = model.tokenizer
@@ -198,9 +203,11 @@ def _generate_rows(model: Model, prompts: list, rows: list[list[int]], max_new_t
         pad_id = next((i for i in eos if 0 <= i < model.config.vocab_size), 0)  # as transformers pads: end-of-text
         ids, pads = left_padded(rows, pad_id)
         fed: list[np.ndarray] = []
-        passes = batch_forward_passes(model, ids, pads, fed, finished, max_new_tokens, use_cache, book)
+        passes = batch_forward_passes(model, ids, pads, fed, finished, max_new_tokens, use_cache, book,
+                                      dense_attention=dense_attention)  # fmt: skip
     else:
-        passes = forward_passes(model, rows[0], new_tokens[0], max_new_tokens, use_cache, book)
+        passes = forward_passes(model, rows[0], new_tokens[0], max_new_tokens, use_cache, book,
+                                dense_attention=dense_attention)  # fmt: skip
     with recorder or nullcontext():
         for step, logits in enumerate(passes):
             logits = logits if batch else logits[None]  # [B, V]
@@ -227,7 +234,8 @@ def _generate_rows(model: Model, prompts: list, rows: list[list[int]], max_new_t
     if on_token is not None and pieces[0][-1]:
         on_token(-1, pieces[0][-1])
     if book is not None:  # the same generation the other way (cache on/off), counted from shapes, blocks folded
-        other_way = count_folded(model.config, max(map(len, rows)), len(book.phases), not use_cache, B if batch else 1)
+        other_way = count_folded(model.config, max(map(len, rows)), len(book.phases), not use_cache, B if batch else 1,
+                                 dense_attention)  # fmt: skip
         book.other_way, book.other_way_macs = totals_of(other_way), [p.macs for p in other_way]
     maps = recorder.maps() if recorder else None
     return [Generation(model.name, p if isinstance(p, str) else tokenizer.decode(r), r, new, "".join(piece), cands,

@@ -20,7 +20,7 @@ from ..engine.tape import Watcher
 
 def forward_passes(model: Model, prompt_tokens: list[int], new_tokens: list[int], n_new: int, use_cache: bool = True,
            book: Ledger | None = None, batch: tuple[int, ...] = (),
-           watch: Callable[[Phase], Watcher | None] | None = None):  # fmt: skip
+           watch: Callable[[Phase], Watcher | None] | None = None, dense_attention: bool = False):  # fmt: skip
     """Yield the next-token logits [V] of each of the n_new forward passes: the prefill, then the decode steps.
 
     `new_tokens` is the caller's list, which it extends with the chosen token between passes. With a
@@ -40,11 +40,13 @@ def forward_passes(model: Model, prompt_tokens: list[int], new_tokens: list[int]
             book.phases.append(phase)
         watcher = watch(phase) if watch is not None else None
         ids = np.broadcast_to(np.asarray(ids), (*batch, len(ids)))
-        yield model.run(ids, cache=cache, phase=phase if book is not None else None, watcher=watcher)[..., -1, :]
+        yield model.run(ids, cache=cache, phase=phase if book is not None else None, watcher=watcher,
+                        dense_attention=dense_attention)[..., -1, :]
 
 
 def batch_forward_passes(model: Model, rows: np.ndarray, pads: np.ndarray, fed: list[np.ndarray], finished: list[bool],
-                         n_new: int, use_cache: bool = True, book: Ledger | None = None):  # fmt: skip
+                         n_new: int, use_cache: bool = True, book: Ledger | None = None,
+                         dense_attention: bool = False):  # fmt: skip
     """forward_passes for B prompts at once: yield the next-token logits [B, V] of each of the n_new passes.
 
     `rows` [B, T] are the prompts left-padded to one length: the first pads[b] slots of row b hold no
@@ -65,4 +67,5 @@ def batch_forward_passes(model: Model, rows: np.ndarray, pads: np.ndarray, fed: 
                       pads=tuple(int(p) for p in pads), finished=tuple(finished))  # fmt: skip
         if book is not None:
             book.phases.append(phase)
-        yield model.run(ids, cache=cache, phase=phase if book is not None else None, pads=pads)[:, -1, :]
+        yield model.run(ids, cache=cache, phase=phase if book is not None else None, pads=pads,
+                        dense_attention=dense_attention)[:, -1, :]

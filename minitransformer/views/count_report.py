@@ -22,6 +22,20 @@ CONVENTION = (
     "  that work the mask keeps: per head T*past + T(T+1)/2 (query, key) pairs; each is a score of length dh, and\n"
     "  in A V the same output elements need only those keys (shorter useful dot products)."
 )
+# Where the prefill ran in row chunks (engine/row_chunks.py), the note says what was computed instead.
+CHUNKED_CONVENTION = (
+    "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Computed in chunks of\n"
+    "  {C} query rows, each chunk's Q K^T against only the keys its rows can see, so fewer scores than the dense\n"
+    "  T x t per head that transformers' eager attention computes and masks afterwards ('dense form'; count it\n"
+    "  with --dense-attention). 'causal' is the part of that work the mask keeps: per head T*past + T(T+1)/2\n"
+    "  (query, key) pairs; each is a score of length dh, and in A V the same output elements need only those keys."
+)
+
+
+def convention(count: Count) -> str:
+    """The note under the block: dense where the prefill computed every score, the chunks where it did not."""
+    chunk = count.prefill.find("scores").row_chunk
+    return CONVENTION if chunk is None else CHUNKED_CONVENTION.format(C=chunk)
 
 # A group's name in the summary where it is not the stage table's own (stages.py: Stage.group).
 _GROUP_LABELS = {UNEMBEDDING: "unembedding"}
@@ -54,7 +68,7 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
         f"T = {count.prefill.tokens:,} new positions attending to t = {count.prefill.context:,}",
         block_table(count.prefill.block, full=True),
         "",
-        CONVENTION,
+        convention(count),
         "",
         f"The prefill, layer by layer ({count.prefill.tokens:,} tokens; logits for the last position only)",
         layers_table(count.prefill),
@@ -95,8 +109,9 @@ def block_table(block: list[Record], full: bool) -> str:
         elif full:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""])
     causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
+    dense = sum(r.dense_macs for r in block)
     rows.append(["block", "", "", "", n(sum(r.dot_products for r in block)), "", n(block_macs), human(2 * block_macs),
-                 "100%", "", n(causal), ""])  # fmt: skip
+                 "100%", "", n(causal), f"{n(dense)} MACs" if dense != block_macs else ""])  # fmt: skip
     headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "FLOPs", "share",
                "causal dot products", "causal MACs", "dense form"]  # fmt: skip
     return table(headers, rows, right={4, 5, 6, 7, 8, 9, 10})
@@ -112,8 +127,10 @@ def layers_table(p: Pass) -> str:
             rows.append([f"{kind} ({layers})", n(dots), n(macs), human(2 * macs), percent(layers * macs, p.macs),
                          f"each of layers {_layer_list(where)}"])  # fmt: skip
     else:
+        dense = sum(r.dense_macs for r in p.block)
         rows.append([f"0..{L - 1}" if L > 1 else "0", n(p.block_dot_products), n(p.block_macs),
-                     human(2 * p.block_macs), percent(p.block_macs, p.macs), "each layer"])  # fmt: skip
+                     human(2 * p.block_macs), percent(p.block_macs, p.macs),
+                     "each layer" + (f" (dense form: {n(dense)} MACs)" if dense != p.block_macs else "")])  # fmt: skip
     if L > 1 and len(p.groups) == 1:
         rows.append([f"{L} layers", n(L * p.block_dot_products), n(L * p.block_macs), human(2 * L * p.block_macs),
                      percent(L * p.block_macs, p.macs), f"{L} x the above"])  # fmt: skip
@@ -121,7 +138,8 @@ def layers_table(p: Pass) -> str:
         if r.kind == "matmul":
             rows.append([r.op, n(r.dot_products), n(r.macs), human(r.flops), percent(r.macs, p.macs),
                          f"{shape(r.out_shape)}: {r.equation}"])  # fmt: skip
-    rows.append(["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs"])
+    dense = f"; dense form: {n(p.dense_macs)} MACs" if p.dense_macs != p.macs else ""
+    rows.append(["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs{dense}"])
     return table(["layer", "dot products", "MACs", "FLOPs", "share", ""], rows, right={1, 2, 3, 4})
 
 
@@ -236,6 +254,10 @@ def totals_lines(count: Count) -> str:
         f"generated token" + (f" per sequence ({count.batch} sequences)" if count.batch > 1 else ""),
         f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps",
     ]
+    if t.chunked:
+        lines.append(f"Dense form: {n(t.dense_dot_products)} dot products, {n(t.dense_macs)} MACs "
+                     f"({human(t.dense_macs)}) had every T x t score been computed, as transformers' eager attention "
+                     f"does (--dense-attention)")  # fmt: skip
     cmp = count.cache_comparison()
     with_cache, without, saved = cmp["with_cache"]["macs"], cmp["without_cache"]["macs"], cmp["saved_macs"]
     if count.cached:

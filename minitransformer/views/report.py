@@ -96,22 +96,28 @@ def block_table(phase: Phase, layer: int = 0) -> str:
                          count(r.dot_length), count(r.macs), percent(r.macs, block_macs), note])  # fmt: skip
         else:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", ""])
-    rows.append(["block", "", "", "", count(sum(r.dot_products for r in records)), "", count(block_macs), "100%", ""])
+    dense = sum(r.dense_macs for r in records)
+    note = f"dense: {count(sum(r.dense_dot_products for r in records))} ({count(dense)} MACs)" if dense != block_macs else ""
+    rows.append(["block", "", "", "", count(sum(r.dot_products for r in records)), "", count(block_macs), "100%", note])
     return table(["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "share", ""], rows,
                  right={4, 5, 6, 7})  # fmt: skip
 
 
 def layers_table(phase: Phase) -> str:
+    """A row per layer, then the products outside the blocks and the total; where row chunks computed less than the
+    dense form, a last column says what the dense form costs."""
     rows = []
     for i in range(phase.n_layers):
         records = phase.layer_records(i)
-        macs = sum(r.macs for r in records)
-        rows.append([str(i), count(sum(r.dot_products for r in records)), count(macs), percent(macs, phase.macs)])
+        macs, dense = sum(r.macs for r in records), sum(r.dense_macs for r in records)
+        rows.append([str(i), count(sum(r.dot_products for r in records)), count(macs), percent(macs, phase.macs),
+                     f"dense: {count(dense)} MACs" if dense != macs else ""])  # fmt: skip
     for r in phase.records:
         if r.layer is None and r.kind == "matmul":
-            rows.append([r.op, count(r.dot_products), count(r.macs), percent(r.macs, phase.macs)])
-    rows.append(["total", count(phase.dot_products), count(phase.macs), "100%"])
-    return table(["layer", "dot products", "MACs", "share"], rows, right={1, 2, 3})
+            rows.append([r.op, count(r.dot_products), count(r.macs), percent(r.macs, phase.macs), ""])
+    rows.append(["total", count(phase.dot_products), count(phase.macs), "100%",
+                 f"dense: {count(phase.dense_macs)} MACs" if phase.dense_macs != phase.macs else ""])  # fmt: skip
+    return table(["layer", "dot products", "MACs", "share", ""], rows, right={1, 2, 3})
 
 
 def decode_table(phases: list[Phase], limit: int = 8) -> str:
@@ -136,8 +142,7 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
         f"T = {prefill.tokens} new positions attending to t = {prefill.context}",
         block_table(prefill, layer),
         "",
-        "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed dense",
-        "  (T x t per head) and the future is masked afterwards; 'causal' is the part of that work the mask keeps.",
+        *_convention(prefill),
         "",
         f"Prefill, layer by layer ({prefill.tokens} tokens, logits for the last position only)",
         layers_table(prefill),
@@ -150,6 +155,9 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
         f"Total: {count(totals.dot_products)} dot products, {count(totals.macs)} MACs ({human(totals.macs)}), "
         f"{human(totals.flops)} FLOPs over 1 prefill + {len(decodes)} decode step{'s' if len(decodes) != 1 else ''}",
     ]
+    if totals.chunked:
+        out.append(f"Dense form: {count(totals.dense_dot_products)} dot products, {count(totals.dense_macs)} MACs "
+                   f"({human(totals.dense_macs)}) had every T x t score been computed (--dense-attention)")
     if ledger.batched:
         out.append(padding_line(ledger))
     comparison = ledger.cache_comparison()
@@ -168,6 +176,18 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
                 f"{human(without)}: it would save {human(saved)} ({percent(saved, without)})"
             )
     return "\n".join(out)
+
+
+def _convention(prefill: Phase) -> list[str]:
+    """The note under the block: scores computed dense, or in chunks of query rows (engine/row_chunks.py)."""
+    chunk = next((r.row_chunk for r in prefill.records if r.row_chunk is not None), None)
+    if chunk is None:
+        return ["  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed dense",
+                "  (T x t per head) and the future is masked afterwards; 'causal' is the part of that work the mask keeps."]
+    return [f"  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed in "
+            f"chunks of {chunk}",
+            "  query rows, each against only the keys it can see; 'dense' is every T x t score, as transformers' eager",
+            "  attention computes them (--dense-attention); 'causal' is the part of that work the mask keeps."]
 
 
 def padding_line(ledger: Ledger) -> str:
