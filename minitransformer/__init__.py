@@ -6,7 +6,7 @@
     out.text, out.ledger.totals.macs
 
 The package in layers, each importing only those below it (tests/test_engine_rules.py holds it):
-cli -> views -> verbs -> models -> families -> engine (errors.py at the bottom).
+cli -> views -> verbs -> models -> families -> engine (errors.py, version.py and text.py at the bottom).
 """
 
 import sys

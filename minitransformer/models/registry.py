@@ -12,6 +12,7 @@ import numpy as np
 from . import hub
 from .config import load_config
 from ..errors import UserError
+from ..text import short_path
 from .model import Model
 from .tokenizer import tokenizer_of
 from .weights import load_weights
@@ -72,8 +73,6 @@ def default_model(dtype=np.float32) -> Model:
     except UserError:
         if not (demo_dir() / "config.json").is_file():
             raise
-        from ..views.report import short_path
-
         card = short_path(str(demo_dir() / "README.md"))
         print(
             "minitransformer: GPT-2 is not on this machine and the Hugging Face Hub is out of reach, so the demo "

@@ -132,7 +132,7 @@ def _pattern(name: str) -> str:
 
 def params_report(p: Parameters) -> str:
     """Kind by kind, each tensor once per pattern (h.{i}.… or layers.{i}.… stands for every layer), then the total."""
-    from ..views.report import count, human, percent, shape, table
+    from ..text import count, human, percent, shape, table
 
     total = p.total
     rows = []

@@ -23,7 +23,8 @@ from ..errors import UserError
 from ..engine.ledger import Ledger, Phase, Record
 from ..models.model import Model
 from .passes import forward_passes
-from ..views.report import count, describe_model
+from ..text import count
+from ..views.report import describe_model
 from ..engine.tape import Dims
 
 # What each stage makes, in the symbols model.py writes beside it. The trace checks every one against
