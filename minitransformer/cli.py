@@ -366,7 +366,8 @@ def _count(args) -> None:
 
 
 def _params(args) -> None:
-    from .verbs.params import parameters, params_report
+    from .verbs.params import parameters
+    from .views.params_report import params_report
 
     config = _model_config(args)
     json_to = None if args.json is None else check_destination(args.json)

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from minitransformer.verbs import formulas
 from minitransformer.models.config import PRESETS, LlamaConfig, config_from_hf_dict
-from minitransformer.verbs.params import LLAMA_KINDS, kind_of, parameters, params_report
+from minitransformer.verbs.params import LLAMA_KINDS, kind_of, parameters
+from minitransformer.views.params_report import params_report
 
 LLAMA_PRESETS = [name for name, c in PRESETS.items() if c.family == "llama"]
 

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from minitransformer import GPT2Config
 from minitransformer.verbs import formulas
 from minitransformer.models.config import PRESETS
-from minitransformer.verbs.params import KINDS, kind_of, parameters, params_report
+from minitransformer.verbs.params import KINDS, kind_of, parameters
+from minitransformer.views.params_report import params_report
 
 
 def test_gpt2_small_has_124_439_808_parameters():
