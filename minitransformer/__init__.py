@@ -13,7 +13,8 @@ import sys
 
 from .models.config import GPT2Config
 from .errors import UserError
-from .models.model import Model, load_model
+from .models.model import Model
+from .models.registry import load_model
 from .models.tokenizer import load_tokenizer
 from .verbs import count
 from .views import html_report

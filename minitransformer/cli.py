@@ -131,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _generate(args) -> None:
     from .views import report
     from .verbs.generate import check_options
-    from .models.model import load_model
+    from .models.registry import load_model
 
     check_options(args.max_new_tokens, args.temperature, args.top_k, args.seed)
     if args.top < 1:
@@ -208,7 +208,7 @@ def _generate_batch(args, prompts: list[str]) -> None:
     """Several prompts as one batch: each answer, then the batch's one ledger with its padding line."""
     from .views import report
     from .verbs.generate import batch_to_dict
-    from .models.model import load_model
+    from .models.registry import load_model
 
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work; files.py says how
     json_to, html_to = to["--json"], to["--html"]
@@ -256,7 +256,7 @@ def _download(args) -> None:
 
 
 def _validate(args) -> None:
-    from .models.model import load_model
+    from .models.registry import load_model
     from .verbs.validate import validate
 
     model = load_model(args.model, dtype=args.dtype)

@@ -7,7 +7,6 @@ to hooks and captures, none of which needs to know which family ran.
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -175,16 +174,3 @@ class Model:
         from ..verbs.generate import generate
 
         return generate(self, prompt, **options)
-
-
-def load_model(name_or_dir: str | Path | None = None, dtype: str = "float32") -> Model:
-    """A model by name ("gpt2", "demo", "demo-llama", ...) or from a Hugging Face-format directory
-    (GPT-2, Llama, Mistral or Qwen2).
-
-    dtype="float64" runs every forward pass in float64, the weights upcast on load: a reference to measure
-    a float32 pass against (validate does), at twice the memory and up to twice the time (a 124M GPT-2 on
-    2 cores: prefill of 128 tokens 1.5x, decode steps, which read every weight, 1.8x).
-    """
-    from .registry import resolve
-
-    return resolve(name_or_dir, compute_dtype(dtype))

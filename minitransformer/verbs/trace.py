@@ -304,7 +304,7 @@ def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: i
             stepper = Stepper()
         else:
             print("minitransformer: --step needs a terminal on stdin; tracing without stopping", file=sys.stderr)
-    from ..models.model import load_model
+    from ..models.registry import load_model
 
     model = load_model(model_name, dtype=dtype)
     chosen = parse_layers(layers, model.config.n_layer)
