@@ -285,7 +285,7 @@ def _prompt_or_ids(args, verb: str) -> str | list[int]:
 
 
 def _trace(args) -> None:
-    from .verbs.trace import trace_command
+    from .views.trace import trace_command
 
     html_to = None if args.html is None else check_destination(args.html)  # before any work
     trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to,
