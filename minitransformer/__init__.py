@@ -21,7 +21,8 @@ from .views import html_report
 from .version import __version__
 
 # The module paths the README's API names (`from minitransformer.count import count_passes`,
-# `from minitransformer.html_report import generation_page`) stay where users found them.
+# `from minitransformer.html_report import generation_page`) stay where users found them. Importing
+# html_report also gives a ledger, a generation and a count their inline view in Jupyter (_repr_html_).
 sys.modules[f"{__name__}.count"] = count
 sys.modules[f"{__name__}.html_report"] = html_report
 

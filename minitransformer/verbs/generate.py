@@ -63,11 +63,8 @@ class Generation:
             d |= {k: v for k, v in self.ledger.to_dict().items() if k != "model"}
         return d
 
-    def _repr_html_(self) -> str:
-        """The HTML report (html_report.py), drawn inline by Jupyter."""
-        from ..views.html_report import generation_fragment
-
-        return generation_fragment(self)
+    # Jupyter draws a generation inline through `_repr_html_`, which views/html_report.py gives this class at its import
+    # (register_notebook_display): the data does not import the views that show it, layers above.
 
 
 def check_options(max_new_tokens, temperature, top_k, seed, candidates: int = 0) -> None:
