@@ -17,6 +17,7 @@ from .models.model import Model
 from .models.registry import load_model
 from .models.tokenizer import load_tokenizer
 from .verbs import count
+from .verbs import generate as _generate  # noqa: F401 - its import sets what model.generate(...) runs
 from .views import html_report
 from .version import __version__
 

@@ -8,6 +8,7 @@ to hooks and captures, none of which needs to know which family ran.
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Callable
 
 import numpy as np
 
@@ -36,6 +37,17 @@ def compute_dtype(dtype) -> np.dtype:
     if chosen is None or chosen.name not in DTYPES:
         raise UserError(f"dtype must be 'float32' (the default) or 'float64' (the reference), not {dtype!r}")
     return chosen
+
+
+# What model.generate(...) runs: verbs/generate.py's generate, which registers itself at its import (the package's
+# __init__ imports it, so it is always set). A model offers the convenience without importing the verbs above it.
+_generate: Callable | None = None
+
+
+def register_generate(generate: Callable) -> None:
+    """Called by verbs/generate.py at its import: `generate(model, prompt, **options)` is what model.generate runs."""
+    global _generate
+    _generate = generate
 
 
 class Model:
@@ -171,6 +183,4 @@ class Model:
 
     def generate(self, prompt, **options):
         """Continue `prompt` (a string or a list of token ids); see generate.generate for the options."""
-        from ..verbs.generate import generate
-
-        return generate(self, prompt, **options)
+        return _generate(self, prompt, **options)

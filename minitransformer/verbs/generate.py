@@ -20,7 +20,7 @@ from .choices import is_whole
 from .count import count_folded
 from ..errors import UserError
 from ..engine.ledger import Ledger, totals_of
-from ..models.model import Model
+from ..models.model import Model, register_generate
 from .passes import batch_forward_passes, forward_passes
 
 
@@ -173,6 +173,9 @@ def generate(
     return Generation(model.name, prompt_text, prompt_tokens, new_tokens, "".join(pieces), found, book,
                       [tokenizer.token_str(i) for i in prompt_tokens], [tokenizer.token_str(i) for i in new_tokens],
                       recorder.maps() if recorder else None)  # fmt: skip
+
+
+register_generate(generate)  # model.generate(...) runs it (models/model.py)
 
 
 def is_batch(prompt) -> bool:
