@@ -16,11 +16,13 @@ from math import sqrt
 
 import numpy as np
 
-from ..models.config import GPT2Config
 from ..engine.kvcache import KVCache, LayerCache
 from ..engine.ops import (ACTIVATIONS, add_mask, attention_bias, layer_norm, mask_future, merge_heads, slot_positions, softmax,
                   split_heads)  # fmt: skip
 from ..engine.tape import Tape
+
+# `config` is the model's GPT2Config (models/config.py), a layer above the families: its numbers are read
+# here and its class is named in the annotations (never evaluated), not imported.
 
 
 def gpt2(ids, p, config: GPT2Config, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
