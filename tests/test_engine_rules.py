@@ -66,35 +66,34 @@ class Float64Alarm(np.ndarray):
             raise AssertionError("float64 appeared in the forward pass")
 
 
-# Model's conveniences (model.generate(...), load_model(name)) import their modules when called: an entry
-# point, not a dependency of the forward pass. Every other import, lazy or not, must point one way.
-# Calls into a higher layer that are the point of the method: model.generate, load_model, and the
-# notebook's display hook (_repr_html_) on the data a report shows.
-ENTRY_POINTS = {("models.model", "verbs.generate"), ("models.model", "models.registry"),
-                ("verbs.count", "views.html_report"), ("engine.ledger", "views.html_report"),
-                ("verbs.generate", "views.html_report")}
+# The layers, top to bottom, each with the top-level names (modules or subpackages) it holds. A module imports its own
+# layer and those below it, never one above, not even inside a function: a convenience a low object offers
+# (model.generate, a ledger drawn in Jupyter) is registered by the layer above it. The package's __init__ (the public
+# API, "" here) and __main__ stand above every layer.
+LAYERS = (("the package", ("", "__main__")), ("cli", ("cli",)), ("views", ("views",)), ("verbs", ("verbs",)),
+          ("models", ("models",)), ("families", ("families",)), ("engine", ("engine",)),
+          ("the bottom", ("errors", "version", "text")))  # fmt: skip
 
 
-def module_name(path: Path) -> str:
+def module_name(path: Path, root: Path = PACKAGE) -> str:
     """A source file's module below the package, dotted: "engine.tape", "cli"; "" for the package itself."""
-    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def package_imports() -> dict[str, set[str]]:
+def package_imports(root: Path = PACKAGE, package_name: str = "minitransformer") -> dict[str, set[str]]:
     """module -> the package modules it imports anywhere in its source (inside functions too), by dotted name.
 
     `from ..views import report` imports the module views.report; `from .tape import Tape` the module tape of
     its own subpackage; `from .. import __version__` the package's own __init__ (""). Absolute imports of
-    minitransformer count the same. The subpackages' own __init__ files, which Python runs on the way,
-    hold only a docstring (a test below holds that) and are not edges.
+    the package (`import minitransformer.views.report`, `from minitransformer import load_model`) count the
+    same. The subpackages' own __init__ files, which Python runs on the way, hold only a docstring (a test below
+    holds that) and are not edges.
     """
-    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = {module_name(p, root): p for p in root.rglob("*.py")}
     graph = {}
     for name, path in modules.items():
-        package = name.rsplit(".", 1)[0] if "." in name else ""
-        if path.name == "__init__.py":
-            package = name
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found = set()
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.ImportFrom):
@@ -102,38 +101,111 @@ def package_imports() -> dict[str, set[str]]:
                     base = package.split(".") if package else []
                     base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
                     target = ".".join([*base, *([node.module] if node.module else [])])
-                elif (node.module or "").split(".")[0] == "minitransformer":
-                    target = node.module.removeprefix("minitransformer").lstrip(".")
+                elif (node.module or "").split(".")[0] == package_name:
+                    target = node.module.removeprefix(package_name).lstrip(".")
                 else:
                     continue
                 for alias in node.names:
                     inner = f"{target}.{alias.name}".lstrip(".")
                     found.add(inner if inner in modules else target)
             elif isinstance(node, ast.Import):
-                found |= {a.name.removeprefix("minitransformer").lstrip(".") for a in node.names
-                          if a.name.split(".")[0] == "minitransformer"}  # fmt: skip
+                found |= {a.name.removeprefix(package_name).lstrip(".") for a in node.names
+                          if a.name.split(".")[0] == package_name}  # fmt: skip
         graph[name] = {m for m in found if m in modules} - {name}
     return graph
 
 
-def test_modules_import_each_other_one_way():
-    graph = package_imports()
-    assert "count_passes" not in (PACKAGE / "verbs" / "generate.py").read_text()  # counting lives in count.py
-    for module, target in ENTRY_POINTS:
-        graph[module].discard(target)
-    graph.pop("")  # the package's __init__: the public API, above every layer
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of the graph as the path that closes it (["a", "b", "a"]), or None: a depth-first search that meets
+    a node still on its own path has gone round."""
     done: set[str] = set()
 
-    def visit(module: str, path: list[str]) -> None:
-        if module in path:
-            raise AssertionError(f"import cycle: {' -> '.join(path[path.index(module):] + [module])}")
-        if module not in done:
-            for target in sorted(graph.get(module, ())):
-                visit(target, path + [module])
-            done.add(module)
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        if node in path:
+            return path[path.index(node):] + [node]
+        if node in done:
+            return None
+        for target in sorted(graph.get(node, ())):
+            cycle = visit(target, path + [node])
+            if cycle:
+                return cycle
+        done.add(node)
+        return None
 
-    for module in graph:
-        visit(module, [])
+    return next(filter(None, (visit(node, []) for node in sorted(graph))), None)
+
+
+def layer_of(module: str) -> int:
+    """The module's layer, counted from the top (0: the package's __init__ and __main__)."""
+    top = module.split(".")[0]
+    layer = next((i for i, (_, names) in enumerate(LAYERS) if top in names), None)
+    assert layer is not None, f"{module or 'the package'} is in no layer: add it to LAYERS"
+    return layer
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module by one of a lower layer, both named with their layers."""
+
+    def named(module: str) -> str:
+        return f"{module or '__init__'} ({LAYERS[layer_of(module)][0]})"
+
+    return sorted(f"{named(module)} imports {named(target)}" for module, targets in graph.items()
+                  for target in targets if layer_of(target) < layer_of(module))  # fmt: skip
+
+
+def test_the_package_imports_have_no_cycle():
+    assert "count_passes" not in (PACKAGE / "verbs" / "generate.py").read_text()  # counting lives in count.py
+    cycle = find_cycle(package_imports())
+    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+def test_every_import_points_down_the_layers():
+    graph = package_imports()
+    assert "views.report" in graph["cli"] and "models.hub" in graph["models.registry"]  # lazy, and `from . import`
+    upward = upward_imports(graph)
+    assert not upward, "imports that point up the layers:\n" + "\n".join(upward)
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path):
+    """Relative at any level, absolute, inside a function, `from . import module`, `from .. import name`."""
+    root = tmp_path / "pkg"
+    files = {
+        "__init__.py": "from .top import main\n",
+        "top.py": "def main():\n    import pkg.low.b\n    from pkg.low import a\n",
+        "low/__init__.py": '"""only a docstring"""\n',
+        "low/a.py": "from . import b\nfrom .. import top\n",
+        "low/b.py": "def f():\n    from ..low.a import g\n    from .. import VERSION\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    graph = package_imports(root, "pkg")
+    assert graph == {"": {"top"}, "top": {"low.a", "low.b"}, "low": set(), "low.a": {"low.b", "top"},
+                     "low.b": {"low.a", ""}}  # fmt: skip
+    assert find_cycle(graph) == ["", "top", "low.a", "low.b", ""]
+
+
+def test_the_cycle_finder_and_the_layer_check_find_what_they_look_for():
+    assert find_cycle({"a": {"b", "c"}, "b": {"d"}, "c": {"d"}, "d": set()}) is None  # a diamond is no cycle
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"x": {"a"}, "a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+    assert find_cycle({"a": {"a"}}) == ["a", "a"]
+    graph = {"engine.ledger": {"views.html_report", "engine.stages", "errors"}, "views.html_report": {"engine.ledger"},
+             "cli": {"views.report"}, "text": {""}}
+    assert upward_imports(graph) == ["engine.ledger (engine) imports views.html_report (views)",
+                                     "text (the bottom) imports __init__ (the package)"]  # fmt: skip
+    with pytest.raises(AssertionError, match="no layer"):
+        layer_of("newcomer")
+
+
+def test_the_subpackages_init_files_hold_only_a_docstring():
+    """Python runs a subpackage's __init__ on the way to any module in it: it must import nothing (the import
+    graph leaves these files out) and say what the layer is."""
+    for path in sorted(PACKAGE.rglob("__init__.py")):
+        if path.parent != PACKAGE:
+            body = ast.parse(path.read_text()).body
+            assert len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str), f"{path.relative_to(PACKAGE)} holds more than a docstring"
 
 
 def names_used(path: Path) -> set[str]:
