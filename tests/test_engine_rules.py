@@ -14,48 +14,129 @@ from minitransformer.engine.ledger import Phase
 from minitransformer.engine.stages import BLOCK, BLOCK_OPS, MATMUL_OPS
 
 PACKAGE = Path(minitransformer.__file__).parent
-PRODUCT_FUNCTIONS = {"matmul", "dot", "einsum", "tensordot", "inner", "vdot", "outer", "kron"}
+# NumPy's functions that compute products of arrays, wherever NumPy keeps them (np.x, np.linalg.x, ...).
+PRODUCT_FUNCTIONS = {"matmul", "dot", "einsum", "tensordot", "inner", "vdot", "outer", "kron", "vecdot", "matvec",
+                     "vecmat", "multi_dot", "matrix_power"}  # fmt: skip
+MATMUL_OPERATORS = {"matmul", "imatmul", "__matmul__", "__imatmul__"}  # the operator module's `@` and `@=`
+MATMUL_METHODS = {"__matmul__", "__rmatmul__", "__imatmul__"}  # what `@` calls on any object
 
 
-def matrix_products_in(path: Path) -> list[str]:
-    """Every `a @ b`, `@=`, NumPy product function (np.matmul, np.einsum, ...), array method (x.dot) or
-    import of one (from numpy import dot) in a source file. `tape.matmul(...)`, the door itself, is a
-    method of ours, not NumPy's, and is allowed."""
-    found = []
+def _root(node: ast.expr) -> str | None:
+    """The name an attribute chain starts from: "np" for np.linalg.matmul; None for f().x."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def matrix_products_in(path: Path, root: Path | None = None) -> list[str]:
+    """Every matrix product in a source file other than through the door, as "file:line what".
+
+    Found: `a @ b` and `@=`; a NumPy product function (PRODUCT_FUNCTIONS) called or only referenced
+    (`functools.reduce(np.matmul, ...)`), through whatever name NumPy or its modules are bound to
+    (`import numpy as xp`, `import numpy.linalg as la`, `from numpy import linalg`, `backend = np`), or by
+    getattr; its import (`from numpy import dot`, `from numpy.linalg import multi_dot`, `from numpy import *`);
+    the operator module's matmul, the same ways; an array's method (`x.dot(y)`, `x.__matmul__(y)`), called
+    or referenced. `tape.matmul(...)`, the door itself, is a method of ours, not NumPy's, and is allowed.
+    `root` names the file by its path below it (engine/tape.py), else by its name.
+    """
+    where = path.relative_to(root).as_posix() if root else path.name
     tree = ast.parse(path.read_text(), filename=str(path))
+    numpy, operator = {"np", "numpy"}, {"operator"}  # the names NumPy (or one of its modules) and operator go by
+    found: list[tuple[ast.AST, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]  # `import numpy.linalg` binds numpy
+                if alias.name.split(".")[0] == "numpy":
+                    numpy.add(bound)
+                elif alias.name == "operator":
+                    operator.add(bound)
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in (
+                "numpy", "operator"):  # fmt: skip
+            names = PRODUCT_FUNCTIONS if node.module.startswith("numpy") else MATMUL_OPERATORS
+            for alias in node.names:
+                if alias.name in names or alias.name == "*":
+                    found.append((node, f"from {node.module} import {alias.name}"))
+                elif node.module.startswith("numpy"):
+                    numpy.add(alias.asname or alias.name)  # from numpy import linalg
+    assigned = [(t.id, n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name)]  # fmt: skip
+    while new := {name for name, value in assigned if _root(value) in numpy} - numpy:  # backend = np
+        numpy |= new
     for node in ast.walk(tree):
         if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
-            found.append(f"{path.name}:{node.lineno} @")
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("numpy"):
-            found += [f"{path.name}:{node.lineno} import {a.name}" for a in node.names if a.name in PRODUCT_FUNCTIONS]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            name, receiver = node.func.attr, node.func.value
-            from_numpy = isinstance(receiver, ast.Name) and receiver.id in ("np", "numpy")
-            if name in ("__matmul__", "__rmatmul__") or (name in PRODUCT_FUNCTIONS and (from_numpy or name != "matmul")):
-                found.append(f"{path.name}:{node.lineno} {name}")
-    return found
+            found.append((node, "@=" if isinstance(node, ast.AugAssign) else "@"))
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            name, start = node.attr, _root(node.value)
+            if (name in MATMUL_METHODS or (start in numpy and name in PRODUCT_FUNCTIONS)
+                    or (start in operator and name in MATMUL_OPERATORS) or name in PRODUCT_FUNCTIONS - {"matmul"}):
+                found.append((node, ast.unparse(node)))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):  # fmt: skip
+            start, name = _root(node.args[0]), node.args[1].value
+            if (start in numpy and name in PRODUCT_FUNCTIONS) or (start in operator and name in MATMUL_OPERATORS):
+                found.append((node, ast.unparse(node)))
+    found.sort(key=lambda hit: (hit[0].lineno, hit[0].col_offset))  # in the order the source reads
+    return [f"{where}:{node.lineno} {what}" for node, what in found]
 
 
 def test_the_counting_matmul_is_the_only_door_for_matrix_products():
-    found = [hit for path in sorted(PACKAGE.rglob("*.py")) for hit in matrix_products_in(path)]
-    door = [hit for hit in found if hit.startswith("tape.py:")]
-    assert len(door) == 1 and door[0].endswith("matmul"), found
+    found = [hit for path in sorted(PACKAGE.rglob("*.py")) for hit in matrix_products_in(path, PACKAGE)]
+    door = [hit for hit in found if hit.startswith("engine/tape.py:")]
+    assert len(door) == 1 and door[0].endswith(" np.matmul"), found
     assert found == door, f"matrix products outside Tape.matmul: {[h for h in found if h not in door]}"
     source = (PACKAGE / "engine" / "tape.py").read_text()
     line = int(door[0].split(":")[1].split()[0])
-    method = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "matmul")
+    tape = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "Tape")
+    method = next(n for n in tape.body if isinstance(n, ast.FunctionDef) and n.name == "matmul")
     assert method.lineno <= line <= method.end_lineno
+
+
+SAMPLE = """\
+import functools
+import operator
+import operator as op
+import numpy as np
+import numpy as xp
+import numpy.linalg as la
+from numpy import linalg
+from numpy import inner
+from numpy.linalg import multi_dot as chain
+from operator import matmul
+from numpy import float32, zeros
+
+
+@decorator
+def f(a, b, tape, arrays):
+    c = a @ b
+    c @= b
+    tape.matmul('qkv', a, b, 'T D, D 3D -> T 3D')  # the door
+    step = tape.matmul  # the door too, only named
+    d = np.einsum('ij,jk', a, b) + a.dot(b) + np.matmul(a, b)
+    d = np.linalg.matmul(a, b) + xp.matmul(a, b) + la.matmul(a, b) + linalg.matmul(a, b)
+    d = np.vecdot(a, b) + np.matvec(a, b) + np.vecmat(a, b)
+    d = operator.matmul(a, b) + op.imatmul(a, b) + a.__matmul__(b)
+    d = np.linalg.multi_dot(arrays) + np.linalg.tensordot(a, b) + np.linalg.vecdot(a, b)
+    d = functools.reduce(np.matmul, arrays) + functools.reduce(operator.matmul, arrays)
+    backend = np
+    d = backend.matmul(a, b) + getattr(np, "matmul")(a, b)
+    return d * np.multiply(a, b).sum() + zeros(3, float32) + c.dot_products + step
+"""
 
 
 def test_the_scan_does_catch_products(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text(
-        "import numpy as np\nfrom numpy import inner\n@decorator\ndef f(a, b, tape):\n    c = a @ b\n    c @= b\n"
-        "    tape.matmul('qkv', a, b, 'T D, D 3D -> T 3D')\n    return np.einsum('ij,jk', a, b) + a.dot(b) + np.matmul(a, b)\n"
-    )
-    assert sorted(h.split(maxsplit=1)[1] for h in matrix_products_in(sample)) == sorted(
-        ["import inner", "@", "@", "einsum", "dot", "matmul"]
-    )
+    sample.write_text(SAMPLE)
+    assert [h.split(maxsplit=1)[1] for h in matrix_products_in(sample)] == [
+        "from numpy import inner", "from numpy.linalg import multi_dot", "from operator import matmul",
+        "@", "@=", "np.einsum", "a.dot", "np.matmul",
+        "np.linalg.matmul", "xp.matmul", "la.matmul", "linalg.matmul",
+        "np.vecdot", "np.matvec", "np.vecmat",
+        "operator.matmul", "op.imatmul", "a.__matmul__",
+        "np.linalg.multi_dot", "np.linalg.tensordot", "np.linalg.vecdot",
+        "np.matmul", "operator.matmul",
+        "backend.matmul", "getattr(np, 'matmul')",
+    ]  # fmt: skip
 
 
 class Float64Alarm(np.ndarray):
