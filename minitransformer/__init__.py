@@ -6,21 +6,24 @@
     out.text, out.ledger.totals.macs
 
 The package in layers, each importing only those below it (tests/test_engine_rules.py holds it):
-cli -> views -> verbs -> models -> families -> engine (errors.py at the bottom).
+cli -> views -> verbs -> models -> families -> engine (errors.py, version.py and text.py at the bottom).
 """
 
 import sys
 
 from .families.gpt2.config import GPT2Config
 from .errors import UserError
-from .models.model import Model, load_model
+from .models.model import Model
+from .models.registry import load_model
 from .models.tokenizer import load_tokenizer
 from .verbs import count
+from .verbs import generate as _generate  # noqa: F401 - its import sets what model.generate(...) runs
 from .views import html_report
 from .version import __version__
 
 # The module paths the README's API names (`from minitransformer.count import count_passes`,
-# `from minitransformer.html_report import generation_page`) stay where users found them.
+# `from minitransformer.html_report import generation_page`) stay where users found them. Importing
+# html_report also gives a ledger, a generation and a count their inline view in Jupyter (_repr_html_).
 sys.modules[f"{__name__}.count"] = count
 sys.modules[f"{__name__}.html_report"] = html_report
 

@@ -146,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _generate(args) -> None:
     """One prompt or several (a batch): the same checks, one load, one call of generate; the answers printed
     as they stream for one prompt, after the batch for several; then the ledger, and the files asked for."""
-    from .models.model import load_model, refuse_empty
+    from .models.model import refuse_empty
+    from .models.registry import load_model
     from .verbs.generate import batch_to_dict, check_options
     from .views import report
 
@@ -241,7 +242,7 @@ def _download(args) -> None:
 
 
 def _validate(args) -> None:
-    from .models.model import load_model
+    from .models.registry import load_model
     from .verbs.validate import validate
 
     model = load_model(args.model, dtype=args.dtype)
@@ -270,7 +271,7 @@ def _prompt_or_ids(args, verb: str) -> str | list[int]:
 
 
 def _trace(args) -> None:
-    from .verbs.trace import trace_command
+    from .views.trace import trace_command
 
     html_to = None if args.html is None else check_destination(args.html)  # before any work
     trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to,
@@ -353,7 +354,8 @@ def _count(args) -> None:
 
 
 def _params(args) -> None:
-    from .verbs.params import parameters, params_report
+    from .verbs.params import parameters
+    from .views.params_report import params_report
 
     config = _model_config(args)
     json_to = None if args.json is None else check_destination(args.json)

@@ -14,48 +14,129 @@ from minitransformer.engine.ledger import Phase
 from minitransformer.families.gpt2.stages import BLOCK, BLOCK_OPS, MATMUL_OPS
 
 PACKAGE = Path(minitransformer.__file__).parent
-PRODUCT_FUNCTIONS = {"matmul", "dot", "einsum", "tensordot", "inner", "vdot", "outer", "kron"}
+# NumPy's functions that compute products of arrays, wherever NumPy keeps them (np.x, np.linalg.x, ...).
+PRODUCT_FUNCTIONS = {"matmul", "dot", "einsum", "tensordot", "inner", "vdot", "outer", "kron", "vecdot", "matvec",
+                     "vecmat", "multi_dot", "matrix_power"}  # fmt: skip
+MATMUL_OPERATORS = {"matmul", "imatmul", "__matmul__", "__imatmul__"}  # the operator module's `@` and `@=`
+MATMUL_METHODS = {"__matmul__", "__rmatmul__", "__imatmul__"}  # what `@` calls on any object
 
 
-def matrix_products_in(path: Path) -> list[str]:
-    """Every `a @ b`, `@=`, NumPy product function (np.matmul, np.einsum, ...), array method (x.dot) or
-    import of one (from numpy import dot) in a source file. `tape.matmul(...)`, the door itself, is a
-    method of ours, not NumPy's, and is allowed."""
-    found = []
+def _root(node: ast.expr) -> str | None:
+    """The name an attribute chain starts from: "np" for np.linalg.matmul; None for f().x."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def matrix_products_in(path: Path, root: Path | None = None) -> list[str]:
+    """Every matrix product in a source file other than through the door, as "file:line what".
+
+    Found: `a @ b` and `@=`; a NumPy product function (PRODUCT_FUNCTIONS) called or only referenced
+    (`functools.reduce(np.matmul, ...)`), through whatever name NumPy or its modules are bound to
+    (`import numpy as xp`, `import numpy.linalg as la`, `from numpy import linalg`, `backend = np`), or by
+    getattr; its import (`from numpy import dot`, `from numpy.linalg import multi_dot`, `from numpy import *`);
+    the operator module's matmul, the same ways; an array's method (`x.dot(y)`, `x.__matmul__(y)`), called
+    or referenced. `tape.matmul(...)`, the door itself, is a method of ours, not NumPy's, and is allowed.
+    `root` names the file by its path below it (engine/tape.py), else by its name.
+    """
+    where = path.relative_to(root).as_posix() if root else path.name
     tree = ast.parse(path.read_text(), filename=str(path))
+    numpy, operator = {"np", "numpy"}, {"operator"}  # the names NumPy (or one of its modules) and operator go by
+    found: list[tuple[ast.AST, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]  # `import numpy.linalg` binds numpy
+                if alias.name.split(".")[0] == "numpy":
+                    numpy.add(bound)
+                elif alias.name == "operator":
+                    operator.add(bound)
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in (
+                "numpy", "operator"):  # fmt: skip
+            names = PRODUCT_FUNCTIONS if node.module.startswith("numpy") else MATMUL_OPERATORS
+            for alias in node.names:
+                if alias.name in names or alias.name == "*":
+                    found.append((node, f"from {node.module} import {alias.name}"))
+                elif node.module.startswith("numpy"):
+                    numpy.add(alias.asname or alias.name)  # from numpy import linalg
+    assigned = [(t.id, n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name)]  # fmt: skip
+    while new := {name for name, value in assigned if _root(value) in numpy} - numpy:  # backend = np
+        numpy |= new
     for node in ast.walk(tree):
         if isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(node.op, ast.MatMult):
-            found.append(f"{path.name}:{node.lineno} @")
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("numpy"):
-            found += [f"{path.name}:{node.lineno} import {a.name}" for a in node.names if a.name in PRODUCT_FUNCTIONS]
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            name, receiver = node.func.attr, node.func.value
-            from_numpy = isinstance(receiver, ast.Name) and receiver.id in ("np", "numpy")
-            if name in ("__matmul__", "__rmatmul__") or (name in PRODUCT_FUNCTIONS and (from_numpy or name != "matmul")):
-                found.append(f"{path.name}:{node.lineno} {name}")
-    return found
+            found.append((node, "@=" if isinstance(node, ast.AugAssign) else "@"))
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            name, start = node.attr, _root(node.value)
+            if (name in MATMUL_METHODS or (start in numpy and name in PRODUCT_FUNCTIONS)
+                    or (start in operator and name in MATMUL_OPERATORS) or name in PRODUCT_FUNCTIONS - {"matmul"}):
+                found.append((node, ast.unparse(node)))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):  # fmt: skip
+            start, name = _root(node.args[0]), node.args[1].value
+            if (start in numpy and name in PRODUCT_FUNCTIONS) or (start in operator and name in MATMUL_OPERATORS):
+                found.append((node, ast.unparse(node)))
+    found.sort(key=lambda hit: (hit[0].lineno, hit[0].col_offset))  # in the order the source reads
+    return [f"{where}:{node.lineno} {what}" for node, what in found]
 
 
 def test_the_counting_matmul_is_the_only_door_for_matrix_products():
-    found = [hit for path in sorted(PACKAGE.rglob("*.py")) for hit in matrix_products_in(path)]
-    door = [hit for hit in found if hit.startswith("tape.py:")]
-    assert len(door) == 1 and door[0].endswith("matmul"), found
+    found = [hit for path in sorted(PACKAGE.rglob("*.py")) for hit in matrix_products_in(path, PACKAGE)]
+    door = [hit for hit in found if hit.startswith("engine/tape.py:")]
+    assert len(door) == 1 and door[0].endswith(" np.matmul"), found
     assert found == door, f"matrix products outside Tape.matmul: {[h for h in found if h not in door]}"
     source = (PACKAGE / "engine" / "tape.py").read_text()
     line = int(door[0].split(":")[1].split()[0])
-    method = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "matmul")
+    tape = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "Tape")
+    method = next(n for n in tape.body if isinstance(n, ast.FunctionDef) and n.name == "matmul")
     assert method.lineno <= line <= method.end_lineno
+
+
+SAMPLE = """\
+import functools
+import operator
+import operator as op
+import numpy as np
+import numpy as xp
+import numpy.linalg as la
+from numpy import linalg
+from numpy import inner
+from numpy.linalg import multi_dot as chain
+from operator import matmul
+from numpy import float32, zeros
+
+
+@decorator
+def f(a, b, tape, arrays):
+    c = a @ b
+    c @= b
+    tape.matmul('qkv', a, b, 'T D, D 3D -> T 3D')  # the door
+    step = tape.matmul  # the door too, only named
+    d = np.einsum('ij,jk', a, b) + a.dot(b) + np.matmul(a, b)
+    d = np.linalg.matmul(a, b) + xp.matmul(a, b) + la.matmul(a, b) + linalg.matmul(a, b)
+    d = np.vecdot(a, b) + np.matvec(a, b) + np.vecmat(a, b)
+    d = operator.matmul(a, b) + op.imatmul(a, b) + a.__matmul__(b)
+    d = np.linalg.multi_dot(arrays) + np.linalg.tensordot(a, b) + np.linalg.vecdot(a, b)
+    d = functools.reduce(np.matmul, arrays) + functools.reduce(operator.matmul, arrays)
+    backend = np
+    d = backend.matmul(a, b) + getattr(np, "matmul")(a, b)
+    return d * np.multiply(a, b).sum() + zeros(3, float32) + c.dot_products + step
+"""
 
 
 def test_the_scan_does_catch_products(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text(
-        "import numpy as np\nfrom numpy import inner\n@decorator\ndef f(a, b, tape):\n    c = a @ b\n    c @= b\n"
-        "    tape.matmul('qkv', a, b, 'T D, D 3D -> T 3D')\n    return np.einsum('ij,jk', a, b) + a.dot(b) + np.matmul(a, b)\n"
-    )
-    assert sorted(h.split(maxsplit=1)[1] for h in matrix_products_in(sample)) == sorted(
-        ["import inner", "@", "@", "einsum", "dot", "matmul"]
-    )
+    sample.write_text(SAMPLE)
+    assert [h.split(maxsplit=1)[1] for h in matrix_products_in(sample)] == [
+        "from numpy import inner", "from numpy.linalg import multi_dot", "from operator import matmul",
+        "@", "@=", "np.einsum", "a.dot", "np.matmul",
+        "np.linalg.matmul", "xp.matmul", "la.matmul", "linalg.matmul",
+        "np.vecdot", "np.matvec", "np.vecmat",
+        "operator.matmul", "op.imatmul", "a.__matmul__",
+        "np.linalg.multi_dot", "np.linalg.tensordot", "np.linalg.vecdot",
+        "np.matmul", "operator.matmul",
+        "backend.matmul", "getattr(np, 'matmul')",
+    ]  # fmt: skip
 
 
 class Float64Alarm(np.ndarray):
@@ -66,35 +147,34 @@ class Float64Alarm(np.ndarray):
             raise AssertionError("float64 appeared in the forward pass")
 
 
-# Model's conveniences (model.generate(...), load_model(name)) import their modules when called: an entry
-# point, not a dependency of the forward pass. Every other import, lazy or not, must point one way.
-# Calls into a higher layer that are the point of the method: model.generate, load_model, and the
-# notebook's display hook (_repr_html_) on the data a report shows.
-ENTRY_POINTS = {("models.model", "verbs.generate"), ("models.model", "models.registry"),
-                ("verbs.count", "views.html_report"), ("engine.ledger", "views.html_report"),
-                ("verbs.generate", "views.html_report")}
+# The layers, top to bottom, each with the top-level names (modules or subpackages) it holds. A module imports its own
+# layer and those below it, never one above, not even inside a function: a convenience a low object offers
+# (model.generate, a ledger drawn in Jupyter) is registered by the layer above it. The package's __init__ (the public
+# API, "" here) and __main__ stand above every layer.
+LAYERS = (("the package", ("", "__main__")), ("cli", ("cli",)), ("views", ("views",)), ("verbs", ("verbs",)),
+          ("models", ("models",)), ("families", ("families",)), ("engine", ("engine",)),
+          ("the bottom", ("errors", "version", "text")))  # fmt: skip
 
 
-def module_name(path: Path) -> str:
+def module_name(path: Path, root: Path = PACKAGE) -> str:
     """A source file's module below the package, dotted: "engine.tape", "cli"; "" for the package itself."""
-    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    parts = path.relative_to(root).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def package_imports() -> dict[str, set[str]]:
+def package_imports(root: Path = PACKAGE, package_name: str = "minitransformer") -> dict[str, set[str]]:
     """module -> the package modules it imports anywhere in its source (inside functions too), by dotted name.
 
     `from ..views import report` imports the module views.report; `from .tape import Tape` the module tape of
     its own subpackage; `from .. import __version__` the package's own __init__ (""). Absolute imports of
-    minitransformer count the same. The subpackages' own __init__ files, which Python runs on the way,
-    hold only a docstring (a test below holds that) and are not edges.
+    the package (`import minitransformer.views.report`, `from minitransformer import load_model`) count the
+    same. The subpackages' own __init__ files, which Python runs on the way, hold only a docstring (a test below
+    holds that) and are not edges.
     """
-    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    modules = {module_name(p, root): p for p in root.rglob("*.py")}
     graph = {}
     for name, path in modules.items():
-        package = name.rsplit(".", 1)[0] if "." in name else ""
-        if path.name == "__init__.py":
-            package = name
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found = set()
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.ImportFrom):
@@ -102,38 +182,111 @@ def package_imports() -> dict[str, set[str]]:
                     base = package.split(".") if package else []
                     base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
                     target = ".".join([*base, *([node.module] if node.module else [])])
-                elif (node.module or "").split(".")[0] == "minitransformer":
-                    target = node.module.removeprefix("minitransformer").lstrip(".")
+                elif (node.module or "").split(".")[0] == package_name:
+                    target = node.module.removeprefix(package_name).lstrip(".")
                 else:
                     continue
                 for alias in node.names:
                     inner = f"{target}.{alias.name}".lstrip(".")
                     found.add(inner if inner in modules else target)
             elif isinstance(node, ast.Import):
-                found |= {a.name.removeprefix("minitransformer").lstrip(".") for a in node.names
-                          if a.name.split(".")[0] == "minitransformer"}  # fmt: skip
+                found |= {a.name.removeprefix(package_name).lstrip(".") for a in node.names
+                          if a.name.split(".")[0] == package_name}  # fmt: skip
         graph[name] = {m for m in found if m in modules} - {name}
     return graph
 
 
-def test_modules_import_each_other_one_way():
-    graph = package_imports()
-    assert "count_passes" not in (PACKAGE / "verbs" / "generate.py").read_text()  # counting lives in count.py
-    for module, target in ENTRY_POINTS:
-        graph[module].discard(target)
-    graph.pop("")  # the package's __init__: the public API, above every layer
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of the graph as the path that closes it (["a", "b", "a"]), or None: a depth-first search that meets
+    a node still on its own path has gone round."""
     done: set[str] = set()
 
-    def visit(module: str, path: list[str]) -> None:
-        if module in path:
-            raise AssertionError(f"import cycle: {' -> '.join(path[path.index(module):] + [module])}")
-        if module not in done:
-            for target in sorted(graph.get(module, ())):
-                visit(target, path + [module])
-            done.add(module)
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        if node in path:
+            return path[path.index(node):] + [node]
+        if node in done:
+            return None
+        for target in sorted(graph.get(node, ())):
+            cycle = visit(target, path + [node])
+            if cycle:
+                return cycle
+        done.add(node)
+        return None
 
-    for module in graph:
-        visit(module, [])
+    return next(filter(None, (visit(node, []) for node in sorted(graph))), None)
+
+
+def layer_of(module: str) -> int:
+    """The module's layer, counted from the top (0: the package's __init__ and __main__)."""
+    top = module.split(".")[0]
+    layer = next((i for i, (_, names) in enumerate(LAYERS) if top in names), None)
+    assert layer is not None, f"{module or 'the package'} is in no layer: add it to LAYERS"
+    return layer
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module by one of a lower layer, both named with their layers."""
+
+    def named(module: str) -> str:
+        return f"{module or '__init__'} ({LAYERS[layer_of(module)][0]})"
+
+    return sorted(f"{named(module)} imports {named(target)}" for module, targets in graph.items()
+                  for target in targets if layer_of(target) < layer_of(module))  # fmt: skip
+
+
+def test_the_package_imports_have_no_cycle():
+    assert "count_passes" not in (PACKAGE / "verbs" / "generate.py").read_text()  # counting lives in count.py
+    cycle = find_cycle(package_imports())
+    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+def test_every_import_points_down_the_layers():
+    graph = package_imports()
+    assert "views.report" in graph["cli"] and "models.hub" in graph["models.registry"]  # lazy, and `from . import`
+    upward = upward_imports(graph)
+    assert not upward, "imports that point up the layers:\n" + "\n".join(upward)
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path):
+    """Relative at any level, absolute, inside a function, `from . import module`, `from .. import name`."""
+    root = tmp_path / "pkg"
+    files = {
+        "__init__.py": "from .top import main\n",
+        "top.py": "def main():\n    import pkg.low.b\n    from pkg.low import a\n",
+        "low/__init__.py": '"""only a docstring"""\n',
+        "low/a.py": "from . import b\nfrom .. import top\n",
+        "low/b.py": "def f():\n    from ..low.a import g\n    from .. import VERSION\n",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    graph = package_imports(root, "pkg")
+    assert graph == {"": {"top"}, "top": {"low.a", "low.b"}, "low": set(), "low.a": {"low.b", "top"},
+                     "low.b": {"low.a", ""}}  # fmt: skip
+    assert find_cycle(graph) == ["", "top", "low.a", "low.b", ""]
+
+
+def test_the_cycle_finder_and_the_layer_check_find_what_they_look_for():
+    assert find_cycle({"a": {"b", "c"}, "b": {"d"}, "c": {"d"}, "d": set()}) is None  # a diamond is no cycle
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"x": {"a"}, "a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+    assert find_cycle({"a": {"a"}}) == ["a", "a"]
+    graph = {"engine.ledger": {"views.html_report", "engine.stages", "errors"}, "views.html_report": {"engine.ledger"},
+             "cli": {"views.report"}, "text": {""}}
+    assert upward_imports(graph) == ["engine.ledger (engine) imports views.html_report (views)",
+                                     "text (the bottom) imports __init__ (the package)"]  # fmt: skip
+    with pytest.raises(AssertionError, match="no layer"):
+        layer_of("newcomer")
+
+
+def test_the_subpackages_init_files_hold_only_a_docstring():
+    """Python runs a subpackage's __init__ on the way to any module in it: it must import nothing (the import
+    graph leaves these files out) and say what the layer is."""
+    for path in sorted(PACKAGE.rglob("__init__.py")):
+        if path.parent != PACKAGE:
+            body = ast.parse(path.read_text()).body
+            assert len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str), f"{path.relative_to(PACKAGE)} holds more than a docstring"
 
 
 def names_used(path: Path) -> set[str]:
@@ -250,7 +403,7 @@ def test_the_fast_paths_give_exactly_the_plain_numbers(family, tmp_path, monkeyp
     by a bit."""
     from conftest import write_gpt2, write_llama
     from minitransformer import load_model
-    from minitransformer.engine import ops, row_chunks, tape
+    from minitransformer.engine import ops, row_chunks
 
     shape = dict(n_layer=2, n_head=4, n_embd=64, n_positions=512, vocab_size=300)
     if family == "gpt2":

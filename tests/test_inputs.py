@@ -10,7 +10,7 @@ import pytest
 
 from minitransformer import UserError, load_tokenizer
 from minitransformer.cli import main
-from minitransformer.verbs.trace import trace
+from minitransformer.views.trace import trace
 
 from conftest import run_cli
 

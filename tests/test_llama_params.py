@@ -10,7 +10,8 @@ from minitransformer.verbs import formulas
 from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.families.table import PRESETS, config_from_hf_dict
 from minitransformer.families.llama.layout import KINDS as LLAMA_KINDS
-from minitransformer.verbs.params import kind_of, parameters, params_report
+from minitransformer.verbs.params import kind_of, parameters
+from minitransformer.views.params_report import params_report
 
 LLAMA_PRESETS = [name for name, c in PRESETS.items() if c.family == "llama"]
 

@@ -10,7 +10,8 @@ from minitransformer import GPT2Config
 from minitransformer.verbs import formulas
 from minitransformer.families.table import PRESETS
 from minitransformer.families.gpt2.layout import KINDS
-from minitransformer.verbs.params import kind_of, parameters, params_report
+from minitransformer.verbs.params import kind_of, parameters
+from minitransformer.views.params_report import params_report
 
 
 def test_gpt2_small_has_124_439_808_parameters():

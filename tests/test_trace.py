@@ -20,7 +20,7 @@ from minitransformer.cli import main
 from minitransformer.verbs.count import count_passes
 from minitransformer.engine.hooks import stage_names
 from minitransformer.families.gpt2.stages import GPT2
-from minitransformer.verbs.trace import Stepper, parse_layers, trace
+from minitransformer.views.trace import Stepper, parse_layers, trace
 
 PROMPT = "The capital of France is"  # 5 tokens
 

@@ -35,6 +35,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import UserError
+from ..text import human
 from .ledger import Record
 from .stages import Family
 from .tape import Watcher
@@ -217,8 +218,6 @@ class ActivationCache(Mapping):
         return sum(t.nbytes for t in self._tensors.values())
 
     def __repr__(self) -> str:
-        from ..views.report import human
-
         size = human(self.nbytes)
         size += "B" if size[-1].isalpha() else " B"
         lines = [f"ActivationCache({self.model}: {len(self)} tensors, {size}; "

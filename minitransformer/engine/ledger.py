@@ -406,11 +406,8 @@ class Ledger:
             d["cache"] = self.cache_comparison()
         return d
 
-    def _repr_html_(self) -> str:
-        """The HTML report (html_report.py), drawn inline by Jupyter."""
-        from ..views.html_report import ledger_fragment
-
-        return ledger_fragment(self)
+    # Jupyter draws a ledger inline through `_repr_html_`, which views/html_report.py gives this class at its import
+    # (register_notebook_display): the data does not import the views that show it, layers above.
 
 
 def cache_comparison(used: bool, this_way: Totals, other_way: Totals, steps: list[dict] | None = None) -> dict:

@@ -7,8 +7,8 @@ to hooks and captures, none of which needs to know which family ran.
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
+from typing import Callable
 
 import numpy as np
 
@@ -36,6 +36,17 @@ def compute_dtype(dtype) -> np.dtype:
     if chosen is None or chosen.name not in DTYPES:
         raise UserError(f"dtype must be 'float32' (the default) or 'float64' (the reference), not {dtype!r}")
     return chosen
+
+
+# What model.generate(...) runs: verbs/generate.py's generate, which registers itself at its import (the package's
+# __init__ imports it, so it is always set). A model offers the convenience without importing the verbs above it.
+_generate: Callable | None = None
+
+
+def register_generate(generate: Callable) -> None:
+    """Called by verbs/generate.py at its import: `generate(model, prompt, **options)` is what model.generate runs."""
+    global _generate
+    _generate = generate
 
 
 class Model:
@@ -188,9 +199,7 @@ class Model:
 
     def generate(self, prompt, **options):
         """Continue `prompt` (a string or a list of token ids); see generate.generate for the options."""
-        from ..verbs.generate import generate
-
-        return generate(self, prompt, **options)
+        return _generate(self, prompt, **options)
 
 
 def refuse_empty(prompts: list, verb: str = "continue") -> None:
@@ -200,16 +209,3 @@ def refuse_empty(prompts: list, verb: str = "continue") -> None:
         if isinstance(prompt, (str, list, tuple)) and len(prompt) == 0:  # other kinds: prompt_ids says what is taken
             raise UserError(f'the prompt is empty; give some text to {verb}, e.g. "The capital of France is"'
                             if len(prompts) == 1 else f"prompt {i + 1} is empty; give some text to {verb} in each")
-
-
-def load_model(name_or_dir: str | Path | None = None, dtype: str = "float32") -> Model:
-    """A model by name ("gpt2", "demo", "demo-llama", ...) or from a Hugging Face-format directory
-    (GPT-2, Llama, Mistral or Qwen2).
-
-    dtype="float64" runs every forward pass in float64, the weights upcast on load: a reference to measure
-    a float32 pass against (validate does), at twice the memory and up to twice the time (a 124M GPT-2 on
-    2 cores: prefill of 128 tokens 1.5x, decode steps, which read every weight, 1.8x).
-    """
-    from .registry import resolve
-
-    return resolve(name_or_dir, compute_dtype(dtype))

@@ -1,2 +1,2 @@
-"""What a person does with a model: generate, count, trace, validate; and the closed forms, memory and parameter
+"""What a person does with a model: generate, count, validate; and the closed forms, memory and parameter
 counts beside the counts."""

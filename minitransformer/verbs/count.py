@@ -303,11 +303,8 @@ class Count:
         return Ledger(self.config.to_dict(), [p.expand() for p in self.passes], other_way=self.other_totals,
                       other_way_macs=[p.macs for p in self.other_way])  # fmt: skip
 
-    def _repr_html_(self) -> str:
-        """The HTML report (html_report.py), drawn inline by Jupyter."""
-        from ..views.html_report import count_fragment
-
-        return count_fragment(self)
+    # Jupyter draws a count inline through `_repr_html_`, which views/html_report.py gives this class at its import
+    # (register_notebook_display): the data does not import the views that show it, layers above.
 
     def comparison_step(self) -> Pass:
         """The decode step whose attention is set against its products with weights: the last one with the cache

@@ -20,7 +20,7 @@ from .choices import is_whole
 from .count import count_folded
 from ..errors import UserError
 from ..engine.ledger import Ledger, totals_of
-from ..models.model import Model
+from ..models.model import Model, register_generate
 from .passes import batch_forward_passes, forward_passes
 
 
@@ -63,11 +63,8 @@ class Generation:
             d |= {k: v for k, v in self.ledger.to_dict().items() if k != "model"}
         return d
 
-    def _repr_html_(self) -> str:
-        """The HTML report (html_report.py), drawn inline by Jupyter."""
-        from ..views.html_report import generation_fragment
-
-        return generation_fragment(self)
+    # Jupyter draws a generation inline through `_repr_html_`, which views/html_report.py gives this class at its import
+    # (register_notebook_display): the data does not import the views that show it, layers above.
 
 
 def check_options(max_new_tokens, temperature, top_k, seed, candidates: int = 0) -> None:
@@ -148,6 +145,9 @@ def generate(
     rows = model.prompt_rows([prompt], max_new_tokens, verb="continue")
     return _generate_rows(model, [prompt], rows, max_new_tokens, temperature, top_k, seed, use_cache, ledger,
                           candidates, stop_at_eos, on_token, attention, dense_attention=dense_attention)[0]  # fmt: skip
+
+
+register_generate(generate)  # model.generate(...) runs it (models/model.py)
 
 
 def is_batch(prompt) -> bool:

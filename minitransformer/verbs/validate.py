@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import UserError
 from ..models.model import Model
+from ..text import short_path, table
 
 PROMPTS = (
     "The capital of France is",
@@ -149,8 +150,6 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
     ours = {dtype: model, other: from_directory(Path(model.source), name=model.name, dtype=np.dtype(other))}
     theirs = {dtype: reference, other: other_reference}
     import transformers
-
-    from ..views.report import short_path, table
 
     print(f"Validating {model.name} ({short_path(model.source)}) against transformers {transformers.__version__} "
           f"{type(reference).__name__}, {dtype}; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and "

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import sys
 from html import escape
 from importlib import resources
 from pathlib import Path
@@ -30,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from ..version import __version__
-from ..verbs.count import STEPS_SHOWN
+from ..verbs.count import STEPS_SHOWN, Count
+from ..verbs.generate import Generation
 from .html_drawings import COLOURS, GROUP_OF, block_diagram, colour, hatch_pattern, heatmap, label, passes_chart
 from ..engine.ledger import Ledger, Phase, totals_of
 from .report import count as n
@@ -212,6 +212,19 @@ def count_fragment(count) -> str:
 
 def ledger_fragment(ledger: Ledger) -> str:
     return fragment(ledger_data(ledger))
+
+
+def register_notebook_display() -> None:
+    """Give a Ledger, a Generation and a Count their `_repr_html_`, the method Jupyter draws an object with: the
+    report's fragment, inline. The data does not import the views that show it (they sit layers above), so the
+    view registers itself onto the data here, at its import; the package's __init__ imports this module, so
+    `import minitransformer` is enough."""
+    Ledger._repr_html_ = ledger_fragment
+    Generation._repr_html_ = generation_fragment
+    Count._repr_html_ = count_fragment
+
+
+register_notebook_display()
 
 
 def _asset(name: str) -> str:

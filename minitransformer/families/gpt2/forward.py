@@ -22,6 +22,9 @@ from ...engine.ops import (ACTIVATIONS, add_mask, attention_bias, layer_norm, ma
                   split_heads)  # fmt: skip
 from ...engine.tape import Tape
 
+# `config` is the model's GPT2Config (models/config.py), a layer above the families: its numbers are read
+# here and its class is named in the annotations (never evaluated), not imported.
+
 
 def gpt2(ids, p, config: GPT2Config, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
     """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only.

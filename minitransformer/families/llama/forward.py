@@ -30,6 +30,9 @@ from ...engine.ops import (ACTIVATIONS, add_mask, attention_bias, constant, grou
 from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
 
+# `config` is the model's LlamaConfig (models/config.py), a layer above the families: its numbers are read
+# here and its class is named in the annotations (never evaluated), not imported.
+
 
 def llama(ids, p, config: LlamaConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
     """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only.

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .choices import chosen_layers, is_whole
+from ..verbs.choices import chosen_layers, is_whole
 from ..errors import UserError
 from ..engine.ledger import Ledger, Phase, Record
 from ..models.model import Model, refuse_empty
-from .passes import forward_passes
-from ..views.report import count, describe_model
+from ..verbs.passes import forward_passes
+from ..text import count
+from .report import describe_model
 from ..engine.tape import Dims
 
 # What each stage makes, in the symbols model.py writes beside it. The trace checks every one against
@@ -298,7 +299,7 @@ def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: i
             stepper = Stepper()
         else:
             print("minitransformer: --step needs a terminal on stdin; tracing without stopping", file=sys.stderr)
-    from ..models.model import load_model
+    from ..models.registry import load_model
 
     model = load_model(model_name, dtype=dtype)
     chosen = parse_layers(layers, model.config.n_layer)
@@ -311,8 +312,8 @@ def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: i
 def trace_to_page(destination, model, prompt, new_tokens: int, layers: list[int], stepper=None) -> None:
     """`trace --html`: the trace as usual (on stderr if the page goes to stdout), the chosen layers' attention
     kept while it runs, then the page of the passes that finished."""
-    from .attention_maps import AttentionRecorder
-    from ..views.html_report import attention_fits, trace_data, write_page
+    from ..verbs.attention_maps import AttentionRecorder
+    from .html_report import attention_fits, trace_data, write_page
 
     out = sys.stderr if destination.is_stdout else sys.stdout
     positions = len(model.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt) + new_tokens

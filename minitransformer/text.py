@@ -1,0 +1,56 @@
+"""The small text formatters every layer may use: 1.23 M, 1,234, [5, 768], 12.5%, a padded table, a short path.
+
+Pure functions of their arguments, below every layer (beside errors.py), so that the engine, the models and
+the verbs can write a number the way the views do without importing the views.
+"""
+
+from __future__ import annotations
+
+import os
+
+_UNITS = ((10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K"))
+
+
+def human(n: float) -> str:
+    """1234567 -> '1.23 M': three significant digits and a unit, for numbers people compare by eye."""
+    for size, unit in _UNITS:
+        if abs(n) >= size:
+            value = n / size
+            return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
+    return f"{n:g}"
+
+
+def count(n: int) -> str:
+    return f"{n:,}"
+
+
+def shape(s) -> str:
+    return "" if s is None else "[" + ", ".join(str(n) for n in s) + "]"
+
+
+def percent(part: float, whole: float) -> str:
+    if not whole:
+        return ""
+    share = 100 * part / whole
+    return f"{share:.1f}%" if share >= 0.05 or share == 0 else "<0.1%"
+
+
+def table(headers: list[str], rows: list[list[str]], right: set[int] | None = None, indent: str = "  ") -> str:
+    """Columns padded to their widest cell; `right` holds the indexes of right-aligned (numeric) columns."""
+    right = right or set()
+    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells):
+        parts = [str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        return (indent + "  ".join(parts)).rstrip()
+
+    return "\n".join([line(headers), *(line(r) for r in rows)])
+
+
+def short_path(path: str) -> str:
+    """A path relative to the working directory when it lies below it (headers stay readable)."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return relative if not relative.startswith("..") else path

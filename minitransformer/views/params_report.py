@@ -1,0 +1,59 @@
+"""The parameter table: kind by kind, each tensor once per pattern, then the total and what the weights weigh.
+
+A view of `params.parameters(config)` (verbs/params.py), which counts; nothing is counted here.
+"""
+
+from __future__ import annotations
+
+import re
+from math import prod
+
+from ..families.table import architecture_of
+from ..text import count, human, percent, shape, table
+from ..verbs.params import Parameters, kinds_of
+
+
+def _pattern(name: str, layers: str) -> str:
+    return re.sub(rf"^({re.escape(layers)})\.\d+\.", r"\1.{i}.", name)
+
+
+def params_report(p: Parameters) -> str:
+    """Kind by kind, each tensor once per pattern (h.{i}.… or layers.{i}.… stands for every layer), then the total."""
+    total = p.total
+    rows = []
+    for kind, kind_total in p.kinds.items():
+        label = kinds_of(p.config)[kind]
+        if kind == "token_embedding" and p.tied_embeddings:
+            label += ", also the unembedding (tied: counted once)"
+        rows.append([label, "", "", "", count(kind_total), percent(kind_total, total)])
+        groups: dict[tuple[str, tuple[int, ...]], int] = {}
+        for t in p.tensors:
+            if t.kind == kind:
+                key = (_pattern(t.name, architecture_of(p.config).layers), t.shape)
+                groups[key] = groups.get(key, 0) + 1
+        for (pattern, dims), n in groups.items():
+            each = prod(dims)
+            rows.append([f"  {pattern}", shape(dims), f"x {n}" if n > 1 else "", count(each), count(each * n), ""])
+    rows.append(["total", "", "", "", count(total), "100%"])
+    c = p.config
+    layers = architecture_of(c).layers
+    heads = ""
+    if architecture_of(c).heads_in_headers:
+        kv = f" sharing {c.n_kv_head} key/value heads" if c.n_kv_head != c.n_head else ""
+        heads = f", {c.n_head} heads of {c.d_head}{kv}"
+    header = (
+        f"Parameters of {c.name}: {c.n_layer} layers, d_model {c.n_embd:,}{heads}, d_ff {c.d_ff:,}, "
+        f"vocab {c.vocab_size:,}, context {c.n_positions:,}; {layers}.{{i}} stands for each of the {c.n_layer} layers"
+    )
+    tied = (
+        "Tied embeddings: W_te turns tokens into vectors and, transposed, vectors into logits; it is one tensor."
+        if p.tied_embeddings
+        else "Untied embeddings: the unembedding lm_head.weight is a separate tensor."
+    )
+    return "\n".join([
+        header,
+        table(["tensor", "shape", "layers", "each", "count", "share"], rows, right={3, 4, 5}),
+        "",
+        f"{count(total)} parameters ({human(total)}); float32 weights: {human(4 * total)}B, bfloat16 or float16: "
+        f"{human(2 * total)}B. {tied}",
+    ])  # fmt: skip
