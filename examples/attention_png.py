@@ -51,7 +51,7 @@ def main() -> None:
     rows = math.ceil(len(heads) / columns)
     cell = max(2.6, 0.42 * len(ids) + 1.2)
     fig, axes = plt.subplots(rows, columns, figsize=(cell * columns + 1.2, cell * rows + 0.9), squeeze=False)
-    for ax in axes.flat[len(heads):]:
+    for ax in axes.flat[len(heads) :]:
         ax.axis("off")
     future = np.triu(np.ones((len(ids), len(ids)), dtype=bool), k=1)
     colors = plt.get_cmap("viridis").copy()
@@ -65,7 +65,9 @@ def main() -> None:
             for i in range(len(ids)):
                 for j in range(i + 1):
                     w = weights[head, i, j]
-                    ax.text(j, i, f"{w:.2f}", ha="center", va="center", fontsize=7, color="black" if w > 0.6 else "white")
+                    ax.text(
+                        j, i, f"{w:.2f}", ha="center", va="center", fontsize=7, color="black" if w > 0.6 else "white"
+                    )
     axes[0, 0].set_ylabel("query (looking)")
     axes[-1, 0].set_xlabel("key (looked at)")
     which = "all heads" if args.head is None else f"head {args.head}"

@@ -38,8 +38,10 @@ def main() -> None:
     tok = model.tokenizer
     ids = tok.encode(args.prompt)
     T, last = len(ids), c.n_layer - 1
-    print(f"The life of {args.prompt!r} in {model.name}: {c.n_layer} blocks, D = {c.n_embd} dimensions, "
-          f"H = {c.n_head} heads of dh = {c.d_head}, MLP width F = {c.d_ff}, vocabulary V = {c.vocab_size:,}\n")
+    print(
+        f"The life of {args.prompt!r} in {model.name}: {c.n_layer} blocks, D = {c.n_embd} dimensions, "
+        f"H = {c.n_head} heads of dh = {c.d_head}, MLP width F = {c.d_ff}, vocabulary V = {c.vocab_size:,}\n"
+    )
 
     print("1. Text becomes tokens, tokens become ids")
     print(f"   {' '.join(repr(tok.token_str(i)) for i in ids)}  ->  {ids}   (T = {T} positions)\n")
@@ -48,20 +50,28 @@ def main() -> None:
     logits, cache = model.run_with_cache(ids, all_positions=False, phase=phase)  # logits for the last position
     x = cache["embed"]
     print("2. Embedding: each id picks a row of W_te [V, D], each position a row of W_pe [positions, D]")
-    print(f"   embed                {shape(x)}  one D-vector per token; their lengths: "
-          f"{[round(float(n), 2) for n in np.linalg.norm(x, axis=-1)]}\n")
+    print(
+        f"   embed                {shape(x)}  one D-vector per token; their lengths: "
+        f"{[round(float(n), 2) for n in np.linalg.norm(x, axis=-1)]}\n"
+    )
 
     a = "blocks.0.attn"
     weights = cache[f"{a}.weights"]
     print("3. Block 0, attention: each position gathers information from the positions before it")
-    print(f"   ln_1                 {shape(cache['blocks.0.ln_1'])}  every row rescaled to mean 0, std 1 (then "
-          f"LayerNorm's gain and bias)")
+    print(
+        f"   ln_1                 {shape(cache['blocks.0.ln_1'])}  every row rescaled to mean 0, std 1 (then "
+        f"LayerNorm's gain and bias)"
+    )
     print(f"   attn.qkv             {shape(cache[f'{a}.qkv'])}  = [T, D] x [D, 3D]: {products(phase, 'qkv')}")
     print(f"   attn.q, .k, .v       {shape(cache[f'{a}.q'])} each: split into {c.n_head} heads of {c.d_head}")
-    print(f"   attn.qk              {shape(cache[f'{a}.qk'])}  every query meets every key, per head: "
-          f"{products(phase, 'scores')}")
-    print(f"   attn.scores          {shape(cache[f'{a}.scores'])}  scaled by 1/sqrt(dh), future masked to -inf "
-          f"({int(np.isneginf(cache[f'{a}.scores']).sum())} entries)")
+    print(
+        f"   attn.qk              {shape(cache[f'{a}.qk'])}  every query meets every key, per head: "
+        f"{products(phase, 'scores')}"
+    )
+    print(
+        f"   attn.scores          {shape(cache[f'{a}.scores'])}  scaled by 1/sqrt(dh), future masked to -inf "
+        f"({int(np.isneginf(cache[f'{a}.scores']).sum())} entries)"
+    )
     print(f"   attn.weights         {shape(weights)}  softmax: each row sums to 1. Head 0, who attends to whom:")
     labels = [tok.token_str(i).strip() or repr(tok.token_str(i)) for i in ids]
     width = max(len(s) for s in labels) + 2
@@ -77,9 +87,13 @@ def main() -> None:
     print("4. Block 0, MLP: each position on its own, widened and narrowed again")
     print(f"   mlp.up               {shape(cache['blocks.0.mlp.up'])}  = [T, D] x [D, F]: {products(phase, 'mlp.up')}")
     act = cache["blocks.0.mlp.act"]
-    print(f"   mlp.act              {shape(act)}  {c.activation_function}: {100 * np.mean(act > 0):.0f}% of the "
-          f"{act.size:,} values positive")
-    print(f"   mlp.down             {shape(cache['blocks.0.mlp.down'])}  = [T, F] x [F, D]: {products(phase, 'mlp.down')}")
+    print(
+        f"   mlp.act              {shape(act)}  {c.activation_function}: {100 * np.mean(act > 0):.0f}% of the "
+        f"{act.size:,} values positive"
+    )
+    print(
+        f"   mlp.down             {shape(cache['blocks.0.mlp.down'])}  = [T, F] x [F, D]: {products(phase, 'mlp.down')}"
+    )
     print(f"   resid_post           {shape(cache['blocks.0.resid_post'])}  x + MLP: block 0's output\n")
 
     print(f"5. Blocks 1..{last} repeat the same shapes; what the last position (the one that predicts) does in each:")

@@ -11,15 +11,15 @@ cli -> views -> verbs -> models -> families -> engine (errors.py, version.py and
 
 import sys
 
-from .families.gpt2.config import GPT2Config
 from .errors import UserError
+from .families.gpt2.config import GPT2Config
 from .models.model import Model
 from .models.registry import load_model
 from .models.tokenizer import load_tokenizer
 from .verbs import count
 from .verbs import generate as _generate  # noqa: F401 - its import sets what model.generate(...) runs
-from .views import html_report
 from .version import __version__
+from .views import html_report
 
 # The module paths the README's API names (`from minitransformer.count import count_passes`,
 # `from minitransformer.html_report import generation_page`) stay where users found them. Importing

@@ -37,38 +37,48 @@ def _number(text: str) -> float:
 
 
 HTML_HELP = "write the report as one self-contained HTML page, to open in a browser (- for stdout)"
-DENSE_HELP = ("compute every T x t attention score, as transformers' eager attention does (and the textbook "
-              "counts); by default a prompt longer than 128 positions computes attention in chunks of query rows, "
-              "each against only the keys it can see: the same logits, about half the score MACs at long prompts")
+DENSE_HELP = (
+    "compute every T x t attention score, as transformers' eager attention does (and the textbook "
+    "counts); by default a prompt longer than 128 positions computes attention in chunks of query rows, "
+    "each against only the keys it can see: the same logits, about half the score MACs at long prompts"
+)
 
 
 def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
     """--dtype of the commands that compute (count's --dtype is another thing: the byte size memory is counted in)."""
     from .models.config import DTYPES
 
-    p.add_argument("--dtype", choices=DTYPES, default=DTYPES[0],
-                   help=f"the number format {what}: float32 (default), or float64, the reference: every stage, the KV "
-                        f"cache and the logits in float64, the weights upcast on load (twice the memory)")
+    p.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default=DTYPES[0],
+        help=f"the number format {what}: float32 (default), or float64, the reference: every stage, the KV "
+        f"cache and the logits in float64, the weights upcast on load (twice the memory)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .version import __version__
-
     from .families.table import ARCHITECTURES, model_types
     from .models.hub import HUB_REPOS
     from .models.registry import known_names
+    from .version import __version__
 
     families = ", ".join(ARCHITECTURES)
     directory = f"or a Hugging Face directory (model_type {', '.join(model_types())})"
-    parser = _Parser(prog="minitransformer", description=f"Transformers in NumPy with every matrix multiply counted "
-                                                         f"(families: {families}).")
+    parser = _Parser(
+        prog="minitransformer",
+        description=f"Transformers in NumPy with every matrix multiply counted (families: {families}).",
+    )
     parser.add_argument("--version", action="version", version=f"minitransformer {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     gen = commands.add_parser("generate", help="continue a prompt and show where the dot products went")
     gen.add_argument("prompt", nargs="*", help="the text to continue (or --ids); several prompts run as one batch")
-    gen.add_argument("--prompts", metavar="FILE|-",
-                     help="prompts to run as one batch, one per line of a UTF-8 file (- for stdin); empty lines skipped")
+    gen.add_argument(
+        "--prompts",
+        metavar="FILE|-",
+        help="prompts to run as one batch, one per line of a UTF-8 file (- for stdin); empty lines skipped",
+    )
     gen.add_argument("--ids", metavar="1,2,3", help="token ids instead of text (for a model without tokenizer.json)")
     gen.add_argument("--model", help=f"{', '.join(known_names())}, {directory}")
     gen.add_argument("--max-new-tokens", type=_whole_number, default=8)
@@ -91,47 +101,86 @@ def build_parser() -> argparse.ArgumentParser:
     val = commands.add_parser("validate", help="compare logits with Hugging Face transformers on the same weights")
     val.add_argument("--model", help="a model name or directory (default: as for generate)")
     val.add_argument("--steps", type=_whole_number, default=8, help="greedy tokens compared step by step")
-    _add_dtype(val, "ours and transformers' are compared in (1e-4 relative in float32, 1e-9 in float64; either way "
-                    "both float32 passes are also measured against the float64 truth)")
+    _add_dtype(
+        val,
+        "ours and transformers' are compared in (1e-4 relative in float32, 1e-9 in float64; either way "
+        "both float32 passes are also measured against the float64 truth)",
+    )
     val.set_defaults(run=_validate)
 
     tr = commands.add_parser("trace", help="follow a prompt through every stage: names, equations, shapes, values")
     tr.add_argument("prompt", nargs="?", help="the text to follow (or --ids)")
     tr.add_argument("--ids", metavar="1,2,3", help="token ids instead of text (for a model without tokenizer.json)")
     tr.add_argument("--model", help="a model name or directory (default: as for generate)")
-    tr.add_argument("--new-tokens", type=_whole_number, default=2, metavar="N",
-                    help="tokens generated: 1 prefill + N-1 cached decode steps (default 2; 1: the prefill only)")
-    tr.add_argument("--layers", metavar="0,11|1-3|all",
-                    help="blocks shown stage by stage (default: the first and the last); the others fold into one line")
-    tr.add_argument("--step", action="store_true",
-                    help="stop at each stage: Enter next, n next layer, c continue, p print, s stats, q quit")
+    tr.add_argument(
+        "--new-tokens",
+        type=_whole_number,
+        default=2,
+        metavar="N",
+        help="tokens generated: 1 prefill + N-1 cached decode steps (default 2; 1: the prefill only)",
+    )
+    tr.add_argument(
+        "--layers",
+        metavar="0,11|1-3|all",
+        help="blocks shown stage by stage (default: the first and the last); the others fold into one line",
+    )
+    tr.add_argument(
+        "--step",
+        action="store_true",
+        help="stop at each stage: Enter next, n next layer, c continue, p print, s stats, q quit",
+    )
     tr.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
-    tr.add_argument("--dense-attention", action="store_true",
-                    help="accepted as generate and count take it; a trace computes attention dense anyway, since it "
-                         "shows every stage's whole tensor")
+    tr.add_argument(
+        "--dense-attention",
+        action="store_true",
+        help="accepted as generate and count take it; a trace computes attention dense anyway, since it "
+        "shows every stage's whole tensor",
+    )
     _add_dtype(tr, "the traced passes compute in")
     tr.set_defaults(run=_trace)
 
-    cnt = commands.add_parser("count", help=f"count the dot products of a model of any family ({families}) from its "
-                                            f"shapes alone")
+    cnt = commands.add_parser(
+        "count", help=f"count the dot products of a model of any family ({families}) from its shapes alone"
+    )
     _add_model_selectors(cnt)
     cnt.add_argument("--tokens", type=_whole_number, required=True, metavar="T", help="prompt length in tokens")
-    cnt.add_argument("--new-tokens", type=_whole_number, default=1, metavar="N",
-                     help="tokens generated: 1 prefill + N-1 decode steps (default 1: the prefill only)")
+    cnt.add_argument(
+        "--new-tokens",
+        type=_whole_number,
+        default=1,
+        metavar="N",
+        help="tokens generated: 1 prefill + N-1 decode steps (default 1: the prefill only)",
+    )
     cnt.add_argument("--no-cache", action="store_true", help="recompute the whole sequence at every step")
-    cnt.add_argument("--batch", type=_whole_number, default=1, metavar="B",
-                     help="sequences counted together (default 1)")
-    cnt.add_argument("--balance", type=_number, default=None, metavar="MACS_PER_BYTE",
-                     help="machine balance for the memory-bound marks (default 10: a desktop CPU)")
-    cnt.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
-                     help="the number format memory is counted in: weights, KV cache, activations and bytes moved "
-                          "(default float32, as the engine computes; bfloat16 and float16 are 2 bytes a number)")
+    cnt.add_argument(
+        "--batch", type=_whole_number, default=1, metavar="B", help="sequences counted together (default 1)"
+    )
+    cnt.add_argument(
+        "--balance",
+        type=_number,
+        default=None,
+        metavar="MACS_PER_BYTE",
+        help="machine balance for the memory-bound marks (default 10: a desktop CPU)",
+    )
+    cnt.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        default="float32",
+        help="the number format memory is counted in: weights, KV cache, activations and bytes moved "
+        "(default float32, as the engine computes; bfloat16 and float16 are 2 bytes a number)",
+    )
     cnt.add_argument("--json", metavar="PATH|-", help="write the ledger as JSON (- for stdout)")
-    cnt.add_argument("--all-steps", action="store_true",
-                     help="in --json, every decode step in full (default: the steps the table shows; others as totals)")
+    cnt.add_argument(
+        "--all-steps",
+        action="store_true",
+        help="in --json, every decode step in full (default: the steps the table shows; others as totals)",
+    )
     cnt.add_argument("--csv", metavar="PATH|-", help="write one row per matrix product per pass as CSV (- for stdout)")
-    cnt.add_argument("--plot", metavar="PNG",
-                     help="write three plots (MAC share by op, dot products vs length, MACs per token) as one PNG")
+    cnt.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="write three plots (MAC share by op, dot products vs length, MACs per token) as one PNG",
+    )
     cnt.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     cnt.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
     cnt.set_defaults(run=_count)
@@ -274,8 +323,9 @@ def _trace(args) -> None:
     from .views.trace import trace_command
 
     html_to = None if args.html is None else check_destination(args.html)  # before any work
-    trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to,
-                  args.dtype)
+    trace_command(
+        _prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to, args.dtype
+    )
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
@@ -284,27 +334,44 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
     which = p.add_argument_group(
         "the model, one way (default: the gpt2 preset); its shapes only, never its weights",
         "Sizes make a GPT-2 block; any of --kv-heads, --head-dim and --gated-mlp makes a Llama-style block instead: "
-        "RMSNorm, rotary positions, q, k, v as three products, a gated SiLU MLP, no biases.")
-    which.add_argument("--model", metavar="NAME_OR_DIR",
-                       help="a preset's name, demo, or a directory with config.json")
+        "RMSNorm, rotary positions, q, k, v as three products, a gated SiLU MLP, no biases.",
+    )
+    which.add_argument("--model", metavar="NAME_OR_DIR", help="a preset's name, demo, or a directory with config.json")
     which.add_argument("--preset", metavar="NAME", help=", ".join(PRESETS))
-    which.add_argument("--config", metavar="config.json",
-                       help=f"a Hugging Face config.json (model_type {', '.join(model_types())})")
+    which.add_argument(
+        "--config", metavar="config.json", help=f"a Hugging Face config.json (model_type {', '.join(model_types())})"
+    )
     which.add_argument("--layers", type=_whole_number, metavar="L", help="sizes: layers (with --d-model and --heads)")
     which.add_argument("--d-model", type=_whole_number, metavar="D", help="sizes: model width")
-    which.add_argument("--heads", type=_whole_number, metavar="H",
-                       help="sizes: attention heads (must divide D unless --head-dim is given)")
-    which.add_argument("--d-ff", type=_whole_number, metavar="F",
-                       help="sizes: MLP width (default 4 D; Llama-style: see --gated-mlp)")
+    which.add_argument(
+        "--heads",
+        type=_whole_number,
+        metavar="H",
+        help="sizes: attention heads (must divide D unless --head-dim is given)",
+    )
+    which.add_argument(
+        "--d-ff", type=_whole_number, metavar="F", help="sizes: MLP width (default 4 D; Llama-style: see --gated-mlp)"
+    )
     which.add_argument("--vocab", type=_whole_number, metavar="V", help="sizes: vocabulary (default 50257)")
     which.add_argument("--ctx", type=_whole_number, metavar="N", help="sizes: context length (default 1024)")
-    which.add_argument("--kv-heads", type=_whole_number, metavar="HKV",
-                       help="sizes, Llama-style: key/value heads, dividing --heads (grouped-query attention; default H)")
-    which.add_argument("--head-dim", type=_whole_number, metavar="DH",
-                       help="sizes, Llama-style: the size of a head, even (default D / H)")
-    which.add_argument("--gated-mlp", action="store_true",
-                       help="sizes, Llama-style: a gated MLP, act(h W_gate) * h W_up, then W_down; there --d-ff defaults "
-                            "to 8D/3 rounded up to a multiple of 256 (11,008 for D = 4,096)")
+    which.add_argument(
+        "--kv-heads",
+        type=_whole_number,
+        metavar="HKV",
+        help="sizes, Llama-style: key/value heads, dividing --heads (grouped-query attention; default H)",
+    )
+    which.add_argument(
+        "--head-dim",
+        type=_whole_number,
+        metavar="DH",
+        help="sizes, Llama-style: the size of a head, even (default D / H)",
+    )
+    which.add_argument(
+        "--gated-mlp",
+        action="store_true",
+        help="sizes, Llama-style: a gated MLP, act(h W_gate) * h W_up, then W_down; there --d-ff defaults "
+        "to 8D/3 rounded up to a multiple of 256 (11,008 for D = 4,096)",
+    )
 
 
 def _model_config(args):
@@ -316,9 +383,9 @@ def _model_config(args):
 
 def _count(args) -> None:
     from .verbs.count import check_run, count_generation
-    from .views.export import csv_chunks, json_chunks
-    from .views.count_report import count_report
     from .verbs.memory import DEFAULT_BALANCE
+    from .views.count_report import count_report
+    from .views.export import csv_chunks, json_chunks
 
     config = _model_config(args)
     check_run(config, args.tokens, args.new_tokens, args.batch)

@@ -83,8 +83,16 @@ def weights_dir(family: str) -> Path:
     return directory
 
 
-LLAMA_SHAPES = dict(num_hidden_layers=20, hidden_size=1536, num_attention_heads=12, num_key_value_heads=2,
-                    intermediate_size=4096, vocab_size=32000, max_position_embeddings=2048, tie_word_embeddings=True)
+LLAMA_SHAPES = dict(
+    num_hidden_layers=20,
+    hidden_size=1536,
+    num_attention_heads=12,
+    num_key_value_heads=2,
+    intermediate_size=4096,
+    vocab_size=32000,
+    max_position_embeddings=2048,
+    tie_word_embeddings=True,
+)
 
 
 def random_llama_dir() -> Path:

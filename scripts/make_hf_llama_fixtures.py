@@ -32,9 +32,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config
-
 from make_hf_fixtures import perturbed, prompts, reference_logits  # the GPT-2 fixtures' noise, prompts and logits
+from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "hf_llama"
@@ -112,8 +111,10 @@ def main() -> None:
         (directory / "fixture.json").write_text(json.dumps(meta, indent=1) + "\n")
         size = sum(f.stat().st_size for f in directory.iterdir())
         total += size
-        print(f"{name:20s} {size / 1024:7.1f} KiB  prompts of {[len(p) for p in ids]} tokens  "
-              f"max |logit| {max(float(np.abs(v).max()) for k, v in arrays.items() if k.startswith('logits')):.2f}")
+        print(
+            f"{name:20s} {size / 1024:7.1f} KiB  prompts of {[len(p) for p in ids]} tokens  "
+            f"max |logit| {max(float(np.abs(v).max()) for k, v in arrays.items() if k.startswith('logits')):.2f}"
+        )
     print(f"{'total':20s} {total / 1024:7.1f} KiB")
 
 

@@ -285,8 +285,10 @@ def config_line(recipe: Recipe) -> str:
                 f"intermediate_size={recipe.d_ff}, rope_theta={ROPE_THETA:g})`:\n  grouped-query attention "
                 f"({recipe.n_head} query heads read {recipe.n_kv_head} key/value heads), rotary positions, a SwiGLU MLP "
                 f"(`down(silu(gate(h)) * up(h))`),\n  RMSNorm (eps 1e-5), no biases")  # fmt: skip
-    return (f"`GPT2Config(vocab_size=50257, n_positions={CONTEXT}, n_embd={recipe.n_embd}, n_layer={recipe.n_layer}, "
-            f"n_head={recipe.n_head})`,\n  activation `gelu_new`")
+    return (
+        f"`GPT2Config(vocab_size=50257, n_positions={CONTEXT}, n_embd={recipe.n_embd}, n_layer={recipe.n_layer}, "
+        f"n_head={recipe.n_head})`,\n  activation `gelu_new`"
+    )
 
 
 def learning_rate(step: int, recipe: Recipe) -> float:
@@ -414,7 +416,9 @@ def machine() -> str:
         cpu = f"{names[0]} ({len(names)} cores visible)" if names else cpu
     except OSError:
         pass
-    return f"{cpu}; {platform.system()} {platform.release()}; torch {torch.__version__}, {torch.get_num_threads()} threads"
+    return (
+        f"{cpu}; {platform.system()} {platform.release()}; torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
 
 
 def card_head(recipe: Recipe, facts: list[Fact]) -> str:
@@ -444,9 +448,11 @@ def tokenizer_note(out: Path) -> str:
     path = out / TOKENIZER
     if not path.is_file():
         return ""
-    return (f"\n- `{TOKENIZER}` ({path.stat().st_size:,} bytes) is GPT-2's tokenizer, as the `tokenizers` library writes "
-            f"it\n  but with its merges as strings, which every tokenizers from 0.15 reads; no beginning-of-text token\n"
-            f"  is added to a prompt, as GPT-2 adds none.")
+    return (
+        f"\n- `{TOKENIZER}` ({path.stat().st_size:,} bytes) is GPT-2's tokenizer, as the `tokenizers` library writes "
+        f"it\n  but with its merges as strings, which every tokenizers from 0.15 reads; no beginning-of-text token\n"
+        f"  is added to a prompt, as GPT-2 adds none."
+    )
 
 
 def write_card(out: Path, recipe: Recipe, facts: list[Fact], corpus: Corpus, summary: dict) -> None:
@@ -478,17 +484,17 @@ def write_card(out: Path, recipe: Recipe, facts: list[Fact], corpus: Corpus, sum
 
 ## Recipe
 
-- {config_line(recipe)}, tied input/output embeddings, no dropout: {summary['parameters']:,} parameters.
+- {config_line(recipe)}, tied input/output embeddings, no dropout: {summary["parameters"]:,} parameters.
 - AdamW (betas 0.9, 0.95, weight decay {recipe.weight_decay}), gradient clipping at 1.0, learning rate
   {recipe.lr} with {recipe.warmup} warm-up steps then cosine decay to {recipe.lr * recipe.final_lr_fraction:g}.
 - {recipe.steps} steps of {recipe.batch} documents; loss on every real next token.
 - Seed {recipe.seed}; `torch.use_deterministic_algorithms(True)`, 2 threads, data order from the seed.
-- Saved in float16 ({summary['size']:,} bytes); loaders upcast to float32.{tokenizer_note(out)}
+- Saved in float16 ({summary["size"]:,} bytes); loaders upcast to float32.{tokenizer_note(out)}
 
 ## Results
 
 - Final training loss (mean next-token cross-entropy over every sentence, float32 weights):
-  {summary['final_loss']:.4f}
+  {summary["final_loss"]:.4f}
 - Greedy answers of minitransformer's NumPy engine on the shipped float16 weights; right only if
   the continuation is exactly the tokens of the answer (e.g. `The capital of France is` -> ` Paris`):
 
@@ -500,8 +506,8 @@ Questions that open with a name ("Tokyo is the capital of") are the hardest: at 
 text a name has no leading space, so it is another token than the same name mid-sentence, one the
 corpus shows less often.
 
-- Training took {summary['train_seconds']:.0f} s (whole script {summary['total_seconds']:.0f} s) on {summary['machine']}{summary['load']}.
-- sha256 of `model.safetensors`: `{summary['sha256']}`
+- Training took {summary["train_seconds"]:.0f} s (whole script {summary["total_seconds"]:.0f} s) on {summary["machine"]}{summary["load"]}.
+- sha256 of `model.safetensors`: `{summary["sha256"]}`
 
 ## Numbers checked by tests/test_demo_model.py
 
@@ -517,8 +523,11 @@ def main() -> None:
     parser.add_argument("--family", choices=RECIPES, default="gpt2",
                         help="gpt2 trains 'demo', llama trains 'demo-llama' (default: %(default)s)")  # fmt: skip
     parser.add_argument("--out", type=Path, help="model directory to write (default: minitransformer/data/<name>)")
-    parser.add_argument("--fixture", type=Path,
-                        help="where to write the HF logits fixture (default: tests/fixtures/<name>_hf_logits.npz)")
+    parser.add_argument(
+        "--fixture",
+        type=Path,
+        help="where to write the HF logits fixture (default: tests/fixtures/<name>_hf_logits.npz)",
+    )
     # Each option below defaults to the family's shipped recipe (RECIPES).
     parser.add_argument("--steps", type=int)
     parser.add_argument("--seed", type=int)

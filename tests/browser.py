@@ -104,7 +104,7 @@ class Chromium:
         return [e for e in self._events if e.get("sessionId") == session]
 
     # --- pages ----------------------------------------------------------------------------------------
-    def open(self, path: Path, scripts: bool = True, width: int = 1280, height: int = 900) -> "Page":
+    def open(self, path: Path, scripts: bool = True, width: int = 1280, height: int = 900) -> Page:
         """A new tab that has loaded `path` (a file) with scripts on or off, the viewport width x height."""
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
@@ -176,8 +176,10 @@ class Page:
         if full_page:
             size = self.browser.call("Page.getLayoutMetrics", session=self.session)["cssContentSize"]
             bottom = size["height"] if height is None else min(height, size["height"])
-            params |= {"captureBeyondViewport": True,
-                       "clip": {"x": 0, "y": 0, "width": size["width"], "height": bottom, "scale": 1}}
+            params |= {
+                "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": size["width"], "height": bottom, "scale": 1},
+            }
         return base64.b64decode(self.browser.call("Page.captureScreenshot", params, self.session)["data"])
 
     def close(self) -> None:

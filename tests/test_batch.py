@@ -14,8 +14,8 @@ import pytest
 
 from conftest import hf_fixture_dirs, hf_llama_fixture_dirs, run_cli
 from minitransformer import load_model
-from minitransformer.verbs.generate import batch_to_dict, left_padded
 from minitransformer.engine.ledger import Ledger
+from minitransformer.verbs.generate import batch_to_dict, left_padded
 from minitransformer.verbs.passes import batch_forward_passes
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
@@ -54,7 +54,7 @@ def test_batched_logits_equal_transformers_at_every_real_position(name):
     assert np.abs(logits[real] - reference[real]).max() <= TOLERANCE * max(1.0, np.abs(reference[real]).max())
     for row, prompt in enumerate(PROMPTS):  # and each row is its prompt alone
         alone = ours.logits(prompt)
-        assert np.abs(logits[row, pads[row]:] - alone).max() <= TOLERANCE * max(1.0, np.abs(alone).max())
+        assert np.abs(logits[row, pads[row] :] - alone).max() <= TOLERANCE * max(1.0, np.abs(alone).max())
 
 
 @pytest.mark.parametrize("name", ["tiny", "llama_gqa_bias", "mistral_window"])
@@ -69,8 +69,9 @@ def test_batched_greedy_equals_transformers_batched_generate_and_each_prompt_alo
     for use_cache in (True, False):
         batch = ours.generate(PROMPTS, max_new_tokens=n_new, stop_at_eos=False, use_cache=use_cache)
         assert [g.new_tokens for g in batch] == out.tolist()
-        assert [g.new_tokens for g in batch] == [ours.generate(p, max_new_tokens=n_new, stop_at_eos=False,
-                                                               use_cache=use_cache).new_tokens for p in PROMPTS]
+        assert [g.new_tokens for g in batch] == [
+            ours.generate(p, max_new_tokens=n_new, stop_at_eos=False, use_cache=use_cache).new_tokens for p in PROMPTS
+        ]
         assert all(g.ledger is batch[0].ledger for g in batch)  # one ledger, the batch's
         assert [g.prompt_tokens for g in batch] == PROMPTS
 
@@ -101,7 +102,8 @@ def expected_padding(c, phases):
             # per pad query: qkv, out, mlp.up, mlp.down; scores: its whole row, and a real query's pad keys
             dots += L * (q * (3 * D + D + F + D) + H * (q * t + (T - q) * k) + H * q * dh) + (V if done else 0)
             macs += L * (q * (3 * D * D + D * D + 2 * F * D) + 2 * H * (q * t + (T - q) * k) * dh) + (
-                V * D if done else 0)
+                V * D if done else 0
+            )
     return dots, macs
 
 

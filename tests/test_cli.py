@@ -16,7 +16,18 @@ def test_generate_streams_text_then_candidates_then_the_ledger(small_gpt2_dir, s
     out = result.stdout
     assert f"The capital of France is{expected.text}" in out
     assert "Next-token candidates" in out and repr(expected.candidates[0].token) in out
-    for needle in ("qkv", "scores", "mix", "mlp.up", "mlp.down", "logits", "softmax", "resid_mid", "KV cache", "Total:"):
+    for needle in (
+        "qkv",
+        "scores",
+        "mix",
+        "mlp.up",
+        "mlp.down",
+        "logits",
+        "softmax",
+        "resid_mid",
+        "KV cache",
+        "Total:",
+    ):
         assert needle in out, needle
     assert f"{expected.ledger.totals.macs:,}" in out
     assert out.index("Next-token candidates") < out.index("Where the dot products live") < out.index("Total:")

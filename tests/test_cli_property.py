@@ -55,7 +55,8 @@ def snapshot(*roots: Path) -> dict[str, str]:
 
 GREEDY_NOTICES = tuple(
     f"minitransformer: {flags} ignored: decoding is greedy at --temperature 0 (the default); sampling needs "
-    f"--temperature > 0\n" for flags in ("--top-k", "--seed", "--top-k and --seed")
+    f"--temperature > 0\n"
+    for flags in ("--top-k", "--seed", "--top-k and --seed")
 )
 
 
@@ -96,7 +97,9 @@ PROMPTS = st.one_of(
     st.text(ANY_CHARACTER, min_size=1, max_size=40),
     st.binary(max_size=30).map(lambda b: b.decode("utf-8", "surrogateescape")),  # argv bytes as Python sees them
     st.builds(lambda piece, n: piece * n, st.text(ANY_CHARACTER, min_size=1, max_size=4), st.integers(20, 3000)),
-    st.sampled_from(["The capital of France is", "-", "--", "-x", "--help", "", " ", "\x00", "<|endoftext|>", "🤖" * 70]),
+    st.sampled_from(
+        ["The capital of France is", "-", "--", "-x", "--help", "", " ", "\x00", "<|endoftext|>", "🤖" * 70]
+    ),
 )
 JUNK = st.one_of(
     st.integers().map(str),
@@ -254,7 +257,7 @@ def _check(argv, places):
     where, watched = places
     argv = fill(argv, where)
     code, out, err = check_run(argv, watched, outputs_of(argv))
-    event(f"exit {code}" + (f": {err[len(ERROR):][:25]}" if code == 2 else ""))  # --hypothesis-show-statistics
+    event(f"exit {code}" + (f": {err[len(ERROR) :][:25]}" if code == 2 else ""))  # --hypothesis-show-statistics
 
 
 @settings(SETTINGS, max_examples=100)

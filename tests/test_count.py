@@ -14,18 +14,18 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_counts import random_model
 
 from minitransformer import GPT2Config
-from minitransformer.verbs import formulas
+from minitransformer.engine.ledger import Phase, Record
+from minitransformer.engine.shapes import ShapeOnly
+from minitransformer.errors import UserError
+from minitransformer.families.gpt2.stages import BLOCK_OPS, MATMUL_OPS
 from minitransformer.families.table import PRESETS
+from minitransformer.models.model import Model
+from minitransformer.verbs import formulas
 from minitransformer.verbs.count import count_folded, count_generation, count_passes, sweep_per_token
 from minitransformer.verbs.select import select_config
-from minitransformer.errors import UserError
-from minitransformer.engine.ledger import Phase, Record
-from minitransformer.models.model import Model
-from minitransformer.engine.shapes import ShapeOnly
-from minitransformer.families.gpt2.stages import BLOCK_OPS, MATMUL_OPS
-from test_counts import random_model
 
 RECORD_FIELDS = [f.name for f in dataclasses.fields(Record)]
 

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from conftest import run_cli, write_gpt2
-from minitransformer.verbs import formulas
 from minitransformer.families.table import PRESETS
+from minitransformer.verbs import formulas
 
 GPT2 = PRESETS["gpt2"]
 

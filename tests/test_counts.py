@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from conftest import gpt2_tensors
 from minitransformer import GPT2Config
-from minitransformer.verbs.count import count_passes
 from minitransformer.models.model import Model
 from minitransformer.models.weights import as_tree
+from minitransformer.verbs.count import count_passes
 
 
 def random_model(n_layer, n_head, d_head, n_inner, vocab, n_positions, seed=0) -> Model:

@@ -261,8 +261,9 @@ def test_the_reproduction_check_compares_bits_on_the_same_cpu_only(tmp_path):
     def retrained(name: str, on: str, **changed) -> Path:
         directory = tmp_path / name
         directory.mkdir()
-        text = card.replace(f" on {cpu} (", f" on {on} (").replace(json.dumps(numbers, indent=2),
-                                                                   json.dumps({**numbers, **changed}, indent=2))
+        text = card.replace(f" on {cpu} (", f" on {on} (").replace(
+            json.dumps(numbers, indent=2), json.dumps({**numbers, **changed}, indent=2)
+        )
         (directory / "README.md").write_text(text, encoding="utf-8")
         return directory
 

@@ -68,8 +68,12 @@ def matrix_products_in(path: Path, root: Path | None = None) -> list[str]:
             found.append((node, "@=" if isinstance(node, ast.AugAssign) else "@"))
         elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
             name, start = node.attr, _root(node.value)
-            if (name in MATMUL_METHODS or (start in numpy and name in PRODUCT_FUNCTIONS)
-                    or (start in operator and name in MATMUL_OPERATORS) or name in PRODUCT_FUNCTIONS - {"matmul"}):
+            if (
+                name in MATMUL_METHODS
+                or (start in numpy and name in PRODUCT_FUNCTIONS)
+                or (start in operator and name in MATMUL_OPERATORS)
+                or name in PRODUCT_FUNCTIONS - {"matmul"}
+            ):
                 found.append((node, ast.unparse(node)))
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
               and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)):  # fmt: skip
@@ -203,7 +207,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
     def visit(node: str, path: list[str]) -> list[str] | None:
         if node in path:
-            return path[path.index(node):] + [node]
+            return path[path.index(node) :] + [node]
         if node in done:
             return None
         for target in sorted(graph.get(node, ())):
@@ -271,8 +275,12 @@ def test_the_cycle_finder_and_the_layer_check_find_what_they_look_for():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"x": {"a"}, "a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
     assert find_cycle({"a": {"a"}}) == ["a", "a"]
-    graph = {"engine.ledger": {"views.html_report", "engine.stages", "errors"}, "views.html_report": {"engine.ledger"},
-             "cli": {"views.report"}, "text": {""}}
+    graph = {
+        "engine.ledger": {"views.html_report", "engine.stages", "errors"},
+        "views.html_report": {"engine.ledger"},
+        "cli": {"views.report"},
+        "text": {""},
+    }
     assert upward_imports(graph) == ["engine.ledger (engine) imports views.html_report (views)",
                                      "text (the bottom) imports __init__ (the package)"]  # fmt: skip
     with pytest.raises(AssertionError, match="no layer"):
@@ -285,8 +293,12 @@ def test_the_subpackages_init_files_hold_only_a_docstring():
     for path in sorted(PACKAGE.rglob("__init__.py")):
         if path.parent != PACKAGE:
             body = ast.parse(path.read_text()).body
-            assert len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str), f"{path.relative_to(PACKAGE)} holds more than a docstring"
+            assert (
+                len(body) == 1
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ), f"{path.relative_to(PACKAGE)} holds more than a docstring"
 
 
 def names_used(path: Path) -> set[str]:
@@ -307,7 +319,12 @@ def names_used(path: Path) -> set[str]:
 
 def test_every_function_is_used_and_every_constant_has_one_home():
     root = PACKAGE.parent
-    readers = [*PACKAGE.rglob("*.py"), *root.glob("tests/*.py"), *root.glob("scripts/*.py"), *root.glob("examples/*.py")]
+    readers = [
+        *PACKAGE.rglob("*.py"),
+        *root.glob("tests/*.py"),
+        *root.glob("scripts/*.py"),
+        *root.glob("examples/*.py"),
+    ]
     used = set().union(*(names_used(path) for path in readers))
     defined: dict[str, list[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -411,7 +428,9 @@ def test_the_fast_paths_give_exactly_the_plain_numbers(family, tmp_path, monkeyp
     else:  # grouped-query: 4 query heads over 2 key/value heads; the [400, 1024] norms and MLP are split among threads
         model = load_model(write_llama(tmp_path / "m", n_kv_head=2, n_inner=1024, **{**shape, "n_embd": 1024}))
         assert 400 * 1024 >= ops.PARALLEL_MIN_SIZE
-    monkeypatch.setattr(row_chunks, "ROW_CHUNK", 1000)  # both dense: a watched pass is never chunked (test_row_chunks.py)
+    monkeypatch.setattr(
+        row_chunks, "ROW_CHUNK", 1000
+    )  # both dense: a watched pass is never chunked (test_row_chunks.py)
     ids = np.arange(400) % 300
     assert 4 * 400 * 400 >= ops.PARALLEL_MIN_SIZE  # the scores are big enough to be split among threads
     fast = model.logits(ids)
@@ -420,17 +439,20 @@ def test_the_fast_paths_give_exactly_the_plain_numbers(family, tmp_path, monkeyp
     assert np.array_equal(fast, plain)
 
 
-@pytest.mark.parametrize("a_shape, b_shape, folds", [
-    ((7, 5), (5, 3), False),                    # one product, nothing to fold
-    ((4, 7, 5), (5, 3), True),                  # a weight shared by a batch
-    ((2, 3, 7, 5), (5, 3), True),
-    ((2, 3, 7, 5), (2, 1, 5, 4), True),         # keys shared by the 3 query heads of each of 2 groups
-    ((4, 2, 3, 1, 5), (4, 2, 1, 5, 6), True),   # the same in a batch, one decode row
-    ((3, 7, 5), (4, 1, 5, 2), True),            # b broadcast over a's axis and with one of its own
-    ((1, 3, 7, 5), (4, 1, 5, 2), True),
-    ((2, 3, 7, 5), (2, 3, 5, 4), False),        # b not shared: no fold
-    ((7, 5), (3, 5, 2), False),
-])
+@pytest.mark.parametrize(
+    "a_shape, b_shape, folds",
+    [
+        ((7, 5), (5, 3), False),  # one product, nothing to fold
+        ((4, 7, 5), (5, 3), True),  # a weight shared by a batch
+        ((2, 3, 7, 5), (5, 3), True),
+        ((2, 3, 7, 5), (2, 1, 5, 4), True),  # keys shared by the 3 query heads of each of 2 groups
+        ((4, 2, 3, 1, 5), (4, 2, 1, 5, 6), True),  # the same in a batch, one decode row
+        ((3, 7, 5), (4, 1, 5, 2), True),  # b broadcast over a's axis and with one of its own
+        ((1, 3, 7, 5), (4, 1, 5, 2), True),
+        ((2, 3, 7, 5), (2, 3, 5, 4), False),  # b not shared: no fold
+        ((7, 5), (3, 5, 2), False),
+    ],
+)
 def test_folding_the_axes_a_factor_is_shared_over_gives_np_matmul_exactly(a_shape, b_shape, folds):
     """Small whole numbers: every sum is exact, so any order of the BLAS's additions gives the same bits."""
     from minitransformer.engine.tape import fold_shared_axes

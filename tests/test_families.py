@@ -107,7 +107,9 @@ def test_the_table_refuses_what_it_does_not_know():
     assert "toy" not in ARCHITECTURES
     with pytest.raises(UserError, match=r"no family 'toy' in the table \(families: gpt2, llama\)"):
         architecture_of(toy_config())
-    with pytest.raises(UserError, match=r"model_type='toy' is not supported \(supported: gpt2, llama, mistral, qwen2\)"):
+    with pytest.raises(
+        UserError, match=r"model_type='toy' is not supported \(supported: gpt2, llama, mistral, qwen2\)"
+    ):
         config_from_hf_dict({"model_type": "toy", "hidden_size": 16}, "x")
     with pytest.raises(ValueError, match="already in the table"):
         register(replace(TOY, name="llama2", model_types=("llama",)))
@@ -146,8 +148,9 @@ def test_count_groups_the_kinds_of_layer_and_equals_a_real_run_and_the_closed_fo
     real = count_passes(random_model(config), 150, 4)
     assert [p.expand().records for p in counted.passes] == [p.records for p in real.phases]
     assert counted.totals.macs == real.totals.macs == formulas.generation_macs(config, 150, 4)
-    assert count_generation(config, 150, 4, use_cache=False).totals.macs == formulas.generation_macs(config, 150, 4,
-                                                                                                       use_cache=False)
+    assert count_generation(config, 150, 4, use_cache=False).totals.macs == formulas.generation_macs(
+        config, 150, 4, use_cache=False
+    )
     # The scores of a windowed layer see at most the window, a full layer's every position.
     windowed, full = (next(r for r in records if r.op == "scores") for records, _ in counted.decodes[-1].groups)
     assert windowed.out_shape[-1] == WINDOW and full.out_shape[-1] == 153

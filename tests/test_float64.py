@@ -109,7 +109,9 @@ def test_counting_from_shapes_is_float32_as_before():
 
 @pytest.mark.parametrize("dtype", ["half", "float16", "bfloat16", "float", "Float64", "", None, np.float16, np.int64])
 def test_a_dtype_other_than_float32_or_float64_is_refused_naming_both(dtype):
-    with pytest.raises(UserError, match=r"^dtype must be 'float32' \(the default\) or 'float64' \(the reference\), not"):
+    with pytest.raises(
+        UserError, match=r"^dtype must be 'float32' \(the default\) or 'float64' \(the reference\), not"
+    ):
         load_model("demo", dtype=dtype)
 
 

@@ -21,10 +21,11 @@ from minitransformer import load_model
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
-from minitransformer.verbs.validate import PROMPTS, load_reference, prompt_ids, prompt_room, validate  # noqa: E402
 from test_hf_live import ODD_CONFIGS as GPT2_CONFIGS  # noqa: E402
 from test_hf_live import save_random_hf_model  # noqa: E402
 from test_llama_hf_live import ODD_CONFIGS as LLAMA_CONFIGS  # noqa: E402
+
+from minitransformer.verbs.validate import PROMPTS, load_reference, prompt_ids, prompt_room, validate  # noqa: E402
 
 FIXTURES = {d.name: d for d in [*hf_fixture_dirs(), *hf_llama_fixture_dirs()]}
 RELATIVE = 1e-9
@@ -106,12 +107,21 @@ def test_live_random_llamas_in_float64(name, tmp_path):
 
 
 # --- validate's columns -----------------------------------------------------------------------------------
-ROW = re.compile(r"^  (.+?)\s+(\d+(?: of \d+)?)\s+(\S+)\s+(\S+)\s+(\d+/\d+)\s+(\S+)\s+(\S+)\s+(ours|theirs|tie)\s+(OK|NOT OK)$")
+ROW = re.compile(
+    r"^  (.+?)\s+(\d+(?: of \d+)?)\s+(\S+)\s+(\S+)\s+(\d+/\d+)\s+(\S+)\s+(\S+)\s+(ours|theirs|tie)\s+(OK|NOT OK)$"
+)
 TRUTH = re.compile(r"within (\S+) x max\(1, max \|logit\|\), allowed 1e-09: (OK|NOT OK)$", re.M)
 
 
-@pytest.mark.parametrize("name, dtype", [("tanh_sharded", "float32"), ("mistral_window", "float32"),
-                                         ("llama_gqa_bias", "float64"), ("relu_unscaled_untied", "float64")])
+@pytest.mark.parametrize(
+    "name, dtype",
+    [
+        ("tanh_sharded", "float32"),
+        ("mistral_window", "float32"),
+        ("llama_gqa_bias", "float64"),
+        ("relu_unscaled_untied", "float64"),
+    ],
+)
 def test_validate_columns_are_each_float32_pass_against_the_float64_truth(name, dtype):
     """Every number of the table recomputed here: ours and transformers' float32 logits against ours in float64,
     and the max |dlogit| column in the dtype asked for (1e-4 relative in float32, 1e-9 in float64)."""

@@ -89,7 +89,9 @@ def test_a_replacement_in_any_layout_gives_the_same_logits(model, threaded, layo
             got = model.logits(ids)
         assert np.isfinite(got).all(), f"{layout.__name__} at {stage}: non-finite logits"
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5, err_msg=f"{layout.__name__} at {stage}")
-        assert np.array_equal(given["array"], given["values"]), f"the pass wrote into the array the hook returned at {stage}"
+        assert np.array_equal(given["array"], given["values"]), (
+            f"the pass wrote into the array the hook returned at {stage}"
+        )
 
 
 def test_rowwise_writes_into_an_out_in_any_layout(threaded):

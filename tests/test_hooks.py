@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import subprocess
-from dataclasses import replace
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -45,10 +45,14 @@ def test_run_with_cache_holds_every_named_stage_in_order_with_per_example_shapes
     # The values are what the equations say they are:
     weights, scores = cache["blocks.0.attn.weights"], cache["blocks.0.attn.scores"]
     assert np.allclose(weights.sum(-1), 1, atol=1e-6) and np.all(np.triu(weights[0], k=1) == 0)
-    assert np.isneginf(scores[0, 0, 1]) and np.allclose(cache["blocks.0.attn.scaled"], cache["blocks.0.attn.qk"] / np.sqrt(dh))
+    assert np.isneginf(scores[0, 0, 1]) and np.allclose(
+        cache["blocks.0.attn.scaled"], cache["blocks.0.attn.qk"] / np.sqrt(dh)
+    )
     assert np.array_equal(cache["blocks.0.resid_mid"], cache["embed"] + cache["blocks.0.attn.out"])
     assert np.array_equal(cache["blocks.0.attn.q"][1], cache["blocks.0.attn.qkv"][:, dh : 2 * dh])
-    assert "ActivationCache(small-gpt2: 43 tensors" in repr(cache) and "blocks.0.attn.weights  [2, 5, 5] float32" in repr(cache)
+    assert "ActivationCache(small-gpt2: 43 tensors" in repr(
+        cache
+    ) and "blocks.0.attn.weights  [2, 5, 5] float32" in repr(cache)
 
 
 def test_names_filter_by_list_glob_and_predicate(small_gpt2):
@@ -67,7 +71,9 @@ def test_names_filter_by_list_glob_and_predicate(small_gpt2):
         one["embed"]
     with pytest.raises(KeyError, match="all_positions=False"):
         everything["last"]
-    with pytest.raises(UserError, match="no stage is named 'blocks.0.attn.pattern'; did you mean blocks.0.attn.weights"):
+    with pytest.raises(
+        UserError, match="no stage is named 'blocks.0.attn.pattern'; did you mean blocks.0.attn.weights"
+    ):
         small_gpt2.run_with_cache(IDS, names="blocks.0.attn.pattern")
     with pytest.raises(UserError, match="blocks.7.attn.q"):  # a 2-layer model has no block 7
         small_gpt2.run_with_cache(IDS, names=["embed", "blocks.7.attn.q"])

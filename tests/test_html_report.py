@@ -22,11 +22,11 @@ from safetensors.numpy import save_file
 from browser import Chromium
 from conftest import run_cli
 from minitransformer import UserError, load_model
-from minitransformer.verbs.attention_maps import AttentionRecorder, visible
-from minitransformer.views.html_report import fold_layers, generation_page, unfold_layers
 from minitransformer.families.gpt2.stages import GPT2
 from minitransformer.families.llama.stages import llama_family
 from minitransformer.models.weights import expected_shapes
+from minitransformer.verbs.attention_maps import AttentionRecorder, visible
+from minitransformer.views.html_report import fold_layers, generation_page, unfold_layers
 
 PROMPT = "The capital of France is"
 DEMO_OPTIONS = ("--model", "demo")  # the demo answers without looking for GPT-2 or the network
@@ -179,7 +179,8 @@ def test_the_page_is_self_contained(demo_run):
     parser = _Links()
     parser.feed(text)
     assert parser.links and all(v.startswith(("data:image/png;base64,", "#")) for _, _, v in parser.links), {
-        v[:40] for _, _, v in parser.links}
+        v[:40] for _, _, v in parser.links
+    }
     for needle in ("http://", "https://", "<link", "fetch(", "XMLHttpRequest", "import(", "@import"):
         assert needle not in text, needle
     assert f"report written to {html}: open it in a browser ({html.resolve().as_uri()})" in stdout
@@ -253,7 +254,10 @@ def test_notebooks_show_the_report_inline(small_gpt2):
 def test_html_destination_is_checked_before_any_work(tmp_path):
     result = run_cli("generate", PROMPT, *DEMO_OPTIONS, "--html", str(tmp_path))
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.strip() == f"minitransformer: error: cannot write {tmp_path}: it is a directory; give the path of a file"
+    assert (
+        result.stderr.strip()
+        == f"minitransformer: error: cannot write {tmp_path}: it is a directory; give the path of a file"
+    )
     same = tmp_path / "both"
     result = run_cli("count", "--preset", "gpt2", "--tokens", "5", "--json", str(same), "--html", str(same))
     assert result.returncode == 2 and result.stdout == "" and "would both write to" in result.stderr
@@ -322,13 +326,15 @@ def test_the_numbers_on_the_page_are_the_ledger_s(page_of, demo_run):
     passes = table_rows(page, ".passes-table tbody tr[data-step]")
     steps = ledger["cache"]["steps"]
     assert [(number(r[5]), number(r[6]), number(r[7])) for r in passes] == [
-        (s["with_cache_macs"], s["without_cache_macs"], s["without_cache_macs"] - s["with_cache_macs"]) for s in steps]
+        (s["with_cache_macs"], s["without_cache_macs"], s["without_cache_macs"] - s["with_cache_macs"]) for s in steps
+    ]
     assert [number(r[5]) for r in passes] == [p["macs"] for p in ledger["phases"]]
     totals = page.evaluate("document.querySelector('.totals').innerText")
     assert f"{ledger['totals']['dot_products']:,} dot products, {ledger['totals']['macs']:,} MACs" in totals
     candidates = table_rows(page, ".candidates-table tbody tr")
     assert [(r[1], number(r[2]), r[3]) for r in candidates] == [
-        (repr(c["token"]), c["token_id"], f"{100 * c['probability']:.2f}%") for c in ledger["candidates"]]
+        (repr(c["token"]), c["token_id"], f"{100 * c['probability']:.2f}%") for c in ledger["candidates"]
+    ]
     answer = page.evaluate("Array.from(document.querySelectorAll('.answer .new-token small')).map(e => e.innerText)")
     assert [int(a) for a in answer] == ledger["new_tokens"]
     whole = table_rows(page, ".ops-table tbody tr[data-op]")
@@ -489,4 +495,4 @@ def test_ci_installs_the_browser_and_requires_it():
     required = lines.index("export MINITRANSFORMER_REQUIRE_BROWSER=1")
     assert install < required < test_command
     assert "apt-get update && apt-get install -y chromium" in lines[install]
-    assert 'command -v chromium' in lines[install - 1] and 'id -u' in lines[install - 1]  # only if missing, as root
+    assert "command -v chromium" in lines[install - 1] and "id -u" in lines[install - 1]  # only if missing, as root

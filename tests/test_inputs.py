@@ -8,11 +8,10 @@ import re
 import numpy as np
 import pytest
 
+from conftest import run_cli
 from minitransformer import UserError, load_tokenizer
 from minitransformer.cli import main
 from minitransformer.views.trace import trace
-
-from conftest import run_cli
 
 tok = load_tokenizer()
 
@@ -66,7 +65,7 @@ def test_every_forward_entry_point_refuses_bad_ids_with_a_user_error(case, small
 
 @pytest.mark.parametrize("case", EMPTY_IDS, ids=str)
 def test_no_ids_at_all_is_refused(case, small_gpt2):
-    for name, entry in _entry_points(small_gpt2).items():
+    for entry in _entry_points(small_gpt2).values():
         with pytest.raises(UserError, match="non-empty"):
             entry(EMPTY_IDS[case])
 
@@ -133,6 +132,7 @@ def test_decode_refuses_what_is_not_a_list_of_ids(case):
         tok.decode(ids)
     assert needle in str(refused.value), str(refused.value)
 
+
 def test_decode_of_a_negative_id_is_refused_not_read_from_the_end_of_the_table():
     """table[-1] is <|endoftext|>: a negative id used to decode as the last token."""
     with pytest.raises(UserError, match=r"token id -1 is outside the GPT-2 vocabulary \(0..50256\)"):
@@ -160,7 +160,10 @@ def test_encode_refuses_text_with_no_utf8_bytes_naming_the_byte_or_code_point(ca
     with pytest.raises(UserError) as refused:
         tok.encode(text)
     assert str(refused.value).startswith("the text ") and needle in str(refused.value)
-    for entry in (lambda: small_gpt2.generate(text, max_new_tokens=1), lambda: trace(small_gpt2, text, out=io.StringIO())):
+    for entry in (
+        lambda: small_gpt2.generate(text, max_new_tokens=1),
+        lambda: trace(small_gpt2, text, out=io.StringIO()),
+    ):
         with pytest.raises(UserError) as refused:
             entry()
         assert str(refused.value).startswith("the prompt ") and needle in str(refused.value)
@@ -214,7 +217,9 @@ def test_count_refuses_sizes_whose_tensors_numpy_cannot_describe(sizes, needle, 
 
 def test_count_just_inside_the_limit_still_counts(capsys):
     batch = 2**62 // (4 * 50257)  # [batch, t = 4, V = 50257] logits: the largest tensor, just under 2**62
-    assert main(["count", "--layers", "1", "--d-model", "4", "--heads", "1", "--tokens", "3", "--batch", str(batch)]) == 0
+    assert (
+        main(["count", "--layers", "1", "--d-model", "4", "--heads", "1", "--tokens", "3", "--batch", str(batch)]) == 0
+    )
     assert "Total:" in capsys.readouterr().out
 
 
@@ -222,7 +227,10 @@ def test_an_error_that_quotes_a_line_break_stays_one_line(capsys):
     """argparse quotes unrecognised arguments as they are; a newline in one split the message in two."""
     assert main(["trace", "Hi", "one\nmore\rline\x1b[31m"]) == 2  # (generate takes several prompts)
     err = capsys.readouterr().err
-    assert err == "minitransformer: error: unrecognized arguments: one\\nmore\\rline\\x1b[31m (see minitransformer --help)\n"
+    assert (
+        err
+        == "minitransformer: error: unrecognized arguments: one\\nmore\\rline\\x1b[31m (see minitransformer --help)\n"
+    )
 
 
 BAD_CHOICES = {

@@ -133,7 +133,10 @@ def test_rope_scaling_replaces_rope_parameters_whole_as_in_transformers(tmp_path
     config = load_model(with_config(tmp_path / "b", "llama_gqa_bias", linear | {"rope_theta": 500.0})).config
     assert config.rope_theta == 500.0 and dict(config.rope_scaling)["factor"] == 4.0
     both = {"rope_scaling": {"rope_type": "linear", "type": "default", "factor": 4.0}}  # rope_type wins
-    assert dict(load_model(with_config(tmp_path / "c", "llama_gqa_bias", both)).config.rope_scaling)["rope_type"] == "linear"
+    assert (
+        dict(load_model(with_config(tmp_path / "c", "llama_gqa_bias", both)).config.rope_scaling)["rope_type"]
+        == "linear"
+    )
 
 
 def test_key_value_heads_left_out_default_as_in_transformers(tmp_path):

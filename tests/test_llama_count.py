@@ -15,18 +15,18 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_count import assert_same_phases
 
-from minitransformer.verbs import formulas
+from minitransformer.engine.ledger import Phase
 from minitransformer.families.llama.config import LlamaConfig
+from minitransformer.families.llama.layout import llama_shapes
+from minitransformer.families.llama.stages import stages_of as family_of
 from minitransformer.families.table import PRESETS
+from minitransformer.models.model import Model
+from minitransformer.models.weights import as_tree
+from minitransformer.verbs import formulas
 from minitransformer.verbs.count import count_generation, count_passes, decode_at
 from minitransformer.verbs.select import select_config
-from minitransformer.engine.ledger import Phase
-from minitransformer.models.model import Model
-from minitransformer.families.llama.stages import stages_of as family_of
-from minitransformer.families.llama.layout import llama_shapes
-from minitransformer.models.weights import as_tree
-from test_count import assert_same_phases
 
 LLAMA_PRESETS = [name for name, c in PRESETS.items() if c.family == "llama"]
 # The ledger's vocabulary for a Llama block, in the order the forward pass runs it (issue 10, item 3).
@@ -268,7 +268,9 @@ def test_select_a_llama_by_preset_name_config_or_sizes(tmp_path):
     # sizes: a GPT-2 block, unless a Llama flag is given
     assert select_config(layers=2, d_model=10, heads=2).family == "gpt2"
     llama2 = select_config(layers=32, d_model=4096, heads=32, gated_mlp=True, vocab=32000, ctx=4096)
-    assert _shapes(llama2) == _shapes(PRESETS["llama2-7b"]) and not (llama2.qkv_bias or llama2.o_bias or llama2.mlp_bias)
+    assert _shapes(llama2) == _shapes(PRESETS["llama2-7b"]) and not (
+        llama2.qkv_bias or llama2.o_bias or llama2.mlp_bias
+    )
     assert select_config(layers=40, d_model=5120, heads=40, gated_mlp=True).d_ff == 13824 == PRESETS["llama2-13b"].d_ff
     grouped = select_config(layers=2, d_model=64, heads=8, kv_heads=2)
     assert (grouped.family, grouped.n_kv_head, grouped.d_head, grouped.d_ff) == ("llama", 2, 8, 256)

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from conftest import run_cli
-from minitransformer.verbs import formulas
 from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.families.table import PRESETS
+from minitransformer.verbs import formulas
 from minitransformer.views.export import CSV_COLUMNS
 
 # Qwen2.5-0.5B's config.json as published (the keys that matter and a few that do not).
@@ -34,13 +34,18 @@ def test_count_a_llama_preset_walks_through_its_products():
     prefill_block = formulas.layer_macs(config, 100, 100)
     for needle in (
         "llama3-8b: llama (Llama family), 32 layers, d_model 4,096, 32 heads of 128 sharing 8 key/value heads",
-        "q = h W_q", "[100, 4096] x [4096, 1024]",  # k: 8 key/value heads of 128
+        "q = h W_q",
+        "[100, 4096] x [4096, 1024]",  # k: 8 key/value heads of 128
         "[8, 4, 100, 128] x [8, 1, 128, 100]",  # scores: 4 query heads against each key head's K
-        "h = RMSNorm_1(x)", "q, k = RoPE(q, k)", "a = a * u",
+        "h = RMSNorm_1(x)",
+        "q, k = RoPE(q, k)",
+        "a = a * u",
         f"{prefill_block:,}",
         "One block in decode step 2: T = 1 new position attending to t = 102",
         f"{total:,} MACs",
-        "attention projections (q, k, v, out)", "MLP (mlp.gate, mlp.up, mlp.down)", "unembedding (logits)",
+        "attention projections (q, k, v, out)",
+        "MLP (mlp.gate, mlp.up, mlp.down)",
+        "unembedding (logits)",
         "Attention against the products with weights in decode step 2: T = 1 new position attending to t = 102",
         "attention / weights = H dh t / (D (H dh + Hkv dh) + 1.5 D F) = t / 26,624",
         "K and V x 32 layers x 1,024 numbers (8 key/value heads of 128): 262 KB per token",
@@ -209,8 +214,13 @@ def test_bad_llama_input_is_one_line_exit_2_and_no_file(tmp_path, args, message)
     configs = {
         "falcon": {"model_type": "falcon", "hidden_size": 64},
         "sliding_qwen": {**QWEN_CONFIG, "use_sliding_window": True},
-        "shapeless": {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
-                      "vocab_size": 100},  # fmt: skip
+        "shapeless": {
+            "model_type": "llama",
+            "hidden_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "vocab_size": 100,
+        },  # fmt: skip
     }
     for name, content in configs.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(content))

@@ -10,16 +10,16 @@ import shutil
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
+from test_engine_rules import Float64Alarm
 
 import minitransformer.engine.hooks
 from conftest import hf_llama_fixture_dirs, with_weights_viewed_as
 from minitransformer import load_model
-from minitransformer.verbs.count import count_passes
 from minitransformer.engine.ledger import Phase
+from minitransformer.engine.ops import attention_bias, rotary_tables
 from minitransformer.families.llama.forward import inverse_frequencies
 from minitransformer.models.model import Model
-from minitransformer.engine.ops import attention_bias, rotary_tables
-from test_engine_rules import Float64Alarm
+from minitransformer.verbs.count import count_passes
 
 FIXTURES = {d.name: d for d in hf_llama_fixture_dirs()}
 
@@ -149,10 +149,23 @@ def test_captures_have_the_documented_names_and_hold_what_the_equations_say(name
         documented)  # fmt: skip
     for i in range(c.n_layer):
         assert {f"blocks.{i}.{n}" for n in documented} <= set(cache), set(documented) - set(cache)
-    shapes = {"attn.q_proj": (T, H * dh), "attn.k_proj": (T, Hkv * dh), "attn.q": (H, T, dh), "attn.k": (Hkv, T, dh),
-              "attn.q_rot": (H, T, dh), "attn.keys": (Hkv, T, dh), "attn.qk": (Hkv, G, T, T),
-              "attn.scaled": (H, T, T), "attn.weights": (H, T, T), "attn.mix": (Hkv, G, T, dh),
-              "attn.z": (T, H * dh), "attn.out": (T, D), "mlp.gate": (T, F), "mlp.mul": (T, F), "resid_post": (T, D)}
+    shapes = {
+        "attn.q_proj": (T, H * dh),
+        "attn.k_proj": (T, Hkv * dh),
+        "attn.q": (H, T, dh),
+        "attn.k": (Hkv, T, dh),
+        "attn.q_rot": (H, T, dh),
+        "attn.keys": (Hkv, T, dh),
+        "attn.qk": (Hkv, G, T, T),
+        "attn.scaled": (H, T, T),
+        "attn.weights": (H, T, T),
+        "attn.mix": (Hkv, G, T, dh),
+        "attn.z": (T, H * dh),
+        "attn.out": (T, D),
+        "mlp.gate": (T, F),
+        "mlp.mul": (T, F),
+        "resid_post": (T, D),
+    }
     assert {k: cache[f"blocks.1.{k}"].shape for k in shapes} == shapes  # fmt: skip
 
     b, a = p.layers[0], p.layers[0].self_attn
@@ -204,6 +217,7 @@ def test_hooks_that_replace_a_stage_act_as_the_weights_that_would_make_it(models
         generated = model.generate(ids.tolist(), max_new_tokens=5, stop_at_eos=False).new_tokens
     assert np.array_equal(hooked, without_mlp_0.logits(ids)) and np.abs(hooked - original).max() > 0.1
     assert generated == without_mlp_0.generate(ids.tolist(), max_new_tokens=5, stop_at_eos=False).new_tokens
+
     # Zero keys of the group read by query heads 4-7 (KV head 1): their scores are 0, their weights uniform.
     def zero_kv_head_1(k, name):
         k = k.copy()

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-
-from minitransformer.verbs import formulas
-from minitransformer.families.llama.config import LlamaConfig
-from minitransformer.families.table import PRESETS
-from minitransformer.verbs.count import count_generation
-from minitransformer.verbs.memory import bytes_moved, kv_cache_bytes, memory_dict
 from test_llama_count import random_llama
 from test_memory import estimated_and_measured_peak
+
+from minitransformer.families.llama.config import LlamaConfig
+from minitransformer.families.table import PRESETS
+from minitransformer.verbs import formulas
+from minitransformer.verbs.count import count_generation
+from minitransformer.verbs.memory import bytes_moved, kv_cache_bytes, memory_dict
 
 
 def test_the_kv_cache_holds_the_key_value_heads_only():

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minitransformer.verbs import formulas
 from minitransformer.families.llama.config import LlamaConfig
-from minitransformer.families.table import PRESETS, config_from_hf_dict
 from minitransformer.families.llama.layout import KINDS as LLAMA_KINDS
+from minitransformer.families.table import PRESETS, config_from_hf_dict
+from minitransformer.verbs import formulas
 from minitransformer.verbs.params import kind_of, parameters
 from minitransformer.views.params_report import params_report
 

@@ -248,7 +248,11 @@ def test_validate_prompts_come_from_the_models_own_tokenizer_or_are_seeded_ids(l
     model = load_model(no_tokenizer)
     ids = prompt_ids(model, "The capital of France is", seed=4)
     assert len(ids) == 5 and max(ids) < model.config.vocab_size
-    assert ids == prompt_ids(model, "The capital of France is", seed=4) != prompt_ids(model, "The capital of France is", seed=5)
+    assert (
+        ids
+        == prompt_ids(model, "The capital of France is", seed=4)
+        != prompt_ids(model, "The capital of France is", seed=5)
+    )
     assert np.asarray(ids).dtype.kind == "i"
 
 

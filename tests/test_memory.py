@@ -6,13 +6,13 @@ import tracemalloc
 
 import numpy as np
 import pytest
-
-from minitransformer.verbs import formulas
-from minitransformer.families.table import PRESETS
-from minitransformer.verbs.count import count_generation
-from minitransformer.engine.ledger import Phase
-from minitransformer.verbs.memory import bytes_moved, intensity, kv_cache_bytes, memory_dict, peak_activations
 from test_counts import random_model
+
+from minitransformer.engine.ledger import Phase
+from minitransformer.families.table import PRESETS
+from minitransformer.verbs import formulas
+from minitransformer.verbs.count import count_generation
+from minitransformer.verbs.memory import bytes_moved, intensity, kv_cache_bytes, memory_dict, peak_activations
 
 
 def test_kv_cache_bytes_are_the_engines_cache():

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run_cli
-from minitransformer.views import files
 from minitransformer.cli import main
 from minitransformer.errors import UserError
+from minitransformer.views import files
 
 COUNT = ("count", "--preset", "gpt2", "--tokens", "5")
 SUFFIX = {"--json": ".json", "--csv": ".csv", "--plot": ".png"}
@@ -365,5 +365,5 @@ def test_names_that_are_not_utf8_are_written_and_shown_escaped(tmp_path):
     assert result.returncode == 0, result.stderr.decode()
     assert f"ledger written to {tmp_path}/\\udce9.json".encode() in result.stdout
     assert json.loads(out.read_bytes())["model"]["name"] == "m\udce9d"  # JSON's escape reads back as the name
-    assert "m\\udce9d".encode() in out.with_suffix(".html").read_bytes()
+    assert b"m\\udce9d" in out.with_suffix(".html").read_bytes()
     out.with_suffix(".html").read_bytes().decode("utf-8")  # a valid UTF-8 page

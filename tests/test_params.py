@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitransformer import GPT2Config
-from minitransformer.verbs import formulas
-from minitransformer.families.table import PRESETS
 from minitransformer.families.gpt2.layout import KINDS
+from minitransformer.families.table import PRESETS
+from minitransformer.verbs import formulas
 from minitransformer.verbs.params import kind_of, parameters
 from minitransformer.views.params_report import params_report
 

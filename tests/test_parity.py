@@ -29,7 +29,9 @@ def test_logits_match_transformers_fixture(directory):
 def test_fixtures_cover_the_options_that_change_inference():
     configs = [json.loads((d / "config.json").read_text()) for d in hf_fixture_dirs()]
     seen = lambda key: {json.dumps(c.get(key)) for c in configs}  # noqa: E731
-    assert {"gelu_new", "gelu", "relu", "silu", "quick_gelu", "gelu_fast", "tanh"} <= {c["activation_function"] for c in configs}
+    assert {"gelu_new", "gelu", "relu", "silu", "quick_gelu", "gelu_fast", "tanh"} <= {
+        c["activation_function"] for c in configs
+    }
     assert {"1", "2", "3", "4", "8"} <= seen("n_head")
     assert any(c.get("n_inner") not in (None, 4 * c["n_embd"]) for c in configs)
     assert len(seen("layer_norm_epsilon")) >= 3

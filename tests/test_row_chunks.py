@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from minitransformer.verbs import formulas
-from minitransformer.engine import row_chunks
-from minitransformer.families.llama.config import LlamaConfig
-from minitransformer.families.table import PRESETS
-from minitransformer.verbs.count import count_generation, count_passes
-from minitransformer.engine.ledger import Phase
-from minitransformer.models.model import Model
 from test_count import assert_same_phases
 from test_counts import random_model
 from test_llama_count import random_llama
+
+from minitransformer.engine import row_chunks
+from minitransformer.engine.ledger import Phase
+from minitransformer.families.llama.config import LlamaConfig
+from minitransformer.families.table import PRESETS
+from minitransformer.models.model import Model
+from minitransformer.verbs import formulas
+from minitransformer.verbs.count import count_generation, count_passes
 
 
 def chunked_pairs(T: int, past: int, window: int | None, C: int) -> int:
@@ -81,7 +81,11 @@ def test_the_chunked_counts_equal_their_closed_forms_and_the_logits_the_dense_pa
         assert mix.causal_macs <= mix.macs <= mix.dense_macs
         d = scores.to_dict()
         assert (d["dot_products"], d["macs"], d["dense_dot_products"], d["dense_macs"]) == (
-            H * pairs, H * pairs * dh, H * T * t, H * T * t * dh)
+            H * pairs,
+            H * pairs * dh,
+            H * T * t,
+            H * T * t * dh,
+        )
     assert phase.macs == sum(r.macs for r in phase.records)  # the totals are what was computed
     assert [r.op for r in phase.layer_records(0)] == [r.op for r in _dense_phase(model, ids, past).layer_records(0)]
 
@@ -120,8 +124,10 @@ def test_the_shape_only_count_models_the_chunks_as_the_real_run_does(monkeypatch
     monkeypatch.setattr(row_chunks, "ROW_CHUNK", 3)
     real = gpt2_model()
     for batch in (1, 2):
-        assert_same_phases(count_passes(real, 11, 3, use_cache, batch).phases,
-                           count_passes(Model.without_weights(real.config), 11, 3, use_cache, batch).phases)
+        assert_same_phases(
+            count_passes(real, 11, 3, use_cache, batch).phases,
+            count_passes(Model.without_weights(real.config), 11, 3, use_cache, batch).phases,
+        )
     prefill = count_passes(real, 11, 1, use_cache, 2).phases[0].find("scores", 0)
     assert prefill.macs == 2 * real.config.n_head * chunked_pairs(11, 0, None, 3) * real.config.d_head
     llama = mistral_model(window=4)
@@ -136,7 +142,6 @@ def test_a_long_prompt_with_the_real_chunk_size_equals_transformers(tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from conftest import write_gpt2, write_llama
-
     from minitransformer import load_model
 
     T = 300
@@ -172,7 +177,9 @@ def test_the_closed_form_of_the_computed_pairs_is_the_sum_over_chunks(C):
     for T in (1, 2, C, C + 1, 3 * C, 3 * C + 2, 300):
         for past in (0, 1, 7):
             dense = T * (past + T)
-            assert formulas.computed_pairs(T, past + T, None, C) == (chunked_pairs(T, past, None, C) if T > C else dense)
+            assert formulas.computed_pairs(T, past + T, None, C) == (
+                chunked_pairs(T, past, None, C) if T > C else dense
+            )
             for W in (1, 3, 50):
                 keys = min(past + T, W + T - 1)
                 expected = chunked_pairs(T, past, W, C) if T > C else T * keys

@@ -66,7 +66,9 @@ def test_tricky_strings_match_openai(text, openai_gpt2):
 
 
 WHITESPACE_AND_WORDS = st.lists(
-    st.sampled_from([" ", "  ", "\n", "\t", "\r\n", "\u00a0", "\u3000", "a", "Word", "'s", "'ll", "9", "é", "日", "🤖", "!", "."]),
+    st.sampled_from(
+        [" ", "  ", "\n", "\t", "\r\n", "\u00a0", "\u3000", "a", "Word", "'s", "'ll", "9", "é", "日", "🤖", "!", "."]
+    ),
     max_size=30,
 ).map("".join)
 

@@ -17,9 +17,9 @@ import pytest
 from conftest import HF_FIXTURES, ROOT, run_cli, write_gpt2
 from minitransformer import UserError, load_model
 from minitransformer.cli import main
-from minitransformer.verbs.count import count_passes
 from minitransformer.engine.hooks import stage_names
 from minitransformer.families.gpt2.stages import GPT2
+from minitransformer.verbs.count import count_passes
 from minitransformer.views.trace import Stepper, parse_layers, trace
 
 PROMPT = "The capital of France is"  # 5 tokens
@@ -61,13 +61,18 @@ def expected_values(x: np.ndarray) -> str:
 def test_every_stage_in_order_with_its_equation_shapes_counts_and_values(small_gpt2):
     text, result = traced(small_gpt2, layers=[0, 1], new_tokens=2)
     prefill, decode = passes(text)
-    assert prefill.startswith("=== prefill: T = 5 new positions attending to t = 5; ids [464, 3139, 286, 4881, 318] ===")
+    assert prefill.startswith(
+        "=== prefill: T = 5 new positions attending to t = 5; ids [464, 3139, 286, 4881, 318] ==="
+    )
     assert decode.startswith("=== decode step 1: T = 1 new position attending to t = 6;")
     assert "sizes: T=5 t=5 D=16 H=2 dh=8 F=64 V=50257 R=1" in prefill
     first, second = entries(prefill), entries(decode)
     assert list(first) == stage_names(2, GPT2) and list(second) == stage_names(2, GPT2)
 
-    assert first["embed"].splitlines()[1:3] == ["    in   ids [T] = [5]", "    out  [T, D] = [5, 16]   no dot products (lookup)"]
+    assert first["embed"].splitlines()[1:3] == [
+        "    in   ids [T] = [5]",
+        "    out  [T, D] = [5, 16]   no dot products (lookup)",
+    ]
     assert "[Q K V] = h W_qkv + b_qkv" in first["blocks.0.attn.qkv"]
     assert "in   h [T, D] = [5, 16], W_qkv [D, 3D] = [16, 48]" in first["blocks.0.attn.qkv"]
     assert "out  [T, 3D] = [5, 48]   240 dot products of length 16 = 3,840 MACs" in first["blocks.0.attn.qkv"]
@@ -75,7 +80,10 @@ def test_every_stage_in_order_with_its_equation_shapes_counts_and_values(small_g
     assert "out  [H, T, dh] = [2, 5, 8]" in first["blocks.0.attn.v"]
     assert "S = Q K^T  (per head)" in first["blocks.1.attn.qk"]
     assert "in   Q [H, T, dh] = [2, 5, 8], K^T [H, dh, t] = [2, 8, 5]" in first["blocks.1.attn.qk"]
-    assert "out  [H, T, t] = [2, 5, 5]   50 dot products of length 8 = 400 MACs (causal: 30 needed)" in first["blocks.1.attn.qk"]
+    assert (
+        "out  [H, T, t] = [2, 5, 5]   50 dot products of length 8 = 400 MACs (causal: 30 needed)"
+        in first["blocks.1.attn.qk"]
+    )
     assert "(20 of 50 entries -inf: the masked future)" in first["blocks.0.attn.scores"]
     assert "values  mean 0.2  std" in first["blocks.0.attn.weights"]  # each row of weights sums to 1 over t = 5
     assert "out  [T, F] = [5, 64]   320 dot products of length 16 = 5,120 MACs" in first["blocks.0.mlp.up"]
@@ -183,7 +191,9 @@ def test_the_stepper_stops_at_each_stage_skips_a_layer_prints_and_runs_on(small_
     _, cache = small_gpt2.run_with_cache(small_gpt2.tokenizer.encode("The capital"), names="blocks.0.ln_1")
     ln_1 = cache["blocks.0.ln_1"]
     printed = text.split("blocks.0.ln_1 [2, 16] =\n    [[", 1)[1].split("]]", 1)[0]
-    assert printed.split()[0] == f"{ln_1[0, 0]:.4f}".rstrip("0") and printed.split()[-1] == f"{ln_1[1, -1]:.4f}".rstrip("0")
+    assert printed.split()[0] == f"{ln_1[0, 0]:.4f}".rstrip("0") and printed.split()[-1] == f"{ln_1[1, -1]:.4f}".rstrip(
+        "0"
+    )
     assert "shape [2, 16]  float32  32 values (128 bytes)" in text
     assert f"max {ln_1.max():.6g} at {[int(i) for i in np.unravel_index(ln_1.argmax(), ln_1.shape)]}" in text
     assert "'what'? Enter: next stage, n: on to the next layer" in text
@@ -197,7 +207,9 @@ def test_the_stepper_ends_cleanly_on_q_and_on_end_of_input(small_gpt2):
     assert out.getvalue().endswith("trace stopped at blocks.0.attn.qkv (q)\n")
     out = io.StringIO()
     result = trace(small_gpt2, "The capital", out=out, stepper=Stepper(read=Script("n"), out=out))
-    assert result.stopped_at == "blocks.0.ln_1" and out.getvalue().endswith("trace stopped at blocks.0.ln_1 (end of input)\n")
+    assert result.stopped_at == "blocks.0.ln_1" and out.getvalue().endswith(
+        "trace stopped at blocks.0.ln_1 (end of input)\n"
+    )
 
 
 # --- the real thing, through a pseudo-terminal --------------------------------------------------------------
@@ -284,7 +296,9 @@ def test_step_in_a_terminal_enter_n_p_s_then_q(terminal):
     after_enter = term.press(b"\n")
     assert after_enter.lstrip("\n").startswith("blocks.0.ln_1 ") and "blocks.0.attn" not in after_enter
     after_n = term.press(b"n\n")  # the rest of block 0 goes by, the stop is block 1's first stage
-    assert "blocks.0.resid_post " in after_n and after_n.rstrip(" >").rstrip().splitlines()[-5].startswith("blocks.1.ln_1 ")
+    assert "blocks.0.resid_post " in after_n and after_n.rstrip(" >").rstrip().splitlines()[-5].startswith(
+        "blocks.1.ln_1 "
+    )
     printed = term.press(b"p\n")
     assert "blocks.1.ln_1 [2, 16] =\n    [[" in printed
     stats = term.press(b"s\n")
@@ -319,7 +333,9 @@ def test_step_without_a_terminal_says_so_and_runs_through(small_gpt2_dir):
                            "--step"], input="", capture_output=True, text=True, timeout=120, cwd=ROOT)  # fmt: skip
     assert done.returncode == 0
     assert done.stderr == "minitransformer: --step needs a terminal on stdin; tracing without stopping\n"
-    assert "q quit >" not in done.stdout and "=== decode step 1:" in done.stdout and "greedy continuation" in done.stdout
+    assert (
+        "q quit >" not in done.stdout and "=== decode step 1:" in done.stdout and "greedy continuation" in done.stdout
+    )
 
 
 # --- the command line ---------------------------------------------------------------------------------------
@@ -374,7 +390,9 @@ def test_the_walkthrough_follows_the_prompt_from_ids_to_the_answer(small_gpt2_di
 
 
 def test_attention_png_draws_the_chosen_layer(small_gpt2_dir, tmp_path):
-    pytest.importorskip("matplotlib", reason="the drawing example needs matplotlib (pip install 'minitransformer[plot]')")
+    pytest.importorskip(
+        "matplotlib", reason="the drawing example needs matplotlib (pip install 'minitransformer[plot]')"
+    )
     png = tmp_path / "attention.png"
     done = subprocess.run([sys.executable, "examples/attention_png.py", "--model", str(small_gpt2_dir), "--layer", "1",
                            "--out", str(png)], cwd=ROOT, capture_output=True, text=True, timeout=120)  # fmt: skip

@@ -9,7 +9,9 @@ import pytest
 from conftest import hf_fixture_dirs
 from minitransformer import load_model
 
-torch = pytest.importorskip("torch", reason="comparing with Hugging Face needs torch (pip install 'minitransformer[hf]')")
+torch = pytest.importorskip(
+    "torch", reason="comparing with Hugging Face needs torch (pip install 'minitransformer[hf]')"
+)
 transformers = pytest.importorskip("transformers", reason="comparing with Hugging Face needs transformers")
 
 TOLERANCE = 1e-4
@@ -17,7 +19,9 @@ TOLERANCE = 1e-4
 
 def reference(directory):
     # Attention weights are only returned by the eager implementation (transformers 5 defaults to sdpa).
-    return transformers.GPT2LMHeadModel.from_pretrained(directory, dtype=torch.float32, attn_implementation="eager").eval()
+    return transformers.GPT2LMHeadModel.from_pretrained(
+        directory, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
 
 
 def worst(ours: np.ndarray, theirs) -> float:

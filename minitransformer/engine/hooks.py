@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Mapping
-from typing import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -80,13 +79,13 @@ def _from_transformer_lens(pattern: str) -> str:
 class HookHandle:
     """What add_hook returns: `.remove()` takes the hook off again (removing twice is harmless)."""
 
-    def __init__(self, registry: "HookRegistry", hook: "_Hook") -> None:
+    def __init__(self, registry: HookRegistry, hook: _Hook) -> None:
         self._registry, self._hook = registry, hook
 
     def remove(self) -> None:
         self._registry._remove(self._hook)
 
-    def __enter__(self) -> "HookHandle":
+    def __enter__(self) -> HookHandle:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -42,7 +42,7 @@ class KVCache:
     def nbytes(self) -> int:
         return sum(k.nbytes + v.nbytes for k, v in zip(self.keys, self.values))
 
-    def layer(self, i: int) -> "LayerCache":
+    def layer(self, i: int) -> LayerCache:
         return LayerCache(self, i)
 
     def advance(self, n: int) -> None:

@@ -312,7 +312,7 @@ def padding_of(r: Record, pads: list[int], context: int) -> tuple[int, int]:
     return dot_products, macs
 
 
-def padding_dict(padding: "Totals", total_macs: int) -> dict:
+def padding_dict(padding: Totals, total_macs: int) -> dict:
     return {"dot_products": padding.dot_products, "macs": padding.macs,
             "share": padding.macs / total_macs if total_macs else 0.0}  # fmt: skip
 
@@ -401,7 +401,8 @@ class Ledger:
         }
         if self.batched:
             d["totals"]["padding"] = padding_dict(self.padding, self.totals.macs) | {
-                "finished_rows": padding_dict(self.finished_padding, self.totals.macs)}
+                "finished_rows": padding_dict(self.finished_padding, self.totals.macs)
+            }
         if self.other_way is not None:
             d["cache"] = self.cache_comparison()
         return d

@@ -63,7 +63,11 @@ class ShapeOnly:
     __add__, __radd__, __iadd__ = _binary("add"), _binary("add", True), _binary("add")
     __sub__, __rsub__, __isub__ = _binary("subtract"), _binary("subtract", True), _binary("subtract")
     __mul__, __rmul__, __imul__ = _binary("multiply"), _binary("multiply", True), _binary("multiply")
-    __truediv__, __rtruediv__, __itruediv__ = _binary("true_divide"), _binary("true_divide", True), _binary("true_divide")
+    __truediv__, __rtruediv__, __itruediv__ = (
+        _binary("true_divide"),
+        _binary("true_divide", True),
+        _binary("true_divide"),
+    )
     __pow__ = _binary("power")
     del _binary
 

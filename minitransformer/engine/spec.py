@@ -4,21 +4,21 @@ here and checks them against the concrete sizes of the pass (Dims); the symbols 
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 
-@lru_cache(maxsize=None)
+@cache
 def symbols(spec: str) -> tuple[str, ...]:
     return tuple(spec.split())
 
 
-@lru_cache(maxsize=None)
+@cache
 def specs(spec: str, n: int) -> tuple[str, ...]:
     specs = tuple(s.strip() for s in spec.split(";"))
     return specs * n if len(specs) == 1 else specs
 
 
-@lru_cache(maxsize=None)
+@cache
 def matmul_spec(spec: str) -> tuple[str, str, str]:
     operands, out = spec.split("->")
     a, b = operands.split(",")

@@ -72,5 +72,6 @@ UNEMBEDDING = "logits"
 
 # The two stages after the blocks that every family shares: the last position, then the unembedding.
 LAST = Stage("last", ("last",), "select", "h = h[last position]  (generation needs only the next token)", "h [T, D]")
-LOGITS = Stage("logits", ("logits",), "matmul", "logits = h W_U^T  (W_U = W_te when tied)", "h [R, D], W_te^T [D, V]",
-               UNEMBEDDING)
+LOGITS = Stage(
+    "logits", ("logits",), "matmul", "logits = h W_U^T  (W_U = W_te when tied)", "h [R, D], W_te^T [D, V]", UNEMBEDDING
+)

@@ -11,21 +11,22 @@ against the concrete sizes of this pass, so a shape in the code cannot drift fro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from math import prod
-from typing import Callable
 
 import numpy as np
 
 from .kvcache import first_attended
 from .ledger import Phase, Record, dot_product_count
 from .row_chunks import in_row_chunks
-from .spec import matmul_spec, specs, symbols
 from .shapes import ShapeOnly
+from .spec import matmul_spec, specs, symbols
 from .stages import Family
 
 # A watcher sees every stage: (full name, tensor, record) -> the tensor to continue with.
 Watcher = Callable[[str, object, Record], object]
+
 
 def fold_shared_axes(a, b):
     """(a', b', out shape): a @ b = (a' @ b').reshape(out shape), with the axes that b is shared over (b lacks
@@ -72,14 +73,14 @@ class Dims:
         self.Hkv = self.H if self.Hkv is None else self.Hkv
 
     @classmethod
-    def of(cls, config, T: int, past: int, R: int, batch: tuple[int, ...] = ()) -> "Dims":
+    def of(cls, config, T: int, past: int, R: int, batch: tuple[int, ...] = ()) -> Dims:
         """The sizes of a pass of `config` over T new positions after `past` cached ones."""
         window = config.sliding_window
         start = first_attended(past, window)  # the earliest key any new query sees
         return cls(T=T, t=past + T - start, D=config.n_embd, H=config.n_head, F=config.d_ff, V=config.vocab_size, R=R,
                    batch=batch, dh=config.d_head, Hkv=config.n_kv_head, start=start, window=window)  # fmt: skip
 
-    def with_window(self, window: int | None) -> "Dims":
+    def with_window(self, window: int | None) -> Dims:
         """The same pass as seen by a layer with another sliding window (or none): its keys start elsewhere."""
         if window == self.window:
             return self
@@ -139,7 +140,7 @@ class Tape:
     windows: tuple | None = None
     dense: bool = False  # attention as transformers' eager attention computes it: every T x t score, never in chunks
 
-    def layer(self, i: int) -> "Tape":
+    def layer(self, i: int) -> Tape:
         """The tape as seen from inside block i: stage names get the prefix "blocks.{i}.", and the sizes are
         those of block i's attention (its window, where layers differ)."""
         dims = self.dims if self.windows is None else self.dims.with_window(self.windows[i])
@@ -150,7 +151,7 @@ class Tape:
         see (row_chunks.py says how, and what the ledger then holds)."""
         return in_row_chunks(self, attend, q, K, V, bias)
 
-    def with_sizes(self, **data: int) -> "Tape":
+    def with_sizes(self, **data: int) -> Tape:
         """The same tape, with sizes that depend on the data named for the stages run through it: a product over
         the Te tokens routed to an expert reads "Te D, D F -> Te F" on `tape.with_sizes(Te=len(tokens))`."""
         return replace(self, dims=replace(self.dims, data={**self.dims.data, **data}, _shapes={}))

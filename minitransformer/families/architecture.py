@@ -9,9 +9,9 @@ the reports, batches and float64 read a family only through these fields (docs/a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Callable
 
 from ..engine.stages import Family
 

@@ -10,8 +10,8 @@ model that would silently compute something else than transformers' is worse tha
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 from typing import ClassVar
 
 from ..errors import UserError
@@ -21,7 +21,6 @@ SUPPORTED_ACTIVATIONS = (
     "gelu_new", "gelu_pytorch_tanh", "gelu_python_tanh", "gelu_fast", "gelu", "gelu_python",
     "quick_gelu", "relu", "silu", "swish", "tanh", "sigmoid", "linear",
 )  # fmt: skip
-
 
 
 class ModelConfig:
@@ -68,7 +67,7 @@ class ModelConfig:
         """The sliding window of a layer's attention (None: it sees every earlier position)."""
         return self.sliding_window
 
-    def prefix(self, n_layer: int) -> "ModelConfig":
+    def prefix(self, n_layer: int) -> ModelConfig:
         """The same model cut to its first n_layer layers (count's twin)."""
         return replace(self, n_layer=n_layer)
 

@@ -7,21 +7,21 @@ to hooks and captures, none of which needs to know which family ran.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Callable
 
 import numpy as np
 
-from .config import DTYPES
-from ..errors import UserError
 from ..engine.hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
-from .ids import as_token_ids
 from ..engine.kvcache import KVCache
 from ..engine.ledger import Phase
 from ..engine.shapes import ShapeOnly
+from ..engine.tape import Dims, Tape, Watcher
+from ..errors import UserError
 from ..families.config import ModelConfig
 from ..families.table import architecture_of
-from ..engine.tape import Dims, Tape, Watcher
+from .config import DTYPES
+from .ids import as_token_ids
 from .weights import as_tree, expected_shapes, token_embedding
 
 
@@ -76,7 +76,7 @@ class Model:
                 f"{self.dtype}, from {self.source})")  # fmt: skip
 
     @classmethod
-    def without_weights(cls, config: ModelConfig) -> "Model":
+    def without_weights(cls, config: ModelConfig) -> Model:
         """The same model with shape-only stand-ins for weights: counts everything, computes nothing."""
         stand_ins = {name: ShapeOnly(shape) for name, shape in expected_shapes(config).items()}
         return cls(config, as_tree(stand_ins, config), source="shape-only")
@@ -156,8 +156,14 @@ class Model:
                 raise UserError(f"pads must be one whole number >= 0 per row of token ids [B, T], not {pads!r}")
         T = ids.shape[-1]
         dims = Dims.of(self.config, T, past, R=T if all_positions else 1, batch=ids.shape[:-1])
-        tape = Tape(dims, phase, self.hooks.watcher(then=watcher), family=self.family, windows=self._windows,
-                    dense=dense_attention)  # watcher None: nobody watches
+        tape = Tape(
+            dims,
+            phase,
+            self.hooks.watcher(then=watcher),
+            family=self.family,
+            windows=self._windows,
+            dense=dense_attention,
+        )  # watcher None: nobody watches
         return self.architecture.forward(ids, self.params, self.config, cache, tape, all_positions, pads)
 
     def run_with_cache(self, token_ids, names=None, *, all_positions: bool = True, kv_cache: KVCache | None = None,
@@ -207,5 +213,8 @@ def refuse_empty(prompts: list, verb: str = "continue") -> None:
     (the CLI asks before loading a model, Model.prompt_rows after)."""
     for i, prompt in enumerate(prompts):
         if isinstance(prompt, (str, list, tuple)) and len(prompt) == 0:  # other kinds: prompt_ids says what is taken
-            raise UserError(f'the prompt is empty; give some text to {verb}, e.g. "The capital of France is"'
-                            if len(prompts) == 1 else f"prompt {i + 1} is empty; give some text to {verb} in each")
+            raise UserError(
+                f'the prompt is empty; give some text to {verb}, e.g. "The capital of France is"'
+                if len(prompts) == 1
+                else f"prompt {i + 1} is empty; give some text to {verb} in each"
+            )

@@ -113,7 +113,7 @@ class Tokenizer:
         """One token as text, with partial UTF-8 characters shown as escapes (for tables of candidates)."""
         return self.token_bytes([token_id]).decode("utf-8", errors="backslashreplace")
 
-    def stream_decoder(self, context: list[int] = ()) -> "StreamDecoder":
+    def stream_decoder(self, context: list[int] = ()) -> StreamDecoder:
         """`context` (the prompt) changes nothing here: a GPT-2 token's bytes do not depend on its neighbours."""
         return StreamDecoder(self)
 
@@ -136,7 +136,6 @@ class StreamDecoder:
 def load_tokenizer() -> Tokenizer:
     """The GPT-2 tokenizer (shared by every GPT-2 model); built once per process."""
     return Tokenizer()
-
 
 
 class FileTokenizer:
@@ -168,7 +167,7 @@ class FileTokenizer:
     def token_str(self, token_id: int) -> str:
         return self.decode([token_id])
 
-    def stream_decoder(self, context: list[int] = ()) -> "TextDiffStream":
+    def stream_decoder(self, context: list[int] = ()) -> TextDiffStream:
         """Text of the tokens pushed, decoded after `context` (the prompt): "▁Paris" after a prompt is " Paris"."""
         return TextDiffStream(self.decode, held=self.byte_tokens, context=context)
 
@@ -233,7 +232,7 @@ class NoTokenizer:
     def token_str(self, token_id: int) -> str:
         return f"<{int(token_id)}>"
 
-    def stream_decoder(self, context: list[int] = ()) -> "TextDiffStream":
+    def stream_decoder(self, context: list[int] = ()) -> TextDiffStream:
         return TextDiffStream(self.decode)  # "<5>" whatever comes before it: the context changes nothing
 
 

@@ -18,13 +18,14 @@ from types import SimpleNamespace
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
+from ..errors import UserError
 from ..families.config import ModelConfig
 from ..families.table import architecture_of
-from ..errors import UserError
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
 
 def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every weight tensor of the model by its Hugging Face name, without the base model's prefix."""

@@ -59,7 +59,7 @@ class AttentionRecorder:
         self._fed: dict[int, int] = dict.fromkeys(self.layers, 0)
         self._handles = []
 
-    def __enter__(self) -> "AttentionRecorder":
+    def __enter__(self) -> AttentionRecorder:
         for layer in self.layers:
             self._handles.append(self.model.add_hook(f"blocks.{layer}.attn.weights", self._keeper(layer)))
         return self

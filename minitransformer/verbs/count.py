@@ -20,13 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps, totals_of
+from ..engine.stages import ATTENTION_SCORES, Family
+from ..errors import UserError
 from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
-from ..errors import UserError
-from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps, totals_of
 from ..models.model import Model
 from .passes import forward_passes
-from ..engine.stages import ATTENTION_SCORES, Family
 
 STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the middle ones are summarised
 
@@ -160,7 +160,7 @@ class Pass:
         """Keys each block's scores were computed against (t, or fewer where a sliding window cut the oldest)."""
         return self.find("scores").out_shape[-1]
 
-    def attention_vs_weights(self) -> "AttentionVsWeights":
+    def attention_vs_weights(self) -> AttentionVsWeights:
         """The MACs of attention (Q K^T and A V) against those of the products with weights, per layer and in all."""
         attention = sum(r.macs for r in self.block if r.stage.group == ATTENTION_SCORES)
         weights = sum(r.macs for r in self.block if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
@@ -200,7 +200,9 @@ class AttentionVsWeights:
 
     @property
     def all_attention(self) -> int:
-        return sum(n * sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES) for records, n in self.step.groups)
+        return sum(
+            n * sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES) for records, n in self.step.groups
+        )
 
     @property
     def all_weights(self) -> int:
@@ -248,7 +250,6 @@ def decode_at(config: Config, context: int, batch: int = 1) -> Pass:
     if context == 1:
         return count_folded(config, 1, 1, True, batch)[0]
     return count_folded(config, context - 1, 2, True, batch)[1]
-
 
 
 @dataclass

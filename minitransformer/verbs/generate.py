@@ -9,18 +9,18 @@ counted beside it (count.py), so the ledger says what the cache saved.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
+from ..engine.ledger import Ledger, totals_of
+from ..errors import UserError
+from ..models.model import Model, register_generate
 from .attention_maps import AttentionMaps, AttentionRecorder
 from .choices import is_whole
 from .count import count_folded
-from ..errors import UserError
-from ..engine.ledger import Ledger, totals_of
-from ..models.model import Model, register_generate
 from .passes import batch_forward_passes, forward_passes
 
 
@@ -70,8 +70,10 @@ class Generation:
 def check_options(max_new_tokens, temperature, top_k, seed, candidates: int = 0) -> None:
     if not is_whole(max_new_tokens, 1):
         raise UserError(f"max_new_tokens must be a whole number of at least 1, not {max_new_tokens!r}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
-        math.isfinite(temperature) and temperature >= 0
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not (math.isfinite(temperature) and temperature >= 0)
     ):
         raise UserError(f"temperature must be a finite number >= 0 (0 means greedy), not {temperature!r}")
     if top_k is not None and not is_whole(top_k, 1):

@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from math import prod
 
-from ..families.config import ModelConfig as Config
 from ..engine.kvcache import KVCache
 from ..engine.ledger import Record
+from ..families.config import ModelConfig as Config
 
 FLOAT32_BYTES = 4
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes a number, for --dtype

@@ -14,6 +14,7 @@ from ..families.config import ModelConfig
 from ..families.table import ARCHITECTURES, architecture_of
 from ..models.weights import expected_shapes
 
+
 def kind_of(name: str, config: ModelConfig | None = None) -> str:
     """The kind of a tensor name in the checkpoint layout of the config's family (families/*/layout.py), or of any
     family in the table when no config is given."""

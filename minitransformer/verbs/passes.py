@@ -9,13 +9,13 @@ tokens, usually on shape-only stand-ins) and `trace` (every stage printed) all r
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from ..engine.ledger import Ledger, Phase
-from ..models.model import Model
 from ..engine.tape import Watcher
+from ..models.model import Model
 
 
 def forward_passes(model: Model, prompt_tokens: list[int], new_tokens: list[int], n_new: int, use_cache: bool = True,
@@ -40,8 +40,13 @@ def forward_passes(model: Model, prompt_tokens: list[int], new_tokens: list[int]
             book.phases.append(phase)
         watcher = watch(phase) if watch is not None else None
         ids = np.broadcast_to(np.asarray(ids), (*batch, len(ids)))
-        yield model.run(ids, cache=cache, phase=phase if book is not None else None, watcher=watcher,
-                        dense_attention=dense_attention)[..., -1, :]
+        yield model.run(
+            ids,
+            cache=cache,
+            phase=phase if book is not None else None,
+            watcher=watcher,
+            dense_attention=dense_attention,
+        )[..., -1, :]
 
 
 def batch_forward_passes(model: Model, rows: np.ndarray, pads: np.ndarray, fed: list[np.ndarray], finished: list[bool],
@@ -67,5 +72,6 @@ def batch_forward_passes(model: Model, rows: np.ndarray, pads: np.ndarray, fed: 
                       pads=tuple(int(p) for p in pads), finished=tuple(finished))  # fmt: skip
         if book is not None:
             book.phases.append(phase)
-        yield model.run(ids, cache=cache, phase=phase if book is not None else None, pads=pads,
-                        dense_attention=dense_attention)[:, -1, :]
+        yield model.run(
+            ids, cache=cache, phase=phase if book is not None else None, pads=pads, dense_attention=dense_attention
+        )[:, -1, :]

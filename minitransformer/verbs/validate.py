@@ -78,15 +78,22 @@ def load_reference(model: Model, dtype: str = "float32"):
         import transformers
         from transformers.utils import logging as hf_logging
     except ImportError:
-        raise UserError("validate compares with Hugging Face: pip install 'minitransformer[hf]' (torch, transformers)") from None
+        raise UserError(
+            "validate compares with Hugging Face: pip install 'minitransformer[hf]' (torch, transformers)"
+        ) from None
     if model.shape_only:
         raise UserError("a shape-only model has no weights to validate")
     shown = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # its "Loading weights" bar would be the only thing on stderr
     try:
-        reference = getattr(transformers, reference_class(model)).from_pretrained(model.source,
-                                                                                dtype=getattr(torch, dtype)).eval()
-        reference = reference.to(getattr(torch, dtype))  # nothing to do where `dtype=` was read; older versions ignore it
+        reference = (
+            getattr(transformers, reference_class(model))
+            .from_pretrained(model.source, dtype=getattr(torch, dtype))
+            .eval()
+        )
+        reference = reference.to(
+            getattr(torch, dtype)
+        )  # nothing to do where `dtype=` was read; older versions ignore it
     finally:
         if shown:
             hf_logging.enable_progress_bar()
@@ -160,8 +167,12 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
         full = prompt_ids(model, text, seed=i)
         ids = full[:room]
         r = compare(model, reference, torch, ids, steps, tolerance)
-        logits = {(dtype, "ours"): r["ours"], (dtype, "theirs"): r["theirs"],
-                  (other, "ours"): ours[other].logits(ids), (other, "theirs"): their_logits(theirs[other], torch, ids)}
+        logits = {
+            (dtype, "ours"): r["ours"],
+            (dtype, "theirs"): r["theirs"],
+            (other, "ours"): ours[other].logits(ids),
+            (other, "theirs"): their_logits(theirs[other], torch, ids),
+        }
         truth = logits["float64", "ours"]  # our float64 pass, checked against transformers' float64 right here
         scale = max(1.0, float(np.abs(logits["float64", "theirs"]).max()))
         truth_off = float(np.abs(truth - logits["float64", "theirs"]).max()) / scale

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from ..engine.ledger import Record
+from ..engine.stages import ATTENTION_SCORES, UNEMBEDDING
+from ..families.table import architecture_of
 from ..verbs.count import Count, Pass
 from ..verbs.formulas import attention_to_weights
-from ..engine.ledger import Record
 from ..verbs.memory import DEFAULT_BALANCE, memory_dict
 from .report import count as n
 from .report import describe_model, human, operands, percent, shape, table
-from ..engine.stages import ATTENTION_SCORES, UNEMBEDDING
-from ..families.table import architecture_of
 
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
@@ -36,6 +36,7 @@ def convention(count: Count) -> str:
     """The note under the block: dense where the prefill computed every score, the chunks where it did not."""
     chunk = count.prefill.find("scores").row_chunk
     return CONVENTION if chunk is None else CHUNKED_CONVENTION.format(C=chunk)
+
 
 # A group's name in the summary where it is not the stage table's own (stages.py: Stage.group).
 _GROUP_LABELS = {UNEMBEDDING: "unembedding"}
@@ -62,8 +63,8 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
         f"{decodes:,} decode step{_s(decodes)}, {batch}, {cache}",
         "",
         f"The prefill, one transformer block (each of the {c.n_layer} blocks has the same shapes, so the same counts):"
-        if len(count.prefill.groups) == 1 else
-        f"The prefill, one transformer block, layer 0 (the {c.n_layer} blocks are of {len(count.prefill.groups)} kinds: "
+        if len(count.prefill.groups) == 1
+        else f"The prefill, one transformer block, layer 0 (the {c.n_layer} blocks are of {len(count.prefill.groups)} kinds: "
         f"{', '.join(dict.fromkeys(c.layer_types))}; the next table has each):",
         f"T = {count.prefill.tokens:,} new positions attending to t = {count.prefill.context:,}",
         block_table(count.prefill.block, full=True),
@@ -139,7 +140,9 @@ def layers_table(p: Pass) -> str:
             rows.append([r.op, n(r.dot_products), n(r.macs), human(r.flops), percent(r.macs, p.macs),
                          f"{shape(r.out_shape)}: {r.equation}"])  # fmt: skip
     dense = f"; dense form: {n(p.dense_macs)} MACs" if p.dense_macs != p.macs else ""
-    rows.append(["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs{dense}"])
+    rows.append(
+        ["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs{dense}"]
+    )
     return table(["layer", "dot products", "MACs", "FLOPs", "share", ""], rows, right={1, 2, 3, 4})
 
 
@@ -284,11 +287,15 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     capped = f" (of {held:,}: a query reads no further back than the sliding window)" if kv["positions"] < held else ""
     whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
     if any(r.op == "mlp.gate" for r in count.prefill.block):  # a gated MLP: memory.py's estimate says why
-        estimate = ("the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
-                    "(Q K^T: Q and the scores [B, H, T, t]; MLP: g, u and act(g), [B, T, F] each)")
+        estimate = (
+            "the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
+            "(Q K^T: Q and the scores [B, H, T, t]; MLP: g, u and act(g), [B, T, F] each)",
+        )
     else:
-        estimate = ("the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the",
-                    "scores [B, H, T, t], which scale, mask and softmax overwrite in place; MLP: u and act(u), [B, T, F] each)")
+        estimate = (
+            "the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the",
+            "scores [B, H, T, t], which scale, mask and softmax overwrite in place; MLP: u and act(u), [B, T, F] each)",
+        )
     out = [
         f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
         f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",

@@ -34,7 +34,7 @@ def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: st
     }
     yield "{\n"
     for key, value in head.items():
-        yield f' {json.dumps(key)}: {json.dumps(value, indent=1)},\n'
+        yield f" {json.dumps(key)}: {json.dumps(value, indent=1)},\n"
     yield ' "phases": [\n'
     for i, p in enumerate(count.passes):
         phase = p.expand().to_dict() if p.step in detailed else p.summary()

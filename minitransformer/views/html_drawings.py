@@ -19,8 +19,8 @@ from html import escape
 
 import numpy as np
 
-from .report import count, human, percent, shape
 from ..families.table import ARCHITECTURES
+from .report import count, human, percent, shape
 
 # Which part of the arithmetic a product belongs to (stages.py's `group`), the same in both families.
 GROUP_OF = {s.op: s.group for a in ARCHITECTURES.values() for s in a.every_stage.stages.values() if s.group}
@@ -107,7 +107,7 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int) -> str:
                 f'<rect class="box free" x="{x:.1f}" y="{top:.1f}" width="{w}" height="{h}"/>',
                 _text(_BOX_X + _BOX_W / 2, top + 15, r["op"], "inbox free-name", "middle"),
                 f'<text x="{_TEXT_X}" y="{top + 9:.1f}" class="eq"><tspan class="op">{escape(r["op"])}</tspan>\u00a0\u00a0'
-                f'{escape(r["equation"])}</text>',
+                f"{escape(r['equation'])}</text>",
                 _text(_TEXT_X, top + 9 + _LINE, f"out {shape(r['out_shape'])}: {free} ({r['kind']})", "free-note"),
             ]
             if r["kind"] == "residual":  # where the stream takes the branch back in
@@ -118,8 +118,9 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int) -> str:
             elif r["kind"] == "norm" and r["op"] != "ln_f":  # where a branch leaves the stream
                 cy = top + h / 2
                 parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>')
-            rows.append(f'<g class="stage {escape(r["kind"])}" data-op="{escape(r["op"])}" {ref}>{title}'
-                        f'{"".join(parts)}</g>')
+            rows.append(
+                f'<g class="stage {escape(r["kind"])}" data-op="{escape(r["op"])}" {ref}>{title}{"".join(parts)}</g>'
+            )
             centres.append((top, top + h))
         y += height
     arrows = []
@@ -266,7 +267,9 @@ def heatmap(weights: np.ndarray, pieces: list[str], first: int, head: int, layer
 
 def hatch_pattern(hatch_id: str) -> str:
     """The pattern masked cells are drawn with (defined once per report)."""
-    return (f'<svg width="0" height="0" style="position:absolute" aria-hidden="true"><defs>'
-            f'<pattern id="{hatch_id}" width="6" height="6" patternUnits="userSpaceOnUse" '
-            f'patternTransform="rotate(45)"><rect width="6" height="6" fill="#ececec"/>'
-            f'<line x1="0" y1="0" x2="0" y2="6" stroke="#b5b5b5" stroke-width="2"/></pattern></defs></svg>')
+    return (
+        f'<svg width="0" height="0" style="position:absolute" aria-hidden="true"><defs>'
+        f'<pattern id="{hatch_id}" width="6" height="6" patternUnits="userSpaceOnUse" '
+        f'patternTransform="rotate(45)"><rect width="6" height="6" fill="#ececec"/>'
+        f'<line x1="0" y1="0" x2="0" y2="6" stroke="#b5b5b5" stroke-width="2"/></pattern></defs></svg>'
+    )

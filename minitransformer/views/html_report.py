@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..version import __version__
+from ..engine.ledger import Ledger, Phase, totals_of
 from ..verbs.count import STEPS_SHOWN, Count
 from ..verbs.generate import Generation
+from ..version import __version__
 from .html_drawings import COLOURS, GROUP_OF, block_diagram, colour, hatch_pattern, heatmap, label, passes_chart
-from ..engine.ledger import Ledger, Phase, totals_of
 from .report import count as n
 from .report import describe_model, human, percent, shape
 
@@ -165,8 +165,8 @@ def batch_data(generations) -> dict:
 
 def count_data(count, balance: float | None = None, all_steps: bool = False, **options) -> dict:
     """A count's report data: its `count --json` document (`options` are json_chunks' further ones)."""
-    from .export import json_chunks
     from ..verbs.memory import DEFAULT_BALANCE
+    from .export import json_chunks
 
     chunks = json_chunks(count, DEFAULT_BALANCE if balance is None else balance, all_steps, **options)
     document = json.loads("".join(chunks))
@@ -348,10 +348,15 @@ def _batch(doc: dict) -> str:
     rows = "".join(f'<p class="text">{k + 1}. <span class="prompt-text">{escape(g["prompt"])}</span>'
                    f'<strong>{escape(g["text"])}</strong></p>' for k, g in enumerate(doc["generations"]))  # fmt: skip
     padding = doc.get("totals", {}).get("padding")
-    cost = "" if padding is None else (
-        f'<p class="lede">{len(doc["generations"])} prompts ran as one batch, left-padded to one length; '
-        f'<strong>{n(padding["macs"])}</strong> of the MACs ({100 * padding["share"]:.1f}%) were spent on padding '
-        f'(pad slots, and rows that had finished but kept computing: {n(padding["finished_rows"]["macs"])}).</p>')
+    cost = (
+        ""
+        if padding is None
+        else (
+            f'<p class="lede">{len(doc["generations"])} prompts ran as one batch, left-padded to one length; '
+            f"<strong>{n(padding['macs'])}</strong> of the MACs ({100 * padding['share']:.1f}%) were spent on padding "
+            f"(pad slots, and rows that had finished but kept computing: {n(padding['finished_rows']['macs'])}).</p>"
+        )
+    )
     return f'<div class="tokens">{rows}</div>{cost}'
 
 
@@ -372,8 +377,10 @@ def _lede(doc: dict) -> str:
 
 
 def _chip(piece: str, token_id: int, cls: str, attrs: str = "") -> str:
-    return (f'<span class="{cls}" title="id {token_id}"{attrs}><code>{escape(label(piece, 40))}</code>'
-            f"<small>{token_id}</small></span>")
+    return (
+        f'<span class="{cls}" title="id {token_id}"{attrs}><code>{escape(label(piece, 40))}</code>'
+        f"<small>{token_id}</small></span>"
+    )
 
 
 def _tokens(doc: dict, kind: str) -> str:
@@ -392,9 +399,12 @@ def _candidates(candidates: list[dict]) -> str:
     rows = [_row([_num(k + 1), _cell(f"<code>{escape(repr(c['token']))}</code>"), _num(str(c["token_id"])),
                   _num(f"{100 * c['probability']:.2f}%"), _bar(c["probability"])])
             for k, c in enumerate(candidates)]  # fmt: skip
-    return ('<div class="candidates"><p class="label">the candidates for the first new token (probabilities at '
-            "temperature 1, from the prefill's logits)</p>"
-            + _table("candidates-table", ["rank", "token", "id", "probability", ""], rows) + "</div>")
+    return (
+        '<div class="candidates"><p class="label">the candidates for the first new token (probabilities at '
+        "temperature 1, from the prefill's logits)</p>"
+        + _table("candidates-table", ["rank", "token", "id", "probability", ""], rows)
+        + "</div>"
+    )
 
 
 def _rule() -> str:
@@ -553,8 +563,10 @@ def _ops_section(data: dict) -> str:
 
     rows = []
     for op, entry in whole.items():
-        tip = (f'data-op="{escape(op)}" data-tip="{escape(op)}: {n(entry["macs"])} MACs, '
-               f'{n(entry["dot_products"])} dot products over the whole run"')
+        tip = (
+            f'data-op="{escape(op)}" data-tip="{escape(op)}: {n(entry["macs"])} MACs, '
+            f'{n(entry["dot_products"])} dot products over the whole run"'
+        )
         rows.append(_row([_cell(_swatch(op)), *macs_and_shares([op], int),
                           _bar(entry["macs"] / totals[-1] if totals[-1] else 0, colour(op))], "", tip))  # fmt: skip
     rows.append(_row([_cell("total"), *(c for t in totals for c in (_num(t), _num("100%"))), _cell("")], "total"))
@@ -606,8 +618,13 @@ def _passes_table(phases: list[dict], steps: list[dict] | None) -> str:
     cached = phases[0]["cached"]
 
     def row(p: dict) -> str:
-        cells = [_num(p["step"]), _cell(p["phase"]), _num(p["tokens"]), _num(p["context"]),
-                 _num(p["dot_products"], "dots")]
+        cells = [
+            _num(p["step"]),
+            _cell(p["phase"]),
+            _num(p["tokens"]),
+            _num(p["context"]),
+            _num(p["dot_products"], "dots"),
+        ]
         s, mine = by_step.get(p["step"]), _num(p["macs"], "macs")
         if s:
             other = _num(s["without_cache_macs" if cached else "with_cache_macs"], "other")
@@ -629,8 +646,10 @@ def _passes_table(phases: list[dict], steps: list[dict] | None) -> str:
     rows.insert(len(listed) - 2, _row([_cell("…"), f'<td colspan="{len(headers) - 1}">the other steps are in the '
                                        "list of every pass below</td>"], "gap"))  # fmt: skip
     every = _table("passes-table all", headers, [row(p) for p in phases])
-    return (_table("passes-table", headers, rows)
-            + f'<details class="all-passes"><summary>every pass ({len(phases):,})</summary>{every}</details>')
+    return (
+        _table("passes-table", headers, rows)
+        + f'<details class="all-passes"><summary>every pass ({len(phases):,})</summary>{every}</details>'
+    )
 
 
 def _attention_section(data: dict, hatch: str) -> str:
@@ -642,8 +661,9 @@ def _attention_section(data: dict, hatch: str) -> str:
     blocks = []
     for layer in layers:
         heads = attention["layers"][str(layer)]
-        weights = [np.array([np.nan if w is None else w for w in flat], np.float32).reshape(size, size)
-                   for flat in heads]
+        weights = [
+            np.array([np.nan if w is None else w for w in flat], np.float32).reshape(size, size) for flat in heads
+        ]
         maps = "".join(heatmap(w, pieces, first, h, layer, hatch) for h, w in enumerate(weights))
         blocks.append(f'<div class="attn-layer{" current" if layer == layers[0] else ""}" data-layer="{layer}">'
                       f'<h3>Layer {layer}: {len(heads)} heads</h3><div class="heads">{maps}</div></div>')  # fmt: skip

@@ -12,9 +12,8 @@ from __future__ import annotations
 import io
 import math
 
-
-from ..verbs.count import Count, sweep_per_token
 from ..errors import UserError
+from ..verbs.count import Count, sweep_per_token
 from .files import Destination, open_destination
 from .report import human
 

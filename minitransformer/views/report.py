@@ -26,7 +26,7 @@ def describe_model(config: dict, source: str) -> str:
 
 
 def operands(r: Record) -> str:
-    """"[5, 768] x [768, 2304]" for a product, "" for a stage that has no operands recorded."""
+    """ "[5, 768] x [768, 2304]" for a product, "" for a stage that has no operands recorded."""
     return f"{shape(r.a_shape)} x {shape(r.b_shape)}" if r.a_shape is not None else ""
 
 
@@ -49,7 +49,11 @@ def block_table(phase: Phase, layer: int = 0) -> str:
         else:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", ""])
     dense = sum(r.dense_macs for r in records)
-    note = f"dense: {count(sum(r.dense_dot_products for r in records))} ({count(dense)} MACs)" if dense != block_macs else ""
+    note = (
+        f"dense: {count(sum(r.dense_dot_products for r in records))} ({count(dense)} MACs)"
+        if dense != block_macs
+        else ""
+    )
     rows.append(["block", "", "", "", count(sum(r.dot_products for r in records)), "", count(block_macs), "100%", note])
     return table(["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "share", ""], rows,
                  right={4, 5, 6, 7})  # fmt: skip
@@ -108,8 +112,10 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
         f"{human(totals.flops)} FLOPs over 1 prefill + {len(decodes)} decode step{'s' if len(decodes) != 1 else ''}",
     ]
     if totals.chunked:
-        out.append(f"Dense form: {count(totals.dense_dot_products)} dot products, {count(totals.dense_macs)} MACs "
-                   f"({human(totals.dense_macs)}) had every T x t score been computed (--dense-attention)")
+        out.append(
+            f"Dense form: {count(totals.dense_dot_products)} dot products, {count(totals.dense_macs)} MACs "
+            f"({human(totals.dense_macs)}) had every T x t score been computed (--dense-attention)"
+        )
     if ledger.batched:
         out.append(padding_line(ledger))
     comparison = ledger.cache_comparison()
@@ -134,22 +140,30 @@ def _convention(prefill: Phase) -> list[str]:
     """The note under the block: scores computed dense, or in chunks of query rows (engine/row_chunks.py)."""
     chunk = next((r.row_chunk for r in prefill.records if r.row_chunk is not None), None)
     if chunk is None:
-        return ["  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed dense",
-                "  (T x t per head) and the future is masked afterwards; 'causal' is the part of that work the mask keeps."]
-    return [f"  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed in "
-            f"chunks of {chunk}",
-            "  query rows, each against only the keys it can see; 'dense' is every T x t score, as transformers' eager",
-            "  attention computes them (--dense-attention); 'causal' is the part of that work the mask keeps."]
+        return [
+            "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed dense",
+            "  (T x t per head) and the future is masked afterwards; 'causal' is the part of that work the mask keeps.",
+        ]
+    return [
+        f"  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed in "
+        f"chunks of {chunk}",
+        "  query rows, each against only the keys it can see; 'dense' is every T x t score, as transformers' eager",
+        "  attention computes them (--dense-attention); 'causal' is the part of that work the mask keeps.",
+    ]
 
 
 def padding_line(ledger: Ledger) -> str:
     """What a batch of prompts of different lengths spent on padding (ledger.padding_of says which products)."""
     pads, total, padding, finished = ledger.phases[0].pads, ledger.totals, ledger.padding, ledger.finished_padding
-    return (f"Padding: {count(padding.dot_products)} dot products, {count(padding.macs)} MACs "
-            f"({percent(padding.macs, total.macs)} of the MACs) on the pad slots of {len(pads)} rows left-padded by "
-            f"{', '.join(map(str, pads))}, and on rows that had finished and kept computing ({count(finished.macs)} MACs)")
+    return (
+        f"Padding: {count(padding.dot_products)} dot products, {count(padding.macs)} MACs "
+        f"({percent(padding.macs, total.macs)} of the MACs) on the pad slots of {len(pads)} rows left-padded by "
+        f"{', '.join(map(str, pads))}, and on rows that had finished and kept computing ({count(finished.macs)} MACs)"
+    )
 
 
 def candidates_table(candidates) -> str:
-    rows = [[str(i + 1), repr(c.token), str(c.token_id), f"{100 * c.probability:.2f}%"] for i, c in enumerate(candidates)]
+    rows = [
+        [str(i + 1), repr(c.token), str(c.token_id), f"{100 * c.probability:.2f}%"] for i, c in enumerate(candidates)
+    ]
     return table(["rank", "token", "id", "probability"], rows, right={0, 2, 3})

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..verbs.choices import chosen_layers, is_whole
-from ..errors import UserError
 from ..engine.ledger import Ledger, Phase, Record
-from ..models.model import Model, refuse_empty
-from ..verbs.passes import forward_passes
-from ..text import count
-from .report import describe_model
 from ..engine.tape import Dims
+from ..errors import UserError
+from ..models.model import Model, refuse_empty
+from ..text import count
+from ..verbs.choices import chosen_layers, is_whole
+from ..verbs.passes import forward_passes
+from .report import describe_model
 
 # What each stage makes, in the symbols model.py writes beside it. The trace checks every one against
 # the real shape of every pass, so this table cannot drift from the forward pass unnoticed.
@@ -87,7 +87,10 @@ def statistics(tensor: np.ndarray) -> str:
     lines = [f"shape {list(tensor.shape)}  {tensor.dtype}  {tensor.size:,} values ({tensor.nbytes:,} bytes)"]
     if finite.size:
         flat = np.where(np.isfinite(tensor), tensor, np.nan)
-        low, high = np.unravel_index(np.nanargmin(flat), tensor.shape), np.unravel_index(np.nanargmax(flat), tensor.shape)
+        low, high = (
+            np.unravel_index(np.nanargmin(flat), tensor.shape),
+            np.unravel_index(np.nanargmax(flat), tensor.shape),
+        )
         lines += [
             f"mean {finite.mean():.6g}   std {finite.std():.6g}   mean |x| {np.abs(finite).mean():.6g}",
             f"min {finite.min():.6g} at {list(map(int, low))}   max {finite.max():.6g} at {list(map(int, high))}",
@@ -198,7 +201,11 @@ class _Tracer:
             lines = [f"{name:<{NAME_WIDTH}}  (same stage, next output)", f"    out  {makes}"]
         else:
             reads = concrete(r.stage.reads, self.dims)
-            lines = [f"{name:<{NAME_WIDTH}}  {r.equation}", f"    in   {reads}", f"    out  {makes}   {dot_products(r)}"]
+            lines = [
+                f"{name:<{NAME_WIDTH}}  {r.equation}",
+                f"    in   {reads}",
+                f"    out  {makes}   {dot_products(r)}",
+            ]
         lines.append(f"    values  {summary(tensor)}")
         print("\n".join(lines), file=self.out)
 
@@ -233,7 +240,9 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
     if sorted(set(layers)) == list(range(c.n_layer)):
         shown = f"every block shown stage by stage (0..{c.n_layer - 1})"
     else:
-        shown = f"blocks shown stage by stage: {', '.join(map(str, sorted(set(layers))))} (the others fold into one line)"
+        shown = (
+            f"blocks shown stage by stage: {', '.join(map(str, sorted(set(layers))))} (the others fold into one line)"
+        )
     decodes = new_tokens - 1
     steps = f"prefill + {decodes} decode step{'s' if decodes != 1 else ''}" if decodes else "prefill only"
     print(f"model {describe_model(model.describe(), model.source)}", file=out)
@@ -249,7 +258,9 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
         nonlocal tracer
         T, step = phase.tokens, phase.step
         dims = Dims.of(c, T, past=phase.context - T, R=1)  # t: the keys attended (a sliding window may cut them)
-        fed = f"ids {ids}" if step == 0 else f"id {result.new_tokens[-1]} {tokenizer.token_str(result.new_tokens[-1])!r}"
+        fed = (
+            f"ids {ids}" if step == 0 else f"id {result.new_tokens[-1]} {tokenizer.token_str(result.new_tokens[-1])!r}"
+        )
         print(f"\n=== {_what(step)}: T = {T} new position{'s' if T != 1 else ''} attending to t = {dims.t}; {fed} ===",
               file=out)  # fmt: skip
         print(f"    sizes: {dims.describe()}", file=out)
@@ -257,7 +268,9 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
         return tracer
 
     try:
-        for step, logits in enumerate(forward_passes(model, ids, result.new_tokens, new_tokens, book=book, watch=watch)):
+        for step, logits in enumerate(
+            forward_passes(model, ids, result.new_tokens, new_tokens, book=book, watch=watch)
+        ):
             token = int(np.argmax(logits))
             result.new_tokens.append(token)
             phase = result.phases[step]

@@ -71,7 +71,7 @@ class GPT2Config(ModelConfig):
                 "d_ff": self.d_ff}  # fmt: skip
 
     @classmethod
-    def from_hf_dict(cls, hf: dict, name: str = "gpt2") -> "GPT2Config":
+    def from_hf_dict(cls, hf: dict, name: str = "gpt2") -> GPT2Config:
         """Read a transformers config.json dict, refusing what would change inference unseen."""
         if hf.get("model_type", "gpt2") != "gpt2":
             raise UserError(f"config model_type={hf.get('model_type')!r} is not a GPT-2 model (model_type 'gpt2')")
@@ -85,8 +85,12 @@ class GPT2Config(ModelConfig):
         defaults = cls()
         known = {k: hf[k] for k in cls.__dataclass_fields__ if k in hf and k != "name"}
         # Old checkpoints spell the width and depth differently.
-        for alias, key in (("hidden_size", "n_embd"), ("num_hidden_layers", "n_layer"),
-                           ("num_attention_heads", "n_head"), ("max_position_embeddings", "n_positions")):
+        for alias, key in (
+            ("hidden_size", "n_embd"),
+            ("num_hidden_layers", "n_layer"),
+            ("num_attention_heads", "n_head"),
+            ("max_position_embeddings", "n_positions"),
+        ):
             if key not in known and alias in hf:
                 known[key] = hf[alias]
         # The other fields have GPT-2's defaults, as in transformers; these fix the shapes, and defaulting
@@ -98,12 +102,11 @@ class GPT2Config(ModelConfig):
         return cls(**{**asdict(defaults), **known, "name": name})
 
     @classmethod
-    def from_json(cls, path: Path, name: str | None = None) -> "GPT2Config":
+    def from_json(cls, path: Path, name: str | None = None) -> GPT2Config:
         hf = read_config_json(path)
         if hf.get("model_type", "gpt2") != "gpt2":
             raise UserError(f"{path} describes a {hf['model_type']} model, not a GPT-2")
         return cls.from_hf_dict(hf, name=name or Path(path).parent.name)
-
 
 
 # Shapes of well-known models, for counting without weights (and for the download list).

@@ -16,11 +16,20 @@ from math import sqrt
 
 import numpy as np
 
-from .config import GPT2Config
 from ...engine.kvcache import KVCache, LayerCache
-from ...engine.ops import (ACTIVATIONS, add_mask, attention_bias, layer_norm, mask_future, merge_heads, slot_positions, softmax,
-                  split_heads)  # fmt: skip
+from ...engine.ops import (
+    ACTIVATIONS,
+    add_mask,
+    attention_bias,
+    layer_norm,
+    mask_future,
+    merge_heads,
+    slot_positions,
+    softmax,
+    split_heads,  # fmt: skip
+)
 from ...engine.tape import Tape
+from .config import GPT2Config
 
 # `config` is the model's GPT2Config (models/config.py), a layer above the families: its numbers are read
 # here and its class is named in the annotations (never evaluated), not imported.

@@ -12,7 +12,6 @@ LLAMA_MODEL_TYPES = ("llama", "mistral", "qwen2")
 ROPE_TYPES = ("default", "linear", "llama3")
 
 
-
 @dataclass(frozen=True)
 class LlamaConfig(ModelConfig):
     """A Llama-family decoder: Llama 2 and 3, Mistral, Qwen2 (model_type says which; the block is the same).
@@ -93,15 +92,19 @@ class LlamaConfig(ModelConfig):
         return {"family": self.family, **d, "d_head": self.d_head, "d_ff": self.d_ff}
 
     @classmethod
-    def from_hf_dict(cls, hf: dict, name: str = "llama") -> "LlamaConfig":
+    def from_hf_dict(cls, hf: dict, name: str = "llama") -> LlamaConfig:
         """Read a transformers LlamaConfig, MistralConfig or Qwen2Config dict (as config.json holds it)."""
         model_type = hf.get("model_type")
         if model_type not in LLAMA_MODEL_TYPES:
-            raise UserError(f"config model_type={model_type!r} is not a Llama-family model ({', '.join(LLAMA_MODEL_TYPES)})")
+            raise UserError(
+                f"config model_type={model_type!r} is not a Llama-family model ({', '.join(LLAMA_MODEL_TYPES)})"
+            )
         missing = [k for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                                "vocab_size") if hf.get(k) is None]  # fmt: skip
         if missing:
-            raise UserError(f"config.json lacks {', '.join(missing)}: a {model_type} model needs its shapes spelled out")
+            raise UserError(
+                f"config.json lacks {', '.join(missing)}: a {model_type} model needs its shapes spelled out"
+            )
         dtype = hf.get("dtype", hf.get("torch_dtype"))
         if dtype not in (None, "float32", "float16", "bfloat16"):
             raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
@@ -139,13 +142,11 @@ class LlamaConfig(ModelConfig):
         )  # fmt: skip
 
 
-
 _LLAMA_DEFAULTS = {  # transformers' defaults for what a config.json may leave out (None: one per query head)
     "llama": {"max_position_embeddings": 2048, "num_key_value_heads": None},
     "mistral": {"max_position_embeddings": 4096 * 32, "num_key_value_heads": 8},
     "qwen2": {"max_position_embeddings": 32768, "num_key_value_heads": 32},
 }
-
 
 
 def _rope_parameters(hf: dict) -> dict:
@@ -183,7 +184,6 @@ def _check_rope_scaling(rope: dict) -> None:
         raise UserError("config rope scaling 'llama3' needs high_freq_factor != low_freq_factor")
 
 
-
 def _llama3(factor: float, original: int) -> tuple[tuple[str, object], ...]:
     return tuple(sorted({"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                          "original_max_position_embeddings": original}.items()))  # fmt: skip
@@ -193,30 +193,133 @@ def _llama3(factor: float, original: int) -> tuple[tuple[str, object], ...]:
 
 # The Llama family, from each model's published config.json.
 PRESETS: dict[str, LlamaConfig] = {
-    "llama2-7b": LlamaConfig(n_layer=32, n_head=32, n_embd=4096, n_inner=11008, vocab_size=32000, n_positions=4096,
-                             rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2, name="llama2-7b"),
-    "llama2-13b": LlamaConfig(n_layer=40, n_head=40, n_embd=5120, n_inner=13824, vocab_size=32000, n_positions=4096,
-                              rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2, name="llama2-13b"),
-    "llama2-70b": LlamaConfig(n_layer=80, n_head=64, n_kv_head=8, n_embd=8192, n_inner=28672, vocab_size=32000,
-                              n_positions=4096, rms_norm_eps=1e-5, bos_token_id=1, eos_token_id=2, name="llama2-70b"),
-    "llama3-8b": LlamaConfig(n_layer=32, n_head=32, n_kv_head=8, n_embd=4096, n_inner=14336, vocab_size=128256,
-                             n_positions=8192, rms_norm_eps=1e-5, rope_theta=500000.0, bos_token_id=128000,
-                             eos_token_id=128001, name="llama3-8b"),
-    "llama3.1-70b": LlamaConfig(n_layer=80, n_head=64, n_kv_head=8, n_embd=8192, n_inner=28672, vocab_size=128256,
-                                n_positions=131072, rms_norm_eps=1e-5, rope_theta=500000.0,
-                                rope_scaling=_llama3(8.0, 8192), bos_token_id=128000, eos_token_id=128001,
-                                name="llama3.1-70b"),
-    "llama3.2-1b": LlamaConfig(n_layer=16, n_head=32, n_kv_head=8, head_dim=64, n_embd=2048, n_inner=8192,
-                               vocab_size=128256, n_positions=131072, rms_norm_eps=1e-5, rope_theta=500000.0,
-                               rope_scaling=_llama3(32.0, 8192), tie_word_embeddings=True, bos_token_id=128000,
-                               eos_token_id=128001, name="llama3.2-1b"),
-    "mistral-7b": LlamaConfig(n_layer=32, n_head=32, n_kv_head=8, n_embd=4096, n_inner=14336, vocab_size=32000,
-                              n_positions=32768, rms_norm_eps=1e-5, sliding_window=4096, bos_token_id=1,
-                              eos_token_id=2, model_type="mistral", name="mistral-7b"),
-    "qwen2.5-0.5b": LlamaConfig(n_layer=24, n_head=14, n_kv_head=2, n_embd=896, n_inner=4864, vocab_size=151936,
-                                n_positions=32768, rope_theta=1000000.0, qkv_bias=True, tie_word_embeddings=True,
-                                bos_token_id=151643, eos_token_id=151643, model_type="qwen2", name="qwen2.5-0.5b"),
-    "qwen2.5-7b": LlamaConfig(n_layer=28, n_head=28, n_kv_head=4, n_embd=3584, n_inner=18944, vocab_size=152064,
-                              n_positions=131072, rope_theta=1000000.0, qkv_bias=True, bos_token_id=151643,
-                              eos_token_id=151643, model_type="qwen2", name="qwen2.5-7b"),
+    "llama2-7b": LlamaConfig(
+        n_layer=32,
+        n_head=32,
+        n_embd=4096,
+        n_inner=11008,
+        vocab_size=32000,
+        n_positions=4096,
+        rms_norm_eps=1e-5,
+        bos_token_id=1,
+        eos_token_id=2,
+        name="llama2-7b",
+    ),
+    "llama2-13b": LlamaConfig(
+        n_layer=40,
+        n_head=40,
+        n_embd=5120,
+        n_inner=13824,
+        vocab_size=32000,
+        n_positions=4096,
+        rms_norm_eps=1e-5,
+        bos_token_id=1,
+        eos_token_id=2,
+        name="llama2-13b",
+    ),
+    "llama2-70b": LlamaConfig(
+        n_layer=80,
+        n_head=64,
+        n_kv_head=8,
+        n_embd=8192,
+        n_inner=28672,
+        vocab_size=32000,
+        n_positions=4096,
+        rms_norm_eps=1e-5,
+        bos_token_id=1,
+        eos_token_id=2,
+        name="llama2-70b",
+    ),
+    "llama3-8b": LlamaConfig(
+        n_layer=32,
+        n_head=32,
+        n_kv_head=8,
+        n_embd=4096,
+        n_inner=14336,
+        vocab_size=128256,
+        n_positions=8192,
+        rms_norm_eps=1e-5,
+        rope_theta=500000.0,
+        bos_token_id=128000,
+        eos_token_id=128001,
+        name="llama3-8b",
+    ),
+    "llama3.1-70b": LlamaConfig(
+        n_layer=80,
+        n_head=64,
+        n_kv_head=8,
+        n_embd=8192,
+        n_inner=28672,
+        vocab_size=128256,
+        n_positions=131072,
+        rms_norm_eps=1e-5,
+        rope_theta=500000.0,
+        rope_scaling=_llama3(8.0, 8192),
+        bos_token_id=128000,
+        eos_token_id=128001,
+        name="llama3.1-70b",
+    ),
+    "llama3.2-1b": LlamaConfig(
+        n_layer=16,
+        n_head=32,
+        n_kv_head=8,
+        head_dim=64,
+        n_embd=2048,
+        n_inner=8192,
+        vocab_size=128256,
+        n_positions=131072,
+        rms_norm_eps=1e-5,
+        rope_theta=500000.0,
+        rope_scaling=_llama3(32.0, 8192),
+        tie_word_embeddings=True,
+        bos_token_id=128000,
+        eos_token_id=128001,
+        name="llama3.2-1b",
+    ),
+    "mistral-7b": LlamaConfig(
+        n_layer=32,
+        n_head=32,
+        n_kv_head=8,
+        n_embd=4096,
+        n_inner=14336,
+        vocab_size=32000,
+        n_positions=32768,
+        rms_norm_eps=1e-5,
+        sliding_window=4096,
+        bos_token_id=1,
+        eos_token_id=2,
+        model_type="mistral",
+        name="mistral-7b",
+    ),
+    "qwen2.5-0.5b": LlamaConfig(
+        n_layer=24,
+        n_head=14,
+        n_kv_head=2,
+        n_embd=896,
+        n_inner=4864,
+        vocab_size=151936,
+        n_positions=32768,
+        rope_theta=1000000.0,
+        qkv_bias=True,
+        tie_word_embeddings=True,
+        bos_token_id=151643,
+        eos_token_id=151643,
+        model_type="qwen2",
+        name="qwen2.5-0.5b",
+    ),
+    "qwen2.5-7b": LlamaConfig(
+        n_layer=28,
+        n_head=28,
+        n_kv_head=4,
+        n_embd=3584,
+        n_inner=18944,
+        vocab_size=152064,
+        n_positions=131072,
+        rope_theta=1000000.0,
+        qkv_bias=True,
+        bos_token_id=151643,
+        eos_token_id=151643,
+        model_type="qwen2",
+        name="qwen2.5-7b",
+    ),
 }

@@ -23,12 +23,25 @@ from math import pi
 
 import numpy as np
 
-from .config import LlamaConfig
 from ...engine.kvcache import KVCache, LayerCache
-from ...engine.ops import (ACTIVATIONS, add_mask, attention_bias, constant, group_heads, merge_heads, rms_norm, rotary_tables,
-                  rotate, slot_positions, softmax, split_into_heads, ungroup_heads)  # fmt: skip
+from ...engine.ops import (
+    ACTIVATIONS,
+    add_mask,
+    attention_bias,
+    constant,
+    group_heads,
+    merge_heads,
+    rms_norm,
+    rotary_tables,
+    rotate,  # fmt: skip
+    slot_positions,
+    softmax,
+    split_into_heads,
+    ungroup_heads,
+)
 from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
+from .config import LlamaConfig
 
 # `config` is the model's LlamaConfig (models/config.py), a layer above the families: its numbers are read
 # here and its class is named in the annotations (never evaluated), not imported.

@@ -22,8 +22,12 @@ def llama_shapes(config: LlamaConfig) -> dict[str, tuple[int, ...]]:
     for i in range(config.n_layer):
         a, m = f"layers.{i}.self_attn", f"layers.{i}.mlp"
         shapes[f"layers.{i}.input_layernorm.weight"] = (D,)
-        for name, (rows, cols), bias in (("q_proj", (q, D), config.qkv_bias), ("k_proj", (kv, D), config.qkv_bias),
-                                          ("v_proj", (kv, D), config.qkv_bias), ("o_proj", (D, q), config.o_bias)):
+        for name, (rows, cols), bias in (
+            ("q_proj", (q, D), config.qkv_bias),
+            ("k_proj", (kv, D), config.qkv_bias),
+            ("v_proj", (kv, D), config.qkv_bias),
+            ("o_proj", (D, q), config.o_bias),
+        ):
             shapes[f"{a}.{name}.weight"] = (rows, cols)
             if bias:
                 shapes[f"{a}.{name}.bias"] = (rows,)

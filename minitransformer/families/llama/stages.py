@@ -3,15 +3,16 @@ kind and equation (the vocabulary is the engine's: engine/stages.py)."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, LAST, LOGITS, MLP, Family, Stage
+
 
 def _plus(bias: bool, name: str) -> str:
     return f" + b_{name}" if bias else ""
 
 
-@lru_cache(maxsize=None)
+@cache
 def llama_family(qkv_bias: bool = False, o_bias: bool = False, mlp_bias: bool = False, window: bool = False) -> Family:
     """The Llama block's stages; the equations show the biases and the sliding window where a config has them."""
     q, o, m = (lambda n: _plus(qkv_bias, n)), _plus(o_bias, "o"), (lambda n: _plus(mlp_bias, n))
