@@ -484,8 +484,9 @@ def test_no_module_outside_the_families_asks_which_family_a_model_is():
             if isinstance(node, ast.Compare):
                 strings = [n for n in [node.left, *node.comparators] for n in ast.walk(n)]
             hits = {n.value for n in strings if isinstance(n, ast.Constant) and n.value in names}
-            if isinstance(node, ast.Compare) and any(isinstance(n, ast.Attribute) and n.attr == "family"
-                                                     for n in ast.walk(node)):  # fmt: skip
+            # `x.family == "..."` or `... in x.family`: a family's name compared as text (`is None` is no such test)
+            named = any(isinstance(n, ast.Constant) and isinstance(n.value, str) for n in strings)
+            if named and any(isinstance(n, ast.Attribute) and n.attr == "family" for n in strings):
                 hits.add(".family")
             found += [f"{home}:{node.lineno} {hit}" for hit in sorted(hits)]
     assert not found, f"a family decided outside its table: {found}"

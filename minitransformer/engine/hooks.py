@@ -115,7 +115,7 @@ class HookRegistry:
     def __repr__(self) -> str:
         return f"HookRegistry([{', '.join(h.label for h in self._hooks)}])"
 
-    def add(self, which, fn: Hook, with_record: bool = False) -> HookHandle:
+    def add(self, which, fn: Hook | Callable, with_record: bool = False) -> HookHandle:
         if not callable(fn):
             raise TypeError(f"a hook is a function fn(tensor, name), not {fn!r}")
         label = f"{which!r} -> {getattr(fn, '__qualname__', repr(fn))}"
@@ -222,7 +222,7 @@ class ActivationCache(Mapping):
         lines = [f"ActivationCache({self.model}: {len(self)} tensors, {size}; "
                  f"cache[name] -> np.ndarray, list(cache) for every name)"]  # fmt: skip
         names = list(self._tensors)
-        shown = names if len(names) <= 24 else names[:20] + [None] + names[-3:]
+        shown: list[str | None] = [*names] if len(names) <= 24 else [*names[:20], None, *names[-3:]]
         width = max((len(n) for n in names), default=0)
         for name in shown:
             if name is None:

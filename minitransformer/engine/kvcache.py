@@ -26,9 +26,12 @@ class KVCache:
     """
 
     def __init__(self, n_layer: int, n_head: int, d_head: int, capacity: int, batch: tuple[int, ...] = (),
-                 shape_only: bool = False, window: int | None = None, dtype=np.float32) -> None:  # fmt: skip
+                 shape_only: bool = False, window: int | tuple[int | None, ...] | None = None,
+                 dtype=np.float32) -> None:  # fmt: skip
         self.window = window
         shape = (*batch, n_head, capacity, d_head)
+        self.keys: list = []  # arrays, or shape-only stand-ins
+        self.values: list = []
         if shape_only:
             self.keys = [ShapeOnly(shape) for _ in range(n_layer)]
             self.values = [ShapeOnly(shape) for _ in range(n_layer)]

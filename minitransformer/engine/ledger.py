@@ -10,8 +10,10 @@ The ledger is data: `to_dict()` is the JSON the CLI writes; tables and plots are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
+from typing import Any
 
 from .stages import Stage
 
@@ -127,6 +129,7 @@ class Record:
     # much of that work the mask keeps (on "scores" and "mix"; None elsewhere). Query row i of T (at
     # position past + i) needs past + i + 1 keys.
     def _needed_pairs(self) -> int:
+        assert self.a_shape is not None  # scores and mix are products
         *lead, T, t = self.out_shape if self.op == "scores" else self.a_shape
         return prod(lead) * needed_pairs(T, t, self.window)
 
@@ -140,6 +143,7 @@ class Record:
     def causal_macs(self) -> int | None:
         if self.op not in ("scores", "mix"):
             return None
+        assert self.a_shape is not None
         d_head = self.a_shape[-1] if self.op == "scores" else self.out_shape[-1]
         return self._needed_pairs() * d_head
 
@@ -341,7 +345,8 @@ class Totals:
         return {"dot_products": self.dot_products, "macs": self.macs, "flops": self.flops} | dense
 
 
-def totals_of(phases: list[Phase]) -> Totals:
+def totals_of(phases: Sequence[Phase | Any]) -> Totals:
+    """The totals of passes: the ledger's phases, or count's folded passes (count.Pass), which answer the same."""
     return Totals(sum(p.dot_products for p in phases), sum(p.macs for p in phases),
                   sum(p.dense_dot_products for p in phases), sum(p.dense_macs for p in phases))  # fmt: skip
 
@@ -394,7 +399,7 @@ class Ledger:
         return cache_comparison(self.cached, self.totals, self.other_way, steps)
 
     def to_dict(self) -> dict:
-        d = {
+        d: dict = {
             "model": self.model,
             "phases": [p.to_dict() for p in self.phases],
             "totals": self.totals.to_dict(),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
@@ -233,7 +234,7 @@ def identity(x):
     return x + constant(x, 0.0)  # a new array, like every other stage
 
 
-ACTIVATIONS = {
+ACTIVATIONS: dict[str, Callable] = {
     "gelu_new": gelu_tanh,
     "gelu_pytorch_tanh": gelu_tanh,
     "gelu_python_tanh": gelu_tanh,

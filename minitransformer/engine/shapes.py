@@ -54,7 +54,7 @@ class ShapeOnly:
         result = ShapeOnly(shape, np.result_type(*dtypes))
         return (result,) * ufunc.nout if ufunc.nout > 1 else result
 
-    def _binary(name, reflected=False):  # noqa: N805 - builds the operator methods below
+    def _binary(name: str, reflected: bool = False):  # type: ignore[misc]  # noqa: N805 - builds the operators below
         ufunc = getattr(np, name)
         if reflected:
             return lambda self, other: ufunc(other, self)

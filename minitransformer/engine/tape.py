@@ -94,7 +94,7 @@ class Dims:
 
     @property
     def G(self) -> int:  # noqa: N802 - the symbol
-        return self.H // self.Hkv
+        return self.H // self.Hkv  # type: ignore[operator]  # set in __post_init__
 
     def size(self, symbol: str) -> int:
         if symbol.isdigit():
@@ -172,6 +172,7 @@ class Tape:
     def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
                 row_chunk=None) -> Record:  # fmt: skip
         window = self.dims.window if op in ("scores", "mix") else None
+        assert self.family is not None, "a tape that records names its stage table (Tape.family)"
         record = Record(self.family.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
                         computed, row_chunk)  # fmt: skip
         if self.phase is not None:
@@ -181,6 +182,7 @@ class Tape:
     def _watch(self, op: str, value, record: Record):
         if self.watcher is None:
             return value
+        assert self.family is not None
         names = self.family.stages[op].names
         if isinstance(value, tuple):
             return tuple(self.watcher(self.prefix + n, v, record) for n, v in zip(names, value))

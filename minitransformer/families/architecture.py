@@ -12,21 +12,23 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 from ..engine.stages import Family
+from .config import ModelConfig
 
 
 @dataclass(frozen=True)
 class Architecture:
     name: str  # the config's `family`, and the JSON's "family"
     model_types: tuple[str, ...]  # the config.json model_type values the family reads
-    config: type  # its ModelConfig dataclass; config.from_hf_dict(hf, name) reads a config.json
+    config: type[ModelConfig]  # its dataclass; config.from_hf_dict(hf, name) reads a config.json
     presets: dict  # name -> config of a well-known model, for counting without weights
     # forward(ids, params, config, cache, tape, all_positions, pads) -> logits: one named stage per line
     forward: Callable
-    stages: Callable[[object], Family]  # config -> its stage table
+    stages: Callable[[Any], Family]  # config -> its stage table
     every_stage: Family  # the table with every stage the family can have (the views' op -> group)
-    weight_shapes: Callable[[object], dict]  # config -> {tensor name without the prefix: shape}, in order
+    weight_shapes: Callable[[Any], dict]  # config -> {tensor name without the prefix: shape}, in order
     prefix: str  # the base model's prefix of the checkpoint's names ("transformer.", "model.")
     layers: str  # the checkpoint's name for the list of blocks ("h", "layers")
     embedding: str  # the token embedding's tensor name ("wte.weight")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import UserError
 
@@ -36,6 +36,23 @@ class ModelConfig:
     tie_word_embeddings: bool
     sliding_window: int | None
     eos_token_id: int | tuple[int, ...] | None
+
+    if TYPE_CHECKING:  # what each family's dataclass gives, as fields or as properties
+        n_kv_head: int
+
+        @property
+        def d_head(self) -> int: ...
+
+        @property
+        def d_ff(self) -> int: ...
+
+        @property
+        def checkpoint_kind(self) -> str: ...
+
+        @classmethod
+        def from_hf_dict(cls, hf: dict, name: str) -> ModelConfig: ...
+
+        def to_dict(self) -> dict: ...
 
     @property
     def d_model(self) -> int:
@@ -69,7 +86,8 @@ class ModelConfig:
 
     def prefix(self, n_layer: int) -> ModelConfig:
         """The same model cut to its first n_layer layers (count's twin)."""
-        return replace(self, n_layer=n_layer)
+        dataclass_config: Any = self  # every family's config is a dataclass
+        return replace(dataclass_config, n_layer=n_layer)
 
 
 def flag(hf: dict, key: str) -> bool:

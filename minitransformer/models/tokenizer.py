@@ -10,6 +10,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import re
+from collections.abc import Sequence
 from functools import cached_property, lru_cache
 from importlib import resources
 
@@ -113,7 +114,7 @@ class Tokenizer:
         """One token as text, with partial UTF-8 characters shown as escapes (for tables of candidates)."""
         return self.token_bytes([token_id]).decode("utf-8", errors="backslashreplace")
 
-    def stream_decoder(self, context: list[int] = ()) -> StreamDecoder:
+    def stream_decoder(self, context: Sequence[int] = ()) -> StreamDecoder:
         """`context` (the prompt) changes nothing here: a GPT-2 token's bytes do not depend on its neighbours."""
         return StreamDecoder(self)
 
@@ -167,7 +168,7 @@ class FileTokenizer:
     def token_str(self, token_id: int) -> str:
         return self.decode([token_id])
 
-    def stream_decoder(self, context: list[int] = ()) -> TextDiffStream:
+    def stream_decoder(self, context: Sequence[int] = ()) -> TextDiffStream:
         """Text of the tokens pushed, decoded after `context` (the prompt): "▁Paris" after a prompt is " Paris"."""
         return TextDiffStream(self.decode, held=self.byte_tokens, context=context)
 
@@ -186,7 +187,7 @@ class TextDiffStream:
     it showed as characters a token earlier included, so a run is only final once a token ends it.
     """
 
-    def __init__(self, decode, held: frozenset[int] = frozenset(), context: list[int] = ()) -> None:
+    def __init__(self, decode, held: frozenset[int] = frozenset(), context: Sequence[int] = ()) -> None:
         self._decode, self._held, self._tokens = decode, held, list(context)
         # The context's text counts as shown; half a character at its end may be completed by what follows.
         self._shown = decode(self._tokens).rstrip("\ufffd") if self._tokens else ""
@@ -232,7 +233,7 @@ class NoTokenizer:
     def token_str(self, token_id: int) -> str:
         return f"<{int(token_id)}>"
 
-    def stream_decoder(self, context: list[int] = ()) -> TextDiffStream:
+    def stream_decoder(self, context: Sequence[int] = ()) -> TextDiffStream:
         return TextDiffStream(self.decode)  # "<5>" whatever comes before it: the context changes nothing
 
 

@@ -11,6 +11,7 @@ PyTorch files (`.bin`, `.pt`) are never opened: unpickling runs arbitrary code.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -40,7 +41,7 @@ def token_embedding(params: SimpleNamespace, config: ModelConfig):
     return node
 
 
-def as_tree(flat: dict[str, object], config: ModelConfig) -> SimpleNamespace:
+def as_tree(flat: Mapping[str, object], config: ModelConfig) -> SimpleNamespace:
     """{"h.0.attn.c_attn.weight": w, ...} -> tree.h[0].attn.c_attn.weight, mirroring the checkpoint
     (the blocks are `h` in a GPT-2, `layers` in a Llama: the family's layout says)."""
     layers = architecture_of(config).layers
@@ -71,7 +72,7 @@ class _TensorInfo:
     end: int
 
 
-_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
+_DTYPES: dict[str, np.dtype] = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
 
 
 def _read_header(path: Path) -> dict[str, _TensorInfo]:
@@ -147,7 +148,7 @@ def load_weights(directory: Path, config: ModelConfig, dtype=np.float32) -> Simp
             raise UserError(f"{directory}: tensor {name} is {info.dtype}; only F32, F16 and BF16 weights are supported")
         if info.file not in maps:
             maps[info.file] = np.memmap(info.file, dtype=np.uint8, mode="r")
-        raw = maps[info.file][info.start : info.end].view(_DTYPES[info.dtype], np.ndarray).reshape(shape)
+        raw = maps[info.file][info.start : info.end].view(_DTYPES[info.dtype]).view(np.ndarray).reshape(shape)
         arrays[name] = _upcast(raw, info.dtype, np.dtype(dtype))
     return as_tree(arrays, config)
 

@@ -57,7 +57,7 @@ class AttentionRecorder:
         self.use_cache = use_cache
         self._pieces: dict[int, list[tuple[int, np.ndarray]]] = {i: [] for i in self.layers}
         self._fed: dict[int, int] = dict.fromkeys(self.layers, 0)
-        self._handles = []
+        self._handles: list = []
 
     def __enter__(self) -> AttentionRecorder:
         for layer in self.layers:

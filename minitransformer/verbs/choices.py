@@ -10,7 +10,7 @@ from ..errors import UserError
 
 def is_whole(value, least: int) -> bool:
     """An integer (not a bool, not a float such as 2.0) of at least `least`."""
-    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= least
+    return bool(not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= least)
 
 
 def chosen_layers(layers, n_layer: int, what: str = "layers") -> list[int]:

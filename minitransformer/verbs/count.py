@@ -374,7 +374,8 @@ def sweep_per_token(config: Config, points: int = 24) -> dict[str, list[int]]:
     for t in contexts:
         if t == 1:
             macs = count_folded(config, 1, 1)[0].macs
-            with_cache.append(macs), without.append(macs)
+            with_cache.append(macs)
+            without.append(macs)
             continue
         with_cache.append(count_folded(config, t - 1, 2)[1].macs)
         without.append(count_folded(config, t, 1, use_cache=False)[0].macs)

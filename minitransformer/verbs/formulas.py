@@ -93,26 +93,33 @@ def layer_windows(config: Config) -> dict[int | None, int]:
     return counts
 
 
-def layer_macs(config: Config, T: int, t: int, B: int = 1, window: int | None | str = "config") -> int:
+def layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
     """One block: T (products with weights per position) + 2 H dh x (the (query, key) pairs computed).
 
     GPT-2 in the dense form: T (4 D^2 + 2 D F) + 2 T t D; with F = 4 D that is the familiar
     12 T D^2 + 2 T t D. 4 D^2 per position is Q, K, V (3 D^2) and the output projection (D^2); 2 D F is
     the MLP up and down; 2 T t D is Q K^T and A V over all heads (H * dh = D). A Llama: T (D (2 H dh +
     2 Hkv dh) + 3 D F) + 2 T t' H dh, t' = min(t, W + T - 1) under a sliding window W. A pass over more
-    than row_chunks.ROW_CHUNK positions computes its attention in row chunks: computed_pairs, not T t'. `window`: that
-    of a layer whose window is not the config's (layer_windows).
+    than row_chunks.ROW_CHUNK positions computes its attention in row chunks: computed_pairs, not T t'.
     """
-    pairs = computed_pairs(T, t, config.sliding_window if window == "config" else window)
+    return _layer_macs(config, T, t, B, config.sliding_window)
+
+
+def _layer_macs(config: Config, T: int, t: int, B: int, window: int | None) -> int:
+    """layer_macs of a layer with this window (layers may differ: layer_windows)."""
+    pairs = computed_pairs(T, t, window)
     return B * (T * weight_macs_per_position(config) + attention_macs_per_pair(config) * pairs)
 
 
-def layer_dot_products(config: Config, T: int, t: int, B: int = 1, window: int | None | str = "config") -> int:
+def layer_dot_products(config: Config, T: int, t: int, B: int = 1) -> int:
     """One block. GPT-2: 3 T D (qkv) + H T t (scores) + T D (mix) + T D (out) + T F (up) + T D (down).
     A Llama: T (H dh + 2 Hkv dh) (q, k, v) + H T t' (scores) + T H dh (mix) + T D (out) + 2 T F + T D (MLP).
     T t' is computed_pairs where row chunks computed fewer."""
+    return _layer_dot_products(config, T, t, B, config.sliding_window)
+
+
+def _layer_dot_products(config: Config, T: int, t: int, B: int, window: int | None) -> int:
     H, dh = config.n_head, config.d_head
-    window = config.sliding_window if window == "config" else window
     pairs = computed_pairs(T, t, window)  # T t' (t' = t for GPT-2), or fewer in row chunks
     per_position = architecture_of(config).formulas.weight_dot_products_per_position(config)
     return B * (T * (per_position + H * dh) + H * pairs)  # the products with weights, the mix, the scores
@@ -131,12 +138,12 @@ def logits_macs(config: Config, R: int = 1, B: int = 1) -> int:
 
 def pass_macs(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
     """One forward pass: L blocks and the logits (the embedding is a lookup, norms are not products)."""
-    blocks = sum(n * layer_macs(config, T, t, B, window) for window, n in layer_windows(config).items())
+    blocks = sum(n * _layer_macs(config, T, t, B, window) for window, n in layer_windows(config).items())
     return blocks + logits_macs(config, R, B)
 
 
 def pass_dot_products(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
-    blocks = sum(n * layer_dot_products(config, T, t, B, window) for window, n in layer_windows(config).items())
+    blocks = sum(n * _layer_dot_products(config, T, t, B, window) for window, n in layer_windows(config).items())
     return blocks + B * R * config.vocab_size
 
 
@@ -160,7 +167,7 @@ def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool =
         if use_cache:
             k = n_new - 1  # decode steps
             decode = B * L * (k * per_position + per_pair * _sum_of_capped(n_prompt, k, window))
-            total += L * layer_macs(config, n_prompt, n_prompt, B, window) + decode
+            total += L * _layer_macs(config, n_prompt, n_prompt, B, window) + decode
             continue
         first, last = n_prompt, n_prompt + n_new - 1
         sum_t = (first + last) * n_new // 2

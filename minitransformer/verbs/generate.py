@@ -213,7 +213,7 @@ def _generate_rows(model: Model, prompts: list, rows: list[list[int]], max_new_t
     with recorder or nullcontext():
         for step, logits in enumerate(passes):
             logits = logits if batch else logits[None]  # [B, V]
-            column = np.full(B, pad_id) if batch else None
+            column = np.full(B, pad_id if batch else 0)  # the tokens fed next, in a batch
             for b in range(B):
                 if finished[b]:
                     continue

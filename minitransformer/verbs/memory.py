@@ -63,7 +63,7 @@ def cache_positions(config: Config, positions: int) -> int:
 
 def bytes_moved(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> int:
     """Read A, read B, write the output, once each."""
-    return bytes_per_number * (prod(r.a_shape) + prod(r.b_shape) + prod(r.out_shape))
+    return bytes_per_number * (prod(r.a_shape or ()) + prod(r.b_shape or ()) + prod(r.out_shape))
 
 
 def intensity(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> float:
@@ -74,7 +74,7 @@ def intensity(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> float:
 def working_set(r: Record, gated: bool = False) -> int:
     """Numbers alive while this stage runs, besides the residual stream (see the module docstring)."""
     if r.kind == "matmul":
-        return prod(r.a_shape) + prod(r.out_shape)
+        return prod(r.a_shape or ()) + prod(r.out_shape)
     if gated and r.op == "mlp.act":  # g, u and act(g)
         return 3 * prod(r.out_shape)
     return _LIVE_COPIES.get(r.op, 2) * prod(r.out_shape)
@@ -107,6 +107,7 @@ def chunked_attention(records: list[Record]) -> int:
     *heads, T, t = scores.out_shape
     W = scores.window
     C = scores.row_chunk  # the query rows per chunk the pass ran with
+    assert C is not None, "only a pass computed in row chunks holds one chunk's attention at a time"
     keys = [(min(T, r0 + C) - r0, t - T + min(T, r0 + C)) for r0 in range(0, T, C)]
     largest = max(rows * (seen if W is None else min(seen, rows + W - 1)) for rows, seen in keys)
     held = sum(prod(r.out_shape) for r in block if r.op in ("ln_1", "qkv", "q", "k", "v"))
@@ -129,6 +130,7 @@ def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES)
 
 def _intensity(r: Record, balance: float, bytes_per_number: int) -> dict:
     value = intensity(r, bytes_per_number)
+    assert r.a_shape is not None  # a product
     return {"rows": r.a_shape[-2], "macs": r.macs, "bytes": bytes_moved(r, bytes_per_number), "macs_per_byte": value,
             "memory_bound": value < balance}  # fmt: skip
 

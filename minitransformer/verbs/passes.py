@@ -39,9 +39,9 @@ def forward_passes(model: Model, prompt_tokens: list[int], new_tokens: list[int]
         if book is not None:
             book.phases.append(phase)
         watcher = watch(phase) if watch is not None else None
-        ids = np.broadcast_to(np.asarray(ids), (*batch, len(ids)))
+        rows = np.broadcast_to(np.asarray(ids), (*batch, len(ids)))
         yield model.run(
-            ids,
+            rows,
             cache=cache,
             phase=phase if book is not None else None,
             watcher=watcher,

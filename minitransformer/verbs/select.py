@@ -4,6 +4,7 @@ a preset, a config.json, or sizes (`count` and `params` take them as flags; the 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ..errors import UserError
 from ..families.config import ModelConfig as Config
@@ -87,8 +88,9 @@ def _config_from_sizes(sizes: dict[str, int | None], gated_mlp: bool) -> Config:
     for flag, value in sizes.items():
         if value is not None and value < 1:
             raise UserError(f"{flag} must be at least 1, not {value}")
-    D, L, H = sizes["--d-model"], sizes["--layers"], sizes["--heads"]
-    kv, dh = sizes["--kv-heads"], sizes["--head-dim"]
+    D, L, H = int(sizes["--d-model"] or 0), int(sizes["--layers"] or 0), int(sizes["--heads"] or 0)  # given: above
+    kv: Any = sizes["--kv-heads"]  # None: as many as query heads (LlamaConfig says so)
+    dh = sizes["--head-dim"]
     vocab, ctx = sizes["--vocab"] or 50257, sizes["--ctx"] or 1024
     if not (gated_mlp or kv is not None or dh is not None):
         if D % H:

@@ -103,10 +103,10 @@ def block_table(block: list[Record], full: bool) -> str:
         if r.kind == "matmul":
             causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
             causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
-            dense = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_macs else ""  # row chunks skipped the rest (tape.py)
+            dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_macs else ""  # row chunks skipped the rest
             rows.append([r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), n(r.dot_length),
                          n(r.macs), human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs,
-                         dense])  # fmt: skip
+                         dense_form])  # fmt: skip
         elif full:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""])
     causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
@@ -139,9 +139,9 @@ def layers_table(p: Pass) -> str:
         if r.kind == "matmul":
             rows.append([r.op, n(r.dot_products), n(r.macs), human(r.flops), percent(r.macs, p.macs),
                          f"{shape(r.out_shape)}: {r.equation}"])  # fmt: skip
-    dense = f"; dense form: {n(p.dense_macs)} MACs" if p.dense_macs != p.macs else ""
+    dense_note = f"; dense form: {n(p.dense_macs)} MACs" if p.dense_macs != p.macs else ""
     rows.append(
-        ["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs{dense}"]
+        ["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs{dense_note}"]
     )
     return table(["layer", "dot products", "MACs", "FLOPs", "share", ""], rows, right={1, 2, 3, 4})
 
@@ -258,8 +258,8 @@ def totals_lines(count: Count) -> str:
         f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps",
     ]
     if t.chunked:
-        lines.append(f"Dense form: {n(t.dense_dot_products)} dot products, {n(t.dense_macs)} MACs "
-                     f"({human(t.dense_macs)}) had every T x t score been computed, as transformers' eager attention "
+        lines.append(f"Dense form: {n(t.dense_dot_products or 0)} dot products, {n(t.dense_macs or 0)} MACs "
+                     f"({human(t.dense_macs or 0)}) had every T x t score been computed, as transformers' eager attention "
                      f"does (--dense-attention)")  # fmt: skip
     cmp = count.cache_comparison()
     with_cache, without, saved = cmp["with_cache"]["macs"], cmp["without_cache"]["macs"], cmp["saved_macs"]

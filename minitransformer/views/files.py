@@ -106,16 +106,17 @@ def check_destinations(paths: dict[str, str | os.PathLike | None]) -> dict[str, 
     """`check_destination` for several outputs at once ({option: path or None}), refusing two that
     would write to the same place: one would be lost, or they would be interleaved."""
     checked = {option: None if path is None else check_destination(path) for option, path in paths.items()}
-    seen: dict[object, str] = {}
+    seen: dict[object, Destination] = {}
     for option, dest in checked.items():
         if dest is None or dest.kind == "special":
             continue
         where = dest.kind if dest.is_stream else dest.path
         if where in seen:
             first = seen[where]
-            raise UserError(f"{first} {checked[first].name} and {option} {dest.name} would both write to {where}; "
+            given = next(o for o, d in checked.items() if d is first)
+            raise UserError(f"{given} {first.name} and {option} {dest.name} would both write to {where}; "
                             f"send one of them {'to a file' if dest.is_stream else 'elsewhere'}")  # fmt: skip
-        seen[where] = option
+        seen[where] = dest
     return checked
 
 
@@ -154,6 +155,7 @@ def write_text(destination: Destination | str | os.PathLike, chunks: Iterable[st
 @contextmanager
 def _replaced(dest: Destination, binary: bool) -> Iterator[IO]:
     target = dest.path
+    assert target is not None  # a regular file's destination has its path
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     try:
         with _opened(fd, binary) as f:
@@ -179,6 +181,7 @@ def _replaced(dest: Destination, binary: bool) -> Iterator[IO]:
 @contextmanager
 def _in_place(dest: Destination, binary: bool) -> Iterator[IO]:
     # No O_CREAT and no O_TRUNC: a device or a pipe is written as it is; if it is gone, nothing is made.
+    assert dest.path is not None  # a special file's destination has its path
     fd = os.open(dest.path, os.O_WRONLY | getattr(os, "O_NOCTTY", 0))
     if stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)

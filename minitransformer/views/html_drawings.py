@@ -143,7 +143,7 @@ def passes_chart(steps: list[dict], cached: bool) -> str:
     highest = max(max(s["with_cache_macs"], s["without_cache_macs"]) for s in steps) or 1
     plot_w, plot_h = width - left - 12, height - top - bottom
 
-    def y_of(macs: int) -> float:
+    def y_of(macs: float) -> float:
         return top + plot_h * (1 - macs / highest)
 
     marks = []
@@ -241,8 +241,8 @@ def heatmap(weights: np.ndarray, pieces: list[str], first: int, head: int, layer
                 k = j
                 while k < n and row[k]:
                     k += 1
-                x, y, w = margin_left + j * cell, margin_top + i * cell, (k - j) * cell
-                path.append(f"M{x} {y}h{w}v{cell}h{-w}z")
+                left, top, w = margin_left + j * cell, margin_top + i * cell, (k - j) * cell
+                path.append(f"M{left} {top}h{w}v{cell}h{-w}z")
                 j = k
             else:
                 j += 1

@@ -219,9 +219,8 @@ def register_notebook_display() -> None:
     report's fragment, inline. The data does not import the views that show it (they sit layers above), so the
     view registers itself onto the data here, at its import; the package's __init__ imports this module, so
     `import minitransformer` is enough."""
-    Ledger._repr_html_ = ledger_fragment
-    Generation._repr_html_ = generation_fragment
-    Count._repr_html_ = count_fragment
+    for cls, draw in ((Ledger, ledger_fragment), (Generation, generation_fragment), (Count, count_fragment)):
+        setattr(cls, "_repr_html_", draw)  # noqa: B010 - a method given from above, not an attribute read
 
 
 register_notebook_display()

@@ -108,7 +108,8 @@ def _dots_panel(ax, count: Count) -> None:
             color = OP_COLORS[r.op]
             ax.scatter(r.dot_length, r.dot_products, s=90, marker=marker, zorder=3, linewidths=1.6,
                        facecolors=color if filled else "none", edgecolors=color)  # fmt: skip
-            xs.append(r.dot_length), ys.append(r.dot_products)
+            xs.append(r.dot_length)
+            ys.append(r.dot_products)
             if not filled and r.op == "logits" and same_logits:
                 continue  # the same point as the prefill's
             spot = (math.log10(r.dot_length), math.log10(r.dot_products))

@@ -39,7 +39,7 @@ def block_table(phase: Phase, layer: int = 0) -> str:
         if r.kind == "matmul":
             note = ""
             if r.op == "scores":
-                note = f"causal: {count(r.causal_dot_products)} needed ({count(r.causal_macs)} MACs)"
+                note = f"causal: {count(r.causal_dot_products or 0)} needed ({count(r.causal_macs or 0)} MACs)"
             elif r.causal_macs is not None:
                 note = f"causal: {count(r.causal_macs)} MACs needed"
             if r.macs != r.dense_macs:  # computed in row chunks (tape.py): what the dense form would have cost
@@ -113,8 +113,8 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
     ]
     if totals.chunked:
         out.append(
-            f"Dense form: {count(totals.dense_dot_products)} dot products, {count(totals.dense_macs)} MACs "
-            f"({human(totals.dense_macs)}) had every T x t score been computed (--dense-attention)"
+            f"Dense form: {count(totals.dense_dot_products or 0)} dot products, {count(totals.dense_macs or 0)} MACs "
+            f"({human(totals.dense_macs or 0)}) had every T x t score been computed (--dense-attention)"
         )
     if ledger.batched:
         out.append(padding_line(ledger))

@@ -113,7 +113,7 @@ def dot_products(r: Record) -> str:
         return f"no dot products ({r.kind})"
     text = f"{count(r.dot_products)} dot products of length {count(r.dot_length)} = {count(r.macs)} MACs"
     if r.op == "scores":
-        text += f" (causal: {count(r.causal_dot_products)} needed)"
+        text += f" (causal: {count(r.causal_dot_products or 0)} needed)"
     return text
 
 
@@ -131,7 +131,7 @@ class Stepper:
     def __init__(self, read=input, out=sys.stdout) -> None:
         self.read, self.out = read, out
         self.mode = "stage"  # stage: stop at every stage | layer: stop when the layer changes | run: no stops
-        self.leaving = None  # with mode "layer": the (pass, layer) to get out of
+        self.leaving: tuple | None = None  # with mode "layer": the (pass, layer) to get out of
 
     def stop(self, where: tuple, name: str, tensor: np.ndarray) -> None:
         """Called after each printed stage; `where` is (pass, layer), the unit that `n` skips."""
@@ -252,7 +252,7 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
 
     result = TraceResult(ids)
     book = Ledger(model.describe(), result.phases)  # the passes append their phases to result.phases
-    tracer = None
+    tracer: _Tracer | None = None
 
     def watch(phase: Phase) -> _Tracer:
         nonlocal tracer
@@ -277,9 +277,10 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
             print(f"=== {_what(step)}: {count(phase.dot_products)} dot products, {count(phase.macs)} MACs; "
                   f"next token {tokenizer.token_str(token)!r} (id {token}) ===", file=out)  # fmt: skip
     except Quit as why:
-        result.stopped_at = tracer.current
+        stopped = tracer.current if tracer is not None else None
+        result.stopped_at = stopped
         del result.phases[len(result.new_tokens) :]  # the pass it stopped in did not finish
-        print(f"trace stopped at {tracer.current} ({why})", file=out)
+        print(f"trace stopped at {stopped} ({why})", file=out)
         return result
     except KeyboardInterrupt:
         result.stopped_at = tracer.current if tracer else None

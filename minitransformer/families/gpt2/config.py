@@ -52,7 +52,10 @@ class GPT2Config(ModelConfig):
         if not isinstance(self.layer_norm_epsilon, (int, float)) or not self.layer_norm_epsilon > 0:
             raise UserError(f"config layer_norm_epsilon must be a positive number, not {self.layer_norm_epsilon!r}")
 
-    checkpoint_kind = "GPT-2"  # what a checkpoint of this config is called in messages
+    @property
+    def checkpoint_kind(self) -> str:
+        """What a checkpoint of this config is called in messages."""
+        return "GPT-2"
 
     @property
     def d_head(self) -> int:
@@ -63,7 +66,7 @@ class GPT2Config(ModelConfig):
         return self.n_inner if self.n_inner is not None else 4 * self.n_embd
 
     @property
-    def n_kv_head(self) -> int:
+    def n_kv_head(self) -> int:  # type: ignore[override]  # a field in families whose heads share keys
         return self.n_head  # each head has keys and values of its own
 
     def to_dict(self) -> dict:

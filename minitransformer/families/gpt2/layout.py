@@ -17,7 +17,7 @@ IGNORED = r"h\.\d+\.attn\.(bias|masked_bias)"
 def gpt2_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
     """A GPT-2 checkpoint (Conv1D weights are [in, out])."""
     D, F, V, P = config.n_embd, config.d_ff, config.vocab_size, config.n_positions
-    shapes = {"wte.weight": (V, D), "wpe.weight": (P, D)}
+    shapes: dict[str, tuple[int, ...]] = {"wte.weight": (V, D), "wpe.weight": (P, D)}
     for i in range(config.n_layer):
         shapes |= {
             f"h.{i}.ln_1.weight": (D,),

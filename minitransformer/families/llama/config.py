@@ -26,7 +26,7 @@ class LlamaConfig(ModelConfig):
     n_embd: int
     n_inner: int  # intermediate_size: the MLP width
     vocab_size: int
-    n_kv_head: int | None = None  # None: as many as query heads (no grouping)
+    n_kv_head: int = None  # type: ignore[assignment]  # None: as many as query heads (__post_init__ says so)
     head_dim: int | None = None  # None: n_embd / n_head
     n_positions: int = 2048
     rms_norm_eps: float = 1e-6
@@ -142,7 +142,9 @@ class LlamaConfig(ModelConfig):
         )  # fmt: skip
 
 
-_LLAMA_DEFAULTS = {  # transformers' defaults for what a config.json may leave out (None: one per query head)
+_LLAMA_DEFAULTS: dict[
+    str, dict
+] = {  # transformers' defaults for what a config.json may leave out (None: one per query head)
     "llama": {"max_position_embeddings": 2048, "num_key_value_heads": None},
     "mistral": {"max_position_embeddings": 4096 * 32, "num_key_value_heads": 8},
     "qwen2": {"max_position_embeddings": 32768, "num_key_value_heads": 32},
