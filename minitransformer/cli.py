@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from .errors import UserError
+from .text import plural
 from .views.files import check_destination, check_destinations, write_text
 
 
@@ -230,12 +231,12 @@ def _generate(args) -> None:
         print(f"a batch of {len(rows)} prompts, left-padded to {max(map(len, rows))} tokens", file=out)
         results = model.generate(prompts, **options)
         for k, (generation, tokens) in enumerate(zip(results, rows)):
-            print(f"\n[{k + 1}] prompt: {len(tokens)} tokens {tokens}", file=out)
+            print(f"\n[{k + 1}] prompt: {plural(len(tokens), 'token')} {tokens}", file=out)
             print(generation.full_text, file=out)
         print(file=out)
     else:
         prompt, tokens = prompts[0], rows[0]
-        print(f"prompt: {len(tokens)} tokens {tokens}", file=out)
+        print(f"prompt: {plural(len(tokens), 'token')} {tokens}", file=out)
         print(file=out)
         out.write(prompt if isinstance(prompt, str) else model.tokenizer.decode(prompt))
         out.flush()

@@ -7,6 +7,7 @@ the verbs can write a number the way the views do without importing the views.
 from __future__ import annotations
 
 import os
+import unicodedata
 
 _UNITS = ((10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K"))
 
@@ -24,6 +25,16 @@ def count(n: int) -> str:
     return f"{n:,}"
 
 
+def plural(n: int, word: str, shown: str | None = None) -> str:
+    """ "1 layer", "12 layers": a number and its noun, agreeing; `shown` is the number as written ("1,000")."""
+    return f"{n if shown is None else shown} {word}{s_for(n)}"
+
+
+def s_for(n: int) -> str:
+    """The plural ending for n things: "" for one, "s" for any other number."""
+    return "" if n == 1 else "s"
+
+
 def shape(s) -> str:
     return "" if s is None else "[" + ", ".join(str(n) for n in s) + "]"
 
@@ -35,13 +46,23 @@ def percent(part: float, whole: float) -> str:
     return f"{share:.1f}%" if share >= 0.05 or share == 0 else "<0.1%"
 
 
+def display_width(text: str) -> int:
+    """Columns a terminal gives the text: two for a wide (CJK) character, none for a combining mark, one else."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
 def table(headers: list[str], rows: list[list[str]], right: set[int] | None = None, indent: str = "  ") -> str:
-    """Columns padded to their widest cell; `right` holds the indexes of right-aligned (numeric) columns."""
+    """Columns padded to their widest cell, by the columns a terminal shows (a CJK character takes two); `right`
+    holds the indexes of right-aligned (numeric) columns."""
     right = right or set()
-    widths = [max(len(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
+    widths = [max(display_width(str(r[i])) for r in [headers, *rows]) for i in range(len(headers))]
 
     def line(cells):
-        parts = [str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        parts = []
+        for i, (cell, width) in enumerate(zip(cells, widths)):
+            text = str(cell)
+            pad = " " * (width - display_width(text))
+            parts.append(pad + text if i in right else text + pad)
         return (indent + "  ".join(parts)).rstrip()
 
     return "\n".join([line(headers), *(line(r) for r in rows)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -235,3 +236,37 @@ def test_the_help_names_every_family_and_model_type_in_the_table(capsys):
     assert all(name in texts[0] for name in ARCHITECTURES) and "GPT-2 in NumPy" not in texts[0]
     for text in texts[1:]:
         assert f"model_type {', '.join(model_types())}" in text
+
+
+def test_a_count_of_one_is_said_in_the_singular(small_gpt2_dir, tmp_path):
+    """ "1 layers", "1 tokens", "1 heads": a one-layer model, a one-token prompt and one head read in the singular."""
+    texts = [
+        run_cli(
+            "count", "--layers", "1", "--d-model", "16", "--heads", "1", "--tokens", "1", "--new-tokens", "2"
+        ).stdout,
+        run_cli("params", "--layers", "1", "--d-model", "16", "--heads", "1").stdout,
+        run_cli("generate", "--ids", "464", "--model", str(small_gpt2_dir), "--max-new-tokens", "1").stdout,
+        run_cli("trace", "--ids", "464", "--model", str(small_gpt2_dir), "--new-tokens", "1").stdout,
+    ]
+    run_cli(
+        "count", "--layers", "1", "--d-model", "16", "--heads", "1", "--tokens", "1", "--html", str(tmp_path / "c.html")
+    )
+    texts.append((tmp_path / "c.html").read_text("utf-8"))
+    for text in texts:
+        assert text
+        wrong = re.findall(r"\b1 (layers|tokens|heads|positions|blocks|steps|new positions|transformer blocks)\b", text)
+        assert not wrong, wrong
+    assert "1 layer," in texts[0] and "1 head of 16" in texts[0] and "prompt: 1 token [464]" in texts[2]
+
+
+def test_tables_align_by_the_columns_a_terminal_shows():
+    """A CJK character takes two columns and a combining accent none (validate's table quotes such prompts)."""
+    from minitransformer.text import display_width, table
+
+    rows = [["'日本語'", "1"], ["'cafe\u0301'", "22"], ["'abc'", "333"]]
+    lines = table(["prompt", "n"], rows, right={1}).splitlines()
+    assert [display_width(line) for line in lines] == [len(lines[-1])] * 4  # every row as wide as the ASCII one
+    lines = table(["prompt", "n"], rows).splitlines()  # left-aligned: each second cell starts at the same column
+    starts = [display_width(line[: line.rindex(cell)]) for line, cell in zip(lines, ["n", "1", "22", "333"])]
+    assert starts == [starts[0]] * 4 and starts[0] == 2 + 8 + 2  # indent, the widest prompt ('日本語'), the gap
+    assert display_width("日本語") == 6 and display_width("e\u0301") == 1

@@ -10,6 +10,7 @@ from fractions import Fraction
 from ..engine.ledger import Record
 from ..engine.stages import ATTENTION_SCORES, UNEMBEDDING
 from ..families.table import architecture_of
+from ..text import plural, s_for
 from ..verbs.count import Count, Pass
 from ..verbs.formulas import attention_to_weights
 from ..verbs.memory import DEFAULT_BALANCE, memory_dict
@@ -30,6 +31,17 @@ CHUNKED_CONVENTION = (
     "  with --dense-attention). 'causal' is the part of that work the mask keeps: per head T*past + T(T+1)/2\n"
     "  (query, key) pairs; each is a score of length dh, and in A V the same output elements need only those keys."
 )
+
+
+def _block_heading(count: Count) -> str:
+    """What the block table stands for: every block (all alike), the model's only one, or layer 0 of several kinds."""
+    c, kinds = count.config, len(count.prefill.groups)
+    if c.n_layer == 1:
+        return "The prefill, the model's one transformer block:"
+    if kinds == 1:
+        return f"The prefill, one transformer block (each of the {c.n_layer} blocks has the same shapes, so the same counts):"
+    return (f"The prefill, one transformer block, layer 0 (the {c.n_layer} blocks are of {kinds} kinds: "
+            f"{', '.join(dict.fromkeys(c.layer_types))}; the next table has each):")  # fmt: skip
 
 
 def convention(count: Count) -> str:
@@ -59,26 +71,25 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
     batch = f"a batch of {count.batch} sequences" if count.batch > 1 else "1 sequence"
     out = [
         f"model {describe_model(c.to_dict(), 'none, counted from shapes alone')}",
-        f"generation: a {count.n_prompt:,}-token prompt and {count.n_new:,} new token{_s(count.n_new)} = 1 prefill + "
-        f"{decodes:,} decode step{_s(decodes)}, {batch}, {cache}",
+        f"generation: a {count.n_prompt:,}-token prompt and {count.n_new:,} new token{s_for(count.n_new)} = 1 prefill + "
+        f"{decodes:,} decode step{s_for(decodes)}, {batch}, {cache}",
         "",
-        f"The prefill, one transformer block (each of the {c.n_layer} blocks has the same shapes, so the same counts):"
-        if len(count.prefill.groups) == 1
-        else f"The prefill, one transformer block, layer 0 (the {c.n_layer} blocks are of {len(count.prefill.groups)} kinds: "
-        f"{', '.join(dict.fromkeys(c.layer_types))}; the next table has each):",
-        f"T = {count.prefill.tokens:,} new positions attending to t = {count.prefill.context:,}",
+        _block_heading(count),
+        f"T = {plural(count.prefill.tokens, 'new position', format(count.prefill.tokens, ','))} attending to "
+        f"t = {count.prefill.context:,}",
         block_table(count.prefill.block, full=True),
         "",
         convention(count),
         "",
-        f"The prefill, layer by layer ({count.prefill.tokens:,} tokens; logits for the last position only)",
+        f"The prefill, layer by layer ({plural(count.prefill.tokens, 'token', format(count.prefill.tokens, ','))}; logits for the "
+        f"last position only)",
         layers_table(count.prefill),
     ]
     if decodes:
         last = next(p for p in reversed(count.decodes) if p.step in count.shown_steps())
         out += [
             "",
-            f"One block in decode step {last.step}: T = {last.tokens:,} new position{_s(last.tokens)} attending to "
+            f"One block in decode step {last.step}: T = {last.tokens:,} new position{s_for(last.tokens)} attending to "
             f"t = {last.context:,}",
             block_table(last.block, full=False),
             "",
@@ -89,10 +100,6 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
     out += ["", "Where the MACs go", ops_table(count), "", attention_lines(count), "", totals_lines(count), "",
             memory_lines(count, balance, dtype)]  # fmt: skip
     return "\n".join(out)
-
-
-def _s(k: int) -> str:
-    return "" if k == 1 else "s"
 
 
 def block_table(block: list[Record], full: bool) -> str:
@@ -212,8 +219,8 @@ def attention_lines(count: Count) -> str:
     weight_ops = ", ".join(r.op for r in products if r.stage.group != ATTENTION_SCORES)
     rows = [
         ["each layer", n(a.attention), n(a.weights), _ratio(a.layer_ratio)],
-        [f"{L} layers", n(L * a.attention), n(L * a.weights), _ratio(a.layer_ratio)],
-        [f"the pass ({L} layers + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
+        [plural(L, "layer"), n(L * a.attention), n(L * a.weights), _ratio(a.layer_ratio)],
+        [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
     ]
     x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
     flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
@@ -253,7 +260,7 @@ def totals_lines(count: Count) -> str:
     causal = sum(p.causal_macs for p in count.passes)
     lines = [
         f"Total: {n(t.dot_products)} dot products, {n(t.macs)} MACs ({human(t.macs)}), {human(t.flops)} FLOPs over "
-        f"1 prefill + {decodes:,} decode step{_s(decodes)}; {human(t.macs / (count.n_new * count.batch))} MACs per "
+        f"1 prefill + {decodes:,} decode step{s_for(decodes)}; {human(t.macs / (count.n_new * count.batch))} MACs per "
         f"generated token" + (f" per sequence ({count.batch} sequences)" if count.batch > 1 else ""),
         f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps",
     ]
@@ -299,8 +306,8 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     out = [
         f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
         f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
-        f"  KV cache     K and V x {c.n_layer} layers x {c.n_kv_head * c.d_head:,} numbers{heads}: "
-        f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {kv['positions']:,} positions here{capped}: "
+        f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {c.n_kv_head * c.d_head:,} numbers{heads}: "
+        f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {plural(kv['positions'], 'position', format(kv['positions'], ','))} here{capped}: "
         f"{_bytes(kv['bytes'])}"
         + ("" if count.cached else " (if the cache were on)")
         + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}",

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.ledger import Ledger, Phase, totals_of
+from ..text import plural, s_for
 from ..verbs.count import STEPS_SHOWN, Count
 from ..verbs.generate import Generation
 from ..version import __version__
@@ -310,10 +311,6 @@ def _note(text: str) -> str:
     return f'<p class="note">{text}</p>'
 
 
-def _s(k: int) -> str:
-    return "" if k == 1 else "s"
-
-
 # --- sections -----------------------------------------------------------------------------------------------
 def _header(data: dict) -> str:
     doc, kind = data["document"], data["report"]
@@ -331,7 +328,7 @@ def _header(data: dict) -> str:
         steps, cached = len(doc["phases"]) - 1, doc["phases"][0]["cached"]
         batch = f", a batch of {doc['batch']} sequences" if doc.get("batch", 1) > 1 else ""
         out.append(f'<p class="lede">A {doc["prompt_tokens"]:,}-token prompt and {doc["new_tokens"]:,} new '
-                   f'token{_s(doc["new_tokens"])}: 1 prefill + {steps:,} decode step{_s(steps)}{batch}, '
+                   f'token{s_for(doc["new_tokens"])}: 1 prefill + {steps:,} decode step{s_for(steps)}{batch}, '
                    f'{"with" if cached else "without"} the KV cache. Counted from '
                    f'{escape(doc.get("counted_from", "shapes"))}.</p>')  # fmt: skip
     if doc.get("generations"):
@@ -367,10 +364,10 @@ def _lede(doc: dict) -> str:
     decodes, totals = len(phases) - 1, doc["totals"]
     how = ("one new position each, reading the earlier ones from the KV cache" if phases[0]["cached"]
            else "each recomputing the whole sequence, as the cache is off")  # fmt: skip
-    return (f'<p class="lede">The model read the prompt\'s {len(doc["prompt_tokens"])} tokens in one pass (the '
+    return (f'<p class="lede">The model read the prompt\'s {plural(len(doc["prompt_tokens"]), "token")} in one pass (the '
             f"<em>prefill</em>), which chose the first new token; then it made {decodes} more "
             f"pass{'es' if decodes != 1 else ''}, one per token (the <em>decode steps</em>), {how}. Every pass runs "
-            f"the same {model['n_layer']} transformer blocks, and every matrix product in them was counted: "
+            f"the same {plural(model['n_layer'], 'transformer block')}, and every matrix product in them was counted: "
             f"<strong>{n(totals['dot_products'])}</strong> dot products, <strong>{n(totals['macs'])}</strong> "
             "multiply-accumulates (MACs) in all. Below: where they live.</p>")  # fmt: skip
 
@@ -387,7 +384,7 @@ def _tokens(doc: dict, kind: str) -> str:
     new = "".join(_chip(p, i, "chip new-token", f' data-step="{k}"')
                   for k, (p, i) in enumerate(zip(doc["new_pieces"], doc["new_tokens"])))  # fmt: skip
     chosen = "greedy, one per pass" if kind == "trace" else "one per pass"
-    return (f'<div class="tokens"><p class="label">the prompt: {len(doc["prompt_tokens"])} tokens (␣ is a space)</p>'
+    return (f'<div class="tokens"><p class="label">the prompt: {plural(len(doc["prompt_tokens"]), "token")} (␣ is a space)</p>'
             f'<p class="chips">{prompt}</p><p class="label">the answer, token by token ({chosen}) '
             f'<button type="button" class="replay js-only">replay</button></p><p class="chips answer">{new}</p>'
             f'<p class="text"><span class="prompt-text">{escape(doc.get("prompt", ""))}</span>'
@@ -436,10 +433,10 @@ def _controls(data: dict) -> str:
 def _pass_title(p: dict) -> str:
     if p["phase"] == "prefill":
         last_only = p["logits"] is not None and p["logits"]["out_shape"][-2] == 1
-        return (f"The prefill: T = {p['tokens']:,} new positions attending to t = {p['context']:,}"
+        return (f"The prefill: T = {p['tokens']:,} new position{s_for(p['tokens'])} attending to t = {p['context']:,}"
                 + ("; logits for the last position only" if last_only else ""))  # fmt: skip
     if p["cached"]:
-        return (f"Decode step {p['step']}: T = {p['tokens']:,} new position{_s(p['tokens'])} attending to "
+        return (f"Decode step {p['step']}: T = {p['tokens']:,} new position{s_for(p['tokens'])} attending to "
                 f"t = {p['context']:,} through the KV cache")  # fmt: skip
     return (f"Decode step {p['step']} without a cache: all T = {p['tokens']:,} positions recomputed, attending to "
             f"t = {p['context']:,}")  # fmt: skip
@@ -589,7 +586,7 @@ def _passes_section(data: dict) -> str:
     decodes = len(phases) - 1
     lines = [f'<p class="totals">Total: <strong>{n(totals["dot_products"])}</strong> dot products, '
              f'<strong>{n(totals["macs"])}</strong> MACs ({human(totals["macs"])}), {human(totals["flops"])} FLOPs '
-             f"over 1 prefill + {decodes:,} decode step{_s(decodes)}.</p>"]  # fmt: skip
+             f"over 1 prefill + {decodes:,} decode step{s_for(decodes)}.</p>"]  # fmt: skip
     if cache:
         saved, without, with_cache = cache["saved_macs"], cache["without_cache"]["macs"], cache["with_cache"]["macs"]
         if cache["used"]:
@@ -665,7 +662,7 @@ def _attention_section(data: dict, hatch: str) -> str:
         ]
         maps = "".join(heatmap(w, pieces, first, h, layer, hatch) for h, w in enumerate(weights))
         blocks.append(f'<div class="attn-layer{" current" if layer == layers[0] else ""}" data-layer="{layer}">'
-                      f'<h3>Layer {layer}: {len(heads)} heads</h3><div class="heads">{maps}</div></div>')  # fmt: skip
+                      f'<h3>Layer {layer}: {plural(len(heads), "head")}</h3><div class="heads">{maps}</div></div>')  # fmt: skip
     window = attention["window"]
     behind = f"; keys more than {window - 1} positions behind, outside the sliding window of {window}" if window else ""
     cut = f" Positions {first:,}..{n_all - 1:,} of {n_all:,} are shown." if first else ""
@@ -687,9 +684,10 @@ def _memory_section(doc: dict) -> str:
     m, model = doc["memory"], doc["model"]
     kv, act = m["kv_cache"], m["activations"]
     items = [("weights", m["weights"]["bytes"], f"{n(m['weights']['parameters'])} parameters"),
-             ("KV cache, this run", kv["bytes"], f"{n(kv['positions'])} positions x {_bytes(kv['bytes_per_token'])} "
-                                                 f"(K and V of {model['n_layer']} layers)"),
-             ("KV cache, whole context", kv["bytes_at_context"], f"{n(kv['context'])} positions"),
+             ("KV cache, this run", kv["bytes"], f"{plural(kv['positions'], 'position', n(kv['positions']))} x "
+                                                 f"{_bytes(kv['bytes_per_token'])} (K and V of "
+                                                 f"{plural(model['n_layer'], 'layer')})"),
+             ("KV cache, whole context", kv["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
              ("activations, prefill peak", act["prefill"]["bytes"], f"at {act['prefill']['stage']}")]  # fmt: skip
     if "decode" in act:
         items.append(("activations, decode peak", act["decode"]["bytes"], f"at {act['decode']['stage']}"))

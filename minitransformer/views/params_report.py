@@ -9,7 +9,7 @@ import re
 from math import prod
 
 from ..families.table import architecture_of
-from ..text import count, human, percent, shape, table
+from ..text import count, human, percent, plural, shape, table
 from ..verbs.params import Parameters, kinds_of
 
 
@@ -40,10 +40,15 @@ def params_report(p: Parameters) -> str:
     heads = ""
     if architecture_of(c).heads_in_headers:
         kv = f" sharing {c.n_kv_head} key/value heads" if c.n_kv_head != c.n_head else ""
-        heads = f", {c.n_head} heads of {c.d_head}{kv}"
+        heads = f", {plural(c.n_head, 'head')} of {c.d_head}{kv}"
     header = (
-        f"Parameters of {c.name}: {c.n_layer} layers, d_model {c.n_embd:,}{heads}, d_ff {c.d_ff:,}, "
-        f"vocab {c.vocab_size:,}, context {c.n_positions:,}; {layers}.{{i}} stands for each of the {c.n_layer} layers"
+        f"Parameters of {c.name}: {plural(c.n_layer, 'layer')}, d_model {c.n_embd:,}{heads}, d_ff {c.d_ff:,}, "
+        f"vocab {c.vocab_size:,}, context {c.n_positions:,}; "
+        + (
+            f"{layers}.{{i}} stands for each of the {c.n_layer} layers"
+            if c.n_layer > 1
+            else f"{layers}.0 is the one layer"
+        )
     )
     tied = (
         "Tied embeddings: W_te turns tokens into vectors and, transposed, vectors into logits; it is one tensor."

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..engine.ledger import Ledger, Phase, Record
 from ..families.table import architecture_of
-from ..text import count, human, percent, shape, short_path, table
+from ..text import count, human, percent, plural, shape, short_path, table
 
 
 def describe_model(config: dict, source: str) -> str:
@@ -19,7 +19,8 @@ def describe_model(config: dict, source: str) -> str:
     window = f", sliding window {c['sliding_window']:,}" if c.get("sliding_window") else ""
     dtype = f"; computed in {c['dtype']}" if c.get("dtype", "float32") != "float32" else ""  # the default goes unsaid
     return (
-        f"{c['name']}: {family}{c['n_layer']} layers, d_model {c['n_embd']:,}, {c['n_head']} heads of {c['d_head']}{kv}, "
+        f"{c['name']}: {family}{plural(c['n_layer'], 'layer')}, d_model {c['n_embd']:,}, {plural(c['n_head'], 'head')} of "
+        f"{c['d_head']}{kv}, "
         f"d_ff {c['d_ff']:,}, vocab {c['vocab_size']:,}, context {c['n_positions']:,}{window} "
         f"(weights: {short_path(source)}{dtype})"
     )
@@ -95,12 +96,12 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
     cached = "with the KV cache" if ledger.cached else "without a cache (every step recomputes the sequence)"
     out = [
         f"Where the dot products live: one transformer block (layer {layer} of {config['n_layer']}) in the prefill, "
-        f"T = {prefill.tokens} new positions attending to t = {prefill.context}",
+        f"T = {plural(prefill.tokens, 'new position')} attending to t = {prefill.context}",
         block_table(prefill, layer),
         "",
         *_convention(prefill),
         "",
-        f"Prefill, layer by layer ({prefill.tokens} tokens, logits for the last position only)",
+        f"Prefill, layer by layer ({plural(prefill.tokens, 'token')}, logits for the last position only)",
         layers_table(prefill),
     ]
     if decodes:

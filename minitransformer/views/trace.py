@@ -22,7 +22,7 @@ from ..engine.ledger import Ledger, Phase, Record
 from ..engine.tape import Dims
 from ..errors import UserError
 from ..models.model import Model, refuse_empty
-from ..text import count
+from ..text import count, plural
 from ..verbs.choices import chosen_layers, is_whole
 from ..verbs.passes import forward_passes
 from .report import describe_model
@@ -246,7 +246,7 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
     decodes = new_tokens - 1
     steps = f"prefill + {decodes} decode step{'s' if decodes != 1 else ''}" if decodes else "prefill only"
     print(f"model {describe_model(model.describe(), model.source)}", file=out)
-    print(f"prompt {len(ids)} tokens {ids} = {' '.join(repr(tokenizer.token_str(i)) for i in ids)}", file=out)
+    print(f"prompt {plural(len(ids), 'token')} {ids} = {' '.join(repr(tokenizer.token_str(i)) for i in ids)}", file=out)
     print(f"{new_tokens} new token{'s' if new_tokens != 1 else ''}: {steps}, greedy; {shown}", file=out)
     print(f"symbols: {model.family.symbols}", file=out)
 
