@@ -421,6 +421,27 @@ def machine() -> str:
     )
 
 
+# The instruction sets that decide which of torch's CPU kernels run (and so how a sum is rounded): the vector
+# widths (AVX2, AVX-512), fused multiply-add, and the bfloat16/int8 and matrix (AMX) extensions oneDNN uses.
+KERNEL_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni",
+                "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8")  # fmt: skip
+
+
+def kernels() -> dict:
+    """What picks torch's kernels, and so the bits of a training run: a CPU's marketing name does not (two AMD
+    EPYCs, one with AVX-512, round differently). tests/test_demo_model.py compares the bits of a retrain only
+    where every one of these matches the card's."""
+    flags: list[str] = []
+    try:
+        with open("/proc/cpuinfo") as f:
+            line = next((line for line in f if line.startswith("flags")), "")
+        flags = sorted(set(line.split(":", 1)[-1].split()) & set(KERNEL_FLAGS))
+    except OSError:
+        pass
+    return {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "instruction_sets": flags, "threads": torch.get_num_threads()}  # fmt: skip
+
+
 def card_head(recipe: Recipe, facts: list[Fact]) -> str:
     """The card's title, what the model is, and the command that shows it."""
     if recipe.family == "llama":
@@ -464,7 +485,7 @@ def write_card(out: Path, recipe: Recipe, facts: list[Fact], corpus: Corpus, sum
              for kind, r in summary["accuracy"].items() if r["wrong"]]  # fmt: skip
     templates = "\n".join(f"- {s}" for s in fact_sentences(Fact("{country}", "", "{capital}", "{continent}",
                                                                   "{currency}", "{language}")))  # fmt: skip
-    machine_readable = {k: summary[k] for k in ("seed", "steps", "final_loss", "capital_accuracy", "sha256")}
+    machine_readable = {k: summary[k] for k in ("seed", "steps", "final_loss", "capital_accuracy", "sha256", "kernels")}
     text = f"""{card_head(recipe, facts)}
 
 ## Corpus
@@ -580,6 +601,7 @@ def main() -> None:
         "load": load,
         "total_seconds": time.perf_counter() - started,
         "machine": machine(),
+        "kernels": kernels(),
     }
     write_card(out, recipe, facts, corpus, summary)
     print(f"wrote {out} ({summary['size']:,} bytes, sha256 {summary['sha256']}) and {fixture}")
