@@ -63,7 +63,7 @@ def toy_forward(ids, p, config: ToyConfig, cache, tape, all_positions: bool, pad
         layer = tape.layer(i)  # its dims carry its window
         e = layer.dims
         bias = None if shape_only else attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
-        x = decoder_block(x, block, config, (cos, sin), bias, cache.layer(i) if cache is not None else None, layer)
+        x = decoder_block(x, block, config, layer, cache.layer(i) if cache is not None else None, bias, (cos, sin))
     h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
     if not all_positions:
         h = tape.stage("last", h[..., -1:, :], "R D")

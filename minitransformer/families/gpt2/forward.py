@@ -52,7 +52,7 @@ def gpt2(ids, p, config: GPT2Config, cache: KVCache | None, tape: Tape, all_posi
         bias = attention_bias(past, 0, T, past + T, None, x.dtype, pads)
     for i, block in enumerate(p.h):
         kv = cache.layer(i) if cache is not None else None
-        x = transformer_block(x, block, config, i, kv, tape.layer(i), bias)
+        x = transformer_block(x, block, config, tape.layer(i), kv, bias)
     h = tape.stage("ln_f", layer_norm(x, p.ln_f.weight, p.ln_f.bias, config.layer_norm_epsilon), "T D")
     if not all_positions:
         h = tape.stage("last", h[..., -1:, :], "R D")
@@ -62,31 +62,32 @@ def gpt2(ids, p, config: GPT2Config, cache: KVCache | None, tape: Tape, all_posi
     return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")  # .T is a view: no copy of W_te
 
 
-def transformer_block(x, p, config: GPT2Config, layer: int, kv: LayerCache | None, at: Tape, bias=None):
-    """Pre-LayerNorm block: x + attention(LN(x)), then x + MLP(LN(x))."""
+def transformer_block(x, p, config: GPT2Config, at: Tape, kv: LayerCache | None, bias=None):
+    """Pre-LayerNorm block: x + attention(LN(x)), then x + MLP(LN(x)). Every family's block takes (x, its
+    weights, the config, the block's tape, its KV cache, the mask's bias) in this order, then its own extras."""
     eps = config.layer_norm_epsilon
     h = at.stage("ln_1", layer_norm(x, p.ln_1.weight, p.ln_1.bias, eps), "T D")
-    x = at.stage("resid_mid", x + attention(h, p.attn, config, layer, kv, at, bias), "T D")
+    x = at.stage("resid_mid", x + attention(h, p.attn, config, at, kv, bias), "T D")
     h = at.stage("ln_2", layer_norm(x, p.ln_2.weight, p.ln_2.bias, eps), "T D")
     return at.stage("resid_post", x + mlp(h, p.mlp, config, at), "T D")
 
 
-def attention(h, p, config: GPT2Config, layer: int, kv: LayerCache | None, at: Tape, bias=None):
+def attention(h, p, config: GPT2Config, at: Tape, kv: LayerCache | None, bias=None):
     """Causal multi-head self-attention from the fused c_attn projection; `bias` adds the padding mask to the causal one."""
     qkv = at.matmul("qkv", h, p.c_attn.weight, "T D, D 3D -> T 3D", bias=p.c_attn.bias)
     q, k, v = at.stage("split_heads", split_heads(qkv, config.n_head), "H T dh")
     K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "H t dh")
     # In chunks of query rows, each against the keys it can see (a long prompt skips most of its future).
-    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, layer, at), q, K, V, bias)
+    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, bias)
     z = at.stage("merge_heads", merge_heads(z), "T D")
     return at.matmul("out", z, p.c_proj.weight, "T D, D D -> T D", bias=p.c_proj.bias)
 
 
-def attend(q, K, V, bias, config: GPT2Config, layer: int, at: Tape):
+def attend(q, K, V, bias, config: GPT2Config, at: Tape):
     """Each query's mix of the values, weighted by softmax(mask(q K^T x scale)) over the keys: the causal mask,
     or `bias` where a batch's pad keys are masked too."""
     s = at.matmul("scores", q, K.swapaxes(-1, -2), "H T dh, H dh t -> H T t")
-    s = at.stage("scale", scale_scores(s, config, layer, out=at.scratch(s)), "H T t")
+    s = at.stage("scale", scale_scores(s, config, at.layer_index or 0, out=at.scratch(s)), "H T t")
     s = at.stage("mask", mask_future(s, at.dims.past, config.n_positions, out=at.scratch(s)) if bias is None
                  else add_mask(s, bias, out=at.scratch(s)), "H T t")  # fmt: skip
     a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")

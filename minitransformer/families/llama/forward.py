@@ -64,7 +64,7 @@ def llama(ids, p, config: LlamaConfig, cache: KVCache | None, tape: Tape, all_po
         bias = attention_bias(d.past, d.start, d.T, d.t, d.window, x.dtype, pads)  # the same for every layer and head
     for i, block in enumerate(p.layers):
         kv = cache.layer(i) if cache is not None else None
-        x = decoder_block(x, block, config, (cos, sin), bias, kv, tape.layer(i))
+        x = decoder_block(x, block, config, tape.layer(i), kv, bias, (cos, sin))
     h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
     if not all_positions:
         h = tape.stage("last", h[..., -1:, :], "R D")
@@ -74,16 +74,16 @@ def llama(ids, p, config: LlamaConfig, cache: KVCache | None, tape: Tape, all_po
     return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")
 
 
-def decoder_block(x, p, config: LlamaConfig, rotary, bias, kv: LayerCache | None, at: Tape):
+def decoder_block(x, p, config: LlamaConfig, at: Tape, kv: LayerCache | None, bias, rotary):
     """Pre-RMSNorm block: x + attention(RMSNorm(x)), then x + MLP(RMSNorm(x))."""
     eps = config.rms_norm_eps
     h = at.stage("ln_1", rms_norm(x, p.input_layernorm.weight, eps), "T D")
-    x = at.stage("resid_mid", x + attention(h, p.self_attn, config, rotary, bias, kv, at), "T D")
+    x = at.stage("resid_mid", x + attention(h, p.self_attn, config, at, kv, bias, rotary), "T D")
     h = at.stage("ln_2", rms_norm(x, p.post_attention_layernorm.weight, eps), "T D")
     return at.stage("resid_post", x + mlp(h, p.mlp, config, at), "T D")
 
 
-def attention(h, p, config: LlamaConfig, rotary, bias, kv: LayerCache | None, at: Tape):
+def attention(h, p, config: LlamaConfig, at: Tape, kv: LayerCache | None, bias, rotary):
     """Causal grouped-query attention with rotary positions."""
     H, Hkv = config.n_head, config.n_kv_head
     q = at.matmul("q", h, p.q_proj.weight.T, "T D, D H*dh -> T H*dh", bias=_bias(p.q_proj))
