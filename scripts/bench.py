@@ -62,7 +62,8 @@ from minitransformer.engine.ledger import Phase  # noqa: E402
 torch.set_num_threads(ARGS.threads)
 
 
-def median_time(fn, reps: int, warmup: int = 1) -> float:
+def run_times(fn, reps: int, warmup: int = 1) -> list[float]:
+    """Seconds of each of `reps` runs of fn, after `warmup` runs that are not timed."""
     for _ in range(warmup):
         fn()
     times = []
@@ -70,7 +71,11 @@ def median_time(fn, reps: int, warmup: int = 1) -> float:
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
+
+
+def median_time(fn, reps: int, warmup: int = 1) -> float:
+    return statistics.median(run_times(fn, reps, warmup))
 
 
 def weights_dir(family: str) -> Path:
@@ -110,13 +115,7 @@ def random_llama_dir() -> Path:
 # --- the machine's limits --------------------------------------------------------------------------
 def best_time(fn, reps: int) -> float:
     """The fastest of `reps` runs after a warm-up: a machine's limit is what it can do, not what it usually does."""
-    fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(run_times(fn, reps))
 
 
 def streaming_bandwidth(reps: int, threads: int) -> dict:
