@@ -30,11 +30,11 @@ def rope(kind: str) -> dict:
 
 
 REFUSED = [
-    ("llama_mha", {"model_type": "gpt_neox"}, (), "config model_type='gpt_neox' is not supported (supported: gpt2, "
-                                                 "llama, mistral, qwen2)"),
-    ("llama_mha", {"model_type": "qwen3"}, (), "model_type='qwen3' is not supported"),
-    ("llama_mha", {"model_type": "gemma"}, (), "model_type='gemma' is not supported"),
-    ("llama_mha", {"model_type": "mixtral"}, (), "model_type='mixtral' is not supported"),
+    ("llama_mha", {"model_type": "falcon"}, (), "config model_type='falcon' is not supported (supported: gpt2, "
+                                               "llama, mistral, qwen2"),
+    ("llama_mha", {"model_type": "bloom"}, (), "model_type='bloom' is not supported"),
+    ("llama_mha", {"model_type": "mpt"}, (), "model_type='mpt' is not supported"),
+    ("llama_mha", {"model_type": "jamba"}, (), "model_type='jamba' is not supported"),
     ("llama_mha", {"rope_parameters": rope("dynamic")}, (), "rope type 'dynamic' is not supported (supported: "
                                                             "default, linear, llama3)"),
     ("llama_mha", {"rope_parameters": rope("yarn")}, (), "rope type 'yarn' is not supported"),

@@ -1,0 +1,138 @@
+"""The checks every family passes against transformers, on random models that transformers itself makes.
+
+A family's live test module (tests/test_<family>_hf_live.py) builds its configs with transformers' own config
+class, saves the model with `save_random`, and calls these checks on it: logits at every position (past the
+attention row chunk and any window), 30 greedy tokens with our KV cache against transformers' `generate`, a
+left-padded batch, float64 against a float64 truth, and count = a real run = the closed form. Each returns or
+asserts real values; none knows which family it checks.
+
+Importing this module needs torch and transformers; a test module that uses it skips without them
+(`pytest.importorskip` before the import).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+
+from minitransformer import load_model
+from minitransformer.models.model import Model
+from minitransformer.verbs import formulas
+from minitransformer.verbs.count import count_generation, count_passes
+from minitransformer.verbs.generate import left_padded
+
+TOLERANCE = 1e-4  # relative to the logits' scale, as validate.py states it
+RELATIVE_FLOAT64 = 1e-9
+
+
+def save_random(directory: Path, config, seed: int = 11, spread: float = 0.2, dtype=torch.float32):
+    """transformers' own model of `config` (a transformers config object), every parameter moved by N(0, spread)
+    so that norms' gains, biases and logits spread and greedy tokens do not repeat one token; saved in
+    `directory` as save_pretrained writes it. Returns transformers' model (eager attention, float32)."""
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * spread)
+    model.to(dtype).save_pretrained(directory)
+    return transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32,
+                                                             attn_implementation="eager").eval()  # fmt: skip
+
+
+def allowed(reference) -> float:
+    reference = reference.detach().numpy() if hasattr(reference, "detach") else np.asarray(reference)
+    return TOLERANCE * max(1.0, float(np.abs(reference).max()))
+
+
+def worst(ours, theirs) -> float:
+    """max |ours - theirs| / allowed(theirs): at most 1 passes."""
+    theirs = theirs.detach().numpy() if hasattr(theirs, "detach") else np.asarray(theirs)
+    assert np.shape(ours) == theirs.shape, (np.shape(ours), theirs.shape)
+    return float(np.abs(ours - theirs).max()) / allowed(theirs)
+
+
+def logits_at_every_position(ours: Model, hf, ids) -> float:
+    """worst() of our logits against transformers' at every position of one prompt."""
+    with torch.no_grad():
+        theirs = hf(torch.tensor([list(ids)])).logits[0]
+    return worst(ours.logits(list(ids)), theirs)
+
+
+def greedy(ours: Model, hf, prompt: list[int], steps: int = 30) -> list[int]:
+    """transformers' greedy tokens with its KV cache; asserts that ours, step by step with our KV cache, gives each
+    step's logits within the tolerance and the same token, and that our generate gives them all."""
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([prompt]), max_new_tokens=steps, do_sample=False, eos_token_id=None,
+                          pad_token_id=0, output_logits=True, return_dict_in_generate=True)  # fmt: skip
+    their_tokens = out.sequences[0, len(prompt) :].tolist()
+    cache = ours.new_cache()
+    logits = ours.run(prompt, cache=cache)[-1]
+    for step, token in enumerate(their_tokens):
+        assert worst(logits, out.logits[step][0]) <= 1, step
+        assert int(np.argmax(logits)) == token, step
+        if step + 1 < steps:
+            logits = ours.run([token], cache=cache)[-1]
+    generated = ours.generate(prompt, max_new_tokens=steps, stop_at_eos=False, ledger=False, candidates=0)
+    assert generated.new_tokens == their_tokens
+    return their_tokens
+
+
+def hf_inputs(rows, pad_id: int):
+    """input_ids, attention_mask and position_ids as transformers' batched generate makes them (left padding)."""
+    ids, pads = left_padded(rows, pad_id)
+    mask = (np.arange(ids.shape[1])[None, :] >= pads[:, None]).astype(np.int64)
+    positions = mask.cumsum(-1) - 1
+    positions[mask == 0] = 1
+    return ids, pads, mask, positions
+
+
+def batch_logits(ours: Model, hf, rows: list[list[int]], pad_id: int = 0) -> float:
+    """worst() of a left-padded batch's logits at every real position against transformers' (its attention mask
+    and position ids); asserts each row equals its prompt alone."""
+    ids, pads, mask, positions = hf_inputs(rows, pad_id)
+    with torch.no_grad():
+        reference = hf(torch.tensor(ids), attention_mask=torch.tensor(mask),
+                       position_ids=torch.tensor(positions)).logits.numpy()  # fmt: skip
+    logits = ours.run(ids, all_positions=True, pads=pads)
+    assert np.isfinite(logits).all()
+    for row, prompt in enumerate(rows):
+        alone = ours.logits(prompt)
+        assert worst(logits[row, pads[row] :], alone) <= 1, row
+    real = mask.astype(bool)
+    return worst(logits[real], reference[real])
+
+
+def float64_against_truth(directory: Path, ids: list[int]) -> float:
+    """max |dlogit| / max(1, max |logit|) of our float64 pass against transformers' model in float64, where the
+    family's float64_reference recomputes in float64 what transformers keeps in float32 (validate's truth)."""
+    from minitransformer.verbs.validate import load_reference
+
+    ours = load_model(directory, dtype="float64")
+    _, reference = load_reference(ours, "float64")
+    with torch.no_grad():
+        theirs = reference(torch.tensor([ids])).logits[0].numpy()
+    mine = ours.logits(ids)
+    assert mine.dtype == theirs.dtype == np.float64
+    return float(np.abs(mine - theirs).max()) / max(1.0, float(np.abs(theirs).max()))
+
+
+def count_equals_a_real_run_and_the_closed_form(model: Model, n_prompt: int, n_new: int) -> int:
+    """count from the config alone = the ledger of a real run = formulas' closed form (MACs, with and without the
+    KV cache); returns the MACs."""
+    counted = count_generation(model.config, n_prompt, n_new)
+    real = count_passes(model, n_prompt, n_new)
+    assert [p.expand().records for p in counted.passes] == [p.records for p in real.phases]
+    assert counted.totals.macs == real.totals.macs == formulas.generation_macs(model.config, n_prompt, n_new)
+    uncached = count_generation(model.config, n_prompt, n_new, use_cache=False)
+    assert uncached.totals.macs == formulas.generation_macs(model.config, n_prompt, n_new, use_cache=False)
+    return counted.totals.macs
+
+
+def transformers_parameters(config) -> int:
+    """transformers' count of a config's parameters, on the meta device: no memory, no download."""
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    return sum(p.numel() for p in model.parameters())
