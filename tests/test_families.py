@@ -174,3 +174,15 @@ def test_the_reports_show_a_made_up_family(toy):
     data = generation_data(out)
     json.dumps(data)  # the page's data is plain JSON
     assert data["document"]["totals"]["macs"] == out.ledger.totals.macs
+
+
+def test_validate_refuses_a_family_newer_than_the_transformers_installed(toy):
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    from minitransformer.verbs.validate import load_reference
+
+    unregister("toy")
+    register(replace(TOY, presets={}, reference_classes={"toy": "ToyForCausalLM"}))
+    message = f"transformers {transformers.__version__} has no ToyForCausalLM, which validate compares with; upgrade"
+    with pytest.raises(UserError, match=message):
+        load_reference(random_model(toy_config()))

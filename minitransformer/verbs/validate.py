@@ -86,11 +86,11 @@ def load_reference(model: Model, dtype: str = "float32"):
     shown = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # its "Loading weights" bar would be the only thing on stderr
     try:
-        reference = (
-            getattr(transformers, reference_class(model))
-            .from_pretrained(model.source, dtype=getattr(torch, dtype))
-            .eval()
-        )
+        name = reference_class(model)
+        if not hasattr(transformers, name):  # a family newer than the transformers installed
+            raise UserError(f"transformers {transformers.__version__} has no {name}, which validate compares "
+                            f"with; upgrade transformers (pip install -U transformers)")  # fmt: skip
+        reference = getattr(transformers, name).from_pretrained(model.source, dtype=getattr(torch, dtype)).eval()
         reference = reference.to(
             getattr(torch, dtype)
         )  # nothing to do where `dtype=` was read; older versions ignore it
