@@ -191,6 +191,68 @@ def torch_decode(model, context: int, steps: int) -> float:
         return (time.perf_counter() - start) / steps
 
 
+# --- where a prefill's time goes ---------------------------------------------------------------------
+# Three parts of a prefill, named alike in both libraries: the products with weights (every product but
+# attention's), attention (its scores and mix products, and the scale, mask and softmax between them), and the rest
+# (norms, activations, rotary, reshapes, residual adds, the embedding).
+ATTENTION_OPS = ("scores", "scale", "mask", "softmax", "mix")
+TORCH_WEIGHT_OPS = ("aten::addmm", "aten::mm", "aten::linear", "aten::matmul", "aten::bmm")
+TORCH_ATTENTION_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_product_flash_attention_for_cpu",
+                       "aten::_scaled_dot_product_attention_math", "aten::softmax", "aten::_softmax")  # fmt: skip
+
+
+def ours_breakdown(model, ids: list[int], reps: int) -> dict:
+    """Seconds of each part of our prefill, read by a watcher that notes the clock after every stage: the time
+    since the stage before is that stage's. A watched pass computes attention dense and nothing in place (a
+    watcher may hold what it saw), so its total is given beside the unwatched one; its products with weights are
+    the same products."""
+    best: dict[str, float] = {}
+    for _ in range(reps):
+        parts = {"weights": 0.0, "attention": 0.0, "rest": 0.0}
+        last = [time.perf_counter()]
+
+        def note(name, value, record):
+            now = time.perf_counter()
+            op = record.op
+            part = "attention" if op in ATTENTION_OPS else "weights" if record.kind == "matmul" else "rest"
+            parts[part] += now - last[0]
+            last[0] = now
+            return value
+
+        start = time.perf_counter()
+        model.run(ids, all_positions=True, watcher=note)
+        parts["total"] = time.perf_counter() - start
+        if not best or parts["total"] < best["total"]:
+            best = parts
+    return best
+
+
+def torch_breakdown(model, ids: list[int]) -> dict:
+    """Seconds of each part of transformers' prefill, by torch's profiler (self CPU time of each aten operator:
+    the products with weights, attention (SDPA, or eager's matmuls of q and k inside it), the rest)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        model(torch.tensor([ids]))  # warm
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            start = time.perf_counter()
+            model(torch.tensor([ids]))
+            total = time.perf_counter() - start
+    parts = {"weights": 0.0, "attention": 0.0, "rest": 0.0, "total": total}
+    for event in prof.key_averages():
+        seconds = event.self_cpu_time_total / 1e6
+        key = "attention" if event.key in TORCH_ATTENTION_OPS else "weights" if event.key in TORCH_WEIGHT_OPS else ""
+        if key:
+            parts[key] += seconds
+    parts["rest"] = max(0.0, total - parts["weights"] - parts["attention"])
+    return parts
+
+
+def weight_flops(phase) -> int:
+    """FLOPs of a pass's products with weights (every product but attention's scores and mix)."""
+    return 2 * sum(r.macs for r in phase.records if r.kind == "matmul" and r.op not in ATTENTION_OPS)
+
+
 def main() -> None:
     reps = ARGS.reps
     probes = streaming_bandwidth(max(reps, 3), ARGS.threads)
@@ -228,6 +290,11 @@ def roofline_bugs(report: dict) -> list[str]:
             if p["roofline_s"] > p["ours_s"] or p["roofline_s"] > p["torch_s"]:
                 bugs.append(f"{r['model'].split(':')[0]} prefill T={p['tokens']} ran faster than its roofline "
                             f"({p['binds']}-bound): a probe read low")  # fmt: skip
+            if p["breakdown"]["weights_roofline_s"] > min(
+                p["breakdown"]["ours"]["weights"], p["breakdown"]["torch"]["weights"]
+            ):
+                bugs.append(f"{r['model'].split(':')[0]} prefill T={p['tokens']}: products with weights ran faster "
+                            f"than their roofline")  # fmt: skip
     for b in report["batches"]:
         for row in b["rows"]:
             if row["ours_tok_s"] > row["roofline_tok_s"] or row["torch_tok_s"] > row["roofline_tok_s"]:
@@ -258,9 +325,12 @@ def measure(directory: Path, reps: int, bandwidth: float, peak: float) -> dict:
         with torch.no_grad():
             torch_s = median_time(lambda: theirs(torch.tensor([ids])), reps)
         compute_s, memory_s = flops / peak, weight_bytes / bandwidth  # every weight read at least once
+        breakdown = {"ours": ours_breakdown(ours, ids, reps), "torch": torch_breakdown(theirs, ids),
+                     "weights_roofline_s": max(weight_flops(phase) / peak, memory_s)}  # fmt: skip
         results["prefill"].append({"tokens": T, "ours_s": ours_s, "torch_s": torch_s, "flops": flops,
                                    "compute_s": compute_s, "memory_s": memory_s, "roofline_s": max(compute_s, memory_s),
-                                   "binds": "compute" if compute_s >= memory_s else "memory"})  # fmt: skip
+                                   "binds": "compute" if compute_s >= memory_s else "memory",
+                                   "breakdown": breakdown})  # fmt: skip
 
     config = ours.config
     for context in contexts:
@@ -383,6 +453,23 @@ def render_model(r: dict) -> list[str]:
                      f"{d['ours_no_cache_s'] / d['ours_s']:.1f}x slower |")  # fmt: skip
     lines.append(f"| peak RSS (load + generate), vs weight bytes | {r['peak_rss_bytes'] / 1e6:.0f} MB = "
                  f"{r['peak_rss_bytes'] / r['weight_bytes']:.2f}x |")  # fmt: skip
+    return lines + ["", *render_breakdown(r)]
+
+
+def render_breakdown(r: dict) -> list[str]:
+    """Where each prefill's time goes, ours (a watched pass) and torch's (its profiler), in ms, and the products
+    with weights against their own roofline (their FLOPs at the sgemm peak, or their weights' bytes at the
+    streaming bandwidth, whichever is longer)."""
+    lines = ["Where a prefill's time goes (ms; ours from a watched pass, torch's from its profiler; the products with "
+             "weights against their roofline)", "",
+             "| T | weights: ours | torch | roofline | ours % | attention: ours | torch | rest: ours | torch | "
+             "total: ours watched (unwatched) | torch |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for p in r["prefill"]:
+        o, t, roof = p["breakdown"]["ours"], p["breakdown"]["torch"], p["breakdown"]["weights_roofline_s"]
+        lines.append(f"| {p['tokens']} | {1e3 * o['weights']:.1f} | {1e3 * t['weights']:.1f} | {1e3 * roof:.1f} | "
+                     f"{100 * roof / o['weights']:.0f}% | {1e3 * o['attention']:.1f} | {1e3 * t['attention']:.1f} | "
+                     f"{1e3 * o['rest']:.1f} | {1e3 * t['rest']:.1f} | {1e3 * o['total']:.1f} ({1e3 * p['ours_s']:.1f}) | "
+                     f"{1e3 * t['total']:.1f} |")  # fmt: skip
     return lines
 
 
