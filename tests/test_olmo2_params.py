@@ -4,6 +4,8 @@ and the model cards' sizes (7.3B, 13.7B), and every tensor has its kind."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from minitransformer.families.olmo2.config import PRESETS
 from minitransformer.families.table import config_from_hf_dict
@@ -54,3 +56,16 @@ def test_kinds_name_every_tensor_and_add_up(bias, tied):
     assert p.kinds["norms"] == 2 * (2 * 16 + 4 * 6 + 2 * 6) + 16  # two of D, q_norm [H dh], k_norm [Hkv dh]; ln_f
     assert p.kinds.get("biases", 0) == bias * 2 * (4 * 6 + 2 * 2 * 6 + 16)  # q, k, v and o
     assert p.total == checks.transformers_parameters(transformers.AutoConfig.for_model(**hf))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3), st.sampled_from([2, 4, 6]), st.booleans(),
+       st.integers(1, 40), st.integers(2, 100), st.booleans(), st.booleans())  # fmt: skip
+def test_config_json_counts_agree_with_transformers(L, Hkv, G, dh, own_dh, F, V, bias, tied):
+    """Any small OLMo 2 config.json, read by us and by transformers, counts the same."""
+    H = Hkv * G
+    hf = {"model_type": "olmo2", "hidden_size": H * (dh + 2 if own_dh else dh), "intermediate_size": F,
+          "num_hidden_layers": L, "num_attention_heads": H, "num_key_value_heads": Hkv, "vocab_size": V,
+          "attention_bias": bias, "tie_word_embeddings": tied} | ({"head_dim": dh} if own_dh else {})  # fmt: skip
+    assert parameters(config_from_hf_dict(hf, "random")).total == checks.transformers_parameters(
+        transformers.AutoConfig.for_model(**hf))  # fmt: skip

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from minitransformer.families.qwen3.config import PRESETS
 from minitransformer.families.qwen3.layout import KIND_OF
@@ -56,3 +58,16 @@ def test_kinds_name_every_tensor_and_add_up(bias, tied):
           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 6, "attention_bias": bias,
           "tie_word_embeddings": tied}  # fmt: skip
     assert p.total == checks.transformers_parameters(transformers.AutoConfig.for_model(**hf))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 3), st.sampled_from([2, 4, 6]), st.integers(1, 40),
+       st.integers(2, 100), st.booleans(), st.booleans(), st.one_of(st.none(), st.integers(0, 3)))  # fmt: skip
+def test_config_json_counts_agree_with_transformers(L, Hkv, G, dh, F, V, bias, tied, window_from):
+    """Any small Qwen3 config.json, read by us and by transformers, counts the same (a window changes nothing)."""
+    hf = {"model_type": "qwen3", "hidden_size": 8, "intermediate_size": F, "num_hidden_layers": L,
+          "num_attention_heads": Hkv * G, "num_key_value_heads": Hkv, "head_dim": dh, "vocab_size": V,
+          "attention_bias": bias, "tie_word_embeddings": tied, "use_sliding_window": window_from is not None,
+          "sliding_window": 3, "max_window_layers": window_from or 0}  # fmt: skip
+    assert parameters(config_from_hf_dict(hf, "random")).total == checks.transformers_parameters(
+        transformers.AutoConfig.for_model(**hf))  # fmt: skip
