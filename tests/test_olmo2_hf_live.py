@@ -138,3 +138,22 @@ def test_the_new_norms_captured_are_transformers_own(name, made):
     c = ours.config
     assert cache["blocks.0.attn.q_normed"].shape == (20, c.n_head * c.d_head)
     assert cache["blocks.0.attn.k_normed"].shape == (20, c.n_kv_head * c.d_head)
+
+
+def test_trace_and_count_name_the_new_stages_in_their_place(made):
+    from conftest import run_cli
+
+    directory = made["gqa-bias-head-dim"][0]
+    trace = run_cli("trace", "--model", str(directory), "--ids", "1,2,3")
+    assert trace.returncode == 0, trace.stderr
+    names = [line.split()[0] for line in trace.stdout.splitlines() if line.startswith("blocks.0.")]
+    assert "blocks.0.ln_1" not in names and "blocks.0.ln_2" not in names
+    at = names.index
+    assert (
+        at("blocks.0.attn.v_proj") < at("blocks.0.attn.q_normed") < at("blocks.0.attn.k_normed") < at("blocks.0.attn.q")
+    )
+    assert at("blocks.0.attn.out") < at("blocks.0.attn.normed") < at("blocks.0.resid_mid")
+    assert at("blocks.0.mlp.down") < at("blocks.0.mlp.normed") < at("blocks.0.resid_post")
+    count = run_cli("count", "--model", str(directory), "--tokens", "30")
+    assert count.returncode == 0, count.stderr
+    assert "post_mlp_norm   m = RMSNorm_mlp(m)  (the branch, before the add)" in count.stdout

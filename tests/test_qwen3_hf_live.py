@@ -147,3 +147,18 @@ def test_the_q_and_k_norms_captured_are_transformers_q_norm_and_k_norm(name, mad
         assert np.abs(mine - theirs).max() <= checks.allowed(theirs)
         # normalised: each head's root mean square is its gains' (here near 1 + noise), not the projection's
         assert not np.allclose(mine, cache[f"blocks.{i}.attn.{x}"], atol=1e-3)
+
+
+def test_trace_and_count_name_the_new_stages_in_their_place(made):
+    from conftest import run_cli
+
+    directory = made["bias-window-from-layer-1"][0]
+    trace = run_cli("trace", "--model", str(directory), "--ids", "1,2,3")
+    assert trace.returncode == 0, trace.stderr
+    names = [line.split()[0] for line in trace.stdout.splitlines() if line.startswith("blocks.0.")]
+    assert names[names.index("blocks.0.attn.v") + 1 : names.index("blocks.0.attn.q_rot")] == [
+        "blocks.0.attn.q_normed", "blocks.0.attn.k_normed"]  # fmt: skip
+    count = run_cli("count", "--model", str(directory), "--tokens", "30")
+    assert count.returncode == 0, count.stderr
+    assert "the 3 blocks are of 2 kinds: full_attention, sliding_attention" in count.stdout
+    assert "q_norm       q = RMSNorm_q(q)  (each head over its dh numbers, gains [dh])" in count.stdout
