@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...errors import UserError
-from ..config import flag
+from ..config import check_positive, flag
 from ..llama.config import LlamaConfig, _rope_parameters
 
 QWEN3_MODEL_TYPES = ("qwen3",)
@@ -79,9 +79,12 @@ class Qwen3Config(LlamaConfig):
         use_window = flag(hf, "use_sliding_window")
         window = hf.get("sliding_window", 4096) if use_window else None
         n_layer = hf.get("num_hidden_layers", 32)
+        check_positive("num_hidden_layers", n_layer)
         kinds = hf.get("layer_types")
         if kinds is None:
             first = hf.get("max_window_layers", 28)
+            if not isinstance(first, int) or isinstance(first, bool):
+                raise UserError(f"config max_window_layers must be an integer, not {first!r}")
             kinds = ["sliding_attention" if window is not None and i >= first else "full_attention"
                      for i in range(n_layer)]  # fmt: skip
         if not isinstance(kinds, list) or len(kinds) != n_layer or not set(kinds) <= set(LAYER_KINDS):

@@ -17,12 +17,10 @@ def qwen3_shapes(config: Qwen3Config) -> dict[str, tuple[int, ...]]:
     shapes: dict[str, tuple[int, ...]] = {}
     for name, shape in llama_shapes(config).items():
         shapes[name] = shape
-        if re.fullmatch(r"layers\.\d+\.self_attn\.o_proj\.(weight|bias)", name) and not (
-            name.endswith("weight") and config.o_bias
-        ):
-            attention = name.rsplit(".", 2)[0]
-            shapes[f"{attention}.q_norm.weight"] = (config.d_head,)
-            shapes[f"{attention}.k_norm.weight"] = (config.d_head,)
+        layer = re.match(r"layers\.\d+", name)
+        if layer and name == f"{layer[0]}.self_attn.o_proj.{'bias' if config.o_bias else 'weight'}":
+            shapes[f"{layer[0]}.self_attn.q_norm.weight"] = (config.d_head,)
+            shapes[f"{layer[0]}.self_attn.k_norm.weight"] = (config.d_head,)
     return shapes
 
 
