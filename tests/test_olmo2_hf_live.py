@@ -157,3 +157,10 @@ def test_trace_and_count_name_the_new_stages_in_their_place(made):
     count = run_cli("count", "--model", str(directory), "--tokens", "30")
     assert count.returncode == 0, count.stderr
     assert "post_mlp_norm   m = RMSNorm_mlp(m)  (the branch, before the add)" in count.stdout
+
+
+def test_a_bfloat16_checkpoint_reads_as_transformers_reads_it(tmp_path):
+    hf = checks.save_random(
+        tmp_path, transformers_config("gqa-bias-head-dim"), seed=9, spread=0.5, dtype=torch.bfloat16
+    )
+    assert checks.logits_at_every_position(load_model(tmp_path), hf, prompt(40, seed=8)) <= 1

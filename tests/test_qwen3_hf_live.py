@@ -162,3 +162,8 @@ def test_trace_and_count_name_the_new_stages_in_their_place(made):
     assert count.returncode == 0, count.stderr
     assert "the 3 blocks are of 2 kinds: full_attention, sliding_attention" in count.stdout
     assert "q_norm       q = RMSNorm_q(q)  (each head over its dh numbers, gains [dh])" in count.stdout
+
+
+def test_a_bfloat16_checkpoint_reads_as_transformers_reads_it(tmp_path):
+    hf = checks.save_random(tmp_path, transformers_config("tied-gqa"), seed=9, spread=0.3, dtype=torch.bfloat16)
+    assert checks.logits_at_every_position(load_model(tmp_path), hf, prompt(40, seed=8)) <= 1
