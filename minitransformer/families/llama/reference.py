@@ -37,9 +37,9 @@ NOTE = ("  (transformers' float64 Llama family computes RMSNorm and the rotary t
 # float32, so these are ours; tests/test_float64_hf.py checks them against transformers' own to float32 precision
 # for every rope type. Everything else is transformers' own float64: embeddings, projections and their biases,
 # how cos and sin turn q and k, grouped-query attention, the sliding window's mask, SDPA, the MLP, the head.
-def float64_throughout(reference, model, torch) -> None:
+def float64_throughout(reference, model, torch, norms_per_layer: int = 2) -> None:
     """Replace, on this instance of transformers' model only, the forward of its RMSNorm and rotary modules with
-    float64 ones (see above)."""
+    float64 ones (see above). A family with more RMSNorms a layer (Qwen3's q and k norms) says how many."""
     inv_freq = torch.from_numpy(inverse_frequencies(model.config, np.dtype(np.float64)).copy())
 
     def rms_norm(module, hidden_states):
@@ -60,7 +60,7 @@ def float64_throughout(reference, model, torch) -> None:
         if kind is not None:
             module.forward = types.MethodType(rms_norm if kind == "RMSNorm" else rotary, module)
             found[kind] += 1
-    if found["RMSNorm"] != 2 * model.config.n_layer + 1 or not found["RotaryEmbedding"]:
+    if found["RMSNorm"] != norms_per_layer * model.config.n_layer + 1 or not found["RotaryEmbedding"]:
         import transformers
 
         raise UserError(f"validate in float64 recomputes the RMSNorm and rotary tables of transformers' "

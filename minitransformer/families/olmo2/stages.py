@@ -1,0 +1,42 @@
+"""The OLMo 2 stage table: the Llama block's (families/llama/stages.py) without its two pre-norms, with q_norm and
+k_norm on the whole projections before the split into heads, and a norm on each branch's output before its add."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import cache
+
+from ...engine.stages import Family, Stage
+from ..llama.stages import llama_family
+
+Q_NORM = Stage("q_norm", ("attn.q_normed",), "norm", "q = RMSNorm_q(q)  (over all H*dh numbers, gains [H*dh])",
+               "q [T, H*dh]")  # fmt: skip
+K_NORM = Stage("k_norm", ("attn.k_normed",), "norm", "k = RMSNorm_k(k)  (over all Hkv*dh numbers, gains [Hkv*dh])",
+               "k [T, Hkv*dh]")  # fmt: skip
+POST_ATTN_NORM = Stage("post_attn_norm", ("attn.normed",), "norm", "o = RMSNorm_attn(o)  (the branch, before the add)",
+                       "o [T, D]")  # fmt: skip
+POST_MLP_NORM = Stage("post_mlp_norm", ("mlp.normed",), "norm", "m = RMSNorm_mlp(m)  (the branch, before the add)",
+                      "m [T, D]")  # fmt: skip
+AFTER = {"v": (Q_NORM, K_NORM), "out": (POST_ATTN_NORM,), "mlp.down": (POST_MLP_NORM,)}
+READ_X = ("q", "k", "v", "mlp.gate", "mlp.up")  # the products that read the stream x itself, not a normed h
+
+
+@cache
+def olmo2_family(bias: bool = False) -> Family:
+    """Llama's table without ln_1 and ln_2, with OLMo 2's four norms in their place; biases on q, k, v and o where
+    the config has them."""
+    block: list[Stage] = []
+    for stage in llama_family(bias, bias).block:
+        if stage.op in ("ln_1", "ln_2"):
+            continue
+        if stage.op in READ_X:
+            stage = replace(stage, equation=stage.equation.replace("= h W", "= x W"),
+                            reads=stage.reads.replace("h [", "x ["))  # fmt: skip
+        block += [stage, *AFTER.get(stage.op, ())]
+    llama = llama_family()
+    return Family("olmo2", llama.embed, tuple(block), llama.final, llama.symbols)
+
+
+def stages_of(config) -> Family:
+    """The table of an OLMo 2 config: its equations show the biases it has."""
+    return olmo2_family(config.qkv_bias)
