@@ -228,6 +228,9 @@ def test_old_style_and_new_style_config_keys_read_as_transformers_reads_them(mod
                                  "rope_parameters": {"rope_type": "default", "rope_theta": 300.0,
                                                      "partial_rotary_factor": 0.5}},
         "top-level rope_theta is not GPT-NeoX's": {"rope_parameters": None, "rope_theta": 5.0},
+        "nor is a top-level partial_rotary_factor": {"rope_parameters": None, "partial_rotary_factor": 1.0},
+        "rotary_pct fills what rope_parameters leaves out": {"rope_parameters": {"rope_type": "default"},
+                                                              "rotary_pct": 0.5, "rotary_emb_base": 99},
     }.items():  # fmt: skip
         there = tmp_path / case.replace(" ", "-")
         there.mkdir()
