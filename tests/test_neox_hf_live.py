@@ -270,7 +270,7 @@ def test_the_commands_show_the_partial_rotary_and_the_parallel_residual_in_their
     counted = run_cli("count", "--model", str(directory), "--tokens", "20")
     assert counted.returncode == 0, counted.stderr
     rows = {line.split()[0]: line for line in counted.stdout.splitlines() if line.startswith("  ")}
-    assert "RoPE on each head's first r = rotary_pct x dh numbers" in rows["rope"]
+    assert "RoPE on each head's first r = 2 of its 8 numbers; the other 6 pass through" in rows["rope"]
     assert rows["rope"].rstrip().endswith("-")  # no dot products
     assert "parallel: x + attn(ln1(x)) + mlp(ln2(x))" in rows["resid_post"] and rows["resid_post"].rstrip().endswith(
         "-"

@@ -9,9 +9,15 @@ from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, LAST, LOGI
 
 
 @cache
-def neox_family(parallel: bool = True, attention_bias: bool = True) -> Family:
-    """The GPT-NeoX block's stages: the parallel residual has no resid_mid, and its ln_2 reads the block's input."""
+def neox_family(parallel: bool = True, attention_bias: bool = True, rotary: tuple[int, int] | None = None) -> Family:
+    """The GPT-NeoX block's stages: the parallel residual has no resid_mid, and its ln_2 reads the block's input;
+    `rotary` (r, dh): the rope stage says how many of each head's numbers turn."""
     b = (lambda n: f" + b_{n}") if attention_bias else (lambda n: "")
+    share = (
+        "first r = rotary_pct x dh numbers; the other dh - r"
+        if rotary is None
+        else (f"first r = {rotary[0]} of its {rotary[1]} numbers; the other {rotary[1] - rotary[0]}")
+    )
     embed = (Stage("embed", ("embed",), "lookup", "x = W_in[ids]  (positions enter later, by rotating q and k)",
                    "ids [T]"),)  # fmt: skip
     attention = (
@@ -21,7 +27,7 @@ def neox_family(parallel: bool = True, attention_bias: bool = True) -> Family:
         Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape",
               "[T, 3D] as [T, H, 3, dh] -> Q, K, V of H heads of dh", "[T, 3D]"),
         Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate",
-              "q, k = RoPE on each head's first r = rotary_pct x dh numbers; the other dh - r pass through",
+              f"q, k = RoPE on each head's {share} pass through",
               "q, k [H, T, dh]"),
         Stage("cache", ("attn.keys", "attn.values"), "cache",
               "K, V of all t positions (new rows written to the cache)", "k, v [H, T, dh]"),
@@ -68,4 +74,4 @@ def neox_family(parallel: bool = True, attention_bias: bool = True) -> Family:
 
 def stages_of(config) -> Family:
     """The table of a GPT-NeoX config: its residual (parallel or serial) and its attention biases."""
-    return neox_family(config.use_parallel_residual, config.attention_bias)
+    return neox_family(config.use_parallel_residual, config.attention_bias, (config.rotary_dims, config.d_head))
