@@ -25,25 +25,26 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 
 import family_checks as checks  # noqa: E402  # needs torch and transformers
 
-# Random configs of ours: shapes, seeds and every option that changes the pass, on and off.
+# Random configs of ours: shapes, seeds and every option that changes the pass, on and off (and the weights' dtype:
+# Pythia's checkpoints are float16; ours read them as transformers does, upcast to float32).
 CONFIGS = {
     # Pythia's shape in small: rotary on a quarter of each head (2 of 8), parallel residual, untied, gelu.
     "pythia-like": (dict(hidden_size=32, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                         vocab_size=150, max_position_embeddings=200), 11),
-    # Serial residual, half the head rotated, another base and activation, three layers, old-style keys.
+                         vocab_size=150, max_position_embeddings=200), 11, torch.float32),
+    # Serial residual, half the head rotated, another base and activation, three layers, old-style keys; float16.
     "serial-half-rotary": (dict(hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=3,
                                 vocab_size=130, max_position_embeddings=200, use_parallel_residual=False,
-                                rotary_pct=0.5, rotary_emb_base=500, hidden_act="gelu_new"), 5),
+                                rotary_pct=0.5, rotary_emb_base=500, hidden_act="gelu_new"), 5, torch.float16),
     # The whole head rotated, no attention biases, tied embeddings, rope_parameters as transformers 5 writes them.
     "full-rotary-tied-no-bias": (dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                       num_attention_heads=2, vocab_size=120, max_position_embeddings=200,
                                       attention_bias=False, tie_word_embeddings=True, layer_norm_eps=1e-3,
                                       rope_parameters={"rope_type": "default", "rope_theta": 1000.0,
-                                                       "partial_rotary_factor": 1.0}), 3),
-    # An odd share (int(20 x 0.25) = 5): transformers turns 3 pairs (6 numbers) with frequencies over 5.
+                                                       "partial_rotary_factor": 1.0}), 3, torch.float32),
+    # An odd share (int(20 x 0.25) = 5): transformers turns 3 pairs (6 numbers) with frequencies over 5; bfloat16.
     "odd-share-serial": (dict(hidden_size=40, intermediate_size=56, num_hidden_layers=2, num_attention_heads=2,
                               vocab_size=110, max_position_embeddings=200, use_parallel_residual=False,
-                              hidden_act="relu"), 7),
+                              hidden_act="relu"), 7, torch.bfloat16),
 }  # fmt: skip
 PROMPT = 150  # past the attention row chunk (128)
 
@@ -52,9 +53,9 @@ PROMPT = 150  # past the attention row chunk (128)
 def models(tmp_path_factory):
     """name -> (directory, ours, transformers' model)."""
     made = {}
-    for name, (options, seed) in CONFIGS.items():
+    for name, (options, seed, dtype) in CONFIGS.items():
         directory = tmp_path_factory.mktemp(name)
-        hf = checks.save_random(directory, transformers.GPTNeoXConfig(**options), seed=seed)
+        hf = checks.save_random(directory, transformers.GPTNeoXConfig(**options), seed=seed, dtype=dtype)
         made[name] = (directory, load_model(directory), hf)
     return made
 
@@ -70,6 +71,14 @@ def test_logits_at_every_position_equal_transformers(name, models):
     _, ours, hf = models[name]
     ratio = checks.logits_at_every_position(ours, hf, prompt(name))
     assert ratio <= 1, ratio
+
+
+def test_the_checkpoints_hold_the_dtypes_they_were_saved_in(models):
+    from safetensors import safe_open
+
+    for name, (_, _, dtype) in CONFIGS.items():
+        with safe_open(str(models[name][0] / "model.safetensors"), framework="pt") as f:
+            assert f.get_tensor("gpt_neox.embed_in.weight").dtype == dtype, name
 
 
 @pytest.mark.parametrize("name", CONFIGS)
