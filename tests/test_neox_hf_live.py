@@ -187,13 +187,16 @@ def test_captures_of_every_submodule_the_split_and_the_partial_rotary_equal_tran
 
             handles.append(module.register_forward_hook(hook))
     try:
-        with torch.no_grad():
-            hf(torch.tensor([ids]))
+        with torch.no_grad():  # eager attention (save_random): it returns the attention weights
+            out = hf(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
     finally:
         for handle in handles:
             handle.remove()
     _, cache_ = ours.run_with_cache(ids)
     assert len(seen) == len(SUBMODULES) * ours.config.n_layer
+    for i in range(ours.config.n_layer):
+        seen[f"blocks.{i}.attn.weights"] = out.attentions[i][0].numpy()  # [H, T, t]
+    seen["embed"], seen["ln_f"] = out.hidden_states[0][0].numpy(), out.hidden_states[-1][0].numpy()
     ratios = {k: checks.worst(cache_[k], v) for k, v in seen.items()}
     assert max(ratios.values()) <= 1, ratios
 
