@@ -53,7 +53,9 @@ def params_report(p: Parameters) -> str:
     tied = (
         "Tied embeddings: W_te turns tokens into vectors and, transposed, vectors into logits; it is one tensor."
         if p.tied_embeddings
-        else "Untied embeddings: the unembedding lm_head.weight is a separate tensor."
+        else "Untied embeddings: the unembedding "
+        + next((t.name for t in p.tensors if t.kind == "unembedding"), "lm_head.weight")
+        + " is a separate tensor."
     )
     return "\n".join([
         header,

@@ -46,23 +46,38 @@ def float64_throughout(reference, model, torch, norms_per_layer: int = 2) -> Non
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
         return module.weight * (hidden_states * torch.rsqrt(variance + module.variance_epsilon))
 
+    norms = 0
+    for module in reference.modules():
+        if type(module).__name__.endswith("RMSNorm"):
+            module.forward = types.MethodType(rms_norm, module)
+            norms += 1
+    rotaries = float64_rotary(reference, inv_freq, torch)
+    if norms != norms_per_layer * model.config.n_layer + 1 or not rotaries:
+        import transformers
+
+        raise UserError(f"validate in float64 recomputes the RMSNorm and rotary tables of transformers' "
+                        f"{type(reference).__name__} in float64, and transformers {transformers.__version__} does not "
+                        f"lay them out as it expects (rotary forward(x, position_ids)); upgrade transformers")  # fmt: skip
+
+
+def float64_rotary(reference, inv_freq, torch) -> int:
+    """Replace, on this instance of transformers' model only, the forward of its rotary modules with one whose angles
+    are position x `inv_freq` (float64 frequencies, each used twice as transformers lays them out) in float64; how
+    many it replaced (none where an older transformers caches its tables by sequence length). The GPT-NeoX family's
+    reference (families/neox/reference.py) replaces its rotary tables with this too."""
+
     def rotary(module, x, position_ids):
         angles = position_ids[..., None].to(torch.float64) * inv_freq
         angles = torch.cat((angles, angles), dim=-1)
         scaling = getattr(module, "attention_scaling", 1.0)  # 1 for the rope types we take
         return (angles.cos() * scaling).to(x.dtype), (angles.sin() * scaling).to(x.dtype)
 
-    found = {"RMSNorm": 0, "RotaryEmbedding": 0}
+    found = 0
     for module in reference.modules():
-        kind = next((k for k in found if type(module).__name__.endswith(k)), None)
-        if kind == "RotaryEmbedding" and list(signature(module.forward).parameters) != ["x", "position_ids"]:
-            kind = None  # an older transformers (tables cached by sequence length): counted as not found below
-        if kind is not None:
-            module.forward = types.MethodType(rms_norm if kind == "RMSNorm" else rotary, module)
-            found[kind] += 1
-    if found["RMSNorm"] != norms_per_layer * model.config.n_layer + 1 or not found["RotaryEmbedding"]:
-        import transformers
-
-        raise UserError(f"validate in float64 recomputes the RMSNorm and rotary tables of transformers' "
-                        f"{type(reference).__name__} in float64, and transformers {transformers.__version__} does not "
-                        f"lay them out as it expects (rotary forward(x, position_ids)); upgrade transformers")  # fmt: skip
+        if type(module).__name__.endswith("RotaryEmbedding") and list(signature(module.forward).parameters) == [
+            "x",
+            "position_ids",
+        ]:
+            module.forward = types.MethodType(rotary, module)
+            found += 1
+    return found

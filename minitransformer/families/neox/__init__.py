@@ -1,0 +1,1 @@
+"""The GPT-NeoX family: GPT-NeoX-20B and Pythia (GPTNeoXForCausalLM)."""

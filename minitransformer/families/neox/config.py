@@ -1,0 +1,166 @@
+"""The GPT-NeoX family's config (GPT-NeoX-20B, Pythia), read from a Hugging Face config.json, and the presets of the
+Pythia models, from each one's published config.json."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from ...errors import UserError
+from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
+
+
+@dataclass(frozen=True)
+class NeoXConfig(ModelConfig):
+    """A GPT-NeoX decoder (model_type gpt_neox).
+
+    Against GPT-2: no position table, q and k rotated instead, and only the first rotary_pct of each head's
+    numbers; q, k and v from one fused product laid out head by head ([H, 3, dh], not [3, H, dh]); attention and
+    MLP side by side on the same x (use_parallel_residual, the default) rather than one after the other; an
+    untied unembedding (embed_out) by default. LayerNorms with biases and biased products, as GPT-2's.
+    """
+
+    n_layer: int
+    n_head: int
+    n_embd: int
+    n_inner: int  # intermediate_size: the MLP width
+    vocab_size: int
+    n_positions: int = 2048
+    layer_norm_eps: float = 1e-5
+    hidden_act: str = "gelu"
+    rotary_pct: float = 0.25  # the share of each head's numbers that rotary turns (partial_rotary_factor)
+    rope_theta: float = 10000.0  # rotary_emb_base
+    use_parallel_residual: bool = True  # x + attn(ln1(x)) + mlp(ln2(x)); false: one after the other
+    attention_bias: bool = True  # biases of query_key_value and dense (the MLP always has them)
+    tie_word_embeddings: bool = False
+    bos_token_id: int | None = 0
+    eos_token_id: int | tuple[int, ...] | None = 2
+    model_type: str = "gpt_neox"
+    name: str = field(default="gpt_neox", compare=False)
+
+    family = "neox"
+    sliding_window = None  # every position attends to every earlier one
+
+    def __post_init__(self) -> None:
+        for key in ("n_layer", "n_head", "n_embd", "n_inner", "vocab_size", "n_positions"):
+            check_positive(key, getattr(self, key))
+        if self.n_embd % self.n_head:
+            raise UserError(f"config hidden_size={self.n_embd} is not divisible by num_attention_heads={self.n_head}")
+        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
+            raise UserError(f"config hidden_act={self.hidden_act!r} is not supported "
+                            f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})")  # fmt: skip
+        for key in ("layer_norm_eps", "rope_theta"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise UserError(f"config {key} must be a positive number, not {value!r}")
+        pct = self.rotary_pct
+        if isinstance(pct, bool) or not isinstance(pct, (int, float)) or pct < 0:
+            raise UserError(f"config partial_rotary_factor (rotary_pct) must be a number from 0 to 1, not {pct!r}")
+        if self.rotary_dims > self.d_head:  # an odd share rounds up to whole pairs: past the head when it is all
+            raise UserError(f"config partial_rotary_factor={pct} of a head of {self.d_head} rotates "
+                            f"{self.rotary_dims} numbers, more than the head has")  # fmt: skip
+
+    @property
+    def checkpoint_kind(self) -> str:
+        return "GPT-NeoX model"
+
+    @property
+    def d_head(self) -> int:
+        return self.n_embd // self.n_head
+
+    @property
+    def d_ff(self) -> int:
+        return self.n_inner
+
+    @property
+    def n_kv_head(self) -> int:  # type: ignore[override]  # a field in families whose heads share keys
+        return self.n_head  # each head has keys and values of its own
+
+    @property
+    def rotary_share(self) -> int:
+        """int(dh x rotary_pct), as transformers rounds it: the frequencies are 1 / theta^(2i / this)."""
+        return int(self.d_head * self.rotary_pct)
+
+    @property
+    def rotary_dims(self) -> int:
+        """The numbers of each head that rotary turns: one pair per frequency (the share, rounded up to pairs)."""
+        return 2 * len(range(0, self.rotary_share, 2))
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["eos_token_id"] = list(self.eos_token_id) if isinstance(self.eos_token_id, tuple) else self.eos_token_id
+        return {"family": self.family, **d, "d_head": self.d_head, "n_kv_head": self.n_kv_head, "d_ff": self.d_ff,
+                "rotary_dims": self.rotary_dims}  # fmt: skip
+
+    @classmethod
+    def from_hf_dict(cls, hf: dict, name: str = "gpt_neox") -> NeoXConfig:
+        """Read a transformers GPTNeoXConfig dict (as config.json holds it), with transformers' defaults."""
+        if hf.get("model_type") != "gpt_neox":
+            raise UserError(f"config model_type={hf.get('model_type')!r} is not a GPT-NeoX model ('gpt_neox')")
+        missing = [k for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                               "vocab_size") if hf.get(k) is None]  # fmt: skip
+        if missing:
+            raise UserError(f"config.json lacks {', '.join(missing)}: a gpt_neox model needs its shapes spelled out")
+        dtype = hf.get("dtype", hf.get("torch_dtype"))
+        if dtype not in (None, "float32", "float16", "bfloat16"):
+            raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
+        head_dim = hf.get("head_dim")  # not GPT-NeoX's: its rotary would read it, its attention would not
+        if head_dim is not None and head_dim * hf["num_attention_heads"] != hf["hidden_size"]:
+            raise UserError(f"config head_dim={head_dim!r} other than hidden_size / num_attention_heads is not "
+                            f"supported")  # fmt: skip
+        rope = _rope_parameters(hf)
+        eos = hf.get("eos_token_id", 2)
+        return cls(
+            n_layer=hf["num_hidden_layers"], n_head=hf["num_attention_heads"], n_embd=hf["hidden_size"],
+            n_inner=hf["intermediate_size"], vocab_size=hf["vocab_size"],
+            n_positions=hf.get("max_position_embeddings", 2048), layer_norm_eps=hf.get("layer_norm_eps", 1e-5),
+            hidden_act=hf.get("hidden_act", "gelu"), rotary_pct=rope["partial_rotary_factor"],
+            rope_theta=rope["rope_theta"], use_parallel_residual=flag({"use_parallel_residual": True} | hf,
+                                                                      "use_parallel_residual"),
+            attention_bias=flag({"attention_bias": True} | hf, "attention_bias"),
+            tie_word_embeddings=flag(hf, "tie_word_embeddings"), bos_token_id=hf.get("bos_token_id", 0),
+            eos_token_id=tuple(eos) if isinstance(eos, list) else eos, name=name,
+        )  # fmt: skip
+
+
+def _rope_parameters(hf: dict) -> dict:
+    """rope_theta and partial_rotary_factor as GPTNeoXConfig reads them: from a non-empty rope_scaling, else
+    rope_parameters (transformers 5), else the old top-level rotary_emb_base and rotary_pct, else 10,000 and 0.25.
+    Only the default rope (no scaling) is computed; any other type is refused by name."""
+    key = "rope_scaling" if hf.get("rope_scaling") else "rope_parameters"
+    rope = hf.get(key) or {}
+    if not isinstance(rope, dict):
+        raise UserError(f"config {key} must be an object, not {rope!r}")
+    if any(isinstance(value, dict) for value in rope.values()):
+        raise UserError(f"config {key} per layer type ({', '.join(rope)}) is not supported")
+    rope = dict(rope)
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind != "default":
+        raise UserError(f"config rope type {kind!r} is not supported (supported: default)")
+    if rope.get("rope_theta") is None:
+        rope["rope_theta"] = hf["rotary_emb_base"] if hf.get("rotary_emb_base") is not None else 10000.0
+    if rope.get("partial_rotary_factor") is None:
+        rope["partial_rotary_factor"] = hf["rotary_pct"] if hf.get("rotary_pct") is not None else 0.25
+    return rope
+
+
+def _pythia(name: str, n_layer: int, n_embd: int, n_head: int, vocab_size: int = 50304) -> NeoXConfig:
+    """A Pythia model (EleutherAI/pythia-*/config.json): MLP 4 D, rotary on a quarter of each head (rotary_pct
+    0.25, rotary_emb_base 10,000), parallel residual, untied embed_out, a 2,048-token context, bos = eos = 0."""
+    return NeoXConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_inner=4 * n_embd, vocab_size=vocab_size,
+                      bos_token_id=0, eos_token_id=0, name=name)  # fmt: skip
+
+
+# Shapes of well-known models, for counting without weights: each from its published config.json
+# (EleutherAI/pythia-70m ... pythia-12b, EleutherAI/gpt-neox-20b).
+PRESETS: dict[str, NeoXConfig] = {
+    "pythia-70m": _pythia("pythia-70m", n_layer=6, n_embd=512, n_head=8),
+    "pythia-160m": _pythia("pythia-160m", n_layer=12, n_embd=768, n_head=12),
+    "pythia-410m": _pythia("pythia-410m", n_layer=24, n_embd=1024, n_head=16),
+    "pythia-1b": _pythia("pythia-1b", n_layer=16, n_embd=2048, n_head=8),
+    "pythia-1.4b": _pythia("pythia-1.4b", n_layer=24, n_embd=2048, n_head=16),
+    "pythia-2.8b": _pythia("pythia-2.8b", n_layer=32, n_embd=2560, n_head=32),
+    "pythia-6.9b": _pythia("pythia-6.9b", n_layer=32, n_embd=4096, n_head=32, vocab_size=50432),
+    "pythia-12b": _pythia("pythia-12b", n_layer=36, n_embd=5120, n_head=40, vocab_size=50688),
+    "gpt-neox-20b": NeoXConfig(n_layer=44, n_head=64, n_embd=6144, n_inner=24576, vocab_size=50432,
+                               bos_token_id=0, eos_token_id=0, name="gpt-neox-20b"),
+}  # fmt: skip
