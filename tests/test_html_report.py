@@ -12,6 +12,7 @@ import io
 import json
 import os
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -496,3 +497,24 @@ def test_ci_installs_the_browser_and_requires_it():
     assert install < required < test_command
     assert "apt-get update && apt-get install -y chromium" in lines[install]
     assert "command -v chromium" in lines[install - 1] and "id -u" in lines[install - 1]  # only if missing, as root
+
+
+@pytest.mark.parametrize("preset", ["gpt2", "llama2-7b", "qwen3-0.6b", "olmo-2-7b", "pythia-160m"])
+def test_a_branch_leaves_the_stream_where_the_family_reads_it(preset):
+    """The residual stream's links in the block drawing: one to each stage that reads the stream itself (the
+    pre-norms; OLMo 2, which has none, its five projections of x) and one to each residual add."""
+    from minitransformer.families.table import PRESETS
+    from minitransformer.verbs.count import count_generation
+    from minitransformer.views.html_report import count_fragment
+
+    config = replace(PRESETS[preset], n_layer=2)
+    html = count_fragment(count_generation(config, 6, 1))
+    diagram = html.split('<svg class="block-diagram"', 1)[1].split("</svg>", 1)[0]
+    readers = {"olmo-2-7b": ["q", "k", "v", "mlp.gate", "mlp.up"], "pythia-160m": ["ln_1", "ln_2"]}.get(
+        preset, ["ln_1", "ln_2"]
+    )
+    adds = ["resid_post"] if preset == "pythia-160m" else ["resid_mid", "resid_post"]  # NeoX adds both at once
+    stages = re.findall(r'<g class="stage [^"]*" data-op="([^"]*)"[^>]*>(.*?)</g>', diagram, re.S)
+    linked = [op for op, inside in stages if 'class="stream-link"' in inside]
+    assert linked == [op for op, _ in stages if op in readers + adds]
+    assert sorted(linked) == sorted(readers + adds)

@@ -33,6 +33,7 @@ class Stage:
     equation: str
     reads: str  # symbolic shape(s) of the input, for traces
     group: str = ""  # for matrix products: which part of the model's arithmetic they are (count's summary)
+    reads_stream: bool = False  # it reads the residual stream x itself: where a branch leaves the stream
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,11 @@ class Family:
     @cached_property
     def matmul_ops(self) -> tuple[str, ...]:
         return tuple(s.op for s in self.stages.values() if s.kind == "matmul")
+
+    @cached_property
+    def stream_readers(self) -> frozenset[str]:
+        """The ops of the block that read the residual stream itself (the pre-norms, or OLMo 2's projections)."""
+        return frozenset(s.op for s in self.block if s.reads_stream)
 
     @cached_property
     def block_ops(self) -> tuple[str, ...]:

@@ -64,10 +64,11 @@ def _text(x: float, y: float, content: str, cls: str = "", anchor: str = "start"
     return f'<text x="{x:.1f}" y="{y:.1f}" class="{cls}"{anchor_attr}>{escape(content)}</text>'
 
 
-def block_diagram(ops: list[dict], phase_index: int, run_index: int) -> str:
+def block_diagram(ops: list[dict], phase_index: int, run_index: int, stream_readers: frozenset[str]) -> str:
     """One block of one pass, stage by stage, top to bottom (see the module docstring).
 
-    `phase_index` and `run_index` locate the records in the page's data (document.phases[p].layers[r].ops)."""
+    `phase_index` and `run_index` locate the records in the page's data (document.phases[p].layers[r].ops);
+    `stream_readers`: the ops that read the residual stream itself, where a branch leaves it (the family's table)."""
     products = [r for r in ops if r["kind"] == "matmul"]
     largest = max((r["macs"] for r in products), default=0) or 1
     block_macs = sum(r["macs"] for r in products)
@@ -95,6 +96,9 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int) -> str:
             parts.append(_text(_TEXT_X, text_top, r["op"], "op"))
             for k, line in enumerate(lines):
                 parts.append(_text(_TEXT_X, text_top + _LINE * (k + 1), line, "numbers" if k >= 1 else "eq"))
+            if r["op"] in stream_readers:  # a product that reads the stream itself (OLMo 2 has no pre-norms)
+                cy = top + h / 2
+                parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>')
             rows.append(f'<g class="stage matmul" data-op="{escape(r["op"])}" {ref}>{title}{"".join(parts)}</g>')
             centres.append((top, top + h))
         else:
@@ -115,7 +119,7 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int) -> str:
                 parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>'
                              f'<circle class="stream-add" cx="{_STREAM_X}" cy="{cy:.1f}" r="8"/>'
                              + _text(_STREAM_X, cy + 4.5, "+", "plus", "middle"))  # fmt: skip
-            elif r["kind"] == "norm" and r["op"] != "ln_f":  # where a branch leaves the stream
+            elif r["op"] in stream_readers:  # where a branch leaves the stream
                 cy = top + h / 2
                 parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>')
             rows.append(

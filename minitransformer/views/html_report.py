@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..engine.ledger import Ledger, Phase, totals_of
+from ..families.table import architecture_of
 from ..text import plural, s_for
 from ..verbs.count import STEPS_SHOWN, Count
 from ..verbs.generate import Generation
@@ -445,6 +446,7 @@ def _pass_title(p: dict) -> str:
 def _phase_views(data: dict) -> list[str]:
     """A section per pass shown in full: its block drawn and tabled, and its layers (with script, one at a time)."""
     doc = data["document"]
+    readers = architecture_of(doc["model"]).every_stage.stream_readers
     views = []
     for index, p in enumerate(doc["phases"]):
         if "layers" not in p:
@@ -457,8 +459,8 @@ def _phase_views(data: dict) -> list[str]:
             f'{doc["model"]["n_layer"]}; every block of this pass has the same shapes)</h3>'
             + _note("Each matrix product is a box with area proportional to its MACs, compared within this pass; "
                     "dashed boxes do no dot products. The line on the left is the residual stream x: each branch "
-                    "leaves it at a norm and is added back at a +.")
-            + f'<div class="diagram">{block_diagram(run["ops"], index, 0)}</div>'
+                    "leaves it where a line links a stage to it and is added back at a +.")
+            + f'<div class="diagram">{block_diagram(run["ops"], index, 0, readers)}</div>'
             f'<h3>The same block as a table</h3>{_block_table(run["ops"], index)}'
             f"<h3>Layer by layer: where this pass's MACs go</h3>{_layers_table(p, index)}</section>"
         )  # fmt: skip

@@ -8,7 +8,7 @@ from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, LAST, LOGI
 EMBED = Stage("embed", ("embed",), "lookup", "x = W_te[ids] + W_pe[positions]", "ids [T]")
 
 BLOCK = (
-    Stage("ln_1", ("ln_1",), "norm", "h = LayerNorm_1(x)", "x [T, D]"),
+    Stage("ln_1", ("ln_1",), "norm", "h = LayerNorm_1(x)", "x [T, D]", reads_stream=True),
     Stage("qkv", ("attn.qkv",), "matmul", "[Q K V] = h W_qkv + b_qkv", "h [T, D], W_qkv [D, 3D]",
           ATTENTION_PROJECTIONS),
     Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape", "Q, K, V -> H heads of dh", "[T, 3D]"),
@@ -23,7 +23,7 @@ BLOCK = (
     Stage("merge_heads", ("attn.z",), "reshape", "Z -> [T, D]", "Z [H, T, dh]"),
     Stage("out", ("attn.out",), "matmul", "o = Z W_o + b_o", "Z [T, D], W_o [D, D]", ATTENTION_PROJECTIONS),
     Stage("resid_mid", ("resid_mid",), "residual", "x = x + o", "x, o [T, D]"),
-    Stage("ln_2", ("ln_2",), "norm", "h = LayerNorm_2(x)", "x [T, D]"),
+    Stage("ln_2", ("ln_2",), "norm", "h = LayerNorm_2(x)", "x [T, D]", reads_stream=True),
     Stage("mlp.up", ("mlp.up",), "matmul", "u = h W_up + b_up", "h [T, D], W_up [D, F]", MLP),
     Stage("mlp.act", ("mlp.act",), "activation", "g = act(u)", "u [T, F]"),
     Stage("mlp.down", ("mlp.down",), "matmul", "m = g W_down + b_down", "g [T, F], W_down [F, D]", MLP),

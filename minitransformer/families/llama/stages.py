@@ -21,7 +21,7 @@ def llama_family(qkv_bias: bool = False, o_bias: bool = False, mlp_bias: bool = 
     embed = (Stage("embed", ("embed",), "lookup", "x = W_te[ids]  (positions enter later, by rotating q and k)",
                    "ids [T]"),)  # fmt: skip
     block = (
-        Stage("ln_1", ("ln_1",), "norm", "h = RMSNorm_1(x)", "x [T, D]"),
+        Stage("ln_1", ("ln_1",), "norm", "h = RMSNorm_1(x)", "x [T, D]", reads_stream=True),
         Stage("q", ("attn.q_proj",), "matmul", f"q = h W_q{q('q')}", "h [T, D], W_q [D, H*dh]", ATTENTION_PROJECTIONS),
         Stage("k", ("attn.k_proj",), "matmul", f"k = h W_k{q('k')}  (Hkv heads: narrower than q when Hkv < H)",
               "h [T, D], W_k [D, Hkv*dh]", ATTENTION_PROJECTIONS),
@@ -43,7 +43,7 @@ def llama_family(qkv_bias: bool = False, o_bias: bool = False, mlp_bias: bool = 
         Stage("merge_heads", ("attn.z",), "reshape", "Z -> [T, H*dh]", "Z [H, T, dh]"),
         Stage("out", ("attn.out",), "matmul", f"o = Z W_o{o}", "Z [T, H*dh], W_o [H*dh, D]", ATTENTION_PROJECTIONS),
         Stage("resid_mid", ("resid_mid",), "residual", "x = x + o", "x, o [T, D]"),
-        Stage("ln_2", ("ln_2",), "norm", "h = RMSNorm_2(x)", "x [T, D]"),
+        Stage("ln_2", ("ln_2",), "norm", "h = RMSNorm_2(x)", "x [T, D]", reads_stream=True),
         Stage("mlp.gate", ("mlp.gate",), "matmul", f"g = h W_gate{m('gate')}", "h [T, D], W_gate [D, F]", MLP),
         Stage("mlp.up", ("mlp.up",), "matmul", f"u = h W_up{m('up')}", "h [T, D], W_up [D, F]", MLP),
         Stage("mlp.act", ("mlp.act",), "activation", "a = act(g)  (SiLU: g sigmoid(g))", "g [T, F]"),

@@ -21,7 +21,7 @@ def neox_family(parallel: bool = True, attention_bias: bool = True, rotary: tupl
     embed = (Stage("embed", ("embed",), "lookup", "x = W_in[ids]  (positions enter later, by rotating q and k)",
                    "ids [T]"),)  # fmt: skip
     attention = (
-        Stage("ln_1", ("ln_1",), "norm", "h = LayerNorm_1(x)", "x [T, D]"),
+        Stage("ln_1", ("ln_1",), "norm", "h = LayerNorm_1(x)", "x [T, D]", reads_stream=True),
         Stage("qkv", ("attn.qkv",), "matmul", f"[q k v per head] = h W_qkv{b('qkv')}  (one product, head by head)",
               "h [T, D], W_qkv [D, 3D]", ATTENTION_PROJECTIONS),
         Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape",
@@ -49,7 +49,8 @@ def neox_family(parallel: bool = True, attention_bias: bool = True, rotary: tupl
     residual: tuple[Stage, ...]
     if parallel:
         residual = (
-            Stage("ln_2", ("ln_2",), "norm", "h = LayerNorm_2(x)  (the block's input x, as ln_1's)", "x [T, D]"),
+            Stage("ln_2", ("ln_2",), "norm", "h = LayerNorm_2(x)  (the block's input x, as ln_1's)", "x [T, D]",
+                  reads_stream=True),
             *mlp,
             Stage("resid_post", ("resid_post",), "residual", "parallel: x + attn(ln1(x)) + mlp(ln2(x))",
                   "x, o, m [T, D]"),
@@ -57,7 +58,7 @@ def neox_family(parallel: bool = True, attention_bias: bool = True, rotary: tupl
     else:
         residual = (
             Stage("resid_mid", ("resid_mid",), "residual", "x = x + o", "x, o [T, D]"),
-            Stage("ln_2", ("ln_2",), "norm", "h = LayerNorm_2(x)", "x [T, D]"),
+            Stage("ln_2", ("ln_2",), "norm", "h = LayerNorm_2(x)", "x [T, D]", reads_stream=True),
             *mlp,
             Stage("resid_post", ("resid_post",), "residual", "x = x + m", "x, m [T, D]"),
         )

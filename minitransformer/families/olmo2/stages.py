@@ -31,7 +31,7 @@ def olmo2_family(bias: bool = False) -> Family:
             continue
         if stage.op in READ_X:
             stage = replace(stage, equation=stage.equation.replace("= h W", "= x W"),
-                            reads=stage.reads.replace("h [", "x ["))  # fmt: skip
+                            reads=stage.reads.replace("h [", "x ["), reads_stream=True)  # fmt: skip
         block += [stage, *AFTER.get(stage.op, ())]
     llama = llama_family()
     return Family("olmo2", llama.embed, tuple(block), llama.final, llama.symbols)
