@@ -41,6 +41,7 @@ from ...engine.ops import (
 )
 from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
+from ..config import ModelConfig
 from .config import LlamaConfig
 
 # `config` is the model's LlamaConfig (models/config.py), a layer above the families: its numbers are read
@@ -99,7 +100,7 @@ def attention(h, p, config: LlamaConfig, at: Tape, kv: LayerCache | None, bias, 
     return at.matmul("out", z, p.o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=_bias(p.o_proj))
 
 
-def attend(q, K, V, bias, config: LlamaConfig, at: Tape):
+def attend(q, K, V, bias, config: ModelConfig, at: Tape):
     """Each query's mix of its group's values, weighted by softmax(q K^T x scale + bias) over the keys."""
     Hkv = config.n_kv_head
     s = at.matmul("scores", group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :],
@@ -118,7 +119,7 @@ def mlp(h, p, config: LlamaConfig, at: Tape):
     return at.matmul("mlp.down", a, p.down_proj.weight.T, "T F, F D -> T D", bias=_bias(p.down_proj))
 
 
-def scale_scores(s, config: LlamaConfig, at: Tape):
+def scale_scores(s, config: ModelConfig, at: Tape):
     return np.multiply(s, constant(s, config.d_head**-0.5), out=at.scratch(s))
 
 

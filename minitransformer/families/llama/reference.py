@@ -37,16 +37,20 @@ NOTE = ("  (transformers' float64 Llama family computes RMSNorm and the rotary t
 # float32, so these are ours; tests/test_float64_hf.py checks them against transformers' own to float32 precision
 # for every rope type. Everything else is transformers' own float64: embeddings, projections and their biases,
 # how cos and sin turn q and k, grouped-query attention, the sliding window's mask, SDPA, the MLP, the head.
-def float64_throughout(reference, model, torch) -> None:
+def float64_throughout(reference, model, torch, frequencies=None) -> None:
     """Replace, on this instance of transformers' model only, the forward of its RMSNorm and rotary modules with
-    float64 ones (see above)."""
-    inv_freq = torch.from_numpy(inverse_frequencies(model.config, np.dtype(np.float64)).copy())
+    float64 ones (see above). `frequencies(position_ids)`: a family's float64 frequencies for a call's positions
+    (Phi-3's LongRoPE picks them by the largest); by default the Llama family's, the same for every call."""
+    if frequencies is None:
+        fixed = inverse_frequencies(model.config, np.dtype(np.float64))
+        frequencies = lambda position_ids: fixed  # noqa: E731 - the Llama family's: one set for every call
 
     def rms_norm(module, hidden_states):
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
         return module.weight * (hidden_states * torch.rsqrt(variance + module.variance_epsilon))
 
     def rotary(module, x, position_ids):
+        inv_freq = torch.from_numpy(np.array(frequencies(position_ids)))
         angles = position_ids[..., None].to(torch.float64) * inv_freq
         angles = torch.cat((angles, angles), dim=-1)
         scaling = getattr(module, "attention_scaling", 1.0)  # 1 for the rope types we take
