@@ -242,7 +242,7 @@ def test_validate_prompts_come_from_the_models_own_tokenizer_or_are_seeded_ids(l
     from minitransformer.verbs.validate import prompt_ids
 
     references = {t: c for a in ARCHITECTURES.values() for t, c in a.reference_classes.items()}
-    assert set(references) == set(model_types()) == {"gpt2", "llama", "mistral", "qwen2"}
+    assert set(references) == set(model_types()) >= {"gpt2", "llama", "mistral", "qwen2"}  # and each family added
     assert prompt_ids(load_model(llama_with_tokenizer), "The capital of France is", seed=0) == PROMPT_IDS
     assert prompt_ids(small_gpt2, "The capital of France is", seed=0) == PROMPT_IDS
     model = load_model(no_tokenizer)

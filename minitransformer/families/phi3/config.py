@@ -10,7 +10,7 @@ from ...errors import UserError
 from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
 
 PHI3_MODEL_TYPES = ("phi3",)
-ROPE_TYPES = ("default", "longrope")  # as Phi3Config: "su" and "yarn" are old names of longrope
+ROPE_TYPES = ("default", "longrope")  # as Phi3Config, which reads "yarn" as longrope
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,11 @@ class Phi3Config(ModelConfig):
             _check_longrope(dict(self.rope_scaling), self.rotary_dim)
 
     @property
+    def model_type(self) -> str:
+        """config.json's model_type (the one this family reads), as the reports name a model's family."""
+        return "phi3"
+
+    @property
     def checkpoint_kind(self) -> str:
         return "phi3 model"
 
@@ -108,7 +113,7 @@ class Phi3Config(ModelConfig):
             k: list(v) if isinstance(v, tuple) else v for k, v in self.rope_scaling
         }  # fmt: skip
         d["eos_token_id"] = list(self.eos_token_id) if isinstance(self.eos_token_id, tuple) else self.eos_token_id
-        return {"family": self.family, **d, "d_head": self.d_head, "d_ff": self.d_ff}
+        return {"family": self.family, "model_type": self.model_type, **d, "d_head": self.d_head, "d_ff": self.d_ff}
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "phi3") -> Phi3Config:
@@ -150,7 +155,7 @@ def _rope_parameters(hf: dict) -> dict:
     """rope_type, rope_theta, partial_rotary_factor and LongRoPE's keys, as Phi3Config.convert_rope_params_to_dict
     reads them: a non-empty rope_scaling replaces rope_parameters whole; theta and partial_rotary_factor missing
     from the dict are the top-level ones (else 10,000 and 1); "type" is the oldest spelling of "rope_type", and
-    "su" and "yarn" are read as "longrope"."""
+    "yarn" is read as "longrope" (as Phi3Config does) and "su" refused (transformers 5 fails on it)."""
     key = "rope_scaling" if hf.get("rope_scaling") else "rope_parameters"
     rope = hf.get(key) or {}
     if not isinstance(rope, dict):
@@ -160,7 +165,10 @@ def _rope_parameters(hf: dict) -> dict:
     rope = dict(rope)
     kind = rope.pop("type", "default")
     kind = rope.setdefault("rope_type", kind)
-    if kind in ("su", "yarn"):
+    if kind == "su":  # transformers 5 fails on it too (it looks for original_max_position_embeddings first)
+        raise UserError("config rope type 'su' (the old name of 'longrope') is not supported: transformers no longer "
+                        "reads it; write \"type\": \"longrope\"")  # fmt: skip
+    if kind == "yarn":  # Phi3Config reads Phi-3's old "yarn" as longrope (short and long factors), not as YaRN
         rope["rope_type"] = kind = "longrope"
     if kind not in ROPE_TYPES:
         raise UserError(f"config rope type {kind!r} is not supported for phi3 (supported: {', '.join(ROPE_TYPES)})")
