@@ -102,21 +102,34 @@ def test_partial_rotary_factor_of_three_quarters_of_a_head_of_eight_turns_six():
 
 
 # The presets' parameter totals, against transformers' own count of the same config on the meta device, and the
-# total the model card publishes (Phi-3-mini: 3.8B; Phi-3-medium: 14B).
-PUBLISHED = {"phi-3-mini": 3_821_079_552, "phi-3-medium": 13_960_238_080}
+# total the model card publishes (Phi-3-mini and Phi-3.5-mini: 3.8B; Phi-3-medium: 14B).
+PUBLISHED = {"phi-3-mini": 3_821_079_552, "phi-3-medium": 13_960_238_080, "phi-3.5-mini": 3_821_079_552}
+
+
+def official_json(c: Phi3Config) -> dict:
+    """The preset written back as its model's config.json spells it (rope_scaling with "type", as Phi-3's do)."""
+    rope = None if c.rope_scaling is None else {
+        "long_factor": list(dict(c.rope_scaling)["long_factor"]), "short_factor": list(dict(c.rope_scaling)["short_factor"]),
+        "type": "longrope"}  # fmt: skip
+    return {"model_type": "phi3", "hidden_size": c.n_embd, "intermediate_size": c.n_inner, "num_hidden_layers": c.n_layer,
+            "num_attention_heads": c.n_head, "num_key_value_heads": c.n_kv_head, "vocab_size": c.vocab_size,
+            "max_position_embeddings": c.n_positions, "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
+            "rope_theta": 10000.0, "rope_scaling": rope, "sliding_window": c.sliding_window, "bos_token_id": 1,
+            "eos_token_id": 32000, "pad_token_id": 32000, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", PRESETS)
-def test_each_preset_has_transformers_parameter_count(name):
+def test_each_preset_reads_back_from_its_config_json_and_has_transformers_parameter_count(name):
+    c = PRESETS[name]
+    hf = official_json(c)
+    assert config_from_hf_dict(hf, name) == c
     pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     from family_checks import transformers_parameters
 
-    c = PRESETS[name]
-    theirs = transformers.Phi3Config(
-        hidden_size=c.n_embd, intermediate_size=c.n_inner, num_hidden_layers=c.n_layer, num_attention_heads=c.n_head,
-        num_key_value_heads=c.n_kv_head, vocab_size=c.vocab_size, max_position_embeddings=c.n_positions,
-        sliding_window=c.sliding_window, tie_word_embeddings=c.tie_word_embeddings,
-    )  # fmt: skip
+    theirs = transformers.Phi3Config(**{k: v for k, v in hf.items() if k != "model_type"})
+    if c.rope_scaling is not None:  # transformers reads the same LongRoPE: 48 factors each, trained on 4,096
+        assert theirs.rope_parameters["rope_type"] == "longrope"
+        assert theirs.rope_parameters["original_max_position_embeddings"] == c.original_max_position_embeddings
     total = transformers_parameters(theirs)
     assert parameters(c).total == formulas.parameters(c) == total == PUBLISHED[name]
