@@ -97,6 +97,15 @@ def test_what_it_does_not_compute_is_refused_by_name(message):
         read(**REFUSED[message])
 
 
+def test_what_phi3_does_not_read_is_not_read():
+    """Phi3Attention and Phi3MLP have no biases whatever attention_bias says (Phi-3's config.json carries it false);
+    num_key_value_heads null means one per query head, as Phi3Config's __post_init__ makes it."""
+    config = read(attention_bias=True, num_key_value_heads=None)
+    assert config == read(num_key_value_heads=4) and config.n_kv_head == 4
+    with pytest.raises(UserError, match="num_key_value_heads must be a positive integer, not 0"):
+        read(num_key_value_heads=0)
+
+
 def test_partial_rotary_factor_of_three_quarters_of_a_head_of_eight_turns_six():
     assert read(partial_rotary_factor=0.75).rotary_dim == 6
 

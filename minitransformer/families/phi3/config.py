@@ -13,6 +13,13 @@ PHI3_MODEL_TYPES = ("phi3",)
 ROPE_TYPES = ("default", "longrope")  # as Phi3Config, which reads "yarn" as longrope
 
 
+# The config.json key of each shape, for messages.
+_JSON_KEYS = {"n_layer": "num_hidden_layers", "n_head": "num_attention_heads", "n_embd": "hidden_size",
+              "n_inner": "intermediate_size", "vocab_size": "vocab_size", "n_kv_head": "num_key_value_heads",
+              "n_positions": "max_position_embeddings",
+              "original_max_position_embeddings": "original_max_position_embeddings"}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Phi3Config(ModelConfig):
     """A Phi-3 decoder: the Llama block with q, k and v computed by one fused product (qkv_proj) and the MLP's gate
@@ -45,9 +52,8 @@ class Phi3Config(ModelConfig):
     def __post_init__(self) -> None:
         if self.n_kv_head is None:
             object.__setattr__(self, "n_kv_head", self.n_head)
-        for key in ("n_layer", "n_head", "n_embd", "n_inner", "vocab_size", "n_kv_head", "n_positions",
-                    "original_max_position_embeddings"):  # fmt: skip
-            check_positive(key, getattr(self, key))
+        for field_name, key in _JSON_KEYS.items():  # named as config.json names them
+            check_positive(key, getattr(self, field_name))
         if self.n_embd % self.n_head:
             raise UserError(f"config hidden_size={self.n_embd} is not a multiple of "
                             f"num_attention_heads={self.n_head}")  # fmt: skip
@@ -140,7 +146,7 @@ class Phi3Config(ModelConfig):
         original = hf.get("original_max_position_embeddings", 4096)
         return cls(
             n_layer=hf.get("num_hidden_layers", 32), n_head=H, n_embd=D, n_inner=hf.get("intermediate_size", 8192),
-            vocab_size=hf.get("vocab_size", 32064), n_kv_head=hf.get("num_key_value_heads") or H,
+            vocab_size=hf.get("vocab_size", 32064), n_kv_head=H if hf.get("num_key_value_heads") is None else hf["num_key_value_heads"],
             n_positions=hf.get("max_position_embeddings", 4096), original_max_position_embeddings=original,
             rms_norm_eps=hf.get("rms_norm_eps", 1e-5), hidden_act=hf.get("hidden_act", "silu"),
             rope_theta=rope.pop("rope_theta"), partial_rotary_factor=rope.pop("partial_rotary_factor"),
