@@ -111,6 +111,16 @@ def test_the_commands_run_on_a_phi3_directory(phi3_dir):
         assert name in traced.stdout, name
 
 
+def test_the_plot_and_the_html_report_draw_the_fused_products(phi3_dir, tmp_path):
+    pytest.importorskip("matplotlib")
+    plot, html = tmp_path / "count.png", tmp_path / "count.html"
+    result = run_cli("count", "--model", str(phi3_dir), "--tokens", "20", "--new-tokens", "3", "--plot", str(plot),
+                     "--html", str(html))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert plot.stat().st_size > 10_000 and "mlp.gate_up" in html.read_text()
+    assert "MLP: g, u and act(g)" in result.stdout  # the estimate of a gated MLP, as memory.py makes it
+
+
 def test_a_refused_option_is_one_line_and_exit_2(phi3_dir, tmp_path):
     hf = json.loads((phi3_dir / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**hf, "rope_scaling": {"type": "dynamic", "factor": 2.0}}))
