@@ -95,9 +95,11 @@ def test_logits_greedy_batch_float64_count_and_parameters_equal_transformers(nam
 
 
 def test_longrope_switches_factors_at_the_trained_length_and_scales_by_the_attention_factor(saved):
-    _, ours, hf = saved("longrope-mqa")
+    directory, ours, hf = saved("longrope-mqa")
     config = ours.config
     assert config.original_max_position_embeddings == 100
+    # float64 against the truth with the short factors too (the 150 tokens above took the long ones)
+    assert float64_against_truth(directory, prompt("longrope-mqa", 60)) <= RELATIVE_FLOAT64
     assert config.attention_factor == pytest.approx(np.sqrt(1 + np.log(4) / np.log(100)))  # 400 / 100, as the paper
     # transformers' own tables: short up to 100 positions, long past them
     for T, kind in ((100, "short_factor"), (101, "long_factor")):
