@@ -99,6 +99,8 @@ class Dims:
     def size(self, symbol: str) -> int:
         if symbol.isdigit():
             return int(symbol)
+        if "+" in symbol:  # "H*dh+2*Hkv*dh": the width of a fused product (Phi-3's q, k and v in one)
+            return sum(self.size(s) for s in symbol.split("+"))
         if "*" in symbol:  # "H*dh"
             return prod(self.size(s) for s in symbol.split("*"))
         if symbol[0].isdigit():  # "3D"

@@ -14,6 +14,7 @@ from .gpt2.family import ARCHITECTURE as GPT2
 from .llama.family import ARCHITECTURE as LLAMA
 from .neox.family import ARCHITECTURE as NEOX
 from .olmo2.family import ARCHITECTURE as OLMO2
+from .phi3.family import ARCHITECTURE as PHI3
 from .qwen3.family import ARCHITECTURE as QWEN3
 
 ARCHITECTURES: dict[str, Architecture] = {}
@@ -58,5 +59,5 @@ def config_from_hf_dict(hf: dict, name: str) -> ModelConfig:
     raise UserError(f"config model_type={model_type!r} is not supported (supported: {', '.join(model_types())})")
 
 
-for _family in (GPT2, LLAMA, QWEN3, OLMO2, NEOX):
+for _family in (GPT2, LLAMA, QWEN3, OLMO2, NEOX, PHI3):
     register(_family)

@@ -21,7 +21,8 @@ its A and its output (its B is a weight, or K^T and V, which live in the KV cach
 projection's output); for scale, mask and softmax one tensor, as they write over the scores in
 place (ops.py); for the other elementwise stages input and output; nothing for views (the heads
 split, the cache's rows, the last position). A Llama block differs in two places: its mask is a
-[T, t] bias built once a pass and alive throughout, and its gated MLP holds g, u and act(g) at once.
+[T, t] bias built once a pass and alive throughout, and its gated MLP holds g, u and act(g) at once
+(a Phi-3 block too: its g and u are views of one [T, 2F] product).
 A pass computed in row chunks (tape.py; its scores record says what was computed) holds the
 attention stages of one chunk at a time: Record.row_chunk of the T query rows. The tests hold it to
 tracemalloc's measured peak of real runs.
@@ -43,7 +44,7 @@ DEFAULT_BALANCE = 10.0  # MACs per byte
 
 # Same-sized tensors alive in a stage that is not a product: one for the stages that work in place on
 # the scores, none for views; the other stages hold their input and output.
-_LIVE_COPIES = {"scale": 1, "mask": 1, "softmax": 1, "split_heads": 0, "cache": 0, "last": 0}
+_LIVE_COPIES = {"scale": 1, "mask": 1, "softmax": 1, "split_heads": 0, "cache": 0, "last": 0, "mlp.split": 0}
 _ROW_CHUNKED = ("scores", "scale", "mask", "softmax", "mix")  # the stages row_chunks.py runs chunk by chunk
 
 
@@ -83,7 +84,7 @@ def working_set(r: Record, gated: bool = False) -> int:
 def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTES) -> tuple[int, Record]:
     """(estimated peak activation bytes, the stage where it peaks) of one pass."""
     residual = prod(next(r for r in records if r.op == "embed").out_shape)
-    gated = any(r.op == "mlp.gate" for r in records)  # a Llama block (see the module docstring)
+    gated = any(r.op in ("mlp.gate", "mlp.gate_up") for r in records)  # a Llama or Phi-3 block (module docstring)
     if gated:
         *_, T, t = next(r for r in records if r.op == "mask").out_shape
         residual += T * t  # the pass's mask bias

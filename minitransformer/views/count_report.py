@@ -293,7 +293,7 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     window, held = c.sliding_window, count.n_prompt + count.n_new - 1
     capped = f" (of {held:,}: a query reads no further back than the sliding window)" if kv["positions"] < held else ""
     whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
-    if any(r.op == "mlp.gate" for r in count.prefill.block):  # a gated MLP: memory.py's estimate says why
+    if any(r.op in ("mlp.gate", "mlp.gate_up") for r in count.prefill.block):  # gated: memory.py's estimate says why
         estimate = (
             "the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
             "(Q K^T: Q and the scores [B, H, T, t]; MLP: g, u and act(g), [B, T, F] each)",

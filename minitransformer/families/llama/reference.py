@@ -37,10 +37,14 @@ NOTE = ("  (transformers' float64 Llama family computes RMSNorm and the rotary t
 # float32, so these are ours; tests/test_float64_hf.py checks them against transformers' own to float32 precision
 # for every rope type. Everything else is transformers' own float64: embeddings, projections and their biases,
 # how cos and sin turn q and k, grouped-query attention, the sliding window's mask, SDPA, the MLP, the head.
-def float64_throughout(reference, model, torch, norms_per_layer: int = 2) -> None:
+def float64_throughout(reference, model, torch, norms_per_layer: int = 2, frequencies=None) -> None:
     """Replace, on this instance of transformers' model only, the forward of its RMSNorm and rotary modules with
-    float64 ones (see above). A family with more RMSNorms a layer (Qwen3's q and k norms) says how many."""
-    inv_freq = torch.from_numpy(inverse_frequencies(model.config, np.dtype(np.float64)).copy())
+    float64 ones (see above). A family with more RMSNorms a layer (Qwen3's q and k norms) says how many;
+    `frequencies(position_ids)`: a family's float64 frequencies for a call's positions (Phi-3's LongRoPE picks them
+    by the largest); by default the Llama family's, the same for every call."""
+    if frequencies is None:
+        fixed = inverse_frequencies(model.config, np.dtype(np.float64))
+        frequencies = lambda position_ids: fixed  # noqa: E731 - the Llama family's: one set for every call
 
     def rms_norm(module, hidden_states):
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
@@ -51,7 +55,7 @@ def float64_throughout(reference, model, torch, norms_per_layer: int = 2) -> Non
         if type(module).__name__.endswith("RMSNorm"):
             module.forward = types.MethodType(rms_norm, module)
             norms += 1
-    rotaries = float64_rotary(reference, inv_freq, torch)
+    rotaries = float64_rotary(reference, frequencies, torch)
     if norms != norms_per_layer * model.config.n_layer + 1 or not rotaries:
         import transformers
 
@@ -60,13 +64,14 @@ def float64_throughout(reference, model, torch, norms_per_layer: int = 2) -> Non
                         f"lay them out as it expects (rotary forward(x, position_ids)); upgrade transformers")  # fmt: skip
 
 
-def float64_rotary(reference, inv_freq, torch) -> int:
+def float64_rotary(reference, frequencies, torch) -> int:
     """Replace, on this instance of transformers' model only, the forward of its rotary modules with one whose angles
-    are position x `inv_freq` (float64 frequencies, each used twice as transformers lays them out) in float64; how
-    many it replaced (none where an older transformers caches its tables by sequence length). The GPT-NeoX family's
-    reference (families/neox/reference.py) replaces its rotary tables with this too."""
+    are position x `frequencies(position_ids)` (float64 frequencies, each used twice as transformers lays them out)
+    in float64; how many it replaced (none where an older transformers caches its tables by sequence length). The
+    GPT-NeoX family's reference (families/neox/reference.py) replaces its rotary tables with this too."""
 
     def rotary(module, x, position_ids):
+        inv_freq = torch.from_numpy(np.array(frequencies(position_ids)))
         angles = position_ids[..., None].to(torch.float64) * inv_freq
         angles = torch.cat((angles, angles), dim=-1)
         scaling = getattr(module, "attention_scaling", 1.0)  # 1 for the rope types we take

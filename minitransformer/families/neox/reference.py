@@ -25,8 +25,8 @@ NOTE = ("  (transformers' float64 GPT-NeoX computes its rotary tables in float32
 def float64_rotary_tables(reference, model, torch) -> None:
     """Replace, on this instance of transformers' GPTNeoXForCausalLM only, its rotary module's forward with a float64
     one."""
-    inv_freq = torch.from_numpy(inverse_frequencies(model.config, np.dtype(np.float64)).copy())
-    if not float64_rotary(reference, inv_freq, torch):
+    inv_freq = inverse_frequencies(model.config, np.dtype(np.float64))
+    if not float64_rotary(reference, lambda position_ids: inv_freq, torch):
         import transformers
 
         raise UserError(f"validate in float64 recomputes the rotary tables of transformers' {type(reference).__name__} "
