@@ -12,6 +12,7 @@ from .architecture import Architecture
 from .config import ModelConfig
 from .gpt2.family import ARCHITECTURE as GPT2
 from .llama.family import ARCHITECTURE as LLAMA
+from .mixtral.family import ARCHITECTURE as MIXTRAL
 
 ARCHITECTURES: dict[str, Architecture] = {}
 PRESETS: dict[str, ModelConfig] = {}  # every family's presets, by name
@@ -55,5 +56,5 @@ def config_from_hf_dict(hf: dict, name: str) -> ModelConfig:
     raise UserError(f"config model_type={model_type!r} is not supported (supported: {', '.join(model_types())})")
 
 
-for _family in (GPT2, LLAMA):
+for _family in (GPT2, LLAMA, MIXTRAL):
     register(_family)

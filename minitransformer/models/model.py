@@ -68,6 +68,9 @@ class Model:
         self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
         self.hooks = HookRegistry(lambda: self.family.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
         self._tokenizer = tokenizer
+        # Counting without weights, the tokens a mixture of experts' router sends to each expert are assumed:
+        # "balanced" or "worst" (Tape.routing); a model with weights has its router decide.
+        self.routing = "balanced"
 
     def __repr__(self) -> str:
         c = self.config
@@ -163,6 +166,7 @@ class Model:
             family=self.family,
             windows=self._windows,
             dense=dense_attention,
+            routing=self.routing,
         )  # watcher None: nobody watches
         return self.architecture.forward(ids, self.params, self.config, cache, tape, all_positions, pads)
 
