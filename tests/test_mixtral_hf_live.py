@@ -171,6 +171,7 @@ def test_parameters_total_and_active_equal_transformers_count(made, name):
     experts = sum(layer.mlp.experts.gate_up_proj.numel() + layer.mlp.experts.down_proj.numel()
                   for layer in hf.model.layers)  # fmt: skip
     assert formulas.active_parameters(c) == total - experts * (c.n_experts - c.top_k) // c.n_experts
+    assert parameters(c).active == formulas.active_parameters(c)
 
 
 MODEL_CARDS = {"mixtral-8x7b": (46_702_792_704, 12_879_925_248)}  # the numbers (Mistral: 46.7B, 12.9B active)
@@ -187,6 +188,24 @@ def test_presets_total_equals_transformers_count_of_the_same_config_on_the_meta_
     assert formulas.parameters(c) == transformers_parameters(hf)
     if preset in MODEL_CARDS:
         assert (formulas.parameters(c), formulas.active_parameters(c)) == MODEL_CARDS[preset]
+
+
+def test_params_says_total_and_active_on_screen_and_in_json():
+    import json
+
+    result = run_cli("params", "--preset", "mixtral-8x7b", "--json", "-")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert (doc["total"], doc["active"]) == MODEL_CARDS["mixtral-8x7b"]
+    assert (
+        doc["kinds"]["expert_gate"] == doc["kinds"]["expert_up"] == doc["kinds"]["expert_down"] == 32 * 8 * 4096 * 14336
+    )
+    shown = run_cli("params", "--preset", "mixtral-8x22b")
+    assert shown.returncode == 0, shown.stderr
+    c = PRESETS["mixtral-8x22b"]
+    assert f"{formulas.parameters(c):,} parameters (141 G)" in shown.stdout  # Mistral's card: 141B
+    assert f"{formulas.active_parameters(c):,} of them active (39.2 G)" in shown.stdout  # the card: 39B active
+    assert "experts.{e}.w1.weight" in shown.stdout
 
 
 def test_validate_says_all_ok(made):

@@ -28,4 +28,5 @@ ARCHITECTURE = Architecture(
     label="Mixtral",
     float64_reference=reference.float64_throughout,
     float64_note=reference.NOTE,
+    routed_kinds=layout.ROUTED_KINDS,
 )
