@@ -153,6 +153,15 @@ def test_count_equals_a_real_run_and_the_closed_form_and_the_ledger_says_what_ea
         layer = sum(r.macs for r in phase.layer_records(i))
         attention = sum(phase.find(op, i).macs for op in ("q", "k", "v", "scores", "mix", "out"))
         assert layer == attention + T * D * E + T * k * 3 * D * F
+    # counted from the config alone (balanced): the same records and totals, other rows per expert
+    from minitransformer.verbs.count import count_generation
+
+    counted = count_generation(c, PROMPT, 1).prefill.expand()
+    moe = ("router", "expert.gate", "expert.up", "expert.down")  # (a watched run's attention is dense, not chunked)
+    assert [r for r in counted.records if r.op in moe] == [r for r in phase.records if r.op in moe]
+    assumed = [[p.tokens for p in r.breakdown] for r in counted.records if r.op == "expert.gate"]
+    real = [[p.tokens for p in r.breakdown] for r in phase.records if r.op == "expert.gate"]
+    assert assumed != real and all(sum(a) == sum(b) == T * k for a, b in zip(assumed, real))
     # as JSON: each expert product's breakdown
     op = next(o for o in phase.to_dict()["layers"][0]["ops"] if o["op"] == "expert.down")
     assert [p["tokens"] for p in op["breakdown"]] == np.bincount(cache["blocks.0.moe.chosen"].ravel(),

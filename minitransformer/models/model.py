@@ -79,10 +79,13 @@ class Model:
                 f"{self.dtype}, from {self.source})")  # fmt: skip
 
     @classmethod
-    def without_weights(cls, config: ModelConfig) -> Model:
-        """The same model with shape-only stand-ins for weights: counts everything, computes nothing."""
+    def without_weights(cls, config: ModelConfig, routing: str = "balanced") -> Model:
+        """The same model with shape-only stand-ins for weights: counts everything, computes nothing. `routing`: the
+        tokens a mixture of experts' router is assumed to send each expert (families/moe.py: balanced or worst)."""
         stand_ins = {name: ShapeOnly(shape) for name, shape in expected_shapes(config).items()}
-        return cls(config, as_tree(stand_ins, config), source="shape-only")
+        model = cls(config, as_tree(stand_ins, config), source="shape-only")
+        model.routing = routing
+        return model
 
     @property
     def tokenizer(self):
