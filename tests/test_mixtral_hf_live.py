@@ -230,6 +230,9 @@ def test_generate_count_and_trace_commands_run_on_a_mixtral(made):
     directory, _, _ = made("e4_k2_window")
     generated = run_cli("generate", "--model", str(directory), "--ids", "1,2,3", "--max-new-tokens", "5")
     assert generated.returncode == 0, generated.stderr
+    load = generated.stdout.split("Expert load")[1].splitlines()[1:3]  # a line per layer: 4 experts' tokens
+    assert [line.split(":")[0].split() for line in load] == [["layer", "0"], ["layer", "1"]]
+    assert all(sum(map(int, line.split(":")[1].split()[:4])) == (3 + 4) * 2 for line in load)  # 7 tokens fed, 2 each
     counted = run_cli("count", "--model", str(directory), "--tokens", "20")
     assert counted.returncode == 0, counted.stderr
     assert "expert.gate" in counted.stdout or "router" in counted.stdout
@@ -262,3 +265,23 @@ def test_mixtral_defaults_are_transformers_defaults():
     assert (ours.n_experts, ours.top_k, ours.rope_theta, ours.n_kv_head, ours.n_positions, ours.rms_norm_eps) == (
         theirs.num_local_experts, theirs.num_experts_per_tok, theirs.rope_parameters["rope_theta"],
         theirs.num_key_value_heads, theirs.max_position_embeddings, theirs.rms_norm_eps)  # fmt: skip
+
+
+def test_a_pad_token_s_expert_work_is_counted_as_padding_and_stays_in_its_own_row(made):
+    from minitransformer.engine.ledger import Phase, padding_of
+    from minitransformer.verbs.generate import left_padded
+
+    _, ours, _ = made("e4_k2_window")
+    rows = [prompt("e4_k2_window", 9, seed=8), prompt("e4_k2_window", 4, seed=9)]
+    ids, pads = left_padded(rows, 0)
+    phase = Phase("prefill", 0, 9, 9, batch=2, pads=tuple(int(p) for p in pads), finished=(False, False))
+    logits = ours.run(ids, all_positions=True, pads=pads, phase=phase)
+    np.testing.assert_allclose(logits[1, 5:], ours.logits(rows[1]), atol=1e-4)  # the pads' experts reach no real row
+    c = ours.config
+    D, F, k = c.n_embd, c.d_ff, c.top_k
+    for i in range(c.n_layer):
+        gate, down = phase.find("expert.gate", i), phase.find("expert.down", i)
+        assert sum(p.tokens for p in gate.breakdown) == 2 * 9 * k  # the 5 pad tokens were routed and computed too
+        assert padding_of(gate, list(pads), 9) == (5 * k * F, 5 * k * F * D)
+        assert padding_of(down, list(pads), 9) == (5 * k * D, 5 * k * D * F)
+        assert padding_of(phase.find("router", i), list(pads), 9) == (5 * c.n_experts, 5 * c.n_experts * D)

@@ -126,8 +126,8 @@ def experts_lines(count: Count) -> list[str]:
         f"  Experts: each token's rows are computed by k = {c.top_k} of the E = {c.n_experts} experts, so a layer's "
         f"expert MACs are\n  T x k x (one expert's MACs per token) = {batch}{rows // p.batch:,} x {c.top_k} x "
         f"{per_token:,} = {experts:,}, whichever experts the router chose.",
-        f"  Routing assumed (no router without weights): {count.routing},\n  {ROUTINGS[count.routing]}"
-        + ("" if count.routing == "worst" else " (--routing worst: every token to the same k experts)") + ".",
+        f"  Routing assumed (no router without weights): {count.routing}: {ROUTINGS[count.routing]}"
+        + ("" if count.routing == "worst" else "\n  (--routing worst: every token to the same k experts; no total moves)"),
         f"  Expert load of the prefill, tokens per expert in every layer: {' '.join(map(str, load))} (the busiest: "
         f"{busiest:,} of {rows:,} tokens, {n(busiest * per_token)} MACs)",
     ]  # fmt: skip
