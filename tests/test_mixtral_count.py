@@ -69,3 +69,16 @@ def test_routing_is_refused_for_a_dense_model_in_one_line():
     result = run_cli("count", "--preset", "llama2-7b", "--tokens", "10", "--routing", "worst")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and "--routing is for a mixture of experts" in result.stderr
+
+
+def test_an_expert_product_reads_the_weights_of_every_expert_that_got_tokens():
+    from minitransformer.verbs.memory import bytes_moved
+
+    c = PRESETS["mixtral-8x7b"]
+    D, F = c.n_embd, c.d_ff
+    for routing, used in (("balanced", 8), ("worst", 2)):
+        count = count_generation(c, 100, 2, routing=routing)
+        prefill = next(r for r in count.prefill.block if r.op == "expert.gate")
+        assert bytes_moved(prefill) == 4 * (100 * D + used * D * F + 100 * 2 * F)
+        decode = next(r for r in count.decodes[0].block if r.op == "expert.gate")
+        assert bytes_moved(decode) == 4 * (D + 2 * D * F + 2 * F)  # one token: its k = 2 experts, whatever the routing
