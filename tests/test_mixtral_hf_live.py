@@ -240,6 +240,7 @@ def test_generate_count_and_trace_commands_run_on_a_mixtral(made):
     assert traced.returncode == 0, traced.stderr
     for name in ("moe.router_logits", "moe.chosen", "moe.gates", "moe.expert_gate", "moe.expert_down", "moe.out"):
         assert f"blocks.0.{name}" in traced.stdout
+    assert "    experts  0: " in traced.stdout  # each expert product says which expert got how many tokens
 
 
 @pytest.mark.parametrize(
@@ -285,3 +286,29 @@ def test_a_pad_token_s_expert_work_is_counted_as_padding_and_stays_in_its_own_ro
         assert padding_of(gate, list(pads), 9) == (5 * k * F, 5 * k * F * D)
         assert padding_of(down, list(pads), 9) == (5 * k * D, 5 * k * D * F)
         assert padding_of(phase.find("router", i), list(pads), 9) == (5 * c.n_experts, 5 * c.n_experts * D)
+
+
+def test_a_hook_reads_an_expert_stage_and_may_not_replace_it_but_may_replace_the_gates(made):
+    _, ours, _ = made("e4_k2_window")
+    ids = prompt("e4_k2_window", 12, seed=10)
+    seen = []
+    handle = ours.add_hook("blocks.1.moe.expert_down", lambda x, name: seen.append(x.shape))
+    try:
+        ours.logits(ids)
+    finally:
+        handle.remove()
+    assert seen == [(12, 2 * ours.config.n_embd)]
+    handle = ours.add_hook("blocks.0.moe.expert_act", lambda x, name: x * 0)
+    try:
+        with pytest.raises(UserError, match="a hook replaced blocks.0.moe.expert_act"):
+            ours.logits(ids)
+    finally:
+        handle.remove()
+    before = ours.logits(ids)
+    handle = ours.add_hook("blocks.0.moe.gates", lambda x, name: x * 0)  # no expert's output reaches the residual
+    try:
+        _, cache = ours.run_with_cache(ids, names=["blocks.0.resid_mid", "blocks.0.resid_post"])
+    finally:
+        handle.remove()
+    np.testing.assert_array_equal(cache["blocks.0.resid_post"], cache["blocks.0.resid_mid"])
+    assert np.abs(ours.logits(ids) - before).max() == 0

@@ -6,7 +6,8 @@ product. The ledger gets one record per op and layer, with the shapes of what th
 (each token's rows in its k experts: "T D, D k*F -> T k*F"), its counts summed over the experts, and its
 `breakdown`: which expert computed how many tokens, dot products and MACs (ledger.Part). Watchers (captures,
 hooks, trace) see each op once, after the last expert, as a [T, k*width] tensor: each token's rows in its k
-experts, in the order the router chose them. (A hook's replacement of these is not fed back: the experts have run.)
+experts, in the order the router chose them. (A hook may read these, not replace them: the experts have run, and a
+replacement is refused.)
 """
 
 from __future__ import annotations

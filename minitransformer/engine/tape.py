@@ -17,6 +17,7 @@ from math import prod
 
 import numpy as np
 
+from ..errors import UserError
 from .experts import ExpertParts
 from .kvcache import first_attended
 from .ledger import Phase, Record, dot_product_count
@@ -203,8 +204,10 @@ class Tape:
                         p.dot_products for p in record.breakdown)) != (record.macs, record.dot_products):  # fmt: skip
                     raise AssertionError(f"{self.prefix}{op}: the experts computed {record.breakdown}, not {whole[op]}")
             values = parts.values(op, self.dims.shape(out_spec))
-            if values is not None:
-                self._watch(op, values, record)
+            if values is not None and self._watch(op, values, record) is not values:
+                raise UserError(f"a hook replaced {self.prefix}{record.stage.names[0]}, a stage each expert "
+                                f"computes on its own tokens, shown after they all ran: a replacement cannot take effect "
+                                f"(hook the router's stages or moe.out instead)")  # fmt: skip
 
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;
