@@ -193,16 +193,16 @@ class Tape:
         if parts is None:
             return
         for op, (counted, _) in parts.ops.items():
-            out_spec = matmul_spec(whole[op])[2] if counted is not None else whole[op]
-            if counted is None:
+            if counted is None:  # a stage that is not a product
+                out_spec = whole[op]
                 record = self._record(op, self.dims.shape(out_spec), out_spec)
             else:
-                a_spec, b_spec, _ = matmul_spec(whole[op])
+                a_spec, b_spec, out_spec = matmul_spec(whole[op])
+                breakdown = parts.breakdown(op, n_experts)
                 record = self._record(op, self.dims.shape(out_spec), out_spec, self.dims.shape(a_spec),
-                                      self.dims.shape(b_spec, batched=False), breakdown=parts.breakdown(op, n_experts))  # fmt: skip
-                if record.breakdown is not None and (sum(p.macs for p in record.breakdown), sum(
-                        p.dot_products for p in record.breakdown)) != (record.macs, record.dot_products):  # fmt: skip
-                    raise AssertionError(f"{self.prefix}{op}: the experts computed {record.breakdown}, not {whole[op]}")
+                                      self.dims.shape(b_spec, batched=False), breakdown=breakdown)  # fmt: skip
+                if breakdown is not None and sum(p.macs for p in breakdown) != record.macs:
+                    raise AssertionError(f"{self.prefix}{op}: the experts computed {breakdown}, not {whole[op]}")
             values = parts.values(op, self.dims.shape(out_spec))
             if values is not None and self._watch(op, values, record) is not values:
                 raise UserError(f"a hook replaced {self.prefix}{record.stage.names[0]}, a stage each expert "
