@@ -82,3 +82,16 @@ def test_an_expert_product_reads_the_weights_of_every_expert_that_got_tokens():
         assert bytes_moved(prefill) == 4 * (100 * D + used * D * F + 100 * 2 * F)
         decode = next(r for r in count.decodes[0].block if r.op == "expert.gate")
         assert bytes_moved(decode) == 4 * (D + 2 * D * F + 2 * F)  # one token: its k = 2 experts, whatever the routing
+
+
+def test_the_html_and_csv_of_a_mixture_of_experts_name_its_router_and_experts(tmp_path):
+    html, csv = tmp_path / "count.html", tmp_path / "count.csv"
+    result = run_cli("count", "--preset", "mixtral-8x7b", "--tokens", "20", "--new-tokens", "2", "--html", str(html),
+                     "--csv", str(csv))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert all(op in html.read_text() for op in ("router", "expert.gate", "expert.down"))
+    import csv as csv_module
+
+    rows = list(csv_module.DictReader(csv.read_text().splitlines()))
+    down = next(row for row in rows if row["op"] == "expert.down" and row["phase"] == "prefill")
+    assert int(down["macs"]) == 20 * 2 * 4096 * 14336 and int(down["layers"]) == 32  # per layer: T k D F
