@@ -184,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cnt.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     cnt.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
+    cnt.add_argument(
+        "--routing",
+        choices=("balanced", "worst"),
+        help="a mixture of experts, counted without a router: the tokens each expert gets, balanced (the default: T k "
+        "/ E each) or worst (every token to the same k experts); the totals are the same",
+    )
     cnt.set_defaults(run=_count)
 
     par = commands.add_parser("params", help="every weight tensor by its Hugging Face name, grouped by kind, totals")
@@ -400,8 +406,10 @@ def _count(args) -> None:
         from .views.plots import require_matplotlib
 
         require_matplotlib()  # fail before writing anything
+    if args.routing is not None and config.n_experts is None:
+        raise UserError(f"--routing is for a mixture of experts; {config.name} has none (a dense MLP in every layer)")
     count = count_generation(config, args.tokens, args.new_tokens, use_cache=not args.no_cache, batch=args.batch,
-                             dense_attention=args.dense_attention)  # fmt: skip
+                             dense_attention=args.dense_attention, routing=args.routing or "balanced")  # fmt: skip
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
     print(count_report(count, balance, args.dtype), file=out)
     if to["--json"]:

@@ -139,7 +139,8 @@ def test_params_of_a_llama_preset():
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["total"] == 7_241_732_096 and doc["tied_embeddings"] is False
-    assert set(doc) == {"model", "tensors", "kinds", "total", "tied_embeddings"}
+    assert set(doc) == {"model", "tensors", "kinds", "total", "active", "tied_embeddings"}
+    assert doc["active"] == doc["total"]  # a dense model: one token's pass reads every parameter
     assert doc["tensors"][0] == {"name": "embed_tokens.weight", "shape": [32000, 4096], "count": 131_072_000,
                                  "kind": "token_embedding"}  # fmt: skip
     assert doc["tensors"][-1]["name"] == "lm_head.weight" and doc["kinds"]["unembedding"] == 131_072_000

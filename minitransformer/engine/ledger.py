@@ -41,6 +41,20 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(max(x, y) for x, y in zip(a, b))
 
 
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One expert's share of a product computed expert by expert (a mixture of experts' layer): the tokens the
+    router sent it, and the dot products and MACs of its rows. A Record's `breakdown` lists them."""
+
+    expert: int
+    tokens: int
+    dot_products: int
+    macs: int
+
+    def to_dict(self) -> dict:
+        return {"expert": self.expert, "tokens": self.tokens, "dot_products": self.dot_products, "macs": self.macs}
+
+
 @dataclass(slots=True)  # slots: a long generation on a big model holds millions of records
 class Record:
     """One stage of one forward pass: what it was and the shapes it made; the counts follow from them.
@@ -60,6 +74,10 @@ class Record:
     # describe (scores and mix in query-row chunks, each against only the keys it can see); None: all of it.
     computed: tuple[int, int] | None = None
     row_chunk: int | None = None  # the query rows per chunk where `computed` says the pass ran in chunks
+    # A product computed in parts, expert by expert (Tape.experts): each expert's tokens, dot products and MACs,
+    # which sum to the record's. Which tokens went where depends on the data (or, counting from a config alone, on
+    # the routing assumed), not on the shapes: two records of the same shapes are equal whatever their breakdown.
+    breakdown: tuple[Part, ...] | None = field(default=None, compare=False)
 
     def output_spec(self, index: int = 0) -> str:
         """The symbolic shape of output `index` (stages such as split_heads make several)."""
@@ -169,6 +187,8 @@ class Record:
             d["causal_macs"] = self.causal_macs
             d["dense_dot_products"] = self.dense_dot_products  # equal to dot_products where nothing was skipped
             d["dense_macs"] = self.dense_macs
+        if self.breakdown is not None:
+            d["breakdown"] = [part.to_dict() for part in self.breakdown]
         return d
 
 

@@ -17,6 +17,8 @@ from math import prod
 
 import numpy as np
 
+from ..errors import UserError
+from .experts import ExpertParts
 from .kvcache import first_attended
 from .ledger import Phase, Record, dot_product_count
 from .row_chunks import in_row_chunks
@@ -63,6 +65,8 @@ class Dims:
     Hkv: int | None = None  # None: H (every head has its own keys and values)
     start: int = 0  # the position of the first attended key (beyond 0 only where a sliding window cut the rest)
     window: int | None = None
+    E: int | None = None  # a mixture of experts: E experts a layer, k of which compute each token (None: dense)
+    k: int | None = None
     # Sizes that depend on the data, not on the model or the pass: the rows of a product that only some tokens
     # reach (Te: the tokens a router sent to expert e). A forward pass names them per call (Tape.with_sizes).
     data: dict = field(default_factory=dict)
@@ -78,7 +82,8 @@ class Dims:
         window = config.sliding_window
         start = first_attended(past, window)  # the earliest key any new query sees
         return cls(T=T, t=past + T - start, D=config.n_embd, H=config.n_head, F=config.d_ff, V=config.vocab_size, R=R,
-                   batch=batch, dh=config.d_head, Hkv=config.n_kv_head, start=start, window=window)  # fmt: skip
+                   batch=batch, dh=config.d_head, Hkv=config.n_kv_head, start=start, window=window,
+                   E=config.n_experts, k=config.top_k)  # fmt: skip
 
     def with_window(self, window: int | None) -> Dims:
         """The same pass as seen by a layer with another sliding window (or none): its keys start elsewhere."""
@@ -113,8 +118,9 @@ class Dims:
         """ "T=5 t=5 D=64 H=4 dh=16 ..." : every size of this pass, for traces."""
         kv = f" Hkv={self.Hkv} G={self.G}" if self.Hkv != self.H else ""
         window = f" window={self.window}" if self.window is not None else ""
+        experts = f" E={self.E} k={self.k}" if self.E is not None else ""
         return (f"T={self.T} t={self.t} D={self.D} H={self.H}{kv} dh={self.dh} F={self.F} V={self.V} "
-                f"R={self.R}{window}")  # fmt: skip
+                f"R={self.R}{window}{experts}")  # fmt: skip
 
     def shape(self, spec: str, batched: bool = True) -> tuple[int, ...]:
         key = (spec, batched)
@@ -141,12 +147,20 @@ class Tape:
     # Each layer's sliding window, where the layers differ (config.layer_window); None: every layer has dims.window.
     windows: tuple | None = None
     dense: bool = False  # attention as transformers' eager attention computes it: every T x t score, never in chunks
+    # Counting from a config alone, a mixture of experts has no router to ask: which tokens each expert gets is
+    # assumed, "balanced" (T k / E each) or "worst" (all T to the same k experts). A real run's router decides.
+    routing: str = "balanced"
+    # Inside a layer's experts (Tape.experts): what each expert computed, for the one record per op that the layer's
+    # tape writes (record_experts); None where nobody keeps a ledger or watches. engine/experts.py says more.
+    parts: ExpertParts | None = None
+    routed: object = None  # the expert whose rows this tape's stages compute (Tape.expert; families/moe.Routed)
 
     def layer(self, i: int) -> Tape:
         """The tape as seen from inside block i: stage names get the prefix "blocks.{i}.", and the sizes are
         those of block i's attention (its window, where layers differ)."""
         dims = self.dims if self.windows is None else self.dims.with_window(self.windows[i])
-        return Tape(dims, self.phase, self.watcher, i, f"blocks.{i}.", self.family, dense=self.dense)
+        return Tape(dims, self.phase, self.watcher, i, f"blocks.{i}.", self.family, dense=self.dense,
+                    routing=self.routing)  # fmt: skip
 
     def in_row_chunks(self, attend, q, K, V, bias=None):
         """attend(q, K, V, bias, tape) -> z [..., T, dh], in chunks of query rows, each against only the keys it can
@@ -157,6 +171,45 @@ class Tape:
         """The same tape, with sizes that depend on the data named for the stages run through it: a product over
         the Te tokens routed to an expert reads "Te D, D F -> Te F" on `tape.with_sizes(Te=len(tokens))`."""
         return replace(self, dims=replace(self.dims, data={**self.dims.data, **data}, _shapes={}))
+
+    def experts(self) -> Tape:
+        """The tape of a layer's experts, each computing only the rows of the tokens routed to it (Tape.expert): their
+        products and stages are counted expert by expert and written, and shown to watchers, as one record per op
+        by record_experts (engine/experts.py). Their rows are the whole batch's tokens, flattened: no batch axis."""
+        d = self.dims
+        parts = None if self.unobserved else ExpertParts(prod(d.batch) * d.T, d.k or 0, self.phase is not None,
+                                                         self.watcher is not None)  # fmt: skip
+        return replace(self, dims=replace(d, batch=(), _shapes={}), phase=None, watcher=None, parts=parts)
+
+    def expert(self, routed) -> Tape:
+        """The tape of one expert's stages over the tokens routed to it (`routed`: its .expert, .tokens, .rows and
+        .slots, families/moe.Routed): the symbol Te is their number."""
+        return replace(self.with_sizes(Te=routed.tokens), routed=routed)
+
+    def record_experts(self, experts: Tape, whole: dict[str, str], n_experts: int) -> None:
+        """One record per op that `experts` ran (Tape.experts), with the shapes `whole` states for the layer
+        ("T D, D k*F -> T k*F": each token's rows in its k experts, which is what the experts computed between
+        them whichever they were), each product's breakdown (every expert's tokens, dot products and MACs), and
+        each op's values shown to the watchers as one [T, k*width] tensor."""
+        parts = experts.parts
+        if parts is None:
+            return
+        for op, (counted, _) in parts.ops.items():
+            if counted is None:  # a stage that is not a product
+                out_spec = whole[op]
+                record = self._record(op, self.dims.shape(out_spec), out_spec)
+            else:
+                a_spec, b_spec, out_spec = matmul_spec(whole[op])
+                breakdown = parts.breakdown(op, n_experts)
+                record = self._record(op, self.dims.shape(out_spec), out_spec, self.dims.shape(a_spec),
+                                      self.dims.shape(b_spec, batched=False), breakdown=breakdown)  # fmt: skip
+                if breakdown is not None and sum(p.macs for p in breakdown) != record.macs:
+                    raise AssertionError(f"{self.prefix}{op}: the experts computed {breakdown}, not {whole[op]}")
+            values = parts.values(op, self.dims.shape(out_spec))
+            if values is not None and self._watch(op, values, record) is not values:
+                raise UserError(f"a hook replaced {self.prefix}{record.stage.names[0]}, a stage each expert "
+                                f"computes on its own tokens, shown after they all ran: a replacement cannot take effect "
+                                f"(hook the router's stages or moe.out instead)")  # fmt: skip
 
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;
@@ -172,11 +225,11 @@ class Tape:
             )
 
     def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
-                row_chunk=None) -> Record:  # fmt: skip
+                row_chunk=None, breakdown=None) -> Record:  # fmt: skip
         window = self.dims.window if op in ("scores", "mix") else None
         assert self.family is not None, "a tape that records names its stage table (Tape.family)"
         record = Record(self.family.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
-                        computed, row_chunk)  # fmt: skip
+                        computed, row_chunk, breakdown)  # fmt: skip
         if self.phase is not None:
             self.phase.records.append(record)
         return record
@@ -206,6 +259,9 @@ class Tape:
             self._check(op, v, each)
         if self.rows is not None:
             self.rows.setdefault(op, [spec, False, None, None])
+        if self.parts is not None:  # one expert's rows: shown with the others' (record_experts)
+            self.parts.add(op, value, self.routed, None)
+            return value
         if self.unobserved:
             return value
         record = self._record(op, values[0].shape, spec)
@@ -230,6 +286,10 @@ class Tape:
             counted = self.rows.setdefault(op, [spec, b.ndim > 2, 0, 0])
             counted[2] += dots
             counted[3] += dots * length
+        if self.parts is not None:  # one expert's rows: summed into the layer's record (record_experts)
+            _, dots, length = dot_product_count(a.shape, b.shape)
+            self.parts.add(op, out, self.routed, (dots, dots * length))
+            return out
         if self.unobserved:
             return out
         record = self._record(op, out.shape, out_spec, tuple(a.shape), tuple(b.shape))

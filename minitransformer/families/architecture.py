@@ -45,6 +45,9 @@ class Architecture:
     # would not (None: nothing to do), and the note validate prints about it
     float64_reference: Callable | None = None
     float64_note: str = ""
+    # A mixture of experts: the parameter kinds of its routed experts, of which one token's pass reads k of E (the
+    # rest of the model it reads whole): what `params` counts as active. Empty for a dense family.
+    routed_kinds: tuple[str, ...] = ()
     ignored_pattern: re.Pattern = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

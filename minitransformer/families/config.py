@@ -36,6 +36,10 @@ class ModelConfig:
     tie_word_embeddings: bool
     sliding_window: int | None
     eos_token_id: int | tuple[int, ...] | None
+    # A mixture of experts (families/moe.py): E experts in place of each layer's MLP, of which a router picks k for
+    # each token; None in a dense model.
+    n_experts: int | None = None
+    top_k: int | None = None
 
     if TYPE_CHECKING:  # what each family's dataclass gives, as fields or as properties
         n_kv_head: int

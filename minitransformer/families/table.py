@@ -12,6 +12,7 @@ from .architecture import Architecture
 from .config import ModelConfig
 from .gpt2.family import ARCHITECTURE as GPT2
 from .llama.family import ARCHITECTURE as LLAMA
+from .mixtral.family import ARCHITECTURE as MIXTRAL
 from .neox.family import ARCHITECTURE as NEOX
 from .olmo2.family import ARCHITECTURE as OLMO2
 from .phi3.family import ARCHITECTURE as PHI3
@@ -59,5 +60,5 @@ def config_from_hf_dict(hf: dict, name: str) -> ModelConfig:
     raise UserError(f"config model_type={model_type!r} is not supported (supported: {', '.join(model_types())})")
 
 
-for _family in (GPT2, LLAMA, QWEN3, OLMO2, NEOX, PHI3):
+for _family in (GPT2, LLAMA, QWEN3, OLMO2, NEOX, PHI3, MIXTRAL):
     register(_family)

@@ -68,6 +68,9 @@ class Model:
         self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
         self.hooks = HookRegistry(lambda: self.family.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
         self._tokenizer = tokenizer
+        # Counting without weights, the tokens a mixture of experts' router sends to each expert are assumed:
+        # "balanced" or "worst" (Tape.routing); a model with weights has its router decide.
+        self.routing = "balanced"
 
     def __repr__(self) -> str:
         c = self.config
@@ -76,10 +79,13 @@ class Model:
                 f"{self.dtype}, from {self.source})")  # fmt: skip
 
     @classmethod
-    def without_weights(cls, config: ModelConfig) -> Model:
-        """The same model with shape-only stand-ins for weights: counts everything, computes nothing."""
+    def without_weights(cls, config: ModelConfig, routing: str = "balanced") -> Model:
+        """The same model with shape-only stand-ins for weights: counts everything, computes nothing. `routing`: the
+        tokens a mixture of experts' router is assumed to send each expert (families/moe.py: balanced or worst)."""
         stand_ins = {name: ShapeOnly(shape) for name, shape in expected_shapes(config).items()}
-        return cls(config, as_tree(stand_ins, config), source="shape-only")
+        model = cls(config, as_tree(stand_ins, config), source="shape-only")
+        model.routing = routing
+        return model
 
     @property
     def tokenizer(self):
@@ -163,6 +169,7 @@ class Model:
             family=self.family,
             windows=self._windows,
             dense=dense_attention,
+            routing=self.routing,
         )  # watcher None: nobody watches
         return self.architecture.forward(ids, self.params, self.config, cache, tape, all_positions, pads)
 

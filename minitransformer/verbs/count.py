@@ -234,12 +234,13 @@ def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True
 
 
 def count_folded(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1,
-                 dense_attention: bool = False) -> list[Pass]:  # fmt: skip
+                 dense_attention: bool = False, routing: str = "balanced") -> list[Pass]:  # fmt: skip
     """Every pass of the generation, run through a shape-only twin of the model cut to the fewest first layers
-    that hold one layer of each kind (one layer where all are alike), whatever the model's depth."""
+    that hold one layer of each kind (one layer where all are alike), whatever the model's depth. `routing`: which
+    tokens a mixture of experts' experts are assumed to get (families/moe.py), which moves no total."""
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
-    twin = Model.without_weights(config.prefix(span))
+    twin = Model.without_weights(config.prefix(span), routing)
     ledger = count_passes(twin, n_prompt, n_new, use_cache, batch, dense_attention)
     return [Pass(phase, kinds) for phase in ledger.phases]
 
@@ -265,6 +266,7 @@ class Count:
     passes: list[Pass]
     other_way: list[Pass]
     dense_attention: bool = False  # every T x t score computed, as transformers' eager attention does
+    routing: str = "balanced"  # a mixture of experts: the tokens each expert is assumed to get (families/moe.py)
 
     @property
     def family(self) -> Family:
@@ -324,7 +326,7 @@ class Count:
             return cached[-1]
         if self.n_prompt + 2 > self.config.n_positions:
             return None
-        return count_folded(self.config, self.n_prompt, 2, True, self.batch, self.dense_attention)[1]
+        return count_folded(self.config, self.n_prompt, 2, True, self.batch, self.dense_attention, self.routing)[1]
 
     def shown_steps(self, limit: int = STEPS_SHOWN) -> list[int]:
         """The decode steps shown in full: all of them, or the first limit - 2 and the last 2."""
@@ -333,14 +335,15 @@ class Count:
 
 
 def count_generation(config: Config, n_prompt: int, n_new: int = 1, use_cache: bool = True, batch: int = 1,
-                     dense_attention: bool = False) -> Count:  # fmt: skip
+                     dense_attention: bool = False, routing: str = "balanced") -> Count:  # fmt: skip
     """Count 1 prefill over n_prompt tokens and n_new - 1 decode steps, with a batch of `batch` sequences;
-    `dense_attention`: every T x t score, as transformers' eager attention computes it (else row chunks)."""
+    `dense_attention`: every T x t score, as transformers' eager attention computes it (else row chunks);
+    `routing`: a mixture of experts' tokens per expert, assumed (balanced or worst: families/moe.py)."""
     check_run(config, n_prompt, n_new, batch)
-    passes = count_folded(config, n_prompt, n_new, use_cache, batch, dense_attention)
-    other_way = count_folded(config, n_prompt, n_new, not use_cache, batch, dense_attention)
+    passes = count_folded(config, n_prompt, n_new, use_cache, batch, dense_attention, routing)
+    other_way = count_folded(config, n_prompt, n_new, not use_cache, batch, dense_attention, routing)
     check_folding(config, n_prompt, min(n_new, 2), use_cache, batch, dense_attention)
-    return Count(config, n_prompt, n_new, batch, use_cache, passes, other_way, dense_attention)
+    return Count(config, n_prompt, n_new, batch, use_cache, passes, other_way, dense_attention, routing)
 
 
 def check_folding(config: Config, n_prompt: int, n_new: int, use_cache: bool, batch: int,

@@ -63,8 +63,14 @@ def cache_positions(config: Config, positions: int) -> int:
 
 
 def bytes_moved(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> int:
-    """Read A, read B, write the output, once each."""
-    return bytes_per_number * (prod(r.a_shape or ()) + prod(r.b_shape or ()) + prod(r.out_shape))
+    """Read A, read B, write the output, once each. A mixture of experts' product (its record has a breakdown, and
+    B is k experts' weights side by side) reads the weights of every expert that got tokens, once each: k of them
+    in a decode step, up to all E in a prefill."""
+    weights = prod(r.b_shape or ())
+    if r.breakdown is not None and r.a_shape is not None:
+        k = sum(p.tokens for p in r.breakdown) // prod(r.a_shape[:-1])  # each token's rows in k experts
+        weights = weights // k * sum(1 for p in r.breakdown if p.tokens)
+    return bytes_per_number * (prod(r.a_shape or ()) + weights + prod(r.out_shape))
 
 
 def intensity(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> float:

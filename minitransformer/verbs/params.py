@@ -54,6 +54,22 @@ class Parameters:
         return sum(t.count for t in self.tensors)
 
     @property
+    def routed(self) -> int:
+        """The parameters of a mixture of experts' routed experts (0 in a dense model): E experts a layer."""
+        kinds = architecture_of(self.config).routed_kinds
+        return sum(t.count for t in self.tensors if t.kind in kinds)
+
+    @property
+    def active(self) -> int:
+        """The parameters one token's pass reads: every one of a dense model; in a mixture of experts, k of the E
+        routed experts of each layer and everything else whole (the embedding too, as the model cards count it,
+        though a token reads one row of it)."""
+        c = self.config
+        if not self.routed or c.n_experts is None or c.top_k is None:
+            return self.total
+        return self.total - self.routed + self.routed * c.top_k // c.n_experts
+
+    @property
     def tied_embeddings(self) -> bool:
         return self.config.tie_word_embeddings
 
@@ -72,6 +88,7 @@ class Parameters:
             "tensors": [t.to_dict() for t in self.tensors],
             "kinds": self.kinds,
             "total": self.total,
+            "active": self.active,
             "tied_embeddings": self.tied_embeddings,
         }
 

@@ -9,6 +9,7 @@ from fractions import Fraction
 
 from ..engine.ledger import Record
 from ..engine.stages import ATTENTION_SCORES, UNEMBEDDING
+from ..families.moe import ROUTINGS
 from ..families.table import architecture_of
 from ..text import plural, s_for
 from ..verbs.count import Count, Pass
@@ -80,6 +81,7 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
         block_table(count.prefill.block, full=True),
         "",
         convention(count),
+        *experts_lines(count),
         "",
         f"The prefill, layer by layer ({plural(count.prefill.tokens, 'token', format(count.prefill.tokens, ','))}; logits for the "
         f"last position only)",
@@ -100,6 +102,35 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
     out += ["", "Where the MACs go", ops_table(count), "", attention_lines(count), "", totals_lines(count), "",
             memory_lines(count, balance, dtype)]  # fmt: skip
     return "\n".join(out)
+
+
+def expert_load(p: Pass) -> list[int] | None:
+    """Tokens per expert in each MoE layer of a pass (every layer alike in a count), or None without experts."""
+    breakdown = next((r.breakdown for r in p.block if r.breakdown is not None), None)
+    return None if breakdown is None else [part.tokens for part in breakdown]
+
+
+def experts_lines(count: Count) -> list[str]:
+    """A mixture of experts: why its expert MACs do not depend on the routing, the routing assumed, the load."""
+    c, p = count.config, count.prefill
+    load = expert_load(p)
+    if load is None or c.top_k is None:
+        return []
+    rows = p.batch * p.tokens
+    experts = sum(r.macs for r in p.block if r.breakdown is not None)
+    per_token = experts // (rows * c.top_k)
+    batch = f"{p.batch} x " if p.batch > 1 else ""
+    busiest = max(load)
+    return [
+        "",
+        f"  Experts: each token's rows are computed by k = {c.top_k} of the E = {c.n_experts} experts, so a layer's "
+        f"expert MACs are\n  {'B x ' if batch else ''}T x k x (one expert's MACs per token) = {batch}{rows // p.batch:,} x {c.top_k} x "
+        f"{per_token:,} = {experts:,}, whichever experts the router chose.",
+        f"  Routing assumed (no router without weights): {count.routing}: {ROUTINGS[count.routing]}"
+        + ("" if count.routing == "worst" else "\n  (--routing worst: every token to the same k experts; no total moves)"),
+        f"  Expert load of the prefill, tokens per expert in every layer: {' '.join(map(str, load))} (the busiest: "
+        f"{busiest:,} of {rows:,} tokens, {n(busiest * per_token)} MACs)",
+    ]  # fmt: skip
 
 
 def block_table(block: list[Record], full: bool) -> str:

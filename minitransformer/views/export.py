@@ -26,7 +26,7 @@ def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: st
         "new_tokens": count.n_new,
         "batch": count.batch,
         "detailed_steps": sorted(detailed),
-    }
+    } | ({} if count.config.n_experts is None else {"routing": count.routing})
     tail = {
         "totals": count.totals.to_dict(),
         "cache": count.cache_comparison(),

@@ -14,6 +14,7 @@ from ..verbs.params import Parameters, kinds_of
 
 
 def _pattern(name: str, layers: str) -> str:
+    name = re.sub(r"\.experts\.\d+\.", ".experts.{e}.", name)  # a mixture of experts: one row for the E experts
     return re.sub(rf"^({re.escape(layers)})\.\d+\.", r"\1.{i}.", name)
 
 
@@ -57,10 +58,16 @@ def params_report(p: Parameters) -> str:
         + next((t.name for t in p.tensors if t.kind == "unembedding"), "lm_head.weight")
         + " is a separate tensor."
     )
+    experts = active = ""
+    if p.routed:
+        experts = f"; experts.{{e}} for each of the {c.n_experts} experts of a layer"
+        active = (f"\n{count(p.active)} of them active ({human(p.active)}): what one token's pass reads, {c.top_k} of "
+                  f"the {c.n_experts} experts of each layer and everything else whole (the embedding too, as the model "
+                  f"cards count it, though a token reads one row of it).")  # fmt: skip
     return "\n".join([
-        header,
+        header + experts,
         table(["tensor", "shape", "layers", "each", "count", "share"], rows, right={3, 4, 5}),
         "",
         f"{count(total)} parameters ({human(total)}); float32 weights: {human(4 * total)}B, bfloat16 or float16: "
-        f"{human(2 * total)}B. {tied}",
+        f"{human(2 * total)}B. {tied}{active}",
     ])  # fmt: skip

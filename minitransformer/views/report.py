@@ -104,6 +104,7 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
         f"Prefill, layer by layer ({plural(prefill.tokens, 'token')}, logits for the last position only)",
         layers_table(prefill),
     ]
+    out += expert_load_lines(ledger)
     if decodes:
         out += ["", f"Decode steps {cached}: T new positions, t attended", decode_table(decodes)]
     totals = ledger.totals
@@ -135,6 +136,31 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
                 f"{human(without)}: it would save {human(saved)} ({percent(saved, without)})"
             )
     return "\n".join(out)
+
+
+def expert_load_lines(ledger: Ledger) -> list[str]:
+    """A mixture of experts: the tokens the router sent each expert, a compact line per layer, over the whole run (the
+    prefill's and every decode step's), and why the MACs do not depend on it. Nothing for a dense model."""
+    loads: dict[int, list[int]] = {}
+    for phase in ledger.phases:
+        counted: set[int] = set()  # a layer's first product with a breakdown: its experts' tokens (the others agree)
+        for r in phase.records:
+            if r.breakdown is None or r.layer is None or r.layer in counted:
+                continue
+            counted.add(r.layer)
+            so_far = loads.setdefault(r.layer, [0] * len(r.breakdown))
+            loads[r.layer] = [n + part.tokens for n, part in zip(so_far, r.breakdown)]
+    if not loads:
+        return []
+    k = ledger.model.get("top_k")
+    width = len(str(max(max(load) for load in loads.values())))
+    lines = ["", f"Expert load: tokens the router sent each expert over the run, per layer (each token to {k}; a layer's "
+                 f"expert MACs are T x {k} x one expert's per token, whichever it chose)"]  # fmt: skip
+    for layer, load in sorted(loads.items()):
+        lines.append(
+            f"  layer {layer:>3}: {' '.join(f'{n:>{width}}' for n in load)}   busiest expert {load.index(max(load))}"
+        )
+    return lines
 
 
 def _convention(prefill: Phase) -> list[str]:

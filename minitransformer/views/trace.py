@@ -206,6 +206,9 @@ class _Tracer:
                 f"    in   {reads}",
                 f"    out  {makes}   {dot_products(r)}",
             ]
+            if r.breakdown is not None:  # a mixture of experts: what each expert computed
+                lines.append("    experts  " + ", ".join(f"{p.expert}: {p.tokens} token{'' if p.tokens == 1 else 's'}"
+                                                        for p in r.breakdown))  # fmt: skip
         lines.append(f"    values  {summary(tensor)}")
         print("\n".join(lines), file=self.out)
 

@@ -1,0 +1,93 @@
+"""Mixtral's forward pass, as transformers' MixtralForCausalLM computes it: the Llama family's block (Mistral's
+attention, with its sliding window where the config sets one) whose MLP is a sparse mixture of experts.
+
+Against llama/forward.py, one difference, the MLP (`mixture`):
+- a router, a product like any other: router logits = h W_router [T, E];
+- p = softmax of the E logits, the k largest kept and renormalised to sum to 1: the gates
+  (transformers takes the softmax over all E, then the top k, then divides by their sum; the same as a
+  softmax over the k chosen logits, computed here as transformers does so that the floats agree);
+- each expert e, a SwiGLU MLP (w1 gate, w3 up, w2 down), computes only the rows of the Te tokens routed to
+  it: gather, the three products, then its outputs times the gates added back to those tokens' rows.
+Every token's rows are computed by exactly k experts, so a layer's expert MACs are T k x 3 D F whichever
+experts the router chose; which ones it chose is each record's breakdown (Tape.experts).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...engine.kvcache import KVCache, LayerCache
+from ...engine.ops import ACTIVATIONS, attention_bias, rms_norm, rotary_tables, slot_positions, softmax
+from ...engine.shapes import ShapeOnly
+from ...engine.tape import Tape
+from ..llama.forward import attention, inverse_frequencies
+from ..moe import add_rows, routed, top_k
+from .config import MixtralConfig
+
+# The shapes of a layer's expert records: each token's rows in its k experts ("T D, D k*F -> T k*F" is every
+# token's h against the k experts' W_gate side by side), which is what the experts computed between them.
+EXPERT_SHAPES = {
+    "expert.gather": "T k*D",
+    "expert.gate": "T D, D k*F -> T k*F",
+    "expert.up": "T D, D k*F -> T k*F",
+    "expert.act": "T k*F",
+    "expert.mul": "T k*F",
+    "expert.down": "T F, F k*D -> T k*D",
+    "expert.weigh": "T k*D",
+}
+
+
+def mixtral(ids, p, config: MixtralConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
+    """Token ids [T] (or [B, T]) -> logits [R, V], as llama.llama computes them, with mixture-of-experts blocks."""
+    d = tape.dims
+    x = tape.stage("embed", p.embed_tokens.weight[ids], "T D")
+    if isinstance(x, ShapeOnly):  # counting: tables of the right shape, no values
+        cos = sin = ShapeOnly((d.T, d.dh))
+        bias = None
+    else:
+        at = slot_positions(d.past, d.T, pads)
+        cos, sin = rotary_tables(at if pads is None else at[:, None], inverse_frequencies(config, x.dtype))
+        bias = attention_bias(d.past, d.start, d.T, d.t, d.window, x.dtype, pads)
+    for i, block in enumerate(p.layers):
+        kv = cache.layer(i) if cache is not None else None
+        x = decoder_block(x, block, config, tape.layer(i), kv, bias, (cos, sin))
+    h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
+    if not all_positions:
+        h = tape.stage("last", h[..., -1:, :], "R D")
+    if cache is not None:
+        cache.advance(d.T)
+    unembedding = p.embed_tokens.weight if config.tie_word_embeddings else p.lm_head.weight
+    return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")
+
+
+def decoder_block(x, p, config: MixtralConfig, at: Tape, kv: LayerCache | None, bias, rotary):
+    """Pre-RMSNorm block: x + attention(RMSNorm(x)), then x + mixture of experts(RMSNorm(x))."""
+    eps = config.rms_norm_eps
+    h = at.stage("ln_1", rms_norm(x, p.input_layernorm.weight, eps), "T D")
+    x = at.stage("resid_mid", x + attention(h, p.self_attn, config, at, kv, bias, rotary), "T D")
+    h = at.stage("ln_2", rms_norm(x, p.post_attention_layernorm.weight, eps), "T D")
+    return at.stage("resid_post", x + mixture(h, p.block_sparse_moe, config, at), "T D")
+
+
+def mixture(h, p, config: MixtralConfig, at: Tape):
+    """The sparse MoE MLP: the router picks k of E experts per token, and each expert computes its tokens' rows."""
+    E, k = config.n_experts, config.top_k
+    logits = at.matmul("router", h, p.gate.weight.T, "T D, D E -> T E")
+    probs = at.stage("router.softmax", softmax(logits), "T E")
+    chosen, top = at.stage("router.topk", top_k(probs, k), "T k")
+    gates = at.stage("router.renorm", top / top.sum(axis=-1, keepdims=True), "T k")
+    x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
+    out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
+    experts = at.experts()
+    for expert in routed(chosen.reshape(n, k), E, at.routing):
+        ex, w = experts.expert(expert), getattr(p.experts, str(expert.expert))
+        xe = ex.stage("expert.gather", expert.gather(x), "Te D")
+        g = ex.matmul("expert.gate", xe, w.w1.weight.T, "Te D, D F -> Te F")
+        u = ex.matmul("expert.up", xe, w.w3.weight.T, "Te D, D F -> Te F")
+        a = ex.stage("expert.act", ACTIVATIONS[config.hidden_act](g), "Te F")
+        a = ex.stage("expert.mul", np.multiply(a, u, out=ex.scratch(a)), "Te F")
+        y = ex.matmul("expert.down", a, w.w2.weight.T, "Te F, F D -> Te D")
+        y = ex.stage("expert.weigh", y * expert.gates(gates.reshape(n, k)), "Te D")
+        add_rows(out, expert, y)
+    at.record_experts(experts, EXPERT_SHAPES, E)
+    return at.stage("moe.combine", out.reshape(h.shape), "T D")
