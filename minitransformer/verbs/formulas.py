@@ -38,13 +38,25 @@ def products(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> dict[str
     return architecture_of(config).formulas.products(config, T, t, R, B)
 
 
-def weight_macs_per_position(config: Config) -> int:
-    """MACs of the products with weights, per position and layer: q, k, v and out, then the MLP.
+def weight_macs_per_position(config: Config, layer: int = 0) -> int:
+    """MACs of the products with weights, per position, in a layer: q, k, v and out, then the MLP.
 
     D (H dh + 2 Hkv dh) + H dh D + m D F, m the MLP's matrices (2 in GPT-2, 3 gated): 4 D^2 + 2 D F for
-    GPT-2, 4 D^2 + 3 D F for a Llama without grouping (H dh = D, Hkv = H).
+    GPT-2, 4 D^2 + 3 D F for a Llama without grouping (H dh = D, Hkv = H). A family whose layers differ in
+    their products (a dense MLP beside experts) gives layer_weight_macs_per_position(config, layer).
     """
-    return architecture_of(config).formulas.weight_macs_per_position(config)
+    formulas = architecture_of(config).formulas
+    if hasattr(formulas, "layer_weight_macs_per_position"):
+        return formulas.layer_weight_macs_per_position(config, layer)
+    return formulas.weight_macs_per_position(config)
+
+
+def weight_dot_products_per_position(config: Config, layer: int = 0) -> int:
+    """Dot products of the products with weights, per position, in a layer (as weight_macs_per_position)."""
+    formulas = architecture_of(config).formulas
+    if hasattr(formulas, "layer_weight_dot_products_per_position"):
+        return formulas.layer_weight_dot_products_per_position(config, layer)
+    return formulas.weight_dot_products_per_position(config)
 
 
 def attention_macs_per_pair(config: Config) -> int:
@@ -84,12 +96,14 @@ def computed_pairs(T: int, t: int, window: int | None = None, chunk: int | None 
                for r0 in range(0, T, C))  # fmt: skip
 
 
-def layer_windows(config: Config) -> dict[int | None, int]:
-    """How many layers have each sliding window (None: none): {None: L} for GPT-2, {W: L} for Mistral."""
-    counts: dict[int | None, int] = {}
+def layer_groups(config: Config) -> dict[tuple[int | None, int, int], int]:
+    """How many layers there are of each (sliding window, weight MACs per position, weight dot products per position):
+    {(None, 4 D^2 + 2 D F, 4 D + F): L} for GPT-2, {(W, ...): L} for Mistral, two groups where windows alternate
+    or a dense MLP stands beside experts."""
+    counts: dict[tuple[int | None, int, int], int] = {}
     for i in range(config.n_layer):
-        window = config.layer_window(i)
-        counts[window] = counts.get(window, 0) + 1
+        key = (config.layer_window(i), weight_macs_per_position(config, i), weight_dot_products_per_position(config, i))
+        counts[key] = counts.get(key, 0) + 1
     return counts
 
 
@@ -102,26 +116,27 @@ def layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
     2 Hkv dh) + 3 D F) + 2 T t' H dh, t' = min(t, W + T - 1) under a sliding window W. A pass over more
     than row_chunks.ROW_CHUNK positions computes its attention in row chunks: computed_pairs, not T t'.
     """
-    return _layer_macs(config, T, t, B, config.sliding_window)
+    return _layer_macs(config, T, t, B, (config.sliding_window, weight_macs_per_position(config), 0))
 
 
-def _layer_macs(config: Config, T: int, t: int, B: int, window: int | None) -> int:
-    """layer_macs of a layer with this window (layers may differ: layer_windows)."""
+def _layer_macs(config: Config, T: int, t: int, B: int, group: tuple[int | None, int, int]) -> int:
+    """layer_macs of a layer of this group (layers may differ: layer_groups)."""
+    window, per_position, _ = group
     pairs = computed_pairs(T, t, window)
-    return B * (T * weight_macs_per_position(config) + attention_macs_per_pair(config) * pairs)
+    return B * (T * per_position + attention_macs_per_pair(config) * pairs)
 
 
 def layer_dot_products(config: Config, T: int, t: int, B: int = 1) -> int:
     """One block. GPT-2: 3 T D (qkv) + H T t (scores) + T D (mix) + T D (out) + T F (up) + T D (down).
     A Llama: T (H dh + 2 Hkv dh) (q, k, v) + H T t' (scores) + T H dh (mix) + T D (out) + 2 T F + T D (MLP).
     T t' is computed_pairs where row chunks computed fewer."""
-    return _layer_dot_products(config, T, t, B, config.sliding_window)
+    return _layer_dot_products(config, T, t, B, (config.sliding_window, 0, weight_dot_products_per_position(config)))
 
 
-def _layer_dot_products(config: Config, T: int, t: int, B: int, window: int | None) -> int:
+def _layer_dot_products(config: Config, T: int, t: int, B: int, group: tuple[int | None, int, int]) -> int:
     H, dh = config.n_head, config.d_head
+    window, _, per_position = group
     pairs = computed_pairs(T, t, window)  # T t' (t' = t for GPT-2), or fewer in row chunks
-    per_position = architecture_of(config).formulas.weight_dot_products_per_position(config)
     return B * (T * (per_position + H * dh) + H * pairs)  # the products with weights, the mix, the scores
 
 
@@ -138,12 +153,12 @@ def logits_macs(config: Config, R: int = 1, B: int = 1) -> int:
 
 def pass_macs(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
     """One forward pass: L blocks and the logits (the embedding is a lookup, norms are not products)."""
-    blocks = sum(n * _layer_macs(config, T, t, B, window) for window, n in layer_windows(config).items())
+    blocks = sum(n * _layer_macs(config, T, t, B, group) for group, n in layer_groups(config).items())
     return blocks + logits_macs(config, R, B)
 
 
 def pass_dot_products(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
-    blocks = sum(n * _layer_dot_products(config, T, t, B, window) for window, n in layer_windows(config).items())
+    blocks = sum(n * _layer_dot_products(config, T, t, B, group) for group, n in layer_groups(config).items())
     return blocks + B * R * config.vocab_size
 
 
@@ -161,13 +176,14 @@ def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool =
     before it (a pass from position 0 has no earlier keys for a window to cut): for GPT-2 that is
     L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V.
     """
-    per_position, per_pair = weight_macs_per_position(config), attention_macs_per_pair(config)
+    per_pair = attention_macs_per_pair(config)
     total = n_new * logits_macs(config, 1, B)
-    for window, L in layer_windows(config).items():  # the L layers with this window
+    for group, L in layer_groups(config).items():  # the L layers with this window and these products
+        window, per_position, _ = group
         if use_cache:
             k = n_new - 1  # decode steps
             decode = B * L * (k * per_position + per_pair * _sum_of_capped(n_prompt, k, window))
-            total += L * _layer_macs(config, n_prompt, n_prompt, B, window) + decode
+            total += L * _layer_macs(config, n_prompt, n_prompt, B, group) + decode
             continue
         first, last = n_prompt, n_prompt + n_new - 1
         sum_t = (first + last) * n_new // 2
