@@ -40,14 +40,27 @@ NOTE = ("  (transformers' float64 Llama family computes RMSNorm and the rotary t
 def float64_throughout(reference, model, torch) -> None:
     """Replace, on this instance of transformers' model only, the forward of its RMSNorm and rotary modules with
     float64 ones (see above)."""
-    inv_freq = torch.from_numpy(inverse_frequencies(model.config, np.dtype(np.float64)).copy())
+    inv_freq = inverse_frequencies(model.config, np.dtype(np.float64))
+    float64_norms_and_rotary(reference, model, torch, lambda module: module.weight, 2 * model.config.n_layer + 1,
+                             lambda layer_type: inv_freq)  # fmt: skip
+
+
+def float64_norms_and_rotary(reference, model, torch, gain, n_norms: int, frequencies) -> None:
+    """float64_throughout for any family laid out as the Llama family is: gain(module) is an RMSNorm's scale (w, or
+    Gemma's 1 + w), n_norms how many RMSNorm modules the model has, frequencies(layer_type) the float64 rotary
+    frequencies of a layer type (None where the rotary module has one for all, forward(x, position_ids); a model
+    whose layer types rotate differently has forward(x, position_ids, layer_type))."""
+    tables = {}
 
     def rms_norm(module, hidden_states):
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        return module.weight * (hidden_states * torch.rsqrt(variance + module.variance_epsilon))
+        eps = module.variance_epsilon if hasattr(module, "variance_epsilon") else module.eps
+        return gain(module) * (hidden_states * torch.rsqrt(variance + eps))
 
-    def rotary(module, x, position_ids):
-        angles = position_ids[..., None].to(torch.float64) * inv_freq
+    def rotary(module, x, position_ids, layer_type=None):
+        if layer_type not in tables:
+            tables[layer_type] = torch.from_numpy(frequencies(layer_type).copy())
+        angles = position_ids[..., None].to(torch.float64) * tables[layer_type]
         angles = torch.cat((angles, angles), dim=-1)
         scaling = getattr(module, "attention_scaling", 1.0)  # 1 for the rope types we take
         return (angles.cos() * scaling).to(x.dtype), (angles.sin() * scaling).to(x.dtype)
@@ -55,12 +68,13 @@ def float64_throughout(reference, model, torch) -> None:
     found = {"RMSNorm": 0, "RotaryEmbedding": 0}
     for module in reference.modules():
         kind = next((k for k in found if type(module).__name__.endswith(k)), None)
-        if kind == "RotaryEmbedding" and list(signature(module.forward).parameters) != ["x", "position_ids"]:
+        if kind == "RotaryEmbedding" and list(signature(module.forward).parameters) not in (
+            ["x", "position_ids"], ["x", "position_ids", "layer_type"]):  # fmt: skip
             kind = None  # an older transformers (tables cached by sequence length): counted as not found below
         if kind is not None:
             module.forward = types.MethodType(rms_norm if kind == "RMSNorm" else rotary, module)
             found[kind] += 1
-    if found["RMSNorm"] != 2 * model.config.n_layer + 1 or not found["RotaryEmbedding"]:
+    if found["RMSNorm"] != n_norms or not found["RotaryEmbedding"]:
         import transformers
 
         raise UserError(f"validate in float64 recomputes the RMSNorm and rotary tables of transformers' "
