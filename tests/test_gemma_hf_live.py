@@ -210,3 +210,29 @@ def test_older_config_spellings_mean_what_transformers_makes_of_them(case, saved
     ours = load_model(directory)
     assert list(ours.config.layer_types) == list(theirs.config.layer_types)
     assert worst(ours.logits(ids), expected) <= 1, case
+
+
+def test_a_gemma3_checkpoint_of_the_whole_model_is_refused_by_name_and_its_config_counted(saved, tmp_path):
+    """A Gemma3ForConditionalGeneration checkpoint keeps its text model under model.language_model.: its config is
+    read (count, params), its weights refused by name, where the same weights saved as Gemma3ForCausalLM load."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    from minitransformer import UserError
+    from minitransformer.models.config import load_config
+
+    source, hf = saved("gemma3-local-rope-linear")
+    directory = tmp_path / "gemma3"
+    shutil.copytree(source, directory)
+    text = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({"model_type": "gemma3", "text_config": text}))
+    config = load_config(directory / "config.json")
+    assert config.model_type == "gemma3" and parameters(config).total == transformers_parameters(hf.config)
+    assert load_model(directory).logits([1, 2, 3]).shape == (3, 160)  # text-model names: they load
+    tensors = load_file(directory / "model.safetensors")
+    save_file({k.replace("model.", "model.language_model.", 1): v for k, v in tensors.items()},
+              directory / "model.safetensors", metadata={"format": "pt"})  # fmt: skip
+    with pytest.raises(UserError, match=r"unexpected tensor language_model\.\S+ for a gemma3 model \(read as its "
+                                        r"text model"):  # fmt: skip
+        load_model(directory)

@@ -84,8 +84,11 @@ def computed_pairs(T: int, t: int, window: int | None = None, chunk: int | None 
                for r0 in range(0, T, C))  # fmt: skip
 
 
-def layer_windows(config: Config) -> dict[int | None, int]:
-    """How many layers have each sliding window (None: none): {None: L} for GPT-2, {W: L} for Mistral."""
+def layer_windows(config: Config, windows: bool = True) -> dict[int | None, int]:
+    """How many layers have each sliding window (None: none): {None: L} for GPT-2, {W: L} for Mistral, {W: L/2,
+    None: L/2} for Gemma 2. windows=False: as if no layer had one ({None: L}), to measure what the windows save."""
+    if not windows:
+        return {None: config.n_layer}
     counts: dict[int | None, int] = {}
     for i in range(config.n_layer):
         window = config.layer_window(i)
@@ -153,17 +156,18 @@ def decode_macs(config: Config, t: int, B: int = 1) -> int:
     return pass_macs(config, 1, t, 1, B)
 
 
-def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1) -> int:
+def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,
+                    windows: bool = True) -> int:  # fmt: skip
     """1 prefill and n_new - 1 decode steps, summed in closed form (no loop over the steps).
 
     With the cache, step k (1..n_new-1) computes 1 position attending to n_prompt + k (at most W of
     them). Without it, step k recomputes all t = n_prompt + k positions, each attending to the ones
     before it (a pass from position 0 has no earlier keys for a window to cut): for GPT-2 that is
-    L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V.
+    L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V. windows=False: as if no layer had a sliding window.
     """
     per_position, per_pair = weight_macs_per_position(config), attention_macs_per_pair(config)
     total = n_new * logits_macs(config, 1, B)
-    for window, L in layer_windows(config).items():  # the L layers with this window
+    for window, L in layer_windows(config, windows).items():  # the L layers with this window
         if use_cache:
             k = n_new - 1  # decode steps
             decode = B * L * (k * per_position + per_pair * _sum_of_capped(n_prompt, k, window))

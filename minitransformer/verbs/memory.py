@@ -56,9 +56,27 @@ def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_num
 
 
 def cache_positions(config: Config, positions: int) -> int:
-    """The positions a KV cache must hold after `positions` tokens: all, or at most the sliding window."""
-    window = config.sliding_window
-    return positions if window is None else min(positions, window)
+    """The positions a KV cache must hold after `positions` tokens: all, or at most the sliding window (the most
+    any layer holds, where layers differ: layer_cache_positions)."""
+    return max(n for n, _ in layer_cache_positions(config, positions).values())
+
+
+def layer_cache_positions(config: Config, positions: int) -> dict[str, tuple[int, int]]:
+    """Per layer type (config.layer_types): (positions each of its layers must hold after `positions` tokens, its
+    number of layers). A layer with a sliding window W holds at most W (no query reads further back), one without
+    it every position: where some layers slide and others do not (Gemma's), the cache is the sum of the two."""
+    kinds: dict[str, tuple[int, int]] = {}
+    for i, kind in enumerate(config.layer_types):
+        window = config.layer_window(i)
+        held = positions if window is None else min(positions, window)
+        kinds[kind] = (held, kinds.get(kind, (0, 0))[1] + 1)
+    return kinds
+
+
+def kv_cache_bytes_after(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
+    """The bytes of K and V that every layer must hold after `positions` tokens, each layer at most its window."""
+    per_position = kv_cache_bytes(config, 1, batch, bytes_per_number) // config.n_layer  # one layer, one position
+    return sum(n * held * per_position for held, n in layer_cache_positions(config, positions).values())
 
 
 def bytes_moved(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> int:
@@ -161,9 +179,18 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
             "batch": batch,
             "bytes_per_token": kv_cache_bytes(config, 1, batch, size),
             "positions": kept,
-            "bytes": kv_cache_bytes(config, kept, batch, size),
+            "bytes": kv_cache_bytes_after(config, held, batch, size),
             "context": config.n_positions,
-            "bytes_at_context": kv_cache_bytes(config, cache_positions(config, config.n_positions), batch, size),
+            "bytes_at_context": kv_cache_bytes_after(config, config.n_positions, batch, size),
+            # each layer type's positions, layers and bytes: a sliding layer holds at most its window
+            "layer_types": {
+                kind: {
+                    "layers": layers,
+                    "positions": p,
+                    "bytes": layers * p * kv_cache_bytes(config, 1, batch, size) // config.n_layer,
+                }
+                for kind, (p, layers) in layer_cache_positions(config, held).items()
+            },
         },
         "activations": activations,
         "intensity": {

@@ -83,7 +83,7 @@ class GemmaConfig(LlamaConfig):
 
     def to_dict(self) -> dict:
         d = super().to_dict()
-        d["attention_types"] = list(self.attention_types)
+        d["layer_types"] = list(d.pop("attention_types"))  # transformers' name, which reports read
         d["local_rope_scaling"] = None if self.local_rope_scaling is None else dict(self.local_rope_scaling)
         return d
 
