@@ -263,7 +263,7 @@ def _crossing(c, x: Fraction) -> str:
                 f"{c.n_positions:,}); the sliding layers keep t at most their window, so theirs always costs less"
             )
         return f"{at}; beyond it, attention costs more (the context holds {c.n_positions:,})"
-    if c.sliding_window is not None and c.sliding_window < c.n_positions:
+    if None not in windows and c.sliding_window is not None and c.sliding_window < c.n_positions:
         return f"{at}; the sliding window keeps t at most {c.sliding_window:,}, so attention always costs less"
     return f"{at}, beyond the context of {c.n_positions:,}: in every decode step attention costs less"
 
@@ -290,7 +290,8 @@ def window_lines(count: Count, dtype: str = "float32") -> list[str]:
     kv = [kv_cache_bytes_after(c, held, count.batch, size), kv_cache_bytes(c, held, count.batch, size)]
     return [
         f"Sliding window: {len(local)} of {plural(L, 'layer')} ({percent(len(local), L)}) are local, each attending to "
-        f"at most W = {shown} positions{others}",
+        f"at most W = {shown} positions{others}"
+        + (" (this context is within the window: nothing is cut yet)" if held < min(local) else ""),
         f"  scores and mix: {n(attention)} MACs over this generation, against {n(attention + saved)} had every "
         f"layer attended to every earlier position: the window saves {human(saved)} MACs ({percent(saved, attention + saved)})",
         f"  KV cache after {held:,} positions ({dtype}): {_bytes(kv[0])}, against {_bytes(kv[1])} had every layer held "

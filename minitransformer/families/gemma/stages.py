@@ -30,26 +30,27 @@ EQUATIONS = {
     "ln_f": "h = RMSNorm_f(x) (1 + w)",
     "scale": "S = S / sqrt(query_pre_attn_scalar)",
     "mask": "S[i, j] = -inf where j is in i's future or, on a sliding layer, more than the window behind",
-    "rope": "q, k = RoPE(q, k): each pair turned by position x frequency (Gemma 3: a base of its own on sliding layers)",
     "mlp.act": "a = act(g)  (GELU, tanh approximation)",
     "resid_mid": "x = x + RMSNorm_o(o)",
     "resid_post": "x = x + RMSNorm_m(m)",
 }
+LOCAL_ROPE = "q, k = RoPE(q, k): each pair turned by position x frequency (sliding layers: their own base)"
 
 
 @cache
-def gemma_family(bias: bool = False, qk_norm: bool = True, attn_softcap: bool = True,
-                 final_softcap: bool = True) -> Family:  # fmt: skip
+def gemma_family(bias: bool = False, qk_norm: bool = True, attn_softcap: bool = True, final_softcap: bool = True,
+                 local_rope: bool = True) -> Family:  # fmt: skip
     """The Gemma block's stages: every one of them by default; a config's table has those it computes."""
     llama = llama_family(bias, bias, False, window=True)
     after = {"embed": [EMBED_SCALE], "split_heads": [Q_NORM, K_NORM] if qk_norm else [],
              "scale": [SOFTCAP] if attn_softcap else [], "out": [POST_ATTN_NORM], "mlp.down": [POST_MLP_NORM],
              "logits": [FINAL_SOFTCAP] if final_softcap else []}  # fmt: skip
+    equations = EQUATIONS | ({"rope": LOCAL_ROPE} if local_rope else {})
 
     def gemma(stages: tuple[Stage, ...]) -> tuple[Stage, ...]:
         out: list[Stage] = []
         for stage in stages:
-            out.append(replace(stage, equation=EQUATIONS[stage.op]) if stage.op in EQUATIONS else stage)
+            out.append(replace(stage, equation=equations[stage.op]) if stage.op in equations else stage)
             out += after.get(stage.op, [])
         return tuple(out)
 
@@ -59,4 +60,4 @@ def gemma_family(bias: bool = False, qk_norm: bool = True, attn_softcap: bool = 
 def stages_of(config) -> Family:
     """The table of a Gemma config: Gemma 3's q and k norms, the soft-caps where the config has them."""
     return gemma_family(config.qkv_bias, config.qk_norm, config.attn_logit_softcapping is not None,
-                        config.final_logit_softcapping is not None)  # fmt: skip
+                        config.final_logit_softcapping is not None, config.local_rope_theta is not None)  # fmt: skip
