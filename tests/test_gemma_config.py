@@ -155,3 +155,10 @@ def test_the_count_report_says_what_the_window_saves_and_the_kv_cache_per_layer_
 def test_a_config_without_sliding_layers_has_no_window_lines():
     c = config_from_hf_dict(tiny(layer_types=[FULL] * 4), "x")
     assert isinstance(c, GemmaConfig) and "Sliding window:" not in count_report(count_generation(c, 10, 2))
+
+
+def test_the_html_page_shows_the_kv_cache_per_layer_type():
+    from minitransformer.views.html_report import count_data, page
+
+    html = page(count_data(count_generation(PRESETS["gemma-2-2b"], 5000, 2)))
+    assert "by layer type: sliding_attention 13 x 4,096 positions, full_attention 13 x 5,001 positions" in html
