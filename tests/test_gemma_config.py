@@ -162,3 +162,30 @@ def test_the_html_page_shows_the_kv_cache_per_layer_type():
 
     html = page(count_data(count_generation(PRESETS["gemma-2-2b"], 5000, 2)))
     assert "by layer type: sliding_attention 13 x 4,096 positions, full_attention 13 x 5,001 positions" in html
+
+
+@pytest.mark.parametrize("T, window", [(300, 64), (100, 500)])
+def test_the_activation_estimate_holds_a_mask_for_each_window_and_is_close_to_the_measured_peak(T, window):
+    import numpy as np
+    from test_memory import estimated_and_measured_peak
+
+    from minitransformer.models.model import Model
+    from minitransformer.models.weights import as_tree, expected_shapes
+
+    config = config_from_hf_dict(tiny(hidden_size=64, intermediate_size=96, num_attention_heads=4, head_dim=16,
+                                      vocab_size=100, max_position_embeddings=T + 1, sliding_window=window), "x")  # fmt: skip
+    rng = np.random.default_rng(0)
+    tensors = {k: (rng.standard_normal(s) * 0.1).astype(np.float32) for k, s in expected_shapes(config).items()}
+    model = Model(config, as_tree(tensors, config), source="memory")
+    estimate, peak = estimated_and_measured_peak(model, T)
+    assert 0.9 * estimate <= peak <= 1.5 * estimate, (peak, estimate)
+    if T > 128:  # in row chunks the attention's working set differs between the kinds too: the masks alone below
+        return
+    # Two masks, [T, T] each (a pass from position 0 sees keys 0..T-1 on both kinds of layer), where a model whose
+    # layers all attend fully holds one.
+    count = count_generation(config, T, 1)
+    one_kind = count_generation(config_from_hf_dict(tiny(hidden_size=64, intermediate_size=96, num_attention_heads=4,
+                                                         head_dim=16, vocab_size=100, max_position_embeddings=T + 1,
+                                                         layer_types=[FULL] * 4), "x"), T, 1)  # fmt: skip
+    two, one = (memory_dict(c, 10.0)["activations"]["prefill"] for c in (count, one_kind))
+    assert two["stage"] == one["stage"] and two["bytes"] - one["bytes"] == 4 * T * T
