@@ -58,6 +58,8 @@ class GemmaConfig(LlamaConfig):
                             f"{list(self.attention_types)!r}")  # fmt: skip
         if SLIDING in self.attention_types and self.sliding_window is None:
             raise UserError("config sliding_window=null, but layer_types has sliding_attention layers")
+        if SLIDING not in self.attention_types:  # no layer uses the window: the model has none (reports say so)
+            object.__setattr__(self, "sliding_window", None)
         for key in ("query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "local_rope_theta"):
             value = getattr(self, key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
