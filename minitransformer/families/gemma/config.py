@@ -115,7 +115,7 @@ class GemmaConfig(LlamaConfig):
         if kinds is None:  # transformers' rule: Gemma 2 alternates, Gemma 3 has one full layer in `pattern`
             pattern = 2 if model_type == "gemma2" else hf.get("sliding_window_pattern", 6)
             check_positive("sliding_window_pattern", pattern)
-            kinds = [SLIDING if (i + 1) % pattern else FULL for i in range(n_layer)]
+            kinds = _alternating(n_layer, pattern)
         if model_type == "gemma2":
             rope = _rope_parameters(hf)
             full, local = rope, None
@@ -186,6 +186,7 @@ def local_rope(config: GemmaConfig) -> GemmaConfig:
 
 
 def _alternating(n_layer: int, pattern: int) -> tuple[str, ...]:
+    """transformers' layer types where a config gives none: every `pattern`-th layer full, the others sliding."""
     return tuple(SLIDING if (i + 1) % pattern else FULL for i in range(n_layer))
 
 

@@ -55,10 +55,7 @@ def gemma(ids, p, config: GemmaConfig, cache: KVCache | None, tape: Tape, all_po
         layer = tape.layer(i)  # its dims carry its window
         e, kind = layer.dims, config.attention_types[i]
         if kind not in rotaries:
-            rotaries[kind] = (
-                (ShapeOnly((d.T, d.dh)),) * 2 if shape_only else _rotary(config if kind != SLIDING else local_rope(config),
-                                                                         d.past, d.T, x.dtype, pads)
-            )  # fmt: skip
+            rotaries[kind] = _rotary(config if kind != SLIDING else local_rope(config), d, x, pads)
         if e.window not in biases:
             biases[e.window] = (
                 None if shape_only else attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
@@ -77,9 +74,13 @@ def gemma(ids, p, config: GemmaConfig, cache: KVCache | None, tape: Tape, all_po
     return logits
 
 
-def _rotary(config: GemmaConfig, past: int, T: int, dtype, pads):
-    at = slot_positions(past, T, pads)  # [T], or [B, T]: then [B, 1, T, dh] tables, one for every head
-    return rotary_tables(at if pads is None else at[:, None], inverse_frequencies(config, dtype))
+def _rotary(config: GemmaConfig, d, x, pads):
+    """cos and sin of this pass's positions at the config's frequencies ([T, dh], or [B, 1, T, dh] with pads);
+    shape-only stand-ins when counting."""
+    if isinstance(x, ShapeOnly):
+        return ShapeOnly((d.T, d.dh)), ShapeOnly((d.T, d.dh))
+    at = slot_positions(d.past, d.T, pads)  # [T], or [B, T]: then [B, 1, T, dh] tables, one for every head
+    return rotary_tables(at if pads is None else at[:, None], inverse_frequencies(config, x.dtype))
 
 
 def decoder_block(x, p, config: GemmaConfig, at: Tape, kv: LayerCache | None, bias, rotary):
