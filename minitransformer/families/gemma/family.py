@@ -24,9 +24,14 @@ ARCHITECTURE = Architecture(
     kinds=layout.KINDS,
     kind_of=layout.KIND_OF,
     formulas=formulas,
-    # gemma3 (Gemma3ForConditionalGeneration) is read as its text model: its checkpoint's names differ, and the
-    # loader refuses them by name (an unexpected tensor for a "gemma3 model ... read as its text model")
-    reference_classes={"gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM"},
+    # gemma3 (Gemma3ForConditionalGeneration) is read as its text model, as transformers' Gemma3ForCausalLM reads
+    # a gemma3 config.json; the whole model's checkpoint keeps it under other names, which the loader refuses by
+    # name (an unexpected tensor for a "gemma3 model ... read as its text model")
+    reference_classes={
+        "gemma2": "Gemma2ForCausalLM",
+        "gemma3_text": "Gemma3ForCausalLM",
+        "gemma3": "Gemma3ForCausalLM",
+    },
     label="Gemma family",
     float64_reference=reference.float64_throughout,
     float64_note=reference.NOTE,
