@@ -76,9 +76,9 @@ class Qwen3MoeConfig(LlamaConfig):
         if "head_dim" in hf and hf["head_dim"] is None:
             raise UserError("config head_dim=None: give the head size, or leave head_dim out for D / H")
         rope = _rope_parameters(hf)
-        value = rope.pop("partial_rotary_factor", None)
-        if value not in (None, 1, 1.0):
-            raise UserError(f"config partial_rotary_factor={value!r} is not supported")
+        for value in (hf.get("partial_rotary_factor"), rope.pop("partial_rotary_factor", None)):
+            if value not in (None, 1, 1.0):
+                raise UserError(f"config partial_rotary_factor={value!r} is not supported")
         theta = rope.pop("rope_theta")
         # As Qwen3MoeConfig reads them: the window exists only under use_sliding_window, and then on every layer
         # (Qwen3MoeModel makes one mask for all; max_window_layers and layer_types are not read).
