@@ -289,6 +289,19 @@ def test_generate_count_and_trace_commands_run_on_a_qwen3_moe(made):
     counted = run_cli("count", "--model", str(directory), "--tokens", "20")
     assert counted.returncode == 0, counted.stderr
     assert "dense_mlp (1)" in counted.stdout and "sparse_moe (2)" in counted.stdout
+    # the decode step's attention against the weights: the first layer's, and the sum over layers of both kinds
+    from minitransformer.verbs.count import decode_at
+
+    c = load_model(directory).config
+    step = decode_at(c, 20)  # the comparison of a 20-token count: a decode step at context 20
+    a = step.attention_vs_weights()
+    row = next(line for line in counted.stdout.splitlines() if line.lstrip().startswith("3 layers"))
+    assert row.split()[2:4] == [f"{a.all_attention:,}", f"{a.all_weights - a.outside:,}"]
+    assert (
+        a.all_weights - a.outside == sum(formulas.layer_weight_macs_per_position(c, i) for i in range(c.n_layer))
+        and a.all_weights - a.outside != 3 * a.weights
+    )
+    assert "layer 0 (sparse_moe)" in counted.stdout
     traced = run_cli("trace", "--model", str(directory), "--ids", "1,2,3", "--layers", "all")
     assert traced.returncode == 0, traced.stderr
     for name in ("moe.router_logits", "moe.chosen", "moe.top_probs", "moe.expert_gate", "moe.expert_down", "moe.out"):

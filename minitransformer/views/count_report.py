@@ -248,9 +248,12 @@ def attention_lines(count: Count) -> str:
     products = [r for r in step.block if r.kind == "matmul"]
     attention_ops = ", ".join(r.op for r in products if r.stage.group == ATTENTION_SCORES)
     weight_ops = ", ".join(r.op for r in products if r.stage.group != ATTENTION_SCORES)
+    # where layers differ in their products (a dense MLP beside experts), the first layer's and the sum over all
+    first = "each layer" if len(step.groups) == 1 else f"layer 0 ({c.layer_types[0]})"
+    layers_weights = a.all_weights - a.outside
     rows = [
-        ["each layer", n(a.attention), n(a.weights), _ratio(a.layer_ratio)],
-        [plural(L, "layer"), n(L * a.attention), n(L * a.weights), _ratio(a.layer_ratio)],
+        [first, n(a.attention), n(a.weights), _ratio(a.layer_ratio)],
+        [plural(L, "layer"), n(a.all_attention), n(layers_weights), _ratio(Fraction(a.all_attention, layers_weights))],
         [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
     ]
     x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
