@@ -335,3 +335,16 @@ def test_defaults_are_transformers_defaults():
         theirs.intermediate_size, theirs.rope_parameters["rope_theta"], theirs.num_key_value_heads,
         theirs.max_position_embeddings, theirs.rms_norm_eps, theirs.num_hidden_layers, theirs.hidden_size,
         theirs.vocab_size, theirs.hidden_size // theirs.num_attention_heads, theirs.sliding_window, ())  # fmt: skip
+
+
+def test_count_s_note_on_the_experts_reads_a_sparse_layer_where_layer_0_is_dense(made):
+    from minitransformer.verbs.count import count_generation
+    from minitransformer.views.count_report import experts_lines
+
+    _, ours, _ = made("e8_k3_step2_window_norm")
+    c = ours.config
+    assert c.layer_types[0] == "dense_mlp"
+    lines = "\n".join(experts_lines(count_generation(c, 20, 1, routing="worst")))
+    per_token = 3 * c.n_embd * c.d_ff  # one expert's MACs per token: gate, up and down
+    assert f"= 20 x 3 x {per_token:,} = {20 * 3 * per_token:,}, whichever" in lines
+    assert "tokens per expert in every layer with experts: 20 20 20 0 0 0 0 0" in lines

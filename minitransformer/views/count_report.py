@@ -104,9 +104,15 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
     return "\n".join(out)
 
 
+def moe_block(p: Pass) -> list[Record]:
+    """The records of a layer with experts (the first kind of layer that has them, where a dense MLP stands beside
+    experts), or the pass's block where none has."""
+    return next((list(records) for records, _ in p.groups if any(r.breakdown is not None for r in records)), p.block)
+
+
 def expert_load(p: Pass) -> list[int] | None:
     """Tokens per expert in each MoE layer of a pass (every layer alike in a count), or None without experts."""
-    breakdown = next((r.breakdown for r in p.block if r.breakdown is not None), None)
+    breakdown = next((r.breakdown for r in moe_block(p) if r.breakdown is not None), None)
     return None if breakdown is None else [part.tokens for part in breakdown]
 
 
@@ -117,7 +123,8 @@ def experts_lines(count: Count) -> list[str]:
     if load is None or c.top_k is None:
         return []
     rows = p.batch * p.tokens
-    experts = sum(r.macs for r in p.block if r.breakdown is not None)
+    experts = sum(r.macs for r in moe_block(p) if r.breakdown is not None)
+    every = "every layer" if len(p.groups) == 1 else "every layer with experts"
     per_token = experts // (rows * c.top_k)
     batch = f"{p.batch} x " if p.batch > 1 else ""
     busiest = max(load)
@@ -128,7 +135,7 @@ def experts_lines(count: Count) -> list[str]:
         f"{per_token:,} = {experts:,}, whichever experts the router chose.",
         f"  Routing assumed (no router without weights): {count.routing}: {ROUTINGS[count.routing]}"
         + ("" if count.routing == "worst" else "\n  (--routing worst: every token to the same k experts; no total moves)"),
-        f"  Expert load of the prefill, tokens per expert in every layer: {' '.join(map(str, load))} (the busiest: "
+        f"  Expert load of the prefill, tokens per expert in {every}: {' '.join(map(str, load))} (the busiest: "
         f"{busiest:,} of {rows:,} tokens, {n(busiest * per_token)} MACs)",
     ]  # fmt: skip
 
