@@ -36,7 +36,7 @@ from minitransformer.families.qwen3moe.config import PRESETS, Qwen3MoeConfig  # 
 
 # Several shapes and seeds: E = 4..8, k = 1..3, the gates renormalised or not, dense layers from mlp_only_layers and
 # from decoder_sparse_step 2, a window, q wider than D, one key/value head, tied embeddings, attention biases, rope
-# scaling.
+# scaling, a checkpoint saved in bfloat16 (as Qwen's are).
 CONFIGS = {
     "e6_k2_mlp_only_tied": dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
                                 num_attention_heads=4, num_key_value_heads=2, head_dim=16, moe_intermediate_size=24,
@@ -50,13 +50,13 @@ CONFIGS = {
                                    num_attention_heads=2, num_key_value_heads=2, head_dim=8, moe_intermediate_size=12,
                                    num_experts=4, num_experts_per_tok=1, attention_bias=True,
                                    rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0},
-                                   max_position_embeddings=256, seed=3),
+                                   max_position_embeddings=256, seed=3, saved="bfloat16"),
 }  # fmt: skip
 PROMPT = 150  # past the attention row chunk (128) and the window (40)
 
 
 def hf_config(name: str):
-    return transformers.Qwen3MoeConfig(**{k: v for k, v in CONFIGS[name].items() if k != "seed"})
+    return transformers.Qwen3MoeConfig(**{k: v for k, v in CONFIGS[name].items() if k not in ("seed", "saved")})
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,8 @@ def made(tmp_path_factory):
     def get(name: str):
         if name not in models:
             directory = tmp_path_factory.mktemp(name)
-            hf = save_random(directory, hf_config(name), seed=CONFIGS[name]["seed"])
+            saved = getattr(torch, CONFIGS[name].get("saved", "float32"))  # as Qwen's checkpoints: bfloat16
+            hf = save_random(directory, hf_config(name), seed=CONFIGS[name]["seed"], dtype=saved)
             models[name] = (directory, load_model(directory), hf)
         return models[name]
 
@@ -348,3 +349,27 @@ def test_count_s_note_on_the_experts_reads_a_sparse_layer_where_layer_0_is_dense
     per_token = 3 * c.n_embd * c.d_ff  # one expert's MACs per token: gate, up and down
     assert f"= 20 x 3 x {per_token:,} = {20 * 3 * per_token:,}, whichever" in lines
     assert "tokens per expert in every layer with experts: 20 20 20 0 0 0 0 0" in lines
+
+
+def test_a_pad_token_s_expert_work_is_counted_as_padding_and_stays_in_its_own_row(made):
+    from minitransformer.engine.ledger import padding_of
+    from minitransformer.verbs.generate import left_padded
+
+    name = "e6_k2_mlp_only_tied"
+    _, ours, _ = made(name)
+    rows = [prompt(name, 9, seed=8), prompt(name, 4, seed=9)]
+    ids, pads = left_padded(rows, 0)
+    phase = Phase("prefill", 0, 9, 9, batch=2, pads=tuple(int(p) for p in pads), finished=(False, False))
+    logits = ours.run(ids, all_positions=True, pads=pads, phase=phase)
+    np.testing.assert_allclose(logits[1, 5:], ours.logits(rows[1]), atol=1e-4)  # the pads' experts reach no real row
+    c = ours.config
+    D, F, Fd, k = c.n_embd, c.d_ff, c.dense_inner, c.top_k
+    for i in range(c.n_layer):
+        if i in c.dense_layers:
+            assert padding_of(phase.find("mlp.gate", i), list(pads), 9) == (5 * Fd, 5 * Fd * D)
+            continue
+        gate, down = phase.find("expert.gate", i), phase.find("expert.down", i)
+        assert sum(p.tokens for p in gate.breakdown) == 2 * 9 * k  # the 5 pad tokens were routed and computed too
+        assert padding_of(gate, list(pads), 9) == (5 * k * F, 5 * k * F * D)
+        assert padding_of(down, list(pads), 9) == (5 * k * D, 5 * k * D * F)
+        assert padding_of(phase.find("router", i), list(pads), 9) == (5 * c.n_experts, 5 * c.n_experts * D)
