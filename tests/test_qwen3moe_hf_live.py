@@ -317,11 +317,14 @@ def test_generate_count_and_trace_commands_run_on_a_qwen3_moe(made):
      ("mlp_only_layers", "1", "mlp_only_layers"), ("partial_rotary_factor", 0.5, "partial_rotary_factor"),
      ("rope_parameters", {"rope_type": "yarn", "factor": 2.0}, "yarn"), ("head_dim", None, "head_dim"),
      ("dtype", "float8_e4m3fn", "dtype"), ("num_experts_per_tok", 5, "num_experts_per_tok=5 exceeds num_experts=4"),
-     ("norm_topk_prob", "true", "norm_topk_prob")],
+     ("norm_topk_prob", "true", "norm_topk_prob"), ("num_experts", -1, "num_experts must be"),
+     ("moe_intermediate_size", 0, "moe_intermediate_size"), ("intermediate_size", "x", "intermediate_size"),
+     ("num_experts_per_tok", 0, "num_experts_per_tok must be")],
 )  # fmt: skip
 def test_options_that_change_inference_are_refused_by_name(key, value, message):
     hf = {"model_type": "qwen3_moe", "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 2,
-          "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 50, "num_experts": 4, "num_experts_per_tok": 2, key: value}  # fmt: skip
+          "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 50, "num_experts": 4,
+          "num_experts_per_tok": 2, key: value}  # fmt: skip
     with pytest.raises(UserError, match=message):
         Qwen3MoeConfig.from_hf_dict(hf)
 

@@ -89,6 +89,11 @@ class Qwen3MoeConfig(LlamaConfig):
         n_experts = hf.get("num_local_experts", hf.get("num_experts", 128))
         if n_experts == 0:
             raise UserError("config num_experts=0 (every layer a dense MLP) is not supported: that is a dense Qwen3")
+        shapes = {"num_experts_per_tok": hf.get("num_experts_per_tok", 8), "num_experts": n_experts,
+                  "moe_intermediate_size": hf.get("moe_intermediate_size", 768),
+                  "intermediate_size": hf.get("intermediate_size", 6144)}  # fmt: skip
+        for key, value in shapes.items():  # refused under their config.json names
+            check_positive(key, value)
         step = hf.get("decoder_sparse_step", 1)
         check_positive("decoder_sparse_step", step)
         only = hf.get("mlp_only_layers") or []
@@ -102,13 +107,13 @@ class Qwen3MoeConfig(LlamaConfig):
         eos = hf.get("eos_token_id")
         return cls(
             n_layer=n_layer, n_head=n_head, n_embd=hf.get("hidden_size", 2048),
-            n_inner=hf.get("moe_intermediate_size", 768), dense_inner=hf.get("intermediate_size", 6144),
+            n_inner=shapes["moe_intermediate_size"], dense_inner=shapes["intermediate_size"],
             vocab_size=hf.get("vocab_size", 151936), n_kv_head=n_head if n_kv_head is None else n_kv_head,
             head_dim=hf.get("head_dim"), n_positions=hf.get("max_position_embeddings", 32768),
             rms_norm_eps=hf.get("rms_norm_eps", 1e-6), hidden_act=hf.get("hidden_act", "silu"), rope_theta=theta,
             rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
             qkv_bias=bias, o_bias=bias, sliding_window=window, tie_word_embeddings=flag(hf, "tie_word_embeddings"),
-            n_experts=n_experts, top_k=hf.get("num_experts_per_tok", 8),
+            n_experts=n_experts, top_k=shapes["num_experts_per_tok"],
             norm_topk_prob=flag(hf, "norm_topk_prob"), dense_layers=dense, bos_token_id=hf.get("bos_token_id"),
             eos_token_id=tuple(eos) if isinstance(eos, list) else eos, name=name,
         )  # fmt: skip
