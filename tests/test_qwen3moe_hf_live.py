@@ -352,6 +352,12 @@ def test_count_s_note_on_the_experts_reads_a_sparse_layer_where_layer_0_is_dense
     per_token = 3 * c.n_embd * c.d_ff  # one expert's MACs per token: gate, up and down
     assert f"= 20 x 3 x {per_token:,} = {20 * 3 * per_token:,}, whichever" in lines
     assert "tokens per expert in every layer with experts: 20 20 20 0 0 0 0 0" in lines
+    # the arithmetic intensity has the products of both kinds of layer, each once
+    from minitransformer.verbs.memory import intensity_rows
+
+    ops = [row["op"] for row in intensity_rows(count_generation(c, 20, 2), 10)]
+    assert ops == ["q", "k", "v", "scores", "mix", "out", "mlp.gate", "mlp.up", "mlp.down", "router", "expert.gate",
+                   "expert.up", "expert.down", "logits"]  # fmt: skip
 
 
 def test_a_pad_token_s_expert_work_is_counted_as_padding_and_stays_in_its_own_row(made):

@@ -125,9 +125,11 @@ def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES)
     """Each matrix product in the prefill and in a cached decode step: MACs, bytes moved, MACs per byte."""
     decode = count.decode_example()
     rows = []
-    for r in count.prefill.block + count.prefill.after:
-        if r.kind != "matmul":
+    seen = set()
+    for r in count.prefill.block_records + count.prefill.after:  # each op once, of whichever kind of layer has it
+        if r.kind != "matmul" or r.op in seen:
             continue
+        seen.add(r.op)
         row = {"op": r.op, "prefill": _intensity(r, balance, bytes_per_number)}
         if decode is not None:
             row["decode"] = _intensity(decode.find(r.op), balance, bytes_per_number)
