@@ -382,3 +382,15 @@ def test_a_pad_token_s_expert_work_is_counted_as_padding_and_stays_in_its_own_ro
         assert padding_of(gate, list(pads), 9) == (5 * k * F, 5 * k * F * D)
         assert padding_of(down, list(pads), 9) == (5 * k * D, 5 * k * D * F)
         assert padding_of(phase.find("router", i), list(pads), 9) == (5 * c.n_experts, 5 * c.n_experts * D)
+
+
+def test_the_activation_peak_is_that_of_the_widest_kind_of_layer_whichever_comes_first():
+    from minitransformer.verbs.count import count_generation
+    from minitransformer.verbs.memory import memory_dict
+
+    # layer 0 has experts of 8; layer 1 a dense MLP of 400, whose [T, 400] stages are the largest of the pass
+    c = Qwen3MoeConfig(n_layer=2, n_head=2, n_embd=16, n_inner=8, dense_inner=400, vocab_size=50, n_experts=4,
+                       top_k=2, dense_layers=(1,))  # fmt: skip
+    activations = memory_dict(count_generation(c, 20, 2), 10)["activations"]
+    assert activations["prefill"]["stage"] == activations["decode"]["stage"] == "mlp.act"
+    assert activations["prefill"]["bytes"] == 4 * (20 * 16 + 20 * 20 + 3 * 20 * 400)  # x, the mask, g u act(g)

@@ -153,12 +153,12 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
     n_params = parameters(config).total
     held = count.n_prompt + count.n_new - 1  # the last new token is never fed back, so never cached
     prefill = count.prefill
-    prefill_peak, prefill_stage = peak_activations(prefill.before + prefill.block + prefill.after, size)
+    prefill_peak, prefill_stage = peak_activations(prefill.before + prefill.block_records + prefill.after, size)
     activations = {"estimate": "residual stream + the largest stage's working set (see minitransformer/verbs/memory.py)",
                    "prefill": {"bytes": prefill_peak, "stage": prefill_stage.op}}  # fmt: skip
     decode = count.decode_example()
     if decode is not None:
-        decode_peak, decode_stage = peak_activations(decode.before + decode.block + decode.after, size)
+        decode_peak, decode_stage = peak_activations(decode.before + decode.block_records + decode.after, size)
         activations["decode"] = {"bytes": decode_peak, "stage": decode_stage.op, "context": decode.context}
     kept = cache_positions(config, held)
     return {
