@@ -153,7 +153,14 @@ class Pass:
         return sum(n * (r.causal_macs if r.causal_macs is not None else r.macs) for r, n in self.weighted())
 
     def find(self, op: str) -> Record:
-        return next(r for r in self.before + self.block + self.after if r.op == op)
+        """The op's record: outside the blocks, or in the first layer of the first kind that has it (layer 0's kind
+        first: where layers differ in their products, an op of another kind is found in that kind's layer)."""
+        return next(r for r in self.before + self.block_records + self.after if r.op == op)
+
+    @property
+    def block_records(self) -> list[Record]:
+        """The records of one layer of each kind, layer 0's kind first (just `block` where the layers are alike)."""
+        return [r for records, _ in self.groups for r in records]
 
     @property
     def attended(self) -> int:

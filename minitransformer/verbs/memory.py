@@ -150,9 +150,11 @@ def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES)
     """Each matrix product in the prefill and in a cached decode step: MACs, bytes moved, MACs per byte."""
     decode = count.decode_example()
     rows = []
-    for r in count.prefill.block + count.prefill.after:
-        if r.kind != "matmul":
+    seen = set()
+    for r in count.prefill.block_records + count.prefill.after:  # each op once, of whichever kind of layer has it
+        if r.kind != "matmul" or r.op in seen:
             continue
+        seen.add(r.op)
         row = {"op": r.op, "prefill": _intensity(r, balance, bytes_per_number)}
         if decode is not None:
             row["decode"] = _intensity(decode.find(r.op), balance, bytes_per_number)
@@ -176,14 +178,12 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
     n_params = parameters(config).total
     held = count.n_prompt + count.n_new - 1  # the last new token is never fed back, so never cached
     prefill = count.prefill
-    blocks = [r for records, _ in prefill.groups for r in records]  # one layer of each kind
-    prefill_peak, prefill_stage = peak_activations(prefill.before + blocks + prefill.after, size)
+    prefill_peak, prefill_stage = peak_activations(prefill.before + prefill.block_records + prefill.after, size)
     activations = {"estimate": "residual stream + the largest stage's working set (see minitransformer/verbs/memory.py)",
                    "prefill": {"bytes": prefill_peak, "stage": prefill_stage.op}}  # fmt: skip
     decode = count.decode_example()
     if decode is not None:
-        blocks = [r for records, _ in decode.groups for r in records]
-        decode_peak, decode_stage = peak_activations(decode.before + blocks + decode.after, size)
+        decode_peak, decode_stage = peak_activations(decode.before + decode.block_records + decode.after, size)
         activations["decode"] = {"bytes": decode_peak, "stage": decode_stage.op, "context": decode.context}
     kept = cache_positions(config, held)
     return {

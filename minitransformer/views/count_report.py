@@ -104,9 +104,15 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
     return "\n".join(out)
 
 
+def moe_block(p: Pass) -> list[Record]:
+    """The records of a layer with experts (the first kind of layer that has them, where a dense MLP stands beside
+    experts), or the pass's block where none has."""
+    return next((list(records) for records, _ in p.groups if any(r.breakdown is not None for r in records)), p.block)
+
+
 def expert_load(p: Pass) -> list[int] | None:
     """Tokens per expert in each MoE layer of a pass (every layer alike in a count), or None without experts."""
-    breakdown = next((r.breakdown for r in p.block if r.breakdown is not None), None)
+    breakdown = next((r.breakdown for r in moe_block(p) if r.breakdown is not None), None)
     return None if breakdown is None else [part.tokens for part in breakdown]
 
 
@@ -117,7 +123,8 @@ def experts_lines(count: Count) -> list[str]:
     if load is None or c.top_k is None:
         return []
     rows = p.batch * p.tokens
-    experts = sum(r.macs for r in p.block if r.breakdown is not None)
+    experts = sum(r.macs for r in moe_block(p) if r.breakdown is not None)
+    every = "every layer" if len(p.groups) == 1 else "every layer with experts"
     per_token = experts // (rows * c.top_k)
     batch = f"{p.batch} x " if p.batch > 1 else ""
     busiest = max(load)
@@ -128,7 +135,7 @@ def experts_lines(count: Count) -> list[str]:
         f"{per_token:,} = {experts:,}, whichever experts the router chose.",
         f"  Routing assumed (no router without weights): {count.routing}: {ROUTINGS[count.routing]}"
         + ("" if count.routing == "worst" else "\n  (--routing worst: every token to the same k experts; no total moves)"),
-        f"  Expert load of the prefill, tokens per expert in every layer: {' '.join(map(str, load))} (the busiest: "
+        f"  Expert load of the prefill, tokens per expert in {every}: {' '.join(map(str, load))} (the busiest: "
         f"{busiest:,} of {rows:,} tokens, {n(busiest * per_token)} MACs)",
     ]  # fmt: skip
 
@@ -248,12 +255,13 @@ def attention_lines(count: Count) -> str:
     products = [r for r in step.block if r.kind == "matmul"]
     attention_ops = ", ".join(r.op for r in products if r.stage.group == ATTENTION_SCORES)
     weight_ops = ", ".join(r.op for r in products if r.stage.group != ATTENTION_SCORES)
+    layers_weights = a.all_weights - a.outside
     rows = [
         ["each layer", n(a.attention), n(a.weights), _ratio(a.layer_ratio)],
-        [plural(L, "layer"), n(L * a.attention), n(L * a.weights), _ratio(a.layer_ratio)],
+        [plural(L, "layer"), n(a.all_attention), n(layers_weights), _ratio(Fraction(a.all_attention, layers_weights))],
         [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
     ]
-    if len(step.groups) > 1:  # layers of several kinds (a window on some): a row for each kind
+    if len(step.groups) > 1:  # layers of several kinds (a window on some, a dense MLP beside experts): one row each
         rows = []
         for kind, (records, layers) in zip(dict.fromkeys(step.layer_types), step.groups):
             attention = sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES)

@@ -1,0 +1,67 @@
+"""The Qwen3-MoE forward pass, as transformers' Qwen3MoeForCausalLM computes it, written as its difference from
+Qwen3's (families/qwen3/forward.py: its attention, q and k normalised per head) and Mixtral's (families/mixtral/forward.py:
+the experts through Tape.experts, each on the tokens routed to it):
+
+- the MLP of a sparse layer is a mixture of experts (`mixture`): router logits r = h W_router [T, E],
+  p = softmax(r) over the E experts, the k largest kept; only under norm_topk_prob are they divided by their sum
+  (transformers: softmax in float32, top k, renormalised if asked, cast to the model's dtype); each expert e, a
+  SwiGLU MLP of width F (moe_intermediate_size), computes the rows of its Te tokens, weighted by their gates;
+- the MLP of a dense layer (mlp_only_layers, or not a multiple of decoder_sparse_step) is the Llama family's gated
+  MLP of width intermediate_size: its products read F as that width (the layer's tape sizes F so);
+- a sliding window, where use_sliding_window sets one, is every layer's (one mask).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...engine.kvcache import KVCache, LayerCache
+from ...engine.ops import ACTIVATIONS, rms_norm, softmax
+from ...engine.shapes import ShapeOnly
+from ...engine.tape import Tape
+from ..llama.forward import decoder, mlp
+from ..mixtral.forward import EXPERT_SHAPES
+from ..moe import add_rows, routed, top_k
+from ..qwen3.forward import attention
+from .config import Qwen3MoeConfig
+
+
+def qwen3_moe(ids, p, config: Qwen3MoeConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
+    """Token ids [T] (or [B, T]) -> logits [R, V], as qwen3.qwen3 computes them, with sparse and dense blocks."""
+    return decoder(ids, p, config, cache, tape, all_positions, pads, decoder_block)
+
+
+def decoder_block(x, p, config: Qwen3MoeConfig, at: Tape, kv: LayerCache | None, bias, rotary):
+    """Pre-RMSNorm block: x + Qwen3 attention(RMSNorm(x)), then x + (experts or dense MLP)(RMSNorm(x))."""
+    eps = config.rms_norm_eps
+    h = at.stage("ln_1", rms_norm(x, p.input_layernorm.weight, eps), "T D")
+    x = at.stage("resid_mid", x + attention(h, p.self_attn, config, at, kv, bias, rotary), "T D")  # type: ignore[arg-type]
+    h = at.stage("ln_2", rms_norm(x, p.post_attention_layernorm.weight, eps), "T D")
+    if at.layer_index in config.dense_layers:  # the dense MLP, F = intermediate_size
+        return at.stage("resid_post", x + mlp(h, p.mlp, config, at.with_sizes(F=config.dense_inner)), "T D")
+    return at.stage("resid_post", x + mixture(h, p.mlp, config, at), "T D")
+
+
+def mixture(h, p, config: Qwen3MoeConfig, at: Tape):
+    """The sparse MoE MLP: the router picks k of E experts per token, and each expert computes its tokens' rows."""
+    E, k = config.n_experts, config.top_k
+    logits = at.matmul("router", h, p.gate.weight.T, "T D, D E -> T E")
+    probs = at.stage("router.softmax", softmax(logits), "T E")
+    chosen, gates = at.stage("router.topk", top_k(probs, k), "T k")
+    if config.norm_topk_prob:
+        gates = at.stage("router.renorm", gates / gates.sum(axis=-1, keepdims=True), "T k")
+    x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
+    out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
+    experts = at.experts()
+    for expert in routed(chosen.reshape(n, k), E, at.routing):
+        ex, w = experts.expert(expert), getattr(p.experts, str(expert.expert))
+        xe = ex.stage("expert.gather", expert.gather(x), "Te D")
+        g = ex.matmul("expert.gate", xe, w.gate_proj.weight.T, "Te D, D F -> Te F")
+        u = ex.matmul("expert.up", xe, w.up_proj.weight.T, "Te D, D F -> Te F")
+        a = ex.stage("expert.act", ACTIVATIONS[config.hidden_act](g), "Te F")
+        a = ex.stage("expert.mul", np.multiply(a, u, out=ex.scratch(a)), "Te F")
+        y = ex.matmul("expert.down", a, w.down_proj.weight.T, "Te F, F D -> Te D")
+        y = ex.stage("expert.weigh", y * expert.gates(gates.reshape(n, k)), "Te D")
+        add_rows(out, expert, y)
+    at.record_experts(experts, EXPERT_SHAPES, E)
+    return at.stage("moe.combine", out.reshape(h.shape), "T D")
