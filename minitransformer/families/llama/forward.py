@@ -54,18 +54,31 @@ def llama(ids, p, config: LlamaConfig, cache: KVCache | None, tape: Tape, all_po
     `pads` (a batch of left-padded rows): the first pads[b] slots of row b hold no token; each row's
     rotation angles start at its first real token, and pad keys are masked (ops.attention_bias).
     """
+    return decoder(ids, p, config, cache, tape, all_positions, pads, decoder_block)
+
+
+def decoder(ids, p, config, cache: KVCache | None, tape: Tape, all_positions: bool, pads, block,
+            rotary=None, rotary_dims: int | None = None):  # fmt: skip
+    """The Llama family's decoder around its blocks: embed, each block on its layer's tape with the mask of that
+    layer's window (made once per window), RMSNorm, the logits. A family that differs from Llama only inside its
+    block (Qwen3, OLMo 2, Phi-3, Mixtral) passes its own `block`; one with its own rotary tables passes
+    `rotary(positions, config, dtype) -> (cos, sin)` and their width `rotary_dims` (default dh)."""
     d = tape.dims
     x = tape.stage("embed", p.embed_tokens.weight[ids], "T D")
-    if isinstance(x, ShapeOnly):  # counting: tables of the right shape, no values
-        cos = sin = ShapeOnly((d.T, d.dh))
-        bias = None
+    shape_only = isinstance(x, ShapeOnly)
+    if shape_only:  # counting: tables of the right shape, no values
+        cos = sin = ShapeOnly((d.T, rotary_dims or d.dh))
     else:
         at = slot_positions(d.past, d.T, pads)  # [T], or [B, T]: then [B, 1, T, dh] tables, one for every head
-        cos, sin = rotary_tables(at if pads is None else at[:, None], inverse_frequencies(config, x.dtype))
-        bias = attention_bias(d.past, d.start, d.T, d.t, d.window, x.dtype, pads)  # the same for every layer and head
-    for i, block in enumerate(p.layers):
+        cos, sin = (rotary or rope)(at if pads is None else at[:, None], config, x.dtype)
+    masks: dict = {}  # window -> the attention bias of the layers with that window (one for all where all alike)
+    for i, layer_params in enumerate(p.layers):
+        layer = tape.layer(i)  # its dims carry its window
+        e = layer.dims
+        if not shape_only and e.window not in masks:
+            masks[e.window] = attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
         kv = cache.layer(i) if cache is not None else None
-        x = decoder_block(x, block, config, tape.layer(i), kv, bias, (cos, sin))
+        x = block(x, layer_params, config, layer, kv, masks.get(e.window), (cos, sin))
     h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
     if not all_positions:
         h = tape.stage("last", h[..., -1:, :], "R D")
@@ -73,6 +86,11 @@ def llama(ids, p, config: LlamaConfig, cache: KVCache | None, tape: Tape, all_po
         cache.advance(d.T)
     unembedding = p.embed_tokens.weight if config.tie_word_embeddings else p.lm_head.weight
     return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")
+
+
+def rope(positions, config: LlamaConfig, dtype: np.dtype):
+    """cos and sin [..., T, dh] of the positions, at the config's frequencies (inverse_frequencies)."""
+    return rotary_tables(positions, inverse_frequencies(config, np.dtype(dtype)))
 
 
 def decoder_block(x, p, config: LlamaConfig, at: Tape, kv: LayerCache | None, bias, rotary):

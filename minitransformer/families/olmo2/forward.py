@@ -11,42 +11,20 @@ from __future__ import annotations
 
 from ...engine.kvcache import KVCache, LayerCache
 from ...engine.ops import (
-    attention_bias,
     merge_heads,
     rms_norm,
-    rotary_tables,
     rotate,
-    slot_positions,
     split_into_heads,
     ungroup_heads,
 )
-from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
-from ..llama.forward import _bias, attend, inverse_frequencies, mlp
+from ..llama.forward import _bias, attend, decoder, mlp
 from .config import Olmo2Config
 
 
 def olmo2(ids, p, config: Olmo2Config, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
     """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only (as llama.llama)."""
-    d = tape.dims
-    x = tape.stage("embed", p.embed_tokens.weight[ids], "T D")
-    if isinstance(x, ShapeOnly):  # counting: tables of the right shape, no values
-        cos = sin = ShapeOnly((d.T, d.dh))
-        bias = None
-    else:
-        at = slot_positions(d.past, d.T, pads)
-        cos, sin = rotary_tables(at if pads is None else at[:, None], inverse_frequencies(config, x.dtype))
-        bias = attention_bias(d.past, d.start, d.T, d.t, d.window, x.dtype, pads)
-    for i, block in enumerate(p.layers):
-        kv = cache.layer(i) if cache is not None else None
-        x = decoder_block(x, block, config, tape.layer(i), kv, bias, (cos, sin))
-    h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
-    if not all_positions:
-        h = tape.stage("last", h[..., -1:, :], "R D")
-    if cache is not None:
-        cache.advance(d.T)
-    unembedding = p.embed_tokens.weight if config.tie_word_embeddings else p.lm_head.weight
-    return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")
+    return decoder(ids, p, config, cache, tape, all_positions, pads, decoder_block)
 
 
 def decoder_block(x, p, config: Olmo2Config, at: Tape, kv: LayerCache | None, bias, rotary):

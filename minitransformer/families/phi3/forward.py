@@ -25,19 +25,16 @@ import numpy as np
 from ...engine.kvcache import KVCache, LayerCache
 from ...engine.ops import (
     ACTIVATIONS,
-    attention_bias,
     constant,
     merge_heads,
     rms_norm,
     rotary_tables,
     rotate,
-    slot_positions,
     split_into_heads,
     ungroup_heads,
 )
-from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
-from ..llama.forward import attend
+from ..llama.forward import attend, decoder
 from .config import Phi3Config
 
 # `config` is the model's Phi3Config: its numbers are read here and its class named in the annotations.
@@ -45,25 +42,9 @@ from .config import Phi3Config
 
 def phi3(ids, p, config: Phi3Config, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
     """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only."""
-    d = tape.dims
-    x = tape.stage("embed", p.embed_tokens.weight[ids], "T D")
-    if isinstance(x, ShapeOnly):  # counting: tables of the right shape, no values
-        cos = sin = ShapeOnly((d.T, config.rotary_dim))
-        bias = None
-    else:
-        at = slot_positions(d.past, d.T, pads)  # [T], or [B, T] (negative in the padding)
-        cos, sin = rotary(at if pads is None else at[:, None], config, x.dtype)
-        bias = attention_bias(d.past, d.start, d.T, d.t, d.window, x.dtype, pads)
-    for i, block in enumerate(p.layers):
-        kv = cache.layer(i) if cache is not None else None
-        x = decoder_block(x, block, config, tape.layer(i), kv, bias, (cos, sin))
-    h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
-    if not all_positions:
-        h = tape.stage("last", h[..., -1:, :], "R D")
-    if cache is not None:
-        cache.advance(d.T)
-    unembedding = p.embed_tokens.weight if config.tie_word_embeddings else p.lm_head.weight
-    return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")
+    return decoder(
+        ids, p, config, cache, tape, all_positions, pads, decoder_block, rotary=rotary, rotary_dims=config.rotary_dim
+    )
 
 
 def decoder_block(x, p, config: Phi3Config, at: Tape, kv: LayerCache | None, bias, rotary):

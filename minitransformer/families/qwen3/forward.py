@@ -12,46 +12,20 @@ from __future__ import annotations
 
 from ...engine.kvcache import KVCache, LayerCache
 from ...engine.ops import (
-    attention_bias,
     merge_heads,
     rms_norm,
-    rotary_tables,
     rotate,
-    slot_positions,
     split_into_heads,
     ungroup_heads,
 )
-from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
-from ..llama.forward import _bias, attend, inverse_frequencies, mlp
+from ..llama.forward import _bias, attend, decoder, mlp
 from .config import Qwen3Config
 
 
 def qwen3(ids, p, config: Qwen3Config, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
     """Token ids [T] (or [B, T]) -> logits [R, V], as llama.llama, each layer with its own window's mask."""
-    d = tape.dims
-    x = tape.stage("embed", p.embed_tokens.weight[ids], "T D")
-    shape_only = isinstance(x, ShapeOnly)
-    if shape_only:  # counting: tables of the right shape, no values
-        cos = sin = ShapeOnly((d.T, d.dh))
-    else:
-        at = slot_positions(d.past, d.T, pads)
-        cos, sin = rotary_tables(at if pads is None else at[:, None], inverse_frequencies(config, x.dtype))
-    masks: dict = {}  # window -> the attention bias of the layers with that window
-    for i, block in enumerate(p.layers):
-        layer = tape.layer(i)  # its dims carry its window
-        e = layer.dims
-        if not shape_only and e.window not in masks:
-            masks[e.window] = attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
-        kv = cache.layer(i) if cache is not None else None
-        x = decoder_block(x, block, config, layer, kv, masks.get(e.window), (cos, sin))
-    h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
-    if not all_positions:
-        h = tape.stage("last", h[..., -1:, :], "R D")
-    if cache is not None:
-        cache.advance(d.T)
-    unembedding = p.embed_tokens.weight if config.tie_word_embeddings else p.lm_head.weight
-    return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")
+    return decoder(ids, p, config, cache, tape, all_positions, pads, decoder_block)
 
 
 def decoder_block(x, p, config: Qwen3Config, at: Tape, kv: LayerCache | None, bias, rotary):
