@@ -9,7 +9,7 @@ rotary machinery and grouped scores it reuses:
   carries its window, and the mask is that window's;
 - biases on q, k, v and o;
 - YaRN rotary positions: frequencies blended between kept and slowed ones, and the cos and sin tables multiplied
-  by the attention factor (llama/forward.py: inverse_frequencies, rotary_attention_factor);
+  by the attention factor (llama/forward.py: inverse_frequencies, rope, rotary_attention_factor);
 - the mixture of experts: a router with a bias, its k largest logits chosen and a softmax over those k alone
   (Mixtral: a softmax over all E, then the top k renormalised); each expert a clamped SwiGLU with biases, whose gate
   and up are one product with the fused W_gu [D, 2F] (gate at even columns, up at odd ones):
@@ -23,22 +23,19 @@ import numpy as np
 from ...engine.kvcache import KVCache, LayerCache
 from ...engine.ops import (
     add_mask,
-    attention_bias,
     constant,
     group_heads,
     merge_heads,
     rms_norm,
-    rotary_tables,
     rotate,
     sigmoid,
-    slot_positions,
     softmax,
     split_into_heads,
     ungroup_heads,
 )
 from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
-from ..llama.forward import _bias, inverse_frequencies, rotary_attention_factor, scale_scores
+from ..llama.forward import _bias, decoder, scale_scores
 from ..moe import add_rows, routed, top_k
 from .config import GptOssConfig
 
@@ -56,33 +53,9 @@ EXPERT_SHAPES = {
 
 
 def gpt_oss(ids, p, config: GptOssConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
-    """Token ids [T] (or [B, T]) -> logits [R, V]: Mixtral's pass with sinks, alternating windows, YaRN and gpt-oss's
-    experts."""
-    d = tape.dims
-    x = tape.stage("embed", p.embed_tokens.weight[ids], "T D")
-    shape_only = isinstance(x, ShapeOnly)
-    if shape_only:  # counting: tables of the right shape, no values
-        cos = sin = ShapeOnly((d.T, d.dh))
-    else:
-        at = slot_positions(d.past, d.T, pads)
-        cos, sin = rotary_tables(at if pads is None else at[:, None], inverse_frequencies(config, x.dtype))
-        scaling = constant(cos, rotary_attention_factor(config))  # YaRN's attention factor, as transformers applies it
-        cos, sin = cos * scaling, sin * scaling
-    masks: dict = {}  # window -> the attention bias of the layers with that window
-    for i, block in enumerate(p.layers):
-        layer = tape.layer(i)  # its dims carry its window
-        e = layer.dims
-        if not shape_only and e.window not in masks:
-            masks[e.window] = attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
-        kv = cache.layer(i) if cache is not None else None
-        x = decoder_block(x, block, config, layer, kv, masks.get(e.window), (cos, sin))
-    h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
-    if not all_positions:
-        h = tape.stage("last", h[..., -1:, :], "R D")
-    if cache is not None:
-        cache.advance(d.T)
-    unembedding = p.embed_tokens.weight if config.tie_word_embeddings else p.lm_head.weight
-    return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")
+    """Token ids [T] (or [B, T]) -> logits [R, V]: the Llama family's decoder (each layer with its own window's mask,
+    the rotary tables x YaRN's attention factor) around gpt-oss's blocks."""
+    return decoder(ids, p, config, cache, tape, all_positions, pads, decoder_block)
 
 
 def decoder_block(x, p, config: GptOssConfig, at: Tape, kv: LayerCache | None, bias, rotary):

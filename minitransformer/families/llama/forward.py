@@ -89,8 +89,13 @@ def decoder(ids, p, config, cache: KVCache | None, tape: Tape, all_positions: bo
 
 
 def rope(positions, config: LlamaConfig, dtype: np.dtype):
-    """cos and sin [..., T, dh] of the positions, at the config's frequencies (inverse_frequencies)."""
-    return rotary_tables(positions, inverse_frequencies(config, np.dtype(dtype)))
+    """cos and sin [..., T, dh] of the positions, at the config's frequencies (inverse_frequencies), multiplied by
+    the attention factor where the rope type has one (YaRN: rotary_attention_factor), as transformers does."""
+    cos, sin = rotary_tables(positions, inverse_frequencies(config, np.dtype(dtype)))
+    factor = rotary_attention_factor(config)
+    if factor == 1.0:
+        return cos, sin
+    return cos * constant(cos, factor), sin * constant(sin, factor)
 
 
 def decoder_block(x, p, config: LlamaConfig, at: Tape, kv: LayerCache | None, bias, rotary):
