@@ -201,6 +201,10 @@ def test_count_groups_the_sliding_and_the_full_layers(made):
     assert counted.returncode == 0, counted.stderr
     assert "sliding_attention (2)" in counted.stdout and "full_attention (1)" in counted.stdout
     assert "sinks" in counted.stdout and "expert.gate_up" in counted.stdout
+    # the full layers keep every position, past the sliding layers' window of 24
+    kv = next(line for line in counted.stdout.splitlines() if line.lstrip().startswith("KV cache "))
+    assert "40 positions here: 15.4 KB; the whole context (256): 98.3 KB" in kv  # 2 x 3 x 2 x 8 x 4 B = 384 B each
+    assert "sliding window" not in kv
 
 
 @pytest.mark.parametrize("name", CONFIGS)

@@ -57,9 +57,10 @@ def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_num
 
 
 def cache_positions(config: Config, positions: int) -> int:
-    """The positions a KV cache must hold after `positions` tokens: all, or at most the sliding window."""
-    window = config.sliding_window
-    return positions if window is None else min(positions, window)
+    """The positions a KV cache must hold after `positions` tokens: all, or at most the sliding window; where the
+    layers' windows differ (full layers beside sliding ones), the most that any layer needs."""
+    windows = {config.layer_window(i) for i in range(config.n_layer)}
+    return positions if None in windows else min(positions, max(w for w in windows if w is not None))
 
 
 def bytes_moved(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> int:

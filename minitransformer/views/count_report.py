@@ -323,7 +323,8 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     heads = f" ({c.n_kv_head} key/value heads of {c.d_head})" if architecture_of(c).heads_in_headers else ""
     window, held = c.sliding_window, count.n_prompt + count.n_new - 1
     capped = f" (of {held:,}: a query reads no further back than the sliding window)" if kv["positions"] < held else ""
-    whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
+    capped_at_context = kv["bytes_at_context"] < kv["bytes_per_token"] * c.n_positions  # not where a layer sees all
+    whole = f", at most the sliding window of {window:,}" if window is not None and capped_at_context else ""
     if any(r.op in ("mlp.gate", "mlp.gate_up") for r in count.prefill.block):  # gated: memory.py's estimate says why
         estimate = (
             "the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
