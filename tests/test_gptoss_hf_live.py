@@ -271,6 +271,11 @@ def test_params_says_total_and_active():
     c = PRESETS["gpt-oss-20b"]
     assert (doc["total"], doc["active"]) == (20_914_757_184, formulas.active_parameters(c))
     assert doc["kinds"]["attention_sinks"] == 24 * 64 and doc["kinds"]["expert_down"] == 24 * 32 * 2880 * 2880
+    shown = run_cli("params", "--preset", "gpt-oss-120b")
+    assert shown.returncode == 0, shown.stderr
+    assert "116,829,156,672 parameters (117 G)" in shown.stdout and "5,711,982,912 of them active" in shown.stdout
+    assert "layers.{i}.mlp.experts.gate_up_proj" in shown.stdout and "[128, 2880, 5760]" in shown.stdout
+    assert "experts.{e}" not in shown.stdout  # the experts are fused in 3-D tensors: no tensor per expert
 
 
 @pytest.mark.parametrize(
