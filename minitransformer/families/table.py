@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..errors import UserError
 from .architecture import Architecture
 from .config import ModelConfig
+from .gemma.family import ARCHITECTURE as GEMMA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .llama.family import ARCHITECTURE as LLAMA
@@ -61,5 +62,5 @@ def config_from_hf_dict(hf: dict, name: str) -> ModelConfig:
     raise UserError(f"config model_type={model_type!r} is not supported (supported: {', '.join(model_types())})")
 
 
-for _family in (GPT2, LLAMA, QWEN3, OLMO2, NEOX, PHI3, MIXTRAL, GPT_OSS):
+for _family in (GPT2, LLAMA, QWEN3, GEMMA, OLMO2, NEOX, PHI3, MIXTRAL, GPT_OSS):
     register(_family)

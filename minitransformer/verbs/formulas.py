@@ -96,13 +96,15 @@ def computed_pairs(T: int, t: int, window: int | None = None, chunk: int | None 
                for r0 in range(0, T, C))  # fmt: skip
 
 
-def layer_groups(config: Config) -> dict[tuple[int | None, int, int], int]:
+def layer_groups(config: Config, windows: bool = True) -> dict[tuple[int | None, int, int], int]:
     """How many layers there are of each (sliding window, weight MACs per position, weight dot products per position):
     {(None, 4 D^2 + 2 D F, 4 D + F): L} for GPT-2, {(W, ...): L} for Mistral, two groups where windows alternate
-    or a dense MLP stands beside experts."""
+    (Gemma 2) or a dense MLP stands beside experts. windows=False: as if no layer had a window, to measure what the
+    windows save."""
     counts: dict[tuple[int | None, int, int], int] = {}
     for i in range(config.n_layer):
-        key = (config.layer_window(i), weight_macs_per_position(config, i), weight_dot_products_per_position(config, i))
+        window = config.layer_window(i) if windows else None
+        key = (window, weight_macs_per_position(config, i), weight_dot_products_per_position(config, i))
         counts[key] = counts.get(key, 0) + 1
     return counts
 
@@ -168,17 +170,18 @@ def decode_macs(config: Config, t: int, B: int = 1) -> int:
     return pass_macs(config, 1, t, 1, B)
 
 
-def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1) -> int:
+def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,
+                    windows: bool = True) -> int:  # fmt: skip
     """1 prefill and n_new - 1 decode steps, summed in closed form (no loop over the steps).
 
     With the cache, step k (1..n_new-1) computes 1 position attending to n_prompt + k (at most W of
     them). Without it, step k recomputes all t = n_prompt + k positions, each attending to the ones
     before it (a pass from position 0 has no earlier keys for a window to cut): for GPT-2 that is
-    L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V.
+    L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V. windows=False: as if no layer had a sliding window.
     """
     per_pair = attention_macs_per_pair(config)
     total = n_new * logits_macs(config, 1, B)
-    for group, L in layer_groups(config).items():  # the L layers with this window and these products
+    for group, L in layer_groups(config, windows).items():  # the L layers with this window and these products
         window, per_position, _ = group
         if use_cache:
             k = n_new - 1  # decode steps

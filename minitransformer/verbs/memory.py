@@ -21,8 +21,8 @@ its A and its output (its B is a weight, or K^T and V, which live in the KV cach
 projection's output); for scale, mask and softmax one tensor, as they write over the scores in
 place (ops.py); for the other elementwise stages input and output; nothing for views (the heads
 split, the cache's rows, the last position). A Llama block differs in two places: its mask is a
-[T, t] bias built once a pass and alive throughout, and its gated MLP holds g, u and act(g) at once
-(a Phi-3 block too: its g and u are views of one [T, 2F] product).
+[T, t] bias built once a pass and alive throughout (one for each window, where layers differ), and its gated
+MLP holds g, u and act(g) at once (a Phi-3 block too: its g and u are views of one [T, 2F] product).
 A pass computed in row chunks (tape.py; its scores record says what was computed) holds the
 attention stages of one chunk at a time: Record.row_chunk of the T query rows. The tests hold it to
 tracemalloc's measured peak of real runs.
@@ -44,8 +44,9 @@ DEFAULT_BALANCE = 10.0  # MACs per byte
 
 # Same-sized tensors alive in a stage that is not a product: one for the stages that work in place on
 # the scores, none for views; the other stages hold their input and output.
-_LIVE_COPIES = {"scale": 1, "mask": 1, "softmax": 1, "split_heads": 0, "cache": 0, "last": 0, "mlp.split": 0}
-_ROW_CHUNKED = ("scores", "scale", "mask", "softmax", "mix")  # the stages row_chunks.py runs chunk by chunk
+_LIVE_COPIES = {"scale": 1, "softcap": 1, "mask": 1, "softmax": 1, "split_heads": 0, "cache": 0, "last": 0,
+                "mlp.split": 0}  # fmt: skip
+_ROW_CHUNKED = ("scores", "scale", "softcap", "mask", "softmax", "mix")  # the stages row_chunks.py runs chunk by chunk
 
 
 def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
@@ -57,10 +58,27 @@ def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_num
 
 
 def cache_positions(config: Config, positions: int) -> int:
-    """The positions a KV cache must hold after `positions` tokens: all, or at most the sliding window; where the
-    layers' windows differ (full layers beside sliding ones), the most that any layer needs."""
-    windows = {config.layer_window(i) for i in range(config.n_layer)}
-    return positions if None in windows else min(positions, max(w for w in windows if w is not None))
+    """The positions a KV cache must hold after `positions` tokens: all, or at most the sliding window (the most
+    any layer holds, where layers differ: layer_cache_positions)."""
+    return max(n for n, _ in layer_cache_positions(config, positions).values())
+
+
+def layer_cache_positions(config: Config, positions: int) -> dict[str, tuple[int, int]]:
+    """Per layer type (config.layer_types): (positions each of its layers must hold after `positions` tokens, its
+    number of layers). A layer with a sliding window W holds at most W (no query reads further back), one without
+    it every position: where some layers slide and others do not (Gemma's), the cache is the sum of the two."""
+    kinds: dict[str, tuple[int, int]] = {}
+    for i, kind in enumerate(config.layer_types):
+        window = config.layer_window(i)
+        held = positions if window is None else min(positions, window)
+        kinds[kind] = (held, kinds.get(kind, (0, 0))[1] + 1)
+    return kinds
+
+
+def kv_cache_bytes_after(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
+    """The bytes of K and V that every layer must hold after `positions` tokens, each layer at most its window."""
+    per_position = kv_cache_bytes(config, 1, batch, bytes_per_number) // config.n_layer  # one layer, one position
+    return sum(n * held * per_position for held, n in layer_cache_positions(config, positions).values())
 
 
 def bytes_moved(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> int:
@@ -92,9 +110,15 @@ def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTE
     """(estimated peak activation bytes, the stage where it peaks) of one pass."""
     residual = prod(next(r for r in records if r.op == "embed").out_shape)
     gated = any(r.op in ("mlp.gate", "mlp.gate_up") for r in records)  # a Llama or Phi-3 block (module docstring)
-    if gated:
-        *_, T, t = next(r for r in records if r.op == "mask").out_shape
-        residual += T * t  # the pass's mask bias
+    if gated:  # the pass's mask bias: one for each window its layers have (Gemma's sliding and full layers: two)
+        masks: dict[int | None, int] = {}
+        window = None
+        for r in records:
+            if r.op == "scores":
+                window = r.window
+            elif r.op == "mask":
+                masks.setdefault(window, prod(r.out_shape[-2:]))
+        residual += sum(masks.values())
     peak = max(records, key=lambda r: working_set(r, gated))
     alive = working_set(peak, gated)
     scores = next(r for r in records if r.op == "scores")
@@ -152,12 +176,14 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
     n_params = parameters(config).total
     held = count.n_prompt + count.n_new - 1  # the last new token is never fed back, so never cached
     prefill = count.prefill
-    prefill_peak, prefill_stage = peak_activations(prefill.before + prefill.block + prefill.after, size)
+    blocks = [r for records, _ in prefill.groups for r in records]  # one layer of each kind
+    prefill_peak, prefill_stage = peak_activations(prefill.before + blocks + prefill.after, size)
     activations = {"estimate": "residual stream + the largest stage's working set (see minitransformer/verbs/memory.py)",
                    "prefill": {"bytes": prefill_peak, "stage": prefill_stage.op}}  # fmt: skip
     decode = count.decode_example()
     if decode is not None:
-        decode_peak, decode_stage = peak_activations(decode.before + decode.block + decode.after, size)
+        blocks = [r for records, _ in decode.groups for r in records]
+        decode_peak, decode_stage = peak_activations(decode.before + blocks + decode.after, size)
         activations["decode"] = {"bytes": decode_peak, "stage": decode_stage.op, "context": decode.context}
     kept = cache_positions(config, held)
     return {
@@ -169,9 +195,18 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
             "batch": batch,
             "bytes_per_token": kv_cache_bytes(config, 1, batch, size),
             "positions": kept,
-            "bytes": kv_cache_bytes(config, kept, batch, size),
+            "bytes": kv_cache_bytes_after(config, held, batch, size),
             "context": config.n_positions,
-            "bytes_at_context": kv_cache_bytes(config, cache_positions(config, config.n_positions), batch, size),
+            "bytes_at_context": kv_cache_bytes_after(config, config.n_positions, batch, size),
+            # each layer type's positions, layers and bytes: a sliding layer holds at most its window
+            "layer_types": {
+                kind: {
+                    "layers": layers,
+                    "positions": p,
+                    "bytes": layers * p * kv_cache_bytes(config, 1, batch, size) // config.n_layer,
+                }
+                for kind, (p, layers) in layer_cache_positions(config, held).items()
+            },
         },
         "activations": activations,
         "intensity": {

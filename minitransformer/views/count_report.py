@@ -13,8 +13,8 @@ from ..families.moe import ROUTINGS
 from ..families.table import architecture_of
 from ..text import plural, s_for
 from ..verbs.count import Count, Pass
-from ..verbs.formulas import attention_to_weights
-from ..verbs.memory import DEFAULT_BALANCE, memory_dict
+from ..verbs.formulas import attention_to_weights, generation_macs
+from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
 from .report import count as n
 from .report import describe_model, human, operands, percent, shape, table
 
@@ -100,7 +100,7 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
             decode_table(count),
         ]  # fmt: skip
     out += ["", "Where the MACs go", ops_table(count), "", attention_lines(count), "", totals_lines(count), "",
-            memory_lines(count, balance, dtype)]  # fmt: skip
+            *window_lines(count, dtype), memory_lines(count, balance, dtype)]  # fmt: skip
     return "\n".join(out)
 
 
@@ -253,6 +253,22 @@ def attention_lines(count: Count) -> str:
         [plural(L, "layer"), n(L * a.attention), n(L * a.weights), _ratio(a.layer_ratio)],
         [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
     ]
+    if len(step.groups) > 1:  # layers of several kinds (a window on some): a row for each kind
+        rows = []
+        for kind, (records, layers) in zip(dict.fromkeys(step.layer_types), step.groups):
+            attention = sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES)
+            weights = sum(r.macs for r in records if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
+            keys = next(r for r in records if r.op == "scores").out_shape[-1]
+            rows.append([f"each {kind} layer ({layers}; t = {keys:,})", n(attention), n(weights),
+                         _ratio(Fraction(attention, weights))])  # fmt: skip
+        blocks = a.all_weights - a.outside
+        rows += [
+            [plural(L, "layer"), n(a.all_attention), n(blocks), _ratio(Fraction(a.all_attention, blocks))],
+            [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
+        ]
+        seen = (
+            f"t = {t:,} on layer 0" + (f" of the {context:,} in context" if t < context else "") + ", each kind below"
+        )
     x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
     flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
     return "\n".join([
@@ -269,12 +285,50 @@ def attention_lines(count: Count) -> str:
 def _crossing(c, x: Fraction) -> str:
     """Where attention would cost what the weights cost, against how far the model can attend."""
     at = f"attention costs what the weights cost at t = {_number(x)}"
-    reach = c.n_positions if c.sliding_window is None else min(c.n_positions, c.sliding_window)
+    windows = {c.layer_window(i) for i in range(c.n_layer)}  # a full layer (None) sees the whole context
+    reach = c.n_positions if None in windows else min(c.n_positions, max(w for w in windows if w is not None))
     if x <= reach:
+        if None in windows and len(windows) > 1 and x > min(w for w in windows if w is not None):
+            return (
+                f"{at} on a full-attention layer; beyond it, attention costs more there (the context holds "
+                f"{c.n_positions:,}); the sliding layers keep t at most their window, so theirs always costs less"
+            )
         return f"{at}; beyond it, attention costs more (the context holds {c.n_positions:,})"
-    if c.sliding_window is not None and c.sliding_window < c.n_positions:
+    if None not in windows and c.sliding_window is not None and c.sliding_window < c.n_positions:
         return f"{at}; the sliding window keeps t at most {c.sliding_window:,}, so attention always costs less"
     return f"{at}, beyond the context of {c.n_positions:,}: in every decode step attention costs less"
+
+
+def window_lines(count: Count, dtype: str = "float32") -> list[str]:
+    """Where some layers have a sliding window: how many, and what their windows save at this context, in the
+    scores and mix (closed form: formulas.generation_macs with and without the windows) and in the KV cache (each
+    sliding layer holds at most its window). Nothing where no layer has a window."""
+    c = count.config
+    windows = [c.layer_window(i) for i in range(c.n_layer)]
+    local = [w for w in windows if w is not None]
+    if not local:
+        return []
+    L, size, held = c.n_layer, DTYPE_BYTES[dtype], count.n_prompt + count.n_new - 1
+    shown = ", ".join(f"{w:,}" for w in sorted(set(local)))
+    full = L - len(local)
+    others = f"; the other {plural(full, 'layer')} attend{'s' * (full == 1)} to every earlier position" if full else ""
+    macs = [
+        generation_macs(c, count.n_prompt, count.n_new, count.cached, count.batch, windows=w) for w in (True, False)
+    ]
+    attention = sum(n * r.macs for p in count.passes for records, n in p.groups for r in records
+                    if r.stage.group == ATTENTION_SCORES)  # fmt: skip
+    saved = macs[1] - macs[0]
+    kv = [kv_cache_bytes_after(c, held, count.batch, size), kv_cache_bytes(c, held, count.batch, size)]
+    return [
+        f"Sliding window: {len(local)} of {plural(L, 'layer')} ({percent(len(local), L)}) are local, each attending to "
+        f"at most W = {shown} positions{others}"
+        + (" (this context is within the window: nothing is cut yet)" if held < min(local) else ""),
+        f"  scores and mix: {n(attention)} MACs over this generation, against {n(attention + saved)} had every "
+        f"layer attended to every earlier position: the window saves {human(saved)} MACs ({percent(saved, attention + saved)})",
+        f"  KV cache after {held:,} positions ({dtype}): {_bytes(kv[0])}, against {_bytes(kv[1])} had every layer held "
+        f"all of them: the window saves {_bytes(kv[1] - kv[0])} ({percent(kv[1] - kv[0], kv[1])})",
+        "",
+    ]  # fmt: skip
 
 
 def _number(x: Fraction) -> str:
@@ -323,8 +377,13 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     heads = f" ({c.n_kv_head} key/value heads of {c.d_head})" if architecture_of(c).heads_in_headers else ""
     window, held = c.sliding_window, count.n_prompt + count.n_new - 1
     capped = f" (of {held:,}: a query reads no further back than the sliding window)" if kv["positions"] < held else ""
-    capped_at_context = kv["bytes_at_context"] < kv["bytes_per_token"] * c.n_positions  # not where a layer sees all
-    whole = f", at most the sliding window of {window:,}" if window is not None and capped_at_context else ""
+    whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
+    here = f"{plural(kv['positions'], 'position', format(kv['positions'], ','))} here{capped}"
+    kinds = kv["layer_types"]
+    if len(kinds) > 1:  # layers that hold different numbers of positions (a window on some)
+        here = "positions here by layer type, " + ", ".join(
+            f"{kind} {k['layers']} x {k['positions']:,}" for kind, k in kinds.items())  # fmt: skip
+        whole = ", each sliding layer at most its window" if window is not None and window < c.n_positions else ""
     if any(r.op in ("mlp.gate", "mlp.gate_up") for r in count.prefill.block):  # gated: memory.py's estimate says why
         estimate = (
             "the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
@@ -339,7 +398,7 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
         f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
         f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
         f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {c.n_kv_head * c.d_head:,} numbers{heads}: "
-        f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {plural(kv['positions'], 'position', format(kv['positions'], ','))} here{capped}: "
+        f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {here}: "
         f"{_bytes(kv['bytes'])}"
         + ("" if count.cached else " (if the cache were on)")
         + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}",

@@ -685,10 +685,13 @@ def _bytes(b: float) -> str:
 def _memory_section(doc: dict) -> str:
     m, model = doc["memory"], doc["model"]
     kv, act = m["kv_cache"], m["activations"]
+    held = (f"{plural(kv['positions'], 'position', n(kv['positions']))} x {_bytes(kv['bytes_per_token'])} (K and V "
+            f"of {plural(model['n_layer'], 'layer')})")  # fmt: skip
+    if len(kv.get("layer_types", {})) > 1:  # layers that hold different numbers of positions (a window on some)
+        held = "by layer type: " + ", ".join(f"{kind} {k['layers']} x {n(k['positions'])} positions"
+                                             for kind, k in kv["layer_types"].items())  # fmt: skip
     items = [("weights", m["weights"]["bytes"], f"{n(m['weights']['parameters'])} parameters"),
-             ("KV cache, this run", kv["bytes"], f"{plural(kv['positions'], 'position', n(kv['positions']))} x "
-                                                 f"{_bytes(kv['bytes_per_token'])} (K and V of "
-                                                 f"{plural(model['n_layer'], 'layer')})"),
+             ("KV cache, this run", kv["bytes"], held),
              ("KV cache, whole context", kv["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
              ("activations, prefill peak", act["prefill"]["bytes"], f"at {act['prefill']['stage']}")]  # fmt: skip
     if "decode" in act:

@@ -17,6 +17,9 @@ def describe_model(config: dict, source: str) -> str:
     label = architecture_of(c).label
     family = f"{c['model_type']} ({label}), " if label else ""
     window = f", sliding window {c['sliding_window']:,}" if c.get("sliding_window") else ""
+    kinds = c.get("layer_types") or ()  # where only some layers slide (Gemma's), say how many
+    if window and 0 < kinds.count("sliding_attention") < len(kinds):
+        window += f" on {kinds.count('sliding_attention')} of {plural(len(kinds), 'layer')}"
     dtype = f"; computed in {c['dtype']}" if c.get("dtype", "float32") != "float32" else ""  # the default goes unsaid
     return (
         f"{c['name']}: {family}{plural(c['n_layer'], 'layer')}, d_model {c['n_embd']:,}, {plural(c['n_head'], 'head')} of "

@@ -89,7 +89,8 @@ class GptOssConfig(LlamaConfig):
 
     def to_dict(self) -> dict:
         d = super().to_dict()
-        d["layer_kinds"] = list(self.layer_types)
+        d.pop("layer_kinds")
+        d["layer_types"] = list(self.layer_types)  # transformers' name, which reports read
         return d
 
     @classmethod

@@ -27,17 +27,17 @@ def float64_throughout(reference, model, torch) -> None:
         reference.set_experts_implementation("eager")
     inv_freq = torch.from_numpy(np.array(inverse_frequencies(model.config, np.dtype(np.float64))))
 
-    def rotary(module, x, position_ids):
+    def rotary(module, x, position_ids, layer_type=None):
         angles = position_ids[..., None].to(torch.float64) * inv_freq  # [.., T, dh/2]: not doubled
         scaling = module.attention_scaling
         return (angles.cos() * scaling).to(x.dtype), (angles.sin() * scaling).to(x.dtype)
 
     found = 0
     for module in reference.modules():
-        if type(module).__name__.endswith("RotaryEmbedding") and list(signature(module.forward).parameters) in (
-            ["x", "position_ids"],
-            ["self", "x", "position_ids"],
-        ):
+        if type(module).__name__.endswith("RotaryEmbedding") and list(signature(module.forward).parameters)[:2] == [
+            "x",
+            "position_ids",
+        ]:  # transformers' forward(x, position_ids), or the Llama family's replacement of it
             module.forward = types.MethodType(rotary, module)
             found += 1
     if not found:

@@ -37,18 +37,21 @@ NOTE = ("  (transformers' float64 Llama family computes RMSNorm and the rotary t
 # float32, so these are ours; tests/test_float64_hf.py checks them against transformers' own to float32 precision
 # for every rope type. Everything else is transformers' own float64: embeddings, projections and their biases,
 # how cos and sin turn q and k, grouped-query attention, the sliding window's mask, SDPA, the MLP, the head.
-def float64_throughout(reference, model, torch, norms_per_layer: int = 2, frequencies=None) -> None:
+def float64_throughout(reference, model, torch, norms_per_layer: int = 2, frequencies=None, gain=None) -> None:
     """Replace, on this instance of transformers' model only, the forward of its RMSNorm and rotary modules with
-    float64 ones (see above). A family with more RMSNorms a layer (Qwen3's q and k norms) says how many;
-    `frequencies(position_ids)`: a family's float64 frequencies for a call's positions (Phi-3's LongRoPE picks them
-    by the largest); by default the Llama family's, the same for every call."""
+    float64 ones (see above). For a family laid out as the Llama family is: `norms_per_layer`, how many RMSNorms a
+    layer has (Qwen3's q and k norms make 4); `frequencies(position_ids, layer_type)`, its float64 frequencies for a
+    call (Phi-3's LongRoPE picks them by the largest position, Gemma 3 by the layer type; by default the Llama
+    family's, one set for every call); `gain(module)`, an RMSNorm's scale (w; Gemma's 1 + w)."""
     if frequencies is None:
         fixed = inverse_frequencies(model.config, np.dtype(np.float64))
-        frequencies = lambda position_ids: fixed  # noqa: E731 - the Llama family's: one set for every call
+        frequencies = lambda position_ids, layer_type: fixed  # noqa: E731 - the Llama family's: one set for all
+    scale = gain or (lambda module: module.weight)
 
     def rms_norm(module, hidden_states):
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        return module.weight * (hidden_states * torch.rsqrt(variance + module.variance_epsilon))
+        eps = module.variance_epsilon if hasattr(module, "variance_epsilon") else module.eps
+        return scale(module) * (hidden_states * torch.rsqrt(variance + eps))
 
     norms = 0
     for module in reference.modules():
@@ -66,12 +69,12 @@ def float64_throughout(reference, model, torch, norms_per_layer: int = 2, freque
 
 def float64_rotary(reference, frequencies, torch) -> int:
     """Replace, on this instance of transformers' model only, the forward of its rotary modules with one whose angles
-    are position x `frequencies(position_ids)` (float64 frequencies, each used twice as transformers lays them out)
-    in float64; how many it replaced (none where an older transformers caches its tables by sequence length). The
-    GPT-NeoX family's reference (families/neox/reference.py) replaces its rotary tables with this too."""
+    are position x `frequencies(position_ids, layer_type)` (float64 frequencies, each used twice as transformers
+    lays them out) in float64; how many it replaced (none where an older transformers caches its tables by sequence
+    length). The GPT-NeoX family's reference (families/neox/reference.py) replaces its rotary tables with this too."""
 
-    def rotary(module, x, position_ids):
-        inv_freq = torch.from_numpy(np.array(frequencies(position_ids)))
+    def rotary(module, x, position_ids, layer_type=None):
+        inv_freq = torch.from_numpy(np.array(frequencies(position_ids, layer_type)))
         angles = position_ids[..., None].to(torch.float64) * inv_freq
         angles = torch.cat((angles, angles), dim=-1)
         scaling = getattr(module, "attention_scaling", 1.0)  # 1 for the rope types we take
@@ -79,10 +82,8 @@ def float64_rotary(reference, frequencies, torch) -> int:
 
     found = 0
     for module in reference.modules():
-        if type(module).__name__.endswith("RotaryEmbedding") and list(signature(module.forward).parameters) == [
-            "x",
-            "position_ids",
-        ]:
+        if type(module).__name__.endswith("RotaryEmbedding") and list(signature(module.forward).parameters) in (
+            ["x", "position_ids"], ["x", "position_ids", "layer_type"]):  # fmt: skip
             module.forward = types.MethodType(rotary, module)
             found += 1
     return found

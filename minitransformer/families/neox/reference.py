@@ -26,7 +26,7 @@ def float64_rotary_tables(reference, model, torch) -> None:
     """Replace, on this instance of transformers' GPTNeoXForCausalLM only, its rotary module's forward with a float64
     one."""
     inv_freq = inverse_frequencies(model.config, np.dtype(np.float64))
-    if not float64_rotary(reference, lambda position_ids: inv_freq, torch):
+    if not float64_rotary(reference, lambda position_ids, layer_type: inv_freq, torch):
         import transformers
 
         raise UserError(f"validate in float64 recomputes the rotary tables of transformers' {type(reference).__name__} "

@@ -17,7 +17,7 @@ def float64_throughout(reference, model, torch) -> None:
     """The Llama family's float64 RMSNorm and rotary modules, with Phi-3's frequencies for each call's positions."""
     config = model.config
 
-    def frequencies(position_ids) -> np.ndarray:
+    def frequencies(position_ids, layer_type) -> np.ndarray:
         long = config.rope_scaling is not None and int(position_ids.max()) + 1 > config.original_max_position_embeddings
         return inverse_frequencies(config, np.dtype(np.float64), long)
 
