@@ -95,3 +95,33 @@ def test_the_html_and_csv_of_a_mixture_of_experts_name_its_router_and_experts(tm
     rows = list(csv_module.DictReader(csv.read_text().splitlines()))
     down = next(row for row in rows if row["op"] == "expert.down" and row["phase"] == "prefill")
     assert int(down["macs"]) == 20 * 2 * 4096 * 14336 and int(down["layers"]) == 32  # per layer: T k D F
+
+
+def test_the_html_page_draws_tokens_per_expert_layer_by_layer_from_the_routers_choices():
+    """The page's heatmap is the routers' choices of a real run: each cell the tokens an expert got in a layer over
+    every pass, each row k x the tokens the layer saw, and the same counts the run's own capture of the choices
+    gives."""
+    import numpy as np
+
+    from minitransformer.models.model import Model
+    from minitransformer.models.weights import as_tree, expected_shapes
+    from minitransformer.views.html_report import generation_data, generation_fragment, tokens_per_expert
+
+    rng = np.random.default_rng(3)
+    tensors = {
+        name: rng.standard_normal(shape).astype(np.float32) * 0.5 for name, shape in expected_shapes(SMALL).items()
+    }
+    model = Model(SMALL, as_tree(tensors, SMALL), source="memory")
+    prompt = rng.integers(0, 100, 9).tolist()
+    out = model.generate(prompt, max_new_tokens=4, stop_at_eos=False)
+    tokens = tokens_per_expert(generation_data(out)["document"])
+    seen = len(prompt) + 3  # the prefill's 9 positions and 3 decode steps of one
+    assert tokens.shape == (2, 8) and (tokens.sum(axis=1) == SMALL.top_k * seen).all()
+    # The same choices, captured: the chosen experts of the prompt and of each new token, run anew.
+    _, cache = model.run_with_cache(prompt + out.new_tokens[:3], names="blocks.*.moe.chosen")
+    for layer in range(2):
+        chosen = np.asarray(cache[f"blocks.{layer}.moe.chosen"]).reshape(-1)
+        assert (np.bincount(chosen, minlength=8) == tokens[layer]).all()
+    page = generation_fragment(out)
+    assert page.count('class="expert-load"') == 1 and "as this run's routers chose" in page
+    assert "layer 1, expert 0: " in page

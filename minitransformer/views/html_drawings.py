@@ -189,6 +189,31 @@ def passes_chart(steps: list[dict], cached: bool) -> str:
             f'<text x="{left}" y="{top - 2}" class="axis">MACs per pass</text></svg>')  # fmt: skip
 
 
+def expert_load(tokens: np.ndarray, first_layer: int = 0) -> str:
+    """Tokens per expert [layers, E] as an image, a row per layer and a column per expert, white (none) to dark
+    blue (the busiest), each cell's count in its tooltip: where a mixture of experts sent its tokens."""
+    L, E = tokens.shape
+    cell = max(6, min(24, 560 // max(E, 1)))
+    left, top = 70, 34
+    image = base64.b64encode(heatmap_png(tokens / max(int(tokens.max()), 1), cell)).decode()
+    parts = [f'<image href="data:image/png;base64,{image}" x="{left}" y="{top}" width="{E * cell}" '
+             f'height="{L * cell}" class="heat"/>',
+             _text(left, 14, "expert", "axis"), _text(4, top - 6, "layer", "axis")]  # fmt: skip
+    every = max(1, -(-14 // cell))
+    for e in range(0, E, every):
+        parts.append(_text(left + e * cell + cell / 2, top - 6, str(e), "axis", "middle"))
+    for i in range(0, L, every):
+        parts.append(_text(left - 6, top + i * cell + cell / 2 + 4, str(first_layer + i), "axis", "end"))
+    for i in range(L):  # a tooltip per cell: which layer, which expert, how many tokens
+        for e in range(E):
+            parts.append(f'<rect class="cell" x="{left + e * cell}" y="{top + i * cell}" width="{cell}" '
+                         f'height="{cell}" fill="transparent"><title>layer {first_layer + i}, expert {e}: '
+                         f"{count(int(tokens[i, e]))} tokens</title></rect>")  # fmt: skip
+    width, height = left + E * cell + 12, top + L * cell + 12
+    return (f'<svg class="expert-load" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+            f'aria-label="tokens per expert, layer by layer">{"".join(parts)}</svg>')  # fmt: skip
+
+
 # --- attention maps ---------------------------------------------------------------------------------------
 _LOW, _HIGH, _HIDDEN = np.array([255, 255, 255]), np.array([8, 48, 107]), np.array([232, 232, 232])
 

@@ -34,7 +34,17 @@ from ..text import plural, s_for
 from ..verbs.count import STEPS_SHOWN, Count
 from ..verbs.generate import Generation
 from ..version import __version__
-from .html_drawings import COLOURS, GROUP_OF, block_diagram, colour, hatch_pattern, heatmap, label, passes_chart
+from .html_drawings import (
+    COLOURS,
+    GROUP_OF,
+    block_diagram,
+    colour,
+    expert_load,
+    hatch_pattern,
+    heatmap,
+    label,
+    passes_chart,
+)
 from .report import count as n
 from .report import describe_model, human, percent, shape
 
@@ -265,6 +275,8 @@ def fragment(data: dict) -> str:
         sections += [_controls(data), *_phase_views(data), _ops_section(data), _passes_section(data)]
     if data.get("attention"):
         sections.append(_attention_section(data, root + "-hatch"))
+    if doc.get("phases"):
+        sections.append(_experts_section(doc))
     if doc.get("memory"):
         sections.append(_memory_section(doc))
     sections.append(_footer(data))
@@ -680,6 +692,43 @@ def _attention_section(data: dict, hatch: str) -> str:
 
 def _bytes(b: float) -> str:
     return f"{human(b)}B" if b >= 1000 else f"{b:g} B"
+
+
+def tokens_per_expert(doc: dict) -> np.ndarray | None:
+    """[layers, E]: the tokens each layer's router sent each expert, summed over the passes the page holds (each
+    layer's first product computed expert by expert: its breakdown); None for a model without experts."""
+    load: dict[int, dict[int, int]] = {}
+    for phase in doc["phases"]:
+        for run in phase.get("layers", ()):
+            ops = next((r for r in run["ops"] if r.get("breakdown")), None)
+            for layer in range(run["layer"], run["layer"] + run.get("repeat", 1)):
+                for part in ops["breakdown"] if ops else ():
+                    experts = load.setdefault(layer, {})
+                    experts[part["expert"]] = experts.get(part["expert"], 0) + part["tokens"]
+    if not load:
+        return None
+    E = doc["model"]["n_experts"]
+    tokens = np.zeros((doc["model"]["n_layer"], E), dtype=np.int64)
+    for layer, experts in load.items():
+        for e, n_tokens in experts.items():
+            tokens[layer, e] = n_tokens
+    return tokens
+
+
+def _experts_section(doc: dict) -> str:
+    """Where a mixture of experts sent its tokens: a heatmap of tokens per expert, layer by layer."""
+    tokens = tokens_per_expert(doc)
+    if tokens is None:
+        return ""
+    routing = doc.get("routing")
+    how = (f"assumed, as count has no router: routing {escape(routing)}" if routing else
+           "as this run's routers chose")  # fmt: skip
+    return ('<section class="experts"><h2>Tokens per expert, layer by layer</h2>'
+            + _note(f"Each row a layer, each column an expert; the darker, the more tokens the router sent it over "
+                    f"every pass shown ({how}). Each token goes to k = {doc['model']['top_k']} experts, so each row "
+                    f"sums to k x the tokens: the expert MACs are the same whoever gets them, only their load "
+                    f"differs.")
+            + f'<div class="diagram">{expert_load(tokens)}</div></section>')  # fmt: skip
 
 
 def _memory_section(doc: dict) -> str:
