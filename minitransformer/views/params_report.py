@@ -60,7 +60,8 @@ def params_report(p: Parameters) -> str:
     )
     experts = active = ""
     if p.routed:
-        experts = f"; experts.{{e}} for each of the {c.n_experts} experts of a layer"
+        if any("experts.{e}" in row[0] for row in rows):  # not where the experts are fused in 3-D tensors
+            experts = f"; experts.{{e}} for each of the {c.n_experts} experts of a layer"
         active = (f"\n{count(p.active)} of them active ({human(p.active)}): what one token's pass reads, {c.top_k} of "
                   f"the {c.n_experts} experts of each layer and everything else whole (the embedding too, as the model "
                   f"cards count it, though a token reads one row of it).")  # fmt: skip

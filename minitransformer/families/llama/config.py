@@ -9,7 +9,10 @@ from ...errors import UserError
 from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
 
 LLAMA_MODEL_TYPES = ("llama", "mistral", "qwen2")
-ROPE_TYPES = ("default", "linear", "llama3")
+ROPE_TYPES: tuple[str, ...] = ("default", "linear", "llama3")
+# YaRN (inverse_frequencies in forward.py computes it, with its attention factor): the families whose forward pass
+# multiplies the rotary tables by that factor (rotary_attention_factor) take it; the Llama family's does not.
+YARN_ROPE_TYPES: tuple[str, ...] = (*ROPE_TYPES, "yarn")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class LlamaConfig(ModelConfig):
     name: str = field(default="llama", compare=False)
 
     family = "llama"
+    rope_types = ROPE_TYPES  # the rope types the family's forward pass computes
 
     def __post_init__(self) -> None:
         if self.n_kv_head is None:
@@ -70,7 +74,7 @@ class LlamaConfig(ModelConfig):
         if self.sliding_window is not None:
             check_positive("sliding_window", self.sliding_window)
         if self.rope_scaling is not None:
-            _check_rope_scaling(dict(self.rope_scaling))
+            _check_rope_scaling(dict(self.rope_scaling), self.rope_types)
 
     @property
     def checkpoint_kind(self) -> str:
@@ -151,7 +155,7 @@ _LLAMA_DEFAULTS: dict[
 }
 
 
-def _rope_parameters(hf: dict) -> dict:
+def _rope_parameters(hf: dict, kinds: tuple[str, ...] = ROPE_TYPES) -> dict:
     """rope_theta and the scaling, from transformers 5's `rope_parameters` or the older rope_theta + rope_scaling.
 
     As transformers reads them: a non-empty rope_scaling replaces rope_parameters whole, "rope_type" wins
@@ -168,16 +172,22 @@ def _rope_parameters(hf: dict) -> dict:
     rope.setdefault("rope_type", kind)
     if rope.get("rope_theta") is None:
         rope["rope_theta"] = hf["rope_theta"] if hf.get("rope_theta") is not None else 10000.0
-    _check_rope_scaling(rope)
+    _check_rope_scaling(rope, kinds)
     return rope
 
 
-def _check_rope_scaling(rope: dict) -> None:
+def _check_rope_scaling(rope: dict, kinds: tuple[str, ...] = ROPE_TYPES) -> None:
     kind = rope.get("rope_type", "default")
-    if kind not in ROPE_TYPES:
-        raise UserError(f"config rope type {kind!r} is not supported (supported: {', '.join(ROPE_TYPES)})")
+    if kind not in kinds:
+        raise UserError(f"config rope type {kind!r} is not supported (supported: {', '.join(kinds)})")
     needs = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
-                                               "original_max_position_embeddings")}.get(kind, ())  # fmt: skip
+                                               "original_max_position_embeddings"),
+             "yarn": ("factor", "original_max_position_embeddings")}.get(kind, ())  # fmt: skip
+    if kind == "yarn":  # the optional numbers: positive where given (transformers' defaults where not)
+        needs += tuple(k for k in ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim")
+                       if rope.get(k) is not None)  # fmt: skip
+        if not isinstance(rope.get("truncate", True), bool):
+            raise UserError(f"config rope scaling 'yarn' truncate must be true or false, not {rope['truncate']!r}")
     for key in needs:
         value = rope.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:

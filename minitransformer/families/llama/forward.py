@@ -19,7 +19,7 @@ Weights are stored as transformers' nn.Linear holds them, [out, in]; `W.T` is a 
 from __future__ import annotations
 
 from functools import lru_cache
-from math import pi
+from math import ceil, floor, log, pi
 
 import numpy as np
 
@@ -89,8 +89,13 @@ def decoder(ids, p, config, cache: KVCache | None, tape: Tape, all_positions: bo
 
 
 def rope(positions, config: LlamaConfig, dtype: np.dtype):
-    """cos and sin [..., T, dh] of the positions, at the config's frequencies (inverse_frequencies)."""
-    return rotary_tables(positions, inverse_frequencies(config, np.dtype(dtype)))
+    """cos and sin [..., T, dh] of the positions, at the config's frequencies (inverse_frequencies), multiplied by
+    the attention factor where the rope type has one (YaRN: rotary_attention_factor), as transformers does."""
+    cos, sin = rotary_tables(positions, inverse_frequencies(config, np.dtype(dtype)))
+    factor = rotary_attention_factor(config)
+    if factor == 1.0:
+        return cos, sin
+    return cos * constant(cos, factor), sin * constant(sin, factor)
 
 
 def decoder_block(x, p, config: LlamaConfig, at: Tape, kv: LayerCache | None, bias, rotary):
@@ -164,6 +169,8 @@ def inverse_frequencies(config: LlamaConfig, dtype: np.dtype) -> np.ndarray:
         inv_freq = inv_freq / c(scaling["factor"])
     elif kind == "llama3":
         inv_freq = _llama3_frequencies(inv_freq, scaling)
+    elif kind == "yarn":
+        inv_freq = _yarn_frequencies(inv_freq, scaling, config.rope_theta, dh)
     inv_freq.flags.writeable = False
     return inv_freq
 
@@ -180,3 +187,45 @@ def _llama3_frequencies(inv_freq: np.ndarray, s: dict) -> np.ndarray:
     smoothed = (c(1.0) - smooth) * scaled / factor + smooth * scaled
     medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
     return np.where(medium, smoothed, scaled).astype(inv_freq.dtype)
+
+
+def _yarn_frequencies(inv_freq: np.ndarray, s: dict, theta: float, dh: int) -> np.ndarray:
+    """YaRN's rescaling (transformers' _compute_yarn_parameters): frequencies that turn fewer than beta_slow times
+    over the original context are slowed by `factor` (interpolated), those that turn more than beta_fast times
+    are kept (extrapolated), and those between blended along a linear ramp over their index. The cos and sin
+    tables are then multiplied by the attention factor (rotary_attention_factor)."""
+    c = inv_freq.dtype.type
+    factor, original = s["factor"], s["original_max_position_embeddings"]
+    beta_fast, beta_slow = s.get("beta_fast") or 32, s.get("beta_slow") or 1
+
+    def correction_dim(rotations: float) -> float:  # the index whose frequency turns `rotations` times
+        return (dh * log(original / (rotations * 2 * pi))) / (2 * log(theta))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if s.get("truncate", True):
+        low, high = floor(low), ceil(high)
+    low, high = max(low, 0), min(high, dh - 1)
+    if low == high:
+        high += 0.001  # transformers' guard against a zero-width ramp
+    ramp = np.clip((np.arange(dh // 2, dtype=c) - c(low)) / c(high - low), c(0), c(1))
+    extrapolation = c(1) - ramp  # 1: the frequency kept, 0: divided by the factor
+    interpolation = c(1.0) / (c(factor) * (c(theta) ** (np.arange(0, dh, 2, dtype=c) / c(dh))))
+    return (interpolation * (c(1) - extrapolation) + inv_freq * extrapolation).astype(inv_freq.dtype)
+
+
+def rotary_attention_factor(config: LlamaConfig) -> float:
+    """The number transformers multiplies the cos and sin tables by: YaRN's attention factor (given, or from
+    mscale and mscale_all_dim, or 0.1 ln(factor) + 1), 1 for every other rope type."""
+    scaling: dict = dict(config.rope_scaling or ())
+    if scaling.get("rope_type") != "yarn":
+        return 1.0
+    if scaling.get("attention_factor") is not None:
+        return float(scaling["attention_factor"])
+    factor = scaling["factor"]
+
+    def mscale(m: float = 1) -> float:
+        return 1.0 if factor <= 1 else 0.1 * m * log(factor) + 1.0
+
+    if scaling.get("mscale") and scaling.get("mscale_all_dim"):
+        return mscale(scaling["mscale"]) / mscale(scaling["mscale_all_dim"])
+    return mscale()
