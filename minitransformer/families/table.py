@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..errors import UserError
 from .architecture import Architecture
 from .config import ModelConfig
+from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
 from .gpt2.family import ARCHITECTURE as GPT2
 from .llama.family import ARCHITECTURE as LLAMA
 from .mixtral.family import ARCHITECTURE as MIXTRAL
@@ -60,5 +61,5 @@ def config_from_hf_dict(hf: dict, name: str) -> ModelConfig:
     raise UserError(f"config model_type={model_type!r} is not supported (supported: {', '.join(model_types())})")
 
 
-for _family in (GPT2, LLAMA, QWEN3, OLMO2, NEOX, PHI3, MIXTRAL):
+for _family in (GPT2, LLAMA, QWEN3, OLMO2, NEOX, PHI3, MIXTRAL, DEEPSEEK_V3):
     register(_family)
