@@ -168,11 +168,18 @@ def computed_attention_macs(config: DeepseekConfig, T: int, t: int) -> int:
 
 
 def attention_vs_weights(c: DeepseekConfig) -> tuple[str, str, str]:
-    """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs."""
-    return ("2 H (dh + dv) t FLOPs against 2 x (MLA's weights + D E + 3 k D Fe + 3 D Fs) (a layer with experts)",
-            "H (dh + dv) t / (MLA's weight MACs + D E + 3 k D Fe + 3 D Fs)",
-            f"D = {c.n_embd:,}, H = {c.n_head}, dh = {c.d_head}, dv = {c.v_head_dim}, dc = {c.kv_lora_rank}, "
-            f"E = {c.n_experts}, k = {c.top_k}, Fe = {c.moe_inner:,}, Fs = {c.d_shared:,}")  # fmt: skip
+    """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs, for
+    layer 0 (as count's comparison takes it): a dense layer where first_k_dense_replace > 0, else one with experts."""
+    q = "D H dh" if c.q_lora_rank is None else "D dq + dq H dh"
+    mla = f"{q} + D (dc + dr) + dc H (dn + dv) + H dv D"
+    mlp = "3 D F" if not c.is_moe(0) else "D E + 3 k D Fe + 3 D Fs"
+    which = "layer 0, dense" if not c.is_moe(0) else "layer 0, with experts"
+    return (f"2 H (dh + dv) t FLOPs against 2 ({mla} + {mlp}) for the weights ({which})",
+            f"H (dh + dv) t / ({mla} + {mlp})",
+            f"D = {c.n_embd:,}, H = {c.n_head}, dh = {c.d_head}, dv = {c.v_head_dim}, dq = {c.q_lora_rank}, "
+            f"dc = {c.kv_lora_rank}, dr = {c.qk_rope_head_dim}, dn = {c.qk_nope_head_dim}, "
+            + (f"F = {c.d_ff:,}" if not c.is_moe(0) else f"E = {c.n_experts}, k = {c.top_k}, Fe = {c.moe_inner:,}, "
+               f"Fs = {c.d_shared:,}"))  # fmt: skip
 
 
 def count_notes(config: DeepseekConfig, n_prompt: int, n_new: int) -> list[str]:
@@ -200,4 +207,7 @@ def count_notes(config: DeepseekConfig, n_prompt: int, n_new: int) -> list[str]:
         f"  reads the latent directly (scores {c.kv_lora_rank + c.qk_rope_head_dim} long, the mix {c.kv_lora_rank} "
         f"wide) and kv_b is never computed: H (2 dc + dr) MACs a (query, key) pair against H (dh + dv) here",
         *rows,
+        "  (the parameters and products are the base model's: a checkpoint's multi-token-prediction layer "
+        "(num_nextn_predict_layers)",
+        "  is neither counted nor run, as in transformers)",
     ]

@@ -14,7 +14,9 @@ from .config import DeepseekConfig
 PREFIX = "model."
 LAYERS = "layers"
 EMBEDDING = "embed_tokens.weight"
-IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq"
+# DeepSeek-V3's checkpoint keeps its multi-token-prediction module as a 62nd layer (layers.61), which transformers
+# skips on loading (DeepseekV3PreTrainedModel._keys_to_ignore_on_load_unexpected), as does this loader.
+IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|layers\.61\..*"
 
 
 def deepseek_shapes(config: DeepseekConfig) -> dict[str, tuple[int, ...]]:
