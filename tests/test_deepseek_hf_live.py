@@ -250,6 +250,7 @@ def test_count_of_the_preset_says_what_mla_caches_and_the_absorbed_form():
     assert "K and V x 61 layers x 24,576 + 16,384 numbers (128 key/value heads of 192 and 128)" in out
     assert f"{formulas.absorbed_attention_macs(PRESETS['deepseek-v3'], 100, 100):,} absorbed" in out
     assert "671,026,404,352 parameters" in out
+    assert "Experts: each token's rows are computed by k = 8 of the E = 256 experts" in out  # layers 3..60's note
     assert all(line in out for line in formulas.count_notes(PRESETS["deepseek-v3"], 100, 1))  # the family's lines
 
 

@@ -109,8 +109,13 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
 
 def expert_load(p: Pass) -> list[int] | None:
     """Tokens per expert in each MoE layer of a pass (every layer alike in a count), or None without experts."""
-    breakdown = next((r.breakdown for r in p.block if r.breakdown is not None), None)
+    breakdown = next((r.breakdown for r in expert_block(p) if r.breakdown is not None), None)
     return None if breakdown is None else [part.tokens for part in breakdown]
+
+
+def expert_block(p: Pass) -> list[Record]:
+    """The records of the first layer with experts (layer 0's, unless the first layers are dense: DeepSeek-V3)."""
+    return next((records for records, _ in p.groups if any(r.breakdown is not None for r in records)), p.block)
 
 
 def experts_lines(count: Count) -> list[str]:
@@ -120,7 +125,7 @@ def experts_lines(count: Count) -> list[str]:
     if load is None or c.top_k is None:
         return []
     rows = p.batch * p.tokens
-    experts = sum(r.macs for r in p.block if r.breakdown is not None)
+    experts = sum(r.macs for r in expert_block(p) if r.breakdown is not None)
     per_token = experts // (rows * c.top_k)
     batch = f"{p.batch} x " if p.batch > 1 else ""
     busiest = max(load)

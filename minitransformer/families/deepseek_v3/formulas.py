@@ -205,7 +205,9 @@ def count_notes(config: DeepseekConfig, n_prompt: int, n_new: int) -> list[str]:
         "  absorbed form: W_uk (W_kvb's key half) folded into the query, W_uv (its value half) into the output, so "
         "attention",
         f"  reads the latent directly (scores {c.kv_lora_rank + c.qk_rope_head_dim} long, the mix {c.kv_lora_rank} "
-        f"wide) and kv_b is never computed: H (2 dc + dr) MACs a (query, key) pair against H (dh + dv) here",
+        f"wide) and kv_b is never computed: H (2 dc + dr) MACs a (query, key) pair against H (dh + dv) here; more "
+        f"MACs,",
+        f"  but a step reads {latent:,} cached numbers a key and layer instead of {full:,}:",
         *rows,
         "  (the parameters and products are the base model's: a checkpoint's multi-token-prediction layer "
         "(num_nextn_predict_layers)",
