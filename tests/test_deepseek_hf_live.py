@@ -320,3 +320,13 @@ def test_deepseek_defaults_are_transformers_defaults():
         t.num_experts_per_tok, t.n_shared_experts, t.n_group, t.topk_group, t.first_k_dense_replace,
         t.norm_topk_prob, t.routed_scaling_factor, t.rope_interleave, t.max_position_embeddings, t.rms_norm_eps,
         t.rope_parameters["rope_theta"], t.vocab_size, t.bos_token_id, t.eos_token_id)  # fmt: skip
+
+
+def test_null_switches_read_as_transformers_reads_them():
+    """transformers tests `if config.rope_interleave` and `if self.norm_topk_prob`: null is false, absent is true."""
+    null = DeepseekConfig.from_hf_dict({"model_type": "deepseek_v3", "rope_interleave": None, "norm_topk_prob": None})
+    absent = DeepseekConfig.from_hf_dict({"model_type": "deepseek_v3"})
+    assert (null.rope_interleave, null.norm_topk_prob, absent.rope_interleave, absent.norm_topk_prob) == (
+        False, False, True, True)  # fmt: skip
+    assert DeepseekConfig.from_hf_dict({"model_type": "deepseek_v3", "num_hidden_layers": 2}).layer_types == (
+        "dense", "dense")  # fmt: skip

@@ -92,8 +92,8 @@ class DeepseekConfig(ModelConfig):
                             f"{self.topk_group} groups")  # fmt: skip
         if self.hidden_act not in SUPPORTED_ACTIVATIONS:
             raise UserError(f"config hidden_act={self.hidden_act!r} is not supported")
-        if not 0 <= self.first_k_dense <= self.n_layer and self.first_k_dense > 0:
-            raise UserError(f"config first_k_dense_replace={self.first_k_dense} must be between 0 and the layers")
+        if not isinstance(self.first_k_dense, int) or self.first_k_dense < 0:  # beyond the layers: all dense
+            raise UserError(f"config first_k_dense_replace={self.first_k_dense!r} must be a whole number >= 0")
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "deepseek_v3") -> DeepseekConfig:
@@ -130,6 +130,7 @@ class DeepseekConfig(ModelConfig):
             )
         theta = rope.pop("rope_theta")
         eos = hf.get("eos_token_id", 1)
+        # rope_interleave and norm_topk_prob: null reads as false, as transformers' `if config.rope_interleave` does
         first = hf.get("first_k_dense_replace", 3)
         return cls(
             n_layer=hf.get("num_hidden_layers", 61), n_head=hf.get("num_attention_heads", 128),
@@ -137,11 +138,11 @@ class DeepseekConfig(ModelConfig):
             vocab_size=hf.get("vocab_size", 129280), moe_inner=hf.get("moe_intermediate_size", 2048),
             q_lora_rank=hf.get("q_lora_rank", 1536), kv_lora_rank=hf.get("kv_lora_rank", 512),
             qk_rope_head_dim=hf.get("qk_rope_head_dim", 64), qk_nope_head_dim=hf.get("qk_nope_head_dim", 128),
-            v_head_dim=hf.get("v_head_dim", 128), rope_interleave=hf.get("rope_interleave", True) is not False,
+            v_head_dim=hf.get("v_head_dim", 128), rope_interleave=bool(hf.get("rope_interleave", True)),
             n_experts=hf.get("n_routed_experts", hf.get("num_local_experts", 256)),
             top_k=hf.get("num_experts_per_tok", 8), n_shared_experts=hf.get("n_shared_experts", 1),
             n_group=hf.get("n_group", 8), topk_group=hf.get("topk_group", 4),
-            first_k_dense=0 if first is None else first, norm_topk_prob=hf.get("norm_topk_prob", True) is not False,
+            first_k_dense=0 if first is None else first, norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
             routed_scaling_factor=float(hf.get("routed_scaling_factor", 2.5)),
             n_positions=hf.get("max_position_embeddings", 4096), rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
             hidden_act=hf.get("hidden_act", "silu"), rope_theta=theta,
