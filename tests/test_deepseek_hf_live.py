@@ -54,6 +54,14 @@ CONFIGS = {
                                   qk_nope_head_dim=10, v_head_dim=8,
                                   rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0},
                                   max_position_embeddings=256, seed=3),
+    # YaRN, DeepSeek-V3's own rope type, with a cos/sin factor mscale(8, 0.707) / mscale(8, 1.3) and the softmax
+    # scale times mscale(8, 1.3)^2; 150 positions are past the original context of 32
+    "yarn": dict(vocab_size=100, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2, n_group=2,
+                 topk_group=1, first_k_dense_replace=1, q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=8,
+                 qk_nope_head_dim=12, v_head_dim=10, max_position_embeddings=256, seed=13,
+                 rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 500.0,
+                                  "original_max_position_embeddings": 32, "mscale": 0.707, "mscale_all_dim": 1.3}),
 }  # fmt: skip
 PROMPT = 150  # past the attention row chunk (128)
 
@@ -111,7 +119,7 @@ def test_a_left_padded_batch_equals_transformers(made, name):
     assert batch_logits(ours, hf, rows) <= 1
 
 
-@pytest.mark.parametrize("name", ["lora_groups_dense", "plain_q_tied"])
+@pytest.mark.parametrize("name", ["lora_groups_dense", "plain_q_tied", "yarn"])
 def test_float64_within_1e_9_of_a_float64_truth(made, name):
     directory, _, _ = made(name)
     assert float64_against_truth(directory, prompt(name, 60, seed=5)) <= 1e-9
@@ -278,22 +286,32 @@ def test_generate_count_and_trace_commands_run_on_a_deepseek(made):
     assert "blocks.0.mlp.down" in traced.stdout  # the dense first layer
 
 
-def test_yarn_is_refused_by_name_when_running_but_counts(tmp_path):
+def test_a_rope_type_not_computed_is_refused_by_name_when_running_but_counts(tmp_path):
     import json
 
     hf = {"model_type": "deepseek_v3", "hidden_size": 16, "intermediate_size": 24, "moe_intermediate_size": 8,
           "num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 50, "n_routed_experts": 4,
           "num_experts_per_tok": 2, "n_group": 2, "topk_group": 1, "first_k_dense_replace": 1, "q_lora_rank": 8,
           "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 4,
-          "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0, "mscale_all_dim": 1.0,
-                              "original_max_position_embeddings": 64}}  # fmt: skip
-    config = DeepseekConfig.from_hf_dict(hf)
-    assert config.softmax_scale == pytest.approx(8**-0.5 * (0.1 * np.log(4.0) + 1) ** 2)
-    (tmp_path / "config.json").write_text(json.dumps(hf))
+          "rope_parameters": {"rope_type": "llama3", "factor": 8.0, "rope_theta": 10000.0, "low_freq_factor": 1.0,
+                              "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}  # fmt: skip
+    save_random(tmp_path, transformers.DeepseekV3Config(**{k: v for k, v in hf.items() if k != "model_type"}))
+    assert json.loads((tmp_path / "config.json").read_text())["rope_parameters"]["rope_type"] == "llama3"
     counted = run_cli("count", "--model", str(tmp_path), "--tokens", "10")
     assert counted.returncode == 0, counted.stderr
     ran = run_cli("generate", "--model", str(tmp_path), "--ids", "1,2", "--max-new-tokens", "2")
-    assert ran.returncode == 2 and "yarn" in ran.stderr and "Traceback" not in ran.stderr
+    assert ran.returncode == 2 and "rope_type='llama3'" in ran.stderr and "Traceback" not in ran.stderr
+
+
+def test_yarn_s_softmax_scale_is_transformers():
+    hf = {"model_type": "deepseek_v3", "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
+          "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0, "mscale_all_dim": 1.0,
+                              "original_max_position_embeddings": 64}}  # fmt: skip
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
+
+    theirs = DeepseekV3Attention(transformers.DeepseekV3Config(**{k: v for k, v in hf.items() if k != "model_type"}), 0)
+    assert DeepseekConfig.from_hf_dict(hf).softmax_scale == pytest.approx(theirs.scaling, rel=1e-12)
+    assert theirs.scaling != 8**-0.5
 
 
 @pytest.mark.parametrize("key, value, match", [("attention_bias", True, "attention_bias"),

@@ -10,9 +10,10 @@ from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
 from ..llama.config import _rope_parameters
 
 DEEPSEEK_MODEL_TYPES = ("deepseek_v3",)
-# The rope types the forward pass computes (families/llama/forward.py's frequencies); YaRN (DeepSeek-V3's own) reads
-# and counts, but running it is refused by name (forward.py): its frequencies and its cos/sin factor are not done here.
-RUNNABLE_ROPE_TYPES = ("default", "linear")
+# The rope types the forward pass computes: the Llama family's default and linear (families/llama/forward.py's
+# frequencies) and YaRN, DeepSeek-V3's own (forward.py's frequencies); any other reads and counts, but running it is
+# refused by name (forward.py).
+RUNNABLE_ROPE_TYPES = ("default", "linear", "yarn")
 
 
 def _rope(hf: dict) -> dict:

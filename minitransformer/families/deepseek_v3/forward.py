@@ -27,6 +27,8 @@ And the MLP of a layer past the dense ones (`mixture`):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from math import ceil, floor, log, pi
 from typing import Any
 
 import numpy as np
@@ -75,6 +77,58 @@ class Rotary:
     d_head: int
     rope_theta: float
     rope_scaling: tuple | None
+    n_positions: int = 0  # YaRN's factor, where its rope parameters leave it out: n_positions / the original
+
+
+def rotary_of(config: DeepseekConfig) -> Rotary:
+    return Rotary(config.qk_rope_head_dim, config.rope_theta, config.rope_scaling, config.n_positions)
+
+
+@lru_cache(maxsize=16)
+def frequencies(rotary: Rotary, dtype: np.dtype) -> tuple[np.ndarray, float]:
+    """The dr/2 rotation frequencies in `dtype` and the factor transformers multiplies cos and sin by (1 but under
+    YaRN): the Llama family's frequencies (llama.inverse_frequencies), or YaRN's (DeepSeek-V3's own rope type)."""
+    scaling = dict(rotary.rope_scaling or ())
+    if scaling.get("rope_type", "default") != "yarn":
+        return inverse_frequencies(rotary, dtype), 1.0
+    return _yarn(rotary, scaling, np.dtype(dtype))
+
+
+def _yarn(rotary: Rotary, s: dict, dtype: np.dtype) -> tuple[np.ndarray, float]:
+    """YaRN, step for step as transformers' _compute_yarn_parameters: frequencies blended between the original
+    (extrapolation, the fast ones) and those divided by `factor` (interpolation, the slow ones) along a linear ramp
+    between the dimensions that turn beta_fast and beta_slow times over the original context; and the cos/sin factor
+    mscale(factor, mscale) / mscale(factor, mscale_all_dim) (or 0.1 ln(factor) + 1), mscale(f, m) = 0.1 m ln(f) + 1."""
+    c = dtype.type
+    dim, base = rotary.d_head, float(rotary.rope_theta)
+    original = s.get("original_max_position_embeddings") or rotary.n_positions
+    factor = s.get("factor") or rotary.n_positions / original
+
+    def mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * log(scale) + 1.0
+
+    attention_factor = s.get("attention_factor")
+    if attention_factor is None:
+        m, m_all = s.get("mscale"), s.get("mscale_all_dim")
+        attention_factor = mscale(factor, m) / mscale(factor, m_all) if m and m_all else mscale(factor)
+    beta_fast, beta_slow = s.get("beta_fast") or 32, s.get("beta_slow") or 1
+
+    def correction_dim(rotations: float) -> float:
+        return (dim * log(original / (rotations * 2 * pi))) / (2 * log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if s.get("truncate", True):
+        low, high = floor(low), ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001  # transformers' guard against a zero-width ramp
+    pos_freqs = c(base) ** (np.arange(0, dim, 2, dtype=c) / c(dim))
+    extrapolation, interpolation = c(1.0) / pos_freqs, c(1.0) / (c(factor) * pos_freqs)
+    ramp = np.clip((np.arange(dim // 2, dtype=c) - c(low)) / c(high - low), c(0), c(1))
+    keep = c(1.0) - ramp  # the share of each frequency that stays the original's
+    inv_freq = (interpolation * (c(1.0) - keep) + extrapolation * keep).astype(dtype)
+    inv_freq.flags.writeable = False
+    return inv_freq, float(attention_factor)
 
 
 def deepseek(ids, p, config: DeepseekConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
@@ -90,8 +144,10 @@ def deepseek(ids, p, config: DeepseekConfig, cache: KVCache | None, tape: Tape, 
             raise UserError(f"config rope_parameters rope_type={kind!r} is not computed here (only "
                             f"{', '.join(RUNNABLE_ROPE_TYPES)}): this model counts, but does not run")  # fmt: skip
         at = slot_positions(d.past, d.T, pads)
-        rotary = Rotary(config.qk_rope_head_dim, config.rope_theta, config.rope_scaling)
-        cos, sin = rotary_tables(at if pads is None else at[:, None], inverse_frequencies(rotary, x.dtype))
+        inv_freq, factor = frequencies(rotary_of(config), x.dtype)
+        cos, sin = rotary_tables(at if pads is None else at[:, None], inv_freq)
+        if factor != 1.0:  # YaRN's: cos and sin scaled, as transformers' rotary embedding scales them
+            cos, sin = cos * constant(cos, factor), sin * constant(sin, factor)
         bias = attention_bias(d.past, d.start, d.T, d.t, d.window, x.dtype, pads)
     for i, block in enumerate(p.layers):
         kv = cache.layer(i) if cache is not None else None

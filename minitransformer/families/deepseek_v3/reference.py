@@ -12,9 +12,8 @@ import types
 import numpy as np
 
 from ...errors import UserError
-from ..llama.forward import inverse_frequencies
 from ..llama.reference import float64_throughout as llama_float64_throughout
-from .forward import Rotary
+from .forward import frequencies, rotary_of
 
 NOTE = ("  (transformers' float64 DeepSeek-V3 computes RMSNorm, the rotary tables and the router in float32; its\n"
         "  reference here has them in float64, as families/deepseek_v3/reference.py explains)")  # fmt: skip
@@ -23,7 +22,7 @@ NOTE = ("  (transformers' float64 DeepSeek-V3 computes RMSNorm, the rotary table
 def float64_throughout(reference, model, torch) -> None:
     """The Llama family's float64 RMSNorm and rotary modules, and a float64 router, on this instance only."""
     c = model.config
-    fixed = inverse_frequencies(Rotary(c.qk_rope_head_dim, c.rope_theta, c.rope_scaling), np.dtype(np.float64))
+    fixed, _ = frequencies(rotary_of(c), np.dtype(np.float64))  # cos/sin's factor: the module's attention_scaling
     norms = 2 + (c.q_lora_rank is not None) + 1  # input, post-attention, q_a (if any) and kv_a layernorms
     llama_float64_throughout(reference, model, torch, norms_per_layer=norms, frequencies=lambda position_ids: fixed)
     if hasattr(reference, "set_experts_implementation"):
