@@ -348,3 +348,23 @@ def test_null_switches_read_as_transformers_reads_them():
         False, False, True, True)  # fmt: skip
     assert DeepseekConfig.from_hf_dict({"model_type": "deepseek_v3", "num_hidden_layers": 2}).layer_types == (
         "dense", "dense")  # fmt: skip
+
+
+def test_the_preset_s_yarn_frequencies_cos_sin_factor_and_softmax_scale_are_transformers():
+    """DeepSeek-V3's YaRN (factor 40 over 4,096 positions), against transformers' own functions on its config."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_apply_mscale
+
+    from minitransformer.families.deepseek_v3.forward import frequencies, rotary_of
+
+    c = PRESETS["deepseek-v3"]
+    hf = transformers.DeepseekV3Config(
+        max_position_embeddings=c.n_positions,
+        rope_parameters={**dict(c.rope_scaling or ()), "rope_theta": c.rope_theta},
+    )
+    theirs, their_factor = ROPE_INIT_FUNCTIONS["yarn"](hf)
+    ours, factor = frequencies(rotary_of(c), np.dtype(np.float32))
+    np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-6)
+    assert not np.allclose(ours, 1.0 / 10000.0 ** (np.arange(0, 64, 2) / 64), rtol=1e-3)  # YaRN moved them
+    assert factor == pytest.approx(their_factor, rel=1e-12)
+    assert c.softmax_scale == pytest.approx(yarn_apply_mscale(hf.rope_parameters, 192**-0.5), rel=1e-12)
