@@ -12,7 +12,6 @@ import io
 import json
 import os
 import re
-from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -499,7 +498,22 @@ def test_ci_installs_the_browser_and_requires_it():
     assert "command -v chromium" in lines[install - 1] and "id -u" in lines[install - 1]  # only if missing, as root
 
 
-@pytest.mark.parametrize("preset", ["gpt2", "llama2-7b", "qwen3-0.6b", "olmo-2-7b", "pythia-160m"])
+@pytest.mark.parametrize(
+    "preset",
+    [
+        "gpt2",
+        "llama2-7b",
+        "qwen3-0.6b",
+        "olmo-2-7b",
+        "pythia-160m",
+        "gemma-2-2b",
+        "phi-3-mini",
+        "mixtral-8x7b",
+        "qwen3-30b-a3b",
+        "gpt-oss-20b",
+        "deepseek-v3",
+    ],
+)
 def test_a_branch_leaves_the_stream_where_the_family_reads_it(preset):
     """The residual stream's links in the block drawing: one to each stage that reads the stream itself (the
     pre-norms; OLMo 2, which has none, its five projections of x) and one to each residual add."""
@@ -507,7 +521,7 @@ def test_a_branch_leaves_the_stream_where_the_family_reads_it(preset):
     from minitransformer.verbs.count import count_generation
     from minitransformer.views.html_report import count_fragment
 
-    config = replace(PRESETS[preset], n_layer=2)
+    config = PRESETS[preset].prefix(2)
     html = count_fragment(count_generation(config, 6, 1))
     diagram = html.split('<svg class="block-diagram"', 1)[1].split("</svg>", 1)[0]
     readers = {"olmo-2-7b": ["q", "k", "v", "mlp.gate", "mlp.up"], "pythia-160m": ["ln_1", "ln_2"]}.get(

@@ -27,17 +27,18 @@ class KVCache:
 
     def __init__(self, n_layer: int, n_head: int, d_head: int, capacity: int, batch: tuple[int, ...] = (),
                  shape_only: bool = False, window: int | tuple[int | None, ...] | None = None,
-                 dtype=np.float32) -> None:  # fmt: skip
+                 dtype=np.float32, d_value: int | None = None) -> None:  # fmt: skip
         self.window = window
         shape = (*batch, n_head, capacity, d_head)
+        value_shape = shape[:-1] + (d_head if d_value is None else d_value,)  # values narrower than keys (MLA)
         self.keys: list = []  # arrays, or shape-only stand-ins
         self.values: list = []
         if shape_only:
             self.keys = [ShapeOnly(shape) for _ in range(n_layer)]
-            self.values = [ShapeOnly(shape) for _ in range(n_layer)]
+            self.values = [ShapeOnly(value_shape) for _ in range(n_layer)]
         else:
             self.keys = [np.empty(shape, dtype=dtype) for _ in range(n_layer)]  # the model's dtype (Model.new_cache)
-            self.values = [np.empty(shape, dtype=dtype) for _ in range(n_layer)]
+            self.values = [np.empty(value_shape, dtype=dtype) for _ in range(n_layer)]
         self.capacity = capacity
         self.length = 0  # positions stored, the same in every layer once a forward pass is complete
 

@@ -29,7 +29,7 @@ class Stage:
     op: str  # ledger vocabulary (JSON "op")
     names: tuple[str, ...]  # capture name(s) inside the block or model, for run_with_cache and hooks
     kind: str  # matmul | lookup | norm | reshape | rotate | cache | scale | mask | softmax | activation | multiply
-    #            | residual | select
+    #            | residual | select | scatter (the sum of each token's experts)
     equation: str
     reads: str  # symbolic shape(s) of the input, for traces
     group: str = ""  # for matrix products: which part of the model's arithmetic they are (count's summary)

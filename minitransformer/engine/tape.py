@@ -83,7 +83,7 @@ class Dims:
         start = first_attended(past, window)  # the earliest key any new query sees
         return cls(T=T, t=past + T - start, D=config.n_embd, H=config.n_head, F=config.d_ff, V=config.vocab_size, R=R,
                    batch=batch, dh=config.d_head, Hkv=config.n_kv_head, start=start, window=window,
-                   E=config.n_experts, k=config.top_k)  # fmt: skip
+                   E=config.n_experts, k=config.top_k, data=dict(getattr(config, "symbol_sizes", {})))  # fmt: skip
 
     def with_window(self, window: int | None) -> Dims:
         """The same pass as seen by a layer with another sliding window (or none): its keys start elsewhere."""

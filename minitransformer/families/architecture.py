@@ -48,6 +48,9 @@ class Architecture:
     # A mixture of experts: the parameter kinds of its routed experts, of which one token's pass reads k of E (the
     # rest of the model it reads whole): what `params` counts as active. Empty for a dense family.
     routed_kinds: tuple[str, ...] = ()
+    # Kinds a checkpoint holds that are buffers, not parameters (DeepSeek-V3's router correction bias): loaded and
+    # checked, but left out of `params`' count, as transformers' count of model.parameters() leaves them.
+    buffer_kinds: tuple[str, ...] = ()
     ignored_pattern: re.Pattern = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

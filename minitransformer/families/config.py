@@ -63,6 +63,17 @@ class ModelConfig:
         return self.n_embd
 
     @property
+    def symbol_sizes(self) -> dict[str, int]:
+        """Sizes of the symbols a family's shapes name beyond every family's (DeepSeek-V3's dc, dr, dv...): a pass's
+        Dims carry them (Dims.of), so that its stages and traces read them like T or D."""
+        return {}
+
+    @property
+    def d_value(self) -> int:
+        """A head's value width: its key width d_head, unless keys and values differ (DeepSeek-V3's MLA)."""
+        return self.d_head
+
+    @property
     def group_size(self) -> int:
         """Query heads that share one key/value head."""
         return self.n_head // self.n_kv_head

@@ -60,8 +60,9 @@ def weight_dot_products_per_position(config: Config, layer: int = 0) -> int:
 
 
 def attention_macs_per_pair(config: Config) -> int:
-    """MACs of Q K^T and A V per (query, key) pair in a layer: dh each, for each of the H query heads."""
-    return 2 * config.n_head * config.d_head
+    """MACs of Q K^T and A V per (query, key) pair in a layer: dh each, for each of the H query heads (dh and dv
+    where values are narrower than keys: H (dh + dv), DeepSeek-V3's MLA)."""
+    return config.n_head * (config.d_head + config.d_value)
 
 
 def causal_pairs(T: int, t: int, window: int | None = None) -> int:
@@ -136,7 +137,7 @@ def layer_dot_products(config: Config, T: int, t: int, B: int = 1) -> int:
 
 
 def _layer_dot_products(config: Config, T: int, t: int, B: int, group: tuple[int | None, int, int]) -> int:
-    H, dh = config.n_head, config.d_head
+    H, dh = config.n_head, config.d_value  # the mix: T H dv dot products (dv = dh but in MLA)
     window, _, per_position = group
     pairs = computed_pairs(T, t, window)  # T t' (t' = t for GPT-2), or fewer in row chunks
     return B * (T * (per_position + H * dh) + H * pairs)  # the products with weights, the mix, the scores
@@ -224,8 +225,9 @@ def kv_cache_positions(config: Config, positions: int) -> int:
 
 
 def kv_cache_bytes_per_token(config: Config, B: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
-    """K and V (2) for each of L layers, Hkv dh numbers each (Hkv heads x dh; D for GPT-2)."""
-    return B * 2 * config.n_layer * config.n_kv_head * config.d_head * bytes_per_number
+    """K and V (2) for each of L layers, Hkv dh numbers each (Hkv heads x dh; D for GPT-2; dh + dv for K and V
+    where values are narrower, DeepSeek-V3's MLA)."""
+    return B * config.n_layer * config.n_kv_head * (config.d_head + config.d_value) * bytes_per_number
 
 
 def attention_to_weights(config: Config) -> Fraction:

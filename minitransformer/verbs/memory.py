@@ -53,7 +53,9 @@ def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_num
     """The engine's own KV cache (shape-only, so nothing is allocated) holding `positions` positions:
     K and V [Hkv, positions, dh] per layer."""
     lead = (batch,) if batch > 1 else ()
-    cache = KVCache(config.n_layer, config.n_kv_head, config.d_head, positions, lead, shape_only=True)
+    cache = KVCache(
+        config.n_layer, config.n_kv_head, config.d_head, positions, lead, shape_only=True, d_value=config.d_value
+    )
     return sum(k.size + v.size for k, v in zip(cache.keys, cache.values)) * bytes_per_number
 
 

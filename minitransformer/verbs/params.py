@@ -94,4 +94,6 @@ class Parameters:
 
 
 def parameters(config: ModelConfig) -> Parameters:
-    return Parameters(config, tuple(Tensor(n, s, kind_of(n, config)) for n, s in expected_shapes(config).items()))
+    buffers = architecture_of(config).buffer_kinds  # loaded, but not parameters (Architecture.buffer_kinds)
+    tensors = (Tensor(n, s, kind_of(n, config)) for n, s in expected_shapes(config).items())
+    return Parameters(config, tuple(t for t in tensors if t.kind not in buffers))

@@ -101,6 +101,9 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
         ]  # fmt: skip
     out += ["", "Where the MACs go", ops_table(count), "", attention_lines(count), "", totals_lines(count), "",
             *window_lines(count, dtype), memory_lines(count, balance, dtype)]  # fmt: skip
+    notes = getattr(architecture_of(c).formulas, "count_notes", None)  # a family's own lines (DeepSeek-V3's MLA)
+    if notes is not None:
+        out += ["", *notes(c, count.n_prompt, count.n_new)]
     return "\n".join(out)
 
 
@@ -382,7 +385,9 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     c, kv, act = count.config, m["kv_cache"], m["activations"]
     per_seq = " for the batch" if count.batch > 1 else ""
     decode = act.get("decode")
-    heads = f" ({c.n_kv_head} key/value heads of {c.d_head})" if architecture_of(c).heads_in_headers else ""
+    widths = f"{c.d_head}" if c.d_value == c.d_head else f"{c.d_head} and {c.d_value}"  # MLA: values narrower
+    heads = f" ({c.n_kv_head} key/value heads of {widths})" if architecture_of(c).heads_in_headers else ""
+    numbers = f"{c.n_kv_head * c.d_head:,}" + (f" + {c.n_kv_head * c.d_value:,}" if c.d_value != c.d_head else "")
     window, held = c.sliding_window, count.n_prompt + count.n_new - 1
     capped = f" (of {held:,}: a query reads no further back than the sliding window)" if kv["positions"] < held else ""
     whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
@@ -405,7 +410,7 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     out = [
         f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
         f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
-        f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {c.n_kv_head * c.d_head:,} numbers{heads}: "
+        f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
         f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {here}: "
         f"{_bytes(kv['bytes'])}"
         + ("" if count.cached else " (if the cache were on)")

@@ -32,7 +32,7 @@ EXPERTS = (
           "a [T, k*F], W2_e [F, D]", MLP),
     Stage("expert.weigh", ("moe.expert_out",), "multiply", "y = y * gate of e for each of its tokens", "y [T, k*D]"),
 )  # fmt: skip
-COMBINE = Stage("moe.combine", ("moe.out",), "residual",
+COMBINE = Stage("moe.combine", ("moe.out",), "scatter",
                 "m = sum over each token's k experts of their weighted y  (added back to the tokens' rows)",
                 "each token's k weighted y [T, k*D]")  # fmt: skip
 LLAMA_MLP = ("mlp.gate", "mlp.up", "mlp.act", "mlp.mul", "mlp.down")

@@ -1,0 +1,282 @@
+"""DeepSeek-V3's forward pass, as transformers' DeepseekV3ForCausalLM computes it: the Llama family's pre-RMSNorm
+block, with multi-head latent attention (MLA) in place of grouped-query attention, and after the first
+first_k_dense_replace layers (a Llama MLP), a mixture of experts with a shared expert in place of the MLP.
+
+Against llama/forward.py, the attention (`latent_attention`):
+- q from a low-rank bottleneck: q = RMSNorm(h W_qa) W_qb [T, H dh] (dh = dn + dr: a part without position, dn wide,
+  and a rotary part, dr wide), or one product h W_q where q_lora_rank is None;
+- one product h W_kva [T, dc + dr] gives the latent c (dc = kv_lora_rank) and a rotary key k_r (dr wide) that all
+  heads share; c is RMSNormed, and W_kvb [dc, H (dn + dv)] up-projects it to every head's k_n (dn) and v (dv);
+- rotary turns q's last dr numbers and k_r (in interleaved pairs where rope_interleave: transformers de-interleaves
+  them, (x0, x2, ...; x1, x3, ...), then turns them as rotate_half does); each head's key is [k_n, k_r];
+- scores over dh = dn + dr, scaled by dh^-0.5 (times mscale^2 under YaRN), a mix over v (dv wide): keys and values
+  differ in width, so the KV cache holds H dh keys and H dv values a position, as transformers' form computes
+  them. (transformers caches the latent [c, k_r] and up-projects the whole cache each step; the products are the
+  same rows, so caching k and v instead computes each row once. What MLA needs to keep is dc + dr numbers a
+  position: formulas.py's latent_cache_numbers, and the absorbed form, formulas.absorbed_products, says what
+  attending to the latent directly would cost.)
+And the MLP of a layer past the dense ones (`mixture`):
+- router logits = h W_router [T, E], scores s = sigmoid(logits); the choice adds the correction bias b (s + b,
+  only to choose), keeps the topk_group of n_group groups whose two best s + b sum highest, then the k best s + b
+  in them; each chosen expert's weight is its s (unbiased), divided by their sum where norm_topk_prob, times
+  routed_scaling_factor;
+- the routed experts, each a SwiGLU of width Fe on its tokens (as Mixtral's), and the shared experts, one SwiGLU of
+  width Fs = n_shared_experts Fe on every token, added.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from math import ceil, floor, log, pi
+from typing import Any
+
+import numpy as np
+
+from ...engine.kvcache import KVCache, LayerCache
+from ...engine.ops import (
+    ACTIVATIONS,
+    add_mask,
+    attention_bias,
+    constant,
+    merge_heads,
+    rms_norm,
+    rotary_tables,
+    rotate,
+    slot_positions,
+    softmax,
+    split_into_heads,
+)
+from ...engine.shapes import ShapeOnly
+from ...engine.tape import Tape
+from ...errors import UserError
+from ..llama.forward import inverse_frequencies, mlp
+from ..moe import add_rows, routed
+from .config import RUNNABLE_ROPE_TYPES, DeepseekConfig
+from .routing import choose
+
+# transformers' DeepseekV3RMSNorm default: q_a_layernorm and kv_a_layernorm are built without the config's eps
+LATENT_NORM_EPS = 1e-6
+
+# The shapes of a layer's routed-expert records: each token's rows in its k experts (families/mixtral/forward.py).
+EXPERT_SHAPES = {
+    "expert.gather": "T k*D",
+    "expert.gate": "T D, D k*Fe -> T k*Fe",
+    "expert.up": "T D, D k*Fe -> T k*Fe",
+    "expert.act": "T k*Fe",
+    "expert.mul": "T k*Fe",
+    "expert.down": "T Fe, Fe k*D -> T k*D",
+    "expert.weigh": "T k*D",
+}
+
+
+@dataclass(frozen=True)
+class Rotary:
+    """What llama.inverse_frequencies reads of a config, for the dr rotary dimensions only."""
+
+    d_head: int
+    rope_theta: float
+    rope_scaling: tuple | None
+    n_positions: int = 0  # YaRN's factor, where its rope parameters leave it out: n_positions / the original
+
+
+def rotary_of(config: DeepseekConfig) -> Rotary:
+    return Rotary(config.qk_rope_head_dim, config.rope_theta, config.rope_scaling, config.n_positions)
+
+
+@lru_cache(maxsize=16)
+def frequencies(rotary: Rotary, dtype: np.dtype) -> tuple[np.ndarray, float]:
+    """The dr/2 rotation frequencies in `dtype` and the factor transformers multiplies cos and sin by (1 but under
+    YaRN): the Llama family's frequencies (llama.inverse_frequencies), or YaRN's (DeepSeek-V3's own rope type)."""
+    scaling = dict(rotary.rope_scaling or ())
+    if scaling.get("rope_type", "default") != "yarn":
+        return inverse_frequencies(rotary, dtype), 1.0
+    return _yarn(rotary, scaling, np.dtype(dtype))
+
+
+def _yarn(rotary: Rotary, s: dict, dtype: np.dtype) -> tuple[np.ndarray, float]:
+    """YaRN, step for step as transformers' _compute_yarn_parameters: frequencies blended between the original
+    (extrapolation, the fast ones) and those divided by `factor` (interpolation, the slow ones) along a linear ramp
+    between the dimensions that turn beta_fast and beta_slow times over the original context; and the cos/sin factor
+    mscale(factor, mscale) / mscale(factor, mscale_all_dim) (or 0.1 ln(factor) + 1), mscale(f, m) = 0.1 m ln(f) + 1."""
+    c = dtype.type
+    dim, base = rotary.d_head, float(rotary.rope_theta)
+    original = s.get("original_max_position_embeddings") or rotary.n_positions
+    factor = s.get("factor") or rotary.n_positions / original
+
+    def mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * log(scale) + 1.0
+
+    attention_factor = s.get("attention_factor")
+    if attention_factor is None:
+        m, m_all = s.get("mscale"), s.get("mscale_all_dim")
+        attention_factor = mscale(factor, m) / mscale(factor, m_all) if m and m_all else mscale(factor)
+    beta_fast, beta_slow = s.get("beta_fast") or 32, s.get("beta_slow") or 1
+
+    def correction_dim(rotations: float) -> float:
+        return (dim * log(original / (rotations * 2 * pi))) / (2 * log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if s.get("truncate", True):
+        low, high = floor(low), ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001  # transformers' guard against a zero-width ramp
+    pos_freqs = c(base) ** (np.arange(0, dim, 2, dtype=c) / c(dim))
+    extrapolation, interpolation = c(1.0) / pos_freqs, c(1.0) / (c(factor) * pos_freqs)
+    ramp = np.clip((np.arange(dim // 2, dtype=c) - c(low)) / c(high - low), c(0), c(1))
+    keep = c(1.0) - ramp  # the share of each frequency that stays the original's
+    inv_freq = (interpolation * (c(1.0) - keep) + extrapolation * keep).astype(dtype)
+    inv_freq.flags.writeable = False
+    return inv_freq, float(attention_factor)
+
+
+def deepseek(ids, p, config: DeepseekConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
+    """Token ids [T] (or [B, T]) -> logits [R, V], as llama.llama computes them, with MLA and experts."""
+    d = tape.dims
+    x = tape.stage("embed", p.embed_tokens.weight[ids], "T D")
+    if isinstance(x, ShapeOnly):  # counting: tables of the right shape, no values
+        cos = sin = ShapeOnly((d.T, config.qk_rope_head_dim))
+        bias = None
+    else:
+        kind = dict(config.rope_scaling or ()).get("rope_type", "default")
+        if kind not in RUNNABLE_ROPE_TYPES:
+            raise UserError(f"config rope_parameters rope_type={kind!r} is not computed here (only "
+                            f"{', '.join(RUNNABLE_ROPE_TYPES)}): this model counts, but does not run")  # fmt: skip
+        at = slot_positions(d.past, d.T, pads)
+        inv_freq, factor = frequencies(rotary_of(config), x.dtype)
+        cos, sin = rotary_tables(at if pads is None else at[:, None], inv_freq)
+        if factor != 1.0:  # YaRN's: cos and sin scaled, as transformers' rotary embedding scales them
+            cos, sin = cos * constant(cos, factor), sin * constant(sin, factor)
+        bias = attention_bias(d.past, d.start, d.T, d.t, d.window, x.dtype, pads)
+    for i, block in enumerate(p.layers):
+        kv = cache.layer(i) if cache is not None else None
+        x = decoder_block(x, block, config, tape.layer(i), kv, bias, (cos, sin), config.is_moe(i))
+    h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
+    if not all_positions:
+        h = tape.stage("last", h[..., -1:, :], "R D")
+    if cache is not None:
+        cache.advance(d.T)
+    unembedding = p.embed_tokens.weight if config.tie_word_embeddings else p.lm_head.weight
+    return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")
+
+
+def decoder_block(x, p, config: DeepseekConfig, at: Tape, kv: LayerCache | None, bias, rotary, moe: bool):
+    """Pre-RMSNorm block: x + MLA(RMSNorm(x)), then x + (experts, or a dense MLP)(RMSNorm(x))."""
+    eps = config.rms_norm_eps
+    h = at.stage("ln_1", rms_norm(x, p.input_layernorm.weight, eps), "T D")
+    x = at.stage("resid_mid", x + latent_attention(h, p.self_attn, config, at, kv, bias, rotary), "T D")
+    h = at.stage("ln_2", rms_norm(x, p.post_attention_layernorm.weight, eps), "T D")
+    llama_config: Any = config  # llama.mlp reads hidden_act alone, which a DeepSeek-V3 config has too
+    m = mixture(h, p.mlp, config, at) if moe else mlp(h, p.mlp, llama_config, at)
+    return at.stage("resid_post", x + m, "T D")
+
+
+def latent_attention(h, p, config: DeepseekConfig, at: Tape, kv: LayerCache | None, bias, rotary):
+    """Multi-head latent attention, as transformers' DeepseekV3Attention computes it."""
+    H, dn = config.n_head, config.qk_nope_head_dim
+    if config.q_lora_rank is None:
+        q = at.matmul("q", h, p.q_proj.weight.T, "T D, D H*dh -> T H*dh")
+    else:
+        cq = at.matmul("q_a", h, p.q_a_proj.weight.T, "T D, D dq -> T dq")
+        cq = at.stage("q_a_norm", rms_norm(cq, p.q_a_layernorm.weight, LATENT_NORM_EPS), "T dq")
+        q = at.matmul("q_b", cq, p.q_b_proj.weight.T, "T dq, dq H*dh -> T H*dh")
+    ckv = at.matmul("kv_a", h, p.kv_a_proj_with_mqa.weight.T, "T D, D dc+dr -> T dc+dr")
+    c, k_r = at.stage("kv_split", (ckv[..., : config.kv_lora_rank], ckv[..., config.kv_lora_rank :]), "T dc; T dr")
+    c = at.stage("kv_a_norm", rms_norm(c, p.kv_a_layernorm.weight, LATENT_NORM_EPS), "T dc")
+    kv_up = at.matmul("kv_b", c, p.kv_b_proj.weight.T, "T dc, dc H*dn+H*dv -> T H*dn+H*dv")
+    q = at.stage("split_heads", split_into_heads(q, H), "H T dh")
+    kv_up = split_into_heads(kv_up, H)  # [H, T, dn + dv]: each head's k_n then v
+    k_n, v = at.stage("kv_b_split", (kv_up[..., :dn], kv_up[..., dn:]), "H T dn; H T dv")
+    q_r, k_r = at.stage("rope", (turn(q[..., dn:], rotary, config), turn(k_r[..., None, :, :], rotary, config)),
+                        "H T dr; 1 T dr")  # fmt: skip
+    q = at.stage("q_join", join(q[..., :dn], q_r), "H T dh")
+    k = at.stage("k_join", join(k_n, broadcast(k_r, k_n.shape[:-1] + (config.qk_rope_head_dim,))), "H T dh")
+    K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "H t dh; H t dv")
+    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, bias)
+    z = at.stage("merge_heads", merge_heads(z), "T H*dv")
+    return at.matmul("out", z, p.o_proj.weight.T, "T H*dv, H*dv D -> T D")
+
+
+def attend(q, K, V, bias, config: DeepseekConfig, at: Tape):
+    """softmax(q K^T x scale + bias) V, per head: keys dh wide, values dv wide."""
+    s = at.matmul("scores", q, K.swapaxes(-1, -2), "H T dh, H dh t -> H T t")
+    s = at.stage("scale", np.multiply(s, constant(s, config.softmax_scale), out=at.scratch(s)), "H T t")
+    s = at.stage("mask", add_mask(s, bias, out=at.scratch(s)), "H T t")
+    a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
+    return at.matmul("mix", a, V, "H T t, H t dv -> H T dv")
+
+
+def turn(x, rotary, config: DeepseekConfig):
+    """Rotary on x's last dr numbers; where rope_interleave, the pairs (x0, x1), (x2, x3), ... de-interleaved first
+    to (x0, x2, ...; x1, x3, ...), as transformers' apply_rotary_pos_emb_interleave lays its output out."""
+    if isinstance(x, ShapeOnly):
+        return ShapeOnly(x.shape, x.dtype)
+    if config.rope_interleave:
+        x = np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
+    cos, sin = rotary
+    if cos.ndim == 3:  # a batch's tables [B, T, dr]: one for every head
+        cos, sin = cos[:, None], sin[:, None]
+    return rotate(x, cos, sin)
+
+
+def join(a, b):
+    """[..., n] and [..., m] side by side: [..., n + m]."""
+    if isinstance(a, ShapeOnly) or isinstance(b, ShapeOnly):
+        return ShapeOnly((*a.shape[:-1], a.shape[-1] + b.shape[-1]), a.dtype)
+    return np.concatenate([a, b], axis=-1)
+
+
+def broadcast(x, shape):
+    """x repeated along its axes of 1 (the shared rotary key, for every head): a view."""
+    return ShapeOnly(shape, x.dtype) if isinstance(x, ShapeOnly) else np.broadcast_to(x, shape)
+
+
+def mixture(h, p, config: DeepseekConfig, at: Tape):
+    """The routed experts (k of E a token, chosen by group-limited sigmoid scores) and the shared experts."""
+    E, k = config.n_experts, config.top_k
+    logits = at.matmul("router", h, p.gate.weight.T, "T D, D E -> T E")
+    scores = at.stage("router.sigmoid", sigmoid(logits), "T E")
+    chosen = at.stage("router.choose", choose(scores, p.gate.e_score_correction_bias, config), "T k")
+    gates = at.stage("router.weigh", weigh(scores, chosen, config), "T k")
+    x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
+    out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
+    experts = at.experts()
+    for expert in routed(chosen.reshape(n, k), E, at.routing):
+        ex, w = experts.expert(expert), getattr(p.experts, str(expert.expert))
+        xe = ex.stage("expert.gather", expert.gather(x), "Te D")
+        g = ex.matmul("expert.gate", xe, w.gate_proj.weight.T, "Te D, D Fe -> Te Fe")
+        u = ex.matmul("expert.up", xe, w.up_proj.weight.T, "Te D, D Fe -> Te Fe")
+        a = ex.stage("expert.act", ACTIVATIONS[config.hidden_act](g), "Te Fe")
+        a = ex.stage("expert.mul", np.multiply(a, u, out=ex.scratch(a)), "Te Fe")
+        y = ex.matmul("expert.down", a, w.down_proj.weight.T, "Te Fe, Fe D -> Te D")
+        y = ex.stage("expert.weigh", y * expert.gates(gates.reshape(n, k)), "Te D")
+        add_rows(out, expert, y)
+    at.record_experts(experts, EXPERT_SHAPES, E)
+    m = at.stage("moe.combine", out.reshape(h.shape), "T D")
+    s = p.shared_experts
+    g = at.matmul("shared.gate", h, s.gate_proj.weight.T, "T D, D Fs -> T Fs")
+    u = at.matmul("shared.up", h, s.up_proj.weight.T, "T D, D Fs -> T Fs")
+    a = at.stage("shared.act", ACTIVATIONS[config.hidden_act](g), "T Fs")
+    a = at.stage("shared.mul", np.multiply(a, u, out=at.scratch(a)), "T Fs")
+    y = at.matmul("shared.down", a, s.down_proj.weight.T, "T Fs, Fs D -> T D")
+    return at.stage("moe.shared_add", m + y, "T D")
+
+
+def sigmoid(x):
+    """1 / (1 + e^-x), elementwise."""
+    if isinstance(x, ShapeOnly):
+        return ShapeOnly(x.shape, x.dtype)
+    one = constant(x, 1.0)
+    return one / (one + np.exp(-x))
+
+
+def weigh(scores, chosen, config: DeepseekConfig):
+    """The chosen experts' sigmoid scores (without the correction bias), over their sum (+1e-20) where
+    norm_topk_prob, times routed_scaling_factor."""
+    if isinstance(scores, ShapeOnly):
+        return ShapeOnly(chosen.shape, scores.dtype)
+    w = np.take_along_axis(scores, chosen, axis=-1)
+    if config.norm_topk_prob:
+        w = w / (w.sum(axis=-1, keepdims=True) + constant(w, 1e-20))
+    return w * constant(w, config.routed_scaling_factor)

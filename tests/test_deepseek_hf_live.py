@@ -1,0 +1,370 @@
+"""DeepSeek-V3 against transformers, on random DeepseekV3Config models that transformers itself makes (with their
+routers' correction biases moved too, so that the bias changes the choice): logits at every position past the row
+chunk, 30 greedy tokens with the KV cache, a left-padded batch, float64 against a float64 truth, the router's
+captures, count = a real run = the closed form (MLA's products, the absorbed form's closed form beside them), the
+parameters (total and active) against transformers' count on the meta device, and the preset's 671,026,404,352.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
+    batch_logits,
+    count_equals_a_real_run_and_the_closed_form,
+    float64_against_truth,
+    greedy,
+    logits_at_every_position,
+    save_random,
+    transformers_parameters,
+)
+
+from minitransformer import load_model  # noqa: E402
+from minitransformer.errors import UserError  # noqa: E402
+from minitransformer.families.deepseek_v3 import formulas  # noqa: E402
+from minitransformer.families.deepseek_v3.config import PRESETS, DeepseekConfig  # noqa: E402
+
+# Several shapes and seeds: q through the low-rank bottleneck or one q_proj, 1 to 4 groups of experts, 0 to 2 dense
+# first layers, interleaved rotary pairs or not, norm_topk_prob on and off, 1 or 2 shared experts, tied embeddings,
+# linear rope scaling.
+CONFIGS = {
+    "lora_groups_dense": dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                              num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
+                              num_experts_per_tok=3, n_group=4, topk_group=2, first_k_dense_replace=1,
+                              q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+                              max_position_embeddings=256, seed=7),
+    "plain_q_tied": dict(vocab_size=160, hidden_size=24, intermediate_size=40, moe_intermediate_size=12,
+                         num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=3, n_routed_experts=6,
+                         num_experts_per_tok=2, n_group=1, topk_group=1, first_k_dense_replace=0, q_lora_rank=None,
+                         kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=16, rope_interleave=False,
+                         norm_topk_prob=False, n_shared_experts=2, routed_scaling_factor=1.5, tie_word_embeddings=True,
+                         max_position_embeddings=256, seed=5),
+    "linear_rope_two_dense": dict(vocab_size=100, hidden_size=40, intermediate_size=24, moe_intermediate_size=8,
+                                  num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=2,
+                                  n_routed_experts=12, num_experts_per_tok=4, n_group=3, topk_group=2,
+                                  first_k_dense_replace=2, q_lora_rank=16, kv_lora_rank=20, qk_rope_head_dim=6,
+                                  qk_nope_head_dim=10, v_head_dim=8,
+                                  rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0},
+                                  max_position_embeddings=256, seed=3),
+    # YaRN, DeepSeek-V3's own rope type, with a cos/sin factor mscale(8, 0.707) / mscale(8, 1.3) and the softmax
+    # scale times mscale(8, 1.3)^2; 150 positions are past the original context of 32
+    "yarn": dict(vocab_size=100, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=2,
+                 num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2, n_group=2,
+                 topk_group=1, first_k_dense_replace=1, q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=8,
+                 qk_nope_head_dim=12, v_head_dim=10, max_position_embeddings=256, seed=13,
+                 rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 500.0,
+                                  "original_max_position_embeddings": 32, "mscale": 0.707, "mscale_all_dim": 1.3}),
+}  # fmt: skip
+PROMPT = 150  # past the attention row chunk (128)
+
+
+def hf_config(name: str):
+    keys = {k: v for k, v in CONFIGS[name].items() if k != "seed"}
+    return transformers.DeepseekV3Config(**keys)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """name -> (directory, our model, transformers' model), each made once; the routers' correction biases (buffers,
+    which save_random leaves at zero) moved by N(0, 0.3), so that choosing by s + b differs from choosing by s."""
+    models: dict = {}
+
+    def get(name: str):
+        if name not in models:
+            directory = tmp_path_factory.mktemp(name)
+            hf = save_random(directory, hf_config(name), seed=CONFIGS[name]["seed"])
+            generator = torch.Generator().manual_seed(CONFIGS[name]["seed"])
+            with torch.no_grad():
+                for layer in hf.model.layers:
+                    if hasattr(layer.mlp, "gate"):
+                        bias = layer.mlp.gate.e_score_correction_bias
+                        bias.copy_(torch.randn(bias.shape, generator=generator) * 0.3)
+            hf.save_pretrained(directory)
+            models[name] = (directory, load_model(directory), hf)
+        return models[name]
+
+    return get
+
+
+def prompt(name: str, n: int, seed: int = 0) -> list[int]:
+    return np.random.default_rng(seed).integers(0, CONFIGS[name]["vocab_size"], n).tolist()
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_logits_at_every_position_past_the_row_chunk(made, name):
+    _, ours, hf = made(name)
+    assert ours.config.family == "deepseek_v3" and ours.config.n_experts == CONFIGS[name]["n_routed_experts"]
+    assert logits_at_every_position(ours, hf, prompt(name, PROMPT)) <= 1
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_thirty_greedy_tokens_with_the_cache_equal_transformers_generate(made, name):
+    _, ours, hf = made(name)
+    tokens = greedy(ours, hf, prompt(name, 20, seed=1))
+    assert len(set(tokens)) > 3
+
+
+@pytest.mark.parametrize("name", ["lora_groups_dense", "plain_q_tied"])
+def test_a_left_padded_batch_equals_transformers(made, name):
+    _, ours, hf = made(name)
+    rows = [prompt(name, 9, seed=2), prompt(name, 50, seed=3), prompt(name, 3, seed=4)]
+    assert batch_logits(ours, hf, rows) <= 1
+
+
+@pytest.mark.parametrize("name", ["lora_groups_dense", "plain_q_tied", "yarn"])
+def test_float64_within_1e_9_of_a_float64_truth(made, name):
+    directory, _, _ = made(name)
+    assert float64_against_truth(directory, prompt(name, 60, seed=5)) <= 1e-9
+
+
+def test_the_router_s_choice_and_gates_and_the_mla_latent_are_captured_as_transformers_computes_them(made):
+    _, ours, hf = made("lora_groups_dense")
+    c = ours.config
+    ids = prompt("lora_groups_dense", 24, seed=6)
+    _, cache = ours.run_with_cache(ids)
+    seen: dict = {}
+    handles = []
+    for i, layer in enumerate(hf.model.layers):
+        handles.append(layer.mlp.register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(("mlp", i), out)))
+        if c.is_moe(i):
+            handles.append(
+                layer.mlp.gate.register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(("gate", i), out))
+            )
+        handles.append(layer.self_attn.kv_a_layernorm.register_forward_hook(
+            lambda m, a, out, i=i: seen.__setitem__(("latent", i), out)))  # fmt: skip
+    try:
+        with torch.no_grad():
+            hf(torch.tensor([ids]))
+    finally:
+        for handle in handles:
+            handle.remove()
+    chose_otherwise = 0
+    for i in range(c.n_layer):
+        np.testing.assert_allclose(cache[f"blocks.{i}.attn.latent_norm"], seen[("latent", i)][0].numpy(), atol=1e-5)
+        np.testing.assert_allclose(cache[f"blocks.{i}.moe.out" if c.is_moe(i) else f"blocks.{i}.mlp.down"],
+                                   seen[("mlp", i)][0].numpy(), atol=1e-4)  # fmt: skip
+        if not c.is_moe(i):
+            continue
+        logits, weights, indices = (x.numpy() for x in seen[("gate", i)])
+        np.testing.assert_allclose(cache[f"blocks.{i}.moe.router_logits"], logits, atol=1e-5)
+        chosen, gates = cache[f"blocks.{i}.moe.chosen"], cache[f"blocks.{i}.moe.gates"]
+        for token in range(len(ids)):  # the same experts with the same weights (in whatever order topk gave them)
+            theirs = dict(zip(indices[token].tolist(), weights[token].tolist()))
+            ours_ = dict(zip(chosen[token].tolist(), gates[token].tolist()))
+            assert theirs.keys() == ours_.keys()
+            np.testing.assert_allclose([ours_[e] for e in theirs], list(theirs.values()), atol=1e-6)
+        # the correction bias chose: without it some token's choice differs
+        scores = cache[f"blocks.{i}.moe.scores"]
+        unbiased = np.argsort(-scores, axis=-1)[:, : c.top_k]
+        chose_otherwise += sum(set(a) != set(b) for a, b in zip(unbiased.tolist(), chosen.tolist()))
+    assert chose_otherwise > 0
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_count_equals_a_real_run_and_the_closed_form_and_mla_s_products_are_as_written(made, name):
+    _, ours, _ = made(name)
+    count_equals_a_real_run_and_the_closed_form(ours, PROMPT, 4)
+    from minitransformer.engine.ledger import Phase
+
+    c = ours.config
+    phase = Phase("decode", 1, 1, 31)  # one decode step attending to 31 positions, after 30 in the cache
+    cache = ours.new_cache()
+    ours.run(prompt(name, 30, seed=7), cache=cache)
+    ours.run([1], cache=cache, phase=phase)
+    for i in range(c.n_layer):
+        expected = formulas.products(c, 1, 31, layer=i)
+        for op, (dots, length) in expected.items():
+            if op == "logits":
+                continue
+            record = phase.find(op, i)
+            assert (record.dot_products, record.dot_length) == (dots, length), (op, i)
+        attention = sum(phase.find(op, i).macs for op in ("kv_b", "scores", "mix"))
+        assert attention == formulas.computed_attention_macs(c, 1, 31)
+        layer = sum(r.macs for r in phase.layer_records(i))
+        assert layer == formulas.layer_weight_macs_per_position(c, i) + 31 * formulas.attention_macs_per_pair(c)
+
+
+def test_the_absorbed_form_s_closed_form_equals_its_products_computed_in_numpy(made):
+    """The absorbed form computes the same attention output: checked here in NumPy on a real layer's weights, with
+    its MACs counted from the shapes of the products it makes."""
+    _, ours, hf = made("lora_groups_dense")
+    c = ours.config
+    H, dn, dv, dr, dc = c.n_head, c.qk_nope_head_dim, c.v_head_dim, c.qk_rope_head_dim, c.kv_lora_rank
+    ids = prompt("lora_groups_dense", 9, seed=8)
+    _, cache = ours.run_with_cache(ids)
+    w = hf.model.layers[0].self_attn.kv_b_proj.weight.detach().numpy().reshape(H, dn + dv, dc)
+    w_uk, w_uv = w[:, :dn], w[:, dn:]  # [H, dn, dc], [H, dv, dc]
+    q, latent = cache["blocks.0.attn.q_full"], cache["blocks.0.attn.latent_norm"]  # [H, T, dh], [T, dc]
+    k_r, weights = cache["blocks.0.attn.k_rot"], cache["blocks.0.attn.weights"]  # [1, T, dr], [H, T, t]
+    macs = 0
+    q_c = np.einsum("htn,hnc->htc", q[..., :dn], w_uk)
+    macs += q_c.size * dn
+    scores = np.einsum("htc,sc->hts", q_c, latent) + np.einsum("htr,sr->hts", q[..., dn:], k_r[0])
+    macs += scores.size * (dc + dr)
+    np.testing.assert_allclose(scores, np.einsum("htd,hsd->hts", q, cache["blocks.0.attn.keys"]), rtol=1e-4, atol=1e-4)
+    mixed = np.einsum("hts,sc->htc", weights, latent)
+    macs += mixed.size * len(ids)
+    z = np.einsum("htc,hvc->htv", mixed, w_uv)
+    macs += z.size * dc
+    np.testing.assert_allclose(z, cache["blocks.0.attn.mix"], rtol=1e-4, atol=1e-4)
+    assert macs == formulas.absorbed_attention_macs(c, len(ids), len(ids))
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_parameters_total_and_active_equal_transformers_count(made, name):
+    _, ours, hf = made(name)
+    from minitransformer.verbs.params import parameters
+
+    total = transformers_parameters(hf_config(name))
+    assert parameters(ours.config).total == formulas.parameters(ours.config) == total
+    c = ours.config
+    experts = sum(layer.mlp.experts.gate_up_proj.numel() + layer.mlp.experts.down_proj.numel()
+                  for layer in hf.model.layers if hasattr(layer.mlp, "experts"))  # fmt: skip
+    assert formulas.active_parameters(c) == total - experts * (c.n_experts - c.top_k) // c.n_experts
+    assert parameters(c).active == formulas.active_parameters(c)
+
+
+DEEPSEEK_V3_TOTAL = 671_026_404_352  # the issue's number: DeepSeek-V3 without its multi-token-prediction layer
+
+
+def test_the_preset_s_total_equals_the_issue_s_and_transformers_count_of_the_same_config_on_the_meta_device():
+    c = PRESETS["deepseek-v3"]
+    hf = transformers.DeepseekV3Config(
+        vocab_size=c.vocab_size, hidden_size=c.n_embd, intermediate_size=c.n_inner, moe_intermediate_size=c.moe_inner,
+        num_hidden_layers=c.n_layer, num_attention_heads=c.n_head, num_key_value_heads=c.n_head,
+        n_routed_experts=c.n_experts, num_experts_per_tok=c.top_k, n_shared_experts=c.n_shared_experts,
+        n_group=c.n_group, topk_group=c.topk_group, first_k_dense_replace=c.first_k_dense, q_lora_rank=c.q_lora_rank,
+        kv_lora_rank=c.kv_lora_rank, qk_rope_head_dim=c.qk_rope_head_dim, qk_nope_head_dim=c.qk_nope_head_dim,
+        v_head_dim=c.v_head_dim, max_position_embeddings=c.n_positions, tie_word_embeddings=False,
+        rope_parameters={**dict(c.rope_scaling or ()), "rope_theta": c.rope_theta})  # fmt: skip
+    assert formulas.parameters(c) == transformers_parameters(hf) == DEEPSEEK_V3_TOTAL
+    # active: 8 of 256 experts in each of 58 layers, the rest whole; the card says 37B
+    assert formulas.active_parameters(c) == 37_552_282_624
+
+
+def test_count_of_the_preset_says_what_mla_caches_and_the_absorbed_form():
+    result = run_cli("count", "--preset", "deepseek-v3", "--tokens", "100")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "MLA's cache: 576 numbers a layer and position" in out and "against 40,960 for 128 heads" in out
+    assert "K and V x 61 layers x 24,576 + 16,384 numbers (128 key/value heads of 192 and 128)" in out
+    assert f"{formulas.absorbed_attention_macs(PRESETS['deepseek-v3'], 100, 100):,} absorbed" in out
+    assert "671,026,404,352 parameters" in out
+    assert "Experts: each token's rows are computed by k = 8 of the E = 256 experts" in out  # layers 3..60's note
+    assert all(line in out for line in formulas.count_notes(PRESETS["deepseek-v3"], 100, 1))  # the family's lines
+
+
+def test_validate_says_all_ok(made):
+    from minitransformer.verbs.validate import validate
+
+    _, ours, _ = made("lora_groups_dense")
+    out = io.StringIO()
+    assert validate(ours, steps=8, out=out), out.getvalue()
+    assert "DeepseekV3ForCausalLM" in out.getvalue() and out.getvalue().endswith("all OK\n")
+
+
+def test_generate_count_and_trace_commands_run_on_a_deepseek(made):
+    directory, _, _ = made("lora_groups_dense")
+    generated = run_cli("generate", "--model", str(directory), "--ids", "1,2,3", "--max-new-tokens", "5")
+    assert generated.returncode == 0, generated.stderr
+    counted = run_cli("count", "--model", str(directory), "--tokens", "20")
+    assert counted.returncode == 0, counted.stderr
+    assert "kv_b" in counted.stdout and "shared.down" in counted.stdout and "MLA's cache: 24 numbers" in counted.stdout
+    traced = run_cli("trace", "--model", str(directory), "--ids", "1,2,3")
+    assert traced.returncode == 0, traced.stderr
+    for name in ("attn.q_a", "attn.latent_norm", "attn.kv_b", "attn.k_rot", "moe.scores", "moe.chosen", "moe.gates",
+                 "moe.shared_down", "moe.out"):  # fmt: skip
+        assert f"blocks.2.{name}" in traced.stdout  # the last block, shown stage by stage
+    assert "blocks.0.mlp.down" in traced.stdout  # the dense first layer
+
+
+def test_a_rope_type_not_computed_is_refused_by_name_when_running_but_counts(tmp_path):
+    import json
+
+    hf = {"model_type": "deepseek_v3", "hidden_size": 16, "intermediate_size": 24, "moe_intermediate_size": 8,
+          "num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 50, "n_routed_experts": 4,
+          "num_experts_per_tok": 2, "n_group": 2, "topk_group": 1, "first_k_dense_replace": 1, "q_lora_rank": 8,
+          "kv_lora_rank": 8, "qk_rope_head_dim": 4, "qk_nope_head_dim": 4, "v_head_dim": 4,
+          "rope_parameters": {"rope_type": "llama3", "factor": 8.0, "rope_theta": 10000.0, "low_freq_factor": 1.0,
+                              "high_freq_factor": 4.0, "original_max_position_embeddings": 64}}  # fmt: skip
+    save_random(tmp_path, transformers.DeepseekV3Config(**{k: v for k, v in hf.items() if k != "model_type"}))
+    assert json.loads((tmp_path / "config.json").read_text())["rope_parameters"]["rope_type"] == "llama3"
+    counted = run_cli("count", "--model", str(tmp_path), "--tokens", "10")
+    assert counted.returncode == 0, counted.stderr
+    ran = run_cli("generate", "--model", str(tmp_path), "--ids", "1,2", "--max-new-tokens", "2")
+    assert ran.returncode == 2 and "rope_type='llama3'" in ran.stderr and "Traceback" not in ran.stderr
+
+
+def test_yarn_s_softmax_scale_is_transformers():
+    hf = {"model_type": "deepseek_v3", "qk_rope_head_dim": 4, "qk_nope_head_dim": 4,
+          "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0, "mscale_all_dim": 1.0,
+                              "original_max_position_embeddings": 64}}  # fmt: skip
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
+
+    theirs = DeepseekV3Attention(transformers.DeepseekV3Config(**{k: v for k, v in hf.items() if k != "model_type"}), 0)
+    assert DeepseekConfig.from_hf_dict(hf).softmax_scale == pytest.approx(theirs.scaling, rel=1e-12)
+    assert theirs.scaling != 8**-0.5
+
+
+@pytest.mark.parametrize("key, value, match", [("attention_bias", True, "attention_bias"),
+                                               ("quantization_config", {"quant_method": "fp8"}, "quantization_config"),
+                                               ("partial_rotary_factor", 0.5, "partial_rotary_factor"),
+                                               ("n_group", 3, "n_group"), ("topk_group", 9, "topk_group")])  # fmt: skip
+def test_options_that_change_inference_are_refused_by_name(key, value, match):
+    hf = {"model_type": "deepseek_v3", "n_routed_experts": 8, "num_experts_per_tok": 2, "n_group": 4,
+          "topk_group": 2, key: value}  # fmt: skip
+    with pytest.raises(UserError, match=match):
+        DeepseekConfig.from_hf_dict(hf)
+
+
+def test_deepseek_defaults_are_transformers_defaults():
+    ours = DeepseekConfig.from_hf_dict({"model_type": "deepseek_v3"})
+    t = transformers.DeepseekV3Config()
+    assert (ours.n_layer, ours.n_embd, ours.n_inner, ours.moe_inner, ours.n_head, ours.q_lora_rank, ours.kv_lora_rank,
+            ours.qk_rope_head_dim, ours.qk_nope_head_dim, ours.v_head_dim, ours.n_experts, ours.top_k,
+            ours.n_shared_experts, ours.n_group, ours.topk_group, ours.first_k_dense, ours.norm_topk_prob,
+            ours.routed_scaling_factor, ours.rope_interleave, ours.n_positions, ours.rms_norm_eps, ours.rope_theta,
+            ours.vocab_size, ours.bos_token_id, ours.eos_token_id) == (
+        t.num_hidden_layers, t.hidden_size, t.intermediate_size, t.moe_intermediate_size, t.num_attention_heads,
+        t.q_lora_rank, t.kv_lora_rank, t.qk_rope_head_dim, t.qk_nope_head_dim, t.v_head_dim, t.n_routed_experts,
+        t.num_experts_per_tok, t.n_shared_experts, t.n_group, t.topk_group, t.first_k_dense_replace,
+        t.norm_topk_prob, t.routed_scaling_factor, t.rope_interleave, t.max_position_embeddings, t.rms_norm_eps,
+        t.rope_parameters["rope_theta"], t.vocab_size, t.bos_token_id, t.eos_token_id)  # fmt: skip
+
+
+def test_null_switches_read_as_transformers_reads_them():
+    """transformers tests `if config.rope_interleave` and `if self.norm_topk_prob`: null is false, absent is true."""
+    null = DeepseekConfig.from_hf_dict({"model_type": "deepseek_v3", "rope_interleave": None, "norm_topk_prob": None})
+    absent = DeepseekConfig.from_hf_dict({"model_type": "deepseek_v3"})
+    assert (null.rope_interleave, null.norm_topk_prob, absent.rope_interleave, absent.norm_topk_prob) == (
+        False, False, True, True)  # fmt: skip
+    assert DeepseekConfig.from_hf_dict({"model_type": "deepseek_v3", "num_hidden_layers": 2}).layer_types == (
+        "dense", "dense")  # fmt: skip
+
+
+def test_the_preset_s_yarn_frequencies_cos_sin_factor_and_softmax_scale_are_transformers():
+    """DeepSeek-V3's YaRN (factor 40 over 4,096 positions), against transformers' own functions on its config."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_apply_mscale
+
+    from minitransformer.families.deepseek_v3.forward import frequencies, rotary_of
+
+    c = PRESETS["deepseek-v3"]
+    hf = transformers.DeepseekV3Config(
+        max_position_embeddings=c.n_positions,
+        rope_parameters={**dict(c.rope_scaling or ()), "rope_theta": c.rope_theta},
+    )
+    theirs, their_factor = ROPE_INIT_FUNCTIONS["yarn"](hf)
+    ours, factor = frequencies(rotary_of(c), np.dtype(np.float32))
+    np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-6)
+    assert not np.allclose(ours, 1.0 / 10000.0 ** (np.arange(0, 64, 2) / 64), rtol=1e-3)  # YaRN moved them
+    assert factor == pytest.approx(their_factor, rel=1e-12)
+    assert c.softmax_scale == pytest.approx(yarn_apply_mscale(hf.rope_parameters, 192**-0.5), rel=1e-12)
