@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.ops import ACTIVATIONS
 from ..engine.shapes import ShapeOnly
 from ..errors import UserError
 
@@ -80,3 +81,37 @@ def add_rows(out, expert: Routed, y) -> None:
     """out[rows] += y: an expert's weighted outputs added to its tokens' rows (each token once per expert)."""
     if expert.rows is not None:
         out[expert.rows] += y
+
+
+def expert_shapes(F: str = "F") -> dict[str, str]:
+    """The shapes of a layer's SwiGLU expert records, each expert F wide: each token's rows in its k experts ("T D,
+    D k*F -> T k*F" is every token's h against its k experts' W_gate side by side), what they computed between
+    them."""
+    return {"expert.gather": "T k*D", "expert.gate": f"T D, D k*{F} -> T k*{F}", "expert.up": f"T D, D k*{F} -> T k*{F}",
+            "expert.act": f"T k*{F}", "expert.mul": f"T k*{F}", "expert.down": f"T {F}, {F} k*D -> T k*D",
+            "expert.weigh": "T k*D"}  # fmt: skip
+
+
+def swiglu_experts(h, chosen, gates, weights, n_experts: int, hidden_act: str, at, F: str = "F"):
+    """The routed experts of a layer, each a SwiGLU MLP computing only its Te tokens' rows: h_e = h[its tokens],
+    y = (act(h_e W_gate) * h_e W_up) W_down, weighted by the tokens' gates and added back to their rows.
+
+    chosen and gates [T, k]: each token's k experts and their weights; weights(e) -> (W_gate, W_up, W_down) of
+    expert e as nn.Linear holds them ([out, in]); F the symbol of an expert's width. One record per op and layer,
+    with each expert's share as its breakdown (Tape.record_experts)."""
+    k = chosen.shape[-1]
+    x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
+    out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
+    experts = at.experts()
+    for expert in routed(chosen.reshape(n, k), n_experts, at.routing):
+        ex, (w_gate, w_up, w_down) = experts.expert(expert), weights(expert.expert)
+        xe = ex.stage("expert.gather", expert.gather(x), "Te D")
+        g = ex.matmul("expert.gate", xe, w_gate.T, f"Te D, D {F} -> Te {F}")
+        u = ex.matmul("expert.up", xe, w_up.T, f"Te D, D {F} -> Te {F}")
+        a = ex.stage("expert.act", ACTIVATIONS[hidden_act](g), f"Te {F}")
+        a = ex.stage("expert.mul", np.multiply(a, u, out=ex.scratch(a)), f"Te {F}")
+        y = ex.matmul("expert.down", a, w_down.T, f"Te {F}, {F} D -> Te D")
+        y = ex.stage("expert.weigh", y * expert.gates(gates.reshape(n, k)), "Te D")
+        add_rows(out, expert, y)
+    at.record_experts(experts, expert_shapes(F), n_experts)
+    return at.stage("moe.combine", out.reshape(h.shape), "T D")

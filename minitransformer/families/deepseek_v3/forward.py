@@ -51,23 +51,12 @@ from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
 from ...errors import UserError
 from ..llama.forward import inverse_frequencies, mlp
-from ..moe import add_rows, routed
+from ..moe import swiglu_experts
 from .config import RUNNABLE_ROPE_TYPES, DeepseekConfig
 from .routing import choose
 
 # transformers' DeepseekV3RMSNorm default: q_a_layernorm and kv_a_layernorm are built without the config's eps
 LATENT_NORM_EPS = 1e-6
-
-# The shapes of a layer's routed-expert records: each token's rows in its k experts (families/mixtral/forward.py).
-EXPERT_SHAPES = {
-    "expert.gather": "T k*D",
-    "expert.gate": "T D, D k*Fe -> T k*Fe",
-    "expert.up": "T D, D k*Fe -> T k*Fe",
-    "expert.act": "T k*Fe",
-    "expert.mul": "T k*Fe",
-    "expert.down": "T Fe, Fe k*D -> T k*D",
-    "expert.weigh": "T k*D",
-}
 
 
 @dataclass(frozen=True)
@@ -234,26 +223,17 @@ def broadcast(x, shape):
 
 def mixture(h, p, config: DeepseekConfig, at: Tape):
     """The routed experts (k of E a token, chosen by group-limited sigmoid scores) and the shared experts."""
-    E, k = config.n_experts, config.top_k
+    E = config.n_experts
     logits = at.matmul("router", h, p.gate.weight.T, "T D, D E -> T E")
     scores = at.stage("router.sigmoid", sigmoid(logits), "T E")
     chosen = at.stage("router.choose", choose(scores, p.gate.e_score_correction_bias, config), "T k")
     gates = at.stage("router.weigh", weigh(scores, chosen, config), "T k")
-    x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
-    out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
-    experts = at.experts()
-    for expert in routed(chosen.reshape(n, k), E, at.routing):
-        ex, w = experts.expert(expert), getattr(p.experts, str(expert.expert))
-        xe = ex.stage("expert.gather", expert.gather(x), "Te D")
-        g = ex.matmul("expert.gate", xe, w.gate_proj.weight.T, "Te D, D Fe -> Te Fe")
-        u = ex.matmul("expert.up", xe, w.up_proj.weight.T, "Te D, D Fe -> Te Fe")
-        a = ex.stage("expert.act", ACTIVATIONS[config.hidden_act](g), "Te Fe")
-        a = ex.stage("expert.mul", np.multiply(a, u, out=ex.scratch(a)), "Te Fe")
-        y = ex.matmul("expert.down", a, w.down_proj.weight.T, "Te Fe, Fe D -> Te D")
-        y = ex.stage("expert.weigh", y * expert.gates(gates.reshape(n, k)), "Te D")
-        add_rows(out, expert, y)
-    at.record_experts(experts, EXPERT_SHAPES, E)
-    m = at.stage("moe.combine", out.reshape(h.shape), "T D")
+
+    def weights(e: int):
+        w = getattr(p.experts, str(e))
+        return w.gate_proj.weight, w.up_proj.weight, w.down_proj.weight
+
+    m = swiglu_experts(h, chosen, gates, weights, E, config.hidden_act, at, F="Fe")
     s = p.shared_experts
     g = at.matmul("shared.gate", h, s.gate_proj.weight.T, "T D, D Fs -> T Fs")
     u = at.matmul("shared.up", h, s.up_proj.weight.T, "T D, D Fs -> T Fs")

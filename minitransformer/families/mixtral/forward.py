@@ -14,27 +14,12 @@ experts the router chose; which ones it chose is each record's breakdown (Tape.e
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...engine.kvcache import KVCache, LayerCache
-from ...engine.ops import ACTIVATIONS, rms_norm, softmax
-from ...engine.shapes import ShapeOnly
+from ...engine.ops import rms_norm, softmax
 from ...engine.tape import Tape
 from ..llama.forward import attention, decoder
-from ..moe import add_rows, routed, top_k
+from ..moe import swiglu_experts, top_k
 from .config import MixtralConfig
-
-# The shapes of a layer's expert records: each token's rows in its k experts ("T D, D k*F -> T k*F" is every
-# token's h against the k experts' W_gate side by side), which is what the experts computed between them.
-EXPERT_SHAPES = {
-    "expert.gather": "T k*D",
-    "expert.gate": "T D, D k*F -> T k*F",
-    "expert.up": "T D, D k*F -> T k*F",
-    "expert.act": "T k*F",
-    "expert.mul": "T k*F",
-    "expert.down": "T F, F k*D -> T k*D",
-    "expert.weigh": "T k*D",
-}
 
 
 def mixtral(ids, p, config: MixtralConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
@@ -58,18 +43,9 @@ def mixture(h, p, config: MixtralConfig, at: Tape):
     probs = at.stage("router.softmax", softmax(logits), "T E")
     chosen, top = at.stage("router.topk", top_k(probs, k), "T k")
     gates = at.stage("router.renorm", top / top.sum(axis=-1, keepdims=True), "T k")
-    x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
-    out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
-    experts = at.experts()
-    for expert in routed(chosen.reshape(n, k), E, at.routing):
-        ex, w = experts.expert(expert), getattr(p.experts, str(expert.expert))
-        xe = ex.stage("expert.gather", expert.gather(x), "Te D")
-        g = ex.matmul("expert.gate", xe, w.w1.weight.T, "Te D, D F -> Te F")
-        u = ex.matmul("expert.up", xe, w.w3.weight.T, "Te D, D F -> Te F")
-        a = ex.stage("expert.act", ACTIVATIONS[config.hidden_act](g), "Te F")
-        a = ex.stage("expert.mul", np.multiply(a, u, out=ex.scratch(a)), "Te F")
-        y = ex.matmul("expert.down", a, w.w2.weight.T, "Te F, F D -> Te D")
-        y = ex.stage("expert.weigh", y * expert.gates(gates.reshape(n, k)), "Te D")
-        add_rows(out, expert, y)
-    at.record_experts(experts, EXPERT_SHAPES, E)
-    return at.stage("moe.combine", out.reshape(h.shape), "T D")
+
+    def weights(e: int):
+        w = getattr(p.experts, str(e))
+        return w.w1.weight, w.w3.weight, w.w2.weight  # gate, up, down
+
+    return swiglu_experts(h, chosen, gates, weights, E, config.hidden_act, at)

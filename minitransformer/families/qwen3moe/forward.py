@@ -13,15 +13,11 @@ the experts through Tape.experts, each on the tokens routed to it):
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...engine.kvcache import KVCache, LayerCache
-from ...engine.ops import ACTIVATIONS, rms_norm, softmax
-from ...engine.shapes import ShapeOnly
+from ...engine.ops import rms_norm, softmax
 from ...engine.tape import Tape
 from ..llama.forward import decoder, mlp
-from ..mixtral.forward import EXPERT_SHAPES
-from ..moe import add_rows, routed, top_k
+from ..moe import swiglu_experts, top_k
 from ..qwen3.forward import attention
 from .config import Qwen3MoeConfig
 
@@ -50,18 +46,9 @@ def mixture(h, p, config: Qwen3MoeConfig, at: Tape):
     chosen, gates = at.stage("router.topk", top_k(probs, k), "T k")
     if config.norm_topk_prob:
         gates = at.stage("router.renorm", gates / gates.sum(axis=-1, keepdims=True), "T k")
-    x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
-    out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
-    experts = at.experts()
-    for expert in routed(chosen.reshape(n, k), E, at.routing):
-        ex, w = experts.expert(expert), getattr(p.experts, str(expert.expert))
-        xe = ex.stage("expert.gather", expert.gather(x), "Te D")
-        g = ex.matmul("expert.gate", xe, w.gate_proj.weight.T, "Te D, D F -> Te F")
-        u = ex.matmul("expert.up", xe, w.up_proj.weight.T, "Te D, D F -> Te F")
-        a = ex.stage("expert.act", ACTIVATIONS[config.hidden_act](g), "Te F")
-        a = ex.stage("expert.mul", np.multiply(a, u, out=ex.scratch(a)), "Te F")
-        y = ex.matmul("expert.down", a, w.down_proj.weight.T, "Te F, F D -> Te D")
-        y = ex.stage("expert.weigh", y * expert.gates(gates.reshape(n, k)), "Te D")
-        add_rows(out, expert, y)
-    at.record_experts(experts, EXPERT_SHAPES, E)
-    return at.stage("moe.combine", out.reshape(h.shape), "T D")
+
+    def weights(e: int):
+        w = getattr(p.experts, str(e))
+        return w.gate_proj.weight, w.up_proj.weight, w.down_proj.weight
+
+    return swiglu_experts(h, chosen, gates, weights, E, config.hidden_act, at)
