@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from conftest import run_cli
 from minitransformer.families.gpt_oss.config import PRESETS
 from minitransformer.verbs import formulas
 from minitransformer.verbs.count import count_generation
@@ -49,3 +50,11 @@ def test_gpt_oss_20b_prefill_of_100_tokens_by_hand():
     assert layer == 12_698_624_000
     counted = count_generation(PRESETS["gpt-oss-20b"], 100, 1)
     assert counted.totals.macs == 24 * layer + 2880 * 201_088 == 305_346_109_440  # and the last position's logits
+
+
+def test_params_says_the_active_count_with_and_without_the_embedding_as_the_cards_differ():
+    shown = run_cli("params", "--preset", "gpt-oss-20b")
+    assert shown.returncode == 0, shown.stderr
+    active, without = 4_187_440_704, 4_187_440_704 - 201_088 * 2_880  # less V D, the embedding
+    assert f"{active:,} of them active" in shown.stdout and f"without it, {without:,})" in shown.stdout
+    assert round(without / 1e8) == 36  # openai's card: 3.6B active

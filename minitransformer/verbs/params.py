@@ -62,8 +62,8 @@ class Parameters:
     @property
     def active(self) -> int:
         """The parameters one token's pass reads: every one of a dense model; in a mixture of experts, k of the E
-        routed experts of each layer and everything else whole (the embedding too, as the model cards count it,
-        though a token reads one row of it)."""
+        routed experts of each layer and everything else whole (the embedding too, as Mixtral's model card counts it,
+        though a token reads one row of it; gpt-oss's cards leave it out)."""
         c = self.config
         if not self.routed or c.n_experts is None or c.top_k is None:
             return self.total

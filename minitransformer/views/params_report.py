@@ -63,8 +63,10 @@ def params_report(p: Parameters) -> str:
         if any("experts.{e}" in row[0] for row in rows):  # not where the experts are fused in 3-D tensors
             experts = f"; experts.{{e}} for each of the {c.n_experts} experts of a layer"
         active = (f"\n{count(p.active)} of them active ({human(p.active)}): what one token's pass reads, {c.top_k} of "
-                  f"the {c.n_experts} experts of each layer and everything else whole (the embedding too, as the model "
-                  f"cards count it, though a token reads one row of it).")  # fmt: skip
+                  f"the {c.n_experts} experts of each layer and everything else whole (the embedding too, though a "
+                  f"token reads one row of it: model cards differ here, Mixtral's counting it and gpt-oss's not"
+                  + ("" if c.tie_word_embeddings else f"; without it, {count(p.active - c.vocab_size * c.n_embd)}")
+                  + ").")  # fmt: skip
     return "\n".join([
         header + experts,
         table(["tensor", "shape", "layers", "each", "count", "share"], rows, right={3, 4, 5}),
