@@ -42,6 +42,28 @@ def save_random(directory: Path, config, seed: int = 11, spread: float = 0.2, dt
                                                              attn_implementation="eager").eval()  # fmt: skip
 
 
+def made_once(tmp_path_factory, config_class, configs: dict, moved=None):
+    """A module's models, name -> (directory, our model, transformers' model), each made once when first asked for:
+    configs[name] are config_class's keywords, with `seed` and, optionally, `saved` (the dtype the checkpoint is
+    saved in, "float32" unless said); moved(hf, seed), where given, changes transformers' model before it is saved
+    again (DeepSeek-V3's router biases, buffers save_random leaves alone)."""
+    models: dict = {}
+
+    def get(name: str):
+        if name not in models:
+            options = {k: v for k, v in configs[name].items() if k not in ("seed", "saved")}
+            seed, saved = configs[name]["seed"], getattr(torch, configs[name].get("saved", "float32"))
+            directory = tmp_path_factory.mktemp(name)
+            hf = save_random(directory, config_class(**options), seed=seed, dtype=saved)
+            if moved is not None:
+                moved(hf, seed)
+                hf.save_pretrained(directory)
+            models[name] = (directory, load_model(directory), hf)
+        return models[name]
+
+    return get
+
+
 def allowed(reference) -> float:
     reference = reference.detach().numpy() if hasattr(reference, "detach") else np.asarray(reference)
     return TOLERANCE * max(1.0, float(np.abs(reference).max()))

@@ -23,11 +23,11 @@ from family_checks import (  # noqa: E402 - after the importorskips: it imports 
     float64_against_truth,
     greedy,
     logits_at_every_position,
+    made_once,
     save_random,
     transformers_parameters,
 )
 
-from minitransformer import load_model  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.deepseek_v3 import formulas  # noqa: E402
 from minitransformer.families.deepseek_v3.config import PRESETS, DeepseekConfig  # noqa: E402
@@ -71,27 +71,21 @@ def hf_config(name: str):
     return transformers.DeepseekV3Config(**keys)
 
 
+def move_correction_biases(hf, seed: int) -> None:
+    """The routers' correction biases (buffers, which save_random leaves at zero) moved by N(0, 0.3), so that
+    choosing by s + b differs from choosing by s."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in hf.model.layers:
+            if hasattr(layer.mlp, "gate"):
+                bias = layer.mlp.gate.e_score_correction_bias
+                bias.copy_(torch.randn(bias.shape, generator=generator) * 0.3)
+
+
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model), each made once; the routers' correction biases (buffers,
-    which save_random leaves at zero) moved by N(0, 0.3), so that choosing by s + b differs from choosing by s."""
-    models: dict = {}
-
-    def get(name: str):
-        if name not in models:
-            directory = tmp_path_factory.mktemp(name)
-            hf = save_random(directory, hf_config(name), seed=CONFIGS[name]["seed"])
-            generator = torch.Generator().manual_seed(CONFIGS[name]["seed"])
-            with torch.no_grad():
-                for layer in hf.model.layers:
-                    if hasattr(layer.mlp, "gate"):
-                        bias = layer.mlp.gate.e_score_correction_bias
-                        bias.copy_(torch.randn(bias.shape, generator=generator) * 0.3)
-            hf.save_pretrained(directory)
-            models[name] = (directory, load_model(directory), hf)
-        return models[name]
-
-    return get
+    """name -> (directory, our model, transformers' model), each made once."""
+    return made_once(tmp_path_factory, transformers.DeepseekV3Config, CONFIGS, moved=move_correction_biases)
 
 
 def prompt(name: str, n: int, seed: int = 0) -> list[int]:

@@ -24,11 +24,10 @@ from family_checks import (  # noqa: E402 - after the importorskips: it imports 
     float64_against_truth,
     greedy,
     logits_at_every_position,
-    save_random,
+    made_once,
     transformers_parameters,
 )
 
-from minitransformer import load_model  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.gpt_oss import formulas  # noqa: E402
 from minitransformer.families.gpt_oss.config import PRESETS, GptOssConfig  # noqa: E402
@@ -69,16 +68,7 @@ def hf_config(name: str):
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     """name -> (directory, our model, transformers' model), each made once."""
-    models: dict = {}
-
-    def get(name: str):
-        if name not in models:
-            directory = tmp_path_factory.mktemp(name)
-            hf = save_random(directory, hf_config(name), seed=CONFIGS[name]["seed"])
-            models[name] = (directory, load_model(directory), hf)
-        return models[name]
-
-    return get
+    return made_once(tmp_path_factory, transformers.GptOssConfig, CONFIGS)
 
 
 def prompt(name: str, n: int, seed: int = 0) -> list[int]:

@@ -24,7 +24,7 @@ from family_checks import (  # noqa: E402 - after the importorskips: it imports 
     float64_against_truth,
     greedy,
     logits_at_every_position,
-    save_random,
+    made_once,
     transformers_parameters,
 )
 
@@ -62,17 +62,7 @@ def hf_config(name: str):
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     """name -> (directory, our model, transformers' model), each made once."""
-    models: dict = {}
-
-    def get(name: str):
-        if name not in models:
-            directory = tmp_path_factory.mktemp(name)
-            saved = getattr(torch, CONFIGS[name].get("saved", "float32"))  # as Qwen's checkpoints: bfloat16
-            hf = save_random(directory, hf_config(name), seed=CONFIGS[name]["seed"], dtype=saved)
-            models[name] = (directory, load_model(directory), hf)
-        return models[name]
-
-    return get
+    return made_once(tmp_path_factory, transformers.Qwen3MoeConfig, CONFIGS)
 
 
 def prompt(name: str, n: int, seed: int = 0) -> list[int]:
