@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ..engine.allocator import keep_freed_memory
 from ..engine.hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
 from ..engine.kvcache import KVCache
 from ..engine.ledger import Phase
@@ -63,6 +64,8 @@ class Model:
         self.architecture = architecture_of(config)  # its forward pass, weight layout, closed forms (families/)
         self.family = self.architecture.stages(config)  # the stage table: names, equations (families/*/stages.py)
         self.shape_only = isinstance(token_embedding(params, config), ShapeOnly)
+        if not self.shape_only:
+            keep_freed_memory()  # a pass's large arrays reused, not returned to the kernel (engine/allocator.py)
         self.dtype = compute_dtype(token_embedding(params, config).dtype)  # shape-only stand-ins are float32
         windows = tuple(config.layer_window(i) for i in range(config.n_layer))
         self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
