@@ -219,3 +219,32 @@ def test_the_terminal_and_html_reports_say_what_the_dense_form_would_have_cost(m
     assert f"dense: {n(H * 100)} ({n(dense)} MACs)" in table and f"dense: {n(H * 10 * dh)} ({n(dense)} MACs)" in table
     assert "dense:" not in block_table(decode)  # nothing skipped, nothing said
     assert f"dense: {n(dense)} MACs" in ledger_fragment(result.ledger)
+
+
+@pytest.mark.parametrize("window", [None, 3, 9])
+@pytest.mark.parametrize("pads", [None, [0, 4, 7]])
+def test_a_mask_added_in_place_only_where_it_hides_keys_gives_the_whole_sum_bit_for_bit(window, pads):
+    """Unwatched, the mask is added in place and only over the keys some query of the chunk cannot see (the rest
+    would get zeros added); the scores must be exactly those of adding the whole bias, chunk by chunk."""
+    from minitransformer.engine.ops import add_mask, attention_bias, mask_future
+
+    rng = np.random.default_rng(7)
+    past, T, C = 6, 14, 4
+    t = past + T
+    bias = attention_bias(past, 0, T, t, window, np.float32, pads)
+    scores = rng.standard_normal((3, 2, T, t)).astype(np.float32)  # [B, H, T, t]
+    for r0 in range(0, T, C):
+        rows, keys = slice(r0, r0 + C), slice(0, past + min(T, r0 + C))  # a chunk sees up to its last row
+        s = scores[..., rows, keys]
+        whole = s + bias[..., rows, keys]
+        in_place = s.copy()
+        assert add_mask(in_place, bias[..., rows, keys], out=in_place) is in_place
+        assert np.array_equal(in_place, whole)
+        if window is None and pads is None:  # GPT-2's causal mask, cut from its [n_positions]^2 table
+            causal = s.copy()
+            assert mask_future(causal, past + r0, 64, out=causal) is causal
+            assert np.array_equal(causal, whole)
+    every_key_seen = np.zeros((1, 5), np.float32)
+    s = rng.standard_normal((2, 1, 5)).astype(np.float32)
+    seen = s.copy()
+    assert add_mask(seen, every_key_seen, out=seen) is seen and np.array_equal(seen, s)

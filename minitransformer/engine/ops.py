@@ -147,7 +147,10 @@ def mask_future(s, past: int, n_positions: int, out=None):
     T, t = s.shape[-2], s.shape[-1]
     if isinstance(s, ShapeOnly):  # no values to mask: skip the [n_positions]^2 buffer (4 GB at a 32K context)
         return s + constant(s, 0.0)
-    return np.add(s, _future_bias(n_positions, s.dtype)[past : past + T, :t], out=out)
+    bias = _future_bias(n_positions, s.dtype)[past : past + T, :t]
+    if out is s:  # in place: the first past + 1 keys are every query's past, where the bias adds only zeros
+        return _add_in_columns(s, bias, past + 1, t)
+    return np.add(s, bias, out=out)
 
 
 # --- activations (transformers' ACT2FN names) ---------------------------------------------------------
@@ -345,4 +348,14 @@ def add_mask(s, bias, out=None):
     """S + bias (0 or -inf): masked scores become exactly zero weights after softmax."""
     if isinstance(s, ShapeOnly):
         return s + constant(s, 0.0)
+    if out is s:  # in place: only the keys some query may not see, where the bias is not all zeros
+        hidden = np.flatnonzero(np.any(bias, axis=tuple(range(bias.ndim - 1))))
+        return s if hidden.size == 0 else _add_in_columns(s, bias, hidden[0], hidden[-1] + 1)
     return np.add(s, bias, out=out)
+
+
+def _add_in_columns(s, bias, first: int, end: int):
+    """s[..., first:end] += bias[..., first:end], in place: a chunk of query rows of a long prompt sees all but its
+    last keys, so most of its [H, rows, t] scores would only have zeros added (row_chunks.py)."""
+    np.add(s[..., first:end], bias[..., first:end], out=s[..., first:end])
+    return s
