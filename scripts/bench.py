@@ -11,8 +11,11 @@ over the streaming bandwidth; prefill: the larger of its FLOPs over the sgemm pe
 bytes over the streaming bandwidth, and which of the two binds). The machine's limits are measured
 as they are defined: the streaming bandwidth as the best of several reads of a buffer far larger than
 the caches on every thread the run uses (as STREAM does), the sgemm peak as the best of several large
-square products. A speed above 100% of a roofline means the roofline is wrong: the benchmark says so.
-Medians of several repetitions. Two models: GPT-2 124M (weights/gpt2 when present, else a
+square products of three sizes; both before the measures and again after them, the best of the two (the
+machine's speed drifts over a run). A speed above 100% of a roofline means the roofline is wrong: the
+benchmark says so. Where a prefill's time goes is shown stage by stage, ours beside torch's, with the
+products with weights also timed on their own (what the BLAS does with those shapes, the most any
+arrangement around them could reach). Medians of several repetitions. Two models: GPT-2 124M (weights/gpt2 when present, else a
 random-initialised one saved by transformers) and a Llama-shaped 0.54B with grouped-query attention
 (20 layers, d_model 1536, 12 query heads over 2 key/value heads, SwiGLU width 4096, vocabulary
 32,000, tied; random weights saved by transformers). The arithmetic of random weights is the same
@@ -30,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,12 +141,22 @@ def streaming_bandwidth(reps: int, threads: int) -> dict:
     return {"bytes_per_s": max(summed, matvec), "threads_reading_GBps": summed / 1e9, "matvec_GBps": matvec / 1e9}
 
 
-def sgemm_peak(reps: int) -> float:
-    """FLOP/s of large square float32 matrix products: the best of `reps` at 4,096, large enough for the BLAS to
-    reach its stride on every thread."""
-    n = 4096
-    a, b = np.ones((n, n), np.float32), np.ones((n, n), np.float32)
-    return 2 * n**3 / best_time(lambda: np.matmul(a, b), reps)
+SQUARE_SIZES = (2048, 3072, 4096)
+
+
+def sgemm_peak(reps: int) -> dict:
+    """FLOP/s of large square float32 matrix products: the best of `reps` at each of SQUARE_SIZES, all large enough
+    for the BLAS to reach its stride on every thread (which size is fastest differs from machine to machine)."""
+    rates = {}
+    for n in SQUARE_SIZES:
+        a, b = np.ones((n, n), np.float32), np.ones((n, n), np.float32)
+        rates[n] = 2 * n**3 / best_time(lambda: np.matmul(a, b), reps)
+    return {"flops_per_s": max(rates.values()), "GFLOPs_by_size": {n: rate / 1e9 for n, rate in rates.items()}}
+
+
+def machine_limits(reps: int) -> dict:
+    """The streaming bandwidth and the sgemm peak, probed once."""
+    return {"bandwidth": streaming_bandwidth(reps, ARGS.threads), "sgemm": sgemm_peak(reps)}
 
 
 # --- minitransformer ---------------------------------------------------------------------------------
@@ -201,30 +215,66 @@ TORCH_ATTENTION_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_
                        "aten::_scaled_dot_product_attention_math", "aten::softmax", "aten::_softmax")  # fmt: skip
 
 
+@contextmanager
+def stage_clock(parts: dict):
+    """Time every stage of the passes run inside, by the clock read as each product or stage goes through the tape:
+    the time since the one before is that stage's, added to its part. A watcher would do the same, but a watched
+    pass computes attention dense and nothing in place, which is not the pass being measured; this clock leaves
+    the pass as it runs unwatched (in row chunks, in place) and adds two clock reads per stage."""
+    from minitransformer.engine import tape
+
+    matmul, stage = tape.Tape.matmul, tape.Tape.stage
+    last = [time.perf_counter()]
+
+    def clocked(method, is_product: bool):
+        def through_the_tape(self, op, *args, **kwargs):
+            out = method(self, op, *args, **kwargs)
+            now = time.perf_counter()
+            part = "attention" if op in ATTENTION_OPS else "weights" if is_product else "rest"
+            parts[part] += now - last[0]
+            last[0] = now
+            return out
+
+        return through_the_tape
+
+    tape.Tape.matmul, tape.Tape.stage = clocked(matmul, True), clocked(stage, False)
+    try:
+        last[0] = time.perf_counter()
+        yield
+    finally:
+        tape.Tape.matmul, tape.Tape.stage = matmul, stage
+
+
 def ours_breakdown(model, ids: list[int], reps: int) -> dict:
-    """Seconds of each part of our prefill, read by a watcher that notes the clock after every stage: the time
-    since the stage before is that stage's. A watched pass computes attention dense and nothing in place (a
-    watcher may hold what it saw), so its total is given beside the unwatched one; its products with weights are
-    the same products."""
+    """Seconds of each part of our prefill (the fastest of `reps` clocked passes, stage_clock), with the whole
+    clocked pass's time beside the parts."""
     best: dict[str, float] = {}
     for _ in range(reps):
         parts = {"weights": 0.0, "attention": 0.0, "rest": 0.0}
-        last = [time.perf_counter()]
-
-        def note(name, value, record):
-            now = time.perf_counter()
-            op = record.op
-            part = "attention" if op in ATTENTION_OPS else "weights" if record.kind == "matmul" else "rest"
-            parts[part] += now - last[0]
-            last[0] = now
-            return value
-
-        start = time.perf_counter()
-        model.run(ids, all_positions=True, watcher=note)
-        parts["total"] = time.perf_counter() - start
+        with stage_clock(parts):
+            start = time.perf_counter()
+            model.logits(ids)
+            parts["total"] = time.perf_counter() - start
         if not best or parts["total"] < best["total"]:
             best = parts
     return best
+
+
+def blas_alone(phase, reps: int) -> float:
+    """Seconds the BLAS takes for the pass's products with weights alone: each record's product, of its shapes,
+    on arrays of ones laid out as ours are (x @ W.T, W stored [out, in]), the fastest of `reps`, summed over the
+    records. One W per shape, so it stays in the cache from layer to layer where it fits: if anything, faster than
+    in a pass, which reads each layer's own weights. What no arrangement around the products can beat."""
+    seconds, shapes = 0.0, {}
+    for r in phase.records:
+        if r.kind == "matmul" and r.op not in ATTENTION_OPS:
+            key = (r.a_shape, r.b_shape)
+            if key not in shapes:
+                x = np.ones(r.a_shape, np.float32)
+                w = np.ones(r.b_shape[::-1], np.float32)
+                shapes[key] = best_time(lambda x=x, w=w: np.matmul(x, w.T), reps)
+            seconds += shapes[key]
+    return seconds
 
 
 def torch_breakdown(model, ids: list[int]) -> dict:
@@ -253,18 +303,32 @@ def weight_flops(phase) -> int:
     return 2 * sum(r.macs for r in phase.records if r.kind == "matmul" and r.op not in ATTENTION_OPS)
 
 
+def attention_flops(phase) -> int:
+    """FLOPs of a pass's attention products (scores and mix), as computed (in row chunks where the pass ran so)."""
+    return 2 * sum(r.macs for r in phase.records if r.kind == "matmul" and r.op in ATTENTION_OPS)
+
+
 def main() -> None:
     reps = ARGS.reps
-    probes = streaming_bandwidth(max(reps, 3), ARGS.threads)
-    bandwidth, peak = probes["bytes_per_s"], sgemm_peak(max(reps, 3))
+    # The machine's limits, probed before the measures and again after them: its speed drifts in the minutes
+    # between (a clock that boosts, a neighbour on the host), and a roofline is the fastest it was seen to go.
+    before = machine_limits(max(reps, 3))
     families = ("gpt2", "llama") if ARGS.family == "both" else (ARGS.family,)
-    models = [] if ARGS.batch_only else [measure(weights_dir(family), reps, bandwidth, peak) for family in families]
-    batches = [measure_batches(weights_dir(family), reps, bandwidth) for family in families]
+    models = [] if ARGS.batch_only else [measure(weights_dir(family), reps) for family in families]
+    batches = [measure_batches(weights_dir(family), reps) for family in families]
+    after = machine_limits(max(reps, 3))
+    bandwidth = max(before["bandwidth"]["bytes_per_s"], after["bandwidth"]["bytes_per_s"])
+    peak = max(before["sgemm"]["flops_per_s"], after["sgemm"]["flops_per_s"])
+    for r in models:
+        place_rooflines(r, bandwidth, peak)
+    for b in batches:
+        for row in b["rows"]:
+            row["roofline_tok_s"] = row["batch"] * bandwidth / row["decode_step_bytes"]
     report = {
         "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
                     "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
-                    "bandwidth_GBps": bandwidth / 1e9, "bandwidth_probes": probes | {"bytes_per_s": None},
-                    "sgemm_GFLOPs": peak / 1e9},
+                    "bandwidth_GBps": bandwidth / 1e9, "sgemm_GFLOPs": peak / 1e9,
+                    "probes": {"before": probe_summary(before), "after": probe_summary(after)}},
         "models": models,
         "batches": batches,
     }  # fmt: skip
@@ -276,6 +340,27 @@ def main() -> None:
     for bug in report["roofline_bugs"]:
         print(f"\nROOFLINE BUG: {bug}")
     print(f"\nJSON: {ARGS.json}")
+
+
+def probe_summary(limits: dict) -> dict:
+    bw = limits["bandwidth"]
+    return {"threads_reading_GBps": bw["threads_reading_GBps"], "matvec_GBps": bw["matvec_GBps"],
+            "sgemm_GFLOPs_by_size": limits["sgemm"]["GFLOPs_by_size"]}  # fmt: skip
+
+
+def place_rooflines(r: dict, bandwidth: float, peak: float) -> None:
+    """Each measure of model report `r` gets its roofline from the work it must do (stored by measure) and the
+    machine's limits: a decode step's bytes over the bandwidth; a prefill's FLOPs over the sgemm peak or its
+    weights' bytes over the bandwidth, whichever is longer; the same for its products with weights alone."""
+    for d in r["decode"]:
+        d["roofline_s"] = d["bytes_read"] / bandwidth
+    for p in r["prefill"]:
+        compute_s, memory_s = p["flops"] / peak, r["weight_bytes"] / bandwidth  # every weight read at least once
+        p.update(compute_s=compute_s, memory_s=memory_s, roofline_s=max(compute_s, memory_s),
+                 binds="compute" if compute_s >= memory_s else "memory")  # fmt: skip
+        b = p["breakdown"]
+        b["weights_roofline_s"] = max(b["weight_flops"] / peak, memory_s)
+        b["attention_roofline_s"] = b["attention_flops"] / peak
 
 
 def roofline_bugs(report: dict) -> list[str]:
@@ -290,9 +375,8 @@ def roofline_bugs(report: dict) -> list[str]:
             if p["roofline_s"] > p["ours_s"] or p["roofline_s"] > p["torch_s"]:
                 bugs.append(f"{r['model'].split(':')[0]} prefill T={p['tokens']} ran faster than its roofline "
                             f"({p['binds']}-bound): a probe read low")  # fmt: skip
-            if p["breakdown"]["weights_roofline_s"] > min(
-                p["breakdown"]["ours"]["weights"], p["breakdown"]["torch"]["weights"]
-            ):
+            b = p["breakdown"]
+            if b["weights_roofline_s"] > min(b["ours"]["weights"], b["torch"]["weights"], b["weights_blas_alone_s"]):
                 bugs.append(f"{r['model'].split(':')[0]} prefill T={p['tokens']}: products with weights ran faster "
                             f"than their roofline")  # fmt: skip
     for b in report["batches"]:
@@ -302,8 +386,9 @@ def roofline_bugs(report: dict) -> list[str]:
     return bugs
 
 
-def measure(directory: Path, reps: int, bandwidth: float, peak: float) -> dict:
-    """Every measure of one model, ours and transformers', in this process."""
+def measure(directory: Path, reps: int) -> dict:
+    """Every measure of one model, ours and transformers', in this process, with the work each must do (FLOPs,
+    bytes) for place_rooflines."""
     contexts = [5, 128] if ARGS.quick else [5, 512]
     steps = 8 if ARGS.quick else 32
 
@@ -324,12 +409,10 @@ def measure(directory: Path, reps: int, bandwidth: float, peak: float) -> dict:
         ours_s = median_time(lambda: ours.logits(ids), reps)
         with torch.no_grad():
             torch_s = median_time(lambda: theirs(torch.tensor([ids])), reps)
-        compute_s, memory_s = flops / peak, weight_bytes / bandwidth  # every weight read at least once
         breakdown = {"ours": ours_breakdown(ours, ids, reps), "torch": torch_breakdown(theirs, ids),
-                     "weights_roofline_s": max(weight_flops(phase) / peak, memory_s)}  # fmt: skip
+                     "weights_blas_alone_s": blas_alone(phase, reps), "weight_flops": weight_flops(phase),
+                     "attention_flops": attention_flops(phase)}  # fmt: skip
         results["prefill"].append({"tokens": T, "ours_s": ours_s, "torch_s": torch_s, "flops": flops,
-                                   "compute_s": compute_s, "memory_s": memory_s, "roofline_s": max(compute_s, memory_s),
-                                   "binds": "compute" if compute_s >= memory_s else "memory",
                                    "breakdown": breakdown})  # fmt: skip
 
     config = ours.config
@@ -344,8 +427,7 @@ def measure(directory: Path, reps: int, bandwidth: float, peak: float) -> dict:
         kv_bytes = 2 * config.n_layer * context * config.n_kv_head * config.d_head * 4
         results["decode"].append({"context": context, "ours_s": statistics.median(on),
                                   "ours_no_ledger_s": statistics.median(off), "torch_s": torch_s,
-                                  "ours_no_cache_s": no_cache, "bytes_read": weight_bytes + kv_bytes,
-                                  "roofline_s": (weight_bytes + kv_bytes) / bandwidth})  # fmt: skip
+                                  "ours_no_cache_s": no_cache, "bytes_read": weight_bytes + kv_bytes})  # fmt: skip
 
     rss = peak_rss_of_ours(directory, contexts[-1], steps)
     from minitransformer.views.report import describe_model
@@ -363,7 +445,7 @@ def batch_prompts(B: int) -> list[list[int]]:
     return [list(range(1000 + 7 * b, 1000 + 7 * b + BATCH_PROMPT_LENGTHS[b % 4])) for b in range(B)]
 
 
-def measure_batches(directory: Path, reps: int, bandwidth: float) -> dict:
+def measure_batches(directory: Path, reps: int) -> dict:
     """Tokens per second generating B prompts of mixed lengths together, N new tokens each (greedy, no early stop):
     ours (generate with a list, ledger on) against transformers' batched generate with left padding, and the
     roofline of a batched decode step: the weights read once for all B rows, plus each row's cached K and V."""
@@ -391,7 +473,7 @@ def measure_batches(directory: Path, reps: int, bandwidth: float) -> dict:
         step_bytes = weight_bytes + B * 2 * config.n_layer * context * config.n_kv_head * config.d_head * 4
         rows.append({"batch": B, "prompt_tokens": T, "new_tokens": n_new, "ours_s": ours_s, "torch_s": torch_s,
                      "ours_tok_s": B * n_new / ours_s, "torch_tok_s": B * n_new / torch_s,
-                     "decode_step_bytes": step_bytes, "roofline_tok_s": B * bandwidth / step_bytes})  # fmt: skip
+                     "decode_step_bytes": step_bytes})  # fmt: skip
     return {"model": str(directory), "weight_bytes": weight_bytes, "rows": rows}
 
 
@@ -420,13 +502,19 @@ def render(report: dict) -> str:
     m = report["machine"]
     lines = [
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} threads for both libraries; numpy {m['numpy']}, "
-        f"torch {m['torch']}; streaming read {m['bandwidth_GBps']:.1f} GB/s (best of {m['threads']} threads summing "
-        f"their slices of 1 GiB, {m['bandwidth_probes']['threads_reading_GBps']:.1f}, and a matrix-vector product, "
-        f"{m['bandwidth_probes']['matvec_GBps']:.1f}), sgemm peak {m['sgemm_GFLOPs']:.0f} GFLOP/s (best 4096^3 product)",
+        f"torch {m['torch']}; streaming read {m['bandwidth_GBps']:.1f} GB/s, sgemm peak {m['sgemm_GFLOPs']:.0f} GFLOP/s: "
+        f"the best of the probes before and after the measures ({probe_line(m['probes']['before'], m['threads'])}; "
+        f"{probe_line(m['probes']['after'], m['threads'])})",
     ]
     for r in report["models"]:
         lines += ["", *render_model(r)]
     return "\n".join(lines)
+
+
+def probe_line(p: dict, threads: int) -> str:
+    squares = ", ".join(f"{n}^3 {rate:.0f}" for n, rate in p["sgemm_GFLOPs_by_size"].items())
+    return (f"{threads} threads summing their slices of 1 GiB {p['threads_reading_GBps']:.1f} GB/s, a matrix-vector "
+            f"product {p['matvec_GBps']:.1f}, square products {squares} GFLOP/s")  # fmt: skip
 
 
 def render_model(r: dict) -> list[str]:
@@ -457,17 +545,21 @@ def render_model(r: dict) -> list[str]:
 
 
 def render_breakdown(r: dict) -> list[str]:
-    """Where each prefill's time goes, ours (a watched pass) and torch's (its profiler), in ms, and the products
-    with weights against their own roofline (their FLOPs at the sgemm peak, or their weights' bytes at the
-    streaming bandwidth, whichever is longer)."""
-    lines = ["Where a prefill's time goes (ms; ours from a watched pass, torch's from its profiler; the products with "
-             "weights against their roofline)", "",
-             "| T | weights: ours | torch | roofline | ours % | attention: ours | torch | rest: ours | torch | "
-             "total: ours watched (unwatched) | torch |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    """Where each prefill's time goes, ours (a clocked pass, stage_clock) and torch's (its profiler), in ms: the
+    products with weights beside the BLAS's time for them alone and their roofline (their FLOPs at the sgemm peak, or
+    their weights' bytes at the streaming bandwidth, whichever is longer), attention beside the roofline of its
+    products, and the rest."""
+    lines = ["Where a prefill's time goes (ms; ours from a clocked pass, torch's from its profiler; BLAS alone: the "
+             "same products with weights on their own; roofline: their FLOPs at the sgemm peak)", "",
+             "| T | weights: ours | torch | BLAS alone | roofline | ours % | BLAS alone % | attention: ours | torch | "
+             "its products' roofline | rest: ours | torch | total: ours clocked (unclocked) | torch |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for p in r["prefill"]:
-        o, t, roof = p["breakdown"]["ours"], p["breakdown"]["torch"], p["breakdown"]["weights_roofline_s"]
-        lines.append(f"| {p['tokens']} | {1e3 * o['weights']:.1f} | {1e3 * t['weights']:.1f} | {1e3 * roof:.1f} | "
-                     f"{100 * roof / o['weights']:.0f}% | {1e3 * o['attention']:.1f} | {1e3 * t['attention']:.1f} | "
+        b = p["breakdown"]
+        o, t, roof, alone = b["ours"], b["torch"], b["weights_roofline_s"], b["weights_blas_alone_s"]
+        lines.append(f"| {p['tokens']} | {1e3 * o['weights']:.1f} | {1e3 * t['weights']:.1f} | {1e3 * alone:.1f} | "
+                     f"{1e3 * roof:.1f} | {100 * roof / o['weights']:.0f}% | {100 * roof / alone:.0f}% | "
+                     f"{1e3 * o['attention']:.1f} | {1e3 * t['attention']:.1f} | {1e3 * b['attention_roofline_s']:.1f} | "
                      f"{1e3 * o['rest']:.1f} | {1e3 * t['rest']:.1f} | {1e3 * o['total']:.1f} ({1e3 * p['ours_s']:.1f}) | "
                      f"{1e3 * t['total']:.1f} |")  # fmt: skip
     return lines
