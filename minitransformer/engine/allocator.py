@@ -3,8 +3,8 @@
 A forward pass allocates and frees arrays of the same few sizes in every layer ([T, F] activations,
 [H, 128, t] scores, product outputs). glibc hands each array above its mmap threshold (128 KiB, rising
 to at most 32 MiB as it sees such arrays freed) to the kernel and back on every allocation, and each
-fresh page then costs a page fault and the kernel's zeroing of it: at 512 to 2,048 positions about a
-tenth of a Llama prefill's time. With mmap off for allocations (M_MMAP_MAX = 0) and the heap not
+fresh page then costs a page fault and the kernel's zeroing of it: 5% to 14% of a Llama prefill's time at
+512 to 2,048 positions. With mmap off for allocations (M_MMAP_MAX = 0) and the heap not
 trimmed (M_TRIM_THRESHOLD), a freed array's memory is reused by the next one, untouched by the kernel.
 
 The setting is the process's: it also serves whatever else runs beside us (transformers + torch in the
