@@ -3,14 +3,16 @@
 A forward pass allocates and frees arrays of the same few sizes in every layer ([T, F] activations,
 [H, 128, t] scores, product outputs). glibc hands each array above its mmap threshold (128 KiB, rising
 to at most 32 MiB as it sees such arrays freed) to the kernel and back on every allocation, and each
-fresh page then costs a page fault and the kernel's zeroing of it: 5% to 14% of a Llama prefill's time at
-512 to 2,048 positions. With mmap off for allocations (M_MMAP_MAX = 0) and the heap not
+fresh page then costs a page fault and the kernel's zeroing of it: measured on an AMD EPYC, 5% to 14% of a
+Llama prefill's time at 512 to 2,048 positions. With mmap off for allocations (M_MMAP_MAX = 0) and the heap not
 trimmed (M_TRIM_THRESHOLD), a freed array's memory is reused by the next one, untouched by the kernel.
 
 The setting is the process's: it also serves whatever else runs beside us (transformers + torch in the
-benchmark, where it changed torch's prefill by 1 to 2%). Peak memory is what the arrays alive at the
-peak need, as before; the heap does not shrink after it. MINITRANSFORMER_SYSTEM_MALLOC=1 leaves malloc
-as it was; on a C library other than glibc nothing is changed.
+benchmark, whose prefill it changed by 1 to 2% there). The heap keeps its high-water mark, and a freed
+gap inside it is reused rather than returned, so the peak can grow a little (the benchmark's peak
+resident memory of a generation went from 1.26x to 1.28x GPT-2's weight bytes, 1.04x to 1.06x the
+Llama-shaped model's). MINITRANSFORMER_SYSTEM_MALLOC=1 leaves malloc as it was; on a C library other
+than glibc nothing is changed.
 """
 
 from __future__ import annotations

@@ -348,7 +348,9 @@ def add_mask(s, bias, out=None):
     """S + bias (0 or -inf): masked scores become exactly zero weights after softmax."""
     if isinstance(s, ShapeOnly):
         return s + constant(s, 0.0)
-    if out is s:  # in place: only the keys some query may not see, where the bias is not all zeros
+    if out is s:  # in place: only the keys some query may not see, where the bias is not all zeros. (A -0.0 score
+        # outside them then stays -0.0 where adding 0 made it +0.0; no watcher sees in-place scores, and the
+        # softmax's weights are the same bits.)
         hidden = np.flatnonzero(np.any(bias, axis=tuple(range(bias.ndim - 1))))
         return s if hidden.size == 0 else _add_in_columns(s, bias, hidden[0], hidden[-1] + 1)
     return np.add(s, bias, out=out)
