@@ -9,29 +9,17 @@ layers differ in their products, so the per-position forms are given per layer (
 
 from __future__ import annotations
 
+from ..mixtral import formulas as mixtral
 from .config import Qwen3MoeConfig
 
 
 def products(config: Qwen3MoeConfig, T: int, t: int, R: int = 1, B: int = 1) -> dict[str, tuple[int, int]]:
-    """(dot products, dot-product length) of each matrix product of one pass (per layer for the block ops: a sparse
-    layer has the router and experts, a dense layer the mlp ops)."""
-    D, H, F, V, Fd = config.n_embd, config.n_head, config.d_ff, config.vocab_size, config.dense_inner
-    dh, Hkv, W, E, k = config.d_head, config.n_kv_head, config.sliding_window, config.n_experts, config.top_k
-    ta = t if W is None else min(t, W + T - 1)
-    ops = {
-        "q": (B * T * H * dh, D),
-        "k": (B * T * Hkv * dh, D),
-        "v": (B * T * Hkv * dh, D),
-        "scores": (B * H * T * ta, dh),
-        "mix": (B * H * T * dh, ta),
-        "out": (B * T * D, H * dh),
-        "router": (B * T * E, D),  # h [T, D] x W_router [D, E]
-        "expert.gate": (B * T * k * F, D),  # each token's h [D] x W_gate_e [D, F] in each of its k experts
-        "expert.up": (B * T * k * F, D),
-        "expert.down": (B * T * k * D, F),  # each token's a_e [F] x W_down_e [F, D] in each of its k experts
-        "logits": (B * R * V, D),
-    }
+    """(dot products, dot-product length) of each matrix product of one pass (per layer for the block ops): Mixtral's
+    (attention, the router and k experts' products per token; F = moe_intermediate_size), and where some layers are
+    dense, their gated MLP of width Fd."""
+    ops = mixtral.products(config, T, t, R, B)  # type: ignore[arg-type]  # the fields it reads, by their names
     if config.dense_layers:
+        D, Fd = config.n_embd, config.dense_inner
         ops |= {"mlp.gate": (B * T * Fd, D), "mlp.up": (B * T * Fd, D), "mlp.down": (B * T * D, Fd)}
     return ops
 
