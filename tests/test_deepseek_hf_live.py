@@ -29,8 +29,8 @@ from family_checks import (  # noqa: E402 - after the importorskips: it imports 
 )
 
 from minitransformer.errors import UserError  # noqa: E402
-from minitransformer.families.deepseek_v3 import formulas  # noqa: E402
 from minitransformer.families.deepseek_v3.config import PRESETS, DeepseekConfig  # noqa: E402
+from minitransformer.families.deepseek_v3.formulas import FORMULAS as formulas  # noqa: E402
 
 # Several shapes and seeds: q through the low-rank bottleneck or one q_proj, 1 to 4 groups of experts, 0 to 2 dense
 # first layers, interleaved rotary pairs or not, norm_topk_prob on and off, 1 or 2 shared experts, tied embeddings,
@@ -183,7 +183,7 @@ def test_count_equals_a_real_run_and_the_closed_form_and_mla_s_products_are_as_w
         attention = sum(phase.find(op, i).macs for op in ("kv_b", "scores", "mix"))
         assert attention == formulas.computed_attention_macs(c, 1, 31)
         layer = sum(r.macs for r in phase.layer_records(i))
-        assert layer == formulas.layer_weight_macs_per_position(c, i) + 31 * formulas.attention_macs_per_pair(c)
+        assert layer == formulas.weight_macs_per_position(c, i) + 31 * formulas.attention_macs_per_pair(c)
 
 
 def test_the_absorbed_form_s_closed_form_equals_its_products_computed_in_numpy(made):
@@ -349,7 +349,7 @@ def test_the_preset_s_yarn_frequencies_cos_sin_factor_and_softmax_scale_are_tran
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import yarn_apply_mscale
 
-    from minitransformer.families.deepseek_v3.forward import frequencies, rotary_of
+    from minitransformer.families.rotary import attention_factor, inverse_frequencies
 
     c = PRESETS["deepseek-v3"]
     hf = transformers.DeepseekV3Config(
@@ -357,7 +357,7 @@ def test_the_preset_s_yarn_frequencies_cos_sin_factor_and_softmax_scale_are_tran
         rope_parameters={**dict(c.rope_scaling or ()), "rope_theta": c.rope_theta},
     )
     theirs, their_factor = ROPE_INIT_FUNCTIONS["yarn"](hf)
-    ours, factor = frequencies(rotary_of(c), np.dtype(np.float32))
+    ours, factor = inverse_frequencies(c.rope(), np.dtype(np.float32)), attention_factor(c.rope())
     np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-6)
     assert not np.allclose(ours, 1.0 / 10000.0 ** (np.arange(0, 64, 2) / 64), rtol=1e-3)  # YaRN moved them
     assert factor == pytest.approx(their_factor, rel=1e-12)

@@ -1,8 +1,10 @@
 """A family is its difference: a made-up third family, registered in the one table, runs, counts and reports
 through the same engine, count, trace and views as GPT-2 and the Llama family, none of which is told about it.
 
-"toy" is a Llama block whose layers alternate a sliding window (even layers) and full attention (odd layers),
-as Gemma's and gpt-oss's do: its layers differ, so count must group them rather than take one for all.
+"toy" differs from the Llama family only in its attention, as Qwen3 does, so it is what Qwen3 is: its config, its
+attention and its presets, in the Llama family's record (llama_like). Its config makes its layers alternate a sliding
+window (even layers) and full attention (odd layers), as Gemma's and gpt-oss's do, so count must group them rather
+than take one for all; its attention soft-caps its scores (c tanh(S / c), as Gemma 2's) where the config sets a cap.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ import numpy as np
 import pytest
 
 from minitransformer import UserError
-from minitransformer.engine.ops import attention_bias, rms_norm, rotary_tables, slot_positions
-from minitransformer.engine.shapes import ShapeOnly
+from minitransformer.engine.ops import add_mask, group_heads, rotate, softmax, ungroup_heads
+from minitransformer.engine.stages import Stage, StageTable, edited
 from minitransformer.families.architecture import Architecture
-from minitransformer.families.llama import formulas as llama_formulas
-from minitransformer.families.llama import layout as llama_layout
+from minitransformer.families.blocks import Residual, as_mixer
+from minitransformer.families.decoder import Decoder
+from minitransformer.families.gemma.forward import softcap
+from minitransformer.families.llama import stages as llama_stages
 from minitransformer.families.llama.config import LlamaConfig
-from minitransformer.families.llama.forward import decoder_block, inverse_frequencies
-from minitransformer.families.llama.stages import llama_family
+from minitransformer.families.llama.family import Attention, llama_like
+from minitransformer.families.llama.formulas import LlamaFormulas
+from minitransformer.families.llama.forward import attend_to_cache, attention, heads, mlp, scale_scores
+from minitransformer.families.llama.layout import attention_shapes, gated_mlp_shapes, llama_layout
 from minitransformer.families.table import ARCHITECTURES, architecture_of, config_from_hf_dict, register, unregister
 from minitransformer.models.model import Model
 from minitransformer.models.weights import as_tree, expected_shapes
@@ -34,12 +40,15 @@ from minitransformer.views.report import ledger_report
 WINDOW = 5
 
 
+# Its config: the Llama config, its even layers windowed and its odd ones not, and the scores' cap.
 @dataclass(frozen=True)
 class ToyConfig(LlamaConfig):
-    """The Llama config, its even layers windowed and its odd ones not."""
+    """The Llama config, its even layers windowed and its odd ones not, its scores soft-capped at `cap`."""
+
+    cap: float | None = None
+    model_type: str = "toy"
 
     family = "toy"
-    model_type: str = "toy"
 
     @property
     def layer_types(self) -> tuple[str, ...]:
@@ -49,36 +58,35 @@ class ToyConfig(LlamaConfig):
         return self.sliding_window if layer % 2 == 0 else None
 
 
-def toy_forward(ids, p, config: ToyConfig, cache, tape, all_positions: bool, pads=None):
-    """llama.forward, with the mask of each layer's own window."""
-    d = tape.dims
-    x = tape.stage("embed", p.embed_tokens.weight[ids], "T D")
-    shape_only = isinstance(x, ShapeOnly)
-    if shape_only:
-        cos = sin = ShapeOnly((d.T, d.dh))
-    else:
-        at = slot_positions(d.past, d.T, pads)
-        cos, sin = rotary_tables(at if pads is None else at[:, None], inverse_frequencies(config, x.dtype))
-    for i, block in enumerate(p.layers):
-        layer = tape.layer(i)  # its dims carry its window
-        e = layer.dims
-        bias = None if shape_only else attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
-        x = decoder_block(x, block, config, layer, cache.layer(i) if cache is not None else None, bias, (cos, sin))
-    h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
-    if not all_positions:
-        h = tape.stage("last", h[..., -1:, :], "R D")
-    if cache is not None:
-        cache.advance(d.T)
-    return tape.matmul("logits", h, p.lm_head.weight.T, "R D, D V -> R V")
+# Its attention: the Llama family's, whose scores are soft-capped after their scale.
+def toy_attention(h, p, config: ToyConfig, at, inputs):
+    q, k, v = heads(h, p, config, at)
+    q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
+    return attend_to_cache(q, k, v, p, config, at, inputs, capped)
 
 
-TOY = Architecture(
-    name="toy", model_types=("toy",), config=ToyConfig, presets={"toy-tiny": None}, forward=toy_forward,
-    stages=lambda config: llama_family(window=True), every_stage=llama_family(window=True),
-    weight_shapes=llama_layout.llama_shapes, prefix=llama_layout.PREFIX, layers=llama_layout.LAYERS,
-    embedding=llama_layout.EMBEDDING, ignored=llama_layout.IGNORED, kinds=llama_layout.KINDS,
-    kind_of=llama_layout.KIND_OF, formulas=llama_formulas, reference_classes={}, label="made-up family",
-)  # fmt: skip
+def capped(q, K, V, bias, config: ToyConfig, at):
+    Hkv = config.n_kv_head
+    s = at.matmul("scores", group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :], "Hkv G T dh, Hkv 1 dh t -> Hkv G T t")
+    s = at.stage("scale", scale_scores(ungroup_heads(s), config, at), "H T t")
+    if config.cap is not None:
+        s = at.stage("softcap", softcap(s, config.cap), "H T t")
+    s = at.stage("mask", add_mask(s, bias, out=at.scratch(s)), "H T t")
+    a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
+    return at.matmul("mix", group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")
+
+
+SOFTCAP = (Stage("softcap", ("attn.softcapped",), "softcap", "S = c tanh(S / c)", "S [H, T, t]"),)
+
+
+def toy_stages(config: ToyConfig):
+    attention = llama_stages.attention(mask=llama_stages.mask(window=True, some_layers=True))
+    return edited(attention, after={"scale": SOFTCAP} if config.cap is not None else {})
+
+
+CAPPED = Attention(toy_attention, toy_stages, edited(llama_stages.attention(), after={"scale": SOFTCAP}))
+# Its presets come with its registration (the fixture below); the record is the Llama family's with these.
+TOY = llama_like("toy", ("toy",), ToyConfig, {}, CAPPED, label="made-up family", reference_classes={})
 
 
 def toy_config(n_layer: int = 4, **options) -> ToyConfig:
@@ -93,14 +101,18 @@ def toy():
     unregister("toy")
 
 
-def random_model(config, seed: int = 0) -> Model:
+def random_tensors(config, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     tensors = {name: (rng.standard_normal(shape) * 0.3).astype(np.float32)
                for name, shape in expected_shapes(config).items()}  # fmt: skip
     for name in tensors:
         if name.endswith("norm.weight"):
             tensors[name] += 1
-    return Model(config, as_tree(tensors, config), source="memory")
+    return tensors
+
+
+def random_model(config, seed: int = 0) -> Model:
+    return Model(config, as_tree(random_tensors(config, seed), config), source="memory")
 
 
 def test_the_table_refuses_what_it_does_not_know():
@@ -120,26 +132,46 @@ def test_the_table_refuses_what_it_does_not_know():
 def test_a_registered_family_runs_with_each_layer_its_own_window(toy):
     config = toy_config()
     model = random_model(config)
-    assert model.architecture.name == "toy" and model.family.name == "llama"
+    assert model.architecture.name == "toy" and model.stage_table.name == "toy"
     ids = np.random.default_rng(1).integers(0, 97, 150)  # past the row chunk (128) and far past the window
     logits = model.logits(ids)
+    rounding = 1e-5 * max(1.0, float(np.abs(logits).max()))  # float32's, between passes that sum in other orders
     # The same weights as a Llama whose every layer has the window, or none has: both differ from the toy.
     for window in (WINDOW, None):
         uniform = LlamaConfig(**{k: getattr(config, k) for k in LlamaConfig.__dataclass_fields__ if k != "model_type"}
                               | {"sliding_window": window})  # fmt: skip
         other = Model(uniform, model.params, source="memory").logits(ids)
         assert np.abs(other[WINDOW + 2 :] - logits[WINDOW + 2 :]).max() > 1e-3
-        assert np.abs(other[:WINDOW] - logits[:WINDOW]).max() < 1e-5  # within the window all three agree
+        assert np.abs(other[:WINDOW] - logits[:WINDOW]).max() < rounding  # within the window all three agree
     # A watched pass runs attention dense; unwatched, in row chunks; cached, one row at a time: the same logits.
     watched, _ = model.run_with_cache(ids, names="blocks.1.attn.weights")
-    assert np.abs(watched - logits).max() < 1e-5
+    assert np.abs(watched - logits).max() < rounding
     cache = model.new_cache()
     steps = [model.run(ids[:140], cache=cache, all_positions=True)]
     steps += [model.run(ids[i : i + 1], cache=cache, all_positions=True) for i in range(140, 150)]
-    assert np.abs(np.concatenate(steps) - logits).max() < 1e-5
+    assert np.abs(np.concatenate(steps) - logits).max() < rounding
     weights = model.run_with_cache(ids[:12], names="blocks.*.attn.weights")[1]
     assert (weights["blocks.0.attn.weights"][:, 11, : 12 - WINDOW] == 0).all()  # a windowed layer: 5 keys
     assert (weights["blocks.1.attn.weights"][:, 11, :] > 0).all()  # a full layer: all 12
+
+
+def test_its_attention_is_its_own_and_the_rest_is_the_llama_familys(toy):
+    """The cap takes effect where the config sets one (a stage of its own, scores within (-c, c)), changes no product
+    and no parameter: count = a real run = the Llama family's closed forms, params = Llama's count."""
+    plain, capped_config = toy_config(), toy_config(cap=2.0)
+    model = random_model(plain)
+    capped_model = Model(capped_config, model.params, source="memory")
+    assert "softcap" not in model.stage_table.stages and "softcap" in capped_model.stage_table.stages
+    ids = np.random.default_rng(2).integers(0, 97, 40)
+    logits, seen = capped_model.run_with_cache(ids, names="blocks.*.attn.softcapped")
+    assert np.abs(logits - model.logits(ids)).max() > 1e-3
+    assert all(np.abs(scores).max() < 2.0 for scores in seen.values()) and len(seen) == capped_config.n_layer
+    real = count_passes(capped_model, 40, 3)
+    assert real.totals.macs == count_generation(capped_config, 40, 3).totals.macs
+    assert real.totals.macs == formulas.generation_macs(capped_config, 40, 3)
+    llama = LlamaConfig(**{k: getattr(plain, k) for k in LlamaConfig.__dataclass_fields__ if k != "model_type"})
+    assert formulas.parameters(capped_config) == formulas.parameters(llama) == sum(
+        int(np.prod(shape)) for shape in expected_shapes(capped_config).values())
 
 
 def test_count_groups_the_kinds_of_layer_and_equals_a_real_run_and_the_closed_form(toy):
@@ -186,3 +218,79 @@ def test_validate_refuses_a_family_newer_than_the_transformers_installed(toy):
     message = f"transformers {transformers.__version__} has no ToyForCausalLM, which validate compares with; upgrade"
     with pytest.raises(UserError, match=message):
         load_reference(random_model(toy_config()))
+
+
+# A layer that is one branch, x + part(norm(x)) (blocks.Residual), as each of Nemotron-H's layers is one of Mamba-2,
+# attention, MLP or mixture of experts: here the Llama block taken apart into an attention layer and an MLP layer.
+@dataclass(frozen=True)
+class SplitConfig(LlamaConfig):
+    """The Llama config of twice its layers, even ones attention, odd ones the MLP."""
+
+    model_type: str = "split"
+
+    family = "split"
+
+    @property
+    def layer_types(self) -> tuple[str, ...]:
+        return tuple("attention" if i % 2 == 0 else "mlp" for i in range(self.n_layer))
+
+
+SPLIT_LAYERS = {"attention": Residual(attention), "mlp": Residual(as_mixer(mlp))}
+
+
+def split_block(x, p, config: SplitConfig, at, inputs):
+    return SPLIT_LAYERS[config.layer_types[at.layer_index]](x, p, config, at, inputs)
+
+
+def split_shapes(config: SplitConfig) -> dict[str, tuple[int, ...]]:
+    D, V = config.n_embd, config.vocab_size
+    shapes = {"embed_tokens.weight": (V, D)}
+    for i, kind in enumerate(config.layer_types):
+        part = attention_shapes(config) if kind == "attention" else gated_mlp_shapes(config)
+        shapes |= {f"layers.{i}.norm.weight": (D,)} | {f"layers.{i}.mixer.{n}": s for n, s in part.items()}
+    return shapes | {"norm.weight": (D,), "lm_head.weight": (V, D)}
+
+
+SPLIT_BLOCK = edited(llama_stages.llama_family().block, instead={"resid_mid": (), "ln_2": ()})
+SPLIT_STAGES = StageTable("split", llama_stages.EMBED, SPLIT_BLOCK, llama_stages.FINAL, llama_stages.SYMBOLS)
+SPLIT = Architecture(
+    name="split", model_types=("split",), config=SplitConfig, presets={}, forward=Decoder(split_block),
+    stage_table=lambda config: SPLIT_STAGES, every_stage=SPLIT_STAGES, layout=llama_layout(split_shapes, {}, ()),
+    formulas=LlamaFormulas(), reference_classes={},
+)  # fmt: skip
+
+
+def test_a_layer_may_be_one_branch_with_its_own_norm_and_residual():
+    """Layers of one branch each, attention then the MLP, compute what Llama blocks compute: the same logits bit for
+    bit, with the KV cache too, and the same products in the ledger, each in its layer."""
+    sizes = dict(n_head=4, n_kv_head=2, n_embd=16, n_inner=24, vocab_size=97, n_positions=200)
+    llama_config = LlamaConfig(n_layer=3, **sizes)
+    tensors = random_tensors(llama_config)
+    halves = {"input_layernorm": (0, "norm"), "self_attn": (0, "mixer"), "post_attention_layernorm": (1, "norm"),
+              "mlp": (1, "mixer")}  # fmt: skip
+    split_tensors = {}
+    for name, value in tensors.items():
+        parts = name.split(".")
+        if parts[0] == "layers":  # layer i's first norm and attention make layer 2i, its second norm and MLP 2i + 1
+            second, part = halves[parts[2]]
+            name = ".".join(("layers", str(2 * int(parts[1]) + second), part, *parts[3:]))
+        split_tensors[name] = value
+    llama = Model(llama_config, as_tree(tensors, llama_config), source="memory")
+    register(SPLIT)
+    try:
+        split_config = SplitConfig(n_layer=6, **sizes)
+        split = Model(split_config, as_tree(split_tensors, split_config), source="memory")
+        ids = np.random.default_rng(3).integers(0, 97, 140)  # past the row chunk (128)
+        assert np.array_equal(split.logits(ids), llama.logits(ids))
+        steps = {}
+        for model in (llama, split):
+            cache = model.new_cache()
+            steps[model] = [model.run(ids[:20], cache=cache)] + [model.run(ids[i : i + 1], cache=cache)
+                                                                 for i in range(20, 30)]  # fmt: skip
+        assert all(np.array_equal(a, b) for a, b in zip(steps[llama], steps[split]))
+        ours, theirs = count_passes(split, 20, 3), count_passes(llama, 20, 3)
+        assert ours.totals.macs == theirs.totals.macs and ours.totals.dot_products == theirs.totals.dot_products
+        layer_ops = [{r.op for r in ours.phases[0].records if r.layer == i and r.dot_products} for i in (0, 1)]
+        assert layer_ops == [{"q", "k", "v", "scores", "mix", "out"}, {"mlp.gate", "mlp.up", "mlp.down"}]
+    finally:
+        unregister("split")

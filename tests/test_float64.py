@@ -55,7 +55,7 @@ def test_a_float64_pass_holds_no_float32_number_and_every_stage_is_float64(name)
     ids = np.arange(n) * 7 % c.vocab_size
     logits, captured = model.run_with_cache(ids)
     assert logits.dtype == np.float64 and isinstance(logits, Float32Alarm)
-    assert len(captured) == len(model.family.stage_names(c.n_layer)) - 1  # all but `last`
+    assert len(captured) == len(model.stage_table.stage_names(c.n_layer)) - 1  # all but `last`
     assert {name: t.dtype for name, t in captured.items() if t.dtype != np.float64} == {}
     cache = model.new_cache()
     assert {k.dtype for k in cache.keys + cache.values} == {np.dtype(np.float64)}

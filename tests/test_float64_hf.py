@@ -200,7 +200,7 @@ def rope_configs():
 def test_the_float64_frequencies_are_transformers_own_to_float32_precision(name, made, tmp_path):
     """The reference's rotary modules use our float64 inverse frequencies (transformers makes them in float32 only):
     they must be the frequencies transformers computes, for every rope type, to float32's precision."""
-    from minitransformer.families.llama.forward import inverse_frequencies
+    from minitransformer.families.rotary import inverse_frequencies
 
     if made is None:
         directory = FIXTURES[name]
@@ -211,8 +211,8 @@ def test_the_float64_frequencies_are_transformers_own_to_float32_precision(name,
     hf = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32)
     theirs = next(m.inv_freq for m in hf.modules() if type(m).__name__.endswith("RotaryEmbedding")).numpy()
     config = load_model(directory).config
-    ours64 = inverse_frequencies(config, np.dtype(np.float64))
+    ours64 = inverse_frequencies(config.rope(), np.dtype(np.float64))
     assert ours64.dtype == np.float64 and theirs.dtype == np.float32
     assert np.allclose(ours64, theirs, rtol=3e-7, atol=0)
     assert not np.array_equal(ours64, ours64.astype(np.float32))  # float64 numbers, not float32 ones widened
-    assert np.allclose(inverse_frequencies(config, np.dtype(np.float32)), theirs, rtol=3e-7, atol=0)
+    assert np.allclose(inverse_frequencies(config.rope(), np.dtype(np.float32)), theirs, rtol=3e-7, atol=0)

@@ -29,9 +29,9 @@ from family_checks import (  # noqa: E402 - after the importorskips: it imports 
 )
 
 from minitransformer.errors import UserError  # noqa: E402
-from minitransformer.families.gpt_oss import formulas  # noqa: E402
 from minitransformer.families.gpt_oss.config import PRESETS, GptOssConfig  # noqa: E402
-from minitransformer.families.llama.forward import inverse_frequencies, rotary_attention_factor  # noqa: E402
+from minitransformer.families.gpt_oss.formulas import FORMULAS as formulas  # noqa: E402
+from minitransformer.families.rotary import attention_factor, inverse_frequencies  # noqa: E402
 
 YARN = {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
         "original_max_position_embeddings": 64, "rope_theta": 1000.0}  # fmt: skip
@@ -280,9 +280,9 @@ def test_yarn_frequencies_and_attention_factor_equal_transformers(rope):
                                    max_position_embeddings=256, rope_parameters=dict(rope))  # fmt: skip
     theirs, factor = ROPE_INIT_FUNCTIONS["yarn"](hf)
     ours = GptOssConfig.from_hf_dict(hf.to_dict())
-    np.testing.assert_allclose(inverse_frequencies(ours, np.dtype(np.float32)), theirs.numpy(), rtol=2e-7)
-    np.testing.assert_allclose(inverse_frequencies(ours, np.dtype(np.float64)), theirs.numpy(), rtol=1e-6)
-    assert rotary_attention_factor(ours) == pytest.approx(factor, rel=1e-12)
+    np.testing.assert_allclose(inverse_frequencies(ours.rope(), np.dtype(np.float32)), theirs.numpy(), rtol=2e-7)
+    np.testing.assert_allclose(inverse_frequencies(ours.rope(), np.dtype(np.float64)), theirs.numpy(), rtol=1e-6)
+    assert attention_factor(ours.rope()) == pytest.approx(factor, rel=1e-12)
 
 
 def test_validate_says_all_ok(made):

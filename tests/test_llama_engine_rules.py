@@ -17,7 +17,7 @@ from conftest import hf_llama_fixture_dirs, with_weights_viewed_as
 from minitransformer import load_model
 from minitransformer.engine.ledger import Phase
 from minitransformer.engine.ops import attention_bias, rotary_tables
-from minitransformer.families.llama.forward import inverse_frequencies
+from minitransformer.families.rotary import inverse_frequencies
 from minitransformer.models.model import Model
 from minitransformer.verbs.count import count_passes
 
@@ -34,14 +34,14 @@ def models():
 def test_no_float64_anywhere_in_a_llama_forward_pass(name, models):
     model = with_weights_viewed_as(models[name], Float64Alarm)
     c = model.config
-    assert inverse_frequencies(c, np.float32).dtype == np.float32
-    cos, sin = rotary_tables(np.arange(5, 9), inverse_frequencies(c, np.float32))
+    assert inverse_frequencies(c.rope(), np.float32).dtype == np.float32
+    cos, sin = rotary_tables(np.arange(5, 9), inverse_frequencies(c.rope(), np.float32))
     assert cos.dtype == sin.dtype == attention_bias(5, 0, 4, 9, c.sliding_window, np.float32).dtype == np.float32
     seen = []
     watch = lambda name, value, record: seen.append((name, value.dtype)) or value  # noqa: E731
     logits = model.run(np.arange(20) % c.vocab_size, all_positions=True, watcher=watch)
     assert logits.dtype == np.float32 and isinstance(logits, Float64Alarm)
-    assert len(seen) == len(model.family.stage_names(c.n_layer)) - 1  # all but `last`
+    assert len(seen) == len(model.stage_table.stage_names(c.n_layer)) - 1  # all but `last`
     assert all(dtype == np.float32 for _, dtype in seen), [n for n, d in seen if d != np.float32]
     cache = model.new_cache()
     model.run(np.arange(7), cache=cache, watcher=watch)
@@ -64,7 +64,7 @@ def closed_forms(c, T: int, past: int, R: int) -> dict[str, tuple[int, int]]:
 @pytest.mark.parametrize("name", FIXTURES)
 def test_every_product_is_counted_as_computed_and_a_block_is_mapped_in_order(name, models):
     model = models[name]
-    c, family = model.config, model.family
+    c, family = model.config, model.stage_table
     cache = model.new_cache()
     passes = [(12, 0), (1, 12), (1, 13)] + [(1, 14 + k) for k in range(10)]  # prefill, then decode steps
     for T, past in passes:
@@ -90,7 +90,7 @@ def test_every_product_is_counted_as_computed_and_a_block_is_mapped_in_order(nam
 def test_a_shape_only_llama_records_what_a_real_run_records(name, models):
     real = models[name]
     counted = Model.without_weights(real.config)
-    assert counted.shape_only and counted.family == real.family
+    assert counted.shape_only and counted.stage_table == real.stage_table
     for batch in ((), (3,)):
         caches = [m.new_cache(batch) for m in (real, counted)]
         for T in (9, 4, 1, 1, 1, 1, 1, 1, 1, 1):  # a prefill, a chunk, then decode steps (past any window)
@@ -142,7 +142,7 @@ def test_captures_have_the_documented_names_and_hold_what_the_equations_say(name
     G = H // Hkv
     ids = np.arange(T) * 7 % c.vocab_size
     logits, cache = model.run_with_cache(ids)
-    assert list(cache) == [n for n in model.family.stage_names(c.n_layer) if n != "last"]
+    assert list(cache) == [n for n in model.stage_table.stage_names(c.n_layer) if n != "last"]
     # Every Llama name the hooks module documents exists, in every block.
     documented = re.findall(r"`((?:attn|mlp)\.\w+)`", minitransformer.engine.hooks.__doc__)
     assert {"attn.q_proj", "attn.k_proj", "attn.v_proj", "attn.q_rot", "attn.k_rot", "mlp.gate", "mlp.mul"} <= set(

@@ -14,7 +14,7 @@ import pytest
 from conftest import hf_llama_fixture_dirs
 from minitransformer import load_model
 from minitransformer.families.llama.config import LlamaConfig
-from minitransformer.families.llama.forward import inverse_frequencies
+from minitransformer.families.rotary import inverse_frequencies
 from minitransformer.models.model import Model
 
 TOLERANCE = 1e-4  # relative to the logits' scale, as validate.py states it
@@ -76,13 +76,13 @@ def test_the_llama3_fixture_has_frequencies_in_each_band_of_the_rescaling():
     must have a frequency in each band, or a bug in one band could pass."""
     config = configs()["llama3_mqa_tied"]
     s = dict(config.rope_scaling)
-    plain = inverse_frequencies(dataclasses.replace(config, rope_scaling=None), np.float32)
+    plain = inverse_frequencies(dataclasses.replace(config, rope_scaling=None).rope(), np.float32)
     wavelengths = 2 * pi / plain
     short = s["original_max_position_embeddings"] / s["high_freq_factor"]
     long = s["original_max_position_embeddings"] / s["low_freq_factor"]
     assert (wavelengths < short).any() and (wavelengths > long).any()
     assert ((wavelengths >= short) & (wavelengths <= long)).any()
-    scaled = inverse_frequencies(config, np.float32)
+    scaled = inverse_frequencies(config.rope(), np.float32)
     assert np.array_equal(scaled[wavelengths < short], plain[wavelengths < short])
     assert np.allclose(scaled[wavelengths > long], plain[wavelengths > long] / s["factor"], rtol=1e-6)
 

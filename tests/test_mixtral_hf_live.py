@@ -27,8 +27,8 @@ from family_checks import (  # noqa: E402 - after the importorskips: it imports 
 )
 
 from minitransformer.errors import UserError  # noqa: E402
-from minitransformer.families.mixtral import formulas  # noqa: E402
 from minitransformer.families.mixtral.config import PRESETS, MixtralConfig  # noqa: E402
+from minitransformer.families.mixtral.formulas import FORMULAS as formulas  # noqa: E402
 
 # Several shapes and seeds: E = 4..8, k = 1 and 2, with and without a window, q wider than D, tied embeddings,
 # rope scaling, one key/value head.

@@ -13,7 +13,8 @@ from test_engine_rules import Float64Alarm
 from conftest import with_weights_viewed_as
 from minitransformer.engine.ledger import Phase
 from minitransformer.families.neox.config import PRESETS, NeoXConfig
-from minitransformer.families.neox.forward import inverse_frequencies, rotate_part, split_heads_by_head
+from minitransformer.families.neox.forward import split_heads_by_head
+from minitransformer.families.rotary import inverse_frequencies, rotate_partial
 from minitransformer.models.model import Model
 from minitransformer.models.weights import as_tree, expected_shapes
 from minitransformer.verbs import formulas
@@ -42,12 +43,12 @@ def random_model(config: NeoXConfig, seed: int = 0) -> Model:
 def test_no_float64_anywhere_in_a_neox_forward_pass(name):
     config = CONFIGS[name]
     model = with_weights_viewed_as(random_model(config), Float64Alarm)
-    assert inverse_frequencies(config, np.float32).dtype == np.float32
+    assert inverse_frequencies(config.rope(), np.float32).dtype == np.float32
     seen = []
     watch = lambda name, value, record: seen.append((name, value.dtype)) or value  # noqa: E731
     logits = model.run(np.arange(140) % config.vocab_size, all_positions=True, watcher=watch)
     assert logits.dtype == np.float32 and isinstance(logits, Float64Alarm)
-    assert len(seen) == len(model.family.stage_names(config.n_layer)) - 1  # all but `last`
+    assert len(seen) == len(model.stage_table.stage_names(config.n_layer)) - 1  # all but `last`
     assert all(dtype == np.float32 for _, dtype in seen), [n for n, d in seen if d != np.float32]
     cache = model.new_cache()
     model.run(np.arange(7), cache=cache, watcher=watch)
@@ -67,7 +68,7 @@ def closed_forms(c: NeoXConfig, T: int, t: int, R: int) -> dict[str, tuple[int, 
 def test_every_product_is_counted_as_computed_and_rotary_and_residuals_cost_nothing(name):
     config = CONFIGS[name]
     model = random_model(config)
-    family = model.family
+    family = model.stage_table
     cache = model.new_cache()
     for T, past in [(12, 0), (1, 12), (1, 13), (3, 14)]:
         phase = Phase("decode" if past else "prefill", 0, T, past + T)
@@ -140,7 +141,7 @@ def test_the_split_reads_head_by_head_and_the_rotary_turns_only_its_share():
         assert np.array_equal(k[h], qkv[:, base + dh : base + 2 * dh])
     angles = np.arange(T, dtype=np.float32)[:, None] * np.array([1.0, 0.1], np.float32)  # two pairs: r = 4
     cos, sin = np.cos(np.concatenate([angles, angles], -1)), np.sin(np.concatenate([angles, angles], -1))
-    turned = rotate_part(q, cos, sin)
+    turned = rotate_partial(q, cos, sin)
     assert np.array_equal(turned[..., 4:], q[..., 4:]) and not np.allclose(turned[..., 1:, :4], q[..., 1:, :4])
     # The pair (x0, x2) turns by position x 1.0: x0 cos - x2 sin, x2 cos + x0 sin.
     x0, x2 = q[..., 0], q[..., 2]

@@ -31,8 +31,8 @@ from family_checks import (  # noqa: E402 - after the importorskips: it imports 
 from minitransformer import load_model  # noqa: E402
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
-from minitransformer.families.qwen3moe import formulas  # noqa: E402
 from minitransformer.families.qwen3moe.config import PRESETS, Qwen3MoeConfig  # noqa: E402
+from minitransformer.families.qwen3moe.formulas import FORMULAS as formulas  # noqa: E402
 
 # Several shapes and seeds: E = 4..8, k = 1..3, the gates renormalised or not, dense layers from mlp_only_layers and
 # from decoder_sparse_step 2, a window, q wider than D, one key/value head, tied embeddings, attention biases, rope
@@ -169,7 +169,7 @@ def test_count_equals_a_real_run_and_the_closed_form_with_dense_and_sparse_layer
         router = phase.find("router", i)
         assert (router.dot_products, router.dot_length) == (T * E, D)
         assert layer == attention + T * D * E + T * k * 3 * D * F
-        assert layer - attention == T * (formulas.layer_weight_macs_per_position(c, i) - 2 * D * c.n_head * c.d_head
+        assert layer - attention == T * (formulas.weight_macs_per_position(c, i) - 2 * D * c.n_head * c.d_head
                                          - 2 * D * c.n_kv_head * c.d_head)  # fmt: skip
 
 
@@ -289,7 +289,7 @@ def test_generate_count_and_trace_commands_run_on_a_qwen3_moe(made):
     row = next(line for line in counted.stdout.splitlines() if line.lstrip().startswith("3 layers"))
     assert row.split()[2:4] == [f"{a.all_attention:,}", f"{a.all_weights - a.outside:,}"]
     assert (
-        a.all_weights - a.outside == sum(formulas.layer_weight_macs_per_position(c, i) for i in range(c.n_layer))
+        a.all_weights - a.outside == sum(formulas.weight_macs_per_position(c, i) for i in range(c.n_layer))
         and a.all_weights - a.outside != 3 * a.weights
     )
     # a row for each kind of layer: its layers, and its attention against its own products with weights

@@ -36,15 +36,15 @@ import numpy as np
 from ..errors import UserError
 from ..text import human
 from .ledger import Record
-from .stages import Family
+from .stages import StageTable
 from .tape import Watcher
 
 Hook = Callable[[np.ndarray, str], "np.ndarray | None"]  # fn(tensor, name) -> a replacement, or None
 
 
-def stage_names(n_layer: int, family: Family) -> list[str]:
+def stage_names(n_layer: int, stage_table: StageTable) -> list[str]:
     """Every capture name of a model with n_layer blocks, in the order the forward pass produces them."""
-    return family.stage_names(n_layer)
+    return stage_table.stage_names(n_layer)
 
 
 def selector(which, known: list[str], what: str = "names=") -> Callable[[str], bool]:

@@ -375,7 +375,7 @@ def totals_of(phases: Sequence[Phase | Any]) -> Totals:
 class Ledger:
     """All forward passes of one run, in order, for one model."""
 
-    model: dict  # the config (GPT2Config.to_dict())
+    model: dict  # the model's config, as its to_dict() writes it (families/*/config.py)
     phases: list[Phase] = field(default_factory=list)
     # The same run's totals the other way round (with the cache if this run had none, and vice
     # versa), counted by a shape-only run of the same forward code: what the cache saved.

@@ -291,7 +291,7 @@ def ungroup_heads(x):
 
 def rotary_tables(positions, inv_freq):
     """cos and sin [T, dh] (or [..., T, dh] for positions [..., T]) of position x frequency, each frequency twice
-    ([f, f]), as transformers lays them out; in the dtype of inv_freq (llama.inverse_frequencies makes them in
+    ([f, f]), as transformers lays them out; in the dtype of inv_freq (the caller makes them in
     the pass's dtype)."""
     angles = positions.astype(inv_freq.dtype)[..., None] * inv_freq  # one multiply per (position, frequency): no sums
     angles = np.concatenate([angles, angles], axis=-1)

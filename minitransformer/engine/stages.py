@@ -4,7 +4,7 @@ This table is the map users read: the ledger, the trace and the JSON all name st
 the forward pass (families/*/forward.py) records each stage under its op. Only `kind == "matmul"`
 stages hold dot products; the others are here so that the map of a block is complete.
 
-Each family has its own table (`Family`, in families/*/stages.py): what a GPT-2 block and a Llama block compute differs,
+Each family has its own table (`StageTable`, in families/*/stages.py): what a GPT-2 block and a Llama block compute differs,
 and the equations say how. Stages that play the same part have the same op and capture names in
 both (ln_1, scores, softmax, mix, out, mlp.up, mlp.down, resid_post, ...), so a hook or a query
 written for one family reads the other.
@@ -20,7 +20,8 @@ Dimension symbols used in shapes:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 
@@ -37,7 +38,7 @@ class Stage:
 
 
 @dataclass(frozen=True)
-class Family:
+class StageTable:
     """The stages of one architecture, in the order its forward pass runs them."""
 
     name: str
@@ -45,6 +46,11 @@ class Family:
     block: tuple[Stage, ...]
     final: tuple[Stage, ...]
     symbols: str  # the dimension symbols its shapes use, for traces
+
+    @property
+    def parts(self) -> tuple[tuple[Stage, ...], tuple[Stage, ...], tuple[Stage, ...]]:
+        """The stages before the blocks, of a block, after the blocks."""
+        return self.embed, self.block, self.final
 
     @cached_property
     def stages(self) -> dict[str, Stage]:
@@ -81,3 +87,17 @@ LAST = Stage("last", ("last",), "select", "h = h[last position]  (generation nee
 LOGITS = Stage(
     "logits", ("logits",), "matmul", "logits = h W_U^T  (W_U = W_te when tied)", "h [R, D], W_te^T [D, V]", UNEMBEDDING
 )
+
+
+def edited(stages: tuple[Stage, ...], instead: Mapping[str, tuple[Stage, ...]] | None = None,
+           after: Mapping[str, tuple[Stage, ...]] | None = None,
+           equations: Mapping[str, str] | None = None) -> tuple[Stage, ...]:  # fmt: skip
+    """A table written as its difference from another's stages: `equations` rewrites some stages' equations,
+    `instead` puts other stages (or none) in some stages' place, and `after` adds stages after some."""
+    out: list[Stage] = []
+    for stage in stages:
+        if equations and stage.op in equations:
+            stage = replace(stage, equation=equations[stage.op])
+        out += (instead or {}).get(stage.op, (stage,))
+        out += (after or {}).get(stage.op, ())
+    return tuple(out)

@@ -24,7 +24,7 @@ from .ledger import Phase, Record, dot_product_count
 from .row_chunks import in_row_chunks
 from .shapes import ShapeOnly
 from .spec import matmul_spec, specs, symbols
-from .stages import Family
+from .stages import StageTable
 
 # A watcher sees every stage: (full name, tensor, record) -> the tensor to continue with.
 Watcher = Callable[[str, object, Record], object]
@@ -140,7 +140,7 @@ class Tape:
     watcher: Watcher | None = None
     layer_index: int | None = None
     prefix: str = ""
-    family: Family | None = None  # the stage table the forward pass names its stages from (the model's)
+    stage_table: StageTable | None = None  # the table the forward pass names its stages from (the model's)
     # Inside a chunk of query rows (in_row_chunks): op -> [spec, b batched, dot products, MACs], summed over
     # the chunks, for the one record per op that the whole pass's tape writes after the last chunk.
     rows: dict | None = None
@@ -159,7 +159,7 @@ class Tape:
         """The tape as seen from inside block i: stage names get the prefix "blocks.{i}.", and the sizes are
         those of block i's attention (its window, where layers differ)."""
         dims = self.dims if self.windows is None else self.dims.with_window(self.windows[i])
-        return Tape(dims, self.phase, self.watcher, i, f"blocks.{i}.", self.family, dense=self.dense,
+        return Tape(dims, self.phase, self.watcher, i, f"blocks.{i}.", self.stage_table, dense=self.dense,
                     routing=self.routing)  # fmt: skip
 
     def in_row_chunks(self, attend, q, K, V, bias=None):
@@ -227,8 +227,8 @@ class Tape:
     def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
                 row_chunk=None, breakdown=None) -> Record:  # fmt: skip
         window = self.dims.window if op in ("scores", "mix") else None
-        assert self.family is not None, "a tape that records names its stage table (Tape.family)"
-        record = Record(self.family.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
+        assert self.stage_table is not None, "a tape that records names its stage table (Tape.stage_table)"
+        record = Record(self.stage_table.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
                         computed, row_chunk, breakdown)  # fmt: skip
         if self.phase is not None:
             self.phase.records.append(record)
@@ -237,8 +237,8 @@ class Tape:
     def _watch(self, op: str, value, record: Record):
         if self.watcher is None:
             return value
-        assert self.family is not None
-        names = self.family.stages[op].names
+        assert self.stage_table is not None
+        names = self.stage_table.stages[op].names
         if isinstance(value, tuple):
             return tuple(self.watcher(self.prefix + n, v, record) for n, v in zip(names, value))
         return self.watcher(self.prefix + names[0], value, record)

@@ -1,9 +1,14 @@
-"""What the rest of the code asks of a family, in one record: `Architecture`.
+"""What the rest of the code asks of a family, in one record, `Architecture`, and the two values it is made of: the
+checkpoint's `Layout` and the closed forms' interface, `Formulas`.
 
-A family is its difference: its forward pass (forward.py), its config mapping and presets (config.py), its
-stage table (stages.py), where its checkpoint keeps each tensor (layout.py) and its closed forms (formulas.py).
-Its family.py gathers them here, and families/table.py registers it. The engine, the ledger, count, trace,
-the reports, batches and float64 read a family only through these fields (docs/adding-a-family.md).
+A family is its difference: its config mapping and presets (config.py), its forward pass (forward.py: its parts
+handed to a block and the decoder, families/blocks.py and families/decoder.py), its stage table (stages.py), its
+checkpoint (layout.py) and its closed forms (formulas.py). Its family.py gathers them here, and families/table.py
+registers it. The engine, the ledger, count, trace, the reports, batches and float64 read a family only through these
+fields (docs/adding-a-family.md).
+
+Three words, three things: `config.family` is a family's name, `Architecture` its record, and
+`engine.stages.StageTable` the table of its stages (a model's `stage_table`).
 """
 
 from __future__ import annotations
@@ -11,40 +16,37 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, Protocol
 
-from ..engine.stages import Family
+import numpy as np
+
+from ..engine.kvcache import KVCache
+from ..engine.stages import StageTable
+from ..engine.tape import Tape
 from .config import ModelConfig
 
 
+class Forward(Protocol):
+    """A family's forward pass: token ids [T] (or [B, T]) -> logits [R, V], for every position or the last one only.
+
+    `pads` (a batch of left-padded rows): the first pads[b] slots of row b hold no token."""
+
+    def __call__(self, ids: np.ndarray, p: SimpleNamespace, config: Any, cache: KVCache | None, tape: Tape,
+                 all_positions: bool, pads: np.ndarray | None = None) -> np.ndarray: ...  # fmt: skip
+
+
 @dataclass(frozen=True)
-class Architecture:
-    name: str  # the config's `family`, and the JSON's "family"
-    model_types: tuple[str, ...]  # the config.json model_type values the family reads
-    config: type[ModelConfig]  # its dataclass; config.from_hf_dict(hf, name) reads a config.json
-    presets: dict  # name -> config of a well-known model, for counting without weights
-    # forward(ids, params, config, cache, tape, all_positions, pads) -> logits: one named stage per line
-    forward: Callable
-    stages: Callable[[Any], Family]  # config -> its stage table
-    every_stage: Family  # the table with every stage the family can have (the views' op -> group)
-    weight_shapes: Callable[[Any], dict]  # config -> {tensor name without the prefix: shape}, in order
+class Layout:
+    """Where a family's checkpoint keeps each tensor, and what kind of parameter each is."""
+
     prefix: str  # the base model's prefix of the checkpoint's names ("transformer.", "model.")
     layers: str  # the checkpoint's name for the list of blocks ("h", "layers")
     embedding: str  # the token embedding's tensor name ("wte.weight")
     ignored: str  # a regex of buffers checkpoints carry that the model computes itself
+    shapes: Callable[[Any], dict[str, tuple[int, ...]]]  # config -> {name without the prefix: shape}, in order
     kinds: dict[str, str]  # parameter kind -> what it is, in the order a pass meets them
-    kind_of: tuple  # (compiled regex, kind) for each tensor name
-    formulas: ModuleType  # closed forms: products, weight_macs_per_position, weight_dot_products_per_position,
-    #                       parameters, attention_vs_weights (families/gpt2/formulas.py says what each is)
-    reference_classes: dict[str, str]  # model_type -> the transformers class validate compares with
-    label: str = ""  # how a model's header names the family after its model_type ("Llama family"), if at all
-    own_tokenizer: bool = True  # reads the model directory's tokenizer.json (GPT-2s share the shipped one)
-    heads_in_headers: bool = True  # `params` names the heads in its header (GPT-2's predates it)
-    # validate in float64: fn(reference, model, torch) makes transformers' model compute in float64 where it
-    # would not (None: nothing to do), and the note validate prints about it
-    float64_reference: Callable | None = None
-    float64_note: str = ""
+    kind_of: tuple[tuple[re.Pattern, str], ...]  # (compiled regex, kind) for each tensor name, the first match wins
     # A mixture of experts: the parameter kinds of its routed experts, of which one token's pass reads k of E (the
     # rest of the model it reads whole): what `params` counts as active. Empty for a dense family.
     routed_kinds: tuple[str, ...] = ()
@@ -57,5 +59,67 @@ class Architecture:
         object.__setattr__(self, "ignored_pattern", re.compile(rf"^({self.ignored})$"))
 
     def kind(self, name: str) -> str | None:
-        """The parameter kind of a tensor name of this family's checkpoint, or None."""
+        """The parameter kind of a tensor name of this checkpoint, or None."""
         return next((kind for pattern, kind in self.kind_of if pattern.match(name)), None)
+
+
+def kind_rules(*rules: tuple[str, str]) -> tuple[tuple[re.Pattern, str], ...]:
+    """Layout.kind_of from (regex of a whole name, kind) pairs."""
+    return tuple((re.compile(rf"^{pattern}$"), kind) for pattern, kind in rules)
+
+
+class Formulas:
+    """A family's arithmetic in closed form, written from its equations alone (nothing here runs the model), held by
+    the tests to the ledger of real and shape-only runs (verbs/formulas.py sums them over layers and passes).
+
+    Symbols (engine/stages.py): D d_model, H query heads of dh, Hkv key/value heads, F the MLP width, V the
+    vocabulary, L layers, T positions computed in a pass, t positions attended, R rows of logits, B the batch."""
+
+    def products(self, config: Any, T: int, t: int, R: int = 1, B: int = 1) -> dict[str, tuple[int, int]]:
+        """(dot products, dot-product length) of each matrix product of one pass (per layer for the block ops)."""
+        raise NotImplementedError
+
+    def weight_macs_per_position(self, config: Any, layer: int = 0) -> int:
+        """MACs of the products with weights, per position, in a layer (its attention's projections and its MLP)."""
+        raise NotImplementedError
+
+    def weight_dot_products_per_position(self, config: Any, layer: int = 0) -> int:
+        """Dot products of the products with weights, per position, in a layer."""
+        raise NotImplementedError
+
+    def parameters(self, config: Any) -> int:
+        """Every parameter of the model (transformers' count of the same config)."""
+        raise NotImplementedError
+
+    def active_parameters(self, config: Any) -> int:
+        """The parameters one token's pass reads: all of them in a dense model."""
+        return self.parameters(config)
+
+    def attention_vs_weights(self, config: Any) -> tuple[str, str, str]:
+        """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs."""
+        raise NotImplementedError
+
+    def count_notes(self, config: Any, n_prompt: int, n_new: int) -> list[str]:
+        """A family's own lines in count's report (DeepSeek-V3's latent cache), for a count of n_prompt + n_new."""
+        return []
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str  # the config's `family`, and the JSON's "family"
+    model_types: tuple[str, ...]  # the config.json model_type values the family reads
+    config: type[ModelConfig]  # its dataclass; config.from_hf_dict(hf, name) reads a config.json
+    presets: dict[str, Any]  # name -> config of a well-known model, for counting without weights
+    forward: Forward  # one named stage per line (families/*/forward.py)
+    stage_table: Callable[[Any], StageTable]  # config -> its stage table
+    every_stage: StageTable  # the table with every stage the family can have (the views' op -> group)
+    layout: Layout  # where its checkpoint keeps each tensor
+    formulas: Formulas  # its closed forms
+    reference_classes: dict[str, str]  # model_type -> the transformers class validate compares with
+    label: str = ""  # how a model's header names the family after its model_type ("Llama family"), if at all
+    own_tokenizer: bool = True  # reads the model directory's tokenizer.json (GPT-2s share the shipped one)
+    heads_in_headers: bool = True  # `params` names the heads in its header (GPT-2's predates it)
+    # validate in float64: fn(reference, model, torch) makes transformers' model compute in float64 where it
+    # would not (None: nothing to do), and the note validate prints about it
+    float64_reference: Callable | None = None
+    float64_note: str = ""

@@ -5,6 +5,9 @@ from `ModelConfig`: the same names for the shapes (n_layer, n_embd, n_head, n_kv
 n_positions, vocab_size, sliding_window), so that counting, memory and reports need not know which
 family they look at. Every option that changes inference is either honoured or refused by name: a
 model that would silently compute something else than transformers' is worse than no model.
+
+The keys that many families' config.json share are read here, once: the dtype, the shapes and ids of a Llama-like
+config (`llama_keys`), the checks of a number or a flag; the rope's keys are read in rotary.py.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from .rotary import Rope
 
 # The activations of transformers' ACT2FN that this project computes (see ops.ACTIVATIONS).
 SUPPORTED_ACTIVATIONS = (
@@ -104,6 +110,11 @@ class ModelConfig:
         dataclass_config: Any = self  # every family's config is a dataclass
         return replace(dataclass_config, n_layer=n_layer)
 
+    def rope(self, layer: int) -> Rope | None:
+        """The rotary positions of a layer's attention (families/rotary.py), None where it has none (GPT-2's learned
+        positions, a layer without attention)."""
+        return None
+
 
 def flag(hf: dict, key: str) -> bool:
     """A true/false option; a string such as "false" would read as true, so it is refused."""
@@ -116,6 +127,83 @@ def flag(hf: dict, key: str) -> bool:
 def check_positive(key: str, value) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise UserError(f"config {key} must be a positive integer, not {value!r}")
+
+
+def check_positive_number(key: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UserError(f"config {key} must be a positive number, not {value!r}")
+
+
+def check_activation(key: str, value) -> None:
+    if value not in SUPPORTED_ACTIVATIONS:
+        raise UserError(f"config {key}={value!r} is not supported (supported: {', '.join(SUPPORTED_ACTIVATIONS)})")
+
+
+def check_model_type(hf: dict, model_types: tuple[str, ...], what: str) -> str:
+    """config.json's model_type, one of `model_types`, or refused as not `what` ("a Mixtral (mixtral)")."""
+    model_type = hf.get("model_type")
+    if model_type not in model_types:
+        raise UserError(f"config model_type={model_type!r} is not {what}")
+    return model_type
+
+
+def check_dtype(hf: dict) -> None:
+    """The weights' dtype a config.json states (transformers 5's dtype, or torch_dtype): float32, float16 or bfloat16,
+    which the loader reads (and upcasts), or none."""
+    dtype = hf.get("dtype", hf.get("torch_dtype"))
+    if dtype not in (None, "float32", "float16", "bfloat16"):
+        raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
+
+
+def token_ids(value):
+    """A token id, or a list of them (config.json's eos_token_id) as a tuple: hashable."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def listed(value):
+    """A config's tuple as JSON writes it, a list (an eos_token_id of several ids, a per-layer list)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+# The keys of a Llama-like config.json (Llama, Qwen3, Mixtral, OLMo 2, Gemma, gpt-oss, Qwen3-MoE) and the fields of
+# the config that hold them.
+LLAMA_KEYS = {
+    "num_hidden_layers": "n_layer",
+    "num_attention_heads": "n_head",
+    "hidden_size": "n_embd",
+    "intermediate_size": "n_inner",
+    "vocab_size": "vocab_size",
+    "num_key_value_heads": "n_kv_head",
+    "head_dim": "head_dim",
+    "max_position_embeddings": "n_positions",
+    "rms_norm_eps": "rms_norm_eps",
+    "hidden_act": "hidden_act",
+    "bos_token_id": "bos_token_id",
+    "eos_token_id": "eos_token_id",
+}
+
+
+def llama_keys(hf: dict, defaults: dict) -> dict:
+    """The shapes, norm, activation and ids of a Llama-like config.json, as its config's fields, each the config.json's
+    value or, where it has none, the family's default (`defaults`, by config.json key: transformers' defaults for
+    that model_type; a key it leaves out defaults to None); and tie_word_embeddings, a flag."""
+    fields = {field: hf.get(key, defaults.get(key)) for key, field in LLAMA_KEYS.items()}
+    fields["eos_token_id"] = token_ids(fields["eos_token_id"])
+    fields["tie_word_embeddings"] = flag(hf, "tie_word_embeddings")
+    return fields
+
+
+FULL, SLIDING = "full_attention", "sliding_attention"  # transformers' layer types of attention with and without window
+
+
+def check_layer_kinds(kinds: tuple[str, ...], n_layer: int) -> None:
+    """A config's layer_types: one for each layer, each full_attention or sliding_attention."""
+    if len(kinds) != n_layer:
+        raise UserError(f"config layer_types has {len(kinds)} entries for num_hidden_layers={n_layer}")
+    unknown = sorted(set(kinds) - {FULL, SLIDING})
+    if unknown:
+        raise UserError(f"config layer_types {', '.join(map(repr, unknown))} is not supported (supported: {FULL}, "
+                        f"{SLIDING})")  # fmt: skip
 
 
 def check_fits(config, n_prompt: int, n_new: int) -> None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.ops import ACTIVATIONS
+from ..engine.ops import ACTIVATIONS, softmax
 from ..engine.shapes import ShapeOnly
 from ..errors import UserError
 
@@ -26,6 +26,18 @@ def top_k(probs, k: int):
         return ShapeOnly(shape, np.int64), ShapeOnly(shape, probs.dtype)
     chosen = np.argsort(-probs, axis=-1, kind="stable")[..., :k]
     return chosen, np.take_along_axis(probs, chosen, axis=-1)
+
+
+def softmax_router(h, w, k: int, at, renormalise: bool = True):
+    """(chosen experts [T, k], gates [T, k]) of the softmax router (Mixtral's, Qwen3-MoE's): logits r = h W_router
+    [T, E], p = softmax(r) over the E experts, the k largest kept and, where `renormalise`, divided by their sum (=
+    a softmax over the k chosen logits; computed as transformers does, so that the floats agree)."""
+    logits = at.matmul("router", h, w.T, "T D, D E -> T E")
+    probs = at.stage("router.softmax", softmax(logits), "T E")
+    chosen, gates = at.stage("router.topk", top_k(probs, k), "T k")
+    if renormalise:
+        gates = at.stage("router.renorm", gates / gates.sum(axis=-1, keepdims=True), "T k")
+    return chosen, gates
 
 
 def assumed_loads(tokens: int, n_experts: int, k: int, routing: str) -> list[int]:
@@ -93,25 +105,37 @@ def expert_shapes(F: str = "F") -> dict[str, str]:
 
 
 def swiglu_experts(h, chosen, gates, weights, n_experts: int, hidden_act: str, at, F: str = "F"):
-    """The routed experts of a layer, each a SwiGLU MLP computing only its Te tokens' rows: h_e = h[its tokens],
-    y = (act(h_e W_gate) * h_e W_up) W_down, weighted by the tokens' gates and added back to their rows.
+    """The routed experts of a layer, each a SwiGLU MLP on its tokens' rows: y = (act(h_e W_gate) * h_e W_up) W_down.
+    weights(e) -> (W_gate, W_up, W_down) of expert e as nn.Linear holds them ([out, in]); F the symbol of an
+    expert's width (the rest as `experts`)."""
 
-    chosen and gates [T, k]: each token's k experts and their weights; weights(e) -> (W_gate, W_up, W_down) of
-    expert e as nn.Linear holds them ([out, in]); F the symbol of an expert's width. One record per op and layer,
-    with each expert's share as its breakdown (Tape.record_experts)."""
-    k = chosen.shape[-1]
-    x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
-    out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
-    experts = at.experts()
-    for expert in routed(chosen.reshape(n, k), n_experts, at.routing):
-        ex, (w_gate, w_up, w_down) = experts.expert(expert), weights(expert.expert)
-        xe = ex.stage("expert.gather", expert.gather(x), "Te D")
+    def swiglu(ex, e: int, xe):
+        w_gate, w_up, w_down = weights(e)
         g = ex.matmul("expert.gate", xe, w_gate.T, f"Te D, D {F} -> Te {F}")
         u = ex.matmul("expert.up", xe, w_up.T, f"Te D, D {F} -> Te {F}")
         a = ex.stage("expert.act", ACTIVATIONS[hidden_act](g), f"Te {F}")
         a = ex.stage("expert.mul", np.multiply(a, u, out=ex.scratch(a)), f"Te {F}")
-        y = ex.matmul("expert.down", a, w_down.T, f"Te {F}, {F} D -> Te D")
-        y = ex.stage("expert.weigh", y * expert.gates(gates.reshape(n, k)), "Te D")
-        add_rows(out, expert, y)
-    at.record_experts(experts, expert_shapes(F), n_experts)
+        return ex.matmul("expert.down", a, w_down.T, f"Te {F}, {F} D -> Te D")
+
+    return experts(h, chosen, gates, n_experts, at, expert_shapes(F), swiglu)
+
+
+def experts(h, chosen, gates, n_experts: int, at, shapes: dict[str, str], expert):
+    """The routed experts of a layer, each computing only its Te tokens' rows: h_e = h[its tokens] [Te, D],
+    y = expert(its tape, e, h_e) [Te, D], weighted by the tokens' gates and added back to their rows.
+
+    chosen and gates [T, k]: each token's k experts and their weights. One record per op and layer, shaped as
+    `shapes` states what the experts computed between them, with each expert's share as its breakdown
+    (Tape.record_experts)."""
+    k = chosen.shape[-1]
+    x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
+    out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
+    tapes = at.experts()
+    for tokens in routed(chosen.reshape(n, k), n_experts, at.routing):
+        ex = tapes.expert(tokens)
+        xe = ex.stage("expert.gather", tokens.gather(x), "Te D")
+        y = expert(ex, tokens.expert, xe)
+        y = ex.stage("expert.weigh", y * tokens.gates(gates.reshape(n, k)), "Te D")
+        add_rows(out, tokens, y)
+    at.record_experts(tapes, shapes, n_experts)
     return at.stage("moe.combine", out.reshape(h.shape), "T D")

@@ -17,6 +17,7 @@ from ..engine.hooks import ActivationCache, HookHandle, HookRegistry, breakpoint
 from ..engine.kvcache import KVCache
 from ..engine.ledger import Phase
 from ..engine.shapes import ShapeOnly
+from ..engine.stages import StageTable
 from ..engine.tape import Dims, Tape, Watcher
 from ..errors import UserError
 from ..families.config import ModelConfig
@@ -62,14 +63,14 @@ class Model:
         self.params = params
         self.source = source  # where the weights came from, for headers
         self.architecture = architecture_of(config)  # its forward pass, weight layout, closed forms (families/)
-        self.family = self.architecture.stages(config)  # the stage table: names, equations (families/*/stages.py)
+        self.stage_table = self.architecture.stage_table(config)  # names, equations (families/*/stages.py)
         self.shape_only = isinstance(token_embedding(params, config), ShapeOnly)
         if not self.shape_only:
             keep_freed_memory()  # a pass's large arrays reused, not returned to the kernel (engine/allocator.py)
         self.dtype = compute_dtype(token_embedding(params, config).dtype)  # shape-only stand-ins are float32
         windows = tuple(config.layer_window(i) for i in range(config.n_layer))
         self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
-        self.hooks = HookRegistry(lambda: self.family.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
+        self.hooks = HookRegistry(lambda: self.stage_table.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
         self._tokenizer = tokenizer
         # Counting without weights, the tokens a mixture of experts' router sends to each expert are assumed:
         # "balanced" or "worst" (Tape.routing); a model with weights has its router decide.
@@ -89,6 +90,11 @@ class Model:
         model = cls(config, as_tree(stand_ins, config), source="shape-only")
         model.routing = routing
         return model
+
+    @property
+    def family(self) -> StageTable:
+        """The stage table under its old name (the README's API section named it so): `stage_table`."""
+        return self.stage_table
 
     @property
     def tokenizer(self):
@@ -169,7 +175,7 @@ class Model:
             dims,
             phase,
             self.hooks.watcher(then=watcher),
-            family=self.family,
+            stage_table=self.stage_table,
             windows=self._windows,
             dense=dense_attention,
             routing=self.routing,
@@ -186,7 +192,7 @@ class Model:
         `last`); with `kv_cache` this is one step of cached decoding; `phase` collects the pass's
         ledger, as for run(). See hooks.ActivationCache.
         """
-        known = self.family.stage_names(self.config.n_layer)
+        known = self.stage_table.stage_names(self.config.n_layer)
         activations = ActivationCache(self.name, known, selector(names, known))
         logits = self.run(token_ids, cache=kv_cache, all_positions=all_positions, phase=phase,
                           watcher=activations.capture)  # fmt: skip

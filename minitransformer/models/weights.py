@@ -30,13 +30,13 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 
 def expected_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every weight tensor of the model by its Hugging Face name, without the base model's prefix."""
-    return architecture_of(config).weight_shapes(config)
+    return architecture_of(config).layout.shapes(config)
 
 
 def token_embedding(params: SimpleNamespace, config: ModelConfig):
     """The token embedding W_te [V, D] of a weight tree (the family's layout names it)."""
     node = params
-    for part in architecture_of(config).embedding.split("."):
+    for part in architecture_of(config).layout.embedding.split("."):
         node = getattr(node, part)
     return node
 
@@ -44,7 +44,7 @@ def token_embedding(params: SimpleNamespace, config: ModelConfig):
 def as_tree(flat: Mapping[str, object], config: ModelConfig) -> SimpleNamespace:
     """{"h.0.attn.c_attn.weight": w, ...} -> tree.h[0].attn.c_attn.weight, mirroring the checkpoint
     (the blocks are `h` in a GPT-2, `layers` in a Llama: the family's layout says)."""
-    layers = architecture_of(config).layers
+    layers = architecture_of(config).layout.layers
     root: dict = {layers: [{} for _ in range(config.n_layer)]}
     for name, value in flat.items():
         parts = name.split(".")
@@ -122,14 +122,14 @@ def load_weights(directory: Path, config: ModelConfig, dtype=np.float32) -> Simp
     (float32, or float64 for the reference)."""
     tensors: dict[str, _TensorInfo] = {}
     architecture = architecture_of(config)
-    prefix = architecture.prefix
+    prefix = architecture.layout.prefix
     for file in _weight_files(directory):
         for name, info in _read_header(file).items():
             tensors[name.removeprefix(prefix)] = info
     expected = expected_shapes(config)
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)  # a tied head saved twice is the same tensor as wte
-    unexpected = sorted(n for n in tensors if n not in expected and not architecture.ignored_pattern.match(n))
+    unexpected = sorted(n for n in tensors if n not in expected and not architecture.layout.ignored_pattern.match(n))
     if unexpected:
         kind = config.checkpoint_kind
         raise UserError(f"{directory}: unexpected tensor {unexpected[0]} for a {kind} with this config.json")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps, totals_of
-from ..engine.stages import ATTENTION_SCORES, Family
+from ..engine.stages import ATTENTION_SCORES, StageTable
 from ..errors import UserError
 from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
@@ -276,9 +276,9 @@ class Count:
     routing: str = "balanced"  # a mixture of experts: the tokens each expert is assumed to get (families/moe.py)
 
     @property
-    def family(self) -> Family:
+    def stage_table(self) -> StageTable:
         """The model's stage table (stages.py): its op names, their equations and groups."""
-        return architecture_of(self.config).stages(self.config)
+        return architecture_of(self.config).stage_table(self.config)
 
     @property
     def prefill(self) -> Pass:
@@ -302,7 +302,7 @@ class Count:
 
     def ops(self) -> dict[str, tuple[int, int]]:
         """op -> (dot products, MACs) over the whole generation."""
-        totals = {op: (0, 0) for op in self.family.matmul_ops}
+        totals = {op: (0, 0) for op in self.stage_table.matmul_ops}
         for p in self.passes:
             for op, (dots, macs) in p.ops().items():
                 totals[op] = (totals[op][0] + dots, totals[op][1] + macs)

@@ -42,21 +42,15 @@ def weight_macs_per_position(config: Config, layer: int = 0) -> int:
     """MACs of the products with weights, per position, in a layer: q, k, v and out, then the MLP.
 
     D (H dh + 2 Hkv dh) + H dh D + m D F, m the MLP's matrices (2 in GPT-2, 3 gated): 4 D^2 + 2 D F for
-    GPT-2, 4 D^2 + 3 D F for a Llama without grouping (H dh = D, Hkv = H). A family whose layers differ in
-    their products (a dense MLP beside experts) gives layer_weight_macs_per_position(config, layer).
+    GPT-2, 4 D^2 + 3 D F for a Llama without grouping (H dh = D, Hkv = H); a family whose layers differ in their
+    products (a dense MLP beside experts) says each layer's.
     """
-    formulas = architecture_of(config).formulas
-    if hasattr(formulas, "layer_weight_macs_per_position"):
-        return formulas.layer_weight_macs_per_position(config, layer)
-    return formulas.weight_macs_per_position(config)
+    return architecture_of(config).formulas.weight_macs_per_position(config, layer)
 
 
 def weight_dot_products_per_position(config: Config, layer: int = 0) -> int:
     """Dot products of the products with weights, per position, in a layer (as weight_macs_per_position)."""
-    formulas = architecture_of(config).formulas
-    if hasattr(formulas, "layer_weight_dot_products_per_position"):
-        return formulas.layer_weight_dot_products_per_position(config, layer)
-    return formulas.weight_dot_products_per_position(config)
+    return architecture_of(config).formulas.weight_dot_products_per_position(config, layer)
 
 
 def attention_macs_per_pair(config: Config) -> int:

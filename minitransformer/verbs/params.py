@@ -19,7 +19,7 @@ def kind_of(name: str, config: ModelConfig | None = None) -> str:
     """The kind of a tensor name in the checkpoint layout of the config's family (families/*/layout.py), or of any
     family in the table when no config is given."""
     for architecture in [architecture_of(config)] if config is not None else ARCHITECTURES.values():
-        kind = architecture.kind(name)
+        kind = architecture.layout.kind(name)
         if kind is not None:
             return kind
     raise ValueError(f"no kind for weight tensor {name!r}")
@@ -41,7 +41,7 @@ class Tensor:
 
 def kinds_of(config: ModelConfig) -> dict[str, str]:
     """The kinds of a config's family, described."""
-    return architecture_of(config).kinds
+    return architecture_of(config).layout.kinds
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Parameters:
     @property
     def routed(self) -> int:
         """The parameters of a mixture of experts' routed experts (0 in a dense model): E experts a layer."""
-        kinds = architecture_of(self.config).routed_kinds
+        kinds = architecture_of(self.config).layout.routed_kinds
         return sum(t.count for t in self.tensors if t.kind in kinds)
 
     @property
@@ -94,6 +94,6 @@ class Parameters:
 
 
 def parameters(config: ModelConfig) -> Parameters:
-    buffers = architecture_of(config).buffer_kinds  # loaded, but not parameters (Architecture.buffer_kinds)
+    buffers = architecture_of(config).layout.buffer_kinds  # loaded, but not parameters (Layout.buffer_kinds)
     tensors = (Tensor(n, s, kind_of(n, config)) for n, s in expected_shapes(config).items())
     return Parameters(config, tuple(t for t in tensors if t.kind not in buffers))

@@ -59,7 +59,7 @@ def groups(count: Count) -> list[tuple[str, tuple[str, ...]]]:
     """(label, ops) of each group of matrix products, in the order the forward pass first meets them:
     "attention projections (q, k, v, out)", ..., from the family's stage table."""
     ops: dict[str, list[str]] = {}
-    for stage in count.family.stages.values():
+    for stage in count.stage_table.stages.values():
         if stage.kind == "matmul":
             ops.setdefault(stage.group, []).append(stage.op)
     return [(f"{_GROUP_LABELS.get(g, g)} ({', '.join(members)})", tuple(members)) for g, members in ops.items()]
@@ -101,9 +101,9 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
         ]  # fmt: skip
     out += ["", "Where the MACs go", ops_table(count), "", attention_lines(count), "", totals_lines(count), "",
             *window_lines(count, dtype), memory_lines(count, balance, dtype)]  # fmt: skip
-    notes = getattr(architecture_of(c).formulas, "count_notes", None)  # a family's own lines (DeepSeek-V3's MLA)
-    if notes is not None:
-        out += ["", *notes(c, count.n_prompt, count.n_new)]
+    notes = architecture_of(c).formulas.count_notes(c, count.n_prompt, count.n_new)  # DeepSeek-V3's MLA
+    if notes:
+        out += ["", *notes]
     return "\n".join(out)
 
 
@@ -226,7 +226,7 @@ def ops_table(count: Count) -> str:
     columns.append(("whole generation", count.ops()))
     totals = [sum(macs for _, macs in ops.values()) for _, ops in columns]
     rows = []
-    for op in count.family.matmul_ops:
+    for op in count.stage_table.matmul_ops:
         row = [op]
         for (_, ops), total in zip(columns, totals):
             row += [n(ops[op][1]), percent(ops[op][1], total)]

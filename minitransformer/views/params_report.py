@@ -30,14 +30,14 @@ def params_report(p: Parameters) -> str:
         groups: dict[tuple[str, tuple[int, ...]], int] = {}
         for t in p.tensors:
             if t.kind == kind:
-                key = (_pattern(t.name, architecture_of(p.config).layers), t.shape)
+                key = (_pattern(t.name, architecture_of(p.config).layout.layers), t.shape)
                 groups[key] = groups.get(key, 0) + 1
         for (pattern, dims), n in groups.items():
             each = prod(dims)
             rows.append([f"  {pattern}", shape(dims), f"x {n}" if n > 1 else "", count(each), count(each * n), ""])
     rows.append(["total", "", "", "", count(total), "100%"])
     c = p.config
-    layers = architecture_of(c).layers
+    layers = architecture_of(c).layout.layers
     heads = ""
     if architecture_of(c).heads_in_headers:
         kv = f" sharing {c.n_kv_head} key/value heads" if c.n_kv_head != c.n_head else ""

@@ -72,7 +72,7 @@ def _share_panel(ax, count: Count) -> None:
         last = count.decodes[-1]
         columns.append((f"decode step {last.step} (T={last.tokens:,}, t={last.context:,})", last.ops(), "#3182bd"))
     columns.append(("whole generation", count.ops(), "#08519c"))
-    ops = list(count.family.matmul_ops)
+    ops = list(count.stage_table.matmul_ops)
     height = 0.8 / len(columns)
     for k, (label, totals, color) in enumerate(columns):
         whole = sum(macs for _, macs in totals.values())

@@ -251,7 +251,7 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
     print(f"model {describe_model(model.describe(), model.source)}", file=out)
     print(f"prompt {plural(len(ids), 'token')} {ids} = {' '.join(repr(tokenizer.token_str(i)) for i in ids)}", file=out)
     print(f"{new_tokens} new token{'s' if new_tokens != 1 else ''}: {steps}, greedy; {shown}", file=out)
-    print(f"symbols: {model.family.symbols}", file=out)
+    print(f"symbols: {model.stage_table.symbols}", file=out)
 
     result = TraceResult(ids)
     book = Ledger(model.describe(), result.phases)  # the passes append their phases to result.phases

@@ -6,13 +6,22 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ...errors import UserError
-from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
-from ..llama.config import _rope_parameters
+from .. import rotary
+from ..config import (
+    SUPPORTED_ACTIVATIONS,
+    ModelConfig,
+    check_dtype,
+    check_model_type,
+    check_positive,
+    flag,
+    listed,
+    token_ids,
+)
+from ..rotary import Rope
 
 DEEPSEEK_MODEL_TYPES = ("deepseek_v3",)
-# The rope types the forward pass computes: the Llama family's default and linear (families/llama/forward.py's
-# frequencies) and YaRN, DeepSeek-V3's own (forward.py's frequencies); any other reads and counts, but running it is
-# refused by name (forward.py).
+# The rope types the forward pass computes (families/rotary.py): the default, linear and YaRN, DeepSeek-V3's own; any
+# other reads and counts, but running it is refused by name (forward.py).
 RUNNABLE_ROPE_TYPES = ("default", "linear", "yarn")
 
 
@@ -26,7 +35,7 @@ def _rope(hf: dict) -> dict:
         rope["rope_type"] = "yarn"
         rope.setdefault("rope_theta", hf.get("rope_theta", 10000.0))
         return rope
-    return _rope_parameters(hf)
+    return rotary.read(hf)
 
 
 @dataclass(frozen=True)
@@ -99,14 +108,8 @@ class DeepseekConfig(ModelConfig):
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "deepseek_v3") -> DeepseekConfig:
         """Read a transformers DeepseekV3Config dict (as config.json holds it), with DeepseekV3Config's defaults."""
-        model_type = hf.get("model_type")
-        if model_type not in DEEPSEEK_MODEL_TYPES:
-            raise UserError(
-                f"config model_type={model_type!r} is not a DeepSeek-V3 ({', '.join(DEEPSEEK_MODEL_TYPES)})"
-            )
-        dtype = hf.get("dtype", hf.get("torch_dtype"))
-        if dtype not in (None, "float32", "float16", "bfloat16"):
-            raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
+        model_type = check_model_type(hf, DEEPSEEK_MODEL_TYPES, f"a DeepSeek-V3 ({', '.join(DEEPSEEK_MODEL_TYPES)})")
+        check_dtype(hf)
         if hf.get("quantization_config"):  # DeepSeek-V3's published weights are fp8 blocks with scales
             method = (
                 hf["quantization_config"].get("quant_method", "?")
@@ -115,10 +118,7 @@ class DeepseekConfig(ModelConfig):
             )
             raise UserError(f"config quantization_config ({method}) is not supported: dequantize the weights first")
         rope = _rope(hf)
-        for key, harmless in (("pretraining_tp", (None, 1)), ("partial_rotary_factor", (None, 1, 1.0))):
-            for value in (hf.get(key), rope.pop(key, None)):
-                if value not in harmless:
-                    raise UserError(f"config {key}={value!r} is not supported")
+        rotary.refuse_partial(hf, rope, ("pretraining_tp", "partial_rotary_factor"))
         # Options that change inference and are not computed here: refused by name. (output_router_logits only adds
         # an output; num_nextn_predict_layers / num_mtp_layers name the multi-token-prediction module, which
         # transformers does not build: the logits are the base model's; num_key_value_heads is not read by MLA,
@@ -130,7 +130,6 @@ class DeepseekConfig(ModelConfig):
                 "config layer_types is not supported (DeepSeek-V3's layers differ by first_k_dense_replace)"
             )
         theta = rope.pop("rope_theta")
-        eos = hf.get("eos_token_id", 1)
         # rope_interleave and norm_topk_prob: null reads as false, as transformers' `if config.rope_interleave` does
         first = hf.get("first_k_dense_replace", 3)
         return cls(
@@ -147,9 +146,9 @@ class DeepseekConfig(ModelConfig):
             routed_scaling_factor=float(hf.get("routed_scaling_factor", 2.5)),
             n_positions=hf.get("max_position_embeddings", 4096), rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
             hidden_act=hf.get("hidden_act", "silu"), rope_theta=theta,
-            rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
-            tie_word_embeddings=flag(hf, "tie_word_embeddings"), bos_token_id=hf.get("bos_token_id", 0),
-            eos_token_id=tuple(eos) if isinstance(eos, list) else eos, model_type=model_type, name=name,
+            rope_scaling=rotary.scaling(rope), tie_word_embeddings=flag(hf, "tie_word_embeddings"),
+            bos_token_id=hf.get("bos_token_id", 0), eos_token_id=token_ids(hf.get("eos_token_id", 1)),
+            model_type=model_type, name=name,
         )  # fmt: skip
 
     @property
@@ -190,17 +189,18 @@ class DeepseekConfig(ModelConfig):
     def active_experts(self) -> int:
         return self.top_k
 
+    def rope(self, layer: int = 0) -> Rope:
+        """The rotary part of each head, qk_rope_head_dim numbers, and the shared rotary key."""
+        return Rope(self.qk_rope_head_dim, self.rope_theta, self.rope_scaling, self.n_positions)
+
     @property
     def softmax_scale(self) -> float:
         """qk_head_dim^-0.5, times mscale^2 where a rope scaling sets mscale_all_dim (YaRN: 0.1 mscale_all_dim
         ln(factor) + 1, as transformers' yarn_apply_mscale)."""
-        from math import log
-
         scale = self.d_head**-0.5
         rope = dict(self.rope_scaling or ())
         if rope.get("rope_type", "default") != "default" and rope.get("mscale_all_dim"):
-            factor = float(rope["factor"])  # type: ignore[arg-type]
-            mscale = 1.0 if factor <= 1 else 0.1 * float(rope["mscale_all_dim"]) * log(factor) + 1.0  # type: ignore[arg-type]
+            mscale = rotary.mscale(float(rope["factor"]), float(rope["mscale_all_dim"]))  # type: ignore[arg-type]
             scale = scale * mscale * mscale
         return scale
 
@@ -215,7 +215,7 @@ class DeepseekConfig(ModelConfig):
     def to_dict(self) -> dict:
         d = asdict(self)
         d["rope_scaling"] = None if self.rope_scaling is None else dict(self.rope_scaling)
-        d["eos_token_id"] = list(self.eos_token_id) if isinstance(self.eos_token_id, tuple) else self.eos_token_id
+        d["eos_token_id"] = listed(self.eos_token_id)
         return {"family": self.family, **d, "d_head": self.d_head, "d_value": self.d_value, "d_ff": self.d_ff}
 
 

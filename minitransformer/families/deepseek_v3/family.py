@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 from ..architecture import Architecture
-from . import formulas, layout, reference
+from . import reference
 from .config import DEEPSEEK_MODEL_TYPES, PRESETS, DeepseekConfig
+from .formulas import FORMULAS
 from .forward import deepseek
+from .layout import LAYOUT
 from .stages import deepseek_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="deepseek_v3",
-    model_types=DEEPSEEK_MODEL_TYPES,
-    config=DeepseekConfig,
-    presets=PRESETS,
-    forward=deepseek,
-    stages=stages_of,
-    every_stage=deepseek_family(None),
-    weight_shapes=layout.deepseek_shapes,
-    prefix=layout.PREFIX,
-    layers=layout.LAYERS,
-    embedding=layout.EMBEDDING,
-    ignored=layout.IGNORED,
-    kinds=layout.KINDS,
-    kind_of=layout.KIND_OF,
-    formulas=formulas,
-    reference_classes={"deepseek_v3": "DeepseekV3ForCausalLM"},
-    label="DeepSeek-V3",
-    float64_reference=reference.float64_throughout,
-    float64_note=reference.NOTE,
-    routed_kinds=layout.ROUTED_KINDS,
-    buffer_kinds=layout.BUFFER_KINDS,
-)
+    name="deepseek_v3", model_types=DEEPSEEK_MODEL_TYPES, config=DeepseekConfig, presets=PRESETS, forward=deepseek,
+    stage_table=stages_of, every_stage=deepseek_family(None), layout=LAYOUT, formulas=FORMULAS,
+    reference_classes={"deepseek_v3": "DeepseekV3ForCausalLM"}, label="DeepSeek-V3",
+    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
+)  # fmt: skip

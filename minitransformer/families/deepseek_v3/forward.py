@@ -26,31 +26,17 @@ And the MLP of a layer past the dense ones (`mixture`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
-from math import ceil, floor, log, pi
-from typing import Any
+from types import SimpleNamespace
 
 import numpy as np
 
-from ...engine.kvcache import KVCache, LayerCache
-from ...engine.ops import (
-    ACTIVATIONS,
-    add_mask,
-    attention_bias,
-    constant,
-    merge_heads,
-    rms_norm,
-    rotary_tables,
-    rotate,
-    slot_positions,
-    softmax,
-    split_into_heads,
-)
+from ...engine.ops import ACTIVATIONS, add_mask, constant, merge_heads, rms_norm, rotate, softmax, split_into_heads
 from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
 from ...errors import UserError
-from ..llama.forward import inverse_frequencies, mlp
+from ..blocks import LayerInputs, PreNorm
+from ..decoder import Decoder
+from ..llama import forward as llama
 from ..moe import swiglu_experts
 from .config import RUNNABLE_ROPE_TYPES, DeepseekConfig
 from .routing import choose
@@ -59,109 +45,22 @@ from .routing import choose
 LATENT_NORM_EPS = 1e-6
 
 
-@dataclass(frozen=True)
-class Rotary:
-    """What llama.inverse_frequencies reads of a config, for the dr rotary dimensions only."""
-
-    d_head: int
-    rope_theta: float
-    rope_scaling: tuple | None
-    n_positions: int = 0  # YaRN's factor, where its rope parameters leave it out: n_positions / the original
-
-
-def rotary_of(config: DeepseekConfig) -> Rotary:
-    return Rotary(config.qk_rope_head_dim, config.rope_theta, config.rope_scaling, config.n_positions)
+def deepseek(ids, p: SimpleNamespace, config: DeepseekConfig, cache, tape: Tape, all_positions: bool, pads=None):
+    """Token ids [T] (or [B, T]) -> logits [R, V]: the Llama family's decoder and pre-norm block, with MLA and the
+    experts (or the dense MLP) as its parts. A rope type it reads but does not compute counts and does not run."""
+    kind = config.rope().kind
+    if kind not in RUNNABLE_ROPE_TYPES and not isinstance(p.embed_tokens.weight, ShapeOnly):
+        raise UserError(f"config rope_parameters rope_type={kind!r} is not computed here (only "
+                        f"{', '.join(RUNNABLE_ROPE_TYPES)}): this model counts, but does not run")  # fmt: skip
+    return DECODER(ids, p, config, cache, tape, all_positions, pads)
 
 
-@lru_cache(maxsize=16)
-def frequencies(rotary: Rotary, dtype: np.dtype) -> tuple[np.ndarray, float]:
-    """The dr/2 rotation frequencies in `dtype` and the factor transformers multiplies cos and sin by (1 but under
-    YaRN): the Llama family's frequencies (llama.inverse_frequencies), or YaRN's (DeepSeek-V3's own rope type)."""
-    scaling = dict(rotary.rope_scaling or ())
-    if scaling.get("rope_type", "default") != "yarn":
-        return inverse_frequencies(rotary, dtype), 1.0
-    return _yarn(rotary, scaling, np.dtype(dtype))
+def mlp(h, p: SimpleNamespace, config: DeepseekConfig, at: Tape):
+    """Past the first first_k_dense_replace layers, the experts; before, the Llama family's gated MLP."""
+    return mixture(h, p, config, at) if config.is_moe(at.layer_index or 0) else llama.mlp(h, p, config, at)
 
 
-def _yarn(rotary: Rotary, s: dict, dtype: np.dtype) -> tuple[np.ndarray, float]:
-    """YaRN, step for step as transformers' _compute_yarn_parameters: frequencies blended between the original
-    (extrapolation, the fast ones) and those divided by `factor` (interpolation, the slow ones) along a linear ramp
-    between the dimensions that turn beta_fast and beta_slow times over the original context; and the cos/sin factor
-    mscale(factor, mscale) / mscale(factor, mscale_all_dim) (or 0.1 ln(factor) + 1), mscale(f, m) = 0.1 m ln(f) + 1."""
-    c = dtype.type
-    dim, base = rotary.d_head, float(rotary.rope_theta)
-    original = s.get("original_max_position_embeddings") or rotary.n_positions
-    factor = s.get("factor") or rotary.n_positions / original
-
-    def mscale(scale: float, m: float = 1.0) -> float:
-        return 1.0 if scale <= 1 else 0.1 * m * log(scale) + 1.0
-
-    attention_factor = s.get("attention_factor")
-    if attention_factor is None:
-        m, m_all = s.get("mscale"), s.get("mscale_all_dim")
-        attention_factor = mscale(factor, m) / mscale(factor, m_all) if m and m_all else mscale(factor)
-    beta_fast, beta_slow = s.get("beta_fast") or 32, s.get("beta_slow") or 1
-
-    def correction_dim(rotations: float) -> float:
-        return (dim * log(original / (rotations * 2 * pi))) / (2 * log(base))
-
-    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
-    if s.get("truncate", True):
-        low, high = floor(low), ceil(high)
-    low, high = max(low, 0), min(high, dim - 1)
-    if low == high:
-        high += 0.001  # transformers' guard against a zero-width ramp
-    pos_freqs = c(base) ** (np.arange(0, dim, 2, dtype=c) / c(dim))
-    extrapolation, interpolation = c(1.0) / pos_freqs, c(1.0) / (c(factor) * pos_freqs)
-    ramp = np.clip((np.arange(dim // 2, dtype=c) - c(low)) / c(high - low), c(0), c(1))
-    keep = c(1.0) - ramp  # the share of each frequency that stays the original's
-    inv_freq = (interpolation * (c(1.0) - keep) + extrapolation * keep).astype(dtype)
-    inv_freq.flags.writeable = False
-    return inv_freq, float(attention_factor)
-
-
-def deepseek(ids, p, config: DeepseekConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
-    """Token ids [T] (or [B, T]) -> logits [R, V], as llama.llama computes them, with MLA and experts."""
-    d = tape.dims
-    x = tape.stage("embed", p.embed_tokens.weight[ids], "T D")
-    if isinstance(x, ShapeOnly):  # counting: tables of the right shape, no values
-        cos = sin = ShapeOnly((d.T, config.qk_rope_head_dim))
-        bias = None
-    else:
-        kind = dict(config.rope_scaling or ()).get("rope_type", "default")
-        if kind not in RUNNABLE_ROPE_TYPES:
-            raise UserError(f"config rope_parameters rope_type={kind!r} is not computed here (only "
-                            f"{', '.join(RUNNABLE_ROPE_TYPES)}): this model counts, but does not run")  # fmt: skip
-        at = slot_positions(d.past, d.T, pads)
-        inv_freq, factor = frequencies(rotary_of(config), x.dtype)
-        cos, sin = rotary_tables(at if pads is None else at[:, None], inv_freq)
-        if factor != 1.0:  # YaRN's: cos and sin scaled, as transformers' rotary embedding scales them
-            cos, sin = cos * constant(cos, factor), sin * constant(sin, factor)
-        bias = attention_bias(d.past, d.start, d.T, d.t, d.window, x.dtype, pads)
-    for i, block in enumerate(p.layers):
-        kv = cache.layer(i) if cache is not None else None
-        x = decoder_block(x, block, config, tape.layer(i), kv, bias, (cos, sin), config.is_moe(i))
-    h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
-    if not all_positions:
-        h = tape.stage("last", h[..., -1:, :], "R D")
-    if cache is not None:
-        cache.advance(d.T)
-    unembedding = p.embed_tokens.weight if config.tie_word_embeddings else p.lm_head.weight
-    return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")
-
-
-def decoder_block(x, p, config: DeepseekConfig, at: Tape, kv: LayerCache | None, bias, rotary, moe: bool):
-    """Pre-RMSNorm block: x + MLA(RMSNorm(x)), then x + (experts, or a dense MLP)(RMSNorm(x))."""
-    eps = config.rms_norm_eps
-    h = at.stage("ln_1", rms_norm(x, p.input_layernorm.weight, eps), "T D")
-    x = at.stage("resid_mid", x + latent_attention(h, p.self_attn, config, at, kv, bias, rotary), "T D")
-    h = at.stage("ln_2", rms_norm(x, p.post_attention_layernorm.weight, eps), "T D")
-    llama_config: Any = config  # llama.mlp reads hidden_act alone, which a DeepSeek-V3 config has too
-    m = mixture(h, p.mlp, config, at) if moe else mlp(h, p.mlp, llama_config, at)
-    return at.stage("resid_post", x + m, "T D")
-
-
-def latent_attention(h, p, config: DeepseekConfig, at: Tape, kv: LayerCache | None, bias, rotary):
+def latent_attention(h, p: SimpleNamespace, config: DeepseekConfig, at: Tape, inputs: LayerInputs):
     """Multi-head latent attention, as transformers' DeepseekV3Attention computes it."""
     H, dn = config.n_head, config.qk_nope_head_dim
     if config.q_lora_rank is None:
@@ -177,12 +76,12 @@ def latent_attention(h, p, config: DeepseekConfig, at: Tape, kv: LayerCache | No
     q = at.stage("split_heads", split_into_heads(q, H), "H T dh")
     kv_up = split_into_heads(kv_up, H)  # [H, T, dn + dv]: each head's k_n then v
     k_n, v = at.stage("kv_b_split", (kv_up[..., :dn], kv_up[..., dn:]), "H T dn; H T dv")
-    q_r, k_r = at.stage("rope", (turn(q[..., dn:], rotary, config), turn(k_r[..., None, :, :], rotary, config)),
-                        "H T dr; 1 T dr")  # fmt: skip
+    q_r, k_r = turn(q[..., dn:], inputs.rotary, config), turn(k_r[..., None, :, :], inputs.rotary, config)
+    q_r, k_r = at.stage("rope", (q_r, k_r), "H T dr; 1 T dr")
     q = at.stage("q_join", join(q[..., :dn], q_r), "H T dh")
     k = at.stage("k_join", join(k_n, broadcast(k_r, k_n.shape[:-1] + (config.qk_rope_head_dim,))), "H T dh")
-    K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "H t dh; H t dv")
-    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, bias)
+    K, V = at.stage("cache", inputs.cache.append(k, v) if inputs.cache is not None else (k, v), "H t dh; H t dv")
+    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, inputs.mask)
     z = at.stage("merge_heads", merge_heads(z), "T H*dv")
     return at.matmul("out", z, p.o_proj.weight.T, "T H*dv, H*dv D -> T D")
 
@@ -221,7 +120,7 @@ def broadcast(x, shape):
     return ShapeOnly(shape, x.dtype) if isinstance(x, ShapeOnly) else np.broadcast_to(x, shape)
 
 
-def mixture(h, p, config: DeepseekConfig, at: Tape):
+def mixture(h, p: SimpleNamespace, config: DeepseekConfig, at: Tape):
     """The routed experts (k of E a token, chosen by group-limited sigmoid scores) and the shared experts."""
     E = config.n_experts
     logits = at.matmul("router", h, p.gate.weight.T, "T D, D E -> T E")
@@ -260,3 +159,6 @@ def weigh(scores, chosen, config: DeepseekConfig):
     if config.norm_topk_prob:
         w = w / (w.sum(axis=-1, keepdims=True) + constant(w, 1e-20))
     return w * constant(w, config.routed_scaling_factor)
+
+
+DECODER = Decoder(PreNorm(latent_attention, mlp))

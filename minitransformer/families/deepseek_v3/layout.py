@@ -7,55 +7,41 @@ nn.Linear weights and the shared experts' three."""
 
 from __future__ import annotations
 
-import re
-
+from ..architecture import kind_rules
+from ..llama.layout import EMBEDDINGS, L, gated_mlp_shapes, linear, llama_layout, pre_norm_shapes
 from .config import DeepseekConfig
 
-PREFIX = "model."
-LAYERS = "layers"
-EMBEDDING = "embed_tokens.weight"
 # DeepSeek-V3's checkpoint keeps its multi-token-prediction module as a 62nd layer (layers.61), which transformers
 # skips on loading (DeepseekV3PreTrainedModel._keys_to_ignore_on_load_unexpected), as does this loader.
 IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|layers\.61\..*"
 
 
+def latent_attention_shapes(config: DeepseekConfig, layer: int = 0) -> dict[str, tuple[int, ...]]:
+    """MLA's q_a_proj, q_a_layernorm and q_b_proj (or q_proj), kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj."""
+    D, H, dh, dc, dr = config.n_embd, config.n_head, config.d_head, config.kv_lora_rank, config.qk_rope_head_dim
+    dn, dv, dq = config.qk_nope_head_dim, config.v_head_dim, config.q_lora_rank
+    q = linear("q_proj", H * dh, D, False) if dq is None else (
+        linear("q_a_proj", dq, D, False) | {"q_a_layernorm.weight": (dq,)} | linear("q_b_proj", H * dh, dq, False))
+    kv = linear("kv_a_proj_with_mqa", dc + dr, D, False) | {"kv_a_layernorm.weight": (dc,)}
+    return q | kv | linear("kv_b_proj", H * (dn + dv), dc, False) | linear("o_proj", D, H * dv, False)
+
+
+def mlp_shapes(config: DeepseekConfig, layer: int) -> dict[str, tuple[int, ...]]:
+    """A dense layer's gated MLP; past them the router (`gate` [E, D] and its e_score_correction_bias [E]), E experts
+    of width Fe and the shared experts' gated MLP of width Fs."""
+    if not config.is_moe(layer):
+        return gated_mlp_shapes(config)
+    D, E = config.n_embd, config.n_experts
+    router = {"gate.weight": (E, D), "gate.e_score_correction_bias": (E,)}
+    expert = gated_mlp_shapes(config, F=config.moe_inner)
+    experts = {f"experts.{e}.{name}": shape for e in range(E) for name, shape in expert.items()}
+    shared = {f"shared_experts.{name}": shape for name, shape in gated_mlp_shapes(config, F=config.d_shared).items()}
+    return router | experts | shared
+
+
 def deepseek_shapes(config: DeepseekConfig) -> dict[str, tuple[int, ...]]:
     """A DeepSeek-V3 checkpoint: nn.Linear weights are [out, in], no biases."""
-    D, F, V, E, Fe = config.n_embd, config.d_ff, config.vocab_size, config.n_experts, config.moe_inner
-    H, dh, dc, dr = config.n_head, config.d_head, config.kv_lora_rank, config.qk_rope_head_dim
-    dn, dv = config.qk_nope_head_dim, config.v_head_dim
-    shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (V, D)}
-    for i in range(config.n_layer):
-        a, m = f"layers.{i}.self_attn", f"layers.{i}.mlp"
-        shapes[f"layers.{i}.input_layernorm.weight"] = (D,)
-        if config.q_lora_rank is None:
-            shapes[f"{a}.q_proj.weight"] = (H * dh, D)
-        else:
-            dq = config.q_lora_rank
-            shapes[f"{a}.q_a_proj.weight"] = (dq, D)
-            shapes[f"{a}.q_a_layernorm.weight"] = (dq,)
-            shapes[f"{a}.q_b_proj.weight"] = (H * dh, dq)
-        shapes[f"{a}.kv_a_proj_with_mqa.weight"] = (dc + dr, D)
-        shapes[f"{a}.kv_a_layernorm.weight"] = (dc,)
-        shapes[f"{a}.kv_b_proj.weight"] = (H * (dn + dv), dc)
-        shapes[f"{a}.o_proj.weight"] = (D, H * dv)
-        shapes[f"layers.{i}.post_attention_layernorm.weight"] = (D,)
-        if not config.is_moe(i):
-            for name, shape in (("gate_proj", (F, D)), ("up_proj", (F, D)), ("down_proj", (D, F))):
-                shapes[f"{m}.{name}.weight"] = shape
-            continue
-        shapes[f"{m}.gate.weight"] = (E, D)
-        shapes[f"{m}.gate.e_score_correction_bias"] = (E,)
-        for e in range(E):
-            for name, shape in (("gate_proj", (Fe, D)), ("up_proj", (Fe, D)), ("down_proj", (D, Fe))):
-                shapes[f"{m}.experts.{e}.{name}.weight"] = shape
-        Fs = config.d_shared
-        for name, shape in (("gate_proj", (Fs, D)), ("up_proj", (Fs, D)), ("down_proj", (D, Fs))):
-            shapes[f"{m}.shared_experts.{name}.weight"] = shape
-    shapes["norm.weight"] = (D,)
-    if not config.tie_word_embeddings:
-        shapes["lm_head.weight"] = (V, D)
-    return shapes
+    return pre_norm_shapes(config, latent_attention_shapes, mlp_shapes)
 
 
 KINDS: dict[str, str] = {
@@ -81,22 +67,19 @@ ROUTED_KINDS = ("expert_gate", "expert_up", "expert_down")
 # counts model.parameters(); DeepSeek-V3's 671,026,404,352 leaves them out).
 BUFFER_KINDS = ("router_bias",)
 
-L = r"^layers\.\d+\."
-KIND_OF = (
-    (re.compile(r"^lm_head\.weight$"), "unembedding"),
-    (re.compile(r"^embed_tokens\.weight$"), "token_embedding"),
-    (re.compile(L + r"self_attn\.(q_proj|q_a_proj|q_b_proj)\.weight$"), "attention_q"),
-    (re.compile(L + r"self_attn\.kv_a_proj_with_mqa\.weight$"), "attention_kv_a"),
-    (re.compile(L + r"self_attn\.kv_b_proj\.weight$"), "attention_kv_b"),
-    (re.compile(L + r"self_attn\.o_proj\.weight$"), "attention_out"),
-    (re.compile(L + r"mlp\.(gate|up|down)_proj\.weight$"), "mlp"),
-    (re.compile(L + r"mlp\.gate\.weight$"), "router"),
-    (re.compile(L + r"mlp\.gate\.e_score_correction_bias$"), "router_bias"),
-    (re.compile(L + r"mlp\.experts\.\d+\.gate_proj\.weight$"), "expert_gate"),
-    (re.compile(L + r"mlp\.experts\.\d+\.up_proj\.weight$"), "expert_up"),
-    (re.compile(L + r"mlp\.experts\.\d+\.down_proj\.weight$"), "expert_down"),
-    (re.compile(L + r"mlp\.shared_experts\.(gate|up|down)_proj\.weight$"), "shared_expert"),
-    (re.compile(L + r"(input_layernorm|post_attention_layernorm|self_attn\.q_a_layernorm|self_attn\.kv_a_layernorm)"
-                r"\.weight$"), "norms"),
-    (re.compile(r"^norm\.weight$"), "norms"),
+KIND_OF = kind_rules(
+    *EMBEDDINGS,
+    (L + r"self_attn\.(q_proj|q_a_proj|q_b_proj)\.weight", "attention_q"),
+    (L + r"self_attn\.kv_a_proj_with_mqa\.weight", "attention_kv_a"),
+    (L + r"self_attn\.kv_b_proj\.weight", "attention_kv_b"),
+    (L + r"self_attn\.o_proj\.weight", "attention_out"),
+    (L + r"mlp\.(gate|up|down)_proj\.weight", "mlp"),
+    (L + r"mlp\.gate\.weight", "router"),
+    (L + r"mlp\.gate\.e_score_correction_bias", "router_bias"),
+    *((L + rf"mlp\.experts\.\d+\.{x}_proj\.weight", f"expert_{x}") for x in ("gate", "up", "down")),
+    (L + r"mlp\.shared_experts\.(gate|up|down)_proj\.weight", "shared_expert"),
+    (L + r"(input_layernorm|post_attention_layernorm|self_attn\.q_a_layernorm|self_attn\.kv_a_layernorm)\.weight",
+     "norms"),
+    (r"norm\.weight", "norms"),
 )  # fmt: skip
+LAYOUT = llama_layout(deepseek_shapes, KINDS, KIND_OF, IGNORED, routed_kinds=ROUTED_KINDS, buffer_kinds=BUFFER_KINDS)

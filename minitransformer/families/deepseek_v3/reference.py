@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import types
 
-import numpy as np
-
 from ...errors import UserError
 from ..llama.reference import float64_throughout as llama_float64_throughout
-from .forward import frequencies, rotary_of
 
 NOTE = ("  (transformers' float64 DeepSeek-V3 computes RMSNorm, the rotary tables and the router in float32; its\n"
         "  reference here has them in float64, as families/deepseek_v3/reference.py explains)")  # fmt: skip
@@ -22,11 +19,8 @@ NOTE = ("  (transformers' float64 DeepSeek-V3 computes RMSNorm, the rotary table
 def float64_throughout(reference, model, torch) -> None:
     """The Llama family's float64 RMSNorm and rotary modules, and a float64 router, on this instance only."""
     c = model.config
-    fixed, _ = frequencies(rotary_of(c), np.dtype(np.float64))  # cos/sin's factor: the module's attention_scaling
     norms = 2 + (c.q_lora_rank is not None) + 1  # input, post-attention, q_a (if any) and kv_a layernorms
-    llama_float64_throughout(
-        reference, model, torch, norms_per_layer=norms, frequencies=lambda position_ids, layer_type: fixed
-    )
+    llama_float64_throughout(reference, model, torch, norms_per_layer=norms)  # cos/sin's factor: attention_scaling
     if hasattr(reference, "set_experts_implementation"):
         reference.set_experts_implementation("eager")
 

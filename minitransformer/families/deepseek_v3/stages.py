@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, MLP, Family, Stage
-from ..llama.stages import llama_family
+from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, MLP, Stage, StageTable
+from ..llama import stages as llama
 from ..mixtral.stages import EXPERTS
 
 Q_PLAIN = (
@@ -70,30 +70,18 @@ SHARED = (
     Stage("shared.down", ("moe.shared_down",), "matmul", "y_s = a W_down_s", "a [T, Fs], W_down_s [Fs, D]", MLP),
     Stage("moe.shared_add", ("moe.out",), "residual", "m = m + y_s", "m, y_s [T, D]"),
 )  # fmt: skip
-LLAMA_ATTENTION = ("q", "k", "v", "split_heads", "rope", "cache", "scores", "scale", "mask", "softmax", "mix",
-                   "merge_heads", "out")  # fmt: skip
-
-
 @cache
-def deepseek_family(q_lora: bool | None = True) -> Family:
+def deepseek_family(q_lora: bool | None = True) -> StageTable:
     """DeepSeek-V3's stages: q through the low-rank bottleneck (q_lora), in one product (False), or both (None: the
     table of every stage the family can have). Dense layers run the Llama MLP's stages, the others the experts'."""
-    llama = llama_family()
     q = {True: Q_LORA, False: Q_PLAIN, None: Q_PLAIN + Q_LORA}[q_lora]
-    before: list[Stage] = []
-    after: list[Stage] = []
-    for s in llama.block:
-        if s.op in LLAMA_ATTENTION:
-            continue
-        (before if s.op == "ln_1" else after).append(s)
-    resid_mid, ln_2, *dense, resid_post = after
-    block = (*before, *q, *LATENT, resid_mid, ln_2, *dense, *ROUTER, *EXPERTS, COMBINE, *SHARED, resid_post)
+    block = llama.pre_norm((*q, *LATENT), (*llama.gated_mlp(), *ROUTER, *EXPERTS, COMBINE, *SHARED))
     symbols = ("T new positions, t attended, D d_model, H heads, dh = dn + dr query/key head size (dn without "
                "position, dr rotary), dv value head size, dq query rank, dc latent (kv_lora_rank), F dense MLP width, "
                "E routed experts, k a token, Te tokens routed to expert e, Fe expert width, Fs shared experts' width, "
                "V vocabulary, R logit rows")  # fmt: skip
-    return Family("deepseek_v3", llama.embed, block, llama.final, symbols)
+    return StageTable("deepseek_v3", llama.EMBED, block, llama.FINAL, symbols)
 
 
-def stages_of(config) -> Family:
+def stages_of(config) -> StageTable:
     return deepseek_family(config.q_lora_rank is not None)

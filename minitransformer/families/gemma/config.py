@@ -4,14 +4,23 @@ defaults, and the presets of the published models, from each model's config.json
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import cache
 
 from ...errors import UserError
-from ..config import check_positive, flag
-from ..llama.config import LlamaConfig, _check_rope_scaling, _rope_parameters
+from .. import rotary
+from ..config import (
+    FULL,
+    SLIDING,
+    check_dtype,
+    check_model_type,
+    check_positive,
+    check_positive_number,
+    flag,
+    token_ids,
+)
+from ..llama.config import LlamaConfig
+from ..rotary import Rope
 
 GEMMA_MODEL_TYPES = ("gemma2", "gemma3_text", "gemma3")
-SLIDING, FULL = "sliding_attention", "full_attention"
 
 # transformers' defaults (configuration_gemma2.py, configuration_gemma3.py) for what a config.json may leave out:
 # the official Gemma 3 configs leave out most of their text model's shapes.
@@ -61,11 +70,10 @@ class GemmaConfig(LlamaConfig):
         if SLIDING not in self.attention_types:  # no layer uses the window: the model has none (reports say so)
             object.__setattr__(self, "sliding_window", None)
         for key in ("query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "local_rope_theta"):
-            value = getattr(self, key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-                raise UserError(f"config {key} must be a positive number, not {value!r}")
+            if getattr(self, key) is not None:
+                check_positive_number(key, getattr(self, key))
         if self.local_rope_scaling is not None:
-            _check_rope_scaling(dict(self.local_rope_scaling))
+            rotary.check(dict(self.local_rope_scaling))
 
     @property
     def layer_types(self) -> tuple[str, ...]:
@@ -76,6 +84,13 @@ class GemmaConfig(LlamaConfig):
 
     def prefix(self, n_layer: int) -> GemmaConfig:
         return replace(self, n_layer=n_layer, attention_types=self.attention_types[:n_layer])
+
+    def rope(self, layer: int = 0) -> Rope:
+        """Gemma 3's sliding layers turn at a base of their own (local_rope_theta), the rope scaling being the full
+        layers' only; every other layer at the config's rope."""
+        if self.local_rope_theta is None or self.attention_types[layer] != SLIDING:
+            return super().rope(layer)
+        return Rope(self.d_head, self.local_rope_theta, self.local_rope_scaling, self.n_positions)
 
     @property
     def checkpoint_kind(self) -> str:
@@ -92,9 +107,7 @@ class GemmaConfig(LlamaConfig):
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "gemma2") -> GemmaConfig:
         """Read a transformers Gemma2Config or Gemma3TextConfig dict (or a Gemma3Config's text_config)."""
-        model_type = hf.get("model_type")
-        if model_type not in GEMMA_MODEL_TYPES:
-            raise UserError(f"config model_type={model_type!r} is not a Gemma model ({', '.join(GEMMA_MODEL_TYPES)})")
+        model_type = check_model_type(hf, GEMMA_MODEL_TYPES, f"a Gemma model ({', '.join(GEMMA_MODEL_TYPES)})")
         if model_type == "gemma3":  # Gemma3ForConditionalGeneration: its text model
             text = hf.get("text_config") or {}
             if not isinstance(text, dict):
@@ -105,9 +118,7 @@ class GemmaConfig(LlamaConfig):
         def get(key: str):
             return hf[key] if key in hf else defaults[key]
 
-        dtype = hf.get("dtype", hf.get("torch_dtype"))
-        if dtype not in (None, "float32", "float16", "bfloat16"):
-            raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
+        check_dtype(hf)
         if hf.get("use_bidirectional_attention"):
             raise UserError("config use_bidirectional_attention=true (attention to later tokens) is not supported")
         n_layer = get("num_hidden_layers")
@@ -116,42 +127,31 @@ class GemmaConfig(LlamaConfig):
             pattern = 2 if model_type == "gemma2" else hf.get("sliding_window_pattern", 6)
             check_positive("sliding_window_pattern", pattern)
             kinds = _alternating(n_layer, pattern)
-        if model_type == "gemma2":
-            rope = _rope_parameters(hf)
-            full, local = rope, None
-        else:
-            full, local = _rope_per_layer_type(hf)
+        full, local = (rotary.read(hf), None) if model_type == "gemma2" else _rope_per_layer_type(hf)
         theta = full.pop("rope_theta")
         for rope in (full, local or {}):
-            value = rope.pop("partial_rotary_factor", None)
-            if value not in (None, 1, 1.0):
-                raise UserError(f"config partial_rotary_factor={value!r} is not supported")
+            rotary.refuse_partial({}, rope)
         activation = hf.get("hidden_activation", "gelu_pytorch_tanh")
         if activation is None:
             raise UserError("config hidden_activation=null: a Gemma model names its MLP's activation")
-        eos = hf.get("eos_token_id", 1)
         bias = flag(hf, "attention_bias")
         return cls(
             n_layer=n_layer, n_head=get("num_attention_heads"), n_embd=get("hidden_size"),
             n_inner=get("intermediate_size"), vocab_size=get("vocab_size"), n_kv_head=get("num_key_value_heads"),
             head_dim=get("head_dim"), n_positions=get("max_position_embeddings"),
             rms_norm_eps=hf.get("rms_norm_eps", 1e-6), hidden_act=activation, rope_theta=theta,
-            rope_scaling=_scaling(full), qkv_bias=bias, o_bias=bias,
+            rope_scaling=rotary.scaling(full), qkv_bias=bias, o_bias=bias,
             sliding_window=hf.get("sliding_window", 4096), tie_word_embeddings=hf.get("tie_word_embeddings", True),
-            bos_token_id=hf.get("bos_token_id", 2), eos_token_id=tuple(eos) if isinstance(eos, list) else eos,
+            bos_token_id=hf.get("bos_token_id", 2), eos_token_id=token_ids(hf.get("eos_token_id", 1)),
             query_pre_attn_scalar=hf.get("query_pre_attn_scalar", 256),
             # transformers' Gemma 3 attention never passes attn_logit_softcapping on: it is read as it is, unused
             attn_logit_softcapping=get("attn_logit_softcapping") if model_type == "gemma2" else None,
             final_logit_softcapping=get("final_logit_softcapping"), attention_types=tuple(kinds),
             qk_norm=model_type == "gemma3_text",
             local_rope_theta=None if local is None else local.pop("rope_theta"),
-            local_rope_scaling=None if local is None else _scaling(local),
+            local_rope_scaling=None if local is None else rotary.scaling(local),
             model_type=model_type, name=name,
         )  # fmt: skip
-
-
-def _scaling(rope: dict) -> tuple[tuple[str, object], ...] | None:
-    return tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None
 
 
 def _rope_per_layer_type(hf: dict) -> tuple[dict, dict]:
@@ -173,16 +173,8 @@ def _rope_per_layer_type(hf: dict) -> tuple[dict, dict]:
     for rope in ropes.values():
         rope.setdefault("rope_type", rope.pop("type", "default"))
         rope.pop("type", None)
-        _check_rope_scaling(rope)
+        rotary.check(rope)
     return ropes[FULL], ropes[SLIDING]
-
-
-@cache
-def local_rope(config: GemmaConfig) -> GemmaConfig:
-    """The config whose rotary (rope_theta, rope_scaling) is the sliding layers' (Gemma 3), for inverse_frequencies."""
-    if config.local_rope_theta is None:
-        return config
-    return replace(config, rope_theta=config.local_rope_theta, rope_scaling=config.local_rope_scaling)
 
 
 def _alternating(n_layer: int, pattern: int) -> tuple[str, ...]:

@@ -3,36 +3,19 @@
 from __future__ import annotations
 
 from ..architecture import Architecture
-from . import formulas, layout, reference
+from . import reference
 from .config import GEMMA_MODEL_TYPES, PRESETS, GemmaConfig
+from .formulas import FORMULAS
 from .forward import gemma
+from .layout import LAYOUT
 from .stages import gemma_family, stages_of
 
+# gemma3 (Gemma3ForConditionalGeneration) is read as its text model, as transformers' Gemma3ForCausalLM reads a gemma3
+# config.json; the whole model's checkpoint keeps it under other names, which the loader refuses by name (an
+# unexpected tensor for a "gemma3 model ... read as its text model")
 ARCHITECTURE = Architecture(
-    name="gemma",
-    model_types=GEMMA_MODEL_TYPES,
-    config=GemmaConfig,
-    presets=PRESETS,
-    forward=gemma,
-    stages=stages_of,
-    every_stage=gemma_family(),
-    weight_shapes=layout.gemma_shapes,
-    prefix=layout.PREFIX,
-    layers=layout.LAYERS,
-    embedding=layout.EMBEDDING,
-    ignored=layout.IGNORED,
-    kinds=layout.KINDS,
-    kind_of=layout.KIND_OF,
-    formulas=formulas,
-    # gemma3 (Gemma3ForConditionalGeneration) is read as its text model, as transformers' Gemma3ForCausalLM reads
-    # a gemma3 config.json; the whole model's checkpoint keeps it under other names, which the loader refuses by
-    # name (an unexpected tensor for a "gemma3 model ... read as its text model")
-    reference_classes={
-        "gemma2": "Gemma2ForCausalLM",
-        "gemma3_text": "Gemma3ForCausalLM",
-        "gemma3": "Gemma3ForCausalLM",
-    },
-    label="Gemma family",
-    float64_reference=reference.float64_throughout,
-    float64_note=reference.NOTE,
-)
+    name="gemma", model_types=GEMMA_MODEL_TYPES, config=GemmaConfig, presets=PRESETS, forward=gemma,
+    stage_table=stages_of, every_stage=gemma_family(), layout=LAYOUT, formulas=FORMULAS,
+    reference_classes={"gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "gemma3": "Gemma3ForCausalLM"},
+    label="Gemma family", float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
+)  # fmt: skip

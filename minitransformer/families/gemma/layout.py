@@ -3,38 +3,26 @@ Llama layout with four norms a block, and Gemma 3's norms of q and k. nn.Linear 
 
 from __future__ import annotations
 
-import re
-
-from ..llama.layout import EMBEDDING, LAYERS, PREFIX
+from ..architecture import kind_rules
 from ..llama.layout import KIND_OF as LLAMA_KIND_OF
 from ..llama.layout import KINDS as LLAMA_KINDS
+from ..llama.layout import L, attention_shapes, gated_mlp_shapes, llama_layout
 from .config import GemmaConfig
 
-__all__ = ["EMBEDDING", "IGNORED", "KINDS", "KIND_OF", "LAYERS", "PREFIX", "gemma_shapes"]
-
-# Buffers the model computes itself: none are saved by transformers' Gemma models.
-IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq"
+NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
 
 
 def gemma_shapes(config: GemmaConfig) -> dict[str, tuple[int, ...]]:
-    """A Gemma checkpoint, in transformers' order: attention_bias puts biases on q, k, v and o."""
-    D, F, V, dh = config.n_embd, config.d_ff, config.vocab_size, config.d_head
-    q, kv = config.n_head * dh, config.n_kv_head * dh
+    """A Gemma checkpoint, in transformers' order: each layer's attention (attention_bias puts biases on q, k, v and
+    o; Gemma 3's q_norm and k_norm [dh]), its gated MLP, then its four norms."""
+    D, V, dh = config.n_embd, config.vocab_size, config.d_head
     shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (V, D)}
     for i in range(config.n_layer):
-        a, m = f"layers.{i}.self_attn", f"layers.{i}.mlp"
-        for name, (rows, cols) in (("q_proj", (q, D)), ("k_proj", (kv, D)), ("v_proj", (kv, D)), ("o_proj", (D, q))):
-            shapes[f"{a}.{name}.weight"] = (rows, cols)
-            if config.qkv_bias:
-                shapes[f"{a}.{name}.bias"] = (rows,)
+        shapes |= {f"layers.{i}.self_attn.{name}": shape for name, shape in attention_shapes(config).items()}
         if config.qk_norm:
-            shapes[f"{a}.q_norm.weight"] = (dh,)
-            shapes[f"{a}.k_norm.weight"] = (dh,)
-        for name, (rows, cols) in (("gate_proj", (F, D)), ("up_proj", (F, D)), ("down_proj", (D, F))):
-            shapes[f"{m}.{name}.weight"] = (rows, cols)
-        for norm in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-                     "post_feedforward_layernorm"):  # fmt: skip
-            shapes[f"layers.{i}.{norm}.weight"] = (D,)
+            shapes |= {f"layers.{i}.self_attn.q_norm.weight": (dh,), f"layers.{i}.self_attn.k_norm.weight": (dh,)}
+        shapes |= {f"layers.{i}.mlp.{name}": shape for name, shape in gated_mlp_shapes(config).items()}
+        shapes |= {f"layers.{i}.{norm}.weight": (D,) for norm in NORMS}
     shapes["norm.weight"] = (D,)
     if not config.tie_word_embeddings:
         shapes["lm_head.weight"] = (V, D)
@@ -50,7 +38,7 @@ KINDS: dict[str, str] = {
 
 KIND_OF = (
     *(rule for rule in LLAMA_KIND_OF if rule[1] != "norms"),
-    (re.compile(r"^layers\.\d+\.self_attn\.[qk]_norm\.weight$"), "qk_norms"),
-    (re.compile(r"^(layers\.\d+\.(input|post_attention|pre_feedforward|post_feedforward)_layernorm|norm)\.weight$"),
-     "norms"),
-)  # fmt: skip
+    *kind_rules((L + r"self_attn\.[qk]_norm\.weight", "qk_norms"), (rf"({L}({'|'.join(NORMS)})|norm)\.weight", "norms")),
+)
+# Buffers the model computes itself: none are saved by transformers' Gemma models, older Llama checkpoints' aside.
+LAYOUT = llama_layout(gemma_shapes, KINDS, KIND_OF)

@@ -11,11 +11,7 @@ scale is a float64 sqrt(D) in a float64 model: nothing to do there.
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..llama.forward import inverse_frequencies
 from ..llama.reference import float64_throughout as llama_float64_throughout
-from .config import SLIDING, local_rope
 
 NOTE = ("  (transformers' float64 Gemma computes RMSNorm, the rotary tables and Gemma 2's attention softmax in "
         "float32;\n  its reference here has them in float64, as families/gemma/reference.py explains)")  # fmt: skip
@@ -25,14 +21,8 @@ FLOAT64_ATTENTION = "minitransformer_float64_eager"
 def float64_throughout(reference, model, torch) -> None:
     """Replace, on this instance of transformers' model only, its RMSNorm and rotary modules' forward with float64
     ones, and its eager attention with one whose softmax is float64."""
-    c = model.config
-    float64 = np.dtype(np.float64)
-
-    def frequencies(position_ids, layer_type):
-        return inverse_frequencies(local_rope(c) if layer_type == SLIDING else c, float64)
-
-    llama_float64_throughout(reference, model, torch, norms_per_layer=4 + 2 * c.qk_norm, frequencies=frequencies,
-                             gain=lambda module: 1.0 + module.weight)  # fmt: skip
+    norms = 4 + 2 * model.config.qk_norm
+    llama_float64_throughout(reference, model, torch, norms_per_layer=norms, gain=lambda module: 1.0 + module.weight)
     if reference.config._attn_implementation == "eager":
         _register_float64_attention(torch)
         reference.set_attn_implementation(FLOAT64_ATTENTION)

@@ -3,10 +3,9 @@ equations that differ rewritten (the vocabulary is the engine's: engine/stages.p
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import cache
 
-from ...engine.stages import Family, Stage
+from ...engine.stages import Stage, StageTable, edited
 from ..llama.stages import llama_family
 
 # Stages Gemma adds, each after the stage it follows; none is a product (zero dot products).
@@ -39,25 +38,18 @@ LOCAL_ROPE = "q, k = RoPE(q, k): each pair turned by position x frequency (slidi
 
 @cache
 def gemma_family(bias: bool = False, qk_norm: bool = True, attn_softcap: bool = True, final_softcap: bool = True,
-                 local_rope: bool = True) -> Family:  # fmt: skip
+                 local_rope: bool = True) -> StageTable:  # fmt: skip
     """The Gemma block's stages: every one of them by default; a config's table has those it computes."""
     llama = llama_family(bias, bias, False, window=True)
-    after = {"embed": [EMBED_SCALE], "split_heads": [Q_NORM, K_NORM] if qk_norm else [],
-             "scale": [SOFTCAP] if attn_softcap else [], "out": [POST_ATTN_NORM], "mlp.down": [POST_MLP_NORM],
-             "logits": [FINAL_SOFTCAP] if final_softcap else []}  # fmt: skip
+    after = {"embed": (EMBED_SCALE,), "split_heads": (Q_NORM, K_NORM) if qk_norm else (),
+             "scale": (SOFTCAP,) if attn_softcap else (), "out": (POST_ATTN_NORM,), "mlp.down": (POST_MLP_NORM,),
+             "logits": (FINAL_SOFTCAP,) if final_softcap else ()}  # fmt: skip
     equations = EQUATIONS | ({"rope": LOCAL_ROPE} if local_rope else {})
-
-    def gemma(stages: tuple[Stage, ...]) -> tuple[Stage, ...]:
-        out: list[Stage] = []
-        for stage in stages:
-            out.append(replace(stage, equation=equations[stage.op]) if stage.op in equations else stage)
-            out += after.get(stage.op, [])
-        return tuple(out)
-
-    return Family("gemma", gemma(llama.embed), gemma(llama.block), gemma(llama.final), llama.symbols)
+    embed, block, final = (edited(stages, after=after, equations=equations) for stages in llama.parts)
+    return StageTable("gemma", embed, block, final, llama.symbols)
 
 
-def stages_of(config) -> Family:
+def stages_of(config) -> StageTable:
     """The table of a Gemma config: Gemma 3's q and k norms, the soft-caps where the config has them."""
     return gemma_family(config.qkv_bias, config.qk_norm, config.attn_logit_softcapping is not None,
                         config.final_logit_softcapping is not None, config.local_rope_theta is not None)  # fmt: skip

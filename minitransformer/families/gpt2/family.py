@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 from ..architecture import Architecture
-from . import formulas, layout
 from .config import PRESETS, GPT2Config
+from .formulas import FORMULAS
 from .forward import gpt2
+from .layout import LAYOUT
 from .stages import GPT2, stages_of
 
 ARCHITECTURE = Architecture(
-    name="gpt2",
-    model_types=("gpt2",),
-    config=GPT2Config,
-    presets=PRESETS,
-    forward=gpt2,
-    stages=stages_of,
-    every_stage=GPT2,
-    weight_shapes=layout.gpt2_shapes,
-    prefix=layout.PREFIX,
-    layers=layout.LAYERS,
-    embedding=layout.EMBEDDING,
-    ignored=layout.IGNORED,
-    kinds=layout.KINDS,
-    kind_of=layout.KIND_OF,
-    formulas=formulas,
-    reference_classes={"gpt2": "GPT2LMHeadModel"},
-    own_tokenizer=False,
-    heads_in_headers=False,
-)
+    name="gpt2", model_types=("gpt2",), config=GPT2Config, presets=PRESETS, forward=gpt2, stage_table=stages_of,
+    every_stage=GPT2, layout=LAYOUT, formulas=FORMULAS, reference_classes={"gpt2": "GPT2LMHeadModel"},
+    own_tokenizer=False, heads_in_headers=False,
+)  # fmt: skip

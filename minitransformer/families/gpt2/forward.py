@@ -6,79 +6,54 @@ positions, D = d_model, H heads of dh, F = MLP width, V vocabulary; see stages.p
 product goes through `tape.matmul`, which counts its dot products.
 
 The same code runs on real arrays and on shape-only stand-ins (shapes.py): counting a model too
-big for this machine is running this code without weights. llama.py is the same pass for the
-Llama family, written as its difference from this one.
+big for this machine is running this code without weights. families/llama/forward.py is the same pass
+for the Llama family, written as its difference from this one; both are the pre-norm block (families/blocks.py)
+of their parts in the decoder (families/decoder.py).
 """
 
 from __future__ import annotations
 
 from math import sqrt
+from types import SimpleNamespace
 
 import numpy as np
 
-from ...engine.kvcache import KVCache, LayerCache
 from ...engine.ops import (
     ACTIVATIONS,
     add_mask,
-    attention_bias,
     layer_norm,
     mask_future,
     merge_heads,
     slot_positions,
     softmax,
-    split_heads,  # fmt: skip
+    split_heads,
 )
 from ...engine.tape import Tape
+from ..blocks import LayerInputs, PreNorm
+from ..decoder import Decoder
 from .config import GPT2Config
 
-# `config` is the model's GPT2Config (models/config.py), a layer above the families: its numbers are read
-# here and its class is named in the annotations (never evaluated), not imported.
+
+def embed(ids, p: SimpleNamespace, config: GPT2Config, tape: Tape, pads=None):
+    """x = W_te[ids] + W_pe[positions]. `pads` (a batch of left-padded rows): each row's positions start at its
+    first real token; pad slots sit at negative positions and read row 0 of W_pe: no real query sees them."""
+    d = tape.dims
+    positions = slice(d.past, d.past + d.T) if pads is None else np.maximum(slot_positions(d.past, d.T, pads), 0)
+    return tape.stage("embed", p.wte.weight[ids] + p.wpe.weight[positions], "T D")
 
 
-def gpt2(ids, p, config: GPT2Config, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
-    """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only.
-
-    `pads` (a batch of left-padded rows): the first pads[b] slots of row b hold no token; each row's
-    positions start at its first real token, and pad keys are masked (ops.attention_bias).
-    """
-    past = cache.length if cache is not None else 0
-    T = ids.shape[-1]
-    if pads is None:
-        x = tape.stage("embed", p.wte.weight[ids] + p.wpe.weight[past : past + T], "T D")
-        bias = None  # the causal mask alone: mask_future
-    else:  # pad slots sit at negative positions and read row 0 of W_pe: no real query sees them
-        where = np.maximum(slot_positions(past, T, pads), 0)
-        x = tape.stage("embed", p.wte.weight[ids] + p.wpe.weight[where], "T D")
-        bias = attention_bias(past, 0, T, past + T, None, x.dtype, pads)
-    for i, block in enumerate(p.h):
-        kv = cache.layer(i) if cache is not None else None
-        x = transformer_block(x, block, config, tape.layer(i), kv, bias)
-    h = tape.stage("ln_f", layer_norm(x, p.ln_f.weight, p.ln_f.bias, config.layer_norm_epsilon), "T D")
-    if not all_positions:
-        h = tape.stage("last", h[..., -1:, :], "R D")
-    if cache is not None:
-        cache.advance(T)
-    unembedding = p.wte.weight if config.tie_word_embeddings else p.lm_head.weight
-    return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")  # .T is a view: no copy of W_te
+def norm(x, w: SimpleNamespace, config: GPT2Config):
+    return layer_norm(x, w.weight, w.bias, config.layer_norm_epsilon)
 
 
-def transformer_block(x, p, config: GPT2Config, at: Tape, kv: LayerCache | None, bias=None):
-    """Pre-LayerNorm block: x + attention(LN(x)), then x + MLP(LN(x)). Every family's block takes (x, its
-    weights, the config, the block's tape, its KV cache, the mask's bias) in this order, then its own extras."""
-    eps = config.layer_norm_epsilon
-    h = at.stage("ln_1", layer_norm(x, p.ln_1.weight, p.ln_1.bias, eps), "T D")
-    x = at.stage("resid_mid", x + attention(h, p.attn, config, at, kv, bias), "T D")
-    h = at.stage("ln_2", layer_norm(x, p.ln_2.weight, p.ln_2.bias, eps), "T D")
-    return at.stage("resid_post", x + mlp(h, p.mlp, config, at), "T D")
-
-
-def attention(h, p, config: GPT2Config, at: Tape, kv: LayerCache | None, bias=None):
-    """Causal multi-head self-attention from the fused c_attn projection; `bias` adds the padding mask to the causal one."""
+def attention(h, p: SimpleNamespace, config: GPT2Config, at: Tape, inputs: LayerInputs):
+    """Causal multi-head self-attention from the fused c_attn projection; the mask of a padded batch (inputs.mask)
+    adds the pad keys to the future."""
     qkv = at.matmul("qkv", h, p.c_attn.weight, "T D, D 3D -> T 3D", bias=p.c_attn.bias)
     q, k, v = at.stage("split_heads", split_heads(qkv, config.n_head), "H T dh")
-    K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "H t dh")
+    K, V = at.stage("cache", inputs.cache.append(k, v) if inputs.cache is not None else (k, v), "H t dh")
     # In chunks of query rows, each against the keys it can see (a long prompt skips most of its future).
-    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, bias)
+    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, inputs.mask)
     z = at.stage("merge_heads", merge_heads(z), "T D")
     return at.matmul("out", z, p.c_proj.weight, "T D, D D -> T D", bias=p.c_proj.bias)
 
@@ -88,13 +63,15 @@ def attend(q, K, V, bias, config: GPT2Config, at: Tape):
     or `bias` where a batch's pad keys are masked too."""
     s = at.matmul("scores", q, K.swapaxes(-1, -2), "H T dh, H dh t -> H T t")
     s = at.stage("scale", scale_scores(s, config, at.layer_index or 0, out=at.scratch(s)), "H T t")
-    s = at.stage("mask", mask_future(s, at.dims.past, config.n_positions, out=at.scratch(s)) if bias is None
-                 else add_mask(s, bias, out=at.scratch(s)), "H T t")  # fmt: skip
+    if bias is None:  # the causal mask alone, from a table of the whole context
+        s = at.stage("mask", mask_future(s, at.dims.past, config.n_positions, out=at.scratch(s)), "H T t")
+    else:
+        s = at.stage("mask", add_mask(s, bias, out=at.scratch(s)), "H T t")
     a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
     return at.matmul("mix", a, V, "H T t, H t dh -> H T dh")
 
 
-def mlp(h, p, config: GPT2Config, at: Tape):
+def mlp(h, p: SimpleNamespace, config: GPT2Config, at: Tape):
     u = at.matmul("mlp.up", h, p.c_fc.weight, "T D, D F -> T F", bias=p.c_fc.bias)
     g = at.stage("mlp.act", ACTIVATIONS[config.activation_function](u), "T F")
     return at.matmul("mlp.down", g, p.c_proj.weight, "T F, F D -> T D", bias=p.c_proj.bias)
@@ -109,3 +86,10 @@ def attention_scale(config: GPT2Config, layer: int) -> float:
 def scale_scores(s, config: GPT2Config, layer: int, out=None):
     factor = attention_scale(config, layer)
     return s if factor == 1.0 else np.multiply(s, s.dtype.type(factor), out=out)
+
+
+# Token ids [T] (or [B, T]) -> logits [R, V]: the pre-norm blocks (LayerNorm) of these parts, between the embedding
+# with its learned positions and the tied unembedding. Without padded rows, each block's attention masks its own
+# future (mask_future); a padded batch's mask hides the pad keys too.
+gpt2 = Decoder(PreNorm(attention, mlp, norm, ("ln_1", "attn", "ln_2", "mlp")), norm, embed, "wte", "h", "ln_f",
+               masks_unpadded=False)

@@ -3,15 +3,8 @@ parameter each is. Conv1D weights are stored [in, out], so x W needs no transpos
 
 from __future__ import annotations
 
-import re
-
+from ..architecture import Layout, kind_rules
 from .config import GPT2Config
-
-PREFIX = "transformer."  # the base model's prefix of every name but lm_head's
-LAYERS = "h"  # the blocks: h.0..., h.1...
-EMBEDDING = "wte.weight"
-# Buffers some checkpoints carry beside the weights, which the model computes itself: the causal mask.
-IGNORED = r"h\.\d+\.attn\.(bias|masked_bias)"
 
 
 def gpt2_shapes(config: GPT2Config) -> dict[str, tuple[int, ...]]:
@@ -52,14 +45,19 @@ KINDS: dict[str, str] = {
     "unembedding": "unembedding W_U [V, D] (untied)",
 }
 
-KIND_OF = (
-    (re.compile(r"^wte\.weight$"), "token_embedding"),
-    (re.compile(r"^wpe\.weight$"), "position_embedding"),
-    (re.compile(r"^h\.\d+\.attn\.c_attn\.weight$"), "attention_qkv"),
-    (re.compile(r"^h\.\d+\.attn\.c_proj\.weight$"), "attention_out"),
-    (re.compile(r"^h\.\d+\.mlp\.c_fc\.weight$"), "mlp_up"),
-    (re.compile(r"^h\.\d+\.mlp\.c_proj\.weight$"), "mlp_down"),
-    (re.compile(r"^h\.\d+\.(attn|mlp)\.c_\w+\.bias$"), "biases"),
-    (re.compile(r"^(h\.\d+\.)?ln_(1|2|f)\.(weight|bias)$"), "layer_norms"),
-    (re.compile(r"^lm_head\.weight$"), "unembedding"),
+KIND_OF = kind_rules(
+    (r"wte\.weight", "token_embedding"),
+    (r"wpe\.weight", "position_embedding"),
+    (r"h\.\d+\.attn\.c_attn\.weight", "attention_qkv"),
+    (r"h\.\d+\.attn\.c_proj\.weight", "attention_out"),
+    (r"h\.\d+\.mlp\.c_fc\.weight", "mlp_up"),
+    (r"h\.\d+\.mlp\.c_proj\.weight", "mlp_down"),
+    (r"h\.\d+\.(attn|mlp)\.c_\w+\.bias", "biases"),
+    (r"(h\.\d+\.)?ln_(1|2|f)\.(weight|bias)", "layer_norms"),
+    (r"lm_head\.weight", "unembedding"),
 )
+
+# The base model's prefix is that of every name but lm_head's; its blocks are h.0..., h.1...; some checkpoints carry
+# beside the weights a buffer the model computes itself, the causal mask.
+LAYOUT = Layout(prefix="transformer.", layers="h", embedding="wte.weight", ignored=r"h\.\d+\.attn\.(bias|masked_bias)",
+                shapes=gpt2_shapes, kinds=KINDS, kind_of=KIND_OF)  # fmt: skip

@@ -3,7 +3,7 @@ and equation (the vocabulary is the engine's: engine/stages.py)."""
 
 from __future__ import annotations
 
-from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, LAST, LOGITS, MLP, Family, Stage
+from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, LAST, LOGITS, MLP, Stage, StageTable
 
 EMBED = Stage("embed", ("embed",), "lookup", "x = W_te[ids] + W_pe[positions]", "ids [T]")
 
@@ -36,7 +36,7 @@ FINAL = (
     LOGITS,
 )
 
-GPT2 = Family("gpt2", (EMBED,), BLOCK, FINAL,
+GPT2 = StageTable("gpt2", (EMBED,), BLOCK, FINAL,
               "T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, "
               "R logit rows")  # fmt: skip
 
@@ -46,6 +46,6 @@ MATMUL_OPS = GPT2.matmul_ops
 BLOCK_OPS = GPT2.block_ops
 
 
-def stages_of(config) -> Family:
+def stages_of(config) -> StageTable:
     """Every GPT-2 has the same stages."""
     return GPT2

@@ -11,11 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...errors import UserError
-from ..config import check_positive, flag
-from ..llama.config import YARN_ROPE_TYPES, LlamaConfig, _rope_parameters
+from .. import rotary
+from ..config import (
+    SLIDING,
+    check_dtype,
+    check_layer_kinds,
+    check_model_type,
+    check_positive,
+    check_positive_number,
+    llama_keys,
+)
+from ..llama.config import LlamaConfig
+from ..rotary import YARN_ROPE_TYPES
 
 GPT_OSS_MODEL_TYPES = ("gpt_oss",)
-LAYER_KINDS = ("full_attention", "sliding_attention")
+# GptOssConfig's defaults for what a config.json leaves out
+DEFAULTS = {"num_hidden_layers": 36, "num_attention_heads": 64, "hidden_size": 2880, "intermediate_size": 2880,
+            "vocab_size": 201088, "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072,
+            "rms_norm_eps": 1e-5, "hidden_act": "silu"}  # fmt: skip
 # GptOssConfig's rope when config.json gives none: YaRN, 32 x the 4,096 positions it was trained on.
 DEFAULT_ROPE = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
                 "original_max_position_embeddings": 4096}  # fmt: skip
@@ -23,7 +36,7 @@ DEFAULT_ROPE = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_sl
 
 def alternating(n_layer: int) -> tuple[str, ...]:
     """GptOssConfig's layer_types when config.json gives none: sliding, full, sliding, full, ..."""
-    return tuple("sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n_layer))
+    return tuple(SLIDING if (i + 1) % 2 else "full_attention" for i in range(n_layer))
 
 
 @dataclass(frozen=True)
@@ -59,17 +72,10 @@ class GptOssConfig(LlamaConfig):
         if self.qkv_bias != self.o_bias or self.mlp_bias:
             raise UserError("a gpt-oss has biases on q, k, v and o alike (attention_bias) and no MLP biases")
         for key in ("swiglu_alpha", "swiglu_limit"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise UserError(f"config {key} must be a positive number, not {value!r}")
+            check_positive_number(key, getattr(self, key))
         kinds = self.layer_types
-        if len(kinds) != self.n_layer:
-            raise UserError(f"config layer_types has {len(kinds)} entries for num_hidden_layers={self.n_layer}")
-        unknown = sorted(set(kinds) - set(LAYER_KINDS))
-        if unknown:
-            raise UserError(f"config layer_types {', '.join(map(repr, unknown))} is not supported "
-                            f"(supported: {', '.join(LAYER_KINDS)})")  # fmt: skip
-        if self.sliding_window is None and "sliding_attention" in kinds:
+        check_layer_kinds(kinds, self.n_layer)
+        if self.sliding_window is None and SLIDING in kinds:
             raise UserError("config layer_types has sliding_attention layers but sliding_window is null")
 
     @property
@@ -77,7 +83,7 @@ class GptOssConfig(LlamaConfig):
         return self.layer_kinds if self.layer_kinds is not None else alternating(self.n_layer)
 
     def layer_window(self, layer: int) -> int | None:
-        return self.sliding_window if self.layer_types[layer] == "sliding_attention" else None
+        return self.sliding_window if self.layer_types[layer] == SLIDING else None
 
     def prefix(self, n_layer: int) -> GptOssConfig:
         return replace(self, n_layer=n_layer, layer_kinds=self.layer_types[:n_layer])
@@ -96,9 +102,7 @@ class GptOssConfig(LlamaConfig):
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "gpt_oss") -> GptOssConfig:
         """Read a transformers GptOssConfig dict (as config.json holds it), with GptOssConfig's defaults."""
-        model_type = hf.get("model_type")
-        if model_type not in GPT_OSS_MODEL_TYPES:
-            raise UserError(f"config model_type={model_type!r} is not a gpt-oss ({', '.join(GPT_OSS_MODEL_TYPES)})")
+        model_type = check_model_type(hf, GPT_OSS_MODEL_TYPES, f"a gpt-oss ({', '.join(GPT_OSS_MODEL_TYPES)})")
         if hf.get("quantization_config"):
             method = (
                 hf["quantization_config"].get("quant_method") if isinstance(hf["quantization_config"], dict) else None
@@ -106,18 +110,13 @@ class GptOssConfig(LlamaConfig):
             raise UserError(f"config quantization_config ({method or 'quantized'} weights, as the published gpt-oss "
                             f"checkpoints store their experts in MXFP4) is not supported: dequantize to bfloat16 "
                             f"first")  # fmt: skip
-        dtype = hf.get("dtype", hf.get("torch_dtype"))
-        if dtype not in (None, "float32", "float16", "bfloat16"):
-            raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
+        check_dtype(hf)
         theta = hf.get("rope_theta") if hf.get("rope_theta") is not None else 150000.0  # GptOssConfig.default_theta
         if hf.get("rope_scaling") or hf.get("rope_parameters"):
-            rope = _rope_parameters({**hf, "rope_theta": theta}, YARN_ROPE_TYPES)
+            rope = rotary.read({**hf, "rope_theta": theta}, YARN_ROPE_TYPES)
         else:
-            rope = _rope_parameters({"rope_parameters": DEFAULT_ROPE, "rope_theta": theta}, YARN_ROPE_TYPES)
-        for key, harmless in (("pretraining_tp", (None, 1)), ("partial_rotary_factor", (None, 1, 1.0))):
-            for value in (hf.get(key), rope.pop(key, None)):
-                if value not in harmless:
-                    raise UserError(f"config {key}={value!r} is not supported")
+            rope = rotary.read({"rope_parameters": DEFAULT_ROPE, "rope_theta": theta}, YARN_ROPE_TYPES)
+        rotary.refuse_partial(hf, rope, ("pretraining_tp", "partial_rotary_factor"))
         # Options GptOssConfig has that change no logits: hidden_act (its experts' SwiGLU is its own),
         # router_aux_loss_coef and output_router_logits (a loss and an output), attention_dropout (training only).
         bias = hf.get("attention_bias", True)
@@ -131,26 +130,24 @@ class GptOssConfig(LlamaConfig):
         if not isinstance(kinds, (list, tuple)):
             raise UserError(f"config layer_types must be a list, not {kinds!r}")
         window = hf.get("sliding_window", 128)
-        if window is not None and "sliding_attention" not in kinds:
+        if window is not None and SLIDING not in kinds:
             window = None  # no layer uses it
-        n_head = hf.get("num_attention_heads", 64)
-        n_kv_head = hf.get("num_key_value_heads", 8)
-        head_dim = hf.get("head_dim", 64)
-        eos = hf.get("eos_token_id")
+        keys = llama_keys(hf, DEFAULTS) | {"hidden_act": "silu"}  # its experts' clamped SwiGLU is its own
         return cls(
-            n_layer=n_layer, n_head=n_head, n_embd=hf.get("hidden_size", 2880),
-            n_inner=hf.get("intermediate_size", 2880), vocab_size=hf.get("vocab_size", 201088),
-            n_kv_head=n_head if n_kv_head is None else n_kv_head, head_dim=head_dim,
-            n_positions=hf.get("max_position_embeddings", 131072), rms_norm_eps=hf.get("rms_norm_eps", 1e-5),
+            **keys,
             rope_theta=rope.pop("rope_theta"),
-            rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
-            qkv_bias=bias, o_bias=bias, sliding_window=window, layer_kinds=tuple(kinds),
-            tie_word_embeddings=flag(hf, "tie_word_embeddings"),
-            n_experts=hf.get("num_local_experts", 128), top_k=hf.get("num_experts_per_tok", 4),
-            swiglu_alpha=hf.get("swiglu_alpha", 1.702), swiglu_limit=hf.get("swiglu_limit", 7.0),
-            bos_token_id=hf.get("bos_token_id"), eos_token_id=tuple(eos) if isinstance(eos, list) else eos,
-            model_type=model_type, name=name,
-        )  # fmt: skip
+            rope_scaling=rotary.scaling(rope),
+            qkv_bias=bias,
+            o_bias=bias,
+            sliding_window=window,
+            layer_kinds=tuple(kinds),
+            n_experts=hf.get("num_local_experts", 128),
+            top_k=hf.get("num_experts_per_tok", 4),
+            swiglu_alpha=hf.get("swiglu_alpha", 1.702),
+            swiglu_limit=hf.get("swiglu_limit", 7.0),
+            model_type=model_type,
+            name=name,
+        )
 
 
 def _gpt_oss(name: str, n_layer: int, n_experts: int) -> GptOssConfig:

@@ -9,7 +9,7 @@ rotary machinery and grouped scores it reuses:
   carries its window, and the mask is that window's;
 - biases on q, k, v and o;
 - YaRN rotary positions: frequencies blended between kept and slowed ones, and the cos and sin tables multiplied
-  by the attention factor (llama/forward.py: inverse_frequencies, rope, rotary_attention_factor);
+  by the attention factor (families/rotary.py);
 - the mixture of experts: a router with a bias, its k largest logits chosen and a softmax over those k alone
   (Mixtral: a softmax over all E, then the top k renormalised); each expert a clamped SwiGLU with biases, whose gate
   and up are one product with the fused W_gu [D, 2F] (gate at even columns, up at odd ones):
@@ -18,25 +18,18 @@ rotary machinery and grouped scores it reuses:
 
 from __future__ import annotations
 
+from functools import partial
+from types import SimpleNamespace
+
 import numpy as np
 
-from ...engine.kvcache import KVCache, LayerCache
-from ...engine.ops import (
-    add_mask,
-    constant,
-    group_heads,
-    merge_heads,
-    rms_norm,
-    rotate,
-    sigmoid,
-    softmax,
-    split_into_heads,
-    ungroup_heads,
-)
+from ...engine.ops import add_mask, constant, group_heads, rotate, sigmoid, softmax, ungroup_heads
 from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
-from ..llama.forward import _bias, decoder, scale_scores
-from ..moe import add_rows, routed, top_k
+from ..blocks import LayerInputs, PreNorm
+from ..decoder import Decoder
+from ..llama.forward import attend_to_cache, heads, scale_scores
+from ..moe import experts, top_k
 from .config import GptOssConfig
 
 # The shapes of a layer's expert records: each token's rows in its k experts, which is what the experts computed
@@ -52,41 +45,18 @@ EXPERT_SHAPES = {
 }
 
 
-def gpt_oss(ids, p, config: GptOssConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
-    """Token ids [T] (or [B, T]) -> logits [R, V]: the Llama family's decoder (each layer with its own window's mask,
-    the rotary tables x YaRN's attention factor) around gpt-oss's blocks."""
-    return decoder(ids, p, config, cache, tape, all_positions, pads, decoder_block)
-
-
-def decoder_block(x, p, config: GptOssConfig, at: Tape, kv: LayerCache | None, bias, rotary):
-    """Pre-RMSNorm block: x + attention with sinks(RMSNorm(x)), then x + mixture of experts(RMSNorm(x))."""
-    eps = config.rms_norm_eps
-    h = at.stage("ln_1", rms_norm(x, p.input_layernorm.weight, eps), "T D")
-    x = at.stage("resid_mid", x + attention(h, p.self_attn, config, at, kv, bias, rotary), "T D")
-    h = at.stage("ln_2", rms_norm(x, p.post_attention_layernorm.weight, eps), "T D")
-    return at.stage("resid_post", x + mixture(h, p.mlp, config, at), "T D")
-
-
-def attention(h, p, config: GptOssConfig, at: Tape, kv: LayerCache | None, bias, rotary):
+def attention(h, p: SimpleNamespace, config: GptOssConfig, at: Tape, inputs: LayerInputs):
     """The Llama family's grouped-query attention with biases, whose softmax also weighs each head's sink."""
-    H, Hkv = config.n_head, config.n_kv_head
-    q = at.matmul("q", h, p.q_proj.weight.T, "T D, D H*dh -> T H*dh", bias=_bias(p.q_proj))
-    k = at.matmul("k", h, p.k_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=_bias(p.k_proj))
-    v = at.matmul("v", h, p.v_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=_bias(p.v_proj))
-    q, k, v = at.stage("split_heads", (split_into_heads(q, H), split_into_heads(k, Hkv), split_into_heads(v, Hkv)),
-                       "H T dh; Hkv T dh; Hkv T dh")  # fmt: skip
-    q, k = at.stage("rope", (rotate(q, *rotary), rotate(k, *rotary)), "H T dh; Hkv T dh")
-    K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "Hkv t dh")
-    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, p.sinks, config, at), q, K, V, bias)
-    z = at.stage("merge_heads", merge_heads(ungroup_heads(z)), "T H*dh")
-    return at.matmul("out", z, p.o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=_bias(p.o_proj))
+    q, k, v = heads(h, p, config, at)
+    q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
+    return attend_to_cache(q, k, v, p, config, at, inputs, partial(attend, p.sinks))
 
 
-def attend(q, K, V, bias, sinks, config: GptOssConfig, at: Tape):
+def attend(sinks, q, K, V, bias, config: GptOssConfig, at: Tape):
     """llama.attend with each head's sink logit as one more column of its scores, dropped after the softmax."""
     Hkv = config.n_kv_head
-    s = at.matmul("scores", group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :],
-                  "Hkv G T dh, Hkv 1 dh t -> Hkv G T t")  # fmt: skip
+    Q, Kt = group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :]
+    s = at.matmul("scores", Q, Kt, "Hkv G T dh, Hkv 1 dh t -> Hkv G T t")
     s = at.stage("scale", scale_scores(ungroup_heads(s), config, at), "H T t")
     s = at.stage("mask", add_mask(s, bias, out=at.scratch(s)), "H T t")
     s = at.stage("sinks", with_sinks(s, sinks), "H T t+1")
@@ -102,29 +72,22 @@ def with_sinks(s, sinks):
     return np.concatenate([s, column], axis=-1)
 
 
-def mixture(h, p, config: GptOssConfig, at: Tape):
+def mixture(h, p: SimpleNamespace, config: GptOssConfig, at: Tape):
     """The experts: the router (with a bias) picks each token's k largest logits and weighs those experts by a
     softmax over the k; each expert computes its tokens' rows of the clamped SwiGLU."""
-    E, k = config.n_experts, config.top_k
+    E, k, w = config.n_experts, config.top_k, p.experts
     logits = at.matmul("router", h, p.router.weight.T, "T D, D E -> T E", bias=p.router.bias)
     chosen, top = at.stage("router.topk", top_k(logits, k), "T k")
     gates = at.stage("router.softmax", softmax(top), "T k")
-    x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
-    out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
-    w = p.experts
-    experts = at.experts()
-    for expert in routed(chosen.reshape(n, k), E, at.routing):
-        ex, e = experts.expert(expert), expert.expert
-        xe = ex.stage("expert.gather", expert.gather(x), "Te D")
+
+    def clamped_swiglu(ex: Tape, e: int, xe):
         gu = ex.matmul("expert.gate_up", xe, w.gate_up_proj[e], "Te D, D 2F -> Te 2F", bias=w.gate_up_proj_bias[e])
         gu = ex.stage("expert.clamp", clamp(gu, config.swiglu_limit), "Te 2F")
         a = ex.stage("expert.act", glu(gu[:, ::2], config.swiglu_alpha), "Te F")
         a = ex.stage("expert.mul", np.multiply(gu[:, 1::2] + constant(gu, 1.0), a, out=ex.scratch(a)), "Te F")
-        y = ex.matmul("expert.down", a, w.down_proj[e], "Te F, F D -> Te D", bias=w.down_proj_bias[e])
-        y = ex.stage("expert.weigh", y * expert.gates(gates.reshape(n, k)), "Te D")
-        add_rows(out, expert, y)
-    at.record_experts(experts, EXPERT_SHAPES, E)
-    return at.stage("moe.combine", out.reshape(h.shape), "T D")
+        return ex.matmul("expert.down", a, w.down_proj[e], "Te F, F D -> Te D", bias=w.down_proj_bias[e])
+
+    return experts(h, chosen, gates, E, at, EXPERT_SHAPES, clamped_swiglu)
 
 
 def clamp(gate_up, limit: float):
@@ -141,3 +104,8 @@ def glu(gate, alpha: float):
     """g sigmoid(alpha g): SiLU with a gain alpha (1.702) inside the sigmoid."""
     with np.errstate(over="ignore"):  # exp(-alpha g) of a large negative g: inf, and a weight of exactly 0
         return gate * sigmoid(constant(gate, alpha) * gate)
+
+
+# Token ids [T] (or [B, T]) -> logits [R, V]: the Llama family's decoder (each layer with its own window's mask, the
+# rotary tables x YaRN's attention factor) and pre-norm block, with these parts.
+gpt_oss = Decoder(PreNorm(attention, mixture))

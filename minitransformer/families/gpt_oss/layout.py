@@ -6,40 +6,26 @@ ones), `experts.gate_up_proj_bias` [E, 2F], `experts.down_proj` [E, F, D], `expe
 
 from __future__ import annotations
 
-import re
-
+from ..architecture import kind_rules
+from ..llama.layout import ATTENTION, EMBEDDINGS, NORMS, L, attention_shapes, linear, llama_layout, pre_norm_shapes
 from .config import GptOssConfig
 
-PREFIX = "model."
-LAYERS = "layers"
-EMBEDDING = "embed_tokens.weight"
-IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq"
+
+def attention_with_sinks(config: GptOssConfig, layer: int = 0) -> dict[str, tuple[int, ...]]:
+    """The Llama family's attention tensors (biases on q, k, v and o under attention_bias) and the sinks [H]."""
+    return attention_shapes(config) | {"sinks": (config.n_head,)}
+
+
+def expert_shapes(config: GptOssConfig, layer: int = 0) -> dict[str, tuple[int, ...]]:
+    """The router [E, D] and its bias, and the E experts' fused tensors, stored [in, out]."""
+    D, F, E = config.n_embd, config.d_ff, config.n_experts
+    return linear("router", E, D, True) | {"experts.gate_up_proj": (E, D, 2 * F), "experts.gate_up_proj_bias": (E, 2 * F),
+                                           "experts.down_proj": (E, F, D), "experts.down_proj_bias": (E, D)}  # fmt: skip
 
 
 def gpt_oss_shapes(config: GptOssConfig) -> dict[str, tuple[int, ...]]:
     """A gpt-oss checkpoint, tensor by tensor, in transformers' order within each layer."""
-    D, F, V, E, H = config.n_embd, config.d_ff, config.vocab_size, config.n_experts, config.n_head
-    q, kv = H * config.d_head, config.n_kv_head * config.d_head
-    shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (V, D)}
-    for i in range(config.n_layer):
-        a, m = f"layers.{i}.self_attn", f"layers.{i}.mlp"
-        shapes[f"layers.{i}.input_layernorm.weight"] = (D,)
-        for name, (rows, cols) in (("q_proj", (q, D)), ("k_proj", (kv, D)), ("v_proj", (kv, D)), ("o_proj", (D, q))):
-            shapes[f"{a}.{name}.weight"] = (rows, cols)
-            if config.qkv_bias:
-                shapes[f"{a}.{name}.bias"] = (rows,)
-        shapes[f"{a}.sinks"] = (H,)
-        shapes[f"layers.{i}.post_attention_layernorm.weight"] = (D,)
-        shapes[f"{m}.router.weight"] = (E, D)
-        shapes[f"{m}.router.bias"] = (E,)
-        shapes[f"{m}.experts.gate_up_proj"] = (E, D, 2 * F)
-        shapes[f"{m}.experts.gate_up_proj_bias"] = (E, 2 * F)
-        shapes[f"{m}.experts.down_proj"] = (E, F, D)
-        shapes[f"{m}.experts.down_proj_bias"] = (E, D)
-    shapes["norm.weight"] = (D,)
-    if not config.tie_word_embeddings:
-        shapes["lm_head.weight"] = (V, D)
-    return shapes
+    return pre_norm_shapes(config, attention_with_sinks, expert_shapes)
 
 
 KINDS: dict[str, str] = {
@@ -61,18 +47,15 @@ KINDS: dict[str, str] = {
 # The kinds of which one token's pass reads only k of E (params' "active" count): the routed experts.
 ROUTED_KINDS = ("expert_gate_up", "expert_down", "expert_biases")
 
-KIND_OF = (
-    (re.compile(r"^lm_head\.weight$"), "unembedding"),
-    (re.compile(r"^embed_tokens\.weight$"), "token_embedding"),
-    (re.compile(r"^layers\.\d+\.self_attn\.q_proj\.weight$"), "attention_q"),
-    (re.compile(r"^layers\.\d+\.self_attn\.k_proj\.weight$"), "attention_k"),
-    (re.compile(r"^layers\.\d+\.self_attn\.v_proj\.weight$"), "attention_v"),
-    (re.compile(r"^layers\.\d+\.self_attn\.o_proj\.weight$"), "attention_out"),
-    (re.compile(r"^layers\.\d+\.self_attn\.[qkvo]_proj\.bias$"), "attention_biases"),
-    (re.compile(r"^layers\.\d+\.self_attn\.sinks$"), "attention_sinks"),
-    (re.compile(r"^layers\.\d+\.mlp\.router\.(weight|bias)$"), "router"),
-    (re.compile(r"^layers\.\d+\.mlp\.experts\.gate_up_proj$"), "expert_gate_up"),
-    (re.compile(r"^layers\.\d+\.mlp\.experts\.down_proj$"), "expert_down"),
-    (re.compile(r"^layers\.\d+\.mlp\.experts\.(gate_up|down)_proj_bias$"), "expert_biases"),
-    (re.compile(r"^(layers\.\d+\.(input|post_attention)_layernorm|norm)\.weight$"), "norms"),
+KIND_OF = kind_rules(
+    *EMBEDDINGS,
+    *ATTENTION,
+    (L + r"self_attn\.[qkvo]_proj\.bias", "attention_biases"),
+    (L + r"self_attn\.sinks", "attention_sinks"),
+    (L + r"mlp\.router\.(weight|bias)", "router"),
+    (L + r"mlp\.experts\.gate_up_proj", "expert_gate_up"),
+    (L + r"mlp\.experts\.down_proj", "expert_down"),
+    (L + r"mlp\.experts\.(gate_up|down)_proj_bias", "expert_biases"),
+    NORMS,
 )
+LAYOUT = llama_layout(gpt_oss_shapes, KINDS, KIND_OF, routed_kinds=ROUTED_KINDS)

@@ -13,8 +13,8 @@ from inspect import signature
 import numpy as np
 
 from ...errors import UserError
-from ..llama.forward import inverse_frequencies
 from ..llama.reference import float64_throughout as llama_float64_throughout
+from ..rotary import inverse_frequencies
 
 NOTE = ("  (transformers' float64 gpt-oss computes RMSNorm and the rotary tables in float32; its reference here has "
         "them\n  in float64, as families/gpt_oss/reference.py explains)")  # fmt: skip
@@ -25,7 +25,7 @@ def float64_throughout(reference, model, torch) -> None:
     llama_float64_throughout(reference, model, torch)  # its RMSNorm; its rotary forward is replaced below
     if hasattr(reference, "set_experts_implementation"):
         reference.set_experts_implementation("eager")
-    inv_freq = torch.from_numpy(np.array(inverse_frequencies(model.config, np.dtype(np.float64))))
+    inv_freq = torch.from_numpy(np.array(inverse_frequencies(model.config.rope(), np.dtype(np.float64))))
 
     def rotary(module, x, position_ids, layer_type=None):
         angles = position_ids[..., None].to(torch.float64) * inv_freq  # [.., T, dh/2]: not doubled

@@ -4,12 +4,11 @@ and k of E clamped-SwiGLU experts with biases (forward.py's `mixture`)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import cache
 
-from ...engine.stages import MLP, Family, Stage
-from ..llama.stages import llama_family
-from ..mixtral.stages import COMBINE
+from ...engine.stages import MLP, Stage, StageTable, edited
+from ..llama import stages as llama
+from ..mixtral.stages import COMBINE, SYMBOLS
 
 SINKS = Stage("sinks", ("attn.with_sinks",), "mask",
               "S' = [S | s_h]: each head's learned sink logit s_h as one more column of every query's scores",
@@ -38,27 +37,15 @@ EXPERTS = (
           "a [T, k*F], W_down_e [F, D]", MLP),
     Stage("expert.weigh", ("moe.expert_out",), "multiply", "y = y * gate of e for each of its tokens", "y [T, k*D]"),
 )  # fmt: skip
-LLAMA_MLP = ("mlp.gate", "mlp.up", "mlp.act", "mlp.mul", "mlp.down")
 
 
 @cache
-def gpt_oss_family(bias: bool = True, window: bool = True) -> Family:
+def gpt_oss_family(bias: bool = True, window: bool = True) -> StageTable:
     """gpt-oss's stages; the mask's equation shows the sliding window (on the sliding_attention layers)."""
-    llama = llama_family(bias, bias, False, window)
-    block: list[Stage] = []
-    for stage in llama.block:
-        if stage.op in (*LLAMA_MLP, "resid_post"):
-            continue
-        if stage.op == "softmax":
-            block += [SINKS, SOFTMAX]
-            continue
-        if stage.op == "mask" and window:
-            stage = replace(stage, equation=stage.equation + "  (the window: sliding_attention layers only)")
-        block.append(stage)
-    block += [*ROUTER, *EXPERTS, COMBINE, llama.stages["resid_post"]]
-    symbols = llama.symbols + ", E experts, k experts per token, Te tokens routed to expert e (T k over all E)"
-    return Family("gpt_oss", llama.embed, tuple(block), llama.final, symbols)
+    attention = llama.attention(bias, bias, llama.mask(window, some_layers=True))
+    block = llama.pre_norm(edited(attention, instead={"softmax": (SINKS, SOFTMAX)}), (*ROUTER, *EXPERTS, COMBINE))
+    return StageTable("gpt_oss", llama.EMBED, block, llama.FINAL, SYMBOLS)
 
 
-def stages_of(config) -> Family:
+def stages_of(config) -> StageTable:
     return gpt_oss_family(config.qkv_bias, config.sliding_window is not None)

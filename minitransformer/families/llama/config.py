@@ -6,13 +6,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ...errors import UserError
-from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
+from .. import rotary
+from ..config import (
+    ModelConfig,
+    check_activation,
+    check_dtype,
+    check_model_type,
+    check_positive,
+    check_positive_number,
+    listed,
+    llama_keys,
+)
+from ..rotary import ROPE_TYPES, Rope
 
 LLAMA_MODEL_TYPES = ("llama", "mistral", "qwen2")
-ROPE_TYPES: tuple[str, ...] = ("default", "linear", "llama3")
-# YaRN (inverse_frequencies in forward.py computes it, with its attention factor): the families whose forward pass
-# multiplies the rotary tables by that factor (rotary_attention_factor) take it; the Llama family's does not.
-YARN_ROPE_TYPES: tuple[str, ...] = (*ROPE_TYPES, "yarn")
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ class LlamaConfig(ModelConfig):
     name: str = field(default="llama", compare=False)
 
     family = "llama"
-    rope_types = ROPE_TYPES  # the rope types the family's forward pass computes
+    rope_types = ROPE_TYPES  # the rope types the family's forward pass computes (rotary.py)
 
     def __post_init__(self) -> None:
         if self.n_kv_head is None:
@@ -59,22 +66,21 @@ class LlamaConfig(ModelConfig):
             if self.head_dim % 2:
                 raise UserError(f"config head_dim={self.head_dim} is odd; rotary embeddings rotate pairs of numbers")
         elif self.n_embd % self.n_head or (self.n_embd // self.n_head) % 2:
-            raise UserError(f"config hidden_size={self.n_embd} over num_attention_heads={self.n_head} is not an even "
-                            f"head size; give head_dim")  # fmt: skip
+            raise UserError(
+                f"config hidden_size={self.n_embd} over num_attention_heads={self.n_head} is not an even head size; "
+                f"give head_dim"
+            )
         if self.n_head % self.n_kv_head:
-            raise UserError(f"config num_attention_heads={self.n_head} is not a multiple of "
-                            f"num_key_value_heads={self.n_kv_head}")  # fmt: skip
-        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
-            raise UserError(f"config hidden_act={self.hidden_act!r} is not supported "
-                            f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})")  # fmt: skip
+            raise UserError(
+                f"config num_attention_heads={self.n_head} is not a multiple of num_key_value_heads={self.n_kv_head}"
+            )
+        check_activation("hidden_act", self.hidden_act)
         for key in ("rms_norm_eps", "rope_theta"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise UserError(f"config {key} must be a positive number, not {value!r}")
+            check_positive_number(key, getattr(self, key))
         if self.sliding_window is not None:
             check_positive("sliding_window", self.sliding_window)
         if self.rope_scaling is not None:
-            _check_rope_scaling(dict(self.rope_scaling), self.rope_types)
+            rotary.check(dict(self.rope_scaling), self.rope_types)
 
     @property
     def checkpoint_kind(self) -> str:
@@ -89,35 +95,30 @@ class LlamaConfig(ModelConfig):
     def d_ff(self) -> int:
         return self.n_inner
 
+    def rope(self, layer: int = 0) -> Rope:
+        """Every layer turns every number of its heads, at the config's rope (rotary.py)."""
+        return Rope(self.d_head, self.rope_theta, self.rope_scaling, self.n_positions)
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["rope_scaling"] = None if self.rope_scaling is None else dict(self.rope_scaling)
-        d["eos_token_id"] = list(self.eos_token_id) if isinstance(self.eos_token_id, tuple) else self.eos_token_id
+        d["eos_token_id"] = listed(self.eos_token_id)
         return {"family": self.family, **d, "d_head": self.d_head, "d_ff": self.d_ff}
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "llama") -> LlamaConfig:
         """Read a transformers LlamaConfig, MistralConfig or Qwen2Config dict (as config.json holds it)."""
-        model_type = hf.get("model_type")
-        if model_type not in LLAMA_MODEL_TYPES:
-            raise UserError(
-                f"config model_type={model_type!r} is not a Llama-family model ({', '.join(LLAMA_MODEL_TYPES)})"
-            )
-        missing = [k for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                               "vocab_size") if hf.get(k) is None]  # fmt: skip
+        model_type = check_model_type(hf, LLAMA_MODEL_TYPES,
+                                      f"a Llama-family model ({', '.join(LLAMA_MODEL_TYPES)})")  # fmt: skip
+        shapes = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+        missing = [k for k in shapes if hf.get(k) is None]
         if missing:
             raise UserError(
                 f"config.json lacks {', '.join(missing)}: a {model_type} model needs its shapes spelled out"
             )
-        dtype = hf.get("dtype", hf.get("torch_dtype"))
-        if dtype not in (None, "float32", "float16", "bfloat16"):
-            raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
-        rope = _rope_parameters(hf)
-        for key, harmless in (("pretraining_tp", (None, 1)), ("partial_rotary_factor", (None, 1, 1.0))):
-            for value in (hf.get(key), rope.pop(key, None)):  # transformers 5 keeps partial_rotary_factor in the rope
-                if value not in harmless:
-                    raise UserError(f"config {key}={value!r} is not supported")
-        theta = rope.pop("rope_theta", 10000.0)
+        check_dtype(hf)
+        rope = rotary.read(hf)
+        rotary.refuse_partial(hf, rope, ("pretraining_tp", "partial_rotary_factor"))
         # As transformers reads them: only Mistral has a sliding window (LlamaModel ignores the key); only Llama
         # reads attention_bias and mlp_bias (Mistral has no biases, Qwen2 always has them on q, k and v only).
         window = hf.get("sliding_window") if model_type == "mistral" else None
@@ -125,75 +126,32 @@ class LlamaConfig(ModelConfig):
         if model_type == "qwen2":
             kinds = set(hf.get("layer_types") or ())
             if hf.get("use_sliding_window") or "sliding_attention" in kinds:
-                raise UserError("config use_sliding_window=true (Qwen2 sliding attention on some layers) is not "
-                                "supported; set it to false or use a model without it")  # fmt: skip
+                raise UserError(
+                    "config use_sliding_window=true (Qwen2 sliding attention on some layers) is not supported; set "
+                    "it to false or use a model without it"
+                )
         elif model_type == "mistral" and hf.get("layer_types"):
             raise UserError("config layer_types (Mistral layers of mixed attention) is not supported")
-        defaults = _LLAMA_DEFAULTS[model_type]
-        eos = hf.get("eos_token_id", defaults.get("eos_token_id"))
         return cls(
-            n_layer=hf["num_hidden_layers"], n_head=hf["num_attention_heads"], n_embd=hf["hidden_size"],
-            n_inner=hf["intermediate_size"], vocab_size=hf["vocab_size"],
-            n_kv_head=hf.get("num_key_value_heads", defaults["num_key_value_heads"]), head_dim=hf.get("head_dim"),
-            n_positions=hf.get("max_position_embeddings", defaults["max_position_embeddings"]),
-            rms_norm_eps=hf.get("rms_norm_eps", 1e-6), hidden_act=hf.get("hidden_act", "silu"),
-            rope_theta=theta, rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
-            qkv_bias=qkv_bias, o_bias=qkv_bias and model_type == "llama",
-            mlp_bias=model_type == "llama" and bool(hf.get("mlp_bias", False)), sliding_window=window,
-            tie_word_embeddings=flag(hf, "tie_word_embeddings"),
-            bos_token_id=hf.get("bos_token_id"), eos_token_id=tuple(eos) if isinstance(eos, list) else eos,
-            model_type=model_type, name=name,
-        )  # fmt: skip
+            **llama_keys(hf, _LLAMA_DEFAULTS[model_type]),
+            rope_theta=rope.pop("rope_theta"),
+            rope_scaling=rotary.scaling(rope),
+            qkv_bias=qkv_bias,
+            o_bias=qkv_bias and model_type == "llama",
+            mlp_bias=model_type == "llama" and bool(hf.get("mlp_bias", False)),
+            sliding_window=window,
+            model_type=model_type,
+            name=name,
+        )
 
 
-_LLAMA_DEFAULTS: dict[
-    str, dict
-] = {  # transformers' defaults for what a config.json may leave out (None: one per query head)
-    "llama": {"max_position_embeddings": 2048, "num_key_value_heads": None},
-    "mistral": {"max_position_embeddings": 4096 * 32, "num_key_value_heads": 8},
-    "qwen2": {"max_position_embeddings": 32768, "num_key_value_heads": 32},
-}
-
-
-def _rope_parameters(hf: dict, kinds: tuple[str, ...] = ROPE_TYPES) -> dict:
-    """rope_theta and the scaling, from transformers 5's `rope_parameters` or the older rope_theta + rope_scaling.
-
-    As transformers reads them: a non-empty rope_scaling replaces rope_parameters whole, "rope_type" wins
-    over the oldest spelling "type", and a theta missing from the dict is the top-level rope_theta or 10,000.
-    """
-    key = "rope_scaling" if hf.get("rope_scaling") else "rope_parameters"
-    rope = hf.get(key) or {}
-    if not isinstance(rope, dict):
-        raise UserError(f"config {key} must be an object, not {rope!r}")
-    if any(isinstance(value, dict) for value in rope.values()):  # {"full_attention": {...}, ...}
-        raise UserError(f"config {key} per layer type ({', '.join(rope)}) is not supported")
-    rope = dict(rope)
-    kind = rope.pop("type", "default")
-    rope.setdefault("rope_type", kind)
-    if rope.get("rope_theta") is None:
-        rope["rope_theta"] = hf["rope_theta"] if hf.get("rope_theta") is not None else 10000.0
-    _check_rope_scaling(rope, kinds)
-    return rope
-
-
-def _check_rope_scaling(rope: dict, kinds: tuple[str, ...] = ROPE_TYPES) -> None:
-    kind = rope.get("rope_type", "default")
-    if kind not in kinds:
-        raise UserError(f"config rope type {kind!r} is not supported (supported: {', '.join(kinds)})")
-    needs = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
-                                               "original_max_position_embeddings"),
-             "yarn": ("factor", "original_max_position_embeddings")}.get(kind, ())  # fmt: skip
-    if kind == "yarn":  # the optional numbers: positive where given (transformers' defaults where not)
-        needs += tuple(k for k in ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim")
-                       if rope.get(k) is not None)  # fmt: skip
-        if not isinstance(rope.get("truncate", True), bool):
-            raise UserError(f"config rope scaling 'yarn' truncate must be true or false, not {rope['truncate']!r}")
-    for key in needs:
-        value = rope.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise UserError(f"config rope scaling {kind!r} needs a positive {key}, not {value!r}")
-    if kind == "llama3" and rope["high_freq_factor"] == rope["low_freq_factor"]:
-        raise UserError("config rope scaling 'llama3' needs high_freq_factor != low_freq_factor")
+# transformers' defaults for what a config.json may leave out (num_key_value_heads None: one per query head)
+_LLAMA_DEFAULTS: dict[str, dict] = {
+    "llama": {"max_position_embeddings": 2048, "num_key_value_heads": None, "rms_norm_eps": 1e-6, "hidden_act": "silu"},
+    "mistral": {"max_position_embeddings": 4096 * 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-6,
+                "hidden_act": "silu"},
+    "qwen2": {"max_position_embeddings": 32768, "num_key_value_heads": 32, "rms_norm_eps": 1e-6, "hidden_act": "silu"},
+}  # fmt: skip
 
 
 def _llama3(factor: float, original: int) -> tuple[tuple[str, object], ...]:

@@ -10,7 +10,7 @@ from inspect import signature
 import numpy as np
 
 from ...errors import UserError
-from .forward import inverse_frequencies
+from .. import rotary
 
 NOTE = ("  (transformers' float64 Llama family computes RMSNorm and the rotary tables in float32; its reference "
         "here\n  has them in float64, as families/llama/reference.py explains)")  # fmt: skip
@@ -31,21 +31,17 @@ NOTE = ("  (transformers' float64 Llama family computes RMSNorm and the rotary t
 # rounded one in 5% of cases), so the two would still differ by float32 roundings.
 #
 # So the float64 truth is our float64 pass with no float32 step at all, RoPE included: its frequencies are the
-# config's, computed in float64 (llama.inverse_frequencies), not float32 roundings of them. And the transformers
+# config's, computed in float64 (rotary.inverse_frequencies), not float32 roundings of them. And the transformers
 # model it is checked against runs those two steps in float64: its RMSNorm modules without the cast, its rotary
 # modules with angles position x (the float64 frequencies) in float64. transformers makes frequencies only in
 # float32, so these are ours; tests/test_float64_hf.py checks them against transformers' own to float32 precision
 # for every rope type. Everything else is transformers' own float64: embeddings, projections and their biases,
 # how cos and sin turn q and k, grouped-query attention, the sliding window's mask, SDPA, the MLP, the head.
-def float64_throughout(reference, model, torch, norms_per_layer: int = 2, frequencies=None, gain=None) -> None:
+def float64_throughout(reference, model, torch, norms_per_layer: int = 2, gain=None) -> None:
     """Replace, on this instance of transformers' model only, the forward of its RMSNorm and rotary modules with
     float64 ones (see above). For a family laid out as the Llama family is: `norms_per_layer`, how many RMSNorms a
-    layer has (Qwen3's q and k norms make 4); `frequencies(position_ids, layer_type)`, its float64 frequencies for a
-    call (Phi-3's LongRoPE picks them by the largest position, Gemma 3 by the layer type; by default the Llama
-    family's, one set for every call); `gain(module)`, an RMSNorm's scale (w; Gemma's 1 + w)."""
-    if frequencies is None:
-        fixed = inverse_frequencies(model.config, np.dtype(np.float64))
-        frequencies = lambda position_ids, layer_type: fixed  # noqa: E731 - the Llama family's: one set for all
+    layer has (Qwen3's q and k norms make 4); `gain(module)`, an RMSNorm's scale (w; Gemma's 1 + w). The rotary
+    modules' frequencies are the config's, for each call's layer type and positions (float64_frequencies)."""
     scale = gain or (lambda module: module.weight)
 
     def rms_norm(module, hidden_states):
@@ -58,13 +54,27 @@ def float64_throughout(reference, model, torch, norms_per_layer: int = 2, freque
         if type(module).__name__.endswith("RMSNorm"):
             module.forward = types.MethodType(rms_norm, module)
             norms += 1
-    rotaries = float64_rotary(reference, frequencies, torch)
+    rotaries = float64_rotary(reference, float64_frequencies(model.config), torch)
     if norms != norms_per_layer * model.config.n_layer + 1 or not rotaries:
         import transformers
 
         raise UserError(f"validate in float64 recomputes the RMSNorm and rotary tables of transformers' "
                         f"{type(reference).__name__} in float64, and transformers {transformers.__version__} does not "
                         f"lay them out as it expects (rotary forward(x, position_ids)); upgrade transformers")  # fmt: skip
+
+
+def float64_frequencies(config):
+    """frequencies(position_ids, layer_type): the float64 frequencies of the config's rope for the layers of that
+    type (Gemma 3's sliding layers have their own base; a type the config does not name, its first layer's), and
+    for those positions (LongRoPE's long factors past the original context, as transformers picks them per call)."""
+    float64 = np.dtype(np.float64)
+
+    def frequencies(position_ids, layer_type):
+        types = config.layer_types
+        rope = config.rope(types.index(layer_type) if layer_type in types else 0)
+        return rotary.inverse_frequencies(rope, float64, rotary.is_long(rope, int(position_ids.max()) + 1))
+
+    return frequencies
 
 
 def float64_rotary(reference, frequencies, torch) -> int:

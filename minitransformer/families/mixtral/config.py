@@ -6,10 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import UserError
-from ..config import check_positive, flag
-from ..llama.config import LlamaConfig, _rope_parameters
+from .. import rotary
+from ..config import check_dtype, check_model_type, check_positive, llama_keys
+from ..llama.config import LlamaConfig
 
 MIXTRAL_MODEL_TYPES = ("mixtral",)
+# MixtralConfig's defaults for what a config.json leaves out
+DEFAULTS = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096, "intermediate_size": 14336,
+            "vocab_size": 32000, "num_key_value_heads": 8, "max_position_embeddings": 4096 * 32, "rms_norm_eps": 1e-5,
+            "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -40,17 +45,10 @@ class MixtralConfig(LlamaConfig):
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "mixtral") -> MixtralConfig:
         """Read a transformers MixtralConfig dict (as config.json holds it), with MixtralConfig's defaults."""
-        model_type = hf.get("model_type")
-        if model_type not in MIXTRAL_MODEL_TYPES:
-            raise UserError(f"config model_type={model_type!r} is not a Mixtral ({', '.join(MIXTRAL_MODEL_TYPES)})")
-        dtype = hf.get("dtype", hf.get("torch_dtype"))
-        if dtype not in (None, "float32", "float16", "bfloat16"):
-            raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
-        rope = _rope_parameters({"rope_theta": 1e6, **hf})  # MixtralConfig's default theta is 1e6
-        for key, harmless in (("pretraining_tp", (None, 1)), ("partial_rotary_factor", (None, 1, 1.0))):
-            for value in (hf.get(key), rope.pop(key, None)):
-                if value not in harmless:
-                    raise UserError(f"config {key}={value!r} is not supported")
+        model_type = check_model_type(hf, MIXTRAL_MODEL_TYPES, f"a Mixtral ({', '.join(MIXTRAL_MODEL_TYPES)})")
+        check_dtype(hf)
+        rope = rotary.read({"rope_theta": 1e6, **hf})  # MixtralConfig's default theta is 1e6
+        rotary.refuse_partial(hf, rope, ("pretraining_tp", "partial_rotary_factor"))
         # Options transformers' Mixtral has that change inference and are not computed here: refused by name.
         # (router_jitter_noise acts only in training, output_router_logits and router_aux_loss_coef only add outputs
         # and a loss: the logits are the same.)
@@ -59,20 +57,16 @@ class MixtralConfig(LlamaConfig):
         for key in ("attention_bias", "mlp_bias"):
             if hf.get(key):
                 raise UserError(f"config {key}=true is not supported (transformers' Mixtral has no biases)")
-        theta = rope.pop("rope_theta")
-        eos = hf.get("eos_token_id", 2)
         return cls(
-            n_layer=hf.get("num_hidden_layers", 32), n_head=hf.get("num_attention_heads", 32),
-            n_embd=hf.get("hidden_size", 4096), n_inner=hf.get("intermediate_size", 14336),
-            vocab_size=hf.get("vocab_size", 32000), n_kv_head=hf.get("num_key_value_heads", 8),
-            head_dim=hf.get("head_dim"), n_positions=hf.get("max_position_embeddings", 4096 * 32),
-            rms_norm_eps=hf.get("rms_norm_eps", 1e-5), hidden_act=hf.get("hidden_act", "silu"), rope_theta=theta,
-            rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
-            sliding_window=hf.get("sliding_window"), tie_word_embeddings=flag(hf, "tie_word_embeddings"),
-            n_experts=hf.get("num_local_experts", 8), top_k=hf.get("num_experts_per_tok", 2),
-            bos_token_id=hf.get("bos_token_id", 1), eos_token_id=tuple(eos) if isinstance(eos, list) else eos,
-            model_type=model_type, name=name,
-        )  # fmt: skip
+            **llama_keys(hf, DEFAULTS),
+            rope_theta=rope.pop("rope_theta"),
+            rope_scaling=rotary.scaling(rope),
+            sliding_window=hf.get("sliding_window"),
+            n_experts=hf.get("num_local_experts", 8),
+            top_k=hf.get("num_experts_per_tok", 2),
+            model_type=model_type,
+            name=name,
+        )
 
     @property
     def active_experts(self) -> int:

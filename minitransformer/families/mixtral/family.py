@@ -3,30 +3,16 @@
 from __future__ import annotations
 
 from ..architecture import Architecture
-from . import formulas, layout, reference
+from . import reference
 from .config import MIXTRAL_MODEL_TYPES, PRESETS, MixtralConfig
+from .formulas import FORMULAS
 from .forward import mixtral
+from .layout import LAYOUT
 from .stages import mixtral_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="mixtral",
-    model_types=MIXTRAL_MODEL_TYPES,
-    config=MixtralConfig,
-    presets=PRESETS,
-    forward=mixtral,
-    stages=stages_of,
-    every_stage=mixtral_family(),
-    weight_shapes=layout.mixtral_shapes,
-    prefix=layout.PREFIX,
-    layers=layout.LAYERS,
-    embedding=layout.EMBEDDING,
-    ignored=layout.IGNORED,
-    kinds=layout.KINDS,
-    kind_of=layout.KIND_OF,
-    formulas=formulas,
-    reference_classes={"mixtral": "MixtralForCausalLM"},
-    label="Mixtral",
-    float64_reference=reference.float64_throughout,
-    float64_note=reference.NOTE,
-    routed_kinds=layout.ROUTED_KINDS,
-)
+    name="mixtral", model_types=MIXTRAL_MODEL_TYPES, config=MixtralConfig, presets=PRESETS, forward=mixtral,
+    stage_table=stages_of, every_stage=mixtral_family(), layout=LAYOUT, formulas=FORMULAS,
+    reference_classes={"mixtral": "MixtralForCausalLM"}, label="Mixtral",
+    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
+)  # fmt: skip

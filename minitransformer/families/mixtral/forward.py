@@ -14,38 +14,29 @@ experts the router chose; which ones it chose is each record's breakdown (Tape.e
 
 from __future__ import annotations
 
-from ...engine.kvcache import KVCache, LayerCache
-from ...engine.ops import rms_norm, softmax
+from types import SimpleNamespace
+
 from ...engine.tape import Tape
-from ..llama.forward import attention, decoder
-from ..moe import swiglu_experts, top_k
+from ..blocks import PreNorm
+from ..decoder import Decoder
+from ..llama.forward import attention
+from ..moe import softmax_router, swiglu_experts
 from .config import MixtralConfig
 
 
-def mixtral(ids, p, config: MixtralConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
-    """Token ids [T] (or [B, T]) -> logits [R, V], as llama.llama computes them, with mixture-of-experts blocks."""
-    return decoder(ids, p, config, cache, tape, all_positions, pads, decoder_block)
-
-
-def decoder_block(x, p, config: MixtralConfig, at: Tape, kv: LayerCache | None, bias, rotary):
-    """Pre-RMSNorm block: x + attention(RMSNorm(x)), then x + mixture of experts(RMSNorm(x))."""
-    eps = config.rms_norm_eps
-    h = at.stage("ln_1", rms_norm(x, p.input_layernorm.weight, eps), "T D")
-    x = at.stage("resid_mid", x + attention(h, p.self_attn, config, at, kv, bias, rotary), "T D")
-    h = at.stage("ln_2", rms_norm(x, p.post_attention_layernorm.weight, eps), "T D")
-    return at.stage("resid_post", x + mixture(h, p.block_sparse_moe, config, at), "T D")
-
-
-def mixture(h, p, config: MixtralConfig, at: Tape):
+def mixture(h, p: SimpleNamespace, config: MixtralConfig, at: Tape):
     """The sparse MoE MLP: the router picks k of E experts per token, and each expert computes its tokens' rows."""
-    E, k = config.n_experts, config.top_k
-    logits = at.matmul("router", h, p.gate.weight.T, "T D, D E -> T E")
-    probs = at.stage("router.softmax", softmax(logits), "T E")
-    chosen, top = at.stage("router.topk", top_k(probs, k), "T k")
-    gates = at.stage("router.renorm", top / top.sum(axis=-1, keepdims=True), "T k")
+    E = config.n_experts
+    chosen, gates = softmax_router(h, p.gate.weight, config.top_k, at)
 
     def weights(e: int):
         w = getattr(p.experts, str(e))
         return w.w1.weight, w.w3.weight, w.w2.weight  # gate, up, down
 
     return swiglu_experts(h, chosen, gates, weights, E, config.hidden_act, at)
+
+
+# Token ids [T] (or [B, T]) -> logits [R, V], as the Llama family's: its decoder and pre-norm block, with the
+# mixture of experts in the MLP's place (the checkpoint's block_sparse_moe).
+mixtral = Decoder(PreNorm(attention, mixture, names=("input_layernorm", "self_attn", "post_attention_layernorm",
+                                                     "block_sparse_moe")))

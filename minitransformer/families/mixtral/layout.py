@@ -8,64 +8,45 @@ loading and saving."""
 
 from __future__ import annotations
 
-import re
-
+from ..architecture import kind_rules
+from ..llama.layout import ATTENTION, EMBEDDINGS, NORMS, L, attention_shapes, linear, llama_layout, pre_norm_shapes
+from ..llama.layout import KINDS as LLAMA_KINDS
 from .config import MixtralConfig
 
-PREFIX = "model."
-LAYERS = "layers"
-EMBEDDING = "embed_tokens.weight"
-IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq"
+
+def expert_shapes(config: MixtralConfig, layer: int = 0) -> dict[str, tuple[int, ...]]:
+    """The router `gate` [E, D] and E experts' w1 (gate) [F, D], w2 (down) [D, F] and w3 (up) [F, D]."""
+    D, F, E = config.n_embd, config.d_ff, config.n_experts
+    experts = {f"experts.{e}.{name}.weight": shape for e in range(E)
+               for name, shape in (("w1", (F, D)), ("w2", (D, F)), ("w3", (F, D)))}  # fmt: skip
+    return linear("gate", E, D, False) | experts
 
 
 def mixtral_shapes(config: MixtralConfig) -> dict[str, tuple[int, ...]]:
     """A Mixtral checkpoint: nn.Linear weights are [out, in], no biases."""
-    D, F, V, E = config.n_embd, config.d_ff, config.vocab_size, config.n_experts
-    q, kv = config.n_head * config.d_head, config.n_kv_head * config.d_head
-    shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (V, D)}
-    for i in range(config.n_layer):
-        a, m = f"layers.{i}.self_attn", f"layers.{i}.block_sparse_moe"
-        shapes[f"layers.{i}.input_layernorm.weight"] = (D,)
-        for name, shape in (("q_proj", (q, D)), ("k_proj", (kv, D)), ("v_proj", (kv, D)), ("o_proj", (D, q))):
-            shapes[f"{a}.{name}.weight"] = shape
-        shapes[f"layers.{i}.post_attention_layernorm.weight"] = (D,)
-        shapes[f"{m}.gate.weight"] = (E, D)
-        for e in range(E):
-            for name, shape in (("w1", (F, D)), ("w2", (D, F)), ("w3", (F, D))):
-                shapes[f"{m}.experts.{e}.{name}.weight"] = shape
-    shapes["norm.weight"] = (D,)
-    if not config.tie_word_embeddings:
-        shapes["lm_head.weight"] = (V, D)
-    return shapes
+    return pre_norm_shapes(config, attention_shapes, expert_shapes, ("self_attn", "block_sparse_moe"))
 
 
 KINDS: dict[str, str] = {
-    "token_embedding": "token embedding W_te [V, D]",
-    "attention_q": "attention query weights W_q [H*dh, D]",
-    "attention_k": "attention key weights W_k [Hkv*dh, D]",
-    "attention_v": "attention value weights W_v [Hkv*dh, D]",
-    "attention_out": "attention output weights W_o [D, H*dh]",
+    **{kind: LLAMA_KINDS[kind] for kind in ("token_embedding", "attention_q", "attention_k", "attention_v",
+                                              "attention_out")},
     "router": "router weights W_router [E, D]",
     "expert_gate": "experts' gate weights W1 [F, D], E a layer",
     "expert_up": "experts' up weights W3 [F, D], E a layer",
     "expert_down": "experts' down weights W2 [D, F], E a layer",
     "norms": "RMSNorm gains",
     "unembedding": "unembedding W_U [V, D] (untied)",
-}
+}  # fmt: skip
 
 # The kinds of which one token's pass reads only k of E (params' "active" count): the routed experts.
 ROUTED_KINDS = ("expert_gate", "expert_up", "expert_down")
 
-KIND_OF = (
-    (re.compile(r"^lm_head\.weight$"), "unembedding"),
-    (re.compile(r"^embed_tokens\.weight$"), "token_embedding"),
-    (re.compile(r"^layers\.\d+\.self_attn\.q_proj\.weight$"), "attention_q"),
-    (re.compile(r"^layers\.\d+\.self_attn\.k_proj\.weight$"), "attention_k"),
-    (re.compile(r"^layers\.\d+\.self_attn\.v_proj\.weight$"), "attention_v"),
-    (re.compile(r"^layers\.\d+\.self_attn\.o_proj\.weight$"), "attention_out"),
-    (re.compile(r"^layers\.\d+\.block_sparse_moe\.gate\.weight$"), "router"),
-    (re.compile(r"^layers\.\d+\.block_sparse_moe\.experts\.\d+\.w1\.weight$"), "expert_gate"),
-    (re.compile(r"^layers\.\d+\.block_sparse_moe\.experts\.\d+\.w3\.weight$"), "expert_up"),
-    (re.compile(r"^layers\.\d+\.block_sparse_moe\.experts\.\d+\.w2\.weight$"), "expert_down"),
-    (re.compile(r"^(layers\.\d+\.(input|post_attention)_layernorm|norm)\.weight$"), "norms"),
+M = L + r"block_sparse_moe\."
+KIND_OF = kind_rules(
+    *EMBEDDINGS,
+    *ATTENTION,
+    (M + r"gate\.weight", "router"),
+    *((M + rf"experts\.\d+\.{w}\.weight", f"expert_{kind}") for w, kind in (("w1", "gate"), ("w3", "up"), ("w2", "down"))),
+    NORMS,
 )
+LAYOUT = llama_layout(mixtral_shapes, KINDS, KIND_OF, routed_kinds=ROUTED_KINDS)

@@ -15,9 +15,10 @@ NOTE = ("  (transformers' float64 Mixtral computes RMSNorm, the rotary tables an
         "its\n  reference here has them in float64, as families/mixtral/reference.py explains)")  # fmt: skip
 
 
-def float64_throughout(reference, model, torch) -> None:
-    """The Llama family's float64 RMSNorm and rotary modules, and a float64 router, on this instance only."""
-    llama_float64_throughout(reference, model, torch)
+def float64_throughout(reference, model, torch, norms_per_layer: int = 2) -> None:
+    """The Llama family's float64 RMSNorm and rotary modules, and a float64 router, on this instance only (Qwen3-MoE's
+    too: its router renormalises the top k only under norm_topk_prob, and its dense layers have none)."""
+    llama_float64_throughout(reference, model, torch, norms_per_layer=norms_per_layer)
     # transformers' default experts (torch's grouped_mm) take no float64: its own loop over the experts does
     if hasattr(reference, "set_experts_implementation"):
         reference.set_experts_implementation("eager")
@@ -27,11 +28,14 @@ def float64_throughout(reference, model, torch) -> None:
         router_logits = torch.nn.functional.linear(hidden_states, module.weight)
         probs = torch.softmax(router_logits, dim=-1)  # in the model's dtype, not float32
         top, indices = torch.topk(probs, module.top_k, dim=-1)
-        return router_logits, top / top.sum(dim=-1, keepdim=True), indices
+        if getattr(module, "norm_topk_prob", True):
+            top = top / top.sum(dim=-1, keepdim=True)
+        return router_logits, top, indices
 
     routers = [m for m in reference.modules() if type(m).__name__.endswith("TopKRouter")]
-    if len(routers) != model.config.n_layer:
+    sparse = model.config.n_layer - len(getattr(model.config, "dense_layers", ()))
+    if len(routers) != sparse:
         raise UserError(f"validate in float64 recomputes the router of transformers' {type(reference).__name__} in "
-                        f"float64, and found {len(routers)} routers for {model.config.n_layer} layers")  # fmt: skip
+                        f"float64, and found {len(routers)} routers for {sparse} layers with experts")  # fmt: skip
     for module in routers:
         module.forward = types.MethodType(router, module)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from ...engine.stages import MLP, Family, Stage
-from ..llama.stages import llama_family
+from ...engine.stages import MLP, Stage, StageTable
+from ..llama import stages as llama
 
 ROUTER = (
     Stage("router", ("moe.router_logits",), "matmul", "r = h W_router  (one logit per expert)", "h [T, D], "
@@ -35,19 +35,17 @@ EXPERTS = (
 COMBINE = Stage("moe.combine", ("moe.out",), "scatter",
                 "m = sum over each token's k experts of their weighted y  (added back to the tokens' rows)",
                 "each token's k weighted y [T, k*D]")  # fmt: skip
-LLAMA_MLP = ("mlp.gate", "mlp.up", "mlp.act", "mlp.mul", "mlp.down")
+MOE = (*ROUTER, *EXPERTS, COMBINE)
+SYMBOLS = llama.SYMBOLS + ", E experts, k experts per token, Te tokens routed to expert e (T k over all E)"
 
 
 @cache
-def mixtral_family(window: bool = False) -> Family:
-    """Mixtral's stages; the mask's equation shows the sliding window where a config has one."""
-    llama = llama_family(window=window)
-    attention = tuple(s for s in llama.block if s.op not in (*LLAMA_MLP, "resid_post"))
-    resid_post = llama.stages["resid_post"]
-    block = (*attention, *ROUTER, *EXPERTS, COMBINE, resid_post)
-    symbols = llama.symbols + ", E experts, k experts per token, Te tokens routed to expert e (T k over all E)"
-    return Family("mixtral", llama.embed, block, llama.final, symbols)
+def mixtral_family(window: bool = False) -> StageTable:
+    """Mixtral's stages: the Llama block's, its MLP's replaced by the router's and the experts'; the mask's equation
+    shows the sliding window where a config has one."""
+    block = llama.pre_norm(llama.attention(mask=llama.mask(window)), MOE)
+    return StageTable("mixtral", llama.EMBED, block, llama.FINAL, SYMBOLS)
 
 
-def stages_of(config) -> Family:
+def stages_of(config) -> StageTable:
     return mixtral_family(config.sliding_window is not None)

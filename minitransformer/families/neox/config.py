@@ -6,7 +6,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ...errors import UserError
-from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
+from .. import rotary
+from ..config import (
+    ModelConfig,
+    check_activation,
+    check_dtype,
+    check_model_type,
+    check_positive,
+    check_positive_number,
+    flag,
+    listed,
+    token_ids,
+)
+from ..rotary import Rope
 
 
 @dataclass(frozen=True)
@@ -45,13 +57,9 @@ class NeoXConfig(ModelConfig):
             check_positive(key, getattr(self, key))
         if self.n_embd % self.n_head:
             raise UserError(f"config hidden_size={self.n_embd} is not divisible by num_attention_heads={self.n_head}")
-        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
-            raise UserError(f"config hidden_act={self.hidden_act!r} is not supported "
-                            f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})")  # fmt: skip
+        check_activation("hidden_act", self.hidden_act)
         for key in ("layer_norm_eps", "rope_theta"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise UserError(f"config {key} must be a positive number, not {value!r}")
+            check_positive_number(key, getattr(self, key))
         pct = self.rotary_pct
         if isinstance(pct, bool) or not isinstance(pct, (int, float)) or pct < 0:
             raise UserError(f"config partial_rotary_factor (rotary_pct) must be a number from 0 to 1, not {pct!r}")
@@ -83,32 +91,32 @@ class NeoXConfig(ModelConfig):
     @property
     def rotary_dims(self) -> int:
         """The numbers of each head that rotary turns: one pair per frequency (the share, rounded up to pairs)."""
-        return 2 * len(range(0, self.rotary_share, 2))
+        return self.rope().turned
+
+    def rope(self, layer: int = 0) -> Rope:
+        """The default rope over the rotated share of each head: frequencies 1 / theta^(2i / share)."""
+        return Rope(self.rotary_share, self.rope_theta, None, self.n_positions)
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["eos_token_id"] = list(self.eos_token_id) if isinstance(self.eos_token_id, tuple) else self.eos_token_id
+        d["eos_token_id"] = listed(self.eos_token_id)
         return {"family": self.family, **d, "d_head": self.d_head, "n_kv_head": self.n_kv_head, "d_ff": self.d_ff,
                 "rotary_dims": self.rotary_dims}  # fmt: skip
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "gpt_neox") -> NeoXConfig:
         """Read a transformers GPTNeoXConfig dict (as config.json holds it), with transformers' defaults."""
-        if hf.get("model_type") != "gpt_neox":
-            raise UserError(f"config model_type={hf.get('model_type')!r} is not a GPT-NeoX model ('gpt_neox')")
+        check_model_type(hf, ("gpt_neox",), "a GPT-NeoX model ('gpt_neox')")
         missing = [k for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                                "vocab_size") if hf.get(k) is None]  # fmt: skip
         if missing:
             raise UserError(f"config.json lacks {', '.join(missing)}: a gpt_neox model needs its shapes spelled out")
-        dtype = hf.get("dtype", hf.get("torch_dtype"))
-        if dtype not in (None, "float32", "float16", "bfloat16"):
-            raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
+        check_dtype(hf)
         head_dim = hf.get("head_dim")  # not GPT-NeoX's: its rotary would read it, its attention would not
         if head_dim is not None and head_dim * hf["num_attention_heads"] != hf["hidden_size"]:
             raise UserError(f"config head_dim={head_dim!r} other than hidden_size / num_attention_heads is not "
                             f"supported")  # fmt: skip
         rope = _rope_parameters(hf)
-        eos = hf.get("eos_token_id", 2)
         return cls(
             n_layer=hf["num_hidden_layers"], n_head=hf["num_attention_heads"], n_embd=hf["hidden_size"],
             n_inner=hf["intermediate_size"], vocab_size=hf["vocab_size"],
@@ -118,7 +126,7 @@ class NeoXConfig(ModelConfig):
                                                                       "use_parallel_residual"),
             attention_bias=flag({"attention_bias": True} | hf, "attention_bias"),
             tie_word_embeddings=flag(hf, "tie_word_embeddings"), bos_token_id=hf.get("bos_token_id", 0),
-            eos_token_id=tuple(eos) if isinstance(eos, list) else eos, name=name,
+            eos_token_id=token_ids(hf.get("eos_token_id", 2)), name=name,
         )  # fmt: skip
 
 
@@ -126,18 +134,7 @@ def _rope_parameters(hf: dict) -> dict:
     """rope_theta and partial_rotary_factor as GPTNeoXConfig reads them: from a non-empty rope_scaling, else
     rope_parameters (transformers 5), else the old top-level rotary_emb_base and rotary_pct, else 10,000 and 0.25.
     Only the default rope (no scaling) is computed; any other type is refused by name."""
-    key = "rope_scaling" if hf.get("rope_scaling") else "rope_parameters"
-    rope = hf.get(key) or {}
-    if not isinstance(rope, dict):
-        raise UserError(f"config {key} must be an object, not {rope!r}")
-    if any(isinstance(value, dict) for value in rope.values()):
-        raise UserError(f"config {key} per layer type ({', '.join(rope)}) is not supported")
-    rope = dict(rope)
-    kind = rope.get("rope_type", rope.get("type", "default"))
-    if kind != "default":
-        raise UserError(f"config rope type {kind!r} is not supported (supported: default)")
-    if rope.get("rope_theta") is None:
-        rope["rope_theta"] = hf["rotary_emb_base"] if hf.get("rotary_emb_base") is not None else 10000.0
+    rope = rotary.read(hf, ("default",), theta_key="rotary_emb_base")
     if rope.get("partial_rotary_factor") is None:
         rope["partial_rotary_factor"] = hf["rotary_pct"] if hf.get("rotary_pct") is not None else 0.25
     return rope

@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 from ..architecture import Architecture
-from . import formulas, layout, reference
+from . import reference
 from .config import PRESETS, NeoXConfig
+from .formulas import FORMULAS
 from .forward import neox
+from .layout import LAYOUT
 from .stages import neox_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="neox",
-    model_types=("gpt_neox",),
-    config=NeoXConfig,
-    presets=PRESETS,
-    forward=neox,
-    stages=stages_of,
+    name="neox", model_types=("gpt_neox",), config=NeoXConfig, presets=PRESETS, forward=neox, stage_table=stages_of,
     every_stage=neox_family(parallel=False),  # the serial table has every op (resid_mid too)
-    weight_shapes=layout.neox_shapes,
-    prefix=layout.PREFIX,
-    layers=layout.LAYERS,
-    embedding=layout.EMBEDDING,
-    ignored=layout.IGNORED,
-    kinds=layout.KINDS,
-    kind_of=layout.KIND_OF,
-    formulas=formulas,
-    reference_classes={"gpt_neox": "GPTNeoXForCausalLM"},
-    label="GPT-NeoX family",
-    float64_reference=reference.float64_rotary_tables,
-    float64_note=reference.NOTE,
-)
+    layout=LAYOUT, formulas=FORMULAS, reference_classes={"gpt_neox": "GPTNeoXForCausalLM"}, label="GPT-NeoX family",
+    float64_reference=reference.float64_rotary_tables, float64_note=reference.NOTE,
+)  # fmt: skip

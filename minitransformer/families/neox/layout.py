@@ -3,16 +3,8 @@ kind of parameter each is. nn.Linear weights are stored [out, in]: the forward p
 
 from __future__ import annotations
 
-import re
-
+from ..architecture import Layout, kind_rules
 from .config import NeoXConfig
-
-PREFIX = "gpt_neox."  # the base model's prefix of every name but embed_out's
-LAYERS = "layers"  # the blocks: layers.0..., layers.1...
-EMBEDDING = "embed_in.weight"
-# Buffers older checkpoints carry beside the weights, which the model computes itself: the causal mask and the
-# rotary frequencies (transformers ignores the first two on load as well).
-IGNORED = r"layers\.\d+\.attention\.(bias|masked_bias|rotary_emb\.inv_freq)"
 
 
 def neox_shapes(config: NeoXConfig) -> dict[str, tuple[int, ...]]:
@@ -50,13 +42,19 @@ KINDS: dict[str, str] = {
     "unembedding": "unembedding W_out [V, D] (embed_out, untied)",
 }
 
-KIND_OF = (
-    (re.compile(r"^embed_in\.weight$"), "token_embedding"),
-    (re.compile(r"^layers\.\d+\.attention\.query_key_value\.weight$"), "attention_qkv"),
-    (re.compile(r"^layers\.\d+\.attention\.dense\.weight$"), "attention_out"),
-    (re.compile(r"^layers\.\d+\.mlp\.dense_h_to_4h\.weight$"), "mlp_up"),
-    (re.compile(r"^layers\.\d+\.mlp\.dense_4h_to_h\.weight$"), "mlp_down"),
-    (re.compile(r"^layers\.\d+\.(attention|mlp)\.\w+\.bias$"), "biases"),
-    (re.compile(r"^(layers\.\d+\.(input|post_attention)_layernorm|final_layer_norm)\.(weight|bias)$"), "layer_norms"),
-    (re.compile(r"^embed_out\.weight$"), "unembedding"),
+KIND_OF = kind_rules(
+    (r"embed_in\.weight", "token_embedding"),
+    (r"layers\.\d+\.attention\.query_key_value\.weight", "attention_qkv"),
+    (r"layers\.\d+\.attention\.dense\.weight", "attention_out"),
+    (r"layers\.\d+\.mlp\.dense_h_to_4h\.weight", "mlp_up"),
+    (r"layers\.\d+\.mlp\.dense_4h_to_h\.weight", "mlp_down"),
+    (r"layers\.\d+\.(attention|mlp)\.\w+\.bias", "biases"),
+    (r"(layers\.\d+\.(input|post_attention)_layernorm|final_layer_norm)\.(weight|bias)", "layer_norms"),
+    (r"embed_out\.weight", "unembedding"),
 )
+
+# The base model's prefix is that of every name but embed_out's; older checkpoints carry beside the weights buffers the
+# model computes itself: the causal mask and the rotary frequencies (transformers ignores the first two on load too).
+LAYOUT = Layout(prefix="gpt_neox.", layers="layers", embedding="embed_in.weight",
+                ignored=r"layers\.\d+\.attention\.(bias|masked_bias|rotary_emb\.inv_freq)", shapes=neox_shapes,
+                kinds=KINDS, kind_of=KIND_OF)  # fmt: skip

@@ -6,17 +6,14 @@ transformers' GPT-NeoX (modeling_gpt_neox.py) makes its rotary frequencies in fl
 `position_ids.float() * inv_freq.float()`, and their cos and sin, in float32, then casts the tables to the model's
 dtype. Its LayerNorms are torch's, in the model's dtype (no cast, unlike the Llama family's RMSNorm), and SDPA (the
 attention validate loads) computes in float64. So the float64 truth replaces the rotary module only, with angles
-position x our float64 frequencies of the rotated share (neox.inverse_frequencies), as families/llama/reference.py
+position x our float64 frequencies of the rotated share (rotary.inverse_frequencies), as families/llama/reference.py
 does for the Llama family and explains.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...errors import UserError
-from ..llama.reference import float64_rotary
-from .forward import inverse_frequencies
+from ..llama.reference import float64_frequencies, float64_rotary
 
 NOTE = ("  (transformers' float64 GPT-NeoX computes its rotary tables in float32; its reference here has them in "
         "float64,\n  as families/neox/reference.py explains)")  # fmt: skip
@@ -25,8 +22,7 @@ NOTE = ("  (transformers' float64 GPT-NeoX computes its rotary tables in float32
 def float64_rotary_tables(reference, model, torch) -> None:
     """Replace, on this instance of transformers' GPTNeoXForCausalLM only, its rotary module's forward with a float64
     one."""
-    inv_freq = inverse_frequencies(model.config, np.dtype(np.float64))
-    if not float64_rotary(reference, lambda position_ids, layer_type: inv_freq, torch):
+    if not float64_rotary(reference, float64_frequencies(model.config), torch):
         import transformers
 
         raise UserError(f"validate in float64 recomputes the rotary tables of transformers' {type(reference).__name__} "

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from functools import cache
 
-from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, LAST, LOGITS, MLP, Family, Stage
+from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, LAST, LOGITS, MLP, Stage, StageTable
 
 
 @cache
-def neox_family(parallel: bool = True, attention_bias: bool = True, rotary: tuple[int, int] | None = None) -> Family:
+def neox_family(parallel: bool = True, attention_bias: bool = True, rotary: tuple[int, int] | None = None) -> StageTable:
     """The GPT-NeoX block's stages: the parallel residual has no resid_mid, and its ln_2 reads the block's input;
     `rotary` (r, dh): the rope stage says how many of each head's numbers turn."""
     b = (lambda n: f" + b_{n}") if attention_bias else (lambda n: "")
@@ -70,9 +70,9 @@ def neox_family(parallel: bool = True, attention_bias: bool = True, rotary: tupl
     symbols = (
         "T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, R logit rows"
     )
-    return Family("neox", embed, attention + residual, final, symbols)
+    return StageTable("neox", embed, attention + residual, final, symbols)
 
 
-def stages_of(config) -> Family:
+def stages_of(config) -> StageTable:
     """The table of a GPT-NeoX config: its residual (parallel or serial) and its attention biases."""
     return neox_family(config.use_parallel_residual, config.attention_bias, (config.rotary_dims, config.d_head))

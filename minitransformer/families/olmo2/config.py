@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...errors import UserError
-from ..config import flag
-from ..llama.config import LlamaConfig, _rope_parameters
+from .. import rotary
+from ..config import check_dtype, check_model_type, flag, llama_keys
+from ..llama.config import LlamaConfig
 
 OLMO2_MODEL_TYPES = ("olmo2",)
+# Olmo2Config's defaults for what a config.json leaves out (num_key_value_heads None: one per query head)
+DEFAULTS = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096, "intermediate_size": 11008,
+            "vocab_size": 50304, "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+            "eos_token_id": 50279}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -31,30 +35,19 @@ class Olmo2Config(LlamaConfig):
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "olmo2") -> Olmo2Config:
         """Read a transformers Olmo2Config dict (as config.json holds it), with Olmo2Config's defaults."""
-        if hf.get("model_type") not in OLMO2_MODEL_TYPES:
-            raise UserError(f"config model_type={hf.get('model_type')!r} is not an OLMo 2 model")
-        dtype = hf.get("dtype", hf.get("torch_dtype"))
-        if dtype not in (None, "float32", "float16", "bfloat16"):
-            raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
-        rope = _rope_parameters(hf)
-        value = rope.pop("partial_rotary_factor", None)
-        if value not in (None, 1, 1.0):
-            raise UserError(f"config partial_rotary_factor={value!r} is not supported")
-        theta = rope.pop("rope_theta")
-        n_head = hf.get("num_attention_heads", 32)
-        n_kv_head = hf.get("num_key_value_heads")
+        check_model_type(hf, OLMO2_MODEL_TYPES, "an OLMo 2 model")
+        check_dtype(hf)
+        rope = rotary.read(hf)
+        rotary.refuse_partial({}, rope)
         bias = flag(hf, "attention_bias")
-        eos = hf.get("eos_token_id", 50279)
         return cls(
-            n_layer=hf.get("num_hidden_layers", 32), n_head=n_head, n_embd=hf.get("hidden_size", 4096),
-            n_inner=hf.get("intermediate_size", 11008), vocab_size=hf.get("vocab_size", 50304),
-            n_kv_head=n_head if n_kv_head is None else n_kv_head, head_dim=hf.get("head_dim"),
-            n_positions=hf.get("max_position_embeddings", 2048), rms_norm_eps=hf.get("rms_norm_eps", 1e-5),
-            hidden_act=hf.get("hidden_act", "silu"), rope_theta=theta,
-            rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
-            qkv_bias=bias, o_bias=bias, tie_word_embeddings=flag(hf, "tie_word_embeddings"),
-            bos_token_id=hf.get("bos_token_id"), eos_token_id=tuple(eos) if isinstance(eos, list) else eos, name=name,
-        )  # fmt: skip
+            **llama_keys(hf, DEFAULTS),
+            rope_theta=rope.pop("rope_theta"),
+            rope_scaling=rotary.scaling(rope),
+            qkv_bias=bias,
+            o_bias=bias,
+            name=name,
+        )
 
 
 # OLMo 2, from the config.json of allenai/OLMo-2-1124-7B and allenai/OLMo-2-1124-13B: one key/value head per query

@@ -3,15 +3,15 @@ unchanged (its norms are not products), with other norms among the parameters.""
 
 from __future__ import annotations
 
-from ..llama.formulas import attention_vs_weights, products, weight_dot_products_per_position, weight_macs_per_position
-from ..llama.formulas import parameters as llama_parameters
+from ..llama.formulas import LlamaFormulas
 from .config import Olmo2Config
 
-__all__ = ["attention_vs_weights", "parameters", "products", "weight_dot_products_per_position",
-           "weight_macs_per_position"]  # fmt: skip
+
+class Olmo2Formulas(LlamaFormulas):
+    def attention_parameters(self, config: Olmo2Config) -> int:
+        """Llama's (biases on q, k, v and o when attention_bias) + H dh + Hkv dh: the q and k norms' gains over the
+        whole projections. (Its two norms of D a layer stand after the branches, not before: as many as Llama's.)"""
+        return super().attention_parameters(config) + (config.n_head + config.n_kv_head) * config.d_head
 
 
-def parameters(config: Olmo2Config) -> int:
-    """Llama's count (biases on q, k, v and o when attention_bias) + L (H dh + Hkv dh): two norms of D a layer as
-    Llama's (after the branches, not before), and the q and k norms' gains over the whole projections."""
-    return llama_parameters(config) + config.n_layer * (config.n_head + config.n_kv_head) * config.d_head
+FORMULAS = Olmo2Formulas()

@@ -9,47 +9,39 @@ family's (families/llama/forward.py), whose MLP, attention core, biases and rota
 
 from __future__ import annotations
 
-from ...engine.kvcache import KVCache, LayerCache
-from ...engine.ops import (
-    merge_heads,
-    rms_norm,
-    rotate,
-    split_into_heads,
-    ungroup_heads,
-)
+from types import SimpleNamespace
+
+from ...engine.ops import rms_norm, rotate, split_into_heads
 from ...engine.tape import Tape
-from ..llama.forward import _bias, attend, decoder, mlp
+from ..blocks import LayerInputs, rms
+from ..decoder import Decoder
+from ..llama.forward import attend_to_cache, bias_of, mlp
 from .config import Olmo2Config
 
 
-def olmo2(ids, p, config: Olmo2Config, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
-    """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only (as llama.llama)."""
-    return decoder(ids, p, config, cache, tape, all_positions, pads, decoder_block)
-
-
-def decoder_block(x, p, config: Olmo2Config, at: Tape, kv: LayerCache | None, bias, rotary):
+def decoder_block(x, p: SimpleNamespace, config: Olmo2Config, at: Tape, inputs: LayerInputs):
     """Post-norm branches: x + RMSNorm(attention(x)), then x + RMSNorm(MLP(x))."""
-    eps = config.rms_norm_eps
-    o = attention(x, p.self_attn, config, at, kv, bias, rotary)
-    o = at.stage("post_attn_norm", rms_norm(o, p.post_attention_layernorm.weight, eps), "T D")
+    o = attention(x, p.self_attn, config, at, inputs)
+    o = at.stage("post_attn_norm", rms(o, p.post_attention_layernorm, config), "T D")
     x = at.stage("resid_mid", x + o, "T D")
     m = mlp(x, p.mlp, config, at)
-    m = at.stage("post_mlp_norm", rms_norm(m, p.post_feedforward_layernorm.weight, eps), "T D")
+    m = at.stage("post_mlp_norm", rms(m, p.post_feedforward_layernorm, config), "T D")
     return at.stage("resid_post", x + m, "T D")
 
 
-def attention(x, p, config: Olmo2Config, at: Tape, kv: LayerCache | None, bias, rotary):
+def attention(x, p: SimpleNamespace, config: Olmo2Config, at: Tape, inputs: LayerInputs):
     """Llama's grouped-query attention on x itself, with q and k RMS-normalised whole before the split."""
     H, Hkv, eps = config.n_head, config.n_kv_head, config.rms_norm_eps
-    q = at.matmul("q", x, p.q_proj.weight.T, "T D, D H*dh -> T H*dh", bias=_bias(p.q_proj))
-    k = at.matmul("k", x, p.k_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=_bias(p.k_proj))
-    v = at.matmul("v", x, p.v_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=_bias(p.v_proj))
+    q = at.matmul("q", x, p.q_proj.weight.T, "T D, D H*dh -> T H*dh", bias=bias_of(p.q_proj))
+    k = at.matmul("k", x, p.k_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.k_proj))
+    v = at.matmul("v", x, p.v_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.v_proj))
     q = at.stage("q_norm", rms_norm(q, p.q_norm.weight, eps), "T H*dh")  # over all H dh numbers, gains [H dh]
     k = at.stage("k_norm", rms_norm(k, p.k_norm.weight, eps), "T Hkv*dh")
-    q, k, v = at.stage("split_heads", (split_into_heads(q, H), split_into_heads(k, Hkv), split_into_heads(v, Hkv)),
-                       "H T dh; Hkv T dh; Hkv T dh")  # fmt: skip
-    q, k = at.stage("rope", (rotate(q, *rotary), rotate(k, *rotary)), "H T dh; Hkv T dh")
-    K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "Hkv t dh")
-    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, bias)
-    z = at.stage("merge_heads", merge_heads(ungroup_heads(z)), "T H*dh")
-    return at.matmul("out", z, p.o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=_bias(p.o_proj))
+    split = (split_into_heads(q, H), split_into_heads(k, Hkv), split_into_heads(v, Hkv))
+    q, k, v = at.stage("split_heads", split, "H T dh; Hkv T dh; Hkv T dh")
+    q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
+    return attend_to_cache(q, k, v, p, config, at, inputs)
+
+
+# Token ids [T] (or [B, T]) -> logits [R, V]: the Llama family's decoder around OLMo 2's blocks.
+olmo2 = Decoder(decoder_block)

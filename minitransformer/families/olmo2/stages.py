@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cache
 
-from ...engine.stages import Family, Stage
+from ...engine.stages import Stage, StageTable, edited
 from ..llama.stages import llama_family
 
 Q_NORM = Stage("q_norm", ("attn.q_normed",), "norm", "q = RMSNorm_q(q)  (over all H*dh numbers, gains [H*dh])",
@@ -22,21 +22,16 @@ READ_X = ("q", "k", "v", "mlp.gate", "mlp.up")  # the products that read the str
 
 
 @cache
-def olmo2_family(bias: bool = False) -> Family:
+def olmo2_family(bias: bool = False) -> StageTable:
     """Llama's table without ln_1 and ln_2, with OLMo 2's four norms in their place; biases on q, k, v and o where
     the config has them."""
-    block: list[Stage] = []
-    for stage in llama_family(bias, bias).block:
-        if stage.op in ("ln_1", "ln_2"):
-            continue
-        if stage.op in READ_X:
-            stage = replace(stage, equation=stage.equation.replace("= h W", "= x W"),
-                            reads=stage.reads.replace("h [", "x ["), reads_stream=True)  # fmt: skip
-        block += [stage, *AFTER.get(stage.op, ())]
-    llama = llama_family()
-    return Family("olmo2", llama.embed, tuple(block), llama.final, llama.symbols)
+    llama = llama_family(bias, bias)
+    reading_x = {s.op: (replace(s, equation=s.equation.replace("= h W", "= x W"), reads=s.reads.replace("h [", "x ["),
+                                reads_stream=True),) for s in llama.block if s.op in READ_X}  # fmt: skip
+    block = edited(llama.block, instead={"ln_1": (), "ln_2": (), **reading_x}, after=AFTER)
+    return StageTable("olmo2", llama.embed, block, llama.final, llama.symbols)
 
 
-def stages_of(config) -> Family:
+def stages_of(config) -> StageTable:
     """The table of an OLMo 2 config: its equations show the biases it has."""
     return olmo2_family(config.qkv_bias)

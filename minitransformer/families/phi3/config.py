@@ -4,10 +4,21 @@ presets of Phi-3 models, from each model's published config.json."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from math import log, sqrt
 
 from ...errors import UserError
-from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
+from .. import rotary
+from ..config import (
+    ModelConfig,
+    check_activation,
+    check_dtype,
+    check_model_type,
+    check_positive,
+    check_positive_number,
+    flag,
+    listed,
+    token_ids,
+)
+from ..rotary import Rope
 
 PHI3_MODEL_TYPES = ("phi3",)
 ROPE_TYPES = ("default", "longrope")  # as Phi3Config, which reads "yarn" as longrope
@@ -60,13 +71,9 @@ class Phi3Config(ModelConfig):
         if self.n_head % self.n_kv_head:
             raise UserError(f"config num_attention_heads={self.n_head} is not a multiple of "
                             f"num_key_value_heads={self.n_kv_head}")  # fmt: skip
-        if self.hidden_act not in SUPPORTED_ACTIVATIONS:
-            raise UserError(f"config hidden_act={self.hidden_act!r} is not supported "
-                            f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})")  # fmt: skip
+        check_activation("hidden_act", self.hidden_act)
         for key in ("rms_norm_eps", "rope_theta", "partial_rotary_factor"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise UserError(f"config {key} must be a positive number, not {value!r}")
+            check_positive_number(key, getattr(self, key))
         if self.partial_rotary_factor > 1 or self.rotary_dim % 2 or not self.rotary_dim:
             raise UserError(f"config partial_rotary_factor={self.partial_rotary_factor} turns {self.rotary_dim} of "
                             f"each head's {self.d_head} numbers; rotary embeddings need an even number, at least 2, "
@@ -100,36 +107,31 @@ class Phi3Config(ModelConfig):
 
     @property
     def attention_factor(self) -> float:
-        """LongRoPE's multiplier of cos and sin (so of every score, squared): the config's attention_factor, else
-        sqrt(1 + ln s / ln n0) for the extension s = factor (else n_positions / n0) over n0 trained positions,
-        1 when s <= 1; 1 without LongRoPE. As transformers' _compute_longrope_parameters."""
-        if self.rope_scaling is None:
-            return 1.0
-        rope = dict(self.rope_scaling)
-        if rope.get("attention_factor") is not None:
-            return float(rope["attention_factor"])  # type: ignore[arg-type]
-        n0 = self.original_max_position_embeddings
-        given = rope.get("factor")
-        factor = self.n_positions / n0 if given is None else float(given)  # type: ignore[arg-type]
-        return 1.0 if factor <= 1.0 else sqrt(1 + log(factor) / log(n0))
+        """LongRoPE's multiplier of cos and sin (so of every score, squared), as transformers'
+        _compute_longrope_parameters (rotary.attention_factor); 1 without LongRoPE."""
+        return rotary.attention_factor(self.rope())
+
+    def rope(self, layer: int = 0) -> Rope:
+        """The first rotary_dim numbers of each head turn; LongRoPE (where the config has it) beyond the context of
+        original_max_position_embeddings."""
+        scaling = self.rope_scaling
+        if scaling is not None:
+            scaling = tuple(sorted((*scaling, ("original_max_position_embeddings", self.original_max_position_embeddings))))
+        return Rope(self.rotary_dim, self.rope_theta, scaling, self.n_positions)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["rope_scaling"] = None if self.rope_scaling is None else {
             k: list(v) if isinstance(v, tuple) else v for k, v in self.rope_scaling
         }  # fmt: skip
-        d["eos_token_id"] = list(self.eos_token_id) if isinstance(self.eos_token_id, tuple) else self.eos_token_id
+        d["eos_token_id"] = listed(self.eos_token_id)
         return {"family": self.family, "model_type": self.model_type, **d, "d_head": self.d_head, "d_ff": self.d_ff}
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "phi3") -> Phi3Config:
         """Read a transformers Phi3Config dict (as config.json holds it), with Phi3Config's defaults."""
-        model_type = hf.get("model_type")
-        if model_type not in PHI3_MODEL_TYPES:
-            raise UserError(f"config model_type={model_type!r} is not a Phi-3 model (phi3)")
-        dtype = hf.get("dtype", hf.get("torch_dtype"))
-        if dtype not in (None, "float32", "float16", "bfloat16"):
-            raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
+        check_model_type(hf, PHI3_MODEL_TYPES, "a Phi-3 model (phi3)")
+        check_dtype(hf)
         D, H = hf.get("hidden_size", 3072), hf.get("num_attention_heads", 32)
         # Phi3Attention takes a head_dim the config carries (getattr), its rotary embedding and checks do not.
         if (
@@ -142,7 +144,6 @@ class Phi3Config(ModelConfig):
             raise UserError(f"config head_dim={hf['head_dim']!r} (not hidden_size / num_attention_heads = {D // H}) "
                             f"is not supported for phi3")  # fmt: skip
         rope = _rope_parameters(hf)
-        eos = hf.get("eos_token_id", 32000)
         original = hf.get("original_max_position_embeddings", 4096)
         return cls(
             n_layer=hf.get("num_hidden_layers", 32), n_head=H, n_embd=D, n_inner=hf.get("intermediate_size", 8192),
@@ -152,7 +153,7 @@ class Phi3Config(ModelConfig):
             rope_theta=rope.pop("rope_theta"), partial_rotary_factor=rope.pop("partial_rotary_factor"),
             rope_scaling=_longrope(rope) if rope["rope_type"] == "longrope" else None,
             sliding_window=hf.get("sliding_window"), tie_word_embeddings=flag(hf, "tie_word_embeddings"),
-            bos_token_id=hf.get("bos_token_id", 1), eos_token_id=tuple(eos) if isinstance(eos, list) else eos,
+            bos_token_id=hf.get("bos_token_id", 1), eos_token_id=token_ids(hf.get("eos_token_id", 32000)),
             name=name,
         )  # fmt: skip
 
@@ -162,15 +163,8 @@ def _rope_parameters(hf: dict) -> dict:
     reads them: a non-empty rope_scaling replaces rope_parameters whole; theta and partial_rotary_factor missing
     from the dict are the top-level ones (else 10,000 and 1); "type" is the oldest spelling of "rope_type", and
     "yarn" is read as "longrope" (as Phi3Config does) and "su" refused (transformers 5 fails on it)."""
-    key = "rope_scaling" if hf.get("rope_scaling") else "rope_parameters"
-    rope = hf.get(key) or {}
-    if not isinstance(rope, dict):
-        raise UserError(f"config {key} must be an object, not {rope!r}")
-    if any(isinstance(value, dict) for value in rope.values()):
-        raise UserError(f"config {key} per layer type ({', '.join(rope)}) is not supported")
-    rope = dict(rope)
-    kind = rope.pop("type", "default")
-    kind = rope.setdefault("rope_type", kind)
+    _, rope = rotary.given(hf)
+    kind = rope["rope_type"]
     if kind == "su":  # transformers 5 fails on it too (it looks for original_max_position_embeddings first)
         raise UserError("config rope type 'su' (the old name of 'longrope') is not supported: transformers no longer "
                         "reads it; write \"type\": \"longrope\"")  # fmt: skip

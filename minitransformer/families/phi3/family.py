@@ -3,29 +3,21 @@
 from __future__ import annotations
 
 from ..architecture import Architecture
-from . import formulas, layout, reference
+from ..llama.reference import float64_throughout
 from .config import PHI3_MODEL_TYPES, PRESETS, Phi3Config
+from .formulas import FORMULAS
 from .forward import phi3
+from .layout import LAYOUT
 from .stages import phi3_family, stages_of
 
+# validate's float64 truth: the Llama family's (families/llama/reference.py), at Phi-3's frequencies (the first rd
+# numbers of each head; LongRoPE's short or long factors, picked per call by the largest position).
+NOTE = ("  (transformers' float64 Phi-3 computes RMSNorm and the rotary tables in float32; its reference here\n"
+        "  has them in float64, as families/llama/reference.py explains)")  # fmt: skip
+
 ARCHITECTURE = Architecture(
-    name="phi3",
-    model_types=PHI3_MODEL_TYPES,
-    config=Phi3Config,
-    presets=PRESETS,
-    forward=phi3,
-    stages=stages_of,
-    every_stage=phi3_family(window=True, partial=True, longrope=True),
-    weight_shapes=layout.phi3_shapes,
-    prefix=layout.PREFIX,
-    layers=layout.LAYERS,
-    embedding=layout.EMBEDDING,
-    ignored=layout.IGNORED,
-    kinds=layout.KINDS,
-    kind_of=layout.KIND_OF,
-    formulas=formulas,
-    reference_classes={"phi3": "Phi3ForCausalLM"},
-    label="Phi-3 family",
-    float64_reference=reference.float64_throughout,
-    float64_note=reference.NOTE,
-)
+    name="phi3", model_types=PHI3_MODEL_TYPES, config=Phi3Config, presets=PRESETS, forward=phi3,
+    stage_table=stages_of, every_stage=phi3_family(window=True, partial=True, longrope=True), layout=LAYOUT,
+    formulas=FORMULAS, reference_classes={"phi3": "Phi3ForCausalLM"}, label="Phi-3 family",
+    float64_reference=float64_throughout, float64_note=NOTE,
+)  # fmt: skip

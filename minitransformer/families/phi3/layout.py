@@ -3,32 +3,23 @@
 
 from __future__ import annotations
 
-import re
-
-from ..llama.layout import EMBEDDING, IGNORED, LAYERS, PREFIX
+from ..architecture import kind_rules
+from ..llama.layout import EMBEDDINGS, NORMS, L, linear, llama_layout, pre_norm_shapes
 from .config import Phi3Config
-
-__all__ = ["EMBEDDING", "IGNORED", "KINDS", "KIND_OF", "LAYERS", "PREFIX", "phi3_shapes"]
 
 
 def phi3_shapes(config: Phi3Config) -> dict[str, tuple[int, ...]]:
     """A Phi-3 checkpoint: qkv_proj [H dh + 2 Hkv dh, D] (q rows first, then k, then v), gate_up_proj [2F, D]
     (gate rows first), no biases."""
-    D, F, V = config.n_embd, config.d_ff, config.vocab_size
-    q, kv = config.n_head * config.d_head, config.n_kv_head * config.d_head
-    shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (V, D)}
-    for i in range(config.n_layer):
-        a, m = f"layers.{i}.self_attn", f"layers.{i}.mlp"
-        shapes[f"layers.{i}.input_layernorm.weight"] = (D,)
-        shapes[f"{a}.qkv_proj.weight"] = (q + 2 * kv, D)
-        shapes[f"{a}.o_proj.weight"] = (D, q)
-        shapes[f"layers.{i}.post_attention_layernorm.weight"] = (D,)
-        shapes[f"{m}.gate_up_proj.weight"] = (2 * F, D)
-        shapes[f"{m}.down_proj.weight"] = (D, F)
-    shapes["norm.weight"] = (D,)
-    if not config.tie_word_embeddings:
-        shapes["lm_head.weight"] = (V, D)
-    return shapes
+    D, F, q, kv = config.n_embd, config.d_ff, config.n_head * config.d_head, config.n_kv_head * config.d_head
+
+    def attention(config: Phi3Config, layer: int) -> dict[str, tuple[int, ...]]:
+        return linear("qkv_proj", q + 2 * kv, D, False) | linear("o_proj", D, q, False)
+
+    def mlp(config: Phi3Config, layer: int) -> dict[str, tuple[int, ...]]:
+        return linear("gate_up_proj", 2 * F, D, False) | linear("down_proj", D, F, False)
+
+    return pre_norm_shapes(config, attention, mlp)
 
 
 # kind -> what it is, in the order a forward pass meets them.
@@ -42,12 +33,12 @@ KINDS: dict[str, str] = {
     "unembedding": "unembedding W_U [V, D] (untied)",
 }
 
-KIND_OF = (
-    (re.compile(r"^lm_head\.weight$"), "unembedding"),
-    (re.compile(r"^embed_tokens\.weight$"), "token_embedding"),
-    (re.compile(r"^layers\.\d+\.self_attn\.qkv_proj\.weight$"), "attention_qkv"),
-    (re.compile(r"^layers\.\d+\.self_attn\.o_proj\.weight$"), "attention_out"),
-    (re.compile(r"^layers\.\d+\.mlp\.gate_up_proj\.weight$"), "mlp_gate_up"),
-    (re.compile(r"^layers\.\d+\.mlp\.down_proj\.weight$"), "mlp_down"),
-    (re.compile(r"^(layers\.\d+\.(input|post_attention)_layernorm|norm)\.weight$"), "norms"),
+KIND_OF = kind_rules(
+    *EMBEDDINGS,
+    (L + r"self_attn\.qkv_proj\.weight", "attention_qkv"),
+    (L + r"self_attn\.o_proj\.weight", "attention_out"),
+    (L + r"mlp\.gate_up_proj\.weight", "mlp_gate_up"),
+    (L + r"mlp\.down_proj\.weight", "mlp_down"),
+    NORMS,
 )
+LAYOUT = llama_layout(phi3_shapes, KINDS, KIND_OF)

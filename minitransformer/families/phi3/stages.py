@@ -6,19 +6,19 @@ from __future__ import annotations
 
 from functools import cache
 
-from ...engine.stages import ATTENTION_PROJECTIONS, MLP, Family, Stage
+from ...engine.stages import ATTENTION_PROJECTIONS, MLP, Stage, StageTable, edited
 from ..llama.stages import llama_family
 
 
 @cache
-def phi3_family(window: bool = False, partial: bool = False, longrope: bool = False) -> Family:
+def phi3_family(window: bool = False, partial: bool = False, longrope: bool = False) -> StageTable:
     """Phi-3's stages; the equations show the sliding window, a partial rotation and LongRoPE where a config has
     them."""
     llama = llama_family(window=window)
     turned = "the first rd = dh x partial_rotary_factor numbers of each head" if partial else "each pair of numbers"
     scaled = ("; LongRoPE: frequencies / short or long factors, cos and sin x the attention factor" if longrope
               else "")  # fmt: skip
-    replaced = {
+    instead = {
         "q": Stage("qkv", ("attn.qkv",), "matmul", "[q k v] = h W_qkv  (one product: H dh + 2 Hkv dh columns)",
                    "h [T, D], W_qkv [D, H*dh+2*Hkv*dh]", ATTENTION_PROJECTIONS),
         "split_heads": Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape",
@@ -32,12 +32,11 @@ def phi3_family(window: bool = False, partial: bool = False, longrope: bool = Fa
         "mlp.up": Stage("mlp.split", ("mlp.gate", "mlp.up"), "reshape", "g, u = the first F, last F columns (gate first)",
                         "gu [T, 2F]"),
     }  # fmt: skip
-    dropped = ("k", "v")
-    block = tuple(replaced.get(s.op, s) for s in llama.block if s.op not in dropped)
-    return Family("phi3", llama.embed, block, llama.final, llama.symbols)
+    block = edited(llama.block, instead={op: (stage,) for op, stage in instead.items()} | {"k": (), "v": ()})
+    return StageTable("phi3", llama.embed, block, llama.final, llama.symbols)
 
 
-def stages_of(config) -> Family:
+def stages_of(config) -> StageTable:
     """The table of a Phi-3 config: its equations show its sliding window, partial rotation and LongRoPE."""
     return phi3_family(config.sliding_window is not None, config.rotary_dim < config.d_head,
                        config.rope_scaling is not None)  # fmt: skip

@@ -11,11 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...errors import UserError
-from ..config import check_positive, flag
-from ..llama.config import LlamaConfig, _rope_parameters
+from .. import rotary
+from ..config import (
+    FULL,
+    SLIDING,
+    check_dtype,
+    check_layer_kinds,
+    check_model_type,
+    check_positive,
+    flag,
+    llama_keys,
+)
+from ..llama.config import LlamaConfig
 
 QWEN3_MODEL_TYPES = ("qwen3",)
-LAYER_KINDS = ("full_attention", "sliding_attention")
+# Qwen3Config's defaults for what a config.json leaves out
+DEFAULTS = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096, "intermediate_size": 22016,
+            "vocab_size": 151936, "num_key_value_heads": 32, "head_dim": 128, "max_position_embeddings": 32768,
+            "rms_norm_eps": 1e-6, "hidden_act": "silu"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -35,20 +48,14 @@ class Qwen3Config(LlamaConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.layer_kinds is not None:
-            if len(self.layer_kinds) != self.n_layer:
-                raise UserError(f"config layer_types has {len(self.layer_kinds)} entries for "
-                                f"num_hidden_layers={self.n_layer}")  # fmt: skip
-            unknown = sorted(set(self.layer_kinds) - set(LAYER_KINDS))
-            if unknown:
-                raise UserError(f"config layer_types {', '.join(map(repr, unknown))} is not supported "
-                                f"(supported: {', '.join(LAYER_KINDS)})")  # fmt: skip
+            check_layer_kinds(self.layer_kinds, self.n_layer)
 
     @property
     def layer_types(self) -> tuple[str, ...]:
         return self.layer_kinds if self.layer_kinds is not None else super().layer_types
 
     def layer_window(self, layer: int) -> int | None:
-        return self.sliding_window if self.layer_types[layer] == "sliding_attention" else None
+        return self.sliding_window if self.layer_types[layer] == SLIDING else None
 
     def prefix(self, n_layer: int) -> Qwen3Config:
         kinds = None if self.layer_kinds is None else self.layer_kinds[:n_layer]
@@ -62,18 +69,12 @@ class Qwen3Config(LlamaConfig):
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "qwen3") -> Qwen3Config:
         """Read a transformers Qwen3Config dict (as config.json holds it), with Qwen3Config's defaults."""
-        if hf.get("model_type") not in QWEN3_MODEL_TYPES:
-            raise UserError(f"config model_type={hf.get('model_type')!r} is not a Qwen3 model")
-        dtype = hf.get("dtype", hf.get("torch_dtype"))
-        if dtype not in (None, "float32", "float16", "bfloat16"):
-            raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
+        check_model_type(hf, QWEN3_MODEL_TYPES, "a Qwen3 model")
+        check_dtype(hf)
         if "head_dim" in hf and hf["head_dim"] is None:
             raise UserError("config head_dim=None: a Qwen3 model needs its head size (Qwen3Config's default is 128)")
-        rope = _rope_parameters(hf)
-        value = rope.pop("partial_rotary_factor", None)
-        if value not in (None, 1, 1.0):
-            raise UserError(f"config partial_rotary_factor={value!r} is not supported")
-        theta = rope.pop("rope_theta")
+        rope = rotary.read(hf)
+        rotary.refuse_partial({}, rope)
         # As Qwen3Config reads them: the window exists only under use_sliding_window; layer_types, when absent, makes
         # the layers from max_window_layers on sliding ones.
         use_window = flag(hf, "use_sliding_window")
@@ -85,32 +86,26 @@ class Qwen3Config(LlamaConfig):
             first = hf.get("max_window_layers", 28)
             if not isinstance(first, int) or isinstance(first, bool):
                 raise UserError(f"config max_window_layers must be an integer, not {first!r}")
-            kinds = ["sliding_attention" if window is not None and i >= first else "full_attention"
-                     for i in range(n_layer)]  # fmt: skip
-        if not isinstance(kinds, list) or len(kinds) != n_layer or not set(kinds) <= set(LAYER_KINDS):
-            raise UserError(f"config layer_types={kinds!r} is not supported: one of {', '.join(LAYER_KINDS)} for each "
+            kinds = [SLIDING if window is not None and i >= first else FULL for i in range(n_layer)]
+        if not isinstance(kinds, list) or len(kinds) != n_layer or not set(kinds) <= {FULL, SLIDING}:
+            raise UserError(f"config layer_types={kinds!r} is not supported: one of {FULL}, {SLIDING} for each "
                             f"of the {n_layer} layers")  # fmt: skip
-        if window is None and "sliding_attention" in kinds:
+        if window is None and SLIDING in kinds:
             raise UserError("config layer_types has sliding_attention layers but use_sliding_window is false "
                             "(no window for them): set use_sliding_window or make those layers full_attention")  # fmt: skip
-        if window is not None and "sliding_attention" not in kinds:
+        if window is not None and SLIDING not in kinds:
             window = None  # no layer uses it (max_window_layers >= num_hidden_layers)
-        n_head = hf.get("num_attention_heads", 32)
-        n_kv_head = hf.get("num_key_value_heads", 32)
         bias = flag(hf, "attention_bias")
-        eos = hf.get("eos_token_id")
         return cls(
-            n_layer=n_layer, n_head=n_head, n_embd=hf.get("hidden_size", 4096),
-            n_inner=hf.get("intermediate_size", 22016), vocab_size=hf.get("vocab_size", 151936),
-            n_kv_head=n_head if n_kv_head is None else n_kv_head, head_dim=hf.get("head_dim", 128),
-            n_positions=hf.get("max_position_embeddings", 32768), rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
-            hidden_act=hf.get("hidden_act", "silu"), rope_theta=theta,
-            rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
-            qkv_bias=bias, o_bias=bias, sliding_window=window,
+            **llama_keys(hf, DEFAULTS),
+            rope_theta=rope.pop("rope_theta"),
+            rope_scaling=rotary.scaling(rope),
+            qkv_bias=bias,
+            o_bias=bias,
+            sliding_window=window,
             layer_kinds=None if len(set(kinds)) == 1 else tuple(kinds),  # one kind: sliding_window says which
-            tie_word_embeddings=flag(hf, "tie_word_embeddings"), bos_token_id=hf.get("bos_token_id"),
-            eos_token_id=tuple(eos) if isinstance(eos, list) else eos, name=name,
-        )  # fmt: skip
+            name=name,
+        )
 
 
 def _qwen3(name: str, n_layer: int, n_head: int, n_kv_head: int, n_embd: int, n_inner: int, tied: bool,

@@ -12,10 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...errors import UserError
-from ..config import check_positive, flag
-from ..llama.config import LlamaConfig, _rope_parameters
+from .. import rotary
+from ..config import check_dtype, check_model_type, check_positive, flag, llama_keys
+from ..llama.config import LlamaConfig
 
 QWEN3_MOE_MODEL_TYPES = ("qwen3_moe",)
+# Qwen3MoeConfig's defaults for what a config.json leaves out (the MLP widths are read apart)
+DEFAULTS = {"num_hidden_layers": 24, "num_attention_heads": 32, "hidden_size": 2048, "vocab_size": 151936,
+            "num_key_value_heads": 4, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "hidden_act": "silu"}  # fmt: skip
 SPARSE, DENSE = "sparse_moe", "dense_mlp"  # the two kinds of layer (layer_types)
 
 
@@ -67,19 +71,12 @@ class Qwen3MoeConfig(LlamaConfig):
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "qwen3_moe") -> Qwen3MoeConfig:
         """Read a transformers Qwen3MoeConfig dict (as config.json holds it), with Qwen3MoeConfig's defaults."""
-        model_type = hf.get("model_type")
-        if model_type not in QWEN3_MOE_MODEL_TYPES:
-            raise UserError(f"config model_type={model_type!r} is not a Qwen3-MoE model")
-        dtype = hf.get("dtype", hf.get("torch_dtype"))
-        if dtype not in (None, "float32", "float16", "bfloat16"):
-            raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
+        check_model_type(hf, QWEN3_MOE_MODEL_TYPES, "a Qwen3-MoE model")
+        check_dtype(hf)
         if "head_dim" in hf and hf["head_dim"] is None:
             raise UserError("config head_dim=None: give the head size, or leave head_dim out for D / H")
-        rope = _rope_parameters(hf)
-        for value in (hf.get("partial_rotary_factor"), rope.pop("partial_rotary_factor", None)):
-            if value not in (None, 1, 1.0):
-                raise UserError(f"config partial_rotary_factor={value!r} is not supported")
-        theta = rope.pop("rope_theta")
+        rope = rotary.read(hf)
+        rotary.refuse_partial(hf, rope)
         # As Qwen3MoeConfig reads them: the window exists only under use_sliding_window, and then on every layer
         # (Qwen3MoeModel makes one mask for all; max_window_layers and layer_types are not read).
         window = hf.get("sliding_window", 4096) if flag(hf, "use_sliding_window") else None
@@ -101,22 +98,21 @@ class Qwen3MoeConfig(LlamaConfig):
             raise UserError(f"config mlp_only_layers must be a list of layer indices, not {only!r}")
         # Qwen3MoeDecoderLayer: experts iff the layer is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
         dense = tuple(i for i in range(n_layer) if i in only or (i + 1) % step != 0)
-        n_head = hf.get("num_attention_heads", 32)
-        n_kv_head = hf.get("num_key_value_heads", 4)
         bias = flag(hf, "attention_bias")
-        eos = hf.get("eos_token_id")
         return cls(
-            n_layer=n_layer, n_head=n_head, n_embd=hf.get("hidden_size", 2048),
-            n_inner=shapes["moe_intermediate_size"], dense_inner=shapes["intermediate_size"],
-            vocab_size=hf.get("vocab_size", 151936), n_kv_head=n_head if n_kv_head is None else n_kv_head,
-            head_dim=hf.get("head_dim"), n_positions=hf.get("max_position_embeddings", 32768),
-            rms_norm_eps=hf.get("rms_norm_eps", 1e-6), hidden_act=hf.get("hidden_act", "silu"), rope_theta=theta,
-            rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
-            qkv_bias=bias, o_bias=bias, sliding_window=window, tie_word_embeddings=flag(hf, "tie_word_embeddings"),
-            n_experts=n_experts, top_k=shapes["num_experts_per_tok"],
-            norm_topk_prob=flag(hf, "norm_topk_prob"), dense_layers=dense, bos_token_id=hf.get("bos_token_id"),
-            eos_token_id=tuple(eos) if isinstance(eos, list) else eos, name=name,
-        )  # fmt: skip
+            **llama_keys(hf, DEFAULTS) | {"n_inner": shapes["moe_intermediate_size"]},
+            dense_inner=shapes["intermediate_size"],
+            rope_theta=rope.pop("rope_theta"),
+            rope_scaling=rotary.scaling(rope),
+            qkv_bias=bias,
+            o_bias=bias,
+            sliding_window=window,
+            n_experts=n_experts,
+            top_k=shapes["num_experts_per_tok"],
+            norm_topk_prob=flag(hf, "norm_topk_prob"),
+            dense_layers=dense,
+            name=name,
+        )
 
 
 # The published Qwen3 mixtures of experts, from each model's config.json on the Hugging Face hub: head_dim 128,

@@ -1,5 +1,5 @@
 """The Qwen3-MoE forward pass, as transformers' Qwen3MoeForCausalLM computes it, written as its difference from
-Qwen3's (families/qwen3/forward.py: its attention, q and k normalised per head) and Mixtral's (families/mixtral/forward.py:
+Qwen3's (families/qwen3/attention.py: its attention, q and k normalised per head) and Mixtral's (families/mixtral/forward.py:
 the experts through Tape.experts, each on the tokens routed to it):
 
 - the MLP of a sparse layer is a mixture of experts (`mixture`): router logits r = h W_router [T, E],
@@ -13,42 +13,36 @@ the experts through Tape.experts, each on the tokens routed to it):
 
 from __future__ import annotations
 
-from ...engine.kvcache import KVCache, LayerCache
-from ...engine.ops import rms_norm, softmax
+from types import SimpleNamespace
+
 from ...engine.tape import Tape
-from ..llama.forward import decoder, mlp
-from ..moe import swiglu_experts, top_k
-from ..qwen3.forward import attention
+from ..blocks import PreNorm
+from ..decoder import Decoder
+from ..llama import forward as llama
+from ..moe import softmax_router, swiglu_experts
+from ..qwen3.attention import attention
 from .config import Qwen3MoeConfig
 
 
-def qwen3_moe(ids, p, config: Qwen3MoeConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
-    """Token ids [T] (or [B, T]) -> logits [R, V], as qwen3.qwen3 computes them, with sparse and dense blocks."""
-    return decoder(ids, p, config, cache, tape, all_positions, pads, decoder_block)
+def mlp(h, p: SimpleNamespace, config: Qwen3MoeConfig, at: Tape):
+    """A dense layer's gated MLP (F = intermediate_size, the layer's tape sizes F so), a sparse layer's experts."""
+    if at.layer_index in config.dense_layers:
+        return llama.mlp(h, p, config, at.with_sizes(F=config.dense_inner))
+    return mixture(h, p, config, at)
 
 
-def decoder_block(x, p, config: Qwen3MoeConfig, at: Tape, kv: LayerCache | None, bias, rotary):
-    """Pre-RMSNorm block: x + Qwen3 attention(RMSNorm(x)), then x + (experts or dense MLP)(RMSNorm(x))."""
-    eps = config.rms_norm_eps
-    h = at.stage("ln_1", rms_norm(x, p.input_layernorm.weight, eps), "T D")
-    x = at.stage("resid_mid", x + attention(h, p.self_attn, config, at, kv, bias, rotary), "T D")  # type: ignore[arg-type]
-    h = at.stage("ln_2", rms_norm(x, p.post_attention_layernorm.weight, eps), "T D")
-    if at.layer_index in config.dense_layers:  # the dense MLP, F = intermediate_size
-        return at.stage("resid_post", x + mlp(h, p.mlp, config, at.with_sizes(F=config.dense_inner)), "T D")
-    return at.stage("resid_post", x + mixture(h, p.mlp, config, at), "T D")
-
-
-def mixture(h, p, config: Qwen3MoeConfig, at: Tape):
+def mixture(h, p: SimpleNamespace, config: Qwen3MoeConfig, at: Tape):
     """The sparse MoE MLP: the router picks k of E experts per token, and each expert computes its tokens' rows."""
-    E, k = config.n_experts, config.top_k
-    logits = at.matmul("router", h, p.gate.weight.T, "T D, D E -> T E")
-    probs = at.stage("router.softmax", softmax(logits), "T E")
-    chosen, gates = at.stage("router.topk", top_k(probs, k), "T k")
-    if config.norm_topk_prob:
-        gates = at.stage("router.renorm", gates / gates.sum(axis=-1, keepdims=True), "T k")
+    E = config.n_experts
+    chosen, gates = softmax_router(h, p.gate.weight, config.top_k, at, config.norm_topk_prob)
 
     def weights(e: int):
         w = getattr(p.experts, str(e))
         return w.gate_proj.weight, w.up_proj.weight, w.down_proj.weight
 
     return swiglu_experts(h, chosen, gates, weights, E, config.hidden_act, at)
+
+
+# Token ids [T] (or [B, T]) -> logits [R, V], as Qwen3's: the Llama family's decoder and pre-norm block, with Qwen3's
+# attention and, in the MLP's place, experts or a dense MLP.
+qwen3_moe = Decoder(PreNorm(attention, mlp))

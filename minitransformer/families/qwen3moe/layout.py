@@ -1,4 +1,4 @@
-"""Where a Qwen3-MoE model keeps its numbers: Qwen3's attention tensors (families/qwen3/layout.py: q_norm and k_norm
+"""Where a Qwen3-MoE model keeps its numbers: Qwen3's attention tensors (families/qwen3/attention.py: q_norm and k_norm
 after o_proj), then each layer's mlp: a sparse layer's router (mlp.gate [E, D]) and E experts (mlp.experts.{e}.gate_proj,
 up_proj [F, D] and down_proj [D, F]), a dense layer's gate_proj, up_proj [F, D] and down_proj [D, F] of intermediate_size.
 These are the names of Qwen's checkpoints and of what transformers 5 writes with save_pretrained (it holds the experts
@@ -6,35 +6,29 @@ fused in memory, experts.gate_up_proj [E, 2F, D] and experts.down_proj [E, D, F]
 
 from __future__ import annotations
 
-import re
-from dataclasses import replace
-
-from ..llama.layout import EMBEDDING, IGNORED, LAYERS, PREFIX
+from ..architecture import kind_rules
+from ..llama.layout import KIND_OF as LLAMA_KIND_OF
 from ..llama.layout import KINDS as LLAMA_KINDS
-from ..qwen3.layout import KIND_OF as QWEN3_KIND_OF
-from ..qwen3.layout import qwen3_shapes
+from ..llama.layout import L, gated_mlp_shapes, linear, llama_layout, pre_norm_shapes
+from ..qwen3.attention import QK_NORMED
+from ..qwen3.attention import shapes as qwen3_attention
 from .config import Qwen3MoeConfig
 
-__all__ = ["EMBEDDING", "IGNORED", "KINDS", "KIND_OF", "LAYERS", "PREFIX", "ROUTED_KINDS", "qwen3_moe_shapes"]
+
+def mlp_shapes(config: Qwen3MoeConfig, layer: int) -> dict[str, tuple[int, ...]]:
+    """A dense layer's gated MLP of intermediate_size; a sparse layer's router (gate [E, D]) and E experts of three
+    nn.Linear weights, gate_proj, up_proj [F, D] and down_proj [D, F] (F = moe_intermediate_size)."""
+    if layer in config.dense_layers:
+        return gated_mlp_shapes(config, layer, F=config.dense_inner)
+    D, E = config.n_embd, config.n_experts
+    experts = {f"experts.{e}.{name}": shape for e in range(E) for name, shape in gated_mlp_shapes(config).items()}
+    return linear("gate", E, D, False) | experts
 
 
 def qwen3_moe_shapes(config: Qwen3MoeConfig) -> dict[str, tuple[int, ...]]:
-    """Qwen3's tensors, each layer's dense MLP replaced by its router and experts where the layer is sparse (nn.Linear
-    weights are [out, in]; no biases but attention_bias's)."""
-    D, F, E = config.n_embd, config.d_ff, config.n_experts
-    shapes: dict[str, tuple[int, ...]] = {}
-    # Qwen3's layout with the dense MLP's width, whose MLP tensors a sparse layer replaces
-    for name, shape in qwen3_shapes(replace(config, n_inner=config.dense_inner)).items():  # type: ignore[arg-type]
-        layer = re.match(r"layers\.(\d+)\.mlp\.", name)
-        if layer is None or int(layer[1]) in config.dense_layers:
-            shapes[name] = shape
-        elif name.endswith("gate_proj.weight"):  # the first of the MLP's tensors: the router and experts instead
-            m = f"layers.{layer[1]}.mlp"
-            shapes[f"{m}.gate.weight"] = (E, D)
-            for e in range(E):
-                for proj, each in (("gate_proj", (F, D)), ("up_proj", (F, D)), ("down_proj", (D, F))):
-                    shapes[f"{m}.experts.{e}.{proj}.weight"] = each
-    return shapes
+    """Qwen3's attention tensors, then each layer's experts or dense MLP (nn.Linear weights are [out, in]; no biases
+    but attention_bias's)."""
+    return pre_norm_shapes(config, qwen3_attention, mlp_shapes)
 
 
 KINDS: dict[str, str] = {
@@ -55,10 +49,6 @@ KINDS: dict[str, str] = {
 # The kinds of which one token's pass reads only k of E (params' "active" count): the routed experts.
 ROUTED_KINDS = ("expert_gate", "expert_up", "expert_down")
 
-KIND_OF = (
-    (re.compile(r"^layers\.\d+\.mlp\.gate\.weight$"), "router"),
-    (re.compile(r"^layers\.\d+\.mlp\.experts\.\d+\.gate_proj\.weight$"), "expert_gate"),
-    (re.compile(r"^layers\.\d+\.mlp\.experts\.\d+\.up_proj\.weight$"), "expert_up"),
-    (re.compile(r"^layers\.\d+\.mlp\.experts\.\d+\.down_proj\.weight$"), "expert_down"),
-    *QWEN3_KIND_OF,
-)
+EXPERTS = tuple((L + rf"mlp\.experts\.\d+\.{x}_proj\.weight", f"expert_{x}") for x in ("gate", "up", "down"))
+KIND_OF = kind_rules((L + r"mlp\.gate\.weight", "router"), *EXPERTS) + LLAMA_KIND_OF + kind_rules(*QK_NORMED.kind_of)
+LAYOUT = llama_layout(qwen3_moe_shapes, KINDS, KIND_OF, routed_kinds=ROUTED_KINDS)

@@ -1,0 +1,246 @@
+"""Rotary position embeddings, every variant the families use, in one place: how a config.json states them, which
+numbers of a head turn, at which frequencies, and by how much cos and sin are scaled.
+
+A config answers `config.rope(layer)` with a `Rope` (or None for a layer without rotary positions), and the decoder
+makes each distinct Rope's tables once a pass (`tables`). The variants:
+
+- default: frequencies 1 / theta^(2i / d) for i < d / 2, d the numbers the frequencies spread over (`Rope.dims`:
+  the head's dh, or a share of it, Phi-3's int(dh x partial_rotary_factor) and GPT-NeoX's int(dh x rotary_pct));
+- linear: every frequency divided by `factor` (positions slowed down);
+- llama3 (Llama 3.1): long wavelengths slowed by `factor`, short ones kept, those between blended;
+- YaRN (gpt-oss, DeepSeek-V3): frequencies blended between kept and slowed along a ramp, and cos and sin multiplied
+  by the attention factor mscale;
+- LongRoPE (Phi-3): each frequency divided by its own factor, the short ones while the pass's last position is
+  within the original context and the long ones beyond, and cos and sin multiplied by the attention factor;
+- Gemma 3's sliding layers turn at a base of their own: their config answers another Rope for them.
+
+Each is computed step for step as transformers computes it in float32 (its frequencies are float32 at every dtype),
+and in float64 with the same steps for the float64 reference (families/llama/reference.py says why).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from math import ceil, floor, log, pi, sqrt
+
+import numpy as np
+
+from ..engine.ops import constant, rotary_tables, rotate
+from ..errors import UserError
+
+ROPE_TYPES: tuple[str, ...] = ("default", "linear", "llama3")
+# YaRN, taken by the families whose transformers class computes it (gpt-oss, DeepSeek-V3), not by the Llama family's.
+YARN_ROPE_TYPES: tuple[str, ...] = (*ROPE_TYPES, "yarn")
+
+
+@dataclass(frozen=True)
+class Rope:
+    """What a layer's rotary tables depend on, and nothing else (the decoder makes each one's tables once a pass)."""
+
+    dims: int  # the numbers of a head the frequencies spread over: 1 / theta^(2i / dims), i < dims / 2
+    theta: float
+    scaling: tuple[tuple[str, object], ...] | None = None  # rope_type and its numbers, sorted pairs; None: default
+    n_positions: int = 0  # the context: YaRN's factor and LongRoPE's attention factor where the config leaves them out
+
+    @property
+    def kind(self) -> str:
+        return str(self.parameters.get("rope_type", "default"))
+
+    @property
+    def parameters(self) -> dict:
+        return dict(self.scaling or ())
+
+    @property
+    def turned(self) -> int:
+        """How many numbers of each head turn: a pair per frequency (an odd share rounds up to whole pairs)."""
+        return 2 * len(range(0, self.dims, 2))
+
+
+def tables(rope: Rope, positions: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [..., T, turned] of the positions, times the attention factor where the rope type has one (YaRN,
+    LongRoPE), as transformers' rotary embedding hands them out."""
+    long = rope.kind == "longrope" and int(positions.max()) + 1 > original_context(rope)
+    cos, sin = rotary_tables(positions, inverse_frequencies(rope, np.dtype(dtype), long))
+    factor = attention_factor(rope)
+    if factor == 1.0:
+        return cos, sin
+    return cos * constant(cos, factor), sin * constant(sin, factor)
+
+
+def rotate_partial(x, cos, sin):
+    """RoPE on the first r numbers of each head (r = cos.shape[-1], Rope.turned); the other dh - r pass unturned."""
+    r = cos.shape[-1]
+    if r == x.shape[-1]:
+        return rotate(x, cos, sin)
+    out = x.copy()
+    out[..., :r] = rotate(x[..., :r], cos, sin)
+    return out
+
+
+def original_context(rope: Rope) -> float:
+    """The positions the model was trained on before its context was extended (YaRN, LongRoPE)."""
+    return rope.parameters.get("original_max_position_embeddings") or rope.n_positions
+
+
+def is_long(rope: Rope, positions: int) -> bool:
+    """LongRoPE's choice for a pass whose largest position is `positions` - 1: the long factors past the original
+    context (transformers decides per call, on the largest position id)."""
+    return rope.kind == "longrope" and positions > original_context(rope)
+
+
+@lru_cache(maxsize=32)
+def inverse_frequencies(rope: Rope, dtype: np.dtype, long: bool = False) -> np.ndarray:
+    """The dims/2 rotation frequencies in `dtype`, rescaled as the rope type says (`long`: LongRoPE's long factors).
+
+    float32: computed in float32, step for step as transformers computes them (in float32 at every dtype).
+    float64: the same steps in float64, so that the reference's angles are those the config defines, not
+    float32 roundings (each frequency off by up to 6e-8 of itself, an angle at position p by p times that).
+    """
+    c = np.dtype(dtype).type
+    d, s = rope.dims, rope.parameters
+    powers = c(rope.theta) ** (np.arange(0, d, 2, dtype=c) / c(d))  # theta^(2i / d)
+    if rope.kind == "longrope":  # each frequency divided by its own factor: 1 / (factor_i theta^(2i / d))
+        inv_freq = c(1.0) / (np.asarray(s["long_factor" if long else "short_factor"], dtype=c) * powers)
+    else:
+        inv_freq = c(1.0) / powers
+    if rope.kind == "linear":  # positions divided by the factor: the same as frequencies divided by it
+        inv_freq = inv_freq / c(s["factor"])
+    elif rope.kind == "llama3":
+        inv_freq = _llama3(inv_freq, s)
+    elif rope.kind == "yarn":
+        inv_freq = _yarn(inv_freq, rope)
+    inv_freq.flags.writeable = False
+    return inv_freq
+
+
+def _llama3(inv_freq: np.ndarray, s: dict) -> np.ndarray:
+    """Llama 3.1's rescaling: long wavelengths slowed by `factor`, short ones kept, those between blended."""
+    c = inv_freq.dtype.type
+    factor, low, high = c(s["factor"]), c(s["low_freq_factor"]), c(s["high_freq_factor"])
+    old_context = c(s["original_max_position_embeddings"])
+    low_freq_wavelen, high_freq_wavelen = old_context / low, old_context / high
+    wavelen = c(2 * pi) / inv_freq
+    scaled = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old_context / wavelen - low) / (high - low)
+    smoothed = (c(1.0) - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
+    return np.where(medium, smoothed, scaled).astype(inv_freq.dtype)
+
+
+def _yarn(inv_freq: np.ndarray, rope: Rope) -> np.ndarray:
+    """YaRN's rescaling (transformers' _compute_yarn_parameters): frequencies that turn fewer than beta_slow times
+    over the original context are slowed by `factor` (interpolated), those that turn more than beta_fast times are
+    kept (extrapolated), and those between blended along a linear ramp over their index. The cos and sin tables are
+    then multiplied by the attention factor (attention_factor)."""
+    c, s, d, theta = inv_freq.dtype.type, rope.parameters, rope.dims, rope.theta
+    original = original_context(rope)
+    factor = yarn_factor(rope)
+    beta_fast, beta_slow = s.get("beta_fast") or 32, s.get("beta_slow") or 1
+
+    def correction_dim(rotations: float) -> float:  # the index whose frequency turns `rotations` times
+        return (d * log(original / (rotations * 2 * pi))) / (2 * log(theta))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if s.get("truncate", True):
+        low, high = floor(low), ceil(high)
+    low, high = max(low, 0), min(high, d - 1)
+    if low == high:
+        high += 0.001  # transformers' guard against a zero-width ramp
+    ramp = np.clip((np.arange(d // 2, dtype=c) - c(low)) / c(high - low), c(0), c(1))
+    keep = c(1) - ramp  # the share of each frequency that stays the original's
+    interpolation = c(1.0) / (c(factor) * (c(theta) ** (np.arange(0, d, 2, dtype=c) / c(d))))
+    return (interpolation * (c(1) - keep) + inv_freq * keep).astype(inv_freq.dtype)
+
+
+def yarn_factor(rope: Rope) -> float:
+    """YaRN's extension: its `factor`, or the context over the original one where the config leaves it out."""
+    return rope.parameters.get("factor") or rope.n_positions / original_context(rope)
+
+
+def mscale(factor: float, m: float = 1.0) -> float:
+    """YaRN's mscale(factor, m): 0.1 m ln(factor) + 1, and 1 for no extension (factor <= 1)."""
+    return 1.0 if factor <= 1 else 0.1 * m * log(factor) + 1.0
+
+
+def attention_factor(rope: Rope) -> float:
+    """The number transformers multiplies the cos and sin tables by. YaRN: its attention_factor, or
+    mscale(factor, mscale) / mscale(factor, mscale_all_dim) where both are given, or mscale(factor). LongRoPE: its
+    attention_factor, or sqrt(1 + ln s / ln n0) for the extension s = factor (or the context / n0) over n0 trained
+    positions, 1 when s <= 1. 1 for every other rope type."""
+    s = rope.parameters
+    if rope.kind not in ("yarn", "longrope"):
+        return 1.0
+    if s.get("attention_factor") is not None:
+        return float(s["attention_factor"])
+    if rope.kind == "longrope":
+        n0 = original_context(rope)
+        factor = rope.n_positions / n0 if s.get("factor") is None else float(s["factor"])
+        return 1.0 if factor <= 1.0 else sqrt(1 + log(factor) / log(n0))
+    factor = yarn_factor(rope)
+    if s.get("mscale") and s.get("mscale_all_dim"):
+        return mscale(factor, s["mscale"]) / mscale(factor, s["mscale_all_dim"])
+    return mscale(factor)
+
+
+# --- how a config.json states them ------------------------------------------------------------------------------------
+def given(hf: dict) -> tuple[str, dict]:
+    """(the key, a copy of the dict) of a config.json's rope: a non-empty rope_scaling replaces transformers 5's
+    rope_parameters whole, and "rope_type" wins over the oldest spelling "type"; refused if it is not one object for
+    every layer."""
+    key = "rope_scaling" if hf.get("rope_scaling") else "rope_parameters"
+    rope = hf.get(key) or {}
+    if not isinstance(rope, dict):
+        raise UserError(f"config {key} must be an object, not {rope!r}")
+    if any(isinstance(value, dict) for value in rope.values()):  # {"full_attention": {...}, ...}
+        raise UserError(f"config {key} per layer type ({', '.join(rope)}) is not supported")
+    rope = dict(rope)
+    kind = rope.pop("type", "default")
+    rope.setdefault("rope_type", kind)
+    return key, rope
+
+
+def read(hf: dict, kinds: tuple[str, ...] = ROPE_TYPES, theta: float = 10000.0, theta_key: str = "rope_theta") -> dict:
+    """rope_theta and the scaling of a config.json, as transformers reads them: the rope object (`given`), its theta
+    the top-level `theta_key` (or `theta`) where it has none; a rope type not in `kinds` is refused by name."""
+    _, rope = given(hf)
+    if rope.get("rope_theta") is None:
+        rope["rope_theta"] = hf[theta_key] if hf.get(theta_key) is not None else theta
+    check(rope, kinds)
+    return rope
+
+
+def check(rope: dict, kinds: tuple[str, ...] = ROPE_TYPES) -> None:
+    """A rope type of `kinds`, with the numbers it needs, each positive."""
+    kind = rope.get("rope_type", "default")
+    if kind not in kinds:
+        raise UserError(f"config rope type {kind!r} is not supported (supported: {', '.join(kinds)})")
+    needs = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
+                                               "original_max_position_embeddings"),
+             "yarn": ("factor", "original_max_position_embeddings")}.get(kind, ())  # fmt: skip
+    if kind == "yarn":  # the optional numbers: positive where given (transformers' defaults where not)
+        optional = ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim")
+        needs += tuple(k for k in optional if rope.get(k) is not None)
+        if not isinstance(rope.get("truncate", True), bool):
+            raise UserError(f"config rope scaling 'yarn' truncate must be true or false, not {rope['truncate']!r}")
+    for key in needs:
+        value = rope.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise UserError(f"config rope scaling {kind!r} needs a positive {key}, not {value!r}")
+    if kind == "llama3" and rope["high_freq_factor"] == rope["low_freq_factor"]:
+        raise UserError("config rope scaling 'llama3' needs high_freq_factor != low_freq_factor")
+
+
+def scaling(rope: dict) -> tuple[tuple[str, object], ...] | None:
+    """The rope's type and numbers as a config keeps them (sorted pairs: hashable), None for the default rope."""
+    return tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None
+
+
+def refuse_partial(hf: dict, rope: dict, keys: tuple[str, ...] = ("partial_rotary_factor",)) -> None:
+    """A partial rotation (partial_rotary_factor, top-level or in the rope: transformers 5 keeps it there) or
+    pretraining_tp other than 1, refused by name where the family's attention turns every number of a head."""
+    harmless = {"pretraining_tp": (None, 1), "partial_rotary_factor": (None, 1, 1.0)}
+    for key in keys:
+        for value in (hf.get(key), rope.pop(key, None)):
+            if value not in harmless[key]:
+                raise UserError(f"config {key}={value!r} is not supported")
