@@ -105,7 +105,17 @@ def commands(models: list[Path]) -> dict[str, list[str]]:
         run[f"params-{preset}.json"] = ["params", "--preset", preset, "--json", "-"]
     for preset in ("gpt2", "llama3.2-1b", "qwen3-0.6b", "gemma-3-1b", "olmo-2-7b", "pythia-70m", "phi-3-mini",
                    "mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-20b", "deepseek-v3"):  # fmt: skip
-        run[f"count-{preset}.html"] = ["count", "--preset", preset, "--tokens", "40", "--new-tokens", "2", "--html", "-"]
+        run[f"count-{preset}.html"] = [
+            "count",
+            "--preset",
+            preset,
+            "--tokens",
+            "40",
+            "--new-tokens",
+            "2",
+            "--html",
+            "-",
+        ]
     run["count-sizes-gated.txt"] = ["count", "--layers", "2", "--d-model", "64", "--heads", "4", "--kv-heads", "2",
                                     "--gated-mlp", "--tokens", "10"]  # fmt: skip
     prompt = "The capital of France is"

@@ -67,7 +67,9 @@ def toy_attention(h, p, config: ToyConfig, at, inputs):
 
 def capped(q, K, V, bias, config: ToyConfig, at):
     Hkv = config.n_kv_head
-    s = at.matmul("scores", group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :], "Hkv G T dh, Hkv 1 dh t -> Hkv G T t")
+    s = at.matmul(
+        "scores", group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :], "Hkv G T dh, Hkv 1 dh t -> Hkv G T t"
+    )
     s = at.stage("scale", scale_scores(ungroup_heads(s), config, at), "H T t")
     if config.cap is not None:
         s = at.stage("softcap", softcap(s, config.cap), "H T t")
@@ -170,8 +172,11 @@ def test_its_attention_is_its_own_and_the_rest_is_the_llama_familys(toy):
     assert real.totals.macs == count_generation(capped_config, 40, 3).totals.macs
     assert real.totals.macs == formulas.generation_macs(capped_config, 40, 3)
     llama = LlamaConfig(**{k: getattr(plain, k) for k in LlamaConfig.__dataclass_fields__ if k != "model_type"})
-    assert formulas.parameters(capped_config) == formulas.parameters(llama) == sum(
-        int(np.prod(shape)) for shape in expected_shapes(capped_config).values())
+    assert (
+        formulas.parameters(capped_config)
+        == formulas.parameters(llama)
+        == sum(int(np.prod(shape)) for shape in expected_shapes(capped_config).values())
+    )
 
 
 def test_count_groups_the_kinds_of_layer_and_equals_a_real_run_and_the_closed_form(toy):

@@ -163,8 +163,10 @@ def _replacement(tensor, result, name: str, hook: _Hook):
         return tensor
     result = np.asarray(result)
     if result.shape != tensor.shape:
-        raise ValueError(f"hook {hook.label} returned shape {list(result.shape)} for {name}, "
-                         f"which is {list(tensor.shape)}; a replacement must keep the shape")  # fmt: skip
+        raise ValueError(
+            f"hook {hook.label} returned shape {list(result.shape)} for {name}, "
+            f"which is {list(tensor.shape)}; a replacement must keep the shape"
+        )
     return result if result.dtype == tensor.dtype else result.astype(tensor.dtype)  # the pass keeps its dtype
 
 
@@ -219,8 +221,10 @@ class ActivationCache(Mapping):
     def __repr__(self) -> str:
         size = human(self.nbytes)
         size += "B" if size[-1].isalpha() else " B"
-        lines = [f"ActivationCache({self.model}: {len(self)} tensors, {size}; "
-                 f"cache[name] -> np.ndarray, list(cache) for every name)"]  # fmt: skip
+        lines = [
+            f"ActivationCache({self.model}: {len(self)} tensors, {size}; "
+            f"cache[name] -> np.ndarray, list(cache) for every name)"
+        ]
         names = list(self._tensors)
         shown: list[str | None] = [*names] if len(names) <= 24 else [*names[:20], None, *names[-3:]]
         width = max((len(n) for n in names), default=0)
@@ -240,7 +244,9 @@ def breakpoint_hook(tensor, name: str, record: Record):
     """
     import pdb
 
-    print(f"minitransformer: stopped at {name} {list(tensor.shape)}: `tensor`, `name` and `record` are in scope; "
-          f"`c` continues")  # fmt: skip
+    print(
+        f"minitransformer: stopped at {name} {list(tensor.shape)}: `tensor`, `name` and `record` are in scope; "
+        f"`c` continues"
+    )
     pdb.set_trace()  # noqa: T100 - the point of break_at
     return tensor

@@ -25,9 +25,18 @@ class KVCache:
     every layer, or a tuple with each layer's.
     """
 
-    def __init__(self, n_layer: int, n_head: int, d_head: int, capacity: int, batch: tuple[int, ...] = (),
-                 shape_only: bool = False, window: int | tuple[int | None, ...] | None = None,
-                 dtype=np.float32, d_value: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        n_layer: int,
+        n_head: int,
+        d_head: int,
+        capacity: int,
+        batch: tuple[int, ...] = (),
+        shape_only: bool = False,
+        window: int | tuple[int | None, ...] | None = None,
+        dtype=np.float32,
+        d_value: int | None = None,
+    ) -> None:
         self.window = window
         shape = (*batch, n_head, capacity, d_head)
         value_shape = shape[:-1] + (d_head if d_value is None else d_value,)  # values narrower than keys (MLA)

@@ -278,14 +278,16 @@ class Phase:
         total = self.macs
         layers = []
         for i, records in sorted(by_layer.items()):
-            layers.append({
-                "layer": i,
-                "ops": [r.to_dict(total) for r in records],
-                "dot_products": sum(r.dot_products for r in records),
-                "macs": sum(r.macs for r in records),
-                "flops": sum(r.flops for r in records),
-                "share": sum(r.macs for r in records) / total if total else 0.0,
-            })  # fmt: skip
+            layers.append(
+                {
+                    "layer": i,
+                    "ops": [r.to_dict(total) for r in records],
+                    "dot_products": sum(r.dot_products for r in records),
+                    "macs": sum(r.macs for r in records),
+                    "flops": sum(r.flops for r in records),
+                    "share": sum(r.macs for r in records) / total if total else 0.0,
+                }
+            )
         logits = next((r for r in outside if r.op == "logits"), None)
         return {
             "phase": self.phase,
@@ -301,8 +303,15 @@ class Phase:
             "dot_products": self.dot_products,
             "macs": self.macs,
             "flops": self.flops,
-        } | ({} if not self.pads else {"pads": list(self.pads), "finished": list(self.finished),
-                                       "padding": padding_dict(self.padding, self.macs)})  # fmt: skip
+        } | (
+            {}
+            if not self.pads
+            else {
+                "pads": list(self.pads),
+                "finished": list(self.finished),
+                "padding": padding_dict(self.padding, self.macs),
+            }
+        )
 
 
 def padding_of(r: Record, pads: list[int], context: int) -> tuple[int, int]:
@@ -337,8 +346,11 @@ def padding_of(r: Record, pads: list[int], context: int) -> tuple[int, int]:
 
 
 def padding_dict(padding: Totals, total_macs: int) -> dict:
-    return {"dot_products": padding.dot_products, "macs": padding.macs,
-            "share": padding.macs / total_macs if total_macs else 0.0}  # fmt: skip
+    return {
+        "dot_products": padding.dot_products,
+        "macs": padding.macs,
+        "share": padding.macs / total_macs if total_macs else 0.0,
+    }
 
 
 @dataclass
@@ -360,15 +372,22 @@ class Totals:
         return self.dense_macs is not None and self.dense_macs != self.macs
 
     def to_dict(self) -> dict:
-        dense = {} if self.dense_macs is None else {"dense_dot_products": self.dense_dot_products,
-                                                    "dense_macs": self.dense_macs}  # fmt: skip
+        dense = (
+            {}
+            if self.dense_macs is None
+            else {"dense_dot_products": self.dense_dot_products, "dense_macs": self.dense_macs}
+        )
         return {"dot_products": self.dot_products, "macs": self.macs, "flops": self.flops} | dense
 
 
 def totals_of(phases: Sequence[Phase | Any]) -> Totals:
     """The totals of passes: the ledger's phases, or count's folded passes (count.Pass), which answer the same."""
-    return Totals(sum(p.dot_products for p in phases), sum(p.macs for p in phases),
-                  sum(p.dense_dot_products for p in phases), sum(p.dense_macs for p in phases))  # fmt: skip
+    return Totals(
+        sum(p.dot_products for p in phases),
+        sum(p.macs for p in phases),
+        sum(p.dense_dot_products for p in phases),
+        sum(p.dense_macs for p in phases),
+    )
 
 
 @dataclass
@@ -455,5 +474,7 @@ def cache_steps(used: bool, this_way: list[tuple[int, int]], other_way: list[int
     """Each pass's MACs with and without the cache: this run's (step, MACs) and the other way's MACs, pass by pass."""
     if len(this_way) != len(other_way):
         raise ValueError(f"{len(this_way)} passes this way but {len(other_way)} the other way")
-    return [{"step": step, "with_cache_macs": mine if used else other, "without_cache_macs": other if used else mine}
-            for (step, mine), other in zip(this_way, other_way)]  # fmt: skip
+    return [
+        {"step": step, "with_cache_macs": mine if used else other, "without_cache_macs": other if used else mine}
+        for (step, mine), other in zip(this_way, other_way)
+    ]

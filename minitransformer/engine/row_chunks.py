@@ -52,8 +52,15 @@ def in_row_chunks(tape, attend, q, K, V, bias=None):
                 tape._record(op, d.shape(specs(spec, 1)[0]), spec)
             else:
                 a_spec, b_spec, out_spec = matmul_spec(spec)
-                tape._record(op, d.shape(out_spec), out_spec, d.shape(a_spec), d.shape(b_spec, b_batched),
-                             computed=(dots, macs), row_chunk=ROW_CHUNK)  # fmt: skip
+                tape._record(
+                    op,
+                    d.shape(out_spec),
+                    out_spec,
+                    d.shape(a_spec),
+                    d.shape(b_spec, b_batched),
+                    computed=(dots, macs),
+                    row_chunk=ROW_CHUNK,
+                )
     if isinstance(parts[0], ShapeOnly):
         return ShapeOnly((*parts[0].shape[:-2], d.T, parts[0].shape[-1]))
     return np.concatenate(parts, axis=-2)

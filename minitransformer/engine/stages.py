@@ -89,9 +89,12 @@ LOGITS = Stage(
 )
 
 
-def edited(stages: tuple[Stage, ...], instead: Mapping[str, tuple[Stage, ...]] | None = None,
-           after: Mapping[str, tuple[Stage, ...]] | None = None,
-           equations: Mapping[str, str] | None = None) -> tuple[Stage, ...]:  # fmt: skip
+def edited(
+    stages: tuple[Stage, ...],
+    instead: Mapping[str, tuple[Stage, ...]] | None = None,
+    after: Mapping[str, tuple[Stage, ...]] | None = None,
+    equations: Mapping[str, str] | None = None,
+) -> tuple[Stage, ...]:
     """A table written as its difference from another's stages: `equations` rewrites some stages' equations,
     `instead` puts other stages (or none) in some stages' place, and `after` adds stages after some."""
     out: list[Stage] = []

@@ -81,9 +81,23 @@ class Dims:
         """The sizes of a pass of `config` over T new positions after `past` cached ones."""
         window = config.sliding_window
         start = first_attended(past, window)  # the earliest key any new query sees
-        return cls(T=T, t=past + T - start, D=config.n_embd, H=config.n_head, F=config.d_ff, V=config.vocab_size, R=R,
-                   batch=batch, dh=config.d_head, Hkv=config.n_kv_head, start=start, window=window,
-                   E=config.n_experts, k=config.top_k, data=dict(getattr(config, "symbol_sizes", {})))  # fmt: skip
+        return cls(
+            T=T,
+            t=past + T - start,
+            D=config.n_embd,
+            H=config.n_head,
+            F=config.d_ff,
+            V=config.vocab_size,
+            R=R,
+            batch=batch,
+            dh=config.d_head,
+            Hkv=config.n_kv_head,
+            start=start,
+            window=window,
+            E=config.n_experts,
+            k=config.top_k,
+            data=dict(getattr(config, "symbol_sizes", {})),
+        )
 
     def with_window(self, window: int | None) -> Dims:
         """The same pass as seen by a layer with another sliding window (or none): its keys start elsewhere."""
@@ -119,8 +133,10 @@ class Dims:
         kv = f" Hkv={self.Hkv} G={self.G}" if self.Hkv != self.H else ""
         window = f" window={self.window}" if self.window is not None else ""
         experts = f" E={self.E} k={self.k}" if self.E is not None else ""
-        return (f"T={self.T} t={self.t} D={self.D} H={self.H}{kv} dh={self.dh} F={self.F} V={self.V} "
-                f"R={self.R}{window}{experts}")  # fmt: skip
+        return (
+            f"T={self.T} t={self.t} D={self.D} H={self.H}{kv} dh={self.dh} F={self.F} V={self.V} "
+            f"R={self.R}{window}{experts}"
+        )
 
     def shape(self, spec: str, batched: bool = True) -> tuple[int, ...]:
         key = (spec, batched)
@@ -159,8 +175,9 @@ class Tape:
         """The tape as seen from inside block i: stage names get the prefix "blocks.{i}.", and the sizes are
         those of block i's attention (its window, where layers differ)."""
         dims = self.dims if self.windows is None else self.dims.with_window(self.windows[i])
-        return Tape(dims, self.phase, self.watcher, i, f"blocks.{i}.", self.stage_table, dense=self.dense,
-                    routing=self.routing)  # fmt: skip
+        return Tape(
+            dims, self.phase, self.watcher, i, f"blocks.{i}.", self.stage_table, dense=self.dense, routing=self.routing
+        )
 
     def in_row_chunks(self, attend, q, K, V, bias=None):
         """attend(q, K, V, bias, tape) -> z [..., T, dh], in chunks of query rows, each against only the keys it can
@@ -177,8 +194,11 @@ class Tape:
         products and stages are counted expert by expert and written, and shown to watchers, as one record per op
         by record_experts (engine/experts.py). Their rows are the whole batch's tokens, flattened: no batch axis."""
         d = self.dims
-        parts = None if self.unobserved else ExpertParts(prod(d.batch) * d.T, d.k or 0, self.phase is not None,
-                                                         self.watcher is not None)  # fmt: skip
+        parts = (
+            None
+            if self.unobserved
+            else ExpertParts(prod(d.batch) * d.T, d.k or 0, self.phase is not None, self.watcher is not None)
+        )
         return replace(self, dims=replace(d, batch=(), _shapes={}), phase=None, watcher=None, parts=parts)
 
     def expert(self, routed) -> Tape:
@@ -201,15 +221,23 @@ class Tape:
             else:
                 a_spec, b_spec, out_spec = matmul_spec(whole[op])
                 breakdown = parts.breakdown(op, n_experts)
-                record = self._record(op, self.dims.shape(out_spec), out_spec, self.dims.shape(a_spec),
-                                      self.dims.shape(b_spec, batched=False), breakdown=breakdown)  # fmt: skip
+                record = self._record(
+                    op,
+                    self.dims.shape(out_spec),
+                    out_spec,
+                    self.dims.shape(a_spec),
+                    self.dims.shape(b_spec, batched=False),
+                    breakdown=breakdown,
+                )
                 if breakdown is not None and sum(p.macs for p in breakdown) != record.macs:
                     raise AssertionError(f"{self.prefix}{op}: the experts computed {breakdown}, not {whole[op]}")
             values = parts.values(op, self.dims.shape(out_spec))
             if values is not None and self._watch(op, values, record) is not values:
-                raise UserError(f"a hook replaced {self.prefix}{record.stage.names[0]}, a stage each expert "
-                                f"computes on its own tokens, shown after they all ran: a replacement cannot take effect "
-                                f"(hook the router's stages or moe.out instead)")  # fmt: skip
+                raise UserError(
+                    f"a hook replaced {self.prefix}{record.stage.names[0]}, a stage each expert "
+                    f"computes on its own tokens, shown after they all ran: a replacement cannot take effect "
+                    f"(hook the router's stages or moe.out instead)"
+                )
 
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;
@@ -224,12 +252,23 @@ class Tape:
                 f"{self.dims.symbolic(spec)} = {list(want)}"
             )
 
-    def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
-                row_chunk=None, breakdown=None) -> Record:  # fmt: skip
+    def _record(
+        self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None, row_chunk=None, breakdown=None
+    ) -> Record:
         window = self.dims.window if op in ("scores", "mix") else None
         assert self.stage_table is not None, "a tape that records names its stage table (Tape.stage_table)"
-        record = Record(self.stage_table.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
-                        computed, row_chunk, breakdown)  # fmt: skip
+        record = Record(
+            self.stage_table.stages[op],
+            self.layer_index,
+            tuple(out_shape),
+            spec,
+            a_shape,
+            b_shape,
+            window,
+            computed,
+            row_chunk,
+            breakdown,
+        )
         if self.phase is not None:
             self.phase.records.append(record)
         return record

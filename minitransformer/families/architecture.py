@@ -32,8 +32,16 @@ class Forward(Protocol):
 
     `pads` (a batch of left-padded rows): the first pads[b] slots of row b hold no token."""
 
-    def __call__(self, ids: np.ndarray, p: SimpleNamespace, config: Any, cache: KVCache | None, tape: Tape,
-                 all_positions: bool, pads: np.ndarray | None = None) -> np.ndarray: ...  # fmt: skip
+    def __call__(
+        self,
+        ids: np.ndarray,
+        p: SimpleNamespace,
+        config: Any,
+        cache: KVCache | None,
+        tape: Tape,
+        all_positions: bool,
+        pads: np.ndarray | None = None,
+    ) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)

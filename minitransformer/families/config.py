@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import UserError
+from . import rotary
 
 if TYPE_CHECKING:
     from .rotary import Rope
@@ -134,6 +135,14 @@ def check_positive_number(key: str, value) -> None:
         raise UserError(f"config {key} must be a positive number, not {value!r}")
 
 
+def check_experts(config: ModelConfig, experts_key: str) -> None:
+    """A mixture of experts' E and k, positive, and k at most E (`experts_key`: config.json's name for E)."""
+    for key in ("n_experts", "top_k"):
+        check_positive(key, getattr(config, key))
+    if config.top_k > config.n_experts:  # type: ignore[operator]
+        raise UserError(f"config num_experts_per_tok={config.top_k} exceeds {experts_key}={config.n_experts}")
+
+
 def check_activation(key: str, value) -> None:
     if value not in SUPPORTED_ACTIVATIONS:
         raise UserError(f"config {key}={value!r} is not supported (supported: {', '.join(SUPPORTED_ACTIVATIONS)})")
@@ -183,13 +192,16 @@ LLAMA_KEYS = {
 }
 
 
-def llama_keys(hf: dict, defaults: dict) -> dict:
+def llama_keys(hf: dict, defaults: dict, rope: dict | None = None) -> dict:
     """The shapes, norm, activation and ids of a Llama-like config.json, as its config's fields, each the config.json's
     value or, where it has none, the family's default (`defaults`, by config.json key: transformers' defaults for
-    that model_type; a key it leaves out defaults to None); and tie_word_embeddings, a flag."""
+    that model_type; a key it leaves out defaults to None); tie_word_embeddings, a flag; and the rope's theta and
+    scaling where `rope` is given (rotary.read's)."""
     fields = {field: hf.get(key, defaults.get(key)) for key, field in LLAMA_KEYS.items()}
     fields["eos_token_id"] = token_ids(fields["eos_token_id"])
     fields["tie_word_embeddings"] = flag(hf, "tie_word_embeddings")
+    if rope is not None:
+        fields |= {"rope_theta": rope.pop("rope_theta"), "rope_scaling": rotary.scaling(rope)}
     return fields
 
 
@@ -202,8 +214,9 @@ def check_layer_kinds(kinds: tuple[str, ...], n_layer: int) -> None:
         raise UserError(f"config layer_types has {len(kinds)} entries for num_hidden_layers={n_layer}")
     unknown = sorted(set(kinds) - {FULL, SLIDING})
     if unknown:
-        raise UserError(f"config layer_types {', '.join(map(repr, unknown))} is not supported (supported: {FULL}, "
-                        f"{SLIDING})")  # fmt: skip
+        raise UserError(
+            f"config layer_types {', '.join(map(repr, unknown))} is not supported (supported: {FULL}, {SLIDING})"
+        )
 
 
 def check_fits(config, n_prompt: int, n_new: int) -> None:
@@ -215,8 +228,10 @@ def check_fits(config, n_prompt: int, n_new: int) -> None:
         fits = f"at most {room:,} new token{'' if room == 1 else 's'} fit"
     else:
         fits = "the prompt alone fills it" if room == 0 else "the prompt alone is too long"
-    raise UserError(f"a {n_prompt:,}-token prompt plus {n_new:,} new token{'' if n_new == 1 else 's'} exceed "
-                    f"{config.name}'s context of {config.n_positions:,} positions; {fits}")  # fmt: skip
+    raise UserError(
+        f"a {n_prompt:,}-token prompt plus {n_new:,} new token{'' if n_new == 1 else 's'} exceed "
+        f"{config.name}'s context of {config.n_positions:,} positions; {fits}"
+    )
 
 
 def read_config_json(path: Path) -> dict:

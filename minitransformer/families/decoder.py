@@ -50,8 +50,16 @@ class Decoder:
     masks_unpadded: bool = True
     after_logits: Callable[[Any, Any, Tape], Any] | None = None
 
-    def __call__(self, ids: np.ndarray, p: SimpleNamespace, config: Any, cache: KVCache | None, tape: Tape,
-                 all_positions: bool, pads: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    def __call__(
+        self,
+        ids: np.ndarray,
+        p: SimpleNamespace,
+        config: Any,
+        cache: KVCache | None,
+        tape: Tape,
+        all_positions: bool,
+        pads: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only.
 
         `pads` (a batch of left-padded rows): the first pads[b] slots of row b hold no token; each row's
@@ -71,7 +79,9 @@ class Decoder:
                 tables[rope] = rotary_tables(rope, d, x, pads)
             if e.window not in masks:
                 unmasked = shape_only or (pads is None and not self.masks_unpadded)
-                masks[e.window] = None if unmasked else attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
+                masks[e.window] = (
+                    None if unmasked else attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
+                )
             kv = cache.layer(i) if cache is not None else None
             inputs = LayerInputs(kv, masks[e.window], () if rope is None else tables[rope], pads)
             x = self.block(x, layer_params, config, at, inputs)

@@ -99,9 +99,15 @@ def expert_shapes(F: str = "F") -> dict[str, str]:
     """The shapes of a layer's SwiGLU expert records, each expert F wide: each token's rows in its k experts ("T D,
     D k*F -> T k*F" is every token's h against its k experts' W_gate side by side), what they computed between
     them."""
-    return {"expert.gather": "T k*D", "expert.gate": f"T D, D k*{F} -> T k*{F}", "expert.up": f"T D, D k*{F} -> T k*{F}",
-            "expert.act": f"T k*{F}", "expert.mul": f"T k*{F}", "expert.down": f"T {F}, {F} k*D -> T k*D",
-            "expert.weigh": "T k*D"}  # fmt: skip
+    return {
+        "expert.gather": "T k*D",
+        "expert.gate": f"T D, D k*{F} -> T k*{F}",
+        "expert.up": f"T D, D k*{F} -> T k*{F}",
+        "expert.act": f"T k*{F}",
+        "expert.mul": f"T k*{F}",
+        "expert.down": f"T {F}, {F} k*D -> T k*D",
+        "expert.weigh": "T k*D",
+    }
 
 
 def swiglu_experts(h, chosen, gates, weights, n_experts: int, hidden_act: str, at, F: str = "F"):

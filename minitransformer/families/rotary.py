@@ -215,9 +215,11 @@ def check(rope: dict, kinds: tuple[str, ...] = ROPE_TYPES) -> None:
     kind = rope.get("rope_type", "default")
     if kind not in kinds:
         raise UserError(f"config rope type {kind!r} is not supported (supported: {', '.join(kinds)})")
-    needs = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
-                                               "original_max_position_embeddings"),
-             "yarn": ("factor", "original_max_position_embeddings")}.get(kind, ())  # fmt: skip
+    needs = {
+        "linear": ("factor",),
+        "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+        "yarn": ("factor", "original_max_position_embeddings"),
+    }.get(kind, ())
     if kind == "yarn":  # the optional numbers: positive where given (transformers' defaults where not)
         optional = ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim")
         needs += tuple(k for k in optional if rope.get(k) is not None)

@@ -30,8 +30,9 @@ def register(architecture: Architecture) -> Architecture:
     """Add a family to the table (the built-in ones below; a test adds a made-up one and takes it off again)."""
     taken = [t for t in architecture.model_types if any(t in a.model_types for a in ARCHITECTURES.values())]
     if architecture.name in ARCHITECTURES or taken:
-        raise ValueError(f"family {architecture.name!r} (model types {', '.join(architecture.model_types)}) is already "
-                         f"in the table")  # fmt: skip
+        raise ValueError(
+            f"family {architecture.name!r} (model types {', '.join(architecture.model_types)}) is already in the table"
+        )
     ARCHITECTURES[architecture.name] = architecture
     PRESETS.update(architecture.presets)
     return architecture

@@ -80,9 +80,23 @@ class DeepseekConfig(ModelConfig):
     family = "deepseek_v3"
 
     def __post_init__(self) -> None:
-        for key in ("n_layer", "n_head", "n_embd", "n_inner", "vocab_size", "moe_inner", "kv_lora_rank",
-                    "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "n_experts", "top_k", "n_group",
-                    "topk_group", "n_positions"):  # fmt: skip
+        for key in (
+            "n_layer",
+            "n_head",
+            "n_embd",
+            "n_inner",
+            "vocab_size",
+            "moe_inner",
+            "kv_lora_rank",
+            "qk_rope_head_dim",
+            "qk_nope_head_dim",
+            "v_head_dim",
+            "n_experts",
+            "top_k",
+            "n_group",
+            "topk_group",
+            "n_positions",
+        ):
             check_positive(key, getattr(self, key))
         if self.q_lora_rank is not None:
             check_positive("q_lora_rank", self.q_lora_rank)
@@ -95,11 +109,14 @@ class DeepseekConfig(ModelConfig):
         if self.topk_group > self.n_group:
             raise UserError(f"config topk_group={self.topk_group} exceeds n_group={self.n_group}")
         if self.n_experts // self.n_group < 2:
-            raise UserError(f"config n_group={self.n_group} leaves fewer than 2 experts a group (the router sums each "
-                            f"group's 2 best scores)")  # fmt: skip
+            raise UserError(
+                f"config n_group={self.n_group} leaves fewer than 2 experts a group (the router sums each "
+                f"group's 2 best scores)"
+            )
         if self.top_k > self.topk_group * self.n_experts // self.n_group:
-            raise UserError(f"config num_experts_per_tok={self.top_k} exceeds the experts of topk_group="
-                            f"{self.topk_group} groups")  # fmt: skip
+            raise UserError(
+                f"config num_experts_per_tok={self.top_k} exceeds the experts of topk_group={self.topk_group} groups"
+            )
         if self.hidden_act not in SUPPORTED_ACTIVATIONS:
             raise UserError(f"config hidden_act={self.hidden_act!r} is not supported")
         if not isinstance(self.first_k_dense, int) or self.first_k_dense < 0:  # beyond the layers: all dense
@@ -133,23 +150,37 @@ class DeepseekConfig(ModelConfig):
         # rope_interleave and norm_topk_prob: null reads as false, as transformers' `if config.rope_interleave` does
         first = hf.get("first_k_dense_replace", 3)
         return cls(
-            n_layer=hf.get("num_hidden_layers", 61), n_head=hf.get("num_attention_heads", 128),
-            n_embd=hf.get("hidden_size", 7168), n_inner=hf.get("intermediate_size", 18432),
-            vocab_size=hf.get("vocab_size", 129280), moe_inner=hf.get("moe_intermediate_size", 2048),
-            q_lora_rank=hf.get("q_lora_rank", 1536), kv_lora_rank=hf.get("kv_lora_rank", 512),
-            qk_rope_head_dim=hf.get("qk_rope_head_dim", 64), qk_nope_head_dim=hf.get("qk_nope_head_dim", 128),
-            v_head_dim=hf.get("v_head_dim", 128), rope_interleave=bool(hf.get("rope_interleave", True)),
+            n_layer=hf.get("num_hidden_layers", 61),
+            n_head=hf.get("num_attention_heads", 128),
+            n_embd=hf.get("hidden_size", 7168),
+            n_inner=hf.get("intermediate_size", 18432),
+            vocab_size=hf.get("vocab_size", 129280),
+            moe_inner=hf.get("moe_intermediate_size", 2048),
+            q_lora_rank=hf.get("q_lora_rank", 1536),
+            kv_lora_rank=hf.get("kv_lora_rank", 512),
+            qk_rope_head_dim=hf.get("qk_rope_head_dim", 64),
+            qk_nope_head_dim=hf.get("qk_nope_head_dim", 128),
+            v_head_dim=hf.get("v_head_dim", 128),
+            rope_interleave=bool(hf.get("rope_interleave", True)),
             n_experts=hf.get("n_routed_experts", hf.get("num_local_experts", 256)),
-            top_k=hf.get("num_experts_per_tok", 8), n_shared_experts=hf.get("n_shared_experts", 1),
-            n_group=hf.get("n_group", 8), topk_group=hf.get("topk_group", 4),
-            first_k_dense=0 if first is None else first, norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
+            top_k=hf.get("num_experts_per_tok", 8),
+            n_shared_experts=hf.get("n_shared_experts", 1),
+            n_group=hf.get("n_group", 8),
+            topk_group=hf.get("topk_group", 4),
+            first_k_dense=0 if first is None else first,
+            norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
             routed_scaling_factor=float(hf.get("routed_scaling_factor", 2.5)),
-            n_positions=hf.get("max_position_embeddings", 4096), rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
-            hidden_act=hf.get("hidden_act", "silu"), rope_theta=theta,
-            rope_scaling=rotary.scaling(rope), tie_word_embeddings=flag(hf, "tie_word_embeddings"),
-            bos_token_id=hf.get("bos_token_id", 0), eos_token_id=token_ids(hf.get("eos_token_id", 1)),
-            model_type=model_type, name=name,
-        )  # fmt: skip
+            n_positions=hf.get("max_position_embeddings", 4096),
+            rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
+            hidden_act=hf.get("hidden_act", "silu"),
+            rope_theta=theta,
+            rope_scaling=rotary.scaling(rope),
+            tie_word_embeddings=flag(hf, "tie_word_embeddings"),
+            bos_token_id=hf.get("bos_token_id", 0),
+            eos_token_id=token_ids(hf.get("eos_token_id", 1)),
+            model_type=model_type,
+            name=name,
+        )
 
     @property
     def checkpoint_kind(self) -> str:
@@ -182,8 +213,15 @@ class DeepseekConfig(ModelConfig):
     @property
     def symbol_sizes(self) -> dict[str, int]:
         """The symbols of MLA and the experts, beside every family's (dh = dn + dr is the query/key width)."""
-        return dict(dq=self.q_lora_rank or 0, dc=self.kv_lora_rank, dn=self.qk_nope_head_dim,
-                    dr=self.qk_rope_head_dim, dv=self.v_head_dim, Fe=self.moe_inner, Fs=self.d_shared)  # fmt: skip
+        return dict(
+            dq=self.q_lora_rank or 0,
+            dc=self.kv_lora_rank,
+            dn=self.qk_nope_head_dim,
+            dr=self.qk_rope_head_dim,
+            dv=self.v_head_dim,
+            Fe=self.moe_inner,
+            Fs=self.d_shared,
+        )
 
     @property
     def active_experts(self) -> int:
@@ -227,39 +265,12 @@ class DeepseekConfig(ModelConfig):
 # (num_nextn_predict_layers 1: layer 61 of the checkpoint) is not part of the model here, nor of transformers'.
 PRESETS: dict[str, DeepseekConfig] = {
     "deepseek-v3": DeepseekConfig(
-        n_layer=61,
-        n_head=128,
-        n_embd=7168,
-        n_inner=18432,
-        vocab_size=129280,
-        moe_inner=2048,
-        q_lora_rank=1536,
-        kv_lora_rank=512,
-        qk_rope_head_dim=64,
-        qk_nope_head_dim=128,
-        v_head_dim=128,
-        n_experts=256,
-        top_k=8,
-        n_shared_experts=1,
-        n_group=8,
-        topk_group=4,
-        first_k_dense=3,
-        norm_topk_prob=True,
-        routed_scaling_factor=2.5,
-        n_positions=163840,
-        rms_norm_eps=1e-6,
-        rope_theta=10000.0,
-        rope_scaling=(
-            ("beta_fast", 32),
-            ("beta_slow", 1),
-            ("factor", 40),
-            ("mscale", 1.0),
-            ("mscale_all_dim", 1.0),
-            ("original_max_position_embeddings", 4096),
-            ("rope_type", "yarn"),
-        ),
-        bos_token_id=0,
-        eos_token_id=1,
-        name="deepseek-v3",
-    ),  # fmt: skip
-}
+        n_layer=61, n_head=128, n_embd=7168, n_inner=18432, vocab_size=129280, moe_inner=2048, q_lora_rank=1536,
+        kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, n_experts=256, top_k=8,
+        n_shared_experts=1, n_group=8, topk_group=4, first_k_dense=3, norm_topk_prob=True, routed_scaling_factor=2.5,
+        n_positions=163840, rms_norm_eps=1e-6, rope_theta=10000.0, rope_scaling=(
+            ("beta_fast", 32), ("beta_slow", 1), ("factor", 40), ("mscale", 1.0), ("mscale_all_dim", 1.0),
+            ("original_max_position_embeddings", 4096), ("rope_type", "yarn"),
+        ), bos_token_id=0, eos_token_id=1, name="deepseek-v3",
+    ),
+}  # fmt: skip

@@ -28,12 +28,21 @@ class DeepseekFormulas(Formulas):
             return D * Hdh, Hdh
         return D * c.q_lora_rank + c.q_lora_rank * Hdh, c.q_lora_rank + Hdh
 
-    def products(self, config: DeepseekConfig, T: int, t: int, R: int = 1, B: int = 1, layer: int | None = None) -> dict:
+    def products(
+        self, config: DeepseekConfig, T: int, t: int, R: int = 1, B: int = 1, layer: int | None = None
+    ) -> dict:
         """(dot products, dot-product length) of each matrix product of one pass, for one layer (block ops): `layer`, or
         by default the last (a layer with experts, where there are any)."""
         c = config
-        D, H, dh, dv, dn, dr, dc = c.n_embd, c.n_head, c.d_head, c.v_head_dim, c.qk_nope_head_dim, c.qk_rope_head_dim, \
-            c.kv_lora_rank  # fmt: skip
+        D, H, dh, dv, dn, dr, dc = (
+            c.n_embd,
+            c.n_head,
+            c.d_head,
+            c.v_head_dim,
+            c.qk_nope_head_dim,
+            c.qk_rope_head_dim,
+            c.kv_lora_rank,
+        )
         layer = c.n_layer - 1 if layer is None else layer
         ops: dict[str, tuple[int, int]] = {}
         if c.q_lora_rank is None:
@@ -94,8 +103,15 @@ class DeepseekFormulas(Formulas):
 
     def _parameters(self, config: DeepseekConfig, experts: int) -> int:
         c = config
-        D, H, dh, dn, dv, dr, dc = c.n_embd, c.n_head, c.d_head, c.qk_nope_head_dim, c.v_head_dim, c.qk_rope_head_dim, \
-            c.kv_lora_rank  # fmt: skip
+        D, H, dh, dn, dv, dr, dc = (
+            c.n_embd,
+            c.n_head,
+            c.d_head,
+            c.qk_nope_head_dim,
+            c.v_head_dim,
+            c.qk_rope_head_dim,
+            c.kv_lora_rank,
+        )
         q = D * H * dh if c.q_lora_rank is None else D * c.q_lora_rank + c.q_lora_rank + c.q_lora_rank * H * dh
         attention = q + D * (dc + dr) + dc + dc * H * (dn + dv) + H * dv * D
         dense = c.first_k_dense if c.first_k_dense < c.n_layer else c.n_layer
@@ -147,7 +163,9 @@ class DeepseekFormulas(Formulas):
         """The same as computed here (every score, no mask skipped): kv_b T dc H (dn + dv) + scores and mix
         T t H (dh + dv)."""
         c = config
-        return T * c.kv_lora_rank * c.n_head * (c.qk_nope_head_dim + c.v_head_dim) + T * t * self.attention_macs_per_pair(c)
+        return T * c.kv_lora_rank * c.n_head * (
+            c.qk_nope_head_dim + c.v_head_dim
+        ) + T * t * self.attention_macs_per_pair(c)
 
     def attention_vs_weights(self, c: DeepseekConfig) -> tuple[str, str, str]:
         """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs, for
@@ -156,12 +174,17 @@ class DeepseekFormulas(Formulas):
         mla = f"{q} + D (dc + dr) + dc H (dn + dv) + H dv D"
         mlp = "3 D F" if not c.is_moe(0) else "D E + 3 k D Fe + 3 D Fs"
         which = "layer 0, dense" if not c.is_moe(0) else "layer 0, with experts"
-        return (f"2 H (dh + dv) t FLOPs against 2 ({mla} + {mlp}) for the weights ({which})",
-                f"H (dh + dv) t / ({mla} + {mlp})",
-                f"D = {c.n_embd:,}, H = {c.n_head}, dh = {c.d_head}, dv = {c.v_head_dim}, dq = {c.q_lora_rank}, "
-                f"dc = {c.kv_lora_rank}, dr = {c.qk_rope_head_dim}, dn = {c.qk_nope_head_dim}, "
-                + (f"F = {c.d_ff:,}" if not c.is_moe(0) else f"E = {c.n_experts}, k = {c.top_k}, Fe = {c.moe_inner:,}, "
-                   f"Fs = {c.d_shared:,}"))  # fmt: skip
+        return (
+            f"2 H (dh + dv) t FLOPs against 2 ({mla} + {mlp}) for the weights ({which})",
+            f"H (dh + dv) t / ({mla} + {mlp})",
+            f"D = {c.n_embd:,}, H = {c.n_head}, dh = {c.d_head}, dv = {c.v_head_dim}, dq = {c.q_lora_rank}, "
+            f"dc = {c.kv_lora_rank}, dr = {c.qk_rope_head_dim}, dn = {c.qk_nope_head_dim}, "
+            + (
+                f"F = {c.d_ff:,}"
+                if not c.is_moe(0)
+                else f"E = {c.n_experts}, k = {c.top_k}, Fe = {c.moe_inner:,}, Fs = {c.d_shared:,}"
+            ),
+        )
 
     def count_notes(self, config: DeepseekConfig, n_prompt: int, n_new: int) -> list[str]:
         """count's lines on MLA (views/count_report.py calls a family's count_notes where it has one): what its cache
@@ -174,8 +197,10 @@ class DeepseekFormulas(Formulas):
         rows = []
         for name, T, seen in steps:
             computed, absorbed = self.computed_attention_macs(c, T, seen), self.absorbed_attention_macs(c, T, seen)
-            rows.append(f"    {name}: {computed:,} MACs a layer as computed (kv_b, scores, mix), {absorbed:,} absorbed "
-                        f"({absorbed / computed:.3g}x)")  # fmt: skip
+            rows.append(
+                f"    {name}: {computed:,} MACs a layer as computed (kv_b, scores, mix), {absorbed:,} absorbed "
+                f"({absorbed / computed:.3g}x)"
+            )
         return [
             "MLA (multi-head latent attention): what its KV cache must hold, and the absorbed form",
             f"  MLA's cache: {latent:,} numbers a layer and position (kv_lora_rank {c.kv_lora_rank:,} + qk_rope_head_dim "

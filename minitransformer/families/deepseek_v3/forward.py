@@ -50,8 +50,10 @@ def deepseek(ids, p: SimpleNamespace, config: DeepseekConfig, cache, tape: Tape,
     experts (or the dense MLP) as its parts. A rope type it reads but does not compute counts and does not run."""
     kind = config.rope().kind
     if kind not in RUNNABLE_ROPE_TYPES and not isinstance(p.embed_tokens.weight, ShapeOnly):
-        raise UserError(f"config rope_parameters rope_type={kind!r} is not computed here (only "
-                        f"{', '.join(RUNNABLE_ROPE_TYPES)}): this model counts, but does not run")  # fmt: skip
+        raise UserError(
+            f"config rope_parameters rope_type={kind!r} is not computed here (only "
+            f"{', '.join(RUNNABLE_ROPE_TYPES)}): this model counts, but does not run"
+        )
     return DECODER(ids, p, config, cache, tape, all_positions, pads)
 
 

@@ -20,8 +20,13 @@ def latent_attention_shapes(config: DeepseekConfig, layer: int = 0) -> dict[str,
     """MLA's q_a_proj, q_a_layernorm and q_b_proj (or q_proj), kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj, o_proj."""
     D, H, dh, dc, dr = config.n_embd, config.n_head, config.d_head, config.kv_lora_rank, config.qk_rope_head_dim
     dn, dv, dq = config.qk_nope_head_dim, config.v_head_dim, config.q_lora_rank
-    q = linear("q_proj", H * dh, D, False) if dq is None else (
-        linear("q_a_proj", dq, D, False) | {"q_a_layernorm.weight": (dq,)} | linear("q_b_proj", H * dh, dq, False))
+    q = (
+        linear("q_proj", H * dh, D, False)
+        if dq is None
+        else (
+            linear("q_a_proj", dq, D, False) | {"q_a_layernorm.weight": (dq,)} | linear("q_b_proj", H * dh, dq, False)
+        )
+    )
     kv = linear("kv_a_proj_with_mqa", dc + dr, D, False) | {"kv_a_layernorm.weight": (dc,)}
     return q | kv | linear("kv_b_proj", H * (dn + dv), dc, False) | linear("o_proj", D, H * dv, False)
 
@@ -78,8 +83,10 @@ KIND_OF = kind_rules(
     (L + r"mlp\.gate\.e_score_correction_bias", "router_bias"),
     *((L + rf"mlp\.experts\.\d+\.{x}_proj\.weight", f"expert_{x}") for x in ("gate", "up", "down")),
     (L + r"mlp\.shared_experts\.(gate|up|down)_proj\.weight", "shared_expert"),
-    (L + r"(input_layernorm|post_attention_layernorm|self_attn\.q_a_layernorm|self_attn\.kv_a_layernorm)\.weight",
-     "norms"),
+    (
+        L + r"(input_layernorm|post_attention_layernorm|self_attn\.q_a_layernorm|self_attn\.kv_a_layernorm)\.weight",
+        "norms",
+    ),
     (r"norm\.weight", "norms"),
-)  # fmt: skip
+)
 LAYOUT = llama_layout(deepseek_shapes, KINDS, KIND_OF, IGNORED, routed_kinds=ROUTED_KINDS, buffer_kinds=BUFFER_KINDS)

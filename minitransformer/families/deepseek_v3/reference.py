@@ -12,8 +12,10 @@ import types
 from ...errors import UserError
 from ..llama.reference import float64_throughout as llama_float64_throughout
 
-NOTE = ("  (transformers' float64 DeepSeek-V3 computes RMSNorm, the rotary tables and the router in float32; its\n"
-        "  reference here has them in float64, as families/deepseek_v3/reference.py explains)")  # fmt: skip
+NOTE = (
+    "  (transformers' float64 DeepSeek-V3 computes RMSNorm, the rotary tables and the router in float32; its\n"
+    "  reference here has them in float64, as families/deepseek_v3/reference.py explains)"
+)
 
 
 def float64_throughout(reference, model, torch) -> None:
@@ -44,8 +46,10 @@ def float64_throughout(reference, model, torch) -> None:
     routers = [m for m in reference.modules() if type(m).__name__.endswith("TopkRouter")]
     moe_layers = sum(c.is_moe(i) for i in range(c.n_layer))
     if len(routers) != moe_layers:
-        raise UserError(f"validate in float64 recomputes the router of transformers' {type(reference).__name__} in "
-                        f"float64, and found {len(routers)} routers for {moe_layers} layers with experts")  # fmt: skip
+        raise UserError(
+            f"validate in float64 recomputes the router of transformers' {type(reference).__name__} in "
+            f"float64, and found {len(routers)} routers for {moe_layers} layers with experts"
+        )
     for module in routers:
         module.weight.data = module.weight.data.to(torch.float64)
         module.e_score_correction_bias.data = module.e_score_correction_bias.data.to(torch.float64)

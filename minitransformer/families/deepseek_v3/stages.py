@@ -70,6 +70,8 @@ SHARED = (
     Stage("shared.down", ("moe.shared_down",), "matmul", "y_s = a W_down_s", "a [T, Fs], W_down_s [Fs, D]", MLP),
     Stage("moe.shared_add", ("moe.out",), "residual", "m = m + y_s", "m, y_s [T, D]"),
 )  # fmt: skip
+
+
 @cache
 def deepseek_family(q_lora: bool | None = True) -> StageTable:
     """DeepSeek-V3's stages: q through the low-rank bottleneck (q_lora), in one product (False), or both (None: the

@@ -63,8 +63,10 @@ class GemmaConfig(LlamaConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if len(self.attention_types) != self.n_layer or not set(self.attention_types) <= {SLIDING, FULL}:
-            raise UserError(f"config layer_types must name {self.n_layer} layers, each {SLIDING!r} or {FULL!r}, not "
-                            f"{list(self.attention_types)!r}")  # fmt: skip
+            raise UserError(
+                f"config layer_types must name {self.n_layer} layers, each {SLIDING!r} or {FULL!r}, not "
+                f"{list(self.attention_types)!r}"
+            )
         if SLIDING in self.attention_types and self.sliding_window is None:
             raise UserError("config sliding_window=null, but layer_types has sliding_attention layers")
         if SLIDING not in self.attention_types:  # no layer uses the window: the model has none (reports say so)
@@ -136,22 +138,35 @@ class GemmaConfig(LlamaConfig):
             raise UserError("config hidden_activation=null: a Gemma model names its MLP's activation")
         bias = flag(hf, "attention_bias")
         return cls(
-            n_layer=n_layer, n_head=get("num_attention_heads"), n_embd=get("hidden_size"),
-            n_inner=get("intermediate_size"), vocab_size=get("vocab_size"), n_kv_head=get("num_key_value_heads"),
-            head_dim=get("head_dim"), n_positions=get("max_position_embeddings"),
-            rms_norm_eps=hf.get("rms_norm_eps", 1e-6), hidden_act=activation, rope_theta=theta,
-            rope_scaling=rotary.scaling(full), qkv_bias=bias, o_bias=bias,
-            sliding_window=hf.get("sliding_window", 4096), tie_word_embeddings=hf.get("tie_word_embeddings", True),
-            bos_token_id=hf.get("bos_token_id", 2), eos_token_id=token_ids(hf.get("eos_token_id", 1)),
+            n_layer=n_layer,
+            n_head=get("num_attention_heads"),
+            n_embd=get("hidden_size"),
+            n_inner=get("intermediate_size"),
+            vocab_size=get("vocab_size"),
+            n_kv_head=get("num_key_value_heads"),
+            head_dim=get("head_dim"),
+            n_positions=get("max_position_embeddings"),
+            rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
+            hidden_act=activation,
+            rope_theta=theta,
+            rope_scaling=rotary.scaling(full),
+            qkv_bias=bias,
+            o_bias=bias,
+            sliding_window=hf.get("sliding_window", 4096),
+            tie_word_embeddings=hf.get("tie_word_embeddings", True),
+            bos_token_id=hf.get("bos_token_id", 2),
+            eos_token_id=token_ids(hf.get("eos_token_id", 1)),
             query_pre_attn_scalar=hf.get("query_pre_attn_scalar", 256),
             # transformers' Gemma 3 attention never passes attn_logit_softcapping on: it is read as it is, unused
             attn_logit_softcapping=get("attn_logit_softcapping") if model_type == "gemma2" else None,
-            final_logit_softcapping=get("final_logit_softcapping"), attention_types=tuple(kinds),
+            final_logit_softcapping=get("final_logit_softcapping"),
+            attention_types=tuple(kinds),
             qk_norm=model_type == "gemma3_text",
             local_rope_theta=None if local is None else local.pop("rope_theta"),
             local_rope_scaling=None if local is None else rotary.scaling(local),
-            model_type=model_type, name=name,
-        )  # fmt: skip
+            model_type=model_type,
+            name=name,
+        )
 
 
 def _rope_per_layer_type(hf: dict) -> tuple[dict, dict]:
@@ -160,8 +175,9 @@ def _rope_per_layer_type(hf: dict) -> tuple[dict, dict]:
     scales the full layers only)."""
     given = hf.get("rope_parameters")
     if given is not None and (not isinstance(given, dict) or not set(given) <= {FULL, SLIDING}):
-        raise UserError(f"config rope_parameters must hold {FULL!r} and {SLIDING!r} (Gemma 3's rope per layer type), "
-                        f"not {given!r}")  # fmt: skip
+        raise UserError(
+            f"config rope_parameters must hold {FULL!r} and {SLIDING!r} (Gemma 3's rope per layer type), not {given!r}"
+        )
     ropes = {kind: dict((given or {}).get(kind) or {"rope_type": "default"}) for kind in (FULL, SLIDING)}
     scaling = hf.get("rope_scaling")
     if scaling is not None:

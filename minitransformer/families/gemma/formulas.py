@@ -15,8 +15,9 @@ _SLIDING = object()
 
 
 class GemmaFormulas(LlamaFormulas):
-    def products(self, config: GemmaConfig, T: int, t: int, R: int = 1, B: int = 1,
-                 window=_SLIDING) -> dict[str, tuple[int, int]]:  # fmt: skip
+    def products(
+        self, config: GemmaConfig, T: int, t: int, R: int = 1, B: int = 1, window=_SLIDING
+    ) -> dict[str, tuple[int, int]]:
         """(dot products, dot-product length) of each matrix product of one pass, per layer for the block ops: of a
         layer with this window (by default a sliding layer's, config.sliding_window; None: a full layer's)."""
         W = config.sliding_window if window is _SLIDING else window

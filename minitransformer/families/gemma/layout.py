@@ -38,7 +38,9 @@ KINDS: dict[str, str] = {
 
 KIND_OF = (
     *(rule for rule in LLAMA_KIND_OF if rule[1] != "norms"),
-    *kind_rules((L + r"self_attn\.[qk]_norm\.weight", "qk_norms"), (rf"({L}({'|'.join(NORMS)})|norm)\.weight", "norms")),
+    *kind_rules(
+        (L + r"self_attn\.[qk]_norm\.weight", "qk_norms"), (rf"({L}({'|'.join(NORMS)})|norm)\.weight", "norms")
+    ),
 )
 # Buffers the model computes itself: none are saved by transformers' Gemma models, older Llama checkpoints' aside.
 LAYOUT = llama_layout(gemma_shapes, KINDS, KIND_OF)

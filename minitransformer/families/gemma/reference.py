@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from ..llama.reference import float64_throughout as llama_float64_throughout
 
-NOTE = ("  (transformers' float64 Gemma computes RMSNorm, the rotary tables and Gemma 2's attention softmax in "
-        "float32;\n  its reference here has them in float64, as families/gemma/reference.py explains)")  # fmt: skip
+NOTE = (
+    "  (transformers' float64 Gemma computes RMSNorm, the rotary tables and Gemma 2's attention softmax in "
+    "float32;\n  its reference here has them in float64, as families/gemma/reference.py explains)"
+)
 FLOAT64_ATTENTION = "minitransformer_float64_eager"
 
 

@@ -70,8 +70,13 @@ class GPT2Config(ModelConfig):
         return self.n_head  # each head has keys and values of its own
 
     def to_dict(self) -> dict:
-        return {"family": self.family, **asdict(self), "d_head": self.d_head, "n_kv_head": self.n_kv_head,
-                "d_ff": self.d_ff}  # fmt: skip
+        return {
+            "family": self.family,
+            **asdict(self),
+            "d_head": self.d_head,
+            "n_kv_head": self.n_kv_head,
+            "d_ff": self.d_ff,
+        }
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "gpt2") -> GPT2Config:
@@ -100,8 +105,10 @@ class GPT2Config(ModelConfig):
         # them to GPT-2 small's would only end in a complaint about some tensor of the checkpoint.
         missing = [key for key in ("n_layer", "n_head", "n_embd") if key not in known]
         if missing:
-            raise UserError(f"config has no {', '.join(missing)} (the model's shapes); every GPT-2 config.json gives "
-                            f"n_layer, n_head and n_embd")  # fmt: skip
+            raise UserError(
+                f"config has no {', '.join(missing)} (the model's shapes); every GPT-2 config.json gives "
+                f"n_layer, n_head and n_embd"
+            )
         return cls(**{**asdict(defaults), **known, "name": name})
 
     @classmethod

@@ -59,5 +59,12 @@ KIND_OF = kind_rules(
 
 # The base model's prefix is that of every name but lm_head's; its blocks are h.0..., h.1...; some checkpoints carry
 # beside the weights a buffer the model computes itself, the causal mask.
-LAYOUT = Layout(prefix="transformer.", layers="h", embedding="wte.weight", ignored=r"h\.\d+\.attn\.(bias|masked_bias)",
-                shapes=gpt2_shapes, kinds=KINDS, kind_of=KIND_OF)  # fmt: skip
+LAYOUT = Layout(
+    prefix="transformer.",
+    layers="h",
+    embedding="wte.weight",
+    ignored=r"h\.\d+\.attn\.(bias|masked_bias)",
+    shapes=gpt2_shapes,
+    kinds=KINDS,
+    kind_of=KIND_OF,
+)

@@ -9,19 +9,21 @@ per head, sliding-window layers alternating with full ones (layer_types), and Ya
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ...errors import UserError
 from .. import rotary
 from ..config import (
     SLIDING,
     check_dtype,
+    check_experts,
     check_layer_kinds,
     check_model_type,
     check_positive,
     check_positive_number,
     llama_keys,
 )
-from ..llama.config import LlamaConfig
+from ..llama.config import LlamaConfig, preset
 from ..rotary import YARN_ROPE_TYPES
 
 GPT_OSS_MODEL_TYPES = ("gpt_oss",)
@@ -65,10 +67,7 @@ class GptOssConfig(LlamaConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for key in ("n_experts", "top_k"):
-            check_positive(key, getattr(self, key))
-        if self.top_k > self.n_experts:
-            raise UserError(f"config num_experts_per_tok={self.top_k} exceeds num_local_experts={self.n_experts}")
+        check_experts(self, "num_local_experts")
         if self.qkv_bias != self.o_bias or self.mlp_bias:
             raise UserError("a gpt-oss has biases on q, k, v and o alike (attention_bias) and no MLP biases")
         for key in ("swiglu_alpha", "swiglu_limit"):
@@ -107,9 +106,11 @@ class GptOssConfig(LlamaConfig):
             method = (
                 hf["quantization_config"].get("quant_method") if isinstance(hf["quantization_config"], dict) else None
             )
-            raise UserError(f"config quantization_config ({method or 'quantized'} weights, as the published gpt-oss "
-                            f"checkpoints store their experts in MXFP4) is not supported: dequantize to bfloat16 "
-                            f"first")  # fmt: skip
+            raise UserError(
+                f"config quantization_config ({method or 'quantized'} weights, as the published gpt-oss "
+                f"checkpoints store their experts in MXFP4) is not supported: dequantize to bfloat16 "
+                f"first"
+            )
         check_dtype(hf)
         theta = hf.get("rope_theta") if hf.get("rope_theta") is not None else 150000.0  # GptOssConfig.default_theta
         if hf.get("rope_scaling") or hf.get("rope_parameters"):
@@ -132,11 +133,9 @@ class GptOssConfig(LlamaConfig):
         window = hf.get("sliding_window", 128)
         if window is not None and SLIDING not in kinds:
             window = None  # no layer uses it
-        keys = llama_keys(hf, DEFAULTS) | {"hidden_act": "silu"}  # its experts' clamped SwiGLU is its own
+        keys = llama_keys(hf, DEFAULTS, rope) | {"hidden_act": "silu"}  # its experts' clamped SwiGLU is its own
         return cls(
             **keys,
-            rope_theta=rope.pop("rope_theta"),
-            rope_scaling=rotary.scaling(rope),
             qkv_bias=bias,
             o_bias=bias,
             sliding_window=window,
@@ -150,22 +149,16 @@ class GptOssConfig(LlamaConfig):
         )
 
 
-def _gpt_oss(name: str, n_layer: int, n_experts: int) -> GptOssConfig:
-    """A gpt-oss as its config.json states it: d 2,880, 64 heads of 64, 8 key/value heads, experts of width 2,880,
-    4 per token, vocabulary 201,088, 131,072 positions (YaRN factor 32 over 4,096, beta_fast 32, beta_slow 1, not
-    truncated, rope_theta 150,000), a window of 128 on every other layer (sliding first), swiglu_limit 7,
-    rms_norm_eps 1e-5, attention biases, untied embeddings, eos 200002."""
-    return GptOssConfig(
-        n_layer=n_layer, n_head=64, n_kv_head=8, head_dim=64, n_embd=2880, n_inner=2880, vocab_size=201088,
-        n_positions=131072, rms_norm_eps=1e-5, rope_theta=150000.0,
-        rope_scaling=tuple(sorted({**DEFAULT_ROPE, "factor": 32.0}.items())), sliding_window=128,
-        layer_kinds=alternating(n_layer), n_experts=n_experts, top_k=4, swiglu_limit=7.0, eos_token_id=200002,
-        name=name,
-    )  # fmt: skip
-
-
-# The published gpt-oss models, from the config.json of openai/gpt-oss-20b and openai/gpt-oss-120b.
+# The published gpt-oss models, from the config.json of openai/gpt-oss-20b and openai/gpt-oss-120b: d 2,880, 64 heads
+# of 64, 8 key/value heads, experts of width 2,880, 4 per token, vocabulary 201,088, 131,072 positions (YaRN factor 32
+# over 4,096, beta_fast 32, beta_slow 1, not truncated, rope_theta 150,000), a window of 128 on every other layer
+# (sliding first), swiglu_limit 7, rms_norm_eps 1e-5, attention biases, untied embeddings, eos 200002; each one's
+# layers and experts.
+GPT_OSS: dict[str, Any] = {"head_dim": 64, "rms_norm_eps": 1e-5, "rope_theta": 150000.0, "sliding_window": 128,
+                           "rope_scaling": tuple(sorted({**DEFAULT_ROPE, "factor": 32.0}.items())), "top_k": 4,
+                           "swiglu_limit": 7.0, "eos_token_id": 200002}  # fmt: skip
 PRESETS: dict[str, GptOssConfig] = {
-    "gpt-oss-20b": _gpt_oss("gpt-oss-20b", 24, 32),  # 24 layers, 32 experts
-    "gpt-oss-120b": _gpt_oss("gpt-oss-120b", 36, 128),  # 36 layers, 128 experts
-}
+    name: preset(GptOssConfig, name, L, 64, 8, 2880, 2880, 201088, 131072, layer_kinds=alternating(L), n_experts=E,
+                 **GPT_OSS)
+    for name, L, E in (("gpt-oss-20b", 24, 32), ("gpt-oss-120b", 36, 128))
+}  # fmt: skip

@@ -14,8 +14,9 @@ from .config import GptOssConfig
 
 
 class GptOssFormulas(MixtralFormulas):
-    def products(self, config: GptOssConfig, T: int, t: int, R: int = 1, B: int = 1,
-                 layer: int = 0) -> dict[str, tuple[int, int]]:  # fmt: skip
+    def products(
+        self, config: GptOssConfig, T: int, t: int, R: int = 1, B: int = 1, layer: int = 0
+    ) -> dict[str, tuple[int, int]]:
         """(dot products, dot-product length) of each matrix product of one pass (per layer for the block ops: those of
         layer `layer`, whose window they read; the sink is a column added after the scores: no dot product)."""
         logits = {"logits": (B * R * config.vocab_size, config.n_embd)}

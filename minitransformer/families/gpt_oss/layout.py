@@ -19,8 +19,12 @@ def attention_with_sinks(config: GptOssConfig, layer: int = 0) -> dict[str, tupl
 def expert_shapes(config: GptOssConfig, layer: int = 0) -> dict[str, tuple[int, ...]]:
     """The router [E, D] and its bias, and the E experts' fused tensors, stored [in, out]."""
     D, F, E = config.n_embd, config.d_ff, config.n_experts
-    return linear("router", E, D, True) | {"experts.gate_up_proj": (E, D, 2 * F), "experts.gate_up_proj_bias": (E, 2 * F),
-                                           "experts.down_proj": (E, F, D), "experts.down_proj_bias": (E, D)}  # fmt: skip
+    return linear("router", E, D, True) | {
+        "experts.gate_up_proj": (E, D, 2 * F),
+        "experts.gate_up_proj_bias": (E, 2 * F),
+        "experts.down_proj": (E, F, D),
+        "experts.down_proj_bias": (E, D),
+    }
 
 
 def gpt_oss_shapes(config: GptOssConfig) -> dict[str, tuple[int, ...]]:

@@ -16,8 +16,10 @@ from ...errors import UserError
 from ..llama.reference import float64_throughout as llama_float64_throughout
 from ..rotary import inverse_frequencies
 
-NOTE = ("  (transformers' float64 gpt-oss computes RMSNorm and the rotary tables in float32; its reference here has "
-        "them\n  in float64, as families/gpt_oss/reference.py explains)")  # fmt: skip
+NOTE = (
+    "  (transformers' float64 gpt-oss computes RMSNorm and the rotary tables in float32; its reference here has "
+    "them\n  in float64, as families/gpt_oss/reference.py explains)"
+)
 
 
 def float64_throughout(reference, model, torch) -> None:
@@ -41,5 +43,7 @@ def float64_throughout(reference, model, torch) -> None:
             module.forward = types.MethodType(rotary, module)
             found += 1
     if not found:
-        raise UserError(f"validate in float64 recomputes the rotary tables of transformers' {type(reference).__name__} "
-                        f"in float64 and found no rotary module to replace; upgrade transformers")  # fmt: skip
+        raise UserError(
+            f"validate in float64 recomputes the rotary tables of transformers' {type(reference).__name__} "
+            f"in float64 and found no rotary module to replace; upgrade transformers"
+        )

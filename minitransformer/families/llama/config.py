@@ -4,6 +4,7 @@ of well-known Llama-family models, from each model's published config.json."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
 
 from ...errors import UserError
 from .. import rotary
@@ -20,6 +21,7 @@ from ..config import (
 from ..rotary import ROPE_TYPES, Rope
 
 LLAMA_MODEL_TYPES = ("llama", "mistral", "qwen2")
+C = TypeVar("C", bound=ModelConfig)
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,7 @@ class LlamaConfig(ModelConfig):
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "llama") -> LlamaConfig:
         """Read a transformers LlamaConfig, MistralConfig or Qwen2Config dict (as config.json holds it)."""
-        model_type = check_model_type(hf, LLAMA_MODEL_TYPES,
-                                      f"a Llama-family model ({', '.join(LLAMA_MODEL_TYPES)})")  # fmt: skip
+        model_type = check_model_type(hf, LLAMA_MODEL_TYPES, f"a Llama-family model ({', '.join(LLAMA_MODEL_TYPES)})")
         shapes = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
         missing = [k for k in shapes if hf.get(k) is None]
         if missing:
@@ -133,9 +134,7 @@ class LlamaConfig(ModelConfig):
         elif model_type == "mistral" and hf.get("layer_types"):
             raise UserError("config layer_types (Mistral layers of mixed attention) is not supported")
         return cls(
-            **llama_keys(hf, _LLAMA_DEFAULTS[model_type]),
-            rope_theta=rope.pop("rope_theta"),
-            rope_scaling=rotary.scaling(rope),
+            **llama_keys(hf, _LLAMA_DEFAULTS[model_type], rope),
             qkv_bias=qkv_bias,
             o_bias=qkv_bias and model_type == "llama",
             mlp_bias=model_type == "llama" and bool(hf.get("mlp_bias", False)),
@@ -148,148 +147,45 @@ class LlamaConfig(ModelConfig):
 # transformers' defaults for what a config.json may leave out (num_key_value_heads None: one per query head)
 _LLAMA_DEFAULTS: dict[str, dict] = {
     "llama": {"max_position_embeddings": 2048, "num_key_value_heads": None, "rms_norm_eps": 1e-6, "hidden_act": "silu"},
-    "mistral": {"max_position_embeddings": 4096 * 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-6,
-                "hidden_act": "silu"},
+    "mistral": {
+        "max_position_embeddings": 4096 * 32,
+        "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+    },
     "qwen2": {"max_position_embeddings": 32768, "num_key_value_heads": 32, "rms_norm_eps": 1e-6, "hidden_act": "silu"},
-}  # fmt: skip
+}
 
 
 def _llama3(factor: float, original: int) -> tuple[tuple[str, object], ...]:
-    return tuple(sorted({"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                         "original_max_position_embeddings": original}.items()))  # fmt: skip
+    """Llama 3.1's rope scaling (rope_type llama3): long wavelengths slowed by `factor` beyond the low frequency factor
+    1, short ones kept beyond 4, as the published configs state them."""
+    scaling = {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    return tuple(sorted((scaling | {"original_max_position_embeddings": original}).items()))
 
 
-# Shapes of well-known models, for counting without weights (and for the download list).
+def preset(config: type[C], name: str, L: int, H: int, Hkv: int, D: int, F: int, V: int, P: int, **more: Any) -> C:
+    """A preset of a Llama-like config (Phi-3's too): its layers, heads, key/value heads, width, MLP width, vocabulary,
+    context, and what else its config.json sets."""
+    shapes = dict(n_layer=L, n_head=H, n_kv_head=Hkv, n_embd=D, n_inner=F, vocab_size=V, n_positions=P)
+    return config(**shapes, **more, name=name)  # type: ignore[call-arg]
+
 
 # The Llama family, from each model's published config.json.
-PRESETS: dict[str, LlamaConfig] = {
-    "llama2-7b": LlamaConfig(
-        n_layer=32,
-        n_head=32,
-        n_embd=4096,
-        n_inner=11008,
-        vocab_size=32000,
-        n_positions=4096,
-        rms_norm_eps=1e-5,
-        bos_token_id=1,
-        eos_token_id=2,
-        name="llama2-7b",
-    ),
-    "llama2-13b": LlamaConfig(
-        n_layer=40,
-        n_head=40,
-        n_embd=5120,
-        n_inner=13824,
-        vocab_size=32000,
-        n_positions=4096,
-        rms_norm_eps=1e-5,
-        bos_token_id=1,
-        eos_token_id=2,
-        name="llama2-13b",
-    ),
-    "llama2-70b": LlamaConfig(
-        n_layer=80,
-        n_head=64,
-        n_kv_head=8,
-        n_embd=8192,
-        n_inner=28672,
-        vocab_size=32000,
-        n_positions=4096,
-        rms_norm_eps=1e-5,
-        bos_token_id=1,
-        eos_token_id=2,
-        name="llama2-70b",
-    ),
-    "llama3-8b": LlamaConfig(
-        n_layer=32,
-        n_head=32,
-        n_kv_head=8,
-        n_embd=4096,
-        n_inner=14336,
-        vocab_size=128256,
-        n_positions=8192,
-        rms_norm_eps=1e-5,
-        rope_theta=500000.0,
-        bos_token_id=128000,
-        eos_token_id=128001,
-        name="llama3-8b",
-    ),
-    "llama3.1-70b": LlamaConfig(
-        n_layer=80,
-        n_head=64,
-        n_kv_head=8,
-        n_embd=8192,
-        n_inner=28672,
-        vocab_size=128256,
-        n_positions=131072,
-        rms_norm_eps=1e-5,
-        rope_theta=500000.0,
-        rope_scaling=_llama3(8.0, 8192),
-        bos_token_id=128000,
-        eos_token_id=128001,
-        name="llama3.1-70b",
-    ),
-    "llama3.2-1b": LlamaConfig(
-        n_layer=16,
-        n_head=32,
-        n_kv_head=8,
-        head_dim=64,
-        n_embd=2048,
-        n_inner=8192,
-        vocab_size=128256,
-        n_positions=131072,
-        rms_norm_eps=1e-5,
-        rope_theta=500000.0,
-        rope_scaling=_llama3(32.0, 8192),
-        tie_word_embeddings=True,
-        bos_token_id=128000,
-        eos_token_id=128001,
-        name="llama3.2-1b",
-    ),
-    "mistral-7b": LlamaConfig(
-        n_layer=32,
-        n_head=32,
-        n_kv_head=8,
-        n_embd=4096,
-        n_inner=14336,
-        vocab_size=32000,
-        n_positions=32768,
-        rms_norm_eps=1e-5,
-        sliding_window=4096,
-        bos_token_id=1,
-        eos_token_id=2,
-        model_type="mistral",
-        name="mistral-7b",
-    ),
-    "qwen2.5-0.5b": LlamaConfig(
-        n_layer=24,
-        n_head=14,
-        n_kv_head=2,
-        n_embd=896,
-        n_inner=4864,
-        vocab_size=151936,
-        n_positions=32768,
-        rope_theta=1000000.0,
-        qkv_bias=True,
-        tie_word_embeddings=True,
-        bos_token_id=151643,
-        eos_token_id=151643,
-        model_type="qwen2",
-        name="qwen2.5-0.5b",
-    ),
-    "qwen2.5-7b": LlamaConfig(
-        n_layer=28,
-        n_head=28,
-        n_kv_head=4,
-        n_embd=3584,
-        n_inner=18944,
-        vocab_size=152064,
-        n_positions=131072,
-        rope_theta=1000000.0,
-        qkv_bias=True,
-        bos_token_id=151643,
-        eos_token_id=151643,
-        model_type="qwen2",
-        name="qwen2.5-7b",
-    ),
-}
+# Each one's layers, heads, key/value heads, width, MLP width, vocabulary and context, and what else it sets.
+LLAMA2: dict[str, Any] = {"rms_norm_eps": 1e-5, "bos_token_id": 1, "eos_token_id": 2}
+LLAMA3: dict[str, Any] = {"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "bos_token_id": 128000, "eos_token_id": 128001}
+QWEN2: dict[str, Any] = {"rope_theta": 1000000.0, "qkv_bias": True, "bos_token_id": 151643, "eos_token_id": 151643,
+                         "model_type": "qwen2"}  # fmt: skip
+PRESETS: dict[str, LlamaConfig] = {name: preset(LlamaConfig, name, *shapes, **more) for name, shapes, more in (
+    ("llama2-7b", (32, 32, 32, 4096, 11008, 32000, 4096), LLAMA2),
+    ("llama2-13b", (40, 40, 40, 5120, 13824, 32000, 4096), LLAMA2),
+    ("llama2-70b", (80, 64, 8, 8192, 28672, 32000, 4096), LLAMA2),
+    ("llama3-8b", (32, 32, 8, 4096, 14336, 128256, 8192), LLAMA3),
+    ("llama3.1-70b", (80, 64, 8, 8192, 28672, 128256, 131072), LLAMA3 | {"rope_scaling": _llama3(8.0, 8192)}),
+    ("llama3.2-1b", (16, 32, 8, 2048, 8192, 128256, 131072),
+     LLAMA3 | {"head_dim": 64, "rope_scaling": _llama3(32.0, 8192), "tie_word_embeddings": True}),
+    ("mistral-7b", (32, 32, 8, 4096, 14336, 32000, 32768), LLAMA2 | {"sliding_window": 4096, "model_type": "mistral"}),
+    ("qwen2.5-0.5b", (24, 14, 2, 896, 4864, 151936, 32768), QWEN2 | {"tie_word_embeddings": True}),
+    ("qwen2.5-7b", (28, 28, 4, 3584, 18944, 152064, 131072), QWEN2),
+)}  # fmt: skip

@@ -39,8 +39,15 @@ def llama_attention_stages(config: LlamaConfig) -> tuple[Stage, ...]:
 GROUPED_QUERY = Attention(forward.attention, llama_attention_stages, stages.attention(True, True, stages.WINDOW_MASK))
 
 
-def llama_like(name: str, model_types: tuple[str, ...], config: type[ModelConfig], presets: dict,
-               attention: Attention = GROUPED_QUERY, formulas: Formulas = FORMULAS, **record: Any) -> Architecture:  # fmt: skip
+def llama_like(
+    name: str,
+    model_types: tuple[str, ...],
+    config: type[ModelConfig],
+    presets: dict,
+    attention: Attention = GROUPED_QUERY,
+    formulas: Formulas = FORMULAS,
+    **record: Any,
+) -> Architecture:
     """The record of a family whose block is the Llama block with `attention` (Qwen3's: q and k normed per head):
     the Llama family's decoder, gated MLP, checkpoint and closed forms (`formulas`, where its attention changes
     them), and its attention's stages and tensors. `record`: the rest of Architecture's fields (label,
@@ -53,14 +60,24 @@ def llama_like(name: str, model_types: tuple[str, ...], config: type[ModelConfig
     def shapes(config: Any) -> dict[str, tuple[int, ...]]:
         return layout.pre_norm_shapes(config, attention.shapes, layout.gated_mlp_shapes)
 
-    every = StageTable(name, stages.EMBED, stages.pre_norm(attention.every, stages.gated_mlp(True)), stages.FINAL,
-                       stages.SYMBOLS)  # fmt: skip
+    every = StageTable(
+        name, stages.EMBED, stages.pre_norm(attention.every, stages.gated_mlp(True)), stages.FINAL, stages.SYMBOLS
+    )
     checkpoint = layout.llama_layout(shapes, layout.KINDS, layout.KIND_OF + kind_rules(*attention.kind_of))
     norms = partial(reference.float64_throughout, norms_per_layer=2 + attention.norms)
-    return Architecture(name=name, model_types=model_types, config=config, presets=presets,
-                        forward=Decoder(PreNorm(attention.forward, forward.mlp)), stage_table=stage_table,
-                        every_stage=every, layout=checkpoint, formulas=formulas, float64_reference=norms,
-                        **record)  # fmt: skip
+    return Architecture(
+        name=name,
+        model_types=model_types,
+        config=config,
+        presets=presets,
+        forward=Decoder(PreNorm(attention.forward, forward.mlp)),
+        stage_table=stage_table,
+        every_stage=every,
+        layout=checkpoint,
+        formulas=formulas,
+        float64_reference=norms,
+        **record,
+    )
 
 
 ARCHITECTURE = llama_like(

@@ -21,7 +21,9 @@ class LlamaFormulas(Formulas):
     def products(self, config: Any, T: int, t: int, R: int = 1, B: int = 1) -> dict[str, tuple[int, int]]:
         """(dot products, dot-product length) of each matrix product of one pass (per layer for the block ops)."""
         logits = {"logits": (B * R * config.vocab_size, config.n_embd)}  # h [R, D] x W_U^T [D, V]
-        return self.attention_products(config, T, t, B, config.sliding_window) | self.mlp_products(config, T, B) | logits
+        return (
+            self.attention_products(config, T, t, B, config.sliding_window) | self.mlp_products(config, T, B) | logits
+        )
 
     def attention_products(self, config: Any, T: int, t: int, B: int, window: int | None) -> dict[str, tuple[int, int]]:
         """Grouped-query attention's products in a layer with this sliding window (None: none)."""
@@ -74,8 +76,10 @@ class LlamaFormulas(Formulas):
         and an untied head; `active`: a mixture of experts' k experts of E in each layer (mlp_parameters)."""
         D, V = config.n_embd, config.vocab_size
         head = 0 if config.tie_word_embeddings else V * D
-        layers = sum(self.attention_parameters(config) + self.mlp_parameters(config, i, active)
-                     + self.norm_parameters(config) for i in range(config.n_layer))  # fmt: skip
+        layers = sum(
+            self.attention_parameters(config) + self.mlp_parameters(config, i, active) + self.norm_parameters(config)
+            for i in range(config.n_layer)
+        )
         return V * D + layers + D + head
 
     def attention_parameters(self, config: Any) -> int:
@@ -97,9 +101,11 @@ class LlamaFormulas(Formulas):
         D, F = f"D = {c.n_embd:,}", f"F = {c.d_ff:,}"
         if c.n_kv_head == c.n_head and c.n_head * c.d_head == c.n_embd:
             return "4 D t FLOPs against 8 D^2 + 6 D F for the weights", "t / (2D + 1.5F)", f"{D}, {F}"
-        return ("4 H dh t FLOPs against 4 D (H dh + Hkv dh) + 6 D F for the weights",
-                "H dh t / (D (H dh + Hkv dh) + 1.5 D F)",
-                f"{D}, H dh = {c.n_head * c.d_head:,}, Hkv dh = {c.n_kv_head * c.d_head:,}, {F}")  # fmt: skip
+        return (
+            "4 H dh t FLOPs against 4 D (H dh + Hkv dh) + 6 D F for the weights",
+            "H dh t / (D (H dh + Hkv dh) + 1.5 D F)",
+            f"{D}, H dh = {c.n_head * c.d_head:,}, Hkv dh = {c.n_kv_head * c.d_head:,}, {F}",
+        )
 
 
 FORMULAS = LlamaFormulas()

@@ -78,8 +78,9 @@ def attend(q, K, V, bias, config: ModelConfig, at: Tape):
     return at.matmul("mix", group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")
 
 
-def attend_to_cache(q, k, v, p: SimpleNamespace, config: ModelConfig, at: Tape, inputs: LayerInputs,
-                    attend: Attend = attend):  # fmt: skip
+def attend_to_cache(
+    q, k, v, p: SimpleNamespace, config: ModelConfig, at: Tape, inputs: LayerInputs, attend: Attend = attend
+):
     """The turned q and k and v through the cache; each query's mix of its group's values (`attend`: by default the
     Llama family's), in chunks of query rows, each against the keys it can see (a long prompt skips most of its
     future); the heads merged and projected back, o = Z W_o."""
@@ -106,4 +107,3 @@ def scale_scores(s, config: ModelConfig, at: Tape):
 def bias_of(linear: SimpleNamespace):
     """A linear layer's bias, None where it has none."""
     return getattr(linear, "bias", None)
-

@@ -19,8 +19,12 @@ L = r"layers\.\d+\."  # a layer's tensors, in the kinds' patterns
 IGNORED = L + r"self_attn\.rotary_emb\.inv_freq"
 
 
-def pre_norm_shapes(config: Any, attention: Callable[[Any, int], Shapes], mlp: Callable[[Any, int], Shapes],
-                    names: tuple[str, str] = ("self_attn", "mlp")) -> Shapes:  # fmt: skip
+def pre_norm_shapes(
+    config: Any,
+    attention: Callable[[Any, int], Shapes],
+    mlp: Callable[[Any, int], Shapes],
+    names: tuple[str, str] = ("self_attn", "mlp"),
+) -> Shapes:
     """A checkpoint of pre-norm blocks (blocks.PreNorm): the token embedding; in each layer its input_layernorm,
     the attention's tensors (attention(config, layer), under names[0]), its post_attention_layernorm and the MLP's
     (under names[1]); the final norm, and lm_head where it is not the embedding."""
@@ -47,8 +51,12 @@ def attention_shapes(config: Any, layer: int = 0) -> Shapes:
     where the config has them."""
     D, q, kv = config.n_embd, config.n_head * config.d_head, config.n_kv_head * config.d_head
     b = config.qkv_bias
-    return {**linear("q_proj", q, D, b), **linear("k_proj", kv, D, b), **linear("v_proj", kv, D, b),
-            **linear("o_proj", D, q, config.o_bias)}  # fmt: skip
+    return {
+        **linear("q_proj", q, D, b),
+        **linear("k_proj", kv, D, b),
+        **linear("v_proj", kv, D, b),
+        **linear("o_proj", D, q, config.o_bias),
+    }
 
 
 def gated_mlp_shapes(config: Any, layer: int = 0, F: int | None = None) -> Shapes:
@@ -81,16 +89,27 @@ KINDS: dict[str, str] = {
 # (pattern, kind) of the embedding and of grouped-query attention's weights, which the families of the Llama block
 # share; then the gated MLP's, the biases' and the two norms' of each layer and the final one.
 EMBEDDINGS = ((r"lm_head\.weight", "unembedding"), (r"embed_tokens\.weight", "token_embedding"))
-ATTENTION = tuple((L + rf"self_attn\.{x}_proj\.weight", f"attention_{kind}")
-                  for x, kind in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "out")))  # fmt: skip
+ATTENTION = tuple(
+    (L + rf"self_attn\.{x}_proj\.weight", f"attention_{kind}")
+    for x, kind in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "out"))
+)
 GATED_MLP = tuple((L + rf"mlp\.{x}_proj\.weight", f"mlp_{x}") for x in ("gate", "up", "down"))
 NORMS = (rf"({L}(input|post_attention)_layernorm|norm)\.weight", "norms")
 KIND_OF = kind_rules(*EMBEDDINGS, *ATTENTION, *GATED_MLP, (L + r"(self_attn|mlp)\.\w+_proj\.bias", "biases"), NORMS)
 
 
-def llama_layout(shapes: Callable[[Any], Shapes], kinds: dict[str, str], kind_of: tuple, ignored: str = IGNORED,
-                 **more: Any) -> Layout:  # fmt: skip
+def llama_layout(
+    shapes: Callable[[Any], Shapes], kinds: dict[str, str], kind_of: tuple, ignored: str = IGNORED, **more: Any
+) -> Layout:
     """The layout of a checkpoint named as the Llama family's are (model.layers..., model.embed_tokens.weight; the
     rotary frequencies of older checkpoints ignored): its shapes and kinds; `more`, the rest of Layout's fields."""
-    return Layout(prefix="model.", layers="layers", embedding="embed_tokens.weight", ignored=ignored, shapes=shapes,
-                  kinds=kinds, kind_of=kind_of, **more)
+    return Layout(
+        prefix="model.",
+        layers="layers",
+        embedding="embed_tokens.weight",
+        ignored=ignored,
+        shapes=shapes,
+        kinds=kinds,
+        kind_of=kind_of,
+        **more,
+    )

@@ -12,8 +12,10 @@ import numpy as np
 from ...errors import UserError
 from .. import rotary
 
-NOTE = ("  (transformers' float64 Llama family computes RMSNorm and the rotary tables in float32; its reference "
-        "here\n  has them in float64, as families/llama/reference.py explains)")  # fmt: skip
+NOTE = (
+    "  (transformers' float64 Llama family computes RMSNorm and the rotary tables in float32; its reference "
+    "here\n  has them in float64, as families/llama/reference.py explains)"
+)
 
 
 # What transformers computes in float32 even in a float64 model, and why the reference computes it in float64.
@@ -58,9 +60,11 @@ def float64_throughout(reference, model, torch, norms_per_layer: int = 2, gain=N
     if norms != norms_per_layer * model.config.n_layer + 1 or not rotaries:
         import transformers
 
-        raise UserError(f"validate in float64 recomputes the RMSNorm and rotary tables of transformers' "
-                        f"{type(reference).__name__} in float64, and transformers {transformers.__version__} does not "
-                        f"lay them out as it expects (rotary forward(x, position_ids)); upgrade transformers")  # fmt: skip
+        raise UserError(
+            f"validate in float64 recomputes the RMSNorm and rotary tables of transformers' "
+            f"{type(reference).__name__} in float64, and transformers {transformers.__version__} does not "
+            f"lay them out as it expects (rotary forward(x, position_ids)); upgrade transformers"
+        )
 
 
 def float64_frequencies(config):
@@ -93,7 +97,9 @@ def float64_rotary(reference, frequencies, torch) -> int:
     found = 0
     for module in reference.modules():
         if type(module).__name__.endswith("RotaryEmbedding") and list(signature(module.forward).parameters) in (
-            ["x", "position_ids"], ["x", "position_ids", "layer_type"]):  # fmt: skip
+            ["x", "position_ids"],
+            ["x", "position_ids", "layer_type"],
+        ):
             module.forward = types.MethodType(rotary, module)
             found += 1
     return found

@@ -8,7 +8,9 @@ from functools import cache
 
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, LAST, LOGITS, MLP, Stage, StageTable
 
-EMBED = (Stage("embed", ("embed",), "lookup", "x = W_te[ids]  (positions enter later, by rotating q and k)", "ids [T]"),)
+EMBED = (
+    Stage("embed", ("embed",), "lookup", "x = W_te[ids]  (positions enter later, by rotating q and k)", "ids [T]"),
+)
 FINAL = (Stage("ln_f", ("ln_f",), "norm", "h = RMSNorm_f(x)", "x [T, D]"), LAST, LOGITS)
 SYMBOLS = (
     "T new positions, t attended, D d_model, H query heads, Hkv key/value heads, G = H/Hkv, dh head size, "
@@ -83,7 +85,9 @@ def gated_mlp(bias: bool = False) -> tuple[Stage, ...]:
 
 
 @cache
-def llama_family(qkv_bias: bool = False, o_bias: bool = False, mlp_bias: bool = False, window: bool = False) -> StageTable:
+def llama_family(
+    qkv_bias: bool = False, o_bias: bool = False, mlp_bias: bool = False, window: bool = False
+) -> StageTable:
     """The Llama block's stages; the equations show the biases and the sliding window where a config has them."""
     block = pre_norm(attention(qkv_bias, o_bias, mask(window)), gated_mlp(mlp_bias))
     return StageTable("llama", EMBED, block, FINAL, SYMBOLS)

@@ -7,14 +7,14 @@ from dataclasses import dataclass, field
 
 from ...errors import UserError
 from .. import rotary
-from ..config import check_dtype, check_model_type, check_positive, llama_keys
-from ..llama.config import LlamaConfig
+from ..config import check_dtype, check_experts, check_model_type, llama_keys
+from ..llama.config import LlamaConfig, preset
 
 MIXTRAL_MODEL_TYPES = ("mixtral",)
 # MixtralConfig's defaults for what a config.json leaves out
 DEFAULTS = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096, "intermediate_size": 14336,
-            "vocab_size": 32000, "num_key_value_heads": 8, "max_position_embeddings": 4096 * 32, "rms_norm_eps": 1e-5,
-            "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2}  # fmt: skip
+            "vocab_size": 32000, "num_key_value_heads": 8, "max_position_embeddings": 4096 * 32,
+            "rms_norm_eps": 1e-5, "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -35,10 +35,7 @@ class MixtralConfig(LlamaConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for key in ("n_experts", "top_k"):
-            check_positive(key, getattr(self, key))
-        if self.top_k > self.n_experts:
-            raise UserError(f"config num_experts_per_tok={self.top_k} exceeds num_local_experts={self.n_experts}")
+        check_experts(self, "num_local_experts")
         if self.qkv_bias or self.o_bias or self.mlp_bias:
             raise UserError("a Mixtral has no biases")
 
@@ -58,9 +55,7 @@ class MixtralConfig(LlamaConfig):
             if hf.get(key):
                 raise UserError(f"config {key}=true is not supported (transformers' Mixtral has no biases)")
         return cls(
-            **llama_keys(hf, DEFAULTS),
-            rope_theta=rope.pop("rope_theta"),
-            rope_scaling=rotary.scaling(rope),
+            **llama_keys(hf, DEFAULTS, rope),
             sliding_window=hf.get("sliding_window"),
             n_experts=hf.get("num_local_experts", 8),
             top_k=hf.get("num_experts_per_tok", 2),
@@ -74,42 +69,12 @@ class MixtralConfig(LlamaConfig):
         return self.top_k
 
 
-# The published Mixtral models, from each one's config.json on the Hugging Face hub.
+# The published Mixtral models, from each one's config.json on the Hugging Face hub: mistralai/Mixtral-8x7B-v0.1 (and
+# -Instruct-v0.1), 32 layers, d 4096, 32 heads, 8 KV heads, 8 experts of 14336, 2 per token, vocabulary 32000, rope_theta
+# 1e6, 32768 positions, no sliding window; mistralai/Mixtral-8x22B-v0.1, 56 layers, d 6144, 48 heads, 8 KV heads, 8
+# experts of 16384, 2 per token, vocabulary 32000 (32768 in the later -Instruct-v0.1), rope_theta 1e6, 65536 positions,
+# no sliding window.
 PRESETS: dict[str, MixtralConfig] = {
-    # mistralai/Mixtral-8x7B-v0.1 (and -Instruct-v0.1): 32 layers, d 4096, 32 heads, 8 KV heads, 8 experts of 14336,
-    # 2 per token, vocabulary 32000, rope_theta 1e6, 32768 positions, no sliding window.
-    "mixtral-8x7b": MixtralConfig(
-        n_layer=32,
-        n_head=32,
-        n_kv_head=8,
-        n_embd=4096,
-        n_inner=14336,
-        vocab_size=32000,
-        n_positions=32768,
-        rms_norm_eps=1e-5,
-        rope_theta=1e6,
-        n_experts=8,
-        top_k=2,
-        bos_token_id=1,
-        eos_token_id=2,
-        name="mixtral-8x7b",
-    ),
-    # mistralai/Mixtral-8x22B-v0.1: 56 layers, d 6144, 48 heads, 8 KV heads, 8 experts of 16384, 2 per token,
-    # vocabulary 32000 (32768 in the later -Instruct-v0.1), rope_theta 1e6, 65536 positions, no sliding window.
-    "mixtral-8x22b": MixtralConfig(
-        n_layer=56,
-        n_head=48,
-        n_kv_head=8,
-        n_embd=6144,
-        n_inner=16384,
-        vocab_size=32000,
-        n_positions=65536,
-        rms_norm_eps=1e-5,
-        rope_theta=1e6,
-        n_experts=8,
-        top_k=2,
-        bos_token_id=1,
-        eos_token_id=2,
-        name="mixtral-8x22b",
-    ),
+    "mixtral-8x7b": preset(MixtralConfig, "mixtral-8x7b", 32, 32, 8, 4096, 14336, 32000, 32768),
+    "mixtral-8x22b": preset(MixtralConfig, "mixtral-8x22b", 56, 48, 8, 6144, 16384, 32000, 65536),
 }

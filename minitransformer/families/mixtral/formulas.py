@@ -46,10 +46,12 @@ class MixtralFormulas(LlamaFormulas):
 
     def attention_vs_weights(self, c: Any) -> tuple[str, str, str]:
         """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs."""
-        return ("4 H dh t FLOPs against 4 D (H dh + Hkv dh) + 2 D E + 6 k D F for the weights (k experts of E)",
-                "H dh t / (D (H dh + Hkv dh) + D E / 2 + 1.5 k D F)",
-                f"D = {c.n_embd:,}, H dh = {c.n_head * c.d_head:,}, Hkv dh = {c.n_kv_head * c.d_head:,}, "
-                f"E = {c.n_experts}, k = {c.top_k}, F = {c.d_ff:,}")  # fmt: skip
+        return (
+            "4 H dh t FLOPs against 4 D (H dh + Hkv dh) + 2 D E + 6 k D F for the weights (k experts of E)",
+            "H dh t / (D (H dh + Hkv dh) + D E / 2 + 1.5 k D F)",
+            f"D = {c.n_embd:,}, H dh = {c.n_head * c.d_head:,}, Hkv dh = {c.n_kv_head * c.d_head:,}, "
+            f"E = {c.n_experts}, k = {c.top_k}, F = {c.d_ff:,}",
+        )
 
 
 FORMULAS = MixtralFormulas()

@@ -38,5 +38,6 @@ def mixture(h, p: SimpleNamespace, config: MixtralConfig, at: Tape):
 
 # Token ids [T] (or [B, T]) -> logits [R, V], as the Llama family's: its decoder and pre-norm block, with the
 # mixture of experts in the MLP's place (the checkpoint's block_sparse_moe).
-mixtral = Decoder(PreNorm(attention, mixture, names=("input_layernorm", "self_attn", "post_attention_layernorm",
-                                                     "block_sparse_moe")))
+mixtral = Decoder(
+    PreNorm(attention, mixture, names=("input_layernorm", "self_attn", "post_attention_layernorm", "block_sparse_moe"))
+)

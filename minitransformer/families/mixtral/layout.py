@@ -17,8 +17,11 @@ from .config import MixtralConfig
 def expert_shapes(config: MixtralConfig, layer: int = 0) -> dict[str, tuple[int, ...]]:
     """The router `gate` [E, D] and E experts' w1 (gate) [F, D], w2 (down) [D, F] and w3 (up) [F, D]."""
     D, F, E = config.n_embd, config.d_ff, config.n_experts
-    experts = {f"experts.{e}.{name}.weight": shape for e in range(E)
-               for name, shape in (("w1", (F, D)), ("w2", (D, F)), ("w3", (F, D)))}  # fmt: skip
+    experts = {
+        f"experts.{e}.{name}.weight": shape
+        for e in range(E)
+        for name, shape in (("w1", (F, D)), ("w2", (D, F)), ("w3", (F, D)))
+    }
     return linear("gate", E, D, False) | experts
 
 
@@ -28,15 +31,17 @@ def mixtral_shapes(config: MixtralConfig) -> dict[str, tuple[int, ...]]:
 
 
 KINDS: dict[str, str] = {
-    **{kind: LLAMA_KINDS[kind] for kind in ("token_embedding", "attention_q", "attention_k", "attention_v",
-                                              "attention_out")},
+    **{
+        kind: LLAMA_KINDS[kind]
+        for kind in ("token_embedding", "attention_q", "attention_k", "attention_v", "attention_out")
+    },
     "router": "router weights W_router [E, D]",
     "expert_gate": "experts' gate weights W1 [F, D], E a layer",
     "expert_up": "experts' up weights W3 [F, D], E a layer",
     "expert_down": "experts' down weights W2 [D, F], E a layer",
     "norms": "RMSNorm gains",
     "unembedding": "unembedding W_U [V, D] (untied)",
-}  # fmt: skip
+}
 
 # The kinds of which one token's pass reads only k of E (params' "active" count): the routed experts.
 ROUTED_KINDS = ("expert_gate", "expert_up", "expert_down")
@@ -46,7 +51,10 @@ KIND_OF = kind_rules(
     *EMBEDDINGS,
     *ATTENTION,
     (M + r"gate\.weight", "router"),
-    *((M + rf"experts\.\d+\.{w}\.weight", f"expert_{kind}") for w, kind in (("w1", "gate"), ("w3", "up"), ("w2", "down"))),
+    *(
+        (M + rf"experts\.\d+\.{w}\.weight", f"expert_{kind}")
+        for w, kind in (("w1", "gate"), ("w3", "up"), ("w2", "down"))
+    ),
     NORMS,
 )
 LAYOUT = llama_layout(mixtral_shapes, KINDS, KIND_OF, routed_kinds=ROUTED_KINDS)

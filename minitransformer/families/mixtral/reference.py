@@ -11,8 +11,10 @@ import types
 from ...errors import UserError
 from ..llama.reference import float64_throughout as llama_float64_throughout
 
-NOTE = ("  (transformers' float64 Mixtral computes RMSNorm, the rotary tables and the router's softmax in float32; "
-        "its\n  reference here has them in float64, as families/mixtral/reference.py explains)")  # fmt: skip
+NOTE = (
+    "  (transformers' float64 Mixtral computes RMSNorm, the rotary tables and the router's softmax in float32; "
+    "its\n  reference here has them in float64, as families/mixtral/reference.py explains)"
+)
 
 
 def float64_throughout(reference, model, torch, norms_per_layer: int = 2) -> None:
@@ -35,7 +37,9 @@ def float64_throughout(reference, model, torch, norms_per_layer: int = 2) -> Non
     routers = [m for m in reference.modules() if type(m).__name__.endswith("TopKRouter")]
     sparse = model.config.n_layer - len(getattr(model.config, "dense_layers", ()))
     if len(routers) != sparse:
-        raise UserError(f"validate in float64 recomputes the router of transformers' {type(reference).__name__} in "
-                        f"float64, and found {len(routers)} routers for {sparse} layers with experts")  # fmt: skip
+        raise UserError(
+            f"validate in float64 recomputes the router of transformers' {type(reference).__name__} in "
+            f"float64, and found {len(routers)} routers for {sparse} layers with experts"
+        )
     for module in routers:
         module.forward = types.MethodType(router, module)

@@ -64,8 +64,10 @@ class NeoXConfig(ModelConfig):
         if isinstance(pct, bool) or not isinstance(pct, (int, float)) or pct < 0:
             raise UserError(f"config partial_rotary_factor (rotary_pct) must be a number from 0 to 1, not {pct!r}")
         if self.rotary_dims > self.d_head:  # an odd share rounds up to whole pairs: past the head when it is all
-            raise UserError(f"config partial_rotary_factor={pct} of a head of {self.d_head} rotates "
-                            f"{self.rotary_dims} numbers, more than the head has")  # fmt: skip
+            raise UserError(
+                f"config partial_rotary_factor={pct} of a head of {self.d_head} rotates "
+                f"{self.rotary_dims} numbers, more than the head has"
+            )
 
     @property
     def checkpoint_kind(self) -> str:
@@ -100,34 +102,51 @@ class NeoXConfig(ModelConfig):
     def to_dict(self) -> dict:
         d = asdict(self)
         d["eos_token_id"] = listed(self.eos_token_id)
-        return {"family": self.family, **d, "d_head": self.d_head, "n_kv_head": self.n_kv_head, "d_ff": self.d_ff,
-                "rotary_dims": self.rotary_dims}  # fmt: skip
+        return {
+            "family": self.family,
+            **d,
+            "d_head": self.d_head,
+            "n_kv_head": self.n_kv_head,
+            "d_ff": self.d_ff,
+            "rotary_dims": self.rotary_dims,
+        }
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "gpt_neox") -> NeoXConfig:
         """Read a transformers GPTNeoXConfig dict (as config.json holds it), with transformers' defaults."""
         check_model_type(hf, ("gpt_neox",), "a GPT-NeoX model ('gpt_neox')")
-        missing = [k for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                               "vocab_size") if hf.get(k) is None]  # fmt: skip
+        missing = [
+            k
+            for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+            if hf.get(k) is None
+        ]
         if missing:
             raise UserError(f"config.json lacks {', '.join(missing)}: a gpt_neox model needs its shapes spelled out")
         check_dtype(hf)
         head_dim = hf.get("head_dim")  # not GPT-NeoX's: its rotary would read it, its attention would not
         if head_dim is not None and head_dim * hf["num_attention_heads"] != hf["hidden_size"]:
-            raise UserError(f"config head_dim={head_dim!r} other than hidden_size / num_attention_heads is not "
-                            f"supported")  # fmt: skip
+            raise UserError(
+                f"config head_dim={head_dim!r} other than hidden_size / num_attention_heads is not supported"
+            )
         rope = _rope_parameters(hf)
         return cls(
-            n_layer=hf["num_hidden_layers"], n_head=hf["num_attention_heads"], n_embd=hf["hidden_size"],
-            n_inner=hf["intermediate_size"], vocab_size=hf["vocab_size"],
-            n_positions=hf.get("max_position_embeddings", 2048), layer_norm_eps=hf.get("layer_norm_eps", 1e-5),
-            hidden_act=hf.get("hidden_act", "gelu"), rotary_pct=rope["partial_rotary_factor"],
-            rope_theta=rope["rope_theta"], use_parallel_residual=flag({"use_parallel_residual": True} | hf,
-                                                                      "use_parallel_residual"),
+            n_layer=hf["num_hidden_layers"],
+            n_head=hf["num_attention_heads"],
+            n_embd=hf["hidden_size"],
+            n_inner=hf["intermediate_size"],
+            vocab_size=hf["vocab_size"],
+            n_positions=hf.get("max_position_embeddings", 2048),
+            layer_norm_eps=hf.get("layer_norm_eps", 1e-5),
+            hidden_act=hf.get("hidden_act", "gelu"),
+            rotary_pct=rope["partial_rotary_factor"],
+            rope_theta=rope["rope_theta"],
+            use_parallel_residual=flag({"use_parallel_residual": True} | hf, "use_parallel_residual"),
             attention_bias=flag({"attention_bias": True} | hf, "attention_bias"),
-            tie_word_embeddings=flag(hf, "tie_word_embeddings"), bos_token_id=hf.get("bos_token_id", 0),
-            eos_token_id=token_ids(hf.get("eos_token_id", 2)), name=name,
-        )  # fmt: skip
+            tie_word_embeddings=flag(hf, "tie_word_embeddings"),
+            bos_token_id=hf.get("bos_token_id", 0),
+            eos_token_id=token_ids(hf.get("eos_token_id", 2)),
+            name=name,
+        )
 
 
 def _rope_parameters(hf: dict) -> dict:
@@ -140,24 +159,23 @@ def _rope_parameters(hf: dict) -> dict:
     return rope
 
 
-def _pythia(name: str, n_layer: int, n_embd: int, n_head: int, vocab_size: int = 50304) -> NeoXConfig:
-    """A Pythia model (EleutherAI/pythia-*/config.json): MLP 4 D, rotary on a quarter of each head (rotary_pct
-    0.25, rotary_emb_base 10,000), parallel residual, untied embed_out, a 2,048-token context, bos = eos = 0."""
-    return NeoXConfig(n_layer=n_layer, n_head=n_head, n_embd=n_embd, n_inner=4 * n_embd, vocab_size=vocab_size,
-                      bos_token_id=0, eos_token_id=0, name=name)  # fmt: skip
-
-
 # Shapes of well-known models, for counting without weights: each from its published config.json
-# (EleutherAI/pythia-70m ... pythia-12b, EleutherAI/gpt-neox-20b).
+# (EleutherAI/pythia-70m ... pythia-12b, EleutherAI/gpt-neox-20b). Each, as a Pythia model: MLP 4 D, rotary on a quarter of
+# each head (rotary_pct 0.25, rotary_emb_base 10,000), parallel residual, untied embed_out, a 2,048-token context,
+# bos = eos = 0; each one's layers, width, heads and vocabulary.
 PRESETS: dict[str, NeoXConfig] = {
-    "pythia-70m": _pythia("pythia-70m", n_layer=6, n_embd=512, n_head=8),
-    "pythia-160m": _pythia("pythia-160m", n_layer=12, n_embd=768, n_head=12),
-    "pythia-410m": _pythia("pythia-410m", n_layer=24, n_embd=1024, n_head=16),
-    "pythia-1b": _pythia("pythia-1b", n_layer=16, n_embd=2048, n_head=8),
-    "pythia-1.4b": _pythia("pythia-1.4b", n_layer=24, n_embd=2048, n_head=16),
-    "pythia-2.8b": _pythia("pythia-2.8b", n_layer=32, n_embd=2560, n_head=32),
-    "pythia-6.9b": _pythia("pythia-6.9b", n_layer=32, n_embd=4096, n_head=32, vocab_size=50432),
-    "pythia-12b": _pythia("pythia-12b", n_layer=36, n_embd=5120, n_head=40, vocab_size=50688),
-    "gpt-neox-20b": NeoXConfig(n_layer=44, n_head=64, n_embd=6144, n_inner=24576, vocab_size=50432,
-                               bos_token_id=0, eos_token_id=0, name="gpt-neox-20b"),
-}  # fmt: skip
+    name: NeoXConfig(
+        n_layer=L, n_head=H, n_embd=D, n_inner=4 * D, vocab_size=V, bos_token_id=0, eos_token_id=0, name=name
+    )
+    for name, L, D, H, V in (
+        ("pythia-70m", 6, 512, 8, 50304),
+        ("pythia-160m", 12, 768, 12, 50304),
+        ("pythia-410m", 24, 1024, 16, 50304),
+        ("pythia-1b", 16, 2048, 8, 50304),
+        ("pythia-1.4b", 24, 2048, 16, 50304),
+        ("pythia-2.8b", 32, 2560, 32, 50304),
+        ("pythia-6.9b", 32, 4096, 32, 50432),
+        ("pythia-12b", 36, 5120, 40, 50688),
+        ("gpt-neox-20b", 44, 6144, 64, 50432),  # the same shapes: MLP 4 D (24,576)
+    )
+}

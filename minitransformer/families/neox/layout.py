@@ -55,6 +55,12 @@ KIND_OF = kind_rules(
 
 # The base model's prefix is that of every name but embed_out's; older checkpoints carry beside the weights buffers the
 # model computes itself: the causal mask and the rotary frequencies (transformers ignores the first two on load too).
-LAYOUT = Layout(prefix="gpt_neox.", layers="layers", embedding="embed_in.weight",
-                ignored=r"layers\.\d+\.attention\.(bias|masked_bias|rotary_emb\.inv_freq)", shapes=neox_shapes,
-                kinds=KINDS, kind_of=KIND_OF)  # fmt: skip
+LAYOUT = Layout(
+    prefix="gpt_neox.",
+    layers="layers",
+    embedding="embed_in.weight",
+    ignored=r"layers\.\d+\.attention\.(bias|masked_bias|rotary_emb\.inv_freq)",
+    shapes=neox_shapes,
+    kinds=KINDS,
+    kind_of=KIND_OF,
+)

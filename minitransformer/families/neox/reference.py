@@ -15,8 +15,10 @@ from __future__ import annotations
 from ...errors import UserError
 from ..llama.reference import float64_frequencies, float64_rotary
 
-NOTE = ("  (transformers' float64 GPT-NeoX computes its rotary tables in float32; its reference here has them in "
-        "float64,\n  as families/neox/reference.py explains)")  # fmt: skip
+NOTE = (
+    "  (transformers' float64 GPT-NeoX computes its rotary tables in float32; its reference here has them in "
+    "float64,\n  as families/neox/reference.py explains)"
+)
 
 
 def float64_rotary_tables(reference, model, torch) -> None:
@@ -25,6 +27,8 @@ def float64_rotary_tables(reference, model, torch) -> None:
     if not float64_rotary(reference, float64_frequencies(model.config), torch):
         import transformers
 
-        raise UserError(f"validate in float64 recomputes the rotary tables of transformers' {type(reference).__name__} "
-                        f"in float64, and transformers {transformers.__version__} does not lay them out as it expects "
-                        f"(rotary forward(x, position_ids)); upgrade transformers")  # fmt: skip
+        raise UserError(
+            f"validate in float64 recomputes the rotary tables of transformers' {type(reference).__name__} "
+            f"in float64, and transformers {transformers.__version__} does not lay them out as it expects "
+            f"(rotary forward(x, position_ids)); upgrade transformers"
+        )

@@ -9,7 +9,9 @@ from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, LAST, LOGI
 
 
 @cache
-def neox_family(parallel: bool = True, attention_bias: bool = True, rotary: tuple[int, int] | None = None) -> StageTable:
+def neox_family(
+    parallel: bool = True, attention_bias: bool = True, rotary: tuple[int, int] | None = None
+) -> StageTable:
     """The GPT-NeoX block's stages: the parallel residual has no resid_mid, and its ln_2 reads the block's input;
     `rotary` (r, dh): the rope stage says how many of each head's numbers turn."""
     b = (lambda n: f" + b_{n}") if attention_bias else (lambda n: "")

@@ -40,14 +40,7 @@ class Olmo2Config(LlamaConfig):
         rope = rotary.read(hf)
         rotary.refuse_partial({}, rope)
         bias = flag(hf, "attention_bias")
-        return cls(
-            **llama_keys(hf, DEFAULTS),
-            rope_theta=rope.pop("rope_theta"),
-            rope_scaling=rotary.scaling(rope),
-            qkv_bias=bias,
-            o_bias=bias,
-            name=name,
-        )
+        return cls(**llama_keys(hf, DEFAULTS, rope), qkv_bias=bias, o_bias=bias, name=name)
 
 
 # OLMo 2, from the config.json of allenai/OLMo-2-1124-7B and allenai/OLMo-2-1124-13B: one key/value head per query

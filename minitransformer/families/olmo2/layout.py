@@ -19,7 +19,9 @@ def olmo2_shapes(config: Olmo2Config) -> dict[str, tuple[int, ...]]:
         attention = attention_shapes(config) | {"q_norm.weight": (q,), "k_norm.weight": (kv,)}
         shapes |= {f"layers.{i}.self_attn.{name}": shape for name, shape in attention.items()}
         shapes |= {f"layers.{i}.mlp.{name}": shape for name, shape in gated_mlp_shapes(config).items()}
-        shapes |= {f"layers.{i}.{norm}.weight": (D,) for norm in ("post_attention_layernorm", "post_feedforward_layernorm")}
+        shapes |= {
+            f"layers.{i}.{norm}.weight": (D,) for norm in ("post_attention_layernorm", "post_feedforward_layernorm")
+        }
     shapes["norm.weight"] = (D,)
     if not config.tie_word_embeddings:
         shapes["lm_head.weight"] = (V, D)

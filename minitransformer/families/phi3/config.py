@@ -18,6 +18,7 @@ from ..config import (
     listed,
     token_ids,
 )
+from ..llama.config import preset
 from ..rotary import Rope
 
 PHI3_MODEL_TYPES = ("phi3",)
@@ -25,10 +26,16 @@ ROPE_TYPES = ("default", "longrope")  # as Phi3Config, which reads "yarn" as lon
 
 
 # The config.json key of each shape, for messages.
-_JSON_KEYS = {"n_layer": "num_hidden_layers", "n_head": "num_attention_heads", "n_embd": "hidden_size",
-              "n_inner": "intermediate_size", "vocab_size": "vocab_size", "n_kv_head": "num_key_value_heads",
-              "n_positions": "max_position_embeddings",
-              "original_max_position_embeddings": "original_max_position_embeddings"}  # fmt: skip
+_JSON_KEYS = {
+    "n_layer": "num_hidden_layers",
+    "n_head": "num_attention_heads",
+    "n_embd": "hidden_size",
+    "n_inner": "intermediate_size",
+    "vocab_size": "vocab_size",
+    "n_kv_head": "num_key_value_heads",
+    "n_positions": "max_position_embeddings",
+    "original_max_position_embeddings": "original_max_position_embeddings",
+}
 
 
 @dataclass(frozen=True)
@@ -66,18 +73,20 @@ class Phi3Config(ModelConfig):
         for field_name, key in _JSON_KEYS.items():  # named as config.json names them
             check_positive(key, getattr(self, field_name))
         if self.n_embd % self.n_head:
-            raise UserError(f"config hidden_size={self.n_embd} is not a multiple of "
-                            f"num_attention_heads={self.n_head}")  # fmt: skip
+            raise UserError(f"config hidden_size={self.n_embd} is not a multiple of num_attention_heads={self.n_head}")
         if self.n_head % self.n_kv_head:
-            raise UserError(f"config num_attention_heads={self.n_head} is not a multiple of "
-                            f"num_key_value_heads={self.n_kv_head}")  # fmt: skip
+            raise UserError(
+                f"config num_attention_heads={self.n_head} is not a multiple of num_key_value_heads={self.n_kv_head}"
+            )
         check_activation("hidden_act", self.hidden_act)
         for key in ("rms_norm_eps", "rope_theta", "partial_rotary_factor"):
             check_positive_number(key, getattr(self, key))
         if self.partial_rotary_factor > 1 or self.rotary_dim % 2 or not self.rotary_dim:
-            raise UserError(f"config partial_rotary_factor={self.partial_rotary_factor} turns {self.rotary_dim} of "
-                            f"each head's {self.d_head} numbers; rotary embeddings need an even number, at least 2, "
-                            f"at most all")  # fmt: skip
+            raise UserError(
+                f"config partial_rotary_factor={self.partial_rotary_factor} turns {self.rotary_dim} of "
+                f"each head's {self.d_head} numbers; rotary embeddings need an even number, at least 2, "
+                f"at most all"
+            )
         if self.sliding_window is not None:
             check_positive("sliding_window", self.sliding_window)
         if self.rope_scaling is not None:
@@ -116,14 +125,18 @@ class Phi3Config(ModelConfig):
         original_max_position_embeddings."""
         scaling = self.rope_scaling
         if scaling is not None:
-            scaling = tuple(sorted((*scaling, ("original_max_position_embeddings", self.original_max_position_embeddings))))
+            scaling = tuple(
+                sorted((*scaling, ("original_max_position_embeddings", self.original_max_position_embeddings)))
+            )
         return Rope(self.rotary_dim, self.rope_theta, scaling, self.n_positions)
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["rope_scaling"] = None if self.rope_scaling is None else {
-            k: list(v) if isinstance(v, tuple) else v for k, v in self.rope_scaling
-        }  # fmt: skip
+        d["rope_scaling"] = (
+            None
+            if self.rope_scaling is None
+            else {k: list(v) if isinstance(v, tuple) else v for k, v in self.rope_scaling}
+        )
         d["eos_token_id"] = listed(self.eos_token_id)
         return {"family": self.family, "model_type": self.model_type, **d, "d_head": self.d_head, "d_ff": self.d_ff}
 
@@ -141,21 +154,32 @@ class Phi3Config(ModelConfig):
             and H
             and hf["head_dim"] != D // H
         ):
-            raise UserError(f"config head_dim={hf['head_dim']!r} (not hidden_size / num_attention_heads = {D // H}) "
-                            f"is not supported for phi3")  # fmt: skip
+            raise UserError(
+                f"config head_dim={hf['head_dim']!r} (not hidden_size / num_attention_heads = {D // H}) "
+                f"is not supported for phi3"
+            )
         rope = _rope_parameters(hf)
         original = hf.get("original_max_position_embeddings", 4096)
         return cls(
-            n_layer=hf.get("num_hidden_layers", 32), n_head=H, n_embd=D, n_inner=hf.get("intermediate_size", 8192),
-            vocab_size=hf.get("vocab_size", 32064), n_kv_head=H if hf.get("num_key_value_heads") is None else hf["num_key_value_heads"],
-            n_positions=hf.get("max_position_embeddings", 4096), original_max_position_embeddings=original,
-            rms_norm_eps=hf.get("rms_norm_eps", 1e-5), hidden_act=hf.get("hidden_act", "silu"),
-            rope_theta=rope.pop("rope_theta"), partial_rotary_factor=rope.pop("partial_rotary_factor"),
+            n_layer=hf.get("num_hidden_layers", 32),
+            n_head=H,
+            n_embd=D,
+            n_inner=hf.get("intermediate_size", 8192),
+            vocab_size=hf.get("vocab_size", 32064),
+            n_kv_head=H if hf.get("num_key_value_heads") is None else hf["num_key_value_heads"],
+            n_positions=hf.get("max_position_embeddings", 4096),
+            original_max_position_embeddings=original,
+            rms_norm_eps=hf.get("rms_norm_eps", 1e-5),
+            hidden_act=hf.get("hidden_act", "silu"),
+            rope_theta=rope.pop("rope_theta"),
+            partial_rotary_factor=rope.pop("partial_rotary_factor"),
             rope_scaling=_longrope(rope) if rope["rope_type"] == "longrope" else None,
-            sliding_window=hf.get("sliding_window"), tie_word_embeddings=flag(hf, "tie_word_embeddings"),
-            bos_token_id=hf.get("bos_token_id", 1), eos_token_id=token_ids(hf.get("eos_token_id", 32000)),
+            sliding_window=hf.get("sliding_window"),
+            tie_word_embeddings=flag(hf, "tie_word_embeddings"),
+            bos_token_id=hf.get("bos_token_id", 1),
+            eos_token_id=token_ids(hf.get("eos_token_id", 32000)),
             name=name,
-        )  # fmt: skip
+        )
 
 
 def _rope_parameters(hf: dict) -> dict:
@@ -166,8 +190,10 @@ def _rope_parameters(hf: dict) -> dict:
     _, rope = rotary.given(hf)
     kind = rope["rope_type"]
     if kind == "su":  # transformers 5 fails on it too (it looks for original_max_position_embeddings first)
-        raise UserError("config rope type 'su' (the old name of 'longrope') is not supported: transformers no longer "
-                        "reads it; write \"type\": \"longrope\"")  # fmt: skip
+        raise UserError(
+            "config rope type 'su' (the old name of 'longrope') is not supported: transformers no longer "
+            'reads it; write "type": "longrope"'
+        )
     if kind == "yarn":  # Phi3Config reads Phi-3's old "yarn" as longrope (short and long factors), not as YaRN
         rope["rope_type"] = kind = "longrope"
     if kind not in ROPE_TYPES:
@@ -192,8 +218,9 @@ def _longrope(rope: dict) -> tuple[tuple[str, object], ...]:
 
 def _check_longrope(rope: dict, rotary_dim: int) -> None:
     if rope.get("rope_type") != "longrope":
-        raise UserError(f"config rope type {rope.get('rope_type')!r} is not supported for phi3 "
-                        f"(supported: {', '.join(ROPE_TYPES)})")  # fmt: skip
+        raise UserError(
+            f"config rope type {rope.get('rope_type')!r} is not supported for phi3 (supported: {', '.join(ROPE_TYPES)})"
+        )
     for key in ("short_factor", "long_factor"):
         factors = rope.get(key)
         if not isinstance(factors, tuple) or not all(
@@ -201,8 +228,10 @@ def _check_longrope(rope: dict, rotary_dim: int) -> None:
         ):
             raise UserError(f"config rope scaling 'longrope' needs {key}, a list of positive numbers, not {factors!r}")
         if len(factors) != rotary_dim // 2:
-            raise UserError(f"config rope scaling 'longrope' {key} has {len(factors)} numbers; the {rotary_dim} "
-                            f"rotated numbers of a head need {rotary_dim // 2}")  # fmt: skip
+            raise UserError(
+                f"config rope scaling 'longrope' {key} has {len(factors)} numbers; the {rotary_dim} "
+                f"rotated numbers of a head need {rotary_dim // 2}"
+            )
     for key in ("factor", "attention_factor"):
         value = rope.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
@@ -211,89 +240,120 @@ def _check_longrope(rope: dict, rotary_dim: int) -> None:
 
 # Phi-3.5-mini's LongRoPE factors, one per rotated frequency (48 for a head of 96), from its config.json's rope_scaling
 _PHI35_LONG_FACTOR = (
-    1.0800000429153442, 1.1100000143051147, 1.1399999856948853, 1.340000033378601, 1.5899999141693115,
-    1.600000023841858, 1.6200000047683716, 2.620000123977661, 3.2300000190734863, 3.2300000190734863,
-    4.789999961853027, 7.400000095367432, 7.700000286102295, 9.09000015258789, 12.199999809265137,
-    17.670000076293945, 24.46000099182129, 28.57000160217285, 30.420001983642578, 30.840002059936523,
-    32.590003967285156, 32.93000411987305, 42.320003509521484, 44.96000289916992, 50.340003967285156,
-    50.45000457763672, 57.55000305175781, 57.93000411987305, 58.21000289916992, 60.1400032043457, 62.61000442504883,
-    62.62000274658203, 62.71000289916992, 63.1400032043457, 63.1400032043457, 63.77000427246094, 63.93000411987305,
-    63.96000289916992, 63.970001220703125, 64.02999877929688, 64.06999969482422, 64.08000183105469,
-    64.12000274658203, 64.41000366210938, 64.4800033569336, 64.51000213623047, 64.52999877929688, 64.83999633789062,
-)  # fmt: skip
+    1.0800000429153442,
+    1.1100000143051147,
+    1.1399999856948853,
+    1.340000033378601,
+    1.5899999141693115,
+    1.600000023841858,
+    1.6200000047683716,
+    2.620000123977661,
+    3.2300000190734863,
+    3.2300000190734863,
+    4.789999961853027,
+    7.400000095367432,
+    7.700000286102295,
+    9.09000015258789,
+    12.199999809265137,
+    17.670000076293945,
+    24.46000099182129,
+    28.57000160217285,
+    30.420001983642578,
+    30.840002059936523,
+    32.590003967285156,
+    32.93000411987305,
+    42.320003509521484,
+    44.96000289916992,
+    50.340003967285156,
+    50.45000457763672,
+    57.55000305175781,
+    57.93000411987305,
+    58.21000289916992,
+    60.1400032043457,
+    62.61000442504883,
+    62.62000274658203,
+    62.71000289916992,
+    63.1400032043457,
+    63.1400032043457,
+    63.77000427246094,
+    63.93000411987305,
+    63.96000289916992,
+    63.970001220703125,
+    64.02999877929688,
+    64.06999969482422,
+    64.08000183105469,
+    64.12000274658203,
+    64.41000366210938,
+    64.4800033569336,
+    64.51000213623047,
+    64.52999877929688,
+    64.83999633789062,
+)
 _PHI35_SHORT_FACTOR = (
-    1.0, 1.0199999809265137, 1.0299999713897705, 1.0299999713897705, 1.0499999523162842, 1.0499999523162842,
-    1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0699999332427979, 1.0999999046325684,
-    1.1099998950958252, 1.1599998474121094, 1.1599998474121094, 1.1699998378753662, 1.2899998426437378,
-    1.339999794960022, 1.679999828338623, 1.7899998426437378, 1.8199998140335083, 1.8499997854232788,
-    1.8799997568130493, 1.9099997282028198, 1.9399996995925903, 1.9899996519088745, 2.0199997425079346,
-    2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346,
-    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914,
-    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0799996852874756,
-    2.0899996757507324, 2.189999580383301, 2.2199995517730713, 2.5899994373321533, 2.729999542236328,
-    2.749999523162842, 2.8399994373321533,
-)  # fmt: skip
+    1.0,
+    1.0199999809265137,
+    1.0299999713897705,
+    1.0299999713897705,
+    1.0499999523162842,
+    1.0499999523162842,
+    1.0499999523162842,
+    1.0499999523162842,
+    1.0499999523162842,
+    1.0699999332427979,
+    1.0999999046325684,
+    1.1099998950958252,
+    1.1599998474121094,
+    1.1599998474121094,
+    1.1699998378753662,
+    1.2899998426437378,
+    1.339999794960022,
+    1.679999828338623,
+    1.7899998426437378,
+    1.8199998140335083,
+    1.8499997854232788,
+    1.8799997568130493,
+    1.9099997282028198,
+    1.9399996995925903,
+    1.9899996519088745,
+    2.0199997425079346,
+    2.0199997425079346,
+    2.0199997425079346,
+    2.0199997425079346,
+    2.0199997425079346,
+    2.0199997425079346,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0799996852874756,
+    2.0899996757507324,
+    2.189999580383301,
+    2.2199995517730713,
+    2.5899994373321533,
+    2.729999542236328,
+    2.749999523162842,
+    2.8399994373321533,
+)
 
 
 # Shapes of Phi-3 models, for counting without weights (and for the download list), from each model's published
-# config.json on the Hugging Face hub.
+# config.json on the Hugging Face hub: vocabulary 32,064, trained on 4,096 positions, rms_norm_eps 1e-5, rope_theta
+# 10,000, bos 1, eos 32000.
 PRESETS: dict[str, Phi3Config] = {
     # microsoft/Phi-3-mini-4k-instruct: 3,821,079,552 parameters (3.8B)
-    "phi-3-mini": Phi3Config(
-        n_layer=32,
-        n_head=32,
-        n_kv_head=32,
-        n_embd=3072,
-        n_inner=8192,
-        vocab_size=32064,
-        n_positions=4096,
-        original_max_position_embeddings=4096,
-        rms_norm_eps=1e-5,
-        rope_theta=10000.0,
-        sliding_window=2047,
-        bos_token_id=1,
-        eos_token_id=32000,
-        name="phi-3-mini",
-    ),
+    "phi-3-mini": preset(Phi3Config, "phi-3-mini", 32, 32, 32, 3072, 8192, 32064, 4096, sliding_window=2047),
     # microsoft/Phi-3-medium-4k-instruct: 13,960,238,080 parameters (14B); grouped-query attention, 10 KV heads
-    "phi-3-medium": Phi3Config(
-        n_layer=40,
-        n_head=40,
-        n_kv_head=10,
-        n_embd=5120,
-        n_inner=17920,
-        vocab_size=32064,
-        n_positions=4096,
-        original_max_position_embeddings=4096,
-        rms_norm_eps=1e-5,
-        rope_theta=10000.0,
-        sliding_window=2047,
-        bos_token_id=1,
-        eos_token_id=32000,
-        name="phi-3-medium",
-    ),
+    "phi-3-medium": preset(Phi3Config, "phi-3-medium", 40, 40, 10, 5120, 17920, 32064, 4096, sliding_window=2047),
     # microsoft/Phi-3.5-mini-instruct: Phi-3-mini's shapes (3,821,079,552 parameters), 128K positions by LongRoPE
     # over the 4,096 it was trained on (attention factor sqrt(1 + ln 32 / ln 4096) = 1.19); a window of 262,144, wider
     # than the context
-    "phi-3.5-mini": Phi3Config(
-        n_layer=32,
-        n_head=32,
-        n_kv_head=32,
-        n_embd=3072,
-        n_inner=8192,
-        vocab_size=32064,
-        n_positions=131072,
-        original_max_position_embeddings=4096,
-        rms_norm_eps=1e-5,
-        rope_theta=10000.0,
-        rope_scaling=(
-            ("long_factor", _PHI35_LONG_FACTOR),
-            ("rope_type", "longrope"),
-            ("short_factor", _PHI35_SHORT_FACTOR),
-        ),
-        sliding_window=262144,
-        bos_token_id=1,
-        eos_token_id=32000,
-        name="phi-3.5-mini",
+    "phi-3.5-mini": preset(
+        Phi3Config, "phi-3.5-mini", 32, 32, 32, 3072, 8192, 32064, 131072, sliding_window=262144,
+        rope_scaling=(("long_factor", _PHI35_LONG_FACTOR), ("rope_type", "longrope"), ("short_factor", _PHI35_SHORT_FACTOR)),
     ),
-}
+}  # fmt: skip

@@ -13,7 +13,9 @@ from .config import Phi3Config
 
 
 class Phi3Formulas(LlamaFormulas):
-    def attention_products(self, config: Phi3Config, T: int, t: int, B: int, window: int | None) -> dict[str, tuple[int, int]]:
+    def attention_products(
+        self, config: Phi3Config, T: int, t: int, B: int, window: int | None
+    ) -> dict[str, tuple[int, int]]:
         """The Llama family's attention with q, k and v in one product: (H + 2 Hkv) dh dot products a position."""
         llama = super().attention_products(config, T, t, B, window)
         D, H, Hkv, dh = config.n_embd, config.n_head, config.n_kv_head, config.d_head

@@ -36,11 +36,21 @@ def attention(h, p: SimpleNamespace, config: Qwen3Config, at: Tape, inputs: Laye
 
 
 NORMS = (
-    Stage("q_norm", ("attn.q_normed",), "norm", "q = RMSNorm_q(q)  (each head over its dh numbers, gains [dh])",
-          "q [H, T, dh]"),
-    Stage("k_norm", ("attn.k_normed",), "norm", "k = RMSNorm_k(k)  (each head over its dh numbers, gains [dh])",
-          "k [Hkv, T, dh]"),
-)  # fmt: skip
+    Stage(
+        "q_norm",
+        ("attn.q_normed",),
+        "norm",
+        "q = RMSNorm_q(q)  (each head over its dh numbers, gains [dh])",
+        "q [H, T, dh]",
+    ),
+    Stage(
+        "k_norm",
+        ("attn.k_normed",),
+        "norm",
+        "k = RMSNorm_k(k)  (each head over its dh numbers, gains [dh])",
+        "k [Hkv, T, dh]",
+    ),
+)
 
 
 @cache
@@ -66,5 +76,11 @@ class Qwen3Formulas(LlamaFormulas):
         return super().attention_parameters(config) + 2 * config.d_head
 
 
-QK_NORMED = Attention(attention, stages_of, attention_stages(True, True, True), shapes,
-                      kind_of=((L + r"self_attn\.[qk]_norm\.weight", "norms"),), norms=2)  # fmt: skip
+QK_NORMED = Attention(
+    attention,
+    stages_of,
+    attention_stages(True, True, True),
+    shapes,
+    kind_of=((L + r"self_attn\.[qk]_norm\.weight", "norms"),),
+    norms=2,
+)

@@ -9,6 +9,7 @@ otherwise), attention_bias puts biases on q, k, v and o alike, and a sliding win
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ...errors import UserError
 from .. import rotary
@@ -22,7 +23,7 @@ from ..config import (
     flag,
     llama_keys,
 )
-from ..llama.config import LlamaConfig
+from ..llama.config import LlamaConfig, preset
 
 QWEN3_MODEL_TYPES = ("qwen3",)
 # Qwen3Config's defaults for what a config.json leaves out
@@ -88,42 +89,36 @@ class Qwen3Config(LlamaConfig):
                 raise UserError(f"config max_window_layers must be an integer, not {first!r}")
             kinds = [SLIDING if window is not None and i >= first else FULL for i in range(n_layer)]
         if not isinstance(kinds, list) or len(kinds) != n_layer or not set(kinds) <= {FULL, SLIDING}:
-            raise UserError(f"config layer_types={kinds!r} is not supported: one of {FULL}, {SLIDING} for each "
-                            f"of the {n_layer} layers")  # fmt: skip
+            raise UserError(
+                f"config layer_types={kinds!r} is not supported: one of {FULL}, {SLIDING} for each "
+                f"of the {n_layer} layers"
+            )
         if window is None and SLIDING in kinds:
-            raise UserError("config layer_types has sliding_attention layers but use_sliding_window is false "
-                            "(no window for them): set use_sliding_window or make those layers full_attention")  # fmt: skip
+            raise UserError(
+                "config layer_types has sliding_attention layers but use_sliding_window is false "
+                "(no window for them): set use_sliding_window or make those layers full_attention"
+            )
         if window is not None and SLIDING not in kinds:
             window = None  # no layer uses it (max_window_layers >= num_hidden_layers)
         bias = flag(hf, "attention_bias")
-        return cls(
-            **llama_keys(hf, DEFAULTS),
-            rope_theta=rope.pop("rope_theta"),
-            rope_scaling=rotary.scaling(rope),
-            qkv_bias=bias,
-            o_bias=bias,
-            sliding_window=window,
-            layer_kinds=None if len(set(kinds)) == 1 else tuple(kinds),  # one kind: sliding_window says which
-            name=name,
-        )
+        layer_kinds = None if len(set(kinds)) == 1 else tuple(kinds)  # one kind: sliding_window says which
+        keys = llama_keys(hf, DEFAULTS, rope)
+        return cls(**keys, qkv_bias=bias, o_bias=bias, sliding_window=window, layer_kinds=layer_kinds, name=name)
 
 
-def _qwen3(name: str, n_layer: int, n_head: int, n_kv_head: int, n_embd: int, n_inner: int, tied: bool,
-           n_positions: int = 40960) -> Qwen3Config:  # fmt: skip
-    """A Qwen3 dense model as its config.json states it: head_dim 128, rope_theta 1,000,000, vocabulary 151,936,
-    rms_norm_eps 1e-6, no biases, no sliding window (use_sliding_window false), bos 151643, eos 151645."""
-    return Qwen3Config(n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head, head_dim=128, n_embd=n_embd,
-                       n_inner=n_inner, vocab_size=151936, n_positions=n_positions, rms_norm_eps=1e-6,
-                       rope_theta=1000000.0, tie_word_embeddings=tied, bos_token_id=151643, eos_token_id=151645,
-                       name=name)  # fmt: skip
-
-
-# The Qwen3 dense models, from the config.json of Qwen/Qwen3-0.6B, -1.7B, -4B, -8B, -14B and -32B.
+# The Qwen3 dense models, from the config.json of Qwen/Qwen3-0.6B, -1.7B, -4B, -8B, -14B and -32B: head_dim 128,
+# rope_theta 1,000,000, vocabulary 151,936, 40,960 positions, rms_norm_eps 1e-6, no biases, no sliding window
+# (use_sliding_window false), bos 151643, eos 151645; each one's layers, heads, key/value heads, width, MLP width, and
+# whether its embeddings are tied.
+QWEN3: dict[str, Any] = {"head_dim": 128, "rope_theta": 1000000.0, "bos_token_id": 151643, "eos_token_id": 151645}
 PRESETS: dict[str, Qwen3Config] = {
-    "qwen3-0.6b": _qwen3("qwen3-0.6b", 28, 16, 8, 1024, 3072, tied=True),
-    "qwen3-1.7b": _qwen3("qwen3-1.7b", 28, 16, 8, 2048, 6144, tied=True),
-    "qwen3-4b": _qwen3("qwen3-4b", 36, 32, 8, 2560, 9728, tied=True),
-    "qwen3-8b": _qwen3("qwen3-8b", 36, 32, 8, 4096, 12288, tied=False),
-    "qwen3-14b": _qwen3("qwen3-14b", 40, 40, 8, 5120, 17408, tied=False),
-    "qwen3-32b": _qwen3("qwen3-32b", 64, 64, 8, 5120, 25600, tied=False),
+    name: preset(Qwen3Config, name, L, H, Hkv, D, F, 151936, 40960, tie_word_embeddings=tied, **QWEN3)
+    for name, L, H, Hkv, D, F, tied in (
+        ("qwen3-0.6b", 28, 16, 8, 1024, 3072, True),
+        ("qwen3-1.7b", 28, 16, 8, 2048, 6144, True),
+        ("qwen3-4b", 36, 32, 8, 2560, 9728, True),
+        ("qwen3-8b", 36, 32, 8, 4096, 12288, False),
+        ("qwen3-14b", 40, 40, 8, 5120, 17408, False),
+        ("qwen3-32b", 64, 64, 8, 5120, 25600, False),
+    )
 }

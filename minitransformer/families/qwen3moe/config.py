@@ -10,11 +10,12 @@ decoder_sparse_step make dense; the top k gates are renormalised only under norm
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ...errors import UserError
 from .. import rotary
-from ..config import check_dtype, check_model_type, check_positive, flag, llama_keys
-from ..llama.config import LlamaConfig
+from ..config import check_dtype, check_experts, check_model_type, check_positive, flag, llama_keys
+from ..llama.config import LlamaConfig, preset
 
 QWEN3_MOE_MODEL_TYPES = ("qwen3_moe",)
 # Qwen3MoeConfig's defaults for what a config.json leaves out (the MLP widths are read apart)
@@ -41,10 +42,8 @@ class Qwen3MoeConfig(LlamaConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for key in ("n_experts", "top_k", "dense_inner"):
-            check_positive(key, getattr(self, key))
-        if self.top_k > self.n_experts:
-            raise UserError(f"config num_experts_per_tok={self.top_k} exceeds num_experts={self.n_experts}")
+        check_experts(self, "num_experts")
+        check_positive("dense_inner", self.dense_inner)
         if self.mlp_bias or self.qkv_bias != self.o_bias:
             raise UserError("a Qwen3-MoE has biases on q, k, v and o together (attention_bias) or none")
         if any(not 0 <= i < self.n_layer for i in self.dense_layers):
@@ -86,9 +85,12 @@ class Qwen3MoeConfig(LlamaConfig):
         n_experts = hf.get("num_local_experts", hf.get("num_experts", 128))
         if n_experts == 0:
             raise UserError("config num_experts=0 (every layer a dense MLP) is not supported: that is a dense Qwen3")
-        shapes = {"num_experts_per_tok": hf.get("num_experts_per_tok", 8), "num_experts": n_experts,
-                  "moe_intermediate_size": hf.get("moe_intermediate_size", 768),
-                  "intermediate_size": hf.get("intermediate_size", 6144)}  # fmt: skip
+        shapes = {
+            "num_experts_per_tok": hf.get("num_experts_per_tok", 8),
+            "num_experts": n_experts,
+            "moe_intermediate_size": hf.get("moe_intermediate_size", 768),
+            "intermediate_size": hf.get("intermediate_size", 6144),
+        }
         for key, value in shapes.items():  # refused under their config.json names
             check_positive(key, value)
         step = hf.get("decoder_sparse_step", 1)
@@ -100,10 +102,8 @@ class Qwen3MoeConfig(LlamaConfig):
         dense = tuple(i for i in range(n_layer) if i in only or (i + 1) % step != 0)
         bias = flag(hf, "attention_bias")
         return cls(
-            **llama_keys(hf, DEFAULTS) | {"n_inner": shapes["moe_intermediate_size"]},
+            **llama_keys(hf, DEFAULTS, rope) | {"n_inner": shapes["moe_intermediate_size"]},
             dense_inner=shapes["intermediate_size"],
-            rope_theta=rope.pop("rope_theta"),
-            rope_scaling=rotary.scaling(rope),
             qkv_bias=bias,
             o_bias=bias,
             sliding_window=window,
@@ -118,20 +118,14 @@ class Qwen3MoeConfig(LlamaConfig):
 # The published Qwen3 mixtures of experts, from each model's config.json on the Hugging Face hub: head_dim 128,
 # vocabulary 151,936, rope_theta 1,000,000, rms_norm_eps 1e-6, 40,960 positions, no biases, untied, no sliding window,
 # norm_topk_prob true, decoder_sparse_step 1 and mlp_only_layers [] (every layer sparse), 128 experts, 8 per token,
-# bos 151643, eos 151645.
-def _qwen3_moe(name: str, n_layer: int, n_head: int, n_kv_head: int, n_embd: int, moe_inner: int,
-               dense_inner: int) -> Qwen3MoeConfig:  # fmt: skip
-    return Qwen3MoeConfig(n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head, head_dim=128, n_embd=n_embd,
-                          n_inner=moe_inner, dense_inner=dense_inner, vocab_size=151936, n_positions=40960,
-                          rms_norm_eps=1e-6, rope_theta=1000000.0, n_experts=128, top_k=8, norm_topk_prob=True,
-                          bos_token_id=151643, eos_token_id=151645, name=name)  # fmt: skip
-
-
+# bos 151643, eos 151645; each one's layers, heads, key/value heads, width, experts' width and intermediate_size
+# (which no layer of theirs uses).
+QWEN3_MOE: dict[str, Any] = {"head_dim": 128, "rope_theta": 1000000.0, "n_experts": 128, "top_k": 8,
+                             "norm_topk_prob": True, "bos_token_id": 151643, "eos_token_id": 151645}  # fmt: skip
 PRESETS: dict[str, Qwen3MoeConfig] = {
-    # Qwen/Qwen3-30B-A3B: 48 layers, d 2048, 32 heads of 128, 4 KV heads, experts of 768 (intermediate_size 6144,
-    # which no layer uses).
-    "qwen3-30b-a3b": _qwen3_moe("qwen3-30b-a3b", 48, 32, 4, 2048, 768, 6144),
-    # Qwen/Qwen3-235B-A22B: 94 layers, d 4096, 64 heads of 128, 4 KV heads, experts of 1536 (intermediate_size 12288,
-    # which no layer uses).
-    "qwen3-235b-a22b": _qwen3_moe("qwen3-235b-a22b", 94, 64, 4, 4096, 1536, 12288),
+    name: preset(Qwen3MoeConfig, name, L, H, Hkv, D, Fe, 151936, 40960, dense_inner=F, **QWEN3_MOE)
+    for name, L, H, Hkv, D, Fe, F in (
+        ("qwen3-30b-a3b", 48, 32, 4, 2048, 768, 6144),  # Qwen/Qwen3-30B-A3B
+        ("qwen3-235b-a22b", 94, 64, 4, 4096, 1536, 12288),  # Qwen/Qwen3-235B-A22B
+    )
 }

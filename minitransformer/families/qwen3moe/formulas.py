@@ -50,11 +50,17 @@ class Qwen3MoeFormulas(Qwen3Formulas, MixtralFormulas):
         of the first layer, a sparse or a dense one (as count compares its first layer)."""
         sizes = f"D = {c.n_embd:,}, H dh = {c.n_head * c.d_head:,}, Hkv dh = {c.n_kv_head * c.d_head:,}"
         if 0 in c.dense_layers:
-            return ("4 H dh t FLOPs against 4 D (H dh + Hkv dh) + 6 D Fd for the weights (layer 0: a dense MLP of Fd)",
-                    "H dh t / (D (H dh + Hkv dh) + 1.5 D Fd)", f"{sizes}, Fd = {c.dense_inner:,}")  # fmt: skip
-        return ("4 H dh t FLOPs against 4 D (H dh + Hkv dh) + 2 D E + 6 k D F for the weights (a sparse layer: k "
-                "experts of E)", "H dh t / (D (H dh + Hkv dh) + D E / 2 + 1.5 k D F)",
-                f"{sizes}, E = {c.n_experts}, k = {c.top_k}, F = {c.d_ff:,}")  # fmt: skip
+            return (
+                "4 H dh t FLOPs against 4 D (H dh + Hkv dh) + 6 D Fd for the weights (layer 0: a dense MLP of Fd)",
+                "H dh t / (D (H dh + Hkv dh) + 1.5 D Fd)",
+                f"{sizes}, Fd = {c.dense_inner:,}",
+            )
+        return (
+            "4 H dh t FLOPs against 4 D (H dh + Hkv dh) + 2 D E + 6 k D F for the weights (a sparse layer: k "
+            "experts of E)",
+            "H dh t / (D (H dh + Hkv dh) + D E / 2 + 1.5 k D F)",
+            f"{sizes}, E = {c.n_experts}, k = {c.top_k}, F = {c.d_ff:,}",
+        )
 
 
 FORMULAS = Qwen3MoeFormulas()

@@ -32,8 +32,10 @@ def qwen3_moe_shapes(config: Qwen3MoeConfig) -> dict[str, tuple[int, ...]]:
 
 
 KINDS: dict[str, str] = {
-    **{kind: LLAMA_KINDS[kind] for kind in ("token_embedding", "attention_q", "attention_k", "attention_v",
-                                              "attention_out")},
+    **{
+        kind: LLAMA_KINDS[kind]
+        for kind in ("token_embedding", "attention_q", "attention_k", "attention_v", "attention_out")
+    },
     "router": "router weights W_router [E, D]",
     "expert_gate": "experts' gate weights W_gate [F, D], E a sparse layer",
     "expert_up": "experts' up weights W_up [F, D], E a sparse layer",
@@ -44,7 +46,7 @@ KINDS: dict[str, str] = {
     "biases": LLAMA_KINDS["biases"],
     "norms": "RMSNorm gains (q_norm and k_norm included)",
     "unembedding": LLAMA_KINDS["unembedding"],
-}  # fmt: skip
+}
 
 # The kinds of which one token's pass reads only k of E (params' "active" count): the routed experts.
 ROUTED_KINDS = ("expert_gate", "expert_up", "expert_down")

@@ -11,8 +11,10 @@ from functools import partial
 
 from ..mixtral.reference import float64_throughout as mixtral_float64_throughout
 
-NOTE = ("  (transformers' float64 Qwen3-MoE computes RMSNorm, its q and k norms, the rotary tables and the router's "
-        "softmax\n  in float32; its reference here has them in float64, as families/qwen3moe/reference.py explains)")  # fmt: skip
+NOTE = (
+    "  (transformers' float64 Qwen3-MoE computes RMSNorm, its q and k norms, the rotary tables and the router's "
+    "softmax\n  in float32; its reference here has them in float64, as families/qwen3moe/reference.py explains)"
+)
 
 # Mixtral's reference (families/mixtral/reference.py), with four RMSNorms a layer: ln_1, ln_2, q_norm and k_norm.
 float64_throughout = partial(mixtral_float64_throughout, norms_per_layer=4)

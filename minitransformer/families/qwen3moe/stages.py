@@ -32,7 +32,9 @@ QWEN_EXPERTS = tuple(replace(s, equation=_qwen_names(s.equation), reads=_qwen_na
 
 
 @cache
-def qwen3_moe_family(bias: bool = False, window: bool = False, renormalise: bool = True, dense: bool = True) -> StageTable:
+def qwen3_moe_family(
+    bias: bool = False, window: bool = False, renormalise: bool = True, dense: bool = True
+) -> StageTable:
     """Qwen3's attention, then in each layer either the dense MLP (when the config has dense layers) or the router and
     experts: a block's stages, in the order the pass runs the ones its layer has."""
     mlp = llama.gated_mlp() if dense else ()
