@@ -86,7 +86,9 @@ def model_ids(directory: Path, n: int) -> list[int]:
     from minitransformer import load_model
 
     config = load_model(directory).config
-    return [3 + (7 * i) % (config.vocab_size - 3) for i in range(min(n, config.n_positions - 14))]
+    return [
+        3 + (7 * i) % (config.vocab_size - 3) for i in range(min(n, config.n_positions - 14, config.n_positions // 2))
+    ]
 
 
 def commands(models: list[Path]) -> dict[str, list[str]]:
@@ -99,8 +101,9 @@ def commands(models: list[Path]) -> dict[str, list[str]]:
         run[f"count-{preset}.json"] = ["count", "--preset", preset, "--tokens", "100", "--new-tokens", "3",
                                        "--json", "-"]  # fmt: skip
         run[f"count-{preset}.csv"] = ["count", "--preset", preset, "--tokens", "20", "--new-tokens", "2", "--csv", "-"]
+        worst = ["--routing", "worst"] if PRESETS[preset].n_experts else []  # a mixture of experts' assumed routing
         run[f"count-{preset}-worst-nocache.txt"] = ["count", "--preset", preset, "--tokens", "30", "--new-tokens", "2",
-                                                    "--no-cache", "--routing", "worst", "--batch", "2"]  # fmt: skip
+                                                    "--no-cache", "--batch", "2", *worst]  # fmt: skip
         run[f"params-{preset}.txt"] = ["params", "--preset", preset]
         run[f"params-{preset}.json"] = ["params", "--preset", preset, "--json", "-"]
     for preset in ("gpt2", "llama3.2-1b", "qwen3-0.6b", "gemma-3-1b", "olmo-2-7b", "pythia-70m", "phi-3-mini",
@@ -130,8 +133,8 @@ def commands(models: list[Path]) -> dict[str, list[str]]:
         run[f"generate-{model}-dense.json"] = ["generate", prompt, "--model", model, "--dense-attention", "--json", "-"]
         run[f"trace-{model}.txt"] = ["trace", prompt, "--model", model, "--layers", "all"]
         run[f"trace-{model}.html"] = ["trace", prompt, "--model", model, "--html", "-"]
-        run[f"count-{model}.txt"] = ["count", "--model", model, "--tokens", "12"]
-        run[f"params-{model}.txt"] = ["params", "--model", model]
+        run[f"count-{model}.txt"] = ["count", "--model", f"minitransformer/data/{model}", "--tokens", "12"]
+        run[f"params-{model}.txt"] = ["params", "--model", f"minitransformer/data/{model}"]
     for directory in models:
         name = f"{directory.parent.name}-{directory.name}"
         ids = model_ids(directory, 140)  # past the row chunk of 128 where the context has room
@@ -141,7 +144,8 @@ def commands(models: list[Path]) -> dict[str, list[str]]:
                                              "--max-new-tokens", "12"]  # fmt: skip
         run[f"model-{name}-trace.txt"] = ["trace", "--model", str(directory), "--ids", _ids(ids[:9]), "--layers", "all",
                                           "--new-tokens", "3"]  # fmt: skip
-        run[f"model-{name}-count.txt"] = ["count", "--model", str(directory), "--tokens", "50", "--new-tokens", "2"]
+        run[f"model-{name}-count.txt"] = ["count", "--model", str(directory), "--tokens", str(len(ids) // 2),
+                                          "--new-tokens", "2"]  # fmt: skip
         run[f"model-{name}-params.txt"] = ["params", "--model", str(directory)]
     return run
 
@@ -163,10 +167,11 @@ def logits(models: list[Path]) -> dict:
         row = {}
         for dtype in ("float32", "float64"):
             model = load_model(directory, dtype=dtype)
-            values = [model.logits(ids), model.logits([ids[:5], ids[5:10]])]
+            half = len(ids) // 2
+            values = [model.logits(ids), model.logits([ids[:half], ids[half : 2 * half]])]
             cache = model.new_cache()
-            values += [model.run(ids[:8], cache=cache), model.run(ids[8:9], cache=cache)]
-            generation = model.generate(ids[:6], max_new_tokens=4)
+            values += [model.run(ids[:-1], cache=cache), model.run(ids[-1:], cache=cache)]
+            generation = model.generate(ids[:half], max_new_tokens=4)
             values.append(np.asarray(generation.new_tokens))
             row[dtype] = [hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()[:16] for v in values]
         out[f"{directory.parent.name}-{directory.name}"] = row

@@ -45,9 +45,9 @@ class Decoder:
     layers: str = "layers"
     final_norm: str = "norm"
     unembedding: str = "lm_head"  # untied
-    # The mask of a pass with no padded row: each window's attention bias; or None where the attention masks its own
-    # future (GPT-2's, from a table of the whole context), and the bias only comes with a batch's pads.
-    masks_unpadded: bool = True
+    # GPT-2's attention masks its own future (from a table of the whole context): the decoder makes a mask only for a
+    # batch's pads. Every other family's layers read their window's mask (an attention bias) from the decoder.
+    masks_its_future: bool = False
     after_logits: Callable[[Any, Any, Tape], Any] | None = None
 
     def __call__(
@@ -78,7 +78,7 @@ class Decoder:
             if rope is not None and rope not in tables:
                 tables[rope] = rotary_tables(rope, d, x, pads)
             if e.window not in masks:
-                unmasked = shape_only or (pads is None and not self.masks_unpadded)
+                unmasked = shape_only or (pads is None and self.masks_its_future)
                 masks[e.window] = (
                     None if unmasked else attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
                 )

@@ -91,12 +91,5 @@ def scale_scores(s, config: GPT2Config, layer: int, out=None):
 # Token ids [T] (or [B, T]) -> logits [R, V]: the pre-norm blocks (LayerNorm) of these parts, between the embedding
 # with its learned positions and the tied unembedding. Without padded rows, each block's attention masks its own
 # future (mask_future); a padded batch's mask hides the pad keys too.
-gpt2 = Decoder(
-    PreNorm(attention, mlp, norm, ("ln_1", "attn", "ln_2", "mlp")),
-    norm,
-    embed,
-    "wte",
-    "h",
-    "ln_f",
-    masks_unpadded=False,
-)
+block = PreNorm(attention, mlp, norm, names=("ln_1", "attn", "ln_2", "mlp"))
+gpt2 = Decoder(block, norm, embed, embedding="wte", layers="h", final_norm="ln_f", masks_its_future=True)

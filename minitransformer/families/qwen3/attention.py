@@ -36,21 +36,11 @@ def attention(h, p: SimpleNamespace, config: Qwen3Config, at: Tape, inputs: Laye
 
 
 NORMS = (
-    Stage(
-        "q_norm",
-        ("attn.q_normed",),
-        "norm",
-        "q = RMSNorm_q(q)  (each head over its dh numbers, gains [dh])",
-        "q [H, T, dh]",
-    ),
-    Stage(
-        "k_norm",
-        ("attn.k_normed",),
-        "norm",
-        "k = RMSNorm_k(k)  (each head over its dh numbers, gains [dh])",
-        "k [Hkv, T, dh]",
-    ),
-)
+    Stage("q_norm", ("attn.q_normed",), "norm", "q = RMSNorm_q(q)  (each head over its dh numbers, gains [dh])",
+          "q [H, T, dh]"),
+    Stage("k_norm", ("attn.k_normed",), "norm", "k = RMSNorm_k(k)  (each head over its dh numbers, gains [dh])",
+          "k [Hkv, T, dh]"),
+)  # fmt: skip
 
 
 @cache
