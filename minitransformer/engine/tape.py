@@ -141,8 +141,8 @@ class Tape:
     layer_index: int | None = None
     prefix: str = ""
     family: Family | None = None  # the stage table the forward pass names its stages from (the model's)
-    # Inside a chunk of query rows (in_row_chunks): op -> [spec, b batched, dot products, MACs], summed over
-    # the chunks, for the one record per op that the whole pass's tape writes after the last chunk.
+    # Inside a chunk of query rows (in_row_chunks): op -> [spec, b batched, dot products, MACs, shortest and longest
+    # dot product], over the chunks, for the one record per op that the whole pass's tape writes after the last chunk.
     rows: dict | None = None
     # Each layer's sliding window, where the layers differ (config.layer_window); None: every layer has dims.window.
     windows: tuple | None = None
@@ -225,11 +225,11 @@ class Tape:
             )
 
     def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
-                row_chunk=None, breakdown=None) -> Record:  # fmt: skip
+                row_chunk=None, breakdown=None, lengths=None) -> Record:  # fmt: skip
         window = self.dims.window if op in ("scores", "mix") else None
         assert self.family is not None, "a tape that records names its stage table (Tape.family)"
         record = Record(self.family.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
-                        computed, row_chunk, breakdown)  # fmt: skip
+                        computed, row_chunk, lengths=lengths, breakdown=breakdown)  # fmt: skip
         if self.phase is not None:
             self.phase.records.append(record)
         return record
@@ -258,7 +258,7 @@ class Tape:
         for v, each in zip(values, shapes):
             self._check(op, v, each)
         if self.rows is not None:
-            self.rows.setdefault(op, [spec, False, None, None])
+            self.rows.setdefault(op, [spec, False, None, None, None, None])
         if self.parts is not None:  # one expert's rows: shown with the others' (record_experts)
             self.parts.add(op, value, self.routed, None)
             return value
@@ -283,9 +283,10 @@ class Tape:
         self._check(op, out, out_spec)
         if self.rows is not None:  # a chunk of query rows: summed into the whole pass's record (in_row_chunks)
             _, dots, length = dot_product_count(a.shape, b.shape)
-            counted = self.rows.setdefault(op, [spec, b.ndim > 2, 0, 0])
+            counted = self.rows.setdefault(op, [spec, b.ndim > 2, 0, 0, length, length])
             counted[2] += dots
             counted[3] += dots * length
+            counted[4], counted[5] = min(counted[4], length), max(counted[5], length)  # chunks see more keys, or fewer
         if self.parts is not None:  # one expert's rows: summed into the layer's record (record_experts)
             _, dots, length = dot_product_count(a.shape, b.shape)
             self.parts.add(op, out, self.routed, (dots, dots * length))

@@ -16,7 +16,7 @@ from ..verbs.count import Count, Pass
 from ..verbs.formulas import attention_to_weights, generation_macs
 from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
 from .report import count as n
-from .report import describe_model, human, operands, percent, shape, table
+from .report import describe_model, human, length, operands, percent, shape, table
 
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
@@ -29,7 +29,8 @@ CHUNKED_CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Computed in chunks of\n"
     "  {C} query rows, each chunk's Q K^T against only the keys its rows can see, so fewer scores than the dense\n"
     "  T x t per head that transformers' eager attention computes and masks afterwards ('dense form'; count it\n"
-    "  with --dense-attention). 'causal' is the part of that work the mask keeps: per head T*past + T(T+1)/2\n"
+    "  with --dense-attention). A V's dot products are as long as the keys their chunk sees, so its length is a\n"
+    "  range and its MACs their sum. 'causal' is the part of that work the mask keeps: per head T*past + T(T+1)/2\n"
     "  (query, key) pairs; each is a score of length dh, and in A V the same output elements need only those keys."
 )
 
@@ -152,7 +153,7 @@ def block_table(block: list[Record], full: bool) -> str:
             causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
             causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
             dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_macs else ""  # row chunks skipped the rest
-            rows.append([r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), n(r.dot_length),
+            rows.append([r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), length(r),
                          n(r.macs), human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs,
                          dense_form])  # fmt: skip
         elif full:
