@@ -144,7 +144,7 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int, stream_read
             w, h = 132, 22
             top = y + (height - h) / 2
             x = _BOX_X + (_BOX_W - w) / 2
-            free = "no dot products"
+            made = f"out {shape(r['out_shape'])}: no dot products ({r['kind']})"
             text_top = top + 9 - _LINE * (len(equation) - 1) / 2
             parts = [
                 f'<rect class="box free" x="{x:.1f}" y="{top:.1f}" width="{w}" height="{h}"/>',
@@ -152,8 +152,7 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int, stream_read
                 f'<text x="{_TEXT_X}" y="{text_top:.1f}" class="eq"><tspan class="op">{escape(r["op"])}</tspan>'
                 f"\u00a0\u00a0{escape(equation[0])}</text>",
                 *(_text(_TEXT_X, text_top + _LINE * k, line, "eq") for k, line in enumerate(equation[1:], 1)),
-                _text(_TEXT_X, text_top + _LINE * len(equation), f"out {shape(r['out_shape'])}: {free} ({r['kind']})",
-                      "free-note"),
+                _text(_TEXT_X, text_top + _LINE * len(equation), made, "free-note"),
             ]
             if r["kind"] == "residual":  # where the stream takes the branch back in
                 cy = top + h / 2
