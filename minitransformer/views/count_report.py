@@ -140,7 +140,7 @@ def experts_lines(count: Count) -> list[str]:
         f"  Routing assumed (no router without weights): {count.routing}: {ROUTINGS[count.routing]}"
         + ("" if count.routing == "worst" else "\n  (--routing worst: every token to the same k experts; no total moves)"),
         f"  Expert load of the prefill, tokens per expert in {every}: {' '.join(map(str, load))} (the busiest: "
-        f"{busiest:,} of {rows:,} tokens, {n(busiest * per_token)} MACs)",
+        f"{busiest:,} of {plural(rows, 'token', format(rows, ','))}, {n(busiest * per_token)} MACs)",
     ]  # fmt: skip
 
 
@@ -333,11 +333,11 @@ def window_lines(count: Count, dtype: str = "float32") -> list[str]:
     kv = [kv_cache_bytes_after(c, held, count.batch, size), kv_cache_bytes(c, held, count.batch, size)]
     return [
         f"Sliding window: {len(local)} of {plural(L, 'layer')} ({percent(len(local), L)}) are local, each attending to "
-        f"at most W = {shown} positions{others}"
+        f"at most W = {shown} position{s_for(max(local))}{others}"
         + (" (this context is within the window: nothing is cut yet)" if held < min(local) else ""),
         f"  scores and mix: {n(attention)} MACs over this generation, against {n(attention + saved)} had every "
         f"layer attended to every earlier position: the window saves {human(saved)} MACs ({percent(saved, attention + saved)})",
-        f"  KV cache after {held:,} positions ({dtype}): {_bytes(kv[0])}, against {_bytes(kv[1])} had every layer held "
+        f"  KV cache after {plural(held, 'position', format(held, ','))} ({dtype}): {_bytes(kv[0])}, against {_bytes(kv[1])} had every layer held "
         f"all of them: the window saves {_bytes(kv[1] - kv[0])} ({percent(kv[1] - kv[0], kv[1])})",
         "",
     ]  # fmt: skip

@@ -20,6 +20,7 @@ from html import escape
 import numpy as np
 
 from ..families.table import ARCHITECTURES
+from ..text import plural
 from .report import count, human, percent, shape
 
 # Which part of the arithmetic a product belongs to (stages.py's `group`), the same in both families.
@@ -248,7 +249,7 @@ def expert_load(tokens: np.ndarray, first_layer: int = 0) -> str:
         for e in range(E):
             parts.append(f'<rect class="cell" x="{left + e * cell}" y="{top + i * cell}" width="{cell}" '
                          f'height="{cell}" fill="transparent"><title>layer {first_layer + i}, expert {e}: '
-                         f"{count(int(tokens[i, e]))} tokens</title></rect>")  # fmt: skip
+                         f"{plural(int(tokens[i, e]), 'token', count(int(tokens[i, e])))}</title></rect>")  # fmt: skip
     width, height = left + E * cell + 12, top + L * cell + 12
     return (f'<svg class="expert-load" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
             f'aria-label="tokens per expert, layer by layer">{"".join(parts)}</svg>')  # fmt: skip

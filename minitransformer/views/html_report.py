@@ -387,7 +387,7 @@ def _batch(doc: dict) -> str:
         ""
         if padding is None
         else (
-            f'<p class="lede">{len(doc["generations"])} prompts ran as one batch, left-padded to one length; '
+            f'<p class="lede">{plural(len(doc["generations"]), "prompt")} ran as one batch, left-padded to one length; '
             f"<strong>{n(padding['macs'])}</strong> of the MACs ({100 * padding['share']:.1f}%) were spent on padding "
             f"(pad slots, and rows that had finished but kept computing: {n(padding['finished_rows']['macs'])}).</p>"
         )
@@ -766,7 +766,8 @@ def _attention_section(data: dict, hatch: str) -> str:
         blocks.append(f'<div class="attn-layer{" current" if layer == layers[0] else ""}" data-layer="{layer}">'
                       f'<h3>Layer {layer}: {plural(len(heads), "head")}</h3><div class="heads">{maps}</div></div>')  # fmt: skip
     window = attention["window"]
-    behind = f"; keys more than {window - 1} positions behind, outside the sliding window of {window}" if window else ""
+    behind = (f"; keys more than {plural(window - 1, 'position')} behind, outside the sliding window of {window}"
+              if window else "")  # fmt: skip
     cut = f" Positions {first:,}..{n_all - 1:,} of {n_all:,} are shown." if first else ""
     kept = ("every layer" if len(layers) == doc["model"]["n_layer"]
             else f"layer {', '.join(map(str, layers))} (the others were not kept, to keep the page small)")  # fmt: skip

@@ -198,7 +198,7 @@ def padding_line(ledger: Ledger) -> str:
     pads, total, padding, finished = ledger.phases[0].pads, ledger.totals, ledger.padding, ledger.finished_padding
     return (
         f"Padding: {count(padding.dot_products)} dot products, {count(padding.macs)} MACs "
-        f"({percent(padding.macs, total.macs)} of the MACs) on the pad slots of {len(pads)} rows left-padded by "
+        f"({percent(padding.macs, total.macs)} of the MACs) on the pad slots of {plural(len(pads), 'row')} left-padded by "
         f"{', '.join(map(str, pads))}, and on rows that had finished and kept computing ({count(finished.macs)} MACs)"
     )
 
