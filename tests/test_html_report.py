@@ -620,12 +620,20 @@ def test_each_kind_of_layer_is_drawn_and_tabled_and_the_layer_chosen_shows_its_o
     assert len(headings) == len({kinds[layer] for layer in kinds}) * (len(document["detailed_steps"]))
 
 
-def test_gemma_s_sliding_and_full_layers_differ_past_the_window(gemma_page):
-    _, document = gemma_page
+def test_gemma_s_sliding_and_full_layers_differ_past_the_window(page_of, gemma_page):
+    """Past the window, each kind's block is its own: the sliding layers' chunks see at most W + 127 keys. A row
+    computed in row chunks says so, and states the range of its dot products' lengths."""
+    html, document = gemma_page
     prefill = document["phases"][0]
     sliding, full = ({op["op"]: op for op in prefill["layers"][i]["ops"]} for i in (0, 1))
     assert sliding["mix"]["macs"] < full["mix"]["macs"] and sliding["scores"]["macs"] < full["scores"]["macs"]
     assert sliding["mix"]["dot_length_max"] == 4_096 + 128 - 1 and full["mix"]["dot_length_max"] == 4_500
+    page = page_of(html)
+    for layer, op in ((0, sliding["mix"]), (1, full["mix"])):
+        choose(page, "layer", layer)
+        row = page.evaluate("""Array.from(document.querySelectorAll('.phase-view.current .kind-view'))
+            .filter(v => v.offsetHeight > 0)[0].querySelector('.block-table tr[data-op="mix"]').innerText""")
+        assert "in 36 row chunks" in row and f"128-{op['dot_length_max']:,}" in row and f"{op['macs']:,}" in row
 
 
 def test_a_model_of_one_kind_still_says_its_blocks_are_alike(page_of, demo_run):
@@ -676,3 +684,23 @@ def test_no_label_is_wider_than_its_box(page_of, demo_run, llama_run, deepseek_p
         if name == "demo":
             pieces = demo_run[1]["prompt_pieces"] + demo_run[1]["new_pieces"]
             assert label(pieces[-2]) in texts.splitlines()  # the last token fed back, at the heatmaps' edge
+
+
+def test_blocks_that_differ_are_told_apart_even_where_the_config_names_no_kinds():
+    """The drawn blocks follow the records: layers whose records differ get a block each, named by the ops only they
+    have where the config gives no kind (a family to come whose config names none), and nothing says they are alike."""
+    from minitransformer.families.table import PRESETS
+    from minitransformer.verbs.count import count_generation
+    from minitransformer.views import html_report
+
+    data = html_report.count_data(count_generation(PRESETS["deepseek-v3"].prefix(4), 20, 1))
+    assert data["layer_kinds"] == ["dense MLP"] * 3 + ["MoE"]
+    unnamed = {**data, "layer_kinds": [""] * 4}
+    views = html_report._block_views(data["document"]["phases"][0], unnamed["layer_kinds"])
+    assert [(v["kind"], v["layers"]) for v in views] == [
+        ("with mlp.gate, mlp.up, mlp.act, ...", [0, 1, 2]),
+        ("with router, router.sigmoid, router.choose, ...", [3]),
+    ]
+    page = html_report.fragment(unnamed)
+    assert "One block of the layers with router, router.sigmoid, router.choose, ..., stage by stage" in page
+    assert "every block of this pass has the same shapes" not in page

@@ -494,9 +494,17 @@ def _block_views(p: dict, kinds: list[str]) -> list[dict]:
         shapes = json.dumps(_unnamed(run["ops"], run["layer"]), sort_keys=True)
         for i in range(run["layer"], run["layer"] + run["repeat"]):
             kind = kinds[i] if i < len(kinds) else ""
-            view = views.setdefault((kind, shapes), {"kind": kind, "layers": [], "run": index, "shapes": shapes})
+            view = views.setdefault((kind, shapes), {"kind": kind, "layers": [], "run": index, "shapes": shapes,
+                                                     "ops": [op["op"] for op in run["ops"]]})  # fmt: skip
             view["layers"].append(i)
-    return list(views.values())
+    found = list(views.values())
+    for view in found if len(found) > 1 else ():  # blocks that differ where the config names no kinds: by their ops
+        if not view["kind"]:
+            others = {op for other in found if other is not view for op in other["ops"]}
+            own = [op for op in view["ops"] if op not in others]
+            view["kind"] = (f"with {', '.join(own[:3])}{', ...' if len(own) > 3 else ''}" if own
+                            else f"shaped as layer {view['layers'][0]}")  # fmt: skip
+    return found
 
 
 def _layer_list(layers: list[int]) -> str:
@@ -518,13 +526,15 @@ def _view_heading(view: dict, views: list[dict], model: dict) -> str:
     if len(views) == 1:
         return f"One transformer block, stage by stage ({name}; every block of this pass has the same shapes)"
     layers = view["layers"]
-    what = escape(_kind_label(view["kind"], model) if view["kind"] else "other")
+    kind = view["kind"]
+    what = f"the layers {escape(kind)}" if kind.startswith(("with ", "shaped as ")) else (
+        f"the {escape(_kind_label(kind, model))} layers")  # fmt: skip
     of_kind = (f"{plural(len(layers), 'layer')} of this kind, each with these shapes: {_layer_list(layers)}"
                if len(layers) > 1 else "the only layer of this kind")  # fmt: skip
-    twins = [escape(v["kind"] or "other") for v in views if v is not view and v["shapes"] == view["shapes"]]
+    twins = [escape(v["kind"]) for v in views if v is not view and v["shapes"] == view["shapes"]]
     same = (f"; in this pass the {' and '.join(dict.fromkeys(twins))} layers have the same shapes"
             if twins else "")  # fmt: skip
-    return f"One block of the {what} layers, stage by stage ({name}; {of_kind}{same})"
+    return f"One block of {what}, stage by stage ({name}; {of_kind}{same})"
 
 
 def _phase_views(data: dict) -> list[str]:
