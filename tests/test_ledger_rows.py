@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -21,8 +22,13 @@ from minitransformer.views.count_report import count_report
 from minitransformer.views.export import csv_chunks, json_chunks
 
 PROMPT = 300  # past two row chunks of 128: three chunks, the last of 44 rows
-# The first preset of each family (the table's order), and gpt-oss's, whose window of 128 cuts what chunks see.
+# The first preset of each family (the table's order), gpt-oss's, whose window of 128 cuts what chunks see, and
+# DeepSeek-V3.2's with an indexer that keeps 64 keys a query, so that attention reads chosen keys (CHOSEN).
 ONE_A_FAMILY = sorted({next(n for n, c in PRESETS.items() if c.family == a) for a in ARCHITECTURES} | {"gpt-oss-20b"})
+CHOSEN = 64
+SPARSE = "deepseek-v3.2-exp, 64 keys a query"
+CONFIGS = {**{name: PRESETS[name] for name in ONE_A_FAMILY}, SPARSE: replace(PRESETS["deepseek-v3.2-exp"],
+                                                                             index_topk=CHOSEN)}  # fmt: skip
 
 
 def stated_lengths(op: dict) -> tuple[int, int]:
@@ -39,15 +45,15 @@ def mix_lengths(T: int, past: int, window: int | None, C: int) -> list[int]:
     return lengths
 
 
-@pytest.fixture(scope="module", params=ONE_A_FAMILY)
+@pytest.fixture(scope="module", params=list(CONFIGS))
 def counted(request):
-    config = PRESETS[request.param]
+    config = CONFIGS[request.param]
     count = count_generation(config, PROMPT, 3)
     return config, count, json.loads("".join(json_chunks(count, 10.0)))
 
 
 def test_the_preset_list_holds_every_family():
-    assert {PRESETS[name].family for name in ONE_A_FAMILY} == set(ARCHITECTURES)
+    assert {config.family for config in CONFIGS.values()} == set(ARCHITECTURES)
 
 
 def test_every_row_that_states_one_length_multiplies_to_its_macs(counted):
@@ -77,14 +83,17 @@ def test_a_chunked_row_says_so_and_states_the_lengths_its_chunks_computed(counte
         for op in (r for r in layer["ops"] if r["op"] in ("scores", "mix")):
             assert (op["row_chunk"], op["chunks"]) == (C, chunks), op["name"]
             lengths = mix_lengths(PROMPT, 0, window, C) if op["op"] == "mix" else [op["dot_length"]]
+            if op["op"] == "mix" and op.get("selected_keys", PROMPT) < PROMPT:  # each query's chosen keys, in any chunk
+                assert op["selected_keys"] == CHOSEN
+                lengths = [CHOSEN]
             assert stated_lengths(op) == (min(lengths), max(lengths)), op["name"]
-            if op["op"] == "mix":  # each chunk's rows x dh of each head, of its own length
+            if op["op"] == "mix" and len(lengths) > 1:  # each chunk's rows x dh of each head, of its own length
                 H, dh = op["heads"], op["out_shape"][-1]
                 rows = [min(C, PROMPT - r0) for r0 in range(0, PROMPT, C)]
                 assert op["macs"] == H * dh * sum(n * t for n, t in zip(rows, lengths)), op["name"]
-    for phase in doc["phases"][1:]:  # a decode step computes one position: one chunk, whole
+    for phase in doc["phases"][1:]:  # a decode step computes one position: whole, or (sparse) in one chunk
         for op in (r for layer in phase["layers"] for r in layer["ops"]):
-            assert "row_chunk" not in op and "dot_length_min" not in op, op["name"]
+            assert op.get("chunks", 1) == 1 and stated_lengths(op)[0] == stated_lengths(op)[1], op["name"]
 
 
 def test_the_csv_rows_state_the_same_lengths(counted):
@@ -92,11 +101,12 @@ def test_the_csv_rows_state_the_same_lengths(counted):
     rows = list(csv.DictReader(io.StringIO("".join(csv_chunks(count)))))
     for row in rows:
         shortest, longest = int(row["dot_length_min"]), int(row["dot_length_max"])
-        if shortest == longest:
-            assert int(row["dot_products"]) * int(row["dot_length"]) == int(row["macs"]), row["op"]
+        if shortest == longest:  # one length, the dense form's (dot_length) unless fewer keys were read
+            assert int(row["dot_products"]) * longest == int(row["macs"]), row["op"]
         else:
             assert row["op"] == "mix" and int(row["dot_length"]) >= longest
-    assert any(row["dot_length_min"] != row["dot_length_max"] for row in rows)  # the prefill's chunked A V
+    # the prefill's chunked A V: a range, or (over chosen keys) shorter than the dense form's
+    assert any(row["dot_length_min"] != row["dot_length"] for row in rows if row["op"] == "mix")
 
 
 def test_the_text_row_of_a_chunked_product_shows_the_range_and_the_chunks():

@@ -43,7 +43,7 @@ def colour(op: str) -> str:
 
 def operands(r: dict) -> str:
     """ "[5, 64] x [64, 192]"; a product computed in chunks of query rows says so after its dense shapes."""
-    chunks = f" in {r['chunks']} row chunks" if "chunks" in r else ""
+    chunks = f" in {plural(r['chunks'], 'row chunk')}" if "chunks" in r else ""
     return f"{shape(r['a_shape'])} x {shape(r['b_shape'])}{chunks}"
 
 

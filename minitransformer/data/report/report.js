@@ -42,7 +42,7 @@ function minitransformerReport(root) {
     }
     var lines = [name + "  (" + r.kind + ")", r.equation];
     if (r.kind === "matmul") {
-      lines.push(dims(r.a_shape) + " x " + dims(r.b_shape) + (r.chunks ? " in " + r.chunks + " row chunks" : "") +
+      lines.push(dims(r.a_shape) + " x " + dims(r.b_shape) + (r.chunks ? " in " + r.chunks + " row chunk" + (r.chunks === 1 ? "" : "s") : "") +
                  " -> " + dims(r.out_shape) + (r.heads ? "  (" + r.heads + " heads)" : ""));
       var shortest = r.dot_length_min === undefined ? r.dot_length : r.dot_length_min;
       var longest = r.dot_length_max === undefined ? r.dot_length : r.dot_length_max;
