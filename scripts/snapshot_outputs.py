@@ -31,6 +31,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 def live_configs() -> dict:
     """name -> (transformers config, seed, spread, saved dtype, moved): every config the families' live tests make."""
     import test_deepseek_hf_live as deepseek
+    import test_deepseek_v32_hf_live as deepseek_v32
     import test_gemma_hf_live as gemma
     import test_gptoss_hf_live as gptoss
     import test_mixtral_hf_live as mixtral
@@ -56,7 +57,8 @@ def live_configs() -> dict:
     for module, config_class, moved in ((mixtral, transformers.MixtralConfig, None),
                                         (qwen3moe, transformers.Qwen3MoeConfig, None),
                                         (gptoss, transformers.GptOssConfig, None),
-                                        (deepseek, transformers.DeepseekV3Config, deepseek.move_correction_biases)):  # fmt: skip
+                                        (deepseek, transformers.DeepseekV3Config, deepseek.move_correction_biases),
+                                        (deepseek_v32, transformers.DeepseekV32Config, deepseek.move_correction_biases)):  # fmt: skip
         for name, keys in module.CONFIGS.items():
             options = {k: v for k, v in keys.items() if k not in ("seed", "saved")}
             dtype = getattr(torch, keys.get("saved", "float32"))
@@ -107,7 +109,7 @@ def commands(models: list[Path]) -> dict[str, list[str]]:
         run[f"params-{preset}.txt"] = ["params", "--preset", preset]
         run[f"params-{preset}.json"] = ["params", "--preset", preset, "--json", "-"]
     for preset in ("gpt2", "llama3.2-1b", "qwen3-0.6b", "gemma-3-1b", "olmo-2-7b", "pythia-70m", "phi-3-mini",
-                   "mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-20b", "deepseek-v3"):  # fmt: skip
+                   "mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-20b", "deepseek-v3", "deepseek-v3.2-exp"):  # fmt: skip
         run[f"count-{preset}.html"] = [
             "count",
             "--preset",

@@ -26,6 +26,7 @@ MISTRAL = (ROOT / "tests" / "fixtures" / "hf_llama" / "mistral_window").relative
 CASES: dict[str, tuple[str, ...]] = {
     "count-qwen3-0.6b.txt": ("count", "--preset", "qwen3-0.6b", "--tokens", "100"),
     "count-deepseek-v3.txt": ("count", "--preset", "deepseek-v3", "--tokens", "50", "--new-tokens", "2"),
+    "count-deepseek-v3.2-exp.txt": ("count", "--preset", "deepseek-v3.2-exp", "--tokens", "2100", "--new-tokens", "2"),
     "count-mixtral-8x7b.csv": ("count", "--preset", "mixtral-8x7b", "--tokens", "20", "--new-tokens", "2", "--csv", "-"),
     "count-demo-llama.json": ("count", "--model", "minitransformer/data/demo-llama", "--tokens", "20", "--new-tokens", "2",
                               "--json", "-"),

@@ -107,6 +107,11 @@ class Formulas:
         """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs."""
         raise NotImplementedError
 
+    def selection_per_pair(self, config: Any) -> tuple[int, int]:
+        """(MACs, dot products) a query spends on each key in reach to choose the keys it attends to (a sparse
+        attention's indexer: DeepSeek-V3.2's); (0, 0) where every query attends to every key it can see."""
+        return 0, 0
+
     def count_notes(self, config: Any, n_prompt: int, n_new: int) -> list[str]:
         """A family's own lines in count's report (DeepSeek-V3's latent cache), for a count of n_prompt + n_new."""
         return []

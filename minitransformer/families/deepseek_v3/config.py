@@ -125,62 +125,12 @@ class DeepseekConfig(ModelConfig):
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "deepseek_v3") -> DeepseekConfig:
         """Read a transformers DeepseekV3Config dict (as config.json holds it), with DeepseekV3Config's defaults."""
-        model_type = check_model_type(hf, DEEPSEEK_MODEL_TYPES, f"a DeepSeek-V3 ({', '.join(DEEPSEEK_MODEL_TYPES)})")
-        check_dtype(hf)
-        if hf.get("quantization_config"):  # DeepSeek-V3's published weights are fp8 blocks with scales
-            method = (
-                hf["quantization_config"].get("quant_method", "?")
-                if isinstance(hf["quantization_config"], dict)
-                else "?"
-            )
-            raise UserError(f"config quantization_config ({method}) is not supported: dequantize the weights first")
-        rope = _rope(hf)
-        rotary.refuse_partial(hf, rope, ("pretraining_tp", "partial_rotary_factor"))
-        # Options that change inference and are not computed here: refused by name. (output_router_logits only adds
-        # an output; num_nextn_predict_layers / num_mtp_layers name the multi-token-prediction module, which
-        # transformers does not build: the logits are the base model's; num_key_value_heads is not read by MLA,
-        # whose every head has its own k and v from the latent.)
-        if hf.get("attention_bias"):
-            raise UserError("config attention_bias=true is not supported")
+        check_model_type(hf, DEEPSEEK_MODEL_TYPES, f"a DeepSeek-V3 ({', '.join(DEEPSEEK_MODEL_TYPES)})")
         if hf.get("layer_types"):
             raise UserError(
                 "config layer_types is not supported (DeepSeek-V3's layers differ by first_k_dense_replace)"
             )
-        theta = rope.pop("rope_theta")
-        # rope_interleave and norm_topk_prob: null reads as false, as transformers' `if config.rope_interleave` does
-        first = hf.get("first_k_dense_replace", 3)
-        return cls(
-            n_layer=hf.get("num_hidden_layers", 61),
-            n_head=hf.get("num_attention_heads", 128),
-            n_embd=hf.get("hidden_size", 7168),
-            n_inner=hf.get("intermediate_size", 18432),
-            vocab_size=hf.get("vocab_size", 129280),
-            moe_inner=hf.get("moe_intermediate_size", 2048),
-            q_lora_rank=hf.get("q_lora_rank", 1536),
-            kv_lora_rank=hf.get("kv_lora_rank", 512),
-            qk_rope_head_dim=hf.get("qk_rope_head_dim", 64),
-            qk_nope_head_dim=hf.get("qk_nope_head_dim", 128),
-            v_head_dim=hf.get("v_head_dim", 128),
-            rope_interleave=bool(hf.get("rope_interleave", True)),
-            n_experts=hf.get("n_routed_experts", hf.get("num_local_experts", 256)),
-            top_k=hf.get("num_experts_per_tok", 8),
-            n_shared_experts=hf.get("n_shared_experts", 1),
-            n_group=hf.get("n_group", 8),
-            topk_group=hf.get("topk_group", 4),
-            first_k_dense=0 if first is None else first,
-            norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
-            routed_scaling_factor=float(hf.get("routed_scaling_factor", 2.5)),
-            n_positions=hf.get("max_position_embeddings", 4096),
-            rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
-            hidden_act=hf.get("hidden_act", "silu"),
-            rope_theta=theta,
-            rope_scaling=rotary.scaling(rope),
-            tie_word_embeddings=flag(hf, "tie_word_embeddings"),
-            bos_token_id=hf.get("bos_token_id", 0),
-            eos_token_id=token_ids(hf.get("eos_token_id", 1)),
-            model_type=model_type,
-            name=name,
-        )
+        return cls(**deepseek_fields(hf, name))
 
     @property
     def checkpoint_kind(self) -> str:
@@ -255,6 +205,60 @@ class DeepseekConfig(ModelConfig):
         d["rope_scaling"] = None if self.rope_scaling is None else dict(self.rope_scaling)
         d["eos_token_id"] = listed(self.eos_token_id)
         return {"family": self.family, **d, "d_head": self.d_head, "d_value": self.d_value, "d_ff": self.d_ff}
+
+
+def deepseek_fields(hf: dict, name: str) -> dict:
+    """DeepseekConfig's fields from a config.json of the DeepSeek-V3 layout (DeepSeek-V3.2's too), with
+    DeepseekV3Config's defaults, every option that changes inference and is not computed refused by name."""
+    check_dtype(hf)
+    if hf.get("quantization_config"):  # DeepSeek-V3's published weights are fp8 blocks with scales
+        method = (
+            hf["quantization_config"].get("quant_method", "?") if isinstance(hf["quantization_config"], dict) else "?"
+        )
+        raise UserError(f"config quantization_config ({method}) is not supported: dequantize the weights first")
+    rope = _rope(hf)
+    rotary.refuse_partial(hf, rope, ("pretraining_tp", "partial_rotary_factor"))
+    # Options that change inference and are not computed here: refused by name. (output_router_logits only adds
+    # an output; num_nextn_predict_layers / num_mtp_layers name the multi-token-prediction module, which
+    # transformers does not build: the logits are the base model's; num_key_value_heads is not read by MLA,
+    # whose every head has its own k and v from the latent.)
+    if hf.get("attention_bias"):
+        raise UserError("config attention_bias=true is not supported")
+    theta = rope.pop("rope_theta")
+    # rope_interleave and norm_topk_prob: null reads as false, as transformers' `if config.rope_interleave` does
+    first = hf.get("first_k_dense_replace", 3)
+    return dict(
+        n_layer=hf.get("num_hidden_layers", 61),
+        n_head=hf.get("num_attention_heads", 128),
+        n_embd=hf.get("hidden_size", 7168),
+        n_inner=hf.get("intermediate_size", 18432),
+        vocab_size=hf.get("vocab_size", 129280),
+        moe_inner=hf.get("moe_intermediate_size", 2048),
+        q_lora_rank=hf.get("q_lora_rank", 1536),
+        kv_lora_rank=hf.get("kv_lora_rank", 512),
+        qk_rope_head_dim=hf.get("qk_rope_head_dim", 64),
+        qk_nope_head_dim=hf.get("qk_nope_head_dim", 128),
+        v_head_dim=hf.get("v_head_dim", 128),
+        rope_interleave=bool(hf.get("rope_interleave", True)),
+        n_experts=hf.get("n_routed_experts", hf.get("num_local_experts", 256)),
+        top_k=hf.get("num_experts_per_tok", 8),
+        n_shared_experts=hf.get("n_shared_experts", 1),
+        n_group=hf.get("n_group", 8),
+        topk_group=hf.get("topk_group", 4),
+        first_k_dense=0 if first is None else first,
+        norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
+        routed_scaling_factor=float(hf.get("routed_scaling_factor", 2.5)),
+        n_positions=hf.get("max_position_embeddings", 4096),
+        rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
+        hidden_act=hf.get("hidden_act", "silu"),
+        rope_theta=theta,
+        rope_scaling=rotary.scaling(rope),
+        tie_word_embeddings=flag(hf, "tie_word_embeddings"),
+        bos_token_id=hf.get("bos_token_id", 0),
+        eos_token_id=token_ids(hf.get("eos_token_id", 1)),
+        model_type=hf.get("model_type"),
+        name=name,
+    )
 
 
 # deepseek-ai/DeepSeek-V3 (and -V3-0324, DeepSeek-R1: the same shapes), config.json: 61 layers (the first 3 dense),

@@ -13,24 +13,26 @@ MLP), the MLP is a router (D E), k of E experts (3 D Fe each token) and the shar
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 from ..architecture import Formulas
 from .config import DeepseekConfig
 
+C = TypeVar("C", bound=DeepseekConfig)  # the config a subclass's formulas read (DeepSeek-V3.2's)
 
-class DeepseekFormulas(Formulas):
+
+class DeepseekFormulas(Formulas, Generic[C]):
     """MLA's products, weights and parameters (formulas written per layer: dense layers and layers with experts
     differ), its latent cache and the absorbed form's products beside those computed here."""
 
-    def _q(self, c: DeepseekConfig) -> tuple[int, int]:
+    def _q(self, c: C) -> tuple[int, int]:
         """(MACs, dot products) of the query's products per position."""
         D, Hdh = c.n_embd, c.n_head * c.d_head
         if c.q_lora_rank is None:
             return D * Hdh, Hdh
         return D * c.q_lora_rank + c.q_lora_rank * Hdh, c.q_lora_rank + Hdh
 
-    def products(
-        self, config: DeepseekConfig, T: int, t: int, R: int = 1, B: int = 1, layer: int | None = None
-    ) -> dict:
+    def products(self, config: C, T: int, t: int, R: int = 1, B: int = 1, layer: int | None = None) -> dict:
         """(dot products, dot-product length) of each matrix product of one pass, for one layer (block ops): `layer`, or
         by default the last (a layer with experts, where there are any)."""
         c = config
@@ -72,14 +74,14 @@ class DeepseekFormulas(Formulas):
         ops["logits"] = (B * R * c.vocab_size, D)
         return ops
 
-    def _attention_weights(self, c: DeepseekConfig) -> tuple[int, int]:
+    def _attention_weights(self, c: C) -> tuple[int, int]:
         """(MACs, dot products) per position of MLA's products with weights: q, kv_a, kv_b, out."""
         D, H, dn, dv, dr, dc = c.n_embd, c.n_head, c.qk_nope_head_dim, c.v_head_dim, c.qk_rope_head_dim, c.kv_lora_rank
         q_macs, q_dots = self._q(c)
         macs = q_macs + D * (dc + dr) + dc * H * (dn + dv) + H * dv * D
         return macs, q_dots + (dc + dr) + H * (dn + dv) + D
 
-    def weight_macs_per_position(self, config: DeepseekConfig, layer: int = 0) -> int:
+    def weight_macs_per_position(self, config: C, layer: int = 0) -> int:
         """MACs of the products with weights, per position, in `layer`: MLA's (q, kv_a, kv_b, out), then 3 D F (dense)
         or D E + k 3 D Fe + 3 D Fs (router, k routed experts, the shared experts)."""
         c, D = config, config.n_embd
@@ -88,7 +90,7 @@ class DeepseekFormulas(Formulas):
             return attention + 3 * D * c.d_ff
         return attention + D * c.n_experts + c.top_k * 3 * D * c.moe_inner + 3 * D * c.d_shared
 
-    def weight_dot_products_per_position(self, config: DeepseekConfig, layer: int = 0) -> int:
+    def weight_dot_products_per_position(self, config: C, layer: int = 0) -> int:
         """Dot products of the products with weights, per position, in `layer`: MLA's, then 2 F + D (dense) or
         E + k (2 Fe + D) + 2 Fs + D."""
         c, D = config, config.n_embd
@@ -97,11 +99,11 @@ class DeepseekFormulas(Formulas):
             return attention + 2 * c.d_ff + D
         return attention + c.n_experts + c.top_k * (2 * c.moe_inner + D) + 2 * c.d_shared + D
 
-    def attention_macs_per_pair(self, config: DeepseekConfig) -> int:
+    def attention_macs_per_pair(self, config: C) -> int:
         """H (dh + dv): a query head's score against a key, dh long, and its share of the mix, dv wide."""
         return config.n_head * (config.d_head + config.v_head_dim)
 
-    def _parameters(self, config: DeepseekConfig, experts: int) -> int:
+    def _parameters(self, config: C, experts: int) -> int:
         c = config
         D, H, dh, dn, dv, dr, dc = (
             c.n_embd,
@@ -114,33 +116,33 @@ class DeepseekFormulas(Formulas):
         )
         q = D * H * dh if c.q_lora_rank is None else D * c.q_lora_rank + c.q_lora_rank + c.q_lora_rank * H * dh
         attention = q + D * (dc + dr) + dc + dc * H * (dn + dv) + H * dv * D
-        dense = c.first_k_dense if c.first_k_dense < c.n_layer else c.n_layer
+        dense = sum(not c.is_moe(i) for i in range(c.n_layer))
         moe = c.n_layer - dense
         mixture = c.n_experts * D + experts * 3 * D * c.moe_inner + 3 * D * c.d_shared
         head = 0 if c.tie_word_embeddings else c.vocab_size * D
         return c.vocab_size * D + c.n_layer * (attention + 2 * D) + dense * 3 * D * c.d_ff + moe * mixture + D + head
 
-    def parameters(self, config: DeepseekConfig) -> int:
+    def parameters(self, config: C) -> int:
         """V D + L (MLA + 2 D) + L_dense 3 D F + L_moe (E D + 3 E D Fe + 3 D Fs) + D [+ V D untied], MLA = D dq + dq +
         dq H dh (or D H dh) + D (dc + dr) + dc + dc H (dn + dv) + H dv D (its two RMSNorm gains dq and dc included). The
         routers' correction biases (E a layer) are buffers, not parameters, as transformers counts them."""
         return self._parameters(config, config.n_experts)
 
-    def active_parameters(self, config: DeepseekConfig) -> int:
+    def active_parameters(self, config: C) -> int:
         """The parameters one token's pass reads: k routed experts of E a layer, everything else whole (the shared
         experts, the dense layers, the embedding and the head in full)."""
         return self._parameters(config, config.top_k)
 
-    def latent_cache_numbers(self, config: DeepseekConfig) -> int:
+    def latent_cache_numbers(self, config: C) -> int:
         """What MLA must keep a position and layer: the latent c and the rotary key k_r, dc + dr (576 in DeepSeek-V3)."""
         return config.kv_lora_rank + config.qk_rope_head_dim
 
-    def full_cache_numbers(self, config: DeepseekConfig) -> int:
+    def full_cache_numbers(self, config: C) -> int:
         """What a cache of the per-head keys and values keeps a position and layer: H (dh + dv) (40,960 in DeepSeek-V3,
         128 heads of 192-wide keys and 128-wide values), as this implementation's cache does."""
         return config.n_head * (config.d_head + config.v_head_dim)
 
-    def absorbed_products(self, config: DeepseekConfig, T: int, t: int) -> dict[str, tuple[int, int]]:
+    def absorbed_products(self, config: C, T: int, t: int) -> dict[str, tuple[int, int]]:
         """(dot products, length) of one layer's attention in the absorbed form, for T new positions attending to t
         (every score, no mask skipped): W_uk (the key half of W_kvb, [H, dn, dc]) folded into the query and W_uv (the
         value half, [H, dc, dv]) into the output, so attention reads the latent [t, dc] and k_r [t, dr] directly:
@@ -155,11 +157,11 @@ class DeepseekFormulas(Formulas):
             "absorb_v": (T * H * dv, dc),
         }
 
-    def absorbed_attention_macs(self, config: DeepseekConfig, T: int, t: int) -> int:
+    def absorbed_attention_macs(self, config: C, T: int, t: int) -> int:
         """MACs of one layer's attention in the absorbed form (absorbed_products): T H dc (dn + dv) + T t H (2 dc + dr)."""
         return sum(dots * length for dots, length in self.absorbed_products(config, T, t).values())
 
-    def computed_attention_macs(self, config: DeepseekConfig, T: int, t: int) -> int:
+    def computed_attention_macs(self, config: C, T: int, t: int) -> int:
         """The same as computed here (every score, no mask skipped): kv_b T dc H (dn + dv) + scores and mix
         T t H (dh + dv)."""
         c = config
@@ -167,7 +169,7 @@ class DeepseekFormulas(Formulas):
             c.qk_nope_head_dim + c.v_head_dim
         ) + T * t * self.attention_macs_per_pair(c)
 
-    def attention_vs_weights(self, c: DeepseekConfig) -> tuple[str, str, str]:
+    def attention_vs_weights(self, c: C) -> tuple[str, str, str]:
         """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs, for
         layer 0 (as count's comparison takes it): a dense layer where first_k_dense_replace > 0, else one with experts."""
         q = "D H dh" if c.q_lora_rank is None else "D dq + dq H dh"
@@ -186,17 +188,20 @@ class DeepseekFormulas(Formulas):
             ),
         )
 
-    def count_notes(self, config: DeepseekConfig, n_prompt: int, n_new: int) -> list[str]:
+    def count_notes(self, config: C, n_prompt: int, n_new: int, keys=None) -> list[str]:
         """count's lines on MLA (views/count_report.py calls a family's count_notes where it has one): what its cache
         must hold against what a cache of per-head keys and values holds, and the absorbed form's attention MACs beside
-        those computed here, for the prefill and the last decode step, every score counted (no mask skipped)."""
+        those computed here, for the prefill and the last decode step, every score counted (no mask skipped). `keys(t)`:
+        the keys a query's scores and mix read at context t (all t; DeepSeek-V3.2's indexer chooses fewer)."""
         c, L = config, config.n_layer
+        keys = keys or (lambda t: t)
         latent, full = self.latent_cache_numbers(c), self.full_cache_numbers(c)
         t = n_prompt + n_new - 1
         steps = [("the prefill", n_prompt, n_prompt)] + ([(f"a decode step at t = {t:,}", 1, t)] if n_new > 1 else [])
         rows = []
         for name, T, seen in steps:
-            computed, absorbed = self.computed_attention_macs(c, T, seen), self.absorbed_attention_macs(c, T, seen)
+            computed = self.computed_attention_macs(c, T, keys(seen))
+            absorbed = self.absorbed_attention_macs(c, T, keys(seen))
             rows.append(
                 f"    {name}: {computed:,} MACs a layer as computed (kv_b, scores, mix), {absorbed:,} absorbed "
                 f"({absorbed / computed:.3g}x)"
@@ -221,4 +226,4 @@ class DeepseekFormulas(Formulas):
         ]
 
 
-FORMULAS = DeepseekFormulas()
+FORMULAS = DeepseekFormulas[DeepseekConfig]()

@@ -30,6 +30,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ...engine.kvcache import KVCache
 from ...engine.ops import ACTIVATIONS, add_mask, constant, merge_heads, rms_norm, rotate, softmax, split_into_heads
 from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
@@ -45,16 +46,29 @@ from .routing import choose
 LATENT_NORM_EPS = 1e-6
 
 
-def deepseek(ids, p: SimpleNamespace, config: DeepseekConfig, cache, tape: Tape, all_positions: bool, pads=None):
+def deepseek(
+    ids: np.ndarray,
+    p: SimpleNamespace,
+    config: DeepseekConfig,
+    cache: KVCache | None,
+    tape: Tape,
+    all_positions: bool,
+    pads: np.ndarray | None = None,
+) -> np.ndarray:
     """Token ids [T] (or [B, T]) -> logits [R, V]: the Llama family's decoder and pre-norm block, with MLA and the
-    experts (or the dense MLP) as its parts. A rope type it reads but does not compute counts and does not run."""
+    experts (or the dense MLP) as its parts."""
+    check_runnable(config, p)
+    return DECODER(ids, p, config, cache, tape, all_positions, pads)
+
+
+def check_runnable(config: DeepseekConfig, p: SimpleNamespace) -> None:
+    """A rope type read but not computed here counts (without weights), and is refused by name where it would run."""
     kind = config.rope().kind
     if kind not in RUNNABLE_ROPE_TYPES and not isinstance(p.embed_tokens.weight, ShapeOnly):
         raise UserError(
             f"config rope_parameters rope_type={kind!r} is not computed here (only "
             f"{', '.join(RUNNABLE_ROPE_TYPES)}): this model counts, but does not run"
         )
-    return DECODER(ids, p, config, cache, tape, all_positions, pads)
 
 
 def mlp(h, p: SimpleNamespace, config: DeepseekConfig, at: Tape):
@@ -64,7 +78,16 @@ def mlp(h, p: SimpleNamespace, config: DeepseekConfig, at: Tape):
 
 def latent_attention(h, p: SimpleNamespace, config: DeepseekConfig, at: Tape, inputs: LayerInputs):
     """Multi-head latent attention, as transformers' DeepseekV3Attention computes it."""
+    q, K, V, _ = latent_keys(h, p, config, at, inputs)
+    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, inputs.mask)
+    return output(z, p, at)
+
+
+def latent_keys(h, p: SimpleNamespace, config: DeepseekConfig, at: Tape, inputs: LayerInputs):
+    """MLA up to its keys: the queries [H, T, dh], the t attended keys [H, t, dh] and values [H, t, dv], and c_q, the
+    query's normed latent [T, dq] (None where q is one product h W_q)."""
     H, dn = config.n_head, config.qk_nope_head_dim
+    cq = None
     if config.q_lora_rank is None:
         q = at.matmul("q", h, p.q_proj.weight.T, "T D, D H*dh -> T H*dh")
     else:
@@ -83,7 +106,11 @@ def latent_attention(h, p: SimpleNamespace, config: DeepseekConfig, at: Tape, in
     q = at.stage("q_join", join(q[..., :dn], q_r), "H T dh")
     k = at.stage("k_join", join(k_n, broadcast(k_r, k_n.shape[:-1] + (config.qk_rope_head_dim,))), "H T dh")
     K, V = at.stage("cache", inputs.cache.append(k, v) if inputs.cache is not None else (k, v), "H t dh; H t dv")
-    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, inputs.mask)
+    return q, K, V, cq
+
+
+def output(z, p: SimpleNamespace, at: Tape):
+    """The heads' mixes [H, T, dv] merged and projected back to the stream: o = Z W_o [T, D]."""
     z = at.stage("merge_heads", merge_heads(z), "T H*dv")
     return at.matmul("out", z, p.o_proj.weight.T, "T H*dv, H*dv D -> T D")
 
