@@ -84,12 +84,13 @@ def make_models(folder: Path) -> list[Path]:
 
 
 def model_ids(directory: Path, n: int) -> list[int]:
-    """n token ids (fewer where the model's context is shorter) that every model's vocabulary holds."""
+    """n token ids (fewer where the model's context is shorter, two at least) that every model's vocabulary holds."""
     from minitransformer import load_model
 
     config = load_model(directory).config
     return [
-        3 + (7 * i) % (config.vocab_size - 3) for i in range(min(n, config.n_positions - 14, config.n_positions // 2))
+        3 + (7 * i) % (config.vocab_size - 3)
+        for i in range(max(2, min(n, config.n_positions - 14, config.n_positions // 2)))
     ]
 
 

@@ -19,7 +19,7 @@ from minitransformer import UserError
 from minitransformer.engine.ops import add_mask, group_heads, rotate, softmax, ungroup_heads
 from minitransformer.engine.stages import Stage, StageTable, edited
 from minitransformer.families.architecture import Architecture
-from minitransformer.families.blocks import Residual, as_mixer
+from minitransformer.families.blocks import ByKind, Residual, as_mixer
 from minitransformer.families.decoder import Decoder
 from minitransformer.families.gemma.forward import softcap
 from minitransformer.families.llama import stages as llama_stages
@@ -228,7 +228,8 @@ def test_validate_refuses_a_family_newer_than_the_transformers_installed(toy):
 
 
 # A layer that is one branch, x + part(norm(x)) (blocks.Residual), as each of Nemotron-H's layers is one of Mamba-2,
-# attention, MLP or mixture of experts: here the Llama block taken apart into an attention layer and an MLP layer.
+# attention, MLP or mixture of experts: here the Llama block taken apart into an attention layer and an MLP layer,
+# each kind its block (blocks.ByKind).
 @dataclass(frozen=True)
 class SplitConfig(LlamaConfig):
     """The Llama config of twice its layers, even ones attention, odd ones the MLP."""
@@ -242,11 +243,7 @@ class SplitConfig(LlamaConfig):
         return tuple("attention" if i % 2 == 0 else "mlp" for i in range(self.n_layer))
 
 
-SPLIT_LAYERS = {"attention": Residual(attention), "mlp": Residual(as_mixer(mlp))}
-
-
-def split_block(x, p, config: SplitConfig, at, inputs):
-    return SPLIT_LAYERS[config.layer_types[at.layer_index]](x, p, config, at, inputs)
+split_block = ByKind({"attention": Residual(attention), "mlp": Residual(as_mixer(mlp))})
 
 
 def split_shapes(config: SplitConfig) -> dict[str, tuple[int, ...]]:

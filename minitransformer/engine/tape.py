@@ -368,6 +368,13 @@ class Tape:
             _, dots, length = dot_product_count(a.shape, b.shape)
             a_dense, b_dense, out_dense = matmul_spec(dense)
             d = self.dims
-            record = self._record(op, d.shape(out_dense), out_dense, d.shape(a_dense), d.shape(b_dense, b.ndim > 2),
-                                  computed=(dots, dots * length), lengths=(length, length))  # fmt: skip
+            record = self._record(
+                op,
+                d.shape(out_dense),
+                out_dense,
+                d.shape(a_dense),
+                d.shape(b_dense, b.ndim > 2),
+                computed=(dots, dots * length),
+                lengths=(length, length),
+            )
         return self._watch(op, out, record)

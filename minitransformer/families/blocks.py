@@ -15,12 +15,13 @@ The parts' signatures, which every family's parts keep:
 - a norm: (x, its weights, config) -> x normed (rms, layer_norm below; Gemma's (1 + w) RMSNorm).
 
 `Residual` is a layer that is one branch, x + part(norm(x)) (Nemotron-H: each layer one of Mamba-2, attention, MLP or
-mixture of experts).
+mixture of experts). `ByKind` gives each kind of layer its own block (a hybrid's: Qwen3.5's Gated DeltaNet layers and
+attention layers, each a `PreNorm` with its mixer and its checkpoint's names; Nemotron-H's, each a `Residual`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -44,6 +45,7 @@ class LayerInputs:
 Mixer = Callable[[Any, SimpleNamespace, Any, Tape, LayerInputs], Any]
 Mlp = Callable[[Any, SimpleNamespace, Any, Tape], Any]
 Norm = Callable[[Any, SimpleNamespace, Any], Any]
+Block = Callable[[Any, SimpleNamespace, Any, Tape, LayerInputs], Any]  # (x, weights, config, tape, inputs) -> x
 
 
 def rms(x, w: SimpleNamespace, config):
@@ -97,3 +99,13 @@ def as_mixer(mlp: Mlp) -> Mixer:
         return mlp(h, p, config, at)
 
     return mixer
+
+
+@dataclass(frozen=True)
+class ByKind:
+    """A block for each kind of layer the config names (config.layer_types[i]): layer i runs its kind's."""
+
+    blocks: Mapping[str, Block]
+
+    def __call__(self, x, p: SimpleNamespace, config, at: Tape, inputs: LayerInputs):
+        return self.blocks[config.layer_types[at.layer_index or 0]](x, p, config, at, inputs)

@@ -23,10 +23,9 @@ from ..engine.ops import attention_bias, slot_positions
 from ..engine.shapes import ShapeOnly
 from ..engine.tape import Dims, Tape
 from . import rotary
-from .blocks import LayerInputs, Norm, rms
+from .blocks import Block, LayerInputs, Norm, rms
 from .rotary import Rope
 
-Block = Callable[[Any, SimpleNamespace, Any, Tape, LayerInputs], Any]  # (x, weights, config, tape, inputs) -> x
 Embed = Callable[[np.ndarray, SimpleNamespace, Any, Tape, Any], Any]  # (ids, weights, config, tape, pads) -> x
 
 

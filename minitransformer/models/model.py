@@ -93,7 +93,7 @@ class Model:
 
     @property
     def family(self) -> StageTable:
-        """The stage table under its old name (the README's API section named it so): `stage_table`."""
+        """The stage table under its old name, which the README's API section documented: `stage_table`."""
         return self.stage_table
 
     @property

@@ -21,6 +21,11 @@ from .config import DeepseekConfig
 C = TypeVar("C", bound=DeepseekConfig)  # the config a subclass's formulas read (DeepSeek-V3.2's)
 
 
+def sizes(c: DeepseekConfig) -> tuple[int, int, int, int, int, int, int]:
+    """D, H, dh, dn, dv, dr, dc: the sizes MLA's formulas read."""
+    return c.n_embd, c.n_head, c.d_head, c.qk_nope_head_dim, c.v_head_dim, c.qk_rope_head_dim, c.kv_lora_rank
+
+
 class DeepseekFormulas(Formulas, Generic[C]):
     """MLA's products, weights and parameters (formulas written per layer: dense layers and layers with experts
     differ), its latent cache and the absorbed form's products beside those computed here."""
@@ -36,15 +41,7 @@ class DeepseekFormulas(Formulas, Generic[C]):
         """(dot products, dot-product length) of each matrix product of one pass, for one layer (block ops): `layer`, or
         by default the last (a layer with experts, where there are any)."""
         c = config
-        D, H, dh, dv, dn, dr, dc = (
-            c.n_embd,
-            c.n_head,
-            c.d_head,
-            c.v_head_dim,
-            c.qk_nope_head_dim,
-            c.qk_rope_head_dim,
-            c.kv_lora_rank,
-        )
+        D, H, dh, dn, dv, dr, dc = sizes(c)
         layer = c.n_layer - 1 if layer is None else layer
         ops: dict[str, tuple[int, int]] = {}
         if c.q_lora_rank is None:
@@ -76,7 +73,7 @@ class DeepseekFormulas(Formulas, Generic[C]):
 
     def _attention_weights(self, c: C) -> tuple[int, int]:
         """(MACs, dot products) per position of MLA's products with weights: q, kv_a, kv_b, out."""
-        D, H, dn, dv, dr, dc = c.n_embd, c.n_head, c.qk_nope_head_dim, c.v_head_dim, c.qk_rope_head_dim, c.kv_lora_rank
+        D, H, _, dn, dv, dr, dc = sizes(c)
         q_macs, q_dots = self._q(c)
         macs = q_macs + D * (dc + dr) + dc * H * (dn + dv) + H * dv * D
         return macs, q_dots + (dc + dr) + H * (dn + dv) + D
@@ -105,15 +102,7 @@ class DeepseekFormulas(Formulas, Generic[C]):
 
     def _parameters(self, config: C, experts: int) -> int:
         c = config
-        D, H, dh, dn, dv, dr, dc = (
-            c.n_embd,
-            c.n_head,
-            c.d_head,
-            c.qk_nope_head_dim,
-            c.v_head_dim,
-            c.qk_rope_head_dim,
-            c.kv_lora_rank,
-        )
+        D, H, dh, dn, dv, dr, dc = sizes(c)
         q = D * H * dh if c.q_lora_rank is None else D * c.q_lora_rank + c.q_lora_rank + c.q_lora_rank * H * dh
         attention = q + D * (dc + dr) + dc + dc * H * (dn + dv) + H * dv * D
         dense = sum(not c.is_moe(i) for i in range(c.n_layer))
