@@ -4,7 +4,8 @@ tests to the ledger of real and shape-only runs.
 Against Qwen3 (the Llama family's products: q_norm and k_norm are norms, no dot products): a sparse layer's MLP is a
 router, D x E, and k experts' three D x F products per token (F = moe_intermediate_size): T k x 3 D F MACs whichever
 experts the router chose; a dense layer's is the gated MLP of width Fd = intermediate_size, 3 D Fd a position. The
-layers differ in their products, so the per-position forms are given per layer (layer_weight_macs_per_position).
+layers differ in their products, so the per-position forms are given per layer (weight_macs_per_position(config,
+layer)).
 """
 
 from __future__ import annotations
