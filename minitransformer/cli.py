@@ -63,6 +63,30 @@ def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def _add_precision(p: argparse.ArgumentParser) -> None:
+    """--precision and --weights of the commands that compute (engine/precision.py, models/weights.py)."""
+    from .engine.precision import PRECISIONS
+    from .models.registry import WEIGHTS
+
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=PRECISIONS[0],
+        help="emulate a narrower format over the float32 passes: every product's operands rounded to it (round to "
+        "nearest even; fp8_e4m3 saturates at 448, the others overflow to inf), accumulated in float32, its output "
+        "and every stage's values rounded to it (bfloat16 for fp8); then the drift of each layer and stage against "
+        "float64 (default float32: nothing rounded)",
+    )
+    p.add_argument(
+        "--weights",
+        choices=WEIGHTS,
+        default=None,
+        help="a float16 or bfloat16 checkpoint: stored keeps its matrices memory-mapped in their 2 bytes, each "
+        "widened as a product reads it (the memory of the file); float32 upcasts them at load (twice that, faster "
+        "decoding) (default auto: float32 where the copy fits in half the memory available, else stored)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .families.table import ARCHITECTURES, model_types
     from .models.hub import HUB_REPOS
@@ -127,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     gen.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
     _add_dtype(gen, "the forward passes compute in")
+    _add_precision(gen)
     gen.set_defaults(run=_generate)
 
     down = commands.add_parser("download", help="fetch a GPT-2 checkpoint from the Hugging Face Hub")
@@ -143,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ours and transformers' are compared in (1e-4 relative in float32, 1e-9 in float64; either way "
         "both float32 passes are also measured against the float64 truth)",
     )
+    _add_precision(val)
     val.set_defaults(run=_validate)
 
     tr = commands.add_parser("trace", help="follow a prompt through every stage: names, equations, shapes, values")
@@ -176,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         "shows every stage's whole tensor (default: off, and dense all the same)",
     )
     _add_dtype(tr, "the traced passes compute in")
+    _add_precision(tr)
     tr.set_defaults(run=_trace)
 
     cnt = commands.add_parser(
@@ -273,9 +300,10 @@ def _generate(args) -> None:
         args.prompt = prompts[0] if prompts else None
         prompts = [_prompt_or_ids(args, "continue")]
     refuse_empty(prompts, "continue")
+    _check_precision(args)
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work; files.py says how
     json_to, html_to = to["--json"], to["--html"]
-    model = load_model(args.model, dtype=args.dtype)
+    model = load_model(args.model, dtype=args.dtype, precision=args.precision, weights=args.weights)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
     try:
@@ -317,6 +345,13 @@ def _generate(args) -> None:
         print(report.candidates_table(results[0].candidates), file=out)
         print(file=out)
     print(report.ledger_report(results[0].ledger, layer=args.layer), file=out)
+    if args.precision != "float32":  # what the precision cost, against float64 (the first prompt's)
+        from .verbs.drift import drift
+        from .views.drift_report import drift_report
+
+        results[0].drift = drift(model, prompts[0])
+        print(file=out)
+        print(drift_report(results[0].drift), file=out)
     if json_to:
         document = batch_to_dict(results) if batch else results[0].to_dict()
         write_text(json_to, [json.dumps(document, indent=1) + "\n"])
@@ -361,7 +396,12 @@ def _validate(args) -> None:
     from .verbs.validate import validate
 
     _at_least("--steps", args.steps, 1)
-    model = load_model(args.model, dtype=args.dtype)
+    _check_precision(args)
+    if args.precision != "float32":
+        from .verbs.validate import check_precision_validated
+
+        check_precision_validated(args.precision)
+    model = load_model(args.model, dtype=args.dtype, precision=args.precision, weights=args.weights)
     ok = validate(model, steps=args.steps)
     if not ok:
         raise SystemExit(1)
@@ -389,10 +429,27 @@ def _prompt_or_ids(args, verb: str) -> str | list[int]:
 def _trace(args) -> None:
     from .views.trace import trace_command
 
+    _check_precision(args)
     html_to = None if args.html is None else check_destination(args.html)  # before any work
-    trace_command(
-        _prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to, args.dtype
-    )
+    trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to,
+                  args.dtype, args.precision, args.weights)  # fmt: skip
+
+
+def _check_precision(args) -> None:
+    """--precision, --dtype and --weights that go together, refused in the flags' words before any work."""
+    if args.precision != "float32" and args.dtype != "float32":
+        raise UserError(f"--precision {args.precision} is emulated over float32 passes and measured against float64 "
+                        f"itself: leave out --dtype {args.dtype}")  # fmt: skip
+    if args.weights is not None and args.dtype != "float32":
+        raise UserError(f"--weights is for float32 passes; --dtype {args.dtype} upcasts every weight at load: leave "
+                        f"out --weights")  # fmt: skip
+    if args.weights == "float32" and args.precision != "float32":
+        raise UserError(f"--weights float32 upcasts at load for float32 products; at --precision {args.precision} "
+                        f"the weights are held in its format: leave out --weights")  # fmt: skip
+    if args.precision != "float32":
+        from .engine.precision import require_ml_dtypes
+
+        require_ml_dtypes()
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:

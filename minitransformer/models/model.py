@@ -16,6 +16,7 @@ from ..engine.allocator import keep_freed_memory
 from ..engine.hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
 from ..engine.kvcache import KVCache
 from ..engine.ledger import Phase
+from ..engine.precision import Precision
 from ..engine.shapes import ShapeOnly
 from ..engine.tape import Dims, Tape, Watcher
 from ..errors import UserError
@@ -55,9 +56,12 @@ class Model:
 
     `dtype` is the weights' dtype, which every stage of a forward pass, its KV cache and its logits keep:
     float32, or float64 for the reference (load_model(..., dtype="float64") upcasts the weights on load).
+    `precision` (engine/precision.py): bfloat16, float16 or fp8 emulated over the float32 passes, or weights kept
+    in their 2-byte format widened as products read them; None: neither.
     """
 
-    def __init__(self, config: ModelConfig, params: SimpleNamespace, source: str, tokenizer=None) -> None:
+    def __init__(self, config: ModelConfig, params: SimpleNamespace, source: str, tokenizer=None,
+                 precision: Precision | None = None) -> None:  # fmt: skip
         self.config = config
         self.params = params
         self.source = source  # where the weights came from, for headers
@@ -66,7 +70,11 @@ class Model:
         self.shape_only = isinstance(token_embedding(params, config), ShapeOnly)
         if not self.shape_only:
             keep_freed_memory()  # a pass's large arrays reused, not returned to the kernel (engine/allocator.py)
-        self.dtype = compute_dtype(token_embedding(params, config).dtype)  # shape-only stand-ins are float32
+        embedding = token_embedding(params, config).dtype  # shape-only stand-ins are float32
+        self.dtype = compute_dtype(embedding if embedding in (np.float32, np.float64) else np.float32)
+        self.precision = precision
+        # A weight format narrower than the passes' float32 ("bfloat16"), where the weights are held in one
+        self.weights_format = None if embedding in (np.float32, np.float64) else embedding.name
         windows = tuple(config.layer_window(i) for i in range(config.n_layer))
         self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
         self.hooks = HookRegistry(lambda: self.family.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
@@ -104,8 +112,11 @@ class Model:
         return self.config.name
 
     def describe(self) -> dict:
-        """The model as the ledger's JSON names it: its config, where its weights came from, the dtype it computes in."""
-        return {**self.config.to_dict(), "source": self.source, "dtype": self.dtype.name}
+        """The model as the ledger's JSON names it: its config, where its weights came from, the dtype it computes in,
+        and, where not float32, the precision its products emulate and the format its weights are held in."""
+        narrow = {"precision": self.precision.name} if self.precision is not None and self.precision.name != "float32" else {}
+        held = {"weights": self.weights_format} if self.weights_format is not None else {}
+        return {**self.config.to_dict(), "source": self.source, "dtype": self.dtype.name, **narrow, **held}
 
     def new_cache(self, batch: tuple[int, ...] = (), capacity: int | None = None) -> KVCache:
         c = self.config
@@ -174,6 +185,7 @@ class Model:
             windows=self._windows,
             dense=dense_attention,
             routing=self.routing,
+            precision=self.precision,
         )  # watcher None: nobody watches
         return self.architecture.forward(ids, self.params, self.config, cache, tape, all_positions, pads)
 

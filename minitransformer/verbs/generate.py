@@ -21,6 +21,7 @@ from ..models.model import Model, register_generate
 from .attention_maps import AttentionMaps, AttentionRecorder
 from .choices import is_whole
 from .count import count_folded
+from .drift import Drift
 from .passes import batch_forward_passes, forward_passes
 
 
@@ -43,6 +44,7 @@ class Generation:
     prompt_pieces: list[str] = field(default_factory=list)  # each token as text, for pictures of the tokens
     new_pieces: list[str] = field(default_factory=list)
     attention: AttentionMaps | None = None  # the layers asked for with attention=, for the report's heatmaps
+    drift: Drift | None = None  # at a narrower precision, its drift against float64 where measured (verbs/drift.py)
 
     @property
     def full_text(self) -> str:
@@ -61,6 +63,8 @@ class Generation:
         }
         if self.ledger is not None:
             d |= {k: v for k, v in self.ledger.to_dict().items() if k != "model"}
+        if self.drift is not None:
+            d["drift"] = self.drift.to_dict()
         return d
 
     # Jupyter draws a generation inline through `_repr_html_`, which views/html_report.py gives this class at its import
@@ -253,6 +257,8 @@ def batch_to_dict(generations: list[Generation]) -> dict:
          "generations": [{k: v for k, v in g.to_dict().items() if k in _ROW_KEYS} for g in generations]}  # fmt: skip
     if ledger is not None:
         d |= {k: v for k, v in ledger.to_dict().items() if k != "model"}
+    if generations[0].drift is not None:
+        d["drift"] = generations[0].drift.to_dict()
     return d
 
 

@@ -349,3 +349,59 @@ def hatch_pattern(hatch_id: str) -> str:
         f'patternTransform="rotate(45)"><rect width="6" height="6" fill="#ececec"/>'
         f'<line x1="0" y1="0" x2="0" y2="6" stroke="#b5b5b5" stroke-width="2"/></pattern></defs></svg>'
     )
+
+
+# --- drift against float64 ----------------------------------------------------------------------------------
+DRIFT_FLOOR = 1e-6  # relative drift at or below this is drawn white; 1 (all of the value) and above, darkest
+# White, then yellow (1e-4), orange (1e-2), dark red (1): a float32 pass stays white, bfloat16 is yellow to orange
+_DRIFT_STOPS = np.array([[255, 255, 255], [254, 227, 145], [236, 112, 20], [103, 0, 13]])
+
+
+def drift_colour(rel: float | None) -> str:
+    """White (1e-6 or less) through yellow and orange to dark red (1: the error as large as the values), on a log
+    scale; black where our values are not finite (None in the JSON)."""
+    if rel is None:
+        return "#000"
+    level = float(np.clip(np.log10(max(rel, DRIFT_FLOOR) / DRIFT_FLOOR) / -np.log10(DRIFT_FLOOR), 0, 1))
+    where = level * (len(_DRIFT_STOPS) - 1)
+    i = min(int(where), len(_DRIFT_STOPS) - 2)
+    r, g, b = (_DRIFT_STOPS[i] + (_DRIFT_STOPS[i + 1] - _DRIFT_STOPS[i]) * (where - i)).round().astype(int)
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def drift_heatmap(drift: dict) -> str:
+    """The drift ledger's `layers` as an image of layers (rows) x stages (columns), each cell coloured by the stage's
+    max rel (drift_colour), outlined red where the precision overflowed there and blue where values that matter
+    flushed to zero; every cell's numbers in its tooltip."""
+    stages: dict[str, None] = {}
+    for layer in drift["layers"]:
+        for s in layer["stages"]:
+            stages.setdefault(s["stage"])
+    columns = list(stages)
+    cell = 22
+    left, top = 56, 12 + 7 * max((len(c) for c in columns), default=4)
+    parts = [_text(4, top - 6, "layer", "axis")]
+    for j, name in enumerate(columns):
+        x, y = left + j * cell + cell / 2 + 4, top - 6
+        parts.append(f'<text x="{x:.1f}" y="{y:.1f}" class="axis" transform="rotate(-60 {x:.1f} {y:.1f})">'
+                     f"{escape(name)}</text>")  # fmt: skip
+    for i, layer in enumerate(drift["layers"]):
+        y = top + i * cell
+        parts.append(_text(left - 6, y + cell / 2 + 4, str(layer["layer"]), "axis", "end"))
+        by_name = {s["stage"]: s for s in layer["stages"]}
+        for j, name in enumerate(columns):
+            s = by_name.get(name)
+            if s is None:
+                continue
+            mark = " overflow" if s.get("overflow") else " underflow" if s.get("underflow") else ""
+            rel = "inf" if s["max_rel"] is None else f"{s['max_rel']:.2e}"
+            rms = "inf" if s["rms_rel"] is None else f"{s['rms_rel']:.2e}"
+            tip = (f"layer {layer['layer']} {name}: max rel {rel}, rms rel {rms}, max |x| {s['max_abs']:.4g}"
+                   + (f", {mark.strip()}" if mark else ""))  # fmt: skip
+            parts.append(f'<rect class="cell{mark}" x="{left + j * cell}" y="{y}" width="{cell}" height="{cell}" '
+                         f'fill="{drift_colour(s["max_rel"])}" data-stage="{escape(name)}" '
+                         f'data-layer="{layer["layer"]}"><title>{escape(tip)}</title></rect>')  # fmt: skip
+    width = left + len(columns) * cell + 7 * max((len(c) for c in columns), default=4) // 2 + 12  # the last label
+    height = top + len(drift["layers"]) * cell + 12
+    return (f'<svg class="drift-map" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+            f'aria-label="relative drift against float64, layers by stages">{"".join(parts)}</svg>')  # fmt: skip

@@ -39,6 +39,8 @@ from .html_drawings import (
     GROUP_OF,
     block_diagram,
     colour,
+    drift_colour,
+    drift_heatmap,
     expert_load,
     hatch_pattern,
     heatmap,
@@ -301,6 +303,8 @@ def fragment(data: dict) -> str:
         sections += [_controls(data), *_phase_views(data), _ops_section(data), _passes_section(data)]
     if data.get("attention"):
         sections.append(_attention_section(data, root + "-hatch"))
+    if doc.get("drift"):
+        sections.append(_drift_section(doc["drift"]))
     if doc.get("phases"):
         sections.append(_experts_section(doc))
     if doc.get("memory"):
@@ -830,6 +834,34 @@ def _experts_section(doc: dict) -> str:
                     f"sums to k x the tokens: the expert MACs are the same whoever gets them, only their load "
                     f"differs.")
             + f'<div class="diagram">{expert_load(tokens)}</div></section>')  # fmt: skip
+
+
+def _drift_section(drift: dict) -> str:
+    """What the precision cost against float64: the next token's drift, a heatmap of layers x stages, where values
+    left the format's range (verbs/drift.py's JSON)."""
+    p = escape(drift["precision"])
+    kl = "inf (logits not all finite)" if drift["kl"] is None else f"{drift['kl']:.2e}"
+    agree = f"{100 * drift['top1_agreement']:.0f}%"
+    legend = "".join(f'<span class="swatch" style="background:{drift_colour(v)}"></span> {v:g} '
+                     for v in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1))  # fmt: skip
+    rows = [_row([_cell(escape(s["stage"])), _num(f"{s['max_rel']:.2e}" if s["max_rel"] is not None else "inf"),
+                  _num(f"{s['rms_rel']:.2e}" if s["rms_rel"] is not None else "inf"), _num(f"{s['max_abs']:.4g}")])
+            for s in drift["outside"]]  # fmt: skip
+    ranges = [_row([_cell("-" if e["layer"] is None else str(e["layer"])), _cell(escape(e["stage"])),
+                    _cell(escape(e["where"])), _cell(escape(e["format"])), _num(f"{e['max_abs']:.4g}"),
+                    _cell("overflow" if "values" in e else "underflow")])
+              for e in drift["overflow"] + drift["underflow"]]  # fmt: skip
+    left = (_table("drift-range", ["layer", "stage", "where", "format", "max |x|", "what"], ranges) if ranges else
+            _note(f"No value left {p}'s range: nothing overflowed, and no values that matter were flushed to zero."))  # fmt: skip
+    return (f'<section class="drift"><h2>Drift of {p} against float64</h2>'
+            + _note(f"The same {plural(drift['positions'], 'token')} through the model at {p} and in float64: each "
+                    f"cell is a stage of a layer, coloured by max |ours - truth| / max |truth| over its tensor "
+                    f"(log scale; black: not finite), outlined red where {p} overflowed and blue where values that "
+                    f"matter were flushed to zero. Next token: KL(float64 || {p}) {kl} on average over the positions, "
+                    f"top-1 agreement {agree}.")
+            + f'<div class="diagram">{drift_heatmap(drift)}</div><p class="legend">{legend}</p>'
+            + _table("drift-outside", ["outside the blocks", "max rel", "rms rel", "max |x|"], rows)
+            + left + "</section>")  # fmt: skip
 
 
 def _memory_section(doc: dict) -> str:

@@ -21,6 +21,10 @@ def describe_model(config: dict, source: str) -> str:
     if window and 0 < kinds.count("sliding_attention") < len(kinds):
         window += f" on {kinds.count('sliding_attention')} of {plural(len(kinds), 'layer')}"
     dtype = f"; computed in {c['dtype']}" if c.get("dtype", "float32") != "float32" else ""  # the default goes unsaid
+    if c.get("precision"):  # a narrower format emulated (engine/precision.py)
+        dtype += f"; products and stages rounded to {c['precision']}"
+    if c.get("weights"):  # held in a format narrower than float32 (models/weights.py)
+        dtype += f"; matrices held in {c['weights']}"
     return (
         f"{c['name']}: {family}{plural(c['n_layer'], 'layer')}, d_model {c['n_embd']:,}, {plural(c['n_head'], 'head')} of "
         f"{c['d_head']}{kv}, "

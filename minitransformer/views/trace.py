@@ -302,7 +302,8 @@ def _what(step: int) -> str:
 
 
 def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: int, layers: str | None, step: bool,
-                  html_to=None, dtype: str = "float32") -> None:  # fmt: skip
+                  html_to=None, dtype: str = "float32", precision: str = "float32",
+                  weights: str | None = None) -> None:  # fmt: skip
     """`minitransformer trace`: checks what it can before loading the model, then traces to stdout
     (and, given `html_to`, a destination checked by files.check_destination, writes the HTML report there)."""
     refuse_empty([prompt], "trace")
@@ -318,10 +319,15 @@ def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: i
             print("minitransformer: --step needs a terminal on stdin; tracing without stopping", file=sys.stderr)
     from ..models.registry import load_model
 
-    model = load_model(model_name, dtype=dtype)
+    model = load_model(model_name, dtype=dtype, precision=precision, weights=weights)
     chosen = parse_layers(layers, model.config.n_layer)
     if html_to is None:
         trace(model, prompt, new_tokens, chosen, sys.stdout, stepper)
+        if model.precision is not None and model.precision.values is not None:  # what it cost, against float64
+            from ..verbs.drift import drift
+            from .drift_report import drift_report
+
+            print(f"\n{drift_report(drift(model, prompt))}")
     else:
         trace_to_page(html_to, model, prompt, new_tokens, chosen, stepper)
 
@@ -340,4 +346,12 @@ def trace_to_page(destination, model, prompt, new_tokens: int, layers: list[int]
     if not result.phases:
         print("no pass finished, so there is no report to write", file=out)
         return
-    write_page(destination, trace_data(result, model, recorder.maps()), out)
+    data = trace_data(result, model, recorder.maps())
+    if model.precision is not None and model.precision.values is not None:  # what the precision cost, on the page too
+        from ..verbs.drift import drift
+        from .drift_report import drift_report
+
+        measured = drift(model, prompt)
+        print(f"\n{drift_report(measured)}", file=out)
+        data["document"]["drift"] = measured.to_dict()
+    write_page(destination, data, out)
