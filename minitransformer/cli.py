@@ -402,7 +402,12 @@ def _validate(args) -> None:
 
         check_precision_validated(args.precision)
     model = load_model(args.model, dtype=args.dtype, precision=args.precision, weights=args.weights)
-    ok = validate(model, steps=args.steps)
+    if args.precision != "float32":
+        from .verbs.validate import validate_precision
+
+        ok = validate_precision(model, steps=args.steps)
+    else:
+        ok = validate(model, steps=args.steps)
     if not ok:
         raise SystemExit(1)
 
