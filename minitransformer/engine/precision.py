@@ -70,7 +70,8 @@ class Format:
         """x (float32) in this format: round to nearest even, subnormals kept; NaN stays NaN."""
         if self.saturates:
             x = np.clip(x, -self.max, self.max)  # +-inf too: saturation knows no infinity
-        return x.astype(self.dtype)
+        with np.errstate(over="ignore"):  # past the range is inf, as the format defines: the log says where
+            return x.astype(self.dtype)
 
 
 def _format(name: str) -> Format:
