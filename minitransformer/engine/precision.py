@@ -89,7 +89,7 @@ class RangeEvent:
     largest finite number where the format saturates), or values that matter flushed to zero."""
 
     name: str  # the stage's full name, "blocks.2.resid_mid"
-    role: str  # "out": the stage's values; "A" or "B": a product's operand
+    role: str  # "out": the stage's values; "A" or "B": a product's operand; "weight": a weight rounded at load
     format: str
     max_abs: float  # the largest finite magnitude before rounding
     overflowed: int = 0  # values that left the range at the top
@@ -139,6 +139,11 @@ class Precision:
         return wide
 
     def _check_range(self, fmt: Format, x: np.ndarray, rounded: np.ndarray, name: str, role: str) -> None:
+        self.log.extend(self.range_events(fmt, x, rounded, name, role))  # type: ignore[union-attr]  # _round checked
+
+    @classmethod
+    def range_events(cls, fmt: Format, x: np.ndarray, rounded: np.ndarray, name: str, role: str) -> list[RangeEvent]:
+        """The rounding of x (float32) to `rounded` as an event, if it overflowed or flushed values that matter."""
         magnitude = np.abs(x)
         finite = np.isfinite(magnitude)
         max_abs = float(magnitude.max(initial=0.0, where=finite))
@@ -150,9 +155,9 @@ class Precision:
             lost = float(np.sqrt(np.sum(np.square(x[flushed_mask], dtype=np.float64))))
             whole = float(np.sqrt(np.sum(np.square(x[finite], dtype=np.float64))))
             share = lost / whole if whole else 0.0
-        if overflowed or (flushed and self.underflow_matters(fmt, share)):
-            event = RangeEvent(name, role, fmt.name, max_abs, overflowed, flushed, share, x.size, fmt.max)
-            self.log.append(event)  # type: ignore[union-attr]  # _round checked it is kept
+        if overflowed or (flushed and cls.underflow_matters(fmt, share)):
+            return [RangeEvent(name, role, fmt.name, max_abs, overflowed, flushed, share, x.size, fmt.max)]
+        return []
 
     @staticmethod
     def underflow_matters(fmt: Format, share: float) -> bool:

@@ -75,6 +75,7 @@ class Model:
         self.precision = precision
         # A weight format narrower than the passes' float32 ("bfloat16"), where the weights are held in one
         self.weights_format = None if embedding in (np.float32, np.float64) else embedding.name
+        self.weight_events: list = []  # weights that left the precision's range when rounded to it at load
         windows = tuple(config.layer_window(i) for i in range(config.n_layer))
         self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
         self.hooks = HookRegistry(lambda: self.family.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)

@@ -51,10 +51,13 @@ def from_directory(directory: Path, name: str | None = None, dtype=np.float32, p
         tokenizer_of(directory) if architecture_of(config).own_tokenizer else None
     )  # GPT-2s share the shipped one
     policy = precision_of(precision)
-    params = load_weights(directory, config, dtype, policy, weights)
+    events: list = []  # weights that left the precision's range when rounded to it
+    params = load_weights(directory, config, dtype, policy, weights, events)
     if policy is None and holds_narrow(params):
         policy = widening()  # float32 products over matrices kept in their 2 bytes
-    return Model(config, params, source=str(directory), tokenizer=tokenizer, precision=policy)
+    model = Model(config, params, source=str(directory), tokenizer=tokenizer, precision=policy)
+    model.weight_events = events
+    return model
 
 
 def on_disk(name: str) -> Path | None:

@@ -119,10 +119,11 @@ def _weight_files(directory: Path) -> list[Path]:
 
 
 def load_weights(directory: Path, config: ModelConfig, dtype=np.float32, precision: Precision | None = None,
-                 weights: str = "auto") -> SimpleNamespace:  # fmt: skip
+                 weights: str = "auto", events: list | None = None) -> SimpleNamespace:  # fmt: skip
     """Map every tensor of the checkpoint, check names, shapes and dtypes, return the tree of arrays: float64 for the
     reference; else float32, the matrices of a float16 or bfloat16 file kept in its bytes as `weights` says
-    ("stored", "float32" or "auto"); or, at a `precision`, each rounded to its format (the module's docstring)."""
+    ("stored", "float32" or "auto"); or, at a `precision`, each rounded to its format (the module's docstring), the
+    weights that left its range in `events` (RangeEvent, role "weight")."""
     tensors: dict[str, _TensorInfo] = {}
     architecture = architecture_of(config)
     prefix = architecture.prefix
@@ -157,7 +158,7 @@ def load_weights(directory: Path, config: ModelConfig, dtype=np.float32, precisi
             arrays[name] = _upcast(raw, info.dtype, np.dtype(dtype))
         else:
             arrays[name] = _held(raw, info.dtype, precision, _read_by_products(architecture, name, shape),
-                                 name == architecture.embedding)  # fmt: skip
+                                 name == architecture.embedding, prefix + name, events)  # fmt: skip
     return as_tree(arrays, config)
 
 
@@ -199,7 +200,8 @@ def _read_by_products(architecture, name: str, shape: tuple[int, ...]) -> bool:
     return len(shape) >= 2 and not name.endswith("bias") and architecture.kind(name) != "position_embedding"
 
 
-def _held(raw: np.ndarray, stored: str, precision: Precision | None, matrix: bool, embedding: bool) -> np.ndarray:
+def _held(raw: np.ndarray, stored: str, precision: Precision | None, matrix: bool, embedding: bool, name: str = "",
+          events: list | None = None) -> np.ndarray:  # fmt: skip
     """A stored tensor as the forward pass holds it beside a float16 or bfloat16 file, or at a precision.
 
     float32 (precision None): a matrix kept as a view of the file in its 2 bytes, the rest widened. At a precision:
@@ -210,6 +212,9 @@ def _held(raw: np.ndarray, stored: str, precision: Precision | None, matrix: boo
     fmt = precision.operands if matrix and not embedding else precision.values
     assert fmt is not None  # a precision other than float32 rounds both
     held = _in_format(raw, stored, fmt)
+    if events is not None and held.base is None:  # rounded here (not the file's own bytes): did it leave the range?
+        events.extend(Precision.range_events(fmt, _upcast(raw, stored, np.dtype(np.float32)),
+                                             held.astype(np.float32), name, "weight"))  # fmt: skip
     return held if matrix or embedding else held.astype(np.float32)
 
 

@@ -130,6 +130,8 @@ def split_name(name: str) -> tuple[int | None, str]:
 def _event_dict(e: RangeEvent) -> dict:
     layer, stage = split_name(e.name)
     d = {"layer": layer, "stage": stage, "max_abs": e.max_abs, "where": _role(e.role), "format": e.format}
+    if e.role == "weight":  # a tensor of the checkpoint, by its name
+        d |= {"layer": layer_of_weight(e.name), "stage": e.name}
     if e.overflowed:
         d["values"] = e.overflowed
     else:
@@ -137,8 +139,14 @@ def _event_dict(e: RangeEvent) -> dict:
     return d
 
 
+def layer_of_weight(name: str) -> int | None:
+    """ "model.layers.1.mlp.up_proj.weight" -> 1; None for a tensor outside the blocks."""
+    parts = name.split(".")
+    return next((int(b) for a, b in zip(parts, parts[1:]) if a in ("layers", "h") and b.isdigit()), None)
+
+
 def _role(role: str) -> str:
-    return {"out": "output", "A": "operand A", "B": "operand B"}[role]
+    return {"out": "output", "A": "operand A", "B": "operand B", "weight": "weight, at load"}[role]
 
 
 def reference_of(model: Model) -> Model:
@@ -169,11 +177,12 @@ def drift(model: Model, prompt, truth: Model | None = None) -> Drift:
         return tensor
 
     model.precision = logged or precision
-    try:
-        logits = model.run(ids, all_positions=True, watcher=compare)
+    try:  # an overflow's inf becomes NaN downstream (inf - inf in a norm): what is measured, not a warning
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            logits = model.run(ids, all_positions=True, watcher=compare)
     finally:
         model.precision = precision
-    events = [] if logged is None else _merged(logged.log or [])
+    events = list(model.weight_events) + ([] if logged is None else _merged(logged.log or []))
     for row in rows:
         row.overflow = any(e.name == row.name and e.overflowed for e in events)
         row.underflow = any(e.name == row.name and not e.overflowed for e in events)

@@ -4,7 +4,7 @@ precision left its format's range (verbs/drift.py measures; this only reads)."""
 from __future__ import annotations
 
 from ..text import count, plural, table
-from ..verbs.drift import Drift, StageDrift, split_name
+from ..verbs.drift import Drift, StageDrift, layer_of_weight, split_name
 
 WORST = 5  # stages listed by their drift before the per-layer rows
 
@@ -66,10 +66,10 @@ def drift_report(d: Drift) -> str:
         lines += ["", "Where values left the range (the precision's own pass, as each rounding happened)"]
         rows = []
         for e in events:
-            layer, stage = split_name(e.name)
+            layer, stage = split_name(e.name) if e.role != "weight" else (layer_of_weight(e.name), e.name)
             what = (f"{plural(e.overflowed, 'value')} overflowed" if e.overflowed
                     else f"{count(e.flushed)} of {count(e.size)} flushed to zero, {e.flushed_share:.1e} of the norm")  # fmt: skip
-            where = {"out": "output", "A": "operand A", "B": "operand B"}[e.role]
+            where = {"out": "output", "A": "operand A", "B": "operand B", "weight": "weight, at load"}[e.role]
             rows.append(["-" if layer is None else str(layer), stage, where, e.format, _magnitude(e.max_abs), what])
         lines.append(table(["layer", "stage", "where", "format", "max |x|", "what"], rows, right={4}))
     return "\n".join(lines)
@@ -84,7 +84,7 @@ def range_line(d: Drift) -> str:
     if overflows:
         first = overflows[0]
         layer, stage = split_name(first.name)
-        at = stage if layer is None else f"layer {layer} {stage}"
+        at = f"the weight {first.name}" if first.role == "weight" else stage if layer is None else f"layer {layer} {stage}"
         parts.append(f"overflow first at {at} (|x| up to {_magnitude(first.max_abs)}, where {first.format} holds "
                      f"{_magnitude(first.format_max)}), at {plural(len(overflows), 'stage')} in all")  # fmt: skip
     if underflows:
