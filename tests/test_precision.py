@@ -281,3 +281,16 @@ def test_the_api_refuses_what_does_not_go_together():
     with pytest.raises(UserError, match="weights must be 'auto'"):
         load_model("demo", weights="float16")
     assert isinstance(load_model("demo", precision="bfloat16").precision, Precision)
+
+
+def test_a_weight_too_large_to_widen_whole_is_widened_a_block_of_columns_at_a_time(bfloat16_llama, monkeypatch):
+    from minitransformer.engine import precision
+
+    stored = load_model(bfloat16_llama, weights="stored")
+    ids = [5, 17, 200, 3, 99, 42]
+    whole = stored.logits(ids)
+    monkeypatch.setattr(precision, "WIDEN_BLOCK", 4 * 32 * 50)  # 50 columns of a [32, n] weight a block
+    assert len(stored.precision.column_blocks(stored.params.lm_head.weight.T)) == 6  # 300 columns
+    blocked = stored.logits(ids)
+    # The same products; the BLAS may order a block's float32 sums otherwise than the whole's.
+    assert np.abs(blocked - whole).max() <= 1e-6 * np.abs(whole).max()

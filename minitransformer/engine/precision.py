@@ -37,6 +37,9 @@ import numpy as np
 from ..errors import UserError
 
 PRECISIONS = ("float32", "bfloat16", "float16", "fp8_e4m3", "fp8_e5m2")
+# The largest float32 copy of a narrow weight made for one product (Precision.column_blocks): 64 MiB, a Llama 3
+# 8B's largest layer matrix (14,336 x 4,096 x 4 bytes = 235 MB) in four blocks, its logits' (128,256 x 4,096) in 32.
+WIDEN_BLOCK = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,18 @@ class Precision:
         if self.operands is None or x.dtype == self.operands.dtype:
             return wide
         return self._round(self.operands, wide, name, role)
+
+    def column_blocks(self, b) -> list[slice] | None:
+        """Where a product's weight is kept narrow and its float32 copy would pass WIDEN_BLOCK bytes (a large
+        vocabulary's logits: 1 GB for Llama 3's 128,256 x 2,048), the blocks of its columns to widen one at a time,
+        so that a model kept in its file's bytes needs little more memory than the file; None: widened whole.
+        The products are the same; the BLAS may order a block's float32 sums otherwise than the whole's."""
+        if not isinstance(b, np.ndarray) or b.dtype in (np.float32, np.float64) or b.ndim != 2:
+            return None
+        if 4 * b.size <= WIDEN_BLOCK:
+            return None
+        step = max(1, WIDEN_BLOCK // (4 * b.shape[0]))
+        return [slice(j, j + step) for j in range(0, b.shape[1], step)]
 
     def value(self, x, name: str):
         """A stage's output (or a product's, after its bias) as float32 holding numbers of the values' format; an

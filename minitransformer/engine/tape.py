@@ -302,10 +302,17 @@ class Tape:
         if isinstance(a, ShapeOnly) or isinstance(b, ShapeOnly):
             out = ShapeOnly(dot_product_count(a.shape, b.shape)[0])
         else:
+            blocks = None  # a large weight kept narrow: widened a block of its columns at a time (precision.py)
             if self.precision is not None:  # the operands rounded to the format, or narrow weights widened
-                a, b = self.precision.operand(a, self.prefix + op, "A"), self.precision.operand(b, self.prefix + op, "B")
+                a = self.precision.operand(a, self.prefix + op, "A")
+                blocks = self.precision.column_blocks(b)
+                b = b if blocks else self.precision.operand(b, self.prefix + op, "B")
             a_rows, b_rows, out_shape = fold_shared_axes(a, b)
-            out = np.matmul(a_rows, b_rows)  # accumulated in float32
+            if not blocks:
+                out = np.matmul(a_rows, b_rows)  # accumulated in float32
+            else:
+                out = np.concatenate([np.matmul(a_rows, self.precision.operand(b_rows[..., cols], self.prefix + op, "B"))
+                                      for cols in blocks], axis=-1)  # type: ignore[union-attr]  # fmt: skip
             out = out if out_shape is None else out.reshape(out_shape)
             if bias is not None:
                 out += bias  # out is fresh: adding in place saves a [T, out] temporary
