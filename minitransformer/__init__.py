@@ -17,6 +17,7 @@ from .models.model import Model
 from .models.registry import load_model
 from .models.tokenizer import load_tokenizer
 from .verbs import count
+from .verbs.drift import drift
 from .verbs import generate as _generate  # noqa: F401 - its import sets what model.generate(...) runs
 from .version import __version__
 from .views import html_report
@@ -27,4 +28,4 @@ from .views import html_report
 sys.modules[f"{__name__}.count"] = count
 sys.modules[f"{__name__}.html_report"] = html_report
 
-__all__ = ["GPT2Config", "Model", "UserError", "__version__", "load_model", "load_tokenizer"]
+__all__ = ["GPT2Config", "Model", "UserError", "__version__", "drift", "load_model", "load_tokenizer"]
