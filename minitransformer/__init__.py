@@ -17,8 +17,8 @@ from .models.model import Model
 from .models.registry import load_model
 from .models.tokenizer import load_tokenizer
 from .verbs import count
-from .verbs.drift import drift
 from .verbs import generate as _generate  # noqa: F401 - its import sets what model.generate(...) runs
+from .verbs.drift import drift
 from .version import __version__
 from .views import html_report
 

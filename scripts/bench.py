@@ -48,8 +48,11 @@ def parse_args():
     parser.add_argument("--quick", action="store_true", help="fewer sizes and steps")
     parser.add_argument("--json", type=Path, default=ROOT / "scripts" / "bench_latest.json")
     parser.add_argument("--batch-only", action="store_true", help="only the batched generation (B = 1, 4, 16)")
-    parser.add_argument("--stored-only", action="store_true",
-                        help="only the ~1.2B bfloat16 checkpoint kept in its bytes against its float32 upcast")
+    parser.add_argument(
+        "--stored-only",
+        action="store_true",
+        help="only the ~1.2B bfloat16 checkpoint kept in its bytes against its float32 upcast",
+    )
     return parser.parse_args()
 
 
@@ -345,7 +348,7 @@ def random_bfloat16_llama_dir() -> Path:
     rng = np.random.default_rng(0)
     with open(directory / "model.safetensors", "wb") as f:
         f.write(len(text).to_bytes(8, "little") + text)
-        for name, shape in shapes.items():
+        for shape in shapes.values():
             values = np.ones(shape, np.float32) if len(shape) == 1 else rng.standard_normal(shape, np.float32) * 0.02
             f.write(values.astype(ml_dtypes.bfloat16).view("<u2").tobytes())
     config = {"model_type": "llama", "num_hidden_layers": s["n_layer"], "hidden_size": s["D"],

@@ -311,8 +311,10 @@ class Tape:
             if not blocks:
                 out = np.matmul(a_rows, b_rows)  # accumulated in float32
             else:
-                out = np.concatenate([np.matmul(a_rows, self.precision.operand(b_rows[..., cols], self.prefix + op, "B"))
-                                      for cols in blocks], axis=-1)  # type: ignore[union-attr]  # fmt: skip
+                widen = self.precision
+                assert widen is not None  # only a precision splits a weight into blocks
+                parts = [np.matmul(a_rows, widen.operand(b_rows[..., cols], self.prefix + op, "B")) for cols in blocks]
+                out = np.concatenate(parts, axis=-1)  # type: ignore[assignment]  # an array, as np.matmul's
             out = out if out_shape is None else out.reshape(out_shape)
             if bias is not None:
                 out += bias  # out is fresh: adding in place saves a [T, out] temporary

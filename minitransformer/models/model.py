@@ -115,7 +115,11 @@ class Model:
     def describe(self) -> dict:
         """The model as the ledger's JSON names it: its config, where its weights came from, the dtype it computes in,
         and, where not float32, the precision its products emulate and the format its weights are held in."""
-        narrow = {"precision": self.precision.name} if self.precision is not None and self.precision.name != "float32" else {}
+        narrow = (
+            {"precision": self.precision.name}
+            if self.precision is not None and self.precision.name != "float32"
+            else {}
+        )
         held = {"weights": self.weights_format} if self.weights_format is not None else {}
         return {**self.config.to_dict(), "source": self.source, "dtype": self.dtype.name, **narrow, **held}
 

@@ -223,7 +223,11 @@ def _merged(events: list[RangeEvent]) -> list[RangeEvent]:
             merged[key] = replace(e)
         else:
             m = merged[key]
-            m.max_abs, m.overflowed, m.flushed = max(m.max_abs, e.max_abs), m.overflowed + e.overflowed, m.flushed + e.flushed
+            m.max_abs, m.overflowed, m.flushed = (
+                max(m.max_abs, e.max_abs),
+                m.overflowed + e.overflowed,
+                m.flushed + e.flushed,
+            )
             m.flushed_share, m.size = max(m.flushed_share, e.flushed_share), m.size + e.size
     return list(merged.values())
 

@@ -51,7 +51,7 @@ def drift_report(d: Drift) -> str:
             rows.append([s.stage, "", _rel(s.max_rel), _rel(s.rms_rel), "", _magnitude(s.max_abs), _range(s)])
     for layer in d.layers:
         stages = [s for s in d.stages if s.layer == layer]
-        worst_stage = max(stages, key=lambda s: (s.max_rel if s.max_rel == s.max_rel else float("inf")))
+        worst_stage = max(stages, key=lambda s: s.max_rel if s.max_rel == s.max_rel else float("inf"))
         output = stages[-1]
         marks = sorted({m for s in stages for m in _range(s).split(", ") if m})
         rows.append([str(layer), worst_stage.stage, _rel(worst_stage.max_rel), _rel(worst_stage.rms_rel),
@@ -66,11 +66,11 @@ def drift_report(d: Drift) -> str:
         lines += ["", "Where values left the range (the precision's own pass, as each rounding happened)"]
         rows = []
         for e in events:
-            layer, stage = split_name(e.name) if e.role != "weight" else (layer_of_weight(e.name), e.name)
+            at, stage = split_name(e.name) if e.role != "weight" else (layer_of_weight(e.name), e.name)
             what = (f"{plural(e.overflowed, 'value')} overflowed" if e.overflowed
                     else f"{count(e.flushed)} of {count(e.size)} flushed to zero, {e.flushed_share:.1e} of the norm")  # fmt: skip
             where = {"out": "output", "A": "operand A", "B": "operand B", "weight": "weight, at load"}[e.role]
-            rows.append(["-" if layer is None else str(layer), stage, where, e.format, _magnitude(e.max_abs), what])
+            rows.append(["-" if at is None else str(at), stage, where, e.format, _magnitude(e.max_abs), what])
         lines.append(table(["layer", "stage", "where", "format", "max |x|", "what"], rows, right={4}))
     return "\n".join(lines)
 
@@ -84,7 +84,13 @@ def range_line(d: Drift) -> str:
     if overflows:
         first = overflows[0]
         layer, stage = split_name(first.name)
-        at = f"the weight {first.name}" if first.role == "weight" else stage if layer is None else f"layer {layer} {stage}"
+        at = (
+            f"the weight {first.name}"
+            if first.role == "weight"
+            else stage
+            if layer is None
+            else f"layer {layer} {stage}"
+        )
         parts.append(f"overflow first at {at} (|x| up to {_magnitude(first.max_abs)}, where {first.format} holds "
                      f"{_magnitude(first.format_max)}), at {plural(len(overflows), 'stage')} in all")  # fmt: skip
     if underflows:
