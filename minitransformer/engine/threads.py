@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
+from contextlib import contextmanager
 from math import prod
 
 import numpy as np
@@ -56,7 +56,7 @@ THREADS = _threads()  # the engine's workers, the calling thread among them
 # more than it saves (every decode step's attention, a short prompt's).
 SPREAD_MIN_MACS = 1 << 23
 _pool: ThreadPoolExecutor | None = None
-_blas = None  # threadpoolctl's controller of the BLAS libraries loaded (made at the first stack of products)
+_blas: list | None = None  # threadpoolctl's controllers of the BLAS libraries loaded (found at the first stack)
 
 
 def spread(work: Callable[[int, int], None], n: int) -> None:
@@ -80,7 +80,7 @@ def sized_for_threads(matmul, a, b):
     product is sized for (the module's docstring says which)."""
     if b.ndim <= 2:  # one matrix for every row of a: a weight
         return matmul(a, b)
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    batch = b.shape[:-2] if a.shape[:-2] == b.shape[:-2] else np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     rows, width = a.shape[-2], b.shape[-1]
     split = next((axis for axis, n in enumerate(batch) if n > 1), None)  # the outermost axis with more than one call
     with one_blas_thread():
@@ -106,11 +106,25 @@ def _part(x, batch: tuple[int, ...], axis: int, first: int, end: int):
     return x[(slice(None),) * own + (slice(first, end),)]
 
 
+@contextmanager
 def one_blas_thread():
-    """A context in which the calling thread's BLAS calls run on one thread (threadpoolctl), restored on leaving."""
+    """The calling thread's BLAS calls on one thread inside, the BLAS's thread count as it was after.
+
+    Through threadpoolctl's controllers of each BLAS library loaded (found at the first call), asked and set
+    directly: its `limit` context asks every library for a full description each time, which in a decode
+    step's 24 stacks of products cost more than the products' own calls to the BLAS."""
     global _blas
     if _blas is None:
         from threadpoolctl import ThreadpoolController
 
-        _blas = ThreadpoolController().select(user_api="blas")
-    return _blas.limit(limits=1) if _blas.lib_controllers else nullcontext()
+        _blas = ThreadpoolController().select(user_api="blas").lib_controllers
+    changed = [(lib, n) for lib in _blas if (n := lib.get_num_threads()) not in (1, None)]
+    for lib, _ in changed:
+        lib.set_num_threads(1)
+    try:
+        yield
+    finally:
+        for lib, n in changed:
+            lib.set_num_threads(n)
+            # threadpoolctl 3.8 lets one thread at a time set OpenBLAS's shared pool: give that back once done.
+            getattr(lib, "clear_controlling_thread", lambda: None)()
