@@ -37,7 +37,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from math import prod
 
 import numpy as np
@@ -106,25 +105,34 @@ def _part(x, batch: tuple[int, ...], axis: int, first: int, end: int):
     return x[(slice(None),) * own + (slice(first, end),)]
 
 
-@contextmanager
-def one_blas_thread():
-    """The calling thread's BLAS calls on one thread inside, the BLAS's thread count as it was after.
-
-    Through threadpoolctl's controllers of each BLAS library loaded (found at the first call), asked and set
-    directly: its `limit` context asks every library for a full description each time, which in a decode
-    step's 24 stacks of products cost more than the products' own calls to the BLAS."""
+def one_blas_thread() -> OneBlasThread:
+    """A context in which the calling thread's BLAS calls run on one thread, the BLAS's thread count as it was after."""
     global _blas
     if _blas is None:
         from threadpoolctl import ThreadpoolController
 
         _blas = ThreadpoolController().select(user_api="blas").lib_controllers
-    changed = [(lib, n) for lib in _blas if (n := lib.get_num_threads()) not in (1, None)]
-    for lib, _ in changed:
-        lib.set_num_threads(1)
-    try:
-        yield
-    finally:
-        for lib, n in changed:
+    return OneBlasThread(_blas)
+
+
+class OneBlasThread:
+    """Each BLAS library's thread count set to one on entering, and back to what it was on leaving, through
+    threadpoolctl's controller of each library, asked and set directly: its `limit` context describes every library
+    in full each time, which cost more than a decode step's small products themselves (10 to 16 us a product,
+    against 3 or 4 here)."""
+
+    __slots__ = ("libraries", "changed")
+
+    def __init__(self, libraries: list) -> None:
+        self.libraries = libraries
+
+    def __enter__(self) -> None:
+        self.changed = [(lib, n) for lib in self.libraries if (n := lib.get_num_threads()) not in (1, None)]
+        for lib, _ in self.changed:
+            lib.set_num_threads(1)
+
+    def __exit__(self, *exception) -> None:
+        for lib, n in self.changed:
             lib.set_num_threads(n)
             # threadpoolctl 3.8 lets one thread at a time set OpenBLAS's shared pool: give that back once done.
             getattr(lib, "clear_controlling_thread", lambda: None)()
