@@ -1,9 +1,9 @@
 """The tape of one forward pass: each stage goes through it, is shape-checked, recorded and shown to watchers.
 
 `Tape.matmul` is the one door through which every matrix product of the model passes: it computes
-the product and records its dot products in the ledger. Attention over a long prompt runs in chunks of
-query rows through the same door (row_chunks.py, beside this). Nothing else in the package multiplies
-matrices (a test reads the source to hold us to that).
+the product, on the threads it is sized for (threads.py), and records its dot products in the ledger.
+Attention over a long prompt runs in chunks of query rows through the same door (row_chunks.py, beside
+this). Nothing else in the package multiplies matrices (a test reads the source to hold us to that).
 
 Shapes are written symbolically on each line of the forward pass ("H T dh") and checked here
 against the concrete sizes of this pass, so a shape in the code cannot drift from the truth.
@@ -26,6 +26,7 @@ from .row_chunks import in_row_chunks, on_chosen_keys
 from .shapes import ShapeOnly
 from .spec import matmul_spec, specs, symbols
 from .stages import Family
+from .threads import sized_for_threads
 
 # A watcher sees every stage: (full name, tensor, record) -> the tensor to continue with.
 Watcher = Callable[[str, object, Record], object]
@@ -309,11 +310,12 @@ class Tape:
                 b = b if blocks else self.precision.operand(b, self.prefix + op, "B")
             a_rows, b_rows, out_shape = fold_shared_axes(a, b)
             if not blocks:
-                out = np.matmul(a_rows, b_rows)  # accumulated in float32
+                out = sized_for_threads(np.matmul, a_rows, b_rows)  # the BLAS's threads it is sized for; float32 sums
             else:
                 widen = self.precision
                 assert widen is not None  # only a precision splits a weight into blocks
-                parts = [np.matmul(a_rows, widen.operand(b_rows[..., cols], self.prefix + op, "B")) for cols in blocks]
+                parts = [sized_for_threads(np.matmul, a_rows, widen.operand(b_rows[..., cols], self.prefix + op, "B"))
+                         for cols in blocks]  # fmt: skip
                 out = np.concatenate(parts, axis=-1)  # type: ignore[assignment]  # an array, as np.matmul's
             out = out if out_shape is None else out.reshape(out_shape)
             if bias is not None:
