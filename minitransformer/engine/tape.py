@@ -309,14 +309,11 @@ class Tape:
                 blocks = self.precision.column_blocks(b)
                 b = b if blocks else self.precision.operand(b, self.prefix + op, "B")
             a_rows, b_rows, out_shape = fold_shared_axes(a, b)
-            if not blocks:
-                out = sized_for_threads(np.matmul, a_rows, b_rows)  # the BLAS's threads it is sized for; float32 sums
-            else:
-                widen = self.precision
-                assert widen is not None  # only a precision splits a weight into blocks
-                parts = [sized_for_threads(np.matmul, a_rows, widen.operand(b_rows[..., cols], self.prefix + op, "B"))
-                         for cols in blocks]  # fmt: skip
-                out = np.concatenate(parts, axis=-1)  # type: ignore[assignment]  # an array, as np.matmul's
+            # each block of a large narrow weight widened only as its product comes (a generator), then joined
+            pieces = (b_rows,) if not blocks else (self.precision.operand(b_rows[..., cols], self.prefix + op, "B")  # type: ignore[union-attr]
+                                                   for cols in blocks)  # fmt: skip
+            outs = [sized_for_threads(np.matmul, a_rows, piece) for piece in pieces]  # the BLAS's threads; float32 sums
+            out = outs[0] if len(outs) == 1 else np.concatenate(outs, axis=-1)  # type: ignore[assignment]  # an array
             out = out if out_shape is None else out.reshape(out_shape)
             if bias is not None:
                 out += bias  # out is fresh: adding in place saves a [T, out] temporary
