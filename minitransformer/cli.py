@@ -14,8 +14,28 @@ import sys
 from pathlib import Path
 
 from .errors import UserError
+from .families.table import ARCHITECTURES, PRESETS, model_types
+from .models.config import DTYPES
+from .models.hub import HUB_REPOS, download
+from .models.model import refuse_empty
+from .models.registry import known_names, load_model
 from .text import plural
+from .verbs.count import check_run, count_generation
+from .verbs.generate import batch_to_dict, continue_rows
+from .verbs.memory import DEFAULT_BALANCE
+from .verbs.options import GenerationOptions, OptionError
+from .verbs.params import parameters
+from .verbs.select import select_config
+from .verbs.validate import validate
+from .version import __version__
+from .views import report
+from .views.count_report import count_report
+from .views.export import csv_chunks, json_chunks
 from .views.files import check_destination, check_destinations, write_text
+from .views.html_report import attention_layers, batch_data, count_data, generation_data, write_page
+from .views.params_report import params_report
+from .views.plots import require_matplotlib, write_plots
+from .views.trace import trace_command
 
 
 class _Parser(argparse.ArgumentParser):
@@ -47,8 +67,6 @@ DENSE_HELP = (
 
 def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
     """--dtype of the commands that compute (count's --dtype is another thing: the byte size memory is counted in)."""
-    from .models.config import DTYPES
-
     p.add_argument(
         "--dtype",
         choices=DTYPES,
@@ -59,11 +77,6 @@ def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .families.table import ARCHITECTURES, model_types
-    from .models.hub import HUB_REPOS
-    from .models.registry import known_names
-    from .version import __version__
-
     families = ", ".join(ARCHITECTURES)
     directory = f"or a Hugging Face directory (model_type {', '.join(model_types())})"
     parser = _Parser(
@@ -200,18 +213,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _generate(args) -> None:
-    """One prompt or several (a batch): the same checks, one load, one call of generate; the answers printed
-    as they stream for one prompt, after the batch for several; then the ledger, and the files asked for."""
-    from .models.model import refuse_empty
-    from .models.registry import load_model
-    from .verbs.generate import batch_to_dict, check_options
-    from .views import report
-
-    check_options(args.max_new_tokens, args.temperature, args.top_k, args.seed)
-    if args.top < 1:
+    """One prompt or several (a batch): the options and the prompts checked once, one load, one run of the
+    generation loop; the answers printed as they stream for one prompt, after the batch for several; then the
+    ledger, and the files asked for."""
+    if args.top < 1:  # the API takes 0 (no candidates listed); the command always lists some
         raise UserError("--top must be at least 1")
     if args.layer < 0:
         raise UserError("--layer must be 0 or more")
+    options = _generation_options(args)
     prompts = args.prompt + (_prompt_lines(args.prompts) if args.prompts is not None else [])
     batch = len(prompts) > 1 or args.prompts is not None
     if batch and args.ids is not None:
@@ -225,17 +234,14 @@ def _generate(args) -> None:
     model = load_model(args.model, dtype=args.dtype)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
-    rows = model.prompt_rows(prompts, args.max_new_tokens)  # refuse before the first line of output
+    rows = model.prompt_rows(prompts, options.max_new_tokens)  # refuse before the first line of output
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # then stdout holds the document
     _notice_unused_sampling(args)
 
     print(f"model {report.describe_model(model.describe(), model.source)}", file=out)
-    options = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                   seed=args.seed, use_cache=not args.no_cache, candidates=args.top,
-                   dense_attention=args.dense_attention)  # fmt: skip
     if batch:
         print(f"a batch of {len(rows)} prompts, left-padded to {max(map(len, rows))} tokens", file=out)
-        results = model.generate(prompts, **options)
+        results = continue_rows(model, prompts, rows, options, batched=True)
         for k, (generation, tokens) in enumerate(zip(results, rows)):
             print(f"\n[{k + 1}] prompt: {plural(len(tokens), 'token')} {tokens}", file=out)
             print(generation.full_text, file=out)
@@ -251,22 +257,38 @@ def _generate(args) -> None:
             out.write(text)
             out.flush()
 
-        results = [model.generate(prompt, **options, on_token=stream,
-                                  attention=_attention_layers(model, tokens, args) if html_to else None)]  # fmt: skip
+        positions = len(tokens) + options.max_new_tokens - 1
+        attention = attention_layers(model.config, positions, args.layer) if html_to else None
+        results = continue_rows(model, prompts, rows, options, on_token=stream, attention=attention)
         print("\n", file=out)
         print("Next-token candidates after the prompt (probabilities at temperature 1)", file=out)
         print(report.candidates_table(results[0].candidates), file=out)
         print(file=out)
-    print(report.ledger_report(results[0].ledger, layer=args.layer), file=out)
+    ledger = results[0].ledger
+    assert ledger is not None  # the command's options keep one (GenerationOptions.ledger)
+    print(report.ledger_report(ledger, layer=args.layer), file=out)
     if json_to:
         document = batch_to_dict(results) if batch else results[0].to_dict()
         write_text(json_to, [json.dumps(document, indent=1) + "\n"])
         if not json_to.is_stream:
             print(f"\nledger written to {args.json}", file=out)
     if html_to:
-        from .views.html_report import batch_data, generation_data, write_page
-
         write_page(html_to, batch_data(results) if batch else generation_data(results[0]), out)
+
+
+# How a refusal of an option names it (the API's keyword -> what the user typed). Empty: the messages name the API's
+# keywords (max_new_tokens, top_k, ...), as they always have; naming the flags (--max-new-tokens) is one entry each.
+OPTION_FLAGS: dict[str, str] = {}
+
+
+def _generation_options(args) -> GenerationOptions:
+    """generate's flags as the API's options, checked once (GenerationOptions), a refusal naming the flag."""
+    try:
+        return GenerationOptions(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                                 seed=args.seed, use_cache=not args.no_cache, candidates=args.top,
+                                 dense_attention=args.dense_attention)  # fmt: skip
+    except OptionError as refused:
+        raise refused.named(OPTION_FLAGS) from None
 
 
 def _prompt_lines(path: str) -> list[str]:
@@ -285,22 +307,11 @@ def _prompt_lines(path: str) -> list[str]:
     return prompts
 
 
-def _attention_layers(model, tokens, args) -> list[int]:
-    from .views.html_report import attention_layers
-
-    return attention_layers(model.config, len(tokens) + args.max_new_tokens - 1, args.layer)
-
-
 def _download(args) -> None:
-    from .models.hub import download
-
     print(download(args.name))
 
 
 def _validate(args) -> None:
-    from .models.registry import load_model
-    from .verbs.validate import validate
-
     model = load_model(args.model, dtype=args.dtype)
     ok = validate(model, steps=args.steps)
     if not ok:
@@ -327,8 +338,6 @@ def _prompt_or_ids(args, verb: str) -> str | list[int]:
 
 
 def _trace(args) -> None:
-    from .views.trace import trace_command
-
     html_to = None if args.html is None else check_destination(args.html)  # before any work
     trace_command(
         _prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to, args.dtype
@@ -336,8 +345,6 @@ def _trace(args) -> None:
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
-    from .families.table import PRESETS, model_types
-
     which = p.add_argument_group(
         "the model, one way (default: the gpt2 preset); its shapes only, never its weights",
         "Sizes make a GPT-2 block; any of --kv-heads, --head-dim and --gated-mlp makes a Llama-style block instead: "
@@ -382,18 +389,11 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
 
 
 def _model_config(args):
-    from .verbs.select import select_config
-
     return select_config(args.model, args.preset, args.config, args.layers, args.d_model, args.heads, args.d_ff,
                          args.vocab, args.ctx, args.kv_heads, args.head_dim, args.gated_mlp)  # fmt: skip
 
 
 def _count(args) -> None:
-    from .verbs.count import check_run, count_generation
-    from .verbs.memory import DEFAULT_BALANCE
-    from .views.count_report import count_report
-    from .views.export import csv_chunks, json_chunks
-
     config = _model_config(args)
     check_run(config, args.tokens, args.new_tokens, args.batch)
     balance = DEFAULT_BALANCE if args.balance is None else args.balance
@@ -403,8 +403,6 @@ def _count(args) -> None:
         raise UserError(f"--plot takes a path ending in .png, not {args.plot!r}")
     to = check_destinations({"--json": args.json, "--csv": args.csv, "--plot": args.plot, "--html": args.html})
     if args.plot is not None:
-        from .views.plots import require_matplotlib
-
         require_matplotlib()  # fail before writing anything
     if args.routing is not None and config.n_experts is None:
         raise UserError(f"--routing is for a mixture of experts; {config.name} has none (a dense MLP in every layer)")
@@ -417,22 +415,15 @@ def _count(args) -> None:
     if to["--csv"]:
         write_text(to["--csv"], csv_chunks(count))
     if to["--plot"]:
-        from .views.plots import write_plots
-
         write_plots(count, to["--plot"])
     for what, dest in (("ledger", to["--json"]), ("CSV", to["--csv"]), ("plots", to["--plot"])):
         if dest and not dest.is_stream:
             print(f"{what} written to {dest.name}", file=out)
     if to["--html"]:
-        from .views.html_report import count_data, write_page
-
         write_page(to["--html"], count_data(count, balance, args.all_steps, dtype=args.dtype), out)
 
 
 def _params(args) -> None:
-    from .verbs.params import parameters
-    from .views.params_report import params_report
-
     config = _model_config(args)
     json_to = None if args.json is None else check_destination(args.json)
     p = parameters(config)

@@ -154,9 +154,9 @@ class Float64Alarm(np.ndarray):
 # The layers, top to bottom, each with the top-level names (modules or subpackages) it holds. A module imports its own
 # layer and those below it, never one above, not even inside a function: a convenience a low object offers
 # (model.generate, a ledger drawn in Jupyter) is registered by the layer above it. The package's __init__ (the public
-# API, "" here) and __main__ stand above every layer.
-LAYERS = (("the package", ("", "__main__")), ("cli", ("cli",)), ("views", ("views",)), ("verbs", ("verbs",)),
-          ("models", ("models",)), ("families", ("families",)), ("engine", ("engine",)),
+# API, "" here), the modules beside it that name the API where the README finds it, and __main__ stand above every layer.
+LAYERS = (("the package", ("", "__main__", "count", "html_report")), ("cli", ("cli",)), ("views", ("views",)),
+          ("verbs", ("verbs",)), ("models", ("models",)), ("families", ("families",)), ("engine", ("engine",)),
           ("the bottom", ("errors", "version", "text")))  # fmt: skip
 
 

@@ -20,12 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+import numpy as np
+
 from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps, totals_of
 from ..engine.stages import ATTENTION_SCORES, Family
 from ..errors import UserError
 from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
 from ..models.model import Model
+from .options import GenerationOptions
 from .passes import forward_passes
 
 STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the middle ones are summarised
@@ -231,33 +234,38 @@ def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True
     (Model.without_weights) this costs no arithmetic at all. `dense_attention`: every T x t score, as
     transformers' eager attention computes it, where a long pass would run in row chunks (row_chunks.py).
     """
+    options = GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, dense_attention=dense_attention)
+    return placeholder_passes(model, n_prompt, options, batch)
+
+
+def placeholder_passes(model: Model, n_prompt: int, options: GenerationOptions, batch: int = 1) -> Ledger:
+    """count_passes of the generation `options` describe, every row of the batch the same placeholder ids."""
     book = Ledger(model.config.to_dict())
-    lead = (batch,) if batch > 1 else ()
-    placeholder_new: list[int] = []
-    for _ in forward_passes(model, [0] * n_prompt, placeholder_new, n_new, use_cache, book, lead,
-                            dense_attention=dense_attention):  # fmt: skip
-        placeholder_new.append(0)
+    fed: list[np.ndarray] = []
+    placeholder = np.zeros(n_prompt, dtype=np.int64)
+    for _ in forward_passes(model, placeholder, fed, options, repeat=(batch,) if batch > 1 else (), book=book):
+        fed.append(placeholder[0])
     return book
 
 
-def count_folded(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1,
-                 dense_attention: bool = False, routing: str = "balanced") -> list[Pass]:  # fmt: skip
-    """Every pass of the generation, run through a shape-only twin of the model cut to the fewest first layers
-    that hold one layer of each kind (one layer where all are alike), whatever the model's depth. `routing`: which
-    tokens a mixture of experts' experts are assumed to get (families/moe.py), which moves no total."""
+def count_folded(config: Config, n_prompt: int, options: GenerationOptions, batch: int = 1,
+                 routing: str = "balanced") -> list[Pass]:  # fmt: skip
+    """Every pass of the generation `options` describe, run through a shape-only twin of the model cut to the fewest
+    first layers that hold one layer of each kind (one layer where all are alike), whatever the model's depth.
+    `routing`: which tokens a mixture of experts' experts are assumed to get (families/moe.py), which moves no
+    total."""
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
     twin = Model.without_weights(config.prefix(span), routing)
-    ledger = count_passes(twin, n_prompt, n_new, use_cache, batch, dense_attention)
-    return [Pass(phase, kinds) for phase in ledger.phases]
+    return [Pass(phase, kinds) for phase in placeholder_passes(twin, n_prompt, options, batch).phases]
 
 
 def decode_at(config: Config, context: int, batch: int = 1) -> Pass:
     """A decode step with the KV cache at `context`: one new position after context - 1 cached ones (at context 1,
     the one-token prefill, which has the same shapes). One position is never computed in chunks."""
     if context == 1:
-        return count_folded(config, 1, 1, True, batch)[0]
-    return count_folded(config, context - 1, 2, True, batch)[1]
+        return count_folded(config, 1, GenerationOptions(max_new_tokens=1), batch)[0]
+    return count_folded(config, context - 1, GenerationOptions(max_new_tokens=2), batch)[1]
 
 
 @dataclass
@@ -333,7 +341,8 @@ class Count:
             return cached[-1]
         if self.n_prompt + 2 > self.config.n_positions:
             return None
-        return count_folded(self.config, self.n_prompt, 2, True, self.batch, self.dense_attention, self.routing)[1]
+        step = GenerationOptions(max_new_tokens=2, dense_attention=self.dense_attention)
+        return count_folded(self.config, self.n_prompt, step, self.batch, self.routing)[1]
 
     def shown_steps(self, limit: int = STEPS_SHOWN) -> list[int]:
         """The decode steps shown in full: all of them, or the first limit - 2 and the last 2."""
@@ -347,22 +356,22 @@ def count_generation(config: Config, n_prompt: int, n_new: int = 1, use_cache: b
     `dense_attention`: every T x t score, as transformers' eager attention computes it (else row chunks);
     `routing`: a mixture of experts' tokens per expert, assumed (balanced or worst: families/moe.py)."""
     check_run(config, n_prompt, n_new, batch)
-    passes = count_folded(config, n_prompt, n_new, use_cache, batch, dense_attention, routing)
-    other_way = count_folded(config, n_prompt, n_new, not use_cache, batch, dense_attention, routing)
-    check_folding(config, n_prompt, min(n_new, 2), use_cache, batch, dense_attention)
+    options = GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, dense_attention=dense_attention)
+    passes = count_folded(config, n_prompt, options, batch, routing)
+    other_way = count_folded(config, n_prompt, replace(options, use_cache=not use_cache), batch, routing)
+    check_folding(config, n_prompt, replace(options, max_new_tokens=min(n_new, 2)), batch)
     return Count(config, n_prompt, n_new, batch, use_cache, passes, other_way, dense_attention, routing)
 
 
-def check_folding(config: Config, n_prompt: int, n_new: int, use_cache: bool, batch: int,
-                  dense_attention: bool = False) -> None:  # fmt: skip
+def check_folding(config: Config, n_prompt: int, options: GenerationOptions, batch: int) -> None:
     """The folded passes, expanded, must be exactly what a whole model's forward code records: checked on the
     model cut to two layers of each kind (all of it, when it is no deeper), since layers of one kind record the
     same whatever the depth, so that a count of 10,000 layers does not run 10,000 blocks to check one."""
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
     cut = config.prefix(min(config.n_layer, 2 * span))
-    passes = count_folded(cut, n_prompt, n_new, use_cache, batch, dense_attention)
-    whole = count_passes(Model.without_weights(cut), n_prompt, n_new, use_cache, batch, dense_attention).phases
+    passes = count_folded(cut, n_prompt, options, batch)
+    whole = placeholder_passes(Model.without_weights(cut), n_prompt, options, batch).phases
     for folded, phase in zip(passes, whole):
         expanded = folded.expand()
         if expanded.records != phase.records or (expanded.tokens, expanded.context) != (phase.tokens, phase.context):
@@ -383,10 +392,10 @@ def sweep_per_token(config: Config, points: int = 24) -> dict[str, list[int]]:
     with_cache, without = [], []
     for t in contexts:
         if t == 1:
-            macs = count_folded(config, 1, 1)[0].macs
+            macs = count_folded(config, 1, GenerationOptions(max_new_tokens=1))[0].macs
             with_cache.append(macs)
             without.append(macs)
             continue
-        with_cache.append(count_folded(config, t - 1, 2)[1].macs)
-        without.append(count_folded(config, t, 1, use_cache=False)[0].macs)
+        with_cache.append(count_folded(config, t - 1, GenerationOptions(max_new_tokens=2))[1].macs)
+        without.append(count_folded(config, t, GenerationOptions(max_new_tokens=1, use_cache=False))[0].macs)
     return {"context": contexts, "with_cache": with_cache, "without_cache": without}

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engine.ledger import Ledger, Phase, totals_of
+from ..engine.ledger import Ledger, Phase
 from ..families.table import architecture_of
 from ..text import plural, s_for
 from ..verbs.count import STEPS_SHOWN, Count
@@ -191,22 +191,14 @@ def ledger_data(ledger: Ledger, report: str = "ledger", extra: dict | None = Non
     return _data(report, _folded(document), _ops_of(_phase_items(ledger.phases)), attention_data(attention))
 
 
-def trace_data(result, model, attention=None) -> dict:
-    """A trace's passes (trace.TraceResult) as a report: the greedy tokens, and what the cache saved."""
-    from ..verbs.count import count_folded
-
-    tokenizer = model.tokenizer
-    n_new = len(result.phases)  # each finished pass chose one token
-    other = count_folded(model.config, len(result.prompt_tokens), n_new, use_cache=False) if n_new else []
-    book = Ledger(model.describe(), list(result.phases),
-                  other_way=totals_of(other) if other else None,
-                  other_way_macs=[p.macs for p in other] if other else None)  # fmt: skip
-    new_tokens = result.new_tokens[:n_new]
-    extra = {"prompt_tokens": result.prompt_tokens, "new_tokens": new_tokens,
+def trace_data(ledger: Ledger, tokenizer, prompt_tokens: list[int], new_tokens: list[int], attention=None) -> dict:
+    """A trace's passes as a report: their ledger (with what the cache saved, counted by the trace's loop), the
+    prompt and the greedy tokens, one per pass that finished."""
+    extra = {"prompt_tokens": prompt_tokens, "new_tokens": new_tokens,
              "text": tokenizer.decode(new_tokens) if new_tokens else "",
-             "prompt_pieces": [tokenizer.token_str(i) for i in result.prompt_tokens],
+             "prompt_pieces": [tokenizer.token_str(i) for i in prompt_tokens],
              "new_pieces": [tokenizer.token_str(i) for i in new_tokens]}  # fmt: skip
-    return ledger_data(book, "trace", extra, attention)
+    return ledger_data(ledger, "trace", extra, attention)
 
 
 # --- the page ---------------------------------------------------------------------------------------------
