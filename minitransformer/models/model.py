@@ -214,7 +214,8 @@ class Model:
         return self.run(token_ids, all_positions=True)
 
     def generate(self, prompt, **options):
-        """Continue `prompt` (a string or a list of token ids); see generate.generate for the options."""
+        """Continue `prompt` (a string or a list of token ids); see verbs/generate.py's generate for the options."""
+        assert _generate is not None, "verbs/generate.py registers it at its import, which the package's __init__ runs"
         return _generate(self, prompt, **options)
 
 
