@@ -20,5 +20,14 @@ from .verbs import generate as _generate  # noqa: F401 - its import sets what mo
 from .verbs.options import GenerationOptions
 from .version import __version__
 
-__all__ = ["GPT2Config", "GenerationOptions", "Model", "UserError", "__version__", "count", "html_report",
-           "load_model", "load_tokenizer"]  # fmt: skip
+__all__ = [
+    "GPT2Config",
+    "GenerationOptions",
+    "Model",
+    "UserError",
+    "__version__",
+    "count",
+    "html_report",
+    "load_model",
+    "load_tokenizer",
+]

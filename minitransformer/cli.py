@@ -284,9 +284,15 @@ OPTION_FLAGS: dict[str, str] = {}
 def _generation_options(args) -> GenerationOptions:
     """generate's flags as the API's options, checked once (GenerationOptions), a refusal naming the flag."""
     try:
-        return GenerationOptions(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                                 seed=args.seed, use_cache=not args.no_cache, candidates=args.top,
-                                 dense_attention=args.dense_attention)  # fmt: skip
+        return GenerationOptions(
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            seed=args.seed,
+            use_cache=not args.no_cache,
+            candidates=args.top,
+            dense_attention=args.dense_attention,
+        )
     except OptionError as refused:
         raise refused.named(OPTION_FLAGS) from None
 
@@ -406,8 +412,15 @@ def _count(args) -> None:
         require_matplotlib()  # fail before writing anything
     if args.routing is not None and config.n_experts is None:
         raise UserError(f"--routing is for a mixture of experts; {config.name} has none (a dense MLP in every layer)")
-    count = count_generation(config, args.tokens, args.new_tokens, use_cache=not args.no_cache, batch=args.batch,
-                             dense_attention=args.dense_attention, routing=args.routing or "balanced")  # fmt: skip
+    count = count_generation(
+        config,
+        args.tokens,
+        args.new_tokens,
+        use_cache=not args.no_cache,
+        batch=args.batch,
+        dense_attention=args.dense_attention,
+        routing=args.routing or "balanced",
+    )
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
     print(count_report(count, balance, args.dtype), file=out)
     if to["--json"]:
@@ -439,8 +452,11 @@ def _notice_unused_sampling(args) -> None:
     """One stderr line, not a refusal, so that scripts which always pass --seed keep working."""
     unused = [flag for flag, value in (("--top-k", args.top_k), ("--seed", args.seed)) if value is not None]
     if unused and args.temperature == 0:
-        print(f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
-              f"sampling needs --temperature > 0", file=sys.stderr)  # fmt: skip
+        print(
+            f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
+            f"sampling needs --temperature > 0",
+            file=sys.stderr,
+        )
 
 
 def _one_line(message: str) -> str:

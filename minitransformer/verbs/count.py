@@ -45,11 +45,16 @@ def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> None
             raise UserError(f"{what} must be a whole number of at least 1, not {value!r}")
     config.check_fits(n_prompt, n_new)
     c, t = config, n_prompt + n_new
-    largest = max(batch * t * max(3 * c.n_embd, c.d_ff, c.vocab_size), batch * c.n_head * t * t,
-                  c.n_embd * max(3 * c.n_embd, c.d_ff, c.vocab_size, c.n_positions))  # fmt: skip
+    largest = max(
+        batch * t * max(3 * c.n_embd, c.d_ff, c.vocab_size),
+        batch * c.n_head * t * t,
+        c.n_embd * max(3 * c.n_embd, c.d_ff, c.vocab_size, c.n_positions),
+    )
     if largest > LARGEST_TENSOR:
-        raise UserError(f"this count needs a tensor of {largest:,} elements, more than NumPy can describe even "
-                        f"without values (2**62); choose smaller sizes, fewer tokens or a smaller batch")  # fmt: skip
+        raise UserError(
+            f"this count needs a tensor of {largest:,} elements, more than NumPy can describe even "
+            f"without values (2**62); choose smaller sizes, fewer tokens or a smaller batch"
+        )
 
 
 # --- counting ---------------------------------------------------------------------------------------------
@@ -75,8 +80,10 @@ class Pass:
         kinds = list(dict.fromkeys(self.layer_types))  # in the order they first appear
         self._group_of = {kind: g for g, kind in enumerate(kinds)}
         first_layer = {kind: self.layer_types.index(kind) for kind in kinds}
-        self.groups = [([r for r in records[first : last + 1] if r.layer == first_layer[kind]],
-                        self.layer_types.count(kind)) for kind in kinds]  # fmt: skip
+        self.groups = [
+            ([r for r in records[first : last + 1] if r.layer == first_layer[kind]], self.layer_types.count(kind))
+            for kind in kinds
+        ]
         self.block = self.groups[self._group_of[self.layer_types[0]]][0]
 
     @property
@@ -85,8 +92,11 @@ class Pass:
 
     def weighted(self) -> list[tuple[Record, int]]:
         """Every record of the pass once, with the number of layers it stands for (1 outside the blocks)."""
-        return [*((r, 1) for r in self.before), *((r, n) for records, n in self.groups for r in records),
-                *((r, 1) for r in self.after)]  # fmt: skip
+        return [
+            *((r, 1) for r in self.before),
+            *((r, n) for records, n in self.groups for r in records),
+            *((r, 1) for r in self.after),
+        ]
 
     @property
     def phase(self) -> str:  # "prefill" | "decode"
@@ -189,9 +199,17 @@ class Pass:
     def summary(self) -> dict:
         """The phase's JSON without the per-layer detail: its place in the generation and its totals."""
         p = self.twin
-        return {"phase": p.phase, "step": p.step, "tokens": p.tokens, "context": p.context, "batch": p.batch,
-                "cached": p.cached, "dot_products": self.dot_products, "macs": self.macs,
-                "flops": self.flops}  # fmt: skip
+        return {
+            "phase": p.phase,
+            "step": p.step,
+            "tokens": p.tokens,
+            "context": p.context,
+            "batch": p.batch,
+            "cached": p.cached,
+            "dot_products": self.dot_products,
+            "macs": self.macs,
+            "flops": self.flops,
+        }
 
 
 @dataclass(frozen=True)
@@ -217,8 +235,10 @@ class AttentionVsWeights:
     @property
     def all_weights(self) -> int:
         """Every product with weights in the pass: the blocks' and the logits."""
-        weights = sum(n * sum(r.macs for r in records if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
-                      for records, n in self.step.groups)  # fmt: skip
+        weights = sum(
+            n * sum(r.macs for r in records if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
+            for records, n in self.step.groups
+        )
         return weights + self.outside
 
     @property
@@ -226,8 +246,9 @@ class AttentionVsWeights:
         return Fraction(self.all_attention, self.all_weights)
 
 
-def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1,
-                 dense_attention: bool = False) -> Ledger:  # fmt: skip
+def count_passes(
+    model: Model, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1, dense_attention: bool = False
+) -> Ledger:
     """The ledger of generating n_new tokens after an n_prompt-token prompt, whatever the tokens are.
 
     The counts depend on shapes only, so placeholder token ids do; on a shape-only model
@@ -248,8 +269,9 @@ def placeholder_passes(model: Model, n_prompt: int, options: GenerationOptions, 
     return book
 
 
-def count_folded(config: Config, n_prompt: int, options: GenerationOptions, batch: int = 1,
-                 routing: str = "balanced") -> list[Pass]:  # fmt: skip
+def count_folded(
+    config: Config, n_prompt: int, options: GenerationOptions, batch: int = 1, routing: str = "balanced"
+) -> list[Pass]:
     """Every pass of the generation `options` describe, run through a shape-only twin of the model cut to the fewest
     first layers that hold one layer of each kind (one layer where all are alike), whatever the model's depth.
     `routing`: which tokens a mixture of experts' experts are assumed to get (families/moe.py), which moves no
@@ -318,8 +340,12 @@ class Count:
 
     def ledger(self) -> Ledger:
         """The full Ledger, every block of every pass expanded (as count_passes on the whole model gives)."""
-        return Ledger(self.config.to_dict(), [p.expand() for p in self.passes], other_way=self.other_totals,
-                      other_way_macs=[p.macs for p in self.other_way])  # fmt: skip
+        return Ledger(
+            self.config.to_dict(),
+            [p.expand() for p in self.passes],
+            other_way=self.other_totals,
+            other_way_macs=[p.macs for p in self.other_way],
+        )
 
     # Jupyter draws a count inline through `_repr_html_`, which views/html_report.py gives this class at its import
     # (register_notebook_display): the data does not import the views that show it, layers above.
@@ -350,8 +376,15 @@ class Count:
         return steps if len(steps) <= limit else [*steps[: limit - 2], *steps[-2:]]
 
 
-def count_generation(config: Config, n_prompt: int, n_new: int = 1, use_cache: bool = True, batch: int = 1,
-                     dense_attention: bool = False, routing: str = "balanced") -> Count:  # fmt: skip
+def count_generation(
+    config: Config,
+    n_prompt: int,
+    n_new: int = 1,
+    use_cache: bool = True,
+    batch: int = 1,
+    dense_attention: bool = False,
+    routing: str = "balanced",
+) -> Count:
     """Count 1 prefill over n_prompt tokens and n_new - 1 decode steps, with a batch of `batch` sequences;
     `dense_attention`: every T x t score, as transformers' eager attention computes it (else row chunks);
     `routing`: a mixture of experts' tokens per expert, assumed (balanced or worst: families/moe.py)."""

@@ -93,8 +93,9 @@ def computed_pairs(T: int, t: int, window: int | None = None, chunk: int | None 
     if window is None:
         m = T // C
         return past * T + C * C * m * (m + 1) // 2 + (T - m * C) * T
-    return sum((min(T, r0 + C) - r0) * (past + min(T, r0 + C) - max(0, past + r0 - window + 1))
-               for r0 in range(0, T, C))  # fmt: skip
+    return sum(
+        (min(T, r0 + C) - r0) * (past + min(T, r0 + C) - max(0, past + r0 - window + 1)) for r0 in range(0, T, C)
+    )
 
 
 def layer_groups(config: Config, windows: bool = True) -> dict[tuple[int | None, int, int], int]:
@@ -171,8 +172,9 @@ def decode_macs(config: Config, t: int, B: int = 1) -> int:
     return pass_macs(config, 1, t, 1, B)
 
 
-def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,
-                    windows: bool = True) -> int:  # fmt: skip
+def generation_macs(
+    config: Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1, windows: bool = True
+) -> int:
     """1 prefill and n_new - 1 decode steps, summed in closed form (no loop over the steps).
 
     With the cache, step k (1..n_new-1) computes 1 position attending to n_prompt + k (at most W of

@@ -82,8 +82,9 @@ def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: n
         scaled = np.where(scaled >= cutoff, scaled, number(-np.inf))
     weights = np.exp(scaled - scaled.max())
     cumulative = np.cumsum(weights)
-    return int(min(np.searchsorted(cumulative, rng.random(dtype=np.float32) * cumulative[-1], side="right"),
-                   logits.size - 1))  # fmt: skip
+    return int(
+        min(np.searchsorted(cumulative, rng.random(dtype=np.float32) * cumulative[-1], side="right"), logits.size - 1)
+    )
 
 
 def top_candidates(logits: np.ndarray, n: int, tokenizer) -> list[Candidate]:
@@ -118,9 +119,17 @@ def generate(
     character is incomplete). `attention`: a layer (or list of layers) whose attention weights, every
     head, are kept for the report (attention_maps.py); None keeps none, and the forward pass runs unwatched.
     """
-    options = GenerationOptions(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
-                                use_cache=use_cache, candidates=candidates, stop_at_eos=stop_at_eos, ledger=ledger,
-                                dense_attention=dense_attention)  # fmt: skip
+    options = GenerationOptions(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        seed=seed,
+        use_cache=use_cache,
+        candidates=candidates,
+        stop_at_eos=stop_at_eos,
+        ledger=ledger,
+        dense_attention=dense_attention,
+    )
     batched = is_batch(prompt)
     if batched and (on_token is not None or attention is not None):
         raise UserError("on_token and attention= follow one prompt; give a batch of prompts without them")
@@ -135,8 +144,11 @@ register_generate(generate)  # model.generate(...) runs it (models/model.py)
 
 def is_batch(prompt) -> bool:
     """Several prompts: a list (or tuple) of texts or of token-id lists. A list of ints is one prompt, as ids."""
-    return (isinstance(prompt, (list, tuple)) and len(prompt) > 0
-            and all(isinstance(p, (str, list, tuple, np.ndarray)) for p in prompt))  # fmt: skip
+    return (
+        isinstance(prompt, (list, tuple))
+        and len(prompt) > 0
+        and all(isinstance(p, (str, list, tuple, np.ndarray)) for p in prompt)
+    )
 
 
 def left_padded(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
@@ -146,9 +158,16 @@ def left_padded(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndar
     return np.array([[pad_id] * pad + r for pad, r in zip(pads, rows)]), pads
 
 
-def continue_rows(model: Model, prompts: list, rows: list[list[int]], options: GenerationOptions, *,
-                  batched: bool = False, on_token: Callable[[int, str], None] | None = None,
-                  attention: int | list[int] | None = None) -> list[Generation]:  # fmt: skip
+def continue_rows(
+    model: Model,
+    prompts: list,
+    rows: list[list[int]],
+    options: GenerationOptions,
+    *,
+    batched: bool = False,
+    on_token: Callable[[int, str], None] | None = None,
+    attention: int | list[int] | None = None,
+) -> list[Generation]:
     """Continue prompts already read into ids (`rows`, checked by model.prompt_rows) with options already checked:
     one Generation per prompt. The CLI calls this after its own checks; generate() after its."""
     continuation = Continuation(model, prompts, rows, options, batched)
@@ -171,8 +190,9 @@ class Continuation:
     Sampling draws the rows' tokens in order from one generator: the same batch and seed give the same texts.
     """
 
-    def __init__(self, model: Model, prompts: list, rows: list[list[int]], options: GenerationOptions,
-                 batched: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, model: Model, prompts: list, rows: list[list[int]], options: GenerationOptions, batched: bool = False
+    ) -> None:
         self.model, self.prompts, self.rows, self.options, self.batched = model, prompts, rows, options, batched
         self.book = Ledger(model.describe()) if options.ledger else None  # which model ran, in which dtype
         self.new_tokens: list[list[int]] = [[] for _ in rows]
@@ -180,8 +200,9 @@ class Continuation:
         self._streams = [model.tokenizer.stream_decoder(context=r) for r in rows]  # a first space is kept
         self._pieces: list[list[str]] = [[] for _ in rows]  # each continuation's text, as it streams
 
-    def run(self, on_token: Callable[[int, str], None] | None = None,
-            watch: Callable[[Phase], Watcher | None] | None = None) -> None:  # fmt: skip
+    def run(
+        self, on_token: Callable[[int, str], None] | None = None, watch: Callable[[Phase], Watcher | None] | None = None
+    ) -> None:
         """Make the passes. `on_token(token_id, text)` as each token is chosen (and (-1, text) for the text still held
         at the end); `watch(phase)` before each pass, for its watcher. Whatever stops the loop midway (a watcher
         that raises, Ctrl-C) leaves the passes that finished, their tokens and their ledger."""
@@ -193,8 +214,9 @@ class Continuation:
         fed: list[np.ndarray] = []
         if self.batched:
             prompts, pads = left_padded(self.rows, pad_id)
-            passes = forward_passes(model, prompts, fed, options, pads=pads, finished=finished, book=self.book,
-                                    watch=watch)  # fmt: skip
+            passes = forward_passes(
+                model, prompts, fed, options, pads=pads, finished=finished, book=self.book, watch=watch
+            )
         else:
             passes = forward_passes(model, np.asarray(self.rows[0]), fed, options, book=self.book, watch=watch)
         try:
@@ -228,22 +250,35 @@ class Continuation:
         book, options, tokenizer = self.book, self.options, self.model.tokenizer
         if book is not None and book.phases:
             other = replace(options, max_new_tokens=len(book.phases), use_cache=not options.use_cache)
-            other_way = count_folded(self.model.config, max(map(len, self.rows)), other,
-                                     len(self.rows) if self.batched else 1)  # fmt: skip
+            other_way = count_folded(
+                self.model.config, max(map(len, self.rows)), other, len(self.rows) if self.batched else 1
+            )
             book.other_way, book.other_way_macs = totals_of(other_way), [p.macs for p in other_way]
-        return [Generation(self.model.name, p if isinstance(p, str) else tokenizer.decode(r), r, new, "".join(piece),
-                           found, book, [tokenizer.token_str(i) for i in r], [tokenizer.token_str(i) for i in new],
-                           attention)
-                for p, r, new, piece, found in zip(self.prompts, self.rows, self.new_tokens, self._pieces,
-                                                   self.candidates)]  # fmt: skip
+        return [
+            Generation(
+                self.model.name,
+                p if isinstance(p, str) else tokenizer.decode(r),
+                r,
+                new,
+                "".join(piece),
+                found,
+                book,
+                [tokenizer.token_str(i) for i in r],
+                [tokenizer.token_str(i) for i in new],
+                attention,
+            )
+            for p, r, new, piece, found in zip(self.prompts, self.rows, self.new_tokens, self._pieces, self.candidates)
+        ]
 
 
 def batch_to_dict(generations: list[Generation]) -> dict:
     """The JSON of a batch: the model, one entry per prompt (as a single generation's, without the ledger),
     then the batch's one ledger (phases with each row's pads, totals with `padding`)."""
     ledger = generations[0].ledger
-    d = {"model": ledger.model if ledger else {"name": generations[0].model},
-         "generations": [{k: v for k, v in g.to_dict().items() if k in _ROW_KEYS} for g in generations]}  # fmt: skip
+    d = {
+        "model": ledger.model if ledger else {"name": generations[0].model},
+        "generations": [{k: v for k, v in g.to_dict().items() if k in _ROW_KEYS} for g in generations],
+    }
     if ledger is not None:
         d |= {k: v for k, v in ledger.to_dict().items() if k != "model"}
     return d

@@ -20,10 +20,18 @@ from ..models.model import Model
 from .options import GenerationOptions
 
 
-def forward_passes(model: Model, prompts: np.ndarray, fed: list[np.ndarray], options: GenerationOptions, *,
-                   pads: np.ndarray | None = None, finished: list[bool] | None = None, repeat: tuple[int, ...] = (),
-                   book: Ledger | None = None,
-                   watch: Callable[[Phase], Watcher | None] | None = None) -> Iterator[np.ndarray]:  # fmt: skip
+def forward_passes(
+    model: Model,
+    prompts: np.ndarray,
+    fed: list[np.ndarray],
+    options: GenerationOptions,
+    *,
+    pads: np.ndarray | None = None,
+    finished: list[bool] | None = None,
+    repeat: tuple[int, ...] = (),
+    book: Ledger | None = None,
+    watch: Callable[[Phase], Watcher | None] | None = None,
+) -> Iterator[np.ndarray]:
     """Yield the next-token logits [*batch, V] of each of the options.max_new_tokens passes: the prefill, then the
     decode steps.
 
@@ -33,8 +41,9 @@ def forward_passes(model: Model, prompts: np.ndarray, fed: list[np.ndarray], opt
     them), and `finished` is the caller's flags of the rows that ended (at end-of-text): a finished row stays
     in the batch and keeps computing on the tokens fed to it, each Phase notes which rows had finished before
     it, and the ledger counts their products as padding. `repeat` is the shape of a batch whose rows all repeat
-    `prompts` [T] (a count's placeholders): one row of ids, seen as B without a copy. With a `book`, each pass's ledger is appended to it
-    as a Phase. `watch(phase)`, if given, is called just before each pass and returns its watcher (tape.py).
+    `prompts` [T] (a count's placeholders): one row of ids, seen as B rows without a copy. With a `book`, each
+    pass's ledger is appended to it as a Phase. `watch(phase)`, if given, is called just before each pass and
+    returns its watcher (tape.py).
     """
     *rows, T = prompts.shape
     batch = (*repeat, *rows)
@@ -46,13 +55,25 @@ def forward_passes(model: Model, prompts: np.ndarray, fed: list[np.ndarray], opt
         else:  # recompute everything: what the cache saves
             ids = np.concatenate([prompts, np.stack(fed, axis=-1)], axis=-1) if fed else prompts
         ids = np.broadcast_to(ids, (*repeat, *ids.shape)) if repeat else ids
-        phase = Phase("prefill" if step == 0 else "decode", step, ids.shape[-1], T + step,
-                      batch=batch[0] if batch else 1, cached=cached,
-                      pads=() if pads is None else tuple(int(p) for p in pads),
-                      finished=() if finished is None else tuple(finished))  # fmt: skip
+        phase = Phase(
+            "prefill" if step == 0 else "decode",
+            step,
+            ids.shape[-1],
+            T + step,
+            batch=batch[0] if batch else 1,
+            cached=cached,
+            pads=() if pads is None else tuple(int(p) for p in pads),
+            finished=() if finished is None else tuple(finished),
+        )
         if book is not None:
             book.phases.append(phase)
         watcher = watch(phase) if watch is not None else None
-        logits = model.run(ids, cache=cache, phase=phase if book is not None else None, watcher=watcher, pads=pads,
-                           dense_attention=options.dense_attention)  # fmt: skip
+        logits = model.run(
+            ids,
+            cache=cache,
+            phase=phase if book is not None else None,
+            watcher=watcher,
+            pads=pads,
+            dense_attention=options.dense_attention,
+        )
         yield logits[..., -1, :]

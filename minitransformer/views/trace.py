@@ -80,8 +80,11 @@ def summary(tensor: np.ndarray) -> str:
     """mean, std, min, max over the finite values, and how many entries the causal mask set to -inf."""
     finite = np.isfinite(tensor)
     values = tensor if finite.all() else tensor[finite]
-    text = (f"mean {values.mean():.4g}  std {values.std():.4g}  min {values.min():.4g}  max {values.max():.4g}"
-            if values.size else "no finite values")  # fmt: skip
+    text = (
+        f"mean {values.mean():.4g}  std {values.std():.4g}  min {values.min():.4g}  max {values.max():.4g}"
+        if values.size
+        else "no finite values"
+    )
     masked = tensor.size - values.size
     return text + (f"  ({masked} of {tensor.size} entries -inf: the masked future)" if masked else "")
 
@@ -102,8 +105,10 @@ def statistics(tensor: np.ndarray) -> str:
             f"zeros {int((finite == 0).sum()):,}   L2 norm {float(np.sqrt((finite.astype(np.float64) ** 2).sum())):.6g}",
         ]
     if finite.size < tensor.size:
-        lines.append(f"-inf (masked) {int(np.isneginf(tensor).sum()):,}   other non-finite "
-                     f"{int((~np.isfinite(tensor) & ~np.isneginf(tensor)).sum()):,}")  # fmt: skip
+        lines.append(
+            f"-inf (masked) {int(np.isneginf(tensor).sum()):,}   other non-finite "
+            f"{int((~np.isfinite(tensor) & ~np.isneginf(tensor)).sum()):,}"
+        )
     return "\n".join("    " + line for line in lines)
 
 
@@ -213,8 +218,10 @@ class _Tracer:
                 f"    out  {makes}   {dot_products(r)}",
             ]
             if r.breakdown is not None:  # a mixture of experts: what each expert computed
-                lines.append("    experts  " + ", ".join(f"{p.expert}: {p.tokens} token{'' if p.tokens == 1 else 's'}"
-                                                        for p in r.breakdown))  # fmt: skip
+                lines.append(
+                    "    experts  "
+                    + ", ".join(f"{p.expert}: {p.tokens} token{'' if p.tokens == 1 else 's'}" for p in r.breakdown)
+                )
         lines.append(f"    values  {summary(tensor)}")
         print("\n".join(lines), file=self.out)
 
@@ -224,12 +231,21 @@ class _Tracer:
         macs = sum(r.macs for r in records)
         products = sum(r.dot_products for r in records)
         block = concrete(self.dims.symbolic("T D"), self.dims)
-        print(f"{f'blocks.{layer}':<{NAME_WIDTH}}  folded: {len(records)} stages, {count(products)} dot products, "
-              f"{count(macs)} MACs; {block} -> {block}; values  {summary(tensor)}", file=self.out)  # fmt: skip
+        print(
+            f"{f'blocks.{layer}':<{NAME_WIDTH}}  folded: {len(records)} stages, {count(products)} dot products, "
+            f"{count(macs)} MACs; {block} -> {block}; values  {summary(tensor)}",
+            file=self.out,
+        )
 
 
-def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: list[int] | None = None,
-          out=sys.stdout, stepper: Stepper | None = None) -> TraceResult:  # fmt: skip
+def trace(
+    model: Model,
+    prompt: str | list[int],
+    new_tokens: int = 2,
+    layers: list[int] | None = None,
+    out=sys.stdout,
+    stepper: Stepper | None = None,
+) -> TraceResult:
     """Print the passes that generate `new_tokens` greedy tokens, stage by stage: the prefill, then
     new_tokens - 1 cached decode steps (the same passes as generate's, verbs/trace.py).
 
@@ -267,8 +283,10 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
         fed = (
             f"ids {ids}" if step == 0 else f"id {result.new_tokens[-1]} {tokenizer.token_str(result.new_tokens[-1])!r}"
         )
-        print(f"\n=== {_what(step)}: T = {T} new position{'s' if T != 1 else ''} attending to t = {dims.t}; {fed} ===",
-              file=out)  # fmt: skip
+        print(
+            f"\n=== {_what(step)}: T = {T} new position{'s' if T != 1 else ''} attending to t = {dims.t}; {fed} ===",
+            file=out,
+        )
         print(f"    sizes: {dims.describe()}", file=out)
         tracer = _Tracer(set(layers), dims, step, out, stepper)
         return tracer
@@ -278,8 +296,11 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
             return
         step = len(result.new_tokens) - 1
         phase = result.phases[step]
-        print(f"=== {_what(step)}: {count(phase.dot_products)} dot products, {count(phase.macs)} MACs; "
-              f"next token {tokenizer.token_str(token)!r} (id {token}) ===", file=out)  # fmt: skip
+        print(
+            f"=== {_what(step)}: {count(phase.dot_products)} dot products, {count(phase.macs)} MACs; "
+            f"next token {tokenizer.token_str(token)!r} (id {token}) ===",
+            file=out,
+        )
 
     try:
         passes.run(on_token=chosen, watch=watch)
@@ -293,8 +314,11 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
         out.flush()
         raise
     total = sum(p.macs for p in result.phases)
-    print(f"\n{steps}: {count(sum(p.dot_products for p in result.phases))} dot products, {count(total)} MACs; "
-          f"greedy continuation {tokenizer.decode(result.new_tokens)!r}", file=out)  # fmt: skip
+    print(
+        f"\n{steps}: {count(sum(p.dot_products for p in result.phases))} dot products, {count(total)} MACs; "
+        f"greedy continuation {tokenizer.decode(result.new_tokens)!r}",
+        file=out,
+    )
     return result
 
 
@@ -302,8 +326,15 @@ def _what(step: int) -> str:
     return "prefill" if step == 0 else f"decode step {step}"
 
 
-def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: int, layers: str | None, step: bool,
-                  html_to=None, dtype: str = "float32") -> None:  # fmt: skip
+def trace_command(
+    prompt: str | list[int],
+    model_name: str | None,
+    new_tokens: int,
+    layers: str | None,
+    step: bool,
+    html_to=None,
+    dtype: str = "float32",
+) -> None:
     """`minitransformer trace`: checks what it can before loading the model, then traces to stdout
     (and, given `html_to`, a destination checked by files.check_destination, writes the HTML report there)."""
     refuse_empty([prompt], "trace")
@@ -325,8 +356,14 @@ def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: i
         trace_to_page(html_to, model, prompt, new_tokens, chosen, stepper)
 
 
-def trace_to_page(destination: Destination, model: Model, prompt: str | list[int], new_tokens: int,
-                  layers: list[int], stepper: Stepper | None = None) -> None:  # fmt: skip
+def trace_to_page(
+    destination: Destination,
+    model: Model,
+    prompt: str | list[int],
+    new_tokens: int,
+    layers: list[int],
+    stepper: Stepper | None = None,
+) -> None:
     """`trace --html`: the trace as usual (on stderr if the page goes to stdout), the chosen layers' attention
     kept while it runs, then the page of the passes that finished."""
     out = sys.stderr if destination.is_stdout else sys.stdout
