@@ -187,12 +187,12 @@ class Model:
         tape = Tape(
             dims,
             phase,
-            self.hooks.watcher(then=watcher),
+            self.hooks.watcher(then=watcher),  # None where nobody watches: no hook, no watcher
             family=self.family,
             windows=self._windows,
             dense=dense_attention,
             routing=self.routing,
-        )  # watcher None: nobody watches
+        )
         return self.architecture.forward(ids, self.params, self.config, cache, tape, all_positions, pads)
 
     def run_with_cache(

@@ -193,9 +193,8 @@ def generation_macs(
             continue
         first, last = n_prompt, n_prompt + n_new - 1
         sum_t = (first + last) * n_new // 2
-        dense_last = min(
-            last, max(first - 1, row_chunks.ROW_CHUNK)
-        )  # the passes short enough to be computed dense: t^2
+        # the passes short enough to be computed dense: t^2
+        dense_last = min(last, max(first - 1, row_chunks.ROW_CHUNK))
         sum_t2 = _sum_of_squares(dense_last) - _sum_of_squares(first - 1)
         sum_t2 += sum(computed_pairs(t, t, window) for t in range(dense_last + 1, last + 1))  # in chunks
         total += B * L * (per_position * sum_t + per_pair * sum_t2)

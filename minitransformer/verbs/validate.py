@@ -95,9 +95,8 @@ def load_reference(model: Model, dtype: str = "float32"):
                 f"with; upgrade transformers (pip install -U transformers)"
             )
         reference = getattr(transformers, name).from_pretrained(model.source, dtype=getattr(torch, dtype)).eval()
-        reference = reference.to(
-            getattr(torch, dtype)
-        )  # nothing to do where `dtype=` was read; older versions ignore it
+        # nothing to do where `dtype=` was read; older versions ignore it
+        reference = reference.to(getattr(torch, dtype))
     finally:
         if shown:
             hf_logging.enable_progress_bar()

@@ -22,7 +22,7 @@ import numpy as np
 from ..families.table import ARCHITECTURES
 from .report import count, human, percent, shape
 
-# Which part of the arithmetic a product belongs to (stages.py's `group`), the same in both families.
+# Which part of the arithmetic a product belongs to (stages.py's `group`), one answer per op across every family.
 GROUP_OF = {s.op: s.group for a in ARCHITECTURES.values() for s in a.every_stage.stages.values() if s.group}
 COLOURS = {
     "attention projections": "#4e79a7",

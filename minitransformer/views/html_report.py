@@ -13,8 +13,9 @@ blocks, `{"layer": first, "repeat": k, ...}` standing for layers first .. first 
 two carry their totals only, as `count --json` writes them. So a 96-layer count of 1,000 tokens makes
 a page of a few hundred kilobytes.
 
-Entry points: `generation_page(generation)`, `count_page(count)`, `trace_page(...)`, `ledger_page(ledger)`
-give a whole page; the `*_fragment` functions give the part Jupyter shows inline (`_repr_html_`).
+Entry points: the `*_data` functions (generation, batch, count, trace, ledger) make a report's data from what a
+verb computed; `page(data)` makes a whole page of it (`generation_page(generation)` in one step) and `write_page`
+writes it; `fragment(data)` and the `*_fragment` functions give the part Jupyter shows inline (`_repr_html_`).
 """
 
 from __future__ import annotations

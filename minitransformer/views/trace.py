@@ -32,10 +32,8 @@ from .files import Destination
 from .html_report import attention_fits, trace_data, write_page
 from .report import describe_model
 
-# What each stage makes, in the symbols model.py writes beside it. The trace checks every one against
-# the real shape of every pass, so this table cannot drift from the forward pass unnoticed.
-NAME_WIDTH = 24
-_BRACKETS = re.compile(r"\[([^\]]*)\]")
+NAME_WIDTH = 24  # the column of stage names
+_BRACKETS = re.compile(r"\[([^\]]*)\]")  # a symbolic shape, "[H, T, dh]", as the stage table writes it
 
 
 # --- reading layer choices ----------------------------------------------------------------------------
