@@ -20,7 +20,7 @@ from .models.hub import HUB_REPOS, download
 from .models.model import refuse_empty
 from .models.registry import known_names, load_model
 from .text import plural
-from .verbs.count import check_run, count_generation
+from .verbs.count import check_run, count_generation, sweep_per_token
 from .verbs.generate import batch_to_dict, continue_rows
 from .verbs.memory import DEFAULT_BALANCE
 from .verbs.options import GenerationOptions, OptionError
@@ -428,7 +428,7 @@ def _count(args) -> None:
     if to["--csv"]:
         write_text(to["--csv"], csv_chunks(count))
     if to["--plot"]:
-        write_plots(count, to["--plot"])
+        write_plots(count, sweep_per_token(config), to["--plot"])
     for what, dest in (("ledger", to["--json"]), ("CSV", to["--csv"]), ("plots", to["--plot"])):
         if dest and not dest.is_stream:
             print(f"{what} written to {dest.name}", file=out)

@@ -13,7 +13,7 @@ import io
 import math
 
 from ..errors import UserError
-from ..verbs.count import Count, sweep_per_token
+from ..verbs.count import Count
 from .files import Destination, open_destination
 from .report import human
 
@@ -37,8 +37,9 @@ def require_matplotlib():
     return plt
 
 
-def write_plots(count: Count, path: str | Destination) -> None:
-    """Draw the three panels and write them to `path` as PNG (a file atomically: see files.py)."""
+def write_plots(count: Count, sweep: dict[str, list[int]], path: str | Destination) -> None:
+    """Draw the three panels and write them to `path` as PNG (a file atomically: see files.py). `sweep`: the MACs
+    of one token across the context, with and without the cache (verbs/count.py's sweep_per_token)."""
     plt = require_matplotlib()
     fig, (share, dots, per_token) = plt.subplots(1, 3, figsize=(19, 6.2), dpi=100)
     c = count.config
@@ -53,7 +54,7 @@ def write_plots(count: Count, path: str | Destination) -> None:
     )
     _share_panel(share, count)
     _dots_panel(dots, count)
-    _per_token_panel(per_token, count)
+    _per_token_panel(per_token, count, sweep)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     png = io.BytesIO()  # drawn whole first: a pipe or a device is then handed the bytes alone
     try:
@@ -170,8 +171,7 @@ def _iso_macs(ax, lo_x, hi_x, lo_y, hi_y) -> None:
     ax.plot([], [], ls="--", lw=0.8, color="#bbb", label="equal MACs (count x length)")
 
 
-def _per_token_panel(ax, count: Count) -> None:
-    sweep = sweep_per_token(count.config)
+def _per_token_panel(ax, count: Count, sweep: dict[str, list[int]]) -> None:
     ax.plot(
         sweep["context"],
         sweep["without_cache"],
