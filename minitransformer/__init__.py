@@ -17,12 +17,10 @@ from .models.model import Model
 from .models.registry import load_model
 from .models.tokenizer import load_tokenizer
 from .verbs import generate as _generate  # noqa: F401 - its import sets what model.generate(...) runs
-from .verbs.options import GenerationOptions
 from .version import __version__
 
 __all__ = [
     "GPT2Config",
-    "GenerationOptions",
     "Model",
     "UserError",
     "__version__",
