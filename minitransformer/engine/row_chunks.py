@@ -36,7 +36,7 @@ def in_row_chunks(tape, attend, q, K, V, bias=None):
     d = tape.dims
     if d.T <= ROW_CHUNK or tape.watcher is not None or tape.dense:
         return attend(q, K, V, bias, tape)
-    rows = None if tape.phase is None else {}
+    rows: dict | None = None if tape.phase is None else {}
     parts = []
     for r0 in range(0, d.T, ROW_CHUNK):
         r1 = min(d.T, r0 + ROW_CHUNK)
