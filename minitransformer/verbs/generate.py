@@ -227,7 +227,8 @@ class Continuation:
                         continue
                     if step == 0 and options.candidates:
                         self.candidates[b] = top_candidates(row_logits, options.candidates, tokenizer)
-                    token = column[b] = next_token(row_logits, options.temperature, options.top_k, rng)
+                    token = next_token(row_logits, options.temperature, options.top_k, rng)
+                    column[b] = token
                     self.new_tokens[b].append(token)
                     self._pieces[b].append(self._streams[b].push(token))
                     if on_token is not None:
