@@ -122,6 +122,7 @@ class Model:
             window=self._windows or c.sliding_window,
             dtype=self.dtype,
             d_value=c.d_value,
+            d_index=c.d_index,
         )
 
     def check_ids(self, token_ids, past: int = 0) -> np.ndarray:
