@@ -7,7 +7,7 @@
 
 The package in layers, each importing only those below it (tests/test_engine_rules.py holds it):
 cli -> views -> verbs -> models -> families -> engine (errors.py, version.py and text.py at the bottom).
-Beside this file, count.py and html_report.py name the API's counting and pages where the README finds them.
+Beside this file, count.py and html_report.py name the API's counting and pages where docs/api.md finds them.
 """
 
 from . import count, html_report  # html_report gives a ledger, a generation and a count their Jupyter view
