@@ -14,9 +14,32 @@ import re
 import sys
 from pathlib import Path
 
+from .engine.precision import PRECISIONS, require_ml_dtypes
 from .errors import UserError
+from .families.table import ARCHITECTURES, PRESETS, model_types
+from .models.config import DTYPES
+from .models.hub import HUB_REPOS, download
+from .models.model import refuse_empty
+from .models.registry import WEIGHTS, known_names, load_model
 from .text import plural
+from .verbs.count import check_run, count_generation, sweep_per_token
+from .verbs.drift import drift
+from .verbs.generate import batch_to_dict, continue_rows
+from .verbs.memory import DEFAULT_BALANCE
+from .verbs.options import GenerationOptions, OptionError
+from .verbs.params import parameters
+from .verbs.select import select_config
+from .verbs.validate import check_precision_validated, validate, validate_precision
+from .version import __version__
+from .views import report
+from .views.count_report import count_report
+from .views.drift_report import drift_report
+from .views.export import csv_chunks, json_chunks
 from .views.files import check_destination, check_destinations, write_text
+from .views.html_report import attention_layers, batch_data, count_data, generation_data, write_page
+from .views.params_report import params_report
+from .views.plots import require_matplotlib, write_plots
+from .views.trace import trace_command
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,8 +75,6 @@ DENSE_HELP = (
 
 def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
     """--dtype of the commands that compute (count's --dtype is another thing: the byte size memory is counted in)."""
-    from .models.config import DTYPES
-
     p.add_argument(
         "--dtype",
         choices=DTYPES,
@@ -65,9 +86,6 @@ def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
 
 def _add_precision(p: argparse.ArgumentParser) -> None:
     """--precision and --weights of the commands that compute (engine/precision.py, models/weights.py)."""
-    from .engine.precision import PRECISIONS
-    from .models.registry import WEIGHTS
-
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
@@ -88,11 +106,6 @@ def _add_precision(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .families.table import ARCHITECTURES, model_types
-    from .models.hub import HUB_REPOS
-    from .models.registry import known_names
-    from .version import __version__
-
     families = ", ".join(ARCHITECTURES)
     directory = f"or a Hugging Face directory (model_type {', '.join(model_types())})"
     parser = _Parser(
@@ -275,13 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _generate(args) -> None:
-    """One prompt or several (a batch): the same checks, one load, one call of generate; the answers printed
-    as they stream for one prompt, after the batch for several; then the ledger, and the files asked for."""
-    from .models.model import refuse_empty
-    from .models.registry import load_model
-    from .verbs.generate import batch_to_dict, check_options
-    from .views import report
-
+    """One prompt or several (a batch): the flags and the prompts checked once, one load, one run of the generation
+    loop; the answers printed as they stream for one prompt, after the batch for several; then the ledger, and the
+    files asked for."""
     _at_least("--max-new-tokens", args.max_new_tokens, 1)
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
         raise UserError(f"--temperature must be a finite number >= 0 (0 is greedy), not {args.temperature}")
@@ -291,7 +300,7 @@ def _generate(args) -> None:
         _at_least("--seed", args.seed, 0)
     _at_least("--top", args.top, 1)
     _at_least("--layer", args.layer, 0)
-    check_options(args.max_new_tokens, args.temperature, args.top_k, args.seed)
+    options = _generation_options(args)
     prompts = args.prompt + (_prompt_lines(args.prompts) if args.prompts is not None else [])
     batch = len(prompts) > 1 or args.prompts is not None
     if batch and args.ids is not None:
@@ -307,7 +316,7 @@ def _generate(args) -> None:
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
     try:
-        rows = model.prompt_rows(prompts, args.max_new_tokens)  # refuse before the first line of output
+        rows = model.prompt_rows(prompts, options.max_new_tokens)  # refuse before the first line of output
     except UserError as err:
         if "context of" not in str(err):
             raise
@@ -316,13 +325,11 @@ def _generate(args) -> None:
     _notice_unused_sampling(args)
 
     print(f"model {report.describe_model(model.describe(), model.source)}", file=out)
-    options = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                   seed=args.seed, use_cache=not args.no_cache, candidates=args.top,
-                   dense_attention=args.dense_attention)  # fmt: skip
     if batch:
-        print(f"a batch of {plural(len(rows), 'prompt')}, left-padded to {plural(max(map(len, rows)), 'token')}",
-              file=out)  # fmt: skip
-        results = model.generate(prompts, **options)
+        print(
+            f"a batch of {plural(len(rows), 'prompt')}, left-padded to {plural(max(map(len, rows)), 'token')}", file=out
+        )
+        results = continue_rows(model, prompts, rows, options, batched=True)
         for k, (generation, tokens) in enumerate(zip(results, rows)):
             print(f"\n[{k + 1}] prompt: {plural(len(tokens), 'token')} {tokens}", file=out)
             print(generation.full_text, file=out)
@@ -338,17 +345,17 @@ def _generate(args) -> None:
             out.write(text)
             out.flush()
 
-        results = [model.generate(prompt, **options, on_token=stream,
-                                  attention=_attention_layers(model, tokens, args) if html_to else None)]  # fmt: skip
+        positions = len(tokens) + options.max_new_tokens - 1
+        attention = attention_layers(model.config, positions, args.layer) if html_to else None
+        results = continue_rows(model, prompts, rows, options, on_token=stream, attention=attention)
         print("\n", file=out)
         print("Next-token candidates after the prompt (probabilities at temperature 1)", file=out)
         print(report.candidates_table(results[0].candidates), file=out)
         print(file=out)
-    print(report.ledger_report(results[0].ledger, layer=args.layer), file=out)
+    ledger = results[0].ledger
+    assert ledger is not None  # the command's options keep one (GenerationOptions.ledger)
+    print(report.ledger_report(ledger, layer=args.layer), file=out)
     if args.precision != "float32":  # what the precision cost, against float64 (the first prompt's)
-        from .verbs.drift import drift
-        from .views.drift_report import drift_report
-
         results[0].drift = drift(model, prompts[0])
         print(file=out)
         print(drift_report(results[0].drift), file=out)
@@ -358,9 +365,34 @@ def _generate(args) -> None:
         if not json_to.is_stream:
             print(f"\nledger written to {args.json}", file=out)
     if html_to:
-        from .views.html_report import batch_data, generation_data, write_page
-
         write_page(html_to, batch_data(results) if batch else generation_data(results[0]), out)
+
+
+# How a refusal of an option names it: the API's keyword -> the flag the user typed. The flags' own rules above refuse
+# first, with a hint each; this keeps any refusal the options' check still makes in the command's words.
+OPTION_FLAGS = {
+    "max_new_tokens": "--max-new-tokens",
+    "temperature": "--temperature",
+    "top_k": "--top-k",
+    "seed": "--seed",
+    "candidates": "--top",
+}
+
+
+def _generation_options(args) -> GenerationOptions:
+    """generate's flags as the API's options, checked once (GenerationOptions), a refusal naming the flag."""
+    try:
+        return GenerationOptions(
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            seed=args.seed,
+            use_cache=not args.no_cache,
+            candidates=args.top,
+            dense_attention=args.dense_attention,
+        )
+    except OptionError as refused:
+        raise refused.named(OPTION_FLAGS) from None
 
 
 def _prompt_lines(path: str) -> list[str]:
@@ -379,32 +411,17 @@ def _prompt_lines(path: str) -> list[str]:
     return prompts
 
 
-def _attention_layers(model, tokens, args) -> list[int]:
-    from .views.html_report import attention_layers
-
-    return attention_layers(model.config, len(tokens) + args.max_new_tokens - 1, args.layer)
-
-
 def _download(args) -> None:
-    from .models.hub import download
-
     print(download(args.name))
 
 
 def _validate(args) -> None:
-    from .models.registry import load_model
-    from .verbs.validate import validate
-
     _at_least("--steps", args.steps, 1)
     _check_precision(args)
     if args.precision != "float32":
-        from .verbs.validate import check_precision_validated
-
         check_precision_validated(args.precision)
     model = load_model(args.model, dtype=args.dtype, precision=args.precision, weights=args.weights)
     if args.precision != "float32":
-        from .verbs.validate import validate_precision
-
         ok = validate_precision(model, steps=args.steps)
     else:
         ok = validate(model, steps=args.steps)
@@ -432,8 +449,6 @@ def _prompt_or_ids(args, verb: str) -> str | list[int]:
 
 
 def _trace(args) -> None:
-    from .views.trace import trace_command
-
     _check_precision(args)
     html_to = None if args.html is None else check_destination(args.html)  # before any work
     trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to,
@@ -452,14 +467,10 @@ def _check_precision(args) -> None:
         raise UserError(f"--weights float32 upcasts at load for float32 products; at --precision {args.precision} "
                         f"the weights are held in its format: leave out --weights")  # fmt: skip
     if args.precision != "float32":
-        from .engine.precision import require_ml_dtypes
-
         require_ml_dtypes()
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
-    from .families.table import PRESETS, model_types
-
     which = p.add_argument_group(
         "the model, one way (default: the gpt2 preset); its shapes only, never its weights",
         "Sizes make a GPT-2 block; any of --kv-heads, --head-dim and --gated-mlp makes a Llama-style block instead: "
@@ -517,18 +528,11 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
 
 
 def _model_config(args):
-    from .verbs.select import select_config
-
     return select_config(args.model, args.preset, args.config, args.layers, args.d_model, args.heads, args.d_ff,
                          args.vocab, args.ctx, args.kv_heads, args.head_dim, args.gated_mlp)  # fmt: skip
 
 
 def _count(args) -> None:
-    from .verbs.count import check_run, count_generation
-    from .verbs.memory import DEFAULT_BALANCE
-    from .views.count_report import count_report
-    from .views.export import csv_chunks, json_chunks
-
     config = _model_config(args)
     _at_least("--new-tokens", args.new_tokens, 1)
     _at_least("--batch", args.batch, 1)
@@ -539,9 +543,12 @@ def _count(args) -> None:
         config.check_fits(args.tokens, args.new_tokens)
     except UserError as err:
         sizes = any(v is not None for v in (args.layers, args.d_model, args.heads))
-        fix = (f"give a longer context, --ctx {args.tokens + args.new_tokens} or more (a model given by sizes has "
-               f"--ctx 1024 unless told), or fewer --tokens or --new-tokens" if sizes
-               else "give fewer --tokens or --new-tokens")  # fmt: skip
+        fix = (
+            f"give a longer context, --ctx {args.tokens + args.new_tokens} or more (a model given by sizes has "
+            f"--ctx 1024 unless told), or fewer --tokens or --new-tokens"
+            if sizes
+            else "give fewer --tokens or --new-tokens"
+        )
         raise UserError(f"{err}; {fix}") from None
     check_run(config, args.tokens, args.new_tokens, args.batch)
     balance = DEFAULT_BALANCE if args.balance is None else args.balance
@@ -551,13 +558,18 @@ def _count(args) -> None:
         raise UserError(f"--plot takes a path ending in .png, not {args.plot!r}")
     to = check_destinations({"--json": args.json, "--csv": args.csv, "--plot": args.plot, "--html": args.html})
     if args.plot is not None:
-        from .views.plots import require_matplotlib
-
         require_matplotlib()  # fail before writing anything
     if args.routing is not None and config.n_experts is None:
         raise UserError(f"--routing is for a mixture of experts; {config.name} has none (a dense MLP in every layer)")
-    count = count_generation(config, args.tokens, args.new_tokens, use_cache=not args.no_cache, batch=args.batch,
-                             dense_attention=args.dense_attention, routing=args.routing or "balanced")  # fmt: skip
+    count = count_generation(
+        config,
+        args.tokens,
+        args.new_tokens,
+        use_cache=not args.no_cache,
+        batch=args.batch,
+        dense_attention=args.dense_attention,
+        routing=args.routing or "balanced",
+    )
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
     print(count_report(count, balance, args.dtype), file=out)
     if to["--json"]:
@@ -565,22 +577,15 @@ def _count(args) -> None:
     if to["--csv"]:
         write_text(to["--csv"], csv_chunks(count))
     if to["--plot"]:
-        from .views.plots import write_plots
-
-        write_plots(count, to["--plot"])
+        write_plots(count, sweep_per_token(config), to["--plot"])
     for what, dest in (("ledger", to["--json"]), ("CSV", to["--csv"]), ("plots", to["--plot"])):
         if dest and not dest.is_stream:
             print(f"{what} written to {dest.name}", file=out)
     if to["--html"]:
-        from .views.html_report import count_data, write_page
-
         write_page(to["--html"], count_data(count, balance, args.all_steps, dtype=args.dtype), out)
 
 
 def _params(args) -> None:
-    from .verbs.params import parameters
-    from .views.params_report import params_report
-
     config = _model_config(args)
     json_to = None if args.json is None else check_destination(args.json)
     p = parameters(config)
@@ -603,8 +608,11 @@ def _notice_unused_sampling(args) -> None:
     """One stderr line, not a refusal, so that scripts which always pass --seed keep working."""
     unused = [flag for flag, value in (("--top-k", args.top_k), ("--seed", args.seed)) if value is not None]
     if unused and args.temperature == 0:
-        print(f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
-              f"sampling needs --temperature > 0", file=sys.stderr)  # fmt: skip
+        print(
+            f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
+            f"sampling needs --temperature > 0",
+            file=sys.stderr,
+        )
 
 
 def _one_line(message: str) -> str:

@@ -87,8 +87,10 @@ class Model:
     def __repr__(self) -> str:
         c = self.config
         kv = f" ({c.n_kv_head} key/value heads)" if c.n_kv_head != c.n_head else ""
-        return (f"Model({c.name!r}: {c.family}, {c.n_layer} layers, d_model {c.n_embd}, {c.n_head} heads{kv}, "
-                f"{self.dtype}, from {self.source})")  # fmt: skip
+        return (
+            f"Model({c.name!r}: {c.family}, {c.n_layer} layers, d_model {c.n_embd}, {c.n_head} heads{kv}, "
+            f"{self.dtype}, from {self.source})"
+        )
 
     @classmethod
     def without_weights(cls, config: ModelConfig, routing: str = "balanced") -> Model:
@@ -126,9 +128,18 @@ class Model:
     def new_cache(self, batch: tuple[int, ...] = (), capacity: int | None = None) -> KVCache:
         c = self.config
         capacity = c.n_positions if capacity is None else capacity
-        return KVCache(c.n_layer, c.n_kv_head, c.d_head, capacity, batch, shape_only=self.shape_only,
-                       window=self._windows or c.sliding_window, dtype=self.dtype, d_value=c.d_value,
-                       d_index=c.d_index)  # fmt: skip
+        return KVCache(
+            c.n_layer,
+            c.n_kv_head,
+            c.d_head,
+            capacity,
+            batch,
+            shape_only=self.shape_only,
+            window=self._windows or c.sliding_window,
+            dtype=self.dtype,
+            d_value=c.d_value,
+            d_index=c.d_index,
+        )
 
     def check_ids(self, token_ids, past: int = 0) -> np.ndarray:
         """Token ids as an int array [T] or [B, T], refused with a clear message if the model can't take them
@@ -162,9 +173,17 @@ class Model:
         self.config.check_fits(max(map(len, rows)), n_new)
         return rows
 
-    def run(self, token_ids, *, cache: KVCache | None = None, all_positions: bool = False,
-            phase: Phase | None = None, watcher: Watcher | None = None, pads=None,
-            dense_attention: bool = False):  # fmt: skip
+    def run(
+        self,
+        token_ids,
+        *,
+        cache: KVCache | None = None,
+        all_positions: bool = False,
+        phase: Phase | None = None,
+        watcher: Watcher | None = None,
+        pads=None,
+        dense_attention: bool = False,
+    ):
         """One forward pass over new token ids: logits [R, V] (R = T if all_positions else 1).
 
         With a cache, the ids are the positions after those already cached. `phase` collects the
@@ -185,17 +204,24 @@ class Model:
         tape = Tape(
             dims,
             phase,
-            self.hooks.watcher(then=watcher),
+            self.hooks.watcher(then=watcher),  # None where nobody watches: no hook, no watcher
             family=self.family,
             windows=self._windows,
             dense=dense_attention,
             routing=self.routing,
             precision=self.precision,
-        )  # watcher None: nobody watches
+        )
         return self.architecture.forward(ids, self.params, self.config, cache, tape, all_positions, pads)
 
-    def run_with_cache(self, token_ids, names=None, *, all_positions: bool = True, kv_cache: KVCache | None = None,
-                       phase: Phase | None = None):  # fmt: skip
+    def run_with_cache(
+        self,
+        token_ids,
+        names=None,
+        *,
+        all_positions: bool = True,
+        kv_cache: KVCache | None = None,
+        phase: Phase | None = None,
+    ):
         """(logits, ActivationCache): one forward pass that keeps its named intermediate tensors.
 
         `names` picks what to keep: None (everything), a name or glob ("blocks.*.attn.weights"), a
@@ -206,8 +232,9 @@ class Model:
         """
         known = self.family.stage_names(self.config.n_layer)
         activations = ActivationCache(self.name, known, selector(names, known))
-        logits = self.run(token_ids, cache=kv_cache, all_positions=all_positions, phase=phase,
-                          watcher=activations.capture)  # fmt: skip
+        logits = self.run(
+            token_ids, cache=kv_cache, all_positions=all_positions, phase=phase, watcher=activations.capture
+        )
         return logits, activations
 
     def add_hook(self, name, fn) -> HookHandle:
@@ -232,7 +259,8 @@ class Model:
         return self.run(token_ids, all_positions=True)
 
     def generate(self, prompt, **options):
-        """Continue `prompt` (a string or a list of token ids); see generate.generate for the options."""
+        """Continue `prompt` (a string or a list of token ids); see verbs/generate.py's generate for the options."""
+        assert _generate is not None, "verbs/generate.py registers it at its import, which the package's __init__ runs"
         return _generate(self, prompt, **options)
 
 

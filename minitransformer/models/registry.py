@@ -47,9 +47,7 @@ def from_directory(directory: Path, name: str | None = None, dtype=np.float32, p
     if not (directory / "config.json").is_file():
         raise UserError(f"{directory} has no config.json; a model directory needs config.json and model.safetensors")
     config = load_config(directory / "config.json", name=name or directory.resolve().name)
-    tokenizer = (
-        tokenizer_of(directory) if architecture_of(config).own_tokenizer else None
-    )  # GPT-2s share the shipped one
+    tokenizer = tokenizer_of(directory) if architecture_of(config).own_tokenizer else None  # GPT-2s: the shipped one
     policy = precision_of(precision)
     events: list = []  # weights that left the precision's range when rounded to it
     params = load_weights(directory, config, dtype, policy, weights, events)

@@ -89,10 +89,11 @@ def _read_header(path: Path) -> dict[str, _TensorInfo]:
     data_start = 8 + header_len
     header.pop("__metadata__", None)
     return {
-        name: _TensorInfo(path, h["dtype"], tuple(h["shape"]), data_start + h["data_offsets"][0],
-                          data_start + h["data_offsets"][1])
+        name: _TensorInfo(
+            path, h["dtype"], tuple(h["shape"]), data_start + h["data_offsets"][0], data_start + h["data_offsets"][1]
+        )
         for name, h in header.items()
-    }  # fmt: skip
+    }
 
 
 def _weight_files(directory: Path) -> list[Path]:

@@ -66,8 +66,10 @@ def prompt_room(model: Model, steps: int) -> int:
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise UserError(f"steps (greedy tokens compared) must be a whole number of at least 1, not {steps!r}")
     if steps >= n:
-        raise UserError(f"{steps} greedy steps leave no room for a prompt in {model.name}'s context of {n} "
-                        f"positions; use at most {n - 1} steps")  # fmt: skip
+        raise UserError(
+            f"{steps} greedy steps leave no room for a prompt in {model.name}'s context of {n} "
+            f"positions; use at most {n - 1} steps"
+        )
     return n - steps
 
 
@@ -88,12 +90,13 @@ def load_reference(model: Model, dtype: str = "float32"):
     try:
         name = reference_class(model)
         if not hasattr(transformers, name):  # a family newer than the transformers installed
-            raise UserError(f"transformers {transformers.__version__} has no {name}, which validate compares "
-                            f"with; upgrade transformers (pip install -U transformers)")  # fmt: skip
+            raise UserError(
+                f"transformers {transformers.__version__} has no {name}, which validate compares "
+                f"with; upgrade transformers (pip install -U transformers)"
+            )
         reference = getattr(transformers, name).from_pretrained(model.source, dtype=getattr(torch, dtype)).eval()
-        reference = reference.to(
-            getattr(torch, dtype)
-        )  # nothing to do where `dtype=` was read; older versions ignore it
+        # nothing to do where `dtype=` was read; older versions ignore it
+        reference = reference.to(getattr(torch, dtype))
     finally:
         if shown:
             hf_logging.enable_progress_bar()
@@ -158,9 +161,12 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
     theirs = {dtype: reference, other: other_reference}
     import transformers
 
-    print(f"Validating {model.name} ({short_path(model.source)}) against transformers {transformers.__version__} "
-          f"{type(reference).__name__}, {dtype}; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and "
-          f"greedy tokens agree", file=out)  # fmt: skip
+    print(
+        f"Validating {model.name} ({short_path(model.source)}) against transformers {transformers.__version__} "
+        f"{type(reference).__name__}, {dtype}; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and "
+        f"greedy tokens agree",
+        file=out,
+    )
     all_ok, any_cut, truth_worst = True, False, 0.0
     rows = []
     for i, text in enumerate(prompts):
@@ -183,19 +189,34 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
         all_ok &= ok
         any_cut |= len(full) > room
         tokens = str(len(full)) if len(full) <= room else f"{room} of {len(full)}"
-        rows.append([repr(text if len(text) <= 32 else text[:29] + "..."), tokens, f"{r['max_abs_diff']:.2e}",
-                     f"{r['allowed']:.1e}", f"{r['greedy_agree']}/{r['greedy_steps']}", f"{errors[0]:.2e}",
-                     f"{errors[1]:.2e}", closer(*errors), "OK" if ok else "NOT OK"])  # fmt: skip
+        rows.append(
+            [
+                repr(text if len(text) <= 32 else text[:29] + "..."),
+                tokens,
+                f"{r['max_abs_diff']:.2e}",
+                f"{r['allowed']:.1e}",
+                f"{r['greedy_agree']}/{r['greedy_steps']}",
+                f"{errors[0]:.2e}",
+                f"{errors[1]:.2e}",
+                closer(*errors),
+                "OK" if ok else "NOT OK",
+            ]
+        )
     print(table(["prompt", "tokens", "max |dlogit|", "allowed", "greedy agree", "ours f32 err", "theirs f32 err",
                  "closer", "verdict"], rows, right={1, 2, 3, 4, 5, 6}), file=out)  # fmt: skip
     if any_cut:
-        print(f"{room} of N tokens: the prompt was cut to its first {room} so that it and {steps} greedy "
-              f"step{'s' if steps != 1 else ''} fit {model.name}'s context of {model.config.n_positions} positions",
-              file=out)  # fmt: skip
+        print(
+            f"{room} of N tokens: the prompt was cut to its first {room} so that it and {steps} greedy "
+            f"step{'s' if steps != 1 else ''} fit {model.name}'s context of {model.config.n_positions} positions",
+            file=out,
+        )
     truth_ok = "OK" if truth_worst <= TOLERANCES["float64"] else "NOT OK"
-    print(f"f32 err: max |dlogit| of each float32 pass against the float64 truth: our pass in float64, which agrees "
-          f"with\n  transformers in float64 within {truth_worst:.1e} x max(1, max |logit|), allowed "
-          f"{TOLERANCES['float64']:g}: {truth_ok}", file=out)  # fmt: skip
+    print(
+        f"f32 err: max |dlogit| of each float32 pass against the float64 truth: our pass in float64, which agrees "
+        f"with\n  transformers in float64 within {truth_worst:.1e} x max(1, max |logit|), allowed "
+        f"{TOLERANCES['float64']:g}: {truth_ok}",
+        file=out,
+    )
     if model.architecture.float64_note:
         print(model.architecture.float64_note, file=out)
     print("all OK" if all_ok else "NOT OK: the logits differ beyond the tolerance", file=out)
