@@ -16,15 +16,17 @@ from .families.gpt2.config import GPT2Config
 from .models.model import Model
 from .models.registry import load_model
 from .models.tokenizer import load_tokenizer
-from .verbs import count
+from .verbs import count, roofline
 from .verbs import generate as _generate  # noqa: F401 - its import sets what model.generate(...) runs
 from .version import __version__
 from .views import html_report
 
 # The module paths the README's API names (`from minitransformer.count import count_passes`,
-# `from minitransformer.html_report import generation_page`) stay where users found them. Importing
-# html_report also gives a ledger, a generation and a count their inline view in Jupyter (_repr_html_).
+# `from minitransformer.html_report import generation_page`, `from minitransformer.roofline import roofline`) stay
+# where users found them. Importing html_report also gives a ledger, a generation and a count their inline view in
+# Jupyter (_repr_html_).
 sys.modules[f"{__name__}.count"] = count
 sys.modules[f"{__name__}.html_report"] = html_report
+sys.modules[f"{__name__}.roofline"] = roofline  # bytes and seconds on named hardware (count --hardware)
 
 __all__ = ["GPT2Config", "Model", "UserError", "__version__", "load_model", "load_tokenizer"]

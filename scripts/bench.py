@@ -25,6 +25,7 @@ as of trained ones; only the answers are noise.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -48,6 +49,12 @@ def parse_args():
     parser.add_argument("--quick", action="store_true", help="fewer sizes and steps")
     parser.add_argument("--json", type=Path, default=ROOT / "scripts" / "bench_latest.json")
     parser.add_argument("--batch-only", action="store_true", help="only the batched generation (B = 1, 4, 16)")
+    parser.add_argument(
+        "--predicted-only",
+        action="store_true",
+        help="only the roofline's prediction (count --hardware this-cpu) beside our engine's measured time, and "
+        "torch's bfloat16 forward on a GPU where CUDA is present; JSON in scripts/bench_predicted.json",
+    )
     return parser.parse_args()
 
 
@@ -62,6 +69,7 @@ from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, Llam
 
 from minitransformer import load_model  # noqa: E402
 from minitransformer.engine.ledger import Phase  # noqa: E402
+from minitransformer.verbs import hardware  # noqa: E402
 
 torch.set_num_threads(ARGS.threads)
 
@@ -125,20 +133,9 @@ def best_time(fn, reps: int) -> float:
 def streaming_bandwidth(reps: int, threads: int) -> dict:
     """Bytes/s of a read of 1 GiB, far beyond any cache, the best of two probes and of `reps` runs each: every
     thread the run uses summing its own slice (STREAM's way), and one matrix-vector product over the whole
-    buffer (the way a decode step reads a weight). A roofline is the fastest the memory was seen to go."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    matrix = np.ones((16384, 16384), dtype=np.float32)  # 1 GiB
-    slices = np.array_split(matrix.reshape(-1), threads)
-    with ThreadPoolExecutor(threads) as pool:  # NumPy lets go of the GIL inside a reduction
-
-        def read_all():
-            list(pool.map(np.add.reduce, slices))
-
-        summed = matrix.nbytes / best_time(read_all, reps)
-    vector = np.ones(16384, dtype=np.float32)
-    matvec = matrix.nbytes / best_time(lambda: np.matmul(matrix, vector), reps)
-    return {"bytes_per_s": max(summed, matvec), "threads_reading_GBps": summed / 1e9, "matvec_GBps": matvec / 1e9}
+    buffer (the way a decode step reads a weight). A roofline is the fastest the memory was seen to go. The probe is
+    the package's own (verbs/hardware.py), which `count --hardware this-cpu` runs on a smaller buffer."""
+    return hardware.streaming_bandwidth(2**30, reps, threads)
 
 
 SQUARE_SIZES = (2048, 3072, 4096)
@@ -146,12 +143,9 @@ SQUARE_SIZES = (2048, 3072, 4096)
 
 def sgemm_peak(reps: int) -> dict:
     """FLOP/s of large square float32 matrix products: the best of `reps` at each of SQUARE_SIZES, all large enough
-    for the BLAS to reach its stride on every thread (which size is fastest differs from machine to machine)."""
-    rates = {}
-    for n in SQUARE_SIZES:
-        a, b = np.ones((n, n), np.float32), np.ones((n, n), np.float32)
-        rates[n] = 2 * n**3 / best_time(lambda: np.matmul(a, b), reps)
-    return {"flops_per_s": max(rates.values()), "GFLOPs_by_size": {n: rate / 1e9 for n, rate in rates.items()}}
+    for the BLAS to reach its stride on every thread (which size is fastest differs from machine to machine); the
+    package's probe (verbs/hardware.py) at these sizes."""
+    return hardware.matrix_peak(SQUARE_SIZES, reps)
 
 
 def machine_limits(reps: int) -> dict:
@@ -309,7 +303,167 @@ def attention_flops(phase) -> int:
     return 2 * sum(r.macs for r in phase.records if r.kind == "matmul" and r.op in ATTENTION_OPS)
 
 
+# --- predicted beside measured: the roofline `count --hardware` gives, against a measured pass -----------------------
+PREDICTED_JSON = ROOT / "scripts" / "bench_predicted.json"
+# A GPU's name as torch reports it -> the machine of the package's table (verbs/hardware.py) it is.
+GPU_NAMES = (("H100", "h100-sxm"), ("H200", "h200"), ("B200", "b200"), ("A100", "a100-80gb"), ("MI300X", "mi300x"),
+             ("4090", "rtx-4090"))  # fmt: skip
+
+
+def load_average() -> str:
+    """The machine's load, as `uptime` says it: the mean number of runnable processes over 1, 5 and 15 minutes."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def predicted_prefill(config, T: int, on, dtype: str = "float32") -> float:
+    """The roofline of a prefill of T positions with every position's logits (as model.logits and transformers'
+    forward compute it): our forward's ledger of that pass, from a shape-only run (the same records as a real one)."""
+    from minitransformer.models.model import Model
+    from minitransformer.verbs.roofline import phase_time
+
+    phase = Phase("prefill", 0, T, T)
+    Model.without_weights(config).run([0] * T, all_positions=True, phase=phase)
+    return phase_time(config, phase, on, dtype).time_s
+
+
+def predicted_decode(config, context: int, on, dtype: str = "float32") -> float:
+    """The roofline of a decode step at `context` (one new position after context - 1 cached ones)."""
+    from minitransformer.verbs.count import decode_at
+    from minitransformer.verbs.roofline import pass_time
+
+    step = decode_at(config, context)
+    return pass_time(config, step.weighted(), step, on, dtype).time_s
+
+
+def predicted_vs_measured(directory: Path, cpu, reps: int) -> dict:
+    """Our engine's prefill (every position's logits) and decode step with the KV cache, measured (medians of `reps`),
+    beside the roofline this CPU's probed limits give the same passes (`count --hardware this-cpu`)."""
+    from minitransformer.views.report import describe_model
+
+    ours = load_model(directory)
+    config = ours.config
+    sizes = [5, 128] if ARGS.quick else [T for T in (5, 128, 512, 1024, 2048) if T <= config.n_positions]
+    steps = 8 if ARGS.quick else 32
+    rows = []
+    for T in sizes:
+        ids = list(range(1000, 1000 + T))
+        rows.append({"measure": f"prefill T={T} (every position's logits)", "predicted_s": predicted_prefill(config, T, cpu),
+                     "measured_s": median_time(lambda: ours.logits(ids), reps)})  # fmt: skip
+    for context in [5, 128] if ARGS.quick else [5, 512]:
+        measured = statistics.median(ours_decode(ours, context, steps, ledger=True) for _ in range(reps))
+        mean = context + (steps + 1) // 2  # the steps attend to context + 1 ... context + steps positions
+        rows.append({"measure": f"decode step, context {context}", "predicted_s": predicted_decode(config, mean, cpu),
+                     "measured_s": measured})  # fmt: skip
+    return {"model": describe_model(config.to_dict(), str(directory)), "rows": rows}
+
+
+def torch_on_gpu(directory: Path, reps: int) -> dict:
+    """transformers' bfloat16 forward on the GPU, where torch has CUDA: its prefill and decode step measured beside the
+    roofline of the machine of the package's table the GPU is (by its name); else it says why it did not run."""
+    if not torch.cuda.is_available():
+        return {"skipped": "no CUDA in this torch (or no GPU): torch's bfloat16 forward on a GPU is not measured here"}
+    name = torch.cuda.get_device_name()
+    table = next((key for part, key in GPU_NAMES if part in name), None)
+    on = hardware.MACHINES[table] if table else None
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).to("cuda").eval()
+    config = load_model(directory).config
+
+    def timed(fn) -> float:
+        def run() -> None:
+            fn()
+            torch.cuda.synchronize()
+
+        return median_time(run, reps)
+
+    rows = []
+    with torch.no_grad():
+        for T in [T for T in (128, 512, 1024, 2048) if T <= config.n_positions]:
+            ids = torch.arange(1000, 1000 + T, device="cuda").unsqueeze(0)
+            rows.append({"measure": f"prefill T={T} (every position's logits)", "measured_s": timed(lambda: model(ids)),
+                         "predicted_s": predicted_prefill(config, T, on, "bfloat16") if on else None})  # fmt: skip
+        for context in (5, 512):
+            cache = model(torch.arange(1000, 1000 + context, device="cuda").unsqueeze(0), use_cache=True)
+            token = torch.tensor([[1000]], device="cuda")
+            step = timed(lambda: model(token, past_key_values=copy.deepcopy(cache.past_key_values), use_cache=True))
+            rows.append({"measure": f"decode step, context {context}", "measured_s": step,
+                         "predicted_s": predicted_decode(config, context + 1, on, "bfloat16") if on else None})  # fmt: skip
+    return {"gpu": name, "machine": table, "rows": rows}
+
+
+def render_predicted(report: dict) -> list[str]:
+    lines = [f"Predicted by the roofline (count --hardware this-cpu: each product's max(2 MACs / peak, bytes / "
+             f"bandwidth), float32, with this run's probed limits) beside our engine measured; load average "
+             f"{report['load']['before']} before the measures and {report['load']['after']} after", "",
+             "| model | measure | predicted, ms | measured, ms | measured / predicted |", "|---|---|---:|---:|---:|"]  # fmt: skip
+    for r in report["models"]:
+        name = r["model"].split(":")[0]
+        for row in r["rows"]:
+            lines.append(f"| {name} | {row['measure']} | {1e3 * row['predicted_s']:.2f} | {1e3 * row['measured_s']:.2f} "
+                         f"| {row['measured_s'] / row['predicted_s']:.2f} |")  # fmt: skip
+    gpu = report["gpu"]
+    lines.append("")
+    if "skipped" in gpu:
+        lines.append(f"torch on a GPU: {gpu['skipped']}")
+    else:
+        machine = gpu["machine"] or "none: not in the table"
+        lines.append(f"transformers + torch, bfloat16, on {gpu['gpu']} (roofline of {machine}):")
+        for row in gpu["rows"]:
+            predicted = row["predicted_s"]
+            versus = f", predicted {1e3 * predicted:.2f} ms, {row['measured_s'] / predicted:.2f}x" if predicted else ""
+            lines.append(f"  {row['measure']}: measured {1e3 * row['measured_s']:.2f} ms{versus}")
+    return lines
+
+
+def predictions_of(models: list[dict], cpu) -> list[dict]:
+    """The full run's measures of our engine (measure()) beside the roofline's prediction of each, as
+    predicted_vs_measured gives them."""
+    steps = 8 if ARGS.quick else 32
+    out = []
+    for r in models:
+        config = load_model(r["weights"]).config
+        rows = [{"measure": f"prefill T={p['tokens']} (every position's logits)", "measured_s": p["ours_s"],
+                 "predicted_s": predicted_prefill(config, p["tokens"], cpu)} for p in r["prefill"]]  # fmt: skip
+        rows += [{"measure": f"decode step, context {d['context']}", "measured_s": d["ours_s"],
+                  "predicted_s": predicted_decode(config, d["context"] + (steps + 1) // 2, cpu)} for d in r["decode"]]  # fmt: skip
+        out.append({"model": r["model"], "rows": rows})
+    return out
+
+
+def main_predicted() -> None:
+    """--predicted-only: the machine's limits probed before and after, our engine measured beside the roofline."""
+    reps = ARGS.reps
+    load_before = load_average()
+    before = machine_limits(max(reps, 3))
+    families = ("gpt2", "llama") if ARGS.family == "both" else (ARGS.family,)
+    # The roofline is made of the limits probed before the measures; the probe after only reports the drift.
+    cpu = this_cpu(before, before)
+    models = [predicted_vs_measured(weights_dir(family), cpu, reps) for family in families]
+    after = machine_limits(max(reps, 3))
+    report = {"machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
+                          "numpy": np.__version__, "torch": torch.__version__, "this_cpu": cpu.to_dict(),
+                          "probes": {"before": probe_summary(before), "after": probe_summary(after)}},
+              "load": {"before": load_before, "after": load_average()}, "models": models,
+              "gpu": torch_on_gpu(weights_dir(families[-1]), reps)}  # fmt: skip
+    PREDICTED_JSON.write_text(json.dumps(report, indent=1) + "\n")
+    print("\n".join(render_predicted(report)))
+    print(f"\nJSON: {PREDICTED_JSON}")
+
+
+def this_cpu(before: dict, after: dict):
+    """This CPU as the package's roofline sees it, from the best of the probes."""
+    bandwidth = max(before["bandwidth"]["bytes_per_s"], after["bandwidth"]["bytes_per_s"])
+    peak = max(before["sgemm"]["flops_per_s"], after["sgemm"]["flops_per_s"])
+    how = (f"probed by scripts/bench.py: streaming read of 1 GiB {bandwidth / 1e9:.1f} GB/s, float32 squares of "
+           f"{', '.join(map(str, SQUARE_SIZES))} {peak / 1e9:.0f} GFLOP/s at best")  # fmt: skip
+    return hardware.measured_cpu(peak, bandwidth, how)
+
+
 def main() -> None:
+    if ARGS.predicted_only:
+        main_predicted()
+        return
+    load_at_start = load_average()
     reps = ARGS.reps
     # The machine's limits, probed before the measures and again after them: its speed drifts in the minutes
     # between (a clock that boosts, a neighbour on the host), and a roofline is the fastest it was seen to go.
@@ -334,10 +488,13 @@ def main() -> None:
         "batches": batches,
     }  # fmt: skip
     report["roofline_bugs"] = roofline_bugs(report)
+    report["predicted"] = {"models": predictions_of(models, this_cpu(before, after)), "gpu": {"skipped": "see --predicted-only"},
+                           "load": {"before": load_at_start, "after": load_average()}}  # fmt: skip
     ARGS.json.write_text(json.dumps(report, indent=1) + "\n")
     print(render(report))
     for b in batches:
         print("\n" + "\n".join(render_batches(b)))
+    print("\n" + "\n".join(render_predicted(report["predicted"])))
     for bug in report["roofline_bugs"]:
         print(f"\nROOFLINE BUG: {bug}")
     print(f"\nJSON: {ARGS.json}")

@@ -164,3 +164,26 @@ def test_without_torch_the_command_says_what_to_install(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().count("\n") == 0
     assert "pip install 'minitransformer[hf]'" in result.stderr and result.stdout == ""
+
+
+def test_a_product_written_as_a_multiply_and_a_sum_is_named():
+    """transformers writes some products without a product kernel (Qwen3.5's delta rule solves its chunk row by row
+    as (row[..., None] * sub).sum(-2)): the dispatch counter sees a multiply and a sum, and says how many MACs."""
+    from minitransformer.verbs.crosscheck import Tally, _tally
+
+    class RowTimesMatrix(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(6, 5))
+
+        def get_output_embeddings(self):
+            return None
+
+        def forward(self, ids):
+            row = ids.float().reshape(1, 6)  # [1, 6]: an activation
+            made = row.unsqueeze(-1) * self.weight  # [1, 6, 5], the multiplies of row @ weight
+            return made.sum(-2) + (row @ self.weight)  # the same product twice: once summed, once dispatched
+
+    tally = _tally(torch, RowTimesMatrix(), list(range(6)))
+    assert isinstance(tally, Tally)
+    assert tally.multiply_sum[WEIGHTS] == 30 and tally.dispatch[WEIGHTS] == 30

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from minitransformer.families.table import ARCHITECTURES, PRESETS
 from minitransformer.verbs.count import count_generation, decode_at
 from minitransformer.verbs.hardware import MACHINES, machine, names, probe_this_cpu
@@ -200,3 +200,15 @@ def test_the_page_draws_each_product_as_a_point_on_the_roof(roofline_page):
         assert tip == last["tip"]
     finally:
         browser.close()
+
+
+def test_the_documented_table_of_machines_is_the_code_s():
+    """Each machine's row in the README (or wherever the docs moved it) gives the figures verbs/hardware.py holds."""
+    text = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))])
+    for m in MACHINES.values():
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{m.name}` |"))
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        assert cells[1] == m.label
+        assert float(cells[2]) * 1e12 == m.peak("float32")
+        assert float(cells[3].replace(",", "")) * 1e12 == m.peak("bfloat16") == m.peak("float16")
+        assert cells[4] == f"{m.bandwidth / 1e12:g} TB/s" and cells[5] == f"{m.balance('bfloat16'):,.0f}"

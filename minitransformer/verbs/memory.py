@@ -126,9 +126,16 @@ LOOKUP_KINDS = ("token_embedding", "position_embedding")
 
 def weights_outside_products(config: Config, weighted: list[tuple[Record, int]], positions: int) -> int:
     """The numbers of parameters a pass reads outside its products: each lookup table's rows of its `positions` (B T),
-    and whole the rest that no product reads (the norms' gains, the biases). Every parameter less those the products
-    read with every expert of a mixture counted (weighted: each record of the pass with the layers it stands for) and
-    less the tables (the token embedding is read whole by the logits when tied, so it is not subtracted twice)."""
+    and whole the rest that no product reads (the norms' gains, the biases). outside_products says how."""
+    whole, per_position = outside_products(config, weighted)
+    return whole + positions * per_position
+
+
+def outside_products(config: Config, weighted: list[tuple[Record, int]]) -> tuple[int, int]:
+    """(numbers read whole, numbers read a position) of the parameters outside a pass's products: every parameter
+    less those the products read with every expert of a mixture counted (weighted: each record of the pass with the
+    layers it stands for) and less the lookup tables, whose rows are read a position each (the token embedding, when
+    tied, is read whole by the logits, so it is not subtracted twice). The same for every pass of a model."""
     from .params import parameters
 
     p = parameters(config)
@@ -136,7 +143,7 @@ def weights_outside_products(config: Config, weighted: list[tuple[Record, int]],
     tables = [t for t in p.tensors if t.kind in LOOKUP_KINDS]
     read_by_products = "token_embedding" if config.tie_word_embeddings else None
     whole = p.total - in_products - sum(t.count for t in tables if t.kind != read_by_products)
-    return whole + sum(positions * t.shape[-1] for t in tables)
+    return whole, sum(t.shape[-1] for t in tables)
 
 
 def intensity(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> float:

@@ -25,7 +25,7 @@ from ..engine.ledger import Phase, Record
 from ..families.config import ModelConfig as Config
 from .count import Count, Pass, count_folded
 from .hardware import Machine, machine
-from .memory import DTYPE_BYTES, operand_bytes, weights_outside_products
+from .memory import DTYPE_BYTES, operand_bytes, outside_products
 
 NOTE = "roofline bounds, not measurements: max(2 MACs / peak, bytes / bandwidth) for each product"
 LARGEST_BATCH = 2**20  # the compute-bound batch is searched up to this many sequences
@@ -131,20 +131,21 @@ class PassTime:
                 "outside_products_s": self.outside_s, "ops": [o.to_dict() for o in self.ops]}  # fmt: skip
 
 
-def pass_time(config: Config, weighted: list[tuple[Record, int]], phase: Phase | Pass, on: Machine,
-              dtype: str) -> PassTime:  # fmt: skip
+def pass_time(config: Config, weighted: list[tuple[Record, int]], phase: Phase | Pass, on: Machine, dtype: str,
+              outside: tuple[int, int] | None = None) -> PassTime:  # fmt: skip
     """The roofline of one pass: `weighted`, each of its records with the layers it stands for (count.Pass.weighted(),
-    or a real run's phase records once each); `phase` answers phase, step, tokens, context and batch."""
+    or a real run's phase records once each); `phase` answers phase, step, tokens, context and batch; `outside`: the
+    model's memory.outside_products, where the caller has it (the same for every pass)."""
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"dtype {dtype!r}: one of {', '.join(DTYPE_BYTES)}")
     ops: dict[str, OpTime] = {}
     for r, layers in weighted:
         if r.kind == "matmul":
             ops.setdefault(r.op, OpTime(r.op)).add(r, layers, on, dtype)
-    positions = phase.batch * phase.tokens
-    outside = weights_outside_products(config, weighted, positions) * DTYPE_BYTES[dtype]
-    return PassTime(phase.phase, phase.step, phase.tokens, phase.context, phase.batch, list(ops.values()), outside,
-                    on, dtype)  # fmt: skip
+    whole, per_position = outside_products(config, weighted) if outside is None else outside
+    outside_bytes = (whole + phase.batch * phase.tokens * per_position) * DTYPE_BYTES[dtype]
+    return PassTime(phase.phase, phase.step, phase.tokens, phase.context, phase.batch, list(ops.values()),
+                    outside_bytes, on, dtype)  # fmt: skip
 
 
 def phase_time(config: Config, phase: Phase, on: Machine | str, dtype: str = "float32") -> PassTime:
@@ -165,7 +166,7 @@ class Roofline:
     passes: list[PassTime]  # every pass of the generation, in order
     compute_bound_batch: int | None  # None: no batch up to LARGEST_BATCH turns the decode step compute-bound
     weights_compute_bound_batch: int | None  # the same for its products with weights alone
-    per_sequence: dict | None  # what one more sequence adds to a decode step: MACs, bytes, seconds of each
+    per_sequence: dict | None  # what one more sequence adds to a decode step at the batch the search ended at
 
     @property
     def prefill_s(self) -> float:
@@ -208,24 +209,29 @@ def roofline(count: Count, hardware: Machine | str, dtype: str = "float32") -> R
     a Machine) with numbers of `dtype` (bytes, and the peak of that format)."""
     on = machine(hardware) if isinstance(hardware, str) else hardware
     config = count.config
-    passes = [pass_time(config, p.weighted(), p, on, dtype) for p in count.passes]
+    outside = outside_products(config, count.prefill.weighted())  # the same for every pass
+    passes = [pass_time(config, p.weighted(), p, on, dtype, outside) for p in count.passes]
     example = count.decode_example()
     if example is None:
         return Roofline(count, on, dtype, passes[0], None, passes, None, None, None)
-    decode = pass_time(config, example.weighted(), example, on, dtype)
-    steps = DecodeSteps(count, example.context, on, dtype)
-    one, two = steps.at(1), steps.at(2)
-    per_sequence = {"macs": two.macs - one.macs, "bytes": two.total_bytes - one.total_bytes,
-                    "compute_s": two.compute_s - one.compute_s, "memory_s": two.memory_s - one.memory_s}  # fmt: skip
+    decode = pass_time(config, example.weighted(), example, on, dtype, outside)
+    steps = DecodeSteps(count, example.context, on, dtype, outside)
     batches = steps.least_batch(step_is_compute_bound), steps.least_batch(weights_are_compute_bound)
+    # What one more sequence adds where the search ended (where a mixture's batch reads every expert already)
+    last = batches[0] or LARGEST_BATCH
+    one, more = steps.at(last - 1), steps.at(last)
+    per_sequence = {"batch": last, "macs": more.macs - one.macs, "bytes": more.total_bytes - one.total_bytes,
+                    "compute_s": more.compute_s - one.compute_s, "memory_s": more.memory_s - one.memory_s}  # fmt: skip
     return Roofline(count, on, dtype, passes[0], decode, passes, *batches, per_sequence)
 
 
 class DecodeSteps:
     """Decode steps at one context, counted at whatever batch is asked, each once."""
 
-    def __init__(self, count: Count, context: int, on: Machine, dtype: str) -> None:
+    def __init__(self, count: Count, context: int, on: Machine, dtype: str,
+                 outside: tuple[int, int] | None = None) -> None:  # fmt: skip
         self.count, self.context, self.on, self.dtype = count, context, on, dtype
+        self.outside = outside_products(count.config, count.prefill.weighted()) if outside is None else outside
         self.steps: dict[int, PassTime] = {}
 
     def at(self, batch: int) -> PassTime:
@@ -233,7 +239,7 @@ class DecodeSteps:
         if batch not in self.steps:
             c = self.count
             step = count_folded(c.config, self.context - 1, 2, True, batch, c.dense_attention, c.routing)[1]
-            self.steps[batch] = pass_time(c.config, step.weighted(), step, self.on, self.dtype)
+            self.steps[batch] = pass_time(c.config, step.weighted(), step, self.on, self.dtype, self.outside)
         return self.steps[batch]
 
     def least_batch(self, compute_bound) -> int | None:

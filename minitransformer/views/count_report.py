@@ -425,7 +425,8 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
           if count.prefill.find("scores").computed is not None else []),
         "",
         f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
-        f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",
+        f"below the machine balance, assumed {balance:.4g} MACs/byte (--balance, or --hardware's ridge), a product "
+        "waits on memory",
         intensity_table(m["intensity"]["ops"], count.decode_example()),
     ]  # fmt: skip
     return "\n".join(out)
