@@ -53,7 +53,7 @@ def parse_args():
         "--predicted-only",
         action="store_true",
         help="only the roofline's prediction (count --hardware this-cpu) beside our engine's measured time, and "
-        "torch's bfloat16 forward on a GPU where CUDA is present; JSON in scripts/bench_predicted.json",
+        "torch's bfloat16 forward on a GPU where CUDA is present; JSON in scripts/bench_predicted.json (or --json)",
     )
     return parser.parse_args()
 
@@ -336,26 +336,24 @@ def predicted_decode(config, context: int, on, dtype: str = "float32") -> float:
     return pass_time(config, step.weighted(), step, on, dtype).time_s
 
 
-def predicted_vs_measured(directory: Path, cpu, reps: int) -> dict:
+def measure_ours(directory: Path, reps: int) -> dict:
     """Our engine's prefill (every position's logits) and decode step with the KV cache, measured (medians of `reps`),
-    beside the roofline this CPU's probed limits give the same passes (`count --hardware this-cpu`)."""
+    as measure() measures them, without transformers: for predictions_of."""
     from minitransformer.views.report import describe_model
 
     ours = load_model(directory)
     config = ours.config
     sizes = [5, 128] if ARGS.quick else [T for T in (5, 128, 512, 1024, 2048) if T <= config.n_positions]
     steps = 8 if ARGS.quick else 32
-    rows = []
+    prefill = []
     for T in sizes:
         ids = list(range(1000, 1000 + T))
-        rows.append({"measure": f"prefill T={T} (every position's logits)", "predicted_s": predicted_prefill(config, T, cpu),
-                     "measured_s": median_time(lambda: ours.logits(ids), reps)})  # fmt: skip
-    for context in [5, 128] if ARGS.quick else [5, 512]:
-        measured = statistics.median(ours_decode(ours, context, steps, ledger=True) for _ in range(reps))
-        mean = context + (steps + 1) // 2  # the steps attend to context + 1 ... context + steps positions
-        rows.append({"measure": f"decode step, context {context}", "predicted_s": predicted_decode(config, mean, cpu),
-                     "measured_s": measured})  # fmt: skip
-    return {"model": describe_model(config.to_dict(), str(directory)), "rows": rows}
+        prefill.append({"tokens": T, "ours_s": median_time(lambda: ours.logits(ids), reps)})
+    decode = [{"context": context, "ours_s": statistics.median(ours_decode(ours, context, steps, ledger=True)
+                                                               for _ in range(reps))}
+              for context in ([5, 128] if ARGS.quick else [5, 512])]  # fmt: skip
+    return {"model": describe_model(config.to_dict(), str(directory)), "weights": str(directory), "prefill": prefill,
+            "decode": decode}  # fmt: skip
 
 
 def torch_on_gpu(directory: Path, reps: int) -> dict:
@@ -416,8 +414,8 @@ def render_predicted(report: dict) -> list[str]:
 
 
 def predictions_of(models: list[dict], cpu) -> list[dict]:
-    """The full run's measures of our engine (measure()) beside the roofline's prediction of each, as
-    predicted_vs_measured gives them."""
+    """Our engine's measures (measure() or measure_ours()) beside what the roofline of this CPU's probed limits
+    predicts for the same passes (`count --hardware this-cpu`: each product's max(2 MACs / peak, bytes / bandwidth))."""
     steps = 8 if ARGS.quick else 32
     out = []
     for r in models:
@@ -436,18 +434,18 @@ def main_predicted() -> None:
     load_before = load_average()
     before = machine_limits(max(reps, 3))
     families = ("gpt2", "llama") if ARGS.family == "both" else (ARGS.family,)
-    # The roofline is made of the limits probed before the measures; the probe after only reports the drift.
-    cpu = this_cpu(before, before)
-    models = [predicted_vs_measured(weights_dir(family), cpu, reps) for family in families]
+    measured = [measure_ours(weights_dir(family), reps) for family in families]
     after = machine_limits(max(reps, 3))
+    cpu = this_cpu(before, after)  # the best of the probes, as the full benchmark's rooflines
     report = {"machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
                           "numpy": np.__version__, "torch": torch.__version__, "this_cpu": cpu.to_dict(),
                           "probes": {"before": probe_summary(before), "after": probe_summary(after)}},
-              "load": {"before": load_before, "after": load_average()}, "models": models,
+              "load": {"before": load_before, "after": load_average()}, "models": predictions_of(measured, cpu),
               "gpu": torch_on_gpu(weights_dir(families[-1]), reps)}  # fmt: skip
-    PREDICTED_JSON.write_text(json.dumps(report, indent=1) + "\n")
+    path = PREDICTED_JSON if ARGS.json == ROOT / "scripts" / "bench_latest.json" else ARGS.json  # --json given: there
+    path.write_text(json.dumps(report, indent=1) + "\n")
     print("\n".join(render_predicted(report)))
-    print(f"\nJSON: {PREDICTED_JSON}")
+    print(f"\nJSON: {path}")
 
 
 def this_cpu(before: dict, after: dict):
