@@ -74,10 +74,17 @@ class Record:
     # describe (scores and mix in query-row chunks, each against only the keys it can see); None: all of it.
     computed: tuple[int, int] | None = None
     row_chunk: int | None = None  # the query rows per chunk where `computed` says the pass ran in chunks
+    # (shortest, longest) dot product computed where the pass computed less than the dense product (`computed`): each
+    # row chunk's A V sums over the keys that chunk sees, so a chunked mix has dot products of several lengths, and
+    # attention over an indexer's chosen keys sums over those; None where the product ran whole (dot_length each).
+    lengths: tuple[int, int] | None = None
     # A product computed in parts, expert by expert (Tape.experts): each expert's tokens, dot products and MACs,
     # which sum to the record's. Which tokens went where depends on the data (or, counting from a config alone, on
     # the routing assumed), not on the shapes: two records of the same shapes are equal whatever their breakdown.
     breakdown: tuple[Part, ...] | None = field(default=None, compare=False)
+    # On scores and mix of sparse attention: the most keys a query attends to, those an indexer chose (DeepSeek-V3.2's
+    # index_topk); None: every key it can see. The shapes stay the dense form's; `computed` says what was computed.
+    selected: int | None = None
 
     def output_spec(self, index: int = 0) -> str:
         """The symbolic shape of output `index` (stages such as split_heads make several)."""
@@ -126,6 +133,25 @@ class Record:
         return self.a_shape[-1] if self.a_shape is not None else 0
 
     @property
+    def dot_lengths(self) -> tuple[int, int]:
+        """(shortest, longest) of the dot products computed: (dot_length, dot_length) unless row chunks made some
+        shorter, as A V's are in every chunk that sees fewer keys than the last, or attention read chosen keys."""
+        return self.lengths if self.lengths is not None else (self.dot_length, self.dot_length)
+
+    @property
+    def one_length(self) -> bool:
+        """Every dot product computed has the same length, so dot products x length = MACs."""
+        shortest, longest = self.dot_lengths
+        return shortest == longest
+
+    @property
+    def chunks(self) -> int | None:
+        """The chunks of query rows the pass computed this product in (None: whole)."""
+        if self.row_chunk is None:
+            return None
+        return -(-self.out_shape[-2] // self.row_chunk)
+
+    @property
     def macs(self) -> int:
         """Those computed: dot products x their length, summed over row chunks where the pass had them."""
         return self.computed[1] if self.computed is not None else self.dense_macs
@@ -156,7 +182,17 @@ class Record:
     def _needed_pairs(self) -> int:
         assert self.a_shape is not None  # scores and mix are products
         *lead, T, t = self.out_shape if self.op == "scores" else self.a_shape
-        return prod(lead) * needed_pairs(T, t, self.window)
+        caps = [cap for cap in (self.window, self.selected) if cap is not None]  # an indexer's choice: like a window
+        return prod(lead) * needed_pairs(T, t, min(caps) if caps else None)
+
+    @property
+    def chosen_keys(self) -> int | None:
+        """On scores and mix computed against the keys an indexer chose for each query: how many each attends to
+        (min(t, selected)); None where every query attended to all the keys it can see."""
+        if self.selected is None or self.computed is None or self.a_shape is None:
+            return None
+        t = self.out_shape[-1] if self.op == "scores" else self.a_shape[-1]
+        return self.selected if t > self.selected else None
 
     @property
     def causal_dot_products(self) -> int | None:
@@ -189,11 +225,19 @@ class Record:
             "flops": self.flops,
             "share": self.macs / pass_macs if pass_macs else 0.0,
         }
+        if self.row_chunk is not None:  # computed in chunks of query rows
+            d["row_chunk"] = self.row_chunk
+            d["chunks"] = self.chunks
+        if self.lengths is not None:  # the lengths of the dot products computed, where not the dense form's
+            d["dot_length_min"], d["dot_length_max"] = self.lengths
         if self.causal_dot_products is not None:
             d["causal_dot_products"] = self.causal_dot_products
             d["causal_macs"] = self.causal_macs
             d["dense_dot_products"] = self.dense_dot_products  # equal to dot_products where nothing was skipped
             d["dense_macs"] = self.dense_macs
+            if self.selected is not None:  # sparse attention: the keys each query attends to, of the t
+                t = self.out_shape[-1] if self.op == "scores" else self.a_shape[-1]  # type: ignore[index]
+                d["selected_keys"] = min(t, self.selected)
         if self.breakdown is not None:
             d["breakdown"] = [part.to_dict() for part in self.breakdown]
         return d
@@ -327,6 +371,12 @@ def padding_of(r: Record, pads: list[int], context: int) -> tuple[int, int]:
     rows, cols = r.out_shape[-2:]
     heads = prod(r.out_shape[1:-2])  # [B, rows, cols]: 1; [B, H, T, t] or [B, Hkv, G, T, t]: the heads
     keys = cols if r.op == "scores" else r.a_shape[-1] if r.op == "mix" else 0
+    if r.chosen_keys is not None:  # sparse attention: a pad query's s chosen keys; a real one chooses no pad key
+        s = r.chosen_keys  # (but where it sees fewer than s, and then they are masked)
+        pad_queries = sum(min(max(pad - (context - rows), 0), rows) for pad in pads)
+        if r.op == "scores":
+            return heads * pad_queries * s, heads * pad_queries * s * r.dot_length
+        return heads * pad_queries * cols, heads * pad_queries * cols * s
     dot_products = macs = 0
     for pad in pads:
         pad_queries = min(max(pad - (context - rows), 0), rows)

@@ -9,21 +9,20 @@ hands it over (Tape.scratch: only when nobody watches the pass): at long context
 [H, T, t] array per stage costs more in page faults than the arithmetic.
 
 NumPy runs an elementwise loop on one core; the big row-wise stages (softmax, the MLP activation,
-RMSNorm, LayerNorm) split their rows among the cores (`rowwise`), since NumPy lets go of the GIL inside
-its loops, and work through them in blocks that stay in cache.
+RMSNorm, LayerNorm) split their rows among the engine's workers (`rowwise`, threads.py), since NumPy lets go
+of the GIL inside its loops, and work through them in blocks that stay in cache.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
 
 from .shapes import ShapeOnly
+from .threads import spread
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
@@ -35,18 +34,8 @@ def constant(x, value):
     return x.dtype.type(value)
 
 
-def _threads() -> int:
-    """As many as the BLAS may use (the benchmark sets the same count for every library)."""
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        if os.environ.get(var, "").isdigit() and int(os.environ[var]) > 0:
-            return int(os.environ[var])
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-THREADS = _threads()
 PARALLEL_MIN_SIZE = 1 << 18  # below this, starting threads costs more than it saves (every decode step)
 BLOCK_SIZE = 1 << 16  # numbers in a block of rows (rowwise): it and its output fit in a core's L2 cache
-_pool: ThreadPoolExecutor | None = None
 
 
 def rowwise(fn, x, out=None):
@@ -74,15 +63,7 @@ def rowwise(fn, x, out=None):
             b = min(a + step, end)
             fn(rows[a:b], out_rows[a:b])
 
-    if THREADS == 1:
-        in_blocks(0, len(rows))
-        return out
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="minitransformer")
-    cuts = [len(rows) * i // THREADS for i in range(THREADS + 1)]
-    for done in [_pool.submit(in_blocks, a, b) for a, b in zip(cuts, cuts[1:])]:
-        done.result()
+    spread(in_blocks, len(rows))
     return out
 
 
@@ -334,6 +315,41 @@ def attention_bias(past: int, start: int, T: int, t: int, window: int | None, dt
         hidden = (hidden | (pad_key & real_query))[:, None]  # [B, 1, T, t]
     number = np.dtype(dtype).type
     return np.where(hidden, number(-np.inf), number(0.0))
+
+
+def unchosen_mask(chosen, t: int, dtype):
+    """-inf at every key not chosen for a query, 0 at those chosen: chosen [..., T, s] (indices of the t keys) ->
+    [..., 1, T, t], one for every head; added to attention_bias, it masks a query's other keys as transformers' eager
+    attention does under sparse attention."""
+    if isinstance(chosen, ShapeOnly):
+        return ShapeOnly((*chosen.shape[:-2], 1, chosen.shape[-2], t), dtype)
+    number = np.dtype(dtype).type
+    mask = np.full((*chosen.shape[:-1], t), number(-np.inf), dtype=dtype)
+    np.put_along_axis(mask, chosen, number(0.0), axis=-1)
+    return mask[..., None, :, :]
+
+
+def gather_keys(x, chosen):
+    """Each query's chosen rows of x: x [..., H, t, d] (keys or values of every head), chosen [..., T, s] (indices of
+    the t rows) -> [..., H, T, s, d], a copy of its s rows for every query (a gather: no arithmetic)."""
+    *lead, T, s = chosen.shape
+    if isinstance(x, ShapeOnly) or isinstance(chosen, ShapeOnly):
+        return ShapeOnly((*x.shape[:-2], T, s, x.shape[-1]), x.dtype)
+    rows = np.take_along_axis(x, chosen.reshape(*lead, 1, T * s, 1), axis=-2)  # the same rows for every head
+    return rows.reshape(*x.shape[:-2], T, s, x.shape[-1])
+
+
+def gather_mask(bias, chosen):
+    """attention_bias at each query's chosen keys: bias [T, t] (or [B, 1, T, t]), chosen [..., T, s] -> [..., 1, T, 1,
+    s], which the scores [..., H, T, 1, s] of the chosen keys take, one for every head. None stays None."""
+    if bias is None:
+        return None
+    *lead, T, s = chosen.shape
+    if isinstance(bias, ShapeOnly) or isinstance(chosen, ShapeOnly):
+        return ShapeOnly((*lead, 1, T, 1, s), bias.dtype)
+    rows = bias[..., 0, :, :] if bias.ndim == 4 else bias  # [T, t] or [B, T, t]
+    rows = np.broadcast_to(rows, (*lead, *rows.shape[-2:]))
+    return np.take_along_axis(rows, chosen, axis=-1).reshape(*lead, 1, T, 1, s)
 
 
 def slot_positions(past: int, T: int, pads=None):

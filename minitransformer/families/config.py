@@ -40,6 +40,9 @@ class ModelConfig:
     # each token; None in a dense model.
     n_experts: int | None = None
     top_k: int | None = None
+    # Sparse attention (DeepSeek-V3.2's lightning indexer): each query attends to at most index_topk of the keys it can
+    # see, those an indexer's scores over every key rank highest; None: every key it can see.
+    index_topk: int | None = None
 
     if TYPE_CHECKING:  # what each family's dataclass gives, as fields or as properties
         n_kv_head: int
@@ -72,6 +75,12 @@ class ModelConfig:
     def d_value(self) -> int:
         """A head's value width: its key width d_head, unless keys and values differ (DeepSeek-V3's MLA)."""
         return self.d_head
+
+    @property
+    def d_index(self) -> int | None:
+        """The width of an indexer's key (DeepSeek-V3.2: index_head_dim), cached beside each layer's K and V so that
+        later queries can score every earlier position; None: no indexer."""
+        return None
 
     @property
     def group_size(self) -> int:

@@ -111,7 +111,8 @@ class Model:
         c = self.config
         capacity = c.n_positions if capacity is None else capacity
         return KVCache(c.n_layer, c.n_kv_head, c.d_head, capacity, batch, shape_only=self.shape_only,
-                       window=self._windows or c.sliding_window, dtype=self.dtype, d_value=c.d_value)  # fmt: skip
+                       window=self._windows or c.sliding_window, dtype=self.dtype, d_value=c.d_value,
+                       d_index=c.d_index)  # fmt: skip
 
     def check_ids(self, token_ids, past: int = 0) -> np.ndarray:
         """Token ids as an int array [T] or [B, T], refused with a clear message if the model can't take them

@@ -46,17 +46,17 @@ DEFAULT_BALANCE = 10.0  # MACs per byte
 # the scores, none for views; the other stages hold their input and output.
 _LIVE_COPIES = {"scale": 1, "softcap": 1, "mask": 1, "softmax": 1, "split_heads": 0, "cache": 0, "last": 0,
                 "mlp.split": 0}  # fmt: skip
-_ROW_CHUNKED = ("scores", "scale", "softcap", "mask", "softmax", "mix")  # the stages row_chunks.py runs chunk by chunk
+# the stages row_chunks.py runs chunk by chunk (gather: each query's chosen keys and values, under sparse attention)
+_ROW_CHUNKED = ("gather", "scores", "scale", "softcap", "mask", "softmax", "mix")
 
 
 def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
     """The engine's own KV cache (shape-only, so nothing is allocated) holding `positions` positions:
-    K and V [Hkv, positions, dh] per layer."""
+    K and V [Hkv, positions, dh] per layer, and an indexer's keys [positions, d_index] where the model has one."""
     lead = (batch,) if batch > 1 else ()
-    cache = KVCache(
-        config.n_layer, config.n_kv_head, config.d_head, positions, lead, shape_only=True, d_value=config.d_value
-    )
-    return sum(k.size + v.size for k, v in zip(cache.keys, cache.values)) * bytes_per_number
+    cache = KVCache(config.n_layer, config.n_kv_head, config.d_head, positions, lead, shape_only=True,
+                    d_value=config.d_value, d_index=config.d_index)  # fmt: skip
+    return cache.numbers * bytes_per_number
 
 
 def cache_positions(config: Config, positions: int) -> int:
@@ -197,7 +197,12 @@ def chunked_attention(records: list[Record]) -> int:
     keys = [(min(T, r0 + C) - r0, t - T + min(T, r0 + C)) for r0 in range(0, T, C)]
     largest = max(rows * (seen if W is None else min(seen, rows + W - 1)) for rows, seen in keys)
     held = sum(prod(r.out_shape) for r in block if r.op in ("ln_1", "qkv", "q", "k", "v"))
-    return held + prod(heads) * largest + prod(next(r for r in block if r.op == "mix").out_shape)
+    mix = next(r for r in block if r.op == "mix")
+    if scores.chosen_keys is not None:  # sparse: a chunk's scores and its queries' keys and values, s of each
+        rows, s = min(T, C), scores.chosen_keys
+        gathered = prod(heads) * rows * s * (scores.dot_length + mix.out_shape[-1])
+        return held + prod(heads) * rows * s + gathered + prod(mix.out_shape)
+    return held + prod(heads) * largest + prod(mix.out_shape)
 
 
 def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES) -> list[dict]:

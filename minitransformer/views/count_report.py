@@ -13,10 +13,16 @@ from ..families.moe import ROUTINGS
 from ..families.table import architecture_of
 from ..text import plural, s_for
 from ..verbs.count import Count, Pass
-from ..verbs.formulas import attention_to_weights, generation_macs
+from ..verbs.formulas import (
+    attention_crossing,
+    attention_macs,
+    attention_to_weights,
+    generation_macs,
+    weight_macs_per_position,
+)
 from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
 from .report import count as n
-from .report import describe_model, human, operands, percent, shape, table
+from .report import describe_model, human, length, operands, percent, shape, table
 
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
@@ -29,7 +35,8 @@ CHUNKED_CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Computed in chunks of\n"
     "  {C} query rows, each chunk's Q K^T against only the keys its rows can see, so fewer scores than the dense\n"
     "  T x t per head that transformers' eager attention computes and masks afterwards ('dense form'; count it\n"
-    "  with --dense-attention). 'causal' is the part of that work the mask keeps: per head T*past + T(T+1)/2\n"
+    "  with --dense-attention). A V's dot products are as long as the keys their chunk sees, so its length is a\n"
+    "  range and its MACs their sum. 'causal' is the part of that work the mask keeps: per head T*past + T(T+1)/2\n"
     "  (query, key) pairs; each is a score of length dh, and in A V the same output elements need only those keys."
 )
 
@@ -45,10 +52,27 @@ def _block_heading(count: Count) -> str:
             f"{', '.join(dict.fromkeys(c.layer_types))}; the next table has each):")  # fmt: skip
 
 
+# Where an indexer chose each query's keys (DeepSeek-V3.2's sparse attention), the note says so.
+SPARSE_CONVENTION = (
+    "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Sparse attention: each\n"
+    "  query's Q K^T and A V against only the s = {s:,} keys the indexer chose for it (gathered for each chunk of {C}\n"
+    "  query rows), so fewer scores than the dense T x t per head that transformers' eager attention computes and\n"
+    "  masks afterwards ('dense form'; count it with --dense-attention). 'causal' is the part of that work the masks\n"
+    "  keep: query i's min(past + i + 1, s) (query, key) pairs a head, each a score of length dh."
+)
+
+
 def convention(count: Count) -> str:
-    """The note under the block: dense where the prefill computed every score, the chunks where it did not."""
-    chunk = count.prefill.find("scores").row_chunk
-    return CONVENTION if chunk is None else CHUNKED_CONVENTION.format(C=chunk)
+    """The note under the block: dense where the prefill computed every score, the chunks where it did not, the
+    chosen keys where an indexer chose them."""
+    scores = count.prefill.find("scores")
+    if scores.chosen_keys is not None:
+        return SPARSE_CONVENTION.format(s=scores.chosen_keys, C=scores.row_chunk)
+    note = CONVENTION if scores.row_chunk is None else CHUNKED_CONVENTION.format(C=scores.row_chunk)
+    if scores.selected is not None and scores.out_shape[-1] > scores.selected:  # dense, with the indexer's mask too
+        note += (f"\n  The indexer's mask keeps at most its ki = {scores.selected:,} chosen keys a query: query i's "
+                 f"min(past + i + 1, ki) pairs a head.")  # fmt: skip
+    return note
 
 
 # A group's name in the summary where it is not the stage table's own (stages.py: Stage.group).
@@ -139,7 +163,7 @@ def experts_lines(count: Count) -> list[str]:
         f"  Routing assumed (no router without weights): {count.routing}: {ROUTINGS[count.routing]}"
         + ("" if count.routing == "worst" else "\n  (--routing worst: every token to the same k experts; no total moves)"),
         f"  Expert load of the prefill, tokens per expert in {every}: {' '.join(map(str, load))} (the busiest: "
-        f"{busiest:,} of {rows:,} tokens, {n(busiest * per_token)} MACs)",
+        f"{busiest:,} of {plural(rows, 'token', format(rows, ','))}, {n(busiest * per_token)} MACs)",
     ]  # fmt: skip
 
 
@@ -152,7 +176,9 @@ def block_table(block: list[Record], full: bool) -> str:
             causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
             causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
             dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_macs else ""  # row chunks skipped the rest
-            rows.append([r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), n(r.dot_length),
+            if r.chosen_keys is not None:  # sparse attention: the keys each query read
+                dense_form += f" (sparse: {n(r.chosen_keys)} keys a query)"
+            rows.append([r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), length(r),
                          n(r.macs), human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs,
                          dense_form])  # fmt: skip
         elif full:
@@ -281,6 +307,7 @@ def attention_lines(count: Count) -> str:
             f"t = {t:,} on layer 0" + (f" of the {context:,} in context" if t < context else "") + ", each kind below"
         )
     x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
+    at_t = Fraction(attention_macs(c, 1, t), weight_macs_per_position(c))  # t / x, or less past an indexer's k_i
     flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
     return "\n".join([
         f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
@@ -288,8 +315,8 @@ def attention_lines(count: Count) -> str:
         f"  attention: {attention_ops} (they grow with t); products with weights: {weight_ops}, and the logits in "
         f"the pass (they do not)",
         f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
-        f"({values}); at t = {t:,}: {_ratio(Fraction(t) / x)}",
-        f"  {_crossing(c, x)}",
+        f"({values}); at t = {t:,}: {_ratio(at_t)}",
+        f"  {_crossing(c, attention_crossing(c))}",
     ])  # fmt: skip
 
 
@@ -332,11 +359,11 @@ def window_lines(count: Count, dtype: str = "float32") -> list[str]:
     kv = [kv_cache_bytes_after(c, held, count.batch, size), kv_cache_bytes(c, held, count.batch, size)]
     return [
         f"Sliding window: {len(local)} of {plural(L, 'layer')} ({percent(len(local), L)}) are local, each attending to "
-        f"at most W = {shown} positions{others}"
+        f"at most W = {shown} position{s_for(max(local))}{others}"
         + (" (this context is within the window: nothing is cut yet)" if held < min(local) else ""),
         f"  scores and mix: {n(attention)} MACs over this generation, against {n(attention + saved)} had every "
         f"layer attended to every earlier position: the window saves {human(saved)} MACs ({percent(saved, attention + saved)})",
-        f"  KV cache after {held:,} positions ({dtype}): {_bytes(kv[0])}, against {_bytes(kv[1])} had every layer held "
+        f"  KV cache after {plural(held, 'position', format(held, ','))} ({dtype}): {_bytes(kv[0])}, against {_bytes(kv[1])} had every layer held "
         f"all of them: the window saves {_bytes(kv[1] - kv[0])} ({percent(kv[1] - kv[0], kv[1])})",
         "",
     ]  # fmt: skip
@@ -388,6 +415,9 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     widths = f"{c.d_head}" if c.d_value == c.d_head else f"{c.d_head} and {c.d_value}"  # MLA: values narrower
     heads = f" ({c.n_kv_head} key/value heads of {widths})" if architecture_of(c).heads_in_headers else ""
     numbers = f"{c.n_kv_head * c.d_head:,}" + (f" + {c.n_kv_head * c.d_value:,}" if c.d_value != c.d_head else "")
+    if c.d_index is not None:  # a sparse attention's indexer keeps its own keys beside K and V
+        numbers += f" + {c.d_index:,}"
+        heads += f" and the indexer's key of {c.d_index:,}"
     window, held = c.sliding_window, count.n_prompt + count.n_new - 1
     capped = f" (of {held:,}: a query reads no further back than the sliding window)" if kv["positions"] < held else ""
     whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
@@ -421,7 +451,8 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
         f"               {estimate[1]}",
         *([f"               (a prefill past {count.prefill.find('scores').row_chunk} positions computes attention in row "
            f"chunks: it holds the normed input,",
-           "               q, k, v, the largest chunk's scores and the output instead)"]
+           "               q, k, v, the largest chunk's scores and the output instead"
+           + (", and that chunk's chosen keys and values)" if count.prefill.find("scores").chosen_keys else ")")]
           if count.prefill.find("scores").computed is not None else []),
         "",
         f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
