@@ -258,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="T",
         help="seeded random token ids (default 160, past the 128-row chunk, or the context where it is shorter)",
     )
-    cc.add_argument("--ids", metavar="1,2,3", help="these token ids instead")
+    cc.add_argument("--ids", metavar="1,2,3", help="these token ids instead (default: none; --tokens random ones)")
     cc.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
     cc.add_argument("--json", metavar="PATH|-", help="write the counts as JSON (- for stdout; default: none)")
     cc.set_defaults(run=_crosscheck)

@@ -65,6 +65,13 @@ def parse_args():
         help="spinning processes for the busy column (default: as many as the cores; 0: none)",
     )
     parser.add_argument(
+        "--predict-from",
+        type=Path,
+        metavar="JSON",
+        help="measure nothing: the roofline's prediction beside the measures of an earlier run's JSON, with the limits "
+        "it probed (default: none)",
+    )
+    parser.add_argument(
         "--predicted-only",
         action="store_true",
         help="only the roofline's prediction (count --hardware this-cpu) beside our engine's measured time, and "
@@ -525,8 +532,9 @@ def torch_on_gpu(directory: Path, reps: int) -> dict:
 
 
 def render_predicted(report: dict) -> list[str]:
+    limits = report.get("limits", "this run's probed limits")
     lines = [f"Predicted by the roofline (count --hardware this-cpu: each product's max(2 MACs / peak, bytes / "
-             f"bandwidth), float32, with this run's probed limits) beside our engine measured; load average "
+             f"bandwidth), float32, with {limits}) beside our engine measured; load average "
              f"{report['load']['before']} before the measures and {report['load']['after']} after", "",
              "| model | measure | predicted, ms | measured, ms | measured / predicted |", "|---|---|---:|---:|---:|"]  # fmt: skip
     for r in report["models"]:
@@ -592,7 +600,24 @@ def this_cpu(before: dict, after: dict):
     return hardware.measured_cpu(peak, bandwidth, how)
 
 
+def main_predict_from(path: Path) -> None:
+    """--predict-from: an earlier run's measures of our engine beside the roofline of the limits that run probed."""
+    earlier = json.loads(path.read_text())
+    m = earlier["machine"]
+    cpu = hardware.measured_cpu(m["sgemm_GFLOPs"] * 1e9, m["bandwidth_GBps"] * 1e9,
+                                f"{m['bandwidth_GBps']:.1f} GB/s, {m['sgemm_GFLOPs']:.0f} GFLOP/s")  # fmt: skip
+    loads = m.get("load_average")
+    load = {"before": f"{loads['before']:.2f} (1 minute)", "after": f"{loads['after']:.2f}"} if loads else {
+        "before": "not recorded", "after": "not recorded"}  # fmt: skip
+    print("\n".join(render_predicted({"models": predictions_of(earlier["models"], cpu), "load": load,
+                                       "limits": f"the limits probed by the run of {path.name} ({cpu.source})",
+                                       "gpu": {"skipped": "not measured by that run"}})))  # fmt: skip
+
+
 def main() -> None:
+    if ARGS.predict_from:
+        main_predict_from(ARGS.predict_from)
+        return
     if ARGS.predicted_only:
         main_predicted()
         return

@@ -67,6 +67,13 @@ MODELS: dict[str, list] = {
                                               n_group=4, topk_group=2, first_k_dense_replace=1, q_lora_rank=24,
                                               kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12,
                                               v_head_dim=10, n_shared_experts=1, max_position_embeddings=256))],
+    "deepseek_v32": [("DeepseekV32Config", dict(vocab_size=120, hidden_size=32, intermediate_size=48,
+                                                moe_intermediate_size=16, num_hidden_layers=3, num_attention_heads=4,
+                                                num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=3,
+                                                n_group=4, topk_group=2, first_k_dense_replace=1, q_lora_rank=24,
+                                                kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12,
+                                                v_head_dim=10, index_topk=16, index_head_dim=16, index_n_heads=16,
+                                                max_position_embeddings=256))],
 }  # fmt: skip
 CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models))]
 

@@ -191,10 +191,17 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
     computed, dense, dispatch = row["ledger_macs"], row["ledger_dense_macs"], row["dispatch_macs"]
     eager_fc, sdpa_fc = row["flop_counter_macs"], row["flop_counter_sdpa_macs"]
     if computed != dense:
-        window = any(r.window is not None for r in check.phase.records)
-        seen = "the causal half, and what falls before the sliding window" if window else "the causal half"
-        said.append(f"ours computed attention in row chunks of {_row_chunk(check)} query rows, each against only the "
-                    f"keys it can see ({seen}): {dense - computed:,} MACs of the dense form skipped; "
+        records = check.phase.records
+        seen = "the causal half" + (", and what falls before the sliding window" if any(
+            r.window is not None for r in records) else "")  # fmt: skip
+        ways = []
+        if _row_chunk(check):
+            ways.append(
+                f"in row chunks of {_row_chunk(check)} query rows, each against only the keys it can see ({seen})"
+            )
+        if any(r.selected is not None for r in records):  # sparse attention (DeepSeek-V3.2's)
+            ways.append("each query over the keys its indexer chose alone")
+        said.append(f"ours computed attention {', and '.join(ways)}: {dense - computed:,} MACs of the dense form skipped; "
                     f"--dense-attention computes every T x t score, as transformers' eager attention does")  # fmt: skip
     if dispatch != dense:
         grouped = row["torch_ops"].get("_grouped_mm", 0)
