@@ -26,6 +26,7 @@ from ..families.config import ModelConfig as Config
 from .count import Count, Pass, count_folded
 from .hardware import Machine, machine
 from .memory import DTYPE_BYTES, operand_bytes, outside_products
+from .options import GenerationOptions
 
 NOTE = "roofline bounds, not measurements: max(2 MACs / peak, bytes / bandwidth) for each product"
 LARGEST_BATCH = 2**20  # the compute-bound batch is searched up to this many sequences
@@ -238,7 +239,8 @@ class DecodeSteps:
         """The decode step at the context (one new position after context - 1 cached ones) of `batch` sequences."""
         if batch not in self.steps:
             c = self.count
-            step = count_folded(c.config, self.context - 1, 2, True, batch, c.dense_attention, c.routing)[1]
+            options = GenerationOptions(max_new_tokens=2, dense_attention=c.dense_attention)
+            step = count_folded(c.config, self.context - 1, options, batch, c.routing)[1]
             self.steps[batch] = pass_time(c.config, step.weighted(), step, self.on, self.dtype, self.outside)
         return self.steps[batch]
 
