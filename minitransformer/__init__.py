@@ -7,10 +7,11 @@
 
 The package in layers, each importing only those below it (tests/test_engine_rules.py holds it):
 cli -> views -> verbs -> models -> families -> engine (errors.py, version.py and text.py at the bottom).
-Beside this file, count.py and html_report.py name the API's counting and pages where docs/api.md finds them.
+Beside this file, count.py, html_report.py and roofline.py name the API's counting, pages and rooflines where
+docs/api.md finds them.
 """
 
-from . import count, html_report  # html_report gives a ledger, a generation and a count their Jupyter view
+from . import count, html_report, roofline  # html_report gives a ledger, a generation and a count their Jupyter view
 from .errors import UserError
 from .families.gpt2.config import GPT2Config
 from .models.model import Model
@@ -30,4 +31,5 @@ __all__ = [
     "html_report",
     "load_model",
     "load_tokenizer",
+    "roofline",
 ]

@@ -23,22 +23,28 @@ from .models.model import refuse_empty
 from .models.registry import WEIGHTS, known_names, load_model
 from .text import plural
 from .verbs.count import check_run, count_generation, sweep_per_token
+from .verbs.crosscheck import crosscheck, default_ids, require_hf
 from .verbs.drift import drift
 from .verbs.generate import batch_to_dict, continue_rows
+from .verbs.hardware import machine
+from .verbs.hardware import names as hardware_names
 from .verbs.memory import DEFAULT_BALANCE
 from .verbs.options import GenerationOptions, OptionError
 from .verbs.params import parameters
+from .verbs.roofline import roofline
 from .verbs.select import select_config
 from .verbs.validate import check_precision_validated, validate, validate_precision
 from .version import __version__
 from .views import report
 from .views.count_report import count_report
+from .views.crosscheck_report import crosscheck_report
 from .views.drift_report import drift_report
 from .views.export import csv_chunks, json_chunks
 from .views.files import check_destination, check_destinations, write_text
 from .views.html_report import attention_layers, batch_data, count_data, generation_data, write_page
 from .views.params_report import params_report
 from .views.plots import require_matplotlib, write_plots
+from .views.roofline_report import roofline_report
 from .views.trace import trace_command
 
 
@@ -254,6 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the number format memory is counted in: weights, KV cache, activations and bytes moved "
         "(default float32, as the engine computes; bfloat16 and float16 are 2 bytes a number)",
     )
+    cnt.add_argument(
+        "--hardware",
+        metavar="NAME",
+        help="the roofline of every product on a named machine (a bound, not a measurement): "
+        + ", ".join(hardware_names())
+        + " (this CPU, probed in a few seconds); its peak follows --dtype (default: none)",
+    )
     cnt.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
     cnt.add_argument(
         "--all-steps",
@@ -277,6 +290,23 @@ def build_parser() -> argparse.ArgumentParser:
         "or worst (every token to the same k experts); the totals are the same (default: balanced)",
     )
     cnt.set_defaults(run=_count)
+
+    cc = commands.add_parser(
+        "crosscheck",
+        help="our ledger beside torch's own counters (dispatched products, FlopCounterMode) on transformers' forward "
+        "of the same model and ids, group by group, with the reason for every difference (needs the hf extra)",
+    )
+    cc.add_argument("--model", help="a model name or directory (default: as for generate)")
+    cc.add_argument(
+        "--tokens",
+        type=_whole_number,
+        metavar="T",
+        help="seeded random token ids (default 160, past the 128-row chunk, or the context where it is shorter)",
+    )
+    cc.add_argument("--ids", metavar="1,2,3", help="these token ids instead (default: none; --tokens random ones)")
+    cc.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
+    cc.add_argument("--json", metavar="PATH|-", help="write the counts as JSON (- for stdout; default: none)")
+    cc.set_defaults(run=_crosscheck)
 
     par = commands.add_parser("params", help="every weight tensor by its Hugging Face name, grouped by kind, totals")
     _add_model_selectors(par)
@@ -551,7 +581,8 @@ def _count(args) -> None:
         )
         raise UserError(f"{err}; {fix}") from None
     check_run(config, args.tokens, args.new_tokens, args.batch)
-    balance = DEFAULT_BALANCE if args.balance is None else args.balance
+    on = None if args.hardware is None else machine(args.hardware)  # a name it does not know: refused before any work
+    balance = args.balance if args.balance is not None else on.balance(args.dtype) if on else DEFAULT_BALANCE
     if not balance > 0 or balance == float("inf"):
         raise UserError(f"--balance must be a positive number of MACs per byte, not {args.balance}")
     if args.plot is not None and (args.plot == "-" or Path(args.plot).suffix.lower() != ".png"):
@@ -572,8 +603,12 @@ def _count(args) -> None:
     )
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
     print(count_report(count, balance, args.dtype), file=out)
+    bound = None if on is None else roofline(count, on, args.dtype)
+    if bound is not None:
+        print("\n" + roofline_report(bound), file=out)
     if to["--json"]:
-        write_text(to["--json"], json_chunks(count, balance, all_steps=args.all_steps, dtype=args.dtype))
+        write_text(to["--json"], json_chunks(count, balance, all_steps=args.all_steps, dtype=args.dtype,
+                                             roofline=bound))  # fmt: skip
     if to["--csv"]:
         write_text(to["--csv"], csv_chunks(count))
     if to["--plot"]:
@@ -582,7 +617,23 @@ def _count(args) -> None:
         if dest and not dest.is_stream:
             print(f"{what} written to {dest.name}", file=out)
     if to["--html"]:
-        write_page(to["--html"], count_data(count, balance, args.all_steps, dtype=args.dtype), out)
+        write_page(to["--html"], count_data(count, balance, args.all_steps, dtype=args.dtype, roofline=bound), out)
+
+
+def _crosscheck(args) -> None:
+    if args.ids is not None and args.tokens is not None:
+        raise UserError("give --tokens or --ids, not both")
+    require_hf()  # before any work: one line saying what to install
+    json_to = None if args.json is None else check_destination(args.json)
+    model = load_model(args.model)
+    ids = parse_ids(args.ids) if args.ids is not None else default_ids(model, args.tokens)
+    check = crosscheck(model, ids, dense_attention=args.dense_attention)
+    out = sys.stderr if json_to and json_to.is_stdout else sys.stdout
+    print(crosscheck_report(check), file=out)
+    if json_to:
+        write_text(json_to, [json.dumps(check.to_dict(), indent=1) + "\n"])
+        if not json_to.is_stream:
+            print(f"counts written to {args.json}", file=out)
 
 
 def _params(args) -> None:

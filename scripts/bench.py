@@ -33,6 +33,7 @@ does. The machine's load average is printed beside the figures: "quiet" is quiet
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -68,6 +69,19 @@ def parse_args():
         metavar="N",
         help="spinning processes for the busy column (default: as many as the cores; 0: none)",
     )
+    parser.add_argument(
+        "--predict-from",
+        type=Path,
+        metavar="JSON",
+        help="measure nothing: the roofline's prediction beside the measures of an earlier run's JSON, with the limits "
+        "it probed (default: none)",
+    )
+    parser.add_argument(
+        "--predicted-only",
+        action="store_true",
+        help="only the roofline's prediction (count --hardware this-cpu) beside our engine's measured time, and "
+        "torch's bfloat16 forward on a GPU where CUDA is present; JSON in scripts/bench_predicted.json (or --json)",
+    )
     return parser.parse_args()
 
 
@@ -83,6 +97,7 @@ from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, Llam
 from minitransformer import load_model  # noqa: E402
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.engine.tape import Dims, Tape  # noqa: E402
+from minitransformer.verbs import hardware  # noqa: E402
 
 torch.set_num_threads(ARGS.threads)
 
@@ -174,20 +189,9 @@ def best_time(fn, reps: int) -> float:
 def streaming_bandwidth(reps: int, threads: int) -> dict:
     """Bytes/s of a read of 1 GiB, far beyond any cache, the best of two probes and of `reps` runs each: every
     thread the run uses summing its own slice (STREAM's way), and one matrix-vector product over the whole
-    buffer (the way a decode step reads a weight). A roofline is the fastest the memory was seen to go."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    matrix = np.ones((16384, 16384), dtype=np.float32)  # 1 GiB
-    slices = np.array_split(matrix.reshape(-1), threads)
-    with ThreadPoolExecutor(threads) as pool:  # NumPy lets go of the GIL inside a reduction
-
-        def read_all():
-            list(pool.map(np.add.reduce, slices))
-
-        summed = matrix.nbytes / best_time(read_all, reps)
-    vector = np.ones(16384, dtype=np.float32)
-    matvec = matrix.nbytes / best_time(lambda: np.matmul(matrix, vector), reps)
-    return {"bytes_per_s": max(summed, matvec), "threads_reading_GBps": summed / 1e9, "matvec_GBps": matvec / 1e9}
+    buffer (the way a decode step reads a weight). A roofline is the fastest the memory was seen to go. The probe is
+    the package's own (verbs/hardware.py), which `count --hardware this-cpu` runs on a smaller buffer."""
+    return hardware.streaming_bandwidth(2**30, reps, threads)
 
 
 SQUARE_SIZES = (2048, 3072, 4096)
@@ -195,12 +199,9 @@ SQUARE_SIZES = (2048, 3072, 4096)
 
 def sgemm_peak(reps: int) -> dict:
     """FLOP/s of large square float32 matrix products: the best of `reps` at each of SQUARE_SIZES, all large enough
-    for the BLAS to reach its stride on every thread (which size is fastest differs from machine to machine)."""
-    rates = {}
-    for n in SQUARE_SIZES:
-        a, b = np.ones((n, n), np.float32), np.ones((n, n), np.float32)
-        rates[n] = 2 * n**3 / best_time(lambda: np.matmul(a, b), reps)
-    return {"flops_per_s": max(rates.values()), "GFLOPs_by_size": {n: rate / 1e9 for n, rate in rates.items()}}
+    for the BLAS to reach its stride on every thread (which size is fastest differs from machine to machine); the
+    package's probe (verbs/hardware.py) at these sizes."""
+    return hardware.matrix_peak(SQUARE_SIZES, reps)
 
 
 def machine_limits(reps: int) -> dict:
@@ -449,6 +450,175 @@ def attention_flops(phase) -> int:
     return 2 * sum(r.macs for r in phase.records if r.kind == "matmul" and r.op in ATTENTION_OPS)
 
 
+# --- predicted beside measured: the roofline `count --hardware` gives, against a measured pass -----------------------
+PREDICTED_JSON = ROOT / "scripts" / "bench_predicted.json"
+# A GPU's name as torch reports it -> the machine of the package's table (verbs/hardware.py) it is.
+GPU_NAMES = (("H100", "h100-sxm"), ("H200", "h200"), ("B200", "b200"), ("A100", "a100-80gb"), ("MI300X", "mi300x"),
+             ("4090", "rtx-4090"))  # fmt: skip
+
+
+def load_average() -> str:
+    """The machine's load, as `uptime` says it: the mean number of runnable processes over 1, 5 and 15 minutes."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def predicted_prefill(config, T: int, on, dtype: str = "float32") -> float:
+    """The roofline of a prefill of T positions with every position's logits (as model.logits and transformers'
+    forward compute it): our forward's ledger of that pass, from a shape-only run (the same records as a real one)."""
+    from minitransformer.models.model import Model
+    from minitransformer.verbs.roofline import phase_time
+
+    phase = Phase("prefill", 0, T, T)
+    Model.without_weights(config).run([0] * T, all_positions=True, phase=phase)
+    return phase_time(config, phase, on, dtype).time_s
+
+
+def predicted_decode(config, context: int, on, dtype: str = "float32") -> float:
+    """The roofline of a decode step at `context` (one new position after context - 1 cached ones)."""
+    from minitransformer.verbs.count import decode_at
+    from minitransformer.verbs.roofline import pass_time
+
+    step = decode_at(config, context)
+    return pass_time(config, step.weighted(), step, on, dtype).time_s
+
+
+def measure_ours(directory: Path, reps: int) -> dict:
+    """Our engine's prefill (every position's logits) and decode step with the KV cache, measured (medians of `reps`),
+    as measure() measures them, without transformers: for predictions_of."""
+    from minitransformer.views.report import describe_model
+
+    ours = load_model(directory)
+    config = ours.config
+    sizes = [5, 128] if ARGS.quick else [T for T in (5, 128, 512, 1024, 2048) if T <= config.n_positions]
+    steps = 8 if ARGS.quick else 32
+    prefill = []
+    for T in sizes:
+        ids = list(range(1000, 1000 + T))
+        prefill.append({"tokens": T, "ours_s": median_time(lambda: ours.logits(ids), reps)})
+    decode = [{"context": context, "ours_s": statistics.median(ours_decode(ours, context, steps, ledger=True)
+                                                               for _ in range(reps))}
+              for context in ([5, 128] if ARGS.quick else [5, 512])]  # fmt: skip
+    return {"model": describe_model(config.to_dict(), str(directory)), "weights": str(directory), "prefill": prefill,
+            "decode": decode}  # fmt: skip
+
+
+def torch_on_gpu(directory: Path, reps: int) -> dict:
+    """transformers' bfloat16 forward on the GPU, where torch has CUDA: its prefill and decode step measured beside the
+    roofline of the machine of the package's table the GPU is (by its name); else it says why it did not run."""
+    if not torch.cuda.is_available():
+        return {"skipped": "no CUDA in this torch (or no GPU): torch's bfloat16 forward on a GPU is not measured here"}
+    name = torch.cuda.get_device_name()
+    table = next((key for part, key in GPU_NAMES if part in name), None)
+    on = hardware.MACHINES[table] if table else None
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).to("cuda").eval()
+    config = load_model(directory).config
+
+    def timed(fn) -> float:
+        def run() -> None:
+            fn()
+            torch.cuda.synchronize()
+
+        return median_time(run, reps)
+
+    rows = []
+    with torch.no_grad():
+        for T in [T for T in (128, 512, 1024, 2048) if T <= config.n_positions]:
+            ids = torch.arange(1000, 1000 + T, device="cuda").unsqueeze(0)
+            rows.append({"measure": f"prefill T={T} (every position's logits)", "measured_s": timed(lambda: model(ids)),
+                         "predicted_s": predicted_prefill(config, T, on, "bfloat16") if on else None})  # fmt: skip
+        for context in (5, 512):
+            cache = model(torch.arange(1000, 1000 + context, device="cuda").unsqueeze(0), use_cache=True)
+            token = torch.tensor([[1000]], device="cuda")
+            step = timed(lambda: model(token, past_key_values=copy.deepcopy(cache.past_key_values), use_cache=True))
+            rows.append({"measure": f"decode step, context {context}", "measured_s": step,
+                         "predicted_s": predicted_decode(config, context + 1, on, "bfloat16") if on else None})  # fmt: skip
+    return {"gpu": name, "machine": table, "rows": rows}
+
+
+def render_predicted(report: dict) -> list[str]:
+    limits = report.get("limits", "this run's probed limits")
+    lines = [f"Predicted by the roofline (count --hardware this-cpu: each product's max(2 MACs / peak, bytes / "
+             f"bandwidth), float32, with {limits}) beside our engine measured; load average "
+             f"{report['load']['before']} before the measures and {report['load']['after']} after", "",
+             "| model | measure | predicted, ms | measured, ms | measured / predicted |", "|---|---|---:|---:|---:|"]  # fmt: skip
+    for r in report["models"]:
+        name = r["model"].split(":")[0]
+        for row in r["rows"]:
+            lines.append(f"| {name} | {row['measure']} | {1e3 * row['predicted_s']:.2f} | {1e3 * row['measured_s']:.2f} "
+                         f"| {row['measured_s'] / row['predicted_s']:.2f} |")  # fmt: skip
+    gpu = report["gpu"]
+    lines.append("")
+    if "skipped" in gpu:
+        lines.append(f"torch on a GPU: {gpu['skipped']}")
+    else:
+        machine = gpu["machine"] or "none: not in the table"
+        lines.append(f"transformers + torch, bfloat16, on {gpu['gpu']} (roofline of {machine}):")
+        for row in gpu["rows"]:
+            predicted = row["predicted_s"]
+            versus = f", predicted {1e3 * predicted:.2f} ms, {row['measured_s'] / predicted:.2f}x" if predicted else ""
+            lines.append(f"  {row['measure']}: measured {1e3 * row['measured_s']:.2f} ms{versus}")
+    return lines
+
+
+def predictions_of(models: list[dict], cpu) -> list[dict]:
+    """Our engine's measures (measure() or measure_ours()) beside what the roofline of this CPU's probed limits
+    predicts for the same passes (`count --hardware this-cpu`: each product's max(2 MACs / peak, bytes / bandwidth))."""
+    steps = 8 if ARGS.quick else 32
+    out = []
+    for r in models:
+        config = load_model(r["weights"]).config
+        rows = [{"measure": f"prefill T={p['tokens']} (every position's logits)", "measured_s": p["ours_s"],
+                 "predicted_s": predicted_prefill(config, p["tokens"], cpu)} for p in r["prefill"]]  # fmt: skip
+        rows += [{"measure": f"decode step, context {d['context']}", "measured_s": d["ours_s"],
+                  "predicted_s": predicted_decode(config, d["context"] + (steps + 1) // 2, cpu)} for d in r["decode"]]  # fmt: skip
+        out.append({"model": r["model"], "rows": rows})
+    return out
+
+
+def main_predicted() -> None:
+    """--predicted-only: the machine's limits probed before and after, our engine measured beside the roofline."""
+    reps = ARGS.reps
+    load_before = load_average()
+    before = machine_limits(max(reps, 3))
+    families = ("gpt2", "llama") if ARGS.family == "both" else (ARGS.family,)
+    measured = [measure_ours(weights_dir(family), reps) for family in families]
+    after = machine_limits(max(reps, 3))
+    cpu = this_cpu(before, after)  # the best of the probes, as the full benchmark's rooflines
+    report = {"machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
+                          "numpy": np.__version__, "torch": torch.__version__, "this_cpu": cpu.to_dict(),
+                          "probes": {"before": probe_summary(before), "after": probe_summary(after)}},
+              "load": {"before": load_before, "after": load_average()}, "models": predictions_of(measured, cpu),
+              "gpu": torch_on_gpu(weights_dir(families[-1]), reps)}  # fmt: skip
+    path = PREDICTED_JSON if ARGS.json == ROOT / "scripts" / "bench_latest.json" else ARGS.json  # --json given: there
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    print("\n".join(render_predicted(report)))
+    print(f"\nJSON: {path}")
+
+
+def this_cpu(before: dict, after: dict):
+    """This CPU as the package's roofline sees it, from the best of the probes."""
+    bandwidth = max(before["bandwidth"]["bytes_per_s"], after["bandwidth"]["bytes_per_s"])
+    peak = max(before["sgemm"]["flops_per_s"], after["sgemm"]["flops_per_s"])
+    how = (f"probed by scripts/bench.py: streaming read of 1 GiB {bandwidth / 1e9:.1f} GB/s, float32 squares of "
+           f"{', '.join(map(str, SQUARE_SIZES))} {peak / 1e9:.0f} GFLOP/s at best")  # fmt: skip
+    return hardware.measured_cpu(peak, bandwidth, how)
+
+
+def main_predict_from(path: Path) -> None:
+    """--predict-from: an earlier run's measures of our engine beside the roofline of the limits that run probed."""
+    earlier = json.loads(path.read_text())
+    m = earlier["machine"]
+    cpu = hardware.measured_cpu(m["sgemm_GFLOPs"] * 1e9, m["bandwidth_GBps"] * 1e9,
+                                f"{m['bandwidth_GBps']:.1f} GB/s, {m['sgemm_GFLOPs']:.0f} GFLOP/s")  # fmt: skip
+    loads = m.get("load_average")
+    load = {"before": f"{loads['before']:.2f} (1 minute)", "after": f"{loads['after']:.2f}"} if loads else {
+        "before": "not recorded", "after": "not recorded"}  # fmt: skip
+    print("\n".join(render_predicted({"models": predictions_of(earlier["models"], cpu), "load": load,
+                                       "limits": f"the limits probed by the run of {path.name} ({cpu.source})",
+                                       "gpu": {"skipped": "not measured by that run"}})))  # fmt: skip
+
+
 # --- a bfloat16 checkpoint in its own bytes ---------------------------------------------------------------
 # Llama 3.2 1B's shapes: 1.24 B parameters, 2.47 GB in bfloat16, its tied 128,256 x 2,048 embedding a quarter of it.
 STORED_SHAPES = dict(n_layer=16, D=2048, H=32, Hkv=8, F=8192, V=128256)
@@ -544,6 +714,12 @@ def render_stored(r: dict) -> list[str]:
 
 
 def main() -> None:
+    if ARGS.predict_from:
+        main_predict_from(ARGS.predict_from)
+        return
+    if ARGS.predicted_only:
+        main_predicted()
+        return
     if ARGS.stored_only:
         stored = measure_stored()
         ARGS.json.write_text(json.dumps({"stored": stored}, indent=1) + "\n")
@@ -580,12 +756,18 @@ def main() -> None:
     if not ARGS.quick and not ARGS.batch_only:
         report["stored"] = measure_stored()
     report["roofline_bugs"] = roofline_bugs(report)
+    report["predicted"] = {
+        "models": predictions_of(models, this_cpu(before, after)),
+        "gpu": {"skipped": "torch on a GPU is measured by --predicted-only"},
+        "load": {"before": f"{load_before:.2f} (1 minute) on {os.cpu_count()} cores", "after": load_average()},
+    }
     ARGS.json.write_text(json.dumps(report, indent=1) + "\n")
     print(render(report))
     for b in batches:
         print("\n" + "\n".join(render_batches(b)))
     if "stored" in report:
         print("\n" + "\n".join(render_stored(report["stored"])))
+    print("\n" + "\n".join(render_predicted(report["predicted"])))
     for bug in report["roofline_bugs"]:
         print(f"\nROOFLINE BUG: {bug}")
     print(f"\nJSON: {ARGS.json}")

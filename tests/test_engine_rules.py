@@ -155,7 +155,7 @@ class Float64Alarm(np.ndarray):
 # layer and those below it, never one above, not even inside a function: a convenience a low object offers
 # (model.generate, a ledger drawn in Jupyter) is registered by the layer above it. The package's __init__ (the public
 # API, "" here), the modules beside it that name the API where the README finds it, and __main__ stand above every layer.
-LAYERS = (("the package", ("", "__main__", "count", "html_report")), ("cli", ("cli",)), ("views", ("views",)),
+LAYERS = (("the package", ("", "__main__", "count", "html_report", "roofline")), ("cli", ("cli",)), ("views", ("views",)),
           ("verbs", ("verbs",)), ("models", ("models",)), ("families", ("families",)), ("engine", ("engine",)),
           ("the bottom", ("errors", "version", "text")))  # fmt: skip
 

@@ -540,7 +540,8 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
         ),
         "",
         f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
-        f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",
+        f"below the machine balance, assumed {balance:.4g} MACs/byte (--balance, or --hardware's ridge), a product "
+        "waits on memory",
         intensity_table(m["intensity"]["ops"], count.decode_example()),
     ]
     return "\n".join(out)

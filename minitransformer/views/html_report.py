@@ -50,6 +50,7 @@ from .html_drawings import (
     passes_chart,
 )
 from .html_drawings import operands as operands_text
+from .html_roofline import roofline_section
 from .report import count as n
 from .report import describe_model, human, percent, shape
 
@@ -313,6 +314,7 @@ def fragment(data: dict) -> str:
         sections.append(_experts_section(doc))
     if doc.get("memory"):
         sections.append(_memory_section(doc))
+    sections.append(roofline_section(doc))  # count --hardware: html_roofline.py
     sections.append(_footer(data))
     return (
         f'<div class="mt-report" id="{root}">\n<style>{_asset("report.css")}</style>\n'
