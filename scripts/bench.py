@@ -3,6 +3,7 @@
     python scripts/bench.py                    # table on stdout, JSON in scripts/bench_latest.json
     python scripts/bench.py --reps 3 --quick   # fewer sizes, for a smoke run
     python scripts/bench.py --family llama     # one family only
+    python scripts/bench.py --busy 0           # without the busy column
 
 One run measures both libraries and the machine's own limits, so every number is read as a
 ratio: against transformers + torch (eager, with its KV cache), against our own no-cache path, and
@@ -20,11 +21,19 @@ else a random-initialised one saved by transformers) and a Llama-shaped 0.54B wi
 (20 layers, d_model 1536, 12 query heads over 2 key/value heads, SwiGLU width 4096, vocabulary
 32,000, tied; random weights saved by transformers). The arithmetic of random weights is the same
 as of trained ones; only the answers are noise.
+
+Busy: the prefill and decode measures are taken again while other processes spin (--busy N, by default
+as many as the cores: what a compiler, a test run or a browser leave of a laptop or a CI box), ours and
+torch's in turn under the same load; and one product of attention on its own, quiet and busy (the scores
+of one chunk of GPT-2's 128 query rows against 512 keys: q [12, 128, 64] x K^T [12, 64, 512], views of
+one qkv), as our engine runs it (Tape.matmul), as the BLAS runs it with all its threads, and as torch
+does. The machine's load average is printed beside the figures: "quiet" is quiet only where it is low.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -48,6 +57,31 @@ def parse_args():
     parser.add_argument("--quick", action="store_true", help="fewer sizes and steps")
     parser.add_argument("--json", type=Path, default=ROOT / "scripts" / "bench_latest.json")
     parser.add_argument("--batch-only", action="store_true", help="only the batched generation (B = 1, 4, 16)")
+    parser.add_argument(
+        "--stored-only",
+        action="store_true",
+        help="only the ~1.2B bfloat16 checkpoint kept in its bytes against its float32 upcast",
+    )
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=os.cpu_count(),
+        metavar="N",
+        help="spinning processes for the busy column (default: as many as the cores; 0: none)",
+    )
+    parser.add_argument(
+        "--predict-from",
+        type=Path,
+        metavar="JSON",
+        help="measure nothing: the roofline's prediction beside the measures of an earlier run's JSON, with the limits "
+        "it probed (default: none)",
+    )
+    parser.add_argument(
+        "--predicted-only",
+        action="store_true",
+        help="only the roofline's prediction (count --hardware this-cpu) beside our engine's measured time, and "
+        "torch's bfloat16 forward on a GPU where CUDA is present; JSON in scripts/bench_predicted.json (or --json)",
+    )
     return parser.parse_args()
 
 
@@ -62,6 +96,8 @@ from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, Llam
 
 from minitransformer import load_model  # noqa: E402
 from minitransformer.engine.ledger import Phase  # noqa: E402
+from minitransformer.engine.tape import Dims, Tape  # noqa: E402
+from minitransformer.verbs import hardware  # noqa: E402
 
 torch.set_num_threads(ARGS.threads)
 
@@ -80,6 +116,34 @@ def run_times(fn, reps: int, warmup: int = 1) -> list[float]:
 
 def median_time(fn, reps: int, warmup: int = 1) -> float:
     return statistics.median(run_times(fn, reps, warmup))
+
+
+def medians_in_turn(fns: list, reps: int) -> list[float]:
+    """The median of `reps` runs of each of fns, run in turn (a b a b ...) after one warm-up each, so that a change in
+    the machine's load hits them alike; a fn that times itself returns its seconds, else its run is clocked."""
+    for fn in fns:
+        fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(reps):
+        for fn, each in zip(fns, times):
+            start = time.perf_counter()
+            seconds = fn()
+            each.append(seconds if isinstance(seconds, float) else time.perf_counter() - start)
+    return [statistics.median(each) for each in times]
+
+
+@contextmanager
+def spinning(n: int):
+    """n other processes, each keeping a core busy, while the measures inside run."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        time.sleep(0.5)  # until each has started spinning
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+        for spinner in spinners:
+            spinner.wait()
 
 
 def weights_dir(family: str) -> Path:
@@ -125,20 +189,9 @@ def best_time(fn, reps: int) -> float:
 def streaming_bandwidth(reps: int, threads: int) -> dict:
     """Bytes/s of a read of 1 GiB, far beyond any cache, the best of two probes and of `reps` runs each: every
     thread the run uses summing its own slice (STREAM's way), and one matrix-vector product over the whole
-    buffer (the way a decode step reads a weight). A roofline is the fastest the memory was seen to go."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    matrix = np.ones((16384, 16384), dtype=np.float32)  # 1 GiB
-    slices = np.array_split(matrix.reshape(-1), threads)
-    with ThreadPoolExecutor(threads) as pool:  # NumPy lets go of the GIL inside a reduction
-
-        def read_all():
-            list(pool.map(np.add.reduce, slices))
-
-        summed = matrix.nbytes / best_time(read_all, reps)
-    vector = np.ones(16384, dtype=np.float32)
-    matvec = matrix.nbytes / best_time(lambda: np.matmul(matrix, vector), reps)
-    return {"bytes_per_s": max(summed, matvec), "threads_reading_GBps": summed / 1e9, "matvec_GBps": matvec / 1e9}
+    buffer (the way a decode step reads a weight). A roofline is the fastest the memory was seen to go. The probe is
+    the package's own (verbs/hardware.py), which `count --hardware this-cpu` runs on a smaller buffer."""
+    return hardware.streaming_bandwidth(2**30, reps, threads)
 
 
 SQUARE_SIZES = (2048, 3072, 4096)
@@ -146,12 +199,9 @@ SQUARE_SIZES = (2048, 3072, 4096)
 
 def sgemm_peak(reps: int) -> dict:
     """FLOP/s of large square float32 matrix products: the best of `reps` at each of SQUARE_SIZES, all large enough
-    for the BLAS to reach its stride on every thread (which size is fastest differs from machine to machine)."""
-    rates = {}
-    for n in SQUARE_SIZES:
-        a, b = np.ones((n, n), np.float32), np.ones((n, n), np.float32)
-        rates[n] = 2 * n**3 / best_time(lambda: np.matmul(a, b), reps)
-    return {"flops_per_s": max(rates.values()), "GFLOPs_by_size": {n: rate / 1e9 for n, rate in rates.items()}}
+    for the BLAS to reach its stride on every thread (which size is fastest differs from machine to machine); the
+    package's probe (verbs/hardware.py) at these sizes."""
+    return hardware.matrix_peak(SQUARE_SIZES, reps)
 
 
 def machine_limits(reps: int) -> dict:
@@ -205,6 +255,48 @@ def torch_decode(model, context: int, steps: int) -> float:
         return (time.perf_counter() - start) / steps
 
 
+# --- busy: the same measures while other processes spin ---------------------------------------------
+def measure_busy(ours, theirs, results: dict, steps: int, reps: int) -> None:
+    """Each prefill and decode measure of `results` again, ours and torch's in turn, while ARGS.busy other processes
+    spin: its "busy" entry."""
+
+    def torch_prefill(ids):
+        with torch.no_grad():
+            theirs(torch.tensor([ids]))
+
+    with spinning(ARGS.busy):
+        for p in results["prefill"]:
+            ids = list(range(1000, 1000 + p["tokens"]))
+            ours_s, torch_s = medians_in_turn([lambda: ours.logits(ids), lambda: torch_prefill(ids)], reps)
+            p["busy"] = {"ours_s": ours_s, "torch_s": torch_s}
+        for d in results["decode"]:
+            context = d["context"]
+            ours_s, torch_s = medians_in_turn([lambda: ours_decode(ours, context, steps, ledger=True),
+                                               lambda: torch_decode(theirs, context, steps)], reps)  # fmt: skip
+            d["busy"] = {"ours_s": ours_s, "torch_s": torch_s}
+
+
+def per_head_product(reps: int) -> dict:
+    """Milliseconds of one product of attention, quiet and busy: the scores of GPT-2's chunk of query rows 128..255
+    against the first 512 keys, q [12, 128, 64] x K^T [12, 64, 512], each a view of one qkv [512, 2304] as the
+    forward pass has them; through our engine's door (Tape.matmul, on the threads it chooses), as np.matmul with
+    the BLAS's threads as they are (what the engine did before it chose), and torch.matmul on the same views."""
+    qkv = np.random.default_rng(0).standard_normal((512, 2304)).astype(np.float32).reshape(512, 3, 12, 64)
+    q, k = qkv[128:256, 0].swapaxes(0, 1), qkv[:, 1].swapaxes(0, 1)
+    k_t = k.swapaxes(-1, -2)
+    tape = Tape(Dims(T=128, t=512, D=768, H=12, F=3072, V=50257, R=1))  # no ledger, no watcher: the product alone
+    q_torch, k_t_torch = torch.from_numpy(q), torch.from_numpy(k_t)
+    fns = [lambda: tape.matmul("scores", q, k_t, "H T dh, H dh t -> H T t"), lambda: np.matmul(q, k_t),
+           lambda: torch.matmul(q_torch, k_t_torch)]  # fmt: skip
+    n = max(30, 10 * reps)  # a product takes a millisecond or so: many, for a steady median
+    quiet = medians_in_turn(fns, n)
+    with spinning(ARGS.busy):
+        busy = medians_in_turn(fns, n)
+    names = ("ours_ms", "blas_all_threads_ms", "torch_ms")
+    return {"quiet": {name: 1e3 * t for name, t in zip(names, quiet)},
+            "busy": {name: 1e3 * t for name, t in zip(names, busy)}}  # fmt: skip
+
+
 # --- where a prefill's time goes ---------------------------------------------------------------------
 # Three parts of a prefill, named alike in both libraries: the products with weights (every product but
 # attention's), attention (its scores and mix products, and the scale, mask and softmax between them), and the rest
@@ -215,12 +307,22 @@ TORCH_ATTENTION_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_
                        "aten::_scaled_dot_product_attention_math", "aten::softmax", "aten::_softmax")  # fmt: skip
 
 
+def prefill_part(op: str, is_product: bool) -> str:
+    return "attention" if op in ATTENTION_OPS else "weights" if is_product else "rest"
+
+
+def decode_part(op: str, is_product: bool) -> str:
+    """A decode step's parts: the prefill's, with the logits product and the cache append on their own."""
+    return op if op in ("logits", "cache") else prefill_part(op, is_product)
+
+
 @contextmanager
-def stage_clock(parts: dict):
+def stage_clock(parts: dict, part_of=prefill_part):
     """Time every stage of the passes run inside, by the clock read as each product or stage goes through the tape:
-    the time since the one before is that stage's, added to its part. A watcher would do the same, but a watched
-    pass computes attention dense and nothing in place, which is not the pass being measured; this clock leaves
-    the pass as it runs unwatched (in row chunks, in place) and adds one clock read per stage."""
+    the time since the one before is that stage's, added to its part (part_of(op, is_product)). A watcher would do
+    the same, but a watched pass computes attention dense and nothing in place, which is not the pass being
+    measured; this clock leaves the pass as it runs unwatched (in row chunks, in place) and adds one clock read per
+    stage."""
     from minitransformer.engine import tape
 
     matmul, stage = tape.Tape.matmul, tape.Tape.stage
@@ -230,8 +332,7 @@ def stage_clock(parts: dict):
         def through_the_tape(self, op, *args, **kwargs):
             out = method(self, op, *args, **kwargs)
             now = time.perf_counter()
-            part = "attention" if op in ATTENTION_OPS else "weights" if is_product else "rest"
-            parts[part] += now - last[0]
+            parts[part_of(op, is_product)] += now - last[0]
             last[0] = now
             return out
 
@@ -257,6 +358,46 @@ def ours_breakdown(model, ids: list[int], reps: int) -> dict:
             parts["total"] = time.perf_counter() - start
         if not best or parts["total"] < best["total"]:
             best = parts
+    return best
+
+
+DECODE_PARTS = ("weights", "logits", "attention", "cache", "rest")
+
+
+def decode_breakdown(model, context: int, steps: int) -> dict:
+    """Seconds of each part of a decode step after `context` positions (the fastest of `steps` clocked steps, the
+    ledger on as in the decode measure: stage_clock, decode_part), the products with weights of such a step on their
+    own (BLAS alone: the same operands, the model's own weights, as the step hands them to the BLAS, the fastest of
+    `steps` runs) and the bytes each part must read, for its roofline (place_rooflines)."""
+    from minitransformer.engine import tape
+
+    cache = model.new_cache(capacity=context + steps + 1)
+    model.run(list(range(1000, 1000 + context)), cache=cache)
+    best: dict[str, float] = {}
+    for k in range(steps - 1):
+        parts = dict.fromkeys(DECODE_PARTS, 0.0)
+        with stage_clock(parts, decode_part):
+            start = time.perf_counter()
+            model.run([1000 + k], cache=cache, phase=Phase("decode", k + 1, 1, context + k + 1))
+            parts["total"] = time.perf_counter() - start
+        if not best or parts["total"] < best["total"]:
+            best = parts
+    operands: dict[str, list] = {"weights": [], "logits": []}  # the last step's, as Tape.matmul receives them
+    matmul = tape.Tape.matmul
+
+    def keep(self, op, a, b, spec, bias=None):
+        if b.ndim == 2:  # a weight
+            operands["logits" if op == "logits" else "weights"].append((np.ones(a.shape, a.dtype), b))
+        return matmul(self, op, a, b, spec, bias)
+
+    tape.Tape.matmul = keep
+    try:
+        model.run([1000 + steps], cache=cache)
+    finally:
+        tape.Tape.matmul = matmul
+    for part, pairs in operands.items():
+        best[f"{part}_blas_alone"] = best_time(lambda: [np.matmul(a, b) for a, b in pairs], steps)
+        best[f"{part}_bytes"] = sum(b.nbytes for _, b in pairs)
     return best
 
 
@@ -309,11 +450,287 @@ def attention_flops(phase) -> int:
     return 2 * sum(r.macs for r in phase.records if r.kind == "matmul" and r.op in ATTENTION_OPS)
 
 
+# --- predicted beside measured: the roofline `count --hardware` gives, against a measured pass -----------------------
+PREDICTED_JSON = ROOT / "scripts" / "bench_predicted.json"
+# A GPU's name as torch reports it -> the machine of the package's table (verbs/hardware.py) it is.
+GPU_NAMES = (("H100", "h100-sxm"), ("H200", "h200"), ("B200", "b200"), ("A100", "a100-80gb"), ("MI300X", "mi300x"),
+             ("4090", "rtx-4090"))  # fmt: skip
+
+
+def load_average() -> str:
+    """The machine's load, as `uptime` says it: the mean number of runnable processes over 1, 5 and 15 minutes."""
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} cores"
+
+
+def predicted_prefill(config, T: int, on, dtype: str = "float32") -> float:
+    """The roofline of a prefill of T positions with every position's logits (as model.logits and transformers'
+    forward compute it): our forward's ledger of that pass, from a shape-only run (the same records as a real one)."""
+    from minitransformer.models.model import Model
+    from minitransformer.verbs.roofline import phase_time
+
+    phase = Phase("prefill", 0, T, T)
+    Model.without_weights(config).run([0] * T, all_positions=True, phase=phase)
+    return phase_time(config, phase, on, dtype).time_s
+
+
+def predicted_decode(config, context: int, on, dtype: str = "float32") -> float:
+    """The roofline of a decode step at `context` (one new position after context - 1 cached ones)."""
+    from minitransformer.verbs.count import decode_at
+    from minitransformer.verbs.roofline import pass_time
+
+    step = decode_at(config, context)
+    return pass_time(config, step.weighted(), step, on, dtype).time_s
+
+
+def measure_ours(directory: Path, reps: int) -> dict:
+    """Our engine's prefill (every position's logits) and decode step with the KV cache, measured (medians of `reps`),
+    as measure() measures them, without transformers: for predictions_of."""
+    from minitransformer.views.report import describe_model
+
+    ours = load_model(directory)
+    config = ours.config
+    sizes = [5, 128] if ARGS.quick else [T for T in (5, 128, 512, 1024, 2048) if T <= config.n_positions]
+    steps = 8 if ARGS.quick else 32
+    prefill = []
+    for T in sizes:
+        ids = list(range(1000, 1000 + T))
+        prefill.append({"tokens": T, "ours_s": median_time(lambda: ours.logits(ids), reps)})
+    decode = [{"context": context, "ours_s": statistics.median(ours_decode(ours, context, steps, ledger=True)
+                                                               for _ in range(reps))}
+              for context in ([5, 128] if ARGS.quick else [5, 512])]  # fmt: skip
+    return {"model": describe_model(config.to_dict(), str(directory)), "weights": str(directory), "prefill": prefill,
+            "decode": decode}  # fmt: skip
+
+
+def torch_on_gpu(directory: Path, reps: int) -> dict:
+    """transformers' bfloat16 forward on the GPU, where torch has CUDA: its prefill and decode step measured beside the
+    roofline of the machine of the package's table the GPU is (by its name); else it says why it did not run."""
+    if not torch.cuda.is_available():
+        return {"skipped": "no CUDA in this torch (or no GPU): torch's bfloat16 forward on a GPU is not measured here"}
+    name = torch.cuda.get_device_name()
+    table = next((key for part, key in GPU_NAMES if part in name), None)
+    on = hardware.MACHINES[table] if table else None
+    model = AutoModelForCausalLM.from_pretrained(directory, dtype=torch.bfloat16).to("cuda").eval()
+    config = load_model(directory).config
+
+    def timed(fn) -> float:
+        def run() -> None:
+            fn()
+            torch.cuda.synchronize()
+
+        return median_time(run, reps)
+
+    rows = []
+    with torch.no_grad():
+        for T in [T for T in (128, 512, 1024, 2048) if T <= config.n_positions]:
+            ids = torch.arange(1000, 1000 + T, device="cuda").unsqueeze(0)
+            rows.append({"measure": f"prefill T={T} (every position's logits)", "measured_s": timed(lambda: model(ids)),
+                         "predicted_s": predicted_prefill(config, T, on, "bfloat16") if on else None})  # fmt: skip
+        for context in (5, 512):
+            cache = model(torch.arange(1000, 1000 + context, device="cuda").unsqueeze(0), use_cache=True)
+            token = torch.tensor([[1000]], device="cuda")
+            step = timed(lambda: model(token, past_key_values=copy.deepcopy(cache.past_key_values), use_cache=True))
+            rows.append({"measure": f"decode step, context {context}", "measured_s": step,
+                         "predicted_s": predicted_decode(config, context + 1, on, "bfloat16") if on else None})  # fmt: skip
+    return {"gpu": name, "machine": table, "rows": rows}
+
+
+def render_predicted(report: dict) -> list[str]:
+    limits = report.get("limits", "this run's probed limits")
+    lines = [f"Predicted by the roofline (count --hardware this-cpu: each product's max(2 MACs / peak, bytes / "
+             f"bandwidth), float32, with {limits}) beside our engine measured; load average "
+             f"{report['load']['before']} before the measures and {report['load']['after']} after", "",
+             "| model | measure | predicted, ms | measured, ms | measured / predicted |", "|---|---|---:|---:|---:|"]  # fmt: skip
+    for r in report["models"]:
+        name = r["model"].split(":")[0]
+        for row in r["rows"]:
+            lines.append(f"| {name} | {row['measure']} | {1e3 * row['predicted_s']:.2f} | {1e3 * row['measured_s']:.2f} "
+                         f"| {row['measured_s'] / row['predicted_s']:.2f} |")  # fmt: skip
+    gpu = report["gpu"]
+    lines.append("")
+    if "skipped" in gpu:
+        lines.append(f"torch on a GPU: {gpu['skipped']}")
+    else:
+        machine = gpu["machine"] or "none: not in the table"
+        lines.append(f"transformers + torch, bfloat16, on {gpu['gpu']} (roofline of {machine}):")
+        for row in gpu["rows"]:
+            predicted = row["predicted_s"]
+            versus = f", predicted {1e3 * predicted:.2f} ms, {row['measured_s'] / predicted:.2f}x" if predicted else ""
+            lines.append(f"  {row['measure']}: measured {1e3 * row['measured_s']:.2f} ms{versus}")
+    return lines
+
+
+def predictions_of(models: list[dict], cpu) -> list[dict]:
+    """Our engine's measures (measure() or measure_ours()) beside what the roofline of this CPU's probed limits
+    predicts for the same passes (`count --hardware this-cpu`: each product's max(2 MACs / peak, bytes / bandwidth))."""
+    steps = 8 if ARGS.quick else 32
+    out = []
+    for r in models:
+        config = load_model(r["weights"]).config
+        rows = [{"measure": f"prefill T={p['tokens']} (every position's logits)", "measured_s": p["ours_s"],
+                 "predicted_s": predicted_prefill(config, p["tokens"], cpu)} for p in r["prefill"]]  # fmt: skip
+        rows += [{"measure": f"decode step, context {d['context']}", "measured_s": d["ours_s"],
+                  "predicted_s": predicted_decode(config, d["context"] + (steps + 1) // 2, cpu)} for d in r["decode"]]  # fmt: skip
+        out.append({"model": r["model"], "rows": rows})
+    return out
+
+
+def main_predicted() -> None:
+    """--predicted-only: the machine's limits probed before and after, our engine measured beside the roofline."""
+    reps = ARGS.reps
+    load_before = load_average()
+    before = machine_limits(max(reps, 3))
+    families = ("gpt2", "llama") if ARGS.family == "both" else (ARGS.family,)
+    measured = [measure_ours(weights_dir(family), reps) for family in families]
+    after = machine_limits(max(reps, 3))
+    cpu = this_cpu(before, after)  # the best of the probes, as the full benchmark's rooflines
+    report = {"machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
+                          "numpy": np.__version__, "torch": torch.__version__, "this_cpu": cpu.to_dict(),
+                          "probes": {"before": probe_summary(before), "after": probe_summary(after)}},
+              "load": {"before": load_before, "after": load_average()}, "models": predictions_of(measured, cpu),
+              "gpu": torch_on_gpu(weights_dir(families[-1]), reps)}  # fmt: skip
+    path = PREDICTED_JSON if ARGS.json == ROOT / "scripts" / "bench_latest.json" else ARGS.json  # --json given: there
+    path.write_text(json.dumps(report, indent=1) + "\n")
+    print("\n".join(render_predicted(report)))
+    print(f"\nJSON: {path}")
+
+
+def this_cpu(before: dict, after: dict):
+    """This CPU as the package's roofline sees it, from the best of the probes."""
+    bandwidth = max(before["bandwidth"]["bytes_per_s"], after["bandwidth"]["bytes_per_s"])
+    peak = max(before["sgemm"]["flops_per_s"], after["sgemm"]["flops_per_s"])
+    how = (f"probed by scripts/bench.py: streaming read of 1 GiB {bandwidth / 1e9:.1f} GB/s, float32 squares of "
+           f"{', '.join(map(str, SQUARE_SIZES))} {peak / 1e9:.0f} GFLOP/s at best")  # fmt: skip
+    return hardware.measured_cpu(peak, bandwidth, how)
+
+
+def main_predict_from(path: Path) -> None:
+    """--predict-from: an earlier run's measures of our engine beside the roofline of the limits that run probed."""
+    earlier = json.loads(path.read_text())
+    m = earlier["machine"]
+    cpu = hardware.measured_cpu(m["sgemm_GFLOPs"] * 1e9, m["bandwidth_GBps"] * 1e9,
+                                f"{m['bandwidth_GBps']:.1f} GB/s, {m['sgemm_GFLOPs']:.0f} GFLOP/s")  # fmt: skip
+    loads = m.get("load_average")
+    load = {"before": f"{loads['before']:.2f} (1 minute)", "after": f"{loads['after']:.2f}"} if loads else {
+        "before": "not recorded", "after": "not recorded"}  # fmt: skip
+    print("\n".join(render_predicted({"models": predictions_of(earlier["models"], cpu), "load": load,
+                                       "limits": f"the limits probed by the run of {path.name} ({cpu.source})",
+                                       "gpu": {"skipped": "not measured by that run"}})))  # fmt: skip
+
+
+# --- a bfloat16 checkpoint in its own bytes ---------------------------------------------------------------
+# Llama 3.2 1B's shapes: 1.24 B parameters, 2.47 GB in bfloat16, its tied 128,256 x 2,048 embedding a quarter of it.
+STORED_SHAPES = dict(n_layer=16, D=2048, H=32, Hkv=8, F=8192, V=128256)
+
+
+def random_bfloat16_llama_dir() -> Path:
+    """A Llama-shaped bfloat16 checkpoint of ~1.2B random parameters, written tensor by tensor (never all in memory)
+    as safetensors lays it out, so that writing it needs no more memory than its largest tensor."""
+    import ml_dtypes
+
+    directory = Path(tempfile.gettempdir()) / "minitransformer-bench-llama-1b-bf16"
+    if (directory / "model.safetensors").exists():
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
+    s = STORED_SHAPES
+    dh = s["D"] // s["H"]
+    shapes = {"model.embed_tokens.weight": (s["V"], s["D"]), "model.norm.weight": (s["D"],)}
+    for i in range(s["n_layer"]):
+        p = f"model.layers.{i}."
+        shapes |= {p + "input_layernorm.weight": (s["D"],), p + "post_attention_layernorm.weight": (s["D"],),
+                   p + "self_attn.q_proj.weight": (s["H"] * dh, s["D"]), p + "self_attn.k_proj.weight": (s["Hkv"] * dh, s["D"]),
+                   p + "self_attn.v_proj.weight": (s["Hkv"] * dh, s["D"]), p + "self_attn.o_proj.weight": (s["D"], s["H"] * dh),
+                   p + "mlp.gate_proj.weight": (s["F"], s["D"]), p + "mlp.up_proj.weight": (s["F"], s["D"]),
+                   p + "mlp.down_proj.weight": (s["D"], s["F"])}  # fmt: skip
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        size = 2 * int(np.prod(shape))
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    rng = np.random.default_rng(0)
+    with open(directory / "model.safetensors", "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        for shape in shapes.values():
+            values = np.ones(shape, np.float32) if len(shape) == 1 else rng.standard_normal(shape, np.float32) * 0.02
+            f.write(values.astype(ml_dtypes.bfloat16).view("<u2").tobytes())
+    config = {"model_type": "llama", "num_hidden_layers": s["n_layer"], "hidden_size": s["D"],
+              "num_attention_heads": s["H"], "num_key_value_heads": s["Hkv"], "intermediate_size": s["F"],
+              "vocab_size": s["V"], "max_position_embeddings": 2048, "tie_word_embeddings": True,
+              "rope_theta": 500000.0, "torch_dtype": "bfloat16"}  # fmt: skip
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+def stored_run(directory: Path, weights: str, context: int, steps: int) -> dict:
+    """A fresh process that loads the checkpoint (weights="stored" or "float32"), prefills `context` tokens and decodes
+    `steps`: seconds to load, seconds per decoded token, and its peak resident memory (VmHWM, which counts the
+    file's pages mapped in as a pass reads them)."""
+    code = (
+        "import time, minitransformer as mt\n"
+        "t0 = time.perf_counter()\n"
+        f"m = mt.load_model({str(directory)!r}, weights={weights!r})\n"
+        "t1 = time.perf_counter()\n"
+        f"cache = m.new_cache(capacity={context + steps + 1})\n"
+        f"m.run(list(range(1000, {1000 + context})), cache=cache)\n"
+        "t2 = time.perf_counter()\n"
+        f"for k in range({steps}):\n"
+        "    m.run([1000 + k], cache=cache)\n"
+        "t3 = time.perf_counter()\n"
+        "hwm = int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) * 1024\n"
+        f"print(t1 - t0, t2 - t1, (t3 - t2) / {steps}, hwm)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
+    load, prefill, decode, hwm = out.stdout.split()
+    return {"load_s": float(load), "prefill_s": float(prefill), "decode_s_per_token": float(decode),
+            "peak_rss_bytes": int(hwm)}  # fmt: skip
+
+
+def measure_stored(context: int = 16, steps: int = 8) -> dict:
+    """The ~1.2B bfloat16 checkpoint kept in its bytes against its float32 upcast: peak memory over the file's size
+    and decode speed, each in a fresh process, with the load average beside them (the machine is shared)."""
+    directory = random_bfloat16_llama_dir()
+    file_bytes = sum(f.stat().st_size for f in directory.glob("*.safetensors"))
+    load_before = os.getloadavg()
+    runs = {weights: stored_run(directory, weights, context, steps) for weights in ("stored", "float32")}
+    for r in runs.values():
+        r["peak_rss_over_file"] = r["peak_rss_bytes"] / file_bytes
+    return {"model": "Llama-shaped 1.24B, bfloat16, random", "file_bytes": file_bytes, "context": context,
+            "steps": steps, "load_average": [load_before, os.getloadavg()], "runs": runs}  # fmt: skip
+
+
+def render_stored(r: dict) -> list[str]:
+    (b1, _, _), (a1, _, _) = r["load_average"]
+    lines = [f"A bfloat16 checkpoint in its own bytes: {r['model']}, file {r['file_bytes'] / 1e9:.2f} GB; a prefill "
+             f"of {r['context']} tokens, {r['steps']} decode steps, each mode in a fresh process (load average "
+             f"{b1:.2f} before, {a1:.2f} after)", "",
+             "| weights | peak resident memory | / file size | load | decode, s/token |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for weights, x in r["runs"].items():
+        lines.append(f"| {weights} | {x['peak_rss_bytes'] / 1e9:.2f} GB | {x['peak_rss_over_file']:.2f} | "
+                     f"{x['load_s']:.1f} s | {x['decode_s_per_token']:.3f} |")  # fmt: skip
+    return lines
+
+
 def main() -> None:
+    if ARGS.predict_from:
+        main_predict_from(ARGS.predict_from)
+        return
+    if ARGS.predicted_only:
+        main_predicted()
+        return
+    if ARGS.stored_only:
+        stored = measure_stored()
+        ARGS.json.write_text(json.dumps({"stored": stored}, indent=1) + "\n")
+        print("\n".join(render_stored(stored)))
+        return
     reps = ARGS.reps
     # The machine's limits, probed before the measures and again after them: its speed drifts in the minutes
     # between (a clock that boosts, a neighbour on the host), and a roofline is the fastest it was seen to go.
+    load_before = os.getloadavg()[0]
     before = machine_limits(max(reps, 3))
+    product = per_head_product(reps) if ARGS.busy and not ARGS.batch_only else None
     families = ("gpt2", "llama") if ARGS.family == "both" else (ARGS.family,)
     models = [] if ARGS.batch_only else [measure(weights_dir(family), reps) for family in families]
     batches = [measure_batches(weights_dir(family), reps) for family in families]
@@ -329,15 +746,28 @@ def main() -> None:
         "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
                     "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
                     "bandwidth_GBps": bandwidth / 1e9, "sgemm_GFLOPs": peak / 1e9,
-                    "probes": {"before": probe_summary(before), "after": probe_summary(after)}},
+                    "probes": {"before": probe_summary(before), "after": probe_summary(after)},
+                    "load_average": {"before": load_before, "after": os.getloadavg()[0]},
+                    "busy_processes": ARGS.busy},
+        "per_head_product": product,
         "models": models,
         "batches": batches,
     }  # fmt: skip
+    if not ARGS.quick and not ARGS.batch_only:
+        report["stored"] = measure_stored()
     report["roofline_bugs"] = roofline_bugs(report)
+    report["predicted"] = {
+        "models": predictions_of(models, this_cpu(before, after)),
+        "gpu": {"skipped": "torch on a GPU is measured by --predicted-only"},
+        "load": {"before": f"{load_before:.2f} (1 minute) on {os.cpu_count()} cores", "after": load_average()},
+    }
     ARGS.json.write_text(json.dumps(report, indent=1) + "\n")
     print(render(report))
     for b in batches:
         print("\n" + "\n".join(render_batches(b)))
+    if "stored" in report:
+        print("\n" + "\n".join(render_stored(report["stored"])))
+    print("\n" + "\n".join(render_predicted(report["predicted"])))
     for bug in report["roofline_bugs"]:
         print(f"\nROOFLINE BUG: {bug}")
     print(f"\nJSON: {ARGS.json}")
@@ -355,6 +785,9 @@ def place_rooflines(r: dict, bandwidth: float, peak: float) -> None:
     weights' bytes over the bandwidth, whichever is longer; the same for its products with weights alone."""
     for d in r["decode"]:
         d["roofline_s"] = d["bytes_read"] / bandwidth
+        b = d["breakdown"]
+        for part in ("weights", "logits", "kv"):
+            b[f"{part}_roofline_s"] = b[f"{part}_bytes"] / bandwidth
     for p in r["prefill"]:
         compute_s, memory_s = p["flops"] / peak, r["weight_bytes"] / bandwidth  # every weight read at least once
         p.update(compute_s=compute_s, memory_s=memory_s, roofline_s=max(compute_s, memory_s),
@@ -372,6 +805,11 @@ def roofline_bugs(report: dict) -> list[str]:
             if d["roofline_s"] > d["ours_s"] or d["roofline_s"] > d["torch_s"]:
                 bugs.append(f"{r['model'].split(':')[0]} decode at context {d['context']} ran faster than its "
                             f"memory roofline: the streaming-bandwidth probe read low")  # fmt: skip
+            b = d["breakdown"]
+            for part in ("weights", "logits"):
+                if b[f"{part}_roofline_s"] > min(b[part], b[f"{part}_blas_alone"]):
+                    bugs.append(f"{r['model'].split(':')[0]} decode at context {d['context']}: the {part} products "
+                                f"ran faster than their memory roofline")  # fmt: skip
         for p in r["prefill"]:
             if p["roofline_s"] > p["ours_s"] or p["roofline_s"] > p["torch_s"]:
                 bugs.append(f"{r['model'].split(':')[0]} prefill T={p['tokens']} ran faster than its roofline "
@@ -430,9 +868,13 @@ def measure(directory: Path, reps: int) -> dict:
         no_cache = ours_no_cache_step(ours, context)
         # A decode step must read every weight once and the cached K and V of every earlier position.
         kv_bytes = 2 * config.n_layer * context * config.n_kv_head * config.d_head * 4
+        breakdown = {**decode_breakdown(ours, context, steps), "kv_bytes": kv_bytes}
         results["decode"].append({"context": context, "ours_s": statistics.median(on),
                                   "ours_no_ledger_s": statistics.median(off), "torch_s": torch_s,
-                                  "ours_no_cache_s": no_cache, "bytes_read": weight_bytes + kv_bytes})  # fmt: skip
+                                  "ours_no_cache_s": no_cache, "bytes_read": weight_bytes + kv_bytes,
+                                  "breakdown": breakdown})  # fmt: skip
+    if ARGS.busy:
+        measure_busy(ours, theirs, results, steps, reps)
 
     rss = peak_rss_of_ours(directory, contexts[-1], steps)
     from minitransformer.views.report import describe_model
@@ -511,10 +953,25 @@ def render(report: dict) -> str:
         f"sgemm peak {m['sgemm_GFLOPs']:.0f} GFLOP/s: the best of the probes before and after the measures "
         f"({probe_line(m['probes']['before'], m['threads'])}; "
         f"{probe_line(m['probes']['after'], m['threads'])})",
+        f"Load average (1 minute) {m['load_average']['before']:.2f} when the run began, {m['load_average']['after']:.2f} "
+        f"when it ended" + (f"; busy: {m['busy_processes']} other processes spinning" if m["busy_processes"] else ""),
     ]
+    if report["per_head_product"]:
+        lines += ["", *render_product(report["per_head_product"])]
     for r in report["models"]:
         lines += ["", *render_model(r)]
     return "\n".join(lines)
+
+
+def render_product(p: dict) -> list[str]:
+    quiet, busy = p["quiet"], p["busy"]
+    lines = ["One product of attention, GPT-2's scores of a chunk of 128 query rows against 512 keys (q [12, 128, 64] "
+             "x K^T [12, 64, 512], views of one qkv), ms (median)", "",
+             "| computed by | quiet | busy | busy / quiet |", "|---|---:|---:|---:|"]  # fmt: skip
+    for name, key in (("ours (Tape.matmul)", "ours_ms"), ("np.matmul, the BLAS's threads as they are", "blas_all_threads_ms"),
+                      ("torch.matmul", "torch_ms")):  # fmt: skip
+        lines.append(f"| {name} | {quiet[key]:.2f} | {busy[key]:.2f} | {busy[key] / quiet[key]:.1f}x |")
+    return lines
 
 
 def probe_line(p: dict, threads: int) -> str:
@@ -524,21 +981,32 @@ def probe_line(p: dict, threads: int) -> str:
 
 
 def render_model(r: dict) -> list[str]:
+    busy = "busy" in r["prefill"][0]
     lines = [
         f"Model {r['model']}; {r['weight_bytes'] / 1e6:.0f} MB float32",
         "",
-        "| measure | minitransformer | transformers + torch | ours vs torch | % of roofline |",
-        "|---|---:|---:|---:|---:|",
+        "| measure | minitransformer | transformers + torch | ours vs torch | % of roofline |"
+        + (" busy: minitransformer | transformers + torch | ours vs torch |" if busy else ""),
+        "|---|---:|---:|---:|---:|" + ("---:|---:|---:|" if busy else ""),
     ]
+
+    def busy_columns(m: dict, value) -> str:
+        if not busy:
+            return ""
+        b = m["busy"]
+        return f" {value(b['ours_s'])} | {value(b['torch_s'])} | {b['torch_s'] / b['ours_s']:.2f}x |"
+
     for d in r["decode"]:
         lines.append(f"| decode tok/s, context {d['context']} | {1 / d['ours_s']:.1f} | {1 / d['torch_s']:.1f} | "
-                     f"{d['torch_s'] / d['ours_s']:.2f}x | {100 * d['roofline_s'] / d['ours_s']:.0f}% |")  # fmt: skip
+                     f"{d['torch_s'] / d['ours_s']:.2f}x | {100 * d['roofline_s'] / d['ours_s']:.0f}% |"
+                     + busy_columns(d, lambda s: f"{1 / s:.1f}"))  # fmt: skip
     for p in r["prefill"]:
         lines.append(f"| prefill T={p['tokens']} (all-position logits), ms | {1e3 * p['ours_s']:.1f} | "
                      f"{1e3 * p['torch_s']:.1f} | {p['torch_s'] / p['ours_s']:.2f}x | "
-                     f"{100 * p['roofline_s'] / p['ours_s']:.0f}% ({p['binds']}-bound) |")  # fmt: skip
+                     f"{100 * p['roofline_s'] / p['ours_s']:.0f}% ({p['binds']}-bound) |"
+                     + busy_columns(p, lambda s: f"{1e3 * s:.1f}"))  # fmt: skip
     lines.append(f"| load, ms | {1e3 * r['load']['ours_s']:.0f} | {1e3 * r['load']['torch_s']:.0f} | "
-                 f"{r['load']['torch_s'] / r['load']['ours_s']:.1f}x | |")  # fmt: skip
+                 f"{r['load']['torch_s'] / r['load']['ours_s']:.1f}x | |" + (" | | |" if busy else ""))  # fmt: skip
     lines += ["", "| ours, other paths | value |", "|---|---:|"]
     for d in r["decode"]:
         overhead = 100 * (d["ours_s"] / d["ours_no_ledger_s"] - 1)
@@ -547,7 +1015,7 @@ def render_model(r: dict) -> list[str]:
                      f"{d['ours_no_cache_s'] / d['ours_s']:.1f}x slower |")  # fmt: skip
     lines.append(f"| peak RSS (load + generate), vs weight bytes | {r['peak_rss_bytes'] / 1e6:.0f} MB = "
                  f"{r['peak_rss_bytes'] / r['weight_bytes']:.2f}x |")  # fmt: skip
-    return lines + ["", *render_breakdown(r)]
+    return lines + ["", *render_breakdown(r), "", *render_decode_breakdown(r)]
 
 
 def render_breakdown(r: dict) -> list[str]:
@@ -569,6 +1037,27 @@ def render_breakdown(r: dict) -> list[str]:
                      f"{1e3 * o['attention']:.1f} | {1e3 * t['attention']:.1f} | "
                      f"{1e3 * b['attention_roofline_s']:.1f} | {1e3 * o['rest']:.1f} | {1e3 * t['rest']:.1f} | "
                      f"{1e3 * o['total']:.1f} ({1e3 * p['ours_s']:.1f}) | {1e3 * t['total']:.1f} |")  # fmt: skip
+    return lines
+
+
+def render_decode_breakdown(r: dict) -> list[str]:
+    """Where a decode step's time goes, ms: the products with weights of the layers and the logits product, each
+    beside the same products on their own (BLAS alone) and their roofline (their weights' bytes at the streaming
+    bandwidth); attention beside the roofline of the cached K and V it reads; the cache append; the rest (norms,
+    activations, reshapes, residual adds, the embedding and the bookkeeping between stages)."""
+    lines = ["Where a decode step's time goes (ms; the fastest clocked step of the ledger-on measure; BLAS alone: the "
+             "step's products with weights on their own, same operands; roofline: the bytes each part must read at the "
+             "streaming bandwidth)", "",
+             "| context | step: clocked | roofline | layers' weights: ours | BLAS alone | roofline | logits: ours | "
+             "BLAS alone | roofline | attention: ours | K and V roofline | cache append | rest |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for d in r["decode"]:
+        b = d["breakdown"]
+        ms = {key: f"{1e3 * value:.2f}" for key, value in b.items() if not key.endswith("_bytes")}
+        lines.append(f"| {d['context']} | {ms['total']} | {1e3 * d['roofline_s']:.2f} | {ms['weights']} | "
+                     f"{ms['weights_blas_alone']} | {ms['weights_roofline_s']} | {ms['logits']} | "
+                     f"{ms['logits_blas_alone']} | {ms['logits_roofline_s']} | {ms['attention']} | "
+                     f"{ms['kv_roofline_s']} | {ms['cache']} | {ms['rest']} |")  # fmt: skip
     return lines
 
 

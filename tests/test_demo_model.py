@@ -247,8 +247,10 @@ def kernel_differences(shipped: dict | None, retrained: dict | None) -> list[str
 def assert_reproduces(shipped_dir: Path, retrained_dir: Path) -> None:
     """Same seed, same data order, deterministic kernels, two threads: where torch picks the kernels it picked for
     the shipped model (its card records what decides that), the bytes repeat, however busy the machine. Elsewhere
-    other kernels round differently (an Intel Xeon ends 1.2% off in loss from an AMD EPYC after 1,200 steps): there
-    the recipe must still make a model as good, and a warning says why the bits were not compared. A CPU's name
+    other kernels round differently and 1,200 steps carry the difference (measured: the GPT-2 demo ends 1.2% off in
+    loss between an Intel Xeon and an AMD EPYC, demo-llama 5.6%, 0.5856 on an AMD EPYC against its card's 0.5545 from
+    a Xeon with AVX-512): there the recipe must still make a model as good (the capitals still known, the loss within
+    10%), and a warning says why the bits were not compared. A CPU's name
     decides nothing: two AMD EPYCs, one with AVX-512, pick different kernels."""
     shipped, retrained = card_numbers(shipped_dir), card_numbers(retrained_dir)
     assert retrained["seed"] == shipped["seed"] and retrained["steps"] == shipped["steps"]
@@ -258,7 +260,7 @@ def assert_reproduces(shipped_dir: Path, retrained_dir: Path) -> None:
         assert retrained["final_loss"] == pytest.approx(shipped["final_loss"], abs=2e-3)
         assert retrained["sha256"] == shipped["sha256"], "retrained weights differ in their bits from the shipped ones"
     else:
-        assert retrained["final_loss"] == pytest.approx(shipped["final_loss"], rel=0.05)
+        assert retrained["final_loss"] == pytest.approx(shipped["final_loss"], rel=0.10)
         warnings.warn(f"the retrained model's bits were not compared with the shipped ones, only its loss and "
                       f"accuracy, because {'; '.join(differences)} (torch's kernels decide the bits, and a CPU's name "
                       f"does not decide the kernels: the shipped model was trained on {card_cpu(shipped_dir)}, this "

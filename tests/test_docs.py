@@ -86,8 +86,8 @@ def test_the_docs_paste_outputs_of_every_kind():
 def test_every_pasted_output_is_what_its_command_prints_now(block, runner):
     if "small-moe" in block.flags:
         pytest.importorskip("transformers", reason="scripts/make_small_moe.py needs transformers and torch")
-    if block.command.startswith("validate"):
-        pytest.importorskip("transformers", reason="validate compares with transformers (the hf extra)")
+    if block.command.startswith(("validate", "crosscheck")):
+        pytest.importorskip("transformers", reason=f"{block.command.split()[0]} runs transformers (the hf extra)")
     problem = mismatch(block, runner.output(block))
     assert problem is None, f"{block.where}: `{block.command}`: {problem} (python scripts/refresh_docs.py)"
 

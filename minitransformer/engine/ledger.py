@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
-from .stages import Stage
+from .stages import B_OPERANDS, Stage
 
 
 def dot_product_count(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[tuple[int, ...], int, int]:
@@ -169,6 +169,13 @@ class Record:
     def flops(self) -> int:
         return 2 * self.macs
 
+    @property
+    def b_operand(self) -> str | None:
+        """What B of this product is, read off its stage's group (stages.B_OPERANDS): "weight" (a parameter, shared by
+        every row and sequence: read once a pass), "kv_cache" (the keys or values of the attended positions) or
+        "state" (a recurrent state); A and the output are activations. None for a stage that is not a product."""
+        return None if self.a_shape is None else B_OPERANDS.get(self.stage.group, "weight")
+
     # Causal attention computes the dense T x t scores and masks the future afterwards; these say how
     # much of that work the mask keeps (on "scores" and "mix"; None elsewhere). Query row i of T (at
     # position past + i) needs past + i + 1 keys.
@@ -265,7 +272,7 @@ class Phase:
     batch: int = 1
     cached: bool = True
     records: list[Record] = field(default_factory=list)
-    # A batch of prompts of different lengths (passes.batch_forward_passes): each row's left padding, and
+    # A batch of prompts of different lengths (verbs/passes.py): each row's left padding, and
     # the rows that had finished (reached end-of-text) before this pass but kept computing. Empty: one prompt.
     pads: tuple[int, ...] = ()
     finished: tuple[bool, ...] = ()

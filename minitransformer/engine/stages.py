@@ -81,6 +81,13 @@ ATTENTION_PROJECTIONS = "attention projections"
 ATTENTION_SCORES = "attention scores and mix"
 MLP = "MLP"
 UNEMBEDDING = "logits"
+# The products of a recurrent layer's scan (linear attention's delta rule, a state-space layer's SSD): they read and
+# write a state of fixed size, so a decode step's cost does not grow with the context, and they hold no weights.
+STATE = "recurrent state"
+# What the B operand of a product is, by the product's group: a weight (a parameter, the same for every row and every
+# sequence, so a pass reads it once however many rows use it) in every group but these, whose B the pass computes or
+# keeps: the keys and values of the attended positions (read from the KV cache), a recurrent state.
+B_OPERANDS = {ATTENTION_SCORES: "kv_cache", STATE: "state"}
 
 # The two stages after the blocks that every family shares: the last position, then the unembedding.
 LAST = Stage("last", ("last",), "select", "h = h[last position]  (generation needs only the next token)", "h [T, D]")

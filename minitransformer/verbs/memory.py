@@ -44,8 +44,16 @@ DEFAULT_BALANCE = 10.0  # MACs per byte
 
 # Same-sized tensors alive in a stage that is not a product: one for the stages that work in place on
 # the scores, none for views; the other stages hold their input and output.
-_LIVE_COPIES = {"scale": 1, "softcap": 1, "mask": 1, "softmax": 1, "split_heads": 0, "cache": 0, "last": 0,
-                "mlp.split": 0}  # fmt: skip
+_LIVE_COPIES = {
+    "scale": 1,
+    "softcap": 1,
+    "mask": 1,
+    "softmax": 1,
+    "split_heads": 0,
+    "cache": 0,
+    "last": 0,
+    "mlp.split": 0,
+}
 # the stages row_chunks.py runs chunk by chunk (gather: each query's chosen keys and values, under sparse attention)
 _ROW_CHUNKED = ("gather", "scores", "scale", "softcap", "mask", "softmax", "mix")
 
@@ -54,8 +62,16 @@ def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_num
     """The engine's own KV cache (shape-only, so nothing is allocated) holding `positions` positions:
     K and V [Hkv, positions, dh] per layer, and an indexer's keys [positions, d_index] where the model has one."""
     lead = (batch,) if batch > 1 else ()
-    cache = KVCache(config.n_layer, config.n_kv_head, config.d_head, positions, lead, shape_only=True,
-                    d_value=config.d_value, d_index=config.d_index)  # fmt: skip
+    cache = KVCache(
+        config.n_layer,
+        config.n_kv_head,
+        config.d_head,
+        positions,
+        lead,
+        shape_only=True,
+        d_value=config.d_value,
+        d_index=config.d_index,
+    )
     return cache.numbers * bytes_per_number
 
 
@@ -83,15 +99,67 @@ def kv_cache_bytes_after(config: Config, positions: int, batch: int = 1, bytes_p
     return sum(n * held * per_position for held, n in layer_cache_positions(config, positions).values())
 
 
+def experts_read(r: Record) -> int:
+    """The experts whose weights a product computed expert by expert reads: those its breakdown gave tokens. In a real
+    run the router chose them; counted without weights, the routing assumed did (families/moe.py): balanced spreads
+    the B T k token rows over min(E, B T k) experts (all E in a long prefill, k in a decode step of one sequence),
+    worst sends them all to the same k. (Independent uniform choices would touch E (1 - (1 - k/E)^(B T)) on average,
+    fewer than balanced in a batched decode step: balanced is the upper end.)"""
+    assert r.breakdown is not None, "a product computed expert by expert"
+    return sum(1 for part in r.breakdown if part.tokens)
+
+
+def weight_numbers(r: Record, every_expert: bool = False) -> int:
+    """The numbers of B a product reads when B is a weight: all of it, once a pass whatever the rows that use it; or,
+    computed expert by expert, one expert's weights (its MACs per token routed to it) for each expert read
+    (experts_read), or for all E of them with `every_expert`."""
+    if r.breakdown is None:
+        return prod(r.b_shape or ())
+    part = next(part for part in r.breakdown if part.tokens)
+    return part.macs // part.tokens * (len(r.breakdown) if every_expert else experts_read(r))
+
+
+def operand_bytes(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> dict[str, int]:
+    """The bytes a product moves, by what they are: "activations" (A read once, the output written once: the dot
+    products it computed), and B read once, under its kind (Record.b_operand): "weight" (weight_numbers), "kv_cache"
+    or "state"."""
+    assert r.a_shape is not None and r.b_operand is not None, "a matrix product"
+    b = weight_numbers(r) if r.b_operand == "weight" else prod(r.b_shape or ())
+    return {"activations": bytes_per_number * (prod(r.a_shape) + r.dot_products), r.b_operand: bytes_per_number * b}
+
+
 def bytes_moved(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> int:
-    """Read A, read B, write the output, once each. A mixture of experts' product (its record has a breakdown, and
-    B is k experts' weights side by side) reads the weights of every expert that got tokens, once each: k of them
-    in a decode step, up to all E in a prefill."""
-    weights = prod(r.b_shape or ())
-    if r.breakdown is not None and r.a_shape is not None:
-        k = sum(p.tokens for p in r.breakdown) // prod(r.a_shape[:-1])  # each token's rows in k experts
-        weights = weights // k * sum(1 for p in r.breakdown if p.tokens)
-    return bytes_per_number * (prod(r.a_shape or ()) + weights + prod(r.out_shape))
+    """Read A, read B, write the output, once each (operand_bytes). A mixture of experts' product (its record has a
+    breakdown, and B is k experts' weights side by side) reads the weights of every expert that got tokens, once
+    each: k of them in a decode step, up to all E in a prefill. Where a pass computed scores in row chunks, the output
+    written is what the chunks computed."""
+    return sum(operand_bytes(r, bytes_per_number).values())
+
+
+# Parameters a pass reads row by row, one row a position, not whole: the lookup tables of the embedding.
+LOOKUP_KINDS = ("token_embedding", "position_embedding")
+
+
+def weights_outside_products(config: Config, weighted: list[tuple[Record, int]], positions: int) -> int:
+    """The numbers of parameters a pass reads outside its products: each lookup table's rows of its `positions` (B T),
+    and whole the rest that no product reads (the norms' gains, the biases). outside_products says how."""
+    whole, per_position = outside_products(config, weighted)
+    return whole + positions * per_position
+
+
+def outside_products(config: Config, weighted: list[tuple[Record, int]]) -> tuple[int, int]:
+    """(numbers read whole, numbers read a position) of the parameters outside a pass's products: every parameter
+    less those the products read with every expert of a mixture counted (weighted: each record of the pass with the
+    layers it stands for) and less the lookup tables, whose rows are read a position each (the token embedding, when
+    tied, is read whole by the logits, so it is not subtracted twice). The same for every pass of a model."""
+    from .params import parameters
+
+    p = parameters(config)
+    in_products = sum(n * weight_numbers(r, every_expert=True) for r, n in weighted if r.b_operand == "weight")
+    tables = [t for t in p.tensors if t.kind in LOOKUP_KINDS]
+    read_by_products = "token_embedding" if config.tie_word_embeddings else None
+    whole = p.total - in_products - sum(t.count for t in tables if t.kind != read_by_products)
+    return whole, sum(t.shape[-1] for t in tables)
 
 
 def intensity(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> float:
@@ -172,8 +240,13 @@ def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES)
 def _intensity(r: Record, balance: float, bytes_per_number: int) -> dict:
     value = intensity(r, bytes_per_number)
     assert r.a_shape is not None  # a product
-    return {"rows": r.a_shape[-2], "macs": r.macs, "bytes": bytes_moved(r, bytes_per_number), "macs_per_byte": value,
-            "memory_bound": value < balance}  # fmt: skip
+    return {
+        "rows": r.a_shape[-2],
+        "macs": r.macs,
+        "bytes": bytes_moved(r, bytes_per_number),
+        "macs_per_byte": value,
+        "memory_bound": value < balance,
+    }
 
 
 def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
@@ -186,8 +259,10 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
     held = count.n_prompt + count.n_new - 1  # the last new token is never fed back, so never cached
     prefill = count.prefill
     prefill_peak, prefill_stage = peak_activations(prefill.before + prefill.block_records + prefill.after, size)
-    activations = {"estimate": "residual stream + the largest stage's working set (see minitransformer/verbs/memory.py)",
-                   "prefill": {"bytes": prefill_peak, "stage": prefill_stage.op}}  # fmt: skip
+    activations = {
+        "estimate": "residual stream + the largest stage's working set (see minitransformer/verbs/memory.py)",
+        "prefill": {"bytes": prefill_peak, "stage": prefill_stage.op},
+    }
     decode = count.decode_example()
     if decode is not None:
         decode_peak, decode_stage = peak_activations(decode.before + decode.block_records + decode.after, size)

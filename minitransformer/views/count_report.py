@@ -48,8 +48,10 @@ def _block_heading(count: Count) -> str:
         return "The prefill, the model's one transformer block:"
     if kinds == 1:
         return f"The prefill, one transformer block (each of the {c.n_layer} blocks has the same shapes, so the same counts):"
-    return (f"The prefill, one transformer block, layer 0 (the {c.n_layer} blocks are of {kinds} kinds: "
-            f"{', '.join(dict.fromkeys(c.layer_types))}; the next table has each):")  # fmt: skip
+    return (
+        f"The prefill, one transformer block, layer 0 (the {c.n_layer} blocks are of {kinds} kinds: "
+        f"{', '.join(dict.fromkeys(c.layer_types))}; the next table has each):"
+    )
 
 
 # Where an indexer chose each query's keys (DeepSeek-V3.2's sparse attention), the note says so.
@@ -70,8 +72,10 @@ def convention(count: Count) -> str:
         return SPARSE_CONVENTION.format(s=scores.chosen_keys, C=scores.row_chunk)
     note = CONVENTION if scores.row_chunk is None else CHUNKED_CONVENTION.format(C=scores.row_chunk)
     if scores.selected is not None and scores.out_shape[-1] > scores.selected:  # dense, with the indexer's mask too
-        note += (f"\n  The indexer's mask keeps at most its ki = {scores.selected:,} chosen keys a query: query i's "
-                 f"min(past + i + 1, ki) pairs a head.")  # fmt: skip
+        note += (
+            f"\n  The indexer's mask keeps at most its ki = {scores.selected:,} chosen keys a query: query i's "
+            f"min(past + i + 1, ki) pairs a head."
+        )
     return note
 
 
@@ -119,12 +123,22 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
             f"t = {last.context:,}",
             block_table(last.block, full=False),
             "",
-            f"Decode steps {cache}: T new positions, t attended" + (
-                f" ({len(count.shown_steps())} of {decodes:,} shown)" if len(count.shown_steps()) < decodes else ""),
+            f"Decode steps {cache}: T new positions, t attended"
+            + (f" ({len(count.shown_steps())} of {decodes:,} shown)" if len(count.shown_steps()) < decodes else ""),
             decode_table(count),
-        ]  # fmt: skip
-    out += ["", "Where the MACs go", ops_table(count), "", attention_lines(count), "", totals_lines(count), "",
-            *window_lines(count, dtype), memory_lines(count, balance, dtype)]  # fmt: skip
+        ]
+    out += [
+        "",
+        "Where the MACs go",
+        ops_table(count),
+        "",
+        attention_lines(count),
+        "",
+        totals_lines(count),
+        "",
+        *window_lines(count, dtype),
+        memory_lines(count, balance, dtype),
+    ]
     notes = architecture_of(c).formulas.count_notes(c, count.n_prompt, count.n_new)  # DeepSeek-V3's MLA
     if notes:
         out += ["", *notes]
@@ -161,10 +175,14 @@ def experts_lines(count: Count) -> list[str]:
         f"expert MACs are\n  {'B x ' if batch else ''}T x k x (one expert's MACs per token) = {batch}{rows // p.batch:,} x {c.top_k} x "
         f"{per_token:,} = {experts:,}, whichever experts the router chose.",
         f"  Routing assumed (no router without weights): {count.routing}: {ROUTINGS[count.routing]}"
-        + ("" if count.routing == "worst" else "\n  (--routing worst: every token to the same k experts; no total moves)"),
+        + (
+            ""
+            if count.routing == "worst"
+            else "\n  (--routing worst: every token to the same k experts; no total moves)"
+        ),
         f"  Expert load of the prefill, tokens per expert in {every}: {' '.join(map(str, load))} (the busiest: "
         f"{busiest:,} of {plural(rows, 'token', format(rows, ','))}, {n(busiest * per_token)} MACs)",
-    ]  # fmt: skip
+    ]
 
 
 def block_table(block: list[Record], full: bool) -> str:
@@ -199,20 +217,51 @@ def layers_table(p: Pass) -> str:
         for kind, (records, layers) in zip(dict.fromkeys(p.layer_types), p.groups):
             dots, macs = sum(r.dot_products for r in records), sum(r.macs for r in records)
             where = [i for i, k in enumerate(p.layer_types) if k == kind]
-            rows.append([f"{kind} ({layers})", n(dots), n(macs), human(2 * macs), percent(layers * macs, p.macs),
-                         f"each of layers {_layer_list(where)}"])  # fmt: skip
+            rows.append(
+                [
+                    f"{kind} ({layers})",
+                    n(dots),
+                    n(macs),
+                    human(2 * macs),
+                    percent(layers * macs, p.macs),
+                    f"each of layers {_layer_list(where)}",
+                ]
+            )
     else:
         dense = sum(r.dense_macs for r in p.block)
-        rows.append([f"0..{L - 1}" if L > 1 else "0", n(p.block_dot_products), n(p.block_macs),
-                     human(2 * p.block_macs), percent(p.block_macs, p.macs),
-                     "each layer" + (f" (dense form: {n(dense)} MACs)" if dense != p.block_macs else "")])  # fmt: skip
+        rows.append(
+            [
+                f"0..{L - 1}" if L > 1 else "0",
+                n(p.block_dot_products),
+                n(p.block_macs),
+                human(2 * p.block_macs),
+                percent(p.block_macs, p.macs),
+                "each layer" + (f" (dense form: {n(dense)} MACs)" if dense != p.block_macs else ""),
+            ]
+        )
     if L > 1 and len(p.groups) == 1:
-        rows.append([f"{L} layers", n(L * p.block_dot_products), n(L * p.block_macs), human(2 * L * p.block_macs),
-                     percent(L * p.block_macs, p.macs), f"{L} x the above"])  # fmt: skip
+        rows.append(
+            [
+                f"{L} layers",
+                n(L * p.block_dot_products),
+                n(L * p.block_macs),
+                human(2 * L * p.block_macs),
+                percent(L * p.block_macs, p.macs),
+                f"{L} x the above",
+            ]
+        )
     for r in p.after:
         if r.kind == "matmul":
-            rows.append([r.op, n(r.dot_products), n(r.macs), human(r.flops), percent(r.macs, p.macs),
-                         f"{shape(r.out_shape)}: {r.equation}"])  # fmt: skip
+            rows.append(
+                [
+                    r.op,
+                    n(r.dot_products),
+                    n(r.macs),
+                    human(r.flops),
+                    percent(r.macs, p.macs),
+                    f"{shape(r.out_shape)}: {r.equation}",
+                ]
+            )
     dense_note = f"; dense form: {n(p.dense_macs)} MACs" if p.dense_macs != p.macs else ""
     rows.append(
         ["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs{dense_note}"]
@@ -237,8 +286,18 @@ def decode_table(count: Count) -> str:
                 rows.append(["...", "", "", "", "", "", "", ""])
                 gap = True
             continue
-        rows.append([str(p.step), n(p.tokens), n(p.context), shape(p.find("scores").out_shape), n(p.dot_products),
-                     n(p.macs), human(p.flops), n(other[p.step].macs)])  # fmt: skip
+        rows.append(
+            [
+                str(p.step),
+                n(p.tokens),
+                n(p.context),
+                shape(p.find("scores").out_shape),
+                n(p.dot_products),
+                n(p.macs),
+                human(p.flops),
+                n(other[p.step].macs),
+            ]
+        )
     headers = ["step", "T", "t", "scores (per block)", "dot products", "MACs", "FLOPs", other_label]
     return table(headers, rows, right={0, 1, 2, 4, 5, 6, 7})
 
@@ -296,8 +355,14 @@ def attention_lines(count: Count) -> str:
             attention = sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES)
             weights = sum(r.macs for r in records if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
             keys = next(r for r in records if r.op == "scores").out_shape[-1]
-            rows.append([f"each {kind} layer ({layers}; t = {keys:,})", n(attention), n(weights),
-                         _ratio(Fraction(attention, weights))])  # fmt: skip
+            rows.append(
+                [
+                    f"each {kind} layer ({layers}; t = {keys:,})",
+                    n(attention),
+                    n(weights),
+                    _ratio(Fraction(attention, weights)),
+                ]
+            )
         blocks = a.all_weights - a.outside
         rows += [
             [plural(L, "layer"), n(a.all_attention), n(blocks), _ratio(Fraction(a.all_attention, blocks))],
@@ -309,15 +374,17 @@ def attention_lines(count: Count) -> str:
     x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
     at_t = Fraction(attention_macs(c, 1, t), weight_macs_per_position(c))  # t / x, or less past an indexer's k_i
     flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
-    return "\n".join([
-        f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
-        table(["MACs", "attention", "products with weights", "attention / weights"], rows, right={1, 2, 3}),
-        f"  attention: {attention_ops} (they grow with t); products with weights: {weight_ops}, and the logits in "
-        f"the pass (they do not)",
-        f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
-        f"({values}); at t = {t:,}: {_ratio(at_t)}",
-        f"  {_crossing(c, attention_crossing(c))}",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
+            table(["MACs", "attention", "products with weights", "attention / weights"], rows, right={1, 2, 3}),
+            f"  attention: {attention_ops} (they grow with t); products with weights: {weight_ops}, and the logits in "
+            f"the pass (they do not)",
+            f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
+            f"({values}); at t = {t:,}: {_ratio(at_t)}",
+            f"  {_crossing(c, attention_crossing(c))}",
+        ]
+    )
 
 
 def _crossing(c, x: Fraction) -> str:
@@ -353,8 +420,13 @@ def window_lines(count: Count, dtype: str = "float32") -> list[str]:
     macs = [
         generation_macs(c, count.n_prompt, count.n_new, count.cached, count.batch, windows=w) for w in (True, False)
     ]
-    attention = sum(n * r.macs for p in count.passes for records, n in p.groups for r in records
-                    if r.stage.group == ATTENTION_SCORES)  # fmt: skip
+    attention = sum(
+        n * r.macs
+        for p in count.passes
+        for records, n in p.groups
+        for r in records
+        if r.stage.group == ATTENTION_SCORES
+    )
     saved = macs[1] - macs[0]
     kv = [kv_cache_bytes_after(c, held, count.batch, size), kv_cache_bytes(c, held, count.batch, size)]
     return [
@@ -366,7 +438,7 @@ def window_lines(count: Count, dtype: str = "float32") -> list[str]:
         f"  KV cache after {plural(held, 'position', format(held, ','))} ({dtype}): {_bytes(kv[0])}, against {_bytes(kv[1])} had every layer held "
         f"all of them: the window saves {_bytes(kv[1] - kv[0])} ({percent(kv[1] - kv[0], kv[1])})",
         "",
-    ]  # fmt: skip
+    ]
 
 
 def _number(x: Fraction) -> str:
@@ -388,18 +460,24 @@ def totals_lines(count: Count) -> str:
         f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps",
     ]
     if t.chunked:
-        lines.append(f"Dense form: {n(t.dense_dot_products or 0)} dot products, {n(t.dense_macs or 0)} MACs "
-                     f"({human(t.dense_macs or 0)}) had every T x t score been computed, as transformers' eager attention "
-                     f"does (--dense-attention)")  # fmt: skip
+        lines.append(
+            f"Dense form: {n(t.dense_dot_products or 0)} dot products, {n(t.dense_macs or 0)} MACs "
+            f"({human(t.dense_macs or 0)}) had every T x t score been computed, as transformers' eager attention "
+            f"does (--dense-attention)"
+        )
     cmp = count.cache_comparison()
     with_cache, without, saved = cmp["with_cache"]["macs"], cmp["without_cache"]["macs"], cmp["saved_macs"]
     if count.cached:
-        lines.append(f"KV cache: without it these tokens would cost {n(without)} MACs ({human(without)}); with it "
-                     f"{human(with_cache)}: it saves {human(saved)} MACs ({percent(saved, without)})")  # fmt: skip
+        lines.append(
+            f"KV cache: without it these tokens would cost {n(without)} MACs ({human(without)}); with it "
+            f"{human(with_cache)}: it saves {human(saved)} MACs ({percent(saved, without)})"
+        )
     else:
-        lines.append(f"KV cache (off): with it these tokens would cost {n(with_cache)} MACs ({human(with_cache)}) "
-                     f"instead of {human(without)}: it would save {human(saved)} "
-                     f"({percent(saved, without)})")  # fmt: skip
+        lines.append(
+            f"KV cache (off): with it these tokens would cost {n(with_cache)} MACs ({human(with_cache)}) "
+            f"instead of {human(without)}: it would save {human(saved)} "
+            f"({percent(saved, without)})"
+        )
     return "\n".join(lines)
 
 
@@ -425,7 +503,8 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     kinds = kv["layer_types"]
     if len(kinds) > 1:  # layers that hold different numbers of positions (a window on some)
         here = "positions here by layer type, " + ", ".join(
-            f"{kind} {k['layers']} x {k['positions']:,}" for kind, k in kinds.items())  # fmt: skip
+            f"{kind} {k['layers']} x {k['positions']:,}" for kind, k in kinds.items()
+        )
         whole = ", each sliding layer at most its window" if window is not None and window < c.n_positions else ""
     if any(r.op in ("mlp.gate", "mlp.gate_up") for r in count.prefill.block):  # gated: memory.py's estimate says why
         estimate = (
@@ -449,16 +528,22 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
         + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
         f"               estimate: {estimate[0]}",
         f"               {estimate[1]}",
-        *([f"               (a prefill past {count.prefill.find('scores').row_chunk} positions computes attention in row "
-           f"chunks: it holds the normed input,",
-           "               q, k, v, the largest chunk's scores and the output instead"
-           + (", and that chunk's chosen keys and values)" if count.prefill.find("scores").chosen_keys else ")")]
-          if count.prefill.find("scores").computed is not None else []),
+        *(
+            [
+                f"               (a prefill past {count.prefill.find('scores').row_chunk} positions computes attention in row "
+                f"chunks: it holds the normed input,",
+                "               q, k, v, the largest chunk's scores and the output instead"
+                + (", and that chunk's chosen keys and values)" if count.prefill.find("scores").chosen_keys else ")"),
+            ]
+            if count.prefill.find("scores").computed is not None
+            else []
+        ),
         "",
         f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
-        f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",
+        f"below the machine balance, assumed {balance:.4g} MACs/byte (--balance, or --hardware's ridge), a product "
+        "waits on memory",
         intensity_table(m["intensity"]["ops"], count.decode_example()),
-    ]  # fmt: skip
+    ]
     return "\n".join(out)
 
 

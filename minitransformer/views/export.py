@@ -9,14 +9,18 @@ import json
 
 from ..verbs.count import Count
 from ..verbs.memory import memory_dict
+from ..verbs.roofline import Roofline
 
 
-def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: str = "float32"):
+def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: str = "float32",
+                roofline: Roofline | None = None):  # fmt: skip
     """The JSON document in pieces (a long generation is written without holding it all in memory).
 
     The schema is generate --json's, without the text: "prompt_tokens" and "new_tokens" are counts
     (a count has no tokens). The prefill and the decode steps the table shows are in full (Phase.to_dict);
     the other decode steps carry their totals only, unless all_steps. "detailed_steps" lists the full ones.
+    With a roofline (count --hardware), "hardware": the machine, the roofline of each product of the prefill and a
+    decode step, and the totals (Roofline.to_dict).
     """
     detailed = {0, *(range(1, count.n_new) if all_steps else count.shown_steps())}
     head = {
@@ -31,7 +35,7 @@ def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: st
         "totals": count.totals.to_dict(),
         "cache": count.cache_comparison(),
         "memory": memory_dict(count, balance, dtype),
-    }
+    } | ({} if roofline is None else {"hardware": roofline.to_dict()})
     yield "{\n"
     for key, value in head.items():
         yield f" {json.dumps(key)}: {json.dumps(value, indent=1)},\n"

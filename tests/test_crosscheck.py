@@ -1,0 +1,196 @@
+"""crosscheck: our ledger beside torch's own counters on transformers' forward of the same model and ids.
+
+For every family in the table, on random models transformers itself makes (family_checks.save_random, the configs
+shrunk from each family's live tests; GPT-2 and the Llama family from the committed fixtures): our ledger's dense form
+(every T x t score) equals, group by group and exactly, the MACs of the matrix products torch dispatches during
+transformers' eager forward; FlopCounterMode counts the same but what it has no formula for (the experts' grouped
+products), and with SDPA nothing of attention on a CPU; and every difference carries its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+from family_checks import save_random  # noqa: E402 - after the importorskips: it imports torch and transformers
+
+from minitransformer import load_model  # noqa: E402
+from minitransformer.families.table import ARCHITECTURES  # noqa: E402
+from minitransformer.verbs.crosscheck import ACTIVATIONS, GROUPS, LOGITS, WEIGHTS, crosscheck, default_ids  # noqa: E402
+
+FIXTURES = ROOT / "tests" / "fixtures"
+PROMPT = 150  # past the attention row chunk (128): the ledger as computed skips part of the dense form
+
+# family -> its models: a committed fixture's directory, or (transformers config class, its keywords). Every family
+# of the table must have one (test_every_family_of_the_table_is_crosschecked).
+MODELS: dict[str, list] = {
+    "gpt2": [FIXTURES / "hf" / "odd_heads", FIXTURES / "hf" / "relu_unscaled_untied"],
+    "llama": [FIXTURES / "hf_llama" / "llama_gqa_bias", FIXTURES / "hf_llama" / "mistral_window",
+              FIXTURES / "hf_llama" / "qwen2_bias_bf16"],
+    "qwen3": [("Qwen3Config", dict(vocab_size=120, hidden_size=32, intermediate_size=72, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=16, use_sliding_window=True,
+                                   sliding_window=40, max_window_layers=1, max_position_embeddings=256))],
+    "gemma": [("Gemma2Config", dict(vocab_size=150, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=7,
+                                    query_pre_attn_scalar=20, max_position_embeddings=200)),
+              ("Gemma3TextConfig", dict(vocab_size=150, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=9,
+                                        max_position_embeddings=200))],
+    "olmo2": [("Olmo2Config", dict(vocab_size=120, hidden_size=48, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=6, num_key_value_heads=2, head_dim=12, attention_bias=True,
+                                   max_position_embeddings=256))],
+    "neox": [("GPTNeoXConfig", dict(vocab_size=150, hidden_size=32, intermediate_size=128, num_hidden_layers=2,
+                                    num_attention_heads=4, max_position_embeddings=200))],
+    "phi3": [("Phi3Config", dict(vocab_size=120, hidden_size=48, intermediate_size=40, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2, sliding_window=7,
+                                 partial_rotary_factor=0.5, max_position_embeddings=300, pad_token_id=None))],
+    "mixtral": [("MixtralConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                       num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                                       num_experts_per_tok=2, sliding_window=40, max_position_embeddings=256))],
+    "qwen3_moe": [("Qwen3MoeConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                                         num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                         moe_intermediate_size=24, num_experts=6, num_experts_per_tok=2,
+                                         mlp_only_layers=[1], max_position_embeddings=256))],
+    "gpt_oss": [("GptOssConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_local_experts=4,
+                                      num_experts_per_tok=2, sliding_window=24, max_position_embeddings=256))],
+    "deepseek_v3": [("DeepseekV3Config", dict(vocab_size=120, hidden_size=32, intermediate_size=48,
+                                              moe_intermediate_size=16, num_hidden_layers=3, num_attention_heads=4,
+                                              num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=3,
+                                              n_group=4, topk_group=2, first_k_dense_replace=1, q_lora_rank=24,
+                                              kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12,
+                                              v_head_dim=10, n_shared_experts=1, max_position_embeddings=256))],
+    "deepseek_v32": [("DeepseekV32Config", dict(vocab_size=120, hidden_size=32, intermediate_size=48,
+                                                moe_intermediate_size=16, num_hidden_layers=3, num_attention_heads=4,
+                                                num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=3,
+                                                n_group=4, topk_group=2, first_k_dense_replace=1, q_lora_rank=24,
+                                                kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12,
+                                                v_head_dim=10, index_topk=16, index_head_dim=16, index_n_heads=16,
+                                                max_position_embeddings=256))],
+}  # fmt: skip
+CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models))]
+
+
+def test_every_family_of_the_table_is_crosschecked():
+    missing = [name for name in ARCHITECTURES if name not in MODELS]
+    assert not missing, f"add a random model of {missing} to tests/test_crosscheck.py's MODELS"
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """(family, index) -> the directory of that model, made once (a fixture is used as committed)."""
+    models: dict = {}
+
+    def get(family: str, index: int):
+        if (family, index) not in models:
+            entry = MODELS[family][index]
+            if isinstance(entry, tuple):
+                config_class, keywords = entry
+                directory = tmp_path_factory.mktemp(f"{family}{index}")
+                save_random(directory, getattr(transformers, config_class)(**keywords), seed=3 + index)
+                entry = directory
+            models[family, index] = entry
+        return models[family, index]
+
+    return get
+
+
+@pytest.mark.parametrize(("family", "index"), CASES)
+def test_our_dense_ledger_is_what_torch_dispatches_in_the_eager_forward(made, family, index):
+    model = load_model(made(family, index))
+    assert model.config.family == family
+    ids = default_ids(model, min(PROMPT, model.config.n_positions))
+    check = crosscheck(model, ids, dense_attention=True)
+    assert check.ledger_macs == check.ledger_dense_macs == check.eager.dispatch_macs > 0
+    groups = {g["group"]: g for g in check.groups()}
+    for name in GROUPS:
+        g = groups[name]
+        assert g["ledger_dense_macs"] == g["dispatch_macs"], (name, g)
+        # FlopCounterMode counts what torch dispatched, but for the experts' grouped products (no formula for them)
+        assert g["flop_counter_macs"] == g["dispatch_macs"] - g["torch_ops"].get("_grouped_mm", 0), (name, g)
+        assert not any("UNEXPLAINED" in reason for reason in g["reasons"]), g["reasons"]
+    assert groups[WEIGHTS]["dispatch_macs"] > 0 and groups[ACTIVATIONS]["dispatch_macs"] > 0
+    assert groups[LOGITS]["dispatch_macs"] == len(ids) * model.config.n_embd * model.config.vocab_size
+    # With SDPA, attention is one fused kernel that FlopCounterMode does not count on a CPU (where torch runs one:
+    # MLA's values narrower than its keys take the plain products, counted as in eager); the rest is unchanged.
+    # Gemma 2 and gpt-oss have no SDPA in transformers (soft-capped scores, sinks): no column, and it says so.
+    if check.sdpa is None:
+        assert groups[ACTIVATIONS]["flop_counter_sdpa_macs"] is None
+        assert any("offers no SDPA" in reason for reason in groups[ACTIVATIONS]["reasons"])
+    else:
+        fused = check.sdpa.sdpa_calls
+        expected = 0 if fused else groups[ACTIVATIONS]["flop_counter_macs"]
+        assert groups[ACTIVATIONS]["flop_counter_sdpa_macs"] == expected, (fused, groups[ACTIVATIONS])
+        for name in (WEIGHTS, LOGITS):
+            assert groups[name]["flop_counter_sdpa_macs"] == groups[name]["flop_counter_macs"]
+    if model.config.n_experts is None:
+        assert "_grouped_mm" not in groups[WEIGHTS]["torch_ops"]
+    elif groups[WEIGHTS]["torch_ops"].get("_grouped_mm"):
+        assert any("aten._grouped_mm" in reason for reason in groups[WEIGHTS]["reasons"])
+
+
+def test_as_computed_the_ledger_skips_the_masked_half_and_says_why(made):
+    model = load_model(made("mixtral", 0))
+    check = crosscheck(model, default_ids(model, PROMPT))
+    activations = next(g for g in check.groups() if g["group"] == ACTIVATIONS)
+    assert activations["ledger_macs"] < activations["ledger_dense_macs"] == activations["dispatch_macs"]
+    assert any("row chunks of 128 query rows" in reason for reason in activations["reasons"])
+    assert check.ledger_macs == check.phase.macs < check.ledger_dense_macs
+
+
+def test_the_command_prints_the_groups_and_writes_the_json(made):
+    directory = made("qwen3", 0)
+    result = run_cli("crosscheck", "--model", str(directory), "--tokens", "140", "--json", "-")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["tokens"] == 140
+    assert document["dispatch_macs"] == document["ledger_dense_macs"] > document["ledger_macs"]
+    assert document["flop_counter_macs"] == document["dispatch_macs"]  # a dense model: nothing FlopCounterMode misses
+    assert [g["group"] for g in document["groups"]] == list(GROUPS)
+    assert sum(g["dispatch_macs"] for g in document["groups"]) == document["dispatch_macs"]
+    text = result.stderr
+    for name in GROUPS:
+        assert name in text
+    assert "FlopCounterMode" in text and "SDPA" in text and "row chunks" in text
+
+
+def test_without_torch_the_command_says_what_to_install(tmp_path):
+    """The hf extra missing: one line, exit 2 (torch hidden from a fresh interpreter)."""
+    code = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None\n"
+            "from minitransformer.cli import main; raise SystemExit(main(['crosscheck', '--model', 'demo']))")  # fmt: skip
+    import subprocess
+
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert "pip install 'minitransformer[hf]'" in result.stderr and result.stdout == ""
+
+
+def test_a_product_written_as_a_multiply_and_a_sum_is_named():
+    """transformers writes some products without a product kernel (Qwen3.5's delta rule solves its chunk row by row
+    as (row[..., None] * sub).sum(-2)): the dispatch counter sees a multiply and a sum, and says how many MACs."""
+    from minitransformer.verbs.crosscheck import Tally, _tally
+
+    class RowTimesMatrix(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(6, 5))
+
+        def get_output_embeddings(self):
+            return None
+
+        def forward(self, ids):
+            row = ids.float().reshape(1, 6)  # [1, 6]: an activation
+            made = row.unsqueeze(-1) * self.weight  # [1, 6, 5], the multiplies of row @ weight
+            return made.sum(-2) + (row @ self.weight)  # the same product twice: once summed, once dispatched
+
+    tally = _tally(torch, RowTimesMatrix(), list(range(6)))
+    assert isinstance(tally, Tally)
+    assert tally.multiply_sum[WEIGHTS] == 30 and tally.dispatch[WEIGHTS] == 30

@@ -1,0 +1,214 @@
+"""Bytes per product and the roofline on named hardware (count --hardware), against hand-worked closed forms and the
+two limits the numbers must respect: a decode step cannot beat reading its weights once, a prefill cannot beat its
+MACs at the peak."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import ROOT, run_cli
+from minitransformer.families.table import ARCHITECTURES, PRESETS
+from minitransformer.verbs.count import count_generation, decode_at
+from minitransformer.verbs.hardware import MACHINES, machine, names, probe_this_cpu
+from minitransformer.verbs.memory import experts_read, operand_bytes, weights_outside_products
+from minitransformer.verbs.params import parameters
+from minitransformer.verbs.roofline import DecodeSteps, pass_time, roofline
+
+
+def test_gpt2_small_decode_at_context_1024_in_float16_by_hand():
+    """Per layer: the weights once (12 D^2), the KV cache read (K^T and V, 2 t D), and the activations (each product's
+    A and output: 18 D + 2 H t); then the logits (D V of the tied embedding) and, outside the products, the biases
+    and LayerNorm gains whole (13 D a layer + 2 D) and one row of each embedding table. 2 bytes a number."""
+    D, H, F, V, L, t = 768, 12, 3072, 50257, 12, 1024
+    step = decode_at(PRESETS["gpt2"], t)  # after 1,023 cached positions (count's --new-tokens could not reach it)
+    assert (step.tokens, step.context) == (1, t)
+    per_op = {r.op: operand_bytes(r, 2) for r in step.block if r.kind == "matmul"}
+    assert per_op == {
+        "qkv": {"activations": 2 * (D + 3 * D), "weight": 2 * 3 * D * D},
+        "scores": {"activations": 2 * (D + H * t), "kv_cache": 2 * D * t},  # Q [H, 1, dh] in, S [H, 1, t] out
+        "mix": {"activations": 2 * (H * t + D), "kv_cache": 2 * D * t},
+        "out": {"activations": 2 * (D + D), "weight": 2 * D * D},
+        "mlp.up": {"activations": 2 * (D + F), "weight": 2 * D * F},
+        "mlp.down": {"activations": 2 * (F + D), "weight": 2 * F * D},
+    }
+    layer = {kind: sum(b.get(kind, 0) for b in per_op.values()) for kind in ("weight", "kv_cache", "activations")}
+    assert layer == {"weight": 2 * 12 * D * D, "kv_cache": 2 * 2 * t * D, "activations": 2 * (18 * D + 2 * H * t)}
+    decode = pass_time(PRESETS["gpt2"], step.weighted(), step, machine("h100-sxm"), "float16")
+    assert decode.context == t
+    outside = 2 * (L * 13 * D + 2 * D + 2 * D)
+    assert decode.outside_bytes == outside
+    assert decode.bytes == {"activations": L * layer["activations"] + 2 * (D + V), "weight": L * layer["weight"]
+                            + 2 * D * V, "kv_cache": L * layer["kv_cache"], "outside_products": outside}  # fmt: skip
+    # Every product of the step is memory-bound on an H100: the step takes its bytes at the bandwidth.
+    assert all(o.bound == "memory" for o in decode.ops)
+    assert decode.time_s == pytest.approx(decode.total_bytes / 3.35e12, rel=1e-12)
+
+
+def test_llama3_8b_on_an_h100_respects_both_limits():
+    """count --preset llama3-8b --hardware h100-sxm --dtype bfloat16 after a 1,000-token prompt: decode no faster than
+    reading the weights a step reads (one row of the embedding table, all the rest) and within 5% of it; the prefill
+    no faster than its MACs at the peak and within 25% (scores, mix and the one row of logits are memory-bound)."""
+    result = run_cli("count", "--preset", "llama3-8b", "--tokens", "1000", "--hardware", "h100-sxm", "--dtype",
+                     "bfloat16", "--json", "-")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    hw = document["hardware"]
+    assert hw["name"] == "h100-sxm" and hw["peak_flops"] == 989.5e12 and hw["bandwidth_bytes_per_s"] == 3.35e12
+    config = PRESETS["llama3-8b"]
+    D, V = config.n_embd, config.vocab_size
+    step_weights = 2 * (parameters(config).total - V * D + D)  # untied: the embedding is read a row at a time
+    limit = hw["bandwidth_bytes_per_s"] / step_weights
+    assert 0.95 * limit <= hw["decode_tokens_per_s"] <= limit
+    assert hw["decode_context"] == 1001
+    prefill_macs = document["phases"][0]["macs"]
+    floor = 2 * prefill_macs / hw["peak_flops"]
+    assert floor <= hw["prefill_s"] <= 1.25 * floor
+    memory_bound = {o["op"] for o in hw["prefill"]["ops"] if o["bound"] == "memory"}
+    assert memory_bound == {"scores", "mix", "logits"}
+    text = result.stderr
+    assert "These are roofline bounds, not measurements" in text
+    assert "the memory-bound products add the rest (scores, mix, logits)" in text
+
+
+def test_a_mixture_reads_only_the_experts_that_got_tokens():
+    """Balanced routing spreads B T k rows over min(E, B T k) experts; worst sends them all to k. A decode step of one
+    sequence reads k experts' weights: its products read what `params` calls active, less the embedding table (a row
+    is looked up) and the norms' gains (read outside the products)."""
+    config = PRESETS["mixtral-8x7b"]
+    E, k = config.n_experts, config.top_k
+    for T in (1, 2, 3, 4, 5):
+        prefill = count_generation(config, T, 1).prefill
+        assert {experts_read(r) for r in prefill.block if r.breakdown is not None} == {min(E, T * k)}
+    worst = count_generation(config, 100, 1, routing="worst").prefill
+    assert {experts_read(r) for r in worst.block if r.breakdown is not None} == {k}
+    count = count_generation(config, 100, 2)
+    p = parameters(config)
+    bound = roofline(count, "h200", "bfloat16")
+    norms = p.kinds["norms"]
+    assert bound.decode is not None
+    assert bound.decode.bytes["weight"] == 2 * (p.active - config.vocab_size * config.n_embd - norms)
+    assert bound.prefill.bytes["weight"] == 2 * (p.total - config.vocab_size * config.n_embd - norms)
+
+
+@pytest.mark.parametrize("preset", sorted({next(iter(a.presets)) for a in ARCHITECTURES.values()}))
+def test_the_parameters_read_outside_the_products_are_the_small_rest(preset):
+    """Every parameter a product reads is counted once (B a weight: Record.b_operand), and what is left (norms' gains,
+    biases, an embedding row a position) is a small positive rest: a family whose products' B were taken for weights
+    when they are a cache or a state would break it."""
+    config = PRESETS[preset]
+    prefill = count_generation(config, 4, 1).prefill
+    outside = weights_outside_products(config, prefill.weighted(), 4)
+    assert 0 < outside < 0.005 * parameters(config).total
+
+
+def test_the_compute_bound_batch_is_the_least_that_is():
+    count = count_generation(PRESETS["llama3-8b"], 100, 2)
+    bound = roofline(count, "a100-80gb", "bfloat16")
+    batch = bound.compute_bound_batch
+    assert batch is not None and batch > 1
+    steps = DecodeSteps(count, bound.decode.context, machine("a100-80gb"), "bfloat16")
+    before, at = steps.at(batch - 1), steps.at(batch)
+    assert before.compute_s < before.memory_s and at.compute_s >= at.memory_s
+    weights = bound.weights_compute_bound_batch
+    assert weights is not None and weights < batch  # the KV cache's products never turn compute-bound
+    # At a long context the KV cache a sequence adds outweighs its MACs: no batch does (llama3-8b at 1,000 tokens).
+    long = roofline(count_generation(PRESETS["llama3-8b"], 1000, 1), "h100-sxm", "bfloat16")
+    assert long.compute_bound_batch is None
+    assert long.per_sequence["memory_s"] > long.per_sequence["compute_s"]
+
+
+def test_every_machine_has_its_source_and_every_format():
+    for m in MACHINES.values():
+        assert set(m.peak_flops) == {"float32", "bfloat16", "float16"} and m.bandwidth > 0
+        assert m.source and m.peak("bfloat16") >= m.peak("float32")
+
+
+def test_this_cpu_is_probed():
+    cpu = probe_this_cpu(buffer_bytes=2**24, sizes=(256,), reps=1)
+    assert cpu.name == "this-cpu" and cpu.bandwidth > 1e8 and cpu.peak("float32") > 1e8
+    assert cpu.peak("bfloat16") == cpu.peak("float32") and "probed" in cpu.source
+    bound = roofline(count_generation(PRESETS["gpt2"], 5, 2), cpu, "float32")
+    assert bound.prefill_s > 0 and bound.decode_tokens_per_s > 0
+
+
+def test_an_unknown_machine_is_refused_in_one_line_naming_them_all(tmp_path):
+    out = tmp_path / "count.json"
+    result = run_cli("count", "--preset", "gpt2", "--tokens", "5", "--hardware", "h1000", "--json", str(out))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert all(name in result.stderr for name in names()) and "h1000" in result.stderr
+    assert not out.exists()
+
+
+@pytest.fixture(scope="module")
+def roofline_page(tmp_path_factory):
+    """A Mixtral count's page and JSON with --hardware: the prefill's and a decode step's products on the roofline."""
+    out = tmp_path_factory.mktemp("roofline")
+    html, document = out / "count.html", out / "count.json"
+    result = run_cli("count", "--preset", "mixtral-8x7b", "--tokens", "300", "--new-tokens", "3", "--hardware", "mi300x",
+                     "--dtype", "bfloat16", "--html", str(html), "--json", str(document))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return html, json.loads(document.read_text())
+
+
+def test_the_page_draws_each_product_as_a_point_on_the_roof(roofline_page):
+    """In a real browser: no script error; one point per product of the prefill (circles) and of the decode step
+    (squares), each with its JSON numbers in its tooltip; the compute-bound ones on the flat roof, the memory-bound
+    ones below it, left of the ridge; hovering one shows its numbers."""
+    import os
+
+    from browser import Chromium
+
+    binary = Chromium.find()
+    if binary is None:
+        if os.environ.get("MINITRANSFORMER_REQUIRE_BROWSER"):
+            pytest.fail("MINITRANSFORMER_REQUIRE_BROWSER is set but no Chromium is on PATH")
+        pytest.skip("no Chromium on this machine: the page is not opened in a browser here")
+    html, document = roofline_page
+    hw = document["hardware"]
+    browser = Chromium(binary)
+    try:
+        page = browser.open(html)
+        assert page.console == []
+        points = page.evaluate("""Array.from(document.querySelectorAll('svg.roofline-chart .point')).map(p => {
+            const box = p.getBoundingClientRect();
+            return {phase: p.classList.contains('prefill') ? 'prefill' : 'decode', op: p.dataset.op, tip: p.dataset.tip,
+                    x: box.x + box.width / 2, y: box.y + box.height / 2, tag: p.tagName}; })""")
+        expected = [(phase, o) for phase in ("prefill", "decode") for o in hw[phase]["ops"]]
+        assert [(p["phase"], p["op"]) for p in points] == [(phase, o["op"]) for phase, o in expected]
+        assert {p["tag"] for p in points if p["phase"] == "prefill"} == {"circle"}
+        assert {p["tag"] for p in points if p["phase"] == "decode"} == {"rect"}
+        for p, (_, o) in zip(points, expected):
+            assert f"{o['macs']:,} MACs" in p["tip"] and f"{o['bound']}-bound" in p["tip"]
+        flat = [p["y"] for p, (_, o) in zip(points, expected) if o["bound"] == "compute"]
+        slanted = [p for p, (_, o) in zip(points, expected) if o["bound"] == "memory"]
+        assert flat and slanted and max(flat) - min(flat) < 1
+        assert all(p["y"] > flat[0] + 1 for p in slanted)
+        ridge_x = max(p["x"] for p in slanted)
+        assert all(p["x"] > ridge_x for p, (_, o) in zip(points, expected) if o["bound"] == "compute")
+        rows = page.evaluate("document.querySelectorAll('table.roofline-table tbody tr').length")
+        assert rows == len(expected)
+        last = points[-1]  # drawn last, so on top of any point at the same place
+        box = page.evaluate("""(() => { const all = document.querySelectorAll('svg.roofline-chart .point');
+            const p = all[all.length - 1];
+            p.scrollIntoView({block: 'center'}); const b = p.getBoundingClientRect();
+            return [b.x + b.width / 2, b.y + b.height / 2]; })()""")
+        page.move_mouse(*box)
+        tip = page.evaluate("document.querySelector('.tip').hidden ? '' : document.querySelector('.tip').textContent")
+        assert tip == last["tip"]
+    finally:
+        browser.close()
+
+
+def test_the_documented_table_of_machines_is_the_code_s():
+    """Each machine's row in the README (or wherever the docs moved it) gives the figures verbs/hardware.py holds."""
+    text = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))])
+    for m in MACHINES.values():
+        row = next(line for line in text.splitlines() if line.startswith(f"| `{m.name}` |"))
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        assert cells[1] == m.label
+        assert float(cells[2]) * 1e12 == m.peak("float32")
+        assert float(cells[3].replace(",", "")) * 1e12 == m.peak("bfloat16") == m.peak("float16")
+        assert cells[4] == f"{m.bandwidth / 1e12:g} TB/s" and cells[5] == f"{m.balance('bfloat16'):,.0f}"
