@@ -151,8 +151,8 @@ def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTE
         residual += sum(masks.values())
     peak = max(records, key=lambda r: working_set(r, gated))
     alive = working_set(peak, gated)
-    scores = next(r for r in records if r.op == "scores")
-    if scores.computed is not None:  # row chunks: no attention stage holds [H, T, t]
+    scores = next((r for r in records if r.op == "scores"), None)  # none in a model whose layers all keep a state
+    if scores is not None and scores.computed is not None:  # row chunks: no attention stage holds [H, T, t]
         peak = max((r for r in records if r.op not in _ROW_CHUNKED), key=lambda r: working_set(r, gated))
         alive = max(working_set(peak, gated), chunked_attention(records))
         if alive == chunked_attention(records):
@@ -164,7 +164,8 @@ def chunked_attention(records: list[Record]) -> int:
     """Numbers alive while a pass computes its attention in row chunks: the block's normed input and its q, k
     and v (the chunks read slices of them), the largest chunk's scores (rows x the keys it sees), and the
     chunks' outputs so far ([H, T, dh])."""
-    block = [r for r in records if r.layer == 0]
+    layer = next(r.layer for r in records if r.op == "scores")  # the first layer that attends
+    block = [r for r in records if r.layer == layer]
     scores = next(r for r in block if r.op == "scores")
     *heads, T, t = scores.out_shape
     W = scores.window
@@ -186,7 +187,7 @@ def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES)
             continue
         seen.add(r.op)
         row = {"op": r.op, "prefill": _intensity(r, balance, bytes_per_number)}
-        if decode is not None:
+        if decode is not None and decode.has(r.op):  # not a chunked scan's product, which a decode step has not
             row["decode"] = _intensity(decode.find(r.op), balance, bytes_per_number)
         rows.append(row)
     return rows
