@@ -444,12 +444,17 @@ def totals_lines(count: Count) -> str:
         f"generated token" + (f" per sequence ({count.batch} sequences)" if count.batch > 1 else ""),
         f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps",
     ]
-    if t.scanned:
-        saved = (t.recurrent_macs or 0) - t.macs
-        lines.append(f"Recurrent form: {n(t.recurrent_dot_products or 0)} dot products, {n(t.recurrent_macs or 0)} MACs "
-                     f"({human(t.recurrent_macs or 0)}) had every scan run position by position, as a decode step does; "
-                     f"the chunks cost {human(abs(saved))} MACs {'more' if saved < 0 else 'fewer'} "
-                     f"({percent(abs(saved), t.recurrent_macs or 1)} of that), in products of many rows")  # fmt: skip
+    if t.scanned:  # a scan ran in chunks: its products against the recurrent form's (Record.recurrent)
+        chunked = sum(n * r.macs for p in count.passes for r, n in p.weighted() if r.recurrent is not None)
+        recurrent = sum(n * r.recurrent_macs for p in count.passes for r, n in p.weighted() if r.recurrent is not None)
+        whole = (
+            f"; the generation {human(t.recurrent_macs or 0)} MACs instead of {human(t.macs)}"
+            if human(t.recurrent_macs or 0) != human(t.macs)
+            else ""
+        )
+        lines.append(f"Recurrent form: the scans over the prompt took {n(chunked)} MACs ({human(chunked)}) in chunks, "
+                     f"{n(recurrent)} ({human(recurrent)}) had they run position by position as a decode step does "
+                     f"({chunked / recurrent:.2f}x in chunks, in products of many rows){whole}")  # fmt: skip
     if t.chunked:
         lines.append(f"Dense form: {n(t.dense_dot_products or 0)} dot products, {n(t.dense_macs or 0)} MACs "
                      f"({human(t.dense_macs or 0)}) had every T x t score been computed, as transformers' eager attention "
