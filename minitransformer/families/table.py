@@ -11,6 +11,7 @@ from ..errors import UserError
 from .architecture import Architecture
 from .config import ModelConfig
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
+from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
 from .gemma.family import ARCHITECTURE as GEMMA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
@@ -65,5 +66,19 @@ def config_from_hf_dict(hf: dict, name: str) -> ModelConfig:
     raise UserError(f"config model_type={model_type!r} is not supported (supported: {', '.join(model_types())})")
 
 
-for _family in (GPT2, LLAMA, QWEN3, GEMMA, OLMO2, NEOX, PHI3, MIXTRAL, QWEN3_MOE, GPT_OSS, DEEPSEEK_V3, QWEN3_5):
+for _family in (
+    GPT2,
+    LLAMA,
+    QWEN3,
+    GEMMA,
+    OLMO2,
+    NEOX,
+    PHI3,
+    MIXTRAL,
+    QWEN3_MOE,
+    GPT_OSS,
+    DEEPSEEK_V3,
+    DEEPSEEK_V32,
+    QWEN3_5,
+):
     register(_family)
