@@ -175,3 +175,19 @@ def test_a_scan_s_pad_slots_are_padding_in_proportion():
     assert padding_of(read, [3, 0], 10, 10) == (read.dot_products * 3 // 20, read.macs * 3 // 20)
     assert padding_of(read, [3, 0], 11, 1) == (0, 0)  # a decode step after the pads: none of its slots
     assert padding_of(read, [11, 0], 11, 1) == (read.dot_products // 2, read.macs // 2)  # a finished row
+
+
+def test_the_csv_and_json_put_the_recurrent_form_beside_each_product_of_a_scan():
+    import csv
+
+    c = PRESETS["qwen3.5-9b"]
+    rows = list(csv.DictReader(run_cli("count", "--preset", "qwen3.5-9b", "--tokens", "200", "--csv", "-").stdout
+                               .splitlines()))  # fmt: skip
+    Hv, dk, dv = c.linear_value_heads, c.linear_key_dim, c.linear_value_dim
+    by_op = {row["op"]: row for row in rows if row["phase"] == "prefill"}
+    assert by_op["delta.read"]["recurrent_macs"] == str(200 * Hv * dk * dv)
+    assert by_op["delta.kk"]["recurrent_macs"] == "0" and by_op["linear.qkv"]["recurrent_macs"] == ""
+    doc = json.loads(run_cli("count", "--preset", "qwen3.5-9b", "--tokens", "200", "--json", "-").stdout)
+    assert doc["totals"]["recurrent_macs"] == formulas.recurrent_pass_macs(c, 200, 200)
+    ops = {o["op"]: o for o in doc["phases"][0]["layers"][0]["ops"]}
+    assert ops["delta.write"]["recurrent_dot_products"] == 200 * Hv * dk * dv  # k (x) delta: dot products of length 1

@@ -308,7 +308,9 @@ BASE = {"model_type": "qwen3_5_text", "hidden_size": 16, "intermediate_size": 24
      ({"full_attention_interval": 0}, "full_attention_interval"), ({"num_attention_heads": 3, "num_key_value_heads": 2}, "multiple"),
      ({"model_type": "qwen3_5_moe_text", "num_experts": 0}, "num_experts=0"),
      ({"model_type": "qwen3_5_moe_text", "num_experts": 4, "num_experts_per_tok": 5}, "num_experts_per_tok=5"),
-     ({"model_type": "qwen3_5", "text_config": "x"}, "text_config must be an object")],
+     ({"model_type": "qwen3_5", "text_config": "x"}, "text_config must be an object"),
+     ({"model_type": "qwen3_5", "text_config": {}, "quantization_config": {"quant_method": "fp8"}},
+      r"quantization_config \(fp8\) is not supported")],
 )  # fmt: skip
 def test_options_that_change_inference_are_refused_by_name(changes, message):
     with pytest.raises(UserError, match=message):

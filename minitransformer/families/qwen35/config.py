@@ -229,6 +229,10 @@ class Qwen35Config(ModelConfig):
             raise UserError(
                 f"config model_type={model_type!r} is not a Qwen3.5 model ({', '.join(QWEN35_MODEL_TYPES)})"
             )
+        if hf.get("quantization_config"):  # the FP8 checkpoints: blocks of weights with their scales
+            quantization = hf["quantization_config"]
+            method = quantization.get("quant_method", "?") if isinstance(quantization, dict) else "?"
+            raise UserError(f"config quantization_config ({method}) is not supported: dequantize the weights first")
         if model_type in MULTIMODAL:  # Qwen3_5ForConditionalGeneration: its text model, as Qwen3_5ForCausalLM reads it
             text = hf.get("text_config") or {}
             if not isinstance(text, dict):
