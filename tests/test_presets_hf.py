@@ -24,6 +24,7 @@ def test_transformers_reads_the_preset_s_config_json_as_the_same_model(name):
     hf = transformers.AutoConfig.for_model(**json.loads(json.dumps(config.to_hf_dict())))
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(hf)
+    assert type(model).__name__ == config.to_hf_dict()["architectures"][0]  # the class the config.json names
     assert sum(p.numel() for p in model.parameters()) == parameters(config).total
     # the names and shapes of the checkpoint transformers would save (its fused experts split back as on the Hub)
     prefix = architecture_of(config).prefix
