@@ -181,11 +181,19 @@ class Pass:
         """Keys each block's scores were computed against (t, or fewer where a sliding window cut the oldest)."""
         return self.find("scores").out_shape[-1]
 
+    @property
+    def attending_block(self) -> list[Record]:
+        """The records of the first layer that attends: layer 0's, but in a hybrid whose first layers keep a state
+        (formulas.first_attending); layer 0's where none attends."""
+        return next((records for records, _ in self.groups if any(r.stage.group == ATTENTION_SCORES for r in records)),
+                    self.block)  # fmt: skip
+
     def attention_vs_weights(self) -> AttentionVsWeights:
         """The MACs of attention (Q K^T and A V) against those of the products with weights, per layer and in all
         (a recurrent layer's scan is neither: it reads a state of fixed size and holds no weights)."""
-        attention = sum(r.macs for r in self.block if r.stage.group == ATTENTION_SCORES)
-        weights = sum(r.macs for r in self.block if with_weights(r))
+        block = self.attending_block
+        attention = sum(r.macs for r in block if r.stage.group == ATTENTION_SCORES)
+        weights = sum(r.macs for r in block if with_weights(r))
         outside = sum(r.macs for r in self.before + self.after if r.kind == "matmul")
         return AttentionVsWeights(self, attention, weights, outside)
 
@@ -214,7 +222,8 @@ def with_weights(r: Record) -> bool:
 @dataclass(frozen=True)
 class AttentionVsWeights:
     """One pass's attention (scores and mix: they grow with the context) against its products with weights
-    (q, k, v or qkv, out, the MLP: the same at every context), per layer; `outside` is the logits."""
+    (q, k, v or qkv, out, the MLP: the same at every context), per layer (the first that attends); `outside` is the
+    logits. A hybrid's scans (its recurrent layers' products over their state) are neither: all_scan."""
 
     step: Pass
     attention: int  # MACs, one layer
@@ -236,6 +245,11 @@ class AttentionVsWeights:
         """Every product with weights in the pass: the blocks' and the logits."""
         weights = sum(n * sum(r.macs for r in records if with_weights(r)) for records, n in self.step.groups)
         return weights + self.outside
+
+    @property
+    def all_scan(self) -> int:
+        """Every recurrent layer's scan in the pass (the same at any context; 0 where every layer attends)."""
+        return sum(n * sum(r.macs for r in records if r.stage.group == STATE) for records, n in self.step.groups)
 
     @property
     def ratio(self) -> Fraction:

@@ -360,12 +360,11 @@ def attention_lines(count: Count) -> str:
     ]
     if len(step.groups) > 1:  # layers of several kinds (a window on some, a dense MLP beside experts): one row each
         rows = []
-        all_scan = 0
+        all_scan = a.all_scan
         for kind, records, _, layers in kind_blocks(step):
             attention = sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES)
             weights = sum(r.macs for r in records if with_weights(r))
             scan = sum(r.macs for r in records if r.stage.group == STATE)
-            all_scan += layers * scan
             scores = next((r for r in records if r.op == "scores"), None)
             keys = f"t = {scores.out_shape[-1]:,}" if scores is not None else "a state: the same at any t"
             rows.append([f"each {kind} layer ({layers}; {keys})", n(attention), n(weights),
