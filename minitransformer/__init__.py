@@ -21,7 +21,7 @@ from .verbs import generate as _generate  # noqa: F401 - its import sets what mo
 from .version import __version__
 from .views import html_report
 
-# The module paths the README's API names (`from minitransformer.count import count_passes`,
+# The module paths docs/api.md names (`from minitransformer.count import count_passes`,
 # `from minitransformer.html_report import generation_page`) stay where users found them. Importing
 # html_report also gives a ledger, a generation and a count their inline view in Jupyter (_repr_html_).
 sys.modules[f"{__name__}.count"] = count

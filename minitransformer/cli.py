@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -37,11 +38,15 @@ def _number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
-HTML_HELP = "write the report as one self-contained HTML page, to open in a browser (- for stdout)"
+HTML_HELP = "write the report as one self-contained HTML page, to open in a browser (- for stdout; default: none)"
+JSON_HELP = "write the ledger as JSON (- for stdout; default: none)"
+NO_CACHE_HELP = "recompute the whole sequence at every step (default: off, the KV cache holds the keys and values)"
+DEFAULT_TOKENS = 100  # count's prompt length when --tokens is not given (fewer where the context holds fewer)
+DEFAULT_MODEL = "gpt2 if its weights are on this machine or the hub answers, else the demo model"
 DENSE_HELP = (
     "compute every T x t attention score, as transformers' eager attention does (and the textbook "
     "counts); by default a prompt longer than 128 positions computes attention in chunks of query rows, "
-    "each against only the keys it can see: the same logits, about half the score MACs at long prompts"
+    "each against only the keys it can see: the same logits, about half the score MACs at long prompts (default: off)"
 )
 
 
@@ -53,7 +58,7 @@ def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
         "--dtype",
         choices=DTYPES,
         default=DTYPES[0],
-        help=f"the number format {what}: float32 (default), or float64, the reference: every stage, the KV "
+        help=f"the number format {what}: float32 (the default), or float64, the reference: every stage, the KV "
         f"cache and the logits in float64, the weights upcast on load (twice the memory)",
     )
 
@@ -78,30 +83,61 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--prompts",
         metavar="FILE|-",
-        help="prompts to run as one batch, one per line of a UTF-8 file (- for stdin); empty lines skipped",
+        help="prompts to run as one batch, one per line of a UTF-8 file (- for stdin); empty lines skipped "
+        "(default: none)",
     )
-    gen.add_argument("--ids", metavar="1,2,3", help="token ids instead of text (for a model without tokenizer.json)")
-    gen.add_argument("--model", help=f"{', '.join(known_names())}, {directory}")
-    gen.add_argument("--max-new-tokens", type=_whole_number, default=8)
-    gen.add_argument("--temperature", type=_number, default=0.0, help="0 (default) is greedy")
-    gen.add_argument("--top-k", type=_whole_number, default=None)
-    gen.add_argument("--seed", type=_whole_number, default=None)
-    gen.add_argument("--no-cache", action="store_true", help="recompute the whole sequence at every step")
-    gen.add_argument("--top", type=_whole_number, default=10, help="candidates shown for the first new token")
-    gen.add_argument("--layer", type=_whole_number, default=0, help="the block shown op by op (default 0)")
-    gen.add_argument("--json", metavar="PATH|-", help="write the ledger as JSON (- for stdout)")
+    gen.add_argument(
+        "--ids", metavar="1,2,3", help="token ids instead of text, for a model without tokenizer.json (default: none)"
+    )
+    gen.add_argument("--model", help=f"{', '.join(known_names())}, {directory} (default: {DEFAULT_MODEL})")
+    gen.add_argument(
+        "--max-new-tokens", type=_whole_number, default=8, metavar="N", help="tokens to generate (default 8)"
+    )
+    gen.add_argument(
+        "--temperature",
+        type=_number,
+        default=0.0,
+        metavar="T",
+        help="0 is greedy; above 0, sampled from the softmax (default 0)",
+    )
+    gen.add_argument(
+        "--top-k",
+        type=_whole_number,
+        default=None,
+        metavar="K",
+        help="sampling: only the K likeliest tokens (default: all); needs --temperature above 0",
+    )
+    gen.add_argument(
+        "--seed",
+        type=_whole_number,
+        default=None,
+        metavar="S",
+        help="sampling: the random seed, for a repeatable sample (default: a fresh one each run); needs --temperature",
+    )
+    gen.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
+    gen.add_argument(
+        "--top",
+        type=_whole_number,
+        default=10,
+        metavar="N",
+        help="candidates shown for the first new token (default 10)",
+    )
+    gen.add_argument("--layer", type=_whole_number, default=0, metavar="L", help="the block shown op by op (default 0)")
+    gen.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
     gen.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     gen.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
     _add_dtype(gen, "the forward passes compute in")
     gen.set_defaults(run=_generate)
 
     down = commands.add_parser("download", help="fetch a GPT-2 checkpoint from the Hugging Face Hub")
-    down.add_argument("name", help=" or ".join(HUB_REPOS))
+    down.add_argument("name", help=f"{' or '.join(HUB_REPOS)} (no default: name one)")
     down.set_defaults(run=_download)
 
     val = commands.add_parser("validate", help="compare logits with Hugging Face transformers on the same weights")
-    val.add_argument("--model", help="a model name or directory (default: as for generate)")
-    val.add_argument("--steps", type=_whole_number, default=8, help="greedy tokens compared step by step")
+    val.add_argument("--model", help=f"a model name or directory (default: {DEFAULT_MODEL})")
+    val.add_argument(
+        "--steps", type=_whole_number, default=8, metavar="N", help="greedy tokens compared step by step (default 8)"
+    )
     _add_dtype(
         val,
         "ours and transformers' are compared in (1e-4 relative in float32, 1e-9 in float64; either way "
@@ -111,8 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = commands.add_parser("trace", help="follow a prompt through every stage: names, equations, shapes, values")
     tr.add_argument("prompt", nargs="?", help="the text to follow (or --ids)")
-    tr.add_argument("--ids", metavar="1,2,3", help="token ids instead of text (for a model without tokenizer.json)")
-    tr.add_argument("--model", help="a model name or directory (default: as for generate)")
+    tr.add_argument(
+        "--ids", metavar="1,2,3", help="token ids instead of text, for a model without tokenizer.json (default: none)"
+    )
+    tr.add_argument("--model", help=f"a model name or directory (default: {DEFAULT_MODEL})")
     tr.add_argument(
         "--new-tokens",
         type=_whole_number,
@@ -128,14 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--step",
         action="store_true",
-        help="stop at each stage: Enter next, n next layer, c continue, p print, s stats, q quit",
+        help="stop at each stage: Enter next, n next layer, c continue, p print, s stats, q quit (default: off)",
     )
     tr.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     tr.add_argument(
         "--dense-attention",
         action="store_true",
         help="accepted as generate and count take it; a trace computes attention dense anyway, since it "
-        "shows every stage's whole tensor",
+        "shows every stage's whole tensor (default: off, and dense all the same)",
     )
     _add_dtype(tr, "the traced passes compute in")
     tr.set_defaults(run=_trace)
@@ -144,7 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
         "count", help=f"count the dot products of a model of any family ({families}) from its shapes alone"
     )
     _add_model_selectors(cnt)
-    cnt.add_argument("--tokens", type=_whole_number, required=True, metavar="T", help="prompt length in tokens")
+    cnt.add_argument(
+        "--tokens",
+        type=_whole_number,
+        metavar="T",
+        help=f"prompt length in tokens (default {DEFAULT_TOKENS}, or as many as the context leaves beside "
+        "--new-tokens where it holds fewer)",
+    )
     cnt.add_argument(
         "--new-tokens",
         type=_whole_number,
@@ -152,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="tokens generated: 1 prefill + N-1 decode steps (default 1: the prefill only)",
     )
-    cnt.add_argument("--no-cache", action="store_true", help="recompute the whole sequence at every step")
+    cnt.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
     cnt.add_argument(
         "--batch", type=_whole_number, default=1, metavar="B", help="sequences counted together (default 1)"
     )
@@ -161,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_number,
         default=None,
         metavar="MACS_PER_BYTE",
-        help="machine balance for the memory-bound marks (default 10: a desktop CPU)",
+        help="machine balance for the memory-bound marks, in MACs per byte (default 10: a desktop CPU)",
     )
     cnt.add_argument(
         "--dtype",
@@ -170,25 +214,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="the number format memory is counted in: weights, KV cache, activations and bytes moved "
         "(default float32, as the engine computes; bfloat16 and float16 are 2 bytes a number)",
     )
-    cnt.add_argument("--json", metavar="PATH|-", help="write the ledger as JSON (- for stdout)")
+    cnt.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
     cnt.add_argument(
         "--all-steps",
         action="store_true",
         help="in --json, every decode step in full (default: the steps the table shows; others as totals)",
     )
-    cnt.add_argument("--csv", metavar="PATH|-", help="write one row per matrix product per pass as CSV (- for stdout)")
+    cnt.add_argument(
+        "--csv", metavar="PATH|-", help="write one row per matrix product per pass as CSV (- for stdout; default: none)"
+    )
     cnt.add_argument(
         "--plot",
         metavar="PNG",
-        help="write three plots (MAC share by op, dot products vs length, MACs per token) as one PNG",
+        help="write three plots (MAC share by op, dot products vs length, MACs per token) as one PNG (default: none)",
     )
     cnt.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     cnt.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
     cnt.add_argument(
         "--routing",
         choices=("balanced", "worst"),
-        help="a mixture of experts, counted without a router: the tokens each expert gets, balanced (the default: T k "
-        "/ E each) or worst (every token to the same k experts); the totals are the same",
+        help="a mixture of experts, counted without a router: the tokens each expert gets, balanced (T k / E each) "
+        "or worst (every token to the same k experts); the totals are the same (default: balanced)",
     )
     cnt.set_defaults(run=_count)
 
@@ -204,7 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     par = commands.add_parser("params", help="every weight tensor by its Hugging Face name, grouped by kind, totals")
     _add_model_selectors(par)
-    par.add_argument("--json", metavar="PATH|-", help="write the tensors, kinds and total as JSON (- for stdout)")
+    par.add_argument(
+        "--json", metavar="PATH|-", help="write the tensors, kinds and total as JSON (- for stdout; default: none)"
+    )
     par.set_defaults(run=_params)
     return parser
 
@@ -217,11 +265,16 @@ def _generate(args) -> None:
     from .verbs.generate import batch_to_dict, check_options
     from .views import report
 
+    _at_least("--max-new-tokens", args.max_new_tokens, 1)
+    if not (math.isfinite(args.temperature) and args.temperature >= 0):
+        raise UserError(f"--temperature must be a finite number >= 0 (0 is greedy), not {args.temperature}")
+    if args.top_k is not None:
+        _at_least("--top-k", args.top_k, 1, "; leave it out to sample from every token")
+    if args.seed is not None:
+        _at_least("--seed", args.seed, 0)
+    _at_least("--top", args.top, 1)
+    _at_least("--layer", args.layer, 0)
     check_options(args.max_new_tokens, args.temperature, args.top_k, args.seed)
-    if args.top < 1:
-        raise UserError("--top must be at least 1")
-    if args.layer < 0:
-        raise UserError("--layer must be 0 or more")
     prompts = args.prompt + (_prompt_lines(args.prompts) if args.prompts is not None else [])
     batch = len(prompts) > 1 or args.prompts is not None
     if batch and args.ids is not None:
@@ -235,7 +288,12 @@ def _generate(args) -> None:
     model = load_model(args.model, dtype=args.dtype)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
-    rows = model.prompt_rows(prompts, args.max_new_tokens)  # refuse before the first line of output
+    try:
+        rows = model.prompt_rows(prompts, args.max_new_tokens)  # refuse before the first line of output
+    except UserError as err:
+        if "context of" not in str(err):
+            raise
+        raise UserError(f"{err}; give a shorter prompt or fewer --max-new-tokens") from None
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # then stdout holds the document
     _notice_unused_sampling(args)
 
@@ -244,7 +302,8 @@ def _generate(args) -> None:
                    seed=args.seed, use_cache=not args.no_cache, candidates=args.top,
                    dense_attention=args.dense_attention)  # fmt: skip
     if batch:
-        print(f"a batch of {len(rows)} prompts, left-padded to {max(map(len, rows))} tokens", file=out)
+        print(f"a batch of {plural(len(rows), 'prompt')}, left-padded to {plural(max(map(len, rows)), 'token')}",
+              file=out)  # fmt: skip
         results = model.generate(prompts, **options)
         for k, (generation, tokens) in enumerate(zip(results, rows)):
             print(f"\n[{k + 1}] prompt: {plural(len(tokens), 'token')} {tokens}", file=out)
@@ -311,6 +370,7 @@ def _validate(args) -> None:
     from .models.registry import load_model
     from .verbs.validate import validate
 
+    _at_least("--steps", args.steps, 1)
     model = load_model(args.model, dtype=args.dtype)
     ok = validate(model, steps=args.steps)
     if not ok:
@@ -353,18 +413,31 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
         "Sizes make a GPT-2 block; any of --kv-heads, --head-dim and --gated-mlp makes a Llama-style block instead: "
         "RMSNorm, rotary positions, q, k, v as three products, a gated SiLU MLP, no biases.",
     )
-    which.add_argument("--model", metavar="NAME_OR_DIR", help="a preset's name, demo, or a directory with config.json")
-    which.add_argument("--preset", metavar="NAME", help=", ".join(PRESETS))
     which.add_argument(
-        "--config", metavar="config.json", help=f"a Hugging Face config.json (model_type {', '.join(model_types())})"
+        "--model",
+        metavar="NAME_OR_DIR",
+        help="a preset's name, demo, or a directory with config.json (default: none; see the group's default)",
     )
-    which.add_argument("--layers", type=_whole_number, metavar="L", help="sizes: layers (with --d-model and --heads)")
-    which.add_argument("--d-model", type=_whole_number, metavar="D", help="sizes: model width")
+    which.add_argument("--preset", metavar="NAME", help=f"{', '.join(PRESETS)} (default: gpt2)")
+    which.add_argument(
+        "--config",
+        metavar="config.json",
+        help=f"a Hugging Face config.json (model_type {', '.join(model_types())}; default: none)",
+    )
+    which.add_argument(
+        "--layers",
+        type=_whole_number,
+        metavar="L",
+        help="sizes: layers, with --d-model and --heads (no default: the three make a model)",
+    )
+    which.add_argument(
+        "--d-model", type=_whole_number, metavar="D", help="sizes: model width (no default: with --layers and --heads)"
+    )
     which.add_argument(
         "--heads",
         type=_whole_number,
         metavar="H",
-        help="sizes: attention heads (must divide D unless --head-dim is given)",
+        help="sizes: attention heads, dividing D unless --head-dim is given (no default: with --layers and --d-model)",
     )
     which.add_argument(
         "--d-ff", type=_whole_number, metavar="F", help="sizes: MLP width (default 4 D; Llama-style: see --gated-mlp)"
@@ -387,7 +460,7 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
         "--gated-mlp",
         action="store_true",
         help="sizes, Llama-style: a gated MLP, act(h W_gate) * h W_up, then W_down; there --d-ff defaults "
-        "to 8D/3 rounded up to a multiple of 256 (11,008 for D = 4,096)",
+        "to 8D/3 rounded up to a multiple of 256 (11,008 for D = 4,096) (default: off, GPT-2's MLP)",
     )
 
 
@@ -405,6 +478,19 @@ def _count(args) -> None:
     from .views.export import csv_chunks, json_chunks
 
     config = _model_config(args)
+    _at_least("--new-tokens", args.new_tokens, 1)
+    _at_least("--batch", args.batch, 1)
+    if args.tokens is None:  # the stated default, or what the context leaves room for
+        args.tokens = max(1, min(DEFAULT_TOKENS, config.n_positions - args.new_tokens))
+    _at_least("--tokens", args.tokens, 1)
+    try:
+        config.check_fits(args.tokens, args.new_tokens)
+    except UserError as err:
+        sizes = any(v is not None for v in (args.layers, args.d_model, args.heads))
+        fix = (f"give a longer context, --ctx {args.tokens + args.new_tokens} or more (a model given by sizes has "
+               f"--ctx 1024 unless told), or fewer --tokens or --new-tokens" if sizes
+               else "give fewer --tokens or --new-tokens")  # fmt: skip
+        raise UserError(f"{err}; {fix}") from None
     check_run(config, args.tokens, args.new_tokens, args.batch)
     balance = DEFAULT_BALANCE if args.balance is None else args.balance
     if not balance > 0 or balance == float("inf"):
@@ -461,6 +547,13 @@ def _params(args) -> None:
         write_text(json_to, [json.dumps(p.to_dict(), indent=1) + "\n"])
         if not json_to.is_stream:
             print(f"parameters written to {args.json}", file=out)
+
+
+def _at_least(flag: str, value: int, low: int, hint: str = "") -> None:
+    """A whole-number option below its least, refused in the flag's own words."""
+    if value < low:
+        least = "0 or more" if low == 0 else f"at least {low}"
+        raise UserError(f"{flag} must be a whole number of {least}, not {value}{hint}")
 
 
 def _notice_unused_sampling(args) -> None:

@@ -3,6 +3,7 @@
     python scripts/bench.py                    # table on stdout, JSON in scripts/bench_latest.json
     python scripts/bench.py --reps 3 --quick   # fewer sizes, for a smoke run
     python scripts/bench.py --family llama     # one family only
+    python scripts/bench.py --busy 0           # without the busy column
 
 One run measures both libraries and the machine's own limits, so every number is read as a
 ratio: against transformers + torch (eager, with its KV cache), against our own no-cache path, and
@@ -20,6 +21,13 @@ else a random-initialised one saved by transformers) and a Llama-shaped 0.54B wi
 (20 layers, d_model 1536, 12 query heads over 2 key/value heads, SwiGLU width 4096, vocabulary
 32,000, tied; random weights saved by transformers). The arithmetic of random weights is the same
 as of trained ones; only the answers are noise.
+
+Busy: the prefill and decode measures are taken again while other processes spin (--busy N, by default
+as many as the cores: what a compiler, a test run or a browser leave of a laptop or a CI box), ours and
+torch's in turn under the same load; and one product of attention on its own, quiet and busy (the scores
+of one chunk of GPT-2's 128 query rows against 512 keys: q [12, 128, 64] x K^T [12, 64, 512], views of
+one qkv), as our engine runs it (Tape.matmul), as the BLAS runs it with all its threads, and as torch
+does. The machine's load average is printed beside the figures: "quiet" is quiet only where it is low.
 """
 
 from __future__ import annotations
@@ -48,6 +56,13 @@ def parse_args():
     parser.add_argument("--quick", action="store_true", help="fewer sizes and steps")
     parser.add_argument("--json", type=Path, default=ROOT / "scripts" / "bench_latest.json")
     parser.add_argument("--batch-only", action="store_true", help="only the batched generation (B = 1, 4, 16)")
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=os.cpu_count(),
+        metavar="N",
+        help="spinning processes for the busy column (default: as many as the cores; 0: none)",
+    )
     return parser.parse_args()
 
 
@@ -62,6 +77,7 @@ from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, Llam
 
 from minitransformer import load_model  # noqa: E402
 from minitransformer.engine.ledger import Phase  # noqa: E402
+from minitransformer.engine.tape import Dims, Tape  # noqa: E402
 
 torch.set_num_threads(ARGS.threads)
 
@@ -80,6 +96,34 @@ def run_times(fn, reps: int, warmup: int = 1) -> list[float]:
 
 def median_time(fn, reps: int, warmup: int = 1) -> float:
     return statistics.median(run_times(fn, reps, warmup))
+
+
+def medians_in_turn(fns: list, reps: int) -> list[float]:
+    """The median of `reps` runs of each of fns, run in turn (a b a b ...) after one warm-up each, so that a change in
+    the machine's load hits them alike; a fn that times itself returns its seconds, else its run is clocked."""
+    for fn in fns:
+        fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(reps):
+        for fn, each in zip(fns, times):
+            start = time.perf_counter()
+            seconds = fn()
+            each.append(seconds if isinstance(seconds, float) else time.perf_counter() - start)
+    return [statistics.median(each) for each in times]
+
+
+@contextmanager
+def spinning(n: int):
+    """n other processes, each keeping a core busy, while the measures inside run."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        time.sleep(0.5)  # until each has started spinning
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+        for spinner in spinners:
+            spinner.wait()
 
 
 def weights_dir(family: str) -> Path:
@@ -205,6 +249,48 @@ def torch_decode(model, context: int, steps: int) -> float:
         return (time.perf_counter() - start) / steps
 
 
+# --- busy: the same measures while other processes spin ---------------------------------------------
+def measure_busy(ours, theirs, results: dict, steps: int, reps: int) -> None:
+    """Each prefill and decode measure of `results` again, ours and torch's in turn, while ARGS.busy other processes
+    spin: its "busy" entry."""
+
+    def torch_prefill(ids):
+        with torch.no_grad():
+            theirs(torch.tensor([ids]))
+
+    with spinning(ARGS.busy):
+        for p in results["prefill"]:
+            ids = list(range(1000, 1000 + p["tokens"]))
+            ours_s, torch_s = medians_in_turn([lambda: ours.logits(ids), lambda: torch_prefill(ids)], reps)
+            p["busy"] = {"ours_s": ours_s, "torch_s": torch_s}
+        for d in results["decode"]:
+            context = d["context"]
+            ours_s, torch_s = medians_in_turn([lambda: ours_decode(ours, context, steps, ledger=True),
+                                               lambda: torch_decode(theirs, context, steps)], reps)  # fmt: skip
+            d["busy"] = {"ours_s": ours_s, "torch_s": torch_s}
+
+
+def per_head_product(reps: int) -> dict:
+    """Milliseconds of one product of attention, quiet and busy: the scores of GPT-2's chunk of query rows 128..255
+    against the first 512 keys, q [12, 128, 64] x K^T [12, 64, 512], each a view of one qkv [512, 2304] as the
+    forward pass has them; through our engine's door (Tape.matmul, on the threads it chooses), as np.matmul with
+    the BLAS's threads as they are (what the engine did before it chose), and torch.matmul on the same views."""
+    qkv = np.random.default_rng(0).standard_normal((512, 2304)).astype(np.float32).reshape(512, 3, 12, 64)
+    q, k = qkv[128:256, 0].swapaxes(0, 1), qkv[:, 1].swapaxes(0, 1)
+    k_t = k.swapaxes(-1, -2)
+    tape = Tape(Dims(T=128, t=512, D=768, H=12, F=3072, V=50257, R=1))  # no ledger, no watcher: the product alone
+    q_torch, k_t_torch = torch.from_numpy(q), torch.from_numpy(k_t)
+    fns = [lambda: tape.matmul("scores", q, k_t, "H T dh, H dh t -> H T t"), lambda: np.matmul(q, k_t),
+           lambda: torch.matmul(q_torch, k_t_torch)]  # fmt: skip
+    n = max(30, 10 * reps)  # a product takes a millisecond or so: many, for a steady median
+    quiet = medians_in_turn(fns, n)
+    with spinning(ARGS.busy):
+        busy = medians_in_turn(fns, n)
+    names = ("ours_ms", "blas_all_threads_ms", "torch_ms")
+    return {"quiet": {name: 1e3 * t for name, t in zip(names, quiet)},
+            "busy": {name: 1e3 * t for name, t in zip(names, busy)}}  # fmt: skip
+
+
 # --- where a prefill's time goes ---------------------------------------------------------------------
 # Three parts of a prefill, named alike in both libraries: the products with weights (every product but
 # attention's), attention (its scores and mix products, and the scale, mask and softmax between them), and the rest
@@ -215,12 +301,22 @@ TORCH_ATTENTION_OPS = ("aten::scaled_dot_product_attention", "aten::_scaled_dot_
                        "aten::_scaled_dot_product_attention_math", "aten::softmax", "aten::_softmax")  # fmt: skip
 
 
+def prefill_part(op: str, is_product: bool) -> str:
+    return "attention" if op in ATTENTION_OPS else "weights" if is_product else "rest"
+
+
+def decode_part(op: str, is_product: bool) -> str:
+    """A decode step's parts: the prefill's, with the logits product and the cache append on their own."""
+    return op if op in ("logits", "cache") else prefill_part(op, is_product)
+
+
 @contextmanager
-def stage_clock(parts: dict):
+def stage_clock(parts: dict, part_of=prefill_part):
     """Time every stage of the passes run inside, by the clock read as each product or stage goes through the tape:
-    the time since the one before is that stage's, added to its part. A watcher would do the same, but a watched
-    pass computes attention dense and nothing in place, which is not the pass being measured; this clock leaves
-    the pass as it runs unwatched (in row chunks, in place) and adds one clock read per stage."""
+    the time since the one before is that stage's, added to its part (part_of(op, is_product)). A watcher would do
+    the same, but a watched pass computes attention dense and nothing in place, which is not the pass being
+    measured; this clock leaves the pass as it runs unwatched (in row chunks, in place) and adds one clock read per
+    stage."""
     from minitransformer.engine import tape
 
     matmul, stage = tape.Tape.matmul, tape.Tape.stage
@@ -230,8 +326,7 @@ def stage_clock(parts: dict):
         def through_the_tape(self, op, *args, **kwargs):
             out = method(self, op, *args, **kwargs)
             now = time.perf_counter()
-            part = "attention" if op in ATTENTION_OPS else "weights" if is_product else "rest"
-            parts[part] += now - last[0]
+            parts[part_of(op, is_product)] += now - last[0]
             last[0] = now
             return out
 
@@ -257,6 +352,46 @@ def ours_breakdown(model, ids: list[int], reps: int) -> dict:
             parts["total"] = time.perf_counter() - start
         if not best or parts["total"] < best["total"]:
             best = parts
+    return best
+
+
+DECODE_PARTS = ("weights", "logits", "attention", "cache", "rest")
+
+
+def decode_breakdown(model, context: int, steps: int) -> dict:
+    """Seconds of each part of a decode step after `context` positions (the fastest of `steps` clocked steps, the
+    ledger on as in the decode measure: stage_clock, decode_part), the products with weights of such a step on their
+    own (BLAS alone: the same operands, the model's own weights, as the step hands them to the BLAS, the fastest of
+    `steps` runs) and the bytes each part must read, for its roofline (place_rooflines)."""
+    from minitransformer.engine import tape
+
+    cache = model.new_cache(capacity=context + steps + 1)
+    model.run(list(range(1000, 1000 + context)), cache=cache)
+    best: dict[str, float] = {}
+    for k in range(steps - 1):
+        parts = dict.fromkeys(DECODE_PARTS, 0.0)
+        with stage_clock(parts, decode_part):
+            start = time.perf_counter()
+            model.run([1000 + k], cache=cache, phase=Phase("decode", k + 1, 1, context + k + 1))
+            parts["total"] = time.perf_counter() - start
+        if not best or parts["total"] < best["total"]:
+            best = parts
+    operands: dict[str, list] = {"weights": [], "logits": []}  # the last step's, as Tape.matmul receives them
+    matmul = tape.Tape.matmul
+
+    def keep(self, op, a, b, spec, bias=None):
+        if b.ndim == 2:  # a weight
+            operands["logits" if op == "logits" else "weights"].append((np.ones(a.shape, a.dtype), b))
+        return matmul(self, op, a, b, spec, bias)
+
+    tape.Tape.matmul = keep
+    try:
+        model.run([1000 + steps], cache=cache)
+    finally:
+        tape.Tape.matmul = matmul
+    for part, pairs in operands.items():
+        best[f"{part}_blas_alone"] = best_time(lambda: [np.matmul(a, b) for a, b in pairs], steps)
+        best[f"{part}_bytes"] = sum(b.nbytes for _, b in pairs)
     return best
 
 
@@ -313,7 +448,9 @@ def main() -> None:
     reps = ARGS.reps
     # The machine's limits, probed before the measures and again after them: its speed drifts in the minutes
     # between (a clock that boosts, a neighbour on the host), and a roofline is the fastest it was seen to go.
+    load_before = os.getloadavg()[0]
     before = machine_limits(max(reps, 3))
+    product = per_head_product(reps) if ARGS.busy and not ARGS.batch_only else None
     families = ("gpt2", "llama") if ARGS.family == "both" else (ARGS.family,)
     models = [] if ARGS.batch_only else [measure(weights_dir(family), reps) for family in families]
     batches = [measure_batches(weights_dir(family), reps) for family in families]
@@ -329,7 +466,10 @@ def main() -> None:
         "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
                     "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
                     "bandwidth_GBps": bandwidth / 1e9, "sgemm_GFLOPs": peak / 1e9,
-                    "probes": {"before": probe_summary(before), "after": probe_summary(after)}},
+                    "probes": {"before": probe_summary(before), "after": probe_summary(after)},
+                    "load_average": {"before": load_before, "after": os.getloadavg()[0]},
+                    "busy_processes": ARGS.busy},
+        "per_head_product": product,
         "models": models,
         "batches": batches,
     }  # fmt: skip
@@ -355,6 +495,9 @@ def place_rooflines(r: dict, bandwidth: float, peak: float) -> None:
     weights' bytes over the bandwidth, whichever is longer; the same for its products with weights alone."""
     for d in r["decode"]:
         d["roofline_s"] = d["bytes_read"] / bandwidth
+        b = d["breakdown"]
+        for part in ("weights", "logits", "kv"):
+            b[f"{part}_roofline_s"] = b[f"{part}_bytes"] / bandwidth
     for p in r["prefill"]:
         compute_s, memory_s = p["flops"] / peak, r["weight_bytes"] / bandwidth  # every weight read at least once
         p.update(compute_s=compute_s, memory_s=memory_s, roofline_s=max(compute_s, memory_s),
@@ -372,6 +515,11 @@ def roofline_bugs(report: dict) -> list[str]:
             if d["roofline_s"] > d["ours_s"] or d["roofline_s"] > d["torch_s"]:
                 bugs.append(f"{r['model'].split(':')[0]} decode at context {d['context']} ran faster than its "
                             f"memory roofline: the streaming-bandwidth probe read low")  # fmt: skip
+            b = d["breakdown"]
+            for part in ("weights", "logits"):
+                if b[f"{part}_roofline_s"] > min(b[part], b[f"{part}_blas_alone"]):
+                    bugs.append(f"{r['model'].split(':')[0]} decode at context {d['context']}: the {part} products "
+                                f"ran faster than their memory roofline")  # fmt: skip
         for p in r["prefill"]:
             if p["roofline_s"] > p["ours_s"] or p["roofline_s"] > p["torch_s"]:
                 bugs.append(f"{r['model'].split(':')[0]} prefill T={p['tokens']} ran faster than its roofline "
@@ -430,9 +578,13 @@ def measure(directory: Path, reps: int) -> dict:
         no_cache = ours_no_cache_step(ours, context)
         # A decode step must read every weight once and the cached K and V of every earlier position.
         kv_bytes = 2 * config.n_layer * context * config.n_kv_head * config.d_head * 4
+        breakdown = {**decode_breakdown(ours, context, steps), "kv_bytes": kv_bytes}
         results["decode"].append({"context": context, "ours_s": statistics.median(on),
                                   "ours_no_ledger_s": statistics.median(off), "torch_s": torch_s,
-                                  "ours_no_cache_s": no_cache, "bytes_read": weight_bytes + kv_bytes})  # fmt: skip
+                                  "ours_no_cache_s": no_cache, "bytes_read": weight_bytes + kv_bytes,
+                                  "breakdown": breakdown})  # fmt: skip
+    if ARGS.busy:
+        measure_busy(ours, theirs, results, steps, reps)
 
     rss = peak_rss_of_ours(directory, contexts[-1], steps)
     from minitransformer.views.report import describe_model
@@ -511,10 +663,25 @@ def render(report: dict) -> str:
         f"sgemm peak {m['sgemm_GFLOPs']:.0f} GFLOP/s: the best of the probes before and after the measures "
         f"({probe_line(m['probes']['before'], m['threads'])}; "
         f"{probe_line(m['probes']['after'], m['threads'])})",
+        f"Load average (1 minute) {m['load_average']['before']:.2f} when the run began, {m['load_average']['after']:.2f} "
+        f"when it ended" + (f"; busy: {m['busy_processes']} other processes spinning" if m["busy_processes"] else ""),
     ]
+    if report["per_head_product"]:
+        lines += ["", *render_product(report["per_head_product"])]
     for r in report["models"]:
         lines += ["", *render_model(r)]
     return "\n".join(lines)
+
+
+def render_product(p: dict) -> list[str]:
+    quiet, busy = p["quiet"], p["busy"]
+    lines = ["One product of attention, GPT-2's scores of a chunk of 128 query rows against 512 keys (q [12, 128, 64] "
+             "x K^T [12, 64, 512], views of one qkv), ms (median)", "",
+             "| computed by | quiet | busy | busy / quiet |", "|---|---:|---:|---:|"]  # fmt: skip
+    for name, key in (("ours (Tape.matmul)", "ours_ms"), ("np.matmul, the BLAS's threads as they are", "blas_all_threads_ms"),
+                      ("torch.matmul", "torch_ms")):  # fmt: skip
+        lines.append(f"| {name} | {quiet[key]:.2f} | {busy[key]:.2f} | {busy[key] / quiet[key]:.1f}x |")
+    return lines
 
 
 def probe_line(p: dict, threads: int) -> str:
@@ -524,21 +691,32 @@ def probe_line(p: dict, threads: int) -> str:
 
 
 def render_model(r: dict) -> list[str]:
+    busy = "busy" in r["prefill"][0]
     lines = [
         f"Model {r['model']}; {r['weight_bytes'] / 1e6:.0f} MB float32",
         "",
-        "| measure | minitransformer | transformers + torch | ours vs torch | % of roofline |",
-        "|---|---:|---:|---:|---:|",
+        "| measure | minitransformer | transformers + torch | ours vs torch | % of roofline |"
+        + (" busy: minitransformer | transformers + torch | ours vs torch |" if busy else ""),
+        "|---|---:|---:|---:|---:|" + ("---:|---:|---:|" if busy else ""),
     ]
+
+    def busy_columns(m: dict, value) -> str:
+        if not busy:
+            return ""
+        b = m["busy"]
+        return f" {value(b['ours_s'])} | {value(b['torch_s'])} | {b['torch_s'] / b['ours_s']:.2f}x |"
+
     for d in r["decode"]:
         lines.append(f"| decode tok/s, context {d['context']} | {1 / d['ours_s']:.1f} | {1 / d['torch_s']:.1f} | "
-                     f"{d['torch_s'] / d['ours_s']:.2f}x | {100 * d['roofline_s'] / d['ours_s']:.0f}% |")  # fmt: skip
+                     f"{d['torch_s'] / d['ours_s']:.2f}x | {100 * d['roofline_s'] / d['ours_s']:.0f}% |"
+                     + busy_columns(d, lambda s: f"{1 / s:.1f}"))  # fmt: skip
     for p in r["prefill"]:
         lines.append(f"| prefill T={p['tokens']} (all-position logits), ms | {1e3 * p['ours_s']:.1f} | "
                      f"{1e3 * p['torch_s']:.1f} | {p['torch_s'] / p['ours_s']:.2f}x | "
-                     f"{100 * p['roofline_s'] / p['ours_s']:.0f}% ({p['binds']}-bound) |")  # fmt: skip
+                     f"{100 * p['roofline_s'] / p['ours_s']:.0f}% ({p['binds']}-bound) |"
+                     + busy_columns(p, lambda s: f"{1e3 * s:.1f}"))  # fmt: skip
     lines.append(f"| load, ms | {1e3 * r['load']['ours_s']:.0f} | {1e3 * r['load']['torch_s']:.0f} | "
-                 f"{r['load']['torch_s'] / r['load']['ours_s']:.1f}x | |")  # fmt: skip
+                 f"{r['load']['torch_s'] / r['load']['ours_s']:.1f}x | |" + (" | | |" if busy else ""))  # fmt: skip
     lines += ["", "| ours, other paths | value |", "|---|---:|"]
     for d in r["decode"]:
         overhead = 100 * (d["ours_s"] / d["ours_no_ledger_s"] - 1)
@@ -547,7 +725,7 @@ def render_model(r: dict) -> list[str]:
                      f"{d['ours_no_cache_s'] / d['ours_s']:.1f}x slower |")  # fmt: skip
     lines.append(f"| peak RSS (load + generate), vs weight bytes | {r['peak_rss_bytes'] / 1e6:.0f} MB = "
                  f"{r['peak_rss_bytes'] / r['weight_bytes']:.2f}x |")  # fmt: skip
-    return lines + ["", *render_breakdown(r)]
+    return lines + ["", *render_breakdown(r), "", *render_decode_breakdown(r)]
 
 
 def render_breakdown(r: dict) -> list[str]:
@@ -569,6 +747,27 @@ def render_breakdown(r: dict) -> list[str]:
                      f"{1e3 * o['attention']:.1f} | {1e3 * t['attention']:.1f} | "
                      f"{1e3 * b['attention_roofline_s']:.1f} | {1e3 * o['rest']:.1f} | {1e3 * t['rest']:.1f} | "
                      f"{1e3 * o['total']:.1f} ({1e3 * p['ours_s']:.1f}) | {1e3 * t['total']:.1f} |")  # fmt: skip
+    return lines
+
+
+def render_decode_breakdown(r: dict) -> list[str]:
+    """Where a decode step's time goes, ms: the products with weights of the layers and the logits product, each
+    beside the same products on their own (BLAS alone) and their roofline (their weights' bytes at the streaming
+    bandwidth); attention beside the roofline of the cached K and V it reads; the cache append; the rest (norms,
+    activations, reshapes, residual adds, the embedding and the bookkeeping between stages)."""
+    lines = ["Where a decode step's time goes (ms; the fastest clocked step of the ledger-on measure; BLAS alone: the "
+             "step's products with weights on their own, same operands; roofline: the bytes each part must read at the "
+             "streaming bandwidth)", "",
+             "| context | step: clocked | roofline | layers' weights: ours | BLAS alone | roofline | logits: ours | "
+             "BLAS alone | roofline | attention: ours | K and V roofline | cache append | rest |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for d in r["decode"]:
+        b = d["breakdown"]
+        ms = {key: f"{1e3 * value:.2f}" for key, value in b.items() if not key.endswith("_bytes")}
+        lines.append(f"| {d['context']} | {ms['total']} | {1e3 * d['roofline_s']:.2f} | {ms['weights']} | "
+                     f"{ms['weights_blas_alone']} | {ms['weights_roofline_s']} | {ms['logits']} | "
+                     f"{ms['logits_blas_alone']} | {ms['logits_roofline_s']} | {ms['attention']} | "
+                     f"{ms['kv_roofline_s']} | {ms['cache']} | {ms['rest']} |")  # fmt: skip
     return lines
 
 

@@ -112,15 +112,26 @@ def _broken_models(tmp_path, small_gpt2_dir):
 
 BAD_ARGUMENTS = {
     "empty prompt": (["", "--model", "{small}"], "prompt is empty"),
-    "beyond context": (["Hello there", "--model", "{small}", "--max-new-tokens", "63"], "at most 62 new tokens fit"),
-    "zero tokens": (["Hi", "--model", "{small}", "--max-new-tokens", "0"], "max_new_tokens"),
-    "negative tokens": (["Hi", "--model", "{small}", "--max-new-tokens", "-3"], "max_new_tokens"),
+    "beyond context": (
+        ["Hello there", "--model", "{small}", "--max-new-tokens", "63"],
+        "at most 62 new tokens fit; give a shorter prompt or fewer --max-new-tokens",
+    ),
+    "zero tokens": (
+        ["Hi", "--model", "{small}", "--max-new-tokens", "0"],
+        "--max-new-tokens must be a whole number of at least 1, not 0",
+    ),
+    "negative tokens": (
+        ["Hi", "--model", "{small}", "--max-new-tokens", "-3"],
+        "--max-new-tokens must be a whole number of at least 1, not -3",
+    ),
     "absurd tokens": (["Hi", "--model", "{small}", "--max-new-tokens", "99999999999"], "context"),
     "not a number": (["Hi", "--model", "{small}", "--max-new-tokens", "many"], "not a whole number"),
-    "negative temperature": (["Hi", "--model", "{small}", "--temperature", "-1"], "temperature"),
-    "nan temperature": (["Hi", "--model", "{small}", "--temperature", "nan"], "temperature"),
+    "negative temperature": (["Hi", "--model", "{small}", "--temperature", "-1"], "--temperature must be"),
+    "nan temperature": (["Hi", "--model", "{small}", "--temperature", "nan"], "--temperature must be"),
     "word temperature": (["Hi", "--model", "{small}", "--temperature", "hot"], "not a number"),
-    "zero top-k": (["Hi", "--model", "{small}", "--top-k", "0"], "top_k"),
+    "zero top-k": (["Hi", "--model", "{small}", "--top-k", "0"], "--top-k must be a whole number of at least 1, not 0"),
+    "negative seed": (["Hi", "--model", "{small}", "--seed", "-1"], "--seed must be a whole number of 0 or more"),
+    "no candidates": (["Hi", "--model", "{small}", "--top", "0"], "--top must be a whole number of at least 1"),
     "bad top-k": (["Hi", "--model", "{small}", "--top-k", "x"], "not a whole number"),
     "unknown model": (["Hi", "--model", "gpt5"], "known models: gpt2, gpt2-medium"),
     "missing directory": (["Hi", "--model", "./no/such/dir"], "not a directory"),
@@ -270,3 +281,41 @@ def test_tables_align_by_the_columns_a_terminal_shows():
     starts = [display_width(line[: line.rindex(cell)]) for line, cell in zip(lines, ["n", "1", "22", "333"])]
     assert starts == [starts[0]] * 4 and starts[0] == 2 + 8 + 2  # indent, the widest prompt ('日本語'), the gap
     assert display_width("日本語") == 6 and display_width("e\u0301") == 1
+
+
+def test_errors_name_the_flags_as_typed_never_the_python_names(small_gpt2_dir):
+    """A person typed --max-new-tokens, --top-k, --steps: the answer names those, not max_new_tokens or top_k."""
+    for args, flag in ((["generate", "Hi", "--max-new-tokens", "-3"], "--max-new-tokens"),
+                       (["generate", "Hi", "--top-k", "0", "--temperature", "1"], "--top-k"),
+                       (["validate", "--steps", "0"], "--steps"),
+                       (["count", "--new-tokens", "0"], "--new-tokens"),
+                       (["count", "--batch", "0"], "--batch")):  # fmt: skip
+        result = run_cli(*args, "--model", str(small_gpt2_dir))
+        assert_one_line_error(result, f"{flag} must be a whole number of")
+        assert flag.lstrip("-").replace("-", "_") not in result.stderr.replace(flag, ""), result.stderr
+
+
+def test_every_option_of_every_command_says_what_it_does_and_its_default():
+    import argparse
+
+    from minitransformer.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert set(commands) == {"generate", "download", "validate", "trace", "count", "params"}
+    for name, command in commands.items():
+        for action in command._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            assert action.help, (name, action.dest)
+            if action.option_strings:  # an option, not a positional argument: its help states its default
+                assert "default" in action.help, (name, action.option_strings, action.help)
+    helped = run_cli("generate", "--help").stdout
+    assert "--max-new-tokens N    tokens to generate (default 8)" in helped and "(default 10)" in helped
+
+
+def test_a_batch_of_one_prompt_is_one_prompt(small_gpt2_dir, tmp_path):
+    prompts = tmp_path / "one.txt"
+    prompts.write_text("Hi\n")
+    result = run_cli("generate", "--prompts", str(prompts), "--model", str(small_gpt2_dir), "--max-new-tokens", "1")
+    assert result.returncode == 0, result.stderr
+    assert "a batch of 1 prompt, left-padded to 1 token\n" in result.stdout

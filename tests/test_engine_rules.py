@@ -420,7 +420,7 @@ def test_the_fast_paths_give_exactly_the_plain_numbers(family, tmp_path, monkeyp
     by a bit."""
     from conftest import write_gpt2, write_llama
     from minitransformer import load_model
-    from minitransformer.engine import ops, row_chunks
+    from minitransformer.engine import ops, row_chunks, threads
 
     shape = dict(n_layer=2, n_head=4, n_embd=64, n_positions=512, vocab_size=300)
     if family == "gpt2":
@@ -434,7 +434,7 @@ def test_the_fast_paths_give_exactly_the_plain_numbers(family, tmp_path, monkeyp
     ids = np.arange(400) % 300
     assert 4 * 400 * 400 >= ops.PARALLEL_MIN_SIZE  # the scores are big enough to be split among threads
     fast = model.logits(ids)
-    monkeypatch.setattr(ops, "THREADS", 1)
+    monkeypatch.setattr(threads, "THREADS", 1)
     plain = model.run(ids, all_positions=True, watcher=lambda name, tensor, record: tensor)
     assert np.array_equal(fast, plain)
 

@@ -13,6 +13,7 @@ import pytest
 from conftest import write_gpt2
 from minitransformer import load_model
 from minitransformer.engine import ops, row_chunks
+from minitransformer.engine import threads as engine_threads
 
 
 def fortran(t):
@@ -55,7 +56,7 @@ def model(tmp_path_factory):
 @pytest.fixture
 def threaded(monkeypatch):
     """Two threads whatever the machine, and a record of the row blocks each row-wise stage was given."""
-    monkeypatch.setattr(ops, "THREADS", 2)
+    monkeypatch.setattr(engine_threads, "THREADS", 2)
     calls: list[tuple[str, tuple[int, ...]]] = []
     for name in ("_softmax_rows", "_gelu_tanh_rows"):
         plain = getattr(ops, name)
@@ -122,7 +123,7 @@ def test_rowwise_blocks_give_the_numbers_of_one_call_bit_for_bit(stage, threads,
                        lambda x: ops._layer_norm_rows(x, weight, bias, 1e-5)),
     }  # fmt: skip
     blocked, whole = row_functions[stage]
-    monkeypatch.setattr(ops, "THREADS", threads)
+    monkeypatch.setattr(engine_threads, "THREADS", threads)
     monkeypatch.setattr(ops, "BLOCK_SIZE", 7 * 997)  # 7 rows a block: 129 blocks, the last of 3 rows
     assert x.size >= ops.PARALLEL_MIN_SIZE
     assert np.array_equal(blocked(x), whole(x))

@@ -26,6 +26,7 @@ from minitransformer.families.gpt2.stages import GPT2
 from minitransformer.families.llama.stages import llama_family
 from minitransformer.models.weights import expected_shapes
 from minitransformer.verbs.attention_maps import AttentionRecorder, visible
+from minitransformer.views.html_drawings import label
 from minitransformer.views.html_report import fold_layers, generation_page, unfold_layers
 
 PROMPT = "The capital of France is"
@@ -532,3 +533,174 @@ def test_a_branch_leaves_the_stream_where_the_family_reads_it(preset):
     linked = [op for op, inside in stages if 'class="stream-link"' in inside]
     assert linked == [op for op, _ in stages if op in readers + adds]
     assert sorted(linked) == sorted(readers + adds)
+
+
+# --- every kind of layer drawn, and every label inside its box ---------------------------------------------------
+def kinds_page(tmp_path_factory, name: str, config, tokens: int, new_tokens: int = 1) -> tuple[Path, dict]:
+    """A count's page and the JSON ledger it carries (unfolded: every layer in full)."""
+    from minitransformer.verbs.count import count_generation
+    from minitransformer.views.html_report import count_data, page
+
+    count = count_generation(config, tokens, new_tokens)
+    data = count_data(count)
+    html = tmp_path_factory.mktemp("kinds") / f"{name}.html"
+    html.write_text(page(data), encoding="utf-8")
+    return html, {**data["document"], "phases": [unfold_layers(p) for p in data["document"]["phases"]]}
+
+
+@pytest.fixture(scope="session")
+def deepseek_page(tmp_path_factory):
+    """The issue's own command, without --tokens (its default is 100): 3 dense layers, then 58 with experts."""
+    out = tmp_path_factory.mktemp("deepseek") / "ds.html"
+    result = run_cli("count", "--preset", "deepseek-v3", "--html", str(out), "--json", str(out.with_suffix(".json")))
+    assert result.returncode == 0, result.stderr
+    return out, json.loads(out.with_suffix(".json").read_text())
+
+
+@pytest.fixture(scope="session")
+def gemma_page(tmp_path_factory):
+    """Gemma 2 2B past its window of 4,096: its sliding layers' chunks see fewer keys than its full layers'."""
+    from minitransformer.families.table import PRESETS
+
+    return kinds_page(tmp_path_factory, "gemma", PRESETS["gemma-2-2b"].prefix(4), 4_500)
+
+
+@pytest.fixture(scope="session")
+def qwen3moe_page(tmp_path_factory):
+    """Qwen3-30B-A3B's shapes cut to 6 layers, layers 0 and 3 dense (as mlp_only_layers makes them)."""
+    from dataclasses import replace
+
+    from minitransformer.families.table import PRESETS
+
+    config = replace(PRESETS["qwen3-30b-a3b"].prefix(6), dense_layers=(0, 3))
+    return kinds_page(tmp_path_factory, "qwen3moe", config, 100)
+
+
+def shown_block(page) -> dict:
+    """The block the page shows now: its heading, its drawing's stages and its table's rows (op, MACs)."""
+    return page.evaluate("""(() => {
+        const blocks = Array.from(document.querySelectorAll('.phase-view.current .kind-view'))
+            .filter(v => v.offsetHeight > 0);
+        const v = blocks[0];
+        return {count: blocks.length, heading: v.querySelector('h3').innerText,
+                drawn: Array.from(v.querySelectorAll('svg.block-diagram g.stage')).map(g => g.dataset.op),
+                rows: Array.from(v.querySelectorAll('.block-table tbody tr:not(.total)')).map(
+                    r => [r.cells[0].innerText.trim(), r.cells[6].innerText.trim()])}; })()""")
+
+
+@pytest.mark.parametrize("which, chosen, kinds", [
+    ("deepseek", [0, 2, 5, 60], {0: "dense MLP", 2: "dense MLP", 5: "MoE", 60: "MoE"}),
+    ("gemma", [0, 1, 2, 3], {0: "sliding_attention", 1: "full_attention", 2: "sliding_attention", 3: "full_attention"}),
+    ("qwen3moe", [0, 1, 3, 5], {0: "dense MLP", 1: "MoE", 3: "dense MLP", 5: "MoE"}),
+])  # fmt: skip
+def test_each_kind_of_layer_is_drawn_and_tabled_and_the_layer_chosen_shows_its_own(
+    page_of, request, which, chosen, kinds
+):
+    html, document = request.getfixturevalue(f"{which}_page")
+    page = page_of(html)
+    assert page.console == []
+    prefill = document["phases"][0]
+    for layer in chosen:
+        choose(page, "layer", layer)
+        shown = shown_block(page)
+        ops = prefill["layers"][layer]["ops"]
+        assert shown["count"] == 1  # with script, the chosen layer's block alone
+        assert shown["drawn"] == [op["op"] for op in ops], (which, layer)
+        assert shown["rows"] == [[op["op"], f"{op['macs']:,}"] for op in ops], (which, layer)
+        assert f"layer {layer} of {document['model']['n_layer']}" in shown["heading"]
+        assert f"One block of the {kinds[layer]}" in shown["heading"] and "every block" not in shown["heading"]
+        experts = {"router", "expert.gate", "expert.up", "expert.down"}
+        assert (experts <= set(shown["drawn"])) == (kinds[layer] == "MoE"), (which, layer)
+    text = page.evaluate("document.body.innerText")
+    assert "every block of this pass has the same shapes" not in text  # the blocks differ: nothing says they do
+    off = page_of(html, scripts=False)  # without script, every kind one after the other
+    headings = off.evaluate(
+        "Array.from(document.querySelectorAll('.phase-view .kind-view > h3:first-child')).map(h => h.innerText)"
+    )
+    assert len(headings) == len({kinds[layer] for layer in kinds}) * (len(document["detailed_steps"]))
+
+
+def test_gemma_s_sliding_and_full_layers_differ_past_the_window(page_of, gemma_page):
+    """Past the window, each kind's block is its own: the sliding layers' chunks see at most W + 127 keys. A row
+    computed in row chunks says so, and states the range of its dot products' lengths."""
+    html, document = gemma_page
+    prefill = document["phases"][0]
+    sliding, full = ({op["op"]: op for op in prefill["layers"][i]["ops"]} for i in (0, 1))
+    assert sliding["mix"]["macs"] < full["mix"]["macs"] and sliding["scores"]["macs"] < full["scores"]["macs"]
+    assert sliding["mix"]["dot_length_max"] == 4_096 + 128 - 1 and full["mix"]["dot_length_max"] == 4_500
+    page = page_of(html)
+    for layer, op in ((0, sliding["mix"]), (1, full["mix"])):
+        choose(page, "layer", layer)
+        row = page.evaluate("""Array.from(document.querySelectorAll('.phase-view.current .kind-view'))
+            .filter(v => v.offsetHeight > 0)[0].querySelector('.block-table tr[data-op="mix"]').innerText""")
+        assert "in 36 row chunks" in row and f"128-{op['dot_length_max']:,}" in row and f"{op['macs']:,}" in row
+
+
+def test_a_model_of_one_kind_still_says_its_blocks_are_alike(page_of, demo_run):
+    page = page_of(demo_run[0])
+    heading = page.evaluate(f"document.querySelector('{current_view(0)} .kind-view h3').innerText")
+    assert (
+        heading == "One transformer block, stage by stage (layer 0 of 4; every block of this pass has the same shapes)"
+    )
+    choose(page, "layer", 3)
+    assert page.evaluate(f"document.querySelector('{current_view(0)} .layer-name').textContent") == "3"
+
+
+TEXT_OUTSIDE = """(() => { const out = [];
+  document.querySelectorAll('svg').forEach(svg => {
+    const box = svg.getBoundingClientRect();
+    if (box.width === 0) return;
+    svg.querySelectorAll('text').forEach(t => {
+      const r = t.getBoundingClientRect();
+      if (r.width === 0) return;
+      if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5)
+        out.push(svg.getAttribute('class') + ': ' + t.textContent);
+      if (t.classList.contains('inbox')) {  // a name inside a stage's box stays inside it
+        const rect = t.parentNode.querySelector('rect.box').getBoundingClientRect();
+        if (r.left < rect.left || r.right > rect.right) out.push('inside its box: ' + t.textContent);
+      }
+    });
+  });
+  return out; })()"""
+
+
+def test_no_label_is_wider_than_its_box(page_of, demo_run, llama_run, deepseek_page, qwen3moe_page, tmp_path):
+    """Every text of every drawing inside its drawing, and every name inside its box: the ones that were clipped
+    (Mixtral's and DeepSeek's "added back to the tokens' rows", RoPE's "position x frequency", the heatmaps'
+    last token) are read whole."""
+    mixtral = tmp_path / "mixtral.html"
+    assert run_cli("count", "--preset", "mixtral-8x7b", "--html", str(mixtral)).returncode == 0
+    pages = {"demo": demo_run[0], "llama": llama_run[0], "deepseek": deepseek_page[0], "qwen3moe": qwen3moe_page[0],
+             "mixtral": mixtral}  # fmt: skip
+    for name, html in pages.items():
+        page = page_of(html, scripts=False)  # every pass and every kind of block laid out
+        assert page.evaluate(TEXT_OUTSIDE) == [], name
+        texts = page.evaluate("Array.from(document.querySelectorAll('svg text')).map(t => t.textContent).join('\\n')")
+        read = re.sub(r"\s+", " ", texts)  # a long line wrapped in the drawing reads as one
+        if name in ("mixtral", "deepseek"):
+            assert "(added back to the tokens' rows)" in read
+        if name in ("llama", "mixtral", "deepseek"):
+            assert "position x frequency" in read, name
+        if name == "demo":
+            pieces = demo_run[1]["prompt_pieces"] + demo_run[1]["new_pieces"]
+            assert label(pieces[-2]) in texts.splitlines()  # the last token fed back, at the heatmaps' edge
+
+
+def test_blocks_that_differ_are_told_apart_even_where_the_config_names_no_kinds():
+    """The drawn blocks follow the records: layers whose records differ get a block each, named by the ops only they
+    have where the config gives no kind (a family to come whose config names none), and nothing says they are alike."""
+    from minitransformer.families.table import PRESETS
+    from minitransformer.verbs.count import count_generation
+    from minitransformer.views import html_report
+
+    data = html_report.count_data(count_generation(PRESETS["deepseek-v3"].prefix(4), 20, 1))
+    assert data["layer_kinds"] == ["dense MLP"] * 3 + ["MoE"]
+    unnamed = {**data, "layer_kinds": [""] * 4}
+    views = html_report._block_views(data["document"]["phases"][0], unnamed["layer_kinds"])
+    assert [(v["kind"], v["layers"]) for v in views] == [
+        ("with mlp.gate, mlp.up, mlp.act, ...", [0, 1, 2]),
+        ("with router, router.sigmoid, router.choose, ...", [3]),
+    ]
+    page = html_report.fragment(unnamed)
+    assert "One block of the layers with router, router.sigmoid, router.choose, ..., stage by stage" in page
+    assert "every block of this pass has the same shapes" not in page

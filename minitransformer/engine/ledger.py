@@ -74,6 +74,10 @@ class Record:
     # describe (scores and mix in query-row chunks, each against only the keys it can see); None: all of it.
     computed: tuple[int, int] | None = None
     row_chunk: int | None = None  # the query rows per chunk where `computed` says the pass ran in chunks
+    # (shortest, longest) dot product computed where the pass computed less than the dense product (`computed`): each
+    # row chunk's A V sums over the keys that chunk sees, so a chunked mix has dot products of several lengths, and
+    # attention over an indexer's chosen keys sums over those; None where the product ran whole (dot_length each).
+    lengths: tuple[int, int] | None = None
     # A product computed in parts, expert by expert (Tape.experts): each expert's tokens, dot products and MACs,
     # which sum to the record's. Which tokens went where depends on the data (or, counting from a config alone, on
     # the routing assumed), not on the shapes: two records of the same shapes are equal whatever their breakdown.
@@ -131,6 +135,25 @@ class Record:
     def dot_length(self) -> int:
         """The length of the dense form's dot products (the longest, where row chunks made some shorter)."""
         return self.a_shape[-1] if self.a_shape is not None else 0
+
+    @property
+    def dot_lengths(self) -> tuple[int, int]:
+        """(shortest, longest) of the dot products computed: (dot_length, dot_length) unless row chunks made some
+        shorter, as A V's are in every chunk that sees fewer keys than the last, or attention read chosen keys."""
+        return self.lengths if self.lengths is not None else (self.dot_length, self.dot_length)
+
+    @property
+    def one_length(self) -> bool:
+        """Every dot product computed has the same length, so dot products x length = MACs."""
+        shortest, longest = self.dot_lengths
+        return shortest == longest
+
+    @property
+    def chunks(self) -> int | None:
+        """The chunks of query rows the pass computed this product in (None: whole)."""
+        if self.row_chunk is None:
+            return None
+        return -(-self.out_shape[-2] // self.row_chunk)
 
     @property
     def macs(self) -> int:
@@ -223,6 +246,11 @@ class Record:
             "flops": self.flops,
             "share": self.macs / pass_macs if pass_macs else 0.0,
         }
+        if self.row_chunk is not None:  # computed in chunks of query rows
+            d["row_chunk"] = self.row_chunk
+            d["chunks"] = self.chunks
+        if self.lengths is not None:  # the lengths of the dot products computed, where not the dense form's
+            d["dot_length_min"], d["dot_length_max"] = self.lengths
         if self.causal_dot_products is not None:
             d["causal_dot_products"] = self.causal_dot_products
             d["causal_macs"] = self.causal_macs

@@ -9,21 +9,20 @@ hands it over (Tape.scratch: only when nobody watches the pass): at long context
 [H, T, t] array per stage costs more in page faults than the arithmetic.
 
 NumPy runs an elementwise loop on one core; the big row-wise stages (softmax, the MLP activation,
-RMSNorm, LayerNorm) split their rows among the cores (`rowwise`), since NumPy lets go of the GIL inside
-its loops, and work through them in blocks that stay in cache.
+RMSNorm, LayerNorm) split their rows among the engine's workers (`rowwise`, threads.py), since NumPy lets go
+of the GIL inside its loops, and work through them in blocks that stay in cache.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
 
 from .shapes import ShapeOnly
+from .threads import spread
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
@@ -35,18 +34,8 @@ def constant(x, value):
     return x.dtype.type(value)
 
 
-def _threads() -> int:
-    """As many as the BLAS may use (the benchmark sets the same count for every library)."""
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        if os.environ.get(var, "").isdigit() and int(os.environ[var]) > 0:
-            return int(os.environ[var])
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-THREADS = _threads()
 PARALLEL_MIN_SIZE = 1 << 18  # below this, starting threads costs more than it saves (every decode step)
 BLOCK_SIZE = 1 << 16  # numbers in a block of rows (rowwise): it and its output fit in a core's L2 cache
-_pool: ThreadPoolExecutor | None = None
 
 
 def rowwise(fn, x, out=None):
@@ -74,15 +63,7 @@ def rowwise(fn, x, out=None):
             b = min(a + step, end)
             fn(rows[a:b], out_rows[a:b])
 
-    if THREADS == 1:
-        in_blocks(0, len(rows))
-        return out
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(THREADS, thread_name_prefix="minitransformer")
-    cuts = [len(rows) * i // THREADS for i in range(THREADS + 1)]
-    for done in [_pool.submit(in_blocks, a, b) for a, b in zip(cuts, cuts[1:])]:
-        done.result()
+    spread(in_blocks, len(rows))
     return out
 
 

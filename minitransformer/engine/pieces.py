@@ -26,21 +26,26 @@ class Pieces:
 
     counting: bool  # a ledger is kept: count each piece's products
     watched: bool  # somebody watches: keep each piece's values
-    ops: dict = field(default_factory=dict)  # op -> [[dot products, MACs, B batched] or None (a stage), values]
+    # op -> [[dot products, MACs, B batched, shortest, longest dot product] or None (a stage), values]
+    ops: dict = field(default_factory=dict)
 
-    def add(self, op: str, value, counted: tuple[int, int] | None, b_batched: bool = False) -> None:
-        """A piece made `value` at `op`, with `counted` = (dot products, MACs) for a product, None for a stage."""
-        entry = self.ops.setdefault(op, [None if counted is None else [0, 0, b_batched], []])
+    def add(self, op: str, value, counted: tuple[int, int] | None, b_batched: bool = False, length: int = 0) -> None:
+        """A piece made `value` at `op`, with `counted` = (dot products, MACs) for a product of dot products of
+        `length`, None for a stage."""
+        entry = self.ops.setdefault(op, [None if counted is None else [0, 0, b_batched, length, length], []])
         if self.counting and counted is not None:
-            entry[0][0] += counted[0]
-            entry[0][1] += counted[1]
+            sums = entry[0]
+            sums[0] += counted[0]
+            sums[1] += counted[1]
+            sums[3], sums[4] = min(sums[3], length), max(sums[4], length)
         if self.watched and not isinstance(value, ShapeOnly):
             entry[1].append(value)
 
-    def counted(self, op: str) -> tuple[int, int, bool] | None:
-        """(dot products, MACs, whether B has the batch axis) of a product's pieces; None for a stage."""
+    def counted(self, op: str) -> tuple[int, int, bool, tuple[int, int]] | None:
+        """(dot products, MACs, whether B has the batch axis, (shortest, longest) dot product) of a product's pieces;
+        None for a stage."""
         sums = self.ops[op][0]
-        return None if sums is None else (sums[0], sums[1], sums[2])
+        return None if sums is None else (sums[0], sums[1], sums[2], (sums[3], sums[4]))
 
     def values(self, op: str) -> list:
         return self.ops[op][1]

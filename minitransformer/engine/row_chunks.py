@@ -7,7 +7,8 @@ checked by a tape of its own, and every product still goes through Tape.matmul.
 
 Fewer dot products than the dense T x t (about half at a long prompt), and a chunk's scores stay in the
 cache. The ledger gets one record per op with the dense shapes, counting what the chunks computed
-(Record.computed, with the chunk size in Record.row_chunk); the dense form's cost is beside it
+(Record.computed, with the chunk size in Record.row_chunk and the range of the chunks' dot-product lengths in
+Record.lengths: A V's are as long as the keys each chunk sees); the dense form's cost is beside it
 (dense_dot_products, dense_macs). A watched pass (captures, hooks, trace) runs the dense lines once, so
 that every watcher sees the documented full [..., H, T, t] tensors; so does a pass asked to run dense
 (Tape.dense: `--dense-attention`, which computes every score as transformers' eager attention does).
@@ -84,13 +85,13 @@ def _joined(tape, rows, parts):
     (the dense form's, where a product stated it), the chunks' dot products and MACs summed beside them."""
     d = tape.dims
     if rows is not None:
-        for op, (spec, b_batched, dots, macs) in rows.items():
+        for op, (spec, b_batched, dots, macs, shortest, longest) in rows.items():
             if dots is None:
                 tape._record(op, d.shape(specs(spec, 1)[0]), spec)
             else:
                 a_spec, b_spec, out_spec = matmul_spec(spec)
                 tape._record(op, d.shape(out_spec), out_spec, d.shape(a_spec), d.shape(b_spec, b_batched),
-                             computed=(dots, macs), row_chunk=ROW_CHUNK)  # fmt: skip
+                             computed=(dots, macs), row_chunk=ROW_CHUNK, lengths=(shortest, longest))  # fmt: skip
     if isinstance(parts[0], ShapeOnly):
         return ShapeOnly((*parts[0].shape[:-2], d.T, parts[0].shape[-1]))
     return np.concatenate(parts, axis=-2)

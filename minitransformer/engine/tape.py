@@ -1,9 +1,9 @@
 """The tape of one forward pass: each stage goes through it, is shape-checked, recorded and shown to watchers.
 
 `Tape.matmul` is the one door through which every matrix product of the model passes: it computes
-the product and records its dot products in the ledger. Attention over a long prompt runs in chunks of
-query rows through the same door (row_chunks.py, beside this). Nothing else in the package multiplies
-matrices (a test reads the source to hold us to that).
+the product, on the threads it is sized for (threads.py), and records its dot products in the ledger.
+Attention over a long prompt runs in chunks of query rows through the same door (row_chunks.py, beside
+this). Nothing else in the package multiplies matrices (a test reads the source to hold us to that).
 
 Shapes are written symbolically on each line of the forward pass ("H T dh") and checked here
 against the concrete sizes of this pass, so a shape in the code cannot drift from the truth.
@@ -26,6 +26,7 @@ from .row_chunks import in_row_chunks, on_chosen_keys
 from .shapes import ShapeOnly
 from .spec import matmul_spec, specs, symbols
 from .stages import Family
+from .threads import sized_for_threads
 
 # A watcher sees every stage: (full name, tensor, record) -> the tensor to continue with.
 Watcher = Callable[[str, object, Record], object]
@@ -150,8 +151,8 @@ class Tape:
     layer_index: int | None = None
     prefix: str = ""
     family: Family | None = None  # the stage table the forward pass names its stages from (the model's)
-    # Inside a chunk of query rows (in_row_chunks): op -> [spec, b batched, dot products, MACs], summed over
-    # the chunks, for the one record per op that the whole pass's tape writes after the last chunk.
+    # Inside a chunk of query rows (in_row_chunks): op -> [spec, b batched, dot products, MACs, shortest and longest
+    # dot product], over the chunks, for the one record per op that the whole pass's tape writes after the last chunk.
     rows: dict | None = None
     # Each layer's sliding window, where the layers differ (config.layer_window); None: every layer has dims.window.
     windows: tuple | None = None
@@ -253,12 +254,13 @@ class Tape:
                 record = self._record(op, self.dims.shape(out_spec), out_spec)
             else:
                 a_spec, b_spec, out_spec = matmul_spec(whole[op])
-                dots, macs, b_batched = counted
+                dots, macs, b_batched, lengths = counted
                 a_shape, out_shape = self.dims.shape(a_spec), self.dims.shape(out_spec)
                 dense = (prod(out_shape), prod(out_shape) * a_shape[-1])
                 computed = (dots, macs) if done.counting and (dots, macs) != dense else None
+                uneven = done.counting and lengths != (a_shape[-1], a_shape[-1])  # a solve's rows: 1 .. C - 1 long
                 record = self._record(op, out_shape, out_spec, a_shape, self.dims.shape(b_spec, b_batched), computed,
-                                      recurrent=(recurrent or {}).get(op))  # fmt: skip
+                                      recurrent=(recurrent or {}).get(op), lengths=lengths if uneven else None)  # fmt: skip
             if not done.watched:
                 continue
             value = (values or {}).get(op)
@@ -285,12 +287,12 @@ class Tape:
             )
 
     def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
-                row_chunk=None, breakdown=None, recurrent=None) -> Record:  # fmt: skip
+                row_chunk=None, breakdown=None, recurrent=None, lengths=None) -> Record:  # fmt: skip
         attention = op in ("scores", "mix")
         window = self.dims.window if attention else None
         assert self.family is not None, "a tape that records names its stage table (Tape.family)"
         record = Record(self.family.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
-                        computed, row_chunk, breakdown, recurrent=recurrent,
+                        computed, row_chunk, lengths=lengths, breakdown=breakdown, recurrent=recurrent,
                         selected=self.dims.selected if attention else None)  # fmt: skip
         if self.phase is not None:
             self.phase.records.append(record)
@@ -320,7 +322,7 @@ class Tape:
         for v, each in zip(values, shapes):
             self._check(op, v, each)
         if self.rows is not None:
-            self.rows.setdefault(op, [spec, False, None, None])
+            self.rows.setdefault(op, [spec, False, None, None, None, None])
         if self.parts is not None:  # one expert's rows: shown with the others' (record_experts)
             self.parts.add(op, value, self.routed, None)
             return value
@@ -351,23 +353,24 @@ class Tape:
             out = ShapeOnly(dot_product_count(a.shape, b.shape)[0])
         else:
             a_rows, b_rows, out_shape = fold_shared_axes(a, b)
-            out = np.matmul(a_rows, b_rows)
+            out = sized_for_threads(np.matmul, a_rows, b_rows)  # the BLAS's threads it is sized for
             out = out if out_shape is None else out.reshape(out_shape)
             if bias is not None:
                 out += bias  # out is fresh: adding in place saves a [T, out] temporary
         self._check(op, out, out_spec)
         if self.rows is not None:  # a chunk of query rows: summed into the whole pass's record (in_row_chunks)
             _, dots, length = dot_product_count(a.shape, b.shape)
-            counted = self.rows.setdefault(op, [dense or spec, b_batched, 0, 0])
+            counted = self.rows.setdefault(op, [dense or spec, b_batched, 0, 0, length, length])
             counted[2] += dots
             counted[3] += dots * length
+            counted[4], counted[5] = min(counted[4], length), max(counted[5], length)  # chunks see more keys, or fewer
         if self.parts is not None:  # one expert's rows: summed into the layer's record (record_experts)
             _, dots, length = dot_product_count(a.shape, b.shape)
             self.parts.add(op, out, self.routed, (dots, dots * length))
             return out
         if self.pieces is not None:  # one piece: summed into the whole computation's record (record_pieces)
             _, dots, length = dot_product_count(a.shape, b.shape)
-            self.pieces.add(op, out, (dots, dots * length), b_batched)
+            self.pieces.add(op, out, (dots, dots * length), b_batched, length)
             return out
         if self.unobserved:
             return out
@@ -378,5 +381,5 @@ class Tape:
             a_dense, b_dense, out_dense = matmul_spec(dense)
             d = self.dims
             record = self._record(op, d.shape(out_dense), out_dense, d.shape(a_dense), d.shape(b_dense, b_batched),
-                                  computed=(dots, dots * length))  # fmt: skip
+                                  computed=(dots, dots * length), lengths=(length, length))  # fmt: skip
         return self._watch(op, out, record)

@@ -23,7 +23,7 @@ from ..verbs.formulas import (
 )
 from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
 from .report import count as n
-from .report import describe_model, human, operands, percent, shape, table
+from .report import describe_model, human, length, operands, percent, shape, table
 
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
@@ -36,7 +36,8 @@ CHUNKED_CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Computed in chunks of\n"
     "  {C} query rows, each chunk's Q K^T against only the keys its rows can see, so fewer scores than the dense\n"
     "  T x t per head that transformers' eager attention computes and masks afterwards ('dense form'; count it\n"
-    "  with --dense-attention). 'causal' is the part of that work the mask keeps: per head T*past + T(T+1)/2\n"
+    "  with --dense-attention). A V's dot products are as long as the keys their chunk sees, so its length is a\n"
+    "  range and its MACs their sum. 'causal' is the part of that work the mask keeps: per head T*past + T(T+1)/2\n"
     "  (query, key) pairs; each is a score of length dh, and in A V the same output elements need only those keys."
 )
 
@@ -208,7 +209,7 @@ def experts_lines(count: Count) -> list[str]:
         f"  Routing assumed (no router without weights): {count.routing}: {ROUTINGS[count.routing]}"
         + ("" if count.routing == "worst" else "\n  (--routing worst: every token to the same k experts; no total moves)"),
         f"  Expert load of the prefill, tokens per expert in {every}: {' '.join(map(str, load))} (the busiest: "
-        f"{busiest:,} of {rows:,} tokens, {n(busiest * per_token)} MACs)",
+        f"{busiest:,} of {plural(rows, 'token', format(rows, ','))}, {n(busiest * per_token)} MACs)",
     ]  # fmt: skip
 
 
@@ -225,20 +226,8 @@ def block_table(block: list[Record], full: bool) -> str:
             dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_form_macs else ""  # row chunks skipped the rest
             if r.chosen_keys is not None:  # sparse attention: the keys each query read
                 dense_form += f" (sparse: {n(r.chosen_keys)} keys a query)"
-            row = [
-                r.op,
-                r.equation,
-                operands(r),
-                shape(r.out_shape),
-                n(r.dot_products),
-                n(r.dot_length),
-                n(r.macs),
-                human(r.flops),
-                percent(r.macs, block_macs),
-                causal_dots,
-                causal_macs,
-                dense_form,
-            ]
+            row = [r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), length(r), n(r.macs),
+                   human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs, dense_form]  # fmt: skip
             rows.append(row + ([f"{n(r.recurrent_macs)} MACs" if r.recurrent is not None else ""] if scanned else []))
         elif full:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""] + [""] * scanned)
@@ -440,11 +429,11 @@ def window_lines(count: Count, dtype: str = "float32") -> list[str]:
     kv = [kv_cache_bytes_after(c, held, count.batch, size), kv_cache_bytes(c, held, count.batch, size)]
     return [
         f"Sliding window: {len(local)} of {plural(L, 'layer')} ({percent(len(local), L)}) are local, each attending to "
-        f"at most W = {shown} positions{others}"
+        f"at most W = {shown} position{s_for(max(local))}{others}"
         + (" (this context is within the window: nothing is cut yet)" if held < min(local) else ""),
         f"  scores and mix: {n(attention)} MACs over this generation, against {n(attention + saved)} had every "
         f"layer attended to every earlier position: the window saves {human(saved)} MACs ({percent(saved, attention + saved)})",
-        f"  KV cache after {held:,} positions ({dtype}): {_bytes(kv[0])}, against {_bytes(kv[1])} had every layer held "
+        f"  KV cache after {plural(held, 'position', format(held, ','))} ({dtype}): {_bytes(kv[0])}, against {_bytes(kv[1])} had every layer held "
         f"all of them: the window saves {_bytes(kv[1] - kv[0])} ({percent(kv[1] - kv[0], kv[1])})",
         "",
     ]  # fmt: skip

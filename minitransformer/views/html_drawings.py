@@ -20,6 +20,7 @@ from html import escape
 import numpy as np
 
 from ..families.table import ARCHITECTURES
+from ..text import plural
 from .report import count, human, percent, shape
 
 # Which part of the arithmetic a product belongs to (stages.py's `group`), the same in both families.
@@ -33,24 +34,59 @@ _BOX_X = 52  # left edge of the box column; the residual stream runs at _STREAM_
 _STREAM_X = 24
 _TEXT_X = _BOX_X + _BOX_W + 18
 _LINE = 15
+_INBOX_CHAR = 8.0  # the width of a character of an op's name in its box (12 px bold), a little over, to be safe
 
 
 def colour(op: str) -> str:
     return COLOURS.get(GROUP_OF.get(op, ""), "#888888")
 
 
+def operands(r: dict) -> str:
+    """ "[5, 64] x [64, 192]"; a product computed in chunks of query rows says so after its dense shapes."""
+    chunks = f" in {plural(r['chunks'], 'row chunk')}" if "chunks" in r else ""
+    return f"{shape(r['a_shape'])} x {shape(r['b_shape'])}{chunks}"
+
+
+def length(r: dict) -> str:
+    """The length of a product's dot products, or their range where row chunks computed several ("128-1,000")."""
+    shortest, longest = r.get("dot_length_min", r["dot_length"]), r.get("dot_length_max", r["dot_length"])
+    return count(longest) if shortest == longest else f"{count(shortest)}-{count(longest)}"
+
+
+def dot_products_text(r: dict) -> str:
+    """ "960 dot products of length 64 = 61,440 MACs": the rule, applied to one record."""
+    return f"{count(r['dot_products'])} dot products of length {length(r)} = {count(r['macs'])} MACs"
+
+
 def record_title(r: dict) -> str:
     """A record as a few lines of text: the tooltip a browser shows without script."""
     lines = [f"{r['name']}  ({r['kind']})", r["equation"]]
     if r["kind"] == "matmul":
-        lines += [
-            f"{shape(r['a_shape'])} x {shape(r['b_shape'])} -> {shape(r['out_shape'])}",
-            f"{count(r['dot_products'])} dot products of length {count(r['dot_length'])} = {count(r['macs'])} MACs",
-        ]
+        lines += [f"{operands(r)} -> {shape(r['out_shape'])}", dot_products_text(r)]
         lines += [causal_text(r)] if "causal_macs" in r else []
     else:
         lines += [f"out {shape(r['out_shape'])}: no dot products"]
     return "\n".join(lines)
+
+
+# A line of the block diagram's text column holds at most this many characters, wrapped at spaces beyond it: the
+# column is WIDTH - _TEXT_X = 670 units wide, and a 12 px monospace character about 7.2 (the browser tests measure it).
+_LINE_CHARS = 84
+
+
+def wrap(text: str, limit: int = _LINE_CHARS, indent: str = "  ") -> list[str]:
+    """`text` in lines of at most `limit` characters, broken at spaces (a word longer than a line stays whole); the
+    lines after the first are indented, so that a wrapped line reads as the one before it continued."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split(" "):
+        candidate = word if not line else f"{line} {word}"
+        if line and len(candidate) > limit:
+            lines.append(line)
+            line = indent + word
+        else:
+            line = candidate
+    return [*lines, line]
 
 
 def causal_text(r: dict) -> str:
@@ -80,39 +116,44 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int, stream_read
         if r["kind"] == "matmul":
             side = (r["macs"] / largest) ** 0.5
             w, h = max(3.0, _BOX_W * side), max(3.0, _BOX_H * side)
-            lines = [r["equation"], f"{shape(r['a_shape'])} x {shape(r['b_shape'])} -> {shape(r['out_shape'])}",
-                     f"{count(r['dot_products'])} dot products of length {count(r['dot_length'])} = "
-                     f"{count(r['macs'])} MACs ({percent(r['macs'], block_macs)} of the block)"]  # fmt: skip
+            equation = wrap(r["equation"])
+            lines = [*equation, *wrap(f"{operands(r)} -> {shape(r['out_shape'])}"),
+                     *wrap(f"{dot_products_text(r)} ({percent(r['macs'], block_macs)} of the block)")]  # fmt: skip
             if "causal_macs" in r:
-                lines.append(causal_text(r))
+                lines += wrap(causal_text(r))
             height = max(h, _LINE * (len(lines) + 1)) + 12
             top = y + (height - h) / 2
             x = _BOX_X + (_BOX_W - w) / 2
             parts = [f'<rect class="box product" x="{x:.1f}" y="{top:.1f}" width="{w:.1f}" height="{h:.1f}" '
                      f'fill="{colour(r["op"])}"/>']  # fmt: skip
-            if w >= 64 and h >= 18:
+            if w >= _INBOX_CHAR * len(r["op"]) + 10 and h >= 18:  # the name inside the box only where it fits
                 parts.append(_text(_BOX_X + _BOX_W / 2, top + h / 2 + 4, r["op"], "inbox", "middle"))
             text_top = y + (height - _LINE * (len(lines) + 1)) / 2 + 12
             parts.append(_text(_TEXT_X, text_top, r["op"], "op"))
             for k, line in enumerate(lines):
-                parts.append(_text(_TEXT_X, text_top + _LINE * (k + 1), line, "numbers" if k >= 1 else "eq"))
+                parts.append(_text(_TEXT_X, text_top + _LINE * (k + 1), line, "eq" if k < len(equation) else "numbers"))
             if r["op"] in stream_readers:  # a product that reads the stream itself (OLMo 2 has no pre-norms)
                 cy = top + h / 2
                 parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>')
             rows.append(f'<g class="stage matmul" data-op="{escape(r["op"])}" {ref}>{title}{"".join(parts)}</g>')
             centres.append((top, top + h))
         else:
-            height = 40
+            # the op's name and its equation on the first line (wrapped where long), then what it makes
+            equation = wrap(f"{r['op']}\u00a0\u00a0{r['equation']}")
+            equation[0] = equation[0].removeprefix(f"{r['op']}\u00a0\u00a0")
+            height = 40 + _LINE * (len(equation) - 1)
             w, h = 132, 22
             top = y + (height - h) / 2
             x = _BOX_X + (_BOX_W - w) / 2
-            free = "no dot products"
+            made = f"out {shape(r['out_shape'])}: no dot products ({r['kind']})"
+            text_top = top + 9 - _LINE * (len(equation) - 1) / 2
             parts = [
                 f'<rect class="box free" x="{x:.1f}" y="{top:.1f}" width="{w}" height="{h}"/>',
                 _text(_BOX_X + _BOX_W / 2, top + 15, r["op"], "inbox free-name", "middle"),
-                f'<text x="{_TEXT_X}" y="{top + 9:.1f}" class="eq"><tspan class="op">{escape(r["op"])}</tspan>\u00a0\u00a0'
-                f"{escape(r['equation'])}</text>",
-                _text(_TEXT_X, top + 9 + _LINE, f"out {shape(r['out_shape'])}: {free} ({r['kind']})", "free-note"),
+                f'<text x="{_TEXT_X}" y="{text_top:.1f}" class="eq"><tspan class="op">{escape(r["op"])}</tspan>'
+                f"\u00a0\u00a0{escape(equation[0])}</text>",
+                *(_text(_TEXT_X, text_top + _LINE * k, line, "eq") for k, line in enumerate(equation[1:], 1)),
+                _text(_TEXT_X, text_top + _LINE * len(equation), made, "free-note"),
             ]
             if r["kind"] == "residual":  # where the stream takes the branch back in
                 cy = top + h / 2
@@ -208,7 +249,7 @@ def expert_load(tokens: np.ndarray, first_layer: int = 0) -> str:
         for e in range(E):
             parts.append(f'<rect class="cell" x="{left + e * cell}" y="{top + i * cell}" width="{cell}" '
                          f'height="{cell}" fill="transparent"><title>layer {first_layer + i}, expert {e}: '
-                         f"{count(int(tokens[i, e]))} tokens</title></rect>")  # fmt: skip
+                         f"{plural(int(tokens[i, e]), 'token', count(int(tokens[i, e])))}</title></rect>")  # fmt: skip
     width, height = left + E * cell + 12, top + L * cell + 12
     return (f'<svg class="expert-load" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
             f'aria-label="tokens per expert, layer by layer">{"".join(parts)}</svg>')  # fmt: skip
@@ -237,6 +278,11 @@ def png(rgb: np.ndarray) -> bytes:
 
     header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
+
+
+# A token label is at most 10 characters of 11 px monospace (about 67 px); turned 60 degrees, it reaches
+# cos(60) x 67 = 34 px to the right of where it starts, 4 px right of its column's middle.
+_TOKEN_OVERHANG = 48
 
 
 def cell_size(n: int) -> int:
@@ -287,7 +333,8 @@ def heatmap(weights: np.ndarray, pieces: list[str], first: int, head: int, layer
         parts.append(f'<text x="{x:.1f}" y="{margin_top - 4}" class="tok" transform="rotate(-60 {x:.1f} '
                      f'{margin_top - 4})">{text}</text>')  # fmt: skip
     parts.append(_text(margin_left, 12, f"head {head}", "head-title"))
-    width, height = margin_left + size + 8, margin_top + size + 8
+    # the last column's label, turned 60 degrees, reaches about half its length beyond the grid: room for it
+    width, height = margin_left + size + _TOKEN_OVERHANG, margin_top + size + 8
     return (f'<svg class="heatmap" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
             f'aria-label="layer {layer} head {head} attention weights" data-layer="{layer}" data-head="{head}" '
             f'data-n="{n}" data-cell="{cell}" data-left="{margin_left}" data-top="{margin_top}">{"".join(parts)}'

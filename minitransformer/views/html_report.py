@@ -43,8 +43,10 @@ from .html_drawings import (
     hatch_pattern,
     heatmap,
     label,
+    length,
     passes_chart,
 )
+from .html_drawings import operands as operands_text
 from .report import count as n
 from .report import describe_model, human, percent, shape
 
@@ -55,14 +57,16 @@ _REPORTS = itertools.count()
 
 
 # --- the data the page shows --------------------------------------------------------------------------
-def fold_layers(phase: dict) -> dict:
-    """A phase of the JSON with runs of identical consecutive layers folded into one entry with "repeat"."""
+def fold_layers(phase: dict, kinds: list[str] | None = None) -> dict:
+    """A phase of the JSON with runs of identical consecutive layers folded into one entry with "repeat"; given each
+    layer's kind (layer_kinds), a run holds layers of one kind only, even where two kinds compute the same."""
     if "layers" not in phase:
         return phase
     runs: list[dict] = []
     for layer in phase["layers"]:
         last = runs[-1] if runs else None
-        if last and layer["layer"] == last["layer"] + last["repeat"] and _same_block(last, layer):
+        same_kind = kinds is None or kinds[layer["layer"]] == kinds[last["layer"]] if last else False
+        if last and layer["layer"] == last["layer"] + last["repeat"] and same_kind and _same_block(last, layer):
             last["repeat"] += 1
         else:
             runs.append({**layer, "repeat": 1})
@@ -109,8 +113,28 @@ def _folded(document: dict, detailed: set[int] | None = None) -> dict:
     phases = document.get("phases", [])
     if detailed is None:
         detailed = {0, *shown_steps([p["step"] for p in phases[1:]])}
-    out = [fold_layers(p) if p["step"] in detailed else _summary(p) for p in phases]
+    kinds = layer_kinds(document)
+    out = [fold_layers(p, kinds) if p["step"] in detailed else _summary(p) for p in phases]
     return {**document, "phases": out, "detailed_steps": sorted(p["step"] for p in out if "layers" in p)}
+
+
+def layer_kinds(document: dict) -> list[str]:
+    """Each layer's kind, as the page names it: the model's own name for it where its config has layer types
+    (Gemma's and gpt-oss's sliding_attention and full_attention), and, where some layers have experts and others a
+    dense MLP (DeepSeek-V3's first layers, Qwen3-MoE's mlp_only_layers), which of the two ("MoE", "dense MLP"), read
+    off the layers' records; "" for every layer where all are of one kind."""
+    model = document["model"]
+    n_layer = model["n_layer"]
+    types = [str(t) for t in model.get("layer_types") or model.get("layer_kinds") or ()]
+    types = types if len(types) == n_layer else [""] * n_layer
+    experts = [False] * n_layer
+    phase = next((p for p in document.get("phases", []) if "layers" in p), None)
+    for run in phase["layers"] if phase else ():
+        for i in range(run["layer"], run["layer"] + run.get("repeat", 1)):
+            experts[i] = any("breakdown" in op for op in run["ops"])  # a product computed expert by expert
+    mlp = [("MoE" if e else "dense MLP") if 0 < sum(experts) < n_layer else "" for e in experts]
+    kinds = [", ".join(part for part in (t, m) if part) for t, m in zip(types, mlp)]
+    return kinds if len(set(kinds)) > 1 else [""] * n_layer
 
 
 def _ops_of(items) -> dict[str, dict]:
@@ -132,7 +156,9 @@ def _data(report: str, document: dict, ops: dict, attention: dict | None = None)
     total = sum(op["macs"] for op in ops.values())
     if "totals" in document and total != document["totals"]["macs"]:
         raise AssertionError(f"the ops add up to {total} MACs, the ledger's total is {document['totals']['macs']}")
-    return {"report": report, "version": __version__, "document": document, "ops": ops, "attention": attention}
+    kinds = layer_kinds(document) if "n_layer" in document["model"] else []
+    return {"report": report, "version": __version__, "document": document, "ops": ops, "attention": attention,
+            "layer_kinds": kinds}  # fmt: skip
 
 
 def attention_data(maps, limit: int = ATTENTION_POSITIONS) -> dict | None:
@@ -361,7 +387,7 @@ def _batch(doc: dict) -> str:
         ""
         if padding is None
         else (
-            f'<p class="lede">{len(doc["generations"])} prompts ran as one batch, left-padded to one length; '
+            f'<p class="lede">{plural(len(doc["generations"]), "prompt")} ran as one batch, left-padded to one length; '
             f"<strong>{n(padding['macs'])}</strong> of the MACs ({100 * padding['share']:.1f}%) were spent on padding "
             f"(pad slots, and rows that had finished but kept computing: {n(padding['finished_rows']['macs'])}).</p>"
         )
@@ -436,11 +462,15 @@ def _controls(data: dict) -> str:
     doc = data["document"]
     passes = "".join(f'<option value="{p["step"]}">{_phase_name(p)}: T = {p["tokens"]:,}, t = {p["context"]:,}'
                      "</option>" for p in doc["phases"] if "layers" in p)  # fmt: skip
-    layers = "".join(f'<option value="{i}">{i}</option>' for i in range(doc["model"]["n_layer"]))
+    kinds = data.get("layer_kinds") or [""] * doc["model"]["n_layer"]
+    layers = "".join(f'<option value="{i}">{i}{f" ({escape(k)})" if k else ""}</option>' for i, k in enumerate(kinds))
+    alike = all(len(_block_views(p, kinds)) == 1 for p in doc["phases"] if "layers" in p)
+    note = ("every block of a pass has the same shapes, so the same counts; the layer picks the names, the row and the "
+            "attention maps" if alike else
+            "the layer picks its kind's block, drawn and tabled, the names, the row and the attention maps")  # fmt: skip
     return (f'<div class="controls js-only"><label>pass <select class="step-choice">{passes}</select></label> '
-            f'<label>layer <select class="layer-choice">{layers}</select></label><span class="note">every block of a '
-            "pass has the same shapes, so the same counts; the layer picks the names, the row and the attention "
-            "maps</span></div>")  # fmt: skip
+            f'<label>layer <select class="layer-choice">{layers}</select></label><span class="note">{note}</span>'
+            "</div>")  # fmt: skip
 
 
 def _pass_title(p: dict) -> str:
@@ -455,26 +485,86 @@ def _pass_title(p: dict) -> str:
             f"t = {p['context']:,}")  # fmt: skip
 
 
+def _block_views(p: dict, kinds: list[str]) -> list[dict]:
+    """The blocks of one pass that the page draws: one for each kind of layer and each set of shapes within a kind
+    (layers of one kind have the same shapes, unless a family says otherwise), in the order of their first layer:
+    {"kind", "layers", "run": the index of the run of the first layer, "shapes": a key equal for equal blocks}."""
+    views: dict[tuple[str, str], dict] = {}
+    for index, run in enumerate(p["layers"]):
+        shapes = json.dumps(_unnamed(run["ops"], run["layer"]), sort_keys=True)
+        for i in range(run["layer"], run["layer"] + run["repeat"]):
+            kind = kinds[i] if i < len(kinds) else ""
+            view = views.setdefault((kind, shapes), {"kind": kind, "layers": [], "run": index, "shapes": shapes,
+                                                     "ops": [op["op"] for op in run["ops"]]})  # fmt: skip
+            view["layers"].append(i)
+    found = list(views.values())
+    for view in found if len(found) > 1 else ():  # blocks that differ where the config names no kinds: by their ops
+        if not view["kind"]:
+            others = {op for other in found if other is not view for op in other["ops"]}
+            own = [op for op in view["ops"] if op not in others]
+            view["kind"] = (f"with {', '.join(own[:3])}{', ...' if len(own) > 3 else ''}" if own
+                            else f"shaped as layer {view['layers'][0]}")  # fmt: skip
+    return found
+
+
+def _layer_list(layers: list[int]) -> str:
+    """[0, 2, 4, 6, 8, 10] -> "0, 2, 4, ..., 10": a long list shows its first three and its last."""
+    shown = [str(i) for i in layers] if len(layers) <= 5 else [*map(str, layers[:3]), "...", str(layers[-1])]
+    return ", ".join(shown)
+
+
+def _kind_label(kind: str, model: dict) -> str:
+    """A layer kind as a heading says it: its name, and the window of a sliding one."""
+    window = model.get("sliding_window")
+    return f"{kind} (a window of {window:,})" if kind.startswith("sliding") and window else kind
+
+
+def _view_heading(view: dict, views: list[dict], model: dict) -> str:
+    """What a drawn block stands for; that blocks are alike is said only where they are."""
+    first, n_layer = view["layers"][0], model["n_layer"]
+    name = f'layer <span class="layer-name">{first}</span> of {n_layer}'
+    if len(views) == 1:
+        return f"One transformer block, stage by stage ({name}; every block of this pass has the same shapes)"
+    layers = view["layers"]
+    kind = view["kind"]
+    what = f"the layers {escape(kind)}" if kind.startswith(("with ", "shaped as ")) else (
+        f"the {escape(_kind_label(kind, model))} layers")  # fmt: skip
+    of_kind = (f"{plural(len(layers), 'layer')} of this kind, each with these shapes: {_layer_list(layers)}"
+               if len(layers) > 1 else "the only layer of this kind")  # fmt: skip
+    twins = [escape(v["kind"]) for v in views if v is not view and v["shapes"] == view["shapes"]]
+    same = (f"; in this pass the {' and '.join(dict.fromkeys(twins))} layers have the same shapes"
+            if twins else "")  # fmt: skip
+    return f"One block of {what}, stage by stage ({name}; {of_kind}{same})"
+
+
 def _phase_views(data: dict) -> list[str]:
-    """A section per pass shown in full: its block drawn and tabled, and its layers (with script, one at a time)."""
+    """A section per pass shown in full: each kind of block it has drawn and tabled, and its layers (with script, one
+    pass and one kind of block at a time: the chosen layer's)."""
     doc = data["document"]
+    kinds = data.get("layer_kinds") or [""] * doc["model"]["n_layer"]
     readers = architecture_of(doc["model"]).every_stage.stream_readers
     views = []
     for index, p in enumerate(doc["phases"]):
         if "layers" not in p:
             continue
-        run = p["layers"][0]
+        blocks = _block_views(p, kinds)
+        drawn = []
+        for k, view in enumerate(blocks):
+            ops, run = p["layers"][view["run"]]["ops"], view["run"]
+            drawn.append(
+                f'<div class="kind-view{" current" if k == 0 else ""}" data-kind="{escape(view["kind"])}" '
+                f'data-layers="{",".join(map(str, view["layers"]))}">'
+                f"<h3>{_view_heading(view, blocks, doc['model'])}</h3>"
+                + _note("Each matrix product is a box with area proportional to its MACs, compared within this "
+                        "block; dashed boxes do no dot products. The line on the left is the residual stream x: each "
+                        "branch leaves it where a line links a stage to it and is added back at a +.")
+                + f'<div class="diagram">{block_diagram(ops, index, run, readers)}</div>'
+                f"<h3>The same block as a table</h3>{_block_table(ops, index, run)}</div>"
+            )  # fmt: skip
         views.append(
             f'<section class="phase-view{" current" if index == 0 else ""}" data-view="{p["step"]}">'
-            f"<h2>{escape(_pass_title(p))}</h2>"
-            f'<h3>One transformer block, stage by stage (layer <span class="layer-name">{run["layer"]}</span> of '
-            f'{doc["model"]["n_layer"]}; every block of this pass has the same shapes)</h3>'
-            + _note("Each matrix product is a box with area proportional to its MACs, compared within this pass; "
-                    "dashed boxes do no dot products. The line on the left is the residual stream x: each branch "
-                    "leaves it where a line links a stage to it and is added back at a +.")
-            + f'<div class="diagram">{block_diagram(run["ops"], index, 0, readers)}</div>'
-            f'<h3>The same block as a table</h3>{_block_table(run["ops"], index)}'
-            f"<h3>Layer by layer: where this pass's MACs go</h3>{_layers_table(p, index)}</section>"
+            f"<h2>{escape(_pass_title(p))}</h2>" + "".join(drawn)
+            + f"<h3>Layer by layer: where this pass's MACs go</h3>{_layers_table(p, index, kinds)}</section>"
         )  # fmt: skip
     return views
 
@@ -491,16 +581,16 @@ def causal_cell(r: dict) -> str:
     return f"{n(r['causal_macs'])} MACs needed{dense}"
 
 
-def _block_table(ops: list[dict], index: int) -> str:
+def _block_table(ops: list[dict], index: int, run: int = 0) -> str:
     block_macs = sum(r["macs"] for r in ops)
     rows = []
     for i, r in enumerate(ops):
-        attrs = f'data-phase="{index}" data-run="0" data-index="{i}" data-op="{escape(r["op"])}"'
+        attrs = f'data-phase="{index}" data-run="{run}" data-index="{i}" data-op="{escape(r["op"])}"'
         equation, out = _cell(escape(r["equation"]), "eq"), _cell(shape(r["out_shape"]), "shape out")
         if r["kind"] == "matmul":
-            operands = _cell(f"{shape(r['a_shape'])} x {shape(r['b_shape'])}", "shape operands")
+            operands = _cell(escape(operands_text(r)), "shape operands")
             rows.append(_row([_cell(_swatch(r["op"])), equation, operands, out, _num(r["dot_products"], "dots"),
-                              _num(r["dot_length"], "length"), _num(r["macs"], "macs"),
+                              _num(length(r), "length"), _num(r["macs"], "macs"),
                               _num(percent(r["macs"], block_macs)), _cell(escape(causal_cell(r)), "causal")],
                              "product", attrs))  # fmt: skip
         else:
@@ -512,32 +602,40 @@ def _block_table(ops: list[dict], index: int) -> str:
     return _table("block-table", headers, rows)
 
 
-def _layers_table(p: dict, index: int) -> str:
-    """Embedding, each layer (a long run of identical ones as one row and its sum), the logits, the total."""
+def _layers_table(p: dict, index: int, kinds: list[str] | None = None) -> str:
+    """Embedding, each layer (a long run of identical ones as one row and its sum), the logits, the total; where the
+    layers are of several kinds, a column says each one's."""
     total = p["macs"]
+    named = kinds if kinds and any(kinds) else None
+    blank = [_cell("")] if named else []
+
+    def kind(i: int) -> list[str]:
+        return [_cell(escape(named[i]), "kind")] if named else []
 
     def counts(dots: int, macs: int, share: float, fill: str = "") -> list[str]:
         return [_num(dots, "dots"), _num(macs, "macs"), _num(percent(macs, total)), _bar(share, fill)]
 
-    rows = [_row([_cell("embed"), _num(0), _num(0), _cell(""), _cell("a lookup: no dot products")], "free")]
+    rows = [_row([_cell("embed"), *blank, _num(0), _num(0), _cell(""), _cell("a lookup: no dot products")], "free")]
     for r, run in enumerate(p["layers"]):
         first, k = run["layer"], run["repeat"]
         each = counts(run["dot_products"], run["macs"], run["share"])
         attrs = f'data-phase="{index}" data-run="{r}"'
         if k <= LAYERS_LISTED:
-            rows += [_row([_cell(i), *each], "layer", f'data-layer="{i}" {attrs}') for i in range(first, first + k)]
+            rows += [_row([_cell(i), *kind(i), *each], "layer", f'data-layer="{i}" {attrs}')
+                     for i in range(first, first + k)]  # fmt: skip
         else:
             last = first + k - 1
-            rows.append(_row([_cell(f"{first}..{last} (each)"), *each], "layer",
+            rows.append(_row([_cell(f"{first}..{last} (each)"), *kind(first), *each], "layer",
                              f'data-layers="{first}-{last}" {attrs}'))  # fmt: skip
             all_k = counts(k * run["dot_products"], k * run["macs"], k * run["share"])
-            rows.append(_row([_cell(f"{k} layers"), *all_k], "layer-sum"))
+            rows.append(_row([_cell(f"{k} layers"), *blank, *all_k], "layer-sum"))
     logits = p["logits"]
     if logits:
         cells = counts(logits["dot_products"], logits["macs"], logits["share"], colour("logits"))
-        rows.append(_row([_cell("logits"), *cells], "logits", f'data-phase="{index}" data-final="logits"'))
-    rows.append(_row([_cell("total"), _num(p["dot_products"]), _num(total), _num("100%"), _cell("")], "total"))
-    return _table("layers-table", ["layer", "dot products", "MACs", "share", "share of the pass"], rows)
+        rows.append(_row([_cell("logits"), *blank, *cells], "logits", f'data-phase="{index}" data-final="logits"'))
+    rows.append(_row([_cell("total"), *blank, _num(p["dot_products"]), _num(total), _num("100%"), _cell("")], "total"))
+    headers = ["layer", *(["kind"] if named else []), "dot products", "MACs", "share", "share of the pass"]
+    return _table("layers-table", headers, rows)
 
 
 def _pass_ops(p: dict) -> dict[str, int]:
@@ -680,7 +778,8 @@ def _attention_section(data: dict, hatch: str) -> str:
         blocks.append(f'<div class="attn-layer{" current" if layer == layers[0] else ""}" data-layer="{layer}">'
                       f'<h3>Layer {layer}: {plural(len(heads), "head")}</h3><div class="heads">{maps}</div></div>')  # fmt: skip
     window = attention["window"]
-    behind = f"; keys more than {window - 1} positions behind, outside the sliding window of {window}" if window else ""
+    behind = (f"; keys more than {plural(window - 1, 'position')} behind, outside the sliding window of {window}"
+              if window else "")  # fmt: skip
     cut = f" Positions {first:,}..{n_all - 1:,} of {n_all:,} are shown." if first else ""
     kept = ("every layer" if len(layers) == doc["model"]["n_layer"]
             else f"layer {', '.join(map(str, layers))} (the others were not kept, to keep the page small)")  # fmt: skip

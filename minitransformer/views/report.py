@@ -30,8 +30,18 @@ def describe_model(config: dict, source: str) -> str:
 
 
 def operands(r: Record) -> str:
-    """ "[5, 768] x [768, 2304]" for a product, "" for a stage that has no operands recorded."""
-    return f"{shape(r.a_shape)} x {shape(r.b_shape)}" if r.a_shape is not None else ""
+    """ "[5, 768] x [768, 2304]" for a product, "" for a stage that has no operands recorded; a product computed in
+    chunks of query rows says so after its dense shapes: "[4, 1000, 64] x [4, 64, 1000] in 8 row chunks"."""
+    if r.a_shape is None:
+        return ""
+    chunks = f" in {plural(r.chunks, 'row chunk')}" if r.chunks is not None else ""
+    return f"{shape(r.a_shape)} x {shape(r.b_shape)}{chunks}"
+
+
+def length(r: Record) -> str:
+    """The length of a product's dot products, or their range where chunks computed several ("128-1,000")."""
+    shortest, longest = r.dot_lengths
+    return count(longest) if shortest == longest else f"{count(shortest)}-{count(longest)}"
 
 
 def block_table(phase: Phase, layer: int = 0) -> str:
@@ -52,8 +62,8 @@ def block_table(phase: Phase, layer: int = 0) -> str:
                 note += f"; dense: {count(r.dense_dot_products)} ({count(r.dense_macs)} MACs)"
             if r.recurrent is not None:  # a scan computed in chunks: this product in the recurrent form
                 note += ("; " if note else "") + f"recurrent form: {count(r.recurrent_macs)} MACs"
-            rows.append([r.op, r.equation, operands(r), shape(r.out_shape), count(r.dot_products),
-                         count(r.dot_length), count(r.macs), percent(r.macs, block_macs), note])  # fmt: skip
+            rows.append([r.op, r.equation, operands(r), shape(r.out_shape), count(r.dot_products), length(r),
+                         count(r.macs), percent(r.macs, block_macs), note])  # fmt: skip
         else:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", ""])
     dense = sum(r.dense_form_macs for r in records)
@@ -199,8 +209,9 @@ def _convention(prefill: Phase) -> list[str]:
     return [
         f"  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed in "
         f"chunks of {chunk}",
-        "  query rows, each against only the keys it can see; 'dense' is every T x t score, as transformers' eager",
-        "  attention computes them (--dense-attention); 'causal' is the part of that work the mask keeps.",
+        "  query rows, each against only the keys it can see (so A V's dot products are as long as the keys their",
+        "  chunk sees: its length is a range); 'dense' is every T x t score, as transformers' eager attention",
+        "  computes them (--dense-attention); 'causal' is the part of that work the mask keeps.",
     ]
 
 
@@ -209,7 +220,7 @@ def padding_line(ledger: Ledger) -> str:
     pads, total, padding, finished = ledger.phases[0].pads, ledger.totals, ledger.padding, ledger.finished_padding
     return (
         f"Padding: {count(padding.dot_products)} dot products, {count(padding.macs)} MACs "
-        f"({percent(padding.macs, total.macs)} of the MACs) on the pad slots of {len(pads)} rows left-padded by "
+        f"({percent(padding.macs, total.macs)} of the MACs) on the pad slots of {plural(len(pads), 'row')} left-padded by "
         f"{', '.join(map(str, pads))}, and on rows that had finished and kept computing ({count(finished.macs)} MACs)"
     )
 

@@ -26,17 +26,29 @@ function minitransformerReport(root) {
     return 0;
   }
 
-  function recordText(r, run, phase) {
+  // The layers a drawn block stands for (its .kind-view), or null outside one.
+  function layersOf(el) {
+    var view = el.closest ? el.closest(".kind-view") : null;
+    return view ? view.getAttribute("data-layers").split(",").map(Number) : null;
+  }
+
+  // A record's name in the layer shown: the chosen one where the block stands for it, else the block's first.
+  function recordText(r, run, phase, layers) {
     var name = r.name;
     if (run && name.indexOf("blocks." + run.layer + ".") === 0) {
-      var shown = layer >= run.layer && layer < run.layer + run.repeat ? layer : run.layer;
+      var shown = layers ? (layers.indexOf(layer) >= 0 ? layer : layers[0])
+                : layer >= run.layer && layer < run.layer + run.repeat ? layer : run.layer;
       name = "blocks." + shown + "." + name.slice(("blocks." + run.layer + ".").length);
     }
     var lines = [name + "  (" + r.kind + ")", r.equation];
     if (r.kind === "matmul") {
-      lines.push(dims(r.a_shape) + " x " + dims(r.b_shape) + " -> " + dims(r.out_shape) +
-                 (r.heads ? "  (" + r.heads + " heads)" : ""));
-      lines.push(fmt(r.dot_products) + " dot products of length " + fmt(r.dot_length));
+      lines.push(dims(r.a_shape) + " x " + dims(r.b_shape) + (r.chunks ? " in " + r.chunks + " row chunk" + (r.chunks === 1 ? "" : "s") : "") +
+                 " -> " + dims(r.out_shape) + (r.heads ? "  (" + r.heads + " heads)" : ""));
+      var shortest = r.dot_length_min === undefined ? r.dot_length : r.dot_length_min;
+      var longest = r.dot_length_max === undefined ? r.dot_length : r.dot_length_max;
+      lines.push(fmt(r.dot_products) + " dot products of length " +
+                 (shortest === longest ? fmt(longest) : fmt(shortest) + "-" + fmt(longest) +
+                  " (each chunk's as long as the keys it sees)"));
       lines.push("= " + fmt(r.macs) + " MACs = " + fmt(r.flops) + " FLOPs");
       lines.push(pct(r.macs, phase.macs) + " of this pass's MACs");
       if (r.causal_macs !== undefined) {
@@ -99,7 +111,7 @@ function minitransformerReport(root) {
       var run = phase.layers[Number(el.getAttribute("data-run"))];
       if (el.hasAttribute("data-index")) {
         var r = run.ops[Number(el.getAttribute("data-index"))];
-        return recordText(r, run, phase);
+        return recordText(r, run, phase, layersOf(el));
       }
       if (run) {
         var which = el.hasAttribute("data-layer") ? "layer " + el.getAttribute("data-layer")
@@ -143,7 +155,22 @@ function minitransformerReport(root) {
   }
   function showLayer(chosen) {
     layer = chosen;
-    root.querySelectorAll(".layer-name").forEach(function (el) { el.textContent = String(chosen); });
+    // In each pass, the block of the chosen layer's kind: its drawing and its table, named after the layer.
+    root.querySelectorAll(".phase-view").forEach(function (view) {
+      var blocks = view.querySelectorAll(".kind-view");
+      var found = null;
+      blocks.forEach(function (block) {
+        var here = layersOf(block).indexOf(chosen) >= 0;
+        if (here && !found) found = block;
+        block.classList.toggle("current", here && found === block);
+      });
+      if (!found && blocks.length) { found = blocks[0]; found.classList.add("current"); }
+      blocks.forEach(function (block) {
+        var name = block.querySelector(".layer-name");
+        if (name) name.textContent = String(block === found && layersOf(block).indexOf(chosen) >= 0 ? chosen
+                                                                                                 : layersOf(block)[0]);
+      });
+    });
     root.querySelectorAll("tr[data-layer]").forEach(function (row) {
       row.classList.toggle("current-layer", row.getAttribute("data-layer") === String(chosen));
     });
