@@ -242,9 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
         "config", help="the presets of every family, and the config.json transformers reads for one"
     )
     which_preset = cfg.add_mutually_exclusive_group(required=True)
-    which_preset.add_argument("--list", action="store_true", help="every preset of every family, a line each")
     which_preset.add_argument(
-        "--preset", metavar="NAME", help="print the preset's config.json, as transformers reads it"
+        "--list",
+        action="store_true",
+        help="every preset of every family, a line each (default: off; give --list or --preset)",
+    )
+    which_preset.add_argument(
+        "--preset", metavar="NAME", help="print the preset's config.json, as transformers reads it (default: none)"
     )
     cfg.set_defaults(run=_config)
 
