@@ -7,24 +7,27 @@
 
 The package in layers, each importing only those below it (tests/test_engine_rules.py holds it):
 cli -> views -> verbs -> models -> families -> engine (errors.py, version.py and text.py at the bottom).
+Beside this file, count.py and html_report.py name the API's counting and pages where docs/api.md finds them.
 """
 
-import sys
-
+from . import count, html_report  # html_report gives a ledger, a generation and a count their Jupyter view
 from .errors import UserError
 from .families.gpt2.config import GPT2Config
 from .models.model import Model
 from .models.registry import load_model
 from .models.tokenizer import load_tokenizer
-from .verbs import count
 from .verbs import generate as _generate  # noqa: F401 - its import sets what model.generate(...) runs
+from .verbs.drift import drift
 from .version import __version__
-from .views import html_report
 
-# The module paths docs/api.md names (`from minitransformer.count import count_passes`,
-# `from minitransformer.html_report import generation_page`) stay where users found them. Importing
-# html_report also gives a ledger, a generation and a count their inline view in Jupyter (_repr_html_).
-sys.modules[f"{__name__}.count"] = count
-sys.modules[f"{__name__}.html_report"] = html_report
-
-__all__ = ["GPT2Config", "Model", "UserError", "__version__", "load_model", "load_tokenizer"]
+__all__ = [
+    "GPT2Config",
+    "Model",
+    "UserError",
+    "__version__",
+    "count",
+    "drift",
+    "html_report",
+    "load_model",
+    "load_tokenizer",
+]

@@ -14,9 +14,32 @@ import re
 import sys
 from pathlib import Path
 
+from .engine.precision import PRECISIONS, require_ml_dtypes
 from .errors import UserError
+from .families.table import ARCHITECTURES, PRESETS, model_types
+from .models.config import DTYPES
+from .models.hub import HUB_REPOS, download
+from .models.model import refuse_empty
+from .models.registry import WEIGHTS, known_names, load_model
 from .text import plural
+from .verbs.count import check_run, count_generation, sweep_per_token
+from .verbs.drift import drift
+from .verbs.generate import batch_to_dict, continue_rows
+from .verbs.memory import DEFAULT_BALANCE
+from .verbs.options import GenerationOptions, OptionError
+from .verbs.params import parameters
+from .verbs.select import select_config
+from .verbs.validate import check_precision_validated, validate, validate_precision
+from .version import __version__
+from .views import report
+from .views.count_report import count_report
+from .views.drift_report import drift_report
+from .views.export import csv_chunks, json_chunks
 from .views.files import check_destination, check_destinations, write_text
+from .views.html_report import attention_layers, batch_data, count_data, generation_data, write_page
+from .views.params_report import params_report
+from .views.plots import require_matplotlib, write_plots
+from .views.trace import trace_command
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,8 +75,6 @@ DENSE_HELP = (
 
 def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
     """--dtype of the commands that compute (count's --dtype is another thing: the byte size memory is counted in)."""
-    from .models.config import DTYPES
-
     p.add_argument(
         "--dtype",
         choices=DTYPES,
@@ -63,12 +84,28 @@ def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from .families.table import ARCHITECTURES, model_types
-    from .models.hub import HUB_REPOS
-    from .models.registry import known_names
-    from .version import __version__
+def _add_precision(p: argparse.ArgumentParser) -> None:
+    """--precision and --weights of the commands that compute (engine/precision.py, models/weights.py)."""
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=PRECISIONS[0],
+        help="emulate a narrower format over the float32 passes: every product's operands rounded to it (round to "
+        "nearest even; fp8_e4m3 saturates at 448, the others overflow to inf), accumulated in float32, its output "
+        "and every stage's values rounded to it (bfloat16 for fp8); then the drift of each layer and stage against "
+        "float64 (default float32: nothing rounded)",
+    )
+    p.add_argument(
+        "--weights",
+        choices=WEIGHTS,
+        default=None,
+        help="a float16 or bfloat16 checkpoint: stored keeps its matrices memory-mapped in their 2 bytes, each "
+        "widened as a product reads it (the memory of the file); float32 upcasts them at load (twice that, faster "
+        "decoding) (default auto: float32 where the copy fits in half the memory available, else stored)",
+    )
 
+
+def build_parser() -> argparse.ArgumentParser:
     families = ", ".join(ARCHITECTURES)
     directory = f"or a Hugging Face directory (model_type {', '.join(model_types())})"
     parser = _Parser(
@@ -127,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     gen.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
     _add_dtype(gen, "the forward passes compute in")
+    _add_precision(gen)
     gen.set_defaults(run=_generate)
 
     down = commands.add_parser("download", help="fetch a GPT-2 checkpoint from the Hugging Face Hub")
@@ -143,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         "ours and transformers' are compared in (1e-4 relative in float32, 1e-9 in float64; either way "
         "both float32 passes are also measured against the float64 truth)",
     )
+    _add_precision(val)
     val.set_defaults(run=_validate)
 
     tr = commands.add_parser("trace", help="follow a prompt through every stage: names, equations, shapes, values")
@@ -176,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
         "shows every stage's whole tensor (default: off, and dense all the same)",
     )
     _add_dtype(tr, "the traced passes compute in")
+    _add_precision(tr)
     tr.set_defaults(run=_trace)
 
     cnt = commands.add_parser(
@@ -262,13 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _generate(args) -> None:
-    """One prompt or several (a batch): the same checks, one load, one call of generate; the answers printed
-    as they stream for one prompt, after the batch for several; then the ledger, and the files asked for."""
-    from .models.model import refuse_empty
-    from .models.registry import load_model
-    from .verbs.generate import batch_to_dict, check_options
-    from .views import report
-
+    """One prompt or several (a batch): the flags and the prompts checked once, one load, one run of the generation
+    loop; the answers printed as they stream for one prompt, after the batch for several; then the ledger, and the
+    files asked for."""
     _at_least("--max-new-tokens", args.max_new_tokens, 1)
     if not (math.isfinite(args.temperature) and args.temperature >= 0):
         raise UserError(f"--temperature must be a finite number >= 0 (0 is greedy), not {args.temperature}")
@@ -278,7 +314,7 @@ def _generate(args) -> None:
         _at_least("--seed", args.seed, 0)
     _at_least("--top", args.top, 1)
     _at_least("--layer", args.layer, 0)
-    check_options(args.max_new_tokens, args.temperature, args.top_k, args.seed)
+    options = _generation_options(args)
     prompts = args.prompt + (_prompt_lines(args.prompts) if args.prompts is not None else [])
     batch = len(prompts) > 1 or args.prompts is not None
     if batch and args.ids is not None:
@@ -287,13 +323,14 @@ def _generate(args) -> None:
         args.prompt = prompts[0] if prompts else None
         prompts = [_prompt_or_ids(args, "continue")]
     refuse_empty(prompts, "continue")
+    _check_precision(args)
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work; files.py says how
     json_to, html_to = to["--json"], to["--html"]
-    model = load_model(args.model, dtype=args.dtype)
+    model = load_model(args.model, dtype=args.dtype, precision=args.precision, weights=args.weights)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
     try:
-        rows = model.prompt_rows(prompts, args.max_new_tokens)  # refuse before the first line of output
+        rows = model.prompt_rows(prompts, options.max_new_tokens)  # refuse before the first line of output
     except UserError as err:
         if "context of" not in str(err):
             raise
@@ -302,13 +339,11 @@ def _generate(args) -> None:
     _notice_unused_sampling(args)
 
     print(f"model {report.describe_model(model.describe(), model.source)}", file=out)
-    options = dict(max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                   seed=args.seed, use_cache=not args.no_cache, candidates=args.top,
-                   dense_attention=args.dense_attention)  # fmt: skip
     if batch:
-        print(f"a batch of {plural(len(rows), 'prompt')}, left-padded to {plural(max(map(len, rows)), 'token')}",
-              file=out)  # fmt: skip
-        results = model.generate(prompts, **options)
+        print(
+            f"a batch of {plural(len(rows), 'prompt')}, left-padded to {plural(max(map(len, rows)), 'token')}", file=out
+        )
+        results = continue_rows(model, prompts, rows, options, batched=True)
         for k, (generation, tokens) in enumerate(zip(results, rows)):
             print(f"\n[{k + 1}] prompt: {plural(len(tokens), 'token')} {tokens}", file=out)
             print(generation.full_text, file=out)
@@ -324,22 +359,54 @@ def _generate(args) -> None:
             out.write(text)
             out.flush()
 
-        results = [model.generate(prompt, **options, on_token=stream,
-                                  attention=_attention_layers(model, tokens, args) if html_to else None)]  # fmt: skip
+        positions = len(tokens) + options.max_new_tokens - 1
+        attention = attention_layers(model.config, positions, args.layer) if html_to else None
+        results = continue_rows(model, prompts, rows, options, on_token=stream, attention=attention)
         print("\n", file=out)
         print("Next-token candidates after the prompt (probabilities at temperature 1)", file=out)
         print(report.candidates_table(results[0].candidates), file=out)
         print(file=out)
-    print(report.ledger_report(results[0].ledger, layer=args.layer), file=out)
+    ledger = results[0].ledger
+    assert ledger is not None  # the command's options keep one (GenerationOptions.ledger)
+    print(report.ledger_report(ledger, layer=args.layer), file=out)
+    if args.precision != "float32":  # what the precision cost, against float64 (the first prompt's)
+        results[0].drift = drift(model, prompts[0])
+        print(file=out)
+        print(drift_report(results[0].drift), file=out)
     if json_to:
         document = batch_to_dict(results) if batch else results[0].to_dict()
         write_text(json_to, [json.dumps(document, indent=1) + "\n"])
         if not json_to.is_stream:
             print(f"\nledger written to {args.json}", file=out)
     if html_to:
-        from .views.html_report import batch_data, generation_data, write_page
-
         write_page(html_to, batch_data(results) if batch else generation_data(results[0]), out)
+
+
+# How a refusal of an option names it: the API's keyword -> the flag the user typed. The flags' own rules above refuse
+# first, with a hint each; this keeps any refusal the options' check still makes in the command's words.
+OPTION_FLAGS = {
+    "max_new_tokens": "--max-new-tokens",
+    "temperature": "--temperature",
+    "top_k": "--top-k",
+    "seed": "--seed",
+    "candidates": "--top",
+}
+
+
+def _generation_options(args) -> GenerationOptions:
+    """generate's flags as the API's options, checked once (GenerationOptions), a refusal naming the flag."""
+    try:
+        return GenerationOptions(
+            max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            seed=args.seed,
+            use_cache=not args.no_cache,
+            candidates=args.top,
+            dense_attention=args.dense_attention,
+        )
+    except OptionError as refused:
+        raise refused.named(OPTION_FLAGS) from None
 
 
 def _prompt_lines(path: str) -> list[str]:
@@ -358,25 +425,20 @@ def _prompt_lines(path: str) -> list[str]:
     return prompts
 
 
-def _attention_layers(model, tokens, args) -> list[int]:
-    from .views.html_report import attention_layers
-
-    return attention_layers(model.config, len(tokens) + args.max_new_tokens - 1, args.layer)
-
-
 def _download(args) -> None:
-    from .models.hub import download
-
     print(download(args.name))
 
 
 def _validate(args) -> None:
-    from .models.registry import load_model
-    from .verbs.validate import validate
-
     _at_least("--steps", args.steps, 1)
-    model = load_model(args.model, dtype=args.dtype)
-    ok = validate(model, steps=args.steps)
+    _check_precision(args)
+    if args.precision != "float32":
+        check_precision_validated(args.precision)
+    model = load_model(args.model, dtype=args.dtype, precision=args.precision, weights=args.weights)
+    if args.precision != "float32":
+        ok = validate_precision(model, steps=args.steps)
+    else:
+        ok = validate(model, steps=args.steps)
     if not ok:
         raise SystemExit(1)
 
@@ -401,17 +463,28 @@ def _prompt_or_ids(args, verb: str) -> str | list[int]:
 
 
 def _trace(args) -> None:
-    from .views.trace import trace_command
-
+    _check_precision(args)
     html_to = None if args.html is None else check_destination(args.html)  # before any work
-    trace_command(
-        _prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to, args.dtype
-    )
+    trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to,
+                  args.dtype, args.precision, args.weights)  # fmt: skip
+
+
+def _check_precision(args) -> None:
+    """--precision, --dtype and --weights that go together, refused in the flags' words before any work."""
+    if args.precision != "float32" and args.dtype != "float32":
+        raise UserError(f"--precision {args.precision} is emulated over float32 passes and measured against float64 "
+                        f"itself: leave out --dtype {args.dtype}")  # fmt: skip
+    if args.weights is not None and args.dtype != "float32":
+        raise UserError(f"--weights is for float32 passes; --dtype {args.dtype} upcasts every weight at load: leave "
+                        f"out --weights")  # fmt: skip
+    if args.weights == "float32" and args.precision != "float32":
+        raise UserError(f"--weights float32 upcasts at load for float32 products; at --precision {args.precision} "
+                        f"the weights are held in its format: leave out --weights")  # fmt: skip
+    if args.precision != "float32":
+        require_ml_dtypes()
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
-    from .families.table import PRESETS, model_types
-
     which = p.add_argument_group(
         "the model, one way (default: the gpt2 preset); its shapes only, never its weights",
         "Sizes make a GPT-2 block; any of --kv-heads, --head-dim and --gated-mlp makes a Llama-style block instead: "
@@ -469,18 +542,11 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
 
 
 def _model_config(args):
-    from .verbs.select import select_config
-
     return select_config(args.model, args.preset, args.config, args.layers, args.d_model, args.heads, args.d_ff,
                          args.vocab, args.ctx, args.kv_heads, args.head_dim, args.gated_mlp)  # fmt: skip
 
 
 def _count(args) -> None:
-    from .verbs.count import check_run, count_generation
-    from .verbs.memory import DEFAULT_BALANCE
-    from .views.count_report import count_report
-    from .views.export import csv_chunks, json_chunks
-
     config = _model_config(args)
     _at_least("--new-tokens", args.new_tokens, 1)
     _at_least("--batch", args.batch, 1)
@@ -491,9 +557,12 @@ def _count(args) -> None:
         config.check_fits(args.tokens, args.new_tokens)
     except UserError as err:
         sizes = any(v is not None for v in (args.layers, args.d_model, args.heads))
-        fix = (f"give a longer context, --ctx {args.tokens + args.new_tokens} or more (a model given by sizes has "
-               f"--ctx 1024 unless told), or fewer --tokens or --new-tokens" if sizes
-               else "give fewer --tokens or --new-tokens")  # fmt: skip
+        fix = (
+            f"give a longer context, --ctx {args.tokens + args.new_tokens} or more (a model given by sizes has "
+            f"--ctx 1024 unless told), or fewer --tokens or --new-tokens"
+            if sizes
+            else "give fewer --tokens or --new-tokens"
+        )
         raise UserError(f"{err}; {fix}") from None
     check_run(config, args.tokens, args.new_tokens, args.batch)
     balance = DEFAULT_BALANCE if args.balance is None else args.balance
@@ -503,13 +572,18 @@ def _count(args) -> None:
         raise UserError(f"--plot takes a path ending in .png, not {args.plot!r}")
     to = check_destinations({"--json": args.json, "--csv": args.csv, "--plot": args.plot, "--html": args.html})
     if args.plot is not None:
-        from .views.plots import require_matplotlib
-
         require_matplotlib()  # fail before writing anything
     if args.routing is not None and config.n_experts is None:
         raise UserError(f"--routing is for a mixture of experts; {config.name} has none (a dense MLP in every layer)")
-    count = count_generation(config, args.tokens, args.new_tokens, use_cache=not args.no_cache, batch=args.batch,
-                             dense_attention=args.dense_attention, routing=args.routing or "balanced")  # fmt: skip
+    count = count_generation(
+        config,
+        args.tokens,
+        args.new_tokens,
+        use_cache=not args.no_cache,
+        batch=args.batch,
+        dense_attention=args.dense_attention,
+        routing=args.routing or "balanced",
+    )
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
     print(count_report(count, balance, args.dtype), file=out)
     if to["--json"]:
@@ -517,15 +591,11 @@ def _count(args) -> None:
     if to["--csv"]:
         write_text(to["--csv"], csv_chunks(count))
     if to["--plot"]:
-        from .views.plots import write_plots
-
-        write_plots(count, to["--plot"])
+        write_plots(count, sweep_per_token(config), to["--plot"])
     for what, dest in (("ledger", to["--json"]), ("CSV", to["--csv"]), ("plots", to["--plot"])):
         if dest and not dest.is_stream:
             print(f"{what} written to {dest.name}", file=out)
     if to["--html"]:
-        from .views.html_report import count_data, write_page
-
         write_page(to["--html"], count_data(count, balance, args.all_steps, dtype=args.dtype), out)
 
 
@@ -539,9 +609,6 @@ def _config(args) -> None:
 
 
 def _params(args) -> None:
-    from .verbs.params import parameters
-    from .views.params_report import params_report
-
     config = _model_config(args)
     json_to = None if args.json is None else check_destination(args.json)
     p = parameters(config)
@@ -564,8 +631,11 @@ def _notice_unused_sampling(args) -> None:
     """One stderr line, not a refusal, so that scripts which always pass --seed keep working."""
     unused = [flag for flag, value in (("--top-k", args.top_k), ("--seed", args.seed)) if value is not None]
     if unused and args.temperature == 0:
-        print(f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
-              f"sampling needs --temperature > 0", file=sys.stderr)  # fmt: skip
+        print(
+            f"minitransformer: {' and '.join(unused)} ignored: decoding is greedy at --temperature 0 (the default); "
+            f"sampling needs --temperature > 0",
+            file=sys.stderr,
+        )
 
 
 def _one_line(message: str) -> str:

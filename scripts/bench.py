@@ -57,6 +57,11 @@ def parse_args():
     parser.add_argument("--json", type=Path, default=ROOT / "scripts" / "bench_latest.json")
     parser.add_argument("--batch-only", action="store_true", help="only the batched generation (B = 1, 4, 16)")
     parser.add_argument(
+        "--stored-only",
+        action="store_true",
+        help="only the ~1.2B bfloat16 checkpoint kept in its bytes against its float32 upcast",
+    )
+    parser.add_argument(
         "--busy",
         type=int,
         default=os.cpu_count(),
@@ -444,7 +449,106 @@ def attention_flops(phase) -> int:
     return 2 * sum(r.macs for r in phase.records if r.kind == "matmul" and r.op in ATTENTION_OPS)
 
 
+# --- a bfloat16 checkpoint in its own bytes ---------------------------------------------------------------
+# Llama 3.2 1B's shapes: 1.24 B parameters, 2.47 GB in bfloat16, its tied 128,256 x 2,048 embedding a quarter of it.
+STORED_SHAPES = dict(n_layer=16, D=2048, H=32, Hkv=8, F=8192, V=128256)
+
+
+def random_bfloat16_llama_dir() -> Path:
+    """A Llama-shaped bfloat16 checkpoint of ~1.2B random parameters, written tensor by tensor (never all in memory)
+    as safetensors lays it out, so that writing it needs no more memory than its largest tensor."""
+    import ml_dtypes
+
+    directory = Path(tempfile.gettempdir()) / "minitransformer-bench-llama-1b-bf16"
+    if (directory / "model.safetensors").exists():
+        return directory
+    directory.mkdir(parents=True, exist_ok=True)
+    s = STORED_SHAPES
+    dh = s["D"] // s["H"]
+    shapes = {"model.embed_tokens.weight": (s["V"], s["D"]), "model.norm.weight": (s["D"],)}
+    for i in range(s["n_layer"]):
+        p = f"model.layers.{i}."
+        shapes |= {p + "input_layernorm.weight": (s["D"],), p + "post_attention_layernorm.weight": (s["D"],),
+                   p + "self_attn.q_proj.weight": (s["H"] * dh, s["D"]), p + "self_attn.k_proj.weight": (s["Hkv"] * dh, s["D"]),
+                   p + "self_attn.v_proj.weight": (s["Hkv"] * dh, s["D"]), p + "self_attn.o_proj.weight": (s["D"], s["H"] * dh),
+                   p + "mlp.gate_proj.weight": (s["F"], s["D"]), p + "mlp.up_proj.weight": (s["F"], s["D"]),
+                   p + "mlp.down_proj.weight": (s["D"], s["F"])}  # fmt: skip
+    header, offset = {}, 0
+    for name, shape in shapes.items():
+        size = 2 * int(np.prod(shape))
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    rng = np.random.default_rng(0)
+    with open(directory / "model.safetensors", "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        for shape in shapes.values():
+            values = np.ones(shape, np.float32) if len(shape) == 1 else rng.standard_normal(shape, np.float32) * 0.02
+            f.write(values.astype(ml_dtypes.bfloat16).view("<u2").tobytes())
+    config = {"model_type": "llama", "num_hidden_layers": s["n_layer"], "hidden_size": s["D"],
+              "num_attention_heads": s["H"], "num_key_value_heads": s["Hkv"], "intermediate_size": s["F"],
+              "vocab_size": s["V"], "max_position_embeddings": 2048, "tie_word_embeddings": True,
+              "rope_theta": 500000.0, "torch_dtype": "bfloat16"}  # fmt: skip
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+def stored_run(directory: Path, weights: str, context: int, steps: int) -> dict:
+    """A fresh process that loads the checkpoint (weights="stored" or "float32"), prefills `context` tokens and decodes
+    `steps`: seconds to load, seconds per decoded token, and its peak resident memory (VmHWM, which counts the
+    file's pages mapped in as a pass reads them)."""
+    code = (
+        "import time, minitransformer as mt\n"
+        "t0 = time.perf_counter()\n"
+        f"m = mt.load_model({str(directory)!r}, weights={weights!r})\n"
+        "t1 = time.perf_counter()\n"
+        f"cache = m.new_cache(capacity={context + steps + 1})\n"
+        f"m.run(list(range(1000, {1000 + context})), cache=cache)\n"
+        "t2 = time.perf_counter()\n"
+        f"for k in range({steps}):\n"
+        "    m.run([1000 + k], cache=cache)\n"
+        "t3 = time.perf_counter()\n"
+        "hwm = int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) * 1024\n"
+        f"print(t1 - t0, t2 - t1, (t3 - t2) / {steps}, hwm)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
+    load, prefill, decode, hwm = out.stdout.split()
+    return {"load_s": float(load), "prefill_s": float(prefill), "decode_s_per_token": float(decode),
+            "peak_rss_bytes": int(hwm)}  # fmt: skip
+
+
+def measure_stored(context: int = 16, steps: int = 8) -> dict:
+    """The ~1.2B bfloat16 checkpoint kept in its bytes against its float32 upcast: peak memory over the file's size
+    and decode speed, each in a fresh process, with the load average beside them (the machine is shared)."""
+    directory = random_bfloat16_llama_dir()
+    file_bytes = sum(f.stat().st_size for f in directory.glob("*.safetensors"))
+    load_before = os.getloadavg()
+    runs = {weights: stored_run(directory, weights, context, steps) for weights in ("stored", "float32")}
+    for r in runs.values():
+        r["peak_rss_over_file"] = r["peak_rss_bytes"] / file_bytes
+    return {"model": "Llama-shaped 1.24B, bfloat16, random", "file_bytes": file_bytes, "context": context,
+            "steps": steps, "load_average": [load_before, os.getloadavg()], "runs": runs}  # fmt: skip
+
+
+def render_stored(r: dict) -> list[str]:
+    (b1, _, _), (a1, _, _) = r["load_average"]
+    lines = [f"A bfloat16 checkpoint in its own bytes: {r['model']}, file {r['file_bytes'] / 1e9:.2f} GB; a prefill "
+             f"of {r['context']} tokens, {r['steps']} decode steps, each mode in a fresh process (load average "
+             f"{b1:.2f} before, {a1:.2f} after)", "",
+             "| weights | peak resident memory | / file size | load | decode, s/token |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for weights, x in r["runs"].items():
+        lines.append(f"| {weights} | {x['peak_rss_bytes'] / 1e9:.2f} GB | {x['peak_rss_over_file']:.2f} | "
+                     f"{x['load_s']:.1f} s | {x['decode_s_per_token']:.3f} |")  # fmt: skip
+    return lines
+
+
 def main() -> None:
+    if ARGS.stored_only:
+        stored = measure_stored()
+        ARGS.json.write_text(json.dumps({"stored": stored}, indent=1) + "\n")
+        print("\n".join(render_stored(stored)))
+        return
     reps = ARGS.reps
     # The machine's limits, probed before the measures and again after them: its speed drifts in the minutes
     # between (a clock that boosts, a neighbour on the host), and a roofline is the fastest it was seen to go.
@@ -473,11 +577,15 @@ def main() -> None:
         "models": models,
         "batches": batches,
     }  # fmt: skip
+    if not ARGS.quick and not ARGS.batch_only:
+        report["stored"] = measure_stored()
     report["roofline_bugs"] = roofline_bugs(report)
     ARGS.json.write_text(json.dumps(report, indent=1) + "\n")
     print(render(report))
     for b in batches:
         print("\n" + "\n".join(render_batches(b)))
+    if "stored" in report:
+        print("\n" + "\n".join(render_stored(report["stored"])))
     for bug in report["roofline_bugs"]:
         print(f"\nROOFLINE BUG: {bug}")
     print(f"\nJSON: {ARGS.json}")

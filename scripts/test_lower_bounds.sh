@@ -15,10 +15,10 @@ text = open("pyproject.toml", encoding="utf-8").read()
 declared = re.search(r"^dependencies = \[(.*?)\]", text, re.S | re.M).group(1)
 declared += re.search(r"^test = \[(.*?)\]", text, re.M).group(1)
 bounds = re.findall(r'"([A-Za-z0-9_.-]+)>=([0-9.]+)"', declared)
-assert len(bounds) == 8, f"expected 5 dependencies and 3 test dependencies with lower bounds, found {bounds}"
+assert len(bounds) == 9, f"expected 6 dependencies and 3 test dependencies with lower bounds, found {bounds}"
 print("\n".join(f"{name}=={low}" for name, low in bounds))
 PY
 python3 -m venv --clear "$venv"  # afresh: nothing left over from another run
 "$venv/bin/pip" install -q -c "$constraints" -e '.[test]'
-"$venv/bin/pip" list 2>/dev/null | grep -iE '^(numpy|tokenizers|safetensors|huggingface-hub|threadpoolctl|pytest|hypothesis|tiktoken) '
+"$venv/bin/pip" list 2>/dev/null | grep -iE '^(numpy|tokenizers|safetensors|huggingface-hub|threadpoolctl|ml-dtypes|ml_dtypes|pytest|hypothesis|tiktoken) '
 "$venv/bin/python" -m pytest -m "not slow" -p no:cacheprovider "$@"

@@ -16,7 +16,8 @@ from conftest import hf_fixture_dirs, hf_llama_fixture_dirs, run_cli
 from minitransformer import load_model
 from minitransformer.engine.ledger import Ledger
 from minitransformer.verbs.generate import batch_to_dict, left_padded
-from minitransformer.verbs.passes import batch_forward_passes
+from minitransformer.verbs.options import GenerationOptions
+from minitransformer.verbs.passes import forward_passes
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
@@ -114,7 +115,8 @@ def test_padding_in_the_ledger_is_the_closed_form(small_gpt2, use_cache):
     book = Ledger(c.to_dict())
     finished = [False] * len(PROMPTS)
     fed, shapes = [], []
-    for step, logits in enumerate(batch_forward_passes(model, ids, pads, fed, finished, 4, use_cache, book)):
+    options = GenerationOptions(max_new_tokens=4, use_cache=use_cache)
+    for step, logits in enumerate(forward_passes(model, ids, fed, options, pads=pads, finished=finished, book=book)):
         phase = book.phases[-1]
         shapes.append((phase.tokens, phase.context, list(pads), list(finished)))
         assert logits.shape == (len(PROMPTS), c.vocab_size) and phase.find("scores", 0).out_shape[0] == len(PROMPTS)
@@ -137,7 +139,8 @@ def test_llama_padding_counts_the_masked_pairs(name):
     ids, pads = left_padded(PROMPTS, 0)
     book = Ledger(c.to_dict())
     fed, finished = [], [False] * len(PROMPTS)
-    for logits in batch_forward_passes(model, ids, pads, fed, finished, 9, True, book):
+    for logits in forward_passes(model, ids, fed, GenerationOptions(max_new_tokens=9), pads=pads, finished=finished,
+                                 book=book):  # fmt: skip
         fed.append(logits.argmax(-1))
     for phase in book.phases:
         scores = phase.find("scores", 0)

@@ -154,9 +154,9 @@ class Float64Alarm(np.ndarray):
 # The layers, top to bottom, each with the top-level names (modules or subpackages) it holds. A module imports its own
 # layer and those below it, never one above, not even inside a function: a convenience a low object offers
 # (model.generate, a ledger drawn in Jupyter) is registered by the layer above it. The package's __init__ (the public
-# API, "" here) and __main__ stand above every layer.
-LAYERS = (("the package", ("", "__main__")), ("cli", ("cli",)), ("views", ("views",)), ("verbs", ("verbs",)),
-          ("models", ("models",)), ("families", ("families",)), ("engine", ("engine",)),
+# API, "" here), the modules beside it that name the API where the README finds it, and __main__ stand above every layer.
+LAYERS = (("the package", ("", "__main__", "count", "html_report")), ("cli", ("cli",)), ("views", ("views",)),
+          ("verbs", ("verbs",)), ("models", ("models",)), ("families", ("families",)), ("engine", ("engine",)),
           ("the bottom", ("errors", "version", "text")))  # fmt: skip
 
 
@@ -509,3 +509,20 @@ def test_the_shape_language_has_rows_that_depend_on_the_data():
         tape.with_sizes(Te=2).matmul("mlp.up", h, w, "Te D, D F -> Te F")
     with pytest.raises(AttributeError):  # a data-dependent size must be named, never guessed
         tape.matmul("mlp.up", h, w, "Te D, D F -> Te F")
+
+
+def test_views_render_what_the_verbs_computed():
+    """A view shows what a verb computed and runs nothing itself: no forward pass (the pass generator, Model.run,
+    run_with_cache, logits) and no count. The trace view watches generate's loop, which verbs/trace.py hands it."""
+    computing = {"forward_passes", "placeholder_passes", "count_passes", "count_folded", "count_generation",
+                 "sweep_per_token", "decode_at", "run_with_cache", "prompt_rows"}  # fmt: skip
+    found = []
+    for path in sorted((PACKAGE / "views").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+            if isinstance(node, ast.alias):
+                name = node.name.split(".")[-1]
+            model_pass = isinstance(node, ast.Attribute) and name in ("run", "logits") and _root(node) == "model"
+            if name in computing or model_pass:
+                found.append(f"views/{path.name}:{node.lineno} {name}")
+    assert not found, f"views that compute: {found}"

@@ -295,7 +295,7 @@ class Phase:
     batch: int = 1
     cached: bool = True
     records: list[Record] = field(default_factory=list)
-    # A batch of prompts of different lengths (passes.batch_forward_passes): each row's left padding, and
+    # A batch of prompts of different lengths (verbs/passes.py): each row's left padding, and
     # the rows that had finished (reached end-of-text) before this pass but kept computing. Empty: one prompt.
     pads: tuple[int, ...] = ()
     finished: tuple[bool, ...] = ()

@@ -44,7 +44,7 @@ def in_row_chunks(tape, attend, q, K, V, bias=None):
     d = tape.dims
     if d.T <= ROW_CHUNK or tape.watcher is not None or tape.dense:
         return attend(q, K, V, bias, tape)
-    rows = None if tape.phase is None else {}
+    rows: dict | None = None if tape.phase is None else {}
     parts = []
     for r0 in range(0, d.T, ROW_CHUNK):
         r1 = min(d.T, r0 + ROW_CHUNK)
@@ -70,7 +70,7 @@ def on_chosen_keys(tape, attend_chosen, attend, q, K, V, bias, chosen):
     if tape.watcher is not None or tape.dense:  # every T x t score, as transformers' eager attention computes them
         masked = unchosen_mask(chosen, d.t, q.dtype)
         return attend(q, K, V, masked if bias is None else bias + masked, tape)
-    rows = None if tape.phase is None else {}
+    rows: dict | None = None if tape.phase is None else {}
     parts = []
     for r0 in range(0, d.T, ROW_CHUNK):
         r1 = min(d.T, r0 + ROW_CHUNK)

@@ -101,9 +101,9 @@ class ShapeOnly:
         return ShapeOnly(shape, self.dtype)
 
     def transpose(self, *axes):
-        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
-        axes = axes or tuple(reversed(range(self.ndim)))
-        return ShapeOnly([self.shape[a] for a in axes], self.dtype)
+        order = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        order = order or tuple(reversed(range(self.ndim)))
+        return ShapeOnly([self.shape[a] for a in order], self.dtype)
 
     @property
     def T(self):  # noqa: N802 - NumPy's name

@@ -22,6 +22,7 @@ from .experts import ExpertParts
 from .kvcache import first_attended
 from .ledger import Phase, Record, dot_product_count
 from .pieces import Pieces
+from .precision import Precision
 from .row_chunks import in_row_chunks, on_chosen_keys
 from .shapes import ShapeOnly
 from .spec import matmul_spec, specs, symbols
@@ -167,13 +168,16 @@ class Tape:
     # Inside a computation done piece by piece (Tape.in_pieces: a scan's chunks, a triangular solve's rows): what each
     # piece computed, for the one record per op that the whole pass's tape writes (record_pieces; engine/pieces.py).
     pieces: Pieces | None = None
+    # bfloat16, float16, fp8: what products' operands and outputs and stages' values are rounded to (precision.py);
+    # also widens weights kept in their 2-byte format. None: float32, nothing rounded.
+    precision: Precision | None = None
 
     def layer(self, i: int) -> Tape:
         """The tape as seen from inside block i: stage names get the prefix "blocks.{i}.", and the sizes are
         those of block i's attention (its window, where layers differ)."""
         dims = self.dims if self.windows is None else self.dims.with_window(self.windows[i])
         return Tape(dims, self.phase, self.watcher, i, f"blocks.{i}.", self.family, dense=self.dense,
-                    routing=self.routing)  # fmt: skip
+                    routing=self.routing, precision=self.precision)  # fmt: skip
 
     def in_row_chunks(self, attend, q, K, V, bias=None):
         """attend(q, K, V, bias, tape) -> z [..., T, dh], in chunks of query rows, each against only the keys it can
@@ -321,6 +325,9 @@ class Tape:
         shapes = specs(spec, len(values))
         for v, each in zip(values, shapes):
             self._check(op, v, each)
+        if self.precision is not None:  # the stage's values stored in the format
+            rounded = tuple(self.precision.value(v, self.prefix + op) for v in values)
+            value = rounded if isinstance(value, tuple) else rounded[0]
         if self.rows is not None:
             self.rows.setdefault(op, [spec, False, None, None, None, None])
         if self.parts is not None:  # one expert's rows: shown with the others' (record_experts)
@@ -352,11 +359,22 @@ class Tape:
         if isinstance(a, ShapeOnly) or isinstance(b, ShapeOnly):
             out = ShapeOnly(dot_product_count(a.shape, b.shape)[0])
         else:
+            blocks = None  # a large weight kept narrow: widened a block of its columns at a time (precision.py)
+            if self.precision is not None:  # the operands rounded to the format, or narrow weights widened
+                a = self.precision.operand(a, self.prefix + op, "A")
+                blocks = self.precision.column_blocks(b)
+                b = b if blocks else self.precision.operand(b, self.prefix + op, "B")
             a_rows, b_rows, out_shape = fold_shared_axes(a, b)
-            out = sized_for_threads(np.matmul, a_rows, b_rows)  # the BLAS's threads it is sized for
+            # each block of a large narrow weight widened only as its product comes (a generator), then joined
+            pieces = (b_rows,) if not blocks else (self.precision.operand(b_rows[..., cols], self.prefix + op, "B")  # type: ignore[union-attr]
+                                                   for cols in blocks)  # fmt: skip
+            outs = [sized_for_threads(np.matmul, a_rows, piece) for piece in pieces]  # the BLAS's threads; float32 sums
+            out = outs[0] if len(outs) == 1 else np.concatenate(outs, axis=-1)  # type: ignore[assignment]  # an array
             out = out if out_shape is None else out.reshape(out_shape)
             if bias is not None:
                 out += bias  # out is fresh: adding in place saves a [T, out] temporary
+            if self.precision is not None:  # the output, bias added, rounded to the format
+                out = self.precision.value(out, self.prefix + op)
         self._check(op, out, out_spec)
         if self.rows is not None:  # a chunk of query rows: summed into the whole pass's record (in_row_chunks)
             _, dots, length = dot_product_count(a.shape, b.shape)

@@ -57,8 +57,9 @@ def _from_python(items: list, vocab_size: int, vocabulary: str) -> np.ndarray:
         table.append([_token_id(x, vocab_size, vocabulary) for x in row])
     lengths = sorted({len(row) for row in table})
     if len(lengths) > 1:
-        raise UserError(f"the rows of a [batch, tokens] list must have the same length, not {lengths[0]} and "
-                        f"{lengths[-1]}")  # fmt: skip
+        raise UserError(
+            f"the rows of a [batch, tokens] list must have the same length, not {lengths[0]} and {lengths[-1]}"
+        )
     return np.array(table, dtype=np.int64).reshape(len(table), len(table[0]))
 
 

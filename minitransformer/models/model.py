@@ -16,6 +16,7 @@ from ..engine.allocator import keep_freed_memory
 from ..engine.hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
 from ..engine.kvcache import KVCache
 from ..engine.ledger import Phase
+from ..engine.precision import Precision
 from ..engine.shapes import ShapeOnly
 from ..engine.tape import Dims, Tape, Watcher
 from ..errors import UserError
@@ -55,9 +56,12 @@ class Model:
 
     `dtype` is the weights' dtype, which every stage of a forward pass, its KV cache and its logits keep:
     float32, or float64 for the reference (load_model(..., dtype="float64") upcasts the weights on load).
+    `precision` (engine/precision.py): bfloat16, float16 or fp8 emulated over the float32 passes, or weights kept
+    in their 2-byte format widened as products read them; None: neither.
     """
 
-    def __init__(self, config: ModelConfig, params: SimpleNamespace, source: str, tokenizer=None) -> None:
+    def __init__(self, config: ModelConfig, params: SimpleNamespace, source: str, tokenizer=None,
+                 precision: Precision | None = None) -> None:  # fmt: skip
         self.config = config
         self.params = params
         self.source = source  # where the weights came from, for headers
@@ -66,7 +70,12 @@ class Model:
         self.shape_only = isinstance(token_embedding(params, config), ShapeOnly)
         if not self.shape_only:
             keep_freed_memory()  # a pass's large arrays reused, not returned to the kernel (engine/allocator.py)
-        self.dtype = compute_dtype(token_embedding(params, config).dtype)  # shape-only stand-ins are float32
+        embedding = token_embedding(params, config).dtype  # shape-only stand-ins are float32
+        self.dtype = compute_dtype(embedding if embedding in (np.float32, np.float64) else np.float32)
+        self.precision = precision
+        # A weight format narrower than the passes' float32 ("bfloat16"), where the weights are held in one
+        self.weights_format = None if embedding in (np.float32, np.float64) else embedding.name
+        self.weight_events: list = []  # weights that left the precision's range when rounded to it at load
         windows = tuple(config.layer_window(i) for i in range(config.n_layer))
         self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
         self.hooks = HookRegistry(lambda: self.family.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
@@ -78,8 +87,10 @@ class Model:
     def __repr__(self) -> str:
         c = self.config
         kv = f" ({c.n_kv_head} key/value heads)" if c.n_kv_head != c.n_head else ""
-        return (f"Model({c.name!r}: {c.family}, {c.n_layer} layers, d_model {c.n_embd}, {c.n_head} heads{kv}, "
-                f"{self.dtype}, from {self.source})")  # fmt: skip
+        return (
+            f"Model({c.name!r}: {c.family}, {c.n_layer} layers, d_model {c.n_embd}, {c.n_head} heads{kv}, "
+            f"{self.dtype}, from {self.source})"
+        )
 
     @classmethod
     def without_weights(cls, config: ModelConfig, routing: str = "balanced") -> Model:
@@ -104,8 +115,15 @@ class Model:
         return self.config.name
 
     def describe(self) -> dict:
-        """The model as the ledger's JSON names it: its config, where its weights came from, the dtype it computes in."""
-        return {**self.config.to_dict(), "source": self.source, "dtype": self.dtype.name}
+        """The model as the ledger's JSON names it: its config, where its weights came from, the dtype it computes in,
+        and, where not float32, the precision its products emulate and the format its weights are held in."""
+        narrow = (
+            {"precision": self.precision.name}
+            if self.precision is not None and self.precision.name != "float32"
+            else {}
+        )
+        held = {"weights": self.weights_format} if self.weights_format is not None else {}
+        return {**self.config.to_dict(), "source": self.source, "dtype": self.dtype.name, **narrow, **held}
 
     def new_cache(self, batch: tuple[int, ...] = (), capacity: int | None = None) -> KVCache:
         """The model's cache for `capacity` positions (the context by default) of a batch of shape `batch`: what each
@@ -147,9 +165,17 @@ class Model:
         self.config.check_fits(max(map(len, rows)), n_new)
         return rows
 
-    def run(self, token_ids, *, cache: KVCache | None = None, all_positions: bool = False,
-            phase: Phase | None = None, watcher: Watcher | None = None, pads=None,
-            dense_attention: bool = False):  # fmt: skip
+    def run(
+        self,
+        token_ids,
+        *,
+        cache: KVCache | None = None,
+        all_positions: bool = False,
+        phase: Phase | None = None,
+        watcher: Watcher | None = None,
+        pads=None,
+        dense_attention: bool = False,
+    ):
         """One forward pass over new token ids: logits [R, V] (R = T if all_positions else 1).
 
         With a cache, the ids are the positions after those already cached. `phase` collects the
@@ -170,16 +196,24 @@ class Model:
         tape = Tape(
             dims,
             phase,
-            self.hooks.watcher(then=watcher),
+            self.hooks.watcher(then=watcher),  # None where nobody watches: no hook, no watcher
             family=self.family,
             windows=self._windows,
             dense=dense_attention,
             routing=self.routing,
-        )  # watcher None: nobody watches
+            precision=self.precision,
+        )
         return self.architecture.forward(ids, self.params, self.config, cache, tape, all_positions, pads)
 
-    def run_with_cache(self, token_ids, names=None, *, all_positions: bool = True, kv_cache: KVCache | None = None,
-                       phase: Phase | None = None):  # fmt: skip
+    def run_with_cache(
+        self,
+        token_ids,
+        names=None,
+        *,
+        all_positions: bool = True,
+        kv_cache: KVCache | None = None,
+        phase: Phase | None = None,
+    ):
         """(logits, ActivationCache): one forward pass that keeps its named intermediate tensors.
 
         `names` picks what to keep: None (everything), a name or glob ("blocks.*.attn.weights"), a
@@ -190,8 +224,9 @@ class Model:
         """
         known = self.family.stage_names(self.config.n_layer)
         activations = ActivationCache(self.name, known, selector(names, known))
-        logits = self.run(token_ids, cache=kv_cache, all_positions=all_positions, phase=phase,
-                          watcher=activations.capture)  # fmt: skip
+        logits = self.run(
+            token_ids, cache=kv_cache, all_positions=all_positions, phase=phase, watcher=activations.capture
+        )
         return logits, activations
 
     def add_hook(self, name, fn) -> HookHandle:
@@ -216,7 +251,8 @@ class Model:
         return self.run(token_ids, all_positions=True)
 
     def generate(self, prompt, **options):
-        """Continue `prompt` (a string or a list of token ids); see generate.generate for the options."""
+        """Continue `prompt` (a string or a list of token ids); see verbs/generate.py's generate for the options."""
+        assert _generate is not None, "verbs/generate.py registers it at its import, which the package's __init__ runs"
         return _generate(self, prompt, **options)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.precision import PRECISIONS, precision_of, widening
 from ..errors import UserError
 from ..families.table import architecture_of
 from ..text import short_path
@@ -19,7 +20,11 @@ from . import hub
 from .config import load_config
 from .model import Model, compute_dtype
 from .tokenizer import tokenizer_of
-from .weights import load_weights
+from .weights import holds_narrow, load_weights
+
+# A float16 or bfloat16 checkpoint's matrices: upcast at load where the copy fits in half the memory available, else
+# kept in their bytes ("auto"); always kept; always upcast (models/weights.py)
+WEIGHTS = ("auto", "stored", "float32")
 
 DEMO = "demo"
 DEMO_LLAMA = "demo-llama"
@@ -36,15 +41,21 @@ def known_names() -> list[str]:
     return [*hub.HUB_REPOS, *DEMOS]
 
 
-def from_directory(directory: Path, name: str | None = None, dtype=np.float32) -> Model:
+def from_directory(directory: Path, name: str | None = None, dtype=np.float32, precision: str = "float32",
+                   weights: str = "auto") -> Model:  # fmt: skip
     directory = Path(directory)
     if not (directory / "config.json").is_file():
         raise UserError(f"{directory} has no config.json; a model directory needs config.json and model.safetensors")
     config = load_config(directory / "config.json", name=name or directory.resolve().name)
-    tokenizer = (
-        tokenizer_of(directory) if architecture_of(config).own_tokenizer else None
-    )  # GPT-2s share the shipped one
-    return Model(config, load_weights(directory, config, dtype), source=str(directory), tokenizer=tokenizer)
+    tokenizer = tokenizer_of(directory) if architecture_of(config).own_tokenizer else None  # GPT-2s: the shipped one
+    policy = precision_of(precision)
+    events: list = []  # weights that left the precision's range when rounded to it
+    params = load_weights(directory, config, dtype, policy, weights, events)
+    if policy is None and holds_narrow(params):
+        policy = widening()  # float32 products over matrices kept in their 2 bytes
+    model = Model(config, params, source=str(directory), tokenizer=tokenizer, precision=policy)
+    model.weight_events = events
+    return model
 
 
 def on_disk(name: str) -> Path | None:
@@ -54,39 +65,72 @@ def on_disk(name: str) -> Path | None:
     return hub.find_in_hf_cache(name)
 
 
-def load_model(name_or_dir: str | Path | None = None, dtype: str = "float32") -> Model:
+def load_model(name_or_dir: str | Path | None = None, dtype: str = "float32", precision: str = "float32",
+               weights: str | None = None) -> Model:  # fmt: skip
     """A model by name ("gpt2", "demo", "demo-llama", ...) or from a Hugging Face-format directory
     (GPT-2, Llama, Mistral or Qwen2).
 
     dtype="float64" runs every forward pass in float64, the weights upcast on load: a reference to measure
     a float32 pass against (validate does), at twice the memory and up to twice the time (a 124M GPT-2 on
     2 cores: prefill of 128 tokens 1.5x, decode steps, which read every weight, 1.8x).
+
+    precision="bfloat16", "float16", "fp8_e4m3" or "fp8_e5m2" emulates that format over the float32 passes: each
+    weight rounded to it once at load and held in it, every product's operands and output and every stage's
+    values rounded to it (engine/precision.py). It is a property of the model, as dtype is, because the weights
+    are held in it; drift(model, prompt) measures what it costs against float64.
+
+    weights: a float16 or bfloat16 checkpoint is upcast to float32 once at load ("float32": twice the memory of its
+    file, the fastest decoding), or its matrices kept in their 2 bytes, memory-mapped, each widened as a product
+    reads it ("stored": little more memory than the file); "auto" (the default) upcasts where the copy fits in
+    half the memory available, else keeps them stored. float32 passes only.
     """
-    return resolve(name_or_dir, compute_dtype(dtype))
+    check_precision(dtype, precision, weights)
+    return resolve(name_or_dir, compute_dtype(dtype), precision, weights or "auto")
 
 
-def resolve(name_or_dir: str | Path | None, dtype=np.float32) -> Model:
-    """The model a name or directory means, its weights in `dtype` (float32, or float64 for the reference)."""
+def check_precision(dtype, precision, weights) -> None:
+    """precision, dtype and weights that go together, or one line saying what does."""
+    if precision not in PRECISIONS:
+        raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if weights is not None and weights not in WEIGHTS:
+        raise UserError(f"weights must be 'auto' (the default), 'stored' (a 2-byte checkpoint kept in its bytes) or "
+                        f"'float32' (upcast at load), not {weights!r}")  # fmt: skip
+    if precision != "float32" and dtype not in ("float32", np.float32, np.dtype(np.float32)):
+        raise UserError(f"precision {precision} is emulated over float32 passes; float64 is the truth it is measured "
+                        f"against (drift): leave dtype float32")  # fmt: skip
+    if weights is not None and dtype not in ("float32", np.float32, np.dtype(np.float32)):
+        raise UserError("weights is for float32 passes: float64 upcasts every weight at load; leave weights out")
+    if weights == "float32" and precision != "float32":
+        raise UserError(f"weights float32 upcasts at load for float32 products; at precision {precision} the weights "
+                        f"are held in its format: leave weights out")  # fmt: skip
+
+
+def resolve(name_or_dir: str | Path | None, dtype=np.float32, precision: str = "float32",
+            weights: str = "auto") -> Model:  # fmt: skip
+    """The model a name or directory means, its weights in `dtype` (float32, or float64 for the reference), at a
+    `precision` (load_model says), a 2-byte checkpoint's matrices kept as stored or upcast (`weights`)."""
     if name_or_dir is None:
-        return default_model(dtype)
+        return default_model(dtype, precision, weights)
     text = str(name_or_dir)
+    held = dict(dtype=dtype, precision=precision, weights=weights)
     if Path(text).is_dir():
-        return from_directory(Path(text), dtype=dtype)
+        return from_directory(Path(text), **held)
     if text in DEMOS:
-        return from_directory(demo_dir(text), name=text, dtype=dtype)
+        return from_directory(demo_dir(text), name=text, **held)
     if text in hub.HUB_REPOS:
-        return from_directory(on_disk(text) or hub.download(text), name=text, dtype=dtype)
+        return from_directory(on_disk(text) or hub.download(text), name=text, **held)
     if os.sep in text or text.startswith(".") or Path(text).exists():
         raise UserError(f"{text} is not a directory; pass a model name ({', '.join(known_names())}) or a directory")
     raise UserError(f"unknown model {text!r}; known models: {', '.join(known_names())}, or a directory")
 
 
-def default_model(dtype=np.float32) -> Model:
+def default_model(dtype=np.float32, precision: str = "float32", weights: str = "auto") -> Model:
     """GPT-2 small if its weights are here or can be fetched in a few seconds, else the shipped demo model."""
+    held = dict(dtype=dtype, precision=precision, weights=weights)
     if on_disk("gpt2"):
-        return resolve("gpt2", dtype)
+        return resolve("gpt2", **held)
     try:
-        return from_directory(hub.download("gpt2"), name="gpt2", dtype=dtype)
+        return from_directory(hub.download("gpt2"), name="gpt2", **held)
     except UserError:
         if not (demo_dir() / "config.json").is_file():
             raise
@@ -97,4 +141,4 @@ def default_model(dtype=np.float32) -> Model:
             "reachable, `minitransformer download gpt2` gets GPT-2 small",
             file=sys.stderr,
         )
-        return from_directory(demo_dir(), name=DEMO, dtype=dtype)
+        return from_directory(demo_dir(), name=DEMO, **held)

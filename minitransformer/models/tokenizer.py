@@ -68,10 +68,14 @@ def _check_text(text, what: str = "the text") -> None:
     code = ord(text[at])
     if 0xDC80 <= code <= 0xDCFF:
         offset = len(text[:at].encode("utf-8"))
-        raise UserError(f"{what} has a byte that is not UTF-8 (0x{code - 0xDC00:02x} at byte {offset}); give it "
-                        "as UTF-8 text (from Latin-1, for example: iconv -f latin1 -t utf-8)")  # fmt: skip
-    raise UserError(f"{what} has a lone surrogate (U+{code:04X} at character {at}), which is not a character; "
-                    "give valid unicode text")  # fmt: skip
+        raise UserError(
+            f"{what} has a byte that is not UTF-8 (0x{code - 0xDC00:02x} at byte {offset}); give it "
+            "as UTF-8 text (from Latin-1, for example: iconv -f latin1 -t utf-8)"
+        )
+    raise UserError(
+        f"{what} has a lone surrogate (U+{code:04X} at character {at}), which is not a character; "
+        "give valid unicode text"
+    )
 
 
 class Tokenizer:
@@ -150,8 +154,10 @@ class FileTokenizer:
         try:
             self._tokenizer = _HFTokenizer.from_file(str(path))
         except Exception as err:  # the library raises its own exception types for a bad file
-            raise UserError(f"{path} is not a tokenizer file tokenizers {tokenizers.__version__} can read ({err}); "
-                            "re-download it, or upgrade tokenizers if it was written by a newer one") from None  # fmt: skip
+            raise UserError(
+                f"{path} is not a tokenizer file tokenizers {tokenizers.__version__} can read ({err}); "
+                "re-download it, or upgrade tokenizers if it was written by a newer one"
+            ) from None
         self.path = str(path)
         self.vocab_size = self._tokenizer.get_vocab_size()
         # Byte-fallback tokens ("<0xE2>", in Llama 2's and Mistral's vocabularies) stand for one byte each.
@@ -224,8 +230,10 @@ class NoTokenizer:
 
     def encode(self, text: str, *, what: str = "the text") -> list[int]:
         _check_text(text, what)
-        raise UserError(f"{self.directory} has no tokenizer.json, so text cannot be turned into tokens; give token "
-                        f"ids instead (--ids 1,2,3 on the command line, a list of integers in Python)")  # fmt: skip
+        raise UserError(
+            f"{self.directory} has no tokenizer.json, so text cannot be turned into tokens; give token "
+            f"ids instead (--ids 1,2,3 on the command line, a list of integers in Python)"
+        )
 
     def decode(self, token_ids: list[int]) -> str:
         return "".join(self.token_str(t) for t in token_ids)

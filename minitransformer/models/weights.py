@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
+from ..engine.precision import Format, Precision
 from ..errors import UserError
 from ..families.config import ModelConfig
 from ..families.table import architecture_of
@@ -88,10 +89,11 @@ def _read_header(path: Path) -> dict[str, _TensorInfo]:
     data_start = 8 + header_len
     header.pop("__metadata__", None)
     return {
-        name: _TensorInfo(path, h["dtype"], tuple(h["shape"]), data_start + h["data_offsets"][0],
-                          data_start + h["data_offsets"][1])
+        name: _TensorInfo(
+            path, h["dtype"], tuple(h["shape"]), data_start + h["data_offsets"][0], data_start + h["data_offsets"][1]
+        )
         for name, h in header.items()
-    }  # fmt: skip
+    }
 
 
 def _weight_files(directory: Path) -> list[Path]:
@@ -117,9 +119,12 @@ def _weight_files(directory: Path) -> list[Path]:
     raise UserError(f"{directory} has no weights: expected {SAFETENSORS} or {SAFETENSORS_INDEX}")
 
 
-def load_weights(directory: Path, config: ModelConfig, dtype=np.float32) -> SimpleNamespace:
-    """Map every tensor of the checkpoint, check names, shapes and dtypes, return the tree of arrays in `dtype`
-    (float32, or float64 for the reference)."""
+def load_weights(directory: Path, config: ModelConfig, dtype=np.float32, precision: Precision | None = None,
+                 weights: str = "auto", events: list | None = None) -> SimpleNamespace:  # fmt: skip
+    """Map every tensor of the checkpoint, check names, shapes and dtypes, return the tree of arrays: float64 for the
+    reference; else float32, the matrices of a float16 or bfloat16 file kept in its bytes as `weights` says
+    ("stored", "float32" or "auto"); or, at a `precision`, each rounded to its format (the module's docstring), the
+    weights that left its range in `events` (RangeEvent, role "weight")."""
     tensors: dict[str, _TensorInfo] = {}
     architecture = architecture_of(config)
     prefixes = sorted({architecture.prefix, *architecture.prefixes}, key=len, reverse=True)
@@ -137,6 +142,7 @@ def load_weights(directory: Path, config: ModelConfig, dtype=np.float32) -> Simp
     missing = [n for n in expected if n not in tensors]
     if missing:
         raise UserError(f"{directory}: tensor {missing[0]} is missing from the weights")
+    keep_stored = weights == "stored" or (weights == "auto" and not _upcast_fits(tensors.values()))
     maps: dict[Path, np.memmap] = {}
     arrays = {}
     for name, shape in expected.items():
@@ -150,8 +156,84 @@ def load_weights(directory: Path, config: ModelConfig, dtype=np.float32) -> Simp
         if info.file not in maps:
             maps[info.file] = np.memmap(info.file, dtype=np.uint8, mode="r")
         raw = maps[info.file][info.start : info.end].view(_DTYPES[info.dtype]).view(np.ndarray).reshape(shape)
-        arrays[name] = _upcast(raw, info.dtype, np.dtype(dtype))
+        if np.dtype(dtype) == np.float64 or (precision is None and (not keep_stored or info.dtype == "F32")):
+            arrays[name] = _upcast(raw, info.dtype, np.dtype(dtype))
+        else:
+            arrays[name] = _held(raw, info.dtype, precision, _read_by_products(architecture, name, shape),
+                                 name == architecture.embedding, prefix + name, events)  # fmt: skip
     return as_tree(arrays, config)
+
+
+def _upcast_fits(tensors) -> bool:
+    """Whether a float32 copy of the checkpoint's 2-byte tensors fits in half the memory available now."""
+    wide = sum(4 * int(np.prod(t.shape)) for t in tensors if t.dtype in ("F16", "BF16"))
+    return wide == 0 or wide <= available_memory() / 2
+
+
+def available_memory() -> float:
+    """Bytes of memory available to a new allocation (Linux: MemAvailable), or infinity where not known."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import os
+
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return float("inf")
+
+
+def holds_narrow(tree) -> bool:
+    """Whether a weight tree holds any array in a format narrower than float32 (kept as stored, or at a precision)."""
+    if isinstance(tree, SimpleNamespace):
+        return any(holds_narrow(v) for v in vars(tree).values())
+    if isinstance(tree, list):
+        return any(holds_narrow(v) for v in tree)
+    return isinstance(tree, np.ndarray) and tree.dtype not in (np.float32, np.float64)
+
+
+def _read_by_products(architecture, name: str, shape: tuple[int, ...]) -> bool:
+    """A matrix that only products (and the token lookup) read: every tensor of two or more dimensions but a
+    position table (GPT-2's W_pe, added to the embeddings) and the biases of gpt-oss's experts."""
+    return len(shape) >= 2 and not name.endswith("bias") and architecture.kind(name) != "position_embedding"
+
+
+def _held(raw: np.ndarray, stored: str, precision: Precision | None, matrix: bool, embedding: bool, name: str = "",
+          events: list | None = None) -> np.ndarray:  # fmt: skip
+    """A stored tensor as the forward pass holds it beside a float16 or bfloat16 file, or at a precision.
+
+    float32 (precision None): a matrix kept as a view of the file in its 2 bytes, the rest widened. At a precision:
+    a product's matrix in the operands' format, the token embedding (looked up, then a stage's values) and the
+    small tensors in the values' format; the small ones widened back to float32 for the element-wise stages."""
+    if precision is None:
+        return _narrow_view(raw, stored) if matrix or embedding else _upcast(raw, stored, np.dtype(np.float32))
+    fmt = precision.operands if matrix and not embedding else precision.values
+    assert fmt is not None  # a precision other than float32 rounds both
+    held = _in_format(raw, stored, fmt)
+    if events is not None and held.base is None:  # rounded here (not the file's own bytes): did it leave the range?
+        events.extend(Precision.range_events(fmt, _upcast(raw, stored, np.dtype(np.float32)),
+                                             held.astype(np.float32), name, "weight"))  # fmt: skip
+    return held if matrix or embedding else held.astype(np.float32)
+
+
+def _narrow_view(raw: np.ndarray, stored: str) -> np.ndarray:
+    """A float16 file's tensor as it is; a bfloat16 one viewed as ml_dtypes' bfloat16: no copy either way."""
+    if stored != "BF16":
+        return raw
+    import ml_dtypes
+
+    return raw.view(ml_dtypes.bfloat16)
+
+
+def _in_format(raw: np.ndarray, stored: str, fmt: Format) -> np.ndarray:
+    """A stored tensor in `fmt`: its own bytes where the file holds that format, else rounded from float32 (a copy)."""
+    if stored != "F32" and _narrow_view(raw, stored).dtype == fmt.dtype:
+        return _narrow_view(raw, stored)
+    return fmt.round(_upcast(raw, stored, np.dtype(np.float32)))
 
 
 def _upcast(raw: np.ndarray, stored: str, dtype: np.dtype) -> np.ndarray:

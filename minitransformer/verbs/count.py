@@ -20,12 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+import numpy as np
+
 from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps, totals_of
 from ..engine.stages import ATTENTION_SCORES, STATE, Family
 from ..errors import UserError
 from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
 from ..models.model import Model
+from .options import GenerationOptions
 from .passes import forward_passes
 
 STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the middle ones are summarised
@@ -42,11 +45,16 @@ def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> None
             raise UserError(f"{what} must be a whole number of at least 1, not {value!r}")
     config.check_fits(n_prompt, n_new)
     c, t = config, n_prompt + n_new
-    largest = max(batch * t * max(3 * c.n_embd, c.d_ff, c.vocab_size), batch * c.n_head * t * t,
-                  c.n_embd * max(3 * c.n_embd, c.d_ff, c.vocab_size, c.n_positions))  # fmt: skip
+    largest = max(
+        batch * t * max(3 * c.n_embd, c.d_ff, c.vocab_size),
+        batch * c.n_head * t * t,
+        c.n_embd * max(3 * c.n_embd, c.d_ff, c.vocab_size, c.n_positions),
+    )
     if largest > LARGEST_TENSOR:
-        raise UserError(f"this count needs a tensor of {largest:,} elements, more than NumPy can describe even "
-                        f"without values (2**62); choose smaller sizes, fewer tokens or a smaller batch")  # fmt: skip
+        raise UserError(
+            f"this count needs a tensor of {largest:,} elements, more than NumPy can describe even "
+            f"without values (2**62); choose smaller sizes, fewer tokens or a smaller batch"
+        )
 
 
 # --- counting ---------------------------------------------------------------------------------------------
@@ -72,8 +80,10 @@ class Pass:
         kinds = list(dict.fromkeys(self.layer_types))  # in the order they first appear
         self._group_of = {kind: g for g, kind in enumerate(kinds)}
         first_layer = {kind: self.layer_types.index(kind) for kind in kinds}
-        self.groups = [([r for r in records[first : last + 1] if r.layer == first_layer[kind]],
-                        self.layer_types.count(kind)) for kind in kinds]  # fmt: skip
+        self.groups = [
+            ([r for r in records[first : last + 1] if r.layer == first_layer[kind]], self.layer_types.count(kind))
+            for kind in kinds
+        ]
         self.block = self.groups[self._group_of[self.layer_types[0]]][0]
 
     @property
@@ -82,8 +92,11 @@ class Pass:
 
     def weighted(self) -> list[tuple[Record, int]]:
         """Every record of the pass once, with the number of layers it stands for (1 outside the blocks)."""
-        return [*((r, 1) for r in self.before), *((r, n) for records, n in self.groups for r in records),
-                *((r, 1) for r in self.after)]  # fmt: skip
+        return [
+            *((r, 1) for r in self.before),
+            *((r, n) for records, n in self.groups for r in records),
+            *((r, 1) for r in self.after),
+        ]
 
     @property
     def phase(self) -> str:  # "prefill" | "decode"
@@ -209,9 +222,17 @@ class Pass:
     def summary(self) -> dict:
         """The phase's JSON without the per-layer detail: its place in the generation and its totals."""
         p = self.twin
-        return {"phase": p.phase, "step": p.step, "tokens": p.tokens, "context": p.context, "batch": p.batch,
-                "cached": p.cached, "dot_products": self.dot_products, "macs": self.macs,
-                "flops": self.flops}  # fmt: skip
+        return {
+            "phase": p.phase,
+            "step": p.step,
+            "tokens": p.tokens,
+            "context": p.context,
+            "batch": p.batch,
+            "cached": p.cached,
+            "dot_products": self.dot_products,
+            "macs": self.macs,
+            "flops": self.flops,
+        }
 
 
 def with_weights(r: Record) -> bool:
@@ -256,41 +277,48 @@ class AttentionVsWeights:
         return Fraction(self.all_attention, self.all_weights)
 
 
-def count_passes(model: Model, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1,
-                 dense_attention: bool = False) -> Ledger:  # fmt: skip
+def count_passes(
+    model: Model, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1, dense_attention: bool = False
+) -> Ledger:
     """The ledger of generating n_new tokens after an n_prompt-token prompt, whatever the tokens are.
 
     The counts depend on shapes only, so placeholder token ids do; on a shape-only model
     (Model.without_weights) this costs no arithmetic at all. `dense_attention`: every T x t score, as
     transformers' eager attention computes it, where a long pass would run in row chunks (row_chunks.py).
     """
+    options = GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, dense_attention=dense_attention)
+    return placeholder_passes(model, n_prompt, options, batch)
+
+
+def placeholder_passes(model: Model, n_prompt: int, options: GenerationOptions, batch: int = 1) -> Ledger:
+    """count_passes of the generation `options` describe, every row of the batch the same placeholder ids."""
     book = Ledger(model.config.to_dict())
-    lead = (batch,) if batch > 1 else ()
-    placeholder_new: list[int] = []
-    for _ in forward_passes(model, [0] * n_prompt, placeholder_new, n_new, use_cache, book, lead,
-                            dense_attention=dense_attention):  # fmt: skip
-        placeholder_new.append(0)
+    fed: list[np.ndarray] = []
+    placeholder = np.zeros(n_prompt, dtype=np.int64)
+    for _ in forward_passes(model, placeholder, fed, options, repeat=(batch,) if batch > 1 else (), book=book):
+        fed.append(placeholder[0])
     return book
 
 
-def count_folded(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, batch: int = 1,
-                 dense_attention: bool = False, routing: str = "balanced") -> list[Pass]:  # fmt: skip
-    """Every pass of the generation, run through a shape-only twin of the model cut to the fewest first layers
-    that hold one layer of each kind (one layer where all are alike), whatever the model's depth. `routing`: which
-    tokens a mixture of experts' experts are assumed to get (families/moe.py), which moves no total."""
+def count_folded(
+    config: Config, n_prompt: int, options: GenerationOptions, batch: int = 1, routing: str = "balanced"
+) -> list[Pass]:
+    """Every pass of the generation `options` describe, run through a shape-only twin of the model cut to the fewest
+    first layers that hold one layer of each kind (one layer where all are alike), whatever the model's depth.
+    `routing`: which tokens a mixture of experts' experts are assumed to get (families/moe.py), which moves no
+    total."""
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
     twin = Model.without_weights(config.prefix(span), routing)
-    ledger = count_passes(twin, n_prompt, n_new, use_cache, batch, dense_attention)
-    return [Pass(phase, kinds) for phase in ledger.phases]
+    return [Pass(phase, kinds) for phase in placeholder_passes(twin, n_prompt, options, batch).phases]
 
 
 def decode_at(config: Config, context: int, batch: int = 1) -> Pass:
     """A decode step with the KV cache at `context`: one new position after context - 1 cached ones (at context 1,
     the one-token prefill, which has the same shapes). One position is never computed in chunks."""
     if context == 1:
-        return count_folded(config, 1, 1, True, batch)[0]
-    return count_folded(config, context - 1, 2, True, batch)[1]
+        return count_folded(config, 1, GenerationOptions(max_new_tokens=1), batch)[0]
+    return count_folded(config, context - 1, GenerationOptions(max_new_tokens=2), batch)[1]
 
 
 @dataclass
@@ -343,8 +371,12 @@ class Count:
 
     def ledger(self) -> Ledger:
         """The full Ledger, every block of every pass expanded (as count_passes on the whole model gives)."""
-        return Ledger(self.config.to_dict(), [p.expand() for p in self.passes], other_way=self.other_totals,
-                      other_way_macs=[p.macs for p in self.other_way])  # fmt: skip
+        return Ledger(
+            self.config.to_dict(),
+            [p.expand() for p in self.passes],
+            other_way=self.other_totals,
+            other_way_macs=[p.macs for p in self.other_way],
+        )
 
     # Jupyter draws a count inline through `_repr_html_`, which views/html_report.py gives this class at its import
     # (register_notebook_display): the data does not import the views that show it, layers above.
@@ -366,7 +398,8 @@ class Count:
             return cached[-1]
         if self.n_prompt + 2 > self.config.n_positions:
             return None
-        return count_folded(self.config, self.n_prompt, 2, True, self.batch, self.dense_attention, self.routing)[1]
+        step = GenerationOptions(max_new_tokens=2, dense_attention=self.dense_attention)
+        return count_folded(self.config, self.n_prompt, step, self.batch, self.routing)[1]
 
     def shown_steps(self, limit: int = STEPS_SHOWN) -> list[int]:
         """The decode steps shown in full: all of them, or the first limit - 2 and the last 2."""
@@ -374,28 +407,35 @@ class Count:
         return steps if len(steps) <= limit else [*steps[: limit - 2], *steps[-2:]]
 
 
-def count_generation(config: Config, n_prompt: int, n_new: int = 1, use_cache: bool = True, batch: int = 1,
-                     dense_attention: bool = False, routing: str = "balanced") -> Count:  # fmt: skip
+def count_generation(
+    config: Config,
+    n_prompt: int,
+    n_new: int = 1,
+    use_cache: bool = True,
+    batch: int = 1,
+    dense_attention: bool = False,
+    routing: str = "balanced",
+) -> Count:
     """Count 1 prefill over n_prompt tokens and n_new - 1 decode steps, with a batch of `batch` sequences;
     `dense_attention`: every T x t score, as transformers' eager attention computes it (else row chunks);
     `routing`: a mixture of experts' tokens per expert, assumed (balanced or worst: families/moe.py)."""
     check_run(config, n_prompt, n_new, batch)
-    passes = count_folded(config, n_prompt, n_new, use_cache, batch, dense_attention, routing)
-    other_way = count_folded(config, n_prompt, n_new, not use_cache, batch, dense_attention, routing)
-    check_folding(config, n_prompt, min(n_new, 2), use_cache, batch, dense_attention)
+    options = GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, dense_attention=dense_attention)
+    passes = count_folded(config, n_prompt, options, batch, routing)
+    other_way = count_folded(config, n_prompt, replace(options, use_cache=not use_cache), batch, routing)
+    check_folding(config, n_prompt, replace(options, max_new_tokens=min(n_new, 2)), batch)
     return Count(config, n_prompt, n_new, batch, use_cache, passes, other_way, dense_attention, routing)
 
 
-def check_folding(config: Config, n_prompt: int, n_new: int, use_cache: bool, batch: int,
-                  dense_attention: bool = False) -> None:  # fmt: skip
+def check_folding(config: Config, n_prompt: int, options: GenerationOptions, batch: int) -> None:
     """The folded passes, expanded, must be exactly what a whole model's forward code records: checked on the
     model cut to two layers of each kind (all of it, when it is no deeper), since layers of one kind record the
     same whatever the depth, so that a count of 10,000 layers does not run 10,000 blocks to check one."""
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
     cut = config.prefix(min(config.n_layer, 2 * span))
-    passes = count_folded(cut, n_prompt, n_new, use_cache, batch, dense_attention)
-    whole = count_passes(Model.without_weights(cut), n_prompt, n_new, use_cache, batch, dense_attention).phases
+    passes = count_folded(cut, n_prompt, options, batch)
+    whole = placeholder_passes(Model.without_weights(cut), n_prompt, options, batch).phases
     for folded, phase in zip(passes, whole):
         expanded = folded.expand()
         if expanded.records != phase.records or (expanded.tokens, expanded.context) != (phase.tokens, phase.context):
@@ -416,10 +456,10 @@ def sweep_per_token(config: Config, points: int = 24) -> dict[str, list[int]]:
     with_cache, without = [], []
     for t in contexts:
         if t == 1:
-            macs = count_folded(config, 1, 1)[0].macs
+            macs = count_folded(config, 1, GenerationOptions(max_new_tokens=1))[0].macs
             with_cache.append(macs)
             without.append(macs)
             continue
-        with_cache.append(count_folded(config, t - 1, 2)[1].macs)
-        without.append(count_folded(config, t, 1, use_cache=False)[0].macs)
+        with_cache.append(count_folded(config, t - 1, GenerationOptions(max_new_tokens=2))[1].macs)
+        without.append(count_folded(config, t, GenerationOptions(max_new_tokens=1, use_cache=False))[0].macs)
     return {"context": contexts, "with_cache": with_cache, "without_cache": without}

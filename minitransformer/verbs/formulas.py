@@ -119,8 +119,9 @@ def computed_pairs(T: int, t: int, window: int | None = None, chunk: int | None 
     if window is None:
         m = T // C
         return past * T + C * C * m * (m + 1) // 2 + (T - m * C) * T
-    return sum((min(T, r0 + C) - r0) * (past + min(T, r0 + C) - max(0, past + r0 - window + 1))
-               for r0 in range(0, T, C))  # fmt: skip
+    return sum(
+        (min(T, r0 + C) - r0) * (past + min(T, r0 + C) - max(0, past + r0 - window + 1)) for r0 in range(0, T, C)
+    )
 
 
 def _formulas(config: Config):
@@ -256,8 +257,9 @@ def decode_macs(config: Config, t: int, B: int = 1) -> int:
     return pass_macs(config, 1, t, 1, B)
 
 
-def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,
-                    windows: bool = True) -> int:  # fmt: skip
+def generation_macs(
+    config: Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1, windows: bool = True
+) -> int:
     """1 prefill and n_new - 1 decode steps, summed in closed form (no loop over the steps).
 
     With the cache, step k (1..n_new-1) computes 1 position attending to n_prompt + k (at most W of
@@ -280,9 +282,8 @@ def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool =
         first, last = n_prompt, n_prompt + n_new - 1
         sum_t = (first + last) * n_new // 2
         cut_from = last + 1 if chosen is None else max(first, chosen + 1)  # passes whose keys the indexer chooses
-        dense_last = min(
-            cut_from - 1, max(first - 1, row_chunks.ROW_CHUNK)
-        )  # the passes short enough to be computed dense: t^2
+        # the passes short enough to be computed dense: t^2
+        dense_last = min(cut_from - 1, max(first - 1, row_chunks.ROW_CHUNK))
         sum_t2 = _sum_of_squares(dense_last) - _sum_of_squares(first - 1)
         sum_t2 += sum(computed_pairs(t, t, window) for t in range(dense_last + 1, cut_from))  # in chunks
         sum_t2 += (chosen or 0) * ((cut_from + last) * (last - cut_from + 1) // 2 if cut_from <= last else 0)  # T k_i

@@ -2,26 +2,28 @@
 
 With the KV cache (the default) the prefill computes K and V for every prompt position and logits
 for the last one; each decode step then computes one new row. Without it, every step recomputes
-the whole sequence (the loop is passes.py's). Either way, a shape-only run of the other way is
-counted beside it (count.py), so the ledger says what the cache saved.
+the whole sequence (the passes are passes.py's). One prompt and a batch of them run the one loop
+(`Continuation`), which trace drives too. Either way, a shape-only run of the other way is counted
+beside it (count.py), so the ledger says what the cache saved.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..engine.ledger import Ledger, totals_of
+from ..engine.ledger import Ledger, Phase, totals_of
+from ..engine.tape import Watcher
 from ..errors import UserError
 from ..models.model import Model, register_generate
 from .attention_maps import AttentionMaps, AttentionRecorder
-from .choices import is_whole
 from .count import count_folded
-from .passes import batch_forward_passes, forward_passes
+from .drift import Drift
+from .options import GenerationOptions
+from .passes import forward_passes
 
 
 @dataclass
@@ -43,6 +45,7 @@ class Generation:
     prompt_pieces: list[str] = field(default_factory=list)  # each token as text, for pictures of the tokens
     new_pieces: list[str] = field(default_factory=list)
     attention: AttentionMaps | None = None  # the layers asked for with attention=, for the report's heatmaps
+    drift: Drift | None = None  # at a narrower precision, its drift against float64 where measured (verbs/drift.py)
 
     @property
     def full_text(self) -> str:
@@ -61,27 +64,12 @@ class Generation:
         }
         if self.ledger is not None:
             d |= {k: v for k, v in self.ledger.to_dict().items() if k != "model"}
+        if self.drift is not None:
+            d["drift"] = self.drift.to_dict()
         return d
 
     # Jupyter draws a generation inline through `_repr_html_`, which views/html_report.py gives this class at its import
     # (register_notebook_display): the data does not import the views that show it, layers above.
-
-
-def check_options(max_new_tokens, temperature, top_k, seed, candidates: int = 0) -> None:
-    if not is_whole(max_new_tokens, 1):
-        raise UserError(f"max_new_tokens must be a whole number of at least 1, not {max_new_tokens!r}")
-    if (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, (int, float))
-        or not (math.isfinite(temperature) and temperature >= 0)
-    ):
-        raise UserError(f"temperature must be a finite number >= 0 (0 means greedy), not {temperature!r}")
-    if top_k is not None and not is_whole(top_k, 1):
-        raise UserError(f"top_k must be a whole number of at least 1, not {top_k!r}")
-    if seed is not None and not is_whole(seed, 0):
-        raise UserError(f"seed must be a whole number >= 0, not {seed!r}")
-    if not is_whole(candidates, 0):
-        raise UserError(f"candidates (next tokens listed) must be a whole number >= 0, not {candidates!r}")
 
 
 def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator) -> int:
@@ -98,8 +86,9 @@ def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: n
         scaled = np.where(scaled >= cutoff, scaled, number(-np.inf))
     weights = np.exp(scaled - scaled.max())
     cumulative = np.cumsum(weights)
-    return int(min(np.searchsorted(cumulative, rng.random(dtype=np.float32) * cumulative[-1], side="right"),
-                   logits.size - 1))  # fmt: skip
+    return int(
+        min(np.searchsorted(cumulative, rng.random(dtype=np.float32) * cumulative[-1], side="right"), logits.size - 1)
+    )
 
 
 def top_candidates(logits: np.ndarray, n: int, tokenizer) -> list[Candidate]:
@@ -112,7 +101,7 @@ def top_candidates(logits: np.ndarray, n: int, tokenizer) -> list[Candidate]:
 
 def generate(
     model: Model,
-    prompt: str | list[int],
+    prompt: str | list[int] | list,
     max_new_tokens: int = 8,
     temperature: float = 0.0,
     top_k: int | None = None,
@@ -125,28 +114,33 @@ def generate(
     attention: int | list[int] | None = None,
     dense_attention: bool = False,
 ) -> Generation | list[Generation]:
-    """Continue a prompt token by token: greedy at temperature 0 (top_k and seed then play no part).
+    """Continue a prompt token by token: the options are GenerationOptions' (options.py), checked once here.
 
     Several prompts (a list of texts, or of token-id lists; a list of ints is one prompt) run as one
-    batch and give one Generation per prompt, all holding the batch's one ledger: see generate_batch.
+    batch and give one Generation per prompt, all holding the batch's one ledger: see `Continuation`.
 
     `on_token(token_id, text)` is called as each token is chosen (text may be "" while a UTF-8
-    character is incomplete). Generation stops early at the end-of-text token if `stop_at_eos`.
-    `attention`: a layer (or list of layers) whose attention weights, every head, are kept for the
-    report (attention_maps.py); None keeps none, and the forward pass runs unwatched.
-    `dense_attention`: every T x t score computed, as transformers' eager attention does, where a prompt longer
-    than a row chunk would compute only what each chunk of query rows can see (engine/row_chunks.py): the
-    same logits, and the ledger of the textbook dense form.
+    character is incomplete). `attention`: a layer (or list of layers) whose attention weights, every
+    head, are kept for the report (attention_maps.py); None keeps none, and the forward pass runs unwatched.
     """
-    check_options(max_new_tokens, temperature, top_k, seed, candidates)
-    if is_batch(prompt):
-        if on_token is not None or attention is not None:
-            raise UserError("on_token and attention= follow one prompt; give a batch of prompts without them")
-        return generate_batch(model, prompt, max_new_tokens, temperature, top_k, seed, use_cache, ledger, candidates,
-                              stop_at_eos, dense_attention)  # fmt: skip
-    rows = model.prompt_rows([prompt], max_new_tokens, verb="continue")
-    return _generate_rows(model, [prompt], rows, max_new_tokens, temperature, top_k, seed, use_cache, ledger,
-                          candidates, stop_at_eos, on_token, attention, dense_attention=dense_attention)[0]  # fmt: skip
+    options = GenerationOptions(
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        seed=seed,
+        use_cache=use_cache,
+        candidates=candidates,
+        stop_at_eos=stop_at_eos,
+        ledger=ledger,
+        dense_attention=dense_attention,
+    )
+    batched = is_batch(prompt)
+    if batched and (on_token is not None or attention is not None):
+        raise UserError("on_token and attention= follow one prompt; give a batch of prompts without them")
+    prompts = list(prompt) if batched else [prompt]
+    rows = model.prompt_rows(prompts, options.max_new_tokens, verb="continue")
+    generations = continue_rows(model, prompts, rows, options, batched=batched, on_token=on_token, attention=attention)
+    return generations if batched else generations[0]
 
 
 register_generate(generate)  # model.generate(...) runs it (models/model.py)
@@ -154,8 +148,11 @@ register_generate(generate)  # model.generate(...) runs it (models/model.py)
 
 def is_batch(prompt) -> bool:
     """Several prompts: a list (or tuple) of texts or of token-id lists. A list of ints is one prompt, as ids."""
-    return (isinstance(prompt, (list, tuple)) and len(prompt) > 0
-            and all(isinstance(p, (str, list, tuple, np.ndarray)) for p in prompt))  # fmt: skip
+    return (
+        isinstance(prompt, (list, tuple))
+        and len(prompt) > 0
+        and all(isinstance(p, (str, list, tuple, np.ndarray)) for p in prompt)
+    )
 
 
 def left_padded(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
@@ -165,94 +162,132 @@ def left_padded(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndar
     return np.array([[pad_id] * pad + r for pad, r in zip(pads, rows)]), pads
 
 
-def generate_batch(model: Model, prompts, max_new_tokens: int = 8, temperature: float = 0.0, top_k: int | None = None,
-                   seed: int | None = None, use_cache: bool = True, ledger: bool = True, candidates: int = 10,
-                   stop_at_eos: bool = True, dense_attention: bool = False) -> list[Generation]:  # fmt: skip
-    """Continue B prompts together, one forward pass per new token for the whole batch: one Generation per
-    prompt, in order, all holding the batch's one ledger.
-
-    The prompts are left-padded to the longest (pad slots hold end-of-text, which no real query sees)
-    and each row's positions start at its first real token, as transformers' batched generate does;
-    so each row's greedy continuation is the one its prompt gets alone. A row that reaches end-of-text
-    stops there but stays in the batch, fed end-of-text, until every row has stopped or max_new_tokens
-    are made: the ledger counts its products, with the pad slots', as padding. Sampling draws the rows'
-    tokens in order from one generator: the same batch and seed give the same texts.
-    """
-    check_options(max_new_tokens, temperature, top_k, seed, candidates)
-    rows = model.prompt_rows(list(prompts), max_new_tokens, verb="continue")
-    return _generate_rows(model, list(prompts), rows, max_new_tokens, temperature, top_k, seed, use_cache, ledger,
-                          candidates, stop_at_eos, batch=True, dense_attention=dense_attention)  # fmt: skip
-
-
-def _generate_rows(model: Model, prompts: list, rows: list[list[int]], max_new_tokens: int, temperature: float,
-                   top_k: int | None, seed: int | None, use_cache: bool, ledger: bool, candidates: int,
-                   stop_at_eos: bool, on_token=None, attention=None, batch: bool = False,
-                   dense_attention: bool = False) -> list[Generation]:  # fmt: skip
-    """The one generation loop, for one prompt ([T] ids, one pass per token) or a batch ([B, T], left-padded):
-    at each pass, for each row still going, the candidates (first pass), the next token, its text, end-of-text."""
-    tokenizer = model.tokenizer
-    eos = model.config.eos_token_ids
-    rng = np.random.default_rng(seed)
-    book = Ledger(model.describe()) if ledger else None  # which model ran, in which dtype
-    B = len(rows)
-    streams = [tokenizer.stream_decoder(context=r) for r in rows]  # decoded after the prompt: a first space is kept
-    pieces: list[list[str]] = [[] for _ in rows]  # each continuation's text, as it streams
-    new_tokens: list[list[int]] = [[] for _ in rows]
-    found: list[list[Candidate]] = [[] for _ in rows]
-    finished = [False] * B
-    recorder = AttentionRecorder(model, attention, use_cache) if attention is not None else None
-    if batch:
-        pad_id = next((i for i in eos if 0 <= i < model.config.vocab_size), 0)  # as transformers pads: end-of-text
-        ids, pads = left_padded(rows, pad_id)
-        fed: list[np.ndarray] = []
-        passes = batch_forward_passes(model, ids, pads, fed, finished, max_new_tokens, use_cache, book,
-                                      dense_attention=dense_attention)  # fmt: skip
-    else:
-        passes = forward_passes(model, rows[0], new_tokens[0], max_new_tokens, use_cache, book,
-                                dense_attention=dense_attention)  # fmt: skip
+def continue_rows(
+    model: Model,
+    prompts: list,
+    rows: list[list[int]],
+    options: GenerationOptions,
+    *,
+    batched: bool = False,
+    on_token: Callable[[int, str], None] | None = None,
+    attention: int | list[int] | None = None,
+) -> list[Generation]:
+    """Continue prompts already read into ids (`rows`, checked by model.prompt_rows) with options already checked:
+    one Generation per prompt. The CLI calls this after its own checks; generate() after its."""
+    continuation = Continuation(model, prompts, rows, options, batched)
+    recorder = AttentionRecorder(model, attention, options.use_cache) if attention is not None else None
     with recorder or nullcontext():
-        for step, logits in enumerate(passes):
-            logits = logits if batch else logits[None]  # [B, V]
-            column = np.full(B, pad_id if batch else 0)  # the tokens fed next, in a batch
-            for b in range(B):
-                if finished[b]:
-                    continue
-                if step == 0 and candidates:
-                    found[b] = top_candidates(logits[b], candidates, tokenizer)
-                token = next_token(logits[b], temperature, top_k, rng)
-                new_tokens[b].append(token)
-                pieces[b].append(streams[b].push(token))
-                if on_token is not None:
-                    on_token(token, pieces[b][-1])
-                finished[b] = stop_at_eos and token in eos
-                if batch:
+        continuation.run(on_token)
+    return continuation.generations(recorder.maps() if recorder else None)
+
+
+class Continuation:
+    """The one generation loop, for B rows at once (one prompt is a batch of one): at each pass, for each row still
+    going, the candidates (first pass), the next token, its text, end-of-text. `run` makes the passes, `generations`
+    gives what they made; a trace (verbs/trace.py) drives the same loop with a watcher on each pass.
+
+    One prompt (`batched` False) runs as ids [T]. A batch runs as one [B, T] array: the prompts left-padded to the
+    longest (pad slots hold end-of-text, which no real query sees) and each row's positions starting at its first
+    real token, as transformers' batched generate does; so each row's greedy continuation is the one its prompt
+    gets alone. A row that reaches end-of-text stops there but stays in the batch, fed end-of-text, until every
+    row has stopped or max_new_tokens are made: the ledger counts its products, with the pad slots', as padding.
+    Sampling draws the rows' tokens in order from one generator: the same batch and seed give the same texts.
+    """
+
+    def __init__(
+        self, model: Model, prompts: list, rows: list[list[int]], options: GenerationOptions, batched: bool = False
+    ) -> None:
+        self.model, self.prompts, self.rows, self.options, self.batched = model, prompts, rows, options, batched
+        self.book = Ledger(model.describe()) if options.ledger else None  # which model ran, in which dtype
+        self.new_tokens: list[list[int]] = [[] for _ in rows]
+        self.candidates: list[list[Candidate]] = [[] for _ in rows]  # at the first new position
+        self._streams = [model.tokenizer.stream_decoder(context=r) for r in rows]  # a first space is kept
+        self._pieces: list[list[str]] = [[] for _ in rows]  # each continuation's text, as it streams
+
+    def run(
+        self, on_token: Callable[[int, str], None] | None = None, watch: Callable[[Phase], Watcher | None] | None = None
+    ) -> None:
+        """Make the passes. `on_token(token_id, text)` as each token is chosen (and (-1, text) for the text still held
+        at the end); `watch(phase)` before each pass, for its watcher. Whatever stops the loop midway (a watcher
+        that raises, Ctrl-C) leaves the passes that finished, their tokens and their ledger."""
+        model, options = self.model, self.options
+        tokenizer, eos, B = model.tokenizer, model.config.eos_token_ids, len(self.rows)
+        rng = np.random.default_rng(options.seed)
+        pad_id = next((i for i in eos if 0 <= i < model.config.vocab_size), 0)  # as transformers pads: end-of-text
+        finished = [False] * B
+        fed: list[np.ndarray] = []
+        if self.batched:
+            prompts, pads = left_padded(self.rows, pad_id)
+            passes = forward_passes(
+                model, prompts, fed, options, pads=pads, finished=finished, book=self.book, watch=watch
+            )
+        else:
+            passes = forward_passes(model, np.asarray(self.rows[0]), fed, options, book=self.book, watch=watch)
+        try:
+            for step, logits in enumerate(passes):
+                column = np.full(B, pad_id)  # the tokens fed next: a finished row is fed end-of-text
+                for b, row_logits in enumerate(logits.reshape(B, -1)):
+                    if finished[b]:
+                        continue
+                    if step == 0 and options.candidates:
+                        self.candidates[b] = top_candidates(row_logits, options.candidates, tokenizer)
+                    token = next_token(row_logits, options.temperature, options.top_k, rng)
                     column[b] = token
-            if all(finished):
-                break
-            if batch:
-                fed.append(column)
-    for b, stream in enumerate(streams):
-        pieces[b].append(stream.flush())
-    if on_token is not None and pieces[0][-1]:
-        on_token(-1, pieces[0][-1])
-    if book is not None:  # the same generation the other way (cache on/off), counted from shapes, blocks folded
-        other_way = count_folded(model.config, max(map(len, rows)), len(book.phases), not use_cache, B if batch else 1,
-                                 dense_attention)  # fmt: skip
-        book.other_way, book.other_way_macs = totals_of(other_way), [p.macs for p in other_way]
-    maps = recorder.maps() if recorder else None
-    return [Generation(model.name, p if isinstance(p, str) else tokenizer.decode(r), r, new, "".join(piece), cands,
-                       book, [tokenizer.token_str(i) for i in r], [tokenizer.token_str(i) for i in new], maps)
-            for p, r, new, piece, cands in zip(prompts, rows, new_tokens, pieces, found)]  # fmt: skip
+                    self.new_tokens[b].append(token)
+                    self._pieces[b].append(self._streams[b].push(token))
+                    if on_token is not None:
+                        on_token(token, self._pieces[b][-1])
+                    finished[b] = options.stop_at_eos and token in eos
+                if all(finished):
+                    break
+                fed.append(column if self.batched else column[0])
+        finally:
+            if self.book is not None:  # the pass a stop interrupted chose no token
+                del self.book.phases[max(map(len, self.new_tokens)) :]
+        for pieces, stream in zip(self._pieces, self._streams):
+            pieces.append(stream.flush())
+        if on_token is not None and self._pieces[0][-1]:
+            on_token(-1, self._pieces[0][-1])
+
+    def generations(self, attention: AttentionMaps | None = None) -> list[Generation]:
+        """One Generation per prompt, all holding the one ledger, which is given what the same generation costs the
+        other way (cache on/off), counted from shapes with the blocks folded."""
+        book, options, tokenizer = self.book, self.options, self.model.tokenizer
+        if book is not None and book.phases:
+            other = replace(options, max_new_tokens=len(book.phases), use_cache=not options.use_cache)
+            other_way = count_folded(
+                self.model.config, max(map(len, self.rows)), other, len(self.rows) if self.batched else 1
+            )
+            book.other_way, book.other_way_macs = totals_of(other_way), [p.macs for p in other_way]
+        return [
+            Generation(
+                self.model.name,
+                p if isinstance(p, str) else tokenizer.decode(r),
+                r,
+                new,
+                "".join(piece),
+                found,
+                book,
+                [tokenizer.token_str(i) for i in r],
+                [tokenizer.token_str(i) for i in new],
+                attention,
+            )
+            for p, r, new, piece, found in zip(self.prompts, self.rows, self.new_tokens, self._pieces, self.candidates)
+        ]
 
 
 def batch_to_dict(generations: list[Generation]) -> dict:
     """The JSON of a batch: the model, one entry per prompt (as a single generation's, without the ledger),
     then the batch's one ledger (phases with each row's pads, totals with `padding`)."""
     ledger = generations[0].ledger
-    d = {"model": ledger.model if ledger else {"name": generations[0].model},
-         "generations": [{k: v for k, v in g.to_dict().items() if k in _ROW_KEYS} for g in generations]}  # fmt: skip
+    d = {
+        "model": ledger.model if ledger else {"name": generations[0].model},
+        "generations": [{k: v for k, v in g.to_dict().items() if k in _ROW_KEYS} for g in generations],
+    }
     if ledger is not None:
         d |= {k: v for k, v in ledger.to_dict().items() if k != "model"}
+    if generations[0].drift is not None:
+        d["drift"] = generations[0].drift.to_dict()
     return d
 
 

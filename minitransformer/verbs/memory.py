@@ -44,8 +44,16 @@ DEFAULT_BALANCE = 10.0  # MACs per byte
 
 # Same-sized tensors alive in a stage that is not a product: one for the stages that work in place on
 # the scores, none for views; the other stages hold their input and output.
-_LIVE_COPIES = {"scale": 1, "softcap": 1, "mask": 1, "softmax": 1, "split_heads": 0, "cache": 0, "last": 0,
-                "mlp.split": 0}  # fmt: skip
+_LIVE_COPIES = {
+    "scale": 1,
+    "softcap": 1,
+    "mask": 1,
+    "softmax": 1,
+    "split_heads": 0,
+    "cache": 0,
+    "last": 0,
+    "mlp.split": 0,
+}
 # the stages row_chunks.py runs chunk by chunk (gather: each query's chosen keys and values, under sparse attention)
 _ROW_CHUNKED = ("gather", "scores", "scale", "softcap", "mask", "softmax", "mix")
 
@@ -202,8 +210,13 @@ def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES)
 def _intensity(r: Record, balance: float, bytes_per_number: int) -> dict:
     value = intensity(r, bytes_per_number)
     assert r.a_shape is not None  # a product
-    return {"rows": r.a_shape[-2], "macs": r.macs, "bytes": bytes_moved(r, bytes_per_number), "macs_per_byte": value,
-            "memory_bound": value < balance}  # fmt: skip
+    return {
+        "rows": r.a_shape[-2],
+        "macs": r.macs,
+        "bytes": bytes_moved(r, bytes_per_number),
+        "macs_per_byte": value,
+        "memory_bound": value < balance,
+    }
 
 
 def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
@@ -216,8 +229,10 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
     held = count.n_prompt + count.n_new - 1  # the last new token is never fed back, so never cached
     prefill = count.prefill
     prefill_peak, prefill_stage = peak_activations(prefill.before + prefill.block_records + prefill.after, size)
-    activations = {"estimate": "residual stream + the largest stage's working set (see minitransformer/verbs/memory.py)",
-                   "prefill": {"bytes": prefill_peak, "stage": prefill_stage.op}}  # fmt: skip
+    activations = {
+        "estimate": "residual stream + the largest stage's working set (see minitransformer/verbs/memory.py)",
+        "prefill": {"bytes": prefill_peak, "stage": prefill_stage.op},
+    }
     decode = count.decode_example()
     if decode is not None:
         decode_peak, decode_stage = peak_activations(decode.before + decode.block_records + decode.after, size)

@@ -14,11 +14,20 @@ from ..families.table import PRESETS
 from ..models.config import load_config
 
 
-def select_config(model: str | None = None, preset: str | None = None, config: str | None = None,
-                  layers: int | None = None, d_model: int | None = None, heads: int | None = None,
-                  d_ff: int | None = None, vocab: int | None = None, ctx: int | None = None,
-                  kv_heads: int | None = None, head_dim: int | None = None,
-                  gated_mlp: bool = False) -> Config:  # fmt: skip
+def select_config(
+    model: str | None = None,
+    preset: str | None = None,
+    config: str | None = None,
+    layers: int | None = None,
+    d_model: int | None = None,
+    heads: int | None = None,
+    d_ff: int | None = None,
+    vocab: int | None = None,
+    ctx: int | None = None,
+    kv_heads: int | None = None,
+    head_dim: int | None = None,
+    gated_mlp: bool = False,
+) -> Config:
     """The shapes of the model to count: by name or directory (its config.json only: no weights are read),
     by preset, from a config.json, or from sizes. Default: the gpt2 preset.
 
@@ -26,8 +35,16 @@ def select_config(model: str | None = None, preset: str | None = None, config: s
     (RMSNorm, rotary positions, q, k, v as three products with kv_heads key/value heads, a gated MLP,
     no biases).
     """
-    sizes = {"--layers": layers, "--d-model": d_model, "--heads": heads, "--d-ff": d_ff, "--vocab": vocab, "--ctx": ctx,
-             "--kv-heads": kv_heads, "--head-dim": head_dim}  # fmt: skip
+    sizes = {
+        "--layers": layers,
+        "--d-model": d_model,
+        "--heads": heads,
+        "--d-ff": d_ff,
+        "--vocab": vocab,
+        "--ctx": ctx,
+        "--kv-heads": kv_heads,
+        "--head-dim": head_dim,
+    }
     chosen = (("--model", model), ("--preset", preset), ("--config", config))
     given = [flag for flag, value in chosen if value is not None]
     by_sizes = gated_mlp or any(v is not None for v in sizes.values())
@@ -60,8 +77,10 @@ def _config_of_model(name: str) -> Config:
         return PRESETS[name]
     if name == DEMO:
         return _config_from_file(demo_dir() / "config.json", name=DEMO)
-    raise UserError(f"unknown model {name!r}; known models: {', '.join(known_names())}, or a directory "
-                    f"(presets: {', '.join(PRESETS)})")  # fmt: skip
+    raise UserError(
+        f"unknown model {name!r}; known models: {', '.join(known_names())}, or a directory "
+        f"(presets: {', '.join(PRESETS)})"
+    )
 
 
 def _config_from_file(path: Path, name: str | None = None) -> Config:
@@ -83,8 +102,9 @@ def gated_mlp_width(d_model: int) -> int:
 def _config_from_sizes(sizes: dict[str, int | None], gated_mlp: bool) -> Config:
     missing = [flag for flag in ("--layers", "--d-model", "--heads") if sizes[flag] is None]
     if missing:
-        raise UserError(f"a model given by its sizes needs --layers, --d-model and --heads "
-                        f"(missing {', '.join(missing)})")  # fmt: skip
+        raise UserError(
+            f"a model given by its sizes needs --layers, --d-model and --heads (missing {', '.join(missing)})"
+        )
     for flag, value in sizes.items():
         if value is not None and value < 1:
             raise UserError(f"{flag} must be at least 1, not {value}")
@@ -95,18 +115,37 @@ def _config_from_sizes(sizes: dict[str, int | None], gated_mlp: bool) -> Config:
     if not (gated_mlp or kv is not None or dh is not None):
         if D % H:
             raise UserError(f"--d-model {D} is not divisible by --heads {H}")
-        return GPT2Config(n_layer=L, n_head=H, n_embd=D, n_inner=sizes["--d-ff"], vocab_size=vocab, n_positions=ctx,
-                          name=f"custom-{L}x{D}")  # fmt: skip
+        return GPT2Config(
+            n_layer=L,
+            n_head=H,
+            n_embd=D,
+            n_inner=sizes["--d-ff"],
+            vocab_size=vocab,
+            n_positions=ctx,
+            name=f"custom-{L}x{D}",
+        )
     if kv is not None and H % kv:
-        raise UserError(f"--kv-heads {kv} does not divide --heads {H}: each key/value head serves a whole group "
-                        f"of query heads")  # fmt: skip
+        raise UserError(
+            f"--kv-heads {kv} does not divide --heads {H}: each key/value head serves a whole group of query heads"
+        )
     if dh is None:
         if D % H:
             raise UserError(f"--d-model {D} is not divisible by --heads {H}; give --head-dim for heads of another size")
         if (D // H) % 2:
-            raise UserError(f"--d-model {D} / --heads {H} = {D // H} is an odd head size; rotary embeddings turn "
-                            f"pairs of numbers (give an even --head-dim)")  # fmt: skip
+            raise UserError(
+                f"--d-model {D} / --heads {H} = {D // H} is an odd head size; rotary embeddings turn "
+                f"pairs of numbers (give an even --head-dim)"
+            )
     elif dh % 2:
         raise UserError(f"--head-dim {dh} is odd; rotary embeddings turn pairs of numbers")
-    return LlamaConfig(n_layer=L, n_head=H, n_embd=D, n_inner=sizes["--d-ff"] or gated_mlp_width(D), vocab_size=vocab,
-                       n_kv_head=kv, head_dim=dh, n_positions=ctx, name=f"custom-llama-{L}x{D}")  # fmt: skip
+    return LlamaConfig(
+        n_layer=L,
+        n_head=H,
+        n_embd=D,
+        n_inner=sizes["--d-ff"] or gated_mlp_width(D),
+        vocab_size=vocab,
+        n_kv_head=kv,
+        head_dim=dh,
+        n_positions=ctx,
+        name=f"custom-llama-{L}x{D}",
+    )

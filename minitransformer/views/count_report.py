@@ -49,8 +49,10 @@ def _block_heading(count: Count) -> str:
         return "The prefill, the model's one transformer block:"
     if kinds == 1:
         return f"The prefill, one transformer block (each of the {c.n_layer} blocks has the same shapes, so the same counts):"
-    return (f"The prefill, one transformer block, layer 0 (the {c.n_layer} blocks are of {kinds} kinds: "
-            f"{', '.join(dict.fromkeys(c.layer_types))}; the next table has each):")  # fmt: skip
+    return (
+        f"The prefill, one transformer block, layer 0 (the {c.n_layer} blocks are of {kinds} kinds: "
+        f"{', '.join(dict.fromkeys(c.layer_types))}; the next table has each):"
+    )
 
 
 # Where an indexer chose each query's keys (DeepSeek-V3.2's sparse attention), the note says so.
@@ -141,12 +143,22 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
             "",
             *decode_blocks(last),
             "",
-            f"Decode steps {cache}: T new positions, t attended" + (
-                f" ({len(count.shown_steps())} of {decodes:,} shown)" if len(count.shown_steps()) < decodes else ""),
+            f"Decode steps {cache}: T new positions, t attended"
+            + (f" ({len(count.shown_steps())} of {decodes:,} shown)" if len(count.shown_steps()) < decodes else ""),
             decode_table(count),
-        ]  # fmt: skip
-    out += ["", "Where the MACs go", ops_table(count), "", attention_lines(count), "", totals_lines(count), "",
-            *window_lines(count, dtype), memory_lines(count, balance, dtype)]  # fmt: skip
+        ]
+    out += [
+        "",
+        "Where the MACs go",
+        ops_table(count),
+        "",
+        attention_lines(count),
+        "",
+        totals_lines(count),
+        "",
+        *window_lines(count, dtype),
+        memory_lines(count, balance, dtype),
+    ]
     notes = getattr(architecture_of(c).formulas, "count_notes", None)  # a family's own lines (DeepSeek-V3's MLA)
     if notes is not None:
         out += ["", *notes(c, count.n_prompt, count.n_new)]
@@ -207,10 +219,14 @@ def experts_lines(count: Count) -> list[str]:
         f"expert MACs are\n  {'B x ' if batch else ''}T x k x (one expert's MACs per token) = {batch}{rows // p.batch:,} x {c.top_k} x "
         f"{per_token:,} = {experts:,}, whichever experts the router chose.",
         f"  Routing assumed (no router without weights): {count.routing}: {ROUTINGS[count.routing]}"
-        + ("" if count.routing == "worst" else "\n  (--routing worst: every token to the same k experts; no total moves)"),
+        + (
+            ""
+            if count.routing == "worst"
+            else "\n  (--routing worst: every token to the same k experts; no total moves)"
+        ),
         f"  Expert load of the prefill, tokens per expert in {every}: {' '.join(map(str, load))} (the busiest: "
         f"{busiest:,} of {plural(rows, 'token', format(rows, ','))}, {n(busiest * per_token)} MACs)",
-    ]  # fmt: skip
+    ]
 
 
 def block_table(block: list[Record], full: bool) -> str:
@@ -249,20 +265,44 @@ def layers_table(p: Pass) -> str:
         for kind, (records, layers) in zip(dict.fromkeys(p.layer_types), p.groups):
             dots, macs = sum(r.dot_products for r in records), sum(r.macs for r in records)
             where = [i for i, k in enumerate(p.layer_types) if k == kind]
-            rows.append([f"{kind} ({layers})", n(dots), n(macs), human(2 * macs), percent(layers * macs, p.macs),
-                         f"each of layers {_layer_list(where)}"])  # fmt: skip
+            rows.append(
+                [
+                    f"{kind} ({layers})",
+                    n(dots),
+                    n(macs),
+                    human(2 * macs),
+                    percent(layers * macs, p.macs),
+                    f"each of layers {_layer_list(where)}",
+                ]
+            )
     else:
         dense = sum(r.dense_form_macs for r in p.block)
         rows.append([f"0..{L - 1}" if L > 1 else "0", n(p.block_dot_products), n(p.block_macs),
                      human(2 * p.block_macs), percent(p.block_macs, p.macs),
                      "each layer" + (f" (dense form: {n(dense)} MACs)" if dense != p.block_macs else "")])  # fmt: skip
     if L > 1 and len(p.groups) == 1:
-        rows.append([f"{L} layers", n(L * p.block_dot_products), n(L * p.block_macs), human(2 * L * p.block_macs),
-                     percent(L * p.block_macs, p.macs), f"{L} x the above"])  # fmt: skip
+        rows.append(
+            [
+                f"{L} layers",
+                n(L * p.block_dot_products),
+                n(L * p.block_macs),
+                human(2 * L * p.block_macs),
+                percent(L * p.block_macs, p.macs),
+                f"{L} x the above",
+            ]
+        )
     for r in p.after:
         if r.kind == "matmul":
-            rows.append([r.op, n(r.dot_products), n(r.macs), human(r.flops), percent(r.macs, p.macs),
-                         f"{shape(r.out_shape)}: {r.equation}"])  # fmt: skip
+            rows.append(
+                [
+                    r.op,
+                    n(r.dot_products),
+                    n(r.macs),
+                    human(r.flops),
+                    percent(r.macs, p.macs),
+                    f"{shape(r.out_shape)}: {r.equation}",
+                ]
+            )
     dense_note = f"; dense form: {n(p.dense_macs)} MACs" if p.dense_macs != p.macs else ""
     dense_note += f"; recurrent form: {n(p.recurrent_macs)} MACs" if p.recurrent_macs != p.macs else ""
     rows.append(
@@ -423,8 +463,13 @@ def window_lines(count: Count, dtype: str = "float32") -> list[str]:
     macs = [
         generation_macs(c, count.n_prompt, count.n_new, count.cached, count.batch, windows=w) for w in (True, False)
     ]
-    attention = sum(n * r.macs for p in count.passes for records, n in p.groups for r in records
-                    if r.stage.group == ATTENTION_SCORES)  # fmt: skip
+    attention = sum(
+        n * r.macs
+        for p in count.passes
+        for records, n in p.groups
+        for r in records
+        if r.stage.group == ATTENTION_SCORES
+    )
     saved = macs[1] - macs[0]
     kv = [kv_cache_bytes_after(c, held, count.batch, size), kv_cache_bytes(c, held, count.batch, size)]
     return [
@@ -436,7 +481,7 @@ def window_lines(count: Count, dtype: str = "float32") -> list[str]:
         f"  KV cache after {plural(held, 'position', format(held, ','))} ({dtype}): {_bytes(kv[0])}, against {_bytes(kv[1])} had every layer held "
         f"all of them: the window saves {_bytes(kv[1] - kv[0])} ({percent(kv[1] - kv[0], kv[1])})",
         "",
-    ]  # fmt: skip
+    ]
 
 
 def _number(x: Fraction) -> str:
@@ -469,18 +514,24 @@ def totals_lines(count: Count) -> str:
                      f"{n(recurrent)} ({human(recurrent)}) had they run position by position as a decode step does "
                      f"({chunked / recurrent:.2f}x in chunks, in products of many rows){whole}")  # fmt: skip
     if t.chunked:
-        lines.append(f"Dense form: {n(t.dense_dot_products or 0)} dot products, {n(t.dense_macs or 0)} MACs "
-                     f"({human(t.dense_macs or 0)}) had every T x t score been computed, as transformers' eager attention "
-                     f"does (--dense-attention)")  # fmt: skip
+        lines.append(
+            f"Dense form: {n(t.dense_dot_products or 0)} dot products, {n(t.dense_macs or 0)} MACs "
+            f"({human(t.dense_macs or 0)}) had every T x t score been computed, as transformers' eager attention "
+            f"does (--dense-attention)"
+        )
     cmp = count.cache_comparison()
     with_cache, without, saved = cmp["with_cache"]["macs"], cmp["without_cache"]["macs"], cmp["saved_macs"]
     if count.cached:
-        lines.append(f"KV cache: without it these tokens would cost {n(without)} MACs ({human(without)}); with it "
-                     f"{human(with_cache)}: it saves {human(saved)} MACs ({percent(saved, without)})")  # fmt: skip
+        lines.append(
+            f"KV cache: without it these tokens would cost {n(without)} MACs ({human(without)}); with it "
+            f"{human(with_cache)}: it saves {human(saved)} MACs ({percent(saved, without)})"
+        )
     else:
-        lines.append(f"KV cache (off): with it these tokens would cost {n(with_cache)} MACs ({human(with_cache)}) "
-                     f"instead of {human(without)}: it would save {human(saved)} "
-                     f"({percent(saved, without)})")  # fmt: skip
+        lines.append(
+            f"KV cache (off): with it these tokens would cost {n(with_cache)} MACs ({human(with_cache)}) "
+            f"instead of {human(without)}: it would save {human(saved)} "
+            f"({percent(saved, without)})"
+        )
     return "\n".join(lines)
 
 
@@ -506,7 +557,8 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     kinds = kv["layer_types"]
     if len(kinds) > 1:  # layers that hold different numbers of positions (a window on some)
         here = "positions here by layer type, " + ", ".join(
-            f"{kind} {k['layers']} x {k['positions']:,}" for kind, k in kinds.items())  # fmt: skip
+            f"{kind} {k['layers']} x {k['positions']:,}" for kind, k in kinds.items()
+        )
         whole = ", each sliding layer at most its window" if window is not None and window < c.n_positions else ""
     if any(r.op in ("mlp.gate", "mlp.gate_up") for r in count.prefill.block):  # gated: memory.py's estimate says why
         estimate = (
@@ -539,16 +591,21 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
         + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
         f"               estimate: {estimate[0]}",
         f"               {estimate[1]}",
-        *([f"               (a prefill past {count.prefill.find('scores').row_chunk} positions computes attention in row "
-           f"chunks: it holds the normed input,",
-           "               q, k, v, the largest chunk's scores and the output instead"
-           + (", and that chunk's chosen keys and values)" if count.prefill.find("scores").chosen_keys else ")")]
-          if count.prefill.has("scores") and count.prefill.find("scores").computed is not None else []),
+        *(
+            [
+                f"               (a prefill past {count.prefill.find('scores').row_chunk} positions computes attention in row "
+                f"chunks: it holds the normed input,",
+                "               q, k, v, the largest chunk's scores and the output instead"
+                + (", and that chunk's chosen keys and values)" if count.prefill.find("scores").chosen_keys else ")"),
+            ]
+            if count.prefill.has("scores") and count.prefill.find("scores").computed is not None
+            else []
+        ),
         "",
         f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
         f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",
         intensity_table(m["intensity"]["ops"], count.decode_example()),
-    ]  # fmt: skip
+    ]
     return "\n".join(out)
 
 

@@ -69,11 +69,14 @@ def check_destination(path: str | os.PathLike) -> Destination:
     try:
         os.fsencode(name)
     except UnicodeEncodeError as err:
-        raise UserError(f"cannot write {name!r}: {name[err.start]!r} at character {err.start} cannot be a file name "
-                        f"here (the file system takes {sys.getfilesystemencoding()}); give another path") from None  # fmt: skip
+        raise UserError(
+            f"cannot write {name!r}: {name[err.start]!r} at character {err.start} cannot be a file name "
+            f"here (the file system takes {sys.getfilesystemencoding()}); give another path"
+        ) from None
     if os.path.basename(name) in (".", ".."):
-        raise UserError(f"cannot write {name}: a path ending in {os.path.basename(name)} names a directory; "
-                        "give the path of a file")  # fmt: skip
+        raise UserError(
+            f"cannot write {name}: a path ending in {os.path.basename(name)} names a directory; give the path of a file"
+        )
     given = Path(name).expanduser()
     try:
         st = os.stat(given)  # follows symlinks, /dev/stdout's included
@@ -114,8 +117,10 @@ def check_destinations(paths: dict[str, str | os.PathLike | None]) -> dict[str, 
         if where in seen:
             first = seen[where]
             given = next(o for o, d in checked.items() if d is first)
-            raise UserError(f"{given} {first.name} and {option} {dest.name} would both write to {where}; "
-                            f"send one of them {'to a file' if dest.is_stream else 'elsewhere'}")  # fmt: skip
+            raise UserError(
+                f"{given} {first.name} and {option} {dest.name} would both write to {where}; "
+                f"send one of them {'to a file' if dest.is_stream else 'elsewhere'}"
+            )
         seen[where] = dest
     return checked
 

@@ -25,8 +25,12 @@ from .report import count, human, percent, shape
 
 # Which part of the arithmetic a product belongs to (stages.py's `group`), the same in both families.
 GROUP_OF = {s.op: s.group for a in ARCHITECTURES.values() for s in a.every_stage.stages.values() if s.group}
-COLOURS = {"attention projections": "#4e79a7", "attention scores and mix": "#e8892b", "MLP": "#59a14f",
-           "logits": "#9c6ba3"}  # fmt: skip
+COLOURS = {
+    "attention projections": "#4e79a7",
+    "attention scores and mix": "#e8892b",
+    "MLP": "#59a14f",
+    "logits": "#9c6ba3",
+}
 
 WIDTH = 1040  # the drawings' coordinate width (they shrink to fit a narrower window)
 _BOX_W, _BOX_H = 300, 112  # the largest product's box
@@ -117,15 +121,20 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int, stream_read
             side = (r["macs"] / largest) ** 0.5
             w, h = max(3.0, _BOX_W * side), max(3.0, _BOX_H * side)
             equation = wrap(r["equation"])
-            lines = [*equation, *wrap(f"{operands(r)} -> {shape(r['out_shape'])}"),
-                     *wrap(f"{dot_products_text(r)} ({percent(r['macs'], block_macs)} of the block)")]  # fmt: skip
+            lines = [
+                *equation,
+                *wrap(f"{operands(r)} -> {shape(r['out_shape'])}"),
+                *wrap(f"{dot_products_text(r)} ({percent(r['macs'], block_macs)} of the block)"),
+            ]
             if "causal_macs" in r:
                 lines += wrap(causal_text(r))
             height = max(h, _LINE * (len(lines) + 1)) + 12
             top = y + (height - h) / 2
             x = _BOX_X + (_BOX_W - w) / 2
-            parts = [f'<rect class="box product" x="{x:.1f}" y="{top:.1f}" width="{w:.1f}" height="{h:.1f}" '
-                     f'fill="{colour(r["op"])}"/>']  # fmt: skip
+            parts = [
+                f'<rect class="box product" x="{x:.1f}" y="{top:.1f}" width="{w:.1f}" height="{h:.1f}" '
+                f'fill="{colour(r["op"])}"/>'
+            ]
             if w >= _INBOX_CHAR * len(r["op"]) + 10 and h >= 18:  # the name inside the box only where it fits
                 parts.append(_text(_BOX_X + _BOX_W / 2, top + h / 2 + 4, r["op"], "inbox", "middle"))
             text_top = y + (height - _LINE * (len(lines) + 1)) / 2 + 12
@@ -157,9 +166,11 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int, stream_read
             ]
             if r["kind"] == "residual":  # where the stream takes the branch back in
                 cy = top + h / 2
-                parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>'
-                             f'<circle class="stream-add" cx="{_STREAM_X}" cy="{cy:.1f}" r="8"/>'
-                             + _text(_STREAM_X, cy + 4.5, "+", "plus", "middle"))  # fmt: skip
+                parts.append(
+                    f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>'
+                    f'<circle class="stream-add" cx="{_STREAM_X}" cy="{cy:.1f}" r="8"/>'
+                    + _text(_STREAM_X, cy + 4.5, "+", "plus", "middle")
+                )
             elif r["op"] in stream_readers:  # where a branch leaves the stream
                 cy = top + h / 2
                 parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>')
@@ -174,11 +185,14 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int, stream_read
         if top - bottom > 2:
             arrows.append(f'<line class="flow" x1="{middle}" y1="{bottom:.1f}" x2="{middle}" y2="{top:.1f}"/>')
     height = y + 16
-    stream = (f'<line class="stream" x1="{_STREAM_X}" y1="14" x2="{_STREAM_X}" y2="{height - 6:.1f}"/>'
-              + _text(_STREAM_X - 14, 12, "x: the residual stream [T, D]", "stream-label"))  # fmt: skip
-    return (f'<svg class="block-diagram" viewBox="0 0 {WIDTH} {height:.0f}" width="{WIDTH}" height="{height:.0f}" '
-            f'role="img" aria-label="the stages of one transformer block">{stream}{"".join(arrows)}{"".join(rows)}'
-            f"</svg>")  # fmt: skip
+    stream = f'<line class="stream" x1="{_STREAM_X}" y1="14" x2="{_STREAM_X}" y2="{height - 6:.1f}"/>' + _text(
+        _STREAM_X - 14, 12, "x: the residual stream [T, D]", "stream-label"
+    )
+    return (
+        f'<svg class="block-diagram" viewBox="0 0 {WIDTH} {height:.0f}" width="{WIDTH}" height="{height:.0f}" '
+        f'role="img" aria-label="the stages of one transformer block">{stream}{"".join(arrows)}{"".join(rows)}'
+        f"</svg>"
+    )
 
 
 def passes_chart(steps: list[dict], cached: bool) -> str:
@@ -195,39 +209,55 @@ def passes_chart(steps: list[dict], cached: bool) -> str:
     for k in range(5):  # gridlines at 0, 1/4, ... of the highest
         value = highest * k / 4
         y = y_of(value)
-        marks.append(f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{width - 12}" y2="{y:.1f}"/>'
-                     + _text(left - 6, y + 4, human(value), "axis", "end"))  # fmt: skip
+        marks.append(
+            f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{width - 12}" y2="{y:.1f}"/>'
+            + _text(left - 6, y + 4, human(value), "axis", "end")
+        )
     if n <= 48:
         slot = plot_w / n
         bar = min(22.0, slot * 0.38)
         for i, s in enumerate(steps):
             x = left + slot * i + slot / 2
-            tip = (f"step {s['step']}: {count(s['with_cache_macs'])} MACs with the cache, "
-                   f"{count(s['without_cache_macs'])} without")  # fmt: skip
+            tip = (
+                f"step {s['step']}: {count(s['with_cache_macs'])} MACs with the cache, "
+                f"{count(s['without_cache_macs'])} without"
+            )
             for dx, key, cls in ((-bar, "with_cache_macs", "with"), (0, "without_cache_macs", "without")):
                 y = y_of(s[key])
-                marks.append(f'<rect class="bar-{cls}" x="{x + dx:.1f}" y="{y:.1f}" width="{bar:.1f}" '
-                             f'height="{top + plot_h - y:.1f}" data-step="{s["step"]}"><title>{escape(tip)}</title>'
-                             f"</rect>")  # fmt: skip
+                marks.append(
+                    f'<rect class="bar-{cls}" x="{x + dx:.1f}" y="{y:.1f}" width="{bar:.1f}" '
+                    f'height="{top + plot_h - y:.1f}" data-step="{s["step"]}"><title>{escape(tip)}</title>'
+                    f"</rect>"
+                )
             if n <= 16 or i % max(1, n // 12) == 0:
-                marks.append(_text(x, height - bottom + 14, "prefill" if s["step"] == 0 else str(s["step"]), "axis",
-                                   "middle"))  # fmt: skip
+                marks.append(
+                    _text(x, height - bottom + 14, "prefill" if s["step"] == 0 else str(s["step"]), "axis", "middle")
+                )
     else:
         for key, cls in (("with_cache_macs", "with"), ("without_cache_macs", "without")):
             points = " ".join(f"{left + plot_w * i / (n - 1):.1f},{y_of(s[key]):.1f}" for i, s in enumerate(steps))
             marks.append(f'<polyline class="line-{cls}" points="{points}"/>')
         for i in range(0, n, max(1, n // 8)):
-            marks.append(_text(left + plot_w * i / (n - 1), height - bottom + 14, str(steps[i]["step"]), "axis",
-                               "middle"))  # fmt: skip
+            marks.append(
+                _text(left + plot_w * i / (n - 1), height - bottom + 14, str(steps[i]["step"]), "axis", "middle")
+            )
     legend_y = height - 6
-    legend = (f'<rect class="bar-with" x="{left}" y="{legend_y - 9}" width="10" height="10"/>'
-              + _text(left + 14, legend_y, "with the KV cache" + (" (this run)" if cached else ""), "axis")
-              + f'<rect class="bar-without" x="{left + 220}" y="{legend_y - 9}" width="10" height="10"/>'
-              + _text(left + 234, legend_y, "without it" + ("" if cached else " (this run)")
-                      + ": every step recomputes the whole sequence", "axis"))  # fmt: skip
-    return (f'<svg class="passes-chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-            f'aria-label="MACs per pass with and without the KV cache">{"".join(marks)}{legend}'
-            f'<text x="{left}" y="{top - 2}" class="axis">MACs per pass</text></svg>')  # fmt: skip
+    legend = (
+        f'<rect class="bar-with" x="{left}" y="{legend_y - 9}" width="10" height="10"/>'
+        + _text(left + 14, legend_y, "with the KV cache" + (" (this run)" if cached else ""), "axis")
+        + f'<rect class="bar-without" x="{left + 220}" y="{legend_y - 9}" width="10" height="10"/>'
+        + _text(
+            left + 234,
+            legend_y,
+            "without it" + ("" if cached else " (this run)") + ": every step recomputes the whole sequence",
+            "axis",
+        )
+    )
+    return (
+        f'<svg class="passes-chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="MACs per pass with and without the KV cache">{"".join(marks)}{legend}'
+        f'<text x="{left}" y="{top - 2}" class="axis">MACs per pass</text></svg>'
+    )
 
 
 def expert_load(tokens: np.ndarray, first_layer: int = 0) -> str:
@@ -237,9 +267,12 @@ def expert_load(tokens: np.ndarray, first_layer: int = 0) -> str:
     cell = max(6, min(24, 560 // max(E, 1)))
     left, top = 70, 34
     image = base64.b64encode(heatmap_png(tokens / max(int(tokens.max()), 1), cell)).decode()
-    parts = [f'<image href="data:image/png;base64,{image}" x="{left}" y="{top}" width="{E * cell}" '
-             f'height="{L * cell}" class="heat"/>',
-             _text(left, 14, "expert", "axis"), _text(4, top - 6, "layer", "axis")]  # fmt: skip
+    parts = [
+        f'<image href="data:image/png;base64,{image}" x="{left}" y="{top}" width="{E * cell}" '
+        f'height="{L * cell}" class="heat"/>',
+        _text(left, 14, "expert", "axis"),
+        _text(4, top - 6, "layer", "axis"),
+    ]
     every = max(1, -(-14 // cell))
     for e in range(0, E, every):
         parts.append(_text(left + e * cell + cell / 2, top - 6, str(e), "axis", "middle"))
@@ -247,12 +280,16 @@ def expert_load(tokens: np.ndarray, first_layer: int = 0) -> str:
         parts.append(_text(left - 6, top + i * cell + cell / 2 + 4, str(first_layer + i), "axis", "end"))
     for i in range(L):  # a tooltip per cell: which layer, which expert, how many tokens
         for e in range(E):
-            parts.append(f'<rect class="cell" x="{left + e * cell}" y="{top + i * cell}" width="{cell}" '
-                         f'height="{cell}" fill="transparent"><title>layer {first_layer + i}, expert {e}: '
-                         f"{plural(int(tokens[i, e]), 'token', count(int(tokens[i, e])))}</title></rect>")  # fmt: skip
+            parts.append(
+                f'<rect class="cell" x="{left + e * cell}" y="{top + i * cell}" width="{cell}" '
+                f'height="{cell}" fill="transparent"><title>layer {first_layer + i}, expert {e}: '
+                f"{plural(int(tokens[i, e]), 'token', count(int(tokens[i, e])))}</title></rect>"
+            )
     width, height = left + E * cell + 12, top + L * cell + 12
-    return (f'<svg class="expert-load" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-            f'aria-label="tokens per expert, layer by layer">{"".join(parts)}</svg>')  # fmt: skip
+    return (
+        f'<svg class="expert-load" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="tokens per expert, layer by layer">{"".join(parts)}</svg>'
+    )
 
 
 # --- attention maps ---------------------------------------------------------------------------------------
@@ -304,8 +341,10 @@ def heatmap(weights: np.ndarray, pieces: list[str], first: int, head: int, layer
     size = n * cell
     every = max(1, -(-11 // cell))  # label every k-th token when cells are smaller than the text
     image = base64.b64encode(heatmap_png(weights, cell)).decode()
-    parts = [f'<image href="data:image/png;base64,{image}" x="{margin_left}" y="{margin_top}" width="{size}" '
-             f'height="{size}" class="heat" data-head="{head}"/>']  # fmt: skip
+    parts = [
+        f'<image href="data:image/png;base64,{image}" x="{margin_left}" y="{margin_top}" width="{size}" '
+        f'height="{size}" class="heat" data-head="{head}"/>'
+    ]
     hidden = np.isnan(weights)
     path = []
     for i in range(n):  # each row's masked cells are at most two runs: behind the window, and the future
@@ -322,23 +361,29 @@ def heatmap(weights: np.ndarray, pieces: list[str], first: int, head: int, layer
             else:
                 j += 1
     if path:
-        parts.append(f'<path d="{"".join(path)}" fill="url(#{hatch_id})" class="masked"><title>masked: a query '
-                     f"never sees these keys (its future{', or behind its window' if hidden[-1, 0] else ''})"
-                     f"</title></path>")  # fmt: skip
+        parts.append(
+            f'<path d="{"".join(path)}" fill="url(#{hatch_id})" class="masked"><title>masked: a query '
+            f"never sees these keys (its future{', or behind its window' if hidden[-1, 0] else ''})"
+            f"</title></path>"
+        )
     for i in range(0, n, every):
         text = escape(label(pieces[first + i]) if first + i < len(pieces) else "")
         y = margin_top + i * cell + cell / 2 + 4
         parts.append(f'<text x="{margin_left - 4}" y="{y:.1f}" class="tok" text-anchor="end">{text}</text>')
         x = margin_left + i * cell + cell / 2 + 4
-        parts.append(f'<text x="{x:.1f}" y="{margin_top - 4}" class="tok" transform="rotate(-60 {x:.1f} '
-                     f'{margin_top - 4})">{text}</text>')  # fmt: skip
+        parts.append(
+            f'<text x="{x:.1f}" y="{margin_top - 4}" class="tok" transform="rotate(-60 {x:.1f} '
+            f'{margin_top - 4})">{text}</text>'
+        )
     parts.append(_text(margin_left, 12, f"head {head}", "head-title"))
     # the last column's label, turned 60 degrees, reaches about half its length beyond the grid: room for it
     width, height = margin_left + size + _TOKEN_OVERHANG, margin_top + size + 8
-    return (f'<svg class="heatmap" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-            f'aria-label="layer {layer} head {head} attention weights" data-layer="{layer}" data-head="{head}" '
-            f'data-n="{n}" data-cell="{cell}" data-left="{margin_left}" data-top="{margin_top}">{"".join(parts)}'
-            f"</svg>")  # fmt: skip
+    return (
+        f'<svg class="heatmap" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="layer {layer} head {head} attention weights" data-layer="{layer}" data-head="{head}" '
+        f'data-n="{n}" data-cell="{cell}" data-left="{margin_left}" data-top="{margin_top}">{"".join(parts)}'
+        f"</svg>"
+    )
 
 
 def hatch_pattern(hatch_id: str) -> str:
@@ -349,3 +394,59 @@ def hatch_pattern(hatch_id: str) -> str:
         f'patternTransform="rotate(45)"><rect width="6" height="6" fill="#ececec"/>'
         f'<line x1="0" y1="0" x2="0" y2="6" stroke="#b5b5b5" stroke-width="2"/></pattern></defs></svg>'
     )
+
+
+# --- drift against float64 ----------------------------------------------------------------------------------
+DRIFT_FLOOR = 1e-6  # relative drift at or below this is drawn white; 1 (all of the value) and above, darkest
+# White, then yellow (1e-4), orange (1e-2), dark red (1): a float32 pass stays white, bfloat16 is yellow to orange
+_DRIFT_STOPS = np.array([[255, 255, 255], [254, 227, 145], [236, 112, 20], [103, 0, 13]])
+
+
+def drift_colour(rel: float | None) -> str:
+    """White (1e-6 or less) through yellow and orange to dark red (1: the error as large as the values), on a log
+    scale; black where our values are not finite (None in the JSON)."""
+    if rel is None:
+        return "#000"
+    level = float(np.clip(np.log10(max(rel, DRIFT_FLOOR) / DRIFT_FLOOR) / -np.log10(DRIFT_FLOOR), 0, 1))
+    where = level * (len(_DRIFT_STOPS) - 1)
+    i = min(int(where), len(_DRIFT_STOPS) - 2)
+    r, g, b = (_DRIFT_STOPS[i] + (_DRIFT_STOPS[i + 1] - _DRIFT_STOPS[i]) * (where - i)).round().astype(int)
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def drift_heatmap(drift: dict) -> str:
+    """The drift ledger's `layers` as an image of layers (rows) x stages (columns), each cell coloured by the stage's
+    max rel (drift_colour), outlined red where the precision overflowed there and blue where values that matter
+    flushed to zero; every cell's numbers in its tooltip."""
+    stages: dict[str, None] = {}
+    for layer in drift["layers"]:
+        for s in layer["stages"]:
+            stages.setdefault(s["stage"])
+    columns = list(stages)
+    cell = 22
+    left, top = 56, 12 + 7 * max((len(c) for c in columns), default=4)
+    parts = [_text(4, top - 6, "layer", "axis")]
+    for j, name in enumerate(columns):
+        x, y = left + j * cell + cell / 2 + 4, top - 6
+        parts.append(f'<text x="{x:.1f}" y="{y:.1f}" class="axis" transform="rotate(-60 {x:.1f} {y:.1f})">'
+                     f"{escape(name)}</text>")  # fmt: skip
+    for i, layer in enumerate(drift["layers"]):
+        y = top + i * cell
+        parts.append(_text(left - 6, y + cell / 2 + 4, str(layer["layer"]), "axis", "end"))
+        by_name = {s["stage"]: s for s in layer["stages"]}
+        for j, name in enumerate(columns):
+            s = by_name.get(name)
+            if s is None:
+                continue
+            mark = " overflow" if s.get("overflow") else " underflow" if s.get("underflow") else ""
+            rel = "inf" if s["max_rel"] is None else f"{s['max_rel']:.2e}"
+            rms = "inf" if s["rms_rel"] is None else f"{s['rms_rel']:.2e}"
+            tip = (f"layer {layer['layer']} {name}: max rel {rel}, rms rel {rms}, max |x| {s['max_abs']:.4g}"
+                   + (f", {mark.strip()}" if mark else ""))  # fmt: skip
+            parts.append(f'<rect class="cell{mark}" x="{left + j * cell}" y="{y}" width="{cell}" height="{cell}" '
+                         f'fill="{drift_colour(s["max_rel"])}" data-stage="{escape(name)}" '
+                         f'data-layer="{layer["layer"]}"><title>{escape(tip)}</title></rect>')  # fmt: skip
+    width = left + len(columns) * cell + 7 * max((len(c) for c in columns), default=4) // 2 + 12  # the last label
+    height = top + len(drift["layers"]) * cell + 12
+    return (f'<svg class="drift-map" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+            f'aria-label="relative drift against float64, layers by stages">{"".join(parts)}</svg>')  # fmt: skip

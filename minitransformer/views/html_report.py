@@ -13,8 +13,9 @@ blocks, `{"layer": first, "repeat": k, ...}` standing for layers first .. first 
 two carry their totals only, as `count --json` writes them. So a 96-layer count of 1,000 tokens makes
 a page of a few hundred kilobytes.
 
-Entry points: `generation_page(generation)`, `count_page(count)`, `trace_page(...)`, `ledger_page(ledger)`
-give a whole page; the `*_fragment` functions give the part Jupyter shows inline (`_repr_html_`).
+Entry points: the `*_data` functions (generation, batch, count, trace, ledger) make a report's data from what a
+verb computed; `page(data)` makes a whole page of it (`generation_page(generation)` in one step) and `write_page`
+writes it; `fragment(data)` and the `*_fragment` functions give the part Jupyter shows inline (`_repr_html_`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engine.ledger import Ledger, Phase, totals_of
+from ..engine.ledger import Ledger, Phase
 from ..families.table import architecture_of
 from ..text import plural, s_for
 from ..verbs.count import STEPS_SHOWN, Count
@@ -39,6 +40,8 @@ from .html_drawings import (
     GROUP_OF,
     block_diagram,
     colour,
+    drift_colour,
+    drift_heatmap,
     expert_load,
     hatch_pattern,
     heatmap,
@@ -157,8 +160,14 @@ def _data(report: str, document: dict, ops: dict, attention: dict | None = None)
     if "totals" in document and total != document["totals"]["macs"]:
         raise AssertionError(f"the ops add up to {total} MACs, the ledger's total is {document['totals']['macs']}")
     kinds = layer_kinds(document) if "n_layer" in document["model"] else []
-    return {"report": report, "version": __version__, "document": document, "ops": ops, "attention": attention,
-            "layer_kinds": kinds}  # fmt: skip
+    return {
+        "report": report,
+        "version": __version__,
+        "document": document,
+        "ops": ops,
+        "attention": attention,
+        "layer_kinds": kinds,
+    }
 
 
 def attention_data(maps, limit: int = ATTENTION_POSITIONS) -> dict | None:
@@ -217,22 +226,17 @@ def ledger_data(ledger: Ledger, report: str = "ledger", extra: dict | None = Non
     return _data(report, _folded(document), _ops_of(_phase_items(ledger.phases)), attention_data(attention))
 
 
-def trace_data(result, model, attention=None) -> dict:
-    """A trace's passes (trace.TraceResult) as a report: the greedy tokens, and what the cache saved."""
-    from ..verbs.count import count_folded
-
-    tokenizer = model.tokenizer
-    n_new = len(result.phases)  # each finished pass chose one token
-    other = count_folded(model.config, len(result.prompt_tokens), n_new, use_cache=False) if n_new else []
-    book = Ledger(model.describe(), list(result.phases),
-                  other_way=totals_of(other) if other else None,
-                  other_way_macs=[p.macs for p in other] if other else None)  # fmt: skip
-    new_tokens = result.new_tokens[:n_new]
-    extra = {"prompt_tokens": result.prompt_tokens, "new_tokens": new_tokens,
-             "text": tokenizer.decode(new_tokens) if new_tokens else "",
-             "prompt_pieces": [tokenizer.token_str(i) for i in result.prompt_tokens],
-             "new_pieces": [tokenizer.token_str(i) for i in new_tokens]}  # fmt: skip
-    return ledger_data(book, "trace", extra, attention)
+def trace_data(ledger: Ledger, tokenizer, prompt_tokens: list[int], new_tokens: list[int], attention=None) -> dict:
+    """A trace's passes as a report: their ledger (with what the cache saved, counted by the trace's loop), the
+    prompt and the greedy tokens, one per pass that finished."""
+    extra = {
+        "prompt_tokens": prompt_tokens,
+        "new_tokens": new_tokens,
+        "text": tokenizer.decode(new_tokens) if new_tokens else "",
+        "prompt_pieces": [tokenizer.token_str(i) for i in prompt_tokens],
+        "new_pieces": [tokenizer.token_str(i) for i in new_tokens],
+    }
+    return ledger_data(ledger, "trace", extra, attention)
 
 
 # --- the page ---------------------------------------------------------------------------------------------
@@ -278,11 +282,13 @@ def _title(data: dict) -> str:
 
 def page(data: dict) -> str:
     """A whole HTML document: opened from a file, offline, it needs nothing else."""
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"<title>{escape(_title(data))} (minitransformer)</title>\n"
-            f'<style>body {{ margin: 0; background: #fff; }}</style>\n</head>\n<body>\n{fragment(data)}\n</body>\n'
-            f"</html>\n")  # fmt: skip
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{escape(_title(data))} (minitransformer)</title>\n"
+        f"<style>body {{ margin: 0; background: #fff; }}</style>\n</head>\n<body>\n{fragment(data)}\n</body>\n"
+        f"</html>\n"
+    )
 
 
 def _json_for_script(value) -> str:
@@ -301,18 +307,22 @@ def fragment(data: dict) -> str:
         sections += [_controls(data), *_phase_views(data), _ops_section(data), _passes_section(data)]
     if data.get("attention"):
         sections.append(_attention_section(data, root + "-hatch"))
+    if doc.get("drift"):
+        sections.append(_drift_section(doc["drift"]))
     if doc.get("phases"):
         sections.append(_experts_section(doc))
     if doc.get("memory"):
         sections.append(_memory_section(doc))
     sections.append(_footer(data))
-    return (f'<div class="mt-report" id="{root}">\n<style>{_asset("report.css")}</style>\n'
-            f'{hatch_pattern(root + "-hatch")}\n'
-            + "\n".join(s for s in sections if s)
-            + '\n<div class="tip" hidden></div>\n'
-            f'<script type="application/json" class="mt-data">{document}</script>\n'
-            f'<script>{_asset("report.js")}\nminitransformerReport(document.getElementById("{root}"));</script>\n'
-            f"</div>")  # fmt: skip
+    return (
+        f'<div class="mt-report" id="{root}">\n<style>{_asset("report.css")}</style>\n'
+        f"{hatch_pattern(root + '-hatch')}\n"
+        + "\n".join(s for s in sections if s)
+        + '\n<div class="tip" hidden></div>\n'
+        f'<script type="application/json" class="mt-data">{document}</script>\n'
+        f'<script>{_asset("report.js")}\nminitransformerReport(document.getElementById("{root}"));</script>\n'
+        f"</div>"
+    )
 
 
 # --- markup helpers -----------------------------------------------------------------------------------------
@@ -355,21 +365,26 @@ def _header(data: dict) -> str:
     doc, kind = data["document"], data["report"]
     model = doc["model"]
     source = model.get("source") or ("none, counted from shapes alone" if kind == "count" else "not recorded")
-    what = {"generate": "a generation", "count": "a count from shapes alone", "trace": "a trace",
-            "ledger": "a ledger"}[kind]  # fmt: skip
-    out = [f'<header><h1>Where the dot products live <span class="kind">{what}</span></h1>',
-           f'<p class="model">model {escape(describe_model(model, source) if "n_head" in model else model["name"])}'
-           "</p></header>"]  # fmt: skip
+    what = {"generate": "a generation", "count": "a count from shapes alone", "trace": "a trace", "ledger": "a ledger"}[
+        kind
+    ]
+    out = [
+        f'<header><h1>Where the dot products live <span class="kind">{what}</span></h1>',
+        f'<p class="model">model {escape(describe_model(model, source) if "n_head" in model else model["name"])}'
+        "</p></header>",
+    ]
     tokens = _tokens(doc, kind) if kind in ("generate", "trace") and "prompt_pieces" in doc else ""
     if tokens:
         out.append(_lede(doc))
     if kind == "count":
         steps, cached = len(doc["phases"]) - 1, doc["phases"][0]["cached"]
         batch = f", a batch of {doc['batch']} sequences" if doc.get("batch", 1) > 1 else ""
-        out.append(f'<p class="lede">A {doc["prompt_tokens"]:,}-token prompt and {doc["new_tokens"]:,} new '
-                   f'token{s_for(doc["new_tokens"])}: 1 prefill + {steps:,} decode step{s_for(steps)}{batch}, '
-                   f'{"with" if cached else "without"} the KV cache. Counted from '
-                   f'{escape(doc.get("counted_from", "shapes"))}.</p>')  # fmt: skip
+        out.append(
+            f'<p class="lede">A {doc["prompt_tokens"]:,}-token prompt and {doc["new_tokens"]:,} new '
+            f"token{s_for(doc['new_tokens'])}: 1 prefill + {steps:,} decode step{s_for(steps)}{batch}, "
+            f"{'with' if cached else 'without'} the KV cache. Counted from "
+            f"{escape(doc.get('counted_from', 'shapes'))}.</p>"
+        )
     if doc.get("generations"):
         out.append(_batch(doc))
     candidates = _candidates(doc["candidates"]) if doc.get("candidates") else ""
@@ -380,8 +395,11 @@ def _header(data: dict) -> str:
 
 def _batch(doc: dict) -> str:
     """A batch: each prompt and its answer, then what the padding cost."""
-    rows = "".join(f'<p class="text">{k + 1}. <span class="prompt-text">{escape(g["prompt"])}</span>'
-                   f'<strong>{escape(g["text"])}</strong></p>' for k, g in enumerate(doc["generations"]))  # fmt: skip
+    rows = "".join(
+        f'<p class="text">{k + 1}. <span class="prompt-text">{escape(g["prompt"])}</span>'
+        f"<strong>{escape(g['text'])}</strong></p>"
+        for k, g in enumerate(doc["generations"])
+    )
     padding = doc.get("totals", {}).get("padding")
     cost = (
         ""
@@ -401,14 +419,19 @@ def _lede(doc: dict) -> str:
     if not phases:
         return ""
     decodes, totals = len(phases) - 1, doc["totals"]
-    how = ("one new position each, reading the earlier ones from the KV cache" if phases[0]["cached"]
-           else "each recomputing the whole sequence, as the cache is off")  # fmt: skip
-    return (f'<p class="lede">The model read the prompt\'s {plural(len(doc["prompt_tokens"]), "token")} in one pass (the '
-            f"<em>prefill</em>), which chose the first new token; then it made {decodes} more "
-            f"pass{'es' if decodes != 1 else ''}, one per token (the <em>decode steps</em>), {how}. Every pass runs "
-            f"the same {plural(model['n_layer'], 'transformer block')}, and every matrix product in them was counted: "
-            f"<strong>{n(totals['dot_products'])}</strong> dot products, <strong>{n(totals['macs'])}</strong> "
-            "multiply-accumulates (MACs) in all. Below: where they live.</p>")  # fmt: skip
+    how = (
+        "one new position each, reading the earlier ones from the KV cache"
+        if phases[0]["cached"]
+        else "each recomputing the whole sequence, as the cache is off"
+    )
+    return (
+        f'<p class="lede">The model read the prompt\'s {plural(len(doc["prompt_tokens"]), "token")} in one pass (the '
+        f"<em>prefill</em>), which chose the first new token; then it made {decodes} more "
+        f"pass{'es' if decodes != 1 else ''}, one per token (the <em>decode steps</em>), {how}. Every pass runs "
+        f"the same {plural(model['n_layer'], 'transformer block')}, and every matrix product in them was counted: "
+        f"<strong>{n(totals['dot_products'])}</strong> dot products, <strong>{n(totals['macs'])}</strong> "
+        "multiply-accumulates (MACs) in all. Below: where they live.</p>"
+    )
 
 
 def _chip(piece: str, token_id: int, cls: str, attrs: str = "") -> str:
@@ -420,20 +443,33 @@ def _chip(piece: str, token_id: int, cls: str, attrs: str = "") -> str:
 
 def _tokens(doc: dict, kind: str) -> str:
     prompt = "".join(_chip(p, i, "chip") for p, i in zip(doc["prompt_pieces"], doc["prompt_tokens"]))
-    new = "".join(_chip(p, i, "chip new-token", f' data-step="{k}"')
-                  for k, (p, i) in enumerate(zip(doc["new_pieces"], doc["new_tokens"])))  # fmt: skip
+    new = "".join(
+        _chip(p, i, "chip new-token", f' data-step="{k}"')
+        for k, (p, i) in enumerate(zip(doc["new_pieces"], doc["new_tokens"]))
+    )
     chosen = "greedy, one per pass" if kind == "trace" else "one per pass"
-    return (f'<div class="tokens"><p class="label">the prompt: {plural(len(doc["prompt_tokens"]), "token")} (␣ is a space)</p>'
-            f'<p class="chips">{prompt}</p><p class="label">the answer, token by token ({chosen}) '
-            f'<button type="button" class="replay js-only">replay</button></p><p class="chips answer">{new}</p>'
-            f'<p class="text"><span class="prompt-text">{escape(doc.get("prompt", ""))}</span>'
-            f'<strong>{escape(doc.get("text", ""))}</strong></p></div>')  # fmt: skip
+    return (
+        f'<div class="tokens"><p class="label">the prompt: {plural(len(doc["prompt_tokens"]), "token")} (␣ is a space)</p>'
+        f'<p class="chips">{prompt}</p><p class="label">the answer, token by token ({chosen}) '
+        f'<button type="button" class="replay js-only">replay</button></p><p class="chips answer">{new}</p>'
+        f'<p class="text"><span class="prompt-text">{escape(doc.get("prompt", ""))}</span>'
+        f"<strong>{escape(doc.get('text', ''))}</strong></p></div>"
+    )
 
 
 def _candidates(candidates: list[dict]) -> str:
-    rows = [_row([_num(k + 1), _cell(f"<code>{escape(repr(c['token']))}</code>"), _num(str(c["token_id"])),
-                  _num(f"{100 * c['probability']:.2f}%"), _bar(c["probability"])])
-            for k, c in enumerate(candidates)]  # fmt: skip
+    rows = [
+        _row(
+            [
+                _num(k + 1),
+                _cell(f"<code>{escape(repr(c['token']))}</code>"),
+                _num(str(c["token_id"])),
+                _num(f"{100 * c['probability']:.2f}%"),
+                _bar(c["probability"]),
+            ]
+        )
+        for k, c in enumerate(candidates)
+    ]
     return (
         '<div class="candidates"><p class="label">the candidates for the first new token (probabilities at '
         "temperature 1, from the prefill's logits)</p>"
@@ -443,15 +479,19 @@ def _candidates(candidates: list[dict]) -> str:
 
 
 def _rule() -> str:
-    legend = "".join(f'<span class="key"><span class="swatch" style="background:{c}"></span>{escape(g)}</span>'
-                     for g, c in COLOURS.items())  # fmt: skip
-    return ('<section class="rule"><p><strong>The rule behind every number.</strong> A matrix product '
-            "(m × n)(n × p) is m·p dot products, each of length n: m·p·n multiply-accumulates (MACs; FLOPs = 2 × "
-            "MACs). Layer norms, softmax, masking, reshapes and residual adds cost arithmetic too, but they are not "
-            'dot products: they sit in their place below, with zero. <span class="js-only">Hover over any box, bar or '
-            "row to see its record.</span></p>"
-            f'<p class="legend">{legend}<span class="key"><span class="swatch free"></span>no dot products</span>'
-            "</p></section>")  # fmt: skip
+    legend = "".join(
+        f'<span class="key"><span class="swatch" style="background:{c}"></span>{escape(g)}</span>'
+        for g, c in COLOURS.items()
+    )
+    return (
+        '<section class="rule"><p><strong>The rule behind every number.</strong> A matrix product '
+        "(m × n)(n × p) is m·p dot products, each of length n: m·p·n multiply-accumulates (MACs; FLOPs = 2 × "
+        "MACs). Layer norms, softmax, masking, reshapes and residual adds cost arithmetic too, but they are not "
+        'dot products: they sit in their place below, with zero. <span class="js-only">Hover over any box, bar or '
+        "row to see its record.</span></p>"
+        f'<p class="legend">{legend}<span class="key"><span class="swatch free"></span>no dot products</span>'
+        "</p></section>"
+    )
 
 
 def _phase_name(p: dict) -> str:
@@ -460,29 +500,43 @@ def _phase_name(p: dict) -> str:
 
 def _controls(data: dict) -> str:
     doc = data["document"]
-    passes = "".join(f'<option value="{p["step"]}">{_phase_name(p)}: T = {p["tokens"]:,}, t = {p["context"]:,}'
-                     "</option>" for p in doc["phases"] if "layers" in p)  # fmt: skip
+    passes = "".join(
+        f'<option value="{p["step"]}">{_phase_name(p)}: T = {p["tokens"]:,}, t = {p["context"]:,}</option>'
+        for p in doc["phases"]
+        if "layers" in p
+    )
     kinds = data.get("layer_kinds") or [""] * doc["model"]["n_layer"]
     layers = "".join(f'<option value="{i}">{i}{f" ({escape(k)})" if k else ""}</option>' for i, k in enumerate(kinds))
     alike = all(len(_block_views(p, kinds)) == 1 for p in doc["phases"] if "layers" in p)
-    note = ("every block of a pass has the same shapes, so the same counts; the layer picks the names, the row and the "
-            "attention maps" if alike else
-            "the layer picks its kind's block, drawn and tabled, the names, the row and the attention maps")  # fmt: skip
-    return (f'<div class="controls js-only"><label>pass <select class="step-choice">{passes}</select></label> '
-            f'<label>layer <select class="layer-choice">{layers}</select></label><span class="note">{note}</span>'
-            "</div>")  # fmt: skip
+    note = (
+        "every block of a pass has the same shapes, so the same counts; the layer picks the names, the row and the "
+        "attention maps"
+        if alike
+        else "the layer picks its kind's block, drawn and tabled, the names, the row and the attention maps"
+    )
+    return (
+        f'<div class="controls js-only"><label>pass <select class="step-choice">{passes}</select></label> '
+        f'<label>layer <select class="layer-choice">{layers}</select></label><span class="note">{note}</span>'
+        "</div>"
+    )
 
 
 def _pass_title(p: dict) -> str:
     if p["phase"] == "prefill":
         last_only = p["logits"] is not None and p["logits"]["out_shape"][-2] == 1
-        return (f"The prefill: T = {p['tokens']:,} new position{s_for(p['tokens'])} attending to t = {p['context']:,}"
-                + ("; logits for the last position only" if last_only else ""))  # fmt: skip
+        return (
+            f"The prefill: T = {p['tokens']:,} new position{s_for(p['tokens'])} attending to t = {p['context']:,}"
+            + ("; logits for the last position only" if last_only else "")
+        )
     if p["cached"]:
-        return (f"Decode step {p['step']}: T = {p['tokens']:,} new position{s_for(p['tokens'])} attending to "
-                f"t = {p['context']:,} through the KV cache")  # fmt: skip
-    return (f"Decode step {p['step']} without a cache: all T = {p['tokens']:,} positions recomputed, attending to "
-            f"t = {p['context']:,}")  # fmt: skip
+        return (
+            f"Decode step {p['step']}: T = {p['tokens']:,} new position{s_for(p['tokens'])} attending to "
+            f"t = {p['context']:,} through the KV cache"
+        )
+    return (
+        f"Decode step {p['step']} without a cache: all T = {p['tokens']:,} positions recomputed, attending to "
+        f"t = {p['context']:,}"
+    )
 
 
 def _block_views(p: dict, kinds: list[str]) -> list[dict]:
@@ -494,16 +548,21 @@ def _block_views(p: dict, kinds: list[str]) -> list[dict]:
         shapes = json.dumps(_unnamed(run["ops"], run["layer"]), sort_keys=True)
         for i in range(run["layer"], run["layer"] + run["repeat"]):
             kind = kinds[i] if i < len(kinds) else ""
-            view = views.setdefault((kind, shapes), {"kind": kind, "layers": [], "run": index, "shapes": shapes,
-                                                     "ops": [op["op"] for op in run["ops"]]})  # fmt: skip
+            view = views.setdefault(
+                (kind, shapes),
+                {"kind": kind, "layers": [], "run": index, "shapes": shapes, "ops": [op["op"] for op in run["ops"]]},
+            )
             view["layers"].append(i)
     found = list(views.values())
     for view in found if len(found) > 1 else ():  # blocks that differ where the config names no kinds: by their ops
         if not view["kind"]:
             others = {op for other in found if other is not view for op in other["ops"]}
             own = [op for op in view["ops"] if op not in others]
-            view["kind"] = (f"with {', '.join(own[:3])}{', ...' if len(own) > 3 else ''}" if own
-                            else f"shaped as layer {view['layers'][0]}")  # fmt: skip
+            view["kind"] = (
+                f"with {', '.join(own[:3])}{', ...' if len(own) > 3 else ''}"
+                if own
+                else f"shaped as layer {view['layers'][0]}"
+            )
     return found
 
 
@@ -527,13 +586,18 @@ def _view_heading(view: dict, views: list[dict], model: dict) -> str:
         return f"One transformer block, stage by stage ({name}; every block of this pass has the same shapes)"
     layers = view["layers"]
     kind = view["kind"]
-    what = f"the layers {escape(kind)}" if kind.startswith(("with ", "shaped as ")) else (
-        f"the {escape(_kind_label(kind, model))} layers")  # fmt: skip
-    of_kind = (f"{plural(len(layers), 'layer')} of this kind, each with these shapes: {_layer_list(layers)}"
-               if len(layers) > 1 else "the only layer of this kind")  # fmt: skip
+    what = (
+        f"the layers {escape(kind)}"
+        if kind.startswith(("with ", "shaped as "))
+        else (f"the {escape(_kind_label(kind, model))} layers")
+    )
+    of_kind = (
+        f"{plural(len(layers), 'layer')} of this kind, each with these shapes: {_layer_list(layers)}"
+        if len(layers) > 1
+        else "the only layer of this kind"
+    )
     twins = [escape(v["kind"]) for v in views if v is not view and v["shapes"] == view["shapes"]]
-    same = (f"; in this pass the {' and '.join(dict.fromkeys(twins))} layers have the same shapes"
-            if twins else "")  # fmt: skip
+    same = f"; in this pass the {' and '.join(dict.fromkeys(twins))} layers have the same shapes" if twins else ""
     return f"One block of {what}, stage by stage ({name}; {of_kind}{same})"
 
 
@@ -555,17 +619,20 @@ def _phase_views(data: dict) -> list[str]:
                 f'<div class="kind-view{" current" if k == 0 else ""}" data-kind="{escape(view["kind"])}" '
                 f'data-layers="{",".join(map(str, view["layers"]))}">'
                 f"<h3>{_view_heading(view, blocks, doc['model'])}</h3>"
-                + _note("Each matrix product is a box with area proportional to its MACs, compared within this "
-                        "block; dashed boxes do no dot products. The line on the left is the residual stream x: each "
-                        "branch leaves it where a line links a stage to it and is added back at a +.")
+                + _note(
+                    "Each matrix product is a box with area proportional to its MACs, compared within this "
+                    "block; dashed boxes do no dot products. The line on the left is the residual stream x: each "
+                    "branch leaves it where a line links a stage to it and is added back at a +."
+                )
                 + f'<div class="diagram">{block_diagram(ops, index, run, readers)}</div>'
                 f"<h3>The same block as a table</h3>{_block_table(ops, index, run)}</div>"
-            )  # fmt: skip
+            )
         views.append(
             f'<section class="phase-view{" current" if index == 0 else ""}" data-view="{p["step"]}">'
-            f"<h2>{escape(_pass_title(p))}</h2>" + "".join(drawn)
+            f"<h2>{escape(_pass_title(p))}</h2>"
+            + "".join(drawn)
             + f"<h3>Layer by layer: where this pass's MACs go</h3>{_layers_table(p, index, kinds)}</section>"
-        )  # fmt: skip
+        )
     return views
 
 
@@ -621,12 +688,18 @@ def _layers_table(p: dict, index: int, kinds: list[str] | None = None) -> str:
         each = counts(run["dot_products"], run["macs"], run["share"])
         attrs = f'data-phase="{index}" data-run="{r}"'
         if k <= LAYERS_LISTED:
-            rows += [_row([_cell(i), *kind(i), *each], "layer", f'data-layer="{i}" {attrs}')
-                     for i in range(first, first + k)]  # fmt: skip
+            rows += [
+                _row([_cell(i), *kind(i), *each], "layer", f'data-layer="{i}" {attrs}') for i in range(first, first + k)
+            ]
         else:
             last = first + k - 1
-            rows.append(_row([_cell(f"{first}..{last} (each)"), *kind(first), *each], "layer",
-                             f'data-layers="{first}-{last}" {attrs}'))  # fmt: skip
+            rows.append(
+                _row(
+                    [_cell(f"{first}..{last} (each)"), *kind(first), *each],
+                    "layer",
+                    f'data-layers="{first}-{last}" {attrs}',
+                )
+            )
             all_k = counts(k * run["dot_products"], k * run["macs"], k * run["share"])
             rows.append(_row([_cell(f"{k} layers"), *blank, *all_k], "layer-sum"))
     logits = p["logits"]
@@ -657,11 +730,13 @@ def _ops_section(data: dict) -> str:
     columns = [(f"prefill (T = {shown[0]['tokens']:,})", _pass_ops(shown[0]))]
     if len(shown) > 1:
         last = shown[-1]
-        columns.append((f"decode step {last['step']} (T = {last['tokens']:,}, t = {last['context']:,})",
-                        _pass_ops(last)))  # fmt: skip
+        columns.append(
+            (f"decode step {last['step']} (T = {last['tokens']:,}, t = {last['context']:,})", _pass_ops(last))
+        )
     passes = len(doc["phases"])
-    columns.append((f"the whole run ({passes:,} pass{'es' if passes != 1 else ''})",
-                    {op: v["macs"] for op, v in whole.items()}))  # fmt: skip
+    columns.append(
+        (f"the whole run ({passes:,} pass{'es' if passes != 1 else ''})", {op: v["macs"] for op, v in whole.items()})
+    )
     totals = [sum(ops.values()) for _, ops in columns]
 
     def macs_and_shares(members: list[str], fmt) -> list[str]:
@@ -677,47 +752,80 @@ def _ops_section(data: dict) -> str:
             f'data-op="{escape(op)}" data-tip="{escape(op)}: {n(entry["macs"])} MACs, '
             f'{n(entry["dot_products"])} dot products over the whole run"'
         )
-        rows.append(_row([_cell(_swatch(op)), *macs_and_shares([op], int),
-                          _bar(entry["macs"] / totals[-1] if totals[-1] else 0, colour(op))], "", tip))  # fmt: skip
+        rows.append(
+            _row(
+                [
+                    _cell(_swatch(op)),
+                    *macs_and_shares([op], int),
+                    _bar(entry["macs"] / totals[-1] if totals[-1] else 0, colour(op)),
+                ],
+                "",
+                tip,
+            )
+        )
     rows.append(_row([_cell("total"), *(c for t in totals for c in (_num(t), _num("100%"))), _cell("")], "total"))
     for group, fill in COLOURS.items():
         members = [op for op in whole if GROUP_OF.get(op) == group]
         if members:
             share = sum(whole[op]["macs"] for op in members) / totals[-1] if totals[-1] else 0
-            rows.append(_row([_cell(f"{escape(group)} ({', '.join(members)})"), *macs_and_shares(members, human),
-                              _bar(share, fill)], "group"))  # fmt: skip
+            rows.append(
+                _row(
+                    [
+                        _cell(f"{escape(group)} ({', '.join(members)})"),
+                        *macs_and_shares(members, human),
+                        _bar(share, fill),
+                    ],
+                    "group",
+                )
+            )
     head = "".join(f'<th colspan="2">{escape(title)}</th>' for title, _ in columns)
-    return ('<section class="ops"><h2>Where the MACs go, op by op</h2>'
-            + _note("Each product summed over every layer; the bars show each op's share of the whole run.")
-            + f'<table class="ops-table"><thead><tr><th rowspan="2">op</th>{head}<th rowspan="2" class="barhead">'
-            "share of the whole run</th></tr><tr>" + "<th>MACs</th><th>share</th>" * len(columns)
-            + f'</tr></thead><tbody>{"".join(rows)}</tbody></table></section>')  # fmt: skip
+    return (
+        '<section class="ops"><h2>Where the MACs go, op by op</h2>'
+        + _note("Each product summed over every layer; the bars show each op's share of the whole run.")
+        + f'<table class="ops-table"><thead><tr><th rowspan="2">op</th>{head}<th rowspan="2" class="barhead">'
+        "share of the whole run</th></tr><tr>"
+        + "<th>MACs</th><th>share</th>" * len(columns)
+        + f"</tr></thead><tbody>{''.join(rows)}</tbody></table></section>"
+    )
 
 
 def _passes_section(data: dict) -> str:
     doc = data["document"]
     phases, cache, totals = doc["phases"], doc.get("cache"), doc["totals"]
     decodes = len(phases) - 1
-    lines = [f'<p class="totals">Total: <strong>{n(totals["dot_products"])}</strong> dot products, '
-             f'<strong>{n(totals["macs"])}</strong> MACs ({human(totals["macs"])}), {human(totals["flops"])} FLOPs '
-             f"over 1 prefill + {decodes:,} decode step{s_for(decodes)}.</p>"]  # fmt: skip
+    lines = [
+        f'<p class="totals">Total: <strong>{n(totals["dot_products"])}</strong> dot products, '
+        f"<strong>{n(totals['macs'])}</strong> MACs ({human(totals['macs'])}), {human(totals['flops'])} FLOPs "
+        f"over 1 prefill + {decodes:,} decode step{s_for(decodes)}.</p>"
+    ]
     if cache:
         saved, without, with_cache = cache["saved_macs"], cache["without_cache"]["macs"], cache["with_cache"]["macs"]
         if cache["used"]:
-            lines.append(f'<p class="cache">KV cache: without it these tokens would cost {n(without)} MACs '
-                         f"({human(without)}); with it {n(with_cache)} ({human(with_cache)}): it saved "
-                         f"<strong>{human(saved)} MACs ({percent(saved, without)})</strong>.</p>")  # fmt: skip
+            lines.append(
+                f'<p class="cache">KV cache: without it these tokens would cost {n(without)} MACs '
+                f"({human(without)}); with it {n(with_cache)} ({human(with_cache)}): it saved "
+                f"<strong>{human(saved)} MACs ({percent(saved, without)})</strong>.</p>"
+            )
         else:
-            lines.append(f'<p class="cache">KV cache (off): with it these tokens would cost {n(with_cache)} MACs '
-                         f"({human(with_cache)}) instead of {n(without)} ({human(without)}): it would save "
-                         f"<strong>{human(saved)} ({percent(saved, without)})</strong>.</p>")  # fmt: skip
+            lines.append(
+                f'<p class="cache">KV cache (off): with it these tokens would cost {n(with_cache)} MACs '
+                f"({human(with_cache)}) instead of {n(without)} ({human(without)}): it would save "
+                f"<strong>{human(saved)} ({percent(saved, without)})</strong>.</p>"
+            )
     steps = cache.get("steps") if cache else None
     chart = f'<div class="chart">{passes_chart(steps, cache["used"])}</div>' if steps else ""
-    return ('<section class="passes"><h2>The passes: the prefill, then one decode step per new token</h2>'
-            + _note("The prefill computes every prompt position; each decode step then computes one new position, "
-                    "which reads the keys and values of all earlier ones from the KV cache. Without the cache, every "
-                    "step would recompute the whole sequence.")
-            + "".join(lines) + chart + _passes_table(phases, steps) + "</section>")  # fmt: skip
+    return (
+        '<section class="passes"><h2>The passes: the prefill, then one decode step per new token</h2>'
+        + _note(
+            "The prefill computes every prompt position; each decode step then computes one new position, "
+            "which reads the keys and values of all earlier ones from the KV cache. Without the cache, every "
+            "step would recompute the whole sequence."
+        )
+        + "".join(lines)
+        + chart
+        + _passes_table(phases, steps)
+        + "</section>"
+    )
 
 
 def _passes_table(phases: list[dict], steps: list[dict] | None) -> str:
@@ -746,15 +854,26 @@ def _passes_table(phases: list[dict], steps: list[dict] | None) -> str:
 
     this_run = " (this run)"
     headers = ["step", "pass", "T", "t", "dot products"] + (
-        [f"MACs with the cache{this_run if cached else ''}", f"MACs without it{'' if cached else this_run}",
-         "saved by the cache"] if steps else ["MACs"])  # fmt: skip
+        [
+            f"MACs with the cache{this_run if cached else ''}",
+            f"MACs without it{'' if cached else this_run}",
+            "saved by the cache",
+        ]
+        if steps
+        else ["MACs"]
+    )
     decodes = [p["step"] for p in phases[1:]]
     listed = {0, *(decodes if len(decodes) <= 40 else shown_steps(decodes))}
     rows = [row(p) for p in phases if p["step"] in listed]
     if len(listed) == len(phases):
         return _table("passes-table", headers, rows)
-    rows.insert(len(listed) - 2, _row([_cell("…"), f'<td colspan="{len(headers) - 1}">the other steps are in the '
-                                       "list of every pass below</td>"], "gap"))  # fmt: skip
+    rows.insert(
+        len(listed) - 2,
+        _row(
+            [_cell("…"), f'<td colspan="{len(headers) - 1}">the other steps are in the list of every pass below</td>'],
+            "gap",
+        ),
+    )
     every = _table("passes-table all", headers, [row(p) for p in phases])
     return (
         _table("passes-table", headers, rows)
@@ -775,20 +894,34 @@ def _attention_section(data: dict, hatch: str) -> str:
             np.array([np.nan if w is None else w for w in flat], np.float32).reshape(size, size) for flat in heads
         ]
         maps = "".join(heatmap(w, pieces, first, h, layer, hatch) for h, w in enumerate(weights))
-        blocks.append(f'<div class="attn-layer{" current" if layer == layers[0] else ""}" data-layer="{layer}">'
-                      f'<h3>Layer {layer}: {plural(len(heads), "head")}</h3><div class="heads">{maps}</div></div>')  # fmt: skip
+        blocks.append(
+            f'<div class="attn-layer{" current" if layer == layers[0] else ""}" data-layer="{layer}">'
+            f'<h3>Layer {layer}: {plural(len(heads), "head")}</h3><div class="heads">{maps}</div></div>'
+        )
     window = attention["window"]
-    behind = (f"; keys more than {plural(window - 1, 'position')} behind, outside the sliding window of {window}"
-              if window else "")  # fmt: skip
+    behind = (
+        f"; keys more than {plural(window - 1, 'position')} behind, outside the sliding window of {window}"
+        if window
+        else ""
+    )
     cut = f" Positions {first:,}..{n_all - 1:,} of {n_all:,} are shown." if first else ""
-    kept = ("every layer" if len(layers) == doc["model"]["n_layer"]
-            else f"layer {', '.join(map(str, layers))} (the others were not kept, to keep the page small)")  # fmt: skip
-    return ('<section class="attention"><h2>Attention: who looks at whom</h2>'
-            + _note(f"The softmax weights A of {kept}, every head: row i is the query at position i, column j the key "
-                    f"at position j; a row sums to 1. Hatched cells are masked: the future{behind}.{cut} The rows of "
-                    "the prompt come from the prefill, each later row from one decode step. White is 0, dark blue "
-                    "is 1.")
-            + '<p class="attn-missing note" hidden></p>' + "".join(blocks) + "</section>")  # fmt: skip
+    kept = (
+        "every layer"
+        if len(layers) == doc["model"]["n_layer"]
+        else f"layer {', '.join(map(str, layers))} (the others were not kept, to keep the page small)"
+    )
+    return (
+        '<section class="attention"><h2>Attention: who looks at whom</h2>'
+        + _note(
+            f"The softmax weights A of {kept}, every head: row i is the query at position i, column j the key "
+            f"at position j; a row sums to 1. Hatched cells are masked: the future{behind}.{cut} The rows of "
+            "the prompt come from the prefill, each later row from one decode step. White is 0, dark blue "
+            "is 1."
+        )
+        + '<p class="attn-missing note" hidden></p>'
+        + "".join(blocks)
+        + "</section>"
+    )
 
 
 def _bytes(b: float) -> str:
@@ -822,47 +955,97 @@ def _experts_section(doc: dict) -> str:
     if tokens is None:
         return ""
     routing = doc.get("routing")
-    how = (f"assumed, as count has no router: routing {escape(routing)}" if routing else
-           "as this run's routers chose")  # fmt: skip
-    return ('<section class="experts"><h2>Tokens per expert, layer by layer</h2>'
-            + _note(f"Each row a layer, each column an expert; the darker, the more tokens the router sent it over "
-                    f"every pass shown ({how}). Each token goes to k = {doc['model']['top_k']} experts, so each row "
-                    f"sums to k x the tokens: the expert MACs are the same whoever gets them, only their load "
-                    f"differs.")
-            + f'<div class="diagram">{expert_load(tokens)}</div></section>')  # fmt: skip
+    how = f"assumed, as count has no router: routing {escape(routing)}" if routing else "as this run's routers chose"
+    return (
+        '<section class="experts"><h2>Tokens per expert, layer by layer</h2>'
+        + _note(
+            f"Each row a layer, each column an expert; the darker, the more tokens the router sent it over "
+            f"every pass shown ({how}). Each token goes to k = {doc['model']['top_k']} experts, so each row "
+            f"sums to k x the tokens: the expert MACs are the same whoever gets them, only their load "
+            f"differs."
+        )
+        + f'<div class="diagram">{expert_load(tokens)}</div></section>'
+    )
+
+
+def _drift_section(drift: dict) -> str:
+    """What the precision cost against float64: the next token's drift, a heatmap of layers x stages, where values
+    left the format's range (verbs/drift.py's JSON)."""
+    p = escape(drift["precision"])
+    kl = "inf (logits not all finite)" if drift["kl"] is None else f"{drift['kl']:.2e}"
+    agree = f"{100 * drift['top1_agreement']:.0f}%"
+    legend = "".join(f'<span class="swatch" style="background:{drift_colour(v)}"></span> {v:g} '
+                     for v in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1))  # fmt: skip
+    rows = [_row([_cell(escape(s["stage"])), _num(f"{s['max_rel']:.2e}" if s["max_rel"] is not None else "inf"),
+                  _num(f"{s['rms_rel']:.2e}" if s["rms_rel"] is not None else "inf"), _num(f"{s['max_abs']:.4g}")])
+            for s in drift["outside"]]  # fmt: skip
+    ranges = [_row([_cell("-" if e["layer"] is None else str(e["layer"])), _cell(escape(e["stage"])),
+                    _cell(escape(e["where"])), _cell(escape(e["format"])), _num(f"{e['max_abs']:.4g}"),
+                    _cell("overflow" if "values" in e else "underflow")])
+              for e in drift["overflow"] + drift["underflow"]]  # fmt: skip
+    left = (_table("drift-range", ["layer", "stage", "where", "format", "max |x|", "what"], ranges) if ranges else
+            _note(f"No value left {p}'s range: nothing overflowed, and no values that matter were flushed to zero."))  # fmt: skip
+    return (f'<section class="drift"><h2>Drift of {p} against float64</h2>'
+            + _note(f"The same {plural(drift['positions'], 'token')} through the model at {p} and in float64: each "
+                    f"cell is a stage of a layer, coloured by max |ours - truth| / max |truth| over its tensor "
+                    f"(log scale; black: not finite), outlined red where {p} overflowed and blue where values that "
+                    f"matter were flushed to zero. Next token: KL(float64 || {p}) {kl} on average over the positions, "
+                    f"top-1 agreement {agree}.")
+            + f'<div class="diagram">{drift_heatmap(drift)}</div><p class="legend">{legend}</p>'
+            + _table("drift-outside", ["outside the blocks", "max rel", "rms rel", "max |x|"], rows)
+            + left + "</section>")  # fmt: skip
 
 
 def _memory_section(doc: dict) -> str:
     m, model = doc["memory"], doc["model"]
     kv, act = m["kv_cache"], m["activations"]
-    held = (f"{plural(kv['positions'], 'position', n(kv['positions']))} x {_bytes(kv['bytes_per_token'])} (K and V "
-            f"of {plural(model['n_layer'], 'layer')})")  # fmt: skip
+    held = (
+        f"{plural(kv['positions'], 'position', n(kv['positions']))} x {_bytes(kv['bytes_per_token'])} (K and V "
+        f"of {plural(model['n_layer'], 'layer')})"
+    )
     if len(kv.get("layer_types", {})) > 1:  # layers that hold different numbers of positions (a window on some)
-        held = "by layer type: " + ", ".join(f"{kind} {k['layers']} x {n(k['positions'])} positions"
-                                             for kind, k in kv["layer_types"].items())  # fmt: skip
-    items = [("weights", m["weights"]["bytes"], f"{n(m['weights']['parameters'])} parameters"),
-             ("KV cache, this run", kv["bytes"], held),
-             ("KV cache, whole context", kv["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
-             ("activations, prefill peak", act["prefill"]["bytes"], f"at {act['prefill']['stage']}")]  # fmt: skip
+        held = "by layer type: " + ", ".join(
+            f"{kind} {k['layers']} x {n(k['positions'])} positions" for kind, k in kv["layer_types"].items()
+        )
+    items = [
+        ("weights", m["weights"]["bytes"], f"{n(m['weights']['parameters'])} parameters"),
+        ("KV cache, this run", kv["bytes"], held),
+        ("KV cache, whole context", kv["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
+        ("activations, prefill peak", act["prefill"]["bytes"], f"at {act['prefill']['stage']}"),
+    ]
     if "decode" in act:
         items.append(("activations, decode peak", act["decode"]["bytes"], f"at {act['decode']['stage']}"))
     largest = max(b for _, b, _ in items) or 1
-    rows = [_row([_cell(escape(what)), _num(b, "bytes"), _num(_bytes(b)), _cell(escape(note)), _bar(b / largest)])
-            for what, b, note in items]  # fmt: skip
+    rows = [
+        _row([_cell(escape(what)), _num(b, "bytes"), _num(_bytes(b)), _cell(escape(note)), _bar(b / largest)])
+        for what, b, note in items
+    ]
     decode = act.get("decode")
     decode_title = f"decode (T = 1, t = {decode['context']:,})" if decode else "decode"
-    intensity = [_row([_cell(_swatch(r["op"])), *_intensity_cells(r.get("prefill")),
-                       *_intensity_cells(r.get("decode"))]) for r in m["intensity"]["ops"]]  # fmt: skip
+    intensity = [
+        _row([_cell(_swatch(r["op"])), *_intensity_cells(r.get("prefill")), *_intensity_cells(r.get("decode"))])
+        for r in m["intensity"]["ops"]
+    ]
     balance = m["intensity"]["machine_balance_macs_per_byte"]
-    return ('<section class="memory"><h2>Memory and arithmetic intensity</h2>'
-            + _note(f"{m.get('dtype', 'float32')}, {m['bytes_per_number']} bytes a number. Activations: "
-                    f"{escape(act['estimate'])}.")
-            + _table("memory-table", ["what", "bytes", "", "", "against the largest"], rows)
-            + _note(f"Arithmetic intensity: MACs per byte moved ({escape(m['intensity']['bytes_moved'])}). Below the "
-                    f"machine balance, assumed {balance:g} MACs/byte, a product waits on memory. The dot marks the "
-                    "intensity on a log scale from 0.1 to 10,000 MACs/byte.")
-            + _table("intensity-table", ["op", "prefill bytes", "MACs/byte", "", f"{decode_title} bytes", "MACs/byte",
-                                         ""], intensity) + "</section>")  # fmt: skip
+    return (
+        '<section class="memory"><h2>Memory and arithmetic intensity</h2>'
+        + _note(
+            f"{m.get('dtype', 'float32')}, {m['bytes_per_number']} bytes a number. Activations: "
+            f"{escape(act['estimate'])}."
+        )
+        + _table("memory-table", ["what", "bytes", "", "", "against the largest"], rows)
+        + _note(
+            f"Arithmetic intensity: MACs per byte moved ({escape(m['intensity']['bytes_moved'])}). Below the "
+            f"machine balance, assumed {balance:g} MACs/byte, a product waits on memory. The dot marks the "
+            "intensity on a log scale from 0.1 to 10,000 MACs/byte."
+        )
+        + _table(
+            "intensity-table",
+            ["op", "prefill bytes", "MACs/byte", "", f"{decode_title} bytes", "MACs/byte", ""],
+            intensity,
+        )
+        + "</section>"
+    )
 
 
 def _intensity_cells(x: dict | None) -> list[str]:
@@ -872,15 +1055,20 @@ def _intensity_cells(x: dict | None) -> list[str]:
     bound = "memory-bound" if x["memory_bound"] else "compute-bound"
     position = min(1.0, max(0.0, (np.log10(max(value, 1e-3)) + 1) / 5))  # 0.1 .. 10,000 MACs/byte
     dot = f'<span class="logbar"><span class="dot" style="left:{100 * position:.1f}%"></span></span>'
-    return [_num(_bytes(x["bytes"])), _num(f"{value:,.0f}" if value >= 100 else f"{value:.3g}", "intensity"),
-            _cell(dot + bound, bound)]  # fmt: skip
+    return [
+        _num(_bytes(x["bytes"])),
+        _num(f"{value:,.0f}" if value >= 100 else f"{value:.3g}", "intensity"),
+        _cell(dot + bound, bound),
+    ]
 
 
 def _footer(data: dict) -> str:
-    return ("<footer><p>This page is a view of the run's JSON ledger (the document <code>--json</code> writes, "
-            'identical layers folded), which it carries inside itself: <code>&lt;script type="application/json" '
-            f'class="mt-data"&gt;</code>. Made by minitransformer {escape(data["version"])}; it needs no network and '
-            "no server, and reads with scripts off.</p></footer>")  # fmt: skip
+    return (
+        "<footer><p>This page is a view of the run's JSON ledger (the document <code>--json</code> writes, "
+        'identical layers folded), which it carries inside itself: <code>&lt;script type="application/json" '
+        f'class="mt-data"&gt;</code>. Made by minitransformer {escape(data["version"])}; it needs no network and '
+        "no server, and reads with scripts off.</p></footer>"
+    )
 
 
 def write_page(destination, data: dict, out=None) -> None:

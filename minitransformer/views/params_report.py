@@ -62,15 +62,19 @@ def params_report(p: Parameters) -> str:
     if p.routed:
         if any("experts.{e}" in row[0] for row in rows):  # not where the experts are fused in 3-D tensors
             experts = f"; experts.{{e}} for each of the {c.n_experts} experts of a layer"
-        active = (f"\n{count(p.active)} of them active ({human(p.active)}): what one token's pass reads, {c.top_k} of "
-                  f"the {c.n_experts} experts of each layer and everything else whole (the embedding too, though a "
-                  f"token reads one row of it: model cards differ here, Mixtral's counting it and gpt-oss's not"
-                  + ("" if c.tie_word_embeddings else f"; without it, {count(p.active - c.vocab_size * c.n_embd)}")
-                  + ").")  # fmt: skip
-    return "\n".join([
-        header + experts,
-        table(["tensor", "shape", "layers", "each", "count", "share"], rows, right={3, 4, 5}),
-        "",
-        f"{count(total)} parameters ({human(total)}); float32 weights: {human(4 * total)}B, bfloat16 or float16: "
-        f"{human(2 * total)}B. {tied}{active}",
-    ])  # fmt: skip
+        active = (
+            f"\n{count(p.active)} of them active ({human(p.active)}): what one token's pass reads, {c.top_k} of "
+            f"the {c.n_experts} experts of each layer and everything else whole (the embedding too, though a "
+            f"token reads one row of it: model cards differ here, Mixtral's counting it and gpt-oss's not"
+            + ("" if c.tie_word_embeddings else f"; without it, {count(p.active - c.vocab_size * c.n_embd)}")
+            + ")."
+        )
+    return "\n".join(
+        [
+            header + experts,
+            table(["tensor", "shape", "layers", "each", "count", "share"], rows, right={3, 4, 5}),
+            "",
+            f"{count(total)} parameters ({human(total)}); float32 weights: {human(4 * total)}B, bfloat16 or float16: "
+            f"{human(2 * total)}B. {tied}{active}",
+        ]
+    )

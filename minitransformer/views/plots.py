@@ -13,7 +13,7 @@ import io
 import math
 
 from ..errors import UserError
-from ..verbs.count import Count, sweep_per_token
+from ..verbs.count import Count
 from .files import Destination, open_destination
 from .report import human
 
@@ -37,21 +37,24 @@ def require_matplotlib():
     return plt
 
 
-def write_plots(count: Count, path: str | Destination) -> None:
-    """Draw the three panels and write them to `path` as PNG (a file atomically: see files.py)."""
+def write_plots(count: Count, sweep: dict[str, list[int]], path: str | Destination) -> None:
+    """Draw the three panels and write them to `path` as PNG (a file atomically: see files.py). `sweep`: the MACs
+    of one token across the context, with and without the cache (verbs/count.py's sweep_per_token)."""
     plt = require_matplotlib()
     fig, (share, dots, per_token) = plt.subplots(1, 3, figsize=(19, 6.2), dpi=100)
     c = count.config
     cache = "with the KV cache" if count.cached else "without a cache"
     kv = f" ({c.n_kv_head} key/value)" if c.n_kv_head != c.n_head else ""
     kv += f", sliding window {c.sliding_window:,}" if c.sliding_window is not None else ""
-    fig.suptitle(f"{c.name}: {_n(c.n_layer, 'layer')}, d_model {c.n_embd:,}, {_n(c.n_head, 'head')}{kv}, "
-                 f"d_ff {c.d_ff:,}, vocab {c.vocab_size:,} | {count.n_prompt:,}-token prompt, "
-                 f"{_n(count.n_new, 'new token')}, batch {count.batch}, {cache} (counted from shapes)",
-                 fontsize=13)  # fmt: skip
+    fig.suptitle(
+        f"{c.name}: {_n(c.n_layer, 'layer')}, d_model {c.n_embd:,}, {_n(c.n_head, 'head')}{kv}, "
+        f"d_ff {c.d_ff:,}, vocab {c.vocab_size:,} | {count.n_prompt:,}-token prompt, "
+        f"{_n(count.n_new, 'new token')}, batch {count.batch}, {cache} (counted from shapes)",
+        fontsize=13,
+    )
     _share_panel(share, count)
     _dots_panel(dots, count)
-    _per_token_panel(per_token, count)
+    _per_token_panel(per_token, count, sweep)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     png = io.BytesIO()  # drawn whole first: a pipe or a device is then handed the bytes alone
     try:
@@ -106,8 +109,16 @@ def _dots_panel(ax, count: Count) -> None:
             if r.kind != "matmul":
                 continue
             color = OP_COLORS[r.op]
-            ax.scatter(r.dot_length, r.dot_products, s=90, marker=marker, zorder=3, linewidths=1.6,
-                       facecolors=color if filled else "none", edgecolors=color)  # fmt: skip
+            ax.scatter(
+                r.dot_length,
+                r.dot_products,
+                s=90,
+                marker=marker,
+                zorder=3,
+                linewidths=1.6,
+                facecolors=color if filled else "none",
+                edgecolors=color,
+            )
             xs.append(r.dot_length)
             ys.append(r.dot_products)
             if not filled and r.op == "logits" and same_logits:
@@ -120,8 +131,15 @@ def _dots_panel(ax, count: Count) -> None:
             dx, dy = _LABEL_OFFSET.get(r.op, (8, -4))
             left = not filled and r.op != "mlp.down"  # decode labels on the left, clear of the prefill's
             color = OP_COLORS[r.op] if len(group) == 1 else "#444"
-            ax.annotate(", ".join(g.op for g in group), (r.dot_length, r.dot_products), xytext=(-dx if left else dx, dy),
-                        fontsize=9.5, ha="right" if left else "left", textcoords="offset points", color=color)  # fmt: skip
+            ax.annotate(
+                ", ".join(g.op for g in group),
+                (r.dot_length, r.dot_products),
+                xytext=(-dx if left else dx, dy),
+                fontsize=9.5,
+                ha="right" if left else "left",
+                textcoords="offset points",
+                color=color,
+            )
     ax.set_xscale("log"), ax.set_yscale("log")
     lo_x, hi_x, lo_y, hi_y = min(xs) / 3, max(xs) * 6, min(ys) / 4, max(ys) * 6
     ax.set_xlim(lo_x, hi_x), ax.set_ylim(lo_y, hi_y)
@@ -153,16 +171,32 @@ def _iso_macs(ax, lo_x, hi_x, lo_y, hi_y) -> None:
     ax.plot([], [], ls="--", lw=0.8, color="#bbb", label="equal MACs (count x length)")
 
 
-def _per_token_panel(ax, count: Count) -> None:
-    sweep = sweep_per_token(count.config)
-    ax.plot(sweep["context"], sweep["without_cache"], marker="o", ms=4, color="#c44e52",
-            label="without the cache (recompute all t positions)")  # fmt: skip
-    ax.plot(sweep["context"], sweep["with_cache"], marker="o", ms=4, color="#4c72b0",
-            label="with the KV cache (1 new position)")  # fmt: skip
+def _per_token_panel(ax, count: Count, sweep: dict[str, list[int]]) -> None:
+    ax.plot(
+        sweep["context"],
+        sweep["without_cache"],
+        marker="o",
+        ms=4,
+        color="#c44e52",
+        label="without the cache (recompute all t positions)",
+    )
+    ax.plot(
+        sweep["context"],
+        sweep["with_cache"],
+        marker="o",
+        ms=4,
+        color="#4c72b0",
+        label="with the KV cache (1 new position)",
+    )
     ax.set_yscale("log")
     end = count.n_prompt + count.n_new - 1
-    ax.axvspan(count.n_prompt, max(end, count.n_prompt + 0.5), color="#f2c14e", alpha=0.35,
-               label=f"this generation (t = {count.n_prompt:,}..{end:,})")  # fmt: skip
+    ax.axvspan(
+        count.n_prompt,
+        max(end, count.n_prompt + 0.5),
+        color="#f2c14e",
+        alpha=0.35,
+        label=f"this generation (t = {count.n_prompt:,}..{end:,})",
+    )
     ax.set_xlim(0, count.config.n_positions)
     ax.set_xlabel("context length t (positions attended)", fontsize=11)
     ax.set_ylabel("MACs to generate one token (one sequence)", fontsize=11)

@@ -21,6 +21,10 @@ def describe_model(config: dict, source: str) -> str:
     if window and 0 < kinds.count("sliding_attention") < len(kinds):
         window += f" on {kinds.count('sliding_attention')} of {plural(len(kinds), 'layer')}"
     dtype = f"; computed in {c['dtype']}" if c.get("dtype", "float32") != "float32" else ""  # the default goes unsaid
+    if c.get("precision"):  # a narrower format emulated (engine/precision.py)
+        dtype += f"; products and stages rounded to {c['precision']}"
+    if c.get("weights"):  # held in a format narrower than float32 (models/weights.py)
+        dtype += f"; matrices held in {c['weights']}"
     return (
         f"{c['name']}: {family}{plural(c['n_layer'], 'layer')}, d_model {c['n_embd']:,}, {plural(c['n_head'], 'head')} of "
         f"{c['d_head']}{kv}, "
@@ -73,8 +77,9 @@ def block_table(phase: Phase, layer: int = 0) -> str:
         else ""
     )
     rows.append(["block", "", "", "", count(sum(r.dot_products for r in records)), "", count(block_macs), "100%", note])
-    return table(["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "share", ""], rows,
-                 right={4, 5, 6, 7})  # fmt: skip
+    return table(
+        ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "share", ""], rows, right={4, 5, 6, 7}
+    )
 
 
 def layers_table(phase: Phase) -> str:
@@ -89,8 +94,15 @@ def layers_table(phase: Phase) -> str:
     for r in phase.records:
         if r.layer is None and r.kind == "matmul":
             rows.append([r.op, count(r.dot_products), count(r.macs), percent(r.macs, phase.macs), ""])
-    rows.append(["total", count(phase.dot_products), count(phase.macs), "100%",
-                 f"dense: {count(phase.dense_macs)} MACs" if phase.dense_macs != phase.macs else ""])  # fmt: skip
+    rows.append(
+        [
+            "total",
+            count(phase.dot_products),
+            count(phase.macs),
+            "100%",
+            f"dense: {count(phase.dense_macs)} MACs" if phase.dense_macs != phase.macs else "",
+        ]
+    )
     return table(["layer", "dot products", "MACs", "share", ""], rows, right={1, 2, 3})
 
 
@@ -178,8 +190,11 @@ def expert_load_lines(ledger: Ledger) -> list[str]:
         return []
     k = ledger.model.get("top_k")
     width = len(str(max(max(load) for load in loads.values())))
-    lines = ["", f"Expert load: tokens the router sent each expert over the run, per layer (each token to {k}; a layer's "
-                 f"expert MACs are T x {k} x one expert's per token, whichever it chose)"]  # fmt: skip
+    lines = [
+        "",
+        f"Expert load: tokens the router sent each expert over the run, per layer (each token to {k}; a layer's "
+        f"expert MACs are T x {k} x one expert's per token, whichever it chose)",
+    ]
     for layer, load in sorted(loads.items()):
         lines.append(
             f"  layer {layer:>3}: {' '.join(f'{n:>{width}}' for n in load)}   busiest expert {load.index(max(load))}"

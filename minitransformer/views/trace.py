@@ -1,7 +1,7 @@
 """Trace: one prompt's life through the forward pass, stage by stage, with shapes, counts and values.
 
 `trace(model, prompt, new_tokens=N)` runs the N passes that generate N greedy tokens (the prefill,
-then N - 1 cached decode steps: generate's own passes, passes.py) and prints every stage in the
+then N - 1 cached decode steps: generate's own loop, verbs/trace.py) and prints every stage in the
 order it runs: its name, its equation, what it reads and what it makes, each shape written
 symbolically and concretely (`[H, T, t] = [12, 5, 5]`), its dot products if it is a matrix product,
 and a summary of its values. Blocks that were not asked for fold into one line.
@@ -18,19 +18,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..engine.ledger import Ledger, Phase, Record
+from ..engine.ledger import Phase, Record
 from ..engine.tape import Dims
 from ..errors import UserError
 from ..models.model import Model, refuse_empty
+from ..models.registry import load_model
 from ..text import count, plural
-from ..verbs.choices import chosen_layers, is_whole
-from ..verbs.passes import forward_passes
+from ..verbs.attention_maps import AttentionRecorder
+from ..verbs.choices import chosen_layers
+from ..verbs.drift import drift
+from ..verbs.generate import Continuation
+from ..verbs.trace import trace_passes
+from .drift_report import drift_report
+from .files import Destination
+from .html_report import attention_fits, trace_data, write_page
 from .report import describe_model
 
-# What each stage makes, in the symbols model.py writes beside it. The trace checks every one against
-# the real shape of every pass, so this table cannot drift from the forward pass unnoticed.
-NAME_WIDTH = 24
-_BRACKETS = re.compile(r"\[([^\]]*)\]")
+NAME_WIDTH = 24  # the column of stage names
+_BRACKETS = re.compile(r"\[([^\]]*)\]")  # a symbolic shape, "[H, T, dh]", as the stage table writes it
 
 
 # --- reading layer choices ----------------------------------------------------------------------------
@@ -78,8 +83,11 @@ def summary(tensor: np.ndarray) -> str:
     """mean, std, min, max over the finite values, and how many entries the causal mask set to -inf."""
     finite = np.isfinite(tensor)
     values = tensor if finite.all() else tensor[finite]
-    text = (f"mean {values.mean():.4g}  std {values.std():.4g}  min {values.min():.4g}  max {values.max():.4g}"
-            if values.size else "no finite values")  # fmt: skip
+    text = (
+        f"mean {values.mean():.4g}  std {values.std():.4g}  min {values.min():.4g}  max {values.max():.4g}"
+        if values.size
+        else "no finite values"
+    )
     masked = tensor.size - values.size
     return text + (f"  ({masked} of {tensor.size} entries -inf: the masked future)" if masked else "")
 
@@ -100,8 +108,10 @@ def statistics(tensor: np.ndarray) -> str:
             f"zeros {int((finite == 0).sum()):,}   L2 norm {float(np.sqrt((finite.astype(np.float64) ** 2).sum())):.6g}",
         ]
     if finite.size < tensor.size:
-        lines.append(f"-inf (masked) {int(np.isneginf(tensor).sum()):,}   other non-finite "
-                     f"{int((~np.isfinite(tensor) & ~np.isneginf(tensor)).sum()):,}")  # fmt: skip
+        lines.append(
+            f"-inf (masked) {int(np.isneginf(tensor).sum()):,}   other non-finite "
+            f"{int((~np.isfinite(tensor) & ~np.isneginf(tensor)).sum()):,}"
+        )
     return "\n".join("    " + line for line in lines)
 
 
@@ -172,6 +182,7 @@ class TraceResult:
     new_tokens: list[int] = field(default_factory=list)  # chosen greedily, one per pass that finished
     phases: list[Phase] = field(default_factory=list)  # the ledger of each pass
     stopped_at: str | None = None  # the stage where q, end of input or Ctrl-C ended it
+    passes: Continuation | None = field(default=None, repr=False)  # the loop that ran them (verbs/generate.py)
 
 
 class _Tracer:
@@ -210,8 +221,10 @@ class _Tracer:
                 f"    out  {makes}   {dot_products(r)}",
             ]
             if r.breakdown is not None:  # a mixture of experts: what each expert computed
-                lines.append("    experts  " + ", ".join(f"{p.expert}: {p.tokens} token{'' if p.tokens == 1 else 's'}"
-                                                        for p in r.breakdown))  # fmt: skip
+                lines.append(
+                    "    experts  "
+                    + ", ".join(f"{p.expert}: {p.tokens} token{'' if p.tokens == 1 else 's'}" for p in r.breakdown)
+                )
         lines.append(f"    values  {summary(tensor)}")
         print("\n".join(lines), file=self.out)
 
@@ -221,25 +234,31 @@ class _Tracer:
         macs = sum(r.macs for r in records)
         products = sum(r.dot_products for r in records)
         block = concrete(self.dims.symbolic("T D"), self.dims)
-        print(f"{f'blocks.{layer}':<{NAME_WIDTH}}  folded: {len(records)} stages, {count(products)} dot products, "
-              f"{count(macs)} MACs; {block} -> {block}; values  {summary(tensor)}", file=self.out)  # fmt: skip
+        print(
+            f"{f'blocks.{layer}':<{NAME_WIDTH}}  folded: {len(records)} stages, {count(products)} dot products, "
+            f"{count(macs)} MACs; {block} -> {block}; values  {summary(tensor)}",
+            file=self.out,
+        )
 
 
-def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: list[int] | None = None,
-          out=sys.stdout, stepper: Stepper | None = None) -> TraceResult:  # fmt: skip
+def trace(
+    model: Model,
+    prompt: str | list[int],
+    new_tokens: int = 2,
+    layers: list[int] | None = None,
+    out=sys.stdout,
+    stepper: Stepper | None = None,
+) -> TraceResult:
     """Print the passes that generate `new_tokens` greedy tokens, stage by stage: the prefill, then
-    new_tokens - 1 cached decode steps (the same passes as generate's, passes.py).
+    new_tokens - 1 cached decode steps (the same passes as generate's, verbs/trace.py).
 
     The prefill picks the first new token; decode step k feeds new token k through the model
     (T = 1 position attending to t = prompt + k) and picks the next one. `layers`: the blocks shown
     stage by stage (default: the first and the last); the others fold into one line per pass.
     """
-    if model.shape_only:
-        raise UserError("a shape-only model has no values to trace; use a model with weights")
+    passes = trace_passes(model, prompt, new_tokens)
     tokenizer = model.tokenizer
-    if not is_whole(new_tokens, 1):
-        raise UserError(f"new tokens must be a whole number >= 1 (1 traces the prefill only), not {new_tokens!r}")
-    (ids,) = model.prompt_rows([prompt], new_tokens, verb="trace")
+    (ids,) = passes.rows
     c = model.config
     layers = default_layers(c.n_layer) if layers is None else chosen_layers(layers, c.n_layer)
 
@@ -256,8 +275,8 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
     print(f"{new_tokens} new token{'s' if new_tokens != 1 else ''}: {steps}, greedy; {shown}", file=out)
     print(f"symbols: {model.family.symbols}", file=out)
 
-    result = TraceResult(ids)
-    book = Ledger(model.describe(), result.phases)  # the passes append their phases to result.phases
+    assert passes.book is not None  # a trace keeps its ledger: the passes append their phases to result.phases
+    result = TraceResult(ids, passes.new_tokens[0], passes.book.phases, passes=passes)
     tracer: _Tracer | None = None
 
     def watch(phase: Phase) -> _Tracer:
@@ -267,36 +286,42 @@ def trace(model: Model, prompt: str | list[int], new_tokens: int = 2, layers: li
         fed = (
             f"ids {ids}" if step == 0 else f"id {result.new_tokens[-1]} {tokenizer.token_str(result.new_tokens[-1])!r}"
         )
-        print(f"\n=== {_what(step)}: T = {T} new position{'s' if T != 1 else ''} attending to t = {dims.t}; {fed} ===",
-              file=out)  # fmt: skip
+        print(
+            f"\n=== {_what(step)}: T = {T} new position{'s' if T != 1 else ''} attending to t = {dims.t}; {fed} ===",
+            file=out,
+        )
         print(f"    sizes: {dims.describe()}", file=out)
         tracer = _Tracer(set(layers), dims, step, out, stepper)
         return tracer
 
+    def chosen(token: int, _text: str) -> None:
+        if token < 0:  # the end of the continuation's text, not a token
+            return
+        step = len(result.new_tokens) - 1
+        phase = result.phases[step]
+        print(
+            f"=== {_what(step)}: {count(phase.dot_products)} dot products, {count(phase.macs)} MACs; "
+            f"next token {tokenizer.token_str(token)!r} (id {token}) ===",
+            file=out,
+        )
+
     try:
-        for step, logits in enumerate(
-            forward_passes(model, ids, result.new_tokens, new_tokens, book=book, watch=watch)
-        ):
-            token = int(np.argmax(logits))
-            result.new_tokens.append(token)
-            phase = result.phases[step]
-            print(f"=== {_what(step)}: {count(phase.dot_products)} dot products, {count(phase.macs)} MACs; "
-                  f"next token {tokenizer.token_str(token)!r} (id {token}) ===", file=out)  # fmt: skip
-    except Quit as why:
-        stopped = tracer.current if tracer is not None else None
-        result.stopped_at = stopped
-        del result.phases[len(result.new_tokens) :]  # the pass it stopped in did not finish
-        print(f"trace stopped at {stopped} ({why})", file=out)
+        passes.run(on_token=chosen, watch=watch)
+    except Quit as why:  # the pass it stopped in did not finish, and is not in the ledger (Continuation.run)
+        result.stopped_at = tracer.current if tracer is not None else None
+        print(f"trace stopped at {result.stopped_at} ({why})", file=out)
         return result
     except KeyboardInterrupt:
         result.stopped_at = tracer.current if tracer else None
-        del result.phases[len(result.new_tokens) :]
         print(f"\ntrace interrupted at {result.stopped_at}", file=out)
         out.flush()
         raise
     total = sum(p.macs for p in result.phases)
-    print(f"\n{steps}: {count(sum(p.dot_products for p in result.phases))} dot products, {count(total)} MACs; "
-          f"greedy continuation {tokenizer.decode(result.new_tokens)!r}", file=out)  # fmt: skip
+    print(
+        f"\n{steps}: {count(sum(p.dot_products for p in result.phases))} dot products, {count(total)} MACs; "
+        f"greedy continuation {tokenizer.decode(result.new_tokens)!r}",
+        file=out,
+    )
     return result
 
 
@@ -304,8 +329,17 @@ def _what(step: int) -> str:
     return "prefill" if step == 0 else f"decode step {step}"
 
 
-def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: int, layers: str | None, step: bool,
-                  html_to=None, dtype: str = "float32") -> None:  # fmt: skip
+def trace_command(
+    prompt: str | list[int],
+    model_name: str | None,
+    new_tokens: int,
+    layers: str | None,
+    step: bool,
+    html_to=None,
+    dtype: str = "float32",
+    precision: str = "float32",
+    weights: str | None = None,
+) -> None:
     """`minitransformer trace`: checks what it can before loading the model, then traces to stdout
     (and, given `html_to`, a destination checked by files.check_destination, writes the HTML report there)."""
     refuse_empty([prompt], "trace")
@@ -319,22 +353,26 @@ def trace_command(prompt: str | list[int], model_name: str | None, new_tokens: i
             stepper = Stepper()
         else:
             print("minitransformer: --step needs a terminal on stdin; tracing without stopping", file=sys.stderr)
-    from ..models.registry import load_model
-
-    model = load_model(model_name, dtype=dtype)
+    model = load_model(model_name, dtype=dtype, precision=precision, weights=weights)
     chosen = parse_layers(layers, model.config.n_layer)
     if html_to is None:
         trace(model, prompt, new_tokens, chosen, sys.stdout, stepper)
+        if model.precision is not None and model.precision.values is not None:  # what it cost, against float64
+            print(f"\n{drift_report(drift(model, prompt))}")
     else:
         trace_to_page(html_to, model, prompt, new_tokens, chosen, stepper)
 
 
-def trace_to_page(destination, model, prompt, new_tokens: int, layers: list[int], stepper=None) -> None:
+def trace_to_page(
+    destination: Destination,
+    model: Model,
+    prompt: str | list[int],
+    new_tokens: int,
+    layers: list[int],
+    stepper: Stepper | None = None,
+) -> None:
     """`trace --html`: the trace as usual (on stderr if the page goes to stdout), the chosen layers' attention
     kept while it runs, then the page of the passes that finished."""
-    from ..verbs.attention_maps import AttentionRecorder
-    from .html_report import attention_fits, trace_data, write_page
-
     out = sys.stderr if destination.is_stdout else sys.stdout
     positions = len(model.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt) + new_tokens
     kept = layers if attention_fits(model.config, positions) else layers[:1]
@@ -343,4 +381,12 @@ def trace_to_page(destination, model, prompt, new_tokens: int, layers: list[int]
     if not result.phases:
         print("no pass finished, so there is no report to write", file=out)
         return
-    write_page(destination, trace_data(result, model, recorder.maps()), out)
+    assert result.passes is not None
+    ledger = result.passes.generations()[0].ledger  # with what the same passes cost without the cache (a count)
+    assert ledger is not None
+    page = trace_data(ledger, model.tokenizer, result.prompt_tokens, result.new_tokens, recorder.maps())
+    if model.precision is not None and model.precision.values is not None:  # what the precision cost, on the page too
+        measured = drift(model, prompt)
+        print(f"\n{drift_report(measured)}", file=out)
+        page["document"]["drift"] = measured.to_dict()
+    write_page(destination, page, out)

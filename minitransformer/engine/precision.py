@@ -1,0 +1,211 @@
+"""Narrower number formats than float32, emulated: how a product and a stage round when a model is served in
+bfloat16, float16 or fp8, and where values leave a format's range.
+
+A product is computed as accelerators compute it: both operands rounded to the format (round to nearest,
+ties to even), multiplied and accumulated in float32, and the output, bias added, rounded to the format the
+model keeps its values in. Element-wise stages (norms, softmax, activations, residual adds) compute in float32
+from those values and their outputs are rounded to the same format, which is what a model cast to bfloat16
+does in PyTorch (each op computes in float32 and rounds its result): the residual stream, the KV cache and
+every tensor a stage hands on hold numbers of the format.
+
+| precision  | product operands                 | product outputs and stage values |
+|------------|----------------------------------|----------------------------------|
+| bfloat16   | bfloat16                         | bfloat16                         |
+| float16    | float16 (overflow: inf)          | float16 (overflow: inf)          |
+| fp8_e4m3   | float8_e4m3fn (saturates at 448) | bfloat16                         |
+| fp8_e5m2   | float8_e5m2 (overflow: inf)      | bfloat16                         |
+
+fp8's outputs are bfloat16 because that is what fp8 matrix units write (an H100's FP8 GEMM accumulates in
+float32 and writes bfloat16 or float32), and because a product's fp8 output would change only what element-wise
+stages read: every product rounds its operands to fp8 anyway. e4m3fn has no infinity (its one NaN pattern took
+its place), so a value beyond its range saturates to +-448, as NVIDIA's conversions with .satfinite and the
+fp8 recipes that clamp before casting do; e5m2 keeps IEEE's infinities, so its overflow is inf. No scale
+factors: real fp8 stacks scale each tensor (or block) into range before rounding, which this does not.
+
+The formats are ml_dtypes' (the NumPy dtypes JAX uses): its casts round to nearest even and keep subnormals.
+A precision's `log`, where one is kept (the drift ledger's), records every rounding that overflowed or flushed
+values that matter to zero, with the stage that did it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import frexp
+
+import numpy as np
+
+from ..errors import UserError
+
+PRECISIONS = ("float32", "bfloat16", "float16", "fp8_e4m3", "fp8_e5m2")
+# The largest float32 copy of a narrow weight made for one product (Precision.column_blocks): 64 MiB, a Llama 3
+# 8B's largest layer matrix (14,336 x 4,096 x 4 bytes = 235 MB) in four blocks, its logits' (128,256 x 4,096) in 32.
+WIDEN_BLOCK = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class Format:
+    """A number format narrower than float32, as ml_dtypes (or NumPy, for float16) holds it."""
+
+    name: str  # "bfloat16", "float8_e4m3fn", ...
+    dtype: np.dtype
+    saturates: bool  # out of range rounds to the largest finite number (e4m3fn), not to inf
+    max: float  # the largest finite number
+    mantissa_bits: int  # stored fraction bits: a relative rounding error of at most 2^-(bits+1)
+
+    @property
+    def overflow_at(self) -> float:
+        """max plus half its unit in the last place: the tie between max and the next power of two. IEEE formats'
+        max ends in an odd digit, so the tie and all above it round to inf; e4m3fn's 448 ends in an even one, so
+        the tie rounds to 448 and only what lies beyond is clamped (Format.overflows)."""
+        exponent = frexp(self.max)[1] - 1  # max = 1.f x 2^exponent
+        return self.max + 2.0 ** (exponent - self.mantissa_bits - 1)
+
+    def overflows(self, magnitude: np.ndarray) -> np.ndarray:
+        """Which magnitudes leave the range: round to inf, or (saturating) are clamped to max by more than half
+        a unit in the last place, more than rounding would move them."""
+        return magnitude > self.overflow_at if self.saturates else magnitude >= self.overflow_at
+
+    @property
+    def unit_roundoff(self) -> float:
+        return 2.0 ** -(self.mantissa_bits + 1)
+
+    def round(self, x: np.ndarray) -> np.ndarray:
+        """x (float32) in this format: round to nearest even, subnormals kept; NaN stays NaN."""
+        if self.saturates:
+            x = np.clip(x, -self.max, self.max)  # +-inf too: saturation knows no infinity
+        with np.errstate(over="ignore"):  # past the range is inf, as the format defines: the log says where
+            return x.astype(self.dtype)
+
+
+def _format(name: str) -> Format:
+    import ml_dtypes
+
+    dtype = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+             "float8_e5m2": ml_dtypes.float8_e5m2}[name]  # fmt: skip
+    info = ml_dtypes.finfo(dtype)
+    return Format(name, np.dtype(dtype), name == "float8_e4m3fn", float(info.max), int(info.nmant))
+
+
+@dataclass
+class RangeEvent:
+    """A rounding at one stage that left the format's range: values that overflowed (to inf, or clamped to the
+    largest finite number where the format saturates), or values that matter flushed to zero."""
+
+    name: str  # the stage's full name, "blocks.2.resid_mid"
+    role: str  # "out": the stage's values; "A" or "B": a product's operand; "weight": a weight rounded at load
+    format: str
+    max_abs: float  # the largest finite magnitude before rounding
+    overflowed: int = 0  # values that left the range at the top
+    flushed: int = 0  # nonzero values rounded to zero
+    flushed_share: float = 0.0  # their root sum of squares over the tensor's: see Precision.underflow_matters
+    size: int = 0
+    format_max: float = 0.0  # the format's largest finite number
+
+
+@dataclass
+class Precision:
+    """The rounding policy a tape carries (Tape.precision): what a product's operands and outputs, and a stage's
+    values, are rounded to. float32 rounds nothing and only widens weights kept in their 2-byte format."""
+
+    name: str
+    operands: Format | None  # None: float32
+    values: Format | None  # product outputs and stage values
+    log: list[RangeEvent] | None = field(default=None, repr=False)  # kept by the drift ledger
+
+    def logged(self) -> Precision:
+        """The same policy, recording its range events (a fresh log)."""
+        return Precision(self.name, self.operands, self.values, [])
+
+    def operand(self, x, name: str, role: str) -> np.ndarray:
+        """A product's operand as float32 holding numbers of the operand format (a weight kept in that format is
+        only widened; one kept in another, rounded)."""
+        if isinstance(x, np.ndarray) and x.dtype == np.float32:
+            return x if self.operands is None else self._round(self.operands, x, name, role)
+        wide = np.asarray(x).astype(np.float32)  # a narrow weight: exact in float32
+        if self.operands is None or x.dtype == self.operands.dtype:
+            return wide
+        return self._round(self.operands, wide, name, role)
+
+    def column_blocks(self, b) -> list[slice] | None:
+        """Where a product's weight is kept narrow and its float32 copy would pass WIDEN_BLOCK bytes (a large
+        vocabulary's logits: 1 GB for Llama 3's 128,256 x 2,048), the blocks of its columns to widen one at a time,
+        so that a model kept in its file's bytes needs little more memory than the file; None: widened whole.
+        The products are the same; the BLAS may order a block's float32 sums otherwise than the whole's."""
+        if not isinstance(b, np.ndarray) or b.dtype in (np.float32, np.float64) or b.ndim != 2:
+            return None
+        if 4 * b.size <= WIDEN_BLOCK:
+            return None
+        step = max(1, WIDEN_BLOCK // (4 * b.shape[0]))
+        return [slice(j, j + step) for j in range(0, b.shape[1], step)]
+
+    def value(self, x, name: str):
+        """A stage's output (or a product's, after its bias) as float32 holding numbers of the values' format; an
+        array that is not floating (ids, an expert's chosen rows) passes as it is."""
+        if not isinstance(x, np.ndarray) or x.dtype.kind not in "fV" or x.dtype == np.float64:
+            return x
+        wide = x if x.dtype == np.float32 else x.astype(np.float32)
+        return wide if self.values is None else self._round(self.values, wide, name, "out")
+
+    def _round(self, fmt: Format, x: np.ndarray, name: str, role: str) -> np.ndarray:
+        rounded = fmt.round(x)
+        wide = rounded.astype(np.float32)
+        if self.log is not None:
+            self._check_range(fmt, x, wide, name, role)
+        return wide
+
+    def _check_range(self, fmt: Format, x: np.ndarray, rounded: np.ndarray, name: str, role: str) -> None:
+        self.log.extend(self.range_events(fmt, x, rounded, name, role))  # type: ignore[union-attr]  # _round checked
+
+    @classmethod
+    def range_events(cls, fmt: Format, x: np.ndarray, rounded: np.ndarray, name: str, role: str) -> list[RangeEvent]:
+        """The rounding of x (float32) to `rounded` as an event, if it overflowed or flushed values that matter."""
+        magnitude = np.abs(x)
+        finite = np.isfinite(magnitude)
+        max_abs = float(magnitude.max(initial=0.0, where=finite))
+        overflowed = int(np.count_nonzero(finite & fmt.overflows(magnitude)))
+        flushed_mask = (rounded == 0) & (x != 0) & finite
+        flushed = int(np.count_nonzero(flushed_mask))
+        share = 0.0
+        if flushed:
+            lost = float(np.sqrt(np.sum(np.square(x[flushed_mask], dtype=np.float64))))
+            whole = float(np.sqrt(np.sum(np.square(x[finite], dtype=np.float64))))
+            share = lost / whole if whole else 0.0
+        if overflowed or (flushed and cls.underflow_matters(fmt, share)):
+            return [RangeEvent(name, role, fmt.name, max_abs, overflowed, flushed, share, x.size, fmt.max)]
+        return []
+
+    @staticmethod
+    def underflow_matters(fmt: Format, share: float) -> bool:
+        """Values flushed to zero matter when what they held is more than the format loses to rounding anyway:
+        the root sum of squares of the flushed values above the format's unit roundoff times the tensor's own.
+        (A softmax's far tail flushed to zero next to probabilities near 1 does not; a tensor of small values
+        mostly flushed does.)"""
+        return share > fmt.unit_roundoff
+
+
+def precision_of(name) -> Precision | None:
+    """The policy of a precision's name; None for float32 (nothing to round: the tape takes its default path)."""
+    if name is None or name == "float32":
+        return None
+    if not isinstance(name, str) or name not in PRECISIONS:
+        raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, not {name!r}")
+    require_ml_dtypes()
+    bf16 = _format("bfloat16")
+    if name == "bfloat16":
+        return Precision(name, bf16, bf16)
+    if name == "float16":
+        f16 = _format("float16")
+        return Precision(name, f16, f16)
+    return Precision(name, _format("float8_e4m3fn" if name == "fp8_e4m3" else "float8_e5m2"), bf16)
+
+
+def widening() -> Precision:
+    """float32 products over weights kept in their stored 2-byte format: each is widened as a product reads it."""
+    return Precision("float32", None, None)
+
+
+def require_ml_dtypes() -> None:
+    try:
+        import ml_dtypes  # noqa: F401
+    except ImportError:
+        raise UserError("bfloat16, float16 and fp8 need ml_dtypes: pip install ml_dtypes") from None

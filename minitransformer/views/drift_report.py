@@ -1,0 +1,98 @@
+"""The drift ledger as text: the next token's drift, the worst stages, then a row per layer, then where the
+precision left its format's range (verbs/drift.py measures; this only reads)."""
+
+from __future__ import annotations
+
+from ..text import count, plural, table
+from ..verbs.drift import Drift, StageDrift, layer_of_weight, split_name
+
+WORST = 5  # stages listed by their drift before the per-layer rows
+
+
+def _rel(x: float) -> str:
+    return f"{x:.2e}" if x == x and x != float("inf") else "inf" if x == float("inf") else "nan"
+
+
+def _magnitude(x: float) -> str:
+    return f"{x:,.0f}" if x >= 1000 else f"{x:.3g}"
+
+
+def _range(s: StageDrift) -> str:
+    marks = [m for m, on in (("overflow", s.overflow), ("underflow", s.underflow)) if on]
+    if s.nonfinite and not s.overflow:
+        marks.append(f"{count(s.nonfinite)} inf/nan")
+    return ", ".join(marks)
+
+
+def drift_report(d: Drift) -> str:
+    positions = len(d.tokens)
+    agree = round(d.top1_agreement * positions)
+    kl = "inf (our logits are not all finite)" if d.kl == float("inf") else f"{d.kl:.2e}"
+    lines = [
+        f"Drift of {d.precision} against float64: the same {plural(positions, 'token')}, every position; each stage's "
+        f"max rel = max |ours - truth| / max |truth|, rms rel = rms(ours - truth) / rms(truth)",
+        f"  next token: KL(float64 || {d.precision}) {kl} on average over {plural(positions, 'position')}"
+        + (f" (largest {d.kl_max:.2e})" if d.kl != float("inf") else "")
+        + f", top-1 agreement {agree}/{positions} ({100 * d.top1_agreement:.0f}%)",
+        "  " + range_line(d),
+        "",
+        "Worst stages",
+    ]
+    worst = d.worst(WORST)
+    lines.append(table(["stage", "max rel", "rms rel", "max |x|", "range"],
+                       [[s.name, _rel(s.max_rel), _rel(s.rms_rel), _magnitude(s.max_abs), _range(s)] for s in worst],
+                       right={1, 2, 3}))  # fmt: skip
+    lines += ["", "Per layer: the block's worst stage, and its output (the residual stream it hands on)"]
+    rows = []
+    outside = [s for s in d.stages if s.layer is None]
+    first_block = next((i for i, s in enumerate(d.stages) if s.layer is not None), len(d.stages))
+    for s in outside:
+        if d.stages.index(s) < first_block:
+            rows.append([s.stage, "", _rel(s.max_rel), _rel(s.rms_rel), "", _magnitude(s.max_abs), _range(s)])
+    for layer in d.layers:
+        stages = [s for s in d.stages if s.layer == layer]
+        worst_stage = max(stages, key=lambda s: s.max_rel if s.max_rel == s.max_rel else float("inf"))
+        output = stages[-1]
+        marks = sorted({m for s in stages for m in _range(s).split(", ") if m})
+        rows.append([str(layer), worst_stage.stage, _rel(worst_stage.max_rel), _rel(worst_stage.rms_rel),
+                     _rel(output.max_rel), _magnitude(max(s.max_abs for s in stages)), ", ".join(marks)])  # fmt: skip
+    for s in outside:
+        if d.stages.index(s) >= first_block:
+            rows.append([s.stage, "", _rel(s.max_rel), _rel(s.rms_rel), "", _magnitude(s.max_abs), _range(s)])
+    lines.append(table(["layer", "worst stage", "max rel", "rms rel", "output max rel", "max |x|", "range"], rows,
+                       right={2, 3, 4, 5}))  # fmt: skip
+    events = d.overflows() + d.underflows()
+    if events:
+        lines += ["", "Where values left the range (the precision's own pass, as each rounding happened)"]
+        rows = []
+        for e in events:
+            at, stage = split_name(e.name) if e.role != "weight" else (layer_of_weight(e.name), e.name)
+            what = (f"{plural(e.overflowed, 'value')} overflowed" if e.overflowed
+                    else f"{count(e.flushed)} of {count(e.size)} flushed to zero, {e.flushed_share:.1e} of the norm")  # fmt: skip
+            where = {"out": "output", "A": "operand A", "B": "operand B", "weight": "weight, at load"}[e.role]
+            rows.append(["-" if at is None else str(at), stage, where, e.format, _magnitude(e.max_abs), what])
+        lines.append(table(["layer", "stage", "where", "format", "max |x|", "what"], rows, right={4}))
+    return "\n".join(lines)
+
+
+def range_line(d: Drift) -> str:
+    """One line: no value left the range, or where it first did."""
+    overflows, underflows = d.overflows(), d.underflows()
+    if not overflows and not underflows:
+        return f"range: no value left {d.precision}'s range (overflow, or underflow of values that matter)"
+    parts = []
+    if overflows:
+        first = overflows[0]
+        layer, stage = split_name(first.name)
+        at = (
+            f"the weight {first.name}"
+            if first.role == "weight"
+            else stage
+            if layer is None
+            else f"layer {layer} {stage}"
+        )
+        parts.append(f"overflow first at {at} (|x| up to {_magnitude(first.max_abs)}, where {first.format} holds "
+                     f"{_magnitude(first.format_max)}), at {plural(len(overflows), 'stage')} in all")  # fmt: skip
+    if underflows:
+        parts.append(f"values that matter flushed to zero at {plural(len(underflows), 'stage')}")
+    return "range: " + "; ".join(parts)

@@ -1,0 +1,296 @@
+"""Narrower precisions without torch: the product rule bit for bit on hand-made numbers, weights held in their
+format (or kept in a checkpoint's own 2 bytes, bit for bit the float32 pass), the drift ledger (zero for float64
+against itself), and bad combinations refused in one line.
+
+tests/test_precision_hf.py holds the products to torch.matmul, the forward passes to transformers' bfloat16 and
+float16, and finds a Gemma model's float16 overflow where it happens.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from conftest import run_cli, write_llama
+from minitransformer import UserError, load_model
+from minitransformer.engine.precision import Precision, precision_of
+from minitransformer.engine.tape import Dims, Tape
+from minitransformer.models.weights import _read_header
+from minitransformer.verbs.drift import drift
+
+PROMPT = "The capital of France is"
+
+
+def product(precision: str, a, b, bias=None, logged: bool = False):
+    """a @ b through the one door, at `precision`: (the output, the policy, with its log if asked for)."""
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    policy = precision_of(precision)
+    assert policy is not None
+    policy = policy.logged() if logged else policy
+    tape = Tape(Dims(T=a.shape[0], t=1, D=a.shape[1], H=1, F=1, V=b.shape[1], R=1), precision=policy)
+    return tape.matmul("logits", a, b, "T D, D V -> T V", bias=bias), policy
+
+
+def one(precision: str, a: float, b: float = 1.0) -> float:
+    out, _ = product(precision, [[a]], [[b]])
+    assert out.dtype == np.float32
+    return float(out[0, 0])
+
+
+# --- the rule, number by number ------------------------------------------------------------------------------
+def test_operands_round_to_nearest_even_before_the_product():
+    # bfloat16 keeps 7 fraction bits: 1 + 2^-8 is the tie between 1 and 1 + 2^-7, and goes to 1, the even one;
+    # 1 + 3 x 2^-8 is the tie between 1 + 2^-7 and 1 + 2^-6, and goes to 1 + 2^-6 (even last bit).
+    assert one("bfloat16", 1 + 2**-8) == 1.0
+    assert one("bfloat16", 1 + 3 * 2**-8) == 1 + 2**-6
+    assert one("bfloat16", 1 + 2**-8 + 2**-20) == 1 + 2**-7  # past the tie: up
+    # The operand is rounded first: [1 + 2^-8, 2^-9] . [1, 1] has the exact value 1 + 3 x 2^-9, which bfloat16
+    # rounds to 1 + 2^-7; with the operands rounded it is 1 + 2^-9, which rounds to 1.
+    out, _ = product("bfloat16", [[1 + 2**-8, 2**-9]], [[1.0], [1.0]])
+    assert out[0, 0] == 1.0
+    # float16 keeps 10: 1 + 2^-11 is a tie, to 1; e4m3 keeps 3: 1 + 2^-4 to 1, 1 + 3 x 2^-4 to 1.25; e5m2 keeps 2.
+    assert one("float16", 1 + 2**-11) == 1.0 and one("float16", 1 + 3 * 2**-11) == 1 + 2**-9
+    assert one("fp8_e4m3", 1 + 2**-4) == 1.0 and one("fp8_e4m3", 1 + 3 * 2**-4) == 1.25
+    assert one("fp8_e5m2", 1 + 2**-3) == 1.0 and one("fp8_e5m2", 1 + 3 * 2**-3) == 1.5
+
+
+def test_products_accumulate_in_float32_and_round_their_output_once():
+    # 1 + four times 2^-9: each 2^-9 alone is lost next to 1 in bfloat16 (below half a unit), but float32 sums
+    # them to 1 + 2^-7 exactly, which bfloat16 holds; a bfloat16 accumulator would stay at 1.
+    out, _ = product("bfloat16", [[1.0, 2**-9, 2**-9, 2**-9, 2**-9]], np.ones((5, 1)))
+    assert out[0, 0] == 1 + 2**-7
+    # The output is rounded: 1 + 2^-9 (exact in float32) leaves the door as 1.
+    out, _ = product("bfloat16", [[1.0, 2**-9]], np.ones((2, 1)))
+    assert out[0, 0] == 1.0
+    # The bias is added in float32, before the output's rounding: 1 + (2^-8 + 2^-20) rounds up, not to 1.
+    out, _ = product("bfloat16", [[1.0]], [[1.0]], bias=np.array([2**-8 + 2**-20], np.float32))
+    assert out[0, 0] == 1 + 2**-7
+    # fp8's products write bfloat16: 1.125 x 1.125 = 1.265625 in float32, 1.265625 in bfloat16 (8 bits hold it),
+    # where an e4m3 output would have been 1.25.
+    assert one("fp8_e4m3", 1.125, 1.125) == 1.265625
+
+
+def test_subnormals_are_kept_and_round_to_even():
+    # float16's smallest subnormal is 2^-24: 2^-12 x 2^-12 is kept; 2^-12 x 2^-13 = 2^-25 is the tie between 0 and
+    # 2^-24 and goes to 0 (even); 3 x 2^-26 lies past the middle and goes to 2^-24.
+    assert one("float16", 2**-12, 2**-12) == 2**-24
+    assert one("float16", 2**-12, 2**-13) == 0.0
+    assert one("float16", 3 * 2**-14, 2**-12) == 2**-24
+    # As an operand: 5 x 2^-26 (1.25 units of 2^-24) becomes 2^-24 before the product; 3 x 2^-25 (1.5 units) is the
+    # tie between 1 and 2 units and goes to 2 (even).
+    assert one("float16", 5 * 2**-26, 1.0) == 2**-24
+    assert one("float16", 3 * 2**-25, 1.0) == 2**-23
+    # e4m3's smallest subnormal is 2^-9: 2^-10 (the tie) to 0, 3 x 2^-11 to 2^-9, 3 x 2^-9 kept (subnormal 0.011),
+    # 3 x 2^-10 (the tie between 1 and 2 units) to 2 units.
+    assert one("fp8_e4m3", 2**-10) == 0.0 and one("fp8_e4m3", 3 * 2**-11) == 2**-9
+    assert one("fp8_e4m3", 3 * 2**-9) == 3 * 2**-9 and one("fp8_e4m3", 3 * 2**-10) == 2**-8
+    # bfloat16's: 2^-133.
+    assert one("bfloat16", 2.0**-133) == 2.0**-133 and one("bfloat16", 2.0**-134) == 0.0
+
+
+def test_float16_overflows_to_inf_e4m3_saturates_e5m2_overflows():
+    # float16's largest is 65,504; the tie with 65,536 is 65,520, which rounds to inf (65,504's last bit is odd).
+    assert one("float16", 256.0, 256.0) == np.inf
+    assert one("float16", -256.0, 256.0) == -np.inf
+    assert one("float16", 65519.0) == 65504.0
+    assert one("float16", 65520.0) == np.inf
+    # e4m3fn has no inf: an operand past 448 saturates to 448 (and -448); inf too. NaN stays NaN.
+    assert one("fp8_e4m3", 500.0) == 448.0 and one("fp8_e4m3", -1e9) == -448.0 and one("fp8_e4m3", np.inf) == 448.0
+    assert np.isnan(one("fp8_e4m3", np.nan))
+    assert one("fp8_e4m3", 464.0) == 448.0  # the tie with 480 (not a number of the format) rounds to 448, even
+    # e5m2 keeps IEEE's infinities: 57,344 is its largest, 61,440 the tie, to inf.
+    assert one("fp8_e5m2", 61439.0) == 57344.0 and one("fp8_e5m2", 61440.0) == np.inf
+
+
+def test_the_log_names_overflow_and_underflow_that_matters():
+    _, policy = product("float16", [[256.0, 1.0]], [[256.0, 1.0], [0.0, 1.0]], logged=True)
+    (event,) = policy.log
+    assert (event.name, event.role, event.format, event.overflowed, event.max_abs) == ("logits", "out", "float16", 1,
+                                                                                       65536.0)  # fmt: skip
+    # Values flushed to zero: 1e-9 beside 1 is less than float16 loses to rounding anyway; a tensor of 1e-9 alone
+    # loses everything it held.
+    _, policy = product("float16", [[1.0, 1e-9]], [[1.0, 0.0], [0.0, 1.0]], logged=True)
+    assert policy.log == []
+    _, policy = product("float16", [[1e-9, 2e-9]], [[1.0, 0.0], [0.0, 1.0]], logged=True)
+    assert [(e.role, e.flushed, e.size, round(e.flushed_share, 6)) for e in policy.log] == [("A", 2, 2, 1.0)]
+    # e4m3 saturation is an overflow too, where it moves a value by more than rounding would.
+    _, policy = product("fp8_e4m3", [[460.0, 1.0]], [[1.0], [1.0]], logged=True)
+    assert policy.log == []
+    _, policy = product("fp8_e4m3", [[470.0, 1.0]], [[1.0], [1.0]], logged=True)
+    assert [(e.role, e.overflowed, e.max_abs) for e in policy.log] == [("A", 1, 470.0)]
+
+
+def test_a_stage_keeps_its_values_in_the_format_and_leaves_ids_alone():
+    policy = precision_of("bfloat16")
+    tape = Tape(Dims(T=1, t=1, D=2, H=1, F=1, V=1, R=1), precision=policy)
+    x = tape.stage("embed", np.array([[1 + 2**-8, 3.0]], np.float32), "T D")
+    assert x.dtype == np.float32 and x.tolist() == [[1.0, 3.0]]
+    ids = np.array([[3, 1]])
+    assert policy.value(ids, "router.top_k") is ids
+    assert precision_of("float32") is None  # float32 rounds nothing: the tape's default path
+
+
+# --- weights -------------------------------------------------------------------------------------------------
+def test_default_load_and_float32_precision_are_todays_pass_bit_for_bit():
+    model = load_model("demo")
+    assert model.precision is None and model.weights_format is None
+    assert {"precision", "weights"}.isdisjoint(model.describe())
+    assert model.params.wte.weight.dtype == np.float32  # the demo's float16 file fits: upcast at load, as before
+    same = load_model("demo", precision="float32", weights="float32")
+    ids = model.prompt_ids(PROMPT)
+    assert np.array_equal(model.logits(ids), same.logits(ids))
+
+
+def test_weights_at_a_precision_are_held_in_its_formats():
+    model = load_model("demo", precision="fp8_e4m3")
+    block = model.params.h[0]
+    assert block.attn.c_attn.weight.dtype == ml_dtypes.float8_e4m3fn  # what products read
+    assert model.params.wte.weight.dtype == ml_dtypes.bfloat16  # looked up: a stage's values; the logits round it
+    assert block.ln_1.weight.dtype == np.float32  # element-wise stages compute in float32, from bfloat16 numbers
+    assert np.array_equal(block.ln_1.weight, block.ln_1.weight.astype(ml_dtypes.bfloat16).astype(np.float32))
+    reference = load_model("demo")
+    w = reference.params.h[0].attn.c_attn.weight
+    assert np.array_equal(block.attn.c_attn.weight.astype(np.float32),
+                          np.clip(w, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float32))  # fmt: skip
+    assert model.describe()["precision"] == "fp8_e4m3" and model.describe()["weights"] == "bfloat16"
+
+
+def write_bfloat16(source: Path, directory: Path) -> Path:
+    """A copy of a float32 checkpoint in bfloat16, written as safetensors lays it out (header, then each tensor's
+    little-endian bytes), without torch."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_bytes((source / "config.json").read_bytes())
+    header, chunks, offset = {}, [], 0
+    for name, info in _read_header(source / "model.safetensors").items():
+        with open(info.file, "rb") as f:
+            f.seek(info.start)
+            values = np.frombuffer(f.read(info.end - info.start), "<f4")
+        data = values.astype(ml_dtypes.bfloat16).view("<u2").tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(info.shape), "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    (directory / "model.safetensors").write_bytes(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def bfloat16_llama(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("bf16")
+    source = write_llama(root / "f32", n_layer=2, n_embd=32, n_inner=64, vocab_size=300, tie_word_embeddings=False)
+    return write_bfloat16(source, root / "bf16")
+
+
+def _memory_mapped(array: np.ndarray) -> bool:
+    base = array
+    while base is not None and not isinstance(base, np.memmap):
+        base = base.base
+    return isinstance(base, np.memmap)
+
+
+def test_a_bfloat16_checkpoint_kept_in_its_bytes_computes_what_its_upcast_computes(bfloat16_llama):
+    stored = load_model(bfloat16_llama, weights="stored")
+    upcast = load_model(bfloat16_llama, weights="float32")
+    q = stored.params.layers[0].self_attn.q_proj.weight
+    assert q.dtype == ml_dtypes.bfloat16 and _memory_mapped(q) and not q.flags.writeable  # the file's own bytes
+    assert stored.params.embed_tokens.weight.dtype == ml_dtypes.bfloat16
+    assert stored.params.layers[0].input_layernorm.weight.dtype == np.float32  # small: widened at load
+    assert upcast.params.layers[0].self_attn.q_proj.weight.dtype == np.float32 and upcast.precision is None
+    assert stored.dtype == np.float32 and stored.describe()["weights"] == "bfloat16"
+    ids = [5, 17, 200, 3, 99, 42]
+    assert np.array_equal(stored.logits(ids), upcast.logits(ids))  # every number is the same float32: bit for bit
+    a = stored.generate(ids, max_new_tokens=6, stop_at_eos=False)
+    b = upcast.generate(ids, max_new_tokens=6, stop_at_eos=False)
+    assert a.new_tokens == b.new_tokens
+    assert a.ledger.to_dict()["phases"] == b.ledger.to_dict()["phases"]
+    # auto: the float32 copy of this small model fits in memory, so it is upcast
+    assert load_model(bfloat16_llama).params.layers[0].self_attn.q_proj.weight.dtype == np.float32
+
+
+def test_at_bfloat16_a_bfloat16_checkpoint_is_read_in_place(bfloat16_llama):
+    model = load_model(bfloat16_llama, precision="bfloat16")
+    q = model.params.layers[0].self_attn.q_proj.weight
+    assert q.dtype == ml_dtypes.bfloat16 and _memory_mapped(q)
+
+
+# --- the drift ledger ----------------------------------------------------------------------------------------
+def test_the_drift_of_float64_against_itself_is_zero_everywhere():
+    model = load_model("demo", dtype="float64")
+    d = drift(model, PROMPT, truth=model)
+    assert len(d.stages) > 4 * 15 and d.kl == 0.0 and d.kl_max == 0.0 and d.top1_agreement == 1.0
+    assert all(s.max_rel == 0.0 and s.rms_rel == 0.0 and not s.overflow for s in d.stages)
+    assert d.events == [] and d.to_dict()["overflow"] == []
+
+
+def test_the_drift_of_bfloat16_is_its_rounding_and_fp8_more():
+    drifts = {p: drift(load_model("demo", precision=p), PROMPT) for p in ("bfloat16", "fp8_e4m3")}
+    bf16, fp8 = drifts["bfloat16"], drifts["fp8_e4m3"]
+    embed = next(s for s in bf16.stages if s.name == "embed")
+    # The embedding adds two tables, each rounded to bfloat16 at load, and its sum is rounded: three roundings of at
+    # most half a unit (2^-9) of a value each, so at most 3 x 2^-9 of the largest.
+    assert 0 < embed.max_rel <= 3 * 2**-9
+    assert all(0 < s.max_rel < 0.05 for s in bf16.stages)
+    assert max(s.max_rel for s in fp8.stages) > 4 * max(s.max_rel for s in bf16.stages)
+    assert 0 < bf16.kl < fp8.kl and bf16.top1_agreement == 1.0
+    d = bf16.to_dict()
+    assert d["precision"] == "bfloat16" and [layer["layer"] for layer in d["layers"]] == [0, 1, 2, 3]
+    assert {"stage", "max_rel", "rms_rel", "max_abs"} <= set(d["layers"][0]["stages"][0]) and d["overflow"] == []
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+def test_generate_at_bfloat16_prints_and_writes_the_drift(tmp_path):
+    out = tmp_path / "run.json"
+    result = run_cli("generate", PROMPT, "--model", "demo", "--precision", "bfloat16", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "Drift of bfloat16 against float64" in result.stdout and "Worst stages" in result.stdout
+    assert "products and stages rounded to bfloat16" in result.stdout
+    document = json.loads(out.read_text())
+    drift_json = document["drift"]
+    assert document["model"]["precision"] == "bfloat16"
+    assert {"precision", "kl", "top1_agreement", "layers", "overflow"} <= set(drift_json)
+    assert drift_json["overflow"] == [] and len(drift_json["layers"]) == 4
+
+
+@pytest.mark.parametrize("args, message", [
+    (["generate", PROMPT, "--precision", "bfloat8"], "invalid choice: 'bfloat8'"),
+    (["generate", PROMPT, "--precision", "bfloat16", "--dtype", "float64"], "leave out --dtype float64"),
+    (["generate", PROMPT, "--precision", "fp8_e4m3", "--weights", "float32"], "leave out --weights"),
+    (["trace", PROMPT, "--weights", "stored", "--dtype", "float64"], "--weights is for float32 passes"),
+    (["validate", "--precision", "fp8_e5m2"], "no fp8_e5m2 arithmetic on a CPU"),
+])  # fmt: skip
+def test_bad_precisions_are_one_line_and_exit_2_with_nothing_written(tmp_path, args, message):
+    out = tmp_path / "never.json"
+    extra = ["--json", str(out)] if args[0] == "generate" else []
+    result = run_cli(*args, "--model", "demo", *extra)
+    assert result.returncode == 2 and result.stdout == ""
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not out.exists()
+
+
+def test_the_api_refuses_what_does_not_go_together():
+    with pytest.raises(UserError, match="precision must be one of float32, bfloat16, float16, fp8_e4m3, fp8_e5m2"):
+        load_model("demo", precision="int8")
+    with pytest.raises(UserError, match="float64 is the truth it is measured against"):
+        load_model("demo", dtype="float64", precision="float16")
+    with pytest.raises(UserError, match="weights must be 'auto'"):
+        load_model("demo", weights="float16")
+    assert isinstance(load_model("demo", precision="bfloat16").precision, Precision)
+
+
+def test_a_weight_too_large_to_widen_whole_is_widened_a_block_of_columns_at_a_time(bfloat16_llama, monkeypatch):
+    from minitransformer.engine import precision
+
+    stored = load_model(bfloat16_llama, weights="stored")
+    ids = [5, 17, 200, 3, 99, 42]
+    whole = stored.logits(ids)
+    monkeypatch.setattr(precision, "WIDEN_BLOCK", 4 * 32 * 50)  # 50 columns of a [32, n] weight a block
+    assert len(stored.precision.column_blocks(stored.params.lm_head.weight.T)) == 6  # 300 columns
+    blocked = stored.logits(ids)
+    # The same products; the BLAS may order a block's float32 sums otherwise than the whole's.
+    assert np.abs(blocked - whole).max() <= 1e-6 * np.abs(whole).max()

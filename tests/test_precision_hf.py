@@ -1,0 +1,197 @@
+"""Narrower precisions against torch and transformers: our bfloat16 and float16 products against torch.matmul on
+CPU tensors of that dtype; bfloat16 and float16 forward passes of random Llama-family and Gemma models against
+transformers' own in that dtype; a Gemma model whose residual stream passes 65,504, whose float16 overflow the
+drift ledger finds at its layer and stage (and bfloat16 does not).
+
+How torch's CPU computes these products (measured here on several shapes, matrix-vector ones too): both operands
+as given, products summed in float32, the sum rounded once to the output's dtype: every result torch gives lies
+in the rounding of [exact - n u Σ|a b|, exact + n u Σ|a b|] (u = 2^-24, float32's unit roundoff), a bound no
+bfloat16 or float16 accumulator meets. So ours and torch's differ only by the order of float32 sums: within one
+unit in the last place of the format wherever that order cannot move the result further (the sum of |a b| times
+n u below half a unit of the result), and within that bound where cancellation makes the result smaller.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+from family_checks import save_random  # noqa: E402
+
+from minitransformer import load_model  # noqa: E402
+from minitransformer.engine.precision import precision_of  # noqa: E402
+from minitransformer.engine.tape import Dims, Tape  # noqa: E402
+from minitransformer.verbs.drift import drift  # noqa: E402
+from minitransformer.verbs.validate import PRECISION_TOLERANCES, validate_precision  # noqa: E402
+
+FORMATS = {"bfloat16": (ml_dtypes.bfloat16, torch.bfloat16, 7), "float16": (np.float16, torch.float16, 10)}
+SHAPES = [(1, 64, 64), (5, 64, 192), (7, 300, 33), (1, 2048, 512), (128, 512, 512), (64, 1000, 256), (3, 4, 96, 40)]
+
+
+def ours(precision: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b through the one door at `precision` ([..., m, n] x [n, p], or batched alike)."""
+    *batch, m, n = a.shape
+    spec = "T D, D V -> T V" if a.ndim == 2 else "H T D, H D V -> H T V"
+    tape = Tape(Dims(T=m, t=1, D=n, H=batch[0] if batch else 1, F=1, V=b.shape[-1], R=1),
+                precision=precision_of(precision))  # fmt: skip
+    return tape.matmul("logits", a, b, spec)
+
+
+def unit_in_last_place(x: np.ndarray, mantissa_bits: int, smallest: float) -> np.ndarray:
+    exponent = np.floor(np.log2(np.maximum(np.abs(x), smallest)))
+    return 2.0 ** (exponent - mantissa_bits)
+
+
+@pytest.mark.parametrize("precision", FORMATS)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_products_agree_with_torch_matmul_within_one_unit_in_the_last_place(precision, shape):
+    fmt, torch_dtype, mantissa_bits = FORMATS[precision]
+    rng = np.random.default_rng(sum(shape))
+    *batch, m, n, p = shape if len(shape) == 4 else (None, *shape)
+    batch = [b for b in batch if b is not None]
+    a = rng.standard_normal((*batch, m, n)).astype(np.float32)
+    b = (rng.standard_normal((*batch, n, p)) * 0.05).astype(np.float32)
+    mine = ours(precision, a, b).astype(np.float64)
+    theirs = (torch.from_numpy(a).to(torch_dtype) @ torch.from_numpy(b).to(torch_dtype)).double().numpy()
+    # the exact product of the rounded operands, and how far a float32 sum of it may be from exact
+    a_r, b_r = (x.astype(fmt).astype(np.float64) for x in (a, b))
+    exact = a_r @ b_r
+    bound = n * 2.0**-24 * (np.abs(a_r) @ np.abs(b_r))
+    ulp = unit_in_last_place(exact, mantissa_bits, float(ml_dtypes.finfo(fmt).smallest_normal))
+    apart = np.abs(mine - theirs)
+    order_matters = bound > ulp / 2  # cancellation: the float32 sums' order can move the result past a unit
+    assert (apart[~order_matters] <= ulp[~order_matters]).all()
+    assert (apart[order_matters] <= 2 * bound[order_matters] + ulp[order_matters]).all()
+    assert np.mean(apart == 0) > 0.99  # and nearly all are the same number
+    # torch's results, too, are roundings of a float32 sum (not of a bfloat16 or float16 accumulator's)
+    low = (exact - bound).astype(np.float32).astype(fmt).astype(np.float64)
+    high = (exact + bound).astype(np.float32).astype(fmt).astype(np.float64)
+    assert ((theirs >= low) & (theirs <= high)).all() and ((mine >= low) & (mine <= high)).all()
+
+
+SLIDING, FULL = "sliding_attention", "full_attention"
+MODELS = {
+    "llama": (transformers.LlamaConfig, dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=200, max_position_embeddings=256)),
+    "qwen2": (transformers.Qwen2Config, dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=200, max_position_embeddings=256)),
+    "gemma2": (transformers.Gemma2Config, dict(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, vocab_size=150, max_position_embeddings=200, sliding_window=7, query_pre_attn_scalar=20,
+        attn_logit_softcapping=8.0, final_logit_softcapping=30.0)),
+    "gemma3": (transformers.Gemma3TextConfig, dict(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=1,
+        head_dim=16, vocab_size=160, max_position_embeddings=200, sliding_window=6, query_pre_attn_scalar=16,
+        layer_types=[SLIDING, SLIDING, FULL, SLIDING])),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("precision", FORMATS)
+@pytest.mark.parametrize("name", MODELS)
+def test_a_forward_pass_agrees_with_transformers_in_that_dtype(tmp_path, name, precision):
+    """Both passes round every stage's values to the format, but not at the same points inside a stage (transformers'
+    RMSNorm rounds before its gain, its rotary tables are rounded, ...): measured on these models and seeds, the two
+    bfloat16 passes' logits lie up to 7e-2 of the largest logit apart and float16's up to 7e-3, about as far as
+    each lies from the float64 truth. Held: within PRECISION_TOLERANCES (0.1 and 0.01), and ours no further from the
+    truth than twice transformers'."""
+    config_class, options = MODELS[name]
+    saved_as = getattr(torch, precision)  # a checkpoint in the format: both read the same weights
+    for seed in (1, 2):
+        directory = tmp_path / f"{name}-{seed}"
+        save_random(directory, config_class(**options), seed=seed, dtype=saved_as)
+        theirs_model = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=saved_as,
+                                                                         attn_implementation="eager").eval()  # fmt: skip
+        ids = np.random.default_rng(seed).integers(0, options["vocab_size"], 24).tolist()
+        with torch.no_grad():
+            theirs = theirs_model(torch.tensor([ids])).logits[0].double().numpy()
+        mine = load_model(directory, precision=precision).logits(ids).astype(np.float64)
+        truth = load_model(directory, dtype="float64").logits(ids)
+        scale = max(1.0, float(np.abs(truth).max()))
+        apart, mine_off, theirs_off = (float(np.abs(x - y).max()) / scale
+                                       for x, y in ((mine, theirs), (mine, truth), (theirs, truth)))  # fmt: skip
+        assert apart <= PRECISION_TOLERANCES[precision], (seed, apart)
+        assert mine_off <= 2 * theirs_off, (seed, mine_off, theirs_off)
+        assert 1e-4 < mine_off  # the rounding is really there: a float32 pass would be near 1e-7
+
+
+def test_validate_at_bfloat16_compares_with_transformers_and_the_truth(tmp_path):
+    config_class, options = MODELS["llama"]
+    save_random(tmp_path, config_class(**options), seed=3, dtype=torch.bfloat16)
+    lines: list[str] = []
+
+    class Out:
+        def write(self, text):
+            lines.append(text)
+
+    assert validate_precision(load_model(tmp_path, precision="bfloat16"), steps=4, out=Out())
+    text = "".join(lines)
+    rows = [line for line in text.splitlines() if line.startswith("  '")]
+    assert "LlamaForCausalLM in bfloat16" in text and "all OK" in text
+    assert len(rows) == 5 and all(row.endswith(" OK") for row in rows), rows
+
+
+# --- float16's range: a Gemma whose residual stream passes 65,504 ----------------------------------------------
+def normed_channel(directory, layer: int, channel: int, ids) -> tuple[np.ndarray, dict]:
+    """The MLP output's RMS-normed values at `channel` in `layer` (before Gemma's (1 + w) gain), and the captures."""
+    model = load_model(directory, dtype="float64")
+    _, cache = model.run_with_cache(ids)
+    gain = 1 + float(model.params.layers[layer].post_feedforward_layernorm.weight[channel])
+    return cache[f"blocks.{layer}.post_mlp_norm"][:, channel] / gain, cache
+
+
+def set_gain(hf, directory, layer: int, channel: int, gain: float) -> None:
+    with torch.no_grad():
+        hf.model.layers[layer].post_feedforward_layernorm.weight[channel] = gain - 1
+    hf.save_pretrained(directory)
+
+
+@pytest.fixture(scope="module")
+def loud_gemma(tmp_path_factory):
+    """A Gemma 2 whose post-MLP norms' gains at one channel are large, as trained Gemmas' are: layer 0 writes up to
+    50,000 into the stream, layer 1 adds 40,000 more where the stream is largest (of the positions where its normed
+    output is at least 0.65 of its largest, so that it writes at most 61,539 anywhere), so that the stream passes
+    65,504 at layer 1's resid_post while every stage before it, and every weight (the gains below 60,000), stays
+    within float16's range. The first channel where all of that holds is the one made loud."""
+    directory = tmp_path_factory.mktemp("loud-gemma")
+    config_class, options = MODELS["gemma2"]
+    ids = list(range(5, 17))
+    for channel in range(options["hidden_size"]):
+        hf = save_random(directory, config_class(**options), seed=3)
+        normed, _ = normed_channel(directory, 0, channel, ids)
+        set_gain(hf, directory, 0, channel, 50_000 / np.abs(normed).max())
+        normed, cache = normed_channel(directory, 1, channel, ids)
+        stream = cache["blocks.1.resid_mid"][:, channel]
+        at = int(np.argmax(np.where(np.abs(normed) >= 0.65 * np.abs(normed).max(), np.abs(stream), 0)))
+        gain = np.sign(stream[at] * normed[at]) * 40_000 / abs(normed[at])
+        if abs(gain) > 60_000 or abs(50_000 / np.abs(normed).max()) > 60_000:
+            continue
+        set_gain(hf, directory, 1, channel, gain)
+        _, cache = load_model(directory, dtype="float64").run_with_cache(ids)
+        reach = {name: float(np.abs(values[np.isfinite(values)]).max())
+                 for name, values in cache.items() if values.dtype.kind == "f"}  # fmt: skip
+        past = [name for name, top in reach.items() if top > 65_520]
+        if past and past[0] == "blocks.1.resid_post":  # the stream passes first
+            return directory, ids, reach
+    raise AssertionError("no channel of this Gemma could be made to pass 65,504 at layer 1's stream first")
+
+
+def test_float16_overflows_where_the_stream_passes_65504_and_bfloat16_does_not(loud_gemma):
+    directory, ids, reach = loud_gemma
+    f16 = drift(load_model(directory, precision="float16"), ids)
+    first = f16.overflows()[0]
+    assert (first.name, first.role, first.format) == ("blocks.1.resid_post", "out", "float16")
+    assert 65_520 <= first.max_abs and abs(first.max_abs - reach["blocks.1.resid_post"]) < 0.01 * first.max_abs
+    (entry, *_) = f16.to_dict()["overflow"]
+    assert (entry["layer"], entry["stage"], entry["where"]) == (1, "resid_post", "output")
+    assert not any(s.overflow for s in f16.stages if s.name != "blocks.1.resid_post" and s.layer in (0, 1))
+    assert f16.kl == np.inf and f16.to_dict()["kl"] is None  # the inf reaches the logits as NaN
+    assert all(e.role != "weight" for e in f16.events)  # every weight, the large gains too, fits float16
+    bf16 = drift(load_model(directory, precision="bfloat16"), ids)
+    assert bf16.overflows() == [] and bf16.to_dict()["overflow"] == [] and np.isfinite(bf16.kl)
+    assert next(s for s in bf16.stages if s.name == "blocks.1.resid_post").max_abs > 65_520  # it got there: no harm
