@@ -172,7 +172,11 @@ def test_the_stale_lines_stay_fresh():
             assert f"`{model_type}`" in generate, model_type
             assert f"`{reference}`" in validate, reference
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
-    names = set(re.findall(r"`((?:attn|mlp|moe)\.\w+|embed\w*|post_\w+|final_\w+|ln_\w+|resid_\w+|last|logits)`", api))
+    names = set(
+        re.findall(
+            r"`((?:linear_attn|attn|mlp|moe)\.\w+|embed\w*|post_\w+|final_\w+|ln_\w+|resid_\w+|last|logits)`", api
+        )
+    )
     for name, config in PRESETS.items():
         span = 1 + max(config.layer_types.index(k) for k in set(config.layer_types))
         stages = Model.without_weights(config.prefix(span)).family.stage_names(span)

@@ -15,6 +15,7 @@ Dimension symbols used in shapes:
     D  d_model      H  query heads      dh  d_head (D / H unless the config says otherwise)
     Hkv  key/value heads (H for GPT-2)          G  query heads per key/value head (H / Hkv)
     F  MLP width    V  vocabulary   R  rows of logits: 1 during generation, T for model.logits()
+    C, N  a scan's chunk (positions) and number of chunks in this pass (a recurrent layer's prompt, in chunks)
     Te  rows that depend on the data: the tokens a router sends to expert e (Tape.with_sizes names them)
 """
 

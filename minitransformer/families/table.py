@@ -22,6 +22,7 @@ from .olmo2.family import ARCHITECTURE as OLMO2
 from .phi3.family import ARCHITECTURE as PHI3
 from .qwen3.family import ARCHITECTURE as QWEN3
 from .qwen3moe.family import ARCHITECTURE as QWEN3_MOE
+from .qwen35.family import ARCHITECTURE as QWEN3_5
 
 ARCHITECTURES: dict[str, Architecture] = {}
 PRESETS: dict[str, ModelConfig] = {}  # every family's presets, by name
@@ -65,5 +66,19 @@ def config_from_hf_dict(hf: dict, name: str) -> ModelConfig:
     raise UserError(f"config model_type={model_type!r} is not supported (supported: {', '.join(model_types())})")
 
 
-for _family in (GPT2, LLAMA, QWEN3, GEMMA, OLMO2, NEOX, PHI3, MIXTRAL, QWEN3_MOE, GPT_OSS, DEEPSEEK_V3, DEEPSEEK_V32):
+for _family in (
+    GPT2,
+    LLAMA,
+    QWEN3,
+    GEMMA,
+    OLMO2,
+    NEOX,
+    PHI3,
+    MIXTRAL,
+    QWEN3_MOE,
+    GPT_OSS,
+    DEEPSEEK_V3,
+    DEEPSEEK_V32,
+    QWEN3_5,
+):
     register(_family)
