@@ -1,0 +1,129 @@
+"""Mamba-2's arithmetic in closed form, written from its equations (mixer.py, ssd.py say them), held by the tests to
+the ledger of real and shape-only runs. Nemotron-H's Mamba layers are counted by the same mixer forms.
+
+Symbols: D d_model, Hs heads of P, N the state per head and channel, Ng groups (B and C shared by a group's heads),
+I = Hs P, Cv = I + 2 Ng N the conv's channels, K its kernel, L the chunk, V vocabulary.
+
+Per position, a mixer's products with weights: in_proj D (I + Cv + Hs), the conv Cv K (each channel a dot product of
+length K with its kernel), out_proj I D. Its scan:
+- recurrent (a decode step): x̄ ⊗ B, Hs P N dot products of length 1, and h C, Hs P of length N: 2 Hs P N MACs;
+- in chunks (a prompt, T positions in chunks of Lc): a chunk's scores C B^T, Ng Lc² of length N; its mix, Hs Lc P of
+  length Lc; its own state, Hs P N of length Lc; reading the state before it, Hs Lc P of length N (not the first
+  chunk of a pass from position 0, whose state is zero): in all (Ng N + Hs P) Σ Lc² + Hs P N T + Hs P N (T - L₀).
+"""
+
+from __future__ import annotations
+
+from .config import Mamba2Config, MixerShapes
+
+
+def chunks(T: int, L: int) -> list[tuple[int, int]]:
+    """The chunks of a pass of T positions, as (how many, their length): the full chunks of L, then a shorter last."""
+    full, rest = divmod(T, L)
+    return [(n, length) for n, length in ((full, L), (1, rest)) if n and length]
+
+
+def recurrent(T: int, t: int) -> bool:
+    """A pass computed in the recurrent form: one position after cached ones (a decode step), as transformers."""
+    return T == 1 and t > 1
+
+
+def mixer_products(c: MixerShapes, T: int, t: int, B: int = 1) -> list[tuple[str, int, int]]:
+    """(op, dot products, length) of one mixer's products in a pass of T positions at context t, in the order they
+    run (the scan's ops once for each size of chunk)."""
+    Hs, P, N, Ng, D, Cv = c.ssm_heads, c.ssm_head_dim, c.state_size, c.n_groups, c.n_embd, c.conv_dim
+    ops = [("ssm.in_proj", B * T * c.in_proj_dim, D), ("ssm.conv", B * T * Cv, c.conv_kernel)]
+    if recurrent(T, t):
+        ops += [("ssm.input", B * Hs * P * N, 1), ("ssm.output", B * Hs * P, N)]
+    else:
+        fresh = t == T  # from position 0: the state before the pass is zero, and its first chunk reads none
+        for i, (n, L) in enumerate(chunks(T, c.chunk_size)):
+            ops += [("ssd.scores", B * n * Ng * L * L, N), ("ssd.mix", B * n * Hs * L * P, L),
+                    ("ssd.chunk_state", B * n * Hs * P * N, L)]  # fmt: skip
+            read = n - (fresh and i == 0)
+            if read:
+                ops.append(("ssd.from_state", B * read * Hs * L * P, N))
+    return ops + [("ssm.out_proj", B * T * D, c.d_inner)]
+
+
+def scan_macs(c: MixerShapes, T: int, t: int) -> int:
+    """The scan's MACs in a pass, one sequence: 2 Hs P N in a decode step; in chunks, (Ng N + Hs P) Σ Lc² + Hs P N T
+    + Hs P N (T - L₀ where the pass starts from position 0)."""
+    Hs, P, N, Ng = c.ssm_heads, c.ssm_head_dim, c.state_size, c.n_groups
+    if recurrent(T, t):
+        return 2 * Hs * P * N
+    sizes = chunks(T, c.chunk_size)
+    first = sizes[0][1] if t == T else 0
+    return (Ng * N + Hs * P) * sum(n * L * L for n, L in sizes) + Hs * P * N * T + Hs * P * N * (T - first)
+
+
+def recurrent_scan_macs(c: MixerShapes, T: int) -> int:
+    """The same T positions in the recurrent form, one at a time: 2 Hs P N T (x̄ ⊗ B and h C)."""
+    return 2 * c.ssm_heads * c.ssm_head_dim * c.state_size * T
+
+
+def mixer_weight_macs_per_position(c: MixerShapes) -> int:
+    """D (I + Cv + Hs) + Cv K + I D: in_proj, the conv, out_proj."""
+    return c.n_embd * c.in_proj_dim + c.conv_dim * c.conv_kernel + c.d_inner * c.n_embd
+
+
+def mixer_weight_dot_products_per_position(c: MixerShapes) -> int:
+    return c.in_proj_dim + c.conv_dim + c.n_embd
+
+
+def mixer_parameters(c: MixerShapes, bias: bool) -> int:
+    """D (I + Cv + Hs) + Cv K + 3 Hs + I + I D, with in_proj's and out_proj's biases where `bias` and the conv's
+    where use_conv_bias."""
+    weights = c.n_embd * c.in_proj_dim + c.conv_dim * c.conv_kernel + 3 * c.ssm_heads + c.d_inner + c.d_inner * c.n_embd
+    biases = (c.in_proj_dim + c.n_embd if bias else 0) + (c.conv_dim if c.use_conv_bias else 0)
+    return weights + biases
+
+
+def mixer_state_numbers(c: MixerShapes) -> tuple[int, int]:
+    """(conv state, scan state) a layer keeps between passes, per sequence: Cv (K - 1) and Hs P N, whatever the
+    context."""
+    return c.conv_dim * (c.conv_kernel - 1), c.ssm_heads * c.ssm_head_dim * c.state_size
+
+
+# --- the family's forms (verbs/formulas.py asks a family for these) -------------------------------------------
+def products(config: Mamba2Config, T: int, t: int, R: int = 1, B: int = 1) -> list[tuple[str, int, int]]:
+    """(op, dot products, length) of a layer's products in a pass (every layer alike), then the logits."""
+    return [*mixer_products(config, T, t, B), ("logits", B * R * config.vocab_size, config.n_embd)]
+
+
+def weight_macs_per_position(config: Mamba2Config) -> int:
+    return mixer_weight_macs_per_position(config)
+
+
+def weight_dot_products_per_position(config: Mamba2Config) -> int:
+    return mixer_weight_dot_products_per_position(config)
+
+
+def pass_macs(config: Mamba2Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
+    """L (T (weights per position) + the scan) + R D V."""
+    layer = T * weight_macs_per_position(config) + scan_macs(config, T, t)
+    return B * (config.n_layer * layer + R * config.n_embd * config.vocab_size)
+
+
+def generation_macs(config: Mamba2Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,
+                    windows: bool = True) -> int:  # fmt: skip
+    """1 prefill and n_new - 1 decode steps: with the cache, each step one position in the recurrent form (the same
+    MACs at every context); without it, every step recomputes all its t positions in chunks."""
+    if use_cache:
+        return pass_macs(config, n_prompt, n_prompt, 1, B) + (n_new - 1) * pass_macs(config, 1, n_prompt + 1, 1, B)
+    return sum(pass_macs(config, t, t, 1, B) for t in range(n_prompt, n_prompt + n_new))
+
+
+def parameters(config: Mamba2Config) -> int:
+    """V D + L (D + the mixer's) + D [+ V D untied]."""
+    c = config
+    head = 0 if c.tie_word_embeddings else c.vocab_size * c.n_embd
+    return c.vocab_size * c.n_embd + c.n_layer * (c.n_embd + mixer_parameters(c, c.use_bias)) + c.n_embd + head
+
+
+def attention_vs_weights(c: Mamba2Config) -> tuple[str, str, str]:
+    """No attention: a decode step's scan costs 2 Hs P N MACs a layer at any context, against the weights'."""
+    return ("2 (2 Hs P N) FLOPs for the scan, at any context, against 2 (D (I + Cv + Hs) + Cv K + I D) for the weights",
+            "2 Hs P N / (D (I + Cv + Hs) + Cv K + I D)",
+            f"D = {c.n_embd:,}, Hs = {c.ssm_heads}, P = {c.ssm_head_dim}, N = {c.state_size}, I = {c.d_inner:,}, "
+            f"Cv = {c.conv_dim:,}, K = {c.conv_kernel}")  # fmt: skip
