@@ -29,21 +29,26 @@ def recurrent(T: int, t: int) -> bool:
 
 
 def mixer_products(c: MixerShapes, T: int, t: int, B: int = 1) -> list[tuple[str, int, int]]:
-    """(op, dot products, length) of one mixer's products in a pass of T positions at context t, in the order they
-    run (the scan's ops once for each size of chunk)."""
+    """(op, dot products, MACs) of one mixer's products in a pass of T positions at context t, in the order they run
+    (the scan's ops once for each size of chunk)."""
     Hs, P, N, Ng, D, Cv = c.ssm_heads, c.ssm_head_dim, c.state_size, c.n_groups, c.n_embd, c.conv_dim
-    ops = [("ssm.in_proj", B * T * c.in_proj_dim, D), ("ssm.conv", B * T * Cv, c.conv_kernel)]
+    ops = [product("ssm.in_proj", B * T * c.in_proj_dim, D), product("ssm.conv", B * T * Cv, c.conv_kernel)]
     if recurrent(T, t):
-        ops += [("ssm.input", B * Hs * P * N, 1), ("ssm.output", B * Hs * P, N)]
+        ops += [product("ssm.input", B * Hs * P * N, 1), product("ssm.output", B * Hs * P, N)]
     else:
         fresh = t == T  # from position 0: the state before the pass is zero, and its first chunk reads none
         for i, (n, L) in enumerate(chunks(T, c.chunk_size)):
-            ops += [("ssd.scores", B * n * Ng * L * L, N), ("ssd.mix", B * n * Hs * L * P, L),
-                    ("ssd.chunk_state", B * n * Hs * P * N, L)]  # fmt: skip
+            ops += [product("ssd.scores", B * n * Ng * L * L, N), product("ssd.mix", B * n * Hs * L * P, L),
+                    product("ssd.chunk_state", B * n * Hs * P * N, L)]  # fmt: skip
             read = n - (fresh and i == 0)
             if read:
-                ops.append(("ssd.from_state", B * read * Hs * L * P, N))
-    return ops + [("ssm.out_proj", B * T * D, c.d_inner)]
+                ops.append(product("ssd.from_state", B * read * Hs * L * P, N))
+    return ops + [product("ssm.out_proj", B * T * D, c.d_inner)]
+
+
+def product(op: str, dot_products: int, length: int) -> tuple[str, int, int]:
+    """(op, dot products, MACs)."""
+    return op, dot_products, dot_products * length
 
 
 def scan_macs(c: MixerShapes, T: int, t: int) -> int:
@@ -87,8 +92,9 @@ def mixer_state_numbers(c: MixerShapes) -> tuple[int, int]:
 
 # --- the family's forms (verbs/formulas.py asks a family for these) -------------------------------------------
 def products(config: Mamba2Config, T: int, t: int, R: int = 1, B: int = 1) -> list[tuple[str, int, int]]:
-    """(op, dot products, length) of a layer's products in a pass (every layer alike), then the logits."""
-    return [*mixer_products(config, T, t, B), ("logits", B * R * config.vocab_size, config.n_embd)]
+    """(op, dot products, MACs) of a layer's products in a pass (every layer alike), then the logits: a list, since
+    the scan's ops come once for each size of chunk (other families give {op: (dot products, length)})."""
+    return [*mixer_products(config, T, t, B), product("logits", B * R * config.vocab_size, config.n_embd)]
 
 
 def weight_macs_per_position(config: Mamba2Config) -> int:
