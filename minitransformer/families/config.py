@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..engine.kvcache import KeysValues, State
 from ..errors import UserError
 
 # The activations of transformers' ACT2FN that this project computes (see ops.ACTIVATIONS).
@@ -98,6 +99,12 @@ class ModelConfig:
     def layer_window(self, layer: int) -> int | None:
         """The sliding window of a layer's attention (None: it sees every earlier position)."""
         return self.sliding_window
+
+    def layer_cache(self, layer: int) -> KeysValues | State:
+        """What a layer keeps from one pass for the next (engine/kvcache.py): an attention layer's keys and values,
+        n_kv_head heads of d_head and d_value a position, read back from its window; a family whose layers keep
+        something else (a recurrent state, nothing) says so here, and the cache, memory and reports follow."""
+        return KeysValues(self.n_kv_head, self.d_head, self.d_value, self.layer_window(layer))
 
     def prefix(self, n_layer: int) -> ModelConfig:
         """The same model cut to its first n_layer layers (count's twin)."""

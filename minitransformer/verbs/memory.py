@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from math import prod
 
-from ..engine.kvcache import KVCache
+from ..engine.kvcache import KeysValues, KVCache, LayerCache, State
 from ..engine.ledger import Record
 from ..families.config import ModelConfig as Config
 
@@ -49,38 +49,66 @@ _LIVE_COPIES = {"scale": 1, "softcap": 1, "mask": 1, "softmax": 1, "split_heads"
 _ROW_CHUNKED = ("scores", "scale", "softcap", "mask", "softmax", "mix")  # the stages row_chunks.py runs chunk by chunk
 
 
+def _specs(config: Config) -> list:
+    """What each layer keeps (config.layer_cache: KeysValues or State, engine/kvcache.py), in layer order."""
+    return [config.layer_cache(i) for i in range(config.n_layer)]
+
+
 def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
-    """The engine's own KV cache (shape-only, so nothing is allocated) holding `positions` positions:
-    K and V [Hkv, positions, dh] per layer."""
+    """The engine's own cache (shape-only, so nothing is allocated) holding `positions` positions: the attention
+    layers' K and V [Hkv, positions, dh] (and any rows they keep beside them); a recurrent layer's state is not a KV
+    cache (state_bytes)."""
     lead = (batch,) if batch > 1 else ()
-    cache = KVCache(
-        config.n_layer, config.n_kv_head, config.d_head, positions, lead, shape_only=True, d_value=config.d_value
-    )
-    return sum(k.size + v.size for k, v in zip(cache.keys, cache.values)) * bytes_per_number
+    cache = KVCache(capacity=positions, batch=lead, shape_only=True, layers=_specs(config))
+    return sum(h.nbytes for h in cache.layers if isinstance(h, LayerCache)) // FLOAT32_BYTES * bytes_per_number
+
+
+def state_bytes(config: Config, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
+    """The recurrent layers' states (State.arrays), whatever the context: the same after 10 tokens as after 100,000."""
+    return batch * bytes_per_number * sum(s.numbers for s in _specs(config) if isinstance(s, State))
 
 
 def cache_positions(config: Config, positions: int) -> int:
     """The positions a KV cache must hold after `positions` tokens: all, or at most the sliding window (the most
-    any layer holds, where layers differ: layer_cache_positions)."""
-    return max(n for n, _ in layer_cache_positions(config, positions).values())
+    any layer holds, where layers differ: layer_cache_positions); 0 in a model without attention layers."""
+    return max((n for n, _ in layer_cache_positions(config, positions).values()), default=0)
 
 
 def layer_cache_positions(config: Config, positions: int) -> dict[str, tuple[int, int]]:
-    """Per layer type (config.layer_types): (positions each of its layers must hold after `positions` tokens, its
-    number of layers). A layer with a sliding window W holds at most W (no query reads further back), one without
-    it every position: where some layers slide and others do not (Gemma's), the cache is the sum of the two."""
+    """Per layer type (config.layer_types) of the layers that keep keys and values: (positions each of its layers
+    must hold after `positions` tokens, its number of layers). A layer with a sliding window W holds at most W (no
+    query reads further back), one without it every position: where some layers slide and others do not (Gemma's),
+    the cache is the sum of the two."""
     kinds: dict[str, tuple[int, int]] = {}
-    for i, kind in enumerate(config.layer_types):
-        window = config.layer_window(i)
-        held = positions if window is None else min(positions, window)
-        kinds[kind] = (held, kinds.get(kind, (0, 0))[1] + 1)
+    for kind, spec in zip(config.layer_types, _specs(config)):
+        if isinstance(spec, KeysValues):
+            kinds[kind] = (spec.positions_held(positions), kinds.get(kind, (0, 0))[1] + 1)
     return kinds
 
 
 def kv_cache_bytes_after(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
-    """The bytes of K and V that every layer must hold after `positions` tokens, each layer at most its window."""
-    per_position = kv_cache_bytes(config, 1, batch, bytes_per_number) // config.n_layer  # one layer, one position
-    return sum(n * held * per_position for held, n in layer_cache_positions(config, positions).values())
+    """The bytes of K and V that every attention layer must hold after `positions` tokens, each at most its window."""
+    return batch * bytes_per_number * sum(s.positions_held(positions) * s.numbers_per_position
+                                          for s in _specs(config) if isinstance(s, KeysValues))  # fmt: skip
+
+
+def layer_caches(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> dict:
+    """What each layer type keeps after `positions` tokens, and its bytes: keys and values (growing with the
+    context, up to a window) or a state (State.arrays, the same at any context), or nothing; for memory's JSON."""
+    kinds: dict[str, dict] = {}
+    for kind, spec in zip(config.layer_types, _specs(config)):
+        entry = kinds.setdefault(kind, {"holds": spec.kind, "layers": 0, "bytes": 0})
+        entry["layers"] += 1
+        if isinstance(spec, KeysValues):
+            entry["positions"] = spec.positions_held(positions)
+            each = spec.positions_held(positions) * spec.numbers_per_position
+        else:
+            entry["holds"] = spec.kind if spec.arrays else "nothing"
+            entry["state"] = {name: list(shape) for name, shape in spec.arrays}
+            each = spec.numbers
+        entry["bytes_per_layer"] = batch * bytes_per_number * each
+        entry["bytes"] += entry["bytes_per_layer"]
+    return kinds
 
 
 def bytes_moved(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> int:
@@ -200,15 +228,22 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
             "bytes": kv_cache_bytes_after(config, held, batch, size),
             "context": config.n_positions,
             "bytes_at_context": kv_cache_bytes_after(config, config.n_positions, batch, size),
-            # each layer type's positions, layers and bytes: a sliding layer holds at most its window
+            # each attention layer type's positions, layers and bytes: a sliding layer holds at most its window
             "layer_types": {
-                kind: {
-                    "layers": layers,
-                    "positions": p,
-                    "bytes": layers * p * kv_cache_bytes(config, 1, batch, size) // config.n_layer,
-                }
-                for kind, (p, layers) in layer_cache_positions(config, held).items()
+                kind: {"layers": k["layers"], "positions": k["positions"], "bytes": k["bytes"]}
+                for kind, k in layer_caches(config, held, batch, size).items()
+                if "positions" in k
             },
+        },
+        # everything the cache holds, layer type by layer type: keys and values (growing with the context) beside
+        # the recurrent layers' states (the same at any context)
+        "cache": {
+            "positions": held,
+            "bytes": kv_cache_bytes_after(config, held, batch, size) + state_bytes(config, batch, size),
+            "state_bytes": state_bytes(config, batch, size),
+            "bytes_at_context": kv_cache_bytes_after(config, config.n_positions, batch, size)
+            + state_bytes(config, batch, size),
+            "layer_types": layer_caches(config, held, batch, size),
         },
         "activations": activations,
         "intensity": {
