@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from ...engine.kvcache import State
 from ...errors import UserError
 from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
 
@@ -54,6 +55,13 @@ class MixerShapes:
         return dict(Hs=self.ssm_heads, P=self.ssm_head_dim, N=self.state_size, Ng=self.n_groups,
                     Hg=self.ssm_heads // self.n_groups, I=self.d_inner, Cv=self.conv_dim, K=self.conv_kernel,
                     Ks=self.conv_kernel - 1)  # fmt: skip
+
+    @property
+    def mixer_state(self) -> State:
+        """What a Mamba-2 layer keeps between passes: the conv's last K - 1 inputs [K - 1, Cv] and the scan's state
+        [Hs, P, N], whatever the context."""
+        return State((("conv", (self.conv_kernel - 1, self.conv_dim)),
+                      ("ssm", (self.ssm_heads, self.ssm_head_dim, self.state_size))))  # fmt: skip
 
     def check_mixer(self) -> None:
         for key in ("ssm_heads", "ssm_head_dim", "state_size", "n_groups", "conv_kernel"):
@@ -194,6 +202,10 @@ class Mamba2Config(MixerShapes, ModelConfig):
     def layer_types(self) -> tuple[str, ...]:
         """Every layer a Mamba-2 mixer: "mamba" (transformers calls them "linear_attention")."""
         return ("mamba",) * self.n_layer
+
+    def layer_cache(self, layer: int) -> State:
+        """Every layer keeps its conv and scan states (MixerShapes.mixer_state): no keys, no values."""
+        return self.mixer_state
 
     def to_dict(self) -> dict:
         d = asdict(self)

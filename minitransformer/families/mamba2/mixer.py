@@ -10,9 +10,10 @@
     y = RMSNorm(y silu(z)) per group          the gate, then a norm over each of Ng groups of I / Ng numbers
     m = y W_out
 
-Its state is what a cache keeps between passes (`state`: its `conv` [Cv, K - 1], the last K - 1 positions the conv
-reads, and `ssm` [Hs, P, N], the scan's state), neither growing with the context. Pad slots of a left-padded batch
-enter neither: their xBC is zeroed before the conv and after it, as transformers zeroes padded positions' states.
+Its state is what the cache keeps between passes (the layer's `State`, MixerShapes.mixer_state: "conv" [K - 1, Cv],
+the last K - 1 positions the conv reads, and "ssm" [Hs, P, N], the scan's state), neither growing with the context.
+Pad slots of a left-padded batch enter neither: their xBC is zeroed before the conv and after it, as transformers
+zeroes padded positions' states.
 """
 
 from __future__ import annotations
@@ -27,54 +28,55 @@ from .ssd import chunked_scan, recurrent_step
 
 
 def mamba_mixer(h, p, config: MixerShapes, at: Tape, state, pads=None):
-    """h [T, D] -> m [T, D]; `state` (or None: no cache) holds the conv and scan states, read and written in place;
-    `pads`, the left pad slots of each row of a batch."""
+    """h [T, D] -> m [T, D]; `state` (the cache's LayerState, or None: no cache) holds the conv and scan states, read
+    and written in place; `pads`, the left pad slots of each row of a batch."""
     d = at.dims
     T, inner, Cv = d.T, config.d_inner, config.conv_dim
     fresh = d.past == 0 or state is None  # the states before this pass are zeros
     zxbcdt = at.matmul("ssm.in_proj", h, p.in_proj.weight.T, "T D, D I+Cv+Hs -> T I+Cv+Hs", bias=_bias(p.in_proj))
     z, xbc, dt = at.stage("ssm.split", (zxbcdt[..., :inner], zxbcdt[..., inner : inner + Cv], zxbcdt[..., inner + Cv :]),
                           "T I; T Cv; T Hs")  # fmt: skip
-    window = at.stage("ssm.conv_cache", conv_input(xbc, state, config, pads), "Cv Ks+T")
-    u = at.matmul("ssm.conv", windows(window, config.conv_kernel, T), conv_kernel(p.conv1d.weight, d.batch),
+    seen = at.stage("ssm.conv_cache", conv_input(unpad(xbc, d.past, pads), state, config), "Ks+T Cv")
+    u = at.matmul("ssm.conv", windows(seen, config.conv_kernel, T), conv_kernel(p.conv1d.weight, d.batch),
                   "Cv T K, Cv K 1 -> Cv T 1", bias=conv_bias(p.conv1d))  # fmt: skip
-    xbc = at.stage("ssm.conv_act", unpad(ACTIVATIONS[config.ssm_act](u[..., 0].swapaxes(-1, -2)), pads), "T Cv")
+    xbc = at.stage("ssm.conv_act", unpad(ACTIVATIONS[config.ssm_act](u[..., 0].swapaxes(-1, -2)), d.past, pads), "T Cv")
     x, B, C = at.stage("ssm.heads", heads(xbc, config), "Ng Hg T P; Ng T N; Ng T N")
     recurrent = state is not None and not fresh and T == 1  # a decode step: as transformers, the recurrent form
     dt = at.stage("ssm.dt", step_sizes(dt, p.dt_bias, config, clamp=not recurrent), "Ng Hg T")
     a, x_dt = at.stage("ssm.discretize", discretize(dt, x, p.A_log, config), "Ng Hg T; Ng Hg T P")
-    before = zeros_state(x, config) if state is None else grouped(state.ssm, config)
+    before = zeros_state(x, config) if state is None else grouped(state["ssm"], config)
     if recurrent:
         y, after = recurrent_step(x_dt, a, B, C, before, at)
     else:
         y, after = chunked_scan(x_dt, a, B, C, before, config.chunk_size, at, fresh)
     if state is not None:
-        state.ssm[...] = after.reshape(state.ssm.shape)
+        state["ssm"][...] = after.reshape(state["ssm"].shape)
     y = at.stage("ssm.skip", skip(y, x, p.D), "T I")
     y = at.stage("ssm.gate", np.multiply(y, silu(z), out=at.scratch(y)), "T I")
     y = at.stage("ssm.norm", group_norm(y, p.norm.weight, config), "T I")
     return at.matmul("ssm.out_proj", y, p.out_proj.weight.T, "T I, I D -> T D", bias=_bias(p.out_proj))
 
 
-def conv_input(xbc, state, config: MixerShapes, pads):
-    """[.., Cv, K - 1 + T]: the conv state (the K - 1 positions before this pass; zeros at the start) and this pass's
-    xBC, channels first (pad slots zeroed). Writes the last K - 1 positions back as the new conv state."""
+def conv_input(xbc, state, config: MixerShapes):
+    """[.., K - 1 + T, Cv]: the conv state (the K - 1 positions before this pass; zeros at the start) and this pass's
+    xBC. Writes the last K - 1 positions back as the new conv state."""
     Ks = config.conv_kernel - 1
     lead, T = xbc.shape[:-2], xbc.shape[-2]
     if isinstance(xbc, ShapeOnly):
-        return ShapeOnly((*lead, config.conv_dim, Ks + T), xbc.dtype)
-    past = np.zeros((*lead, config.conv_dim, Ks), xbc.dtype) if state is None else state.conv
-    window = np.concatenate([past.astype(xbc.dtype, copy=False), unpad(xbc, pads).swapaxes(-1, -2)], axis=-1)
+        return ShapeOnly((*lead, Ks + T, config.conv_dim), xbc.dtype)
+    before = np.zeros((*lead, Ks, config.conv_dim), xbc.dtype) if state is None else state["conv"]
+    seen = np.concatenate([before.astype(xbc.dtype, copy=False), xbc], axis=-2)
     if state is not None:
-        state.conv[...] = window[..., window.shape[-1] - Ks :]
-    return window
+        state["conv"][...] = seen[..., T:, :]
+    return seen
 
 
-def windows(window, K: int, T: int):
-    """[.., Cv, T, K]: for each channel and position, the K inputs its kernel reads (a view)."""
-    if isinstance(window, ShapeOnly):
-        return ShapeOnly((*window.shape[:-1], T, K), window.dtype)
-    return np.lib.stride_tricks.sliding_window_view(window, K, axis=-1)
+def windows(seen, K: int, T: int):
+    """[.., Cv, T, K]: for each channel and position, the K inputs its kernel reads (a view of seen [.., K - 1 + T,
+    Cv])."""
+    if isinstance(seen, ShapeOnly):
+        return ShapeOnly((*seen.shape[:-2], seen.shape[-1], T, K), seen.dtype)
+    return np.lib.stride_tricks.sliding_window_view(seen.swapaxes(-1, -2), K, axis=-1)
 
 
 def conv_kernel(weight, batch: tuple[int, ...]):
@@ -97,11 +99,12 @@ def grouped(ssm, config: MixerShapes):
     return ssm.reshape(*ssm.shape[:-3], config.n_groups, config.ssm_heads // config.n_groups, *ssm.shape[-2:])
 
 
-def unpad(x, pads):
-    """x [.., T, n] with the rows of pad slots zeroed (x itself when there are none)."""
-    if pads is None or isinstance(x, ShapeOnly) or not np.any(pads):
+def unpad(x, past: int, pads):
+    """x [.., T, n] with the rows of pad slots zeroed: slot j is at position past + j, and row b's first pads[b]
+    positions are its padding (x itself where no slot of this pass is one)."""
+    if pads is None or isinstance(x, ShapeOnly) or not np.any(np.asarray(pads) > past):
         return x
-    real = np.arange(x.shape[-2])[None, :] >= np.asarray(pads)[:, None]  # [B, T]
+    real = past + np.arange(x.shape[-2])[None, :] >= np.asarray(pads)[:, None]  # [B, T]
     return np.where(real[..., None], x, x.dtype.type(0))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
+from ...engine.kvcache import NOTHING, KeysValues, State
 from ...errors import UserError
 from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
 from ..mamba2.config import MixerShapes
@@ -193,6 +194,14 @@ class NemotronHConfig(MixerShapes, ModelConfig):
     def layer_types(self) -> tuple[str, ...]:
         """Each layer's kind: mamba, full_attention, mlp or moe."""
         return self.kinds
+
+    def layer_cache(self, layer: int) -> KeysValues | State:
+        """A Mamba layer keeps its conv and scan states, an attention layer its keys and values, an MLP or a mixture
+        nothing."""
+        kind = self.kinds[layer]
+        if kind == "mamba":
+            return self.mixer_state
+        return KeysValues(self.n_kv_head, self.d_head) if kind == "full_attention" else NOTHING
 
     def prefix(self, n_layer: int) -> NemotronHConfig:
         """The same model cut to its first n_layer layers (count's twin), its experts' fields kept as they are."""
