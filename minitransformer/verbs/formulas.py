@@ -20,6 +20,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..engine import row_chunks
+from ..engine.kvcache import KeysValues
 from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
 from .memory import FLOAT32_BYTES
@@ -178,8 +179,12 @@ def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool =
     With the cache, step k (1..n_new-1) computes 1 position attending to n_prompt + k (at most W of
     them). Without it, step k recomputes all t = n_prompt + k positions, each attending to the ones
     before it (a pass from position 0 has no earlier keys for a window to cut): for GPT-2 that is
-    L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V. windows=False: as if no layer had a sliding window.
+    L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V. windows=False: as if no layer had a sliding window. A family whose
+    layers are not all attention (a state-space scan) gives its own generation_macs, which this returns.
     """
+    own = getattr(architecture_of(config).formulas, "generation_macs", None)
+    if own is not None:
+        return own(config, n_prompt, n_new, use_cache, B, windows)
     per_pair = attention_macs_per_pair(config)
     total = n_new * logits_macs(config, 1, B)
     for group, L in layer_groups(config, windows).items():  # the L layers with this window and these products
@@ -236,6 +241,8 @@ def attention_to_weights(config: Config) -> Fraction:
 
     2 H dh t / (D (H dh + 2 Hkv dh) + H dh D + m D F), m = 2 (GPT-2) or 3 (gated), so
     X = (D (H dh + Hkv dh) + m D F / 2) / (H dh): 2 D + F for GPT-2 (6 D when F = 4 D), 2 D + 1.5 F for a
-    Llama without grouping (24,704 for Llama 2 7B), D (1 + Hkv / H) + 1.5 D F / (H dh) in general.
+    Llama without grouping (24,704 for Llama 2 7B), D (1 + Hkv / H) + 1.5 D F / (H dh) in general. Of the first
+    layer with attention, where layers differ in kind (a hybrid's state-space layers have none).
     """
-    return Fraction(weight_macs_per_position(config), attention_macs_per_pair(config))
+    layer = next((i for i in range(config.n_layer) if isinstance(config.layer_cache(i), KeysValues)), 0)
+    return Fraction(weight_macs_per_position(config, layer), attention_macs_per_pair(config))

@@ -46,9 +46,17 @@ def _block_heading(count: Count) -> str:
 
 
 def convention(count: Count) -> str:
-    """The note under the block: dense where the prefill computed every score, the chunks where it did not."""
-    chunk = count.prefill.find("scores").row_chunk
-    return CONVENTION if chunk is None else CHUNKED_CONVENTION.format(C=chunk)
+    """The note under the block: dense where the prefill computed every score, the chunks where it did not (nothing
+    for a model without attention: its family's notes say how its layers count)."""
+    scores = _scores(count.prefill)
+    if scores is None:
+        return "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs."
+    return CONVENTION if scores.row_chunk is None else CHUNKED_CONVENTION.format(C=scores.row_chunk)
+
+
+def _scores(p: Pass) -> Record | None:
+    """The scores record of the pass's first layer with attention, or None in a model without attention."""
+    return next((r for r in p.block_records if r.op == "scores"), None)
 
 
 # A group's name in the summary where it is not the stage table's own (stages.py: Stage.group).
@@ -99,8 +107,9 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
                 f" ({len(count.shown_steps())} of {decodes:,} shown)" if len(count.shown_steps()) < decodes else ""),
             decode_table(count),
         ]  # fmt: skip
-    out += ["", "Where the MACs go", ops_table(count), "", attention_lines(count), "", totals_lines(count), "",
-            *window_lines(count, dtype), memory_lines(count, balance, dtype)]  # fmt: skip
+    attention = attention_lines(count)
+    out += ["", "Where the MACs go", ops_table(count), "", *([attention, ""] if attention else []),
+            totals_lines(count), "", *window_lines(count, dtype), memory_lines(count, balance, dtype)]  # fmt: skip
     notes = getattr(architecture_of(c).formulas, "count_notes", None)  # a family's own lines (DeepSeek-V3's MLA)
     if notes is not None:
         out += ["", *notes(c, count.n_prompt, count.n_new)]
@@ -211,7 +220,8 @@ def decode_table(count: Count) -> str:
                 rows.append(["...", "", "", "", "", "", "", ""])
                 gap = True
             continue
-        rows.append([str(p.step), n(p.tokens), n(p.context), shape(p.find("scores").out_shape), n(p.dot_products),
+        scores = _scores(p)
+        rows.append([str(p.step), n(p.tokens), n(p.context), shape(scores.out_shape) if scores else "-", n(p.dot_products),
                      n(p.macs), human(p.flops), n(other[p.step].macs)])  # fmt: skip
     headers = ["step", "T", "t", "scores (per block)", "dot products", "MACs", "FLOPs", other_label]
     return table(headers, rows, right={0, 1, 2, 4, 5, 6, 7})
@@ -227,15 +237,18 @@ def ops_table(count: Count) -> str:
     totals = [sum(macs for _, macs in ops.values()) for _, ops in columns]
     rows = []
     for op in count.family.matmul_ops:
+        if not any(ops.get(op, (0, 0))[1] for _, ops in columns):  # a product of the family this model does not run
+            continue
         row = [op]
         for (_, ops), total in zip(columns, totals):
-            row += [n(ops[op][1]), percent(ops[op][1], total)]
+            macs = ops.get(op, (0, 0))[1]  # 0 where a pass has no such product (a scan's chunked or recurrent form)
+            row += [n(macs), percent(macs, total)]
         rows.append(row)
     rows.append(["total", *(x for total in totals for x in (n(total), "100%"))])
     for label, ops_in_group in groups(count):
         row = [f"  {label}"]
         for (_, ops), total in zip(columns, totals):
-            macs = sum(ops[op][1] for op in ops_in_group)
+            macs = sum(ops.get(op, (0, 0))[1] for op in ops_in_group)
             row += [human(macs), percent(macs, total)]
         rows.append(row)
     headers = ["op"] + [x for title, _ in columns for x in (f"{title} MACs", "share")]
@@ -247,6 +260,8 @@ def attention_lines(count: Count) -> str:
     closed form (formulas.attention_to_weights): per layer t / X, X = 2D + F for GPT-2, 2D + 1.5F for a Llama
     without grouping."""
     step = count.comparison_step()
+    if _scores(step) is None:  # no attention: nothing grows with the context (the family's notes say what does not)
+        return ""
     a = step.attention_vs_weights()
     c, L = count.config, count.config.n_layer
     t, context = step.attended, step.context
@@ -255,9 +270,9 @@ def attention_lines(count: Count) -> str:
     else:
         where = f"a decode step at context {context:,} (this count has none: counted for the comparison)"
     seen = f"t = {t:,}" + (f" of the {context:,} in context (the sliding window)" if t < context else "")
-    products = [r for r in step.block if r.kind == "matmul"]
-    attention_ops = ", ".join(r.op for r in products if r.stage.group == ATTENTION_SCORES)
-    weight_ops = ", ".join(r.op for r in products if r.stage.group != ATTENTION_SCORES)
+    products = [r for r in step.block_records if r.kind == "matmul"]  # one layer of each kind
+    attention_ops = ", ".join(dict.fromkeys(r.op for r in products if r.stage.group == ATTENTION_SCORES))
+    weight_ops = ", ".join(dict.fromkeys(r.op for r in products if r.stage.group != ATTENTION_SCORES))
     layers_weights = a.all_weights - a.outside
     rows = [
         ["each layer", n(a.attention), n(a.weights), _ratio(a.layer_ratio)],
@@ -269,16 +284,20 @@ def attention_lines(count: Count) -> str:
         for kind, (records, layers) in zip(dict.fromkeys(step.layer_types), step.groups):
             attention = sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES)
             weights = sum(r.macs for r in records if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
-            keys = next(r for r in records if r.op == "scores").out_shape[-1]
-            rows.append([f"each {kind} layer ({layers}; t = {keys:,})", n(attention), n(weights),
-                         _ratio(Fraction(attention, weights))])  # fmt: skip
+            scores = next((r for r in records if r.op == "scores"), None)
+            keys = f"t = {scores.out_shape[-1]:,}" if scores else "no attention"
+            rows.append([f"each {kind} layer ({layers}; {keys})", n(attention), n(weights),
+                         _ratio(Fraction(attention, weights)) if weights else "-"])  # fmt: skip
         blocks = a.all_weights - a.outside
         rows += [
             [plural(L, "layer"), n(a.all_attention), n(blocks), _ratio(Fraction(a.all_attention, blocks))],
             [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
         ]
+        first = _scores(step).layer  # type: ignore[union-attr]  # there is attention (checked above)
         seen = (
-            f"t = {t:,} on layer 0" + (f" of the {context:,} in context" if t < context else "") + ", each kind below"
+            f"t = {t:,} on layer {first}"
+            + (f" of the {context:,} in context" if t < context else "")
+            + ", each kind below"
         )
     x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
     flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
@@ -358,8 +377,9 @@ def totals_lines(count: Count) -> str:
         f"Total: {n(t.dot_products)} dot products, {n(t.macs)} MACs ({human(t.macs)}), {human(t.flops)} FLOPs over "
         f"1 prefill + {decodes:,} decode step{s_for(decodes)}; {human(t.macs / (count.n_new * count.batch))} MACs per "
         f"generated token" + (f" per sequence ({count.batch} sequences)" if count.batch > 1 else ""),
-        f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps",
     ]
+    if _scores(count.prefill) is not None:  # a model with attention: the part of its work the causal mask keeps
+        lines.append(f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps")
     if t.chunked:
         lines.append(f"Dense form: {n(t.dense_dot_products or 0)} dot products, {n(t.dense_macs or 0)} MACs "
                      f"({human(t.dense_macs or 0)}) had every T x t score been computed, as transformers' eager attention "
@@ -383,6 +403,7 @@ def _bytes(b: float) -> str:
 def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     m = memory_dict(count, balance, dtype)
     c, kv, act = count.config, m["kv_cache"], m["activations"]
+    scores = _scores(count.prefill)
     per_seq = " for the batch" if count.batch > 1 else ""
     decode = act.get("decode")
     widths = f"{c.d_head}" if c.d_value == c.d_head else f"{c.d_head} and {c.d_value}"  # MLA: values narrower
@@ -407,22 +428,27 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
             "the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the",
             "scores [B, H, T, t], which scale, mask and softmax overwrite in place; MLP: u and act(u), [B, T, F] each)",
         )
-    out = [
-        f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
-        f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
+    kv_line = [
         f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
         f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {here}: "
         f"{_bytes(kv['bytes'])}"
         + ("" if count.cached else " (if the cache were on)")
-        + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}",
+        + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}"
+    ]
+    if m["cache"]["state_bytes"]:  # recurrent layers keep a state, not keys and values: each kind of layer's cache
+        kv_line = cache_lines(m["cache"], c.n_positions, count.cached)
+    out = [
+        f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
+        f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
+        *kv_line,
         f"  activations  peak ~{_bytes(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
         + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
         f"               estimate: {estimate[0]}",
         f"               {estimate[1]}",
-        *([f"               (a prefill past {count.prefill.find('scores').row_chunk} positions computes attention in row "
+        *([f"               (a prefill past {scores.row_chunk} positions computes attention in row "
            f"chunks: it holds the normed input,",
            "               q, k, v, the largest chunk's scores and the output instead)"]
-          if count.prefill.find("scores").computed is not None else []),
+          if scores is not None and scores.computed is not None else []),
         "",
         f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
         f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",
@@ -431,13 +457,35 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     return "\n".join(out)
 
 
+def cache_lines(cache: dict, context: int, cached: bool) -> list[str]:
+    """What each kind of layer keeps from pass to pass (memory.py's layer_caches): keys and values, growing with the
+    context up to any window, or a state, the same at any context, or nothing; and the whole, here and at the context."""
+    rows = []
+    for kind, k in cache["layer_types"].items():
+        if k["holds"] == "keys and values":
+            what, grows = f"keys and values of {k['positions']:,} positions", "grows with the context"
+        elif k["holds"] == "state":
+            what = "state " + ", ".join(f"{name} {shape(dims)}" for name, dims in k["state"].items())
+            grows = "the same at any context"
+        else:
+            what, grows = "nothing", ""
+        each = f"{_bytes(k['bytes_per_layer'])} a layer, {grows}" if grows else ""
+        rows.append([f"    {kind} ({k['layers']})", what, each])
+    off = "" if cached else " (if the cache were on)"
+    return [f"  cache        after {cache['positions']:,} positions: {_bytes(cache['bytes'])}{off} "
+            f"({_bytes(cache['state_bytes'])} of it states); at the whole context ({context:,}): "
+            f"{_bytes(cache['bytes_at_context'])}", table(["  layer type", "keeps", "bytes"], rows)]  # fmt: skip
+
+
 def intensity_table(rows: list[dict], decode: Pass | None) -> str:
-    def cells(x: dict) -> list[str]:
+    def cells(x: dict | None) -> list[str]:
+        if x is None:  # a product this pass does not compute
+            return ["-", "", ""]
         value = x["macs_per_byte"]
         shown = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
         return [_bytes(x["bytes"]), shown, "memory-bound" if x["memory_bound"] else "compute-bound"]
 
-    body = [[r["op"], *cells(r["prefill"]), *(cells(r["decode"]) if "decode" in r else [])] for r in rows]
+    body = [[r["op"], *cells(r.get("prefill")), *(cells(r.get("decode")) if decode is not None else [])] for r in rows]
     headers = ["op", "prefill bytes", "MACs/byte", "bound"]
     if decode is not None:
         headers += [f"decode (T=1, t={decode.context:,}) bytes", "MACs/byte", "bound"]

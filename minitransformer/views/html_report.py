@@ -331,9 +331,9 @@ def _header(data: dict) -> str:
     source = model.get("source") or ("none, counted from shapes alone" if kind == "count" else "not recorded")
     what = {"generate": "a generation", "count": "a count from shapes alone", "trace": "a trace",
             "ledger": "a ledger"}[kind]  # fmt: skip
+    described = describe_model(model, source) if "n_head" in model or "ssm_heads" in model else model["name"]
     out = [f'<header><h1>Where the dot products live <span class="kind">{what}</span></h1>',
-           f'<p class="model">model {escape(describe_model(model, source) if "n_head" in model else model["name"])}'
-           "</p></header>"]  # fmt: skip
+           f'<p class="model">model {escape(described)}</p></header>']  # fmt: skip
     tokens = _tokens(doc, kind) if kind in ("generate", "trace") and "prompt_pieces" in doc else ""
     if tokens:
         out.append(_lede(doc))

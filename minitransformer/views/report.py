@@ -12,8 +12,14 @@ from ..text import count, human, percent, plural, shape, short_path, table
 
 def describe_model(config: dict, source: str) -> str:
     c = config
-    kv_heads = c.get("n_kv_head", c["n_head"])
-    kv = f" sharing {kv_heads} key/value head{'s' if kv_heads != 1 else ''}" if kv_heads != c["n_head"] else ""
+    heads = ""  # a model without attention (a state-space model) has no attention heads
+    if "n_head" in c:
+        kv_heads = c.get("n_kv_head", c["n_head"])
+        kv = f" sharing {kv_heads} key/value head{'s' if kv_heads != 1 else ''}" if kv_heads != c["n_head"] else ""
+        heads = f"{plural(c['n_head'], 'head')} of {c['d_head']}{kv}, "
+    if "ssm_heads" in c:  # state-space layers' heads, each with a state of P x N numbers
+        heads += f"{plural(c['ssm_heads'], 'state-space head')} of {c['ssm_head_dim']} (state {c['state_size']}), "
+    d_ff = f"d_ff {c['d_ff']:,}, " if "n_head" in c else ""  # a state-space model's mixer has no MLP
     label = architecture_of(c).label
     family = f"{c['model_type']} ({label}), " if label else ""
     window = f", sliding window {c['sliding_window']:,}" if c.get("sliding_window") else ""
@@ -22,9 +28,8 @@ def describe_model(config: dict, source: str) -> str:
         window += f" on {kinds.count('sliding_attention')} of {plural(len(kinds), 'layer')}"
     dtype = f"; computed in {c['dtype']}" if c.get("dtype", "float32") != "float32" else ""  # the default goes unsaid
     return (
-        f"{c['name']}: {family}{plural(c['n_layer'], 'layer')}, d_model {c['n_embd']:,}, {plural(c['n_head'], 'head')} of "
-        f"{c['d_head']}{kv}, "
-        f"d_ff {c['d_ff']:,}, vocab {c['vocab_size']:,}, context {c['n_positions']:,}{window} "
+        f"{c['name']}: {family}{plural(c['n_layer'], 'layer')}, d_model {c['n_embd']:,}, {heads}{d_ff}"
+        f"vocab {c['vocab_size']:,}, context {c['n_positions']:,}{window} "
         f"(weights: {short_path(source)}{dtype})"
     )
 
@@ -87,10 +92,12 @@ def decode_table(phases: list[Phase], limit: int = 8) -> str:
         if p is None:
             rows.append(["...", "", "", "", "", ""])
             continue
-        scores = p.find("scores", 0)
-        rows.append([str(p.step), count(p.tokens), count(p.context), shape(scores.out_shape),
+        scores = next((r for r in p.records if r.op == "scores"), None)  # the first attention layer's, if any
+        rows.append([str(p.step), count(p.tokens), count(p.context), shape(scores.out_shape) if scores else "-",
                      count(p.dot_products), count(p.macs)])  # fmt: skip
-    return table(["step", "T", "t", "scores (layer 0)", "dot products", "MACs"], rows, right={0, 1, 2, 4, 5})
+    first = next((r.layer for r in phases[0].records if r.op == "scores"), None) if phases else None
+    heading = f"scores (layer {first})" if first is not None else "scores (no attention)"
+    return table(["step", "T", "t", heading, "dot products", "MACs"], rows, right={0, 1, 2, 4, 5})
 
 
 def ledger_report(ledger: Ledger, layer: int = 0) -> str:

@@ -211,7 +211,7 @@ class Mamba2Config(MixerShapes, ModelConfig):
         d = asdict(self)
         d["time_step_limit"] = list(self.time_step_limit)
         d["eos_token_id"] = list(self.eos_token_id) if isinstance(self.eos_token_id, tuple) else self.eos_token_id
-        return {"family": self.family, **d, "d_head": self.d_head, "d_ff": self.d_ff, "d_inner": self.d_inner}
+        return {"family": self.family, **d, "d_inner": self.d_inner}
 
 
 # mistralai/Mamba-Codestral-7B-v0.1, its config.json (as transcribed in NX-AI's mlstm_kernels benchmark,

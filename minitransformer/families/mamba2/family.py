@@ -26,6 +26,7 @@ ARCHITECTURE = Architecture(
     formulas=formulas,
     reference_classes={"mamba2": "Mamba2ForCausalLM"},
     label="Mamba-2",
+    heads_in_headers=False,  # its heads are the mixer's (the header says them as state-space heads)
     float64_reference=reference.float64_throughout,
     float64_note=reference.NOTE,
 )

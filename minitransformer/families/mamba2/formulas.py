@@ -133,3 +133,35 @@ def attention_vs_weights(c: Mamba2Config) -> tuple[str, str, str]:
             "2 Hs P N / (D (I + Cv + Hs) + Cv K + I D)",
             f"D = {c.n_embd:,}, Hs = {c.ssm_heads}, P = {c.ssm_head_dim}, N = {c.state_size}, I = {c.d_inner:,}, "
             f"Cv = {c.conv_dim:,}, K = {c.conv_kernel}")  # fmt: skip
+
+
+def scan_notes(c: MixerShapes, layers: int, n_prompt: int, n_new: int, kv_numbers: int = 0) -> list[str]:
+    """count's lines on the Mamba layers: the prefill's scan in chunks as computed, with the recurrent form beside it;
+    a decode step's, the same at any context; and the state a layer keeps (against an attention layer's keys and
+    values a position, `kv_numbers`, where the model has them)."""
+    Hs, P, N, L = c.ssm_heads, c.ssm_head_dim, c.state_size, c.chunk_size
+    sizes = chunks(n_prompt, L)
+    shown = ", ".join(f"{n} of {length:,}" for n, length in sizes)
+    chunked, recurrent = scan_macs(c, n_prompt, n_prompt), recurrent_scan_macs(c, n_prompt)
+    conv, ssm = mixer_state_numbers(c)
+    t = n_prompt + n_new - 1
+    lines = [
+        f"The state-space scan ({layers} Mamba-2 layer{'s' if layers != 1 else ''}): a prompt in chunks of L = {L:,} "
+        f"(chunk_size), a decode step in the recurrent form",
+        f"  the prefill (T = {n_prompt:,}): {sum(n for n, _ in sizes):,} chunk{'s' if sum(n for n, _ in sizes) != 1 else ''} "
+        f"({shown}): {chunked:,} MACs a layer as computed (C B^T, the mix and the state within each chunk, the state "
+        f"before each read),",
+        f"    against 2 Hs P N T = {recurrent:,} had its {n_prompt:,} positions run one at a time in the recurrent form "
+        f"({chunked / recurrent:.3g}x as many, in matrix products instead of {n_prompt:,} steps)",
+        f"  a decode step: 2 Hs P N = {2 * Hs * P * N:,} MACs a layer (x̄ ⊗ B, then h C) at any context"
+        + (f" (the last step here, at t = {t:,}, and one at t = {c.n_positions:,} alike)" if n_new > 1 else ""),  # type: ignore[attr-defined]
+        f"  state: conv (K - 1) Cv = {conv:,} + ssm Hs P N = {ssm:,} numbers a layer, {(conv + ssm) * 4:,} bytes in float32, "
+        f"whatever the context"
+        + (f"; an attention layer's keys and values take {kv_numbers:,} numbers a position, "
+           f"{(conv + ssm) // kv_numbers:,} positions' worth of them" if kv_numbers else ""),
+    ]  # fmt: skip
+    return lines
+
+
+def count_notes(config: Mamba2Config, n_prompt: int, n_new: int) -> list[str]:
+    return scan_notes(config, config.n_layer, n_prompt, n_new)

@@ -9,9 +9,11 @@ from functools import cache
 
 from ...engine.stages import LAST, LOGITS, Family, Stage
 
-# The parts of a state-space model's arithmetic (count's summary groups products by them).
+# The parts of a state-space model's arithmetic (count's summary groups products by them): the products with weights,
+# and the scan's, which read and write a state of fixed size and hold no weights (the group the shared engine names
+# for a recurrent layer's scan: "recurrent state").
 SSM_PROJECTIONS = "state-space projections and conv"
-SSM_SCAN = "state-space scan"
+SSM_SCAN = "recurrent state"
 
 EMBED = (Stage("embed", ("embed",), "lookup", "x = W_te[ids]  (no positions: the scan is in order)", "ids [T]"),)
 NORM = Stage("ln_1", ("ln_1",), "norm", "h = RMSNorm(x)", "x [T, D]", reads_stream=True)

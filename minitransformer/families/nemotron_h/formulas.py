@@ -24,6 +24,7 @@ from ..mamba2.formulas import (
     product,
     recurrent_scan_macs,
     scan_macs,
+    scan_notes,
 )
 from .config import NemotronHConfig
 
@@ -173,3 +174,12 @@ def attention_vs_weights(c: NemotronHConfig) -> tuple[str, str, str]:
     return ("2 (2 H dh t) FLOPs against 2 (2 D H dh + 2 D Hkv dh) for the weights (an attention layer)",
             "2 H dh t / (2 D H dh + 2 D Hkv dh)",
             f"D = {c.n_embd:,}, H = {c.n_head}, Hkv = {c.n_kv_head}, dh = {c.d_head}")  # fmt: skip
+
+
+def count_notes(config: NemotronHConfig, n_prompt: int, n_new: int) -> list[str]:
+    """The Mamba layers' scan (families/mamba2/formulas.py's scan_notes), beside the attention layers' cache."""
+    mamba = config.kinds.count("mamba")
+    if not mamba:
+        return []
+    kv = 2 * config.n_kv_head * config.d_head if "full_attention" in config.kinds else 0
+    return scan_notes(config, mamba, n_prompt, n_new, kv)
