@@ -285,10 +285,11 @@ def _prompt_lines(path: str) -> list[str]:
     return prompts
 
 
-def _attention_layers(model, tokens, args) -> list[int]:
+def _attention_layers(model, tokens, args) -> list[int] | None:
     from .views.html_report import attention_layers
 
-    return attention_layers(model.config, len(tokens) + args.max_new_tokens - 1, args.layer)
+    layers = attention_layers(model.config, len(tokens) + args.max_new_tokens - 1, args.layer)
+    return layers or None  # a model without attention has no weights to draw
 
 
 def _download(args) -> None:

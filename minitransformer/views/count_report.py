@@ -197,9 +197,8 @@ def layers_table(p: Pass) -> str:
             rows.append([r.op, n(r.dot_products), n(r.macs), human(r.flops), percent(r.macs, p.macs),
                          f"{shape(r.out_shape)}: {r.equation}"])  # fmt: skip
     dense_note = f"; dense form: {n(p.dense_macs)} MACs" if p.dense_macs != p.macs else ""
-    rows.append(
-        ["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs{dense_note}"]
-    )
+    causal = f"causal: {n(p.causal_macs)} MACs{dense_note}" if _scores(p) is not None else dense_note.lstrip("; ")
+    rows.append(["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", causal])
     return table(["layer", "dot products", "MACs", "FLOPs", "share", ""], rows, right={1, 2, 3, 4})
 
 

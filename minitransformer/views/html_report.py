@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.kvcache import KeysValues
 from ..engine.ledger import Ledger, Phase, totals_of
 from ..families.table import architecture_of
 from ..text import plural, s_for
@@ -155,8 +156,12 @@ def attention_fits(config, positions: int) -> bool:
 
 
 def attention_layers(config, positions: int, chosen: int) -> list[int]:
-    """Which layers' attention a report keeps: all of them while the maps stay small, else the chosen one."""
-    return list(range(config.n_layer)) if attention_fits(config, positions) else [chosen]
+    """Which layers' attention a report keeps: all of them while the maps stay small, else the chosen one (the first
+    with attention from it on, where only some layers have attention; none in a model without attention)."""
+    attending = [i for i in range(config.n_layer) if isinstance(config.layer_cache(i), KeysValues)]
+    if attention_fits(config, positions):
+        return attending
+    return [next((i for i in attending if i >= chosen), chosen)] if attending else []
 
 
 def generation_data(generation) -> dict:

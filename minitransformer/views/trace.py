@@ -196,7 +196,7 @@ class _Tracer:
 
     def _show(self, name: str, tensor, r: Record) -> None:
         output = r.stage.names.index(name if r.layer is None else name.split(".", 2)[2])  # q, k or v of one split
-        makes = concrete(self.dims.symbolic(r.output_spec(output)), self.dims)
+        makes = self._makes(r.output_spec(output), tensor)
         if r is self.last_record:  # k and v come out of the same split as q
             lines = [f"{name:<{NAME_WIDTH}}  (same stage, next output)", f"    out  {makes}"]
         else:
@@ -211,6 +211,15 @@ class _Tracer:
                                                         for p in r.breakdown))  # fmt: skip
         lines.append(f"    values  {summary(tensor)}")
         print("\n".join(lines), file=self.out)
+
+    def _makes(self, spec: str, tensor) -> str:
+        """ "[H, T, t] = [4, 5, 5]": the output's shape in symbols and in numbers. A symbol sized for one part of the
+        pass only (a scan's chunks: Nc, L) has no size in the pass's dims: the tensor's own shape says it."""
+        symbolic = self.dims.symbolic(spec)
+        try:
+            return concrete(symbolic, self.dims)
+        except (AttributeError, KeyError):
+            return f"{symbolic} = {list(np.shape(tensor))}"
 
     def _fold(self, layer: int, tensor) -> None:
         records = self.folded

@@ -81,6 +81,13 @@ def json_float(value):
     return value
 
 
+def to_json_float(value: float):
+    """A float as JSON can hold it: as it is, or as transformers 5 writes an infinity ({"__float__": "Infinity"})."""
+    if math.isinf(value) or math.isnan(value):
+        return {"__float__": "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"}
+    return value
+
+
 def check_time_step_limit(value) -> tuple[float, float]:
     """(low, high) that dt is clamped to in the chunked scan, as transformers clamps it."""
     if isinstance(value, (list, tuple)):
@@ -209,7 +216,7 @@ class Mamba2Config(MixerShapes, ModelConfig):
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["time_step_limit"] = list(self.time_step_limit)
+        d["time_step_limit"] = [to_json_float(x) for x in self.time_step_limit]
         d["eos_token_id"] = list(self.eos_token_id) if isinstance(self.eos_token_id, tuple) else self.eos_token_id
         return {"family": self.family, **d, "d_inner": self.d_inner}
 
