@@ -78,6 +78,10 @@ class Record:
     # which sum to the record's. Which tokens went where depends on the data (or, counting from a config alone, on
     # the routing assumed), not on the shapes: two records of the same shapes are equal whatever their breakdown.
     breakdown: tuple[Part, ...] | None = field(default=None, compare=False)
+    # (dot products, MACs) of this op's work in the recurrent form, where the pass computed a scan in chunks (a
+    # linear-attention or state-space layer over a prompt): what the same positions cost token by token, as a decode
+    # step computes them (0, 0 for a product the recurrent form does not have); None: the pass computed it that way.
+    recurrent: tuple[int, int] | None = None
 
     def output_spec(self, index: int = 0) -> str:
         """The symbolic shape of output `index` (stages such as split_heads make several)."""
@@ -143,6 +147,25 @@ class Record:
     def flops(self) -> int:
         return 2 * self.macs
 
+    @property
+    def dense_form_dot_products(self) -> int:
+        """This record in the pass's dense form: attention's every T x t score where row chunks computed fewer (the
+        dense product of its shapes), any other product as computed (a solve row by row is not attention)."""
+        return self.dense_dot_products if self.row_chunk is not None else self.dot_products
+
+    @property
+    def dense_form_macs(self) -> int:
+        return self.dense_macs if self.row_chunk is not None else self.macs
+
+    @property
+    def recurrent_dot_products(self) -> int:
+        """The recurrent form's (Record.recurrent), where a scan ran in chunks; the computed ones elsewhere."""
+        return self.dot_products if self.recurrent is None else self.recurrent[0]
+
+    @property
+    def recurrent_macs(self) -> int:
+        return self.macs if self.recurrent is None else self.recurrent[1]
+
     # Causal attention computes the dense T x t scores and masks the future afterwards; these say how
     # much of that work the mask keeps (on "scores" and "mix"; None elsewhere). Query row i of T (at
     # position past + i) needs past + i + 1 keys.
@@ -189,6 +212,8 @@ class Record:
             d["dense_macs"] = self.dense_macs
         if self.breakdown is not None:
             d["breakdown"] = [part.to_dict() for part in self.breakdown]
+        if self.recurrent is not None:  # a scan computed in chunks: this op in the recurrent form
+            d["recurrent_dot_products"], d["recurrent_macs"] = self.recurrent
         return d
 
 
@@ -253,11 +278,20 @@ class Phase:
     @property
     def dense_dot_products(self) -> int:
         """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
-        return sum(r.dense_dot_products for r in self.records)
+        return sum(r.dense_form_dot_products for r in self.records)
 
     @property
     def dense_macs(self) -> int:
-        return sum(r.dense_macs for r in self.records)
+        return sum(r.dense_form_macs for r in self.records)
+
+    @property
+    def recurrent_dot_products(self) -> int:
+        """Had every scan computed in chunks run token by token instead (Record.recurrent); dot_products elsewhere."""
+        return sum(r.recurrent_dot_products for r in self.records)
+
+    @property
+    def recurrent_macs(self) -> int:
+        return sum(r.recurrent_macs for r in self.records)
 
     def layer_records(self, layer: int) -> list[Record]:
         return [r for r in self.records if r.layer == layer]
@@ -301,7 +335,7 @@ class Phase:
             "dot_products": self.dot_products,
             "macs": self.macs,
             "flops": self.flops,
-        } | ({} if not self.pads else {"pads": list(self.pads), "finished": list(self.finished),
+        } | recurrent_dict(self) | ({} if not self.pads else {"pads": list(self.pads), "finished": list(self.finished),
                                        "padding": padding_dict(self.padding, self.macs)})  # fmt: skip
 
 
@@ -336,6 +370,13 @@ def padding_of(r: Record, pads: list[int], context: int) -> tuple[int, int]:
     return dot_products, macs
 
 
+def recurrent_dict(p) -> dict:
+    """The recurrent form's totals of a pass (or of totals), where a scan ran in chunks; nothing elsewhere."""
+    if p.recurrent_macs is None or (p.recurrent_dot_products, p.recurrent_macs) == (p.dot_products, p.macs):
+        return {}
+    return {"recurrent_dot_products": p.recurrent_dot_products, "recurrent_macs": p.recurrent_macs}
+
+
 def padding_dict(padding: Totals, total_macs: int) -> dict:
     return {"dot_products": padding.dot_products, "macs": padding.macs,
             "share": padding.macs / total_macs if total_macs else 0.0}  # fmt: skip
@@ -349,10 +390,19 @@ class Totals:
     # more than the computed ones where long passes computed attention in row chunks, equal elsewhere.
     dense_dot_products: int | None = None
     dense_macs: int | None = None
+    # What the same passes cost had every scan computed in chunks run token by token (Record.recurrent); the computed
+    # totals where no pass had one.
+    recurrent_dot_products: int | None = None
+    recurrent_macs: int | None = None
 
     @property
     def flops(self) -> int:
         return 2 * self.macs
+
+    @property
+    def scanned(self) -> bool:
+        """Some pass computed a scan in chunks: its recurrent form costs other than what was computed."""
+        return self.recurrent_macs is not None and self.recurrent_macs != self.macs
 
     @property
     def chunked(self) -> bool:
@@ -362,13 +412,16 @@ class Totals:
     def to_dict(self) -> dict:
         dense = {} if self.dense_macs is None else {"dense_dot_products": self.dense_dot_products,
                                                     "dense_macs": self.dense_macs}  # fmt: skip
-        return {"dot_products": self.dot_products, "macs": self.macs, "flops": self.flops} | dense
+        return (
+            {"dot_products": self.dot_products, "macs": self.macs, "flops": self.flops} | dense | recurrent_dict(self)
+        )
 
 
 def totals_of(phases: Sequence[Phase | Any]) -> Totals:
     """The totals of passes: the ledger's phases, or count's folded passes (count.Pass), which answer the same."""
     return Totals(sum(p.dot_products for p in phases), sum(p.macs for p in phases),
-                  sum(p.dense_dot_products for p in phases), sum(p.dense_macs for p in phases))  # fmt: skip
+                  sum(p.dense_dot_products for p in phases), sum(p.dense_macs for p in phases),
+                  sum(p.recurrent_dot_products for p in phases), sum(p.recurrent_macs for p in phases))  # fmt: skip
 
 
 @dataclass

@@ -351,6 +351,17 @@ def slot_positions(past: int, T: int, pads=None):
     return slots if pads is None else slots[None, :] - np.asarray(pads)[:, None]
 
 
+def without_pads(x, past: int, pads=None):
+    """x [B, T, n] with the rows of pad slots set to zero (a new array; x itself where there are no pads): slot
+    past + j of row b is padding when it is one of the row's first pads[b] slots. A recurrent layer (a conv, a
+    linear-attention or state-space scan) reads every earlier slot, so a left-padded row must feed it zeros where it
+    has no tokens, as transformers' apply_mask_to_padding_states does, for the row to equal its prompt alone."""
+    if pads is None or isinstance(x, ShapeOnly):
+        return x
+    real = (past + np.arange(x.shape[-2]))[None, :] >= np.asarray(pads)[:, None]  # [B, T]
+    return x * real[..., None].astype(x.dtype)
+
+
 def add_mask(s, bias, out=None):
     """S + bias (0 or -inf): masked scores become exactly zero weights after softmax."""
     if isinstance(s, ShapeOnly):

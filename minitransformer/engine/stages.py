@@ -15,6 +15,7 @@ Dimension symbols used in shapes:
     D  d_model      H  query heads      dh  d_head (D / H unless the config says otherwise)
     Hkv  key/value heads (H for GPT-2)          G  query heads per key/value head (H / Hkv)
     F  MLP width    V  vocabulary   R  rows of logits: 1 during generation, T for model.logits()
+    C, N  a scan's chunk (positions) and number of chunks in this pass (a recurrent layer's prompt, in chunks)
     Te  rows that depend on the data: the tokens a router sends to expert e (Tape.with_sizes names them)
 """
 
@@ -75,6 +76,9 @@ ATTENTION_PROJECTIONS = "attention projections"
 ATTENTION_SCORES = "attention scores and mix"
 MLP = "MLP"
 UNEMBEDDING = "logits"
+# The products of a recurrent layer's scan (linear attention's delta rule, a state-space layer's SSD): they read and
+# write a state of fixed size, so a decode step's cost does not grow with the context, and they hold no weights.
+STATE = "recurrent state"
 
 # The two stages after the blocks that every family shares: the last position, then the unembedding.
 LAST = Stage("last", ("last",), "select", "h = h[last position]  (generation needs only the next token)", "h [T, D]")

@@ -21,6 +21,7 @@ from ..errors import UserError
 from .experts import ExpertParts
 from .kvcache import first_attended
 from .ledger import Phase, Record, dot_product_count
+from .pieces import Pieces
 from .row_chunks import in_row_chunks
 from .shapes import ShapeOnly
 from .spec import matmul_spec, specs, symbols
@@ -154,6 +155,9 @@ class Tape:
     # tape writes (record_experts); None where nobody keeps a ledger or watches. engine/experts.py says more.
     parts: ExpertParts | None = None
     routed: object = None  # the expert whose rows this tape's stages compute (Tape.expert; families/moe.Routed)
+    # Inside a computation done piece by piece (Tape.in_pieces: a scan's chunks, a triangular solve's rows): what each
+    # piece computed, for the one record per op that the whole pass's tape writes (record_pieces; engine/pieces.py).
+    pieces: Pieces | None = None
 
     def layer(self, i: int) -> Tape:
         """The tape as seen from inside block i: stage names get the prefix "blocks.{i}.", and the sizes are
@@ -211,6 +215,48 @@ class Tape:
                                 f"computes on its own tokens, shown after they all ran: a replacement cannot take effect "
                                 f"(hook the router's stages or moe.out instead)")  # fmt: skip
 
+    def in_pieces(self) -> Tape:
+        """The tape of a computation done piece by piece (a scan over chunks, a solve row by row: engine/pieces.py):
+        each piece's products and stages run on it (with that piece's sizes, Tape.with_sizes), and are written, and
+        shown to watchers, as one record per op by record_pieces after the last piece."""
+        pieces = None if self.unobserved else Pieces(self.phase is not None, self.watcher is not None)
+        return replace(self, phase=None, watcher=None, pieces=pieces)
+
+    def record_pieces(self, pieces: Tape, whole: dict[str, str], along: str | None = None, values: dict | None = None,
+                      recurrent: dict[str, tuple[int, int]] | None = None) -> None:  # fmt: skip
+        """One record per op that `pieces` (Tape.in_pieces) ran, with the shapes `whole` states for all the pieces
+        together ("Hv N C dk, Hv N dk dv -> Hv N C dv"), the dot products and MACs the pieces computed (fewer than that
+        shape's dense product: Record.computed), and `recurrent`'s (dot products, MACs) for an op of a scan computed in
+        chunks (Record.recurrent). Watchers see each op's value once: `values[op]`, or the pieces' values side by side
+        along the axis of the symbol `along` ("N") of its whole shape."""
+        done = pieces.pieces
+        if done is None:
+            return
+        for op in done.ops:
+            counted = done.counted(op)
+            if counted is None:  # a stage that is not a product
+                out_spec = whole[op]
+                record = self._record(op, self.dims.shape(out_spec), out_spec)
+            else:
+                a_spec, b_spec, out_spec = matmul_spec(whole[op])
+                dots, macs, b_batched = counted
+                a_shape, out_shape = self.dims.shape(a_spec), self.dims.shape(out_spec)
+                dense = (prod(out_shape), prod(out_shape) * a_shape[-1])
+                computed = (dots, macs) if done.counting and (dots, macs) != dense else None
+                record = self._record(op, out_shape, out_spec, a_shape, self.dims.shape(b_spec, b_batched), computed,
+                                      recurrent=(recurrent or {}).get(op))  # fmt: skip
+            if not done.watched:
+                continue
+            value = (values or {}).get(op)
+            if value is None:
+                assert along is not None, f"{op}: the pieces' values go side by side along a symbol, or are given"
+                value = np.stack(done.values(op), axis=len(self.dims.batch) + symbols(out_spec).index(along))
+            self._check(op, value, out_spec)
+            if self._watch(op, value, record) is not value:
+                raise UserError(f"a hook replaced {self.prefix}{record.stage.names[0]}, a stage computed piece by "
+                                f"piece (a scan's chunks, a solve's rows), shown after the last piece: a replacement "
+                                f"cannot take effect (hook a stage before or after it instead)")  # fmt: skip
+
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;
         else None (a watcher may hold x, so it must stay as it was). A ledger holds no tensors."""
@@ -225,11 +271,11 @@ class Tape:
             )
 
     def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
-                row_chunk=None, breakdown=None) -> Record:  # fmt: skip
+                row_chunk=None, breakdown=None, recurrent=None) -> Record:  # fmt: skip
         window = self.dims.window if op in ("scores", "mix") else None
         assert self.family is not None, "a tape that records names its stage table (Tape.family)"
         record = Record(self.family.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
-                        computed, row_chunk, breakdown)  # fmt: skip
+                        computed, row_chunk, breakdown, recurrent)  # fmt: skip
         if self.phase is not None:
             self.phase.records.append(record)
         return record
@@ -262,16 +308,24 @@ class Tape:
         if self.parts is not None:  # one expert's rows: shown with the others' (record_experts)
             self.parts.add(op, value, self.routed, None)
             return value
+        if self.pieces is not None:  # one piece: shown with the others (record_pieces)
+            self.pieces.add(op, value, None)
+            return value
         if self.unobserved:
             return value
         record = self._record(op, values[0].shape, spec)
         return self._watch(op, value, record)
 
-    def matmul(self, op: str, a, b, spec: str, bias=None):
-        """out = a @ b (+ bias), counted: spec reads "T D, D 3D -> T 3D" (a, b -> out, symbolically)."""
+    def matmul(self, op: str, a, b, spec: str, bias=None, recurrent: tuple[int, int] | None = None):
+        """out = a @ b (+ bias), counted: spec reads "T D, D 3D -> T 3D" (a, b -> out, symbolically). `recurrent`: the
+        (dot products, MACs) of this op's work in the recurrent form, where it belongs to a scan computed in chunks
+        (Record.recurrent; (0, 0) for a product the recurrent form does not have)."""
         a_spec, b_spec, out_spec = matmul_spec(spec)
         self._check(f"{op} (A)", a, a_spec)
-        self._check(f"{op} (B)", b, b_spec, batched=b.ndim > 2)  # a weight matrix is shared by the batch
+        # B has the batch's axes where it has more than its shape names (K^T, a state); a weight has none: it is
+        # shared by the batch (a matrix, or a depthwise conv's kernel [C, K, 1])
+        b_batched = b.ndim > len(symbols(b_spec))
+        self._check(f"{op} (B)", b, b_spec, batched=b_batched)
         if isinstance(a, ShapeOnly) or isinstance(b, ShapeOnly):
             out = ShapeOnly(dot_product_count(a.shape, b.shape)[0])
         else:
@@ -283,14 +337,18 @@ class Tape:
         self._check(op, out, out_spec)
         if self.rows is not None:  # a chunk of query rows: summed into the whole pass's record (in_row_chunks)
             _, dots, length = dot_product_count(a.shape, b.shape)
-            counted = self.rows.setdefault(op, [spec, b.ndim > 2, 0, 0])
+            counted = self.rows.setdefault(op, [spec, b_batched, 0, 0])
             counted[2] += dots
             counted[3] += dots * length
         if self.parts is not None:  # one expert's rows: summed into the layer's record (record_experts)
             _, dots, length = dot_product_count(a.shape, b.shape)
             self.parts.add(op, out, self.routed, (dots, dots * length))
             return out
+        if self.pieces is not None:  # one piece: summed into the whole computation's record (record_pieces)
+            _, dots, length = dot_product_count(a.shape, b.shape)
+            self.pieces.add(op, out, (dots, dots * length), b_batched)
+            return out
         if self.unobserved:
             return out
-        record = self._record(op, out.shape, out_spec, tuple(a.shape), tuple(b.shape))
+        record = self._record(op, out.shape, out_spec, tuple(a.shape), tuple(b.shape), recurrent=recurrent)
         return self._watch(op, out, record)

@@ -51,6 +51,9 @@ class Architecture:
     # Kinds a checkpoint holds that are buffers, not parameters (DeepSeek-V3's router correction bias): loaded and
     # checked, but left out of `params`' count, as transformers' count of model.parameters() leaves them.
     buffer_kinds: tuple[str, ...] = ()
+    # Other prefixes under which a checkpoint may keep the same base model (a multimodal checkpoint's text model,
+    # "model.language_model."); the loader takes off the longest that a name has, `prefix` included.
+    prefixes: tuple[str, ...] = ()
     ignored_pattern: re.Pattern = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

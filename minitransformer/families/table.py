@@ -23,6 +23,7 @@ from .olmo2.family import ARCHITECTURE as OLMO2
 from .phi3.family import ARCHITECTURE as PHI3
 from .qwen3.family import ARCHITECTURE as QWEN3
 from .qwen3moe.family import ARCHITECTURE as QWEN3_MOE
+from .qwen35.family import ARCHITECTURE as QWEN3_5
 
 ARCHITECTURES: dict[str, Architecture] = {}
 PRESETS: dict[str, ModelConfig] = {}  # every family's presets, by name
@@ -78,6 +79,7 @@ for _family in (
     QWEN3_MOE,
     GPT_OSS,
     DEEPSEEK_V3,
+    QWEN3_5,
     MAMBA2,
     NEMOTRON_H,
 ):

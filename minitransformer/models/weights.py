@@ -122,10 +122,11 @@ def load_weights(directory: Path, config: ModelConfig, dtype=np.float32) -> Simp
     (float32, or float64 for the reference)."""
     tensors: dict[str, _TensorInfo] = {}
     architecture = architecture_of(config)
-    prefix = architecture.prefix
+    prefixes = sorted({architecture.prefix, *architecture.prefixes}, key=len, reverse=True)
     for file in _weight_files(directory):
         for name, info in _read_header(file).items():
-            tensors[name.removeprefix(prefix)] = info
+            prefix = next((p for p in prefixes if name.startswith(p)), "")
+            tensors[name[len(prefix) :]] = info
     expected = expected_shapes(config)
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)  # a tied head saved twice is the same tensor as wte

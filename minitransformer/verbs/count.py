@@ -133,11 +133,20 @@ class Pass:
     @property
     def dense_dot_products(self) -> int:
         """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
-        return sum(n * r.dense_dot_products for r, n in self.weighted())
+        return sum(n * r.dense_form_dot_products for r, n in self.weighted())
 
     @property
     def dense_macs(self) -> int:
-        return sum(n * r.dense_macs for r, n in self.weighted())
+        return sum(n * r.dense_form_macs for r, n in self.weighted())
+
+    @property
+    def recurrent_dot_products(self) -> int:
+        """Had every scan computed in chunks run token by token (Record.recurrent); dot_products elsewhere."""
+        return sum(n * r.recurrent_dot_products for r, n in self.weighted())
+
+    @property
+    def recurrent_macs(self) -> int:
+        return sum(n * r.recurrent_macs for r, n in self.weighted())
 
     @property
     def block_dot_products(self) -> int:

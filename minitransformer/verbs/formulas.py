@@ -20,7 +20,6 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..engine import row_chunks
-from ..engine.kvcache import KeysValues
 from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
 from .memory import FLOAT32_BYTES
@@ -98,17 +97,62 @@ def computed_pairs(T: int, t: int, window: int | None = None, chunk: int | None 
                for r0 in range(0, T, C))  # fmt: skip
 
 
+def _formulas(config: Config):
+    return architecture_of(config).formulas
+
+
+def attends(config: Config, layer: int) -> bool:
+    """Whether a layer attends to the earlier positions (every family's layers but a hybrid's recurrent ones, which
+    keep a state instead: a family says so with attends(config, layer))."""
+    formulas = _formulas(config)
+    return formulas.attends(config, layer) if hasattr(formulas, "attends") else True
+
+
+def scan_macs(config: Config, layer: int, T: int, B: int = 1) -> int:
+    """MACs of a recurrent layer's scan over a pass of T positions (the family's scan_macs: a DeltaNet's delta rule,
+    recurrent for one position, in chunks for more); 0 for a layer that attends."""
+    formulas = _formulas(config)
+    return B * formulas.scan_macs(config, layer, T) if hasattr(formulas, "scan_macs") else 0
+
+
+def scan_dot_products(config: Config, layer: int, T: int, B: int = 1) -> int:
+    formulas = _formulas(config)
+    return B * formulas.scan_dot_products(config, layer, T) if hasattr(formulas, "scan_dot_products") else 0
+
+
+def scan_recurrent_macs(config: Config, layer: int, T: int, B: int = 1) -> int:
+    """The same scan in the recurrent form, position by position (what a decode step computes): the family's
+    scan_recurrent_macs; the computed scan_macs where the family has no other form."""
+    formulas = _formulas(config)
+    if hasattr(formulas, "scan_recurrent_macs"):
+        return B * formulas.scan_recurrent_macs(config, layer, T)
+    return scan_macs(config, layer, T, B)
+
+
 def layer_groups(config: Config, windows: bool = True) -> dict[tuple[int | None, int, int], int]:
-    """How many layers there are of each (sliding window, weight MACs per position, weight dot products per position):
-    {(None, 4 D^2 + 2 D F, 4 D + F): L} for GPT-2, {(W, ...): L} for Mistral, two groups where windows alternate
-    (Gemma 2) or a dense MLP stands beside experts. windows=False: as if no layer had a window, to measure what the
-    windows save."""
+    """How many attention layers there are of each (sliding window, weight MACs per position, weight dot products per
+    position): {(None, 4 D^2 + 2 D F, 4 D + F): L} for GPT-2, {(W, ...): L} for Mistral, two groups where windows
+    alternate (Gemma 2) or a dense MLP stands beside experts. windows=False: as if no layer had a window, to measure
+    what the windows save. A hybrid's recurrent layers are state_layers'."""
     counts: dict[tuple[int | None, int, int], int] = {}
     for i in range(config.n_layer):
+        if not attends(config, i):
+            continue
         window = config.layer_window(i) if windows else None
         key = (window, weight_macs_per_position(config, i), weight_dot_products_per_position(config, i))
         counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def state_layers(config: Config) -> list[int]:
+    """The layers that keep a state instead of attending (a hybrid's linear-attention or state-space layers)."""
+    return [i for i in range(config.n_layer) if not attends(config, i)]
+
+
+def _state_macs(config: Config, T: int, B: int, recurrent: bool = False) -> int:
+    """Every recurrent layer of one pass of T positions: T (products with weights per position) + its scan."""
+    scan = scan_recurrent_macs if recurrent else scan_macs
+    return sum(B * T * weight_macs_per_position(config, i) + scan(config, i, T, B) for i in state_layers(config))
 
 
 def layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
@@ -156,14 +200,24 @@ def logits_macs(config: Config, R: int = 1, B: int = 1) -> int:
 
 
 def pass_macs(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
-    """One forward pass: L blocks and the logits (the embedding is a lookup, norms are not products)."""
+    """One forward pass: L blocks and the logits (the embedding is a lookup, norms are not products); a hybrid's
+    recurrent layers cost their products with weights and their scan over the T positions, whatever t."""
     blocks = sum(n * _layer_macs(config, T, t, B, group) for group, n in layer_groups(config).items())
-    return blocks + logits_macs(config, R, B)
+    return blocks + _state_macs(config, T, B) + logits_macs(config, R, B)
+
+
+def recurrent_pass_macs(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
+    """pass_macs with every recurrent layer's scan in the recurrent form (position by position), as the ledger's
+    recurrent form reads (Record.recurrent): the same where no layer scans in chunks."""
+    blocks = sum(n * _layer_macs(config, T, t, B, group) for group, n in layer_groups(config).items())
+    return blocks + _state_macs(config, T, B, recurrent=True) + logits_macs(config, R, B)
 
 
 def pass_dot_products(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
     blocks = sum(n * _layer_dot_products(config, T, t, B, group) for group, n in layer_groups(config).items())
-    return blocks + B * R * config.vocab_size
+    states = sum(B * T * weight_dot_products_per_position(config, i) + scan_dot_products(config, i, T, B)
+                 for i in state_layers(config))  # fmt: skip
+    return blocks + states + B * R * config.vocab_size
 
 
 def decode_macs(config: Config, t: int, B: int = 1) -> int:
@@ -202,7 +256,10 @@ def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool =
         sum_t2 = _sum_of_squares(dense_last) - _sum_of_squares(first - 1)
         sum_t2 += sum(computed_pairs(t, t, window) for t in range(dense_last + 1, last + 1))  # in chunks
         total += B * L * (per_position * sum_t + per_pair * sum_t2)
-    return total
+    # A hybrid's recurrent layers: with the cache, the prefill's scan over the prompt, then one position a step (the
+    # recurrent form); without it, every step scans the whole sequence again.
+    passes = [n_prompt] + [1] * (n_new - 1) if use_cache else list(range(n_prompt, n_prompt + n_new))
+    return total + sum(_state_macs(config, T, B) for T in passes)
 
 
 def _sum_of_capped(n: int, k: int, window: int | None) -> int:
@@ -231,8 +288,10 @@ def kv_cache_positions(config: Config, positions: int) -> int:
 
 def kv_cache_bytes_per_token(config: Config, B: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
     """K and V (2) for each of L layers, Hkv dh numbers each (Hkv heads x dh; D for GPT-2; dh + dv for K and V
-    where values are narrower, DeepSeek-V3's MLA)."""
-    return B * config.n_layer * config.n_kv_head * (config.d_head + config.d_value) * bytes_per_number
+    where values are narrower, DeepSeek-V3's MLA); in a hybrid, its attention layers only (a recurrent layer keeps a
+    state of fixed size instead)."""
+    layers = sum(1 for i in range(config.n_layer) if attends(config, i))
+    return B * layers * config.n_kv_head * (config.d_head + config.d_value) * bytes_per_number
 
 
 def attention_to_weights(config: Config) -> Fraction:
@@ -241,8 +300,8 @@ def attention_to_weights(config: Config) -> Fraction:
 
     2 H dh t / (D (H dh + 2 Hkv dh) + H dh D + m D F), m = 2 (GPT-2) or 3 (gated), so
     X = (D (H dh + Hkv dh) + m D F / 2) / (H dh): 2 D + F for GPT-2 (6 D when F = 4 D), 2 D + 1.5 F for a
-    Llama without grouping (24,704 for Llama 2 7B), D (1 + Hkv / H) + 1.5 D F / (H dh) in general. Of the first
-    layer with attention, where layers differ in kind (a hybrid's state-space layers have none).
+    Llama without grouping (24,704 for Llama 2 7B), D (1 + Hkv / H) + 1.5 D F / (H dh) in general. In a hybrid,
+    the first layer that attends (a recurrent layer's scan does not grow with t).
     """
-    layer = next((i for i in range(config.n_layer) if isinstance(config.layer_cache(i), KeysValues)), 0)
-    return Fraction(weight_macs_per_position(config, layer), attention_macs_per_pair(config))
+    first = next(i for i in range(config.n_layer) if attends(config, i))
+    return Fraction(weight_macs_per_position(config, first), attention_macs_per_pair(config))

@@ -160,14 +160,14 @@ def block_table(block: list[Record], full: bool) -> str:
         if r.kind == "matmul":
             causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
             causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
-            dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_macs else ""  # row chunks skipped the rest
+            dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_form_macs else ""  # row chunks skipped the rest
             rows.append([r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), n(r.dot_length),
                          n(r.macs), human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs,
                          dense_form])  # fmt: skip
         elif full:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""])
     causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
-    dense = sum(r.dense_macs for r in block)
+    dense = sum(r.dense_form_macs for r in block)
     rows.append(["block", "", "", "", n(sum(r.dot_products for r in block)), "", n(block_macs), human(2 * block_macs),
                  "100%", "", n(causal), f"{n(dense)} MACs" if dense != block_macs else ""])  # fmt: skip
     headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "FLOPs", "share",
@@ -185,7 +185,7 @@ def layers_table(p: Pass) -> str:
             rows.append([f"{kind} ({layers})", n(dots), n(macs), human(2 * macs), percent(layers * macs, p.macs),
                          f"each of layers {_layer_list(where)}"])  # fmt: skip
     else:
-        dense = sum(r.dense_macs for r in p.block)
+        dense = sum(r.dense_form_macs for r in p.block)
         rows.append([f"0..{L - 1}" if L > 1 else "0", n(p.block_dot_products), n(p.block_macs),
                      human(2 * p.block_macs), percent(p.block_macs, p.macs),
                      "each layer" + (f" (dense form: {n(dense)} MACs)" if dense != p.block_macs else "")])  # fmt: skip

@@ -51,15 +51,15 @@ def block_table(phase: Phase, layer: int = 0) -> str:
                 note = f"causal: {count(r.causal_dot_products or 0)} needed ({count(r.causal_macs or 0)} MACs)"
             elif r.causal_macs is not None:
                 note = f"causal: {count(r.causal_macs)} MACs needed"
-            if r.macs != r.dense_macs:  # computed in row chunks (tape.py): what the dense form would have cost
+            if r.macs != r.dense_form_macs:  # computed in row chunks (tape.py): what the dense form would have cost
                 note += f"; dense: {count(r.dense_dot_products)} ({count(r.dense_macs)} MACs)"
             rows.append([r.op, r.equation, operands(r), shape(r.out_shape), count(r.dot_products),
                          count(r.dot_length), count(r.macs), percent(r.macs, block_macs), note])  # fmt: skip
         else:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", ""])
-    dense = sum(r.dense_macs for r in records)
+    dense = sum(r.dense_form_macs for r in records)
     note = (
-        f"dense: {count(sum(r.dense_dot_products for r in records))} ({count(dense)} MACs)"
+        f"dense: {count(sum(r.dense_form_dot_products for r in records))} ({count(dense)} MACs)"
         if dense != block_macs
         else ""
     )
@@ -74,7 +74,7 @@ def layers_table(phase: Phase) -> str:
     rows = []
     for i in range(phase.n_layers):
         records = phase.layer_records(i)
-        macs, dense = sum(r.macs for r in records), sum(r.dense_macs for r in records)
+        macs, dense = sum(r.macs for r in records), sum(r.dense_form_macs for r in records)
         rows.append([str(i), count(sum(r.dot_products for r in records)), count(macs), percent(macs, phase.macs),
                      f"dense: {count(dense)} MACs" if dense != macs else ""])  # fmt: skip
     for r in phase.records:
