@@ -176,6 +176,8 @@ def expert_load_lines(ledger: Ledger) -> list[str]:
 def _convention(prefill: Phase) -> list[str]:
     """The note under the block: scores computed dense, or in chunks of query rows (engine/row_chunks.py)."""
     chunk = next((r.row_chunk for r in prefill.records if r.row_chunk is not None), None)
+    if not any(r.op == "scores" for r in prefill.records):  # a model without attention
+        return ["  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs."]
     if chunk is None:
         return [
             "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed dense",

@@ -7,9 +7,9 @@ I = Hs P, Cv = I + 2 Ng N the conv's channels, K its kernel, L the chunk, V voca
 Per position, a mixer's products with weights: in_proj D (I + Cv + Hs), the conv Cv K (each channel a dot product of
 length K with its kernel), out_proj I D. Its scan:
 - recurrent (a decode step): x̄ ⊗ B, Hs P N dot products of length 1, and h C, Hs P of length N: 2 Hs P N MACs;
-- in chunks (a prompt, T positions in chunks of Lc): a chunk's scores C B^T, Ng Lc² of length N; its mix, Hs Lc P of
-  length Lc; its own state, Hs P N of length Lc; reading the state before it, Hs Lc P of length N (not the first
-  chunk of a pass from position 0, whose state is zero): in all (Ng N + Hs P) Σ Lc² + Hs P N T + Hs P N (T - L₀).
+- in chunks (a pass of T positions, as Nc = ceil(T / L') chunks of L' = min(L, T), the last padded with zeros): a
+  chunk's scores C B^T, Ng L'² of length N; its mix, Hs L' P of length L'; its own state, Hs P N of length L'; its
+  read of the state before it, Hs L' P of length N: in all (Ng N + Hs P) Nc L'² + 2 Hs P N Nc L'.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from __future__ import annotations
 from .config import Mamba2Config, MixerShapes
 
 
-def chunks(T: int, L: int) -> list[tuple[int, int]]:
-    """The chunks of a pass of T positions, as (how many, their length): the full chunks of L, then a shorter last."""
-    full, rest = divmod(T, L)
-    return [(n, length) for n, length in ((full, L), (1, rest)) if n and length]
+def chunking(T: int, L: int) -> tuple[int, int]:
+    """(Nc chunks, of L' positions) of a pass of T positions in chunks of L: L' = min(L, T), the last one padded."""
+    length = min(L, T)
+    return -(-T // length), length
 
 
 def recurrent(T: int, t: int) -> bool:
@@ -29,20 +29,16 @@ def recurrent(T: int, t: int) -> bool:
 
 
 def mixer_products(c: MixerShapes, T: int, t: int, B: int = 1) -> list[tuple[str, int, int]]:
-    """(op, dot products, MACs) of one mixer's products in a pass of T positions at context t, in the order they run
-    (the scan's ops once for each size of chunk)."""
+    """(op, dot products, MACs) of one mixer's products in a pass of T positions at context t, in the order they
+    run."""
     Hs, P, N, Ng, D, Cv = c.ssm_heads, c.ssm_head_dim, c.state_size, c.n_groups, c.n_embd, c.conv_dim
     ops = [product("ssm.in_proj", B * T * c.in_proj_dim, D), product("ssm.conv", B * T * Cv, c.conv_kernel)]
     if recurrent(T, t):
         ops += [product("ssm.input", B * Hs * P * N, 1), product("ssm.output", B * Hs * P, N)]
     else:
-        fresh = t == T  # from position 0: the state before the pass is zero, and its first chunk reads none
-        for i, (n, L) in enumerate(chunks(T, c.chunk_size)):
-            ops += [product("ssd.scores", B * n * Ng * L * L, N), product("ssd.mix", B * n * Hs * L * P, L),
-                    product("ssd.chunk_state", B * n * Hs * P * N, L)]  # fmt: skip
-            read = n - (fresh and i == 0)
-            if read:
-                ops.append(product("ssd.from_state", B * read * Hs * L * P, N))
+        n, L = chunking(T, c.chunk_size)
+        ops += [product("ssd.scores", B * n * Ng * L * L, N), product("ssd.mix", B * n * Hs * L * P, L),
+                product("ssd.chunk_state", B * n * Hs * P * N, L), product("ssd.from_state", B * n * Hs * L * P, N)]  # fmt: skip
     return ops + [product("ssm.out_proj", B * T * D, c.d_inner)]
 
 
@@ -51,15 +47,14 @@ def product(op: str, dot_products: int, length: int) -> tuple[str, int, int]:
     return op, dot_products, dot_products * length
 
 
-def scan_macs(c: MixerShapes, T: int, t: int) -> int:
-    """The scan's MACs in a pass, one sequence: 2 Hs P N in a decode step; in chunks, (Ng N + Hs P) Σ Lc² + Hs P N T
-    + Hs P N (T - L₀ where the pass starts from position 0)."""
+def scan_macs_at(c: MixerShapes, T: int, t: int) -> int:
+    """The scan's MACs in a pass of T positions at context t, one sequence: 2 Hs P N in a decode step; in chunks,
+    (Ng N + Hs P) Nc L'² + 2 Hs P N Nc L'."""
     Hs, P, N, Ng = c.ssm_heads, c.ssm_head_dim, c.state_size, c.n_groups
     if recurrent(T, t):
         return 2 * Hs * P * N
-    sizes = chunks(T, c.chunk_size)
-    first = sizes[0][1] if t == T else 0
-    return (Ng * N + Hs * P) * sum(n * L * L for n, L in sizes) + Hs * P * N * T + Hs * P * N * (T - first)
+    n, L = chunking(T, c.chunk_size)
+    return (Ng * N + Hs * P) * n * L * L + 2 * Hs * P * N * n * L
 
 
 def recurrent_scan_macs(c: MixerShapes, T: int) -> int:
@@ -107,7 +102,7 @@ def weight_dot_products_per_position(config: Mamba2Config) -> int:
 
 def pass_macs(config: Mamba2Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
     """L (T (weights per position) + the scan) + R D V."""
-    layer = T * weight_macs_per_position(config) + scan_macs(config, T, t)
+    layer = T * weight_macs_per_position(config) + scan_macs_at(config, T, t)
     return B * (config.n_layer * layer + R * config.n_embd * config.vocab_size)
 
 
@@ -139,29 +134,51 @@ def scan_notes(c: MixerShapes, layers: int, n_prompt: int, n_new: int, kv_number
     """count's lines on the Mamba layers: the prefill's scan in chunks as computed, with the recurrent form beside it;
     a decode step's, the same at any context; and the state a layer keeps (against an attention layer's keys and
     values a position, `kv_numbers`, where the model has them)."""
-    Hs, P, N, L = c.ssm_heads, c.ssm_head_dim, c.state_size, c.chunk_size
-    sizes = chunks(n_prompt, L)
-    shown = ", ".join(f"{n} of {length:,}" for n, length in sizes)
-    chunked, recurrent = scan_macs(c, n_prompt, n_prompt), recurrent_scan_macs(c, n_prompt)
+    Hs, P, N = c.ssm_heads, c.ssm_head_dim, c.state_size
+    n, L = chunking(n_prompt, c.chunk_size)
+    padding = n * L - n_prompt
+    padded = f", the last padded with {padding:,} zero positions" if padding else ""
+    chunked, recurrent_form = scan_macs_at(c, n_prompt, n_prompt), recurrent_scan_macs(c, n_prompt)
     conv, ssm = mixer_state_numbers(c)
     t = n_prompt + n_new - 1
-    lines = [
-        f"The state-space scan ({layers} Mamba-2 layer{'s' if layers != 1 else ''}): a prompt in chunks of L = {L:,} "
-        f"(chunk_size), a decode step in the recurrent form",
-        f"  the prefill (T = {n_prompt:,}): {sum(n for n, _ in sizes):,} chunk{'s' if sum(n for n, _ in sizes) != 1 else ''} "
-        f"({shown}): {chunked:,} MACs a layer as computed (C B^T, the mix and the state within each chunk, the state "
-        f"before each read),",
-        f"    against 2 Hs P N T = {recurrent:,} had its {n_prompt:,} positions run one at a time in the recurrent form "
-        f"({chunked / recurrent:.3g}x as many, in matrix products instead of {n_prompt:,} steps)",
+    s = "s" if layers != 1 else ""
+    return [
+        f"The state-space scan ({layers} Mamba-2 layer{s}): a prompt in chunks (chunk_size {c.chunk_size:,}), a decode "
+        f"step in the recurrent form",
+        f"  the prefill (T = {n_prompt:,}): {n:,} chunk{'s' if n != 1 else ''} of {L:,}{padded}: {chunked:,} MACs a layer "
+        f"as computed (C B^T, the mix, each chunk's state and its read of the state before it),",
+        f"    against 2 Hs P N T = {recurrent_form:,} had its {n_prompt:,} positions run one at a time in the recurrent "
+        f"form ({chunked / recurrent_form:.3g}x as many, in matrix products over whole chunks instead of {n_prompt:,} "
+        f"steps)",
         f"  a decode step: 2 Hs P N = {2 * Hs * P * N:,} MACs a layer (x̄ ⊗ B, then h C) at any context"
         + (f" (the last step here, at t = {t:,}, and one at t = {c.n_positions:,} alike)" if n_new > 1 else ""),  # type: ignore[attr-defined]
-        f"  state: conv (K - 1) Cv = {conv:,} + ssm Hs P N = {ssm:,} numbers a layer, {(conv + ssm) * 4:,} bytes in float32, "
-        f"whatever the context"
+        f"  state: conv (K - 1) Cv = {conv:,} + ssm Hs P N = {ssm:,} numbers a layer, {(conv + ssm) * 4:,} bytes in "
+        f"float32, whatever the context"
         + (f"; an attention layer's keys and values take {kv_numbers:,} numbers a position, "
            f"{(conv + ssm) // kv_numbers:,} positions' worth of them" if kv_numbers else ""),
     ]  # fmt: skip
-    return lines
 
 
 def count_notes(config: Mamba2Config, n_prompt: int, n_new: int) -> list[str]:
     return scan_notes(config, config.n_layer, n_prompt, n_new)
+
+
+# --- the hooks verbs/formulas.py reads of a family whose layers keep a state (one sequence; T = 1 a decode step) ----
+def attends(config: Mamba2Config, layer: int) -> bool:
+    return False
+
+
+def scan_macs(config: MixerShapes, layer: int, T: int) -> int:
+    """A Mamba layer's scan over a pass of T positions: from position 0 in chunks, or (T = 1) a decode step."""
+    return scan_macs_at(config, T, T + (T == 1))
+
+
+def scan_dot_products(config: MixerShapes, layer: int, T: int) -> int:
+    return sum(dots for op, dots, _ in mixer_products(config, T, T + (T == 1)) if op.startswith(SCAN_OPS))
+
+
+def scan_recurrent_macs(config: MixerShapes, layer: int, T: int) -> int:
+    return recurrent_scan_macs(config, T)
+
+
+SCAN_OPS = ("ssd.", "ssm.input", "ssm.output")  # the scan's products (the rest of a mixer's have weights)

@@ -12,15 +12,16 @@
 
 Its state is what the cache keeps between passes (the layer's `State`, MixerShapes.mixer_state: "conv" [K - 1, Cv],
 the last K - 1 positions the conv reads, and "ssm" [Hs, P, N], the scan's state), neither growing with the context.
-Pad slots of a left-padded batch enter neither: their xBC is zeroed before the conv and after it, as transformers
-zeroes padded positions' states.
+Pad slots of a left-padded batch enter neither: their xBC is zeroed before the conv and after it (transformers zeroes
+the mixer's input there; zeroing xBC itself keeps in_proj's bias, where it has one, out of the conv too).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...engine.ops import ACTIVATIONS, constant, rms_norm, silu
+from ...engine.causal_conv import causal_conv
+from ...engine.ops import ACTIVATIONS, constant, rms_norm, silu, without_pads
 from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
 from .config import MixerShapes
@@ -32,23 +33,21 @@ def mamba_mixer(h, p, config: MixerShapes, at: Tape, state, pads=None):
     and written in place; `pads`, the left pad slots of each row of a batch."""
     d = at.dims
     T, inner, Cv = d.T, config.d_inner, config.conv_dim
-    fresh = d.past == 0 or state is None  # the states before this pass are zeros
     zxbcdt = at.matmul("ssm.in_proj", h, p.in_proj.weight.T, "T D, D I+Cv+Hs -> T I+Cv+Hs", bias=_bias(p.in_proj))
     z, xbc, dt = at.stage("ssm.split", (zxbcdt[..., :inner], zxbcdt[..., inner : inner + Cv], zxbcdt[..., inner + Cv :]),
                           "T I; T Cv; T Hs")  # fmt: skip
-    seen = at.stage("ssm.conv_cache", conv_input(unpad(xbc, d.past, pads), state, config), "Ks+T Cv")
-    u = at.matmul("ssm.conv", windows(seen, config.conv_kernel, T), conv_kernel(p.conv1d.weight, d.batch),
-                  "Cv T K, Cv K 1 -> Cv T 1", bias=conv_bias(p.conv1d))  # fmt: skip
-    xbc = at.stage("ssm.conv_act", unpad(ACTIVATIONS[config.ssm_act](u[..., 0].swapaxes(-1, -2)), d.past, pads), "T Cv")
+    conv_state = None if state is None else state["conv"]
+    u = causal_conv(at, "ssm.conv", without_pads(xbc, d.past, pads), p.conv1d.weight[:, 0, :], conv_state, "Cv", "K")
+    xbc = at.stage("ssm.conv_act", without_pads(conv_activation(u, p.conv1d, config), d.past, pads), "T Cv")
     x, B, C = at.stage("ssm.heads", heads(xbc, config), "Ng Hg T P; Ng T N; Ng T N")
-    recurrent = state is not None and not fresh and T == 1  # a decode step: as transformers, the recurrent form
+    recurrent = state is not None and d.past > 0 and T == 1  # a decode step: as transformers, the recurrent form
     dt = at.stage("ssm.dt", step_sizes(dt, p.dt_bias, config, clamp=not recurrent), "Ng Hg T")
     a, x_dt = at.stage("ssm.discretize", discretize(dt, x, p.A_log, config), "Ng Hg T; Ng Hg T P")
     before = zeros_state(x, config) if state is None else grouped(state["ssm"], config)
     if recurrent:
         y, after = recurrent_step(x_dt, a, B, C, before, at)
     else:
-        y, after = chunked_scan(x_dt, a, B, C, before, config.chunk_size, at, fresh)
+        y, after = chunked_scan(x_dt, a, B, C, before, config.chunk_size, at)
     if state is not None:
         state["ssm"][...] = after.reshape(state["ssm"].shape)
     y = at.stage("ssm.skip", skip(y, x, p.D), "T I")
@@ -57,55 +56,16 @@ def mamba_mixer(h, p, config: MixerShapes, at: Tape, state, pads=None):
     return at.matmul("ssm.out_proj", y, p.out_proj.weight.T, "T I, I D -> T D", bias=_bias(p.out_proj))
 
 
-def conv_input(xbc, state, config: MixerShapes):
-    """[.., K - 1 + T, Cv]: the conv state (the K - 1 positions before this pass; zeros at the start) and this pass's
-    xBC. Writes the last K - 1 positions back as the new conv state."""
-    Ks = config.conv_kernel - 1
-    lead, T = xbc.shape[:-2], xbc.shape[-2]
-    if isinstance(xbc, ShapeOnly):
-        return ShapeOnly((*lead, Ks + T, config.conv_dim), xbc.dtype)
-    before = np.zeros((*lead, Ks, config.conv_dim), xbc.dtype) if state is None else state["conv"]
-    seen = np.concatenate([before.astype(xbc.dtype, copy=False), xbc], axis=-2)
-    if state is not None:
-        state["conv"][...] = seen[..., T:, :]
-    return seen
-
-
-def windows(seen, K: int, T: int):
-    """[.., Cv, T, K]: for each channel and position, the K inputs its kernel reads (a view of seen [.., K - 1 + T,
-    Cv])."""
-    if isinstance(seen, ShapeOnly):
-        return ShapeOnly((*seen.shape[:-2], seen.shape[-1], T, K), seen.dtype)
-    return np.lib.stride_tricks.sliding_window_view(seen.swapaxes(-1, -2), K, axis=-1)
-
-
-def conv_kernel(weight, batch: tuple[int, ...]):
-    """conv1d.weight [Cv, 1, K] as [.., Cv, K, 1]: each channel's kernel a column, the same for every row of a batch
-    (a view)."""
-    Cv, _, K = weight.shape
-    if isinstance(weight, ShapeOnly):
-        return ShapeOnly((*batch, Cv, K, 1), weight.dtype)
-    return np.broadcast_to(weight.reshape(Cv, K, 1), (*batch, Cv, K, 1))
-
-
-def conv_bias(conv):
-    """conv1d.bias [Cv] as [Cv, 1, 1] (added to each channel's outputs), or None."""
+def conv_activation(u, conv, config: MixerShapes):
+    """act(u + b): the conv's outputs [.., Cv, T, 1] back to [.., T, Cv], its bias added, the activation applied."""
+    u = u[..., 0].swapaxes(-1, -2)
     bias = getattr(conv, "bias", None)
-    return None if bias is None else bias.reshape(-1, 1, 1)
+    return ACTIVATIONS[config.ssm_act](u if bias is None else u + bias)
 
 
 def grouped(ssm, config: MixerShapes):
     """A state [.., Hs, P, N] as [.., Ng, Hg, P, N] (a view)."""
     return ssm.reshape(*ssm.shape[:-3], config.n_groups, config.ssm_heads // config.n_groups, *ssm.shape[-2:])
-
-
-def unpad(x, past: int, pads):
-    """x [.., T, n] with the rows of pad slots zeroed: slot j is at position past + j, and row b's first pads[b]
-    positions are its padding (x itself where no slot of this pass is one)."""
-    if pads is None or isinstance(x, ShapeOnly) or not np.any(np.asarray(pads) > past):
-        return x
-    real = past + np.arange(x.shape[-2])[None, :] >= np.asarray(pads)[:, None]  # [B, T]
-    return np.where(real[..., None], x, x.dtype.type(0))
 
 
 def heads(xbc, config: MixerShapes):

@@ -6,20 +6,19 @@ For one head, with a_t = dt_t A (A < 0, so exp(a_t) < 1 decays) and x̄_t = dt_t
     y_t = h_t C_t                              (P dot products of length N)
 
 B and C are shared by the Hg heads of a group (Ng groups). That is the recurrent form (`recurrent_step`): 2 P N
-MACs a head and token, what a decode step computes. A prompt is computed in chunks of L positions (`chunked_scan`,
-the state-space duality of the Mamba-2 paper, as transformers' torch_forward computes it): within a chunk the scan
-is an attention whose scores are C B^T (per group) weighed by each head's decay between the two positions,
+MACs a head and token, what a decode step computes. A prompt is computed in Nc chunks of L positions
+(`chunked_scan`, the state-space duality of the Mamba-2 paper, as transformers' torch_forward computes it, the last
+chunk padded with zeros as it pads it): within a chunk the scan is an attention whose scores are C B^T (per group)
+weighed by each head's decay between the two positions,
 
     Y = (C B^T ∘ Λ) x̄,   Λ[l, s] = exp(a_{s+1} + ... + a_l) for s <= l, 0 above the diagonal,
 
 every chunk's own contribution to the state is h_c = (Λ[L-1, :] ∘ x̄)^T B, the state is carried from chunk to chunk
 (h = exp(a_0 + ... + a_{L-1}) h + h_c, elementwise), and each chunk reads the state before it: Y += exp(a_0 + ...
-+ a_l) C h^T. Its products are matrix products (BLAS at work), and it costs more MACs than the recurrent form: L
-times (Ng N + Hs P) a position for the chunk's attention against 2 Hs P N. formulas.py holds both.
-
-The chunks of a pass are its full chunks of L (one batched product each) and the rest, a last shorter chunk (where
-transformers pads it with zeros to L, this computes it at its own length). A pass from position 0 starts from a zero
-state, so its first chunk reads none: that product is not computed.
++ a_l) C h^T. Its products are matrix products over whole chunks, and it costs more MACs than the recurrent form:
+L (Ng N + Hs P) a position for the chunks' attention, beside the recurrent form's own two products, done a chunk at
+a time. Each chunk record carries the recurrent form's cost of the same positions (Record.recurrent): x̄ ⊗ B for the
+chunks' states, h C for their reads of it, nothing for the scores and the mix. formulas.py holds both forms.
 """
 
 from __future__ import annotations
@@ -30,48 +29,35 @@ from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
 
 
-def chunked_scan(x_dt, a, B, C, h, L: int, at: Tape, fresh: bool):
-    """(y [.., Ng, Hg, T, P], the state after the last position [.., Ng, Hg, P, N]) of the chunked scan.
+def chunked_scan(x_dt, a, B, C, h, L: int, at: Tape):
+    """(y [.., Ng, Hg, T, P], the state after the last position [.., Ng, Hg, P, N]): T positions in Nc chunks of
+    min(L, T), from the state h before them [.., Ng, Hg, P, N].
 
-    x_dt [.., Ng, Hg, T, P] (x̄ = dt x), a [.., Ng, Hg, T] (dt A), B and C [.., Ng, T, N], h the state before the pass
-    [.., Ng, Hg, P, N] (zeros where `fresh`: none of its products are computed then)."""
-    T = x_dt.shape[-2]
-    full = T // L * L
-    spans = [(0, full, L), (full, T, T - full)] if full not in (0, T) else [(0, T, L if full else T)]
-    parts = []
-    for start, end, length in spans:
-        part = at.with_sizes(Nc=(end - start) // length, L=length)
-        y, h = _chunks(x_dt[..., start:end, :], a[..., start:end], B[..., start:end, :], C[..., start:end, :], h,
-                       part, fresh and start == 0)  # fmt: skip
-        parts.append(y)
-    return (parts[0] if len(parts) == 1 else _join(parts, axis=-2)), h
-
-
-def _chunks(x_dt, a, B, C, h, at: Tape, fresh: bool):
-    """The scan over Nc chunks of L positions each (at.dims: Nc and L), from the state h before the first."""
-    d = at.dims
-    Nc, L = d.size("Nc"), d.size("L")
-    lead = x_dt.shape[:-2]  # [.., Ng, Hg]
-    x_c = x_dt.reshape(*lead, Nc, L, x_dt.shape[-1])
-    a_c = a.reshape(*lead, Nc, L)
-    B_c = B.reshape(*B.shape[:-2], Nc, L, B.shape[-1])
-    C_c = C.reshape(*C.shape[:-2], Nc, L, C.shape[-1])
+    x_dt [.., Ng, Hg, T, P] (x̄ = dt x), a [.., Ng, Hg, T] (dt A), B and C [.., Ng, T, N]. The padding of the last
+    chunk has x̄, B and C zero and no decay (a = 0): it adds nothing to the state, and its outputs are dropped."""
+    T, P, N = x_dt.shape[-2], x_dt.shape[-1], B.shape[-1]
+    L = min(L, T)
+    Nc = -(-T // L)
+    at = at.with_sizes(Nc=Nc, L=L)
+    x_c, a_c, B_c, C_c = at.stage("ssd.chunks", (chunks(x_dt, Nc, L), chunks(a[..., None], Nc, L)[..., 0],
+                                                 chunks(B, Nc, L), chunks(C, Nc, L)),
+                                  "Ng Hg Nc L P; Ng Hg Nc L; Ng Nc L N; Ng Nc L N")  # fmt: skip
+    batch = int(np.prod(x_dt.shape[:-4]))
+    Hs = x_dt.shape[-4] * x_dt.shape[-3]
+    inputs, reads = (batch * T * Hs * P * N,) * 2, (batch * T * Hs * P, batch * T * Hs * P * N)  # the recurrent form's
+    none = (0, 0)  # the recurrent form has no such product
     decay = at.stage("ssd.decay", segment_decay(a_c), "Ng Hg Nc L L")
-    s = at.matmul("ssd.scores", C_c, B_c.swapaxes(-1, -2), "Ng Nc L N, Ng Nc N L -> Ng Nc L L")
+    s = at.matmul("ssd.scores", C_c, B_c.swapaxes(-1, -2), "Ng Nc L N, Ng Nc N L -> Ng Nc L L", recurrent=none)
     w = at.stage("ssd.weights", s[..., None, :, :, :] * decay, "Ng Hg Nc L L")
-    y = at.matmul("ssd.mix", w, x_c, "Ng Hg Nc L L, Ng Hg Nc L P -> Ng Hg Nc L P")
-    to_end = decay[..., -1, :]  # [.., Ng, Hg, Nc, L]: from each position to the chunk's end
-    weighted = (x_c * to_end[..., None]).swapaxes(-1, -2)  # [.., Ng, Hg, Nc, P, L]
-    h_c = at.matmul("ssd.chunk_state", weighted, B_c[..., None, :, :, :],
-                    "Ng Hg Nc P L, Ng 1 Nc L N -> Ng Hg Nc P N")  # fmt: skip
+    y = at.matmul("ssd.mix", w, x_c, "Ng Hg Nc L L, Ng Hg Nc L P -> Ng Hg Nc L P", recurrent=none)
+    to_end = decay[..., -1, :]  # [.., Ng, Hg, Nc, L]: the decay from each position to its chunk's end
+    h_c = at.matmul("ssd.chunk_state", (x_c * to_end[..., None]).swapaxes(-1, -2), B_c[..., None, :, :, :],
+                    "Ng Hg Nc P L, Ng 1 Nc L N -> Ng Hg Nc P N", recurrent=inputs)  # fmt: skip
     before, h = at.stage("ssd.carry", carry(h_c, chunk_decay(a_c), h), "Ng Hg Nc P N; Ng Hg P N")
-    skip = 1 if fresh else 0  # a first chunk after a zero state reads nothing from it
-    if Nc > skip:
-        read = at.with_sizes(Nc=Nc - skip)
-        y_s = read.matmul("ssd.from_state", C_c[..., None, skip:, :, :], before[..., skip:, :, :].swapaxes(-1, -2),
-                          "Ng 1 Nc L N, Ng Hg Nc N P -> Ng Hg Nc L P")  # fmt: skip
-        y = at.stage("ssd.decay_in", add_decayed(y, y_s, a_c, skip), "Ng Hg Nc L P")
-    return y.reshape(*lead, Nc * L, x_dt.shape[-1]), h
+    y_s = at.matmul("ssd.from_state", C_c[..., None, :, :, :], before.swapaxes(-1, -2),
+                    "Ng 1 Nc L N, Ng Hg Nc N P -> Ng Hg Nc L P", recurrent=reads)  # fmt: skip
+    y = at.stage("ssd.decay_in", add_decayed(y, y_s, a_c), "Ng Hg Nc L P")
+    return unchunk(y, T), h
 
 
 def recurrent_step(x_dt, a, B, C, h, at: Tape):
@@ -81,6 +67,26 @@ def recurrent_step(x_dt, a, B, C, h, at: Tape):
     h = at.stage("ssm.state", decay_and_add(h, a, update), "Ng Hg P N")
     y = at.matmul("ssm.output", C[..., None, :, :], h.swapaxes(-1, -2), "Ng 1 T N, Ng Hg N P -> Ng Hg T P")
     return y, h
+
+
+def chunks(x, Nc: int, L: int):
+    """[.., T, n] -> [.., Nc, L, n]: the positions in chunks of L, the last padded with zeros."""
+    *lead, T, width = x.shape
+    if isinstance(x, ShapeOnly):
+        return ShapeOnly((*lead, Nc, L, width), x.dtype)
+    if T == Nc * L:
+        return x.reshape(*lead, Nc, L, width)
+    padded = np.zeros((*lead, Nc * L, width), x.dtype)
+    padded[..., :T, :] = x
+    return padded.reshape(*lead, Nc, L, width)
+
+
+def unchunk(y, T: int):
+    """[.., Nc, L, P] -> [.., T, P]: the chunks' positions in one row again, the padding dropped."""
+    *lead, Nc, L, P = y.shape
+    if isinstance(y, ShapeOnly):
+        return ShapeOnly((*lead, T, P), y.dtype)
+    return y.reshape(*lead, Nc * L, P)[..., :T, :]
 
 
 def segment_decay(a):
@@ -115,13 +121,11 @@ def carry(h_c, chunk_decay, h):
     return before, h
 
 
-def add_decayed(y, y_s, a, skip: int):
-    """y + exp(a_0 + ... + a_l) y_s on the chunks from `skip` on (y_s: theirs only)."""
+def add_decayed(y, y_s, a):
+    """y + exp(a_0 + ... + a_l) y_s: each position's read of the state before its chunk, decayed to it."""
     if isinstance(y, ShapeOnly):
         return ShapeOnly(y.shape, y.dtype)
-    y = y.copy()
-    y[..., skip:, :, :] += np.exp(np.cumsum(a[..., skip:, :], axis=-1))[..., None] * y_s
-    return y
+    return y + np.exp(np.cumsum(a, axis=-1))[..., None] * y_s
 
 
 def decay_and_add(h, a, update):
@@ -131,11 +135,3 @@ def decay_and_add(h, a, update):
     new = np.exp(a)[..., None] * h
     new += update
     return new
-
-
-def _join(parts, axis: int):
-    if isinstance(parts[0], ShapeOnly):
-        shape = list(parts[0].shape)
-        shape[axis] = sum(p.shape[axis] for p in parts)
-        return ShapeOnly(shape, parts[0].dtype)
-    return np.concatenate(parts, axis=axis)

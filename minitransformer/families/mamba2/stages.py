@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from functools import cache
 
-from ...engine.stages import LAST, LOGITS, Family, Stage
+from ...engine.stages import LAST, LOGITS, STATE, Family, Stage
 
 # The parts of a state-space model's arithmetic (count's summary groups products by them): the products with weights,
-# and the scan's, which read and write a state of fixed size and hold no weights (the group the shared engine names
-# for a recurrent layer's scan: "recurrent state").
+# and the scan's, which read and write a state of fixed size and hold no weights (the engine's STATE).
 SSM_PROJECTIONS = "state-space projections and conv"
-SSM_SCAN = "recurrent state"
+SSM_SCAN = STATE
 
 EMBED = (Stage("embed", ("embed",), "lookup", "x = W_te[ids]  (no positions: the scan is in order)", "ids [T]"),)
 NORM = Stage("ln_1", ("ln_1",), "norm", "h = RMSNorm(x)", "x [T, D]", reads_stream=True)
@@ -22,12 +21,10 @@ MIXER = (
           SSM_PROJECTIONS),
     Stage("ssm.split", ("mixer.z", "mixer.xBC", "mixer.dt_in"), "reshape",
           "z (the gate, I), xBC (x, B and C: Cv), dt (one per head)", "[T, I+Cv+Hs]"),
-    Stage("ssm.conv_cache", ("mixer.conv_input",), "cache",
-          "the conv's input: the K-1 positions before this pass (the conv state; zeros at the start), then xBC",
-          "xBC [T, Cv]"),
     Stage("ssm.conv", ("mixer.conv",), "matmul",
-          "u = causal conv of xBC: each channel and position a dot product of its last K inputs with its kernel",
-          "windows [Cv, T, K], w [Cv, K, 1]", SSM_PROJECTIONS),
+          "u = causal conv of xBC: each channel and position a dot product of its last K inputs (the K - 1 before "
+          "this pass kept in the conv state, zeros at the start) with its kernel", "xBC [T, Cv], w [Cv, K]",
+          SSM_PROJECTIONS),
     Stage("ssm.conv_act", ("mixer.conv_act",), "activation", "xBC = act(u + b)  (SiLU)", "u [T, Cv]"),
     Stage("ssm.heads", ("mixer.x", "mixer.B", "mixer.C"), "reshape",
           "x -> Hs heads of P (Ng groups of Hg); B, C -> Ng groups of N, shared by a group's heads", "xBC [T, Cv]"),
@@ -36,7 +33,10 @@ MIXER = (
     Stage("ssm.discretize", ("mixer.dA", "mixer.x_dt"), "scale",
           "a = dt A  (A = -exp(A_log): a decay exp(a) < 1 per head), x̄ = dt x  (per-head scalars: elementwise)",
           "dt [Hs, T], x [Hs, T, P]"),
-    # The chunked form (a pass of several positions): chunks of L, Nc of them (a last shorter one on its own).
+    # The chunked form (a pass of several positions): Nc chunks of L, the last padded with zeros.
+    Stage("ssd.chunks", ("mixer.ssd.x_dt", "mixer.ssd.dA", "mixer.ssd.B", "mixer.ssd.C"), "reshape",
+          "x̄, a, B, C in Nc chunks of L = min(chunk_size, T) positions, the last padded with zeros",
+          "x̄ [Hs, T, P], a [Hs, T], B, C [Ng, T, N]"),
     Stage("ssd.decay", ("mixer.ssd.decay",), "mask",
           "Λ[l, s] = exp(a_s+1 + ... + a_l) for s <= l, 0 above: each head's decay from s to l within a chunk",
           "a [Hs, T]"),
@@ -54,7 +54,7 @@ MIXER = (
           "h = exp(a_0 + ... + a_L-1) h + h_c, chunk after chunk: the state before each chunk, and after the last",
           "each chunk's h_c [Hs, P, N]"),
     Stage("ssd.from_state", ("mixer.ssd.from_state",), "matmul",
-          "Y_s = C h^T: each chunk reads the state before it  (not the first chunk of a pass from position 0)",
+          "Y_s = C h^T: each chunk reads the state before it",
           "C [Ng, T, N], each chunk's h^T [Hs, N, P]", SSM_SCAN),
     Stage("ssd.decay_in", ("mixer.ssd.y",), "residual", "Y = Y + exp(a_0 + ... + a_l) Y_s", "Y, Y_s of each chunk"),
     # The recurrent form (a decode step: one position after a cached state).

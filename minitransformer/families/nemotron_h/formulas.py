@@ -23,9 +23,11 @@ from ..mamba2.formulas import (
     mixer_weight_macs_per_position,
     product,
     recurrent_scan_macs,
-    scan_macs,
+    scan_macs_at,
     scan_notes,
 )
+from ..mamba2.formulas import scan_dot_products as mixer_scan_dot_products
+from ..mamba2.formulas import scan_macs as mixer_scan_macs
 from .config import NemotronHConfig
 
 __all__ = ["mixer_state_numbers", "recurrent_scan_macs"]
@@ -73,7 +75,7 @@ def products(config: NemotronHConfig, T: int, t: int, R: int = 1, B: int = 1) ->
 def kind_macs(c: NemotronHConfig, kind: str, T: int, t: int) -> int:
     """One layer of `kind`'s MACs in a pass of T positions at context t, one sequence."""
     if kind == "mamba":
-        return T * mixer_weight_macs_per_position(c) + scan_macs(c, T, t)
+        return T * mixer_weight_macs_per_position(c) + scan_macs_at(c, T, t)
     if kind == "full_attention":
         return T * kind_weight_macs_per_position(c, kind) + 2 * c.n_head * c.d_head * attention_pairs(T, t)
     return T * kind_weight_macs_per_position(c, kind)
@@ -183,3 +185,21 @@ def count_notes(config: NemotronHConfig, n_prompt: int, n_new: int) -> list[str]
         return []
     kv = 2 * config.n_kv_head * config.d_head if "full_attention" in config.kinds else 0
     return scan_notes(config, mamba, n_prompt, n_new, kv)
+
+
+# --- the hooks verbs/formulas.py reads of a family whose layers are not all attention (one sequence; T = 1 a decode
+# step): only the attention layers attend; a Mamba layer scans; an MLP or a mixture does neither.
+def attends(config: NemotronHConfig, layer: int) -> bool:
+    return config.kinds[layer] == "full_attention"
+
+
+def scan_macs(config: NemotronHConfig, layer: int, T: int) -> int:
+    return mixer_scan_macs(config, layer, T) if config.kinds[layer] == "mamba" else 0
+
+
+def scan_dot_products(config: NemotronHConfig, layer: int, T: int) -> int:
+    return mixer_scan_dot_products(config, layer, T) if config.kinds[layer] == "mamba" else 0
+
+
+def scan_recurrent_macs(config: NemotronHConfig, layer: int, T: int) -> int:
+    return recurrent_scan_macs(config, T) if config.kinds[layer] == "mamba" else 0
