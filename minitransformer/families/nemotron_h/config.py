@@ -126,6 +126,7 @@ class NemotronHConfig(MixerShapes, ModelConfig):
         # time_step_min, the shared expert's width moe_shared_expert_intermediate_size); time_step_max and _floor,
         # initializer_range and rescale_prenorm_residual only initialise weights; residual_in_fp32 and
         # mamba_ssm_cache_dtype keep float32, which everything is here; num_logits_to_keep only saves work;
+        # tie_word_embeddings ties nothing (NemotronHForCausalLM's _tied_weights_keys is empty: its lm_head is its own);
         # num_nextn_predict_layers names multi-token-prediction layers that transformers does not build (it skips a
         # checkpoint's mtp.* tensors, as the loader here does): the logits are the base model's.
         kinds = _layer_kinds(hf)
@@ -133,7 +134,7 @@ class NemotronHConfig(MixerShapes, ModelConfig):
         eos = hf.get("eos_token_id", 2)
         return cls(
             kinds=kinds, n_embd=hf.get("hidden_size", 4096), vocab_size=hf.get("vocab_size", 131072),
-            n_head=hf.get("num_attention_heads", 32), n_kv_head=hf.get("num_key_value_heads") or
+            n_head=hf.get("num_attention_heads", 32), n_kv_head=hf.get("num_key_value_heads", 8) or
             hf.get("num_attention_heads", 32), head_dim=hf.get("head_dim", 128),
             n_inner=hf.get("intermediate_size", 21504), mlp_act=hf.get("mlp_hidden_act", "relu2"),
             mlp_bias=flag(hf, "mlp_bias"), ssm_heads=hf.get("mamba_num_heads", 128),
@@ -149,7 +150,7 @@ class NemotronHConfig(MixerShapes, ModelConfig):
             norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
             routed_scaling_factor=_number(hf, "routed_scaling_factor", 1.0),
             layer_norm_epsilon=_number(hf, "layer_norm_epsilon", 1e-5),
-            n_positions=hf.get("max_position_embeddings", 4096), tie_word_embeddings=flag(hf, "tie_word_embeddings"),
+            n_positions=hf.get("max_position_embeddings", 4096), tie_word_embeddings=False,
             bos_token_id=hf.get("bos_token_id", 1), eos_token_id=tuple(eos) if isinstance(eos, list) else eos,
             model_type=model_type, name=name,
         )  # fmt: skip
