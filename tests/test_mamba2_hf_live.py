@@ -32,6 +32,7 @@ from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.mamba2 import formulas  # noqa: E402
 from minitransformer.families.mamba2.config import PRESETS, Mamba2Config  # noqa: E402
+from minitransformer.verbs import formulas as shared_formulas  # noqa: E402
 from minitransformer.verbs.count import count_generation  # noqa: E402
 
 # Small shapes, chunks far shorter than the prompts: B and C shared by groups of heads or by all of them, biases on
@@ -170,6 +171,8 @@ def test_each_product_of_a_pass_is_the_closed_form_s(made, name, T, past):
         assert sum(r.macs for r in scan) == formulas.scan_macs_at(ours.config, T, past + T)
         assert sum(r.recurrent_macs for r in scan) == formulas.recurrent_scan_macs(ours.config, T)
     assert (phase.records[-1].op, phase.records[-1].dot_products, phase.records[-1].macs) == expected[-1]
+    if not past:  # the whole pass in the recurrent form: the shared closed form of the hybrids' scans
+        assert phase.recurrent_macs == shared_formulas.recurrent_pass_macs(ours.config, T, T)
 
 
 def test_a_decode_step_costs_the_same_at_context_20_as_at_150_and_the_state_does_not_grow():

@@ -32,6 +32,7 @@ from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.nemotron_h import formulas  # noqa: E402
 from minitransformer.families.nemotron_h.config import PRESETS, NemotronHConfig  # noqa: E402
+from minitransformer.verbs import formulas as shared_formulas  # noqa: E402
 from minitransformer.verbs.count import count_generation  # noqa: E402
 
 SMALL = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48,
@@ -171,7 +172,9 @@ def test_every_kind_of_layer_s_products_are_the_closed_form_s(made, name, T, pas
         ran = [(r.op, r.dot_products, r.macs) for r in phase.layer_records(i) if r.kind == "matmul"]
         assert ran == formulas.kind_products(c, kind, T, past + T), (i, kind)
         assert sum(macs for _, _, macs in ran) == formulas.kind_macs(c, kind, T, past + T)
-    assert phase.macs == formulas.pass_macs(c, T, past + T)
+    assert phase.macs == formulas.pass_macs(c, T, past + T) == shared_formulas.pass_macs(c, T, past + T)
+    if not past:  # the Mamba layers' scans in the recurrent form, the rest as computed
+        assert phase.recurrent_macs == shared_formulas.recurrent_pass_macs(c, T, T)
 
 
 def test_a_mamba_layer_s_decode_step_costs_the_same_at_context_20_as_at_150_and_its_state_does_not_grow():

@@ -123,9 +123,9 @@ def skip(y, x, D):
 def group_norm(y, weight, config: MixerShapes):
     """RMSNorm over each of the Ng groups of I / Ng numbers, times the gains [I]."""
     Ng = config.n_groups
-    grouped = y.reshape(*y.shape[:-1], Ng, y.shape[-1] // Ng)
+    groups = y.reshape(*y.shape[:-1], Ng, y.shape[-1] // Ng)
     eps = config.layer_norm_epsilon
-    return rms_norm(grouped, weight.reshape(Ng, -1), eps).reshape(y.shape)
+    return rms_norm(groups, weight.reshape(Ng, -1), eps).reshape(y.shape)
 
 
 def _bias(linear):

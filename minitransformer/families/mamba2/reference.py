@@ -93,7 +93,7 @@ def float64_mixers(reference, torch) -> int:
                 torch.exp(dt[:, t] * A)[..., None, None] * h
                 + (dt[:, t, :, None] * x[:, t])[..., None] * B[:, t, :, None]
             )
-            ys.append((h @ C[:, t, :, :, None])[..., 0] + module.D[:, None] * x[:, t])
+            ys.append((h * C[:, t, :, None, :]).sum(-1) + module.D[:, None] * x[:, t])  # h C: summed over N
         y = torch.stack(ys, dim=1).reshape(batch, T, I) * F.silu(z)
         groups = y.reshape(batch, T, Ng, I // Ng)
         groups = groups * torch.rsqrt(groups.pow(2).mean(-1, keepdim=True) + module.norm.variance_epsilon)
