@@ -536,3 +536,19 @@ def test_a_branch_leaves_the_stream_where_the_family_reads_it(preset):
     linked = [op for op, inside in stages if 'class="stream-link"' in inside]
     assert linked == [op for op, _ in stages if op in readers + adds]
     assert sorted(linked) == sorted(readers + adds)
+
+
+@pytest.mark.parametrize("preset", ["mamba-codestral-7b", "nemotron-3-nano-30b-a3b"])
+def test_the_count_page_of_a_state_space_model_runs_and_draws_each_kind_of_layer(page_of, tmp_path, preset):
+    """A model without attention (Mamba-2) and a hybrid whose first layer is a Mamba layer: no script error, and the
+    block drawn is the Mamba layer's, its scan's products among its stages. (Drawing each kind of layer is the
+    HTML's own work to come: the page draws layer 0's kind today.)"""
+    html = tmp_path / "count.html"
+    result = run_cli("count", "--preset", preset, "--tokens", "300", "--new-tokens", "3", "--html", str(html))
+    assert result.returncode == 0, result.stderr
+    page = page_of(html)
+    assert page.console == [], page.console
+    ops = f"Array.from(document.querySelectorAll('{current_view(0)} g.stage')).map(g => g.dataset.op)"
+    assert {"ssm.in_proj", "ssm.conv", "ssd.scores", "ssd.chunk_state", "ssm.out_proj"} <= set(page.evaluate(ops))
+    text = hover_text(page, f'{current_view(0)} g.stage[data-op="ssd.chunk_state"] rect')
+    assert text is not None and text.startswith("blocks.0.mixer.ssd.chunk_state  (matmul)"), text
