@@ -6,7 +6,7 @@ I = Hs P, Cv = I + 2 Ng N the conv's channels, K its kernel, L the chunk, V voca
 
 Per position, a mixer's products with weights: in_proj D (I + Cv + Hs), the conv Cv K (each channel a dot product of
 length K with its kernel), out_proj I D. Its scan:
-- recurrent (a decode step): x̄ ⊗ B, Hs P N dot products of length 1, and h C, Hs P of length N: 2 Hs P N MACs;
+- recurrent (a decode step): x_dt ⊗ B, Hs P N dot products of length 1, and h C, Hs P of length N: 2 Hs P N MACs;
 - in chunks (a pass of T positions, as Nc = ceil(T / L') chunks of L' = min(L, T), the last padded with zeros): a
   chunk's scores C B^T, Ng L'² of length N; its mix, Hs L' P of length L'; its own state, Hs P N of length L'; its
   read of the state before it, Hs L' P of length N: in all (Ng N + Hs P) Nc L'² + 2 Hs P N Nc L'.
@@ -58,7 +58,7 @@ def scan_macs_at(c: MixerShapes, T: int, t: int) -> int:
 
 
 def recurrent_scan_macs(c: MixerShapes, T: int) -> int:
-    """The same T positions in the recurrent form, one at a time: 2 Hs P N T (x̄ ⊗ B and h C)."""
+    """The same T positions in the recurrent form, one at a time: 2 Hs P N T (x_dt ⊗ B and h C)."""
     return 2 * c.ssm_heads * c.ssm_head_dim * c.state_size * T
 
 
@@ -150,7 +150,7 @@ def scan_notes(c: MixerShapes, layers: int, n_prompt: int, n_new: int, kv_number
         f"    against 2 Hs P N T = {recurrent_form:,} had its {n_prompt:,} positions run one at a time in the recurrent "
         f"form ({chunked / recurrent_form:.3g}x as many, in matrix products over whole chunks instead of {n_prompt:,} "
         f"steps)",
-        f"  a decode step: 2 Hs P N = {2 * Hs * P * N:,} MACs a layer (x̄ ⊗ B, then h C) at any context"
+        f"  a decode step: 2 Hs P N = {2 * Hs * P * N:,} MACs a layer (x_dt ⊗ B, then h C) at any context"
         + (f" (the last step here, at t = {t:,}, and one at t = {c.n_positions:,} alike)" if n_new > 1 else ""),  # type: ignore[attr-defined]
         f"  state: conv (K - 1) Cv = {conv:,} + ssm Hs P N = {ssm:,} numbers a layer, {(conv + ssm) * 4:,} bytes in "
         f"float32, whatever the context"

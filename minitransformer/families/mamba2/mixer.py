@@ -4,8 +4,8 @@
     xBC = act(causal_conv(xBC))               each channel its own kernel of K positions: a dot product of length K
     x, B, C = xBC                             x: Hs heads of P; B, C: Ng groups of N (shared by the group's heads)
     dt = softplus(dt + dt_bias)               a step per head and position (clamped to time_step_limit in chunks)
-    a = dt A, x̄ = dt x                        A = -exp(A_log) per head: a decay exp(a) < 1 per head and position
-    y = scan(x̄, a, B, C)                      ssd.py: in chunks for a prompt, one step at a time in decode
+    a = dt A, x_dt = dt x                        A = -exp(A_log) per head: a decay exp(a) < 1 per head and position
+    y = scan(x_dt, a, B, C)                      ssd.py: in chunks for a prompt, one step at a time in decode
     y = y + D x                               D per head: elementwise
     y = RMSNorm(y silu(z)) per group          the gate, then a norm over each of Ng groups of I / Ng numbers
     m = y W_out
@@ -101,7 +101,7 @@ def step_sizes(dt, dt_bias, config: MixerShapes, clamp: bool):
 
 
 def discretize(dt, x, A_log, config: MixerShapes):
-    """(a = dt A [.., Ng, Hg, T], x̄ = dt x [.., Ng, Hg, T, P]), A = -exp(A_log) per head."""
+    """(a = dt A [.., Ng, Hg, T], x_dt = dt x [.., Ng, Hg, T, P]), A = -exp(A_log) per head."""
     Ng, Hg = config.n_groups, config.ssm_heads // config.n_groups
     A = -np.exp(A_log.reshape(Ng, Hg, 1))
     return dt * A, x * dt[..., None]

@@ -1,8 +1,8 @@
 """The Mamba-2 scan: a state h [P, N] per head, decayed and written to at every position, read by C.
 
-For one head, with a_t = dt_t A (A < 0, so exp(a_t) < 1 decays) and x̄_t = dt_t x_t:
+For one head, with a_t = dt_t A (A < 0, so exp(a_t) < 1 decays) and x_dt_t = dt_t x_t:
 
-    h_t = exp(a_t) h_{t-1} + x̄_t ⊗ B_t        (P x N: an outer product, dot products of length 1)
+    h_t = exp(a_t) h_{t-1} + x_dt_t ⊗ B_t        (P x N: an outer product, dot products of length 1)
     y_t = h_t C_t                              (P dot products of length N)
 
 B and C are shared by the Hg heads of a group (Ng groups). That is the recurrent form (`recurrent_step`): 2 P N
@@ -11,13 +11,13 @@ MACs a head and token, what a decode step computes. A prompt is computed in Nc c
 chunk padded with zeros as it pads it): within a chunk the scan is an attention whose scores are C B^T (per group)
 weighed by each head's decay between the two positions,
 
-    Y = (C B^T ∘ Λ) x̄,   Λ[l, s] = exp(a_{s+1} + ... + a_l) for s <= l, 0 above the diagonal,
+    Y = (C B^T ∘ Λ) x_dt,   Λ[l, s] = exp(a_{s+1} + ... + a_l) for s <= l, 0 above the diagonal,
 
-every chunk's own contribution to the state is h_c = (Λ[L-1, :] ∘ x̄)^T B, the state is carried from chunk to chunk
+every chunk's own contribution to the state is h_c = (Λ[L-1, :] ∘ x_dt)^T B, the state is carried from chunk to chunk
 (h = exp(a_0 + ... + a_{L-1}) h + h_c, elementwise), and each chunk reads the state before it: Y += exp(a_0 + ...
 + a_l) C h^T. Its products are matrix products over whole chunks, and it costs more MACs than the recurrent form:
 L (Ng N + Hs P) a position for the chunks' attention, beside the recurrent form's own two products, done a chunk at
-a time. Each chunk record carries the recurrent form's cost of the same positions (Record.recurrent): x̄ ⊗ B for the
+a time. Each chunk record carries the recurrent form's cost of the same positions (Record.recurrent): x_dt ⊗ B for the
 chunks' states, h C for their reads of it, nothing for the scores and the mix. formulas.py holds both forms.
 """
 
@@ -33,8 +33,8 @@ def chunked_scan(x_dt, a, B, C, h, L: int, at: Tape):
     """(y [.., Ng, Hg, T, P], the state after the last position [.., Ng, Hg, P, N]): T positions in Nc chunks of
     min(L, T), from the state h before them [.., Ng, Hg, P, N].
 
-    x_dt [.., Ng, Hg, T, P] (x̄ = dt x), a [.., Ng, Hg, T] (dt A), B and C [.., Ng, T, N]. The padding of the last
-    chunk has x̄, B and C zero and no decay (a = 0): it adds nothing to the state, and its outputs are dropped."""
+    x_dt [.., Ng, Hg, T, P] (x_dt = dt x), a [.., Ng, Hg, T] (dt A), B and C [.., Ng, T, N]. The padding of the last
+    chunk has x_dt, B and C zero and no decay (a = 0): it adds nothing to the state, and its outputs are dropped."""
     T, P, N = x_dt.shape[-2], x_dt.shape[-1], B.shape[-1]
     L = min(L, T)
     Nc = -(-T // L)
