@@ -192,6 +192,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cnt.set_defaults(run=_count)
 
+    cfg = commands.add_parser(
+        "config", help="the presets of every family, and the config.json transformers reads for one"
+    )
+    which_preset = cfg.add_mutually_exclusive_group(required=True)
+    which_preset.add_argument("--list", action="store_true", help="every preset of every family, a line each")
+    which_preset.add_argument(
+        "--preset", metavar="NAME", help="print the preset's config.json, as transformers reads it"
+    )
+    cfg.set_defaults(run=_config)
+
     par = commands.add_parser("params", help="every weight tensor by its Hugging Face name, grouped by kind, totals")
     _add_model_selectors(par)
     par.add_argument("--json", metavar="PATH|-", help="write the tensors, kinds and total as JSON (- for stdout)")
@@ -428,6 +438,15 @@ def _count(args) -> None:
         from .views.html_report import count_data, write_page
 
         write_page(to["--html"], count_data(count, balance, args.all_steps, dtype=args.dtype), out)
+
+
+def _config(args) -> None:
+    from .verbs.presets import preset_config_json, preset_lines
+
+    if args.list:
+        print("\n".join(preset_lines()))
+    else:
+        sys.stdout.write(preset_config_json(args.preset))
 
 
 def _params(args) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
-from .stages import Stage
+from .stages import STATE, Stage
 
 
 def dot_product_count(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[tuple[int, ...], int, int]:
@@ -259,7 +259,7 @@ class Phase:
             # a finished row: every slot up to this pass's last counts as padding
             pads = [self.context if done else pad for pad, done in zip(self.pads, self.finished)]
             for r in self.records:
-                n, m = padding_of(r, pads, self.context)
+                n, m = padding_of(r, pads, self.context, self.tokens)
                 dot_products, macs = dot_products + n, macs + m
         return Totals(dot_products, macs)
 
@@ -339,7 +339,7 @@ class Phase:
                                        "padding": padding_dict(self.padding, self.macs)})  # fmt: skip
 
 
-def padding_of(r: Record, pads: list[int], context: int) -> tuple[int, int]:
+def padding_of(r: Record, pads: list[int], context: int, tokens: int | None = None) -> tuple[int, int]:
     """(dot products, MACs) of one batched product [B, ..., rows, cols] spent on padding.
 
     Row b of the batch is padding in its first pads[b] slots (of the `context` slots so far). A MAC
@@ -348,9 +348,18 @@ def padding_of(r: Record, pads: list[int], context: int) -> tuple[int, int]:
     that pair; mix: the pad keys' terms of a real query's weighted sum, whose dot product is not
     padding). A dot product is padding when all its MACs are. The output rows are the last `rows`
     slots of the context (logits: the last one only); the keys of scores and mix the last t.
+
+    A recurrent layer's scan (its products of group STATE, laid out by chunks, not by slots) spends on each row's
+    pad slots their share of that row's work: pads among the pass's `tokens` slots (0 where `tokens` is not given).
     """
     if r.a_shape is None:
         return 0, 0
+    if r.stage.group == STATE:
+        if not tokens:
+            return 0, 0
+        pad_slots = sum(min(max(pad - (context - tokens), 0), tokens) for pad in pads)  # over the batch's rows
+        share = len(pads) * tokens
+        return r.dot_products * pad_slots // share, r.macs * pad_slots // share
     rows, cols = r.out_shape[-2:]
     heads = prod(r.out_shape[1:-2])  # [B, rows, cols]: 1; [B, H, T, t] or [B, Hkv, G, T, t]: the heads
     keys = cols if r.op == "scores" else r.a_shape[-1] if r.op == "mix" else 0
@@ -459,7 +468,7 @@ class Ledger:
         for p in self.phases:
             rows = [p.context for done in p.finished if done]  # the finished rows only, wholly padding
             for r in p.records if rows else ():
-                dn, dm = padding_of(r, rows, p.context)
+                dn, dm = padding_of(r, rows, p.context, p.tokens)
                 n, m = n + dn, m + dm
         return Totals(n, m)
 

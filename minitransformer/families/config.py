@@ -59,6 +59,8 @@ class ModelConfig:
 
         def to_dict(self) -> dict: ...
 
+        def to_hf_dict(self) -> dict: ...
+
     @property
     def d_model(self) -> int:
         return self.n_embd
@@ -110,6 +112,19 @@ class ModelConfig:
         """The same model cut to its first n_layer layers (count's twin)."""
         dataclass_config: Any = self  # every family's config is a dataclass
         return replace(dataclass_config, n_layer=n_layer)
+
+
+def rope_dict(theta: float, scaling: tuple | None = None, **more) -> dict:
+    """transformers 5's rope_parameters of a config: the rope type, theta and the scaling's keys (tuples as lists)."""
+    rope: dict = {"rope_type": "default", "rope_theta": theta}
+    for key, value in scaling or ():
+        rope[key] = list(value) if isinstance(value, tuple) else value
+    return rope | more
+
+
+def id_or_ids(token_id):
+    """A token id, or several (a tuple here, a list in a config.json)."""
+    return list(token_id) if isinstance(token_id, tuple) else token_id
 
 
 def flag(hf: dict, key: str) -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps, totals_of
-from ..engine.stages import ATTENTION_SCORES, Family
+from ..engine.stages import ATTENTION_SCORES, STATE, Family
 from ..errors import UserError
 from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
@@ -166,6 +166,11 @@ class Pass:
         first: where layers differ in their products, an op of another kind is found in that kind's layer)."""
         return next(r for r in self.before + self.block_records + self.after if r.op == op)
 
+    def has(self, op: str) -> bool:
+        """Whether some layer of the pass (or the stages outside the blocks) has the op: a model whose layers keep a
+        state and none attends has no scores."""
+        return any(r.op == op for r in self.before + self.block_records + self.after)
+
     @property
     def block_records(self) -> list[Record]:
         """The records of one layer of each kind, layer 0's kind first (just `block` where the layers are alike)."""
@@ -177,9 +182,10 @@ class Pass:
         return self.find("scores").out_shape[-1]
 
     def attention_vs_weights(self) -> AttentionVsWeights:
-        """The MACs of attention (Q K^T and A V) against those of the products with weights, per layer and in all."""
+        """The MACs of attention (Q K^T and A V) against those of the products with weights, per layer and in all
+        (a recurrent layer's scan is neither: it reads a state of fixed size and holds no weights)."""
         attention = sum(r.macs for r in self.block if r.stage.group == ATTENTION_SCORES)
-        weights = sum(r.macs for r in self.block if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
+        weights = sum(r.macs for r in self.block if with_weights(r))
         outside = sum(r.macs for r in self.before + self.after if r.kind == "matmul")
         return AttentionVsWeights(self, attention, weights, outside)
 
@@ -198,6 +204,11 @@ class Pass:
         return {"phase": p.phase, "step": p.step, "tokens": p.tokens, "context": p.context, "batch": p.batch,
                 "cached": p.cached, "dot_products": self.dot_products, "macs": self.macs,
                 "flops": self.flops}  # fmt: skip
+
+
+def with_weights(r: Record) -> bool:
+    """A product with weights: not attention's scores and mix (they grow with t), nor a scan over a state."""
+    return r.kind == "matmul" and r.stage.group not in (ATTENTION_SCORES, STATE)
 
 
 @dataclass(frozen=True)
@@ -223,8 +234,7 @@ class AttentionVsWeights:
     @property
     def all_weights(self) -> int:
         """Every product with weights in the pass: the blocks' and the logits."""
-        weights = sum(n * sum(r.macs for r in records if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
-                      for records, n in self.step.groups)  # fmt: skip
+        weights = sum(n * sum(r.macs for r in records if with_weights(r)) for records, n in self.step.groups)
         return weights + self.outside
 
     @property

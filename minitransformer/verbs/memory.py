@@ -151,7 +151,7 @@ def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTE
         residual += sum(masks.values())
     peak = max(records, key=lambda r: working_set(r, gated))
     alive = working_set(peak, gated)
-    scores = next((r for r in records if r.op == "scores"), None)  # None: a model without attention
+    scores = next((r for r in records if r.op == "scores"), None)  # none in a model whose layers all keep a state
     if scores is not None and scores.computed is not None:  # row chunks: no attention stage holds [H, T, t]
         peak = max((r for r in records if r.op not in _ROW_CHUNKED), key=lambda r: working_set(r, gated))
         alive = max(working_set(peak, gated), chunked_attention(records))
@@ -164,8 +164,9 @@ def chunked_attention(records: list[Record]) -> int:
     """Numbers alive while a pass computes its attention in row chunks: the block's normed input and its q, k
     and v (the chunks read slices of them), the largest chunk's scores (rows x the keys it sees), and the
     chunks' outputs so far ([H, T, dh])."""
-    scores = next(r for r in records if r.op == "scores")
-    block = [r for r in records if r.layer == scores.layer]  # the first layer with attention (layer 0 but in hybrids)
+    layer = next(r.layer for r in records if r.op == "scores")  # the first layer that attends
+    block = [r for r in records if r.layer == layer]
+    scores = next(r for r in block if r.op == "scores")
     *heads, T, t = scores.out_shape
     W = scores.window
     C = scores.row_chunk  # the query rows per chunk the pass ran with
@@ -179,13 +180,17 @@ def chunked_attention(records: list[Record]) -> int:
 def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES) -> list[dict]:
     """Each matrix product in the prefill and in a cached decode step: MACs, bytes moved, MACs per byte."""
     decode = count.decode_example()
-    passes = {"prefill": count.prefill, **({} if decode is None else {"decode": decode})}
-    rows: dict[str, dict] = {}
-    for which, p in passes.items():  # each op once, of whichever kind of layer has it (a scan's chunked form in the
-        for r in p.block_records + p.after:  # prefill, its recurrent form in decode: each where it runs)
-            if r.kind == "matmul" and which not in rows.setdefault(r.op, {"op": r.op}):
-                rows[r.op][which] = _intensity(r, balance, bytes_per_number)
-    return list(rows.values())
+    rows = []
+    seen = set()
+    for r in count.prefill.block_records + count.prefill.after:  # each op once, of whichever kind of layer has it
+        if r.kind != "matmul" or r.op in seen:
+            continue
+        seen.add(r.op)
+        row = {"op": r.op, "prefill": _intensity(r, balance, bytes_per_number)}
+        if decode is not None and decode.has(r.op):  # not a chunked scan's product, which a decode step has not
+            row["decode"] = _intensity(decode.find(r.op), balance, bytes_per_number)
+        rows.append(row)
+    return rows
 
 
 def _intensity(r: Record, balance: float, bytes_per_number: int) -> dict:

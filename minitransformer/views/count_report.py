@@ -8,13 +8,19 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..engine.ledger import Record
-from ..engine.stages import ATTENTION_SCORES, UNEMBEDDING
+from ..engine.stages import ATTENTION_SCORES, STATE, UNEMBEDDING
 from ..families.moe import ROUTINGS
 from ..families.table import architecture_of
 from ..text import plural, s_for
-from ..verbs.count import Count, Pass
+from ..verbs.count import Count, Pass, with_weights
 from ..verbs.formulas import attention_to_weights, generation_macs
-from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
+from ..verbs.memory import (
+    DEFAULT_BALANCE,
+    DTYPE_BYTES,
+    kv_cache_bytes,
+    kv_cache_bytes_after,
+    memory_dict,
+)
 from .report import count as n
 from .report import describe_model, human, operands, percent, shape, table
 
@@ -46,17 +52,33 @@ def _block_heading(count: Count) -> str:
 
 
 def convention(count: Count) -> str:
-    """The note under the block: dense where the prefill computed every score, the chunks where it did not (nothing
-    for a model without attention: its family's notes say how its layers count)."""
-    scores = _scores(count.prefill)
-    if scores is None:
-        return "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs."
-    return CONVENTION if scores.row_chunk is None else CHUNKED_CONVENTION.format(C=scores.row_chunk)
+    """The note under the block: dense where the prefill computed every score, the chunks where it did not."""
+    chunk = count.prefill.find("scores").row_chunk if count.prefill.has("scores") else None
+    note = CONVENTION if chunk is None else CHUNKED_CONVENTION.format(C=chunk)
+    if any(r.recurrent is not None for r in count.prefill.block_records):
+        note += "\n" + SCAN_CONVENTION
+    return note
 
 
-def _scores(p: Pass) -> Record | None:
-    """The scores record of the pass's first layer with attention, or None in a model without attention."""
-    return next((r for r in p.block_records if r.op == "scores"), None)
+# Where a recurrent layer's scan ran in chunks over the prompt (Record.recurrent), the note says what that means.
+SCAN_CONVENTION = (
+    "  A recurrent layer's scan (its state read and written position by position in a decode step) is computed over\n"
+    "  the prompt in chunks: each chunk's reads and writes of the state as products of many rows, plus the products\n"
+    "  within the chunk that the recurrent form does not have. 'recurrent form' is what the same positions cost one\n"
+    "  at a time (0 for a product it does not have); the chunks' totals against it are below."
+)
+
+
+def hybrid(p: Pass) -> bool:
+    """Layers of several mixers: some keep a state (a scan's products), others attend, or none does."""
+    scans = [any(r.stage.group == STATE for r in records) for records, _ in p.groups]
+    return any(scans)
+
+
+def kind_blocks(p: Pass) -> list[tuple[str, list[Record], int, int]]:
+    """(kind, one layer's records, its index, how many layers) of each kind of layer, in the order they first come."""
+    kinds = list(dict.fromkeys(p.layer_types))
+    return [(kind, records, p.layer_types.index(kind), n) for kind, (records, n) in zip(kinds, p.groups)]
 
 
 # A group's name in the summary where it is not the stage table's own (stages.py: Stage.group).
@@ -83,10 +105,7 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
         f"generation: a {count.n_prompt:,}-token prompt and {count.n_new:,} new token{s_for(count.n_new)} = 1 prefill + "
         f"{decodes:,} decode step{s_for(decodes)}, {batch}, {cache}",
         "",
-        _block_heading(count),
-        f"T = {plural(count.prefill.tokens, 'new position', format(count.prefill.tokens, ','))} attending to "
-        f"t = {count.prefill.context:,}",
-        block_table(count.prefill.block, full=True),
+        *prefill_blocks(count),
         "",
         convention(count),
         *experts_lines(count),
@@ -99,9 +118,7 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
         last = next(p for p in reversed(count.decodes) if p.step in count.shown_steps())
         out += [
             "",
-            f"One block in decode step {last.step}: T = {last.tokens:,} new position{s_for(last.tokens)} attending to "
-            f"t = {last.context:,}",
-            block_table(last.block, full=False),
+            *decode_blocks(last),
             "",
             f"Decode steps {cache}: T new positions, t attended" + (
                 f" ({len(count.shown_steps())} of {decodes:,} shown)" if len(count.shown_steps()) < decodes else ""),
@@ -114,6 +131,30 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
     if notes is not None:
         out += ["", *notes(c, count.n_prompt, count.n_new)]
     return "\n".join(out)
+
+
+def prefill_blocks(count: Count) -> list[str]:
+    """The prefill's block, stage by stage: layer 0's, or in a hybrid one block of each kind of layer."""
+    p = count.prefill
+    seen = f"T = {plural(p.tokens, 'new position', format(p.tokens, ','))} attending to t = {p.context:,}"
+    if not hybrid(p):
+        return [_block_heading(count), seen, block_table(p.block, full=True)]
+    out = [f"The prefill, one block of each kind of layer (the {count.config.n_layer} blocks are of "
+           f"{len(p.groups)} kinds), {seen}"]  # fmt: skip
+    for kind, records, layer, layers in kind_blocks(p):
+        out += ["", f"{kind} (layer {layer}; {plural(layers, 'layer')} like it):", block_table(records, full=True)]
+    return out
+
+
+def decode_blocks(p: Pass) -> list[str]:
+    """A decode step's products: layer 0's block, or one block of each kind of layer."""
+    seen = f"T = {p.tokens:,} new position{s_for(p.tokens)} attending to t = {p.context:,}"
+    if not hybrid(p):
+        return [f"One block in decode step {p.step}: {seen}", block_table(p.block, full=False)]
+    out = [f"One block of each kind in decode step {p.step}: {seen}"]
+    for kind, records, layer, _ in kind_blocks(p):
+        out += [f"{kind} (layer {layer}):", block_table(records, full=False)]
+    return out
 
 
 def moe_block(p: Pass) -> list[Record]:
@@ -153,25 +194,41 @@ def experts_lines(count: Count) -> list[str]:
 
 
 def block_table(block: list[Record], full: bool) -> str:
-    """Every stage of one block (or only its products) with dense and causal counts side by side."""
+    """Every stage of one block (or only its products) with dense and causal counts side by side, and where a scan
+    ran in chunks, each product's recurrent form."""
     block_macs = sum(r.macs for r in block)
+    scanned = any(r.recurrent is not None for r in block)
     rows = []
     for r in block:
         if r.kind == "matmul":
             causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
             causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
             dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_form_macs else ""  # row chunks skipped the rest
-            rows.append([r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), n(r.dot_length),
-                         n(r.macs), human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs,
-                         dense_form])  # fmt: skip
+            row = [
+                r.op,
+                r.equation,
+                operands(r),
+                shape(r.out_shape),
+                n(r.dot_products),
+                n(r.dot_length),
+                n(r.macs),
+                human(r.flops),
+                percent(r.macs, block_macs),
+                causal_dots,
+                causal_macs,
+                dense_form,
+            ]
+            rows.append(row + ([f"{n(r.recurrent_macs)} MACs" if r.recurrent is not None else ""] if scanned else []))
         elif full:
-            rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""])
+            rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""] + [""] * scanned)
     causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
     dense = sum(r.dense_form_macs for r in block)
+    recurrent = sum(r.recurrent_macs for r in block)
     rows.append(["block", "", "", "", n(sum(r.dot_products for r in block)), "", n(block_macs), human(2 * block_macs),
-                 "100%", "", n(causal), f"{n(dense)} MACs" if dense != block_macs else ""])  # fmt: skip
+                 "100%", "", n(causal), f"{n(dense)} MACs" if dense != block_macs else ""]
+                + ([f"{n(recurrent)} MACs"] if scanned else []))  # fmt: skip
     headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "FLOPs", "share",
-               "causal dot products", "causal MACs", "dense form"]  # fmt: skip
+               "causal dot products", "causal MACs", "dense form"] + ["recurrent form"] * scanned  # fmt: skip
     return table(headers, rows, right={4, 5, 6, 7, 8, 9, 10})
 
 
@@ -197,8 +254,10 @@ def layers_table(p: Pass) -> str:
             rows.append([r.op, n(r.dot_products), n(r.macs), human(r.flops), percent(r.macs, p.macs),
                          f"{shape(r.out_shape)}: {r.equation}"])  # fmt: skip
     dense_note = f"; dense form: {n(p.dense_macs)} MACs" if p.dense_macs != p.macs else ""
-    causal = f"causal: {n(p.causal_macs)} MACs{dense_note}" if _scores(p) is not None else dense_note.lstrip("; ")
-    rows.append(["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", causal])
+    dense_note += f"; recurrent form: {n(p.recurrent_macs)} MACs" if p.recurrent_macs != p.macs else ""
+    rows.append(
+        ["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs{dense_note}"]
+    )
     return table(["layer", "dot products", "MACs", "FLOPs", "share", ""], rows, right={1, 2, 3, 4})
 
 
@@ -219,9 +278,9 @@ def decode_table(count: Count) -> str:
                 rows.append(["...", "", "", "", "", "", "", ""])
                 gap = True
             continue
-        scores = _scores(p)
-        rows.append([str(p.step), n(p.tokens), n(p.context), shape(scores.out_shape) if scores else "-", n(p.dot_products),
-                     n(p.macs), human(p.flops), n(other[p.step].macs)])  # fmt: skip
+        scores = shape(p.find("scores").out_shape) if p.has("scores") else "-"
+        rows.append([str(p.step), n(p.tokens), n(p.context), scores, n(p.dot_products), n(p.macs), human(p.flops),
+                     n(other[p.step].macs)])  # fmt: skip
     headers = ["step", "T", "t", "scores (per block)", "dot products", "MACs", "FLOPs", other_label]
     return table(headers, rows, right={0, 1, 2, 4, 5, 6, 7})
 
@@ -236,11 +295,11 @@ def ops_table(count: Count) -> str:
     totals = [sum(macs for _, macs in ops.values()) for _, ops in columns]
     rows = []
     for op in count.family.matmul_ops:
-        if not any(ops.get(op, (0, 0))[1] for _, ops in columns):  # a product of the family this model does not run
+        if not any(op in ops for _, ops in columns):  # a product of no pass here (the chunks' in a decode-only run)
             continue
         row = [op]
         for (_, ops), total in zip(columns, totals):
-            macs = ops.get(op, (0, 0))[1]  # 0 where a pass has no such product (a scan's chunked or recurrent form)
+            macs = ops.get(op, (0, 0))[1]
             row += [n(macs), percent(macs, total)]
         rows.append(row)
     rows.append(["total", *(x for total in totals for x in (n(total), "100%"))])
@@ -257,9 +316,9 @@ def ops_table(count: Count) -> str:
 def attention_lines(count: Count) -> str:
     """A decode step's attention (it grows with t) against its products with weights (they do not), counted and in
     closed form (formulas.attention_to_weights): per layer t / X, X = 2D + F for GPT-2, 2D + 1.5F for a Llama
-    without grouping."""
+    without grouping. A recurrent layer's scan (a hybrid's) is shown beside them: it does not grow with t either."""
     step = count.comparison_step()
-    if _scores(step) is None:  # no attention: nothing grows with the context (the family's notes say what does not)
+    if not step.has("scores"):  # no attention: nothing grows with the context (the family's notes say what does not)
         return ""
     a = step.attention_vs_weights()
     c, L = count.config, count.config.n_layer
@@ -269,9 +328,11 @@ def attention_lines(count: Count) -> str:
     else:
         where = f"a decode step at context {context:,} (this count has none: counted for the comparison)"
     seen = f"t = {t:,}" + (f" of the {context:,} in context (the sliding window)" if t < context else "")
-    products = [r for r in step.block_records if r.kind == "matmul"]  # one layer of each kind
-    attention_ops = ", ".join(dict.fromkeys(r.op for r in products if r.stage.group == ATTENTION_SCORES))
-    weight_ops = ", ".join(dict.fromkeys(r.op for r in products if r.stage.group != ATTENTION_SCORES))
+    products = list({r.op: r for r in step.block_records if r.kind == "matmul"}.values())
+    attention_ops = ", ".join(r.op for r in products if r.stage.group == ATTENTION_SCORES)
+    weight_ops = ", ".join(r.op for r in products if with_weights(r))
+    scan_ops = ", ".join(r.op for r in products if r.stage.group == STATE)
+    scans = hybrid(step)
     layers_weights = a.all_weights - a.outside
     rows = [
         ["each layer", n(a.attention), n(a.weights), _ratio(a.layer_ratio)],
@@ -280,19 +341,25 @@ def attention_lines(count: Count) -> str:
     ]
     if len(step.groups) > 1:  # layers of several kinds (a window on some, a dense MLP beside experts): one row each
         rows = []
-        for kind, (records, layers) in zip(dict.fromkeys(step.layer_types), step.groups):
+        all_scan = 0
+        for kind, records, _, layers in kind_blocks(step):
             attention = sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES)
-            weights = sum(r.macs for r in records if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
+            weights = sum(r.macs for r in records if with_weights(r))
+            scan = sum(r.macs for r in records if r.stage.group == STATE)
+            all_scan += layers * scan
             scores = next((r for r in records if r.op == "scores"), None)
-            keys = f"t = {scores.out_shape[-1]:,}" if scores else "no attention"
+            keys = f"t = {scores.out_shape[-1]:,}" if scores is not None else "a state: the same at any t"
             rows.append([f"each {kind} layer ({layers}; {keys})", n(attention), n(weights),
-                         _ratio(Fraction(attention, weights)) if weights else "-"])  # fmt: skip
+                         _ratio(Fraction(attention, weights))] + ([n(scan)] if scans else []))  # fmt: skip
         blocks = a.all_weights - a.outside
         rows += [
-            [plural(L, "layer"), n(a.all_attention), n(blocks), _ratio(Fraction(a.all_attention, blocks))],
-            [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
+            [plural(L, "layer"), n(a.all_attention), n(blocks), _ratio(Fraction(a.all_attention, blocks))]
+            + ([n(all_scan)] if scans else []),
+            [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)]
+            + ([n(all_scan)] if scans else []),
         ]
-        first = _scores(step).layer  # type: ignore[union-attr]  # there is attention (checked above)
+        first = next(i for i, kind in enumerate(step.layer_types) if step.groups[step._group_of[kind]][0]
+                     and any(r.op == "scores" for r in step.groups[step._group_of[kind]][0]))  # fmt: skip
         seen = (
             f"t = {t:,} on layer {first}"
             + (f" of the {context:,} in context" if t < context else "")
@@ -300,11 +367,13 @@ def attention_lines(count: Count) -> str:
         )
     x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
     flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
+    headers = ["MACs", "attention", "products with weights", "attention / weights"] + ["scan"] * scans
     return "\n".join([
         f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
-        table(["MACs", "attention", "products with weights", "attention / weights"], rows, right={1, 2, 3}),
+        table(headers, rows, right={1, 2, 3, 4}),
         f"  attention: {attention_ops} (they grow with t); products with weights: {weight_ops}, and the logits in "
-        f"the pass (they do not)",
+        f"the pass (they do not)" + (f"; scan: {scan_ops} (a recurrent layer's state, read and written: the same "
+                                     f"at any t)" if scans else ""),
         f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
         f"({values}); at t = {t:,}: {_ratio(Fraction(t) / x)}",
         f"  {_crossing(c, x)}",
@@ -377,8 +446,19 @@ def totals_lines(count: Count) -> str:
         f"1 prefill + {decodes:,} decode step{s_for(decodes)}; {human(t.macs / (count.n_new * count.batch))} MACs per "
         f"generated token" + (f" per sequence ({count.batch} sequences)" if count.batch > 1 else ""),
     ]
-    if _scores(count.prefill) is not None:  # a model with attention: the part of its work the causal mask keeps
+    if count.prefill.has("scores"):  # a model with attention: the part of its work the causal mask keeps
         lines.append(f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps")
+    if t.scanned:  # a scan ran in chunks: its products against the recurrent form's (Record.recurrent)
+        chunked = sum(n * r.macs for p in count.passes for r, n in p.weighted() if r.recurrent is not None)
+        recurrent = sum(n * r.recurrent_macs for p in count.passes for r, n in p.weighted() if r.recurrent is not None)
+        whole = (
+            f"; the generation {human(t.recurrent_macs or 0)} MACs instead of {human(t.macs)}"
+            if human(t.recurrent_macs or 0) != human(t.macs)
+            else ""
+        )
+        lines.append(f"Recurrent form: the scans over the prompt took {n(chunked)} MACs ({human(chunked)}) in chunks, "
+                     f"{n(recurrent)} ({human(recurrent)}) had they run position by position as a decode step does "
+                     f"({chunked / recurrent:.2f}x in chunks, in products of many rows){whole}")  # fmt: skip
     if t.chunked:
         lines.append(f"Dense form: {n(t.dense_dot_products or 0)} dot products, {n(t.dense_macs or 0)} MACs "
                      f"({human(t.dense_macs or 0)}) had every T x t score been computed, as transformers' eager attention "
@@ -402,7 +482,6 @@ def _bytes(b: float) -> str:
 def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     m = memory_dict(count, balance, dtype)
     c, kv, act = count.config, m["kv_cache"], m["activations"]
-    scores = _scores(count.prefill)
     per_seq = " for the batch" if count.batch > 1 else ""
     decode = act.get("decode")
     widths = f"{c.d_head}" if c.d_value == c.d_head else f"{c.d_head} and {c.d_value}"  # MLA: values narrower
@@ -427,27 +506,31 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
             "the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the",
             "scores [B, H, T, t], which scale, mask and softmax overwrite in place; MLP: u and act(u), [B, T, F] each)",
         )
-    kv_line = [
-        f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
-        f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {here}: "
-        f"{_bytes(kv['bytes'])}"
-        + ("" if count.cached else " (if the cache were on)")
-        + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}"
-    ]
-    if m["cache"]["state_bytes"]:  # recurrent layers keep a state, not keys and values: each kind of layer's cache
-        kv_line = cache_lines(m["cache"], c.n_positions, count.cached)
+    cache = m["cache"]
+    states = {kind: k for kind, k in cache["layer_types"].items() if k["holds"] == "state"}
     out = [
         f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
         f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
-        *kv_line,
+    ]
+    if not states:
+        out.append(
+            f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
+            f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {here}: "
+            f"{_bytes(kv['bytes'])}"
+            + ("" if count.cached else " (if the cache were on)")
+            + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}"
+        )
+    else:  # a hybrid: the attention layers' keys and values grow with the context, the recurrent layers' state not
+        out += cache_lines(count, m, numbers, heads, per_seq)
+    out += [
         f"  activations  peak ~{_bytes(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
         + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
         f"               estimate: {estimate[0]}",
         f"               {estimate[1]}",
-        *([f"               (a prefill past {scores.row_chunk} positions computes attention in row "
+        *([f"               (a prefill past {count.prefill.find('scores').row_chunk} positions computes attention in row "
            f"chunks: it holds the normed input,",
            "               q, k, v, the largest chunk's scores and the output instead)"]
-          if scores is not None and scores.computed is not None else []),
+          if count.prefill.has("scores") and count.prefill.find("scores").computed is not None else []),
         "",
         f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
         f"below the machine balance, assumed {balance:g} MACs/byte (--balance), a product waits on memory",
@@ -456,24 +539,25 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     return "\n".join(out)
 
 
-def cache_lines(cache: dict, context: int, cached: bool) -> list[str]:
-    """What each kind of layer keeps from pass to pass (memory.py's layer_caches): keys and values, growing with the
-    context up to any window, or a state, the same at any context, or nothing; and the whole, here and at the context."""
-    rows = []
+def cache_lines(count: Count, m: dict, numbers: str, heads: str, per_seq: str) -> list[str]:
+    """A hybrid's cache, by kind of layer: the attention layers' keys and values (a position's numbers, times the
+    positions held), the recurrent layers' state (the same after one token as after the whole context), the whole."""
+    c, kv, cache = count.config, m["kv_cache"], m["cache"]
+    off = "" if count.cached else " (if the cache were on)"
+    out = []
     for kind, k in cache["layer_types"].items():
-        if k["holds"] == "keys and values":
-            what, grows = f"keys and values of {k['positions']:,} positions", "grows with the context"
-        elif k["holds"] == "state":
-            what = "state " + ", ".join(f"{name} {shape(dims)}" for name, dims in k["state"].items())
-            grows = "the same at any context"
-        else:
-            what, grows = "nothing", ""
-        each = f"{_bytes(k['bytes_per_layer'])} a layer, {grows}" if grows else ""
-        rows.append([f"    {kind} ({k['layers']})", what, each])
-    off = "" if cached else " (if the cache were on)"
-    return [f"  cache        after {cache['positions']:,} positions: {_bytes(cache['bytes'])}{off} "
-            f"({_bytes(cache['state_bytes'])} of it states); at the whole context ({context:,}): "
-            f"{_bytes(cache['bytes_at_context'])}", table(["  layer type", "keeps", "bytes"], rows)]  # fmt: skip
+        if "positions" in k:
+            out.append(f"  KV cache     K and V x {plural(k['layers'], kind + ' layer')} x {numbers} numbers{heads}: "
+                       f"{_bytes(k['bytes'] // max(k['positions'], 1))} per token{per_seq}; {k['positions']:,} positions "
+                       f"here: {_bytes(k['bytes'])}{off}")  # fmt: skip
+        elif k["state"]:
+            arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
+            out.append(f"  state        {arrays} numbers x {plural(k['layers'], kind + ' layer')}: "
+                       f"{_bytes(k['bytes'])}{per_seq}{off}, the same at any context")  # fmt: skip
+    out.append(f"  cache        {_bytes(cache['bytes'])} after {cache['positions']:,} positions ({_bytes(kv['bytes'])} keys "
+               f"and values + {_bytes(cache['state_bytes'])} state){off}; the whole context ({c.n_positions:,}): "
+               f"{_bytes(cache['bytes_at_context'])}")  # fmt: skip
+    return out
 
 
 def intensity_table(rows: list[dict], decode: Pass | None) -> str:
@@ -484,7 +568,8 @@ def intensity_table(rows: list[dict], decode: Pass | None) -> str:
         shown = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
         return [_bytes(x["bytes"]), shown, "memory-bound" if x["memory_bound"] else "compute-bound"]
 
-    body = [[r["op"], *cells(r.get("prefill")), *(cells(r.get("decode")) if decode is not None else [])] for r in rows]
+    blank = ["", "", "-"] if decode is not None else []  # a product of the prefill's chunks only: no decode step has it
+    body = [[r["op"], *cells(r["prefill"]), *(cells(r["decode"]) if "decode" in r else blank)] for r in rows]
     headers = ["op", "prefill bytes", "MACs/byte", "bound"]
     if decode is not None:
         headers += [f"decode (T=1, t={decode.context:,}) bytes", "MACs/byte", "bound"]

@@ -53,6 +53,8 @@ def block_table(phase: Phase, layer: int = 0) -> str:
                 note = f"causal: {count(r.causal_macs)} MACs needed"
             if r.macs != r.dense_form_macs:  # computed in row chunks (tape.py): what the dense form would have cost
                 note += f"; dense: {count(r.dense_dot_products)} ({count(r.dense_macs)} MACs)"
+            if r.recurrent is not None:  # a scan computed in chunks: this product in the recurrent form
+                note += f"recurrent form: {count(r.recurrent_macs)} MACs"
             rows.append([r.op, r.equation, operands(r), shape(r.out_shape), count(r.dot_products),
                          count(r.dot_length), count(r.macs), percent(r.macs, block_macs), note])  # fmt: skip
         else:
@@ -92,12 +94,12 @@ def decode_table(phases: list[Phase], limit: int = 8) -> str:
         if p is None:
             rows.append(["...", "", "", "", "", ""])
             continue
-        scores = next((r for r in p.records if r.op == "scores"), None)  # the first attention layer's, if any
+        scores = next((r for r in p.records if r.op == "scores"), None)  # the first layer that attends
         rows.append([str(p.step), count(p.tokens), count(p.context), shape(scores.out_shape) if scores else "-",
                      count(p.dot_products), count(p.macs)])  # fmt: skip
-    first = next((r.layer for r in phases[0].records if r.op == "scores"), None) if phases else None
-    heading = f"scores (layer {first})" if first is not None else "scores (no attention)"
-    return table(["step", "T", "t", heading, "dot products", "MACs"], rows, right={0, 1, 2, 4, 5})
+    first = next((r.layer for r in phases[0].records if r.op == "scores"), None)
+    return table(["step", "T", "t", f"scores (layer {first})" if first is not None else "scores", "dot products",
+                  "MACs"], rows, right={0, 1, 2, 4, 5})  # fmt: skip
 
 
 def ledger_report(ledger: Ledger, layer: int = 0) -> str:
@@ -123,6 +125,11 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
         f"Total: {count(totals.dot_products)} dot products, {count(totals.macs)} MACs ({human(totals.macs)}), "
         f"{human(totals.flops)} FLOPs over 1 prefill + {len(decodes)} decode step{'s' if len(decodes) != 1 else ''}",
     ]
+    if totals.scanned:
+        out.append(
+            f"Recurrent form: {count(totals.recurrent_macs or 0)} MACs ({human(totals.recurrent_macs or 0)}) had every "
+            f"scan over the prompt run position by position, as a decode step does"
+        )
     if totals.chunked:
         out.append(
             f"Dense form: {count(totals.dense_dot_products or 0)} dot products, {count(totals.dense_macs or 0)} MACs "

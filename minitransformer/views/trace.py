@@ -66,7 +66,10 @@ def concrete(symbolic: str, dims: Dims) -> str:
 
     def sizes(match: re.Match) -> str:
         symbols = [s.strip() for s in match.group(1).split(",")]
-        return f"{match.group(0)} = [{', '.join(str(dims.size(s)) for s in symbols)}]"
+        try:
+            return f"{match.group(0)} = [{', '.join(str(dims.size(s)) for s in symbols)}]"
+        except (AttributeError, KeyError, ValueError):  # a size of a piece of the pass (a scan's chunks): as written
+            return match.group(0)
 
     return _BRACKETS.sub(sizes, symbolic)
 
@@ -196,7 +199,7 @@ class _Tracer:
 
     def _show(self, name: str, tensor, r: Record) -> None:
         output = r.stage.names.index(name if r.layer is None else name.split(".", 2)[2])  # q, k or v of one split
-        makes = self._makes(r.output_spec(output), tensor)
+        makes = f"{self.dims.symbolic(r.output_spec(output))} = {list(np.shape(tensor))}"  # the sizes it came out with
         if r is self.last_record:  # k and v come out of the same split as q
             lines = [f"{name:<{NAME_WIDTH}}  (same stage, next output)", f"    out  {makes}"]
         else:
@@ -211,15 +214,6 @@ class _Tracer:
                                                         for p in r.breakdown))  # fmt: skip
         lines.append(f"    values  {summary(tensor)}")
         print("\n".join(lines), file=self.out)
-
-    def _makes(self, spec: str, tensor) -> str:
-        """ "[H, T, t] = [4, 5, 5]": the output's shape in symbols and in numbers. A symbol sized for one part of the
-        pass only (a scan's chunks: Nc, L) has no size in the pass's dims: the tensor's own shape says it."""
-        symbolic = self.dims.symbolic(spec)
-        try:
-            return concrete(symbolic, self.dims)
-        except (AttributeError, KeyError):
-            return f"{symbolic} = {list(np.shape(tensor))}"
 
     def _fold(self, layer: int, tensor) -> None:
         records = self.folded

@@ -73,6 +73,11 @@ class GPT2Config(ModelConfig):
         return {"family": self.family, **asdict(self), "d_head": self.d_head, "n_kv_head": self.n_kv_head,
                 "d_ff": self.d_ff}  # fmt: skip
 
+    def to_hf_dict(self) -> dict:
+        """The config.json transformers reads for this config (GPT2Config's keys, every one spelled out)."""
+        d = {k: v for k, v in asdict(self).items() if k != "name"}
+        return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", **d}
+
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "gpt2") -> GPT2Config:
         """Read a transformers config.json dict, refusing what would change inference unseen."""

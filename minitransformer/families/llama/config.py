@@ -6,9 +6,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ...errors import UserError
-from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
+from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag, id_or_ids, rope_dict
 
 LLAMA_MODEL_TYPES = ("llama", "mistral", "qwen2")
+# model_type -> the class that transformers' AutoModelForCausalLM makes of it (config.json's "architectures")
+ARCHITECTURES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                 "qwen3": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "mixtral": "MixtralForCausalLM",
+                 "olmo2": "Olmo2ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+                 "gpt_oss": "GptOssForCausalLM"}  # fmt: skip
 ROPE_TYPES: tuple[str, ...] = ("default", "linear", "llama3")
 # YaRN (inverse_frequencies in forward.py computes it, with its attention factor): the families whose forward pass
 # multiplies the rotary tables by that factor (rotary_attention_factor) take it; the Llama family's does not.
@@ -94,6 +99,29 @@ class LlamaConfig(ModelConfig):
         d["rope_scaling"] = None if self.rope_scaling is None else dict(self.rope_scaling)
         d["eos_token_id"] = list(self.eos_token_id) if isinstance(self.eos_token_id, tuple) else self.eos_token_id
         return {"family": self.family, **d, "d_head": self.d_head, "d_ff": self.d_ff}
+
+    def to_hf_dict(self) -> dict:
+        """The config.json transformers reads for this config: the keys every Llama-family config.json has, and those
+        of its model_type (a family derived from this one adds its own)."""
+        hf = {
+            "architectures": [ARCHITECTURES.get(self.model_type, "")], "model_type": self.model_type,
+            "vocab_size": self.vocab_size, "hidden_size": self.n_embd, "intermediate_size": self.n_inner,
+            "num_hidden_layers": self.n_layer, "num_attention_heads": self.n_head,
+            "num_key_value_heads": self.n_kv_head, "max_position_embeddings": self.n_positions,
+            "rms_norm_eps": self.rms_norm_eps, "hidden_act": self.hidden_act,
+            "rope_parameters": rope_dict(self.rope_theta, self.rope_scaling),
+            "tie_word_embeddings": self.tie_word_embeddings, "bos_token_id": self.bos_token_id,
+            "eos_token_id": id_or_ids(self.eos_token_id),
+        }  # fmt: skip
+        if self.head_dim is not None:
+            hf["head_dim"] = self.head_dim
+        if self.model_type == "llama":
+            hf |= {"attention_bias": self.qkv_bias, "mlp_bias": self.mlp_bias}
+        elif self.model_type == "mistral":
+            hf["sliding_window"] = self.sliding_window
+        elif self.model_type == "qwen2":
+            hf["use_sliding_window"] = False
+        return hf
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "llama") -> LlamaConfig:

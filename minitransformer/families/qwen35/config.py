@@ -11,6 +11,7 @@ reads them.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
@@ -294,4 +295,52 @@ def hybrid_layers(n_layer: int, interval: int = 4) -> tuple[str, ...]:
     return tuple(LINEAR if (i + 1) % interval else FULL for i in range(n_layer))
 
 
-PRESETS: dict[str, Qwen35Config] = {}
+def _qwen35(name: str, n_layer: int, n_head: int, n_kv_head: int, n_embd: int, value_heads: int,
+            **shapes: Any) -> Qwen35Config:  # fmt: skip
+    """A published Qwen3.5's text model, as its config.json's text_config states it: head_dim 256 (a quarter of it
+    rotated, rope_theta 10,000,000), a full-attention layer after every three Gated DeltaNet layers
+    (full_attention_interval 4), 16 key heads of 128 and value heads of 128 in the DeltaNet layers, conv kernel 4,
+    vocabulary 248,320, 262,144 positions, rms_norm_eps 1e-6, untied, no biases, eos 248044 (no bos)."""
+    moe = "n_experts" in shapes
+    if moe:
+        shapes["n_inner"] = None  # the MoE's layers are all experts
+    return Qwen35Config(n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head, n_embd=n_embd, vocab_size=248320,
+                        layer_kinds=hybrid_layers(n_layer), head_dim=256, partial_rotary_factor=0.25,
+                        rope_theta=10_000_000.0, linear_kernel=4, linear_key_heads=16, linear_value_heads=value_heads,
+                        linear_key_dim=128, linear_value_dim=128, n_positions=262144, rms_norm_eps=1e-6,
+                        eos_token_id=248044, model_type=MOE_TEXT if moe else TEXT, name=name, **shapes)  # fmt: skip
+
+
+# The published Qwen3.5 checkpoints (Qwen/Qwen3.5-9B, -27B, -35B-A3B, -397B-A17B) are multimodal (model_type qwen3_5,
+# qwen3_5_moe); these are their text models (text_config, as Qwen3_5ForCausalLM reads them), without the vision tower
+# and the multi-token-prediction layer (mtp_num_hidden_layers 1), which transformers' text model does not build either.
+# The Hugging Face Hub is out of reach here: the numbers are those of the config.json files as public copies quote
+# them (found with the search tool), each noted below, and each preset's parameter count lands on its model card's
+# name (the tests hold the count to transformers' own on the meta device).
+PRESETS: dict[str, Qwen35Config] = {
+    # Qwen/Qwen3.5-9B: hidden 4096, intermediate 12288, 32 layers, head_dim 256, linear heads 16 (k) and 32 (v) of 128,
+    # eos 248044, as copies of its config.json quote them (huggingface.co khtsly/Mini-Coder, whose config.json names
+    # "model_name": "Qwen/Qwen3.5-9B", and KnowledgeXLab/ComActor-9B); 16 query and 4 key/value heads and the
+    # vocabulary are transformers' Qwen3_5TextConfig defaults, which its docstring calls "the Qwen3.5-9B style
+    # configuration". 8,953,803,264 parameters: the model card's 9B.
+    "qwen3.5-9b": _qwen35("qwen3.5-9b", 32, 16, 4, 4096, 32, n_inner=12288),
+    # Qwen/Qwen3.5-27B: hidden 5120, intermediate 17408, 64 layers, 24 query heads and 4 key/value heads of 256,
+    # linear heads 16 (k) and 48 (v) of 128, as its config.json's text_config reads, field for field, in a public code
+    # file that rebuilds Qwen3_5ForConditionalGeneration from it (and as THUDM/slime's scripts/models/qwen3.5-27B.sh
+    # and the model card's "Hidden Dimension: 5120, Number of Layers: 64, 16 x (3 x Gated DeltaNet + 1 x Gated
+    # Attention)" state it). 26,895,998,464 parameters: the model card's 27B.
+    "qwen3.5-27b": _qwen35("qwen3.5-27b", 64, 24, 4, 5120, 48, n_inner=17408),
+    # Qwen/Qwen3.5-35B-A3B: hidden 2048, 40 layers, 16 query heads and 2 key/value heads, linear heads 16 (k) and 32
+    # (v), 256 experts of 512, 8 a token, a shared expert of 512, as public copies of its text_config quote them (a
+    # test of "a realistic 35B-A3B text config", and the config.json of Qwen3.6-35B-A3B, the same architecture); these
+    # are also transformers' Qwen3_5MoeTextConfig defaults ("the Qwen3.5-35B-A3B style configuration").
+    # 34,660,610,688 parameters, 3,454,988,928 active: the model card's 35B and A3B.
+    "qwen3.5-35b-a3b": _qwen35("qwen3.5-35b-a3b", 40, 16, 2, 2048, 32, n_experts=256, top_k=8, moe_inner=512,
+                               shared_inner=512),
+    # Qwen/Qwen3.5-397B-A17B: hidden 4096, 60 layers, 32 query heads and 2 key/value heads, linear heads 16 (k) and 64
+    # (v), 512 experts of 1024, 10 a token, a shared expert of 1024, as public copies of its config quote them (and as
+    # SGLang's deployment notes describe it: "Top-10 active out of 512 routed experts plus a dedicated shared
+    # expert"). 396,346,350,336 parameters, 17,349,040,896 active: the model card's 397B and A17B.
+    "qwen3.5-397b-a17b": _qwen35("qwen3.5-397b-a17b", 60, 32, 2, 4096, 64, n_experts=512, top_k=10,
+                                 moe_inner=1024, shared_inner=1024),
+}  # fmt: skip
