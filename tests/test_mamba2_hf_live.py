@@ -223,7 +223,7 @@ def test_count_of_the_preset_says_the_chunked_scan_beside_the_recurrent_form_and
     assert "128 state-space heads of 64 (state 128)" in out and "7,285,403,648 parameters" in out
     assert all(line in out for line in formulas.count_notes(PRESETS["mamba-codestral-7b"], 1000, 2))
     assert "4 chunks of 256, the last padded with 24 zero positions" in out and "Attention against" not in out
-    assert "mamba (64)  state conv [3, 10240], ssm [128, 64, 128]" in out
+    assert "state        conv [3, 10240] + ssm [128, 64, 128] numbers x 64 mamba layers: 276 MB, the same at any" in out
 
 
 def test_validate_says_all_ok(made):

@@ -264,7 +264,7 @@ def test_count_of_a_preset_sets_the_scan_beside_the_recurrent_form_and_each_laye
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert all(line in out for line in formulas.count_notes(PRESETS["nemotron-h-8b"], 1000, 2))
-    assert "mamba (24)" in out and "full_attention (4)" in out and "mlp (24)" in out
+    assert "x 24 mamba layers: 104 MB, the same at any context" in out and "K and V x 4 full_attention layers" in out
     assert "8,100,852,736 parameters" in out
 
 
