@@ -216,6 +216,14 @@ def test_the_preset_is_its_config_json_and_its_total_is_transformers_count():
     assert formulas.parameters(preset) == transformers_parameters(hf) == 7_285_403_648
 
 
+def test_the_preset_s_config_json_reads_back_as_itself():
+    import json
+
+    preset = PRESETS["mamba-codestral-7b"]
+    written = json.loads(json.dumps(preset.to_hf_dict()))  # as `config --preset` prints it
+    assert Mamba2Config.from_hf_dict(written, name=preset.name) == preset
+
+
 def test_count_of_the_preset_says_the_chunked_scan_beside_the_recurrent_form_and_the_state():
     result = run_cli("count", "--preset", "mamba-codestral-7b", "--tokens", "1000", "--new-tokens", "2")
     assert result.returncode == 0, result.stderr

@@ -253,6 +253,14 @@ def test_the_presets_are_their_config_json_and_their_totals_are_transformers_cou
     assert formulas.parameters(PRESETS[preset]) == transformers_parameters(hf)
 
 
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_preset_s_config_json_reads_back_as_itself(preset):
+    import json
+
+    written = json.loads(json.dumps(PRESETS[preset].to_hf_dict()))  # as `config --preset` prints it
+    assert NemotronHConfig.from_hf_dict(written, name=preset) == PRESETS[preset]
+
+
 def test_the_presets_totals_and_nano_s_active_parameters():
     assert formulas.parameters(PRESETS["nemotron-h-8b"]) == 8_100_852_736
     nano = PRESETS["nemotron-3-nano-30b-a3b"]

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 
 from ...engine.kvcache import State
 from ...errors import UserError
-from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
+from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag, id_or_ids
 
 MAMBA2_MODEL_TYPES = ("mamba2",)
 # A state-space model attends to no positions and transformers' Mamba2Config has no context length; minitransformer
@@ -178,6 +178,20 @@ class Mamba2Config(MixerShapes, ModelConfig):
             eos_token_id=tuple(eos) if isinstance(eos, list) else eos, pad_token_id=hf.get("pad_token_id", 1),
             model_type=model_type, name=name,
         )  # fmt: skip
+
+    def to_hf_dict(self) -> dict:
+        """The config.json transformers reads for this config (Mamba2Config's keys)."""
+        return {
+            "architectures": ["Mamba2ForCausalLM"], "model_type": self.model_type, "num_hidden_layers": self.n_layer,
+            "hidden_size": self.n_embd, "vocab_size": self.vocab_size, "num_heads": self.ssm_heads,
+            "head_dim": self.ssm_head_dim, "state_size": self.state_size, "n_groups": self.n_groups,
+            "conv_kernel": self.conv_kernel, "expand": self.expand, "chunk_size": self.chunk_size,
+            "use_bias": self.use_bias, "use_conv_bias": self.use_conv_bias, "hidden_act": self.ssm_act,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+            "time_step_limit": list(self.time_step_limit),  # an infinity as Python's json writes it, as published
+            "tie_word_embeddings": self.tie_word_embeddings, "bos_token_id": self.bos_token_id,
+            "eos_token_id": id_or_ids(self.eos_token_id), "pad_token_id": self.pad_token_id,
+        }  # fmt: skip
 
     @property
     def checkpoint_kind(self) -> str:

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from ...engine.kvcache import NOTHING, KeysValues, State
 from ...errors import UserError
-from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag
+from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_positive, flag, id_or_ids
 from ..mamba2.config import MixerShapes
 
 NEMOTRON_H_MODEL_TYPES = ("nemotron_h",)
@@ -154,6 +154,29 @@ class NemotronHConfig(MixerShapes, ModelConfig):
             bos_token_id=hf.get("bos_token_id", 1), eos_token_id=tuple(eos) if isinstance(eos, list) else eos,
             model_type=model_type, name=name,
         )  # fmt: skip
+
+    def to_hf_dict(self) -> dict:
+        """The config.json transformers reads for this config (NemotronHConfig's keys; the layers as its
+        layers_block_type names them)."""
+        names = {"mamba": "mamba", "full_attention": "attention", "mlp": "mlp", "moe": "moe"}
+        experts = {} if self.n_experts is None else {"n_routed_experts": self.n_experts,
+                                                     "num_experts_per_tok": self.top_k}  # fmt: skip
+        return {
+            "architectures": ["NemotronHForCausalLM"], "model_type": self.model_type,
+            "layers_block_type": [names[k] for k in self.kinds], "hidden_size": self.n_embd,
+            "vocab_size": self.vocab_size, "num_attention_heads": self.n_head, "num_key_value_heads": self.n_kv_head,
+            "head_dim": self.head_dim, "intermediate_size": self.n_inner, "mlp_hidden_act": self.mlp_act,
+            "mlp_bias": self.mlp_bias, "mamba_num_heads": self.ssm_heads, "mamba_head_dim": self.ssm_head_dim,
+            "ssm_state_size": self.state_size, "n_groups": self.n_groups, "conv_kernel": self.conv_kernel,
+            "chunk_size": self.chunk_size, "use_bias": self.use_bias, "use_conv_bias": self.use_conv_bias,
+            "mamba_hidden_act": self.ssm_act, "time_step_min": self.time_step_min, **experts,
+            "moe_intermediate_size": self.moe_inner, "moe_shared_expert_intermediate_size": self.shared_inner,
+            "moe_latent_size": self.moe_latent, "n_group": self.n_group, "topk_group": self.topk_group,
+            "norm_topk_prob": self.norm_topk_prob, "routed_scaling_factor": self.routed_scaling_factor,
+            "layer_norm_epsilon": self.layer_norm_epsilon, "max_position_embeddings": self.n_positions,
+            "tie_word_embeddings": False, "bos_token_id": self.bos_token_id,
+            "eos_token_id": id_or_ids(self.eos_token_id),
+        }  # fmt: skip
 
     @property
     def checkpoint_kind(self) -> str:
