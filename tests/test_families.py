@@ -130,13 +130,16 @@ def test_a_registered_family_runs_with_each_layer_its_own_window(toy):
         other = Model(uniform, model.params, source="memory").logits(ids)
         assert np.abs(other[WINDOW + 2 :] - logits[WINDOW + 2 :]).max() > 1e-3
         assert np.abs(other[:WINDOW] - logits[:WINDOW]).max() < 1e-5  # within the window all three agree
-    # A watched pass runs attention dense; unwatched, in row chunks; cached, one row at a time: the same logits.
+    # A watched pass runs attention dense; unwatched, in row chunks; cached, one row at a time: the same logits, up to
+    # float32's rounding in another order of sums (a few units in the last place of the largest logit, which the
+    # BLAS's kernel for this CPU decides: an AMD EPYC's came to 1.08e-5 on logits up to 5.5).
+    tolerance = 1e-5 * np.abs(logits).max()
     watched, _ = model.run_with_cache(ids, names="blocks.1.attn.weights")
-    assert np.abs(watched - logits).max() < 1e-5
+    assert np.abs(watched - logits).max() < tolerance
     cache = model.new_cache()
     steps = [model.run(ids[:140], cache=cache, all_positions=True)]
     steps += [model.run(ids[i : i + 1], cache=cache, all_positions=True) for i in range(140, 150)]
-    assert np.abs(np.concatenate(steps) - logits).max() < 1e-5
+    assert np.abs(np.concatenate(steps) - logits).max() < tolerance
     weights = model.run_with_cache(ids[:12], names="blocks.*.attn.weights")[1]
     assert (weights["blocks.0.attn.weights"][:, 11, : 12 - WINDOW] == 0).all()  # a windowed layer: 5 keys
     assert (weights["blocks.1.attn.weights"][:, 11, :] > 0).all()  # a full layer: all 12

@@ -82,6 +82,9 @@ class Record:
     # linear-attention or state-space layer over a prompt): what the same positions cost token by token, as a decode
     # step computes them (0, 0 for a product the recurrent form does not have); None: the pass computed it that way.
     recurrent: tuple[int, int] | None = None
+    # On scores and mix of sparse attention: the most keys a query attends to, those an indexer chose (DeepSeek-V3.2's
+    # index_topk); None: every key it can see. The shapes stay the dense form's; `computed` says what was computed.
+    selected: int | None = None
 
     def output_spec(self, index: int = 0) -> str:
         """The symbolic shape of output `index` (stages such as split_heads make several)."""
@@ -149,13 +152,18 @@ class Record:
 
     @property
     def dense_form_dot_products(self) -> int:
-        """This record in the pass's dense form: attention's every T x t score where row chunks computed fewer (the
-        dense product of its shapes), any other product as computed (a solve row by row is not attention)."""
-        return self.dense_dot_products if self.row_chunk is not None else self.dot_products
+        """This record in the pass's dense form: attention's every T x t score where row chunks or an indexer's choice
+        computed fewer (the dense product of its shapes), any other product as computed (a solve row by row is not
+        attention)."""
+        return self.dense_dot_products if self._attention_cut else self.dot_products
 
     @property
     def dense_form_macs(self) -> int:
-        return self.dense_macs if self.row_chunk is not None else self.macs
+        return self.dense_macs if self._attention_cut else self.macs
+
+    @property
+    def _attention_cut(self) -> bool:
+        return self.row_chunk is not None or self.selected is not None
 
     @property
     def recurrent_dot_products(self) -> int:
@@ -172,7 +180,17 @@ class Record:
     def _needed_pairs(self) -> int:
         assert self.a_shape is not None  # scores and mix are products
         *lead, T, t = self.out_shape if self.op == "scores" else self.a_shape
-        return prod(lead) * needed_pairs(T, t, self.window)
+        caps = [cap for cap in (self.window, self.selected) if cap is not None]  # an indexer's choice: like a window
+        return prod(lead) * needed_pairs(T, t, min(caps) if caps else None)
+
+    @property
+    def chosen_keys(self) -> int | None:
+        """On scores and mix computed against the keys an indexer chose for each query: how many each attends to
+        (min(t, selected)); None where every query attended to all the keys it can see."""
+        if self.selected is None or self.computed is None or self.a_shape is None:
+            return None
+        t = self.out_shape[-1] if self.op == "scores" else self.a_shape[-1]
+        return self.selected if t > self.selected else None
 
     @property
     def causal_dot_products(self) -> int | None:
@@ -210,6 +228,9 @@ class Record:
             d["causal_macs"] = self.causal_macs
             d["dense_dot_products"] = self.dense_dot_products  # equal to dot_products where nothing was skipped
             d["dense_macs"] = self.dense_macs
+            if self.selected is not None:  # sparse attention: the keys each query attends to, of the t
+                t = self.out_shape[-1] if self.op == "scores" else self.a_shape[-1]  # type: ignore[index]
+                d["selected_keys"] = min(t, self.selected)
         if self.breakdown is not None:
             d["breakdown"] = [part.to_dict() for part in self.breakdown]
         if self.recurrent is not None:  # a scan computed in chunks: this op in the recurrent form
@@ -363,6 +384,12 @@ def padding_of(r: Record, pads: list[int], context: int, tokens: int | None = No
     rows, cols = r.out_shape[-2:]
     heads = prod(r.out_shape[1:-2])  # [B, rows, cols]: 1; [B, H, T, t] or [B, Hkv, G, T, t]: the heads
     keys = cols if r.op == "scores" else r.a_shape[-1] if r.op == "mix" else 0
+    if r.chosen_keys is not None:  # sparse attention: a pad query's s chosen keys; a real one chooses no pad key
+        s = r.chosen_keys  # (but where it sees fewer than s, and then they are masked)
+        pad_queries = sum(min(max(pad - (context - rows), 0), rows) for pad in pads)
+        if r.op == "scores":
+            return heads * pad_queries * s, heads * pad_queries * s * r.dot_length
+        return heads * pad_queries * cols, heads * pad_queries * cols * s
     dot_products = macs = 0
     for pad in pads:
         pad_queries = min(max(pad - (context - rows), 0), rows)

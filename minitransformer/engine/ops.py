@@ -343,6 +343,41 @@ def attention_bias(past: int, start: int, T: int, t: int, window: int | None, dt
     return np.where(hidden, number(-np.inf), number(0.0))
 
 
+def unchosen_mask(chosen, t: int, dtype):
+    """-inf at every key not chosen for a query, 0 at those chosen: chosen [..., T, s] (indices of the t keys) ->
+    [..., 1, T, t], one for every head; added to attention_bias, it masks a query's other keys as transformers' eager
+    attention does under sparse attention."""
+    if isinstance(chosen, ShapeOnly):
+        return ShapeOnly((*chosen.shape[:-2], 1, chosen.shape[-2], t), dtype)
+    number = np.dtype(dtype).type
+    mask = np.full((*chosen.shape[:-1], t), number(-np.inf), dtype=dtype)
+    np.put_along_axis(mask, chosen, number(0.0), axis=-1)
+    return mask[..., None, :, :]
+
+
+def gather_keys(x, chosen):
+    """Each query's chosen rows of x: x [..., H, t, d] (keys or values of every head), chosen [..., T, s] (indices of
+    the t rows) -> [..., H, T, s, d], a copy of its s rows for every query (a gather: no arithmetic)."""
+    *lead, T, s = chosen.shape
+    if isinstance(x, ShapeOnly) or isinstance(chosen, ShapeOnly):
+        return ShapeOnly((*x.shape[:-2], T, s, x.shape[-1]), x.dtype)
+    rows = np.take_along_axis(x, chosen.reshape(*lead, 1, T * s, 1), axis=-2)  # the same rows for every head
+    return rows.reshape(*x.shape[:-2], T, s, x.shape[-1])
+
+
+def gather_mask(bias, chosen):
+    """attention_bias at each query's chosen keys: bias [T, t] (or [B, 1, T, t]), chosen [..., T, s] -> [..., 1, T, 1,
+    s], which the scores [..., H, T, 1, s] of the chosen keys take, one for every head. None stays None."""
+    if bias is None:
+        return None
+    *lead, T, s = chosen.shape
+    if isinstance(bias, ShapeOnly) or isinstance(chosen, ShapeOnly):
+        return ShapeOnly((*lead, 1, T, 1, s), bias.dtype)
+    rows = bias[..., 0, :, :] if bias.ndim == 4 else bias  # [T, t] or [B, T, t]
+    rows = np.broadcast_to(rows, (*lead, *rows.shape[-2:]))
+    return np.take_along_axis(rows, chosen, axis=-1).reshape(*lead, 1, T, 1, s)
+
+
 def slot_positions(past: int, T: int, pads=None):
     """The positions of this pass's T slots: past..past+T-1 ([T]); with `pads`, each row's count starts at its
     first real token ([B, T]: slot j of row b is at j - pads[b], negative in the padding), as transformers'

@@ -11,6 +11,12 @@ cache. The ledger gets one record per op with the dense shapes, counting what th
 (dense_dot_products, dense_macs). A watched pass (captures, hooks, trace) runs the dense lines once, so
 that every watcher sees the documented full [..., H, T, t] tensors; so does a pass asked to run dense
 (Tape.dense: `--dense-attention`, which computes every score as transformers' eager attention does).
+
+Sparse attention (DeepSeek-V3.2's lightning indexer: `on_chosen_keys`) runs the same way: each chunk of query
+rows gathers the s keys and values chosen for each of its queries and attends to those alone, [..., H, T, 1, s]
+scores, and the ledger's record per op keeps the dense form's shapes with what the chunks computed beside them.
+Watched or dense, the pass computes every T x t score and masks the keys not chosen, as transformers' eager
+attention does; where every key a query can see is chosen (t <= s), it is the attention above.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import replace
 import numpy as np
 
 from .kvcache import first_attended
+from .ops import unchosen_mask
 from .shapes import ShapeOnly
 from .spec import matmul_spec, specs
 
@@ -46,6 +53,36 @@ def in_row_chunks(tape, attend, q, K, V, bias=None):
         chunk = replace(tape, dims=dims, phase=None, watcher=None, rows=rows)
         part_bias = None if bias is None else bias[..., r0:r1, keys]
         parts.append(attend(q[..., r0:r1, :], K[..., keys, :], V[..., keys, :], part_bias, chunk))
+    return _joined(tape, rows, parts)
+
+
+def on_chosen_keys(tape, attend_chosen, attend, q, K, V, bias, chosen):
+    """Attention where each query attends only to its own chosen keys: `chosen` [..., T, s] indexes the t keys (an
+    indexer's top s = min(t, Dims.selected) for each query). attend_chosen(q, K, V, bias, chosen, tape) -> z [..., T,
+    dv] runs on chunks of ROW_CHUNK query rows (q, bias and chosen cut to the chunk's rows; K and V whole, as a query's
+    keys may be any before it), and its products state the dense form's spec beside their own (Tape.matmul's
+    `dense`). A watched or dense pass runs attend(q, K, V, bias, tape) over every key, those not chosen masked; where
+    every key is chosen (t <= s), attend runs in_row_chunks."""
+    d = tape.dims
+    if d.s >= d.t:  # every key a query can see is chosen: nothing to leave out
+        return in_row_chunks(tape, attend, q, K, V, bias)
+    if tape.watcher is not None or tape.dense:  # every T x t score, as transformers' eager attention computes them
+        masked = unchosen_mask(chosen, d.t, q.dtype)
+        return attend(q, K, V, masked if bias is None else bias + masked, tape)
+    rows = None if tape.phase is None else {}
+    parts = []
+    for r0 in range(0, d.T, ROW_CHUNK):
+        r1 = min(d.T, r0 + ROW_CHUNK)
+        chunk = replace(tape, dims=replace(d, T=r1 - r0, _shapes={}), phase=None, watcher=None, rows=rows)
+        part_bias = None if bias is None else bias[..., r0:r1, :]
+        parts.append(attend_chosen(q[..., r0:r1, :], K, V, part_bias, chosen[..., r0:r1, :], chunk))
+    return _joined(tape, rows, parts)
+
+
+def _joined(tape, rows, parts):
+    """The chunks' outputs side by side [..., T, dh], after one record per op on `tape`: the whole pass's shapes
+    (the dense form's, where a product stated it), the chunks' dot products and MACs summed beside them."""
+    d = tape.dims
     if rows is not None:
         for op, (spec, b_batched, dots, macs) in rows.items():
             if dots is None:

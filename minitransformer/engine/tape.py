@@ -22,7 +22,7 @@ from .experts import ExpertParts
 from .kvcache import first_attended
 from .ledger import Phase, Record, dot_product_count
 from .pieces import Pieces
-from .row_chunks import in_row_chunks
+from .row_chunks import in_row_chunks, on_chosen_keys
 from .shapes import ShapeOnly
 from .spec import matmul_spec, specs, symbols
 from .stages import Family
@@ -68,6 +68,7 @@ class Dims:
     window: int | None = None
     E: int | None = None  # a mixture of experts: E experts a layer, k of which compute each token (None: dense)
     k: int | None = None
+    selected: int | None = None  # sparse attention: the most keys a query attends to, chosen by an indexer (None: all)
     # Sizes that depend on the data, not on the model or the pass: the rows of a product that only some tokens
     # reach (Te: the tokens a router sent to expert e). A forward pass names them per call (Tape.with_sizes).
     data: dict = field(default_factory=dict)
@@ -84,7 +85,8 @@ class Dims:
         start = first_attended(past, window)  # the earliest key any new query sees
         return cls(T=T, t=past + T - start, D=config.n_embd, H=config.n_head, F=config.d_ff, V=config.vocab_size, R=R,
                    batch=batch, dh=config.d_head, Hkv=config.n_kv_head, start=start, window=window,
-                   E=config.n_experts, k=config.top_k, data=dict(getattr(config, "symbol_sizes", {})))  # fmt: skip
+                   E=config.n_experts, k=config.top_k, selected=config.index_topk,
+                   data=dict(getattr(config, "symbol_sizes", {})))  # fmt: skip
 
     def with_window(self, window: int | None) -> Dims:
         """The same pass as seen by a layer with another sliding window (or none): its keys start elsewhere."""
@@ -97,6 +99,11 @@ class Dims:
     def past(self) -> int:
         """Positions before this pass's first new one."""
         return self.start + self.t - self.T
+
+    @property
+    def s(self) -> int:
+        """The keys each query attends to where an indexer chooses them: min(t, selected); t without one."""
+        return self.t if self.selected is None else min(self.t, self.selected)
 
     @property
     def G(self) -> int:  # noqa: N802 - the symbol
@@ -120,8 +127,9 @@ class Dims:
         kv = f" Hkv={self.Hkv} G={self.G}" if self.Hkv != self.H else ""
         window = f" window={self.window}" if self.window is not None else ""
         experts = f" E={self.E} k={self.k}" if self.E is not None else ""
+        selected = f" s={self.s}" if self.selected is not None else ""
         return (f"T={self.T} t={self.t} D={self.D} H={self.H}{kv} dh={self.dh} F={self.F} V={self.V} "
-                f"R={self.R}{window}{experts}")  # fmt: skip
+                f"R={self.R}{window}{experts}{selected}")  # fmt: skip
 
     def shape(self, spec: str, batched: bool = True) -> tuple[int, ...]:
         key = (spec, batched)
@@ -170,6 +178,12 @@ class Tape:
         """attend(q, K, V, bias, tape) -> z [..., T, dh], in chunks of query rows, each against only the keys it can
         see (row_chunks.py says how, and what the ledger then holds)."""
         return in_row_chunks(self, attend, q, K, V, bias)
+
+    def on_chosen_keys(self, attend_chosen, attend, q, K, V, bias, chosen):
+        """Attention where each query attends only to the keys `chosen` for it ([..., T, s]: an indexer's top s of the
+        t): attend_chosen(q, K, V, bias, chosen, tape) in chunks of query rows, or, watched or dense, attend(q, K, V,
+        bias, tape) over every key with the others masked (row_chunks.py says which, and what the ledger holds)."""
+        return on_chosen_keys(self, attend_chosen, attend, q, K, V, bias, chosen)
 
     def with_sizes(self, **data: int) -> Tape:
         """The same tape, with sizes that depend on the data named for the stages run through it: a product over
@@ -272,10 +286,12 @@ class Tape:
 
     def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
                 row_chunk=None, breakdown=None, recurrent=None) -> Record:  # fmt: skip
-        window = self.dims.window if op in ("scores", "mix") else None
+        attention = op in ("scores", "mix")
+        window = self.dims.window if attention else None
         assert self.family is not None, "a tape that records names its stage table (Tape.family)"
         record = Record(self.family.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
-                        computed, row_chunk, breakdown, recurrent)  # fmt: skip
+                        computed, row_chunk, breakdown, recurrent=recurrent,
+                        selected=self.dims.selected if attention else None)  # fmt: skip
         if self.phase is not None:
             self.phase.records.append(record)
         return record
@@ -316,10 +332,15 @@ class Tape:
         record = self._record(op, values[0].shape, spec)
         return self._watch(op, value, record)
 
-    def matmul(self, op: str, a, b, spec: str, bias=None, recurrent: tuple[int, int] | None = None):
-        """out = a @ b (+ bias), counted: spec reads "T D, D 3D -> T 3D" (a, b -> out, symbolically). `recurrent`: the
-        (dot products, MACs) of this op's work in the recurrent form, where it belongs to a scan computed in chunks
-        (Record.recurrent; (0, 0) for a product the recurrent form does not have)."""
+    def matmul(self, op: str, a, b, spec: str, bias=None, dense: str | None = None,
+               recurrent: tuple[int, int] | None = None):  # fmt: skip
+        """out = a @ b (+ bias), counted: spec reads "T D, D 3D -> T 3D" (a, b -> out, symbolically).
+
+        `dense`: where the product computes only part of a dense one (attention over the keys an indexer chose for each
+        query, "H T 1 dh, H T dh s -> H T 1 s", of the dense "H T dh, H dh t -> H T t"), the dense product's spec: the
+        record keeps its shapes, with the dot products computed beside them (Record.computed), as row chunks' do.
+        `recurrent`: the (dot products, MACs) of this op's work in the recurrent form, where it belongs to a scan
+        computed in chunks (Record.recurrent; (0, 0) for a product the recurrent form does not have)."""
         a_spec, b_spec, out_spec = matmul_spec(spec)
         self._check(f"{op} (A)", a, a_spec)
         # B has the batch's axes where it has more than its shape names (K^T, a state); a weight has none: it is
@@ -337,7 +358,7 @@ class Tape:
         self._check(op, out, out_spec)
         if self.rows is not None:  # a chunk of query rows: summed into the whole pass's record (in_row_chunks)
             _, dots, length = dot_product_count(a.shape, b.shape)
-            counted = self.rows.setdefault(op, [spec, b_batched, 0, 0])
+            counted = self.rows.setdefault(op, [dense or spec, b_batched, 0, 0])
             counted[2] += dots
             counted[3] += dots * length
         if self.parts is not None:  # one expert's rows: summed into the layer's record (record_experts)
@@ -350,5 +371,12 @@ class Tape:
             return out
         if self.unobserved:
             return out
-        record = self._record(op, out.shape, out_spec, tuple(a.shape), tuple(b.shape), recurrent=recurrent)
+        if dense is None:
+            record = self._record(op, out.shape, out_spec, tuple(a.shape), tuple(b.shape), recurrent=recurrent)
+        else:  # the dense product's shapes, what was computed beside them
+            _, dots, length = dot_product_count(a.shape, b.shape)
+            a_dense, b_dense, out_dense = matmul_spec(dense)
+            d = self.dims
+            record = self._record(op, d.shape(out_dense), out_dense, d.shape(a_dense), d.shape(b_dense, b_batched),
+                                  computed=(dots, dots * length))  # fmt: skip
         return self._watch(op, out, record)

@@ -41,6 +41,9 @@ class ModelConfig:
     # each token; None in a dense model.
     n_experts: int | None = None
     top_k: int | None = None
+    # Sparse attention (DeepSeek-V3.2's lightning indexer): each query attends to at most index_topk of the keys it can
+    # see, those an indexer's scores over every key rank highest; None: every key it can see.
+    index_topk: int | None = None
 
     if TYPE_CHECKING:  # what each family's dataclass gives, as fields or as properties
         n_kv_head: int
@@ -77,6 +80,12 @@ class ModelConfig:
         return self.d_head
 
     @property
+    def d_index(self) -> int | None:
+        """The width of an indexer's key (DeepSeek-V3.2: index_head_dim), cached beside each layer's K and V so that
+        later queries can score every earlier position; None: no indexer."""
+        return None
+
+    @property
     def group_size(self) -> int:
         """Query heads that share one key/value head."""
         return self.n_head // self.n_kv_head
@@ -105,8 +114,10 @@ class ModelConfig:
     def layer_cache(self, layer: int) -> KeysValues | State:
         """What a layer keeps from one pass for the next (engine/kvcache.py): an attention layer's keys and values,
         n_kv_head heads of d_head and d_value a position, read back from its window; a family whose layers keep
-        something else (a recurrent state, nothing) says so here, and the cache, memory and reports follow."""
-        return KeysValues(self.n_kv_head, self.d_head, self.d_value, self.layer_window(layer))
+        something else (a recurrent state, nothing) says so here, and the cache, memory and reports follow. An
+        indexer's keys (d_index) are kept beside K and V, a row of d_index numbers a position: index_keys."""
+        rows = (("index_keys", (self.d_index,)),) if self.d_index is not None else ()
+        return KeysValues(self.n_kv_head, self.d_head, self.d_value, self.layer_window(layer), rows)
 
     def prefix(self, n_layer: int) -> ModelConfig:
         """The same model cut to its first n_layer layers (count's twin)."""

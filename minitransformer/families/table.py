@@ -11,6 +11,7 @@ from ..errors import UserError
 from .architecture import Architecture
 from .config import ModelConfig
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
+from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
 from .gemma.family import ARCHITECTURE as GEMMA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
@@ -79,6 +80,7 @@ for _family in (
     QWEN3_MOE,
     GPT_OSS,
     DEEPSEEK_V3,
+    DEEPSEEK_V32,
     QWEN3_5,
     MAMBA2,
     NEMOTRON_H,

@@ -65,6 +65,32 @@ def attention_macs_per_pair(config: Config) -> int:
     return config.n_head * (config.d_head + config.d_value)
 
 
+def selection_per_pair(config: Config) -> tuple[int, int]:
+    """(MACs, dot products) a query spends on each key it can see to choose the keys it attends to: a sparse
+    attention's indexer (DeepSeek-V3.2's: index_n_heads (index_head_dim + 1) MACs, index_n_heads + 1 dot products,
+    the family's formulas.selection_per_pair); (0, 0) where every query attends to every key it can see."""
+    formulas = architecture_of(config).formulas
+    return formulas.selection_per_pair(config) if hasattr(formulas, "selection_per_pair") else (0, 0)
+
+
+def chosen_pairs(config: Config, T: int, t: int, window: int | None = None) -> int:
+    """(query, key) pairs per head whose scores a pass computes: computed_pairs, or, where an indexer chooses
+    k_i = index_topk keys for each query and more than k_i are in reach, T k_i: each query against its k_i keys (one
+    that sees fewer is given k_i all the same, the others masked, as transformers' top-k gives them)."""
+    keys = t if window is None else min(t, window + T - 1)
+    if config.index_topk is not None and keys > config.index_topk:
+        return T * config.index_topk
+    return computed_pairs(T, t, window)
+
+
+def attention_macs(config: Config, T: int, t: int, window: int | None = None) -> int:
+    """One layer's attention MACs (they grow with t): scores and mix over the pairs computed (chosen_pairs), and an
+    indexer's scores over every key in reach (selection_per_pair)."""
+    keys = t if window is None else min(t, window + T - 1)
+    pairs = chosen_pairs(config, T, t, window)
+    return attention_macs_per_pair(config) * pairs + selection_per_pair(config)[0] * T * keys
+
+
 def causal_pairs(T: int, t: int, window: int | None = None) -> int:
     """(query, key) pairs per head that the causal mask keeps: query i (at position t - T + i) sees t - T + i + 1 keys,
     or at most `window` where a sliding window limits it.
@@ -170,8 +196,7 @@ def layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
 def _layer_macs(config: Config, T: int, t: int, B: int, group: tuple[int | None, int, int]) -> int:
     """layer_macs of a layer of this group (layers may differ: layer_groups)."""
     window, per_position, _ = group
-    pairs = computed_pairs(T, t, window)
-    return B * (T * per_position + attention_macs_per_pair(config) * pairs)
+    return B * (T * per_position + attention_macs(config, T, t, window))
 
 
 def layer_dot_products(config: Config, T: int, t: int, B: int = 1) -> int:
@@ -184,14 +209,19 @@ def layer_dot_products(config: Config, T: int, t: int, B: int = 1) -> int:
 def _layer_dot_products(config: Config, T: int, t: int, B: int, group: tuple[int | None, int, int]) -> int:
     H, dh = config.n_head, config.d_value  # the mix: T H dv dot products (dv = dh but in MLA)
     window, _, per_position = group
-    pairs = computed_pairs(T, t, window)  # T t' (t' = t for GPT-2), or fewer in row chunks
-    return B * (T * (per_position + H * dh) + H * pairs)  # the products with weights, the mix, the scores
+    pairs = chosen_pairs(config, T, t, window)  # T t' (t' = t for GPT-2), or fewer in row chunks or chosen keys
+    keys = t if window is None else min(t, window + T - 1)
+    selection = selection_per_pair(config)[1] * T * keys  # an indexer's scores and their sum over its heads
+    return B * (T * (per_position + H * dh) + H * pairs + selection)  # products with weights, mix, scores, indexer
 
 
 def causal_layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
-    """One block counting only the score and mix work the mask keeps: 2 H dh per kept (query, key) pair."""
-    pairs = causal_pairs(T, t, config.sliding_window)
-    return B * (T * weight_macs_per_position(config) + attention_macs_per_pair(config) * pairs)
+    """One block counting only the score and mix work the mask keeps: 2 H dh per kept (query, key) pair (at most
+    the keys an indexer chose for the query, which caps them as a window would); an indexer's own scores whole."""
+    caps = [cap for cap in (config.sliding_window, config.index_topk) if cap is not None]
+    pairs = causal_pairs(T, t, min(caps) if caps else None)
+    selection = selection_per_pair(config)[0] * T * attended(config, T, t)
+    return B * (T * weight_macs_per_position(config) + attention_macs_per_pair(config) * pairs + selection)
 
 
 def logits_macs(config: Config, R: int = 1, B: int = 1) -> int:
@@ -239,23 +269,29 @@ def generation_macs(config: Config, n_prompt: int, n_new: int, use_cache: bool =
     own = getattr(architecture_of(config).formulas, "generation_macs", None)
     if own is not None:
         return own(config, n_prompt, n_new, use_cache, B, windows)
-    per_pair = attention_macs_per_pair(config)
+    per_pair, (selection, _) = attention_macs_per_pair(config), selection_per_pair(config)
+    chosen = config.index_topk  # an indexer's k_i: past k_i keys in reach, a query's scores and mix stop growing
     total = n_new * logits_macs(config, 1, B)
     for group, L in layer_groups(config, windows).items():  # the L layers with this window and these products
         window, per_position, _ = group
         if use_cache:
             k = n_new - 1  # decode steps
-            decode = B * L * (k * per_position + per_pair * _sum_of_capped(n_prompt, k, window))
+            caps = [cap for cap in (window, chosen) if cap is not None]
+            pairs = _sum_of_capped(n_prompt, k, min(caps) if caps else None)
+            decode = B * L * (k * per_position + per_pair * pairs + selection * _sum_of_capped(n_prompt, k, window))
             total += L * _layer_macs(config, n_prompt, n_prompt, B, group) + decode
             continue
         first, last = n_prompt, n_prompt + n_new - 1
         sum_t = (first + last) * n_new // 2
+        cut_from = last + 1 if chosen is None else max(first, chosen + 1)  # passes whose keys the indexer chooses
         dense_last = min(
-            last, max(first - 1, row_chunks.ROW_CHUNK)
+            cut_from - 1, max(first - 1, row_chunks.ROW_CHUNK)
         )  # the passes short enough to be computed dense: t^2
         sum_t2 = _sum_of_squares(dense_last) - _sum_of_squares(first - 1)
-        sum_t2 += sum(computed_pairs(t, t, window) for t in range(dense_last + 1, last + 1))  # in chunks
-        total += B * L * (per_position * sum_t + per_pair * sum_t2)
+        sum_t2 += sum(computed_pairs(t, t, window) for t in range(dense_last + 1, cut_from))  # in chunks
+        sum_t2 += (chosen or 0) * ((cut_from + last) * (last - cut_from + 1) // 2 if cut_from <= last else 0)  # T k_i
+        indexer = selection * (_sum_of_squares(last) - _sum_of_squares(first - 1))  # every pass from 0: t x t keys
+        total += B * L * (per_position * sum_t + per_pair * sum_t2 + indexer)
     # A hybrid's recurrent layers: with the cache, the prefill's scan over the prompt, then one position a step (the
     # recurrent form); without it, every step scans the whole sequence again.
     passes = [n_prompt] + [1] * (n_new - 1) if use_cache else list(range(n_prompt, n_prompt + n_new))
@@ -288,10 +324,11 @@ def kv_cache_positions(config: Config, positions: int) -> int:
 
 def kv_cache_bytes_per_token(config: Config, B: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
     """K and V (2) for each of L layers, Hkv dh numbers each (Hkv heads x dh; D for GPT-2; dh + dv for K and V
-    where values are narrower, DeepSeek-V3's MLA); in a hybrid, its attention layers only (a recurrent layer keeps a
-    state of fixed size instead)."""
+    where values are narrower, DeepSeek-V3's MLA), and an indexer's key of d_index numbers where there is one; in a
+    hybrid, its attention layers only (a recurrent layer keeps a state of fixed size instead)."""
     layers = sum(1 for i in range(config.n_layer) if attends(config, i))
-    return B * layers * config.n_kv_head * (config.d_head + config.d_value) * bytes_per_number
+    numbers = config.n_kv_head * (config.d_head + config.d_value) + (config.d_index or 0)
+    return B * layers * numbers * bytes_per_number
 
 
 def attention_to_weights(config: Config) -> Fraction:
@@ -300,8 +337,21 @@ def attention_to_weights(config: Config) -> Fraction:
 
     2 H dh t / (D (H dh + 2 Hkv dh) + H dh D + m D F), m = 2 (GPT-2) or 3 (gated), so
     X = (D (H dh + Hkv dh) + m D F / 2) / (H dh): 2 D + F for GPT-2 (6 D when F = 4 D), 2 D + 1.5 F for a
-    Llama without grouping (24,704 for Llama 2 7B), D (1 + Hkv / H) + 1.5 D F / (H dh) in general. In a hybrid,
-    the first layer that attends (a recurrent layer's scan does not grow with t).
+    Llama without grouping (24,704 for Llama 2 7B), D (1 + Hkv / H) + 1.5 D F / (H dh) in general. With an indexer,
+    its scores of every key count as attention too, and the law holds while t <= k_i (attention_macs beyond). In a
+    hybrid, the first layer that attends (a recurrent layer's scan does not grow with t).
     """
     first = next(i for i in range(config.n_layer) if attends(config, i))
-    return Fraction(weight_macs_per_position(config, first), attention_macs_per_pair(config))
+    per_pair = attention_macs_per_pair(config) + selection_per_pair(config)[0]
+    return Fraction(weight_macs_per_position(config, first), per_pair)
+
+
+def attention_crossing(config: Config) -> Fraction:
+    """The context t at which a decode step's attention costs what its products with weights cost, in layer 0:
+    attention_to_weights, or, where an indexer's k_i comes first, the t at which its scores of every key make up
+    the rest: (weights - H (dh + dv) k_i) / (indexer MACs per key)."""
+    x, chosen = attention_to_weights(config), config.index_topk
+    selection = selection_per_pair(config)[0]
+    if chosen is None or x <= chosen or not selection:
+        return x
+    return Fraction(weight_macs_per_position(config) - attention_macs_per_pair(config) * chosen, selection)

@@ -46,7 +46,8 @@ DEFAULT_BALANCE = 10.0  # MACs per byte
 # the scores, none for views; the other stages hold their input and output.
 _LIVE_COPIES = {"scale": 1, "softcap": 1, "mask": 1, "softmax": 1, "split_heads": 0, "cache": 0, "last": 0,
                 "mlp.split": 0}  # fmt: skip
-_ROW_CHUNKED = ("scores", "scale", "softcap", "mask", "softmax", "mix")  # the stages row_chunks.py runs chunk by chunk
+# the stages row_chunks.py runs chunk by chunk (gather: each query's chosen keys and values, under sparse attention)
+_ROW_CHUNKED = ("gather", "scores", "scale", "softcap", "mask", "softmax", "mix")
 
 
 def _specs(config: Config) -> list:
@@ -174,7 +175,12 @@ def chunked_attention(records: list[Record]) -> int:
     keys = [(min(T, r0 + C) - r0, t - T + min(T, r0 + C)) for r0 in range(0, T, C)]
     largest = max(rows * (seen if W is None else min(seen, rows + W - 1)) for rows, seen in keys)
     held = sum(prod(r.out_shape) for r in block if r.op in ("ln_1", "qkv", "q", "k", "v"))
-    return held + prod(heads) * largest + prod(next(r for r in block if r.op == "mix").out_shape)
+    mix = next(r for r in block if r.op == "mix")
+    if scores.chosen_keys is not None:  # sparse: a chunk's scores and its queries' keys and values, s of each
+        rows, s = min(T, C), scores.chosen_keys
+        gathered = prod(heads) * rows * s * (scores.dot_length + mix.out_shape[-1])
+        return held + prod(heads) * rows * s + gathered + prod(mix.out_shape)
+    return held + prod(heads) * largest + prod(mix.out_shape)
 
 
 def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES) -> list[dict]:

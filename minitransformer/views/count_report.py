@@ -13,14 +13,14 @@ from ..families.moe import ROUTINGS
 from ..families.table import architecture_of
 from ..text import plural, s_for
 from ..verbs.count import Count, Pass, with_weights
-from ..verbs.formulas import attention_to_weights, generation_macs
-from ..verbs.memory import (
-    DEFAULT_BALANCE,
-    DTYPE_BYTES,
-    kv_cache_bytes,
-    kv_cache_bytes_after,
-    memory_dict,
+from ..verbs.formulas import (
+    attention_crossing,
+    attention_macs,
+    attention_to_weights,
+    generation_macs,
+    weight_macs_per_position,
 )
+from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
 from .report import count as n
 from .report import describe_model, human, operands, percent, shape, table
 
@@ -51,10 +51,29 @@ def _block_heading(count: Count) -> str:
             f"{', '.join(dict.fromkeys(c.layer_types))}; the next table has each):")  # fmt: skip
 
 
+# Where an indexer chose each query's keys (DeepSeek-V3.2's sparse attention), the note says so.
+SPARSE_CONVENTION = (
+    "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Sparse attention: each\n"
+    "  query's Q K^T and A V against only the s = {s:,} keys the indexer chose for it (gathered for each chunk of {C}\n"
+    "  query rows), so fewer scores than the dense T x t per head that transformers' eager attention computes and\n"
+    "  masks afterwards ('dense form'; count it with --dense-attention). 'causal' is the part of that work the masks\n"
+    "  keep: query i's min(past + i + 1, s) (query, key) pairs a head, each a score of length dh."
+)
+
+
 def convention(count: Count) -> str:
-    """The note under the block: dense where the prefill computed every score, the chunks where it did not."""
-    chunk = count.prefill.find("scores").row_chunk if count.prefill.has("scores") else None
-    note = CONVENTION if chunk is None else CHUNKED_CONVENTION.format(C=chunk)
+    """The note under the block: dense where the prefill computed every score, the chunks where it did not, the
+    chosen keys where an indexer chose them; and a recurrent layer's scan in chunks where one ran so."""
+    scores = count.prefill.find("scores") if count.prefill.has("scores") else None
+    if scores is not None and scores.chosen_keys is not None:
+        note = SPARSE_CONVENTION.format(s=scores.chosen_keys, C=scores.row_chunk)
+    else:
+        note = (
+            CONVENTION if scores is None or scores.row_chunk is None else CHUNKED_CONVENTION.format(C=scores.row_chunk)
+        )
+        if scores is not None and scores.selected is not None and scores.out_shape[-1] > scores.selected:
+            note += (f"\n  The indexer's mask keeps at most its ki = {scores.selected:,} chosen keys a query: query i's "
+                     f"min(past + i + 1, ki) pairs a head.")  # fmt: skip
     if any(r.recurrent is not None for r in count.prefill.block_records):
         note += "\n" + SCAN_CONVENTION
     return note
@@ -204,6 +223,8 @@ def block_table(block: list[Record], full: bool) -> str:
             causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
             causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
             dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_form_macs else ""  # row chunks skipped the rest
+            if r.chosen_keys is not None:  # sparse attention: the keys each query read
+                dense_form += f" (sparse: {n(r.chosen_keys)} keys a query)"
             row = [
                 r.op,
                 r.equation,
@@ -366,6 +387,7 @@ def attention_lines(count: Count) -> str:
             + ", each kind below"
         )
     x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
+    at_t = Fraction(attention_macs(c, 1, t), weight_macs_per_position(c))  # t / x, or less past an indexer's k_i
     flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
     headers = ["MACs", "attention", "products with weights", "attention / weights"] + ["scan"] * scans
     return "\n".join([
@@ -375,8 +397,8 @@ def attention_lines(count: Count) -> str:
         f"the pass (they do not)" + (f"; scan: {scan_ops} (a recurrent layer's state, read and written: the same "
                                      f"at any t)" if scans else ""),
         f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
-        f"({values}); at t = {t:,}: {_ratio(Fraction(t) / x)}",
-        f"  {_crossing(c, x)}",
+        f"({values}); at t = {t:,}: {_ratio(at_t)}",
+        f"  {_crossing(c, attention_crossing(c))}",
     ])  # fmt: skip
 
 
@@ -487,6 +509,9 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     widths = f"{c.d_head}" if c.d_value == c.d_head else f"{c.d_head} and {c.d_value}"  # MLA: values narrower
     heads = f" ({c.n_kv_head} key/value heads of {widths})" if architecture_of(c).heads_in_headers else ""
     numbers = f"{c.n_kv_head * c.d_head:,}" + (f" + {c.n_kv_head * c.d_value:,}" if c.d_value != c.d_head else "")
+    if c.d_index is not None:  # a sparse attention's indexer keeps its own keys beside K and V
+        numbers += f" + {c.d_index:,}"
+        heads += f" and the indexer's key of {c.d_index:,}"
     window, held = c.sliding_window, count.n_prompt + count.n_new - 1
     capped = f" (of {held:,}: a query reads no further back than the sliding window)" if kv["positions"] < held else ""
     whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
@@ -496,7 +521,12 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
         here = "positions here by layer type, " + ", ".join(
             f"{kind} {k['layers']} x {k['positions']:,}" for kind, k in kinds.items())  # fmt: skip
         whole = ", each sliding layer at most its window" if window is not None and window < c.n_positions else ""
-    if any(r.op in ("mlp.gate", "mlp.gate_up") for r in count.prefill.block):  # gated: memory.py's estimate says why
+    if not any(r.op == "scores" for r in count.prefill.block_records):  # every layer a state-space mixer (Mamba-2)
+        estimate = (
+            "the residual stream [B, T, D] + the largest stage's working set (a product: its A and its",
+            "output; an elementwise stage: its input and output, as the scan's decays [B, Hs, Nc, L, L] in a prefill)",
+        )
+    elif any(r.op in ("mlp.gate", "mlp.gate_up") for r in count.prefill.block):  # gated: memory.py's estimate says why
         estimate = (
             "the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
             "(Q K^T: Q and the scores [B, H, T, t]; MLP: g, u and act(g), [B, T, F] each)",
@@ -529,7 +559,8 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
         f"               {estimate[1]}",
         *([f"               (a prefill past {count.prefill.find('scores').row_chunk} positions computes attention in row "
            f"chunks: it holds the normed input,",
-           "               q, k, v, the largest chunk's scores and the output instead)"]
+           "               q, k, v, the largest chunk's scores and the output instead"
+           + (", and that chunk's chosen keys and values)" if count.prefill.find("scores").chosen_keys else ")")]
           if count.prefill.has("scores") and count.prefill.find("scores").computed is not None else []),
         "",
         f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
@@ -554,9 +585,10 @@ def cache_lines(count: Count, m: dict, numbers: str, heads: str, per_seq: str) -
             arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
             out.append(f"  state        {arrays} numbers x {plural(k['layers'], kind + ' layer')}: "
                        f"{_bytes(k['bytes'])}{per_seq}{off}, the same at any context")  # fmt: skip
-    out.append(f"  cache        {_bytes(cache['bytes'])} after {cache['positions']:,} positions ({_bytes(kv['bytes'])} keys "
-               f"and values + {_bytes(cache['state_bytes'])} state){off}; the whole context ({c.n_positions:,}): "
-               f"{_bytes(cache['bytes_at_context'])}")  # fmt: skip
+    attends = any("positions" in k for k in cache["layer_types"].values())  # no keys and values in a pure Mamba
+    parts = (f"{_bytes(kv['bytes'])} keys and values + " if attends else "") + f"{_bytes(cache['state_bytes'])} state"
+    out.append(f"  cache        {_bytes(cache['bytes'])} after {cache['positions']:,} positions ({parts}){off}; the whole "
+               f"context ({c.n_positions:,}): {_bytes(cache['bytes_at_context'])}")  # fmt: skip
     return out
 
 

@@ -487,8 +487,10 @@ def _phase_views(data: dict) -> list[str]:
 def causal_cell(r: dict) -> str:
     if "causal_macs" not in r:
         return ""
-    # Computed in row chunks (tape.py): the dense form's cost beside what was computed.
+    # Computed in row chunks, or over the keys an indexer chose (tape.py): the dense form's cost beside it.
     dense = f"; dense: {n(r['dense_macs'])} MACs" if r.get("dense_macs", r["macs"]) != r["macs"] else ""
+    if dense and "selected_keys" in r:
+        dense = f"; sparse: {n(r['selected_keys'])} keys a query{dense}"
     if r["op"] == "scores":
         return f"{n(r['causal_dot_products'])} needed ({n(r['causal_macs'])} MACs){dense}"
     return f"{n(r['causal_macs'])} MACs needed{dense}"

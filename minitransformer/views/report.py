@@ -51,6 +51,8 @@ def block_table(phase: Phase, layer: int = 0) -> str:
                 note = f"causal: {count(r.causal_dot_products or 0)} needed ({count(r.causal_macs or 0)} MACs)"
             elif r.causal_macs is not None:
                 note = f"causal: {count(r.causal_macs)} MACs needed"
+            if r.chosen_keys is not None:  # sparse attention: each query's chosen keys alone
+                note += f"; sparse: {count(r.chosen_keys)} keys a query"
             if r.macs != r.dense_form_macs:  # computed in row chunks (tape.py): what the dense form would have cost
                 note += f"; dense: {count(r.dense_dot_products)} ({count(r.dense_macs)} MACs)"
             if r.recurrent is not None:  # a scan computed in chunks: this product in the recurrent form
@@ -181,10 +183,21 @@ def expert_load_lines(ledger: Ledger) -> list[str]:
 
 
 def _convention(prefill: Phase) -> list[str]:
-    """The note under the block: scores computed dense, or in chunks of query rows (engine/row_chunks.py)."""
+    """The note under the block: scores computed dense, in chunks of query rows (engine/row_chunks.py), or against
+    the keys an indexer chose for each query."""
     chunk = next((r.row_chunk for r in prefill.records if r.row_chunk is not None), None)
     if not any(r.op == "scores" for r in prefill.records):  # a model without attention
         return ["  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs."]
+    chosen = next((r.chosen_keys for r in prefill.records if r.chosen_keys is not None), None)
+    if chosen is not None:
+        return [
+            "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Sparse attention: each "
+            "query's",
+            f"  scores and mix are computed against only the {chosen:,} keys the indexer chose for it; 'dense' is "
+            "every T x t score,",
+            "  as transformers' eager attention computes them and masks the rest (--dense-attention); 'causal' is the "
+            "part the masks keep.",
+        ]
     if chunk is None:
         return [
             "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed dense",

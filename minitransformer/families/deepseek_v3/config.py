@@ -104,53 +104,11 @@ class DeepseekConfig(ModelConfig):
             raise UserError(
                 f"config model_type={model_type!r} is not a DeepSeek-V3 ({', '.join(DEEPSEEK_MODEL_TYPES)})"
             )
-        dtype = hf.get("dtype", hf.get("torch_dtype"))
-        if dtype not in (None, "float32", "float16", "bfloat16"):
-            raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
-        if hf.get("quantization_config"):  # DeepSeek-V3's published weights are fp8 blocks with scales
-            method = (
-                hf["quantization_config"].get("quant_method", "?")
-                if isinstance(hf["quantization_config"], dict)
-                else "?"
-            )
-            raise UserError(f"config quantization_config ({method}) is not supported: dequantize the weights first")
-        rope = _rope(hf)
-        for key, harmless in (("pretraining_tp", (None, 1)), ("partial_rotary_factor", (None, 1, 1.0))):
-            for value in (hf.get(key), rope.pop(key, None)):
-                if value not in harmless:
-                    raise UserError(f"config {key}={value!r} is not supported")
-        # Options that change inference and are not computed here: refused by name. (output_router_logits only adds
-        # an output; num_nextn_predict_layers / num_mtp_layers name the multi-token-prediction module, which
-        # transformers does not build: the logits are the base model's; num_key_value_heads is not read by MLA,
-        # whose every head has its own k and v from the latent.)
-        if hf.get("attention_bias"):
-            raise UserError("config attention_bias=true is not supported")
         if hf.get("layer_types"):
             raise UserError(
                 "config layer_types is not supported (DeepSeek-V3's layers differ by first_k_dense_replace)"
             )
-        theta = rope.pop("rope_theta")
-        eos = hf.get("eos_token_id", 1)
-        # rope_interleave and norm_topk_prob: null reads as false, as transformers' `if config.rope_interleave` does
-        first = hf.get("first_k_dense_replace", 3)
-        return cls(
-            n_layer=hf.get("num_hidden_layers", 61), n_head=hf.get("num_attention_heads", 128),
-            n_embd=hf.get("hidden_size", 7168), n_inner=hf.get("intermediate_size", 18432),
-            vocab_size=hf.get("vocab_size", 129280), moe_inner=hf.get("moe_intermediate_size", 2048),
-            q_lora_rank=hf.get("q_lora_rank", 1536), kv_lora_rank=hf.get("kv_lora_rank", 512),
-            qk_rope_head_dim=hf.get("qk_rope_head_dim", 64), qk_nope_head_dim=hf.get("qk_nope_head_dim", 128),
-            v_head_dim=hf.get("v_head_dim", 128), rope_interleave=bool(hf.get("rope_interleave", True)),
-            n_experts=hf.get("n_routed_experts", hf.get("num_local_experts", 256)),
-            top_k=hf.get("num_experts_per_tok", 8), n_shared_experts=hf.get("n_shared_experts", 1),
-            n_group=hf.get("n_group", 8), topk_group=hf.get("topk_group", 4),
-            first_k_dense=0 if first is None else first, norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
-            routed_scaling_factor=float(hf.get("routed_scaling_factor", 2.5)),
-            n_positions=hf.get("max_position_embeddings", 4096), rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
-            hidden_act=hf.get("hidden_act", "silu"), rope_theta=theta,
-            rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
-            tie_word_embeddings=flag(hf, "tie_word_embeddings"), bos_token_id=hf.get("bos_token_id", 0),
-            eos_token_id=tuple(eos) if isinstance(eos, list) else eos, model_type=model_type, name=name,
-        )  # fmt: skip
+        return cls(**deepseek_fields(hf, name))
 
     @property
     def checkpoint_kind(self) -> str:
@@ -236,6 +194,52 @@ class DeepseekConfig(ModelConfig):
         d["rope_scaling"] = None if self.rope_scaling is None else dict(self.rope_scaling)
         d["eos_token_id"] = list(self.eos_token_id) if isinstance(self.eos_token_id, tuple) else self.eos_token_id
         return {"family": self.family, **d, "d_head": self.d_head, "d_value": self.d_value, "d_ff": self.d_ff}
+
+
+def deepseek_fields(hf: dict, name: str) -> dict:
+    """DeepseekConfig's fields from a config.json of the DeepSeek-V3 layout (DeepSeek-V3.2's too), with
+    DeepseekV3Config's defaults, every option that changes inference and is not computed refused by name."""
+    dtype = hf.get("dtype", hf.get("torch_dtype"))
+    if dtype not in (None, "float32", "float16", "bfloat16"):
+        raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
+    if hf.get("quantization_config"):  # DeepSeek-V3's published weights are fp8 blocks with scales
+        method = (
+            hf["quantization_config"].get("quant_method", "?") if isinstance(hf["quantization_config"], dict) else "?"
+        )
+        raise UserError(f"config quantization_config ({method}) is not supported: dequantize the weights first")
+    rope = _rope(hf)
+    for key, harmless in (("pretraining_tp", (None, 1)), ("partial_rotary_factor", (None, 1, 1.0))):
+        for value in (hf.get(key), rope.pop(key, None)):
+            if value not in harmless:
+                raise UserError(f"config {key}={value!r} is not supported")
+    # Options that change inference and are not computed here: refused by name. (output_router_logits only adds
+    # an output; num_nextn_predict_layers / num_mtp_layers name the multi-token-prediction module, which
+    # transformers does not build: the logits are the base model's; num_key_value_heads is not read by MLA,
+    # whose every head has its own k and v from the latent.)
+    if hf.get("attention_bias"):
+        raise UserError("config attention_bias=true is not supported")
+    theta = rope.pop("rope_theta")
+    eos = hf.get("eos_token_id", 1)
+    # rope_interleave and norm_topk_prob: null reads as false, as transformers' `if config.rope_interleave` does
+    first = hf.get("first_k_dense_replace", 3)
+    return dict(
+        n_layer=hf.get("num_hidden_layers", 61), n_head=hf.get("num_attention_heads", 128),
+        n_embd=hf.get("hidden_size", 7168), n_inner=hf.get("intermediate_size", 18432),
+        vocab_size=hf.get("vocab_size", 129280), moe_inner=hf.get("moe_intermediate_size", 2048),
+        q_lora_rank=hf.get("q_lora_rank", 1536), kv_lora_rank=hf.get("kv_lora_rank", 512),
+        qk_rope_head_dim=hf.get("qk_rope_head_dim", 64), qk_nope_head_dim=hf.get("qk_nope_head_dim", 128),
+        v_head_dim=hf.get("v_head_dim", 128), rope_interleave=bool(hf.get("rope_interleave", True)),
+        n_experts=hf.get("n_routed_experts", hf.get("num_local_experts", 256)),
+        top_k=hf.get("num_experts_per_tok", 8), n_shared_experts=hf.get("n_shared_experts", 1),
+        n_group=hf.get("n_group", 8), topk_group=hf.get("topk_group", 4),
+        first_k_dense=0 if first is None else first, norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
+        routed_scaling_factor=float(hf.get("routed_scaling_factor", 2.5)),
+        n_positions=hf.get("max_position_embeddings", 4096), rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
+        hidden_act=hf.get("hidden_act", "silu"), rope_theta=theta,
+        rope_scaling=tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None,
+        tie_word_embeddings=flag(hf, "tie_word_embeddings"), bos_token_id=hf.get("bos_token_id", 0),
+        eos_token_id=tuple(eos) if isinstance(eos, list) else eos, model_type=hf.get("model_type"), name=name,
+    )  # fmt: skip
 
 
 # deepseek-ai/DeepSeek-V3 (and -V3-0324, DeepSeek-R1: the same shapes), config.json: 61 layers (the first 3 dense),

@@ -108,7 +108,7 @@ def _parameters(config: DeepseekConfig, experts: int) -> int:
         c.kv_lora_rank  # fmt: skip
     q = D * H * dh if c.q_lora_rank is None else D * c.q_lora_rank + c.q_lora_rank + c.q_lora_rank * H * dh
     attention = q + D * (dc + dr) + dc + dc * H * (dn + dv) + H * dv * D
-    dense = c.first_k_dense if c.first_k_dense < c.n_layer else c.n_layer
+    dense = sum(not c.is_moe(i) for i in range(c.n_layer))
     moe = c.n_layer - dense
     mixture = c.n_experts * D + experts * 3 * D * c.moe_inner + 3 * D * c.d_shared
     head = 0 if c.tie_word_embeddings else c.vocab_size * D
@@ -182,17 +182,19 @@ def attention_vs_weights(c: DeepseekConfig) -> tuple[str, str, str]:
                f"Fs = {c.d_shared:,}"))  # fmt: skip
 
 
-def count_notes(config: DeepseekConfig, n_prompt: int, n_new: int) -> list[str]:
+def count_notes(config: DeepseekConfig, n_prompt: int, n_new: int, keys=None) -> list[str]:
     """count's lines on MLA (views/count_report.py calls a family's count_notes where it has one): what its cache
     must hold against what a cache of per-head keys and values holds, and the absorbed form's attention MACs beside
-    those computed here, for the prefill and the last decode step, every score counted (no mask skipped)."""
+    those computed here, for the prefill and the last decode step, every score counted (no mask skipped). `keys(t)`:
+    the keys a query's scores and mix read at context t (all t; DeepSeek-V3.2's indexer chooses fewer)."""
     c, L = config, config.n_layer
+    keys = keys or (lambda t: t)
     latent, full = latent_cache_numbers(c), full_cache_numbers(c)
     t = n_prompt + n_new - 1
     steps = [("the prefill", n_prompt, n_prompt)] + ([(f"a decode step at t = {t:,}", 1, t)] if n_new > 1 else [])
     rows = []
     for name, T, seen in steps:
-        computed, absorbed = computed_attention_macs(c, T, seen), absorbed_attention_macs(c, T, seen)
+        computed, absorbed = computed_attention_macs(c, T, keys(seen)), absorbed_attention_macs(c, T, keys(seen))
         rows.append(f"    {name}: {computed:,} MACs a layer as computed (kv_b, scores, mix), {absorbed:,} absorbed "
                     f"({absorbed / computed:.3g}x)")  # fmt: skip
     return [

@@ -120,8 +120,11 @@ def _yarn(rotary: Rotary, s: dict, dtype: np.dtype) -> tuple[np.ndarray, float]:
     return inv_freq, float(attention_factor)
 
 
-def deepseek(ids, p, config: DeepseekConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None):
-    """Token ids [T] (or [B, T]) -> logits [R, V], as llama.llama computes them, with MLA and experts."""
+def deepseek(ids, p, config: DeepseekConfig, cache: KVCache | None, tape: Tape, all_positions: bool, pads=None,
+             attention=None):  # fmt: skip
+    """Token ids [T] (or [B, T]) -> logits [R, V], as llama.llama computes them, with MLA and experts. `attention`:
+    each block's (latent_attention's signature; DeepSeek-V3.2 hands its indexed attention here)."""
+    attention = latent_attention if attention is None else attention
     d = tape.dims
     x = tape.stage("embed", p.embed_tokens.weight[ids], "T D")
     if isinstance(x, ShapeOnly):  # counting: tables of the right shape, no values
@@ -140,7 +143,7 @@ def deepseek(ids, p, config: DeepseekConfig, cache: KVCache | None, tape: Tape, 
         bias = attention_bias(d.past, d.start, d.T, d.t, d.window, x.dtype, pads)
     for i, block in enumerate(p.layers):
         kv = cache.layer(i) if cache is not None else None
-        x = decoder_block(x, block, config, tape.layer(i), kv, bias, (cos, sin), config.is_moe(i))
+        x = decoder_block(x, block, config, tape.layer(i), kv, bias, (cos, sin), config.is_moe(i), attention)
     h = tape.stage("ln_f", rms_norm(x, p.norm.weight, config.rms_norm_eps), "T D")
     if not all_positions:
         h = tape.stage("last", h[..., -1:, :], "R D")
@@ -150,11 +153,13 @@ def deepseek(ids, p, config: DeepseekConfig, cache: KVCache | None, tape: Tape, 
     return tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")
 
 
-def decoder_block(x, p, config: DeepseekConfig, at: Tape, kv: LayerCache | None, bias, rotary, moe: bool):
+def decoder_block(x, p, config: DeepseekConfig, at: Tape, kv: LayerCache | None, bias, rotary, moe: bool,
+                  attention=None):  # fmt: skip
     """Pre-RMSNorm block: x + MLA(RMSNorm(x)), then x + (experts, or a dense MLP)(RMSNorm(x))."""
+    attention = latent_attention if attention is None else attention
     eps = config.rms_norm_eps
     h = at.stage("ln_1", rms_norm(x, p.input_layernorm.weight, eps), "T D")
-    x = at.stage("resid_mid", x + latent_attention(h, p.self_attn, config, at, kv, bias, rotary), "T D")
+    x = at.stage("resid_mid", x + attention(h, p.self_attn, config, at, kv, bias, rotary), "T D")
     h = at.stage("ln_2", rms_norm(x, p.post_attention_layernorm.weight, eps), "T D")
     llama_config: Any = config  # llama.mlp reads hidden_act alone, which a DeepSeek-V3 config has too
     m = mixture(h, p.mlp, config, at) if moe else mlp(h, p.mlp, llama_config, at)
@@ -163,7 +168,16 @@ def decoder_block(x, p, config: DeepseekConfig, at: Tape, kv: LayerCache | None,
 
 def latent_attention(h, p, config: DeepseekConfig, at: Tape, kv: LayerCache | None, bias, rotary):
     """Multi-head latent attention, as transformers' DeepseekV3Attention computes it."""
+    q, K, V, _ = latent_keys(h, p, config, at, kv, rotary)
+    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, bias)
+    return output(z, p, at)
+
+
+def latent_keys(h, p, config: DeepseekConfig, at: Tape, kv: LayerCache | None, rotary):
+    """MLA up to its keys: the queries [H, T, dh], the t attended keys [H, t, dh] and values [H, t, dv], and c_q, the
+    query's normed latent [T, dq] (None where q is one product h W_q)."""
     H, dn = config.n_head, config.qk_nope_head_dim
+    cq = None
     if config.q_lora_rank is None:
         q = at.matmul("q", h, p.q_proj.weight.T, "T D, D H*dh -> T H*dh")
     else:
@@ -182,7 +196,11 @@ def latent_attention(h, p, config: DeepseekConfig, at: Tape, kv: LayerCache | No
     q = at.stage("q_join", join(q[..., :dn], q_r), "H T dh")
     k = at.stage("k_join", join(k_n, broadcast(k_r, k_n.shape[:-1] + (config.qk_rope_head_dim,))), "H T dh")
     K, V = at.stage("cache", kv.append(k, v) if kv is not None else (k, v), "H t dh; H t dv")
-    z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, bias)
+    return q, K, V, cq
+
+
+def output(z, p, at: Tape):
+    """The heads' mixes [H, T, dv] merged and projected back to the stream: o = Z W_o [T, D]."""
     z = at.stage("merge_heads", merge_heads(z), "T H*dv")
     return at.matmul("out", z, p.o_proj.weight.T, "T H*dv, H*dv D -> T D")
 

@@ -1,0 +1,417 @@
+"""DeepSeek-V3.2 against transformers, on random DeepseekV32Config models that transformers itself makes (routers'
+correction biases moved, as DeepSeek-V3's tests move them): logits at every position of a prompt past the row chunk
+and past the indexer's top k, whose choice really drops keys; 30 greedy tokens with the KV cache (the indexer's keys
+cached beside K and V); a left-padded batch; float64 against a float64 truth; the indexer's and the router's choices
+against transformers'; count = a real run = the closed forms, the sparse form with the dense one beside it; the
+parameters against transformers' count on the meta device, for these configs and the preset.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
+    batch_logits,
+    count_equals_a_real_run_and_the_closed_form,
+    float64_against_truth,
+    greedy,
+    logits_at_every_position,
+    made_once,
+    transformers_parameters,
+    worst,
+)
+from test_deepseek_hf_live import move_correction_biases  # noqa: E402 - DeepSeek-V3's: the same routers
+
+from minitransformer.engine.ledger import Phase  # noqa: E402
+from minitransformer.errors import UserError  # noqa: E402
+from minitransformer.families.deepseek_v32 import formulas  # noqa: E402
+from minitransformer.families.deepseek_v32.config import PRESETS, DeepseekV32Config  # noqa: E402
+from minitransformer.models.model import Model  # noqa: E402
+from minitransformer.verbs import formulas as closed  # noqa: E402
+from minitransformer.verbs.count import count_generation, count_passes  # noqa: E402
+
+# Small shapes, each with an index_topk well below the prompt so that the indexer drops keys, and enough index heads
+# (16 to 32) that two keys rarely tie at the edge of a query's top k (a ReLU score of 0 from every head is a tie that
+# torch.topk and NumPy break differently). Groups of experts and a dense first layer; a tied head, two shared
+# experts, an indexer all rotary (index_head_dim = qk_rope_head_dim); YaRN and a layer pattern of its own
+# (mlp_layer_types, dense in the middle). Two float32 passes choose the same keys only where no query's k-th and
+# (k+1)-th scores are within float32 roundings of each other; the seeds are ones whose prompts here keep that gap
+# above NEAR_TIE, and the tests check it first (smallest_gap), so that a failure says which it was.
+CONFIGS = {
+    "groups_dense": dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
+                         num_experts_per_tok=3, n_group=4, topk_group=2, first_k_dense_replace=1, q_lora_rank=24,
+                         kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10, index_topk=16,
+                         index_head_dim=16, index_n_heads=16, max_position_embeddings=256, seed=3),
+    "tied_shared_rotary_indexer": dict(vocab_size=160, hidden_size=24, intermediate_size=40, moe_intermediate_size=12,
+                                       num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=3,
+                                       n_routed_experts=6, num_experts_per_tok=2, n_group=1, topk_group=1,
+                                       first_k_dense_replace=0, q_lora_rank=20, kv_lora_rank=12, qk_rope_head_dim=8,
+                                       qk_nope_head_dim=8, v_head_dim=16, norm_topk_prob=False, n_shared_experts=2,
+                                       routed_scaling_factor=1.5, tie_word_embeddings=True, index_topk=24,
+                                       index_head_dim=8, index_n_heads=32, max_position_embeddings=256, seed=3),
+    "yarn_pattern": dict(vocab_size=100, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
+                         num_experts_per_tok=2, n_group=2, topk_group=1, mlp_layer_types=["sparse", "dense", "sparse"],
+                         q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+                         index_topk=40, index_head_dim=24, index_n_heads=24, max_position_embeddings=256, seed=7,
+                         rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 500.0,
+                                          "original_max_position_embeddings": 32, "mscale": 0.707,
+                                          "mscale_all_dim": 1.3}),
+}  # fmt: skip
+PROMPT = 150  # past the attention row chunk (128) and every config's index_topk
+NEAR_TIE = 1e-5  # relative to a query's largest |score|: 100 times float32's roundings of these sums
+
+
+def hf_config(name: str):
+    return transformers.DeepseekV32Config(**{k: v for k, v in CONFIGS[name].items() if k != "seed"})
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """name -> (directory, our model, transformers' model), each made once."""
+    return made_once(tmp_path_factory, transformers.DeepseekV32Config, CONFIGS, moved=move_correction_biases)
+
+
+def prompt(name: str, n: int, seed: int = 0) -> list[int]:
+    return np.random.default_rng(seed).integers(0, CONFIGS[name]["vocab_size"], n).tolist()
+
+
+def smallest_gap(model: Model, ids: list[int]) -> float:
+    """The least gap, over layers and the queries that see more than ki keys, between a query's ki-th and
+    (ki+1)-th index scores, over its largest |score|: where it is within float32 roundings, transformers may choose
+    the other key, and the logits differ for a reason that is not a bug."""
+    _, cache = model.run_with_cache(ids, names="blocks.*.attn.index_scores")
+    k, gaps = model.config.index_topk, [np.inf]
+    for i in range(model.config.n_layer):
+        scores = cache[f"blocks.{i}.attn.index_scores"]
+        for query in range(k, len(ids)):
+            seen = -np.sort(-scores[query, : query + 1])
+            gaps.append((seen[k - 1] - seen[k]) / np.abs(seen).max())
+    return float(min(gaps))
+
+
+def with_every_key(model: Model) -> Model:
+    """The same weights with an index_topk past the context: every key chosen, the indexer changes nothing."""
+    return Model(replace(model.config, index_topk=model.config.n_positions), model.params, model.source)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_logits_at_every_position_past_the_row_chunk_and_the_indexer_s_top_k(made, name):
+    _, ours, hf = made(name)
+    assert ours.config.family == "deepseek_v32" and ours.config.index_topk == CONFIGS[name]["index_topk"] < PROMPT
+    ids = prompt(name, PROMPT)
+    assert smallest_gap(ours, ids) > NEAR_TIE
+    assert logits_at_every_position(ours, hf, ids) <= 1
+    # the choice drops keys that matter: attending to every key gives other logits
+    assert worst(with_every_key(ours).logits(ids), ours.logits(ids)) > 10
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_thirty_greedy_tokens_with_the_cache_equal_transformers_generate(made, name):
+    _, ours, hf = made(name)
+    tokens = greedy(ours, hf, prompt(name, 20, seed=1))  # the context passes index_topk on the way (or starts past it)
+    assert len(set(tokens)) > 3
+    assert smallest_gap(ours, prompt(name, 20, seed=1) + tokens) > NEAR_TIE
+
+
+@pytest.mark.parametrize("name", ["groups_dense", "tied_shared_rotary_indexer"])
+def test_a_left_padded_batch_equals_transformers(made, name):
+    _, ours, hf = made(name)
+    rows = [prompt(name, 9, seed=2), prompt(name, 50, seed=3), prompt(name, 3, seed=4)]
+    assert min(smallest_gap(ours, row) for row in rows) > NEAR_TIE
+    assert batch_logits(ours, hf, rows) <= 1
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_float64_within_1e_9_of_a_float64_truth(made, name):
+    directory, _, _ = made(name)
+    assert float64_against_truth(directory, prompt(name, 60, seed=5)) <= 1e-9
+
+
+def test_the_indexer_chooses_the_keys_transformers_chooses_and_the_router_its_experts(made):
+    """Every query's chosen keys (as sets: neither side orders them the same) and the router's choice and gates,
+    against transformers' modules' outputs; the indexer's keys captured equal its LayerNorm's output after rotary."""
+    _, ours, hf = made("groups_dense")
+    c = ours.config
+    ids = prompt("groups_dense", 60, seed=6)
+    _, cache = ours.run_with_cache(ids)
+    seen: dict = {}
+    handles = []
+    for i, layer in enumerate(hf.model.layers):
+        handles.append(layer.self_attn.indexer.register_forward_hook(
+            lambda m, a, out, i=i: seen.__setitem__(("chosen", i), out)))  # fmt: skip
+        handles.append(layer.self_attn.indexer.k_norm.register_forward_hook(
+            lambda m, a, out, i=i: seen.__setitem__(("k_norm", i), out)))  # fmt: skip
+        if c.is_moe(i):
+            handles.append(layer.mlp.gate.register_forward_hook(
+                lambda m, a, out, i=i: seen.__setitem__(("gate", i), out)))  # fmt: skip
+    try:
+        with torch.no_grad():
+            hf(torch.tensor([ids]))
+    finally:
+        for handle in handles:
+            handle.remove()
+    dropped = 0
+    for i in range(c.n_layer):
+        np.testing.assert_allclose(cache[f"blocks.{i}.attn.index_k_norm"], seen[("k_norm", i)][0].numpy(), atol=1e-5)
+        mine, theirs = cache[f"blocks.{i}.attn.index_chosen"], seen[("chosen", i)][0].numpy()
+        assert mine.shape == theirs.shape == (len(ids), c.index_topk)
+        for query in range(c.index_topk, len(ids)):  # queries that see more keys than they choose
+            assert set(mine[query].tolist()) == set(theirs[query].tolist()), (i, query)
+            dropped += query + 1 - c.index_topk
+        if c.is_moe(i):
+            _, weights, indices = (x.numpy() for x in seen[("gate", i)])
+            chosen, gates = cache[f"blocks.{i}.moe.chosen"], cache[f"blocks.{i}.moe.gates"]
+            for token in range(len(ids)):
+                theirs_ = dict(zip(indices[token].tolist(), weights[token].tolist()))
+                ours_ = dict(zip(chosen[token].tolist(), gates[token].tolist()))
+                assert theirs_.keys() == ours_.keys()
+                np.testing.assert_allclose([ours_[e] for e in theirs_], list(theirs_.values()), atol=1e-6)
+    assert dropped > 0
+    # a watched pass attends densely with the keys not chosen masked: their weights are exactly 0
+    weights = cache["blocks.0.attn.weights"]  # [H, T, t]
+    chosen = cache["blocks.0.attn.index_chosen"]
+    kept = np.zeros(weights.shape[1:], dtype=bool)
+    np.put_along_axis(kept, chosen, True, axis=-1)
+    assert (weights[:, ~kept] == 0).all() and np.allclose(weights.sum(-1), 1)
+
+
+def test_each_expert_s_load_in_the_ledger_is_the_router_s_choice(made):
+    _, ours, _ = made("groups_dense")
+    c = ours.config
+    ids = prompt("groups_dense", PROMPT, seed=7)
+    phase = Phase("prefill", 0, PROMPT, PROMPT)
+    _, cache = ours.run_with_cache(ids, phase=phase, names="blocks.*.moe.chosen")
+    D, E, k, Fe = c.n_embd, c.n_experts, c.top_k, c.moe_inner
+    for i in range(c.n_layer):
+        if not c.is_moe(i):
+            continue
+        loads = np.bincount(cache[f"blocks.{i}.moe.chosen"].ravel(), minlength=E)
+        for op, length, width in (("expert.gate", D, Fe), ("expert.up", D, Fe), ("expert.down", Fe, D)):
+            record = phase.find(op, i)
+            assert [p.tokens for p in record.breakdown] == loads.tolist()
+            assert [p.macs for p in record.breakdown] == (loads * width * length).tolist()
+            assert record.macs == PROMPT * k * width * length
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_count_equals_a_real_run_and_the_closed_forms_for_prefill_and_decode(made, name):
+    _, ours, _ = made(name)
+    c = ours.config
+    count_equals_a_real_run_and_the_closed_form(ours, PROMPT, 4)  # prefill past ki: each query's ki keys
+    count_equals_a_real_run_and_the_closed_form(ours, 10, c.index_topk)  # decode steps from within ki to past it
+    ki = c.index_topk
+    for past, T in ((30, 1), (ki - 5, 1), (0, 9), (0, PROMPT)):  # decode past ki and within it, prefills
+        t = past + T
+        cache = ours.new_cache()
+        if past:
+            ours.run(prompt(name, past, seed=8), cache=cache)
+        phase = Phase("decode" if past else "prefill", 1, T, t)
+        ours.run(prompt(name, T, seed=9), cache=cache, phase=phase)
+        for i in range(c.n_layer):
+            products = {op: n for op, n in formulas.products(c, T, t, layer=i).items() if op != "logits"}
+            assert [r.op for r in phase.layer_records(i) if r.kind == "matmul"] == list(products)
+            for op, (dots, length) in products.items():
+                r = phase.find(op, i)
+                assert r.dot_products == dots, (op, i, past, T)
+                if r.op in ("scores", "mix") and t > ki:  # each query's ki chosen keys, the dense form beside them
+                    assert (r.macs, r.dense_macs) == (dots * length, r.dense_dot_products * r.dot_length)
+                    assert r.dense_dot_products == c.n_head * T * (t if op == "scores" else c.v_head_dim)
+                    width = c.d_head if op == "scores" else c.v_head_dim  # what the masks keep: min(p + 1, ki) keys
+                    assert r.chosen_keys == ki and r.causal_macs == c.n_head * closed.causal_pairs(T, t, ki) * width
+                elif op not in ("scores", "mix") or T <= 128:
+                    assert (r.dot_products, r.dot_length) == (dots, length), (op, i)
+            indexer = sum(phase.find(op, i).macs for op in ("index.scores", "index.sum"))
+            assert indexer == T * t * c.index_n_heads * (c.index_head_dim + 1)  # Hi (di + 1) a (query, key) pair
+            layer = sum(r.macs for r in phase.layer_records(i))
+            assert layer == T * formulas.layer_weight_macs_per_position(c, i) + closed.attention_macs(c, T, t)
+        assert phase.macs == closed.pass_macs(c, T, t, R=1) and phase.dot_products == closed.pass_dot_products(c, T, t)
+
+
+def test_the_dense_form_computes_every_score_gives_the_same_logits_and_is_the_sparse_form_s_dense_count(made):
+    """--dense-attention: every T x t score, the keys not chosen masked (as transformers' eager attention does); its
+    ledger's scores and mix are the sparse run's dense form, and its logits the same."""
+    _, ours, _ = made("groups_dense")
+    ids = prompt("groups_dense", PROMPT, seed=10)
+    sparse, dense = Phase("prefill", 0, PROMPT, PROMPT), Phase("prefill", 0, PROMPT, PROMPT)
+    logits = ours.run(ids, phase=sparse, all_positions=True)
+    assert worst(ours.run(ids, phase=dense, all_positions=True, dense_attention=True), logits) <= 0.1
+    assert dense.macs == dense.dense_macs == sparse.dense_macs > sparse.macs
+    for op in ("scores", "mix"):
+        s, d = sparse.find(op, 0), dense.find(op, 0)
+        assert (s.dense_dot_products, s.dense_macs, s.out_shape) == (d.dot_products, d.macs, d.out_shape)
+        assert s.causal_macs == d.causal_macs  # what the causal and the indexer's masks keep, either way
+    counted = count_generation(ours.config, PROMPT, 3, dense_attention=True)
+    assert counted.totals.macs == count_passes(ours, PROMPT, 3, dense_attention=True).totals.macs
+    assert counted.totals.macs == count_generation(ours.config, PROMPT, 3).totals.dense_macs
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_parameters_total_and_active_equal_transformers_count(made, name):
+    _, ours, hf = made(name)
+    from minitransformer.verbs.params import parameters
+
+    total = transformers_parameters(hf_config(name))
+    assert parameters(ours.config).total == formulas.parameters(ours.config) == total
+    c = ours.config
+    experts = sum(layer.mlp.experts.gate_up_proj.numel() + layer.mlp.experts.down_proj.numel()
+                  for layer in hf.model.layers if hasattr(layer.mlp, "experts"))  # fmt: skip
+    assert formulas.active_parameters(c) == total - experts * (c.n_experts - c.top_k) // c.n_experts
+    assert parameters(c).active == formulas.active_parameters(c)
+
+
+def preset_config(c: DeepseekV32Config):
+    """The preset as a transformers DeepseekV32Config, key for key."""
+    return transformers.DeepseekV32Config(
+        vocab_size=c.vocab_size, hidden_size=c.n_embd, intermediate_size=c.n_inner, moe_intermediate_size=c.moe_inner,
+        num_hidden_layers=c.n_layer, num_attention_heads=c.n_head, num_key_value_heads=c.n_head,
+        n_routed_experts=c.n_experts, num_experts_per_tok=c.top_k, n_shared_experts=c.n_shared_experts,
+        n_group=c.n_group, topk_group=c.topk_group, first_k_dense_replace=c.first_k_dense, q_lora_rank=c.q_lora_rank,
+        kv_lora_rank=c.kv_lora_rank, qk_rope_head_dim=c.qk_rope_head_dim, qk_nope_head_dim=c.qk_nope_head_dim,
+        v_head_dim=c.v_head_dim, max_position_embeddings=c.n_positions, tie_word_embeddings=False,
+        index_topk=c.index_topk, index_head_dim=c.index_head_dim, index_n_heads=c.index_n_heads,
+        rope_parameters={**dict(c.rope_scaling or ()), "rope_theta": c.rope_theta})  # fmt: skip
+
+
+DEEPSEEK_V32_EXP_TOTAL = 671_877_929_216  # DeepSeek-V3's 671,026,404,352 and 61 indexers of 13,959,424
+
+
+def test_the_preset_s_total_equals_transformers_count_of_the_same_config_on_the_meta_device():
+    c = PRESETS["deepseek-v3.2-exp"]
+    assert formulas.parameters(c) == transformers_parameters(preset_config(c)) == DEEPSEEK_V32_EXP_TOTAL
+    assert formulas.active_parameters(c) == 37_552_282_624 + 61 * 13_959_424  # DeepSeek-V3's active and the indexers
+
+
+def test_the_preset_reads_as_the_published_config_json_says():
+    """The Hugging Face keys of DeepSeek-V3.2-Exp's config.json (as its quantized copy publishes them, its
+    quantization_config left out), read into the preset."""
+    hf = {"architectures": ["DeepseekV32ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+          "bos_token_id": 0, "eos_token_id": 1, "ep_size": 1, "first_k_dense_replace": 3, "hidden_act": "silu",
+          "hidden_size": 7168, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048,
+          "initializer_range": 0.02, "intermediate_size": 18432, "kv_lora_rank": 512,
+          "max_position_embeddings": 163840, "model_type": "deepseek_v32", "moe_intermediate_size": 2048,
+          "moe_layer_freq": 1, "n_group": 8, "n_routed_experts": 256, "n_shared_experts": 1, "norm_topk_prob": True,
+          "num_attention_heads": 128, "num_experts_per_tok": 8, "num_hidden_layers": 61, "num_key_value_heads": 128,
+          "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+          "rms_norm_eps": 1e-06, "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
+                                                  "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
+                                                  "type": "yarn"},
+          "rope_theta": 10000, "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "tie_word_embeddings": False,
+          "topk_group": 4, "topk_method": "noaux_tc", "torch_dtype": "bfloat16", "transformers_version": "4.44.2",
+          "use_cache": True, "v_head_dim": 128, "vocab_size": 129280}  # fmt: skip
+    assert DeepseekV32Config.from_hf_dict(hf, name="deepseek-v3.2-exp") == PRESETS["deepseek-v3.2-exp"]
+    hf["quantization_config"] = {"quant_method": "fp8"}  # the published weights are fp8 blocks
+    with pytest.raises(UserError, match="quantization_config"):
+        DeepseekV32Config.from_hf_dict(hf)
+
+
+def test_count_of_the_preset_shows_the_sparse_form_beside_the_dense_one_and_the_indexer_s_cache():
+    c = PRESETS["deepseek-v3.2-exp"]
+    result = run_cli("count", "--preset", "deepseek-v3.2-exp", "--tokens", "3000", "--new-tokens", "2")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Sparse attention: each\n  query's Q K^T and A V against only the s = 2,048 keys the indexer chose" in out
+    assert "(sparse: 2,048 keys a query)" in out and "Dense form: " in out
+    assert all(line in out for line in formulas.count_notes(c, 3000, 2))
+    assert "K and V x 61 layers x 24,576 + 16,384 + 128 numbers" in out
+    indexer, computed, dense = formulas.sparse_attention_macs(c, 3000, 3000)
+    assert f"{computed:,} MACs a layer, against {dense:,} dense" in out and f"keys {indexer:,}" in out
+    # the closed form of the crossing: past ki only the indexer's scores grow
+    x = closed.attention_crossing(c)
+    assert x > c.index_topk and closed.attention_macs(c, 1, int(x) + 1) > closed.weight_macs_per_position(c, 0)
+    assert closed.attention_macs(c, 1, int(x)) <= closed.weight_macs_per_position(c, 0)
+
+
+def test_the_cache_holds_the_indexer_s_keys_beside_k_and_v(made):
+    from minitransformer.verbs.memory import kv_cache_bytes
+
+    _, ours, _ = made("groups_dense")
+    c = ours.config
+    cache = ours.new_cache(capacity=40)
+    index_keys = [cache.layer(i).rows["index_keys"] for i in range(c.n_layer)]  # KeysValues.rows, beside K and V
+    assert [k.shape for k in index_keys] == [(40, c.index_head_dim)] * c.n_layer
+    assert cache.nbytes == kv_cache_bytes(c, 40) == 40 * closed.kv_cache_bytes_per_token(c)
+    assert closed.kv_cache_bytes_per_token(c) == 4 * c.n_layer * (c.n_head * (c.d_head + c.v_head_dim) + 16)
+    ours.run(prompt("groups_dense", 30, seed=11), cache=cache)
+    _, captured = ours.run_with_cache(prompt("groups_dense", 30, seed=11), names="blocks.*.attn.index_keys")
+    for i in range(c.n_layer):  # (a watched pass attends densely: later layers' inputs differ by roundings)
+        np.testing.assert_allclose(index_keys[i][:30], captured[f"blocks.{i}.attn.index_keys"], atol=1e-5)
+
+
+def test_validate_says_all_ok(made):
+    from minitransformer.verbs.validate import validate
+
+    _, ours, _ = made("groups_dense")
+    out = io.StringIO()
+    assert validate(ours, steps=8, out=out), out.getvalue()
+    assert "DeepseekV32ForCausalLM" in out.getvalue() and out.getvalue().endswith("all OK\n")
+
+
+def test_generate_count_trace_and_their_html_run_on_a_deepseek_v32(made, tmp_path):
+    directory, _, _ = made("groups_dense")
+    ids = ",".join(str(i) for i in prompt("groups_dense", 40, seed=12))
+    generated = run_cli("generate", "--model", str(directory), "--ids", ids, "--max-new-tokens", "3")
+    assert generated.returncode == 0, generated.stderr
+    assert "Sparse attention: each query's" in generated.stdout and "sparse: 16 keys a query" in generated.stdout
+    drawn = run_cli("generate", "--model", str(directory), "--ids", ids, "--max-new-tokens", "3", "--html",
+                    str(tmp_path / "g.html"))  # fmt: skip
+    assert drawn.returncode == 0, drawn.stderr  # (its attention maps watch the pass: computed dense, the rest masked)
+    counted = run_cli("count", "--model", str(directory), "--tokens", "40", "--html", str(tmp_path / "c.html"))
+    assert counted.returncode == 0, counted.stderr
+    assert "index.scores" in counted.stdout and "DSA (DeepSeek Sparse Attention)" in counted.stdout
+    traced = run_cli("trace", "--model", str(directory), "--ids", ids, "--html", str(tmp_path / "t.html"))
+    assert traced.returncode == 0, traced.stderr
+    for name in ("attn.index_q", "attn.index_keys", "attn.index_qk", "attn.index_relu", "attn.index_sum",
+                 "attn.index_chosen", "attn.weights", "moe.chosen"):  # fmt: skip
+        assert f"blocks.2.{name}" in traced.stdout
+    for page in ("g", "c", "t"):
+        html = (tmp_path / f"{page}.html").read_text()
+        assert "index.scores" in html and "index.sum" in html
+    assert "sparse: 16 keys a query" in (tmp_path / "c.html").read_text()
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("q_lora_rank", None, "q_lora_rank"), ("layer_types", ["full_attention"] * 61, "layer_types"),
+    ("num_key_value_heads", 1, "num_key_value_heads"), ("attention_bias", True, "attention_bias"),
+    ("mlp_layer_types", ["dense", "mixed"] + ["sparse"] * 59, "mlp_layer_types"),
+    ("index_head_dim", 32, "index_head_dim"), ("index_topk", 0, "index_topk"),
+    ("quantization_config", {"quant_method": "fp8"}, "quantization_config"),
+])  # fmt: skip
+def test_options_that_change_inference_are_refused_by_name(key, value, match):
+    with pytest.raises(UserError, match=match):
+        DeepseekV32Config.from_hf_dict({"model_type": "deepseek_v32", key: value})
+
+
+def test_defaults_are_transformers_defaults():
+    ours = DeepseekV32Config.from_hf_dict({"model_type": "deepseek_v32"})
+    t = transformers.DeepseekV32Config()
+    assert (ours.n_layer, ours.n_embd, ours.n_inner, ours.moe_inner, ours.n_head, ours.q_lora_rank, ours.kv_lora_rank,
+            ours.qk_rope_head_dim, ours.qk_nope_head_dim, ours.v_head_dim, ours.n_experts, ours.top_k,
+            ours.n_shared_experts, ours.n_group, ours.topk_group, ours.first_k_dense, ours.norm_topk_prob,
+            ours.routed_scaling_factor, ours.n_positions, ours.rms_norm_eps, ours.rope_theta, ours.vocab_size,
+            ours.bos_token_id, ours.eos_token_id, ours.index_topk, ours.index_head_dim, ours.index_n_heads,
+            list(ours.mlp_layer_types or ())) == (
+        t.num_hidden_layers, t.hidden_size, t.intermediate_size, t.moe_intermediate_size, t.num_attention_heads,
+        t.q_lora_rank, t.kv_lora_rank, t.qk_rope_head_dim, t.qk_nope_head_dim, t.v_head_dim, t.n_routed_experts,
+        t.num_experts_per_tok, t.n_shared_experts, t.n_group, t.topk_group, t.first_k_dense_replace,
+        t.norm_topk_prob, t.routed_scaling_factor, t.max_position_embeddings, t.rms_norm_eps,
+        t.rope_parameters["rope_theta"], t.vocab_size, t.bos_token_id, t.eos_token_id, t.index_topk,
+        t.index_head_dim, t.index_n_heads, t.mlp_layer_types)  # fmt: skip
+    assert ours.rope_interleave  # MLA's pairs: always interleaved in transformers' DeepSeek-V3.2
+
+
+def test_which_layers_have_experts_is_mlp_layer_types_as_transformers_builds_them(made):
+    _, ours, hf = made("yarn_pattern")
+    assert ours.config.layer_types == ("moe", "dense", "moe")
+    assert [hasattr(layer.mlp, "experts") for layer in hf.model.layers] == [True, False, True]
+    assert ours.config.prefix(2).mlp_layer_types == ("sparse", "dense")
