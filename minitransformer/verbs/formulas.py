@@ -341,17 +341,22 @@ def attention_to_weights(config: Config) -> Fraction:
     its scores of every key count as attention too, and the law holds while t <= k_i (attention_macs beyond). In a
     hybrid, the first layer that attends (a recurrent layer's scan does not grow with t).
     """
-    first = next(i for i in range(config.n_layer) if attends(config, i))
     per_pair = attention_macs_per_pair(config) + selection_per_pair(config)[0]
-    return Fraction(weight_macs_per_position(config, first), per_pair)
+    return Fraction(weight_macs_per_position(config, first_attending(config)), per_pair)
+
+
+def first_attending(config: Config) -> int:
+    """The first layer that attends (layer 0 but in a hybrid whose first layers keep a state)."""
+    return next(i for i in range(config.n_layer) if attends(config, i))
 
 
 def attention_crossing(config: Config) -> Fraction:
-    """The context t at which a decode step's attention costs what its products with weights cost, in layer 0:
-    attention_to_weights, or, where an indexer's k_i comes first, the t at which its scores of every key make up
-    the rest: (weights - H (dh + dv) k_i) / (indexer MACs per key)."""
+    """The context t at which a decode step's attention costs what its products with weights cost, in the first layer
+    that attends: attention_to_weights, or, where an indexer's k_i comes first, the t at which its scores of every
+    key make up the rest: (weights - H (dh + dv) k_i) / (indexer MACs per key)."""
     x, chosen = attention_to_weights(config), config.index_topk
     selection = selection_per_pair(config)[0]
     if chosen is None or x <= chosen or not selection:
         return x
-    return Fraction(weight_macs_per_position(config) - attention_macs_per_pair(config) * chosen, selection)
+    weights = weight_macs_per_position(config, first_attending(config))
+    return Fraction(weights - attention_macs_per_pair(config) * chosen, selection)

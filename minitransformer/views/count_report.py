@@ -17,6 +17,7 @@ from ..verbs.formulas import (
     attention_crossing,
     attention_macs,
     attention_to_weights,
+    first_attending,
     generation_macs,
     weight_macs_per_position,
 )
@@ -387,7 +388,9 @@ def attention_lines(count: Count) -> str:
             + ", each kind below"
         )
     x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
-    at_t = Fraction(attention_macs(c, 1, t), weight_macs_per_position(c))  # t / x, or less past an indexer's k_i
+    at_t = Fraction(
+        attention_macs(c, 1, t), weight_macs_per_position(c, first_attending(c))
+    )  # t / x, or less past an indexer's k_i
     flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
     headers = ["MACs", "attention", "products with weights", "attention / weights"] + ["scan"] * scans
     return "\n".join([

@@ -56,7 +56,7 @@ def block_table(phase: Phase, layer: int = 0) -> str:
             if r.macs != r.dense_form_macs:  # computed in row chunks (tape.py): what the dense form would have cost
                 note += f"; dense: {count(r.dense_dot_products)} ({count(r.dense_macs)} MACs)"
             if r.recurrent is not None:  # a scan computed in chunks: this product in the recurrent form
-                note += f"recurrent form: {count(r.recurrent_macs)} MACs"
+                note += ("; " if note else "") + f"recurrent form: {count(r.recurrent_macs)} MACs"
             rows.append([r.op, r.equation, operands(r), shape(r.out_shape), count(r.dot_products),
                          count(r.dot_length), count(r.macs), percent(r.macs, block_macs), note])  # fmt: skip
         else:
