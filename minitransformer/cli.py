@@ -391,7 +391,8 @@ def _generate(args) -> None:
             out.flush()
 
         positions = len(tokens) + options.max_new_tokens - 1
-        attention = attention_layers(model.config, positions, args.layer) if html_to else None
+        # a model without attention has no weights to draw
+        attention = (attention_layers(model.config, positions, args.layer) or None) if html_to else None
         results = continue_rows(model, prompts, rows, options, on_token=stream, attention=attention)
         print("\n", file=out)
         print("Next-token candidates after the prompt (probabilities at temperature 1)", file=out)

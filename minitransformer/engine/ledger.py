@@ -180,6 +180,7 @@ class Record:
         "state" (a recurrent state); A and the output are activations. None for a stage that is not a product."""
         return None if self.a_shape is None else B_OPERANDS.get(self.stage.group, "weight")
 
+    @property
     def dense_form_dot_products(self) -> int:
         """This record in the pass's dense form: attention's every T x t score where row chunks or an indexer's choice
         computed fewer (the dense product of its shapes), any other product as computed (a solve row by row is not

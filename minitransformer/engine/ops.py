@@ -195,6 +195,12 @@ def relu(x):
     return np.maximum(x, constant(x, 0.0))
 
 
+def relu_squared(x):
+    """relu(x)^2 (transformers' "relu2": Nemotron-H's MLPs and experts)."""
+    r = relu(x)
+    return np.multiply(r, r, out=r)
+
+
 def sigmoid(x):
     one = constant(x, 1.0)
     return one / (one + np.exp(-x))
@@ -227,6 +233,7 @@ ACTIVATIONS: dict[str, Callable] = {
     "gelu_python": gelu_exact,
     "quick_gelu": quick_gelu,
     "relu": relu,
+    "relu2": relu_squared,
     "silu": silu,
     "swish": silu,
     "tanh": np.tanh,

@@ -16,7 +16,9 @@ from .gemma.family import ARCHITECTURE as GEMMA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .llama.family import ARCHITECTURE as LLAMA
+from .mamba2.family import ARCHITECTURE as MAMBA2
 from .mixtral.family import ARCHITECTURE as MIXTRAL
+from .nemotron_h.family import ARCHITECTURE as NEMOTRON_H
 from .neox.family import ARCHITECTURE as NEOX
 from .olmo2.family import ARCHITECTURE as OLMO2
 from .phi3.family import ARCHITECTURE as PHI3
@@ -80,5 +82,7 @@ for _family in (
     DEEPSEEK_V3,
     DEEPSEEK_V32,
     QWEN3_5,
+    MAMBA2,
+    NEMOTRON_H,
 ):
     register(_family)

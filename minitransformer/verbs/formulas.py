@@ -265,8 +265,12 @@ def generation_macs(
     With the cache, step k (1..n_new-1) computes 1 position attending to n_prompt + k (at most W of
     them). Without it, step k recomputes all t = n_prompt + k positions, each attending to the ones
     before it (a pass from position 0 has no earlier keys for a window to cut): for GPT-2 that is
-    L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V. windows=False: as if no layer had a sliding window.
+    L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V. windows=False: as if no layer had a sliding window. A family whose
+    layers are not all attention (a state-space scan) gives its own generation_macs, which this returns.
     """
+    own = getattr(architecture_of(config).formulas, "generation_macs", None)
+    if own is not None:
+        return own(config, n_prompt, n_new, use_cache, B, windows)
     per_pair, (selection, _) = attention_macs_per_pair(config), selection_per_pair(config)
     chosen = config.index_topk  # an indexer's k_i: past k_i keys in reach, a query's scores and mix stop growing
     total = n_new * logits_macs(config, 1, B)

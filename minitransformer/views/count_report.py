@@ -147,13 +147,13 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
             + (f" ({len(count.shown_steps())} of {decodes:,} shown)" if len(count.shown_steps()) < decodes else ""),
             decode_table(count),
         ]
+    attention = attention_lines(count)
     out += [
         "",
         "Where the MACs go",
         ops_table(count),
         "",
-        attention_lines(count),
-        "",
+        *([attention, ""] if attention else []),
         totals_lines(count),
         "",
         *window_lines(count, dtype),
@@ -171,8 +171,10 @@ def prefill_blocks(count: Count) -> list[str]:
     seen = f"T = {plural(p.tokens, 'new position', format(p.tokens, ','))} attending to t = {p.context:,}"
     if not hybrid(p):
         return [_block_heading(count), seen, block_table(p.block, full=True)]
-    out = [f"The prefill, one block of each kind of layer (the {count.config.n_layer} blocks are of "
-           f"{len(p.groups)} kinds), {seen}"]  # fmt: skip
+    n, kinds = count.config.n_layer, len(p.groups)
+    which = (f"one block (each of the {n} blocks has the same shapes)" if kinds == 1
+             else f"one block of each kind of layer (the {n} blocks are of {kinds} kinds)")  # fmt: skip
+    out = [f"The prefill, {which}, {seen}"]
     for kind, records, layer, layers in kind_blocks(p):
         out += ["", f"{kind} (layer {layer}; {plural(layers, 'layer')} like it):", block_table(records, full=True)]
     return out
@@ -368,6 +370,8 @@ def attention_lines(count: Count) -> str:
     closed form (formulas.attention_to_weights): per layer t / X, X = 2D + F for GPT-2, 2D + 1.5F for a Llama
     without grouping. A recurrent layer's scan (a hybrid's) is shown beside them: it does not grow with t either."""
     step = count.comparison_step()
+    if not step.has("scores"):  # no attention: nothing grows with the context (the family's notes say what does not)
+        return ""
     a = step.attention_vs_weights()
     c, L = count.config, count.config.n_layer
     t, context = step.attended, step.context
@@ -500,8 +504,9 @@ def totals_lines(count: Count) -> str:
         f"Total: {n(t.dot_products)} dot products, {n(t.macs)} MACs ({human(t.macs)}), {human(t.flops)} FLOPs over "
         f"1 prefill + {decodes:,} decode step{s_for(decodes)}; {human(t.macs / (count.n_new * count.batch))} MACs per "
         f"generated token" + (f" per sequence ({count.batch} sequences)" if count.batch > 1 else ""),
-        f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps",
     ]
+    if count.prefill.has("scores"):  # a model with attention: the part of its work the causal mask keeps
+        lines.append(f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps")
     if t.scanned:  # a scan ran in chunks: its products against the recurrent form's (Record.recurrent)
         chunked = sum(n * r.macs for p in count.passes for r, n in p.weighted() if r.recurrent is not None)
         recurrent = sum(n * r.recurrent_macs for p in count.passes for r, n in p.weighted() if r.recurrent is not None)
@@ -560,7 +565,12 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
             f"{kind} {k['layers']} x {k['positions']:,}" for kind, k in kinds.items()
         )
         whole = ", each sliding layer at most its window" if window is not None and window < c.n_positions else ""
-    if any(r.op in ("mlp.gate", "mlp.gate_up") for r in count.prefill.block):  # gated: memory.py's estimate says why
+    if not any(r.op == "scores" for r in count.prefill.block_records):  # every layer a state-space mixer (Mamba-2)
+        estimate = (
+            "the residual stream [B, T, D] + the largest stage's working set (a product: its A and its",
+            "output; an elementwise stage: its input and output, as the scan's decays [B, Hs, Nc, L, L] in a prefill)",
+        )
+    elif any(r.op in ("mlp.gate", "mlp.gate_up") for r in count.prefill.block):  # gated: memory.py's estimate says why
         estimate = (
             "the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
             "(Q K^T: Q and the scores [B, H, T, t]; MLP: g, u and act(g), [B, T, F] each)",
@@ -625,14 +635,17 @@ def cache_lines(count: Count, m: dict, numbers: str, heads: str, per_seq: str) -
             arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
             out.append(f"  state        {arrays} numbers x {plural(k['layers'], kind + ' layer')}: "
                        f"{_bytes(k['bytes'])}{per_seq}{off}, the same at any context")  # fmt: skip
-    out.append(f"  cache        {_bytes(cache['bytes'])} after {cache['positions']:,} positions ({_bytes(kv['bytes'])} keys "
-               f"and values + {_bytes(cache['state_bytes'])} state){off}; the whole context ({c.n_positions:,}): "
-               f"{_bytes(cache['bytes_at_context'])}")  # fmt: skip
+    attends = any("positions" in k for k in cache["layer_types"].values())  # no keys and values in a pure Mamba
+    parts = (f"{_bytes(kv['bytes'])} keys and values + " if attends else "") + f"{_bytes(cache['state_bytes'])} state"
+    out.append(f"  cache        {_bytes(cache['bytes'])} after {cache['positions']:,} positions ({parts}){off}; the whole "
+               f"context ({c.n_positions:,}): {_bytes(cache['bytes_at_context'])}")  # fmt: skip
     return out
 
 
 def intensity_table(rows: list[dict], decode: Pass | None) -> str:
-    def cells(x: dict) -> list[str]:
+    def cells(x: dict | None) -> list[str]:
+        if x is None:  # a product this pass does not compute
+            return ["-", "", ""]
         value = x["macs_per_byte"]
         shown = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
         return [_bytes(x["bytes"]), shown, "memory-bound" if x["memory_bound"] else "compute-bound"]

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.kvcache import KeysValues
 from ..engine.ledger import Ledger, Phase
 from ..families.table import architecture_of
 from ..text import plural, s_for
@@ -191,8 +192,12 @@ def attention_fits(config, positions: int) -> bool:
 
 
 def attention_layers(config, positions: int, chosen: int) -> list[int]:
-    """Which layers' attention a report keeps: all of them while the maps stay small, else the chosen one."""
-    return list(range(config.n_layer)) if attention_fits(config, positions) else [chosen]
+    """Which layers' attention a report keeps: all of them while the maps stay small, else the chosen one (the first
+    with attention from it on, where only some layers have attention; none in a model without attention)."""
+    attending = [i for i in range(config.n_layer) if isinstance(config.layer_cache(i), KeysValues)]
+    if attention_fits(config, positions):
+        return attending
+    return [next((i for i in attending if i >= chosen), chosen)] if attending else []
 
 
 def generation_data(generation) -> dict:
@@ -370,10 +375,10 @@ def _header(data: dict) -> str:
     what = {"generate": "a generation", "count": "a count from shapes alone", "trace": "a trace", "ledger": "a ledger"}[
         kind
     ]
+    described = describe_model(model, source) if "n_head" in model or "ssm_heads" in model else model["name"]
     out = [
         f'<header><h1>Where the dot products live <span class="kind">{what}</span></h1>',
-        f'<p class="model">model {escape(describe_model(model, source) if "n_head" in model else model["name"])}'
-        "</p></header>",
+        f'<p class="model">model {escape(described)}</p></header>',
     ]
     tokens = _tokens(doc, kind) if kind in ("generate", "trace") and "prompt_pieces" in doc else ""
     if tokens:

@@ -12,8 +12,14 @@ from ..text import count, human, percent, plural, shape, short_path, table
 
 def describe_model(config: dict, source: str) -> str:
     c = config
-    kv_heads = c.get("n_kv_head", c["n_head"])
-    kv = f" sharing {kv_heads} key/value head{'s' if kv_heads != 1 else ''}" if kv_heads != c["n_head"] else ""
+    heads = ""  # a model without attention (a state-space model) has no attention heads
+    if "n_head" in c:
+        kv_heads = c.get("n_kv_head", c["n_head"])
+        kv = f" sharing {kv_heads} key/value head{'s' if kv_heads != 1 else ''}" if kv_heads != c["n_head"] else ""
+        heads = f"{plural(c['n_head'], 'head')} of {c['d_head']}{kv}, "
+    if "ssm_heads" in c:  # state-space layers' heads, each with a state of P x N numbers
+        heads += f"{plural(c['ssm_heads'], 'state-space head')} of {c['ssm_head_dim']} (state {c['state_size']}), "
+    d_ff = f"d_ff {c['d_ff']:,}, " if "n_head" in c else ""  # a state-space model's mixer has no MLP
     label = architecture_of(c).label
     family = f"{c['model_type']} ({label}), " if label else ""
     window = f", sliding window {c['sliding_window']:,}" if c.get("sliding_window") else ""
@@ -26,9 +32,8 @@ def describe_model(config: dict, source: str) -> str:
     if c.get("weights"):  # held in a format narrower than float32 (models/weights.py)
         dtype += f"; matrices held in {c['weights']}"
     return (
-        f"{c['name']}: {family}{plural(c['n_layer'], 'layer')}, d_model {c['n_embd']:,}, {plural(c['n_head'], 'head')} of "
-        f"{c['d_head']}{kv}, "
-        f"d_ff {c['d_ff']:,}, vocab {c['vocab_size']:,}, context {c['n_positions']:,}{window} "
+        f"{c['name']}: {family}{plural(c['n_layer'], 'layer')}, d_model {c['n_embd']:,}, {heads}{d_ff}"
+        f"vocab {c['vocab_size']:,}, context {c['n_positions']:,}{window} "
         f"(weights: {short_path(source)}{dtype})"
     )
 
@@ -206,6 +211,8 @@ def _convention(prefill: Phase) -> list[str]:
     """The note under the block: scores computed dense, in chunks of query rows (engine/row_chunks.py), or against
     the keys an indexer chose for each query."""
     chunk = next((r.row_chunk for r in prefill.records if r.row_chunk is not None), None)
+    if not any(r.op == "scores" for r in prefill.records):  # a model without attention
+        return ["  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs."]
     chosen = next((r.chosen_keys for r in prefill.records if r.chosen_keys is not None), None)
     if chosen is not None:
         return [
