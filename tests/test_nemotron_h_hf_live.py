@@ -21,6 +21,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     batch_logits,
     count_equals_a_real_run_and_the_closed_form,
+    expert_loads_follow_the_router,
     float64_against_truth,
     greedy,
     logits_at_every_position,
@@ -323,3 +324,13 @@ def test_defaults_are_transformers_defaults():
         t.time_step_min, t.n_routed_experts, t.num_experts_per_tok, t.moe_intermediate_size,
         t.moe_shared_expert_intermediate_size, t.n_group, t.topk_group, t.norm_topk_prob, t.routed_scaling_factor,
         t.layer_norm_epsilon, t.max_position_embeddings, t.bos_token_id, t.eos_token_id)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_each_expert_computed_what_the_router_sent_it(made, name):
+    """As every family with experts owes: each routed expert product's breakdown is the router's choice counted,
+    expert by expert, in each layer of kind moe."""
+    _, ours, _ = made(name)
+    moe_layers = sum(kind == "moe" for kind in ours.config.layer_types)
+    assert moe_layers > 0
+    assert expert_loads_follow_the_router(ours, prompt(name, PROMPT, seed=7)) == moe_layers

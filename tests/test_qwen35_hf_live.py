@@ -23,6 +23,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     batch_logits,
     count_equals_a_real_run_and_the_closed_form,
+    expert_loads_follow_the_router,
     float64_against_truth,
     greedy,
     logits_at_every_position,
@@ -327,3 +328,10 @@ def test_what_transformers_reads_and_ignores_is_read_and_ignored():
                                           "attn_output_gate": True})  # fmt: skip
     assert (c.rope_theta, c.partial_rotary_factor, c.rotary_dims) == (1e7, 0.5, 4)
     assert c.layer_types == (LINEAR, LINEAR, LINEAR, FULL)
+
+
+def test_each_expert_computed_what_the_router_sent_it(made):
+    """As every family with experts owes: each routed expert product's breakdown is the router's choice counted,
+    expert by expert, in every layer of the MoE model (the shared expert, which every token takes, has none)."""
+    _, ours, _ = made("moe")
+    assert expert_loads_follow_the_router(ours, prompt("moe", PROMPT, seed=7)) == ours.config.n_layer
