@@ -723,3 +723,35 @@ def test_the_count_page_of_a_state_space_model_runs_and_draws_each_kind_of_layer
     assert {"ssm.in_proj", "ssm.conv", "ssd.scores", "ssd.chunk_state", "ssm.out_proj"} <= set(page.evaluate(ops))
     text = hover_text(page, f'{current_view(0)} g.stage[data-op="ssd.chunk_state"] rect')
     assert text is not None and text.startswith("blocks.0.mixer.ssd.chunk_state  (matmul)"), text
+
+
+@pytest.mark.parametrize("preset", ["qwen3.5-27b", "nemotron-h-8b", "deepseek-v3.2-exp"])
+def test_the_layer_pattern_is_drawn_square_by_square_as_the_config_spells_it(page_of, tmp_path, preset):
+    """Which layers are linear attention, state-space, MLP, experts or full attention: a square a layer, in order,
+    each of its kind's colour, the legend counting each kind; a model of one kind draws none."""
+    from minitransformer.families.table import PRESETS
+    from minitransformer.views.html_report import layer_kinds
+
+    html, data = tmp_path / "count.html", tmp_path / "count.json"
+    assert (
+        run_cli("count", "--preset", preset, "--tokens", "20", "--html", str(html), "--json", str(data)).returncode == 0
+    )
+    kinds = layer_kinds(json.loads(data.read_text()))
+    assert len(kinds) == PRESETS[preset].n_layer and len(set(kinds)) > 1
+    page = page_of(html, scripts=False)
+    squares = page.evaluate("""Array.from(document.querySelectorAll('svg.layer-pattern rect.layer-kind')).map(
+        r => [Number(r.dataset.layer), r.dataset.kind, r.getAttribute('fill')])""")
+    assert [(layer, kind) for layer, kind, _ in squares] == list(enumerate(kinds))
+    fills = {kind: {fill for _, k, fill in squares if k == kind} for kind in set(kinds)}
+    assert all(len(f) == 1 for f in fills.values()) and len({f.pop() for f in fills.values()}) == len(fills)
+    legend = page.evaluate(
+        "Array.from(document.querySelectorAll('svg.layer-pattern text.legend')).map(t => t.textContent)"
+    )
+    assert legend == [f"{kind} ({kinds.count(kind)} layer{'s' if kinds.count(kind) > 1 else ''})"
+                      for kind in dict.fromkeys(kinds)]  # fmt: skip
+    assert page.evaluate(TEXT_OUTSIDE) == []
+
+
+def test_a_model_of_one_kind_of_layer_draws_no_pattern(page_of, demo_run):
+    page = page_of(demo_run[0])
+    assert page.evaluate("document.querySelectorAll('svg.layer-pattern').length") == 0
