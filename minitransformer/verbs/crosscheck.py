@@ -14,7 +14,9 @@ Each product is put in a group by its operands, the same way on both sides: a pr
 makes the logits; one that reads another parameter is a product with weights (a record whose B is a weight:
 Record.b_operand); the others multiply what the pass computed (attention's scores and mix, a scan's products). What
 FlopCounterMode counted of each product is what its total grew by while that product ran. Every difference between
-the columns is then named with its reason (reasons()), from what torch dispatched.
+the columns is then named with its reason (reasons()), from what torch dispatched; a hybrid's recurrent layers, which
+transformers' pure-PyTorch fallbacks compute otherwise than our engine, by the closed forms of crosscheck_scans.py
+(a triangular solve, which no product kernel runs, is counted beside the products: Tally.solves).
 
 Needs torch and transformers (the `hf` extra); they are imported here, when it runs, never with the package.
 """
