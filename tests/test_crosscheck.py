@@ -82,7 +82,12 @@ MODELS: dict[str, list] = {
     "qwen3_5": [("Qwen3_5TextConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
                                            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                                            linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
-                                           linear_value_head_dim=8, max_position_embeddings=512))],
+                                           linear_value_head_dim=8, max_position_embeddings=512)),
+                ("Qwen3_5MoeTextConfig", dict(vocab_size=120, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
+                                              num_key_value_heads=2, head_dim=16, linear_num_key_heads=1,
+                                              linear_num_value_heads=3, linear_key_head_dim=8, linear_value_head_dim=8,
+                                              num_experts=4, num_experts_per_tok=2, moe_intermediate_size=12,
+                                              shared_expert_intermediate_size=20, max_position_embeddings=512))],
     "mamba2": [("Mamba2Config", dict(num_heads=8, head_dim=8, hidden_size=32, expand=2, state_size=16, n_groups=2,
                                      num_hidden_layers=2, vocab_size=128, chunk_size=16, conv_kernel=3))],
     "nemotron_h": [("NemotronHConfig", dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
@@ -166,7 +171,7 @@ def torch_recurrent_products(hf, T: int) -> tuple[int, int, int, int]:
     column); mamba2_chunk_scan pads T to its chunks and, per head (B and C repeated), computes C B^T, the mix, the
     chunks' states, their carry as one (Nc + 1) x (Nc + 1) einsum and the reads of them; eager attention T x T."""
     kinds = list(getattr(hf, "layer_types", None) or getattr(hf, "layers_block_type", None) or [])
-    if hf.model_type == "qwen3_5_text":
+    if hf.model_type.startswith("qwen3_5"):
         layers, attention = kinds.count("linear_attention"), kinds.count("full_attention")
         Hk, Hv, dk, dv = (
             hf.linear_num_key_heads,
@@ -196,12 +201,12 @@ def torch_recurrent_products(hf, T: int) -> tuple[int, int, int, int]:
 
 
 @pytest.mark.parametrize("tokens", [PROMPT, 12])  # past the chunks, and shorter than one (torch pads it to one)
-@pytest.mark.parametrize("family", HYBRIDS)
-def test_a_hybrid_s_every_difference_is_named_and_exact(made, family, tokens):
+@pytest.mark.parametrize(("family", "index"), [(f, i) for f in HYBRIDS for i in range(len(MODELS[f]))])
+def test_a_hybrid_s_every_difference_is_named_and_exact(made, family, index, tokens):
     """A hybrid's recurrent layers are computed otherwise by transformers than by us; crosscheck names each
     difference with its closed form, and they add up exactly: the logits are the same; the products with weights
     differ by the conv's padded outputs alone; torch's products of activations are those of its own code."""
-    directory = made(family, 0)
+    directory = made(family, index)
     model = load_model(directory)
     hf = transformers.AutoConfig.from_pretrained(directory)
     ids = default_ids(model, tokens)

@@ -221,7 +221,7 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
             ways.append("each query over the keys its indexer chose alone")
         said.append(f"ours computed attention {', and '.join(ways)}: {skipped:,} MACs of the dense form skipped; "
                     f"--dense-attention computes every T x t score, as transformers' eager attention does")  # fmt: skip
-    for op in dict.fromkeys(r.op for r in records if r not in attention and r.macs != r.dense_macs):
+    for op in dict.fromkeys(r.op for r in records if r.op not in ("scores", "mix") and r.macs != r.dense_macs):
         mine = [r for r in records if r.op == op]
         done, whole = sum(r.macs for r in mine), sum(r.dense_macs for r in mine)
         how = " (a triangular solve, row by row: row i a product of i numbers)" if op == "delta.solve" else ""
