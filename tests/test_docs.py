@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from docs_blocks import LANGUAGES, ROOT, Runner, blocks, fences, markdown_files, mismatch
+from docs_blocks import LANGUAGES, ROOT, SMALL_MODELS, Runner, blocks, fences, markdown_files, mismatch
 
 FILES = markdown_files()
 
@@ -84,8 +84,8 @@ def test_the_docs_paste_outputs_of_every_kind():
 
 @pytest.mark.parametrize("block", OUTPUTS, ids=lambda b: b.where)
 def test_every_pasted_output_is_what_its_command_prints_now(block, runner):
-    if "small-moe" in block.flags:
-        pytest.importorskip("transformers", reason="scripts/make_small_moe.py needs transformers and torch")
+    if block.flags & set(SMALL_MODELS):
+        pytest.importorskip("transformers", reason="scripts/make_small_*.py need transformers and torch")
     if block.command.startswith(("validate", "crosscheck")):
         pytest.importorskip("transformers", reason=f"{block.command.split()[0]} runs transformers (the hf extra)")
     problem = mismatch(block, runner.output(block))

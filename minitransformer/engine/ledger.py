@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
-from .stages import B_OPERANDS, STATE, Stage
+from .stages import B_OPERANDS, READS_STATE, STATE, Stage
 
 
 def dot_product_count(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[tuple[int, ...], int, int]:
@@ -177,8 +177,11 @@ class Record:
     def b_operand(self) -> str | None:
         """What B of this product is, read off its stage's group (stages.B_OPERANDS): "weight" (a parameter, shared by
         every row and sequence: read once a pass), "kv_cache" (the keys or values of the attended positions) or
-        "state" (a recurrent state); A and the output are activations. None for a stage that is not a product."""
-        return None if self.a_shape is None else B_OPERANDS.get(self.stage.group, "weight")
+        "state" (a recurrent state: Stage.state), "activations" (a scan's other products); A and the output are
+        activations. None for a stage that is not a product."""
+        if self.a_shape is None:
+            return None
+        return "state" if self.stage.state == READS_STATE else B_OPERANDS.get(self.stage.group, "weight")
 
     @property
     def dense_form_dot_products(self) -> int:

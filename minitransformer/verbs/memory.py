@@ -34,6 +34,7 @@ from math import prod
 
 from ..engine.kvcache import KeysValues, KVCache, LayerCache, State
 from ..engine.ledger import Record
+from ..engine.stages import CONV_WINDOWS, WRITES_STATE
 from ..families.config import ModelConfig as Config
 
 FLOAT32_BYTES = 4
@@ -142,11 +143,23 @@ def weight_numbers(r: Record, every_expert: bool = False) -> int:
 
 def operand_bytes(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> dict[str, int]:
     """The bytes a product moves, by what they are: "activations" (A read once, the output written once: the dot
-    products it computed), and B read once, under its kind (Record.b_operand): "weight" (weight_numbers), "kv_cache"
-    or "state"."""
+    products it computed), and B read once, under its kind (Record.b_operand): "weight" (weight_numbers), "kv_cache",
+    "state" or "activations". A recurrent layer's state (Stage.state) is read where it is B, written where the
+    output is its update; a causal conv's A is windows of K positions, a view of its inputs: it reads each of the T
+    inputs once and the K - 1 of the conv state before them, and writes the last K - 1 back to the conv state."""
     assert r.a_shape is not None and r.b_operand is not None, "a matrix product"
     b = weight_numbers(r) if r.b_operand == "weight" else prod(r.b_shape or ())
-    return {"activations": bytes_per_number * (prod(r.a_shape) + r.dot_products), r.b_operand: bytes_per_number * b}
+    moved = {"activations": prod(r.a_shape) + r.dot_products}
+    if r.stage.state == WRITES_STATE:
+        moved = {"activations": prod(r.a_shape), "state": r.dot_products}
+    elif r.stage.state == CONV_WINDOWS:  # A [..., C, T, K]
+        *lead, channels, T, K = r.a_shape
+        moved = {
+            "activations": prod(lead) * channels * T + r.dot_products,
+            "state": 2 * prod(lead) * channels * (K - 1),
+        }
+    moved[r.b_operand] = moved.get(r.b_operand, 0) + b
+    return {kind: bytes_per_number * n for kind, n in moved.items()}
 
 
 def bytes_moved(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from ...engine.stages import LAST, LOGITS, STATE, Family, Stage
+from ...engine.stages import CONV_WINDOWS, LAST, LOGITS, READS_STATE, STATE, WRITES_STATE, Family, Stage
 
 # The parts of a state-space model's arithmetic (count's summary groups products by them): the products with weights,
 # and the scan's, which read and write a state of fixed size and hold no weights (the engine's STATE).
@@ -24,7 +24,7 @@ MIXER = (
     Stage("ssm.conv", ("mixer.conv",), "matmul",
           "u = causal conv of xBC: each channel and position a dot product of its last K inputs (the K - 1 before "
           "this pass kept in the conv state, zeros at the start) with its kernel", "xBC [T, Cv], w [Cv, K]",
-          SSM_PROJECTIONS),
+          SSM_PROJECTIONS, state=CONV_WINDOWS),
     Stage("ssm.conv_act", ("mixer.conv_act",), "activation", "xBC = act(u + b)  (SiLU)", "u [T, Cv]"),
     Stage("ssm.heads", ("mixer.x", "mixer.B", "mixer.C"), "reshape",
           "x -> Hs heads of P (Ng groups of Hg); B, C -> Ng groups of N, shared by a group's heads", "xBC [T, Cv]"),
@@ -49,21 +49,21 @@ MIXER = (
           "W of each chunk, x_dt [Hs, T, P]", SSM_SCAN),
     Stage("ssd.chunk_state", ("mixer.ssd.chunk_state",), "matmul",
           "h_c = (Λ[L-1, :] ∘ x_dt)^T B: what each chunk adds to the state, decayed to its end",
-          "x_dt [Hs, T, P], B [Ng, T, N], in chunks", SSM_SCAN),
+          "x_dt [Hs, T, P], B [Ng, T, N], in chunks", SSM_SCAN, state=WRITES_STATE),
     Stage("ssd.carry", ("mixer.ssd.states", "mixer.ssd.last_state"), "scale",
           "h = exp(a_0 + ... + a_L-1) h + h_c, chunk after chunk: the state before each chunk, and after the last",
           "each chunk's h_c [Hs, P, N]"),
     Stage("ssd.from_state", ("mixer.ssd.from_state",), "matmul",
           "Y_s = C h^T: each chunk reads the state before it",
-          "C [Ng, T, N], each chunk's h^T [Hs, N, P]", SSM_SCAN),
+          "C [Ng, T, N], each chunk's h^T [Hs, N, P]", SSM_SCAN, state=READS_STATE),
     Stage("ssd.decay_in", ("mixer.ssd.y",), "scale", "Y = Y + exp(a_0 + ... + a_l) Y_s", "Y, Y_s of each chunk"),
     # The recurrent form (a decode step: one position after a cached state).
     Stage("ssm.input", ("mixer.input",), "matmul", "x_dt ⊗ B  (an outer product: P N dot products of length 1 a head)",
-          "x_dt^T [Hs, P, 1], B [Ng, 1, N]", SSM_SCAN),
+          "x_dt^T [Hs, P, 1], B [Ng, 1, N]", SSM_SCAN, state=WRITES_STATE),
     Stage("ssm.state", ("mixer.state",), "scale", "h = exp(a) h + x_dt ⊗ B  (the state, kept in the cache)",
           "h [Hs, P, N]"),
     Stage("ssm.output", ("mixer.output",), "matmul", "y = C h^T  (P dot products of length N a head)",
-          "C [Ng, 1, N], h^T [Hs, N, P]", SSM_SCAN),
+          "C [Ng, 1, N], h^T [Hs, N, P]", SSM_SCAN, state=READS_STATE),
     Stage("ssm.skip", ("mixer.y",), "scale", "y = y + D x  (D per head), heads side by side", "y, x [Hs, T, P]"),
     Stage("ssm.gate", ("mixer.gated",), "multiply", "y = y silu(z)", "y, z [T, I]"),
     Stage("ssm.norm", ("mixer.normed",), "norm", "y = RMSNorm(y) over each of Ng groups of I/Ng", "y [T, I]"),

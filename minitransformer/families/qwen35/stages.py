@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import cache
 
-from ...engine.stages import ATTENTION_PROJECTIONS, MLP, STATE, Family, Stage
+from ...engine.stages import ATTENTION_PROJECTIONS, CONV_WINDOWS, MLP, READS_STATE, STATE, WRITES_STATE, Family, Stage
 from ..deepseek_v3.stages import SHARED
 from ..llama.stages import llama_family
 from ..mixtral.stages import COMBINE, ROUTER
@@ -28,7 +28,8 @@ LINEAR = (
     Stage("linear.a", ("linear_attn.in_proj_a",), "matmul", "a = h W_a  (a value head's decay)",
           "h [T, D], W_a [D, Hv]", LINEAR_PROJECTIONS),
     Stage("linear.conv", ("linear_attn.conv",), "matmul",
-          "c = conv([q k v]): each channel's last Kc inputs . its kernel", "windows [Dc, T, Kc], w [Dc, Kc, 1]", LINEAR_PROJECTIONS),
+          "c = conv([q k v]): each channel's last Kc inputs . its kernel", "windows [Dc, T, Kc], w [Dc, Kc, 1]", LINEAR_PROJECTIONS,
+          state=CONV_WINDOWS),
     Stage("linear.conv_act", ("linear_attn.conv_act",), "activation", "c = act(c)  (SiLU)", "c [T, Dc]"),
     Stage("linear.split", ("linear_attn.q", "linear_attn.k", "linear_attn.v"), "reshape",
           "q, k -> Hk heads of dk; v -> Hv heads of dv", "c [T, Dc]"),
@@ -68,20 +69,20 @@ DELTA_RULE = (
           "k [Hk, N, C, dk]"),
     Stage("delta.read", ("linear_attn.read",), "matmul",
           "S^T k  (a prompt: W S, a chunk at once)",
-          "k [Hk, 1, T, dk] or W [Hv, N, C, dk], S [Hv, dk, dv]", STATE),
+          "k [Hk, 1, T, dk] or W [Hv, N, C, dk], S [Hv, dk, dv]", STATE, state=READS_STATE),
     Stage("delta.delta", ("linear_attn.delta",), "scale", "delta = beta (v - S^T k)",
           "v, S^T k [Hv, T, dv]"),
     Stage("delta.corrected", ("linear_attn.corrected",), "residual",
           "V' = U - W S  (a chunk's deltas)", "U, W S [Hv, C, dv]"),
     Stage("delta.query", ("linear_attn.query",), "matmul",
           "o = S^T q  (a prompt: (gamma Q) S)",
-          "q [Hk, 1, T, dk] or gamma Q [Hv, N, C, dk], S [Hv, dk, dv]", STATE),
+          "q [Hk, 1, T, dk] or gamma Q [Hv, N, C, dk], S [Hv, dk, dv]", STATE, state=READS_STATE),
     Stage("delta.mix", ("linear_attn.mix",), "matmul", "A V'  (within the chunk)",
           "A [Hv, N, C, C], V' [Hv, N, C, dv]", STATE),
     Stage("delta.chunk_out", ("linear_attn.chunk_out",), "residual", "o = (gamma Q) S + A V'", "[Hv, C, dv]"),
     Stage("delta.write", ("linear_attn.write",), "matmul",
           "k delta^T  (an outer product; a prompt: K'^T V')", "k^T [Hk, 1, dk, T], delta [Hv, T, dv]",
-          STATE),
+          STATE, state=WRITES_STATE),
     Stage("delta.update", ("linear_attn.state",), "residual",
           "S = S + k delta^T  (a prompt: gamma_C S + K'^T V')", "S [Hv, dk, dv]"),
     Stage("delta.out", ("linear_attn.core_out",), "reshape", "o: the chunks' outputs in order",
