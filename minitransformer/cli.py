@@ -31,6 +31,7 @@ from .verbs.hardware import names as hardware_names
 from .verbs.memory import DEFAULT_BALANCE
 from .verbs.options import GenerationOptions, OptionError
 from .verbs.params import parameters
+from .verbs.presets import preset_config_json, preset_lines
 from .verbs.roofline import roofline
 from .verbs.select import select_config
 from .verbs.validate import check_precision_validated, validate, validate_precision
@@ -308,6 +309,20 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("--json", metavar="PATH|-", help="write the counts as JSON (- for stdout; default: none)")
     cc.set_defaults(run=_crosscheck)
 
+    cfg = commands.add_parser(
+        "config", help="the presets of every family, and the config.json transformers reads for one"
+    )
+    which_preset = cfg.add_mutually_exclusive_group(required=True)
+    which_preset.add_argument(
+        "--list",
+        action="store_true",
+        help="every preset of every family, a line each (default: off; give --list or --preset)",
+    )
+    which_preset.add_argument(
+        "--preset", metavar="NAME", help="print the preset's config.json, as transformers reads it (default: none)"
+    )
+    cfg.set_defaults(run=_config)
+
     par = commands.add_parser("params", help="every weight tensor by its Hugging Face name, grouped by kind, totals")
     _add_model_selectors(par)
     par.add_argument(
@@ -376,7 +391,8 @@ def _generate(args) -> None:
             out.flush()
 
         positions = len(tokens) + options.max_new_tokens - 1
-        attention = attention_layers(model.config, positions, args.layer) if html_to else None
+        # a model without attention has no weights to draw
+        attention = (attention_layers(model.config, positions, args.layer) or None) if html_to else None
         results = continue_rows(model, prompts, rows, options, on_token=stream, attention=attention)
         print("\n", file=out)
         print("Next-token candidates after the prompt (probabilities at temperature 1)", file=out)
@@ -634,6 +650,13 @@ def _crosscheck(args) -> None:
         write_text(json_to, [json.dumps(check.to_dict(), indent=1) + "\n"])
         if not json_to.is_stream:
             print(f"counts written to {args.json}", file=out)
+
+
+def _config(args) -> None:
+    if args.list:
+        print("\n".join(preset_lines()))
+    else:
+        sys.stdout.write(preset_config_json(args.preset))
 
 
 def _params(args) -> None:

@@ -15,9 +15,9 @@ _UNITS = ((10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K")
 def human(n: float) -> str:
     """1234567 -> '1.23 M': three significant digits and a unit, for numbers people compare by eye."""
     for size, unit in _UNITS:
-        if abs(n) >= size:
-            value = n / size
-            return f"{value:.3g} {unit}" if value < 1000 else f"{value:,.0f} {unit}"
+        value = n / size
+        if abs(float(f"{value:.3g}")) >= 1:  # 999,885,952 rounds up to 1 G, not to "1e+03 M"
+            return f"{value:.3g} {unit}" if abs(value) < 999.5 else f"{value:,.0f} {unit}"
     return f"{n:g}"
 
 

@@ -18,6 +18,7 @@ README's main command shows). Flags after "output", comma-separated, say more:
                 placeholders
     small-moe   the command reads /tmp/small-moe, the small random Mixtral scripts/make_small_moe.py writes
                 (made afresh, in a temporary directory, for each run of the tests; needs torch and transformers)
+    small-hybrid  the same for /tmp/small-hybrid, the small random Qwen3.5 of scripts/make_small_hybrid.py
 Output is stderr then stdout (what a terminal shows: the notices come first), each line's trailing spaces cut.
 Other fences name their language (sh, python, text for a drawing). tests/test_docs.py checks every file and
 every block; scripts/refresh_docs.py reruns the commands and rewrites the blocks.
@@ -36,9 +37,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER = re.compile(r"^\s*<!--\s*(output|measured)\s*((?:,\s*[\w-]+\s*)*):\s*(.*?)\s*-->\s*$")
-FLAGS = {"excerpt", "rounding", "small-moe"}
+# the small random models a command may read: its flag -> the script that writes it (at /tmp/<flag> in the docs)
+SMALL_MODELS = {"small-moe": "make_small_moe.py", "small-hybrid": "make_small_hybrid.py"}
+FLAGS = {"excerpt", "rounding", *SMALL_MODELS}
 LANGUAGES = {"sh", "python", "text", "json"}
-SMALL_MOE = "/tmp/small-moe"
 
 
 def markdown_files() -> list[Path]:
@@ -167,34 +169,38 @@ class Runner:
     def __init__(self, scratch: Path | None = None) -> None:
         self.scratch = Path(scratch or tempfile.mkdtemp(prefix="mt-docs-"))
         self._outputs: dict[tuple[str, bool], str] = {}
-        self._small_moe: Path | None = None
+        self._small: dict[str, Path] = {}
 
     def small_moe(self) -> Path:
         """The small random Mixtral that scripts/make_small_moe.py writes, made once per runner."""
-        if self._small_moe is None:
-            directory = self.scratch / "small-moe"
-            made = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_small_moe.py"), str(directory)],
+        return self.small("small-moe")
+
+    def small(self, flag: str) -> Path:
+        """The small random model of `flag` (SMALL_MODELS), written by its script once per runner."""
+        if flag not in self._small:
+            directory, script = self.scratch / flag, SMALL_MODELS[flag]
+            made = subprocess.run([sys.executable, str(ROOT / "scripts" / script), str(directory)],
                                   capture_output=True, text=True, cwd=ROOT)  # fmt: skip
             if made.returncode != 0:
-                raise RuntimeError(f"scripts/make_small_moe.py failed: {made.stderr.strip()[-500:]}")
-            self._small_moe = directory
-        return self._small_moe
+                raise RuntimeError(f"scripts/{script} failed: {made.stderr.strip()[-500:]}")
+            self._small[flag] = directory
+        return self._small[flag]
 
     def output(self, block: Block) -> str:
         """What the block's command prints: stderr then stdout, trailing spaces cut, as the block must read."""
-        moe = "small-moe" in block.flags
-        key = (block.command, moe)
+        small = [flag for flag in SMALL_MODELS if flag in block.flags]
+        key = (block.command, bool(small))
         if key not in self._outputs:
             args = shlex.split(block.command)
-            if moe:
-                args = [str(self.small_moe()) if a == SMALL_MOE else a for a in args]
+            for flag in small:
+                args = [str(self.small(flag)) if a == f"/tmp/{flag}" else a for a in args]
             result = subprocess.run([sys.executable, "-m", "minitransformer", *args], capture_output=True, text=True,
                                     env=offline_env(self.scratch), cwd=ROOT)  # fmt: skip
             if result.returncode != 0:
                 raise RuntimeError(f"{block.where}: `{block.command}` failed: {result.stderr.strip()}")
             text = result.stderr + result.stdout
-            if moe:
-                text = text.replace(str(self.small_moe()), SMALL_MOE)
+            for flag in small:
+                text = text.replace(str(self.small(flag)), f"/tmp/{flag}")
             self._outputs[key] = "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
         return self._outputs[key]
 

@@ -158,3 +158,35 @@ def transformers_parameters(config) -> int:
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(config)
     return sum(p.numel() for p in model.parameters())
+
+
+def expert_loads_follow_the_router(model: Model, ids: list[int]) -> int:
+    """Every routed expert product of a prefill says, expert by expert, the tokens the router sent there (the
+    captured choice `moe.chosen`, counted) and their dot products and MACs (those tokens' rows, each of the product's
+    width and length); over the experts they sum to T k rows whatever the router chose. Returns the layers checked
+    (a mixture has at least one). Any family with experts owes it: a ledger that gave one expert another's tokens
+    would pass every total."""
+    from minitransformer.engine.ledger import Phase
+
+    phase = Phase("prefill", 0, len(ids), len(ids))
+    _, cache = model.run_with_cache(ids, phase=phase, names="blocks.*.moe.chosen")
+    c, checked = model.config, 0
+    for i in range(c.n_layer):
+        chosen = cache.get(f"blocks.{i}.moe.chosen")
+        if chosen is None:  # a layer without experts
+            continue
+        assert chosen.shape == (len(ids), c.top_k)
+        loads = np.bincount(np.asarray(chosen).ravel(), minlength=c.n_experts).tolist()
+        routed = [r for r in phase.layer_records(i) if r.breakdown is not None]
+        assert routed, f"layer {i} routed tokens but no product says which expert computed what"
+        for record in routed:
+            # the record's shapes stand for all T tokens side by side: [T, n] x [n, k w], each token's k rows
+            width, length = record.out_shape[-1] // c.top_k, record.dot_length
+            assert [p.expert for p in record.breakdown] == list(range(c.n_experts)), record.op
+            assert [p.tokens for p in record.breakdown] == loads, (i, record.op)
+            assert [p.dot_products for p in record.breakdown] == [n * width for n in loads], (i, record.op)
+            assert [p.macs for p in record.breakdown] == [n * width * length for n in loads], (i, record.op)
+            assert record.macs == len(ids) * c.top_k * width * length
+        checked += 1
+    assert checked > 0, "no layer captured a router's choice"
+    return checked

@@ -301,7 +301,7 @@ def test_every_option_of_every_command_says_what_it_does_and_its_default():
     from minitransformer.cli import build_parser
 
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
-    assert set(commands) == {"generate", "download", "validate", "trace", "count", "params", "crosscheck"}
+    assert set(commands) == {"generate", "download", "validate", "trace", "count", "config", "params", "crosscheck"}
     for name, command in commands.items():
         for action in command._actions:
             if isinstance(action, argparse._HelpAction):

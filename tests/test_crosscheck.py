@@ -4,7 +4,10 @@ For every family in the table, on random models transformers itself makes (famil
 shrunk from each family's live tests; GPT-2 and the Llama family from the committed fixtures): our ledger's dense form
 (every T x t score) equals, group by group and exactly, the MACs of the matrix products torch dispatches during
 transformers' eager forward; FlopCounterMode counts the same but what it has no formula for (the experts' grouped
-products), and with SDPA nothing of attention on a CPU; and every difference carries its reason.
+products), and with SDPA nothing of attention on a CPU; and every difference carries its reason. The hybrids'
+recurrent layers (Qwen3.5's Gated DeltaNet, Mamba-2's scan) transformers computes otherwise than we do: there each
+difference is named with its closed form (verbs/crosscheck_scans.py), held here to what transformers' own code
+computes, and they add up exactly.
 """
 
 from __future__ import annotations
@@ -74,8 +77,31 @@ MODELS: dict[str, list] = {
                                                 kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12,
                                                 v_head_dim=10, index_topk=16, index_head_dim=16, index_n_heads=16,
                                                 max_position_embeddings=256))],
+    # The hybrids (test_a_hybrid_s_every_difference_is_named_and_exact): the live tests' shapes, chunks far shorter
+    # than the prompt (64 for the delta rule; the config's for Mamba-2), groups of heads sharing keys or B and C
+    "qwen3_5": [("Qwen3_5TextConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                           linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                                           linear_value_head_dim=8, max_position_embeddings=512)),
+                ("Qwen3_5MoeTextConfig", dict(vocab_size=120, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
+                                              num_key_value_heads=2, head_dim=16, linear_num_key_heads=1,
+                                              linear_num_value_heads=3, linear_key_head_dim=8, linear_value_head_dim=8,
+                                              num_experts=4, num_experts_per_tok=2, moe_intermediate_size=12,
+                                              shared_expert_intermediate_size=20, max_position_embeddings=512))],
+    "mamba2": [("Mamba2Config", dict(num_heads=8, head_dim=8, hidden_size=32, expand=2, state_size=16, n_groups=2,
+                                     num_hidden_layers=2, vocab_size=128, chunk_size=16, conv_kernel=3))],
+    "nemotron_h": [("NemotronHConfig", dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                            intermediate_size=48, mamba_num_heads=8, mamba_head_dim=8,
+                                            ssm_state_size=16, n_groups=2, conv_kernel=4, n_routed_experts=6,
+                                            num_experts_per_tok=2, moe_intermediate_size=24,
+                                            moe_shared_expert_intermediate_size=40, n_group=2, topk_group=1,
+                                            vocab_size=128, max_position_embeddings=512, chunk_size=16,
+                                            layers_block_type=["mamba", "moe", "attention", "mlp", "mamba",
+                                                               "attention"]))],
 }  # fmt: skip
-CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models))]
+# Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
+HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h")
+CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models)) if family not in HYBRIDS]
 
 
 def test_every_family_of_the_table_is_crosschecked():
@@ -136,6 +162,87 @@ def test_our_dense_ledger_is_what_torch_dispatches_in_the_eager_forward(made, fa
         assert any("aten._grouped_mm" in reason for reason in groups[WEIGHTS]["reasons"])
 
 
+def torch_recurrent_products(hf, T: int) -> tuple[int, int, int, int]:
+    """(the conv's kernel K, conv MACs, products of activations, triangular solves' MACs) that transformers' pure-PyTorch fallbacks compute
+    for a prompt of T positions, written from their code (modeling_qwen3_5.py, modeling_mamba2.py), not from ours:
+    F.conv1d(padding=K - 1) makes T + K - 1 outputs a channel; torch_chunk_gated_delta_rule pads T to chunks of 64
+    and, per value head (q and k repeated), computes K K^T and Q K^T, the state's reads by the decayed keys and by
+    the queries, the mix and the write, and solves its triangular systems by linalg_solve_triangular (C (C - 1) / 2 a
+    column); mamba2_chunk_scan pads T to its chunks and, per head (B and C repeated), computes C B^T, the mix, the
+    chunks' states, their carry as one (Nc + 1) x (Nc + 1) einsum and the reads of them; eager attention T x T."""
+    kinds = list(getattr(hf, "layer_types", None) or getattr(hf, "layers_block_type", None) or [])
+    if hf.model_type.startswith("qwen3_5"):
+        layers, attention = kinds.count("linear_attention"), kinds.count("full_attention")
+        Hk, Hv, dk, dv = (
+            hf.linear_num_key_heads,
+            hf.linear_num_value_heads,
+            hf.linear_key_head_dim,
+            hf.linear_value_head_dim,
+        )
+        K, channels, C = hf.linear_conv_kernel_dim, 2 * Hk * dk + Hv * dv, 64
+        N = -(-T // C)
+        scan = Hv * N * (2 * C * C * dk + 2 * C * dk * dv + C * C * dv + C * dk * dv)
+        solves = layers * Hv * N * (dk + dv) * C * (C - 1) // 2
+    else:
+        # transformers names Nemotron-H's kinds as Qwen3.5's: a Mamba-2 layer "linear_attention"
+        layers = hf.num_hidden_layers if hf.model_type == "mamba2" else kinds.count("linear_attention")
+        attention = kinds.count("full_attention")
+        if hf.model_type == "nemotron_h":
+            H, P, Nst = hf.mamba_num_heads, hf.mamba_head_dim, hf.ssm_state_size
+        else:
+            H, P, Nst = hf.num_heads, hf.head_dim, hf.state_size
+        Ng, K, L = hf.n_groups, hf.conv_kernel, hf.chunk_size
+        channels, N = H * P + 2 * Ng * Nst, -(-T // L)
+        scan = H * N * (L * L * Nst + L * L * P + 2 * L * P * Nst) + H * (N + 1) ** 2 * P * Nst
+        solves = 0
+    conv = layers * channels * (T + K - 1) * K
+    attend = attention * 2 * hf.num_attention_heads * T * T * hf.head_dim if attention else 0
+    return K, conv, layers * scan + attend, solves
+
+
+@pytest.mark.parametrize("tokens", [PROMPT, 12])  # past the chunks, and shorter than one (torch pads it to one)
+@pytest.mark.parametrize(("family", "index"), [(f, i) for f in HYBRIDS for i in range(len(MODELS[f]))])
+def test_a_hybrid_s_every_difference_is_named_and_exact(made, family, index, tokens):
+    """A hybrid's recurrent layers are computed otherwise by transformers than by us; crosscheck names each
+    difference with its closed form, and they add up exactly: the logits are the same; the products with weights
+    differ by the conv's padded outputs alone; torch's products of activations are those of its own code."""
+    directory = made(family, index)
+    model = load_model(directory)
+    hf = transformers.AutoConfig.from_pretrained(directory)
+    ids = default_ids(model, tokens)
+    check = crosscheck(model, ids, dense_attention=True)
+    groups = {g["group"]: g for g in check.groups()}
+    K, conv, activations, solves = torch_recurrent_products(hf, tokens)
+    ours_conv = sum(r.macs for r in check.phase.records if r.op.endswith(".conv"))  # T outputs a channel, not T + K - 1
+    assert ours_conv > 0 and ours_conv * (tokens + K - 1) == conv * tokens
+    assert (
+        groups[LOGITS]["dispatch_macs"]
+        == groups[LOGITS]["ledger_macs"]
+        == tokens * model.config.n_embd * model.config.vocab_size
+    )
+    assert groups[WEIGHTS]["dispatch_macs"] - groups[WEIGHTS]["ledger_macs"] == conv - ours_conv > 0
+    assert groups[ACTIVATIONS]["dispatch_macs"] == activations
+    assert check.eager.solves[ACTIVATIONS] == solves
+    if family == "qwen3_5" and tokens >= 64:  # the same chunks: torch's solve is our delta.solve as computed
+        assert solves == sum(r.macs for r in check.phase.records if r.op == "delta.solve")
+    for name in GROUPS:
+        g = groups[name]
+        assert g["flop_counter_macs"] == g["dispatch_macs"] - g["torch_ops"].get("_grouped_mm", 0), (name, g)
+        assert not any("UNEXPLAINED" in reason for reason in g["reasons"]), g["reasons"]
+        if g["dispatch_macs"] != g["ledger_dense_macs"]:
+            assert any(reason.endswith("MACs, exactly") for reason in g["reasons"]), g["reasons"]
+    said = " ".join(groups[WEIGHTS]["reasons"] + groups[ACTIVATIONS]["reasons"])
+    assert f"padding K - 1 = {K - 1}" in said
+    assert "repeat_interleave" in said
+    assert ("pads a prompt shorter than its chunk" in said) == (
+        tokens < 64 if family == "qwen3_5" else tokens < hf.chunk_size
+    )
+    if family == "qwen3_5":
+        assert "aten.linalg_solve_triangular" in said and "l2norm" in said
+    else:
+        assert "(Nc + 1) x (Nc + 1)" in said
+
+
 def test_as_computed_the_ledger_skips_the_masked_half_and_says_why(made):
     model = load_model(made("mixtral", 0))
     check = crosscheck(model, default_ids(model, PROMPT))
@@ -174,8 +281,9 @@ def test_without_torch_the_command_says_what_to_install(tmp_path):
 
 
 def test_a_product_written_as_a_multiply_and_a_sum_is_named():
-    """transformers writes some products without a product kernel (Qwen3.5's delta rule solves its chunk row by row
-    as (row[..., None] * sub).sum(-2)): the dispatch counter sees a multiply and a sum, and says how many MACs."""
+    """transformers writes some products without a product kernel (Qwen3.5's l2norm as (x * x).sum(-1); its delta rule,
+    when torch.export traces it, solves each chunk row by row as (row[..., None] * sub).sum(-2)): the dispatch counter
+    sees a multiply and a sum, and says how many MACs."""
     from minitransformer.verbs.crosscheck import Tally, _tally
 
     class RowTimesMatrix(torch.nn.Module):

@@ -20,6 +20,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     batch_logits,
     count_equals_a_real_run_and_the_closed_form,
+    expert_loads_follow_the_router,
     float64_against_truth,
     greedy,
     logits_at_every_position,
@@ -362,3 +363,14 @@ def test_the_preset_s_yarn_frequencies_cos_sin_factor_and_softmax_scale_are_tran
     assert not np.allclose(ours, 1.0 / 10000.0 ** (np.arange(0, 64, 2) / 64), rtol=1e-3)  # YaRN moved them
     assert factor == pytest.approx(their_factor, rel=1e-12)
     assert c.softmax_scale == pytest.approx(yarn_apply_mscale(hf.rope_parameters, 192**-0.5), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_each_expert_computed_what_the_router_sent_it(made, name):
+    """As Mixtral's, Qwen3-MoE's and gpt-oss's tests hold: each routed expert product's breakdown is the router's
+    choice counted, expert by expert (the dense first layers have none)."""
+    _, ours, _ = made(name)
+    dense = CONFIGS[name]["first_k_dense_replace"]
+    assert (
+        expert_loads_follow_the_router(ours, prompt(name, PROMPT, seed=7)) == CONFIGS[name]["num_hidden_layers"] - dense
+    )

@@ -338,13 +338,14 @@ def test_the_cache_holds_the_indexer_s_keys_beside_k_and_v(made):
     _, ours, _ = made("groups_dense")
     c = ours.config
     cache = ours.new_cache(capacity=40)
-    assert [k.shape for k in cache.index_keys] == [(40, c.index_head_dim)] * c.n_layer
+    index_keys = [cache.layer(i).rows["index_keys"] for i in range(c.n_layer)]  # KeysValues.rows, beside K and V
+    assert [k.shape for k in index_keys] == [(40, c.index_head_dim)] * c.n_layer
     assert cache.nbytes == kv_cache_bytes(c, 40) == 40 * closed.kv_cache_bytes_per_token(c)
     assert closed.kv_cache_bytes_per_token(c) == 4 * c.n_layer * (c.n_head * (c.d_head + c.v_head_dim) + 16)
     ours.run(prompt("groups_dense", 30, seed=11), cache=cache)
     _, captured = ours.run_with_cache(prompt("groups_dense", 30, seed=11), names="blocks.*.attn.index_keys")
     for i in range(c.n_layer):  # (a watched pass attends densely: later layers' inputs differ by roundings)
-        np.testing.assert_allclose(cache.index_keys[i][:30], captured[f"blocks.{i}.attn.index_keys"], atol=1e-5)
+        np.testing.assert_allclose(index_keys[i][:30], captured[f"blocks.{i}.attn.index_keys"], atol=1e-5)
 
 
 def test_validate_says_all_ok(made):

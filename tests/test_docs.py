@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from docs_blocks import LANGUAGES, ROOT, Runner, blocks, fences, markdown_files, mismatch
+from docs_blocks import LANGUAGES, ROOT, SMALL_MODELS, Runner, blocks, fences, markdown_files, mismatch
 
 FILES = markdown_files()
 
@@ -84,8 +84,8 @@ def test_the_docs_paste_outputs_of_every_kind():
 
 @pytest.mark.parametrize("block", OUTPUTS, ids=lambda b: b.where)
 def test_every_pasted_output_is_what_its_command_prints_now(block, runner):
-    if "small-moe" in block.flags:
-        pytest.importorskip("transformers", reason="scripts/make_small_moe.py needs transformers and torch")
+    if block.flags & set(SMALL_MODELS):
+        pytest.importorskip("transformers", reason="scripts/make_small_*.py need transformers and torch")
     if block.command.startswith(("validate", "crosscheck")):
         pytest.importorskip("transformers", reason=f"{block.command.split()[0]} runs transformers (the hf extra)")
     problem = mismatch(block, runner.output(block))
@@ -172,7 +172,12 @@ def test_the_stale_lines_stay_fresh():
             assert f"`{model_type}`" in generate, model_type
             assert f"`{reference}`" in validate, reference
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
-    names = set(re.findall(r"`((?:attn|mlp|moe)\.\w+|embed\w*|post_\w+|final_\w+|ln_\w+|resid_\w+|last|logits)`", api))
+    names = set(
+        re.findall(
+            r"`((?:linear_attn|mixer|attn|mlp|moe)\.[\w.]+|embed\w*|post_\w+|final_\w+|ln_\w+|resid_\w+|last|logits)`",
+            api,
+        )
+    )
     for name, config in PRESETS.items():
         span = 1 + max(config.layer_types.index(k) for k in set(config.layer_types))
         stages = Model.without_weights(config.prefix(span)).stage_table.stage_names(span)

@@ -513,6 +513,8 @@ def test_ci_installs_the_browser_and_requires_it():
         "qwen3-30b-a3b",
         "gpt-oss-20b",
         "deepseek-v3",
+        "mamba-codestral-7b",
+        "nemotron-h-8b",
     ],
 )
 def test_a_branch_leaves_the_stream_where_the_family_reads_it(preset):
@@ -525,10 +527,12 @@ def test_a_branch_leaves_the_stream_where_the_family_reads_it(preset):
     config = PRESETS[preset].prefix(2)
     html = count_fragment(count_generation(config, 6, 1))
     diagram = html.split('<svg class="block-diagram"', 1)[1].split("</svg>", 1)[0]
+    one_branch = ("mamba-codestral-7b", "nemotron-h-8b")  # a layer one norm, one mixer, one add (its scan's inner
+    # adds are not the stream's)
     readers = {"olmo-2-7b": ["q", "k", "v", "mlp.gate", "mlp.up"], "pythia-160m": ["ln_1", "ln_2"]}.get(
-        preset, ["ln_1", "ln_2"]
+        preset, ["ln_1"] if preset in one_branch else ["ln_1", "ln_2"]
     )
-    adds = ["resid_post"] if preset == "pythia-160m" else ["resid_mid", "resid_post"]  # NeoX adds both at once
+    adds = ["resid_post"] if preset in ("pythia-160m", *one_branch) else ["resid_mid", "resid_post"]  # NeoX adds both
     stages = re.findall(r'<g class="stage [^"]*" data-op="([^"]*)"[^>]*>(.*?)</g>', diagram, re.S)
     linked = [op for op, inside in stages if 'class="stream-link"' in inside]
     assert linked == [op for op, _ in stages if op in readers + adds]
@@ -704,3 +708,50 @@ def test_blocks_that_differ_are_told_apart_even_where_the_config_names_no_kinds(
     page = html_report.fragment(unnamed)
     assert "One block of the layers with router, router.sigmoid, router.choose, ..., stage by stage" in page
     assert "every block of this pass has the same shapes" not in page
+
+
+@pytest.mark.parametrize("preset", ["mamba-codestral-7b", "nemotron-3-nano-30b-a3b"])
+def test_the_count_page_of_a_state_space_model_runs_and_draws_each_kind_of_layer(page_of, tmp_path, preset):
+    """A model without attention (Mamba-2) and a hybrid whose first layer is a Mamba layer: no script error, and the
+    block drawn is the Mamba layer's, its scan's products among its stages."""
+    html = tmp_path / "count.html"
+    result = run_cli("count", "--preset", preset, "--tokens", "300", "--new-tokens", "3", "--html", str(html))
+    assert result.returncode == 0, result.stderr
+    page = page_of(html)
+    assert page.console == [], page.console
+    ops = f"Array.from(document.querySelectorAll('{current_view(0)} g.stage')).map(g => g.dataset.op)"
+    assert {"ssm.in_proj", "ssm.conv", "ssd.scores", "ssd.chunk_state", "ssm.out_proj"} <= set(page.evaluate(ops))
+    text = hover_text(page, f'{current_view(0)} g.stage[data-op="ssd.chunk_state"] rect')
+    assert text is not None and text.startswith("blocks.0.mixer.ssd.chunk_state  (matmul)"), text
+
+
+@pytest.mark.parametrize("preset", ["qwen3.5-27b", "nemotron-h-8b", "deepseek-v3.2-exp"])
+def test_the_layer_pattern_is_drawn_square_by_square_as_the_config_spells_it(page_of, tmp_path, preset):
+    """Which layers are linear attention, state-space, MLP, experts or full attention: a square a layer, in order,
+    each of its kind's colour, the legend counting each kind; a model of one kind draws none."""
+    from minitransformer.families.table import PRESETS
+    from minitransformer.views.html_report import layer_kinds
+
+    html, data = tmp_path / "count.html", tmp_path / "count.json"
+    assert (
+        run_cli("count", "--preset", preset, "--tokens", "20", "--html", str(html), "--json", str(data)).returncode == 0
+    )
+    kinds = layer_kinds(json.loads(data.read_text()))
+    assert len(kinds) == PRESETS[preset].n_layer and len(set(kinds)) > 1
+    page = page_of(html, scripts=False)
+    squares = page.evaluate("""Array.from(document.querySelectorAll('svg.layer-pattern rect.layer-kind')).map(
+        r => [Number(r.dataset.layer), r.dataset.kind, r.getAttribute('fill')])""")
+    assert [(layer, kind) for layer, kind, _ in squares] == list(enumerate(kinds))
+    fills = {kind: {fill for _, k, fill in squares if k == kind} for kind in set(kinds)}
+    assert all(len(f) == 1 for f in fills.values()) and len({f.pop() for f in fills.values()}) == len(fills)
+    legend = page.evaluate(
+        "Array.from(document.querySelectorAll('svg.layer-pattern text.legend')).map(t => t.textContent)"
+    )
+    assert legend == [f"{kind} ({kinds.count(kind)} layer{'s' if kinds.count(kind) > 1 else ''})"
+                      for kind in dict.fromkeys(kinds)]  # fmt: skip
+    assert page.evaluate(TEXT_OUTSIDE) == []
+
+
+def test_a_model_of_one_kind_of_layer_draws_no_pattern(page_of, demo_run):
+    page = page_of(demo_run[0])
+    assert page.evaluate("document.querySelectorAll('svg.layer-pattern').length") == 0

@@ -26,6 +26,9 @@ PROMPT = 300  # past two row chunks of 128: three chunks, the last of 44 rows
 # DeepSeek-V3.2's with an indexer that keeps 64 keys a query, so that attention reads chosen keys (CHOSEN).
 ONE_A_FAMILY = sorted({next(n for n, c in PRESETS.items() if c.family == a) for a in ARCHITECTURES} | {"gpt-oss-20b"})
 CHOSEN = 64
+# The products whose rows may state a range of lengths: A V in row chunks, and a triangular solve row by row (a
+# hybrid's delta rule over a prompt: rows 1 to C - 1 long, engine/pieces.py).
+RANGED = ("mix", "delta.solve")
 SPARSE = "deepseek-v3.2-exp, 64 keys a query"
 CONFIGS = {**{name: PRESETS[name] for name in ONE_A_FAMILY}, SPARSE: replace(PRESETS["deepseek-v3.2-exp"],
                                                                              index_topk=CHOSEN)}  # fmt: skip
@@ -68,7 +71,7 @@ def test_every_row_that_states_one_length_multiplies_to_its_macs(counted):
                 assert op["dot_products"] * longest == op["macs"], (phase["step"], op["name"])
             else:  # a range: the chunks' lengths, and the MACs their sum
                 # dot_length is the dense form's (every key); a window can keep every chunk's shorter
-                assert op["op"] == "mix" and phase["phase"] == "prefill" and longest <= op["dot_length"]
+                assert op["op"] in RANGED and phase["phase"] == "prefill" and longest <= op["dot_length"]
                 assert shortest * op["dot_products"] < op["macs"] < longest * op["dot_products"], op["name"]
     assert seen["prefill"] and seen["decode"], seen
 
@@ -104,7 +107,7 @@ def test_the_csv_rows_state_the_same_lengths(counted):
         if shortest == longest:  # one length, the dense form's (dot_length) unless fewer keys were read
             assert int(row["dot_products"]) * longest == int(row["macs"]), row["op"]
         else:
-            assert row["op"] == "mix" and int(row["dot_length"]) >= longest
+            assert row["op"] in RANGED and int(row["dot_length"]) >= longest
     # the prefill's chunked A V: a range, or (over chosen keys) shorter than the dense form's
     assert any(row["dot_length_min"] != row["dot_length"] for row in rows if row["op"] == "mix")
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from test_count import assert_same_phases
 
 from minitransformer.engine.ledger import Phase
+from minitransformer.engine.stages import ATTENTION_SCORES, STATE
 from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.families.llama.layout import llama_shapes
 from minitransformer.families.llama.stages import stages_of as table_of
@@ -25,7 +26,7 @@ from minitransformer.families.table import PRESETS
 from minitransformer.models.model import Model
 from minitransformer.models.weights import as_tree
 from minitransformer.verbs import formulas
-from minitransformer.verbs.count import count_generation, count_passes, decode_at
+from minitransformer.verbs.count import count_generation, count_passes, decode_at, with_weights
 from minitransformer.verbs.select import select_config
 
 LLAMA_PRESETS = [name for name, c in PRESETS.items() if c.family == "llama"]
@@ -198,13 +199,23 @@ def test_the_counted_ratio_is_the_closed_form_for_every_preset(name, context):
         context = config.n_positions
     step = decode_at(config, context)
     a = step.attention_vs_weights()
+    scan = sum(n * r.macs for records, n in step.groups for r in records if r.stage.group == STATE)  # neither
+    assert a.all_weights + a.all_attention + scan == step.macs
+    attending = [i for i in range(config.n_layer) if formulas.attends(config, i)]
+    if not attending:  # no attention (Mamba-2): nothing grows with the context
+        assert a.all_attention == 0 and scan > 0 and step.context == context
+        return
     t = formulas.attended(config, 1, context)
     assert step.attended == t and step.context == context
     expected = Fraction(t) / formulas.attention_to_weights(config)
     if config.index_topk is not None and t > config.index_topk:  # past an indexer's k, scores and mix stop growing
         expected = Fraction(formulas.attention_macs(config, 1, t), formulas.weight_macs_per_position(config, 0))
-    assert a.layer_ratio == expected
-    assert a.all_weights + a.all_attention == step.macs
+    first = step.groups[step._group_of[step.layer_types[attending[0]]]][0]  # layer 0 but in a hybrid
+    attention = sum(r.macs for r in first if r.stage.group == ATTENTION_SCORES)
+    assert Fraction(attention, sum(r.macs for r in first if with_weights(r))) == expected
+    if attending[0] == 0:
+        assert a.layer_ratio == expected
+    assert a.all_scan == scan  # a hybrid's scans are neither attention nor weights
     if config.family == "gpt2":
         assert formulas.attention_to_weights(config) == 2 * config.n_embd + config.d_ff == 6 * config.n_embd
 

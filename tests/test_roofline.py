@@ -72,6 +72,73 @@ def test_llama3_8b_on_an_h100_respects_both_limits():
     assert "the memory-bound products add the rest (scores, mix, logits)" in text
 
 
+def _recurrent_state_moved(config) -> int:
+    """Numbers of state a decode step moves in a model's recurrent layers, from the recurrent form's equations: a
+    Gated DeltaNet layer reads its state S [Hv, dk, dv] twice (S^T k before the update, S^T q after it) and writes
+    its update k (x) delta once; a Mamba-2 layer writes its update x_dt (x) B [Hs, P, N] once and reads the state
+    once (h C); both read the K - 1 inputs their causal conv keeps of each of its channels and write them back."""
+    kinds = list(config.layer_types)
+    if config.family == "qwen3_5":
+        Hk, Hv, dk, dv, K = (config.linear_key_heads, config.linear_value_heads, config.linear_key_dim,
+                             config.linear_value_dim, config.linear_kernel)  # fmt: skip
+        per_layer = 3 * Hv * dk * dv + 2 * (K - 1) * (2 * Hk * dk + Hv * dv)
+        return kinds.count("linear_attention") * per_layer
+    Hs, P, N, Ng, K = config.ssm_heads, config.ssm_head_dim, config.state_size, config.n_groups, config.conv_kernel
+    return kinds.count("mamba") * (2 * Hs * P * N + 2 * (K - 1) * (Hs * P + 2 * Ng * N))
+
+
+@pytest.mark.parametrize("preset", ["qwen3.5-27b", "mamba-codestral-7b", "nemotron-h-8b"])
+def test_a_hybrid_decode_step_reads_its_weights_once_the_kv_cache_of_its_attention_and_its_state(preset):
+    """A decode step at context t = 1,001 in bfloat16: every parameter once but the embedding table (a row of it),
+    the keys and values of the attention layers alone (2 Hkv dh t each), and the recurrent layers' state, read and
+    written, the same at any context (_recurrent_state_moved); so no decode rate beats the bandwidth over those
+    bytes, and the rate stays within 1% of it (the activations are the rest)."""
+    config, size, t = PRESETS[preset], 2, 1001
+    attention = list(config.layer_types).count("full_attention")
+    assert attention > 0 or config.family == "mamba2"
+    steps = {}
+    for context in (t, 20):
+        step = decode_at(config, context)
+        steps[context] = pass_time(config, step.weighted(), step, machine("h100-sxm"), "bfloat16")
+    decode = steps[t]
+    assert config.tie_word_embeddings is False
+    D, V = config.n_embd, config.vocab_size
+    assert decode.bytes["weight"] + decode.bytes["outside_products"] == size * (parameters(config).total - V * D + D)
+    kv = attention * 2 * config.n_kv_head * config.head_dim * t * size if attention else 0
+    assert decode.bytes.get("kv_cache", 0) == kv
+    state = size * _recurrent_state_moved(config)
+    assert decode.bytes["state"] == state == steps[20].bytes["state"] > 0
+    least = decode.bytes["weight"] + decode.bytes["outside_products"] + kv + state
+    assert least <= decode.total_bytes <= 1.01 * least
+    assert 1 / decode.time_s <= machine("h100-sxm").bandwidth / least
+    # The state's products read the state (B) or write it (their output), the conv reads its windows as a view
+    ops = {o.op: o.bytes for o in decode.ops}
+    conv = next(op for op in ops if op.endswith(".conv"))
+    assert set(ops[conv]) == {"activations", "weight", "state"}
+    for op, moved in ops.items():
+        if op.startswith(("delta.", "ssm.input", "ssm.output")):
+            assert set(moved) == {"activations", "state"}, (op, moved)
+
+
+def test_a_hybrid_s_count_with_hardware_writes_the_roofline_of_its_scan(tmp_path):
+    """count --preset qwen3.5-27b --tokens 1000 --hardware h100-sxm --json --html: the JSON's hardware object has the
+    state among a decode step's bytes, the prefill's scan products read and write it, and the page draws every
+    product of both passes as a point."""
+    html, out = tmp_path / "count.html", tmp_path / "count.json"
+    result = run_cli("count", "--preset", "qwen3.5-27b", "--tokens", "1000", "--hardware", "h100-sxm", "--json",
+                     str(out), "--html", str(html))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    hw = json.loads(out.read_text())["hardware"]
+    assert hw["name"] == "h100-sxm" and hw["prefill_s"] > 0 and hw["decode_tokens_per_s"] > 0
+    assert set(hw["decode"]["bytes_by_operand"]) >= {"weight", "kv_cache", "state", "activations"}
+    prefill = {o["op"]: o["bytes_by_operand"] for o in hw["prefill"]["ops"]}
+    assert "state" in prefill["delta.read"] and "state" in prefill["delta.query"] and "state" in prefill["delta.write"]
+    assert "state" not in prefill["delta.kk"] and "state" not in prefill["delta.mix"]  # keys, chunks: activations
+    page = html.read_text()
+    assert page.count('class="point') == len(hw["prefill"]["ops"]) + len(hw["decode"]["ops"])
+    assert "the state's products too" in result.stdout + result.stderr
+
+
 def test_a_mixture_reads_only_the_experts_that_got_tokens():
     """Balanced routing spreads B T k rows over min(E, B T k) experts; worst sends them all to k. A decode step of one
     sequence reads k experts' weights: its products read what `params` calls active, less the embedding table (a row

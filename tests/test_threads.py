@@ -130,7 +130,8 @@ def test_the_thread_choice_lives_in_one_place():
     """threads.py alone sets the BLAS's threads (threadpoolctl) and keeps a pool of workers (concurrent.futures;
     no other module of the engine or the families starts a thread); Tape.matmul alone asks it how to run a product,
     ops.rowwise alone shares rows out; nothing sets a thread count through the environment. (The hub's download
-    check waits for an answer on a thread of its own, which computes nothing.)"""
+    check waits for an answer on a thread of its own, which computes nothing; the bandwidth probe of count --hardware
+    this-cpu reads its slices on the engine's workers, through spread.)"""
     home = PACKAGE / "engine" / "threads.py"
     callers: dict[str, set[str]] = {"sized_for_threads": set(), "spread": set()}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -147,4 +148,5 @@ def test_the_thread_choice_lives_in_one_place():
                     if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in callers:
                         callers[call.func.id].add(f"{where}:{node.name}")
     assert callers == {"sized_for_threads": {"engine/tape.py:matmul"},
-                       "spread": {"engine/ops.py:rowwise", "engine/threads.py:sized_for_threads"}}  # fmt: skip
+                       "spread": {"engine/ops.py:rowwise", "engine/threads.py:sized_for_threads",
+                                  "verbs/hardware.py:streaming_bandwidth"}}  # fmt: skip

@@ -1,11 +1,22 @@
-"""The KV cache: each layer's keys and values for every position so far, preallocated to the context size.
+"""The model's cache, layer by layer: what each layer keeps from one forward pass for the next.
 
-With it, a decode step computes K and V for the one new token only and attends over the stored
-rows; without it, every step recomputes K and V for the whole sequence. The buffers are allocated
-once, and new rows are written in place: nothing is concatenated per step.
+An attention layer keeps the keys and values of every position so far, preallocated to the context size: with
+them, a decode step computes K and V for the one new token only and attends over the stored rows; without them,
+every step recomputes K and V for the whole sequence. New rows are written in place: nothing is concatenated per
+step. A recurrent layer (linear attention, a state-space layer) keeps a few named arrays of a fixed size instead
+(a convolution's last inputs, a recurrent state), which its forward pass reads and overwrites in place: their
+size does not depend on the context. A layer may keep nothing.
+
+What each layer keeps is declared by the model's config (`config.layer_cache(i)`: `KeysValues` or `State`), so
+that this module, memory accounting and the reports never need to know which family they hold.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
+from typing import Any
 
 import numpy as np
 
@@ -17,90 +28,165 @@ def first_attended(past: int, window: int | None) -> int:
     return 0 if window is None else max(0, past - window + 1)
 
 
-class KVCache:
-    """`n_head` is the number of key/value heads (fewer than the query heads under grouped-query attention).
+@dataclass(frozen=True)
+class KeysValues:
+    """What an attention layer keeps a position: `heads` key/value heads of keys d_key wide and values d_value wide
+    (d_key where None), read back from the first position its queries can see (`window`: the last `window` ones, or
+    all). `rows`: other arrays the layer keeps a position beside them, (name, shape of one position's numbers), as a
+    sparse-attention indexer keeps its own keys; each is held [..., capacity, *shape] and extended by the layer."""
 
-    With a sliding `window`, every position stays stored, but a pass reads back only the rows its
-    queries can see: a view, so attention past the window costs window-sized products. `window` is one for
-    every layer, or a tuple with each layer's.
+    heads: int
+    d_key: int
+    d_value: int | None = None
+    window: int | None = None
+    rows: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
-    `d_index`: a sparse-attention indexer's keys, one of d_index numbers a position and layer (DeepSeek-V3.2's
-    lightning indexer scores every earlier position with them), held beside K and V: `index_keys`.
-    """
-
-    def __init__(
-        self,
-        n_layer: int,
-        n_head: int,
-        d_head: int,
-        capacity: int,
-        batch: tuple[int, ...] = (),
-        shape_only: bool = False,
-        window: int | tuple[int | None, ...] | None = None,
-        dtype=np.float32,
-        d_value: int | None = None,
-        d_index: int | None = None,
-    ) -> None:
-        self.window = window
-        shape = (*batch, n_head, capacity, d_head)
-        value_shape = shape[:-1] + (d_head if d_value is None else d_value,)  # values narrower than keys (MLA)
-        index_shape = (*batch, capacity, d_index or 0)
-        layers = range(n_layer) if d_index is not None else range(0)
-        self.keys: list = []  # arrays, or shape-only stand-ins
-        self.values: list = []
-        self.index_keys: list = []  # [*batch, capacity, d_index] a layer, where the model has an indexer
-        if shape_only:
-            self.keys = [ShapeOnly(shape) for _ in range(n_layer)]
-            self.values = [ShapeOnly(value_shape) for _ in range(n_layer)]
-            self.index_keys = [ShapeOnly(index_shape) for _ in layers]
-        else:
-            self.keys = [np.empty(shape, dtype=dtype) for _ in range(n_layer)]  # the model's dtype (Model.new_cache)
-            self.values = [np.empty(value_shape, dtype=dtype) for _ in range(n_layer)]
-            self.index_keys = [np.empty(index_shape, dtype=dtype) for _ in layers]
-        self.capacity = capacity
-        self.length = 0  # positions stored, the same in every layer once a forward pass is complete
+    kind = "keys and values"
 
     @property
-    def nbytes(self) -> int:
-        return self.numbers * np.dtype(self.keys[0].dtype).itemsize if self.keys else 0
+    def numbers_per_position(self) -> int:
+        """The numbers one position costs this layer: K and V of every head, and its other rows."""
+        keys_and_values = self.heads * (self.d_key + (self.d_key if self.d_value is None else self.d_value))
+        return keys_and_values + sum(prod(shape) for _, shape in self.rows)
+
+    def positions_held(self, positions: int) -> int:
+        """The positions this layer must hold after `positions` tokens: all, or at most its window."""
+        return positions if self.window is None else min(positions, self.window)
+
+
+@dataclass(frozen=True)
+class State:
+    """What a recurrent layer keeps: named arrays of fixed shapes (one sequence's; the batch axis comes first),
+    whatever the context: a Gated DeltaNet layer's conv inputs and [H, dk, dv] delta-rule state, a Mamba-2 layer's
+    conv inputs and [H, P, N] SSM state. No arrays: a layer that keeps nothing (an MLP-only layer)."""
+
+    arrays: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    kind = "state"
 
     @property
     def numbers(self) -> int:
-        """The numbers the cache holds: K and V, and the indexer's keys where there are any."""
-        return sum(k.size + v.size for k, v in zip(self.keys, self.values)) + sum(k.size for k in self.index_keys)
+        return sum(prod(shape) for _, shape in self.arrays)
 
-    def layer(self, i: int) -> LayerCache:
-        return LayerCache(self, i)
+
+NOTHING = State()  # what a layer without attention or recurrence keeps
+
+
+class KVCache:
+    """The whole model's cache: one handle per layer (`layer(i)`), as `layers` declares each (`KeysValues` or
+    `State`), for `capacity` positions of a batch of shape `batch` (() for one sequence), in `dtype`; shape-only
+    stand-ins where the model has no weights (counting).
+
+    Built from a config by Model.new_cache. The older signature, n_layer attention layers of `n_head` key/value heads
+    of d_head (d_value for the values, where narrower) with one sliding `window` for all or a tuple of each layer's,
+    still builds a cache of attention layers alone.
+    """
+
+    def __init__(self, n_layer: int = 0, n_head: int = 0, d_head: int = 0, capacity: int = 0,
+                 batch: tuple[int, ...] = (), shape_only: bool = False,
+                 window: int | tuple[int | None, ...] | None = None, dtype=np.float32, d_value: int | None = None,
+                 layers: Sequence[KeysValues | State] | None = None) -> None:  # fmt: skip
+        if layers is None:
+            windows = window if isinstance(window, tuple) else (window,) * n_layer
+            layers = [KeysValues(n_head, d_head, d_value, w) for w in windows]
+        self.specs = tuple(layers)
+        self.capacity = capacity
+        self.length = 0  # positions seen, the same in every layer once a forward pass is complete
+
+        def array(shape: tuple[int, ...], zeros: bool = False):
+            if shape_only:
+                return ShapeOnly(shape, dtype)
+            return np.zeros(shape, dtype) if zeros else np.empty(shape, dtype)  # the model's dtype (Model.new_cache)
+
+        self.layers: list[LayerCache | LayerState] = []
+        for i, spec in enumerate(self.specs):
+            if isinstance(spec, KeysValues):
+                d_value = spec.d_key if spec.d_value is None else spec.d_value
+                keys = array((*batch, spec.heads, capacity, spec.d_key))
+                values = array((*batch, spec.heads, capacity, d_value))
+                rows = {name: array((*batch, capacity, *shape)) for name, shape in spec.rows}
+                self.layers.append(LayerCache(self, i, keys, values, rows))
+            else:  # a recurrent state starts at zero, as a fresh sequence's
+                self.layers.append(LayerState(self, i, {name: array((*batch, *shape), zeros=True)
+                                                        for name, shape in spec.arrays}))  # fmt: skip
+
+    @property
+    def keys(self) -> list:
+        """The attention layers' key arrays [..., Hkv, capacity, dh], in layer order."""
+        return [h.keys for h in self.layers if isinstance(h, LayerCache)]
+
+    @property
+    def values(self) -> list:
+        return [h.values for h in self.layers if isinstance(h, LayerCache)]
+
+    @property
+    def window(self) -> tuple[int | None, ...]:
+        """Each layer's sliding window (None for every layer that is not an attention layer with one)."""
+        return tuple(s.window if isinstance(s, KeysValues) else None for s in self.specs)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(h.nbytes for h in self.layers)
+
+    def layer(self, i: int) -> Any:
+        """Layer i's handle: a LayerCache (keys and values: append) for an attention layer, a LayerState (named
+        arrays: state[name]) for one that keeps a state; each family's layer knows which it asked for."""
+        return self.layers[i]
 
     def advance(self, n: int) -> None:
         self.length += n
 
 
 class LayerCache:
-    """One layer's view of the cache during one forward pass."""
+    """One attention layer's keys and values (and any other rows it keeps a position), written by each pass."""
 
-    def __init__(self, cache: KVCache, layer: int) -> None:
+    def __init__(self, cache: KVCache, layer: int, keys, values, rows: dict) -> None:
         self.cache, self.index = cache, layer
+        self.keys, self.values, self.rows = keys, values, rows
+        self.spec: KeysValues = cache.specs[layer]  # type: ignore[assignment]  # an attention layer's
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.values.nbytes + sum(r.nbytes for r in self.rows.values())
+
+    def _room(self, T: int) -> int:
+        """The positions stored before this pass, after checking that T more fit."""
+        past = self.cache.length
+        if past + T > self.cache.capacity:
+            raise ValueError(f"KV cache holds {self.cache.capacity} positions; {past + T} needed")
+        return past
 
     def append(self, k, v):
         """Write this pass's rows [..., H, T, dh] after the stored ones; return the rows the pass attends to,
         [..., H, t, dh]: all of them, or those inside the sliding window of the earliest new query."""
-        past, T = self.cache.length, k.shape[-2]
-        if past + T > self.cache.capacity:
-            raise ValueError(f"KV cache holds {self.cache.capacity} positions; {past + T} needed")
-        keys, values = self.cache.keys[self.index], self.cache.values[self.index]
-        keys[..., past : past + T, :] = k
-        values[..., past : past + T, :] = v
-        window = self.cache.window
-        start = first_attended(past, window[self.index] if isinstance(window, tuple) else window)
-        return keys[..., start : past + T, :], values[..., start : past + T, :]
+        T = k.shape[-2]
+        past = self._room(T)
+        self.keys[..., past : past + T, :] = k
+        self.values[..., past : past + T, :] = v
+        start = first_attended(past, self.spec.window)
+        return self.keys[..., start : past + T, :], self.values[..., start : past + T, :]
 
-    def append_index(self, k):
-        """Write this pass's indexer keys [..., T, d_index] after the stored ones; return all t of them, [..., t,
-        d_index]: the indexer scores every earlier position."""
-        past, T = self.cache.length, k.shape[-2]
-        if past + T > self.cache.capacity:
-            raise ValueError(f"KV cache holds {self.cache.capacity} positions; {past + T} needed")
-        keys = self.cache.index_keys[self.index]
-        keys[..., past : past + T, :] = k
-        return keys[..., : past + T, :]
+    def extend(self, name: str, new):
+        """Write this pass's rows [..., T, *shape] of the array `name` (KeysValues.rows) after the stored ones; return
+        the rows the pass reads, [..., t, *shape], from the first position append's keys start at."""
+        held, trailing = self.rows[name], len(dict(self.spec.rows)[name])
+        T = new.shape[new.ndim - 1 - trailing]
+        past = self._room(T)
+        lead = (slice(None),) * (held.ndim - 1 - trailing)  # the batch axes before the positions
+        held[lead + (slice(past, past + T),)] = new
+        return held[lead + (slice(first_attended(past, self.spec.window), past + T),)]
+
+
+class LayerState:
+    """One recurrent layer's state: its named arrays (State.arrays, the batch axis first), which its forward pass
+    reads with state[name] and overwrites in place (state[name][...] = new). They start at zero."""
+
+    def __init__(self, cache: KVCache, layer: int, arrays: dict) -> None:
+        self.cache, self.index, self.arrays = cache, layer, arrays
+
+    def __getitem__(self, name: str):
+        return self.arrays[name]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays.values())

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
-from .stages import B_OPERANDS, Stage
+from .stages import B_OPERANDS, READS_STATE, STATE, Stage
 
 
 def dot_product_count(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[tuple[int, ...], int, int]:
@@ -82,6 +82,10 @@ class Record:
     # which sum to the record's. Which tokens went where depends on the data (or, counting from a config alone, on
     # the routing assumed), not on the shapes: two records of the same shapes are equal whatever their breakdown.
     breakdown: tuple[Part, ...] | None = field(default=None, compare=False)
+    # (dot products, MACs) of this op's work in the recurrent form, where the pass computed a scan in chunks (a
+    # linear-attention or state-space layer over a prompt): what the same positions cost token by token, as a decode
+    # step computes them (0, 0 for a product the recurrent form does not have); None: the pass computed it that way.
+    recurrent: tuple[int, int] | None = None
     # On scores and mix of sparse attention: the most keys a query attends to, those an indexer chose (DeepSeek-V3.2's
     # index_topk); None: every key it can see. The shapes stay the dense form's; `computed` says what was computed.
     selected: int | None = None
@@ -173,8 +177,35 @@ class Record:
     def b_operand(self) -> str | None:
         """What B of this product is, read off its stage's group (stages.B_OPERANDS): "weight" (a parameter, shared by
         every row and sequence: read once a pass), "kv_cache" (the keys or values of the attended positions) or
-        "state" (a recurrent state); A and the output are activations. None for a stage that is not a product."""
-        return None if self.a_shape is None else B_OPERANDS.get(self.stage.group, "weight")
+        "state" (a recurrent state: Stage.state), "activations" (a scan's other products); A and the output are
+        activations. None for a stage that is not a product."""
+        if self.a_shape is None:
+            return None
+        return "state" if self.stage.state == READS_STATE else B_OPERANDS.get(self.stage.group, "weight")
+
+    @property
+    def dense_form_dot_products(self) -> int:
+        """This record in the pass's dense form: attention's every T x t score where row chunks or an indexer's choice
+        computed fewer (the dense product of its shapes), any other product as computed (a solve row by row is not
+        attention)."""
+        return self.dense_dot_products if self._attention_cut else self.dot_products
+
+    @property
+    def dense_form_macs(self) -> int:
+        return self.dense_macs if self._attention_cut else self.macs
+
+    @property
+    def _attention_cut(self) -> bool:
+        return self.row_chunk is not None or self.selected is not None
+
+    @property
+    def recurrent_dot_products(self) -> int:
+        """The recurrent form's (Record.recurrent), where a scan ran in chunks; the computed ones elsewhere."""
+        return self.dot_products if self.recurrent is None else self.recurrent[0]
+
+    @property
+    def recurrent_macs(self) -> int:
+        return self.macs if self.recurrent is None else self.recurrent[1]
 
     # Causal attention computes the dense T x t scores and masks the future afterwards; these say how
     # much of that work the mask keeps (on "scores" and "mix"; None elsewhere). Query row i of T (at
@@ -240,6 +271,8 @@ class Record:
                 d["selected_keys"] = min(t, self.selected)
         if self.breakdown is not None:
             d["breakdown"] = [part.to_dict() for part in self.breakdown]
+        if self.recurrent is not None:  # a scan computed in chunks: this op in the recurrent form
+            d["recurrent_dot_products"], d["recurrent_macs"] = self.recurrent
         return d
 
 
@@ -285,7 +318,7 @@ class Phase:
             # a finished row: every slot up to this pass's last counts as padding
             pads = [self.context if done else pad for pad, done in zip(self.pads, self.finished)]
             for r in self.records:
-                n, m = padding_of(r, pads, self.context)
+                n, m = padding_of(r, pads, self.context, self.tokens)
                 dot_products, macs = dot_products + n, macs + m
         return Totals(dot_products, macs)
 
@@ -304,11 +337,20 @@ class Phase:
     @property
     def dense_dot_products(self) -> int:
         """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
-        return sum(r.dense_dot_products for r in self.records)
+        return sum(r.dense_form_dot_products for r in self.records)
 
     @property
     def dense_macs(self) -> int:
-        return sum(r.dense_macs for r in self.records)
+        return sum(r.dense_form_macs for r in self.records)
+
+    @property
+    def recurrent_dot_products(self) -> int:
+        """Had every scan computed in chunks run token by token instead (Record.recurrent); dot_products elsewhere."""
+        return sum(r.recurrent_dot_products for r in self.records)
+
+    @property
+    def recurrent_macs(self) -> int:
+        return sum(r.recurrent_macs for r in self.records)
 
     def layer_records(self, layer: int) -> list[Record]:
         return [r for r in self.records if r.layer == layer]
@@ -354,18 +396,11 @@ class Phase:
             "dot_products": self.dot_products,
             "macs": self.macs,
             "flops": self.flops,
-        } | (
-            {}
-            if not self.pads
-            else {
-                "pads": list(self.pads),
-                "finished": list(self.finished),
-                "padding": padding_dict(self.padding, self.macs),
-            }
-        )
+        } | recurrent_dict(self) | ({} if not self.pads else {"pads": list(self.pads), "finished": list(self.finished),
+                                       "padding": padding_dict(self.padding, self.macs)})  # fmt: skip
 
 
-def padding_of(r: Record, pads: list[int], context: int) -> tuple[int, int]:
+def padding_of(r: Record, pads: list[int], context: int, tokens: int | None = None) -> tuple[int, int]:
     """(dot products, MACs) of one batched product [B, ..., rows, cols] spent on padding.
 
     Row b of the batch is padding in its first pads[b] slots (of the `context` slots so far). A MAC
@@ -374,9 +409,18 @@ def padding_of(r: Record, pads: list[int], context: int) -> tuple[int, int]:
     that pair; mix: the pad keys' terms of a real query's weighted sum, whose dot product is not
     padding). A dot product is padding when all its MACs are. The output rows are the last `rows`
     slots of the context (logits: the last one only); the keys of scores and mix the last t.
+
+    A recurrent layer's scan (its products of group STATE, laid out by chunks, not by slots) spends on each row's
+    pad slots their share of that row's work: pads among the pass's `tokens` slots (0 where `tokens` is not given).
     """
     if r.a_shape is None:
         return 0, 0
+    if r.stage.group == STATE:
+        if not tokens:
+            return 0, 0
+        pad_slots = sum(min(max(pad - (context - tokens), 0), tokens) for pad in pads)  # over the batch's rows
+        share = len(pads) * tokens
+        return r.dot_products * pad_slots // share, r.macs * pad_slots // share
     rows, cols = r.out_shape[-2:]
     heads = prod(r.out_shape[1:-2])  # [B, rows, cols]: 1; [B, H, T, t] or [B, Hkv, G, T, t]: the heads
     keys = cols if r.op == "scores" else r.a_shape[-1] if r.op == "mix" else 0
@@ -402,6 +446,13 @@ def padding_of(r: Record, pads: list[int], context: int) -> tuple[int, int]:
     return dot_products, macs
 
 
+def recurrent_dict(p) -> dict:
+    """The recurrent form's totals of a pass (or of totals), where a scan ran in chunks; nothing elsewhere."""
+    if p.recurrent_macs is None or (p.recurrent_dot_products, p.recurrent_macs) == (p.dot_products, p.macs):
+        return {}
+    return {"recurrent_dot_products": p.recurrent_dot_products, "recurrent_macs": p.recurrent_macs}
+
+
 def padding_dict(padding: Totals, total_macs: int) -> dict:
     return {
         "dot_products": padding.dot_products,
@@ -418,10 +469,19 @@ class Totals:
     # more than the computed ones where long passes computed attention in row chunks, equal elsewhere.
     dense_dot_products: int | None = None
     dense_macs: int | None = None
+    # What the same passes cost had every scan computed in chunks run token by token (Record.recurrent); the computed
+    # totals where no pass had one.
+    recurrent_dot_products: int | None = None
+    recurrent_macs: int | None = None
 
     @property
     def flops(self) -> int:
         return 2 * self.macs
+
+    @property
+    def scanned(self) -> bool:
+        """Some pass computed a scan in chunks: its recurrent form costs other than what was computed."""
+        return self.recurrent_macs is not None and self.recurrent_macs != self.macs
 
     @property
     def chunked(self) -> bool:
@@ -429,22 +489,18 @@ class Totals:
         return self.dense_macs is not None and self.dense_macs != self.macs
 
     def to_dict(self) -> dict:
-        dense = (
-            {}
-            if self.dense_macs is None
-            else {"dense_dot_products": self.dense_dot_products, "dense_macs": self.dense_macs}
+        dense = {} if self.dense_macs is None else {"dense_dot_products": self.dense_dot_products,
+                                                    "dense_macs": self.dense_macs}  # fmt: skip
+        return (
+            {"dot_products": self.dot_products, "macs": self.macs, "flops": self.flops} | dense | recurrent_dict(self)
         )
-        return {"dot_products": self.dot_products, "macs": self.macs, "flops": self.flops} | dense
 
 
 def totals_of(phases: Sequence[Phase | Any]) -> Totals:
     """The totals of passes: the ledger's phases, or count's folded passes (count.Pass), which answer the same."""
-    return Totals(
-        sum(p.dot_products for p in phases),
-        sum(p.macs for p in phases),
-        sum(p.dense_dot_products for p in phases),
-        sum(p.dense_macs for p in phases),
-    )
+    return Totals(sum(p.dot_products for p in phases), sum(p.macs for p in phases),
+                  sum(p.dense_dot_products for p in phases), sum(p.dense_macs for p in phases),
+                  sum(p.recurrent_dot_products for p in phases), sum(p.recurrent_macs for p in phases))  # fmt: skip
 
 
 @dataclass
@@ -482,7 +538,7 @@ class Ledger:
         for p in self.phases:
             rows = [p.context for done in p.finished if done]  # the finished rows only, wholly padding
             for r in p.records if rows else ():
-                dn, dm = padding_of(r, rows, p.context)
+                dn, dm = padding_of(r, rows, p.context, p.tokens)
                 n, m = n + dn, m + dm
         return Totals(n, m)
 

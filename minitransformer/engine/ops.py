@@ -195,6 +195,12 @@ def relu(x):
     return np.maximum(x, constant(x, 0.0))
 
 
+def relu_squared(x):
+    """relu(x)^2 (transformers' "relu2": Nemotron-H's MLPs and experts)."""
+    r = relu(x)
+    return np.multiply(r, r, out=r)
+
+
 def sigmoid(x):
     one = constant(x, 1.0)
     return one / (one + np.exp(-x))
@@ -227,6 +233,7 @@ ACTIVATIONS: dict[str, Callable] = {
     "gelu_python": gelu_exact,
     "quick_gelu": quick_gelu,
     "relu": relu,
+    "relu2": relu_squared,
     "silu": silu,
     "swish": silu,
     "tanh": np.tanh,
@@ -358,6 +365,17 @@ def slot_positions(past: int, T: int, pads=None):
     position_ids = attention_mask.cumsum(-1) - 1 on the real tokens."""
     slots = past + np.arange(T)
     return slots if pads is None else slots[None, :] - np.asarray(pads)[:, None]
+
+
+def without_pads(x, past: int, pads=None):
+    """x [B, T, n] with the rows of pad slots set to zero (a new array; x itself where there are no pads): slot
+    past + j of row b is padding when it is one of the row's first pads[b] slots. A recurrent layer (a conv, a
+    linear-attention or state-space scan) reads every earlier slot, so a left-padded row must feed it zeros where it
+    has no tokens, as transformers' apply_mask_to_padding_states does, for the row to equal its prompt alone."""
+    if pads is None or isinstance(x, ShapeOnly):
+        return x
+    real = (past + np.arange(x.shape[-2]))[None, :] >= np.asarray(pads)[:, None]  # [B, T]
+    return x * real[..., None].astype(x.dtype)
 
 
 def add_mask(s, bias, out=None):

@@ -15,6 +15,7 @@ Dimension symbols used in shapes:
     D  d_model      H  query heads      dh  d_head (D / H unless the config says otherwise)
     Hkv  key/value heads (H for GPT-2)          G  query heads per key/value head (H / Hkv)
     F  MLP width    V  vocabulary   R  rows of logits: 1 during generation, T for model.logits()
+    C, N  a scan's chunk (positions) and number of chunks in this pass (a recurrent layer's prompt, in chunks)
     Te  rows that depend on the data: the tokens a router sends to expert e (Tape.with_sizes names them)
 """
 
@@ -35,6 +36,11 @@ class Stage:
     reads: str  # symbolic shape(s) of the input, for traces
     group: str = ""  # for matrix products: which part of the model's arithmetic they are (count's summary)
     reads_stream: bool = False  # it reads the residual stream x itself: where a branch leaves the stream
+    # How a recurrent layer's product meets the layer's state (engine/kvcache.py State), for the bytes it moves
+    # (verbs/memory.operand_bytes): READS_STATE (its B is the state), WRITES_STATE (its output is the state's update,
+    # the state's size, added to it) or CONV_WINDOWS (a causal conv: A is K-wide windows, a view of the conv state's
+    # K - 1 inputs and the pass's own); "" for the others (their B is a weight, the KV cache or activations)
+    state: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,8 +92,11 @@ UNEMBEDDING = "logits"
 STATE = "recurrent state"
 # What the B operand of a product is, by the product's group: a weight (a parameter, the same for every row and every
 # sequence, so a pass reads it once however many rows use it) in every group but these, whose B the pass computes or
-# keeps: the keys and values of the attended positions (read from the KV cache), a recurrent state.
-B_OPERANDS = {ATTENTION_SCORES: "kv_cache", STATE: "state"}
+# keeps: the keys and values of the attended positions (read from the KV cache), a recurrent state or what the scan
+# computed from its inputs.
+# Of a scan's products only those that read the state (Stage.state) have it as B; the others multiply activations.
+B_OPERANDS = {ATTENTION_SCORES: "kv_cache", STATE: "activations"}
+READS_STATE, WRITES_STATE, CONV_WINDOWS = "reads", "writes", "windows"
 
 # The two stages after the blocks that every family shares: the last position, then the unembedding.
 LAST = Stage("last", ("last",), "select", "h = h[last position]  (generation needs only the next token)", "h [T, D]")

@@ -21,6 +21,7 @@ from ..errors import UserError
 from .experts import ExpertParts
 from .kvcache import first_attended
 from .ledger import Phase, Record, dot_product_count
+from .pieces import Pieces
 from .precision import Precision
 from .row_chunks import in_row_chunks, on_chosen_keys
 from .shapes import ShapeOnly
@@ -180,6 +181,9 @@ class Tape:
     # tape writes (record_experts); None where nobody keeps a ledger or watches. engine/experts.py says more.
     parts: ExpertParts | None = None
     routed: object = None  # the expert whose rows this tape's stages compute (Tape.expert; families/moe.Routed)
+    # Inside a computation done piece by piece (Tape.in_pieces: a scan's chunks, a triangular solve's rows): what each
+    # piece computed, for the one record per op that the whole pass's tape writes (record_pieces; engine/pieces.py).
+    pieces: Pieces | None = None
     # bfloat16, float16, fp8: what products' operands and outputs and stages' values are rounded to (precision.py);
     # also widens weights kept in their 2-byte format. None: float32, nothing rounded.
     precision: Precision | None = None
@@ -266,6 +270,49 @@ class Tape:
                     f"(hook the router's stages or moe.out instead)"
                 )
 
+    def in_pieces(self) -> Tape:
+        """The tape of a computation done piece by piece (a scan over chunks, a solve row by row: engine/pieces.py):
+        each piece's products and stages run on it (with that piece's sizes, Tape.with_sizes), and are written, and
+        shown to watchers, as one record per op by record_pieces after the last piece."""
+        pieces = None if self.unobserved else Pieces(self.phase is not None, self.watcher is not None)
+        return replace(self, phase=None, watcher=None, pieces=pieces)
+
+    def record_pieces(self, pieces: Tape, whole: dict[str, str], along: str | None = None, values: dict | None = None,
+                      recurrent: dict[str, tuple[int, int]] | None = None) -> None:  # fmt: skip
+        """One record per op that `pieces` (Tape.in_pieces) ran, with the shapes `whole` states for all the pieces
+        together ("Hv N C dk, Hv N dk dv -> Hv N C dv"), the dot products and MACs the pieces computed (fewer than that
+        shape's dense product: Record.computed), and `recurrent`'s (dot products, MACs) for an op of a scan computed in
+        chunks (Record.recurrent). Watchers see each op's value once: `values[op]`, or the pieces' values side by side
+        along the axis of the symbol `along` ("N") of its whole shape."""
+        done = pieces.pieces
+        if done is None:
+            return
+        for op in done.ops:
+            counted = done.counted(op)
+            if counted is None:  # a stage that is not a product
+                out_spec = whole[op]
+                record = self._record(op, self.dims.shape(out_spec), out_spec)
+            else:
+                a_spec, b_spec, out_spec = matmul_spec(whole[op])
+                dots, macs, b_batched, lengths = counted
+                a_shape, out_shape = self.dims.shape(a_spec), self.dims.shape(out_spec)
+                dense = (prod(out_shape), prod(out_shape) * a_shape[-1])
+                computed = (dots, macs) if done.counting and (dots, macs) != dense else None
+                uneven = done.counting and lengths != (a_shape[-1], a_shape[-1])  # a solve's rows: 1 .. C - 1 long
+                record = self._record(op, out_shape, out_spec, a_shape, self.dims.shape(b_spec, b_batched), computed,
+                                      recurrent=(recurrent or {}).get(op), lengths=lengths if uneven else None)  # fmt: skip
+            if not done.watched:
+                continue
+            value = (values or {}).get(op)
+            if value is None:
+                assert along is not None, f"{op}: the pieces' values go side by side along a symbol, or are given"
+                value = np.stack(done.values(op), axis=len(self.dims.batch) + symbols(out_spec).index(along))
+            self._check(op, value, out_spec)
+            if self._watch(op, value, record) is not value:
+                raise UserError(f"a hook replaced {self.prefix}{record.stage.names[0]}, a stage computed piece by "
+                                f"piece (a scan's chunks, a solve's rows), shown after the last piece: a replacement "
+                                f"cannot take effect (hook a stage before or after it instead)")  # fmt: skip
+
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;
         else None (a watcher may hold x, so it must stay as it was). A ledger holds no tensors."""
@@ -279,35 +326,14 @@ class Tape:
                 f"{self.dims.symbolic(spec)} = {list(want)}"
             )
 
-    def _record(
-        self,
-        op: str,
-        out_shape,
-        spec: str,
-        a_shape=None,
-        b_shape=None,
-        computed=None,
-        row_chunk=None,
-        breakdown=None,
-        lengths=None,
-    ) -> Record:
+    def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
+                row_chunk=None, breakdown=None, recurrent=None, lengths=None) -> Record:  # fmt: skip
         attention = op in ("scores", "mix")
         window = self.dims.window if attention else None
         assert self.stage_table is not None, "a tape that records names its stage table (Tape.stage_table)"
-        record = Record(
-            self.stage_table.stages[op],
-            self.layer_index,
-            tuple(out_shape),
-            spec,
-            a_shape,
-            b_shape,
-            window,
-            computed,
-            row_chunk,
-            lengths=lengths,
-            breakdown=breakdown,
-            selected=self.dims.selected if attention else None,
-        )
+        record = Record(self.stage_table.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
+                        computed, row_chunk, lengths=lengths, breakdown=breakdown, recurrent=recurrent,
+                        selected=self.dims.selected if attention else None)  # fmt: skip
         if self.phase is not None:
             self.phase.records.append(record)
         return record
@@ -343,20 +369,29 @@ class Tape:
         if self.parts is not None:  # one expert's rows: shown with the others' (record_experts)
             self.parts.add(op, value, self.routed, None)
             return value
+        if self.pieces is not None:  # one piece: shown with the others (record_pieces)
+            self.pieces.add(op, value, None)
+            return value
         if self.unobserved:
             return value
         record = self._record(op, values[0].shape, spec)
         return self._watch(op, value, record)
 
-    def matmul(self, op: str, a, b, spec: str, bias=None, dense: str | None = None):
+    def matmul(self, op: str, a, b, spec: str, bias=None, dense: str | None = None,
+               recurrent: tuple[int, int] | None = None):  # fmt: skip
         """out = a @ b (+ bias), counted: spec reads "T D, D 3D -> T 3D" (a, b -> out, symbolically).
 
         `dense`: where the product computes only part of a dense one (attention over the keys an indexer chose for each
         query, "H T 1 dh, H T dh s -> H T 1 s", of the dense "H T dh, H dh t -> H T t"), the dense product's spec: the
-        record keeps its shapes, with the dot products computed beside them (Record.computed), as row chunks' do."""
+        record keeps its shapes, with the dot products computed beside them (Record.computed), as row chunks' do.
+        `recurrent`: the (dot products, MACs) of this op's work in the recurrent form, where it belongs to a scan
+        computed in chunks (Record.recurrent; (0, 0) for a product the recurrent form does not have)."""
         a_spec, b_spec, out_spec = matmul_spec(spec)
         self._check(f"{op} (A)", a, a_spec)
-        self._check(f"{op} (B)", b, b_spec, batched=b.ndim > 2)  # a weight matrix is shared by the batch
+        # B has the batch's axes where it has more than its shape names (K^T, a state); a weight has none: it is
+        # shared by the batch (a matrix, or a depthwise conv's kernel [C, K, 1])
+        b_batched = b.ndim > len(symbols(b_spec))
+        self._check(f"{op} (B)", b, b_spec, batched=b_batched)
         if isinstance(a, ShapeOnly) or isinstance(b, ShapeOnly):
             out = ShapeOnly(dot_product_count(a.shape, b.shape)[0])
         else:
@@ -379,7 +414,7 @@ class Tape:
         self._check(op, out, out_spec)
         if self.rows is not None:  # a chunk of query rows: summed into the whole pass's record (in_row_chunks)
             _, dots, length = dot_product_count(a.shape, b.shape)
-            counted = self.rows.setdefault(op, [dense or spec, b.ndim > 2, 0, 0, length, length])
+            counted = self.rows.setdefault(op, [dense or spec, b_batched, 0, 0, length, length])
             counted[2] += dots
             counted[3] += dots * length
             counted[4], counted[5] = min(counted[4], length), max(counted[5], length)  # chunks see more keys, or fewer
@@ -387,21 +422,18 @@ class Tape:
             _, dots, length = dot_product_count(a.shape, b.shape)
             self.parts.add(op, out, self.routed, (dots, dots * length))
             return out
+        if self.pieces is not None:  # one piece: summed into the whole computation's record (record_pieces)
+            _, dots, length = dot_product_count(a.shape, b.shape)
+            self.pieces.add(op, out, (dots, dots * length), b_batched, length)
+            return out
         if self.unobserved:
             return out
         if dense is None:
-            record = self._record(op, out.shape, out_spec, tuple(a.shape), tuple(b.shape))
+            record = self._record(op, out.shape, out_spec, tuple(a.shape), tuple(b.shape), recurrent=recurrent)
         else:  # the dense product's shapes, what was computed beside them
             _, dots, length = dot_product_count(a.shape, b.shape)
             a_dense, b_dense, out_dense = matmul_spec(dense)
             d = self.dims
-            record = self._record(
-                op,
-                d.shape(out_dense),
-                out_dense,
-                d.shape(a_dense),
-                d.shape(b_dense, b.ndim > 2),
-                computed=(dots, dots * length),
-                lengths=(length, length),
-            )
+            record = self._record(op, d.shape(out_dense), out_dense, d.shape(a_dense), d.shape(b_dense, b_batched),
+                                  computed=(dots, dots * length), lengths=(length, length))  # fmt: skip
         return self._watch(op, out, record)

@@ -61,6 +61,9 @@ class Layout:
     # Kinds a checkpoint holds that are buffers, not parameters (DeepSeek-V3's router correction bias): loaded and
     # checked, but left out of `params`' count, as transformers' count of model.parameters() leaves them.
     buffer_kinds: tuple[str, ...] = ()
+    # Other prefixes under which a checkpoint may keep the same base model (a multimodal checkpoint's text model,
+    # "model.language_model."); the loader takes off the longest that a name has, `prefix` included.
+    prefixes: tuple[str, ...] = ()
     ignored_pattern: re.Pattern = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -115,6 +118,32 @@ class Formulas:
     def count_notes(self, config: Any, n_prompt: int, n_new: int) -> list[str]:
         """A family's own lines in count's report (DeepSeek-V3's latent cache), for a count of n_prompt + n_new."""
         return []
+
+    # A hybrid's layers that keep a state instead of attending (linear attention, state-space layers): which they are,
+    # and the cost of their scan over a pass of T positions, one sequence (T = 1: a decode step). Every layer attends
+    # and none scans in a family of attention alone.
+    def attends(self, config: Any, layer: int) -> bool:
+        """Whether a layer attends to the earlier positions (False: it keeps a state, or nothing, instead)."""
+        return True
+
+    def scan_macs(self, config: Any, layer: int, T: int) -> int:
+        """MACs of a layer's scan over a pass of T positions (recurrent for one position, in chunks for more)."""
+        return 0
+
+    def scan_dot_products(self, config: Any, layer: int, T: int) -> int:
+        return 0
+
+    def scan_recurrent_macs(self, config: Any, layer: int, T: int) -> int:
+        """The same scan in the recurrent form, position by position (what a decode step computes): scan_macs where
+        the family has no other form."""
+        return self.scan_macs(config, layer, T)
+
+    def generation_macs(
+        self, config: Any, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1, windows: bool = True
+    ) -> int | None:
+        """A generation's MACs where the family sums them itself (a model of state-space layers); None: the shared
+        sum over the layers and passes (verbs/formulas.py)."""
+        return None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..engine.kvcache import KeysValues, State
 from ..errors import UserError
 from . import rotary
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 # The activations of transformers' ACT2FN that this project computes (see ops.ACTIVATIONS).
 SUPPORTED_ACTIVATIONS = (
     "gelu_new", "gelu_pytorch_tanh", "gelu_python_tanh", "gelu_fast", "gelu", "gelu_python",
-    "quick_gelu", "relu", "silu", "swish", "tanh", "sigmoid", "linear",
+    "quick_gelu", "relu", "relu2", "silu", "swish", "tanh", "sigmoid", "linear",
 )  # fmt: skip
 
 
@@ -67,6 +68,8 @@ class ModelConfig:
         def from_hf_dict(cls, hf: dict, name: str) -> ModelConfig: ...
 
         def to_dict(self) -> dict: ...
+
+        def to_hf_dict(self) -> dict: ...
 
     @property
     def d_model(self) -> int:
@@ -115,6 +118,14 @@ class ModelConfig:
         """The sliding window of a layer's attention (None: it sees every earlier position)."""
         return self.sliding_window
 
+    def layer_cache(self, layer: int) -> KeysValues | State:
+        """What a layer keeps from one pass for the next (engine/kvcache.py): an attention layer's keys and values,
+        n_kv_head heads of d_head and d_value a position, read back from its window; a family whose layers keep
+        something else (a recurrent state, nothing) says so here, and the cache, memory and reports follow. An
+        indexer's keys (d_index) are kept beside K and V, a row of d_index numbers a position: index_keys."""
+        rows = (("index_keys", (self.d_index,)),) if self.d_index is not None else ()
+        return KeysValues(self.n_kv_head, self.d_head, self.d_value, self.layer_window(layer), rows)
+
     def prefix(self, n_layer: int) -> ModelConfig:
         """The same model cut to its first n_layer layers (count's twin)."""
         dataclass_config: Any = self  # every family's config is a dataclass
@@ -124,6 +135,14 @@ class ModelConfig:
         """The rotary positions of a layer's attention (families/rotary.py), None where it has none (GPT-2's learned
         positions, a layer without attention)."""
         return None
+
+
+def rope_dict(theta: float, scaling: tuple | None = None, **more) -> dict:
+    """transformers 5's rope_parameters of a config: the rope type, theta and the scaling's keys (tuples as lists)."""
+    rope: dict = {"rope_type": "default", "rope_theta": theta}
+    for key, value in scaling or ():
+        rope[key] = list(value) if isinstance(value, tuple) else value
+    return rope | more
 
 
 def flag(hf: dict, key: str) -> bool:

@@ -3,9 +3,10 @@ what its layer needs (its cache's handle, the mask of its window, the rotary tab
 the logits. A family hands it its block and says where its checkpoint keeps the rest; `Decoder(...)` is its forward
 pass (architecture.Forward).
 
-Each layer's tape carries its window (tape.layer(i)), and the decoder makes each window's mask and each rope's
-tables once a pass: layers that alternate a window and full attention (Gemma, gpt-oss), or a local rotary base
-(Gemma 3), each get their own. Counting without weights (shape-only stand-ins) makes no masks and tables of the right
+Each layer's tape carries its window (tape.layer(i)), and the decoder makes each window's mask (for the layers that
+attend: those that keep keys and values, config.layer_cache(i)) and each rope's tables (config.rope(i)) once a pass:
+layers that alternate a window and full attention (Gemma, gpt-oss), or a local rotary base (Gemma 3), each get their
+own; a hybrid's recurrent layers (Qwen3.5's Gated DeltaNet, a Mamba-2 mixer) get neither. Counting without weights (shape-only stand-ins) makes no masks and tables of the right
 shape, no values.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.kvcache import KVCache
+from ..engine.kvcache import KeysValues, KVCache
 from ..engine.ops import attention_bias, slot_positions
 from ..engine.shapes import ShapeOnly
 from ..engine.tape import Dims, Tape
@@ -76,13 +77,14 @@ class Decoder:
             e, rope = at.dims, config.rope(i)
             if rope is not None and rope not in tables:
                 tables[rope] = rotary_tables(rope, d, x, pads)
-            if e.window not in masks:
+            attends = isinstance(config.layer_cache(i), KeysValues)  # a hybrid's recurrent layers read no mask
+            if attends and e.window not in masks:
                 unmasked = shape_only or (pads is None and self.masks_its_future)
                 masks[e.window] = (
                     None if unmasked else attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
                 )
             kv = cache.layer(i) if cache is not None else None
-            inputs = LayerInputs(kv, masks[e.window], () if rope is None else tables[rope], pads)
+            inputs = LayerInputs(kv, masks[e.window] if attends else None, () if rope is None else tables[rope], pads)
             x = self.block(x, layer_params, config, at, inputs)
         h = tape.stage("ln_f", self.norm(x, getattr(p, self.final_norm), config), "T D")
         if not all_positions:

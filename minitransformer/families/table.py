@@ -16,12 +16,15 @@ from .gemma.family import ARCHITECTURE as GEMMA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .llama.family import ARCHITECTURE as LLAMA
+from .mamba2.family import ARCHITECTURE as MAMBA2
 from .mixtral.family import ARCHITECTURE as MIXTRAL
+from .nemotron_h.family import ARCHITECTURE as NEMOTRON_H
 from .neox.family import ARCHITECTURE as NEOX
 from .olmo2.family import ARCHITECTURE as OLMO2
 from .phi3.family import ARCHITECTURE as PHI3
 from .qwen3.family import ARCHITECTURE as QWEN3
 from .qwen3moe.family import ARCHITECTURE as QWEN3_MOE
+from .qwen35.family import ARCHITECTURE as QWEN3_5
 
 ARCHITECTURES: dict[str, Architecture] = {}
 PRESETS: dict[str, ModelConfig] = {}  # every family's presets, by name
@@ -66,5 +69,21 @@ def config_from_hf_dict(hf: dict, name: str) -> ModelConfig:
     raise UserError(f"config model_type={model_type!r} is not supported (supported: {', '.join(model_types())})")
 
 
-for _family in (GPT2, LLAMA, QWEN3, GEMMA, OLMO2, NEOX, PHI3, MIXTRAL, QWEN3_MOE, GPT_OSS, DEEPSEEK_V3, DEEPSEEK_V32):
+for _family in (
+    GPT2,
+    LLAMA,
+    QWEN3,
+    GEMMA,
+    OLMO2,
+    NEOX,
+    PHI3,
+    MIXTRAL,
+    QWEN3_MOE,
+    GPT_OSS,
+    DEEPSEEK_V3,
+    DEEPSEEK_V32,
+    QWEN3_5,
+    MAMBA2,
+    NEMOTRON_H,
+):
     register(_family)

@@ -132,20 +132,12 @@ class Model:
         return {**self.config.to_dict(), "source": self.source, "dtype": self.dtype.name, **narrow, **held}
 
     def new_cache(self, batch: tuple[int, ...] = (), capacity: int | None = None) -> KVCache:
+        """The model's cache for `capacity` positions (the context by default) of a batch of shape `batch`: what each
+        layer keeps, as its config declares it (config.layer_cache: keys and values, or a fixed-size state)."""
         c = self.config
         capacity = c.n_positions if capacity is None else capacity
-        return KVCache(
-            c.n_layer,
-            c.n_kv_head,
-            c.d_head,
-            capacity,
-            batch,
-            shape_only=self.shape_only,
-            window=self._windows or c.sliding_window,
-            dtype=self.dtype,
-            d_value=c.d_value,
-            d_index=c.d_index,
-        )
+        layers = tuple(c.layer_cache(i) for i in range(c.n_layer))
+        return KVCache(capacity=capacity, batch=batch, shape_only=self.shape_only, dtype=self.dtype, layers=layers)
 
     def check_ids(self, token_ids, past: int = 0) -> np.ndarray:
         """Token ids as an int array [T] or [B, T], refused with a clear message if the model can't take them

@@ -127,10 +127,11 @@ def load_weights(directory: Path, config: ModelConfig, dtype=np.float32, precisi
     weights that left its range in `events` (RangeEvent, role "weight")."""
     tensors: dict[str, _TensorInfo] = {}
     architecture = architecture_of(config)
-    prefix = architecture.layout.prefix
+    prefixes = sorted({architecture.layout.prefix, *architecture.layout.prefixes}, key=len, reverse=True)
     for file in _weight_files(directory):
         for name, info in _read_header(file).items():
-            tensors[name.removeprefix(prefix)] = info
+            prefix = next((p for p in prefixes if name.startswith(p)), "")
+            tensors[name[len(prefix) :]] = info
     expected = expected_shapes(config)
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)  # a tied head saved twice is the same tensor as wte

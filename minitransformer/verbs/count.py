@@ -23,7 +23,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps, totals_of
-from ..engine.stages import ATTENTION_SCORES, StageTable
+from ..engine.stages import ATTENTION_SCORES, STATE, StageTable
 from ..errors import UserError
 from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
@@ -146,11 +146,20 @@ class Pass:
     @property
     def dense_dot_products(self) -> int:
         """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
-        return sum(n * r.dense_dot_products for r, n in self.weighted())
+        return sum(n * r.dense_form_dot_products for r, n in self.weighted())
 
     @property
     def dense_macs(self) -> int:
-        return sum(n * r.dense_macs for r, n in self.weighted())
+        return sum(n * r.dense_form_macs for r, n in self.weighted())
+
+    @property
+    def recurrent_dot_products(self) -> int:
+        """Had every scan computed in chunks run token by token (Record.recurrent); dot_products elsewhere."""
+        return sum(n * r.recurrent_dot_products for r, n in self.weighted())
+
+    @property
+    def recurrent_macs(self) -> int:
+        return sum(n * r.recurrent_macs for r, n in self.weighted())
 
     @property
     def block_dot_products(self) -> int:
@@ -170,6 +179,11 @@ class Pass:
         first: where layers differ in their products, an op of another kind is found in that kind's layer)."""
         return next(r for r in self.before + self.block_records + self.after if r.op == op)
 
+    def has(self, op: str) -> bool:
+        """Whether some layer of the pass (or the stages outside the blocks) has the op: a model whose layers keep a
+        state and none attends has no scores."""
+        return any(r.op == op for r in self.before + self.block_records + self.after)
+
     @property
     def block_records(self) -> list[Record]:
         """The records of one layer of each kind, layer 0's kind first (just `block` where the layers are alike)."""
@@ -180,10 +194,19 @@ class Pass:
         """Keys each block's scores were computed against (t, or fewer where a sliding window cut the oldest)."""
         return self.find("scores").out_shape[-1]
 
+    @property
+    def attending_block(self) -> list[Record]:
+        """The records of the first layer that attends: layer 0's, but in a hybrid whose first layers keep a state
+        (formulas.first_attending); layer 0's where none attends."""
+        return next((records for records, _ in self.groups if any(r.stage.group == ATTENTION_SCORES for r in records)),
+                    self.block)  # fmt: skip
+
     def attention_vs_weights(self) -> AttentionVsWeights:
-        """The MACs of attention (Q K^T and A V) against those of the products with weights, per layer and in all."""
-        attention = sum(r.macs for r in self.block if r.stage.group == ATTENTION_SCORES)
-        weights = sum(r.macs for r in self.block if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
+        """The MACs of attention (Q K^T and A V) against those of the products with weights, per layer and in all
+        (a recurrent layer's scan is neither: it reads a state of fixed size and holds no weights)."""
+        block = self.attending_block
+        attention = sum(r.macs for r in block if r.stage.group == ATTENTION_SCORES)
+        weights = sum(r.macs for r in block if with_weights(r))
         outside = sum(r.macs for r in self.before + self.after if r.kind == "matmul")
         return AttentionVsWeights(self, attention, weights, outside)
 
@@ -212,10 +235,16 @@ class Pass:
         }
 
 
+def with_weights(r: Record) -> bool:
+    """A product with weights: not attention's scores and mix (they grow with t), nor a scan over a state."""
+    return r.kind == "matmul" and r.stage.group not in (ATTENTION_SCORES, STATE)
+
+
 @dataclass(frozen=True)
 class AttentionVsWeights:
     """One pass's attention (scores and mix: they grow with the context) against its products with weights
-    (q, k, v or qkv, out, the MLP: the same at every context), per layer; `outside` is the logits."""
+    (q, k, v or qkv, out, the MLP: the same at every context), per layer (the first that attends); `outside` is the
+    logits. A hybrid's scans (its recurrent layers' products over their state) are neither: all_scan."""
 
     step: Pass
     attention: int  # MACs, one layer
@@ -235,11 +264,13 @@ class AttentionVsWeights:
     @property
     def all_weights(self) -> int:
         """Every product with weights in the pass: the blocks' and the logits."""
-        weights = sum(
-            n * sum(r.macs for r in records if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
-            for records, n in self.step.groups
-        )
+        weights = sum(n * sum(r.macs for r in records if with_weights(r)) for records, n in self.step.groups)
         return weights + self.outside
+
+    @property
+    def all_scan(self) -> int:
+        """Every recurrent layer's scan in the pass (the same at any context; 0 where every layer attends)."""
+        return sum(n * sum(r.macs for r in records if r.stage.group == STATE) for records, n in self.step.groups)
 
     @property
     def ratio(self) -> Fraction:

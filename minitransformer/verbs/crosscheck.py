@@ -14,7 +14,9 @@ Each product is put in a group by its operands, the same way on both sides: a pr
 makes the logits; one that reads another parameter is a product with weights (a record whose B is a weight:
 Record.b_operand); the others multiply what the pass computed (attention's scores and mix, a scan's products). What
 FlopCounterMode counted of each product is what its total grew by while that product ran. Every difference between
-the columns is then named with its reason (reasons()), from what torch dispatched.
+the columns is then named with its reason (reasons()), from what torch dispatched; a hybrid's recurrent layers, which
+transformers' pure-PyTorch fallbacks compute otherwise than our engine, by the closed forms of crosscheck_scans.py
+(a triangular solve, which no product kernel runs, is counted beside the products: Tally.solves).
 
 Needs torch and transformers (the `hf` extra); they are imported here, when it runs, never with the package.
 """
@@ -31,6 +33,7 @@ from ..engine.ledger import Phase
 from ..engine.stages import UNEMBEDDING
 from ..errors import UserError
 from ..models.model import Model
+from .crosscheck_scans import scan_differences
 from .validate import reference_class
 
 GROUPS = ("products with weights", "products of activations", "logits")
@@ -57,6 +60,13 @@ def _macs(name: str, args: tuple, out) -> int | None:
     return None
 
 
+def _forward_substitution_macs(system, solution) -> int:
+    """MACs of solving a triangular C x C system for a [..., C, n] right-hand side, row by row: row i takes i MACs a
+    column (the rows before it), C (C - 1) / 2 a column; a diagonal that is not one adds divisions, not MACs."""
+    C = system.shape[-1]
+    return solution.numel() // C * C * (C - 1) // 2
+
+
 @dataclass
 class Tally:
     """What one forward counted, group by group: dispatched products' MACs, FlopCounterMode's, and the ops seen."""
@@ -70,6 +80,9 @@ class Tally:
     # Products written as an elementwise multiply and a sum along a dimension (aten.mul, then aten.sum of its output):
     # the multiplies, one MAC each, which no product counter sees
     multiply_sum: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GROUPS, 0))
+    # Triangular solves (aten.linalg_solve_triangular, the delta rule's chunks): no product kernel, so in no counter
+    # of products; their forward substitution's MACs, C (C - 1) / 2 a right-hand column (unit diagonal), kept beside
+    solves: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GROUPS, 0))
 
     @property
     def dispatch_macs(self) -> int:
@@ -110,6 +123,8 @@ def _tally(torch, reference, ids: list[int]) -> Tally:
                 kept, group, elements = multiplied.pop(id(args[0]))
                 if kept() is args[0]:
                     tally.multiply_sum[group] += elements
+            if name == "linalg_solve_triangular":
+                tally.solves[group_of(args)] += _forward_substitution_macs(args[0], out)
             if macs is not None:
                 group = group_of(args)
                 tally.dispatch[group] += macs
@@ -161,7 +176,8 @@ class Crosscheck:
                    "flop_counter_macs": self.eager.flop_counter[g],
                    "flop_counter_sdpa_macs": None if self.sdpa is None else self.sdpa.flop_counter[g],
                    "dispatch_sdpa_macs": None if self.sdpa is None else self.sdpa.dispatch[g],
-                   "torch_ops": dict(self.eager.ops[g]), "multiply_sum_macs": self.eager.multiply_sum[g]}  # fmt: skip
+                   "torch_ops": dict(self.eager.ops[g]), "multiply_sum_macs": self.eager.multiply_sum[g],
+                   "solve_macs": self.eager.solves[g]}  # fmt: skip
             row["reasons"] = reasons(row, self)
             rows.append(row)
         return rows
@@ -188,22 +204,33 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
     """Why the columns of one group differ, each difference named from what torch dispatched (and "the same" where
     they do not); a difference no known reason explains is said to be unexplained, with its size."""
     said = []
-    computed, dense, dispatch = row["ledger_macs"], row["ledger_dense_macs"], row["dispatch_macs"]
+    dense, dispatch = row["ledger_dense_macs"], row["dispatch_macs"]
     eager_fc, sdpa_fc = row["flop_counter_macs"], row["flop_counter_sdpa_macs"]
-    if computed != dense:
-        records = check.phase.records
+    records = [r for r in check.phase.records if group_of_record(r) == row["group"]]
+    attention = [r for r in records if r.op in ("scores", "mix")]
+    skipped = sum(r.dense_macs - r.macs for r in attention)
+    if skipped:
         seen = "the causal half" + (", and what falls before the sliding window" if any(
-            r.window is not None for r in records) else "")  # fmt: skip
+            r.window is not None for r in attention) else "")  # fmt: skip
         ways = []
         if _row_chunk(check):
             ways.append(
                 f"in row chunks of {_row_chunk(check)} query rows, each against only the keys it can see ({seen})"
             )
-        if any(r.selected is not None for r in records):  # sparse attention (DeepSeek-V3.2's)
+        if any(r.selected is not None for r in attention):  # sparse attention (DeepSeek-V3.2's)
             ways.append("each query over the keys its indexer chose alone")
-        said.append(f"ours computed attention {', and '.join(ways)}: {dense - computed:,} MACs of the dense form skipped; "
+        said.append(f"ours computed attention {', and '.join(ways)}: {skipped:,} MACs of the dense form skipped; "
                     f"--dense-attention computes every T x t score, as transformers' eager attention does")  # fmt: skip
-    if dispatch != dense:
+    for op in dict.fromkeys(r.op for r in records if r.op not in ("scores", "mix") and r.macs != r.dense_macs):
+        mine = [r for r in records if r.op == op]
+        done, whole = sum(r.macs for r in mine), sum(r.dense_macs for r in mine)
+        how = " (a triangular solve, row by row: row i a product of i numbers)" if op == "delta.solve" else ""
+        said.append(f"ours computes {op} in pieces{how}: {done:,} MACs as computed, {whole:,} in its dense form, "
+                    f"one full product")  # fmt: skip
+    differences = [d for d in scan_differences(check.model.config, len(check.ids)) if d.group == row["group"]]
+    if differences:
+        said += _named(row, differences)
+    elif dispatch != dense:
         grouped = row["torch_ops"].get("_grouped_mm", 0)
         written = row["multiply_sum_macs"]
         if dispatch < dense and dense - dispatch == written:
@@ -223,7 +250,10 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
     elif missing:
         said.append(f"UNEXPLAINED: FlopCounterMode counted {missing:,} MACs fewer than torch dispatched")
     if check.sdpa is None:
-        if row["group"] == ACTIVATIONS:
+        if row["group"] == ACTIVATIONS and not any(r.op == "scores" for r in check.phase.records):
+            said.append(f"{check.reference_class} has no attention layer (its layers are state-space ones), so there "
+                        f"is no SDPA column")  # fmt: skip
+        elif row["group"] == ACTIVATIONS:
             said.append(f"transformers offers no SDPA for {check.reference_class} (its attention is not what SDPA "
                         f"computes), so there is no SDPA column")  # fmt: skip
     elif sdpa_fc != eager_fc:
@@ -238,6 +268,26 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
         said.append("with SDPA too, torch ran attention as plain products (no fused kernel took these shapes), "
                     "which FlopCounterMode counts as in eager")  # fmt: skip
     return said or ["the same"]
+
+
+def _named(row: dict, differences: list) -> list[str]:
+    """A hybrid's differences from our dense form (crosscheck_scans), each with its closed form; what they leave
+    unexplained, if anything, with its size."""
+    said = [d.reason for d in differences]
+    dispatch, dense = row["dispatch_macs"], row["ledger_dense_macs"]
+    left = dispatch - dense - sum(d.macs for d in differences)
+    if left:
+        said.append(f"UNEXPLAINED: torch dispatched {left:,} MACs {'more' if left > 0 else 'fewer'} than our dense form "
+                    f"and the differences named here")  # fmt: skip
+    else:
+        said.append(f"so torch dispatched {dispatch:,} = our dense form {dense:,} "
+                    + " ".join(f"{'+' if d.macs > 0 else '-'} {abs(d.macs):,}" for d in differences if d.macs)
+                    + " MACs, exactly")  # fmt: skip
+    multiplies = sum(d.multiplies for d in differences)
+    if multiplies != row["multiply_sum_macs"]:
+        said.append(f"UNEXPLAINED: transformers wrote {row['multiply_sum_macs']:,} multiplies as a multiply and a sum, "
+                    f"not the {multiplies:,} named here")  # fmt: skip
+    return said
 
 
 def _row_chunk(check: Crosscheck) -> int:

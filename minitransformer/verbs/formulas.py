@@ -117,17 +117,52 @@ def computed_pairs(T: int, t: int, window: int | None = None, chunk: int | None 
     )
 
 
+def attends(config: Config, layer: int) -> bool:
+    """Whether a layer attends to the earlier positions (every family's layers but a hybrid's recurrent ones, which
+    keep a state instead: Formulas.attends)."""
+    return architecture_of(config).formulas.attends(config, layer)
+
+
+def scan_macs(config: Config, layer: int, T: int, B: int = 1) -> int:
+    """MACs of a recurrent layer's scan over a pass of T positions (the family's scan_macs: a DeltaNet's delta rule,
+    recurrent for one position, in chunks for more); 0 for a layer that attends."""
+    return B * architecture_of(config).formulas.scan_macs(config, layer, T)
+
+
+def scan_dot_products(config: Config, layer: int, T: int, B: int = 1) -> int:
+    return B * architecture_of(config).formulas.scan_dot_products(config, layer, T)
+
+
+def scan_recurrent_macs(config: Config, layer: int, T: int, B: int = 1) -> int:
+    """The same scan in the recurrent form, position by position (what a decode step computes): the family's
+    scan_recurrent_macs."""
+    return B * architecture_of(config).formulas.scan_recurrent_macs(config, layer, T)
+
+
 def layer_groups(config: Config, windows: bool = True) -> dict[tuple[int | None, int, int], int]:
-    """How many layers there are of each (sliding window, weight MACs per position, weight dot products per position):
-    {(None, 4 D^2 + 2 D F, 4 D + F): L} for GPT-2, {(W, ...): L} for Mistral, two groups where windows alternate
-    (Gemma 2) or a dense MLP stands beside experts. windows=False: as if no layer had a window, to measure what the
-    windows save."""
+    """How many attention layers there are of each (sliding window, weight MACs per position, weight dot products per
+    position): {(None, 4 D^2 + 2 D F, 4 D + F): L} for GPT-2, {(W, ...): L} for Mistral, two groups where windows
+    alternate (Gemma 2) or a dense MLP stands beside experts. windows=False: as if no layer had a window, to measure
+    what the windows save. A hybrid's recurrent layers are state_layers'."""
     counts: dict[tuple[int | None, int, int], int] = {}
     for i in range(config.n_layer):
+        if not attends(config, i):
+            continue
         window = config.layer_window(i) if windows else None
         key = (window, weight_macs_per_position(config, i), weight_dot_products_per_position(config, i))
         counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def state_layers(config: Config) -> list[int]:
+    """The layers that keep a state instead of attending (a hybrid's linear-attention or state-space layers)."""
+    return [i for i in range(config.n_layer) if not attends(config, i)]
+
+
+def _state_macs(config: Config, T: int, B: int, recurrent: bool = False) -> int:
+    """Every recurrent layer of one pass of T positions: T (products with weights per position) + its scan."""
+    scan = scan_recurrent_macs if recurrent else scan_macs
+    return sum(B * T * weight_macs_per_position(config, i) + scan(config, i, T, B) for i in state_layers(config))
 
 
 def layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
@@ -179,14 +214,24 @@ def logits_macs(config: Config, R: int = 1, B: int = 1) -> int:
 
 
 def pass_macs(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
-    """One forward pass: L blocks and the logits (the embedding is a lookup, norms are not products)."""
+    """One forward pass: L blocks and the logits (the embedding is a lookup, norms are not products); a hybrid's
+    recurrent layers cost their products with weights and their scan over the T positions, whatever t."""
     blocks = sum(n * _layer_macs(config, T, t, B, group) for group, n in layer_groups(config).items())
-    return blocks + logits_macs(config, R, B)
+    return blocks + _state_macs(config, T, B) + logits_macs(config, R, B)
+
+
+def recurrent_pass_macs(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
+    """pass_macs with every recurrent layer's scan in the recurrent form (position by position), as the ledger's
+    recurrent form reads (Record.recurrent): the same where no layer scans in chunks."""
+    blocks = sum(n * _layer_macs(config, T, t, B, group) for group, n in layer_groups(config).items())
+    return blocks + _state_macs(config, T, B, recurrent=True) + logits_macs(config, R, B)
 
 
 def pass_dot_products(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
     blocks = sum(n * _layer_dot_products(config, T, t, B, group) for group, n in layer_groups(config).items())
-    return blocks + B * R * config.vocab_size
+    states = sum(B * T * weight_dot_products_per_position(config, i) + scan_dot_products(config, i, T, B)
+                 for i in state_layers(config))  # fmt: skip
+    return blocks + states + B * R * config.vocab_size
 
 
 def decode_macs(config: Config, t: int, B: int = 1) -> int:
@@ -203,8 +248,12 @@ def generation_macs(
     With the cache, step k (1..n_new-1) computes 1 position attending to n_prompt + k (at most W of
     them). Without it, step k recomputes all t = n_prompt + k positions, each attending to the ones
     before it (a pass from position 0 has no earlier keys for a window to cut): for GPT-2 that is
-    L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V. windows=False: as if no layer had a sliding window.
+    L (t (4 D^2 + 2 D F) + 2 t^2 D) + D V. windows=False: as if no layer had a sliding window. A family whose
+    layers are not all attention (a state-space scan) gives its own generation_macs, which this returns.
     """
+    own = architecture_of(config).formulas.generation_macs(config, n_prompt, n_new, use_cache, B, windows)
+    if own is not None:
+        return own
     per_pair, (selection, _) = attention_macs_per_pair(config), selection_per_pair(config)
     chosen = config.index_topk  # an indexer's k_i: past k_i keys in reach, a query's scores and mix stop growing
     total = n_new * logits_macs(config, 1, B)
@@ -227,7 +276,10 @@ def generation_macs(
         sum_t2 += (chosen or 0) * ((cut_from + last) * (last - cut_from + 1) // 2 if cut_from <= last else 0)  # T k_i
         indexer = selection * (_sum_of_squares(last) - _sum_of_squares(first - 1))  # every pass from 0: t x t keys
         total += B * L * (per_position * sum_t + per_pair * sum_t2 + indexer)
-    return total
+    # A hybrid's recurrent layers: with the cache, the prefill's scan over the prompt, then one position a step (the
+    # recurrent form); without it, every step scans the whole sequence again.
+    passes = [n_prompt] + [1] * (n_new - 1) if use_cache else list(range(n_prompt, n_prompt + n_new))
+    return total + sum(_state_macs(config, T, B) for T in passes)
 
 
 def _sum_of_capped(n: int, k: int, window: int | None) -> int:
@@ -256,9 +308,11 @@ def kv_cache_positions(config: Config, positions: int) -> int:
 
 def kv_cache_bytes_per_token(config: Config, B: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
     """K and V (2) for each of L layers, Hkv dh numbers each (Hkv heads x dh; D for GPT-2; dh + dv for K and V
-    where values are narrower, DeepSeek-V3's MLA), and an indexer's key of d_index numbers where there is one."""
+    where values are narrower, DeepSeek-V3's MLA), and an indexer's key of d_index numbers where there is one; in a
+    hybrid, its attention layers only (a recurrent layer keeps a state of fixed size instead)."""
+    layers = sum(1 for i in range(config.n_layer) if attends(config, i))
     numbers = config.n_kv_head * (config.d_head + config.d_value) + (config.d_index or 0)
-    return B * config.n_layer * numbers * bytes_per_number
+    return B * layers * numbers * bytes_per_number
 
 
 def attention_to_weights(config: Config) -> Fraction:
@@ -268,18 +322,25 @@ def attention_to_weights(config: Config) -> Fraction:
     2 H dh t / (D (H dh + 2 Hkv dh) + H dh D + m D F), m = 2 (GPT-2) or 3 (gated), so
     X = (D (H dh + Hkv dh) + m D F / 2) / (H dh): 2 D + F for GPT-2 (6 D when F = 4 D), 2 D + 1.5 F for a
     Llama without grouping (24,704 for Llama 2 7B), D (1 + Hkv / H) + 1.5 D F / (H dh) in general. With an indexer,
-    its scores of every key count as attention too, and the law holds while t <= k_i (attention_macs beyond).
+    its scores of every key count as attention too, and the law holds while t <= k_i (attention_macs beyond). In a
+    hybrid, the first layer that attends (a recurrent layer's scan does not grow with t).
     """
     per_pair = attention_macs_per_pair(config) + selection_per_pair(config)[0]
-    return Fraction(weight_macs_per_position(config), per_pair)
+    return Fraction(weight_macs_per_position(config, first_attending(config)), per_pair)
+
+
+def first_attending(config: Config) -> int:
+    """The first layer that attends (layer 0 but in a hybrid whose first layers keep a state)."""
+    return next(i for i in range(config.n_layer) if attends(config, i))
 
 
 def attention_crossing(config: Config) -> Fraction:
-    """The context t at which a decode step's attention costs what its products with weights cost, in layer 0:
-    attention_to_weights, or, where an indexer's k_i comes first, the t at which its scores of every key make up
-    the rest: (weights - H (dh + dv) k_i) / (indexer MACs per key)."""
+    """The context t at which a decode step's attention costs what its products with weights cost, in the first layer
+    that attends: attention_to_weights, or, where an indexer's k_i comes first, the t at which its scores of every
+    key make up the rest: (weights - H (dh + dv) k_i) / (indexer MACs per key)."""
     x, chosen = attention_to_weights(config), config.index_topk
     selection = selection_per_pair(config)[0]
     if chosen is None or x <= chosen or not selection:
         return x
-    return Fraction(weight_macs_per_position(config) - attention_macs_per_pair(config) * chosen, selection)
+    weights = weight_macs_per_position(config, first_attending(config))
+    return Fraction(weights - attention_macs_per_pair(config) * chosen, selection)

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..engine.tape import Dims, Tape
+from ..engine.threads import spread
 from ..errors import UserError
 
 TERA = 1e12
@@ -136,12 +136,14 @@ def streaming_bandwidth(buffer_bytes: int = 2**28, reps: int = 3, threads: int |
     side = int((buffer_bytes // 4) ** 0.5)
     matrix = np.ones((side, side), dtype=np.float32)
     slices = np.array_split(matrix.reshape(-1), threads)
-    with ThreadPoolExecutor(threads) as pool:  # NumPy lets go of the GIL inside a reduction
 
-        def read_all() -> None:
-            list(pool.map(np.add.reduce, slices))
+    # the engine's own workers (engine/threads.py, the one place that keeps threads) sum the slices side by side:
+    # NumPy lets go of the GIL inside a reduction
+    def read(first: int, end: int) -> None:
+        for part in slices[first:end]:
+            np.add.reduce(part)
 
-        summed = matrix.nbytes / _best_time(read_all, reps)
+    summed = matrix.nbytes / _best_time(lambda: spread(read, len(slices)), reps)
     vector = np.ones((side, 1), dtype=np.float32)
     matvec = matrix.nbytes / _best_time(lambda: _product(matrix, vector), reps)
     return {"bytes_per_s": max(summed, matvec), "threads_reading_GBps": summed / 1e9, "matvec_GBps": matvec / 1e9}

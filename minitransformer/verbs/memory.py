@@ -32,8 +32,9 @@ from __future__ import annotations
 
 from math import prod
 
-from ..engine.kvcache import KVCache
+from ..engine.kvcache import KeysValues, KVCache, LayerCache, State
 from ..engine.ledger import Record
+from ..engine.stages import CONV_WINDOWS, WRITES_STATE
 from ..families.config import ModelConfig as Config
 
 FLOAT32_BYTES = 4
@@ -58,45 +59,66 @@ _LIVE_COPIES = {
 _ROW_CHUNKED = ("gather", "scores", "scale", "softcap", "mask", "softmax", "mix")
 
 
+def _specs(config: Config) -> list:
+    """What each layer keeps (config.layer_cache: KeysValues or State, engine/kvcache.py), in layer order."""
+    return [config.layer_cache(i) for i in range(config.n_layer)]
+
+
 def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
-    """The engine's own KV cache (shape-only, so nothing is allocated) holding `positions` positions:
-    K and V [Hkv, positions, dh] per layer, and an indexer's keys [positions, d_index] where the model has one."""
+    """The engine's own cache (shape-only, so nothing is allocated) holding `positions` positions: the attention
+    layers' K and V [Hkv, positions, dh] (and any rows they keep beside them); a recurrent layer's state is not a KV
+    cache (state_bytes)."""
     lead = (batch,) if batch > 1 else ()
-    cache = KVCache(
-        config.n_layer,
-        config.n_kv_head,
-        config.d_head,
-        positions,
-        lead,
-        shape_only=True,
-        d_value=config.d_value,
-        d_index=config.d_index,
-    )
-    return cache.numbers * bytes_per_number
+    cache = KVCache(capacity=positions, batch=lead, shape_only=True, layers=_specs(config))
+    return sum(h.nbytes for h in cache.layers if isinstance(h, LayerCache)) // FLOAT32_BYTES * bytes_per_number
+
+
+def state_bytes(config: Config, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
+    """The recurrent layers' states (State.arrays), whatever the context: the same after 10 tokens as after 100,000."""
+    return batch * bytes_per_number * sum(s.numbers for s in _specs(config) if isinstance(s, State))
 
 
 def cache_positions(config: Config, positions: int) -> int:
     """The positions a KV cache must hold after `positions` tokens: all, or at most the sliding window (the most
-    any layer holds, where layers differ: layer_cache_positions)."""
-    return max(n for n, _ in layer_cache_positions(config, positions).values())
+    any layer holds, where layers differ: layer_cache_positions); 0 in a model without attention layers."""
+    return max((n for n, _ in layer_cache_positions(config, positions).values()), default=0)
 
 
 def layer_cache_positions(config: Config, positions: int) -> dict[str, tuple[int, int]]:
-    """Per layer type (config.layer_types): (positions each of its layers must hold after `positions` tokens, its
-    number of layers). A layer with a sliding window W holds at most W (no query reads further back), one without
-    it every position: where some layers slide and others do not (Gemma's), the cache is the sum of the two."""
+    """Per layer type (config.layer_types) of the layers that keep keys and values: (positions each of its layers
+    must hold after `positions` tokens, its number of layers). A layer with a sliding window W holds at most W (no
+    query reads further back), one without it every position: where some layers slide and others do not (Gemma's),
+    the cache is the sum of the two."""
     kinds: dict[str, tuple[int, int]] = {}
-    for i, kind in enumerate(config.layer_types):
-        window = config.layer_window(i)
-        held = positions if window is None else min(positions, window)
-        kinds[kind] = (held, kinds.get(kind, (0, 0))[1] + 1)
+    for kind, spec in zip(config.layer_types, _specs(config)):
+        if isinstance(spec, KeysValues):
+            kinds[kind] = (spec.positions_held(positions), kinds.get(kind, (0, 0))[1] + 1)
     return kinds
 
 
 def kv_cache_bytes_after(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
-    """The bytes of K and V that every layer must hold after `positions` tokens, each layer at most its window."""
-    per_position = kv_cache_bytes(config, 1, batch, bytes_per_number) // config.n_layer  # one layer, one position
-    return sum(n * held * per_position for held, n in layer_cache_positions(config, positions).values())
+    """The bytes of K and V that every attention layer must hold after `positions` tokens, each at most its window."""
+    return batch * bytes_per_number * sum(s.positions_held(positions) * s.numbers_per_position
+                                          for s in _specs(config) if isinstance(s, KeysValues))  # fmt: skip
+
+
+def layer_caches(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> dict:
+    """What each layer type keeps after `positions` tokens, and its bytes: keys and values (growing with the
+    context, up to a window) or a state (State.arrays, the same at any context), or nothing; for memory's JSON."""
+    kinds: dict[str, dict] = {}
+    for kind, spec in zip(config.layer_types, _specs(config)):
+        entry = kinds.setdefault(kind, {"holds": spec.kind, "layers": 0, "bytes": 0})
+        entry["layers"] += 1
+        if isinstance(spec, KeysValues):
+            entry["positions"] = spec.positions_held(positions)
+            each = spec.positions_held(positions) * spec.numbers_per_position
+        else:
+            entry["holds"] = spec.kind if spec.arrays else "nothing"
+            entry["state"] = {name: list(shape) for name, shape in spec.arrays}
+            each = spec.numbers
+        entry["bytes_per_layer"] = batch * bytes_per_number * each
+        entry["bytes"] += entry["bytes_per_layer"]
+    return kinds
 
 
 def experts_read(r: Record) -> int:
@@ -121,11 +143,23 @@ def weight_numbers(r: Record, every_expert: bool = False) -> int:
 
 def operand_bytes(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> dict[str, int]:
     """The bytes a product moves, by what they are: "activations" (A read once, the output written once: the dot
-    products it computed), and B read once, under its kind (Record.b_operand): "weight" (weight_numbers), "kv_cache"
-    or "state"."""
+    products it computed), and B read once, under its kind (Record.b_operand): "weight" (weight_numbers), "kv_cache",
+    "state" or "activations". A recurrent layer's state (Stage.state) is read where it is B, written where the
+    output is its update; a causal conv's A is windows of K positions, a view of its inputs: it reads each of the T
+    inputs once and the K - 1 of the conv state before them, and writes the last K - 1 back to the conv state."""
     assert r.a_shape is not None and r.b_operand is not None, "a matrix product"
     b = weight_numbers(r) if r.b_operand == "weight" else prod(r.b_shape or ())
-    return {"activations": bytes_per_number * (prod(r.a_shape) + r.dot_products), r.b_operand: bytes_per_number * b}
+    moved = {"activations": prod(r.a_shape) + r.dot_products}
+    if r.stage.state == WRITES_STATE:
+        moved = {"activations": prod(r.a_shape), "state": r.dot_products}
+    elif r.stage.state == CONV_WINDOWS:  # A [..., C, T, K]
+        *lead, channels, T, K = r.a_shape
+        moved = {
+            "activations": prod(lead) * channels * T + r.dot_products,
+            "state": 2 * prod(lead) * channels * (K - 1),
+        }
+    moved[r.b_operand] = moved.get(r.b_operand, 0) + b
+    return {kind: bytes_per_number * n for kind, n in moved.items()}
 
 
 def bytes_moved(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> int:
@@ -191,8 +225,8 @@ def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTE
         residual += sum(masks.values())
     peak = max(records, key=lambda r: working_set(r, gated))
     alive = working_set(peak, gated)
-    scores = next(r for r in records if r.op == "scores")
-    if scores.computed is not None:  # row chunks: no attention stage holds [H, T, t]
+    scores = next((r for r in records if r.op == "scores"), None)  # none in a model whose layers all keep a state
+    if scores is not None and scores.computed is not None:  # row chunks: no attention stage holds [H, T, t]
         peak = max((r for r in records if r.op not in _ROW_CHUNKED), key=lambda r: working_set(r, gated))
         alive = max(working_set(peak, gated), chunked_attention(records))
         if alive == chunked_attention(records):
@@ -204,7 +238,8 @@ def chunked_attention(records: list[Record]) -> int:
     """Numbers alive while a pass computes its attention in row chunks: the block's normed input and its q, k
     and v (the chunks read slices of them), the largest chunk's scores (rows x the keys it sees), and the
     chunks' outputs so far ([H, T, dh])."""
-    block = [r for r in records if r.layer == 0]
+    layer = next(r.layer for r in records if r.op == "scores")  # the first layer that attends
+    block = [r for r in records if r.layer == layer]
     scores = next(r for r in block if r.op == "scores")
     *heads, T, t = scores.out_shape
     W = scores.window
@@ -231,7 +266,7 @@ def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES)
             continue
         seen.add(r.op)
         row = {"op": r.op, "prefill": _intensity(r, balance, bytes_per_number)}
-        if decode is not None:
+        if decode is not None and decode.has(r.op):  # not a chunked scan's product, which a decode step has not
             row["decode"] = _intensity(decode.find(r.op), balance, bytes_per_number)
         rows.append(row)
     return rows
@@ -280,15 +315,22 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
             "bytes": kv_cache_bytes_after(config, held, batch, size),
             "context": config.n_positions,
             "bytes_at_context": kv_cache_bytes_after(config, config.n_positions, batch, size),
-            # each layer type's positions, layers and bytes: a sliding layer holds at most its window
+            # each attention layer type's positions, layers and bytes: a sliding layer holds at most its window
             "layer_types": {
-                kind: {
-                    "layers": layers,
-                    "positions": p,
-                    "bytes": layers * p * kv_cache_bytes(config, 1, batch, size) // config.n_layer,
-                }
-                for kind, (p, layers) in layer_cache_positions(config, held).items()
+                kind: {"layers": k["layers"], "positions": k["positions"], "bytes": k["bytes"]}
+                for kind, k in layer_caches(config, held, batch, size).items()
+                if "positions" in k
             },
+        },
+        # everything the cache holds, layer type by layer type: keys and values (growing with the context) beside
+        # the recurrent layers' states (the same at any context)
+        "cache": {
+            "positions": held,
+            "bytes": kv_cache_bytes_after(config, held, batch, size) + state_bytes(config, batch, size),
+            "state_bytes": state_bytes(config, batch, size),
+            "bytes_at_context": kv_cache_bytes_after(config, config.n_positions, batch, size)
+            + state_bytes(config, batch, size),
+            "layer_types": layer_caches(config, held, batch, size),
         },
         "activations": activations,
         "intensity": {

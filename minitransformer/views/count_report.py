@@ -8,15 +8,16 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..engine.ledger import Record
-from ..engine.stages import ATTENTION_SCORES, UNEMBEDDING
+from ..engine.stages import ATTENTION_SCORES, STATE, UNEMBEDDING
 from ..families.moe import ROUTINGS
 from ..families.table import architecture_of
 from ..text import plural, s_for
-from ..verbs.count import Count, Pass
+from ..verbs.count import Count, Pass, with_weights
 from ..verbs.formulas import (
     attention_crossing,
     attention_macs,
     attention_to_weights,
+    first_attending,
     generation_macs,
     weight_macs_per_position,
 )
@@ -66,17 +67,41 @@ SPARSE_CONVENTION = (
 
 def convention(count: Count) -> str:
     """The note under the block: dense where the prefill computed every score, the chunks where it did not, the
-    chosen keys where an indexer chose them."""
-    scores = count.prefill.find("scores")
-    if scores.chosen_keys is not None:
-        return SPARSE_CONVENTION.format(s=scores.chosen_keys, C=scores.row_chunk)
-    note = CONVENTION if scores.row_chunk is None else CHUNKED_CONVENTION.format(C=scores.row_chunk)
-    if scores.selected is not None and scores.out_shape[-1] > scores.selected:  # dense, with the indexer's mask too
-        note += (
-            f"\n  The indexer's mask keeps at most its ki = {scores.selected:,} chosen keys a query: query i's "
-            f"min(past + i + 1, ki) pairs a head."
+    chosen keys where an indexer chose them; and a recurrent layer's scan in chunks where one ran so."""
+    scores = count.prefill.find("scores") if count.prefill.has("scores") else None
+    if scores is not None and scores.chosen_keys is not None:
+        note = SPARSE_CONVENTION.format(s=scores.chosen_keys, C=scores.row_chunk)
+    else:
+        note = (
+            CONVENTION if scores is None or scores.row_chunk is None else CHUNKED_CONVENTION.format(C=scores.row_chunk)
         )
+        if scores is not None and scores.selected is not None and scores.out_shape[-1] > scores.selected:
+            note += (f"\n  The indexer's mask keeps at most its ki = {scores.selected:,} chosen keys a query: query i's "
+                     f"min(past + i + 1, ki) pairs a head.")  # fmt: skip
+    if any(r.recurrent is not None for r in count.prefill.block_records):
+        note += "\n" + SCAN_CONVENTION
     return note
+
+
+# Where a recurrent layer's scan ran in chunks over the prompt (Record.recurrent), the note says what that means.
+SCAN_CONVENTION = (
+    "  A recurrent layer's scan (its state read and written position by position in a decode step) is computed over\n"
+    "  the prompt in chunks: each chunk's reads and writes of the state as products of many rows, plus the products\n"
+    "  within the chunk that the recurrent form does not have. 'recurrent form' is what the same positions cost one\n"
+    "  at a time (0 for a product it does not have); the chunks' totals against it are below."
+)
+
+
+def hybrid(p: Pass) -> bool:
+    """Layers of several mixers: some keep a state (a scan's products), others attend, or none does."""
+    scans = [any(r.stage.group == STATE for r in records) for records, _ in p.groups]
+    return any(scans)
+
+
+def kind_blocks(p: Pass) -> list[tuple[str, list[Record], int, int]]:
+    """(kind, one layer's records, its index, how many layers) of each kind of layer, in the order they first come."""
+    kinds = list(dict.fromkeys(p.layer_types))
+    return [(kind, records, p.layer_types.index(kind), n) for kind, (records, n) in zip(kinds, p.groups)]
 
 
 # A group's name in the summary where it is not the stage table's own (stages.py: Stage.group).
@@ -103,10 +128,7 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
         f"generation: a {count.n_prompt:,}-token prompt and {count.n_new:,} new token{s_for(count.n_new)} = 1 prefill + "
         f"{decodes:,} decode step{s_for(decodes)}, {batch}, {cache}",
         "",
-        _block_heading(count),
-        f"T = {plural(count.prefill.tokens, 'new position', format(count.prefill.tokens, ','))} attending to "
-        f"t = {count.prefill.context:,}",
-        block_table(count.prefill.block, full=True),
+        *prefill_blocks(count),
         "",
         convention(count),
         *experts_lines(count),
@@ -119,21 +141,19 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
         last = next(p for p in reversed(count.decodes) if p.step in count.shown_steps())
         out += [
             "",
-            f"One block in decode step {last.step}: T = {last.tokens:,} new position{s_for(last.tokens)} attending to "
-            f"t = {last.context:,}",
-            block_table(last.block, full=False),
+            *decode_blocks(last),
             "",
             f"Decode steps {cache}: T new positions, t attended"
             + (f" ({len(count.shown_steps())} of {decodes:,} shown)" if len(count.shown_steps()) < decodes else ""),
             decode_table(count),
         ]
+    attention = attention_lines(count)
     out += [
         "",
         "Where the MACs go",
         ops_table(count),
         "",
-        attention_lines(count),
-        "",
+        *([attention, ""] if attention else []),
         totals_lines(count),
         "",
         *window_lines(count, dtype),
@@ -143,6 +163,32 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
     if notes:
         out += ["", *notes]
     return "\n".join(out)
+
+
+def prefill_blocks(count: Count) -> list[str]:
+    """The prefill's block, stage by stage: layer 0's, or in a hybrid one block of each kind of layer."""
+    p = count.prefill
+    seen = f"T = {plural(p.tokens, 'new position', format(p.tokens, ','))} attending to t = {p.context:,}"
+    if not hybrid(p):
+        return [_block_heading(count), seen, block_table(p.block, full=True)]
+    n, kinds = count.config.n_layer, len(p.groups)
+    which = (f"one block (each of the {n} blocks has the same shapes)" if kinds == 1
+             else f"one block of each kind of layer (the {n} blocks are of {kinds} kinds)")  # fmt: skip
+    out = [f"The prefill, {which}, {seen}"]
+    for kind, records, layer, layers in kind_blocks(p):
+        out += ["", f"{kind} (layer {layer}; {plural(layers, 'layer')} like it):", block_table(records, full=True)]
+    return out
+
+
+def decode_blocks(p: Pass) -> list[str]:
+    """A decode step's products: layer 0's block, or one block of each kind of layer."""
+    seen = f"T = {p.tokens:,} new position{s_for(p.tokens)} attending to t = {p.context:,}"
+    if not hybrid(p):
+        return [f"One block in decode step {p.step}: {seen}", block_table(p.block, full=False)]
+    out = [f"One block of each kind in decode step {p.step}: {seen}"]
+    for kind, records, layer, _ in kind_blocks(p):
+        out += [f"{kind} (layer {layer}):", block_table(records, full=False)]
+    return out
 
 
 def moe_block(p: Pass) -> list[Record]:
@@ -186,27 +232,31 @@ def experts_lines(count: Count) -> list[str]:
 
 
 def block_table(block: list[Record], full: bool) -> str:
-    """Every stage of one block (or only its products) with dense and causal counts side by side."""
+    """Every stage of one block (or only its products) with dense and causal counts side by side, and where a scan
+    ran in chunks, each product's recurrent form."""
     block_macs = sum(r.macs for r in block)
+    scanned = any(r.recurrent is not None for r in block)
     rows = []
     for r in block:
         if r.kind == "matmul":
             causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
             causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
-            dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_macs else ""  # row chunks skipped the rest
+            dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_form_macs else ""  # row chunks skipped the rest
             if r.chosen_keys is not None:  # sparse attention: the keys each query read
                 dense_form += f" (sparse: {n(r.chosen_keys)} keys a query)"
-            rows.append([r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), length(r),
-                         n(r.macs), human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs,
-                         dense_form])  # fmt: skip
+            row = [r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), length(r), n(r.macs),
+                   human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs, dense_form]  # fmt: skip
+            rows.append(row + ([f"{n(r.recurrent_macs)} MACs" if r.recurrent is not None else ""] if scanned else []))
         elif full:
-            rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""])
+            rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""] + [""] * scanned)
     causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
-    dense = sum(r.dense_macs for r in block)
+    dense = sum(r.dense_form_macs for r in block)
+    recurrent = sum(r.recurrent_macs for r in block)
     rows.append(["block", "", "", "", n(sum(r.dot_products for r in block)), "", n(block_macs), human(2 * block_macs),
-                 "100%", "", n(causal), f"{n(dense)} MACs" if dense != block_macs else ""])  # fmt: skip
+                 "100%", "", n(causal), f"{n(dense)} MACs" if dense != block_macs else ""]
+                + ([f"{n(recurrent)} MACs"] if scanned else []))  # fmt: skip
     headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "FLOPs", "share",
-               "causal dot products", "causal MACs", "dense form"]  # fmt: skip
+               "causal dot products", "causal MACs", "dense form"] + ["recurrent form"] * scanned  # fmt: skip
     return table(headers, rows, right={4, 5, 6, 7, 8, 9, 10})
 
 
@@ -228,17 +278,10 @@ def layers_table(p: Pass) -> str:
                 ]
             )
     else:
-        dense = sum(r.dense_macs for r in p.block)
-        rows.append(
-            [
-                f"0..{L - 1}" if L > 1 else "0",
-                n(p.block_dot_products),
-                n(p.block_macs),
-                human(2 * p.block_macs),
-                percent(p.block_macs, p.macs),
-                "each layer" + (f" (dense form: {n(dense)} MACs)" if dense != p.block_macs else ""),
-            ]
-        )
+        dense = sum(r.dense_form_macs for r in p.block)
+        rows.append([f"0..{L - 1}" if L > 1 else "0", n(p.block_dot_products), n(p.block_macs),
+                     human(2 * p.block_macs), percent(p.block_macs, p.macs),
+                     "each layer" + (f" (dense form: {n(dense)} MACs)" if dense != p.block_macs else "")])  # fmt: skip
     if L > 1 and len(p.groups) == 1:
         rows.append(
             [
@@ -263,6 +306,7 @@ def layers_table(p: Pass) -> str:
                 ]
             )
     dense_note = f"; dense form: {n(p.dense_macs)} MACs" if p.dense_macs != p.macs else ""
+    dense_note += f"; recurrent form: {n(p.recurrent_macs)} MACs" if p.recurrent_macs != p.macs else ""
     rows.append(
         ["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs{dense_note}"]
     )
@@ -286,18 +330,9 @@ def decode_table(count: Count) -> str:
                 rows.append(["...", "", "", "", "", "", "", ""])
                 gap = True
             continue
-        rows.append(
-            [
-                str(p.step),
-                n(p.tokens),
-                n(p.context),
-                shape(p.find("scores").out_shape),
-                n(p.dot_products),
-                n(p.macs),
-                human(p.flops),
-                n(other[p.step].macs),
-            ]
-        )
+        scores = shape(p.find("scores").out_shape) if p.has("scores") else "-"
+        rows.append([str(p.step), n(p.tokens), n(p.context), scores, n(p.dot_products), n(p.macs), human(p.flops),
+                     n(other[p.step].macs)])  # fmt: skip
     headers = ["step", "T", "t", "scores (per block)", "dot products", "MACs", "FLOPs", other_label]
     return table(headers, rows, right={0, 1, 2, 4, 5, 6, 7})
 
@@ -312,15 +347,18 @@ def ops_table(count: Count) -> str:
     totals = [sum(macs for _, macs in ops.values()) for _, ops in columns]
     rows = []
     for op in count.stage_table.matmul_ops:
+        if not any(op in ops for _, ops in columns):  # a product of no pass here (the chunks' in a decode-only run)
+            continue
         row = [op]
         for (_, ops), total in zip(columns, totals):
-            row += [n(ops[op][1]), percent(ops[op][1], total)]
+            macs = ops.get(op, (0, 0))[1]
+            row += [n(macs), percent(macs, total)]
         rows.append(row)
     rows.append(["total", *(x for total in totals for x in (n(total), "100%"))])
     for label, ops_in_group in groups(count):
         row = [f"  {label}"]
         for (_, ops), total in zip(columns, totals):
-            macs = sum(ops[op][1] for op in ops_in_group)
+            macs = sum(ops.get(op, (0, 0))[1] for op in ops_in_group)
             row += [human(macs), percent(macs, total)]
         rows.append(row)
     headers = ["op"] + [x for title, _ in columns for x in (f"{title} MACs", "share")]
@@ -330,8 +368,10 @@ def ops_table(count: Count) -> str:
 def attention_lines(count: Count) -> str:
     """A decode step's attention (it grows with t) against its products with weights (they do not), counted and in
     closed form (formulas.attention_to_weights): per layer t / X, X = 2D + F for GPT-2, 2D + 1.5F for a Llama
-    without grouping."""
+    without grouping. A recurrent layer's scan (a hybrid's) is shown beside them: it does not grow with t either."""
     step = count.comparison_step()
+    if not step.has("scores"):  # no attention: nothing grows with the context (the family's notes say what does not)
+        return ""
     a = step.attention_vs_weights()
     c, L = count.config, count.config.n_layer
     t, context = step.attended, step.context
@@ -340,9 +380,11 @@ def attention_lines(count: Count) -> str:
     else:
         where = f"a decode step at context {context:,} (this count has none: counted for the comparison)"
     seen = f"t = {t:,}" + (f" of the {context:,} in context (the sliding window)" if t < context else "")
-    products = [r for r in step.block if r.kind == "matmul"]
+    products = list({r.op: r for r in step.block_records if r.kind == "matmul"}.values())
     attention_ops = ", ".join(r.op for r in products if r.stage.group == ATTENTION_SCORES)
-    weight_ops = ", ".join(r.op for r in products if r.stage.group != ATTENTION_SCORES)
+    weight_ops = ", ".join(r.op for r in products if with_weights(r))
+    scan_ops = ", ".join(r.op for r in products if r.stage.group == STATE)
+    scans = hybrid(step)
     layers_weights = a.all_weights - a.outside
     rows = [
         ["each layer", n(a.attention), n(a.weights), _ratio(a.layer_ratio)],
@@ -351,40 +393,45 @@ def attention_lines(count: Count) -> str:
     ]
     if len(step.groups) > 1:  # layers of several kinds (a window on some, a dense MLP beside experts): one row each
         rows = []
-        for kind, (records, layers) in zip(dict.fromkeys(step.layer_types), step.groups):
+        all_scan = a.all_scan
+        for kind, records, _, layers in kind_blocks(step):
             attention = sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES)
-            weights = sum(r.macs for r in records if r.kind == "matmul" and r.stage.group != ATTENTION_SCORES)
-            keys = next(r for r in records if r.op == "scores").out_shape[-1]
-            rows.append(
-                [
-                    f"each {kind} layer ({layers}; t = {keys:,})",
-                    n(attention),
-                    n(weights),
-                    _ratio(Fraction(attention, weights)),
-                ]
-            )
+            weights = sum(r.macs for r in records if with_weights(r))
+            scan = sum(r.macs for r in records if r.stage.group == STATE)
+            scores = next((r for r in records if r.op == "scores"), None)
+            keys = f"t = {scores.out_shape[-1]:,}" if scores is not None else "a state: the same at any t"
+            rows.append([f"each {kind} layer ({layers}; {keys})", n(attention), n(weights),
+                         _ratio(Fraction(attention, weights))] + ([n(scan)] if scans else []))  # fmt: skip
         blocks = a.all_weights - a.outside
         rows += [
-            [plural(L, "layer"), n(a.all_attention), n(blocks), _ratio(Fraction(a.all_attention, blocks))],
-            [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
+            [plural(L, "layer"), n(a.all_attention), n(blocks), _ratio(Fraction(a.all_attention, blocks))]
+            + ([n(all_scan)] if scans else []),
+            [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)]
+            + ([n(all_scan)] if scans else []),
         ]
+        first = next(i for i, kind in enumerate(step.layer_types) if step.groups[step._group_of[kind]][0]
+                     and any(r.op == "scores" for r in step.groups[step._group_of[kind]][0]))  # fmt: skip
         seen = (
-            f"t = {t:,} on layer 0" + (f" of the {context:,} in context" if t < context else "") + ", each kind below"
+            f"t = {t:,} on layer {first}"
+            + (f" of the {context:,} in context" if t < context else "")
+            + ", each kind below"
         )
     x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
-    at_t = Fraction(attention_macs(c, 1, t), weight_macs_per_position(c))  # t / x, or less past an indexer's k_i
+    at_t = Fraction(
+        attention_macs(c, 1, t), weight_macs_per_position(c, first_attending(c))
+    )  # t / x, or less past an indexer's k_i
     flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
-    return "\n".join(
-        [
-            f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
-            table(["MACs", "attention", "products with weights", "attention / weights"], rows, right={1, 2, 3}),
-            f"  attention: {attention_ops} (they grow with t); products with weights: {weight_ops}, and the logits in "
-            f"the pass (they do not)",
-            f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
-            f"({values}); at t = {t:,}: {_ratio(at_t)}",
-            f"  {_crossing(c, attention_crossing(c))}",
-        ]
-    )
+    headers = ["MACs", "attention", "products with weights", "attention / weights"] + ["scan"] * scans
+    return "\n".join([
+        f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
+        table(headers, rows, right={1, 2, 3, 4}),
+        f"  attention: {attention_ops} (they grow with t); products with weights: {weight_ops}, and the logits in "
+        f"the pass (they do not)" + (f"; scan: {scan_ops} (a recurrent layer's state, read and written: the same "
+                                     f"at any t)" if scans else ""),
+        f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
+        f"({values}); at t = {t:,}: {_ratio(at_t)}",
+        f"  {_crossing(c, attention_crossing(c))}",
+    ])  # fmt: skip
 
 
 def _crossing(c, x: Fraction) -> str:
@@ -457,8 +504,20 @@ def totals_lines(count: Count) -> str:
         f"Total: {n(t.dot_products)} dot products, {n(t.macs)} MACs ({human(t.macs)}), {human(t.flops)} FLOPs over "
         f"1 prefill + {decodes:,} decode step{s_for(decodes)}; {human(t.macs / (count.n_new * count.batch))} MACs per "
         f"generated token" + (f" per sequence ({count.batch} sequences)" if count.batch > 1 else ""),
-        f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps",
     ]
+    if count.prefill.has("scores"):  # a model with attention: the part of its work the causal mask keeps
+        lines.append(f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps")
+    if t.scanned:  # a scan ran in chunks: its products against the recurrent form's (Record.recurrent)
+        chunked = sum(n * r.macs for p in count.passes for r, n in p.weighted() if r.recurrent is not None)
+        recurrent = sum(n * r.recurrent_macs for p in count.passes for r, n in p.weighted() if r.recurrent is not None)
+        whole = (
+            f"; the generation {human(t.recurrent_macs or 0)} MACs instead of {human(t.macs)}"
+            if human(t.recurrent_macs or 0) != human(t.macs)
+            else ""
+        )
+        lines.append(f"Recurrent form: the scans over the prompt took {n(chunked)} MACs ({human(chunked)}) in chunks, "
+                     f"{n(recurrent)} ({human(recurrent)}) had they run position by position as a decode step does "
+                     f"({chunked / recurrent:.2f}x in chunks, in products of many rows){whole}")  # fmt: skip
     if t.chunked:
         lines.append(
             f"Dense form: {n(t.dense_dot_products or 0)} dot products, {n(t.dense_macs or 0)} MACs "
@@ -506,7 +565,12 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
             f"{kind} {k['layers']} x {k['positions']:,}" for kind, k in kinds.items()
         )
         whole = ", each sliding layer at most its window" if window is not None and window < c.n_positions else ""
-    if any(r.op in ("mlp.gate", "mlp.gate_up") for r in count.prefill.block):  # gated: memory.py's estimate says why
+    if not any(r.op == "scores" for r in count.prefill.block_records):  # every layer a state-space mixer (Mamba-2)
+        estimate = (
+            "the residual stream [B, T, D] + the largest stage's working set (a product: its A and its",
+            "output; an elementwise stage: its input and output, as the scan's decays [B, Hs, Nc, L, L] in a prefill)",
+        )
+    elif any(r.op in ("mlp.gate", "mlp.gate_up") for r in count.prefill.block):  # gated: memory.py's estimate says why
         estimate = (
             "the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
             "(Q K^T: Q and the scores [B, H, T, t]; MLP: g, u and act(g), [B, T, F] each)",
@@ -516,14 +580,23 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
             "the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the",
             "scores [B, H, T, t], which scale, mask and softmax overwrite in place; MLP: u and act(u), [B, T, F] each)",
         )
+    cache = m["cache"]
+    states = {kind: k for kind, k in cache["layer_types"].items() if k["holds"] == "state"}
     out = [
         f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
         f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
-        f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
-        f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {here}: "
-        f"{_bytes(kv['bytes'])}"
-        + ("" if count.cached else " (if the cache were on)")
-        + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}",
+    ]
+    if not states:
+        out.append(
+            f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
+            f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {here}: "
+            f"{_bytes(kv['bytes'])}"
+            + ("" if count.cached else " (if the cache were on)")
+            + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}"
+        )
+    else:  # a hybrid: the attention layers' keys and values grow with the context, the recurrent layers' state not
+        out += cache_lines(count, m, numbers, heads, per_seq)
+    out += [
         f"  activations  peak ~{_bytes(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
         + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
         f"               estimate: {estimate[0]}",
@@ -535,7 +608,7 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
                 "               q, k, v, the largest chunk's scores and the output instead"
                 + (", and that chunk's chosen keys and values)" if count.prefill.find("scores").chosen_keys else ")"),
             ]
-            if count.prefill.find("scores").computed is not None
+            if count.prefill.has("scores") and count.prefill.find("scores").computed is not None
             else []
         ),
         "",
@@ -547,13 +620,38 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     return "\n".join(out)
 
 
+def cache_lines(count: Count, m: dict, numbers: str, heads: str, per_seq: str) -> list[str]:
+    """A hybrid's cache, by kind of layer: the attention layers' keys and values (a position's numbers, times the
+    positions held), the recurrent layers' state (the same after one token as after the whole context), the whole."""
+    c, kv, cache = count.config, m["kv_cache"], m["cache"]
+    off = "" if count.cached else " (if the cache were on)"
+    out = []
+    for kind, k in cache["layer_types"].items():
+        if "positions" in k:
+            out.append(f"  KV cache     K and V x {plural(k['layers'], kind + ' layer')} x {numbers} numbers{heads}: "
+                       f"{_bytes(k['bytes'] // max(k['positions'], 1))} per token{per_seq}; {k['positions']:,} positions "
+                       f"here: {_bytes(k['bytes'])}{off}")  # fmt: skip
+        elif k["state"]:
+            arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
+            out.append(f"  state        {arrays} numbers x {plural(k['layers'], kind + ' layer')}: "
+                       f"{_bytes(k['bytes'])}{per_seq}{off}, the same at any context")  # fmt: skip
+    attends = any("positions" in k for k in cache["layer_types"].values())  # no keys and values in a pure Mamba
+    parts = (f"{_bytes(kv['bytes'])} keys and values + " if attends else "") + f"{_bytes(cache['state_bytes'])} state"
+    out.append(f"  cache        {_bytes(cache['bytes'])} after {cache['positions']:,} positions ({parts}){off}; the whole "
+               f"context ({c.n_positions:,}): {_bytes(cache['bytes_at_context'])}")  # fmt: skip
+    return out
+
+
 def intensity_table(rows: list[dict], decode: Pass | None) -> str:
-    def cells(x: dict) -> list[str]:
+    def cells(x: dict | None) -> list[str]:
+        if x is None:  # a product this pass does not compute
+            return ["-", "", ""]
         value = x["macs_per_byte"]
         shown = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
         return [_bytes(x["bytes"]), shown, "memory-bound" if x["memory_bound"] else "compute-bound"]
 
-    body = [[r["op"], *cells(r["prefill"]), *(cells(r["decode"]) if "decode" in r else [])] for r in rows]
+    blank = ["", "", "-"] if decode is not None else []  # a product of the prefill's chunks only: no decode step has it
+    body = [[r["op"], *cells(r["prefill"]), *(cells(r["decode"]) if "decode" in r else blank)] for r in rows]
     headers = ["op", "prefill bytes", "MACs/byte", "bound"]
     if decode is not None:
         headers += [f"decode (T=1, t={decode.context:,}) bytes", "MACs/byte", "bound"]

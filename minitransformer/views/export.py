@@ -50,17 +50,17 @@ def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: st
 CSV_COLUMNS = (
     "phase", "step", "tokens", "context", "batch", "cached", "op", "equation", "layers", "a_shape", "b_shape",
     "out_shape", "heads", "dot_products", "dot_length", "macs", "flops", "causal_dot_products", "causal_macs",
-    "dense_dot_products", "dense_macs", "all_layers_dot_products", "all_layers_macs", "share_of_pass",
-    "dot_length_min", "dot_length_max",
+    "dense_dot_products", "dense_macs", "recurrent_dot_products", "recurrent_macs", "all_layers_dot_products",
+    "all_layers_macs", "share_of_pass", "dot_length_min", "dot_length_max",
 )  # fmt: skip
 
 
 def csv_chunks(count: Count):
     """One row per matrix product per forward pass; block products once per kind of layer with `layers` = the
     layers of that kind (all n_layer of them where all are alike), since they have the same shapes: dot_products, macs, flops, causal_*, dense_* (on scores and mix: the dense form's
-    cost, where row chunks computed less) are per layer, all_layers_* are x layers; dot_length_min and _max are the
-    lengths of the dot products computed (equal to dot_length, but for A V computed in row chunks: each chunk's are as
-    long as the keys it sees)."""
+    cost, where row chunks computed less), recurrent_* (on a scan computed in chunks: the recurrent form's) are per
+    layer, all_layers_* are x layers; dot_length_min and _max are the lengths of the dot products computed (equal to
+    dot_length, but for A V computed in row chunks: each chunk's are as long as the keys it sees)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -73,8 +73,9 @@ def csv_chunks(count: Count):
                 p.phase, p.step, p.tokens, p.context, p.batch, p.cached, r.op, r.equation, layers,
                 _dims(r.a_shape), _dims(r.b_shape), _dims(r.out_shape), r.heads or "", r.dot_products, r.dot_length,
                 r.macs, r.flops, _blank(r.causal_dot_products), _blank(r.causal_macs),
-                *((r.dense_dot_products, r.dense_macs) if r.causal_macs is not None else ("", "")), layers * r.dot_products,
-                layers * r.macs, f"{layers * r.macs / pass_macs:.6f}", *r.dot_lengths,
+                *((r.dense_dot_products, r.dense_macs) if r.causal_macs is not None else ("", "")),
+                *((r.recurrent_dot_products, r.recurrent_macs) if r.recurrent is not None else ("", "")),
+                layers * r.dot_products, layers * r.macs, f"{layers * r.macs / pass_macs:.6f}", *r.dot_lengths,
             ])  # fmt: skip
         yield buffer.getvalue()
         buffer.seek(0), buffer.truncate()

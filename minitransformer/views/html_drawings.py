@@ -30,7 +30,12 @@ COLOURS = {
     "attention scores and mix": "#e8892b",
     "MLP": "#59a14f",
     "logits": "#9c6ba3",
+    # the hybrids' groups: a recurrent layer's products with weights (its projections and its conv), and its scan
+    "linear attention projections and conv": "#76b7b2",
+    "state-space projections and conv": "#76b7b2",
+    "recurrent state": "#e15759",
 }
+BASE_GROUPS = ("attention projections", "attention scores and mix", "MLP", "logits")  # every transformer's
 
 WIDTH = 1040  # the drawings' coordinate width (they shrink to fit a narrower window)
 _BOX_W, _BOX_H = 300, 112  # the largest product's box
@@ -289,6 +294,51 @@ def expert_load(tokens: np.ndarray, first_layer: int = 0) -> str:
     return (
         f'<svg class="expert-load" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
         f'aria-label="tokens per expert, layer by layer">{"".join(parts)}</svg>'
+    )
+
+
+# --- the layers by kind -----------------------------------------------------------------------------------
+# One colour a kind of layer, in the order the kinds first come (a hybrid's linear, state-space or sparse layers
+# beside its full attention; dense and MoE layers): the pattern a config's layer_types spell, drawn.
+KIND_COLOURS = ("#4e79a7", "#e8892b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#9c755f", "#edc948")
+_KIND_CHAR = 7.0  # the width of a character of the legend (12 px), a little over
+
+
+def layer_pattern(kinds: list[str]) -> str:
+    """Each layer a square coloured by its kind, layer 0 first, wrapped into rows; a legend names each kind and how
+    many layers are of it. Each square's tooltip says its layer and kind."""
+    order = list(dict.fromkeys(kinds))
+    fill = {kind: KIND_COLOURS[i % len(KIND_COLOURS)] for i, kind in enumerate(order)}
+    left, top, gap = 56, 22, 2
+    per_row = min(len(kinds), 48)
+    cell = max(10, min(24, (WIDTH - left - 12) // per_row - gap))
+    rows = -(-len(kinds) // per_row)
+    parts = [_text(4, top + cell - 4, "layer", "axis")]
+    for start in range(0, len(kinds), per_row):
+        y = top + (start // per_row) * (cell + gap + 14)
+        parts.append(_text(left, y - 4, str(start), "axis"))
+        for i in range(start, min(start + per_row, len(kinds))):
+            x = left + (i - start) * (cell + gap)
+            parts.append(
+                f'<rect class="layer-kind" data-layer="{i}" data-kind="{escape(kinds[i])}" x="{x}" y="{y}" '
+                f'width="{cell}" height="{cell}" fill="{fill[kinds[i]]}"><title>layer {i}: {escape(kinds[i])}</title>'
+                "</rect>"
+            )
+    y, x = top + rows * (cell + gap + 14) + 8, left
+    widest = left
+    for kind in order:
+        text = f"{kind} ({plural(kinds.count(kind), 'layer')})"
+        if x > left and x + 18 + len(text) * _KIND_CHAR > WIDTH - 8:  # the next legend row
+            x, y = left, y + 20
+        parts.append(f'<rect class="swatch" x="{x}" y="{y - 10}" width="12" height="12" fill="{fill[kind]}"/>')
+        parts.append(_text(x + 18, y, text, "legend"))
+        x += 18 + int(len(text) * _KIND_CHAR) + 24
+        widest = max(widest, x)
+    width = max(left + per_row * (cell + gap), widest) + 8
+    height = y + 10
+    return (
+        f'<svg class="layer-pattern" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="the layers by kind">{"".join(parts)}</svg>'
     )
 
 

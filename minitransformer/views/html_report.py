@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.kvcache import KeysValues
 from ..engine.ledger import Ledger, Phase
 from ..families.table import architecture_of
 from ..text import plural, s_for
@@ -36,6 +37,7 @@ from ..verbs.count import STEPS_SHOWN, Count
 from ..verbs.generate import Generation
 from ..version import __version__
 from .html_drawings import (
+    BASE_GROUPS,
     COLOURS,
     GROUP_OF,
     block_diagram,
@@ -46,6 +48,7 @@ from .html_drawings import (
     hatch_pattern,
     heatmap,
     label,
+    layer_pattern,
     length,
     passes_chart,
 )
@@ -191,8 +194,12 @@ def attention_fits(config, positions: int) -> bool:
 
 
 def attention_layers(config, positions: int, chosen: int) -> list[int]:
-    """Which layers' attention a report keeps: all of them while the maps stay small, else the chosen one."""
-    return list(range(config.n_layer)) if attention_fits(config, positions) else [chosen]
+    """Which layers' attention a report keeps: all of them while the maps stay small, else the chosen one (the first
+    with attention from it on, where only some layers have attention; none in a model without attention)."""
+    attending = [i for i in range(config.n_layer) if isinstance(config.layer_cache(i), KeysValues)]
+    if attention_fits(config, positions):
+        return attending
+    return [next((i for i in attending if i >= chosen), chosen)] if attending else []
 
 
 def generation_data(generation) -> dict:
@@ -303,9 +310,15 @@ def fragment(data: dict) -> str:
     # The same data gives the same page; the counter keeps two reports in one notebook apart.
     root = f"mt-{hashlib.sha256(document.encode()).hexdigest()[:8]}-{next(_REPORTS)}"
     doc = data["document"]
-    sections = [_header(data), _rule()]
+    sections = [_header(data), _rule(data)]
     if doc.get("phases"):
-        sections += [_controls(data), *_phase_views(data), _ops_section(data), _passes_section(data)]
+        sections += [
+            _controls(data),
+            _pattern_section(data),
+            *_phase_views(data),
+            _ops_section(data),
+            _passes_section(data),
+        ]
     if data.get("attention"):
         sections.append(_attention_section(data, root + "-hatch"))
     if doc.get("drift"):
@@ -370,10 +383,10 @@ def _header(data: dict) -> str:
     what = {"generate": "a generation", "count": "a count from shapes alone", "trace": "a trace", "ledger": "a ledger"}[
         kind
     ]
+    described = describe_model(model, source) if "n_head" in model or "ssm_heads" in model else model["name"]
     out = [
         f'<header><h1>Where the dot products live <span class="kind">{what}</span></h1>',
-        f'<p class="model">model {escape(describe_model(model, source) if "n_head" in model else model["name"])}'
-        "</p></header>",
+        f'<p class="model">model {escape(described)}</p></header>',
     ]
     tokens = _tokens(doc, kind) if kind in ("generate", "trace") and "prompt_pieces" in doc else ""
     if tokens:
@@ -480,10 +493,15 @@ def _candidates(candidates: list[dict]) -> str:
     )
 
 
-def _rule() -> str:
+def _rule(data: dict) -> str:
+    """The rule, and the colours of the groups of products the page draws (a hybrid's recurrent groups where it has
+    them)."""
+    drawn = {GROUP_OF.get(op["op"]) for p in data["document"].get("phases", []) for run in p.get("layers", [])
+             for op in run["ops"]}  # fmt: skip
     legend = "".join(
         f'<span class="key"><span class="swatch" style="background:{c}"></span>{escape(g)}</span>'
         for g, c in COLOURS.items()
+        if g in BASE_GROUPS or g in drawn
     )
     return (
         '<section class="rule"><p><strong>The rule behind every number.</strong> A matrix product '
@@ -520,6 +538,19 @@ def _controls(data: dict) -> str:
         f'<div class="controls js-only"><label>pass <select class="step-choice">{passes}</select></label> '
         f'<label>layer <select class="layer-choice">{layers}</select></label><span class="note">{note}</span>'
         "</div>"
+    )
+
+
+def _pattern_section(data: dict) -> str:
+    """Where the layers are of several kinds (a hybrid's linear, state-space or sparse layers beside full attention;
+    sliding and full; dense and MoE), their pattern drawn, layer by layer; nothing where every layer is alike."""
+    kinds = data.get("layer_kinds") or []
+    if len(set(kinds)) < 2:
+        return ""
+    return (
+        '<section class="layer-pattern-view"><h2>The layers, by kind</h2>'
+        + _note("Each square is a layer, layer 0 first; its colour is its kind, and its block is drawn below.")
+        + f'<div class="diagram">{layer_pattern(kinds)}</div></section>'
     )
 
 

@@ -42,8 +42,9 @@ def params_report(p: Parameters) -> str:
     if architecture_of(c).heads_in_headers:
         kv = f" sharing {c.n_kv_head} key/value heads" if c.n_kv_head != c.n_head else ""
         heads = f", {plural(c.n_head, 'head')} of {c.d_head}{kv}"
+    d_ff = f", d_ff {c.d_ff:,}" if "n_head" in c.to_dict() else ""  # a model without attention has no MLP width here
     header = (
-        f"Parameters of {c.name}: {plural(c.n_layer, 'layer')}, d_model {c.n_embd:,}{heads}, d_ff {c.d_ff:,}, "
+        f"Parameters of {c.name}: {plural(c.n_layer, 'layer')}, d_model {c.n_embd:,}{heads}{d_ff}, "
         f"vocab {c.vocab_size:,}, context {c.n_positions:,}; "
         + (
             f"{layers}.{{i}} stands for each of the {c.n_layer} layers"

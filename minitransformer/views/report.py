@@ -12,8 +12,14 @@ from ..text import count, human, percent, plural, shape, short_path, table
 
 def describe_model(config: dict, source: str) -> str:
     c = config
-    kv_heads = c.get("n_kv_head", c["n_head"])
-    kv = f" sharing {kv_heads} key/value head{'s' if kv_heads != 1 else ''}" if kv_heads != c["n_head"] else ""
+    heads = ""  # a model without attention (a state-space model) has no attention heads
+    if "n_head" in c:
+        kv_heads = c.get("n_kv_head", c["n_head"])
+        kv = f" sharing {kv_heads} key/value head{'s' if kv_heads != 1 else ''}" if kv_heads != c["n_head"] else ""
+        heads = f"{plural(c['n_head'], 'head')} of {c['d_head']}{kv}, "
+    if "ssm_heads" in c:  # state-space layers' heads, each with a state of P x N numbers
+        heads += f"{plural(c['ssm_heads'], 'state-space head')} of {c['ssm_head_dim']} (state {c['state_size']}), "
+    d_ff = f"d_ff {c['d_ff']:,}, " if "n_head" in c else ""  # a state-space model's mixer has no MLP
     label = architecture_of(c).label
     family = f"{c['model_type']} ({label}), " if label else ""
     window = f", sliding window {c['sliding_window']:,}" if c.get("sliding_window") else ""
@@ -26,9 +32,8 @@ def describe_model(config: dict, source: str) -> str:
     if c.get("weights"):  # held in a format narrower than float32 (models/weights.py)
         dtype += f"; matrices held in {c['weights']}"
     return (
-        f"{c['name']}: {family}{plural(c['n_layer'], 'layer')}, d_model {c['n_embd']:,}, {plural(c['n_head'], 'head')} of "
-        f"{c['d_head']}{kv}, "
-        f"d_ff {c['d_ff']:,}, vocab {c['vocab_size']:,}, context {c['n_positions']:,}{window} "
+        f"{c['name']}: {family}{plural(c['n_layer'], 'layer')}, d_model {c['n_embd']:,}, {heads}{d_ff}"
+        f"vocab {c['vocab_size']:,}, context {c['n_positions']:,}{window} "
         f"(weights: {short_path(source)}{dtype})"
     )
 
@@ -62,15 +67,17 @@ def block_table(phase: Phase, layer: int = 0) -> str:
                 note = f"causal: {count(r.causal_macs)} MACs needed"
             if r.chosen_keys is not None:  # sparse attention: each query's chosen keys alone
                 note += f"; sparse: {count(r.chosen_keys)} keys a query"
-            if r.macs != r.dense_macs:  # computed in row chunks (tape.py): what the dense form would have cost
+            if r.macs != r.dense_form_macs:  # computed in row chunks (tape.py): what the dense form would have cost
                 note += f"; dense: {count(r.dense_dot_products)} ({count(r.dense_macs)} MACs)"
+            if r.recurrent is not None:  # a scan computed in chunks: this product in the recurrent form
+                note += ("; " if note else "") + f"recurrent form: {count(r.recurrent_macs)} MACs"
             rows.append([r.op, r.equation, operands(r), shape(r.out_shape), count(r.dot_products), length(r),
                          count(r.macs), percent(r.macs, block_macs), note])  # fmt: skip
         else:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", ""])
-    dense = sum(r.dense_macs for r in records)
+    dense = sum(r.dense_form_macs for r in records)
     note = (
-        f"dense: {count(sum(r.dense_dot_products for r in records))} ({count(dense)} MACs)"
+        f"dense: {count(sum(r.dense_form_dot_products for r in records))} ({count(dense)} MACs)"
         if dense != block_macs
         else ""
     )
@@ -86,16 +93,9 @@ def layers_table(phase: Phase) -> str:
     rows = []
     for i in range(phase.n_layers):
         records = phase.layer_records(i)
-        macs, dense = sum(r.macs for r in records), sum(r.dense_macs for r in records)
-        rows.append(
-            [
-                str(i),
-                count(sum(r.dot_products for r in records)),
-                count(macs),
-                percent(macs, phase.macs),
-                f"dense: {count(dense)} MACs" if dense != macs else "",
-            ]
-        )
+        macs, dense = sum(r.macs for r in records), sum(r.dense_form_macs for r in records)
+        rows.append([str(i), count(sum(r.dot_products for r in records)), count(macs), percent(macs, phase.macs),
+                     f"dense: {count(dense)} MACs" if dense != macs else ""])  # fmt: skip
     for r in phase.records:
         if r.layer is None and r.kind == "matmul":
             rows.append([r.op, count(r.dot_products), count(r.macs), percent(r.macs, phase.macs), ""])
@@ -118,18 +118,12 @@ def decode_table(phases: list[Phase], limit: int = 8) -> str:
         if p is None:
             rows.append(["...", "", "", "", "", ""])
             continue
-        scores = p.find("scores", 0)
-        rows.append(
-            [
-                str(p.step),
-                count(p.tokens),
-                count(p.context),
-                shape(scores.out_shape),
-                count(p.dot_products),
-                count(p.macs),
-            ]
-        )
-    return table(["step", "T", "t", "scores (layer 0)", "dot products", "MACs"], rows, right={0, 1, 2, 4, 5})
+        scores = next((r for r in p.records if r.op == "scores"), None)  # the first layer that attends
+        rows.append([str(p.step), count(p.tokens), count(p.context), shape(scores.out_shape) if scores else "-",
+                     count(p.dot_products), count(p.macs)])  # fmt: skip
+    first = next((r.layer for r in phases[0].records if r.op == "scores"), None)
+    return table(["step", "T", "t", f"scores (layer {first})" if first is not None else "scores", "dot products",
+                  "MACs"], rows, right={0, 1, 2, 4, 5})  # fmt: skip
 
 
 def ledger_report(ledger: Ledger, layer: int = 0) -> str:
@@ -155,6 +149,11 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
         f"Total: {count(totals.dot_products)} dot products, {count(totals.macs)} MACs ({human(totals.macs)}), "
         f"{human(totals.flops)} FLOPs over 1 prefill + {len(decodes)} decode step{'s' if len(decodes) != 1 else ''}",
     ]
+    if totals.scanned:
+        out.append(
+            f"Recurrent form: {count(totals.recurrent_macs or 0)} MACs ({human(totals.recurrent_macs or 0)}) had every "
+            f"scan over the prompt run position by position, as a decode step does"
+        )
     if totals.chunked:
         out.append(
             f"Dense form: {count(totals.dense_dot_products or 0)} dot products, {count(totals.dense_macs or 0)} MACs "
@@ -212,6 +211,8 @@ def _convention(prefill: Phase) -> list[str]:
     """The note under the block: scores computed dense, in chunks of query rows (engine/row_chunks.py), or against
     the keys an indexer chose for each query."""
     chunk = next((r.row_chunk for r in prefill.records if r.row_chunk is not None), None)
+    if not any(r.op == "scores" for r in prefill.records):  # a model without attention
+        return ["  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs."]
     chosen = next((r.chosen_keys for r in prefill.records if r.chosen_keys is not None), None)
     if chosen is not None:
         return [

@@ -78,7 +78,9 @@ def _batch_lines(rf: Roofline) -> list[str]:
     one_more = (f"each sequence adds {human(per['macs'])} MACs ({seconds(per['compute_s'])} at the peak) and "
                 f"{_bytes(per['bytes'])} ({seconds(per['memory_s'])} at the bandwidth)")  # fmt: skip
     if rf.compute_bound_batch is not None:
-        lines.append(f"  the whole step (the KV cache's products too) at a batch of {rf.compute_bound_batch:,} "
+        kept = " and ".join(f"the {name}'s" for name, kind in (("KV cache", "kv_cache"), ("state", "state"))
+                            if d.bytes.get(kind)) or "the other"  # fmt: skip
+        lines.append(f"  the whole step ({kept} products too) at a batch of {rf.compute_bound_batch:,} "
                      f"({one_more}, at t = {d.context:,})")  # fmt: skip
     else:
         lines.append(f"  the whole step never does, up to a batch of {LARGEST_BATCH:,}: at t = {d.context:,} {one_more},"

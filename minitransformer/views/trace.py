@@ -71,7 +71,10 @@ def concrete(symbolic: str, dims: Dims) -> str:
 
     def sizes(match: re.Match) -> str:
         symbols = [s.strip() for s in match.group(1).split(",")]
-        return f"{match.group(0)} = [{', '.join(str(dims.size(s)) for s in symbols)}]"
+        try:
+            return f"{match.group(0)} = [{', '.join(str(dims.size(s)) for s in symbols)}]"
+        except (AttributeError, KeyError, ValueError):  # a size of a piece of the pass (a scan's chunks): as written
+            return match.group(0)
 
     return _BRACKETS.sub(sizes, symbolic)
 
@@ -207,7 +210,7 @@ class _Tracer:
 
     def _show(self, name: str, tensor, r: Record) -> None:
         output = r.stage.names.index(name if r.layer is None else name.split(".", 2)[2])  # q, k or v of one split
-        makes = concrete(self.dims.symbolic(r.output_spec(output)), self.dims)
+        makes = f"{self.dims.symbolic(r.output_spec(output))} = {list(np.shape(tensor))}"  # the sizes it came out with
         if r is self.last_record:  # k and v come out of the same split as q
             lines = [f"{name:<{NAME_WIDTH}}  (same stage, next output)", f"    out  {makes}"]
         else:

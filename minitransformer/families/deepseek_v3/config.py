@@ -15,6 +15,7 @@ from ..config import (
     check_positive,
     flag,
     listed,
+    rope_dict,
     token_ids,
 )
 from ..rotary import Rope
@@ -135,6 +136,25 @@ class DeepseekConfig(ModelConfig):
     @property
     def checkpoint_kind(self) -> str:
         return "DeepSeek-V3 model"
+
+    def to_hf_dict(self) -> dict:
+        """The config.json transformers reads for this config (DeepseekV3Config's keys)."""
+        return {
+            "architectures": ["DeepseekV3ForCausalLM"], "model_type": self.model_type, "vocab_size": self.vocab_size,
+            "hidden_size": self.n_embd, "intermediate_size": self.n_inner, "moe_intermediate_size": self.moe_inner,
+            "num_hidden_layers": self.n_layer, "num_attention_heads": self.n_head, "num_key_value_heads": self.n_head,
+            "n_shared_experts": self.n_shared_experts, "n_routed_experts": self.n_experts,
+            "routed_scaling_factor": self.routed_scaling_factor, "kv_lora_rank": self.kv_lora_rank,
+            "q_lora_rank": self.q_lora_rank, "qk_rope_head_dim": self.qk_rope_head_dim,
+            "v_head_dim": self.v_head_dim, "qk_nope_head_dim": self.qk_nope_head_dim, "n_group": self.n_group,
+            "topk_group": self.topk_group, "num_experts_per_tok": self.top_k,
+            "first_k_dense_replace": self.first_k_dense, "norm_topk_prob": self.norm_topk_prob,
+            "rope_interleave": self.rope_interleave, "max_position_embeddings": self.n_positions,
+            "rms_norm_eps": self.rms_norm_eps, "hidden_act": self.hidden_act,
+            "rope_parameters": rope_dict(self.rope_theta, self.rope_scaling),
+            "tie_word_embeddings": self.tie_word_embeddings, "bos_token_id": self.bos_token_id,
+            "eos_token_id": listed(self.eos_token_id),
+        }  # fmt: skip
 
     @property
     def n_kv_head(self) -> int:  # type: ignore[override]

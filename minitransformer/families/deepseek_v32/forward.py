@@ -71,7 +71,7 @@ def indexer(h, cq, p: SimpleNamespace, config: DeepseekV32Config, at: Tape, inpu
     k = at.stage("index.k_norm", layer_norm(k, p.k_norm.weight, p.k_norm.bias, INDEX_NORM_EPS), "T di")
     q = at.stage("index.split_heads", q.reshape(*q.shape[:-1], Hi, di), "T Hi di")
     q, k = at.stage("index.rope", (turn_first(q, rotary, dr, heads=True), turn_first(k, rotary, dr)), "T Hi di; T di")
-    K = at.stage("index.cache", kv.append_index(k) if kv is not None else k, "t di")
+    K = at.stage("index.cache", kv.extend("index_keys", k) if kv is not None else k, "t di")
     s = at.matmul("index.scores", q, K[..., None, :, :].swapaxes(-1, -2), "T Hi di, 1 di t -> T Hi t")
     s = at.stage("index.scale", np.multiply(s, constant(s, di**-0.5), out=at.scratch(s)), "T Hi t")
     s = at.stage("index.relu", relu(s), "T Hi t")

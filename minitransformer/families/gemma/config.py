@@ -15,9 +15,10 @@ from ..config import (
     check_positive,
     check_positive_number,
     flag,
+    rope_dict,
     token_ids,
 )
-from ..llama.config import LlamaConfig
+from ..llama.config import CAUSAL_LM_CLASSES, LlamaConfig
 from ..rotary import Rope
 
 GEMMA_MODEL_TYPES = ("gemma2", "gemma3_text", "gemma3")
@@ -105,6 +106,26 @@ class GemmaConfig(LlamaConfig):
         d["layer_types"] = list(d.pop("attention_types"))  # transformers' name, which reports read
         d["local_rope_scaling"] = None if self.local_rope_scaling is None else dict(self.local_rope_scaling)
         return d
+
+    def to_hf_dict(self) -> dict:
+        """The config.json transformers reads: Gemma2Config's or Gemma3TextConfig's keys. A gemma3 (multimodal)
+        checkpoint's is its text model's, as transformers' Gemma3ForCausalLM reads it (what is counted here)."""
+        text = "gemma3_text" if self.model_type == "gemma3" else self.model_type
+        hf = super().to_hf_dict()
+        hf.pop("hidden_act")
+        hf |= {
+            "architectures": [CAUSAL_LM_CLASSES[text]], "model_type": text, "hidden_activation": self.hidden_act,
+            "head_dim": self.d_head, "query_pre_attn_scalar": self.query_pre_attn_scalar,
+            "final_logit_softcapping": self.final_logit_softcapping, "sliding_window": self.sliding_window,
+            "layer_types": list(self.attention_types), "attention_bias": self.qkv_bias,
+        }  # fmt: skip
+        if text == "gemma2":
+            hf["attn_logit_softcapping"] = self.attn_logit_softcapping
+        else:  # Gemma 3: a rope for each layer type, the sliding layers' of their own base
+            local = self.local_rope_theta if self.local_rope_theta is not None else self.rope_theta
+            local_scaling = self.local_rope_scaling if self.local_rope_theta is not None else self.rope_scaling
+            hf["rope_parameters"] = {FULL: hf["rope_parameters"], SLIDING: rope_dict(local, local_scaling)}
+        return hf
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "gemma2") -> GemmaConfig:

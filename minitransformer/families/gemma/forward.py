@@ -21,6 +21,7 @@ the pre-norm block's difference: four norms); the differences, each on its own l
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -75,8 +76,9 @@ def attend(q, K, V, bias, config: GemmaConfig, at: Tape):
     return at.matmul("mix", group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")
 
 
-def gemma_norm(x, w: SimpleNamespace, config: GemmaConfig):
-    """RMSNorm scaled by (1 + w): Gemma stores each gain less one (a zero weight keeps the normed x)."""
+def gemma_norm(x, w: SimpleNamespace, config: Any):
+    """RMSNorm scaled by (1 + w): Gemma stores each gain less one (a zero weight keeps the normed x). Any config with
+    an rms_norm_eps (Qwen3.5's norms are Gemma's)."""
     return rms_norm(x, w.weight + constant(w.weight, 1.0), config.rms_norm_eps)
 
 

@@ -78,6 +78,11 @@ class GPT2Config(ModelConfig):
             "d_ff": self.d_ff,
         }
 
+    def to_hf_dict(self) -> dict:
+        """The config.json transformers reads for this config (GPT2Config's keys, every one spelled out)."""
+        d = {k: v for k, v in asdict(self).items() if k != "name"}
+        return {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", **d}
+
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "gpt2") -> GPT2Config:
         """Read a transformers config.json dict, refusing what would change inference unseen."""

@@ -98,6 +98,16 @@ class GptOssConfig(LlamaConfig):
         d["layer_types"] = list(self.layer_types)  # transformers' name, which reports read
         return d
 
+    def to_hf_dict(self) -> dict:
+        hf = super().to_hf_dict() | {
+            "num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k, "swiglu_limit": self.swiglu_limit,
+            "layer_types": list(self.layer_types), "sliding_window": self.sliding_window,
+            "attention_bias": self.qkv_bias,
+        }  # fmt: skip
+        if self.swiglu_alpha != 1.702:  # transformers' own, which its config.json does not name
+            hf["swiglu_alpha"] = self.swiglu_alpha
+        return hf
+
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "gpt_oss") -> GptOssConfig:
         """Read a transformers GptOssConfig dict (as config.json holds it), with GptOssConfig's defaults."""

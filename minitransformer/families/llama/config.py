@@ -17,11 +17,17 @@ from ..config import (
     check_positive_number,
     listed,
     llama_keys,
+    rope_dict,
 )
 from ..rotary import ROPE_TYPES, Rope
 
 LLAMA_MODEL_TYPES = ("llama", "mistral", "qwen2")
 C = TypeVar("C", bound=ModelConfig)
+# model_type -> the class that transformers' AutoModelForCausalLM makes of it (config.json's "architectures")
+CAUSAL_LM_CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                     "qwen3": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "mixtral": "MixtralForCausalLM",
+                     "olmo2": "Olmo2ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
+                     "gpt_oss": "GptOssForCausalLM"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,29 @@ class LlamaConfig(ModelConfig):
         d["rope_scaling"] = None if self.rope_scaling is None else dict(self.rope_scaling)
         d["eos_token_id"] = listed(self.eos_token_id)
         return {"family": self.family, **d, "d_head": self.d_head, "d_ff": self.d_ff}
+
+    def to_hf_dict(self) -> dict:
+        """The config.json transformers reads for this config: the keys every Llama-family config.json has, and those
+        of its model_type (a family derived from this one adds its own)."""
+        hf = {
+            "architectures": [CAUSAL_LM_CLASSES.get(self.model_type, "")], "model_type": self.model_type,
+            "vocab_size": self.vocab_size, "hidden_size": self.n_embd, "intermediate_size": self.n_inner,
+            "num_hidden_layers": self.n_layer, "num_attention_heads": self.n_head,
+            "num_key_value_heads": self.n_kv_head, "max_position_embeddings": self.n_positions,
+            "rms_norm_eps": self.rms_norm_eps, "hidden_act": self.hidden_act,
+            "rope_parameters": rope_dict(self.rope_theta, self.rope_scaling),
+            "tie_word_embeddings": self.tie_word_embeddings, "bos_token_id": self.bos_token_id,
+            "eos_token_id": listed(self.eos_token_id),
+        }  # fmt: skip
+        if self.head_dim is not None:
+            hf["head_dim"] = self.head_dim
+        if self.model_type == "llama":
+            hf |= {"attention_bias": self.qkv_bias, "mlp_bias": self.mlp_bias}
+        elif self.model_type == "mistral":
+            hf["sliding_window"] = self.sliding_window
+        elif self.model_type == "qwen2":
+            hf["use_sliding_window"] = False
+        return hf
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "llama") -> LlamaConfig:

@@ -39,6 +39,10 @@ class MixtralConfig(LlamaConfig):
         if self.qkv_bias or self.o_bias or self.mlp_bias:
             raise UserError("a Mixtral has no biases")
 
+    def to_hf_dict(self) -> dict:
+        return super().to_hf_dict() | {"num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k,
+                                       "sliding_window": self.sliding_window}  # fmt: skip
+
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "mixtral") -> MixtralConfig:
         """Read a transformers MixtralConfig dict (as config.json holds it), with MixtralConfig's defaults."""

@@ -32,6 +32,9 @@ class Olmo2Config(LlamaConfig):
 
     family = "olmo2"
 
+    def to_hf_dict(self) -> dict:
+        return super().to_hf_dict() | {"attention_bias": self.qkv_bias}
+
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "olmo2") -> Olmo2Config:
         """Read a transformers Olmo2Config dict (as config.json holds it), with Olmo2Config's defaults."""

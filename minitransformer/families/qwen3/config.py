@@ -67,6 +67,13 @@ class Qwen3Config(LlamaConfig):
         d["layer_kinds"] = None if self.layer_kinds is None else list(self.layer_kinds)
         return d
 
+    def to_hf_dict(self) -> dict:
+        window = self.sliding_window is not None
+        return super().to_hf_dict() | {
+            "head_dim": self.d_head, "attention_bias": self.qkv_bias, "use_sliding_window": window,
+            "sliding_window": self.sliding_window, "layer_types": list(self.layer_types),
+        }  # fmt: skip
+
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "qwen3") -> Qwen3Config:
         """Read a transformers Qwen3Config dict (as config.json holds it), with Qwen3Config's defaults."""

@@ -67,6 +67,16 @@ class Qwen3MoeConfig(LlamaConfig):
         """The experts one token's pass reads in each sparse layer: k of E."""
         return self.top_k
 
+    def to_hf_dict(self) -> dict:
+        hf = super().to_hf_dict() | {
+            "intermediate_size": self.dense_inner, "moe_intermediate_size": self.n_inner, "num_experts": self.n_experts,
+            "num_experts_per_tok": self.top_k, "norm_topk_prob": self.norm_topk_prob,
+            "mlp_only_layers": list(self.dense_layers), "decoder_sparse_step": 1, "attention_bias": self.qkv_bias,
+            "use_sliding_window": self.sliding_window is not None, "sliding_window": self.sliding_window,
+        }  # fmt: skip
+        hf.setdefault("head_dim", self.d_head)
+        return hf
+
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "qwen3_moe") -> Qwen3MoeConfig:
         """Read a transformers Qwen3MoeConfig dict (as config.json holds it), with Qwen3MoeConfig's defaults."""

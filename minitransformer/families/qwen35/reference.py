@@ -1,0 +1,108 @@
+"""validate's float64 truth for Qwen3.5: transformers' own model, with every step it computes in float32 whatever the
+model's dtype recomputed in float64 (needs torch and transformers, as validate does; nothing else imports this).
+
+Those steps (modeling_qwen3_5.py, modeling_qwen3_5_moe.py): its RMSNorms (x.float(), times 1 + w.float()); the
+rotary tables (float32 frequencies and angles); in each Gated DeltaNet layer, the decay g (A_log.float(),
+a.float()), the delta rule (torch_chunk_gated_delta_rule and torch_recurrent_gated_delta_rule cast q, k, v, g and
+beta to float32) and the gated RMSNorm (its input and the gate to float32); in the MoE models, the router's softmax
+(dtype=torch.float). The reference replaces, on this instance only: the RMSNorms and the rotary module with float64
+ones (families/llama/reference.py says why the tables are the config's, not float32 roundings), each DeltaNet layer's
+forward with the same equations in float64, its delta rule in the recurrent form, one position at a time (the
+definition; our pass computes a prompt in chunks, so the two agree only if the chunks are right), and the router with
+a float64 one (and transformers' eager loop over the experts, as torch's grouped_mm takes no float64).
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy as np
+
+from ...errors import UserError
+from ..rotary import Rope, inverse_frequencies
+from .config import FULL
+
+NOTE = ("  (transformers' float64 Qwen3.5 computes its RMSNorms, the rotary tables, the DeltaNet's decay, delta rule and "
+        "gated norm,\n  and a MoE's router softmax, in float32; its reference here has them in float64, as "
+        "families/qwen35/reference.py explains)")  # fmt: skip
+
+
+def float64_throughout(reference, model, torch) -> None:
+    """Replace, on this instance of transformers' model only, every step it computes in float32 with a float64 one."""
+    from transformers.activations import ACT2FN
+
+    config = model.config
+    F = torch.nn.functional
+
+    def rms_norm(module, x):
+        return (1.0 + module.weight) * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + module.eps))
+
+    rope = Rope(config.rotary_dims, config.rope_theta)  # every full-attention layer's (config.rope)
+    frequencies = torch.from_numpy(np.array(inverse_frequencies(rope, np.dtype(np.float64))))
+
+    def rotary(module, x, position_ids):
+        positions = position_ids[0] if position_ids.ndim == 3 else position_ids  # text: one position on every axis
+        angles = positions[..., None].to(torch.float64) * frequencies
+        angles = torch.cat((angles, angles), dim=-1)
+        return angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+
+    def deltanet(module, hidden_states, cache=None, attention_mask=None, **kwargs):
+        if attention_mask is not None:
+            hidden_states = hidden_states * attention_mask[:, :, None]
+        B, T, _ = hidden_states.shape
+        Hv, Hk, dk, dv = module.num_v_heads, module.num_k_heads, module.head_k_dim, module.head_v_dim
+        mixed = module.in_proj_qkv(hidden_states).transpose(1, 2)
+        K = module.conv_kernel_size
+        mixed = F.conv1d(mixed, module.conv1d.weight, padding=K - 1, groups=mixed.shape[1])[..., :T]
+        mixed = ACT2FN[module.activation](mixed).transpose(1, 2)
+        q, k, v = torch.split(mixed, [Hk * dk, Hk * dk, Hv * dv], dim=-1)
+        q, k = (x.reshape(B, T, Hk, dk).repeat_interleave(Hv // Hk, dim=2) for x in (q, k))
+        v = v.reshape(B, T, Hv, dv)
+        q, k = (x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6) for x in (q, k))
+        q = q / dk**0.5
+        beta = module.in_proj_b(hidden_states).sigmoid()
+        g = -module.A_log.exp() * F.softplus(module.in_proj_a(hidden_states) + module.dt_bias)
+        S = torch.zeros(B, Hv, dk, dv, dtype=hidden_states.dtype)
+        out = torch.zeros(B, T, Hv, dv, dtype=hidden_states.dtype)
+        for t in range(T):  # the recurrent form: decay, read with k, correct at k, read with q
+            S = S * g[:, t].exp()[..., None, None]
+            delta = (v[:, t] - (S * k[:, t, ..., None]).sum(-2)) * beta[:, t, :, None]
+            S = S + k[:, t, ..., None] * delta[..., None, :]
+            out[:, t] = (S * q[:, t, ..., None]).sum(-2)
+        o = out.reshape(-1, dv)
+        z = module.in_proj_z(hidden_states).reshape(-1, dv)
+        o = module.norm.weight * (o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + module.norm.variance_epsilon))
+        return module.out_proj((o * F.silu(z)).reshape(B, T, Hv * dv))
+
+    def router(module, hidden_states):
+        hidden_states = hidden_states.reshape(-1, module.hidden_dim)
+        logits = F.linear(hidden_states, module.weight)
+        top, indices = torch.topk(torch.softmax(logits, dim=-1), module.top_k, dim=-1)  # in the model's dtype
+        return logits, top / top.sum(dim=-1, keepdim=True), indices
+
+    replaced = {"RMSNorm": 0, "RotaryEmbedding": 0, "GatedDeltaNet": 0, "TopKRouter": 0}
+    for module in reference.modules():
+        name = type(module).__name__
+        kind = next((k for k in replaced if name.endswith(k)), None)
+        if kind is None or name.startswith(("Qwen3_5Vision", "Qwen3_5MoeVision")):
+            continue
+        forward: dict[str, Any] = {
+            "RMSNorm": rms_norm,
+            "RotaryEmbedding": rotary,
+            "GatedDeltaNet": deltanet,
+            "TopKRouter": router,
+        }
+        module.forward = types.MethodType(forward[kind], module)
+        replaced[kind] += 1
+    if config.is_moe and hasattr(reference, "set_experts_implementation"):
+        reference.set_experts_implementation("eager")
+    full = sum(1 for kind in config.layer_kinds if kind == FULL)
+    expected = {"RMSNorm": 2 * config.n_layer + 2 * full + 1, "RotaryEmbedding": 1,
+                "GatedDeltaNet": config.n_layer - full, "TopKRouter": config.n_layer if config.is_moe else 0}  # fmt: skip
+    if replaced != expected:
+        import transformers
+
+        raise UserError(f"validate in float64 recomputes transformers' {type(reference).__name__}'s float32 steps in "
+                        f"float64, and transformers {transformers.__version__} does not lay them out as it expects "
+                        f"(found {replaced}, expected {expected}); upgrade transformers")  # fmt: skip

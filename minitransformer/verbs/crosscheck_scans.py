@@ -1,0 +1,159 @@
+"""What transformers' pure-PyTorch fallbacks of the hybrids' recurrent layers compute beside what our engine computes,
+each difference named with its closed form from the config and the prompt's length T (crosscheck's reasons).
+
+Our ledger counts what our engine computes; torch's counters count what transformers' reference code dispatches.
+For the softmax-attention families the two agree product by product (with every T x t score). For a Gated DeltaNet
+layer (Qwen3.5: torch_chunk_gated_delta_rule, causal_conv1d_fn) and a Mamba-2 layer (Mamba-2, Nemotron-H:
+Mamba2Mixer.torch_forward's mamba2_chunk_scan, causal_conv1d_fn) they differ where the code differs:
+
+- the causal conv: F.conv1d(padding=K - 1) computes T + K - 1 outputs a channel and keeps the first T, so it makes
+  Cv K (K - 1) MACs a layer that our conv (T outputs a channel, a dot product of length K each) does not;
+- the chunks: torch's are always the config's chunk (64 for the delta rule), ours min(chunk, T); both pad the last
+  chunk with zeros, so the two differ only for a prompt shorter than one chunk, which torch pads to a whole chunk;
+- the products shared by a group of heads: transformers repeats a key head's q and k for each of its value heads
+  (the delta rule's K K^T and Q K^T), and a group's B and C for each of its heads (Mamba-2's C B^T), before the
+  product, so it computes the same dot products once a head; ours computes them once a key head or group;
+- the delta rule's triangular solve: torch solves it with aten.linalg_solve_triangular, which no counter of products
+  sees (crosscheck counts its forward substitution, C (C - 1) / 2 MACs a right-hand column, beside them); ours
+  solves it row by row through the one door (delta.solve), whose dense form is the full C x C product;
+- Mamba-2's carry of the state from chunk to chunk: transformers writes it as one einsum over an (Nc + 1) x (Nc + 1)
+  matrix of chunk decays (every chunk's state against every earlier one's), ours as Nc elementwise steps;
+- Qwen3.5's l2norm of q and k is (x * x).sum(-1): a multiply and a sum, a norm, not a product in the ledger's rule.
+
+Each `Difference` says how many MACs torch dispatches beyond our dense form (negative: fewer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..families.config import ModelConfig
+from ..families.mamba2.config import Mamba2Config, MixerShapes
+from ..families.nemotron_h.config import NemotronHConfig
+from ..families.qwen35.config import CHUNK, LINEAR, Qwen35Config
+from ..families.qwen35.formulas import chunks as delta_chunks
+
+WEIGHTS, ACTIVATIONS = "products with weights", "products of activations"
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One reason torch's count differs from our dense form in a group: `macs` more dispatched by torch (negative:
+    fewer), `multiplies` of transformers' written as an elementwise multiply and a sum (Tally.multiply_sum)."""
+
+    group: str
+    macs: int
+    reason: str
+    multiplies: int = 0
+
+
+def n(x: int) -> str:
+    return f"{x:,}"
+
+
+def scan_differences(config: ModelConfig, T: int) -> list[Difference]:
+    """The differences of a prompt of T positions (none for a family without recurrent layers)."""
+    if isinstance(config, Qwen35Config):
+        return _gated_deltanet(config, config.layer_kinds.count(LINEAR), T)
+    if isinstance(config, Mamba2Config):
+        return _mamba2(config, config.n_layer, T)
+    if isinstance(config, NemotronHConfig):
+        return _mamba2(config, config.kinds.count("mamba"), T)
+    return []
+
+
+def _conv(layers: int, channels: int, K: int, what: str) -> Difference:
+    return Difference(WEIGHTS, layers * channels * K * (K - 1),
+                      f"torch's F.conv1d with padding K - 1 = {K - 1} computes T + {K - 1} outputs a channel and drops "
+                      f"the last {K - 1}: {what} {layers} x channels x K (K - 1) = {layers} x {channels} x {K} x {K - 1} = "
+                      f"{n(layers * channels * K * (K - 1))} MACs more than ours (T outputs a channel)")  # fmt: skip
+
+
+def _padding(layers: int, T: int, ours: tuple[int, int], torch: tuple[int, int], form, what: str) -> list[Difference]:
+    """A prompt shorter than the chunk: torch pads it to a whole chunk; else a note that both pad the last chunk."""
+    (C, N), (Ct, Nt) = ours, torch
+    if (C, N) == (Ct, Nt):
+        if N * C == T:
+            return []
+        return [Difference(ACTIVATIONS, 0, f"both pad the last of the {what}'s {N} chunks of {C} with zeros and "
+                                           f"compute every padded position ({N * C} for T = {T}): the same MACs")]  # fmt: skip
+    extra = layers * (form(Ct, Nt) - form(C, N))
+    return [Difference(ACTIVATIONS, extra,
+                       f"torch pads a prompt shorter than its chunk to one whole chunk of {Ct} (ours: one chunk of "
+                       f"T = {T}) and computes the padded positions: {layers} x ({what} at C = {Ct} - at C = {C}) = "
+                       f"{n(extra)} MACs more")]  # fmt: skip
+
+
+def _gated_deltanet(c: Qwen35Config, layers: int, T: int) -> list[Difference]:
+    """A Gated DeltaNet layer's differences (symbols of families/qwen35/formulas.py): Hk key heads of dk, Hv value
+    heads of dv, Dc = 2 Hk dk + Hv dv conv channels of kernel K; our chunks (C, N), torch's (64, ceil(T / 64))."""
+    if not layers:
+        return []
+    Hk, Hv, dk, dv, K = c.linear_key_heads, c.linear_value_heads, c.linear_key_dim, c.linear_value_dim, c.linear_kernel
+    C, N = delta_chunks(T) if T > 1 else (1, 1)
+    Ct, Nt = CHUNK, -(-T // CHUNK)
+    said = [_conv(layers, c.conv_channels, K, "a DeltaNet layer's conv,")]
+    if T == 1:  # one position: both take the recurrent form (no chunks, no solve)
+        return said
+
+    def torch_form(C: int, N: int) -> int:
+        """torch_chunk_gated_delta_rule's products, one layer: K K^T and Q K^T a value head, the state's reads by
+        the decayed keys and by the queries, the mix within each chunk, the write."""
+        return Hv * N * (2 * C * C * dk + 2 * C * dk * dv + C * C * dv + dk * dv * C)
+
+    said += _padding(layers, T, (C, N), (Ct, Nt), torch_form, "delta rule")
+    repeated = layers * 2 * (Hv - Hk) * N * C * C * dk
+    if repeated:
+        said.append(Difference(ACTIVATIONS, repeated,
+                               f"transformers repeats each key head's q and k for its Hv / Hk = {Hv // Hk} value heads "
+                               f"(repeat_interleave) before the chunks' K K^T and Q K^T, computing the same dot "
+                               f"products once a value head: {layers} x 2 (Hv - Hk) N C^2 dk = {n(repeated)} MACs "
+                               f"more than ours (once a key head)"))  # fmt: skip
+    solve_dense = layers * Hv * N * C * C * (dk + dv)
+    solve = layers * Hv * Nt * (dk + dv) * Ct * (Ct - 1) // 2
+    said.append(Difference(ACTIVATIONS, -solve_dense,
+                           f"torch solves each chunk's triangular system with aten.linalg_solve_triangular, which no "
+                           f"counter of products sees ({n(solve)} MACs by forward substitution: {layers} x Hv N "
+                           f"(dk + dv) C (C - 1) / 2); our delta.solve is counted as computed, row by row, and in the "
+                           f"dense form as one C x C product: {layers} x Hv N C^2 (dk + dv) = {n(solve_dense)} MACs "
+                           f"that torch dispatches no product for"))  # fmt: skip
+    norms = layers * 2 * Hv * T * dk
+    said.append(Difference(ACTIVATIONS, 0,
+                           f"transformers' l2norm of q and k is (x * x).sum(-1), an elementwise multiply and a sum: "
+                           f"{layers} x 2 Hv T dk = {n(norms)} multiplies, a norm (not a product in the ledger's rule, "
+                           f"nor in ours)", multiplies=norms))  # fmt: skip
+    return said
+
+
+def _mamba2(c: MixerShapes, layers: int, T: int) -> list[Difference]:
+    """A Mamba-2 layer's differences (families/mamba2/ssd.py's symbols): Hs heads of P, a state of N, Ng groups of
+    B and C, Cv conv channels of kernel K; our chunks (L, Nc) = (min(chunk, T), ceil(T / L)), torch's (chunk, ...)."""
+    if not layers:
+        return []
+    Hs, P, N, Ng, K = c.ssm_heads, c.ssm_head_dim, c.state_size, c.n_groups, c.conv_kernel
+    said = [_conv(layers, c.conv_dim, K, "a Mamba-2 layer's conv,")]
+    if T == 1:
+        return said
+    L = min(c.chunk_size, T)
+    Nc = -(-T // L)
+    Lt, Nt = c.chunk_size, -(-T // c.chunk_size)
+
+    def torch_form(L: int, Nc: int) -> int:
+        """mamba2_chunk_scan's products within the chunks, one layer: C B^T a head, the mix, each chunk's state,
+        each chunk's read of the state before it."""
+        return Hs * Nc * (L * L * N + L * L * P + 2 * L * P * N)
+
+    said += _padding(layers, T, (L, Nc), (Lt, Nt), torch_form, "scan")
+    repeated = layers * (Hs - Ng) * Nc * L * L * N
+    if repeated:
+        said.append(Difference(ACTIVATIONS, repeated,
+                               f"transformers repeats each group's B and C for its Hs / Ng = {Hs // Ng} heads "
+                               f"(repeat_interleave) before C B^T, computing the same scores once a head: {layers} x "
+                               f"(Hs - Ng) Nc L^2 N = {n(repeated)} MACs more than ours (once a group)"))  # fmt: skip
+    carry = layers * Hs * (Nt + 1) * (Nt + 1) * P * N
+    said.append(Difference(ACTIVATIONS, carry,
+                           f"transformers carries the state from chunk to chunk as one einsum over the "
+                           f"(Nc + 1) x (Nc + 1) matrix of chunk decays (new_states, each chunk's state against every "
+                           f"earlier one's, zeros above the diagonal); ours carries it chunk after chunk, elementwise "
+                           f"(ssd.carry): {layers} x Hs (Nc + 1)^2 P N = {n(carry)} MACs more"))  # fmt: skip
+    return said

@@ -1,0 +1,281 @@
+"""Mamba-2 against transformers, on random Mamba2Config models that transformers itself makes: logits at every position
+of prompts longer than the chunk (the last chunk shorter), 30 greedy tokens with the state cache, a left-padded
+batch, float64 against a float64 truth, the states the cache keeps against transformers' cache, captures and hooks,
+count = a real run = the closed forms on the chunked and the recurrent form, a decode step's MACs the same at any
+context, the parameters against transformers' count on the meta device, and Mamba-Codestral-7B's preset as its
+config.json says.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
+    batch_logits,
+    count_equals_a_real_run_and_the_closed_form,
+    float64_against_truth,
+    greedy,
+    logits_at_every_position,
+    made_once,
+    transformers_parameters,
+)
+
+from minitransformer.engine.ledger import Phase  # noqa: E402
+from minitransformer.errors import UserError  # noqa: E402
+from minitransformer.families.mamba2 import formulas  # noqa: E402
+from minitransformer.families.mamba2.config import PRESETS, Mamba2Config  # noqa: E402
+from minitransformer.families.mamba2.formulas import FORMULAS  # noqa: E402
+from minitransformer.verbs import formulas as shared_formulas  # noqa: E402
+from minitransformer.verbs.count import count_generation  # noqa: E402
+
+# Small shapes, chunks far shorter than the prompts: B and C shared by groups of heads or by all of them, biases on
+# in_proj and out_proj, a conv without its bias and of another kernel, tied embeddings, and a time_step_limit that
+# clamps dt in the chunked form (transformers clamps it there and not in its recurrent step).
+CONFIGS = {
+    "groups": dict(num_heads=8, head_dim=8, hidden_size=32, expand=2, state_size=16, n_groups=2, num_hidden_layers=2,
+                   vocab_size=128, chunk_size=16, seed=3),
+    "one_group_biases": dict(num_heads=6, head_dim=8, hidden_size=24, expand=2, state_size=8, n_groups=1,
+                             num_hidden_layers=2, vocab_size=96, chunk_size=32, conv_kernel=3, use_bias=True,
+                             use_conv_bias=False, tie_word_embeddings=True, seed=5),
+    "clamped": dict(num_heads=8, head_dim=4, hidden_size=16, expand=2, state_size=16, n_groups=4, num_hidden_layers=3,
+                    vocab_size=80, chunk_size=40, time_step_limit=(0.05, 0.3), seed=7),
+}  # fmt: skip
+PROMPT = 150  # past several chunks, the last of them shorter
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """name -> (directory, our model, transformers' model), each made once."""
+    return made_once(tmp_path_factory, transformers.Mamba2Config, CONFIGS)
+
+
+def prompt(name: str, n: int, seed: int = 0) -> list[int]:
+    return np.random.default_rng(seed).integers(1, CONFIGS[name]["vocab_size"], n).tolist()
+
+
+def hf_config(name: str):
+    return transformers.Mamba2Config(**{k: v for k, v in CONFIGS[name].items() if k != "seed"})
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("n", [PROMPT, 5, 16])
+def test_logits_at_every_position_equal_transformers(made, name, n):
+    _, ours, hf = made(name)
+    assert ours.config.family == "mamba2" and ours.config.chunk_size == CONFIGS[name]["chunk_size"]
+    assert logits_at_every_position(ours, hf, prompt(name, n)) <= 1
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_thirty_greedy_tokens_with_the_state_cache_equal_transformers_generate(made, name):
+    _, ours, hf = made(name)
+    tokens = greedy(ours, hf, prompt(name, 21, seed=1))
+    assert len(set(tokens)) > 3
+
+
+@pytest.mark.parametrize("name", ["groups", "clamped"])
+def test_a_left_padded_batch_equals_transformers_and_each_row_alone(made, name):
+    _, ours, hf = made(name)
+    rows = [prompt(name, 9, seed=2), prompt(name, 50, seed=3), prompt(name, 3, seed=4)]
+    assert batch_logits(ours, hf, rows) <= 1  # (it asserts each row's logits equal the row run alone)
+
+
+def test_pads_never_enter_the_state_even_where_in_proj_has_a_bias(made):
+    """transformers zeroes a pad slot's input, but in_proj's bias then gives it an xBC that the next real positions'
+    conv reads, so its batch differs from each row alone; here the pad slots' xBC is zeroed too: each row of a batch
+    is the row alone, in the prefill and in every decode step."""
+    _, ours, _ = made("one_group_biases")
+    rows = [prompt("one_group_biases", 4, seed=2), prompt("one_group_biases", 19, seed=3)]
+    generated = ours.generate(rows, max_new_tokens=6, stop_at_eos=False, ledger=False, candidates=0)
+    for row, out in zip(rows, generated):
+        alone = ours.generate(row, max_new_tokens=6, stop_at_eos=False, ledger=False, candidates=0)
+        assert out.new_tokens == alone.new_tokens
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_float64_within_1e_9_of_a_float64_truth(made, name):
+    directory, _, _ = made(name)
+    assert float64_against_truth(directory, prompt(name, 60, seed=5)) <= 1e-9
+
+
+def test_the_cache_keeps_the_states_transformers_keeps(made):
+    """After a prompt, each layer's scan state [Hs, P, N] and the conv's last K - 1 inputs are transformers' (its cache
+    keeps the last K inputs; the first of them no later window reads)."""
+    _, ours, hf = made("groups")
+    ids = prompt("groups", 37, seed=6)
+    cache = ours.new_cache()
+    ours.run(ids, cache=cache)
+    with torch.no_grad():
+        theirs = hf(torch.tensor([ids]), use_cache=True).cache
+    for i in range(ours.config.n_layer):
+        state = cache.layer(i)
+        np.testing.assert_allclose(state["ssm"], theirs.layers[i].recurrent_states[0][0].numpy(), atol=2e-5)
+        np.testing.assert_allclose(state["conv"], theirs.layers[i].conv_states[0][0, :, 1:].numpy().T, atol=1e-5)
+        assert state["ssm"].shape == (8, 8, 16) and state["conv"].shape == (3, ours.config.conv_dim)
+    assert cache.nbytes == 2 * 4 * (8 * 8 * 16 + 3 * ours.config.conv_dim)  # no keys, no values: the states alone
+
+
+def test_captures_equal_transformers_modules_and_a_hook_takes_effect(made):
+    _, ours, hf = made("groups")
+    ids = prompt("groups", 40, seed=7)
+    seen: dict = {}
+    handles = [layer.mixer.register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(i, out))
+               for i, layer in enumerate(hf.backbone.layers)]  # fmt: skip
+    try:
+        with torch.no_grad():
+            hf(torch.tensor([ids]))
+    finally:
+        for handle in handles:
+            handle.remove()
+    logits, cache = ours.run_with_cache(ids)
+    for i in range(ours.config.n_layer):
+        np.testing.assert_allclose(cache[f"blocks.{i}.mixer.out"], seen[i][0].numpy(), atol=1e-4, rtol=1e-4)
+    assert cache["blocks.0.mixer.ssd.scores"].shape == (2, 3, 16, 16)  # 2 groups, 40 positions in 3 chunks of 16
+    handle = ours.add_hook("blocks.1.mixer.y", lambda tensor, name: tensor * 0)
+    try:
+        hooked = ours.logits(ids)
+    finally:
+        handle.remove()
+    assert not np.allclose(hooked, logits, atol=1e-3)
+    np.testing.assert_array_equal(ours.logits(ids), logits)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_count_equals_a_real_run_and_the_closed_form(made, name):
+    _, ours, _ = made(name)
+    count_equals_a_real_run_and_the_closed_form(ours, PROMPT, 4)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("T, past", [(PROMPT, 0), (5, 0), (1, 30), (7, 30)])
+def test_each_product_of_a_pass_is_the_closed_form_s(made, name, T, past):
+    """The prefill's chunked scan, a decode step's recurrent form, and a pass of several positions after cached ones
+    (in chunks from the state the cache kept); each chunked product carries the recurrent form's cost beside it."""
+    _, ours, _ = made(name)
+    cache = ours.new_cache()
+    if past:
+        ours.run(prompt(name, past, seed=8), cache=cache)
+    phase = Phase("decode" if past else "prefill", 1, T, past + T)
+    ours.run(prompt(name, T, seed=9), cache=cache, phase=phase)
+    expected = formulas.products_in_order(ours.config, T, past + T)
+    for i in range(ours.config.n_layer):
+        ran = [(r.op, r.dot_products, r.macs) for r in phase.layer_records(i) if r.kind == "matmul"]
+        assert ran == expected[:-1], i
+        scan = [r for r in phase.layer_records(i) if r.kind == "matmul" and r.op.startswith(formulas.SCAN_OPS)]
+        assert sum(r.macs for r in scan) == formulas.scan_macs_at(ours.config, T, past + T)
+        assert sum(r.recurrent_macs for r in scan) == formulas.recurrent_scan_macs(ours.config, T)
+    assert (phase.records[-1].op, phase.records[-1].dot_products, phase.records[-1].macs) == expected[-1]
+    if not past:  # the whole pass in the recurrent form: the shared closed form of the hybrids' scans
+        assert phase.recurrent_macs == shared_formulas.recurrent_pass_macs(ours.config, T, T)
+
+
+def test_a_decode_step_costs_the_same_at_context_20_as_at_150_and_the_state_does_not_grow():
+    config = PRESETS["mamba-codestral-7b"]
+    steps = [count_generation(config, t - 1, 2).decodes[0] for t in (20, 150)]
+    assert steps[0].macs == steps[1].macs == formulas.pass_macs(config, 1, 150)
+    assert all(r.macs == 2 * 128 * 64 * 128 // 2 for r in steps[0].block if r.op in ("ssm.input", "ssm.output"))
+    from minitransformer.verbs.memory import layer_caches
+
+    held = [layer_caches(config, t)["mamba"]["bytes"] for t in (20, 131072)]
+    assert held[0] == held[1] == 64 * 4 * (3 * 10240 + 128 * 64 * 128)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_parameters_equal_transformers_count(made, name):
+    _, ours, _ = made(name)
+    from minitransformer.verbs.params import parameters
+
+    assert parameters(ours.config).total == FORMULAS.parameters(ours.config) == transformers_parameters(hf_config(name))
+
+
+# mistralai/Mamba-Codestral-7B-v0.1's config.json, as NX-AI's mlstm_kernels benchmark transcribes it
+# (mlstm_kernels/utils/benchmark/benchmarks/huggingface_model_benchmark.py, "codestral_mamba_config").
+CODESTRAL = {
+    "architectures": ["Mamba2ForCausalLM"], "bos_token_id": 0, "chunk_size": 256, "conv_kernel": 4,
+    "eos_token_id": 0, "expand": 2, "head_dim": 64, "hidden_act": "silu", "hidden_size": 4096,
+    "initializer_range": 0.1, "intermediate_size": 8192, "layer_norm_epsilon": 1e-05, "model_type": "mamba2",
+    "n_groups": 8, "norm_before_gate": True, "num_heads": 128, "num_hidden_layers": 64, "pad_token_id": 0,
+    "rescale_prenorm_residual": False, "residual_in_fp32": True, "rms_norm": True, "state_size": 128,
+    "tie_word_embeddings": False, "time_step_floor": 0.0001, "time_step_init_scheme": "random",
+    "time_step_limit": [0.0, float("inf")], "time_step_max": 0.1, "time_step_min": 0.001, "time_step_rank": 256,
+    "time_step_scale": 1.0, "torch_dtype": "bfloat16", "use_bias": False, "use_cache": True, "use_conv_bias": True,
+    "vocab_size": 32768,
+}  # fmt: skip
+
+
+def test_the_preset_is_its_config_json_and_its_total_is_transformers_count():
+    preset = PRESETS["mamba-codestral-7b"]
+    assert Mamba2Config.from_hf_dict(CODESTRAL, name="mamba-codestral-7b") == preset
+    hf = transformers.Mamba2Config(**{k: v for k, v in CODESTRAL.items() if k not in ("model_type", "architectures")})
+    assert FORMULAS.parameters(preset) == transformers_parameters(hf) == 7_285_403_648
+
+
+def test_the_preset_s_config_json_reads_back_as_itself():
+    import json
+
+    preset = PRESETS["mamba-codestral-7b"]
+    written = json.loads(json.dumps(preset.to_hf_dict()))  # as `config --preset` prints it
+    assert Mamba2Config.from_hf_dict(written, name=preset.name) == preset
+
+
+def test_count_of_the_preset_says_the_chunked_scan_beside_the_recurrent_form_and_the_state():
+    result = run_cli("count", "--preset", "mamba-codestral-7b", "--tokens", "1000", "--new-tokens", "2")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "128 state-space heads of 64 (state 128)" in out and "7,285,403,648 parameters" in out
+    assert all(line in out for line in FORMULAS.count_notes(PRESETS["mamba-codestral-7b"], 1000, 2))
+    assert "4 chunks of 256, the last padded with 24 zero positions" in out and "Attention against" not in out
+    assert "state        conv [3, 10240] + ssm [128, 64, 128] numbers x 64 mamba layers: 276 MB, the same at any" in out
+
+
+def test_validate_says_all_ok(made):
+    from minitransformer.verbs.validate import validate
+
+    _, ours, _ = made("groups")
+    out = io.StringIO()
+    assert validate(ours, steps=8, out=out), out.getvalue()
+    assert "Mamba2ForCausalLM" in out.getvalue() and out.getvalue().endswith("all OK\n")
+
+
+def test_generate_trace_and_count_with_html_run_on_a_mamba2(made, tmp_path):
+    directory, _, _ = made("groups")
+    generated = run_cli("generate", "--model", str(directory), "--ids", "1,2,3", "--max-new-tokens", "4",
+                        "--html", str(tmp_path / "g.html"))  # fmt: skip
+    assert generated.returncode == 0, generated.stderr
+    table = generated.stdout.split("Decode steps", 1)[1].splitlines()[2:5]  # steps 1 to 3: t = 4, 5, 6
+    assert [row.split()[2] for row in table] == ["4", "5", "6"] and len({row.split()[-1] for row in table}) == 1
+    traced = run_cli("trace", "--model", str(directory), "--ids", "1,2,3")
+    assert traced.returncode == 0, traced.stderr
+    for name in ("mixer.in_proj", "mixer.conv", "mixer.ssd.scores", "mixer.ssd.chunk_state", "mixer.input",
+                 "mixer.output", "mixer.normed", "mixer.out"):  # fmt: skip
+        assert f"blocks.1.{name}" in traced.stdout
+    counted = run_cli("count", "--model", str(directory), "--tokens", "40", "--html", str(tmp_path / "c.html"))
+    assert counted.returncode == 0, counted.stderr
+    assert (tmp_path / "c.html").stat().st_size > 10_000 and (tmp_path / "g.html").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("key, value, match", [("quantization_config", {"quant_method": "fp8"}, "quantization_config"),
+                                               ("hidden_act", "xielu", "hidden_act"),
+                                               ("time_step_limit", [0.5, 0.1], "time_step_limit"),
+                                               ("expand", 3, "expand")])  # fmt: skip
+def test_options_that_change_inference_are_refused_by_name(key, value, match):
+    with pytest.raises(UserError, match=match):
+        Mamba2Config.from_hf_dict({"model_type": "mamba2", key: value})
+
+
+def test_defaults_are_transformers_defaults():
+    ours, t = Mamba2Config.from_hf_dict({"model_type": "mamba2"}), transformers.Mamba2Config()
+    assert (ours.n_layer, ours.n_embd, ours.vocab_size, ours.ssm_heads, ours.ssm_head_dim, ours.state_size,
+            ours.n_groups, ours.conv_kernel, ours.expand, ours.chunk_size, ours.use_bias, ours.use_conv_bias,
+            ours.ssm_act, ours.layer_norm_epsilon, ours.time_step_limit, ours.tie_word_embeddings, ours.bos_token_id,
+            ours.eos_token_id) == (
+        t.num_hidden_layers, t.hidden_size, t.vocab_size, t.num_heads, t.head_dim, t.state_size, t.n_groups,
+        t.conv_kernel, t.expand, t.chunk_size, t.use_bias, t.use_conv_bias, t.hidden_act, t.layer_norm_epsilon,
+        tuple(t.time_step_limit), t.tie_word_embeddings, t.bos_token_id, t.eos_token_id)  # fmt: skip

@@ -1,0 +1,337 @@
+"""Nemotron-H against transformers, on random NemotronHConfig models that transformers itself makes (their routers'
+correction biases moved too): every kind of layer (Mamba-2, attention without positions, squared-ReLU MLP, squared-
+ReLU experts with a shared one, with and without a latent), logits at every position of a prompt past the Mamba
+chunks and the attention row chunk, 30 greedy tokens with the per-layer cache (states and keys/values), a left-padded
+batch, float64 against a float64 truth, captures of each kind's output, count = a real run = the closed forms on
+every kind of layer, the parameters against transformers' count, and the presets as their config.json say.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
+    batch_logits,
+    count_equals_a_real_run_and_the_closed_form,
+    expert_loads_follow_the_router,
+    float64_against_truth,
+    greedy,
+    logits_at_every_position,
+    made_once,
+    transformers_parameters,
+)
+
+from minitransformer.engine.ledger import Phase  # noqa: E402
+from minitransformer.errors import UserError  # noqa: E402
+from minitransformer.families.nemotron_h import formulas  # noqa: E402
+from minitransformer.families.nemotron_h.config import PRESETS, NemotronHConfig  # noqa: E402
+from minitransformer.families.nemotron_h.formulas import FORMULAS  # noqa: E402
+from minitransformer.verbs import formulas as shared_formulas  # noqa: E402
+from minitransformer.verbs.count import count_generation  # noqa: E402
+
+SMALL = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48,
+             mamba_num_heads=8, mamba_head_dim=8, ssm_state_size=16, n_groups=2, conv_kernel=4, n_routed_experts=6,
+             num_experts_per_tok=2, moe_intermediate_size=24, moe_shared_expert_intermediate_size=40, n_group=2,
+             topk_group=1, vocab_size=128, max_position_embeddings=512)  # fmt: skip
+# Every kind of layer, in transformers' names and in the older pattern; a latent for the experts with biases on the
+# MLPs, groups of experts, norm_topk_prob off and a routed scaling; in_proj/out_proj biases and a 1-group Mamba; a
+# time_step_min high enough that the chunked scan's clamp bites.
+CONFIGS = {
+    "every_kind": dict(SMALL, layers_block_type=["mamba", "moe", "attention", "mlp", "mamba", "attention"],
+                       chunk_size=16, seed=5),
+    "latent_groups": dict(SMALL, hybrid_override_pattern="ME*M-", chunk_size=32, moe_latent_size=12, n_group=3,
+                          topk_group=2, norm_topk_prob=False, routed_scaling_factor=2.5, mlp_bias=True, seed=7),
+    "biases_clamped": dict(SMALL, layers_block_type=["linear_attention", "full_attention", "moe"], n_groups=1,
+                           chunk_size=40, use_bias=True, time_step_min=0.3, tie_word_embeddings=True, seed=9),
+}  # fmt: skip
+PROMPT = 150  # past the Mamba chunks and the attention row chunk (128)
+
+
+def move_correction_biases(hf, seed: int) -> None:
+    """The routers' correction biases (buffers, which save_random leaves at zero) moved by N(0, 0.3), so that choosing
+    by s + b differs from choosing by s."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in hf.model.layers:
+            if hasattr(layer.mixer, "gate"):
+                bias = layer.mixer.gate.e_score_correction_bias
+                bias.copy_(torch.randn(bias.shape, generator=generator) * 0.3)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """name -> (directory, our model, transformers' model), each made once."""
+    return made_once(tmp_path_factory, transformers.NemotronHConfig, CONFIGS, moved=move_correction_biases)
+
+
+def prompt(name: str, n: int, seed: int = 0) -> list[int]:
+    return np.random.default_rng(seed).integers(1, CONFIGS[name]["vocab_size"], n).tolist()
+
+
+def hf_config(name: str):
+    return transformers.NemotronHConfig(**{k: v for k, v in CONFIGS[name].items() if k != "seed"})
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_logits_at_every_position_past_the_chunks_equal_transformers(made, name):
+    _, ours, hf = made(name)
+    assert ours.config.family == "nemotron_h" and list(ours.config.kinds) == [
+        {"M": "mamba", "E": "moe", "*": "full_attention", "-": "mlp"}[c] for c in hf.config.hybrid_override_pattern
+    ]
+    assert logits_at_every_position(ours, hf, prompt(name, PROMPT)) <= 1
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_thirty_greedy_tokens_with_the_per_layer_cache_equal_transformers_generate(made, name):
+    _, ours, hf = made(name)
+    tokens = greedy(ours, hf, prompt(name, 21, seed=1))
+    assert len(set(tokens)) > 3
+
+
+@pytest.mark.parametrize("name", ["every_kind", "latent_groups"])
+def test_a_left_padded_batch_equals_transformers_and_each_row_alone(made, name):
+    _, ours, hf = made(name)
+    rows = [prompt(name, 9, seed=2), prompt(name, 50, seed=3), prompt(name, 3, seed=4)]
+    assert batch_logits(ours, hf, rows) <= 1
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_float64_within_1e_9_of_a_float64_truth(made, name):
+    directory, _, _ = made(name)
+    assert float64_against_truth(directory, prompt(name, 60, seed=5)) <= 1e-9
+
+
+def test_each_kind_s_output_and_the_router_s_choice_are_captured_as_transformers_computes_them(made):
+    _, ours, hf = made("every_kind")
+    ids = prompt("every_kind", 40, seed=6)
+    seen: dict = {}
+    handles = [layer.mixer.register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(i, out))
+               for i, layer in enumerate(hf.model.layers)]  # fmt: skip
+    handles.append(hf.model.layers[1].mixer.gate.register_forward_hook(lambda m, a, out: seen.__setitem__("gate", out)))
+    try:
+        with torch.no_grad():
+            hf(torch.tensor([ids]))
+    finally:
+        for handle in handles:
+            handle.remove()
+    _, cache = ours.run_with_cache(ids)
+    outputs = {"mamba": "mixer.out", "moe": "moe.out", "full_attention": "attn.out", "mlp": "mlp.down"}
+    for i, kind in enumerate(ours.config.kinds):
+        theirs = seen[i][0] if isinstance(seen[i], tuple) else seen[i]
+        np.testing.assert_allclose(cache[f"blocks.{i}.{outputs[kind]}"], theirs[0].numpy(), atol=2e-4, rtol=1e-4)
+    _, weights, indices = (x.numpy() for x in seen["gate"])
+    chosen, gates = cache["blocks.1.moe.chosen"], cache["blocks.1.moe.gates"]
+    for token in range(len(ids)):
+        theirs = dict(zip(indices[token].tolist(), weights[token].tolist()))
+        mine = dict(zip(chosen[token].tolist(), gates[token].tolist()))
+        assert theirs.keys() == mine.keys()
+        np.testing.assert_allclose([mine[e] for e in theirs], list(theirs.values()), atol=1e-6)
+
+
+def test_the_cache_holds_a_state_for_mamba_layers_keys_and_values_for_attention_and_nothing_else(made):
+    _, ours, _ = made("every_kind")
+    c = ours.config
+    cache = ours.new_cache(capacity=64)
+    ours.run(prompt("every_kind", 20, seed=7), cache=cache)
+    for i, kind in enumerate(c.kinds):
+        held = cache.layer(i)
+        if kind == "mamba":
+            assert held["ssm"].shape == (8, 8, 16) and held["conv"].shape == (3, c.conv_dim) and held["ssm"].any()
+        elif kind == "full_attention":
+            assert held.keys.shape == (2, 64, 8) and held.keys[:, :20].any()
+        else:
+            assert held.nbytes == 0
+    assert cache.nbytes == 4 * (2 * (8 * 8 * 16 + 3 * c.conv_dim) + 2 * 2 * 2 * 64 * 8)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_count_equals_a_real_run_and_the_closed_form(made, name):
+    _, ours, _ = made(name)
+    count_equals_a_real_run_and_the_closed_form(ours, PROMPT, 4)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("T, past", [(PROMPT, 0), (1, 30)])
+def test_every_kind_of_layer_s_products_are_the_closed_form_s(made, name, T, past):
+    """Each layer's products, kind by kind, in a prefill (the Mamba layers in chunks, attention in row chunks) and
+    in a decode step (the Mamba layers' recurrent form, attention over the cached keys)."""
+    _, ours, _ = made(name)
+    c = ours.config
+    cache = ours.new_cache()
+    if past:
+        ours.run(prompt(name, past, seed=8), cache=cache)
+    phase = Phase("decode" if past else "prefill", 1, T, past + T)
+    ours.run(prompt(name, T, seed=9), cache=cache, phase=phase)
+    for i, kind in enumerate(c.kinds):
+        ran = [(r.op, r.dot_products, r.macs) for r in phase.layer_records(i) if r.kind == "matmul"]
+        assert ran == formulas.kind_products(c, kind, T, past + T), (i, kind)
+        assert sum(macs for _, _, macs in ran) == formulas.kind_macs(c, kind, T, past + T)
+    assert phase.macs == formulas.pass_macs(c, T, past + T) == shared_formulas.pass_macs(c, T, past + T)
+    if not past:  # the Mamba layers' scans in the recurrent form, the rest as computed
+        assert phase.recurrent_macs == shared_formulas.recurrent_pass_macs(c, T, T)
+
+
+def test_a_mamba_layer_s_decode_step_costs_the_same_at_context_20_as_at_150_and_its_state_does_not_grow():
+    config = PRESETS["nemotron-h-8b"]
+    steps = [count_generation(config, t - 1, 2).decodes[0] for t in (20, 150)]
+    mamba, attention = config.kinds.index("mamba"), config.kinds.index("full_attention")
+    per_layer = [{i: sum(r.macs for r in records) for records, _ in step.groups for i in {records[0].layer}}
+                 for step in steps]  # fmt: skip
+    assert per_layer[0][mamba] == per_layer[1][mamba] == formulas.kind_macs(config, "mamba", 1, 150)
+    assert per_layer[0][attention] < per_layer[1][attention]  # attention grows with the context
+    from minitransformer.verbs.memory import layer_caches
+
+    small, long = (layer_caches(config, t) for t in (20, 131072))
+    assert small["mamba"]["bytes"] == long["mamba"]["bytes"] == 24 * 4 * (3 * 10240 + 128 * 64 * 128)
+    assert long["full_attention"]["bytes"] == 4 * 4 * 131072 * 2 * 8 * 128  # keys and values grow
+    assert small["mlp"]["bytes"] == 0
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_parameters_total_and_active_equal_transformers_count(made, name):
+    _, ours, hf = made(name)
+    from minitransformer.verbs.params import parameters
+
+    total = transformers_parameters(hf_config(name))
+    assert parameters(ours.config).total == FORMULAS.parameters(ours.config) == total
+    c = ours.config
+    experts = sum(p.numel() for layer in hf.model.layers if hasattr(layer.mixer, "experts")
+                  for p in layer.mixer.experts.parameters())  # fmt: skip
+    assert FORMULAS.active_parameters(c) == total - experts * (c.n_experts - c.top_k) // c.n_experts
+    assert parameters(c).active == FORMULAS.active_parameters(c)
+
+
+# nvidia/Nemotron-H-8B-Base-8K's config.json, as NVIDIA-NeMo/Megatron-Bridge's tests transcribe it
+# (tests/unit_tests/models/nemotronh/test_nemotron_h_bridge.py, without the test's own "n_routed_experts": None).
+NEMOTRON_H_8B = {
+    "architectures": ["NemotronHForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "attention_head_dim": 128, "bos_token_id": 1, "chunk_size": 128, "conv_kernel": 4, "eos_token_id": 2, "expand": 2,
+    "hidden_act": "relu2", "hidden_dropout": 0.0, "hidden_size": 4096,
+    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", "initializer_range": 0.02,
+    "intermediate_size": 21504, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64, "mamba_hidden_act": "silu",
+    "mamba_num_heads": 128, "mamba_proj_bias": False, "max_position_embeddings": 8192, "mlp_bias": False,
+    "mlp_hidden_act": "relu2", "model_type": "nemotron_h", "n_groups": 8, "num_attention_heads": 32,
+    "num_hidden_layers": 52, "num_key_value_heads": 8, "num_logits_to_keep": 1, "pad_token_id": 0,
+    "rescale_prenorm_residual": True, "residual_in_fp32": False, "rms_norm_eps": 1e-05, "ssm_state_size": 128,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.48.0.dev0", "use_bias": False,
+    "use_cache": True, "use_conv_bias": True, "use_mamba_kernels": True, "vocab_size": 131072,
+}  # fmt: skip
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16's config.json, as jax-llm-examples' nemotron3 tests transcribe it
+# (nemotron3/tests/test_lora.py, NEMOTRON3_30B_JSON).
+NEMOTRON_3_NANO = {
+    "architectures": ["NemotronHForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 1,
+    "chunk_size": 128, "conv_kernel": 4, "eos_token_id": 2, "expand": 2, "head_dim": 128, "hidden_dropout": 0.0,
+    "hidden_size": 2688, "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+    "initializer_range": 0.02, "intermediate_size": 1856, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64,
+    "mamba_hidden_act": "silu", "mamba_num_heads": 64, "mamba_proj_bias": False, "mamba_ssm_cache_dtype": "float32",
+    "max_position_embeddings": 262144, "mlp_bias": False, "mlp_hidden_act": "relu2", "model_type": "nemotron_h",
+    "moe_intermediate_size": 1856, "moe_shared_expert_intermediate_size": 3712, "n_group": 1, "n_groups": 8,
+    "n_routed_experts": 128, "n_shared_experts": 1, "norm_eps": 1e-05, "norm_topk_prob": True,
+    "num_attention_heads": 32, "num_experts_per_tok": 6, "num_hidden_layers": 52, "num_key_value_heads": 2,
+    "num_logits_to_keep": 1, "pad_token_id": 0, "partial_rotary_factor": 1.0, "rescale_prenorm_residual": True,
+    "residual_in_fp32": False, "rope_theta": 10000, "routed_scaling_factor": 2.5, "sliding_window": None,
+    "ssm_state_size": 128, "tie_word_embeddings": False, "time_step_floor": 0.0001, "time_step_max": 0.1,
+    "time_step_min": 0.001, "topk_group": 1, "torch_dtype": "bfloat16", "transformers_version": "4.55.4",
+    "use_bias": False, "use_cache": True, "use_conv_bias": True, "use_mamba_kernels": True, "vocab_size": 131072,
+}  # fmt: skip
+PUBLISHED = {"nemotron-h-8b": NEMOTRON_H_8B, "nemotron-3-nano-30b-a3b": NEMOTRON_3_NANO}
+
+
+@pytest.mark.parametrize("preset", PUBLISHED)
+def test_the_presets_are_their_config_json_and_their_totals_are_transformers_count(preset):
+    published = PUBLISHED[preset]
+    assert NemotronHConfig.from_hf_dict(published, name=preset) == PRESETS[preset]
+    hf = transformers.NemotronHConfig(
+        **{k: v for k, v in published.items() if k not in ("model_type", "architectures")}
+    )
+    assert FORMULAS.parameters(PRESETS[preset]) == transformers_parameters(hf)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_preset_s_config_json_reads_back_as_itself(preset):
+    import json
+
+    written = json.loads(json.dumps(PRESETS[preset].to_hf_dict()))  # as `config --preset` prints it
+    assert NemotronHConfig.from_hf_dict(written, name=preset) == PRESETS[preset]
+
+
+def test_the_presets_totals_and_nano_s_active_parameters():
+    assert FORMULAS.parameters(PRESETS["nemotron-h-8b"]) == 8_100_852_736
+    nano = PRESETS["nemotron-3-nano-30b-a3b"]
+    assert (FORMULAS.parameters(nano), FORMULAS.active_parameters(nano)) == (31_577_937_344, 3_580_073_408)
+
+
+def test_count_of_a_preset_sets_the_scan_beside_the_recurrent_form_and_each_layer_type_s_cache():
+    result = run_cli("count", "--preset", "nemotron-h-8b", "--tokens", "1000", "--new-tokens", "2")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert all(line in out for line in FORMULAS.count_notes(PRESETS["nemotron-h-8b"], 1000, 2))
+    assert "x 24 mamba layers: 104 MB, the same at any context" in out and "K and V x 4 full_attention layers" in out
+    assert "8,100,852,736 parameters" in out
+
+
+def test_validate_says_all_ok(made):
+    from minitransformer.verbs.validate import validate
+
+    _, ours, _ = made("every_kind")
+    out = io.StringIO()
+    assert validate(ours, steps=8, out=out), out.getvalue()
+    assert "NemotronHForCausalLM" in out.getvalue() and out.getvalue().endswith("all OK\n")
+
+
+def test_generate_trace_and_count_with_html_run_on_a_nemotron_h(made, tmp_path):
+    directory, _, _ = made("every_kind")
+    generated = run_cli("generate", "--model", str(directory), "--ids", "1,2,3", "--max-new-tokens", "4",
+                        "--html", str(tmp_path / "g.html"))  # fmt: skip
+    assert generated.returncode == 0, generated.stderr
+    traced = run_cli("trace", "--model", str(directory), "--ids", "1,2,3", "--layers", "all")
+    assert traced.returncode == 0, traced.stderr
+    for name in ("blocks.0.mixer.ssd.scores", "blocks.1.moe.chosen", "blocks.1.moe.shared_down", "blocks.2.attn.qk",
+                 "blocks.3.mlp.act", "blocks.4.mixer.input", "blocks.5.attn.weights"):  # fmt: skip
+        assert name in traced.stdout, name
+    counted = run_cli("count", "--model", str(directory), "--tokens", "40", "--html", str(tmp_path / "c.html"))
+    assert counted.returncode == 0, counted.stderr
+    assert (tmp_path / "c.html").stat().st_size > 10_000 and (tmp_path / "g.html").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("hf, match", [({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                                       ({"hybrid_override_pattern": "M*X"}, "hybrid_override_pattern"),
+                                       ({"layers_block_type": ["mamba", "conv"]}, "layers_block_type"),
+                                       ({"mlp_hidden_act": "xielu"}, "mlp_hidden_act"),
+                                       ({"n_routed_experts": 6, "n_group": 4}, "n_group")])  # fmt: skip
+def test_options_that_change_inference_are_refused_by_name(hf, match):
+    with pytest.raises(UserError, match=match):
+        NemotronHConfig.from_hf_dict({"model_type": "nemotron_h", **hf})
+
+
+def test_defaults_are_transformers_defaults():
+    ours, t = NemotronHConfig.from_hf_dict({"model_type": "nemotron_h"}), transformers.NemotronHConfig()
+    assert (list(ours.kinds), ours.n_embd, ours.vocab_size, ours.n_head, ours.n_kv_head, ours.head_dim, ours.n_inner,
+            ours.mlp_act, ours.ssm_heads, ours.ssm_head_dim, ours.state_size, ours.n_groups, ours.conv_kernel,
+            ours.chunk_size, ours.time_step_min, ours.n_experts, ours.top_k, ours.moe_inner, ours.shared_inner,
+            ours.n_group, ours.topk_group, ours.norm_topk_prob, ours.routed_scaling_factor, ours.layer_norm_epsilon,
+            ours.n_positions, ours.bos_token_id, ours.eos_token_id) == (
+        ["mamba" if k == "linear_attention" else k for k in t.layers_block_type], t.hidden_size, t.vocab_size,
+        t.num_attention_heads, t.num_key_value_heads, t.head_dim, t.intermediate_size, t.mlp_hidden_act,
+        t.mamba_num_heads, t.mamba_head_dim, t.ssm_state_size, t.n_groups, t.conv_kernel, t.chunk_size,
+        t.time_step_min, t.n_routed_experts, t.num_experts_per_tok, t.moe_intermediate_size,
+        t.moe_shared_expert_intermediate_size, t.n_group, t.topk_group, t.norm_topk_prob, t.routed_scaling_factor,
+        t.layer_norm_epsilon, t.max_position_embeddings, t.bos_token_id, t.eos_token_id)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_each_expert_computed_what_the_router_sent_it(made, name):
+    """As every family with experts owes: each routed expert product's breakdown is the router's choice counted,
+    expert by expert, in each layer of kind moe."""
+    _, ours, _ = made(name)
+    moe_layers = sum(kind == "moe" for kind in ours.config.layer_types)
+    assert moe_layers > 0
+    assert expert_loads_follow_the_router(ours, prompt(name, PROMPT, seed=7)) == moe_layers

@@ -1,0 +1,337 @@
+"""Qwen3.5 (dense and MoE) against transformers, on random Qwen3_5TextConfig and Qwen3_5MoeTextConfig models that
+transformers itself makes: logits at every position of prompts past the delta rule's chunk (64) and the attention row
+chunk (128), 30 greedy tokens with the state cache against transformers' generate, the state itself against
+transformers' cache, a left-padded batch, float64 against a float64 truth, the captures, validate, the commands, a
+multimodal checkpoint read as its text model, the parameters, and every option that changes inference refused.
+
+transformers prints that the fast kernels (causal-conv1d, flash-linear-attention) are missing and runs its PyTorch
+fallbacks, the reference followed here.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
+    batch_logits,
+    count_equals_a_real_run_and_the_closed_form,
+    expert_loads_follow_the_router,
+    float64_against_truth,
+    greedy,
+    logits_at_every_position,
+    made_once,
+    transformers_parameters,
+    worst,
+)
+
+from minitransformer import load_model  # noqa: E402
+from minitransformer.engine.kvcache import KeysValues, LayerCache, LayerState, State  # noqa: E402
+from minitransformer.errors import UserError  # noqa: E402
+from minitransformer.families.qwen35.config import FULL, LINEAR, Qwen35Config  # noqa: E402
+
+# Several shapes: grouped value heads (Gv = 2, 3) and one value head a key head, keys wider than values, a conv of
+# kernel 3, half of each head rotated, attention biases, tied embeddings, layers in an order of our own (full first),
+# a checkpoint saved in bfloat16 (as Qwen's are), and the MoE model's experts beside its shared expert.
+CONFIGS = {
+    "dense": (transformers.Qwen3_5TextConfig,
+              dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+                   linear_key_head_dim=8, linear_value_head_dim=8, max_position_embeddings=512, seed=3)),
+    "dense_bias_tied": (transformers.Qwen3_5TextConfig,
+                        dict(vocab_size=100, hidden_size=24, intermediate_size=40, num_hidden_layers=5,
+                             num_attention_heads=3, num_key_value_heads=1, head_dim=8, linear_num_key_heads=2,
+                             linear_num_value_heads=2, linear_key_head_dim=12, linear_value_head_dim=6,
+                             linear_conv_kernel_dim=3, attention_bias=True, tie_word_embeddings=True,
+                             layer_types=[FULL, LINEAR, LINEAR, FULL, LINEAR],
+                             rope_parameters={"rope_type": "default", "rope_theta": 500.0,
+                                              "partial_rotary_factor": 0.5},
+                             max_position_embeddings=512, seed=5, saved="bfloat16")),
+    "moe": (transformers.Qwen3_5MoeTextConfig,
+            dict(vocab_size=120, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                 head_dim=16, linear_num_key_heads=1, linear_num_value_heads=3, linear_key_head_dim=8,
+                 linear_value_head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=12,
+                 shared_expert_intermediate_size=20, max_position_embeddings=512, seed=3)),
+}  # fmt: skip
+PROMPT = 150  # past the delta rule's chunk (64) and the attention row chunk (128)
+
+
+def moderate_decays(hf, seed: int) -> None:
+    """Each DeltaNet layer's A_log moved to log(uniform(0.02, 0.3)): decays whose sum over a chunk float32 holds to
+    about 1e-6. (transformers' own A in (0.01, 16) makes log-decays of -40 a position, whose cumulative sums over a
+    64-position chunk reach -1,000, where a float32 carries 1e-4 absolute: its fallback and ours then differ by 1e-4
+    relative in the decays themselves, each as far from the float64 truth as the other.)"""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in hf.model.layers:
+            if hasattr(layer, "linear_attn"):
+                a = layer.linear_attn.A_log
+                a.copy_((torch.rand(a.shape, generator=generator) * 0.28 + 0.02).log())
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """name -> (directory, our model, transformers' model), each made once."""
+    makers = {cls: made_once(tmp_path_factory, cls, {n: kw for n, (c, kw) in CONFIGS.items() if c is cls},
+                             moved=moderate_decays) for cls in {c for c, _ in CONFIGS.values()}}  # fmt: skip
+    return lambda name: makers[CONFIGS[name][0]](name)
+
+
+def prompt(name: str, n: int, seed: int = 0) -> list[int]:
+    return np.random.default_rng(seed).integers(0, CONFIGS[name][1]["vocab_size"], n).tolist()
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_logits_at_every_position_past_the_delta_rule_s_chunk_and_the_row_chunk(made, name):
+    _, ours, hf = made(name)
+    assert ours.config.family == "qwen3_5" and ours.config.layer_types == tuple(hf.config.layer_types)
+    ids = prompt(name, PROMPT)
+    for n in (1, 2, 64, 65, PROMPT):  # the recurrent form; one chunk of 2; one full chunk; a padded second; three
+        assert logits_at_every_position(ours, hf, ids[:n]) <= 1, n
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_thirty_greedy_tokens_with_the_state_cache_equal_transformers_generate(made, name):
+    _, ours, hf = made(name)
+    tokens = greedy(ours, hf, prompt(name, 70, seed=1))  # a prefill of two chunks, then 30 recurrent steps
+    assert len(set(tokens)) > 3
+
+
+@pytest.mark.parametrize("name", ["dense", "moe"])
+def test_a_left_padded_batch_equals_each_row_alone_and_transformers(made, name):
+    _, ours, hf = made(name)
+    rows = [prompt(name, 9, seed=2), prompt(name, 80, seed=3), prompt(name, 3, seed=4)]
+    assert batch_logits(ours, hf, rows) <= 1
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_float64_within_1e_9_of_a_float64_truth(made, name):
+    directory, _, _ = made(name)
+    assert float64_against_truth(directory, prompt(name, 100, seed=5)) <= 1e-9
+
+
+def test_the_state_after_a_prompt_is_transformers_cache(made):
+    """Our cache's state arrays after a prefill in chunks hold what transformers' cache holds: each DeltaNet layer's
+    recurrent [Hv, dk, dv] state, and its conv's last K - 1 inputs (transformers keeps the last K)."""
+    _, ours, hf = made("dense_bias_tied")
+    ids = prompt("dense_bias_tied", 90, seed=6)
+    cache = ours.new_cache(capacity=100)
+    ours.run(ids, cache=cache)
+    with torch.no_grad():
+        theirs = hf(torch.tensor([ids]), use_cache=True).cache
+    c = ours.config
+    for i, kind in enumerate(c.layer_types):
+        held = cache.layer(i)
+        if kind == FULL:
+            assert isinstance(held, LayerCache) and isinstance(c.layer_cache(i), KeysValues)
+            np.testing.assert_allclose(held.keys[:, :90], theirs.layers[i].keys[0].numpy(), atol=2e-5)
+            continue
+        assert isinstance(held, LayerState) and isinstance(c.layer_cache(i), State)
+        state, conv = theirs.layers[i].recurrent_states[0][0].numpy(), theirs.layers[i].conv_states[0][0].numpy()
+        assert np.abs(held["recurrent"] - state).max() <= 1e-5 * max(1.0, np.abs(state).max())
+        np.testing.assert_allclose(held["conv"], conv[:, 1:].T, atol=1e-5)  # [K - 1, Dc] against [Dc, K]
+    states = [held for held in cache.layers if isinstance(held, LayerState)]
+    assert cache.nbytes == ours.new_cache(capacity=100).nbytes  # in place: nothing grew
+    each = (c.linear_kernel - 1) * c.conv_channels + c.linear_value_heads * c.linear_key_dim * c.linear_value_dim
+    assert len(states) == 3 and sum(h.nbytes for h in states) == 4 * 3 * each == 4 * 3 * (2 * 60 + 2 * 12 * 6)
+
+
+def test_the_recurrent_form_and_the_chunks_agree_and_a_state_never_grows(made):
+    """The same positions, fed one at a time (the recurrent form) and as one prompt (chunks): the same logits; and
+    the state arrays of a cache for 16 positions are those of a cache for 512."""
+    _, ours, _ = made("moe")
+    ids = prompt("moe", 75, seed=7)
+    whole = ours.logits(ids)
+    cache = ours.new_cache(capacity=75)
+    steps = [ours.run(ids[i : i + 1], cache=cache, all_positions=True) for i in range(75)]
+    assert worst(np.concatenate(steps), whole) <= 1
+    small, large = ours.new_cache(capacity=16), ours.new_cache(capacity=512)
+    for a, b in zip(small.layers, large.layers):
+        if isinstance(a, LayerState):
+            assert a.nbytes == b.nbytes > 0 and not a["recurrent"].any()
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_count_equals_a_real_run_and_the_closed_form(made, name):
+    _, ours, _ = made(name)
+    count_equals_a_real_run_and_the_closed_form(ours, PROMPT, 4)
+    count_equals_a_real_run_and_the_closed_form(ours, 5, 3)
+
+
+def test_the_captures_are_transformers_layers_outputs_and_a_hook_takes_effect(made):
+    _, ours, hf = made("dense")
+    ids = prompt("dense", 70, seed=8)
+    seen = {}
+    handles = [layer.register_forward_hook(lambda m, a, out, i=i: seen.__setitem__(i, out[0].numpy()))
+               for i, layer in enumerate(hf.model.layers)]  # fmt: skip
+    try:
+        with torch.no_grad():
+            hf(torch.tensor([ids]))
+    finally:
+        for handle in handles:
+            handle.remove()
+    _, cache = ours.run_with_cache(ids)
+    for i in range(ours.config.n_layer):
+        np.testing.assert_allclose(cache[f"blocks.{i}.resid_post"], seen[i], atol=2e-4)
+    c = ours.config
+    assert cache["blocks.0.linear_attn.conv"].shape == (c.conv_channels, 70, 1)
+    assert cache["blocks.0.linear_attn.read"].shape == (2, 2, 2, 64, 8)  # Hk Gv N C dv: the chunks side by side
+    assert cache["blocks.0.linear_attn.solved"].shape == (2, 2, 2, 64, 16)
+    assert "blocks.3.attn.gate" in cache and "blocks.3.linear_attn.read" not in cache
+    # a hook that zeroes every write strength beta leaves the states empty: the DeltaNet layers add nothing
+    handle = ours.add_hook("blocks.*.linear_attn.beta", lambda t, name: np.zeros_like(t))
+    try:
+        _, hooked = ours.run_with_cache(ids, names="blocks.*.linear_attn.*")
+    finally:
+        handle.remove()
+    assert not hooked["blocks.0.linear_attn.state"].any() and hooked["blocks.0.linear_attn.core_out"].max() == 0
+    # a stage computed chunk by chunk is shown after the last chunk: a replacement cannot take effect
+    handle = ours.add_hook("blocks.0.linear_attn.read", lambda t, name: t + 1)
+    try:
+        with pytest.raises(UserError, match="piece by piece"):
+            ours.run_with_cache(ids)
+    finally:
+        handle.remove()
+
+
+def test_validate_says_all_ok(made):
+    from minitransformer.verbs.validate import validate
+
+    _, ours, _ = made("dense")
+    out = io.StringIO()
+    assert validate(ours, steps=6, out=out), out.getvalue()
+    assert "Qwen3_5ForCausalLM" in out.getvalue() and out.getvalue().endswith("all OK\n")
+
+
+def test_generate_count_trace_and_html_run_on_a_qwen35(made, tmp_path):
+    directory, _, _ = made("moe")
+    generated = run_cli("generate", "--model", str(directory), "--ids", "1,2,3", "--max-new-tokens", "4", "--html",
+                        str(tmp_path / "g.html"))  # fmt: skip
+    assert generated.returncode == 0, generated.stderr
+    assert "Recurrent form:" in generated.stdout and "linear.conv" in generated.stdout
+    counted = run_cli("count", "--model", str(directory), "--tokens", "100", "--new-tokens", "2", "--html",
+                      str(tmp_path / "c.html"))  # fmt: skip
+    assert counted.returncode == 0, counted.stderr
+    for line in (
+        "linear_attention (layer 0; 3 layers like it):",
+        "full_attention (layer 3; 1 layer like it):",
+        "each linear_attention layer (3; a state: the same at any t)",
+        "Recurrent form: the scans",
+        "  state        conv [3, 40] + recurrent [3, 8, 8] numbers x 3 linear_attention layers",
+    ):
+        assert line in counted.stdout, line
+    page = (tmp_path / "c.html").read_text()
+    assert "linear_attention" in page and "full_attention" in page and "delta.solve" in page
+    traced = run_cli("trace", "--model", str(directory), "--ids", "1,2,3", "--layers", "all")
+    assert traced.returncode == 0, traced.stderr
+    assert "blocks.0.linear_attn.solved" in traced.stdout and "blocks.3.attn.gated" in traced.stdout
+
+
+def test_a_multimodal_checkpoint_is_read_as_its_text_model(tmp_path):
+    """Qwen3_5ForConditionalGeneration's checkpoint (model.language_model..., model.visual..., the published layout):
+    its text model, as transformers' AutoModelForCausalLM reads it."""
+    text = {k: v for k, v in CONFIGS["dense"][1].items() if k != "seed"}
+    vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=32, patch_size=4,
+                  spatial_merge_size=1, temporal_patch_size=1, num_position_embeddings=16)  # fmt: skip
+    torch.manual_seed(2)
+    whole = transformers.Qwen3_5ForConditionalGeneration(transformers.Qwen3_5Config(text_config=text,
+                                                                                    vision_config=vision))  # fmt: skip
+    with torch.no_grad():
+        for param in whole.parameters():
+            param.add_(torch.randn_like(param) * 0.2)
+    whole.save_pretrained(tmp_path)
+    ours = load_model(tmp_path)
+    assert ours.config.model_type == "qwen3_5" and "read as its text model" in ours.config.checkpoint_kind
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32).eval()
+    assert type(hf).__name__ == "Qwen3_5ForCausalLM"
+    assert logits_at_every_position(ours, hf, prompt("dense", 70, seed=9)) <= 1
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_parameters_total_and_active_equal_transformers_count(made, name):
+    from minitransformer.families.qwen35.formulas import FORMULAS as formulas
+    from minitransformer.verbs.params import parameters
+
+    _, ours, hf = made(name)
+    c = ours.config
+    total = transformers_parameters(hf.config)
+    assert parameters(c).total == formulas.parameters(c) == total
+    if c.is_moe:
+        E, k, _, _ = c.experts
+        experts = sum(layer.mlp.experts.gate_up_proj.numel() + layer.mlp.experts.down_proj.numel()
+                      for layer in hf.model.layers)  # fmt: skip
+        assert parameters(c).active == formulas.active_parameters(c) == total - experts * (E - k) // E
+
+
+def test_defaults_are_transformers_defaults():
+    for ours, theirs in ((Qwen35Config.from_hf_dict({"model_type": "qwen3_5_text"}), transformers.Qwen3_5TextConfig()),
+                         (Qwen35Config.from_hf_dict({"model_type": "qwen3_5_moe_text"}),
+                          transformers.Qwen3_5MoeTextConfig())):  # fmt: skip
+        assert (ours.vocab_size, ours.n_embd, ours.n_layer, ours.n_head, ours.n_kv_head, ours.head_dim,
+                ours.linear_kernel, ours.linear_key_heads, ours.linear_value_heads, ours.linear_key_dim,
+                ours.linear_value_dim, ours.n_positions, ours.rms_norm_eps, ours.rope_theta,
+                ours.partial_rotary_factor, ours.layer_types, ours.tie_word_embeddings) == (
+            theirs.vocab_size, theirs.hidden_size, theirs.num_hidden_layers, theirs.num_attention_heads,
+            theirs.num_key_value_heads, theirs.head_dim, theirs.linear_conv_kernel_dim, theirs.linear_num_key_heads,
+            theirs.linear_num_value_heads, theirs.linear_key_head_dim, theirs.linear_value_head_dim,
+            theirs.max_position_embeddings, theirs.rms_norm_eps, theirs.rope_parameters["rope_theta"],
+            theirs.rope_parameters["partial_rotary_factor"], tuple(theirs.layer_types),
+            theirs.tie_word_embeddings)  # fmt: skip
+        if ours.is_moe:
+            assert ours.experts == (theirs.num_experts, theirs.num_experts_per_tok, theirs.moe_intermediate_size,
+                                    theirs.shared_expert_intermediate_size)  # fmt: skip
+        else:
+            assert ours.n_inner == theirs.intermediate_size
+
+
+BASE = {"model_type": "qwen3_5_text", "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 4,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 8, "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4, "linear_key_head_dim": 4, "linear_value_head_dim": 4, "vocab_size": 50}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [({"rope_parameters": {"rope_type": "yarn", "factor": 2.0}}, "rope type 'yarn'"),
+     ({"attn_output_gate": False}, "attn_output_gate=False"),
+     ({"layer_types": [LINEAR, "sliding_attention", LINEAR, FULL]}, "layer_types"),
+     ({"layer_types": [LINEAR, FULL]}, "layer_types must name 4 layers"),
+     ({"linear_num_value_heads": 3}, "linear_num_value_heads=3 is not a multiple"),
+     ({"partial_rotary_factor": 0.1}, "partial_rotary_factor=0.1"),
+     ({"rope_parameters": {"rope_theta": 10.0, "mrope_section": [1, 1], "beta": 2}}, "rope_parameters beta"),
+     ({"dtype": "float8_e4m3fn"}, "dtype"), ({"hidden_act": "swiglu"}, "hidden_act='swiglu'"),
+     ({"full_attention_interval": 0}, "full_attention_interval"), ({"num_attention_heads": 3, "num_key_value_heads": 2}, "multiple"),
+     ({"model_type": "qwen3_5_moe_text", "num_experts": 0}, "num_experts=0"),
+     ({"model_type": "qwen3_5_moe_text", "num_experts": 4, "num_experts_per_tok": 5}, "num_experts_per_tok=5"),
+     ({"model_type": "qwen3_5", "text_config": "x"}, "text_config must be an object"),
+     ({"model_type": "qwen3_5", "text_config": {}, "quantization_config": {"quant_method": "fp8"}},
+      r"quantization_config \(fp8\) is not supported")],
+)  # fmt: skip
+def test_options_that_change_inference_are_refused_by_name(changes, message):
+    with pytest.raises(UserError, match=message):
+        Qwen35Config.from_hf_dict(BASE | changes)
+
+
+def test_what_transformers_reads_and_ignores_is_read_and_ignored():
+    """mrope's sections (a text token is one position on every axis), the multi-token-prediction layer's count, and
+    the options transformers' Qwen3.5 does not read, as its own configs carry them."""
+    c = Qwen35Config.from_hf_dict(BASE | {"rope_parameters": {"rope_theta": 1e7, "mrope_section": [1, 1, 0],
+                                                               "mrope_interleaved": True},
+                                          "partial_rotary_factor": 0.5, "mtp_num_hidden_layers": 1,
+                                          "mamba_ssm_dtype": "float32", "mlp_only_layers": [],
+                                          "attn_output_gate": True})  # fmt: skip
+    assert (c.rope_theta, c.partial_rotary_factor, c.rotary_dims) == (1e7, 0.5, 4)
+    assert c.layer_types == (LINEAR, LINEAR, LINEAR, FULL)
+
+
+def test_each_expert_computed_what_the_router_sent_it(made):
+    """As every family with experts owes: each routed expert product's breakdown is the router's choice counted,
+    expert by expert, in every layer of the MoE model (the shared expert, which every token takes, has none)."""
+    _, ours, _ = made("moe")
+    assert expert_loads_follow_the_router(ours, prompt("moe", PROMPT, seed=7)) == ours.config.n_layer
