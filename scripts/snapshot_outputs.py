@@ -34,12 +34,15 @@ def live_configs() -> dict:
     import test_deepseek_v32_hf_live as deepseek_v32
     import test_gemma_hf_live as gemma
     import test_gptoss_hf_live as gptoss
+    import test_mamba2_hf_live as mamba2
     import test_mixtral_hf_live as mixtral
+    import test_nemotron_h_hf_live as nemotron_h
     import test_neox_hf_live as neox
     import test_olmo2_hf_live as olmo2
     import test_phi3_hf_live as phi3
     import test_qwen3_hf_live as qwen3
     import test_qwen3moe_hf_live as qwen3moe
+    import test_qwen35_hf_live as qwen35
     import torch
     import transformers
 
@@ -63,6 +66,14 @@ def live_configs() -> dict:
             options = {k: v for k, v in keys.items() if k not in ("seed", "saved")}
             dtype = getattr(torch, keys.get("saved", "float32"))
             made[f"{module.__name__[5:-8]}-{name}"] = (config_class(**options), keys["seed"], 0.2, dtype, moved)
+    # The hybrids: one random model of each family, the one of its live test's configs with the most kinds of layer
+    # (Qwen3.5's experts beside its DeltaNet and attention layers; Nemotron-H's four kinds), made as the test makes it.
+    config_class, keys = qwen35.CONFIGS["moe"]
+    options = {k: v for k, v in keys.items() if k not in ("seed", "saved")}
+    made["qwen35-moe"] = (config_class(**options), keys["seed"], 0.2, torch.float32, qwen35.moderate_decays)
+    made["mamba2-groups"] = (mamba2.hf_config("groups"), mamba2.CONFIGS["groups"]["seed"], 0.2, torch.float32, None)
+    made["nemotron_h-every_kind"] = (nemotron_h.hf_config("every_kind"), nemotron_h.CONFIGS["every_kind"]["seed"], 0.2,
+                                     torch.float32, nemotron_h.move_correction_biases)  # fmt: skip
     return made
 
 
@@ -110,7 +121,8 @@ def commands(models: list[Path]) -> dict[str, list[str]]:
         run[f"params-{preset}.txt"] = ["params", "--preset", preset]
         run[f"params-{preset}.json"] = ["params", "--preset", preset, "--json", "-"]
     for preset in ("gpt2", "llama3.2-1b", "qwen3-0.6b", "gemma-3-1b", "olmo-2-7b", "pythia-70m", "phi-3-mini",
-                   "mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-20b", "deepseek-v3", "deepseek-v3.2-exp"):  # fmt: skip
+                   "mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-20b", "deepseek-v3", "deepseek-v3.2-exp", "qwen3.5-27b",
+                   "mamba-codestral-7b", "nemotron-3-nano-30b-a3b"):  # fmt: skip
         run[f"count-{preset}.html"] = [
             "count",
             "--preset",

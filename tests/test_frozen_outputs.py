@@ -1,7 +1,9 @@
 """What a user sees, frozen: the output of a few commands, byte for byte as the code before issue 25's refactoring
 printed it (tests/frozen/, one file a command). A change of the house that changes none of what it computes or
-prints must leave every one of them as it is: a count's text, JSON, CSV and HTML, params, generate (text and JSON,
-GPT-2, the Llama family and a Mistral with its window, the demo models' and a checkpoint's weights) and trace.
+prints must leave every one of them as it is: a count's text, JSON, CSV and HTML (a hybrid of each kind among them:
+Qwen3.5's linear attention, Mamba-2's state-space layers, Nemotron-H's mixture of both with attention and experts),
+params, generate (text and JSON, GPT-2, the Llama family and a Mistral with its window, the demo models' and a
+checkpoint's weights) and trace.
 
 scripts/snapshot_outputs.py does the same for every command of every preset and every family's random models, to be
 compared by hand before and after a change; these few are the suite's.
@@ -32,6 +34,10 @@ CASES: dict[str, tuple[str, ...]] = {
                               "--json", "-"),
     "count-gemma-3-1b.csv": ("count", "--preset", "gemma-3-1b", "--tokens", "20", "--new-tokens", "2", "--csv", "-"),
     "count-pythia-70m.html": ("count", "--preset", "pythia-70m", "--tokens", "10", "--new-tokens", "2", "--html", "-"),
+    "count-qwen3.5-27b.txt": ("count", "--preset", "qwen3.5-27b", "--tokens", "100", "--new-tokens", "2"),
+    "count-mamba-codestral-7b.txt": ("count", "--preset", "mamba-codestral-7b", "--tokens", "300", "--new-tokens", "2"),
+    "count-nemotron-3-nano-30b-a3b.txt": ("count", "--preset", "nemotron-3-nano-30b-a3b", "--tokens", "200",
+                                          "--new-tokens", "2"),
     "params-phi-3.5-mini.txt": ("params", "--preset", "phi-3.5-mini"),
     "generate-demo.txt": ("generate", PROMPT, "--model", "demo"),
     "generate-demo-llama.json": ("generate", PROMPT, "--model", "demo-llama", "--max-new-tokens", "4", "--json", "-"),
