@@ -27,7 +27,7 @@ def test_transformers_reads_the_preset_s_config_json_as_the_same_model(name):
     assert type(model).__name__ == config.to_hf_dict()["architectures"][0]  # the class the config.json names
     assert sum(p.numel() for p in model.parameters()) == parameters(config).total
     # the names and shapes of the checkpoint transformers would save (its fused experts split back as on the Hub)
-    prefix = architecture_of(config).prefix
+    prefix = architecture_of(config).layout.prefix
     theirs = {name.removeprefix(prefix): tuple(t.shape)
               for name, t in revert_weight_conversion(model, model.state_dict()).items()}  # fmt: skip
     if config.tie_word_embeddings:
