@@ -145,3 +145,13 @@ def experts(h, chosen, gates, n_experts: int, at, shapes: dict[str, str], expert
         add_rows(out, tokens, y)
     at.record_experts(tapes, shapes, n_experts)
     return at.stage("moe.combine", out.reshape(h.shape), "T D")
+
+
+def shared_expert(h, w, hidden_act: str, at):
+    """The shared expert every token goes through (DeepSeek-V3's, Qwen3.5's): a SwiGLU MLP of width Fs,
+    act(h W_gate) * h W_up, then W_down."""
+    g = at.matmul("shared.gate", h, w.gate_proj.weight.T, "T D, D Fs -> T Fs")
+    u = at.matmul("shared.up", h, w.up_proj.weight.T, "T D, D Fs -> T Fs")
+    a = at.stage("shared.act", ACTIVATIONS[hidden_act](g), "T Fs")
+    a = at.stage("shared.mul", np.multiply(a, u, out=at.scratch(a)), "T Fs")
+    return at.matmul("shared.down", a, w.down_proj.weight.T, "T Fs, Fs D -> T D")

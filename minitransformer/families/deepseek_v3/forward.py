@@ -31,14 +31,14 @@ from types import SimpleNamespace
 import numpy as np
 
 from ...engine.kvcache import KVCache
-from ...engine.ops import ACTIVATIONS, add_mask, constant, merge_heads, rms_norm, rotate, softmax, split_into_heads
+from ...engine.ops import add_mask, constant, merge_heads, rms_norm, rotate, softmax, split_into_heads
 from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
 from ...errors import UserError
 from ..blocks import LayerInputs, PreNorm
 from ..decoder import Decoder
 from ..llama import forward as llama
-from ..moe import swiglu_experts
+from ..moe import shared_expert, swiglu_experts
 from .config import RUNNABLE_ROPE_TYPES, DeepseekConfig
 from .routing import choose
 
@@ -162,12 +162,7 @@ def mixture(h, p: SimpleNamespace, config: DeepseekConfig, at: Tape):
         return w.gate_proj.weight, w.up_proj.weight, w.down_proj.weight
 
     m = swiglu_experts(h, chosen, gates, weights, E, config.hidden_act, at, F="Fe")
-    s = p.shared_experts
-    g = at.matmul("shared.gate", h, s.gate_proj.weight.T, "T D, D Fs -> T Fs")
-    u = at.matmul("shared.up", h, s.up_proj.weight.T, "T D, D Fs -> T Fs")
-    a = at.stage("shared.act", ACTIVATIONS[config.hidden_act](g), "T Fs")
-    a = at.stage("shared.mul", np.multiply(a, u, out=at.scratch(a)), "T Fs")
-    y = at.matmul("shared.down", a, s.down_proj.weight.T, "T Fs, Fs D -> T D")
+    y = shared_expert(h, p.shared_experts, config.hidden_act, at)
     return at.stage("moe.shared_add", m + y, "T D")
 
 

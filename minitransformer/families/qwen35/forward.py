@@ -45,7 +45,7 @@ from ..blocks import ByKind, LayerInputs, PreNorm
 from ..decoder import Decoder
 from ..gemma.forward import gemma_norm
 from ..llama.forward import attend, bias_of, mlp
-from ..moe import softmax_router, swiglu_experts
+from ..moe import shared_expert, softmax_router, swiglu_experts
 from ..rotary import rotate_partial
 from .config import FULL, LINEAR, Qwen35Config
 from .delta_rule import delta_rule
@@ -156,12 +156,7 @@ def mixture(h, p: SimpleNamespace, config: Qwen35Config, at: Tape):
         return w.gate_proj.weight, w.up_proj.weight, w.down_proj.weight
 
     m = swiglu_experts(h, chosen, gates, weights, E, config.hidden_act, at, F="Fe")
-    s = p.shared_expert
-    g = at.matmul("shared.gate", h, s.gate_proj.weight.T, "T D, D Fs -> T Fs")
-    u = at.matmul("shared.up", h, s.up_proj.weight.T, "T D, D Fs -> T Fs")
-    a = at.stage("shared.act", ACTIVATIONS[config.hidden_act](g), "T Fs")
-    a = at.stage("shared.mul", np.multiply(a, u, out=at.scratch(a)), "T Fs")
-    y = at.matmul("shared.down", a, s.down_proj.weight.T, "T Fs, Fs D -> T D")
+    y = shared_expert(h, p.shared_expert, config.hidden_act, at)
     score = at.matmul("shared.score", h, p.shared_expert_gate.weight.T, "T D, D 1 -> T 1")
     y = at.stage("shared.weigh", y * sigmoid(score), "T D")
     return at.stage("moe.shared_add", m + y, "T D")
