@@ -7,17 +7,16 @@ forms of formulas.py.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_counts import random_model
+from shared_checks import assert_same_phases, random_model
 
 from minitransformer import GPT2Config
-from minitransformer.engine.ledger import Phase, Record
+from minitransformer.engine.ledger import Phase
 from minitransformer.engine.shapes import ShapeOnly
 from minitransformer.errors import UserError
 from minitransformer.families.gpt2.stages import BLOCK_OPS, MATMUL_OPS
@@ -26,22 +25,6 @@ from minitransformer.models.model import Model
 from minitransformer.verbs import formulas
 from minitransformer.verbs.count import count_folded, count_generation, count_passes, sweep_per_token
 from minitransformer.verbs.select import select_config
-
-RECORD_FIELDS = [f.name for f in dataclasses.fields(Record)]
-
-
-def assert_same_phases(real: list[Phase], counted: list[Phase]) -> None:
-    """Every phase and every record, field by field (op, name, kind, equation, layer, shapes, heads, counts)."""
-    assert len(real) == len(counted)
-    for a, b in zip(real, counted):
-        assert (a.phase, a.step, a.tokens, a.context, a.batch, a.cached) == (b.phase, b.step, b.tokens, b.context,
-                                                                            b.batch, b.cached)  # fmt: skip
-        assert len(a.records) == len(b.records)
-        for ra, rb in zip(a.records, b.records):
-            for name in RECORD_FIELDS:
-                assert getattr(ra, name) == getattr(rb, name), (a.phase, a.step, ra.name, name)
-            assert (ra.macs, ra.flops) == (rb.macs, rb.flops)
-        assert a.to_dict() == b.to_dict()
 
 
 # --- 1. one code path: a shape-only twin records what the real model records -------------------------------

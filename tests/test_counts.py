@@ -5,20 +5,11 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from shared_checks import random_model
 
-from conftest import gpt2_tensors
 from minitransformer import GPT2Config
 from minitransformer.models.model import Model
-from minitransformer.models.weights import as_tree
 from minitransformer.verbs.count import count_passes
-
-
-def random_model(n_layer, n_head, d_head, n_inner, vocab, n_positions, seed=0) -> Model:
-    D = n_head * d_head
-    config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=D, n_inner=n_inner, vocab_size=vocab,
-                        n_positions=n_positions, name="random")  # fmt: skip
-    tensors = gpt2_tensors(n_layer, D, config.d_ff, n_positions, vocab, seed, prefix="")
-    return Model(config, as_tree(tensors, config), source="memory")
 
 
 def closed_form(config: GPT2Config, T: int, t: int, R: int, B: int = 1) -> dict[str, tuple[int, int]]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from shared_checks import Float64Alarm
 
 import minitransformer
 from conftest import with_weights_viewed_as
@@ -141,14 +142,6 @@ def test_the_scan_does_catch_products(tmp_path):
         "np.matmul", "operator.matmul",
         "backend.matmul", "getattr(np, 'matmul')",
     ]  # fmt: skip
-
-
-class Float64Alarm(np.ndarray):
-    """An array that raises the moment any computation involving it produces float64."""
-
-    def __array_finalize__(self, obj):
-        if self.dtype == np.float64:
-            raise AssertionError("float64 appeared in the forward pass")
 
 
 # The layers, top to bottom, each with the top-level names (modules or subpackages) it holds. A module imports its own

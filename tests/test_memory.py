@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import tracemalloc
-
-import numpy as np
 import pytest
-from test_counts import random_model
+from shared_checks import estimated_and_measured_peak, random_model
 
-from minitransformer.engine.ledger import Phase
 from minitransformer.families.table import PRESETS
 from minitransformer.verbs import formulas
 from minitransformer.verbs.count import count_generation
-from minitransformer.verbs.memory import bytes_moved, intensity, kv_cache_bytes, memory_dict, peak_activations
+from minitransformer.verbs.memory import bytes_moved, intensity, kv_cache_bytes, memory_dict
 
 
 def test_kv_cache_bytes_are_the_engines_cache():
@@ -59,21 +55,6 @@ def test_activation_estimate_is_close_to_the_measured_peak(shape):
     model = random_model(n_layer=2, **shape, vocab=100, n_positions=T)
     estimate, peak = estimated_and_measured_peak(model, T)
     assert 0.9 * estimate <= peak <= 1.5 * estimate, (peak, estimate)
-
-
-def estimated_and_measured_peak(model, T: int) -> tuple[int, int]:
-    """memory.py's estimate of a T-position prefill's activations, and tracemalloc's peak of a real one."""
-    ids = np.arange(T) % 100
-    phase = Phase("prefill", 0, T, T)
-    model.run(ids, phase=phase)  # also builds the cached causal-mask buffer (GPT-2), which is not an activation
-    estimate, _ = peak_activations(phase.records)
-    tracemalloc.start()
-    try:
-        model.run(ids)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return estimate, peak
 
 
 def test_the_count_report_describes_the_activation_estimate_it_prints():

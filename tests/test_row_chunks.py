@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_count import assert_same_phases
-from test_counts import random_model
-from test_llama_count import random_llama
+from shared_checks import assert_same_phases, random_llama, random_model
 
 from minitransformer.engine import row_chunks
 from minitransformer.engine.ledger import Phase
