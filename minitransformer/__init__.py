@@ -5,7 +5,7 @@
     out = model.generate("The capital of France is", max_new_tokens=5)
     out.text, out.ledger.totals.macs
 
-The package in layers, each importing only those below it (tests/test_engine_rules.py holds it):
+The package in layers, each importing only those below it (tests/engine/test_engine_rules.py holds it):
 cli -> views -> verbs -> models -> families -> engine (errors.py, version.py and text.py at the bottom).
 Beside this file, count.py, html_report.py and roofline.py name the API's counting, pages and rooflines where
 docs/api.md finds them.

@@ -14,7 +14,7 @@ run this script:
     @@ REGEX @@ END_REGEX +N  ... and N lines more
 
 with a line "..." between runs. Measured blocks (<!-- measured: ... -->) are left as they are. Then run
-tests/test_docs.py, which judges: the blocks must read as the commands print, normalised only where a machine
+tests/project/test_docs.py, which judges: the blocks must read as the commands print, normalised only where a machine
 makes them differ.
 """
 

@@ -11,7 +11,7 @@ demo models and of a random model of every configuration the live tests make, an
 models in float32 and float64 (their bytes' hash), in a batch too. It takes a few minutes; it needs torch and
 transformers (the `hf` extra) to make the models.
 
-tests/test_frozen_outputs.py holds a few of these outputs as committed files, so that the suite keeps them.
+tests/project/test_frozen_outputs.py holds a few of these outputs as committed files, so that the suite keeps them.
 """
 
 from __future__ import annotations

@@ -429,7 +429,7 @@ KERNEL_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw",
 
 def kernels() -> dict:
     """What picks torch's kernels, and so the bits of a training run: a CPU's marketing name does not (two AMD
-    EPYCs, one with AVX-512, round differently). tests/test_demo_model.py compares the bits of a retrain only
+    EPYCs, one with AVX-512, round differently). tests/models/test_demo_model.py compares the bits of a retrain only
     where every one of these matches the card's."""
     flags: list[str] = []
     try:
@@ -530,7 +530,7 @@ corpus shows less often.
 - Training took {summary["train_seconds"]:.0f} s (whole script {summary["total_seconds"]:.0f} s) on {summary["machine"]}{summary["load"]}.
 - sha256 of `model.safetensors`: `{summary["sha256"]}`
 
-## Numbers checked by tests/test_demo_model.py
+## Numbers checked by tests/models/test_demo_model.py
 
 ```json
 {json.dumps(machine_readable, indent=2)}

@@ -20,7 +20,7 @@ README's main command shows). Flags after "output", comma-separated, say more:
                 (made afresh, in a temporary directory, for each run of the tests; needs torch and transformers)
     small-hybrid  the same for /tmp/small-hybrid, the small random Qwen3.5 of scripts/make_small_hybrid.py
 Output is stderr then stdout (what a terminal shows: the notices come first), each line's trailing spaces cut.
-Other fences name their language (sh, python, text for a drawing). tests/test_docs.py checks every file and
+Other fences name their language (sh, python, text for a drawing). tests/project/test_docs.py checks every file and
 every block; scripts/refresh_docs.py reruns the commands and rewrites the blocks.
 """
 

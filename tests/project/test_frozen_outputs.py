@@ -8,7 +8,7 @@ checkpoint's weights) and trace.
 scripts/snapshot_outputs.py does the same for every command of every preset and every family's random models, to be
 compared by hand before and after a change; these few are the suite's.
 
-A change meant to change what a user sees rewrites these files deliberately: `python tests/test_frozen_outputs.py
+A change meant to change what a user sees rewrites these files deliberately: `python tests/project/test_frozen_outputs.py
 --write`, and the diff of tests/frozen/ is the change's to explain.
 """
 

@@ -24,7 +24,7 @@ from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.models.registry import DEMO, DEMO_LLAMA, DEMOS, demo_dir
 from minitransformer.models.tokenizer import FileTokenizer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FACTS = ROOT / "scripts" / "demo_facts.csv"
 SCRIPT = ROOT / "scripts" / "train_demo_model.py"
 FIXTURE = ROOT / "tests" / "fixtures" / "demo_hf_logits.npz"

@@ -106,7 +106,7 @@ CASES = [(family, i) for family, models in MODELS.items() for i in range(len(mod
 
 def test_every_family_of_the_table_is_crosschecked():
     missing = [name for name in ARCHITECTURES if name not in MODELS]
-    assert not missing, f"add a random model of {missing} to tests/test_crosscheck.py's MODELS"
+    assert not missing, f"add a random model of {missing} to tests/verbs/test_crosscheck.py's MODELS"
 
 
 @pytest.fixture(scope="module")

@@ -137,7 +137,7 @@ def test_textbook_numbers_gpt2_and_gpt3():
     assert [p.macs for p in gpt2.decodes] == [12 * (12 * 768**2 + 2 * t * 768) + 768 * 50257 for t in (6, 7)]
     gpt3 = count_generation(PRESETS["gpt3-175b"], 1000, 2)
     D, L = 12288, 96
-    # The textbook's dense prefill; the pass computes less of its attention (tests/test_row_chunks.py).
+    # The textbook's dense prefill; the pass computes less of its attention (tests/engine/test_row_chunks.py).
     assert L * sum(r.dense_macs for r in gpt3.prefill.block) + D * 50257 == 176_306_089_046_016
     assert L * (1000 * 12 * D * D + 2 * 1000 * 1000 * D) + D * 50257 == 176_306_089_046_016
     # A decode step is about one MAC per weight (the 2N FLOPs per token rule): weights less wpe, plus attention.

@@ -2,7 +2,7 @@
 format (or kept in a checkpoint's own 2 bytes, bit for bit the float32 pass), the drift ledger (zero for float64
 against itself), and bad combinations refused in one line.
 
-tests/test_precision_hf.py holds the products to torch.matmul, the forward passes to transformers' bfloat16 and
+tests/verbs/test_precision_hf.py holds the products to torch.matmul, the forward passes to transformers' bfloat16 and
 float16, and finds a Gemma model's float16 overflow where it happens.
 """
 

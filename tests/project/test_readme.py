@@ -1,6 +1,6 @@
 """The README stays true: its Python examples run as written (and the API page's), its commands are the ones CI
 runs, its main command prints what it pastes, and the code's layout table (docs/architecture.md) names every
-module. Every other pasted output of README.md and docs/ is tests/test_docs.py's."""
+module. Every other pasted output of README.md and docs/ is tests/project/test_docs.py's."""
 
 from __future__ import annotations
 

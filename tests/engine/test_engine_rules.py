@@ -314,7 +314,7 @@ def test_every_function_is_used_and_every_constant_has_one_home():
     root = PACKAGE.parent
     readers = [
         *PACKAGE.rglob("*.py"),
-        *root.glob("tests/*.py"),
+        *root.glob("tests/**/*.py"),
         *root.glob("scripts/*.py"),
         *root.glob("examples/*.py"),
     ]
