@@ -497,21 +497,35 @@ def _prompt_or_ids(args, verb: str) -> str | list[int]:
 def _trace(args) -> None:
     _check_precision(args)
     html_to = None if args.html is None else check_destination(args.html)  # before any work
-    trace_command(_prompt_or_ids(args, "trace"), args.model, args.new_tokens, args.layers, args.step, html_to,
-                  args.dtype, args.precision, args.weights)  # fmt: skip
+    trace_command(
+        _prompt_or_ids(args, "trace"),
+        args.model,
+        args.new_tokens,
+        args.layers,
+        args.step,
+        html_to,
+        args.dtype,
+        args.precision,
+        args.weights,
+    )
 
 
 def _check_precision(args) -> None:
     """--precision, --dtype and --weights that go together, refused in the flags' words before any work."""
     if args.precision != "float32" and args.dtype != "float32":
-        raise UserError(f"--precision {args.precision} is emulated over float32 passes and measured against float64 "
-                        f"itself: leave out --dtype {args.dtype}")  # fmt: skip
+        raise UserError(
+            f"--precision {args.precision} is emulated over float32 passes and measured against float64 "
+            f"itself: leave out --dtype {args.dtype}"
+        )
     if args.weights is not None and args.dtype != "float32":
-        raise UserError(f"--weights is for float32 passes; --dtype {args.dtype} upcasts every weight at load: leave "
-                        f"out --weights")  # fmt: skip
+        raise UserError(
+            f"--weights is for float32 passes; --dtype {args.dtype} upcasts every weight at load: leave out --weights"
+        )
     if args.weights == "float32" and args.precision != "float32":
-        raise UserError(f"--weights float32 upcasts at load for float32 products; at --precision {args.precision} "
-                        f"the weights are held in its format: leave out --weights")  # fmt: skip
+        raise UserError(
+            f"--weights float32 upcasts at load for float32 products; at --precision {args.precision} "
+            f"the weights are held in its format: leave out --weights"
+        )
     if args.precision != "float32":
         require_ml_dtypes()
 
@@ -574,8 +588,20 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
 
 
 def _model_config(args):
-    return select_config(args.model, args.preset, args.config, args.layers, args.d_model, args.heads, args.d_ff,
-                         args.vocab, args.ctx, args.kv_heads, args.head_dim, args.gated_mlp)  # fmt: skip
+    return select_config(
+        args.model,
+        args.preset,
+        args.config,
+        args.layers,
+        args.d_model,
+        args.heads,
+        args.d_ff,
+        args.vocab,
+        args.ctx,
+        args.kv_heads,
+        args.head_dim,
+        args.gated_mlp,
+    )
 
 
 def _count(args) -> None:
@@ -623,8 +649,9 @@ def _count(args) -> None:
     if bound is not None:
         print("\n" + roofline_report(bound), file=out)
     if to["--json"]:
-        write_text(to["--json"], json_chunks(count, balance, all_steps=args.all_steps, dtype=args.dtype,
-                                             roofline=bound))  # fmt: skip
+        write_text(
+            to["--json"], json_chunks(count, balance, all_steps=args.all_steps, dtype=args.dtype, roofline=bound)
+        )
     if to["--csv"]:
         write_text(to["--csv"], csv_chunks(count))
     if to["--plot"]:

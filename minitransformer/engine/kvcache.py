@@ -82,10 +82,19 @@ class KVCache:
     still builds a cache of attention layers alone.
     """
 
-    def __init__(self, n_layer: int = 0, n_head: int = 0, d_head: int = 0, capacity: int = 0,
-                 batch: tuple[int, ...] = (), shape_only: bool = False,
-                 window: int | tuple[int | None, ...] | None = None, dtype=np.float32, d_value: int | None = None,
-                 layers: Sequence[KeysValues | State] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        n_layer: int = 0,
+        n_head: int = 0,
+        d_head: int = 0,
+        capacity: int = 0,
+        batch: tuple[int, ...] = (),
+        shape_only: bool = False,
+        window: int | tuple[int | None, ...] | None = None,
+        dtype=np.float32,
+        d_value: int | None = None,
+        layers: Sequence[KeysValues | State] | None = None,
+    ) -> None:
         if layers is None:
             windows = window if isinstance(window, tuple) else (window,) * n_layer
             layers = [KeysValues(n_head, d_head, d_value, w) for w in windows]
@@ -107,8 +116,9 @@ class KVCache:
                 rows = {name: array((*batch, capacity, *shape)) for name, shape in spec.rows}
                 self.layers.append(LayerCache(self, i, keys, values, rows))
             else:  # a recurrent state starts at zero, as a fresh sequence's
-                self.layers.append(LayerState(self, i, {name: array((*batch, *shape), zeros=True)
-                                                        for name, shape in spec.arrays}))  # fmt: skip
+                self.layers.append(
+                    LayerState(self, i, {name: array((*batch, *shape), zeros=True) for name, shape in spec.arrays})
+                )
 
     @property
     def keys(self) -> list:

@@ -382,22 +382,33 @@ class Phase:
                 }
             )
         logits = next((r for r in outside if r.op == "logits"), None)
-        return {
-            "phase": self.phase,
-            "step": self.step,
-            "tokens": self.tokens,
-            "context": self.context,
-            "batch": self.batch,
-            "cached": self.cached,
-            "embed": [r.to_dict(total) for r in outside if r.op == "embed"],
-            "layers": layers,
-            "final": [r.to_dict(total) for r in outside if r.op not in ("embed", "logits")],
-            "logits": None if logits is None else logits.to_dict(total),
-            "dot_products": self.dot_products,
-            "macs": self.macs,
-            "flops": self.flops,
-        } | recurrent_dict(self) | ({} if not self.pads else {"pads": list(self.pads), "finished": list(self.finished),
-                                       "padding": padding_dict(self.padding, self.macs)})  # fmt: skip
+        return (
+            {
+                "phase": self.phase,
+                "step": self.step,
+                "tokens": self.tokens,
+                "context": self.context,
+                "batch": self.batch,
+                "cached": self.cached,
+                "embed": [r.to_dict(total) for r in outside if r.op == "embed"],
+                "layers": layers,
+                "final": [r.to_dict(total) for r in outside if r.op not in ("embed", "logits")],
+                "logits": None if logits is None else logits.to_dict(total),
+                "dot_products": self.dot_products,
+                "macs": self.macs,
+                "flops": self.flops,
+            }
+            | recurrent_dict(self)
+            | (
+                {}
+                if not self.pads
+                else {
+                    "pads": list(self.pads),
+                    "finished": list(self.finished),
+                    "padding": padding_dict(self.padding, self.macs),
+                }
+            )
+        )
 
 
 def padding_of(r: Record, pads: list[int], context: int, tokens: int | None = None) -> tuple[int, int]:
@@ -489,8 +500,11 @@ class Totals:
         return self.dense_macs is not None and self.dense_macs != self.macs
 
     def to_dict(self) -> dict:
-        dense = {} if self.dense_macs is None else {"dense_dot_products": self.dense_dot_products,
-                                                    "dense_macs": self.dense_macs}  # fmt: skip
+        dense = (
+            {}
+            if self.dense_macs is None
+            else {"dense_dot_products": self.dense_dot_products, "dense_macs": self.dense_macs}
+        )
         return (
             {"dot_products": self.dot_products, "macs": self.macs, "flops": self.flops} | dense | recurrent_dict(self)
         )
@@ -498,9 +512,14 @@ class Totals:
 
 def totals_of(phases: Sequence[Phase | Any]) -> Totals:
     """The totals of passes: the ledger's phases, or count's folded passes (count.Pass), which answer the same."""
-    return Totals(sum(p.dot_products for p in phases), sum(p.macs for p in phases),
-                  sum(p.dense_dot_products for p in phases), sum(p.dense_macs for p in phases),
-                  sum(p.recurrent_dot_products for p in phases), sum(p.recurrent_macs for p in phases))  # fmt: skip
+    return Totals(
+        sum(p.dot_products for p in phases),
+        sum(p.macs for p in phases),
+        sum(p.dense_dot_products for p in phases),
+        sum(p.dense_macs for p in phases),
+        sum(p.recurrent_dot_products for p in phases),
+        sum(p.recurrent_macs for p in phases),
+    )
 
 
 @dataclass

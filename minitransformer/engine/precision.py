@@ -80,8 +80,12 @@ class Format:
 def _format(name: str) -> Format:
     import ml_dtypes
 
-    dtype = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16, "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
-             "float8_e5m2": ml_dtypes.float8_e5m2}[name]  # fmt: skip
+    dtype = {
+        "bfloat16": ml_dtypes.bfloat16,
+        "float16": np.float16,
+        "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+        "float8_e5m2": ml_dtypes.float8_e5m2,
+    }[name]
     info = ml_dtypes.finfo(dtype)
     return Format(name, np.dtype(dtype), name == "float8_e4m3fn", float(info.max), int(info.nmant))
 

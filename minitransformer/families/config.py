@@ -26,9 +26,21 @@ if TYPE_CHECKING:
 
 # The activations of transformers' ACT2FN that this project computes (see ops.ACTIVATIONS).
 SUPPORTED_ACTIVATIONS = (
-    "gelu_new", "gelu_pytorch_tanh", "gelu_python_tanh", "gelu_fast", "gelu", "gelu_python",
-    "quick_gelu", "relu", "relu2", "silu", "swish", "tanh", "sigmoid", "linear",
-)  # fmt: skip
+    "gelu_new",
+    "gelu_pytorch_tanh",
+    "gelu_python_tanh",
+    "gelu_fast",
+    "gelu",
+    "gelu_python",
+    "quick_gelu",
+    "relu",
+    "relu2",
+    "silu",
+    "swish",
+    "tanh",
+    "sigmoid",
+    "linear",
+)
 
 
 class ModelConfig:

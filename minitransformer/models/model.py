@@ -61,8 +61,14 @@ class Model:
     in their 2-byte format widened as products read them; None: neither.
     """
 
-    def __init__(self, config: ModelConfig, params: SimpleNamespace, source: str, tokenizer=None,
-                 precision: Precision | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        config: ModelConfig,
+        params: SimpleNamespace,
+        source: str,
+        tokenizer=None,
+        precision: Precision | None = None,
+    ) -> None:
         self.config = config
         self.params = params
         self.source = source  # where the weights came from, for headers

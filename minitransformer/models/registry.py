@@ -41,8 +41,9 @@ def known_names() -> list[str]:
     return [*hub.HUB_REPOS, *DEMOS]
 
 
-def from_directory(directory: Path, name: str | None = None, dtype=np.float32, precision: str = "float32",
-                   weights: str = "auto") -> Model:  # fmt: skip
+def from_directory(
+    directory: Path, name: str | None = None, dtype=np.float32, precision: str = "float32", weights: str = "auto"
+) -> Model:
     directory = Path(directory)
     if not (directory / "config.json").is_file():
         raise UserError(f"{directory} has no config.json; a model directory needs config.json and model.safetensors")
@@ -65,8 +66,12 @@ def on_disk(name: str) -> Path | None:
     return hub.find_in_hf_cache(name)
 
 
-def load_model(name_or_dir: str | Path | None = None, dtype: str = "float32", precision: str = "float32",
-               weights: str | None = None) -> Model:  # fmt: skip
+def load_model(
+    name_or_dir: str | Path | None = None,
+    dtype: str = "float32",
+    precision: str = "float32",
+    weights: str | None = None,
+) -> Model:
     """A model by name ("gpt2", "demo", "demo-llama", ...) or from a Hugging Face-format directory
     (GPT-2, Llama, Mistral or Qwen2).
 
@@ -93,20 +98,27 @@ def check_precision(dtype, precision, weights) -> None:
     if precision not in PRECISIONS:
         raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     if weights is not None and weights not in WEIGHTS:
-        raise UserError(f"weights must be 'auto' (the default), 'stored' (a 2-byte checkpoint kept in its bytes) or "
-                        f"'float32' (upcast at load), not {weights!r}")  # fmt: skip
+        raise UserError(
+            f"weights must be 'auto' (the default), 'stored' (a 2-byte checkpoint kept in its bytes) or "
+            f"'float32' (upcast at load), not {weights!r}"
+        )
     if precision != "float32" and dtype not in ("float32", np.float32, np.dtype(np.float32)):
-        raise UserError(f"precision {precision} is emulated over float32 passes; float64 is the truth it is measured "
-                        f"against (drift): leave dtype float32")  # fmt: skip
+        raise UserError(
+            f"precision {precision} is emulated over float32 passes; float64 is the truth it is measured "
+            f"against (drift): leave dtype float32"
+        )
     if weights is not None and dtype not in ("float32", np.float32, np.dtype(np.float32)):
         raise UserError("weights is for float32 passes: float64 upcasts every weight at load; leave weights out")
     if weights == "float32" and precision != "float32":
-        raise UserError(f"weights float32 upcasts at load for float32 products; at precision {precision} the weights "
-                        f"are held in its format: leave weights out")  # fmt: skip
+        raise UserError(
+            f"weights float32 upcasts at load for float32 products; at precision {precision} the weights "
+            f"are held in its format: leave weights out"
+        )
 
 
-def resolve(name_or_dir: str | Path | None, dtype=np.float32, precision: str = "float32",
-            weights: str = "auto") -> Model:  # fmt: skip
+def resolve(
+    name_or_dir: str | Path | None, dtype=np.float32, precision: str = "float32", weights: str = "auto"
+) -> Model:
     """The model a name or directory means, its weights in `dtype` (float32, or float64 for the reference), at a
     `precision` (load_model says), a 2-byte checkpoint's matrices kept as stored or upcast (`weights`)."""
     if name_or_dir is None:

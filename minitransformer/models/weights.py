@@ -119,8 +119,14 @@ def _weight_files(directory: Path) -> list[Path]:
     raise UserError(f"{directory} has no weights: expected {SAFETENSORS} or {SAFETENSORS_INDEX}")
 
 
-def load_weights(directory: Path, config: ModelConfig, dtype=np.float32, precision: Precision | None = None,
-                 weights: str = "auto", events: list | None = None) -> SimpleNamespace:  # fmt: skip
+def load_weights(
+    directory: Path,
+    config: ModelConfig,
+    dtype=np.float32,
+    precision: Precision | None = None,
+    weights: str = "auto",
+    events: list | None = None,
+) -> SimpleNamespace:
     """Map every tensor of the checkpoint, check names, shapes and dtypes, return the tree of arrays: float64 for the
     reference; else float32, the matrices of a float16 or bfloat16 file kept in its bytes as `weights` says
     ("stored", "float32" or "auto"); or, at a `precision`, each rounded to its format (the module's docstring), the
@@ -159,8 +165,15 @@ def load_weights(directory: Path, config: ModelConfig, dtype=np.float32, precisi
         if np.dtype(dtype) == np.float64 or (precision is None and (not keep_stored or info.dtype == "F32")):
             arrays[name] = _upcast(raw, info.dtype, np.dtype(dtype))
         else:
-            arrays[name] = _held(raw, info.dtype, precision, _read_by_products(architecture, name, shape),
-                                 name == architecture.layout.embedding, prefix + name, events)  # fmt: skip
+            arrays[name] = _held(
+                raw,
+                info.dtype,
+                precision,
+                _read_by_products(architecture, name, shape),
+                name == architecture.layout.embedding,
+                prefix + name,
+                events,
+            )
     return as_tree(arrays, config)
 
 
@@ -202,8 +215,15 @@ def _read_by_products(architecture, name: str, shape: tuple[int, ...]) -> bool:
     return len(shape) >= 2 and not name.endswith("bias") and architecture.layout.kind(name) != "position_embedding"
 
 
-def _held(raw: np.ndarray, stored: str, precision: Precision | None, matrix: bool, embedding: bool, name: str = "",
-          events: list | None = None) -> np.ndarray:  # fmt: skip
+def _held(
+    raw: np.ndarray,
+    stored: str,
+    precision: Precision | None,
+    matrix: bool,
+    embedding: bool,
+    name: str = "",
+    events: list | None = None,
+) -> np.ndarray:
     """A stored tensor as the forward pass holds it beside a float16 or bfloat16 file, or at a precision.
 
     float32 (precision None): a matrix kept as a view of the file in its 2 bytes, the rest widened. At a precision:
@@ -215,8 +235,11 @@ def _held(raw: np.ndarray, stored: str, precision: Precision | None, matrix: boo
     assert fmt is not None  # a precision other than float32 rounds both
     held = _in_format(raw, stored, fmt)
     if events is not None and held.base is None:  # rounded here (not the file's own bytes): did it leave the range?
-        events.extend(Precision.range_events(fmt, _upcast(raw, stored, np.dtype(np.float32)),
-                                             held.astype(np.float32), name, "weight"))  # fmt: skip
+        events.extend(
+            Precision.range_events(
+                fmt, _upcast(raw, stored, np.dtype(np.float32)), held.astype(np.float32), name, "weight"
+            )
+        )
     return held if matrix or embedding else held.astype(np.float32)
 
 

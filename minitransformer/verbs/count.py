@@ -198,8 +198,10 @@ class Pass:
     def attending_block(self) -> list[Record]:
         """The records of the first layer that attends: layer 0's, but in a hybrid whose first layers keep a state
         (formulas.first_attending); layer 0's where none attends."""
-        return next((records for records, _ in self.groups if any(r.stage.group == ATTENTION_SCORES for r in records)),
-                    self.block)  # fmt: skip
+        return next(
+            (records for records, _ in self.groups if any(r.stage.group == ATTENTION_SCORES for r in records)),
+            self.block,
+        )
 
     def attention_vs_weights(self) -> AttentionVsWeights:
         """The MACs of attention (Q K^T and A V) against those of the products with weights, per layer and in all

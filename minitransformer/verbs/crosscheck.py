@@ -39,9 +39,13 @@ from .validate import reference_class
 GROUPS = ("products with weights", "products of activations", "logits")
 WEIGHTS, ACTIVATIONS, LOGITS = GROUPS
 # SDPA's kernels as torch dispatches them (the fused attention that FlopCounterMode has a formula for on GPUs only).
-SDPA_KERNELS = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
-                "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-                "_scaled_dot_product_attention_math")  # fmt: skip
+SDPA_KERNELS = (
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_attention_math",
+)
 
 
 def _macs(name: str, args: tuple, out) -> int | None:
@@ -171,24 +175,38 @@ class Crosscheck:
     def groups(self) -> list[dict]:
         rows = []
         for g in GROUPS:
-            row = {"group": g, "ops": self.ledger_ops(g), "ledger_macs": self.ledger(g),
-                   "ledger_dense_macs": self.ledger(g, dense_form=True), "dispatch_macs": self.eager.dispatch[g],
-                   "flop_counter_macs": self.eager.flop_counter[g],
-                   "flop_counter_sdpa_macs": None if self.sdpa is None else self.sdpa.flop_counter[g],
-                   "dispatch_sdpa_macs": None if self.sdpa is None else self.sdpa.dispatch[g],
-                   "torch_ops": dict(self.eager.ops[g]), "multiply_sum_macs": self.eager.multiply_sum[g],
-                   "solve_macs": self.eager.solves[g]}  # fmt: skip
+            row = {
+                "group": g,
+                "ops": self.ledger_ops(g),
+                "ledger_macs": self.ledger(g),
+                "ledger_dense_macs": self.ledger(g, dense_form=True),
+                "dispatch_macs": self.eager.dispatch[g],
+                "flop_counter_macs": self.eager.flop_counter[g],
+                "flop_counter_sdpa_macs": None if self.sdpa is None else self.sdpa.flop_counter[g],
+                "dispatch_sdpa_macs": None if self.sdpa is None else self.sdpa.dispatch[g],
+                "torch_ops": dict(self.eager.ops[g]),
+                "multiply_sum_macs": self.eager.multiply_sum[g],
+                "solve_macs": self.eager.solves[g],
+            }
             row["reasons"] = reasons(row, self)
             rows.append(row)
         return rows
 
     def to_dict(self) -> dict:
-        return {"model": self.model.describe(), "reference": self.reference_class, "versions": self.versions,
-                "tokens": len(self.ids), "dense_attention": self.dense, "ledger_macs": self.ledger_macs,
-                "ledger_dense_macs": self.ledger_dense_macs, "dispatch_macs": self.eager.dispatch_macs,
-                "flop_counter_macs": self.eager.flop_counter_macs,
-                "flop_counter_sdpa_macs": None if self.sdpa is None else self.sdpa.flop_counter_macs,
-                "groups": self.groups(), "sdpa_kernels": None if self.sdpa is None else dict(self.sdpa.sdpa_calls)}  # fmt: skip
+        return {
+            "model": self.model.describe(),
+            "reference": self.reference_class,
+            "versions": self.versions,
+            "tokens": len(self.ids),
+            "dense_attention": self.dense,
+            "ledger_macs": self.ledger_macs,
+            "ledger_dense_macs": self.ledger_dense_macs,
+            "dispatch_macs": self.eager.dispatch_macs,
+            "flop_counter_macs": self.eager.flop_counter_macs,
+            "flop_counter_sdpa_macs": None if self.sdpa is None else self.sdpa.flop_counter_macs,
+            "groups": self.groups(),
+            "sdpa_kernels": None if self.sdpa is None else dict(self.sdpa.sdpa_calls),
+        }
 
 
 def group_of_record(r) -> str | None:
@@ -210,8 +228,9 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
     attention = [r for r in records if r.op in ("scores", "mix")]
     skipped = sum(r.dense_macs - r.macs for r in attention)
     if skipped:
-        seen = "the causal half" + (", and what falls before the sliding window" if any(
-            r.window is not None for r in attention) else "")  # fmt: skip
+        seen = "the causal half" + (
+            ", and what falls before the sliding window" if any(r.window is not None for r in attention) else ""
+        )
         ways = []
         if _row_chunk(check):
             ways.append(
@@ -219,14 +238,18 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
             )
         if any(r.selected is not None for r in attention):  # sparse attention (DeepSeek-V3.2's)
             ways.append("each query over the keys its indexer chose alone")
-        said.append(f"ours computed attention {', and '.join(ways)}: {skipped:,} MACs of the dense form skipped; "
-                    f"--dense-attention computes every T x t score, as transformers' eager attention does")  # fmt: skip
+        said.append(
+            f"ours computed attention {', and '.join(ways)}: {skipped:,} MACs of the dense form skipped; "
+            f"--dense-attention computes every T x t score, as transformers' eager attention does"
+        )
     for op in dict.fromkeys(r.op for r in records if r.op not in ("scores", "mix") and r.macs != r.dense_macs):
         mine = [r for r in records if r.op == op]
         done, whole = sum(r.macs for r in mine), sum(r.dense_macs for r in mine)
         how = " (a triangular solve, row by row: row i a product of i numbers)" if op == "delta.solve" else ""
-        said.append(f"ours computes {op} in pieces{how}: {done:,} MACs as computed, {whole:,} in its dense form, "
-                    f"one full product")  # fmt: skip
+        said.append(
+            f"ours computes {op} in pieces{how}: {done:,} MACs as computed, {whole:,} in its dense form, "
+            f"one full product"
+        )
     differences = [d for d in scan_differences(check.model.config, len(check.ids)) if d.group == row["group"]]
     if differences:
         said += _named(row, differences)
@@ -234,39 +257,55 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
         grouped = row["torch_ops"].get("_grouped_mm", 0)
         written = row["multiply_sum_macs"]
         if dispatch < dense and dense - dispatch == written:
-            said.append(f"transformers writes {written:,} MACs of these products as an elementwise multiply and a sum "
-                        f"(aten.mul, then aten.sum of it), which no counter of products sees")  # fmt: skip
+            said.append(
+                f"transformers writes {written:,} MACs of these products as an elementwise multiply and a sum "
+                f"(aten.mul, then aten.sum of it), which no counter of products sees"
+            )
         elif dispatch < dense:
-            said.append(f"UNEXPLAINED: torch dispatched {dense - dispatch:,} MACs fewer than our dense form as matrix "
-                        f"products ({written:,} written as a multiply and a sum)")  # fmt: skip
+            said.append(
+                f"UNEXPLAINED: torch dispatched {dense - dispatch:,} MACs fewer than our dense form as matrix "
+                f"products ({written:,} written as a multiply and a sum)"
+            )
         else:
-            said.append(f"UNEXPLAINED: torch dispatched {dispatch - dense:,} MACs more than our dense form"
-                        + (" (its experts' grouped product)" if grouped else ""))  # fmt: skip
+            said.append(
+                f"UNEXPLAINED: torch dispatched {dispatch - dense:,} MACs more than our dense form"
+                + (" (its experts' grouped product)" if grouped else "")
+            )
     missing = dispatch - eager_fc
     grouped = row["torch_ops"].get("_grouped_mm", 0)
     if missing and missing == grouped:
-        said.append(f"FlopCounterMode has no formula for aten._grouped_mm, the product transformers' experts run as: "
-                    f"the experts' {grouped:,} MACs are not counted")  # fmt: skip
+        said.append(
+            f"FlopCounterMode has no formula for aten._grouped_mm, the product transformers' experts run as: "
+            f"the experts' {grouped:,} MACs are not counted"
+        )
     elif missing:
         said.append(f"UNEXPLAINED: FlopCounterMode counted {missing:,} MACs fewer than torch dispatched")
     if check.sdpa is None:
         if row["group"] == ACTIVATIONS and not any(r.op == "scores" for r in check.phase.records):
-            said.append(f"{check.reference_class} has no attention layer (its layers are state-space ones), so there "
-                        f"is no SDPA column")  # fmt: skip
+            said.append(
+                f"{check.reference_class} has no attention layer (its layers are state-space ones), so there "
+                f"is no SDPA column"
+            )
         elif row["group"] == ACTIVATIONS:
-            said.append(f"transformers offers no SDPA for {check.reference_class} (its attention is not what SDPA "
-                        f"computes), so there is no SDPA column")  # fmt: skip
+            said.append(
+                f"transformers offers no SDPA for {check.reference_class} (its attention is not what SDPA "
+                f"computes), so there is no SDPA column"
+            )
     elif sdpa_fc != eager_fc:
         kernels = ", ".join(f"aten.{k} ({n} calls)" for k, n in check.sdpa.sdpa_calls.items())
         if row["group"] == ACTIVATIONS and kernels and sdpa_fc == row["dispatch_sdpa_macs"]:
-            said.append(f"with SDPA, attention runs in one fused kernel, {kernels}, for which FlopCounterMode has "
-                        f"no formula on a CPU: {eager_fc - sdpa_fc:,} MACs of scores and mix count 0 (on a GPU its "
-                        f"formula counts the dense T x t, with no causal half)")  # fmt: skip
+            said.append(
+                f"with SDPA, attention runs in one fused kernel, {kernels}, for which FlopCounterMode has "
+                f"no formula on a CPU: {eager_fc - sdpa_fc:,} MACs of scores and mix count 0 (on a GPU its "
+                f"formula counts the dense T x t, with no causal half)"
+            )
         else:
             said.append(f"UNEXPLAINED: FlopCounterMode counted {eager_fc - sdpa_fc:,} MACs fewer with SDPA")
     elif row["group"] == ACTIVATIONS and not check.sdpa.sdpa_calls:
-        said.append("with SDPA too, torch ran attention as plain products (no fused kernel took these shapes), "
-                    "which FlopCounterMode counts as in eager")  # fmt: skip
+        said.append(
+            "with SDPA too, torch ran attention as plain products (no fused kernel took these shapes), "
+            "which FlopCounterMode counts as in eager"
+        )
     return said or ["the same"]
 
 
@@ -277,16 +316,22 @@ def _named(row: dict, differences: list) -> list[str]:
     dispatch, dense = row["dispatch_macs"], row["ledger_dense_macs"]
     left = dispatch - dense - sum(d.macs for d in differences)
     if left:
-        said.append(f"UNEXPLAINED: torch dispatched {left:,} MACs {'more' if left > 0 else 'fewer'} than our dense form "
-                    f"and the differences named here")  # fmt: skip
+        said.append(
+            f"UNEXPLAINED: torch dispatched {left:,} MACs {'more' if left > 0 else 'fewer'} than our dense form "
+            f"and the differences named here"
+        )
     else:
-        said.append(f"so torch dispatched {dispatch:,} = our dense form {dense:,} "
-                    + " ".join(f"{'+' if d.macs > 0 else '-'} {abs(d.macs):,}" for d in differences if d.macs)
-                    + " MACs, exactly")  # fmt: skip
+        said.append(
+            f"so torch dispatched {dispatch:,} = our dense form {dense:,} "
+            + " ".join(f"{'+' if d.macs > 0 else '-'} {abs(d.macs):,}" for d in differences if d.macs)
+            + " MACs, exactly"
+        )
     multiplies = sum(d.multiplies for d in differences)
     if multiplies != row["multiply_sum_macs"]:
-        said.append(f"UNEXPLAINED: transformers wrote {row['multiply_sum_macs']:,} multiplies as a multiply and a sum, "
-                    f"not the {multiplies:,} named here")  # fmt: skip
+        said.append(
+            f"UNEXPLAINED: transformers wrote {row['multiply_sum_macs']:,} multiplies as a multiply and a sum, "
+            f"not the {multiplies:,} named here"
+        )
     return said
 
 
@@ -301,8 +346,10 @@ def crosscheck(model: Model, ids: list[int], dense_attention: bool = False) -> C
         raise UserError("a shape-only model has no weights to run transformers' forward on; give --model DIR")
     name = reference_class(model)
     if not hasattr(transformers, name):
-        raise UserError(f"transformers {transformers.__version__} has no {name}, which crosscheck runs; upgrade "
-                        f"transformers (pip install -U transformers)")  # fmt: skip
+        raise UserError(
+            f"transformers {transformers.__version__} has no {name}, which crosscheck runs; upgrade "
+            f"transformers (pip install -U transformers)"
+        )
     ids = model.check_ids(ids).tolist()
     phase = Phase("prefill", 0, len(ids), len(ids))
     model.run(ids, all_positions=True, phase=phase, dense_attention=dense_attention)

@@ -63,10 +63,13 @@ def scan_differences(config: ModelConfig, T: int) -> list[Difference]:
 
 
 def _conv(layers: int, channels: int, K: int, what: str) -> Difference:
-    return Difference(WEIGHTS, layers * channels * K * (K - 1),
-                      f"torch's F.conv1d with padding K - 1 = {K - 1} computes T + {K - 1} outputs a channel and drops "
-                      f"the last {K - 1}: {what} {layers} x channels x K (K - 1) = {layers} x {channels} x {K} x {K - 1} = "
-                      f"{n(layers * channels * K * (K - 1))} MACs more than ours (T outputs a channel)")  # fmt: skip
+    return Difference(
+        WEIGHTS,
+        layers * channels * K * (K - 1),
+        f"torch's F.conv1d with padding K - 1 = {K - 1} computes T + {K - 1} outputs a channel and drops "
+        f"the last {K - 1}: {what} {layers} x channels x K (K - 1) = {layers} x {channels} x {K} x {K - 1} = "
+        f"{n(layers * channels * K * (K - 1))} MACs more than ours (T outputs a channel)",
+    )
 
 
 def _padding(layers: int, T: int, ours: tuple[int, int], torch: tuple[int, int], form, what: str) -> list[Difference]:
@@ -75,13 +78,24 @@ def _padding(layers: int, T: int, ours: tuple[int, int], torch: tuple[int, int],
     if (C, N) == (Ct, Nt):
         if N * C == T:
             return []
-        return [Difference(ACTIVATIONS, 0, f"both pad the last of the {what}'s {N} chunks of {C} with zeros and "
-                                           f"compute every padded position ({N * C} for T = {T}): the same MACs")]  # fmt: skip
+        return [
+            Difference(
+                ACTIVATIONS,
+                0,
+                f"both pad the last of the {what}'s {N} chunks of {C} with zeros and "
+                f"compute every padded position ({N * C} for T = {T}): the same MACs",
+            )
+        ]
     extra = layers * (form(Ct, Nt) - form(C, N))
-    return [Difference(ACTIVATIONS, extra,
-                       f"torch pads a prompt shorter than its chunk to one whole chunk of {Ct} (ours: one chunk of "
-                       f"T = {T}) and computes the padded positions: {layers} x ({what} at C = {Ct} - at C = {C}) = "
-                       f"{n(extra)} MACs more")]  # fmt: skip
+    return [
+        Difference(
+            ACTIVATIONS,
+            extra,
+            f"torch pads a prompt shorter than its chunk to one whole chunk of {Ct} (ours: one chunk of "
+            f"T = {T}) and computes the padded positions: {layers} x ({what} at C = {Ct} - at C = {C}) = "
+            f"{n(extra)} MACs more",
+        )
+    ]
 
 
 def _gated_deltanet(c: Qwen35Config, layers: int, T: int) -> list[Difference]:
@@ -104,24 +118,40 @@ def _gated_deltanet(c: Qwen35Config, layers: int, T: int) -> list[Difference]:
     said += _padding(layers, T, (C, N), (Ct, Nt), torch_form, "delta rule")
     repeated = layers * 2 * (Hv - Hk) * N * C * C * dk
     if repeated:
-        said.append(Difference(ACTIVATIONS, repeated,
-                               f"transformers repeats each key head's q and k for its Hv / Hk = {Hv // Hk} value heads "
-                               f"(repeat_interleave) before the chunks' K K^T and Q K^T, computing the same dot "
-                               f"products once a value head: {layers} x 2 (Hv - Hk) N C^2 dk = {n(repeated)} MACs "
-                               f"more than ours (once a key head)"))  # fmt: skip
+        said.append(
+            Difference(
+                ACTIVATIONS,
+                repeated,
+                f"transformers repeats each key head's q and k for its Hv / Hk = {Hv // Hk} value heads "
+                f"(repeat_interleave) before the chunks' K K^T and Q K^T, computing the same dot "
+                f"products once a value head: {layers} x 2 (Hv - Hk) N C^2 dk = {n(repeated)} MACs "
+                f"more than ours (once a key head)",
+            )
+        )
     solve_dense = layers * Hv * N * C * C * (dk + dv)
     solve = layers * Hv * Nt * (dk + dv) * Ct * (Ct - 1) // 2
-    said.append(Difference(ACTIVATIONS, -solve_dense,
-                           f"torch solves each chunk's triangular system with aten.linalg_solve_triangular, which no "
-                           f"counter of products sees ({n(solve)} MACs by forward substitution: {layers} x Hv N "
-                           f"(dk + dv) C (C - 1) / 2); our delta.solve is counted as computed, row by row, and in the "
-                           f"dense form as one C x C product: {layers} x Hv N C^2 (dk + dv) = {n(solve_dense)} MACs "
-                           f"that torch dispatches no product for"))  # fmt: skip
+    said.append(
+        Difference(
+            ACTIVATIONS,
+            -solve_dense,
+            f"torch solves each chunk's triangular system with aten.linalg_solve_triangular, which no "
+            f"counter of products sees ({n(solve)} MACs by forward substitution: {layers} x Hv N "
+            f"(dk + dv) C (C - 1) / 2); our delta.solve is counted as computed, row by row, and in the "
+            f"dense form as one C x C product: {layers} x Hv N C^2 (dk + dv) = {n(solve_dense)} MACs "
+            f"that torch dispatches no product for",
+        )
+    )
     norms = layers * 2 * Hv * T * dk
-    said.append(Difference(ACTIVATIONS, 0,
-                           f"transformers' l2norm of q and k is (x * x).sum(-1), an elementwise multiply and a sum: "
-                           f"{layers} x 2 Hv T dk = {n(norms)} multiplies, a norm (not a product in the ledger's rule, "
-                           f"nor in ours)", multiplies=norms))  # fmt: skip
+    said.append(
+        Difference(
+            ACTIVATIONS,
+            0,
+            f"transformers' l2norm of q and k is (x * x).sum(-1), an elementwise multiply and a sum: "
+            f"{layers} x 2 Hv T dk = {n(norms)} multiplies, a norm (not a product in the ledger's rule, "
+            f"nor in ours)",
+            multiplies=norms,
+        )
+    )
     return said
 
 
@@ -146,14 +176,24 @@ def _mamba2(c: MixerShapes, layers: int, T: int) -> list[Difference]:
     said += _padding(layers, T, (L, Nc), (Lt, Nt), torch_form, "scan")
     repeated = layers * (Hs - Ng) * Nc * L * L * N
     if repeated:
-        said.append(Difference(ACTIVATIONS, repeated,
-                               f"transformers repeats each group's B and C for its Hs / Ng = {Hs // Ng} heads "
-                               f"(repeat_interleave) before C B^T, computing the same scores once a head: {layers} x "
-                               f"(Hs - Ng) Nc L^2 N = {n(repeated)} MACs more than ours (once a group)"))  # fmt: skip
+        said.append(
+            Difference(
+                ACTIVATIONS,
+                repeated,
+                f"transformers repeats each group's B and C for its Hs / Ng = {Hs // Ng} heads "
+                f"(repeat_interleave) before C B^T, computing the same scores once a head: {layers} x "
+                f"(Hs - Ng) Nc L^2 N = {n(repeated)} MACs more than ours (once a group)",
+            )
+        )
     carry = layers * Hs * (Nt + 1) * (Nt + 1) * P * N
-    said.append(Difference(ACTIVATIONS, carry,
-                           f"transformers carries the state from chunk to chunk as one einsum over the "
-                           f"(Nc + 1) x (Nc + 1) matrix of chunk decays (new_states, each chunk's state against every "
-                           f"earlier one's, zeros above the diagonal); ours carries it chunk after chunk, elementwise "
-                           f"(ssd.carry): {layers} x Hs (Nc + 1)^2 P N = {n(carry)} MACs more"))  # fmt: skip
+    said.append(
+        Difference(
+            ACTIVATIONS,
+            carry,
+            f"transformers carries the state from chunk to chunk as one einsum over the "
+            f"(Nc + 1) x (Nc + 1) matrix of chunk decays (new_states, each chunk's state against every "
+            f"earlier one's, zeros above the diagonal); ours carries it chunk after chunk, elementwise "
+            f"(ssd.carry): {layers} x Hs (Nc + 1)^2 P N = {n(carry)} MACs more",
+        )
+    )
     return said

@@ -154,8 +154,10 @@ def reference_of(model: Model) -> Model:
     from ..models.registry import from_directory
 
     if model.shape_only or not Path(model.source).is_dir():
-        raise UserError(f"drift reads the weights again in float64 from the model's directory; {model.name}'s come "
-                        f"from {model.source}")  # fmt: skip
+        raise UserError(
+            f"drift reads the weights again in float64 from the model's directory; {model.name}'s come "
+            f"from {model.source}"
+        )
     return from_directory(Path(model.source), name=model.name, dtype=np.dtype(np.float64))
 
 

@@ -229,8 +229,10 @@ def recurrent_pass_macs(config: Config, T: int, t: int, R: int = 1, B: int = 1) 
 
 def pass_dot_products(config: Config, T: int, t: int, R: int = 1, B: int = 1) -> int:
     blocks = sum(n * _layer_dot_products(config, T, t, B, group) for group, n in layer_groups(config).items())
-    states = sum(B * T * weight_dot_products_per_position(config, i) + scan_dot_products(config, i, T, B)
-                 for i in state_layers(config))  # fmt: skip
+    states = sum(
+        B * T * weight_dot_products_per_position(config, i) + scan_dot_products(config, i, T, B)
+        for i in state_layers(config)
+    )
     return blocks + states + B * R * config.vocab_size
 
 

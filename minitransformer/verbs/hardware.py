@@ -45,8 +45,13 @@ class Machine:
         return self.peak(dtype) / 2 / self.bandwidth
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "label": self.label, "peak_flops_by_dtype": dict(self.peak_flops),
-                "bandwidth_bytes_per_s": self.bandwidth, "source": self.source}  # fmt: skip
+        return {
+            "name": self.name,
+            "label": self.label,
+            "peak_flops_by_dtype": dict(self.peak_flops),
+            "bandwidth_bytes_per_s": self.bandwidth,
+            "source": self.source,
+        }
 
 
 def _formats(float32: float, bfloat16: float, float16: float | None = None) -> dict[str, float]:
@@ -174,8 +179,9 @@ def cpu_name() -> str:
 
 def measured_cpu(flops_per_s: float, bytes_per_s: float, how: str) -> Machine:
     """This CPU as probed (`how` says how): its float32 peak stands for every format (module docstring)."""
-    return Machine(THIS_CPU, f"{cpu_name()}, {os.cpu_count()} cores", {d: flops_per_s for d in _formats(0, 0)},
-                   bytes_per_s, how)  # fmt: skip
+    return Machine(
+        THIS_CPU, f"{cpu_name()}, {os.cpu_count()} cores", {d: flops_per_s for d in _formats(0, 0)}, bytes_per_s, how
+    )
 
 
 def probe_this_cpu(buffer_bytes: int = 2**28, sizes: tuple[int, ...] = (1024, 2048), reps: int = 3) -> Machine:
@@ -183,8 +189,10 @@ def probe_this_cpu(buffer_bytes: int = 2**28, sizes: tuple[int, ...] = (1024, 20
     bandwidth = streaming_bandwidth(buffer_bytes, reps)
     peak = matrix_peak(sizes, reps)
     squares = ", ".join(f"{n}" for n in sizes)
-    how = (f"probed now: reading {buffer_bytes / 2**20:,.0f} MiB ({bandwidth['threads_reading_GBps']:.1f} GB/s summed "
-           f"by {os.cpu_count()} threads, {bandwidth['matvec_GBps']:.1f} GB/s by a matrix-vector product), float32 "
-           f"square products of {squares} ({peak['flops_per_s'] / 1e9:.0f} GFLOP/s at best); the float32 peak for "
-           f"every format, as our engine computes in float32")  # fmt: skip
+    how = (
+        f"probed now: reading {buffer_bytes / 2**20:,.0f} MiB ({bandwidth['threads_reading_GBps']:.1f} GB/s summed "
+        f"by {os.cpu_count()} threads, {bandwidth['matvec_GBps']:.1f} GB/s by a matrix-vector product), float32 "
+        f"square products of {squares} ({peak['flops_per_s'] / 1e9:.0f} GFLOP/s at best); the float32 peak for "
+        f"every format, as our engine computes in float32"
+    )
     return measured_cpu(peak["flops_per_s"], bandwidth["bytes_per_s"], how)

@@ -98,8 +98,11 @@ def layer_cache_positions(config: Config, positions: int) -> dict[str, tuple[int
 
 def kv_cache_bytes_after(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
     """The bytes of K and V that every attention layer must hold after `positions` tokens, each at most its window."""
-    return batch * bytes_per_number * sum(s.positions_held(positions) * s.numbers_per_position
-                                          for s in _specs(config) if isinstance(s, KeysValues))  # fmt: skip
+    return (
+        batch
+        * bytes_per_number
+        * sum(s.positions_held(positions) * s.numbers_per_position for s in _specs(config) if isinstance(s, KeysValues))
+    )
 
 
 def layer_caches(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> dict:

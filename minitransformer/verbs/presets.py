@@ -18,8 +18,13 @@ def preset_lines() -> list[str]:
         total = formulas.parameters(config)
         active = formulas.active_parameters(config)
         also = f", {human(active)} active" if active != total else ""
-        rows.append((name, f"{architecture_of(config).name} ({config.to_hf_dict()['model_type']})",
-                     f"{config.n_layer} layers, d_model {config.n_embd:,}, {human(total)} parameters{also}"))  # fmt: skip
+        rows.append(
+            (
+                name,
+                f"{architecture_of(config).name} ({config.to_hf_dict()['model_type']})",
+                f"{config.n_layer} layers, d_model {config.n_embd:,}, {human(total)} parameters{also}",
+            )
+        )
     widths = [max(len(row[i]) for row in rows) for i in range(2)]
     return [f"{name:<{widths[0]}}  {family:<{widths[1]}}  {shape}" for name, family, shape in rows]
 

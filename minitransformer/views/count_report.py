@@ -76,8 +76,10 @@ def convention(count: Count) -> str:
             CONVENTION if scores is None or scores.row_chunk is None else CHUNKED_CONVENTION.format(C=scores.row_chunk)
         )
         if scores is not None and scores.selected is not None and scores.out_shape[-1] > scores.selected:
-            note += (f"\n  The indexer's mask keeps at most its ki = {scores.selected:,} chosen keys a query: query i's "
-                     f"min(past + i + 1, ki) pairs a head.")  # fmt: skip
+            note += (
+                f"\n  The indexer's mask keeps at most its ki = {scores.selected:,} chosen keys a query: query i's "
+                f"min(past + i + 1, ki) pairs a head."
+            )
     if any(r.recurrent is not None for r in count.prefill.block_records):
         note += "\n" + SCAN_CONVENTION
     return note
@@ -172,8 +174,11 @@ def prefill_blocks(count: Count) -> list[str]:
     if not hybrid(p):
         return [_block_heading(count), seen, block_table(p.block, full=True)]
     n, kinds = count.config.n_layer, len(p.groups)
-    which = (f"one block (each of the {n} blocks has the same shapes)" if kinds == 1
-             else f"one block of each kind of layer (the {n} blocks are of {kinds} kinds)")  # fmt: skip
+    which = (
+        f"one block (each of the {n} blocks has the same shapes)"
+        if kinds == 1
+        else f"one block of each kind of layer (the {n} blocks are of {kinds} kinds)"
+    )
     out = [f"The prefill, {which}, {seen}"]
     for kind, records, layer, layers in kind_blocks(p):
         out += ["", f"{kind} (layer {layer}; {plural(layers, 'layer')} like it):", block_table(records, full=True)]
@@ -244,19 +249,57 @@ def block_table(block: list[Record], full: bool) -> str:
             dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_form_macs else ""  # row chunks skipped the rest
             if r.chosen_keys is not None:  # sparse attention: the keys each query read
                 dense_form += f" (sparse: {n(r.chosen_keys)} keys a query)"
-            row = [r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), length(r), n(r.macs),
-                   human(r.flops), percent(r.macs, block_macs), causal_dots, causal_macs, dense_form]  # fmt: skip
+            row = [
+                r.op,
+                r.equation,
+                operands(r),
+                shape(r.out_shape),
+                n(r.dot_products),
+                length(r),
+                n(r.macs),
+                human(r.flops),
+                percent(r.macs, block_macs),
+                causal_dots,
+                causal_macs,
+                dense_form,
+            ]
             rows.append(row + ([f"{n(r.recurrent_macs)} MACs" if r.recurrent is not None else ""] if scanned else []))
         elif full:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""] + [""] * scanned)
     causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
     dense = sum(r.dense_form_macs for r in block)
     recurrent = sum(r.recurrent_macs for r in block)
-    rows.append(["block", "", "", "", n(sum(r.dot_products for r in block)), "", n(block_macs), human(2 * block_macs),
-                 "100%", "", n(causal), f"{n(dense)} MACs" if dense != block_macs else ""]
-                + ([f"{n(recurrent)} MACs"] if scanned else []))  # fmt: skip
-    headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "FLOPs", "share",
-               "causal dot products", "causal MACs", "dense form"] + ["recurrent form"] * scanned  # fmt: skip
+    rows.append(
+        [
+            "block",
+            "",
+            "",
+            "",
+            n(sum(r.dot_products for r in block)),
+            "",
+            n(block_macs),
+            human(2 * block_macs),
+            "100%",
+            "",
+            n(causal),
+            f"{n(dense)} MACs" if dense != block_macs else "",
+        ]
+        + ([f"{n(recurrent)} MACs"] if scanned else [])
+    )
+    headers = [
+        "stage",
+        "equation",
+        "A x B",
+        "out",
+        "dot products",
+        "length",
+        "MACs",
+        "FLOPs",
+        "share",
+        "causal dot products",
+        "causal MACs",
+        "dense form",
+    ] + ["recurrent form"] * scanned
     return table(headers, rows, right={4, 5, 6, 7, 8, 9, 10})
 
 
@@ -279,9 +322,16 @@ def layers_table(p: Pass) -> str:
             )
     else:
         dense = sum(r.dense_form_macs for r in p.block)
-        rows.append([f"0..{L - 1}" if L > 1 else "0", n(p.block_dot_products), n(p.block_macs),
-                     human(2 * p.block_macs), percent(p.block_macs, p.macs),
-                     "each layer" + (f" (dense form: {n(dense)} MACs)" if dense != p.block_macs else "")])  # fmt: skip
+        rows.append(
+            [
+                f"0..{L - 1}" if L > 1 else "0",
+                n(p.block_dot_products),
+                n(p.block_macs),
+                human(2 * p.block_macs),
+                percent(p.block_macs, p.macs),
+                "each layer" + (f" (dense form: {n(dense)} MACs)" if dense != p.block_macs else ""),
+            ]
+        )
     if L > 1 and len(p.groups) == 1:
         rows.append(
             [
@@ -331,8 +381,18 @@ def decode_table(count: Count) -> str:
                 gap = True
             continue
         scores = shape(p.find("scores").out_shape) if p.has("scores") else "-"
-        rows.append([str(p.step), n(p.tokens), n(p.context), scores, n(p.dot_products), n(p.macs), human(p.flops),
-                     n(other[p.step].macs)])  # fmt: skip
+        rows.append(
+            [
+                str(p.step),
+                n(p.tokens),
+                n(p.context),
+                scores,
+                n(p.dot_products),
+                n(p.macs),
+                human(p.flops),
+                n(other[p.step].macs),
+            ]
+        )
     headers = ["step", "T", "t", "scores (per block)", "dot products", "MACs", "FLOPs", other_label]
     return table(headers, rows, right={0, 1, 2, 4, 5, 6, 7})
 
@@ -400,8 +460,15 @@ def attention_lines(count: Count) -> str:
             scan = sum(r.macs for r in records if r.stage.group == STATE)
             scores = next((r for r in records if r.op == "scores"), None)
             keys = f"t = {scores.out_shape[-1]:,}" if scores is not None else "a state: the same at any t"
-            rows.append([f"each {kind} layer ({layers}; {keys})", n(attention), n(weights),
-                         _ratio(Fraction(attention, weights))] + ([n(scan)] if scans else []))  # fmt: skip
+            rows.append(
+                [
+                    f"each {kind} layer ({layers}; {keys})",
+                    n(attention),
+                    n(weights),
+                    _ratio(Fraction(attention, weights)),
+                ]
+                + ([n(scan)] if scans else [])
+            )
         blocks = a.all_weights - a.outside
         rows += [
             [plural(L, "layer"), n(a.all_attention), n(blocks), _ratio(Fraction(a.all_attention, blocks))]
@@ -409,8 +476,12 @@ def attention_lines(count: Count) -> str:
             [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)]
             + ([n(all_scan)] if scans else []),
         ]
-        first = next(i for i, kind in enumerate(step.layer_types) if step.groups[step._group_of[kind]][0]
-                     and any(r.op == "scores" for r in step.groups[step._group_of[kind]][0]))  # fmt: skip
+        first = next(
+            i
+            for i, kind in enumerate(step.layer_types)
+            if step.groups[step._group_of[kind]][0]
+            and any(r.op == "scores" for r in step.groups[step._group_of[kind]][0])
+        )
         seen = (
             f"t = {t:,} on layer {first}"
             + (f" of the {context:,} in context" if t < context else "")
@@ -422,16 +493,18 @@ def attention_lines(count: Count) -> str:
     )  # t / x, or less past an indexer's k_i
     flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
     headers = ["MACs", "attention", "products with weights", "attention / weights"] + ["scan"] * scans
-    return "\n".join([
-        f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
-        table(headers, rows, right={1, 2, 3, 4}),
-        f"  attention: {attention_ops} (they grow with t); products with weights: {weight_ops}, and the logits in "
-        f"the pass (they do not)" + (f"; scan: {scan_ops} (a recurrent layer's state, read and written: the same "
-                                     f"at any t)" if scans else ""),
-        f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
-        f"({values}); at t = {t:,}: {_ratio(at_t)}",
-        f"  {_crossing(c, attention_crossing(c))}",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
+            table(headers, rows, right={1, 2, 3, 4}),
+            f"  attention: {attention_ops} (they grow with t); products with weights: {weight_ops}, and the logits in "
+            f"the pass (they do not)"
+            + (f"; scan: {scan_ops} (a recurrent layer's state, read and written: the same at any t)" if scans else ""),
+            f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
+            f"({values}); at t = {t:,}: {_ratio(at_t)}",
+            f"  {_crossing(c, attention_crossing(c))}",
+        ]
+    )
 
 
 def _crossing(c, x: Fraction) -> str:
@@ -515,9 +588,11 @@ def totals_lines(count: Count) -> str:
             if human(t.recurrent_macs or 0) != human(t.macs)
             else ""
         )
-        lines.append(f"Recurrent form: the scans over the prompt took {n(chunked)} MACs ({human(chunked)}) in chunks, "
-                     f"{n(recurrent)} ({human(recurrent)}) had they run position by position as a decode step does "
-                     f"({chunked / recurrent:.2f}x in chunks, in products of many rows){whole}")  # fmt: skip
+        lines.append(
+            f"Recurrent form: the scans over the prompt took {n(chunked)} MACs ({human(chunked)}) in chunks, "
+            f"{n(recurrent)} ({human(recurrent)}) had they run position by position as a decode step does "
+            f"({chunked / recurrent:.2f}x in chunks, in products of many rows){whole}"
+        )
     if t.chunked:
         lines.append(
             f"Dense form: {n(t.dense_dot_products or 0)} dot products, {n(t.dense_macs or 0)} MACs "
@@ -628,17 +703,23 @@ def cache_lines(count: Count, m: dict, numbers: str, heads: str, per_seq: str) -
     out = []
     for kind, k in cache["layer_types"].items():
         if "positions" in k:
-            out.append(f"  KV cache     K and V x {plural(k['layers'], kind + ' layer')} x {numbers} numbers{heads}: "
-                       f"{_bytes(k['bytes'] // max(k['positions'], 1))} per token{per_seq}; {k['positions']:,} positions "
-                       f"here: {_bytes(k['bytes'])}{off}")  # fmt: skip
+            out.append(
+                f"  KV cache     K and V x {plural(k['layers'], kind + ' layer')} x {numbers} numbers{heads}: "
+                f"{_bytes(k['bytes'] // max(k['positions'], 1))} per token{per_seq}; {k['positions']:,} positions "
+                f"here: {_bytes(k['bytes'])}{off}"
+            )
         elif k["state"]:
             arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
-            out.append(f"  state        {arrays} numbers x {plural(k['layers'], kind + ' layer')}: "
-                       f"{_bytes(k['bytes'])}{per_seq}{off}, the same at any context")  # fmt: skip
+            out.append(
+                f"  state        {arrays} numbers x {plural(k['layers'], kind + ' layer')}: "
+                f"{_bytes(k['bytes'])}{per_seq}{off}, the same at any context"
+            )
     attends = any("positions" in k for k in cache["layer_types"].values())  # no keys and values in a pure Mamba
     parts = (f"{_bytes(kv['bytes'])} keys and values + " if attends else "") + f"{_bytes(cache['state_bytes'])} state"
-    out.append(f"  cache        {_bytes(cache['bytes'])} after {cache['positions']:,} positions ({parts}){off}; the whole "
-               f"context ({c.n_positions:,}): {_bytes(cache['bytes_at_context'])}")  # fmt: skip
+    out.append(
+        f"  cache        {_bytes(cache['bytes'])} after {cache['positions']:,} positions ({parts}){off}; the whole "
+        f"context ({c.n_positions:,}): {_bytes(cache['bytes_at_context'])}"
+    )
     return out
 
 

@@ -7,9 +7,13 @@ from ..text import count as n
 from ..text import short_path, table
 from ..verbs.crosscheck import Crosscheck
 
-COLUMNS = (("ledger_macs", "ours, as computed"), ("ledger_dense_macs", "ours, dense form"),
-           ("dispatch_macs", "torch dispatched (eager)"), ("flop_counter_macs", "FlopCounterMode (eager)"),
-           ("flop_counter_sdpa_macs", "FlopCounterMode (SDPA)"))  # fmt: skip
+COLUMNS = (
+    ("ledger_macs", "ours, as computed"),
+    ("ledger_dense_macs", "ours, dense form"),
+    ("dispatch_macs", "torch dispatched (eager)"),
+    ("flop_counter_macs", "FlopCounterMode (eager)"),
+    ("flop_counter_sdpa_macs", "FlopCounterMode (SDPA)"),
+)
 
 
 def _cell(macs: int | None) -> str:
@@ -22,8 +26,9 @@ def crosscheck_report(check: Crosscheck) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in check.versions.items())
     how = "every T x t score (--dense-attention)" if check.dense else "attention in row chunks past 128 positions"
     rows = [[g["group"], *(_cell(g[key]) for key, _ in COLUMNS)] for g in groups]
-    rows.append(["total", *(_cell(None if groups[0][key] is None else sum(g[key] for g in groups))
-                            for key, _ in COLUMNS)])  # fmt: skip
+    rows.append(
+        ["total", *(_cell(None if groups[0][key] is None else sum(g[key] for g in groups)) for key, _ in COLUMNS)]
+    )
     out = [
         f"crosscheck of {model.name} ({short_path(model.source)}): one forward over {len(check.ids):,} positions, every "
         f"position's logits, ours ({how}) and transformers' {check.reference_class} ({versions}), in MACs",

@@ -39,9 +39,13 @@ def drift_report(d: Drift) -> str:
         "Worst stages",
     ]
     worst = d.worst(WORST)
-    lines.append(table(["stage", "max rel", "rms rel", "max |x|", "range"],
-                       [[s.name, _rel(s.max_rel), _rel(s.rms_rel), _magnitude(s.max_abs), _range(s)] for s in worst],
-                       right={1, 2, 3}))  # fmt: skip
+    lines.append(
+        table(
+            ["stage", "max rel", "rms rel", "max |x|", "range"],
+            [[s.name, _rel(s.max_rel), _rel(s.rms_rel), _magnitude(s.max_abs), _range(s)] for s in worst],
+            right={1, 2, 3},
+        )
+    )
     lines += ["", "Per layer: the block's worst stage, and its output (the residual stream it hands on)"]
     rows = []
     outside = [s for s in d.stages if s.layer is None]
@@ -54,21 +58,38 @@ def drift_report(d: Drift) -> str:
         worst_stage = max(stages, key=lambda s: s.max_rel if s.max_rel == s.max_rel else float("inf"))
         output = stages[-1]
         marks = sorted({m for s in stages for m in _range(s).split(", ") if m})
-        rows.append([str(layer), worst_stage.stage, _rel(worst_stage.max_rel), _rel(worst_stage.rms_rel),
-                     _rel(output.max_rel), _magnitude(max(s.max_abs for s in stages)), ", ".join(marks)])  # fmt: skip
+        rows.append(
+            [
+                str(layer),
+                worst_stage.stage,
+                _rel(worst_stage.max_rel),
+                _rel(worst_stage.rms_rel),
+                _rel(output.max_rel),
+                _magnitude(max(s.max_abs for s in stages)),
+                ", ".join(marks),
+            ]
+        )
     for s in outside:
         if d.stages.index(s) >= first_block:
             rows.append([s.stage, "", _rel(s.max_rel), _rel(s.rms_rel), "", _magnitude(s.max_abs), _range(s)])
-    lines.append(table(["layer", "worst stage", "max rel", "rms rel", "output max rel", "max |x|", "range"], rows,
-                       right={2, 3, 4, 5}))  # fmt: skip
+    lines.append(
+        table(
+            ["layer", "worst stage", "max rel", "rms rel", "output max rel", "max |x|", "range"],
+            rows,
+            right={2, 3, 4, 5},
+        )
+    )
     events = d.overflows() + d.underflows()
     if events:
         lines += ["", "Where values left the range (the precision's own pass, as each rounding happened)"]
         rows = []
         for e in events:
             at, stage = split_name(e.name) if e.role != "weight" else (layer_of_weight(e.name), e.name)
-            what = (f"{plural(e.overflowed, 'value')} overflowed" if e.overflowed
-                    else f"{count(e.flushed)} of {count(e.size)} flushed to zero, {e.flushed_share:.1e} of the norm")  # fmt: skip
+            what = (
+                f"{plural(e.overflowed, 'value')} overflowed"
+                if e.overflowed
+                else f"{count(e.flushed)} of {count(e.size)} flushed to zero, {e.flushed_share:.1e} of the norm"
+            )
             where = {"out": "output", "A": "operand A", "B": "operand B", "weight": "weight, at load"}[e.role]
             rows.append(["-" if at is None else str(at), stage, where, e.format, _magnitude(e.max_abs), what])
         lines.append(table(["layer", "stage", "where", "format", "max |x|", "what"], rows, right={4}))
@@ -91,8 +112,10 @@ def range_line(d: Drift) -> str:
             if layer is None
             else f"layer {layer} {stage}"
         )
-        parts.append(f"overflow first at {at} (|x| up to {_magnitude(first.max_abs)}, where {first.format} holds "
-                     f"{_magnitude(first.format_max)}), at {plural(len(overflows), 'stage')} in all")  # fmt: skip
+        parts.append(
+            f"overflow first at {at} (|x| up to {_magnitude(first.max_abs)}, where {first.format} holds "
+            f"{_magnitude(first.format_max)}), at {plural(len(overflows), 'stage')} in all"
+        )
     if underflows:
         parts.append(f"values that matter flushed to zero at {plural(len(underflows), 'stage')}")
     return "range: " + "; ".join(parts)

@@ -12,8 +12,9 @@ from ..verbs.memory import memory_dict
 from ..verbs.roofline import Roofline
 
 
-def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: str = "float32",
-                roofline: Roofline | None = None):  # fmt: skip
+def json_chunks(
+    count: Count, balance: float, all_steps: bool = False, dtype: str = "float32", roofline: Roofline | None = None
+):
     """The JSON document in pieces (a long generation is written without holding it all in memory).
 
     The schema is generate --json's, without the text: "prompt_tokens" and "new_tokens" are counts
@@ -48,11 +49,35 @@ def json_chunks(count: Count, balance: float, all_steps: bool = False, dtype: st
 
 
 CSV_COLUMNS = (
-    "phase", "step", "tokens", "context", "batch", "cached", "op", "equation", "layers", "a_shape", "b_shape",
-    "out_shape", "heads", "dot_products", "dot_length", "macs", "flops", "causal_dot_products", "causal_macs",
-    "dense_dot_products", "dense_macs", "recurrent_dot_products", "recurrent_macs", "all_layers_dot_products",
-    "all_layers_macs", "share_of_pass", "dot_length_min", "dot_length_max",
-)  # fmt: skip
+    "phase",
+    "step",
+    "tokens",
+    "context",
+    "batch",
+    "cached",
+    "op",
+    "equation",
+    "layers",
+    "a_shape",
+    "b_shape",
+    "out_shape",
+    "heads",
+    "dot_products",
+    "dot_length",
+    "macs",
+    "flops",
+    "causal_dot_products",
+    "causal_macs",
+    "dense_dot_products",
+    "dense_macs",
+    "recurrent_dot_products",
+    "recurrent_macs",
+    "all_layers_dot_products",
+    "all_layers_macs",
+    "share_of_pass",
+    "dot_length_min",
+    "dot_length_max",
+)
 
 
 def csv_chunks(count: Count):
@@ -69,14 +94,35 @@ def csv_chunks(count: Count):
         for r, layers in p.weighted():
             if r.kind != "matmul":
                 continue
-            writer.writerow([
-                p.phase, p.step, p.tokens, p.context, p.batch, p.cached, r.op, r.equation, layers,
-                _dims(r.a_shape), _dims(r.b_shape), _dims(r.out_shape), r.heads or "", r.dot_products, r.dot_length,
-                r.macs, r.flops, _blank(r.causal_dot_products), _blank(r.causal_macs),
-                *((r.dense_dot_products, r.dense_macs) if r.causal_macs is not None else ("", "")),
-                *((r.recurrent_dot_products, r.recurrent_macs) if r.recurrent is not None else ("", "")),
-                layers * r.dot_products, layers * r.macs, f"{layers * r.macs / pass_macs:.6f}", *r.dot_lengths,
-            ])  # fmt: skip
+            writer.writerow(
+                [
+                    p.phase,
+                    p.step,
+                    p.tokens,
+                    p.context,
+                    p.batch,
+                    p.cached,
+                    r.op,
+                    r.equation,
+                    layers,
+                    _dims(r.a_shape),
+                    _dims(r.b_shape),
+                    _dims(r.out_shape),
+                    r.heads or "",
+                    r.dot_products,
+                    r.dot_length,
+                    r.macs,
+                    r.flops,
+                    _blank(r.causal_dot_products),
+                    _blank(r.causal_macs),
+                    *((r.dense_dot_products, r.dense_macs) if r.causal_macs is not None else ("", "")),
+                    *((r.recurrent_dot_products, r.recurrent_macs) if r.recurrent is not None else ("", "")),
+                    layers * r.dot_products,
+                    layers * r.macs,
+                    f"{layers * r.macs / pass_macs:.6f}",
+                    *r.dot_lengths,
+                ]
+            )
         yield buffer.getvalue()
         buffer.seek(0), buffer.truncate()
 

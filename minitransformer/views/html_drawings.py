@@ -478,8 +478,9 @@ def drift_heatmap(drift: dict) -> str:
     parts = [_text(4, top - 6, "layer", "axis")]
     for j, name in enumerate(columns):
         x, y = left + j * cell + cell / 2 + 4, top - 6
-        parts.append(f'<text x="{x:.1f}" y="{y:.1f}" class="axis" transform="rotate(-60 {x:.1f} {y:.1f})">'
-                     f"{escape(name)}</text>")  # fmt: skip
+        parts.append(
+            f'<text x="{x:.1f}" y="{y:.1f}" class="axis" transform="rotate(-60 {x:.1f} {y:.1f})">{escape(name)}</text>'
+        )
     for i, layer in enumerate(drift["layers"]):
         y = top + i * cell
         parts.append(_text(left - 6, y + cell / 2 + 4, str(layer["layer"]), "axis", "end"))
@@ -491,12 +492,17 @@ def drift_heatmap(drift: dict) -> str:
             mark = " overflow" if s.get("overflow") else " underflow" if s.get("underflow") else ""
             rel = "inf" if s["max_rel"] is None else f"{s['max_rel']:.2e}"
             rms = "inf" if s["rms_rel"] is None else f"{s['rms_rel']:.2e}"
-            tip = (f"layer {layer['layer']} {name}: max rel {rel}, rms rel {rms}, max |x| {s['max_abs']:.4g}"
-                   + (f", {mark.strip()}" if mark else ""))  # fmt: skip
-            parts.append(f'<rect class="cell{mark}" x="{left + j * cell}" y="{y}" width="{cell}" height="{cell}" '
-                         f'fill="{drift_colour(s["max_rel"])}" data-stage="{escape(name)}" '
-                         f'data-layer="{layer["layer"]}"><title>{escape(tip)}</title></rect>')  # fmt: skip
+            tip = f"layer {layer['layer']} {name}: max rel {rel}, rms rel {rms}, max |x| {s['max_abs']:.4g}" + (
+                f", {mark.strip()}" if mark else ""
+            )
+            parts.append(
+                f'<rect class="cell{mark}" x="{left + j * cell}" y="{y}" width="{cell}" height="{cell}" '
+                f'fill="{drift_colour(s["max_rel"])}" data-stage="{escape(name)}" '
+                f'data-layer="{layer["layer"]}"><title>{escape(tip)}</title></rect>'
+            )
     width = left + len(columns) * cell + 7 * max((len(c) for c in columns), default=4) // 2 + 12  # the last label
     height = top + len(drift["layers"]) * cell + 12
-    return (f'<svg class="drift-map" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-            f'aria-label="relative drift against float64, layers by stages">{"".join(parts)}</svg>')  # fmt: skip
+    return (
+        f'<svg class="drift-map" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="relative drift against float64, layers by stages">{"".join(parts)}</svg>'
+    )

@@ -496,8 +496,12 @@ def _candidates(candidates: list[dict]) -> str:
 def _rule(data: dict) -> str:
     """The rule, and the colours of the groups of products the page draws (a hybrid's recurrent groups where it has
     them)."""
-    drawn = {GROUP_OF.get(op["op"]) for p in data["document"].get("phases", []) for run in p.get("layers", [])
-             for op in run["ops"]}  # fmt: skip
+    drawn = {
+        GROUP_OF.get(op["op"])
+        for p in data["document"].get("phases", [])
+        for run in p.get("layers", [])
+        for op in run["ops"]
+    }
     legend = "".join(
         f'<span class="key"><span class="swatch" style="background:{c}"></span>{escape(g)}</span>'
         for g, c in COLOURS.items()
@@ -689,15 +693,55 @@ def _block_table(ops: list[dict], index: int, run: int = 0) -> str:
         equation, out = _cell(escape(r["equation"]), "eq"), _cell(shape(r["out_shape"]), "shape out")
         if r["kind"] == "matmul":
             operands = _cell(escape(operands_text(r)), "shape operands")
-            rows.append(_row([_cell(_swatch(r["op"])), equation, operands, out, _num(r["dot_products"], "dots"),
-                              _num(length(r), "length"), _num(r["macs"], "macs"),
-                              _num(percent(r["macs"], block_macs)), _cell(escape(causal_cell(r)), "causal")],
-                             "product", attrs))  # fmt: skip
+            rows.append(
+                _row(
+                    [
+                        _cell(_swatch(r["op"])),
+                        equation,
+                        operands,
+                        out,
+                        _num(r["dot_products"], "dots"),
+                        _num(length(r), "length"),
+                        _num(r["macs"], "macs"),
+                        _num(percent(r["macs"], block_macs)),
+                        _cell(escape(causal_cell(r)), "causal"),
+                    ],
+                    "product",
+                    attrs,
+                )
+            )
         else:
-            rows.append(_row([_cell(escape(r["op"])), equation, _cell(""), out, _num(0, "dots"), _cell(""),
-                              _num(0, "macs"), _cell(""), _cell("")], "free", attrs))  # fmt: skip
-    rows.append(_row([_cell("block"), *[_cell("")] * 3, _num(sum(r["dot_products"] for r in ops)), _cell(""),
-                      _num(block_macs), _num("100%"), _cell("")], "total"))  # fmt: skip
+            rows.append(
+                _row(
+                    [
+                        _cell(escape(r["op"])),
+                        equation,
+                        _cell(""),
+                        out,
+                        _num(0, "dots"),
+                        _cell(""),
+                        _num(0, "macs"),
+                        _cell(""),
+                        _cell(""),
+                    ],
+                    "free",
+                    attrs,
+                )
+            )
+    rows.append(
+        _row(
+            [
+                _cell("block"),
+                *[_cell("")] * 3,
+                _num(sum(r["dot_products"] for r in ops)),
+                _cell(""),
+                _num(block_macs),
+                _num("100%"),
+                _cell(""),
+            ],
+            "total",
+        )
+    )
     headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "share", "causal"]
     return _table("block-table", headers, rows)
 
@@ -1007,26 +1051,53 @@ def _drift_section(drift: dict) -> str:
     p = escape(drift["precision"])
     kl = "inf (logits not all finite)" if drift["kl"] is None else f"{drift['kl']:.2e}"
     agree = f"{100 * drift['top1_agreement']:.0f}%"
-    legend = "".join(f'<span class="swatch" style="background:{drift_colour(v)}"></span> {v:g} '
-                     for v in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1))  # fmt: skip
-    rows = [_row([_cell(escape(s["stage"])), _num(f"{s['max_rel']:.2e}" if s["max_rel"] is not None else "inf"),
-                  _num(f"{s['rms_rel']:.2e}" if s["rms_rel"] is not None else "inf"), _num(f"{s['max_abs']:.4g}")])
-            for s in drift["outside"]]  # fmt: skip
-    ranges = [_row([_cell("-" if e["layer"] is None else str(e["layer"])), _cell(escape(e["stage"])),
-                    _cell(escape(e["where"])), _cell(escape(e["format"])), _num(f"{e['max_abs']:.4g}"),
-                    _cell("overflow" if "values" in e else "underflow")])
-              for e in drift["overflow"] + drift["underflow"]]  # fmt: skip
-    left = (_table("drift-range", ["layer", "stage", "where", "format", "max |x|", "what"], ranges) if ranges else
-            _note(f"No value left {p}'s range: nothing overflowed, and no values that matter were flushed to zero."))  # fmt: skip
-    return (f'<section class="drift"><h2>Drift of {p} against float64</h2>'
-            + _note(f"The same {plural(drift['positions'], 'token')} through the model at {p} and in float64: each "
-                    f"cell is a stage of a layer, coloured by max |ours - truth| / max |truth| over its tensor "
-                    f"(log scale; black: not finite), outlined red where {p} overflowed and blue where values that "
-                    f"matter were flushed to zero. Next token: KL(float64 || {p}) {kl} on average over the positions, "
-                    f"top-1 agreement {agree}.")
-            + f'<div class="diagram">{drift_heatmap(drift)}</div><p class="legend">{legend}</p>'
-            + _table("drift-outside", ["outside the blocks", "max rel", "rms rel", "max |x|"], rows)
-            + left + "</section>")  # fmt: skip
+    legend = "".join(
+        f'<span class="swatch" style="background:{drift_colour(v)}"></span> {v:g} '
+        for v in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1)
+    )
+    rows = [
+        _row(
+            [
+                _cell(escape(s["stage"])),
+                _num(f"{s['max_rel']:.2e}" if s["max_rel"] is not None else "inf"),
+                _num(f"{s['rms_rel']:.2e}" if s["rms_rel"] is not None else "inf"),
+                _num(f"{s['max_abs']:.4g}"),
+            ]
+        )
+        for s in drift["outside"]
+    ]
+    ranges = [
+        _row(
+            [
+                _cell("-" if e["layer"] is None else str(e["layer"])),
+                _cell(escape(e["stage"])),
+                _cell(escape(e["where"])),
+                _cell(escape(e["format"])),
+                _num(f"{e['max_abs']:.4g}"),
+                _cell("overflow" if "values" in e else "underflow"),
+            ]
+        )
+        for e in drift["overflow"] + drift["underflow"]
+    ]
+    left = (
+        _table("drift-range", ["layer", "stage", "where", "format", "max |x|", "what"], ranges)
+        if ranges
+        else _note(f"No value left {p}'s range: nothing overflowed, and no values that matter were flushed to zero.")
+    )
+    return (
+        f'<section class="drift"><h2>Drift of {p} against float64</h2>'
+        + _note(
+            f"The same {plural(drift['positions'], 'token')} through the model at {p} and in float64: each "
+            f"cell is a stage of a layer, coloured by max |ours - truth| / max |truth| over its tensor "
+            f"(log scale; black: not finite), outlined red where {p} overflowed and blue where values that "
+            f"matter were flushed to zero. Next token: KL(float64 || {p}) {kl} on average over the positions, "
+            f"top-1 agreement {agree}."
+        )
+        + f'<div class="diagram">{drift_heatmap(drift)}</div><p class="legend">{legend}</p>'
+        + _table("drift-outside", ["outside the blocks", "max rel", "rms rel", "max |x|"], rows)
+        + left
+        + "</section>"
+    )
 
 
 def _memory_section(doc: dict) -> str:

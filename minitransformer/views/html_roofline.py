@@ -36,9 +36,11 @@ def _points(hw: dict) -> list[tuple[str, dict]]:
 
 def _tip(phase: str, op: dict, hw: dict) -> str:
     flops = 2 * op["macs"] / op["time_s"] if op["time_s"] else 0
-    return (f"{op['op']} ({phase}): {n(op['macs'])} MACs, {human(op['bytes'])}B moved, "
-            f"{op['macs_per_byte']:.3g} MACs/byte; at least {_seconds(op['time_s'])} on {hw['name']} "
-            f"({human(flops)}FLOP/s at best): {op['bound']}-bound")  # fmt: skip
+    return (
+        f"{op['op']} ({phase}): {n(op['macs'])} MACs, {human(op['bytes'])}B moved, "
+        f"{op['macs_per_byte']:.3g} MACs/byte; at least {_seconds(op['time_s'])} on {hw['name']} "
+        f"({human(flops)}FLOP/s at best): {op['bound']}-bound"
+    )
 
 
 def roofline_chart(hw: dict) -> str:
@@ -60,21 +62,28 @@ def roofline_chart(hw: dict) -> str:
     marks = []
     for k in range(x_low, x_high + 1):
         x = x_of(10.0**k)
-        marks.append(f'<line class="grid" x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + plot_h}"/>'
-                     f'<text x="{x:.1f}" y="{_TOP + plot_h + 16}" class="axis" text-anchor="middle">{10.0**k:g}</text>')  # fmt: skip
+        marks.append(
+            f'<line class="grid" x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + plot_h}"/>'
+            f'<text x="{x:.1f}" y="{_TOP + plot_h + 16}" class="axis" text-anchor="middle">{10.0**k:g}</text>'
+        )
     for k in range(y_low, y_high + 1):
         y = y_of(10.0**k)
-        marks.append(f'<line class="grid" x1="{_LEFT}" y1="{y:.1f}" x2="{_LEFT + plot_w}" y2="{y:.1f}"/>'
-                     f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">{human(10.0**k)}</text>')  # fmt: skip
+        marks.append(
+            f'<line class="grid" x1="{_LEFT}" y1="{y:.1f}" x2="{_LEFT + plot_w}" y2="{y:.1f}"/>'
+            f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">{human(10.0**k)}</text>'
+        )
     start = 10.0**x_low
     roof = [(start, 2 * bandwidth * start), (ridge, peak), (10.0**x_high, peak)]
     if 2 * bandwidth * start > peak:  # the whole range is past the ridge
         roof = [(start, peak), (10.0**x_high, peak)]
     path = " ".join(f"{x_of(x):.1f},{y_of(y):.1f}" for x, y in roof)
-    marks.append(f'<polyline class="roof" points="{path}"><title>the roof: min(peak {human(peak)}FLOP/s, 2 x '
-                 f"intensity x {human(bandwidth)}B/s)</title></polyline>")  # fmt: skip
-    marks.append(f'<text x="{x_of(ridge) + 6:.1f}" y="{y_of(peak) - 6:.1f}" class="axis">ridge: {ridge:,.0f} '
-                 f"MACs/byte</text>")  # fmt: skip
+    marks.append(
+        f'<polyline class="roof" points="{path}"><title>the roof: min(peak {human(peak)}FLOP/s, 2 x '
+        f"intensity x {human(bandwidth)}B/s)</title></polyline>"
+    )
+    marks.append(
+        f'<text x="{x_of(ridge) + 6:.1f}" y="{y_of(peak) - 6:.1f}" class="axis">ridge: {ridge:,.0f} MACs/byte</text>'
+    )
     for phase, op in points:
         x, y = x_of(op["macs_per_byte"]), y_of(2 * op["macs"] / op["time_s"])
         tip = escape(_tip(phase, op, hw))
@@ -82,18 +91,23 @@ def roofline_chart(hw: dict) -> str:
         if phase == "prefill":
             marks.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" {attrs}><title>{tip}</title></circle>')
         else:
-            marks.append(f'<rect x="{x - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" {attrs}><title>{tip}</title>'
-                         "</rect>")  # fmt: skip
+            marks.append(
+                f'<rect x="{x - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" {attrs}><title>{tip}</title></rect>'
+            )
     legend_y = _HEIGHT - 8
-    legend = (f'<circle cx="{_LEFT + 5}" cy="{legend_y - 4}" r="5" class="legend-mark"/>'
-              f'<text x="{_LEFT + 14}" y="{legend_y}" class="axis">the prefill\'s products</text>'
-              f'<rect x="{_LEFT + 170}" y="{legend_y - 9}" width="10" height="10" class="legend-mark"/>'
-              f'<text x="{_LEFT + 186}" y="{legend_y}" class="axis">a decode step\'s</text>'
-              f'<text x="{_LEFT + plot_w}" y="{legend_y}" class="axis" text-anchor="end">arithmetic intensity, MACs '
-              f"per byte moved (log)</text>")  # fmt: skip
-    return (f'<svg class="roofline-chart" viewBox="0 0 {WIDTH} {_HEIGHT}" width="{WIDTH}" height="{_HEIGHT}" '
-            f'role="img" aria-label="roofline: each product at its arithmetic intensity">{"".join(marks)}{legend}'
-            f'<text x="{_LEFT}" y="{_TOP - 4}" class="axis">FLOP/s at best (log)</text></svg>')  # fmt: skip
+    legend = (
+        f'<circle cx="{_LEFT + 5}" cy="{legend_y - 4}" r="5" class="legend-mark"/>'
+        f'<text x="{_LEFT + 14}" y="{legend_y}" class="axis">the prefill\'s products</text>'
+        f'<rect x="{_LEFT + 170}" y="{legend_y - 9}" width="10" height="10" class="legend-mark"/>'
+        f'<text x="{_LEFT + 186}" y="{legend_y}" class="axis">a decode step\'s</text>'
+        f'<text x="{_LEFT + plot_w}" y="{legend_y}" class="axis" text-anchor="end">arithmetic intensity, MACs '
+        f"per byte moved (log)</text>"
+    )
+    return (
+        f'<svg class="roofline-chart" viewBox="0 0 {WIDTH} {_HEIGHT}" width="{WIDTH}" height="{_HEIGHT}" '
+        f'role="img" aria-label="roofline: each product at its arithmetic intensity">{"".join(marks)}{legend}'
+        f'<text x="{_LEFT}" y="{_TOP - 4}" class="axis">FLOP/s at best (log)</text></svg>'
+    )
 
 
 def roofline_section(doc: dict) -> str:
@@ -105,25 +119,36 @@ def roofline_section(doc: dict) -> str:
     for phase, op in _points(hw):
         total = hw[phase]["time_s"]
         flops = 2 * op["macs"] / op["time_s"] if op["time_s"] else 0
-        rows.append(f'<tr data-tip="{escape(_tip(phase, op, hw))}"><td>{phase}</td><td>{escape(op["op"])}</td>'
-                    f'<td class="num">{n(op["macs"])}</td><td class="num">{human(op["bytes"])}B</td>'
-                    f'<td class="num">{op["macs_per_byte"]:.3g}</td><td class="num">{human(flops)}FLOP/s</td>'
-                    f'<td class="num">{_seconds(op["time_s"])}</td><td class="num">{percent(op["time_s"], total)}</td>'
-                    f'<td class="{op["bound"]}-bound">{op["bound"]}</td></tr>')  # fmt: skip
+        rows.append(
+            f'<tr data-tip="{escape(_tip(phase, op, hw))}"><td>{phase}</td><td>{escape(op["op"])}</td>'
+            f'<td class="num">{n(op["macs"])}</td><td class="num">{human(op["bytes"])}B</td>'
+            f'<td class="num">{op["macs_per_byte"]:.3g}</td><td class="num">{human(flops)}FLOP/s</td>'
+            f'<td class="num">{_seconds(op["time_s"])}</td><td class="num">{percent(op["time_s"], total)}</td>'
+            f'<td class="{op["bound"]}-bound">{op["bound"]}</td></tr>'
+        )
     decode = hw.get("decode")
     totals = f"Prefill of {hw['prefill']['tokens']:,} tokens: at least {_seconds(hw['prefill_s'])}."
     if decode:
-        totals += (f" Decode at context {decode['context']:,}: at most {hw['decode_tokens_per_s']:,.1f} tokens/s"
-                   f" (a step at least {_seconds(decode['time_s'])}).")  # fmt: skip
+        totals += (
+            f" Decode at context {decode['context']:,}: at most {hw['decode_tokens_per_s']:,.1f} tokens/s"
+            f" (a step at least {_seconds(decode['time_s'])})."
+        )
         batch = hw.get("compute_bound_batch")
-        totals += (f" A decode step turns compute-bound at a batch of {batch:,}." if batch else
-                   " No batch turns a decode step compute-bound at this context.")  # fmt: skip
-    headers = "".join(f"<th>{h}</th>" for h in ("pass", "op", "MACs", "bytes", "MACs/byte", "FLOP/s at best",
-                                                 "time at least", "share", "bound"))  # fmt: skip
-    return (f'<section class="roofline"><h2>Roofline on {escape(hw["label"])} ({hw["dtype"]})</h2>'
-            f'<p class="note">Roofline bounds, not measurements: each product takes at least max(2 MACs / peak, bytes '
-            f'/ bandwidth) on this machine ({human(hw["peak_flops"])}FLOP/s, {human(hw["bandwidth_bytes_per_s"])}B/s: '
-            f'{escape(hw["source"])}); a real run is slower. {escape(totals)}</p>'
-            f'<div class="chart">{roofline_chart(hw)}</div>'
-            f'<table class="roofline-table"><thead><tr>{headers}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-            "</section>")  # fmt: skip
+        totals += (
+            f" A decode step turns compute-bound at a batch of {batch:,}."
+            if batch
+            else " No batch turns a decode step compute-bound at this context."
+        )
+    headers = "".join(
+        f"<th>{h}</th>"
+        for h in ("pass", "op", "MACs", "bytes", "MACs/byte", "FLOP/s at best", "time at least", "share", "bound")
+    )
+    return (
+        f'<section class="roofline"><h2>Roofline on {escape(hw["label"])} ({hw["dtype"]})</h2>'
+        f'<p class="note">Roofline bounds, not measurements: each product takes at least max(2 MACs / peak, bytes '
+        f"/ bandwidth) on this machine ({human(hw['peak_flops'])}FLOP/s, {human(hw['bandwidth_bytes_per_s'])}B/s: "
+        f"{escape(hw['source'])}); a real run is slower. {escape(totals)}</p>"
+        f'<div class="chart">{roofline_chart(hw)}</div>'
+        f'<table class="roofline-table"><thead><tr>{headers}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        "</section>"
+    )

@@ -18,9 +18,20 @@ from .files import Destination, open_destination
 from .report import human
 
 # Blues for the attention projections, oranges and reds for attention itself, greens for the MLP.
-OP_COLORS = {"qkv": "#4c72b0", "q": "#4c72b0", "k": "#6a9fd4", "v": "#2f4b7c", "scores": "#dd8452", "mix": "#c44e52",
-             "out": "#8172b3", "mlp.gate": "#8fbc5a", "mlp.gate_up": "#73b261", "mlp.up": "#55a868", "mlp.down": "#2e7d32",
-             "logits": "#7f7f7f"}  # fmt: skip
+OP_COLORS = {
+    "qkv": "#4c72b0",
+    "q": "#4c72b0",
+    "k": "#6a9fd4",
+    "v": "#2f4b7c",
+    "scores": "#dd8452",
+    "mix": "#c44e52",
+    "out": "#8172b3",
+    "mlp.gate": "#8fbc5a",
+    "mlp.gate_up": "#73b261",
+    "mlp.up": "#55a868",
+    "mlp.down": "#2e7d32",
+    "logits": "#7f7f7f",
+}
 
 
 def require_matplotlib():

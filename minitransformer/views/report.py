@@ -71,8 +71,19 @@ def block_table(phase: Phase, layer: int = 0) -> str:
                 note += f"; dense: {count(r.dense_dot_products)} ({count(r.dense_macs)} MACs)"
             if r.recurrent is not None:  # a scan computed in chunks: this product in the recurrent form
                 note += ("; " if note else "") + f"recurrent form: {count(r.recurrent_macs)} MACs"
-            rows.append([r.op, r.equation, operands(r), shape(r.out_shape), count(r.dot_products), length(r),
-                         count(r.macs), percent(r.macs, block_macs), note])  # fmt: skip
+            rows.append(
+                [
+                    r.op,
+                    r.equation,
+                    operands(r),
+                    shape(r.out_shape),
+                    count(r.dot_products),
+                    length(r),
+                    count(r.macs),
+                    percent(r.macs, block_macs),
+                    note,
+                ]
+            )
         else:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", ""])
     dense = sum(r.dense_form_macs for r in records)
@@ -94,8 +105,15 @@ def layers_table(phase: Phase) -> str:
     for i in range(phase.n_layers):
         records = phase.layer_records(i)
         macs, dense = sum(r.macs for r in records), sum(r.dense_form_macs for r in records)
-        rows.append([str(i), count(sum(r.dot_products for r in records)), count(macs), percent(macs, phase.macs),
-                     f"dense: {count(dense)} MACs" if dense != macs else ""])  # fmt: skip
+        rows.append(
+            [
+                str(i),
+                count(sum(r.dot_products for r in records)),
+                count(macs),
+                percent(macs, phase.macs),
+                f"dense: {count(dense)} MACs" if dense != macs else "",
+            ]
+        )
     for r in phase.records:
         if r.layer is None and r.kind == "matmul":
             rows.append([r.op, count(r.dot_products), count(r.macs), percent(r.macs, phase.macs), ""])
@@ -119,11 +137,22 @@ def decode_table(phases: list[Phase], limit: int = 8) -> str:
             rows.append(["...", "", "", "", "", ""])
             continue
         scores = next((r for r in p.records if r.op == "scores"), None)  # the first layer that attends
-        rows.append([str(p.step), count(p.tokens), count(p.context), shape(scores.out_shape) if scores else "-",
-                     count(p.dot_products), count(p.macs)])  # fmt: skip
+        rows.append(
+            [
+                str(p.step),
+                count(p.tokens),
+                count(p.context),
+                shape(scores.out_shape) if scores else "-",
+                count(p.dot_products),
+                count(p.macs),
+            ]
+        )
     first = next((r.layer for r in phases[0].records if r.op == "scores"), None)
-    return table(["step", "T", "t", f"scores (layer {first})" if first is not None else "scores", "dot products",
-                  "MACs"], rows, right={0, 1, 2, 4, 5})  # fmt: skip
+    return table(
+        ["step", "T", "t", f"scores (layer {first})" if first is not None else "scores", "dot products", "MACs"],
+        rows,
+        right={0, 1, 2, 4, 5},
+    )
 
 
 def ledger_report(ledger: Ledger, layer: int = 0) -> str:

@@ -8,8 +8,13 @@ from __future__ import annotations
 from ..text import human, percent, table
 from ..verbs.roofline import LARGEST_BATCH, OpTime, PassTime, Roofline
 
-OPERANDS = {"weight": "weights", "kv_cache": "KV cache", "state": "state", "activations": "activations",
-            "outside_products": "parameters outside the products"}  # fmt: skip
+OPERANDS = {
+    "weight": "weights",
+    "kv_cache": "KV cache",
+    "state": "state",
+    "activations": "activations",
+    "outside_products": "parameters outside the products",
+}
 
 
 def seconds(s: float) -> str:
@@ -47,11 +52,26 @@ def ops_table(rf: Roofline) -> str:
     ops = list(dict.fromkeys(o.op for p in passes for o in p.ops))
     by_op = [{o.op: o for o in p.ops} for p in passes]
     rows = [[op, *(c for p, found in zip(passes, by_op) for c in _cells(found.get(op), p.time_s))] for op in ops]
-    rows.append(["outside the products", *(c for p in passes for c in (_bytes(p.outside_bytes), "",
-                                                                          seconds(p.outside_s),
-                                                                          percent(p.outside_s, p.time_s), "memory"))])  # fmt: skip
-    rows.append(["pass", *(c for p in passes for c in (_bytes(p.total_bytes), _intensity(p.macs / p.total_bytes),
-                                                         seconds(p.time_s), "100%", ""))])  # fmt: skip
+    rows.append(
+        [
+            "outside the products",
+            *(
+                c
+                for p in passes
+                for c in (_bytes(p.outside_bytes), "", seconds(p.outside_s), percent(p.outside_s, p.time_s), "memory")
+            ),
+        ]
+    )
+    rows.append(
+        [
+            "pass",
+            *(
+                c
+                for p in passes
+                for c in (_bytes(p.total_bytes), _intensity(p.macs / p.total_bytes), seconds(p.time_s), "100%", "")
+            ),
+        ]
+    )
     headers = ["op"]
     for p in passes:
         headers += [f"{_pass_title(p)} bytes", "MACs/byte", "time", "share", "bound"]
@@ -72,19 +92,29 @@ def _batch_lines(rf: Roofline) -> list[str]:
     weights = rf.weights_compute_bound_batch
     lines = [
         f"  The products with weights of a decode step turn compute-bound at a batch of {weights:,}"
-        if weights is not None else
-        f"  The products with weights of a decode step stay memory-bound at every batch up to {LARGEST_BATCH:,}"
-    ]  # fmt: skip
-    one_more = (f"each sequence adds {human(per['macs'])} MACs ({seconds(per['compute_s'])} at the peak) and "
-                f"{_bytes(per['bytes'])} ({seconds(per['memory_s'])} at the bandwidth)")  # fmt: skip
+        if weights is not None
+        else f"  The products with weights of a decode step stay memory-bound at every batch up to {LARGEST_BATCH:,}"
+    ]
+    one_more = (
+        f"each sequence adds {human(per['macs'])} MACs ({seconds(per['compute_s'])} at the peak) and "
+        f"{_bytes(per['bytes'])} ({seconds(per['memory_s'])} at the bandwidth)"
+    )
     if rf.compute_bound_batch is not None:
-        kept = " and ".join(f"the {name}'s" for name, kind in (("KV cache", "kv_cache"), ("state", "state"))
-                            if d.bytes.get(kind)) or "the other"  # fmt: skip
-        lines.append(f"  the whole step ({kept} products too) at a batch of {rf.compute_bound_batch:,} "
-                     f"({one_more}, at t = {d.context:,})")  # fmt: skip
+        kept = (
+            " and ".join(
+                f"the {name}'s" for name, kind in (("KV cache", "kv_cache"), ("state", "state")) if d.bytes.get(kind)
+            )
+            or "the other"
+        )
+        lines.append(
+            f"  the whole step ({kept} products too) at a batch of {rf.compute_bound_batch:,} "
+            f"({one_more}, at t = {d.context:,})"
+        )
     else:
-        lines.append(f"  the whole step never does, up to a batch of {LARGEST_BATCH:,}: at t = {d.context:,} {one_more},"
-                     f" so its bytes grow faster than its MACs")  # fmt: skip
+        lines.append(
+            f"  the whole step never does, up to a batch of {LARGEST_BATCH:,}: at t = {d.context:,} {one_more},"
+            f" so its bytes grow faster than its MACs"
+        )
     return lines
 
 
@@ -102,14 +132,14 @@ def roofline_report(rf: Roofline) -> str:
         "",
         f"Prefill of {p.tokens:,} tokens: at least {seconds(p.time_s)} ({_bytes_line(p)}); its MACs at the peak alone "
         f"take {seconds(p.compute_s)}, and the memory-bound products add the rest ({_memory_bound(p)})",
-    ]  # fmt: skip
+    ]
     if d is not None:
         batch = f" for the batch of {d.batch:,}" if d.batch > 1 else ""
         out += [
             f"Decode at context {d.context:,}: at most {rf.decode_tokens_per_s:,.1f} tokens/s{batch} (a step takes at "
             f"least {seconds(d.time_s)}: {_bytes_line(d)}; its bytes at the bandwidth alone take {seconds(d.memory_s)})",
             *_batch_lines(rf),
-        ]  # fmt: skip
+        ]
     if len(rf.passes) > 1:
         out.append(f"The whole generation ({len(rf.passes):,} passes): at least {seconds(rf.generation_s)}")
     return "\n".join(out)

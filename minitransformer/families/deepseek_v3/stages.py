@@ -58,9 +58,13 @@ ROUTER = (
     Stage("router.weigh", ("moe.gates",), "scale", "gates = the chosen s (no bias) / their sum (norm_topk_prob) "
           "x routed_scaling_factor", "s [T, k]"),
 )  # fmt: skip
-COMBINE = Stage("moe.combine", ("moe.routed_out",), "scatter",
-                "m = sum over each token's k experts of their weighted y  (added back to the tokens' rows)",
-                "each token's k weighted y [T, k*D]")  # fmt: skip
+COMBINE = Stage(
+    "moe.combine",
+    ("moe.routed_out",),
+    "scatter",
+    "m = sum over each token's k experts of their weighted y  (added back to the tokens' rows)",
+    "each token's k weighted y [T, k*D]",
+)
 SHARED = (
     Stage("shared.gate", ("moe.shared_gate",), "matmul", "g = h W_gate_s  (the shared experts, on every token)",
           "h [T, D], W_gate_s [D, Fs]", MLP),
@@ -78,10 +82,12 @@ def deepseek_family(q_lora: bool | None = True) -> StageTable:
     table of every stage the family can have). Dense layers run the Llama MLP's stages, the others the experts'."""
     q = {True: Q_LORA, False: Q_PLAIN, None: Q_PLAIN + Q_LORA}[q_lora]
     block = llama.pre_norm((*q, *LATENT), (*llama.gated_mlp(), *ROUTER, *EXPERTS, COMBINE, *SHARED))
-    symbols = ("T new positions, t attended, D d_model, H heads, dh = dn + dr query/key head size (dn without "
-               "position, dr rotary), dv value head size, dq query rank, dc latent (kv_lora_rank), F dense MLP width, "
-               "E routed experts, k a token, Te tokens routed to expert e, Fe expert width, Fs shared experts' width, "
-               "V vocabulary, R logit rows")  # fmt: skip
+    symbols = (
+        "T new positions, t attended, D d_model, H heads, dh = dn + dr query/key head size (dn without "
+        "position, dr rotary), dv value head size, dq query rank, dc latent (kv_lora_rank), F dense MLP width, "
+        "E routed experts, k a token, Te tokens routed to expert e, Fe expert width, Fs shared experts' width, "
+        "V vocabulary, R logit rows"
+    )
     return StageTable("deepseek_v3", llama.EMBED, block, llama.FINAL, symbols)
 
 

@@ -116,9 +116,13 @@ class DeepseekV32Config(DeepseekConfig):
         """The config.json transformers reads for this config: DeepSeek-V3's keys (but rope_interleave, which
         DeepseekV32Config does not have: MLA's pairs are always interleaved) and the indexer's and mlp_layer_types."""
         hf = {key: value for key, value in super().to_hf_dict().items() if key != "rope_interleave"}
-        return hf | {"architectures": ["DeepseekV32ForCausalLM"], "index_n_heads": self.index_n_heads,
-                     "index_head_dim": self.index_head_dim, "index_topk": self.index_topk,
-                     "mlp_layer_types": list(self.mlp_layer_types or ())}  # fmt: skip
+        return hf | {
+            "architectures": ["DeepseekV32ForCausalLM"],
+            "index_n_heads": self.index_n_heads,
+            "index_head_dim": self.index_head_dim,
+            "index_topk": self.index_topk,
+            "mlp_layer_types": list(self.mlp_layer_types or ()),
+        }
 
 
 # deepseek-ai/DeepSeek-V3.2-Exp. Its architecture as DeepSeek publishes it in inference/config_671B_v3.2.json of its

@@ -33,9 +33,13 @@ INDEXER = (
     Stage("index.topk", ("attn.index_chosen",), "select", "the s = min(t, ki) keys of largest I for each query "
           "(their indices)", "I [T, t]"),
 )  # fmt: skip
-GATHER = Stage("gather", ("attn.chosen_keys", "attn.chosen_values"), "cache",
-               "K_c, V_c = each query's s chosen keys and values  (where t > ki; else every key)",
-               "K [H, t, dh], V [H, t, dv], chosen [T, s]")  # fmt: skip
+GATHER = Stage(
+    "gather",
+    ("attn.chosen_keys", "attn.chosen_values"),
+    "cache",
+    "K_c, V_c = each query's s chosen keys and values  (where t > ki; else every key)",
+    "K [H, t, dh], V [H, t, dv], chosen [T, s]",
+)
 # Where the indexer chose (t > ki), attention reads each query's s keys alone; the dense form transformers' eager
 # attention computes (every T x t score, the keys not chosen masked) is what a watched or --dense-attention pass runs.
 SPARSE_EQUATIONS = {

@@ -114,11 +114,16 @@ class GemmaConfig(LlamaConfig):
         hf = super().to_hf_dict()
         hf.pop("hidden_act")
         hf |= {
-            "architectures": [CAUSAL_LM_CLASSES[text]], "model_type": text, "hidden_activation": self.hidden_act,
-            "head_dim": self.d_head, "query_pre_attn_scalar": self.query_pre_attn_scalar,
-            "final_logit_softcapping": self.final_logit_softcapping, "sliding_window": self.sliding_window,
-            "layer_types": list(self.attention_types), "attention_bias": self.qkv_bias,
-        }  # fmt: skip
+            "architectures": [CAUSAL_LM_CLASSES[text]],
+            "model_type": text,
+            "hidden_activation": self.hidden_act,
+            "head_dim": self.d_head,
+            "query_pre_attn_scalar": self.query_pre_attn_scalar,
+            "final_logit_softcapping": self.final_logit_softcapping,
+            "sliding_window": self.sliding_window,
+            "layer_types": list(self.attention_types),
+            "attention_bias": self.qkv_bias,
+        }
         if text == "gemma2":
             hf["attn_logit_softcapping"] = self.attn_logit_softcapping
         else:  # Gemma 3: a rope for each layer type, the sliding layers' of their own base

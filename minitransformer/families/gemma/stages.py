@@ -11,16 +11,23 @@ from ..llama.stages import llama_family
 # Stages Gemma adds, each after the stage it follows; none is a product (zero dot products).
 EMBED_SCALE = Stage("embed_scale", ("embed_scale",), "scale", "x = x sqrt(D)  (in the model's dtype)", "x [T, D]")
 Q_NORM = Stage("q_norm", ("attn.q_norm",), "norm", "q = RMSNorm_q(q) (1 + w_q), each head on its own", "q [H, T, dh]")
-K_NORM = Stage("k_norm", ("attn.k_norm",), "norm", "k = RMSNorm_k(k) (1 + w_k), each head on its own",
-               "k [Hkv, T, dh]")  # fmt: skip
-SOFTCAP = Stage("softcap", ("attn.softcapped",), "softcap", "S = c tanh(S / c)  (c = attn_logit_softcapping)",
-                "S [H, T, t]")  # fmt: skip
-POST_ATTN_NORM = Stage("post_attn_norm", ("post_attn_norm",), "norm", "o = RMSNorm_o(o) (1 + w)  (before the add)",
-                       "o [T, D]")  # fmt: skip
-POST_MLP_NORM = Stage("post_mlp_norm", ("post_mlp_norm",), "norm", "m = RMSNorm_m(m) (1 + w)  (before the add)",
-                      "m [T, D]")  # fmt: skip
-FINAL_SOFTCAP = Stage("final_softcap", ("final_softcap",), "softcap",
-                      "logits = c tanh(logits / c)  (c = final_logit_softcapping)", "logits [R, V]")  # fmt: skip
+K_NORM = Stage("k_norm", ("attn.k_norm",), "norm", "k = RMSNorm_k(k) (1 + w_k), each head on its own", "k [Hkv, T, dh]")
+SOFTCAP = Stage(
+    "softcap", ("attn.softcapped",), "softcap", "S = c tanh(S / c)  (c = attn_logit_softcapping)", "S [H, T, t]"
+)
+POST_ATTN_NORM = Stage(
+    "post_attn_norm", ("post_attn_norm",), "norm", "o = RMSNorm_o(o) (1 + w)  (before the add)", "o [T, D]"
+)
+POST_MLP_NORM = Stage(
+    "post_mlp_norm", ("post_mlp_norm",), "norm", "m = RMSNorm_m(m) (1 + w)  (before the add)", "m [T, D]"
+)
+FINAL_SOFTCAP = Stage(
+    "final_softcap",
+    ("final_softcap",),
+    "softcap",
+    "logits = c tanh(logits / c)  (c = final_logit_softcapping)",
+    "logits [R, V]",
+)
 
 # Equations that read otherwise in a Gemma block.
 EQUATIONS = {
@@ -37,13 +44,23 @@ LOCAL_ROPE = "q, k = RoPE(q, k): each pair turned by position x frequency (slidi
 
 
 @cache
-def gemma_family(bias: bool = False, qk_norm: bool = True, attn_softcap: bool = True, final_softcap: bool = True,
-                 local_rope: bool = True) -> StageTable:  # fmt: skip
+def gemma_family(
+    bias: bool = False,
+    qk_norm: bool = True,
+    attn_softcap: bool = True,
+    final_softcap: bool = True,
+    local_rope: bool = True,
+) -> StageTable:
     """The Gemma block's stages: every one of them by default; a config's table has those it computes."""
     llama = llama_family(bias, bias, False, window=True)
-    after = {"embed": (EMBED_SCALE,), "split_heads": (Q_NORM, K_NORM) if qk_norm else (),
-             "scale": (SOFTCAP,) if attn_softcap else (), "out": (POST_ATTN_NORM,), "mlp.down": (POST_MLP_NORM,),
-             "logits": (FINAL_SOFTCAP,) if final_softcap else ()}  # fmt: skip
+    after = {
+        "embed": (EMBED_SCALE,),
+        "split_heads": (Q_NORM, K_NORM) if qk_norm else (),
+        "scale": (SOFTCAP,) if attn_softcap else (),
+        "out": (POST_ATTN_NORM,),
+        "mlp.down": (POST_MLP_NORM,),
+        "logits": (FINAL_SOFTCAP,) if final_softcap else (),
+    }
     equations = EQUATIONS | ({"rope": LOCAL_ROPE} if local_rope else {})
     embed, block, final = (edited(stages, after=after, equations=equations) for stages in llama.parts)
     return StageTable("gemma", embed, block, final, llama.symbols)
@@ -51,5 +68,10 @@ def gemma_family(bias: bool = False, qk_norm: bool = True, attn_softcap: bool = 
 
 def stages_of(config) -> StageTable:
     """The table of a Gemma config: Gemma 3's q and k norms, the soft-caps where the config has them."""
-    return gemma_family(config.qkv_bias, config.qk_norm, config.attn_logit_softcapping is not None,
-                        config.final_logit_softcapping is not None, config.local_rope_theta is not None)  # fmt: skip
+    return gemma_family(
+        config.qkv_bias,
+        config.qk_norm,
+        config.attn_logit_softcapping is not None,
+        config.final_logit_softcapping is not None,
+        config.local_rope_theta is not None,
+    )

@@ -36,9 +36,13 @@ FINAL = (
     LOGITS,
 )
 
-GPT2 = StageTable("gpt2", (EMBED,), BLOCK, FINAL,
-              "T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, "
-              "R logit rows")  # fmt: skip
+GPT2 = StageTable(
+    "gpt2",
+    (EMBED,),
+    BLOCK,
+    FINAL,
+    "T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, R logit rows",
+)
 
 # The GPT-2 table under its old names (the ledger's first vocabulary).
 STAGES = GPT2.stages

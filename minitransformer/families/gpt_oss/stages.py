@@ -10,12 +10,20 @@ from ...engine.stages import MLP, Stage, StageTable, edited
 from ..llama import stages as llama
 from ..mixtral.stages import COMBINE, SYMBOLS
 
-SINKS = Stage("sinks", ("attn.with_sinks",), "mask",
-              "S' = [S | s_h]: each head's learned sink logit s_h as one more column of every query's scores",
-              "S [H, T, t], s [H]")  # fmt: skip
-SOFTMAX = Stage("softmax", ("attn.weights",), "softmax",
-                "A = softmax(S') over j and the sink, the sink's column dropped (rows sum to 1 - the sink's weight)",
-                "S' [H, T, t+1]")  # fmt: skip
+SINKS = Stage(
+    "sinks",
+    ("attn.with_sinks",),
+    "mask",
+    "S' = [S | s_h]: each head's learned sink logit s_h as one more column of every query's scores",
+    "S [H, T, t], s [H]",
+)
+SOFTMAX = Stage(
+    "softmax",
+    ("attn.weights",),
+    "softmax",
+    "A = softmax(S') over j and the sink, the sink's column dropped (rows sum to 1 - the sink's weight)",
+    "S' [H, T, t+1]",
+)
 ROUTER = (
     Stage("router", ("moe.router_logits",), "matmul", "r = h W_router + b_router  (one logit per expert)",
           "h [T, D], W_router [D, E]", MLP),

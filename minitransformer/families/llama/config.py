@@ -24,10 +24,18 @@ from ..rotary import ROPE_TYPES, Rope
 LLAMA_MODEL_TYPES = ("llama", "mistral", "qwen2")
 C = TypeVar("C", bound=ModelConfig)
 # model_type -> the class that transformers' AutoModelForCausalLM makes of it (config.json's "architectures")
-CAUSAL_LM_CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                     "qwen3": "Qwen3ForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "mixtral": "MixtralForCausalLM",
-                     "olmo2": "Olmo2ForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
-                     "gpt_oss": "GptOssForCausalLM"}  # fmt: skip
+CAUSAL_LM_CLASSES = {
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+    "olmo2": "Olmo2ForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
+    "gemma3_text": "Gemma3ForCausalLM",
+    "gpt_oss": "GptOssForCausalLM",
+}
 
 
 @dataclass(frozen=True)
@@ -117,15 +125,22 @@ class LlamaConfig(ModelConfig):
         """The config.json transformers reads for this config: the keys every Llama-family config.json has, and those
         of its model_type (a family derived from this one adds its own)."""
         hf = {
-            "architectures": [CAUSAL_LM_CLASSES.get(self.model_type, "")], "model_type": self.model_type,
-            "vocab_size": self.vocab_size, "hidden_size": self.n_embd, "intermediate_size": self.n_inner,
-            "num_hidden_layers": self.n_layer, "num_attention_heads": self.n_head,
-            "num_key_value_heads": self.n_kv_head, "max_position_embeddings": self.n_positions,
-            "rms_norm_eps": self.rms_norm_eps, "hidden_act": self.hidden_act,
+            "architectures": [CAUSAL_LM_CLASSES.get(self.model_type, "")],
+            "model_type": self.model_type,
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.n_embd,
+            "intermediate_size": self.n_inner,
+            "num_hidden_layers": self.n_layer,
+            "num_attention_heads": self.n_head,
+            "num_key_value_heads": self.n_kv_head,
+            "max_position_embeddings": self.n_positions,
+            "rms_norm_eps": self.rms_norm_eps,
+            "hidden_act": self.hidden_act,
             "rope_parameters": rope_dict(self.rope_theta, self.rope_scaling),
-            "tie_word_embeddings": self.tie_word_embeddings, "bos_token_id": self.bos_token_id,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "bos_token_id": self.bos_token_id,
             "eos_token_id": listed(self.eos_token_id),
-        }  # fmt: skip
+        }
         if self.head_dim is not None:
             hf["head_dim"] = self.head_dim
         if self.model_type == "llama":
@@ -204,8 +219,13 @@ def preset(config: type[C], name: str, L: int, H: int, Hkv: int, D: int, F: int,
 # Each one's layers, heads, key/value heads, width, MLP width, vocabulary and context, and what else it sets.
 LLAMA2: dict[str, Any] = {"rms_norm_eps": 1e-5, "bos_token_id": 1, "eos_token_id": 2}
 LLAMA3: dict[str, Any] = {"rms_norm_eps": 1e-5, "rope_theta": 500000.0, "bos_token_id": 128000, "eos_token_id": 128001}
-QWEN2: dict[str, Any] = {"rope_theta": 1000000.0, "qkv_bias": True, "bos_token_id": 151643, "eos_token_id": 151643,
-                         "model_type": "qwen2"}  # fmt: skip
+QWEN2: dict[str, Any] = {
+    "rope_theta": 1000000.0,
+    "qkv_bias": True,
+    "bos_token_id": 151643,
+    "eos_token_id": 151643,
+    "model_type": "qwen2",
+}
 PRESETS: dict[str, LlamaConfig] = {name: preset(LlamaConfig, name, *shapes, **more) for name, shapes, more in (
     ("llama2-7b", (32, 32, 32, 4096, 11008, 32000, 4096), LLAMA2),
     ("llama2-13b", (40, 40, 40, 5120, 13824, 32000, 4096), LLAMA2),

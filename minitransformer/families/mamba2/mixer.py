@@ -34,8 +34,11 @@ def mamba_mixer(h, p, config: MixerShapes, at: Tape, state, pads=None):
     d = at.dims
     T, inner, Cv = d.T, config.d_inner, config.conv_dim
     zxbcdt = at.matmul("ssm.in_proj", h, p.in_proj.weight.T, "T D, D I+Cv+Hs -> T I+Cv+Hs", bias=_bias(p.in_proj))
-    z, xbc, dt = at.stage("ssm.split", (zxbcdt[..., :inner], zxbcdt[..., inner : inner + Cv], zxbcdt[..., inner + Cv :]),
-                          "T I; T Cv; T Hs")  # fmt: skip
+    z, xbc, dt = at.stage(
+        "ssm.split",
+        (zxbcdt[..., :inner], zxbcdt[..., inner : inner + Cv], zxbcdt[..., inner + Cv :]),
+        "T I; T Cv; T Hs",
+    )
     conv_state = None if state is None else state["conv"]
     u = causal_conv(at, "ssm.conv", without_pads(xbc, d.past, pads), p.conv1d.weight[:, 0, :], conv_state, "Cv", "K")
     xbc = at.stage("ssm.conv_act", without_pads(conv_activation(u, p.conv1d, config), d.past, pads), "T Cv")

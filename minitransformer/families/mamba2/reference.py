@@ -19,8 +19,10 @@ import types
 
 from ...errors import UserError
 
-NOTE = ("  (transformers' float64 Mamba-2 computes its norms, its scan and its logits in float32; its reference here\n"
-        "  computes them in float64, the scan position by position, as families/mamba2/reference.py explains)")  # fmt: skip
+NOTE = (
+    "  (transformers' float64 Mamba-2 computes its norms, its scan and its logits in float32; its reference here\n"
+    "  computes them in float64, the scan position by position, as families/mamba2/reference.py explains)"
+)
 
 
 def float64_throughout(reference, model, torch) -> None:
@@ -28,9 +30,11 @@ def float64_throughout(reference, model, torch) -> None:
     mixers = float64_mixers(reference, torch)
     norms = float64_norms(reference, torch)
     if mixers != model.config.n_layer or norms != model.config.n_layer + 1:
-        raise UserError(f"validate in float64 recomputes the mixers and norms of transformers' "
-                        f"{type(reference).__name__} in float64, and found {mixers} mixers and {norms} norms for "
-                        f"{model.config.n_layer} layers")  # fmt: skip
+        raise UserError(
+            f"validate in float64 recomputes the mixers and norms of transformers' "
+            f"{type(reference).__name__} in float64, and found {mixers} mixers and {norms} norms for "
+            f"{model.config.n_layer} layers"
+        )
     for block in reference.backbone.layers:
         block.residual_in_fp32 = False  # it casts the residual stream to float32
     float64_logits(reference, reference.backbone, torch)
@@ -75,8 +79,13 @@ def float64_mixers(reference, torch) -> int:
         Hs, P, N, Ng = module.num_heads, module.head_dim, module.ssm_state_size, module.n_groups
         I = module.intermediate_size  # noqa: E741 - the symbol
         z, xbc, dt = module.in_proj(hidden_states).split([I, module.conv_dim, Hs], dim=-1)
-        conv = F.conv1d(xbc.transpose(1, 2), module.conv1d.weight, module.conv1d.bias,
-                        padding=module.conv_kernel_size - 1, groups=module.conv_dim)[..., :T]  # fmt: skip
+        conv = F.conv1d(
+            xbc.transpose(1, 2),
+            module.conv1d.weight,
+            module.conv1d.bias,
+            padding=module.conv_kernel_size - 1,
+            groups=module.conv_dim,
+        )[..., :T]
         xbc = module.act(conv).transpose(1, 2)
         if mask is not None:
             xbc = xbc * mask

@@ -39,9 +39,11 @@ def chunked_scan(x_dt, a, B, C, h, L: int, at: Tape):
     L = min(L, T)
     Nc = -(-T // L)
     at = at.with_sizes(Nc=Nc, L=L)
-    x_c, a_c, B_c, C_c = at.stage("ssd.chunks", (chunks(x_dt, Nc, L), chunks(a[..., None], Nc, L)[..., 0],
-                                                 chunks(B, Nc, L), chunks(C, Nc, L)),
-                                  "Ng Hg Nc L P; Ng Hg Nc L; Ng Nc L N; Ng Nc L N")  # fmt: skip
+    x_c, a_c, B_c, C_c = at.stage(
+        "ssd.chunks",
+        (chunks(x_dt, Nc, L), chunks(a[..., None], Nc, L)[..., 0], chunks(B, Nc, L), chunks(C, Nc, L)),
+        "Ng Hg Nc L P; Ng Hg Nc L; Ng Nc L N; Ng Nc L N",
+    )
     batch = int(np.prod(x_dt.shape[:-4]))
     Hs = x_dt.shape[-4] * x_dt.shape[-3]
     inputs, reads = (batch * T * Hs * P * N,) * 2, (batch * T * Hs * P, batch * T * Hs * P * N)  # the recurrent form's
@@ -51,11 +53,21 @@ def chunked_scan(x_dt, a, B, C, h, L: int, at: Tape):
     w = at.stage("ssd.weights", s[..., None, :, :, :] * decay, "Ng Hg Nc L L")
     y = at.matmul("ssd.mix", w, x_c, "Ng Hg Nc L L, Ng Hg Nc L P -> Ng Hg Nc L P", recurrent=none)
     to_end = decay[..., -1, :]  # [.., Ng, Hg, Nc, L]: the decay from each position to its chunk's end
-    h_c = at.matmul("ssd.chunk_state", (x_c * to_end[..., None]).swapaxes(-1, -2), B_c[..., None, :, :, :],
-                    "Ng Hg Nc P L, Ng 1 Nc L N -> Ng Hg Nc P N", recurrent=inputs)  # fmt: skip
+    h_c = at.matmul(
+        "ssd.chunk_state",
+        (x_c * to_end[..., None]).swapaxes(-1, -2),
+        B_c[..., None, :, :, :],
+        "Ng Hg Nc P L, Ng 1 Nc L N -> Ng Hg Nc P N",
+        recurrent=inputs,
+    )
     before, h = at.stage("ssd.carry", carry(h_c, chunk_decay(a_c), h), "Ng Hg Nc P N; Ng Hg P N")
-    y_s = at.matmul("ssd.from_state", C_c[..., None, :, :, :], before.swapaxes(-1, -2),
-                    "Ng 1 Nc L N, Ng Hg Nc N P -> Ng Hg Nc L P", recurrent=reads)  # fmt: skip
+    y_s = at.matmul(
+        "ssd.from_state",
+        C_c[..., None, :, :, :],
+        before.swapaxes(-1, -2),
+        "Ng 1 Nc L N, Ng Hg Nc N P -> Ng Hg Nc L P",
+        recurrent=reads,
+    )
     y = at.stage("ssd.decay_in", add_decayed(y, y_s, a_c), "Ng Hg Nc L P")
     return unchunk(y, T), h
 

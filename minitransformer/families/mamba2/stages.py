@@ -71,9 +71,11 @@ MIXER = (
 )  # fmt: skip
 RESID = Stage("resid_post", ("resid_post",), "residual", "x = x + m", "x, m [T, D]")
 FINAL = (Stage("ln_f", ("ln_f",), "norm", "h = RMSNorm_f(x)", "x [T, D]"), LAST, LOGITS)
-SYMBOLS = ("T new positions, D d_model, Hs state-space heads of P, Ng groups of Hg heads sharing B and C, N the "
-           "state per head and channel of P, I = Hs P, Cv = I + 2 Ng N conv channels, K the conv's kernel, Ks = K - 1, "
-           "Nc chunks of L positions, V vocabulary, R logit rows")  # fmt: skip
+SYMBOLS = (
+    "T new positions, D d_model, Hs state-space heads of P, Ng groups of Hg heads sharing B and C, N the "
+    "state per head and channel of P, I = Hs P, Cv = I + 2 Ng N conv channels, K the conv's kernel, Ks = K - 1, "
+    "Nc chunks of L positions, V vocabulary, R logit rows"
+)
 
 
 @cache

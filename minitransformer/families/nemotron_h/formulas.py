@@ -52,17 +52,27 @@ def kind_products(c: NemotronHConfig, kind: str, T: int, t: int, B: int = 1) -> 
         return mixer_products(c, T, t, B)
     if kind == "full_attention":
         pairs = attention_pairs(T, t)
-        return [product("q", B * T * H * dh, D), product("k", B * T * Hkv * dh, D), product("v", B * T * Hkv * dh, D),
-                product("scores", B * H * pairs, dh), ("mix", B * H * T * dh, B * H * dh * pairs),
-                product("out", B * T * D, H * dh)]  # fmt: skip
+        return [
+            product("q", B * T * H * dh, D),
+            product("k", B * T * Hkv * dh, D),
+            product("v", B * T * Hkv * dh, D),
+            product("scores", B * H * pairs, dh),
+            ("mix", B * H * T * dh, B * H * dh * pairs),
+            product("out", B * T * D, H * dh),
+        ]
     if kind == "mlp":
         return [product("mlp.up", B * T * c.d_ff, D), product("mlp.down", B * T * D, c.d_ff)]
     E, k, Fe, Fs, Dl = c.n_experts or 0, c.top_k or 0, c.moe_inner, c.shared_inner, c.d_latent
     latent = c.moe_latent is not None
-    return [product("router", B * T * E, D), *([product("moe.latent_in", B * T * Dl, D)] if latent else []),
-            product("expert.up", B * T * k * Fe, Dl), product("expert.down", B * T * k * Dl, Fe),
-            *([product("moe.latent_out", B * T * D, Dl)] if latent else []), product("shared.up", B * T * Fs, D),
-            product("shared.down", B * T * D, Fs)]  # fmt: skip
+    return [
+        product("router", B * T * E, D),
+        *([product("moe.latent_in", B * T * Dl, D)] if latent else []),
+        product("expert.up", B * T * k * Fe, Dl),
+        product("expert.down", B * T * k * Dl, Fe),
+        *([product("moe.latent_out", B * T * D, Dl)] if latent else []),
+        product("shared.up", B * T * Fs, D),
+        product("shared.down", B * T * D, Fs),
+    ]
 
 
 def products_in_order(config: NemotronHConfig, T: int, t: int, R: int = 1, B: int = 1) -> list[tuple[str, int, int]]:
@@ -152,8 +162,15 @@ class NemotronHFormulas(Formulas):
     def weight_dot_products_per_position(self, config: NemotronHConfig, layer: int = 0) -> int:
         return kind_weight_dot_products_per_position(config, config.kinds[layer])
 
-    def generation_macs(self, config: NemotronHConfig, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,
-                        windows: bool = True) -> int:  # fmt: skip
+    def generation_macs(
+        self,
+        config: NemotronHConfig,
+        n_prompt: int,
+        n_new: int,
+        use_cache: bool = True,
+        B: int = 1,
+        windows: bool = True,
+    ) -> int:
         """1 prefill and n_new - 1 decode steps: with the cache, each step one position (the Mamba layers' recurrent
         form, the attention layers over every cached key); without it, every step recomputes all its t positions."""
         if use_cache:
@@ -174,9 +191,11 @@ class NemotronHFormulas(Formulas):
 
     def attention_vs_weights(self, c: NemotronHConfig) -> tuple[str, str, str]:
         """An attention layer's scores and mix against its products with weights, in a decode step at t keys."""
-        return ("2 (2 H dh t) FLOPs against 2 (2 D H dh + 2 D Hkv dh) for the weights (an attention layer)",
-                "2 H dh t / (2 D H dh + 2 D Hkv dh)",
-                f"D = {c.n_embd:,}, H = {c.n_head}, Hkv = {c.n_kv_head}, dh = {c.d_head}")  # fmt: skip
+        return (
+            "2 (2 H dh t) FLOPs against 2 (2 D H dh + 2 D Hkv dh) for the weights (an attention layer)",
+            "2 H dh t / (2 D H dh + 2 D Hkv dh)",
+            f"D = {c.n_embd:,}, H = {c.n_head}, Hkv = {c.n_kv_head}, dh = {c.d_head}",
+        )
 
     def count_notes(self, config: NemotronHConfig, n_prompt: int, n_new: int) -> list[str]:
         """The Mamba layers' scan (families/mamba2/formulas.py's scan_notes), beside the attention layers' cache."""

@@ -72,8 +72,13 @@ def mixture(h, p: SimpleNamespace, config: NemotronHConfig, at: Tape):
 
 # The shapes of a layer's expert records: each token's rows in its k experts (families/moe.py's expert_shapes, for
 # experts without a gate, reading and writing Dl).
-EXPERT_SHAPES = {"expert.gather": "T k*Dl", "expert.up": "T Dl, Dl k*Fe -> T k*Fe", "expert.act": "T k*Fe",
-                 "expert.down": "T Fe, Fe k*Dl -> T k*Dl", "expert.weigh": "T k*Dl"}  # fmt: skip
+EXPERT_SHAPES = {
+    "expert.gather": "T k*Dl",
+    "expert.up": "T Dl, Dl k*Fe -> T k*Fe",
+    "expert.act": "T k*Fe",
+    "expert.down": "T Fe, Fe k*Dl -> T k*Dl",
+    "expert.weigh": "T k*Dl",
+}
 
 
 def squared_relu_experts(x, chosen, gates, experts, config: NemotronHConfig, at: Tape):
@@ -98,7 +103,15 @@ def squared_relu_experts(x, chosen, gates, experts, config: NemotronHConfig, at:
 # Token ids [T] (or [B, T], left-padded by `pads`) -> logits [R, V]: each layer x + Mixer(RMSNorm(x)) (a Residual),
 # its mixer its kind's (config.layer_types); an MLP or a mixture reads nothing of the layer's inputs (as_mixer).
 nemotron_h = Decoder(
-    ByKind({"mamba": Residual(mixer, rms), "full_attention": Residual(attention, rms),
-            "mlp": Residual(as_mixer(mlp), rms), "moe": Residual(as_mixer(mixture), rms)}),
-    rms, embedding="embeddings", final_norm="norm_f",
-)  # fmt: skip
+    ByKind(
+        {
+            "mamba": Residual(mixer, rms),
+            "full_attention": Residual(attention, rms),
+            "mlp": Residual(as_mixer(mlp), rms),
+            "moe": Residual(as_mixer(mixture), rms),
+        }
+    ),
+    rms,
+    embedding="embeddings",
+    final_norm="norm_f",
+)

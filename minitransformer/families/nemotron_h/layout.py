@@ -101,6 +101,14 @@ KIND_OF = (
 )
 
 # A checkpoint's multi-token-prediction layers (mtp.*) are ignored, as transformers skips them.
-LAYOUT = Layout(prefix="backbone.", layers="layers", embedding="embeddings.weight", ignored=r"mtp\..*",
-                shapes=nemotron_h_shapes, kinds=KINDS, kind_of=KIND_OF, routed_kinds=ROUTED_KINDS,
-                buffer_kinds=BUFFER_KINDS)  # fmt: skip
+LAYOUT = Layout(
+    prefix="backbone.",
+    layers="layers",
+    embedding="embeddings.weight",
+    ignored=r"mtp\..*",
+    shapes=nemotron_h_shapes,
+    kinds=KINDS,
+    kind_of=KIND_OF,
+    routed_kinds=ROUTED_KINDS,
+    buffer_kinds=BUFFER_KINDS,
+)

@@ -17,8 +17,10 @@ import types
 from ...errors import UserError
 from ..mamba2.reference import float64_logits, float64_mixers, float64_norms
 
-NOTE = ("  (transformers' float64 Nemotron-H computes its norms, its Mamba scans, its router and its logits in float32;\n"
-        "  its reference here computes them in float64, as families/nemotron_h/reference.py explains)")  # fmt: skip
+NOTE = (
+    "  (transformers' float64 Nemotron-H computes its norms, its Mamba scans, its router and its logits in float32;\n"
+    "  its reference here computes them in float64, as families/nemotron_h/reference.py explains)"
+)
 
 
 def float64_throughout(reference, model, torch) -> None:
@@ -28,9 +30,11 @@ def float64_throughout(reference, model, torch) -> None:
     routers = float64_routers(reference, torch)
     want = (c.kinds.count("mamba"), c.n_layer + 1, c.kinds.count("moe"))
     if (mixers, norms, routers) != want:
-        raise UserError(f"validate in float64 recomputes parts of transformers' {type(reference).__name__} in float64, "
-                        f"and found {mixers} Mamba mixers, {norms} norms and {routers} routers where the config has "
-                        f"{want[0]}, {want[1]} and {want[2]}")  # fmt: skip
+        raise UserError(
+            f"validate in float64 recomputes parts of transformers' {type(reference).__name__} in float64, "
+            f"and found {mixers} Mamba mixers, {norms} norms and {routers} routers where the config has "
+            f"{want[0]}, {want[1]} and {want[2]}"
+        )
     if hasattr(reference, "set_experts_implementation") and routers:
         reference.set_experts_implementation("eager")
     float64_logits(reference, reference.model, torch)

@@ -115,15 +115,23 @@ class NeoXConfig(ModelConfig):
     def to_hf_dict(self) -> dict:
         """The config.json transformers reads for this config (GPTNeoXConfig's keys)."""
         return {
-            "architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", "vocab_size": self.vocab_size,
-            "hidden_size": self.n_embd, "intermediate_size": self.n_inner, "num_hidden_layers": self.n_layer,
-            "num_attention_heads": self.n_head, "max_position_embeddings": self.n_positions,
-            "layer_norm_eps": self.layer_norm_eps, "hidden_act": self.hidden_act,
+            "architectures": ["GPTNeoXForCausalLM"],
+            "model_type": "gpt_neox",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.n_embd,
+            "intermediate_size": self.n_inner,
+            "num_hidden_layers": self.n_layer,
+            "num_attention_heads": self.n_head,
+            "max_position_embeddings": self.n_positions,
+            "layer_norm_eps": self.layer_norm_eps,
+            "hidden_act": self.hidden_act,
             "rope_parameters": rope_dict(self.rope_theta, partial_rotary_factor=self.rotary_pct),
-            "use_parallel_residual": self.use_parallel_residual, "attention_bias": self.attention_bias,
-            "tie_word_embeddings": self.tie_word_embeddings, "bos_token_id": self.bos_token_id,
+            "use_parallel_residual": self.use_parallel_residual,
+            "attention_bias": self.attention_bias,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "bos_token_id": self.bos_token_id,
             "eos_token_id": listed(self.eos_token_id),
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "gpt_neox") -> NeoXConfig:

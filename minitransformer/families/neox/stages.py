@@ -20,8 +20,9 @@ def neox_family(
         if rotary is None
         else (f"first r = {rotary[0]} of its {rotary[1]} numbers; the other {rotary[1] - rotary[0]}")
     )
-    embed = (Stage("embed", ("embed",), "lookup", "x = W_in[ids]  (positions enter later, by rotating q and k)",
-                   "ids [T]"),)  # fmt: skip
+    embed = (
+        Stage("embed", ("embed",), "lookup", "x = W_in[ids]  (positions enter later, by rotating q and k)", "ids [T]"),
+    )
     attention = (
         Stage("ln_1", ("ln_1",), "norm", "h = LayerNorm_1(x)", "x [T, D]", reads_stream=True),
         Stage("qkv", ("attn.qkv",), "matmul", f"[q k v per head] = h W_qkv{b('qkv')}  (one product, head by head)",

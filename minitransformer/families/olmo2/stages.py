@@ -9,14 +9,18 @@ from functools import cache
 from ...engine.stages import Stage, StageTable, edited
 from ..llama.stages import llama_family
 
-Q_NORM = Stage("q_norm", ("attn.q_normed",), "norm", "q = RMSNorm_q(q)  (over all H*dh numbers, gains [H*dh])",
-               "q [T, H*dh]")  # fmt: skip
-K_NORM = Stage("k_norm", ("attn.k_normed",), "norm", "k = RMSNorm_k(k)  (over all Hkv*dh numbers, gains [Hkv*dh])",
-               "k [T, Hkv*dh]")  # fmt: skip
-POST_ATTN_NORM = Stage("post_attn_norm", ("attn.normed",), "norm", "o = RMSNorm_attn(o)  (the branch, before the add)",
-                       "o [T, D]")  # fmt: skip
-POST_MLP_NORM = Stage("post_mlp_norm", ("mlp.normed",), "norm", "m = RMSNorm_mlp(m)  (the branch, before the add)",
-                      "m [T, D]")  # fmt: skip
+Q_NORM = Stage(
+    "q_norm", ("attn.q_normed",), "norm", "q = RMSNorm_q(q)  (over all H*dh numbers, gains [H*dh])", "q [T, H*dh]"
+)
+K_NORM = Stage(
+    "k_norm", ("attn.k_normed",), "norm", "k = RMSNorm_k(k)  (over all Hkv*dh numbers, gains [Hkv*dh])", "k [T, Hkv*dh]"
+)
+POST_ATTN_NORM = Stage(
+    "post_attn_norm", ("attn.normed",), "norm", "o = RMSNorm_attn(o)  (the branch, before the add)", "o [T, D]"
+)
+POST_MLP_NORM = Stage(
+    "post_mlp_norm", ("mlp.normed",), "norm", "m = RMSNorm_mlp(m)  (the branch, before the add)", "m [T, D]"
+)
 AFTER = {"v": (Q_NORM, K_NORM), "out": (POST_ATTN_NORM,), "mlp.down": (POST_MLP_NORM,)}
 READ_X = ("q", "k", "v", "mlp.gate", "mlp.up")  # the products that read the stream x itself, not a normed h
 
@@ -26,8 +30,15 @@ def olmo2_family(bias: bool = False) -> StageTable:
     """Llama's table without ln_1 and ln_2, with OLMo 2's four norms in their place; biases on q, k, v and o where
     the config has them."""
     llama = llama_family(bias, bias)
-    reading_x = {s.op: (replace(s, equation=s.equation.replace("= h W", "= x W"), reads=s.reads.replace("h [", "x ["),
-                                reads_stream=True),) for s in llama.block if s.op in READ_X}  # fmt: skip
+    reading_x = {
+        s.op: (
+            replace(
+                s, equation=s.equation.replace("= h W", "= x W"), reads=s.reads.replace("h [", "x ["), reads_stream=True
+            ),
+        )
+        for s in llama.block
+        if s.op in READ_X
+    }
     block = edited(llama.block, instead={"ln_1": (), "ln_2": (), **reading_x}, after=AFTER)
     return StageTable("olmo2", llama.embed, block, llama.final, llama.symbols)
 

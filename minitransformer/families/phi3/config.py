@@ -145,15 +145,24 @@ class Phi3Config(ModelConfig):
         """The config.json transformers reads for this config (Phi3Config's keys; LongRoPE's in rope_parameters)."""
         rope = rope_dict(self.rope_theta, self.rope_scaling, partial_rotary_factor=self.partial_rotary_factor)
         return {
-            "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": self.vocab_size,
-            "hidden_size": self.n_embd, "intermediate_size": self.n_inner, "num_hidden_layers": self.n_layer,
-            "num_attention_heads": self.n_head, "num_key_value_heads": self.n_kv_head,
+            "architectures": ["Phi3ForCausalLM"],
+            "model_type": "phi3",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.n_embd,
+            "intermediate_size": self.n_inner,
+            "num_hidden_layers": self.n_layer,
+            "num_attention_heads": self.n_head,
+            "num_key_value_heads": self.n_kv_head,
             "max_position_embeddings": self.n_positions,
             "original_max_position_embeddings": self.original_max_position_embeddings,
-            "rms_norm_eps": self.rms_norm_eps, "hidden_act": self.hidden_act, "rope_parameters": rope,
-            "sliding_window": self.sliding_window, "tie_word_embeddings": self.tie_word_embeddings,
-            "bos_token_id": self.bos_token_id, "eos_token_id": listed(self.eos_token_id),
-        }  # fmt: skip
+            "rms_norm_eps": self.rms_norm_eps,
+            "hidden_act": self.hidden_act,
+            "rope_parameters": rope,
+            "sliding_window": self.sliding_window,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "bos_token_id": self.bos_token_id,
+            "eos_token_id": listed(self.eos_token_id),
+        }
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "phi3") -> Phi3Config:

@@ -16,8 +16,7 @@ def phi3_family(window: bool = False, partial: bool = False, longrope: bool = Fa
     them."""
     llama = llama_family(window=window)
     turned = "the first rd = dh x partial_rotary_factor numbers of each head" if partial else "each pair of numbers"
-    scaled = ("; LongRoPE: frequencies / short or long factors, cos and sin x the attention factor" if longrope
-              else "")  # fmt: skip
+    scaled = "; LongRoPE: frequencies / short or long factors, cos and sin x the attention factor" if longrope else ""
     instead = {
         "q": Stage("qkv", ("attn.qkv",), "matmul", "[q k v] = h W_qkv  (one product: H dh + 2 Hkv dh columns)",
                    "h [T, D], W_qkv [D, H*dh+2*Hkv*dh]", ATTENTION_PROJECTIONS),
@@ -38,5 +37,6 @@ def phi3_family(window: bool = False, partial: bool = False, longrope: bool = Fa
 
 def stages_of(config) -> StageTable:
     """The table of a Phi-3 config: its equations show its sliding window, partial rotation and LongRoPE."""
-    return phi3_family(config.sliding_window is not None, config.rotary_dim < config.d_head,
-                       config.rope_scaling is not None)  # fmt: skip
+    return phi3_family(
+        config.sliding_window is not None, config.rotary_dim < config.d_head, config.rope_scaling is not None
+    )

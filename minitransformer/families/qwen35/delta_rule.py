@@ -40,9 +40,11 @@ from .config import CHUNK
 
 # The recurrent form's products, each (dot products, MACs) for T positions of Hv value heads: read S^T k (dv dot
 # products of length dk), write k (x) delta (dk dv of length 1), query S^T q (dv of length dk).
-RECURRENT = {"delta.read": lambda T, Hv, dk, dv: (T * Hv * dv, T * Hv * dv * dk),
-             "delta.write": lambda T, Hv, dk, dv: (T * Hv * dk * dv, T * Hv * dk * dv),
-             "delta.query": lambda T, Hv, dk, dv: (T * Hv * dv, T * Hv * dv * dk)}  # fmt: skip
+RECURRENT = {
+    "delta.read": lambda T, Hv, dk, dv: (T * Hv * dv, T * Hv * dv * dk),
+    "delta.write": lambda T, Hv, dk, dv: (T * Hv * dk * dv, T * Hv * dk * dv),
+    "delta.query": lambda T, Hv, dk, dv: (T * Hv * dv, T * Hv * dv * dk),
+}
 
 
 def delta_rule(at: Tape, q, k, v, g, beta, state=None):
@@ -78,17 +80,26 @@ def chunked(at: Tape, q, k, v, g, beta, S):
     C = min(CHUNK, T)
     N = -(-T // C)  # chunks
     at = at.with_sizes(C=C, N=N)
-    q, k, v, g, beta = at.stage("delta.chunks", (_chunks(q, N, C), _chunks(k, N, C), _chunks(v, N, C),
-                                                 _chunks(g[..., None], N, C)[..., 0], _chunks(beta[..., None], N, C)[..., 0]),
-                                "Hk N C dk; Hk N C dk; Hk Gv N C dv; Hk Gv N C; Hk Gv N C")  # fmt: skip
+    q, k, v, g, beta = at.stage(
+        "delta.chunks",
+        (
+            _chunks(q, N, C),
+            _chunks(k, N, C),
+            _chunks(v, N, C),
+            _chunks(g[..., None], N, C)[..., 0],
+            _chunks(beta[..., None], N, C)[..., 0],
+        ),
+        "Hk N C dk; Hk N C dk; Hk Gv N C dv; Hk Gv N C; Hk Gv N C",
+    )
     cum = at.stage("delta.cumdecay", _cumsum(g), "Hk Gv N C")  # log gamma_i: the decay from the chunk's start to i
     decays = at.stage("delta.decays", _pairwise_decays(cum), "Hk Gv N C C")  # gamma_i / gamma_j, j <= i; else 0
     no_recurrent = (0, 0)  # the recurrent form has no such product
     kk = at.matmul("delta.kk", k, k.swapaxes(-1, -2), "Hk N C dk, Hk N dk C -> Hk N C C", recurrent=no_recurrent)
     L = at.stage("delta.system", _strictly_lower(beta[..., None] * kk[..., None, :, :, :] * decays), "Hk Gv N C C")
     gamma = _exp(cum)[..., None]
-    rhs = at.stage("delta.rhs", _join(v * beta[..., None], k[..., None, :, :, :] * (beta[..., None] * gamma)),
-                   "Hk Gv N C dv+dk")  # fmt: skip
+    rhs = at.stage(
+        "delta.rhs", _join(v * beta[..., None], k[..., None, :, :, :] * (beta[..., None] * gamma)), "Hk Gv N C dv+dk"
+    )
     X = forward_substitution(at, "delta.solve", L, rhs, "Hk Gv N")
     u, w = X[..., :dv], X[..., dv:]  # the values to write and the keys that read the state, beta-weighted
     qk = at.matmul("delta.qk", q, k.swapaxes(-1, -2), "Hk N C dk, Hk N dk C -> Hk N C C", recurrent=no_recurrent)
@@ -105,14 +116,20 @@ def chunked(at: Tape, q, k, v, g, beta, S):
         query = pieces.matmul("delta.query", q_decayed[..., n, :, :], S, "Hk Gv C dk, Hk Gv dk dv -> Hk Gv C dv")
         mix = pieces.matmul("delta.mix", A[..., n, :, :], corrected, "Hk Gv C C, Hk Gv C dv -> Hk Gv C dv")
         outputs.append(pieces.stage("delta.chunk_out", query + mix, "Hk Gv C dv"))
-        write = pieces.matmul("delta.write", k_decayed[..., n, :, :].swapaxes(-1, -2), corrected,
-                              "Hk Gv dk C, Hk Gv C dv -> Hk Gv dk dv")  # fmt: skip
+        write = pieces.matmul(
+            "delta.write", k_decayed[..., n, :, :].swapaxes(-1, -2), corrected, "Hk Gv dk C, Hk Gv C dv -> Hk Gv dk dv"
+        )
         S = pieces.stage("delta.update", S * fade[..., n, :, :] + write, "Hk Gv dk dv")
     Hv = int(np.prod(v.shape[-5:-3]))
-    whole = {"delta.read": "Hk Gv N C dk, Hk Gv N dk dv -> Hk Gv N C dv", "delta.corrected": "Hk Gv N C dv",
-             "delta.query": "Hk Gv N C dk, Hk Gv N dk dv -> Hk Gv N C dv",
-             "delta.mix": "Hk Gv N C C, Hk Gv N C dv -> Hk Gv N C dv", "delta.chunk_out": "Hk Gv N C dv",
-             "delta.write": "Hk Gv N dk C, Hk Gv N C dv -> Hk Gv N dk dv", "delta.update": "Hk Gv N dk dv"}  # fmt: skip
+    whole = {
+        "delta.read": "Hk Gv N C dk, Hk Gv N dk dv -> Hk Gv N C dv",
+        "delta.corrected": "Hk Gv N C dv",
+        "delta.query": "Hk Gv N C dk, Hk Gv N dk dv -> Hk Gv N C dv",
+        "delta.mix": "Hk Gv N C C, Hk Gv N C dv -> Hk Gv N C dv",
+        "delta.chunk_out": "Hk Gv N C dv",
+        "delta.write": "Hk Gv N dk C, Hk Gv N C dv -> Hk Gv N dk dv",
+        "delta.update": "Hk Gv N dk dv",
+    }
     batch = int(np.prod(v.shape[:-5]))  # the recurrent form's counts are a sequence's, times the batch
     recurrent_form = {op: tuple(batch * n for n in form(T, Hv, dk, dv)) for op, form in RECURRENT.items()}
     at.record_pieces(pieces, whole, along="N", recurrent=recurrent_form | {"delta.mix": no_recurrent})
@@ -135,8 +152,9 @@ def forward_substitution(at: Tape, op: str, L, B, heads: str):
         )
         if not isinstance(X, ShapeOnly):
             X[..., i : i + 1, :] -= correction
-    at.record_pieces(pieces, {op: f"{heads} C C, {heads} C dv+dk -> {heads} C dv+dk"}, values={op: X},
-                     recurrent={op: (0, 0)})  # fmt: skip
+    at.record_pieces(
+        pieces, {op: f"{heads} C C, {heads} C dv+dk -> {heads} C dv+dk"}, values={op: X}, recurrent={op: (0, 0)}
+    )
     return X
 
 

@@ -35,8 +35,11 @@ class Qwen35Formulas(Formulas):
         three where T = 1, the chunks' seven where T > 1 (the solve's rows are of lengths 1 .. C - 1)."""
         Hk, Hv, dk, dv = c.linear_key_heads, c.linear_value_heads, c.linear_key_dim, c.linear_value_dim
         if T == 1:
-            return {"delta.read": (B * Hv * dv, B * Hv * dv * dk), "delta.write": (B * Hv * dk * dv, B * Hv * dk * dv),
-                    "delta.query": (B * Hv * dv, B * Hv * dv * dk)}  # fmt: skip
+            return {
+                "delta.read": (B * Hv * dv, B * Hv * dv * dk),
+                "delta.write": (B * Hv * dk * dv, B * Hv * dk * dv),
+                "delta.query": (B * Hv * dv, B * Hv * dv * dk),
+            }
         C, N = chunks(T)
         n = dk + dv  # the solve's right-hand side: the values and the keys, beta-weighted
         return {
@@ -101,16 +104,32 @@ class Qwen35Formulas(Formulas):
         q, kv, H, dh = c.n_head * c.head_dim, c.n_kv_head * c.head_dim, c.n_head, c.head_dim
         Dc, Hv, dv, K = c.conv_channels, c.linear_value_heads, c.linear_value_dim, c.linear_kernel
         ops = {
-            "linear.qkv": (B * T * Dc, D), "linear.z": (B * T * Hv * dv, D), "linear.b": (B * T * Hv, D),
-            "linear.a": (B * T * Hv, D), "linear.conv": (B * T * Dc, K), "linear.out": (B * T * D, Hv * dv),
-            "q": (B * T * 2 * q, D), "k": (B * T * kv, D), "v": (B * T * kv, D), "scores": (B * H * T * t, dh),
-            "mix": (B * H * T * dh, t), "out": (B * T * D, q), "logits": (B * R * c.vocab_size, D),
-        }  # fmt: skip
+            "linear.qkv": (B * T * Dc, D),
+            "linear.z": (B * T * Hv * dv, D),
+            "linear.b": (B * T * Hv, D),
+            "linear.a": (B * T * Hv, D),
+            "linear.conv": (B * T * Dc, K),
+            "linear.out": (B * T * D, Hv * dv),
+            "q": (B * T * 2 * q, D),
+            "k": (B * T * kv, D),
+            "v": (B * T * kv, D),
+            "scores": (B * H * T * t, dh),
+            "mix": (B * H * T * dh, t),
+            "out": (B * T * D, q),
+            "logits": (B * R * c.vocab_size, D),
+        }
         lengths = {"delta.read": c.linear_key_dim, "delta.query": c.linear_key_dim, "delta.write": 1}
         if T > 1:
             C, _ = chunks(T)
-            lengths = {"delta.kk": c.linear_key_dim, "delta.solve": C, "delta.qk": c.linear_key_dim,
-                       "delta.read": c.linear_key_dim, "delta.query": c.linear_key_dim, "delta.mix": C, "delta.write": C}  # fmt: skip
+            lengths = {
+                "delta.kk": c.linear_key_dim,
+                "delta.solve": C,
+                "delta.qk": c.linear_key_dim,
+                "delta.read": c.linear_key_dim,
+                "delta.query": c.linear_key_dim,
+                "delta.mix": C,
+                "delta.write": C,
+            }
         for op, (dots, _) in self.scan_products(c, T, B).items():
             if op == "delta.solve":  # its record: the dense [C, C] x [C, dk + dv] product's
                 C, N = chunks(T)
@@ -121,10 +140,15 @@ class Qwen35Formulas(Formulas):
             return ops | {"mlp.gate": (B * T * F, D), "mlp.up": (B * T * F, D), "mlp.down": (B * T * D, F)}
         E, k, Fe, Fs = c.experts
         return ops | {
-            "router": (B * T * E, D), "expert.gate": (B * T * k * Fe, D), "expert.up": (B * T * k * Fe, D),
-            "expert.down": (B * T * k * D, Fe), "shared.gate": (B * T * Fs, D), "shared.up": (B * T * Fs, D),
-            "shared.down": (B * T * D, Fs), "shared.score": (B * T, D),
-        }  # fmt: skip
+            "router": (B * T * E, D),
+            "expert.gate": (B * T * k * Fe, D),
+            "expert.up": (B * T * k * Fe, D),
+            "expert.down": (B * T * k * D, Fe),
+            "shared.gate": (B * T * Fs, D),
+            "shared.up": (B * T * Fs, D),
+            "shared.down": (B * T * D, Fs),
+            "shared.score": (B * T, D),
+        }
 
     def _parameters(self, c: Qwen35Config, experts: int) -> int:
         D, V, L = c.n_embd, c.vocab_size, c.n_layer
@@ -156,11 +180,19 @@ class Qwen35Formulas(Formulas):
     def attention_vs_weights(self, c: Qwen35Config) -> tuple[str, str, str]:
         """A full-attention layer's decode step at t keys against its products with weights (count compares one such
         layer); a DeltaNet layer's delta rule costs 3 Hv dk dv a step whatever t."""
-        mlp, symbols = ("3 D F", f"F = {c.n_inner:,}") if not c.is_moe else (
-            "D E + 3 k D Fe + 3 D Fs + D", f"E = {c.n_experts}, k = {c.top_k}, Fe = {c.moe_inner:,}, Fs = {c.shared_inner:,}")  # fmt: skip
-        return (f"4 H dh t FLOPs against 2 (3 D H dh + 2 D Hkv dh + {mlp}) for the weights (a full-attention layer)",
-                f"H dh t / (3 D H dh + 2 D Hkv dh + {mlp})",
-                f"D = {c.n_embd:,}, H dh = {c.n_head * c.head_dim:,}, Hkv dh = {c.n_kv_head * c.head_dim:,}, {symbols}")  # fmt: skip
+        mlp, symbols = (
+            ("3 D F", f"F = {c.n_inner:,}")
+            if not c.is_moe
+            else (
+                "D E + 3 k D Fe + 3 D Fs + D",
+                f"E = {c.n_experts}, k = {c.top_k}, Fe = {c.moe_inner:,}, Fs = {c.shared_inner:,}",
+            )
+        )
+        return (
+            f"4 H dh t FLOPs against 2 (3 D H dh + 2 D Hkv dh + {mlp}) for the weights (a full-attention layer)",
+            f"H dh t / (3 D H dh + 2 D Hkv dh + {mlp})",
+            f"D = {c.n_embd:,}, H dh = {c.n_head * c.head_dim:,}, Hkv dh = {c.n_kv_head * c.head_dim:,}, {symbols}",
+        )
 
 
 FORMULAS = Qwen35Formulas()

@@ -83,8 +83,13 @@ def gated_deltanet(h, p: SimpleNamespace, config: Qwen35Config, at: Tape, inputs
     out_proj (see the module docstring). `inputs.cache`: the layer's cache handle (its "conv" and "recurrent"
     arrays), or None without a cache; `inputs.pads`, a left-padded batch's pad slots."""
     state, pads = inputs.cache, inputs.pads
-    Hk, Hv, Gv, dk, dv = (config.linear_key_heads, config.linear_value_heads, config.value_groups,
-                          config.linear_key_dim, config.linear_value_dim)  # fmt: skip
+    Hk, Hv, Gv, dk, dv = (
+        config.linear_key_heads,
+        config.linear_value_heads,
+        config.value_groups,
+        config.linear_key_dim,
+        config.linear_value_dim,
+    )
     if pads is not None:  # a left-padded row's pad slots feed the conv and the state zeros
         h = at.stage("linear.pads", without_pads(h, at.dims.past, pads), "T D")
     qkv = at.matmul("linear.qkv", h, p.in_proj_qkv.weight.T, "T D, D Dc -> T Dc")
@@ -172,10 +177,16 @@ def feed_forward(h, p: SimpleNamespace, config: Qwen35Config, at: Tape):
 # kind of layer, the Gated DeltaNet's under `linear_attn` and the gated attention's under `self_attn`. A batch's pads
 # are masked from the attention layers' keys and zeroed before the DeltaNet layers' projections.
 qwen3_5 = Decoder(
-    ByKind({
-        LINEAR: PreNorm(gated_deltanet, feed_forward, gemma_norm,
-                        ("input_layernorm", "linear_attn", "post_attention_layernorm", "mlp")),
-        FULL: PreNorm(gated_attention, feed_forward, gemma_norm),
-    }),
+    ByKind(
+        {
+            LINEAR: PreNorm(
+                gated_deltanet,
+                feed_forward,
+                gemma_norm,
+                ("input_layernorm", "linear_attn", "post_attention_layernorm", "mlp"),
+            ),
+            FULL: PreNorm(gated_attention, feed_forward, gemma_norm),
+        }
+    ),
     gemma_norm,
-)  # fmt: skip
+)

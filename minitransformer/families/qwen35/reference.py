@@ -23,9 +23,11 @@ from ...errors import UserError
 from ..rotary import Rope, inverse_frequencies
 from .config import FULL
 
-NOTE = ("  (transformers' float64 Qwen3.5 computes its RMSNorms, the rotary tables, the DeltaNet's decay, delta rule and "
-        "gated norm,\n  and a MoE's router softmax, in float32; its reference here has them in float64, as "
-        "families/qwen35/reference.py explains)")  # fmt: skip
+NOTE = (
+    "  (transformers' float64 Qwen3.5 computes its RMSNorms, the rotary tables, the DeltaNet's decay, delta rule and "
+    "gated norm,\n  and a MoE's router softmax, in float32; its reference here has them in float64, as "
+    "families/qwen35/reference.py explains)"
+)
 
 
 def float64_throughout(reference, model, torch) -> None:
@@ -98,11 +100,17 @@ def float64_throughout(reference, model, torch) -> None:
     if config.is_moe and hasattr(reference, "set_experts_implementation"):
         reference.set_experts_implementation("eager")
     full = sum(1 for kind in config.layer_kinds if kind == FULL)
-    expected = {"RMSNorm": 2 * config.n_layer + 2 * full + 1, "RotaryEmbedding": 1,
-                "GatedDeltaNet": config.n_layer - full, "TopKRouter": config.n_layer if config.is_moe else 0}  # fmt: skip
+    expected = {
+        "RMSNorm": 2 * config.n_layer + 2 * full + 1,
+        "RotaryEmbedding": 1,
+        "GatedDeltaNet": config.n_layer - full,
+        "TopKRouter": config.n_layer if config.is_moe else 0,
+    }
     if replaced != expected:
         import transformers
 
-        raise UserError(f"validate in float64 recomputes transformers' {type(reference).__name__}'s float32 steps in "
-                        f"float64, and transformers {transformers.__version__} does not lay them out as it expects "
-                        f"(found {replaced}, expected {expected}); upgrade transformers")  # fmt: skip
+        raise UserError(
+            f"validate in float64 recomputes transformers' {type(reference).__name__}'s float32 steps in "
+            f"float64, and transformers {transformers.__version__} does not lay them out as it expects "
+            f"(found {replaced}, expected {expected}); upgrade transformers"
+        )

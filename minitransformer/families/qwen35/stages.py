@@ -121,11 +121,16 @@ QK_NORM = (
     Stage("k_norm", ("attn.k_normed",), "norm", "k = RMSNorm_k(k)  (each head over its dh numbers, gains 1 + w)",
           "k [Hkv, T, dh]"),
 )  # fmt: skip
-ROPE = Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate",
-             "q, k = RoPE(the first dr numbers of each head): each pair turned by position x frequency",
-             "q [H, T, dh], k [Hkv, T, dh]")  # fmt: skip
-GATE = Stage("gate", ("attn.gated",), "multiply", "Z = Z * sigmoid(gate)  (each number by its own gate)",
-             "Z, gate [T, H*dh]")  # fmt: skip
+ROPE = Stage(
+    "rope",
+    ("attn.q_rot", "attn.k_rot"),
+    "rotate",
+    "q, k = RoPE(the first dr numbers of each head): each pair turned by position x frequency",
+    "q [H, T, dh], k [Hkv, T, dh]",
+)
+GATE = Stage(
+    "gate", ("attn.gated",), "multiply", "Z = Z * sigmoid(gate)  (each number by its own gate)", "Z, gate [T, H*dh]"
+)
 SHARED_GATE = (
     Stage("shared.score", ("moe.shared_score",), "matmul", "s = h W_shared_gate  (one number a token)",
           "h [T, D], W_shared_gate [D, 1]", MLP),
@@ -139,21 +144,41 @@ def qwen35_family(moe: bool | None = False, bias: bool = False) -> StageTable:
     ln_2, then the SwiGLU MLP's (moe False), the experts' (True) or both (None: every stage the family can have)."""
     llama = llama_family(bias, bias)
     by_op = {s.op: replace(s, equation=NORMS[s.op]) if s.op in NORMS else s for s in (*llama.block, *llama.final)}
-    attention = [GATED_QUERY[0], GATED_QUERY[1], by_op["k"], by_op["v"],
-                 replace(by_op["split_heads"], names=("attn.k", "attn.v"), equation="k, v -> Hkv heads of dh"),
-                 *QK_NORM, ROPE, *(by_op[op] for op in ("cache", "scores", "scale", "mask", "softmax", "mix",
-                                                        "merge_heads")), GATE, by_op["out"]]  # fmt: skip
+    attention = [
+        GATED_QUERY[0],
+        GATED_QUERY[1],
+        by_op["k"],
+        by_op["v"],
+        replace(by_op["split_heads"], names=("attn.k", "attn.v"), equation="k, v -> Hkv heads of dh"),
+        *QK_NORM,
+        ROPE,
+        *(by_op[op] for op in ("cache", "scores", "scale", "mask", "softmax", "mix", "merge_heads")),
+        GATE,
+        by_op["out"],
+    ]
     dense = [by_op[op] for op in ("mlp.gate", "mlp.up", "mlp.act", "mlp.mul", "mlp.down")] if moe is not True else []
     shared = [s for s in SHARED if s.op != "moe.shared_add"]
     experts = [*ROUTER, *QWEN_EXPERTS, COMBINE, *shared, *SHARED_GATE, SHARED[-1]] if moe is not False else []
-    block = (by_op["ln_1"], *LINEAR, *DELTA_RULE, *LINEAR_OUT, *attention, by_op["resid_mid"], by_op["ln_2"], *dense,
-             *experts, by_op["resid_post"])  # fmt: skip
+    block = (
+        by_op["ln_1"],
+        *LINEAR,
+        *DELTA_RULE,
+        *LINEAR_OUT,
+        *attention,
+        by_op["resid_mid"],
+        by_op["ln_2"],
+        *dense,
+        *experts,
+        by_op["resid_post"],
+    )
     final = (by_op["ln_f"], *llama.final[1:])
-    symbols = ("T new positions, t attended, D d_model, H query heads, Hkv key/value heads, G = H/Hkv, dh head size, "
-               "dr its rotated numbers; a DeltaNet layer's Hk key heads of dk, Hv value heads of dv, Gv = Hv/Hk, Dc = "
-               "2 Hk dk + Hv dv conv channels, Kc its kernel (Ks = Kc - 1 kept), C positions a chunk, N chunks; "
-               "F MLP width (an expert's in the MoE models: Fe, the shared expert's Fs), E experts, k a token, V "
-               "vocabulary, R logit rows")  # fmt: skip
+    symbols = (
+        "T new positions, t attended, D d_model, H query heads, Hkv key/value heads, G = H/Hkv, dh head size, "
+        "dr its rotated numbers; a DeltaNet layer's Hk key heads of dk, Hv value heads of dv, Gv = Hv/Hk, Dc = "
+        "2 Hk dk + Hv dv conv channels, Kc its kernel (Ks = Kc - 1 kept), C positions a chunk, N chunks; "
+        "F MLP width (an expert's in the MoE models: Fe, the shared expert's Fs), E experts, k a token, V "
+        "vocabulary, R logit rows"
+    )
     return StageTable("qwen3_5", llama.embed, block, final, symbols)
 
 

@@ -15,9 +15,11 @@ from ..qwen3.attention import attention_stages
 # Under norm_topk_prob false the chosen experts' probabilities are the gates as they are.
 ROUTER_UNNORMALISED = tuple(
     replace(s, equation="the k experts of largest p for each token, and their p: the gates (not renormalised)")
-    if s.op == "router.topk" else s
-    for s in ROUTER if s.op != "router.renorm"
-)  # fmt: skip
+    if s.op == "router.topk"
+    else s
+    for s in ROUTER
+    if s.op != "router.renorm"
+)
 # Mixtral's expert stages under Qwen's names for the experts' matrices (gate_proj, up_proj, down_proj).
 NAMES = (("W1_e", "W_gate,e"), ("W3_e", "W_up,e"), ("W2_e", "W_down,e"))
 
@@ -49,5 +51,6 @@ def qwen3_moe_family(
 
 def stages_of(config) -> StageTable:
     """The table of a config: its biases, its window, whether the gates are renormalised, whether it has dense layers."""
-    return qwen3_moe_family(config.qkv_bias, config.sliding_window is not None, config.norm_topk_prob,
-                            bool(config.dense_layers))  # fmt: skip
+    return qwen3_moe_family(
+        config.qkv_bias, config.sliding_window is not None, config.norm_topk_prob, bool(config.dense_layers)
+    )
