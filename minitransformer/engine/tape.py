@@ -277,14 +277,8 @@ class Tape:
         pieces = None if self.unobserved else Pieces(self.phase is not None, self.watcher is not None)
         return replace(self, phase=None, watcher=None, pieces=pieces)
 
-    def record_pieces(
-        self,
-        pieces: Tape,
-        whole: dict[str, str],
-        along: str | None = None,
-        values: dict | None = None,
-        recurrent: dict[str, tuple[int, int]] | None = None,
-    ) -> None:
+    def record_pieces(self, pieces: Tape, whole: dict[str, str], along: str | None = None, values: dict | None = None,
+                      recurrent: dict[str, tuple[int, int]] | None = None) -> None:  # fmt: skip
         """One record per op that `pieces` (Tape.in_pieces) ran, with the shapes `whole` states for all the pieces
         together ("Hv N C dk, Hv N dk dv -> Hv N C dv"), the dot products and MACs the pieces computed (fewer than that
         shape's dense product: Record.computed), and `recurrent`'s (dot products, MACs) for an op of a scan computed in
@@ -305,16 +299,8 @@ class Tape:
                 dense = (prod(out_shape), prod(out_shape) * a_shape[-1])
                 computed = (dots, macs) if done.counting and (dots, macs) != dense else None
                 uneven = done.counting and lengths != (a_shape[-1], a_shape[-1])  # a solve's rows: 1 .. C - 1 long
-                record = self._record(
-                    op,
-                    out_shape,
-                    out_spec,
-                    a_shape,
-                    self.dims.shape(b_spec, b_batched),
-                    computed,
-                    recurrent=(recurrent or {}).get(op),
-                    lengths=lengths if uneven else None,
-                )
+                record = self._record(op, out_shape, out_spec, a_shape, self.dims.shape(b_spec, b_batched), computed,
+                                      recurrent=(recurrent or {}).get(op), lengths=lengths if uneven else None)  # fmt: skip
             if not done.watched:
                 continue
             value = (values or {}).get(op)
@@ -323,11 +309,9 @@ class Tape:
                 value = np.stack(done.values(op), axis=len(self.dims.batch) + symbols(out_spec).index(along))
             self._check(op, value, out_spec)
             if self._watch(op, value, record) is not value:
-                raise UserError(
-                    f"a hook replaced {self.prefix}{record.stage.names[0]}, a stage computed piece by "
-                    f"piece (a scan's chunks, a solve's rows), shown after the last piece: a replacement "
-                    f"cannot take effect (hook a stage before or after it instead)"
-                )
+                raise UserError(f"a hook replaced {self.prefix}{record.stage.names[0]}, a stage computed piece by "
+                                f"piece (a scan's chunks, a solve's rows), shown after the last piece: a replacement "
+                                f"cannot take effect (hook a stage before or after it instead)")  # fmt: skip
 
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;
@@ -342,37 +326,14 @@ class Tape:
                 f"{self.dims.symbolic(spec)} = {list(want)}"
             )
 
-    def _record(
-        self,
-        op: str,
-        out_shape,
-        spec: str,
-        a_shape=None,
-        b_shape=None,
-        computed=None,
-        row_chunk=None,
-        breakdown=None,
-        recurrent=None,
-        lengths=None,
-    ) -> Record:
+    def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
+                row_chunk=None, breakdown=None, recurrent=None, lengths=None) -> Record:  # fmt: skip
         attention = op in ("scores", "mix")
         window = self.dims.window if attention else None
         assert self.stage_table is not None, "a tape that records names its stage table (Tape.stage_table)"
-        record = Record(
-            self.stage_table.stages[op],
-            self.layer_index,
-            tuple(out_shape),
-            spec,
-            a_shape,
-            b_shape,
-            window,
-            computed,
-            row_chunk,
-            lengths=lengths,
-            breakdown=breakdown,
-            recurrent=recurrent,
-            selected=self.dims.selected if attention else None,
-        )
+        record = Record(self.stage_table.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
+                        computed, row_chunk, lengths=lengths, breakdown=breakdown, recurrent=recurrent,
+                        selected=self.dims.selected if attention else None)  # fmt: skip
         if self.phase is not None:
             self.phase.records.append(record)
         return record
@@ -416,9 +377,8 @@ class Tape:
         record = self._record(op, values[0].shape, spec)
         return self._watch(op, value, record)
 
-    def matmul(
-        self, op: str, a, b, spec: str, bias=None, dense: str | None = None, recurrent: tuple[int, int] | None = None
-    ):
+    def matmul(self, op: str, a, b, spec: str, bias=None, dense: str | None = None,
+               recurrent: tuple[int, int] | None = None):  # fmt: skip
         """out = a @ b (+ bias), counted: spec reads "T D, D 3D -> T 3D" (a, b -> out, symbolically).
 
         `dense`: where the product computes only part of a dense one (attention over the keys an indexer chose for each
@@ -442,14 +402,8 @@ class Tape:
                 b = b if blocks else self.precision.operand(b, self.prefix + op, "B")
             a_rows, b_rows, out_shape = fold_shared_axes(a, b)
             # each block of a large narrow weight widened only as its product comes (a generator), then joined
-            pieces = (
-                (b_rows,)
-                if not blocks
-                else (
-                    self.precision.operand(b_rows[..., cols], self.prefix + op, "B")  # type: ignore[union-attr]
-                    for cols in blocks
-                )
-            )
+            pieces = (b_rows,) if not blocks else (self.precision.operand(b_rows[..., cols], self.prefix + op, "B")  # type: ignore[union-attr]
+                                                   for cols in blocks)  # fmt: skip
             outs = [sized_for_threads(np.matmul, a_rows, piece) for piece in pieces]  # the BLAS's threads; float32 sums
             out = outs[0] if len(outs) == 1 else np.concatenate(outs, axis=-1)  # type: ignore[assignment]  # an array
             out = out if out_shape is None else out.reshape(out_shape)
@@ -480,13 +434,6 @@ class Tape:
             _, dots, length = dot_product_count(a.shape, b.shape)
             a_dense, b_dense, out_dense = matmul_spec(dense)
             d = self.dims
-            record = self._record(
-                op,
-                d.shape(out_dense),
-                out_dense,
-                d.shape(a_dense),
-                d.shape(b_dense, b_batched),
-                computed=(dots, dots * length),
-                lengths=(length, length),
-            )
+            record = self._record(op, d.shape(out_dense), out_dense, d.shape(a_dense), d.shape(b_dense, b_batched),
+                                  computed=(dots, dots * length), lengths=(length, length))  # fmt: skip
         return self._watch(op, out, record)

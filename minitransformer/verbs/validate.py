@@ -202,24 +202,8 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
                 "OK" if ok else "NOT OK",
             ]
         )
-    print(
-        table(
-            [
-                "prompt",
-                "tokens",
-                "max |dlogit|",
-                "allowed",
-                "greedy agree",
-                "ours f32 err",
-                "theirs f32 err",
-                "closer",
-                "verdict",
-            ],
-            rows,
-            right={1, 2, 3, 4, 5, 6},
-        ),
-        file=out,
-    )
+    print(table(["prompt", "tokens", "max |dlogit|", "allowed", "greedy agree", "ours f32 err", "theirs f32 err",
+                 "closer", "verdict"], rows, right={1, 2, 3, 4, 5, 6}), file=out)  # fmt: skip
     if any_cut:
         print(
             f"{room} of N tokens: the prompt was cut to its first {room} so that it and {steps} greedy "
@@ -241,7 +225,7 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
 
 # At a narrower precision both passes round at every stage, but not at the same points inside one (transformers'
 # RMSNorm rounds before its gain, its rotary tables are rounded to the format, ...): on random Llama, Qwen2 and
-# Gemma models (tests/verbs/test_precision_hf.py) the two bfloat16 passes' logits differ by up to 7e-2 of the largest
+# Gemma models (tests/test_precision_hf.py) the two bfloat16 passes' logits differ by up to 7e-2 of the largest
 # logit, about as much as each differs from the float64 truth, float16's by up to 7e-3. OK: within these, and our
 # pass no further from the truth than twice transformers'.
 PRECISION_TOLERANCES = {"bfloat16": 0.1, "float16": 0.01}
@@ -250,11 +234,9 @@ PRECISION_TOLERANCES = {"bfloat16": 0.1, "float16": 0.01}
 def check_precision_validated(precision: str) -> None:
     """Refuse a precision transformers cannot compute on a CPU, before any work."""
     if precision not in PRECISION_TOLERANCES:
-        raise UserError(
-            f"validate compares with transformers, which has no {precision} arithmetic on a CPU; it "
-            f"validates bfloat16 and float16 (generate --precision {precision} measures its drift "
-            f"against float64)"
-        )
+        raise UserError(f"validate compares with transformers, which has no {precision} arithmetic on a CPU; it "
+                        f"validates bfloat16 and float16 (generate --precision {precision} measures its drift "
+                        f"against float64)")  # fmt: skip
 
 
 def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) -> bool:
@@ -274,13 +256,10 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
     truth_model = from_directory(Path(model.source), name=model.name, dtype=np.dtype(np.float64))
     import transformers
 
-    print(
-        f"Validating {model.name} ({short_path(model.source)}) at {precision} against transformers "
-        f"{transformers.__version__} {type(theirs_model).__name__} in {precision}, and both against the float64 "
-        f"truth; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and ours is no further from the truth "
-        f"than twice theirs",
-        file=out,
-    )
+    print(f"Validating {model.name} ({short_path(model.source)}) at {precision} against transformers "
+          f"{transformers.__version__} {type(theirs_model).__name__} in {precision}, and both against the float64 "
+          f"truth; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and ours is no further from the truth "
+          f"than twice theirs", file=out)  # fmt: skip
     all_ok, truth_worst, rows = True, 0.0, []
     for i, text in enumerate(prompts):
         ids = prompt_ids(model, text, seed=i)[:room]
@@ -298,46 +277,15 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
         agree = float(np.mean(np.argmax(ours, -1) == np.argmax(theirs, -1)))
         ok = apart <= tolerance * scale and ours_err <= 2 * theirs_err and truth_worst <= TOLERANCES["float64"]
         all_ok &= ok
-        rows.append(
-            [
-                repr(text if len(text) <= 32 else text[:29] + "..."),
-                str(len(ids)),
-                f"{apart:.2e}",
-                f"{tolerance * scale:.1e}",
-                f"{ours_err:.2e}",
-                f"{theirs_err:.2e}",
-                f"{kl_ours:.1e}",
-                f"{kl_theirs:.1e}",
-                f"{100 * agree:.0f}%",
-                "OK" if ok else "NOT OK",
-            ]
-        )
-    print(
-        table(
-            [
-                "prompt",
-                "tokens",
-                "max |dlogit|",
-                "allowed",
-                "ours err",
-                "theirs err",
-                "KL ours",
-                "KL theirs",
-                "top-1 agree",
-                "verdict",
-            ],
-            rows,
-            right={1, 2, 3, 4, 5, 6, 7, 8},
-        ),
-        file=out,
-    )
+        rows.append([repr(text if len(text) <= 32 else text[:29] + "..."), str(len(ids)), f"{apart:.2e}",
+                     f"{tolerance * scale:.1e}", f"{ours_err:.2e}", f"{theirs_err:.2e}", f"{kl_ours:.1e}",
+                     f"{kl_theirs:.1e}", f"{100 * agree:.0f}%", "OK" if ok else "NOT OK"])  # fmt: skip
+    print(table(["prompt", "tokens", "max |dlogit|", "allowed", "ours err", "theirs err", "KL ours", "KL theirs",
+                 "top-1 agree", "verdict"], rows, right={1, 2, 3, 4, 5, 6, 7, 8}), file=out)  # fmt: skip
     truth_ok = "OK" if truth_worst <= TOLERANCES["float64"] else "NOT OK"
-    print(
-        f"err: max |dlogit| of each {precision} pass against the float64 truth; KL(truth || pass) of the next-token "
-        f"distributions, averaged over the positions;\n  top-1 agree: positions where ours and theirs choose the "
-        f"same token. The truth agrees with transformers in float64 within {truth_worst:.1e} x max(1, max |logit|), "
-        f"allowed {TOLERANCES['float64']:g}: {truth_ok}",
-        file=out,
-    )
+    print(f"err: max |dlogit| of each {precision} pass against the float64 truth; KL(truth || pass) of the next-token "
+          f"distributions, averaged over the positions;\n  top-1 agree: positions where ours and theirs choose the "
+          f"same token. The truth agrees with transformers in float64 within {truth_worst:.1e} x max(1, max |logit|), "
+          f"allowed {TOLERANCES['float64']:g}: {truth_ok}", file=out)  # fmt: skip
     print("all OK" if all_ok else f"NOT OK: the {precision} logits differ beyond the tolerance", file=out)
     return all_ok

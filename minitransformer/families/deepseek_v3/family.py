@@ -11,17 +11,8 @@ from .layout import LAYOUT
 from .stages import deepseek_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="deepseek_v3",
-    model_types=DEEPSEEK_MODEL_TYPES,
-    config=DeepseekConfig,
-    presets=PRESETS,
-    forward=deepseek,
-    stage_table=stages_of,
-    every_stage=deepseek_family(None),
-    layout=LAYOUT,
-    formulas=FORMULAS,
-    reference_classes={"deepseek_v3": "DeepseekV3ForCausalLM"},
-    label="DeepSeek-V3",
-    float64_reference=reference.float64_throughout,
-    float64_note=reference.NOTE,
-)
+    name="deepseek_v3", model_types=DEEPSEEK_MODEL_TYPES, config=DeepseekConfig, presets=PRESETS, forward=deepseek,
+    stage_table=stages_of, every_stage=deepseek_family(None), layout=LAYOUT, formulas=FORMULAS,
+    reference_classes={"deepseek_v3": "DeepseekV3ForCausalLM"}, label="DeepSeek-V3",
+    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
+)  # fmt: skip

@@ -11,17 +11,8 @@ from .layout import LAYOUT
 from .stages import deepseek_v32_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="deepseek_v32",
-    model_types=DEEPSEEK_V32_MODEL_TYPES,
-    config=DeepseekV32Config,
-    presets=PRESETS,
-    forward=deepseek_v32,
-    stage_table=stages_of,
-    every_stage=deepseek_v32_family(),
-    layout=LAYOUT,
-    formulas=FORMULAS,
-    reference_classes={"deepseek_v32": "DeepseekV32ForCausalLM"},
-    label="DeepSeek-V3.2",
-    float64_reference=reference.float64_throughout,
-    float64_note=reference.NOTE,
-)
+    name="deepseek_v32", model_types=DEEPSEEK_V32_MODEL_TYPES, config=DeepseekV32Config, presets=PRESETS,
+    forward=deepseek_v32, stage_table=stages_of, every_stage=deepseek_v32_family(), layout=LAYOUT, formulas=FORMULAS,
+    reference_classes={"deepseek_v32": "DeepseekV32ForCausalLM"}, label="DeepSeek-V3.2",
+    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
+)  # fmt: skip

@@ -14,21 +14,8 @@ from .stages import gemma_family, stages_of
 # config.json; the whole model's checkpoint keeps it under other names, which the loader refuses by name (an
 # unexpected tensor for a "gemma3 model ... read as its text model")
 ARCHITECTURE = Architecture(
-    name="gemma",
-    model_types=GEMMA_MODEL_TYPES,
-    config=GemmaConfig,
-    presets=PRESETS,
-    forward=gemma,
-    stage_table=stages_of,
-    every_stage=gemma_family(),
-    layout=LAYOUT,
-    formulas=FORMULAS,
-    reference_classes={
-        "gemma2": "Gemma2ForCausalLM",
-        "gemma3_text": "Gemma3ForCausalLM",
-        "gemma3": "Gemma3ForCausalLM",
-    },
-    label="Gemma family",
-    float64_reference=reference.float64_throughout,
-    float64_note=reference.NOTE,
-)
+    name="gemma", model_types=GEMMA_MODEL_TYPES, config=GemmaConfig, presets=PRESETS, forward=gemma,
+    stage_table=stages_of, every_stage=gemma_family(), layout=LAYOUT, formulas=FORMULAS,
+    reference_classes={"gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "gemma3": "Gemma3ForCausalLM"},
+    label="Gemma family", float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
+)  # fmt: skip

@@ -28,27 +28,12 @@ from ..rotary import YARN_ROPE_TYPES
 
 GPT_OSS_MODEL_TYPES = ("gpt_oss",)
 # GptOssConfig's defaults for what a config.json leaves out
-DEFAULTS = {
-    "num_hidden_layers": 36,
-    "num_attention_heads": 64,
-    "hidden_size": 2880,
-    "intermediate_size": 2880,
-    "vocab_size": 201088,
-    "num_key_value_heads": 8,
-    "head_dim": 64,
-    "max_position_embeddings": 131072,
-    "rms_norm_eps": 1e-5,
-    "hidden_act": "silu",
-}
+DEFAULTS = {"num_hidden_layers": 36, "num_attention_heads": 64, "hidden_size": 2880, "intermediate_size": 2880,
+            "vocab_size": 201088, "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072,
+            "rms_norm_eps": 1e-5, "hidden_act": "silu"}  # fmt: skip
 # GptOssConfig's rope when config.json gives none: YaRN, 32 x the 4,096 positions it was trained on.
-DEFAULT_ROPE = {
-    "rope_type": "yarn",
-    "factor": 32.0,
-    "beta_fast": 32.0,
-    "beta_slow": 1.0,
-    "truncate": False,
-    "original_max_position_embeddings": 4096,
-}
+DEFAULT_ROPE = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                "original_max_position_embeddings": 4096}  # fmt: skip
 
 
 def alternating(n_layer: int) -> tuple[str, ...]:
@@ -115,13 +100,10 @@ class GptOssConfig(LlamaConfig):
 
     def to_hf_dict(self) -> dict:
         hf = super().to_hf_dict() | {
-            "num_local_experts": self.n_experts,
-            "num_experts_per_tok": self.top_k,
-            "swiglu_limit": self.swiglu_limit,
-            "layer_types": list(self.layer_types),
-            "sliding_window": self.sliding_window,
+            "num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k, "swiglu_limit": self.swiglu_limit,
+            "layer_types": list(self.layer_types), "sliding_window": self.sliding_window,
             "attention_bias": self.qkv_bias,
-        }
+        }  # fmt: skip
         if self.swiglu_alpha != 1.702:  # transformers' own, which its config.json does not name
             hf["swiglu_alpha"] = self.swiglu_alpha
         return hf
@@ -182,16 +164,9 @@ class GptOssConfig(LlamaConfig):
 # over 4,096, beta_fast 32, beta_slow 1, not truncated, rope_theta 150,000), a window of 128 on every other layer
 # (sliding first), swiglu_limit 7, rms_norm_eps 1e-5, attention biases, untied embeddings, eos 200002; each one's
 # layers and experts.
-GPT_OSS: dict[str, Any] = {
-    "head_dim": 64,
-    "rms_norm_eps": 1e-5,
-    "rope_theta": 150000.0,
-    "sliding_window": 128,
-    "rope_scaling": tuple(sorted({**DEFAULT_ROPE, "factor": 32.0}.items())),
-    "top_k": 4,
-    "swiglu_limit": 7.0,
-    "eos_token_id": 200002,
-}
+GPT_OSS: dict[str, Any] = {"head_dim": 64, "rms_norm_eps": 1e-5, "rope_theta": 150000.0, "sliding_window": 128,
+                           "rope_scaling": tuple(sorted({**DEFAULT_ROPE, "factor": 32.0}.items())), "top_k": 4,
+                           "swiglu_limit": 7.0, "eos_token_id": 200002}  # fmt: skip
 PRESETS: dict[str, GptOssConfig] = {
     name: preset(GptOssConfig, name, L, 64, 8, 2880, 2880, 201088, 131072, layer_kinds=alternating(L), n_experts=E,
                  **GPT_OSS)

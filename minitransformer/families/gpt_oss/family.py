@@ -11,17 +11,8 @@ from .layout import LAYOUT
 from .stages import gpt_oss_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="gpt_oss",
-    model_types=GPT_OSS_MODEL_TYPES,
-    config=GptOssConfig,
-    presets=PRESETS,
-    forward=gpt_oss,
-    stage_table=stages_of,
-    every_stage=gpt_oss_family(),
-    layout=LAYOUT,
-    formulas=FORMULAS,
-    reference_classes={"gpt_oss": "GptOssForCausalLM"},
-    label="gpt-oss",
-    float64_reference=reference.float64_throughout,
-    float64_note=reference.NOTE,
-)
+    name="gpt_oss", model_types=GPT_OSS_MODEL_TYPES, config=GptOssConfig, presets=PRESETS, forward=gpt_oss,
+    stage_table=stages_of, every_stage=gpt_oss_family(), layout=LAYOUT, formulas=FORMULAS,
+    reference_classes={"gpt_oss": "GptOssForCausalLM"}, label="gpt-oss",
+    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
+)  # fmt: skip

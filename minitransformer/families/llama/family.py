@@ -81,11 +81,6 @@ def llama_like(
 
 
 ARCHITECTURE = llama_like(
-    "llama",
-    LLAMA_MODEL_TYPES,
-    LlamaConfig,
-    PRESETS,
-    label="Llama family",
-    float64_note=reference.NOTE,
+    "llama", LLAMA_MODEL_TYPES, LlamaConfig, PRESETS, label="Llama family", float64_note=reference.NOTE,
     reference_classes={"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"},
-)
+)  # fmt: skip

@@ -52,28 +52,16 @@ class MixerShapes:
     def mixer_symbols(self) -> dict[str, int]:
         """The symbols the mixer's shapes name (engine Dims.data): Hs heads of P, a state of N, Ng groups of Hg
         heads, I = Hs P, Cv conv channels of a kernel K, Ks = K - 1 positions of conv state."""
-        return dict(
-            Hs=self.ssm_heads,
-            P=self.ssm_head_dim,
-            N=self.state_size,
-            Ng=self.n_groups,
-            Hg=self.ssm_heads // self.n_groups,
-            I=self.d_inner,
-            Cv=self.conv_dim,
-            K=self.conv_kernel,
-            Ks=self.conv_kernel - 1,
-        )
+        return dict(Hs=self.ssm_heads, P=self.ssm_head_dim, N=self.state_size, Ng=self.n_groups,
+                    Hg=self.ssm_heads // self.n_groups, I=self.d_inner, Cv=self.conv_dim, K=self.conv_kernel,
+                    Ks=self.conv_kernel - 1)  # fmt: skip
 
     @property
     def mixer_state(self) -> State:
         """What a Mamba-2 layer keeps between passes: the conv's last K - 1 inputs [K - 1, Cv] and the scan's state
         [Hs, P, N], whatever the context."""
-        return State(
-            (
-                ("conv", (self.conv_kernel - 1, self.conv_dim)),
-                ("ssm", (self.ssm_heads, self.ssm_head_dim, self.state_size)),
-            )
-        )
+        return State((("conv", (self.conv_kernel - 1, self.conv_dim)),
+                      ("ssm", (self.ssm_heads, self.ssm_head_dim, self.state_size))))  # fmt: skip
 
     def check_mixer(self) -> None:
         for key in ("ssm_heads", "ssm_head_dim", "state_size", "n_groups", "conv_kernel"):
@@ -153,14 +141,11 @@ class Mamba2Config(MixerShapes, ModelConfig):
             check_positive(key, getattr(self, key))
         self.check_mixer()
         if self.n_embd * self.expand != self.d_inner:
-            raise UserError(
-                f"config hidden_size x expand ({self.n_embd} x {self.expand}) must equal num_heads x "
-                f"head_dim ({self.ssm_heads} x {self.ssm_head_dim}), as transformers requires"
-            )
+            raise UserError(f"config hidden_size x expand ({self.n_embd} x {self.expand}) must equal num_heads x "
+                            f"head_dim ({self.ssm_heads} x {self.ssm_head_dim}), as transformers requires")  # fmt: skip
         if self.ssm_act not in SUPPORTED_ACTIVATIONS:
-            raise UserError(
-                f"config hidden_act={self.ssm_act!r} is not supported (supported: {', '.join(SUPPORTED_ACTIVATIONS)})"
-            )
+            raise UserError(f"config hidden_act={self.ssm_act!r} is not supported "
+                            f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})")  # fmt: skip
         check_time_step_limit(self.time_step_limit)
 
     @classmethod
@@ -179,54 +164,32 @@ class Mamba2Config(MixerShapes, ModelConfig):
             raise UserError("config quantization_config is not supported: dequantize the weights first")
         eos = hf.get("eos_token_id", 2)
         return cls(
-            n_layer=hf.get("num_hidden_layers", 64),
-            n_embd=hf.get("hidden_size", 4096),
-            vocab_size=hf.get("vocab_size", 32768),
-            ssm_heads=hf.get("num_heads", 128),
-            ssm_head_dim=hf.get("head_dim", 64),
-            state_size=hf.get("state_size", 128),
-            n_groups=hf.get("n_groups", 8),
-            conv_kernel=hf.get("conv_kernel", 4),
-            expand=hf.get("expand", 2),
-            chunk_size=hf.get("chunk_size", 256),
-            use_bias=flag(hf, "use_bias"),
-            use_conv_bias=bool(hf.get("use_conv_bias", True)),
-            ssm_act=hf.get("hidden_act", "silu"),
+            n_layer=hf.get("num_hidden_layers", 64), n_embd=hf.get("hidden_size", 4096),
+            vocab_size=hf.get("vocab_size", 32768), ssm_heads=hf.get("num_heads", 128),
+            ssm_head_dim=hf.get("head_dim", 64), state_size=hf.get("state_size", 128),
+            n_groups=hf.get("n_groups", 8), conv_kernel=hf.get("conv_kernel", 4), expand=hf.get("expand", 2),
+            chunk_size=hf.get("chunk_size", 256), use_bias=flag(hf, "use_bias"),
+            use_conv_bias=bool(hf.get("use_conv_bias", True)), ssm_act=hf.get("hidden_act", "silu"),
             layer_norm_epsilon=hf.get("layer_norm_epsilon", 1e-5),
             time_step_limit=check_time_step_limit(hf.get("time_step_limit", (0.0, math.inf))),
-            tie_word_embeddings=flag(hf, "tie_word_embeddings"),
-            bos_token_id=hf.get("bos_token_id", 0),
-            eos_token_id=token_ids(eos),
-            pad_token_id=hf.get("pad_token_id", 1),
-            model_type=model_type,
-            name=name,
-        )
+            tie_word_embeddings=flag(hf, "tie_word_embeddings"), bos_token_id=hf.get("bos_token_id", 0),
+            eos_token_id=token_ids(eos), pad_token_id=hf.get("pad_token_id", 1),
+            model_type=model_type, name=name,
+        )  # fmt: skip
 
     def to_hf_dict(self) -> dict:
         """The config.json transformers reads for this config (Mamba2Config's keys)."""
         return {
-            "architectures": ["Mamba2ForCausalLM"],
-            "model_type": self.model_type,
-            "num_hidden_layers": self.n_layer,
-            "hidden_size": self.n_embd,
-            "vocab_size": self.vocab_size,
-            "num_heads": self.ssm_heads,
-            "head_dim": self.ssm_head_dim,
-            "state_size": self.state_size,
-            "n_groups": self.n_groups,
-            "conv_kernel": self.conv_kernel,
-            "expand": self.expand,
-            "chunk_size": self.chunk_size,
-            "use_bias": self.use_bias,
-            "use_conv_bias": self.use_conv_bias,
-            "hidden_act": self.ssm_act,
+            "architectures": ["Mamba2ForCausalLM"], "model_type": self.model_type, "num_hidden_layers": self.n_layer,
+            "hidden_size": self.n_embd, "vocab_size": self.vocab_size, "num_heads": self.ssm_heads,
+            "head_dim": self.ssm_head_dim, "state_size": self.state_size, "n_groups": self.n_groups,
+            "conv_kernel": self.conv_kernel, "expand": self.expand, "chunk_size": self.chunk_size,
+            "use_bias": self.use_bias, "use_conv_bias": self.use_conv_bias, "hidden_act": self.ssm_act,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "time_step_limit": list(self.time_step_limit),  # an infinity as Python's json writes it, as published
-            "tie_word_embeddings": self.tie_word_embeddings,
-            "bos_token_id": self.bos_token_id,
-            "eos_token_id": listed(self.eos_token_id),
-            "pad_token_id": self.pad_token_id,
-        }
+            "tie_word_embeddings": self.tie_word_embeddings, "bos_token_id": self.bos_token_id,
+            "eos_token_id": listed(self.eos_token_id), "pad_token_id": self.pad_token_id,
+        }  # fmt: skip
 
     @property
     def checkpoint_kind(self) -> str:

@@ -38,12 +38,8 @@ def mixer_products(c: MixerShapes, T: int, t: int, B: int = 1) -> list[tuple[str
         ops += [product("ssm.input", B * Hs * P * N, 1), product("ssm.output", B * Hs * P, N)]
     else:
         n, L = chunking(T, c.chunk_size)
-        ops += [
-            product("ssd.scores", B * n * Ng * L * L, N),
-            product("ssd.mix", B * n * Hs * L * P, L),
-            product("ssd.chunk_state", B * n * Hs * P * N, L),
-            product("ssd.from_state", B * n * Hs * L * P, N),
-        ]
+        ops += [product("ssd.scores", B * n * Ng * L * L, N), product("ssd.mix", B * n * Hs * L * P, L),
+                product("ssd.chunk_state", B * n * Hs * P * N, L), product("ssd.from_state", B * n * Hs * L * P, N)]  # fmt: skip
     return ops + [product("ssm.out_proj", B * T * D, c.d_inner)]
 
 
@@ -126,13 +122,9 @@ def scan_notes(c: MixerShapes, layers: int, n_prompt: int, n_new: int, kv_number
         + (f" (the last step here, at t = {t:,}, and one at t = {c.n_positions:,} alike)" if n_new > 1 else ""),  # type: ignore[attr-defined]
         f"  state: conv (K - 1) Cv = {conv:,} + ssm Hs P N = {ssm:,} numbers a layer, {(conv + ssm) * 4:,} bytes in "
         f"float32, whatever the context"
-        + (
-            f"; an attention layer's keys and values take {kv_numbers:,} numbers a position, "
-            f"{(conv + ssm) // kv_numbers:,} positions' worth of them"
-            if kv_numbers
-            else ""
-        ),
-    ]
+        + (f"; an attention layer's keys and values take {kv_numbers:,} numbers a position, "
+           f"{(conv + ssm) // kv_numbers:,} positions' worth of them" if kv_numbers else ""),
+    ]  # fmt: skip
 
 
 def mixer_scan_macs(c: MixerShapes, T: int) -> int:
@@ -161,9 +153,8 @@ class Mamba2Formulas(Formulas):
     def weight_dot_products_per_position(self, config: Mamba2Config, layer: int = 0) -> int:
         return mixer_weight_dot_products_per_position(config)
 
-    def generation_macs(
-        self, config: Mamba2Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1, windows: bool = True
-    ) -> int:
+    def generation_macs(self, config: Mamba2Config, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,
+                        windows: bool = True) -> int:  # fmt: skip
         """1 prefill and n_new - 1 decode steps: with the cache, each step one position in the recurrent form (the
         same MACs at every context); without it, every step recomputes all its t positions in chunks."""
         if use_cache:
@@ -179,12 +170,10 @@ class Mamba2Formulas(Formulas):
 
     def attention_vs_weights(self, c: Mamba2Config) -> tuple[str, str, str]:
         """No attention: a decode step's scan costs 2 Hs P N MACs a layer at any context, against the weights'."""
-        return (
-            "2 (2 Hs P N) FLOPs for the scan, at any context, against 2 (D (I + Cv + Hs) + Cv K + I D) for the weights",
-            "2 Hs P N / (D (I + Cv + Hs) + Cv K + I D)",
-            f"D = {c.n_embd:,}, Hs = {c.ssm_heads}, P = {c.ssm_head_dim}, N = {c.state_size}, I = {c.d_inner:,}, "
-            f"Cv = {c.conv_dim:,}, K = {c.conv_kernel}",
-        )
+        return ("2 (2 Hs P N) FLOPs for the scan, at any context, against 2 (D (I + Cv + Hs) + Cv K + I D) for the "
+                "weights", "2 Hs P N / (D (I + Cv + Hs) + Cv K + I D)",
+                f"D = {c.n_embd:,}, Hs = {c.ssm_heads}, P = {c.ssm_head_dim}, N = {c.state_size}, I = {c.d_inner:,}, "
+                f"Cv = {c.conv_dim:,}, K = {c.conv_kernel}")  # fmt: skip
 
     def count_notes(self, config: Mamba2Config, n_prompt: int, n_new: int) -> list[str]:
         return scan_notes(config, config.n_layer, n_prompt, n_new)

@@ -19,15 +19,8 @@ def mixer_shapes(config: MixerShapes, mixer: str, bias: bool) -> dict[str, tuple
     shapes[f"{mixer}.conv1d.weight"] = (Cv, 1, K)
     if config.use_conv_bias:
         shapes[f"{mixer}.conv1d.bias"] = (Cv,)
-    shapes.update(
-        {
-            f"{mixer}.dt_bias": (Hs,),
-            f"{mixer}.A_log": (Hs,),
-            f"{mixer}.D": (Hs,),
-            f"{mixer}.norm.weight": (inner,),
-            f"{mixer}.out_proj.weight": (D, inner),
-        }
-    )
+    shapes.update({f"{mixer}.dt_bias": (Hs,), f"{mixer}.A_log": (Hs,), f"{mixer}.D": (Hs,), f"{mixer}.norm.weight": (inner,),
+                   f"{mixer}.out_proj.weight": (D, inner)})  # fmt: skip
     if bias:
         shapes[f"{mixer}.out_proj.bias"] = (D,)
     return shapes
@@ -84,11 +77,6 @@ KIND_OF = (
 
 # A Mamba-2 checkpoint holds only its weights: nothing to ignore.
 LAYOUT = Layout(
-    prefix="backbone.",
-    layers="layers",
-    embedding="embeddings.weight",
-    ignored=r"$^",
-    shapes=mamba2_shapes,
-    kinds=KINDS,
-    kind_of=KIND_OF,
-)
+    prefix="backbone.", layers="layers", embedding="embeddings.weight", ignored=r"$^", shapes=mamba2_shapes,
+    kinds=KINDS, kind_of=KIND_OF,
+)  # fmt: skip

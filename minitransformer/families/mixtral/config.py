@@ -12,19 +12,9 @@ from ..llama.config import LlamaConfig, preset
 
 MIXTRAL_MODEL_TYPES = ("mixtral",)
 # MixtralConfig's defaults for what a config.json leaves out
-DEFAULTS = {
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "vocab_size": 32000,
-    "num_key_value_heads": 8,
-    "max_position_embeddings": 4096 * 32,
-    "rms_norm_eps": 1e-5,
-    "hidden_act": "silu",
-    "bos_token_id": 1,
-    "eos_token_id": 2,
-}
+DEFAULTS = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096, "intermediate_size": 14336,
+            "vocab_size": 32000, "num_key_value_heads": 8, "max_position_embeddings": 4096 * 32,
+            "rms_norm_eps": 1e-5, "hidden_act": "silu", "bos_token_id": 1, "eos_token_id": 2}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -50,11 +40,8 @@ class MixtralConfig(LlamaConfig):
             raise UserError("a Mixtral has no biases")
 
     def to_hf_dict(self) -> dict:
-        return super().to_hf_dict() | {
-            "num_local_experts": self.n_experts,
-            "num_experts_per_tok": self.top_k,
-            "sliding_window": self.sliding_window,
-        }
+        return super().to_hf_dict() | {"num_local_experts": self.n_experts, "num_experts_per_tok": self.top_k,
+                                       "sliding_window": self.sliding_window}  # fmt: skip
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "mixtral") -> MixtralConfig:

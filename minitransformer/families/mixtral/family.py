@@ -11,17 +11,8 @@ from .layout import LAYOUT
 from .stages import mixtral_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="mixtral",
-    model_types=MIXTRAL_MODEL_TYPES,
-    config=MixtralConfig,
-    presets=PRESETS,
-    forward=mixtral,
-    stage_table=stages_of,
-    every_stage=mixtral_family(),
-    layout=LAYOUT,
-    formulas=FORMULAS,
-    reference_classes={"mixtral": "MixtralForCausalLM"},
-    label="Mixtral",
-    float64_reference=reference.float64_throughout,
-    float64_note=reference.NOTE,
-)
+    name="mixtral", model_types=MIXTRAL_MODEL_TYPES, config=MixtralConfig, presets=PRESETS, forward=mixtral,
+    stage_table=stages_of, every_stage=mixtral_family(), layout=LAYOUT, formulas=FORMULAS,
+    reference_classes={"mixtral": "MixtralForCausalLM"}, label="Mixtral",
+    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
+)  # fmt: skip

@@ -32,13 +32,9 @@ EXPERTS = (
           "a [T, k*F], W2_e [F, D]", MLP),
     Stage("expert.weigh", ("moe.expert_out",), "multiply", "y = y * gate of e for each of its tokens", "y [T, k*D]"),
 )  # fmt: skip
-COMBINE = Stage(
-    "moe.combine",
-    ("moe.out",),
-    "scatter",
-    "m = sum over each token's k experts of their weighted y  (added back to the tokens' rows)",
-    "each token's k weighted y [T, k*D]",
-)
+COMBINE = Stage("moe.combine", ("moe.out",), "scatter",
+                "m = sum over each token's k experts of their weighted y  (added back to the tokens' rows)",
+                "each token's k weighted y [T, k*D]")  # fmt: skip
 MOE = (*ROUTER, *EXPERTS, COMBINE)
 SYMBOLS = llama.SYMBOLS + ", E experts, k experts per token, Te tokens routed to expert e (T k over all E)"
 

@@ -14,23 +14,12 @@ from ..mamba2.config import MixerShapes
 NEMOTRON_H_MODEL_TYPES = ("nemotron_h",)
 # Each layer is one of four kinds (transformers' layers_block_type; its hybrid_override_pattern writes them M, *, -
 # and E; older configs say "mamba" and "attention"), named here as the rest of minitransformer names layers.
-KINDS = {
-    "linear_attention": "mamba",
-    "mamba": "mamba",
-    "full_attention": "full_attention",
-    "attention": "full_attention",
-    "mlp": "mlp",
-    "moe": "moe",
-}
+KINDS = {"linear_attention": "mamba", "mamba": "mamba", "full_attention": "full_attention",
+         "attention": "full_attention", "mlp": "mlp", "moe": "moe"}  # fmt: skip
 PATTERN = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
 # transformers' NemotronHConfig's own names for the config.json keys older configs used
-LEGACY_KEYS = {
-    "mamba_n_groups": "n_groups",
-    "mamba_d_conv": "conv_kernel",
-    "mamba_dt_min": "time_step_min",
-    "mamba_conv_bias": "use_conv_bias",
-    "mamba_chunk_size": "chunk_size",
-}
+LEGACY_KEYS = {"mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel", "mamba_dt_min": "time_step_min",
+               "mamba_conv_bias": "use_conv_bias", "mamba_chunk_size": "chunk_size"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -81,24 +70,20 @@ class NemotronHConfig(MixerShapes, ModelConfig):
 
     def __post_init__(self) -> None:
         if not self.kinds or any(k not in ("mamba", "full_attention", "mlp", "moe") for k in self.kinds):
-            raise UserError(
-                f"config layers_block_type must name each layer mamba, full_attention, mlp or moe, not "
-                f"{list(self.kinds)!r}"
-            )
-        for key in ("n_embd", "vocab_size", "n_head", "n_kv_head", "head_dim", "n_inner", "chunk_size", "n_positions"):
+            raise UserError(f"config layers_block_type must name each layer mamba, full_attention, mlp or moe, not "
+                            f"{list(self.kinds)!r}")  # fmt: skip
+        for key in ("n_embd", "vocab_size", "n_head", "n_kv_head", "head_dim", "n_inner", "chunk_size",
+                    "n_positions"):  # fmt: skip
             check_positive(key, getattr(self, key))
         self.check_mixer()
         if self.n_head % self.n_kv_head:
-            raise UserError(
-                f"config num_attention_heads={self.n_head} is not a multiple of num_key_value_heads={self.n_kv_head}"
-            )
+            raise UserError(f"config num_attention_heads={self.n_head} is not a multiple of "
+                            f"num_key_value_heads={self.n_kv_head}")  # fmt: skip
         for key in ("mlp_act", "ssm_act"):
             if getattr(self, key) not in SUPPORTED_ACTIVATIONS:
-                raise UserError(
-                    f"config {'mlp_hidden_act' if key == 'mlp_act' else 'mamba_hidden_act'}="
-                    f"{getattr(self, key)!r} is not supported (supported: "
-                    f"{', '.join(SUPPORTED_ACTIVATIONS)})"
-                )
+                raise UserError(f"config {'mlp_hidden_act' if key == 'mlp_act' else 'mamba_hidden_act'}="
+                                f"{getattr(self, key)!r} is not supported (supported: "
+                                f"{', '.join(SUPPORTED_ACTIVATIONS)})")  # fmt: skip
         if "moe" in self.kinds:
             self._check_experts()
 
@@ -115,23 +100,19 @@ class NemotronHConfig(MixerShapes, ModelConfig):
         if self.topk_group > self.n_group:
             raise UserError(f"config topk_group={self.topk_group} exceeds n_group={self.n_group}")
         if E // self.n_group < 2:
-            raise UserError(
-                f"config n_group={self.n_group} leaves fewer than 2 experts a group (the router sums each "
-                f"group's 2 best scores)"
-            )
+            raise UserError(f"config n_group={self.n_group} leaves fewer than 2 experts a group (the router sums each "
+                            f"group's 2 best scores)")  # fmt: skip
         if k > self.topk_group * E // self.n_group:
-            raise UserError(
-                f"config num_experts_per_tok={k} exceeds the experts of topk_group={self.topk_group} groups"
-            )
+            raise UserError(f"config num_experts_per_tok={k} exceeds the experts of topk_group={self.topk_group} "
+                            f"groups")  # fmt: skip
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "nemotron_h") -> NemotronHConfig:
         """Read a transformers NemotronHConfig dict (as config.json holds it), with NemotronHConfig's defaults."""
         model_type = hf.get("model_type")
         if model_type not in NEMOTRON_H_MODEL_TYPES:
-            raise UserError(
-                f"config model_type={model_type!r} is not a Nemotron-H ({', '.join(NEMOTRON_H_MODEL_TYPES)})"
-            )
+            raise UserError(f"config model_type={model_type!r} is not a Nemotron-H "
+                            f"({', '.join(NEMOTRON_H_MODEL_TYPES)})")  # fmt: skip
         check_dtype(hf)
         if hf.get("quantization_config"):
             raise UserError("config quantization_config is not supported: dequantize the weights first")
@@ -150,86 +131,50 @@ class NemotronHConfig(MixerShapes, ModelConfig):
         moe = "moe" in kinds
         eos = hf.get("eos_token_id", 2)
         return cls(
-            kinds=kinds,
-            n_embd=hf.get("hidden_size", 4096),
-            vocab_size=hf.get("vocab_size", 131072),
-            n_head=hf.get("num_attention_heads", 32),
-            n_kv_head=hf.get("num_key_value_heads", 8) or hf.get("num_attention_heads", 32),
-            head_dim=hf.get("head_dim", 128),
-            n_inner=hf.get("intermediate_size", 21504),
-            mlp_act=hf.get("mlp_hidden_act", "relu2"),
-            mlp_bias=flag(hf, "mlp_bias"),
-            ssm_heads=hf.get("mamba_num_heads", 128),
-            ssm_head_dim=hf.get("mamba_head_dim", 64),
-            state_size=hf.get("ssm_state_size", 128),
-            n_groups=hf.get("n_groups", 8),
-            conv_kernel=hf.get("conv_kernel", 4),
-            chunk_size=hf.get("chunk_size", 128),
-            use_bias=flag(hf, "use_bias"),
-            use_conv_bias=bool(hf.get("use_conv_bias", True)),
-            ssm_act=hf.get("mamba_hidden_act", "silu"),
-            time_step_min=_number(hf, "time_step_min", 0.001),
+            kinds=kinds, n_embd=hf.get("hidden_size", 4096), vocab_size=hf.get("vocab_size", 131072),
+            n_head=hf.get("num_attention_heads", 32), n_kv_head=hf.get("num_key_value_heads", 8) or
+            hf.get("num_attention_heads", 32), head_dim=hf.get("head_dim", 128),
+            n_inner=hf.get("intermediate_size", 21504), mlp_act=hf.get("mlp_hidden_act", "relu2"),
+            mlp_bias=flag(hf, "mlp_bias"), ssm_heads=hf.get("mamba_num_heads", 128),
+            ssm_head_dim=hf.get("mamba_head_dim", 64), state_size=hf.get("ssm_state_size", 128),
+            n_groups=hf.get("n_groups", 8), conv_kernel=hf.get("conv_kernel", 4), chunk_size=hf.get("chunk_size", 128),
+            use_bias=flag(hf, "use_bias"), use_conv_bias=bool(hf.get("use_conv_bias", True)),
+            ssm_act=hf.get("mamba_hidden_act", "silu"), time_step_min=_number(hf, "time_step_min", 0.001),
             n_experts=hf.get("n_routed_experts", hf.get("num_local_experts", 8)) if moe else None,
             top_k=hf.get("num_experts_per_tok", 2) if moe else None,
             moe_inner=hf.get("moe_intermediate_size", 7688),
-            shared_inner=hf.get("moe_shared_expert_intermediate_size", 7688),
-            moe_latent=hf.get("moe_latent_size"),
-            n_group=hf.get("n_group", 1),
-            topk_group=hf.get("topk_group", 1),
+            shared_inner=hf.get("moe_shared_expert_intermediate_size", 7688), moe_latent=hf.get("moe_latent_size"),
+            n_group=hf.get("n_group", 1), topk_group=hf.get("topk_group", 1),
             norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
             routed_scaling_factor=_number(hf, "routed_scaling_factor", 1.0),
             layer_norm_epsilon=_number(hf, "layer_norm_epsilon", 1e-5),
-            n_positions=hf.get("max_position_embeddings", 4096),
-            tie_word_embeddings=False,
-            bos_token_id=hf.get("bos_token_id", 1),
-            eos_token_id=token_ids(eos),
-            model_type=model_type,
-            name=name,
-        )
+            n_positions=hf.get("max_position_embeddings", 4096), tie_word_embeddings=False,
+            bos_token_id=hf.get("bos_token_id", 1), eos_token_id=token_ids(eos),
+            model_type=model_type, name=name,
+        )  # fmt: skip
 
     def to_hf_dict(self) -> dict:
         """The config.json transformers reads for this config (NemotronHConfig's keys; the layers as its
         layers_block_type names them)."""
         names = {"mamba": "mamba", "full_attention": "attention", "mlp": "mlp", "moe": "moe"}
-        experts = (
-            {} if self.n_experts is None else {"n_routed_experts": self.n_experts, "num_experts_per_tok": self.top_k}
-        )
+        experts = {} if self.n_experts is None else {"n_routed_experts": self.n_experts,
+                                                     "num_experts_per_tok": self.top_k}  # fmt: skip
         return {
-            "architectures": ["NemotronHForCausalLM"],
-            "model_type": self.model_type,
-            "layers_block_type": [names[k] for k in self.kinds],
-            "hidden_size": self.n_embd,
-            "vocab_size": self.vocab_size,
-            "num_attention_heads": self.n_head,
-            "num_key_value_heads": self.n_kv_head,
-            "head_dim": self.head_dim,
-            "intermediate_size": self.n_inner,
-            "mlp_hidden_act": self.mlp_act,
-            "mlp_bias": self.mlp_bias,
-            "mamba_num_heads": self.ssm_heads,
-            "mamba_head_dim": self.ssm_head_dim,
-            "ssm_state_size": self.state_size,
-            "n_groups": self.n_groups,
-            "conv_kernel": self.conv_kernel,
-            "chunk_size": self.chunk_size,
-            "use_bias": self.use_bias,
-            "use_conv_bias": self.use_conv_bias,
-            "mamba_hidden_act": self.ssm_act,
-            "time_step_min": self.time_step_min,
-            **experts,
-            "moe_intermediate_size": self.moe_inner,
-            "moe_shared_expert_intermediate_size": self.shared_inner,
-            "moe_latent_size": self.moe_latent,
-            "n_group": self.n_group,
-            "topk_group": self.topk_group,
-            "norm_topk_prob": self.norm_topk_prob,
-            "routed_scaling_factor": self.routed_scaling_factor,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "max_position_embeddings": self.n_positions,
-            "tie_word_embeddings": False,
-            "bos_token_id": self.bos_token_id,
+            "architectures": ["NemotronHForCausalLM"], "model_type": self.model_type,
+            "layers_block_type": [names[k] for k in self.kinds], "hidden_size": self.n_embd,
+            "vocab_size": self.vocab_size, "num_attention_heads": self.n_head, "num_key_value_heads": self.n_kv_head,
+            "head_dim": self.head_dim, "intermediate_size": self.n_inner, "mlp_hidden_act": self.mlp_act,
+            "mlp_bias": self.mlp_bias, "mamba_num_heads": self.ssm_heads, "mamba_head_dim": self.ssm_head_dim,
+            "ssm_state_size": self.state_size, "n_groups": self.n_groups, "conv_kernel": self.conv_kernel,
+            "chunk_size": self.chunk_size, "use_bias": self.use_bias, "use_conv_bias": self.use_conv_bias,
+            "mamba_hidden_act": self.ssm_act, "time_step_min": self.time_step_min, **experts,
+            "moe_intermediate_size": self.moe_inner, "moe_shared_expert_intermediate_size": self.shared_inner,
+            "moe_latent_size": self.moe_latent, "n_group": self.n_group, "topk_group": self.topk_group,
+            "norm_topk_prob": self.norm_topk_prob, "routed_scaling_factor": self.routed_scaling_factor,
+            "layer_norm_epsilon": self.layer_norm_epsilon, "max_position_embeddings": self.n_positions,
+            "tie_word_embeddings": False, "bos_token_id": self.bos_token_id,
             "eos_token_id": listed(self.eos_token_id),
-        }
+        }  # fmt: skip
 
     @property
     def checkpoint_kind(self) -> str:
@@ -288,15 +233,8 @@ class NemotronHConfig(MixerShapes, ModelConfig):
         d = asdict(self)
         d["kinds"] = list(self.kinds)
         d["eos_token_id"] = listed(self.eos_token_id)
-        return {
-            "family": self.family,
-            **d,
-            "n_layer": self.n_layer,
-            "d_head": self.d_head,
-            "d_ff": self.d_ff,
-            "d_inner": self.d_inner,
-            "layer_types": list(self.kinds),
-        }
+        return {"family": self.family, **d, "n_layer": self.n_layer, "d_head": self.d_head, "d_ff": self.d_ff,
+                "d_inner": self.d_inner, "layer_types": list(self.kinds)}  # fmt: skip
 
 
 def _layer_kinds(hf: dict) -> tuple[str, ...]:

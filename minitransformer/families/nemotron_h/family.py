@@ -11,17 +11,8 @@ from .layout import LAYOUT
 from .stages import nemotron_h_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="nemotron_h",
-    model_types=NEMOTRON_H_MODEL_TYPES,
-    config=NemotronHConfig,
-    presets=PRESETS,
-    forward=nemotron_h,
-    stage_table=stages_of,
-    every_stage=nemotron_h_family(True),
-    layout=LAYOUT,
-    formulas=FORMULAS,
-    reference_classes={"nemotron_h": "NemotronHForCausalLM"},
-    label="Nemotron-H",
-    float64_reference=reference.float64_throughout,
-    float64_note=reference.NOTE,
-)
+    name="nemotron_h", model_types=NEMOTRON_H_MODEL_TYPES, config=NemotronHConfig, presets=PRESETS,
+    forward=nemotron_h, stage_table=stages_of, every_stage=nemotron_h_family(True), layout=LAYOUT, formulas=FORMULAS,
+    reference_classes={"nemotron_h": "NemotronHForCausalLM"}, label="Nemotron-H",
+    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
+)  # fmt: skip

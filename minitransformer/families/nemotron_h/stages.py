@@ -11,33 +11,15 @@ from ..deepseek_v3.stages import COMBINE, ROUTER
 from ..llama.stages import llama_family
 from ..mamba2.stages import EMBED, FINAL, MIXER, NORM, RESID, SYMBOLS
 
-ATTENTION_OPS = (
-    "q",
-    "k",
-    "v",
-    "split_heads",
-    "cache",
-    "scores",
-    "scale",
-    "mask",
-    "softmax",
-    "mix",
-    "merge_heads",
-    "out",
-)
+ATTENTION_OPS = ("q", "k", "v", "split_heads", "cache", "scores", "scale", "mask", "softmax", "mix", "merge_heads",
+                 "out")  # fmt: skip
 DENSE_MLP = (
     Stage("mlp.up", ("mlp.up",), "matmul", "u = h W_up", "h [T, D], W_up [D, F]", MLP),
     Stage("mlp.act", ("mlp.act",), "activation", "a = relu(u)^2", "u [T, F]"),
     Stage("mlp.down", ("mlp.down",), "matmul", "m = a W_down", "a [T, F], W_down [F, D]", MLP),
-)
-LATENT_IN = Stage(
-    "moe.latent_in",
-    ("moe.latent_in",),
-    "matmul",
-    "h_l = h W_fc1  (down to the experts' latent, Dl)",
-    "h [T, D], W_fc1 [D, Dl]",
-    MLP,
-)
+)  # fmt: skip
+LATENT_IN = Stage("moe.latent_in", ("moe.latent_in",), "matmul", "h_l = h W_fc1  (down to the experts' latent, Dl)",
+                  "h [T, D], W_fc1 [D, Dl]", MLP)  # fmt: skip
 # Each expert e runs these on the Te tokens routed to it: one record per op and layer, with each expert's share.
 EXPERTS = (
     Stage("expert.gather", ("moe.expert_in",), "select", "h_e = h_l[the Te tokens routed to e]  (for each expert e)",
@@ -49,14 +31,8 @@ EXPERTS = (
           "a [T, k*Fe], W_down_e [Fe, Dl]", MLP),
     Stage("expert.weigh", ("moe.expert_out",), "multiply", "y = y * gate of e for each of its tokens", "y [T, k*Dl]"),
 )  # fmt: skip
-LATENT_OUT = Stage(
-    "moe.latent_out",
-    ("moe.latent_out",),
-    "matmul",
-    "m = m W_fc2  (back up from the latent to D)",
-    "m [T, Dl], W_fc2 [Dl, D]",
-    MLP,
-)
+LATENT_OUT = Stage("moe.latent_out", ("moe.latent_out",), "matmul", "m = m W_fc2  (back up from the latent to D)",
+                   "m [T, Dl], W_fc2 [Dl, D]", MLP)  # fmt: skip
 SHARED = (
     Stage("shared.up", ("moe.shared_up",), "matmul", "u = h W_up_s  (the shared expert, on every token)",
           "h [T, D], W_up_s [D, Fs]", MLP),
@@ -73,11 +49,9 @@ def nemotron_h_family(latent: bool = True) -> StageTable:
     attention = tuple(llama.stages[op] for op in ATTENTION_OPS)
     moe = (*ROUTER, *((LATENT_IN,) if latent else ()), *EXPERTS, COMBINE, *((LATENT_OUT,) if latent else ()), *SHARED)
     block = (NORM, *MIXER, *attention, *DENSE_MLP, *moe, RESID)
-    symbols = (
-        SYMBOLS + "; attention: H query heads of dh over Hkv key/value heads (G = H/Hkv), t attended; F the "
-        "MLP's width; E experts, k a token, Te routed to expert e, Fe an expert's width, Dl the width they "
-        "read and write, Fs the shared expert's"
-    )
+    symbols = (SYMBOLS + "; attention: H query heads of dh over Hkv key/value heads (G = H/Hkv), t attended; F the "
+               "MLP's width; E experts, k a token, Te routed to expert e, Fe an expert's width, Dl the width they "
+               "read and write, Fs the shared expert's")  # fmt: skip
     return StageTable("nemotron_h", EMBED, block, FINAL, symbols)
 
 

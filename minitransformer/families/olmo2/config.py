@@ -16,17 +16,9 @@ from ..llama.config import LlamaConfig
 
 OLMO2_MODEL_TYPES = ("olmo2",)
 # Olmo2Config's defaults for what a config.json leaves out (num_key_value_heads None: one per query head)
-DEFAULTS = {
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "hidden_size": 4096,
-    "intermediate_size": 11008,
-    "vocab_size": 50304,
-    "max_position_embeddings": 2048,
-    "rms_norm_eps": 1e-5,
-    "hidden_act": "silu",
-    "eos_token_id": 50279,
-}
+DEFAULTS = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096, "intermediate_size": 11008,
+            "vocab_size": 50304, "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "hidden_act": "silu",
+            "eos_token_id": 50279}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -27,18 +27,9 @@ from ..llama.config import LlamaConfig, preset
 
 QWEN3_MODEL_TYPES = ("qwen3",)
 # Qwen3Config's defaults for what a config.json leaves out
-DEFAULTS = {
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "hidden_size": 4096,
-    "intermediate_size": 22016,
-    "vocab_size": 151936,
-    "num_key_value_heads": 32,
-    "head_dim": 128,
-    "max_position_embeddings": 32768,
-    "rms_norm_eps": 1e-6,
-    "hidden_act": "silu",
-}
+DEFAULTS = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096, "intermediate_size": 22016,
+            "vocab_size": 151936, "num_key_value_heads": 32, "head_dim": 128, "max_position_embeddings": 32768,
+            "rms_norm_eps": 1e-6, "hidden_act": "silu"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -79,12 +70,9 @@ class Qwen3Config(LlamaConfig):
     def to_hf_dict(self) -> dict:
         window = self.sliding_window is not None
         return super().to_hf_dict() | {
-            "head_dim": self.d_head,
-            "attention_bias": self.qkv_bias,
-            "use_sliding_window": window,
-            "sliding_window": self.sliding_window,
-            "layer_types": list(self.layer_types),
-        }
+            "head_dim": self.d_head, "attention_bias": self.qkv_bias, "use_sliding_window": window,
+            "sliding_window": self.sliding_window, "layer_types": list(self.layer_types),
+        }  # fmt: skip
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str = "qwen3") -> Qwen3Config:

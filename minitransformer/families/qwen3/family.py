@@ -7,10 +7,8 @@ from ..llama.family import llama_like
 from .attention import QK_NORMED, Qwen3Formulas
 from .config import PRESETS, QWEN3_MODEL_TYPES, Qwen3Config
 
-NOTE = (
-    "  (transformers' float64 Qwen3 computes RMSNorm, its q and k norms included, and the rotary tables in "
-    "float32;\n  its reference here has them in float64, as families/llama/reference.py explains)"
-)
+NOTE = ("  (transformers' float64 Qwen3 computes RMSNorm, its q and k norms included, and the rotary tables in "
+        "float32;\n  its reference here has them in float64, as families/llama/reference.py explains)")  # fmt: skip
 
 ARCHITECTURE = llama_like(
     "qwen3",

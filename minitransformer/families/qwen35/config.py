@@ -81,20 +81,8 @@ class Qwen35Config(ModelConfig):
     family = "qwen3_5"
 
     def __post_init__(self) -> None:
-        for key in (
-            "n_layer",
-            "n_head",
-            "n_embd",
-            "vocab_size",
-            "n_kv_head",
-            "head_dim",
-            "linear_kernel",
-            "linear_key_heads",
-            "linear_value_heads",
-            "linear_key_dim",
-            "linear_value_dim",
-            "n_positions",
-        ):
+        for key in ("n_layer", "n_head", "n_embd", "vocab_size", "n_kv_head", "head_dim", "linear_kernel",
+                    "linear_key_heads", "linear_value_heads", "linear_key_dim", "linear_value_dim", "n_positions"):  # fmt: skip
             check_positive(key, getattr(self, key))
         if self.is_moe:
             for key in ("n_experts", "top_k", "moe_inner", "shared_inner"):
@@ -105,33 +93,24 @@ class Qwen35Config(ModelConfig):
         else:
             check_positive("intermediate_size", self.n_inner)
         if len(self.layer_kinds) != self.n_layer or not set(self.layer_kinds) <= {LINEAR, FULL}:
-            raise UserError(
-                f"config layer_types must name {self.n_layer} layers, each {LINEAR!r} or {FULL!r}, not "
-                f"{list(self.layer_kinds)!r}"
-            )
+            raise UserError(f"config layer_types must name {self.n_layer} layers, each {LINEAR!r} or {FULL!r}, not "
+                            f"{list(self.layer_kinds)!r}")  # fmt: skip
         if self.n_head % self.n_kv_head:
-            raise UserError(
-                f"config num_attention_heads={self.n_head} is not a multiple of num_key_value_heads={self.n_kv_head}"
-            )
+            raise UserError(f"config num_attention_heads={self.n_head} is not a multiple of "
+                            f"num_key_value_heads={self.n_kv_head}")  # fmt: skip
         if self.linear_value_heads % self.linear_key_heads:
-            raise UserError(
-                f"config linear_num_value_heads={self.linear_value_heads} is not a multiple of "
-                f"linear_num_key_heads={self.linear_key_heads} (each key head serves a group of value "
-                f"heads)"
-            )
+            raise UserError(f"config linear_num_value_heads={self.linear_value_heads} is not a multiple of "
+                            f"linear_num_key_heads={self.linear_key_heads} (each key head serves a group of value "
+                            f"heads)")  # fmt: skip
         factor = self.partial_rotary_factor
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor <= 1:
             raise UserError(f"config partial_rotary_factor must be a number in (0, 1], not {factor!r}")
         if self.rotary_dims < 2 or self.rotary_dims % 2:
-            raise UserError(
-                f"config partial_rotary_factor={factor} turns {self.rotary_dims} of head_dim="
-                f"{self.head_dim} numbers: rotary embeddings turn a positive, even number of them"
-            )
+            raise UserError(f"config partial_rotary_factor={factor} turns {self.rotary_dims} of head_dim="
+                            f"{self.head_dim} numbers: rotary embeddings turn a positive, even number of them")  # fmt: skip
         if self.hidden_act not in SUPPORTED_ACTIVATIONS:
-            raise UserError(
-                f"config hidden_act={self.hidden_act!r} is not supported "
-                f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})"
-            )
+            raise UserError(f"config hidden_act={self.hidden_act!r} is not supported "
+                            f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})")  # fmt: skip
         for key in ("rms_norm_eps", "rope_theta"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
@@ -187,17 +166,9 @@ class Qwen35Config(ModelConfig):
 
     @property
     def symbol_sizes(self) -> dict[str, int]:
-        sizes = {
-            "Hk": self.linear_key_heads,
-            "Hv": self.linear_value_heads,
-            "Gv": self.value_groups,
-            "dk": self.linear_key_dim,
-            "dv": self.linear_value_dim,
-            "Kc": self.linear_kernel,
-            "Ks": self.linear_kernel - 1,
-            "Dc": self.conv_channels,
-            "dr": self.rotary_dims,
-        }
+        sizes = {"Hk": self.linear_key_heads, "Hv": self.linear_value_heads, "Gv": self.value_groups,
+                 "dk": self.linear_key_dim, "dv": self.linear_value_dim, "Kc": self.linear_kernel,
+                 "Ks": self.linear_kernel - 1, "Dc": self.conv_channels, "dr": self.rotary_dims}  # fmt: skip
         if self.is_moe:
             _, _, Fe, Fs = self.experts
             sizes |= {"Fe": Fe, "Fs": Fs}
@@ -212,12 +183,8 @@ class Qwen35Config(ModelConfig):
         and each value head's delta-rule state [Hv, dk, dv], whatever the context."""
         if self.layer_kinds[layer] == FULL:
             return KeysValues(self.n_kv_head, self.head_dim)
-        return State(
-            (
-                ("conv", (self.linear_kernel - 1, self.conv_channels)),
-                ("recurrent", (self.linear_value_heads, self.linear_key_dim, self.linear_value_dim)),
-            )
-        )
+        return State((("conv", (self.linear_kernel - 1, self.conv_channels)),
+                      ("recurrent", (self.linear_value_heads, self.linear_key_dim, self.linear_value_dim))))  # fmt: skip
 
     def prefix(self, n_layer: int) -> Qwen35Config:
         return replace(self, n_layer=n_layer, layer_kinds=self.layer_kinds[:n_layer])
@@ -239,39 +206,22 @@ class Qwen35Config(ModelConfig):
         text = MULTIMODAL.get(self.model_type, self.model_type)
         hf: dict = {
             "architectures": ["Qwen3_5MoeForCausalLM" if self.is_moe else "Qwen3_5ForCausalLM"],
-            "model_type": text,
-            "vocab_size": self.vocab_size,
-            "hidden_size": self.n_embd,
-            "num_hidden_layers": self.n_layer,
-            "num_attention_heads": self.n_head,
-            "num_key_value_heads": self.n_kv_head,
-            "head_dim": self.head_dim,
-            "hidden_act": self.hidden_act,
-            "max_position_embeddings": self.n_positions,
-            "rms_norm_eps": self.rms_norm_eps,
-            "tie_word_embeddings": self.tie_word_embeddings,
-            "attention_bias": self.attention_bias,
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": self.rope_theta,
-                "partial_rotary_factor": self.partial_rotary_factor,
-            },
-            "linear_conv_kernel_dim": self.linear_kernel,
-            "linear_key_head_dim": self.linear_key_dim,
-            "linear_value_head_dim": self.linear_value_dim,
-            "linear_num_key_heads": self.linear_key_heads,
-            "linear_num_value_heads": self.linear_value_heads,
-            "layer_types": list(self.layer_kinds),
+            "model_type": text, "vocab_size": self.vocab_size, "hidden_size": self.n_embd,
+            "num_hidden_layers": self.n_layer, "num_attention_heads": self.n_head,
+            "num_key_value_heads": self.n_kv_head, "head_dim": self.head_dim, "hidden_act": self.hidden_act,
+            "max_position_embeddings": self.n_positions, "rms_norm_eps": self.rms_norm_eps,
+            "tie_word_embeddings": self.tie_word_embeddings, "attention_bias": self.attention_bias,
+            "rope_parameters": {"rope_type": "default", "rope_theta": self.rope_theta,
+                                "partial_rotary_factor": self.partial_rotary_factor},
+            "linear_conv_kernel_dim": self.linear_kernel, "linear_key_head_dim": self.linear_key_dim,
+            "linear_value_head_dim": self.linear_value_dim, "linear_num_key_heads": self.linear_key_heads,
+            "linear_num_value_heads": self.linear_value_heads, "layer_types": list(self.layer_kinds),
             "bos_token_id": self.bos_token_id,
             "eos_token_id": listed(self.eos_token_id),
-        }
+        }  # fmt: skip
         if self.is_moe:
-            hf |= {
-                "num_experts": self.n_experts,
-                "num_experts_per_tok": self.top_k,
-                "moe_intermediate_size": self.moe_inner,
-                "shared_expert_intermediate_size": self.shared_inner,
-            }
+            hf |= {"num_experts": self.n_experts, "num_experts_per_tok": self.top_k,
+                   "moe_intermediate_size": self.moe_inner, "shared_expert_intermediate_size": self.shared_inner}  # fmt: skip
         else:
             hf["intermediate_size"] = self.n_inner
         return hf
@@ -304,10 +254,8 @@ class Qwen35Config(ModelConfig):
 
         check_dtype(hf)
         if hf.get("attn_output_gate", True) is not True:  # transformers' Qwen3.5 always gates: refused, not ignored
-            raise UserError(
-                f"config attn_output_gate={hf['attn_output_gate']!r} is not supported: Qwen3.5's "
-                f"attention always gates its output (sigmoid of the gate its q_proj makes)"
-            )
+            raise UserError(f"config attn_output_gate={hf['attn_output_gate']!r} is not supported: Qwen3.5's "
+                            f"attention always gates its output (sigmoid of the gate its q_proj makes)")  # fmt: skip
         rope = rotary.read(hf)
         kind = rope.pop("rope_type", "default")
         if kind != "default":
@@ -332,35 +280,21 @@ class Qwen35Config(ModelConfig):
             raise UserError("config num_experts=0 (no experts) is not supported: that is a dense Qwen3.5")
         eos = hf.get("eos_token_id")
         return cls(
-            n_layer=n_layer,
-            n_head=get("num_attention_heads"),
-            n_embd=get("hidden_size"),
-            n_inner=None if moe else get("intermediate_size"),
-            vocab_size=get("vocab_size"),
-            layer_kinds=tuple(kinds),
-            n_kv_head=get("num_key_value_heads"),
-            head_dim=hf.get("head_dim", 256),
-            partial_rotary_factor=factor,
-            rope_theta=theta,
-            attention_bias=flag(hf, "attention_bias"),
-            linear_kernel=hf.get("linear_conv_kernel_dim", 4),
-            linear_key_heads=hf.get("linear_num_key_heads", 16),
+            n_layer=n_layer, n_head=get("num_attention_heads"), n_embd=get("hidden_size"),
+            n_inner=None if moe else get("intermediate_size"), vocab_size=get("vocab_size"),
+            layer_kinds=tuple(kinds), n_kv_head=get("num_key_value_heads"), head_dim=hf.get("head_dim", 256),
+            partial_rotary_factor=factor, rope_theta=theta, attention_bias=flag(hf, "attention_bias"),
+            linear_kernel=hf.get("linear_conv_kernel_dim", 4), linear_key_heads=hf.get("linear_num_key_heads", 16),
             linear_value_heads=hf.get("linear_num_value_heads", 32),
-            linear_key_dim=hf.get("linear_key_head_dim", 128),
-            linear_value_dim=hf.get("linear_value_head_dim", 128),
-            n_experts=get("num_experts") if moe else None,
-            top_k=get("num_experts_per_tok") if moe else None,
+            linear_key_dim=hf.get("linear_key_head_dim", 128), linear_value_dim=hf.get("linear_value_head_dim", 128),
+            n_experts=get("num_experts") if moe else None, top_k=get("num_experts_per_tok") if moe else None,
             moe_inner=get("moe_intermediate_size") if moe else None,
             shared_inner=get("shared_expert_intermediate_size") if moe else None,
-            n_positions=hf.get("max_position_embeddings", 32768),
-            rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
-            hidden_act=hf.get("hidden_act", "silu"),
-            tie_word_embeddings=flag(hf, "tie_word_embeddings"),
-            bos_token_id=hf.get("bos_token_id"),
-            eos_token_id=token_ids(eos),
-            model_type=model_type,
-            name=name,
-        )
+            n_positions=hf.get("max_position_embeddings", 32768), rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
+            hidden_act=hf.get("hidden_act", "silu"), tie_word_embeddings=flag(hf, "tie_word_embeddings"),
+            bos_token_id=hf.get("bos_token_id"), eos_token_id=token_ids(eos),
+            model_type=model_type, name=name,
+        )  # fmt: skip
 
 
 def hybrid_layers(n_layer: int, interval: int = 4) -> tuple[str, ...]:
@@ -369,9 +303,8 @@ def hybrid_layers(n_layer: int, interval: int = 4) -> tuple[str, ...]:
     return tuple(LINEAR if (i + 1) % interval else FULL for i in range(n_layer))
 
 
-def _qwen35(
-    name: str, n_layer: int, n_head: int, n_kv_head: int, n_embd: int, value_heads: int, **shapes: Any
-) -> Qwen35Config:
+def _qwen35(name: str, n_layer: int, n_head: int, n_kv_head: int, n_embd: int, value_heads: int,
+            **shapes: Any) -> Qwen35Config:  # fmt: skip
     """A published Qwen3.5's text model, as its config.json's text_config states it: head_dim 256 (a quarter of it
     rotated, rope_theta 10,000,000), a full-attention layer after every three Gated DeltaNet layers
     (full_attention_interval 4), 16 key heads of 128 and value heads of 128 in the DeltaNet layers, conv kernel 4,
@@ -379,28 +312,11 @@ def _qwen35(
     moe = "n_experts" in shapes
     if moe:
         shapes["n_inner"] = None  # the MoE's layers are all experts
-    return Qwen35Config(
-        n_layer=n_layer,
-        n_head=n_head,
-        n_kv_head=n_kv_head,
-        n_embd=n_embd,
-        vocab_size=248320,
-        layer_kinds=hybrid_layers(n_layer),
-        head_dim=256,
-        partial_rotary_factor=0.25,
-        rope_theta=10_000_000.0,
-        linear_kernel=4,
-        linear_key_heads=16,
-        linear_value_heads=value_heads,
-        linear_key_dim=128,
-        linear_value_dim=128,
-        n_positions=262144,
-        rms_norm_eps=1e-6,
-        eos_token_id=248044,
-        model_type=MOE_TEXT if moe else TEXT,
-        name=name,
-        **shapes,
-    )
+    return Qwen35Config(n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head, n_embd=n_embd, vocab_size=248320,
+                        layer_kinds=hybrid_layers(n_layer), head_dim=256, partial_rotary_factor=0.25,
+                        rope_theta=10_000_000.0, linear_kernel=4, linear_key_heads=16, linear_value_heads=value_heads,
+                        linear_key_dim=128, linear_value_dim=128, n_positions=262144, rms_norm_eps=1e-6,
+                        eos_token_id=248044, model_type=MOE_TEXT if moe else TEXT, name=name, **shapes)  # fmt: skip
 
 
 # The published Qwen3.5 checkpoints (Qwen/Qwen3.5-9B, -27B, -35B-A3B, -397B-A17B) are multimodal (model_type qwen3_5,

@@ -37,17 +37,10 @@ def qwen35_shapes(config: Qwen35Config) -> dict[str, tuple[int, ...]]:
 
 def _deltanet(c: Qwen35Config, at: str) -> dict[str, tuple[int, ...]]:
     D, Hv, dv = c.n_embd, c.linear_value_heads, c.linear_value_dim
-    return {
-        f"{at}.in_proj_qkv.weight": (c.conv_channels, D),
-        f"{at}.in_proj_z.weight": (Hv * dv, D),
-        f"{at}.in_proj_b.weight": (Hv, D),
-        f"{at}.in_proj_a.weight": (Hv, D),
-        f"{at}.conv1d.weight": (c.conv_channels, 1, c.linear_kernel),
-        f"{at}.dt_bias": (Hv,),
-        f"{at}.A_log": (Hv,),
-        f"{at}.norm.weight": (dv,),
-        f"{at}.out_proj.weight": (D, Hv * dv),
-    }
+    return {f"{at}.in_proj_qkv.weight": (c.conv_channels, D), f"{at}.in_proj_z.weight": (Hv * dv, D),
+            f"{at}.in_proj_b.weight": (Hv, D), f"{at}.in_proj_a.weight": (Hv, D),
+            f"{at}.conv1d.weight": (c.conv_channels, 1, c.linear_kernel), f"{at}.dt_bias": (Hv,), f"{at}.A_log": (Hv,),
+            f"{at}.norm.weight": (dv,), f"{at}.out_proj.weight": (D, Hv * dv)}  # fmt: skip
 
 
 def _attention(c: Qwen35Config, at: str) -> dict[str, tuple[int, ...]]:
@@ -115,23 +108,13 @@ KIND_OF = (
     (re.compile(L + r"mlp\.experts\.\d+\.up_proj\.weight$"), "expert_up"),
     (re.compile(L + r"mlp\.experts\.\d+\.down_proj\.weight$"), "expert_down"),
     (re.compile(L + r"mlp\.shared_expert(\.(gate|up|down)_proj|_gate)\.weight$"), "shared_expert"),
-    (
-        re.compile(L + r"(input_layernorm|post_attention_layernorm|self_attn\.[qk]_norm|linear_attn\.norm)\.weight$"),
-        "norms",
-    ),
+    (re.compile(L + r"(input_layernorm|post_attention_layernorm|self_attn\.[qk]_norm|linear_attn\.norm)\.weight$"),
+     "norms"),
     (re.compile(r"^norm\.weight$"), "norms"),
-)
+)  # fmt: skip
 
 # A multimodal checkpoint keeps its text model under model.language_model. (its vision tower, visual.*, and its
 # multi-token-prediction layers, mtp.*, are ignored: AutoModelForCausalLM reads the text model alone).
-LAYOUT = Layout(
-    prefix="model.",
-    prefixes=("model.language_model.",),
-    layers="layers",
-    embedding="embed_tokens.weight",
-    ignored=r"visual\..*|mtp\..*",
-    shapes=qwen35_shapes,
-    kinds=KINDS,
-    kind_of=KIND_OF,
-    routed_kinds=ROUTED_KINDS,
-)
+LAYOUT = Layout(prefix="model.", prefixes=("model.language_model.",), layers="layers", embedding="embed_tokens.weight",
+                ignored=r"visual\..*|mtp\..*", shapes=qwen35_shapes, kinds=KINDS, kind_of=KIND_OF,
+                routed_kinds=ROUTED_KINDS)  # fmt: skip

@@ -19,16 +19,8 @@ from ..llama.config import LlamaConfig, preset
 
 QWEN3_MOE_MODEL_TYPES = ("qwen3_moe",)
 # Qwen3MoeConfig's defaults for what a config.json leaves out (the MLP widths are read apart)
-DEFAULTS = {
-    "num_hidden_layers": 24,
-    "num_attention_heads": 32,
-    "hidden_size": 2048,
-    "vocab_size": 151936,
-    "num_key_value_heads": 4,
-    "max_position_embeddings": 32768,
-    "rms_norm_eps": 1e-6,
-    "hidden_act": "silu",
-}
+DEFAULTS = {"num_hidden_layers": 24, "num_attention_heads": 32, "hidden_size": 2048, "vocab_size": 151936,
+            "num_key_value_heads": 4, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "hidden_act": "silu"}  # fmt: skip
 SPARSE, DENSE = "sparse_moe", "dense_mlp"  # the two kinds of layer (layer_types)
 
 
@@ -77,17 +69,11 @@ class Qwen3MoeConfig(LlamaConfig):
 
     def to_hf_dict(self) -> dict:
         hf = super().to_hf_dict() | {
-            "intermediate_size": self.dense_inner,
-            "moe_intermediate_size": self.n_inner,
-            "num_experts": self.n_experts,
-            "num_experts_per_tok": self.top_k,
-            "norm_topk_prob": self.norm_topk_prob,
-            "mlp_only_layers": list(self.dense_layers),
-            "decoder_sparse_step": 1,
-            "attention_bias": self.qkv_bias,
-            "use_sliding_window": self.sliding_window is not None,
-            "sliding_window": self.sliding_window,
-        }
+            "intermediate_size": self.dense_inner, "moe_intermediate_size": self.n_inner, "num_experts": self.n_experts,
+            "num_experts_per_tok": self.top_k, "norm_topk_prob": self.norm_topk_prob,
+            "mlp_only_layers": list(self.dense_layers), "decoder_sparse_step": 1, "attention_bias": self.qkv_bias,
+            "use_sliding_window": self.sliding_window is not None, "sliding_window": self.sliding_window,
+        }  # fmt: skip
         hf.setdefault("head_dim", self.d_head)
         return hf
 
@@ -144,15 +130,8 @@ class Qwen3MoeConfig(LlamaConfig):
 # norm_topk_prob true, decoder_sparse_step 1 and mlp_only_layers [] (every layer sparse), 128 experts, 8 per token,
 # bos 151643, eos 151645; each one's layers, heads, key/value heads, width, experts' width and intermediate_size
 # (which no layer of theirs uses).
-QWEN3_MOE: dict[str, Any] = {
-    "head_dim": 128,
-    "rope_theta": 1000000.0,
-    "n_experts": 128,
-    "top_k": 8,
-    "norm_topk_prob": True,
-    "bos_token_id": 151643,
-    "eos_token_id": 151645,
-}
+QWEN3_MOE: dict[str, Any] = {"head_dim": 128, "rope_theta": 1000000.0, "n_experts": 128, "top_k": 8,
+                             "norm_topk_prob": True, "bos_token_id": 151643, "eos_token_id": 151645}  # fmt: skip
 PRESETS: dict[str, Qwen3MoeConfig] = {
     name: preset(Qwen3MoeConfig, name, L, H, Hkv, D, Fe, 151936, 40960, dense_inner=F, **QWEN3_MOE)
     for name, L, H, Hkv, D, Fe, F in (
