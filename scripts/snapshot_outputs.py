@@ -4,10 +4,10 @@
     diff -r BEFORE_DIR AFTER_DIR                            # and compare two runs
 
 Run it on the tree before a change and after it, with the same --models folder (the random models of every family
-are made there once, by transformers, from the configs of the families' live tests, and reused), and compare the
+are made there once, by transformers, from the configs of tests/families/conformance_configs.py, and reused), and compare the
 two folders: every file must be the same, byte for byte. It covers count (text, JSON, CSV, HTML) and params of
 every preset of every family, generate (text, JSON, HTML, a batch, float64), trace (text, HTML) and count of the
-demo models and of a random model of every configuration the live tests make, and the logits of each of those
+demo models and of a random model of every configuration conformance_configs.py holds, and the logits of each of those
 models in float32 and float64 (their bytes' hash), in a batch too. It takes a few minutes; it needs torch and
 transformers (the `hf` extra) to make the models.
 
@@ -25,55 +25,32 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "families"), str(ROOT)]
+
+
+# The families' configs in tests/families/conformance_configs.py, under the names the outputs have always had.
+PREFIXES = {"qwen3": "qwen3", "olmo2": "olmo2", "phi3": "phi3", "gemma": "gemma", "neox": "neox", "mixtral": "mixtral",
+            "qwen3_moe": "qwen3moe", "gpt_oss": "gptoss", "deepseek_v3": "deepseek", "deepseek_v32": "deepseek_v32",
+            "qwen3_5": "qwen35", "mamba2": "mamba2", "nemotron_h": "nemotron_h"}  # fmt: skip
+# The hybrids: one random model of each family, the one of its configs with the most kinds of layer (Qwen3.5's experts
+# beside its DeltaNet and attention layers; Nemotron-H's four kinds).
+ONE_OF = {"qwen3_5": "moe", "mamba2": "groups", "nemotron_h": "every_kind"}
 
 
 def live_configs() -> dict:
-    """name -> (transformers config, seed, spread, saved dtype, moved): every config the families' live tests make."""
-    import test_deepseek_hf_live as deepseek
-    import test_deepseek_v32_hf_live as deepseek_v32
-    import test_gemma_hf_live as gemma
-    import test_gptoss_hf_live as gptoss
-    import test_mamba2_hf_live as mamba2
-    import test_mixtral_hf_live as mixtral
-    import test_nemotron_h_hf_live as nemotron_h
-    import test_neox_hf_live as neox
-    import test_olmo2_hf_live as olmo2
-    import test_phi3_hf_live as phi3
-    import test_qwen3_hf_live as qwen3
-    import test_qwen3moe_hf_live as qwen3moe
-    import test_qwen35_hf_live as qwen35
+    """name -> (transformers config, seed, spread, saved dtype, moved): the families' configs the conformance suite
+    makes (GPT-2's and the Llama family's models are the committed fixtures here)."""
     import torch
-    import transformers
+    from conformance_configs import FAMILIES
 
     made: dict = {}
-    for seed, name in enumerate(qwen3.CONFIGS):
-        made[f"qwen3-{name}"] = (qwen3.transformers_config(name), seed, 0.3, torch.float32, None)
-    for seed, name in enumerate(olmo2.CONFIGS):
-        made[f"olmo2-{name}"] = (olmo2.transformers_config(name), seed, 0.5, torch.float32, None)
-    for i, name in enumerate(phi3.CONFIGS):
-        made[f"phi3-{name}"] = (phi3.phi3_config(name), i + 3, 0.2, torch.float32, None)
-    for name, (config_class, options) in gemma.CONFIGS.items():
-        made[f"gemma-{name}"] = (config_class(**options), 11, 0.3, torch.float32, None)
-    for name, (options, seed, dtype) in neox.CONFIGS.items():
-        made[f"neox-{name}"] = (transformers.GPTNeoXConfig(**options), seed, 0.2, dtype, None)
-    for module, config_class, moved in ((mixtral, transformers.MixtralConfig, None),
-                                        (qwen3moe, transformers.Qwen3MoeConfig, None),
-                                        (gptoss, transformers.GptOssConfig, None),
-                                        (deepseek, transformers.DeepseekV3Config, deepseek.move_correction_biases),
-                                        (deepseek_v32, transformers.DeepseekV32Config, deepseek.move_correction_biases)):  # fmt: skip
-        for name, keys in module.CONFIGS.items():
-            options = {k: v for k, v in keys.items() if k not in ("seed", "saved")}
-            dtype = getattr(torch, keys.get("saved", "float32"))
-            made[f"{module.__name__[5:-8]}-{name}"] = (config_class(**options), keys["seed"], 0.2, dtype, moved)
-    # The hybrids: one random model of each family, the one of its live test's configs with the most kinds of layer
-    # (Qwen3.5's experts beside its DeltaNet and attention layers; Nemotron-H's four kinds), made as the test makes it.
-    config_class, keys = qwen35.CONFIGS["moe"]
-    options = {k: v for k, v in keys.items() if k not in ("seed", "saved")}
-    made["qwen35-moe"] = (config_class(**options), keys["seed"], 0.2, torch.float32, qwen35.moderate_decays)
-    made["mamba2-groups"] = (mamba2.hf_config("groups"), mamba2.CONFIGS["groups"]["seed"], 0.2, torch.float32, None)
-    made["nemotron_h-every_kind"] = (nemotron_h.hf_config("every_kind"), nemotron_h.CONFIGS["every_kind"]["seed"], 0.2,
-                                     torch.float32, nemotron_h.move_correction_biases)  # fmt: skip
+    for family, prefix in PREFIXES.items():
+        spec = FAMILIES[family]
+        for name, options in spec.configs.items():
+            if family in ONE_OF and name != ONE_OF[family]:
+                continue
+            dtype = getattr(torch, options.get("saved", "float32"))
+            made[f"{prefix}-{name}"] = (spec.hf_config(name), options["seed"], spec.spread, dtype, spec.moved)
     return made
 
 

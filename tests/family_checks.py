@@ -1,7 +1,7 @@
 """The checks every family passes against transformers, on random models that transformers itself makes.
 
-A family's live test module (tests/test_<family>_hf_live.py) builds its configs with transformers' own config
-class, saves the model with `save_random`, and calls these checks on it: logits at every position (past the
+The conformance suite (tests/families/test_conformance.py) saves each config of tests/families/conformance_configs.py
+with `save_random` and calls these checks on it: logits at every position (past the
 attention row chunk and any window), 30 greedy tokens with our KV cache against transformers' `generate`, a
 left-padded batch, float64 against a float64 truth, and count = a real run = the closed form. Each returns or
 asserts real values; none knows which family it checks.
@@ -40,28 +40,6 @@ def save_random(directory: Path, config, seed: int = 11, spread: float = 0.2, dt
     model.to(dtype).save_pretrained(directory)
     return transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32,
                                                              attn_implementation="eager").eval()  # fmt: skip
-
-
-def made_once(tmp_path_factory, config_class, configs: dict, moved=None):
-    """A module's models, name -> (directory, our model, transformers' model), each made once when first asked for:
-    configs[name] are config_class's keywords, with `seed` and, optionally, `saved` (the dtype the checkpoint is
-    saved in, "float32" unless said); moved(hf, seed), where given, changes transformers' model before it is saved
-    again (DeepSeek-V3's router biases, buffers save_random leaves alone)."""
-    models: dict = {}
-
-    def get(name: str):
-        if name not in models:
-            options = {k: v for k, v in configs[name].items() if k not in ("seed", "saved")}
-            seed, saved = configs[name]["seed"], getattr(torch, configs[name].get("saved", "float32"))
-            directory = tmp_path_factory.mktemp(name)
-            hf = save_random(directory, config_class(**options), seed=seed, dtype=saved)
-            if moved is not None:
-                moved(hf, seed)
-                hf.save_pretrained(directory)
-            models[name] = (directory, load_model(directory), hf)
-        return models[name]
-
-    return get
 
 
 def allowed(reference) -> float:
@@ -190,3 +168,66 @@ def expert_loads_follow_the_router(model: Model, ids: list[int]) -> int:
         checked += 1
     assert checked > 0, "no layer captured a router's choice"
     return checked
+
+
+def move_correction_biases(hf, seed: int) -> None:
+    """The routers' correction biases (buffers, which save_random leaves at zero) moved by N(0, 0.3), so that choosing
+    by s + b differs from choosing by s: DeepSeek-V3's and V3.2's (layer.mlp.gate), Nemotron-H's (layer.mixer.gate)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in hf.model.layers:
+            mixture = getattr(layer, "mlp", None) or getattr(layer, "mixer", None)
+            if hasattr(mixture, "gate") and hasattr(mixture.gate, "e_score_correction_bias"):
+                bias = mixture.gate.e_score_correction_bias
+                bias.copy_(torch.randn(bias.shape, generator=generator) * 0.3)
+
+
+def moderate_decays(hf, seed: int) -> None:
+    """Each DeltaNet layer's A_log moved to log(uniform(0.02, 0.3)): decays whose sum over a chunk float32 holds to
+    about 1e-6. (transformers' own A in (0.01, 16) makes log-decays of -40 a position, whose cumulative sums over a
+    64-position chunk reach -1,000, where a float32 carries 1e-4 absolute: its fallback and ours then differ by 1e-4
+    relative in the decays themselves, each as far from the float64 truth as the other.)"""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in hf.model.layers:
+            if hasattr(layer, "linear_attn"):
+                a = layer.linear_attn.A_log
+                a.copy_((torch.rand(a.shape, generator=generator) * 0.28 + 0.02).log())
+
+
+def traced_shapes(model: Model, ids: list[int], new_tokens: int = 2) -> dict[str, list[int]]:
+    """trace's stage-by-stage listing of every block (the step-through's passes): asserts that it generates what
+    generate does, and returns the shapes it printed for the prefill's stages, name -> shape."""
+    import io
+    import re
+
+    from minitransformer.views.trace import trace
+
+    out = io.StringIO()
+    result = trace(model, ids, new_tokens=new_tokens, layers=list(range(model.config.n_layer)), out=out)
+    assert result.stopped_at is None
+    generated = model.generate(ids, max_new_tokens=new_tokens, stop_at_eos=False, ledger=False, candidates=0)
+    assert result.new_tokens == generated.new_tokens
+    prefill = out.getvalue().split("=== decode step 1", 1)[0]
+    shapes, name = {}, None
+    for line in prefill.splitlines():
+        if line and not line.startswith((" ", "=")) and re.match(r"^[\w.]+\s", line + " "):
+            name = line.split()[0]
+        elif line.startswith("    out  ") and name is not None:
+            shapes[name] = [int(n) for n in re.findall(r"\d+", line.split(" = ", 1)[1].split("]", 1)[0])]
+            name = None
+    return shapes
+
+
+def float64_batch_against_truth(directory: Path, ids) -> float:
+    """float64_against_truth for a batch of equal-length rows [B, T]: our float64 logits against validate's float64
+    truth, max |dlogit| / max(1, max |logit|)."""
+    from minitransformer.verbs.validate import load_reference
+
+    ours = load_model(directory, dtype="float64")
+    _, reference = load_reference(ours, "float64")
+    with torch.no_grad():
+        theirs = reference(torch.as_tensor(np.asarray(ids))).logits.numpy()
+    mine = ours.logits(ids)
+    assert mine.dtype == theirs.dtype == np.float64 and mine.shape == theirs.shape
+    return float(np.abs(mine - theirs).max()) / max(1.0, float(np.abs(theirs).max()))

@@ -1,6 +1,6 @@
 """Counting the Llama family: real runs, shape-only counts and the closed forms of formulas.py held to each other.
 
-As tests/test_counts.py and tests/test_count.py do for GPT-2: every record of random Llama-family
+As tests/verbs/test_records_equal_closed_forms.py and tests/verbs/test_shape_only_count.py do for GPT-2: every record of random Llama-family
 generations (grouped-query attention, head sizes that are not D / H, biases, tied embeddings,
 sliding windows) equals its closed form; the shape-only count, folded to one block, equals the
 real run record by record; and the decode step's attention against its products with weights
@@ -15,16 +15,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_count import assert_same_phases
+from shared_checks import assert_same_phases, random_llama
 
 from minitransformer.engine.ledger import Phase
 from minitransformer.engine.stages import ATTENTION_SCORES, STATE
 from minitransformer.families.llama.config import LlamaConfig
-from minitransformer.families.llama.layout import llama_shapes
 from minitransformer.families.llama.stages import stages_of as table_of
 from minitransformer.families.table import PRESETS
 from minitransformer.models.model import Model
-from minitransformer.models.weights import as_tree
 from minitransformer.verbs import formulas
 from minitransformer.verbs.count import count_generation, count_passes, decode_at, with_weights
 from minitransformer.verbs.select import select_config
@@ -34,17 +32,6 @@ LLAMA_PRESETS = [name for name, c in PRESETS.items() if c.family == "llama"]
 LLAMA_BLOCK = ["ln_1", "q", "k", "v", "split_heads", "rope", "cache", "scores", "scale", "mask", "softmax", "mix",
                "merge_heads", "out", "resid_mid", "ln_2", "mlp.gate", "mlp.up", "mlp.act", "mlp.mul", "mlp.down",
                "resid_post"]  # fmt: skip
-
-
-def random_llama(config: LlamaConfig, seed: int = 0) -> Model:
-    """A Llama-family model with random float32 weights of the shapes its checkpoint would have."""
-    rng = np.random.default_rng(seed)
-    shapes = llama_shapes(config)
-    tensors = {name: (rng.standard_normal(shape) * 0.2).astype(np.float32) for name, shape in shapes.items()}
-    for name in tensors:
-        if name.endswith("norm.weight"):
-            tensors[name] += 1
-    return Model(config, as_tree(tensors, config), source="memory")
 
 
 llama_configs = st.builds(

@@ -225,7 +225,7 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
 
 # At a narrower precision both passes round at every stage, but not at the same points inside one (transformers'
 # RMSNorm rounds before its gain, its rotary tables are rounded to the format, ...): on random Llama, Qwen2 and
-# Gemma models (tests/test_precision_hf.py) the two bfloat16 passes' logits differ by up to 7e-2 of the largest
+# Gemma models (tests/verbs/test_precision_hf.py) the two bfloat16 passes' logits differ by up to 7e-2 of the largest
 # logit, about as much as each differs from the float64 truth, float16's by up to 7e-3. OK: within these, and our
 # pass no further from the truth than twice transformers'.
 PRECISION_TOLERANCES = {"bfloat16": 0.1, "float16": 0.01}

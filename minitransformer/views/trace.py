@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import re
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..engine.kvcache import KeysValues
 from ..engine.ledger import Phase, Record
 from ..engine.tape import Dims
 from ..errors import UserError
@@ -375,8 +377,10 @@ def trace_to_page(
     kept while it runs, then the page of the passes that finished."""
     out = sys.stderr if destination.is_stdout else sys.stdout
     positions = len(model.tokenizer.encode(prompt) if isinstance(prompt, str) else prompt) + new_tokens
-    kept = layers if attention_fits(model.config, positions) else layers[:1]
-    with AttentionRecorder(model, kept) as recorder:
+    attending = [i for i in layers if isinstance(model.config.layer_cache(i), KeysValues)]  # a state has no map
+    kept = attending if attention_fits(model.config, positions) else attending[:1]
+    recorder = AttentionRecorder(model, kept) if kept else None
+    with recorder or nullcontext():
         result = trace(model, prompt, new_tokens, layers, out, stepper)
     if not result.phases:
         print("no pass finished, so there is no report to write", file=out)
@@ -384,7 +388,8 @@ def trace_to_page(
     assert result.passes is not None
     ledger = result.passes.generations()[0].ledger  # with what the same passes cost without the cache (a count)
     assert ledger is not None
-    page = trace_data(ledger, model.tokenizer, result.prompt_tokens, result.new_tokens, recorder.maps())
+    maps = recorder.maps() if recorder is not None else None
+    page = trace_data(ledger, model.tokenizer, result.prompt_tokens, result.new_tokens, maps)
     if model.precision is not None and model.precision.values is not None:  # what the precision cost, on the page too
         measured = drift(model, prompt)
         print(f"\n{drift_report(measured)}", file=out)

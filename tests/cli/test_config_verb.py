@@ -1,6 +1,6 @@
 """`minitransformer config`: every preset of every family a line, its name first; a preset's config.json as
 transformers reads it (config.to_hf_dict), which reads back as the same config; errors in one line, exit 2.
-tests/test_presets_hf.py holds each config.json to transformers' own model of it."""
+tests/families/test_presets_transformers.py holds each config.json to transformers' own model of it."""
 
 from __future__ import annotations
 

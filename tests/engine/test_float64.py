@@ -1,7 +1,7 @@
 """The float64 reference mode without transformers: every stage, the KV cache and the logits in the model's dtype,
 no float32 number inside a float64 pass, the same ledger, and bad dtypes refused.
 
-tests/test_float64_hf.py holds the float64 pass to transformers' float64 at 1e-9 and checks validate's columns.
+tests/families/test_float64_fixtures.py holds the float64 pass to transformers' float64 at 1e-9 and checks validate's columns.
 """
 
 from __future__ import annotations

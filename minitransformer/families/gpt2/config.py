@@ -25,7 +25,7 @@ class GPT2Config(ModelConfig):
     # Read and not acted on. In transformers it changes rounding only, in eager attention only (SDPA,
     # the default, ignores it): Q K^T in float32 with the scale folded into the product. We compute in
     # float32 throughout and scale the scores right after Q K^T (forward.scale_scores), whatever this says;
-    # tests/test_hf_live.py holds that to transformers' eager reordered path within 1e-4.
+    # tests/families/test_gpt2_transformers.py holds that to transformers' eager reordered path within 1e-4.
     reorder_and_upcast_attn: bool = False
     tie_word_embeddings: bool = True
     bos_token_id: int | None = 50256

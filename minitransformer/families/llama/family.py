@@ -1,5 +1,5 @@
 """The Llama family in the table of families, and the record of a family that differs from it only in its attention
-(Qwen3; the made-up family of tests/test_families.py): its config, its attention and its presets."""
+(Qwen3; the made-up family of tests/families/test_made_up_family.py): its config, its attention and its presets."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ NOTE = (
 # config's, computed in float64 (rotary.inverse_frequencies), not float32 roundings of them. And the transformers
 # model it is checked against runs those two steps in float64: its RMSNorm modules without the cast, its rotary
 # modules with angles position x (the float64 frequencies) in float64. transformers makes frequencies only in
-# float32, so these are ours; tests/test_float64_hf.py checks them against transformers' own to float32 precision
+# float32, so these are ours; tests/families/test_float64_fixtures.py checks them against transformers' own to float32 precision
 # for every rope type. Everything else is transformers' own float64: embeddings, projections and their biases,
 # how cos and sin turn q and k, grouped-query attention, the sliding window's mask, SDPA, the MLP, the head.
 def float64_throughout(reference, model, torch, norms_per_layer: int = 2, gain=None) -> None:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_llama_count import random_llama
-from test_memory import estimated_and_measured_peak
+from shared_checks import estimated_and_measured_peak, random_llama
 
 from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.families.table import PRESETS

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_memory import estimated_and_measured_peak
+from shared_checks import estimated_and_measured_peak
 
 from conftest import run_cli
 from minitransformer.families.phi3.config import PRESETS, Phi3Config

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from test_count import assert_same_phases
+from shared_checks import assert_same_phases
 
 from minitransformer.families.qwen3.config import PRESETS, Qwen3Config
 from minitransformer.models.model import Model

@@ -109,7 +109,7 @@ def stored_logits_match(directory) -> bool:
     ("llama_mha", {"partial_rotary_factor": 1.0, "pretraining_tp": 1, "rope_scaling": None}),
 ])  # fmt: skip
 def test_keys_transformers_ignores_for_a_family_are_ignored_here_too(fixture, change, tmp_path):
-    """The stored logits are transformers' for the config without these keys; test_llama_hf_live checks that
+    """The stored logits are transformers' for the config without these keys; test_llama_transformers checks that
     transformers computes the same logits with them."""
     directory = with_config(tmp_path, fixture, change)
     reference = load_model(FIXTURES[fixture]).config
@@ -126,7 +126,7 @@ def test_a_config_without_num_key_value_heads_has_one_per_query_head(tmp_path):
 
 def test_rope_scaling_replaces_rope_parameters_whole_as_in_transformers(tmp_path):
     """transformers 5 reads a non-empty rope_scaling instead of rope_parameters, theta included: without a
-    top-level rope_theta it is 10,000 again (test_llama_hf_live checks transformers computes the same)."""
+    top-level rope_theta it is 10,000 again (test_llama_transformers checks transformers computes the same)."""
     linear = {"rope_scaling": {"type": "linear", "factor": 4.0}}
     config = load_model(with_config(tmp_path / "a", "llama_gqa_bias", linear)).config
     assert config.rope_theta == 10000.0 and dict(config.rope_scaling) == {"rope_type": "linear", "factor": 4.0}

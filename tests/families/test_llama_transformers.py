@@ -7,7 +7,6 @@ The models are the committed fixtures (tests/fixtures/hf_llama) and a few odd co
 
 from __future__ import annotations
 
-import io
 from functools import cache
 
 import numpy as np
@@ -18,6 +17,9 @@ from minitransformer import load_model
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+from conformance_configs import LLAMA_SHORT_CONTEXTS as ODD_CONFIGS  # noqa: E402 - it imports torch
+from family_checks import RELATIVE_FLOAT64, float64_batch_against_truth  # noqa: E402
 
 TOLERANCE = 1e-4  # relative to the logits' scale, as validate.py states it
 FIXTURES = {d.name: d for d in hf_llama_fixture_dirs()}
@@ -167,25 +169,6 @@ def test_a_decode_step_past_the_window_captures_the_last_row_of_a_full_recompute
     assert worst(step["logits"], out.logits[0][-1:]) <= allowed(out.logits[0])
 
 
-ODD_CONFIGS = {
-    "llama-gelu-gate-h6-kv3-dh10": (transformers.LlamaConfig, dict(
-        hidden_size=48, intermediate_size=50, num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=3,
-        head_dim=10, vocab_size=97, max_position_embeddings=24, rms_norm_eps=1e-4, attention_bias=True,
-        hidden_act="gelu_pytorch_tanh", rope_parameters={"rope_type": "default", "rope_theta": 321.0})),
-    "mistral-window3-wide-heads": (transformers.MistralConfig, dict(
-        hidden_size=24, intermediate_size=40, num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=1,
-        head_dim=16, vocab_size=101, max_position_embeddings=20, sliding_window=3)),
-    "qwen2-untied-3-layers": (transformers.Qwen2Config, dict(
-        hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
-        vocab_size=120, max_position_embeddings=20, tie_word_embeddings=False)),
-    "llama3-other-factors": (transformers.LlamaConfig, dict(
-        hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-        vocab_size=90, max_position_embeddings=40, tie_word_embeddings=True,
-        rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 2.0, "low_freq_factor": 2.0,
-                         "high_freq_factor": 8.0, "original_max_position_embeddings": 32})),
-}  # fmt: skip
-
-
 @pytest.mark.parametrize("name", ODD_CONFIGS)
 def test_odd_configs_match_live_one_by_one_and_in_a_batch(name, tmp_path):
     config_class, options = ODD_CONFIGS[name]
@@ -209,18 +192,17 @@ def test_odd_configs_match_live_one_by_one_and_in_a_batch(name, tmp_path):
     assert worst(ours.logits(batch), theirs) <= allowed(theirs)
 
 
-@pytest.mark.parametrize("name", ["llama3_mqa_tied", "qwen2_bias_bf16"])  # the CLI test below has the Mistral
-def test_validate_says_ok_and_names_the_transformers_class(name):
-    from minitransformer.verbs.validate import validate
-
-    model, _ = pair(name)
-    out = io.StringIO()
-    assert validate(model, steps=8, out=out), out.getvalue()
-    text = out.getvalue()
-    cls = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}
-    assert f"transformers {transformers.__version__} {cls[model.config.model_type]}, float32" in text
-    verdicts = [line.split()[-1] for line in text.splitlines()[2:7]]
-    assert verdicts == ["OK"] * 5 and text.count("8/8") == 5 and text.endswith("all OK\n")
+@pytest.mark.parametrize("name", ODD_CONFIGS)
+def test_odd_configs_in_float64_are_within_1e_9_of_the_float64_truth(name, tmp_path):
+    config_class, options = ODD_CONFIGS[name]
+    torch.manual_seed(13)
+    hf = transformers.AutoModelForCausalLM.from_config(config_class(**options), dtype=torch.float32)
+    with torch.no_grad():
+        for param in hf.parameters():
+            param.add_(torch.randn_like(param) * 0.2)
+    hf.save_pretrained(tmp_path)
+    ids = np.random.default_rng(4).integers(0, options["vocab_size"], (3, options["max_position_embeddings"]))
+    assert float64_batch_against_truth(tmp_path, ids) <= RELATIVE_FLOAT64
 
 
 def test_the_validate_command_says_ok_on_a_mistral():

@@ -1,16 +1,13 @@
-"""Qwen3.5 (dense and MoE) against transformers, on random Qwen3_5TextConfig and Qwen3_5MoeTextConfig models that
-transformers itself makes: logits at every position of prompts past the delta rule's chunk (64) and the attention row
-chunk (128), 30 greedy tokens with the state cache against transformers' generate, the state itself against
-transformers' cache, a left-padded batch, float64 against a float64 truth, the captures, validate, the commands, a
-multimodal checkpoint read as its text model, the parameters, and every option that changes inference refused.
+"""Qwen3.5's quirks against transformers (what every family owes runs in test_conformance.py, on the same models):
+the state after a prompt against transformers' cache, the recurrent form and the chunks, counts within one chunk,
+the captures, the commands, a multimodal checkpoint read as its text model, the parameters (total and active), and
+every option that changes inference refused.
 
 transformers prints that the fast kernels (causal-conv1d, flash-linear-attention) are missing and runs its PyTorch
 fallbacks, the reference followed here.
 """
 
 from __future__ import annotations
-
-import io
 
 import numpy as np
 import pytest
@@ -20,14 +17,11 @@ from conftest import run_cli
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
+from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
+from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
-    batch_logits,
     count_equals_a_real_run_and_the_closed_form,
-    expert_loads_follow_the_router,
-    float64_against_truth,
-    greedy,
     logits_at_every_position,
-    made_once,
     transformers_parameters,
     worst,
 )
@@ -37,84 +31,17 @@ from minitransformer.engine.kvcache import KeysValues, LayerCache, LayerState, S
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.qwen35.config import FULL, LINEAR, Qwen35Config  # noqa: E402
 
-# Several shapes: grouped value heads (Gv = 2, 3) and one value head a key head, keys wider than values, a conv of
-# kernel 3, half of each head rotated, attention biases, tied embeddings, layers in an order of our own (full first),
-# a checkpoint saved in bfloat16 (as Qwen's are), and the MoE model's experts beside its shared expert.
-CONFIGS = {
-    "dense": (transformers.Qwen3_5TextConfig,
-              dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
-                   num_key_value_heads=2, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
-                   linear_key_head_dim=8, linear_value_head_dim=8, max_position_embeddings=512, seed=3)),
-    "dense_bias_tied": (transformers.Qwen3_5TextConfig,
-                        dict(vocab_size=100, hidden_size=24, intermediate_size=40, num_hidden_layers=5,
-                             num_attention_heads=3, num_key_value_heads=1, head_dim=8, linear_num_key_heads=2,
-                             linear_num_value_heads=2, linear_key_head_dim=12, linear_value_head_dim=6,
-                             linear_conv_kernel_dim=3, attention_bias=True, tie_word_embeddings=True,
-                             layer_types=[FULL, LINEAR, LINEAR, FULL, LINEAR],
-                             rope_parameters={"rope_type": "default", "rope_theta": 500.0,
-                                              "partial_rotary_factor": 0.5},
-                             max_position_embeddings=512, seed=5, saved="bfloat16")),
-    "moe": (transformers.Qwen3_5MoeTextConfig,
-            dict(vocab_size=120, hidden_size=32, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-                 head_dim=16, linear_num_key_heads=1, linear_num_value_heads=3, linear_key_head_dim=8,
-                 linear_value_head_dim=8, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=12,
-                 shared_expert_intermediate_size=20, max_position_embeddings=512, seed=3)),
-}  # fmt: skip
-PROMPT = 150  # past the delta rule's chunk (64) and the attention row chunk (128)
-
-
-def moderate_decays(hf, seed: int) -> None:
-    """Each DeltaNet layer's A_log moved to log(uniform(0.02, 0.3)): decays whose sum over a chunk float32 holds to
-    about 1e-6. (transformers' own A in (0.01, 16) makes log-decays of -40 a position, whose cumulative sums over a
-    64-position chunk reach -1,000, where a float32 carries 1e-4 absolute: its fallback and ours then differ by 1e-4
-    relative in the decays themselves, each as far from the float64 truth as the other.)"""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for layer in hf.model.layers:
-            if hasattr(layer, "linear_attn"):
-                a = layer.linear_attn.A_log
-                a.copy_((torch.rand(a.shape, generator=generator) * 0.28 + 0.02).log())
+SPEC = FAMILIES["qwen3_5"]
+CONFIGS = SPEC.configs
+PROMPT = SPEC.prompt
+hf_config = SPEC.hf_config
+prompt = SPEC.prompt_ids
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model), each made once."""
-    makers = {cls: made_once(tmp_path_factory, cls, {n: kw for n, (c, kw) in CONFIGS.items() if c is cls},
-                             moved=moderate_decays) for cls in {c for c, _ in CONFIGS.values()}}  # fmt: skip
-    return lambda name: makers[CONFIGS[name][0]](name)
-
-
-def prompt(name: str, n: int, seed: int = 0) -> list[int]:
-    return np.random.default_rng(seed).integers(0, CONFIGS[name][1]["vocab_size"], n).tolist()
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_logits_at_every_position_past_the_delta_rule_s_chunk_and_the_row_chunk(made, name):
-    _, ours, hf = made(name)
-    assert ours.config.family == "qwen3_5" and ours.config.layer_types == tuple(hf.config.layer_types)
-    ids = prompt(name, PROMPT)
-    for n in (1, 2, 64, 65, PROMPT):  # the recurrent form; one chunk of 2; one full chunk; a padded second; three
-        assert logits_at_every_position(ours, hf, ids[:n]) <= 1, n
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_thirty_greedy_tokens_with_the_state_cache_equal_transformers_generate(made, name):
-    _, ours, hf = made(name)
-    tokens = greedy(ours, hf, prompt(name, 70, seed=1))  # a prefill of two chunks, then 30 recurrent steps
-    assert len(set(tokens)) > 3
-
-
-@pytest.mark.parametrize("name", ["dense", "moe"])
-def test_a_left_padded_batch_equals_each_row_alone_and_transformers(made, name):
-    _, ours, hf = made(name)
-    rows = [prompt(name, 9, seed=2), prompt(name, 80, seed=3), prompt(name, 3, seed=4)]
-    assert batch_logits(ours, hf, rows) <= 1
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_float64_within_1e_9_of_a_float64_truth(made, name):
-    directory, _, _ = made(name)
-    assert float64_against_truth(directory, prompt(name, 100, seed=5)) <= 1e-9
+    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
+    return lambda name: made_in(tmp_path_factory, "qwen3_5", name)
 
 
 def test_the_state_after_a_prompt_is_transformers_cache(made):
@@ -159,10 +86,9 @@ def test_the_recurrent_form_and_the_chunks_agree_and_a_state_never_grows(made):
 
 
 @pytest.mark.parametrize("name", CONFIGS)
-def test_count_equals_a_real_run_and_the_closed_form(made, name):
+def test_count_equals_a_real_run_and_the_closed_form_within_one_chunk(made, name):
     _, ours, _ = made(name)
-    count_equals_a_real_run_and_the_closed_form(ours, PROMPT, 4)
-    count_equals_a_real_run_and_the_closed_form(ours, 5, 3)
+    count_equals_a_real_run_and_the_closed_form(ours, 5, 3)  # a prompt shorter than a chunk (the suite's is longer)
 
 
 def test_the_captures_are_transformers_layers_outputs_and_a_hook_takes_effect(made):
@@ -201,15 +127,6 @@ def test_the_captures_are_transformers_layers_outputs_and_a_hook_takes_effect(ma
         handle.remove()
 
 
-def test_validate_says_all_ok(made):
-    from minitransformer.verbs.validate import validate
-
-    _, ours, _ = made("dense")
-    out = io.StringIO()
-    assert validate(ours, steps=6, out=out), out.getvalue()
-    assert "Qwen3_5ForCausalLM" in out.getvalue() and out.getvalue().endswith("all OK\n")
-
-
 def test_generate_count_trace_and_html_run_on_a_qwen35(made, tmp_path):
     directory, _, _ = made("moe")
     generated = run_cli("generate", "--model", str(directory), "--ids", "1,2,3", "--max-new-tokens", "4", "--html",
@@ -237,7 +154,7 @@ def test_generate_count_trace_and_html_run_on_a_qwen35(made, tmp_path):
 def test_a_multimodal_checkpoint_is_read_as_its_text_model(tmp_path):
     """Qwen3_5ForConditionalGeneration's checkpoint (model.language_model..., model.visual..., the published layout):
     its text model, as transformers' AutoModelForCausalLM reads it."""
-    text = {k: v for k, v in CONFIGS["dense"][1].items() if k != "seed"}
+    text = {k: v for k, v in CONFIGS["dense"].items() if k != "seed"}
     vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=32, patch_size=4,
                   spatial_merge_size=1, temporal_patch_size=1, num_position_embeddings=16)  # fmt: skip
     torch.manual_seed(2)
@@ -328,10 +245,3 @@ def test_what_transformers_reads_and_ignores_is_read_and_ignored():
                                           "attn_output_gate": True})  # fmt: skip
     assert (c.rope_theta, c.partial_rotary_factor, c.rotary_dims) == (1e7, 0.5, 4)
     assert c.layer_types == (LINEAR, LINEAR, LINEAR, FULL)
-
-
-def test_each_expert_computed_what_the_router_sent_it(made):
-    """As every family with experts owes: each routed expert product's breakdown is the router's choice counted,
-    expert by expert, in every layer of the MoE model (the shared expert, which every token takes, has none)."""
-    _, ours, _ = made("moe")
-    assert expert_loads_follow_the_router(ours, prompt("moe", PROMPT, seed=7)) == ours.config.n_layer

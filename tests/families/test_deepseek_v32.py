@@ -1,14 +1,11 @@
-"""DeepSeek-V3.2 against transformers, on random DeepseekV32Config models that transformers itself makes (routers'
-correction biases moved, as DeepSeek-V3's tests move them): logits at every position of a prompt past the row chunk
-and past the indexer's top k, whose choice really drops keys; 30 greedy tokens with the KV cache (the indexer's keys
-cached beside K and V); a left-padded batch; float64 against a float64 truth; the indexer's and the router's choices
-against transformers'; count = a real run = the closed forms, the sparse form with the dense one beside it; the
-parameters against transformers' count on the meta device, for these configs and the preset.
+"""DeepSeek-V3.2's quirks against transformers (what every family owes runs in test_conformance.py, on the same models):
+the indexer's top k really drops keys, and chooses the keys transformers chooses; the sparse form beside the dense
+one in the ledger, for prefill and decode; the indexer's keys in the cache; the parameters and the preset; the
+commands; and the options refused in config.json.
 """
 
 from __future__ import annotations
 
-import io
 from dataclasses import replace
 
 import numpy as np
@@ -19,17 +16,13 @@ from conftest import run_cli
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
+from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
+from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
-    batch_logits,
     count_equals_a_real_run_and_the_closed_form,
-    float64_against_truth,
-    greedy,
-    logits_at_every_position,
-    made_once,
     transformers_parameters,
     worst,
 )
-from test_deepseek_hf_live import move_correction_biases  # noqa: E402 - DeepSeek-V3's: the same routers
 
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
@@ -39,51 +32,20 @@ from minitransformer.models.model import Model  # noqa: E402
 from minitransformer.verbs import formulas as closed  # noqa: E402
 from minitransformer.verbs.count import count_generation, count_passes  # noqa: E402
 
-# Small shapes, each with an index_topk well below the prompt so that the indexer drops keys, and enough index heads
-# (16 to 32) that two keys rarely tie at the edge of a query's top k (a ReLU score of 0 from every head is a tie that
-# torch.topk and NumPy break differently). Groups of experts and a dense first layer; a tied head, two shared
-# experts, an indexer all rotary (index_head_dim = qk_rope_head_dim); YaRN and a layer pattern of its own
-# (mlp_layer_types, dense in the middle). Two float32 passes choose the same keys only where no query's k-th and
-# (k+1)-th scores are within float32 roundings of each other; the seeds are ones whose prompts here keep that gap
-# above NEAR_TIE, and the tests check it first (smallest_gap), so that a failure says which it was.
-CONFIGS = {
-    "groups_dense": dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
-                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
-                         num_experts_per_tok=3, n_group=4, topk_group=2, first_k_dense_replace=1, q_lora_rank=24,
-                         kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10, index_topk=16,
-                         index_head_dim=16, index_n_heads=16, max_position_embeddings=256, seed=3),
-    "tied_shared_rotary_indexer": dict(vocab_size=160, hidden_size=24, intermediate_size=40, moe_intermediate_size=12,
-                                       num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=3,
-                                       n_routed_experts=6, num_experts_per_tok=2, n_group=1, topk_group=1,
-                                       first_k_dense_replace=0, q_lora_rank=20, kv_lora_rank=12, qk_rope_head_dim=8,
-                                       qk_nope_head_dim=8, v_head_dim=16, norm_topk_prob=False, n_shared_experts=2,
-                                       routed_scaling_factor=1.5, tie_word_embeddings=True, index_topk=24,
-                                       index_head_dim=8, index_n_heads=32, max_position_embeddings=256, seed=3),
-    "yarn_pattern": dict(vocab_size=100, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
-                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
-                         num_experts_per_tok=2, n_group=2, topk_group=1, mlp_layer_types=["sparse", "dense", "sparse"],
-                         q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
-                         index_topk=40, index_head_dim=24, index_n_heads=24, max_position_embeddings=256, seed=7,
-                         rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 500.0,
-                                          "original_max_position_embeddings": 32, "mscale": 0.707,
-                                          "mscale_all_dim": 1.3}),
-}  # fmt: skip
-PROMPT = 150  # past the attention row chunk (128) and every config's index_topk
-NEAR_TIE = 1e-5  # relative to a query's largest |score|: 100 times float32's roundings of these sums
-
-
-def hf_config(name: str):
-    return transformers.DeepseekV32Config(**{k: v for k, v in CONFIGS[name].items() if k != "seed"})
+SPEC = FAMILIES["deepseek_v32"]
+CONFIGS = SPEC.configs
+PROMPT = SPEC.prompt
+hf_config = SPEC.hf_config
+prompt = SPEC.prompt_ids
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model), each made once."""
-    return made_once(tmp_path_factory, transformers.DeepseekV32Config, CONFIGS, moved=move_correction_biases)
+    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
+    return lambda name: made_in(tmp_path_factory, "deepseek_v32", name)
 
 
-def prompt(name: str, n: int, seed: int = 0) -> list[int]:
-    return np.random.default_rng(seed).integers(0, CONFIGS[name]["vocab_size"], n).tolist()
+NEAR_TIE = 1e-5  # relative to a query's largest |score|: 100 times float32's roundings of these sums
 
 
 def smallest_gap(model: Model, ids: list[int]) -> float:
@@ -106,36 +68,13 @@ def with_every_key(model: Model) -> Model:
 
 
 @pytest.mark.parametrize("name", CONFIGS)
-def test_logits_at_every_position_past_the_row_chunk_and_the_indexer_s_top_k(made, name):
-    _, ours, hf = made(name)
+def test_the_indexer_s_top_k_drops_keys_that_matter(made, name):
+    _, ours, _ = made(name)
     assert ours.config.family == "deepseek_v32" and ours.config.index_topk == CONFIGS[name]["index_topk"] < PROMPT
     ids = prompt(name, PROMPT)
-    assert smallest_gap(ours, ids) > NEAR_TIE
-    assert logits_at_every_position(ours, hf, ids) <= 1
+    assert smallest_gap(ours, ids) > NEAR_TIE  # the conformance suite's parity, on these ids, can hold
     # the choice drops keys that matter: attending to every key gives other logits
     assert worst(with_every_key(ours).logits(ids), ours.logits(ids)) > 10
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_thirty_greedy_tokens_with_the_cache_equal_transformers_generate(made, name):
-    _, ours, hf = made(name)
-    tokens = greedy(ours, hf, prompt(name, 20, seed=1))  # the context passes index_topk on the way (or starts past it)
-    assert len(set(tokens)) > 3
-    assert smallest_gap(ours, prompt(name, 20, seed=1) + tokens) > NEAR_TIE
-
-
-@pytest.mark.parametrize("name", ["groups_dense", "tied_shared_rotary_indexer"])
-def test_a_left_padded_batch_equals_transformers(made, name):
-    _, ours, hf = made(name)
-    rows = [prompt(name, 9, seed=2), prompt(name, 50, seed=3), prompt(name, 3, seed=4)]
-    assert min(smallest_gap(ours, row) for row in rows) > NEAR_TIE
-    assert batch_logits(ours, hf, rows) <= 1
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_float64_within_1e_9_of_a_float64_truth(made, name):
-    directory, _, _ = made(name)
-    assert float64_against_truth(directory, prompt(name, 60, seed=5)) <= 1e-9
 
 
 def test_the_indexer_chooses_the_keys_transformers_chooses_and_the_router_its_experts(made):
@@ -186,29 +125,11 @@ def test_the_indexer_chooses_the_keys_transformers_chooses_and_the_router_its_ex
     assert (weights[:, ~kept] == 0).all() and np.allclose(weights.sum(-1), 1)
 
 
-def test_each_expert_s_load_in_the_ledger_is_the_router_s_choice(made):
-    _, ours, _ = made("groups_dense")
-    c = ours.config
-    ids = prompt("groups_dense", PROMPT, seed=7)
-    phase = Phase("prefill", 0, PROMPT, PROMPT)
-    _, cache = ours.run_with_cache(ids, phase=phase, names="blocks.*.moe.chosen")
-    D, E, k, Fe = c.n_embd, c.n_experts, c.top_k, c.moe_inner
-    for i in range(c.n_layer):
-        if not c.is_moe(i):
-            continue
-        loads = np.bincount(cache[f"blocks.{i}.moe.chosen"].ravel(), minlength=E)
-        for op, length, width in (("expert.gate", D, Fe), ("expert.up", D, Fe), ("expert.down", Fe, D)):
-            record = phase.find(op, i)
-            assert [p.tokens for p in record.breakdown] == loads.tolist()
-            assert [p.macs for p in record.breakdown] == (loads * width * length).tolist()
-            assert record.macs == PROMPT * k * width * length
-
-
 @pytest.mark.parametrize("name", CONFIGS)
 def test_count_equals_a_real_run_and_the_closed_forms_for_prefill_and_decode(made, name):
     _, ours, _ = made(name)
     c = ours.config
-    count_equals_a_real_run_and_the_closed_form(ours, PROMPT, 4)  # prefill past ki: each query's ki keys
+    # (a prefill past ki, each query with its ki keys: the conformance suite)
     count_equals_a_real_run_and_the_closed_form(ours, 10, c.index_topk)  # decode steps from within ki to past it
     ki = c.index_topk
     for past, T in ((30, 1), (ki - 5, 1), (0, 9), (0, PROMPT)):  # decode past ki and within it, prefills
@@ -346,15 +267,6 @@ def test_the_cache_holds_the_indexer_s_keys_beside_k_and_v(made):
     _, captured = ours.run_with_cache(prompt("groups_dense", 30, seed=11), names="blocks.*.attn.index_keys")
     for i in range(c.n_layer):  # (a watched pass attends densely: later layers' inputs differ by roundings)
         np.testing.assert_allclose(index_keys[i][:30], captured[f"blocks.{i}.attn.index_keys"], atol=1e-5)
-
-
-def test_validate_says_all_ok(made):
-    from minitransformer.verbs.validate import validate
-
-    _, ours, _ = made("groups_dense")
-    out = io.StringIO()
-    assert validate(ours, steps=8, out=out), out.getvalue()
-    assert "DeepseekV32ForCausalLM" in out.getvalue() and out.getvalue().endswith("all OK\n")
 
 
 def test_generate_count_trace_and_their_html_run_on_a_deepseek_v32(made, tmp_path):

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from test_engine_rules import Float64Alarm
+from shared_checks import Float64Alarm
 
 from conftest import with_weights_viewed_as
 from minitransformer.engine.ledger import Phase

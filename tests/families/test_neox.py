@@ -1,15 +1,11 @@
-"""Live comparison of the GPT-NeoX family (Pythia) with transformers' GPTNeoXForCausalLM, on random models that
-transformers itself makes: logits at every position past the row chunk, 30 greedy tokens with the KV cache, a
-left-padded batch, float64 against the float64 truth, validate, count = a real run = the closed form, parameters
-against transformers' meta-device count, and captures of the stages this family adds (the head-by-head split,
-partial rotary, the parallel residual) against transformers' own modules.
-
-Skipped (with the reason) only where torch or transformers is not installed; CI installs both.
+"""GPT-NeoX's (Pythia's) quirks against transformers' GPTNeoXForCausalLM (what every family owes runs in
+test_conformance.py, on the same models): the checkpoints' dtypes, why the float64 reference exists, every preset's
+published total, the captures of the split and the partial rotary, config keys old and new, the options refused,
+and the commands showing the partial rotary and the parallel residual.
 """
 
 from __future__ import annotations
 
-import io
 import json
 from functools import cache
 from pathlib import Path
@@ -24,87 +20,39 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 import family_checks as checks  # noqa: E402  # needs torch and transformers
+from conformance_configs import FAMILIES  # noqa: E402
+from conformance_configs import made as made_in  # noqa: E402
 
-# Random configs of ours: shapes, seeds and every option that changes the pass, on and off (and the weights' dtype:
-# Pythia's checkpoints are float16; ours read them as transformers does, upcast to float32).
-CONFIGS = {
-    # Pythia's shape in small: rotary on a quarter of each head (2 of 8), parallel residual, untied, gelu.
-    "pythia-like": (dict(hidden_size=32, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                         vocab_size=150, max_position_embeddings=200), 11, torch.float32),
-    # Serial residual, half the head rotated, another base and activation, three layers, old-style keys; float16.
-    "serial-half-rotary": (dict(hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=3,
-                                vocab_size=130, max_position_embeddings=200, use_parallel_residual=False,
-                                rotary_pct=0.5, rotary_emb_base=500, hidden_act="gelu_new"), 5, torch.float16),
-    # The whole head rotated, no attention biases, tied embeddings, rope_parameters as transformers 5 writes them.
-    "full-rotary-tied-no-bias": (dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=2, vocab_size=120, max_position_embeddings=200,
-                                      attention_bias=False, tie_word_embeddings=True, layer_norm_eps=1e-3,
-                                      rope_parameters={"rope_type": "default", "rope_theta": 1000.0,
-                                                       "partial_rotary_factor": 1.0}), 3, torch.float32),
-    # An odd share (int(20 x 0.25) = 5): transformers turns 3 pairs (6 numbers) with frequencies over 5; bfloat16.
-    "odd-share-serial": (dict(hidden_size=40, intermediate_size=56, num_hidden_layers=2, num_attention_heads=2,
-                              vocab_size=110, max_position_embeddings=200, use_parallel_residual=False,
-                              hidden_act="relu"), 7, torch.bfloat16),
-}  # fmt: skip
-PROMPT = 150  # past the attention row chunk (128)
+from minitransformer.verbs import formulas  # noqa: E402
+
+SPEC = FAMILIES["neox"]
+CONFIGS = SPEC.configs
+PROMPT = SPEC.prompt
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    """name -> (directory, ours, transformers' model)."""
-    made = {}
-    for name, (options, seed, dtype) in CONFIGS.items():
-        directory = tmp_path_factory.mktemp(name)
-        hf = checks.save_random(directory, transformers.GPTNeoXConfig(**options), seed=seed, dtype=dtype)
-        made[name] = (directory, load_model(directory), hf)
-    return made
+def made(tmp_path_factory):
+    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
+    return lambda name: made_in(tmp_path_factory, "neox", name)
 
 
 @cache
 def prompt(name: str, length: int = PROMPT) -> list[int]:
-    vocab = CONFIGS[name][0]["vocab_size"]
+    vocab = CONFIGS[name]["vocab_size"]
     return np.random.default_rng(len(name)).integers(0, vocab, length).tolist()
 
 
-@pytest.mark.parametrize("name", CONFIGS)
-def test_logits_at_every_position_equal_transformers(name, models):
-    _, ours, hf = models[name]
-    ratio = checks.logits_at_every_position(ours, hf, prompt(name))
-    assert ratio <= 1, ratio
-
-
-def test_the_checkpoints_hold_the_dtypes_they_were_saved_in(models):
+def test_the_checkpoints_hold_the_dtypes_they_were_saved_in(made):
     from safetensors import safe_open
 
-    for name, (_, _, dtype) in CONFIGS.items():
-        with safe_open(str(models[name][0] / "model.safetensors"), framework="pt") as f:
-            assert f.get_tensor("gpt_neox.embed_in.weight").dtype == dtype, name
+    for name, options in CONFIGS.items():
+        with safe_open(str(made(name)[0] / "model.safetensors"), framework="pt") as f:
+            assert f.get_tensor("gpt_neox.embed_in.weight").dtype == getattr(torch, options.get("saved", "float32"))
 
 
-@pytest.mark.parametrize("name", CONFIGS)
-def test_30_greedy_tokens_with_the_kv_cache_equal_transformers_generate(name, models):
-    _, ours, hf = models[name]
-    tokens = checks.greedy(ours, hf, prompt(name, 20))
-    assert len(set(tokens)) >= 3  # the weights spread the logits: not one token repeated
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_a_left_padded_batch_equals_transformers(name, models):
-    _, ours, hf = models[name]
-    full = prompt(name, 40)
-    ratio = checks.batch_logits(ours, hf, [full, full[3:20], full[:7]])
-    assert ratio <= 1, ratio
-
-
-@pytest.mark.parametrize("name", ["pythia-like", "odd-share-serial"])
-def test_float64_is_within_1e_9_of_the_float64_truth(name, models):
-    directory, _, _ = models[name]
-    assert checks.float64_against_truth(directory, prompt(name, 60)) <= checks.RELATIVE_FLOAT64
-
-
-def test_transformers_float64_gpt_neox_keeps_its_rotary_tables_in_float32(models):
+def test_transformers_float64_gpt_neox_keeps_its_rotary_tables_in_float32(made):
     """Why the reference exists: unpatched, transformers' float64 model is further from our float64 pass than 1e-9."""
-    directory, _, _ = models["pythia-like"]
+    directory, _, _ = made("pythia-like")
     ours = load_model(directory, dtype="float64")
     theirs = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float64).eval()
     ids = prompt("pythia-like", 150)
@@ -113,33 +61,13 @@ def test_transformers_float64_gpt_neox_keeps_its_rotary_tables_in_float32(models
     assert float(np.abs(ours.logits(ids) - logits).max()) / max(1.0, float(np.abs(logits).max())) > 1e-9
 
 
-def test_validate_says_all_ok_and_names_the_class(models):
-    from minitransformer.verbs.validate import validate
-
-    _, ours, _ = models["serial-half-rotary"]
-    out = io.StringIO()
-    assert validate(ours, steps=8, out=out), out.getvalue()
-    text = out.getvalue()
-    assert f"transformers {transformers.__version__} GPTNeoXForCausalLM, float32" in text
-    assert text.endswith("all OK\n") and "NOT OK" not in text
-
-
 @pytest.mark.parametrize("name", ["pythia-like", "serial-half-rotary"])
-def test_count_equals_a_real_run_and_the_closed_form(name, models):
-    _, ours, _ = models[name]
-    macs = checks.count_equals_a_real_run_and_the_closed_form(ours, 20, 6)
+def test_the_closed_form_is_more_than_the_weights_products_by_hand(name, made):
+    _, ours, _ = made(name)
+    macs = formulas.generation_macs(ours.config, 20, 6)  # = a real run's (the conformance suite)
     # The closed form, by hand for this config: per position and layer 4 D^2 + 2 D F of weights.
     c = ours.config
     assert macs > 26 * c.n_layer * (4 * c.n_embd**2 + 2 * c.n_embd * c.d_ff)
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_parameters_equal_transformers_count_on_the_meta_device(name, models):
-    from minitransformer.verbs.params import parameters
-
-    _, ours, hf = models[name]
-    theirs = checks.transformers_parameters(transformers.GPTNeoXConfig(**CONFIGS[name][0]))
-    assert parameters(ours.config).total == theirs == sum(p.numel() for p in hf.parameters())
 
 
 # Published totals of the Pythia suite (the EleutherAI/pythia README's table) and GPT-NeoX-20B.
@@ -171,10 +99,10 @@ SUBMODULES = {"input_layernorm": "ln_1", "attention.query_key_value": "attn.qkv"
 
 
 @pytest.mark.parametrize("name", ["pythia-like", "serial-half-rotary", "odd-share-serial"])
-def test_captures_of_every_submodule_the_split_and_the_partial_rotary_equal_transformers(name, models):
+def test_captures_of_every_submodule_the_split_and_the_partial_rotary_equal_transformers(name, made):
     from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb
 
-    _, ours, hf = models[name]
+    _, ours, hf = made(name)
     ids = prompt(name, 24)
     seen: dict[str, np.ndarray] = {}
     handles = []
@@ -230,10 +158,10 @@ def test_captures_of_every_submodule_the_split_and_the_partial_rotary_equal_tran
             assert np.allclose(cache_[f"blocks.{i}.resid_post"], cache_[f"blocks.{i}.resid_mid"] + m, atol=1e-6)
 
 
-def test_old_style_and_new_style_config_keys_read_as_transformers_reads_them(models, tmp_path):
+def test_old_style_and_new_style_config_keys_read_as_transformers_reads_them(made, tmp_path):
     """Pythia's hub config.json spells the rotary as rotary_pct and rotary_emb_base (and rope_scaling: null);
     transformers 5 writes rope_parameters, and reads it before the old keys. Both read as transformers reads them."""
-    directory, _, _ = models["pythia-like"]
+    directory, _, _ = made("pythia-like")
     for case, change in {
         "old keys": {"rope_parameters": None, "rope_scaling": None, "rotary_pct": 0.5, "rotary_emb_base": 77},
         "rope_parameters wins": {"rotary_pct": 1.0, "rotary_emb_base": 5,
@@ -265,8 +193,8 @@ def test_old_style_and_new_style_config_keys_read_as_transformers_reads_them(mod
     ({"rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor": 1.5}}, r"partial_rotary_factor=1.5"),
     ({"num_attention_heads": 5}, r"hidden_size=32 is not divisible by num_attention_heads=5"),
 ])  # fmt: skip
-def test_options_that_change_inference_and_are_not_computed_are_refused_by_name(change, refused, models, tmp_path):
-    directory, _, _ = models["pythia-like"]
+def test_options_that_change_inference_and_are_not_computed_are_refused_by_name(change, refused, made, tmp_path):
+    directory, _, _ = made("pythia-like")
     hf = json.loads((directory / "config.json").read_text()) | change
     (tmp_path / "config.json").write_text(json.dumps(hf))
     (tmp_path / "model.safetensors").symlink_to(directory / "model.safetensors")
@@ -274,8 +202,8 @@ def test_options_that_change_inference_and_are_not_computed_are_refused_by_name(
         load_model(tmp_path)
 
 
-def test_the_commands_show_the_partial_rotary_and_the_parallel_residual_in_their_place(models):
-    directory, _, _ = models["pythia-like"]
+def test_the_commands_show_the_partial_rotary_and_the_parallel_residual_in_their_place(made):
+    directory, _, _ = made("pythia-like")
     generated = run_cli("generate", "--model", str(directory), "--ids", "1,2,3", "--max-new-tokens", "5")
     assert generated.returncode == 0, generated.stderr
     assert "gpt_neox (GPT-NeoX family)" in generated.stdout

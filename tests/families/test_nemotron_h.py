@@ -1,14 +1,11 @@
-"""Nemotron-H against transformers, on random NemotronHConfig models that transformers itself makes (their routers'
-correction biases moved too): every kind of layer (Mamba-2, attention without positions, squared-ReLU MLP, squared-
-ReLU experts with a shared one, with and without a latent), logits at every position of a prompt past the Mamba
-chunks and the attention row chunk, 30 greedy tokens with the per-layer cache (states and keys/values), a left-padded
-batch, float64 against a float64 truth, captures of each kind's output, count = a real run = the closed forms on
-every kind of layer, the parameters against transformers' count, and the presets as their config.json say.
+"""Nemotron-H's quirks against transformers (what every family owes runs in test_conformance.py, on the same models,
+every kind of layer: Mamba-2, attention without positions, squared-ReLU MLP, squared-ReLU experts with a shared
+one): each kind's captures, the per-layer cache, every kind's products against the closed forms, a Mamba layer's
+decode step the same at any context, the parameters and the presets as their config.json say, and the options
+refused.
 """
 
 from __future__ import annotations
-
-import io
 
 import numpy as np
 import pytest
@@ -18,14 +15,9 @@ from conftest import run_cli
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
+from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
+from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
-    batch_logits,
-    count_equals_a_real_run_and_the_closed_form,
-    expert_loads_follow_the_router,
-    float64_against_truth,
-    greedy,
-    logits_at_every_position,
-    made_once,
     transformers_parameters,
 )
 
@@ -37,76 +29,17 @@ from minitransformer.families.nemotron_h.formulas import FORMULAS  # noqa: E402
 from minitransformer.verbs import formulas as shared_formulas  # noqa: E402
 from minitransformer.verbs.count import count_generation  # noqa: E402
 
-SMALL = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48,
-             mamba_num_heads=8, mamba_head_dim=8, ssm_state_size=16, n_groups=2, conv_kernel=4, n_routed_experts=6,
-             num_experts_per_tok=2, moe_intermediate_size=24, moe_shared_expert_intermediate_size=40, n_group=2,
-             topk_group=1, vocab_size=128, max_position_embeddings=512)  # fmt: skip
-# Every kind of layer, in transformers' names and in the older pattern; a latent for the experts with biases on the
-# MLPs, groups of experts, norm_topk_prob off and a routed scaling; in_proj/out_proj biases and a 1-group Mamba; a
-# time_step_min high enough that the chunked scan's clamp bites.
-CONFIGS = {
-    "every_kind": dict(SMALL, layers_block_type=["mamba", "moe", "attention", "mlp", "mamba", "attention"],
-                       chunk_size=16, seed=5),
-    "latent_groups": dict(SMALL, hybrid_override_pattern="ME*M-", chunk_size=32, moe_latent_size=12, n_group=3,
-                          topk_group=2, norm_topk_prob=False, routed_scaling_factor=2.5, mlp_bias=True, seed=7),
-    "biases_clamped": dict(SMALL, layers_block_type=["linear_attention", "full_attention", "moe"], n_groups=1,
-                           chunk_size=40, use_bias=True, time_step_min=0.3, tie_word_embeddings=True, seed=9),
-}  # fmt: skip
-PROMPT = 150  # past the Mamba chunks and the attention row chunk (128)
-
-
-def move_correction_biases(hf, seed: int) -> None:
-    """The routers' correction biases (buffers, which save_random leaves at zero) moved by N(0, 0.3), so that choosing
-    by s + b differs from choosing by s."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for layer in hf.model.layers:
-            if hasattr(layer.mixer, "gate"):
-                bias = layer.mixer.gate.e_score_correction_bias
-                bias.copy_(torch.randn(bias.shape, generator=generator) * 0.3)
+SPEC = FAMILIES["nemotron_h"]
+CONFIGS = SPEC.configs
+PROMPT = SPEC.prompt
+hf_config = SPEC.hf_config
+prompt = SPEC.prompt_ids
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model), each made once."""
-    return made_once(tmp_path_factory, transformers.NemotronHConfig, CONFIGS, moved=move_correction_biases)
-
-
-def prompt(name: str, n: int, seed: int = 0) -> list[int]:
-    return np.random.default_rng(seed).integers(1, CONFIGS[name]["vocab_size"], n).tolist()
-
-
-def hf_config(name: str):
-    return transformers.NemotronHConfig(**{k: v for k, v in CONFIGS[name].items() if k != "seed"})
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_logits_at_every_position_past_the_chunks_equal_transformers(made, name):
-    _, ours, hf = made(name)
-    assert ours.config.family == "nemotron_h" and list(ours.config.kinds) == [
-        {"M": "mamba", "E": "moe", "*": "full_attention", "-": "mlp"}[c] for c in hf.config.hybrid_override_pattern
-    ]
-    assert logits_at_every_position(ours, hf, prompt(name, PROMPT)) <= 1
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_thirty_greedy_tokens_with_the_per_layer_cache_equal_transformers_generate(made, name):
-    _, ours, hf = made(name)
-    tokens = greedy(ours, hf, prompt(name, 21, seed=1))
-    assert len(set(tokens)) > 3
-
-
-@pytest.mark.parametrize("name", ["every_kind", "latent_groups"])
-def test_a_left_padded_batch_equals_transformers_and_each_row_alone(made, name):
-    _, ours, hf = made(name)
-    rows = [prompt(name, 9, seed=2), prompt(name, 50, seed=3), prompt(name, 3, seed=4)]
-    assert batch_logits(ours, hf, rows) <= 1
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_float64_within_1e_9_of_a_float64_truth(made, name):
-    directory, _, _ = made(name)
-    assert float64_against_truth(directory, prompt(name, 60, seed=5)) <= 1e-9
+    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
+    return lambda name: made_in(tmp_path_factory, "nemotron_h", name)
 
 
 def test_each_kind_s_output_and_the_router_s_choice_are_captured_as_transformers_computes_them(made):
@@ -150,12 +83,6 @@ def test_the_cache_holds_a_state_for_mamba_layers_keys_and_values_for_attention_
         else:
             assert held.nbytes == 0
     assert cache.nbytes == 4 * (2 * (8 * 8 * 16 + 3 * c.conv_dim) + 2 * 2 * 2 * 64 * 8)
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_count_equals_a_real_run_and_the_closed_form(made, name):
-    _, ours, _ = made(name)
-    count_equals_a_real_run_and_the_closed_form(ours, PROMPT, 4)
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -278,15 +205,6 @@ def test_count_of_a_preset_sets_the_scan_beside_the_recurrent_form_and_each_laye
     assert "8,100,852,736 parameters" in out
 
 
-def test_validate_says_all_ok(made):
-    from minitransformer.verbs.validate import validate
-
-    _, ours, _ = made("every_kind")
-    out = io.StringIO()
-    assert validate(ours, steps=8, out=out), out.getvalue()
-    assert "NemotronHForCausalLM" in out.getvalue() and out.getvalue().endswith("all OK\n")
-
-
 def test_generate_trace_and_count_with_html_run_on_a_nemotron_h(made, tmp_path):
     directory, _, _ = made("every_kind")
     generated = run_cli("generate", "--model", str(directory), "--ids", "1,2,3", "--max-new-tokens", "4",
@@ -325,13 +243,3 @@ def test_defaults_are_transformers_defaults():
         t.time_step_min, t.n_routed_experts, t.num_experts_per_tok, t.moe_intermediate_size,
         t.moe_shared_expert_intermediate_size, t.n_group, t.topk_group, t.norm_topk_prob, t.routed_scaling_factor,
         t.layer_norm_epsilon, t.max_position_embeddings, t.bos_token_id, t.eos_token_id)  # fmt: skip
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_each_expert_computed_what_the_router_sent_it(made, name):
-    """As every family with experts owes: each routed expert product's breakdown is the router's choice counted,
-    expert by expert, in each layer of kind moe."""
-    _, ours, _ = made(name)
-    moe_layers = sum(kind == "moe" for kind in ours.config.layer_types)
-    assert moe_layers > 0
-    assert expert_loads_follow_the_router(ours, prompt(name, PROMPT, seed=7)) == moe_layers

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_count import assert_same_phases
+from shared_checks import assert_same_phases
 
 from minitransformer.families.olmo2.config import PRESETS, Olmo2Config
 from minitransformer.models.model import Model

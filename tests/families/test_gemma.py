@@ -1,7 +1,7 @@
-"""Live comparison of the Gemma family (Gemma 2, Gemma 3's text model) with transformers, on random models that
-transformers itself makes: logits at every position past the row chunk and the windows, 30 greedy tokens with the KV
-cache, a left-padded batch, float64 against a float64 truth, validate, count = a real run = the closed form, each
-submodule's output against our captures of the stages Gemma adds, and config.json keys as transformers reads them.
+"""The Gemma family's quirks (Gemma 2, Gemma 3's text model) against transformers (what every family owes runs in
+test_conformance.py, on the same models): each layer's own window, captures of the stages Gemma adds (soft-caps,
+sandwich norms, q and k norms), config.json keys in older spellings as transformers reads them, and a Gemma 3
+checkpoint of the whole model refused by name.
 """
 
 from __future__ import annotations
@@ -17,89 +17,34 @@ pytest.importorskip("transformers", reason="transformers is not installed")
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from conformance_configs import FAMILIES  # noqa: E402
+from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402
-    RELATIVE_FLOAT64,
-    batch_logits,
-    count_equals_a_real_run_and_the_closed_form,
-    float64_against_truth,
-    greedy,
-    logits_at_every_position,
-    save_random,
     transformers_parameters,
     worst,
 )
 
 from minitransformer import load_model  # noqa: E402
-from minitransformer.verbs import formulas  # noqa: E402
 from minitransformer.verbs.params import parameters  # noqa: E402
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
-# Each: (transformers' config class, its options). Shapes are tiny; the options differ from config to config.
-CONFIGS = {
-    # Gemma 2 as published, shrunk: alternating layers (the default rule), both soft-caps, a window of 7.
-    "gemma2-softcaps-window7": (transformers.Gemma2Config, dict(
-        hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=16, vocab_size=150, max_position_embeddings=200, sliding_window=7, query_pre_attn_scalar=20,
-        attn_logit_softcapping=8.0, final_logit_softcapping=30.0)),
-    # Without soft-caps, with biases (attention_bias), untied, exact GELU, layer_types given, another rope base.
-    "gemma2-bias-untied-no-caps": (transformers.Gemma2Config, dict(
-        hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-        head_dim=10, vocab_size=130, max_position_embeddings=180, sliding_window=5, query_pre_attn_scalar=10,
-        attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=True, tie_word_embeddings=False,
-        hidden_activation="gelu", layer_types=[FULL, SLIDING], rope_parameters={"rope_type": "default",
-                                                                                 "rope_theta": 500.0})),
-    # Gemma 3: q and k norms, a local rotary base, linear scaling on the full layers only, its own layer types.
-    "gemma3-local-rope-linear": (transformers.Gemma3TextConfig, dict(
-        hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=1,
-        head_dim=16, vocab_size=160, max_position_embeddings=200, sliding_window=6, query_pre_attn_scalar=16,
-        layer_types=[SLIDING, SLIDING, FULL, SLIDING],
-        rope_parameters={FULL: {"rope_type": "linear", "factor": 4.0, "rope_theta": 5000.0},
-                         SLIDING: {"rope_type": "default", "rope_theta": 100.0}})),
-    # Gemma 3 with the default rule (sliding_window_pattern 6: layer 5 full), a final soft-cap, MHA, untied.
-    "gemma3-pattern6-final-cap": (transformers.Gemma3TextConfig, dict(
-        hidden_size=16, intermediate_size=24, num_hidden_layers=6, num_attention_heads=2, num_key_value_heads=2,
-        head_dim=8, vocab_size=120, max_position_embeddings=170, sliding_window=9, final_logit_softcapping=20.0,
-        tie_word_embeddings=False)),
-}  # fmt: skip
+SPEC = FAMILIES["gemma"]
+CONFIGS = SPEC.configs
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    made: dict = {}
-
-    def get(name: str):
-        if name not in made:
-            config_class, options = CONFIGS[name]
-            directory = tmp_path_factory.mktemp(name)
-            made[name] = (directory, save_random(directory, config_class(**options), spread=0.3))
-        return made[name]
-
-    return get
+def made(tmp_path_factory):
+    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
+    return lambda name: made_in(tmp_path_factory, "gemma", name)
 
 
 def prompt(config_name: str, n: int, seed: int = 0) -> list[int]:
-    return np.random.default_rng(seed).integers(0, CONFIGS[config_name][1]["vocab_size"], n).tolist()
+    return np.random.default_rng(seed).integers(0, CONFIGS[config_name]["vocab_size"], n).tolist()
 
 
-@pytest.mark.parametrize("name", CONFIGS)
-def test_logits_greedy_batch_float64_and_count_equal_transformers(name, saved):
-    directory, hf = saved(name)
-    ours = load_model(directory)
-    assert ours.architecture.name == "gemma"
-    ids = prompt(name, 150)  # past the row chunk (128) and far past every window
-    assert logits_at_every_position(ours, hf, ids) <= 1
-    tokens = greedy(ours, hf, ids[:20], steps=30)
-    # Untied, the check sees varied tokens; tied, a random Gemma repeats one (each step's logits are still checked).
-    assert len(set(tokens)) > 3 or ours.config.tie_word_embeddings
-    assert batch_logits(ours, hf, [ids[:12], ids[3:40], ids[50:55]]) <= 1
-    assert float64_against_truth(directory, ids[:60]) <= RELATIVE_FLOAT64
-    assert count_equals_a_real_run_and_the_closed_form(ours, 140, 4) > 0
-    assert parameters(ours.config).total == formulas.parameters(ours.config) == transformers_parameters(hf.config)
-
-
-def test_each_layer_has_its_own_window_and_the_windows_cut(saved):
-    directory, hf = saved("gemma3-local-rope-linear")
+def test_each_layer_has_its_own_window_and_the_windows_cut(made):
+    directory, _, hf = made("gemma3-local-rope-linear")
     ours = load_model(directory)
     ids = prompt("gemma3-local-rope-linear", 20)
     _, cache = ours.run_with_cache(ids, names="blocks.*.attn.weights")
@@ -118,8 +63,8 @@ SUBMODULES = {"input_layernorm": "ln_1", "self_attn.o_proj": "attn.out", "post_a
 
 
 @pytest.mark.parametrize("name", ["gemma2-softcaps-window7", "gemma3-local-rope-linear", "gemma3-pattern6-final-cap"])
-def test_captures_of_gemma_stages_equal_transformers_submodules(name, saved):
-    directory, hf = saved(name)
+def test_captures_of_gemma_stages_equal_transformers_submodules(name, made):
+    directory, _, hf = made(name)
     model = load_model(directory)
     ids = prompt(name, 16, seed=1)
     seen: dict[str, np.ndarray] = {}
@@ -165,20 +110,6 @@ def test_captures_of_gemma_stages_equal_transformers_submodules(name, saved):
         assert "final_softcap" not in model.stage_table.stages and worst(logits, out.logits[0]) <= 1
 
 
-@pytest.mark.parametrize("name", ["gemma2-softcaps-window7", "gemma3-local-rope-linear"])
-def test_validate_says_all_ok_and_names_the_transformers_class(name, saved):
-    from minitransformer.verbs.validate import validate
-
-    directory, _ = saved(name)
-    model = load_model(directory)
-    out = io.StringIO()
-    assert validate(model, steps=6, out=out), out.getvalue()
-    text = out.getvalue()
-    cls = {"gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM"}[model.config.model_type]
-    assert f"transformers {transformers.__version__} {cls}, float32" in text
-    assert text.endswith("all OK\n") and "NOT OK" not in text
-
-
 # config.json in the spellings older transformers wrote (and the published Gemma 3 configs use): read as
 # transformers 5 reads them, the logits say so.
 OLD_SPELLINGS = {
@@ -193,11 +124,11 @@ OLD_SPELLINGS = {
 
 
 @pytest.mark.parametrize("case", OLD_SPELLINGS)
-def test_older_config_spellings_mean_what_transformers_makes_of_them(case, saved, tmp_path):
+def test_older_config_spellings_mean_what_transformers_makes_of_them(case, made, tmp_path):
     import shutil
 
     fixture, change = OLD_SPELLINGS[case]
-    source, _ = saved(fixture)
+    source, _, _ = made(fixture)
     directory = tmp_path / case
     shutil.copytree(source, directory)
     hf = json.loads((directory / "config.json").read_text())
@@ -212,7 +143,7 @@ def test_older_config_spellings_mean_what_transformers_makes_of_them(case, saved
     assert worst(ours.logits(ids), expected) <= 1, case
 
 
-def test_a_gemma3_checkpoint_of_the_whole_model_is_refused_by_name_and_its_config_counted(saved, tmp_path):
+def test_a_gemma3_checkpoint_of_the_whole_model_is_refused_by_name_and_its_config_counted(made, tmp_path):
     """A Gemma3ForConditionalGeneration checkpoint keeps its text model under model.language_model.: its config is
     read (count, params), its weights refused by name, where the same weights saved as Gemma3ForCausalLM load."""
     import shutil
@@ -223,7 +154,7 @@ def test_a_gemma3_checkpoint_of_the_whole_model_is_refused_by_name_and_its_confi
     from minitransformer.models.config import load_config
     from minitransformer.verbs.validate import validate
 
-    source, hf = saved("gemma3-local-rope-linear")
+    source, _, hf = made("gemma3-local-rope-linear")
     directory = tmp_path / "gemma3"
     shutil.copytree(source, directory)
     text = json.loads((directory / "config.json").read_text())

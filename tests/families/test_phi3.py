@@ -1,11 +1,9 @@
-"""Live comparison of the Phi-3 family with transformers' Phi3ForCausalLM, on random models that transformers
-itself makes: logits at every position past the row chunk (128) and the window, 30 greedy tokens with the KV cache,
-a left-padded batch, float64 against the truth, count = a real run = the closed form, parameters on the meta
-device, the fused products' captures against transformers' own modules, and validate."""
+"""Phi-3's quirks against transformers' Phi3ForCausalLM (what every family owes runs in test_conformance.py, on the
+same models): LongRoPE switching its factors at the trained length, the cache crossing it, a window as far as
+transformers' mask, and the fused products with their parts.
+"""
 
 from __future__ import annotations
-
-import io
 
 import numpy as np
 import pytest
@@ -13,89 +11,34 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
+from conformance_configs import FAMILIES  # noqa: E402
+from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the skips above
     RELATIVE_FLOAT64,
-    batch_logits,
-    count_equals_a_real_run_and_the_closed_form,
     float64_against_truth,
-    greedy,
-    logits_at_every_position,
-    save_random,
-    transformers_parameters,
     worst,
 )
-
-from minitransformer import load_model  # noqa: E402
-from minitransformer.verbs import formulas  # noqa: E402
 
 SHORT = [1.0, 1.1, 1.3, 1.5, 2.0, 2.5, 3.0, 4.0]
 LONG = [1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0]
 
-# name -> (Phi3Config options, greedy prompt length): each differs from the others in shape and options.
-CONFIGS = {
-    "gqa": (dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, vocab_size=101, max_position_embeddings=300), 20),
-    # half of each head turned, a window of 7 (Phi-3-mini's is 2047), theta 500, tied, gelu: 30 steps far past it
-    "partial-window-tied": (dict(hidden_size=48, intermediate_size=40, num_hidden_layers=3, num_attention_heads=4,
-                                 vocab_size=120, max_position_embeddings=300, sliding_window=7,
-                                 partial_rotary_factor=0.5, rope_theta=500.0, tie_word_embeddings=True,
-                                 hidden_act="gelu_pytorch_tanh"), 20),
-    # LongRoPE, trained on 100 positions: a 150-token prompt takes the long factors, and so does the greedy run's
-    # prompt of 105 (transformers' generate recomputes the whole sequence when it first crosses 100: see below)
-    "longrope-mqa": (dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
-                          num_key_value_heads=1, vocab_size=90, max_position_embeddings=400,
-                          original_max_position_embeddings=100,
-                          rope_scaling={"type": "longrope", "short_factor": SHORT, "long_factor": LONG}), 105),
-    # LongRoPE on a quarter of each head, with the factor and attention factor given, in rope_parameters
-    "longrope-partial-window": (dict(hidden_size=64, intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     num_key_value_heads=2, vocab_size=150, max_position_embeddings=300,
-                                     original_max_position_embeddings=120, sliding_window=40,
-                                     rope_parameters={"rope_type": "longrope", "rope_theta": 2000.0,
-                                                      "partial_rotary_factor": 0.25, "short_factor": SHORT[:2],
-                                                      "long_factor": LONG[:2], "attention_factor": 1.3,
-                                                      "factor": 3.0}), 60),
-}  # fmt: skip
-
-
-def phi3_config(name: str):
-    options, _ = CONFIGS[name]
-    return transformers.Phi3Config(**options, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+SPEC = FAMILIES["phi3"]
+CONFIGS = SPEC.configs
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    made: dict = {}
-
-    def get(name: str):
-        if name not in made:
-            directory = tmp_path_factory.mktemp(name)
-            hf = save_random(directory, phi3_config(name), seed=len(made) + 3)
-            made[name] = (directory, load_model(directory), hf)
-        return made[name]
-
-    return get
+def made(tmp_path_factory):
+    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
+    return lambda name: made_in(tmp_path_factory, "phi3", name)
 
 
 def prompt(name: str, n: int, seed: int = 0) -> list[int]:
     """Random ids without 0, the pad id: transformers' generate would take a 0 in the prompt for padding."""
-    return np.random.default_rng(seed).integers(1, CONFIGS[name][0]["vocab_size"], n).tolist()
+    return np.random.default_rng(seed).integers(1, CONFIGS[name]["vocab_size"], n).tolist()
 
 
-@pytest.mark.parametrize("name", CONFIGS)
-def test_logits_greedy_batch_float64_count_and_parameters_equal_transformers(name, saved):
-    directory, ours, hf = saved(name)
-    ids = prompt(name, 150)  # past the row chunk (128), every window here, and LongRoPE's 100 and 120
-    assert logits_at_every_position(ours, hf, ids) <= 1
-    tokens = greedy(ours, hf, ids[: CONFIGS[name][1]])
-    assert len(set(tokens)) > 3  # the logits spread: not one token repeated
-    assert batch_logits(ours, hf, [ids[:30], ids[:17], ids[:25]]) <= 1
-    assert float64_against_truth(directory, ids) <= RELATIVE_FLOAT64
-    assert count_equals_a_real_run_and_the_closed_form(ours, 140, 5) > 0
-    assert formulas.parameters(ours.config) == transformers_parameters(phi3_config(name))
-
-
-def test_longrope_switches_factors_at_the_trained_length_and_scales_by_the_attention_factor(saved):
-    directory, ours, hf = saved("longrope-mqa")
+def test_longrope_switches_factors_at_the_trained_length_and_scales_by_the_attention_factor(made):
+    directory, ours, hf = made("longrope-mqa")
     config = ours.config
     assert config.original_max_position_embeddings == 100
     # float64 against the truth with the short factors too (the 150 tokens above took the long ones)
@@ -115,12 +58,12 @@ def test_longrope_switches_factors_at_the_trained_length_and_scales_by_the_atten
     assert np.abs(ours.logits(ids[:100])[1:] - ours.logits(ids)[1:100]).max() > 1e-3
 
 
-def test_crossing_the_trained_length_with_the_cache_equals_transformers_forward_with_its_cache(saved):
+def test_crossing_the_trained_length_with_the_cache_equals_transformers_forward_with_its_cache(made):
     """A pass takes the factors of its own largest position, as transformers' forward does: cached keys keep the
     short factors they were turned with. (transformers' generate instead recomputes the whole sequence without its
     cache at the step that first crosses original_max_position_embeddings, Phi3ForCausalLM's
     prepare_inputs_for_generation; our generate keeps its cache, so its tokens past that step may differ.)"""
-    _, ours, hf = saved("longrope-mqa")
+    _, ours, hf = made("longrope-mqa")
     ids = prompt("longrope-mqa", 110, seed=2)
     kv = ours.new_cache()
     mine = [ours.run(ids[:95], cache=kv, all_positions=True)]
@@ -134,8 +77,8 @@ def test_crossing_the_trained_length_with_the_cache_equals_transformers_forward_
     assert np.abs(recomputed[100:] - np.concatenate(mine)[100:]).max() > 1e-3
 
 
-def test_a_window_reaches_as_far_as_transformers_mask(saved):
-    _, ours, hf = saved("partial-window-tied")
+def test_a_window_reaches_as_far_as_transformers_mask(made):
+    _, ours, hf = made("partial-window-tied")
     W = ours.config.sliding_window
     ids = prompt("partial-window-tied", 20)
     _, cache = ours.run_with_cache(ids, names="blocks.0.attn.weights")
@@ -151,8 +94,8 @@ SUBMODULES = {"self_attn.qkv_proj": "attn.qkv", "self_attn.o_proj": "attn.out", 
 
 
 @pytest.mark.parametrize("name", ["gqa", "longrope-partial-window"])
-def test_the_fused_products_and_their_parts_equal_transformers_modules(name, saved):
-    _, ours, hf = saved(name)
+def test_the_fused_products_and_their_parts_equal_transformers_modules(name, made):
+    _, ours, hf = made(name)
     config = ours.config
     ids = prompt(name, 24, seed=5)
     seen: dict[str, np.ndarray] = {}
@@ -194,8 +137,8 @@ def test_the_fused_products_and_their_parts_equal_transformers_modules(name, sav
             assert np.abs(before[..., 1:, :rd] - after[..., 1:, :rd]).max() > 1e-2
 
 
-def test_one_record_for_each_fused_product(saved):
-    _, ours, _ = saved("gqa")
+def test_one_record_for_each_fused_product(made):
+    _, ours, _ = made("gqa")
     generation = ours.generate(prompt("gqa", 12), max_new_tokens=2, stop_at_eos=False)
     prefill = generation.ledger.phases[0]
     ops = [r.op for r in prefill.records if r.layer == 0 and r.kind == "matmul"]
@@ -203,13 +146,3 @@ def test_one_record_for_each_fused_product(saved):
     qkv = next(r for r in prefill.records if r.op == "qkv")
     config = ours.config
     assert qkv.out_shape == (12, (config.n_head + 2 * config.n_kv_head) * config.d_head)
-
-
-def test_validate_says_all_ok_and_names_phi3(saved):
-    from minitransformer.verbs.validate import validate
-
-    _, ours, _ = saved("partial-window-tied")
-    out = io.StringIO()
-    assert validate(ours, steps=8, out=out), out.getvalue()
-    text = out.getvalue()
-    assert f"transformers {transformers.__version__} Phi3ForCausalLM, float32" in text and text.endswith("all OK\n")

@@ -169,7 +169,7 @@ def test_the_html_page_shows_the_kv_cache_per_layer_type():
 @pytest.mark.parametrize("T, window", [(300, 64), (100, 500)])
 def test_the_activation_estimate_holds_a_mask_for_each_window_and_is_close_to_the_measured_peak(T, window):
     import numpy as np
-    from test_memory import estimated_and_measured_peak
+    from shared_checks import estimated_and_measured_peak
 
     from minitransformer.models.model import Model
     from minitransformer.models.weights import as_tree, expected_shapes

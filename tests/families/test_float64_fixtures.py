@@ -1,6 +1,5 @@
 """The float64 reference against transformers in float64, within 1e-9 of the logits' scale: every fixture of both
-families (grouped-query attention, a sliding window, every activation and rope type), random models made live by
-transformers, greedy generation token for token; and validate's new columns, recomputed here.
+families (grouped-query attention, a sliding window, every activation and rope type), greedy generation token for token; and validate's new columns, recomputed here.
 
 transformers' float64 Llama family still computes RMSNorm and the rotary tables in float32; the reference it is
 compared with has those two steps in float64 (validate.float64_throughout says why). The last tests hold that
@@ -21,9 +20,7 @@ from minitransformer import load_model
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
-from test_hf_live import ODD_CONFIGS as GPT2_CONFIGS  # noqa: E402
-from test_hf_live import save_random_hf_model  # noqa: E402
-from test_llama_hf_live import ODD_CONFIGS as LLAMA_CONFIGS  # noqa: E402
+from conformance_configs import LLAMA_SHORT_CONTEXTS  # noqa: E402 - it imports torch
 
 from minitransformer.verbs.validate import PROMPTS, load_reference, prompt_ids, prompt_room, validate  # noqa: E402
 
@@ -82,28 +79,6 @@ def test_greedy_generation_in_float64_equals_transformers_float64_generate(name)
     for step, token in enumerate(their_tokens[:-1]):
         assert off(logits, logits_of(theirs, prompt + their_tokens[:step])[0, -1]) <= RELATIVE, step
         logits = ours.run([token], cache=cache)[-1]
-
-
-@pytest.mark.parametrize("config", GPT2_CONFIGS, ids=["heads5-inner37", "exact-gelu-layer-scaled", "untied-unscaled"])
-def test_live_random_gpt2s_in_float64(config, tmp_path):
-    save_random_hf_model(tmp_path, seed=5, **config)
-    ours = load_model(tmp_path, dtype="float64")
-    ids = np.random.default_rng(3).integers(0, config["vocab_size"], (2, config["n_positions"]))
-    assert off(ours.logits(ids), logits_of(reference64(ours), ids)) <= RELATIVE
-
-
-@pytest.mark.parametrize("name", LLAMA_CONFIGS)
-def test_live_random_llamas_in_float64(name, tmp_path):
-    config_class, options = LLAMA_CONFIGS[name]
-    torch.manual_seed(13)
-    hf = transformers.AutoModelForCausalLM.from_config(config_class(**options), dtype=torch.float32)
-    with torch.no_grad():
-        for param in hf.parameters():
-            param.add_(torch.randn_like(param) * 0.2)
-    hf.save_pretrained(tmp_path)
-    ours = load_model(tmp_path, dtype="float64")
-    ids = np.random.default_rng(4).integers(0, options["vocab_size"], (3, options["max_position_embeddings"]))
-    assert off(ours.logits(ids), logits_of(reference64(ours), ids)) <= RELATIVE
 
 
 # --- validate's columns -----------------------------------------------------------------------------------
@@ -193,7 +168,7 @@ def test_transformers_float64_llama_is_not_float64_throughout(name):
 def rope_configs():
     for name in ("llama_mha", "llama_linear_fp16", "llama3_mqa_tied", "qwen2_bias_bf16"):  # default, linear, llama3
         yield name, None
-    yield "llama3-other-factors", LLAMA_CONFIGS["llama3-other-factors"]
+    yield "llama3-other-factors", LLAMA_SHORT_CONTEXTS["llama3-other-factors"]
 
 
 @pytest.mark.parametrize("name, made", list(rope_configs()), ids=lambda v: v if isinstance(v, str) else "")

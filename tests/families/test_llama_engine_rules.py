@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
-from test_engine_rules import Float64Alarm
+from shared_checks import Float64Alarm
 
 import minitransformer.engine.hooks
 from conftest import hf_llama_fixture_dirs, with_weights_viewed_as

@@ -1,4 +1,5 @@
-"""Live comparison with transformers: a full 124M-shape GPT-2 and odd configs, every position, every greedy step.
+"""GPT-2's quirks against transformers (what every family owes is in test_conformance.py): the full 124M shape, odd
+configs with contexts of a few positions (in float32 and float64), and reorder_and_upcast_attn.
 
 Skipped (with the reason) only where torch or transformers is not installed; CI installs both.
 """
@@ -8,11 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import REAL_GPT2, run_cli
+from conftest import REAL_GPT2
 from minitransformer import load_model, load_tokenizer
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+from family_checks import RELATIVE_FLOAT64, float64_batch_against_truth  # noqa: E402 - it imports torch
 
 PROMPTS = ["The capital of France is", "Hello, my dog is cute and", "def f(x):\n    return x *", "日本語 🤖  spaces"]
 
@@ -134,12 +137,11 @@ def test_reorder_and_upcast_attn_changes_nothing_but_rounding(tmp_path):
     assert np.abs(ours.logits(ids) - theirs).max() <= 1e-4
 
 
-def test_validate_command_says_ok(tmp_path):
-    save_random_hf_model(tmp_path, seed=3, n_layer=2, n_head=4, n_embd=64, n_positions=64)
-    result = run_cli("validate", "--model", str(tmp_path), "--steps", "4")
-    assert result.returncode == 0, result.stderr
-    assert "all OK" in result.stdout and "NOT OK" not in result.stdout
-    assert result.stdout.count(" OK") >= 5
+@pytest.mark.parametrize("config", ODD_CONFIGS, ids=["heads5-inner37", "exact-gelu-layer-scaled", "untied-unscaled"])
+def test_odd_configs_in_float64_are_within_1e_9_of_the_float64_truth(config, tmp_path):
+    save_random_hf_model(tmp_path, seed=5, **config)
+    ids = np.random.default_rng(3).integers(0, config["vocab_size"], (2, config["n_positions"]))
+    assert float64_batch_against_truth(tmp_path, ids) <= RELATIVE_FLOAT64
 
 
 @pytest.mark.skipif(not (REAL_GPT2 / "model.safetensors").exists(), reason="needs real GPT-2 weights in weights/gpt2")

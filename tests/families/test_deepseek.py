@@ -1,13 +1,10 @@
-"""DeepSeek-V3 against transformers, on random DeepseekV3Config models that transformers itself makes (with their
-routers' correction biases moved too, so that the bias changes the choice): logits at every position past the row
-chunk, 30 greedy tokens with the KV cache, a left-padded batch, float64 against a float64 truth, the router's
-captures, count = a real run = the closed form (MLA's products, the absorbed form's closed form beside them), the
-parameters (total and active) against transformers' count on the meta device, and the preset's 671,026,404,352.
+"""DeepSeek-V3's quirks against transformers (what every family owes runs in test_conformance.py, on the same models,
+their routers' correction biases moved so that the bias changes the choice): the router's and MLA's captures, MLA's
+products and the absorbed form's closed form, the parameters (total and active), the preset's 671,026,404,352, YaRN's
+softmax scale and frequencies, the commands, and the options refused in config.json.
 """
 
 from __future__ import annotations
-
-import io
 
 import numpy as np
 import pytest
@@ -17,14 +14,9 @@ from conftest import run_cli
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
+from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
+from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
-    batch_logits,
-    count_equals_a_real_run_and_the_closed_form,
-    expert_loads_follow_the_router,
-    float64_against_truth,
-    greedy,
-    logits_at_every_position,
-    made_once,
     save_random,
     transformers_parameters,
 )
@@ -33,91 +25,17 @@ from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.deepseek_v3.config import PRESETS, DeepseekConfig  # noqa: E402
 from minitransformer.families.deepseek_v3.formulas import FORMULAS as formulas  # noqa: E402
 
-# Several shapes and seeds: q through the low-rank bottleneck or one q_proj, 1 to 4 groups of experts, 0 to 2 dense
-# first layers, interleaved rotary pairs or not, norm_topk_prob on and off, 1 or 2 shared experts, tied embeddings,
-# linear rope scaling.
-CONFIGS = {
-    "lora_groups_dense": dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
-                              num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
-                              num_experts_per_tok=3, n_group=4, topk_group=2, first_k_dense_replace=1,
-                              q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
-                              max_position_embeddings=256, seed=7),
-    "plain_q_tied": dict(vocab_size=160, hidden_size=24, intermediate_size=40, moe_intermediate_size=12,
-                         num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=3, n_routed_experts=6,
-                         num_experts_per_tok=2, n_group=1, topk_group=1, first_k_dense_replace=0, q_lora_rank=None,
-                         kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=16, rope_interleave=False,
-                         norm_topk_prob=False, n_shared_experts=2, routed_scaling_factor=1.5, tie_word_embeddings=True,
-                         max_position_embeddings=256, seed=5),
-    "linear_rope_two_dense": dict(vocab_size=100, hidden_size=40, intermediate_size=24, moe_intermediate_size=8,
-                                  num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=2,
-                                  n_routed_experts=12, num_experts_per_tok=4, n_group=3, topk_group=2,
-                                  first_k_dense_replace=2, q_lora_rank=16, kv_lora_rank=20, qk_rope_head_dim=6,
-                                  qk_nope_head_dim=10, v_head_dim=8,
-                                  rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0},
-                                  max_position_embeddings=256, seed=3),
-    # YaRN, DeepSeek-V3's own rope type, with a cos/sin factor mscale(8, 0.707) / mscale(8, 1.3) and the softmax
-    # scale times mscale(8, 1.3)^2; 150 positions are past the original context of 32
-    "yarn": dict(vocab_size=100, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=2, n_group=2,
-                 topk_group=1, first_k_dense_replace=1, q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=8,
-                 qk_nope_head_dim=12, v_head_dim=10, max_position_embeddings=256, seed=13,
-                 rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 500.0,
-                                  "original_max_position_embeddings": 32, "mscale": 0.707, "mscale_all_dim": 1.3}),
-}  # fmt: skip
-PROMPT = 150  # past the attention row chunk (128)
-
-
-def hf_config(name: str):
-    keys = {k: v for k, v in CONFIGS[name].items() if k != "seed"}
-    return transformers.DeepseekV3Config(**keys)
-
-
-def move_correction_biases(hf, seed: int) -> None:
-    """The routers' correction biases (buffers, which save_random leaves at zero) moved by N(0, 0.3), so that
-    choosing by s + b differs from choosing by s."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for layer in hf.model.layers:
-            if hasattr(layer.mlp, "gate"):
-                bias = layer.mlp.gate.e_score_correction_bias
-                bias.copy_(torch.randn(bias.shape, generator=generator) * 0.3)
+SPEC = FAMILIES["deepseek_v3"]
+CONFIGS = SPEC.configs
+PROMPT = SPEC.prompt
+hf_config = SPEC.hf_config
+prompt = SPEC.prompt_ids
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model), each made once."""
-    return made_once(tmp_path_factory, transformers.DeepseekV3Config, CONFIGS, moved=move_correction_biases)
-
-
-def prompt(name: str, n: int, seed: int = 0) -> list[int]:
-    return np.random.default_rng(seed).integers(0, CONFIGS[name]["vocab_size"], n).tolist()
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_logits_at_every_position_past_the_row_chunk(made, name):
-    _, ours, hf = made(name)
-    assert ours.config.family == "deepseek_v3" and ours.config.n_experts == CONFIGS[name]["n_routed_experts"]
-    assert logits_at_every_position(ours, hf, prompt(name, PROMPT)) <= 1
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_thirty_greedy_tokens_with_the_cache_equal_transformers_generate(made, name):
-    _, ours, hf = made(name)
-    tokens = greedy(ours, hf, prompt(name, 20, seed=1))
-    assert len(set(tokens)) > 3
-
-
-@pytest.mark.parametrize("name", ["lora_groups_dense", "plain_q_tied"])
-def test_a_left_padded_batch_equals_transformers(made, name):
-    _, ours, hf = made(name)
-    rows = [prompt(name, 9, seed=2), prompt(name, 50, seed=3), prompt(name, 3, seed=4)]
-    assert batch_logits(ours, hf, rows) <= 1
-
-
-@pytest.mark.parametrize("name", ["lora_groups_dense", "plain_q_tied", "yarn"])
-def test_float64_within_1e_9_of_a_float64_truth(made, name):
-    directory, _, _ = made(name)
-    assert float64_against_truth(directory, prompt(name, 60, seed=5)) <= 1e-9
+    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
+    return lambda name: made_in(tmp_path_factory, "deepseek_v3", name)
 
 
 def test_the_router_s_choice_and_gates_and_the_mla_latent_are_captured_as_transformers_computes_them(made):
@@ -164,9 +82,8 @@ def test_the_router_s_choice_and_gates_and_the_mla_latent_are_captured_as_transf
 
 
 @pytest.mark.parametrize("name", CONFIGS)
-def test_count_equals_a_real_run_and_the_closed_form_and_mla_s_products_are_as_written(made, name):
+def test_mla_s_products_are_as_written(made, name):
     _, ours, _ = made(name)
-    count_equals_a_real_run_and_the_closed_form(ours, PROMPT, 4)
     from minitransformer.engine.ledger import Phase
 
     c = ours.config
@@ -255,15 +172,6 @@ def test_count_of_the_preset_says_what_mla_caches_and_the_absorbed_form():
     assert "671,026,404,352 parameters" in out
     assert "Experts: each token's rows are computed by k = 8 of the E = 256 experts" in out  # layers 3..60's note
     assert all(line in out for line in formulas.count_notes(PRESETS["deepseek-v3"], 100, 1))  # the family's lines
-
-
-def test_validate_says_all_ok(made):
-    from minitransformer.verbs.validate import validate
-
-    _, ours, _ = made("lora_groups_dense")
-    out = io.StringIO()
-    assert validate(ours, steps=8, out=out), out.getvalue()
-    assert "DeepseekV3ForCausalLM" in out.getvalue() and out.getvalue().endswith("all OK\n")
 
 
 def test_generate_count_and_trace_commands_run_on_a_deepseek(made):
@@ -363,14 +271,3 @@ def test_the_preset_s_yarn_frequencies_cos_sin_factor_and_softmax_scale_are_tran
     assert not np.allclose(ours, 1.0 / 10000.0 ** (np.arange(0, 64, 2) / 64), rtol=1e-3)  # YaRN moved them
     assert factor == pytest.approx(their_factor, rel=1e-12)
     assert c.softmax_scale == pytest.approx(yarn_apply_mscale(hf.rope_parameters, 192**-0.5), rel=1e-12)
-
-
-@pytest.mark.parametrize("name", CONFIGS)
-def test_each_expert_computed_what_the_router_sent_it(made, name):
-    """As Mixtral's, Qwen3-MoE's and gpt-oss's tests hold: each routed expert product's breakdown is the router's
-    choice counted, expert by expert (the dense first layers have none)."""
-    _, ours, _ = made(name)
-    dense = CONFIGS[name]["first_k_dense_replace"]
-    assert (
-        expert_loads_follow_the_router(ours, prompt(name, PROMPT, seed=7)) == CONFIGS[name]["num_hidden_layers"] - dense
-    )

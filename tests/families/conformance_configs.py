@@ -1,0 +1,436 @@
+"""Every family's configs for the conformance suite (tests/families/test_conformance.py), in one place.
+
+A family in the table (minitransformer.families.table.ARCHITECTURES) owes an entry here: its transformers config
+class, its named configs (transformers' own keywords, plus `seed`, and `saved` where the checkpoint is saved in
+another dtype than float32), the spread save_random moves the weights by, what changes transformers' model before it
+is saved (a buffer save_random leaves alone), the prompt lengths its checks need (past a window, a chunk, a trained
+length), and the options it refuses. The suite fails for a family without an entry. A family's own test module
+reads its models through `made` too, so that each config is saved once for every check.
+
+Importing this module needs torch and transformers (as tests/family_checks.py does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+from family_checks import moderate_decays, move_correction_biases, save_random
+
+from minitransformer import load_model
+
+SLIDING, FULL, LINEAR = "sliding_attention", "full_attention", "linear_attention"
+NOT_A_DTYPE = ({"dtype": "float8_e4m3fn"}, "dtype")  # every family reads the checkpoint's dtype and refuses this
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family's configs and what its checks need of them."""
+
+    config_class: str  # transformers' config class; a config may name another with the key `config_class`
+    configs: dict[str, dict]  # name -> keywords of the config class, with `seed` (and optionally `saved`, `greedy`)
+    spread: float = 0.2  # save_random's N(0, spread)
+    moved: Callable | None = None  # moved(hf, seed): what changes transformers' model before it is saved again
+    first_token: int = 0  # prompts' ids from here (1 where generate would read a 0 as padding)
+    prompt: int = 150  # the parity prompt: past the attention row chunk (128) and every window or chunk
+    greedy: int = 20  # the greedy run's prompt (30 tokens follow it), unless a config says `greedy`
+    distinct: int = 4  # at least so many different greedy tokens (the logits spread), unless a config says
+    batch: tuple[int, ...] = (9, 50, 3)  # the rows of the left-padded batch
+    batch_configs: tuple[str, ...] | None = None  # None: every config
+    float64: int = 60  # the float64 prompt
+    float64_configs: tuple[str, ...] | None = None
+    count: tuple[int, int] = (150, 4)  # prompt and new tokens of count = a real run = the closed form
+    count_configs: tuple[str, ...] | None = None
+    validate: tuple[str, ...] = ()  # the configs validate runs on (the first unless said)
+    validate_steps: int = 6
+    validate_says: tuple[str, ...] = ()  # what validate's report says of this family beside "all OK"
+    refused: tuple[tuple[dict, str], ...] = field(default=(NOT_A_DTYPE,))  # config.json changes refused, and why
+
+    def config_names(self, which: tuple[str, ...] | None = None) -> list[str]:
+        return list(self.configs if which is None else which)
+
+    def hf_config(self, name: str):
+        options = {k: v for k, v in self.configs[name].items() if k not in ("seed", "saved", "greedy", "distinct")}
+        return getattr(transformers, options.pop("config_class", self.config_class))(**options)
+
+    def prompt_ids(self, name: str, n: int, seed: int = 0) -> list[int]:
+        vocab = self.hf_config(name).vocab_size
+        return np.random.default_rng(seed).integers(self.first_token, vocab, n).tolist()
+
+
+# --- each family's configs: shapes, seeds and every option that changes the pass, on and off ----------------------
+YARN = {"rope_type": "yarn", "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+        "original_max_position_embeddings": 64, "rope_theta": 1000.0}  # fmt: skip
+PHI3_SHORT = [1.0, 1.1, 1.3, 1.5, 2.0, 2.5, 3.0, 4.0]
+PHI3_LONG = [1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0]
+QWEN3 = dict(vocab_size=151, max_position_embeddings=400, rms_norm_eps=1e-6)
+OLMO2 = dict(vocab_size=151, max_position_embeddings=400, rms_norm_eps=1e-6, eos_token_id=None, pad_token_id=None)
+NEMOTRON_H = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, intermediate_size=48,
+                  mamba_num_heads=8, mamba_head_dim=8, ssm_state_size=16, n_groups=2, conv_kernel=4,
+                  n_routed_experts=6, num_experts_per_tok=2, moe_intermediate_size=24,
+                  moe_shared_expert_intermediate_size=40, n_group=2, topk_group=1, vocab_size=128,
+                  max_position_embeddings=512)  # fmt: skip
+PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
+QWEN3_WINDOW = 24
+
+FAMILIES: dict[str, Family] = {
+    # A few heads of odd sizes, an inner size that is not 4 D, exact GELU with the layer-scaled attention, SiLU
+    # unscaled and untied.
+    "gpt2": Family("GPT2Config", {
+        "heads5-inner37": dict(n_layer=2, n_head=5, n_embd=80, n_inner=37, n_positions=200, vocab_size=777,
+                               layer_norm_epsilon=1e-2, seed=7),
+        "exact-gelu-layer-scaled": dict(n_layer=3, n_head=6, n_embd=48, n_positions=200, vocab_size=300,
+                                        activation_function="gelu", scale_attn_by_inverse_layer_idx=True, seed=8),
+        "untied-unscaled-silu": dict(n_layer=1, n_head=4, n_embd=32, n_inner=8, n_positions=200, vocab_size=64,
+                                     activation_function="silu", scale_attn_weights=False, tie_word_embeddings=False,
+                                     seed=9),
+    }, refused=(NOT_A_DTYPE, ({"activation_function": "gelu_accurate"}, "gelu_accurate"))),
+    # Llama, Mistral and Qwen2: grouped heads with biases, one key/value head tied with llama3's rope, a window,
+    # Qwen2's q/k/v biases in a bfloat16 checkpoint.
+    "llama": Family("LlamaConfig", {
+        "llama-gqa-bias": dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                               num_key_value_heads=2, attention_bias=True, mlp_bias=True, vocab_size=120,
+                               max_position_embeddings=256, seed=3),
+        "llama3-mqa-tied": dict(hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+                                num_key_value_heads=1, tie_word_embeddings=True, vocab_size=110,
+                                max_position_embeddings=256,
+                                rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0,
+                                                 "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                 "original_max_position_embeddings": 64}, seed=4),
+        "mistral-window": dict(config_class="MistralConfig", hidden_size=32, intermediate_size=48,
+                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                               sliding_window=24, vocab_size=100, max_position_embeddings=256, seed=5),
+        "qwen2-bias-bf16": dict(config_class="Qwen2Config", hidden_size=24, intermediate_size=40,
+                                num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=1, vocab_size=130,
+                                max_position_embeddings=256, seed=6, saved="bfloat16"),
+    }, validate=("llama3-mqa-tied", "qwen2-bias-bf16"), validate_steps=8,
+        refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"))),
+    # A head size that is not D / H, grouped or not, biases or not, tied or not, no window, a window on the layers
+    # from max_window_layers on, a window on every layer, layer_types given outright.
+    "qwen3": Family("Qwen3Config", {
+        "tied-gqa": dict(QWEN3, hidden_size=32, intermediate_size=72, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=16, tie_word_embeddings=True, rope_parameters=QWEN3_ROPE,
+                         seed=0),
+        "bias-window-from-layer-1": dict(QWEN3, hidden_size=48, intermediate_size=64, num_hidden_layers=3,
+                                         num_attention_heads=6, num_key_value_heads=2, head_dim=8,
+                                         attention_bias=True, use_sliding_window=True, sliding_window=QWEN3_WINDOW,
+                                         max_window_layers=1, rope_parameters=QWEN3_ROPE, seed=1),
+        "mha-window-everywhere": dict(QWEN3, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                                      num_attention_heads=2, num_key_value_heads=2, head_dim=12,
+                                      use_sliding_window=True, sliding_window=QWEN3_WINDOW, max_window_layers=0,
+                                      rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0}, seed=2),
+        "layer-types": dict(QWEN3, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
+                            num_key_value_heads=1, head_dim=8, use_sliding_window=True, sliding_window=QWEN3_WINDOW,
+                            layer_types=[SLIDING, FULL, SLIDING], rope_parameters=QWEN3_ROPE, seed=3),
+    }, spread=0.3, first_token=1, greedy=2 * QWEN3_WINDOW, batch=(40, 9, 30), float64=140,
+        count=(2 * QWEN3_WINDOW + 3, 4), validate=("bias-window-from-layer-1",), validate_steps=3,
+        validate_says=("its q and k norms included",)),
+    # Gemma 2 as published, shrunk (both soft-caps, a window of 7); without soft-caps, with biases, untied, exact
+    # GELU; Gemma 3 with q and k norms, a local rotary base, linear scaling on the full layers only; Gemma 3's
+    # default rule with a final soft-cap. Tied, a random Gemma repeats one token (each step's logits still checked).
+    "gemma": Family("Gemma2Config", {
+        "gemma2-softcaps-window7": dict(
+            hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+            head_dim=16, vocab_size=150, max_position_embeddings=200, sliding_window=7, query_pre_attn_scalar=20,
+            attn_logit_softcapping=8.0, final_logit_softcapping=30.0, seed=11, distinct=1),
+        "gemma2-bias-untied-no-caps": dict(
+            hidden_size=24, intermediate_size=40, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+            head_dim=10, vocab_size=130, max_position_embeddings=180, sliding_window=5, query_pre_attn_scalar=10,
+            attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=True, tie_word_embeddings=False,
+            hidden_activation="gelu", layer_types=[FULL, SLIDING],
+            rope_parameters={"rope_type": "default", "rope_theta": 500.0}, seed=11),
+        "gemma3-local-rope-linear": dict(
+            config_class="Gemma3TextConfig", hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+            num_attention_heads=4, num_key_value_heads=1, head_dim=16, vocab_size=160, max_position_embeddings=200,
+            sliding_window=6, query_pre_attn_scalar=16, layer_types=[SLIDING, SLIDING, FULL, SLIDING],
+            rope_parameters={FULL: {"rope_type": "linear", "factor": 4.0, "rope_theta": 5000.0},
+                             SLIDING: {"rope_type": "default", "rope_theta": 100.0}}, seed=11, distinct=1),
+        "gemma3-pattern6-final-cap": dict(
+            config_class="Gemma3TextConfig", hidden_size=16, intermediate_size=24, num_hidden_layers=6,
+            num_attention_heads=2, num_key_value_heads=2, head_dim=8, vocab_size=120, max_position_embeddings=170,
+            sliding_window=9, final_logit_softcapping=20.0, tie_word_embeddings=False, seed=11),
+    }, spread=0.3, batch=(12, 37, 5), count=(140, 4), validate=("gemma2-softcaps-window7", "gemma3-local-rope-linear")),
+    # One key/value head per query head or grouped, biases or not, a head_dim given outright (Olmo2Config has none;
+    # its attention reads one), tied or not, linear rope scaling.
+    "olmo2": Family("Olmo2Config", {
+        "mha": dict(OLMO2, hidden_size=32, intermediate_size=72, num_hidden_layers=2, num_attention_heads=4, seed=0),
+        "gqa-bias-head-dim": dict(OLMO2, hidden_size=48, intermediate_size=64, num_hidden_layers=3,
+                                  num_attention_heads=6, num_key_value_heads=2, head_dim=12, attention_bias=True,
+                                  seed=1),
+        "tied-linear-rope": dict(OLMO2, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                                 num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
+                                 rope_parameters={"rope_type": "linear", "rope_theta": 500_000.0, "factor": 2.0},
+                                 seed=2),
+    }, spread=0.5, first_token=1, greedy=40, distinct=3, batch=(40, 9, 30), float64=140, count=(30, 4),
+        validate=("gqa-bias-head-dim",), validate_steps=3,
+        validate_says=("OLMo 2 computes RMSNorm, its q and k norms included",)),
+    # Pythia's shape in small (a quarter of each head rotated, parallel residual); serial with half rotated in
+    # float16 and old-style keys; the whole head rotated, no biases, tied; an odd share (int(20 x 0.25) = 5) in
+    # bfloat16 (Pythia's checkpoints are float16; ours read them as transformers does, upcast to float32).
+    "neox": Family("GPTNeoXConfig", {
+        "pythia-like": dict(hidden_size=32, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                            vocab_size=150, max_position_embeddings=200, seed=11),
+        "serial-half-rotary": dict(hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=3,
+                                   vocab_size=130, max_position_embeddings=200, use_parallel_residual=False,
+                                   rotary_pct=0.5, rotary_emb_base=500, hidden_act="gelu_new", seed=5,
+                                   saved="float16"),
+        "full-rotary-tied-no-bias": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=2, vocab_size=120, max_position_embeddings=200,
+                                         attention_bias=False, tie_word_embeddings=True, layer_norm_eps=1e-3,
+                                         rope_parameters={"rope_type": "default", "rope_theta": 1000.0,
+                                                          "partial_rotary_factor": 1.0}, seed=3),
+        "odd-share-serial": dict(hidden_size=40, intermediate_size=56, num_hidden_layers=2, num_attention_heads=2,
+                                 vocab_size=110, max_position_embeddings=200, use_parallel_residual=False,
+                                 hidden_act="relu", seed=7, saved="bfloat16"),
+    }, distinct=3, batch=(40, 17, 7), float64_configs=("pythia-like", "odd-share-serial"), count=(20, 6),
+        count_configs=("pythia-like", "serial-half-rotary"), validate=("serial-half-rotary",), validate_steps=8,
+        refused=(NOT_A_DTYPE, ({"hidden_act": "gelu_accurate"}, "gelu_accurate"))),
+    # LongRoPE trained on 100 positions (the greedy prompt of 105 takes the long factors), and on a quarter of
+    # each head with the factor and attention factor given; half of each head turned with a window of 7, tied, gelu.
+    "phi3": Family("Phi3Config", {
+        "gqa": dict(PHI3, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, vocab_size=101, max_position_embeddings=300, seed=3),
+        "partial-window-tied": dict(PHI3, hidden_size=48, intermediate_size=40, num_hidden_layers=3, num_attention_heads=4,
+                                    vocab_size=120, max_position_embeddings=300, sliding_window=7,
+                                    partial_rotary_factor=0.5, rope_theta=500.0, tie_word_embeddings=True,
+                                    hidden_act="gelu_pytorch_tanh", seed=4),
+        "longrope-mqa": dict(PHI3, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+                             num_key_value_heads=1, vocab_size=90, max_position_embeddings=400,
+                             original_max_position_embeddings=100,
+                             rope_scaling={"type": "longrope", "short_factor": PHI3_SHORT, "long_factor": PHI3_LONG},
+                             seed=5, greedy=105),
+        "longrope-partial-window": dict(PHI3, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, vocab_size=150,
+                                        max_position_embeddings=300, original_max_position_embeddings=120,
+                                        sliding_window=40,
+                                        rope_parameters={"rope_type": "longrope", "rope_theta": 2000.0,
+                                                         "partial_rotary_factor": 0.25,
+                                                         "short_factor": PHI3_SHORT[:2], "long_factor": PHI3_LONG[:2],
+                                                         "attention_factor": 1.3, "factor": 3.0}, seed=6, greedy=60),
+    }, first_token=1, batch=(30, 17, 25), float64=150, count=(140, 5), validate=("partial-window-tied",),
+        validate_steps=8),
+    # E = 4..8, k = 1 and 2, with and without a window, q wider than D, tied embeddings, rope scaling, one key/value
+    # head.
+    "mixtral": Family("MixtralConfig", {
+        "e4_k2_window": dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                             num_experts_per_tok=2, sliding_window=40, max_position_embeddings=256, seed=11),
+        "e8_k1_tied": dict(vocab_size=200, hidden_size=48, intermediate_size=32, num_hidden_layers=3,
+                           num_attention_heads=4, num_key_value_heads=1, head_dim=16, num_local_experts=8,
+                           num_experts_per_tok=1, tie_word_embeddings=True, max_position_embeddings=256, seed=5),
+        "e6_k2_linear_rope": dict(vocab_size=160, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                                  num_attention_heads=2, num_key_value_heads=2, num_local_experts=6,
+                                  num_experts_per_tok=2,
+                                  rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0},
+                                  max_position_embeddings=256, seed=3),
+    }, batch_configs=("e4_k2_window", "e8_k1_tied"), float64_configs=("e4_k2_window", "e6_k2_linear_rope"),
+        validate_steps=8,
+        refused=(NOT_A_DTYPE, ({"attention_bias": True}, "attention"))),
+    # E = 4..8, k = 1..3, the gates renormalised or not, dense layers from mlp_only_layers and from
+    # decoder_sparse_step 2, a window, q wider than D, one key/value head, tied embeddings, attention biases, rope
+    # scaling, a checkpoint saved in bfloat16 (as Qwen's are).
+    "qwen3_moe": Family("Qwen3MoeConfig", {
+        "e6_k2_mlp_only_tied": dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                    moe_intermediate_size=24, num_experts=6, num_experts_per_tok=2,
+                                    mlp_only_layers=[1], tie_word_embeddings=True, max_position_embeddings=256,
+                                    seed=5),
+        "e8_k3_step2_window_norm": dict(vocab_size=160, hidden_size=32, intermediate_size=40, num_hidden_layers=4,
+                                        num_attention_heads=4, num_key_value_heads=1, moe_intermediate_size=16,
+                                        num_experts=8, num_experts_per_tok=3, norm_topk_prob=True,
+                                        decoder_sparse_step=2, use_sliding_window=True, sliding_window=40,
+                                        max_position_embeddings=256, seed=5),
+        "e4_k1_sparse_bias_rope": dict(vocab_size=100, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                                       num_attention_heads=2, num_key_value_heads=2, head_dim=8,
+                                       moe_intermediate_size=12, num_experts=4, num_experts_per_tok=1,
+                                       attention_bias=True,
+                                       rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0},
+                                       max_position_embeddings=256, seed=3, saved="bfloat16"),
+    }, batch_configs=("e6_k2_mlp_only_tied", "e8_k3_step2_window_norm"),
+        float64_configs=("e6_k2_mlp_only_tied", "e8_k3_step2_window_norm"), validate=("e8_k3_step2_window_norm",),
+        refused=(NOT_A_DTYPE, ({"num_experts_per_tok": 500}, "num_experts_per_tok=500"))),
+    # E = 4..8, k = 1..3; windows alternating (transformers' default layer_types), chosen per layer, or none; YaRN
+    # (truncated or not, its attention factor given or derived) and the default rope; attention biases on and off;
+    # tied embeddings; one key/value head; a swiglu_limit low enough that the clamps bite.
+    "gpt_oss": Family("GptOssConfig", {
+        "e4_k2_yarn_alternating": dict(vocab_size=120, hidden_size=32, intermediate_size=24, num_hidden_layers=3,
+                                       num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_local_experts=4,
+                                       num_experts_per_tok=2, sliding_window=24, max_position_embeddings=256,
+                                       rope_parameters=YARN, seed=11),
+        "e8_k1_tied_no_bias_clamped": dict(vocab_size=200, hidden_size=48, intermediate_size=32, num_hidden_layers=3,
+                                           num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                                           num_local_experts=8, num_experts_per_tok=1, sliding_window=40,
+                                           attention_bias=False, layer_types=[FULL, SLIDING, SLIDING],
+                                           tie_word_embeddings=True, swiglu_limit=1.0, max_position_embeddings=256,
+                                           rope_parameters={"rope_type": "default", "rope_theta": 10000.0}, seed=5),
+        "e6_k3_full_yarn_truncated": dict(vocab_size=160, hidden_size=16, intermediate_size=20, num_hidden_layers=2,
+                                          num_attention_heads=2, num_key_value_heads=2, head_dim=8,
+                                          num_local_experts=6, num_experts_per_tok=3, layer_types=[FULL] * 2,
+                                          max_position_embeddings=256, swiglu_alpha=1.2,
+                                          rope_parameters={**YARN, "truncate": True, "factor": 8.0,
+                                                           "attention_factor": 1.3, "beta_fast": 16.0},
+                                          seed=3),
+    }, batch_configs=("e4_k2_yarn_alternating", "e8_k1_tied_no_bias_clamped"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "mxfp4"}}, "quantization_config"))),
+    # q through the low-rank bottleneck or one q_proj, 1 to 4 groups of experts, 0 to 2 dense first layers,
+    # interleaved rotary pairs or not, norm_topk_prob on and off, 1 or 2 shared experts, tied embeddings, linear rope
+    # scaling, YaRN (DeepSeek-V3's own rope type; 150 positions are past the original context of 32). The routers'
+    # correction biases are moved, so that the bias changes the choice.
+    "deepseek_v3": Family("DeepseekV3Config", {
+        "lora_groups_dense": dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                                  num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                                  n_routed_experts=8, num_experts_per_tok=3, n_group=4, topk_group=2,
+                                  first_k_dense_replace=1, q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=8,
+                                  qk_nope_head_dim=12, v_head_dim=10, max_position_embeddings=256, seed=7),
+        "plain_q_tied": dict(vocab_size=160, hidden_size=24, intermediate_size=40, moe_intermediate_size=12,
+                             num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=3, n_routed_experts=6,
+                             num_experts_per_tok=2, n_group=1, topk_group=1, first_k_dense_replace=0,
+                             q_lora_rank=None, kv_lora_rank=12, qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=16,
+                             rope_interleave=False, norm_topk_prob=False, n_shared_experts=2,
+                             routed_scaling_factor=1.5, tie_word_embeddings=True, max_position_embeddings=256, seed=5),
+        "linear_rope_two_dense": dict(vocab_size=100, hidden_size=40, intermediate_size=24, moe_intermediate_size=8,
+                                      num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=2,
+                                      n_routed_experts=12, num_experts_per_tok=4, n_group=3, topk_group=2,
+                                      first_k_dense_replace=2, q_lora_rank=16, kv_lora_rank=20, qk_rope_head_dim=6,
+                                      qk_nope_head_dim=10, v_head_dim=8,
+                                      rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0},
+                                      max_position_embeddings=256, seed=3),
+        "yarn": dict(vocab_size=100, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
+                     num_experts_per_tok=2, n_group=2, topk_group=1, first_k_dense_replace=1, q_lora_rank=24,
+                     kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+                     max_position_embeddings=256, seed=13,
+                     rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 500.0,
+                                      "original_max_position_embeddings": 32, "mscale": 0.707,
+                                      "mscale_all_dim": 1.3}),
+    }, moved=move_correction_biases, batch_configs=("lora_groups_dense", "plain_q_tied"),
+        float64_configs=("lora_groups_dense", "plain_q_tied", "yarn"), validate_steps=8,
+        refused=(NOT_A_DTYPE, ({"attention_bias": True}, "attention_bias"),
+                 ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"))),
+    # An index_topk well below the prompt, so that the indexer drops keys, and enough index heads (16 to 32) that
+    # two keys rarely tie at the edge of a query's top k; groups of experts and a dense first layer; a tied head,
+    # two shared experts, an indexer all rotary; YaRN and a layer pattern of its own (mlp_layer_types). The seeds
+    # keep every query's k-th and (k+1)-th index scores apart (tests/families/test_deepseek_v32.py checks it).
+    "deepseek_v32": Family("DeepseekV32Config", {
+        "groups_dense": dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                             num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
+                             num_experts_per_tok=3, n_group=4, topk_group=2, first_k_dense_replace=1,
+                             q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+                             index_topk=16, index_head_dim=16, index_n_heads=16, max_position_embeddings=256, seed=3),
+        "tied_shared_rotary_indexer": dict(vocab_size=160, hidden_size=24, intermediate_size=40,
+                                           moe_intermediate_size=12, num_hidden_layers=2, num_attention_heads=3,
+                                           num_key_value_heads=3, n_routed_experts=6, num_experts_per_tok=2,
+                                           n_group=1, topk_group=1, first_k_dense_replace=0, q_lora_rank=20,
+                                           kv_lora_rank=12, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=16,
+                                           norm_topk_prob=False, n_shared_experts=2, routed_scaling_factor=1.5,
+                                           tie_word_embeddings=True, index_topk=24, index_head_dim=8,
+                                           index_n_heads=32, max_position_embeddings=256, seed=3),
+        "yarn_pattern": dict(vocab_size=100, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                             num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=8,
+                             num_experts_per_tok=2, n_group=2, topk_group=1,
+                             mlp_layer_types=["sparse", "dense", "sparse"], q_lora_rank=24, kv_lora_rank=16,
+                             qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10, index_topk=40,
+                             index_head_dim=24, index_n_heads=24, max_position_embeddings=256, seed=7,
+                             rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 500.0,
+                                              "original_max_position_embeddings": 32, "mscale": 0.707,
+                                              "mscale_all_dim": 1.3}),
+    }, moved=move_correction_biases, batch_configs=("groups_dense", "tied_shared_rotary_indexer"),
+        validate_steps=8, refused=(NOT_A_DTYPE, ({"index_topk": 0}, "index_topk"))),
+    # Grouped value heads (Gv = 2, 3) and one value head a key head, keys wider than values, a conv of kernel 3, half
+    # of each head rotated, attention biases, tied embeddings, layers in an order of our own (full first), a
+    # checkpoint saved in bfloat16, and the MoE model's experts beside its shared expert. The DeltaNet layers' decays
+    # are moderated (family_checks.moderate_decays says why).
+    "qwen3_5": Family("Qwen3_5TextConfig", {
+        "dense": dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
+                      linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8,
+                      max_position_embeddings=512, seed=3),
+        "dense_bias_tied": dict(vocab_size=100, hidden_size=24, intermediate_size=40, num_hidden_layers=5,
+                                num_attention_heads=3, num_key_value_heads=1, head_dim=8, linear_num_key_heads=2,
+                                linear_num_value_heads=2, linear_key_head_dim=12, linear_value_head_dim=6,
+                                linear_conv_kernel_dim=3, attention_bias=True, tie_word_embeddings=True,
+                                layer_types=[FULL, LINEAR, LINEAR, FULL, LINEAR],
+                                rope_parameters={"rope_type": "default", "rope_theta": 500.0,
+                                                 "partial_rotary_factor": 0.5},
+                                max_position_embeddings=512, seed=5, saved="bfloat16"),
+        "moe": dict(config_class="Qwen3_5MoeTextConfig", vocab_size=120, hidden_size=32, num_hidden_layers=4,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_num_key_heads=1,
+                    linear_num_value_heads=3, linear_key_head_dim=8, linear_value_head_dim=8, num_experts=4,
+                    num_experts_per_tok=2, moe_intermediate_size=12, shared_expert_intermediate_size=20,
+                    max_position_embeddings=512, seed=3),
+    }, moved=moderate_decays, greedy=70, batch=(9, 80, 3), batch_configs=("dense", "moe"), float64=100,
+        refused=(NOT_A_DTYPE, ({"attn_output_gate": False}, "attn_output_gate=False"))),
+    # B and C shared by groups of heads or by all of them, biases on in_proj and out_proj, a conv without its bias
+    # and of another kernel, tied embeddings, and a time_step_limit that clamps dt in the chunked form; chunks far
+    # shorter than the prompts (the last of them shorter).
+    "mamba2": Family("Mamba2Config", {
+        "groups": dict(num_heads=8, head_dim=8, hidden_size=32, expand=2, state_size=16, n_groups=2,
+                       num_hidden_layers=2, vocab_size=128, chunk_size=16, seed=3),
+        "one_group_biases": dict(num_heads=6, head_dim=8, hidden_size=24, expand=2, state_size=8, n_groups=1,
+                                 num_hidden_layers=2, vocab_size=96, chunk_size=32, conv_kernel=3, use_bias=True,
+                                 use_conv_bias=False, tie_word_embeddings=True, seed=5),
+        "clamped": dict(num_heads=8, head_dim=4, hidden_size=16, expand=2, state_size=16, n_groups=4,
+                        num_hidden_layers=3, vocab_size=80, chunk_size=40, time_step_limit=(0.05, 0.3), seed=7),
+    }, first_token=1, greedy=21, batch_configs=("groups", "clamped"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"hidden_act": "xielu"}, "hidden_act"))),
+    # Every kind of layer (Mamba-2, attention without positions, squared-ReLU MLP, squared-ReLU experts with a shared
+    # one), in transformers' names and in the older pattern; a latent for the experts with biases on the MLPs,
+    # groups of experts, norm_topk_prob off and a routed scaling; in_proj/out_proj biases and a 1-group Mamba; a
+    # time_step_min high enough that the chunked scan's clamp bites. The routers' correction biases are moved.
+    "nemotron_h": Family("NemotronHConfig", {
+        "every_kind": dict(NEMOTRON_H, layers_block_type=["mamba", "moe", "attention", "mlp", "mamba", "attention"],
+                           chunk_size=16, seed=5),
+        "latent_groups": dict(NEMOTRON_H, hybrid_override_pattern="ME*M-", chunk_size=32, moe_latent_size=12,
+                              n_group=3, topk_group=2, norm_topk_prob=False, routed_scaling_factor=2.5, mlp_bias=True,
+                              seed=7),
+        "biases_clamped": dict(NEMOTRON_H, layers_block_type=[LINEAR, FULL, "moe"], n_groups=1, chunk_size=40,
+                               use_bias=True, time_step_min=0.3, tie_word_embeddings=True, seed=9),
+    }, moved=move_correction_biases, first_token=1, greedy=21, batch_configs=("every_kind", "latent_groups"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"mlp_hidden_act": "xielu"}, "mlp_hidden_act"))),
+}  # fmt: skip
+
+# The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs
+# them at every length up to the context, in a batch and in float64; test_float64_fixtures reads llama3's other factors.
+LLAMA_SHORT_CONTEXTS = {
+    "llama-gelu-gate-h6-kv3-dh10": (transformers.LlamaConfig, dict(
+        hidden_size=48, intermediate_size=50, num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=3,
+        head_dim=10, vocab_size=97, max_position_embeddings=24, rms_norm_eps=1e-4, attention_bias=True,
+        hidden_act="gelu_pytorch_tanh", rope_parameters={"rope_type": "default", "rope_theta": 321.0})),
+    "mistral-window3-wide-heads": (transformers.MistralConfig, dict(
+        hidden_size=24, intermediate_size=40, num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=1,
+        head_dim=16, vocab_size=101, max_position_embeddings=20, sliding_window=3)),
+    "qwen2-untied-3-layers": (transformers.Qwen2Config, dict(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+        vocab_size=120, max_position_embeddings=20, tie_word_embeddings=False)),
+    "llama3-other-factors": (transformers.LlamaConfig, dict(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+        vocab_size=90, max_position_embeddings=40, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 2.0, "low_freq_factor": 2.0,
+                         "high_freq_factor": 8.0, "original_max_position_embeddings": 32})),
+}  # fmt: skip
+
+
+_MADE: dict[tuple[str, str], tuple[Path, object, object]] = {}
+
+
+def made(tmp_path_factory, family: str, name: str):
+    """(directory, our model, transformers' model) of one family's config, saved once for the whole session: the
+    conformance suite and the family's own module read the same models."""
+    key = (family, name)
+    if key not in _MADE:
+        spec, options = FAMILIES[family], FAMILIES[family].configs[name]
+        directory = tmp_path_factory.mktemp(f"{family}-{name}")
+        saved = getattr(torch, options.get("saved", "float32"))
+        hf = save_random(directory, spec.hf_config(name), seed=options["seed"], spread=spec.spread, dtype=saved)
+        if spec.moved is not None:
+            spec.moved(hf, options["seed"])
+            hf.save_pretrained(directory)  # in float32, as moved: a moved buffer keeps every digit
+        _MADE[key] = (directory, load_model(directory), hf)
+    return _MADE[key]

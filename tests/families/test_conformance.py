@@ -1,0 +1,170 @@
+"""What every family owes, on every config of conformance_configs.py, against transformers' own random models:
+logits at every position (past the row chunk and any window or chunk), 30 greedy tokens with our cache equal to
+transformers' generate, a left-padded batch, float64 against the float64 truth, count = a real run = the closed
+forms, the parameters against transformers' count on the meta device, trace's passes and the shapes it shows, the
+HTML report, validate, the options it refuses (by name, as a UserError), and, for a mixture of experts, each
+expert's load in the ledger as the router chose.
+
+A family's own module (tests/families/test_<family>.py) holds only its quirks.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+import family_checks as checks  # noqa: E402 - after the importorskips: it imports torch and transformers
+from conformance_configs import FAMILIES, made  # noqa: E402
+
+from minitransformer import load_model  # noqa: E402
+from minitransformer.errors import UserError  # noqa: E402
+from minitransformer.families.table import ARCHITECTURES  # noqa: E402
+
+
+def each(check: str) -> list:
+    """(family, config) pairs that `check` runs on: every config, or the family's chosen few."""
+    chosen = {"batch": "batch_configs", "float64": "float64_configs", "count": "count_configs"}.get(check)
+    return [pytest.param(family, name, id=f"{family}-{name}") for family, spec in FAMILIES.items()
+            for name in spec.config_names(getattr(spec, chosen) if chosen else None)]  # fmt: skip
+
+
+def validated(family: str) -> list[str]:
+    """The configs validate runs on; the first is the one trace, the HTML report and the refusals read."""
+    return list(FAMILIES[family].validate or [next(iter(FAMILIES[family].configs))])
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return lambda family, name: made(tmp_path_factory, family, name)
+
+
+def test_every_family_in_the_table_has_its_configs_here():
+    assert sorted(FAMILIES) == sorted(ARCHITECTURES), "a new family joins by adding its configs to conformance_configs"
+    for family, spec in FAMILIES.items():
+        assert spec.configs, family
+        assert set(validated(family)) <= set(spec.configs), family
+        for chosen in (spec.batch_configs, spec.float64_configs, spec.count_configs):
+            assert set(chosen or ()) <= set(spec.configs), family
+
+
+@pytest.mark.parametrize("family, name", each("parity"))
+def test_logits_at_every_position_equal_transformers(model, family, name):
+    _, ours, hf = model(family, name)
+    assert ours.architecture.name == family
+    assert checks.logits_at_every_position(ours, hf, FAMILIES[family].prompt_ids(name, FAMILIES[family].prompt)) <= 1
+
+
+@pytest.mark.parametrize("family, name", each("greedy"))
+def test_thirty_greedy_tokens_with_the_cache_equal_transformers_generate(model, family, name):
+    _, ours, hf = model(family, name)
+    spec, options = FAMILIES[family], FAMILIES[family].configs[name]
+    tokens = checks.greedy(ours, hf, spec.prompt_ids(name, options.get("greedy", spec.greedy), seed=1))
+    assert len(set(tokens)) >= options.get("distinct", spec.distinct)  # the logits spread: not one token repeated
+
+
+@pytest.mark.parametrize("family, name", each("batch"))
+def test_a_left_padded_batch_equals_each_row_alone_and_transformers(model, family, name):
+    _, ours, hf = model(family, name)
+    spec = FAMILIES[family]
+    rows = [spec.prompt_ids(name, n, seed=2 + row) for row, n in enumerate(spec.batch)]
+    assert checks.batch_logits(ours, hf, rows) <= 1
+
+
+@pytest.mark.parametrize("family, name", each("float64"))
+def test_float64_within_1e_9_of_the_float64_truth(model, family, name):
+    directory, _, _ = model(family, name)
+    ids = FAMILIES[family].prompt_ids(name, FAMILIES[family].float64, seed=5)
+    assert checks.float64_against_truth(directory, ids) <= checks.RELATIVE_FLOAT64
+
+
+@pytest.mark.parametrize("family, name", each("count"))
+def test_count_equals_a_real_run_and_the_closed_forms(model, family, name):
+    _, ours, _ = model(family, name)
+    assert checks.count_equals_a_real_run_and_the_closed_form(ours, *FAMILIES[family].count) > 0
+
+
+@pytest.mark.parametrize("family, name", each("params"))
+def test_parameters_equal_transformers_count_on_the_meta_device(model, family, name):
+    from minitransformer.verbs.params import parameters
+
+    _, ours, hf = model(family, name)
+    c = ours.config
+    total = checks.transformers_parameters(FAMILIES[family].hf_config(name))
+    assert parameters(c).total == ours.architecture.formulas.parameters(c) == total == sum(
+        p.numel() for p in hf.parameters())  # fmt: skip
+    assert parameters(c).active == ours.architecture.formulas.active_parameters(c) <= total
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_trace_runs_the_passes_of_generate_and_shows_the_model_s_shapes(model, family):
+    _, ours, _ = model(family, validated(family)[0])
+    ids = FAMILIES[family].prompt_ids(validated(family)[0], 7, seed=8)
+    shown = checks.traced_shapes(ours, ids)
+    _, cache = ours.run_with_cache(ids)
+    assert {f"blocks.{i}" for i in range(ours.config.n_layer)} <= {n.rsplit(".", n.count(".") - 1)[0] for n in shown}
+    for name, shape in shown.items():  # each block's stage as the pass computed it (the logits: the last row only)
+        if name.startswith("blocks."):
+            assert name in cache and list(cache[name].shape) == shape, name
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_html_report_of_a_trace_renders(model, family, tmp_path):
+    from minitransformer.engine.ledger import Phase
+    from minitransformer.views.files import check_destination
+    from minitransformer.views.trace import trace_to_page
+
+    _, ours, _ = model(family, validated(family)[0])
+    ids = FAMILIES[family].prompt_ids(validated(family)[0], 6, seed=9)
+    page = tmp_path / "trace.html"
+    trace_to_page(check_destination(page), ours, ids, 2, [0, ours.config.n_layer - 1])
+    text = page.read_text()
+    assert text.lstrip().lower().startswith("<!doctype html") and text.rstrip().endswith("</html>")
+    prefill = Phase("prefill", 0, len(ids), len(ids))
+    ours.run(ids, phase=prefill)
+    assert all(json.dumps(record.op) in text for record in prefill.records)
+
+
+@pytest.mark.parametrize("family, name", [pytest.param(f, n, id=f"{f}-{n}") for f in FAMILIES for n in validated(f)])
+def test_validate_says_all_ok_and_names_transformers_class(model, family, name):
+    from minitransformer.verbs.validate import validate
+
+    _, ours, hf = model(family, name)
+    out = io.StringIO()
+    assert validate(ours, steps=FAMILIES[family].validate_steps, out=out) is True, out.getvalue()
+    text = out.getvalue()
+    assert f"transformers {transformers.__version__} {type(hf).__name__}, float32" in text
+    assert text.endswith("all OK\n") and "NOT OK" not in text
+    assert all(said in text for said in FAMILIES[family].validate_says)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_options_it_does_not_compute_are_refused_by_name(model, family, tmp_path):
+    directory, _, _ = model(family, next(iter(FAMILIES[family].configs)))
+    for change, refused in FAMILIES[family].refused:
+        hf = json.loads((directory / "config.json").read_text()) | change
+        (tmp_path / "config.json").write_text(json.dumps(hf))
+        if not (tmp_path / "model.safetensors").exists():
+            (tmp_path / "model.safetensors").symlink_to(directory / "model.safetensors")
+        with pytest.raises(UserError, match=refused) as refusal:
+            load_model(tmp_path)
+        assert "\n" not in str(refusal.value), change
+
+
+def routed_experts(family: str, name: str) -> int:
+    config = FAMILIES[family].hf_config(name)
+    return next((getattr(config, key) for key in ("num_local_experts", "num_experts", "n_routed_experts")
+                 if getattr(config, key, None)), 0)  # fmt: skip
+
+
+@pytest.mark.parametrize("family, name", [p for p in each("experts") if routed_experts(*p.values)])
+def test_each_expert_computed_what_the_router_sent_it(model, family, name):
+    """Every config with experts: each routed expert product's breakdown is the router's choice counted, expert by
+    expert (a ledger that gave one expert another's tokens would pass every total)."""
+    _, ours, _ = model(family, name)
+    assert ours.config.n_experts == routed_experts(family, name)
+    assert checks.expert_loads_follow_the_router(ours, FAMILIES[family].prompt_ids(name, 150, seed=7)) > 0
