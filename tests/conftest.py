@@ -140,3 +140,13 @@ def with_weights_viewed_as(model, array_class):
 
     walk(model.params, "")
     return Model(model.config, as_tree(flat, model.config), source=model.source, tokenizer=model._tokenizer)
+
+
+@pytest.fixture(scope="module")
+def made(request, tmp_path_factory):
+    """name -> (directory, our model, transformers' model) of the test module's FAMILY: the conformance suite's random
+    models (tests/families/conformance_configs.py), each saved once a session."""
+    # Imported here, not above: it imports torch and transformers, which the tests that do not ask for it go without.
+    from conformance_configs import made as made_in
+
+    return lambda name: made_in(tmp_path_factory, request.module.FAMILY, name)

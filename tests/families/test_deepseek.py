@@ -15,7 +15,6 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
-from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     save_random,
     transformers_parameters,
@@ -25,17 +24,12 @@ from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.deepseek_v3.config import PRESETS, DeepseekConfig  # noqa: E402
 from minitransformer.families.deepseek_v3.formulas import FORMULAS as formulas  # noqa: E402
 
-SPEC = FAMILIES["deepseek_v3"]
+FAMILY = "deepseek_v3"  # the family whose models the `made` fixture (tests/conftest.py) gives
+SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
 PROMPT = SPEC.prompt
 hf_config = SPEC.hf_config
 prompt = SPEC.prompt_ids
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
-    return lambda name: made_in(tmp_path_factory, "deepseek_v3", name)
 
 
 def test_the_router_s_choice_and_gates_and_the_mla_latent_are_captured_as_transformers_computes_them(made):

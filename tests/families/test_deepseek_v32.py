@@ -17,7 +17,6 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
-from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     count_equals_a_real_run_and_the_closed_form,
     transformers_parameters,
@@ -32,17 +31,12 @@ from minitransformer.models.model import Model  # noqa: E402
 from minitransformer.verbs import formulas as closed  # noqa: E402
 from minitransformer.verbs.count import count_generation, count_passes  # noqa: E402
 
-SPEC = FAMILIES["deepseek_v32"]
+FAMILY = "deepseek_v32"  # the family whose models the `made` fixture (tests/conftest.py) gives
+SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
 PROMPT = SPEC.prompt
 hf_config = SPEC.hf_config
 prompt = SPEC.prompt_ids
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
-    return lambda name: made_in(tmp_path_factory, "deepseek_v32", name)
 
 
 NEAR_TIE = 1e-5  # relative to a query's largest |score|: 100 times float32's roundings of these sums

@@ -18,7 +18,6 @@ pytest.importorskip("transformers", reason="transformers is not installed")
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from conformance_configs import FAMILIES  # noqa: E402
-from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402
     transformers_parameters,
     worst,
@@ -29,14 +28,9 @@ from minitransformer.verbs.params import parameters  # noqa: E402
 
 SLIDING, FULL = "sliding_attention", "full_attention"
 
-SPEC = FAMILIES["gemma"]
+FAMILY = "gemma"  # the family whose models the `made` fixture (tests/conftest.py) gives
+SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
-    return lambda name: made_in(tmp_path_factory, "gemma", name)
 
 
 def prompt(config_name: str, n: int, seed: int = 0) -> list[int]:

@@ -17,7 +17,6 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 from conformance_configs import FAMILIES, YARN  # noqa: E402 - after the importorskips: it imports torch
-from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     transformers_parameters,
 )
@@ -27,17 +26,12 @@ from minitransformer.families.gpt_oss.config import PRESETS, GptOssConfig  # noq
 from minitransformer.families.gpt_oss.formulas import FORMULAS as formulas  # noqa: E402
 from minitransformer.families.rotary import attention_factor, inverse_frequencies  # noqa: E402
 
-SPEC = FAMILIES["gpt_oss"]
+FAMILY = "gpt_oss"  # the family whose models the `made` fixture (tests/conftest.py) gives
+SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
 PROMPT = SPEC.prompt
 hf_config = SPEC.hf_config
 prompt = SPEC.prompt_ids
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
-    return lambda name: made_in(tmp_path_factory, "gpt_oss", name)
 
 
 def test_the_sinks_the_router_and_the_experts_are_captured_as_transformers_computes_them(made):

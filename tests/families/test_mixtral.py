@@ -14,7 +14,6 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
-from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     transformers_parameters,
 )
@@ -23,17 +22,12 @@ from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.mixtral.config import PRESETS, MixtralConfig  # noqa: E402
 from minitransformer.families.mixtral.formulas import FORMULAS as formulas  # noqa: E402
 
-SPEC = FAMILIES["mixtral"]
+FAMILY = "mixtral"  # the family whose models the `made` fixture (tests/conftest.py) gives
+SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
 PROMPT = SPEC.prompt
 hf_config = SPEC.hf_config
 prompt = SPEC.prompt_ids
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
-    return lambda name: made_in(tmp_path_factory, "mixtral", name)
 
 
 def test_the_router_s_logits_choices_and_gates_and_the_experts_output_are_captured_as_transformers_computes_them(

@@ -16,7 +16,6 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
-from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     transformers_parameters,
 )
@@ -29,17 +28,12 @@ from minitransformer.families.nemotron_h.formulas import FORMULAS  # noqa: E402
 from minitransformer.verbs import formulas as shared_formulas  # noqa: E402
 from minitransformer.verbs.count import count_generation  # noqa: E402
 
-SPEC = FAMILIES["nemotron_h"]
+FAMILY = "nemotron_h"  # the family whose models the `made` fixture (tests/conftest.py) gives
+SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
 PROMPT = SPEC.prompt
 hf_config = SPEC.hf_config
 prompt = SPEC.prompt_ids
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
-    return lambda name: made_in(tmp_path_factory, "nemotron_h", name)
 
 
 def test_each_kind_s_output_and_the_router_s_choice_are_captured_as_transformers_computes_them(made):

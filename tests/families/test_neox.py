@@ -21,19 +21,13 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 
 import family_checks as checks  # noqa: E402  # needs torch and transformers
 from conformance_configs import FAMILIES  # noqa: E402
-from conformance_configs import made as made_in  # noqa: E402
 
 from minitransformer.verbs import formulas  # noqa: E402
 
-SPEC = FAMILIES["neox"]
+FAMILY = "neox"  # the family whose models the `made` fixture (tests/conftest.py) gives
+SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
 PROMPT = SPEC.prompt
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
-    return lambda name: made_in(tmp_path_factory, "neox", name)
 
 
 @cache

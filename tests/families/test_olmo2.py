@@ -14,20 +14,14 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 
 import family_checks as checks  # noqa: E402
 from conformance_configs import FAMILIES  # noqa: E402
-from conformance_configs import made as made_in  # noqa: E402
 
 from minitransformer import load_model  # noqa: E402
 
 V = 151  # the configs' vocabulary
-SPEC = FAMILIES["olmo2"]
+FAMILY = "olmo2"  # the family whose models the `made` fixture (tests/conftest.py) gives
+SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
 transformers_config = SPEC.hf_config
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
-    return lambda name: made_in(tmp_path_factory, "olmo2", name)
 
 
 def prompt(n: int, seed: int = 0) -> list[int]:

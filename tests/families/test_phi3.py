@@ -12,7 +12,6 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 from conformance_configs import FAMILIES  # noqa: E402
-from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the skips above
     RELATIVE_FLOAT64,
     float64_against_truth,
@@ -22,14 +21,9 @@ from family_checks import (  # noqa: E402 - after the skips above
 SHORT = [1.0, 1.1, 1.3, 1.5, 2.0, 2.5, 3.0, 4.0]
 LONG = [1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0]
 
-SPEC = FAMILIES["phi3"]
+FAMILY = "phi3"  # the family whose models the `made` fixture (tests/conftest.py) gives
+SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
-    return lambda name: made_in(tmp_path_factory, "phi3", name)
 
 
 def prompt(name: str, n: int, seed: int = 0) -> list[int]:

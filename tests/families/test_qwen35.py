@@ -18,7 +18,6 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
-from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     count_equals_a_real_run_and_the_closed_form,
     logits_at_every_position,
@@ -31,17 +30,12 @@ from minitransformer.engine.kvcache import KeysValues, LayerCache, LayerState, S
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.qwen35.config import FULL, LINEAR, Qwen35Config  # noqa: E402
 
-SPEC = FAMILIES["qwen3_5"]
+FAMILY = "qwen3_5"  # the family whose models the `made` fixture (tests/conftest.py) gives
+SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
 PROMPT = SPEC.prompt
 hf_config = SPEC.hf_config
 prompt = SPEC.prompt_ids
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
-    return lambda name: made_in(tmp_path_factory, "qwen3_5", name)
 
 
 def test_the_state_after_a_prompt_is_transformers_cache(made):

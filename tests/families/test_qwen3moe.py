@@ -17,7 +17,6 @@ torch = pytest.importorskip("torch", reason="torch is not installed (pip install
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
 from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
-from conformance_configs import made as made_in  # noqa: E402
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     transformers_parameters,
 )
@@ -28,17 +27,12 @@ from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.qwen3moe.config import PRESETS, Qwen3MoeConfig  # noqa: E402
 from minitransformer.families.qwen3moe.formulas import FORMULAS as formulas  # noqa: E402
 
-SPEC = FAMILIES["qwen3_moe"]
+FAMILY = "qwen3_moe"  # the family whose models the `made` fixture (tests/conftest.py) gives
+SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
 PROMPT = SPEC.prompt
 hf_config = SPEC.hf_config
 prompt = SPEC.prompt_ids
-
-
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    """name -> (directory, our model, transformers' model): conformance_configs' models, saved once a session."""
-    return lambda name: made_in(tmp_path_factory, "qwen3_moe", name)
 
 
 def sparse(hf) -> list[bool]:
