@@ -5,27 +5,36 @@ their rows among the engine's workers (NumPy lets go of the GIL inside its loops
 go to the BLAS (OpenBLAS in NumPy's wheels), which splits each call among threads of its own, and
 those threads wait for each other at the end of every call.
 
-That split pays for a product with a weight ([T, D] x [D, 3D]: one call, millions of multiply-adds for
-each thread between two waits). It does not pay for a stack of small products, attention's per-head
-scores and mix ([H, 128, dh] x [H, dh, t] in a chunk of query rows: H calls of a few million each, every
-one a wait), and on a machine whose cores are busy with other processes a thread that waits for another
-waits for the scheduler to give that one a turn: GPT-2's scores of one chunk of 128 rows against 512
-keys took 57 ms with the BLAS's two threads and two other processes spinning, 6 ms on one BLAS thread,
-under 2 ms on a quieter machine. So (`sized_for_threads`, called by Tape.matmul for every product):
+On a machine whose cores are busy with other processes, a thread that waits for another waits for the
+scheduler to give that one a turn. GPT-2's scores of one chunk of 128 rows against 512 keys took 57 ms
+with the BLAS's two threads and two other processes spinning, 6 ms on one BLAS thread, under 2 ms on a
+quieter machine; a Llama's [5, 1536] x [1536, 4096] took 40 ms on two threads against 4.8 ms on one. So
+(`sized_for_threads`, called by Tape.matmul for every product):
 
-- a product whose b is one matrix for every row of a (a weight: [T, D] x [D, F], a batch's rows folded
-  in) is one BLAS call with the BLAS's threads as they are (every core, unless the user set fewer);
 - a product over a stack (b has axes of its own: heads, groups of heads, a batch's rows) makes each call
   of the stack on one BLAS thread, and a stack big enough to pay for handing it out is shared among the
-  engine's workers, a run of its calls each, written into one output.
+  engine's workers;
+- a prompt's product with a weight ([T, D] x [D, F], T of at least BLOCKS_MIN_ROWS: a batch's rows
+  folded in) is cut into blocks of the weight's columns, each a call on one BLAS thread, shared the same
+  way (`column_blocks`: 2 to 16 blocks, fixed by the weight's width alone);
+- a decode step's row times a weight runs on the BLAS's threads, which read a weight faster than one
+  thread; while other processes keep the cores busy (`cores_busy_elsewhere`, a look at /proc/stat every
+  LOAD_WINDOW), on one thread, if and only if one thread was seen to give that product's layout the same
+  bits (`_one_row`);
+- any other product with a weight (a short prompt's, a small model's) is one call on the BLAS's threads.
 
-Each call of a stack is then the same one-thread BLAS call whichever worker makes it and however many
-there are, so its bits are the same on every machine. They are not those of a BLAS call split among
-threads: OpenBLAS adds a product's terms in another order when it splits a call (measured on 0.3.31,
-[128, 64] x [64, 512]: one result in seven differs, by a rounding of its terms), so attention's products
-now have the bits of one thread where they had those of the BLAS's thread count (GPT-2's logits at 512
-positions moved by at most 3e-6 on a scale of 3, the same greedy tokens). The products with weights are
-computed as before.
+Sharing (`spread`) hands out runs of the work one at a time to whichever thread is free, the calling
+thread among them: a worker that gets no core leaves its runs to the others, and nobody waits for a
+run that no one has begun.
+
+The bits of a product therefore never depend on the load or on how many workers share it: a stack's
+calls and a prompt's blocks are the same one-thread BLAS calls whoever makes them. They are not the bits
+of one BLAS call split among threads: OpenBLAS adds a product's terms in another order when it splits a
+call (measured on 0.3.31: [128, 64] x [64, 512], one result in seven differs by a rounding of its terms;
+[5, 1536] x [1536, 4096] and [1, 768] x [768, 50257] too, where a single row of GPT-2's or a Llama's layer
+weights does not), so attention's products and a prompt's products with weights have the bits of their
+one-thread calls (GPT-2's logits at 512 positions moved by at most 3e-6 on a scale of 3 when attention's
+did, the same greedy tokens).
 
 The BLAS's threads are set at run time through threadpoolctl, for the product's duration only (the
 user's setting is back in force after it); each worker sets its own too, since some BLAS libraries keep
@@ -36,8 +45,10 @@ it is.
 from __future__ import annotations
 
 import os
+import queue
+import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from math import prod
 
 import numpy as np
@@ -55,31 +66,98 @@ THREADS = _threads()  # the engine's workers, the calling thread among them
 # A stack of products of fewer multiply-adds than this is one call: handing shares of it to the workers costs
 # more than it saves (every decode step's attention, a short prompt's).
 SPREAD_MIN_MACS = 1 << 23
-_pool: ThreadPoolExecutor | None = None
-_blas: list | None = None  # threadpoolctl's controllers of the BLAS libraries loaded (found at the first stack)
+# A product with a weight of at least so many rows and multiply-adds is computed in column blocks (the module's docstring
+# says why): a prompt's, not a decode step's or a short prompt's, which read more weight than they compute
+BLOCKS_MIN_ROWS = 32
+BLOCKS_MIN_MACS = 1 << 22
+BLOCK_MIN_WIDTH = 512  # columns: a narrower block is too little work for the BLAS's kernel to reach its stride ...
+MAX_BLOCKS = 16  # ... and from 2 blocks (GPT-2's [768, 768]) to 16 (the logits), enough for a worker that gets no core
+BLOCK_ALIGN = 16  # a block's first column a multiple of 16: 64 bytes of float32, a cache line
+RUNS_PER_WORKER = 4  # spread cuts its items into so many runs per worker, taken one at a time: see `spread`
+_tasks: queue.SimpleQueue[Share] = queue.SimpleQueue()  # shares of work handed to the workers
+_workers = 0  # workers started (at the first share of work that needs them)
+_blas: list | None = None  # threadpoolctl's controllers of the BLAS libraries loaded (found at the first product)
 
 
 def spread(work: Callable[[int, int], None], n: int) -> None:
-    """work(first, end) over n items in THREADS runs of them, one each: the calling thread does the first run, the
-    engine's workers the others, and all are done when this returns."""
-    global _pool
-    cuts = [n * i // THREADS for i in range(THREADS + 1)]
-    runs = [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
-    if _pool is None and len(runs) > 1:
-        _pool = ThreadPoolExecutor(THREADS - 1, thread_name_prefix="minitransformer")
-    others = [_pool.submit(work, a, b) for a, b in runs[1:]] if _pool is not None else []
-    try:
-        work(*runs[0])
-    finally:
-        for done in others:
-            done.result()
+    """work(first, end) over n items, in runs that the calling thread and the engine's workers take one at a time
+    until none is left; all are done when this returns.
+
+    Each takes the next run when it is free, so a worker that the scheduler leaves waiting (every core busy with other
+    processes) only leaves more runs to the others: the calling thread waits for a run a worker has begun, never for
+    one it has not. (Cutting the items into one run for each thread made the caller wait for a worker's whole run:
+    with two other processes spinning, GPT-2's per-head scores took 2.7 times their quiet time.)"""
+    if THREADS == 1 or n <= 1:
+        work(0, n)
+        return
+    count = min(n, RUNS_PER_WORKER * THREADS)
+    cuts = [n * i // count for i in range(count + 1)]
+    share = Share(work, list(zip(cuts, cuts[1:])))
+    _start_workers()
+    for _ in range(THREADS - 1):
+        _tasks.put(share)
+    share.take()
+    share.wait()
+
+
+class Share:
+    """One call of spread: its runs, the next one to take, and how many are being worked on."""
+
+    def __init__(self, work: Callable[[int, int], None], runs: list[tuple[int, int]]) -> None:
+        self.work, self.runs = work, runs
+        self.next = 0
+        self.working = 0
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+        self.finished = threading.Condition(self.lock)
+
+    def take(self) -> None:
+        """Work through runs until none is left (or one failed)."""
+        while True:
+            with self.lock:
+                if self.next == len(self.runs) or self.error is not None:
+                    return
+                run = self.runs[self.next]
+                self.next += 1
+                self.working += 1
+            try:
+                self.work(*run)
+            except BaseException as error:  # the caller raises it, once every run begun has ended
+                self.error = self.error or error
+            finally:
+                with self.lock:
+                    self.working -= 1
+                    if self.working == 0:
+                        self.finished.notify_all()
+
+    def wait(self) -> None:
+        """Until no run is being worked on (the caller has taken the last): then the first error, if one came."""
+        with self.lock:
+            while self.working:
+                self.finished.wait()
+        if self.error is not None:
+            raise self.error
+
+
+def _start_workers() -> None:
+    """THREADS - 1 workers, each taking shares of work off the queue for as long as the process lives (daemons: they
+    hold nothing that needs closing). A share a worker finds with no runs left costs it nothing."""
+    global _workers
+    while _workers < THREADS - 1:
+        threading.Thread(target=_serve, daemon=True, name=f"minitransformer-{_workers}").start()
+        _workers += 1
+
+
+def _serve() -> None:
+    while True:
+        _tasks.get().take()
 
 
 def sized_for_threads(matmul, a, b):
     """matmul(a, b) (np.matmul, handed over by Tape.matmul, the one door for products) on as many threads as the
     product is sized for (the module's docstring says which)."""
     if b.ndim <= 2:  # one matrix for every row of a: a weight
-        return matmul(a, b)
+        return _with_weight(matmul, a, b)
     batch = b.shape[:-2] if a.shape[:-2] == b.shape[:-2] else np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     rows, width = a.shape[-2], b.shape[-1]
     split = next((axis for axis, n in enumerate(batch) if n > 1), None)  # the outermost axis with more than one call
@@ -95,6 +173,109 @@ def sized_for_threads(matmul, a, b):
 
         spread(run, batch[split])
         return out
+
+
+def column_blocks(width: int) -> list[tuple[int, int]]:
+    """The column blocks of a product with a weight of `width` columns: fixed by the shape alone, so that the product's
+    bits are the same whoever computes which block, on any number of workers."""
+    count = min(MAX_BLOCKS, max(2, width // BLOCK_MIN_WIDTH), max(1, width // BLOCK_ALIGN))
+    cuts = [width * i // count // BLOCK_ALIGN * BLOCK_ALIGN for i in range(count)] + [width]
+    return list(zip(cuts, cuts[1:]))
+
+
+def _with_weight(matmul, a, b):
+    """a @ b for a weight b [D, F]: a prompt's product in column blocks, each a call on one BLAS thread, shared by
+    spread; one row (a decode step's) by `_one_row`; anything else one call on the BLAS's threads."""
+    if b.ndim < 2:
+        return matmul(a, b)
+    if a.size == b.shape[0]:
+        return _one_row(matmul, a, b)
+    if a.size < BLOCKS_MIN_ROWS * b.shape[0] or a.size * b.shape[-1] < BLOCKS_MIN_MACS:
+        return matmul(a, b)
+    blocks = column_blocks(b.shape[-1])
+    out = np.empty((*a.shape[:-1], b.shape[-1]), np.result_type(a.dtype, b.dtype))
+
+    def run(first: int, end: int) -> None:
+        with one_blas_thread():
+            for start, stop in blocks[first:end]:
+                matmul(a, b[:, start:stop], out=out[..., start:stop])
+
+    with one_blas_thread():
+        spread(run, len(blocks))
+    return out
+
+
+_same_bits: dict[tuple, bool] = {}  # per layout of a one-row product: do one BLAS thread and the BLAS's threads agree?
+
+
+def _one_row(matmul, a, b):
+    """a @ b for one row of a: on the BLAS's threads while the cores are free, on one thread while other processes
+    keep them busy, where the two give the same bits.
+
+    A row times a weight reads the weight once and does little else: the BLAS's threads read it faster than one
+    (GPT-2's decode step 23 against 29 ms), but when other processes keep the cores busy they wait for each other at
+    every call (394 against 33 to 50 ms, with two other processes spinning). Whether one thread and the BLAS's
+    threads add a row's terms in the same order depends on how the BLAS splits the columns (OpenBLAS 0.3.31: GPT-2's
+    and a Llama's layer weights, yes; GPT-2's 50,257 logits, no), so it is seen, not assumed: the first product of
+    each layout is computed both ways, and a layout whose bits differ keeps the BLAS's threads whatever the load."""
+    layout = (a.shape, a.strides, a.dtype.str, b.shape, b.strides, b.dtype.str, _blas_threads())
+    same = _same_bits.get(layout)
+    if same is None:
+        out = matmul(a, b)
+        with one_blas_thread():
+            _same_bits[layout] = np.array_equal(out, matmul(a, b))
+        return out
+    if same and cores_busy_elsewhere():
+        with one_blas_thread():
+            return matmul(a, b)
+    return matmul(a, b)
+
+
+def _blas_threads() -> tuple[int | None, ...]:
+    one_blas_thread()  # finds the libraries
+    return tuple(lib.get_num_threads() for lib in _blas or ())
+
+
+LOAD_WINDOW = 0.1  # seconds between two looks at the cores
+BUSY_ELSEWHERE = 0.5  # cores' worth of other processes' work from which the cores count as busy
+
+
+class _Load:
+    """The last look at the cores: when, the seconds all cores and this process had worked by then, and the verdict."""
+
+    when = -1.0
+    seconds: tuple[float, float] | None = None
+    busy = False
+
+
+def cores_busy_elsewhere() -> bool:
+    """Whether other processes kept the cores busy (BUSY_ELSEWHERE or more) since the last look, at most LOAD_WINDOW
+    ago: the time every core worked (/proc/stat, the host's steal included) less this process's own. False where
+    /proc/stat is not there to read."""
+    now = time.monotonic()
+    if now - _Load.when < LOAD_WINDOW:
+        return _Load.busy
+    seconds = _worked_seconds()
+    if seconds is not None and _Load.seconds is not None:
+        elsewhere = (seconds[0] - _Load.seconds[0]) - (seconds[1] - _Load.seconds[1])
+        _Load.busy = elsewhere / (now - _Load.when) >= BUSY_ELSEWHERE
+    _Load.when, _Load.seconds = now, seconds
+    return _Load.busy
+
+
+def _worked_seconds() -> tuple[float, float] | None:
+    """(seconds all cores have worked since boot, seconds this process has), or None without /proc/stat."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = [int(n) for n in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields + [0] * (8 - len(fields))
+    own = os.times()
+    return (user + nice + system + irq + softirq + steal) / _TICKS, own.user + own.system
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _part(x, batch: tuple[int, ...], axis: int, first: int, end: int):

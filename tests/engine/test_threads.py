@@ -1,11 +1,14 @@
 """engine/threads.py: each product on the threads it is sized for, chosen in one place, changing no bits.
 
 A stack of products (attention's per-head scores and mix) runs each of its BLAS calls on one thread,
-shared among the engine's workers when it is big; a product with a weight keeps the BLAS's threads. No
-wall clock here: the benchmark (scripts/bench.py, its busy column) measures the speed. These tests hold
-the numbers: a stack's bits are those of one call on one BLAS thread, however the stack is shared out and
-whatever the BLAS's own thread count, and a whole pass gives the same logits and the same ledger on one
-worker or several.
+shared among the engine's workers when it is big; a prompt's product with a weight runs in column blocks,
+each on one BLAS thread, shared the same way; a decode step's row keeps the BLAS's threads unless the
+cores are busy elsewhere and one thread gives the same bits. No wall clock here: the benchmark
+(scripts/bench.py, its busy column) measures the speed. These tests hold the numbers (a stack's bits
+are those of one call on one BLAS thread, a prompt's product those of its blocks' one-thread calls,
+however they are shared out and whatever the BLAS's own thread count; a whole pass gives the same
+logits and the same ledger on one worker or several), and the sharing itself: nobody waits for a run
+that no one has begun, and an error in a run reaches the caller.
 """
 
 from __future__ import annotations
@@ -79,11 +82,11 @@ def test_a_weight_keeps_the_blas_threads_a_stack_gets_one_and_the_setting_comes_
     monkeypatch.setattr(threads, "THREADS", 2)
     monkeypatch.setattr(threads, "SPREAD_MIN_MACS", 0)
     with threadpool_limits(limits=2, user_api="blas"):
-        x, weight = rng.standard_normal((50, 40)).astype(np.float32), rng.standard_normal((40, 60)).astype(np.float32)
+        x, weight = rng.standard_normal((20, 40)).astype(np.float32), rng.standard_normal((40, 60)).astype(np.float32)
         assert np.array_equal(threads.sized_for_threads(spy, x, weight), np.matmul(x, weight))
-        threads.sized_for_threads(spy, *gpt2_chunk(rng))  # 12 heads: one run of 6 on each of two workers
+        threads.sized_for_threads(spy, *gpt2_chunk(rng))  # 12 heads in 8 runs, taken by two threads
         assert BLAS.info()[0]["num_threads"] == 2  # the user's setting, back after the product
-    assert seen == [("weight", 2), ("stack", 1), ("stack", 1)]
+    assert seen == [("weight", 2)] + [("stack", 1)] * 8
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
@@ -127,8 +130,8 @@ def imports_of(tree: ast.AST) -> set[str]:
 
 
 def test_the_thread_choice_lives_in_one_place():
-    """threads.py alone sets the BLAS's threads (threadpoolctl) and keeps a pool of workers (concurrent.futures;
-    no other module of the engine or the families starts a thread); Tape.matmul alone asks it how to run a product,
+    """threads.py alone sets the BLAS's threads (threadpoolctl) and keeps the engine's workers (threading; no other
+    module of the engine or the families starts a thread); Tape.matmul alone asks it how to run a product,
     ops.rowwise alone shares rows out; nothing sets a thread count through the environment. (The hub's download
     check waits for an answer on a thread of its own, which computes nothing; the bandwidth probe of count --hardware
     this-cpu reads its slices on the engine's workers, through spread.)"""
@@ -149,4 +152,107 @@ def test_the_thread_choice_lives_in_one_place():
                         callers[call.func.id].add(f"{where}:{node.name}")
     assert callers == {"sized_for_threads": {"engine/tape.py:matmul"},
                        "spread": {"engine/ops.py:rowwise", "engine/threads.py:sized_for_threads",
-                                  "verbs/hardware.py:streaming_bandwidth"}}  # fmt: skip
+                                  "engine/threads.py:_with_weight", "verbs/hardware.py:streaming_bandwidth"}}  # fmt: skip
+
+
+@needs_blas
+@pytest.mark.parametrize("rows, width", [(300, 1200), (32, 50), (64, 4096 + 7)])
+def test_a_prompts_product_with_a_weight_has_the_bits_of_its_blocks_one_thread_calls(rows, width, monkeypatch):
+    """Column blocks fixed by the weight's width alone: the same bits on one worker or three, on one BLAS thread or
+    two, and equal to the blocks' one-thread calls made one after the other here."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((rows, 64)).astype(np.float32)
+    weight = rng.standard_normal((width, 64)).astype(np.float32).T  # [out, in] as checkpoints store it, used as W^T
+    monkeypatch.setattr(threads, "BLOCKS_MIN_MACS", 0)
+    blocks = threads.column_blocks(width)
+    with threadpool_limits(limits=1, user_api="blas"):
+        expected = np.concatenate([x @ weight[:, start:stop] for start, stop in blocks], axis=-1)
+    for workers in (1, 2, 3):
+        monkeypatch.setattr(threads, "THREADS", workers)
+        for blas_threads in (1, 2):
+            with threadpool_limits(limits=blas_threads, user_api="blas"):
+                out = threads.sized_for_threads(np.matmul, x, weight)
+            assert np.array_equal(out, expected), (workers, blas_threads)
+
+
+@pytest.mark.parametrize("width", [16, 17, 100, 512, 768, 1536, 2304, 4096, 50257])
+def test_column_blocks_cover_the_columns_once_in_aligned_blocks(width):
+    blocks = threads.column_blocks(width)
+    count = min(threads.MAX_BLOCKS, max(2, width // threads.BLOCK_MIN_WIDTH), width // threads.BLOCK_ALIGN)
+    assert len(blocks) == count
+    assert blocks[0][0] == 0 and blocks[-1][1] == width
+    assert all(stop == start for (_, stop), (start, _) in zip(blocks, blocks[1:]))  # contiguous, no overlap
+    assert all(start % threads.BLOCK_ALIGN == 0 and stop > start for start, stop in blocks)
+
+
+def test_spread_never_waits_for_a_run_nobody_has_begun(monkeypatch):
+    """Workers that never get a core (here: none serve the queue at all) leave every run to the calling thread, which
+    returns once they are done rather than waiting for the workers."""
+    import queue
+
+    monkeypatch.setattr(threads, "THREADS", 3)
+    monkeypatch.setattr(threads, "_tasks", queue.SimpleQueue())
+    monkeypatch.setattr(threads, "_start_workers", lambda: None)
+    done: list[int] = []
+    threads.spread(lambda first, end: done.extend(range(first, end)), 50)
+    assert sorted(done) == list(range(50))
+
+
+def test_spread_raises_a_runs_error_once_the_runs_begun_have_ended(monkeypatch):
+    monkeypatch.setattr(threads, "THREADS", 2)
+    done: list[int] = []
+
+    def work(first: int, end: int) -> None:
+        if first == 0:
+            raise ValueError("run 0")
+        done.extend(range(first, end))
+
+    with pytest.raises(ValueError, match="run 0"):
+        threads.spread(work, 40)
+    assert len(set(done)) == len(done) and all(i >= 5 for i in done)  # no item twice; run 0 (items 0..4) never done
+
+
+@needs_blas
+def test_a_decode_row_goes_to_one_blas_thread_when_busy_only_where_the_bits_agree(monkeypatch):
+    """The first product of a layout is made both ways; busy cores send later ones to one thread only if the bits
+    agreed. A BLAS whose one thread differs (simulated) keeps its threads, busy or not."""
+    rng = np.random.default_rng(5)
+    row, weight = rng.standard_normal((1, 96)).astype(np.float32), rng.standard_normal((96, 80)).astype(np.float32)
+    expected = np.matmul(row, weight)
+    seen: list[int] = []
+
+    def spy(a, b, out=None):
+        seen.append(BLAS.info()[0]["num_threads"])
+        return np.matmul(a, b, out=out)
+
+    def differs_on_one_thread(a, b, out=None):
+        return np.matmul(a, b) + (BLAS.info()[0]["num_threads"] == 1)
+
+    monkeypatch.setattr(threads, "_same_bits", {})
+    with threadpool_limits(limits=2, user_api="blas"):
+        for busy in (False, True):
+            monkeypatch.setattr(threads, "cores_busy_elsewhere", lambda busy=busy: busy)
+            seen.clear()
+            assert np.array_equal(threads.sized_for_threads(spy, row, weight), expected)
+            assert np.array_equal(threads.sized_for_threads(spy, row, weight), expected)
+            # the first product of the layout made both ways (busy=False), then quiet: the BLAS's two; busy: one
+            assert seen == ([2, 1, 2] if not busy else [1, 1])
+            narrow = weight[:, :40]
+            assert np.array_equal(threads.sized_for_threads(differs_on_one_thread, row, narrow), row @ narrow)
+        assert BLAS.info()[0]["num_threads"] == 2
+    learned = {layout[3]: same for layout, same in threads._same_bits.items()}
+    assert learned == {(96, 80): True, (96, 40): False}
+
+
+def test_the_cores_count_as_busy_from_half_a_core_of_other_work(monkeypatch):
+    """Other processes' seconds = every core's worked seconds less this process's, over the time between two looks."""
+    clock = iter([10.0, 10.05, 10.2, 10.4, 10.6])
+    worked = iter([(100.0, 5.0), (100.4, 5.2), (100.5, 5.3), (100.9, 5.65)])
+    monkeypatch.setattr(threads, "time", type("Clock", (), {"monotonic": staticmethod(lambda: next(clock))}))
+    monkeypatch.setattr(threads, "_worked_seconds", lambda: next(worked))
+    monkeypatch.setattr(threads, "_Load", type("Load", (), {"when": -1.0, "seconds": None, "busy": False}))
+    assert threads.cores_busy_elsewhere() is False  # the first look: nothing to compare with
+    assert threads.cores_busy_elsewhere() is False  # 0.05 s later: within LOAD_WINDOW, the last verdict
+    assert threads.cores_busy_elsewhere() is True  # 0.2 s: 0.4 - 0.2 of this process = 0.2 s elsewhere, 1 core
+    assert threads.cores_busy_elsewhere() is False  # 0.2 s: 0.1 - 0.1 = nothing elsewhere
+    assert threads.cores_busy_elsewhere() is False  # 0.2 s: 0.4 - 0.35 = 0.05 s elsewhere, a quarter of a core
