@@ -135,8 +135,15 @@ class Share:
         with self.lock:
             while self.working:
                 self.finished.wait()
+            # a worker the scheduler kept waiting may find this share in the queue much later: let it not keep the
+            # work's arrays alive till then (a [T, 4D] activation past its stage, a higher peak of memory)
+            self.work = _nothing
         if self.error is not None:
             raise self.error
+
+
+def _nothing(first: int, end: int) -> None:
+    """The work of a share that is done."""
 
 
 def _start_workers() -> None:

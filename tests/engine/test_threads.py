@@ -14,6 +14,7 @@ that no one has begun, and an error in a run reaches the caller.
 from __future__ import annotations
 
 import ast
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -196,6 +197,12 @@ def test_spread_never_waits_for_a_run_nobody_has_begun(monkeypatch):
     done: list[int] = []
     threads.spread(lambda first, end: done.extend(range(first, end)), 50)
     assert sorted(done) == list(range(50))
+    # the shares left in the queue for the late workers no longer hold the work, nor the arrays it uses
+    activation = np.ones(1000, np.float32)
+    alive = weakref.ref(activation)
+    threads.spread(lambda first, end, activation=activation: None, 10)
+    del activation
+    assert alive() is None and threads._tasks.qsize() == 4
 
 
 def test_spread_raises_a_runs_error_once_the_runs_begun_have_ended(monkeypatch):
