@@ -257,8 +257,8 @@ class _Load:
 
 def cores_busy_elsewhere() -> bool:
     """Whether other processes kept the cores busy (BUSY_ELSEWHERE or more) since the last look, at most LOAD_WINDOW
-    ago: the time every core worked (/proc/stat, the host's steal included) less this process's own. False where
-    /proc/stat is not there to read."""
+    ago: the time the cores this process may run on worked (/proc/stat, the host's steal included) less this process's
+    own. False where /proc/stat is not there to read."""
     now = time.monotonic()
     if now - _Load.when < LOAD_WINDOW:
         return _Load.busy
@@ -271,18 +271,24 @@ def cores_busy_elsewhere() -> bool:
 
 
 def _worked_seconds() -> tuple[float, float] | None:
-    """(seconds all cores have worked since boot, seconds this process has), or None without /proc/stat."""
+    """(seconds the cores this process may run on have worked since boot, seconds this process has), or None without
+    /proc/stat. Only those cores: other processes busy on a big machine's other cores take nothing from ours."""
     try:
         with open("/proc/stat") as stat:
-            fields = [int(n) for n in stat.readline().split()[1:9]]
-    except (OSError, ValueError):
+            lines = [line.split() for line in stat if line.startswith("cpu") and line[3].isdigit()]
+        worked = 0
+        for name, *fields in lines:
+            if _CORES is None or int(name[3:]) in _CORES:
+                user, nice, system, _idle, _iowait, irq, softirq, steal = [int(n) for n in fields[:8]]
+                worked += user + nice + system + irq + softirq + steal
+    except (OSError, ValueError, IndexError):
         return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields + [0] * (8 - len(fields))
     own = os.times()
-    return (user + nice + system + irq + softirq + steal) / _TICKS, own.user + own.system
+    return worked / _TICKS, own.user + own.system
 
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_CORES = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
 
 
 def _part(x, batch: tuple[int, ...], axis: int, first: int, end: int):

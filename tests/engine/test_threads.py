@@ -263,3 +263,11 @@ def test_the_cores_count_as_busy_from_half_a_core_of_other_work(monkeypatch):
     assert threads.cores_busy_elsewhere() is True  # 0.2 s: 0.4 - 0.2 of this process = 0.2 s elsewhere, 1 core
     assert threads.cores_busy_elsewhere() is False  # 0.2 s: 0.1 - 0.1 = nothing elsewhere
     assert threads.cores_busy_elsewhere() is False  # 0.2 s: 0.4 - 0.35 = 0.05 s elsewhere, a quarter of a core
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="no /proc/stat here: the cores count as free")
+def test_the_cores_worked_at_least_as_long_as_this_process():
+    """Read from /proc/stat over the cores this process may run on: since boot they worked at least as long as this
+    process did on them (its threads ran nowhere else)."""
+    cores, own = threads._worked_seconds()
+    assert 0 < own <= cores + 0.1  # a tick of rounding on each side
