@@ -239,12 +239,13 @@ def _one_row(matmul, a, b):
 
 
 def _blas_threads() -> tuple[int | None, ...]:
-    one_blas_thread()  # finds the libraries
-    return tuple(lib.get_num_threads() for lib in _blas or ())
+    return tuple(lib.get_num_threads() for lib in _blas_libraries())
 
 
 LOAD_WINDOW = 0.1  # seconds between two looks at the cores
 BUSY_ELSEWHERE = 0.5  # cores' worth of other processes' work from which the cores count as busy
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100  # /proc/stat's units a second
+_CORES = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None  # the cores this process may run on
 
 
 class _Load:
@@ -287,10 +288,6 @@ def _worked_seconds() -> tuple[float, float] | None:
     return worked / _TICKS, own.user + own.system
 
 
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-_CORES = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-
-
 def _part(x, batch: tuple[int, ...], axis: int, first: int, end: int):
     """x's share of the calls first..end along `axis` of the product's stack `batch` (x broadcast over the stack, its
     stack axes aligned right): all of x where it has no such axis or size 1 there."""
@@ -302,12 +299,17 @@ def _part(x, batch: tuple[int, ...], axis: int, first: int, end: int):
 
 def one_blas_thread() -> OneBlasThread:
     """A context in which the calling thread's BLAS calls run on one thread, the BLAS's thread count as it was after."""
+    return OneBlasThread(_blas_libraries())
+
+
+def _blas_libraries() -> list:
+    """threadpoolctl's controllers of the BLAS libraries loaded, found once."""
     global _blas
     if _blas is None:
         from threadpoolctl import ThreadpoolController
 
         _blas = ThreadpoolController().select(user_api="blas").lib_controllers
-    return OneBlasThread(_blas)
+    return _blas
 
 
 class OneBlasThread:
