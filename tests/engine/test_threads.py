@@ -176,11 +176,14 @@ def test_a_prompts_product_with_a_weight_has_the_bits_of_its_blocks_one_thread_c
             assert np.array_equal(out, expected), (workers, blas_threads)
 
 
-@pytest.mark.parametrize("width", [16, 17, 100, 512, 768, 1536, 2304, 4096, 50257])
+# width -> blocks: one block of 512 columns or more, at least 2 (a worker each), at most 16, none narrower than 16
+BLOCK_COUNTS = {16: 1, 17: 1, 100: 2, 512: 2, 768: 2, 1536: 3, 2304: 4, 4096: 8, 50257: 16}
+
+
+@pytest.mark.parametrize("width", BLOCK_COUNTS)
 def test_column_blocks_cover_the_columns_once_in_aligned_blocks(width):
     blocks = threads.column_blocks(width)
-    count = min(threads.MAX_BLOCKS, max(2, width // threads.BLOCK_MIN_WIDTH), width // threads.BLOCK_ALIGN)
-    assert len(blocks) == count
+    assert len(blocks) == BLOCK_COUNTS[width]
     assert blocks[0][0] == 0 and blocks[-1][1] == width
     assert all(stop == start for (_, stop), (start, _) in zip(blocks, blocks[1:]))  # contiguous, no overlap
     assert all(start % threads.BLOCK_ALIGN == 0 and stop > start for start, stop in blocks)
