@@ -12,6 +12,7 @@ Importing this module needs torch and transformers; a test module that uses it s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,13 @@ from minitransformer.verbs.generate import left_padded
 
 TOLERANCE = 1e-4  # relative to the logits' scale, as validate.py states it
 RELATIVE_FLOAT64 = 1e-9
+# A recurrent layer's state (a conv's last inputs, a scan's state) against transformers' cache, relative to the state's
+# scale, max(1, max |state|). float32 carries 6e-8 of a number; a state is the sum of every earlier position's
+# contribution, each through a few layers' products, which ours and transformers' fallbacks add in another order
+# (chunks against their chunks, the products' own blocking): on the tests' models (up to 5 layers, 200 positions)
+# they differ by at most 3e-6 of the scale, so 1e-5 leaves 3x for another CPU's kernels, while a wrong equation (a
+# decay one position off, a chunk's carry lost, the clamp of dt in the wrong form) moves a state by 1e-3 or more.
+STATE_TOLERANCE = 1e-5
 
 
 def save_random(directory: Path, config, seed: int = 11, spread: float = 0.2, dtype=torch.float32):
@@ -59,6 +67,72 @@ def logits_at_every_position(ours: Model, hf, ids) -> float:
     with torch.no_grad():
         theirs = hf(torch.tensor([list(ids)])).logits[0]
     return worst(ours.logits(list(ids)), theirs)
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One comparison of ours with transformers: what was compared, the largest |ours - theirs| and what it may be
+    (its repr is what a failing assertion prints)."""
+
+    what: str
+    difference: float
+    allowed: float
+
+    @property
+    def ok(self) -> bool:
+        return self.difference <= self.allowed
+
+    def __repr__(self) -> str:
+        verdict = "OK" if self.ok else "NOT OK"
+        return f"{self.what}: max |ours - theirs| = {self.difference:.3g}, allowed {self.allowed:.3g}: {verdict}"
+
+
+def states_and_logits_step_by_step(ours: Model, hf, prompt: list[int], steps: int = 3, then: list[int] = ()):
+    """Our cache against transformers' cache after the prompt, after each of `steps` greedy decode steps (transformers'
+    token fed to both) and after a pass of the positions `then` from the cache (chunks that start from a state): each
+    recurrent layer's every state array (the conv's last K - 1 inputs against the last K transformers keeps, the scan's
+    state) within STATE_TOLERANCE of its scale, and each pass's logits within TOLERANCE. Returns every comparison,
+    passes in order, each pass's logits first."""
+    from minitransformer.engine.kvcache import LayerState
+
+    cache = ours.new_cache(capacity=len(prompt) + steps + len(then))
+    compared: list[Compared] = []
+
+    def compare(label: str, mine, output) -> int:
+        theirs = output.logits[0].numpy()
+        compared.append(Compared(f"{label}: logits {list(theirs.shape)}", float(np.abs(mine - theirs).max()),
+                                 allowed(theirs)))  # fmt: skip
+        for i, held in enumerate(cache.layers):
+            if not isinstance(held, LayerState):
+                continue
+            layer = output.cache.layers[i]
+            for name, array in held.arrays.items():
+                if name == "conv":  # transformers keeps [C, K] inputs, the first of which no later window reads
+                    state = layer.conv_states[0][0, :, 1:].T.numpy()
+                else:
+                    state = layer.recurrent_states[0][0].numpy()
+                assert array.shape == state.shape, (label, i, name, array.shape, state.shape)
+                difference = float(np.abs(array - state).max())
+                scale = max(1.0, float(np.abs(state).max()))
+                compared.append(Compared(f"{label}: layer {i} {name} {list(state.shape)}", difference,
+                                         STATE_TOLERANCE * scale))  # fmt: skip
+        return int(np.argmax(theirs[-1]))
+
+    logits = ours.run(prompt, cache=cache, all_positions=True)
+    with torch.no_grad():
+        output = hf(torch.tensor([prompt]), use_cache=True)
+    token = compare(f"prompt of {len(prompt)}", logits, output)
+    for step in range(1, steps + 1):
+        logits = ours.run([token], cache=cache, all_positions=True)
+        with torch.no_grad():
+            output = hf(torch.tensor([[token]]), cache=output.cache, use_cache=True)
+        token = compare(f"decode step {step}", logits, output)
+    if then:
+        logits = ours.run(list(then), cache=cache, all_positions=True)
+        with torch.no_grad():
+            output = hf(torch.tensor([list(then)]), cache=output.cache, use_cache=True)
+        compare(f"then {len(then)} positions from the cache", logits, output)
+    return compared
 
 
 def greedy(ours: Model, hf, prompt: list[int], steps: int = 30) -> list[int]:

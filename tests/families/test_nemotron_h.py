@@ -1,6 +1,7 @@
 """Nemotron-H's quirks against transformers (what every family owes runs in test_conformance.py, on the same models,
 every kind of layer: Mamba-2, attention without positions, squared-ReLU MLP, squared-ReLU experts with a shared
-one): each kind's captures, the per-layer cache, every kind's products against the closed forms, a Mamba layer's
+one): each kind's captures, the per-layer cache, the Mamba layers' states against transformers' cache at and past
+chunk boundaries and after each decode step, every kind's products against the closed forms, a Mamba layer's
 decode step the same at any context, the parameters and the presets as their config.json say, and the options
 refused.
 """
@@ -15,6 +16,7 @@ from conftest import run_cli
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
+import family_checks as checks  # noqa: E402 - after the importorskips: it imports torch and transformers
 from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     transformers_parameters,
@@ -77,6 +79,31 @@ def test_the_cache_holds_a_state_for_mamba_layers_keys_and_values_for_attention_
         else:
             assert held.nbytes == 0
     assert cache.nbytes == 4 * (2 * (8 * 8 * 16 + 3 * c.conv_dim) + 2 * 2 * 2 * 64 * 8)
+
+
+def chunk(name: str) -> int:
+    return CONFIGS[name]["chunk_size"]
+
+
+# Prompts at the Mamba layers' chunk boundaries (k C - 1, k C, k C + 1) and past two full chunks, then a pass from the
+# state in two chunks (C + 1) or in one; time_step_min's clamp (biases_clamped), on both sides of the recurrent form.
+STEPPED = [("every_kind", 2 * chunk("every_kind") + d, 5) for d in (-1, 0, 1)] + [
+    ("latent_groups", 2 * chunk("latent_groups") + 1, 5),
+    ("biases_clamped", 2 * chunk("biases_clamped"), chunk("biases_clamped") + 1)]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, n, then", STEPPED)
+def test_the_mamba_layers_state_and_the_logits_after_a_prompt_and_each_decode_step_are_transformers(made, name, n,
+                                                                                                    then):  # fmt: skip
+    """Each Mamba layer's conv state and [Hs, P, N] scan state in our cache equal transformers' cache's, and each
+    pass's logits transformers', after a prompt in chunks, after each of 3 decode steps (the recurrent form) and after
+    a pass of several positions from the cache; the other kinds of layer between them as they are."""
+    _, ours, hf = made(name)
+    ids = prompt(name, n + then, seed=6)
+    compared = checks.states_and_logits_step_by_step(ours, hf, ids[:n], steps=3, then=ids[n:])
+    mamba = ours.config.kinds.count("mamba")
+    assert len(compared) == 5 * (1 + 2 * mamba), compared  # 5 passes: logits, conv and ssm a Mamba layer
+    assert all(c.ok for c in compared), "\n".join(map(repr, compared))  # the whole table, each OK or NOT OK
 
 
 @pytest.mark.parametrize("name", CONFIGS)
