@@ -21,6 +21,7 @@ from family_checks import (  # noqa: E402 - after the importorskips: it imports 
     logits_at_every_position,
     transformers_parameters,
 )
+from published_configs import CODESTRAL  # noqa: E402 - mistralai/Mamba-Codestral-7B-v0.1's config.json
 
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
@@ -151,21 +152,6 @@ def test_a_decode_step_costs_the_same_at_context_20_as_at_150_and_the_state_does
 
     held = [layer_caches(config, t)["mamba"]["bytes"] for t in (20, 131072)]
     assert held[0] == held[1] == 64 * 4 * (3 * 10240 + 128 * 64 * 128)
-
-
-# mistralai/Mamba-Codestral-7B-v0.1's config.json, as NX-AI's mlstm_kernels benchmark transcribes it
-# (mlstm_kernels/utils/benchmark/benchmarks/huggingface_model_benchmark.py, "codestral_mamba_config").
-CODESTRAL = {
-    "architectures": ["Mamba2ForCausalLM"], "bos_token_id": 0, "chunk_size": 256, "conv_kernel": 4,
-    "eos_token_id": 0, "expand": 2, "head_dim": 64, "hidden_act": "silu", "hidden_size": 4096,
-    "initializer_range": 0.1, "intermediate_size": 8192, "layer_norm_epsilon": 1e-05, "model_type": "mamba2",
-    "n_groups": 8, "norm_before_gate": True, "num_heads": 128, "num_hidden_layers": 64, "pad_token_id": 0,
-    "rescale_prenorm_residual": False, "residual_in_fp32": True, "rms_norm": True, "state_size": 128,
-    "tie_word_embeddings": False, "time_step_floor": 0.0001, "time_step_init_scheme": "random",
-    "time_step_limit": [0.0, float("inf")], "time_step_max": 0.1, "time_step_min": 0.001, "time_step_rank": 256,
-    "time_step_scale": 1.0, "torch_dtype": "bfloat16", "use_bias": False, "use_cache": True, "use_conv_bias": True,
-    "vocab_size": 32768,
-}  # fmt: skip
 
 
 def test_the_preset_is_its_config_json_and_its_total_is_transformers_count():

@@ -21,6 +21,7 @@ from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     transformers_parameters,
 )
+from published_configs import NEMOTRON_3_NANO, NEMOTRON_H_8B  # noqa: E402 - as published
 
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
@@ -157,39 +158,6 @@ def test_parameters_total_and_active_equal_transformers_count(made, name):
     assert parameters(c).active == FORMULAS.active_parameters(c)
 
 
-# nvidia/Nemotron-H-8B-Base-8K's config.json, as NVIDIA-NeMo/Megatron-Bridge's tests transcribe it
-# (tests/unit_tests/models/nemotronh/test_nemotron_h_bridge.py, without the test's own "n_routed_experts": None).
-NEMOTRON_H_8B = {
-    "architectures": ["NemotronHForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-    "attention_head_dim": 128, "bos_token_id": 1, "chunk_size": 128, "conv_kernel": 4, "eos_token_id": 2, "expand": 2,
-    "hidden_act": "relu2", "hidden_dropout": 0.0, "hidden_size": 4096,
-    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", "initializer_range": 0.02,
-    "intermediate_size": 21504, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64, "mamba_hidden_act": "silu",
-    "mamba_num_heads": 128, "mamba_proj_bias": False, "max_position_embeddings": 8192, "mlp_bias": False,
-    "mlp_hidden_act": "relu2", "model_type": "nemotron_h", "n_groups": 8, "num_attention_heads": 32,
-    "num_hidden_layers": 52, "num_key_value_heads": 8, "num_logits_to_keep": 1, "pad_token_id": 0,
-    "rescale_prenorm_residual": True, "residual_in_fp32": False, "rms_norm_eps": 1e-05, "ssm_state_size": 128,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.48.0.dev0", "use_bias": False,
-    "use_cache": True, "use_conv_bias": True, "use_mamba_kernels": True, "vocab_size": 131072,
-}  # fmt: skip
-# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16's config.json, as jax-llm-examples' nemotron3 tests transcribe it
-# (nemotron3/tests/test_lora.py, NEMOTRON3_30B_JSON).
-NEMOTRON_3_NANO = {
-    "architectures": ["NemotronHForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 1,
-    "chunk_size": 128, "conv_kernel": 4, "eos_token_id": 2, "expand": 2, "head_dim": 128, "hidden_dropout": 0.0,
-    "hidden_size": 2688, "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
-    "initializer_range": 0.02, "intermediate_size": 1856, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64,
-    "mamba_hidden_act": "silu", "mamba_num_heads": 64, "mamba_proj_bias": False, "mamba_ssm_cache_dtype": "float32",
-    "max_position_embeddings": 262144, "mlp_bias": False, "mlp_hidden_act": "relu2", "model_type": "nemotron_h",
-    "moe_intermediate_size": 1856, "moe_shared_expert_intermediate_size": 3712, "n_group": 1, "n_groups": 8,
-    "n_routed_experts": 128, "n_shared_experts": 1, "norm_eps": 1e-05, "norm_topk_prob": True,
-    "num_attention_heads": 32, "num_experts_per_tok": 6, "num_hidden_layers": 52, "num_key_value_heads": 2,
-    "num_logits_to_keep": 1, "pad_token_id": 0, "partial_rotary_factor": 1.0, "rescale_prenorm_residual": True,
-    "residual_in_fp32": False, "rope_theta": 10000, "routed_scaling_factor": 2.5, "sliding_window": None,
-    "ssm_state_size": 128, "tie_word_embeddings": False, "time_step_floor": 0.0001, "time_step_max": 0.1,
-    "time_step_min": 0.001, "topk_group": 1, "torch_dtype": "bfloat16", "transformers_version": "4.55.4",
-    "use_bias": False, "use_cache": True, "use_conv_bias": True, "use_mamba_kernels": True, "vocab_size": 131072,
-}  # fmt: skip
 PUBLISHED = {"nemotron-h-8b": NEMOTRON_H_8B, "nemotron-3-nano-30b-a3b": NEMOTRON_3_NANO}
 
 
