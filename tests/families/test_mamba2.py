@@ -63,12 +63,13 @@ def chunk(name: str) -> int:
     return CONFIGS[name]["chunk_size"]
 
 
-# Prompts at the scan's chunk boundaries (k C - 1, k C, k C + 1: the last chunk one short, full, one over) and past
-# two full chunks; then a pass that starts from a state, in two chunks (C + 1) or in one; time_step_limit's clamp,
-# which transformers applies in the chunked form and not in its recurrent step, on both sides of that line.
+# Prompts at the scan's chunk boundaries (k C - 1, k C, k C + 1: the last chunk one short, full, one over), past two
+# full chunks, and shorter than the conv's kernel; then a pass that starts from a state, in two chunks (C + 1) or in
+# one; time_step_limit's clamp, which transformers applies in the chunked form and not in its recurrent step, on both
+# sides of that line.
 STEPPED = [("groups", 2 * chunk("groups") + d, 5) for d in (-1, 0, 1)] + [
     ("groups", 3 * chunk("groups"), chunk("groups") + 1), ("one_group_biases", 2 * chunk("one_group_biases") + 1, 5),
-    ("clamped", 2 * chunk("clamped"), chunk("clamped") + 1)]  # fmt: skip
+    ("clamped", 2 * chunk("clamped"), chunk("clamped") + 1), ("clamped", 2, 1)]  # fmt: skip
 
 
 @pytest.mark.parametrize("name, n, then", STEPPED)

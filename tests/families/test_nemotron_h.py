@@ -86,11 +86,12 @@ def chunk(name: str) -> int:
     return CONFIGS[name]["chunk_size"]
 
 
-# Prompts at the Mamba layers' chunk boundaries (k C - 1, k C, k C + 1) and past two full chunks, then a pass from the
-# state in two chunks (C + 1) or in one; time_step_min's clamp (biases_clamped), on both sides of the recurrent form.
+# Prompts at the Mamba layers' chunk boundaries (k C - 1, k C, k C + 1), past two full chunks and shorter than the
+# conv's kernel, then a pass from the state in two chunks (C + 1) or in one; time_step_min's clamp (biases_clamped),
+# on both sides of the recurrent form.
 STEPPED = [("every_kind", 2 * chunk("every_kind") + d, 5) for d in (-1, 0, 1)] + [
     ("latent_groups", 2 * chunk("latent_groups") + 1, 5),
-    ("biases_clamped", 2 * chunk("biases_clamped"), chunk("biases_clamped") + 1)]  # fmt: skip
+    ("biases_clamped", 2 * chunk("biases_clamped"), chunk("biases_clamped") + 1), ("every_kind", 2, 1)]  # fmt: skip
 
 
 @pytest.mark.parametrize("name, n, then", STEPPED)

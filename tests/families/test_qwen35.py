@@ -1,5 +1,6 @@
 """Qwen3.5's quirks against transformers (what every family owes runs in test_conformance.py, on the same models):
-the state after a prompt against transformers' cache, the recurrent form and the chunks, counts within one chunk,
+the states in the cache and the logits against transformers' after a prompt at and past chunk boundaries, after each
+decode step and after a pass from the state, the recurrent form and the chunks, counts within one chunk,
 the captures, the commands, a multimodal checkpoint read as its text model, the parameters (total and active), and
 every option that changes inference refused.
 
@@ -40,9 +41,11 @@ prompt = SPEC.prompt_ids
 
 
 # Prompts at the delta rule's chunk boundaries (k C - 1, k C, k C + 1 for k = 1, 2: the last chunk one short, full, one
-# over) and past two full chunks; then a pass that starts from a state, in two chunks (C + 1) or in one.
+# over) and past two full chunks, and one of a single position (ours: the recurrent form; transformers: a padded
+# chunk), shorter than the conv's kernel; then a pass that starts from a state, in two chunks (C + 1) or in one.
 STEPPED = [("dense", n, 5) for n in (CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK - 1, 2 * CHUNK)] + [
-    ("dense", 2 * CHUNK + 1, CHUNK + 1), ("dense_bias_tied", 2 * CHUNK + 1, 5), ("moe", 2 * CHUNK, 3)]  # fmt: skip
+    ("dense", 2 * CHUNK + 1, CHUNK + 1), ("dense_bias_tied", 2 * CHUNK + 1, 5), ("moe", 2 * CHUNK, 3),
+    ("dense_bias_tied", 1, 2)]  # fmt: skip
 
 
 @pytest.mark.parametrize("name, n, then", STEPPED)
@@ -59,8 +62,8 @@ def test_the_state_and_the_logits_after_a_prompt_and_each_decode_step_are_transf
 
 
 def test_the_cache_holds_keys_for_full_layers_and_a_state_that_never_grows_for_the_others(made):
-    """A full-attention layer's keys are transformers' (K - 1 inputs and [Hv, dk, dv] a DeltaNet layer, compared
-    above); the cache's arrays are filled in place: nothing grew."""
+    """A full-attention layer's keys are transformers' (a DeltaNet layer's state: the test above); the cache's arrays
+    are filled in place: nothing grew."""
     _, ours, hf = made("dense_bias_tied")
     ids = prompt("dense_bias_tied", 90, seed=6)
     cache = ours.new_cache(capacity=100)
