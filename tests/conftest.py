@@ -11,6 +11,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+# The checks the test modules share are asserted in these modules: pytest rewrites their asserts as a test module's,
+# so that a failing one shows the values it compared beside its message.
+pytest.register_assert_rewrite("family_checks", "shared_checks")
+
 ROOT = Path(__file__).resolve().parent.parent
 HF_FIXTURES = ROOT / "tests" / "fixtures" / "hf"
 REAL_GPT2 = ROOT / "weights" / "gpt2"

@@ -12,6 +12,7 @@ Importing this module needs torch and transformers; a test module that uses it s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,13 @@ from minitransformer.verbs.generate import left_padded
 
 TOLERANCE = 1e-4  # relative to the logits' scale, as validate.py states it
 RELATIVE_FLOAT64 = 1e-9
+# A recurrent layer's state (a conv's last inputs, a scan's state) against transformers' cache, relative to the state's
+# scale, max(1, max |state|). float32 carries 6e-8 of a number; a state is the sum of every earlier position's
+# contribution, each through a few layers' products, which ours and transformers' fallbacks add in another order
+# (chunks against their chunks, the products' own blocking): on the tests' models (up to 5 layers, 200 positions)
+# they differ by at most 3e-6 of the scale, so 1e-5 leaves 3x for another CPU's kernels, while a wrong equation (a
+# decay one position off, a chunk's carry lost, the clamp of dt in the wrong form) moves a state by 1e-3 or more.
+STATE_TOLERANCE = 1e-5
 
 
 def save_random(directory: Path, config, seed: int = 11, spread: float = 0.2, dtype=torch.float32):
@@ -50,8 +58,17 @@ def allowed(reference) -> float:
 def worst(ours, theirs) -> float:
     """max |ours - theirs| / allowed(theirs): at most 1 passes."""
     theirs = theirs.detach().numpy() if hasattr(theirs, "detach") else np.asarray(theirs)
-    assert np.shape(ours) == theirs.shape, (np.shape(ours), theirs.shape)
+    assert np.shape(ours) == theirs.shape, f"ours of shape {np.shape(ours)}, theirs {theirs.shape}"
     return float(np.abs(ours - theirs).max()) / allowed(theirs)
+
+
+def differ(ours, theirs) -> str:
+    """What a failing comparison of logits says: the largest difference, where, and what was allowed."""
+    theirs = theirs.detach().numpy() if hasattr(theirs, "detach") else np.asarray(theirs)
+    gap = np.abs(np.asarray(ours) - theirs)
+    where = np.unravel_index(int(np.argmax(gap)), gap.shape)
+    return (f"max |ours - theirs| = {gap.max():.3g} at {tuple(map(int, where))} (ours {np.asarray(ours)[where]:.6g}, "
+            f"theirs {theirs[where]:.6g}), allowed {allowed(theirs):.3g}")  # fmt: skip
 
 
 def logits_at_every_position(ours: Model, hf, ids) -> float:
@@ -59,6 +76,74 @@ def logits_at_every_position(ours: Model, hf, ids) -> float:
     with torch.no_grad():
         theirs = hf(torch.tensor([list(ids)])).logits[0]
     return worst(ours.logits(list(ids)), theirs)
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One comparison of ours with transformers: what was compared, the largest |ours - theirs| and what it may be
+    (its repr is what a failing assertion prints)."""
+
+    what: str
+    difference: float
+    allowed: float
+
+    @property
+    def ok(self) -> bool:
+        return self.difference <= self.allowed
+
+    def __repr__(self) -> str:
+        verdict = "OK" if self.ok else "NOT OK"
+        return f"{self.what}: max |ours - theirs| = {self.difference:.3g}, allowed {self.allowed:.3g}: {verdict}"
+
+
+def states_and_logits_step_by_step(ours: Model, hf, prompt: list[int], steps: int = 3, then: list[int] = ()):
+    """Our cache against transformers' cache after the prompt, after each of `steps` greedy decode steps (transformers'
+    token fed to both) and after a pass of the positions `then` from the cache (chunks that start from a state): each
+    recurrent layer's every state array (the conv's last K - 1 inputs against the last K transformers keeps, the scan's
+    state) within STATE_TOLERANCE of its scale, and each pass's logits within TOLERANCE. Returns every comparison,
+    passes in order, each pass's logits first."""
+    from minitransformer.engine.kvcache import LayerState
+
+    cache = ours.new_cache(capacity=len(prompt) + steps + len(then))
+    compared: list[Compared] = []
+
+    def compare(label: str, mine, output) -> int:
+        theirs = output.logits[0].numpy()
+        compared.append(Compared(f"{label}: logits {list(theirs.shape)}", float(np.abs(mine - theirs).max()),
+                                 allowed(theirs)))  # fmt: skip
+        for i, held in enumerate(cache.layers):
+            if not isinstance(held, LayerState):
+                continue
+            layer = output.cache.layers[i]
+            for name, array in held.arrays.items():
+                if name == "conv":  # transformers keeps [C, K] inputs, the first of which no later window reads
+                    state = layer.conv_states[0][0, :, 1:].T.numpy()
+                else:
+                    state = layer.recurrent_states[0][0].numpy()
+                assert array.shape == state.shape, (
+                    f"{label}: layer {i} {name}: ours {array.shape}, theirs {state.shape}"
+                )
+                difference = float(np.abs(array - state).max())
+                scale = max(1.0, float(np.abs(state).max()))
+                compared.append(Compared(f"{label}: layer {i} {name} {list(state.shape)}", difference,
+                                         STATE_TOLERANCE * scale))  # fmt: skip
+        return int(np.argmax(theirs[-1]))
+
+    logits = ours.run(prompt, cache=cache, all_positions=True)
+    with torch.no_grad():
+        output = hf(torch.tensor([prompt]), use_cache=True)
+    token = compare(f"prompt of {len(prompt)}", logits, output)
+    for step in range(1, steps + 1):
+        logits = ours.run([token], cache=cache, all_positions=True)
+        with torch.no_grad():
+            output = hf(torch.tensor([[token]]), cache=output.cache, use_cache=True)
+        token = compare(f"decode step {step}", logits, output)
+    if then:
+        logits = ours.run(list(then), cache=cache, all_positions=True)
+        with torch.no_grad():
+            output = hf(torch.tensor([list(then)]), cache=output.cache, use_cache=True)
+        compare(f"then {len(then)} positions from the cache", logits, output)
+    return compared
 
 
 def greedy(ours: Model, hf, prompt: list[int], steps: int = 30) -> list[int]:
@@ -71,12 +156,15 @@ def greedy(ours: Model, hf, prompt: list[int], steps: int = 30) -> list[int]:
     cache = ours.new_cache()
     logits = ours.run(prompt, cache=cache)[-1]
     for step, token in enumerate(their_tokens):
-        assert worst(logits, out.logits[step][0]) <= 1, step
-        assert int(np.argmax(logits)) == token, step
+        theirs = out.logits[step][0]
+        assert worst(logits, theirs) <= 1, f"step {step}: {differ(logits, theirs)}"
+        mine = int(np.argmax(logits))
+        assert mine == token, (f"step {step}: our token {mine} (logit {logits[mine]:.6g}), transformers' {token} "
+                               f"(our logit {logits[token]:.6g}, theirs {float(theirs[token]):.6g})")  # fmt: skip
         if step + 1 < steps:
             logits = ours.run([token], cache=cache)[-1]
     generated = ours.generate(prompt, max_new_tokens=steps, stop_at_eos=False, ledger=False, candidates=0)
-    assert generated.new_tokens == their_tokens
+    assert generated.new_tokens == their_tokens, f"our generate {generated.new_tokens}, transformers' {their_tokens}"
     return their_tokens
 
 
@@ -97,10 +185,12 @@ def batch_logits(ours: Model, hf, rows: list[list[int]], pad_id: int = 0) -> flo
         reference = hf(torch.tensor(ids), attention_mask=torch.tensor(mask),
                        position_ids=torch.tensor(positions)).logits.numpy()  # fmt: skip
     logits = ours.run(ids, all_positions=True, pads=pads)
-    assert np.isfinite(logits).all()
+    assert np.isfinite(logits).all(), f"{int((~np.isfinite(logits)).sum())} of {logits.size} logits not finite"
     for row, prompt in enumerate(rows):
         alone = ours.logits(prompt)
-        assert worst(logits[row, pads[row] :], alone) <= 1, row
+        assert worst(logits[row, pads[row] :], alone) <= 1, (
+            f"row {row} against itself alone: {differ(logits[row, pads[row] :], alone)}"
+        )
     real = mask.astype(bool)
     return worst(logits[real], reference[real])
 
@@ -115,7 +205,7 @@ def float64_against_truth(directory: Path, ids: list[int]) -> float:
     with torch.no_grad():
         theirs = reference(torch.tensor([ids])).logits[0].numpy()
     mine = ours.logits(ids)
-    assert mine.dtype == theirs.dtype == np.float64
+    assert mine.dtype == theirs.dtype == np.float64, f"ours {mine.dtype}, theirs {theirs.dtype}: both float64"
     return float(np.abs(mine - theirs).max()) / max(1.0, float(np.abs(theirs).max()))
 
 
@@ -124,11 +214,31 @@ def count_equals_a_real_run_and_the_closed_form(model: Model, n_prompt: int, n_n
     KV cache); returns the MACs."""
     counted = count_generation(model.config, n_prompt, n_new)
     real = count_passes(model, n_prompt, n_new)
-    assert [p.expand().records for p in counted.passes] == [p.records for p in real.phases]
-    assert counted.totals.macs == real.totals.macs == formulas.generation_macs(model.config, n_prompt, n_new)
+    counted_records, real_records = [p.expand().records for p in counted.passes], [p.records for p in real.phases]
+    assert counted_records == real_records, first_difference(counted_records, real_records, "count", "the real run")
+    closed = formulas.generation_macs(model.config, n_prompt, n_new)
+    assert counted.totals.macs == real.totals.macs == closed, (
+        f"MACs: count {counted.totals.macs:,}, the real run {real.totals.macs:,}, the closed form {closed:,}"
+    )
     uncached = count_generation(model.config, n_prompt, n_new, use_cache=False)
-    assert uncached.totals.macs == formulas.generation_macs(model.config, n_prompt, n_new, use_cache=False)
+    closed = formulas.generation_macs(model.config, n_prompt, n_new, use_cache=False)
+    assert uncached.totals.macs == closed, (
+        f"MACs without the cache: count {uncached.totals.macs:,}, closed form {closed:,}"
+    )
     return counted.totals.macs
+
+
+def first_difference(a: list[list], b: list[list], a_is: str, b_is: str) -> str:
+    """Where two ledgers' passes of records first differ: the pass, the record, and each side's."""
+    if len(a) != len(b):
+        return f"{a_is} has {len(a)} passes, {b_is} {len(b)}"
+    for n, (x, y) in enumerate(zip(a, b)):
+        for i, (r, q) in enumerate(zip(x, y)):
+            if r != q:
+                return f"pass {n}, record {i}: {a_is} {r}, {b_is} {q}"
+        if len(x) != len(y):
+            return f"pass {n}: {a_is} has {len(x)} records, {b_is} {len(y)}"
+    return "no difference"
 
 
 def transformers_parameters(config) -> int:
@@ -153,18 +263,26 @@ def expert_loads_follow_the_router(model: Model, ids: list[int]) -> int:
         chosen = cache.get(f"blocks.{i}.moe.chosen")
         if chosen is None:  # a layer without experts
             continue
-        assert chosen.shape == (len(ids), c.top_k)
+        assert chosen.shape == (len(ids), c.top_k), (
+            f"layer {i}: chosen {chosen.shape}, expected ({len(ids)}, {c.top_k})"
+        )
         loads = np.bincount(np.asarray(chosen).ravel(), minlength=c.n_experts).tolist()
         routed = [r for r in phase.layer_records(i) if r.breakdown is not None]
         assert routed, f"layer {i} routed tokens but no product says which expert computed what"
         for record in routed:
             # the record's shapes stand for all T tokens side by side: [T, n] x [n, k w], each token's k rows
             width, length = record.out_shape[-1] // c.top_k, record.dot_length
-            assert [p.expert for p in record.breakdown] == list(range(c.n_experts)), record.op
-            assert [p.tokens for p in record.breakdown] == loads, (i, record.op)
-            assert [p.dot_products for p in record.breakdown] == [n * width for n in loads], (i, record.op)
-            assert [p.macs for p in record.breakdown] == [n * width * length for n in loads], (i, record.op)
-            assert record.macs == len(ids) * c.top_k * width * length
+            where = f"layer {i} {record.op}"
+            experts = [p.expert for p in record.breakdown]
+            assert experts == list(range(c.n_experts)), f"{where}: experts {experts}, expected 0 to {c.n_experts - 1}"
+            tokens = [p.tokens for p in record.breakdown]
+            assert tokens == loads, f"{where}: tokens per expert {tokens}, the router sent {loads}"
+            dot_products = [p.dot_products for p in record.breakdown]
+            assert dot_products == [n * width for n in loads], f"{where}: dot products {dot_products}, {width} a token"
+            macs = [p.macs for p in record.breakdown]
+            assert macs == [n * width * length for n in loads], f"{where}: MACs {macs}, {width} x {length} a token"
+            whole = len(ids) * c.top_k * width * length
+            assert record.macs == whole, f"{where}: {record.macs:,} MACs, T k w n = {whole:,}"
         checked += 1
     assert checked > 0, "no layer captured a router's choice"
     return checked
@@ -205,9 +323,9 @@ def traced_shapes(model: Model, ids: list[int], new_tokens: int = 2) -> dict[str
 
     out = io.StringIO()
     result = trace(model, ids, new_tokens=new_tokens, layers=list(range(model.config.n_layer)), out=out)
-    assert result.stopped_at is None
+    assert result.stopped_at is None, f"the trace stopped at {result.stopped_at}"
     generated = model.generate(ids, max_new_tokens=new_tokens, stop_at_eos=False, ledger=False, candidates=0)
-    assert result.new_tokens == generated.new_tokens
+    assert result.new_tokens == generated.new_tokens, f"trace {result.new_tokens}, generate {generated.new_tokens}"
     prefill = out.getvalue().split("=== decode step 1", 1)[0]
     shapes, name = {}, None
     for line in prefill.splitlines():
@@ -229,5 +347,7 @@ def float64_batch_against_truth(directory: Path, ids) -> float:
     with torch.no_grad():
         theirs = reference(torch.as_tensor(np.asarray(ids))).logits.numpy()
     mine = ours.logits(ids)
-    assert mine.dtype == theirs.dtype == np.float64 and mine.shape == theirs.shape
+    assert mine.dtype == theirs.dtype == np.float64 and mine.shape == theirs.shape, (
+        f"ours {mine.dtype} {mine.shape}, theirs {theirs.dtype} {theirs.shape}: both float64, of one shape"
+    )
     return float(np.abs(mine - theirs).max()) / max(1.0, float(np.abs(theirs).max()))

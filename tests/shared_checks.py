@@ -45,17 +45,25 @@ def random_llama(config: LlamaConfig, seed: int = 0) -> Model:
 
 
 def assert_same_phases(real: list[Phase], counted: list[Phase]) -> None:
-    """Every phase and every record, field by field (op, name, kind, equation, layer, shapes, heads, counts)."""
-    assert len(real) == len(counted)
+    """Every phase and every record, field by field (op, name, kind, equation, layer, shapes, heads, counts); a
+    difference is said with both sides' values."""
+    assert len(real) == len(counted), f"{len(real)} phases run, {len(counted)} counted"
     for a, b in zip(real, counted):
-        assert (a.phase, a.step, a.tokens, a.context, a.batch, a.cached) == (b.phase, b.step, b.tokens, b.context,
-                                                                            b.batch, b.cached)  # fmt: skip
-        assert len(a.records) == len(b.records)
+        run, count = [(p.phase, p.step, p.tokens, p.context, p.batch, p.cached) for p in (a, b)]
+        assert run == count, f"(phase, step, tokens, context, batch, cached): run {run}, counted {count}"
+        where = f"{a.phase} {a.step}"
+        assert len(a.records) == len(b.records), f"{where}: {len(a.records)} records run, {len(b.records)} counted"
         for ra, rb in zip(a.records, b.records):
             for name in RECORD_FIELDS:
-                assert getattr(ra, name) == getattr(rb, name), (a.phase, a.step, ra.name, name)
-            assert (ra.macs, ra.flops) == (rb.macs, rb.flops)
-        assert a.to_dict() == b.to_dict()
+                x, y = getattr(ra, name), getattr(rb, name)
+                assert x == y, f"{where}, record {ra.name}: {name} run {x!r}, counted {y!r}"
+            assert (ra.macs, ra.flops) == (rb.macs, rb.flops), (
+                f"{where}, record {ra.name}: (MACs, FLOPs) run {(ra.macs, ra.flops)}, counted {(rb.macs, rb.flops)}"
+            )
+        run_dict, count_dict = a.to_dict(), b.to_dict()
+        differ = {key: (run_dict.get(key), count_dict.get(key)) for key in run_dict | count_dict
+                  if run_dict.get(key) != count_dict.get(key)}  # fmt: skip
+        assert not differ, f"{where}: to_dict() differs, key: (run, counted): {differ}"
 
 
 class Float64Alarm(np.ndarray):
@@ -63,7 +71,8 @@ class Float64Alarm(np.ndarray):
 
     def __array_finalize__(self, obj):
         if self.dtype == np.float64:
-            raise AssertionError("float64 appeared in the forward pass")
+            made_from = f" from {obj.dtype} {obj.shape}" if isinstance(obj, np.ndarray) else ""
+            raise AssertionError(f"float64 appeared in the forward pass: an array {self.shape}{made_from}")
 
 
 def estimated_and_measured_peak(model, T: int) -> tuple[int, int]:

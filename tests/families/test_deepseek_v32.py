@@ -22,6 +22,7 @@ from family_checks import (  # noqa: E402 - after the importorskips: it imports 
     transformers_parameters,
     worst,
 )
+from published_configs import DEEPSEEK_V32_EXP  # noqa: E402
 
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
@@ -210,20 +211,7 @@ def test_the_preset_s_total_equals_transformers_count_of_the_same_config_on_the_
 def test_the_preset_reads_as_the_published_config_json_says():
     """The Hugging Face keys of DeepSeek-V3.2-Exp's config.json (as its quantized copy publishes them, its
     quantization_config left out), read into the preset."""
-    hf = {"architectures": ["DeepseekV32ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-          "bos_token_id": 0, "eos_token_id": 1, "ep_size": 1, "first_k_dense_replace": 3, "hidden_act": "silu",
-          "hidden_size": 7168, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048,
-          "initializer_range": 0.02, "intermediate_size": 18432, "kv_lora_rank": 512,
-          "max_position_embeddings": 163840, "model_type": "deepseek_v32", "moe_intermediate_size": 2048,
-          "moe_layer_freq": 1, "n_group": 8, "n_routed_experts": 256, "n_shared_experts": 1, "norm_topk_prob": True,
-          "num_attention_heads": 128, "num_experts_per_tok": 8, "num_hidden_layers": 61, "num_key_value_heads": 128,
-          "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
-          "rms_norm_eps": 1e-06, "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
-                                                  "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096,
-                                                  "type": "yarn"},
-          "rope_theta": 10000, "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "tie_word_embeddings": False,
-          "topk_group": 4, "topk_method": "noaux_tc", "torch_dtype": "bfloat16", "transformers_version": "4.44.2",
-          "use_cache": True, "v_head_dim": 128, "vocab_size": 129280}  # fmt: skip
+    hf = dict(DEEPSEEK_V32_EXP)
     assert DeepseekV32Config.from_hf_dict(hf, name="deepseek-v3.2-exp") == PRESETS["deepseek-v3.2-exp"]
     hf["quantization_config"] = {"quant_method": "fp8"}  # the published weights are fp8 blocks
     with pytest.raises(UserError, match="quantization_config"):

@@ -5,6 +5,7 @@ meta device; count = the closed form; the count report's sliding-window lines an
 from __future__ import annotations
 
 import pytest
+from published_configs import GEMMA3_4B  # google/gemma-3-4b-pt's config.json: the text model in text_config
 
 from minitransformer import UserError
 from minitransformer.families.gemma.config import FULL, SLIDING, GemmaConfig
@@ -20,17 +21,6 @@ GEMMA_PRESETS = [name for name, c in PRESETS.items() if c.family == "gemma"]
 # Totals published for these checkpoints (the model cards and their safetensors metadata); gemma-3-4b: its text
 # model, which transformers counts below.
 PUBLISHED = {"gemma-2-2b": 2_614_341_888, "gemma-2-9b": 9_241_705_984, "gemma-3-1b": 999_885_952}
-
-# google/gemma-3-4b-pt's config.json, as published (its vision_config left out): the text model leaves most of its
-# shapes to Gemma3TextConfig's defaults.
-GEMMA3_4B = {
-    "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999, "eoi_token_index": 256000,
-    "eos_token_id": [1, 106], "image_token_index": 262144, "initializer_range": 0.02, "mm_tokens_per_image": 256,
-    "model_type": "gemma3", "torch_dtype": "bfloat16",
-    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
-                    "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
-                    "sliding_window": 1024},
-}  # fmt: skip
 
 
 def tiny(**options) -> dict:

@@ -20,6 +20,7 @@ from conformance_configs import FAMILIES, YARN  # noqa: E402 - after the importo
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     transformers_parameters,
 )
+from published_configs import GPT_OSS_20B  # noqa: E402
 
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.gpt_oss.config import PRESETS, GptOssConfig  # noqa: E402
@@ -164,19 +165,7 @@ def test_presets_total_equals_transformers_count_and_the_model_cards(preset):
 
 
 def test_presets_read_as_the_published_config_json_says():
-    # openai/gpt-oss-20b's config.json, less its quantization_config (MXFP4 experts: refused below)
-    published = {"architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0,
-                 "eos_token_id": 200002, "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu",
-                 "hidden_size": 2880, "initial_context_length": 4096, "initializer_range": 0.02,
-                 "intermediate_size": 2880, "layer_types": ["sliding_attention", "full_attention"] * 12,
-                 "max_position_embeddings": 131072, "model_type": "gpt_oss", "num_attention_heads": 64,
-                 "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 8,
-                 "num_local_experts": 32, "output_router_logits": False, "pad_token_id": 199999,
-                 "rms_norm_eps": 1e-05, "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
-                 "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
-                 "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
-                 "tie_word_embeddings": False, "torch_dtype": "bfloat16", "use_cache": True,
-                 "vocab_size": 201088}  # fmt: skip
+    published = GPT_OSS_20B  # openai/gpt-oss-20b's config.json, less its quantization_config (refused below)
     assert GptOssConfig.from_hf_dict(published, name="gpt-oss-20b") == PRESETS["gpt-oss-20b"]
     with pytest.raises(UserError, match="quantization_config \\(mxfp4"):
         GptOssConfig.from_hf_dict({**published, "quantization_config": {"quant_method": "mxfp4"}})

@@ -7,22 +7,13 @@ import io
 import json
 
 import pytest
+from published_configs import QWEN25_05B as QWEN_CONFIG  # Qwen2.5-0.5B's config.json as published
 
 from conftest import run_cli
 from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.families.table import PRESETS
 from minitransformer.verbs import formulas
 from minitransformer.views.export import CSV_COLUMNS
-
-# Qwen2.5-0.5B's config.json as published (the keys that matter and a few that do not).
-QWEN_CONFIG = {
-    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643,
-    "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02, "intermediate_size": 4864,
-    "max_position_embeddings": 32768, "max_window_layers": 21, "model_type": "qwen2", "num_attention_heads": 14,
-    "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
-    "sliding_window": 32768, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True,
-    "use_sliding_window": False, "vocab_size": 151936,
-}  # fmt: skip
 
 
 def test_count_a_llama_preset_walks_through_its_products():

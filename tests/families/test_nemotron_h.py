@@ -1,6 +1,7 @@
 """Nemotron-H's quirks against transformers (what every family owes runs in test_conformance.py, on the same models,
 every kind of layer: Mamba-2, attention without positions, squared-ReLU MLP, squared-ReLU experts with a shared
-one): each kind's captures, the per-layer cache, every kind's products against the closed forms, a Mamba layer's
+one): each kind's captures, the per-layer cache, the Mamba layers' states against transformers' cache at and past
+chunk boundaries and after each decode step, every kind's products against the closed forms, a Mamba layer's
 decode step the same at any context, the parameters and the presets as their config.json say, and the options
 refused.
 """
@@ -15,10 +16,12 @@ from conftest import run_cli
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
+import family_checks as checks  # noqa: E402 - after the importorskips: it imports torch and transformers
 from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     transformers_parameters,
 )
+from published_configs import NEMOTRON_3_NANO, NEMOTRON_H_8B  # noqa: E402 - as published
 
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
@@ -79,6 +82,32 @@ def test_the_cache_holds_a_state_for_mamba_layers_keys_and_values_for_attention_
     assert cache.nbytes == 4 * (2 * (8 * 8 * 16 + 3 * c.conv_dim) + 2 * 2 * 2 * 64 * 8)
 
 
+def chunk(name: str) -> int:
+    return CONFIGS[name]["chunk_size"]
+
+
+# Prompts at the Mamba layers' chunk boundaries (k C - 1, k C, k C + 1), past two full chunks and shorter than the
+# conv's kernel, then a pass from the state in two chunks (C + 1) or in one; time_step_min's clamp (biases_clamped),
+# on both sides of the recurrent form.
+STEPPED = [("every_kind", 2 * chunk("every_kind") + d, 5) for d in (-1, 0, 1)] + [
+    ("latent_groups", 2 * chunk("latent_groups") + 1, 5),
+    ("biases_clamped", 2 * chunk("biases_clamped"), chunk("biases_clamped") + 1), ("every_kind", 2, 1)]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, n, then", STEPPED)
+def test_the_mamba_layers_state_and_the_logits_after_a_prompt_and_each_decode_step_are_transformers(made, name, n,
+                                                                                                    then):  # fmt: skip
+    """Each Mamba layer's conv state and [Hs, P, N] scan state in our cache equal transformers' cache's, and each
+    pass's logits transformers', after a prompt in chunks, after each of 3 decode steps (the recurrent form) and after
+    a pass of several positions from the cache; the other kinds of layer between them as they are."""
+    _, ours, hf = made(name)
+    ids = prompt(name, n + then, seed=6)
+    compared = checks.states_and_logits_step_by_step(ours, hf, ids[:n], steps=3, then=ids[n:])
+    mamba = ours.config.kinds.count("mamba")
+    assert len(compared) == 5 * (1 + 2 * mamba), compared  # 5 passes: logits, conv and ssm a Mamba layer
+    assert all(c.ok for c in compared), "\n".join(map(repr, compared))  # the whole table, each OK or NOT OK
+
+
 @pytest.mark.parametrize("name", CONFIGS)
 @pytest.mark.parametrize("T, past", [(PROMPT, 0), (1, 30)])
 def test_every_kind_of_layer_s_products_are_the_closed_form_s(made, name, T, past):
@@ -130,39 +159,6 @@ def test_parameters_total_and_active_equal_transformers_count(made, name):
     assert parameters(c).active == FORMULAS.active_parameters(c)
 
 
-# nvidia/Nemotron-H-8B-Base-8K's config.json, as NVIDIA-NeMo/Megatron-Bridge's tests transcribe it
-# (tests/unit_tests/models/nemotronh/test_nemotron_h_bridge.py, without the test's own "n_routed_experts": None).
-NEMOTRON_H_8B = {
-    "architectures": ["NemotronHForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-    "attention_head_dim": 128, "bos_token_id": 1, "chunk_size": 128, "conv_kernel": 4, "eos_token_id": 2, "expand": 2,
-    "hidden_act": "relu2", "hidden_dropout": 0.0, "hidden_size": 4096,
-    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", "initializer_range": 0.02,
-    "intermediate_size": 21504, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64, "mamba_hidden_act": "silu",
-    "mamba_num_heads": 128, "mamba_proj_bias": False, "max_position_embeddings": 8192, "mlp_bias": False,
-    "mlp_hidden_act": "relu2", "model_type": "nemotron_h", "n_groups": 8, "num_attention_heads": 32,
-    "num_hidden_layers": 52, "num_key_value_heads": 8, "num_logits_to_keep": 1, "pad_token_id": 0,
-    "rescale_prenorm_residual": True, "residual_in_fp32": False, "rms_norm_eps": 1e-05, "ssm_state_size": 128,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.48.0.dev0", "use_bias": False,
-    "use_cache": True, "use_conv_bias": True, "use_mamba_kernels": True, "vocab_size": 131072,
-}  # fmt: skip
-# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16's config.json, as jax-llm-examples' nemotron3 tests transcribe it
-# (nemotron3/tests/test_lora.py, NEMOTRON3_30B_JSON).
-NEMOTRON_3_NANO = {
-    "architectures": ["NemotronHForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 1,
-    "chunk_size": 128, "conv_kernel": 4, "eos_token_id": 2, "expand": 2, "head_dim": 128, "hidden_dropout": 0.0,
-    "hidden_size": 2688, "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
-    "initializer_range": 0.02, "intermediate_size": 1856, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64,
-    "mamba_hidden_act": "silu", "mamba_num_heads": 64, "mamba_proj_bias": False, "mamba_ssm_cache_dtype": "float32",
-    "max_position_embeddings": 262144, "mlp_bias": False, "mlp_hidden_act": "relu2", "model_type": "nemotron_h",
-    "moe_intermediate_size": 1856, "moe_shared_expert_intermediate_size": 3712, "n_group": 1, "n_groups": 8,
-    "n_routed_experts": 128, "n_shared_experts": 1, "norm_eps": 1e-05, "norm_topk_prob": True,
-    "num_attention_heads": 32, "num_experts_per_tok": 6, "num_hidden_layers": 52, "num_key_value_heads": 2,
-    "num_logits_to_keep": 1, "pad_token_id": 0, "partial_rotary_factor": 1.0, "rescale_prenorm_residual": True,
-    "residual_in_fp32": False, "rope_theta": 10000, "routed_scaling_factor": 2.5, "sliding_window": None,
-    "ssm_state_size": 128, "tie_word_embeddings": False, "time_step_floor": 0.0001, "time_step_max": 0.1,
-    "time_step_min": 0.001, "topk_group": 1, "torch_dtype": "bfloat16", "transformers_version": "4.55.4",
-    "use_bias": False, "use_cache": True, "use_conv_bias": True, "use_mamba_kernels": True, "vocab_size": 131072,
-}  # fmt: skip
 PUBLISHED = {"nemotron-h-8b": NEMOTRON_H_8B, "nemotron-3-nano-30b-a3b": NEMOTRON_3_NANO}
 
 

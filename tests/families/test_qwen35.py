@@ -1,5 +1,6 @@
 """Qwen3.5's quirks against transformers (what every family owes runs in test_conformance.py, on the same models):
-the state after a prompt against transformers' cache, the recurrent form and the chunks, counts within one chunk,
+the states in the cache and the logits against transformers' after a prompt at and past chunk boundaries, after each
+decode step and after a pass from the state, the recurrent form and the chunks, counts within one chunk,
 the captures, the commands, a multimodal checkpoint read as its text model, the parameters (total and active), and
 every option that changes inference refused.
 
@@ -17,6 +18,7 @@ from conftest import run_cli
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
+import family_checks as checks  # noqa: E402 - after the importorskips: it imports torch and transformers
 from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
 from family_checks import (  # noqa: E402 - after the importorskips: it imports torch and transformers
     count_equals_a_real_run_and_the_closed_form,
@@ -28,7 +30,7 @@ from family_checks import (  # noqa: E402 - after the importorskips: it imports 
 from minitransformer import load_model  # noqa: E402
 from minitransformer.engine.kvcache import KeysValues, LayerCache, LayerState, State  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
-from minitransformer.families.qwen35.config import FULL, LINEAR, Qwen35Config  # noqa: E402
+from minitransformer.families.qwen35.config import CHUNK, FULL, LINEAR, Qwen35Config  # noqa: E402
 
 FAMILY = "qwen3_5"  # the family whose models the `made` fixture (tests/conftest.py) gives
 SPEC = FAMILIES[FAMILY]
@@ -38,9 +40,30 @@ hf_config = SPEC.hf_config
 prompt = SPEC.prompt_ids
 
 
-def test_the_state_after_a_prompt_is_transformers_cache(made):
-    """Our cache's state arrays after a prefill in chunks hold what transformers' cache holds: each DeltaNet layer's
-    recurrent [Hv, dk, dv] state, and its conv's last K - 1 inputs (transformers keeps the last K)."""
+# Prompts at the delta rule's chunk boundaries (k C - 1, k C, k C + 1 for k = 1, 2: the last chunk one short, full, one
+# over) and past two full chunks, and one of a single position (ours: the recurrent form; transformers: a padded
+# chunk), shorter than the conv's kernel; then a pass that starts from a state, in two chunks (C + 1) or in one.
+STEPPED = [("dense", n, 5) for n in (CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK - 1, 2 * CHUNK)] + [
+    ("dense", 2 * CHUNK + 1, CHUNK + 1), ("dense_bias_tied", 2 * CHUNK + 1, 5), ("moe", 2 * CHUNK, 3),
+    ("dense_bias_tied", 1, 2)]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, n, then", STEPPED)
+def test_the_state_and_the_logits_after_a_prompt_and_each_decode_step_are_transformers(made, name, n, then):
+    """Each Gated DeltaNet layer's conv state and [Hv, dk, dv] delta-rule state in our cache equal transformers'
+    cache's, and each pass's logits transformers', after a prompt in chunks, after each of 3 decode steps (the
+    recurrent form) and after a pass of several positions from the cache (chunks that start from the state)."""
+    _, ours, hf = made(name)
+    ids = prompt(name, n + then, seed=6)
+    compared = checks.states_and_logits_step_by_step(ours, hf, ids[:n], steps=3, then=ids[n:])
+    linear = ours.config.layer_types.count(LINEAR)
+    assert len(compared) == 5 * (1 + 2 * linear), compared  # 5 passes: logits, then conv and recurrent a layer
+    assert all(c.ok for c in compared), "\n".join(map(repr, compared))  # the whole table, each OK or NOT OK
+
+
+def test_the_cache_holds_keys_for_full_layers_and_a_state_that_never_grows_for_the_others(made):
+    """A full-attention layer's keys are transformers' (a DeltaNet layer's state: the test above); the cache's arrays
+    are filled in place: nothing grew."""
     _, ours, hf = made("dense_bias_tied")
     ids = prompt("dense_bias_tied", 90, seed=6)
     cache = ours.new_cache(capacity=100)
@@ -53,11 +76,8 @@ def test_the_state_after_a_prompt_is_transformers_cache(made):
         if kind == FULL:
             assert isinstance(held, LayerCache) and isinstance(c.layer_cache(i), KeysValues)
             np.testing.assert_allclose(held.keys[:, :90], theirs.layers[i].keys[0].numpy(), atol=2e-5)
-            continue
-        assert isinstance(held, LayerState) and isinstance(c.layer_cache(i), State)
-        state, conv = theirs.layers[i].recurrent_states[0][0].numpy(), theirs.layers[i].conv_states[0][0].numpy()
-        assert np.abs(held["recurrent"] - state).max() <= 1e-5 * max(1.0, np.abs(state).max())
-        np.testing.assert_allclose(held["conv"], conv[:, 1:].T, atol=1e-5)  # [K - 1, Dc] against [Dc, K]
+        else:
+            assert isinstance(held, LayerState) and isinstance(c.layer_cache(i), State)
     states = [held for held in cache.layers if isinstance(held, LayerState)]
     assert cache.nbytes == ours.new_cache(capacity=100).nbytes  # in place: nothing grew
     each = (c.linear_kernel - 1) * c.conv_channels + c.linear_value_heads * c.linear_key_dim * c.linear_value_dim

@@ -7,13 +7,17 @@ transformers' eager forward; FlopCounterMode counts the same but what it has no 
 products), and with SDPA nothing of attention on a CPU; and every difference carries its reason. The hybrids'
 recurrent layers (Qwen3.5's Gated DeltaNet, Mamba-2's scan) transformers computes otherwise than we do: there each
 difference is named with its closed form (verbs/crosscheck_scans.py), held here to what transformers' own code
-computes, and they add up exactly.
+computes, and they add up exactly. Beneath the totals, each kind of product the dispatch counter knows (mm, addmm, bmm,
+baddbmm, addbmm, mv, addmv, dot, a convolution, einsum as torch decomposes it, grouped_mm, a triangular solve) is
+counted on its own, in a tiny torch program whose MACs are known in closed form.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
+import types
 
 import pytest
 
@@ -302,3 +306,109 @@ def test_a_product_written_as_a_multiply_and_a_sum_is_named():
     tally = _tally(torch, RowTimesMatrix(), list(range(6)))
     assert isinstance(tally, Tally)
     assert tally.multiply_sum[WEIGHTS] == 30 and tally.dispatch[WEIGHTS] == 30
+
+
+class Program(torch.nn.Module):
+    """A tiny torch program for the dispatch counter: `program(weights, ids)` with its parameters (`weights`, named
+    tensors) and, where `logits` names one of them, that one as the output embedding."""
+
+    def __init__(self, program, logits: str | None = None, **weights):
+        super().__init__()
+        self.program, self.logits = program, logits
+        self.weights = torch.nn.ParameterDict({name: torch.nn.Parameter(w) for name, w in weights.items()})
+
+    def get_output_embeddings(self):  # what transformers' model answers: a module holding the output embedding
+        return None if self.logits is None else types.SimpleNamespace(weight=self.weights[self.logits])
+
+    def forward(self, ids):
+        return self.program(self.weights, ids)
+
+
+def numbers(*shape):
+    """An activation of `shape` (not a parameter): 0, 0.1, 0.2, ..."""
+    return torch.arange(math.prod(shape), dtype=torch.float32).reshape(shape) / 10
+
+
+def ones(*shape):
+    return torch.ones(shape)
+
+
+F = torch.nn.functional
+OFFSETS = torch.tensor([3, 3, 10], dtype=torch.int32)  # 3 experts' rows end at 3, 3 (none) and 10
+# kind -> (program, the aten op torch dispatches, its group, its MACs in closed form: every output number a dot
+# product of the shared length, and whether FlopCounterMode counts it too (None: not relied on here)
+KINDS = {
+    "x @ W: [3, 5] x [5, 7]": (Program(lambda w, _: numbers(3, 5) @ w["W"], W=ones(5, 7)),
+                               "mm", WEIGHTS, 3 * 7 * 5, True),
+    "x @ W with x [2, 3, 5]: the batch folded into rows": (Program(lambda w, _: numbers(2, 3, 5) @ w["W"],
+                                                                   W=ones(5, 7)), "mm", WEIGHTS, 2 * 3 * 7 * 5, True),
+    "linear with a bias: x [2, 3, 5], W [7, 5]": (Program(lambda w, _: F.linear(numbers(2, 3, 5), w["W"], w["b"]),
+                                                          W=ones(7, 5), b=ones(7)), "addmm", WEIGHTS, 2 * 3 * 7 * 5,
+                                                  True),
+    "the logits: x [3, 5] against the output embedding [11, 5]": (
+        Program(lambda w, _: F.linear(numbers(3, 5), w["E"]), logits="E", E=ones(11, 5)), "mm", LOGITS, 3 * 11 * 5,
+        True),
+    "bmm: [4, 3, 5] x [4, 5, 7]": (Program(lambda w, _: torch.bmm(numbers(4, 3, 5), ones(4, 5, 7))),
+                                   "bmm", ACTIVATIONS, 4 * 3 * 7 * 5, True),
+    "matmul of [2, 4, 3, 5] and [2, 4, 5, 7]": (Program(lambda w, _: numbers(2, 4, 3, 5) @ ones(2, 4, 5, 7)),
+                                                "bmm", ACTIVATIONS, 2 * 4 * 3 * 7 * 5, True),
+    "baddbmm: c + [4, 3, 5] x [4, 5, 7]": (Program(lambda w, _: torch.baddbmm(ones(4, 3, 7), numbers(4, 3, 5),
+                                                                             ones(4, 5, 7))),
+                                           "baddbmm", ACTIVATIONS, 4 * 3 * 7 * 5, True),
+    "addbmm: c + the sum of [4, 3, 5] x [4, 5, 7]": (Program(lambda w, _: torch.addbmm(ones(3, 7), numbers(4, 3, 5),
+                                                                                       ones(4, 5, 7))),
+                                                     "addbmm", ACTIVATIONS, 4 * 3 * 7 * 5, None),
+    "einsum of scores: bhtd,bhsd->bhts, [2, 3, 4, 5] and [2, 3, 6, 5]": (
+        Program(lambda w, _: torch.einsum("bhtd,bhsd->bhts", numbers(2, 3, 4, 5), ones(2, 3, 6, 5))),
+        "bmm", ACTIVATIONS, 2 * 3 * 4 * 6 * 5, True),
+    "einsum with a weight: td,ed->te, [4, 5] and W [7, 5]": (
+        Program(lambda w, _: torch.einsum("td,ed->te", numbers(4, 5), w["W"]), W=ones(7, 5)),
+        "bmm", WEIGHTS, 4 * 7 * 5, True),
+    "mv: W [7, 5] x v [5]": (Program(lambda w, _: w["W"] @ numbers(5), W=ones(7, 5)), "mv", WEIGHTS, 7 * 5, None),
+    "addmv: c + W [7, 5] x v [5]": (Program(lambda w, _: torch.addmv(ones(7), w["W"], numbers(5)), W=ones(7, 5)),
+                                    "addmv", WEIGHTS, 7 * 5, None),
+    "dot: [5] . [5]": (Program(lambda w, _: numbers(5) @ ones(5)), "dot", ACTIVATIONS, 5, None),
+    "a causal depthwise conv1d: 6 channels, 9 positions, kernel 4, padding 3": (
+        Program(lambda w, _: F.conv1d(numbers(1, 6, 9), w["K"], groups=6, padding=3), K=ones(6, 1, 4)),
+        "convolution", WEIGHTS, 6 * (9 + 3) * 4, True),
+    "a conv1d of 6 channels into 4, 9 positions, kernel 3": (
+        Program(lambda w, _: F.conv1d(numbers(1, 6, 9), w["K"]), K=ones(4, 6, 3)),
+        "convolution", WEIGHTS, 4 * (9 - 3 + 1) * 6 * 3, True),
+    "grouped_mm: 10 rows [10, 8] among 3 experts' [8, 4]": (
+        Program(lambda w, _: torch._grouped_mm(numbers(10, 8), w["W"], offs=OFFSETS), W=ones(3, 8, 4)),
+        "_grouped_mm", WEIGHTS, 10 * 4 * 8, False),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_of_product_is_counted_by_the_rule_alone(kind):
+    """Each kind of product torch dispatches, alone in a tiny program whose MACs are known in closed form: the dispatch
+    counter counts it once, under its aten op and in its group (what its operands are), m p n MACs and nothing else
+    (the elementwise work around it is not a product); FlopCounterMode counts the same, but for the experts' grouped
+    product, for which it has no formula (crosscheck's reasons say so)."""
+    from minitransformer.verbs.crosscheck import _tally
+
+    program, op, group, macs, flop_counter_counts = KINDS[kind]
+    tally = _tally(torch, program, [0, 1])
+    counted = {g: ops for g, ops in tally.ops.items() if ops}
+    assert counted == {group: {op: macs}}, f"counted {counted}, expected {group}: aten.{op} {macs} MACs"
+    assert tally.dispatch == {g: macs if g == group else 0 for g in GROUPS}, tally.dispatch
+    if flop_counter_counts is not None:
+        expected = macs if flop_counter_counts else 0
+        assert tally.flop_counter[group] == expected, f"FlopCounterMode {tally.flop_counter}, expected {expected}"
+
+
+def test_a_triangular_solve_is_counted_as_its_forward_substitution():
+    """linalg_solve_triangular, which no product kernel runs: a unit lower-triangular C x C system for n right-hand
+    columns takes C (C - 1) / 2 MACs a column (row i: the i rows before it), kept beside the products."""
+    from minitransformer.verbs.crosscheck import _tally
+
+    C, n, batch = 6, 5, 3
+    system = torch.eye(C).expand(batch, C, C) + torch.tril(ones(batch, C, C), -1)
+
+    def solve(w, _):
+        return torch.linalg.solve_triangular(system, numbers(batch, C, n), upper=False, unitriangular=True)
+
+    tally = _tally(torch, Program(solve), [0, 1])
+    assert tally.solves == {g: batch * n * C * (C - 1) // 2 if g == ACTIVATIONS else 0 for g in GROUPS}, tally.solves
+    assert tally.dispatch_macs == 0, tally.ops  # no product kernel ran

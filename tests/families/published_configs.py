@@ -1,0 +1,323 @@
+"""config.json files as their models publish them: at least one for each family of the table, written by hand here
+(the Hugging Face Hub is out of reach) in the published spelling, each with its source, the preset it is, and the keys
+it spells otherwise than transformers 5.24 writes them (test_config_spellings.py holds both spellings to one config;
+a family's own module holds its preset to it).
+
+Published configs were written by older transformers (or by a model's own code): `torch_dtype` for `dtype`, a
+top-level `rope_theta` and a `rope_scaling` (its type as "type" or "rope_type") for `rope_parameters`, GPT-NeoX's
+`rotary_pct` and `rotary_emb_base`, Gemma 3's `rope_local_base_freq` and `sliding_window_pattern` for per-layer-type
+rope parameters and `layer_types`, Qwen3's `max_window_layers` for `layer_types`, Nemotron-H's
+`hybrid_override_pattern` for `layers_block_type`, Phi-3's top-level `original_max_position_embeddings`, a multimodal
+model's `text_config` for a text model's config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from minitransformer.families.table import PRESETS
+
+INF = float("inf")
+
+
+@dataclass(frozen=True)
+class Published:
+    """One published config.json: where it comes from, the preset it reads as (None: none of the presets), the keys
+    it spells otherwise than transformers writes them, (published key, transformers' key), and the fields of the
+    config that differ all the same, field -> (published, transformers'): a multimodal model's model_type, which
+    says where its checkpoint keeps the text model."""
+
+    source: str
+    config: dict
+    preset: str | None
+    spellings: tuple[tuple[str, str], ...]
+    differs: dict = field(default_factory=dict)
+
+    @property
+    def text(self) -> dict:
+        """The config of the text model: a multimodal model's text_config, or the whole."""
+        return self.config.get("text_config") or self.config
+
+
+def _phi35_factors(which: str) -> list[float]:
+    """Phi-3.5-mini's LongRoPE factors (48 each), as the preset holds them from its config.json."""
+    return list(dict(PRESETS["phi-3.5-mini"].rope_scaling)[which])  # type: ignore[arg-type]
+
+
+GPT2 = {
+    "activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1, "bos_token_id": 50256,
+    "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02, "layer_norm_epsilon": 1e-05,
+    "model_type": "gpt2", "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
+    "resid_pdrop": 0.1, "summary_activation": None, "summary_first_dropout": 0.1, "summary_proj_to_labels": True,
+    "summary_type": "cls_index", "summary_use_proj": True,
+    "task_specific_params": {"text-generation": {"do_sample": True, "max_length": 50}}, "vocab_size": 50257,
+}  # fmt: skip
+GPT2_ALIASES = {"model_type": "gpt2", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                "max_position_embeddings": 1024, "vocab_size": 50257}  # fmt: skip
+LLAMA_32_1B = {
+    "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 128000,
+    "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+    "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": False, "model_type": "llama",
+    "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+    "transformers_version": "4.45.0.dev0", "use_cache": True, "vocab_size": 128256,
+}  # fmt: skip
+MISTRAL_7B = {
+    "architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+    "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768,
+    "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0", "use_cache": True, "vocab_size": 32000,
+}  # fmt: skip
+QWEN25_05B = {
+    "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643,
+    "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02, "intermediate_size": 4864,
+    "max_position_embeddings": 32768, "max_window_layers": 21, "model_type": "qwen2", "num_attention_heads": 14,
+    "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "sliding_window": 32768, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "use_cache": True,
+    "use_sliding_window": False, "vocab_size": 151936,
+}  # fmt: skip
+QWEN3_06B = {
+    "architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024, "initializer_range": 0.02,
+    "intermediate_size": 3072, "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+    "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+    "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None, "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": True, "use_sliding_window": False,
+    "vocab_size": 151936,
+}  # fmt: skip
+GEMMA2_2B = {
+    "architectures": ["Gemma2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+    "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304, "initializer_range": 0.02,
+    "intermediate_size": 9216, "max_position_embeddings": 8192, "model_type": "gemma2", "num_attention_heads": 8,
+    "num_hidden_layers": 26, "num_key_value_heads": 4, "pad_token_id": 0, "query_pre_attn_scalar": 256,
+    "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 4096, "torch_dtype": "float32",
+    "transformers_version": "4.42.4", "use_cache": True, "vocab_size": 256000,
+}  # fmt: skip
+GEMMA3_1B = {
+    "architectures": ["Gemma3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "attn_logit_softcapping": None, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": 1,
+    "final_logit_softcapping": None, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 1152,
+    "initializer_range": 0.02, "intermediate_size": 6912, "max_position_embeddings": 32768,
+    "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 26, "num_key_value_heads": 1,
+    "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000,
+    "rope_scaling": None, "rope_theta": 1000000, "sliding_window": 512, "sliding_window_pattern": 6,
+    "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0", "use_cache": True, "vocab_size": 262144,
+}  # fmt: skip
+# google/gemma-3-4b-pt's config.json, as published (its vision_config left out): the text model leaves most of its
+# shapes to Gemma3TextConfig's defaults.
+GEMMA3_4B = {
+    "architectures": ["Gemma3ForConditionalGeneration"], "boi_token_index": 255999, "eoi_token_index": 256000,
+    "eos_token_id": [1, 106], "image_token_index": 262144, "initializer_range": 0.02, "mm_tokens_per_image": 256,
+    "model_type": "gemma3", "torch_dtype": "bfloat16",
+    "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                    "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                    "sliding_window": 1024},
+}  # fmt: skip
+OLMO2_7B = {
+    "architectures": ["Olmo2ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "eos_token_id": 100257,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 11008,
+    "max_position_embeddings": 4096, "model_type": "olmo2", "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 32, "pad_token_id": 100277, "rms_norm_eps": 1e-06, "rope_scaling": None,
+    "rope_theta": 500000, "tie_word_embeddings": False, "torch_dtype": "float32",
+    "transformers_version": "4.47.0.dev0", "use_cache": True, "vocab_size": 100352,
+}  # fmt: skip
+PYTHIA_70M = {
+    "architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
+    "hidden_size": 512, "initializer_range": 0.02, "intermediate_size": 2048, "layer_norm_eps": 1e-05,
+    "max_position_embeddings": 2048, "model_type": "gpt_neox", "num_attention_heads": 8, "num_hidden_layers": 6,
+    "rotary_emb_base": 10000, "rotary_pct": 0.25, "tie_word_embeddings": False, "torch_dtype": "float16",
+    "transformers_version": "4.24.0", "use_cache": True, "use_parallel_residual": True, "vocab_size": 50304,
+}  # fmt: skip
+PHI35_MINI = {
+    "architectures": ["Phi3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 1,
+    "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu", "hidden_size": 3072, "initializer_range": 0.02,
+    "intermediate_size": 8192, "max_position_embeddings": 131072, "model_type": "phi3", "num_attention_heads": 32,
+    "num_hidden_layers": 32, "num_key_value_heads": 32, "original_max_position_embeddings": 4096,
+    "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"long_factor": _phi35_factors("long_factor"), "short_factor": _phi35_factors("short_factor"),
+                     "type": "longrope"},
+    "rope_theta": 10000.0, "sliding_window": 262144, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.43.3", "use_cache": True, "vocab_size": 32064,
+}  # fmt: skip
+MIXTRAL_8X7B = {
+    "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+    "max_position_embeddings": 32768, "model_type": "mixtral", "num_attention_heads": 32, "num_experts_per_tok": 2,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8, "output_router_logits": False,
+    "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.02, "sliding_window": None,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.36.0.dev0",
+    "use_cache": True, "vocab_size": 32000,
+}  # fmt: skip
+# openai/gpt-oss-20b's config.json, less its quantization_config (MXFP4 experts: refused by name)
+GPT_OSS_20B = {
+    "architectures": ["GptOssForCausalLM"], "attention_bias": True, "attention_dropout": 0.0, "eos_token_id": 200002,
+    "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880, "initial_context_length": 4096,
+    "initializer_range": 0.02, "intermediate_size": 2880, "layer_types": ["sliding_attention", "full_attention"] * 12,
+    "max_position_embeddings": 131072, "model_type": "gpt_oss", "num_attention_heads": 64, "num_experts_per_tok": 4,
+    "num_hidden_layers": 24, "num_key_value_heads": 8, "num_local_experts": 32, "output_router_logits": False,
+    "pad_token_id": 199999, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,
+                     "rope_type": "yarn", "truncate": False},
+    "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 201088,
+}  # fmt: skip
+QWEN3_30B_A3B = {
+    "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 6144, "max_position_embeddings": 40960,
+    "max_window_layers": 48, "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768,
+    "norm_topk_prob": True, "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8,
+    "num_hidden_layers": 48, "num_key_value_heads": 4, "output_router_logits": False, "rms_norm_eps": 1e-06,
+    "rope_scaling": None, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": None,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": True,
+    "use_sliding_window": False, "vocab_size": 151936,
+}  # fmt: skip
+# deepseek-ai/DeepSeek-V3's config.json, less its auto_map and quantization_config (fp8 blocks: refused by name)
+DEEPSEEK_V3 = {
+    "architectures": ["DeepseekV3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "aux_loss_alpha": 0.001, "bos_token_id": 0, "eos_token_id": 1, "ep_size": 1, "first_k_dense_replace": 3,
+    "hidden_act": "silu", "hidden_size": 7168, "initializer_range": 0.02, "intermediate_size": 18432,
+    "kv_lora_rank": 512, "max_position_embeddings": 163840, "model_type": "deepseek_v3",
+    "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_group": 8, "n_routed_experts": 256, "n_shared_experts": 1,
+    "norm_topk_prob": True, "num_attention_heads": 128, "num_experts_per_tok": 8, "num_hidden_layers": 61,
+    "num_key_value_heads": 128, "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "rms_norm_eps": 1e-06,
+    "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+                     "original_max_position_embeddings": 4096, "type": "yarn"},
+    "rope_theta": 10000, "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "seq_aux": True,
+    "tie_word_embeddings": False, "topk_group": 4, "topk_method": "noaux_tc", "torch_dtype": "bfloat16",
+    "transformers_version": "4.33.1", "use_cache": True, "v_head_dim": 128, "vocab_size": 129280,
+}  # fmt: skip
+# deepseek-ai/DeepSeek-V3.2-Exp's config.json (as its quantized copy publishes it), less its quantization_config
+DEEPSEEK_V32_EXP = {
+    "architectures": ["DeepseekV32ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "bos_token_id": 0, "eos_token_id": 1, "ep_size": 1, "first_k_dense_replace": 3, "hidden_act": "silu",
+    "hidden_size": 7168, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048, "initializer_range": 0.02,
+    "intermediate_size": 18432, "kv_lora_rank": 512, "max_position_embeddings": 163840, "model_type": "deepseek_v32",
+    "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_group": 8, "n_routed_experts": 256, "n_shared_experts": 1,
+    "norm_topk_prob": True, "num_attention_heads": 128, "num_experts_per_tok": 8, "num_hidden_layers": 61,
+    "num_key_value_heads": 128, "num_nextn_predict_layers": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "rms_norm_eps": 1e-06,
+    "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+                     "original_max_position_embeddings": 4096, "type": "yarn"},
+    "rope_theta": 10000, "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "tie_word_embeddings": False,
+    "topk_group": 4, "topk_method": "noaux_tc", "torch_dtype": "bfloat16", "transformers_version": "4.44.2",
+    "use_cache": True, "v_head_dim": 128, "vocab_size": 129280,
+}  # fmt: skip
+# Qwen/Qwen3.5-27B's config.json (its vision_config left out): the text model in text_config, as the preset's sources
+# quote it (families/qwen35/config.py), tie_word_embeddings beside it.
+QWEN35_27B = {
+    "architectures": ["Qwen3_5ForConditionalGeneration"], "image_token_id": 248056, "model_type": "qwen3_5",
+    "text_config": {
+        "attention_bias": False, "attention_dropout": 0.0, "attn_output_gate": True, "dtype": "bfloat16",
+        "eos_token_id": 248044, "full_attention_interval": 4, "head_dim": 256, "hidden_act": "silu",
+        "hidden_size": 5120, "initializer_range": 0.02, "intermediate_size": 17408, "linear_conv_kernel_dim": 4,
+        "linear_key_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 48,
+        "linear_value_head_dim": 128, "mamba_ssm_dtype": "float32", "max_position_embeddings": 262144,
+        "mtp_num_hidden_layers": 1, "mtp_use_dedicated_embeddings": False, "model_type": "qwen3_5_text",
+        "num_attention_heads": 24, "num_hidden_layers": 64, "num_key_value_heads": 4, "rms_norm_eps": 1e-06,
+        "rope_parameters": {"mrope_interleaved": True, "mrope_section": [11, 11, 10], "partial_rotary_factor": 0.25,
+                            "rope_theta": 10000000, "rope_type": "default"},
+        "use_cache": True, "vocab_size": 248320},
+    "tie_word_embeddings": False, "transformers_version": "4.57.0.dev0", "video_token_id": 248057,
+    "vision_end_token_id": 248054, "vision_start_token_id": 248053,
+}  # fmt: skip
+# mistralai/Mamba-Codestral-7B-v0.1's config.json, as NX-AI's mlstm_kernels benchmark transcribes it
+# (mlstm_kernels/utils/benchmark/benchmarks/huggingface_model_benchmark.py, "codestral_mamba_config").
+CODESTRAL = {
+    "architectures": ["Mamba2ForCausalLM"], "bos_token_id": 0, "chunk_size": 256, "conv_kernel": 4,
+    "eos_token_id": 0, "expand": 2, "head_dim": 64, "hidden_act": "silu", "hidden_size": 4096,
+    "initializer_range": 0.1, "intermediate_size": 8192, "layer_norm_epsilon": 1e-05, "model_type": "mamba2",
+    "n_groups": 8, "norm_before_gate": True, "num_heads": 128, "num_hidden_layers": 64, "pad_token_id": 0,
+    "rescale_prenorm_residual": False, "residual_in_fp32": True, "rms_norm": True, "state_size": 128,
+    "tie_word_embeddings": False, "time_step_floor": 0.0001, "time_step_init_scheme": "random",
+    "time_step_limit": [0.0, INF], "time_step_max": 0.1, "time_step_min": 0.001, "time_step_rank": 256,
+    "time_step_scale": 1.0, "torch_dtype": "bfloat16", "use_bias": False, "use_cache": True, "use_conv_bias": True,
+    "vocab_size": 32768,
+}  # fmt: skip
+# nvidia/Nemotron-H-8B-Base-8K's config.json, as NVIDIA-NeMo/Megatron-Bridge's tests transcribe it
+# (tests/unit_tests/models/nemotronh/test_nemotron_h_bridge.py, without the test's own "n_routed_experts": None).
+NEMOTRON_H_8B = {
+    "architectures": ["NemotronHForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "attention_head_dim": 128, "bos_token_id": 1, "chunk_size": 128, "conv_kernel": 4, "eos_token_id": 2, "expand": 2,
+    "hidden_act": "relu2", "hidden_dropout": 0.0, "hidden_size": 4096,
+    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", "initializer_range": 0.02,
+    "intermediate_size": 21504, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64, "mamba_hidden_act": "silu",
+    "mamba_num_heads": 128, "mamba_proj_bias": False, "max_position_embeddings": 8192, "mlp_bias": False,
+    "mlp_hidden_act": "relu2", "model_type": "nemotron_h", "n_groups": 8, "num_attention_heads": 32,
+    "num_hidden_layers": 52, "num_key_value_heads": 8, "num_logits_to_keep": 1, "pad_token_id": 0,
+    "rescale_prenorm_residual": True, "residual_in_fp32": False, "rms_norm_eps": 1e-05, "ssm_state_size": 128,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.48.0.dev0", "use_bias": False,
+    "use_cache": True, "use_conv_bias": True, "use_mamba_kernels": True, "vocab_size": 131072,
+}  # fmt: skip
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16's config.json, as jax-llm-examples' nemotron3 tests transcribe it
+# (nemotron3/tests/test_lora.py, NEMOTRON3_30B_JSON).
+NEMOTRON_3_NANO = {
+    "architectures": ["NemotronHForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 1,
+    "chunk_size": 128, "conv_kernel": 4, "eos_token_id": 2, "expand": 2, "head_dim": 128, "hidden_dropout": 0.0,
+    "hidden_size": 2688, "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+    "initializer_range": 0.02, "intermediate_size": 1856, "layer_norm_epsilon": 1e-05, "mamba_head_dim": 64,
+    "mamba_hidden_act": "silu", "mamba_num_heads": 64, "mamba_proj_bias": False, "mamba_ssm_cache_dtype": "float32",
+    "max_position_embeddings": 262144, "mlp_bias": False, "mlp_hidden_act": "relu2", "model_type": "nemotron_h",
+    "moe_intermediate_size": 1856, "moe_shared_expert_intermediate_size": 3712, "n_group": 1, "n_groups": 8,
+    "n_routed_experts": 128, "n_shared_experts": 1, "norm_eps": 1e-05, "norm_topk_prob": True,
+    "num_attention_heads": 32, "num_experts_per_tok": 6, "num_hidden_layers": 52, "num_key_value_heads": 2,
+    "num_logits_to_keep": 1, "pad_token_id": 0, "partial_rotary_factor": 1.0, "rescale_prenorm_residual": True,
+    "residual_in_fp32": False, "rope_theta": 10000, "routed_scaling_factor": 2.5, "sliding_window": None,
+    "ssm_state_size": 128, "tie_word_embeddings": False, "time_step_floor": 0.0001, "time_step_max": 0.1,
+    "time_step_min": 0.001, "topk_group": 1, "torch_dtype": "bfloat16", "transformers_version": "4.55.4",
+    "use_bias": False, "use_cache": True, "use_conv_bias": True, "use_mamba_kernels": True, "vocab_size": 131072,
+}  # fmt: skip
+
+DTYPE = ("torch_dtype", "dtype")
+ROPE = ("rope_theta", "rope_parameters")
+# family -> its published configs
+PUBLISHED: dict[str, list[Published]] = {
+    "gpt2": [Published("openai-community/gpt2", GPT2, "gpt2", ()),  # GPT2Config writes GPT-2's own keys back
+             Published("GPT2Config.attribute_map's names, as other GPT-2 checkpoints spell them", GPT2_ALIASES, "gpt2",
+                       (("hidden_size", "n_embd"), ("num_hidden_layers", "n_layer"), ("num_attention_heads", "n_head"),
+                        ("max_position_embeddings", "n_positions")))],
+    "llama": [
+        Published("meta-llama/Llama-3.2-1B", LLAMA_32_1B, "llama3.2-1b", (DTYPE, ROPE, ("rope_scaling", "rope_parameters"))),
+        Published("mistralai/Mistral-7B-v0.1", MISTRAL_7B, "mistral-7b", (DTYPE, ROPE, ("hidden_size", "head_dim")),
+                  differs={"head_dim": (None, 128)}),  # transformers writes the head size D / H it derives
+        Published("Qwen/Qwen2.5-0.5B", QWEN25_05B, "qwen2.5-0.5b", (DTYPE, ROPE)),
+    ],
+    "qwen3": [Published("Qwen/Qwen3-0.6B", QWEN3_06B, "qwen3-0.6b", (DTYPE, ROPE, ("max_window_layers", "layer_types")))],
+    "gemma": [
+        Published("google/gemma-2-2b", GEMMA2_2B, "gemma-2-2b", (DTYPE, ROPE)),
+        Published("google/gemma-3-1b-pt", GEMMA3_1B, "gemma-3-1b",
+                  (DTYPE, ("rope_local_base_freq", "rope_parameters"), ("sliding_window_pattern", "layer_types"))),
+        Published("google/gemma-3-4b-pt", GEMMA3_4B, "gemma-3-4b", (("text_config", "num_hidden_layers"),),
+                  differs={"model_type": ("gemma3", "gemma3_text")}),
+    ],
+    "olmo2": [Published("allenai/OLMo-2-1124-7B", OLMO2_7B, "olmo-2-7b", (DTYPE, ROPE))],
+    "neox": [Published("EleutherAI/pythia-70m", PYTHIA_70M, "pythia-70m",
+                       (DTYPE, ("rotary_pct", "rope_parameters"), ("rotary_emb_base", "rope_parameters")))],
+    "phi3": [Published("microsoft/Phi-3.5-mini-instruct", PHI35_MINI, "phi-3.5-mini",
+                       (DTYPE, ROPE, ("rope_scaling", "rope_parameters")))],
+    "mixtral": [Published("mistralai/Mixtral-8x7B-v0.1", MIXTRAL_8X7B, "mixtral-8x7b", (DTYPE, ROPE))],
+    "gpt_oss": [Published("openai/gpt-oss-20b", GPT_OSS_20B, "gpt-oss-20b",
+                          (DTYPE, ROPE, ("rope_scaling", "rope_parameters")))],
+    "qwen3_moe": [Published("Qwen/Qwen3-30B-A3B", QWEN3_30B_A3B, "qwen3-30b-a3b",
+                            (DTYPE, ROPE, ("num_experts", "num_local_experts")))],
+    "deepseek_v3": [Published("deepseek-ai/DeepSeek-V3", DEEPSEEK_V3, "deepseek-v3",
+                              (DTYPE, ROPE, ("rope_scaling", "rope_parameters")))],
+    "deepseek_v32": [Published("deepseek-ai/DeepSeek-V3.2-Exp", DEEPSEEK_V32_EXP, "deepseek-v3.2-exp",
+                               (DTYPE, ROPE, ("rope_scaling", "rope_parameters")))],
+    "qwen3_5": [Published("Qwen/Qwen3.5-27B", QWEN35_27B, "qwen3.5-27b", (("text_config", "num_hidden_layers"),),
+                          differs={"model_type": ("qwen3_5", "qwen3_5_text")})],
+    "mamba2": [Published("mistralai/Mamba-Codestral-7B-v0.1", CODESTRAL, "mamba-codestral-7b", (DTYPE,))],
+    "nemotron_h": [
+        Published("nvidia/Nemotron-H-8B-Base-8K", NEMOTRON_H_8B, "nemotron-h-8b",
+                  (DTYPE, ("hybrid_override_pattern", "layers_block_type"), ("attention_head_dim", "head_dim"))),
+        Published("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", NEMOTRON_3_NANO, "nemotron-3-nano-30b-a3b",
+                  (DTYPE, ("hybrid_override_pattern", "layers_block_type"))),
+    ],
+}  # fmt: skip
