@@ -35,14 +35,19 @@ def top_k(scores, k: int, order: str = "score"):
     if not 1 <= k <= n or order not in ORDERS:
         raise ValueError(f"top_k: k must be 1..{n} and order one of {ORDERS}, not k={k}, order={order!r}")
     ranked = _ranked(scores)
+    rows = ranked.reshape(-1, n)
     if k == n:
-        chosen = np.broadcast_to(np.arange(n), ranked.shape).copy()
+        kept = np.ones(rows.shape, dtype=bool)
     else:
-        kth = np.partition(ranked, n - k, axis=-1)[..., n - k, None]  # each row's k-th largest
-        above, at = ranked > kth, ranked == kth
-        wanted = k - np.count_nonzero(above, axis=-1, keepdims=True)  # how many of those equal to it are chosen
-        kept = above | (at & (np.cumsum(at, axis=-1) <= wanted))  # ... the first ones, by index
-        chosen = np.nonzero(kept.reshape(-1, n))[1].reshape(*ranked.shape[:-1], k)  # in increasing index
+        kth = -np.partition(-rows, k - 1, axis=-1)[:, k - 1, None]  # each row's k-th largest (NumPy's selection is
+        # slow from the low end of rows whose many masked scores are equal, quick from the high end: negated)
+        above, at = rows > kth, rows == kth
+        kept = above | at
+        wanted = k - np.count_nonzero(above, axis=-1)  # how many of those equal to the k-th are chosen
+        tied = np.nonzero(np.count_nonzero(at, axis=-1) > wanted)[0]  # rows where more are equal: the first ones
+        first = np.cumsum(at[tied], axis=-1, dtype=np.int32) <= wanted[tied, None]
+        kept[tied] = above[tied] | (at[tied] & first)
+    chosen = (np.flatnonzero(kept) % n).reshape(*ranked.shape[:-1], k)  # each row's k, in increasing index
     if order == "index":
         return chosen
     by_score = np.argsort(-np.take_along_axis(ranked, chosen, axis=-1), axis=-1, kind="stable")  # ties keep index order
@@ -73,15 +78,15 @@ def boundary(scores: np.ndarray, k: int) -> Boundary:
     """Where each row of scores [..., n] put its boundary when it chose k (k < n; k = n chooses all and decides
     nothing)."""
     n = scores.shape[-1]
-    ranked = _ranked(scores).astype(np.float64, copy=False)
+    ranked = _ranked(scores)
     if k >= n:
         nothing = np.zeros(ranked.shape[:-1])
         return Boundary(np.zeros(ranked.shape[:-1], dtype=bool), nothing, nothing)
-    pair = np.partition(ranked, (n - k - 1, n - k), axis=-1)
-    kth, next_ = pair[..., n - k], pair[..., n - k - 1]
+    pair = np.partition(-ranked, (k - 1, k), axis=-1)  # negated, as top_k's
+    kth, next_ = -pair[..., k - 1].astype(np.float64), -pair[..., k].astype(np.float64)  # their gap exact
     decides = next_ > -np.inf  # a (k+1)-th that could have been chosen
-    finite = np.isfinite(ranked)
-    scale = np.max(np.abs(np.where(finite, ranked, 0.0)), axis=-1)
+    magnitude = np.abs(ranked)
+    scale = np.max(magnitude, axis=-1, where=np.isfinite(magnitude), initial=0.0).astype(np.float64)
     with np.errstate(invalid="ignore"):  # inf - inf where the k-th and (k+1)-th are +inf: no margin to speak of
         margin = np.where(decides, kth - next_, np.inf)
     return Boundary(decides, np.where(np.isnan(margin), np.inf, margin), scale)
