@@ -318,9 +318,10 @@ class Tape:
         """The indices [..., k] of each row's k largest scores [..., n], by the package's one rule (selection.py: equal
         scores, the lowest index first), highest first or in index `order`. Where this pass keeps a ledger, what the
         choice decided is written in it under `stage` (Phase.selections): each row's ties and near ties at the k-th
-        place, near as the format the scores are held in resolves them. Shape-only scores choose nothing."""
+        place, near as the format the scores are held in resolves them. Shape-only scores choose nothing, and k of k
+        (DeepSeek-V3's one group of one) decides nothing: neither is written."""
         chosen = top_k(scores, k, order)
-        if self.phase is not None and not isinstance(scores, ShapeOnly):
+        if self.phase is not None and not isinstance(scores, ShapeOnly) and k < scores.shape[-1]:
             held = self.precision.values if self.precision is not None else None  # None: the scores' own dtype
             name = held.name if held else scores.dtype.name
             epsilon = held.epsilon if held else float(np.finfo(scores.dtype).eps)

@@ -126,11 +126,13 @@ def test_a_batch_s_pad_slots_and_finished_rows_decide_nothing_anyone_reads():
     assert [(t.row, t.position) for t in done.ties] == [(1, 3)]  # row 0 had finished
 
 
-def test_a_shape_only_pass_chooses_nothing_and_a_pass_without_a_ledger_records_nothing():
+def test_a_shape_only_pass_k_of_k_and_a_pass_without_a_ledger_record_nothing():
     phase = Phase("prefill", 0, 5, 5)
     out = tape(phase, 5).top_k("router.topk", ShapeOnly((5, 8)), 2)
     assert isinstance(out, ShapeOnly) and out.shape == (5, 2) and phase.selections == []
     assert tape(None, 2).top_k("router.topk", np.zeros((2, 3), np.float32), 1).tolist() == [[0], [0]]
+    everything = tape(phase, 5).top_k("router.groups", np.zeros((5, 1), np.float32), 1)  # one group of one: no choice
+    assert everything.tolist() == [[0]] * 5 and phase.selections == []
 
 
 def test_every_top_k_in_the_package_goes_through_the_one_function():

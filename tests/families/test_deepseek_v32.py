@@ -384,6 +384,18 @@ def test_keys_that_tie_at_the_kth_place_are_chosen_lowest_first_and_the_ledger_s
     phases = generation.to_dict()["phases"]
     assert [t["position"] for p in phases for t in p["ties"]] == list(range(k, T + 1))
     assert all(t["margin"] == 0 and (t["layer"], t["stage"]) == (0, "index.topk") for p in phases for t in p["ties"])
+    # and trace, after each pass: the prefill's queries k..T-1, then the decode step's at T
+    import io
+
+    from minitransformer.views.trace import trace
+
+    out = io.StringIO()
+    trace(ours, ids, new_tokens=2, layers=[0], out=out)
+    said = [line for line in out.getvalue().splitlines() if line.startswith("Selections tied")]
+    assert [line.split(" (exact)")[0] for line in said] == [
+        f"Selections tied at the k-th place: layer 0 index.topk at positions {k}-{T - 1}",
+        f"Selections tied at the k-th place: layer 0 index.topk at position {T}",
+    ], said
 
 
 def test_validate_names_the_tie_where_transformers_chose_another_key(tied):
