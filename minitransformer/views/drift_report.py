@@ -3,7 +3,7 @@ precision left its format's range (verbs/drift.py measures; this only reads)."""
 
 from __future__ import annotations
 
-from ..text import count, plural, table
+from ..text import count, plural, runs, table
 from ..verbs.drift import Drift, SelectionDrift, StageDrift, layer_of_weight, split_name
 
 WORST = 5  # stages listed by their drift before the per-layer rows
@@ -127,7 +127,7 @@ def choices_line(d: Drift) -> str:
     where: dict[tuple, list[int]] = {}
     for c in d.selections:
         where.setdefault((c.layer, c.stage), []).append(c.position)
-    places = "; ".join(f"layer {layer} {stage} at {'position' if len(p) == 1 else 'positions'} {', '.join(map(str, p))}"
+    places = "; ".join(f"layer {layer} {stage} at {'position' if len(p) == 1 else 'positions'} {runs(p)}"
                        for (layer, stage), p in where.items())  # fmt: skip
     return (f"choices (a position's experts or keys): {count(len(d.selections))} of {count(compared)} differ from "
             f"float64's, {places}")  # fmt: skip

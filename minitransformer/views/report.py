@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..engine.ledger import Ledger, Phase, Record
 from ..engine.selection import NEAR_TIE
 from ..families.table import architecture_of
-from ..text import count, human, percent, plural, shape, short_path, table
+from ..text import count, human, percent, plural, runs, shape, short_path, table
 
 
 def describe_model(config: dict, source: str) -> str:
@@ -266,22 +266,11 @@ def ties_line(phases: list[Phase]) -> str | None:
             what = f"{exact} exact, {len(near)} near down to a margin of {min(near):.1e}"
         where = "" if row is None else f"row {row} "
         at = "position" if len(positions) == 1 else "positions"
-        parts.append(f"{where}layer {layer} {stage} at {at} {_ranges(positions)} ({what})")
+        parts.append(f"{where}layer {layer} {stage} at {at} {runs(positions)} ({what})")
     return (
         f"Selections tied at the k-th place: {'; '.join(parts)}. Equal scores go to the lowest index; near: a margin "
         f"below {NEAR_TIE} epsilons of {held} x the row's largest |score|"
     )
-
-
-def _ranges(numbers: list[int]) -> str:
-    """[3, 4, 5, 9] -> "3-5, 9"."""
-    runs: list[list[int]] = []
-    for n in numbers:
-        if runs and n == runs[-1][-1] + 1:
-            runs[-1].append(n)
-        else:
-            runs.append([n])
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def _convention(prefill: Phase) -> list[str]:
