@@ -35,6 +35,17 @@ def s_for(n: int) -> str:
     return "" if n == 1 else "s"
 
 
+def runs(numbers) -> str:
+    """Whole numbers, increasing, with their consecutive runs joined: [3, 4, 5, 9] -> "3-5, 9"."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][-1] + 1:
+            spans[-1].append(n)
+        else:
+            spans.append([n])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in spans)
+
+
 def shape(s) -> str:
     return "" if s is None else "[" + ", ".join(str(n) for n in s) + "]"
 

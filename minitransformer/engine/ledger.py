@@ -11,10 +11,13 @@ The ledger is data: `to_dict()` is the JSON the CLI writes; tables and plots are
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Any
 
+import numpy as np
+
+from .selection import Selection, Tie
 from .stages import B_OPERANDS, READS_STATE, STATE, Stage
 
 
@@ -309,6 +312,60 @@ class Phase:
     # the rows that had finished (reached end-of-text) before this pass but kept computing. Empty: one prompt.
     pads: tuple[int, ...] = ()
     finished: tuple[bool, ...] = ()
+    # What each selection stage of the pass decided (a router's experts, an indexer's keys: engine/selection.py), with
+    # its ties and near ties at the k-th place; none in a shape-only pass, which has no scores to choose by.
+    selections: list[Selection] = field(default_factory=list)
+
+    def _counted(self, row: int, slot: int) -> bool:
+        """A slot of a prompt's token or of one generated, in a row still going: not padding."""
+        return not self.pads or (slot >= self.pads[row] and not self.finished[row])
+
+    def _position(self, row: int, slot: int) -> int:
+        """A slot's position in its row's own sequence (in a left-padded batch, counted from its first token)."""
+        return slot - self.pads[row] if self.pads else slot
+
+    @property
+    def ties(self) -> list[Tie]:
+        """Every choice of the pass that tied or near-tied at its k-th place, in the order the pass made them (the pad
+        slots' and finished rows' choices, which decide nothing anyone reads, left out)."""
+        return [
+            replace(tie, position=self._position(tie.row, tie.position))
+            for s in self.selections
+            for tie in s.ties
+            if self._counted(tie.row, tie.position)
+        ]
+
+    def decided(self, s: Selection) -> int:
+        """How many of a selection's rows decided anything (more than k could be chosen), padding left out."""
+        rows, T = s.decides.shape
+        slots = self.context - self.tokens + np.arange(T)
+        counted = np.ones((rows, T), dtype=bool)
+        if self.pads:
+            counted = (slots[None, :] >= np.array(self.pads)[:, None]) & ~np.array(self.finished)[:, None]
+        return int(np.count_nonzero(s.decides & counted))
+
+    def selections_dict(self, layer: int | None) -> list[dict]:
+        """The JSON of a layer's selections in this pass: each stage's k of n, the rows that decided, how many of them
+        tied exactly at the k-th place and how many near."""
+        out = []
+        ties = self.ties
+        for s in self.selections:
+            if s.layer != layer:
+                continue
+            mine = [t for t in ties if t.layer == layer and t.stage == s.stage]
+            exact = sum(t.exact for t in mine)
+            out.append({"stage": s.stage, "k": s.k, "of": s.n, "made": self.decided(s), "exact_ties": exact,
+                        "near_ties": len(mine) - exact})  # fmt: skip
+        return out
+
+    def ties_dict(self) -> list[dict]:
+        """The JSON's list of the pass's ties: {layer, stage, position, margin (0: exact), scale} (and the row, in a
+        batch)."""
+        return [
+            ({"row": t.row} if self.batch > 1 else {})
+            | {"layer": t.layer, "stage": t.stage, "position": t.position, "margin": t.margin, "scale": t.scale}
+            for t in self.ties
+        ]
 
     @property
     def padding(self) -> Totals:
@@ -371,6 +428,7 @@ class Phase:
         total = self.macs
         layers = []
         for i, records in sorted(by_layer.items()):
+            chosen = self.selections_dict(i)
             layers.append(
                 {
                     "layer": i,
@@ -380,6 +438,7 @@ class Phase:
                     "flops": sum(r.flops for r in records),
                     "share": sum(r.macs for r in records) / total if total else 0.0,
                 }
+                | ({"selections": chosen} if chosen else {})
             )
         logits = next((r for r in outside if r.op == "logits"), None)
         return (
@@ -399,6 +458,7 @@ class Phase:
                 "flops": self.flops,
             }
             | recurrent_dict(self)
+            | ({"ties": self.ties_dict()} if self.selections else {})
             | (
                 {}
                 if not self.pads

@@ -69,6 +69,11 @@ class Format:
     def unit_roundoff(self) -> float:
         return 2.0 ** -(self.mantissa_bits + 1)
 
+    @property
+    def epsilon(self) -> float:
+        """The gap between 1 and the next number of the format: 2^-mantissa_bits (bfloat16 2^-7, float16 2^-10)."""
+        return 2.0**-self.mantissa_bits
+
     def round(self, x: np.ndarray) -> np.ndarray:
         """x (float32) in this format: round to nearest even, subnormals kept; NaN stays NaN."""
         if self.saturates:

@@ -24,6 +24,7 @@ from .ledger import Phase, Record, dot_product_count
 from .pieces import Pieces
 from .precision import Precision
 from .row_chunks import in_row_chunks, on_chosen_keys
+from .selection import selected, top_k
 from .shapes import ShapeOnly
 from .spec import matmul_spec, specs, symbols
 from .stages import StageTable
@@ -312,6 +313,20 @@ class Tape:
                 raise UserError(f"a hook replaced {self.prefix}{record.stage.names[0]}, a stage computed piece by "
                                 f"piece (a scan's chunks, a solve's rows), shown after the last piece: a replacement "
                                 f"cannot take effect (hook a stage before or after it instead)")  # fmt: skip
+
+    def top_k(self, stage: str, scores, k: int, order: str = "score"):
+        """The indices [..., k] of each row's k largest scores [..., n], by the package's one rule (selection.py: equal
+        scores, the lowest index first), highest first or in index `order`. Where this pass keeps a ledger, what the
+        choice decided is written in it under `stage` (Phase.selections): each row's ties and near ties at the k-th
+        place, near as the format the scores are held in resolves them. Shape-only scores choose nothing, and k of k
+        (DeepSeek-V3's one group of one) decides nothing: neither is written."""
+        chosen = top_k(scores, k, order)
+        if self.phase is not None and not isinstance(scores, ShapeOnly) and k < scores.shape[-1]:
+            held = self.precision.values if self.precision is not None else None  # None: the scores' own dtype
+            name = held.name if held else scores.dtype.name
+            epsilon = held.epsilon if held else float(np.finfo(scores.dtype).eps)
+            self.phase.selections.append(selected(stage, self.layer_index, scores, k, self.dims.past, name, epsilon))
+        return chosen
 
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;

@@ -19,12 +19,13 @@ ROUTINGS = {
 }
 
 
-def top_k(probs, k: int):
-    """(the k chosen experts [..., k], their probabilities [..., k]), highest first, as torch.topk gives them."""
+def top_k(probs, k: int, at):
+    """(the k chosen experts [..., k], their probabilities [..., k]), highest first as torch.topk gives them, equal
+    ones the lowest expert first (the tape's one rule, engine/selection.py; what it decided is in the ledger as
+    router.topk's)."""
+    chosen = at.top_k("router.topk", probs, k)
     if isinstance(probs, ShapeOnly):
-        shape = (*probs.shape[:-1], k)
-        return ShapeOnly(shape, np.int64), ShapeOnly(shape, probs.dtype)
-    chosen = np.argsort(-probs, axis=-1, kind="stable")[..., :k]
+        return chosen, ShapeOnly(chosen.shape, probs.dtype)
     return chosen, np.take_along_axis(probs, chosen, axis=-1)
 
 
@@ -34,7 +35,7 @@ def softmax_router(h, w, k: int, at, renormalise: bool = True):
     a softmax over the k chosen logits; computed as transformers does, so that the floats agree)."""
     logits = at.matmul("router", h, w.T, "T D, D E -> T E")
     probs = at.stage("router.softmax", softmax(logits), "T E")
-    chosen, gates = at.stage("router.topk", top_k(probs, k), "T k")
+    chosen, gates = at.stage("router.topk", top_k(probs, k, at), "T k")
     if renormalise:
         gates = at.stage("router.renorm", gates / gates.sum(axis=-1, keepdims=True), "T k")
     return chosen, gates

@@ -14,6 +14,10 @@ to their watchers, the difference, relative to the truth's own scale:
 At the end, the next-token distributions at every position: KL(truth || ours), averaged over the positions (and
 the largest), and how often the two agree on the likeliest token (top-1 agreement).
 
+And where the model chooses (a router's experts, an indexer's keys: stages of kind "select" whose output is indices),
+every choice that differs from the truth's: which layer and stage, which token's position, what each pass chose, and
+our pass's margin there where it tied or near-tied at the k-th place (engine/selection.py).
+
 A float64 model measured against itself drifts by zero everywhere. The weights are those of the precision run's
 source directory, read again in float64: its rounding to the format is part of what is measured.
 """
@@ -25,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.ledger import Phase
 from ..engine.precision import RangeEvent
 from ..errors import UserError
 from ..models.model import Model
@@ -47,6 +52,20 @@ class StageDrift:
 
 
 @dataclass
+class SelectionDrift:
+    """One choice that differs from the truth's: its layer, stage ("router.topk", "index.topk", ...) and position,
+    the indices chosen here and in float64 (each in increasing order), and our pass's margin at its k-th place where
+    it tied or near-tied (None: it did neither)."""
+
+    layer: int | None
+    stage: str
+    position: int
+    chosen: list[int]
+    truth: list[int]
+    margin: float | None = None
+
+
+@dataclass
 class Drift:
     precision: str
     model: str
@@ -56,6 +75,9 @@ class Drift:
     kl_max: float
     top1_agreement: float  # the share of positions where both choose the same likeliest token
     events: list[RangeEvent] = field(default_factory=list)
+    # The choices that differ from the truth's; None where the model chooses nothing (no router, no indexer).
+    selections: list[SelectionDrift] | None = None
+    chosen: dict = field(default_factory=dict)  # (layer, stage) -> how many positions chose there (compared)
 
     @property
     def layers(self) -> list[int]:
@@ -96,7 +118,7 @@ class Drift:
             "outside": [_stage_dict(s) for s in self.stages if s.layer is None],
             "overflow": [_event_dict(e) for e in self.overflows()],
             "underflow": [_event_dict(e) for e in self.underflows()],
-        }
+        } | ({} if self.selections is None else {"selections": [_selection_dict(s) for s in self.selections]})
 
 
 def _ordered(x: float) -> float:
@@ -117,6 +139,11 @@ def _stage_dict(s: StageDrift) -> dict:
     if s.nonfinite:
         d["nonfinite"] = s.nonfinite
     return d
+
+
+def _selection_dict(s: SelectionDrift) -> dict:
+    d = {"layer": s.layer, "stage": s.stage, "position": s.position, "chosen": s.chosen, "float64": s.truth}
+    return d | ({} if s.margin is None else {"margin": s.margin})
 
 
 def split_name(name: str) -> tuple[int | None, str]:
@@ -172,18 +199,27 @@ def drift(model: Model, prompt, truth: Model | None = None) -> Drift:
     precision = model.precision
     logged = None if precision is None or precision.values is None else precision.logged()
     rows: list[StageDrift] = []
+    differ: list[SelectionDrift] = []
+    chosen: dict = {}
 
     def compare(name: str, tensor, record):
         if name in truth_values and isinstance(tensor, np.ndarray) and tensor.dtype.kind == "f":
             rows.append(_stage_drift(name, tensor, truth_values[name]))
+        elif name in truth_values and record.kind == "select" and np.asarray(tensor).dtype.kind in "iu":
+            differ.extend(_choices_differ(record.layer, record.op, tensor, truth_values[name]))
+            chosen[record.layer, record.op] = chosen.get((record.layer, record.op), 0) + len(tensor)
         return tensor
 
     model.precision = logged or precision
+    phase = Phase("prefill", 0, len(ids), len(ids), cached=False)  # for our pass's ties at the choices
     try:  # an overflow's inf becomes NaN downstream (inf - inf in a norm): what is measured, not a warning
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            logits = model.run(ids, all_positions=True, watcher=compare)
+            logits = model.run(ids, all_positions=True, watcher=compare, phase=phase)
     finally:
         model.precision = precision
+    margins = {(t.layer, t.stage, t.position): t.margin for t in phase.ties}
+    for choice in differ:
+        choice.margin = margins.get((choice.layer, choice.stage, choice.position))
     events = list(model.weight_events) + ([] if logged is None else _merged(logged.log or []))
     for row in rows:
         row.overflow = any(e.name == row.name and e.overflowed for e in events)
@@ -192,7 +228,16 @@ def drift(model: Model, prompt, truth: Model | None = None) -> Drift:
     name = "float32" if precision is None else precision.name
     if model.dtype == np.float64:
         name = "float64"
-    return Drift(name, model.name, ids, rows, kl, kl_max, top1, events)
+    return Drift(name, model.name, ids, rows, kl, kl_max, top1, events, differ if chosen else None, chosen)
+
+
+def _choices_differ(layer: int | None, stage: str, ours: np.ndarray, truth: np.ndarray) -> list[SelectionDrift]:
+    """The positions whose chosen indices (ours and the truth's [T, k]: each position's row) differ as sets."""
+    out = []
+    for position, (mine, theirs) in enumerate(zip(np.asarray(ours), np.asarray(truth))):
+        if set(mine.tolist()) != set(theirs.tolist()):
+            out.append(SelectionDrift(layer, stage, position, sorted(mine.tolist()), sorted(theirs.tolist())))
+    return out
 
 
 def _stage_drift(name: str, ours: np.ndarray, truth: np.ndarray) -> StageDrift:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..engine import selection
 from ..engine.ledger import Ledger, Phase, totals_of
 from ..engine.tape import Watcher
 from ..errors import UserError
@@ -95,7 +96,8 @@ def top_candidates(logits: np.ndarray, n: int, tokenizer) -> list[Candidate]:
     """The n most likely next tokens with their probabilities (softmax at temperature 1)."""
     probabilities = np.exp(logits - logits.max())
     probabilities /= probabilities.sum()
-    order = np.argsort(-probabilities, kind="stable")[:n]
+    # the n largest, equal ones the lower id first: the one rule of engine/selection.py
+    order = selection.top_k(probabilities, min(n, probabilities.size))
     return [Candidate(int(i), tokenizer.token_str(int(i)), float(probabilities[i])) for i in order]
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.ledger import Phase
+from ..engine.selection import Tie
 from ..errors import UserError
 from ..models.model import Model
 from ..text import short_path, table
@@ -110,10 +112,18 @@ def their_logits(reference, torch, ids: list[int]) -> np.ndarray:
         return reference(torch.tensor([ids])).logits[0].numpy()
 
 
+def logits_and_ties(model: Model, ids: list[int]) -> tuple[np.ndarray, list[Tie]]:
+    """Our logits at every position of ids (as model.logits), and the selections of that pass that tied or near-tied
+    at their k-th place (Phase.ties), which may explain a difference from transformers there."""
+    phase = Phase("prefill", 0, len(ids), len(ids), cached=False)
+    return model.run(ids, all_positions=True, phase=phase), phase.ties
+
+
 def compare(model: Model, reference, torch, ids: list[int], steps: int, tolerance: float) -> dict:
-    """max |dlogit| over all positions, and the greedy continuation compared token by token; with the logits."""
+    """max |dlogit| over all positions, and the greedy continuation compared token by token; with the logits and our
+    pass's ties."""
     theirs = their_logits(reference, torch, ids)
-    ours = model.logits(ids)
+    ours, ties = logits_and_ties(model, ids)
     our_tokens = model.generate(ids, max_new_tokens=steps, stop_at_eos=False, ledger=False, candidates=0).new_tokens
     agree, context = 0, list(ids)
     for ours_next in our_tokens:
@@ -131,7 +141,53 @@ def compare(model: Model, reference, torch, ids: list[int], steps: int, toleranc
         "greedy_steps": len(our_tokens),
         "ours": ours,
         "theirs": theirs,
+        "ties": ties,
     }
+
+
+def beyond(ours: np.ndarray, theirs: np.ndarray, allowed: float) -> list[int]:
+    """The positions whose logits differ by more than `allowed` (logits [T, V])."""
+    return np.nonzero(np.abs(ours - theirs).max(axis=-1) > allowed)[0].tolist()
+
+
+def explained(positions: list[int], ties: list[Tie]) -> list[tuple[list[int], str]]:
+    """Whether a selection's tie explains each differing position, as (positions, why) runs: a tie at the position
+    itself (which layers, which stages), or an earlier one, whose different choice the later positions read through
+    attention; or none. (Our top k takes the lowest index among equal scores, transformers' torch.topk its own.)"""
+    runs: list[tuple[list[int], str]] = []
+    for p in positions:
+        here = [t for t in ties if t.position == p]
+        before = [t for t in ties if t.position < p]
+        if here:
+            why = "a tie there, at " + ", ".join(
+                dict.fromkeys(f"layer {t.layer} {t.stage} ({'exact' if t.exact else 'near'})" for t in here)
+            )
+        elif before:
+            last = max(t.position for t in before)
+            at = ", ".join(dict.fromkeys(f"layer {t.layer} {t.stage}" for t in before if t.position == last))
+            why = f"after the tie at position {last} ({at}), whose choice later positions read"
+        else:
+            why = "no tie or near tie at any selection at or before it"
+        if runs and runs[-1][1] == why and runs[-1][0][-1] == p - 1:
+            runs[-1][0].append(p)
+        else:
+            runs.append(([p], why))
+    return runs
+
+
+def explanation_lines(label: str, runs: list[tuple[list[int], str]]) -> list[str]:
+    """A prompt's runs of differing positions, one line each."""
+    lines = []
+    for positions, why in runs:
+        at = f"position {positions[0]}" if len(positions) == 1 else f"positions {positions[0]}-{positions[-1]}"
+        lines.append(f"  {label}, {at}: {why}")
+    return lines
+
+
+TIES_NOTE = (
+    "Where the logits differ beyond the tolerance, whether a selection's tie at its k-th place explains it (ours\n"
+    "  takes the lowest index among equal scores, transformers' torch.topk its own; near: within our pass's rounding):"
+)
 
 
 def float32_errors(ours32: np.ndarray, theirs32: np.ndarray, truth: np.ndarray) -> tuple[float, float]:
@@ -168,20 +224,27 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
         file=out,
     )
     all_ok, any_cut, truth_worst = True, False, 0.0
-    rows = []
+    rows, why = [], []
     for i, text in enumerate(prompts):
         full = prompt_ids(model, text, seed=i)
         ids = full[:room]
         r = compare(model, reference, torch, ids, steps, tolerance)
+        other_ours, other_ties = logits_and_ties(ours[other], ids)
         logits = {
             (dtype, "ours"): r["ours"],
             (dtype, "theirs"): r["theirs"],
-            (other, "ours"): ours[other].logits(ids),
+            (other, "ours"): other_ours,
             (other, "theirs"): their_logits(theirs[other], torch, ids),
         }
+        ties = {dtype: r["ties"], other: other_ties}
         truth = logits["float64", "ours"]  # our float64 pass, checked against transformers' float64 right here
         scale = max(1.0, float(np.abs(logits["float64", "theirs"]).max()))
         truth_off = float(np.abs(truth - logits["float64", "theirs"]).max()) / scale
+        label = repr(text if len(text) <= 32 else text[:29] + "...")
+        why += explanation_lines(label, explained(beyond(r["ours"], r["theirs"], r["allowed"]), r["ties"]))
+        if dtype != "float64":  # the truth's own check, where it failed
+            off = beyond(truth, logits["float64", "theirs"], TOLERANCES["float64"] * scale)
+            why += explanation_lines(f"{label} in float64", explained(off, ties["float64"]))
         truth_worst = max(truth_worst, truth_off)
         errors = float32_errors(logits["float32", "ours"], logits["float32", "theirs"], truth)
         ok = r["max_abs_diff"] <= r["allowed"] and r["greedy_agree"] == r["greedy_steps"]
@@ -191,7 +254,7 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
         tokens = str(len(full)) if len(full) <= room else f"{room} of {len(full)}"
         rows.append(
             [
-                repr(text if len(text) <= 32 else text[:29] + "..."),
+                label,
                 tokens,
                 f"{r['max_abs_diff']:.2e}",
                 f"{r['allowed']:.1e}",
@@ -204,6 +267,8 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
         )
     print(table(["prompt", "tokens", "max |dlogit|", "allowed", "greedy agree", "ours f32 err", "theirs f32 err",
                  "closer", "verdict"], rows, right={1, 2, 3, 4, 5, 6}), file=out)  # fmt: skip
+    if why:
+        print("\n".join([TIES_NOTE, *why]), file=out)
     if any_cut:
         print(
             f"{room} of N tokens: the prompt was cut to its first {room} so that it and {steps} greedy "
@@ -260,12 +325,13 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
           f"{transformers.__version__} {type(theirs_model).__name__} in {precision}, and both against the float64 "
           f"truth; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and ours is no further from the truth "
           f"than twice theirs", file=out)  # fmt: skip
-    all_ok, truth_worst, rows = True, 0.0, []
+    all_ok, truth_worst, rows, why = True, 0.0, [], []
     for i, text in enumerate(prompts):
         ids = prompt_ids(model, text, seed=i)[:room]
         with torch.no_grad():
             theirs = theirs_model(torch.tensor([ids])).logits[0].float().numpy().astype(np.float64)
-        ours = model.logits(ids).astype(np.float64)
+        ours, ties = logits_and_ties(model, ids)
+        ours = ours.astype(np.float64)
         truth = truth_model.logits(ids)
         checked = their_logits(truth_reference, torch, ids)
         scale = max(1.0, float(np.abs(truth).max()))
@@ -277,11 +343,15 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
         agree = float(np.mean(np.argmax(ours, -1) == np.argmax(theirs, -1)))
         ok = apart <= tolerance * scale and ours_err <= 2 * theirs_err and truth_worst <= TOLERANCES["float64"]
         all_ok &= ok
-        rows.append([repr(text if len(text) <= 32 else text[:29] + "..."), str(len(ids)), f"{apart:.2e}",
+        label = repr(text if len(text) <= 32 else text[:29] + "...")
+        why += explanation_lines(label, explained(beyond(ours, theirs, tolerance * scale), ties))
+        rows.append([label, str(len(ids)), f"{apart:.2e}",
                      f"{tolerance * scale:.1e}", f"{ours_err:.2e}", f"{theirs_err:.2e}", f"{kl_ours:.1e}",
                      f"{kl_theirs:.1e}", f"{100 * agree:.0f}%", "OK" if ok else "NOT OK"])  # fmt: skip
     print(table(["prompt", "tokens", "max |dlogit|", "allowed", "ours err", "theirs err", "KL ours", "KL theirs",
                  "top-1 agree", "verdict"], rows, right={1, 2, 3, 4, 5, 6, 7, 8}), file=out)  # fmt: skip
+    if why:
+        print("\n".join([TIES_NOTE, *why]), file=out)
     truth_ok = "OK" if truth_worst <= TOLERANCES["float64"] else "NOT OK"
     print(f"err: max |dlogit| of each {precision} pass against the float64 truth; KL(truth || pass) of the next-token "
           f"distributions, averaged over the positions;\n  top-1 agree: positions where ours and theirs choose the "

@@ -3,8 +3,8 @@ precision left its format's range (verbs/drift.py measures; this only reads)."""
 
 from __future__ import annotations
 
-from ..text import count, plural, table
-from ..verbs.drift import Drift, StageDrift, layer_of_weight, split_name
+from ..text import count, plural, runs, table
+from ..verbs.drift import Drift, SelectionDrift, StageDrift, layer_of_weight, split_name
 
 WORST = 5  # stages listed by their drift before the per-layer rows
 
@@ -35,6 +35,7 @@ def drift_report(d: Drift) -> str:
         + (f" (largest {d.kl_max:.2e})" if d.kl != float("inf") else "")
         + f", top-1 agreement {agree}/{positions} ({100 * d.top1_agreement:.0f}%)",
         "  " + range_line(d),
+        *(["  " + choices_line(d)] if d.selections is not None else []),
         "",
         "Worst stages",
     ]
@@ -93,7 +94,43 @@ def drift_report(d: Drift) -> str:
             where = {"out": "output", "A": "operand A", "B": "operand B", "weight": "weight, at load"}[e.role]
             rows.append(["-" if at is None else str(at), stage, where, e.format, _magnitude(e.max_abs), what])
         lines.append(table(["layer", "stage", "where", "format", "max |x|", "what"], rows, right={4}))
+    if d.selections:
+        lines += ["", f"Choices that differ from float64's (the experts or keys each pass chose; margin: {d.precision}'s "
+                      f"k-th score less its (k+1)-th, where it tied or near-tied)"]  # fmt: skip
+        rows = [[str(c.layer), c.stage, str(c.position), *_chosen(c), _margin(c.margin)]
+                for c in d.selections]  # fmt: skip
+        lines.append(table(["layer", "stage", "position", d.precision, "float64", "margin"], rows, right={2, 5}))
     return "\n".join(lines)
+
+
+def _margin(margin: float | None) -> str:
+    return "" if margin is None else "0 (exact)" if margin == 0 else f"{margin:.1e}"
+
+
+SHOWN = 8  # chosen indices listed in full up to this many; beyond, only those the two passes do not share
+
+
+def _chosen(c: SelectionDrift) -> list[str]:
+    """What each pass chose, in full where few ("1 5"), else what only it chose ("... 17 40 (2,046 shared)")."""
+    if len(c.chosen) <= SHOWN:
+        return [" ".join(map(str, c.chosen)), " ".join(map(str, c.truth))]
+    shared = set(c.chosen) & set(c.truth)
+    only = [[i for i in mine if i not in shared] for mine in (c.chosen, c.truth)]
+    return [f"... {' '.join(map(str, o))} ({count(len(shared))} shared)" for o in only]
+
+
+def choices_line(d: Drift) -> str:
+    """One line: how many of the model's choices (experts, keys) differ from float64's, and where."""
+    compared = sum(d.chosen.values())
+    if not d.selections:
+        return f"choices (a position's experts or keys): all {count(compared)} as float64's"
+    where: dict[tuple, list[int]] = {}
+    for c in d.selections:
+        where.setdefault((c.layer, c.stage), []).append(c.position)
+    places = "; ".join(f"layer {layer} {stage} at {'position' if len(p) == 1 else 'positions'} {runs(p)}"
+                       for (layer, stage), p in where.items())  # fmt: skip
+    return (f"choices (a position's experts or keys): {count(len(d.selections))} of {count(compared)} differ from "
+            f"float64's, {places}")  # fmt: skip
 
 
 def range_line(d: Drift) -> str:

@@ -6,8 +6,9 @@ Everything here reads the ledger's data; nothing is counted here.
 from __future__ import annotations
 
 from ..engine.ledger import Ledger, Phase, Record
+from ..engine.selection import NEAR_TIE
 from ..families.table import architecture_of
-from ..text import count, human, percent, plural, shape, short_path, table
+from ..text import count, human, percent, plural, runs, shape, short_path, table
 
 
 def describe_model(config: dict, source: str) -> str:
@@ -170,6 +171,9 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
         layers_table(prefill),
     ]
     out += expert_load_lines(ledger)
+    tied = ties_line(ledger.phases)
+    if tied:
+        out += ["", tied]
     if decodes:
         out += ["", f"Decode steps {cached}: T new positions, t attended", decode_table(decodes)]
     totals = ledger.totals
@@ -234,6 +238,39 @@ def expert_load_lines(ledger: Ledger) -> list[str]:
             f"  layer {layer:>3}: {' '.join(f'{n:>{width}}' for n in load)}   busiest expert {load.index(max(load))}"
         )
     return lines
+
+
+def ties_line(phases: list[Phase]) -> str | None:
+    """One line where a selection of these passes (a router's experts, an indexer's keys) tied or near-tied at its
+    k-th place: which layers and stages, at which positions, exact or by what margin; None where none did."""
+    groups: dict[tuple, list] = {}
+    held = ""
+    for phase in phases:
+        held = next((s.held for s in phase.selections), held)
+        for tie in phase.ties:
+            row = tie.row if phase.batch > 1 else None  # a batch's ties, row by row
+            groups.setdefault((row, tie.layer, tie.stage), []).append(tie)
+    if not groups:
+        return None
+    parts = []
+    for key, ties in groups.items():
+        row, layer, stage = key
+        positions = sorted({t.position for t in ties})
+        near = [t.margin for t in ties if not t.exact]
+        exact = len(ties) - len(near)
+        if not near:
+            what = "exact"
+        elif not exact:
+            what = f"near, margin {min(near):.1e}"
+        else:
+            what = f"{exact} exact, {len(near)} near down to a margin of {min(near):.1e}"
+        where = "" if row is None else f"row {row} "
+        at = "position" if len(positions) == 1 else "positions"
+        parts.append(f"{where}layer {layer} {stage} at {at} {runs(positions)} ({what})")
+    return (
+        f"Selections tied at the k-th place: {'; '.join(parts)}. Equal scores go to the lowest index; near: a margin "
+        f"below {NEAR_TIE} epsilons of {held} x the row's largest |score|"
+    )
 
 
 def _convention(prefill: Phase) -> list[str]:

@@ -34,7 +34,7 @@ from ..verbs.trace import trace_passes
 from .drift_report import drift_report
 from .files import Destination
 from .html_report import attention_fits, trace_data, write_page
-from .report import describe_model
+from .report import describe_model, ties_line
 
 NAME_WIDTH = 24  # the column of stage names
 _BRACKETS = re.compile(r"\[([^\]]*)\]")  # a symbolic shape, "[H, T, dh]", as the stage table writes it
@@ -306,6 +306,9 @@ def trace(
             f"next token {tokenizer.token_str(token)!r} (id {token}) ===",
             file=out,
         )
+        tied = ties_line([phase])  # where a router's or an indexer's choice tied, which settled it
+        if tied:
+            print(tied, file=out)
 
     try:
         passes.run(on_token=chosen, watch=watch)

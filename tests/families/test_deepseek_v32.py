@@ -309,3 +309,107 @@ def test_which_layers_have_experts_is_mlp_layer_types_as_transformers_builds_the
     assert ours.config.layer_types == ("moe", "dense", "moe")
     assert [hasattr(layer.mlp, "experts") for layer in hf.model.layers] == [True, False, True]
     assert ours.config.prefix(2).mlp_layer_types == ("sparse", "dense")
+
+
+@pytest.fixture(scope="module")
+def tied(made, tmp_path_factory):
+    """groups_dense with layer 0's indexer keys all zero (its LayerNorm's gain and bias zeroed): every index head's
+    ReLU is zero at every key, so every key a query sees scores exactly 0, and a query that sees more than ki keys
+    ties at its ki-th place. (our model, transformers', its directory)"""
+    import copy
+
+    from minitransformer import load_model
+
+    _, _, hf = made("groups_dense")
+    hf = copy.deepcopy(hf)
+    with torch.no_grad():
+        norm = hf.model.layers[0].self_attn.indexer.k_norm
+        norm.weight.zero_(), norm.bias.zero_()
+    directory = tmp_path_factory.mktemp("deepseek_v32-tied")
+    hf.save_pretrained(directory)
+    return load_model(directory), hf, directory
+
+
+def test_keys_that_tie_at_the_kth_place_are_chosen_lowest_first_and_the_ledger_says_where(tied):
+    ours, hf, _ = tied
+    k, T = ours.config.index_topk, 24
+    ids = prompt("groups_dense", T, seed=13)
+    _, cache = ours.run_with_cache(ids, names=["blocks.0.attn.index_scores", "blocks.0.attn.index_chosen"])
+    scores, chosen = cache["blocks.0.attn.index_scores"], cache["blocks.0.attn.index_chosen"]
+    seen = np.tril(np.ones((T, T), dtype=bool))
+    assert (scores[seen] == 0).all() and (scores[~seen] == -np.inf).all(), scores
+    for query in range(k, T):  # query sees query + 1 > k keys, all at 0: the rule takes the first k
+        assert chosen[query].tolist() == list(range(k)), (query, chosen[query])
+    # transformers' torch.topk takes others of the tie: its choice differs at some of those queries, nowhere else
+    theirs = {}
+    handle = hf.model.layers[0].self_attn.indexer.register_forward_hook(lambda m, a, out: theirs.setdefault(0, out))
+    try:
+        with torch.no_grad():
+            hf(torch.tensor([ids]))
+    finally:
+        handle.remove()
+    # (a query that sees fewer than ki is given masked keys too, on both sides: the keys it sees are compared)
+    visible = [
+        ({i for i in theirs[0][0, q].tolist() if i <= q}, {i for i in chosen[q].tolist() if i <= q}) for q in range(T)
+    ]
+    other = [q for q, (theirs_, ours_) in enumerate(visible) if theirs_ != ours_]
+    assert other and set(other) <= set(range(k, T)), other
+    # the ledger: layer 0's index.topk tied exactly at each of those queries, and no other choice tied or near-tied
+    phase = Phase("prefill", 0, T, T)
+    ours.run(ids, phase=phase, all_positions=True)
+    assert [(t.layer, t.stage, t.position, t.margin) for t in phase.ties] == [
+        (0, "index.topk", q, 0.0) for q in range(k, T)
+    ]
+    layer0 = phase.selections_dict(0)
+    assert layer0 == [{"stage": "index.topk", "k": k, "of": T, "made": T - k, "exact_ties": T - k, "near_ties": 0}]
+    # generate says so, in its report and its JSON
+    from minitransformer.views.report import ledger_report
+
+    generation = ours.generate(ids, max_new_tokens=2, candidates=0)
+    assert generation.ledger is not None
+    line = f"Selections tied at the k-th place: layer 0 index.topk at positions {k}-{T} (exact)."
+    assert line in ledger_report(generation.ledger), ledger_report(generation.ledger)
+    phases = generation.to_dict()["phases"]
+    assert [t["position"] for p in phases for t in p["ties"]] == list(range(k, T + 1))
+    assert all(t["margin"] == 0 and (t["layer"], t["stage"]) == (0, "index.topk") for p in phases for t in p["ties"])
+    # and trace, after each pass: the prefill's queries k..T-1, then the decode step's at T
+    import io
+
+    from minitransformer.views.trace import trace
+
+    out = io.StringIO()
+    trace(ours, ids, new_tokens=2, layers=[0], out=out)
+    said = [line for line in out.getvalue().splitlines() if line.startswith("Selections tied")]
+    assert [line.split(" (exact)")[0] for line in said] == [
+        f"Selections tied at the k-th place: layer 0 index.topk at positions {k}-{T - 1}",
+        f"Selections tied at the k-th place: layer 0 index.topk at position {T}",
+    ], said
+
+
+def test_validate_names_the_tie_where_transformers_chose_another_key(tied):
+    import io
+
+    from minitransformer.verbs.validate import prompt_ids, their_logits, validate
+
+    ours, hf, _ = tied
+    text = "def fibonacci(n):\n    if n < 2:\n        return n\n   "  # 30 ids (seeded, as validate draws them)
+    out = io.StringIO()
+    assert validate(ours, steps=1, prompts=(text,), out=out) is False
+    report = out.getvalue()
+    ids = prompt_ids(ours, text, seed=0)
+    mine, theirs = ours.logits(ids), their_logits(hf, torch, ids)
+    allowed = 1e-4 * max(1.0, float(np.abs(theirs).max()))
+    differ = np.nonzero(np.abs(mine - theirs).max(axis=-1) > allowed)[0].tolist()
+    k = ours.config.index_topk
+    assert len(ids) == 30 and differ and set(differ) <= set(range(k, len(ids))), (differ, report)
+    label = repr(text[:29] + "...")  # validate's name of a long prompt
+    explained = [line for line in report.splitlines() if line.startswith(f"  {label}, position")]
+    assert explained and all(line.endswith(": a tie there, at layer 0 index.topk (exact)") for line in explained), (
+        report
+    )
+    listed = []
+    for line in explained:  # "  'def ...', positions 16-21: ..." or "..., position 25: ..."
+        at = line.split(", position")[1].split(":")[0].lstrip("s ")
+        first, _, last = at.partition("-")
+        listed += list(range(int(first), int(last or first) + 1))
+    assert listed == differ, (listed, differ, report)

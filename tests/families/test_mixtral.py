@@ -233,3 +233,57 @@ def test_a_hook_reads_an_expert_stage_and_may_not_replace_it_but_may_replace_the
         handle.remove()
     np.testing.assert_array_equal(cache["blocks.0.resid_post"], cache["blocks.0.resid_mid"])
     assert np.abs(ours.logits(ids) - before).max() == 0
+
+
+@pytest.fixture(scope="module")
+def near_tied_router(tmp_path_factory):
+    """One Mixtral layer of 2 experts, 1 a token, whose router rows differ by less than bfloat16 resolves: expert 0's
+    row held in bfloat16's numbers, expert 1's the same moved by at most 2^-12 of each number (bfloat16 keeps 2^-8),
+    so in float64 each token's choice is the sign of h . (w1 - w0), and in bfloat16 the two logits are equal. Its
+    directory."""
+    from family_checks import save_random
+
+    directory = tmp_path_factory.mktemp("mixtral-near-tied-router")
+    config = transformers.MixtralConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+                                        num_attention_heads=4, num_key_value_heads=2, num_local_experts=2,
+                                        num_experts_per_tok=1, max_position_embeddings=128)  # fmt: skip
+    hf = save_random(directory, config, seed=5)
+    with torch.no_grad():
+        router = hf.model.layers[0].mlp.gate.weight  # [E, D]
+        w0 = router[0].to(torch.bfloat16).float()
+        moved = (torch.rand(w0.shape, generator=torch.Generator().manual_seed(1)) * 2 - 1) * 2.0**-12
+        router[0], router[1] = w0, w0 * (1 + moved)
+        assert (router[1].to(torch.bfloat16).float() == w0).all()  # equal once rounded to bfloat16
+    hf.save_pretrained(directory)
+    return directory
+
+
+def test_at_bfloat16_the_tokens_whose_expert_differs_from_float64_s_are_reported(near_tied_router, tmp_path):
+    import json
+
+    from minitransformer import load_model
+
+    ids = list(range(1, 21))
+    truth = load_model(near_tied_router, dtype="float64")
+    _, cache = truth.run_with_cache(ids, names="blocks.0.moe.router_logits")
+    logits = cache["blocks.0.moe.router_logits"]
+    prefer_1 = [p for p in range(len(ids)) if logits[p, 1] > logits[p, 0]]  # float64's expert 1; bfloat16 ties: 0
+    assert prefer_1 == [1, 2, 5, 10, 17, 18], (prefer_1, logits[:, 1] - logits[:, 0])
+    gaps = np.abs(logits[:, 1] - logits[:, 0])  # float64 decides each token by far more than its rounding
+    assert gaps.min() > 1e-9, gaps
+    document = tmp_path / "g.json"
+    done = run_cli("generate", "--model", str(near_tied_router), "--ids", ",".join(map(str, ids)), "--max-new-tokens",
+                   "1", "--precision", "bfloat16", "--json", str(document))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    said = ("choices (a position's experts or keys): 6 of 20 differ from float64's, layer 0 router.topk at positions "
+            "1-2, 5, 10, 17-18")  # fmt: skip
+    assert said in out, out
+    assert "Selections tied at the k-th place: layer 0 router.topk at positions 0-19 (exact)." in out, out
+    drift = json.loads(document.read_text())["drift"]
+    assert drift["selections"] == [
+        {"layer": 0, "stage": "router.topk", "position": p, "chosen": [0], "float64": [1], "margin": 0.0}
+        for p in prefer_1
+    ], drift["selections"]
+    # the table of them: each position, what each pass chose, bfloat16's margin (an exact tie)
+    assert "  0      router.topk         1  0         1        0 (exact)" in out, out

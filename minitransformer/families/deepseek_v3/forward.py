@@ -154,7 +154,7 @@ def mixture(h, p: SimpleNamespace, config: DeepseekConfig, at: Tape):
     E = config.n_experts
     logits = at.matmul("router", h, p.gate.weight.T, "T D, D E -> T E")
     scores = at.stage("router.sigmoid", sigmoid(logits), "T E")
-    chosen = at.stage("router.choose", choose(scores, p.gate.e_score_correction_bias, config), "T k")
+    chosen = at.stage("router.choose", choose(scores, p.gate.e_score_correction_bias, config, at), "T k")
     gates = at.stage("router.weigh", weigh(scores, chosen, config), "T k")
 
     def weights(e: int):

@@ -79,7 +79,7 @@ def indexer(h, cq, p: SimpleNamespace, config: DeepseekV32Config, at: Tape, inpu
     w = at.stage("index.weigh", w * constant(w, Hi**-0.5), "T Hi")
     scores = at.matmul("index.sum", w[..., None, :], s, "T 1 Hi, T Hi t -> T 1 t")
     scores = at.stage("index.mask", scores[..., 0, :] + query_key_mask(inputs.mask, scores), "T t")
-    return at.stage("index.topk", largest(scores, at.dims.s), "T s")
+    return at.stage("index.topk", largest(scores, at.dims.s, at), "T s")
 
 
 def attend_chosen(q, K, V, bias, chosen, config: DeepseekV32Config, at: Tape):
@@ -117,15 +117,14 @@ def query_key_mask(bias, like):
     return bias[..., 0, :, :] if bias.ndim == 4 else bias
 
 
-def largest(scores, s: int):
-    """The s keys of largest score for each query: indices [..., T, s] into the t, in no particular order (a
-    partition, no sort); the masked ones come last, chosen only where a query sees fewer than s."""
-    if isinstance(scores, ShapeOnly):
-        return ShapeOnly((*scores.shape[:-1], s), np.int64)
+def largest(scores, s: int, at: Tape):
+    """The s keys of largest score for each query: indices [..., T, s] into the t, in key order (as the dense form
+    sums them), equal scores the earliest key first (the tape's top k, engine/selection.py); the masked ones rank
+    last, chosen only where a query sees fewer than s."""
     t = scores.shape[-1]
-    if s >= t:  # every key
+    if s >= t and not isinstance(scores, ShapeOnly):  # every key
         return np.broadcast_to(np.arange(t), (*scores.shape[:-1], t))
-    return np.argpartition(-scores, s - 1, axis=-1)[..., :s]
+    return at.top_k("index.topk", scores, s, order="index")
 
 
 DECODER = Decoder(PreNorm(indexed_attention, mlp))

@@ -77,7 +77,7 @@ def mixture(h, p: SimpleNamespace, config: GptOssConfig, at: Tape):
     softmax over the k; each expert computes its tokens' rows of the clamped SwiGLU."""
     E, k, w = config.n_experts, config.top_k, p.experts
     logits = at.matmul("router", h, p.router.weight.T, "T D, D E -> T E", bias=p.router.bias)
-    chosen, top = at.stage("router.topk", top_k(logits, k), "T k")
+    chosen, top = at.stage("router.topk", top_k(logits, k, at), "T k")
     gates = at.stage("router.softmax", softmax(top), "T k")
 
     def clamped_swiglu(ex: Tape, e: int, xe):

@@ -51,7 +51,7 @@ def mixture(h, p: SimpleNamespace, config: NemotronHConfig, at: Tape):
     )
     logits = at.matmul("router", h, p.gate.weight.T, "T D, D E -> T E")
     scores = at.stage("router.sigmoid", sigmoid(logits), "T E")
-    chosen = at.stage("router.choose", choose(scores, p.gate.e_score_correction_bias, deepseek_like), "T k")
+    chosen = at.stage("router.choose", choose(scores, p.gate.e_score_correction_bias, deepseek_like, at), "T k")
     gates = at.stage("router.weigh", weigh(scores, chosen, deepseek_like), "T k")
     x = h
     if config.moe_latent is not None:
