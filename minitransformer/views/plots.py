@@ -14,24 +14,9 @@ import math
 
 from ..errors import UserError
 from ..verbs.count import Count
+from .colours import product_colour
 from .files import Destination, open_destination
 from .report import human
-
-# Blues for the attention projections, oranges and reds for attention itself, greens for the MLP.
-OP_COLORS = {
-    "qkv": "#4c72b0",
-    "q": "#4c72b0",
-    "k": "#6a9fd4",
-    "v": "#2f4b7c",
-    "scores": "#dd8452",
-    "mix": "#c44e52",
-    "out": "#8172b3",
-    "mlp.gate": "#8fbc5a",
-    "mlp.gate_up": "#73b261",
-    "mlp.up": "#55a868",
-    "mlp.down": "#2e7d32",
-    "logits": "#7f7f7f",
-}
 
 
 def require_matplotlib():
@@ -49,10 +34,19 @@ def require_matplotlib():
 
 
 def write_plots(count: Count, sweep: dict[str, list[int]], path: str | Destination) -> None:
-    """Draw the three panels and write them to `path` as PNG (a file atomically: see files.py). `sweep`: the MACs
-    of one token across the context, with and without the cache (verbs/count.py's sweep_per_token)."""
+    """Draw the three panels and write them to `path` as PNG (a file atomically: see files.py)."""
+    png = plots_png(count, sweep)
+    with open_destination(path, binary=True) as f:
+        f.write(png)
+
+
+def plots_png(count: Count, sweep: dict[str, list[int]]) -> bytes:
+    """The three panels drawn whole, as PNG bytes (a pipe or a device is then handed the bytes alone). `sweep`: the
+    MACs of one token across the context, with and without the cache (verbs/count.py's sweep_per_token)."""
     plt = require_matplotlib()
-    fig, (share, dots, per_token) = plt.subplots(1, 3, figsize=(19, 6.2), dpi=100)
+    columns = _share_columns(count)
+    ops = _shared_ops(count, columns)
+    fig, (share, dots, per_token) = plt.subplots(1, 3, figsize=(WIDTH, figure_height(len(ops))), dpi=DPI)
     c = count.config
     cache = "with the KV cache" if count.cached else "without a cache"
     kv = f" ({c.n_kv_head} key/value)" if c.n_kv_head != c.n_head else ""
@@ -63,38 +57,59 @@ def write_plots(count: Count, sweep: dict[str, list[int]], path: str | Destinati
         f"{_n(count.n_new, 'new token')}, batch {count.batch}, {cache} (counted from shapes)",
         fontsize=13,
     )
-    _share_panel(share, count)
+    _share_panel(share, columns, ops)
     _dots_panel(dots, count)
     _per_token_panel(per_token, count, sweep)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    png = io.BytesIO()  # drawn whole first: a pipe or a device is then handed the bytes alone
+    png = io.BytesIO()
     try:
         fig.savefig(png, format="png")
     finally:
         plt.close(fig)
-    with open_destination(path, binary=True) as f:
-        f.write(png.getvalue())
+    return png.getvalue()
+
+
+# The figure: 19 x 6.2 inches at 100 dots an inch (1,900 x 620 pixels), taller where the first panel has more products
+# than fit: each product's three bars and their labels need about 0.4 inch.
+WIDTH, HEIGHT, DPI = 19.0, 6.2, 100
+_MARGINS, _PER_OP = 1.9, 0.4
+
+
+def figure_height(products: int) -> float:
+    """The figure's height in inches for a share panel of `products` products."""
+    return max(HEIGHT, _MARGINS + _PER_OP * products)
 
 
 def _n(k: int, noun: str) -> str:
     return f"{k:,} {noun}" + ("" if k == 1 else "s")
 
 
-def _share_panel(ax, count: Count) -> None:
+def _share_columns(count: Count) -> list[tuple[str, dict[str, tuple[int, int]], str]]:
+    """(label, op -> (dot products, MACs), colour) of the prefill, the last decode step and the whole generation."""
     columns = [(f"prefill (T={count.prefill.tokens:,})", count.prefill.ops(), "#9ecae1")]
     if count.decodes:
         last = count.decodes[-1]
         columns.append((f"decode step {last.step} (T={last.tokens:,}, t={last.context:,})", last.ops(), "#3182bd"))
     columns.append(("whole generation", count.ops(), "#08519c"))
-    ops = list(count.stage_table.matmul_ops)
+    return columns
+
+
+def _shared_ops(count: Count, columns) -> list[str]:
+    """The products some column has, in the order a pass runs them (a prefill's chunked scan and a decode step's
+    recurrent one are different products)."""
+    return [op for op in count.stage_table.matmul_ops if any(op in totals for _, totals, _ in columns)]
+
+
+def _share_panel(ax, columns, ops: list[str]) -> None:
     height = 0.8 / len(columns)
     for k, (label, totals, color) in enumerate(columns):
         whole = sum(macs for _, macs in totals.values())
-        shares = [100 * totals[op][1] / whole for op in ops]
+        shares = [100 * totals[op][1] / whole if op in totals else 0.0 for op in ops]
         ys = [i + (k - (len(columns) - 1) / 2) * height for i in range(len(ops))]
         ax.barh(ys, shares, height=height, color=color, label=label)
-        for y, value in zip(ys, shares):
-            ax.text(value + 0.8, y, f"{value:.1f}%" if value >= 0.05 else "<0.1%", va="center", fontsize=8.5)
+        for op, y, value in zip(ops, ys, shares):
+            if op in totals:  # a product this column's passes do not compute has no label
+                ax.text(value + 0.8, y, f"{value:.1f}%" if value >= 0.05 else "<0.1%", va="center", fontsize=8.5)
     ax.set_yticks(range(len(ops)), ops, fontsize=11)
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
@@ -119,7 +134,7 @@ def _dots_panel(ax, count: Count) -> None:
         for r in p.block + p.after:
             if r.kind != "matmul":
                 continue
-            color = OP_COLORS[r.op]
+            color = product_colour(r.stage)  # its kind of product's (views/colours.py)
             ax.scatter(
                 r.dot_length,
                 r.dot_products,
@@ -141,7 +156,7 @@ def _dots_panel(ax, count: Count) -> None:
             r = group[0]
             dx, dy = _LABEL_OFFSET.get(r.op, (8, -4))
             left = not filled and r.op != "mlp.down"  # decode labels on the left, clear of the prefill's
-            color = OP_COLORS[r.op] if len(group) == 1 else "#444"
+            color = product_colour(r.stage) if len(group) == 1 else "#444"
             ax.annotate(
                 ", ".join(g.op for g in group),
                 (r.dot_length, r.dot_products),
@@ -157,7 +172,7 @@ def _dots_panel(ax, count: Count) -> None:
     _iso_macs(ax, lo_x, hi_x, lo_y, hi_y)
     for label, _, marker, filled in passes:
         ax.scatter([], [], marker=marker, s=70, facecolors="#555" if filled else "none", edgecolors="#555", label=label)
-    ax.legend(loc="upper right", fontsize=9)
+    ax.legend(loc="best", fontsize=9)
     ax.set_xlabel("dot-product length (MACs per dot product)", fontsize=11)
     ax.set_ylabel("dot products (per layer; logits per pass)", fontsize=11)
     ax.set_title("Many short dot products or few long ones", fontsize=12)
