@@ -25,8 +25,8 @@ assert PRODUCT_COLOURS.keys() == PRODUCTS.keys(), "a colour for every kind of pr
 NOT_A_PRODUCT = "#888888"  # a stage without dot products
 
 # The kinds of layer (a hybrid's linear or state-space layers beside its attention, sliding and full, dense and
-# experts), in the order they first come: browns, pinks and greys, none of them a product's colour.
-LAYER_COLOURS = ("#9d7660", "#d37295", "#5f5f5f", "#d7b5a6", "#bab0ac", "#7b3f61", "#c2a14e", "#2f4f4f")
+# experts), in the order they first come: browns, pinks, greys and dark blue, each far from every product's colour.
+LAYER_COLOURS = ("#9d7660", "#f1a7c9", "#5f5f5f", "#d7b5a6", "#7b3f61", "#2f4f4f", "#000080", "#6b4226")
 
 
 def product_colour(stage: Stage | None) -> str:

@@ -295,7 +295,7 @@ def expert_load(tokens: np.ndarray, first_layer: int = 0) -> str:
     blue (the busiest), each cell's count in its tooltip: where a mixture of experts sent its tokens."""
     L, E = tokens.shape
     cell = max(6, min(24, 560 // max(E, 1)))
-    left, top = 70, 34
+    left, top = 70, 40  # the title "expert" above the numbers, a line apart
     image = base64.b64encode(heatmap_png(tokens / max(int(tokens.max()), 1), cell)).decode()
     parts = [
         f'<image href="data:image/png;base64,{image}" x="{left}" y="{top}" width="{E * cell}" '

@@ -1,8 +1,9 @@
 """Plots of a count (matplotlib, the optional `plot` extra): one PNG with three panels.
 
 1. MAC share by op: the prefill, one decode step and the whole generation.
-2. Dot products against their length, one point per op (log-log): Q K^T is many short dot products,
-   the MLP down projection few long ones; the dashed diagonals are equal MACs (count x length).
+2. Dot products against their length, one point per op of each kind of layer (log-log), in its kind of product's
+   colour (views/colours.py): Q K^T is many short dot products, the MLP down projection few long ones; the dashed
+   diagonals are equal MACs (count x length).
 3. MACs to generate one token against the context length, with and without the KV cache, across
    the model's whole context window (each point a shape-only pass); the band is this generation.
 """
@@ -45,7 +46,7 @@ def plots_png(count: Count, sweep: dict[str, list[int]]) -> bytes:
     MACs of one token across the context, with and without the cache (verbs/count.py's sweep_per_token)."""
     plt = require_matplotlib()
     columns = _share_columns(count)
-    ops = _shared_ops(count, columns)
+    ops = _shared_ops(count)
     fig, (share, dots, per_token) = plt.subplots(1, 3, figsize=(WIDTH, figure_height(len(ops))), dpi=DPI)
     c = count.config
     cache = "with the KV cache" if count.cached else "without a cache"
@@ -94,10 +95,11 @@ def _share_columns(count: Count) -> list[tuple[str, dict[str, tuple[int, int]], 
     return columns
 
 
-def _shared_ops(count: Count, columns) -> list[str]:
-    """The products some column has, in the order a pass runs them (a prefill's chunked scan and a decode step's
-    recurrent one are different products)."""
-    return [op for op in count.stage_table.matmul_ops if any(op in totals for _, totals, _ in columns)]
+def _shared_ops(count: Count) -> list[str]:
+    """The products some pass computed, in the order a pass runs them (a prefill's chunked scan and a decode step's
+    recurrent one are different products; a product of a kind of layer the model has not, none)."""
+    computed = {op for p in count.passes for op in p.ops()}
+    return [op for op in count.stage_table.matmul_ops if op in computed]
 
 
 def _share_panel(ax, columns, ops: list[str]) -> None:
@@ -131,9 +133,10 @@ def _dots_panel(ax, count: Count) -> None:
     same_logits = bool(count.decodes) and count.decodes[-1].find("logits") == count.prefill.find("logits")
     for _, p, marker, filled in passes:
         labels: dict[tuple, list] = {}  # ops that land on (nearly) the same point share one label ("scores, mix")
-        for r in p.block + p.after:
-            if r.kind != "matmul":
-                continue
+        # every kind of layer's products (a hybrid's scans beside its attention, experts beside a dense MLP), each
+        # point once where kinds of layer compute the same product
+        products = {(r.op, r.dot_length, r.dot_products): r for r in p.block_records + p.after if r.kind == "matmul"}
+        for r in products.values():
             color = product_colour(r.stage)  # its kind of product's (views/colours.py)
             ax.scatter(
                 r.dot_length,
