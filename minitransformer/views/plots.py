@@ -16,7 +16,6 @@ import math
 from ..errors import UserError
 from ..verbs.count import Count
 from .colours import product_colour
-from .files import Destination, open_destination
 from .report import human
 
 
@@ -34,16 +33,9 @@ def require_matplotlib():
     return plt
 
 
-def write_plots(count: Count, sweep: dict[str, list[int]], path: str | Destination) -> None:
-    """Draw the three panels and write them to `path` as PNG (a file atomically: see files.py)."""
-    png = plots_png(count, sweep)
-    with open_destination(path, binary=True) as f:
-        f.write(png)
-
-
 def plots_png(count: Count, sweep: dict[str, list[int]]) -> bytes:
-    """The three panels drawn whole, as PNG bytes (a pipe or a device is then handed the bytes alone). `sweep`: the
-    MACs of one token across the context, with and without the cache (verbs/count.py's sweep_per_token)."""
+    """The three panels drawn whole, as PNG bytes, for the CLI to write (files.write_together). `sweep`: the MACs of
+    one token across the context, with and without the cache (verbs/count.py's sweep_per_token)."""
     plt = require_matplotlib()
     columns = _share_columns(count)
     ops = _shared_ops(count)
