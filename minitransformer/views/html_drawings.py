@@ -274,9 +274,10 @@ def passes_chart(steps: list[dict], cached: bool) -> str:
     )
 
 
-# An axis label is a number of 11 px type: a digit about 7 units wide (DejaVu Sans's 0.64 em, a little over) and a
-# line 13 units high; labels side by side keep a gap between them. The browser tests measure that none overlap.
-_DIGIT, _LABEL_GAP, _AXIS_LINE = 7.0, 4.0, 13.0
+# An axis label is a number in the drawings' 12 px type (report.css): a digit about 8 units wide (DejaVu Sans's
+# 0.64 em, a little over) and a line 15 units high; labels side by side keep a gap between them. The browser tests
+# measure that none overlap.
+_DIGIT, _LABEL_GAP, _AXIS_LINE = 8.0, 4.0, 15.0
 
 
 def label_step(cell: float, room: float) -> int:

@@ -498,8 +498,8 @@ def _rule(data: dict) -> str:
     phases = doc.get("phases", [])
     drawn = {op["op"] for p in phases for run in p.get("layers", []) for op in run["ops"] if op["kind"] == "matmul"}
     drawn |= {"logits"} if any(p.get("logits") for p in phases) else set()
-    table = stage_table(doc["model"]) if "family" in doc["model"] else None
-    kinds = {table.stages[op].product for op in drawn if op in table.stages} if table else set()
+    stages = stage_table(doc["model"]).stages
+    kinds = {stages[op].product for op in drawn}
     legend = "".join(
         f'<span class="key"><span class="swatch" style="background:{PRODUCT_COLOURS[kind]}"></span>'
         f"{escape(label)}</span>"
