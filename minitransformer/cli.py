@@ -41,10 +41,10 @@ from .views.count_report import count_report
 from .views.crosscheck_report import crosscheck_report
 from .views.drift_report import drift_report
 from .views.export import csv_chunks, json_chunks
-from .views.files import check_destination, check_destinations, write_text
-from .views.html_report import attention_layers, batch_data, count_data, generation_data, write_page
+from .views.files import check_destination, check_destinations, write_text, write_together
+from .views.html_report import attention_layers, batch_data, count_data, generation_data, page, say_written
 from .views.params_report import params_report
-from .views.plots import require_matplotlib, write_plots
+from .views.plots import plots_png, require_matplotlib
 from .views.roofline_report import roofline_report
 from .views.trace import trace_command
 
@@ -405,13 +405,18 @@ def _generate(args) -> None:
         results[0].drift = drift(model, prompts[0])
         print(file=out)
         print(drift_report(results[0].drift), file=out)
-    if json_to:
-        document = batch_to_dict(results) if batch else results[0].to_dict()
-        write_text(json_to, [json.dumps(document, indent=1) + "\n"])
-        if not json_to.is_stream:
-            print(f"\nledger written to {args.json}", file=out)
+
+    def json_document(f) -> None:
+        f.write(json.dumps(batch_to_dict(results) if batch else results[0].to_dict(), indent=1) + "\n")
+
+    def html_page(f) -> None:
+        f.write(page(batch_data(results) if batch else generation_data(results[0])))
+
+    write_together([(json_to, json_document, False), (html_to, html_page, False)])  # both written, or neither
+    if json_to and not json_to.is_stream:
+        print(f"\nledger written to {args.json}", file=out)
     if html_to:
-        write_page(html_to, batch_data(results) if batch else generation_data(results[0]), out)
+        say_written(html_to, out)
 
 
 # How a refusal of an option names it: the API's keyword -> the flag the user typed. The flags' own rules above refuse
@@ -648,19 +653,33 @@ def _count(args) -> None:
     bound = None if on is None else roofline(count, on, args.dtype)
     if bound is not None:
         print("\n" + roofline_report(bound), file=out)
-    if to["--json"]:
-        write_text(
-            to["--json"], json_chunks(count, balance, all_steps=args.all_steps, dtype=args.dtype, roofline=bound)
-        )
-    if to["--csv"]:
-        write_text(to["--csv"], csv_chunks(count))
-    if to["--plot"]:
-        write_plots(count, sweep_per_token(config), to["--plot"])
+
+    def json_document(f) -> None:
+        f.writelines(json_chunks(count, balance, args.all_steps, args.dtype, bound))
+
+    def csv_rows(f) -> None:
+        f.writelines(csv_chunks(count))
+
+    def plots(f) -> None:
+        f.write(plots_png(count, sweep_per_token(config)))
+
+    def html_page(f) -> None:
+        f.write(page(count_data(count, balance, args.all_steps, dtype=args.dtype, roofline=bound)))
+
+    # every output asked for is written, or none (files.write_together)
+    write_together(
+        [
+            (to["--json"], json_document, False),
+            (to["--csv"], csv_rows, False),
+            (to["--plot"], plots, True),
+            (to["--html"], html_page, False),
+        ]
+    )
     for what, dest in (("ledger", to["--json"]), ("CSV", to["--csv"]), ("plots", to["--plot"])):
         if dest and not dest.is_stream:
             print(f"{what} written to {dest.name}", file=out)
     if to["--html"]:
-        write_page(to["--html"], count_data(count, balance, args.all_steps, dtype=args.dtype, roofline=bound), out)
+        say_written(to["--html"], out)
 
 
 def _crosscheck(args) -> None:

@@ -31,7 +31,9 @@ class Stage:
     op: str  # ledger vocabulary (JSON "op")
     names: tuple[str, ...]  # capture name(s) inside the block or model, for run_with_cache and hooks
     kind: str  # matmul | lookup | norm | reshape | rotate | cache | scale | mask | softmax | activation | multiply
-    #            | residual | select | scatter (the sum of each token's experts)
+    #            | residual (the residual stream takes a branch back in: x = x + branch)
+    #            | add (a sum inside a branch, as a scan's or a shared expert's: not the stream's)
+    #            | select | scatter (the sum of each token's experts)
     equation: str
     reads: str  # symbolic shape(s) of the input, for traces
     group: str = ""  # for matrix products: which part of the model's arithmetic they are (count's summary)
@@ -41,6 +43,20 @@ class Stage:
     # the state's size, added to it) or CONV_WINDOWS (a causal conv: A is K-wide windows, a view of the conv state's
     # K - 1 inputs and the pass's own); "" for the others (their B is a weight, the KV cache or activations)
     state: str = ""
+    # For matrix products: what kind of product it is (PRODUCTS), by which the views colour and recognise it; a
+    # product of one of the groups every transformer has (PRODUCT_OF_GROUP) is of that group's kind unless it says.
+    product: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind != "matmul":
+            return
+        product = self.product or PRODUCT_OF_GROUP.get(self.group, "")
+        if product not in PRODUCTS:
+            raise ValueError(
+                f"stage {self.op!r}: a matrix product of group {self.group!r} needs its kind of product, one of "
+                f"{', '.join(PRODUCTS)} (product=...), got {self.product!r}"
+            )
+        object.__setattr__(self, "product", product)
 
 
 @dataclass(frozen=True)
@@ -96,6 +112,27 @@ STATE = "recurrent state"
 # computed from its inputs.
 # Of a scan's products only those that read the state (Stage.state) have it as B; the others multiply activations.
 B_OPERANDS = {ATTENTION_SCORES: "kv_cache", STATE: "activations"}
+
+# The kinds of matrix product, each as the views name it: every view colours a product, and recognises attention, a
+# scan or an expert, by its stage's kind of product (Stage.product), never by a family's op names, so that a new
+# family's products are drawn without a line of view code.
+PRODUCTS = {
+    "projection": "projections",  # of attention (q, k, v, out; a latent's, an indexer's) or of a recurrent layer
+    "attention": "attention scores and mix",  # against the keys and values of the attended positions
+    "conv": "causal conv",  # a recurrent layer's depthwise conv over its last K inputs
+    "scan": "recurrent state (scan)",  # a recurrent layer's scan: its state read and written
+    "mlp": "MLP",
+    "router": "router",  # the logits that choose the experts (and a shared expert's gate)
+    "expert": "experts",  # the routed experts and the shared ones
+    "logits": "logits",
+}
+PRODUCT_OF_GROUP = {
+    ATTENTION_PROJECTIONS: "projection",
+    ATTENTION_SCORES: "attention",
+    MLP: "mlp",
+    UNEMBEDDING: "logits",
+    STATE: "scan",
+}
 READS_STATE, WRITES_STATE, CONV_WINDOWS = "reads", "writes", "windows"
 
 # The two stages after the blocks that every family shares: the last position, then the unembedding.

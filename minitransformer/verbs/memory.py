@@ -107,7 +107,8 @@ def kv_cache_bytes_after(config: Config, positions: int, batch: int = 1, bytes_p
 
 def layer_caches(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> dict:
     """What each layer type keeps after `positions` tokens, and its bytes: keys and values (growing with the
-    context, up to a window) or a state (State.arrays, the same at any context), or nothing; for memory's JSON."""
+    context, up to a window; with the rows kept beside them, as an indexer's keys, and their share: "rows") or a
+    state (State.arrays, the same at any context), or nothing; for memory's JSON."""
     kinds: dict[str, dict] = {}
     for kind, spec in zip(config.layer_types, _specs(config)):
         entry = kinds.setdefault(kind, {"holds": spec.kind, "layers": 0, "bytes": 0})
@@ -115,6 +116,9 @@ def layer_caches(config: Config, positions: int, batch: int = 1, bytes_per_numbe
         if isinstance(spec, KeysValues):
             entry["positions"] = spec.positions_held(positions)
             each = spec.positions_held(positions) * spec.numbers_per_position
+            for name, shape in spec.rows:  # e.g. index_keys: {numbers a position, bytes in this type's layers}
+                row = entry.setdefault("rows", {}).setdefault(name, {"numbers_per_position": prod(shape), "bytes": 0})
+                row["bytes"] += batch * bytes_per_number * spec.positions_held(positions) * prod(shape)
         else:
             entry["holds"] = spec.kind if spec.arrays else "nothing"
             entry["state"] = {name: list(shape) for name, shape in spec.arrays}

@@ -13,6 +13,10 @@ that nobody ever sees half of a file and nothing that is not a file is ever repl
   process holds, so it lands after what was printed before instead of over it.
 - "special": anything else that can be opened for writing (a device, a named pipe, a terminal) is
   written in place, never replaced. A named pipe waits for its reader, as the shell's `>` does.
+
+`write_together(outputs)` writes several outputs of one command (--json, --csv, --plot, --html) as one: every file
+is made whole in its temporary first, and none replaces its target unless all were made, so an output that cannot
+be drawn leaves none of them written, not half of them.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -155,6 +159,17 @@ def write_text(destination: Destination | str | os.PathLike, chunks: Iterable[st
     with open_destination(destination) as f:
         for chunk in chunks:
             f.write(chunk)
+
+
+def write_together(outputs: Iterable[tuple[Destination | None, Callable[[IO], None], bool]]) -> None:
+    """Several outputs, (destination or None where not asked for, write(file object), binary), written as one (see
+    the module docstring): the files first, each into its temporary, then what is written in place (a stream, a
+    device); the files replace their targets only once every output was written, and a failure anywhere removes
+    every temporary."""
+    asked = [(destination, write, binary) for destination, write, binary in outputs if destination is not None]
+    with ExitStack() as stack:
+        for destination, write, binary in sorted(asked, key=lambda output: output[0].kind != "file"):
+            write(stack.enter_context(open_destination(destination, binary=binary)))
 
 
 @contextmanager

@@ -19,23 +19,11 @@ from html import escape
 
 import numpy as np
 
-from ..families.table import ARCHITECTURES
+from ..engine.stages import StageTable
+from ..families.table import architecture_of
 from ..text import plural
+from .colours import layer_colour, product_colour
 from .report import count, human, percent, shape
-
-# Which part of the arithmetic a product belongs to (stages.py's `group`), the same in both families.
-GROUP_OF = {s.op: s.group for a in ARCHITECTURES.values() for s in a.every_stage.stages.values() if s.group}
-COLOURS = {
-    "attention projections": "#4e79a7",
-    "attention scores and mix": "#e8892b",
-    "MLP": "#59a14f",
-    "logits": "#9c6ba3",
-    # the hybrids' groups: a recurrent layer's products with weights (its projections and its conv), and its scan
-    "linear attention projections and conv": "#76b7b2",
-    "state-space projections and conv": "#76b7b2",
-    "recurrent state": "#e15759",
-}
-BASE_GROUPS = ("attention projections", "attention scores and mix", "MLP", "logits")  # every transformer's
 
 WIDTH = 1040  # the drawings' coordinate width (they shrink to fit a narrower window)
 _BOX_W, _BOX_H = 300, 112  # the largest product's box
@@ -46,8 +34,14 @@ _LINE = 15
 _INBOX_CHAR = 8.0  # the width of a character of an op's name in its box (12 px bold), a little over, to be safe
 
 
-def colour(op: str) -> str:
-    return COLOURS.get(GROUP_OF.get(op, ""), "#888888")
+def stage_table(model: dict) -> StageTable:
+    """Every stage the family of a ledger's model can have (its JSON names the family): what each op is."""
+    return architecture_of(model).every_stage
+
+
+def colour(table: StageTable, op: str) -> str:
+    """An op's colour: its kind of product's (views/colours.py), read from its family's stage table."""
+    return product_colour(table.stages.get(op))
 
 
 def operands(r: dict) -> str:
@@ -73,6 +67,7 @@ def record_title(r: dict) -> str:
     if r["kind"] == "matmul":
         lines += [f"{operands(r)} -> {shape(r['out_shape'])}", dot_products_text(r)]
         lines += [causal_text(r)] if "causal_macs" in r else []
+        lines += [recurrent_text(r)] if "recurrent_macs" in r else []
     else:
         lines += [f"out {shape(r['out_shape'])}: no dot products"]
     return "\n".join(lines)
@@ -104,16 +99,28 @@ def causal_text(r: dict) -> str:
     return f"causal: {count(r['causal_macs'])} MACs needed"
 
 
+def recurrent_text(r: dict) -> str:
+    """A scan's product computed in chunks: what the same positions cost one at a time, as a decode step runs them."""
+    if not r["recurrent_macs"]:
+        return "recurrent form: none (the chunks' own product)"
+    return (
+        f"recurrent form: {count(r['recurrent_dot_products'])} dot products, {count(r['recurrent_macs'])} MACs "
+        "(position by position)"
+    )
+
+
 def _text(x: float, y: float, content: str, cls: str = "", anchor: str = "start") -> str:
     anchor_attr = f' text-anchor="{anchor}"' if anchor != "start" else ""
     return f'<text x="{x:.1f}" y="{y:.1f}" class="{cls}"{anchor_attr}>{escape(content)}</text>'
 
 
-def block_diagram(ops: list[dict], phase_index: int, run_index: int, stream_readers: frozenset[str]) -> str:
+def block_diagram(ops: list[dict], phase_index: int, run_index: int, table: StageTable) -> str:
     """One block of one pass, stage by stage, top to bottom (see the module docstring).
 
-    `phase_index` and `run_index` locate the records in the page's data (document.phases[p].layers[r].ops);
-    `stream_readers`: the ops that read the residual stream itself, where a branch leaves it (the family's table)."""
+    `phase_index` and `run_index` locate the records in the page's data (document.phases[p].layers[r].ops); `table`:
+    the family's stages, which say each product's kind (its colour) and which stages read the residual stream itself,
+    where a branch leaves it. A branch rejoins the stream at a stage of kind "residual", a + on the stream."""
+    stream_readers = table.stream_readers
     products = [r for r in ops if r["kind"] == "matmul"]
     largest = max((r["macs"] for r in products), default=0) or 1
     block_macs = sum(r["macs"] for r in products)
@@ -133,12 +140,14 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int, stream_read
             ]
             if "causal_macs" in r:
                 lines += wrap(causal_text(r))
+            if "recurrent_macs" in r:
+                lines += wrap(recurrent_text(r))
             height = max(h, _LINE * (len(lines) + 1)) + 12
             top = y + (height - h) / 2
             x = _BOX_X + (_BOX_W - w) / 2
             parts = [
                 f'<rect class="box product" x="{x:.1f}" y="{top:.1f}" width="{w:.1f}" height="{h:.1f}" '
-                f'fill="{colour(r["op"])}"/>'
+                f'fill="{colour(table, r["op"])}"/>'
             ]
             if w >= _INBOX_CHAR * len(r["op"]) + 10 and h >= 18:  # the name inside the box only where it fits
                 parts.append(_text(_BOX_X + _BOX_W / 2, top + h / 2 + 4, r["op"], "inbox", "middle"))
@@ -265,12 +274,29 @@ def passes_chart(steps: list[dict], cached: bool) -> str:
     )
 
 
+# An axis label is a number in the drawings' 12 px type (report.css): a digit about 8 units wide (DejaVu Sans's
+# 0.64 em, a little over) and a line 15 units high; labels side by side keep a gap between them. The browser tests
+# measure that none overlap.
+_DIGIT, _LABEL_GAP, _AXIS_LINE = 8.0, 4.0, 15.0
+
+
+def label_step(cell: float, room: float) -> int:
+    """Every how many cells of `cell` units to label an axis so that labels `room` units apart fit: the least of
+    1, 2, 5, 10, 20, 50, ... (labels at round numbers) that leaves them room."""
+    scale = 1
+    while True:
+        for step in (scale, 2 * scale, 5 * scale):
+            if step * cell >= room:
+                return step
+        scale *= 10
+
+
 def expert_load(tokens: np.ndarray, first_layer: int = 0) -> str:
     """Tokens per expert [layers, E] as an image, a row per layer and a column per expert, white (none) to dark
     blue (the busiest), each cell's count in its tooltip: where a mixture of experts sent its tokens."""
     L, E = tokens.shape
     cell = max(6, min(24, 560 // max(E, 1)))
-    left, top = 70, 34
+    left, top = 70, 40  # the title "expert" above the numbers, a line apart
     image = base64.b64encode(heatmap_png(tokens / max(int(tokens.max()), 1), cell)).decode()
     parts = [
         f'<image href="data:image/png;base64,{image}" x="{left}" y="{top}" width="{E * cell}" '
@@ -278,10 +304,10 @@ def expert_load(tokens: np.ndarray, first_layer: int = 0) -> str:
         _text(left, 14, "expert", "axis"),
         _text(4, top - 6, "layer", "axis"),
     ]
-    every = max(1, -(-14 // cell))
+    every = label_step(cell, len(str(E - 1)) * _DIGIT + _LABEL_GAP)  # the widest number and a gap between two
     for e in range(0, E, every):
         parts.append(_text(left + e * cell + cell / 2, top - 6, str(e), "axis", "middle"))
-    for i in range(0, L, every):
+    for i in range(0, L, label_step(cell, _AXIS_LINE)):
         parts.append(_text(left - 6, top + i * cell + cell / 2 + 4, str(first_layer + i), "axis", "end"))
     for i in range(L):  # a tooltip per cell: which layer, which expert, how many tokens
         for e in range(E):
@@ -298,9 +324,9 @@ def expert_load(tokens: np.ndarray, first_layer: int = 0) -> str:
 
 
 # --- the layers by kind -----------------------------------------------------------------------------------
-# One colour a kind of layer, in the order the kinds first come (a hybrid's linear, state-space or sparse layers
-# beside its full attention; dense and MoE layers): the pattern a config's layer_types spell, drawn.
-KIND_COLOURS = ("#4e79a7", "#e8892b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#9c755f", "#edc948")
+# One colour a kind of layer (views/colours.py's palette of layers: none is a product's), in the order the kinds first
+# come (a hybrid's linear, state-space or sparse layers beside its full attention; dense and MoE layers): the pattern a
+# config's layer_types spell, drawn.
 _KIND_CHAR = 7.0  # the width of a character of the legend (12 px), a little over
 
 
@@ -308,7 +334,7 @@ def layer_pattern(kinds: list[str]) -> str:
     """Each layer a square coloured by its kind, layer 0 first, wrapped into rows; a legend names each kind and how
     many layers are of it. Each square's tooltip says its layer and kind."""
     order = list(dict.fromkeys(kinds))
-    fill = {kind: KIND_COLOURS[i % len(KIND_COLOURS)] for i, kind in enumerate(order)}
+    fill = {kind: layer_colour(i) for i, kind in enumerate(order)}
     left, top, gap = 56, 22, 2
     per_row = min(len(kinds), 48)
     cell = max(10, min(24, (WIDTH - left - 12) // per_row - gap))

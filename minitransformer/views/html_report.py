@@ -31,15 +31,13 @@ import numpy as np
 
 from ..engine.kvcache import KeysValues
 from ..engine.ledger import Ledger, Phase
-from ..families.table import architecture_of
+from ..engine.stages import PRODUCTS, StageTable
 from ..text import plural, s_for
 from ..verbs.count import STEPS_SHOWN, Count
 from ..verbs.generate import Generation
 from ..version import __version__
+from .colours import NOT_A_PRODUCT, PRODUCT_COLOURS
 from .html_drawings import (
-    BASE_GROUPS,
-    COLOURS,
-    GROUP_OF,
     block_diagram,
     colour,
     drift_colour,
@@ -51,6 +49,7 @@ from .html_drawings import (
     layer_pattern,
     length,
     passes_chart,
+    stage_table,
 )
 from .html_drawings import operands as operands_text
 from .html_roofline import roofline_section
@@ -367,8 +366,8 @@ def _bar(share: float, fill: str = "") -> str:
     return f'<td class="barcell"><span class="bar" style="{style}"></span></td>'
 
 
-def _swatch(op: str) -> str:
-    return f'<span class="swatch" style="background:{colour(op)}"></span>{escape(op)}'
+def _swatch(table: StageTable, op: str) -> str:
+    return f'<span class="swatch" style="background:{colour(table, op)}"></span>{escape(op)}'
 
 
 def _note(text: str) -> str:
@@ -494,18 +493,18 @@ def _candidates(candidates: list[dict]) -> str:
 
 
 def _rule(data: dict) -> str:
-    """The rule, and the colours of the groups of products the page draws (a hybrid's recurrent groups where it has
-    them)."""
-    drawn = {
-        GROUP_OF.get(op["op"])
-        for p in data["document"].get("phases", [])
-        for run in p.get("layers", [])
-        for op in run["ops"]
-    }
+    """The rule, and the colour of each kind of product the page draws (engine/stages.py's PRODUCTS)."""
+    doc = data["document"]
+    phases = doc.get("phases", [])
+    drawn = {op["op"] for p in phases for run in p.get("layers", []) for op in run["ops"] if op["kind"] == "matmul"}
+    drawn |= {"logits"} if any(p.get("logits") for p in phases) else set()
+    stages = stage_table(doc["model"]).stages
+    kinds = {stages[op].product for op in drawn}
     legend = "".join(
-        f'<span class="key"><span class="swatch" style="background:{c}"></span>{escape(g)}</span>'
-        for g, c in COLOURS.items()
-        if g in BASE_GROUPS or g in drawn
+        f'<span class="key"><span class="swatch" style="background:{PRODUCT_COLOURS[kind]}"></span>'
+        f"{escape(label)}</span>"
+        for kind, label in PRODUCTS.items()
+        if kind in kinds
     )
     return (
         '<section class="rule"><p><strong>The rule behind every number.</strong> A matrix product '
@@ -643,7 +642,7 @@ def _phase_views(data: dict) -> list[str]:
     pass and one kind of block at a time: the chosen layer's)."""
     doc = data["document"]
     kinds = data.get("layer_kinds") or [""] * doc["model"]["n_layer"]
-    readers = architecture_of(doc["model"]).every_stage.stream_readers
+    table = stage_table(doc["model"])
     views = []
     for index, p in enumerate(doc["phases"]):
         if "layers" not in p:
@@ -661,14 +660,15 @@ def _phase_views(data: dict) -> list[str]:
                     "block; dashed boxes do no dot products. The line on the left is the residual stream x: each "
                     "branch leaves it where a line links a stage to it and is added back at a +."
                 )
-                + f'<div class="diagram">{block_diagram(ops, index, run, readers)}</div>'
-                f"<h3>The same block as a table</h3>{_block_table(ops, index, run)}</div>"
+                + f'<div class="diagram">{block_diagram(ops, index, run, table)}</div>'
+                f"<h3>The same block as a table</h3>{_block_table(ops, index, run, table)}</div>"
             )
         views.append(
             f'<section class="phase-view{" current" if index == 0 else ""}" data-view="{p["step"]}">'
             f"<h2>{escape(_pass_title(p))}</h2>"
             + "".join(drawn)
-            + f"<h3>Layer by layer: where this pass's MACs go</h3>{_layers_table(p, index, kinds)}</section>"
+            + _scans_note(p)
+            + f"<h3>Layer by layer: where this pass's MACs go</h3>{_layers_table(p, index, table, kinds)}</section>"
         )
     return views
 
@@ -685,8 +685,12 @@ def causal_cell(r: dict) -> str:
     return f"{n(r['causal_macs'])} MACs needed{dense}"
 
 
-def _block_table(ops: list[dict], index: int, run: int = 0) -> str:
+def _block_table(ops: list[dict], index: int, run: int, table: StageTable) -> str:
+    """Every stage of one block with its counts; where a scan ran in chunks, each product's recurrent form beside
+    (what the same positions cost one at a time), as count's table has it."""
     block_macs = sum(r["macs"] for r in ops)
+    scanned = any("recurrent_macs" in r for r in ops)
+    recurrent = [_cell("")] * scanned
     rows = []
     for i, r in enumerate(ops):
         attrs = f'data-phase="{index}" data-run="{run}" data-index="{i}" data-op="{escape(r["op"])}"'
@@ -696,7 +700,7 @@ def _block_table(ops: list[dict], index: int, run: int = 0) -> str:
             rows.append(
                 _row(
                     [
-                        _cell(_swatch(r["op"])),
+                        _cell(_swatch(table, r["op"])),
                         equation,
                         operands,
                         out,
@@ -705,6 +709,7 @@ def _block_table(ops: list[dict], index: int, run: int = 0) -> str:
                         _num(r["macs"], "macs"),
                         _num(percent(r["macs"], block_macs)),
                         _cell(escape(causal_cell(r)), "causal"),
+                        *([_num(r["recurrent_macs"] if "recurrent_macs" in r else "", "recurrent")] * scanned),
                     ],
                     "product",
                     attrs,
@@ -723,6 +728,7 @@ def _block_table(ops: list[dict], index: int, run: int = 0) -> str:
                         _num(0, "macs"),
                         _cell(""),
                         _cell(""),
+                        *recurrent,
                     ],
                     "free",
                     attrs,
@@ -738,15 +744,32 @@ def _block_table(ops: list[dict], index: int, run: int = 0) -> str:
                 _num(block_macs),
                 _num("100%"),
                 _cell(""),
+                *([_num(sum(r.get("recurrent_macs", r["macs"]) for r in ops), "recurrent")] * scanned),
             ],
             "total",
         )
     )
     headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "share", "causal"]
-    return _table("block-table", headers, rows)
+    return _table("block-table", headers + ["recurrent form (MACs)"] * scanned, rows)
 
 
-def _layers_table(p: dict, index: int, kinds: list[str] | None = None) -> str:
+def _scans_note(p: dict) -> str:
+    """Where a pass ran a scan in chunks: its scans' MACs so, against the recurrent form's (each position in turn, as
+    a decode step runs them), over every layer of the pass, as count's totals say them."""
+    scans = [(run["repeat"], r) for run in p["layers"] for r in run["ops"] if "recurrent_macs" in r]
+    if not scans:
+        return ""
+    chunked = sum(k * r["macs"] for k, r in scans)
+    recurrent = sum(k * r["recurrent_macs"] for k, r in scans)
+    return _note(
+        f"Recurrent form: this pass's scans took {n(chunked)} MACs ({human(chunked)}) in chunks, {n(recurrent)} "
+        f"({human(recurrent)}) had they run position by position as a decode step does ({chunked / recurrent:.2f}x "
+        "in chunks, in products of many rows). The table's last column is each product's recurrent form (0: a "
+        "product of the chunks alone)."
+    )
+
+
+def _layers_table(p: dict, index: int, table: StageTable, kinds: list[str] | None = None) -> str:
     """Embedding, each layer (a long run of identical ones as one row and its sum), the logits, the total; where the
     layers are of several kinds, a column says each one's."""
     total = p["macs"]
@@ -781,7 +804,7 @@ def _layers_table(p: dict, index: int, kinds: list[str] | None = None) -> str:
             rows.append(_row([_cell(f"{k} layers"), *blank, *all_k], "layer-sum"))
     logits = p["logits"]
     if logits:
-        cells = counts(logits["dot_products"], logits["macs"], logits["share"], colour("logits"))
+        cells = counts(logits["dot_products"], logits["macs"], logits["share"], colour(table, "logits"))
         rows.append(_row([_cell("logits"), *blank, *cells], "logits", f'data-phase="{index}" data-final="logits"'))
     rows.append(_row([_cell("total"), *blank, _num(p["dot_products"]), _num(total), _num("100%"), _cell("")], "total"))
     headers = ["layer", *(["kind"] if named else []), "dot products", "MACs", "share", "share of the pass"]
@@ -801,8 +824,11 @@ def _pass_ops(p: dict) -> dict[str, int]:
 
 
 def _ops_section(data: dict) -> str:
-    """Each product's MACs over every layer: in the prefill, in the last decode step shown, and over the whole run."""
+    """Each product's MACs over every layer: in the prefill, in the last decode step shown, and over the whole run;
+    then each group of the family's stage table (count's summary), its bar its products' colour where they are of
+    one kind."""
     doc, whole = data["document"], data["ops"]
+    table = stage_table(doc["model"])
     shown = [p for p in doc["phases"] if "layers" in p]
     columns = [(f"prefill (T = {shown[0]['tokens']:,})", _pass_ops(shown[0]))]
     if len(shown) > 1:
@@ -832,29 +858,28 @@ def _ops_section(data: dict) -> str:
         rows.append(
             _row(
                 [
-                    _cell(_swatch(op)),
+                    _cell(_swatch(table, op)),
                     *macs_and_shares([op], int),
-                    _bar(entry["macs"] / totals[-1] if totals[-1] else 0, colour(op)),
+                    _bar(entry["macs"] / totals[-1] if totals[-1] else 0, colour(table, op)),
                 ],
                 "",
                 tip,
             )
         )
     rows.append(_row([_cell("total"), *(c for t in totals for c in (_num(t), _num("100%"))), _cell("")], "total"))
-    for group, fill in COLOURS.items():
-        members = [op for op in whole if GROUP_OF.get(op) == group]
-        if members:
-            share = sum(whole[op]["macs"] for op in members) / totals[-1] if totals[-1] else 0
-            rows.append(
-                _row(
-                    [
-                        _cell(f"{escape(group)} ({', '.join(members)})"),
-                        *macs_and_shares(members, human),
-                        _bar(share, fill),
-                    ],
-                    "group",
-                )
+    groups: dict[str, list[str]] = {}
+    for op, entry in whole.items():
+        groups.setdefault(entry["group"], []).append(op)
+    for group, members in groups.items():
+        fills = {colour(table, op) for op in members}
+        fill = fills.pop() if len(fills) == 1 else NOT_A_PRODUCT
+        share = sum(whole[op]["macs"] for op in members) / totals[-1] if totals[-1] else 0
+        rows.append(
+            _row(
+                [_cell(f"{escape(group)} ({', '.join(members)})"), *macs_and_shares(members, human), _bar(share, fill)],
+                "group",
             )
+        )
     head = "".join(f'<th colspan="2">{escape(title)}</th>' for title, _ in columns)
     return (
         '<section class="ops"><h2>Where the MACs go, op by op</h2>'
@@ -875,6 +900,13 @@ def _passes_section(data: dict) -> str:
         f"<strong>{n(totals['macs'])}</strong> MACs ({human(totals['macs'])}), {human(totals['flops'])} FLOPs "
         f"over 1 prefill + {decodes:,} decode step{s_for(decodes)}.</p>"
     ]
+    if "recurrent_macs" in totals:  # a scan ran in chunks: the whole run in the recurrent form (each pass's note)
+        recurrent = totals["recurrent_macs"]
+        lines.append(
+            f'<p class="recurrent">Recurrent form: had every scan run position by position, as a decode step runs it, '
+            f"these passes would cost {n(recurrent)} MACs ({human(recurrent)}) instead of {n(totals['macs'])} "
+            f"({human(totals['macs'])}).</p>"
+        )
     if cache:
         saved, without, with_cache = cache["saved_macs"], cache["without_cache"]["macs"], cache["with_cache"]["macs"]
         if cache["used"]:
@@ -1101,20 +1133,11 @@ def _drift_section(drift: dict) -> str:
 
 
 def _memory_section(doc: dict) -> str:
-    m, model = doc["memory"], doc["model"]
-    kv, act = m["kv_cache"], m["activations"]
-    held = (
-        f"{plural(kv['positions'], 'position', n(kv['positions']))} x {_bytes(kv['bytes_per_token'])} (K and V "
-        f"of {plural(model['n_layer'], 'layer')})"
-    )
-    if len(kv.get("layer_types", {})) > 1:  # layers that hold different numbers of positions (a window on some)
-        held = "by layer type: " + ", ".join(
-            f"{kind} {k['layers']} x {n(k['positions'])} positions" for kind, k in kv["layer_types"].items()
-        )
+    m, table = doc["memory"], stage_table(doc["model"])
+    act = m["activations"]
     items = [
         ("weights", m["weights"]["bytes"], f"{n(m['weights']['parameters'])} parameters"),
-        ("KV cache, this run", kv["bytes"], held),
-        ("KV cache, whole context", kv["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
+        *_cache_items(m),
         ("activations, prefill peak", act["prefill"]["bytes"], f"at {act['prefill']['stage']}"),
     ]
     if "decode" in act:
@@ -1127,7 +1150,7 @@ def _memory_section(doc: dict) -> str:
     decode = act.get("decode")
     decode_title = f"decode (T = 1, t = {decode['context']:,})" if decode else "decode"
     intensity = [
-        _row([_cell(_swatch(r["op"])), *_intensity_cells(r.get("prefill")), *_intensity_cells(r.get("decode"))])
+        _row([_cell(_swatch(table, r["op"])), *_intensity_cells(r.get("prefill")), *_intensity_cells(r.get("decode"))])
         for r in m["intensity"]["ops"]
     ]
     balance = m["intensity"]["machine_balance_macs_per_byte"]
@@ -1150,6 +1173,84 @@ def _memory_section(doc: dict) -> str:
         )
         + "</section>"
     )
+
+
+def _cache_items(m: dict) -> list[tuple[str, int, str]]:
+    """What the cache holds, as count's report says it (views/count_report.py's memory lines), each number read from
+    memory's JSON (verbs/memory.py): where every layer that keeps something keeps keys and values, the KV cache of
+    this run and of the whole context; in a hybrid, a row for each kind of layer (its keys and values, growing with
+    the context, or its recurrent state, the same at any context) and the whole cache. The keys an indexer keeps
+    beside K and V (DeepSeek-V3.2's) have a row of their own."""
+    kv, cache = m["kv_cache"], m["cache"]
+    types = cache["layer_types"]
+
+    def numbers(k: dict) -> int:  # a position's numbers in one layer of a type, as count's report has them
+        return k["bytes_per_layer"] // (max(k["positions"], 1) * m["bytes_per_number"] * kv["batch"])
+
+    attending = {kind: k for kind, k in types.items() if "positions" in k}
+    states = {kind: k for kind, k in types.items() if k["holds"] == "state"}
+    indexed = {kind: k for kind, k in attending.items() if "index_keys" in k.get("rows", {})}
+    beside = []  # the keys an indexer keeps beside K and V, in every layer that attends
+    if indexed:
+        keys = [k["rows"]["index_keys"] for k in indexed.values()]
+        first = next(iter(indexed.values()))["positions"]
+        held = (
+            plural(first, "position", n(first))
+            if all(k["positions"] == first for k in indexed.values())
+            else "by layer type: " + ", ".join(f"{kind} {n(k['positions'])}" for kind, k in indexed.items())
+        )
+        beside.append(
+            (
+                "of which the indexer's keys",
+                sum(r["bytes"] for r in keys),
+                f"{plural(sum(k['layers'] for k in indexed.values()), 'layer')} x "
+                f"{n(keys[0]['numbers_per_position'])} numbers a position x {held}",
+            )
+        )
+    if not states:
+        held = (
+            f"{plural(kv['positions'], 'position', n(kv['positions']))} x {_bytes(kv['bytes_per_token'])} (K and V "
+            f"of {plural(sum(k['layers'] for k in attending.values()), 'layer')}"
+            + (", and the indexer's keys)" if beside else ")")
+        )
+        if len(kv.get("layer_types", {})) > 1:  # layers that hold different numbers of positions (a window on some)
+            held = "by layer type: " + ", ".join(
+                f"{kind} {k['layers']} x {n(k['positions'])} positions" for kind, k in kv["layer_types"].items()
+            )
+        return [
+            ("KV cache, this run", kv["bytes"], held),
+            *beside,
+            ("KV cache, whole context", kv["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
+        ]
+    items = []
+    for kind, k in types.items():
+        if kind in attending:
+            items.append(
+                (
+                    f"KV cache, {kind} layers",
+                    k["bytes"],
+                    f"K and V x {plural(k['layers'], kind + ' layer')} x {n(numbers(k))} numbers: "
+                    f"{_bytes(k['bytes'] // max(k['positions'], 1))} per token; "
+                    f"{plural(k['positions'], 'position', n(k['positions']))} here",
+                )
+            )
+        elif kind in states:
+            arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
+            items.append(
+                (
+                    f"state, {kind} layers",
+                    k["bytes"],
+                    f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}: the same at any context",
+                )
+            )
+    parts = (f"{_bytes(kv['bytes'])} keys and values + " if attending else "") + f"{_bytes(cache['state_bytes'])} state"
+    return [
+        *items,
+        *beside,
+        ("cache, this run", cache["bytes"], f"after {plural(cache['positions'], 'position', n(cache['positions']))} "
+         f"({parts})"),
+        ("cache, whole context", cache["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
+    ]  # fmt: skip
 
 
 def _intensity_cells(x: dict | None) -> list[str]:
@@ -1181,6 +1282,11 @@ def write_page(destination, data: dict, out=None) -> None:
     from .files import write_text
 
     write_text(destination, [page(data)])
+    say_written(destination, out)
+
+
+def say_written(destination, out=None) -> None:
+    """Say on `out` where a page went and how to open it (nothing for a stream: it holds the page)."""
     if out is not None and destination.path is not None and not destination.is_stream:
         where = Path(destination.path).resolve().as_uri() if destination.kind == "file" else destination.name
         print(f"report written to {destination.name}: open it in a browser ({where})", file=out)

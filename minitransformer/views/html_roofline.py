@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from html import escape
 
-from .html_drawings import WIDTH, colour
+from ..engine.stages import StageTable
+from .html_drawings import WIDTH, colour, stage_table
 from .report import count as n
 from .report import human, percent
 
@@ -43,8 +44,9 @@ def _tip(phase: str, op: dict, hw: dict) -> str:
     )
 
 
-def roofline_chart(hw: dict) -> str:
-    """The roof (min(peak, 2 I bandwidth)) and each product as a point, log-log."""
+def roofline_chart(hw: dict, table: StageTable) -> str:
+    """The roof (min(peak, 2 I bandwidth)) and each product as a point, log-log, in its kind of product's colour (the
+    family's `table` says each op's)."""
     peak, bandwidth = hw["peak_flops"], hw["bandwidth_bytes_per_s"]
     ridge = hw["balance_macs_per_byte"]
     points = _points(hw)
@@ -87,7 +89,7 @@ def roofline_chart(hw: dict) -> str:
     for phase, op in points:
         x, y = x_of(op["macs_per_byte"]), y_of(2 * op["macs"] / op["time_s"])
         tip = escape(_tip(phase, op, hw))
-        attrs = f'class="point {phase}" fill="{colour(op["op"])}" data-tip="{tip}" data-op="{escape(op["op"])}"'
+        attrs = f'class="point {phase}" fill="{colour(table, op["op"])}" data-tip="{tip}" data-op="{escape(op["op"])}"'
         if phase == "prefill":
             marks.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" {attrs}><title>{tip}</title></circle>')
         else:
@@ -148,7 +150,7 @@ def roofline_section(doc: dict) -> str:
         f'<p class="note">Roofline bounds, not measurements: each product takes at least max(2 MACs / peak, bytes '
         f"/ bandwidth) on this machine ({human(hw['peak_flops'])}FLOP/s, {human(hw['bandwidth_bytes_per_s'])}B/s: "
         f"{escape(hw['source'])}); a real run is slower. {escape(totals)}</p>"
-        f'<div class="chart">{roofline_chart(hw)}</div>'
+        f'<div class="chart">{roofline_chart(hw, stage_table(doc["model"]))}</div>'
         f'<table class="roofline-table"><thead><tr>{headers}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
         "</section>"
     )

@@ -1,8 +1,9 @@
 """Plots of a count (matplotlib, the optional `plot` extra): one PNG with three panels.
 
 1. MAC share by op: the prefill, one decode step and the whole generation.
-2. Dot products against their length, one point per op (log-log): Q K^T is many short dot products,
-   the MLP down projection few long ones; the dashed diagonals are equal MACs (count x length).
+2. Dot products against their length, one point per op of each kind of layer (log-log), in its kind of product's
+   colour (views/colours.py): Q K^T is many short dot products, the MLP down projection few long ones; the dashed
+   diagonals are equal MACs (count x length).
 3. MACs to generate one token against the context length, with and without the KV cache, across
    the model's whole context window (each point a shape-only pass); the band is this generation.
 """
@@ -14,24 +15,8 @@ import math
 
 from ..errors import UserError
 from ..verbs.count import Count
-from .files import Destination, open_destination
+from .colours import product_colour
 from .report import human
-
-# Blues for the attention projections, oranges and reds for attention itself, greens for the MLP.
-OP_COLORS = {
-    "qkv": "#4c72b0",
-    "q": "#4c72b0",
-    "k": "#6a9fd4",
-    "v": "#2f4b7c",
-    "scores": "#dd8452",
-    "mix": "#c44e52",
-    "out": "#8172b3",
-    "mlp.gate": "#8fbc5a",
-    "mlp.gate_up": "#73b261",
-    "mlp.up": "#55a868",
-    "mlp.down": "#2e7d32",
-    "logits": "#7f7f7f",
-}
 
 
 def require_matplotlib():
@@ -48,11 +33,13 @@ def require_matplotlib():
     return plt
 
 
-def write_plots(count: Count, sweep: dict[str, list[int]], path: str | Destination) -> None:
-    """Draw the three panels and write them to `path` as PNG (a file atomically: see files.py). `sweep`: the MACs
-    of one token across the context, with and without the cache (verbs/count.py's sweep_per_token)."""
+def plots_png(count: Count, sweep: dict[str, list[int]]) -> bytes:
+    """The three panels drawn whole, as PNG bytes, for the CLI to write (files.write_together). `sweep`: the MACs of
+    one token across the context, with and without the cache (verbs/count.py's sweep_per_token)."""
     plt = require_matplotlib()
-    fig, (share, dots, per_token) = plt.subplots(1, 3, figsize=(19, 6.2), dpi=100)
+    columns = _share_columns(count)
+    ops = _shared_ops(count)
+    fig, (share, dots, per_token) = plt.subplots(1, 3, figsize=(WIDTH, figure_height(len(ops))), dpi=DPI)
     c = count.config
     cache = "with the KV cache" if count.cached else "without a cache"
     kv = f" ({c.n_kv_head} key/value)" if c.n_kv_head != c.n_head else ""
@@ -63,38 +50,60 @@ def write_plots(count: Count, sweep: dict[str, list[int]], path: str | Destinati
         f"{_n(count.n_new, 'new token')}, batch {count.batch}, {cache} (counted from shapes)",
         fontsize=13,
     )
-    _share_panel(share, count)
+    _share_panel(share, columns, ops)
     _dots_panel(dots, count)
     _per_token_panel(per_token, count, sweep)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    png = io.BytesIO()  # drawn whole first: a pipe or a device is then handed the bytes alone
+    png = io.BytesIO()
     try:
         fig.savefig(png, format="png")
     finally:
         plt.close(fig)
-    with open_destination(path, binary=True) as f:
-        f.write(png.getvalue())
+    return png.getvalue()
+
+
+# The figure: 19 x 6.2 inches at 100 dots an inch (1,900 x 620 pixels), taller where the first panel has more products
+# than fit: each product's three bars and their labels need about 0.4 inch.
+WIDTH, HEIGHT, DPI = 19.0, 6.2, 100
+_MARGINS, _PER_OP = 1.9, 0.4
+
+
+def figure_height(products: int) -> float:
+    """The figure's height in inches for a share panel of `products` products."""
+    return max(HEIGHT, _MARGINS + _PER_OP * products)
 
 
 def _n(k: int, noun: str) -> str:
     return f"{k:,} {noun}" + ("" if k == 1 else "s")
 
 
-def _share_panel(ax, count: Count) -> None:
+def _share_columns(count: Count) -> list[tuple[str, dict[str, tuple[int, int]], str]]:
+    """(label, op -> (dot products, MACs), colour) of the prefill, the last decode step and the whole generation."""
     columns = [(f"prefill (T={count.prefill.tokens:,})", count.prefill.ops(), "#9ecae1")]
     if count.decodes:
         last = count.decodes[-1]
         columns.append((f"decode step {last.step} (T={last.tokens:,}, t={last.context:,})", last.ops(), "#3182bd"))
     columns.append(("whole generation", count.ops(), "#08519c"))
-    ops = list(count.stage_table.matmul_ops)
+    return columns
+
+
+def _shared_ops(count: Count) -> list[str]:
+    """The products some pass computed, in the order a pass runs them (a prefill's chunked scan and a decode step's
+    recurrent one are different products; a product of a kind of layer the model has not, none)."""
+    computed = {op for p in count.passes for op in p.ops()}
+    return [op for op in count.stage_table.matmul_ops if op in computed]
+
+
+def _share_panel(ax, columns, ops: list[str]) -> None:
     height = 0.8 / len(columns)
     for k, (label, totals, color) in enumerate(columns):
         whole = sum(macs for _, macs in totals.values())
-        shares = [100 * totals[op][1] / whole for op in ops]
+        shares = [100 * totals[op][1] / whole if op in totals else 0.0 for op in ops]
         ys = [i + (k - (len(columns) - 1) / 2) * height for i in range(len(ops))]
         ax.barh(ys, shares, height=height, color=color, label=label)
-        for y, value in zip(ys, shares):
-            ax.text(value + 0.8, y, f"{value:.1f}%" if value >= 0.05 else "<0.1%", va="center", fontsize=8.5)
+        for op, y, value in zip(ops, ys, shares):
+            if op in totals:  # a product this column's passes do not compute has no label
+                ax.text(value + 0.8, y, f"{value:.1f}%" if value >= 0.05 else "<0.1%", va="center", fontsize=8.5)
     ax.set_yticks(range(len(ops)), ops, fontsize=11)
     ax.invert_yaxis()
     ax.set_xlim(0, 100)
@@ -116,10 +125,11 @@ def _dots_panel(ax, count: Count) -> None:
     same_logits = bool(count.decodes) and count.decodes[-1].find("logits") == count.prefill.find("logits")
     for _, p, marker, filled in passes:
         labels: dict[tuple, list] = {}  # ops that land on (nearly) the same point share one label ("scores, mix")
-        for r in p.block + p.after:
-            if r.kind != "matmul":
-                continue
-            color = OP_COLORS[r.op]
+        # every kind of layer's products (a hybrid's scans beside its attention, experts beside a dense MLP), each
+        # point once where kinds of layer compute the same product
+        products = {(r.op, r.dot_length, r.dot_products): r for r in p.block_records + p.after if r.kind == "matmul"}
+        for r in products.values():
+            color = product_colour(r.stage)  # its kind of product's (views/colours.py)
             ax.scatter(
                 r.dot_length,
                 r.dot_products,
@@ -141,7 +151,7 @@ def _dots_panel(ax, count: Count) -> None:
             r = group[0]
             dx, dy = _LABEL_OFFSET.get(r.op, (8, -4))
             left = not filled and r.op != "mlp.down"  # decode labels on the left, clear of the prefill's
-            color = OP_COLORS[r.op] if len(group) == 1 else "#444"
+            color = product_colour(r.stage) if len(group) == 1 else "#444"
             ax.annotate(
                 ", ".join(g.op for g in group),
                 (r.dot_length, r.dot_products),
@@ -157,7 +167,7 @@ def _dots_panel(ax, count: Count) -> None:
     _iso_macs(ax, lo_x, hi_x, lo_y, hi_y)
     for label, _, marker, filled in passes:
         ax.scatter([], [], marker=marker, s=70, facecolors="#555" if filled else "none", edgecolors="#555", label=label)
-    ax.legend(loc="upper right", fontsize=9)
+    ax.legend(loc="best", fontsize=9)
     ax.set_xlabel("dot-product length (MACs per dot product)", fontsize=11)
     ax.set_ylabel("dot products (per layer; logits per pass)", fontsize=11)
     ax.set_title("Many short dot products or few long ones", fontsize=12)

@@ -1,8 +1,8 @@
 """What every family owes, on every config of conformance_configs.py, against transformers' own random models:
 logits at every position (past the row chunk and any window or chunk), 30 greedy tokens with our cache equal to
 transformers' generate, a left-padded batch, float64 against the float64 truth, count = a real run = the closed
-forms, the parameters against transformers' count on the meta device, trace's passes and the shapes it shows, the
-HTML report, validate, the options it refuses (by name, as a UserError), and, for a mixture of experts, each
+forms, the parameters against transformers' count on the meta device, trace's passes and the shapes it shows, every
+output of generate and trace (the report, --json and the HTML report, held to each other), validate, the options it refuses (by name, as a UserError), and, for a mixture of experts, each
 expert's load in the ledger as the router chose.
 
 A family's own module (tests/families/test_<family>.py) holds only its quirks.
@@ -113,20 +113,37 @@ def test_trace_runs_the_passes_of_generate_and_shows_the_model_s_shapes(model, f
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_the_html_report_of_a_trace_renders(model, family, tmp_path):
-    from minitransformer.engine.ledger import Phase
-    from minitransformer.views.files import check_destination
-    from minitransformer.views.trace import trace_to_page
+def test_every_output_of_generate_and_trace(model, family, tmp_path, capsys):
+    """generate's report, --json and --html, and trace's report and --html, from the CLI, each held to the others
+    (tests/output_checks.py): a family joins the suite only with every output of both; count's are held on a preset
+    of every family (tests/views/test_every_output.py)."""
+    import output_checks as check
 
-    _, ours, _ = model(family, validated(family)[0])
-    ids = FAMILIES[family].prompt_ids(validated(family)[0], 6, seed=9)
-    page = tmp_path / "trace.html"
-    trace_to_page(check_destination(page), ours, ids, 2, [0, ours.config.n_layer - 1])
-    text = page.read_text()
-    assert text.lstrip().lower().startswith("<!doctype html") and text.rstrip().endswith("</html>")
-    prefill = Phase("prefill", 0, len(ids), len(ids))
-    ours.run(ids, phase=prefill)
-    assert all(json.dumps(record.op) in text for record in prefill.records)
+    from minitransformer.cli import main
+
+    directory, ours, _ = model(family, validated(family)[0])
+    ids = ",".join(map(str, FAMILIES[family].prompt_ids(validated(family)[0], 6, seed=9)))
+    ledger, page, traced = tmp_path / "generate.json", tmp_path / "generate.html", tmp_path / "trace.html"
+    assert main(["generate", "--model", str(directory), "--ids", ids, "--max-new-tokens", "3", "--json", str(ledger),
+                 "--html", str(page)]) == 0  # fmt: skip
+    terminal, document, html = capsys.readouterr().out, json.loads(ledger.read_text()), page.read_text()
+    assert [p["step"] for p in document["phases"]] == [0, 1, 2] and len(document["new_tokens"]) == 3
+    check.page_carries_the_ledger(html, document)
+    check.totals_are_the_terminal_s(html, terminal, document)
+    check.passes_are_the_json_s(html, document)
+    assert all(json.dumps(r["op"]) in html for p in document["phases"] for layer in p["layers"] for r in layer["ops"])
+
+    assert main(["trace", "--model", str(directory), "--ids", ids, "--new-tokens", "2", "--html", str(traced)]) == 0
+    terminal, html = capsys.readouterr().out, traced.read_text()
+    data = check.page_data(html)
+    assert data["report"] == "trace" and [p["step"] for p in data["document"]["phases"]] == [0, 1]
+    assert data["document"]["prompt_tokens"] == [int(i) for i in ids.split(",")]
+    check.totals_are_the_terminal_s(html, terminal, data["document"])
+    check.passes_are_the_json_s(html, data["document"])
+    assert {r["op"] for p in data["document"]["phases"] for run in p["layers"] for r in run["ops"]} == {
+        r["op"] for p in document["phases"] for layer in p["layers"] for r in layer["ops"]
+    }  # the same stages as generate's passes
+    assert "greedy continuation" in terminal.splitlines()[-2] and f"report written to {traced}" in terminal
 
 
 @pytest.mark.parametrize("family, name", [pytest.param(f, n, id=f"{f}-{n}") for f in FAMILIES for n in validated(f)])

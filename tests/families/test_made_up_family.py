@@ -17,7 +17,7 @@ import pytest
 
 from minitransformer import UserError
 from minitransformer.engine.ops import add_mask, group_heads, rotate, softmax, ungroup_heads
-from minitransformer.engine.stages import Stage, StageTable, edited
+from minitransformer.engine.stages import ATTENTION_PROJECTIONS, Stage, StageTable, edited
 from minitransformer.families.architecture import Architecture
 from minitransformer.families.blocks import ByKind, Residual, as_mixer
 from minitransformer.families.decoder import Decoder
@@ -32,9 +32,11 @@ from minitransformer.families.table import ARCHITECTURES, architecture_of, confi
 from minitransformer.models.model import Model
 from minitransformer.models.weights import as_tree, expected_shapes
 from minitransformer.verbs import formulas
-from minitransformer.verbs.count import count_generation, count_passes
+from minitransformer.verbs.count import count_generation, count_passes, sweep_per_token
+from minitransformer.views.colours import PRODUCT_COLOURS
 from minitransformer.views.count_report import count_report
-from minitransformer.views.html_report import count_data, generation_data
+from minitransformer.views.html_report import count_data, generation_data, page
+from minitransformer.views.plots import plots_png
 from minitransformer.views.report import ledger_report
 
 WINDOW = 5
@@ -213,6 +215,24 @@ def test_the_reports_show_a_made_up_family(toy):
     data = generation_data(out)
     json.dumps(data)  # the page's data is plain JSON
     assert data["document"]["totals"]["macs"] == out.ledger.totals.macs
+
+
+def test_its_products_are_drawn_by_their_kind_without_a_line_of_view_code(toy):
+    """The views colour a product by its stage's kind of product (Stage.product), which a product of a group of its
+    own must state: the made-up family's plot and page draw each of its products in its kind's colour."""
+    with pytest.raises(ValueError, match="needs its kind of product"):
+        Stage("toy.proj", ("toy.proj",), "matmul", "y = h W", "h [T, D], W [D, D]", "toy projections")
+    conv = Stage("toy.proj", ("toy.proj",), "matmul", "y = h W", "h [T, D]", "toy projections", product="conv")
+    query = Stage("q", ("attn.q",), "matmul", "q = h W_q", "h [T, D]", ATTENTION_PROJECTIONS)
+    assert (conv.product, query.product) == ("conv", "projection")  # a group every transformer has gives its kind
+    config = toy_config(n_layer=2)
+    counted = count_generation(config, 20, 2)
+    html = page(count_data(counted))
+    for stage in TOY.every_stage.stages.values():
+        if stage.kind == "matmul":
+            assert f'<span class="swatch" style="background:{PRODUCT_COLOURS[stage.product]}"></span>{stage.op}' in html
+    pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
+    assert plots_png(counted, sweep_per_token(config, points=3))[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_validate_refuses_a_family_newer_than_the_transformers_installed(toy):

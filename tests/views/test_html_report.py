@@ -26,6 +26,7 @@ from minitransformer.families.gpt2.stages import GPT2
 from minitransformer.families.llama.stages import llama_family
 from minitransformer.models.weights import expected_shapes
 from minitransformer.verbs.attention_maps import AttentionRecorder, visible
+from minitransformer.views.colours import LAYER_COLOURS, PRODUCT_COLOURS
 from minitransformer.views.html_drawings import label
 from minitransformer.views.html_report import fold_layers, generation_page, unfold_layers
 
@@ -539,6 +540,32 @@ def test_a_branch_leaves_the_stream_where_the_family_reads_it(preset):
     assert sorted(linked) == sorted(readers + adds)
 
 
+@pytest.mark.parametrize("preset, layers, inner", [
+    ("qwen3.5-27b", 4, {"delta.corrected", "delta.chunk_out", "delta.update"}),  # inside the Gated DeltaNet's scan
+    ("deepseek-v3", 4, {"moe.shared_add"}),  # the shared expert's output added to the routed experts'
+    ("nemotron-3-nano-30b-a3b", 2, {"moe.shared_add"}),
+])  # fmt: skip
+def test_a_plus_joins_the_stream_only_where_the_stream_is_added_to(preset, layers, inner):
+    """A + on the residual stream is a stage of kind residual (x = x + a branch), in every block drawn; the sums
+    inside a branch (kind add: a scan's, a mixture's) are drawn in their place with no + and no link to the stream."""
+    from minitransformer.families.table import PRESETS, architecture_of
+    from minitransformer.verbs.count import count_generation
+    from minitransformer.views.html_report import count_fragment
+
+    config = PRESETS[preset].prefix(layers)
+    stages = architecture_of(config).every_stage.stages
+    html = count_fragment(count_generation(config, 70, 1))  # 70 positions: a scan in two chunks
+    drawn, joined = set(), set()
+    for diagram in re.findall(r'<svg class="block-diagram".*?</svg>', html, re.S):
+        for op, inside in re.findall(r'<g class="stage [^"]*" data-op="([^"]*)"[^>]*>(.*?)</g>', diagram, re.S):
+            drawn.add(op)
+            if 'class="stream-add"' in inside:
+                joined.add(op)
+    assert inner <= drawn and {stages[op].kind for op in inner} == {"add"}
+    assert joined == {op for op in drawn if stages[op].kind == "residual"}
+    assert "resid_post" in joined and joined <= {"resid_mid", "resid_post"}  # Nemotron-H's layers: one branch each
+
+
 # --- every kind of layer drawn, and every label inside its box ---------------------------------------------------
 def kinds_page(tmp_path_factory, name: str, config, tokens: int, new_tokens: int = 1) -> tuple[Path, dict]:
     """A count's page and the JSON ledger it carries (unfolded: every layer in full)."""
@@ -744,6 +771,8 @@ def test_the_layer_pattern_is_drawn_square_by_square_as_the_config_spells_it(pag
     assert [(layer, kind) for layer, kind, _ in squares] == list(enumerate(kinds))
     fills = {kind: {fill for _, k, fill in squares if k == kind} for kind in set(kinds)}
     assert all(len(f) == 1 for f in fills.values()) and len({f.pop() for f in fills.values()}) == len(fills)
+    used = {fill for _, _, fill in squares}
+    assert not used & set(PRODUCT_COLOURS.values()), used  # a layer's colour is never a product's (views/colours.py)
     legend = page.evaluate(
         "Array.from(document.querySelectorAll('svg.layer-pattern text.legend')).map(t => t.textContent)"
     )
@@ -752,6 +781,117 @@ def test_the_layer_pattern_is_drawn_square_by_square_as_the_config_spells_it(pag
     assert page.evaluate(TEXT_OUTSIDE) == []
 
 
+def test_the_colours_of_layers_and_of_products_are_far_apart():
+    """The layer pattern's palette and the products' share no colour, nor one a glance could take for another: each
+    pair differs by at least 60 of 255 in some channel."""
+    rgb = [[int(c[i : i + 2], 16) for i in (1, 3, 5)] for c in (*LAYER_COLOURS, *PRODUCT_COLOURS.values())]
+    layers = rgb[: len(LAYER_COLOURS)]
+    products = rgb[len(LAYER_COLOURS) :]
+    nearest = min(max(abs(a - b) for a, b in zip(x, y)) for x in layers for y in products)
+    assert nearest >= 60, nearest
+    assert len({tuple(c) for c in layers}) == len(layers) and len({tuple(c) for c in products}) == len(products)
+
+
 def test_a_model_of_one_kind_of_layer_draws_no_pattern(page_of, demo_run):
     page = page_of(demo_run[0])
     assert page.evaluate("document.querySelectorAll('svg.layer-pattern').length") == 0
+
+
+# --- the hybrids' pages: their memory and their scans, as the terminal has them ---------------------------------
+@pytest.fixture(scope="session")
+def hybrid_pages(tmp_path_factory):
+    """The pages, ledgers and terminal reports of a hybrid of each kind: Qwen3.5's linear attention beside full
+    attention (the issue's own command), Nemotron-H's Mamba-2, attention and MLP layers, Mamba-2 alone."""
+    out = tmp_path_factory.mktemp("hybrids")
+    pages = {}
+    for preset, tokens in (("qwen3.5-27b", "1000"), ("nemotron-h-8b", "1000"), ("mamba-codestral-7b", "300")):
+        html, ledger = out / f"{preset}.html", out / f"{preset}.json"
+        result = run_cli("count", "--preset", preset, "--tokens", tokens, "--html", str(html), "--json", str(ledger))
+        assert result.returncode == 0, result.stderr
+        pages[preset] = html, json.loads(ledger.read_text()), result.stdout
+    return pages
+
+
+@pytest.mark.parametrize("preset, states, attending", [
+    ("qwen3.5-27b", {"linear_attention": "157 MB"}, {"full_attention": 16}),
+    ("nemotron-h-8b", {"mamba": "104 MB"}, {"full_attention": 4}),
+    ("mamba-codestral-7b", {"mamba": "276 MB"}, {}),
+])  # fmt: skip
+def test_a_hybrid_s_memory_table_is_its_terminal_s_kind_of_layer_by_kind(page_of, hybrid_pages, preset, states,
+                                                                          attending):  # fmt: skip
+    """K and V of the layers that attend (16 of Qwen3.5-27B's 64, 4 of Nemotron-H-8B's 52: the page said 64 and 52),
+    each recurrent layer's state, the same at any context (absent from the page before), the whole cache: the rows'
+    bytes are the terminal's, line by line."""
+    import output_checks as check
+
+    html, document, terminal = hybrid_pages[preset]
+    page = page_of(html)
+    assert page.console == [], page.console
+    rows = table_rows(page, ".memory-table tbody tr")
+    names = check.memory_rows_are_the_terminal_s(rows, terminal, document)
+    by_name = {r[0]: r for r in rows}
+    for kind, human in states.items():
+        row = by_name[f"state, {kind} layers"]
+        assert row[2] == human and row[3].endswith("the same at any context"), row
+        assert f"{human}, the same at any context" in terminal
+    for kind, layers in attending.items():
+        assert f"x {layers} {kind} layers" in by_name[f"KV cache, {kind} layers"][3]
+    assert not [name for name in names if name.startswith("KV cache, this run")]  # no "K and V of all 64 layers"
+    assert {"cache, this run", "cache, whole context"} <= set(names)
+
+
+@pytest.mark.parametrize("preset", ["qwen3.5-27b", "mamba-codestral-7b"])
+def test_the_recurrent_form_is_on_the_page_beside_the_chunked_scan(page_of, hybrid_pages, preset):
+    """Each scan product's cost position by position, in the block table as in count's (its last column), and the
+    pass's scans in chunks against it, as count's totals line says them."""
+    html, document, terminal = hybrid_pages[preset]
+    page = page_of(html)
+    view = f"{current_view(0)} .kind-view.current"
+    headers = page.evaluate(f"Array.from(document.querySelectorAll('{view} .block-table th')).map(h => h.innerText)")
+    assert headers[-1] == "recurrent form (MACs)"
+    rows = {r[0]: r for r in table_rows(page, f"{view} .block-table tbody tr")}
+    ops = {r["op"]: r for r in document["phases"][0]["layers"][0]["ops"]}
+    scanned = [op for op, r in ops.items() if "recurrent_macs" in r]
+    assert scanned and all(number(rows[op][-1]) == ops[op]["recurrent_macs"] for op in scanned)
+    assert number(rows["block"][-1]) == sum(r.get("recurrent_macs", r["macs"]) for r in ops.values())
+    said = re.search(r"Recurrent form: the scans over the prompt took ([\d,]+) MACs .* in chunks, ([\d,]+) ", terminal)
+    note = page.evaluate(
+        f"Array.from(document.querySelectorAll('{current_view(0)} p.note')).map(p => p.innerText)"
+        ".find(t => t.startsWith('Recurrent form'))"
+    )
+    assert f"took {said.group(1)} MACs" in note and f"in chunks, {said.group(2)} " in note, (said.groups(), note)
+    whole = page.evaluate("document.querySelector('p.recurrent').innerText")
+    assert f"{document['totals']['recurrent_macs']:,} MACs" in whole and f"{document['totals']['macs']:,}" in whole
+
+
+AXIS_OVERLAPS = """(selector => { const boxes = Array.from(document.querySelectorAll(selector)).map(t => {
+    const r = t.getBoundingClientRect(); return {text: t.textContent, l: r.left, r: r.right, t: r.top, b: r.bottom}; });
+  const out = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i], b = boxes[j];
+    if (a.l < b.r && b.l < a.r && a.t < b.b && b.t < a.b) out.push(a.text + ' / ' + b.text);
+  }
+  return [boxes.length, out]; })"""
+
+
+def test_no_two_labels_of_the_tokens_per_expert_heatmap_overlap(page_of, deepseek_page, qwen3moe_128_page):
+    """Past expert 99 the labels ran together ("99102105108..."): every label is apart from every other, with 128
+    experts (Qwen3-30B-A3B) and 256 (DeepSeek-V3), and the last expert still has its place."""
+    for html, experts in ((qwen3moe_128_page, 128), (deepseek_page[0], 256)):
+        page = page_of(html, scripts=False)
+        count, overlaps = page.evaluate(f"({AXIS_OVERLAPS})('svg.expert-load text.axis')")
+        assert overlaps == [] and count > 20, (html.name, overlaps)
+        labels = page.evaluate(
+            "Array.from(document.querySelectorAll('svg.expert-load text.axis')).map(t => t.textContent)"
+        )
+        numbers = [int(t) for t in labels if t.isdigit()]
+        assert max(numbers) > experts - 20 and numbers[1] - numbers[0] in (1, 2, 5, 10, 20), labels[:6]
+        assert page.evaluate(TEXT_OUTSIDE) == []
+
+
+@pytest.fixture(scope="session")
+def qwen3moe_128_page(tmp_path_factory):
+    html = tmp_path_factory.mktemp("experts-128") / "qwen3moe.html"
+    result = run_cli("count", "--preset", "qwen3-30b-a3b", "--tokens", "100", "--new-tokens", "2", "--html", str(html))
+    assert result.returncode == 0, result.stderr
+    return html

@@ -367,3 +367,30 @@ def test_names_that_are_not_utf8_are_written_and_shown_escaped(tmp_path):
     assert json.loads(out.read_bytes())["model"]["name"] == "m\udce9d"  # JSON's escape reads back as the name
     assert b"m\\udce9d" in out.with_suffix(".html").read_bytes()
     out.with_suffix(".html").read_bytes().decode("utf-8")  # a valid UTF-8 page
+
+
+def test_outputs_asked_for_together_are_all_written_or_none(tmp_path, monkeypatch, capsys):
+    """count --json --csv --plot --html: where the last of them cannot be made, none is written (the JSON was, and the
+    page was not), an old file keeps its contents and no temporary is left; then all four are, each whole."""
+    needs("--plot")
+    from minitransformer import cli
+
+    paths = {option: tmp_path / f"out{suffix}" for option, suffix in {**SUFFIX, "--html": ".html"}.items()}
+    args = [*COUNT, *(a for option, path in paths.items() for a in (option, str(path)))]
+    paths["--json"].write_text("the previous ledger\n")
+
+    def cannot_be_drawn(data):
+        raise RuntimeError("this page cannot be drawn")
+
+    monkeypatch.setattr(cli, "page", cannot_be_drawn)
+    with pytest.raises(RuntimeError, match="cannot be drawn"):
+        main(args)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]  # no other file, no temporary
+    assert paths["--json"].read_text() == "the previous ledger\n"
+    monkeypatch.undo()
+    assert main(args) == 0
+    for option in SUFFIX:
+        assert document_ok(option, paths[option].read_bytes()), option
+    assert paths["--html"].read_text().rstrip().endswith("</html>")
+    said = capsys.readouterr().out
+    assert all(f"written to {path}" in said for path in paths.values())

@@ -55,6 +55,10 @@ function minitransformerReport(root) {
         lines.push("causal: " + fmt(r.causal_dot_products) + " dot products, " + fmt(r.causal_macs) +
                    " MACs are work the mask keeps");
       }
+      if (r.recurrent_macs !== undefined) {  // a scan in chunks: the same positions one at a time
+        lines.push("recurrent form: " + fmt(r.recurrent_dot_products) + " dot products, " + fmt(r.recurrent_macs) +
+                   " MACs (position by position)");
+      }
     } else {
       lines.push("out " + dims(r.out_shape) + ": no dot products");
     }

@@ -51,7 +51,7 @@ LATENT = (
 )  # fmt: skip
 ROUTER = (
     Stage("router", ("moe.router_logits",), "matmul", "r = h W_router  (one logit per routed expert)",
-          "h [T, D], W_router [D, E]", MLP),
+          "h [T, D], W_router [D, E]", MLP, product="router"),
     Stage("router.sigmoid", ("moe.scores",), "activation", "s = sigmoid(r)", "r [T, E]"),
     Stage("router.choose", ("moe.chosen",), "select", "the k experts of largest s + b (b: the correction bias, "
           "for choosing only) in the topk_group groups whose 2 largest s + b sum highest", "s [T, E], b [E]"),
@@ -67,12 +67,13 @@ COMBINE = Stage(
 )
 SHARED = (
     Stage("shared.gate", ("moe.shared_gate",), "matmul", "g = h W_gate_s  (the shared experts, on every token)",
-          "h [T, D], W_gate_s [D, Fs]", MLP),
-    Stage("shared.up", ("moe.shared_up",), "matmul", "u = h W_up_s", "h [T, D], W_up_s [D, Fs]", MLP),
+          "h [T, D], W_gate_s [D, Fs]", MLP, product="expert"),
+    Stage("shared.up", ("moe.shared_up",), "matmul", "u = h W_up_s", "h [T, D], W_up_s [D, Fs]", MLP, product="expert"),
     Stage("shared.act", ("moe.shared_act",), "activation", "a = act(g)  (SiLU: g sigmoid(g))", "g [T, Fs]"),
     Stage("shared.mul", ("moe.shared_mul",), "multiply", "a = a * u", "a, u [T, Fs]"),
-    Stage("shared.down", ("moe.shared_down",), "matmul", "y_s = a W_down_s", "a [T, Fs], W_down_s [Fs, D]", MLP),
-    Stage("moe.shared_add", ("moe.out",), "residual", "m = m + y_s", "m, y_s [T, D]"),
+    Stage("shared.down", ("moe.shared_down",), "matmul", "y_s = a W_down_s", "a [T, Fs], W_down_s [Fs, D]", MLP,
+          product="expert"),
+    Stage("moe.shared_add", ("moe.out",), "add", "m = m + y_s", "m, y_s [T, D]"),
 )  # fmt: skip
 
 

@@ -26,7 +26,7 @@ SOFTMAX = Stage(
 )
 ROUTER = (
     Stage("router", ("moe.router_logits",), "matmul", "r = h W_router + b_router  (one logit per expert)",
-          "h [T, D], W_router [D, E]", MLP),
+          "h [T, D], W_router [D, E]", MLP, product="router"),
     Stage("router.topk", ("moe.chosen", "moe.top_logits"), "select",
           "the k experts of largest r for each token, and their r (highest first)", "r [T, E]"),
     Stage("router.softmax", ("moe.gates",), "softmax", "gates = softmax of the k chosen r", "r [T, k]"),
@@ -36,13 +36,13 @@ EXPERTS = (
           "h [T, D]"),
     Stage("expert.gate_up", ("moe.expert_gate_up",), "matmul",
           "gu = h_e W_gu_e + b_gu_e  (expert e's gate and up in one product: gate at even columns, up at odd)",
-          "h_e [T, k*D] (each token in its k experts), W_gu_e [D, 2F]", MLP),
+          "h_e [T, k*D] (each token in its k experts), W_gu_e [D, 2F]", MLP, product="expert"),
     Stage("expert.clamp", ("moe.expert_clamped",), "activation",
           "g = min(gate, limit), u = clip(up, -limit, limit)", "gu [T, k*2F]"),
     Stage("expert.act", ("moe.expert_act",), "activation", "a = g sigmoid(alpha g)  (alpha 1.702)", "g [T, k*F]"),
     Stage("expert.mul", ("moe.expert_mul",), "multiply", "a = (u + 1) * a", "a, u [T, k*F]"),
     Stage("expert.down", ("moe.expert_down",), "matmul", "y = a W_down_e + b_down_e  (expert e's down, on its rows)",
-          "a [T, k*F], W_down_e [F, D]", MLP),
+          "a [T, k*F], W_down_e [F, D]", MLP, product="expert"),
     Stage("expert.weigh", ("moe.expert_out",), "multiply", "y = y * gate of e for each of its tokens", "y [T, k*D]"),
 )  # fmt: skip
 

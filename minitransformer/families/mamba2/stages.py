@@ -18,13 +18,13 @@ EMBED = (Stage("embed", ("embed",), "lookup", "x = W_te[ids]  (no positions: the
 NORM = Stage("ln_1", ("ln_1",), "norm", "h = RMSNorm(x)", "x [T, D]", reads_stream=True)
 MIXER = (
     Stage("ssm.in_proj", ("mixer.in_proj",), "matmul", "[z, xBC, dt] = h W_in", "h [T, D], W_in [D, I+Cv+Hs]",
-          SSM_PROJECTIONS),
+          SSM_PROJECTIONS, product="projection"),
     Stage("ssm.split", ("mixer.z", "mixer.xBC", "mixer.dt_in"), "reshape",
           "z (the gate, I), xBC (x, B and C: Cv), dt (one per head)", "[T, I+Cv+Hs]"),
     Stage("ssm.conv", ("mixer.conv",), "matmul",
           "u = causal conv of xBC: each channel and position a dot product of its last K inputs (the K - 1 before "
           "this pass kept in the conv state, zeros at the start) with its kernel", "xBC [T, Cv], w [Cv, K]",
-          SSM_PROJECTIONS, state=CONV_WINDOWS),
+          SSM_PROJECTIONS, state=CONV_WINDOWS, product="conv"),
     Stage("ssm.conv_act", ("mixer.conv_act",), "activation", "xBC = act(u + b)  (SiLU)", "u [T, Cv]"),
     Stage("ssm.heads", ("mixer.x", "mixer.B", "mixer.C"), "reshape",
           "x -> Hs heads of P (Ng groups of Hg); B, C -> Ng groups of N, shared by a group's heads", "xBC [T, Cv]"),
@@ -67,7 +67,8 @@ MIXER = (
     Stage("ssm.skip", ("mixer.y",), "scale", "y = y + D x  (D per head), heads side by side", "y, x [Hs, T, P]"),
     Stage("ssm.gate", ("mixer.gated",), "multiply", "y = y silu(z)", "y, z [T, I]"),
     Stage("ssm.norm", ("mixer.normed",), "norm", "y = RMSNorm(y) over each of Ng groups of I/Ng", "y [T, I]"),
-    Stage("ssm.out_proj", ("mixer.out",), "matmul", "m = y W_out", "y [T, I], W_out [I, D]", SSM_PROJECTIONS),
+    Stage("ssm.out_proj", ("mixer.out",), "matmul", "m = y W_out", "y [T, I], W_out [I, D]", SSM_PROJECTIONS,
+          product="projection"),
 )  # fmt: skip
 RESID = Stage("resid_post", ("resid_post",), "residual", "x = x + m", "x, m [T, D]")
 FINAL = (Stage("ln_f", ("ln_f",), "norm", "h = RMSNorm_f(x)", "x [T, D]"), LAST, LOGITS)

@@ -10,7 +10,7 @@ from ..llama import stages as llama
 
 ROUTER = (
     Stage("router", ("moe.router_logits",), "matmul", "r = h W_router  (one logit per expert)", "h [T, D], "
-          "W_router [D, E]", MLP),
+          "W_router [D, E]", MLP, product="router"),
     Stage("router.softmax", ("moe.router_probs",), "softmax", "p = softmax(r) over the E experts", "r [T, E]"),
     Stage("router.topk", ("moe.chosen", "moe.top_probs"), "select",
           "the k experts of largest p for each token, and their p (highest first)", "p [T, E]"),
@@ -23,13 +23,13 @@ EXPERTS = (
     Stage("expert.gather", ("moe.expert_in",), "select", "h_e = h[the Te tokens routed to e]  (for each expert e)",
           "h [T, D]"),
     Stage("expert.gate", ("moe.expert_gate",), "matmul", "g = h_e W1_e  (expert e's gate, on its Te rows)",
-          "h_e [T, k*D] (each token in its k experts), W1_e [D, F]", MLP),
+          "h_e [T, k*D] (each token in its k experts), W1_e [D, F]", MLP, product="expert"),
     Stage("expert.up", ("moe.expert_up",), "matmul", "u = h_e W3_e  (expert e's up, on its Te rows)",
-          "h_e [T, k*D], W3_e [D, F]", MLP),
+          "h_e [T, k*D], W3_e [D, F]", MLP, product="expert"),
     Stage("expert.act", ("moe.expert_act",), "activation", "a = act(g)  (SiLU: g sigmoid(g))", "g [T, k*F]"),
     Stage("expert.mul", ("moe.expert_mul",), "multiply", "a = a * u", "a, u [T, k*F]"),
     Stage("expert.down", ("moe.expert_down",), "matmul", "y = a W2_e  (expert e's down, on its Te rows)",
-          "a [T, k*F], W2_e [F, D]", MLP),
+          "a [T, k*F], W2_e [F, D]", MLP, product="expert"),
     Stage("expert.weigh", ("moe.expert_out",), "multiply", "y = y * gate of e for each of its tokens", "y [T, k*D]"),
 )  # fmt: skip
 COMBINE = Stage("moe.combine", ("moe.out",), "scatter",

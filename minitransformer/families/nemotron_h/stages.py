@@ -19,26 +19,27 @@ DENSE_MLP = (
     Stage("mlp.down", ("mlp.down",), "matmul", "m = a W_down", "a [T, F], W_down [F, D]", MLP),
 )  # fmt: skip
 LATENT_IN = Stage("moe.latent_in", ("moe.latent_in",), "matmul", "h_l = h W_fc1  (down to the experts' latent, Dl)",
-                  "h [T, D], W_fc1 [D, Dl]", MLP)  # fmt: skip
+                  "h [T, D], W_fc1 [D, Dl]", MLP, product="expert")  # fmt: skip
 # Each expert e runs these on the Te tokens routed to it: one record per op and layer, with each expert's share.
 EXPERTS = (
     Stage("expert.gather", ("moe.expert_in",), "select", "h_e = h_l[the Te tokens routed to e]  (for each expert e)",
           "h_l [T, Dl]"),
     Stage("expert.up", ("moe.expert_up",), "matmul", "u = h_e W_up_e  (expert e's up, on its Te rows)",
-          "h_e [T, k*Dl] (each token in its k experts), W_up_e [Dl, Fe]", MLP),
+          "h_e [T, k*Dl] (each token in its k experts), W_up_e [Dl, Fe]", MLP, product="expert"),
     Stage("expert.act", ("moe.expert_act",), "activation", "a = relu(u)^2", "u [T, k*Fe]"),
     Stage("expert.down", ("moe.expert_down",), "matmul", "y = a W_down_e  (expert e's down, on its Te rows)",
-          "a [T, k*Fe], W_down_e [Fe, Dl]", MLP),
+          "a [T, k*Fe], W_down_e [Fe, Dl]", MLP, product="expert"),
     Stage("expert.weigh", ("moe.expert_out",), "multiply", "y = y * gate of e for each of its tokens", "y [T, k*Dl]"),
 )  # fmt: skip
 LATENT_OUT = Stage("moe.latent_out", ("moe.latent_out",), "matmul", "m = m W_fc2  (back up from the latent to D)",
-                   "m [T, Dl], W_fc2 [Dl, D]", MLP)  # fmt: skip
+                   "m [T, Dl], W_fc2 [Dl, D]", MLP, product="expert")  # fmt: skip
 SHARED = (
     Stage("shared.up", ("moe.shared_up",), "matmul", "u = h W_up_s  (the shared expert, on every token)",
-          "h [T, D], W_up_s [D, Fs]", MLP),
+          "h [T, D], W_up_s [D, Fs]", MLP, product="expert"),
     Stage("shared.act", ("moe.shared_act",), "activation", "a = relu(u)^2", "u [T, Fs]"),
-    Stage("shared.down", ("moe.shared_down",), "matmul", "y_s = a W_down_s", "a [T, Fs], W_down_s [Fs, D]", MLP),
-    Stage("moe.shared_add", ("moe.out",), "residual", "m = m + y_s", "m, y_s [T, D]"),
+    Stage("shared.down", ("moe.shared_down",), "matmul", "y_s = a W_down_s", "a [T, Fs], W_down_s [Fs, D]", MLP,
+          product="expert"),
+    Stage("moe.shared_add", ("moe.out",), "add", "m = m + y_s", "m, y_s [T, D]"),
 )  # fmt: skip
 
 

@@ -1,0 +1,102 @@
+"""Every output of count, for one preset of every family and of every kind of layer: `count --preset P --tokens 300
+--new-tokens 2 --plot --html --csv --json`, each file read back and held to the others (tests/output_checks.py): the
+CSV's rows are the JSON's records, the PNG is a plot of the right size with each kind of product in its colour, the
+page carries the JSON and its tables the terminal's numbers (totals, op by op, memory kind of layer by kind).
+
+The outputs were built family by family, and count --plot ended in a KeyError for 8 of 15 presets: a family that
+joins the table joins this list, or the first test fails.
+
+The commands run in this process (no interpreter to start for each). The plot's third panel is a sweep of one
+token's cost across the whole context, a shape-only pass at each of 24 contexts: for Qwen3.5's 262,144 positions
+that is half a minute, so here the sweep takes 3 contexts up to 1,024; every line of the plot's code still runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+from dataclasses import replace
+
+import output_checks as check
+import pytest
+
+from minitransformer import cli
+from minitransformer.families.table import ARCHITECTURES, PRESETS
+from minitransformer.verbs.count import sweep_per_token
+
+# One preset of each family, and more where a family's presets have more kinds of layer than one shows.
+CHOSEN = (
+    "gpt2",
+    "llama3.2-1b",  # full attention
+    "mistral-7b",  # the Llama family's sliding window
+    "qwen3-0.6b",
+    "gemma-3-1b",  # sliding and full
+    "olmo-2-7b",
+    "pythia-70m",
+    "phi-3-mini",
+    "mixtral-8x7b",
+    "qwen3-30b-a3b",
+    "gpt-oss-20b",
+    "deepseek-v3",  # dense layers and layers with experts
+    "deepseek-v3.2-exp",  # the indexer's keys
+    "qwen3.5-9b",  # linear and full attention
+    "mamba-codestral-7b",
+    "nemotron-h-8b",  # Mamba-2, attention and MLP layers
+    "nemotron-3-nano-30b-a3b",  # Mamba-2, attention and expert layers
+)
+SWEPT = 1_024  # the plot's sweep of the context stops here, at 3 points (see the module docstring)
+
+
+def test_every_family_and_every_kind_of_layer_is_here():
+    families = {PRESETS[name].family for name in CHOSEN}
+    assert families == set(ARCHITECTURES), set(ARCHITECTURES) - families
+    for family in ARCHITECTURES:
+        kinds = {kind for c in PRESETS.values() if c.family == family for kind in c.layer_types}
+        shown = {kind for name in CHOSEN if PRESETS[name].family == family for kind in PRESETS[name].layer_types}
+        assert kinds == shown, (family, kinds - shown)
+
+
+@functools.cache
+def outputs(preset: str, directory) -> dict:
+    """The four files and the terminal's report of the command, run once a preset."""
+    paths = {option: directory / f"{preset}.{suffix}" for option, suffix in
+             (("--plot", "png"), ("--html", "html"), ("--csv", "csv"), ("--json", "json"))}  # fmt: skip
+    args = ["count", "--preset", preset, "--tokens", "300", "--new-tokens", "2"]
+    args += [str(a) for option, path in paths.items() for a in (option, path)]
+    terminal = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(terminal):
+        patch.setattr(cli, "sweep_per_token", lambda c: sweep_per_token(replace(c, n_positions=SWEPT), points=3))
+        assert cli.main(args) == 0
+    return {
+        "terminal": terminal.getvalue(),
+        "json": json.loads(paths["--json"].read_text()),
+        "csv": paths["--csv"].read_text(),
+        "png": paths["--plot"].read_bytes(),
+        "html": paths["--html"].read_text(),
+    }
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("every-output")
+    return lambda preset: outputs(preset, directory)
+
+
+@pytest.mark.parametrize("preset", CHOSEN)
+def test_each_output_of_count_holds_to_the_others(run, preset):
+    out = run(preset)
+    document, terminal, html = out["json"], out["terminal"], out["html"]
+    assert document["model"]["name"] == preset and [p["step"] for p in document["phases"]] == [0, 1]
+    assert check.csv_is_the_json(out["csv"], document) >= 2
+    check.png_is_the_plot(out["png"], document)
+    check.page_carries_the_ledger(html, document)
+    check.totals_are_the_terminal_s(html, terminal, document)
+    check.passes_are_the_json_s(html, document)
+    assert check.ops_are_the_terminal_s(html, terminal) == len(
+        {r["op"] for p in document["phases"] for layer in p["layers"] for r in layer["ops"] if r["kind"] == "matmul"}
+        | {"logits"}
+    )
+    rows = check.memory_is_the_terminal_s(html, terminal, document)
+    assert "weights" in rows and any(row.startswith(("KV cache", "cache")) for row in rows), rows
