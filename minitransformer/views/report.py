@@ -49,9 +49,7 @@ def rounding(name: str) -> str:
         return f"products and stages rounded to {name}"
     if policy.operands == policy.values:
         return f"products and stages rounded to {policy.values.name}"
-    return (
-        f"{name}: products read {policy.operands.name}, their outputs and the stages rounded to {policy.values.name}"
-    )
+    return f"{name}: products read {policy.operands.name}, their outputs and the stages rounded to {policy.values.name}"
 
 
 def operands(r: Record) -> str:
