@@ -72,7 +72,7 @@ def say_random_ids(model: Model, prompts, room: int, out) -> None:
         if n == 0 or reason != fed[n - 1][1]:
             print(f"random ids: {reason}, so these prompts are fed as seeded random ids, as many as GPT-2's "
                   f"tokenizer makes of the text, not as their words:", file=out)  # fmt: skip
-        print(f"  {text if len(text) <= 32 else text[:29] + '...'!r}: {ids}", file=out)
+        print(f"  {ids} for {text if len(text) <= 32 else text[:29] + '...'!r}", file=out)
 
 
 def reference_class(model: Model) -> str:

@@ -106,7 +106,7 @@ def test_a_model_fed_random_ids_for_the_prompts_says_so_with_the_ids(name, reaso
     assert lines[1:4] == [
         f"random ids: {reason}, so these prompts are fed as seeded random ids, as many as GPT-2's tokenizer makes of "
         f"the text, not as their words:",
-        *[f"  {text!r}: {ids.tolist()}" for text, ids in zip(prompts, fed)],
+        *[f"  {ids.tolist()} for {text!r}" for text, ids in zip(prompts, fed)],
     ], lines[:4]
 
 
