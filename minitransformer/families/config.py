@@ -7,7 +7,9 @@ family they look at. Every option that changes inference is either honoured or r
 model that would silently compute something else than transformers' is worse than no model.
 
 The keys that many families' config.json share are read here, once: the dtype, the shapes and ids of a Llama-like
-config (`llama_keys`), the checks of a number or a flag; the rope's keys are read in rotary.py.
+config (`llama_keys`), the checks of a number or a flag; the rope's keys are read in rotary.py. Every family reads its
+config.json through a `ConfigJson`, which records the defaults it takes; those that change the model's shapes
+(`SHAPE_KEYS`) are said when a model is loaded. Errors name a key as the file spells it (`ModelConfig.json_keys`).
 """
 
 from __future__ import annotations
@@ -240,7 +242,10 @@ def unnoted(hf: dict, key: str, default=None):
 # sizes, the vocabulary, the context and a sliding window (a position table, what a layer's cache holds), the experts
 # (how many, how many a token runs), an indexer's heads and the keys it keeps, a recurrent layer's heads, groups, state
 # and conv kernel. Not shape keys: norms' epsilons, activations, rotary bases and scalings, token ids, biases' flags,
-# scales and soft caps, a router's groups, chunk sizes (how a scan is computed, not what it holds or computes).
+# scales and soft caps, a router's groups, chunk sizes (how a scan is computed, not what it holds or computes). A key
+# the file leaves out whose value transformers works out from the file's other keys (head_dim as hidden_size /
+# num_attention_heads, num_key_value_heads as num_attention_heads, GPT-2's n_inner as 4 n_embd) takes no default: it
+# is read with None, and says nothing.
 SHAPE_KEYS = frozenset({
     # layers, and which kind each is
     "num_hidden_layers", "n_layer", "layers_block_type", "layer_types", "hybrid_override_pattern",
