@@ -50,8 +50,29 @@ from .views.trace import trace_command
 
 
 class _Parser(argparse.ArgumentParser):
+    commands: dict[str, argparse.ArgumentParser] = {}  # the top-level parser's subcommands, by name
+
     def error(self, message: str):  # argparse's default prints the whole usage; we print one line
         raise UserError(f"{message} (see {self.prog} --help)")
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse leaves the arguments a subcommand does not take to the top-level parser, whose error would send
+        the user to the top-level help: they are refused by the subcommand's parser instead, which points to its
+        own help, and a flag that another command takes says which."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = self.commands.get(getattr(parsed, "command", None) or "", self)
+            flags = [a.split("=")[0] for a in extras if a.startswith("--")]
+            owners = {flag: [name for name, p in self.commands.items() if flag in p._option_string_actions]
+                      for flag in flags}  # fmt: skip
+            elsewhere = "".join(f"; {flag} is an option of {_listed(names)}" for flag, names in owners.items() if names)
+            command.error(f"unrecognized arguments: {' '.join(extras)}{elsewhere}")
+        return parsed
+
+
+def _listed(names: list[str]) -> str:
+    """["a", "b", "c"] -> "a, b and c"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _whole_number(text: str) -> int:
@@ -121,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"minitransformer {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.commands = commands.choices  # type: ignore[assignment]  # filled in as each is added below
 
     gen = commands.add_parser("generate", help="continue a prompt and show where the dot products went")
     gen.add_argument("prompt", nargs="*", help="the text to continue (or --ids); several prompts run as one batch")

@@ -91,15 +91,18 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[var] = str(ARGS.threads)
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig  # noqa: E402
 
-from minitransformer import load_model  # noqa: E402
+from minitransformer import UserError, load_model  # noqa: E402
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.engine.tape import Dims, Tape  # noqa: E402
+from minitransformer.families.table import architecture_of, config_from_hf_dict  # noqa: E402
 from minitransformer.verbs import hardware  # noqa: E402
 
-torch.set_num_threads(ARGS.threads)
+if not ARGS.predict_from:  # measuring needs torch and transformers; --predict-from measures nothing and needs neither
+    import torch
+    from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig
+
+    torch.set_num_threads(ARGS.threads)
 
 
 def run_times(fn, reps: int, warmup: int = 1) -> list[float]:
@@ -499,8 +502,8 @@ def measure_ours(directory: Path, reps: int) -> dict:
     decode = [{"context": context, "ours_s": statistics.median(ours_decode(ours, context, steps, ledger=True)
                                                                for _ in range(reps))}
               for context in ([5, 128] if ARGS.quick else [5, 512])]  # fmt: skip
-    return {"model": describe_model(config.to_dict(), str(directory)), "weights": str(directory), "prefill": prefill,
-            "decode": decode}  # fmt: skip
+    return {"model": describe_model(config.to_dict(), str(directory)), "weights": str(directory),
+            "config": config_json(directory), "prefill": prefill, "decode": decode}  # fmt: skip
 
 
 def torch_on_gpu(directory: Path, reps: int) -> dict:
@@ -543,7 +546,7 @@ def render_predicted(report: dict) -> list[str]:
              f"{report['load']['before']} before the measures and {report['load']['after']} after", "",
              "| model | measure | predicted, ms | measured, ms | measured / predicted |", "|---|---|---:|---:|---:|"]  # fmt: skip
     for r in report["models"]:
-        name = r["model"].split(":")[0]
+        name = r.get("name") or r["model"].split(":")[0]
         for row in r["rows"]:
             lines.append(f"| {name} | {row['measure']} | {1e3 * row['predicted_s']:.2f} | {1e3 * row['measured_s']:.2f} "
                          f"| {row['measured_s'] / row['predicted_s']:.2f} |")  # fmt: skip
@@ -561,18 +564,44 @@ def render_predicted(report: dict) -> list[str]:
     return lines
 
 
+def config_json(directory: Path) -> dict:
+    """The config.json of a measured model, kept in the run's JSON: --predict-from needs the shapes, not the weights
+    (the random ones live in the temporary folder, which a fresh clone or a reboot has not got)."""
+    return json.loads((Path(directory) / "config.json").read_text())
+
+
+def config_of(r: dict):
+    """The config of a model an earlier run measured: the config.json its JSON keeps, or, from a run that kept none,
+    the directory's own while it still exists; else one line saying what to run first."""
+    if "config" in r:
+        return config_from_hf_dict(r["config"], name=Path(r["weights"]).name)
+    if (Path(r["weights"]) / "config.json").is_file():
+        return load_model(r["weights"]).config
+    raise UserError(
+        f"{r['weights']} is gone and that run's JSON does not keep its config.json: run `python scripts/bench.py "
+        f"--predicted-only` to measure afresh"
+    )
+
+
+def short_name(config) -> str:
+    """A measured model as the tables name it: "GPT-2 124M", "Llama-shaped 0.54B" (its parameters, closed form)."""
+    parameters = architecture_of(config).formulas.parameters(config)
+    size = f"{parameters / 1e9:.2f}B" if parameters >= 5e8 else f"{parameters / 1e6:.0f}M"
+    return f"{'GPT-2' if config.family == 'gpt2' else 'Llama-shaped'} {size}"
+
+
 def predictions_of(models: list[dict], cpu) -> list[dict]:
     """Our engine's measures (measure() or measure_ours()) beside what the roofline of this CPU's probed limits
     predicts for the same passes (`count --hardware this-cpu`: each product's max(2 MACs / peak, bytes / bandwidth))."""
     steps = 8 if ARGS.quick else 32
     out = []
     for r in models:
-        config = load_model(r["weights"]).config
+        config = config_of(r)
         rows = [{"measure": f"prefill T={p['tokens']} (every position's logits)", "measured_s": p["ours_s"],
                  "predicted_s": predicted_prefill(config, p["tokens"], cpu)} for p in r["prefill"]]  # fmt: skip
         rows += [{"measure": f"decode step, context {d['context']}", "measured_s": d["ours_s"],
                   "predicted_s": predicted_decode(config, d["context"] + (steps + 1) // 2, cpu)} for d in r["decode"]]  # fmt: skip
-        out.append({"model": r["model"], "rows": rows})
+        out.append({"model": r["model"], "name": short_name(config), "rows": rows})
     return out
 
 
@@ -607,7 +636,10 @@ def this_cpu(before: dict, after: dict):
 
 def main_predict_from(path: Path) -> None:
     """--predict-from: an earlier run's measures of our engine beside the roofline of the limits that run probed."""
-    earlier = json.loads(path.read_text())
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise UserError(f"{path} is not a bench run's JSON ({err}); `python scripts/bench.py` writes one") from None
     m = earlier["machine"]
     cpu = hardware.measured_cpu(m["sgemm_GFLOPs"] * 1e9, m["bandwidth_GBps"] * 1e9,
                                 f"{m['bandwidth_GBps']:.1f} GB/s, {m['sgemm_GFLOPs']:.0f} GFLOP/s")  # fmt: skip
@@ -715,7 +747,11 @@ def render_stored(r: dict) -> list[str]:
 
 def main() -> None:
     if ARGS.predict_from:
-        main_predict_from(ARGS.predict_from)
+        try:
+            main_predict_from(ARGS.predict_from)
+        except UserError as err:
+            print(f"bench.py: {err}", file=sys.stderr)
+            sys.exit(2)
         return
     if ARGS.predicted_only:
         main_predicted()
@@ -880,7 +916,7 @@ def measure(directory: Path, reps: int) -> dict:
     from minitransformer.views.report import describe_model
 
     return {"model": describe_model(config.to_dict(), str(directory)), "weights": str(directory),
-            "weight_bytes": weight_bytes, "load": {"ours_s": load_ours, "torch_s": load_torch},
+            "config": config_json(directory), "weight_bytes": weight_bytes, "load": {"ours_s": load_ours, "torch_s": load_torch},
             "peak_rss_bytes": rss, **results}  # fmt: skip
 
 

@@ -7,7 +7,9 @@ family they look at. Every option that changes inference is either honoured or r
 model that would silently compute something else than transformers' is worse than no model.
 
 The keys that many families' config.json share are read here, once: the dtype, the shapes and ids of a Llama-like
-config (`llama_keys`), the checks of a number or a flag; the rope's keys are read in rotary.py.
+config (`llama_keys`), the checks of a number or a flag; the rope's keys are read in rotary.py. Every family reads its
+config.json through a `ConfigJson`, which records the defaults it takes; those that change the model's shapes
+(`SHAPE_KEYS`) are said when a model is loaded. Errors name a key as the file spells it (`ModelConfig.json_keys`).
 """
 
 from __future__ import annotations
@@ -43,10 +45,34 @@ SUPPORTED_ACTIVATIONS = (
 )
 
 
+# The keys of a Llama-like config.json (Llama, Qwen3, Mixtral, OLMo 2, Gemma, gpt-oss, Qwen3-MoE) and the fields of
+# the config that hold them.
+LLAMA_KEYS = {
+    "num_hidden_layers": "n_layer",
+    "num_attention_heads": "n_head",
+    "hidden_size": "n_embd",
+    "intermediate_size": "n_inner",
+    "vocab_size": "vocab_size",
+    "num_key_value_heads": "n_kv_head",
+    "head_dim": "head_dim",
+    "max_position_embeddings": "n_positions",
+    "rms_norm_eps": "rms_norm_eps",
+    "hidden_act": "hidden_act",
+    "bos_token_id": "bos_token_id",
+    "eos_token_id": "eos_token_id",
+}
+
+
 class ModelConfig:
     """The shapes every family's config has, under one set of names (each family's dataclass holds the fields)."""
 
     family: ClassVar[str]  # the name of the family in the table (families/table.py)
+    # config.json's spelling of each field whose name is not the file's (n_layer is num_hidden_layers in every family
+    # but GPT-2), so that a refusal names the key as the file spells it; a family whose keys differ adds its own.
+    json_keys: ClassVar[dict[str, str]] = {field: key for key, field in LLAMA_KEYS.items()} | {
+        "n_experts": "num_local_experts",
+        "top_k": "num_experts_per_tok",
+    }
     name: str
     n_layer: int
     n_head: int
@@ -82,6 +108,20 @@ class ModelConfig:
         def to_dict(self) -> dict: ...
 
         def to_hf_dict(self) -> dict: ...
+
+    def key(self, field: str) -> str:
+        """The config.json key of a field, as the file spells it."""
+        return self.json_keys.get(field, field)
+
+    def require_positive(self, *fields: str) -> None:
+        """Each field a positive integer, or refused under its config.json key."""
+        for name in fields:
+            check_positive(self.key(name), getattr(self, name))
+
+    def require_positive_number(self, *fields: str) -> None:
+        """Each field a positive number, or refused under its config.json key."""
+        for name in fields:
+            check_positive_number(self.key(name), getattr(self, name))
 
     @property
     def d_model(self) -> int:
@@ -149,6 +189,94 @@ class ModelConfig:
         return None
 
 
+class ConfigJson(dict):
+    """A config.json's object as a family reads it (config_from_hf_dict hands each family one): a dict whose get()
+    records every key the file does not have that was read with a default (transformers' default for the family),
+    and that default, in `taken`, so that those which change the model's shapes can be said (shape_defaults). An
+    object nested in it (a multimodal checkpoint's text_config) records into the same book under its dotted name, and
+    a merge with another dict (|) stays a ConfigJson of the same book. A family's reader works as well on a plain dict
+    (the API's, the tests'): it just records nothing. A read that must not count as a default taken (a key the family
+    reads and then ignores) goes through `unnoted`."""
+
+    def __init__(self, data: dict, taken: dict | None = None, prefix: str = "") -> None:
+        super().__init__(data)
+        self.taken: dict[str, Any] = {} if taken is None else taken
+        self.prefix = prefix  # "text_config." for an object nested under that key
+
+    def get(self, key, default=None):
+        if key in self:
+            value = self[key]
+            if isinstance(value, dict) and not isinstance(value, ConfigJson):
+                return ConfigJson(value, self.taken, f"{self.prefix}{key}.")
+            return value
+        if default is not None:  # a default of None is no default: the value follows from other keys (head_dim)
+            self.taken.setdefault(self.prefix + key, default)
+        return default
+
+    def __or__(self, other):
+        return ConfigJson({**self, **other}, self.taken, self.prefix)
+
+    def __ror__(self, other):
+        return ConfigJson({**other, **self}, self.taken, self.prefix)
+
+
+def either(hf: dict, keys: tuple[str, ...], default=None):
+    """The value of the first of `keys` (spellings of one setting: n_routed_experts or num_local_experts) that the
+    file has, or `default`, taken for the first spelling."""
+    for key in keys:
+        if key in hf:
+            return hf[key]
+    return hf.get(keys[0], default)
+
+
+def unnoted(hf: dict, key: str, default=None):
+    """A key's value or `default`, without counting the default as one the model took (a key the family reads only
+    to refuse what it cannot compute, or reads for layers the model does not have)."""
+    return hf[key] if key in hf else default
+
+
+# The config.json keys whose defaults change the model's shapes: a file that leaves one out gets transformers' default
+# for its family and a note on stderr saying so (models/config.py), once per load. The rule: a key is a shape key
+# when its value is a size or a count of what the model holds or runs: how many layers and the kind of each (which
+# decides each layer's weights), widths (the model's, the MLP's, the experts', the low-rank latents'), heads and their
+# sizes, the vocabulary, the context and a sliding window (a position table, what a layer's cache holds), the experts
+# (how many, how many a token runs), an indexer's heads and the keys it keeps, a recurrent layer's heads, groups, state
+# and conv kernel. Not shape keys: norms' epsilons, activations, rotary bases and scalings, token ids, biases' flags,
+# scales and soft caps, a router's groups, chunk sizes (how a scan is computed, not what it holds or computes). A key
+# the file leaves out whose value transformers works out from the file's other keys (head_dim as hidden_size /
+# num_attention_heads, num_key_value_heads as num_attention_heads, GPT-2's n_inner as 4 n_embd) takes no default: it
+# is read with None, and says nothing.
+SHAPE_KEYS = frozenset({
+    # layers, and which kind each is
+    "num_hidden_layers", "n_layer", "layers_block_type", "layer_types", "hybrid_override_pattern",
+    "full_attention_interval", "first_k_dense_replace", "mlp_layer_types", "decoder_sparse_step", "mlp_only_layers",
+    "sliding_window_pattern", "max_window_layers",
+    # widths
+    "hidden_size", "n_embd", "intermediate_size", "n_inner", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "moe_shared_expert_intermediate_size", "moe_latent_size", "expand", "q_lora_rank", "kv_lora_rank",
+    # heads and their sizes
+    "num_attention_heads", "n_head", "num_key_value_heads", "head_dim", "qk_rope_head_dim", "qk_nope_head_dim",
+    "v_head_dim",
+    # vocabulary, context, window
+    "vocab_size", "max_position_embeddings", "n_positions", "sliding_window",
+    # experts
+    "num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
+    # an indexer
+    "index_n_heads", "index_head_dim", "index_topk",
+    # recurrent layers
+    "num_heads", "mamba_num_heads", "mamba_head_dim", "state_size", "ssm_state_size", "n_groups", "conv_kernel",
+    "linear_conv_kernel_dim", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+    "linear_value_head_dim",
+})  # fmt: skip
+
+
+def shape_defaults(hf: dict) -> dict[str, Any]:
+    """The shape keys (SHAPE_KEYS) a config.json left out that its family read with a default, by their dotted names
+    ("text_config.linear_num_value_heads"), and the default each took; {} for a plain dict."""
+    taken = hf.taken if isinstance(hf, ConfigJson) else {}
+    return {key: value for key, value in taken.items() if key.rsplit(".", 1)[-1] in SHAPE_KEYS}
+
+
 def rope_dict(theta: float, scaling: tuple | None = None, **more) -> dict:
     """transformers 5's rope_parameters of a config: the rope type, theta and the scaling's keys (tuples as lists)."""
     rope: dict = {"rope_type": "default", "rope_theta": theta}
@@ -175,12 +303,21 @@ def check_positive_number(key: str, value) -> None:
         raise UserError(f"config {key} must be a positive number, not {value!r}")
 
 
-def check_experts(config: ModelConfig, experts_key: str) -> None:
-    """A mixture of experts' E and k, positive, and k at most E (`experts_key`: config.json's name for E)."""
-    for key in ("n_experts", "top_k"):
-        check_positive(key, getattr(config, key))
+def check_experts(config: ModelConfig) -> None:
+    """A mixture of experts' E and k, positive, and k at most E (each named as the family's config.json spells it)."""
+    config.require_positive("n_experts", "top_k")
     if config.top_k > config.n_experts:  # type: ignore[operator]
-        raise UserError(f"config num_experts_per_tok={config.top_k} exceeds {experts_key}={config.n_experts}")
+        raise UserError(
+            f"config {config.key('top_k')}={config.top_k} exceeds {config.key('n_experts')}={config.n_experts}"
+        )
+
+
+def number(hf: dict, key: str, default: float) -> float:
+    """A number a config.json gives (or its default), as a float; anything else refused by name."""
+    value = hf.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"config {key} must be a number, not {value!r}")
+    return float(value)
 
 
 def check_activation(key: str, value) -> None:
@@ -212,24 +349,6 @@ def token_ids(value):
 def listed(value):
     """A config's tuple as JSON writes it, a list (an eos_token_id of several ids, a per-layer list)."""
     return list(value) if isinstance(value, tuple) else value
-
-
-# The keys of a Llama-like config.json (Llama, Qwen3, Mixtral, OLMo 2, Gemma, gpt-oss, Qwen3-MoE) and the fields of
-# the config that hold them.
-LLAMA_KEYS = {
-    "num_hidden_layers": "n_layer",
-    "num_attention_heads": "n_head",
-    "hidden_size": "n_embd",
-    "intermediate_size": "n_inner",
-    "vocab_size": "vocab_size",
-    "num_key_value_heads": "n_kv_head",
-    "head_dim": "head_dim",
-    "max_position_embeddings": "n_positions",
-    "rms_norm_eps": "rms_norm_eps",
-    "hidden_act": "hidden_act",
-    "bos_token_id": "bos_token_id",
-    "eos_token_id": "eos_token_id",
-}
 
 
 def llama_keys(hf: dict, defaults: dict, rope: dict | None = None) -> dict:

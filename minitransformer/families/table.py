@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import UserError
 from .architecture import Architecture
-from .config import ModelConfig
+from .config import ConfigJson, ModelConfig, shape_defaults
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
 from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
 from .gemma.family import ARCHITECTURE as GEMMA
@@ -62,10 +62,17 @@ def model_types() -> list[str]:
 
 def config_from_hf_dict(hf: dict, name: str) -> ModelConfig:
     """The config of whichever family `model_type` names (GPT-2 when it is absent, as in old checkpoints)."""
+    return read_config(hf, name)[0]
+
+
+def read_config(hf: dict, name: str) -> tuple[ModelConfig, dict]:
+    """The config of whichever family `model_type` names, and the keys that change its shapes which the file left
+    out and the family took transformers' default for, with each default (families/config.py's shape_defaults)."""
     model_type = hf.get("model_type", "gpt2")
     for architecture in ARCHITECTURES.values():
         if model_type in architecture.model_types:
-            return architecture.config.from_hf_dict(hf, name=name)
+            read = ConfigJson(hf)
+            return architecture.config.from_hf_dict(read, name=name), shape_defaults(read)
     raise UserError(f"config model_type={model_type!r} is not supported (supported: {', '.join(model_types())})")
 
 

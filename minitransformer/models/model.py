@@ -25,7 +25,7 @@ from ..families.config import ModelConfig
 from ..families.table import architecture_of
 from .config import DTYPES
 from .ids import as_token_ids
-from .weights import as_tree, expected_shapes, token_embedding
+from .weights import as_tree, expected_shapes, held_formats, token_embedding
 
 
 def compute_dtype(dtype) -> np.dtype:
@@ -80,8 +80,9 @@ class Model:
         embedding = token_embedding(params, config).dtype  # shape-only stand-ins are float32
         self.dtype = compute_dtype(embedding if embedding in (np.float32, np.float64) else np.float32)
         self.precision = precision
-        # A weight format narrower than the passes' float32 ("bfloat16"), where the weights are held in one
-        self.weights_format = None if embedding in (np.float32, np.float64) else embedding.name
+        # The formats narrower than the passes' float32 its weights are held in: {"weights": the matrices',
+        # "embedding": the token embedding's where it differs (fp8)}; {} for float32 and float64
+        self.held_formats = {} if self.shape_only else held_formats(params, config)
         self.weight_events: list = []  # weights that left the precision's range when rounded to it at load
         windows = tuple(config.layer_window(i) for i in range(config.n_layer))
         self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
@@ -134,8 +135,7 @@ class Model:
             if self.precision is not None and self.precision.name != "float32"
             else {}
         )
-        held = {"weights": self.weights_format} if self.weights_format is not None else {}
-        return {**self.config.to_dict(), "source": self.source, "dtype": self.dtype.name, **narrow, **held}
+        return {**self.config.to_dict(), "source": self.source, "dtype": self.dtype.name, **narrow, **self.held_formats}
 
     def new_cache(self, batch: tuple[int, ...] = (), capacity: int | None = None) -> KVCache:
         """The model's cache for `capacity` positions (the context by default) of a batch of shape `batch`: what each

@@ -81,8 +81,9 @@ def load_model(
 
     precision="bfloat16", "float16", "fp8_e4m3" or "fp8_e5m2" emulates that format over the float32 passes: each
     weight rounded to it once at load and held in it, every product's operands and output and every stage's
-    values rounded to it (engine/precision.py). It is a property of the model, as dtype is, because the weights
-    are held in it; drift(model, prompt) measures what it costs against float64.
+    values rounded to it (engine/precision.py); at fp8 the products' operands and matrices are fp8, their
+    outputs, the stages' values and the token embedding bfloat16. It is a property of the model, as dtype is,
+    because the weights are held in it; drift(model, prompt) measures what it costs against float64.
 
     weights: a float16 or bfloat16 checkpoint is upcast to float32 once at load ("float32": twice the memory of its
     file, the fastest decoding), or its matrices kept in their 2 bytes, memory-mapped, each widened as a product

@@ -209,6 +209,33 @@ def holds_narrow(tree) -> bool:
     return isinstance(tree, np.ndarray) and tree.dtype not in (np.float32, np.float64)
 
 
+def held_formats(params: SimpleNamespace, config: ModelConfig) -> dict[str, str]:
+    """The formats narrower than float32 the weights are really held in, read from the arrays themselves:
+    {"weights": the matrices products read, "embedding": the token embedding where it differs}. At fp8 the two
+    differ (matrices in float8_e4m3fn, the embedding, a stage's values once looked up, in bfloat16); a 2-byte
+    checkpoint kept as stored holds both in its format; {} where everything is float32 or float64."""
+    embedding = token_embedding(params, config)
+    matrices: set[str] = set()
+
+    def visit(node) -> None:
+        if isinstance(node, SimpleNamespace):
+            for value in vars(node).values():
+                visit(value)
+        elif isinstance(node, list):
+            for value in node:
+                visit(value)
+        elif isinstance(node, np.ndarray) and node is not embedding and node.ndim >= 2:
+            if node.dtype not in (np.float32, np.float64):
+                matrices.add(node.dtype.name)
+
+    visit(params)
+    held = {"weights": ", ".join(sorted(matrices))} if matrices else {}
+    if isinstance(embedding, np.ndarray) and embedding.dtype not in (np.float32, np.float64):
+        if embedding.dtype.name != held.get("weights"):
+            held["embedding"] = embedding.dtype.name
+    return held
+
+
 def _read_by_products(architecture, name: str, shape: tuple[int, ...]) -> bool:
     """A matrix that only products (and the token lookup) read: every tensor of two or more dimensions but a
     position table (GPT-2's W_pe, added to the embeddings) and the biases of gpt-oss's experts."""

@@ -40,18 +40,41 @@ TOLERANCES = {"float32": 1e-4, "float64": 1e-9}
 def prompt_ids(model: Model, text: str, seed: int) -> list[int]:
     """The prompt's tokens by the model's own tokenizer (GPT-2's for a GPT-2), or, for a model without one or
     with a smaller vocabulary, seeded random ids it can take, as many as GPT-2's tokenizer makes of the text."""
-    from ..models.tokenizer import NoTokenizer, load_tokenizer
+    from ..models.tokenizer import load_tokenizer
 
-    if not isinstance(model.tokenizer, NoTokenizer):
-        ids = model.tokenizer.encode(text, what="the prompt")
-        if not ids:
-            raise UserError("a prompt to validate with is empty; give at least one character of text")
-        if max(ids) < model.config.vocab_size:
-            return ids
+    if random_ids_reason(model, text) is None:
+        return model.tokenizer.encode(text, what="the prompt")
     n = len(load_tokenizer().encode(text, what="the prompt"))
     if not n:
         raise UserError("a prompt to validate with is empty; give at least one character of text")
     return np.random.default_rng(seed).integers(0, model.config.vocab_size, n).tolist()
+
+
+def random_ids_reason(model: Model, text: str) -> str | None:
+    """Why prompt_ids feeds `text` to the model as seeded random ids and not as its tokens; None where it feeds the
+    tokens."""
+    from ..models.tokenizer import NoTokenizer
+
+    if isinstance(model.tokenizer, NoTokenizer):
+        return f"{model.name} has no tokenizer (no tokenizer.json in {short_path(model.source)})"
+    ids = model.tokenizer.encode(text, what="the prompt")
+    if not ids:
+        raise UserError("a prompt to validate with is empty; give at least one character of text")
+    if max(ids) >= model.config.vocab_size:
+        return f"its tokenizer's ids pass {model.name}'s vocabulary of {model.config.vocab_size:,}"
+    return None
+
+
+def say_random_ids(model: Model, prompts, room: int, out) -> None:
+    """The prompts fed as seeded random ids (random_ids_reason), with the ids each was fed, so that the English in
+    the table is not read as what the model saw."""
+    fed = [(text, reason, prompt_ids(model, text, seed=i)[:room])
+           for i, text in enumerate(prompts) if (reason := random_ids_reason(model, text))]  # fmt: skip
+    for n, (text, reason, ids) in enumerate(fed):
+        if n == 0 or reason != fed[n - 1][1]:
+            print(f"random ids: {reason}, so these prompts are fed as seeded random ids, as many as GPT-2's "
+                  f"tokenizer makes of the text, not as their words:", file=out)  # fmt: skip
+        print(f"  {ids} for {text if len(text) <= 32 else text[:29] + '...'!r}", file=out)
 
 
 def reference_class(model: Model) -> str:
@@ -223,6 +246,7 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
         f"greedy tokens agree",
         file=out,
     )
+    say_random_ids(model, prompts, room, out)
     all_ok, any_cut, truth_worst = True, False, 0.0
     rows, why = [], []
     for i, text in enumerate(prompts):
@@ -325,6 +349,7 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
           f"{transformers.__version__} {type(theirs_model).__name__} in {precision}, and both against the float64 "
           f"truth; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and ours is no further from the truth "
           f"than twice theirs", file=out)  # fmt: skip
+    say_random_ids(model, prompts, room, out)
     all_ok, truth_worst, rows, why = True, 0.0, [], []
     for i, text in enumerate(prompts):
         ids = prompt_ids(model, text, seed=i)[:room]

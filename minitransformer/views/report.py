@@ -6,6 +6,7 @@ Everything here reads the ledger's data; nothing is counted here.
 from __future__ import annotations
 
 from ..engine.ledger import Ledger, Phase, Record
+from ..engine.precision import precision_of
 from ..engine.selection import NEAR_TIE
 from ..families.table import architecture_of
 from ..text import count, human, percent, plural, runs, shape, short_path, table
@@ -29,14 +30,27 @@ def describe_model(config: dict, source: str) -> str:
         window += f" on {kinds.count('sliding_attention')} of {plural(len(kinds), 'layer')}"
     dtype = f"; computed in {c['dtype']}" if c.get("dtype", "float32") != "float32" else ""  # the default goes unsaid
     if c.get("precision"):  # a narrower format emulated (engine/precision.py)
-        dtype += f"; products and stages rounded to {c['precision']}"
-    if c.get("weights"):  # held in a format narrower than float32 (models/weights.py)
+        dtype += f"; {rounding(c['precision'])}"
+    if c.get("weights"):  # held in a format narrower than float32, as the arrays are (models/weights.py)
         dtype += f"; matrices held in {c['weights']}"
+    if c.get("embedding"):  # where it differs from the matrices' (fp8: a stage's values once looked up)
+        dtype += f", the token embedding in {c['embedding']}"
     return (
         f"{c['name']}: {family}{plural(c['n_layer'], 'layer')}, d_model {c['n_embd']:,}, {heads}{d_ff}"
         f"vocab {c['vocab_size']:,}, context {c['n_positions']:,}{window} "
         f"(weights: {short_path(source)}{dtype})"
     )
+
+
+def rounding(name: str) -> str:
+    """What a precision rounds to: "products and stages rounded to bfloat16", or, where products read a format
+    other than the one their outputs and the stages keep (fp8), both."""
+    policy = precision_of(name)
+    if policy is None or policy.operands is None or policy.values is None:
+        return f"products and stages rounded to {name}"
+    if policy.operands == policy.values:
+        return f"products and stages rounded to {policy.values.name}"
+    return f"{name}: products read {policy.operands.name}, their outputs and the stages rounded to {policy.values.name}"
 
 
 def operands(r: Record) -> str:

@@ -12,8 +12,12 @@ With a `Stepper` it stops at each stage and asks what to do (`trace --step`).
 
 from __future__ import annotations
 
+import os
 import re
+import select
+import signal
 import sys
+import threading
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -137,13 +141,54 @@ class Quit(Exception):
     """The person at the terminal ended the trace (q, or end of input)."""
 
 
+def terminal_line(prompt: str) -> str:
+    """A line typed at the terminal, after `prompt` (on stderr, as input() writes it at a terminal), as input()
+    reads one, but with no moment at which a Ctrl-C is held back. input() blocks in read() once its prompt is out:
+    a Ctrl-C that comes between the prompt and the read (a busy machine's scheduler may leave the process there for
+    seconds) trips Python's flag but interrupts no read, so it waited for the next key. Here the wait is a select()
+    on the terminal and on a pipe that the signal's arrival itself writes to (signal.set_wakeup_fd, armed before the
+    prompt is written), so a Ctrl-C at any moment since wakes it, and its handler raises KeyboardInterrupt as usual.
+    Where select cannot wait on a terminal, or off the main thread, it is input()."""
+    if os.name != "posix" or threading.current_thread() is not threading.main_thread():
+        return input(prompt)
+    wake, woken = os.pipe()
+    os.set_blocking(woken, False)
+    os.set_blocking(wake, False)
+    armed = signal.set_wakeup_fd(woken)
+    try:
+        sys.stdout.flush()
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+        return _wait_for_line(sys.stdin.fileno(), wake)
+    finally:
+        signal.set_wakeup_fd(armed)
+        os.close(wake)
+        os.close(woken)
+
+
+def _wait_for_line(terminal: int, wake: int) -> str:
+    """The next line from `terminal` (a terminal in its line mode hands over a whole line, or end of input), while
+    any signal that arrives writes to `wake`: that wakes the wait, and the signal's handler runs here, in Python
+    code, at once (Ctrl-C's raises KeyboardInterrupt; another's returns, and the wait goes on). A function of its
+    own: entering it runs the handler of a signal that came before the pipe was armed."""
+    while True:
+        ready, _, _ = select.select([terminal, wake], [], [])
+        if wake in ready:
+            os.read(wake, 512)  # the signal's own handler runs between this loop's instructions
+            continue
+        line = os.read(terminal, 4096)
+        if not line:
+            raise EOFError
+        return line.decode(errors="replace").rstrip("\n")
+
+
 class Stepper:
     """The stops of `trace --step`: after each stage is printed, ask what to do next."""
 
     KEYS = "[Enter] next  n layer  c continue  p print  s stats  q quit > "
     HELP = "Enter: next stage, n: on to the next layer, c: run to the end, p: print the tensor, s: statistics, q: quit"
 
-    def __init__(self, read=input, out=sys.stdout) -> None:
+    def __init__(self, read=terminal_line, out=sys.stdout) -> None:
         self.read, self.out = read, out
         self.mode = "stage"  # stage: stop at every stage | layer: stop when the layer changes | run: no stops
         self.leaving: tuple | None = None  # with mode "layer": the (pass, layer) to get out of

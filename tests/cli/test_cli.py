@@ -295,6 +295,49 @@ def test_errors_name_the_flags_as_typed_never_the_python_names(small_gpt2_dir):
         assert flag.lstrip("-").replace("-", "_") not in result.stderr.replace(flag, ""), result.stderr
 
 
+COMMANDS = ("generate", "download", "validate", "trace", "count", "crosscheck", "config", "params")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_misused_command_points_to_its_own_help(command, capsys):
+    """An unknown flag, a flag of another command, a missing or wrong value: each refused in one line that points to
+    the command's own help (argparse left the unknown ones to the top-level parser, which pointed to its help)."""
+    from minitransformer.cli import build_parser, main
+
+    parsers = build_parser().commands  # type: ignore[attr-defined]
+    own = parsers[command]._option_string_actions
+    foreign = next(flag for name, p in parsers.items() for flag in p._option_string_actions if flag not in own)
+    for args in ([command, "--frobnicate"], [command, foreign, "1"], [command, "--json"],
+                 [command, "--model", "demo", "--all-steps", "--ids", "1"]):  # fmt: skip
+        assert main(args) == 2, args
+        captured = capsys.readouterr()
+        lines = captured.err.splitlines()
+        assert captured.out == "" and len(lines) == 1, captured
+        assert lines[0].startswith("minitransformer: error: ") and lines[0].endswith(
+            f" (see minitransformer {command} --help)"
+        ), lines[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["count", "--precision", "bfloat16"], "unrecognized arguments: --precision bfloat16; --precision is an option of "
+                                           "generate, validate and trace (see minitransformer count --help)"),
+    (["generate", "Hi", "--all-steps"], "unrecognized arguments: --all-steps; --all-steps is an option of count "
+                                        "(see minitransformer generate --help)"),
+    (["trace", "Hi", "--routing=worst"], "unrecognized arguments: --routing=worst; --routing is an option of count "
+                                         "(see minitransformer trace --help)"),
+    (["count", "--frobnicate"], "unrecognized arguments: --frobnicate (see minitransformer count --help)"),
+    (["count", "--dtype", "float64"], "argument --dtype: invalid choice: 'float64' (choose from 'float32', "
+                                      "'bfloat16', 'float16') (see minitransformer count --help)"),
+    (["frobnicate"], "argument command: invalid choice: 'frobnicate'"),
+])  # fmt: skip
+def test_a_flag_that_belongs_to_another_command_says_which(args, message, capsys):
+    from minitransformer.cli import main
+
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"minitransformer: error: {message}") and err.count("\n") == 1, err
+
+
 def test_every_option_of_every_command_says_what_it_does_and_its_default():
     import argparse
 

@@ -22,6 +22,7 @@ from minitransformer.engine.precision import Precision, precision_of
 from minitransformer.engine.tape import Dims, Tape
 from minitransformer.models.weights import _read_header
 from minitransformer.verbs.drift import drift
+from minitransformer.views.report import describe_model
 
 PROMPT = "The capital of France is"
 
@@ -138,7 +139,7 @@ def test_a_stage_keeps_its_values_in_the_format_and_leaves_ids_alone():
 # --- weights -------------------------------------------------------------------------------------------------
 def test_default_load_and_float32_precision_are_todays_pass_bit_for_bit():
     model = load_model("demo")
-    assert model.precision is None and model.weights_format is None
+    assert model.precision is None and model.held_formats == {}
     assert {"precision", "weights"}.isdisjoint(model.describe())
     assert model.params.wte.weight.dtype == np.float32  # the demo's float16 file fits: upcast at load, as before
     same = load_model("demo", precision="float32", weights="float32")
@@ -157,7 +158,37 @@ def test_weights_at_a_precision_are_held_in_its_formats():
     w = reference.params.h[0].attn.c_attn.weight
     assert np.array_equal(block.attn.c_attn.weight.astype(np.float32),
                           np.clip(w, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float32))  # fmt: skip
-    assert model.describe()["precision"] == "fp8_e4m3" and model.describe()["weights"] == "bfloat16"
+    assert model.describe()["precision"] == "fp8_e4m3" and model.describe()["weights"] == "float8_e4m3fn"
+
+
+# precision: the format the products' matrices are held in, and the token embedding's where it differs (fp8's
+# embedding is a stage's values once looked up: bfloat16); docs/precision.md's table
+HELD = {
+    "bfloat16": ("bfloat16", None),
+    "float16": ("float16", None),
+    "fp8_e4m3": ("float8_e4m3fn", "bfloat16"),
+    "fp8_e5m2": ("float8_e5m2", "bfloat16"),
+}
+ROUNDING = {
+    "bfloat16": "products and stages rounded to bfloat16",
+    "float16": "products and stages rounded to float16",
+    "fp8_e4m3": "fp8_e4m3: products read float8_e4m3fn, their outputs and the stages rounded to bfloat16",
+    "fp8_e5m2": "fp8_e5m2: products read float8_e5m2, their outputs and the stages rounded to bfloat16",
+}
+
+
+@pytest.mark.parametrize("precision", HELD)
+def test_the_labels_name_the_formats_the_weights_are_really_held_in(precision):
+    model = load_model("demo", precision=precision)
+    matrices, embedding = HELD[precision]
+    held = (model.params.h[0].mlp.c_fc.weight.dtype.name, model.params.wte.weight.dtype.name)
+    assert held == (matrices, embedding or matrices), held
+    described = model.describe()  # the JSON's "model" (and the ledger's, which the page's header reads)
+    labels = {key: described.get(key) for key in ("precision", "weights", "embedding")}
+    assert labels == {"precision": precision, "weights": matrices, "embedding": embedding}, labels
+    line = describe_model(described, model.source)  # the terminal's and the page's header
+    also = f", the token embedding in {embedding}" if embedding else ""
+    assert f"; {ROUNDING[precision]}; matrices held in {matrices}{also})" in line, line
 
 
 def write_bfloat16(source: Path, directory: Path) -> Path:
@@ -203,6 +234,8 @@ def test_a_bfloat16_checkpoint_kept_in_its_bytes_computes_what_its_upcast_comput
     assert stored.params.layers[0].input_layernorm.weight.dtype == np.float32  # small: widened at load
     assert upcast.params.layers[0].self_attn.q_proj.weight.dtype == np.float32 and upcast.precision is None
     assert stored.dtype == np.float32 and stored.describe()["weights"] == "bfloat16"
+    assert "embedding" not in stored.describe()  # held in the file's bfloat16 too
+    assert "; matrices held in bfloat16)" in describe_model(stored.describe(), stored.source)
     ids = [5, 17, 200, 3, 99, 42]
     assert np.array_equal(stored.logits(ids), upcast.logits(ids))  # every number is the same float32: bit for bit
     a = stored.generate(ids, max_new_tokens=6, stop_at_eos=False)
@@ -244,15 +277,22 @@ def test_the_drift_of_bfloat16_is_its_rounding_and_fp8_more():
 
 
 # --- the command line ----------------------------------------------------------------------------------------
-def test_generate_at_bfloat16_prints_and_writes_the_drift(tmp_path):
-    out = tmp_path / "run.json"
-    result = run_cli("generate", PROMPT, "--model", "demo", "--precision", "bfloat16", "--json", str(out))
+@pytest.mark.parametrize("precision", ["bfloat16", "fp8_e4m3"])
+def test_generate_at_a_precision_prints_and_writes_the_drift_and_what_is_held(tmp_path, precision):
+    out, page = tmp_path / "run.json", tmp_path / "run.html"
+    result = run_cli("generate", PROMPT, "--model", "demo", "--precision", precision, "--json", str(out),
+                     "--html", str(page))  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "Drift of bfloat16 against float64" in result.stdout and "Worst stages" in result.stdout
-    assert "products and stages rounded to bfloat16" in result.stdout
+    assert f"Drift of {precision} against float64" in result.stdout and "Worst stages" in result.stdout
+    matrices, embedding = HELD[precision]
+    also = f", the token embedding in {embedding}" if embedding else ""
+    label = f"{ROUNDING[precision]}; matrices held in {matrices}{also}"
+    assert label in result.stdout.splitlines()[0], result.stdout.splitlines()[0]
+    assert label in page.read_text()  # the page's header
     document = json.loads(out.read_text())
     drift_json = document["drift"]
-    assert document["model"]["precision"] == "bfloat16"
+    held = {key: document["model"].get(key) for key in ("precision", "weights", "embedding")}
+    assert held == {"precision": precision, "weights": matrices, "embedding": embedding}, held
     assert {"precision", "kl", "top1_agreement", "layers", "overflow"} <= set(drift_json)
     assert drift_json["overflow"] == [] and len(drift_json["layers"]) == 4
 

@@ -77,7 +77,7 @@ def test_a_gemma3_config_is_read_as_its_text_model_with_transformers_defaults():
     ({"rope_parameters": {"rope_type": "yarn", "factor": 2.0}}, "rope type 'yarn' is not supported"),
     ({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}}, "partial_rotary_factor=0.5"),
     ({"hidden_activation": None}, "hidden_activation=null"),
-    ({"hidden_activation": "swiglu"}, "hidden_act='swiglu' is not supported"),
+    ({"hidden_activation": "swiglu"}, "config hidden_activation='swiglu' is not supported"),
     ({"attn_logit_softcapping": 0}, "attn_logit_softcapping must be a positive number"),
     ({"dtype": "float8"}, "dtype='float8' is not supported"),
     ({"model_type": "gemma3_text", "rope_parameters": {"rope_type": "default", "rope_theta": 5.0}},

@@ -231,7 +231,7 @@ def test_an_error_that_quotes_a_line_break_stays_one_line(capsys):
     err = capsys.readouterr().err
     assert (
         err
-        == "minitransformer: error: unrecognized arguments: one\\nmore\\rline\\x1b[31m (see minitransformer --help)\n"
+        == "minitransformer: error: unrecognized arguments: one\\nmore\\rline\\x1b[31m (see minitransformer trace --help)\n"
     )
 
 

@@ -9,7 +9,9 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -314,18 +316,83 @@ def test_step_ends_cleanly_at_end_of_input(terminal):
     assert code == 0 and "trace stopped at embed (end of input)" in rest and "Traceback" not in rest
 
 
-def test_step_ends_cleanly_on_ctrl_c(terminal):
-    term = terminal()
-    term.read_until(KEYS_PROMPT)
-    time.sleep(0.5)  # let it reach the read: a ^C between printing the prompt and reading is seen at the next key
-    os.write(term.master, b"\x03")
+def asleep(pid: int) -> bool | None:
+    """Whether a process's main thread sleeps in the kernel (state S in /proc/PID/stat: waiting, not running); None
+    where there is no /proc to ask."""
     try:
-        seen = term.read_until(b"trace interrupted at embed", timeout=10)
-    except AssertionError:  # a very busy machine lost that race: the next key delivers the interrupt
-        os.write(term.master, b"\n")
-        seen = term.read_until(b"trace interrupted at embed")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2] == "S"
+
+
+@pytest.mark.parametrize("when", ["during the pass", "as the prompt appears", "in the wait for a key"])
+def test_step_ends_cleanly_on_ctrl_c_whenever_it_comes(terminal, when):
+    """A Ctrl-C ends the stepper with "trace interrupted at STAGE" and status 130 wherever it lands: in a pass, in
+    the moment between the prompt and the wait for a key (a busy machine's scheduler can hold the process there for
+    seconds: input() then blocked in its read with the interrupt pending, and the stepper went on at the next key),
+    or in the wait. Each moment is reached by following the child's own output or state, never a clock, and the
+    outcome is asserted whichever came first (the deadlines only end a hang)."""
+    term = terminal()
+    if when == "during the pass":
+        term.read_until(b"=== prefill")  # the prefill is running, or (a small model is quick) at its first stop
+    else:
+        term.read_until(KEYS_PROMPT)
+    if when == "in the wait for a key":
+        if asleep(term.process.pid) is None:
+            pytest.skip("no /proc here to see the process wait")
+        deadline = time.monotonic() + 60
+        while not asleep(term.process.pid):  # after the prompt, the only sleep is the wait for a key
+            assert time.monotonic() < deadline, "the stepper never waited for a key"
+            time.sleep(0.01)
+    os.write(term.master, b"\x03")
+    seen = term.read_until(b"trace interrupted at ")
     code, rest = term.finish()
-    assert code == 128 + signal.SIGINT and "Traceback" not in seen + rest
+    assert code == 128 + signal.SIGINT and "Traceback" not in seen + rest, seen + rest
+    if when != "during the pass":
+        assert rest.startswith("embed"), rest  # the stage the prompt stood at
+
+
+@pytest.mark.parametrize("order", ["before the wait", "during the wait"])
+def test_a_ctrl_c_that_interrupts_no_read_still_ends_the_wait(monkeypatch, order):
+    """The case input() lost: an interrupt that comes while no read is under way (delivered to another thread here,
+    as to this one in the instant before its read begins) interrupts no read, and only the pipe that the signal's
+    arrival writes to (terminal_line) ends the wait. Sent after the prompt is written and waited for there (before
+    the wait), or sent without waiting (in the wait, or just before it: either order, the same outcome)."""
+    from minitransformer.views.trace import terminal_line
+
+    keys, typed = os.pipe()  # the "terminal": a pipe that nothing is typed into
+    monkeypatch.setattr(sys, "stdin", os.fdopen(keys, "r"))
+    written, sent, finished, released = threading.Event(), threading.Event(), threading.Event(), threading.Event()
+
+    def interrupt() -> None:
+        written.wait()
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # this thread's: the reading one is not interrupted
+        sent.set()
+        if not finished.wait(60):  # a reader that missed it would wait for ever: a line ends the hang, and the test
+            released.set()
+            os.write(typed, b"missed\n")
+
+    sender = threading.Thread(target=interrupt)  # a thread of the reader's process, as the BLAS's are
+
+    class Prompt(io.StringIO):
+        def write(self, text: str) -> int:
+            written.set()
+            if order == "before the wait":
+                sent.wait()  # the signal has arrived (its C handler ran) before the wait begins
+            return super().write(text)
+
+    monkeypatch.setattr(sys, "stderr", Prompt())
+    sender.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            terminal_line("> ")
+    finally:
+        finished.set()
+        sender.join()
+        os.close(typed)
+    assert not released.is_set(), "the interrupt ended the wait only when a line was typed"
+    assert signal.set_wakeup_fd(-1) == -1  # disarmed again
 
 
 def test_step_without_a_terminal_says_so_and_runs_through(small_gpt2_dir):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 import re
 
+import numpy as np
 import pytest
 
-from conftest import hf_fixture_dirs
+from conftest import hf_fixture_dirs, hf_llama_fixture_dirs
 
 pytest.importorskip("torch", reason="validate compares with torch and transformers (the [hf] extra)")
 pytest.importorskip("transformers", reason="validate compares with torch and transformers (the [hf] extra)")
@@ -80,3 +81,38 @@ def test_an_empty_prompt_is_refused():
     model = load_model(hf_fixture_dirs()[0])
     with pytest.raises(UserError, match="empty"):
         validate(model, prompts=[""], out=io.StringIO())
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("llama_mha", "llama_mha has no tokenizer (no tokenizer.json in {})"),
+    ("tiny", "its tokenizer's ids pass tiny's vocabulary of 512"),
+])  # fmt: skip
+def test_a_model_fed_random_ids_for_the_prompts_says_so_with_the_ids(name, reason):
+    """The table shows English prompts; a model without a tokenizer of its own (or whose tokenizer's ids pass its
+    vocabulary) reads seeded random ids instead, which the output says, with the ids, before the table."""
+    from minitransformer.text import short_path
+
+    directory = next(d for d in [*hf_fixture_dirs(), *hf_llama_fixture_dirs()] if d.name == name)
+    model = load_model(directory)
+    reason = reason.format(short_path(str(directory)))
+    out = io.StringIO()
+    prompts = PROMPTS[:2]
+    assert validate(model, steps=1, prompts=prompts, out=out), out.getvalue()
+    lines = out.getvalue().splitlines()
+    room = model.config.n_positions - 1
+    # prompt i: as many ids as GPT-2's tokenizer makes of its text, drawn by a generator seeded with i
+    fed = [np.random.default_rng(i).integers(0, model.config.vocab_size, len(load_tokenizer().encode(text)))[:room]
+           for i, text in enumerate(prompts)]  # fmt: skip
+    assert lines[1:4] == [
+        f"random ids: {reason}, so these prompts are fed as seeded random ids, as many as GPT-2's tokenizer makes of "
+        f"the text, not as their words:",
+        *[f"  {ids.tolist()} for {text!r}" for text, ids in zip(prompts, fed)],
+    ], lines[:4]
+
+
+def test_a_model_with_its_own_tokenizer_is_fed_the_prompts_tokens():
+    from minitransformer.verbs.validate import prompt_ids, random_ids_reason
+
+    model = load_model("demo")
+    assert [random_ids_reason(model, text) for text in PROMPTS] == [None] * len(PROMPTS)
+    assert prompt_ids(model, PROMPTS[0], seed=0) == load_tokenizer().encode(PROMPTS[0]) == [464, 3139, 286, 4881, 318]

@@ -12,9 +12,10 @@ from ..config import (
     ModelConfig,
     check_dtype,
     check_model_type,
-    check_positive,
+    either,
     flag,
     listed,
+    number,
     rope_dict,
     token_ids,
 )
@@ -79,28 +80,16 @@ class DeepseekConfig(ModelConfig):
     name: str = field(default="deepseek_v3", compare=False)
 
     family = "deepseek_v3"
+    json_keys = ModelConfig.json_keys | {"moe_inner": "moe_intermediate_size", "n_experts": "n_routed_experts",
+                                         "first_k_dense": "first_k_dense_replace"}  # fmt: skip
 
     def __post_init__(self) -> None:
-        for key in (
-            "n_layer",
-            "n_head",
-            "n_embd",
-            "n_inner",
-            "vocab_size",
-            "moe_inner",
-            "kv_lora_rank",
-            "qk_rope_head_dim",
-            "qk_nope_head_dim",
-            "v_head_dim",
-            "n_experts",
-            "top_k",
-            "n_group",
-            "topk_group",
-            "n_positions",
-        ):
-            check_positive(key, getattr(self, key))
+        self.require_positive("n_layer", "n_head", "n_embd", "n_inner", "vocab_size", "moe_inner", "kv_lora_rank",
+                              "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "n_experts", "top_k",
+                              "n_shared_experts", "n_group", "topk_group", "n_positions")  # fmt: skip
+        self.require_positive_number("routed_scaling_factor", "rms_norm_eps")
         if self.q_lora_rank is not None:
-            check_positive("q_lora_rank", self.q_lora_rank)
+            self.require_positive("q_lora_rank")
         if self.qk_rope_head_dim % 2:
             raise UserError(f"config qk_rope_head_dim={self.qk_rope_head_dim} must be even (rotary pairs)")
         if self.top_k > self.n_experts:
@@ -243,9 +232,10 @@ class DeepseekConfig(ModelConfig):
         return {"family": self.family, **d, "d_head": self.d_head, "d_value": self.d_value, "d_ff": self.d_ff}
 
 
-def deepseek_fields(hf: dict, name: str) -> dict:
+def deepseek_fields(hf: dict, name: str, context: int = 4096) -> dict:
     """DeepseekConfig's fields from a config.json of the DeepSeek-V3 layout (DeepSeek-V3.2's too), with
-    DeepseekV3Config's defaults, every option that changes inference and is not computed refused by name."""
+    DeepseekV3Config's defaults (`context`: max_position_embeddings', which DeepseekV32Config's differs from), every
+    option that changes inference and is not computed refused by name."""
     check_dtype(hf)
     if hf.get("quantization_config"):  # DeepSeek-V3's published weights are fp8 blocks with scales
         method = (
@@ -276,15 +266,15 @@ def deepseek_fields(hf: dict, name: str) -> dict:
         qk_nope_head_dim=hf.get("qk_nope_head_dim", 128),
         v_head_dim=hf.get("v_head_dim", 128),
         rope_interleave=bool(hf.get("rope_interleave", True)),
-        n_experts=hf.get("n_routed_experts", hf.get("num_local_experts", 256)),
+        n_experts=either(hf, ("n_routed_experts", "num_local_experts"), 256),
         top_k=hf.get("num_experts_per_tok", 8),
         n_shared_experts=hf.get("n_shared_experts", 1),
         n_group=hf.get("n_group", 8),
         topk_group=hf.get("topk_group", 4),
         first_k_dense=0 if first is None else first,
         norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
-        routed_scaling_factor=float(hf.get("routed_scaling_factor", 2.5)),
-        n_positions=hf.get("max_position_embeddings", 4096),
+        routed_scaling_factor=number(hf, "routed_scaling_factor", 2.5),
+        n_positions=hf.get("max_position_embeddings", context),
         rms_norm_eps=hf.get("rms_norm_eps", 1e-6),
         hidden_act=hf.get("hidden_act", "silu"),
         rope_theta=theta,

@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...errors import UserError
-from ..config import check_model_type, check_positive
+from ..config import check_model_type, unnoted
 from ..deepseek_v3.config import DeepseekConfig, deepseek_fields
 
 DEEPSEEK_V32_MODEL_TYPES = ("deepseek_v32",)
-# DeepseekV32Config's defaults where they differ from DeepseekV3Config's (the indexer's are read below).
-V32_DEFAULTS = {"max_position_embeddings": 163840}
+# DeepseekV32Config's max_position_embeddings, where its defaults differ from DeepseekV3Config's (the indexer's are
+# read below).
+V32_CONTEXT = 163840
 MLP_KINDS = ("dense", "sparse")  # transformers' mlp_layer_types: a gated MLP, or the experts
 NO_QUERY_LATENT = (
     "config q_lora_rank=null is not supported: DeepSeek-V3.2's indexer reads the query's low-rank latent "
@@ -38,8 +39,7 @@ class DeepseekV32Config(DeepseekConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for key in ("index_n_heads", "index_head_dim", "index_topk"):
-            check_positive(key, getattr(self, key))
+        self.require_positive("index_n_heads", "index_head_dim", "index_topk")
         if self.q_lora_rank is None:  # transformers' DeepseekV32Attention has no q_proj, and the indexer reads c_q
             raise UserError(NO_QUERY_LATENT)
         if self.index_head_dim < self.qk_rope_head_dim:
@@ -66,7 +66,8 @@ class DeepseekV32Config(DeepseekConfig):
             raise UserError(
                 f"config layer_types={kinds!r} is not supported (every DeepSeek-V3.2 layer is 'indexed_attention')"
             )
-        heads, kv_heads = hf.get("num_attention_heads", 128), hf.get("num_key_value_heads", 128)
+        # num_key_value_heads is read only to refuse it (MLA's heads have their own keys): no default taken
+        heads, kv_heads = unnoted(hf, "num_attention_heads", 128), unnoted(hf, "num_key_value_heads", 128)
         if kv_heads is not None and kv_heads != heads:  # eager attention would repeat MLA's heads
             raise UserError(
                 f"config num_key_value_heads={kv_heads} is not supported: MLA gives each of the "
@@ -74,11 +75,13 @@ class DeepseekV32Config(DeepseekConfig):
             )
         if "q_lora_rank" in hf and hf["q_lora_rank"] is None:
             raise UserError(NO_QUERY_LATENT)
-        fields = deepseek_fields({**V32_DEFAULTS, **hf}, name)
+        fields = deepseek_fields(hf, name, V32_CONTEXT)
         # transformers' DeepseekV32Config has no rope_interleave: MLA's rotary pairs are always interleaved (and the
         # indexer's never are); a rope_interleave key in a config.json changes nothing there, nor here
         fields["rope_interleave"] = True
         kinds = hf.get("mlp_layer_types")
+        if kinds is not None and not isinstance(kinds, list):
+            raise UserError(f"config mlp_layer_types must be a list, not {kinds!r}")
         return cls(
             **fields,
             index_n_heads=hf.get("index_n_heads", 64),

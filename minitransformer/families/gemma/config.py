@@ -13,7 +13,6 @@ from ..config import (
     check_dtype,
     check_model_type,
     check_positive,
-    check_positive_number,
     flag,
     rope_dict,
     token_ids,
@@ -60,6 +59,8 @@ class GemmaConfig(LlamaConfig):
     name: str = field(default="gemma2", compare=False)
 
     family = "gemma"
+    json_keys = LlamaConfig.json_keys | {"hidden_act": "hidden_activation", "attention_types": "layer_types",
+                                         "local_rope_theta": "rope_local_base_freq"}  # fmt: skip
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -74,7 +75,7 @@ class GemmaConfig(LlamaConfig):
             object.__setattr__(self, "sliding_window", None)
         for key in ("query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "local_rope_theta"):
             if getattr(self, key) is not None:
-                check_positive_number(key, getattr(self, key))
+                self.require_positive_number(key)
         if self.local_rope_scaling is not None:
             rotary.check(dict(self.local_rope_scaling))
 
@@ -140,11 +141,11 @@ class GemmaConfig(LlamaConfig):
             text = hf.get("text_config") or {}
             if not isinstance(text, dict):
                 raise UserError(f"config text_config must be an object, not {text!r}")
-            return replace(cls.from_hf_dict({**text, "model_type": "gemma3_text"}, name), model_type="gemma3")
+            return replace(cls.from_hf_dict(text | {"model_type": "gemma3_text"}, name), model_type="gemma3")
         defaults = _DEFAULTS[model_type]
 
         def get(key: str):
-            return hf[key] if key in hf else defaults[key]
+            return hf.get(key, defaults[key])
 
         check_dtype(hf)
         if hf.get("use_bidirectional_attention"):
@@ -155,6 +156,8 @@ class GemmaConfig(LlamaConfig):
             pattern = 2 if model_type == "gemma2" else hf.get("sliding_window_pattern", 6)
             check_positive("sliding_window_pattern", pattern)
             kinds = _alternating(n_layer, pattern)
+        if not isinstance(kinds, (list, tuple)):
+            raise UserError(f"config layer_types must be a list, not {kinds!r}")
         full, local = (rotary.read(hf), None) if model_type == "gemma2" else _rope_per_layer_type(hf)
         theta = full.pop("rope_theta")
         for rope in (full, local or {}):

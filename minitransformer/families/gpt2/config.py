@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ...errors import UserError
-from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, read_config_json
+from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, either, read_config_json
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class GPT2Config(ModelConfig):
     name: str = field(default="gpt2", compare=False)
 
     family = "gpt2"
+    json_keys = {}  # its fields are its config.json's keys
     sliding_window = None  # every position attends to every earlier one
 
     def __post_init__(self) -> None:
@@ -51,6 +52,10 @@ class GPT2Config(ModelConfig):
             )
         if not isinstance(self.layer_norm_epsilon, (int, float)) or not self.layer_norm_epsilon > 0:
             raise UserError(f"config layer_norm_epsilon must be a positive number, not {self.layer_norm_epsilon!r}")
+        for key in ("scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
+                    "tie_word_embeddings"):  # fmt: skip
+            if not isinstance(getattr(self, key), bool):
+                raise UserError(f"config {key} must be true or false, not {getattr(self, key)!r}")
 
     @property
     def checkpoint_kind(self) -> str:
@@ -95,26 +100,21 @@ class GPT2Config(ModelConfig):
         dtype = hf.get("dtype", hf.get("torch_dtype"))
         if dtype not in (None, "float32", "float16", "bfloat16"):
             raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
-        defaults = cls()
-        known = {k: hf[k] for k in cls.__dataclass_fields__ if k in hf and k != "name"}
         # Old checkpoints spell the width and depth differently.
-        for alias, key in (
-            ("hidden_size", "n_embd"),
-            ("num_hidden_layers", "n_layer"),
-            ("num_attention_heads", "n_head"),
-            ("max_position_embeddings", "n_positions"),
-        ):
-            if key not in known and alias in hf:
-                known[key] = hf[alias]
+        spellings = {"n_embd": "hidden_size", "n_layer": "num_hidden_layers", "n_head": "num_attention_heads",
+                     "n_positions": "max_position_embeddings"}  # fmt: skip
         # The other fields have GPT-2's defaults, as in transformers; these fix the shapes, and defaulting
         # them to GPT-2 small's would only end in a complaint about some tensor of the checkpoint.
-        missing = [key for key in ("n_layer", "n_head", "n_embd") if key not in known]
+        missing = [key for key in ("n_layer", "n_head", "n_embd") if key not in hf and spellings[key] not in hf]
         if missing:
             raise UserError(
                 f"config has no {', '.join(missing)} (the model's shapes); every GPT-2 config.json gives "
                 f"n_layer, n_head and n_embd"
             )
-        return cls(**{**asdict(defaults), **known, "name": name})
+        defaults = asdict(cls())
+        fields = {key: either(hf, (key, spellings[key]) if key in spellings else (key,), default)
+                  for key, default in defaults.items() if key != "name"}  # fmt: skip
+        return cls(**fields, name=name)
 
     @classmethod
     def from_json(cls, path: Path, name: str | None = None) -> GPT2Config:

@@ -20,7 +20,6 @@ from ..config import (
     check_layer_kinds,
     check_model_type,
     check_positive,
-    check_positive_number,
     llama_keys,
 )
 from ..llama.config import LlamaConfig, preset
@@ -63,15 +62,15 @@ class GptOssConfig(LlamaConfig):
     name: str = field(default="gpt_oss", compare=False)
 
     family = "gpt_oss"
+    json_keys = LlamaConfig.json_keys | {"layer_kinds": "layer_types"}
     rope_types = YARN_ROPE_TYPES
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_experts(self, "num_local_experts")
+        check_experts(self)
         if self.qkv_bias != self.o_bias or self.mlp_bias:
             raise UserError("a gpt-oss has biases on q, k, v and o alike (attention_bias) and no MLP biases")
-        for key in ("swiglu_alpha", "swiglu_limit"):
-            check_positive_number(key, getattr(self, key))
+        self.require_positive_number("swiglu_alpha", "swiglu_limit")
         kinds = self.layer_types
         check_layer_kinds(kinds, self.n_layer)
         if self.sliding_window is None and SLIDING in kinds:

@@ -14,7 +14,6 @@ from ..config import (
     check_dtype,
     check_model_type,
     check_positive,
-    check_positive_number,
     listed,
     llama_keys,
     rope_dict,
@@ -75,8 +74,7 @@ class LlamaConfig(ModelConfig):
     def __post_init__(self) -> None:
         if self.n_kv_head is None:
             object.__setattr__(self, "n_kv_head", self.n_head)
-        for key in ("n_layer", "n_head", "n_embd", "n_inner", "vocab_size", "n_kv_head", "n_positions"):
-            check_positive(key, getattr(self, key))
+        self.require_positive("n_layer", "n_head", "n_embd", "n_inner", "vocab_size", "n_kv_head", "n_positions")
         if self.head_dim is not None:
             check_positive("head_dim", self.head_dim)
             if self.head_dim % 2:
@@ -90,9 +88,8 @@ class LlamaConfig(ModelConfig):
             raise UserError(
                 f"config num_attention_heads={self.n_head} is not a multiple of num_key_value_heads={self.n_kv_head}"
             )
-        check_activation("hidden_act", self.hidden_act)
-        for key in ("rms_norm_eps", "rope_theta"):
-            check_positive_number(key, getattr(self, key))
+        check_activation(self.key("hidden_act"), self.hidden_act)
+        self.require_positive_number("rms_norm_eps", "rope_theta")
         if self.sliding_window is not None:
             check_positive("sliding_window", self.sliding_window)
         if self.rope_scaling is not None:
@@ -166,7 +163,7 @@ class LlamaConfig(ModelConfig):
         rotary.refuse_partial(hf, rope, ("pretraining_tp", "partial_rotary_factor"))
         # As transformers reads them: only Mistral has a sliding window (LlamaModel ignores the key); only Llama
         # reads attention_bias and mlp_bias (Mistral has no biases, Qwen2 always has them on q, k and v only).
-        window = hf.get("sliding_window") if model_type == "mistral" else None
+        window = hf.get("sliding_window", 4096) if model_type == "mistral" else None  # MistralConfig's default
         qkv_bias = {"llama": bool(hf.get("attention_bias", False)), "mistral": False, "qwen2": True}[model_type]
         if model_type == "qwen2":
             kinds = set(hf.get("layer_types") or ())

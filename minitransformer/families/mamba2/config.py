@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from ...engine.kvcache import State
 from ...errors import UserError
-from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_dtype, check_positive, flag, listed, token_ids
+from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_dtype, flag, listed, token_ids
 
 MAMBA2_MODEL_TYPES = ("mamba2",)
 # A state-space model attends to no positions and transformers' Mamba2Config has no context length; minitransformer
@@ -32,6 +33,10 @@ class MixerShapes:
     ssm_act: str
     layer_norm_epsilon: float
     time_step_limit: tuple[float, float]
+
+    if TYPE_CHECKING:  # ModelConfig's, which every config with a mixer also is
+
+        def require_positive(self, *fields: str) -> None: ...
 
     @property
     def d_inner(self) -> int:
@@ -64,8 +69,7 @@ class MixerShapes:
                       ("ssm", (self.ssm_heads, self.ssm_head_dim, self.state_size))))  # fmt: skip
 
     def check_mixer(self) -> None:
-        for key in ("ssm_heads", "ssm_head_dim", "state_size", "n_groups", "conv_kernel"):
-            check_positive(key, getattr(self, key))
+        self.require_positive("ssm_heads", "ssm_head_dim", "state_size", "n_groups", "conv_kernel")
         if self.ssm_heads % self.n_groups:
             raise UserError(f"config: {self.ssm_heads} heads do not split into n_groups={self.n_groups} groups")
 
@@ -135,10 +139,11 @@ class Mamba2Config(MixerShapes, ModelConfig):
     name: str = field(default="mamba2", compare=False)
 
     family = "mamba2"
+    json_keys = ModelConfig.json_keys | {"ssm_heads": "num_heads", "ssm_head_dim": "head_dim", "ssm_act": "hidden_act"}
 
     def __post_init__(self) -> None:
-        for key in ("n_layer", "n_embd", "vocab_size", "expand", "chunk_size", "n_positions"):
-            check_positive(key, getattr(self, key))
+        self.require_positive("n_layer", "n_embd", "vocab_size", "expand", "chunk_size", "n_positions")
+        self.require_positive_number("layer_norm_epsilon")
         self.check_mixer()
         if self.n_embd * self.expand != self.d_inner:
             raise UserError(f"config hidden_size x expand ({self.n_embd} x {self.expand}) must equal num_heads x "

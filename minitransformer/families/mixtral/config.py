@@ -35,7 +35,7 @@ class MixtralConfig(LlamaConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_experts(self, "num_local_experts")
+        check_experts(self)
         if self.qkv_bias or self.o_bias or self.mlp_bias:
             raise UserError("a Mixtral has no biases")
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 
 from ...engine.kvcache import NOTHING, KeysValues, State
 from ...errors import UserError
-from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_dtype, check_positive, flag, listed, token_ids
+from ..config import ModelConfig, check_activation, check_dtype, either, flag, listed, number, token_ids, unnoted
 from ..mamba2.config import MixerShapes
 
 NEMOTRON_H_MODEL_TYPES = ("nemotron_h",)
@@ -17,6 +18,7 @@ NEMOTRON_H_MODEL_TYPES = ("nemotron_h",)
 KINDS = {"linear_attention": "mamba", "mamba": "mamba", "full_attention": "full_attention",
          "attention": "full_attention", "mlp": "mlp", "moe": "moe"}  # fmt: skip
 PATTERN = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
+DEFAULT_LAYERS = ["linear_attention", "moe", "full_attention", "mlp"]  # NemotronHConfig's, where a config gives none
 # transformers' NemotronHConfig's own names for the config.json keys older configs used
 LEGACY_KEYS = {"mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel", "mamba_dt_min": "time_step_min",
                "mamba_conv_bias": "use_conv_bias", "mamba_chunk_size": "chunk_size"}  # fmt: skip
@@ -67,32 +69,34 @@ class NemotronHConfig(MixerShapes, ModelConfig):
     name: str = field(default="nemotron_h", compare=False)
 
     family = "nemotron_h"
+    json_keys = ModelConfig.json_keys | {
+        "kinds": "layers_block_type", "mlp_act": "mlp_hidden_act", "ssm_heads": "mamba_num_heads",
+        "ssm_head_dim": "mamba_head_dim", "state_size": "ssm_state_size", "ssm_act": "mamba_hidden_act",
+        "n_experts": "n_routed_experts", "moe_inner": "moe_intermediate_size",
+        "shared_inner": "moe_shared_expert_intermediate_size", "moe_latent": "moe_latent_size",
+    }  # fmt: skip
 
     def __post_init__(self) -> None:
         if not self.kinds or any(k not in ("mamba", "full_attention", "mlp", "moe") for k in self.kinds):
             raise UserError(f"config layers_block_type must name each layer mamba, full_attention, mlp or moe, not "
                             f"{list(self.kinds)!r}")  # fmt: skip
-        for key in ("n_embd", "vocab_size", "n_head", "n_kv_head", "head_dim", "n_inner", "chunk_size",
-                    "n_positions"):  # fmt: skip
-            check_positive(key, getattr(self, key))
+        self.require_positive("n_embd", "vocab_size", "n_head", "n_kv_head", "head_dim", "n_inner", "chunk_size",
+                              "n_positions")  # fmt: skip
         self.check_mixer()
         if self.n_head % self.n_kv_head:
             raise UserError(f"config num_attention_heads={self.n_head} is not a multiple of "
                             f"num_key_value_heads={self.n_kv_head}")  # fmt: skip
         for key in ("mlp_act", "ssm_act"):
-            if getattr(self, key) not in SUPPORTED_ACTIVATIONS:
-                raise UserError(f"config {'mlp_hidden_act' if key == 'mlp_act' else 'mamba_hidden_act'}="
-                                f"{getattr(self, key)!r} is not supported (supported: "
-                                f"{', '.join(SUPPORTED_ACTIVATIONS)})")  # fmt: skip
+            check_activation(self.key(key), getattr(self, key))
         if "moe" in self.kinds:
             self._check_experts()
 
     def _check_experts(self) -> None:
-        for key in ("n_experts", "top_k", "moe_inner", "shared_inner", "n_group", "topk_group"):
-            check_positive(key, getattr(self, key))
+        self.require_positive("n_experts", "top_k", "moe_inner", "shared_inner", "n_group", "topk_group")
+        self.require_positive_number("routed_scaling_factor")
         E, k = self.n_experts or 0, self.top_k or 0
         if self.moe_latent is not None:
-            check_positive("moe_latent_size", self.moe_latent)
+            self.require_positive("moe_latent")
         if k > E:
             raise UserError(f"config num_experts_per_tok={k} exceeds n_routed_experts={E}")
         if E % self.n_group:
@@ -116,7 +120,7 @@ class NemotronHConfig(MixerShapes, ModelConfig):
         check_dtype(hf)
         if hf.get("quantization_config"):
             raise UserError("config quantization_config is not supported: dequantize the weights first")
-        hf = {**{new: hf[old] for old, new in LEGACY_KEYS.items() if old in hf and new not in hf}, **hf}
+        hf = {new: hf[old] for old, new in LEGACY_KEYS.items() if old in hf and new not in hf} | hf
         # Read and not refused, since transformers' NemotronH computes the same with or without them: its attention
         # has no biases and no positions whatever attention_bias, rope_theta and partial_rotary_factor say, and its
         # causal mask takes no sliding_window; time_step_limit, expand, mamba_proj_bias and n_shared_experts are not
@@ -129,6 +133,8 @@ class NemotronHConfig(MixerShapes, ModelConfig):
         # checkpoint's mtp.* tensors, as the loader here does): the logits are the base model's.
         kinds = _layer_kinds(hf)
         moe = "moe" in kinds
+        # The experts' keys of a model without a "moe" layer are read as they are, and their defaults change nothing
+        read = hf.get if moe else partial(unnoted, hf)
         eos = hf.get("eos_token_id", 2)
         return cls(
             kinds=kinds, n_embd=hf.get("hidden_size", 4096), vocab_size=hf.get("vocab_size", 131072),
@@ -139,15 +145,15 @@ class NemotronHConfig(MixerShapes, ModelConfig):
             ssm_head_dim=hf.get("mamba_head_dim", 64), state_size=hf.get("ssm_state_size", 128),
             n_groups=hf.get("n_groups", 8), conv_kernel=hf.get("conv_kernel", 4), chunk_size=hf.get("chunk_size", 128),
             use_bias=flag(hf, "use_bias"), use_conv_bias=bool(hf.get("use_conv_bias", True)),
-            ssm_act=hf.get("mamba_hidden_act", "silu"), time_step_min=_number(hf, "time_step_min", 0.001),
-            n_experts=hf.get("n_routed_experts", hf.get("num_local_experts", 8)) if moe else None,
+            ssm_act=hf.get("mamba_hidden_act", "silu"), time_step_min=number(hf, "time_step_min", 0.001),
+            n_experts=either(hf, ("n_routed_experts", "num_local_experts"), 8) if moe else None,
             top_k=hf.get("num_experts_per_tok", 2) if moe else None,
-            moe_inner=hf.get("moe_intermediate_size", 7688),
-            shared_inner=hf.get("moe_shared_expert_intermediate_size", 7688), moe_latent=hf.get("moe_latent_size"),
+            moe_inner=read("moe_intermediate_size", 7688),
+            shared_inner=read("moe_shared_expert_intermediate_size", 7688), moe_latent=hf.get("moe_latent_size"),
             n_group=hf.get("n_group", 1), topk_group=hf.get("topk_group", 1),
             norm_topk_prob=bool(hf.get("norm_topk_prob", True)),
-            routed_scaling_factor=_number(hf, "routed_scaling_factor", 1.0),
-            layer_norm_epsilon=_number(hf, "layer_norm_epsilon", 1e-5),
+            routed_scaling_factor=number(hf, "routed_scaling_factor", 1.0),
+            layer_norm_epsilon=number(hf, "layer_norm_epsilon", 1e-5),
             n_positions=hf.get("max_position_embeddings", 4096), tie_word_embeddings=False,
             bos_token_id=hf.get("bos_token_id", 1), eos_token_id=token_ids(eos),
             model_type=model_type, name=name,
@@ -240,24 +246,17 @@ class NemotronHConfig(MixerShapes, ModelConfig):
 def _layer_kinds(hf: dict) -> tuple[str, ...]:
     """Each layer's kind, as transformers reads them: layers_block_type (or layer_types), else the
     hybrid_override_pattern's letters, else its default of four layers."""
-    listed = hf.get("layers_block_type", hf.get("layer_types"))
+    pattern = unnoted(hf, "hybrid_override_pattern")
+    listed = either(hf, ("layers_block_type", "layer_types"))
+    if listed is None and pattern is None:  # neither: transformers' default of four layers, a default taken
+        listed = hf.get("layers_block_type", DEFAULT_LAYERS) or DEFAULT_LAYERS
     if listed is not None:
         if not isinstance(listed, list) or any(k not in KINDS for k in listed):
             raise UserError(f"config layers_block_type must be a list of {', '.join(KINDS)}, not {listed!r}")
         return tuple(KINDS[k] for k in listed)
-    pattern = hf.get("hybrid_override_pattern")
-    if pattern is not None:
-        if not isinstance(pattern, str) or not pattern or any(c not in PATTERN for c in pattern):
-            raise UserError(f"config hybrid_override_pattern must be letters of {''.join(PATTERN)}, not {pattern!r}")
-        return tuple(PATTERN[c] for c in pattern)
-    return ("mamba", "moe", "full_attention", "mlp")
-
-
-def _number(hf: dict, key: str, default: float) -> float:
-    value = hf.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UserError(f"config {key} must be a number, not {value!r}")
-    return float(value)
+    if not isinstance(pattern, str) or not pattern or any(c not in PATTERN for c in pattern):
+        raise UserError(f"config hybrid_override_pattern must be letters of {''.join(PATTERN)}, not {pattern!r}")
+    return tuple(PATTERN[c] for c in pattern)
 
 
 # nvidia/Nemotron-H-8B-Base-8K, its config.json (as transcribed in NVIDIA-NeMo/Megatron-Bridge's tests,

@@ -12,8 +12,6 @@ from ..config import (
     check_activation,
     check_dtype,
     check_model_type,
-    check_positive,
-    check_positive_number,
     flag,
     listed,
     rope_dict,
@@ -54,13 +52,11 @@ class NeoXConfig(ModelConfig):
     sliding_window = None  # every position attends to every earlier one
 
     def __post_init__(self) -> None:
-        for key in ("n_layer", "n_head", "n_embd", "n_inner", "vocab_size", "n_positions"):
-            check_positive(key, getattr(self, key))
+        self.require_positive("n_layer", "n_head", "n_embd", "n_inner", "vocab_size", "n_positions")
         if self.n_embd % self.n_head:
             raise UserError(f"config hidden_size={self.n_embd} is not divisible by num_attention_heads={self.n_head}")
-        check_activation("hidden_act", self.hidden_act)
-        for key in ("layer_norm_eps", "rope_theta"):
-            check_positive_number(key, getattr(self, key))
+        check_activation(self.key("hidden_act"), self.hidden_act)
+        self.require_positive_number("layer_norm_eps", "rope_theta")
         pct = self.rotary_pct
         if isinstance(pct, bool) or not isinstance(pct, (int, float)) or pct < 0:
             raise UserError(f"config partial_rotary_factor (rotary_pct) must be a number from 0 to 1, not {pct!r}")

@@ -13,7 +13,6 @@ from ..config import (
     check_dtype,
     check_model_type,
     check_positive,
-    check_positive_number,
     flag,
     listed,
     rope_dict,
@@ -24,19 +23,6 @@ from ..rotary import Rope
 
 PHI3_MODEL_TYPES = ("phi3",)
 ROPE_TYPES = ("default", "longrope")  # as Phi3Config, which reads "yarn" as longrope
-
-
-# The config.json key of each shape, for messages.
-_JSON_KEYS = {
-    "n_layer": "num_hidden_layers",
-    "n_head": "num_attention_heads",
-    "n_embd": "hidden_size",
-    "n_inner": "intermediate_size",
-    "vocab_size": "vocab_size",
-    "n_kv_head": "num_key_value_heads",
-    "n_positions": "max_position_embeddings",
-    "original_max_position_embeddings": "original_max_position_embeddings",
-}
 
 
 @dataclass(frozen=True)
@@ -71,17 +57,16 @@ class Phi3Config(ModelConfig):
     def __post_init__(self) -> None:
         if self.n_kv_head is None:
             object.__setattr__(self, "n_kv_head", self.n_head)
-        for field_name, key in _JSON_KEYS.items():  # named as config.json names them
-            check_positive(key, getattr(self, field_name))
+        self.require_positive("n_layer", "n_head", "n_embd", "n_inner", "vocab_size", "n_kv_head", "n_positions",
+                              "original_max_position_embeddings")  # fmt: skip
         if self.n_embd % self.n_head:
             raise UserError(f"config hidden_size={self.n_embd} is not a multiple of num_attention_heads={self.n_head}")
         if self.n_head % self.n_kv_head:
             raise UserError(
                 f"config num_attention_heads={self.n_head} is not a multiple of num_key_value_heads={self.n_kv_head}"
             )
-        check_activation("hidden_act", self.hidden_act)
-        for key in ("rms_norm_eps", "rope_theta", "partial_rotary_factor"):
-            check_positive_number(key, getattr(self, key))
+        check_activation(self.key("hidden_act"), self.hidden_act)
+        self.require_positive_number("rms_norm_eps", "rope_theta", "partial_rotary_factor")
         if self.partial_rotary_factor > 1 or self.rotary_dim % 2 or not self.rotary_dim:
             raise UserError(
                 f"config partial_rotary_factor={self.partial_rotary_factor} turns {self.rotary_dim} of "

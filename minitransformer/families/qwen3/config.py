@@ -45,6 +45,7 @@ class Qwen3Config(LlamaConfig):
     name: str = field(default="qwen3", compare=False)
 
     family = "qwen3"
+    json_keys = LlamaConfig.json_keys | {"layer_kinds": "layer_types"}
 
     def __post_init__(self) -> None:
         super().__post_init__()

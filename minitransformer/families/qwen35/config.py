@@ -79,14 +79,19 @@ class Qwen35Config(ModelConfig):
     name: str = field(default=TEXT, compare=False)
 
     family = "qwen3_5"
+    json_keys = ModelConfig.json_keys | {
+        "layer_kinds": "layer_types", "linear_kernel": "linear_conv_kernel_dim", "linear_key_heads": "linear_num_key_heads",
+        "linear_value_heads": "linear_num_value_heads", "linear_key_dim": "linear_key_head_dim",
+        "linear_value_dim": "linear_value_head_dim", "n_experts": "num_experts", "moe_inner": "moe_intermediate_size",
+        "shared_inner": "shared_expert_intermediate_size",
+    }  # fmt: skip
 
     def __post_init__(self) -> None:
-        for key in ("n_layer", "n_head", "n_embd", "vocab_size", "n_kv_head", "head_dim", "linear_kernel",
-                    "linear_key_heads", "linear_value_heads", "linear_key_dim", "linear_value_dim", "n_positions"):  # fmt: skip
-            check_positive(key, getattr(self, key))
+        self.require_positive("n_layer", "n_head", "n_embd", "vocab_size", "n_kv_head", "head_dim", "linear_kernel",
+                              "linear_key_heads", "linear_value_heads", "linear_key_dim", "linear_value_dim",
+                              "n_positions")  # fmt: skip
         if self.is_moe:
-            for key in ("n_experts", "top_k", "moe_inner", "shared_inner"):
-                check_positive(key, getattr(self, key))
+            self.require_positive("n_experts", "top_k", "moe_inner", "shared_inner")
             E, k, _, _ = self.experts
             if k > E:
                 raise UserError(f"config num_experts_per_tok={k} exceeds num_experts={E}")
@@ -111,10 +116,7 @@ class Qwen35Config(ModelConfig):
         if self.hidden_act not in SUPPORTED_ACTIVATIONS:
             raise UserError(f"config hidden_act={self.hidden_act!r} is not supported "
                             f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})")  # fmt: skip
-        for key in ("rms_norm_eps", "rope_theta"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise UserError(f"config {key} must be a positive number, not {value!r}")
+        self.require_positive_number("rms_norm_eps", "rope_theta")
 
     @property
     def is_moe(self) -> bool:
@@ -243,14 +245,14 @@ class Qwen35Config(ModelConfig):
             text = hf.get("text_config") or {}
             if not isinstance(text, dict):
                 raise UserError(f"config text_config must be an object, not {text!r}")
-            text = {**text, "model_type": MULTIMODAL[model_type]}
+            text = text | {"model_type": MULTIMODAL[model_type]}
             if "tie_word_embeddings" not in text and "tie_word_embeddings" in hf:
                 text["tie_word_embeddings"] = hf["tie_word_embeddings"]
             return replace(cls.from_hf_dict(text, name), model_type=model_type)
         defaults = _DEFAULTS[model_type]
 
         def get(key: str):
-            return hf[key] if key in hf else defaults[key]
+            return hf.get(key, defaults[key])
 
         check_dtype(hf)
         if hf.get("attn_output_gate", True) is not True:  # transformers' Qwen3.5 always gates: refused, not ignored

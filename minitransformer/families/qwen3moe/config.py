@@ -14,7 +14,7 @@ from typing import Any
 
 from ...errors import UserError
 from .. import rotary
-from ..config import check_dtype, check_experts, check_model_type, check_positive, flag, llama_keys
+from ..config import check_dtype, check_experts, check_model_type, check_positive, either, flag, llama_keys
 from ..llama.config import LlamaConfig, preset
 
 QWEN3_MOE_MODEL_TYPES = ("qwen3_moe",)
@@ -39,11 +39,15 @@ class Qwen3MoeConfig(LlamaConfig):
     name: str = field(default="qwen3_moe", compare=False)
 
     family = "qwen3_moe"
+    # transformers names E num_experts (saved as num_local_experts: either is read); intermediate_size is the dense
+    # layers' MLP, moe_intermediate_size the experts'
+    json_keys = LlamaConfig.json_keys | {"n_experts": "num_experts", "n_inner": "moe_intermediate_size",
+                                         "dense_inner": "intermediate_size", "dense_layers": "mlp_only_layers"}  # fmt: skip
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_experts(self, "num_experts")
-        check_positive("dense_inner", self.dense_inner)
+        check_experts(self)
+        self.require_positive("dense_inner")
         if self.mlp_bias or self.qkv_bias != self.o_bias:
             raise UserError("a Qwen3-MoE has biases on q, k, v and o together (attention_bias) or none")
         if any(not 0 <= i < self.n_layer for i in self.dense_layers):
@@ -92,7 +96,7 @@ class Qwen3MoeConfig(LlamaConfig):
         n_layer = hf.get("num_hidden_layers", 24)
         check_positive("num_hidden_layers", n_layer)
         # transformers names the field num_experts and saves it as num_local_experts (attribute_map)
-        n_experts = hf.get("num_local_experts", hf.get("num_experts", 128))
+        n_experts = either(hf, ("num_experts", "num_local_experts"), 128)
         if n_experts == 0:
             raise UserError("config num_experts=0 (every layer a dense MLP) is not supported: that is a dense Qwen3")
         shapes = {

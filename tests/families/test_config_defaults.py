@@ -1,0 +1,177 @@
+"""A config.json read as the file spells it, in every family: a key that changes the model's shapes and that the file
+leaves out is refused, follows from the file's other keys, or takes transformers' default with a note on stderr that
+says which and what (families/config.py's SHAPE_KEYS states the rule); and a key the file gives wrongly is refused
+under the file's own spelling, never under the field it fills (mamba2's head_dim once came back as ssm_head_dim).
+
+One preset of each model_type is the complete config.json (its config writes every key it reads); taking keys out of
+it, or spoiling them, is how each family is driven."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from minitransformer import UserError
+from minitransformer.families.config import SHAPE_KEYS
+from minitransformer.families.table import PRESETS
+from minitransformer.models.config import load_config
+
+
+def one_preset_per_model_type() -> dict[str, dict]:
+    """model_type -> the config.json of its first preset (as transformers reads it)."""
+    found: dict[str, dict] = {}
+    for config in PRESETS.values():
+        hf = config.to_hf_dict()
+        found.setdefault(hf["model_type"], hf)
+    return found
+
+
+CONFIGS = one_preset_per_model_type()
+
+# Shape keys whose absence the family resolves from the file's other keys, as transformers does, so no default is
+# taken for them: by model_type, the key and what it then is.
+FOLLOWS = {
+    ("gpt2", "n_inner"): "4 n_embd",
+    ("llama", "num_key_value_heads"): "num_attention_heads (one key/value head a query head)",
+    ("olmo2", "num_key_value_heads"): "num_attention_heads",
+    ("phi3", "num_key_value_heads"): "num_attention_heads",
+    ("qwen3_moe", "head_dim"): "hidden_size / num_attention_heads",
+    ("qwen3_moe", "mlp_only_layers"): "none: every layer sparse",
+    ("mixtral", "sliding_window"): "none: MixtralConfig's default is no window",
+    ("phi3", "sliding_window"): "none: Phi3Config's default is no window",
+    ("qwen3", "sliding_window"): "none: use_sliding_window is false",
+    ("qwen3_moe", "sliding_window"): "none: use_sliding_window is false",
+    ("gemma2", "layer_types"): "Gemma 2's rule: sliding and full layers alternate",
+    ("gpt_oss", "layer_types"): "GptOssConfig's rule: sliding and full layers alternate",
+    ("deepseek_v32", "mlp_layer_types"): "first_k_dense_replace dense layers, then sparse",
+    ("deepseek_v3", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
+    ("deepseek_v32", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
+    ("nemotron_h", "moe_intermediate_size"): "not read: this model has no experts",
+    ("nemotron_h", "moe_shared_expert_intermediate_size"): "not read: this model has no experts",
+    ("nemotron_h", "moe_latent_size"): "none: experts work in the model's width",
+}
+
+
+def load(tmp_path: Path, hf: dict, capsys) -> tuple[object, list[str]]:
+    """The config a config.json holding `hf` loads into, or the UserError it is refused with; and the notes said."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(hf))
+    try:
+        config = load_config(path)
+    except UserError as err:
+        config = err
+    captured = capsys.readouterr()
+    assert captured.out == "", captured.out
+    return config, captured.err.splitlines()
+
+
+def noted(notes: list[str]) -> dict[str, object]:
+    """The key and value each note names: "... has no KEY: transformers' default for T, VALUE, taken (...)"."""
+    found = {}
+    for line in notes:
+        match = re.fullmatch(r"minitransformer: note: .* has no ([\w.]+): transformers' default for \w+, (.+), taken "
+                             r"\(it sets the model's shapes\)", line)  # fmt: skip
+        assert match, line
+        found[match[1]] = json.loads(match[2])
+    return found
+
+
+@pytest.mark.parametrize("model_type", CONFIGS)
+def test_a_complete_config_json_loads_without_a_note(tmp_path, capsys, model_type):
+    config, notes = load(tmp_path, CONFIGS[model_type], capsys)
+    assert not isinstance(config, UserError), config
+    assert notes == []
+
+
+@pytest.mark.parametrize("model_type", CONFIGS)
+def test_a_shape_key_left_out_is_refused_follows_from_the_others_or_is_said_once(tmp_path, capsys, model_type):
+    complete = CONFIGS[model_type]
+    for key in [k for k in complete if k in SHAPE_KEYS]:
+        hf = {k: v for k, v in complete.items() if k != key}
+        (tmp_path / key).mkdir()
+        config, notes = load(tmp_path / key, hf, capsys)
+        said = noted(notes)
+        assert len(said) == len(notes), notes  # a line a key
+        assert set(said) <= SHAPE_KEYS and not set(said) & set(hf), (key, notes)  # only shape keys the file lacks
+        if isinstance(config, UserError) or (model_type, key) in FOLLOWS:
+            continue
+        assert said, f"{model_type}: {key} left out, read without a note and without refusal"
+        if key in said and isinstance(said[key], int):  # the default said is the one the model took
+            assert config.to_hf_dict()[key] == said[key], (key, said[key], config.to_hf_dict()[key])
+
+
+@pytest.mark.parametrize("model_type", CONFIGS)
+def test_a_key_that_is_not_a_shape_key_left_out_takes_its_default_without_a_note(tmp_path, capsys, model_type):
+    complete = CONFIGS[model_type]
+    hf = {k: v for k, v in complete.items() if k in SHAPE_KEYS or k == "model_type"}
+    config, notes = load(tmp_path, hf, capsys)
+    assert not isinstance(config, UserError), config
+    assert notes == []
+
+
+def test_the_issue_s_two_silent_defaults_are_said_on_stderr_once_each_and_the_count_is_unchanged(tmp_path):
+    qwen = {k: v for k, v in CONFIGS["qwen3_5_text"].items() if k != "linear_num_value_heads"}
+    mamba = {k: v for k, v in CONFIGS["mamba2"].items() if k != "n_groups"}
+    for name, hf, key, value in (("qwen", qwen, "linear_num_value_heads", 32), ("mamba", mamba, "n_groups", 8)):
+        path = tmp_path / name / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(hf))
+        done = run_cli("count", "--config", str(path), "--tokens", "10")
+        full = tmp_path / name / "full.json"
+        full.write_text(json.dumps({**hf, key: value}))
+        same = run_cli("count", "--config", str(full), "--tokens", "10")
+        assert done.returncode == 0 and same.returncode == 0, done.stderr + same.stderr
+        assert done.stderr.splitlines() == [
+            f"minitransformer: note: {path} has no {key}: transformers' default for {hf['model_type']}, {value}, "
+            f"taken (it sets the model's shapes)"
+        ], done.stderr
+        assert same.stderr == ""
+        assert done.stdout.replace(str(path), str(full)) == same.stdout  # the note is all that differs
+
+
+def test_a_multimodal_checkpoint_s_text_config_is_named_by_its_dotted_key(tmp_path, capsys):
+    text = {k: v for k, v in CONFIGS["qwen3_5_text"].items() if k not in ("linear_conv_kernel_dim", "architectures")}
+    config, notes = load(tmp_path, {"model_type": "qwen3_5", "text_config": text}, capsys)
+    assert noted(notes) == {"text_config.linear_conv_kernel_dim": 4}, notes
+    assert config.linear_kernel == 4
+
+
+# --- errors name the key as the file spells it -----------------------------------------------------------------
+def spelled(key: str, message: str) -> bool:
+    """`key` named in `message` as a whole key (head_dim, not the tail of ssm_head_dim)."""
+    return re.search(rf"(?<![\w.]){re.escape(key)}(?!\w)", message) is not None
+
+
+@pytest.mark.parametrize("model_type", CONFIGS)
+def test_every_size_given_wrongly_is_refused_under_the_file_s_own_key(tmp_path, capsys, model_type):
+    complete = CONFIGS[model_type]
+    sizes = [k for k, v in complete.items() if isinstance(v, int) and not isinstance(v, bool) and v > 0
+             and k in SHAPE_KEYS and (model_type, k) not in FOLLOWS]  # fmt: skip
+    assert sizes
+    for key in sizes:
+        (tmp_path / key).mkdir()
+        config, _ = load(tmp_path / key, {**complete, key: "64"}, capsys)
+        assert isinstance(config, UserError), f"{model_type}: {key}='64' was read"
+        assert spelled(key, str(config)), f"{model_type}: {key}='64' refused as: {config}"
+
+
+@pytest.mark.parametrize("model_type, key, value, message", [
+    ("mamba2", "head_dim", "64", "config head_dim must be a positive integer, not '64'"),
+    ("mamba2", "num_heads", 0, "config num_heads must be a positive integer, not 0"),
+    ("nemotron_h", "ssm_state_size", 1.5, "config ssm_state_size must be a positive integer, not 1.5"),
+    ("qwen3_5_text", "linear_num_value_heads", True, "config linear_num_value_heads must be a positive integer, not True"),
+    ("qwen3_moe", "moe_intermediate_size", -1, "config moe_intermediate_size must be a positive integer, not -1"),
+    ("deepseek_v3", "routed_scaling_factor", "2.5", "config routed_scaling_factor must be a number, not '2.5'"),
+    ("gemma2", "hidden_activation", "swish2", "config hidden_activation='swish2' is not supported"),
+    ("mixtral", "num_experts_per_tok", 9, "config num_experts_per_tok=9 exceeds num_local_experts=8"),
+    ("gpt_oss", "num_local_experts", 0, "config num_local_experts must be a positive integer, not 0"),
+    ("gemma3_text", "layer_types", 3, "config layer_types must be a list, not 3"),
+    ("deepseek_v32", "mlp_layer_types", "dense", "config mlp_layer_types must be a list, not 'dense'"),
+])  # fmt: skip
+def test_named_refusals(tmp_path, capsys, model_type, key, value, message):
+    config, _ = load(tmp_path, {**CONFIGS[model_type], key: value}, capsys)
+    assert isinstance(config, UserError) and str(config).startswith(message), config

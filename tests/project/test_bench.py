@@ -1,0 +1,63 @@
+"""scripts/bench.py --predict-from, the one run of the benchmark that measures nothing: docs/hardware.md gives it as
+a command anyone can run on a fresh clone, so it must need no earlier run's files and neither torch nor transformers
+(an earlier version read each model's config from the random checkpoint a bench run had left in the temporary
+folder, and ended in a traceback where there was none)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+# What a fresh clone has: the package, the script and its JSON; torch and transformers made unimportable, and a
+# temporary folder that no bench run has written to.
+WITHOUT_TORCH = """
+import runpy, sys
+sys.modules["torch"] = None
+sys.modules["transformers"] = None
+sys.argv = ["scripts/bench.py", "--predict-from", sys.argv[1]]
+runpy.run_path("scripts/bench.py", run_name="__main__")
+"""
+
+
+def predict_from(path: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    fresh = tmp_path / "tmp"
+    fresh.mkdir()
+    env = {**os.environ, "TMPDIR": str(fresh), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", WITHOUT_TORCH, str(path)], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=300)  # fmt: skip
+
+
+def documented_table() -> list[str]:
+    """The table docs/hardware.md pastes under its marker for this command."""
+    lines = (ROOT / "docs" / "hardware.md").read_text().splitlines()
+    start = lines.index("<!-- measured: scripts/bench.py --predict-from scripts/bench_latest.json -->") + 1
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    return lines[start:end]
+
+
+def test_predict_from_the_latest_run_needs_no_earlier_run_nor_torch_and_prints_the_documented_table(tmp_path):
+    done = predict_from(ROOT / "scripts" / "bench_latest.json", tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    assert table == documented_table(), "\n".join(table)
+    assert not any((tmp_path / "tmp").iterdir())  # it wrote no model to the temporary folder
+
+
+def test_a_run_that_kept_no_config_and_whose_models_are_gone_says_what_to_run_in_one_line(tmp_path):
+    earlier = json.loads((ROOT / "scripts" / "bench_latest.json").read_text())
+    for model in earlier["models"]:
+        del model["config"]  # as a run before the JSON kept them wrote it
+        model["weights"] = str(tmp_path / "gone" / Path(model["weights"]).name)
+    path = tmp_path / "older.json"
+    path.write_text(json.dumps(earlier))
+    done = predict_from(path, tmp_path)
+    assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"bench.py: {tmp_path / 'gone' / 'minitransformer-bench-gpt2-random'} is gone and that run's JSON does not "
+        "keep its config.json: run `python scripts/bench.py --predicted-only` to measure afresh"
+    ], done.stderr
