@@ -46,10 +46,16 @@ class Stage:
     # For matrix products: what kind of product it is (PRODUCTS), by which the views colour and recognise it; a
     # product of one of the groups every transformer has (PRODUCT_OF_GROUP) is of that group's kind unless it says.
     product: str = ""
+    # For the attention's two products over the attended keys: "scores" (S = Q K^T, the [.., T, t] scores a mask and a
+    # softmax follow) or "mix" (Z = A V), by which the ledger and the views recognise attention (its causal share, its
+    # window, the keys chosen for it) whatever a family names its stages; "" for every other stage.
+    attention: str = ""
 
     def __post_init__(self) -> None:
         if self.kind != "matmul":
             return
+        if not self.attention and self.op in ATTENTION_ROLES:  # the ops every family's attention core records
+            object.__setattr__(self, "attention", self.op)
         product = self.product or PRODUCT_OF_GROUP.get(self.group, "")
         if product not in PRODUCTS:
             raise ValueError(
@@ -99,6 +105,7 @@ class StageTable:
         return names + [name for stage in self.final for name in stage.names]
 
 
+ATTENTION_ROLES = ("scores", "mix")  # Stage.attention: Q K^T and A V
 ATTENTION_PROJECTIONS = "attention projections"
 ATTENTION_SCORES = "attention scores and mix"
 MLP = "MLP"
