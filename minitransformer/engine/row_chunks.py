@@ -26,10 +26,10 @@ from dataclasses import replace
 
 import numpy as np
 
+from .gathered import CHUNKS
 from .kvcache import first_attended
 from .ops import unchosen_mask
 from .shapes import ShapeOnly
-from .spec import matmul_spec, specs
 
 # Query rows per chunk of attention (Tape.in_row_chunks). Measured on GPT-2 and the Llama-shaped bench
 # model: a chunk's scores ([H, 128, t] float32) stay in the cache between the products and the softmax,
@@ -44,17 +44,16 @@ def in_row_chunks(tape, attend, q, K, V, bias=None):
     d = tape.dims
     if d.T <= ROW_CHUNK or tape.watcher is not None or tape.dense:
         return attend(q, K, V, bias, tape)
-    rows: dict | None = None if tape.phase is None else {}
+    gathered = tape._gathering(CHUNKS, rows=ROW_CHUNK)
     parts = []
     for r0 in range(0, d.T, ROW_CHUNK):
         r1 = min(d.T, r0 + ROW_CHUNK)
         start = first_attended(d.past + r0, d.window)  # the earliest key the chunk's first query sees
         keys = slice(start - d.start, d.past + r1 - d.start)  # ... to its last query's own position
-        dims = replace(d, T=r1 - r0, t=keys.stop - keys.start, start=start, _shapes={})
-        chunk = replace(tape, dims=dims, phase=None, watcher=None, rows=rows)
+        chunk = tape.in_chunks(replace(d, T=r1 - r0, t=keys.stop - keys.start, start=start, _shapes={}), gathered)
         part_bias = None if bias is None else bias[..., r0:r1, keys]
         parts.append(attend(q[..., r0:r1, :], K[..., keys, :], V[..., keys, :], part_bias, chunk))
-    return _joined(tape, rows, parts)
+    return _joined(tape, gathered, parts)
 
 
 def on_chosen_keys(tape, attend_chosen, attend, q, K, V, bias, chosen):
@@ -70,36 +69,22 @@ def on_chosen_keys(tape, attend_chosen, attend, q, K, V, bias, chosen):
     if tape.watcher is not None or tape.dense:  # every T x t score, as transformers' eager attention computes them
         masked = unchosen_mask(chosen, d.t, q.dtype)
         return attend(q, K, V, masked if bias is None else bias + masked, tape)
-    rows: dict | None = None if tape.phase is None else {}
+    gathered = tape._gathering(CHUNKS, rows=ROW_CHUNK)
     parts = []
     for r0 in range(0, d.T, ROW_CHUNK):
         r1 = min(d.T, r0 + ROW_CHUNK)
-        chunk = replace(tape, dims=replace(d, T=r1 - r0, _shapes={}), phase=None, watcher=None, rows=rows)
+        chunk = tape.in_chunks(replace(d, T=r1 - r0, _shapes={}), gathered)
         part_bias = None if bias is None else bias[..., r0:r1, :]
         parts.append(attend_chosen(q[..., r0:r1, :], K, V, part_bias, chosen[..., r0:r1, :], chunk))
-    return _joined(tape, rows, parts)
+    return _joined(tape, gathered, parts)
 
 
-def _joined(tape, rows, parts):
+def _joined(tape, gathered, parts):
     """The chunks' outputs side by side [..., T, dh], after one record per op on `tape`: the whole pass's shapes
     (the dense form's, where a product stated it), the chunks' dot products and MACs summed beside them."""
     d = tape.dims
-    if rows is not None:
-        for op, (spec, b_batched, dots, macs, shortest, longest) in rows.items():
-            if dots is None:
-                tape._record(op, d.shape(specs(spec, 1)[0]), spec)
-            else:
-                a_spec, b_spec, out_spec = matmul_spec(spec)
-                tape._record(
-                    op,
-                    d.shape(out_spec),
-                    out_spec,
-                    d.shape(a_spec),
-                    d.shape(b_spec, b_batched),
-                    computed=(dots, macs),
-                    row_chunk=ROW_CHUNK,
-                    lengths=(shortest, longest),
-                )
+    if gathered is not None and gathered.counting:
+        tape.record_gathered(gathered)
     if isinstance(parts[0], ShapeOnly):
         return ShapeOnly((*parts[0].shape[:-2], d.T, parts[0].shape[-1]))
     return np.concatenate(parts, axis=-2)

@@ -11,24 +11,31 @@ against the concrete sizes of this pass, so a shape in the code cannot drift fro
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from math import prod
 
 import numpy as np
 
 from ..errors import UserError
-from .experts import ExpertParts
+from .gathered import CHUNKS, EXPERTS, PIECES, Gathered
 from .kvcache import first_attended
 from .ledger import Phase, Record, dot_product_count
-from .pieces import Pieces
 from .precision import Precision
 from .row_chunks import in_row_chunks, on_chosen_keys
 from .selection import selected, top_k
 from .shapes import ShapeOnly
 from .spec import matmul_spec, specs, symbols
-from .stages import StageTable
+from .stages import Stage, StageTable
 from .threads import sized_for_threads
+
+# Why a hook may read, not replace, a stage computed in parts: the parts have run when it is shown.
+_SHOWN_AFTER = {
+    EXPERTS: "a stage each expert computes on its own tokens, shown after they all ran: a replacement cannot take "
+    "effect (hook the router's stages or moe.out instead)",
+    PIECES: "a stage computed piece by piece (a scan's chunks, a solve's rows), shown after the last piece: a "
+    "replacement cannot take effect (hook a stage before or after it instead)",
+}
 
 # A watcher sees every stage: (full name, tensor, record) -> the tensor to continue with.
 Watcher = Callable[[str, object, Record], object]
@@ -168,23 +175,19 @@ class Tape:
     watcher: Watcher | None = None
     layer_index: int | None = None
     prefix: str = ""
-    stage_table: StageTable | None = None  # the table the forward pass names its stages from (the model's)
-    # Inside a chunk of query rows (in_row_chunks): op -> [spec, b batched, dot products, MACs, shortest and longest
-    # dot product], over the chunks, for the one record per op that the whole pass's tape writes after the last chunk.
-    rows: dict | None = None
+    stage_table: StageTable | None = None  # where an op named by its name alone is looked up (a stage declared by a
+    #                                          Stage object at its line needs none)
     # Each layer's sliding window, where the layers differ (config.layer_window); None: every layer has dims.window.
     windows: tuple | None = None
     dense: bool = False  # attention as transformers' eager attention computes it: every T x t score, never in chunks
     # Counting from a config alone, a mixture of experts has no router to ask: which tokens each expert gets is
     # assumed, "balanced" (T k / E each) or "worst" (all T to the same k experts). A real run's router decides.
     routing: str = "balanced"
-    # Inside a layer's experts (Tape.experts): what each expert computed, for the one record per op that the layer's
-    # tape writes (record_experts); None where nobody keeps a ledger or watches. engine/experts.py says more.
-    parts: ExpertParts | None = None
-    routed: object = None  # the expert whose rows this tape's stages compute (Tape.expert; families/moe.Routed)
-    # Inside a computation done piece by piece (Tape.in_pieces: a scan's chunks, a triangular solve's rows): what each
-    # piece computed, for the one record per op that the whole pass's tape writes (record_pieces; engine/pieces.py).
-    pieces: Pieces | None = None
+    # Inside work done in parts (a long prompt's attention in chunks of query rows, a layer's experts, a scan's
+    # pieces): what each part computed, for the one record per op that the whole computation's tape writes after the
+    # last part (Tape.record_gathered; engine/gathered.py); None elsewhere, and where nobody keeps a ledger or watches.
+    gathered: Gathered | None = None
+    routed: object = None  # the expert whose rows this tape's stages compute (Tape.expert; a mixture's Routed)
     # bfloat16, float16, fp8: what products' operands and outputs and stages' values are rounded to (precision.py);
     # also widens weights kept in their 2-byte format. None: float32, nothing rounded.
     precision: Precision | None = None
@@ -224,95 +227,89 @@ class Tape:
     def experts(self) -> Tape:
         """The tape of a layer's experts, each computing only the rows of the tokens routed to it (Tape.expert): their
         products and stages are counted expert by expert and written, and shown to watchers, as one record per op
-        by record_experts (engine/experts.py). Their rows are the whole batch's tokens, flattened: no batch axis."""
+        by record_gathered (engine/gathered.py). Their rows are the whole batch's tokens, flattened: no batch axis."""
         d = self.dims
-        parts = (
-            None
-            if self.unobserved
-            else ExpertParts(prod(d.batch) * d.T, d.k or 0, self.phase is not None, self.watcher is not None)
-        )
-        return replace(self, dims=replace(d, batch=(), _shapes={}), phase=None, watcher=None, parts=parts)
+        n = prod(d.batch) * d.T
+        return replace(self, dims=replace(d, batch=(), _shapes={}), phase=None, watcher=None,
+                       gathered=self._gathering(EXPERTS, tokens=n, k=d.k or 0))  # fmt: skip
 
     def expert(self, routed) -> Tape:
         """The tape of one expert's stages over the tokens routed to it (`routed`: its .expert, .tokens, .rows and
-        .slots, families/moe.Routed): the symbol Te is their number."""
+        .slots, a mixture's Routed): the symbol Te is their number."""
         return replace(self.with_sizes(Te=routed.tokens), routed=routed)
 
-    def record_experts(self, experts: Tape, whole: dict[str, str], n_experts: int) -> None:
-        """One record per op that `experts` ran (Tape.experts), with the shapes `whole` states for the layer
-        ("T D, D k*F -> T k*F": each token's rows in its k experts, which is what the experts computed between
-        them whichever they were), each product's breakdown (every expert's tokens, dot products and MACs), and
-        each op's values shown to the watchers as one [T, k*width] tensor."""
-        parts = experts.parts
-        if parts is None:
-            return
-        for op, (counted, _) in parts.ops.items():
-            if counted is None:  # a stage that is not a product
-                out_spec = whole[op]
-                record = self._record(op, self.dims.shape(out_spec), out_spec)
-            else:
-                a_spec, b_spec, out_spec = matmul_spec(whole[op])
-                breakdown = parts.breakdown(op, n_experts)
-                record = self._record(
-                    op,
-                    self.dims.shape(out_spec),
-                    out_spec,
-                    self.dims.shape(a_spec),
-                    self.dims.shape(b_spec, batched=False),
-                    breakdown=breakdown,
-                )
-                if breakdown is not None and sum(p.macs for p in breakdown) != record.macs:
-                    raise AssertionError(f"{self.prefix}{op}: the experts computed {breakdown}, not {whole[op]}")
-            values = parts.values(op, self.dims.shape(out_spec))
-            if values is not None and self._watch(op, values, record) is not values:
-                raise UserError(
-                    f"a hook replaced {self.prefix}{record.stage.names[0]}, a stage each expert "
-                    f"computes on its own tokens, shown after they all ran: a replacement cannot take effect "
-                    f"(hook the router's stages or moe.out instead)"
-                )
-
     def in_pieces(self) -> Tape:
-        """The tape of a computation done piece by piece (a scan over chunks, a solve row by row: engine/pieces.py):
-        each piece's products and stages run on it (with that piece's sizes, Tape.with_sizes), and are written, and
-        shown to watchers, as one record per op by record_pieces after the last piece."""
-        pieces = None if self.unobserved else Pieces(self.phase is not None, self.watcher is not None)
-        return replace(self, phase=None, watcher=None, pieces=pieces)
+        """The tape of a computation done piece by piece (a scan over chunks, a solve row by row): each piece's
+        products and stages run on it (with that piece's sizes, Tape.with_sizes), and are written, and shown to
+        watchers, as one record per op by record_gathered after the last piece (engine/gathered.py)."""
+        return replace(self, phase=None, watcher=None, gathered=self._gathering(PIECES))
 
-    def record_pieces(self, pieces: Tape, whole: dict[str, str], along: str | None = None, values: dict | None = None,
-                      recurrent: dict[str, tuple[int, int]] | None = None) -> None:  # fmt: skip
-        """One record per op that `pieces` (Tape.in_pieces) ran, with the shapes `whole` states for all the pieces
-        together ("Hv N C dk, Hv N dk dv -> Hv N C dv"), the dot products and MACs the pieces computed (fewer than that
-        shape's dense product: Record.computed), and `recurrent`'s (dot products, MACs) for an op of a scan computed in
-        chunks (Record.recurrent). Watchers see each op's value once: `values[op]`, or the pieces' values side by side
-        along the axis of the symbol `along` ("N") of its whole shape."""
-        done = pieces.pieces
-        if done is None:
+    def in_chunks(self, dims: Dims, gathered: Gathered | None) -> Tape:
+        """The tape of one chunk of query rows of this pass (row_chunks.py), its sizes `dims`, adding what it computes
+        to `gathered` (this tape's gathering(CHUNKS), shared by the chunks)."""
+        return replace(self, dims=dims, phase=None, watcher=None, gathered=gathered)
+
+    def _gathering(self, how: str, **more) -> Gathered | None:
+        """A Gathered for work done in parts on this tape, None where nobody keeps a ledger or watches."""
+        return None if self.unobserved else Gathered(how, self.phase is not None, self.watcher is not None, **more)
+
+    def record_gathered(self, parts: Tape | Gathered | None, whole: Mapping[str, str] | None = None, *,
+                        n_experts: int = 0, along: str | None = None, values: dict | None = None,
+                        recurrent: Mapping[str, tuple[int, int]] | None = None) -> None:  # fmt: skip
+        """One record per op that the parts ran (a Gathered, or the tape that gathered it), with the shapes of the whole
+        computation: `whole[op]` where given (a layer's experts: "T D, D k*F -> T k*F", each token's rows in its k
+        experts; a scan's chunks side by side: "Hv N C dk, Hv N dk dv -> Hv N C dv"), else the spec the parts ran, at
+        this tape's sizes (chunks of query rows). Its counts are the parts' sums: beside the whole shape where fewer
+        than its dense product (Record.computed), each expert's share (Record.breakdown, of `n_experts`), the range
+        of dot-product lengths where they differ; `recurrent[op]`, the (dot products, MACs) of a scan's op in the
+        recurrent form. Watchers see each op's value once: `values[op]`, the experts' [T, k*width], or the pieces'
+        values side by side along the axis of the symbol `along` ("N") of its whole shape."""
+        g = parts.gathered if isinstance(parts, Tape) else parts
+        if g is None:
             return
-        for op in done.ops:
-            counted = done.counted(op)
-            if counted is None:  # a stage that is not a product
-                out_spec = whole[op]
-                record = self._record(op, self.dims.shape(out_spec), out_spec)
+        for op, entry in g.entries.items():
+            spec = (whole or {}).get(op, entry.spec)
+            if not entry.product:
+                out_spec = specs(spec, 1)[0]
+                record = self._record(entry.stage, self.dims.shape(out_spec), out_spec)
             else:
-                a_spec, b_spec, out_spec = matmul_spec(whole[op])
-                dots, macs, b_batched, lengths = counted
-                a_shape, out_shape = self.dims.shape(a_spec), self.dims.shape(out_spec)
-                dense = (prod(out_shape), prod(out_shape) * a_shape[-1])
-                computed = (dots, macs) if done.counting and (dots, macs) != dense else None
-                uneven = done.counting and lengths != (a_shape[-1], a_shape[-1])  # a solve's rows: 1 .. C - 1 long
-                record = self._record(op, out_shape, out_spec, a_shape, self.dims.shape(b_spec, b_batched), computed,
-                                      recurrent=(recurrent or {}).get(op), lengths=lengths if uneven else None)  # fmt: skip
-            if not done.watched:
+                record = self._record_product(g, entry, spec, n_experts, (recurrent or {}).get(op))
+            if not g.watched or g.how == CHUNKS:  # a watched pass computes its attention whole, never in chunks
                 continue
             value = (values or {}).get(op)
-            if value is None:
+            if value is None and g.how == EXPERTS:
+                value = entry.values[0].reshape(record.out_shape) if entry.values else None
+            elif value is None:
                 assert along is not None, f"{op}: the pieces' values go side by side along a symbol, or are given"
-                value = np.stack(done.values(op), axis=len(self.dims.batch) + symbols(out_spec).index(along))
-            self._check(op, value, out_spec)
-            if self._watch(op, value, record) is not value:
-                raise UserError(f"a hook replaced {self.prefix}{record.stage.names[0]}, a stage computed piece by "
-                                f"piece (a scan's chunks, a solve's rows), shown after the last piece: a replacement "
-                                f"cannot take effect (hook a stage before or after it instead)")  # fmt: skip
+                axis = len(self.dims.batch) + symbols(record.spec).index(along)
+                value = np.stack(entry.values, axis=axis)
+            if value is None:
+                continue
+            self._check(op, value, record.spec)
+            if self._watch(entry.stage, value, record) is not value:
+                raise UserError(f"a hook replaced {self.prefix}{entry.stage.names[0]}, {_SHOWN_AFTER[g.how]}")
+
+    def _record_product(self, g: Gathered, entry, spec: str, n_experts: int, recurrent) -> Record:
+        """The record of a product the parts computed, with the whole computation's shapes `spec`."""
+        a_spec, b_spec, out_spec = matmul_spec(spec)
+        d = self.dims
+        a_shape, out_shape = d.shape(a_spec), d.shape(out_spec)
+        b_shape = d.shape(b_spec, entry.b_batched and g.how != EXPERTS)
+        if g.how == EXPERTS:
+            breakdown = g.breakdown(entry, n_experts)
+            record = self._record(entry.stage, out_shape, out_spec, a_shape, b_shape, breakdown=breakdown)
+            if breakdown is not None and sum(p.macs for p in breakdown) != record.macs:
+                raise AssertionError(f"{self.prefix}{entry.stage.op}: the experts computed {breakdown}, not {spec}")
+            return record
+        lengths = (entry.shortest, entry.longest)
+        if g.how == CHUNKS:
+            return self._record(entry.stage, out_shape, out_spec, a_shape, b_shape, computed=(entry.dots, entry.macs),
+                                row_chunk=g.rows, lengths=lengths)  # fmt: skip
+        dense = (prod(out_shape), prod(out_shape) * a_shape[-1])
+        computed = (entry.dots, entry.macs) if g.counting and (entry.dots, entry.macs) != dense else None
+        uneven = g.counting and lengths != (a_shape[-1], a_shape[-1])  # a solve's rows: 1 .. C - 1 long
+        return self._record(entry.stage, out_shape, out_spec, a_shape, b_shape, computed, recurrent=recurrent,
+                            lengths=lengths if uneven else None)  # fmt: skip
 
     def top_k(self, stage: str, scores, k: int, order: str = "score"):
         """The indices [..., k] of each row's k largest scores [..., n], by the package's one rule (selection.py: equal
@@ -341,66 +338,70 @@ class Tape:
                 f"{self.dims.symbolic(spec)} = {list(want)}"
             )
 
-    def _record(self, op: str, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
+    def stage_of(self, op: str | Stage) -> Stage:
+        """The stage a forward pass names: declared at its line (a Stage), or by its op in the tape's stage table."""
+        if isinstance(op, Stage):
+            return op
+        assert self.stage_table is not None, f"{op}: a stage named by its op alone needs the tape's stage table"
+        return self.stage_table.stages[op]
+
+    def _record(self, stage: Stage, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
                 row_chunk=None, breakdown=None, recurrent=None, lengths=None) -> Record:  # fmt: skip
-        attention = op in ("scores", "mix")
+        attention = stage.op in ("scores", "mix")
         window = self.dims.window if attention else None
-        assert self.stage_table is not None, "a tape that records names its stage table (Tape.stage_table)"
-        record = Record(self.stage_table.stages[op], self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window,
-                        computed, row_chunk, lengths=lengths, breakdown=breakdown, recurrent=recurrent,
+        record = Record(stage, self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window, computed, row_chunk,
+                        lengths=lengths, breakdown=breakdown, recurrent=recurrent,
                         selected=self.dims.selected if attention else None)  # fmt: skip
         if self.phase is not None:
             self.phase.records.append(record)
         return record
 
-    def _watch(self, op: str, value, record: Record):
+    def _watch(self, stage: Stage, value, record: Record):
         if self.watcher is None:
             return value
-        assert self.stage_table is not None
-        names = self.stage_table.stages[op].names
         if isinstance(value, tuple):
-            return tuple(self.watcher(self.prefix + n, v, record) for n, v in zip(names, value))
-        return self.watcher(self.prefix + names[0], value, record)
+            return tuple(self.watcher(self.prefix + n, v, record) for n, v in zip(stage.names, value))
+        return self.watcher(self.prefix + stage.names[0], value, record)
 
     @property
     def unobserved(self) -> bool:
         """Nobody keeps a ledger of this pass or watches it: the bookkeeping can be skipped."""
         return self.phase is None and self.watcher is None
 
-    def stage(self, op: str, value, spec: str):
-        """A stage that is not a matrix product: check its shape(s), record it with zero dot products.
+    def stage(self, op: str | Stage, value, spec: str):
+        """A stage that is not a matrix product: check its shape(s), record it with zero dot products. `op`: the
+        stage, declared at the line (engine/stages.py's `step`), or its op in the tape's stage table.
 
         A stage with several outputs (a tuple) states one spec for all, or one each: "H T dh; Hkv T dh".
         """
+        name = op.op if isinstance(op, Stage) else op
         values = value if isinstance(value, tuple) else (value,)
         shapes = specs(spec, len(values))
         for v, each in zip(values, shapes):
-            self._check(op, v, each)
+            self._check(name, v, each)
         if self.precision is not None:  # the stage's values stored in the format
-            rounded = tuple(self.precision.value(v, self.prefix + op) for v in values)
+            rounded = tuple(self.precision.value(v, self.prefix + name) for v in values)
             value = rounded if isinstance(value, tuple) else rounded[0]
-        if self.rows is not None:
-            self.rows.setdefault(op, [spec, False, None, None, None, None])
-        if self.parts is not None:  # one expert's rows: shown with the others' (record_experts)
-            self.parts.add(op, value, self.routed, None)
+        if self.unobserved and self.gathered is None:
             return value
-        if self.pieces is not None:  # one piece: shown with the others (record_pieces)
-            self.pieces.add(op, value, None)
+        stage = self.stage_of(op)
+        if self.gathered is not None:  # one part: shown with the others, after the last (record_gathered)
+            self.gathered.add(stage, spec, value, routed=self.routed)
             return value
-        if self.unobserved:
-            return value
-        record = self._record(op, values[0].shape, spec)
-        return self._watch(op, value, record)
+        record = self._record(stage, values[0].shape, spec)
+        return self._watch(stage, value, record)
 
-    def matmul(self, op: str, a, b, spec: str, bias=None, dense: str | None = None,
+    def matmul(self, stage_or_op: str | Stage, a, b, spec: str, bias=None, dense: str | None = None,
                recurrent: tuple[int, int] | None = None):  # fmt: skip
-        """out = a @ b (+ bias), counted: spec reads "T D, D 3D -> T 3D" (a, b -> out, symbolically).
+        """out = a @ b (+ bias), counted: spec reads "T D, D 3D -> T 3D" (a, b -> out, symbolically). The stage:
+        declared at the line (engine/stages.py's `product`), or its op in the tape's stage table.
 
         `dense`: where the product computes only part of a dense one (attention over the keys an indexer chose for each
         query, "H T 1 dh, H T dh s -> H T 1 s", of the dense "H T dh, H dh t -> H T t"), the dense product's spec: the
         record keeps its shapes, with the dot products computed beside them (Record.computed), as row chunks' do.
         `recurrent`: the (dot products, MACs) of this op's work in the recurrent form, where it belongs to a scan
         computed in chunks (Record.recurrent; (0, 0) for a product the recurrent form does not have)."""
+        op = stage_or_op.op if isinstance(stage_or_op, Stage) else stage_or_op
         a_spec, b_spec, out_spec = matmul_spec(spec)
         self._check(f"{op} (A)", a, a_spec)
         # B has the batch's axes where it has more than its shape names (K^T, a state); a weight has none: it is
@@ -427,28 +428,19 @@ class Tape:
             if self.precision is not None:  # the output, bias added, rounded to the format
                 out = self.precision.value(out, self.prefix + op)
         self._check(op, out, out_spec)
-        if self.rows is not None:  # a chunk of query rows: summed into the whole pass's record (in_row_chunks)
-            _, dots, length = dot_product_count(a.shape, b.shape)
-            counted = self.rows.setdefault(op, [dense or spec, b_batched, 0, 0, length, length])
-            counted[2] += dots
-            counted[3] += dots * length
-            counted[4], counted[5] = min(counted[4], length), max(counted[5], length)  # chunks see more keys, or fewer
-        if self.parts is not None:  # one expert's rows: summed into the layer's record (record_experts)
-            _, dots, length = dot_product_count(a.shape, b.shape)
-            self.parts.add(op, out, self.routed, (dots, dots * length))
+        if self.unobserved and self.gathered is None:
             return out
-        if self.pieces is not None:  # one piece: summed into the whole computation's record (record_pieces)
+        stage = self.stage_of(stage_or_op)
+        if self.gathered is not None:  # one part: summed into the whole computation's record (record_gathered)
             _, dots, length = dot_product_count(a.shape, b.shape)
-            self.pieces.add(op, out, (dots, dots * length), b_batched, length)
-            return out
-        if self.unobserved:
+            self.gathered.add(stage, dense or spec, out, (dots, length), b_batched, self.routed)
             return out
         if dense is None:
-            record = self._record(op, out.shape, out_spec, tuple(a.shape), tuple(b.shape), recurrent=recurrent)
+            record = self._record(stage, out.shape, out_spec, tuple(a.shape), tuple(b.shape), recurrent=recurrent)
         else:  # the dense product's shapes, what was computed beside them
             _, dots, length = dot_product_count(a.shape, b.shape)
             a_dense, b_dense, out_dense = matmul_spec(dense)
             d = self.dims
-            record = self._record(op, d.shape(out_dense), out_dense, d.shape(a_dense), d.shape(b_dense, b_batched),
+            record = self._record(stage, d.shape(out_dense), out_dense, d.shape(a_dense), d.shape(b_dense, b_batched),
                                   computed=(dots, dots * length), lengths=(length, length))  # fmt: skip
-        return self._watch(op, out, record)
+        return self._watch(stage, out, record)

@@ -133,7 +133,7 @@ def experts(h, chosen, gates, n_experts: int, at, shapes: dict[str, str], expert
 
     chosen and gates [T, k]: each token's k experts and their weights. One record per op and layer, shaped as
     `shapes` states what the experts computed between them, with each expert's share as its breakdown
-    (Tape.record_experts)."""
+    (Tape.record_gathered)."""
     k = chosen.shape[-1]
     x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
     out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
@@ -144,7 +144,7 @@ def experts(h, chosen, gates, n_experts: int, at, shapes: dict[str, str], expert
         y = expert(ex, tokens.expert, xe)
         y = ex.stage("expert.weigh", y * tokens.gates(gates.reshape(n, k)), "Te D")
         add_rows(out, tokens, y)
-    at.record_experts(tapes, shapes, n_experts)
+    at.record_gathered(tapes, shapes, n_experts=n_experts)
     return at.stage("moe.combine", out.reshape(h.shape), "T D")
 
 

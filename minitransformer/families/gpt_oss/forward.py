@@ -33,7 +33,7 @@ from ..moe import experts, top_k
 from .config import GptOssConfig
 
 # The shapes of a layer's expert records: each token's rows in its k experts, which is what the experts computed
-# between them (engine/experts.py).
+# between them (engine/gathered.py).
 EXPERT_SHAPES = {
     "expert.gather": "T k*D",
     "expert.gate_up": "T D, D k*2F -> T k*2F",

@@ -96,7 +96,7 @@ def squared_relu_experts(x, chosen, gates, experts, config: NemotronHConfig, at:
         y = ex.matmul("expert.down", a, w.down_proj.weight.T, "Te Fe, Fe Dl -> Te Dl")
         y = ex.stage("expert.weigh", y * expert.gates(gates.reshape(n, k)), "Te Dl")
         add_rows(out, expert, y)
-    at.record_experts(each, EXPERT_SHAPES, E)
+    at.record_gathered(each, EXPERT_SHAPES, n_experts=E)
     return at.stage("moe.combine", out.reshape(x.shape), "T Dl")
 
 

@@ -132,7 +132,7 @@ def chunked(at: Tape, q, k, v, g, beta, S):
     }
     batch = int(np.prod(v.shape[:-5]))  # the recurrent form's counts are a sequence's, times the batch
     recurrent_form = {op: tuple(batch * n for n in form(T, Hv, dk, dv)) for op, form in RECURRENT.items()}
-    at.record_pieces(pieces, whole, along="N", recurrent=recurrent_form | {"delta.mix": no_recurrent})
+    at.record_gathered(pieces, whole, along="N", recurrent=recurrent_form | {"delta.mix": no_recurrent})
     o = _unchunk(outputs, T, v)
     return at.stage("delta.out", o, "Hk Gv T dv"), S
 
@@ -140,7 +140,7 @@ def chunked(at: Tape, q, k, v, g, beta, S):
 def forward_substitution(at: Tape, op: str, L, B, heads: str):
     """X = (I + L)^-1 B for a strictly lower-triangular L [..., C, C] and B [..., C, n]: row i is B_i - L[i, :i] X[:i],
     each a product of i numbers with the rows before it (n C (C - 1) / 2 MACs of the C^2 n a full product would
-    take), counted row by row and written as one record of the whole product (Tape.record_pieces), showing X.
+    take), counted row by row and written as one record of the whole product (Tape.record_gathered), showing X.
     `heads` names the axes before the last two ("Hk Gv N")."""
     C = L.shape[-1]
     X = ShapeOnly(B.shape, B.dtype) if isinstance(B, ShapeOnly) else B.copy()
@@ -152,7 +152,7 @@ def forward_substitution(at: Tape, op: str, L, B, heads: str):
         )
         if not isinstance(X, ShapeOnly):
             X[..., i : i + 1, :] -= correction
-    at.record_pieces(
+    at.record_gathered(
         pieces, {op: f"{heads} C C, {heads} C dv+dk -> {heads} C dv+dk"}, values={op: X}, recurrent={op: (0, 0)}
     )
     return X
