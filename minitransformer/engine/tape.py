@@ -196,17 +196,7 @@ class Tape:
         """The tape as seen from inside block i: stage names get the prefix "blocks.{i}.", and the sizes are
         those of block i's attention (its window, where layers differ)."""
         dims = self.dims if self.windows is None else self.dims.with_window(self.windows[i])
-        return Tape(
-            dims,
-            self.phase,
-            self.watcher,
-            i,
-            f"blocks.{i}.",
-            self.stage_table,
-            dense=self.dense,
-            routing=self.routing,
-            precision=self.precision,
-        )
+        return replace(self, dims=dims, layer_index=i, prefix=f"blocks.{i}.", windows=None)
 
     def in_row_chunks(self, attend, q, K, V, bias=None):
         """attend(q, K, V, bias, tape) -> z [..., T, dh], in chunks of query rows, each against only the keys it can
