@@ -163,7 +163,7 @@ def png_is_the_plot(data: bytes, document: dict) -> None:
     image = pytest.importorskip("matplotlib.image", reason="matplotlib (the plot extra) decodes the PNG")
     pixels = (image.imread(io.BytesIO(data), format="png")[..., :3] * 255).round().astype(np.int64)
     painted = set(np.unique(pixels @ np.array([1 << 16, 1 << 8, 1])).tolist())  # each colour as 0xRRGGBB
-    stages = architecture_of(document["model"]).every_stage.stages
+    stages = architecture_of(document["model"]).all_stages().stages
     for kind in {stages[op].product for op in ops}:
         assert int(PRODUCT_COLOURS[kind][1:], 16) in painted, f"no {kind} product drawn in {PRODUCT_COLOURS[kind]}"
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..engine.kvcache import KVCache
-from ..engine.stages import StageTable
+from ..engine.stages import StageTable, merged
 from ..engine.tape import Tape
 from .config import ModelConfig
 
@@ -55,6 +55,9 @@ class Layout:
     shapes: Callable[[Any], dict[str, tuple[int, ...]]]  # config -> {name without the prefix: shape}, in order
     kinds: dict[str, str]  # parameter kind -> what it is, in the order a pass meets them
     kind_of: tuple[tuple[re.Pattern, str], ...]  # (compiled regex, kind) for each tensor name, the first match wins
+    # A family built from parts: config -> its tensors with their shapes and kinds (families/parts/decoder.py), from
+    # which `shapes` and each tensor's kind are read; None: a family of the old layout, by `kind_of`'s patterns
+    tensors: Callable[[Any], dict] | None = None
     # A mixture of experts: the parameter kinds of its routed experts, of which one token's pass reads k of E (the
     # rest of the model it reads whole): what `params` counts as active. Empty for a dense family.
     routed_kinds: tuple[str, ...] = ()
@@ -69,8 +72,12 @@ class Layout:
     def __post_init__(self) -> None:
         object.__setattr__(self, "ignored_pattern", re.compile(rf"^({self.ignored})$"))
 
-    def kind(self, name: str) -> str | None:
-        """The parameter kind of a tensor name of this checkpoint, or None."""
+    def kind(self, name: str, config: Any = None) -> str | None:
+        """The parameter kind of a tensor name of this checkpoint (of this config, for a family built from parts), or
+        None."""
+        if self.tensors is not None:
+            tensor = self.tensors(config).get(name) if config is not None else None
+            return tensor.kind if tensor is not None else None
         return next((kind for pattern, kind in self.kind_of if pattern.match(name)), None)
 
 
@@ -154,7 +161,9 @@ class Architecture:
     presets: dict[str, Any]  # name -> config of a well-known model, for counting without weights
     forward: Forward  # one named stage per line (families/*/forward.py)
     stage_table: Callable[[Any], StageTable]  # config -> its stage table
-    every_stage: StageTable  # the table with every stage the family can have (the views' op -> group)
+    # The table with every stage the family can have (the views' op -> kind of product); None: every stage its presets'
+    # tables have (all_stages), for a family built from parts
+    every_stage: StageTable | None
     layout: Layout  # where its checkpoint keeps each tensor
     formulas: Formulas  # its closed forms
     reference_classes: dict[str, str]  # model_type -> the transformers class validate compares with
@@ -165,3 +174,22 @@ class Architecture:
     # would not (None: nothing to do), and the note validate prints about it
     float64_reference: Callable | None = None
     float64_note: str = ""
+
+    def all_stages(self) -> StageTable:
+        """Every stage the family can have: every_stage, or the stages of its presets' tables, merged."""
+        if self.every_stage is not None:
+            return self.every_stage
+        if self.name not in _ALL_STAGES:
+            tables = [self.stage_table(config) for config in self.presets.values()]
+            first = tables[0]
+            _ALL_STAGES[self.name] = StageTable(
+                first.name,
+                merged(t.embed for t in tables),
+                merged(t.block for t in tables),
+                merged(t.final for t in tables),
+                first.symbols,
+            )
+        return _ALL_STAGES[self.name]
+
+
+_ALL_STAGES: dict[str, StageTable] = {}  # a family built from parts: every stage of its presets' tables

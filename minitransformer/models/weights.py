@@ -169,7 +169,7 @@ def load_weights(
                 raw,
                 info.dtype,
                 precision,
-                _read_by_products(architecture, name, shape),
+                _read_by_products(architecture, name, shape, config),
                 name == architecture.layout.embedding,
                 prefix + name,
                 events,
@@ -236,10 +236,12 @@ def held_formats(params: SimpleNamespace, config: ModelConfig) -> dict[str, str]
     return held
 
 
-def _read_by_products(architecture, name: str, shape: tuple[int, ...]) -> bool:
+def _read_by_products(architecture, name: str, shape: tuple[int, ...], config: ModelConfig) -> bool:
     """A matrix that only products (and the token lookup) read: every tensor of two or more dimensions but a
     position table (GPT-2's W_pe, added to the embeddings) and the biases of gpt-oss's experts."""
-    return len(shape) >= 2 and not name.endswith("bias") and architecture.layout.kind(name) != "position_embedding"
+    return (
+        len(shape) >= 2 and not name.endswith("bias") and architecture.layout.kind(name, config) != "position_embedding"
+    )
 
 
 def _held(

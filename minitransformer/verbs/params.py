@@ -11,18 +11,16 @@ from dataclasses import dataclass
 from math import prod
 
 from ..families.config import ModelConfig
-from ..families.table import ARCHITECTURES, architecture_of
+from ..families.table import architecture_of
 from ..models.weights import expected_shapes
 
 
-def kind_of(name: str, config: ModelConfig | None = None) -> str:
-    """The kind of a tensor name in the checkpoint layout of the config's family (families/*/layout.py), or of any
-    family in the table when no config is given."""
-    for architecture in [architecture_of(config)] if config is not None else ARCHITECTURES.values():
-        kind = architecture.layout.kind(name)
-        if kind is not None:
-            return kind
-    raise ValueError(f"no kind for weight tensor {name!r}")
+def kind_of(name: str, config: ModelConfig) -> str:
+    """The kind of a tensor name in the checkpoint of a config (its family's layout)."""
+    kind = architecture_of(config).layout.kind(name, config)
+    if kind is None:
+        raise ValueError(f"no kind for weight tensor {name!r}")
+    return kind
 
 
 @dataclass(frozen=True)

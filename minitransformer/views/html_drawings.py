@@ -36,7 +36,7 @@ _INBOX_CHAR = 8.0  # the width of a character of an op's name in its box (12 px 
 
 def stage_table(model: dict) -> StageTable:
     """Every stage the family of a ledger's model can have (its JSON names the family): what each op is."""
-    return architecture_of(model).every_stage
+    return architecture_of(model).all_stages()
 
 
 def colour(table: StageTable, op: str) -> str:

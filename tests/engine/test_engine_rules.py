@@ -12,8 +12,11 @@ from shared_checks import Float64Alarm
 import minitransformer
 from conftest import with_weights_viewed_as
 from minitransformer.engine.ledger import Phase
-from minitransformer.families.gpt2.stages import BLOCK, BLOCK_OPS, MATMUL_OPS
+from minitransformer.families.gpt2.config import GPT2Config
+from minitransformer.families.gpt2.family import ARCHITECTURE as GPT2_FAMILY
 
+GPT2 = GPT2_FAMILY.stage_table(GPT2Config())  # GPT-2's stages: every GPT-2 has the same
+BLOCK, BLOCK_OPS, MATMUL_OPS = GPT2.block, GPT2.block_ops, GPT2.matmul_ops
 PACKAGE = Path(minitransformer.__file__).parent
 # NumPy's functions that compute products of arrays, wherever NumPy keeps them (np.x, np.linalg.x, ...).
 PRODUCT_FUNCTIONS = {"matmul", "dot", "einsum", "tensordot", "inner", "vdot", "outer", "kron", "vecdot", "matvec",

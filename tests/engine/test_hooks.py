@@ -13,7 +13,11 @@ from safetensors.numpy import load_file, save_file
 from conftest import ROOT, write_gpt2
 from minitransformer import UserError, load_model
 from minitransformer.engine.hooks import stage_names
-from minitransformer.families.gpt2.stages import BLOCK, GPT2
+from minitransformer.families.gpt2.config import GPT2Config
+from minitransformer.families.gpt2.family import ARCHITECTURE as GPT2_FAMILY
+
+GPT2 = GPT2_FAMILY.stage_table(GPT2Config())  # GPT-2's stages: every GPT-2 has the same
+BLOCK = GPT2.block
 
 IDS = np.array([464, 3139, 286, 4881, 318])  # "The capital of France is"
 

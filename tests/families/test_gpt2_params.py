@@ -7,11 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitransformer import GPT2Config
-from minitransformer.families.gpt2.layout import KINDS
+from minitransformer.families.gpt2.family import ARCHITECTURE as GPT2_FAMILY
 from minitransformer.families.table import PRESETS
 from minitransformer.verbs import formulas
 from minitransformer.verbs.params import kind_of, parameters
 from minitransformer.views.params_report import params_report
+
+KINDS = GPT2_FAMILY.layout.kinds
 
 
 def test_gpt2_small_has_124_439_808_parameters():
@@ -38,10 +40,13 @@ def test_named_like_the_checkpoint_and_every_kind_accounted():
     assert names[:3] == ["wte.weight", "wpe.weight", "h.0.ln_1.weight"] and names[-2:] == ["ln_f.weight", "ln_f.bias"]
     layer_5 = {"h.5.attn.c_attn.weight", "h.5.attn.c_proj.weight", "h.5.mlp.c_fc.weight", "h.5.mlp.c_proj.bias"}
     assert layer_5 <= set(names)
-    assert kind_of("h.3.attn.c_proj.weight") == "attention_out" and kind_of("h.3.mlp.c_proj.weight") == "mlp_down"
-    assert kind_of("h.3.attn.c_attn.bias") == "biases" and kind_of("ln_f.bias") == "layer_norms"
+    assert (
+        kind_of("h.3.attn.c_proj.weight", p.config) == "attention_out"
+        and kind_of("h.3.mlp.c_proj.weight", p.config) == "mlp_down"
+    )
+    assert kind_of("h.3.attn.c_attn.bias", p.config) == "biases" and kind_of("ln_f.bias", p.config) == "layer_norms"
     with pytest.raises(ValueError):
-        kind_of("h.3.attn.masked_bias")
+        kind_of("h.3.attn.masked_bias", p.config)
     assert sum(p.kinds.values()) == p.total == sum(t.count for t in p.tensors)
 
 

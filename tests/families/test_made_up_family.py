@@ -24,10 +24,10 @@ from minitransformer.families.decoder import Decoder
 from minitransformer.families.gemma.forward import softcap
 from minitransformer.families.llama import stages as llama_stages
 from minitransformer.families.llama.config import LlamaConfig
-from minitransformer.families.llama.family import Attention, llama_like
 from minitransformer.families.llama.formulas import LlamaFormulas
 from minitransformer.families.llama.forward import attend_to_cache, attention, heads, mlp, scale_scores
 from minitransformer.families.llama.layout import attention_shapes, gated_mlp_shapes, llama_layout
+from minitransformer.families.llama.legacy import Attention, llama_like
 from minitransformer.families.table import ARCHITECTURES, architecture_of, config_from_hf_dict, register, unregister
 from minitransformer.models.model import Model
 from minitransformer.models.weights import as_tree, expected_shapes

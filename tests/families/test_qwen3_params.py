@@ -53,7 +53,7 @@ def test_kinds_name_every_tensor_and_add_up(bias, tied):
     assert sum(p.kinds.values()) == p.total == sum(t.count for t in p.tensors)
     assert p.kinds["norms"] == 2 * (2 * 16 + 2 * 6) + 16  # ln_1, ln_2 [D] and q_norm, k_norm [dh] a layer; ln_f
     assert p.kinds.get("biases", 0) == bias * 2 * (4 * 6 + 2 * 2 * 6 + 16)  # q, k, v and o
-    assert any(pattern.match("layers.1.self_attn.k_norm.weight") for pattern, _ in ARCHITECTURE.layout.kind_of)
+    assert ARCHITECTURE.layout.kind("layers.1.self_attn.k_norm.weight", config) == "norms"
     hf = {"model_type": "qwen3", "vocab_size": 50, "hidden_size": 16, "intermediate_size": 20, "num_hidden_layers": 2,
           "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 6, "attention_bias": bias,
           "tie_word_embeddings": tied}  # fmt: skip

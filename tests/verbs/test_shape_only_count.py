@@ -19,12 +19,15 @@ from minitransformer import GPT2Config
 from minitransformer.engine.ledger import Phase
 from minitransformer.engine.shapes import ShapeOnly
 from minitransformer.errors import UserError
-from minitransformer.families.gpt2.stages import BLOCK_OPS, MATMUL_OPS
+from minitransformer.families.gpt2.family import ARCHITECTURE as GPT2_FAMILY
 from minitransformer.families.table import PRESETS
 from minitransformer.models.model import Model
 from minitransformer.verbs import formulas
 from minitransformer.verbs.count import count_folded, count_generation, count_passes, sweep_per_token
 from minitransformer.verbs.select import select_config
+
+GPT2 = GPT2_FAMILY.stage_table(GPT2Config())  # GPT-2's stages: every GPT-2 has the same
+BLOCK_OPS, MATMUL_OPS = GPT2.block_ops, GPT2.matmul_ops
 
 
 # --- 1. one code path: a shape-only twin records what the real model records -------------------------------

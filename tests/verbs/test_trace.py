@@ -20,9 +20,12 @@ from conftest import HF_FIXTURES, ROOT, run_cli, write_gpt2
 from minitransformer import UserError, load_model
 from minitransformer.cli import main
 from minitransformer.engine.hooks import stage_names
-from minitransformer.families.gpt2.stages import GPT2
+from minitransformer.families.gpt2.config import GPT2Config
+from minitransformer.families.gpt2.family import ARCHITECTURE as GPT2_FAMILY
 from minitransformer.verbs.count import count_passes
 from minitransformer.views.trace import Stepper, parse_layers, trace
+
+GPT2 = GPT2_FAMILY.stage_table(GPT2Config())  # GPT-2's stages: every GPT-2 has the same
 
 PROMPT = "The capital of France is"  # 5 tokens
 

@@ -22,13 +22,16 @@ from safetensors.numpy import save_file
 from browser import Chromium
 from conftest import run_cli
 from minitransformer import UserError, load_model
-from minitransformer.families.gpt2.stages import GPT2
+from minitransformer.families.gpt2.config import GPT2Config
+from minitransformer.families.gpt2.family import ARCHITECTURE as GPT2_FAMILY
 from minitransformer.families.llama.stages import llama_family
 from minitransformer.models.weights import expected_shapes
 from minitransformer.verbs.attention_maps import AttentionRecorder, visible
 from minitransformer.views.colours import LAYER_COLOURS, PRODUCT_COLOURS
 from minitransformer.views.html_drawings import label
 from minitransformer.views.html_report import fold_layers, generation_page, unfold_layers
+
+GPT2 = GPT2_FAMILY.stage_table(GPT2Config())  # GPT-2's stages: every GPT-2 has the same
 
 PROMPT = "The capital of France is"
 DEMO_OPTIONS = ("--model", "demo")  # the demo answers without looking for GPT-2 or the network
@@ -553,7 +556,7 @@ def test_a_plus_joins_the_stream_only_where_the_stream_is_added_to(preset, layer
     from minitransformer.views.html_report import count_fragment
 
     config = PRESETS[preset].prefix(layers)
-    stages = architecture_of(config).every_stage.stages
+    stages = architecture_of(config).all_stages().stages
     html = count_fragment(count_generation(config, 70, 1))  # 70 positions: a scan in two chunks
     drawn, joined = set(), set()
     for diagram in re.findall(r'<svg class="block-diagram".*?</svg>', html, re.S):

@@ -1,16 +1,158 @@
-"""GPT-2 in the table of families: where the rest of the code finds each of its pieces."""
+"""GPT-2, as GPT2LMHeadModel computes it at inference: the pre-norm block (LayerNorm) of its own attention and MLP,
+between the embedding with its learned positions and the tied unembedding.
+
+Its own parts, against the Llama family's (families/parts/): q, k and v come from one fused product, c_attn [D, 3D]
+(a Conv1D: its weights are stored [in, out], so x W needs no transpose), split [3, H, dh]; every head has its own keys
+and values; positions are a learned table added to the embedding, not rotations; the MLP is two products around an
+activation (GELU by default); every product has a bias. The scale is 1/sqrt(dh) unless scale_attn_weights is off, and
+divided by layer + 1 where scale_attn_by_inverse_layer_idx.
+"""
 
 from __future__ import annotations
 
-from ..architecture import Architecture
-from .config import PRESETS, GPT2Config
-from .formulas import FORMULAS
-from .forward import gpt2
-from .layout import LAYOUT
-from .stages import GPT2, stages_of
+from dataclasses import dataclass
+from math import sqrt
+from types import SimpleNamespace
+from typing import Any
 
-ARCHITECTURE = Architecture(
-    name="gpt2", model_types=("gpt2",), config=GPT2Config, presets=PRESETS, forward=gpt2, stage_table=stages_of,
-    every_stage=GPT2, layout=LAYOUT, formulas=FORMULAS, reference_classes={"gpt2": "GPT2LMHeadModel"},
+import numpy as np
+
+from ...engine.ops import ACTIVATIONS, add_mask, merge_heads, slot_positions, softmax, split_heads
+from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, MLP, product, step
+from ...engine.tape import Tape
+from ..parts.blocks import LayerInputs, PreNorm
+from ..parts.decoder import Decoder
+from ..parts.family import composed
+from ..parts.norms import LayerNorm
+from ..parts.part import Part, Products, Tensor, Tensors
+from .config import PRESETS, GPT2Config
+
+
+@dataclass(frozen=True)
+class LearnedPositions(Part):
+    """x = W_te[ids] + W_pe[positions]. A left-padded row's positions start at its first real token; its pad slots
+    sit at negative positions and read row 0 of W_pe: no real query sees them."""
+
+    kinds = {"token_embedding": "token embedding W_te [V, D]", "position_embedding": "position embedding W_pe [P, D]"}
+
+    def __call__(self, ids, p: SimpleNamespace, config: GPT2Config, tape: Tape, pads=None):
+        d = tape.dims
+        positions = slice(d.past, d.past + d.T) if pads is None else np.maximum(slot_positions(d.past, d.T, pads), 0)
+        return tape.stage(step("lookup", "embed", "embed", "x = W_te[ids] + W_pe[positions]", "ids [T]"),
+                          p.wte.weight[ids] + p.wpe.weight[positions], "T D")  # fmt: skip
+
+    def tensors(self, config: GPT2Config, layer: int = 0) -> Tensors:
+        D = config.n_embd
+        return {"wte.weight": Tensor((config.vocab_size, D), "token_embedding"),
+                "wpe.weight": Tensor((config.n_positions, D), "position_embedding")}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FusedAttention(Part):
+    """Causal multi-head self-attention from the fused c_attn projection; the mask of a padded batch adds the pad keys
+    to the future."""
+
+    kinds = {
+        "attention_qkv": "attention Q, K, V weights W_qkv [D, 3D]",
+        "attention_out": "attention output weights W_o [D, D]",
+    }
+
+    def __call__(self, h, p: SimpleNamespace, config: GPT2Config, at: Tape, inputs: LayerInputs):
+        qkv = at.matmul(product("qkv", "attn.qkv", "[Q K V] = h W_qkv + b_qkv", "h [T, D], W_qkv [D, 3D]",
+                                ATTENTION_PROJECTIONS), h, p.c_attn.weight, "T D, D 3D -> T 3D", bias=p.c_attn.bias)  # fmt: skip
+        q, k, v = at.stage(step("reshape", "split_heads", "attn.q attn.k attn.v", "Q, K, V -> H heads of dh", "[T, 3D]"),
+                           split_heads(qkv, config.n_head), "H T dh")  # fmt: skip
+        K, V = at.stage(step("cache", "cache", "attn.keys attn.values",
+                             "K, V of all t positions (new rows written to the cache)", "k, v [H, T, dh]"),
+                        inputs.cache.append(k, v) if inputs.cache is not None else (k, v), "H t dh")  # fmt: skip
+        # In chunks of query rows, each against the keys it can see (a long prompt skips most of its future).
+        z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, inputs.mask)
+        z = at.stage(step("reshape", "merge_heads", "attn.z", "Z -> [T, D]", "Z [H, T, dh]"), merge_heads(z), "T D")
+        return at.matmul(product("out", "attn.out", "o = Z W_o + b_o", "Z [T, D], W_o [D, D]", ATTENTION_PROJECTIONS),
+                         z, p.c_proj.weight, "T D, D D -> T D", bias=p.c_proj.bias)  # fmt: skip
+
+    def tensors(self, config: GPT2Config, layer: int = 0) -> Tensors:
+        D = config.n_embd
+        return {"c_attn.weight": Tensor((D, 3 * D), "attention_qkv"), "c_attn.bias": Tensor((3 * D,), "biases"),
+                "c_proj.weight": Tensor((D, D), "attention_out"), "c_proj.bias": Tensor((D,), "biases")}  # fmt: skip
+
+    def products(self, config: GPT2Config, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        D, H, dh = config.n_embd, config.n_head, config.d_head
+        return {
+            "qkv": (B * T * 3 * D, D),  # h [T, D] x W_qkv [D, 3D]
+            "scores": (B * H * T * t, dh),  # per head Q [T, dh] x K^T [dh, t]
+            "mix": (B * H * T * dh, t),  # per head A [T, t] x V [t, dh]
+            "out": (B * T * D, D),  # Z [T, D] x W_o [D, D]
+        }
+
+    def attention_vs_weights(self, c: GPT2Config, mlp: Any) -> tuple[str, str, str]:
+        """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs."""
+        D, F = f"D = {c.n_embd:,}", f"F = {c.d_ff:,}"
+        six = " = t / 6D" if c.d_ff == 4 * c.n_embd else ""
+        return "4 D t FLOPs against 8 D^2 + 4 D F for the weights", f"t / (2D + F){six}", f"{D}, {F}"
+
+
+def attend(q, K, V, bias, config: GPT2Config, at: Tape):
+    """Each query's mix of the values, weighted by softmax(mask(q K^T x scale)) over the keys."""
+    s = at.matmul(product("scores", "attn.qk", "S = Q K^T  (per head)", "Q [H, T, dh], K^T [H, dh, t]", ATTENTION_SCORES),
+                  q, K.swapaxes(-1, -2), "H T dh, H dh t -> H T t")  # fmt: skip
+    s = at.stage(step("scale", "scale", "attn.scaled", "S = S * scale  (1/sqrt(dh) unless configured otherwise)",
+                      "S [H, T, t]"), scale_scores(s, config, at.layer_index or 0, out=at.scratch(s)), "H T t")  # fmt: skip
+    s = at.stage(step("mask", "mask", "attn.scores", "S[i, j] = -inf where j is in i's future", "S [H, T, t]"),
+                 add_mask(s, bias, out=at.scratch(s)), "H T t")  # fmt: skip
+    a = at.stage(step("softmax", "softmax", "attn.weights", "A = softmax(S) over j", "S [H, T, t]"),
+                 softmax(s, out=at.scratch(s)), "H T t")  # fmt: skip
+    return at.matmul(product("mix", "attn.mix", "Z = A V  (per head)", "A [H, T, t], V [H, t, dh]", ATTENTION_SCORES),
+                     a, V, "H T t, H t dh -> H T dh")  # fmt: skip
+
+
+def attention_scale(config: GPT2Config, layer: int) -> float:
+    """1/sqrt(dh) (scale_attn_weights), further divided by layer + 1 (scale_attn_by_inverse_layer_idx)."""
+    factor = 1.0 / sqrt(config.d_head) if config.scale_attn_weights else 1.0
+    return factor / (layer + 1) if config.scale_attn_by_inverse_layer_idx else factor
+
+
+def scale_scores(s, config: GPT2Config, layer: int, out=None):
+    factor = attention_scale(config, layer)
+    return s if factor == 1.0 else np.multiply(s, s.dtype.type(factor), out=out)
+
+
+@dataclass(frozen=True)
+class Mlp(Part):
+    """u = h W_up + b_up, g = act(u), m = g W_down + b_down (GELU by default: activation_function)."""
+
+    kinds = {"mlp_up": "MLP up weights W_up [D, F]", "mlp_down": "MLP down weights W_down [F, D]"}
+
+    def __call__(self, h, p: SimpleNamespace, config: GPT2Config, at: Tape):
+        u = at.matmul(product("mlp.up", "mlp.up", "u = h W_up + b_up", "h [T, D], W_up [D, F]", MLP),
+                      h, p.c_fc.weight, "T D, D F -> T F", bias=p.c_fc.bias)  # fmt: skip
+        g = at.stage(step("activation", "mlp.act", "mlp.act", "g = act(u)", "u [T, F]"),
+                     ACTIVATIONS[config.activation_function](u), "T F")  # fmt: skip
+        return at.matmul(product("mlp.down", "mlp.down", "m = g W_down + b_down", "g [T, F], W_down [F, D]", MLP),
+                         g, p.c_proj.weight, "T F, F D -> T D", bias=p.c_proj.bias)  # fmt: skip
+
+    def tensors(self, config: GPT2Config, layer: int = 0) -> Tensors:
+        D, F = config.n_embd, config.d_ff
+        return {"c_fc.weight": Tensor((D, F), "mlp_up"), "c_fc.bias": Tensor((F,), "biases"),
+                "c_proj.weight": Tensor((F, D), "mlp_down"), "c_proj.bias": Tensor((D,), "biases")}  # fmt: skip
+
+    def products(self, config: GPT2Config, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        D, F = config.n_embd, config.d_ff
+        return {
+            "mlp.up": (B * T * F, D),
+            "mlp.down": (B * T * D, F),
+        }  # h [T, D] x W_up [D, F]; g [T, F] x W_down [F, D]
+
+
+NORM = LayerNorm(eps="layer_norm_epsilon")
+GPT2 = Decoder(
+    PreNorm(FusedAttention(), Mlp(), NORM, names=("ln_1", "attn", "ln_2", "mlp")), NORM, LearnedPositions(),
+    embedding="wte", layers="h", final_norm="ln_f", prefix="transformer.", ignored=r"h\.\d+\.attn\.(bias|masked_bias)",
+    biases="biases of the four linear layers",
+    symbols="T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, R logit rows",
+)  # fmt: skip
+
+ARCHITECTURE = composed(
+    "gpt2", GPT2, model_types=("gpt2",), config=GPT2Config, presets=PRESETS, reference_classes={"gpt2": "GPT2LMHeadModel"},
     own_tokenizer=False, heads_in_headers=False,
 )  # fmt: skip

@@ -18,10 +18,10 @@ from ...engine.tape import Tape
 from ..blocks import LayerInputs
 from ..llama import stages
 from ..llama.config import LlamaConfig
-from ..llama.family import Attention
 from ..llama.formulas import LlamaFormulas
 from ..llama.forward import attend_to_cache, heads
 from ..llama.layout import L, attention_shapes
+from ..llama.legacy import Attention
 from .config import Qwen3Config
 
 

@@ -1,0 +1,14 @@
+"""The parts families are built from, each owning everything about itself: its checkpoint tensors with their shapes
+and kinds (`tensors`), its forward pass with every stage declared at the line that computes it (engine/stages.py's
+`product` and `step`, handed to the tape), and its closed forms (`products`: the dot products of each of its matrix
+products, written from its equations alone, which the tests hold to the ledger).
+
+- part.py: what a part is (`Part`, `Tensor`, `linear`);
+- norms.py: RMSNorm, (1 + w) RMSNorm, LayerNorm;
+- attention.py: grouped-query attention and its variants (biases, q and k norms per head or over the whole
+  projection, a sliding window), the attention core every attention shares;
+- mlps.py: the gated MLP;
+- block.py: the blocks that wire parts into a layer (pre-norm, post-norm, a layer of one branch, a block per kind);
+- decoder.py: the decoder around the blocks (embedding, each layer's inputs, final norm, logits), from which a family's
+  stage table, checkpoint layout and closed forms are derived.
+"""

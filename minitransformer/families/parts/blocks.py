@@ -1,0 +1,136 @@
+"""The blocks: how a layer wires its parts to the residual stream. A family hands its parts to one of these, and writes
+a block of its own only where the wiring itself differs (Gemma's sandwich norms, GPT-NeoX's parallel residual), and
+then from the same parts.
+
+The parts' signatures, which every part keeps:
+- a mixer (an attention, a hybrid's state-space or linear-attention layer): (h [T, D], its weights, config, the
+  layer's tape, the layer's `LayerInputs`) -> [T, D];
+- an MLP (or a mixture of experts): (h [T, D], its weights, config, the layer's tape) -> [T, D];
+- a norm: (x, its weights, config) -> x normed (parts/norms.py).
+A block is a part too: its tensors are its norms' and its parts' under the names its layer's checkpoint gives them,
+its products its parts'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ...engine.stages import step
+from ...engine.tape import Tape
+from .norms import RMSNorm
+from .part import Part, Products, Tensors
+
+
+@dataclass(frozen=True)
+class LayerInputs:
+    """What a layer's mixer reads besides the stream, made by the decoder for that layer (parts/decoder.py)."""
+
+    cache: Any  # its cache's handle: KVCache.layer(i) (append(k, v) -> K, V), or a recurrent layer's state; None
+    mask: np.ndarray | None  # the attention bias of its window (0 or -inf, [T, t] or [B, 1, T, t]); None: counting
+    rotary: tuple  # (cos, sin) of its rope (families/rotary.py); () where its layer has none
+    pads: np.ndarray | None  # a left-padded batch: the pad slots of each row (a recurrent state must skip them)
+
+
+def under(name: str, tensors: Tensors) -> Tensors:
+    """A part's tensors under its module's name."""
+    return {f"{name}.{key}": tensor for key, tensor in tensors.items()}
+
+
+def norm_stage(op: str, norm: Any, index: str, reads_stream: bool = True):
+    """A block's norm stage: `h = RMSNorm_1(x)`, its equation naming the norm (and how its gains scale)."""
+    return step("norm", op, op, f"h = {norm.label}_{index}(x){norm.note}", "x [T, D]", reads_stream=reads_stream)
+
+
+RESID_MID = step("residual", "resid_mid", "resid_mid", "x = x + o", "x, o [T, D]")
+RESID_POST = step("residual", "resid_post", "resid_post", "x = x + m", "x, m [T, D]")
+
+
+@dataclass(frozen=True)
+class PreNorm(Part):
+    """The pre-norm block: x + mixer(norm_1(x)), then x + mlp(norm_2(x)). `names`: where a layer's checkpoint keeps
+    the first norm, the mixer, the second norm and the MLP ("input_layernorm", "self_attn", ...)."""
+
+    mixer: Any
+    mlp: Any
+    norm: Any = RMSNorm()
+    names: tuple[str, str, str, str] = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
+
+    def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        ln_1, mixer, ln_2, mlp = (getattr(p, name) for name in self.names)
+        h = at.stage(norm_stage("ln_1", self.norm, "1"), self.norm(x, ln_1, config), "T D")
+        x = at.stage(RESID_MID, x + self.mixer(h, mixer, config, at, inputs), "T D")
+        h = at.stage(norm_stage("ln_2", self.norm, "2"), self.norm(x, ln_2, config), "T D")
+        return at.stage(RESID_POST, x + self.mlp(h, mlp, config, at), "T D")
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {**self.mixer.kinds, **self.mlp.kinds, **self.norm.kinds}
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        ln_1, mixer, ln_2, mlp = self.names
+        return {**under(ln_1, self.norm.tensors(config, layer)), **under(mixer, self.mixer.tensors(config, layer)),
+                **under(ln_2, self.norm.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer))}  # fmt: skip
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
+
+
+@dataclass(frozen=True)
+class PostNorm(Part):
+    """OLMo 2's block: no norm before attention or the MLP; each branch reads the stream x itself and its output is
+    normed before it is added back: x + norm(mixer(x)), then x + norm(mlp(x)). `names`: where a layer's checkpoint
+    keeps the mixer, the norm of its output, the MLP and the norm of its output."""
+
+    mixer: Any
+    mlp: Any
+    norm: Any = RMSNorm()
+    names: tuple[str, str, str, str] = ("self_attn", "post_attention_layernorm", "mlp", "post_feedforward_layernorm")
+
+    def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        mixer, attn_norm, mlp, mlp_norm = (getattr(p, name) for name in self.names)
+        o = self.mixer(x, mixer, config, at, inputs)
+        o = at.stage(step("norm", "post_attn_norm", "attn.normed", f"o = {self.norm.label}_attn(o)  (the branch, before "
+                          "the add)", "o [T, D]"), self.norm(o, attn_norm, config), "T D")  # fmt: skip
+        x = at.stage(RESID_MID, x + o, "T D")
+        m = self.mlp(x, mlp, config, at)
+        m = at.stage(step("norm", "post_mlp_norm", "mlp.normed", f"m = {self.norm.label}_mlp(m)  (the branch, before "
+                          "the add)", "m [T, D]"), self.norm(m, mlp_norm, config), "T D")  # fmt: skip
+        return at.stage(RESID_POST, x + m, "T D")
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {**self.mixer.kinds, **self.mlp.kinds, **self.norm.kinds}
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        mixer, attn_norm, mlp, mlp_norm = self.names
+        return {**under(mixer, self.mixer.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer)),
+                **under(attn_norm, self.norm.tensors(config, layer)),
+                **under(mlp_norm, self.norm.tensors(config, layer))}  # fmt: skip
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
+
+
+@dataclass(frozen=True)
+class ByKind(Part):
+    """A block for each kind of layer the config names (config.layer_types[i]): layer i runs its kind's."""
+
+    blocks: Mapping[str, Any]
+
+    def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        return self.blocks[config.layer_types[at.layer_index or 0]](x, p, config, at, inputs)
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {kind: text for block in self.blocks.values() for kind, text in block.kinds.items()}
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        return self.blocks[config.layer_types[layer]].tensors(config, layer)
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return self.blocks[config.layer_types[layer]].products(config, T, t, B, layer)

@@ -1,0 +1,221 @@
+"""The decoder around the blocks, one for every family: embed the tokens, run each layer's block on its own tape with
+what its layer needs (its cache's handle, the mask of its window, the rotary tables of its rope), the final norm, the
+logits. A family hands it its block and says where its checkpoint keeps the rest; a `Decoder` is its forward pass.
+
+Everything else the code asks of a family's model is derived from the decoder's parts, so that no fact of a part is
+written twice:
+- its stage table (`stage_table`): the stages a dry run meets, on shape-only weights of one layer of each kind, a
+  padded batch's prompt past every chunk and then a decode step, in one order (engine.stages.merged);
+- its checkpoint's tensors with their shapes and kinds (`tensors`): the embedding's, each layer's block's under the
+  layer's name, the final norm's, the unembedding's where it is not the embedding;
+- its closed forms (`products`): each layer's block's, and the logits.
+
+Each layer's tape carries its window (tape.layer(i)), and the decoder makes each window's mask (for the layers that
+attend: those that keep keys and values, config.layer_cache(i)) and each rope's tables (config.rope(i)) once a pass.
+Counting without weights (shape-only stand-ins) makes no masks and tables of the right shape, no values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ...engine.kvcache import KeysValues, KVCache
+from ...engine.ledger import Phase
+from ...engine.ops import attention_bias, slot_positions
+from ...engine.shapes import ShapeOnly
+from ...engine.stages import LAST, LOGITS, StageTable, merged, step
+from ...engine.tape import Dims, Tape
+from .. import rotary
+from ..rotary import Rope
+from .blocks import LayerInputs, under
+from .norms import RMSNorm
+from .part import Part, Products, Tensor, Tensors
+
+
+@dataclass(frozen=True)
+class TokenEmbedding(Part):
+    """x = W_te[ids], a lookup: positions enter later, by rotating q and k. `module`: where the checkpoint keeps it;
+    `equation`: how the stage says it. An embedding part reads the whole tree (GPT-2's reads its position table too)."""
+
+    module: str = "embed_tokens"
+    equation: str = "x = W_te[ids]  (positions enter later, by rotating q and k)"
+    kinds = {"token_embedding": "token embedding W_te [V, D]"}
+
+    def __call__(self, ids, p: SimpleNamespace, config: Any, tape: Tape, pads=None):
+        w = getattr(p, self.module).weight
+        return tape.stage(step("lookup", "embed", "embed", self.equation, "ids [T]"), w[ids], "T D")
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        return {f"{self.module}.weight": Tensor((config.vocab_size, config.n_embd), "token_embedding")}
+
+
+@dataclass(frozen=True)
+class Decoder(Part):
+    """A decoder-only model: the embedding, then `block` on each layer, the final norm `norm`, the logits h W_U^T
+    (W_U the token embedding when the config ties them), and `after_logits` where the family has a step there
+    (Gemma's soft-cap). The names are the checkpoint's, without its `prefix`; `ignored`, a regex of buffers
+    checkpoints carry that the model computes itself; `prefixes`, other prefixes under which a checkpoint may keep the
+    same base model (a multimodal checkpoint's text model)."""
+
+    block: Any
+    norm: Any = RMSNorm()
+    embed: Any = TokenEmbedding()
+    embedding: str = "embed_tokens"  # the token embedding's module (tied: the unembedding too), the embed part's
+    layers: str = "layers"
+    final_norm: str = "norm"
+    unembedding: str = "lm_head"  # untied
+    prefix: str = "model."
+    ignored: str = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq"  # the rotary frequencies older checkpoints carry
+    prefixes: tuple[str, ...] = ()
+    biases: str = "biases of the linear layers that have them"  # how params describes the biases' kind
+    after_logits: Callable[[Any, Any, Tape], Any] | None = None
+    symbols: str = field(default="", compare=False)  # the dimension symbols its shapes use, for traces
+
+    def __call__(
+        self,
+        ids: np.ndarray,
+        p: SimpleNamespace,
+        config: Any,
+        cache: KVCache | None,
+        tape: Tape,
+        all_positions: bool,
+        pads: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only.
+
+        `pads` (a batch of left-padded rows): the first pads[b] slots of row b hold no token; each row's
+        positions start at its first real token, and pad keys are masked (ops.attention_bias)."""
+        d = tape.dims
+        x = self.embed(ids, p, config, tape, pads)
+        shape_only = isinstance(x, ShapeOnly)
+        tables: dict[Rope, tuple] = {}  # each rope's cos and sin, made once a pass
+        masks: dict[int | None, np.ndarray | None] = {}  # each window's attention bias, the same for every head
+        for i, layer_params in enumerate(getattr(p, self.layers)):
+            at = tape.layer(i)  # its dims carry its window
+            e, rope = at.dims, config.rope(i)
+            if rope is not None and rope not in tables:
+                tables[rope] = rotary_tables(rope, d, x, pads)
+            attends = isinstance(config.layer_cache(i), KeysValues)  # a hybrid's recurrent layers read no mask
+            if attends and e.window not in masks:
+                masks[e.window] = (
+                    None if shape_only else attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
+                )
+            kv = cache.layer(i) if cache is not None else None
+            inputs = LayerInputs(kv, masks[e.window] if attends else None, () if rope is None else tables[rope], pads)
+            x = self.block(x, layer_params, config, at, inputs)
+        ln_f = step("norm", "ln_f", "ln_f", f"h = {self.norm.label}_f(x){self.norm.note}", "x [T, D]")
+        h = tape.stage(ln_f, self.norm(x, getattr(p, self.final_norm), config), "T D")
+        if not all_positions:
+            h = tape.stage(LAST, h[..., -1:, :], "R D")
+        if cache is not None:
+            cache.advance(d.T)
+        unembedding = getattr(p, self.embedding if config.tie_word_embeddings else self.unembedding).weight
+        logits = tape.matmul(LOGITS, h, unembedding.T, "R D, D V -> R V")  # .T is a view: no copy of W_U
+        return logits if self.after_logits is None else self.after_logits(logits, config, tape)
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        """Every kind of parameter, in the order a pass meets them, but the biases and norms after the rest."""
+        block = self.block.kinds
+        norms = {k: v for k, v in {**block, **self.norm.kinds}.items() if k in ("norms", "layer_norms")}
+        rest = {k: v for k, v in block.items() if k not in norms}
+        return {
+            **self.embed.kinds,
+            **rest,
+            "biases": self.biases,
+            **norms,
+            "unembedding": "unembedding W_U [V, D] (untied)",
+        }
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        """The whole checkpoint, by name without the prefix, in the order it holds them."""
+        tensors = self.embed.tensors(config)
+        for i in range(config.n_layer):
+            tensors |= under(f"{self.layers}.{i}", self.block.tensors(config, i))
+        tensors |= under(self.final_norm, self.norm.tensors(config))
+        if not config.tie_word_embeddings:
+            tensors[f"{self.unembedding}.weight"] = Tensor((config.vocab_size, config.n_embd), "unembedding")
+        return tensors
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0, R: int = 1) -> Products:
+        """A layer's products and the logits', (dot products, their length) each."""
+        return self.block.products(config, T, t, B, layer) | {"logits": (B * R * config.vocab_size, config.n_embd)}
+
+    def stage_table(self, name: str, config: Any) -> StageTable:
+        """The stages this decoder's forward pass meets for a config, in order: derived once per config."""
+        key = (id(self), name, config)
+        if key not in _TABLES:
+            _TABLES[key] = derived_table(self, name, config)
+        return _TABLES[key]
+
+
+def rotary_tables(rope: Rope, d: Dims, x, pads) -> tuple:
+    """cos and sin of this pass's positions at the rope's frequencies ([T, r], or [B, 1, T, r] with pads: one for
+    every head), r the numbers of a head it turns; shape-only stand-ins when counting."""
+    if isinstance(x, ShapeOnly):
+        return ShapeOnly((d.T, rope.turned)), ShapeOnly((d.T, rope.turned))
+    at = slot_positions(d.past, d.T, pads)  # [T], or [B, T]: each row's count starts at its first real token
+    return rotary.tables(rope, at if pads is None else at[:, None], x.dtype)
+
+
+# The dry run that finds a family's stages: a prompt long enough to run every scan in chunks (two of the longest
+# chunk any family has, and more), then a decode step, on a batch of two rows, the first left-padded.
+DRY_RUN_PROMPT = 2 * 256 + 3
+
+
+_TABLES: dict = {}  # (decoder, family, config) -> its stage table
+
+
+def derived_table(decoder: Decoder, name: str, config: Any) -> StageTable:
+    """The stages a dry run of `decoder` meets on shape-only weights of one layer of each of the config's kinds: a
+    padded batch's prompt past every chunk, then a decode step; each layer's in one order (engine.stages.merged)."""
+    kinds = config.layer_types
+    span = 1 + max(kinds.index(kind) for kind in set(kinds))
+    T = DRY_RUN_PROMPT
+    c = replace(config.prefix(span), n_positions=max(config.n_positions, T + 1))  # the stages of any context
+    params = shape_only_tree(decoder, c)
+    cache = KVCache(capacity=T + 1, batch=(2,), shape_only=True, layers=tuple(c.layer_cache(i) for i in range(span)))
+    pads = np.array([1, 0])
+    runs: list[list] = []  # the stages of each pass, before the blocks, of each layer, after the blocks
+    embed: list = []
+    final: list = []
+    for T_pass, past in ((T, 0), (1, T)):
+        phase = Phase("dry run", 0, T_pass, past + T_pass)
+        dims = Dims.of(c, T_pass, past, R=1, batch=(2,))
+        windows = tuple(c.layer_window(i) for i in range(span))
+        tape = Tape(dims, phase, windows=None if set(windows) <= {c.sliding_window} else windows)
+        ids = np.zeros((2, T_pass), dtype=np.int64)
+        decoder(ids, params, c, cache, tape, all_positions=False, pads=pads)
+        layers: dict[int, list] = {}
+        for record in phase.records:
+            if record.layer is None:
+                (final if layers else embed).append(record.stage)
+            else:
+                layers.setdefault(record.layer, []).append(record.stage)
+        runs += layers.values()
+    return StageTable(name, merged([embed]), merged(runs), merged([final]), decoder.symbols)
+
+
+def shape_only_tree(decoder: Decoder, config: Any) -> SimpleNamespace:
+    """Shape-only stand-ins of every tensor of a config's checkpoint, as a tree that mirrors it."""
+    root: dict = {decoder.layers: [{} for _ in range(config.n_layer)]}
+    for name, tensor in decoder.tensors(config).items():
+        parts = name.split(".")
+        node = root[decoder.layers][int(parts[1])] if parts[0] == decoder.layers else root
+        for part in parts[2 if parts[0] == decoder.layers else 0 : -1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = ShapeOnly(tensor.shape)
+
+    def build(node):
+        if isinstance(node, dict):
+            return SimpleNamespace(**{k: build(v) for k, v in node.items()})
+        if isinstance(node, list):
+            return [build(v) for v in node]
+        return node
+
+    return build(root)
