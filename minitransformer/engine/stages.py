@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cache, cached_property
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -166,24 +166,9 @@ def edited(
     return tuple(out)
 
 
-# A stage is declared where it is computed: the forward pass hands the tape `product(...)` or `step(...)` with the
-# values, so that the line that computes a stage states its op, capture names, equation and what it reads, and no
-# table elsewhere repeats them (a family's StageTable is what a dry run of its forward pass meets: families/parts/).
-# Both are cached: a decode step declares its stages again at every layer without building them again.
-
-
-@cache
-def product(op: str, names: str, equation: str, reads: str, group: str, **more) -> Stage:
-    """A matrix product's stage: its op, its capture name(s) (space-separated), its equation, what it reads
-    ("h [T, D], W_q [D, H*dh]") and its group (count's summary); `more`: Stage's other fields (product=, state=)."""
-    return Stage(op, tuple(names.split()), "matmul", equation, reads, group, **more)
-
-
-@cache
-def step(kind: str, op: str, names: str, equation: str, reads: str, **more) -> Stage:
-    """A stage that is not a matrix product: its kind (norm, reshape, rotate, ...), op, capture name(s), equation and
-    what it reads; `more`: Stage's other fields (reads_stream=)."""
-    return Stage(op, tuple(names.split()), kind, equation, reads, **more)
+def by_op(*stages: Stage) -> dict[str, Stage]:
+    """A part's declaration of its stages, by op, in the order its forward pass runs them (Tape.declaring)."""
+    return {stage.op: stage for stage in stages}
 
 
 def merged(runs: Iterable[Sequence[Stage]]) -> tuple[Stage, ...]:

@@ -175,8 +175,10 @@ class Tape:
     watcher: Watcher | None = None
     layer_index: int | None = None
     prefix: str = ""
-    stage_table: StageTable | None = None  # where an op named by its name alone is looked up (a stage declared by a
-    #                                          Stage object at its line needs none)
+    stage_table: StageTable | None = None  # where an op is looked up that no part declared (Tape.declaring)
+    # The stages of the part running on this tape, by op (Tape.declaring): a part declares its stages once, and its
+    # forward pass names each by its op, as the ledger does
+    declared: Mapping[str, Stage] | None = None
     # Each layer's sliding window, where the layers differ (config.layer_window); None: every layer has dims.window.
     windows: tuple | None = None
     dense: bool = False  # attention as transformers' eager attention computes it: every T x t score, never in chunks
@@ -328,11 +330,19 @@ class Tape:
                 f"{self.dims.symbolic(spec)} = {list(want)}"
             )
 
+    def declaring(self, stages: Mapping[str, Stage]) -> Tape:
+        """The tape of a part whose stages, by op, are `stages` (its declaration, families/parts/): its forward pass
+        names each stage by its op."""
+        return replace(self, declared=stages)
+
     def stage_of(self, op: str | Stage) -> Stage:
-        """The stage a forward pass names: declared at its line (a Stage), or by its op in the tape's stage table."""
+        """The stage a forward pass names: a Stage, or an op its part declared (Tape.declaring), or, for a family of
+        the old layout, an op of the tape's stage table."""
         if isinstance(op, Stage):
             return op
-        assert self.stage_table is not None, f"{op}: a stage named by its op alone needs the tape's stage table"
+        if self.declared is not None and op in self.declared:
+            return self.declared[op]
+        assert self.stage_table is not None, f"{op}: no part declared it, and the tape has no stage table"
         return self.stage_table.stages[op]
 
     def _record(self, stage: Stage, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,

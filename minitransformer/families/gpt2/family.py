@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...engine.ops import ACTIVATIONS, add_mask, merge_heads, slot_positions, softmax, split_heads
-from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, MLP, product, step
+from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, MLP, Stage, by_op
 from ...engine.tape import Tape
 from ..parts.blocks import LayerInputs, PreNorm
 from ..parts.decoder import Decoder
@@ -26,6 +26,26 @@ from ..parts.family import composed
 from ..parts.norms import LayerNorm
 from ..parts.part import Part, Products, Tensor, Tensors
 from .config import PRESETS, GPT2Config
+
+# GPT-2's attention's stages and its MLP's (every GPT-2 has the same).
+ATTENTION = by_op(
+    Stage("qkv", ("attn.qkv",), "matmul", "[Q K V] = h W_qkv + b_qkv", "h [T, D], W_qkv [D, 3D]", ATTENTION_PROJECTIONS),
+    Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape", "Q, K, V -> H heads of dh", "[T, 3D]"),
+    Stage("cache", ("attn.keys", "attn.values"), "cache", "K, V of all t positions (new rows written to the cache)",
+          "k, v [H, T, dh]"),
+    Stage("scores", ("attn.qk",), "matmul", "S = Q K^T  (per head)", "Q [H, T, dh], K^T [H, dh, t]", ATTENTION_SCORES),
+    Stage("scale", ("attn.scaled",), "scale", "S = S * scale  (1/sqrt(dh) unless configured otherwise)", "S [H, T, t]"),
+    Stage("mask", ("attn.scores",), "mask", "S[i, j] = -inf where j is in i's future", "S [H, T, t]"),
+    Stage("softmax", ("attn.weights",), "softmax", "A = softmax(S) over j", "S [H, T, t]"),
+    Stage("mix", ("attn.mix",), "matmul", "Z = A V  (per head)", "A [H, T, t], V [H, t, dh]", ATTENTION_SCORES),
+    Stage("merge_heads", ("attn.z",), "reshape", "Z -> [T, D]", "Z [H, T, dh]"),
+    Stage("out", ("attn.out",), "matmul", "o = Z W_o + b_o", "Z [T, D], W_o [D, D]", ATTENTION_PROJECTIONS),
+)  # fmt: skip
+MLP_STAGES = by_op(
+    Stage("mlp.up", ("mlp.up",), "matmul", "u = h W_up + b_up", "h [T, D], W_up [D, F]", MLP),
+    Stage("mlp.act", ("mlp.act",), "activation", "g = act(u)", "u [T, F]"),
+    Stage("mlp.down", ("mlp.down",), "matmul", "m = g W_down + b_down", "g [T, F], W_down [F, D]", MLP),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -35,16 +55,20 @@ class LearnedPositions(Part):
 
     kinds = {"token_embedding": "token embedding W_te [V, D]", "position_embedding": "position embedding W_pe [P, D]"}
 
+    def stages(self, config: GPT2Config) -> dict[str, Stage]:
+        return by_op(Stage("embed", ("embed",), "lookup", "x = W_te[ids] + W_pe[positions]", "ids [T]"))
+
     def __call__(self, ids, p: SimpleNamespace, config: GPT2Config, tape: Tape, pads=None):
-        d = tape.dims
+        tape, d = tape.declaring(self.declared(config)), tape.dims
         positions = slice(d.past, d.past + d.T) if pads is None else np.maximum(slot_positions(d.past, d.T, pads), 0)
-        return tape.stage(step("lookup", "embed", "embed", "x = W_te[ids] + W_pe[positions]", "ids [T]"),
-                          p.wte.weight[ids] + p.wpe.weight[positions], "T D")  # fmt: skip
+        return tape.stage("embed", p.wte.weight[ids] + p.wpe.weight[positions], "T D")
 
     def tensors(self, config: GPT2Config, layer: int = 0) -> Tensors:
         D = config.n_embd
-        return {"wte.weight": Tensor((config.vocab_size, D), "token_embedding"),
-                "wpe.weight": Tensor((config.n_positions, D), "position_embedding")}  # fmt: skip
+        return {
+            "wte.weight": Tensor((config.vocab_size, D), "token_embedding"),
+            "wpe.weight": Tensor((config.n_positions, D), "position_embedding"),
+        }
 
 
 @dataclass(frozen=True)
@@ -57,24 +81,27 @@ class FusedAttention(Part):
         "attention_out": "attention output weights W_o [D, D]",
     }
 
+    def stages(self, config: GPT2Config) -> dict[str, Stage]:
+        return ATTENTION
+
     def __call__(self, h, p: SimpleNamespace, config: GPT2Config, at: Tape, inputs: LayerInputs):
-        qkv = at.matmul(product("qkv", "attn.qkv", "[Q K V] = h W_qkv + b_qkv", "h [T, D], W_qkv [D, 3D]",
-                                ATTENTION_PROJECTIONS), h, p.c_attn.weight, "T D, D 3D -> T 3D", bias=p.c_attn.bias)  # fmt: skip
-        q, k, v = at.stage(step("reshape", "split_heads", "attn.q attn.k attn.v", "Q, K, V -> H heads of dh", "[T, 3D]"),
-                           split_heads(qkv, config.n_head), "H T dh")  # fmt: skip
-        K, V = at.stage(step("cache", "cache", "attn.keys attn.values",
-                             "K, V of all t positions (new rows written to the cache)", "k, v [H, T, dh]"),
-                        inputs.cache.append(k, v) if inputs.cache is not None else (k, v), "H t dh")  # fmt: skip
+        at = at.declaring(ATTENTION)
+        qkv = at.matmul("qkv", h, p.c_attn.weight, "T D, D 3D -> T 3D", bias=p.c_attn.bias)
+        q, k, v = at.stage("split_heads", split_heads(qkv, config.n_head), "H T dh")
+        K, V = at.stage("cache", inputs.cache.append(k, v) if inputs.cache is not None else (k, v), "H t dh")
         # In chunks of query rows, each against the keys it can see (a long prompt skips most of its future).
         z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, inputs.mask)
-        z = at.stage(step("reshape", "merge_heads", "attn.z", "Z -> [T, D]", "Z [H, T, dh]"), merge_heads(z), "T D")
-        return at.matmul(product("out", "attn.out", "o = Z W_o + b_o", "Z [T, D], W_o [D, D]", ATTENTION_PROJECTIONS),
-                         z, p.c_proj.weight, "T D, D D -> T D", bias=p.c_proj.bias)  # fmt: skip
+        z = at.stage("merge_heads", merge_heads(z), "T D")
+        return at.matmul("out", z, p.c_proj.weight, "T D, D D -> T D", bias=p.c_proj.bias)
 
     def tensors(self, config: GPT2Config, layer: int = 0) -> Tensors:
         D = config.n_embd
-        return {"c_attn.weight": Tensor((D, 3 * D), "attention_qkv"), "c_attn.bias": Tensor((3 * D,), "biases"),
-                "c_proj.weight": Tensor((D, D), "attention_out"), "c_proj.bias": Tensor((D,), "biases")}  # fmt: skip
+        return {
+            "c_attn.weight": Tensor((D, 3 * D), "attention_qkv"),
+            "c_attn.bias": Tensor((3 * D,), "biases"),
+            "c_proj.weight": Tensor((D, D), "attention_out"),
+            "c_proj.bias": Tensor((D,), "biases"),
+        }
 
     def products(self, config: GPT2Config, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         D, H, dh = config.n_embd, config.n_head, config.d_head
@@ -93,17 +120,13 @@ class FusedAttention(Part):
 
 
 def attend(q, K, V, bias, config: GPT2Config, at: Tape):
-    """Each query's mix of the values, weighted by softmax(mask(q K^T x scale)) over the keys."""
-    s = at.matmul(product("scores", "attn.qk", "S = Q K^T  (per head)", "Q [H, T, dh], K^T [H, dh, t]", ATTENTION_SCORES),
-                  q, K.swapaxes(-1, -2), "H T dh, H dh t -> H T t")  # fmt: skip
-    s = at.stage(step("scale", "scale", "attn.scaled", "S = S * scale  (1/sqrt(dh) unless configured otherwise)",
-                      "S [H, T, t]"), scale_scores(s, config, at.layer_index or 0, out=at.scratch(s)), "H T t")  # fmt: skip
-    s = at.stage(step("mask", "mask", "attn.scores", "S[i, j] = -inf where j is in i's future", "S [H, T, t]"),
-                 add_mask(s, bias, out=at.scratch(s)), "H T t")  # fmt: skip
-    a = at.stage(step("softmax", "softmax", "attn.weights", "A = softmax(S) over j", "S [H, T, t]"),
-                 softmax(s, out=at.scratch(s)), "H T t")  # fmt: skip
-    return at.matmul(product("mix", "attn.mix", "Z = A V  (per head)", "A [H, T, t], V [H, t, dh]", ATTENTION_SCORES),
-                     a, V, "H T t, H t dh -> H T dh")  # fmt: skip
+    """Each query's mix of the values, weighted by softmax(mask(q K^T x scale)) over the keys: the causal mask, and a
+    padded batch's pad keys."""
+    s = at.matmul("scores", q, K.swapaxes(-1, -2), "H T dh, H dh t -> H T t")
+    s = at.stage("scale", scale_scores(s, config, at.layer_index or 0, out=at.scratch(s)), "H T t")
+    s = at.stage("mask", add_mask(s, bias, out=at.scratch(s)), "H T t")
+    a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
+    return at.matmul("mix", a, V, "H T t, H t dh -> H T dh")
 
 
 def attention_scale(config: GPT2Config, layer: int) -> float:
@@ -123,25 +146,30 @@ class Mlp(Part):
 
     kinds = {"mlp_up": "MLP up weights W_up [D, F]", "mlp_down": "MLP down weights W_down [F, D]"}
 
+    def stages(self, config: GPT2Config) -> dict[str, Stage]:
+        return MLP_STAGES
+
     def __call__(self, h, p: SimpleNamespace, config: GPT2Config, at: Tape):
-        u = at.matmul(product("mlp.up", "mlp.up", "u = h W_up + b_up", "h [T, D], W_up [D, F]", MLP),
-                      h, p.c_fc.weight, "T D, D F -> T F", bias=p.c_fc.bias)  # fmt: skip
-        g = at.stage(step("activation", "mlp.act", "mlp.act", "g = act(u)", "u [T, F]"),
-                     ACTIVATIONS[config.activation_function](u), "T F")  # fmt: skip
-        return at.matmul(product("mlp.down", "mlp.down", "m = g W_down + b_down", "g [T, F], W_down [F, D]", MLP),
-                         g, p.c_proj.weight, "T F, F D -> T D", bias=p.c_proj.bias)  # fmt: skip
+        at = at.declaring(MLP_STAGES)
+        u = at.matmul("mlp.up", h, p.c_fc.weight, "T D, D F -> T F", bias=p.c_fc.bias)
+        g = at.stage("mlp.act", ACTIVATIONS[config.activation_function](u), "T F")
+        return at.matmul("mlp.down", g, p.c_proj.weight, "T F, F D -> T D", bias=p.c_proj.bias)
 
     def tensors(self, config: GPT2Config, layer: int = 0) -> Tensors:
         D, F = config.n_embd, config.d_ff
-        return {"c_fc.weight": Tensor((D, F), "mlp_up"), "c_fc.bias": Tensor((F,), "biases"),
-                "c_proj.weight": Tensor((F, D), "mlp_down"), "c_proj.bias": Tensor((D,), "biases")}  # fmt: skip
+        return {
+            "c_fc.weight": Tensor((D, F), "mlp_up"),
+            "c_fc.bias": Tensor((F,), "biases"),
+            "c_proj.weight": Tensor((F, D), "mlp_down"),
+            "c_proj.bias": Tensor((D,), "biases"),
+        }
 
     def products(self, config: GPT2Config, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         D, F = config.n_embd, config.d_ff
         return {
             "mlp.up": (B * T * F, D),
             "mlp.down": (B * T * D, F),
-        }  # h [T, D] x W_up [D, F]; g [T, F] x W_down [F, D]
+        }  # h [T, D] x W_up [D, F], g [T, F] x W_down [F, D]
 
 
 NORM = LayerNorm(eps="layer_norm_epsilon")

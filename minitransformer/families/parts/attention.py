@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from types import SimpleNamespace
 from typing import Any
 
@@ -29,7 +30,7 @@ from ...engine.ops import (
     split_into_heads,
     ungroup_heads,
 )
-from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, product, step
+from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, Stage, by_op
 from ...engine.tape import Tape
 from .part import Part, Products, Tensor, Tensors, linear, plus
 
@@ -47,47 +48,59 @@ def mask_equation(config: Any) -> str:
     return WINDOW_MASK + (SOME_LAYERS if len(set(config.layer_types)) > 1 else "")
 
 
+@cache
+def core_stages(mask: str = MASK) -> dict[str, Stage]:
+    """The attention core's stages (`attend`), its mask's equation as the config has it."""
+    return by_op(
+        Stage("scores", ("attn.qk",), "matmul", "S = Q K^T  (each query head against the K of its group)",
+              "Q [Hkv, G, T, dh], K^T [Hkv, 1, dh, t]", ATTENTION_SCORES),
+        Stage("scale", ("attn.scaled",), "scale", "S = S / sqrt(dh)", "S [H, T, t]"),
+        Stage("mask", ("attn.scores",), "mask", mask, "S [H, T, t]"),
+        Stage("softmax", ("attn.weights",), "softmax", "A = softmax(S) over j", "S [H, T, t]"),
+        Stage("mix", ("attn.mix",), "matmul", "Z = A V  (each query head with the V of its group)",
+              "A [Hkv, G, T, t], V [Hkv, 1, t, dh]", ATTENTION_SCORES),
+    )  # fmt: skip
+
+
+@cache
+def cache_stages(o_bias: bool) -> dict[str, Stage]:
+    """The stages around the core (`attend_to_cache`): the cache, the heads merged, the output projection."""
+    return by_op(
+        Stage("cache", ("attn.keys", "attn.values"), "cache",
+              "K, V of the t attended positions (new rows written to the cache)", "k, v [Hkv, T, dh]"),
+        Stage("merge_heads", ("attn.z",), "reshape", "Z -> [T, H*dh]", "Z [H, T, dh]"),
+        Stage("out", ("attn.out",), "matmul", f"o = Z W_o{plus(o_bias, 'o')}", "Z [T, H*dh], W_o [H*dh, D]",
+              ATTENTION_PROJECTIONS),
+    )  # fmt: skip
+
+
 # attend(q, K, V, bias, config, tape) -> z: the scores, their scale and mask, the softmax and the mix of one chunk of
 # query rows against the keys it sees (in_row_chunks runs it on each chunk).
 Attend = Callable[..., np.ndarray]
 
 
-def attend(q, K, V, bias, config: Any, at: Tape, mask: str = MASK):
+def attend(q, K, V, bias, config: Any, at: Tape):
     """Each query's mix of its group's values, weighted by softmax(q K^T x scale + bias) over the keys (any config that
     has n_kv_head and d_head)."""
+    at = at.declaring(core_stages(mask_equation(config)))
     Hkv = config.n_kv_head
     Q, Kt = group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :]
-    s = at.matmul(product("scores", "attn.qk", "S = Q K^T  (each query head against the K of its group)",
-                          "Q [Hkv, G, T, dh], K^T [Hkv, 1, dh, t]", ATTENTION_SCORES),
-                  Q, Kt, "Hkv G T dh, Hkv 1 dh t -> Hkv G T t")  # fmt: skip
-    s = at.stage(step("scale", "scale", "attn.scaled", "S = S / sqrt(dh)", "S [H, T, t]"),
-                 scale_scores(ungroup_heads(s), config, at), "H T t")  # fmt: skip
-    s = at.stage(
-        step("mask", "mask", "attn.scores", mask, "S [H, T, t]"), add_mask(s, bias, out=at.scratch(s)), "H T t"
-    )
-    a = at.stage(step("softmax", "softmax", "attn.weights", "A = softmax(S) over j", "S [H, T, t]"),
-                 softmax(s, out=at.scratch(s)), "H T t")  # fmt: skip
-    return at.matmul(product("mix", "attn.mix", "Z = A V  (each query head with the V of its group)",
-                             "A [Hkv, G, T, t], V [Hkv, 1, t, dh]", ATTENTION_SCORES),
-                     group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")  # fmt: skip
+    s = at.matmul("scores", Q, Kt, "Hkv G T dh, Hkv 1 dh t -> Hkv G T t")
+    s = at.stage("scale", scale_scores(ungroup_heads(s), config, at), "H T t")
+    s = at.stage("mask", add_mask(s, bias, out=at.scratch(s)), "H T t")
+    a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
+    return at.matmul("mix", group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")
 
 
-def attend_to_cache(q, k, v, p: SimpleNamespace, config: Any, at: Tape, inputs, core: Attend | None = None):
+def attend_to_cache(q, k, v, p: SimpleNamespace, config: Any, at: Tape, inputs, core: Attend = attend):
     """The turned q and k and v through the cache; each query's mix of its group's values (`core`: by default
-    `attend` with the config's mask), in chunks of query rows, each against the keys it can see (a long prompt skips
-    most of its future); the heads merged and projected back, o = Z W_o."""
-    cached = inputs.cache.append(k, v) if inputs.cache is not None else (k, v)
-    K, V = at.stage(step("cache", "cache", "attn.keys attn.values",
-                         "K, V of the t attended positions (new rows written to the cache)", "k, v [Hkv, T, dh]"),
-                    cached, "Hkv t dh")  # fmt: skip
-    mask = mask_equation(config)
-    core = core or (lambda q, K, V, bias, config, at: attend(q, K, V, bias, config, at, mask))
+    `attend`), in chunks of query rows, each against the keys it can see (a long prompt skips most of its future);
+    the heads merged and projected back, o = Z W_o."""
+    at = at.declaring(cache_stages(config.o_bias))
+    K, V = at.stage("cache", inputs.cache.append(k, v) if inputs.cache is not None else (k, v), "Hkv t dh")
     z = at.in_row_chunks(lambda q, K, V, bias, at: core(q, K, V, bias, config, at), q, K, V, inputs.mask)
-    z = at.stage(step("reshape", "merge_heads", "attn.z", "Z -> [T, H*dh]", "Z [H, T, dh]"),
-                 merge_heads(ungroup_heads(z)), "T H*dh")  # fmt: skip
-    return at.matmul(product("out", "attn.out", f"o = Z W_o{plus(config.o_bias, 'o')}", "Z [T, H*dh], W_o [H*dh, D]",
-                             ATTENTION_PROJECTIONS),
-                     z, p.o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=bias_of(p.o_proj))  # fmt: skip
+    z = at.stage("merge_heads", merge_heads(ungroup_heads(z)), "T H*dh")
+    return at.matmul("out", z, p.o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=bias_of(p.o_proj))
 
 
 def scale_scores(s, config: Any, at: Tape):
@@ -102,6 +115,19 @@ def bias_of(linear: SimpleNamespace):
 
 # What a q and k norm normalises over: each head's dh numbers (Qwen3), or the whole projection (OLMo 2).
 PER_HEAD, WHOLE = "per head", "whole"
+QK_NORMS = {
+    WHOLE: (
+        Stage("q_norm", ("attn.q_normed",), "norm", "q = RMSNorm_q(q)  (over all H*dh numbers, gains [H*dh])", "q [T, H*dh]"),
+        Stage("k_norm", ("attn.k_normed",), "norm", "k = RMSNorm_k(k)  (over all Hkv*dh numbers, gains [Hkv*dh])",
+              "k [T, Hkv*dh]"),
+    ),
+    PER_HEAD: (
+        Stage("q_norm", ("attn.q_normed",), "norm", "q = RMSNorm_q(q)  (each head over its dh numbers, gains [dh])",
+              "q [H, T, dh]"),
+        Stage("k_norm", ("attn.k_normed",), "norm", "k = RMSNorm_k(k)  (each head over its dh numbers, gains [dh])",
+              "k [Hkv, T, dh]"),
+    ),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -123,52 +149,52 @@ class GroupedQueryAttention(Part):
         "attention_out": "attention output weights W_o [D, H*dh]",
     }
 
+    def stages(self, config: Any) -> dict[str, Stage]:
+        """Its projections, the split into heads, the q and k norms where it has them, the rotation."""
+        x, b, reads_x = self.reads, (lambda n: plus(config.qkv_bias, n)), self.reads == "x"
+        norms = QK_NORMS.get(self.qk_norm, ())
+        return by_op(
+            Stage("q", ("attn.q_proj",), "matmul", f"q = {x} W_q{b('q')}", f"{x} [T, D], W_q [D, H*dh]",
+                  ATTENTION_PROJECTIONS, reads_stream=reads_x),
+            Stage("k", ("attn.k_proj",), "matmul", f"k = {x} W_k{b('k')}  (Hkv heads: narrower than q when Hkv < H)",
+                  f"{x} [T, D], W_k [D, Hkv*dh]", ATTENTION_PROJECTIONS, reads_stream=reads_x),
+            Stage("v", ("attn.v_proj",), "matmul", f"v = {x} W_v{b('v')}", f"{x} [T, D], W_v [D, Hkv*dh]",
+                  ATTENTION_PROJECTIONS, reads_stream=reads_x),
+            *norms,
+            Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape", "q -> H heads of dh; k, v -> Hkv heads of dh",
+                  "q [T, H*dh], k, v [T, Hkv*dh]"),
+            Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate",
+                  "q, k = RoPE(q, k): each pair of numbers turned by position x frequency", "q [H, T, dh], k [Hkv, T, dh]"),
+        )  # fmt: skip
+
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs):
-        H, Hkv, eps, x = config.n_head, config.n_kv_head, getattr(config, self.eps), self.reads
-        b = config.qkv_bias
-        stream = {"reads_stream": True} if x == "x" else {}
-        q = at.matmul(product("q", "attn.q_proj", f"q = {x} W_q{plus(b, 'q')}", f"{x} [T, D], W_q [D, H*dh]",
-                              ATTENTION_PROJECTIONS, **stream),
-                      h, p.q_proj.weight.T, "T D, D H*dh -> T H*dh", bias=bias_of(p.q_proj))  # fmt: skip
-        k = at.matmul(product("k", "attn.k_proj", f"k = {x} W_k{plus(b, 'k')}  (Hkv heads: narrower than q when Hkv < H)",
-                              f"{x} [T, D], W_k [D, Hkv*dh]", ATTENTION_PROJECTIONS, **stream),
-                      h, p.k_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.k_proj))  # fmt: skip
-        v = at.matmul(product("v", "attn.v_proj", f"v = {x} W_v{plus(b, 'v')}", f"{x} [T, D], W_v [D, Hkv*dh]",
-                              ATTENTION_PROJECTIONS, **stream),
-                      h, p.v_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.v_proj))  # fmt: skip
-        if self.qk_norm == WHOLE:
-            q = at.stage(step("norm", "q_norm", "attn.q_normed", "q = RMSNorm_q(q)  (over all H*dh numbers, gains [H*dh])",
-                              "q [T, H*dh]"), rms_norm(q, p.q_norm.weight, eps), "T H*dh")  # fmt: skip
-            k = at.stage(step("norm", "k_norm", "attn.k_normed",
-                              "k = RMSNorm_k(k)  (over all Hkv*dh numbers, gains [Hkv*dh])", "k [T, Hkv*dh]"),
-                         rms_norm(k, p.k_norm.weight, eps), "T Hkv*dh")  # fmt: skip
-        q, k, v = at.stage(step("reshape", "split_heads", "attn.q attn.k attn.v",
-                                "q -> H heads of dh; k, v -> Hkv heads of dh", "q [T, H*dh], k, v [T, Hkv*dh]"),
-                           (split_into_heads(q, H), split_into_heads(k, Hkv), split_into_heads(v, Hkv)),
-                           "H T dh; Hkv T dh; Hkv T dh")  # fmt: skip
-        if self.qk_norm == PER_HEAD:
-            q = at.stage(step("norm", "q_norm", "attn.q_normed", "q = RMSNorm_q(q)  (each head over its dh numbers, gains [dh])",
-                              "q [H, T, dh]"), rms_norm(q, p.q_norm.weight, eps), "H T dh")  # fmt: skip
-            k = at.stage(step("norm", "k_norm", "attn.k_normed", "k = RMSNorm_k(k)  (each head over its dh numbers, gains [dh])",
-                              "k [Hkv, T, dh]"), rms_norm(k, p.k_norm.weight, eps), "Hkv T dh")  # fmt: skip
-        q, k = at.stage(step("rotate", "rope", "attn.q_rot attn.k_rot",
-                             "q, k = RoPE(q, k): each pair of numbers turned by position x frequency",
-                             "q [H, T, dh], k [Hkv, T, dh]"),
-                        (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")  # fmt: skip
+        at = at.declaring(self.declared(config))
+        H, Hkv, eps = config.n_head, config.n_kv_head, getattr(config, self.eps)
+        q = at.matmul("q", h, p.q_proj.weight.T, "T D, D H*dh -> T H*dh", bias=bias_of(p.q_proj))
+        k = at.matmul("k", h, p.k_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.k_proj))
+        v = at.matmul("v", h, p.v_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.v_proj))
+        if self.qk_norm == WHOLE:  # over all H dh (Hkv dh) numbers, gains [H dh] ([Hkv dh])
+            q = at.stage("q_norm", rms_norm(q, p.q_norm.weight, eps), "T H*dh")
+            k = at.stage("k_norm", rms_norm(k, p.k_norm.weight, eps), "T Hkv*dh")
+        split = (split_into_heads(q, H), split_into_heads(k, Hkv), split_into_heads(v, Hkv))
+        q, k, v = at.stage("split_heads", split, "H T dh; Hkv T dh; Hkv T dh")
+        if self.qk_norm == PER_HEAD:  # each head over its dh numbers, gains [dh]
+            q = at.stage("q_norm", rms_norm(q, p.q_norm.weight, eps), "H T dh")
+            k = at.stage("k_norm", rms_norm(k, p.k_norm.weight, eps), "Hkv T dh")
+        q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
         return attend_to_cache(q, k, v, p, config, at, inputs)
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """q_proj, k_proj, v_proj [H dh or Hkv dh, D] and o_proj [D, H dh], each with its bias where the config has
         them; then the q and k norms' gains where it has them."""
-        D, dh, q, kv, b = (
-            config.n_embd,
-            config.d_head,
-            config.n_head * config.d_head,
-            config.n_kv_head * config.d_head,
-            config.qkv_bias,
-        )
-        tensors = {**linear("q_proj", q, D, b, "attention_q"), **linear("k_proj", kv, D, b, "attention_k"),
-                   **linear("v_proj", kv, D, b, "attention_v"), **linear("o_proj", D, q, config.o_bias, "attention_out")}  # fmt: skip
+        D, dh, b = config.n_embd, config.d_head, config.qkv_bias
+        q, kv = config.n_head * dh, config.n_kv_head * dh
+        tensors = {
+            **linear("q_proj", q, D, b, "attention_q"),
+            **linear("k_proj", kv, D, b, "attention_k"),
+            **linear("v_proj", kv, D, b, "attention_v"),
+            **linear("o_proj", D, q, config.o_bias, "attention_out"),
+        }
         if self.qk_norm:
             widths = (dh, dh) if self.qk_norm == PER_HEAD else (q, kv)
             tensors |= {"q_norm.weight": Tensor((widths[0],), "norms"), "k_norm.weight": Tensor((widths[1],), "norms")}

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ...engine.stages import step
+from ...engine.stages import Stage, by_op
 from ...engine.tape import Tape
 from .norms import RMSNorm
 from .part import Part, Products, Tensors
@@ -41,13 +41,13 @@ def under(name: str, tensors: Tensors) -> Tensors:
     return {f"{name}.{key}": tensor for key, tensor in tensors.items()}
 
 
-def norm_stage(op: str, norm: Any, index: str, reads_stream: bool = True):
-    """A block's norm stage: `h = RMSNorm_1(x)`, its equation naming the norm (and how its gains scale)."""
-    return step("norm", op, op, f"h = {norm.label}_{index}(x){norm.note}", "x [T, D]", reads_stream=reads_stream)
+def norm_stage(op: str, norm: Any, index: str) -> Stage:
+    """A block's norm of the stream: `h = RMSNorm_1(x)`, its equation naming the norm (and how its gains scale)."""
+    return Stage(op, (op,), "norm", f"h = {norm.label}_{index}(x){norm.note}", "x [T, D]", reads_stream=True)
 
 
-RESID_MID = step("residual", "resid_mid", "resid_mid", "x = x + o", "x, o [T, D]")
-RESID_POST = step("residual", "resid_post", "resid_post", "x = x + m", "x, m [T, D]")
+RESID_MID = Stage("resid_mid", ("resid_mid",), "residual", "x = x + o", "x, o [T, D]")
+RESID_POST = Stage("resid_post", ("resid_post",), "residual", "x = x + m", "x, m [T, D]")
 
 
 @dataclass(frozen=True)
@@ -60,12 +60,16 @@ class PreNorm(Part):
     norm: Any = RMSNorm()
     names: tuple[str, str, str, str] = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
 
+    def stages(self, config: Any) -> dict[str, Stage]:
+        return by_op(norm_stage("ln_1", self.norm, "1"), RESID_MID, norm_stage("ln_2", self.norm, "2"), RESID_POST)
+
     def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        at = at.declaring(self.declared(config))
         ln_1, mixer, ln_2, mlp = (getattr(p, name) for name in self.names)
-        h = at.stage(norm_stage("ln_1", self.norm, "1"), self.norm(x, ln_1, config), "T D")
-        x = at.stage(RESID_MID, x + self.mixer(h, mixer, config, at, inputs), "T D")
-        h = at.stage(norm_stage("ln_2", self.norm, "2"), self.norm(x, ln_2, config), "T D")
-        return at.stage(RESID_POST, x + self.mlp(h, mlp, config, at), "T D")
+        h = at.stage("ln_1", self.norm(x, ln_1, config), "T D")
+        x = at.stage("resid_mid", x + self.mixer(h, mixer, config, at, inputs), "T D")
+        h = at.stage("ln_2", self.norm(x, ln_2, config), "T D")
+        return at.stage("resid_post", x + self.mlp(h, mlp, config, at), "T D")
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
@@ -91,16 +95,24 @@ class PostNorm(Part):
     norm: Any = RMSNorm()
     names: tuple[str, str, str, str] = ("self_attn", "post_attention_layernorm", "mlp", "post_feedforward_layernorm")
 
+    def stages(self, config: Any) -> dict[str, Stage]:
+        norm = self.norm.label
+        return by_op(
+            Stage("post_attn_norm", ("attn.normed",), "norm", f"o = {norm}_attn(o)  (the branch, before the add)", "o [T, D]"),
+            RESID_MID,
+            Stage("post_mlp_norm", ("mlp.normed",), "norm", f"m = {norm}_mlp(m)  (the branch, before the add)", "m [T, D]"),
+            RESID_POST,
+        )  # fmt: skip
+
     def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        at = at.declaring(self.declared(config))
         mixer, attn_norm, mlp, mlp_norm = (getattr(p, name) for name in self.names)
-        o = self.mixer(x, mixer, config, at, inputs)
-        o = at.stage(step("norm", "post_attn_norm", "attn.normed", f"o = {self.norm.label}_attn(o)  (the branch, before "
-                          "the add)", "o [T, D]"), self.norm(o, attn_norm, config), "T D")  # fmt: skip
-        x = at.stage(RESID_MID, x + o, "T D")
+        o = self.mixer(x, mixer, config, at, inputs)  # x itself: no norm before a branch
+        o = at.stage("post_attn_norm", self.norm(o, attn_norm, config), "T D")
+        x = at.stage("resid_mid", x + o, "T D")
         m = self.mlp(x, mlp, config, at)
-        m = at.stage(step("norm", "post_mlp_norm", "mlp.normed", f"m = {self.norm.label}_mlp(m)  (the branch, before "
-                          "the add)", "m [T, D]"), self.norm(m, mlp_norm, config), "T D")  # fmt: skip
-        return at.stage(RESID_POST, x + m, "T D")
+        m = at.stage("post_mlp_norm", self.norm(m, mlp_norm, config), "T D")
+        return at.stage("resid_post", x + m, "T D")
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
@@ -116,7 +128,7 @@ class PostNorm(Part):
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a part is itself: compared and hashed by identity (its blocks are a dict)
 class ByKind(Part):
     """A block for each kind of layer the config names (config.layer_types[i]): layer i runs its kind's."""
 

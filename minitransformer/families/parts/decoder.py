@@ -28,7 +28,7 @@ from ...engine.kvcache import KeysValues, KVCache
 from ...engine.ledger import Phase
 from ...engine.ops import attention_bias, slot_positions
 from ...engine.shapes import ShapeOnly
-from ...engine.stages import LAST, LOGITS, StageTable, merged, step
+from ...engine.stages import LAST, LOGITS, Stage, StageTable, by_op, merged
 from ...engine.tape import Dims, Tape
 from .. import rotary
 from ..rotary import Rope
@@ -46,15 +46,18 @@ class TokenEmbedding(Part):
     equation: str = "x = W_te[ids]  (positions enter later, by rotating q and k)"
     kinds = {"token_embedding": "token embedding W_te [V, D]"}
 
+    def stages(self, config: Any) -> dict[str, Stage]:
+        return by_op(Stage("embed", ("embed",), "lookup", self.equation, "ids [T]"))
+
     def __call__(self, ids, p: SimpleNamespace, config: Any, tape: Tape, pads=None):
-        w = getattr(p, self.module).weight
-        return tape.stage(step("lookup", "embed", "embed", self.equation, "ids [T]"), w[ids], "T D")
+        tape = tape.declaring(self.declared(config))
+        return tape.stage("embed", getattr(p, self.module).weight[ids], "T D")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         return {f"{self.module}.weight": Tensor((config.vocab_size, config.n_embd), "token_embedding")}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # a model's decoder is itself: compared and hashed by identity
 class Decoder(Part):
     """A decoder-only model: the embedding, then `block` on each layer, the final norm `norm`, the logits h W_U^T
     (W_U the token embedding when the config ties them), and `after_logits` where the family has a step there
@@ -108,15 +111,20 @@ class Decoder(Part):
             kv = cache.layer(i) if cache is not None else None
             inputs = LayerInputs(kv, masks[e.window] if attends else None, () if rope is None else tables[rope], pads)
             x = self.block(x, layer_params, config, at, inputs)
-        ln_f = step("norm", "ln_f", "ln_f", f"h = {self.norm.label}_f(x){self.norm.note}", "x [T, D]")
-        h = tape.stage(ln_f, self.norm(x, getattr(p, self.final_norm), config), "T D")
+        tape = tape.declaring(self.declared(config))
+        h = tape.stage("ln_f", self.norm(x, getattr(p, self.final_norm), config), "T D")
         if not all_positions:
-            h = tape.stage(LAST, h[..., -1:, :], "R D")
+            h = tape.stage("last", h[..., -1:, :], "R D")
         if cache is not None:
             cache.advance(d.T)
         unembedding = getattr(p, self.embedding if config.tie_word_embeddings else self.unembedding).weight
-        logits = tape.matmul(LOGITS, h, unembedding.T, "R D, D V -> R V")  # .T is a view: no copy of W_U
+        logits = tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")  # .T is a view: no copy of W_U
         return logits if self.after_logits is None else self.after_logits(logits, config, tape)
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        """Its stages after the blocks: the final norm, the last position, the logits."""
+        ln_f = Stage("ln_f", ("ln_f",), "norm", f"h = {self.norm.label}_f(x){self.norm.note}", "x [T, D]")
+        return by_op(ln_f, LAST, LOGITS)
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ...engine.ops import ACTIVATIONS
-from ...engine.stages import MLP, product, step
+from ...engine.stages import MLP, Stage, by_op
 from ...engine.tape import Tape
 from .attention import bias_of
 from .part import Part, Products, Tensors, linear, plus
@@ -27,25 +27,34 @@ class GatedMLP(Part):
         "mlp_down": "MLP down weights W_down [D, F]",
     }
 
+    def stages(self, config: Any) -> dict[str, Stage]:
+        x, b, reads_x = self.reads, (lambda n: plus(getattr(config, "mlp_bias", False), n)), self.reads == "x"
+        return by_op(
+            Stage("mlp.gate", ("mlp.gate",), "matmul", f"g = {x} W_gate{b('gate')}", f"{x} [T, D], W_gate [D, F]", MLP,
+                  reads_stream=reads_x),
+            Stage("mlp.up", ("mlp.up",), "matmul", f"u = {x} W_up{b('up')}", f"{x} [T, D], W_up [D, F]", MLP,
+                  reads_stream=reads_x),
+            Stage("mlp.act", ("mlp.act",), "activation", "a = act(g)  (SiLU: g sigmoid(g))", "g [T, F]"),
+            Stage("mlp.mul", ("mlp.mul",), "multiply", "a = a * u  (the gate, elementwise)", "a, u [T, F]"),
+            Stage("mlp.down", ("mlp.down",), "matmul", f"m = a W_down{b('down')}", "a [T, F], W_down [F, D]", MLP),
+        )  # fmt: skip
+
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
-        x, b = self.reads, getattr(config, "mlp_bias", False)
-        stream = {"reads_stream": True} if x == "x" else {}
-        g = at.matmul(product("mlp.gate", "mlp.gate", f"g = {x} W_gate{plus(b, 'gate')}", f"{x} [T, D], W_gate [D, F]",
-                              MLP, **stream), h, p.gate_proj.weight.T, "T D, D F -> T F", bias=bias_of(p.gate_proj))  # fmt: skip
-        u = at.matmul(product("mlp.up", "mlp.up", f"u = {x} W_up{plus(b, 'up')}", f"{x} [T, D], W_up [D, F]", MLP,
-                              **stream), h, p.up_proj.weight.T, "T D, D F -> T F", bias=bias_of(p.up_proj))  # fmt: skip
-        a = at.stage(step("activation", "mlp.act", "mlp.act", "a = act(g)  (SiLU: g sigmoid(g))", "g [T, F]"),
-                     ACTIVATIONS[config.hidden_act](g), "T F")  # fmt: skip
-        a = at.stage(step("multiply", "mlp.mul", "mlp.mul", "a = a * u  (the gate, elementwise)", "a, u [T, F]"),
-                     np.multiply(a, u, out=at.scratch(a)), "T F")  # fmt: skip
-        return at.matmul(product("mlp.down", "mlp.down", f"m = a W_down{plus(b, 'down')}", "a [T, F], W_down [F, D]", MLP),
-                         a, p.down_proj.weight.T, "T F, F D -> T D", bias=bias_of(p.down_proj))  # fmt: skip
+        at = at.declaring(self.declared(config))
+        g = at.matmul("mlp.gate", h, p.gate_proj.weight.T, "T D, D F -> T F", bias=bias_of(p.gate_proj))
+        u = at.matmul("mlp.up", h, p.up_proj.weight.T, "T D, D F -> T F", bias=bias_of(p.up_proj))
+        a = at.stage("mlp.act", ACTIVATIONS[config.hidden_act](g), "T F")
+        a = at.stage("mlp.mul", np.multiply(a, u, out=at.scratch(a)), "T F")
+        return at.matmul("mlp.down", a, p.down_proj.weight.T, "T F, F D -> T D", bias=bias_of(p.down_proj))
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """gate_proj, up_proj [F, D] and down_proj [D, F], with biases where mlp_bias."""
         D, F, b = config.n_embd, config.d_ff, getattr(config, "mlp_bias", False)
-        return {**linear("gate_proj", F, D, b, "mlp_gate"), **linear("up_proj", F, D, b, "mlp_up"),
-                **linear("down_proj", D, F, b, "mlp_down")}  # fmt: skip
+        return {
+            **linear("gate_proj", F, D, b, "mlp_gate"),
+            **linear("up_proj", F, D, b, "mlp_up"),
+            **linear("down_proj", D, F, b, "mlp_down"),
+        }
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         D, F = config.n_embd, config.d_ff

@@ -1,8 +1,9 @@
-"""What a part is: a value that owns its checkpoint tensors, its forward pass and its closed forms.
+"""What a part is: a value that owns its checkpoint tensors, its stages, its forward pass and its closed forms.
 
-A part's forward pass declares each of its stages at the line that computes it (`product(...)` for a matrix product,
-`step(...)` for any other stage, handed to the tape); a family's stage table is then what a dry run of its parts
-meets (decoder.py). Its tensors are stated once, with their shapes and kinds, by `tensors(config, layer)`: the loader
+A part declares its stages once (`stages(config)`: each one's op, capture names, equation and what it reads, as
+transformers' modules declare their submodules in __init__), and its forward pass names each by its op on a tape that
+knows them (Tape.declaring); a family's stage table is what a dry run of its parts meets (decoder.py), so a stage
+declared and never computed, or computed and never declared, cannot be in it. Its tensors are stated once, with their shapes and kinds, by `tensors(config, layer)`: the loader
 checks a checkpoint against them and `params` counts them. Its closed forms, `products(config, T, t, B, layer)`, are
 written from its equations alone (nothing runs), so that the tests can hold them to the ledger of a real run.
 """
@@ -10,7 +11,10 @@ written from its equations alone (nothing runs), so that the tests can hold them
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, ClassVar
+
+from ...engine.stages import Stage
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,11 @@ def linear(name: str, rows: int, cols: int, bias: bool, kind: str, bias_kind: st
     }
 
 
+@lru_cache(maxsize=1024)
+def _declared(part: Part, config: Any) -> dict[str, Stage]:
+    return part.stages(config)
+
+
 def plus(bias: bool, name: str) -> str:
     """An equation's bias term: " + b_q" where the product has one."""
     return f" + b_{name}" if bias else ""
@@ -44,6 +53,16 @@ class Part:
     meets them (params lists them so); `module`: where a layer's checkpoint keeps it ("self_attn", "mlp")."""
 
     kinds: ClassVar[dict[str, str]] = {}
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        """Its stages, by op, in the order its forward pass runs them (engine.stages.by_op): each one's op, capture
+        names, kind, equation and what it reads, for a config (its equations show the biases it has). Its forward pass
+        runs on `tape.declaring(self.declared(config))` and names each by its op."""
+        return {}
+
+    def declared(self, config: Any) -> dict[str, Stage]:
+        """stages(config), made once for each config."""
+        return _declared(self, config)
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """Its checkpoint tensors in a layer, by name under its module, in the order the checkpoint holds them."""
