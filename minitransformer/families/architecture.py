@@ -161,9 +161,9 @@ class Architecture:
     presets: dict[str, Any]  # name -> config of a well-known model, for counting without weights
     forward: Forward  # one named stage per line (families/*/forward.py)
     stage_table: Callable[[Any], StageTable]  # config -> its stage table
-    # The table with every stage the family can have (the views' op -> kind of product); None: every stage its presets'
-    # tables have (all_stages), for a family built from parts
-    every_stage: StageTable | None
+    # The table with every stage the family can have (the views' op -> kind of product), or what derives it on first
+    # use (a family built from parts); None: every stage its presets' tables have (all_stages)
+    every_stage: StageTable | Callable[[], StageTable] | None
     layout: Layout  # where its checkpoint keeps each tensor
     formulas: Formulas  # its closed forms
     reference_classes: dict[str, str]  # model_type -> the transformers class validate compares with
@@ -177,8 +177,10 @@ class Architecture:
 
     def all_stages(self) -> StageTable:
         """Every stage the family can have: every_stage, or the stages of its presets' tables, merged."""
-        if self.every_stage is not None:
+        if isinstance(self.every_stage, StageTable):
             return self.every_stage
+        if self.every_stage is not None:
+            return self.every_stage()
         if self.name not in _ALL_STAGES:
             tables = [self.stage_table(config) for config in self.presets.values()]
             first = tables[0]

@@ -128,6 +128,41 @@ class PostNorm(Part):
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
 
 
+@dataclass(frozen=True)
+class Residual(Part):
+    """A layer that is one branch: x + mixer(norm(x)) (Mamba-2's, Nemotron-H's: each layer one mixer, or an MLP or a
+    mixture of experts in its place, which reads nothing of the layer's inputs: `takes_inputs` False). `names`: where
+    a layer's checkpoint keeps the norm and the mixer."""
+
+    mixer: Any
+    norm: Any = RMSNorm()
+    names: tuple[str, str] = ("norm", "mixer")
+    takes_inputs: bool = True
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        norm = self.norm
+        ln_1 = Stage("ln_1", ("ln_1",), "norm", f"h = {norm.label}(x){norm.note}", "x [T, D]", reads_stream=True)
+        return by_op(ln_1, RESID_POST)
+
+    def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        at = at.declaring(self.declared(config))
+        norm, mixer = (getattr(p, name) for name in self.names)
+        h = at.stage("ln_1", self.norm(x, norm, config), "T D")
+        m = self.mixer(h, mixer, config, at, inputs) if self.takes_inputs else self.mixer(h, mixer, config, at)
+        return at.stage("resid_post", x + m, "T D")
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {**self.mixer.kinds, **self.norm.kinds}
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        norm, mixer = self.names
+        return {**under(norm, self.norm.tensors(config, layer)), **under(mixer, self.mixer.tensors(config, layer))}
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return self.mixer.products(config, T, t, B, layer)
+
+
 @dataclass(frozen=True, eq=False)  # a part is itself: compared and hashed by identity (its blocks are a dict)
 class ByKind(Part):
     """A block for each kind of layer the config names (config.layer_types[i]): layer i runs its kind's."""

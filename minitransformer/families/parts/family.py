@@ -57,10 +57,12 @@ def _tensors(decoder: Decoder, config: Any) -> dict:
     return decoder.tensors(config)
 
 
-def composed(name: str, decoder: Decoder, formulas: Formulas | None = None, **record: Any) -> Architecture:
+def composed(name: str, decoder: Decoder, formulas: Formulas | None = None, routed_kinds: tuple[str, ...] = (),
+             buffer_kinds: tuple[str, ...] = (), every: Any = None, **record: Any) -> Architecture:  # fmt: skip
     """The record of a family built from parts: its decoder's stage table, layout and closed forms (`formulas`, where
     the family's own override some), and `record`, the rest of Architecture's fields (model_types, config, presets,
-    reference_classes, label...)."""
+    reference_classes, label...). `routed_kinds`, `buffer_kinds`: a mixture's (Layout's); `every`: a config whose
+    table has every stage the family can have, where its presets' tables do not (Architecture.all_stages)."""
     layout = Layout(
         prefix=decoder.prefix,
         layers=decoder.layers,
@@ -71,12 +73,15 @@ def composed(name: str, decoder: Decoder, formulas: Formulas | None = None, **re
         kind_of=(),
         prefixes=decoder.prefixes,
         tensors=lambda config: _tensors(decoder, config),
+        routed_kinds=routed_kinds,
+        buffer_kinds=buffer_kinds,
     )
     return Architecture(
         name=name,
         forward=decoder,
         stage_table=lambda config: decoder.stage_table(name, config),
-        every_stage=None,  # derived from the presets on first use (Architecture.all_stages)
+        # derived on first use, from `every` or else the presets (Architecture.all_stages)
+        every_stage=None if every is None else (lambda: decoder.stage_table(name, every)),
         layout=layout,
         formulas=formulas or DecoderFormulas(decoder),
         **record,

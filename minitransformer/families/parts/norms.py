@@ -16,11 +16,16 @@ from .part import Part, Tensor, Tensors
 @dataclass(frozen=True)
 class RMSNorm(Part):
     """x / sqrt(mean(x^2) + eps) * w over the last axis; `one_plus`: the gains are stored less one (1 + w: Gemma's,
-    Qwen3.5's). `eps`: the config field that holds its epsilon."""
+    Qwen3.5's). `eps`: the config field that holds its epsilon; `description`: how params describes the norms' kind
+    (a family whose parts hold other gains of that kind says which)."""
 
     one_plus: bool = False
     eps: str = "rms_norm_eps"
-    kinds = {"norms": "RMSNorm gains"}
+    description: str = "RMSNorm gains"
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {"norms": self.description}
 
     @property
     def label(self) -> str:
