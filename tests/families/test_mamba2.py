@@ -25,12 +25,12 @@ from published_configs import CODESTRAL  # noqa: E402 - mistralai/Mamba-Codestra
 
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
-from minitransformer.families.mamba2 import formulas  # noqa: E402
 from minitransformer.families.mamba2.config import PRESETS, Mamba2Config  # noqa: E402
-from minitransformer.families.mamba2.formulas import FORMULAS  # noqa: E402
+from minitransformer.families.mamba2.family import ARCHITECTURE  # noqa: E402
 from minitransformer.verbs import formulas as shared_formulas  # noqa: E402
 from minitransformer.verbs.count import count_generation  # noqa: E402
 
+FORMULAS = ARCHITECTURE.formulas
 FAMILY = "mamba2"  # the family whose models the `made` fixture (tests/conftest.py) gives
 SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
@@ -132,13 +132,14 @@ def test_each_product_of_a_pass_is_the_closed_form_s(made, name, T, past):
         ours.run(prompt(name, past, seed=8), cache=cache)
     phase = Phase("decode" if past else "prefill", 1, T, past + T)
     ours.run(prompt(name, T, seed=9), cache=cache, phase=phase)
-    expected = formulas.products_in_order(ours.config, T, past + T)
+    expected = [(op, dots, dots * length) for op, (dots, length) in FORMULAS.products(ours.config, T, past + T).items()]
+    scan = FORMULAS.scan(ours.config, 0, T, past + T)  # (dot products, MACs) of the scan's products, as computed
     for i in range(ours.config.n_layer):
         ran = [(r.op, r.dot_products, r.macs) for r in phase.layer_records(i) if r.kind == "matmul"]
         assert ran == expected[:-1], i
-        scan = [r for r in phase.layer_records(i) if r.kind == "matmul" and r.op.startswith(formulas.SCAN_OPS)]
-        assert sum(r.macs for r in scan) == formulas.scan_macs_at(ours.config, T, past + T)
-        assert sum(r.recurrent_macs for r in scan) == formulas.recurrent_scan_macs(ours.config, T)
+        scanned = [r for r in phase.layer_records(i) if r.stage.product == "scan"]
+        assert [(r.op, r.dot_products, r.macs) for r in scanned] == [(op, *counted) for op, counted in scan.items()]
+        assert sum(r.recurrent_macs for r in scanned) == FORMULAS.scan_recurrent_macs(ours.config, i, T)
     assert (phase.records[-1].op, phase.records[-1].dot_products, phase.records[-1].macs) == expected[-1]
     if not past:  # the whole pass in the recurrent form: the shared closed form of the hybrids' scans
         assert phase.recurrent_macs == shared_formulas.recurrent_pass_macs(ours.config, T, T)
@@ -147,7 +148,7 @@ def test_each_product_of_a_pass_is_the_closed_form_s(made, name, T, past):
 def test_a_decode_step_costs_the_same_at_context_20_as_at_150_and_the_state_does_not_grow():
     config = PRESETS["mamba-codestral-7b"]
     steps = [count_generation(config, t - 1, 2).decodes[0] for t in (20, 150)]
-    assert steps[0].macs == steps[1].macs == formulas.pass_macs(config, 1, 150)
+    assert steps[0].macs == steps[1].macs == FORMULAS.pass_macs(config, 1, 150)
     assert all(r.macs == 2 * 128 * 64 * 128 // 2 for r in steps[0].block if r.op in ("ssm.input", "ssm.output"))
     from minitransformer.verbs.memory import layer_caches
 

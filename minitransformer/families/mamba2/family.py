@@ -1,19 +1,54 @@
-"""Mamba-2 in the table of families: where the rest of the code finds each of its pieces."""
+"""Mamba-2 in the table of families (transformers' Mamba2ForCausalLM): the Llama family's pre-RMSNorm residual stream
+with one branch a layer, a Mamba-2 mixer (families/parts/mamba2.py, its scan parts/ssd.py) where a Llama block has
+attention and an MLP:
+
+    x = W_te[ids]
+    x = x + Mixer(RMSNorm(x))        in every layer: no attention, no MLP, no positions
+    logits = RMSNorm_f(x) W_U^T
+
+The cache keeps each layer's conv and scan states, not keys and values: a decode step costs the same whatever the
+context, and a generation's MACs are summed here (parts/hybrid.py), every pass as it computes its scan."""
 
 from __future__ import annotations
 
-from ..architecture import Architecture
+from typing import Any
+
+from ..parts.blocks import Residual
+from ..parts.decoder import Decoder, TokenEmbedding
+from ..parts.family import composed
+from ..parts.hybrid import HybridFormulas
+from ..parts.mamba2 import Mamba2Mixer
+from ..parts.norms import RMSNorm
 from . import reference
 from .config import MAMBA2_MODEL_TYPES, PRESETS, Mamba2Config
-from .formulas import FORMULAS
-from .forward import mamba2
-from .layout import LAYOUT
-from .stages import mamba2_family, stages_of
 
-ARCHITECTURE = Architecture(
-    name="mamba2", model_types=MAMBA2_MODEL_TYPES, config=Mamba2Config, presets=PRESETS, forward=mamba2,
-    stage_table=stages_of, every_stage=mamba2_family(), layout=LAYOUT, formulas=FORMULAS,
-    reference_classes={"mamba2": "Mamba2ForCausalLM"}, label="Mamba-2",
+SYMBOLS = (
+    "T new positions, D d_model, Hs state-space heads of P, Ng groups of Hg heads sharing B and C, N the "
+    "state per head and channel of P, I = Hs P, Cv = I + 2 Ng N conv channels, K the conv's kernel, Ks = K - 1, "
+    "Nc chunks of L positions, V vocabulary, R logit rows"
+)
+MIXER = Mamba2Mixer()
+NORM = RMSNorm(eps="layer_norm_epsilon", description="RMSNorm gains (the gated norm's [I] too)")
+MAMBA2 = Decoder(
+    Residual(MIXER, NORM), NORM, TokenEmbedding("embeddings", "x = W_te[ids]  (no positions: the scan is in order)"),
+    embedding="embeddings", final_norm="norm_f", prefix="backbone.", ignored=r"$^",  # its checkpoint: weights alone
+    biases="in_proj's and out_proj's biases, where the config has them", symbols=SYMBOLS, decode_first=True,
+)  # fmt: skip
+
+
+class Mamba2Formulas(HybridFormulas):
+    """Every layer a Mamba-2 mixer: no layer attends, and count's words are the scan's."""
+
+    def attention_vs_weights(self, config: Any) -> tuple[str, str, str]:
+        return MIXER.attention_vs_weights(config)
+
+    def count_notes(self, config: Any, n_prompt: int, n_new: int) -> list[str]:
+        return MIXER.scan_notes(config, config.n_layer, n_prompt, n_new)
+
+
+ARCHITECTURE = composed(
+    "mamba2", MAMBA2, Mamba2Formulas(MAMBA2, sums_generation=True), model_types=MAMBA2_MODEL_TYPES,
+    config=Mamba2Config, presets=PRESETS, reference_classes={"mamba2": "Mamba2ForCausalLM"}, label="Mamba-2",
     heads_in_headers=False,  # its heads are the mixer's (the header says them as state-space heads)
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
 )  # fmt: skip
