@@ -37,7 +37,10 @@ MAMBA2 = Decoder(
 
 
 class Mamba2Formulas(HybridFormulas):
-    """Every layer a Mamba-2 mixer: no layer attends, and count's words are the scan's."""
+    """Every layer a Mamba-2 mixer: no layer attends, a generation is summed pass by pass, and count's words are the
+    scan's."""
+
+    sums_generation = True
 
     def attention_vs_weights(self, config: Any) -> tuple[str, str, str]:
         return MIXER.attention_vs_weights(config)
@@ -47,7 +50,7 @@ class Mamba2Formulas(HybridFormulas):
 
 
 ARCHITECTURE = composed(
-    "mamba2", MAMBA2, Mamba2Formulas(MAMBA2, sums_generation=True), model_types=MAMBA2_MODEL_TYPES,
+    "mamba2", MAMBA2, Mamba2Formulas(MAMBA2), model_types=MAMBA2_MODEL_TYPES,
     config=Mamba2Config, presets=PRESETS, reference_classes={"mamba2": "Mamba2ForCausalLM"}, label="Mamba-2",
     heads_in_headers=False,  # its heads are the mixer's (the header says them as state-space heads)
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,

@@ -78,10 +78,12 @@ class Decoder(Part):
     biases: str = "biases of the linear layers that have them"  # how params describes the biases' kind
     after_logits: Callable[[Any, Any, Tape], Any] | None = None
     symbols: str = field(default="", compare=False)  # the dimension symbols its shapes use, for traces
-    # The dry run that derives the stage table (derived_table): the config it runs for a config (None: that config;
-    # a family whose table lists every stage any of its layers can run says which layers), and whether it merges the
-    # decode step's stages before the prompt's (a scan's recurrent form then listed after its chunked form, not
-    # before: Mamba-2's table)
+    # The kinds of layer (config.layer_types) whose stages come first where kinds have different stages in one place
+    # (a Gated DeltaNet's before the attention's), in this order (derived_table)
+    kind_order: tuple[str, ...] = ()
+    # The config whose dry run gives a config's stage table (None: the config itself; Nemotron-H's table lists every
+    # kind's stages, whatever its pattern), and whether the dry run's decode step is merged before its prompt (a
+    # scan's recurrent form then listed after its chunked form: Mamba-2's table)
     dry_run: Callable[[Any], Any] | None = None
     decode_first: bool = False
 
@@ -188,7 +190,7 @@ _TABLES: dict = {}  # (decoder, family, config) -> its stage table
 def derived_table(decoder: Decoder, name: str, config: Any) -> StageTable:
     """The stages a dry run of `decoder` meets on shape-only weights of one layer of each of the config's kinds: a
     padded batch's prompt past every chunk, then a decode step; each layer's in one order (engine.stages.merged), the
-    kinds of a block by kind (ByKind) in the order it declares them."""
+    kinds of decoder.kind_order first."""
     config = config if decoder.dry_run is None else decoder.dry_run(config)
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
@@ -197,9 +199,10 @@ def derived_table(decoder: Decoder, name: str, config: Any) -> StageTable:
     params = shape_only_tree(decoder, c)
     cache = KVCache(capacity=T + 1, batch=(2,), shape_only=True, layers=tuple(c.layer_cache(i) for i in range(span)))
     pads = np.array([1, 0])
-    # A run's new stages go right after those they follow (merged): a block by kind's later kinds' runs first, so that
-    # the table lists each kind's stages in the order the block declares its kinds (other blocks: layer by layer).
-    declared = list(getattr(decoder.block, "blocks", {}))
+    # A run's new stages go right after what they follow in it (merged), before those of the runs merged earlier: the
+    # layers of kind_order's kinds merged last, the first last, so that the table lists their stages first, in order.
+    order = decoder.kind_order
+    first = sorted(range(span), key=lambda i: -order.index(kinds[i]) if kinds[i] in order else -len(order))
     passes: list[list[list]] = []  # the stages of each pass's layers, each layer's a run
     embed: list = []  # the stages before the blocks, and after them
     final: list = []
@@ -216,7 +219,7 @@ def derived_table(decoder: Decoder, name: str, config: Any) -> StageTable:
                 (final if layers else embed).append(record.stage)
             else:
                 layers.setdefault(record.layer, []).append(record.stage)
-        passes.append([layers[i] for i in sorted(layers, key=lambda i: -declared.index(kinds[i]) if declared else 0)])
+        passes.append([layers[i] for i in first])
     runs = [run for runs in (passes[::-1] if decoder.decode_first else passes) for run in runs]
     return StageTable(name, merged([embed]), merged(runs), merged([final]), decoder.symbols)
 

@@ -58,11 +58,11 @@ def _tensors(decoder: Decoder, config: Any) -> dict:
 
 
 def composed(name: str, decoder: Decoder, formulas: Formulas | None = None, routed_kinds: tuple[str, ...] = (),
-             buffer_kinds: tuple[str, ...] = (), every: Any = None, **record: Any) -> Architecture:  # fmt: skip
+             buffer_kinds: tuple[str, ...] = (), **record: Any) -> Architecture:  # fmt: skip
     """The record of a family built from parts: its decoder's stage table, layout and closed forms (`formulas`, where
     the family's own override some), and `record`, the rest of Architecture's fields (model_types, config, presets,
-    reference_classes, label...). `routed_kinds`, `buffer_kinds`: a mixture's (Layout's); `every`: a config whose
-    table has every stage the family can have, where its presets' tables do not (Architecture.all_stages)."""
+    reference_classes, label...). `routed_kinds`: the kinds of its routed experts, of which a token reads k of E;
+    `buffer_kinds`: those that are buffers, no parameters (Layout's)."""
     layout = Layout(
         prefix=decoder.prefix,
         layers=decoder.layers,
@@ -80,8 +80,8 @@ def composed(name: str, decoder: Decoder, formulas: Formulas | None = None, rout
         name=name,
         forward=decoder,
         stage_table=lambda config: decoder.stage_table(name, config),
-        # derived on first use, from `every` or else the presets (Architecture.all_stages)
-        every_stage=None if every is None else (lambda: decoder.stage_table(name, every)),
+        # derived from the presets on first use (Architecture.all_stages), unless the record gives it
+        every_stage=record.pop("every_stage", None),
         layout=layout,
         formulas=formulas or DecoderFormulas(decoder),
         **record,

@@ -29,11 +29,11 @@ class HybridFormulas(DecoderFormulas):
     recurrent layer's scan. `sums_generation`: a generation's MACs summed here, pass by pass as each computes (every
     Mamba-2 layer's prefill in chunks, even of one position), where verbs/formulas.py's sum would not."""
 
-    def __init__(self, decoder: Decoder, routed_kinds: tuple[str, ...] = (), buffer_kinds: tuple[str, ...] = (),
-                 sums_generation: bool = False) -> None:  # fmt: skip
+    sums_generation = False
+
+    def __init__(self, decoder: Decoder, routed_kinds: tuple[str, ...] = (), buffer_kinds: tuple[str, ...] = ()) -> None:
         super().__init__(decoder, routed_kinds)
         self.buffer_kinds = buffer_kinds
-        self.sums_generation = sums_generation
 
     def first_layers(self, config: Any) -> dict[str, int]:
         """Each kind of layer's first layer, in the order the kinds first appear."""
