@@ -31,7 +31,9 @@ class HybridFormulas(DecoderFormulas):
 
     sums_generation = False
 
-    def __init__(self, decoder: Decoder, routed_kinds: tuple[str, ...] = (), buffer_kinds: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, decoder: Decoder, routed_kinds: tuple[str, ...] = (), buffer_kinds: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(decoder, routed_kinds)
         self.buffer_kinds = buffer_kinds
 
