@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from ..families.config import ModelConfig
 from ..families.mamba2.config import Mamba2Config, MixerShapes
 from ..families.nemotron_h.config import NemotronHConfig
+from ..families.parts.delta_rule import chunking as delta_chunks
 from ..families.qwen35.config import CHUNK, LINEAR, Qwen35Config
-from ..families.qwen35.formulas import chunks as delta_chunks
 
 WEIGHTS, ACTIVATIONS = "products with weights", "products of activations"
 
@@ -99,7 +99,7 @@ def _padding(layers: int, T: int, ours: tuple[int, int], torch: tuple[int, int],
 
 
 def _gated_deltanet(c: Qwen35Config, layers: int, T: int) -> list[Difference]:
-    """A Gated DeltaNet layer's differences (symbols of families/qwen35/formulas.py): Hk key heads of dk, Hv value
+    """A Gated DeltaNet layer's differences (symbols of families/parts/delta_rule.py): Hk key heads of dk, Hv value
     heads of dv, Dc = 2 Hk dk + Hv dv conv channels of kernel K; our chunks (C, N), torch's (64, ceil(T / 64))."""
     if not layers:
         return []
@@ -156,7 +156,7 @@ def _gated_deltanet(c: Qwen35Config, layers: int, T: int) -> list[Difference]:
 
 
 def _mamba2(c: MixerShapes, layers: int, T: int) -> list[Difference]:
-    """A Mamba-2 layer's differences (families/mamba2/ssd.py's symbols): Hs heads of P, a state of N, Ng groups of
+    """A Mamba-2 layer's differences (families/parts/ssd.py's symbols): Hs heads of P, a state of N, Ng groups of
     B and C, Cv conv channels of kernel K; our chunks (L, Nc) = (min(chunk, T), ceil(T / L)), torch's (chunk, ...)."""
     if not layers:
         return []

@@ -187,8 +187,10 @@ def test_a_multimodal_checkpoint_is_read_as_its_text_model(tmp_path):
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_parameters_total_and_active_equal_transformers_count(made, name):
-    from minitransformer.families.qwen35.formulas import FORMULAS as formulas
+    from minitransformer.families.qwen35.family import ARCHITECTURE
     from minitransformer.verbs.params import parameters
+
+    formulas = ARCHITECTURE.formulas
 
     _, ours, hf = made(name)
     c = ours.config

@@ -15,9 +15,9 @@ from conftest import run_cli
 from minitransformer.engine.causal_conv import causal_conv
 from minitransformer.engine.ledger import Phase, padding_of
 from minitransformer.engine.tape import Dims, Tape
+from minitransformer.families.parts.delta_rule import scan_products
 from minitransformer.families.qwen35.config import FULL, LINEAR, PRESETS, Qwen35Config, hybrid_layers
-from minitransformer.families.qwen35.formulas import FORMULAS as qwen35
-from minitransformer.families.qwen35.stages import qwen35_family
+from minitransformer.families.qwen35.family import ARCHITECTURE
 from minitransformer.models.model import Model
 from minitransformer.models.weights import as_tree, expected_shapes
 from minitransformer.verbs import formulas
@@ -29,6 +29,7 @@ SHAPES = dict(n_head=4, n_kv_head=2, head_dim=8, n_embd=16, vocab_size=50, linea
 DENSE = Qwen35Config(n_layer=4, n_inner=24, layer_kinds=hybrid_layers(4), **SHAPES)
 MOE = Qwen35Config(n_layer=4, n_inner=None, layer_kinds=(LINEAR, FULL, LINEAR, LINEAR), n_experts=4, top_k=2,
                    moe_inner=10, shared_inner=12, model_type="qwen3_5_moe_text", **SHAPES)  # fmt: skip
+qwen35 = ARCHITECTURE.formulas
 SCAN = {"delta.kk", "delta.solve", "delta.qk", "delta.read", "delta.query", "delta.mix", "delta.write"}
 
 
@@ -51,7 +52,7 @@ def passes(config: Qwen35Config, T: int, batch: int = 1):
 def test_every_product_of_a_prefill_and_a_decode_step_is_its_closed_form(config, T, batch):
     for p in passes(config, T, batch):
         closed = formulas.products(config, p.tokens, p.context, 1, batch)
-        scan = qwen35.scan_products(config, p.tokens, batch)
+        scan = scan_products(config, p.tokens, batch)
         kinds = dict.fromkeys(config.layer_kinds)
         for (records, layers), kind in zip(p.groups, kinds):
             assert layers == config.layer_kinds.count(kind)
@@ -87,7 +88,7 @@ def test_the_conv_is_a_dot_product_of_length_k_with_its_kernel_for_each_channel_
     x, w = rng.standard_normal((T, Dc)), rng.standard_normal((Dc, K))
     phase = Phase("prefill", 0, T, T)
     tape = Tape(Dims(T=T, t=T, D=8, H=2, F=12, V=50, R=1, data={"Dc": Dc, "Kc": K}), phase,
-                stage_table=qwen35_family()).layer(0)  # fmt: skip
+                stage_table=ARCHITECTURE.stage_table(DENSE)).layer(0)  # fmt: skip
     state = np.zeros((K - 1, Dc))
     out = causal_conv(tape, "linear.conv", x, w, state, channels="Dc", kernel="Kc")
     expected = np.stack([np.convolve(x[:, c], w[c, ::-1])[:T] for c in range(Dc)])  # causal: zeros before 0

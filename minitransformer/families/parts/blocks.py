@@ -174,7 +174,9 @@ class ByKind(Part):
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
-        return {kind: text for block in self.blocks.values() for kind, text in block.kinds.items()}
+        """Its blocks' kinds, their mixers' first (a pass meets a layer's mixer before its MLP), then the rest."""
+        mixers = {kind: text for block in self.blocks.values() for kind, text in block.mixer.kinds.items()}
+        return mixers | {kind: text for block in self.blocks.values() for kind, text in block.kinds.items()}
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         return self.blocks[config.layer_types[layer]].tensors(config, layer)

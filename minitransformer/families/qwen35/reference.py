@@ -15,7 +15,6 @@ a float64 one (and transformers' eager loop over the experts, as torch's grouped
 from __future__ import annotations
 
 import types
-from typing import Any
 
 import numpy as np
 
@@ -32,15 +31,52 @@ NOTE = (
 
 def float64_throughout(reference, model, torch) -> None:
     """Replace, on this instance of transformers' model only, every step it computes in float32 with a float64 one."""
-    from transformers.activations import ACT2FN
-
     config = model.config
-    F = torch.nn.functional
+    forwards = {
+        "RMSNorm": float64_norm(torch),
+        "RotaryEmbedding": float64_rotary(config, torch),
+        "GatedDeltaNet": float64_deltanet(torch),
+        "TopKRouter": float64_router(torch),
+    }
+    replaced = dict.fromkeys(forwards, 0)
+    for module in reference.modules():
+        name = type(module).__name__
+        kind = next((k for k in forwards if name.endswith(k)), None)
+        if kind is None or name.startswith(("Qwen3_5Vision", "Qwen3_5MoeVision")):
+            continue
+        module.forward = types.MethodType(forwards[kind], module)
+        replaced[kind] += 1
+    if config.is_moe and hasattr(reference, "set_experts_implementation"):
+        reference.set_experts_implementation("eager")
+    full = sum(1 for kind in config.layer_kinds if kind == FULL)
+    expected = {
+        "RMSNorm": 2 * config.n_layer + 2 * full + 1,
+        "RotaryEmbedding": 1,
+        "GatedDeltaNet": config.n_layer - full,
+        "TopKRouter": config.n_layer if config.is_moe else 0,
+    }
+    if replaced != expected:
+        import transformers
+
+        raise UserError(
+            f"validate in float64 recomputes transformers' {type(reference).__name__}'s float32 steps in "
+            f"float64, and transformers {transformers.__version__} does not lay them out as it expects "
+            f"(found {replaced}, expected {expected}); upgrade transformers"
+        )
+
+
+def float64_norm(torch):
+    """An RMSNorm's forward with gains 1 + w, in its input's dtype."""
 
     def rms_norm(module, x):
         return (1.0 + module.weight) * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + module.eps))
 
-    rope = Rope(config.rotary_dims, config.rope_theta)  # every full-attention layer's (config.rope)
+    return rms_norm
+
+
+def float64_rotary(config, torch):
+    """The rotary module's forward: the tables of every full-attention layer's rope (config.rope), in float64."""
+    rope = Rope(config.rotary_dims, config.rope_theta)
     frequencies = torch.from_numpy(np.array(inverse_frequencies(rope, np.dtype(np.float64))))
 
     def rotary(module, x, position_ids):
@@ -48,6 +84,15 @@ def float64_throughout(reference, model, torch) -> None:
         angles = positions[..., None].to(torch.float64) * frequencies
         angles = torch.cat((angles, angles), dim=-1)
         return angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+
+    return rotary
+
+
+def float64_deltanet(torch):
+    """A Gated DeltaNet layer's forward, its equations in its input's dtype, its delta rule position by position."""
+    from transformers.activations import ACT2FN
+
+    F = torch.nn.functional
 
     def deltanet(module, hidden_states, cache=None, attention_mask=None, **kwargs):
         if attention_mask is not None:
@@ -77,40 +122,16 @@ def float64_throughout(reference, model, torch) -> None:
         o = module.norm.weight * (o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + module.norm.variance_epsilon))
         return module.out_proj((o * F.silu(z)).reshape(B, T, Hv * dv))
 
+    return deltanet
+
+
+def float64_router(torch):
+    """A MoE layer's router: its softmax in the model's dtype, the top k renormalised."""
+
     def router(module, hidden_states):
         hidden_states = hidden_states.reshape(-1, module.hidden_dim)
-        logits = F.linear(hidden_states, module.weight)
+        logits = torch.nn.functional.linear(hidden_states, module.weight)
         top, indices = torch.topk(torch.softmax(logits, dim=-1), module.top_k, dim=-1)  # in the model's dtype
         return logits, top / top.sum(dim=-1, keepdim=True), indices
 
-    replaced = {"RMSNorm": 0, "RotaryEmbedding": 0, "GatedDeltaNet": 0, "TopKRouter": 0}
-    for module in reference.modules():
-        name = type(module).__name__
-        kind = next((k for k in replaced if name.endswith(k)), None)
-        if kind is None or name.startswith(("Qwen3_5Vision", "Qwen3_5MoeVision")):
-            continue
-        forward: dict[str, Any] = {
-            "RMSNorm": rms_norm,
-            "RotaryEmbedding": rotary,
-            "GatedDeltaNet": deltanet,
-            "TopKRouter": router,
-        }
-        module.forward = types.MethodType(forward[kind], module)
-        replaced[kind] += 1
-    if config.is_moe and hasattr(reference, "set_experts_implementation"):
-        reference.set_experts_implementation("eager")
-    full = sum(1 for kind in config.layer_kinds if kind == FULL)
-    expected = {
-        "RMSNorm": 2 * config.n_layer + 2 * full + 1,
-        "RotaryEmbedding": 1,
-        "GatedDeltaNet": config.n_layer - full,
-        "TopKRouter": config.n_layer if config.is_moe else 0,
-    }
-    if replaced != expected:
-        import transformers
-
-        raise UserError(
-            f"validate in float64 recomputes transformers' {type(reference).__name__}'s float32 steps in "
-            f"float64, and transformers {transformers.__version__} does not lay them out as it expects "
-            f"(found {replaced}, expected {expected}); upgrade transformers"
-        )
+    return router

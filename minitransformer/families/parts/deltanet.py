@@ -1,0 +1,191 @@
+"""The Gated DeltaNet layer (linear attention with a delta-rule state), as transformers' Qwen3_5GatedDeltaNet computes
+it (Qwen3.5's; Qwen3-Next's and Kimi Linear's are its kin): four projections of h (qkv, z, b, a), a depthwise causal
+conv over qkv (engine/causal_conv.py) and its activation, q and k l2-normed per key head and q scaled by dk^-1/2,
+each value head's write strength beta = sigmoid(b) and decay g = -exp(A_log) softplus(a + dt_bias), the gated delta
+rule (parts/delta_rule.py: recurrent in a decode step, in chunks over a prompt), an RMSNorm of each head's output
+gated by silu(z), and out_proj.
+
+Its cache is a state (the conv's last K - 1 inputs and each value head's [dk, dv] delta-rule state) instead of keys
+and values; a left-padded row's pad slots are zeroed before the projections, so that they never enter it.
+
+Symbols: Hk key heads of dk, Hv value heads of dv (Gv = Hv / Hk a key head), Dc = 2 Hk dk + Hv dv conv channels of
+kernel K. Per position, its products with weights: D Dc (q, k, v), D Hv dv (z), 2 D Hv (b, a), Dc K (the conv: each
+channel a dot product of length K with its kernel) and Hv dv D (out); its delta rule holds no weights and reads no
+past positions (parts/delta_rule.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from ...engine.causal_conv import causal_conv
+from ...engine.ops import ACTIVATIONS, merge_heads, rms_norm, sigmoid, split_into_heads, ungroup_heads, without_pads
+from ...engine.ops import constant as const
+from ...engine.shapes import ShapeOnly
+from ...engine.stages import CONV_WINDOWS, Stage, by_op
+from ...engine.tape import Tape
+from . import delta_rule
+from .blocks import LayerInputs
+from .part import Part, Products, Tensor, Tensors
+
+LINEAR_PROJECTIONS = "linear attention projections and conv"
+
+
+@dataclass(frozen=True)
+class GatedDeltaNet(Part):
+    """A Gated DeltaNet layer of a config with its shapes (linear_key_heads, linear_value_heads, linear_key_dim,
+    linear_value_dim, linear_kernel, conv_channels, value_groups; hidden_act the conv's activation)."""
+
+    kinds = {
+        "linear_in": "DeltaNet in-projections W_qkv [Dc, D], W_z [Hv*dv, D], W_b and W_a [Hv, D]",
+        "linear_conv": "DeltaNet conv kernels [Dc, 1, Kc]",
+        "linear_decay": "DeltaNet decay parameters A_log and dt_bias [Hv]",
+        "linear_out": "DeltaNet output weights W_out [D, Hv*dv]",
+    }
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        """Its stages around the delta rule (parts/delta_rule.py declares the rule's)."""
+        return by_op(
+            Stage("linear.pads", ("linear_attn.unpadded",), "mask",
+                  "h = 0 at a left-padded row's pad slots (none enters the state)", "h [T, D]"),
+            Stage("linear.qkv", ("linear_attn.in_proj_qkv",), "matmul", "[q k v] = h W_qkv", "h [T, D], W_qkv [D, Dc]",
+                  LINEAR_PROJECTIONS, product="projection"),
+            Stage("linear.z", ("linear_attn.in_proj_z",), "matmul", "z = h W_z  (the output gate)",
+                  "h [T, D], W_z [D, Hv*dv]", LINEAR_PROJECTIONS, product="projection"),
+            Stage("linear.b", ("linear_attn.in_proj_b",), "matmul", "b = h W_b  (a value head's write strength)",
+                  "h [T, D], W_b [D, Hv]", LINEAR_PROJECTIONS, product="projection"),
+            Stage("linear.a", ("linear_attn.in_proj_a",), "matmul", "a = h W_a  (a value head's decay)",
+                  "h [T, D], W_a [D, Hv]", LINEAR_PROJECTIONS, product="projection"),
+            Stage("linear.conv", ("linear_attn.conv",), "matmul",
+                  "c = conv([q k v]): each channel's last Kc inputs . its kernel", "windows [Dc, T, Kc], w [Dc, Kc, 1]",
+                  LINEAR_PROJECTIONS, state=CONV_WINDOWS, product="conv"),
+            Stage("linear.conv_act", ("linear_attn.conv_act",), "activation", "c = act(c)  (SiLU)", "c [T, Dc]"),
+            Stage("linear.split", ("linear_attn.q", "linear_attn.k", "linear_attn.v"), "reshape",
+                  "q, k -> Hk heads of dk; v -> Hv heads of dv", "c [T, Dc]"),
+            Stage("linear.l2norm", ("linear_attn.q_normed", "linear_attn.k_normed"), "norm",
+                  "q, k = x / |x|  (each head)", "q, k [Hk, T, dk]"),
+            Stage("linear.scale", ("linear_attn.q_scaled",), "scale", "q = q / sqrt(dk)", "q [Hk, T, dk]"),
+            Stage("linear.beta", ("linear_attn.beta",), "activation", "beta = sigmoid(b)", "b [T, Hv]"),
+            Stage("linear.decay", ("linear_attn.g",), "activation",
+                  "g = -exp(A_log) softplus(a + dt_bias)  (log decay)", "a [T, Hv]"),
+            Stage("linear.norm", ("linear_attn.normed",), "norm", "o = RMSNorm(o) * silu(z)  (each head)",
+                  "o, z [Hv, T, dv]"),
+            Stage("linear.merge", ("linear_attn.z",), "reshape", "o -> [T, Hv*dv]", "o [Hv, T, dv]"),
+            Stage("linear.out", ("linear_attn.out",), "matmul", "o = o W_out", "o [T, Hv*dv], W_out [Hv*dv, D]",
+                  LINEAR_PROJECTIONS, product="projection"),
+        )  # fmt: skip
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        """Linear attention with a delta-rule state: projections, the causal conv, the gated delta rule, the gated
+        norm, out_proj. `inputs.cache`: the layer's cache handle (its "conv" and "recurrent" arrays), or None without
+        a cache; `inputs.pads`, a left-padded batch's pad slots."""
+        at, state, pads = at.declaring(self.declared(config)), inputs.cache, inputs.pads
+        Hk, Hv, Gv, dk, dv = (config.linear_key_heads, config.linear_value_heads, config.value_groups,
+                              config.linear_key_dim, config.linear_value_dim)  # fmt: skip
+        if pads is not None:  # a left-padded row's pad slots feed the conv and the state zeros
+            h = at.stage("linear.pads", without_pads(h, at.dims.past, pads), "T D")
+        qkv = at.matmul("linear.qkv", h, p.in_proj_qkv.weight.T, "T D, D Dc -> T Dc")
+        z = at.matmul("linear.z", h, p.in_proj_z.weight.T, "T D, D Hv*dv -> T Hv*dv")
+        b = at.matmul("linear.b", h, p.in_proj_b.weight.T, "T D, D Hv -> T Hv")
+        a = at.matmul("linear.a", h, p.in_proj_a.weight.T, "T D, D Hv -> T Hv")
+        conv_state = state["conv"] if state is not None else None
+        c = causal_conv(at, "linear.conv", qkv, p.conv1d.weight[:, 0, :], conv_state, channels="Dc", kernel="Kc")
+        c = at.stage("linear.conv_act", ACTIVATIONS[config.hidden_act](c[..., 0].swapaxes(-1, -2)), "T Dc")
+        q, k, v = at.stage("linear.split", split_linear_heads(c, Hk, Gv, dk, dv), "Hk T dk; Hk T dk; Hk Gv T dv")
+        q, k = at.stage("linear.l2norm", (l2norm(q), l2norm(k)), "Hk T dk; Hk T dk")
+        q = at.stage("linear.scale", q * const(q, dk**-0.5), "Hk T dk")
+        beta = at.stage("linear.beta", per_value_head(sigmoid(b), Hk, Gv), "Hk Gv T")
+        g = at.stage("linear.decay", per_value_head(decay(a, p.A_log, p.dt_bias), Hk, Gv), "Hk Gv T")
+        recurrent = (
+            None if state is None else state["recurrent"].reshape(*state["recurrent"].shape[:-3], Hk, Gv, dk, dv)
+        )
+        o = delta_rule.delta_rule(at, q, k, v, g, beta, recurrent)  # [..., Hk, Gv, T, dv]
+        gates = split_into_heads(z, Hv).reshape(o.shape)  # each value head's z, [..., Hk, Gv, T, dv]
+        o = at.stage("linear.norm", gated_rms_norm(o, gates, p.norm.weight, config.rms_norm_eps), "Hk Gv T dv")
+        o = at.stage("linear.merge", merge_heads(ungroup_heads(o)), "T Hv*dv")
+        return at.matmul("linear.out", o, p.out_proj.weight.T, "T Hv*dv, Hv*dv D -> T D")
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        """in_proj_qkv [Dc, D], in_proj_z [Hv dv, D], in_proj_b and in_proj_a [Hv, D], conv1d [Dc, 1, K], dt_bias and
+        A_log [Hv], the gated norm's gains [dv], out_proj [D, Hv dv]: no biases."""
+        D, Dc, Hv, dv = config.n_embd, config.conv_channels, config.linear_value_heads, config.linear_value_dim
+        return {
+            "in_proj_qkv.weight": Tensor((Dc, D), "linear_in"),
+            "in_proj_z.weight": Tensor((Hv * dv, D), "linear_in"),
+            "in_proj_b.weight": Tensor((Hv, D), "linear_in"),
+            "in_proj_a.weight": Tensor((Hv, D), "linear_in"),
+            "conv1d.weight": Tensor((Dc, 1, config.linear_kernel), "linear_conv"),
+            "dt_bias": Tensor((Hv,), "linear_decay"),
+            "A_log": Tensor((Hv,), "linear_decay"),
+            "norm.weight": Tensor((dv,), "norms"),
+            "out_proj.weight": Tensor((D, Hv * dv), "linear_out"),
+        }
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        """Its projections, the conv and the delta rule's products (the solve's as its record has it: the dense [C, C]
+        x [C, dk + dv] product, of length C, whose rows are 1 .. C - 1 long as computed), in the order they run."""
+        c, D = config, config.n_embd
+        Dc, Hv, dv = c.conv_channels, c.linear_value_heads, c.linear_value_dim
+        rule = {op: (dots, macs // dots) for op, (dots, macs) in self.scan(config, T, t, B).items()}
+        if "delta.solve" in rule:
+            C, N = delta_rule.chunking(T)
+            rule["delta.solve"] = (B * Hv * N * C * (c.linear_key_dim + dv), C)
+        return {
+            "linear.qkv": (B * T * Dc, D),
+            "linear.z": (B * T * Hv * dv, D),
+            "linear.b": (B * T * Hv, D),
+            "linear.a": (B * T * Hv, D),
+            "linear.conv": (B * T * Dc, c.linear_kernel),  # each channel's K-wide window x its kernel
+            **rule,
+            "linear.out": (B * T * D, Hv * dv),
+        }
+
+    # A recurrent layer's scan (parts/hybrid.py reads these): its products as computed, and in the recurrent form.
+    def scan(self, config: Any, T: int, t: int, B: int = 1) -> dict[str, tuple[int, int]]:
+        return delta_rule.scan_products(config, T, B)
+
+    def scan_recurrent_macs(self, config: Any, T: int) -> int:
+        return delta_rule.recurrent_macs(config, T)
+
+
+def split_linear_heads(c, Hk: int, Gv: int, dk: int, dv: int):
+    """[..., T, 2 Hk dk + Hv dv] (q, k, v side by side) -> q, k [..., Hk, T, dk] and v [..., Hk, Gv, T, dv]: value
+    head Gv h + j belongs to key head h, as transformers' repeat_interleave pairs them (views)."""
+    key_width = Hk * dk
+    q, k = split_into_heads(c[..., :key_width], Hk), split_into_heads(c[..., key_width : 2 * key_width], Hk)
+    v = split_into_heads(c[..., 2 * key_width :], Hk * Gv)
+    return q, k, v.reshape(*v.shape[:-3], Hk, Gv, *v.shape[-2:])
+
+
+def per_value_head(x, Hk: int, Gv: int):
+    """[..., T, Hv] -> [..., Hk, Gv, T]: one number a position and value head, beside its key head's group."""
+    return x.swapaxes(-1, -2).reshape(*x.shape[:-2], Hk, Gv, x.shape[-2])
+
+
+def l2norm(x, eps: float = 1e-6):
+    """x / sqrt(sum(x^2) + eps) over each head's numbers (transformers' l2norm, FLA's eps)."""
+    squares = np.add.reduce(x * x, axis=-1, keepdims=True)
+    return x / np.sqrt(squares + const(x, eps))
+
+
+def softplus(x):
+    """log(1 + e^x), as torch computes it: x itself above 20 (torch's threshold), where e^-x is below float32's
+    resolution of x."""
+    if isinstance(x, ShapeOnly):
+        return ShapeOnly(x.shape, x.dtype)
+    return np.where(x > const(x, 20.0), x, np.log1p(np.exp(np.minimum(x, const(x, 20.0)))))
+
+
+def decay(a, A_log, dt_bias):
+    """Each position's and value head's log-decay g = -exp(A_log) softplus(a + dt_bias) <= 0: the state is
+    multiplied by e^g at that position (A_log and dt_bias: one a value head)."""
+    return -np.exp(A_log) * softplus(a + dt_bias)
+
+
+def gated_rms_norm(o, gates, weight, eps: float):
+    """RMSNorm of each head's dv numbers (gains w, not 1 + w), times silu(z): the output gate."""
+    return rms_norm(o, weight, eps) * ACTIVATIONS["silu"](gates)
