@@ -171,18 +171,23 @@ def by_op(*stages: Stage) -> dict[str, Stage]:
     return {stage.op: stage for stage in stages}
 
 
-def merged(runs: Iterable[Sequence[Stage]]) -> tuple[Stage, ...]:
+def merged(runs: Iterable[Sequence[Stage]], alternatives: bool = True) -> tuple[Stage, ...]:
     """The stages several runs met (kinds of layer, a prefill and a decode step), in one order that keeps each run's:
-    a stage one run has and the others before it lack goes right after the last stage it follows in its run. The
-    first run to meet an op gives its stage."""
+    a stage one run has and the others before it lack goes after the last stage it follows in its run, and, where the
+    runs are `alternatives` (kinds of layer), after the stages the runs before it have there in its place (a dense
+    MLP's, then the experts'); else (the passes of one kind of layer) right after it, where its equations put it (a
+    decode step's recurrent form of a scan beside the prompt's chunks). The first run to meet an op gives its stage."""
     order: list[Stage] = []
     for run in runs:
+        ours = {s.op for s in run}
         at = 0
         for stage in run:
             ops = [s.op for s in order]
             if stage.op in ops:
                 at = max(at, ops.index(stage.op) + 1)
-            else:
-                order.insert(at, stage)
+                continue
+            while alternatives and at < len(order) and order[at].op not in ours:  # past the others' stages here
                 at += 1
+            order.insert(at, stage)
+            at += 1
     return tuple(order)

@@ -161,9 +161,9 @@ class Architecture:
     presets: dict[str, Any]  # name -> config of a well-known model, for counting without weights
     forward: Forward  # one named stage per line (families/*/forward.py)
     stage_table: Callable[[Any], StageTable]  # config -> its stage table
-    # The table with every stage the family can have (the views' op -> kind of product), or what derives it on first
-    # use (a family built from parts); None: every stage its presets' tables have (all_stages)
-    every_stage: StageTable | Callable[[], StageTable] | None
+    # The table with every stage the family can have (the views' op -> kind of product); None: every stage its presets'
+    # tables have (all_stages), for a family built from parts
+    every_stage: StageTable | None
     layout: Layout  # where its checkpoint keeps each tensor
     formulas: Formulas  # its closed forms
     reference_classes: dict[str, str]  # model_type -> the transformers class validate compares with
@@ -174,15 +174,16 @@ class Architecture:
     # would not (None: nothing to do), and the note validate prints about it
     float64_reference: Callable | None = None
     float64_note: str = ""
+    # Configs beyond the presets whose stages a family built from parts can also have (a dense layer, q in one product,
+    # where no preset has them): all_stages merges their tables too
+    variants: tuple = ()
 
     def all_stages(self) -> StageTable:
-        """Every stage the family can have: every_stage, or the stages of its presets' tables, merged."""
-        if isinstance(self.every_stage, StageTable):
-            return self.every_stage
+        """Every stage the family can have: every_stage, or the stages of its presets' and variants' tables, merged."""
         if self.every_stage is not None:
-            return self.every_stage()
+            return self.every_stage
         if self.name not in _ALL_STAGES:
-            tables = [self.stage_table(config) for config in self.presets.values()]
+            tables = [self.stage_table(config) for config in (*self.presets.values(), *self.variants)]
             first = tables[0]
             _ALL_STAGES[self.name] = StageTable(
                 first.name,

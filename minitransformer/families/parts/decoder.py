@@ -75,11 +75,12 @@ class Decoder(Part):
     prefix: str = "model."
     ignored: str = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq"  # the rotary frequencies older checkpoints carry
     prefixes: tuple[str, ...] = ()
-    biases: str = "biases of the linear layers that have them"  # how params describes the biases' kind
+    biases: str = "biases of the linear layers that have them"  # how params describes the biases' kind ("": none)
     after_logits: Callable[[Any, Any, Tape], Any] | None = None
     symbols: str = field(default="", compare=False)  # the dimension symbols its shapes use, for traces
     # The kinds of layer (config.layer_types) whose stages come first where kinds have different stages in one place
-    # (a Gated DeltaNet's before the attention's), in this order (derived_table)
+    # (a dense MLP's before the experts', a Gated DeltaNet's before the attention's): the dry run meets their layers
+    # first (derived_table)
     kind_order: tuple[str, ...] = ()
     # The config whose dry run gives a config's stage table (None: the config itself; Nemotron-H's table lists every
     # kind's stages, whatever its pattern), and whether the dry run's decode step is merged before its prompt (a
@@ -143,7 +144,7 @@ class Decoder(Part):
         return {
             **self.embed.kinds,
             **rest,
-            "biases": self.biases,
+            **({"biases": self.biases} if self.biases else {}),
             **norms,
             "unembedding": "unembedding W_U [V, D] (untied)",
         }
@@ -180,7 +181,8 @@ def rotary_tables(rope: Rope, d: Dims, x, pads) -> tuple:
 
 
 # The dry run that finds a family's stages: a prompt long enough to run every scan in chunks (two of the longest
-# chunk any family has, and more), then a decode step, on a batch of two rows, the first left-padded.
+# chunk any family has, and more) and past the keys an indexer chooses (config.index_topk), then a decode step, on a
+# batch of two rows, the first left-padded.
 DRY_RUN_PROMPT = 2 * 256 + 3
 
 
@@ -189,21 +191,20 @@ _TABLES: dict = {}  # (decoder, family, config) -> its stage table
 
 def derived_table(decoder: Decoder, name: str, config: Any) -> StageTable:
     """The stages a dry run of `decoder` meets on shape-only weights of one layer of each of the config's kinds: a
-    padded batch's prompt past every chunk, then a decode step; each layer's in one order (engine.stages.merged), the
-    kinds of decoder.kind_order first."""
+    padded batch's prompt past every chunk, then a decode step; in one order (engine.stages.merged): each kind's
+    stages of both passes where its equations put them, then the kinds' as alternatives in one place, those of the
+    kinds decoder.kind_order names first."""
     config = config if decoder.dry_run is None else decoder.dry_run(config)
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
-    T = DRY_RUN_PROMPT
+    T = max(DRY_RUN_PROMPT, (config.index_topk or 0) + 1)  # an indexer chooses among more keys than it keeps
+    order = decoder.kind_order
+    first = sorted(range(span), key=lambda i: order.index(kinds[i]) if kinds[i] in order else len(order))
     c = replace(config.prefix(span), n_positions=max(config.n_positions, T + 1))  # the stages of any context
     params = shape_only_tree(decoder, c)
     cache = KVCache(capacity=T + 1, batch=(2,), shape_only=True, layers=tuple(c.layer_cache(i) for i in range(span)))
     pads = np.array([1, 0])
-    # A run's new stages go right after what they follow in it (merged), before those of the runs merged earlier: the
-    # layers of kind_order's kinds merged last, the first last, so that the table lists their stages first, in order.
-    order = decoder.kind_order
-    first = sorted(range(span), key=lambda i: -order.index(kinds[i]) if kinds[i] in order else -len(order))
-    passes: list[list[list]] = []  # the stages of each pass's layers, each layer's a run
+    passes: list[dict[int, list]] = []  # the stages of each pass's layers, each layer's a run
     embed: list = []  # the stages before the blocks, and after them
     final: list = []
     for T_pass, past in ((T, 0), (1, T)):
@@ -219,9 +220,12 @@ def derived_table(decoder: Decoder, name: str, config: Any) -> StageTable:
                 (final if layers else embed).append(record.stage)
             else:
                 layers.setdefault(record.layer, []).append(record.stage)
-        passes.append([layers[i] for i in first])
-    runs = [run for runs in (passes[::-1] if decoder.decode_first else passes) for run in runs]
-    return StageTable(name, merged([embed]), merged(runs), merged([final]), decoder.symbols)
+        passes.append(layers)
+    if decoder.decode_first:
+        passes.reverse()
+    by_kind = {kinds[i]: merged([p[j] for p in passes for j in first if kinds[j] == kinds[i]], alternatives=False)
+               for i in first}  # fmt: skip
+    return StageTable(name, merged([embed]), merged(by_kind.values()), merged([final]), decoder.symbols)
 
 
 def shape_only_tree(decoder: Decoder, config: Any) -> SimpleNamespace:

@@ -10,32 +10,23 @@ the recurrent form. A layer attends where its cache keeps keys and values (as th
 
 from __future__ import annotations
 
-from math import prod
 from typing import Any
 
 from ...engine.kvcache import KeysValues
 from ...engine.row_chunks import ROW_CHUNK
 from ...engine.stages import ATTENTION_ROLES
 from .blocks import ByKind
-from .decoder import Decoder
-from .family import DecoderFormulas, _tensors
+from .family import DecoderFormulas
 from .part import Products
 
 
 class HybridFormulas(DecoderFormulas):
     """A hybrid's closed forms: a pass's products, one layer of each kind's (in the order the kinds first appear) and
     the logits'; a layer's products with weights, every product of its parts but the attention's over the keys and
-    its scan's; the parameters, every tensor but the `buffer_kinds` (which transformers counts as buffers); a
-    recurrent layer's scan. `sums_generation`: a generation's MACs summed here, pass by pass as each computes (every
+    its scan's; a recurrent layer's scan. `sums_generation`: a generation's MACs summed here, pass by pass as each computes (every
     Mamba-2 layer's prefill in chunks, even of one position), where verbs/formulas.py's sum would not."""
 
     sums_generation = False
-
-    def __init__(
-        self, decoder: Decoder, routed_kinds: tuple[str, ...] = (), buffer_kinds: tuple[str, ...] = ()
-    ) -> None:
-        super().__init__(decoder, routed_kinds)
-        self.buffer_kinds = buffer_kinds
 
     def first_layers(self, config: Any) -> dict[str, int]:
         """Each kind of layer's first layer, in the order the kinds first appear."""
@@ -66,9 +57,12 @@ class HybridFormulas(DecoderFormulas):
         ops = self.decoder.block.products(config, 1, 1, 1, layer)
         return [counted for op, counted in ops.items() if op not in ATTENTION_ROLES and op not in scan]
 
-    def parameters(self, config: Any) -> int:
-        tensors = _tensors(self.decoder, config).values()
-        return sum(prod(t.shape) for t in tensors if t.kind not in self.buffer_kinds)
+    # A hybrid's layers are of several kinds: its notes are its family's, and its attention chooses no keys.
+    def count_notes(self, config: Any, n_prompt: int, n_new: int) -> list[str]:
+        return []
+
+    def selection_per_pair(self, config: Any) -> tuple[int, int]:
+        return 0, 0
 
     def attends(self, config: Any, layer: int) -> bool:
         return isinstance(config.layer_cache(layer), KeysValues)
