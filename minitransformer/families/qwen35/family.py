@@ -1,8 +1,8 @@
 """The Qwen3.5 family in the table of families (transformers' Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM): the
 pre-norm block, one for each kind of layer, whose mixer is a Gated DeltaNet (linear attention, families/parts/
 deltanet.py) or gated full attention (parts/gated_attention.py), followed by a SwiGLU MLP or, in the MoE models, k of
-E experts beside a shared expert whose output a sigmoid gate scales; every RMSNorm scales by (1 + w). A batch's pads
-are masked from the attention layers' keys and zeroed before the DeltaNet layers' projections."""
+E experts beside a shared expert whose output a sigmoid gate scales (parts/moe.py); every RMSNorm scales by (1 + w).
+A batch's pads are masked from the attention layers' keys and zeroed before the DeltaNet layers' projections."""
 
 from __future__ import annotations
 
@@ -10,12 +10,7 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from ...engine.ops import sigmoid
-from ...engine.stages import MLP, Stage, by_op
 from ...engine.tape import Tape
-from ..deepseek_v3.stages import SHARED
-from ..mixtral.stages import COMBINE, ROUTER
-from ..moe import shared_expert, softmax_router, swiglu_experts
 from ..parts.blocks import ByKind, PreNorm
 from ..parts.decoder import Decoder
 from ..parts.deltanet import GatedDeltaNet
@@ -23,9 +18,9 @@ from ..parts.family import composed
 from ..parts.gated_attention import GatedAttention
 from ..parts.hybrid import HybridFormulas
 from ..parts.mlps import GatedMLP
+from ..parts.moe import Mixture, SharedExpert, SoftmaxRouter, SwiGLUExperts
 from ..parts.norms import RMSNorm
-from ..parts.part import Part, Products, Tensor, Tensors, linear
-from ..qwen3moe.stages import QWEN_EXPERTS
+from ..parts.part import Part, Products, Tensors
 from . import reference
 from .config import FULL, LINEAR, PRESETS, QWEN35_MODEL_TYPES, Qwen35Config
 
@@ -46,75 +41,6 @@ class Mlp(GatedMLP):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         return {name: replace(tensor, kind="mlp") for name, tensor in super().tensors(config, layer).items()}
-
-
-# A bridge to families/moe.py until the mixtures' parts are (families/parts/moe.py): the router, the experts and the
-# shared expert as that module computes them, their stages as the Mixtral, Qwen3-MoE and DeepSeek-V3 tables have them.
-SHARED_GATE = (
-    Stage("shared.score", ("moe.shared_score",), "matmul", "s = h W_shared_gate  (one number a token)",
-          "h [T, D], W_shared_gate [D, 1]", MLP, product="router"),
-    Stage("shared.weigh", ("moe.shared_weighed",), "multiply", "y_s = y_s * sigmoid(s)", "y_s [T, D], s [T, 1]"),
-)  # fmt: skip
-MIXTURE = by_op(*ROUTER, *QWEN_EXPERTS, COMBINE, *SHARED[:-1], *SHARED_GATE, SHARED[-1])
-
-
-@dataclass(frozen=True)
-class SharedExpertMixture(Part):
-    """The router's softmax over E experts, its top k renormalised to sum to 1, each expert a SwiGLU of its tokens,
-    and a shared expert on every token, weighted by sigmoid(h W_shared_gate)."""
-
-    kinds = {
-        "router": "router weights W_router [E, D]",
-        "expert_gate": "experts' gate weights [Fe, D], E a layer",
-        "expert_up": "experts' up weights [Fe, D], E a layer",
-        "expert_down": "experts' down weights [D, Fe], E a layer",
-        "shared_expert": "shared expert's weights W_gate_s, W_up_s [Fs, D], W_down_s [D, Fs], and its gate [1, D]",
-    }
-
-    def stages(self, config: Qwen35Config) -> dict[str, Stage]:
-        return MIXTURE
-
-    def __call__(self, h, p: SimpleNamespace, config: Qwen35Config, at: Tape):
-        at = at.declaring(MIXTURE)
-        E, k, _, _ = config.experts
-        chosen, gates = softmax_router(h, p.gate.weight, k, at)
-
-        def weights(e: int):
-            w = getattr(p.experts, str(e))
-            return w.gate_proj.weight, w.up_proj.weight, w.down_proj.weight
-
-        m = swiglu_experts(h, chosen, gates, weights, E, config.hidden_act, at, F="Fe")
-        y = shared_expert(h, p.shared_expert, config.hidden_act, at)
-        score = at.matmul("shared.score", h, p.shared_expert_gate.weight.T, "T D, D 1 -> T 1")
-        y = at.stage("shared.weigh", y * sigmoid(score), "T D")
-        return at.stage("moe.shared_add", m + y, "T D")
-
-    def tensors(self, config: Qwen35Config, layer: int = 0) -> Tensors:
-        D, (E, _, Fe, Fs) = config.n_embd, config.experts
-        tensors = {"gate.weight": Tensor((E, D), "router")}
-        for e in range(E):
-            tensors |= swiglu(f"experts.{e}", D, Fe, "expert_gate", "expert_up", "expert_down")
-        tensors |= swiglu("shared_expert", D, Fs, "shared_expert", "shared_expert", "shared_expert")
-        return tensors | {"shared_expert_gate.weight": Tensor((1, D), "shared_expert")}
-
-    def products(self, config: Qwen35Config, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        D, (E, k, Fe, Fs) = config.n_embd, config.experts
-        return {
-            "router": (B * T * E, D),
-            "expert.gate": (B * T * k * Fe, D),  # each token's h against its k experts' W_gate side by side
-            "expert.up": (B * T * k * Fe, D),
-            "expert.down": (B * T * k * D, Fe),
-            "shared.gate": (B * T * Fs, D),
-            "shared.up": (B * T * Fs, D),
-            "shared.down": (B * T * D, Fs),
-            "shared.score": (B * T, D),
-        }
-
-
-def swiglu(name: str, D: int, F: int, gate: str, up: str, down: str) -> Tensors:
-    """A SwiGLU's three nn.Linear weights under `name`, of the kinds given."""
-    return {**linear(f"{name}.gate_proj", F, D, False, gate), **linear(f"{name}.up_proj", F, D, False, up),
-            **linear(f"{name}.down_proj", D, F, False, down)}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -142,7 +68,14 @@ class FeedForward(Part):
 
 
 NORM = RMSNorm(one_plus=True, description="RMSNorm gains (q_norm, k_norm and the DeltaNet's gated norm included)")
-FEED_FORWARD = FeedForward(Mlp(), SharedExpertMixture())
+# The router's softmax over E experts, its top k renormalised to sum to 1, each expert a SwiGLU of its tokens, and a
+# shared expert on every token, weighted by sigmoid(h W_shared_gate).
+EXPERT_WEIGHTS = ("experts' gate weights [Fe, D], E a layer", "experts' up weights [Fe, D], E a layer",
+                  "experts' down weights [D, Fe], E a layer")  # fmt: skip
+EXPERTS = SwiGLUExperts(width="moe_inner", F="Fe", described=EXPERT_WEIGHTS)
+SHARED_WEIGHTS = "shared expert's weights W_gate_s, W_up_s [Fs, D], W_down_s [D, Fs], and its gate [1, D]"
+SHARED = SharedExpert(module="shared_expert", gate="shared_expert_gate", width="shared_inner", described=SHARED_WEIGHTS)
+FEED_FORWARD = FeedForward(Mlp(), Mixture(SoftmaxRouter(), EXPERTS, SHARED))
 LINEAR_NAMES = ("input_layernorm", "linear_attn", "post_attention_layernorm", "mlp")
 QWEN35 = Decoder(
     ByKind({LINEAR: PreNorm(GatedDeltaNet(), FEED_FORWARD, NORM, LINEAR_NAMES),
@@ -169,9 +102,8 @@ class Qwen35Formulas(HybridFormulas):
         )
 
 
-ROUTED_KINDS = ("expert_gate", "expert_up", "expert_down")  # of which one token's pass reads k of E
 ARCHITECTURE = composed(
-    "qwen3_5", QWEN35, Qwen35Formulas(QWEN35, ROUTED_KINDS), routed_kinds=ROUTED_KINDS, model_types=QWEN35_MODEL_TYPES,
+    "qwen3_5", QWEN35, Qwen35Formulas, routed_kinds=EXPERTS.routed, model_types=QWEN35_MODEL_TYPES,
     config=Qwen35Config, presets=PRESETS, label="Qwen3.5 family",
     # the multimodal checkpoints (qwen3_5, qwen3_5_moe) are read as their text model, as AutoModelForCausalLM reads them
     reference_classes={"qwen3_5_text": "Qwen3_5ForCausalLM", "qwen3_5": "Qwen3_5ForCausalLM",
