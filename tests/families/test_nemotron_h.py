@@ -25,12 +25,13 @@ from published_configs import NEMOTRON_3_NANO, NEMOTRON_H_8B  # noqa: E402 - as 
 
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
-from minitransformer.families.nemotron_h import formulas  # noqa: E402
 from minitransformer.families.nemotron_h.config import PRESETS, NemotronHConfig  # noqa: E402
-from minitransformer.families.nemotron_h.formulas import FORMULAS  # noqa: E402
+from minitransformer.families.nemotron_h.family import ARCHITECTURE  # noqa: E402
+from minitransformer.families.parts.hybrid import computed_pairs  # noqa: E402
 from minitransformer.verbs import formulas as shared_formulas  # noqa: E402
 from minitransformer.verbs.count import count_generation  # noqa: E402
 
+FORMULAS = ARCHITECTURE.formulas
 FAMILY = "nemotron_h"  # the family whose models the `made` fixture (tests/conftest.py) gives
 SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
@@ -120,11 +121,16 @@ def test_every_kind_of_layer_s_products_are_the_closed_form_s(made, name, T, pas
         ours.run(prompt(name, past, seed=8), cache=cache)
     phase = Phase("decode" if past else "prefill", 1, T, past + T)
     ours.run(prompt(name, T, seed=9), cache=cache, phase=phase)
+    t, H, dh = past + T, c.n_head, c.d_head
     for i, kind in enumerate(c.kinds):
         ran = [(r.op, r.dot_products, r.macs) for r in phase.layer_records(i) if r.kind == "matmul"]
-        assert ran == formulas.kind_products(c, kind, T, past + T), (i, kind)
-        assert sum(macs for _, _, macs in ran) == formulas.kind_macs(c, kind, T, past + T)
-    assert phase.macs == formulas.pass_macs(c, T, past + T) == shared_formulas.pass_macs(c, T, past + T)
+        closed = {op: (dots, dots * n) for op, (dots, n) in FORMULAS.decoder.block.products(c, T, t, 1, i).items()}
+        closed |= FORMULAS.scan(c, i, T, t)  # the scan as computed: in chunks, or the recurrent form
+        if kind == "full_attention":  # over more than 128 positions, in chunks of query rows: the pairs they see
+            pairs = computed_pairs(T, t)
+            closed |= {"scores": (H * pairs, H * pairs * dh), "mix": (H * T * dh, H * dh * pairs)}
+        assert ran == [(op, *counted) for op, counted in closed.items()], (i, kind)
+    assert phase.macs == FORMULAS.pass_macs(c, T, t) == shared_formulas.pass_macs(c, T, t)
     if not past:  # the Mamba layers' scans in the recurrent form, the rest as computed
         assert phase.recurrent_macs == shared_formulas.recurrent_pass_macs(c, T, T)
 
@@ -135,7 +141,8 @@ def test_a_mamba_layer_s_decode_step_costs_the_same_at_context_20_as_at_150_and_
     mamba, attention = config.kinds.index("mamba"), config.kinds.index("full_attention")
     per_layer = [{i: sum(r.macs for r in records) for records, _ in step.groups for i in {records[0].layer}}
                  for step in steps]  # fmt: skip
-    assert per_layer[0][mamba] == per_layer[1][mamba] == formulas.kind_macs(config, "mamba", 1, 150)
+    one_step = FORMULAS.weight_macs_per_position(config, mamba) + FORMULAS.scan_macs(config, mamba, 1)
+    assert per_layer[0][mamba] == per_layer[1][mamba] == one_step
     assert per_layer[0][attention] < per_layer[1][attention]  # attention grows with the context
     from minitransformer.verbs.memory import layer_caches
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
+from typing import ClassVar
 
 from ...engine.kvcache import NOTHING, KeysValues, State
 from ...errors import UserError
@@ -27,7 +28,7 @@ LEGACY_KEYS = {"mamba_n_groups": "n_groups", "mamba_d_conv": "conv_kernel", "mam
 @dataclass(frozen=True)
 class NemotronHConfig(MixerShapes, ModelConfig):
     """A Nemotron-H: every layer x + Mixer(RMSNorm(x)), its mixer one of four kinds (`kinds`): a Mamba-2 mixer
-    (families/mamba2/mixer.py), grouped-query attention without positions (no rotary: the Mamba layers carry the
+    (families/parts/mamba2.py), grouped-query attention without positions (no rotary: the Mamba layers carry the
     order), a squared-ReLU MLP, or a mixture of squared-ReLU experts (DeepSeek-V3's sigmoid router) with a shared
     expert."""
 
@@ -69,6 +70,8 @@ class NemotronHConfig(MixerShapes, ModelConfig):
     name: str = field(default="nemotron_h", compare=False)
 
     family = "nemotron_h"
+    qkv_bias: ClassVar[bool] = False  # its attention has no biases, whatever attention_bias says (from_hf_dict)
+    o_bias: ClassVar[bool] = False
     json_keys = ModelConfig.json_keys | {
         "kinds": "layers_block_type", "mlp_act": "mlp_hidden_act", "ssm_heads": "mamba_num_heads",
         "ssm_head_dim": "mamba_head_dim", "state_size": "ssm_state_size", "ssm_act": "mamba_hidden_act",

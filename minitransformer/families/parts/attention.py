@@ -139,11 +139,13 @@ class GroupedQueryAttention(Part):
 
     `qk_norm`: q and k RMS-normed before the rotation, PER_HEAD (Qwen3: each head over its dh numbers, after the split,
     gains [dh]) or WHOLE (OLMo 2: over the whole projection, before the split, gains [H dh] and [Hkv dh]).
-    `reads`: the symbol of what it reads, h (a pre-norm's output) or x (the stream itself: OLMo 2 has no pre-norms)."""
+    `reads`: the symbol of what it reads, h (a pre-norm's output) or x (the stream itself: OLMo 2 has no pre-norms).
+    `rotary`: False where q and k are not turned at all (Nemotron-H's attention: the Mamba layers carry the order)."""
 
     qk_norm: str = ""
     reads: str = "h"
     eps: str = "rms_norm_eps"
+    rotary: bool = True
     kinds = {
         "attention_q": "attention query weights W_q [H*dh, D]",
         "attention_k": "attention key weights W_k [Hkv*dh, D]",
@@ -183,7 +185,8 @@ class GroupedQueryAttention(Part):
         if self.qk_norm == PER_HEAD:  # each head over its dh numbers, gains [dh]
             q = at.stage("q_norm", rms_norm(q, p.q_norm.weight, eps), "H T dh")
             k = at.stage("k_norm", rms_norm(k, p.k_norm.weight, eps), "Hkv T dh")
-        q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
+        if self.rotary:
+            q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
         return attend_to_cache(q, k, v, p, config, at, inputs, self.core(p))
 
     def core(self, p: SimpleNamespace) -> Attend:
