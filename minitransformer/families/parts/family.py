@@ -76,7 +76,8 @@ def composed(name: str, decoder: Decoder, formulas: Formulas | None = None, **re
         name=name,
         forward=decoder,
         stage_table=lambda config: decoder.stage_table(name, config),
-        every_stage=None,  # derived from the presets on first use (Architecture.all_stages)
+        # derived from the presets on first use (Architecture.all_stages), unless the record gives it
+        every_stage=record.pop("every_stage", None),
         layout=layout,
         formulas=formulas or DecoderFormulas(decoder),
         **record,

@@ -16,11 +16,17 @@ from .part import Part, Tensor, Tensors
 @dataclass(frozen=True)
 class RMSNorm(Part):
     """x / sqrt(mean(x^2) + eps) * w over the last axis; `one_plus`: the gains are stored less one (1 + w: Gemma's,
-    Qwen3.5's). `eps`: the config field that holds its epsilon."""
+    Qwen3.5's), which its equations say as `gains_note`. `eps`: the config field that holds its epsilon;
+    `description`: what params calls its gains."""
 
     one_plus: bool = False
     eps: str = "rms_norm_eps"
-    kinds = {"norms": "RMSNorm gains"}
+    gains_note: str = "  (gains 1 + w)"
+    description: str = "RMSNorm gains"
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {"norms": self.description}
 
     @property
     def label(self) -> str:
@@ -29,7 +35,7 @@ class RMSNorm(Part):
     @property
     def note(self) -> str:
         """What an equation adds after the norm's name: how its gains scale."""
-        return "  (gains 1 + w)" if self.one_plus else ""
+        return self.gains_note if self.one_plus else ""
 
     def __call__(self, x, w: SimpleNamespace, config: Any):
         gains = w.weight + constant(w.weight, 1.0) if self.one_plus else w.weight
