@@ -140,6 +140,11 @@ QK_NORMS = {
 }  # fmt: skip
 
 
+# The rotation of q and k (a family whose rotary differs says so in its equation: Phi-3's partial LongRoPE).
+TURNED = "q, k = RoPE(q, k): each pair of numbers turned by position x frequency"
+ROPE = Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate", TURNED, "q [H, T, dh], k [Hkv, T, dh]")
+
+
 @dataclass(frozen=True)
 class GroupedQueryAttention(Part):
     """Causal grouped-query attention with rotary positions (the Llama family's): q = h W_q, k = h W_k, v = h W_v (Hkv
@@ -177,8 +182,7 @@ class GroupedQueryAttention(Part):
             *norms,
             Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape", "q -> H heads of dh; k, v -> Hkv heads of dh",
                   "q [T, H*dh], k, v [T, Hkv*dh]"),
-            Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate",
-                  "q, k = RoPE(q, k): each pair of numbers turned by position x frequency", "q [H, T, dh], k [Hkv, T, dh]"),
+            ROPE,
         )  # fmt: skip
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs):
