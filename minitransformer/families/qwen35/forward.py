@@ -4,7 +4,7 @@ block (families/blocks.py's PreNorm, one for each kind of layer: ByKind) whose m
 family's) or, in the MoE models, k of E experts and a shared expert.
 
 Against the Llama family (families/llama/forward.py), whose attention core, MLP and experts it reuses:
-- every RMSNorm scales by (1 + w), as Gemma's (families/gemma/forward.py's gemma_norm);
+- every RMSNorm scales by (1 + w), as Gemma's (parts/norms.py's RMSNorm(one_plus=True));
 - a full-attention layer's q_proj makes, for each head, its q and a gate as wide (`q_gate_split`); q and k are
   RMS-normed per head (q_norm, k_norm), only their first dr = head_dim x partial_rotary_factor numbers are rotated
   (rotary.py's rotate_partial, at config.rope(layer); the multimodal rotary's sections reduce to one position per
@@ -43,12 +43,14 @@ from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
 from ..blocks import ByKind, LayerInputs, PreNorm
 from ..decoder import Decoder
-from ..gemma.forward import gemma_norm
 from ..llama.forward import attend, bias_of, mlp
 from ..moe import shared_expert, softmax_router, swiglu_experts
+from ..parts.norms import RMSNorm
 from ..rotary import rotate_partial
 from .config import FULL, LINEAR, Qwen35Config
 from .delta_rule import delta_rule
+
+gemma_norm = RMSNorm(one_plus=True)  # (x, its weights, config) -> RMSNorm(x) (1 + w), as Gemma's
 
 
 def gated_attention(h, p: SimpleNamespace, config: Qwen35Config, at: Tape, inputs: LayerInputs):
