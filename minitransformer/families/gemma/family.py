@@ -60,8 +60,8 @@ class ScaledEmbedding(TokenEmbedding):
 
 
 # Gemma's attention core: the Llama family's stages with its scale, its soft-cap and its mask's equation.
-SOFTCAP = Stage("softcap", ("attn.softcapped",), "softcap", "S = c tanh(S / c)  (c = attn_logit_softcapping)",
-                "S [H, T, t]")  # fmt: skip
+CAPPED = "S = c tanh(S / c)  (c = attn_logit_softcapping)"
+SOFTCAP = Stage("softcap", ("attn.softcapped",), "softcap", CAPPED, "S [H, T, t]")
 MASK = "S[i, j] = -inf where j is in i's future or, on a sliding layer, more than the window behind"
 LLAMA_CORE = core_stages()
 CORE = by_op(
@@ -130,6 +130,9 @@ class GemmaAttention(GroupedQueryAttention):
         return {name: replace(t, kind="qk_norms") if name in norms else t for name, t in tensors.items()}
 
 
+NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
+
+
 @dataclass(frozen=True)
 class Sandwich(Part):
     """Gemma's block, four norms: x + norm(attention(norm(x))), then x + norm(mlp(norm(x))), each branch normed on its
@@ -139,20 +142,20 @@ class Sandwich(Part):
     mixer: Any
     mlp: Any
     norm: Any
-    names: tuple[str, ...] = ("self_attn", "mlp", "input_layernorm", "post_attention_layernorm",
-                              "pre_feedforward_layernorm", "post_feedforward_layernorm")  # fmt: skip
+    names: tuple[str, ...] = ("self_attn", "mlp", *NORMS)
 
     def stages(self, config: GemmaConfig) -> dict[str, Stage]:
-        norm, note = self.norm.label, self.norm.note
-        ln_2 = norm_stage("ln_2", self.norm, "2")
+        norm, note, ln_2 = self.norm.label, self.norm.note, norm_stage("ln_2", self.norm, "2")
+        o = f"o = {norm}_o(o){note}  (before the add)"
+        m = f"m = {norm}_m(m){note}  (before the add)"
         return by_op(
             norm_stage("ln_1", self.norm, "1"),
-            Stage("post_attn_norm", ("post_attn_norm",), "norm", f"o = {norm}_o(o){note}  (before the add)", "o [T, D]"),
+            Stage("post_attn_norm", ("post_attn_norm",), "norm", o, "o [T, D]"),
             Stage("resid_mid", ("resid_mid",), "residual", f"x = x + {norm}_o(o)", "x, o [T, D]"),
             replace(ln_2, equation=f"{ln_2.equation}  (pre_feedforward_layernorm)"),
-            Stage("post_mlp_norm", ("post_mlp_norm",), "norm", f"m = {norm}_m(m){note}  (before the add)", "m [T, D]"),
+            Stage("post_mlp_norm", ("post_mlp_norm",), "norm", m, "m [T, D]"),
             Stage("resid_post", ("resid_post",), "residual", f"x = x + {norm}_m(m)", "x, m [T, D]"),
-        )  # fmt: skip
+        )
 
     def __call__(self, x, p: SimpleNamespace, config: GemmaConfig, at: Tape, inputs: LayerInputs):
         at = at.declaring(self.declared(config))
@@ -179,8 +182,8 @@ class Sandwich(Part):
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
 
 
-FINAL_SOFTCAP = Stage("final_softcap", ("final_softcap",), "softcap",
-                      "logits = c tanh(logits / c)  (c = final_logit_softcapping)", "logits [R, V]")  # fmt: skip
+CAPPED_LOGITS = "logits = c tanh(logits / c)  (c = final_logit_softcapping)"
+FINAL_SOFTCAP = Stage("final_softcap", ("final_softcap",), "softcap", CAPPED_LOGITS, "logits [R, V]")
 
 
 def final_softcap(logits, config: GemmaConfig, tape: Tape):
@@ -190,8 +193,8 @@ def final_softcap(logits, config: GemmaConfig, tape: Tape):
     return tape.stage(FINAL_SOFTCAP, softcap(logits, config.final_logit_softcapping), "R V")
 
 
-NORM = RMSNorm(one_plus=True, gains_note=" (1 + w)",
-               description="RMSNorm gains (less one: scaled by 1 + w), four a block and one at the end")  # fmt: skip
+GAINS = "RMSNorm gains (less one: scaled by 1 + w), four a block and one at the end"
+NORM = RMSNorm(one_plus=True, gains_note=" (1 + w)", description=GAINS)
 GEMMA = Decoder(
     Sandwich(GemmaAttention(), GatedMLP(activation="GELU, tanh approximation"), NORM), NORM, ScaledEmbedding(),
     after_logits=final_softcap, symbols=SYMBOLS,

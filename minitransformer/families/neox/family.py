@@ -52,8 +52,8 @@ class HeadByHeadAttention(Part):
 
     def stages(self, config: NeoXConfig) -> dict[str, Stage]:
         b, r, dh = (lambda n: plus(config.attention_bias, n)), config.rotary_dims, config.d_head
-        core = {op: replace(stage, equation=PER_HEAD[op][0], reads=PER_HEAD[op][1]) if op in PER_HEAD else stage
-                for op, stage in core_stages().items()}  # fmt: skip
+        core = core_stages()
+        core |= {op: replace(core[op], equation=equation, reads=reads) for op, (equation, reads) in PER_HEAD.items()}
         turned = f"q, k = RoPE on each head's first r = {r} of its {dh} numbers; the other {dh - r} pass through"
         return by_op(
             Stage("qkv", ("attn.qkv",), "matmul", f"[q k v per head] = h W_qkv{b('qkv')}  (one product, head by head)",
@@ -120,11 +120,12 @@ class ParallelResidual(Part):
 
     def stages(self, config: NeoXConfig) -> dict[str, Stage]:
         ln_2 = f"h = {self.norm.label}_2(x)  (the block's input x, as ln_1's)"
+        parallel = "parallel: x + attn(ln1(x)) + mlp(ln2(x))"
         return by_op(
             norm_stage("ln_1", self.norm, "1"),
             Stage("ln_2", ("ln_2",), "norm", ln_2, "x [T, D]", reads_stream=True),
-            Stage("resid_post", ("resid_post",), "residual", "parallel: x + attn(ln1(x)) + mlp(ln2(x))", "x, o, m [T, D]"),
-        )  # fmt: skip
+            Stage("resid_post", ("resid_post",), "residual", parallel, "x, o, m [T, D]"),
+        )
 
     def __call__(self, x, p: SimpleNamespace, config: NeoXConfig, at: Tape, inputs: LayerInputs):
         if not config.use_parallel_residual:
@@ -147,8 +148,13 @@ class ParallelResidual(Part):
 
     def tensors(self, config: NeoXConfig, layer: int = 0) -> Tensors:
         ln_1, mixer, ln_2, mlp = self.names
-        return {**under(ln_1, self.norm.tensors(config, layer)), **under(ln_2, self.norm.tensors(config, layer)),
-                **under(mixer, self.mixer.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer))}  # fmt: skip
+        norm = self.norm.tensors(config, layer)
+        return {
+            **under(ln_1, norm),
+            **under(ln_2, norm),
+            **under(mixer, self.mixer.tensors(config, layer)),
+            **under(mlp, self.mlp.tensors(config, layer)),
+        }
 
     def products(self, config: NeoXConfig, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)

@@ -7,7 +7,7 @@ products, written from its equations alone, which the tests hold to the ledger).
 - norms.py: RMSNorm, (1 + w) RMSNorm, LayerNorm;
 - attention.py: grouped-query attention and its variants (biases, q and k norms per head or over the whole
   projection, a sliding window), the attention core every attention shares;
-- mlps.py: the gated MLP;
+- mlps.py: the gated MLP, the ungated MLP of two products;
 - block.py: the blocks that wire parts into a layer (pre-norm, post-norm, a layer of one branch, a block per kind);
 - decoder.py: the decoder around the blocks (embedding, each layer's inputs, final norm, logits), from which a family's
   stage table, checkpoint layout and closed forms are derived.

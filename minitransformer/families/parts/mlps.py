@@ -79,12 +79,12 @@ class UngatedMLP(Part):
     kinds = {"mlp_up": "MLP up weights W_up [F, D]", "mlp_down": "MLP down weights W_down [D, F]"}
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        b = self.bias
+        up, down = f"u = h W_up{plus(self.bias, 'up')}", f"m = g W_down{plus(self.bias, 'down')}"
         return by_op(
-            Stage("mlp.up", ("mlp.up",), "matmul", f"u = h W_up{plus(b, 'up')}", "h [T, D], W_up [D, F]", MLP),
+            Stage("mlp.up", ("mlp.up",), "matmul", up, "h [T, D], W_up [D, F]", MLP),
             Stage("mlp.act", ("mlp.act",), "activation", "g = act(u)", "u [T, F]"),
-            Stage("mlp.down", ("mlp.down",), "matmul", f"m = g W_down{plus(b, 'down')}", "g [T, F], W_down [F, D]", MLP),
-        )  # fmt: skip
+            Stage("mlp.down", ("mlp.down",), "matmul", down, "g [T, F], W_down [F, D]", MLP),
+        )
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         at = at.declaring(self.declared(config))

@@ -132,8 +132,10 @@ class FusedGatedMLP(GatedMLP):
 
 # validate's float64 truth: the Llama family's (families/llama/reference.py), at Phi-3's frequencies (the first rd
 # numbers of each head; LongRoPE's short or long factors, picked per call by the largest position).
-NOTE = ("  (transformers' float64 Phi-3 computes RMSNorm and the rotary tables in float32; its reference here\n"
-        "  has them in float64, as families/llama/reference.py explains)")  # fmt: skip
+NOTE = (
+    "  (transformers' float64 Phi-3 computes RMSNorm and the rotary tables in float32; its reference here\n"
+    "  has them in float64, as families/llama/reference.py explains)"
+)
 
 ARCHITECTURE = composed(
     "phi3", Decoder(PreNorm(FusedQKVAttention(), FusedGatedMLP()), biases="", symbols=SYMBOLS),
