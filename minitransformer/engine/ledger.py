@@ -146,12 +146,6 @@ class Record:
         return self.lengths if self.lengths is not None else (self.dot_length, self.dot_length)
 
     @property
-    def one_length(self) -> bool:
-        """Every dot product computed has the same length, so dot products x length = MACs."""
-        shortest, longest = self.dot_lengths
-        return shortest == longest
-
-    @property
     def chunks(self) -> int | None:
         """The chunks of query rows the pass computed this product in (None: whole)."""
         if self.row_chunk is None:

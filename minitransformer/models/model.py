@@ -18,7 +18,6 @@ from ..engine.kvcache import KVCache
 from ..engine.ledger import Phase
 from ..engine.precision import Precision
 from ..engine.shapes import ShapeOnly
-from ..engine.stages import StageTable
 from ..engine.tape import Dims, Tape, Watcher
 from ..errors import UserError
 from ..families.config import ModelConfig
@@ -108,11 +107,6 @@ class Model:
         model = cls(config, as_tree(stand_ins, config), source="shape-only")
         model.routing = routing
         return model
-
-    @property
-    def family(self) -> StageTable:
-        """The stage table under its old name, which the README's API section documented: `stage_table`."""
-        return self.stage_table
 
     @property
     def tokenizer(self):

@@ -83,14 +83,6 @@ class Drift:
     def layers(self) -> list[int]:
         return sorted({s.layer for s in self.stages if s.layer is not None})
 
-    def block_stages(self) -> list[str]:
-        """The stages of a block, in the order the pass ran them (every block's own, where they differ)."""
-        names: dict[str, None] = {}
-        for s in self.stages:
-            if s.layer is not None:
-                names.setdefault(s.stage)
-        return list(names)
-
     def worst(self, n: int = 5) -> list[StageDrift]:
         return sorted(self.stages, key=lambda s: (-_ordered(s.max_rel), s.name))[:n]
 
