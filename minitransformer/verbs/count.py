@@ -190,9 +190,16 @@ class Pass:
         return [r for records, _ in self.groups for r in records]
 
     @property
+    def scores(self) -> Record | None:
+        """Attention's scores (Q K^T) in the first layer that attends, layer 0's kind first; None where no layer
+        attends (every layer keeps a state)."""
+        return next((r for r in self.block_records if r.attention == "scores"), None)
+
+    @property
     def attended(self) -> int:
         """Keys each block's scores were computed against (t, or fewer where a sliding window cut the oldest)."""
-        return self.find("scores").out_shape[-1]
+        assert self.scores is not None, "a pass with attention"
+        return self.scores.out_shape[-1]
 
     @property
     def attending_block(self) -> list[Record]:

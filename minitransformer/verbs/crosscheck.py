@@ -225,7 +225,7 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
     dense, dispatch = row["ledger_dense_macs"], row["dispatch_macs"]
     eager_fc, sdpa_fc = row["flop_counter_macs"], row["flop_counter_sdpa_macs"]
     records = [r for r in check.phase.records if group_of_record(r) == row["group"]]
-    attention = [r for r in records if r.op in ("scores", "mix")]
+    attention = [r for r in records if r.attention]
     skipped = sum(r.dense_macs - r.macs for r in attention)
     if skipped:
         seen = "the causal half" + (
@@ -242,7 +242,7 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
             f"ours computed attention {', and '.join(ways)}: {skipped:,} MACs of the dense form skipped; "
             f"--dense-attention computes every T x t score, as transformers' eager attention does"
         )
-    for op in dict.fromkeys(r.op for r in records if r.op not in ("scores", "mix") and r.macs != r.dense_macs):
+    for op in dict.fromkeys(r.op for r in records if not r.attention and r.macs != r.dense_macs):
         mine = [r for r in records if r.op == op]
         done, whole = sum(r.macs for r in mine), sum(r.dense_macs for r in mine)
         how = " (a triangular solve, row by row: row i a product of i numbers)" if op == "delta.solve" else ""
@@ -281,7 +281,7 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
     elif missing:
         said.append(f"UNEXPLAINED: FlopCounterMode counted {missing:,} MACs fewer than torch dispatched")
     if check.sdpa is None:
-        if row["group"] == ACTIVATIONS and not any(r.op == "scores" for r in check.phase.records):
+        if row["group"] == ACTIVATIONS and not any(r.attention == "scores" for r in check.phase.records):
             said.append(
                 f"{check.reference_class} has no attention layer (its layers are state-space ones), so there "
                 f"is no SDPA column"

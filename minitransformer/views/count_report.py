@@ -68,7 +68,7 @@ SPARSE_CONVENTION = (
 def convention(count: Count) -> str:
     """The note under the block: dense where the prefill computed every score, the chunks where it did not, the
     chosen keys where an indexer chose them; and a recurrent layer's scan in chunks where one ran so."""
-    scores = count.prefill.find("scores") if count.prefill.has("scores") else None
+    scores = count.prefill.scores
     if scores is not None and scores.chosen_keys is not None:
         note = SPARSE_CONVENTION.format(s=scores.chosen_keys, C=scores.row_chunk)
     else:
@@ -380,7 +380,7 @@ def decode_table(count: Count) -> str:
                 rows.append(["...", "", "", "", "", "", "", ""])
                 gap = True
             continue
-        scores = shape(p.find("scores").out_shape) if p.has("scores") else "-"
+        scores = shape(p.scores.out_shape) if p.scores is not None else "-"
         rows.append(
             [
                 str(p.step),
@@ -430,7 +430,7 @@ def attention_lines(count: Count) -> str:
     closed form (formulas.attention_to_weights): per layer t / X, X = 2D + F for GPT-2, 2D + 1.5F for a Llama
     without grouping. A recurrent layer's scan (a hybrid's) is shown beside them: it does not grow with t either."""
     step = count.comparison_step()
-    if not step.has("scores"):  # no attention: nothing grows with the context (the family's notes say what does not)
+    if step.scores is None:  # no attention: nothing grows with the context (the family's notes say what does not)
         return ""
     a = step.attention_vs_weights()
     c, L = count.config, count.config.n_layer
@@ -458,7 +458,7 @@ def attention_lines(count: Count) -> str:
             attention = sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES)
             weights = sum(r.macs for r in records if with_weights(r))
             scan = sum(r.macs for r in records if r.stage.group == STATE)
-            scores = next((r for r in records if r.op == "scores"), None)
+            scores = next((r for r in records if r.attention == "scores"), None)
             keys = f"t = {scores.out_shape[-1]:,}" if scores is not None else "a state: the same at any t"
             rows.append(
                 [
@@ -480,7 +480,7 @@ def attention_lines(count: Count) -> str:
             i
             for i, kind in enumerate(step.layer_types)
             if step.groups[step._group_of[kind]][0]
-            and any(r.op == "scores" for r in step.groups[step._group_of[kind]][0])
+            and any(r.attention == "scores" for r in step.groups[step._group_of[kind]][0])
         )
         seen = (
             f"t = {t:,} on layer {first}"
@@ -578,7 +578,7 @@ def totals_lines(count: Count) -> str:
         f"1 prefill + {decodes:,} decode step{s_for(decodes)}; {human(t.macs / (count.n_new * count.batch))} MACs per "
         f"generated token" + (f" per sequence ({count.batch} sequences)" if count.batch > 1 else ""),
     ]
-    if count.prefill.has("scores"):  # a model with attention: the part of its work the causal mask keeps
+    if count.prefill.scores is not None:  # a model with attention: the part of its work the causal mask keeps
         lines.append(f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps")
     if t.scanned:  # a scan ran in chunks: its products against the recurrent form's (Record.recurrent)
         chunked = sum(n * r.macs for p in count.passes for r, n in p.weighted() if r.recurrent is not None)
@@ -621,15 +621,34 @@ def _bytes(b: float) -> str:
 
 def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     m = memory_dict(count, balance, dtype)
-    c, kv, act = count.config, m["kv_cache"], m["activations"]
+    out = [
+        f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
+        f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
+        *_kv_cache_lines(count, m),
+        *_activation_lines(count, m["activations"]),
+        "",
+        f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
+        f"below the machine balance, assumed {balance:.4g} MACs/byte (--balance, or --hardware's ridge), a product "
+        "waits on memory",
+        intensity_table(m["intensity"]["ops"], count.decode_example()),
+    ]
+    return "\n".join(out)
+
+
+def _kv_cache_lines(count: Count, m: dict) -> list[str]:
+    """What the cache holds: a position's numbers in every layer, the positions held here and at the whole context;
+    a hybrid's by kind of layer (cache_lines)."""
+    c, kv = count.config, m["kv_cache"]
     per_seq = " for the batch" if count.batch > 1 else ""
-    decode = act.get("decode")
     widths = f"{c.d_head}" if c.d_value == c.d_head else f"{c.d_head} and {c.d_value}"  # MLA: values narrower
     heads = f" ({c.n_kv_head} key/value heads of {widths})" if architecture_of(c).heads_in_headers else ""
     numbers = f"{c.n_kv_head * c.d_head:,}" + (f" + {c.n_kv_head * c.d_value:,}" if c.d_value != c.d_head else "")
     if c.d_index is not None:  # a sparse attention's indexer keeps its own keys beside K and V
         numbers += f" + {c.d_index:,}"
         heads += f" and the indexer's key of {c.d_index:,}"
+    if any(k["holds"] == "state" for k in m["cache"]["layer_types"].values()):
+        # a hybrid: the attention layers' keys and values grow with the context, the recurrent layers' state not
+        return cache_lines(count, m, numbers, heads, per_seq)
     window, held = c.sliding_window, count.n_prompt + count.n_new - 1
     capped = f" (of {held:,}: a query reads no further back than the sliding window)" if kv["positions"] < held else ""
     whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
@@ -640,7 +659,19 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
             f"{kind} {k['layers']} x {k['positions']:,}" for kind, k in kinds.items()
         )
         whole = ", each sliding layer at most its window" if window is not None and window < c.n_positions else ""
-    if not any(r.op == "scores" for r in count.prefill.block_records):  # every layer a state-space mixer (Mamba-2)
+    return [
+        f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
+        f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {here}: "
+        f"{_bytes(kv['bytes'])}"
+        + ("" if count.cached else " (if the cache were on)")
+        + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}"
+    ]
+
+
+def _activation_lines(count: Count, act: dict) -> list[str]:
+    """The peak activations of the prefill and a decode step, and how they are estimated (memory.py)."""
+    decode, scores = act.get("decode"), count.prefill.scores
+    if scores is None:  # every layer a state-space mixer (Mamba-2)
         estimate = (
             "the residual stream [B, T, D] + the largest stage's working set (a product: its A and its",
             "output; an elementwise stage: its input and output, as the scan's decays [B, Hs, Nc, L, L] in a prefill)",
@@ -655,44 +686,23 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
             "the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the",
             "scores [B, H, T, t], which scale, mask and softmax overwrite in place; MLP: u and act(u), [B, T, F] each)",
         )
-    cache = m["cache"]
-    states = {kind: k for kind, k in cache["layer_types"].items() if k["holds"] == "state"}
-    out = [
-        f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
-        f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
-    ]
-    if not states:
-        out.append(
-            f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
-            f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {here}: "
-            f"{_bytes(kv['bytes'])}"
-            + ("" if count.cached else " (if the cache were on)")
-            + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}"
-        )
-    else:  # a hybrid: the attention layers' keys and values grow with the context, the recurrent layers' state not
-        out += cache_lines(count, m, numbers, heads, per_seq)
-    out += [
+    chunked = scores is not None and scores.computed is not None  # a prefill in row chunks holds one chunk at a time
+    return [
         f"  activations  peak ~{_bytes(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
         + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
         f"               estimate: {estimate[0]}",
         f"               {estimate[1]}",
         *(
             [
-                f"               (a prefill past {count.prefill.find('scores').row_chunk} positions computes attention in row "
+                f"               (a prefill past {scores.row_chunk} positions computes attention in row "
                 f"chunks: it holds the normed input,",
                 "               q, k, v, the largest chunk's scores and the output instead"
-                + (", and that chunk's chosen keys and values)" if count.prefill.find("scores").chosen_keys else ")"),
+                + (", and that chunk's chosen keys and values)" if scores.chosen_keys else ")"),
             ]
-            if count.prefill.has("scores") and count.prefill.find("scores").computed is not None
+            if chunked and scores is not None
             else []
         ),
-        "",
-        f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
-        f"below the machine balance, assumed {balance:.4g} MACs/byte (--balance, or --hardware's ridge), a product "
-        "waits on memory",
-        intensity_table(m["intensity"]["ops"], count.decode_example()),
     ]
-    return "\n".join(out)
 
 
 def cache_lines(count: Count, m: dict, numbers: str, heads: str, per_seq: str) -> list[str]:

@@ -38,6 +38,7 @@ from ..verbs.generate import Generation
 from ..version import __version__
 from .colours import NOT_A_PRODUCT, PRODUCT_COLOURS
 from .html_drawings import (
+    attention_role,
     block_diagram,
     colour,
     drift_colour,
@@ -673,14 +674,16 @@ def _phase_views(data: dict) -> list[str]:
     return views
 
 
-def causal_cell(r: dict) -> str:
+def causal_cell(r: dict, attention: str) -> str:
+    """What the causal mask keeps of attention's product (`attention`: its part, "scores" or "mix"; "" for any other
+    product, which has no such cell)."""
     if "causal_macs" not in r:
         return ""
     # Computed in row chunks, or over the keys an indexer chose (tape.py): the dense form's cost beside it.
     dense = f"; dense: {n(r['dense_macs'])} MACs" if r.get("dense_macs", r["macs"]) != r["macs"] else ""
     if dense and "selected_keys" in r:
         dense = f"; sparse: {n(r['selected_keys'])} keys a query{dense}"
-    if r["op"] == "scores":
+    if attention == "scores":
         return f"{n(r['causal_dot_products'])} needed ({n(r['causal_macs'])} MACs){dense}"
     return f"{n(r['causal_macs'])} MACs needed{dense}"
 
@@ -690,50 +693,20 @@ def _block_table(ops: list[dict], index: int, run: int, table: StageTable) -> st
     (what the same positions cost one at a time), as count's table has it."""
     block_macs = sum(r["macs"] for r in ops)
     scanned = any("recurrent_macs" in r for r in ops)
-    recurrent = [_cell("")] * scanned
     rows = []
     for i, r in enumerate(ops):
         attrs = f'data-phase="{index}" data-run="{run}" data-index="{i}" data-op="{escape(r["op"])}"'
-        equation, out = _cell(escape(r["equation"]), "eq"), _cell(shape(r["out_shape"]), "shape out")
         if r["kind"] == "matmul":
-            operands = _cell(escape(operands_text(r)), "shape operands")
-            rows.append(
-                _row(
-                    [
-                        _cell(_swatch(table, r["op"])),
-                        equation,
-                        operands,
-                        out,
-                        _num(r["dot_products"], "dots"),
-                        _num(length(r), "length"),
-                        _num(r["macs"], "macs"),
-                        _num(percent(r["macs"], block_macs)),
-                        _cell(escape(causal_cell(r)), "causal"),
-                        *([_num(r["recurrent_macs"] if "recurrent_macs" in r else "", "recurrent")] * scanned),
-                    ],
-                    "product",
-                    attrs,
-                )
-            )
+            rows.append(_row(_product_cells(r, block_macs, table, scanned), "product", attrs))
         else:
-            rows.append(
-                _row(
-                    [
-                        _cell(escape(r["op"])),
-                        equation,
-                        _cell(""),
-                        out,
-                        _num(0, "dots"),
-                        _cell(""),
-                        _num(0, "macs"),
-                        _cell(""),
-                        _cell(""),
-                        *recurrent,
-                    ],
-                    "free",
-                    attrs,
-                )
-            )
+            stage = [
+                _cell(escape(r["op"])),
+                _cell(escape(r["equation"]), "eq"),
+                _cell(""),
+                _cell(shape(r["out_shape"]), "shape out"),
+            ]
+            none = [_num(0, "dots"), _cell(""), _num(0, "macs"), *[_cell("")] * (2 + scanned)]  # no dot products
+            rows.append(_row(stage + none, "free", attrs))
     rows.append(
         _row(
             [
@@ -751,6 +724,23 @@ def _block_table(ops: list[dict], index: int, run: int, table: StageTable) -> st
     )
     headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "share", "causal"]
     return _table("block-table", headers + ["recurrent form (MACs)"] * scanned, rows)
+
+
+def _product_cells(r: dict, block_macs: int, table: StageTable, scanned: bool) -> list[str]:
+    """A product's row of the block table: its colour and name, equation, shapes, counts, share, what the causal
+    mask keeps and (where the pass ran a scan in chunks) its recurrent form."""
+    return [
+        _cell(_swatch(table, r["op"])),
+        _cell(escape(r["equation"]), "eq"),
+        _cell(escape(operands_text(r)), "shape operands"),
+        _cell(shape(r["out_shape"]), "shape out"),
+        _num(r["dot_products"], "dots"),
+        _num(length(r), "length"),
+        _num(r["macs"], "macs"),
+        _num(percent(r["macs"], block_macs)),
+        _cell(escape(causal_cell(r, attention_role(table, r["op"]))), "causal"),
+        *([_num(r["recurrent_macs"] if "recurrent_macs" in r else "", "recurrent")] * scanned),
+    ]
 
 
 def _scans_note(p: dict) -> str:

@@ -76,7 +76,7 @@ def block_table(phase: Phase, layer: int = 0) -> str:
     for r in records:
         if r.kind == "matmul":
             note = ""
-            if r.op == "scores":
+            if r.attention == "scores":
                 note = f"causal: {count(r.causal_dot_products or 0)} needed ({count(r.causal_macs or 0)} MACs)"
             elif r.causal_macs is not None:
                 note = f"causal: {count(r.causal_macs)} MACs needed"
@@ -151,7 +151,7 @@ def decode_table(phases: list[Phase], limit: int = 8) -> str:
         if p is None:
             rows.append(["...", "", "", "", "", ""])
             continue
-        scores = next((r for r in p.records if r.op == "scores"), None)  # the first layer that attends
+        scores = next((r for r in p.records if r.attention == "scores"), None)  # the first layer that attends
         rows.append(
             [
                 str(p.step),
@@ -162,7 +162,7 @@ def decode_table(phases: list[Phase], limit: int = 8) -> str:
                 count(p.macs),
             ]
         )
-    first = next((r.layer for r in phases[0].records if r.op == "scores"), None)
+    first = next((r.layer for r in phases[0].records if r.attention == "scores"), None)
     return table(
         ["step", "T", "t", f"scores (layer {first})" if first is not None else "scores", "dot products", "MACs"],
         rows,
@@ -291,7 +291,7 @@ def _convention(prefill: Phase) -> list[str]:
     """The note under the block: scores computed dense, in chunks of query rows (engine/row_chunks.py), or against
     the keys an indexer chose for each query."""
     chunk = next((r.row_chunk for r in prefill.records if r.row_chunk is not None), None)
-    if not any(r.op == "scores" for r in prefill.records):  # a model without attention
+    if not any(r.attention == "scores" for r in prefill.records):  # a model without attention
         return ["  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs."]
     chosen = next((r.chosen_keys for r in prefill.records if r.chosen_keys is not None), None)
     if chosen is not None:

@@ -131,7 +131,7 @@ def dot_products(r: Record) -> str:
     if r.kind != "matmul":
         return f"no dot products ({r.kind})"
     text = f"{count(r.dot_products)} dot products of length {count(r.dot_length)} = {count(r.macs)} MACs"
-    if r.op == "scores":
+    if r.attention == "scores":
         text += f" (causal: {count(r.causal_dot_products or 0)} needed)"
     return text
 
