@@ -11,7 +11,8 @@ from ..engine.ledger import Record
 from ..engine.stages import ATTENTION_SCORES, STATE, UNEMBEDDING
 from ..families.moe import ROUTINGS
 from ..families.table import architecture_of
-from ..text import plural, s_for
+from ..text import byte_size, elided, human, intensity, percent, plural, s_for, shape, table
+from ..text import count as n
 from ..verbs.count import Count, Pass, with_weights
 from ..verbs.formulas import (
     attention_crossing,
@@ -22,8 +23,7 @@ from ..verbs.formulas import (
     weight_macs_per_position,
 )
 from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
-from .report import count as n
-from .report import describe_model, human, length, operands, percent, shape, table
+from .report import describe_model, length, operands
 
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
@@ -317,7 +317,7 @@ def layers_table(p: Pass) -> str:
                     n(macs),
                     human(2 * macs),
                     percent(layers * macs, p.macs),
-                    f"each of layers {_layer_list(where)}",
+                    f"each of layers {elided(where)}",
                 ]
             )
     else:
@@ -361,12 +361,6 @@ def layers_table(p: Pass) -> str:
         ["total", n(p.dot_products), n(p.macs), human(p.flops), "100%", f"causal: {n(p.causal_macs)} MACs{dense_note}"]
     )
     return table(["layer", "dot products", "MACs", "FLOPs", "share", ""], rows, right={1, 2, 3, 4})
-
-
-def _layer_list(layers: list[int]) -> str:
-    """[0, 2, 4, 6] -> "0, 2, 4, 6"; a long list shows its first three and its last."""
-    shown = [str(i) for i in layers] if len(layers) <= 5 else [*map(str, layers[:3]), "...", str(layers[-1])]
-    return ", ".join(shown)
 
 
 def decode_table(count: Count) -> str:
@@ -555,8 +549,8 @@ def window_lines(count: Count, dtype: str = "float32") -> list[str]:
         + (" (this context is within the window: nothing is cut yet)" if held < min(local) else ""),
         f"  scores and mix: {n(attention)} MACs over this generation, against {n(attention + saved)} had every "
         f"layer attended to every earlier position: the window saves {human(saved)} MACs ({percent(saved, attention + saved)})",
-        f"  KV cache after {plural(held, 'position', format(held, ','))} ({dtype}): {_bytes(kv[0])}, against {_bytes(kv[1])} had every layer held "
-        f"all of them: the window saves {_bytes(kv[1] - kv[0])} ({percent(kv[1] - kv[0], kv[1])})",
+        f"  KV cache after {plural(held, 'position', format(held, ','))} ({dtype}): {byte_size(kv[0])}, against {byte_size(kv[1])} had every layer held "
+        f"all of them: the window saves {byte_size(kv[1] - kv[0])} ({percent(kv[1] - kv[0], kv[1])})",
         "",
     ]
 
@@ -615,15 +609,11 @@ def totals_lines(count: Count) -> str:
     return "\n".join(lines)
 
 
-def _bytes(b: float) -> str:
-    return f"{human(b)}B" if b >= 1000 else f"{b:g} B"
-
-
 def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     m = memory_dict(count, balance, dtype)
     out = [
         f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
-        f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
+        f"  weights      {n(m['weights']['parameters'])} parameters: {byte_size(m['weights']['bytes'])} (see `params`)",
         *_kv_cache_lines(count, m),
         *_activation_lines(count, m["activations"]),
         "",
@@ -661,10 +651,10 @@ def _kv_cache_lines(count: Count, m: dict) -> list[str]:
         whole = ", each sliding layer at most its window" if window is not None and window < c.n_positions else ""
     return [
         f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
-        f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {here}: "
-        f"{_bytes(kv['bytes'])}"
+        f"{byte_size(kv['bytes_per_token'])} per token{per_seq}; {here}: "
+        f"{byte_size(kv['bytes'])}"
         + ("" if count.cached else " (if the cache were on)")
-        + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}"
+        + f"; the whole context ({c.n_positions:,}{whole}): {byte_size(kv['bytes_at_context'])}"
     ]
 
 
@@ -688,8 +678,8 @@ def _activation_lines(count: Count, act: dict) -> list[str]:
         )
     chunked = scores is not None and scores.computed is not None  # a prefill in row chunks holds one chunk at a time
     return [
-        f"  activations  peak ~{_bytes(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
-        + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
+        f"  activations  peak ~{byte_size(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
+        + (f", ~{byte_size(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
         f"               estimate: {estimate[0]}",
         f"               {estimate[1]}",
         *(
@@ -715,20 +705,22 @@ def cache_lines(count: Count, m: dict, numbers: str, heads: str, per_seq: str) -
         if "positions" in k:
             out.append(
                 f"  KV cache     K and V x {plural(k['layers'], kind + ' layer')} x {numbers} numbers{heads}: "
-                f"{_bytes(k['bytes'] // max(k['positions'], 1))} per token{per_seq}; {k['positions']:,} positions "
-                f"here: {_bytes(k['bytes'])}{off}"
+                f"{byte_size(k['bytes'] // max(k['positions'], 1))} per token{per_seq}; {k['positions']:,} positions "
+                f"here: {byte_size(k['bytes'])}{off}"
             )
         elif k["state"]:
             arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
             out.append(
                 f"  state        {arrays} numbers x {plural(k['layers'], kind + ' layer')}: "
-                f"{_bytes(k['bytes'])}{per_seq}{off}, the same at any context"
+                f"{byte_size(k['bytes'])}{per_seq}{off}, the same at any context"
             )
     attends = any("positions" in k for k in cache["layer_types"].values())  # no keys and values in a pure Mamba
-    parts = (f"{_bytes(kv['bytes'])} keys and values + " if attends else "") + f"{_bytes(cache['state_bytes'])} state"
+    parts = (
+        f"{byte_size(kv['bytes'])} keys and values + " if attends else ""
+    ) + f"{byte_size(cache['state_bytes'])} state"
     out.append(
-        f"  cache        {_bytes(cache['bytes'])} after {cache['positions']:,} positions ({parts}){off}; the whole "
-        f"context ({c.n_positions:,}): {_bytes(cache['bytes_at_context'])}"
+        f"  cache        {byte_size(cache['bytes'])} after {cache['positions']:,} positions ({parts}){off}; the whole "
+        f"context ({c.n_positions:,}): {byte_size(cache['bytes_at_context'])}"
     )
     return out
 
@@ -737,9 +729,11 @@ def intensity_table(rows: list[dict], decode: Pass | None) -> str:
     def cells(x: dict | None) -> list[str]:
         if x is None:  # a product this pass does not compute
             return ["-", "", ""]
-        value = x["macs_per_byte"]
-        shown = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-        return [_bytes(x["bytes"]), shown, "memory-bound" if x["memory_bound"] else "compute-bound"]
+        return [
+            byte_size(x["bytes"]),
+            intensity(x["macs_per_byte"]),
+            "memory-bound" if x["memory_bound"] else "compute-bound",
+        ]
 
     blank = ["", "", "-"] if decode is not None else []  # a product of the prefill's chunks only: no decode step has it
     body = [[r["op"], *cells(r["prefill"]), *(cells(r["decode"]) if "decode" in r else blank)] for r in rows]

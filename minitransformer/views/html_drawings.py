@@ -21,9 +21,8 @@ import numpy as np
 
 from ..engine.stages import StageTable
 from ..families.table import architecture_of
-from ..text import plural
+from ..text import count, count_range, human, operand_shapes, percent, plural, shape
 from .colours import layer_colour, product_colour
-from .report import count, human, percent, shape
 
 WIDTH = 1040  # the drawings' coordinate width (they shrink to fit a narrower window)
 _BOX_W, _BOX_H = 300, 112  # the largest product's box
@@ -46,14 +45,12 @@ def colour(table: StageTable, op: str) -> str:
 
 def operands(r: dict) -> str:
     """ "[5, 64] x [64, 192]"; a product computed in chunks of query rows says so after its dense shapes."""
-    chunks = f" in {plural(r['chunks'], 'row chunk')}" if "chunks" in r else ""
-    return f"{shape(r['a_shape'])} x {shape(r['b_shape'])}{chunks}"
+    return operand_shapes(r["a_shape"], r["b_shape"], r.get("chunks"))
 
 
 def length(r: dict) -> str:
     """The length of a product's dot products, or their range where row chunks computed several ("128-1,000")."""
-    shortest, longest = r.get("dot_length_min", r["dot_length"]), r.get("dot_length_max", r["dot_length"])
-    return count(longest) if shortest == longest else f"{count(shortest)}-{count(longest)}"
+    return count_range(r.get("dot_length_min", r["dot_length"]), r.get("dot_length_max", r["dot_length"]))
 
 
 def dot_products_text(r: dict) -> str:
@@ -131,7 +128,7 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int, table: Stag
     products = [r for r in ops if r["kind"] == "matmul"]
     largest = max((r["macs"] for r in products), default=0) or 1
     block_macs = sum(r["macs"] for r in products)
-    rows, y = [], 30
+    rows, y = [], 30.0
     centres = []
     for i, r in enumerate(ops):
         ref = f'data-phase="{phase_index}" data-run="{run_index}" data-index="{i}"'

@@ -32,7 +32,8 @@ import numpy as np
 from ..engine.kvcache import KeysValues
 from ..engine.ledger import Ledger, Phase
 from ..engine.stages import PRODUCTS, StageTable
-from ..text import plural, s_for
+from ..text import byte_size, elided, human, intensity, pass_name, percent, plural, s_for, shape
+from ..text import count as n
 from ..verbs.count import STEPS_SHOWN, Count
 from ..verbs.generate import Generation
 from ..version import __version__
@@ -54,8 +55,7 @@ from .html_drawings import (
 )
 from .html_drawings import operands as operands_text
 from .html_roofline import roofline_section
-from .report import count as n
-from .report import describe_model, human, percent, shape
+from .report import describe_model
 
 ATTENTION_POSITIONS = 64  # attention maps show at most this many positions (the last ones)
 ATTENTION_CELLS = 60_000  # maps of every layer when layers x heads x positions^2 stay below this; else one layer
@@ -518,14 +518,10 @@ def _rule(data: dict) -> str:
     )
 
 
-def _phase_name(p: dict) -> str:
-    return "prefill" if p["phase"] == "prefill" else f"decode step {p['step']}"
-
-
 def _controls(data: dict) -> str:
     doc = data["document"]
     passes = "".join(
-        f'<option value="{p["step"]}">{_phase_name(p)}: T = {p["tokens"]:,}, t = {p["context"]:,}</option>'
+        f'<option value="{p["step"]}">{pass_name(p["step"])}: T = {p["tokens"]:,}, t = {p["context"]:,}</option>'
         for p in doc["phases"]
         if "layers" in p
     )
@@ -603,12 +599,6 @@ def _block_views(p: dict, kinds: list[str]) -> list[dict]:
     return found
 
 
-def _layer_list(layers: list[int]) -> str:
-    """[0, 2, 4, 6, 8, 10] -> "0, 2, 4, ..., 10": a long list shows its first three and its last."""
-    shown = [str(i) for i in layers] if len(layers) <= 5 else [*map(str, layers[:3]), "...", str(layers[-1])]
-    return ", ".join(shown)
-
-
 def _kind_label(kind: str, model: dict) -> str:
     """A layer kind as a heading says it: its name, and the window of a sliding one."""
     window = model.get("sliding_window")
@@ -629,7 +619,7 @@ def _view_heading(view: dict, views: list[dict], model: dict) -> str:
         else (f"the {escape(_kind_label(kind, model))} layers")
     )
     of_kind = (
-        f"{plural(len(layers), 'layer')} of this kind, each with these shapes: {_layer_list(layers)}"
+        f"{plural(len(layers), 'layer')} of this kind, each with these shapes: {elided(layers)}"
         if len(layers) > 1
         else "the only layer of this kind"
     )
@@ -1023,10 +1013,6 @@ def _attention_section(data: dict, hatch: str) -> str:
     )
 
 
-def _bytes(b: float) -> str:
-    return f"{human(b)}B" if b >= 1000 else f"{b:g} B"
-
-
 def tokens_per_expert(doc: dict) -> np.ndarray | None:
     """[layers, E]: the tokens each layer's router sent each expert, summed over the passes the page holds (each
     layer's first product computed expert by expert: its breakdown); None for a model without experts."""
@@ -1134,12 +1120,12 @@ def _memory_section(doc: dict) -> str:
         items.append(("activations, decode peak", act["decode"]["bytes"], f"at {act['decode']['stage']}"))
     largest = max(b for _, b, _ in items) or 1
     rows = [
-        _row([_cell(escape(what)), _num(b, "bytes"), _num(_bytes(b)), _cell(escape(note)), _bar(b / largest)])
+        _row([_cell(escape(what)), _num(b, "bytes"), _num(byte_size(b)), _cell(escape(note)), _bar(b / largest)])
         for what, b, note in items
     ]
     decode = act.get("decode")
     decode_title = f"decode (T = 1, t = {decode['context']:,})" if decode else "decode"
-    intensity = [
+    per_byte = [
         _row([_cell(_swatch(table, r["op"])), *_intensity_cells(r.get("prefill")), *_intensity_cells(r.get("decode"))])
         for r in m["intensity"]["ops"]
     ]
@@ -1159,7 +1145,7 @@ def _memory_section(doc: dict) -> str:
         + _table(
             "intensity-table",
             ["op", "prefill bytes", "MACs/byte", "", f"{decode_title} bytes", "MACs/byte", ""],
-            intensity,
+            per_byte,
         )
         + "</section>"
     )
@@ -1199,7 +1185,7 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
         )
     if not states:
         held = (
-            f"{plural(kv['positions'], 'position', n(kv['positions']))} x {_bytes(kv['bytes_per_token'])} (K and V "
+            f"{plural(kv['positions'], 'position', n(kv['positions']))} x {byte_size(kv['bytes_per_token'])} (K and V "
             f"of {plural(sum(k['layers'] for k in attending.values()), 'layer')}"
             + (", and the indexer's keys)" if beside else ")")
         )
@@ -1220,7 +1206,7 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
                     f"KV cache, {kind} layers",
                     k["bytes"],
                     f"K and V x {plural(k['layers'], kind + ' layer')} x {n(numbers(k))} numbers: "
-                    f"{_bytes(k['bytes'] // max(k['positions'], 1))} per token; "
+                    f"{byte_size(k['bytes'] // max(k['positions'], 1))} per token; "
                     f"{plural(k['positions'], 'position', n(k['positions']))} here",
                 )
             )
@@ -1233,7 +1219,9 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
                     f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}: the same at any context",
                 )
             )
-    parts = (f"{_bytes(kv['bytes'])} keys and values + " if attending else "") + f"{_bytes(cache['state_bytes'])} state"
+    parts = (
+        f"{byte_size(kv['bytes'])} keys and values + " if attending else ""
+    ) + f"{byte_size(cache['state_bytes'])} state"
     return [
         *items,
         *beside,
@@ -1251,8 +1239,8 @@ def _intensity_cells(x: dict | None) -> list[str]:
     position = min(1.0, max(0.0, (np.log10(max(value, 1e-3)) + 1) / 5))  # 0.1 .. 10,000 MACs/byte
     dot = f'<span class="logbar"><span class="dot" style="left:{100 * position:.1f}%"></span></span>'
     return [
-        _num(_bytes(x["bytes"])),
-        _num(f"{value:,.0f}" if value >= 100 else f"{value:.3g}", "intensity"),
+        _num(byte_size(x["bytes"])),
+        _num(intensity(value), "intensity"),
         _cell(dot + bound, bound),
     ]
 

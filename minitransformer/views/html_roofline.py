@@ -13,18 +13,11 @@ import math
 from html import escape
 
 from ..engine.stages import StageTable
+from ..text import count as n
+from ..text import human, percent, seconds
 from .html_drawings import WIDTH, colour, stage_table
-from .report import count as n
-from .report import human, percent
 
 _HEIGHT, _LEFT, _RIGHT, _TOP, _BOTTOM = 340, 86, 24, 18, 46
-
-
-def _seconds(s: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
 
 
 def _decades(low: float, high: float) -> tuple[int, int]:
@@ -39,7 +32,7 @@ def _tip(phase: str, op: dict, hw: dict) -> str:
     flops = 2 * op["macs"] / op["time_s"] if op["time_s"] else 0
     return (
         f"{op['op']} ({phase}): {n(op['macs'])} MACs, {human(op['bytes'])}B moved, "
-        f"{op['macs_per_byte']:.3g} MACs/byte; at least {_seconds(op['time_s'])} on {hw['name']} "
+        f"{op['macs_per_byte']:.3g} MACs/byte; at least {seconds(op['time_s'])} on {hw['name']} "
         f"({human(flops)}FLOP/s at best): {op['bound']}-bound"
     )
 
@@ -125,15 +118,15 @@ def roofline_section(doc: dict) -> str:
             f'<tr data-tip="{escape(_tip(phase, op, hw))}"><td>{phase}</td><td>{escape(op["op"])}</td>'
             f'<td class="num">{n(op["macs"])}</td><td class="num">{human(op["bytes"])}B</td>'
             f'<td class="num">{op["macs_per_byte"]:.3g}</td><td class="num">{human(flops)}FLOP/s</td>'
-            f'<td class="num">{_seconds(op["time_s"])}</td><td class="num">{percent(op["time_s"], total)}</td>'
+            f'<td class="num">{seconds(op["time_s"])}</td><td class="num">{percent(op["time_s"], total)}</td>'
             f'<td class="{op["bound"]}-bound">{op["bound"]}</td></tr>'
         )
     decode = hw.get("decode")
-    totals = f"Prefill of {hw['prefill']['tokens']:,} tokens: at least {_seconds(hw['prefill_s'])}."
+    totals = f"Prefill of {hw['prefill']['tokens']:,} tokens: at least {seconds(hw['prefill_s'])}."
     if decode:
         totals += (
             f" Decode at context {decode['context']:,}: at most {hw['decode_tokens_per_s']:,.1f} tokens/s"
-            f" (a step at least {_seconds(decode['time_s'])})."
+            f" (a step at least {seconds(decode['time_s'])})."
         )
         batch = hw.get("compute_bound_batch")
         totals += (

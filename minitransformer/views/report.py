@@ -9,7 +9,7 @@ from ..engine.ledger import Ledger, Phase, Record
 from ..engine.precision import precision_of
 from ..engine.selection import NEAR_TIE
 from ..families.table import architecture_of
-from ..text import count, human, percent, plural, runs, shape, short_path, table
+from ..text import count, count_range, human, operand_shapes, percent, plural, runs, shape, short_path, table
 
 
 def describe_model(config: dict, source: str) -> str:
@@ -56,16 +56,12 @@ def rounding(name: str) -> str:
 def operands(r: Record) -> str:
     """ "[5, 768] x [768, 2304]" for a product, "" for a stage that has no operands recorded; a product computed in
     chunks of query rows says so after its dense shapes: "[4, 1000, 64] x [4, 64, 1000] in 8 row chunks"."""
-    if r.a_shape is None:
-        return ""
-    chunks = f" in {plural(r.chunks, 'row chunk')}" if r.chunks is not None else ""
-    return f"{shape(r.a_shape)} x {shape(r.b_shape)}{chunks}"
+    return "" if r.a_shape is None else operand_shapes(r.a_shape, r.b_shape, r.chunks)
 
 
 def length(r: Record) -> str:
     """The length of a product's dot products, or their range where chunks computed several ("128-1,000")."""
-    shortest, longest = r.dot_lengths
-    return count(longest) if shortest == longest else f"{count(shortest)}-{count(longest)}"
+    return count_range(*r.dot_lengths)
 
 
 def block_table(phase: Phase, layer: int = 0) -> str:

@@ -29,7 +29,7 @@ from ..engine.tape import Dims
 from ..errors import UserError
 from ..models.model import Model, refuse_empty
 from ..models.registry import load_model
-from ..text import count, plural
+from ..text import count, pass_name, plural
 from ..verbs.attention_maps import AttentionRecorder
 from ..verbs.choices import chosen_layers
 from ..verbs.drift import drift
@@ -334,7 +334,7 @@ def trace(
             f"ids {ids}" if step == 0 else f"id {result.new_tokens[-1]} {tokenizer.token_str(result.new_tokens[-1])!r}"
         )
         print(
-            f"\n=== {_what(step)}: T = {T} new position{'s' if T != 1 else ''} attending to t = {dims.t}; {fed} ===",
+            f"\n=== {pass_name(step)}: T = {T} new position{'s' if T != 1 else ''} attending to t = {dims.t}; {fed} ===",
             file=out,
         )
         print(f"    sizes: {dims.describe()}", file=out)
@@ -347,7 +347,7 @@ def trace(
         step = len(result.new_tokens) - 1
         phase = result.phases[step]
         print(
-            f"=== {_what(step)}: {count(phase.dot_products)} dot products, {count(phase.macs)} MACs; "
+            f"=== {pass_name(step)}: {count(phase.dot_products)} dot products, {count(phase.macs)} MACs; "
             f"next token {tokenizer.token_str(token)!r} (id {token}) ===",
             file=out,
         )
@@ -373,10 +373,6 @@ def trace(
         file=out,
     )
     return result
-
-
-def _what(step: int) -> str:
-    return "prefill" if step == 0 else f"decode step {step}"
 
 
 def trace_command(
