@@ -33,6 +33,7 @@ from ..engine.ledger import Phase
 from ..engine.stages import UNEMBEDDING
 from ..errors import UserError
 from ..models.model import Model
+from ..models.options import RunOptions
 from .crosscheck_scans import scan_differences
 from .validate import reference_class
 
@@ -352,7 +353,7 @@ def crosscheck(model: Model, ids: list[int], dense_attention: bool = False) -> C
         )
     ids = model.check_ids(ids).tolist()
     phase = Phase("prefill", 0, len(ids), len(ids))
-    model.run(ids, all_positions=True, phase=phase, dense_attention=dense_attention)
+    model.run(ids, all_positions=True, phase=phase, options=RunOptions(dense_attention=dense_attention))
     reference = _load(transformers, name, model.source)
     torch.manual_seed(0)
     eager = _tally(torch, reference, ids)

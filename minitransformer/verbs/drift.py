@@ -33,6 +33,7 @@ from ..engine.ledger import Phase
 from ..engine.precision import RangeEvent
 from ..errors import UserError
 from ..models.model import Model
+from ..models.options import LoadOptions
 
 
 @dataclass
@@ -177,7 +178,7 @@ def reference_of(model: Model) -> Model:
             f"drift reads the weights again in float64 from the model's directory; {model.name}'s come "
             f"from {model.source}"
         )
-    return from_directory(Path(model.source), name=model.name, dtype=np.dtype(np.float64))
+    return from_directory(Path(model.source), model.name, LoadOptions(dtype="float64"))
 
 
 def drift(model: Model, prompt, truth: Model | None = None) -> Drift:

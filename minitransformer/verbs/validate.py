@@ -21,6 +21,7 @@ from ..engine.ledger import Phase
 from ..engine.selection import Tie
 from ..errors import UserError
 from ..models.model import Model
+from ..models.options import LoadOptions
 from ..text import short_path, table
 
 PROMPTS = (
@@ -236,7 +237,7 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
     torch, reference = load_reference(model, dtype)
     other = "float64" if dtype == "float32" else "float32"
     _, other_reference = load_reference(model, other)
-    ours = {dtype: model, other: from_directory(Path(model.source), name=model.name, dtype=np.dtype(other))}
+    ours = {dtype: model, other: from_directory(Path(model.source), model.name, LoadOptions(dtype=other))}
     theirs = {dtype: reference, other: other_reference}
     import transformers
 
@@ -342,7 +343,7 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
     room = prompt_room(model, steps)
     torch, theirs_model = load_reference(model, precision)
     _, truth_reference = load_reference(model, "float64")
-    truth_model = from_directory(Path(model.source), name=model.name, dtype=np.dtype(np.float64))
+    truth_model = from_directory(Path(model.source), model.name, LoadOptions(dtype="float64"))
     import transformers
 
     print(f"Validating {model.name} ({short_path(model.source)}) at {precision} against transformers "

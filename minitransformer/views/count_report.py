@@ -225,10 +225,10 @@ def experts_lines(count: Count) -> list[str]:
         f"  Experts: each token's rows are computed by k = {c.top_k} of the E = {c.n_experts} experts, so a layer's "
         f"expert MACs are\n  {'B x ' if batch else ''}T x k x (one expert's MACs per token) = {batch}{rows // p.batch:,} x {c.top_k} x "
         f"{per_token:,} = {experts:,}, whichever experts the router chose.",
-        f"  Routing assumed (no router without weights): {count.routing}: {ROUTINGS[count.routing]}"
+        f"  Routing assumed (no router without weights): {count.running.routing}: {ROUTINGS[count.running.routing]}"
         + (
             ""
-            if count.routing == "worst"
+            if count.running.routing == "worst"
             else "\n  (--routing worst: every token to the same k experts; no total moves)"
         ),
         f"  Expert load of the prefill, tokens per expert in {every}: {' '.join(map(str, load))} (the busiest: "

@@ -244,7 +244,7 @@ BAD_CHOICES = {
     "attention past the last block": (dict(attention=99), "attention layers must be block numbers among 0..1"),
     "attention with a float": (dict(attention=[0, 1.0]), "not [0, 1.0]"),
     "top_k of 0": (dict(top_k=0), "top_k must be a whole number of at least 1"),
-    "seed below 0": (dict(seed=-1), "seed must be a whole number >= 0"),
+    "seed below 0": (dict(seed=-1), "seed must be a whole number of 0 or more"),
 }
 
 
@@ -272,9 +272,9 @@ def test_trace_refuses_layers_that_are_not_block_numbers(layers, needle, small_g
 # --- generation options: one frozen value, checked once when it is made ----------------------------------------------
 BAD_OPTIONS = {
     "max_new_tokens": (0, "max_new_tokens must be a whole number of at least 1, not 0"),
-    "temperature": (float("nan"), "temperature must be a finite number >= 0 (0 means greedy), not nan"),
-    "top_k": (2.0, "top_k must be a whole number of at least 1, not 2.0"),
-    "seed": (True, "seed must be a whole number >= 0, not True"),
+    "temperature": (float("nan"), "temperature must be a finite number >= 0 (0 is greedy), not nan"),
+    "top_k": (2.0, "top_k must be a whole number of at least 1, not 2.0; leave it out to sample from every token"),
+    "seed": (True, "seed must be a whole number of 0 or more, not True"),
     "candidates": (-1, "candidates (next tokens listed) must be a whole number >= 0, not -1"),
 }
 
