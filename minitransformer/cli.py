@@ -144,8 +144,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"minitransformer {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     parser.commands = commands.choices  # type: ignore[assignment]  # filled in as each is added below
-    for add in (_add_generate, _add_download, _add_validate, _add_trace, _add_count, _add_crosscheck, _add_config,
-                _add_params):  # fmt: skip
+    for add in (
+        _add_generate,
+        _add_download,
+        _add_validate,
+        _add_trace,
+        _add_count,
+        _add_crosscheck,
+        _add_config,
+        _add_params,
+    ):  # each command's parser, in the order --help lists them
         add(commands)
     return parser
 
@@ -443,8 +451,8 @@ def _generate(args) -> None:
     if batch:
         results = _continue_batch(model, prompts, rows, options, out)
     else:
-        layers = args.layer if to["--html"] else None  # the page draws this block's attention
-        results = _continue_one(model, prompts[0], rows[0], options, layers, out)
+        drawn = args.layer if to["--html"] else None  # the page draws this block's attention
+        results = _continue_one(model, prompts[0], rows[0], options, drawn, out)
     ledger = results[0].ledger
     assert ledger is not None  # the command's options keep one (GenerationOptions.ledger)
     print(report.ledger_report(ledger, layer=args.layer), file=out)
@@ -479,9 +487,9 @@ def _continue_batch(model, prompts: list, rows: list[list[int]], options: Genera
     return results
 
 
-def _continue_one(model, prompt, tokens: list[int], options: GenerationOptions, layer: int | None, out) -> list:
+def _continue_one(model, prompt, tokens: list[int], options: GenerationOptions, drawn: int | None, out) -> list:
     """One prompt's generation, its text printed as each token comes, then the candidates for the first new token;
-    `layer`: the block whose attention the page draws (None: no page)."""
+    `drawn`: the block whose attention the page draws (None: no page)."""
     print(f"prompt: {plural(len(tokens), 'token')} {tokens}", file=out)
     print(file=out)
     out.write(prompt if isinstance(prompt, str) else model.tokenizer.decode(prompt))
@@ -493,7 +501,7 @@ def _continue_one(model, prompt, tokens: list[int], options: GenerationOptions, 
 
     positions = len(tokens) + options.max_new_tokens - 1
     # a model without attention has no weights to draw
-    attention = (attention_layers(model.config, positions, layer) or None) if layer is not None else None
+    attention = (attention_layers(model.config, positions, drawn) or None) if drawn is not None else None
     results = continue_rows(model, [prompt], [tokens], options, on_token=stream, attention=attention)
     print("\n", file=out)
     print("Next-token candidates after the prompt (probabilities at temperature 1)", file=out)

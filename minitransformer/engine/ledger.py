@@ -10,7 +10,7 @@ The ledger is data: `to_dict()` is the JSON the CLI writes; tables and plots are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Any
@@ -301,8 +301,46 @@ def _list(shape):
     return None if shape is None else list(shape)
 
 
+class PassTotals:
+    """The totals of one forward pass, over its records, each counted as many times as it stands for (`weighted`):
+    a ledger's Phase holds each record once, a count's folded Pass a block's records for every layer of its kind."""
+
+    def weighted(self) -> Iterable[tuple[Record, int]]:
+        raise NotImplementedError
+
+    @property
+    def dot_products(self) -> int:
+        return sum(n * r.dot_products for r, n in self.weighted())
+
+    @property
+    def macs(self) -> int:
+        return sum(n * r.macs for r, n in self.weighted())
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.macs
+
+    @property
+    def dense_dot_products(self) -> int:
+        """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
+        return sum(n * r.dense_form_dot_products for r, n in self.weighted())
+
+    @property
+    def dense_macs(self) -> int:
+        return sum(n * r.dense_form_macs for r, n in self.weighted())
+
+    @property
+    def recurrent_dot_products(self) -> int:
+        """Had every scan computed in chunks run token by token instead (Record.recurrent); dot_products elsewhere."""
+        return sum(n * r.recurrent_dot_products for r, n in self.weighted())
+
+    @property
+    def recurrent_macs(self) -> int:
+        return sum(n * r.recurrent_macs for r, n in self.weighted())
+
+
 @dataclass
-class Phase:
+class Phase(PassTotals):
     """One forward pass: the prefill (step 0) or decode step k."""
 
     phase: str  # "prefill" | "decode"
@@ -383,35 +421,8 @@ class Phase:
                 dot_products, macs = dot_products + n, macs + m
         return Totals(dot_products, macs)
 
-    @property
-    def dot_products(self) -> int:
-        return sum(r.dot_products for r in self.records)
-
-    @property
-    def macs(self) -> int:
-        return sum(r.macs for r in self.records)
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.macs
-
-    @property
-    def dense_dot_products(self) -> int:
-        """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
-        return sum(r.dense_form_dot_products for r in self.records)
-
-    @property
-    def dense_macs(self) -> int:
-        return sum(r.dense_form_macs for r in self.records)
-
-    @property
-    def recurrent_dot_products(self) -> int:
-        """Had every scan computed in chunks run token by token instead (Record.recurrent); dot_products elsewhere."""
-        return sum(r.recurrent_dot_products for r in self.records)
-
-    @property
-    def recurrent_macs(self) -> int:
-        return sum(r.recurrent_macs for r in self.records)
+    def weighted(self) -> Iterable[tuple[Record, int]]:
+        return ((r, 1) for r in self.records)
 
     def layer_records(self, layer: int) -> list[Record]:
         return [r for r in self.records if r.layer == layer]

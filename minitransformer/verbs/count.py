@@ -22,7 +22,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps, totals_of
+from ..engine.ledger import Ledger, PassTotals, Phase, Record, Totals, cache_comparison, cache_steps, totals_of
 from ..engine.stages import ATTENTION_SCORES, STATE, StageTable
 from ..errors import OptionError, UserError
 from ..families.config import ModelConfig as Config
@@ -63,10 +63,11 @@ def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> None
 
 # --- counting ---------------------------------------------------------------------------------------------
 @dataclass
-class Pass:
+class Pass(PassTotals):
     """One forward pass, its blocks folded: `twin` is the phase of a twin of the model cut to the fewest first
     layers that hold one layer of each kind (`config.layer_types`: one layer for a GPT-2 or a Llama, whose layers
-    are all alike), and the records of each kind's first layer stand for every layer of that kind."""
+    are all alike), and the records of each kind's first layer stand for every layer of that kind; its totals
+    (PassTotals) count each record for every layer it stands for."""
 
     twin: Phase
     layer_types: tuple  # the kind of each of the model's layers, in order
@@ -134,36 +135,6 @@ class Pass:
                 dots, macs = totals[r.op]
                 totals[r.op] = (dots + n * r.dot_products, macs + n * r.macs)
         return totals
-
-    @property
-    def dot_products(self) -> int:
-        return sum(n * r.dot_products for r, n in self.weighted())
-
-    @property
-    def macs(self) -> int:
-        return sum(n * r.macs for r, n in self.weighted())
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.macs
-
-    @property
-    def dense_dot_products(self) -> int:
-        """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
-        return sum(n * r.dense_form_dot_products for r, n in self.weighted())
-
-    @property
-    def dense_macs(self) -> int:
-        return sum(n * r.dense_form_macs for r, n in self.weighted())
-
-    @property
-    def recurrent_dot_products(self) -> int:
-        """Had every scan computed in chunks run token by token (Record.recurrent); dot_products elsewhere."""
-        return sum(n * r.recurrent_dot_products for r, n in self.weighted())
-
-    @property
-    def recurrent_macs(self) -> int:
-        return sum(n * r.recurrent_macs for r, n in self.weighted())
 
     @property
     def block_dot_products(self) -> int:

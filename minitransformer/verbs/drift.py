@@ -148,10 +148,8 @@ def split_name(name: str) -> tuple[int | None, str]:
 
 
 def _event_dict(e: RangeEvent) -> dict:
-    layer, stage = split_name(e.name)
-    d = {"layer": layer, "stage": stage, "max_abs": e.max_abs, "where": _role(e.role), "format": e.format}
-    if e.role == "weight":  # a tensor of the checkpoint, by its name
-        d |= {"layer": layer_of_weight(e.name), "stage": e.name}
+    layer, stage, where = placed(e)
+    d = {"layer": layer, "stage": stage, "max_abs": e.max_abs, "where": where, "format": e.format}
     if e.overflowed:
         d["values"] = e.overflowed
     else:
@@ -165,8 +163,11 @@ def layer_of_weight(name: str) -> int | None:
     return next((int(b) for a, b in zip(parts, parts[1:]) if a in ("layers", "h") and b.isdigit()), None)
 
 
-def _role(role: str) -> str:
-    return {"out": "output", "A": "operand A", "B": "operand B", "weight": "weight, at load"}[role]
+def placed(e: RangeEvent) -> tuple[int | None, str, str]:
+    """Where a value left the range: (layer, stage, which of its values): a stage's output or a product's operand,
+    or a tensor of the checkpoint, by its name, as it was rounded at load."""
+    layer, stage = (layer_of_weight(e.name), e.name) if e.role == "weight" else split_name(e.name)
+    return layer, stage, {"out": "output", "A": "operand A", "B": "operand B", "weight": "weight, at load"}[e.role]
 
 
 def reference_of(model: Model) -> Model:

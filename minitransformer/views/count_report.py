@@ -13,7 +13,7 @@ from ..families.moe import ROUTINGS
 from ..families.table import architecture_of
 from ..text import byte_size, elided, human, intensity, percent, plural, s_for, shape, table
 from ..text import count as n
-from ..verbs.count import Count, Pass, with_weights
+from ..verbs.count import AttentionVsWeights, Count, Pass, with_weights
 from ..verbs.formulas import (
     attention_crossing,
     attention_macs,
@@ -244,63 +244,34 @@ def block_table(block: list[Record], full: bool) -> str:
     rows = []
     for r in block:
         if r.kind == "matmul":
-            causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
-            causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
-            dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_form_macs else ""  # row chunks skipped the rest
-            if r.chosen_keys is not None:  # sparse attention: the keys each query read
-                dense_form += f" (sparse: {n(r.chosen_keys)} keys a query)"
-            row = [
-                r.op,
-                r.equation,
-                operands(r),
-                shape(r.out_shape),
-                n(r.dot_products),
-                length(r),
-                n(r.macs),
-                human(r.flops),
-                percent(r.macs, block_macs),
-                causal_dots,
-                causal_macs,
-                dense_form,
-            ]
-            rows.append(row + ([f"{n(r.recurrent_macs)} MACs" if r.recurrent is not None else ""] if scanned else []))
+            rows.append(_product_row(r, block_macs, scanned))
         elif full:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""] + [""] * scanned)
     causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
     dense = sum(r.dense_form_macs for r in block)
     recurrent = sum(r.recurrent_macs for r in block)
+    dots = n(sum(r.dot_products for r in block))
     rows.append(
-        [
-            "block",
-            "",
-            "",
-            "",
-            n(sum(r.dot_products for r in block)),
-            "",
-            n(block_macs),
-            human(2 * block_macs),
-            "100%",
-            "",
-            n(causal),
-            f"{n(dense)} MACs" if dense != block_macs else "",
-        ]
+        ["block", "", "", "", dots, "", n(block_macs), human(2 * block_macs), "100%", "", n(causal)]
+        + [f"{n(dense)} MACs" if dense != block_macs else ""]
         + ([f"{n(recurrent)} MACs"] if scanned else [])
     )
-    headers = [
-        "stage",
-        "equation",
-        "A x B",
-        "out",
-        "dot products",
-        "length",
-        "MACs",
-        "FLOPs",
-        "share",
-        "causal dot products",
-        "causal MACs",
-        "dense form",
-    ] + ["recurrent form"] * scanned
+    headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "FLOPs", "share"]
+    headers += ["causal dot products", "causal MACs", "dense form"] + ["recurrent form"] * scanned
     return table(headers, rows, right={4, 5, 6, 7, 8, 9, 10})
+
+
+def _product_row(r: Record, block_macs: int, scanned: bool) -> list[str]:
+    """A product's row of the block table: its shapes and counts, what the causal mask keeps, the dense form where
+    row chunks (or an indexer's choice) skipped part of it, and its recurrent form where the block ran a scan."""
+    causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
+    causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
+    dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_form_macs else ""  # row chunks skipped the rest
+    if r.chosen_keys is not None:  # sparse attention: the keys each query read
+        dense_form += f" (sparse: {n(r.chosen_keys)} keys a query)"
+    row = [r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), length(r), n(r.macs), human(r.flops)]
+    row += [percent(r.macs, block_macs), causal_dots, causal_macs, dense_form]
+    return row + ([f"{n(r.recurrent_macs)} MACs" if r.recurrent is not None else ""] if scanned else [])
 
 
 def layers_table(p: Pass) -> str:
@@ -446,36 +417,8 @@ def attention_lines(count: Count) -> str:
         [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
     ]
     if len(step.groups) > 1:  # layers of several kinds (a window on some, a dense MLP beside experts): one row each
-        rows = []
-        all_scan = a.all_scan
-        for kind, records, _, layers in kind_blocks(step):
-            attention = sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES)
-            weights = sum(r.macs for r in records if with_weights(r))
-            scan = sum(r.macs for r in records if r.stage.group == STATE)
-            scores = next((r for r in records if r.attention == "scores"), None)
-            keys = f"t = {scores.out_shape[-1]:,}" if scores is not None else "a state: the same at any t"
-            rows.append(
-                [
-                    f"each {kind} layer ({layers}; {keys})",
-                    n(attention),
-                    n(weights),
-                    _ratio(Fraction(attention, weights)),
-                ]
-                + ([n(scan)] if scans else [])
-            )
-        blocks = a.all_weights - a.outside
-        rows += [
-            [plural(L, "layer"), n(a.all_attention), n(blocks), _ratio(Fraction(a.all_attention, blocks))]
-            + ([n(all_scan)] if scans else []),
-            [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)]
-            + ([n(all_scan)] if scans else []),
-        ]
-        first = next(
-            i
-            for i, kind in enumerate(step.layer_types)
-            if step.groups[step._group_of[kind]][0]
-            and any(r.attention == "scores" for r in step.groups[step._group_of[kind]][0])
-        )
+        rows = _kind_rows(step, a, scans)
+        first = next(i for i, kind in enumerate(step.layer_types) if _attends(step.groups[step._group_of[kind]][0]))
         seen = (
             f"t = {t:,} on layer {first}"
             + (f" of the {context:,} in context" if t < context else "")
@@ -499,6 +442,31 @@ def attention_lines(count: Count) -> str:
             f"  {_crossing(c, attention_crossing(c))}",
         ]
     )
+
+
+def _attends(records: list[Record]) -> bool:
+    return any(r.attention == "scores" for r in records)
+
+
+def _kind_rows(step: Pass, a: AttentionVsWeights, scans: bool) -> list[list[str]]:
+    """attention_lines' rows where layers are of several kinds: each kind's layer (its t, or its state), then every
+    layer and the pass, with the scans' MACs beside them in a hybrid."""
+    rows = []
+    for kind, records, _, layers in kind_blocks(step):
+        attention = sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES)
+        weights = sum(r.macs for r in records if with_weights(r))
+        scan = sum(r.macs for r in records if r.stage.group == STATE)
+        scores = next((r for r in records if r.attention == "scores"), None)
+        keys = f"t = {scores.out_shape[-1]:,}" if scores is not None else "a state: the same at any t"
+        rows.append(
+            [f"each {kind} layer ({layers}; {keys})", n(attention), n(weights), _ratio(Fraction(attention, weights))]
+            + ([n(scan)] if scans else [])
+        )
+    L, blocks, all_scan = step.n_layer, a.all_weights - a.outside, [n(a.all_scan)] if scans else []
+    return rows + [
+        [plural(L, "layer"), n(a.all_attention), n(blocks), _ratio(Fraction(a.all_attention, blocks)), *all_scan],
+        [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio), *all_scan],
+    ]
 
 
 def _crossing(c, x: Fraction) -> str:

@@ -244,25 +244,7 @@ def passes_chart(steps: list[dict], cached: bool) -> str:
             + _text(left - 6, y + 4, human(value), "axis", "end")
         )
     if n <= 48:
-        slot = plot_w / n
-        bar = min(22.0, slot * 0.38)
-        for i, s in enumerate(steps):
-            x = left + slot * i + slot / 2
-            tip = (
-                f"step {s['step']}: {count(s['with_cache_macs'])} MACs with the cache, "
-                f"{count(s['without_cache_macs'])} without"
-            )
-            for dx, key, cls in ((-bar, "with_cache_macs", "with"), (0, "without_cache_macs", "without")):
-                y = y_of(s[key])
-                marks.append(
-                    f'<rect class="bar-{cls}" x="{x + dx:.1f}" y="{y:.1f}" width="{bar:.1f}" '
-                    f'height="{top + plot_h - y:.1f}" data-step="{s["step"]}"><title>{escape(tip)}</title>'
-                    f"</rect>"
-                )
-            if n <= 16 or i % max(1, n // 12) == 0:
-                marks.append(
-                    _text(x, height - bottom + 14, "prefill" if s["step"] == 0 else str(s["step"]), "axis", "middle")
-                )
+        marks += _paired_bars(steps, y_of, left, plot_w, top + plot_h, height - bottom + 14)
     else:
         for key, cls in (("with_cache_macs", "with"), ("without_cache_macs", "without")):
             points = " ".join(f"{left + plot_w * i / (n - 1):.1f},{y_of(s[key]):.1f}" for i, s in enumerate(steps))
@@ -288,6 +270,27 @@ def passes_chart(steps: list[dict], cached: bool) -> str:
         f'aria-label="MACs per pass with and without the KV cache">{"".join(marks)}{legend}'
         f'<text x="{left}" y="{top - 2}" class="axis">MACs per pass</text></svg>'
     )
+
+
+def _paired_bars(steps: list[dict], y_of, left: float, plot_w: float, floor: float, label_y: float) -> list[str]:
+    """passes_chart's bars: a pair for each pass, with the cache and without, from `floor` up to `y_of` its MACs,
+    and the pass's step under its pair (every few where there are many)."""
+    n, marks = len(steps), []
+    slot = plot_w / n
+    bar = min(22.0, slot * 0.38)
+    for i, s in enumerate(steps):
+        x = left + slot * i + slot / 2
+        tip = f"step {s['step']}: {count(s['with_cache_macs'])} MACs with the cache, {count(s['without_cache_macs'])} without"
+        for dx, key, cls in ((-bar, "with_cache_macs", "with"), (0, "without_cache_macs", "without")):
+            y = y_of(s[key])
+            marks.append(
+                f'<rect class="bar-{cls}" x="{x + dx:.1f}" y="{y:.1f}" width="{bar:.1f}" '
+                f'height="{floor - y:.1f}" data-step="{s["step"]}"><title>{escape(tip)}</title>'
+                f"</rect>"
+            )
+        if n <= 16 or i % max(1, n // 12) == 0:
+            marks.append(_text(x, label_y, "prefill" if s["step"] == 0 else str(s["step"]), "axis", "middle"))
+    return marks
 
 
 # An axis label is a number in the drawings' 12 px type (report.css): a digit about 8 units wide (DejaVu Sans's

@@ -809,43 +809,16 @@ def _ops_section(data: dict) -> str:
     one kind."""
     doc, whole = data["document"], data["ops"]
     table = stage_table(doc["model"])
-    shown = [p for p in doc["phases"] if "layers" in p]
-    columns = [(f"prefill (T = {shown[0]['tokens']:,})", _pass_ops(shown[0]))]
-    if len(shown) > 1:
-        last = shown[-1]
-        columns.append(
-            (f"decode step {last['step']} (T = {last['tokens']:,}, t = {last['context']:,})", _pass_ops(last))
-        )
-    passes = len(doc["phases"])
-    columns.append(
-        (f"the whole run ({passes:,} pass{'es' if passes != 1 else ''})", {op: v["macs"] for op, v in whole.items()})
-    )
+    columns = _ops_columns(doc, whole)
     totals = [sum(ops.values()) for _, ops in columns]
-
-    def macs_and_shares(members: list[str], fmt) -> list[str]:
-        cells = []
-        for (_, ops), total in zip(columns, totals):
-            macs = sum(ops.get(op, 0) for op in members)
-            cells += [_num(fmt(macs), "macs"), _num(percent(macs, total))]
-        return cells
-
     rows = []
     for op, entry in whole.items():
         tip = (
             f'data-op="{escape(op)}" data-tip="{escape(op)}: {n(entry["macs"])} MACs, '
             f'{n(entry["dot_products"])} dot products over the whole run"'
         )
-        rows.append(
-            _row(
-                [
-                    _cell(_swatch(table, op)),
-                    *macs_and_shares([op], int),
-                    _bar(entry["macs"] / totals[-1] if totals[-1] else 0, colour(table, op)),
-                ],
-                "",
-                tip,
-            )
-        )
+        bar = _bar(entry["macs"] / totals[-1] if totals[-1] else 0, colour(table, op))
+        rows.append(_row([_cell(_swatch(table, op)), *_macs_and_shares(columns, totals, [op], int), bar], "", tip))
     rows.append(_row([_cell("total"), *(c for t in totals for c in (_num(t), _num("100%"))), _cell("")], "total"))
     groups: dict[str, list[str]] = {}
     for op, entry in whole.items():
@@ -854,12 +827,8 @@ def _ops_section(data: dict) -> str:
         fills = {colour(table, op) for op in members}
         fill = fills.pop() if len(fills) == 1 else NOT_A_PRODUCT
         share = sum(whole[op]["macs"] for op in members) / totals[-1] if totals[-1] else 0
-        rows.append(
-            _row(
-                [_cell(f"{escape(group)} ({', '.join(members)})"), *macs_and_shares(members, human), _bar(share, fill)],
-                "group",
-            )
-        )
+        cells = [_cell(f"{escape(group)} ({', '.join(members)})"), *_macs_and_shares(columns, totals, members, human)]
+        rows.append(_row([*cells, _bar(share, fill)], "group"))
     head = "".join(f'<th colspan="2">{escape(title)}</th>' for title, _ in columns)
     return (
         '<section class="ops"><h2>Where the MACs go, op by op</h2>'
@@ -869,6 +838,29 @@ def _ops_section(data: dict) -> str:
         + "<th>MACs</th><th>share</th>" * len(columns)
         + f"</tr></thead><tbody>{''.join(rows)}</tbody></table></section>"
     )
+
+
+def _ops_columns(doc: dict, whole: dict) -> list[tuple[str, dict]]:
+    """The op table's columns, each its title and op -> MACs: the prefill, the last decode step shown, the run."""
+    shown = [p for p in doc["phases"] if "layers" in p]
+    columns = [(f"prefill (T = {shown[0]['tokens']:,})", _pass_ops(shown[0]))]
+    if len(shown) > 1:
+        last = shown[-1]
+        columns.append(
+            (f"decode step {last['step']} (T = {last['tokens']:,}, t = {last['context']:,})", _pass_ops(last))
+        )
+    passes = len(doc["phases"])
+    run = {op: v["macs"] for op, v in whole.items()}
+    return [*columns, (f"the whole run ({passes:,} pass{'es' if passes != 1 else ''})", run)]
+
+
+def _macs_and_shares(columns: list[tuple[str, dict]], totals: list[int], members: list[str], fmt) -> list[str]:
+    """The MACs of some ops in each column (written by `fmt`) and their share of the column's total."""
+    cells = []
+    for (_, ops), total in zip(columns, totals):
+        macs = sum(ops.get(op, 0) for op in members)
+        cells += [_num(fmt(macs), "macs"), _num(percent(macs, total))]
+    return cells
 
 
 def _passes_section(data: dict) -> str:
@@ -1159,30 +1151,9 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
     beside K and V (DeepSeek-V3.2's) have a row of their own."""
     kv, cache = m["kv_cache"], m["cache"]
     types = cache["layer_types"]
-
-    def numbers(k: dict) -> int:  # a position's numbers in one layer of a type, as count's report has them
-        return k["bytes_per_layer"] // (max(k["positions"], 1) * m["bytes_per_number"] * kv["batch"])
-
     attending = {kind: k for kind, k in types.items() if "positions" in k}
     states = {kind: k for kind, k in types.items() if k["holds"] == "state"}
-    indexed = {kind: k for kind, k in attending.items() if "index_keys" in k.get("rows", {})}
-    beside = []  # the keys an indexer keeps beside K and V, in every layer that attends
-    if indexed:
-        keys = [k["rows"]["index_keys"] for k in indexed.values()]
-        first = next(iter(indexed.values()))["positions"]
-        held = (
-            plural(first, "position", n(first))
-            if all(k["positions"] == first for k in indexed.values())
-            else "by layer type: " + ", ".join(f"{kind} {n(k['positions'])}" for kind, k in indexed.items())
-        )
-        beside.append(
-            (
-                "of which the indexer's keys",
-                sum(r["bytes"] for r in keys),
-                f"{plural(sum(k['layers'] for k in indexed.values()), 'layer')} x "
-                f"{n(keys[0]['numbers_per_position'])} numbers a position x {held}",
-            )
-        )
+    beside = _indexer_keys({kind: k for kind, k in attending.items() if "index_keys" in k.get("rows", {})})
     if not states:
         held = (
             f"{plural(kv['positions'], 'position', n(kv['positions']))} x {byte_size(kv['bytes_per_token'])} (K and V "
@@ -1198,27 +1169,7 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
             *beside,
             ("KV cache, whole context", kv["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
         ]
-    items = []
-    for kind, k in types.items():
-        if kind in attending:
-            items.append(
-                (
-                    f"KV cache, {kind} layers",
-                    k["bytes"],
-                    f"K and V x {plural(k['layers'], kind + ' layer')} x {n(numbers(k))} numbers: "
-                    f"{byte_size(k['bytes'] // max(k['positions'], 1))} per token; "
-                    f"{plural(k['positions'], 'position', n(k['positions']))} here",
-                )
-            )
-        elif kind in states:
-            arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
-            items.append(
-                (
-                    f"state, {kind} layers",
-                    k["bytes"],
-                    f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}: the same at any context",
-                )
-            )
+    items = [_kind_item(kind, k, m) for kind, k in types.items() if kind in attending or kind in states]
     parts = (
         f"{byte_size(kv['bytes'])} keys and values + " if attending else ""
     ) + f"{byte_size(cache['state_bytes'])} state"
@@ -1229,6 +1180,48 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
          f"({parts})"),
         ("cache, whole context", cache["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
     ]  # fmt: skip
+
+
+def _indexer_keys(indexed: dict) -> list[tuple[str, int, str]]:
+    """The keys an indexer keeps beside K and V, in every layer that attends (`indexed`: those layers' kinds): a row,
+    or none where there is no indexer."""
+    if not indexed:
+        return []
+    keys = [k["rows"]["index_keys"] for k in indexed.values()]
+    first = next(iter(indexed.values()))["positions"]
+    held = (
+        plural(first, "position", n(first))
+        if all(k["positions"] == first for k in indexed.values())
+        else "by layer type: " + ", ".join(f"{kind} {n(k['positions'])}" for kind, k in indexed.items())
+    )
+    layers = plural(sum(k["layers"] for k in indexed.values()), "layer")
+    return [
+        (
+            "of which the indexer's keys",
+            sum(r["bytes"] for r in keys),
+            f"{layers} x {n(keys[0]['numbers_per_position'])} numbers a position x {held}",
+        )
+    ]
+
+
+def _kind_item(kind: str, k: dict, m: dict) -> tuple[str, int, str]:
+    """A hybrid's cache row for one kind of layer: its keys and values (a position's numbers, as count's report has
+    them, and the positions held), or its recurrent state (the same at any context)."""
+    if "positions" not in k:
+        arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
+        return (
+            f"state, {kind} layers",
+            k["bytes"],
+            f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}: the same at any context",
+        )
+    numbers = k["bytes_per_layer"] // (max(k["positions"], 1) * m["bytes_per_number"] * m["kv_cache"]["batch"])
+    return (
+        f"KV cache, {kind} layers",
+        k["bytes"],
+        f"K and V x {plural(k['layers'], kind + ' layer')} x {n(numbers)} numbers: "
+        f"{byte_size(k['bytes'] // max(k['positions'], 1))} per token; "
+        f"{plural(k['positions'], 'position', n(k['positions']))} here",
+    )
 
 
 def _intensity_cells(x: dict | None) -> list[str]:

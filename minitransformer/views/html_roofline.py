@@ -54,19 +54,18 @@ def roofline_chart(hw: dict, table: StageTable) -> str:
     def y_of(flops: float) -> float:
         return _TOP + plot_h * (1 - (math.log10(flops) - y_low) / (y_high - y_low))
 
-    marks = []
-    for k in range(x_low, x_high + 1):
-        x = x_of(10.0**k)
-        marks.append(
-            f'<line class="grid" x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + plot_h}"/>'
-            f'<text x="{x:.1f}" y="{_TOP + plot_h + 16}" class="axis" text-anchor="middle">{10.0**k:g}</text>'
-        )
-    for k in range(y_low, y_high + 1):
-        y = y_of(10.0**k)
-        marks.append(
-            f'<line class="grid" x1="{_LEFT}" y1="{y:.1f}" x2="{_LEFT + plot_w}" y2="{y:.1f}"/>'
-            f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">{human(10.0**k)}</text>'
-        )
+    decades = [(10.0**k, x_of(10.0**k)) for k in range(x_low, x_high + 1)]  # gridlines at each power of 10
+    marks = [
+        f'<line class="grid" x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + plot_h}"/>'
+        f'<text x="{x:.1f}" y="{_TOP + plot_h + 16}" class="axis" text-anchor="middle">{value:g}</text>'
+        for value, x in decades
+    ]
+    decades = [(10.0**k, y_of(10.0**k)) for k in range(y_low, y_high + 1)]
+    marks += [
+        f'<line class="grid" x1="{_LEFT}" y1="{y:.1f}" x2="{_LEFT + plot_w}" y2="{y:.1f}"/>'
+        f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">{human(value)}</text>'
+        for value, y in decades
+    ]
     start = 10.0**x_low
     roof = [(start, 2 * bandwidth * start), (ridge, peak), (10.0**x_high, peak)]
     if 2 * bandwidth * start > peak:  # the whole range is past the ridge
@@ -80,15 +79,7 @@ def roofline_chart(hw: dict, table: StageTable) -> str:
         f'<text x="{x_of(ridge) + 6:.1f}" y="{y_of(peak) - 6:.1f}" class="axis">ridge: {ridge:,.0f} MACs/byte</text>'
     )
     for phase, op in points:
-        x, y = x_of(op["macs_per_byte"]), y_of(2 * op["macs"] / op["time_s"])
-        tip = escape(_tip(phase, op, hw))
-        attrs = f'class="point {phase}" fill="{colour(table, op["op"])}" data-tip="{tip}" data-op="{escape(op["op"])}"'
-        if phase == "prefill":
-            marks.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" {attrs}><title>{tip}</title></circle>')
-        else:
-            marks.append(
-                f'<rect x="{x - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" {attrs}><title>{tip}</title></rect>'
-            )
+        marks.append(_point(phase, op, x_of(op["macs_per_byte"]), y_of(2 * op["macs"] / op["time_s"]), hw, table))
     legend_y = _HEIGHT - 8
     legend = (
         f'<circle cx="{_LEFT + 5}" cy="{legend_y - 4}" r="5" class="legend-mark"/>'
@@ -103,6 +94,15 @@ def roofline_chart(hw: dict, table: StageTable) -> str:
         f'role="img" aria-label="roofline: each product at its arithmetic intensity">{"".join(marks)}{legend}'
         f'<text x="{_LEFT}" y="{_TOP - 4}" class="axis">FLOP/s at best (log)</text></svg>'
     )
+
+
+def _point(phase: str, op: dict, x: float, y: float, hw: dict, table: StageTable) -> str:
+    """A product at (x, y), in its kind's colour: a circle for the prefill's, a square for a decode step's."""
+    tip = escape(_tip(phase, op, hw))
+    attrs = f'class="point {phase}" fill="{colour(table, op["op"])}" data-tip="{tip}" data-op="{escape(op["op"])}"'
+    if phase == "prefill":
+        return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" {attrs}><title>{tip}</title></circle>'
+    return f'<rect x="{x - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" {attrs}><title>{tip}</title></rect>'
 
 
 def roofline_section(doc: dict) -> str:
