@@ -55,8 +55,9 @@ _LIVE_COPIES = {
     "last": 0,
     "mlp.split": 0,
 }
-# the stages row_chunks.py runs chunk by chunk (gather: each query's chosen keys and values, under sparse attention)
-_ROW_CHUNKED = ("gather", "scores", "scale", "softcap", "mask", "softmax", "mix")
+# the stages row_chunks.py runs chunk by chunk between attention's two products, scores and mix (Record.attention)
+# (gather: each query's chosen keys and values, under sparse attention)
+_ROW_CHUNKED = ("gather", "scale", "softcap", "mask", "softmax")
 
 
 def _specs(config: Config) -> list:
@@ -232,11 +233,11 @@ def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTE
         residual += sum(masks.values())
     peak = max(records, key=lambda r: working_set(r, gated))
     alive = working_set(peak, gated)
-    scores = next(
-        (r for r in records if r.attention == "scores"), None
-    )  # none in a model whose layers all keep a state
+    # none in a model whose layers all keep a state
+    scores = next((r for r in records if r.attention == "scores"), None)
     if scores is not None and scores.computed is not None:  # row chunks: no attention stage holds [H, T, t]
-        peak = max((r for r in records if r.op not in _ROW_CHUNKED), key=lambda r: working_set(r, gated))
+        outside = [r for r in records if not (r.attention or r.op in _ROW_CHUNKED)]
+        peak = max(outside, key=lambda r: working_set(r, gated))
         alive = max(working_set(peak, gated), chunked_attention(records))
         if alive == chunked_attention(records):
             peak = scores

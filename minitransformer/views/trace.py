@@ -319,9 +319,8 @@ def trace(
 
     def watch(phase: Phase) -> _Tracer:
         nonlocal tracer
-        dims = Dims.of(
-            c, phase.tokens, past=phase.context - phase.tokens, R=1
-        )  # t: the keys attended (a window may cut)
+        # t: the keys attended (a sliding window may cut them)
+        dims = Dims.of(c, phase.tokens, past=phase.context - phase.tokens, R=1)
         last = result.new_tokens[-1] if phase.step else None
         fed = f"ids {ids}" if last is None else f"id {last} {tokenizer.token_str(last)!r}"
         print(_opening(phase, dims, fed), file=out)
