@@ -9,27 +9,29 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import math
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
-from .engine.precision import PRECISIONS, require_ml_dtypes
-from .errors import UserError
+from .engine.precision import PRECISIONS
+from .errors import OptionError, UserError
+from .families.parts.moe import ROUTINGS
 from .families.table import ARCHITECTURES, PRESETS, model_types
-from .models.config import DTYPES
 from .models.hub import HUB_REPOS, download
 from .models.model import refuse_empty
-from .models.registry import WEIGHTS, known_names, load_model
+from .models.options import DTYPES, WEIGHTS, LoadOptions, RunOptions
+from .models.registry import known_names, resolve
 from .text import plural
-from .verbs.count import check_run, count_generation, sweep_per_token
+from .verbs.count import check_run, counted, sweep_per_token
 from .verbs.crosscheck import crosscheck, default_ids, require_hf
 from .verbs.drift import drift
 from .verbs.generate import batch_to_dict, continue_rows
 from .verbs.hardware import machine
 from .verbs.hardware import names as hardware_names
 from .verbs.memory import DEFAULT_BALANCE
-from .verbs.options import GenerationOptions, OptionError
+from .verbs.options import GenerationOptions
 from .verbs.params import parameters
 from .verbs.presets import preset_config_json, preset_lines
 from .verbs.roofline import roofline
@@ -47,6 +49,8 @@ from .views.params_report import params_report
 from .views.plots import plots_png, require_matplotlib
 from .views.roofline_report import roofline_report
 from .views.trace import trace_command
+
+T = TypeVar("T")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -91,6 +95,7 @@ def _number(text: str) -> float:
 
 HTML_HELP = "write the report as one self-contained HTML page, to open in a browser (- for stdout; default: none)"
 JSON_HELP = "write the ledger as JSON (- for stdout; default: none)"
+IDS_HELP = "token ids instead of text, for a model without tokenizer.json (default: none)"
 NO_CACHE_HELP = "recompute the whole sequence at every step (default: off, the KV cache holds the keys and values)"
 DEFAULT_TOKENS = 100  # count's prompt length when --tokens is not given (fewer where the context holds fewer)
 DEFAULT_MODEL = "gpt2 if its weights are on this machine or the hub answers, else the demo model"
@@ -101,8 +106,9 @@ DENSE_HELP = (
 )
 
 
-def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
-    """--dtype of the commands that compute (count's --dtype is another thing: the byte size memory is counted in)."""
+def _add_load_options(p: argparse.ArgumentParser, what: str) -> None:
+    """--dtype, --precision and --weights of the commands that compute: how the model is loaded (LoadOptions; count's
+    --dtype is another thing, the byte size memory is counted in)."""
     p.add_argument(
         "--dtype",
         choices=DTYPES,
@@ -110,10 +116,6 @@ def _add_dtype(p: argparse.ArgumentParser, what: str) -> None:
         help=f"the number format {what}: float32 (the default), or float64, the reference: every stage, the KV "
         f"cache and the logits in float64, the weights upcast on load (twice the memory)",
     )
-
-
-def _add_precision(p: argparse.ArgumentParser) -> None:
-    """--precision and --weights of the commands that compute (engine/precision.py, models/weights.py)."""
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
@@ -135,7 +137,6 @@ def _add_precision(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     families = ", ".join(ARCHITECTURES)
-    directory = f"or a Hugging Face directory (model_type {', '.join(model_types())})"
     parser = _Parser(
         prog="minitransformer",
         description=f"Transformers in NumPy with every matrix multiply counted (families: {families}).",
@@ -143,7 +144,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"minitransformer {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     parser.commands = commands.choices  # type: ignore[assignment]  # filled in as each is added below
+    for add in (
+        _add_generate,
+        _add_download,
+        _add_validate,
+        _add_trace,
+        _add_count,
+        _add_crosscheck,
+        _add_config,
+        _add_params,
+    ):  # each command's parser, in the order --help lists them
+        add(commands)
+    return parser
 
+
+def _add_generate(commands) -> None:
+    directory = f"or a Hugging Face directory (model_type {', '.join(model_types())})"
     gen = commands.add_parser("generate", help="continue a prompt and show where the dot products went")
     gen.add_argument("prompt", nargs="*", help="the text to continue (or --ids); several prompts run as one batch")
     gen.add_argument(
@@ -152,9 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="prompts to run as one batch, one per line of a UTF-8 file (- for stdin); empty lines skipped "
         "(default: none)",
     )
-    gen.add_argument(
-        "--ids", metavar="1,2,3", help="token ids instead of text, for a model without tokenizer.json (default: none)"
-    )
+    gen.add_argument("--ids", metavar="1,2,3", help=IDS_HELP)
     gen.add_argument("--model", help=f"{', '.join(known_names())}, {directory} (default: {DEFAULT_MODEL})")
     gen.add_argument(
         "--max-new-tokens", type=_whole_number, default=8, metavar="N", help="tokens to generate (default 8)"
@@ -192,32 +206,34 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
     gen.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     gen.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
-    _add_dtype(gen, "the forward passes compute in")
-    _add_precision(gen)
+    _add_load_options(gen, "the forward passes compute in")
     gen.set_defaults(run=_generate)
 
+
+def _add_download(commands) -> None:
     down = commands.add_parser("download", help="fetch a GPT-2 checkpoint from the Hugging Face Hub")
     down.add_argument("name", help=f"{' or '.join(HUB_REPOS)} (no default: name one)")
     down.set_defaults(run=_download)
 
+
+def _add_validate(commands) -> None:
     val = commands.add_parser("validate", help="compare logits with Hugging Face transformers on the same weights")
     val.add_argument("--model", help=f"a model name or directory (default: {DEFAULT_MODEL})")
     val.add_argument(
         "--steps", type=_whole_number, default=8, metavar="N", help="greedy tokens compared step by step (default 8)"
     )
-    _add_dtype(
+    _add_load_options(
         val,
         "ours and transformers' are compared in (1e-4 relative in float32, 1e-9 in float64; either way "
         "both float32 passes are also measured against the float64 truth)",
     )
-    _add_precision(val)
     val.set_defaults(run=_validate)
 
+
+def _add_trace(commands) -> None:
     tr = commands.add_parser("trace", help="follow a prompt through every stage: names, equations, shapes, values")
     tr.add_argument("prompt", nargs="?", help="the text to follow (or --ids)")
-    tr.add_argument(
-        "--ids", metavar="1,2,3", help="token ids instead of text, for a model without tokenizer.json (default: none)"
-    )
+    tr.add_argument("--ids", metavar="1,2,3", help=IDS_HELP)
     tr.add_argument("--model", help=f"a model name or directory (default: {DEFAULT_MODEL})")
     tr.add_argument(
         "--new-tokens",
@@ -243,10 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="accepted as generate and count take it; a trace computes attention dense anyway, since it "
         "shows every stage's whole tensor (default: off, and dense all the same)",
     )
-    _add_dtype(tr, "the traced passes compute in")
-    _add_precision(tr)
+    _add_load_options(tr, "the traced passes compute in")
     tr.set_defaults(run=_trace)
 
+
+def _add_count(commands) -> None:
+    families = ", ".join(ARCHITECTURES)
     cnt = commands.add_parser(
         "count", help=f"count the dot products of a model of any family ({families}) from its shapes alone"
     )
@@ -290,6 +308,19 @@ def build_parser() -> argparse.ArgumentParser:
         + ", ".join(hardware_names())
         + " (this CPU, probed in a few seconds); its peak follows --dtype (default: none)",
     )
+    _add_count_outputs(cnt)
+    cnt.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
+    cnt.add_argument(
+        "--routing",
+        choices=ROUTINGS,
+        help="a mixture of experts, counted without a router: the tokens each expert gets, balanced (T k / E each) "
+        "or worst (every token to the same k experts); the totals are the same (default: balanced)",
+    )
+    cnt.set_defaults(run=_count)
+
+
+def _add_count_outputs(cnt: argparse.ArgumentParser) -> None:
+    """count's files: the ledger as JSON, a CSV row per product, the plots, the HTML report."""
     cnt.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
     cnt.add_argument(
         "--all-steps",
@@ -305,15 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="write three plots (MAC share by op, dot products vs length, MACs per token) as one PNG (default: none)",
     )
     cnt.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
-    cnt.add_argument("--dense-attention", action="store_true", help=DENSE_HELP)
-    cnt.add_argument(
-        "--routing",
-        choices=("balanced", "worst"),
-        help="a mixture of experts, counted without a router: the tokens each expert gets, balanced (T k / E each) "
-        "or worst (every token to the same k experts); the totals are the same (default: balanced)",
-    )
-    cnt.set_defaults(run=_count)
 
+
+def _add_crosscheck(commands) -> None:
     cc = commands.add_parser(
         "crosscheck",
         help="our ledger beside torch's own counters (dispatched products, FlopCounterMode) on transformers' forward "
@@ -331,6 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("--json", metavar="PATH|-", help="write the counts as JSON (- for stdout; default: none)")
     cc.set_defaults(run=_crosscheck)
 
+
+def _add_config(commands) -> None:
     cfg = commands.add_parser(
         "config", help="the presets of every family, and the config.json transformers reads for one"
     )
@@ -345,41 +372,70 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cfg.set_defaults(run=_config)
 
+
+def _add_params(commands) -> None:
     par = commands.add_parser("params", help="every weight tensor by its Hugging Face name, grouped by kind, totals")
     _add_model_selectors(par)
     par.add_argument(
         "--json", metavar="PATH|-", help="write the tensors, kinds and total as JSON (- for stdout; default: none)"
     )
     par.set_defaults(run=_params)
-    return parser
+
+
+# How a refusal names an option: the API's name of it -> the flag the user typed, for every option group a command
+# makes from its flags (models/options.py's LoadOptions and RunOptions, verbs/options.py's GenerationOptions, count's
+# run: verbs/count.check_run). Each group checks its options once; this keeps the refusal in the command's words.
+FLAGS = {
+    "dtype": "--dtype",
+    "precision": "--precision",
+    "weights": "--weights",
+    "routing": "--routing",
+    "dense_attention": "--dense-attention",
+    "max_new_tokens": "--max-new-tokens",
+    "temperature": "--temperature",
+    "top_k": "--top-k",
+    "seed": "--seed",
+    "candidates": "--top",
+    "tokens": "--tokens",
+    "new tokens": "--new-tokens",
+    "batch": "--batch",
+}
+
+
+def _in_flags(check: Callable[..., T], *args, **kwargs) -> T:
+    """An option group made (or a run checked) from the flags, a refusal naming the flags rather than the API's names."""
+    try:
+        return check(*args, **kwargs)
+    except OptionError as refused:
+        raise refused.named(FLAGS) from None
+
+
+def _load_options(args) -> LoadOptions:
+    """--dtype, --precision and --weights: the one value a model is loaded with, checked before any work."""
+    return _in_flags(LoadOptions, args.dtype, args.precision, args.weights)
 
 
 def _generate(args) -> None:
     """One prompt or several (a batch): the flags and the prompts checked once, one load, one run of the generation
     loop; the answers printed as they stream for one prompt, after the batch for several; then the ledger, and the
     files asked for."""
-    _at_least("--max-new-tokens", args.max_new_tokens, 1)
-    if not (math.isfinite(args.temperature) and args.temperature >= 0):
-        raise UserError(f"--temperature must be a finite number >= 0 (0 is greedy), not {args.temperature}")
-    if args.top_k is not None:
-        _at_least("--top-k", args.top_k, 1, "; leave it out to sample from every token")
-    if args.seed is not None:
-        _at_least("--seed", args.seed, 0)
-    _at_least("--top", args.top, 1)
+    _at_least("--top", args.top, 1)  # the command's own rules (the API takes candidates=0 and any block to show)
     _at_least("--layer", args.layer, 0)
-    options = _generation_options(args)
-    prompts = args.prompt + (_prompt_lines(args.prompts) if args.prompts is not None else [])
-    batch = len(prompts) > 1 or args.prompts is not None
-    if batch and args.ids is not None:
-        raise UserError("give prompts or --ids, not both: --ids is one prompt of token ids")
-    if not batch:
-        args.prompt = prompts[0] if prompts else None
-        prompts = [_prompt_or_ids(args, "continue")]
-    refuse_empty(prompts, "continue")
-    _check_precision(args)
+    running = RunOptions(dense_attention=args.dense_attention)
+    options = _in_flags(
+        GenerationOptions,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        seed=args.seed,
+        use_cache=not args.no_cache,
+        candidates=args.top,
+        running=running,
+    )
+    prompts, batch = _generation_prompts(args)
+    load = _load_options(args)
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work; files.py says how
-    json_to, html_to = to["--json"], to["--html"]
-    model = load_model(args.model, dtype=args.dtype, precision=args.precision, weights=args.weights)
+    model = resolve(args.model, load)
     if args.layer >= model.config.n_layer:
         raise UserError(f"--layer {args.layer} does not exist; this model has layers 0..{model.config.n_layer - 1}")
     try:
@@ -393,40 +449,70 @@ def _generate(args) -> None:
 
     print(f"model {report.describe_model(model.describe(), model.source)}", file=out)
     if batch:
-        print(
-            f"a batch of {plural(len(rows), 'prompt')}, left-padded to {plural(max(map(len, rows)), 'token')}", file=out
-        )
-        results = continue_rows(model, prompts, rows, options, batched=True)
-        for k, (generation, tokens) in enumerate(zip(results, rows)):
-            print(f"\n[{k + 1}] prompt: {plural(len(tokens), 'token')} {tokens}", file=out)
-            print(generation.full_text, file=out)
-        print(file=out)
+        results = _continue_batch(model, prompts, rows, options, out)
     else:
-        prompt, tokens = prompts[0], rows[0]
-        print(f"prompt: {plural(len(tokens), 'token')} {tokens}", file=out)
-        print(file=out)
-        out.write(prompt if isinstance(prompt, str) else model.tokenizer.decode(prompt))
-        out.flush()
-
-        def stream(_token: int, text: str) -> None:
-            out.write(text)
-            out.flush()
-
-        positions = len(tokens) + options.max_new_tokens - 1
-        # a model without attention has no weights to draw
-        attention = (attention_layers(model.config, positions, args.layer) or None) if html_to else None
-        results = continue_rows(model, prompts, rows, options, on_token=stream, attention=attention)
-        print("\n", file=out)
-        print("Next-token candidates after the prompt (probabilities at temperature 1)", file=out)
-        print(report.candidates_table(results[0].candidates), file=out)
-        print(file=out)
+        drawn = args.layer if to["--html"] else None  # the page draws this block's attention
+        results = _continue_one(model, prompts[0], rows[0], options, drawn, out)
     ledger = results[0].ledger
     assert ledger is not None  # the command's options keep one (GenerationOptions.ledger)
     print(report.ledger_report(ledger, layer=args.layer), file=out)
-    if args.precision != "float32":  # what the precision cost, against float64 (the first prompt's)
+    if load.precision != "float32":  # what the precision cost, against float64 (the first prompt's)
         results[0].drift = drift(model, prompts[0])
         print(file=out)
         print(drift_report(results[0].drift), file=out)
+    _write_generation(results, batch, to, out)
+
+
+def _generation_prompts(args) -> tuple[list, bool]:
+    """generate's prompts, and whether they are a batch: several arguments or --prompts' lines, or one prompt given
+    as text or as --ids; none empty."""
+    prompts = args.prompt + (_prompt_lines(args.prompts) if args.prompts is not None else [])
+    batch = len(prompts) > 1 or args.prompts is not None
+    if batch and args.ids is not None:
+        raise UserError("give prompts or --ids, not both: --ids is one prompt of token ids")
+    if not batch:
+        prompts = [_prompt_or_ids(prompts[0] if prompts else None, args.ids, "continue")]
+    refuse_empty(prompts, "continue")
+    return prompts, batch
+
+
+def _continue_batch(model, prompts: list, rows: list[list[int]], options: GenerationOptions, out) -> list:
+    """A batch's generations, each printed after the batch ran: its prompt's ids and the text it ended with."""
+    print(f"a batch of {plural(len(rows), 'prompt')}, left-padded to {plural(max(map(len, rows)), 'token')}", file=out)
+    results = continue_rows(model, prompts, rows, options, batched=True)
+    for k, (generation, tokens) in enumerate(zip(results, rows)):
+        print(f"\n[{k + 1}] prompt: {plural(len(tokens), 'token')} {tokens}", file=out)
+        print(generation.full_text, file=out)
+    print(file=out)
+    return results
+
+
+def _continue_one(model, prompt, tokens: list[int], options: GenerationOptions, drawn: int | None, out) -> list:
+    """One prompt's generation, its text printed as each token comes, then the candidates for the first new token;
+    `drawn`: the block whose attention the page draws (None: no page)."""
+    print(f"prompt: {plural(len(tokens), 'token')} {tokens}", file=out)
+    print(file=out)
+    out.write(prompt if isinstance(prompt, str) else model.tokenizer.decode(prompt))
+    out.flush()
+
+    def stream(_token: int, text: str) -> None:
+        out.write(text)
+        out.flush()
+
+    positions = len(tokens) + options.max_new_tokens - 1
+    # a model without attention has no weights to draw
+    attention = (attention_layers(model.config, positions, drawn) or None) if drawn is not None else None
+    results = continue_rows(model, [prompt], [tokens], options, on_token=stream, attention=attention)
+    print("\n", file=out)
+    print("Next-token candidates after the prompt (probabilities at temperature 1)", file=out)
+    print(report.candidates_table(results[0].candidates), file=out)
+    print(file=out)
+    return results
+
+
+def _write_generation(results: list, batch: bool, to: dict, out) -> None:
+    """generate's files: the ledger as JSON and the HTML page, both written or neither."""
+    json_to, html_to = to["--json"], to["--html"]
 
     def json_document(f) -> None:
         f.write(json.dumps(batch_to_dict(results) if batch else results[0].to_dict(), indent=1) + "\n")
@@ -436,36 +522,9 @@ def _generate(args) -> None:
 
     write_together([(json_to, json_document, False), (html_to, html_page, False)])  # both written, or neither
     if json_to and not json_to.is_stream:
-        print(f"\nledger written to {args.json}", file=out)
+        print(f"\nledger written to {json_to.name}", file=out)
     if html_to:
         say_written(html_to, out)
-
-
-# How a refusal of an option names it: the API's keyword -> the flag the user typed. The flags' own rules above refuse
-# first, with a hint each; this keeps any refusal the options' check still makes in the command's words.
-OPTION_FLAGS = {
-    "max_new_tokens": "--max-new-tokens",
-    "temperature": "--temperature",
-    "top_k": "--top-k",
-    "seed": "--seed",
-    "candidates": "--top",
-}
-
-
-def _generation_options(args) -> GenerationOptions:
-    """generate's flags as the API's options, checked once (GenerationOptions), a refusal naming the flag."""
-    try:
-        return GenerationOptions(
-            max_new_tokens=args.max_new_tokens,
-            temperature=args.temperature,
-            top_k=args.top_k,
-            seed=args.seed,
-            use_cache=not args.no_cache,
-            candidates=args.top,
-            dense_attention=args.dense_attention,
-        )
-    except OptionError as refused:
-        raise refused.named(OPTION_FLAGS) from None
 
 
 def _prompt_lines(path: str) -> list[str]:
@@ -490,14 +549,11 @@ def _download(args) -> None:
 
 def _validate(args) -> None:
     _at_least("--steps", args.steps, 1)
-    _check_precision(args)
-    if args.precision != "float32":
-        check_precision_validated(args.precision)
-    model = load_model(args.model, dtype=args.dtype, precision=args.precision, weights=args.weights)
-    if args.precision != "float32":
-        ok = validate_precision(model, steps=args.steps)
-    else:
-        ok = validate(model, steps=args.steps)
+    load = _load_options(args)
+    if load.precision != "float32":
+        check_precision_validated(load.precision)
+    model = resolve(args.model, load)
+    ok = validate_precision(model, steps=args.steps) if load.precision != "float32" else validate(model, args.steps)
     if not ok:
         raise SystemExit(1)
 
@@ -510,51 +566,22 @@ def parse_ids(text: str) -> list[int]:
     return [int(part) for part in parts]
 
 
-def _prompt_or_ids(args, verb: str) -> str | list[int]:
+def _prompt_or_ids(prompt: str | None, ids: str | None, verb: str) -> str | list[int]:
     """The text prompt or the --ids list: exactly one of them."""
-    if args.ids is not None and args.prompt is not None:
+    if ids is not None and prompt is not None:
         raise UserError(f"give a prompt or --ids, not both: {verb} takes text or token ids")
-    if args.ids is not None:
-        return parse_ids(args.ids)
-    if args.prompt is None:
+    if ids is not None:
+        return parse_ids(ids)
+    if prompt is None:
         raise UserError(f"give a prompt to {verb} (text) or --ids 1,2,3 (token ids)")
-    return args.prompt
+    return prompt
 
 
 def _trace(args) -> None:
-    _check_precision(args)
+    load = _load_options(args)
     html_to = None if args.html is None else check_destination(args.html)  # before any work
-    trace_command(
-        _prompt_or_ids(args, "trace"),
-        args.model,
-        args.new_tokens,
-        args.layers,
-        args.step,
-        html_to,
-        args.dtype,
-        args.precision,
-        args.weights,
-    )
-
-
-def _check_precision(args) -> None:
-    """--precision, --dtype and --weights that go together, refused in the flags' words before any work."""
-    if args.precision != "float32" and args.dtype != "float32":
-        raise UserError(
-            f"--precision {args.precision} is emulated over float32 passes and measured against float64 "
-            f"itself: leave out --dtype {args.dtype}"
-        )
-    if args.weights is not None and args.dtype != "float32":
-        raise UserError(
-            f"--weights is for float32 passes; --dtype {args.dtype} upcasts every weight at load: leave out --weights"
-        )
-    if args.weights == "float32" and args.precision != "float32":
-        raise UserError(
-            f"--weights float32 upcasts at load for float32 products; at --precision {args.precision} "
-            f"the weights are held in its format: leave out --weights"
-        )
-    if args.precision != "float32":
-        require_ml_dtypes()
+    prompt = _prompt_or_ids(args.prompt, args.ids, "trace")
+    trace_command(prompt, args.model, args.new_tokens, args.layers, args.step, html_to, load)
 
 
 def _add_model_selectors(p: argparse.ArgumentParser) -> None:
@@ -633,23 +660,7 @@ def _model_config(args):
 
 def _count(args) -> None:
     config = _model_config(args)
-    _at_least("--new-tokens", args.new_tokens, 1)
-    _at_least("--batch", args.batch, 1)
-    if args.tokens is None:  # the stated default, or what the context leaves room for
-        args.tokens = max(1, min(DEFAULT_TOKENS, config.n_positions - args.new_tokens))
-    _at_least("--tokens", args.tokens, 1)
-    try:
-        config.check_fits(args.tokens, args.new_tokens)
-    except UserError as err:
-        sizes = any(v is not None for v in (args.layers, args.d_model, args.heads))
-        fix = (
-            f"give a longer context, --ctx {args.tokens + args.new_tokens} or more (a model given by sizes has "
-            f"--ctx 1024 unless told), or fewer --tokens or --new-tokens"
-            if sizes
-            else "give fewer --tokens or --new-tokens"
-        )
-        raise UserError(f"{err}; {fix}") from None
-    check_run(config, args.tokens, args.new_tokens, args.batch)
+    tokens = _count_run(args, config)
     on = None if args.hardware is None else machine(args.hardware)  # a name it does not know: refused before any work
     balance = args.balance if args.balance is not None else on.balance(args.dtype) if on else DEFAULT_BALANCE
     if not balance > 0 or balance == float("inf"):
@@ -661,20 +672,44 @@ def _count(args) -> None:
         require_matplotlib()  # fail before writing anything
     if args.routing is not None and config.n_experts is None:
         raise UserError(f"--routing is for a mixture of experts; {config.name} has none (a dense MLP in every layer)")
-    count = count_generation(
-        config,
-        args.tokens,
-        args.new_tokens,
-        use_cache=not args.no_cache,
-        batch=args.batch,
-        dense_attention=args.dense_attention,
-        routing=args.routing or "balanced",
-    )
+    running = _in_flags(RunOptions, args.routing or "balanced", args.dense_attention)
+    options = _in_flags(GenerationOptions, max_new_tokens=args.new_tokens, use_cache=not args.no_cache, running=running)
+    count = counted(config, tokens, options, args.batch)
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
     print(count_report(count, balance, args.dtype), file=out)
     bound = None if on is None else roofline(count, on, args.dtype)
     if bound is not None:
         print("\n" + roofline_report(bound), file=out)
+    _write_count(args, count, balance, bound, to, out)
+
+
+def _count_run(args, config) -> int:
+    """The prompt's tokens count runs (--tokens, or the stated default where the context leaves room for it), the run
+    checked once (verbs/count.check_run) in the flags' words; a context too short for it says how to fit."""
+    tokens = args.tokens
+    if tokens is None:  # the stated default, or what the context leaves room for
+        tokens = max(1, min(DEFAULT_TOKENS, config.n_positions - args.new_tokens))
+    try:
+        check_run(config, tokens, args.new_tokens, args.batch)
+    except OptionError as refused:
+        raise refused.named(FLAGS) from None
+    except UserError as err:
+        if tokens + args.new_tokens <= config.n_positions:  # not the context's refusal
+            raise
+        sizes = any(v is not None for v in (args.layers, args.d_model, args.heads))
+        fix = (
+            f"give a longer context, --ctx {tokens + args.new_tokens} or more (a model given by sizes has "
+            f"--ctx 1024 unless told), or fewer --tokens or --new-tokens"
+            if sizes
+            else "give fewer --tokens or --new-tokens"
+        )
+        raise UserError(f"{err}; {fix}") from None
+    return tokens
+
+
+def _write_count(args, count, balance: float, bound, to: dict, out) -> None:
+    """count's files, every one asked for written or none (files.write_together): the ledger as JSON, a CSV row per
+    product per pass, the plots, the HTML report."""
 
     def json_document(f) -> None:
         f.writelines(json_chunks(count, balance, args.all_steps, args.dtype, bound))
@@ -683,12 +718,11 @@ def _count(args) -> None:
         f.writelines(csv_chunks(count))
 
     def plots(f) -> None:
-        f.write(plots_png(count, sweep_per_token(config)))
+        f.write(plots_png(count, sweep_per_token(count.config)))
 
     def html_page(f) -> None:
         f.write(page(count_data(count, balance, args.all_steps, dtype=args.dtype, roofline=bound)))
 
-    # every output asked for is written, or none (files.write_together)
     write_together(
         [
             (to["--json"], json_document, False),
@@ -709,7 +743,7 @@ def _crosscheck(args) -> None:
         raise UserError("give --tokens or --ids, not both")
     require_hf()  # before any work: one line saying what to install
     json_to = None if args.json is None else check_destination(args.json)
-    model = load_model(args.model)
+    model = resolve(args.model)
     ids = parse_ids(args.ids) if args.ids is not None else default_ids(model, args.tokens)
     check = crosscheck(model, ids, dense_attention=args.dense_attention)
     out = sys.stderr if json_to and json_to.is_stdout else sys.stdout

@@ -1,4 +1,5 @@
-"""The small text formatters every layer may use: 1.23 M, 1,234, [5, 768], 12.5%, a padded table, a short path.
+"""The small text formatters every layer may use: 1.23 M, 1,234, [5, 768], 12.5%, 1.23 MB, 12.3 ms, a padded table, a
+short path. Every view writes a number through these, so that one kind of number reads the same on every page.
 
 Pure functions of their arguments, below every layer (beside errors.py), so that the engine, the models and
 the verbs can write a number the way the views do without importing the views.
@@ -44,6 +45,47 @@ def runs(numbers) -> str:
         else:
             spans.append([n])
     return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in spans)
+
+
+def count_range(shortest: int, longest: int) -> str:
+    """(128, 1000) -> '128-1,000', (64, 64) -> '64': a range of whole numbers (dot products' lengths), one where it
+    holds one."""
+    return count(longest) if shortest == longest else f"{count(shortest)}-{count(longest)}"
+
+
+def operand_shapes(a_shape, b_shape, chunks: int | None = None) -> str:
+    """ "[5, 768] x [768, 2304]": a product's operands; one computed in chunks of query rows says so after its dense
+    shapes: "[4, 1000, 64] x [4, 64, 1000] in 8 row chunks"."""
+    return f"{shape(a_shape)} x {shape(b_shape)}" + (f" in {plural(chunks, 'row chunk')}" if chunks is not None else "")
+
+
+def elided(numbers: list[int]) -> str:
+    """[0, 2, 4, 6] -> "0, 2, 4, 6"; a long list (layers) shows its first three and its last: "0, 2, 4, ..., 10"."""
+    shown = [str(i) for i in numbers] if len(numbers) <= 5 else [*map(str, numbers[:3]), "...", str(numbers[-1])]
+    return ", ".join(shown)
+
+
+def byte_size(b: float) -> str:
+    """1234567 -> '1.23 MB', 512 -> '512 B'."""
+    return f"{human(b)}B" if b >= 1000 else f"{b:g} B"
+
+
+def seconds(s: float) -> str:
+    """0.0123 -> '12.3 ms': three significant digits in the unit that keeps them above 1."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if abs(s) >= scale or unit == "ns":
+            return f"{s / scale:.3g} {unit}"
+    raise AssertionError("unreachable")
+
+
+def intensity(macs_per_byte: float) -> str:
+    """Arithmetic intensity, MACs per byte: 1,234 from 100 up, three significant digits below (12.3, 0.25)."""
+    return f"{macs_per_byte:,.0f}" if macs_per_byte >= 100 else f"{macs_per_byte:.3g}"
+
+
+def pass_name(step: int) -> str:
+    """A forward pass of a generation by its step: "prefill" (step 0), "decode step 3"."""
+    return "prefill" if step == 0 else f"decode step {step}"
 
 
 def shape(s) -> str:

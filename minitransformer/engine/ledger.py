@@ -10,7 +10,7 @@ The ledger is data: `to_dict()` is the JSON the CLI writes; tables and plots are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from math import prod
 from typing import Any
@@ -118,6 +118,12 @@ class Record:
         return self.stage.equation
 
     @property
+    def attention(self) -> str:
+        """Its part in attention over the attended keys (Stage.attention): "scores" (S = Q K^T), "mix" (Z = A V), or ""
+        for any other stage, whatever the family names its ops."""
+        return self.stage.attention
+
+    @property
     def heads(self) -> int | None:
         """The head count of a per-head product (one record for all heads), else None.
 
@@ -144,12 +150,6 @@ class Record:
         """(shortest, longest) of the dot products computed: (dot_length, dot_length) unless row chunks made some
         shorter, as A V's are in every chunk that sees fewer keys than the last, or attention read chosen keys."""
         return self.lengths if self.lengths is not None else (self.dot_length, self.dot_length)
-
-    @property
-    def one_length(self) -> bool:
-        """Every dot product computed has the same length, so dot products x length = MACs."""
-        shortest, longest = self.dot_lengths
-        return shortest == longest
 
     @property
     def chunks(self) -> int | None:
@@ -211,13 +211,19 @@ class Record:
         return self.macs if self.recurrent is None else self.recurrent[1]
 
     # Causal attention computes the dense T x t scores and masks the future afterwards; these say how
-    # much of that work the mask keeps (on "scores" and "mix"; None elsewhere). Query row i of T (at
+    # much of that work the mask keeps (on attention's scores and mix; None elsewhere). Query row i of T (at
     # position past + i) needs past + i + 1 keys.
     def _needed_pairs(self) -> int:
         assert self.a_shape is not None  # scores and mix are products
-        *lead, T, t = self.out_shape if self.op == "scores" else self.a_shape
+        *lead, T, t = self.out_shape if self.attention == "scores" else self.a_shape
         caps = [cap for cap in (self.window, self.selected) if cap is not None]  # an indexer's choice: like a window
         return prod(lead) * needed_pairs(T, t, min(caps) if caps else None)
+
+    @property
+    def _keys(self) -> int:
+        """t, the keys attention's product is over: the scores' columns, the rows of V the mix sums."""
+        assert self.a_shape is not None  # scores and mix are products
+        return self.out_shape[-1] if self.attention == "scores" else self.a_shape[-1]
 
     @property
     def chosen_keys(self) -> int | None:
@@ -225,21 +231,20 @@ class Record:
         (min(t, selected)); None where every query attended to all the keys it can see."""
         if self.selected is None or self.computed is None or self.a_shape is None:
             return None
-        t = self.out_shape[-1] if self.op == "scores" else self.a_shape[-1]
-        return self.selected if t > self.selected else None
+        return self.selected if self._keys > self.selected else None
 
     @property
     def causal_dot_products(self) -> int | None:
-        if self.op == "scores":
+        if self.attention == "scores":
             return self._needed_pairs()
-        return self.dense_dot_products if self.op == "mix" else None
+        return self.dense_dot_products if self.attention == "mix" else None
 
     @property
     def causal_macs(self) -> int | None:
-        if self.op not in ("scores", "mix"):
+        if not self.attention:
             return None
         assert self.a_shape is not None
-        d_head = self.a_shape[-1] if self.op == "scores" else self.out_shape[-1]
+        d_head = self.a_shape[-1] if self.attention == "scores" else self.out_shape[-1]
         return self._needed_pairs() * d_head
 
     def to_dict(self, pass_macs: int = 0) -> dict:
@@ -270,8 +275,7 @@ class Record:
             d["dense_dot_products"] = self.dense_dot_products  # equal to dot_products where nothing was skipped
             d["dense_macs"] = self.dense_macs
             if self.selected is not None:  # sparse attention: the keys each query attends to, of the t
-                t = self.out_shape[-1] if self.op == "scores" else self.a_shape[-1]  # type: ignore[index]
-                d["selected_keys"] = min(t, self.selected)
+                d["selected_keys"] = min(self._keys, self.selected)
         if self.breakdown is not None:
             d["breakdown"] = [part.to_dict() for part in self.breakdown]
         if self.recurrent is not None:  # a scan computed in chunks: this op in the recurrent form
@@ -297,8 +301,46 @@ def _list(shape):
     return None if shape is None else list(shape)
 
 
+class PassTotals:
+    """The totals of one forward pass, over its records, each counted as many times as it stands for (`weighted`):
+    a ledger's Phase holds each record once, a count's folded Pass a block's records for every layer of its kind."""
+
+    def weighted(self) -> Iterable[tuple[Record, int]]:
+        raise NotImplementedError
+
+    @property
+    def dot_products(self) -> int:
+        return sum(n * r.dot_products for r, n in self.weighted())
+
+    @property
+    def macs(self) -> int:
+        return sum(n * r.macs for r, n in self.weighted())
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.macs
+
+    @property
+    def dense_dot_products(self) -> int:
+        """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
+        return sum(n * r.dense_form_dot_products for r, n in self.weighted())
+
+    @property
+    def dense_macs(self) -> int:
+        return sum(n * r.dense_form_macs for r, n in self.weighted())
+
+    @property
+    def recurrent_dot_products(self) -> int:
+        """Had every scan computed in chunks run token by token instead (Record.recurrent); dot_products elsewhere."""
+        return sum(n * r.recurrent_dot_products for r, n in self.weighted())
+
+    @property
+    def recurrent_macs(self) -> int:
+        return sum(n * r.recurrent_macs for r, n in self.weighted())
+
+
 @dataclass
-class Phase:
+class Phase(PassTotals):
     """One forward pass: the prefill (step 0) or decode step k."""
 
     phase: str  # "prefill" | "decode"
@@ -379,35 +421,8 @@ class Phase:
                 dot_products, macs = dot_products + n, macs + m
         return Totals(dot_products, macs)
 
-    @property
-    def dot_products(self) -> int:
-        return sum(r.dot_products for r in self.records)
-
-    @property
-    def macs(self) -> int:
-        return sum(r.macs for r in self.records)
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.macs
-
-    @property
-    def dense_dot_products(self) -> int:
-        """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
-        return sum(r.dense_form_dot_products for r in self.records)
-
-    @property
-    def dense_macs(self) -> int:
-        return sum(r.dense_form_macs for r in self.records)
-
-    @property
-    def recurrent_dot_products(self) -> int:
-        """Had every scan computed in chunks run token by token instead (Record.recurrent); dot_products elsewhere."""
-        return sum(r.recurrent_dot_products for r in self.records)
-
-    @property
-    def recurrent_macs(self) -> int:
-        return sum(r.recurrent_macs for r in self.records)
+    def weighted(self) -> Iterable[tuple[Record, int]]:
+        return ((r, 1) for r in self.records)
 
     def layer_records(self, layer: int) -> list[Record]:
         return [r for r in self.records if r.layer == layer]
@@ -494,21 +509,21 @@ def padding_of(r: Record, pads: list[int], context: int, tokens: int | None = No
         return r.dot_products * pad_slots // share, r.macs * pad_slots // share
     rows, cols = r.out_shape[-2:]
     heads = prod(r.out_shape[1:-2])  # [B, rows, cols]: 1; [B, H, T, t] or [B, Hkv, G, T, t]: the heads
-    keys = cols if r.op == "scores" else r.a_shape[-1] if r.op == "mix" else 0
+    keys = cols if r.attention == "scores" else r.a_shape[-1] if r.attention == "mix" else 0
     if r.chosen_keys is not None:  # sparse attention: a pad query's s chosen keys; a real one chooses no pad key
         s = r.chosen_keys  # (but where it sees fewer than s, and then they are masked)
         pad_queries = sum(min(max(pad - (context - rows), 0), rows) for pad in pads)
-        if r.op == "scores":
+        if r.attention == "scores":
             return heads * pad_queries * s, heads * pad_queries * s * r.dot_length
         return heads * pad_queries * cols, heads * pad_queries * cols * s
     dot_products = macs = 0
     for pad in pads:
         pad_queries = min(max(pad - (context - rows), 0), rows)
         pad_keys = min(max(pad - (context - keys), 0), keys)
-        if r.op == "scores":
+        if r.attention == "scores":
             n = heads * (pad_queries * cols + (rows - pad_queries) * pad_keys)
             dot_products, macs = dot_products + n, macs + n * r.dot_length
-        elif r.op == "mix":
+        elif r.attention == "mix":
             dot_products += heads * pad_queries * cols
             macs += heads * (pad_queries * keys + (rows - pad_queries) * pad_keys) * cols
         else:

@@ -1,7 +1,4 @@
-"""A model's config.json, read into the config of the family its model_type names (families/table.py).
-
-`DTYPES` are what a forward pass computes in.
-"""
+"""A model's config.json, read into the config of the family its model_type names (families/table.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +10,6 @@ from ..errors import UserError
 from ..families.config import ModelConfig, read_config_json
 from ..families.table import read_config
 from ..text import short_path
-
-# What a forward pass computes in: float32 (the default), or float64, the reference that tells how far a
-# float32 pass is from the exact answer (load_model(..., dtype="float64"); --dtype on generate, trace, validate).
-DTYPES = ("float32", "float64")
-
 
 # The defaults already said in this process, by config.json and key: a command that loads a model twice (validate's
 # float64 reference) says each once.

@@ -18,28 +18,13 @@ from ..engine.kvcache import KVCache
 from ..engine.ledger import Phase
 from ..engine.precision import Precision
 from ..engine.shapes import ShapeOnly
-from ..engine.stages import StageTable
 from ..engine.tape import Dims, Tape, Watcher
 from ..errors import UserError
 from ..families.config import ModelConfig
 from ..families.table import architecture_of
-from .config import DTYPES
 from .ids import as_token_ids
+from .options import RunOptions
 from .weights import as_tree, expected_shapes, held_formats, token_embedding
-
-
-def compute_dtype(dtype) -> np.dtype:
-    """The dtype a forward pass computes in, from "float32" or "float64" (or NumPy's own name for either)."""
-    chosen = None
-    if dtype is not None and (not isinstance(dtype, str) or dtype in DTYPES):
-        try:
-            chosen = np.dtype(dtype)
-        except TypeError:
-            pass
-    if chosen is None or chosen.name not in DTYPES:
-        raise UserError(f"dtype must be 'float32' (the default) or 'float64' (the reference), not {dtype!r}")
-    return chosen
-
 
 # What model.generate(...) runs: verbs/generate.py's generate, which registers itself at its import (the package's
 # __init__ imports it, so it is always set). A model offers the convenience without importing the verbs above it.
@@ -78,7 +63,7 @@ class Model:
         if not self.shape_only:
             keep_freed_memory()  # a pass's large arrays reused, not returned to the kernel (engine/allocator.py)
         embedding = token_embedding(params, config).dtype  # shape-only stand-ins are float32
-        self.dtype = compute_dtype(embedding if embedding in (np.float32, np.float64) else np.float32)
+        self.dtype = np.dtype(embedding if embedding in (np.float32, np.float64) else np.float32)
         self.precision = precision
         # The formats narrower than the passes' float32 its weights are held in: {"weights": the matrices',
         # "embedding": the token embedding's where it differs (fp8)}; {} for float32 and float64
@@ -88,9 +73,6 @@ class Model:
         self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
         self.hooks = HookRegistry(lambda: self.stage_table.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
         self._tokenizer = tokenizer
-        # Counting without weights, the tokens a mixture of experts' router sends to each expert are assumed:
-        # "balanced" or "worst" (Tape.routing); a model with weights has its router decide.
-        self.routing = "balanced"
 
     def __repr__(self) -> str:
         c = self.config
@@ -101,18 +83,11 @@ class Model:
         )
 
     @classmethod
-    def without_weights(cls, config: ModelConfig, routing: str = "balanced") -> Model:
-        """The same model with shape-only stand-ins for weights: counts everything, computes nothing. `routing`: the
-        tokens a mixture of experts' router is assumed to send each expert (families/moe.py: balanced or worst)."""
+    def without_weights(cls, config: ModelConfig) -> Model:
+        """The same model with shape-only stand-ins for weights: counts everything, computes nothing (a mixture of
+        experts' tokens per expert are then assumed, as each pass's RunOptions.routing says)."""
         stand_ins = {name: ShapeOnly(shape) for name, shape in expected_shapes(config).items()}
-        model = cls(config, as_tree(stand_ins, config), source="shape-only")
-        model.routing = routing
-        return model
-
-    @property
-    def family(self) -> StageTable:
-        """The stage table under its old name, which the README's API section documented: `stage_table`."""
-        return self.stage_table
+        return cls(config, as_tree(stand_ins, config), source="shape-only")
 
     @property
     def tokenizer(self):
@@ -186,7 +161,7 @@ class Model:
         phase: Phase | None = None,
         watcher: Watcher | None = None,
         pads=None,
-        dense_attention: bool = False,
+        options: RunOptions = RunOptions(),
     ):
         """One forward pass over new token ids: logits [R, V] (R = T if all_positions else 1).
 
@@ -194,8 +169,8 @@ class Model:
         ledger of this pass; `watcher` sees every stage (see tape.py), after the model's hooks (add_hook).
         `pads` (ids [B, T] only): row b is left-padded, its first pads[b] slots (counted from the first
         cached one) hold no token: its positions start after them and no real query sees them.
-        `dense_attention`: every T x t score computed, as transformers' eager attention does, where a long pass
-        would compute only what each chunk of query rows can see (engine/row_chunks.py).
+        `options`: how the pass computes what the weights do not decide (models/options.py: the routing a
+        shape-only mixture of experts assumes, attention dense or in row chunks).
         """
         past = cache.length if cache is not None else 0
         ids = self.check_ids(token_ids, past)
@@ -211,8 +186,8 @@ class Model:
             self.hooks.watcher(then=watcher),  # None where nobody watches: no hook, no watcher
             stage_table=self.stage_table,
             windows=self._windows,
-            dense=dense_attention,
-            routing=self.routing,
+            dense=options.dense_attention,
+            routing=options.routing,
             precision=self.precision,
         )
         return self.architecture.forward(ids, self.params, self.config, cache, tape, all_positions, pads)

@@ -10,21 +10,16 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-import numpy as np
-
-from ..engine.precision import PRECISIONS, precision_of, widening
+from ..engine.precision import precision_of, widening
 from ..errors import UserError
 from ..families.table import architecture_of
 from ..text import short_path
 from . import hub
 from .config import load_config
-from .model import Model, compute_dtype
+from .model import Model
+from .options import LoadOptions
 from .tokenizer import tokenizer_of
 from .weights import holds_narrow, load_weights
-
-# A float16 or bfloat16 checkpoint's matrices: upcast at load where the copy fits in half the memory available, else
-# kept in their bytes ("auto"); always kept; always upcast (models/weights.py)
-WEIGHTS = ("auto", "stored", "float32")
 
 DEMO = "demo"
 DEMO_LLAMA = "demo-llama"
@@ -41,17 +36,15 @@ def known_names() -> list[str]:
     return [*hub.HUB_REPOS, *DEMOS]
 
 
-def from_directory(
-    directory: Path, name: str | None = None, dtype=np.float32, precision: str = "float32", weights: str = "auto"
-) -> Model:
+def from_directory(directory: Path, name: str | None = None, options: LoadOptions = LoadOptions()) -> Model:
     directory = Path(directory)
     if not (directory / "config.json").is_file():
         raise UserError(f"{directory} has no config.json; a model directory needs config.json and model.safetensors")
     config = load_config(directory / "config.json", name=name or directory.resolve().name)
     tokenizer = tokenizer_of(directory) if architecture_of(config).own_tokenizer else None  # GPT-2s: the shipped one
-    policy = precision_of(precision)
+    policy = precision_of(options.precision)
     events: list = []  # weights that left the precision's range when rounded to it
-    params = load_weights(directory, config, dtype, policy, weights, events)
+    params = load_weights(directory, config, options.compute_dtype, policy, options.held, events)
     if policy is None and holds_narrow(params):
         policy = widening()  # float32 products over matrices kept in their 2 bytes
     model = Model(config, params, source=str(directory), tokenizer=tokenizer, precision=policy)
@@ -89,61 +82,35 @@ def load_model(
     file, the fastest decoding), or its matrices kept in their 2 bytes, memory-mapped, each widened as a product
     reads it ("stored": little more memory than the file); "auto" (the default) upcasts where the copy fits in
     half the memory available, else keeps them stored. float32 passes only.
+
+    The three are one LoadOptions (models/options.py), checked when it is made; resolve(name_or_dir, options)
+    takes one already made.
     """
-    check_precision(dtype, precision, weights)
-    return resolve(name_or_dir, compute_dtype(dtype), precision, weights or "auto")
+    return resolve(name_or_dir, LoadOptions(dtype, precision, weights))
 
 
-def check_precision(dtype, precision, weights) -> None:
-    """precision, dtype and weights that go together, or one line saying what does."""
-    if precision not in PRECISIONS:
-        raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
-    if weights is not None and weights not in WEIGHTS:
-        raise UserError(
-            f"weights must be 'auto' (the default), 'stored' (a 2-byte checkpoint kept in its bytes) or "
-            f"'float32' (upcast at load), not {weights!r}"
-        )
-    if precision != "float32" and dtype not in ("float32", np.float32, np.dtype(np.float32)):
-        raise UserError(
-            f"precision {precision} is emulated over float32 passes; float64 is the truth it is measured "
-            f"against (drift): leave dtype float32"
-        )
-    if weights is not None and dtype not in ("float32", np.float32, np.dtype(np.float32)):
-        raise UserError("weights is for float32 passes: float64 upcasts every weight at load; leave weights out")
-    if weights == "float32" and precision != "float32":
-        raise UserError(
-            f"weights float32 upcasts at load for float32 products; at precision {precision} the weights "
-            f"are held in its format: leave weights out"
-        )
-
-
-def resolve(
-    name_or_dir: str | Path | None, dtype=np.float32, precision: str = "float32", weights: str = "auto"
-) -> Model:
-    """The model a name or directory means, its weights in `dtype` (float32, or float64 for the reference), at a
-    `precision` (load_model says), a 2-byte checkpoint's matrices kept as stored or upcast (`weights`)."""
+def resolve(name_or_dir: str | Path | None, options: LoadOptions = LoadOptions()) -> Model:
+    """The model a name or directory means, loaded as `options` say (load_model says how)."""
     if name_or_dir is None:
-        return default_model(dtype, precision, weights)
+        return default_model(options)
     text = str(name_or_dir)
-    held = dict(dtype=dtype, precision=precision, weights=weights)
     if Path(text).is_dir():
-        return from_directory(Path(text), **held)
+        return from_directory(Path(text), options=options)
     if text in DEMOS:
-        return from_directory(demo_dir(text), name=text, **held)
+        return from_directory(demo_dir(text), text, options)
     if text in hub.HUB_REPOS:
-        return from_directory(on_disk(text) or hub.download(text), name=text, **held)
+        return from_directory(on_disk(text) or hub.download(text), text, options)
     if os.sep in text or text.startswith(".") or Path(text).exists():
         raise UserError(f"{text} is not a directory; pass a model name ({', '.join(known_names())}) or a directory")
     raise UserError(f"unknown model {text!r}; known models: {', '.join(known_names())}, or a directory")
 
 
-def default_model(dtype=np.float32, precision: str = "float32", weights: str = "auto") -> Model:
+def default_model(options: LoadOptions = LoadOptions()) -> Model:
     """GPT-2 small if its weights are here or can be fetched in a few seconds, else the shipped demo model."""
-    held = dict(dtype=dtype, precision=precision, weights=weights)
     if on_disk("gpt2"):
-        return resolve("gpt2", **held)
+        return resolve("gpt2", options)
     try:
-        return from_directory(hub.download("gpt2"), name="gpt2", **held)
+        return from_directory(hub.download("gpt2"), "gpt2", options)
     except UserError:
         if not (demo_dir() / "config.json").is_file():
             raise
@@ -154,4 +121,4 @@ def default_model(dtype=np.float32, precision: str = "float32", weights: str = "
             "reachable, `minitransformer download gpt2` gets GPT-2 small",
             file=sys.stderr,
         )
-        return from_directory(demo_dir(), name=DEMO, **held)
+        return from_directory(demo_dir(), DEMO, options)

@@ -22,12 +22,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..engine.ledger import Ledger, Phase, Record, Totals, cache_comparison, cache_steps, totals_of
+from ..engine.ledger import Ledger, PassTotals, Phase, Record, Totals, cache_comparison, cache_steps, totals_of
 from ..engine.stages import ATTENTION_SCORES, STATE, StageTable
-from ..errors import UserError
+from ..errors import OptionError, UserError
 from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
 from ..models.model import Model
+from ..models.options import RunOptions
 from .options import GenerationOptions
 from .passes import forward_passes
 
@@ -40,9 +41,12 @@ LARGEST_TENSOR = 2**62
 
 
 def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> None:
-    for what, value in (("tokens", n_prompt), ("new tokens", n_new), ("batch", batch)):
+    """The generation a count runs, checked once before any work: whole numbers of tokens, new tokens and rows
+    (refused as an OptionError, which a caller renames: the CLI by its flags), that the context holds, and that
+    NumPy can describe its tensors."""
+    for what, value in (("new tokens", n_new), ("batch", batch), ("tokens", n_prompt)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise UserError(f"{what} must be a whole number of at least 1, not {value!r}")
+            raise OptionError(what, f"must be a whole number of at least 1, not {value!r}")
     config.check_fits(n_prompt, n_new)
     c, t = config, n_prompt + n_new
     largest = max(
@@ -59,10 +63,11 @@ def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> None
 
 # --- counting ---------------------------------------------------------------------------------------------
 @dataclass
-class Pass:
+class Pass(PassTotals):
     """One forward pass, its blocks folded: `twin` is the phase of a twin of the model cut to the fewest first
     layers that hold one layer of each kind (`config.layer_types`: one layer for a GPT-2 or a Llama, whose layers
-    are all alike), and the records of each kind's first layer stand for every layer of that kind."""
+    are all alike), and the records of each kind's first layer stand for every layer of that kind; its totals
+    (PassTotals) count each record for every layer it stands for."""
 
     twin: Phase
     layer_types: tuple  # the kind of each of the model's layers, in order
@@ -132,36 +137,6 @@ class Pass:
         return totals
 
     @property
-    def dot_products(self) -> int:
-        return sum(n * r.dot_products for r, n in self.weighted())
-
-    @property
-    def macs(self) -> int:
-        return sum(n * r.macs for r, n in self.weighted())
-
-    @property
-    def flops(self) -> int:
-        return 2 * self.macs
-
-    @property
-    def dense_dot_products(self) -> int:
-        """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
-        return sum(n * r.dense_form_dot_products for r, n in self.weighted())
-
-    @property
-    def dense_macs(self) -> int:
-        return sum(n * r.dense_form_macs for r, n in self.weighted())
-
-    @property
-    def recurrent_dot_products(self) -> int:
-        """Had every scan computed in chunks run token by token (Record.recurrent); dot_products elsewhere."""
-        return sum(n * r.recurrent_dot_products for r, n in self.weighted())
-
-    @property
-    def recurrent_macs(self) -> int:
-        return sum(n * r.recurrent_macs for r, n in self.weighted())
-
-    @property
     def block_dot_products(self) -> int:
         return sum(r.dot_products for r in self.block)
 
@@ -190,9 +165,16 @@ class Pass:
         return [r for records, _ in self.groups for r in records]
 
     @property
+    def scores(self) -> Record | None:
+        """Attention's scores (Q K^T) in the first layer that attends, layer 0's kind first; None where no layer
+        attends (every layer keeps a state)."""
+        return next((r for r in self.block_records if r.attention == "scores"), None)
+
+    @property
     def attended(self) -> int:
         """Keys each block's scores were computed against (t, or fewer where a sliding window cut the oldest)."""
-        return self.find("scores").out_shape[-1]
+        assert self.scores is not None, "a pass with attention"
+        return self.scores.out_shape[-1]
 
     @property
     def attending_block(self) -> list[Record]:
@@ -288,8 +270,10 @@ def count_passes(
     (Model.without_weights) this costs no arithmetic at all. `dense_attention`: every T x t score, as
     transformers' eager attention computes it, where a long pass would run in row chunks (row_chunks.py).
     """
-    options = GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, dense_attention=dense_attention)
-    return placeholder_passes(model, n_prompt, options, batch)
+    running = RunOptions(dense_attention=dense_attention)
+    return placeholder_passes(
+        model, n_prompt, GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, running=running), batch
+    )
 
 
 def placeholder_passes(model: Model, n_prompt: int, options: GenerationOptions, batch: int = 1) -> Ledger:
@@ -302,16 +286,14 @@ def placeholder_passes(model: Model, n_prompt: int, options: GenerationOptions, 
     return book
 
 
-def count_folded(
-    config: Config, n_prompt: int, options: GenerationOptions, batch: int = 1, routing: str = "balanced"
-) -> list[Pass]:
+def count_folded(config: Config, n_prompt: int, options: GenerationOptions, batch: int = 1) -> list[Pass]:
     """Every pass of the generation `options` describe, run through a shape-only twin of the model cut to the fewest
-    first layers that hold one layer of each kind (one layer where all are alike), whatever the model's depth.
-    `routing`: which tokens a mixture of experts' experts are assumed to get (families/moe.py), which moves no
+    first layers that hold one layer of each kind (one layer where all are alike), whatever the model's depth. Which
+    tokens a mixture of experts' experts are assumed to get is the options' routing (RunOptions), which moves no
     total."""
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
-    twin = Model.without_weights(config.prefix(span), routing)
+    twin = Model.without_weights(config.prefix(span))
     return [Pass(phase, kinds) for phase in placeholder_passes(twin, n_prompt, options, batch).phases]
 
 
@@ -335,8 +317,9 @@ class Count:
     cached: bool
     passes: list[Pass]
     other_way: list[Pass]
-    dense_attention: bool = False  # every T x t score computed, as transformers' eager attention does
-    routing: str = "balanced"  # a mixture of experts: the tokens each expert is assumed to get (families/moe.py)
+    # How each pass ran: every T x t score computed or row chunks, and a mixture of experts' tokens each expert is
+    # assumed to get (families/moe.py)
+    running: RunOptions = RunOptions()
 
     @property
     def stage_table(self) -> StageTable:
@@ -400,8 +383,8 @@ class Count:
             return cached[-1]
         if self.n_prompt + 2 > self.config.n_positions:
             return None
-        step = GenerationOptions(max_new_tokens=2, dense_attention=self.dense_attention)
-        return count_folded(self.config, self.n_prompt, step, self.batch, self.routing)[1]
+        step = GenerationOptions(max_new_tokens=2, running=self.running)
+        return count_folded(self.config, self.n_prompt, step, self.batch)[1]
 
     def shown_steps(self, limit: int = STEPS_SHOWN) -> list[int]:
         """The decode steps shown in full: all of them, or the first limit - 2 and the last 2."""
@@ -422,11 +405,20 @@ def count_generation(
     `dense_attention`: every T x t score, as transformers' eager attention computes it (else row chunks);
     `routing`: a mixture of experts' tokens per expert, assumed (balanced or worst: families/moe.py)."""
     check_run(config, n_prompt, n_new, batch)
-    options = GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, dense_attention=dense_attention)
-    passes = count_folded(config, n_prompt, options, batch, routing)
-    other_way = count_folded(config, n_prompt, replace(options, use_cache=not use_cache), batch, routing)
-    check_folding(config, n_prompt, replace(options, max_new_tokens=min(n_new, 2)), batch)
-    return Count(config, n_prompt, n_new, batch, use_cache, passes, other_way, dense_attention, routing)
+    running = RunOptions(routing, dense_attention)
+    return counted(
+        config, n_prompt, GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, running=running), batch
+    )
+
+
+def counted(config: Config, n_prompt: int, options: GenerationOptions, batch: int = 1) -> Count:
+    """count_generation's count, of a run already checked (check_run) with its options already made: the CLI checks
+    both first, in its flags' words, before any other work."""
+    passes = count_folded(config, n_prompt, options, batch)
+    other_way = count_folded(config, n_prompt, replace(options, use_cache=not options.use_cache), batch)
+    check_folding(config, n_prompt, replace(options, max_new_tokens=min(options.max_new_tokens, 2)), batch)
+    n_new, cached = options.max_new_tokens, options.use_cache
+    return Count(config, n_prompt, n_new, batch, cached, passes, other_way, options.running)
 
 
 def check_folding(config: Config, n_prompt: int, options: GenerationOptions, batch: int) -> None:

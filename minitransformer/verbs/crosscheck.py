@@ -33,6 +33,7 @@ from ..engine.ledger import Phase
 from ..engine.stages import UNEMBEDDING
 from ..errors import UserError
 from ..models.model import Model
+from ..models.options import RunOptions
 from .crosscheck_scans import scan_differences
 from .validate import reference_class
 
@@ -221,11 +222,16 @@ def group_of_record(r) -> str | None:
 def reasons(row: dict, check: Crosscheck) -> list[str]:
     """Why the columns of one group differ, each difference named from what torch dispatched (and "the same" where
     they do not); a difference no known reason explains is said to be unexplained, with its size."""
-    said = []
-    dense, dispatch = row["ledger_dense_macs"], row["dispatch_macs"]
-    eager_fc, sdpa_fc = row["flop_counter_macs"], row["flop_counter_sdpa_macs"]
     records = [r for r in check.phase.records if group_of_record(r) == row["group"]]
-    attention = [r for r in records if r.op in ("scores", "mix")]
+    said = _computed_less(records, check) + _dispatched(row, check) + _flop_counted(row, check)
+    return said or ["the same"]
+
+
+def _computed_less(records: list, check: Crosscheck) -> list[str]:
+    """Where our ledger computed less than its dense form: attention in row chunks or over an indexer's chosen keys,
+    a product computed in pieces."""
+    said = []
+    attention = [r for r in records if r.attention]
     skipped = sum(r.dense_macs - r.macs for r in attention)
     if skipped:
         seen = "the causal half" + (
@@ -242,7 +248,7 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
             f"ours computed attention {', and '.join(ways)}: {skipped:,} MACs of the dense form skipped; "
             f"--dense-attention computes every T x t score, as transformers' eager attention does"
         )
-    for op in dict.fromkeys(r.op for r in records if r.op not in ("scores", "mix") and r.macs != r.dense_macs):
+    for op in dict.fromkeys(r.op for r in records if not r.attention and r.macs != r.dense_macs):
         mine = [r for r in records if r.op == op]
         done, whole = sum(r.macs for r in mine), sum(r.dense_macs for r in mine)
         how = " (a triangular solve, row by row: row i a product of i numbers)" if op == "delta.solve" else ""
@@ -250,28 +256,42 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
             f"ours computes {op} in pieces{how}: {done:,} MACs as computed, {whole:,} in its dense form, "
             f"one full product"
         )
+    return said
+
+
+def _dispatched(row: dict, check: Crosscheck) -> list[str]:
+    """Where the products torch dispatched differ from our dense form: a hybrid's scans (each difference with its
+    closed form), products transformers writes as a multiply and a sum, or what no known reason explains."""
+    dense, dispatch = row["ledger_dense_macs"], row["dispatch_macs"]
     differences = [d for d in scan_differences(check.model.config, len(check.ids)) if d.group == row["group"]]
     if differences:
-        said += _named(row, differences)
-    elif dispatch != dense:
-        grouped = row["torch_ops"].get("_grouped_mm", 0)
-        written = row["multiply_sum_macs"]
-        if dispatch < dense and dense - dispatch == written:
-            said.append(
-                f"transformers writes {written:,} MACs of these products as an elementwise multiply and a sum "
-                f"(aten.mul, then aten.sum of it), which no counter of products sees"
-            )
-        elif dispatch < dense:
-            said.append(
-                f"UNEXPLAINED: torch dispatched {dense - dispatch:,} MACs fewer than our dense form as matrix "
-                f"products ({written:,} written as a multiply and a sum)"
-            )
-        else:
-            said.append(
-                f"UNEXPLAINED: torch dispatched {dispatch - dense:,} MACs more than our dense form"
-                + (" (its experts' grouped product)" if grouped else "")
-            )
-    missing = dispatch - eager_fc
+        return _named(row, differences)
+    if dispatch == dense:
+        return []
+    grouped = row["torch_ops"].get("_grouped_mm", 0)
+    written = row["multiply_sum_macs"]
+    if dispatch < dense and dense - dispatch == written:
+        return [
+            f"transformers writes {written:,} MACs of these products as an elementwise multiply and a sum "
+            f"(aten.mul, then aten.sum of it), which no counter of products sees"
+        ]
+    if dispatch < dense:
+        return [
+            f"UNEXPLAINED: torch dispatched {dense - dispatch:,} MACs fewer than our dense form as matrix "
+            f"products ({written:,} written as a multiply and a sum)"
+        ]
+    return [
+        f"UNEXPLAINED: torch dispatched {dispatch - dense:,} MACs more than our dense form"
+        + (" (its experts' grouped product)" if grouped else "")
+    ]
+
+
+def _flop_counted(row: dict, check: Crosscheck) -> list[str]:
+    """Where FlopCounterMode counts other than what torch dispatched: a product it has no formula for (the experts'
+    grouped product; SDPA's fused kernel on a CPU), or no SDPA column at all."""
+    said = []
+    eager_fc, sdpa_fc = row["flop_counter_macs"], row["flop_counter_sdpa_macs"]
+    missing = row["dispatch_macs"] - eager_fc
     grouped = row["torch_ops"].get("_grouped_mm", 0)
     if missing and missing == grouped:
         said.append(
@@ -281,7 +301,7 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
     elif missing:
         said.append(f"UNEXPLAINED: FlopCounterMode counted {missing:,} MACs fewer than torch dispatched")
     if check.sdpa is None:
-        if row["group"] == ACTIVATIONS and not any(r.op == "scores" for r in check.phase.records):
+        if row["group"] == ACTIVATIONS and not any(r.attention == "scores" for r in check.phase.records):
             said.append(
                 f"{check.reference_class} has no attention layer (its layers are state-space ones), so there "
                 f"is no SDPA column"
@@ -306,7 +326,7 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
             "with SDPA too, torch ran attention as plain products (no fused kernel took these shapes), "
             "which FlopCounterMode counts as in eager"
         )
-    return said or ["the same"]
+    return said
 
 
 def _named(row: dict, differences: list) -> list[str]:
@@ -352,7 +372,7 @@ def crosscheck(model: Model, ids: list[int], dense_attention: bool = False) -> C
         )
     ids = model.check_ids(ids).tolist()
     phase = Phase("prefill", 0, len(ids), len(ids))
-    model.run(ids, all_positions=True, phase=phase, dense_attention=dense_attention)
+    model.run(ids, all_positions=True, phase=phase, options=RunOptions(dense_attention=dense_attention))
     reference = _load(transformers, name, model.source)
     torch.manual_seed(0)
     eager = _tally(torch, reference, ids)

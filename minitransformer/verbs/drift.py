@@ -33,6 +33,7 @@ from ..engine.ledger import Phase
 from ..engine.precision import RangeEvent
 from ..errors import UserError
 from ..models.model import Model
+from ..models.options import LoadOptions
 
 
 @dataclass
@@ -82,14 +83,6 @@ class Drift:
     @property
     def layers(self) -> list[int]:
         return sorted({s.layer for s in self.stages if s.layer is not None})
-
-    def block_stages(self) -> list[str]:
-        """The stages of a block, in the order the pass ran them (every block's own, where they differ)."""
-        names: dict[str, None] = {}
-        for s in self.stages:
-            if s.layer is not None:
-                names.setdefault(s.stage)
-        return list(names)
 
     def worst(self, n: int = 5) -> list[StageDrift]:
         return sorted(self.stages, key=lambda s: (-_ordered(s.max_rel), s.name))[:n]
@@ -155,10 +148,8 @@ def split_name(name: str) -> tuple[int | None, str]:
 
 
 def _event_dict(e: RangeEvent) -> dict:
-    layer, stage = split_name(e.name)
-    d = {"layer": layer, "stage": stage, "max_abs": e.max_abs, "where": _role(e.role), "format": e.format}
-    if e.role == "weight":  # a tensor of the checkpoint, by its name
-        d |= {"layer": layer_of_weight(e.name), "stage": e.name}
+    layer, stage, where = placed(e)
+    d = {"layer": layer, "stage": stage, "max_abs": e.max_abs, "where": where, "format": e.format}
     if e.overflowed:
         d["values"] = e.overflowed
     else:
@@ -172,8 +163,11 @@ def layer_of_weight(name: str) -> int | None:
     return next((int(b) for a, b in zip(parts, parts[1:]) if a in ("layers", "h") and b.isdigit()), None)
 
 
-def _role(role: str) -> str:
-    return {"out": "output", "A": "operand A", "B": "operand B", "weight": "weight, at load"}[role]
+def placed(e: RangeEvent) -> tuple[int | None, str, str]:
+    """Where a value left the range: (layer, stage, which of its values): a stage's output or a product's operand,
+    or a tensor of the checkpoint, by its name, as it was rounded at load."""
+    layer, stage = (layer_of_weight(e.name), e.name) if e.role == "weight" else split_name(e.name)
+    return layer, stage, {"out": "output", "A": "operand A", "B": "operand B", "weight": "weight, at load"}[e.role]
 
 
 def reference_of(model: Model) -> Model:
@@ -185,7 +179,7 @@ def reference_of(model: Model) -> Model:
             f"drift reads the weights again in float64 from the model's directory; {model.name}'s come "
             f"from {model.source}"
         )
-    return from_directory(Path(model.source), name=model.name, dtype=np.dtype(np.float64))
+    return from_directory(Path(model.source), model.name, LoadOptions(dtype="float64"))
 
 
 def drift(model: Model, prompt, truth: Model | None = None) -> Drift:

@@ -23,7 +23,7 @@ from ..models.model import Model, register_generate
 from .attention_maps import AttentionMaps, AttentionRecorder
 from .count import count_folded
 from .drift import Drift
-from .options import GenerationOptions
+from .options import GenerationOptions, RunOptions
 from .passes import forward_passes
 
 
@@ -134,7 +134,7 @@ def generate(
         candidates=candidates,
         stop_at_eos=stop_at_eos,
         ledger=ledger,
-        dense_attention=dense_attention,
+        running=RunOptions(dense_attention=dense_attention),
     )
     batched = is_batch(prompt)
     if batched and (on_token is not None or attention is not None):

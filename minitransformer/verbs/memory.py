@@ -55,8 +55,9 @@ _LIVE_COPIES = {
     "last": 0,
     "mlp.split": 0,
 }
-# the stages row_chunks.py runs chunk by chunk (gather: each query's chosen keys and values, under sparse attention)
-_ROW_CHUNKED = ("gather", "scores", "scale", "softcap", "mask", "softmax", "mix")
+# the stages row_chunks.py runs chunk by chunk between attention's two products, scores and mix (Record.attention)
+# (gather: each query's chosen keys and values, under sparse attention)
+_ROW_CHUNKED = ("gather", "scale", "softcap", "mask", "softmax")
 
 
 def _specs(config: Config) -> list:
@@ -225,16 +226,18 @@ def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTE
         masks: dict[int | None, int] = {}
         window = None
         for r in records:
-            if r.op == "scores":
+            if r.attention == "scores":
                 window = r.window
             elif r.op == "mask":
                 masks.setdefault(window, prod(r.out_shape[-2:]))
         residual += sum(masks.values())
     peak = max(records, key=lambda r: working_set(r, gated))
     alive = working_set(peak, gated)
-    scores = next((r for r in records if r.op == "scores"), None)  # none in a model whose layers all keep a state
+    # none in a model whose layers all keep a state
+    scores = next((r for r in records if r.attention == "scores"), None)
     if scores is not None and scores.computed is not None:  # row chunks: no attention stage holds [H, T, t]
-        peak = max((r for r in records if r.op not in _ROW_CHUNKED), key=lambda r: working_set(r, gated))
+        outside = [r for r in records if not (r.attention or r.op in _ROW_CHUNKED)]
+        peak = max(outside, key=lambda r: working_set(r, gated))
         alive = max(working_set(peak, gated), chunked_attention(records))
         if alive == chunked_attention(records):
             peak = scores
@@ -245,9 +248,9 @@ def chunked_attention(records: list[Record]) -> int:
     """Numbers alive while a pass computes its attention in row chunks: the block's normed input and its q, k
     and v (the chunks read slices of them), the largest chunk's scores (rows x the keys it sees), and the
     chunks' outputs so far ([H, T, dh])."""
-    layer = next(r.layer for r in records if r.op == "scores")  # the first layer that attends
+    layer = next(r.layer for r in records if r.attention == "scores")  # the first layer that attends
     block = [r for r in records if r.layer == layer]
-    scores = next(r for r in block if r.op == "scores")
+    scores = next(r for r in block if r.attention == "scores")
     *heads, T, t = scores.out_shape
     W = scores.window
     C = scores.row_chunk  # the query rows per chunk the pass ran with
@@ -255,7 +258,7 @@ def chunked_attention(records: list[Record]) -> int:
     keys = [(min(T, r0 + C) - r0, t - T + min(T, r0 + C)) for r0 in range(0, T, C)]
     largest = max(rows * (seen if W is None else min(seen, rows + W - 1)) for rows, seen in keys)
     held = sum(prod(r.out_shape) for r in block if r.op in ("ln_1", "qkv", "q", "k", "v"))
-    mix = next(r for r in block if r.op == "mix")
+    mix = next(r for r in block if r.attention == "mix")
     if scores.chosen_keys is not None:  # sparse: a chunk's scores and its queries' keys and values, s of each
         rows, s = min(T, C), scores.chosen_keys
         gathered = prod(heads) * rows * s * (scores.dot_length + mix.out_shape[-1])

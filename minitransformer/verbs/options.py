@@ -3,9 +3,11 @@
 `model.generate(prompt, max_new_tokens=..., ...)` makes one from its keywords; the CLI makes one from
 its flags; a count makes one for the generation it counts. Whoever holds a `GenerationOptions` holds
 options already checked, so nothing below checks them again, and a new option is one field here
-rather than one more parameter through every function between the caller and the tape.
+rather than one more parameter through every function between the caller and the tape. How each pass
+runs (the routing a shape-only mixture assumes, attention dense or in row chunks) is one `RunOptions`
+within it (models/options.py), which every pass is handed.
 
-A refusal is an `OptionError`, which keeps the option's name apart from the rule it broke: the API
+A refusal is an `OptionError` (errors.py), which keeps the option's name apart from the rule it broke: the API
 names the option by its keyword (`max_new_tokens must be ...`), and a caller that knows it by another
 name (the CLI by its flag) renames it in one place (`OptionError.named`).
 """
@@ -13,23 +15,13 @@ name (the CLI by its flag) renames it in one place (`OptionError.named`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import UserError
+from ..errors import OptionError
+from ..models.options import RunOptions
 from .choices import is_whole
 
-
-class OptionError(UserError):
-    """An option refused: `option` (the API's name of it) and `rule` (what it must be), read as one message."""
-
-    def __init__(self, option: str, rule: str) -> None:
-        super().__init__(f"{option} {rule}")
-        self.option, self.rule = option, rule
-
-    def named(self, names: Mapping[str, str]) -> UserError:
-        """The same refusal naming the option as `names` does (an option it does not list keeps its API name)."""
-        return UserError(f"{names.get(self.option, self.option)} {self.rule}")
+__all__ = ["GenerationOptions", "OptionError", "RunOptions"]
 
 
 @dataclass(frozen=True)
@@ -38,9 +30,7 @@ class GenerationOptions:
 
     `candidates`: the next tokens listed with their probabilities at the first new position.
     `stop_at_eos`: stop a row at the end-of-text token. `ledger`: keep every pass's records.
-    `dense_attention`: every T x t score computed, as transformers' eager attention does, where a prompt longer than
-    a row chunk would compute only what each chunk of query rows can see (engine/row_chunks.py): the same logits,
-    and the ledger of the textbook dense form.
+    `running`: how each pass runs (RunOptions: attention dense or in row chunks, a shape-only mixture's routing).
     """
 
     max_new_tokens: int = 8
@@ -51,19 +41,24 @@ class GenerationOptions:
     candidates: int = 10
     stop_at_eos: bool = True
     ledger: bool = True
-    dense_attention: bool = False
+    running: RunOptions = RunOptions()
 
     def __post_init__(self) -> None:
         if not is_whole(self.max_new_tokens, 1):
             raise OptionError("max_new_tokens", f"must be a whole number of at least 1, not {self.max_new_tokens!r}")
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t >= 0):
-            raise OptionError("temperature", f"must be a finite number >= 0 (0 means greedy), not {t!r}")
+            raise OptionError("temperature", f"must be a finite number >= 0 (0 is greedy), not {t!r}")
         if self.top_k is not None and not is_whole(self.top_k, 1):
-            raise OptionError("top_k", f"must be a whole number of at least 1, not {self.top_k!r}")
+            raise OptionError(
+                "top_k",
+                f"must be a whole number of at least 1, not {self.top_k!r}; leave it out to sample from every token",
+            )
         if self.seed is not None and not is_whole(self.seed, 0):
-            raise OptionError("seed", f"must be a whole number >= 0, not {self.seed!r}")
+            raise OptionError("seed", f"must be a whole number of 0 or more, not {self.seed!r}")
         if not is_whole(self.candidates, 0):
             raise OptionError(
                 "candidates", f"(next tokens listed) must be a whole number >= 0, not {self.candidates!r}"
             )
+        if not isinstance(self.running, RunOptions):
+            raise OptionError("running", f"must be a RunOptions, not {self.running!r}")

@@ -74,6 +74,6 @@ def forward_passes(
             phase=phase if book is not None else None,
             watcher=watcher,
             pads=pads,
-            dense_attention=options.dense_attention,
+            options=options.running,
         )
         yield logits[..., -1, :]

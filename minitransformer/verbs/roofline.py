@@ -239,8 +239,8 @@ class DecodeSteps:
         """The decode step at the context (one new position after context - 1 cached ones) of `batch` sequences."""
         if batch not in self.steps:
             c = self.count
-            options = GenerationOptions(max_new_tokens=2, dense_attention=c.dense_attention)
-            step = count_folded(c.config, self.context - 1, options, batch, c.routing)[1]
+            options = GenerationOptions(max_new_tokens=2, running=c.running)
+            step = count_folded(c.config, self.context - 1, options, batch)[1]
             self.steps[batch] = pass_time(c.config, step.weighted(), step, self.on, self.dtype, self.outside)
         return self.steps[batch]
 

@@ -13,7 +13,9 @@ sees whose float32 is closer to the exact answer, not only that the two agree to
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +23,7 @@ from ..engine.ledger import Phase
 from ..engine.selection import Tie
 from ..errors import UserError
 from ..models.model import Model
+from ..models.options import LoadOptions
 from ..text import short_path, table
 
 PROMPTS = (
@@ -227,22 +230,16 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
     """Compare each prompt in the model's dtype, cut where needed so that it and `steps` greedy tokens fit the
     context, and measure both float32 passes against the float64 truth; print the table to `out` (default:
     sys.stdout as it is when called). `tolerance`: relative, default TOLERANCES[model's dtype]."""
-    from ..models.registry import from_directory
-
     out = sys.stdout if out is None else out
     room = prompt_room(model, steps)
     dtype = model.dtype.name
     tolerance = TOLERANCES[dtype] if tolerance is None else tolerance
-    torch, reference = load_reference(model, dtype)
-    other = "float64" if dtype == "float32" else "float32"
-    _, other_reference = load_reference(model, other)
-    ours = {dtype: model, other: from_directory(Path(model.source), name=model.name, dtype=np.dtype(other))}
-    theirs = {dtype: reference, other: other_reference}
+    passes = _Passes.of(model)
     import transformers
 
     print(
         f"Validating {model.name} ({short_path(model.source)}) against transformers {transformers.__version__} "
-        f"{type(reference).__name__}, {dtype}; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and "
+        f"{type(passes.theirs[dtype]).__name__}, {dtype}; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and "
         f"greedy tokens agree",
         file=out,
     )
@@ -251,44 +248,14 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
     rows, why = [], []
     for i, text in enumerate(prompts):
         full = prompt_ids(model, text, seed=i)
-        ids = full[:room]
-        r = compare(model, reference, torch, ids, steps, tolerance)
-        other_ours, other_ties = logits_and_ties(ours[other], ids)
-        logits = {
-            (dtype, "ours"): r["ours"],
-            (dtype, "theirs"): r["theirs"],
-            (other, "ours"): other_ours,
-            (other, "theirs"): their_logits(theirs[other], torch, ids),
-        }
-        ties = {dtype: r["ties"], other: other_ties}
-        truth = logits["float64", "ours"]  # our float64 pass, checked against transformers' float64 right here
-        scale = max(1.0, float(np.abs(logits["float64", "theirs"]).max()))
-        truth_off = float(np.abs(truth - logits["float64", "theirs"]).max()) / scale
         label = repr(text if len(text) <= 32 else text[:29] + "...")
-        why += explanation_lines(label, explained(beyond(r["ours"], r["theirs"], r["allowed"]), r["ties"]))
-        if dtype != "float64":  # the truth's own check, where it failed
-            off = beyond(truth, logits["float64", "theirs"], TOLERANCES["float64"] * scale)
-            why += explanation_lines(f"{label} in float64", explained(off, ties["float64"]))
-        truth_worst = max(truth_worst, truth_off)
-        errors = float32_errors(logits["float32", "ours"], logits["float32", "theirs"], truth)
-        ok = r["max_abs_diff"] <= r["allowed"] and r["greedy_agree"] == r["greedy_steps"]
-        ok &= truth_off <= TOLERANCES["float64"]  # else the float32 columns measure against no truth
+        tokens = str(len(full)) if len(full) <= room else f"{room} of {len(full)}"
+        cells, said, ok, truth_off = _compare_prompt(passes, label, full[:room], steps, tolerance)
+        rows.append([label, tokens, *cells, "OK" if ok else "NOT OK"])
+        why += said
         all_ok &= ok
         any_cut |= len(full) > room
-        tokens = str(len(full)) if len(full) <= room else f"{room} of {len(full)}"
-        rows.append(
-            [
-                label,
-                tokens,
-                f"{r['max_abs_diff']:.2e}",
-                f"{r['allowed']:.1e}",
-                f"{r['greedy_agree']}/{r['greedy_steps']}",
-                f"{errors[0]:.2e}",
-                f"{errors[1]:.2e}",
-                closer(*errors),
-                "OK" if ok else "NOT OK",
-            ]
-        )
+        truth_worst = max(truth_worst, truth_off)
     print(table(["prompt", "tokens", "max |dlogit|", "allowed", "greedy agree", "ours f32 err", "theirs f32 err",
                  "closer", "verdict"], rows, right={1, 2, 3, 4, 5, 6}), file=out)  # fmt: skip
     if why:
@@ -310,6 +277,69 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
         print(model.architecture.float64_note, file=out)
     print("all OK" if all_ok else "NOT OK: the logits differ beyond the tolerance", file=out)
     return all_ok
+
+
+@dataclass(frozen=True)
+class _Passes:
+    """The four passes validate compares a prompt through: ours and transformers' (`theirs`), each in the model's
+    dtype and in the other one (float64 is the truth both float32 passes are measured against)."""
+
+    torch: Any
+    dtype: str
+    other: str
+    ours: dict  # dtype -> Model
+    theirs: dict  # dtype -> transformers' model
+
+    @classmethod
+    def of(cls, model: Model) -> _Passes:
+        """The model, the same weights read again in the other dtype, and transformers' model in each."""
+        from ..models.registry import from_directory
+
+        dtype = model.dtype.name
+        other = "float64" if dtype == "float32" else "float32"
+        torch, reference = load_reference(model, dtype)
+        _, other_reference = load_reference(model, other)
+        again = from_directory(Path(model.source), model.name, LoadOptions(dtype=other))
+        return cls(
+            torch, dtype, other, ours={dtype: model, other: again}, theirs={dtype: reference, other: other_reference}
+        )
+
+
+def _compare_prompt(
+    passes: _Passes, label: str, ids: list[int], steps: int, tolerance: float
+) -> tuple[list[str], list[str], bool, float]:
+    """One prompt through the four passes: its row's cells (max |dlogit|, allowed, greedy agreement, each float32
+    pass's error against the truth, which is closer), why logits differ where a tie explains it, whether it is OK,
+    and how far our float64 truth is from transformers' (relative)."""
+    dtype, other = passes.dtype, passes.other
+    r = compare(passes.ours[dtype], passes.theirs[dtype], passes.torch, ids, steps, tolerance)
+    other_ours, other_ties = logits_and_ties(passes.ours[other], ids)
+    logits = {
+        (dtype, "ours"): r["ours"],
+        (dtype, "theirs"): r["theirs"],
+        (other, "ours"): other_ours,
+        (other, "theirs"): their_logits(passes.theirs[other], passes.torch, ids),
+    }
+    ties = {dtype: r["ties"], other: other_ties}
+    truth = logits["float64", "ours"]  # our float64 pass, checked against transformers' float64 right here
+    scale = max(1.0, float(np.abs(logits["float64", "theirs"]).max()))
+    truth_off = float(np.abs(truth - logits["float64", "theirs"]).max()) / scale
+    why = explanation_lines(label, explained(beyond(r["ours"], r["theirs"], r["allowed"]), r["ties"]))
+    if dtype != "float64":  # the truth's own check, where it failed
+        off = beyond(truth, logits["float64", "theirs"], TOLERANCES["float64"] * scale)
+        why += explanation_lines(f"{label} in float64", explained(off, ties["float64"]))
+    errors = float32_errors(logits["float32", "ours"], logits["float32", "theirs"], truth)
+    ok = r["max_abs_diff"] <= r["allowed"] and r["greedy_agree"] == r["greedy_steps"]
+    ok &= truth_off <= TOLERANCES["float64"]  # else the float32 columns measure against no truth
+    cells = [
+        f"{r['max_abs_diff']:.2e}",
+        f"{r['allowed']:.1e}",
+        f"{r['greedy_agree']}/{r['greedy_steps']}",
+        f"{errors[0]:.2e}",
+        f"{errors[1]:.2e}",
+        closer(*errors),
+    ]
+    return cells, why, ok, truth_off
 
 
 # At a narrower precision both passes round at every stage, but not at the same points inside one (transformers'
@@ -342,7 +372,7 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
     room = prompt_room(model, steps)
     torch, theirs_model = load_reference(model, precision)
     _, truth_reference = load_reference(model, "float64")
-    truth_model = from_directory(Path(model.source), name=model.name, dtype=np.dtype(np.float64))
+    truth_model = from_directory(Path(model.source), model.name, LoadOptions(dtype="float64"))
     import transformers
 
     print(f"Validating {model.name} ({short_path(model.source)}) at {precision} against transformers "

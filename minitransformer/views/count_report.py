@@ -11,8 +11,9 @@ from ..engine.ledger import Record
 from ..engine.stages import ATTENTION_SCORES, STATE, UNEMBEDDING
 from ..families.parts.moe import ROUTINGS
 from ..families.table import architecture_of
-from ..text import plural, s_for
-from ..verbs.count import Count, Pass, with_weights
+from ..text import byte_size, elided, human, intensity, percent, plural, s_for, shape, table
+from ..text import count as n
+from ..verbs.count import AttentionVsWeights, Count, Pass, with_weights
 from ..verbs.formulas import (
     attention_crossing,
     attention_macs,
@@ -22,8 +23,7 @@ from ..verbs.formulas import (
     weight_macs_per_position,
 )
 from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
-from .report import count as n
-from .report import describe_model, human, length, operands, percent, shape, table
+from .report import describe_model, length, operands
 
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
@@ -68,7 +68,7 @@ SPARSE_CONVENTION = (
 def convention(count: Count) -> str:
     """The note under the block: dense where the prefill computed every score, the chunks where it did not, the
     chosen keys where an indexer chose them; and a recurrent layer's scan in chunks where one ran so."""
-    scores = count.prefill.find("scores") if count.prefill.has("scores") else None
+    scores = count.prefill.scores
     if scores is not None and scores.chosen_keys is not None:
         note = SPARSE_CONVENTION.format(s=scores.chosen_keys, C=scores.row_chunk)
     else:
@@ -225,10 +225,10 @@ def experts_lines(count: Count) -> list[str]:
         f"  Experts: each token's rows are computed by k = {c.top_k} of the E = {c.n_experts} experts, so a layer's "
         f"expert MACs are\n  {'B x ' if batch else ''}T x k x (one expert's MACs per token) = {batch}{rows // p.batch:,} x {c.top_k} x "
         f"{per_token:,} = {experts:,}, whichever experts the router chose.",
-        f"  Routing assumed (no router without weights): {count.routing}: {ROUTINGS[count.routing]}"
+        f"  Routing assumed (no router without weights): {count.running.routing}: {ROUTINGS[count.running.routing]}"
         + (
             ""
-            if count.routing == "worst"
+            if count.running.routing == "worst"
             else "\n  (--routing worst: every token to the same k experts; no total moves)"
         ),
         f"  Expert load of the prefill, tokens per expert in {every}: {' '.join(map(str, load))} (the busiest: "
@@ -244,63 +244,34 @@ def block_table(block: list[Record], full: bool) -> str:
     rows = []
     for r in block:
         if r.kind == "matmul":
-            causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
-            causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
-            dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_form_macs else ""  # row chunks skipped the rest
-            if r.chosen_keys is not None:  # sparse attention: the keys each query read
-                dense_form += f" (sparse: {n(r.chosen_keys)} keys a query)"
-            row = [
-                r.op,
-                r.equation,
-                operands(r),
-                shape(r.out_shape),
-                n(r.dot_products),
-                length(r),
-                n(r.macs),
-                human(r.flops),
-                percent(r.macs, block_macs),
-                causal_dots,
-                causal_macs,
-                dense_form,
-            ]
-            rows.append(row + ([f"{n(r.recurrent_macs)} MACs" if r.recurrent is not None else ""] if scanned else []))
+            rows.append(_product_row(r, block_macs, scanned))
         elif full:
             rows.append([r.op, r.equation, "", shape(r.out_shape), "-", "", "", "", "", "", "", ""] + [""] * scanned)
     causal = sum(r.causal_macs if r.causal_macs is not None else r.macs for r in block)
     dense = sum(r.dense_form_macs for r in block)
     recurrent = sum(r.recurrent_macs for r in block)
+    dots = n(sum(r.dot_products for r in block))
     rows.append(
-        [
-            "block",
-            "",
-            "",
-            "",
-            n(sum(r.dot_products for r in block)),
-            "",
-            n(block_macs),
-            human(2 * block_macs),
-            "100%",
-            "",
-            n(causal),
-            f"{n(dense)} MACs" if dense != block_macs else "",
-        ]
+        ["block", "", "", "", dots, "", n(block_macs), human(2 * block_macs), "100%", "", n(causal)]
+        + [f"{n(dense)} MACs" if dense != block_macs else ""]
         + ([f"{n(recurrent)} MACs"] if scanned else [])
     )
-    headers = [
-        "stage",
-        "equation",
-        "A x B",
-        "out",
-        "dot products",
-        "length",
-        "MACs",
-        "FLOPs",
-        "share",
-        "causal dot products",
-        "causal MACs",
-        "dense form",
-    ] + ["recurrent form"] * scanned
+    headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "FLOPs", "share"]
+    headers += ["causal dot products", "causal MACs", "dense form"] + ["recurrent form"] * scanned
     return table(headers, rows, right={4, 5, 6, 7, 8, 9, 10})
+
+
+def _product_row(r: Record, block_macs: int, scanned: bool) -> list[str]:
+    """A product's row of the block table: its shapes and counts, what the causal mask keeps, the dense form where
+    row chunks (or an indexer's choice) skipped part of it, and its recurrent form where the block ran a scan."""
+    causal_dots = n(r.causal_dot_products) if r.causal_dot_products is not None else ""
+    causal_macs = n(r.causal_macs) if r.causal_macs is not None else ""
+    dense_form = f"{n(r.dense_macs)} MACs" if r.macs != r.dense_form_macs else ""  # row chunks skipped the rest
+    if r.chosen_keys is not None:  # sparse attention: the keys each query read
+        dense_form += f" (sparse: {n(r.chosen_keys)} keys a query)"
+    row = [r.op, r.equation, operands(r), shape(r.out_shape), n(r.dot_products), length(r), n(r.macs), human(r.flops)]
+    row += [percent(r.macs, block_macs), causal_dots, causal_macs, dense_form]
+    return row + ([f"{n(r.recurrent_macs)} MACs" if r.recurrent is not None else ""] if scanned else [])
 
 
 def layers_table(p: Pass) -> str:
@@ -317,7 +288,7 @@ def layers_table(p: Pass) -> str:
                     n(macs),
                     human(2 * macs),
                     percent(layers * macs, p.macs),
-                    f"each of layers {_layer_list(where)}",
+                    f"each of layers {elided(where)}",
                 ]
             )
     else:
@@ -363,12 +334,6 @@ def layers_table(p: Pass) -> str:
     return table(["layer", "dot products", "MACs", "FLOPs", "share", ""], rows, right={1, 2, 3, 4})
 
 
-def _layer_list(layers: list[int]) -> str:
-    """[0, 2, 4, 6] -> "0, 2, 4, 6"; a long list shows its first three and its last."""
-    shown = [str(i) for i in layers] if len(layers) <= 5 else [*map(str, layers[:3]), "...", str(layers[-1])]
-    return ", ".join(shown)
-
-
 def decode_table(count: Count) -> str:
     shown = set(count.shown_steps())
     other = {p.step: p for p in count.other_way}
@@ -380,7 +345,7 @@ def decode_table(count: Count) -> str:
                 rows.append(["...", "", "", "", "", "", "", ""])
                 gap = True
             continue
-        scores = shape(p.find("scores").out_shape) if p.has("scores") else "-"
+        scores = shape(p.scores.out_shape) if p.scores is not None else "-"
         rows.append(
             [
                 str(p.step),
@@ -430,7 +395,7 @@ def attention_lines(count: Count) -> str:
     closed form (formulas.attention_to_weights): per layer t / X, X = 2D + F for GPT-2, 2D + 1.5F for a Llama
     without grouping. A recurrent layer's scan (a hybrid's) is shown beside them: it does not grow with t either."""
     step = count.comparison_step()
-    if not step.has("scores"):  # no attention: nothing grows with the context (the family's notes say what does not)
+    if step.scores is None:  # no attention: nothing grows with the context (the family's notes say what does not)
         return ""
     a = step.attention_vs_weights()
     c, L = count.config, count.config.n_layer
@@ -452,36 +417,8 @@ def attention_lines(count: Count) -> str:
         [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
     ]
     if len(step.groups) > 1:  # layers of several kinds (a window on some, a dense MLP beside experts): one row each
-        rows = []
-        all_scan = a.all_scan
-        for kind, records, _, layers in kind_blocks(step):
-            attention = sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES)
-            weights = sum(r.macs for r in records if with_weights(r))
-            scan = sum(r.macs for r in records if r.stage.group == STATE)
-            scores = next((r for r in records if r.op == "scores"), None)
-            keys = f"t = {scores.out_shape[-1]:,}" if scores is not None else "a state: the same at any t"
-            rows.append(
-                [
-                    f"each {kind} layer ({layers}; {keys})",
-                    n(attention),
-                    n(weights),
-                    _ratio(Fraction(attention, weights)),
-                ]
-                + ([n(scan)] if scans else [])
-            )
-        blocks = a.all_weights - a.outside
-        rows += [
-            [plural(L, "layer"), n(a.all_attention), n(blocks), _ratio(Fraction(a.all_attention, blocks))]
-            + ([n(all_scan)] if scans else []),
-            [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)]
-            + ([n(all_scan)] if scans else []),
-        ]
-        first = next(
-            i
-            for i, kind in enumerate(step.layer_types)
-            if step.groups[step._group_of[kind]][0]
-            and any(r.op == "scores" for r in step.groups[step._group_of[kind]][0])
-        )
+        rows = _kind_rows(step, a, scans)
+        first = next(i for i, kind in enumerate(step.layer_types) if _attends(step.groups[step._group_of[kind]][0]))
         seen = (
             f"t = {t:,} on layer {first}"
             + (f" of the {context:,} in context" if t < context else "")
@@ -505,6 +442,31 @@ def attention_lines(count: Count) -> str:
             f"  {_crossing(c, attention_crossing(c))}",
         ]
     )
+
+
+def _attends(records: list[Record]) -> bool:
+    return any(r.attention == "scores" for r in records)
+
+
+def _kind_rows(step: Pass, a: AttentionVsWeights, scans: bool) -> list[list[str]]:
+    """attention_lines' rows where layers are of several kinds: each kind's layer (its t, or its state), then every
+    layer and the pass, with the scans' MACs beside them in a hybrid."""
+    rows = []
+    for kind, records, _, layers in kind_blocks(step):
+        attention = sum(r.macs for r in records if r.stage.group == ATTENTION_SCORES)
+        weights = sum(r.macs for r in records if with_weights(r))
+        scan = sum(r.macs for r in records if r.stage.group == STATE)
+        scores = next((r for r in records if r.attention == "scores"), None)
+        keys = f"t = {scores.out_shape[-1]:,}" if scores is not None else "a state: the same at any t"
+        rows.append(
+            [f"each {kind} layer ({layers}; {keys})", n(attention), n(weights), _ratio(Fraction(attention, weights))]
+            + ([n(scan)] if scans else [])
+        )
+    L, blocks, all_scan = step.n_layer, a.all_weights - a.outside, [n(a.all_scan)] if scans else []
+    return rows + [
+        [plural(L, "layer"), n(a.all_attention), n(blocks), _ratio(Fraction(a.all_attention, blocks)), *all_scan],
+        [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio), *all_scan],
+    ]
 
 
 def _crossing(c, x: Fraction) -> str:
@@ -555,8 +517,8 @@ def window_lines(count: Count, dtype: str = "float32") -> list[str]:
         + (" (this context is within the window: nothing is cut yet)" if held < min(local) else ""),
         f"  scores and mix: {n(attention)} MACs over this generation, against {n(attention + saved)} had every "
         f"layer attended to every earlier position: the window saves {human(saved)} MACs ({percent(saved, attention + saved)})",
-        f"  KV cache after {plural(held, 'position', format(held, ','))} ({dtype}): {_bytes(kv[0])}, against {_bytes(kv[1])} had every layer held "
-        f"all of them: the window saves {_bytes(kv[1] - kv[0])} ({percent(kv[1] - kv[0], kv[1])})",
+        f"  KV cache after {plural(held, 'position', format(held, ','))} ({dtype}): {byte_size(kv[0])}, against {byte_size(kv[1])} had every layer held "
+        f"all of them: the window saves {byte_size(kv[1] - kv[0])} ({percent(kv[1] - kv[0], kv[1])})",
         "",
     ]
 
@@ -578,7 +540,7 @@ def totals_lines(count: Count) -> str:
         f"1 prefill + {decodes:,} decode step{s_for(decodes)}; {human(t.macs / (count.n_new * count.batch))} MACs per "
         f"generated token" + (f" per sequence ({count.batch} sequences)" if count.batch > 1 else ""),
     ]
-    if count.prefill.has("scores"):  # a model with attention: the part of its work the causal mask keeps
+    if count.prefill.scores is not None:  # a model with attention: the part of its work the causal mask keeps
         lines.append(f"Causal: {n(causal)} of those MACs ({100 * causal / t.macs:.2f}%) are work the mask keeps")
     if t.scanned:  # a scan ran in chunks: its products against the recurrent form's (Record.recurrent)
         chunked = sum(n * r.macs for p in count.passes for r, n in p.weighted() if r.recurrent is not None)
@@ -615,21 +577,36 @@ def totals_lines(count: Count) -> str:
     return "\n".join(lines)
 
 
-def _bytes(b: float) -> str:
-    return f"{human(b)}B" if b >= 1000 else f"{b:g} B"
-
-
 def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
     m = memory_dict(count, balance, dtype)
-    c, kv, act = count.config, m["kv_cache"], m["activations"]
+    out = [
+        f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
+        f"  weights      {n(m['weights']['parameters'])} parameters: {byte_size(m['weights']['bytes'])} (see `params`)",
+        *_kv_cache_lines(count, m),
+        *_activation_lines(count, m["activations"]),
+        "",
+        f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
+        f"below the machine balance, assumed {balance:.4g} MACs/byte (--balance, or --hardware's ridge), a product "
+        "waits on memory",
+        intensity_table(m["intensity"]["ops"], count.decode_example()),
+    ]
+    return "\n".join(out)
+
+
+def _kv_cache_lines(count: Count, m: dict) -> list[str]:
+    """What the cache holds: a position's numbers in every layer, the positions held here and at the whole context;
+    a hybrid's by kind of layer (cache_lines)."""
+    c, kv = count.config, m["kv_cache"]
     per_seq = " for the batch" if count.batch > 1 else ""
-    decode = act.get("decode")
     widths = f"{c.d_head}" if c.d_value == c.d_head else f"{c.d_head} and {c.d_value}"  # MLA: values narrower
     heads = f" ({c.n_kv_head} key/value heads of {widths})" if architecture_of(c).heads_in_headers else ""
     numbers = f"{c.n_kv_head * c.d_head:,}" + (f" + {c.n_kv_head * c.d_value:,}" if c.d_value != c.d_head else "")
     if c.d_index is not None:  # a sparse attention's indexer keeps its own keys beside K and V
         numbers += f" + {c.d_index:,}"
         heads += f" and the indexer's key of {c.d_index:,}"
+    if any(k["holds"] == "state" for k in m["cache"]["layer_types"].values()):
+        # a hybrid: the attention layers' keys and values grow with the context, the recurrent layers' state not
+        return cache_lines(count, m, numbers, heads, per_seq)
     window, held = c.sliding_window, count.n_prompt + count.n_new - 1
     capped = f" (of {held:,}: a query reads no further back than the sliding window)" if kv["positions"] < held else ""
     whole = f", at most the sliding window of {window:,}" if window is not None and window < c.n_positions else ""
@@ -640,7 +617,19 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
             f"{kind} {k['layers']} x {k['positions']:,}" for kind, k in kinds.items()
         )
         whole = ", each sliding layer at most its window" if window is not None and window < c.n_positions else ""
-    if not any(r.op == "scores" for r in count.prefill.block_records):  # every layer a state-space mixer (Mamba-2)
+    return [
+        f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
+        f"{byte_size(kv['bytes_per_token'])} per token{per_seq}; {here}: "
+        f"{byte_size(kv['bytes'])}"
+        + ("" if count.cached else " (if the cache were on)")
+        + f"; the whole context ({c.n_positions:,}{whole}): {byte_size(kv['bytes_at_context'])}"
+    ]
+
+
+def _activation_lines(count: Count, act: dict) -> list[str]:
+    """The peak activations of the prefill and a decode step, and how they are estimated (memory.py)."""
+    decode, scores = act.get("decode"), count.prefill.scores
+    if scores is None:  # every layer a state-space mixer (Mamba-2)
         estimate = (
             "the residual stream [B, T, D] + the largest stage's working set (a product: its A and its",
             "output; an elementwise stage: its input and output, as the scan's decays [B, Hs, Nc, L, L] in a prefill)",
@@ -655,44 +644,23 @@ def memory_lines(count: Count, balance: float, dtype: str = "float32") -> str:
             "the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the",
             "scores [B, H, T, t], which scale, mask and softmax overwrite in place; MLP: u and act(u), [B, T, F] each)",
         )
-    cache = m["cache"]
-    states = {kind: k for kind, k in cache["layer_types"].items() if k["holds"] == "state"}
-    out = [
-        f"Memory ({dtype}, {m['bytes_per_number']} bytes a number)",
-        f"  weights      {n(m['weights']['parameters'])} parameters: {_bytes(m['weights']['bytes'])} (see `params`)",
-    ]
-    if not states:
-        out.append(
-            f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
-            f"{_bytes(kv['bytes_per_token'])} per token{per_seq}; {here}: "
-            f"{_bytes(kv['bytes'])}"
-            + ("" if count.cached else " (if the cache were on)")
-            + f"; the whole context ({c.n_positions:,}{whole}): {_bytes(kv['bytes_at_context'])}"
-        )
-    else:  # a hybrid: the attention layers' keys and values grow with the context, the recurrent layers' state not
-        out += cache_lines(count, m, numbers, heads, per_seq)
-    out += [
-        f"  activations  peak ~{_bytes(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
-        + (f", ~{_bytes(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
+    chunked = scores is not None and scores.computed is not None  # a prefill in row chunks holds one chunk at a time
+    return [
+        f"  activations  peak ~{byte_size(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
+        + (f", ~{byte_size(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
         f"               estimate: {estimate[0]}",
         f"               {estimate[1]}",
         *(
             [
-                f"               (a prefill past {count.prefill.find('scores').row_chunk} positions computes attention in row "
+                f"               (a prefill past {scores.row_chunk} positions computes attention in row "
                 f"chunks: it holds the normed input,",
                 "               q, k, v, the largest chunk's scores and the output instead"
-                + (", and that chunk's chosen keys and values)" if count.prefill.find("scores").chosen_keys else ")"),
+                + (", and that chunk's chosen keys and values)" if scores.chosen_keys else ")"),
             ]
-            if count.prefill.has("scores") and count.prefill.find("scores").computed is not None
+            if chunked and scores is not None
             else []
         ),
-        "",
-        f"Arithmetic intensity: MACs per byte moved (reading A and B and writing the product once each, {dtype});",
-        f"below the machine balance, assumed {balance:.4g} MACs/byte (--balance, or --hardware's ridge), a product "
-        "waits on memory",
-        intensity_table(m["intensity"]["ops"], count.decode_example()),
     ]
-    return "\n".join(out)
 
 
 def cache_lines(count: Count, m: dict, numbers: str, heads: str, per_seq: str) -> list[str]:
@@ -705,20 +673,22 @@ def cache_lines(count: Count, m: dict, numbers: str, heads: str, per_seq: str) -
         if "positions" in k:
             out.append(
                 f"  KV cache     K and V x {plural(k['layers'], kind + ' layer')} x {numbers} numbers{heads}: "
-                f"{_bytes(k['bytes'] // max(k['positions'], 1))} per token{per_seq}; {k['positions']:,} positions "
-                f"here: {_bytes(k['bytes'])}{off}"
+                f"{byte_size(k['bytes'] // max(k['positions'], 1))} per token{per_seq}; {k['positions']:,} positions "
+                f"here: {byte_size(k['bytes'])}{off}"
             )
         elif k["state"]:
             arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
             out.append(
                 f"  state        {arrays} numbers x {plural(k['layers'], kind + ' layer')}: "
-                f"{_bytes(k['bytes'])}{per_seq}{off}, the same at any context"
+                f"{byte_size(k['bytes'])}{per_seq}{off}, the same at any context"
             )
     attends = any("positions" in k for k in cache["layer_types"].values())  # no keys and values in a pure Mamba
-    parts = (f"{_bytes(kv['bytes'])} keys and values + " if attends else "") + f"{_bytes(cache['state_bytes'])} state"
+    parts = (
+        f"{byte_size(kv['bytes'])} keys and values + " if attends else ""
+    ) + f"{byte_size(cache['state_bytes'])} state"
     out.append(
-        f"  cache        {_bytes(cache['bytes'])} after {cache['positions']:,} positions ({parts}){off}; the whole "
-        f"context ({c.n_positions:,}): {_bytes(cache['bytes_at_context'])}"
+        f"  cache        {byte_size(cache['bytes'])} after {cache['positions']:,} positions ({parts}){off}; the whole "
+        f"context ({c.n_positions:,}): {byte_size(cache['bytes_at_context'])}"
     )
     return out
 
@@ -727,9 +697,11 @@ def intensity_table(rows: list[dict], decode: Pass | None) -> str:
     def cells(x: dict | None) -> list[str]:
         if x is None:  # a product this pass does not compute
             return ["-", "", ""]
-        value = x["macs_per_byte"]
-        shown = f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-        return [_bytes(x["bytes"]), shown, "memory-bound" if x["memory_bound"] else "compute-bound"]
+        return [
+            byte_size(x["bytes"]),
+            intensity(x["macs_per_byte"]),
+            "memory-bound" if x["memory_bound"] else "compute-bound",
+        ]
 
     blank = ["", "", "-"] if decode is not None else []  # a product of the prefill's chunks only: no decode step has it
     body = [[r["op"], *cells(r["prefill"]), *(cells(r["decode"]) if "decode" in r else blank)] for r in rows]

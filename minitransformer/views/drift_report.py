@@ -4,7 +4,7 @@ precision left its format's range (verbs/drift.py measures; this only reads)."""
 from __future__ import annotations
 
 from ..text import count, plural, runs, table
-from ..verbs.drift import Drift, SelectionDrift, StageDrift, layer_of_weight, split_name
+from ..verbs.drift import Drift, SelectionDrift, StageDrift, placed, split_name
 
 WORST = 5  # stages listed by their drift before the per-layer rows
 
@@ -48,52 +48,11 @@ def drift_report(d: Drift) -> str:
         )
     )
     lines += ["", "Per layer: the block's worst stage, and its output (the residual stream it hands on)"]
-    rows = []
-    outside = [s for s in d.stages if s.layer is None]
-    first_block = next((i for i, s in enumerate(d.stages) if s.layer is not None), len(d.stages))
-    for s in outside:
-        if d.stages.index(s) < first_block:
-            rows.append([s.stage, "", _rel(s.max_rel), _rel(s.rms_rel), "", _magnitude(s.max_abs), _range(s)])
-    for layer in d.layers:
-        stages = [s for s in d.stages if s.layer == layer]
-        worst_stage = max(stages, key=lambda s: s.max_rel if s.max_rel == s.max_rel else float("inf"))
-        output = stages[-1]
-        marks = sorted({m for s in stages for m in _range(s).split(", ") if m})
-        rows.append(
-            [
-                str(layer),
-                worst_stage.stage,
-                _rel(worst_stage.max_rel),
-                _rel(worst_stage.rms_rel),
-                _rel(output.max_rel),
-                _magnitude(max(s.max_abs for s in stages)),
-                ", ".join(marks),
-            ]
-        )
-    for s in outside:
-        if d.stages.index(s) >= first_block:
-            rows.append([s.stage, "", _rel(s.max_rel), _rel(s.rms_rel), "", _magnitude(s.max_abs), _range(s)])
-    lines.append(
-        table(
-            ["layer", "worst stage", "max rel", "rms rel", "output max rel", "max |x|", "range"],
-            rows,
-            right={2, 3, 4, 5},
-        )
-    )
+    lines.append(_layers_table(d))
     events = d.overflows() + d.underflows()
     if events:
         lines += ["", "Where values left the range (the precision's own pass, as each rounding happened)"]
-        rows = []
-        for e in events:
-            at, stage = split_name(e.name) if e.role != "weight" else (layer_of_weight(e.name), e.name)
-            what = (
-                f"{plural(e.overflowed, 'value')} overflowed"
-                if e.overflowed
-                else f"{count(e.flushed)} of {count(e.size)} flushed to zero, {e.flushed_share:.1e} of the norm"
-            )
-            where = {"out": "output", "A": "operand A", "B": "operand B", "weight": "weight, at load"}[e.role]
-            rows.append(["-" if at is None else str(at), stage, where, e.format, _magnitude(e.max_abs), what])
-        lines.append(table(["layer", "stage", "where", "format", "max |x|", "what"], rows, right={4}))
+        lines.append(_events_table(events))
     if d.selections:
         lines += ["", f"Choices that differ from float64's (the experts or keys each pass chose; margin: {d.precision}'s "
                       f"k-th score less its (k+1)-th, where it tied or near-tied)"]  # fmt: skip
@@ -101,6 +60,44 @@ def drift_report(d: Drift) -> str:
                 for c in d.selections]  # fmt: skip
         lines.append(table(["layer", "stage", "position", d.precision, "float64", "margin"], rows, right={2, 5}))
     return "\n".join(lines)
+
+
+def _layers_table(d: Drift) -> str:
+    """A row per layer (its worst stage, its output, its largest value, where it left the range), between the
+    stages before the blocks and those after them."""
+    first_block = next((i for i, s in enumerate(d.stages) if s.layer is not None), len(d.stages))
+    outside = [(i, s) for i, s in enumerate(d.stages) if s.layer is None]
+    rows = [_outside_row(s) for i, s in outside if i < first_block]
+    for layer in d.layers:
+        stages = [s for s in d.stages if s.layer == layer]
+        worst = max(stages, key=lambda s: s.max_rel if s.max_rel == s.max_rel else float("inf"))
+        marks = sorted({m for s in stages for m in _range(s).split(", ") if m})
+        largest = _magnitude(max(s.max_abs for s in stages))
+        output = _rel(stages[-1].max_rel)  # the residual stream the block hands on
+        rows.append(
+            [str(layer), worst.stage, _rel(worst.max_rel), _rel(worst.rms_rel), output, largest, ", ".join(marks)]
+        )
+    rows += [_outside_row(s) for i, s in outside if i >= first_block]
+    headers = ["layer", "worst stage", "max rel", "rms rel", "output max rel", "max |x|", "range"]
+    return table(headers, rows, right={2, 3, 4, 5})
+
+
+def _outside_row(s: StageDrift) -> list[str]:
+    return [s.stage, "", _rel(s.max_rel), _rel(s.rms_rel), "", _magnitude(s.max_abs), _range(s)]
+
+
+def _events_table(events: list) -> str:
+    """Each value that left the format's range: where (layer, stage, which of its values), the format, what."""
+    rows = []
+    for e in events:
+        at, stage, where = placed(e)
+        what = (
+            f"{plural(e.overflowed, 'value')} overflowed"
+            if e.overflowed
+            else f"{count(e.flushed)} of {count(e.size)} flushed to zero, {e.flushed_share:.1e} of the norm"
+        )
+        rows.append(["-" if at is None else str(at), stage, where, e.format, _magnitude(e.max_abs), what])
+    return table(["layer", "stage", "where", "format", "max |x|", "what"], rows, right={4})
 
 
 def _margin(margin: float | None) -> str:

@@ -21,9 +21,8 @@ import numpy as np
 
 from ..engine.stages import StageTable
 from ..families.table import architecture_of
-from ..text import plural
+from ..text import count, count_range, human, operand_shapes, percent, plural, shape
 from .colours import layer_colour, product_colour
-from .report import count, human, percent, shape
 
 WIDTH = 1040  # the drawings' coordinate width (they shrink to fit a narrower window)
 _BOX_W, _BOX_H = 300, 112  # the largest product's box
@@ -46,14 +45,12 @@ def colour(table: StageTable, op: str) -> str:
 
 def operands(r: dict) -> str:
     """ "[5, 64] x [64, 192]"; a product computed in chunks of query rows says so after its dense shapes."""
-    chunks = f" in {plural(r['chunks'], 'row chunk')}" if "chunks" in r else ""
-    return f"{shape(r['a_shape'])} x {shape(r['b_shape'])}{chunks}"
+    return operand_shapes(r["a_shape"], r["b_shape"], r.get("chunks"))
 
 
 def length(r: dict) -> str:
     """The length of a product's dot products, or their range where row chunks computed several ("128-1,000")."""
-    shortest, longest = r.get("dot_length_min", r["dot_length"]), r.get("dot_length_max", r["dot_length"])
-    return count(longest) if shortest == longest else f"{count(shortest)}-{count(longest)}"
+    return count_range(r.get("dot_length_min", r["dot_length"]), r.get("dot_length_max", r["dot_length"]))
 
 
 def dot_products_text(r: dict) -> str:
@@ -61,12 +58,12 @@ def dot_products_text(r: dict) -> str:
     return f"{count(r['dot_products'])} dot products of length {length(r)} = {count(r['macs'])} MACs"
 
 
-def record_title(r: dict) -> str:
+def record_title(r: dict, table: StageTable) -> str:
     """A record as a few lines of text: the tooltip a browser shows without script."""
     lines = [f"{r['name']}  ({r['kind']})", r["equation"]]
     if r["kind"] == "matmul":
         lines += [f"{operands(r)} -> {shape(r['out_shape'])}", dot_products_text(r)]
-        lines += [causal_text(r)] if "causal_macs" in r else []
+        lines += [causal_text(r, attention_role(table, r["op"]))] if "causal_macs" in r else []
         lines += [recurrent_text(r)] if "recurrent_macs" in r else []
     else:
         lines += [f"out {shape(r['out_shape'])}: no dot products"]
@@ -93,8 +90,16 @@ def wrap(text: str, limit: int = _LINE_CHARS, indent: str = "  ") -> list[str]:
     return [*lines, line]
 
 
-def causal_text(r: dict) -> str:
-    if r["op"] == "scores":
+def attention_role(table: StageTable, op: str) -> str:
+    """An op's part in attention (Stage.attention: "scores", "mix" or ""), read from its family's stage table: the
+    page's records are the JSON's, which name the op but not its part."""
+    stage = table.stages.get(op)
+    return "" if stage is None else stage.attention
+
+
+def causal_text(r: dict, attention: str) -> str:
+    """What the causal mask keeps of attention's product (`attention`: its part, "scores" or "mix")."""
+    if attention == "scores":
         return f"causal: {count(r['causal_dot_products'])} of them needed ({count(r['causal_macs'])} MACs)"
     return f"causal: {count(r['causal_macs'])} MACs needed"
 
@@ -120,78 +125,22 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int, table: Stag
     `phase_index` and `run_index` locate the records in the page's data (document.phases[p].layers[r].ops); `table`:
     the family's stages, which say each product's kind (its colour) and which stages read the residual stream itself,
     where a branch leaves it. A branch rejoins the stream at a stage of kind "residual", a + on the stream."""
-    stream_readers = table.stream_readers
     products = [r for r in ops if r["kind"] == "matmul"]
     largest = max((r["macs"] for r in products), default=0) or 1
     block_macs = sum(r["macs"] for r in products)
-    rows, y = [], 30
+    rows, y = [], 30.0
     centres = []
     for i, r in enumerate(ops):
         ref = f'data-phase="{phase_index}" data-run="{run_index}" data-index="{i}"'
-        title = f"<title>{escape(record_title(r))}</title>"
         if r["kind"] == "matmul":
-            side = (r["macs"] / largest) ** 0.5
-            w, h = max(3.0, _BOX_W * side), max(3.0, _BOX_H * side)
-            equation = wrap(r["equation"])
-            lines = [
-                *equation,
-                *wrap(f"{operands(r)} -> {shape(r['out_shape'])}"),
-                *wrap(f"{dot_products_text(r)} ({percent(r['macs'], block_macs)} of the block)"),
-            ]
-            if "causal_macs" in r:
-                lines += wrap(causal_text(r))
-            if "recurrent_macs" in r:
-                lines += wrap(recurrent_text(r))
-            height = max(h, _LINE * (len(lines) + 1)) + 12
-            top = y + (height - h) / 2
-            x = _BOX_X + (_BOX_W - w) / 2
-            parts = [
-                f'<rect class="box product" x="{x:.1f}" y="{top:.1f}" width="{w:.1f}" height="{h:.1f}" '
-                f'fill="{colour(table, r["op"])}"/>'
-            ]
-            if w >= _INBOX_CHAR * len(r["op"]) + 10 and h >= 18:  # the name inside the box only where it fits
-                parts.append(_text(_BOX_X + _BOX_W / 2, top + h / 2 + 4, r["op"], "inbox", "middle"))
-            text_top = y + (height - _LINE * (len(lines) + 1)) / 2 + 12
-            parts.append(_text(_TEXT_X, text_top, r["op"], "op"))
-            for k, line in enumerate(lines):
-                parts.append(_text(_TEXT_X, text_top + _LINE * (k + 1), line, "eq" if k < len(equation) else "numbers"))
-            if r["op"] in stream_readers:  # a product that reads the stream itself (OLMo 2 has no pre-norms)
-                cy = top + h / 2
-                parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>')
-            rows.append(f'<g class="stage matmul" data-op="{escape(r["op"])}" {ref}>{title}{"".join(parts)}</g>')
-            centres.append((top, top + h))
+            parts, top, h, height = _product(r, y, r["macs"] / largest, block_macs, table)
         else:
-            # the op's name and its equation on the first line (wrapped where long), then what it makes
-            equation = wrap(f"{r['op']}\u00a0\u00a0{r['equation']}")
-            equation[0] = equation[0].removeprefix(f"{r['op']}\u00a0\u00a0")
-            height = 40 + _LINE * (len(equation) - 1)
-            w, h = 132, 22
-            top = y + (height - h) / 2
-            x = _BOX_X + (_BOX_W - w) / 2
-            made = f"out {shape(r['out_shape'])}: no dot products ({r['kind']})"
-            text_top = top + 9 - _LINE * (len(equation) - 1) / 2
-            parts = [
-                f'<rect class="box free" x="{x:.1f}" y="{top:.1f}" width="{w}" height="{h}"/>',
-                _text(_BOX_X + _BOX_W / 2, top + 15, r["op"], "inbox free-name", "middle"),
-                f'<text x="{_TEXT_X}" y="{text_top:.1f}" class="eq"><tspan class="op">{escape(r["op"])}</tspan>'
-                f"\u00a0\u00a0{escape(equation[0])}</text>",
-                *(_text(_TEXT_X, text_top + _LINE * k, line, "eq") for k, line in enumerate(equation[1:], 1)),
-                _text(_TEXT_X, text_top + _LINE * len(equation), made, "free-note"),
-            ]
-            if r["kind"] == "residual":  # where the stream takes the branch back in
-                cy = top + h / 2
-                parts.append(
-                    f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>'
-                    f'<circle class="stream-add" cx="{_STREAM_X}" cy="{cy:.1f}" r="8"/>'
-                    + _text(_STREAM_X, cy + 4.5, "+", "plus", "middle")
-                )
-            elif r["op"] in stream_readers:  # where a branch leaves the stream
-                cy = top + h / 2
-                parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>')
-            rows.append(
-                f'<g class="stage {escape(r["kind"])}" data-op="{escape(r["op"])}" {ref}>{title}{"".join(parts)}</g>'
-            )
-            centres.append((top, top + h))
+            parts, top, h, height = _free_stage(r, y, table)
+        title = f"<title>{escape(record_title(r, table))}</title>"
+        rows.append(
+            f'<g class="stage {escape(r["kind"])}" data-op="{escape(r["op"])}" {ref}>{title}{"".join(parts)}</g>'
+        )
+        centres.append((top, top + h))
         y += height
     arrows = []
     middle = _BOX_X + _BOX_W / 2
@@ -207,6 +156,73 @@ def block_diagram(ops: list[dict], phase_index: int, run_index: int, table: Stag
         f'role="img" aria-label="the stages of one transformer block">{stream}{"".join(arrows)}{"".join(rows)}'
         f"</svg>"
     )
+
+
+def _product(
+    r: dict, y: float, scale: float, block_macs: int, table: StageTable
+) -> tuple[list[str], float, float, float]:
+    """A matrix product's box, its area its share of the block's largest product's MACs (`scale`), in the product's
+    colour, beside its equation, shapes and counts: (the SVG parts, the box's top and height, the row's height)."""
+    side = scale**0.5
+    w, h = max(3.0, _BOX_W * side), max(3.0, _BOX_H * side)
+    equation = wrap(r["equation"])
+    lines = [
+        *equation,
+        *wrap(f"{operands(r)} -> {shape(r['out_shape'])}"),
+        *wrap(f"{dot_products_text(r)} ({percent(r['macs'], block_macs)} of the block)"),
+    ]
+    if "causal_macs" in r:
+        lines += wrap(causal_text(r, attention_role(table, r["op"])))
+    if "recurrent_macs" in r:
+        lines += wrap(recurrent_text(r))
+    height = max(h, _LINE * (len(lines) + 1)) + 12
+    top = y + (height - h) / 2
+    x = _BOX_X + (_BOX_W - w) / 2
+    parts = [
+        f'<rect class="box product" x="{x:.1f}" y="{top:.1f}" width="{w:.1f}" height="{h:.1f}" '
+        f'fill="{colour(table, r["op"])}"/>'
+    ]
+    if w >= _INBOX_CHAR * len(r["op"]) + 10 and h >= 18:  # the name inside the box only where it fits
+        parts.append(_text(_BOX_X + _BOX_W / 2, top + h / 2 + 4, r["op"], "inbox", "middle"))
+    text_top = y + (height - _LINE * (len(lines) + 1)) / 2 + 12
+    parts.append(_text(_TEXT_X, text_top, r["op"], "op"))
+    for k, line in enumerate(lines):
+        parts.append(_text(_TEXT_X, text_top + _LINE * (k + 1), line, "eq" if k < len(equation) else "numbers"))
+    if r["op"] in table.stream_readers:  # a product that reads the stream itself (OLMo 2 has no pre-norms)
+        cy = top + h / 2
+        parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>')
+    return parts, top, h, height
+
+
+def _free_stage(r: dict, y: float, table: StageTable) -> tuple[list[str], float, float, float]:
+    """A stage without dot products: a small box, the op's name and its equation on the first line (wrapped where
+    long), then what it makes; a + on the stream where the stream takes a branch back in (as _product returns)."""
+    equation = wrap(f"{r['op']}\u00a0\u00a0{r['equation']}")
+    equation[0] = equation[0].removeprefix(f"{r['op']}\u00a0\u00a0")
+    height = 40 + _LINE * (len(equation) - 1)
+    w, h = 132, 22
+    top = y + (height - h) / 2
+    x = _BOX_X + (_BOX_W - w) / 2
+    made = f"out {shape(r['out_shape'])}: no dot products ({r['kind']})"
+    text_top = top + 9 - _LINE * (len(equation) - 1) / 2
+    parts = [
+        f'<rect class="box free" x="{x:.1f}" y="{top:.1f}" width="{w}" height="{h}"/>',
+        _text(_BOX_X + _BOX_W / 2, top + 15, r["op"], "inbox free-name", "middle"),
+        f'<text x="{_TEXT_X}" y="{text_top:.1f}" class="eq"><tspan class="op">{escape(r["op"])}</tspan>'
+        f"\u00a0\u00a0{escape(equation[0])}</text>",
+        *(_text(_TEXT_X, text_top + _LINE * k, line, "eq") for k, line in enumerate(equation[1:], 1)),
+        _text(_TEXT_X, text_top + _LINE * len(equation), made, "free-note"),
+    ]
+    cy = top + h / 2
+    if r["kind"] == "residual":  # where the stream takes the branch back in
+        parts.append(
+            f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>'
+            f'<circle class="stream-add" cx="{_STREAM_X}" cy="{cy:.1f}" r="8"/>'
+            + _text(_STREAM_X, cy + 4.5, "+", "plus", "middle")
+        )
+    elif r["op"] in table.stream_readers:  # where a branch leaves the stream
+        parts.append(f'<line class="stream-link" x1="{_STREAM_X}" y1="{cy:.1f}" x2="{x:.1f}" y2="{cy:.1f}"/>')
+    return parts, top, h, height
 
 
 def passes_chart(steps: list[dict], cached: bool) -> str:
@@ -228,25 +244,7 @@ def passes_chart(steps: list[dict], cached: bool) -> str:
             + _text(left - 6, y + 4, human(value), "axis", "end")
         )
     if n <= 48:
-        slot = plot_w / n
-        bar = min(22.0, slot * 0.38)
-        for i, s in enumerate(steps):
-            x = left + slot * i + slot / 2
-            tip = (
-                f"step {s['step']}: {count(s['with_cache_macs'])} MACs with the cache, "
-                f"{count(s['without_cache_macs'])} without"
-            )
-            for dx, key, cls in ((-bar, "with_cache_macs", "with"), (0, "without_cache_macs", "without")):
-                y = y_of(s[key])
-                marks.append(
-                    f'<rect class="bar-{cls}" x="{x + dx:.1f}" y="{y:.1f}" width="{bar:.1f}" '
-                    f'height="{top + plot_h - y:.1f}" data-step="{s["step"]}"><title>{escape(tip)}</title>'
-                    f"</rect>"
-                )
-            if n <= 16 or i % max(1, n // 12) == 0:
-                marks.append(
-                    _text(x, height - bottom + 14, "prefill" if s["step"] == 0 else str(s["step"]), "axis", "middle")
-                )
+        marks += _paired_bars(steps, y_of, left, plot_w, top + plot_h, height - bottom + 14)
     else:
         for key, cls in (("with_cache_macs", "with"), ("without_cache_macs", "without")):
             points = " ".join(f"{left + plot_w * i / (n - 1):.1f},{y_of(s[key]):.1f}" for i, s in enumerate(steps))
@@ -272,6 +270,27 @@ def passes_chart(steps: list[dict], cached: bool) -> str:
         f'aria-label="MACs per pass with and without the KV cache">{"".join(marks)}{legend}'
         f'<text x="{left}" y="{top - 2}" class="axis">MACs per pass</text></svg>'
     )
+
+
+def _paired_bars(steps: list[dict], y_of, left: float, plot_w: float, floor: float, label_y: float) -> list[str]:
+    """passes_chart's bars: a pair for each pass, with the cache and without, from `floor` up to `y_of` its MACs,
+    and the pass's step under its pair (every few where there are many)."""
+    n, marks = len(steps), []
+    slot = plot_w / n
+    bar = min(22.0, slot * 0.38)
+    for i, s in enumerate(steps):
+        x = left + slot * i + slot / 2
+        tip = f"step {s['step']}: {count(s['with_cache_macs'])} MACs with the cache, {count(s['without_cache_macs'])} without"
+        for dx, key, cls in ((-bar, "with_cache_macs", "with"), (0, "without_cache_macs", "without")):
+            y = y_of(s[key])
+            marks.append(
+                f'<rect class="bar-{cls}" x="{x + dx:.1f}" y="{y:.1f}" width="{bar:.1f}" '
+                f'height="{floor - y:.1f}" data-step="{s["step"]}"><title>{escape(tip)}</title>'
+                f"</rect>"
+            )
+        if n <= 16 or i % max(1, n // 12) == 0:
+            marks.append(_text(x, label_y, "prefill" if s["step"] == 0 else str(s["step"]), "axis", "middle"))
+    return marks
 
 
 # An axis label is a number in the drawings' 12 px type (report.css): a digit about 8 units wide (DejaVu Sans's

@@ -32,12 +32,14 @@ import numpy as np
 from ..engine.kvcache import KeysValues
 from ..engine.ledger import Ledger, Phase
 from ..engine.stages import PRODUCTS, StageTable
-from ..text import plural, s_for
+from ..text import byte_size, elided, human, intensity, pass_name, percent, plural, s_for, shape
+from ..text import count as n
 from ..verbs.count import STEPS_SHOWN, Count
 from ..verbs.generate import Generation
 from ..version import __version__
 from .colours import NOT_A_PRODUCT, PRODUCT_COLOURS
 from .html_drawings import (
+    attention_role,
     block_diagram,
     colour,
     drift_colour,
@@ -53,8 +55,7 @@ from .html_drawings import (
 )
 from .html_drawings import operands as operands_text
 from .html_roofline import roofline_section
-from .report import count as n
-from .report import describe_model, human, percent, shape
+from .report import describe_model
 
 ATTENTION_POSITIONS = 64  # attention maps show at most this many positions (the last ones)
 ATTENTION_CELLS = 60_000  # maps of every layer when layers x heads x positions^2 stay below this; else one layer
@@ -517,14 +518,10 @@ def _rule(data: dict) -> str:
     )
 
 
-def _phase_name(p: dict) -> str:
-    return "prefill" if p["phase"] == "prefill" else f"decode step {p['step']}"
-
-
 def _controls(data: dict) -> str:
     doc = data["document"]
     passes = "".join(
-        f'<option value="{p["step"]}">{_phase_name(p)}: T = {p["tokens"]:,}, t = {p["context"]:,}</option>'
+        f'<option value="{p["step"]}">{pass_name(p["step"])}: T = {p["tokens"]:,}, t = {p["context"]:,}</option>'
         for p in doc["phases"]
         if "layers" in p
     )
@@ -602,12 +599,6 @@ def _block_views(p: dict, kinds: list[str]) -> list[dict]:
     return found
 
 
-def _layer_list(layers: list[int]) -> str:
-    """[0, 2, 4, 6, 8, 10] -> "0, 2, 4, ..., 10": a long list shows its first three and its last."""
-    shown = [str(i) for i in layers] if len(layers) <= 5 else [*map(str, layers[:3]), "...", str(layers[-1])]
-    return ", ".join(shown)
-
-
 def _kind_label(kind: str, model: dict) -> str:
     """A layer kind as a heading says it: its name, and the window of a sliding one."""
     window = model.get("sliding_window")
@@ -628,7 +619,7 @@ def _view_heading(view: dict, views: list[dict], model: dict) -> str:
         else (f"the {escape(_kind_label(kind, model))} layers")
     )
     of_kind = (
-        f"{plural(len(layers), 'layer')} of this kind, each with these shapes: {_layer_list(layers)}"
+        f"{plural(len(layers), 'layer')} of this kind, each with these shapes: {elided(layers)}"
         if len(layers) > 1
         else "the only layer of this kind"
     )
@@ -673,14 +664,16 @@ def _phase_views(data: dict) -> list[str]:
     return views
 
 
-def causal_cell(r: dict) -> str:
+def causal_cell(r: dict, attention: str) -> str:
+    """What the causal mask keeps of attention's product (`attention`: its part, "scores" or "mix"; "" for any other
+    product, which has no such cell)."""
     if "causal_macs" not in r:
         return ""
     # Computed in row chunks, or over the keys an indexer chose (tape.py): the dense form's cost beside it.
     dense = f"; dense: {n(r['dense_macs'])} MACs" if r.get("dense_macs", r["macs"]) != r["macs"] else ""
     if dense and "selected_keys" in r:
         dense = f"; sparse: {n(r['selected_keys'])} keys a query{dense}"
-    if r["op"] == "scores":
+    if attention == "scores":
         return f"{n(r['causal_dot_products'])} needed ({n(r['causal_macs'])} MACs){dense}"
     return f"{n(r['causal_macs'])} MACs needed{dense}"
 
@@ -690,50 +683,20 @@ def _block_table(ops: list[dict], index: int, run: int, table: StageTable) -> st
     (what the same positions cost one at a time), as count's table has it."""
     block_macs = sum(r["macs"] for r in ops)
     scanned = any("recurrent_macs" in r for r in ops)
-    recurrent = [_cell("")] * scanned
     rows = []
     for i, r in enumerate(ops):
         attrs = f'data-phase="{index}" data-run="{run}" data-index="{i}" data-op="{escape(r["op"])}"'
-        equation, out = _cell(escape(r["equation"]), "eq"), _cell(shape(r["out_shape"]), "shape out")
         if r["kind"] == "matmul":
-            operands = _cell(escape(operands_text(r)), "shape operands")
-            rows.append(
-                _row(
-                    [
-                        _cell(_swatch(table, r["op"])),
-                        equation,
-                        operands,
-                        out,
-                        _num(r["dot_products"], "dots"),
-                        _num(length(r), "length"),
-                        _num(r["macs"], "macs"),
-                        _num(percent(r["macs"], block_macs)),
-                        _cell(escape(causal_cell(r)), "causal"),
-                        *([_num(r["recurrent_macs"] if "recurrent_macs" in r else "", "recurrent")] * scanned),
-                    ],
-                    "product",
-                    attrs,
-                )
-            )
+            rows.append(_row(_product_cells(r, block_macs, table, scanned), "product", attrs))
         else:
-            rows.append(
-                _row(
-                    [
-                        _cell(escape(r["op"])),
-                        equation,
-                        _cell(""),
-                        out,
-                        _num(0, "dots"),
-                        _cell(""),
-                        _num(0, "macs"),
-                        _cell(""),
-                        _cell(""),
-                        *recurrent,
-                    ],
-                    "free",
-                    attrs,
-                )
-            )
+            stage = [
+                _cell(escape(r["op"])),
+                _cell(escape(r["equation"]), "eq"),
+                _cell(""),
+                _cell(shape(r["out_shape"]), "shape out"),
+            ]
+            none = [_num(0, "dots"), _cell(""), _num(0, "macs"), *[_cell("")] * (2 + scanned)]  # no dot products
+            rows.append(_row(stage + none, "free", attrs))
     rows.append(
         _row(
             [
@@ -751,6 +714,23 @@ def _block_table(ops: list[dict], index: int, run: int, table: StageTable) -> st
     )
     headers = ["stage", "equation", "A x B", "out", "dot products", "length", "MACs", "share", "causal"]
     return _table("block-table", headers + ["recurrent form (MACs)"] * scanned, rows)
+
+
+def _product_cells(r: dict, block_macs: int, table: StageTable, scanned: bool) -> list[str]:
+    """A product's row of the block table: its colour and name, equation, shapes, counts, share, what the causal
+    mask keeps and (where the pass ran a scan in chunks) its recurrent form."""
+    return [
+        _cell(_swatch(table, r["op"])),
+        _cell(escape(r["equation"]), "eq"),
+        _cell(escape(operands_text(r)), "shape operands"),
+        _cell(shape(r["out_shape"]), "shape out"),
+        _num(r["dot_products"], "dots"),
+        _num(length(r), "length"),
+        _num(r["macs"], "macs"),
+        _num(percent(r["macs"], block_macs)),
+        _cell(escape(causal_cell(r, attention_role(table, r["op"]))), "causal"),
+        *([_num(r["recurrent_macs"] if "recurrent_macs" in r else "", "recurrent")] * scanned),
+    ]
 
 
 def _scans_note(p: dict) -> str:
@@ -829,43 +809,16 @@ def _ops_section(data: dict) -> str:
     one kind."""
     doc, whole = data["document"], data["ops"]
     table = stage_table(doc["model"])
-    shown = [p for p in doc["phases"] if "layers" in p]
-    columns = [(f"prefill (T = {shown[0]['tokens']:,})", _pass_ops(shown[0]))]
-    if len(shown) > 1:
-        last = shown[-1]
-        columns.append(
-            (f"decode step {last['step']} (T = {last['tokens']:,}, t = {last['context']:,})", _pass_ops(last))
-        )
-    passes = len(doc["phases"])
-    columns.append(
-        (f"the whole run ({passes:,} pass{'es' if passes != 1 else ''})", {op: v["macs"] for op, v in whole.items()})
-    )
+    columns = _ops_columns(doc, whole)
     totals = [sum(ops.values()) for _, ops in columns]
-
-    def macs_and_shares(members: list[str], fmt) -> list[str]:
-        cells = []
-        for (_, ops), total in zip(columns, totals):
-            macs = sum(ops.get(op, 0) for op in members)
-            cells += [_num(fmt(macs), "macs"), _num(percent(macs, total))]
-        return cells
-
     rows = []
     for op, entry in whole.items():
         tip = (
             f'data-op="{escape(op)}" data-tip="{escape(op)}: {n(entry["macs"])} MACs, '
             f'{n(entry["dot_products"])} dot products over the whole run"'
         )
-        rows.append(
-            _row(
-                [
-                    _cell(_swatch(table, op)),
-                    *macs_and_shares([op], int),
-                    _bar(entry["macs"] / totals[-1] if totals[-1] else 0, colour(table, op)),
-                ],
-                "",
-                tip,
-            )
-        )
+        bar = _bar(entry["macs"] / totals[-1] if totals[-1] else 0, colour(table, op))
+        rows.append(_row([_cell(_swatch(table, op)), *_macs_and_shares(columns, totals, [op], int), bar], "", tip))
     rows.append(_row([_cell("total"), *(c for t in totals for c in (_num(t), _num("100%"))), _cell("")], "total"))
     groups: dict[str, list[str]] = {}
     for op, entry in whole.items():
@@ -874,12 +827,8 @@ def _ops_section(data: dict) -> str:
         fills = {colour(table, op) for op in members}
         fill = fills.pop() if len(fills) == 1 else NOT_A_PRODUCT
         share = sum(whole[op]["macs"] for op in members) / totals[-1] if totals[-1] else 0
-        rows.append(
-            _row(
-                [_cell(f"{escape(group)} ({', '.join(members)})"), *macs_and_shares(members, human), _bar(share, fill)],
-                "group",
-            )
-        )
+        cells = [_cell(f"{escape(group)} ({', '.join(members)})"), *_macs_and_shares(columns, totals, members, human)]
+        rows.append(_row([*cells, _bar(share, fill)], "group"))
     head = "".join(f'<th colspan="2">{escape(title)}</th>' for title, _ in columns)
     return (
         '<section class="ops"><h2>Where the MACs go, op by op</h2>'
@@ -889,6 +838,29 @@ def _ops_section(data: dict) -> str:
         + "<th>MACs</th><th>share</th>" * len(columns)
         + f"</tr></thead><tbody>{''.join(rows)}</tbody></table></section>"
     )
+
+
+def _ops_columns(doc: dict, whole: dict) -> list[tuple[str, dict]]:
+    """The op table's columns, each its title and op -> MACs: the prefill, the last decode step shown, the run."""
+    shown = [p for p in doc["phases"] if "layers" in p]
+    columns = [(f"prefill (T = {shown[0]['tokens']:,})", _pass_ops(shown[0]))]
+    if len(shown) > 1:
+        last = shown[-1]
+        columns.append(
+            (f"decode step {last['step']} (T = {last['tokens']:,}, t = {last['context']:,})", _pass_ops(last))
+        )
+    passes = len(doc["phases"])
+    run = {op: v["macs"] for op, v in whole.items()}
+    return [*columns, (f"the whole run ({passes:,} pass{'es' if passes != 1 else ''})", run)]
+
+
+def _macs_and_shares(columns: list[tuple[str, dict]], totals: list[int], members: list[str], fmt) -> list[str]:
+    """The MACs of some ops in each column (written by `fmt`) and their share of the column's total."""
+    cells = []
+    for (_, ops), total in zip(columns, totals):
+        macs = sum(ops.get(op, 0) for op in members)
+        cells += [_num(fmt(macs), "macs"), _num(percent(macs, total))]
+    return cells
 
 
 def _passes_section(data: dict) -> str:
@@ -1033,10 +1005,6 @@ def _attention_section(data: dict, hatch: str) -> str:
     )
 
 
-def _bytes(b: float) -> str:
-    return f"{human(b)}B" if b >= 1000 else f"{b:g} B"
-
-
 def tokens_per_expert(doc: dict) -> np.ndarray | None:
     """[layers, E]: the tokens each layer's router sent each expert, summed over the passes the page holds (each
     layer's first product computed expert by expert: its breakdown); None for a model without experts."""
@@ -1144,12 +1112,12 @@ def _memory_section(doc: dict) -> str:
         items.append(("activations, decode peak", act["decode"]["bytes"], f"at {act['decode']['stage']}"))
     largest = max(b for _, b, _ in items) or 1
     rows = [
-        _row([_cell(escape(what)), _num(b, "bytes"), _num(_bytes(b)), _cell(escape(note)), _bar(b / largest)])
+        _row([_cell(escape(what)), _num(b, "bytes"), _num(byte_size(b)), _cell(escape(note)), _bar(b / largest)])
         for what, b, note in items
     ]
     decode = act.get("decode")
     decode_title = f"decode (T = 1, t = {decode['context']:,})" if decode else "decode"
-    intensity = [
+    per_byte = [
         _row([_cell(_swatch(table, r["op"])), *_intensity_cells(r.get("prefill")), *_intensity_cells(r.get("decode"))])
         for r in m["intensity"]["ops"]
     ]
@@ -1169,7 +1137,7 @@ def _memory_section(doc: dict) -> str:
         + _table(
             "intensity-table",
             ["op", "prefill bytes", "MACs/byte", "", f"{decode_title} bytes", "MACs/byte", ""],
-            intensity,
+            per_byte,
         )
         + "</section>"
     )
@@ -1183,33 +1151,12 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
     beside K and V (DeepSeek-V3.2's) have a row of their own."""
     kv, cache = m["kv_cache"], m["cache"]
     types = cache["layer_types"]
-
-    def numbers(k: dict) -> int:  # a position's numbers in one layer of a type, as count's report has them
-        return k["bytes_per_layer"] // (max(k["positions"], 1) * m["bytes_per_number"] * kv["batch"])
-
     attending = {kind: k for kind, k in types.items() if "positions" in k}
     states = {kind: k for kind, k in types.items() if k["holds"] == "state"}
-    indexed = {kind: k for kind, k in attending.items() if "index_keys" in k.get("rows", {})}
-    beside = []  # the keys an indexer keeps beside K and V, in every layer that attends
-    if indexed:
-        keys = [k["rows"]["index_keys"] for k in indexed.values()]
-        first = next(iter(indexed.values()))["positions"]
-        held = (
-            plural(first, "position", n(first))
-            if all(k["positions"] == first for k in indexed.values())
-            else "by layer type: " + ", ".join(f"{kind} {n(k['positions'])}" for kind, k in indexed.items())
-        )
-        beside.append(
-            (
-                "of which the indexer's keys",
-                sum(r["bytes"] for r in keys),
-                f"{plural(sum(k['layers'] for k in indexed.values()), 'layer')} x "
-                f"{n(keys[0]['numbers_per_position'])} numbers a position x {held}",
-            )
-        )
+    beside = _indexer_keys({kind: k for kind, k in attending.items() if "index_keys" in k.get("rows", {})})
     if not states:
         held = (
-            f"{plural(kv['positions'], 'position', n(kv['positions']))} x {_bytes(kv['bytes_per_token'])} (K and V "
+            f"{plural(kv['positions'], 'position', n(kv['positions']))} x {byte_size(kv['bytes_per_token'])} (K and V "
             f"of {plural(sum(k['layers'] for k in attending.values()), 'layer')}"
             + (", and the indexer's keys)" if beside else ")")
         )
@@ -1222,28 +1169,10 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
             *beside,
             ("KV cache, whole context", kv["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
         ]
-    items = []
-    for kind, k in types.items():
-        if kind in attending:
-            items.append(
-                (
-                    f"KV cache, {kind} layers",
-                    k["bytes"],
-                    f"K and V x {plural(k['layers'], kind + ' layer')} x {n(numbers(k))} numbers: "
-                    f"{_bytes(k['bytes'] // max(k['positions'], 1))} per token; "
-                    f"{plural(k['positions'], 'position', n(k['positions']))} here",
-                )
-            )
-        elif kind in states:
-            arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
-            items.append(
-                (
-                    f"state, {kind} layers",
-                    k["bytes"],
-                    f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}: the same at any context",
-                )
-            )
-    parts = (f"{_bytes(kv['bytes'])} keys and values + " if attending else "") + f"{_bytes(cache['state_bytes'])} state"
+    items = [_kind_item(kind, k, m) for kind, k in types.items() if kind in attending or kind in states]
+    parts = (
+        f"{byte_size(kv['bytes'])} keys and values + " if attending else ""
+    ) + f"{byte_size(cache['state_bytes'])} state"
     return [
         *items,
         *beside,
@@ -1251,6 +1180,48 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
          f"({parts})"),
         ("cache, whole context", cache["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
     ]  # fmt: skip
+
+
+def _indexer_keys(indexed: dict) -> list[tuple[str, int, str]]:
+    """The keys an indexer keeps beside K and V, in every layer that attends (`indexed`: those layers' kinds): a row,
+    or none where there is no indexer."""
+    if not indexed:
+        return []
+    keys = [k["rows"]["index_keys"] for k in indexed.values()]
+    first = next(iter(indexed.values()))["positions"]
+    held = (
+        plural(first, "position", n(first))
+        if all(k["positions"] == first for k in indexed.values())
+        else "by layer type: " + ", ".join(f"{kind} {n(k['positions'])}" for kind, k in indexed.items())
+    )
+    layers = plural(sum(k["layers"] for k in indexed.values()), "layer")
+    return [
+        (
+            "of which the indexer's keys",
+            sum(r["bytes"] for r in keys),
+            f"{layers} x {n(keys[0]['numbers_per_position'])} numbers a position x {held}",
+        )
+    ]
+
+
+def _kind_item(kind: str, k: dict, m: dict) -> tuple[str, int, str]:
+    """A hybrid's cache row for one kind of layer: its keys and values (a position's numbers, as count's report has
+    them, and the positions held), or its recurrent state (the same at any context)."""
+    if "positions" not in k:
+        arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
+        return (
+            f"state, {kind} layers",
+            k["bytes"],
+            f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}: the same at any context",
+        )
+    numbers = k["bytes_per_layer"] // (max(k["positions"], 1) * m["bytes_per_number"] * m["kv_cache"]["batch"])
+    return (
+        f"KV cache, {kind} layers",
+        k["bytes"],
+        f"K and V x {plural(k['layers'], kind + ' layer')} x {n(numbers)} numbers: "
+        f"{byte_size(k['bytes'] // max(k['positions'], 1))} per token; "
+        f"{plural(k['positions'], 'position', n(k['positions']))} here",
+    )
 
 
 def _intensity_cells(x: dict | None) -> list[str]:
@@ -1261,8 +1232,8 @@ def _intensity_cells(x: dict | None) -> list[str]:
     position = min(1.0, max(0.0, (np.log10(max(value, 1e-3)) + 1) / 5))  # 0.1 .. 10,000 MACs/byte
     dot = f'<span class="logbar"><span class="dot" style="left:{100 * position:.1f}%"></span></span>'
     return [
-        _num(_bytes(x["bytes"])),
-        _num(f"{value:,.0f}" if value >= 100 else f"{value:.3g}", "intensity"),
+        _num(byte_size(x["bytes"])),
+        _num(intensity(value), "intensity"),
         _cell(dot + bound, bound),
     ]
 

@@ -13,18 +13,11 @@ import math
 from html import escape
 
 from ..engine.stages import StageTable
+from ..text import count as n
+from ..text import human, percent, seconds
 from .html_drawings import WIDTH, colour, stage_table
-from .report import count as n
-from .report import human, percent
 
 _HEIGHT, _LEFT, _RIGHT, _TOP, _BOTTOM = 340, 86, 24, 18, 46
-
-
-def _seconds(s: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if s >= scale:
-            return f"{s / scale:.3g} {unit}"
-    return f"{s / 1e-9:.3g} ns"
 
 
 def _decades(low: float, high: float) -> tuple[int, int]:
@@ -39,7 +32,7 @@ def _tip(phase: str, op: dict, hw: dict) -> str:
     flops = 2 * op["macs"] / op["time_s"] if op["time_s"] else 0
     return (
         f"{op['op']} ({phase}): {n(op['macs'])} MACs, {human(op['bytes'])}B moved, "
-        f"{op['macs_per_byte']:.3g} MACs/byte; at least {_seconds(op['time_s'])} on {hw['name']} "
+        f"{op['macs_per_byte']:.3g} MACs/byte; at least {seconds(op['time_s'])} on {hw['name']} "
         f"({human(flops)}FLOP/s at best): {op['bound']}-bound"
     )
 
@@ -61,19 +54,18 @@ def roofline_chart(hw: dict, table: StageTable) -> str:
     def y_of(flops: float) -> float:
         return _TOP + plot_h * (1 - (math.log10(flops) - y_low) / (y_high - y_low))
 
-    marks = []
-    for k in range(x_low, x_high + 1):
-        x = x_of(10.0**k)
-        marks.append(
-            f'<line class="grid" x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + plot_h}"/>'
-            f'<text x="{x:.1f}" y="{_TOP + plot_h + 16}" class="axis" text-anchor="middle">{10.0**k:g}</text>'
-        )
-    for k in range(y_low, y_high + 1):
-        y = y_of(10.0**k)
-        marks.append(
-            f'<line class="grid" x1="{_LEFT}" y1="{y:.1f}" x2="{_LEFT + plot_w}" y2="{y:.1f}"/>'
-            f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">{human(10.0**k)}</text>'
-        )
+    decades = [(10.0**k, x_of(10.0**k)) for k in range(x_low, x_high + 1)]  # gridlines at each power of 10
+    marks = [
+        f'<line class="grid" x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + plot_h}"/>'
+        f'<text x="{x:.1f}" y="{_TOP + plot_h + 16}" class="axis" text-anchor="middle">{value:g}</text>'
+        for value, x in decades
+    ]
+    decades = [(10.0**k, y_of(10.0**k)) for k in range(y_low, y_high + 1)]
+    marks += [
+        f'<line class="grid" x1="{_LEFT}" y1="{y:.1f}" x2="{_LEFT + plot_w}" y2="{y:.1f}"/>'
+        f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">{human(value)}</text>'
+        for value, y in decades
+    ]
     start = 10.0**x_low
     roof = [(start, 2 * bandwidth * start), (ridge, peak), (10.0**x_high, peak)]
     if 2 * bandwidth * start > peak:  # the whole range is past the ridge
@@ -87,15 +79,7 @@ def roofline_chart(hw: dict, table: StageTable) -> str:
         f'<text x="{x_of(ridge) + 6:.1f}" y="{y_of(peak) - 6:.1f}" class="axis">ridge: {ridge:,.0f} MACs/byte</text>'
     )
     for phase, op in points:
-        x, y = x_of(op["macs_per_byte"]), y_of(2 * op["macs"] / op["time_s"])
-        tip = escape(_tip(phase, op, hw))
-        attrs = f'class="point {phase}" fill="{colour(table, op["op"])}" data-tip="{tip}" data-op="{escape(op["op"])}"'
-        if phase == "prefill":
-            marks.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" {attrs}><title>{tip}</title></circle>')
-        else:
-            marks.append(
-                f'<rect x="{x - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" {attrs}><title>{tip}</title></rect>'
-            )
+        marks.append(_point(phase, op, x_of(op["macs_per_byte"]), y_of(2 * op["macs"] / op["time_s"]), hw, table))
     legend_y = _HEIGHT - 8
     legend = (
         f'<circle cx="{_LEFT + 5}" cy="{legend_y - 4}" r="5" class="legend-mark"/>'
@@ -112,6 +96,15 @@ def roofline_chart(hw: dict, table: StageTable) -> str:
     )
 
 
+def _point(phase: str, op: dict, x: float, y: float, hw: dict, table: StageTable) -> str:
+    """A product at (x, y), in its kind's colour: a circle for the prefill's, a square for a decode step's."""
+    tip = escape(_tip(phase, op, hw))
+    attrs = f'class="point {phase}" fill="{colour(table, op["op"])}" data-tip="{tip}" data-op="{escape(op["op"])}"'
+    if phase == "prefill":
+        return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6" {attrs}><title>{tip}</title></circle>'
+    return f'<rect x="{x - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" {attrs}><title>{tip}</title></rect>'
+
+
 def roofline_section(doc: dict) -> str:
     """The section, or "" where the count had no --hardware."""
     hw = doc.get("hardware")
@@ -125,15 +118,15 @@ def roofline_section(doc: dict) -> str:
             f'<tr data-tip="{escape(_tip(phase, op, hw))}"><td>{phase}</td><td>{escape(op["op"])}</td>'
             f'<td class="num">{n(op["macs"])}</td><td class="num">{human(op["bytes"])}B</td>'
             f'<td class="num">{op["macs_per_byte"]:.3g}</td><td class="num">{human(flops)}FLOP/s</td>'
-            f'<td class="num">{_seconds(op["time_s"])}</td><td class="num">{percent(op["time_s"], total)}</td>'
+            f'<td class="num">{seconds(op["time_s"])}</td><td class="num">{percent(op["time_s"], total)}</td>'
             f'<td class="{op["bound"]}-bound">{op["bound"]}</td></tr>'
         )
     decode = hw.get("decode")
-    totals = f"Prefill of {hw['prefill']['tokens']:,} tokens: at least {_seconds(hw['prefill_s'])}."
+    totals = f"Prefill of {hw['prefill']['tokens']:,} tokens: at least {seconds(hw['prefill_s'])}."
     if decode:
         totals += (
             f" Decode at context {decode['context']:,}: at most {hw['decode_tokens_per_s']:,.1f} tokens/s"
-            f" (a step at least {_seconds(decode['time_s'])})."
+            f" (a step at least {seconds(decode['time_s'])})."
         )
         batch = hw.get("compute_bound_batch")
         totals += (

@@ -21,21 +21,7 @@ def _pattern(name: str, layers: str) -> str:
 def params_report(p: Parameters) -> str:
     """Kind by kind, each tensor once per pattern (h.{i}.… or layers.{i}.… stands for every layer), then the total."""
     total = p.total
-    rows = []
-    for kind, kind_total in p.kinds.items():
-        label = kinds_of(p.config)[kind]
-        if kind == "token_embedding" and p.tied_embeddings:
-            label += ", also the unembedding (tied: counted once)"
-        rows.append([label, "", "", "", count(kind_total), percent(kind_total, total)])
-        groups: dict[tuple[str, tuple[int, ...]], int] = {}
-        for t in p.tensors:
-            if t.kind == kind:
-                key = (_pattern(t.name, architecture_of(p.config).layout.layers), t.shape)
-                groups[key] = groups.get(key, 0) + 1
-        for (pattern, dims), n in groups.items():
-            each = prod(dims)
-            rows.append([f"  {pattern}", shape(dims), f"x {n}" if n > 1 else "", count(each), count(each * n), ""])
-    rows.append(["total", "", "", "", count(total), "100%"])
+    rows = _rows(p)
     c = p.config
     layers = architecture_of(c).layout.layers
     heads = ""
@@ -79,3 +65,23 @@ def params_report(p: Parameters) -> str:
             f"{human(2 * total)}B. {tied}{active}",
         ]
     )
+
+
+def _rows(p: Parameters) -> list[list[str]]:
+    """A row for each kind of parameter, then its tensors, each pattern once with the layers it stands for; the
+    total last."""
+    rows = []
+    for kind, kind_total in p.kinds.items():
+        label = kinds_of(p.config)[kind]
+        if kind == "token_embedding" and p.tied_embeddings:
+            label += ", also the unembedding (tied: counted once)"
+        rows.append([label, "", "", "", count(kind_total), percent(kind_total, p.total)])
+        groups: dict[tuple[str, tuple[int, ...]], int] = {}
+        for t in p.tensors:
+            if t.kind == kind:
+                key = (_pattern(t.name, architecture_of(p.config).layout.layers), t.shape)
+                groups[key] = groups.get(key, 0) + 1
+        for (pattern, dims), n in groups.items():
+            each = prod(dims)
+            rows.append([f"  {pattern}", shape(dims), f"x {n}" if n > 1 else "", count(each), count(each * n), ""])
+    return rows + [["total", "", "", "", count(p.total), "100%"]]

@@ -14,9 +14,9 @@ import io
 import math
 
 from ..errors import UserError
+from ..text import human, plural
 from ..verbs.count import Count
 from .colours import product_colour
-from .report import human
 
 
 def require_matplotlib():
@@ -44,10 +44,11 @@ def plots_png(count: Count, sweep: dict[str, list[int]]) -> bytes:
     cache = "with the KV cache" if count.cached else "without a cache"
     kv = f" ({c.n_kv_head} key/value)" if c.n_kv_head != c.n_head else ""
     kv += f", sliding window {c.sliding_window:,}" if c.sliding_window is not None else ""
+    layers, heads = plural(c.n_layer, "layer", f"{c.n_layer:,}"), plural(c.n_head, "head", f"{c.n_head:,}")
+    new = plural(count.n_new, "new token", f"{count.n_new:,}")
     fig.suptitle(
-        f"{c.name}: {_n(c.n_layer, 'layer')}, d_model {c.n_embd:,}, {_n(c.n_head, 'head')}{kv}, "
-        f"d_ff {c.d_ff:,}, vocab {c.vocab_size:,} | {count.n_prompt:,}-token prompt, "
-        f"{_n(count.n_new, 'new token')}, batch {count.batch}, {cache} (counted from shapes)",
+        f"{c.name}: {layers}, d_model {c.n_embd:,}, {heads}{kv}, d_ff {c.d_ff:,}, vocab {c.vocab_size:,} | "
+        f"{count.n_prompt:,}-token prompt, {new}, batch {count.batch}, {cache} (counted from shapes)",
         fontsize=13,
     )
     _share_panel(share, columns, ops)
@@ -71,10 +72,6 @@ _MARGINS, _PER_OP = 1.9, 0.4
 def figure_height(products: int) -> float:
     """The figure's height in inches for a share panel of `products` products."""
     return max(HEIGHT, _MARGINS + _PER_OP * products)
-
-
-def _n(k: int, noun: str) -> str:
-    return f"{k:,} {noun}" + ("" if k == 1 else "s")
 
 
 def _share_columns(count: Count) -> list[tuple[str, dict[str, tuple[int, int]], str]]:
@@ -193,22 +190,11 @@ def _iso_macs(ax, lo_x, hi_x, lo_y, hi_y) -> None:
 
 
 def _per_token_panel(ax, count: Count, sweep: dict[str, list[int]]) -> None:
-    ax.plot(
-        sweep["context"],
-        sweep["without_cache"],
-        marker="o",
-        ms=4,
-        color="#c44e52",
-        label="without the cache (recompute all t positions)",
-    )
-    ax.plot(
-        sweep["context"],
-        sweep["with_cache"],
-        marker="o",
-        ms=4,
-        color="#4c72b0",
-        label="with the KV cache (1 new position)",
-    )
+    for key, colour, label in (
+        ("without_cache", "#c44e52", "without the cache (recompute all t positions)"),
+        ("with_cache", "#4c72b0", "with the KV cache (1 new position)"),
+    ):
+        ax.plot(sweep["context"], sweep[key], marker="o", ms=4, color=colour, label=label)
     ax.set_yscale("log")
     end = count.n_prompt + count.n_new - 1
     ax.axvspan(

@@ -9,7 +9,7 @@ from ..engine.ledger import Ledger, Phase, Record
 from ..engine.precision import precision_of
 from ..engine.selection import NEAR_TIE
 from ..families.table import architecture_of
-from ..text import count, human, percent, plural, runs, shape, short_path, table
+from ..text import count, count_range, human, operand_shapes, percent, plural, runs, shape, short_path, table
 
 
 def describe_model(config: dict, source: str) -> str:
@@ -56,16 +56,12 @@ def rounding(name: str) -> str:
 def operands(r: Record) -> str:
     """ "[5, 768] x [768, 2304]" for a product, "" for a stage that has no operands recorded; a product computed in
     chunks of query rows says so after its dense shapes: "[4, 1000, 64] x [4, 64, 1000] in 8 row chunks"."""
-    if r.a_shape is None:
-        return ""
-    chunks = f" in {plural(r.chunks, 'row chunk')}" if r.chunks is not None else ""
-    return f"{shape(r.a_shape)} x {shape(r.b_shape)}{chunks}"
+    return "" if r.a_shape is None else operand_shapes(r.a_shape, r.b_shape, r.chunks)
 
 
 def length(r: Record) -> str:
     """The length of a product's dot products, or their range where chunks computed several ("128-1,000")."""
-    shortest, longest = r.dot_lengths
-    return count(longest) if shortest == longest else f"{count(shortest)}-{count(longest)}"
+    return count_range(*r.dot_lengths)
 
 
 def block_table(phase: Phase, layer: int = 0) -> str:
@@ -76,7 +72,7 @@ def block_table(phase: Phase, layer: int = 0) -> str:
     for r in records:
         if r.kind == "matmul":
             note = ""
-            if r.op == "scores":
+            if r.attention == "scores":
                 note = f"causal: {count(r.causal_dot_products or 0)} needed ({count(r.causal_macs or 0)} MACs)"
             elif r.causal_macs is not None:
                 note = f"causal: {count(r.causal_macs)} MACs needed"
@@ -151,7 +147,7 @@ def decode_table(phases: list[Phase], limit: int = 8) -> str:
         if p is None:
             rows.append(["...", "", "", "", "", ""])
             continue
-        scores = next((r for r in p.records if r.op == "scores"), None)  # the first layer that attends
+        scores = next((r for r in p.records if r.attention == "scores"), None)  # the first layer that attends
         rows.append(
             [
                 str(p.step),
@@ -162,7 +158,7 @@ def decode_table(phases: list[Phase], limit: int = 8) -> str:
                 count(p.macs),
             ]
         )
-    first = next((r.layer for r in phases[0].records if r.op == "scores"), None)
+    first = next((r.layer for r in phases[0].records if r.attention == "scores"), None)
     return table(
         ["step", "T", "t", f"scores (layer {first})" if first is not None else "scores", "dot products", "MACs"],
         rows,
@@ -291,7 +287,7 @@ def _convention(prefill: Phase) -> list[str]:
     """The note under the block: scores computed dense, in chunks of query rows (engine/row_chunks.py), or against
     the keys an indexer chose for each query."""
     chunk = next((r.row_chunk for r in prefill.records if r.row_chunk is not None), None)
-    if not any(r.op == "scores" for r in prefill.records):  # a model without attention
+    if not any(r.attention == "scores" for r in prefill.records):  # a model without attention
         return ["  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs."]
     chosen = next((r.chosen_keys for r in prefill.records if r.chosen_keys is not None), None)
     if chosen is not None:

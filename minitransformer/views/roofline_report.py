@@ -5,7 +5,7 @@ Everything here reads a `Roofline` (verbs/roofline.py); nothing is counted or ti
 
 from __future__ import annotations
 
-from ..text import human, percent, table
+from ..text import byte_size, human, intensity, percent, seconds, table
 from ..verbs.roofline import LARGEST_BATCH, OpTime, PassTime, Roofline
 
 OPERANDS = {
@@ -17,26 +17,10 @@ OPERANDS = {
 }
 
 
-def seconds(s: float) -> str:
-    """0.0123 -> '12.3 ms': three significant digits in the unit that keeps them above 1."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if abs(s) >= scale or unit == "ns":
-            return f"{s / scale:.3g} {unit}"
-    raise AssertionError("unreachable")
-
-
-def _bytes(b: float) -> str:
-    return f"{human(b)}B" if b >= 1000 else f"{b:g} B"
-
-
-def _intensity(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
 def _cells(o: OpTime | None, total: float) -> list[str]:
     if o is None:
         return ["", "", "", "", ""]
-    return [_bytes(o.total_bytes), _intensity(o.macs_per_byte), seconds(o.time_s), percent(o.time_s, total), o.bound]
+    return [byte_size(o.total_bytes), intensity(o.macs_per_byte), seconds(o.time_s), percent(o.time_s, total), o.bound]
 
 
 def _pass_title(p: PassTime) -> str:
@@ -58,7 +42,13 @@ def ops_table(rf: Roofline) -> str:
             *(
                 c
                 for p in passes
-                for c in (_bytes(p.outside_bytes), "", seconds(p.outside_s), percent(p.outside_s, p.time_s), "memory")
+                for c in (
+                    byte_size(p.outside_bytes),
+                    "",
+                    seconds(p.outside_s),
+                    percent(p.outside_s, p.time_s),
+                    "memory",
+                )
             ),
         ]
     )
@@ -68,7 +58,7 @@ def ops_table(rf: Roofline) -> str:
             *(
                 c
                 for p in passes
-                for c in (_bytes(p.total_bytes), _intensity(p.macs / p.total_bytes), seconds(p.time_s), "100%", "")
+                for c in (byte_size(p.total_bytes), intensity(p.macs / p.total_bytes), seconds(p.time_s), "100%", "")
             ),
         ]
     )
@@ -83,7 +73,7 @@ def _memory_bound(p: PassTime) -> str:
 
 
 def _bytes_line(p: PassTime) -> str:
-    return ", ".join(f"{OPERANDS.get(kind, kind)} {_bytes(b)}" for kind, b in p.bytes.items() if b)
+    return ", ".join(f"{OPERANDS.get(kind, kind)} {byte_size(b)}" for kind, b in p.bytes.items() if b)
 
 
 def _batch_lines(rf: Roofline) -> list[str]:
@@ -97,7 +87,7 @@ def _batch_lines(rf: Roofline) -> list[str]:
     ]
     one_more = (
         f"each sequence adds {human(per['macs'])} MACs ({seconds(per['compute_s'])} at the peak) and "
-        f"{_bytes(per['bytes'])} ({seconds(per['memory_s'])} at the bandwidth)"
+        f"{byte_size(per['bytes'])} ({seconds(per['memory_s'])} at the bandwidth)"
     )
     if rf.compute_bound_batch is not None:
         kept = (
@@ -122,7 +112,7 @@ def roofline_report(rf: Roofline) -> str:
     m, p, d = rf.machine, rf.prefill, rf.decode
     peak = m.peak(rf.dtype)
     out = [
-        f"Roofline on {m.label} ({m.name}): {rf.dtype} peak {human(peak)}FLOP/s, memory {_bytes(m.bandwidth)}/s, "
+        f"Roofline on {m.label} ({m.name}): {rf.dtype} peak {human(peak)}FLOP/s, memory {byte_size(m.bandwidth)}/s, "
         f"ridge {m.balance(rf.dtype):,.0f} MACs/byte",
         f"  figures: {m.source}",
         "  These are roofline bounds, not measurements: each product takes at least max(2 MACs / peak, bytes /",

@@ -28,8 +28,9 @@ from ..engine.ledger import Phase, Record
 from ..engine.tape import Dims
 from ..errors import UserError
 from ..models.model import Model, refuse_empty
-from ..models.registry import load_model
-from ..text import count, plural
+from ..models.options import LoadOptions
+from ..models.registry import resolve
+from ..text import count, pass_name, plural, s_for
 from ..verbs.attention_maps import AttentionRecorder
 from ..verbs.choices import chosen_layers
 from ..verbs.drift import drift
@@ -131,7 +132,7 @@ def dot_products(r: Record) -> str:
     if r.kind != "matmul":
         return f"no dot products ({r.kind})"
     text = f"{count(r.dot_products)} dot products of length {count(r.dot_length)} = {count(r.macs)} MACs"
-    if r.op == "scores":
+    if r.attention == "scores":
         text += f" (causal: {count(r.causal_dot_products or 0)} needed)"
     return text
 
@@ -308,19 +309,9 @@ def trace(
     (ids,) = passes.rows
     c = model.config
     layers = default_layers(c.n_layer) if layers is None else chosen_layers(layers, c.n_layer)
-
-    if sorted(set(layers)) == list(range(c.n_layer)):
-        shown = f"every block shown stage by stage (0..{c.n_layer - 1})"
-    else:
-        shown = (
-            f"blocks shown stage by stage: {', '.join(map(str, sorted(set(layers))))} (the others fold into one line)"
-        )
     decodes = new_tokens - 1
     steps = f"prefill + {decodes} decode step{'s' if decodes != 1 else ''}" if decodes else "prefill only"
-    print(f"model {describe_model(model.describe(), model.source)}", file=out)
-    print(f"prompt {plural(len(ids), 'token')} {ids} = {' '.join(repr(tokenizer.token_str(i)) for i in ids)}", file=out)
-    print(f"{new_tokens} new token{'s' if new_tokens != 1 else ''}: {steps}, greedy; {shown}", file=out)
-    print(f"symbols: {model.stage_table.symbols}", file=out)
+    print(_heading(model, ids, new_tokens, steps, layers), file=out)
 
     assert passes.book is not None  # a trace keeps its ledger: the passes append their phases to result.phases
     result = TraceResult(ids, passes.new_tokens[0], passes.book.phases, passes=passes)
@@ -328,32 +319,17 @@ def trace(
 
     def watch(phase: Phase) -> _Tracer:
         nonlocal tracer
-        T, step = phase.tokens, phase.step
-        dims = Dims.of(c, T, past=phase.context - T, R=1)  # t: the keys attended (a sliding window may cut them)
-        fed = (
-            f"ids {ids}" if step == 0 else f"id {result.new_tokens[-1]} {tokenizer.token_str(result.new_tokens[-1])!r}"
-        )
-        print(
-            f"\n=== {_what(step)}: T = {T} new position{'s' if T != 1 else ''} attending to t = {dims.t}; {fed} ===",
-            file=out,
-        )
-        print(f"    sizes: {dims.describe()}", file=out)
-        tracer = _Tracer(set(layers), dims, step, out, stepper)
+        # t: the keys attended (a sliding window may cut them)
+        dims = Dims.of(c, phase.tokens, past=phase.context - phase.tokens, R=1)
+        last = result.new_tokens[-1] if phase.step else None
+        fed = f"ids {ids}" if last is None else f"id {last} {tokenizer.token_str(last)!r}"
+        print(_opening(phase, dims, fed), file=out)
+        tracer = _Tracer(set(layers), dims, phase.step, out, stepper)
         return tracer
 
     def chosen(token: int, _text: str) -> None:
-        if token < 0:  # the end of the continuation's text, not a token
-            return
-        step = len(result.new_tokens) - 1
-        phase = result.phases[step]
-        print(
-            f"=== {_what(step)}: {count(phase.dot_products)} dot products, {count(phase.macs)} MACs; "
-            f"next token {tokenizer.token_str(token)!r} (id {token}) ===",
-            file=out,
-        )
-        tied = ties_line([phase])  # where a router's or an indexer's choice tied, which settled it
-        if tied:
-            print(tied, file=out)
+        if token >= 0:  # (< 0: the end of the continuation's text, not a token)
+            print(_closing(result.phases[len(result.new_tokens) - 1], token, tokenizer), file=out)
 
     try:
         passes.run(on_token=chosen, watch=watch)
@@ -366,17 +342,48 @@ def trace(
         print(f"\ntrace interrupted at {result.stopped_at}", file=out)
         out.flush()
         raise
-    total = sum(p.macs for p in result.phases)
-    print(
-        f"\n{steps}: {count(sum(p.dot_products for p in result.phases))} dot products, {count(total)} MACs; "
-        f"greedy continuation {tokenizer.decode(result.new_tokens)!r}",
-        file=out,
-    )
+    dots, macs = sum(p.dot_products for p in result.phases), sum(p.macs for p in result.phases)
+    continuation = tokenizer.decode(result.new_tokens)
+    print(f"\n{steps}: {count(dots)} dot products, {count(macs)} MACs; greedy continuation {continuation!r}", file=out)
     return result
 
 
-def _what(step: int) -> str:
-    return "prefill" if step == 0 else f"decode step {step}"
+def _opening(phase: Phase, dims: Dims, fed: str) -> str:
+    """A pass's first lines: which pass, its T and t, what it is fed, and the size of every symbol."""
+    T = phase.tokens
+    return (
+        f"\n=== {pass_name(phase.step)}: T = {T} new position{s_for(T)} attending to t = {dims.t}; {fed} ===\n"
+        f"    sizes: {dims.describe()}"
+    )
+
+
+def _closing(phase: Phase, token: int, tokenizer) -> str:
+    """A pass's last line: its dot products and MACs and the token it chose; where a router's or an indexer's choice
+    tied, which settled it."""
+    tied = ties_line([phase])
+    return (
+        f"=== {pass_name(phase.step)}: {count(phase.dot_products)} dot products, {count(phase.macs)} MACs; "
+        f"next token {tokenizer.token_str(token)!r} (id {token}) ===" + (f"\n{tied}" if tied else "")
+    )
+
+
+def _heading(model: Model, ids: list[int], new_tokens: int, steps: str, layers: list[int]) -> str:
+    """What a trace follows: the model, the prompt's ids and tokens, the passes, the blocks shown, the symbols."""
+    n_layer, tokenizer = model.config.n_layer, model.tokenizer
+    if sorted(set(layers)) == list(range(n_layer)):
+        shown = f"every block shown stage by stage (0..{n_layer - 1})"
+    else:
+        shown = (
+            f"blocks shown stage by stage: {', '.join(map(str, sorted(set(layers))))} (the others fold into one line)"
+        )
+    return "\n".join(
+        [
+            f"model {describe_model(model.describe(), model.source)}",
+            f"prompt {plural(len(ids), 'token')} {ids} = {' '.join(repr(tokenizer.token_str(i)) for i in ids)}",
+            f"{new_tokens} new token{'s' if new_tokens != 1 else ''}: {steps}, greedy; {shown}",
+            f"symbols: {model.stage_table.symbols}",
+        ]
+    )
 
 
 def trace_command(
@@ -386,9 +393,7 @@ def trace_command(
     layers: str | None,
     step: bool,
     html_to=None,
-    dtype: str = "float32",
-    precision: str = "float32",
-    weights: str | None = None,
+    load: LoadOptions = LoadOptions(),
 ) -> None:
     """`minitransformer trace`: checks what it can before loading the model, then traces to stdout
     (and, given `html_to`, a destination checked by files.check_destination, writes the HTML report there)."""
@@ -403,7 +408,7 @@ def trace_command(
             stepper = Stepper()
         else:
             print("minitransformer: --step needs a terminal on stdin; tracing without stopping", file=sys.stderr)
-    model = load_model(model_name, dtype=dtype, precision=precision, weights=weights)
+    model = resolve(model_name, load)
     chosen = parse_layers(layers, model.config.n_layer)
     if html_to is None:
         trace(model, prompt, new_tokens, chosen, sys.stdout, stepper)

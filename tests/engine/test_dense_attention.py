@@ -13,6 +13,7 @@ from conftest import run_cli
 from minitransformer import load_model
 from minitransformer.engine import row_chunks
 from minitransformer.families.gpt2.config import GPT2Config
+from minitransformer.models.options import RunOptions
 from minitransformer.verbs.count import count_generation
 
 # The seeds' walkthrough: 48 layers of 4,096 (32 heads, F = 4D), a 1,000-token prompt. Per layer, in closed form:
@@ -61,7 +62,8 @@ def test_dense_and_chunked_runs_give_the_same_logits_and_each_its_own_ledger(sma
         phase = Phase("prefill", 0, 60, 60)
         old, row_chunks.ROW_CHUNK = row_chunks.ROW_CHUNK, 16
         try:
-            runs[dense] = (model.run(ids, all_positions=True, phase=phase, dense_attention=dense), phase)
+            logits = model.run(ids, all_positions=True, phase=phase, options=RunOptions(dense_attention=dense))
+            runs[dense] = (logits, phase)
         finally:
             row_chunks.ROW_CHUNK = old
     (chunked, chunked_phase), (dense, dense_phase) = runs[False], runs[True]

@@ -316,7 +316,7 @@ def test_bad_precisions_are_one_line_and_exit_2_with_nothing_written(tmp_path, a
 def test_the_api_refuses_what_does_not_go_together():
     with pytest.raises(UserError, match="precision must be one of float32, bfloat16, float16, fp8_e4m3, fp8_e5m2"):
         load_model("demo", precision="int8")
-    with pytest.raises(UserError, match="float64 is the truth it is measured against"):
+    with pytest.raises(UserError, match="measured against float64 itself: leave out dtype float64"):
         load_model("demo", dtype="float64", precision="float16")
     with pytest.raises(UserError, match="weights must be 'auto'"):
         load_model("demo", weights="float16")

@@ -29,6 +29,7 @@ from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.deepseek_v32.config import PRESETS, DeepseekV32Config  # noqa: E402
 from minitransformer.families.deepseek_v32.formulas import FORMULAS as formulas  # noqa: E402
 from minitransformer.models.model import Model  # noqa: E402
+from minitransformer.models.options import RunOptions  # noqa: E402
 from minitransformer.verbs import formulas as closed  # noqa: E402
 from minitransformer.verbs.count import count_generation, count_passes  # noqa: E402
 
@@ -161,7 +162,8 @@ def test_the_dense_form_computes_every_score_gives_the_same_logits_and_is_the_sp
     ids = prompt("groups_dense", PROMPT, seed=10)
     sparse, dense = Phase("prefill", 0, PROMPT, PROMPT), Phase("prefill", 0, PROMPT, PROMPT)
     logits = ours.run(ids, phase=sparse, all_positions=True)
-    assert worst(ours.run(ids, phase=dense, all_positions=True, dense_attention=True), logits) <= 0.1
+    every_score = RunOptions(dense_attention=True)
+    assert worst(ours.run(ids, phase=dense, all_positions=True, options=every_score), logits) <= 0.1
     assert dense.macs == dense.dense_macs == sparse.dense_macs > sparse.macs
     for op in ("scores", "mix"):
         s, d = sparse.find(op, 0), dense.find(op, 0)

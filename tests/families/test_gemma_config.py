@@ -34,7 +34,7 @@ def test_gemma_2_2b_has_2_614_341_888_parameters():
     assert p.total == 2_614_341_888 == formulas.parameters(PRESETS["gemma-2-2b"])
     L, D = 26, 2304
     assert p.kinds["norms"] == 4 * L * D + D and "qk_norms" not in p.kinds and p.tied_embeddings
-    assert kind_of("layers.3.pre_feedforward_layernorm.weight") == "norms"
+    assert kind_of("layers.3.pre_feedforward_layernorm.weight", PRESETS["gemma-2-2b"]) == "norms"
 
 
 @pytest.mark.parametrize("name", GEMMA_PRESETS)

@@ -21,7 +21,7 @@ from minitransformer.engine.stages import ATTENTION_PROJECTIONS, Stage, StageTab
 from minitransformer.families.architecture import Architecture
 from minitransformer.families.blocks import ByKind, Residual, as_mixer
 from minitransformer.families.decoder import Decoder
-from minitransformer.families.gemma.forward import softcap
+from minitransformer.families.gemma.family import softcap
 from minitransformer.families.llama import stages as llama_stages
 from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.families.llama.formulas import LlamaFormulas

@@ -13,7 +13,7 @@ from shared_checks import Float64Alarm
 from conftest import with_weights_viewed_as
 from minitransformer.engine.ledger import Phase
 from minitransformer.families.neox.config import PRESETS, NeoXConfig
-from minitransformer.families.neox.forward import split_heads_by_head
+from minitransformer.families.neox.family import split_heads_by_head
 from minitransformer.families.rotary import inverse_frequencies, rotate_partial
 from minitransformer.models.model import Model
 from minitransformer.models.weights import as_tree, expected_shapes

@@ -14,7 +14,7 @@ from shared_checks import estimated_and_measured_peak
 
 from conftest import run_cli
 from minitransformer.families.phi3.config import PRESETS, Phi3Config
-from minitransformer.families.phi3.layout import phi3_shapes
+from minitransformer.families.phi3.family import ARCHITECTURE
 from minitransformer.models.model import Model
 from minitransformer.models.weights import as_tree
 from minitransformer.verbs import formulas
@@ -25,7 +25,8 @@ def random_phi3(config: Phi3Config, seed: int = 0) -> Model:
     """A Phi-3 model with random float32 weights of the shapes its checkpoint would have."""
     rng = np.random.default_rng(seed)
     tensors = {
-        name: (rng.standard_normal(shape) * 0.2).astype(np.float32) for name, shape in phi3_shapes(config).items()
+        name: (rng.standard_normal(shape) * 0.2).astype(np.float32)
+        for name, shape in ARCHITECTURE.layout.shapes(config).items()
     }
     for name in tensors:
         if name.endswith("norm.weight"):
@@ -88,7 +89,7 @@ def phi3_dir(tmp_path_factory):
                         sliding_window=5, partial_rotary_factor=0.5)  # fmt: skip
     rng = np.random.default_rng(0)
     tensors = {("" if n == "lm_head.weight" else "model.") + n: (rng.standard_normal(s) * 0.2).astype(np.float32)
-               for n, s in phi3_shapes(config).items()}  # fmt: skip
+               for n, s in ARCHITECTURE.layout.shapes(config).items()}  # fmt: skip
     save_file(tensors, str(directory / "model.safetensors"))
     hf = {"model_type": "phi3", "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2,
           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 60, "max_position_embeddings": 64,

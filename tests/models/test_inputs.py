@@ -244,7 +244,7 @@ BAD_CHOICES = {
     "attention past the last block": (dict(attention=99), "attention layers must be block numbers among 0..1"),
     "attention with a float": (dict(attention=[0, 1.0]), "not [0, 1.0]"),
     "top_k of 0": (dict(top_k=0), "top_k must be a whole number of at least 1"),
-    "seed below 0": (dict(seed=-1), "seed must be a whole number >= 0"),
+    "seed below 0": (dict(seed=-1), "seed must be a whole number of 0 or more"),
 }
 
 
@@ -272,9 +272,9 @@ def test_trace_refuses_layers_that_are_not_block_numbers(layers, needle, small_g
 # --- generation options: one frozen value, checked once when it is made ----------------------------------------------
 BAD_OPTIONS = {
     "max_new_tokens": (0, "max_new_tokens must be a whole number of at least 1, not 0"),
-    "temperature": (float("nan"), "temperature must be a finite number >= 0 (0 means greedy), not nan"),
-    "top_k": (2.0, "top_k must be a whole number of at least 1, not 2.0"),
-    "seed": (True, "seed must be a whole number >= 0, not True"),
+    "temperature": (float("nan"), "temperature must be a finite number >= 0 (0 is greedy), not nan"),
+    "top_k": (2.0, "top_k must be a whole number of at least 1, not 2.0; leave it out to sample from every token"),
+    "seed": (True, "seed must be a whole number of 0 or more, not True"),
     "candidates": (-1, "candidates (next tokens listed) must be a whole number >= 0, not -1"),
 }
 
@@ -332,3 +332,59 @@ def test_the_command_checks_the_prompts_and_the_options_once(small_gpt2_dir, mon
         assert [o.use_cache for o in options_checked].count(True) == 1 and options_checked[0].use_cache
         assert all(o.max_new_tokens == 2 for o in options_checked)
     capsys.readouterr()
+
+
+# --- loading and running: one frozen value each; a rule about options that go together names each of them ---------
+LOAD_REFUSALS = {
+    "a precision over float64": (
+        dict(dtype="float64", precision="bfloat16"),
+        "precision bfloat16 is emulated over float32 passes and measured against float64 itself: leave out dtype "
+        "float64",
+        "--precision bfloat16 is emulated over float32 passes and measured against float64 itself: leave out --dtype "
+        "float64",
+    ),
+    "weights kept over float64": (
+        dict(dtype=np.float64, weights="stored"),
+        "weights is for float32 passes; dtype float64 upcasts every weight at load: leave out weights",
+        "--weights is for float32 passes; --dtype float64 upcasts every weight at load: leave out --weights",
+    ),
+    "weights upcast at a precision": (
+        dict(precision="fp8_e4m3", weights="float32"),
+        "weights float32 upcasts at load for float32 products; at precision fp8_e4m3 the weights are held in its "
+        "format: leave out weights",
+        "--weights float32 upcasts at load for float32 products; at --precision fp8_e4m3 the weights are held in its "
+        "format: leave out --weights",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", LOAD_REFUSALS)
+def test_a_refusal_of_options_that_go_together_names_each_as_its_caller_knows_it(case):
+    from minitransformer.cli import FLAGS
+    from minitransformer.errors import OptionError
+    from minitransformer.models.options import LoadOptions
+
+    options, api, command = LOAD_REFUSALS[case]
+    with pytest.raises(OptionError) as refused:
+        LoadOptions(**options)
+    assert (str(refused.value), str(refused.value.named(FLAGS))) == (api, command)
+
+
+def test_every_option_a_command_takes_is_named_by_its_flag_and_the_run_options_are_checked():
+    """The CLI's one table of flags names every option of the groups it makes from its flags (those a person can
+    set there), so that no refusal reaches a person in the API's words; RunOptions refuses a routing it does not know
+    when it is made, not deep in a pass."""
+    from dataclasses import fields
+
+    from minitransformer.cli import FLAGS
+    from minitransformer.errors import OptionError
+    from minitransformer.models.options import LoadOptions, RunOptions
+    from minitransformer.verbs.options import GenerationOptions
+
+    unset = {"use_cache", "stop_at_eos", "ledger", "running"}  # never refused, or not a flag of their own
+    names = {f.name for group in (LoadOptions, RunOptions, GenerationOptions) for f in fields(group)} - unset
+    assert names <= set(FLAGS), sorted(names - set(FLAGS))
+    with pytest.raises(OptionError) as refused:
+        RunOptions(routing="best")
+    assert str(refused.value) == "routing 'best' is not known (known: balanced, worst)"
+    assert LoadOptions(dtype=np.dtype("float64")) == LoadOptions(dtype="float64")  # NumPy's names read as the one name

@@ -20,6 +20,7 @@ import numpy as np
 from ...engine.ops import ACTIVATIONS, add_mask, merge_heads, slot_positions, softmax, split_heads
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, MLP, Stage, by_op
 from ...engine.tape import Tape
+from ..parts.attention import multi_head_vs_weights
 from ..parts.blocks import LayerInputs, PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
@@ -113,10 +114,7 @@ class FusedAttention(Part):
         }
 
     def attention_vs_weights(self, c: GPT2Config, mlp: Any) -> tuple[str, str, str]:
-        """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs."""
-        D, F = f"D = {c.n_embd:,}", f"F = {c.d_ff:,}"
-        six = " = t / 6D" if c.d_ff == 4 * c.n_embd else ""
-        return "4 D t FLOPs against 8 D^2 + 4 D F for the weights", f"t / (2D + F){six}", f"{D}, {F}"
+        return multi_head_vs_weights(c)
 
 
 def attend(q, K, V, bias, config: GPT2Config, at: Tape):

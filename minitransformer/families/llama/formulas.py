@@ -1,7 +1,7 @@
 """The Llama family's arithmetic in closed form, written from its equations alone (nothing here runs the model),
 held by the tests to the ledger of real and shape-only runs.
 
-Against GPT-2 (families/gpt2/formulas.py): q is H dh wide, k and v Hkv dh wide each (grouped-query attention),
+Against GPT-2: q is H dh wide, k and v Hkv dh wide each (grouped-query attention),
 the MLP has three matrices (gated), and a sliding window W caps the keys a pass attends to at W + T - 1.
 """
 

@@ -7,7 +7,7 @@ products, written from its equations alone, which the tests hold to the ledger).
 - norms.py: RMSNorm, (1 + w) RMSNorm, LayerNorm;
 - attention.py: grouped-query attention and its variants (biases, q and k norms per head or over the whole
   projection, a sliding window), the attention core every attention shares;
-- mlps.py: the gated MLP;
+- mlps.py: the gated MLP, the ungated MLP of two products;
 - moe.py: mixtures of experts: the routers (softmax, gpt-oss's top-k softmax, DeepSeek-V3's group-limited sigmoid),
   the routed experts (SwiGLU, gpt-oss's fused and clamped), the shared expert, the mixture, a dense MLP or experts by
   the kind of layer;

@@ -11,7 +11,7 @@ hands back only those. Weights are stored as transformers' nn.Linear holds them,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from types import SimpleNamespace
@@ -24,7 +24,6 @@ from ...engine.ops import (
     constant,
     group_heads,
     merge_heads,
-    rms_norm,
     rotate,
     softmax,
     split_into_heads,
@@ -32,6 +31,7 @@ from ...engine.ops import (
 )
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, Stage, by_op
 from ...engine.tape import Tape
+from .norms import RMSNorm
 from .part import Part, Products, Tensor, Tensors, linear, plus
 
 # The mask's equation: the future alone, or the window too (on the sliding_attention layers only, where others have
@@ -81,10 +81,11 @@ def cache_stages(o_bias: bool) -> dict[str, Stage]:
 Attend = Callable[..., np.ndarray]
 
 
-def attend(q, K, V, bias, config: Any, at: Tape):
+def attend(q, K, V, bias, config: Any, at: Tape, stages: Mapping[str, Stage] | None = None):
     """Each query's mix of its group's values, weighted by softmax(q K^T x scale + bias) over the keys (any config that
-    has n_kv_head and d_head)."""
-    at = at.declaring(core_stages(mask_equation(config)))
+    has n_kv_head and d_head). `stages`: its stages as a family shows them (GPT-NeoX's, per head), where not
+    core_stages'."""
+    at = at.declaring(stages or core_stages(mask_equation(config)))
     Hkv = config.n_kv_head
     Q, Kt = group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :]
     s = at.matmul("scores", Q, Kt, "Hkv G T dh, Hkv 1 dh t -> Hkv G T t")
@@ -98,7 +99,7 @@ def attend_to_cache(q, k, v, p: SimpleNamespace, config: Any, at: Tape, inputs, 
     """The turned q and k and v through the cache; each query's mix of its group's values (`core`: by default
     `attend`), in chunks of query rows, each against the keys it can see (a long prompt skips most of its future);
     the heads merged and projected back, o = Z W_o."""
-    at = at.declaring(cache_stages(config.o_bias))
+    at = at.declaring(cache_stages(getattr(config, "o_bias", False)))  # a config without o_bias has none (Phi-3)
     K, V = at.stage("cache", inputs.cache.append(k, v) if inputs.cache is not None else (k, v), "Hkv t dh")
     z = at.in_row_chunks(lambda q, K, V, bias, at: core(q, K, V, bias, config, at), q, K, V, inputs.mask)
     z = at.stage("merge_heads", merge_heads(ungroup_heads(z)), "T H*dh")
@@ -108,6 +109,15 @@ def attend_to_cache(q, k, v, p: SimpleNamespace, config: Any, at: Tape, inputs, 
 def scale_scores(s, config: Any, at: Tape):
     """S / sqrt(dh), in place where nobody watches."""
     return np.multiply(s, constant(s, config.d_head**-0.5), out=at.scratch(s))
+
+
+def multi_head_vs_weights(c: Any) -> tuple[str, str, str]:
+    """The per-layer FLOPs of a decode step attending to t keys against the products with weights of multi-head
+    attention (every head its own keys; 4 D^2 MACs a position) beside an ungated MLP of two products (2 D F), the ratio
+    in symbols, and the sizes it needs (GPT-2's, GPT-NeoX's)."""
+    D, F = f"D = {c.n_embd:,}", f"F = {c.d_ff:,}"
+    six = " = t / 6D" if c.d_ff == 4 * c.n_embd else ""
+    return "4 D t FLOPs against 8 D^2 + 4 D F for the weights", f"t / (2D + F){six}", f"{D}, {F}"
 
 
 def bias_of(linear: SimpleNamespace):
@@ -132,6 +142,11 @@ QK_NORMS = {
 }  # fmt: skip
 
 
+# The rotation of q and k (a family whose rotary differs says so in its equation: Phi-3's partial LongRoPE).
+TURNED = "q, k = RoPE(q, k): each pair of numbers turned by position x frequency"
+ROPE = Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate", TURNED, "q [H, T, dh], k [Hkv, T, dh]")
+
+
 @dataclass(frozen=True)
 class GroupedQueryAttention(Part):
     """Causal grouped-query attention with rotary positions (the Llama family's): q = h W_q, k = h W_k, v = h W_v (Hkv
@@ -140,12 +155,16 @@ class GroupedQueryAttention(Part):
     `qk_norm`: q and k RMS-normed before the rotation, PER_HEAD (Qwen3: each head over its dh numbers, after the split,
     gains [dh]) or WHOLE (OLMo 2: over the whole projection, before the split, gains [H dh] and [Hkv dh]).
     `reads`: the symbol of what it reads, h (a pre-norm's output) or x (the stream itself: OLMo 2 has no pre-norms).
-    `rotary`: False where q and k are not turned at all (Nemotron-H's attention: the Mamba layers carry the order)."""
+    `one_plus`: the q and k norms' gains are stored less one (1 + w: Gemma 3's). `core`: the attention core over the
+    keys (`attend`; Gemma's scales and soft-caps its scores otherwise). `rotary`: False where q and k are not turned
+    at all (Nemotron-H's attention: the Mamba layers carry the order)."""
 
     qk_norm: str = ""
     reads: str = "h"
     eps: str = "rms_norm_eps"
     rotary: bool = True
+    one_plus: bool = False
+    core: Attend = attend
     kinds = {
         "attention_q": "attention query weights W_q [H*dh, D]",
         "attention_k": "attention key weights W_k [Hkv*dh, D]",
@@ -156,7 +175,7 @@ class GroupedQueryAttention(Part):
     def stages(self, config: Any) -> dict[str, Stage]:
         """Its projections, the split into heads, the q and k norms where it has them, the rotation."""
         x, b, reads_x = self.reads, (lambda n: plus(config.qkv_bias, n)), self.reads == "x"
-        norms = QK_NORMS.get(self.qk_norm, ())
+        norms = QK_NORMS.get(self.qk_norm_of(config), ())
         return by_op(
             Stage("q", ("attn.q_proj",), "matmul", f"q = {x} W_q{b('q')}", f"{x} [T, D], W_q [D, H*dh]",
                   ATTENTION_PROJECTIONS, reads_stream=reads_x),
@@ -167,31 +186,35 @@ class GroupedQueryAttention(Part):
             *norms,
             Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape", "q -> H heads of dh; k, v -> Hkv heads of dh",
                   "q [T, H*dh], k, v [T, Hkv*dh]"),
-            Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate",
-                  "q, k = RoPE(q, k): each pair of numbers turned by position x frequency", "q [H, T, dh], k [Hkv, T, dh]"),
+            ROPE,
         )  # fmt: skip
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs):
         at = at.declaring(self.declared(config))
-        H, Hkv, eps = config.n_head, config.n_kv_head, getattr(config, self.eps)
+        H, Hkv, qk_norm = config.n_head, config.n_kv_head, self.qk_norm_of(config)
         q = at.matmul("q", h, p.q_proj.weight.T, "T D, D H*dh -> T H*dh", bias=bias_of(p.q_proj))
         k = at.matmul("k", h, p.k_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.k_proj))
         v = at.matmul("v", h, p.v_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.v_proj))
-        if self.qk_norm == WHOLE:  # over all H dh (Hkv dh) numbers, gains [H dh] ([Hkv dh])
-            q = at.stage("q_norm", rms_norm(q, p.q_norm.weight, eps), "T H*dh")
-            k = at.stage("k_norm", rms_norm(k, p.k_norm.weight, eps), "T Hkv*dh")
+        if qk_norm == WHOLE:  # over all H dh (Hkv dh) numbers, gains [H dh] ([Hkv dh])
+            q = at.stage("q_norm", self.normed(q, p.q_norm, config), "T H*dh")
+            k = at.stage("k_norm", self.normed(k, p.k_norm, config), "T Hkv*dh")
         split = (split_into_heads(q, H), split_into_heads(k, Hkv), split_into_heads(v, Hkv))
         q, k, v = at.stage("split_heads", split, "H T dh; Hkv T dh; Hkv T dh")
-        if self.qk_norm == PER_HEAD:  # each head over its dh numbers, gains [dh]
-            q = at.stage("q_norm", rms_norm(q, p.q_norm.weight, eps), "H T dh")
-            k = at.stage("k_norm", rms_norm(k, p.k_norm.weight, eps), "Hkv T dh")
+        if qk_norm == PER_HEAD:  # each head over its dh numbers, gains [dh]
+            q = at.stage("q_norm", self.normed(q, p.q_norm, config), "H T dh")
+            k = at.stage("k_norm", self.normed(k, p.k_norm, config), "Hkv T dh")
         if self.rotary:
             q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
-        return attend_to_cache(q, k, v, p, config, at, inputs, self.core(p))
+        return attend_to_cache(q, k, v, p, config, at, inputs, self.core)
 
-    def core(self, p: SimpleNamespace) -> Attend:
-        """Its attention core over the keys (a variant's own: gpt-oss's weighs each head's sink too)."""
-        return attend
+    def qk_norm_of(self, config: Any) -> str:
+        """Its q and k norms in a config (PER_HEAD, WHOLE, or none: ""): the part's `qk_norm`, unless a family's
+        config says (Gemma's: Gemma 3 has them, Gemma 2 not)."""
+        return self.qk_norm
+
+    def normed(self, x, w: SimpleNamespace, config: Any):
+        """A q or k norm: RMSNorm over x's last axis, gains w (1 + w where one_plus)."""
+        return RMSNorm(self.one_plus, self.eps)(x, w, config)
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """q_proj, k_proj, v_proj [H dh or Hkv dh, D] and o_proj [D, H dh], each with its bias where the config has
@@ -204,8 +227,8 @@ class GroupedQueryAttention(Part):
             **linear("v_proj", kv, D, b, "attention_v"),
             **linear("o_proj", D, q, config.o_bias, "attention_out"),
         }
-        if self.qk_norm:
-            widths = (dh, dh) if self.qk_norm == PER_HEAD else (q, kv)
+        if qk_norm := self.qk_norm_of(config):
+            widths = (dh, dh) if qk_norm == PER_HEAD else (q, kv)
             tensors |= {"q_norm.weight": Tensor((widths[0],), "norms"), "k_norm.weight": Tensor((widths[1],), "norms")}
         return tensors
 

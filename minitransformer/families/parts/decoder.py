@@ -40,11 +40,16 @@ from .part import Part, Products, Tensor, Tensors
 @dataclass(frozen=True)
 class TokenEmbedding(Part):
     """x = W_te[ids], a lookup: positions enter later, by rotating q and k. `module`: where the checkpoint keeps it;
-    `equation`: how the stage says it. An embedding part reads the whole tree (GPT-2's reads its position table too)."""
+    `equation`: how the stage says it; `description`: what params calls it. An embedding part reads the whole tree
+    (GPT-2's reads its position table too)."""
 
     module: str = "embed_tokens"
     equation: str = "x = W_te[ids]  (positions enter later, by rotating q and k)"
-    kinds = {"token_embedding": "token embedding W_te [V, D]"}
+    description: str = "token embedding W_te [V, D]"
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {"token_embedding": self.description}
 
     def stages(self, config: Any) -> dict[str, Stage]:
         return by_op(Stage("embed", ("embed",), "lookup", self.equation, "ids [T]"))
@@ -55,6 +60,9 @@ class TokenEmbedding(Part):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         return {f"{self.module}.weight": Tensor((config.vocab_size, config.n_embd), "token_embedding")}
+
+
+NORM_KINDS = ("norms", "layer_norms", "qk_norms")  # the kinds params lists after the biases, in the order met
 
 
 @dataclass(frozen=True, eq=False)  # a model's decoder is itself: compared and hashed by identity
@@ -76,6 +84,7 @@ class Decoder(Part):
     ignored: str = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq"  # the rotary frequencies older checkpoints carry
     prefixes: tuple[str, ...] = ()
     biases: str = "biases of the linear layers that have them"  # how params describes the biases' kind ("": none)
+    untied: str = "unembedding W_U [V, D] (untied)"  # how params describes an untied unembedding
     after_logits: Callable[[Any, Any, Tape], Any] | None = None
     symbols: str = field(default="", compare=False)  # the dimension symbols its shapes use, for traces
     # The kinds of layer (config.layer_types) whose stages come first where kinds have different stages in one place
@@ -139,14 +148,14 @@ class Decoder(Part):
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
         """Every kind of parameter, in the order a pass meets them, but the biases and norms after the rest."""
         block = self.block.kinds
-        norms = {k: v for k, v in {**block, **self.norm.kinds}.items() if k in ("norms", "layer_norms")}
+        norms = {k: v for k, v in {**block, **self.norm.kinds}.items() if k in NORM_KINDS}
         rest = {k: v for k, v in block.items() if k not in norms}
         return {
             **self.embed.kinds,
             **rest,
             **({"biases": self.biases} if self.biases else {}),
             **norms,
-            "unembedding": "unembedding W_U [V, D] (untied)",
+            "unembedding": self.untied,
         }
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:

@@ -1,4 +1,5 @@
-"""The MLPs: the gated MLP (the Llama family's SwiGLU), act(h W_gate) * h W_up, then W_down."""
+"""The MLPs: the gated MLP (the Llama family's SwiGLU), act(h W_gate) * h W_up, then W_down; the MLP of two products
+around an activation (GPT-NeoX's), act(h W_up) W_down."""
 
 from __future__ import annotations
 
@@ -19,10 +20,12 @@ from .part import Part, Products, Tensors, linear, plus
 class GatedMLP(Part):
     """act(h W_gate) * h W_up, then W_down: three products of width F (the config's d_ff), biases where mlp_bias.
     `reads`: what it reads, h (a pre-norm's output) or x (the stream itself: OLMo 2); `width`: the config's field of F
-    where it is not d_ff (the dense layers beside experts: Qwen3-MoE's intermediate_size), which its tape sizes F to."""
+    where it is not d_ff (the dense layers beside experts: Qwen3-MoE's intermediate_size), which its tape sizes F to;
+    `activation`: how its equation names the activation (the config's hidden_act computes it)."""
 
     reads: str = "h"
     width: str = "d_ff"
+    activation: str = "SiLU: g sigmoid(g)"
     kinds = {
         "mlp_gate": "MLP gate weights W_gate [F, D]",
         "mlp_up": "MLP up weights W_up [F, D]",
@@ -36,7 +39,7 @@ class GatedMLP(Part):
                   reads_stream=reads_x),
             Stage("mlp.up", ("mlp.up",), "matmul", f"u = {x} W_up{b('up')}", f"{x} [T, D], W_up [D, F]", MLP,
                   reads_stream=reads_x),
-            Stage("mlp.act", ("mlp.act",), "activation", "a = act(g)  (SiLU: g sigmoid(g))", "g [T, F]"),
+            Stage("mlp.act", ("mlp.act",), "activation", f"a = act(g)  ({self.activation})", "g [T, F]"),
             Stage("mlp.mul", ("mlp.mul",), "multiply", "a = a * u  (the gate, elementwise)", "a, u [T, F]"),
             Stage("mlp.down", ("mlp.down",), "matmul", f"m = a W_down{b('down')}", "a [T, F], W_down [F, D]", MLP),
         )  # fmt: skip
@@ -66,4 +69,44 @@ class GatedMLP(Part):
             "mlp.gate": (B * T * F, D),  # h [T, D] x W_gate [D, F]
             "mlp.up": (B * T * F, D),  # h [T, D] x W_up [D, F]
             "mlp.down": (B * T * D, F),  # a [T, F] x W_down [F, D]
+        }
+
+
+@dataclass(frozen=True)
+class UngatedMLP(Part):
+    """u = h W_up + b_up, g = act(u), m = g W_down + b_down: two products of width F (the config's d_ff) around the
+    activation the config's hidden_act names, biases where `bias` (GPT-NeoX's). `names`: the checkpoint's up and down
+    modules (nn.Linear, weights [out, in])."""
+
+    names: tuple[str, str] = ("up_proj", "down_proj")
+    bias: bool = True
+    kinds = {"mlp_up": "MLP up weights W_up [F, D]", "mlp_down": "MLP down weights W_down [D, F]"}
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        up, down = f"u = h W_up{plus(self.bias, 'up')}", f"m = g W_down{plus(self.bias, 'down')}"
+        return by_op(
+            Stage("mlp.up", ("mlp.up",), "matmul", up, "h [T, D], W_up [D, F]", MLP),
+            Stage("mlp.act", ("mlp.act",), "activation", "g = act(u)", "u [T, F]"),
+            Stage("mlp.down", ("mlp.down",), "matmul", down, "g [T, F], W_down [F, D]", MLP),
+        )
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
+        at = at.declaring(self.declared(config))
+        up, down = (getattr(p, name) for name in self.names)
+        u = at.matmul("mlp.up", h, up.weight.T, "T D, D F -> T F", bias=bias_of(up))
+        g = at.stage("mlp.act", ACTIVATIONS[config.hidden_act](u), "T F")
+        return at.matmul("mlp.down", g, down.weight.T, "T F, F D -> T D", bias=bias_of(down))
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        D, F = config.n_embd, config.d_ff
+        return {
+            **linear(self.names[0], F, D, self.bias, "mlp_up"),
+            **linear(self.names[1], D, F, self.bias, "mlp_down"),
+        }
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        D, F = config.n_embd, config.d_ff
+        return {
+            "mlp.up": (B * T * F, D),  # h [T, D] x W_up [D, F]
+            "mlp.down": (B * T * D, F),  # g [T, F] x W_down [F, D]
         }
