@@ -173,16 +173,20 @@ def by_op(*stages: Stage) -> dict[str, Stage]:
 
 def merged(runs: Iterable[Sequence[Stage]]) -> tuple[Stage, ...]:
     """The stages several runs met (kinds of layer, a prefill and a decode step), in one order that keeps each run's:
-    a stage one run has and the others before it lack goes right after the last stage it follows in its run. The
-    first run to meet an op gives its stage."""
+    a stage one run has and the others before it lack goes after the last stage it follows in its run, and after the
+    stages the runs before it have there in its place (alternatives: a dense MLP's, then the experts'). The first run
+    to meet an op gives its stage."""
     order: list[Stage] = []
     for run in runs:
+        ours = {s.op for s in run}
         at = 0
         for stage in run:
             ops = [s.op for s in order]
             if stage.op in ops:
                 at = max(at, ops.index(stage.op) + 1)
-            else:
-                order.insert(at, stage)
+                continue
+            while at < len(order) and order[at].op not in ours:  # past the other runs' stages in this place
                 at += 1
+            order.insert(at, stage)
+            at += 1
     return tuple(order)

@@ -174,13 +174,16 @@ class Architecture:
     # would not (None: nothing to do), and the note validate prints about it
     float64_reference: Callable | None = None
     float64_note: str = ""
+    # Configs beyond the presets whose stages a family built from parts can also have (a dense layer, q in one product,
+    # where no preset has them): all_stages merges their tables too
+    variants: tuple = ()
 
     def all_stages(self) -> StageTable:
-        """Every stage the family can have: every_stage, or the stages of its presets' tables, merged."""
+        """Every stage the family can have: every_stage, or the stages of its presets' and variants' tables, merged."""
         if self.every_stage is not None:
             return self.every_stage
         if self.name not in _ALL_STAGES:
-            tables = [self.stage_table(config) for config in self.presets.values()]
+            tables = [self.stage_table(config) for config in (*self.presets.values(), *self.variants)]
             first = tables[0]
             _ALL_STAGES[self.name] = StageTable(
                 first.name,

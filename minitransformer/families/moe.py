@@ -1,32 +1,14 @@
-"""What every mixture of experts shares, whichever family: the router's choice of k experts per token, and the
-tokens each expert gets, from the router's choice in a real run or from an assumed routing when counting from a
-config alone (Tape.routing). Each family writes its own experts (Mixtral's SwiGLU: families/mixtral/forward.py)."""
+"""Transitional (issue 35): the mixture of experts of the families not yet built from parts (the hybrids'), on the
+machinery of families/parts/moe.py (the routing assumed, each expert's rows), which the families built from parts
+use as parts (routers, experts, shared experts)."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..engine.ops import ACTIVATIONS, softmax
 from ..engine.shapes import ShapeOnly
-from ..errors import UserError
-
-ROUTINGS = {
-    "balanced": "every expert gets T k / E of the T k token rows; the remainder one more each to the first experts",
-    "worst": "every token to the same k experts (experts 0..k-1): the busiest expert computes all T rows",
-}
-
-
-def top_k(probs, k: int, at):
-    """(the k chosen experts [..., k], their probabilities [..., k]), highest first as torch.topk gives them, equal
-    ones the lowest expert first (the tape's one rule, engine/selection.py; what it decided is in the ledger as
-    router.topk's)."""
-    chosen = at.top_k("router.topk", probs, k)
-    if isinstance(probs, ShapeOnly):
-        return chosen, ShapeOnly(chosen.shape, probs.dtype)
-    return chosen, np.take_along_axis(probs, chosen, axis=-1)
+from .parts.moe import add_rows, routed, top_k
 
 
 def softmax_router(h, w, k: int, at, renormalise: bool = True):
@@ -39,61 +21,6 @@ def softmax_router(h, w, k: int, at, renormalise: bool = True):
     if renormalise:
         gates = at.stage("router.renorm", gates / gates.sum(axis=-1, keepdims=True), "T k")
     return chosen, gates
-
-
-def assumed_loads(tokens: int, n_experts: int, k: int, routing: str) -> list[int]:
-    """The tokens each expert computes when no router decides (counting from a config alone): `tokens` x k rows in
-    all, since every token goes to k different experts, spread as ROUTINGS says."""
-    if routing not in ROUTINGS:
-        raise UserError(f"routing {routing!r} is not known (known: {', '.join(ROUTINGS)})")
-    if routing == "worst":
-        return [tokens] * k + [0] * (n_experts - k)
-    share, remainder = divmod(tokens * k, n_experts)
-    return [share + (e < remainder) for e in range(n_experts)]
-
-
-@dataclass(frozen=True)
-class Routed:
-    """The token rows routed to one expert: `rows` (of the batch's tokens, flattened) and `slots` (which of each
-    token's k choices it was), or None for both when counting from shapes alone."""
-
-    expert: int
-    tokens: int
-    rows: np.ndarray | None
-    slots: np.ndarray | None
-
-    def gather(self, x):
-        """x's rows [n, ...] of the tokens routed here: [tokens, ...]."""
-        if self.rows is None:
-            return ShapeOnly((self.tokens, *x.shape[1:]), x.dtype)
-        return x[self.rows]
-
-    def gates(self, gates):
-        """The gate weight of this expert for each of its tokens [tokens, 1] (gates: [n, k])."""
-        if self.rows is None:
-            return ShapeOnly((self.tokens, 1), gates.dtype)
-        return gates[self.rows, self.slots, None]
-
-
-def routed(chosen, n_experts: int, routing: str) -> Iterator[Routed]:
-    """Each expert that gets tokens, in increasing order (as transformers adds their outputs): from `chosen`
-    [n, k], the experts the router chose for each of n tokens, or, shape-only, as `routing` assumes."""
-    if isinstance(chosen, ShapeOnly):
-        n, k = chosen.shape
-        for e, tokens in enumerate(assumed_loads(n, n_experts, k, routing)):
-            if tokens:
-                yield Routed(e, tokens, None, None)
-        return
-    for e in range(n_experts):
-        rows, slots = np.nonzero(chosen == e)
-        if len(rows):
-            yield Routed(e, len(rows), rows, slots)
-
-
-def add_rows(out, expert: Routed, y) -> None:
-    """out[rows] += y: an expert's weighted outputs added to its tokens' rows (each token once per expert)."""
-    if expert.rows is not None:
-        out[expert.rows] += y
 
 
 def expert_shapes(F: str = "F") -> dict[str, str]:

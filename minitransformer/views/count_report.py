@@ -9,7 +9,7 @@ from fractions import Fraction
 
 from ..engine.ledger import Record
 from ..engine.stages import ATTENTION_SCORES, STATE, UNEMBEDDING
-from ..families.moe import ROUTINGS
+from ..families.parts.moe import ROUTINGS
 from ..families.table import architecture_of
 from ..text import plural, s_for
 from ..verbs.count import Count, Pass, with_weights

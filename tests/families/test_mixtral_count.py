@@ -1,5 +1,5 @@
 """Counting a mixture of experts from its config alone: the routing assumed (balanced or worst) moves each expert's
-rows in the ledger and never a total, and the totals are the closed form's (families/mixtral/formulas.py)."""
+rows in the ledger and never a total, and the totals are the closed form's (families/parts/moe.py's experts)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_cli
 from minitransformer.families.mixtral.config import PRESETS, MixtralConfig
-from minitransformer.families.moe import assumed_loads
+from minitransformer.families.parts.moe import assumed_loads
 from minitransformer.verbs import formulas
 from minitransformer.verbs.count import count_generation
 

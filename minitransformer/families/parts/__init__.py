@@ -8,6 +8,9 @@ products, written from its equations alone, which the tests hold to the ledger).
 - attention.py: grouped-query attention and its variants (biases, q and k norms per head or over the whole
   projection, a sliding window), the attention core every attention shares;
 - mlps.py: the gated MLP;
+- moe.py: mixtures of experts: the routers (softmax, gpt-oss's top-k softmax, DeepSeek-V3's group-limited sigmoid),
+  the routed experts (SwiGLU, gpt-oss's fused and clamped), the shared expert, the mixture, a dense MLP or experts by
+  the kind of layer;
 - block.py: the blocks that wire parts into a layer (pre-norm, post-norm, a layer of one branch, a block per kind);
 - decoder.py: the decoder around the blocks (embedding, each layer's inputs, final norm, logits), from which a family's
   stage table, checkpoint layout and closed forms are derived.

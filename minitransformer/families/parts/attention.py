@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from types import SimpleNamespace
 from typing import Any
 
@@ -41,11 +41,13 @@ WINDOW_MASK = "S[i, j] = -inf where j is in i's future or more than the window b
 SOME_LAYERS = "  (the window: sliding_attention layers only)"
 
 
+@lru_cache(maxsize=256)
 def mask_equation(config: Any) -> str:
-    """The mask's equation for a config: its window, and on which layers, where it has one."""
+    """The mask's equation for a config: its window, and on which layers, where it has one (where the layers' windows
+    differ: kinds of layer that differ in their MLP alone have one mask)."""
     if config.sliding_window is None:
         return MASK
-    return WINDOW_MASK + (SOME_LAYERS if len(set(config.layer_types)) > 1 else "")
+    return WINDOW_MASK + (SOME_LAYERS if len({config.layer_window(i) for i in range(config.n_layer)}) > 1 else "")
 
 
 @cache
@@ -182,7 +184,11 @@ class GroupedQueryAttention(Part):
             q = at.stage("q_norm", rms_norm(q, p.q_norm.weight, eps), "H T dh")
             k = at.stage("k_norm", rms_norm(k, p.k_norm.weight, eps), "Hkv T dh")
         q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
-        return attend_to_cache(q, k, v, p, config, at, inputs)
+        return attend_to_cache(q, k, v, p, config, at, inputs, self.core(p))
+
+    def core(self, p: SimpleNamespace) -> Attend:
+        """Its attention core over the keys (a variant's own: gpt-oss's weighs each head's sink too)."""
+        return attend
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """q_proj, k_proj, v_proj [H dh or Hkv dh, D] and o_proj [D, H dh], each with its bias where the config has
@@ -202,7 +208,16 @@ class GroupedQueryAttention(Part):
 
     def attention_vs_weights(self, c: Any, mlp: Any) -> tuple[str, str, str]:
         """The per-layer FLOPs of a decode step attending to t keys against its products with weights (this
-        attention's and a gated MLP's three), the ratio in symbols, and the sizes it needs."""
+        attention's and a gated MLP's three, or the MLP's own terms where it states them: a mixture's, `flops_terms`),
+        the ratio in symbols, and the sizes it needs."""
+        terms = getattr(mlp, "flops_terms", None)
+        if terms is not None:
+            weights, ratio, sizes = terms(c)
+            return (
+                f"4 H dh t FLOPs against 4 D (H dh + Hkv dh) + {weights}",
+                f"H dh t / (D (H dh + Hkv dh) + {ratio})",
+                f"D = {c.n_embd:,}, H dh = {c.n_head * c.d_head:,}, Hkv dh = {c.n_kv_head * c.d_head:,}, {sizes}",
+            )
         D, F = f"D = {c.n_embd:,}", f"F = {c.d_ff:,}"
         if c.n_kv_head == c.n_head and c.n_head * c.d_head == c.n_embd:
             return "4 D t FLOPs against 8 D^2 + 6 D F for the weights", "t / (2D + 1.5F)", f"{D}, {F}"

@@ -75,9 +75,12 @@ class Decoder(Part):
     prefix: str = "model."
     ignored: str = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq"  # the rotary frequencies older checkpoints carry
     prefixes: tuple[str, ...] = ()
-    biases: str = "biases of the linear layers that have them"  # how params describes the biases' kind
+    biases: str = "biases of the linear layers that have them"  # how params describes the biases' kind ("": none)
     after_logits: Callable[[Any, Any, Tape], Any] | None = None
     symbols: str = field(default="", compare=False)  # the dimension symbols its shapes use, for traces
+    # The kinds of layer (config.layer_types) whose stages come first where kinds have different stages in one place
+    # (a dense MLP's before the experts'): the dry run meets their layers first (derived_table)
+    kind_order: tuple[str, ...] = ()
 
     def __call__(
         self,
@@ -135,7 +138,7 @@ class Decoder(Part):
         return {
             **self.embed.kinds,
             **rest,
-            "biases": self.biases,
+            **({"biases": self.biases} if self.biases else {}),
             **norms,
             "unembedding": "unembedding W_U [V, D] (untied)",
         }
@@ -172,7 +175,8 @@ def rotary_tables(rope: Rope, d: Dims, x, pads) -> tuple:
 
 
 # The dry run that finds a family's stages: a prompt long enough to run every scan in chunks (two of the longest
-# chunk any family has, and more), then a decode step, on a batch of two rows, the first left-padded.
+# chunk any family has, and more) and past the keys an indexer chooses (config.index_topk), then a decode step, on a
+# batch of two rows, the first left-padded.
 DRY_RUN_PROMPT = 2 * 256 + 3
 
 
@@ -181,10 +185,13 @@ _TABLES: dict = {}  # (decoder, family, config) -> its stage table
 
 def derived_table(decoder: Decoder, name: str, config: Any) -> StageTable:
     """The stages a dry run of `decoder` meets on shape-only weights of one layer of each of the config's kinds: a
-    padded batch's prompt past every chunk, then a decode step; each layer's in one order (engine.stages.merged)."""
+    padded batch's prompt past every chunk, then a decode step; each layer's in one order (engine.stages.merged), the
+    layers of the kinds decoder.kind_order names first."""
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
-    T = DRY_RUN_PROMPT
+    T = max(DRY_RUN_PROMPT, (config.index_topk or 0) + 1)  # an indexer chooses among more keys than it keeps
+    order = decoder.kind_order
+    first = sorted(range(span), key=lambda i: order.index(kinds[i]) if kinds[i] in order else len(order))
     c = replace(config.prefix(span), n_positions=max(config.n_positions, T + 1))  # the stages of any context
     params = shape_only_tree(decoder, c)
     cache = KVCache(capacity=T + 1, batch=(2,), shape_only=True, layers=tuple(c.layer_cache(i) for i in range(span)))
@@ -205,7 +212,7 @@ def derived_table(decoder: Decoder, name: str, config: Any) -> StageTable:
                 (final if layers else embed).append(record.stage)
             else:
                 layers.setdefault(record.layer, []).append(record.stage)
-        runs += layers.values()
+        runs += (layers[i] for i in first)
     return StageTable(name, merged([embed]), merged(runs), merged([final]), decoder.symbols)
 
 

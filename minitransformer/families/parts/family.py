@@ -15,12 +15,18 @@ from .decoder import Decoder
 
 class DecoderFormulas(Formulas):
     """A family's closed forms as its decoder's parts write them: each layer's products (its block's), the logits';
-    the products with weights of a position (every product of a layer but the attention's over the keys); the
-    parameters, every tensor the parts declare; the active ones, with k of each layer's E routed experts."""
+    the products with weights of a position (every product of a layer but those over the keys, `activations`); the
+    parameters, every tensor the parts declare but buffers (`buffer_kinds`); the active ones, with k of each layer's E
+    routed experts (`routed_kinds`); its attention's own lines in count's report, and its cost of choosing keys."""
 
-    def __init__(self, decoder: Decoder, routed_kinds: tuple[str, ...] = ()) -> None:
+    activations: tuple[str, ...] = ATTENTION_ROLES  # the products of a layer whose B is not a weight
+
+    def __init__(
+        self, decoder: Decoder, routed_kinds: tuple[str, ...] = (), buffer_kinds: tuple[str, ...] = ()
+    ) -> None:
         self.decoder = decoder
         self.routed_kinds = routed_kinds
+        self.buffer_kinds = buffer_kinds
 
     def products(self, config: Any, T: int, t: int, R: int = 1, B: int = 1) -> dict[str, tuple[int, int]]:
         """A layer's products (the first whose window is the config's sliding window: where layers alternate, a
@@ -31,7 +37,7 @@ class DecoderFormulas(Formulas):
 
     def _weights(self, config: Any, layer: int) -> list[tuple[int, int]]:
         ops = self.decoder.block.products(config, 1, 1, 1, layer)
-        return [counted for op, counted in ops.items() if op not in ATTENTION_ROLES]
+        return [counted for op, counted in ops.items() if op not in self.activations]
 
     def weight_macs_per_position(self, config: Any, layer: int = 0) -> int:
         return sum(dots * length for dots, length in self._weights(config, layer))
@@ -40,7 +46,8 @@ class DecoderFormulas(Formulas):
         return sum(dots for dots, _ in self._weights(config, layer))
 
     def parameters(self, config: Any) -> int:
-        return sum(prod(t.shape) for t in _tensors(self.decoder, config).values())
+        tensors = _tensors(self.decoder, config).values()
+        return sum(prod(t.shape) for t in tensors if t.kind not in self.buffer_kinds)
 
     def active_parameters(self, config: Any) -> int:
         routed = sum(prod(t.shape) for t in _tensors(self.decoder, config).values() if t.kind in self.routed_kinds)
@@ -51,16 +58,37 @@ class DecoderFormulas(Formulas):
     def attention_vs_weights(self, config: Any) -> tuple[str, str, str]:
         return self.decoder.block.mixer.attention_vs_weights(config, self.decoder.block.mlp)
 
+    def count_notes(self, config: Any, n_prompt: int, n_new: int) -> list[str]:
+        """Its attention's own lines in count's report, where it has some (DeepSeek-V3's latent cache)."""
+        notes = getattr(self.decoder.block.mixer, "count_notes", None)
+        return notes(config, n_prompt, n_new) if notes is not None else []
+
+    def selection_per_pair(self, config: Any) -> tuple[int, int]:
+        """What its attention spends on each key in reach to choose those it attends to (an indexer's), else (0, 0)."""
+        selection = getattr(self.decoder.block.mixer, "selection_per_pair", None)
+        return selection(config) if selection is not None else (0, 0)
+
 
 @lru_cache(maxsize=64)
 def _tensors(decoder: Decoder, config: Any) -> dict:
     return decoder.tensors(config)
 
 
-def composed(name: str, decoder: Decoder, formulas: Formulas | None = None, **record: Any) -> Architecture:
+def composed(
+    name: str,
+    decoder: Decoder,
+    formulas: Formulas | type[DecoderFormulas] | None = None,
+    routed_kinds: tuple[str, ...] = (),
+    buffer_kinds: tuple[str, ...] = (),
+    **record: Any,
+) -> Architecture:
     """The record of a family built from parts: its decoder's stage table, layout and closed forms (`formulas`, where
-    the family's own override some), and `record`, the rest of Architecture's fields (model_types, config, presets,
-    reference_classes, label...)."""
+    the family's own override some: a DecoderFormulas subclass, made here with the kinds), and `record`, the rest of
+    Architecture's fields (model_types, config, presets, reference_classes, label...). `routed_kinds`: the kinds of
+    its routed experts (a mixture's, parts/moe.py), of which a token reads k of E; `buffer_kinds`: those that are
+    buffers, no parameters."""
+    if formulas is None or isinstance(formulas, type):
+        formulas = (formulas or DecoderFormulas)(decoder, routed_kinds, buffer_kinds)
     layout = Layout(
         prefix=decoder.prefix,
         layers=decoder.layers,
@@ -71,6 +99,8 @@ def composed(name: str, decoder: Decoder, formulas: Formulas | None = None, **re
         kind_of=(),
         prefixes=decoder.prefixes,
         tensors=lambda config: _tensors(decoder, config),
+        routed_kinds=routed_kinds,
+        buffer_kinds=buffer_kinds,
     )
     return Architecture(
         name=name,
@@ -78,6 +108,6 @@ def composed(name: str, decoder: Decoder, formulas: Formulas | None = None, **re
         stage_table=lambda config: decoder.stage_table(name, config),
         every_stage=None,  # derived from the presets on first use (Architecture.all_stages)
         layout=layout,
-        formulas=formulas or DecoderFormulas(decoder),
+        formulas=formulas,
         **record,
     )

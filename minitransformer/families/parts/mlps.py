@@ -18,9 +18,11 @@ from .part import Part, Products, Tensors, linear, plus
 @dataclass(frozen=True)
 class GatedMLP(Part):
     """act(h W_gate) * h W_up, then W_down: three products of width F (the config's d_ff), biases where mlp_bias.
-    `reads`: what it reads, h (a pre-norm's output) or x (the stream itself: OLMo 2)."""
+    `reads`: what it reads, h (a pre-norm's output) or x (the stream itself: OLMo 2); `width`: the config's field of F
+    where it is not d_ff (the dense layers beside experts: Qwen3-MoE's intermediate_size), which its tape sizes F to."""
 
     reads: str = "h"
+    width: str = "d_ff"
     kinds = {
         "mlp_gate": "MLP gate weights W_gate [F, D]",
         "mlp_up": "MLP up weights W_up [F, D]",
@@ -41,6 +43,8 @@ class GatedMLP(Part):
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         at = at.declaring(self.declared(config))
+        if self.width != "d_ff":
+            at = at.with_sizes(F=getattr(config, self.width))
         g = at.matmul("mlp.gate", h, p.gate_proj.weight.T, "T D, D F -> T F", bias=bias_of(p.gate_proj))
         u = at.matmul("mlp.up", h, p.up_proj.weight.T, "T D, D F -> T F", bias=bias_of(p.up_proj))
         a = at.stage("mlp.act", ACTIVATIONS[config.hidden_act](g), "T F")
@@ -49,7 +53,7 @@ class GatedMLP(Part):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """gate_proj, up_proj [F, D] and down_proj [D, F], with biases where mlp_bias."""
-        D, F, b = config.n_embd, config.d_ff, getattr(config, "mlp_bias", False)
+        D, F, b = config.n_embd, getattr(config, self.width), getattr(config, "mlp_bias", False)
         return {
             **linear("gate_proj", F, D, b, "mlp_gate"),
             **linear("up_proj", F, D, b, "mlp_up"),
@@ -57,7 +61,7 @@ class GatedMLP(Part):
         }
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        D, F = config.n_embd, config.d_ff
+        D, F = config.n_embd, getattr(config, self.width)
         return {
             "mlp.gate": (B * T * F, D),  # h [T, D] x W_gate [D, F]
             "mlp.up": (B * T * F, D),  # h [T, D] x W_up [D, F]

@@ -1,0 +1,640 @@
+"""Mixtures of experts: the routers that choose k of a layer's E experts for each token, the routed experts that each
+compute only the rows of the tokens routed to them, the shared expert every token goes through, and the mixture that
+wires them in an MLP's place; each part with its tensors, its stages and its closed forms.
+
+- routers: `SoftmaxRouter` (Mixtral's, Qwen3-MoE's, Qwen3.5's: a softmax over the E logits, the top k, renormalised
+  or not), `TopKSoftmaxRouter` (gpt-oss's: a biased router, a softmax over the k largest logits alone),
+  `GroupLimitedRouter` (DeepSeek-V3's, Nemotron-H's: sigmoid scores, a correction bias that only chooses, the top k in
+  the best groups); each returns each token's k experts and their gates [T, k], every top k through the tape's one
+  rule (Tape.top_k, engine/selection.py);
+- routed experts (`RoutedExperts`): each expert on the Te rows of its tokens (Tape.experts), its outputs weighed by
+  their gates and added back to their rows, one record per op for the layer with each expert's share
+  (Tape.record_gathered, engine/gathered.py): `SwiGLUExperts` (three nn.Linear each) and `FusedClampedExperts`
+  (gpt-oss's fused gate and up, clamped);
+- `SharedExpert`: a SwiGLU on every token (DeepSeek-V3's), its output weighed by a sigmoid gate where it has one
+  (Qwen3.5's);
+- `Mixture`: the router, the experts and a shared expert where there is one, summed; `MlpByKind`: a dense MLP in some
+  layers, the experts in the others (config.layer_types).
+
+Which tokens each expert computes is the router's choice in a real run; counting from a config alone (shape-only),
+no router decides and the routing is assumed (Tape.routing, ROUTINGS). Every token's rows are computed by exactly k
+experts, so a layer's expert products are T k rows whichever experts were chosen: the closed forms say so. The routed
+experts' parameter kinds (`routed`) are those of which one token's pass reads k of E (the active parameters).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import cache
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ...engine.ops import ACTIVATIONS, constant, sigmoid, softmax
+from ...engine.shapes import ShapeOnly
+from ...engine.stages import MLP, Stage, by_op
+from ...engine.tape import Tape
+from ...errors import UserError
+from .part import Part, Products, Tensor, Tensors, linear
+
+ROUTINGS = {
+    "balanced": "every expert gets T k / E of the T k token rows; the remainder one more each to the first experts",
+    "worst": "every token to the same k experts (experts 0..k-1): the busiest expert computes all T rows",
+}
+
+
+def assumed_loads(tokens: int, n_experts: int, k: int, routing: str) -> list[int]:
+    """The tokens each expert computes when no router decides (counting from a config alone): `tokens` x k rows in
+    all, since every token goes to k different experts, spread as ROUTINGS says."""
+    if routing not in ROUTINGS:
+        raise UserError(f"routing {routing!r} is not known (known: {', '.join(ROUTINGS)})")
+    if routing == "worst":
+        return [tokens] * k + [0] * (n_experts - k)
+    share, remainder = divmod(tokens * k, n_experts)
+    return [share + (e < remainder) for e in range(n_experts)]
+
+
+@dataclass(frozen=True)
+class Routed:
+    """The token rows routed to one expert: `rows` (of the batch's tokens, flattened) and `slots` (which of each
+    token's k choices it was), or None for both when counting from shapes alone."""
+
+    expert: int
+    tokens: int
+    rows: np.ndarray | None
+    slots: np.ndarray | None
+
+    def gather(self, x):
+        """x's rows [n, ...] of the tokens routed here: [tokens, ...]."""
+        if self.rows is None:
+            return ShapeOnly((self.tokens, *x.shape[1:]), x.dtype)
+        return x[self.rows]
+
+    def gates(self, gates):
+        """The gate weight of this expert for each of its tokens [tokens, 1] (gates: [n, k])."""
+        if self.rows is None:
+            return ShapeOnly((self.tokens, 1), gates.dtype)
+        return gates[self.rows, self.slots, None]
+
+
+def routed(chosen, n_experts: int, routing: str) -> Iterator[Routed]:
+    """Each expert that gets tokens, in increasing order (as transformers adds their outputs): from `chosen`
+    [n, k], the experts the router chose for each of n tokens, or, shape-only, as `routing` assumes."""
+    if isinstance(chosen, ShapeOnly):
+        n, k = chosen.shape
+        for e, tokens in enumerate(assumed_loads(n, n_experts, k, routing)):
+            if tokens:
+                yield Routed(e, tokens, None, None)
+        return
+    for e in range(n_experts):
+        rows, slots = np.nonzero(chosen == e)
+        if len(rows):
+            yield Routed(e, len(rows), rows, slots)
+
+
+def add_rows(out, expert: Routed, y) -> None:
+    """out[rows] += y: an expert's weighted outputs added to its tokens' rows (each token once per expert)."""
+    if expert.rows is not None:
+        out[expert.rows] += y
+
+
+def top_k(scores, k: int, at: Tape):
+    """(the k chosen experts [..., k], their scores [..., k]), highest first as torch.topk gives them, equal ones the
+    lowest expert first (the tape's one rule, engine/selection.py; what it decided is in the ledger as
+    router.topk's)."""
+    chosen = at.top_k("router.topk", scores, k)
+    if isinstance(scores, ShapeOnly):
+        return chosen, ShapeOnly(chosen.shape, scores.dtype)
+    return chosen, np.take_along_axis(scores, chosen, axis=-1)
+
+
+# --- routers --------------------------------------------------------------------------------------------------------
+def router_logits(equation: str = "r = h W_router  (one logit per expert)") -> Stage:
+    reads = "h [T, D], W_router [D, E]"
+    return Stage("router", ("moe.router_logits",), "matmul", equation, reads, MLP, product="router")
+
+
+def chosen_probs(equation: str) -> Stage:
+    return Stage("router.topk", ("moe.chosen", "moe.top_probs"), "select", equation, "p [T, E]")
+
+
+TOPK = "the k experts of largest p for each token, and their p"
+SOFTMAX_ROUTER = (
+    router_logits(),
+    Stage("router.softmax", ("moe.router_probs",), "softmax", "p = softmax(r) over the E experts", "r [T, E]"),
+    chosen_probs(f"{TOPK} (highest first)"),
+    Stage("router.renorm", ("moe.gates",), "scale", "gates = top p / their sum  (= softmax over the k chosen r)",
+          "p [T, k]"),
+)  # fmt: skip
+# Where the top k are not renormalised, the chosen experts' probabilities are the gates as they are.
+UNNORMALISED_ROUTER = (*SOFTMAX_ROUTER[:2], chosen_probs(f"{TOPK}: the gates (not renormalised)"))
+
+
+@dataclass(frozen=True)
+class SoftmaxRouter(Part):
+    """r = h W_router [T, E], p = softmax(r) over the E experts, the k largest kept and, where it renormalises, divided
+    by their sum (= a softmax over the k chosen logits; computed as transformers does, so that the floats agree): the
+    gates. `renormalise`: always (Mixtral's, Qwen3.5's), or the config field that says (Qwen3-MoE's norm_topk_prob);
+    `module`: where the mixture's checkpoint keeps W_router ([E, D])."""
+
+    renormalise: bool | str = True
+    module: str = "gate"
+    kinds = {"router": "router weights W_router [E, D]"}
+
+    def renormalises(self, config: Any) -> bool:
+        return self.renormalise if isinstance(self.renormalise, bool) else getattr(config, self.renormalise)
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        return by_op(*(SOFTMAX_ROUTER if self.renormalises(config) else UNNORMALISED_ROUTER))
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
+        at = at.declaring(self.declared(config))
+        logits = at.matmul("router", h, getattr(p, self.module).weight.T, "T D, D E -> T E")
+        probs = at.stage("router.softmax", softmax(logits), "T E")
+        chosen, gates = at.stage("router.topk", top_k(probs, config.top_k, at), "T k")
+        if self.renormalises(config):
+            gates = at.stage("router.renorm", gates / gates.sum(axis=-1, keepdims=True), "T k")
+        return chosen, gates
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        return linear(self.module, config.n_experts, config.n_embd, False, "router")
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return {"router": (B * T * config.n_experts, config.n_embd)}  # h [T, D] x W_router [D, E]
+
+
+TOPK_SOFTMAX_ROUTER = (
+    router_logits("r = h W_router + b_router  (one logit per expert)"),
+    Stage("router.topk", ("moe.chosen", "moe.top_logits"), "select",
+          "the k experts of largest r for each token, and their r (highest first)", "r [T, E]"),
+    Stage("router.softmax", ("moe.gates",), "softmax", "gates = softmax of the k chosen r", "r [T, k]"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TopKSoftmaxRouter(Part):
+    """gpt-oss's router: r = h W_router + b_router [T, E], each token's k largest logits chosen and weighed by a
+    softmax over those k alone (Mixtral's takes a softmax over all E first, then the top k renormalised)."""
+
+    module: str = "router"
+    kinds = {"router": "router weights W_router [E, D] and bias [E]"}
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        return by_op(*TOPK_SOFTMAX_ROUTER)
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
+        at, w = at.declaring(self.declared(config)), getattr(p, self.module)
+        logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E", bias=w.bias)
+        chosen, top = at.stage("router.topk", top_k(logits, config.top_k, at), "T k")
+        return chosen, at.stage("router.softmax", softmax(top), "T k")
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        return linear(self.module, config.n_experts, config.n_embd, True, "router", bias_kind="router")
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return {"router": (B * T * config.n_experts, config.n_embd)}  # h [T, D] x W_router [D, E]
+
+
+SIGMOID_ROUTER = (
+    router_logits("r = h W_router  (one logit per routed expert)"),
+    Stage("router.sigmoid", ("moe.scores",), "activation", "s = sigmoid(r)", "r [T, E]"),
+    Stage("router.choose", ("moe.chosen",), "select", "the k experts of largest s + b (b: the correction bias, "
+          "for choosing only) in the topk_group groups whose 2 largest s + b sum highest", "s [T, E], b [E]"),
+    Stage("router.weigh", ("moe.gates",), "scale", "gates = the chosen s (no bias) / their sum (norm_topk_prob) "
+          "x routed_scaling_factor", "s [T, k]"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GroupLimitedRouter(Part):
+    """DeepSeek-V3's router (transformers' DeepseekV3TopkRouter; Nemotron-H's too): scores s = sigmoid(h W_router)
+    [T, E]; the choice adds the correction bias b (s + b, only to choose), keeps the topk_group of n_group groups
+    whose two best s + b sum highest, then the k best s + b in them; each chosen expert's gate is its s (unbiased),
+    divided by their sum where norm_topk_prob, times routed_scaling_factor. b is a buffer, not a parameter."""
+
+    module: str = "gate"
+    kinds = {
+        "router": "router weights W_router [E, D]",
+        "router_bias": "router's correction bias b [E] (a buffer: chooses experts only; not in transformers' count)",
+    }
+    buffers: ClassVar[tuple[str, ...]] = ("router_bias",)
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        return by_op(*SIGMOID_ROUTER)
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
+        at, w = at.declaring(self.declared(config)), getattr(p, self.module)
+        logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E")
+        scores = at.stage("router.sigmoid", sigmoid(logits), "T E")
+        chosen = at.stage("router.choose", choose(scores, w.e_score_correction_bias, config, at), "T k")
+        return chosen, at.stage("router.weigh", weigh(scores, chosen, config), "T k")
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        E = config.n_experts
+        return {
+            f"{self.module}.weight": Tensor((E, config.n_embd), "router"),
+            f"{self.module}.e_score_correction_bias": Tensor((E,), "router_bias"),
+        }
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return {"router": (B * T * config.n_experts, config.n_embd)}  # h [T, D] x W_router [D, E]
+
+
+def choose(scores, correction_bias, config: Any, at: Tape):
+    """The k experts of each token [..., k]: with s' = s + b, the topk_group of the n_group groups (E / n_group
+    experts each) whose two largest s' sum highest, then the k largest s' among those groups' experts. Both choices
+    are the tape's top k, in the ledger as router.groups and router.choose."""
+    k = config.top_k
+    if isinstance(scores, ShapeOnly):
+        return at.top_k("router.choose", scores, k)
+    E, G = config.n_experts, config.n_group
+    biased = scores + correction_bias.astype(scores.dtype)
+    groups = biased.reshape(*biased.shape[:-1], G, E // G)
+    best_two = -np.sort(-groups, axis=-1)[..., :2].sum(axis=-1)  # [..., G]
+    kept = at.top_k("router.groups", best_two, config.topk_group)
+    mask = np.zeros(best_two.shape, dtype=bool)
+    np.put_along_axis(mask, kept, True, axis=-1)
+    allowed = np.where(np.repeat(mask, E // G, axis=-1), biased, -np.inf)
+    return at.top_k("router.choose", allowed, k)
+
+
+def weigh(scores, chosen, config: Any):
+    """The chosen experts' sigmoid scores (without the correction bias), over their sum (+1e-20) where
+    norm_topk_prob, times routed_scaling_factor."""
+    if isinstance(scores, ShapeOnly):
+        return ShapeOnly(chosen.shape, scores.dtype)
+    w = np.take_along_axis(scores, chosen, axis=-1)
+    if config.norm_topk_prob:
+        w = w / (w.sum(axis=-1, keepdims=True) + constant(w, 1e-20))
+    return w * constant(w, config.routed_scaling_factor)
+
+
+# --- routed experts -------------------------------------------------------------------------------------------------
+def combine(names: tuple[str, ...] = ("moe.out",)) -> Stage:
+    equation = "m = sum over each token's k experts of their weighted y  (added back to the tokens' rows)"
+    return Stage("moe.combine", names, "scatter", equation, "each token's k weighted y [T, k*D]")
+
+
+COMBINE = combine()  # the experts' sum is the mixture's output
+ROUTED_COMBINE = combine(("moe.routed_out",))  # ... to which a shared expert's is added
+
+
+@cache
+def gathered_stages(x: str = "h", D: str = "D") -> tuple[Stage, Stage]:
+    """The stages every routed expert runs before and after its own: its tokens' rows of what the experts read (x, D
+    wide), and its outputs weighed by their gates."""
+    return (
+        Stage("expert.gather", ("moe.expert_in",), "select", f"h_e = {x}[the Te tokens routed to e]  (for each expert e)",
+              f"{x} [T, {D}]"),
+        Stage("expert.weigh", ("moe.expert_out",), "multiply", "y = y * gate of e for each of its tokens", f"y [T, k*{D}]"),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RoutedExperts(Part):
+    """A layer's routed experts, each computing only its Te tokens' rows: h_e = h[its tokens] [Te, D],
+    y = expert(its tape, e, h_e) [Te, D], weighted by the tokens' gates and added back to their rows; one record per
+    op and layer, with the shapes of what the experts computed between them (`whole`: each token's rows in its k
+    experts), each expert's share as its breakdown. A subclass is one kind of expert: its stages (`expert_stages`),
+    its forward pass on one expert's rows (`expert`), its tensors and products. `combined`: the capture name of their
+    sum; `x`, `D`: what they read, its symbol and its width's (Nemotron-H's experts read a latent of Dl)."""
+
+    combined: tuple[str, ...] = ("moe.out",)
+    x: str = "h"
+    D: str = "D"
+    routed: ClassVar[tuple[str, ...]] = ()  # the parameter kinds of which a token's pass reads k of E
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        gather, weigh = gathered_stages(self.x, self.D)
+        return by_op(gather, *self.expert_stages(config), weigh, combine(self.combined))
+
+    def expert_stages(self, config: Any) -> tuple[Stage, ...]:
+        raise NotImplementedError
+
+    def whole(self) -> dict[str, str]:
+        """The shapes of the layer's records: each token's rows in its k experts ("T D, D k*F -> T k*F")."""
+        raise NotImplementedError
+
+    def expert(self, ex: Tape, e: int, xe, p: SimpleNamespace, config: Any):
+        """Expert e's output [Te, D] for its tokens' rows xe [Te, D], on its tape `ex`."""
+        raise NotImplementedError
+
+    def __call__(self, h, chosen, gates, p: SimpleNamespace, config: Any, at: Tape):
+        """chosen and gates [T, k]: each token's k experts and their weights -> the experts' sum [T, D]."""
+        at, D = at.declaring(self.declared(config)), self.D
+        E, k = config.n_experts, chosen.shape[-1]
+        x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
+        out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
+        tapes = at.experts()
+        for tokens in routed(chosen.reshape(n, k), E, at.routing):
+            ex = tapes.expert(tokens)
+            xe = ex.stage("expert.gather", tokens.gather(x), f"Te {D}")
+            y = self.expert(ex, tokens.expert, xe, p, config)
+            y = ex.stage("expert.weigh", y * tokens.gates(gates.reshape(n, k)), f"Te {D}")
+            add_rows(out, tokens, y)
+        at.record_gathered(tapes, self.whole(), n_experts=E)
+        return at.stage("moe.combine", out.reshape(h.shape), f"T {D}")
+
+
+@cache
+def swiglu_stages(gate: str, up: str, down: str) -> tuple[Stage, ...]:
+    """A SwiGLU expert's stages, its matrices named gate, up and down in the equations."""
+    return (
+        Stage("expert.gate", ("moe.expert_gate",), "matmul", f"g = h_e {gate}  (expert e's gate, on its Te rows)",
+              f"h_e [T, k*D] (each token in its k experts), {gate} [D, F]", MLP, product="expert"),
+        Stage("expert.up", ("moe.expert_up",), "matmul", f"u = h_e {up}  (expert e's up, on its Te rows)",
+              f"h_e [T, k*D], {up} [D, F]", MLP, product="expert"),
+        Stage("expert.act", ("moe.expert_act",), "activation", "a = act(g)  (SiLU: g sigmoid(g))", "g [T, k*F]"),
+        Stage("expert.mul", ("moe.expert_mul",), "multiply", "a = a * u", "a, u [T, k*F]"),
+        Stage("expert.down", ("moe.expert_down",), "matmul", f"y = a {down}  (expert e's down, on its Te rows)",
+              f"a [T, k*F], {down} [F, D]", MLP, product="expert"),
+    )  # fmt: skip
+
+
+SWIGLU = ("W_gate,e", "W_up,e", "W_down,e")  # how the equations name an expert's matrices (Mixtral's: W1_e ...)
+SWIGLU_EXPERTS = (gathered_stages()[0], *swiglu_stages(*SWIGLU), gathered_stages()[1])
+
+
+@dataclass(frozen=True)
+class SwiGLUExperts(RoutedExperts):
+    """Each expert a SwiGLU MLP of width F on its tokens' rows: y = (act(h_e W_gate) * h_e W_up) W_down (Mixtral's,
+    Qwen3-MoE's, DeepSeek-V3's). `names`: each matrix's module in an expert's checkpoint and its role (gate, up,
+    down), in the checkpoint's order; `symbols`: how the equations name them; `width`: the config's field of F, and
+    `F` its symbol in the shapes; `described`: what params says each role's kind is."""
+
+    names: tuple[tuple[str, str], ...] = (("gate_proj", "gate"), ("up_proj", "up"), ("down_proj", "down"))
+    symbols: tuple[str, str, str] = SWIGLU
+    width: str = "d_ff"
+    F: str = "F"
+    described: tuple[str, str, str] = (
+        "experts' gate weights [F, D], E a layer",
+        "experts' up weights [F, D], E a layer",
+        "experts' down weights [D, F], E a layer",
+    )
+    routed = ("expert_gate", "expert_up", "expert_down")
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return dict(zip(self.routed, self.described))
+
+    def expert_stages(self, config: Any) -> tuple[Stage, ...]:
+        return swiglu_stages(*self.symbols)
+
+    def whole(self) -> dict[str, str]:
+        F = self.F
+        return {
+            "expert.gather": "T k*D",
+            "expert.gate": f"T D, D k*{F} -> T k*{F}",
+            "expert.up": f"T D, D k*{F} -> T k*{F}",
+            "expert.act": f"T k*{F}",
+            "expert.mul": f"T k*{F}",
+            "expert.down": f"T {F}, {F} k*D -> T k*D",
+            "expert.weigh": "T k*D",
+        }
+
+    def expert(self, ex: Tape, e: int, xe, p: SimpleNamespace, config: Any):
+        w, F = getattr(p.experts, str(e)), self.F
+        gate, up, down = (getattr(w, self.module_of(role)).weight for role in ("gate", "up", "down"))
+        g = ex.matmul("expert.gate", xe, gate.T, f"Te D, D {F} -> Te {F}")
+        u = ex.matmul("expert.up", xe, up.T, f"Te D, D {F} -> Te {F}")
+        a = ex.stage("expert.act", ACTIVATIONS[config.hidden_act](g), f"Te {F}")
+        a = ex.stage("expert.mul", np.multiply(a, u, out=ex.scratch(a)), f"Te {F}")
+        return ex.matmul("expert.down", a, down.T, f"Te {F}, {F} D -> Te D")
+
+    def module_of(self, role: str) -> str:
+        return next(name for name, its in self.names if its == role)
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        """E experts of gate and up [F, D] and down [D, F], in the checkpoint's order."""
+        D, F = config.n_embd, getattr(config, self.width)
+        shape = {"gate": (F, D), "up": (F, D), "down": (D, F)}
+        each = [(name, Tensor(shape[role], f"expert_{role}")) for name, role in self.names]
+        return {f"experts.{e}.{name}.weight": tensor for e in range(config.n_experts) for name, tensor in each}
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        D, F, k = config.n_embd, getattr(config, self.width), config.top_k
+        return {
+            "expert.gate": (B * T * k * F, D),  # each token's h [D] x W_gate,e [D, F] in each of its k experts
+            "expert.up": (B * T * k * F, D),  # ... x W_up,e [D, F]
+            "expert.down": (B * T * k * D, F),  # each token's a_e [F] x W_down,e [F, D] in each of its k experts
+        }
+
+
+CLAMPED = (
+    Stage("expert.gate_up", ("moe.expert_gate_up",), "matmul",
+          "gu = h_e W_gu_e + b_gu_e  (expert e's gate and up in one product: gate at even columns, up at odd)",
+          "h_e [T, k*D] (each token in its k experts), W_gu_e [D, 2F]", MLP, product="expert"),
+    Stage("expert.clamp", ("moe.expert_clamped",), "activation",
+          "g = min(gate, limit), u = clip(up, -limit, limit)", "gu [T, k*2F]"),
+    Stage("expert.act", ("moe.expert_act",), "activation", "a = g sigmoid(alpha g)  (alpha 1.702)", "g [T, k*F]"),
+    Stage("expert.mul", ("moe.expert_mul",), "multiply", "a = (u + 1) * a", "a, u [T, k*F]"),
+    Stage("expert.down", ("moe.expert_down",), "matmul", "y = a W_down_e + b_down_e  (expert e's down, on its rows)",
+          "a [T, k*F], W_down_e [F, D]", MLP, product="expert"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FusedClampedExperts(RoutedExperts):
+    """gpt-oss's experts: each a clamped SwiGLU with biases, its gate and up one product with the fused W_gu [D, 2F]
+    (gate at even columns, up at odd ones): g = min(g, limit), u = clip(u, -limit, limit), a = (u + 1) g
+    sigmoid(alpha g), then W_down [F, D] (swiglu_limit, swiglu_alpha). The E experts' weights are 3-D tensors stored
+    [in, out], unlike nn.Linear: gate_up_proj [E, D, 2F] and down_proj [E, F, D], with their biases."""
+
+    kinds = {
+        "expert_gate_up": "experts' fused gate and up weights W_gu [D, 2F], E a layer",
+        "expert_down": "experts' down weights W_down [F, D], E a layer",
+        "expert_biases": "experts' biases b_gu [2F] and b_down [D], E a layer",
+    }
+    routed = ("expert_gate_up", "expert_down", "expert_biases")
+
+    def expert_stages(self, config: Any) -> tuple[Stage, ...]:
+        return CLAMPED
+
+    def whole(self) -> dict[str, str]:
+        return {
+            "expert.gather": "T k*D",
+            "expert.gate_up": "T D, D k*2F -> T k*2F",
+            "expert.clamp": "T k*2F",
+            "expert.act": "T k*F",
+            "expert.mul": "T k*F",
+            "expert.down": "T F, F k*D -> T k*D",
+            "expert.weigh": "T k*D",
+        }
+
+    def expert(self, ex: Tape, e: int, xe, p: SimpleNamespace, config: Any):
+        w = p.experts
+        gu = ex.matmul("expert.gate_up", xe, w.gate_up_proj[e], "Te D, D 2F -> Te 2F", bias=w.gate_up_proj_bias[e])
+        gu = ex.stage("expert.clamp", clamp(gu, config.swiglu_limit), "Te 2F")
+        a = ex.stage("expert.act", glu(gu[:, ::2], config.swiglu_alpha), "Te F")
+        a = ex.stage("expert.mul", np.multiply(gu[:, 1::2] + constant(gu, 1.0), a, out=ex.scratch(a)), "Te F")
+        return ex.matmul("expert.down", a, w.down_proj[e], "Te F, F D -> Te D", bias=w.down_proj_bias[e])
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        D, F, E = config.n_embd, config.d_ff, config.n_experts
+        return {
+            "experts.gate_up_proj": Tensor((E, D, 2 * F), "expert_gate_up"),
+            "experts.gate_up_proj_bias": Tensor((E, 2 * F), "expert_biases"),
+            "experts.down_proj": Tensor((E, F, D), "expert_down"),
+            "experts.down_proj_bias": Tensor((E, D), "expert_biases"),
+        }
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        D, F, k = config.n_embd, config.d_ff, config.top_k
+        return {
+            "expert.gate_up": (B * T * k * 2 * F, D),  # each token's h [D] x W_gu_e [D, 2F] in each of its k experts
+            "expert.down": (B * T * k * D, F),  # each token's a_e [F] x W_down_e [F, D] in each of its k experts
+        }
+
+
+def clamp(gate_up, limit: float):
+    """The gate columns (even) capped at `limit` from above only, the up columns (odd) clipped to [-limit, limit]."""
+    if isinstance(gate_up, ShapeOnly):
+        return gate_up.copy()
+    c = constant(gate_up, limit)
+    out = np.minimum(gate_up, c)
+    out[:, 1::2] = np.maximum(out[:, 1::2], -c)
+    return out
+
+
+def glu(gate, alpha: float):
+    """g sigmoid(alpha g): SiLU with a gain alpha (1.702) inside the sigmoid."""
+    with np.errstate(over="ignore"):  # exp(-alpha g) of a large negative g: inf, and a weight of exactly 0
+        return gate * sigmoid(constant(gate, alpha) * gate)
+
+
+# --- the shared expert and the mixture ------------------------------------------------------------------------------
+SHARED_EXPERT = (
+    Stage("shared.gate", ("moe.shared_gate",), "matmul", "g = h W_gate_s  (the shared experts, on every token)",
+          "h [T, D], W_gate_s [D, Fs]", MLP, product="expert"),
+    Stage("shared.up", ("moe.shared_up",), "matmul", "u = h W_up_s", "h [T, D], W_up_s [D, Fs]", MLP, product="expert"),
+    Stage("shared.act", ("moe.shared_act",), "activation", "a = act(g)  (SiLU: g sigmoid(g))", "g [T, Fs]"),
+    Stage("shared.mul", ("moe.shared_mul",), "multiply", "a = a * u", "a, u [T, Fs]"),
+    Stage("shared.down", ("moe.shared_down",), "matmul", "y_s = a W_down_s", "a [T, Fs], W_down_s [Fs, D]", MLP,
+          product="expert"),
+)  # fmt: skip
+SHARED_GATE = (
+    Stage("shared.score", ("moe.shared_score",), "matmul", "s = h W_shared_gate  (one number a token)",
+          "h [T, D], W_shared_gate [D, 1]", MLP, product="router"),
+    Stage("shared.weigh", ("moe.shared_weighed",), "multiply", "y_s = y_s * sigmoid(s)", "y_s [T, D], s [T, 1]"),
+)  # fmt: skip
+SHARED_ADD = Stage("moe.shared_add", ("moe.out",), "add", "m = m + y_s", "m, y_s [T, D]")
+
+
+@dataclass(frozen=True)
+class SharedExpert(Part):
+    """The shared expert every token goes through (DeepSeek-V3's n_shared_experts as one, Qwen3.5's): a SwiGLU MLP of
+    width Fs (the config's `width`), act(h W_gate) * h W_up, then W_down; where `gate` names one (Qwen3.5's
+    shared_expert_gate [1, D]), its output weighed by sigmoid(h W_shared_gate), one number a token. `module`: where
+    the mixture's checkpoint keeps it; `described`: what params says its kind is."""
+
+    module: str = "shared_experts"
+    gate: str | None = None
+    width: str = "d_shared"
+    described: str = "shared experts' weights W_gate_s, W_up_s [Fs, D], W_down_s [D, Fs]"
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {"shared_expert": self.described}
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        return by_op(*SHARED_EXPERT, *(SHARED_GATE if self.gate else ()))
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
+        at, w = at.declaring(self.declared(config)), getattr(p, self.module)
+        g = at.matmul("shared.gate", h, w.gate_proj.weight.T, "T D, D Fs -> T Fs")
+        u = at.matmul("shared.up", h, w.up_proj.weight.T, "T D, D Fs -> T Fs")
+        a = at.stage("shared.act", ACTIVATIONS[config.hidden_act](g), "T Fs")
+        a = at.stage("shared.mul", np.multiply(a, u, out=at.scratch(a)), "T Fs")
+        y = at.matmul("shared.down", a, w.down_proj.weight.T, "T Fs, Fs D -> T D")
+        if self.gate is None:
+            return y
+        score = at.matmul("shared.score", h, getattr(p, self.gate).weight.T, "T D, D 1 -> T 1")
+        return at.stage("shared.weigh", y * sigmoid(score), "T D")
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        D, Fs, m, kind = config.n_embd, getattr(config, self.width), self.module, "shared_expert"
+        tensors = {
+            **linear(f"{m}.gate_proj", Fs, D, False, kind),
+            **linear(f"{m}.up_proj", Fs, D, False, kind),
+            **linear(f"{m}.down_proj", D, Fs, False, kind),
+        }
+        return tensors | (linear(self.gate, 1, D, False, kind) if self.gate else {})
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        D, Fs = config.n_embd, getattr(config, self.width)
+        products = {
+            "shared.gate": (B * T * Fs, D),  # h [T, D] x W_gate_s [D, Fs]
+            "shared.up": (B * T * Fs, D),  # h [T, D] x W_up_s [D, Fs]
+            "shared.down": (B * T * D, Fs),  # a [T, Fs] x W_down_s [Fs, D]
+        }
+        return products | ({"shared.score": (B * T, D)} if self.gate else {})  # h [T, D] x W_shared_gate [D, 1]
+
+
+@dataclass(frozen=True)
+class Mixture(Part):
+    """A sparse mixture of experts in an MLP's place: the router picks k of E experts for each token, each expert
+    computes its tokens' rows, and a shared expert, where there is one, every token's, added: m = experts + shared.
+    `note`: how count's comparison of attention and weights names the experts ("k experts of E")."""
+
+    router: Any
+    experts: Any
+    shared: Any = None
+    note: str = "k experts of E"
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        return by_op(SHARED_ADD) if self.shared is not None else {}
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
+        chosen, gates = self.router(h, p, config, at)
+        m = self.experts(h, chosen, gates, p, config, at)
+        if self.shared is None:
+            return m
+        y = self.shared(h, p, config, at)
+        return at.declaring(self.declared(config)).stage("moe.shared_add", m + y, "T D")
+
+    @property
+    def parts(self) -> tuple[Any, ...]:
+        return (self.router, self.experts) + ((self.shared,) if self.shared is not None else ())
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {kind: text for part in self.parts for kind, text in part.kinds.items()}
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        return {name: tensor for part in self.parts for name, tensor in part.tensors(config, layer).items()}
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return {op: n for part in self.parts for op, n in part.products(config, T, t, B, layer).items()}
+
+    def flops_terms(self, c: Any) -> tuple[str, str, str]:
+        """Its products with weights in a decode step's FLOPs (the router's 2 D E, k experts' 6 D F), against attention
+        (GroupedQueryAttention.attention_vs_weights): the FLOPs, their share of a ratio's denominator, the sizes."""
+        sizes = f"E = {c.n_experts}, k = {c.top_k}, F = {c.d_ff:,}"
+        return f"2 D E + 6 k D F for the weights ({self.note})", "D E / 2 + 1.5 k D F", sizes
+
+
+@dataclass(frozen=True, eq=False)  # a part is itself: compared and hashed by identity (its parts are a dict)
+class MlpByKind(Part):
+    """The MLP of each kind of layer (config.layer_types[i]): a dense MLP in some layers, the experts in the others
+    (Qwen3-MoE's mlp_only_layers, DeepSeek-V3's first dense layers). Its kinds are its parts', in their order."""
+
+    parts: Mapping[str, Any]
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
+        return self.parts[config.layer_types[at.layer_index or 0]](h, p, config, at)
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {kind: text for part in self.parts.values() for kind, text in part.kinds.items()}
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        return self.parts[config.layer_types[layer]].tensors(config, layer)
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return self.parts[config.layer_types[layer]].products(config, T, t, B, layer)
+
+    def flops_terms(self, c: Any) -> tuple[str, str, str]:
+        """The first layer's (count compares its first layer)."""
+        return self.parts[c.layer_types[0]].flops_terms(c)
