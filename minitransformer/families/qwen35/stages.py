@@ -21,7 +21,7 @@ from ...engine.stages import (
 from ..deepseek_v3.stages import SHARED
 from ..llama.stages import llama_family
 from ..mixtral.stages import COMBINE, ROUTER
-from ..qwen3moe.stages import QWEN_EXPERTS
+from ..parts.moe import SWIGLU_EXPERTS as QWEN_EXPERTS
 
 LINEAR_PROJECTIONS = "linear attention projections and conv"
 
