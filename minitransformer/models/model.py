@@ -103,7 +103,8 @@ class Model:
     @classmethod
     def without_weights(cls, config: ModelConfig, routing: str = "balanced") -> Model:
         """The same model with shape-only stand-ins for weights: counts everything, computes nothing. `routing`: the
-        tokens a mixture of experts' router is assumed to send each expert (families/moe.py: balanced or worst)."""
+        tokens a mixture of experts' router is assumed to send each expert (families/parts/moe.py: balanced or
+        worst)."""
         stand_ins = {name: ShapeOnly(shape) for name, shape in expected_shapes(config).items()}
         model = cls(config, as_tree(stand_ins, config), source="shape-only")
         model.routing = routing

@@ -307,7 +307,7 @@ def count_folded(
 ) -> list[Pass]:
     """Every pass of the generation `options` describe, run through a shape-only twin of the model cut to the fewest
     first layers that hold one layer of each kind (one layer where all are alike), whatever the model's depth.
-    `routing`: which tokens a mixture of experts' experts are assumed to get (families/moe.py), which moves no
+    `routing`: which tokens a mixture of experts' experts are assumed to get (families/parts/moe.py), which moves no
     total."""
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
@@ -336,7 +336,7 @@ class Count:
     passes: list[Pass]
     other_way: list[Pass]
     dense_attention: bool = False  # every T x t score computed, as transformers' eager attention does
-    routing: str = "balanced"  # a mixture of experts: the tokens each expert is assumed to get (families/moe.py)
+    routing: str = "balanced"  # a mixture of experts: the tokens each expert is assumed to get (families/parts/moe.py)
 
     @property
     def stage_table(self) -> StageTable:
@@ -420,7 +420,7 @@ def count_generation(
 ) -> Count:
     """Count 1 prefill over n_prompt tokens and n_new - 1 decode steps, with a batch of `batch` sequences;
     `dense_attention`: every T x t score, as transformers' eager attention computes it (else row chunks);
-    `routing`: a mixture of experts' tokens per expert, assumed (balanced or worst: families/moe.py)."""
+    `routing`: a mixture of experts' tokens per expert, assumed (balanced or worst: families/parts/moe.py)."""
     check_run(config, n_prompt, n_new, batch)
     options = GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, dense_attention=dense_attention)
     passes = count_folded(config, n_prompt, options, batch, routing)

@@ -17,16 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from ...engine.ops import ACTIVATIONS
+from ...engine.ops import ACTIVATIONS, sigmoid
 from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
 from ..blocks import ByKind, LayerInputs, Residual, as_mixer
 from ..decoder import Decoder
-from ..deepseek_v3.forward import sigmoid, weigh
-from ..deepseek_v3.routing import choose
 from ..llama.forward import attend_to_cache, bias_of, heads
 from ..mamba2.forward import mixer, rms
 from ..moe import add_rows, routed
+from ..parts.moe import choose, weigh
 from .config import NemotronHConfig
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from functools import cache
 
 from ...engine.stages import MLP, Stage, StageTable
-from ..deepseek_v3.stages import COMBINE, ROUTER
 from ..llama.stages import llama_family
 from ..mamba2.stages import EMBED, FINAL, MIXER, NORM, RESID, SYMBOLS
+from ..parts.moe import ROUTED_COMBINE as COMBINE
+from ..parts.moe import SIGMOID_ROUTER as ROUTER
 
 ATTENTION_OPS = ("q", "k", "v", "split_heads", "cache", "scores", "scale", "mask", "softmax", "mix", "merge_heads",
                  "out")  # fmt: skip

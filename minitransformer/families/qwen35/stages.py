@@ -18,10 +18,12 @@ from ...engine.stages import (
     Stage,
     StageTable,
 )
-from ..deepseek_v3.stages import SHARED
 from ..llama.stages import llama_family
-from ..mixtral.stages import COMBINE, ROUTER
+from ..parts.moe import COMBINE, SHARED_ADD, SHARED_EXPERT
+from ..parts.moe import SOFTMAX_ROUTER as ROUTER
 from ..parts.moe import SWIGLU_EXPERTS as QWEN_EXPERTS
+
+SHARED = (*SHARED_EXPERT, SHARED_ADD)
 
 LINEAR_PROJECTIONS = "linear attention projections and conv"
 
