@@ -82,8 +82,8 @@ class ModelConfig:
     tie_word_embeddings: bool
     sliding_window: int | None
     eos_token_id: int | tuple[int, ...] | None
-    # A mixture of experts (families/moe.py): E experts in place of each layer's MLP, of which a router picks k for
-    # each token; None in a dense model.
+    # A mixture of experts (families/parts/moe.py): E experts in place of each layer's MLP, of which a router picks k
+    # for each token; None in a dense model.
     n_experts: int | None = None
     top_k: int | None = None
     # Sparse attention (DeepSeek-V3.2's lightning indexer): each query attends to at most index_topk of the keys it can

@@ -105,7 +105,7 @@ class RunOptions:
     """How a forward pass computes what neither the weights nor the prompt decide.
 
     `routing`: counting without weights, the tokens a mixture of experts' router is assumed to send each expert,
-    "balanced" (T k / E each) or "worst" (every token to the same k experts) (families/moe.py); a model with weights
+    "balanced" (T k / E each) or "worst" (every token to the same k experts) (families/parts/moe.py); a model with weights
     has its router decide. `dense_attention`: every T x t score computed, as transformers' eager attention does, where
     a long pass would compute only what each chunk of query rows can see (engine/row_chunks.py): the same logits, and
     the ledger of the textbook dense form.

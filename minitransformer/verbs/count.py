@@ -318,7 +318,7 @@ class Count:
     passes: list[Pass]
     other_way: list[Pass]
     # How each pass ran: every T x t score computed or row chunks, and a mixture of experts' tokens each expert is
-    # assumed to get (families/moe.py)
+    # assumed to get (families/parts/moe.py)
     running: RunOptions = RunOptions()
 
     @property
@@ -403,7 +403,7 @@ def count_generation(
 ) -> Count:
     """Count 1 prefill over n_prompt tokens and n_new - 1 decode steps, with a batch of `batch` sequences;
     `dense_attention`: every T x t score, as transformers' eager attention computes it (else row chunks);
-    `routing`: a mixture of experts' tokens per expert, assumed (balanced or worst: families/moe.py)."""
+    `routing`: a mixture of experts' tokens per expert, assumed (balanced or worst: families/parts/moe.py)."""
     check_run(config, n_prompt, n_new, batch)
     running = RunOptions(routing, dense_attention)
     return counted(

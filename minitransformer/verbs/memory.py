@@ -131,8 +131,8 @@ def layer_caches(config: Config, positions: int, batch: int = 1, bytes_per_numbe
 
 def experts_read(r: Record) -> int:
     """The experts whose weights a product computed expert by expert reads: those its breakdown gave tokens. In a real
-    run the router chose them; counted without weights, the routing assumed did (families/moe.py): balanced spreads
-    the B T k token rows over min(E, B T k) experts (all E in a long prefill, k in a decode step of one sequence),
+    run the router chose them; counted without weights, the routing assumed did (families/parts/moe.py): balanced
+    spreads the B T k token rows over min(E, B T k) experts (all E in a long prefill, k in a decode step of one sequence),
     worst sends them all to the same k. (Independent uniform choices would touch E (1 - (1 - k/E)^(B T)) on average,
     fewer than balanced in a batched decode step: balanced is the upper end.)"""
     assert r.breakdown is not None, "a product computed expert by expert"

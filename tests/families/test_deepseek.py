@@ -22,8 +22,9 @@ from family_checks import (  # noqa: E402 - after the importorskips: it imports 
 
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.deepseek_v3.config import PRESETS, DeepseekConfig  # noqa: E402
-from minitransformer.families.deepseek_v3.formulas import FORMULAS as formulas  # noqa: E402
+from minitransformer.families.deepseek_v3.family import ARCHITECTURE, ATTENTION  # noqa: E402
 
+formulas = ARCHITECTURE.formulas  # the closed forms, the parts' (families/parts/)
 FAMILY = "deepseek_v3"  # the family whose models the `made` fixture (tests/conftest.py) gives
 SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
@@ -93,9 +94,9 @@ def test_mla_s_products_are_as_written(made, name):
             record = phase.find(op, i)
             assert (record.dot_products, record.dot_length) == (dots, length), (op, i)
         attention = sum(phase.find(op, i).macs for op in ("kv_b", "scores", "mix"))
-        assert attention == formulas.computed_attention_macs(c, 1, 31)
+        assert attention == ATTENTION.computed_attention_macs(c, 1, 31)
         layer = sum(r.macs for r in phase.layer_records(i))
-        assert layer == formulas.weight_macs_per_position(c, i) + 31 * formulas.attention_macs_per_pair(c)
+        assert layer == formulas.weight_macs_per_position(c, i) + 31 * ATTENTION.attention_macs_per_pair(c)
 
 
 def test_the_absorbed_form_s_closed_form_equals_its_products_computed_in_numpy(made):
@@ -121,7 +122,7 @@ def test_the_absorbed_form_s_closed_form_equals_its_products_computed_in_numpy(m
     z = np.einsum("htc,hvc->htv", mixed, w_uv)
     macs += z.size * dc
     np.testing.assert_allclose(z, cache["blocks.0.attn.mix"], rtol=1e-4, atol=1e-4)
-    assert macs == formulas.absorbed_attention_macs(c, len(ids), len(ids))
+    assert macs == ATTENTION.absorbed_attention_macs(c, len(ids), len(ids))
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -162,7 +163,7 @@ def test_count_of_the_preset_says_what_mla_caches_and_the_absorbed_form():
     out = result.stdout
     assert "MLA's cache: 576 numbers a layer and position" in out and "against 40,960 for 128 heads" in out
     assert "K and V x 61 layers x 24,576 + 16,384 numbers (128 key/value heads of 192 and 128)" in out
-    assert f"{formulas.absorbed_attention_macs(PRESETS['deepseek-v3'], 100, 100):,} absorbed" in out
+    assert f"{ATTENTION.absorbed_attention_macs(PRESETS['deepseek-v3'], 100, 100):,} absorbed" in out
     assert "671,026,404,352 parameters" in out
     assert "Experts: each token's rows are computed by k = 8 of the E = 256 experts" in out  # layers 3..60's note
     assert all(line in out for line in formulas.count_notes(PRESETS["deepseek-v3"], 100, 1))  # the family's lines

@@ -27,12 +27,13 @@ from published_configs import DEEPSEEK_V32_EXP  # noqa: E402
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.deepseek_v32.config import PRESETS, DeepseekV32Config  # noqa: E402
-from minitransformer.families.deepseek_v32.formulas import FORMULAS as formulas  # noqa: E402
+from minitransformer.families.deepseek_v32.family import ARCHITECTURE, ATTENTION_V32  # noqa: E402
 from minitransformer.models.model import Model  # noqa: E402
 from minitransformer.models.options import RunOptions  # noqa: E402
 from minitransformer.verbs import formulas as closed  # noqa: E402
 from minitransformer.verbs.count import count_generation, count_passes  # noqa: E402
 
+formulas = ARCHITECTURE.formulas  # the closed forms, the parts' (families/parts/)
 FAMILY = "deepseek_v32"  # the family whose models the `made` fixture (tests/conftest.py) gives
 SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs
@@ -229,7 +230,7 @@ def test_count_of_the_preset_shows_the_sparse_form_beside_the_dense_one_and_the_
     assert "(sparse: 2,048 keys a query)" in out and "Dense form: " in out
     assert all(line in out for line in formulas.count_notes(c, 3000, 2))
     assert "K and V x 61 layers x 24,576 + 16,384 + 128 numbers" in out
-    indexer, computed, dense = formulas.sparse_attention_macs(c, 3000, 3000)
+    indexer, computed, dense = ATTENTION_V32.sparse_attention_macs(c, 3000, 3000)
     assert f"{computed:,} MACs a layer, against {dense:,} dense" in out and f"keys {indexer:,}" in out
     # the closed form of the crossing: past ki only the indexer's scores grow
     x = closed.attention_crossing(c)

@@ -24,9 +24,10 @@ from published_configs import GPT_OSS_20B  # noqa: E402
 
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.gpt_oss.config import PRESETS, GptOssConfig  # noqa: E402
-from minitransformer.families.gpt_oss.formulas import FORMULAS as formulas  # noqa: E402
+from minitransformer.families.gpt_oss.family import ARCHITECTURE  # noqa: E402
 from minitransformer.families.rotary import attention_factor, inverse_frequencies  # noqa: E402
 
+formulas = ARCHITECTURE.formulas  # the closed forms, the parts' (families/parts/)
 FAMILY = "gpt_oss"  # the family whose models the `made` fixture (tests/conftest.py) gives
 SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs

@@ -20,8 +20,9 @@ from family_checks import (  # noqa: E402 - after the importorskips: it imports 
 
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.mixtral.config import PRESETS, MixtralConfig  # noqa: E402
-from minitransformer.families.mixtral.formulas import FORMULAS as formulas  # noqa: E402
+from minitransformer.families.mixtral.family import ARCHITECTURE  # noqa: E402
 
+formulas = ARCHITECTURE.formulas  # the closed forms, the parts' (families/parts/)
 FAMILY = "mixtral"  # the family whose models the `made` fixture (tests/conftest.py) gives
 SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs

@@ -25,8 +25,9 @@ from minitransformer import load_model  # noqa: E402
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.qwen3moe.config import PRESETS, Qwen3MoeConfig  # noqa: E402
-from minitransformer.families.qwen3moe.formulas import FORMULAS as formulas  # noqa: E402
+from minitransformer.families.qwen3moe.family import ARCHITECTURE  # noqa: E402
 
+formulas = ARCHITECTURE.formulas  # the closed forms, the parts' (families/parts/)
 FAMILY = "qwen3_moe"  # the family whose models the `made` fixture (tests/conftest.py) gives
 SPEC = FAMILIES[FAMILY]
 CONFIGS = SPEC.configs

@@ -1,18 +1,74 @@
-"""DeepSeek-V3 in the table of families: where the rest of the code finds each of its pieces."""
+"""DeepSeek-V3 in the table of families (transformers' DeepseekV3ForCausalLM): the Llama family's pre-RMSNorm block
+with multi-head latent attention (families/parts/latent.py) in place of grouped-query attention, and, after the first
+first_k_dense_replace layers (a gated MLP), a mixture of experts (families/parts/moe.py) in place of the MLP:
+- the group-limited router: scores s = sigmoid(h W_router); the choice adds the correction bias b (s + b, only to
+  choose), keeps the topk_group of n_group groups whose two best s + b sum highest, then the k best s + b in them;
+  each chosen expert's gate is its s (unbiased), divided by their sum where norm_topk_prob, x routed_scaling_factor;
+- the routed experts, each a SwiGLU of width Fe on its tokens (as Mixtral's), and the shared experts, one SwiGLU of
+  width Fs = n_shared_experts Fe on every token, added.
+
+Its checkpoint (as transformers 5 writes it with save_pretrained, and as DeepSeek's own checkpoints name them): the
+Llama family's names for the embedding, the norms and the dense MLPs; MLA's; in each layer past the dense ones
+mlp.gate (the router [E, D] and its e_score_correction_bias [E], a buffer transformers does not count among the
+parameters), E experts of three nn.Linear weights and the shared experts' three."""
 
 from __future__ import annotations
 
-from ..architecture import Architecture
-from . import reference
-from .config import DEEPSEEK_MODEL_TYPES, PRESETS, DeepseekConfig
-from .formulas import FORMULAS
-from .forward import deepseek
-from .layout import LAYOUT
-from .stages import deepseek_family, stages_of
+from dataclasses import dataclass, replace
+from typing import Any
 
-ARCHITECTURE = Architecture(
-    name="deepseek_v3", model_types=DEEPSEEK_MODEL_TYPES, config=DeepseekConfig, presets=PRESETS, forward=deepseek,
-    stage_table=stages_of, every_stage=deepseek_family(None), layout=LAYOUT, formulas=FORMULAS,
-    reference_classes={"deepseek_v3": "DeepseekV3ForCausalLM"}, label="DeepSeek-V3",
-    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
+from ..parts.blocks import PreNorm
+from ..parts.decoder import Decoder
+from ..parts.family import DecoderFormulas, composed
+from ..parts.latent import LatentAttention
+from ..parts.mlps import GatedMLP
+from ..parts.moe import GroupLimitedRouter, Mixture, MlpByKind, SharedExpert, SwiGLUExperts
+from ..parts.part import Products, Tensors
+from . import reference
+from .config import DEEPSEEK_MODEL_TYPES, PRESETS, RUNNABLE_ROPE_TYPES, DeepseekConfig
+
+# DeepSeek-V3's checkpoint keeps its multi-token-prediction module as a 62nd layer (layers.61), which transformers
+# skips on loading (DeepseekV3PreTrainedModel._keys_to_ignore_on_load_unexpected), as does this loader.
+IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|layers\.61\..*"
+SYMBOLS = (
+    "T new positions, t attended, D d_model, H heads, dh = dn + dr query/key head size (dn without "
+    "position, dr rotary), dv value head size, dq query rank, dc latent (kv_lora_rank), F dense MLP width, "
+    "E routed experts, k a token, Te tokens routed to expert e, Fe expert width, Fs shared experts' width, "
+    "V vocabulary, R logit rows"
+)
+
+
+@dataclass(frozen=True)
+class DenseMLP(GatedMLP):
+    """The first layers' gated MLP, its three matrices one kind."""
+
+    kinds = {"mlp": "dense layers' MLP weights W_gate, W_up [F, D], W_down [D, F]"}
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        return {name: replace(tensor, kind="mlp") for name, tensor in super().tensors(config, layer).items()}
+
+
+EXPERTS = SwiGLUExperts(
+    symbols=("W1_e", "W3_e", "W2_e"), width="moe_inner", F="Fe", combined=("moe.routed_out",),
+    described=("routed experts' gate weights [Fe, D], E a layer", "routed experts' up weights [Fe, D], E a layer",
+               "routed experts' down weights [D, Fe], E a layer"),
+)  # fmt: skip
+ROUTER = GroupLimitedRouter()
+MLP = MlpByKind({"dense": DenseMLP(), "moe": Mixture(ROUTER, EXPERTS, SharedExpert())})
+ATTENTION = LatentAttention(runnable=RUNNABLE_ROPE_TYPES)
+DECODER = Decoder(PreNorm(ATTENTION, MLP), biases="", ignored=IGNORED, symbols=SYMBOLS, kind_order=("dense", "moe"))
+
+
+class DeepseekFormulas(DecoderFormulas):
+    def products(self, config: Any, T: int, t: int, R: int = 1, B: int = 1, layer: int | None = None) -> Products:
+        """The products of one layer: `layer`, or by default the last (a layer with experts, where there are any); and
+        the logits'."""
+        return self.decoder.products(config, T, t, B, config.n_layer - 1 if layer is None else layer, R)
+
+
+ARCHITECTURE = composed(
+    "deepseek_v3", DECODER, DeepseekFormulas, routed_kinds=EXPERTS.routed, buffer_kinds=ROUTER.buffers,
+    model_types=DEEPSEEK_MODEL_TYPES, config=DeepseekConfig, presets=PRESETS, label="DeepSeek-V3",
+    reference_classes={"deepseek_v3": "DeepseekV3ForCausalLM"}, float64_reference=reference.float64_throughout,
+    float64_note=reference.NOTE, variants=(replace(PRESETS["deepseek-v3"], q_lora_rank=None),),  # q in one product
 )  # fmt: skip

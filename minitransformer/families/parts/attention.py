@@ -205,7 +205,12 @@ class GroupedQueryAttention(Part):
             k = at.stage("k_norm", self.normed(k, p.k_norm, config), "Hkv T dh")
         if self.rotary:
             q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
-        return attend_to_cache(q, k, v, p, config, at, inputs, self.core)
+        return attend_to_cache(q, k, v, p, config, at, inputs, self.core_of(p))
+
+    def core_of(self, p: SimpleNamespace) -> Attend:
+        """Its attention core over the keys of a layer's weights `p`: its `core`, unless a variant's reads the layer's
+        own tensors (gpt-oss's weighs each head's sink)."""
+        return self.core
 
     def qk_norm_of(self, config: Any) -> str:
         """Its q and k norms in a config (PER_HEAD, WHOLE, or none: ""): the part's `qk_norm`, unless a family's

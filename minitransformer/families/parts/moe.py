@@ -286,9 +286,10 @@ def gathered_stages(x: str = "h", D: str = "D") -> tuple[Stage, Stage]:
     """The stages every routed expert runs before and after its own: its tokens' rows of what the experts read (x, D
     wide), and its outputs weighed by their gates."""
     return (
-        Stage("expert.gather", ("moe.expert_in",), "select", f"h_e = {x}[the Te tokens routed to e]  (for each expert e)",
-              f"{x} [T, {D}]"),
-        Stage("expert.weigh", ("moe.expert_out",), "multiply", "y = y * gate of e for each of its tokens", f"y [T, k*{D}]"),
+        Stage("expert.gather", ("moe.expert_in",), "select",
+              f"h_e = {x}[the Te tokens routed to e]  (for each expert e)", f"{x} [T, {D}]"),
+        Stage("expert.weigh", ("moe.expert_out",), "multiply", "y = y * gate of e for each of its tokens",
+              f"y [T, k*{D}]"),
     )  # fmt: skip
 
 
