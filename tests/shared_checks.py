@@ -16,9 +16,8 @@ from conftest import gpt2_tensors
 from minitransformer import GPT2Config
 from minitransformer.engine.ledger import Phase, Record
 from minitransformer.families.llama.config import LlamaConfig
-from minitransformer.families.llama.layout import llama_shapes
 from minitransformer.models.model import Model
-from minitransformer.models.weights import as_tree
+from minitransformer.models.weights import as_tree, expected_shapes
 from minitransformer.verbs.memory import peak_activations
 
 RECORD_FIELDS = [f.name for f in dataclasses.fields(Record)]
@@ -36,7 +35,7 @@ def random_model(n_layer, n_head, d_head, n_inner, vocab, n_positions, seed=0) -
 def random_llama(config: LlamaConfig, seed: int = 0) -> Model:
     """A Llama-family model with random float32 weights of the shapes its checkpoint would have."""
     rng = np.random.default_rng(seed)
-    shapes = llama_shapes(config)
+    shapes = expected_shapes(config)
     tensors = {name: (rng.standard_normal(shape) * 0.2).astype(np.float32) for name, shape in shapes.items()}
     for name in tensors:
         if name.endswith("norm.weight"):

@@ -1,11 +1,11 @@
 """What the rest of the code asks of a family, in one record, `Architecture`, and the two values it is made of: the
 checkpoint's `Layout` and the closed forms' interface, `Formulas`.
 
-A family is its difference: its config mapping and presets (config.py), its forward pass (forward.py: its parts
-handed to a block and the decoder, families/blocks.py and families/decoder.py), its stage table (stages.py), its
-checkpoint (layout.py) and its closed forms (formulas.py). Its family.py gathers them here, and families/table.py
-registers it. The engine, the ledger, count, trace, the reports, batches and float64 read a family only through these
-fields (docs/adding-a-family.md).
+A family is its difference: its config mapping and presets (config.py) and its family.py, which composes parts
+(families/parts/: each owns its tensors, its stages and its closed forms) into a decoder, from which its stage table,
+checkpoint layout and closed forms are derived (parts/family.py: composed), and families/table.py registers it. The
+engine, the ledger, count, trace, the reports, batches and float64 read a family only through these fields
+(docs/adding-a-family.md).
 
 Three words, three things: `config.family` is a family's name, `Architecture` its record, and
 `engine.stages.StageTable` the table of its stages (a model's `stage_table`).

@@ -20,8 +20,7 @@ from shared_checks import assert_same_phases, random_llama
 from minitransformer.engine.ledger import Phase
 from minitransformer.engine.stages import ATTENTION_SCORES, STATE
 from minitransformer.families.llama.config import LlamaConfig
-from minitransformer.families.llama.stages import stages_of as table_of
-from minitransformer.families.table import PRESETS
+from minitransformer.families.table import ARCHITECTURES, PRESETS
 from minitransformer.models.model import Model
 from minitransformer.verbs import formulas
 from minitransformer.verbs.count import count_generation, count_passes, decode_at, with_weights
@@ -108,9 +107,9 @@ def test_the_norms_rope_and_gate_are_stages_without_dot_products():
     assert block["rope"].kind == "rotate" and block["rope"].out_shape == (32, 6, 64)
     assert block["mlp.act"].kind == "activation" and block["mlp.mul"].kind == "multiply"
     assert counted.prefill.find("ln_f").kind == "norm" and counted.prefill.find("embed").dot_products == 0
-    assert table_of(PRESETS["llama3.2-1b"]).matmul_ops == ("q", "k", "v", "scores", "mix", "out", "mlp.gate",
+    assert ARCHITECTURES["llama"].stage_table(PRESETS["llama3.2-1b"]).matmul_ops == ("q", "k", "v", "scores", "mix", "out", "mlp.gate",
                                                             "mlp.up", "mlp.down", "logits")  # fmt: skip
-    assert list(counted.ops()) == list(table_of(PRESETS["llama3.2-1b"]).matmul_ops)
+    assert list(counted.ops()) == list(ARCHITECTURES["llama"].stage_table(PRESETS["llama3.2-1b"]).matmul_ops)
 
 
 # --- 2. a sliding window: decode steps past it attend to the window ----------------------------------------------

@@ -7,8 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitransformer.families.llama.config import LlamaConfig
-from minitransformer.families.llama.layout import KINDS as LLAMA_KINDS
-from minitransformer.families.table import PRESETS, config_from_hf_dict
+from minitransformer.families.table import ARCHITECTURES, PRESETS, config_from_hf_dict
 from minitransformer.verbs import formulas
 from minitransformer.verbs.params import kind_of, parameters
 from minitransformer.views.params_report import params_report
@@ -81,7 +80,7 @@ def test_kinds_name_every_llama_tensor_and_add_up():
     assert "layers.{i}.self_attn.k_proj.weight" in report and "[128, 896]" in report and "x 24" in report
     assert "14 heads of 64 sharing 2 key/value heads" in report and "tied: counted once" in report
     assert "494,032,768 parameters" in report and "bfloat16 or float16: 988 MB" in report
-    assert set(p.to_dict()["kinds"]) <= set(LLAMA_KINDS)
+    assert set(p.to_dict()["kinds"]) <= set(ARCHITECTURES["llama"].layout.kinds)
 
 
 @settings(max_examples=60, deadline=None)

@@ -24,7 +24,6 @@ from conftest import run_cli
 from minitransformer import UserError, load_model
 from minitransformer.families.gpt2.config import GPT2Config
 from minitransformer.families.gpt2.family import ARCHITECTURE as GPT2_FAMILY
-from minitransformer.families.llama.stages import llama_family
 from minitransformer.models.weights import expected_shapes
 from minitransformer.verbs.attention_maps import AttentionRecorder, visible
 from minitransformer.views.colours import LAYER_COLOURS, PRODUCT_COLOURS
@@ -389,7 +388,7 @@ def test_a_llama_block_is_drawn_with_its_own_stages(page_of, llama_run):
     html, document, model = llama_run
     page = page_of(html)
     boxes = box_areas(page, current_view(0))
-    assert [b["op"] for b in boxes] == list(llama_family(qkv_bias=False).block_ops)
+    assert [b["op"] for b in boxes] == list(model.stage_table.block_ops)
     assert len(boxes) == 22 and all(b["boxes"] == 1 for b in boxes)
     by_op = {b["op"]: b for b in boxes}
     assert by_op["k"]["width"] < by_op["q"]["width"] and by_op["v"]["width"] == by_op["k"]["width"]  # GQA
