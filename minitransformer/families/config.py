@@ -1,27 +1,30 @@
-"""What every family's config answers to, and the checks they share.
+"""What every family's config answers to, and how a config is declared.
 
-Each family reads its own config.json keys (families/*/config.py) into a frozen dataclass that derives
-from `ModelConfig`: the same names for the shapes (n_layer, n_embd, n_head, n_kv_head, d_head, d_ff,
-n_positions, vocab_size, sliding_window), so that counting, memory and reports need not know which
-family they look at. Every option that changes inference is either honoured or refused by name: a
-model that would silently compute something else than transformers' is worse than no model.
+Each family's config (families/*/config.py) is a frozen dataclass deriving from `ModelConfig`, under the same names for
+the shapes (n_layer, n_embd, n_head, n_kv_head, d_head, d_ff, n_positions, vocab_size, sliding_window, layer_types,
+norm_eps), so that counting, memory and reports need not know which family they look at.
 
-The keys that many families' config.json share are read here, once: the dtype, the shapes and ids of a Llama-like
-config (`llama_keys`), the checks of a number or a flag; the rope's keys are read in rotary.py. Every family reads its
-config.json through a `ConfigJson`, which records the defaults it takes; those that change the model's shapes
-(`SHAPE_KEYS`) are said when a model is loaded. Errors name a key as the file spells it (`ModelConfig.json_keys`).
+A config is a declaration: each field that a config.json key fills says so where it is declared, `key(json key,
+transformers' default, kind)`, and that one line is the whole of what the code knows of the key: ModelConfig reads a
+config.json (`from_hf_dict`), writes one back (`to_hf_dict`) and writes the JSON's "model" object (`to_dict`) from the
+declarations alone. A `Kind` checks a value (refused under the key as the file spells it) and says whether the key sets
+the model's shapes (`SHAPE`: a default taken for it is said when a model is loaded, through the `ConfigJson` every
+family's config.json is read as). Beside its keys, a family declares the settings spelled over several keys (`groups`:
+the rope, families/rotary.py), the options transformers has that it does not compute (`refusals`, each refused by name:
+a model that would silently compute something else than transformers' is worse than no model), and the checks that
+relate its fields (`validate`).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..engine.kvcache import KeysValues, State
 from ..errors import UserError
-from . import rotary
 
 if TYPE_CHECKING:
     from .rotary import Rope
@@ -43,42 +46,242 @@ SUPPORTED_ACTIVATIONS = (
     "sigmoid",
     "linear",
 )
+FULL, SLIDING = "full_attention", "sliding_attention"  # transformers' layer types of attention with and without window
 
 
-# The keys of a Llama-like config.json (Llama, Qwen3, Mixtral, OLMo 2, Gemma, gpt-oss, Qwen3-MoE) and the fields of
-# the config that hold them.
-LLAMA_KEYS = {
-    "num_hidden_layers": "n_layer",
-    "num_attention_heads": "n_head",
-    "hidden_size": "n_embd",
-    "intermediate_size": "n_inner",
-    "vocab_size": "vocab_size",
-    "num_key_value_heads": "n_kv_head",
-    "head_dim": "head_dim",
-    "max_position_embeddings": "n_positions",
-    "rms_norm_eps": "rms_norm_eps",
-    "hidden_act": "hidden_act",
-    "bos_token_id": "bos_token_id",
-    "eos_token_id": "eos_token_id",
-}
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def listed(value):
+    """A config's tuple as JSON writes it, a list (an eos_token_id of several ids, a per-layer list)."""
+    return list(value) if isinstance(value, tuple) else value
+
+
+def token_ids(value):
+    """A token id, or a list of them (config.json's eos_token_id) as a tuple: hashable."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def jsonable(value):
+    """A field's value as the JSON's "model" object holds it: sorted (key, value) pairs (a rope scaling) as an object,
+    a tuple as a list."""
+    if isinstance(value, tuple) and value and all(isinstance(p, tuple) and len(p) == 2 for p in value):
+        if all(isinstance(k, str) for k, _ in value):
+            return {k: listed(v) for k, v in value}
+    return listed(value)
+
+
+# --- kinds of value -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Kind:
+    """What a config.json value is: the check it passes (else it is refused under the key as the file spells it), how
+    the file's value becomes the field's and back, and whether it sets the model's shapes (a default taken for it is
+    then said on stderr; SIZE's comment states the rule)."""
+
+    what: str  # "a positive integer": the words of its refusal
+    valid: Callable[[Any], bool] = lambda value: True
+    shape: bool = False
+    read: Callable[[Any], Any] = lambda value: value  # the file's value (valid) -> the field's
+    write: Callable[[Any], Any] = listed  # the field's value -> the file's
+    refusal: str = "config {key} must be {what}, not {value!r}"
+
+    def check(self, key: str, value) -> None:
+        if not self.valid(value):
+            raise UserError(self.refusal.format(key=key, what=self.what, value=value))
+
+    def or_null(self, what: str | None = None) -> Kind:
+        """The same kind, or null (a value that follows from other keys, or none at all)."""
+        valid = self.valid
+        return replace(self, what=what or self.what, valid=lambda value: value is None or valid(value))
+
+
+# A key sets the model's shapes when its value is a size or a count of what the model holds or runs: how many layers
+# and the kind of each (which decides each layer's weights), widths (the model's, the MLP's, the experts', the low-rank
+# latents'), heads and their sizes, the vocabulary, the context and a sliding window (a position table, what a layer's
+# cache holds), the experts (how many, how many a token runs), an indexer's heads and the keys it keeps, a recurrent
+# layer's heads, groups, state and conv kernel: SIZE, or a kind with shape=True. Not shapes: norms' epsilons,
+# activations, rotary bases and scalings, token ids, biases' flags, scales and soft caps, a router's groups, chunk
+# sizes (how a scan is computed, not what it holds or computes). A key the file leaves out whose value transformers
+# works out from the file's other keys (head_dim as hidden_size / num_attention_heads, num_key_value_heads as
+# num_attention_heads, GPT-2's n_inner as 4 n_embd) has the default None: it takes no default, and says nothing.
+SIZE = Kind("a positive integer", lambda value: _whole(value) and value > 0, shape=True)
+POSITIVE = replace(SIZE, shape=False)  # a positive integer that is no size: a router's groups, a scan's chunk
+WINDOW = SIZE.or_null()  # a sliding window, or none
+COUNT = Kind("a whole number >= 0", lambda value: _whole(value) and value >= 0)
+NUMBER = Kind("a number", _number, read=float)
+POSITIVE_NUMBER = Kind("a positive number", lambda value: _number(value) and value > 0)
+FLAG = Kind("true or false", lambda value: isinstance(value, bool))  # a string such as "false" would read as true
+TRUTHY = Kind("anything", read=bool)  # read as transformers' `if config.x` reads it: null is false
+TOKENS = Kind("a token id or a list of them", read=token_ids)
+ANY = Kind("anything")
+ACTIVATION = Kind(
+    "an activation",
+    lambda value: value in SUPPORTED_ACTIVATIONS,
+    refusal="config {key}={value!r} is not supported (supported: " + ", ".join(SUPPORTED_ACTIVATIONS) + ")",
+)
+
+
+def layer_kinds(*kinds: str, shape: bool = True) -> Kind:
+    """A list of each layer's kind, each one of `kinds` (read as a tuple: hashable)."""
+    return Kind(
+        f"a list of {', '.join(kinds)}",
+        lambda value: isinstance(value, (list, tuple)) and set(value) <= set(kinds),
+        shape=shape,
+        read=tuple,
+        refusal="config {key} must be a list, each of " + ", ".join(kinds) + ", not {value!r}",
+    )
+
+
+# --- keys, groups, refusals -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fixed:
+    """A model type that reads no such key (Mistral's attention has no biases): its field is this value, and the
+    config.json written for it has no such key."""
+
+    value: Any
+
+
+@dataclass(frozen=True)
+class Key:
+    """One config.json key of a family: transformers' default where the file leaves it out (MISSING: the file must
+    give it) and the kind of its value, and how the field it fills is read, written and shown."""
+
+    json: str  # the key as transformers 5 writes it
+    default: Any = MISSING
+    kind: Kind = ANY
+    aliases: tuple[str, ...] = ()  # the same setting as older files spell it, read where the file lacks `json`
+    required: bool = False  # refused where the file leaves it out, whatever transformers' default (GPT-2's depth)
+    by_type: Mapping[str, Any] = field(default_factory=dict)  # model_type -> its own default, or Fixed
+    when: Callable[[dict], bool] | None = None  # read only when this holds of the fields read before it (else None)
+    read: Callable[[dict, dict], Any] | None = None  # (file, fields read before) -> the value, where it is not one key
+    reads: tuple[Key, ...] = ()  # the keys `read` reads beside this one
+    follows: str | None = None  # None: the value of this other field (num_key_value_heads: n_head)
+    write: Callable[[Any], dict] | None = None  # config -> the config.json keys it writes, where it is not one key
+    dict_key: str | None = ""  # the JSON's "model" object's name for the field ("": the field's; None: left out)
+    dict_value: Callable[[Any], Any] | None = None  # the field -> the JSON's value (None: jsonable)
+
+    def default_for(self, model_type: str | None):
+        return self.by_type.get(model_type, self.default) if model_type is not None else self.default
+
+    def get(self, hf: dict, model_type: str | None = None, values: dict | None = None):
+        """The field's value from a config.json: the file's (as the first of json and its aliases spells it) or the
+        default, which a ConfigJson records as taken; checked under the key as the file spells it."""
+        default = self.default_for(model_type)
+        if isinstance(default, Fixed):
+            return default.value
+        if self.when is not None and not self.when(values or {}):
+            return None
+        if self.read is not None:
+            value, spelled = self.read(hf, values or {}), self.json
+        else:
+            spelled = next((k for k in (self.json, *self.aliases) if k in hf), "")
+            if not spelled:
+                if default is MISSING or self.required:
+                    raise Missing(self.json)
+                take(hf, self.json, default, self.kind.shape)
+                return default
+            value = hf[spelled]
+        self.kind.check(spelled, value)
+        return self.kind.read(value)
+
+    def writes(self, config: Any, name: str) -> dict:
+        """The config.json keys of the field's value (none for a model type that reads no such key)."""
+        if isinstance(self.default_for(getattr(config, "model_type", None)), Fixed):
+            return {}
+        if self.write is not None:
+            return self.write(config)
+        return {self.json: self.kind.write(getattr(config, name))}
+
+
+class Missing(Exception):
+    """A key the file must give and does not (Key.required, or no default)."""
+
+
+def key(json: str, default: Any = MISSING, kind: Kind = ANY, **more: Any) -> Any:
+    """A config field filled from config.json's key `json` (Key's fields), with `default` as the dataclass's default
+    too (a config made in Python takes transformers' defaults as one read from a file does)."""
+    declared = Key(json, default, kind, **more)
+    if default is MISSING:
+        return field(metadata={"key": declared})
+    return field(default=default, metadata={"key": declared})
+
+
+def eps(json: str, default: float) -> Any:
+    """The norms' epsilon (norm_eps in every family), named in the JSON's "model" object as the file names it."""
+    return key(json, default, POSITIVE_NUMBER, dict_key=json)
+
+
+class Group(Protocol):
+    """A setting that config.json spells over several keys (the rope: its type, theta, scaling and share of a head;
+    families/rotary.py), read into one or more fields and written back."""
+
+    def read(self, hf: dict, values: dict) -> dict: ...  # the fields it fills
+
+    def write(self, config: Any) -> dict: ...  # the config.json keys it writes
+
+    def check(self, config: Any) -> None: ...
+
+
+def shown(value) -> str:
+    """A value as a refusal names it: "=true" as the file spells it (nothing for a list or an object)."""
+    return "" if isinstance(value, (list, dict)) else f"={json.dumps(value)}"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An option transformers' model has that changes inference and is not computed here, refused by name: the key,
+    which of its values are refused (any true one by default), and the rest of the message ("(why) is not supported",
+    what to do); only for the model types named, where it is theirs alone."""
+
+    json: str
+    why: str
+    refused: Callable[[Any], bool] = bool
+    types: tuple[str, ...] = ()
+    show: Callable[[Any], str] = shown  # the value as the message names it
+
+    def check(self, hf: dict, model_type: str) -> None:
+        if self.json in hf and (not self.types or model_type in self.types) and self.refused(hf[self.json]):
+            raise UserError(f"config {self.json}{self.show(hf[self.json])} {self.why}")
+
+
+def take(hf: dict, key: str, default, shape: bool) -> None:
+    """Record a default taken for `key` in a ConfigJson's book (a plain dict records nothing)."""
+    if isinstance(hf, ConfigJson) and default is not None:
+        hf.taken.setdefault(hf.prefix + key, default)
+        if shape:
+            hf.shapes.add(hf.prefix + key)
+
+
+# --- the config -------------------------------------------------------------------------------------------------------
 class ModelConfig:
-    """The shapes every family's config has, under one set of names (each family's dataclass holds the fields)."""
+    """The shapes every family's config has, under one set of names (each family's dataclass holds the fields), and
+    the reading and writing of config.json from the fields' declarations (`key`)."""
 
     family: ClassVar[str]  # the name of the family in the table (families/table.py)
-    # config.json's spelling of each field whose name is not the file's (n_layer is num_hidden_layers in every family
-    # but GPT-2), so that a refusal names the key as the file spells it; a family whose keys differ adds its own.
-    json_keys: ClassVar[dict[str, str]] = {field: key for key, field in LLAMA_KEYS.items()} | {
-        "n_experts": "num_local_experts",
-        "top_k": "num_experts_per_tok",
-    }
+    what: ClassVar[str]  # the family as a refusal names it ("a Mixtral")
+    model_types: ClassVar[tuple[str, ...]]  # the config.json model_type values the family reads
+    # model_type -> the class transformers' AutoModelForCausalLM makes of it (config.json's "architectures", and what
+    # validate compares with): the one place that says it
+    classes: ClassVar[dict[str, str]] = {}
+    multimodal: ClassVar[dict[str, str]] = {}  # a checkpoint's model_type -> its text model's, read from text_config
+    inherited: ClassVar[tuple[str, ...]] = ()  # keys a text model takes from its checkpoint's config where it has none
+    groups: ClassVar[tuple[Group, ...]] = ()  # settings spelled over several keys (the rope)
+    refusals: ClassVar[tuple[Refusal, ...]] = ()
+    dict_first: ClassVar[tuple[str, ...]] = ()  # properties the JSON's "model" object has before the fields
+    dict_last: ClassVar[tuple[str, ...]] = ("d_head", "d_ff")  # and after them
+    json_keys: ClassVar[dict[str, str]] = {}  # TRANSITIONAL
     name: str
     n_layer: int
     n_head: int
     n_embd: int
     n_positions: int
     vocab_size: int
+    norm_eps: float
     tie_word_embeddings: bool
     sliding_window: int | None
     eos_token_id: int | tuple[int, ...] | None
@@ -102,27 +305,119 @@ class ModelConfig:
         @property
         def checkpoint_kind(self) -> str: ...
 
-        @classmethod
-        def from_hf_dict(cls, hf: dict, name: str) -> ModelConfig: ...
+    # --- the declaration, read and written ------------------------------------------------------------------------
+    @classmethod
+    def keys(cls) -> list[tuple[str, Key]]:
+        """(field, its Key) of every field a config.json key fills, in the order of the fields."""
+        return [(f.name, f.metadata["key"]) for f in fields(cls) if "key" in f.metadata]  # type: ignore[arg-type]
 
-        def to_dict(self) -> dict: ...
+    @classmethod
+    def shape_keys(cls) -> set[str]:
+        """Every config.json key the family reads that sets the model's shapes (its spellings too)."""
+        found, todo = set(), [k for _, k in cls.keys()]
+        while todo:
+            entry = todo.pop()
+            todo += entry.reads
+            if entry.kind.shape:
+                found |= {entry.json, *entry.aliases}
+        return found
 
-        def to_hf_dict(self) -> dict: ...
+    def key(self, field_name: str) -> str:
+        """The config.json key of a field, as the file spells it (errors name it so)."""
+        return next(
+            (k.json for name, k in self.keys() if name == field_name), self.json_keys.get(field_name, field_name)
+        )
 
-    def key(self, field: str) -> str:
-        """The config.json key of a field, as the file spells it."""
-        return self.json_keys.get(field, field)
+    @classmethod
+    def from_hf_dict(cls, hf: dict, name: str | None = None) -> Any:
+        """Read a transformers config.json dict (its model_type one of the family's), with transformers' defaults for
+        what it leaves out, refusing what would change inference unseen."""
+        model_type = cls.read_model_type(hf)
+        for refusal in cls.refusals:
+            refusal.check(hf, model_type)
+        if model_type in cls.multimodal:
+            return cls.from_text_config(hf, model_type, name)
+        check_dtype(hf)
+        values: dict[str, Any] = {}
+        missing = []
+        for field_name, entry in cls.keys():
+            try:
+                values[field_name] = entry.get(hf, model_type, values)
+            except Missing:
+                missing.append(entry.json)
+        if missing:
+            raise UserError(
+                f"config.json lacks {', '.join(missing)}: a {model_type} model needs its shapes spelled out"
+            )
+        for group in cls.groups:
+            values |= group.read(hf, values)
+        if "model_type" in cls.__dataclass_fields__:  # type: ignore[attr-defined]
+            values["model_type"] = model_type
+        return cls(**values, **({"name": name} if name is not None else {}))
 
-    def require_positive(self, *fields: str) -> None:
-        """Each field a positive integer, or refused under its config.json key."""
-        for name in fields:
-            check_positive(self.key(name), getattr(self, name))
+    @classmethod
+    def read_model_type(cls, hf: dict) -> str:
+        """config.json's model_type, one of the family's (GPT-2's where it has none, as old checkpoints), or refused
+        as not this family's."""
+        model_type = hf.get("model_type", "gpt2")
+        if model_type not in cls.model_types:
+            raise UserError(f"config model_type={model_type!r} is not {cls.what} ({', '.join(cls.model_types)})")
+        return model_type
 
-    def require_positive_number(self, *fields: str) -> None:
-        """Each field a positive number, or refused under its config.json key."""
-        for name in fields:
-            check_positive_number(self.key(name), getattr(self, name))
+    @classmethod
+    def from_text_config(cls, hf: dict, model_type: str, name: str | None) -> Any:
+        """A multimodal checkpoint's config read as its text model's (text_config), as transformers' ...ForCausalLM
+        reads it, keeping the checkpoint's model_type (it says where the weights are)."""
+        text = hf.get("text_config") or {}
+        if not isinstance(text, dict):
+            raise UserError(f"config text_config must be an object, not {text!r}")
+        text = text | {"model_type": cls.multimodal[model_type]}
+        for inherited in cls.inherited:
+            if inherited not in text and inherited in hf:
+                text[inherited] = hf[inherited]
+        return replace(cls.from_hf_dict(text, name), model_type=model_type)
 
+    def to_hf_dict(self) -> dict:
+        """The config.json transformers reads for this config, every key the family reads spelled out (a multimodal
+        checkpoint's: its text model's, what is counted here)."""
+        model_type = getattr(self, "model_type", self.family)
+        model_type = self.multimodal.get(model_type, model_type)
+        hf: dict = {"architectures": [self.classes[model_type]]} if model_type in self.classes else {}
+        hf["model_type"] = model_type
+        for field_name, entry in self.keys():
+            hf |= entry.writes(self, field_name)
+        for group in self.groups:
+            hf |= group.write(self)
+        return hf
+
+    def to_dict(self) -> dict:
+        """The config as the JSON's "model" object holds it: the family, its fields, then its derived sizes."""
+        d: dict = {"family": self.family} | {name: jsonable(getattr(self, name)) for name in self.dict_first}
+        for f in fields(self):  # type: ignore[arg-type]
+            entry = f.metadata.get("key")
+            name = f.name if entry is None or entry.dict_key == "" else entry.dict_key
+            if name is not None:
+                value = getattr(self, f.name)
+                d[name] = entry.dict_value(value) if entry is not None and entry.dict_value else jsonable(value)
+        return d | {name: jsonable(getattr(self, name)) for name in self.dict_last}
+
+    def __post_init__(self) -> None:
+        """Each field its key's kind (a None that follows another field made that field's value), each group's
+        check, then the family's own checks (validate)."""
+        for field_name, entry in self.keys():
+            value = getattr(self, field_name)
+            if value is None and entry.follows is not None:
+                object.__setattr__(self, field_name, value := getattr(self, entry.follows))
+            if not isinstance(entry.default_for(getattr(self, "model_type", None)), Fixed):
+                entry.kind.check(entry.json, value)
+        for group in self.groups:
+            group.check(self)
+        self.validate()
+
+    def validate(self) -> None:
+        """The family's checks of its fields together (heads that divide evenly...): none here."""
+
+    # --- what the rest of the code asks ---------------------------------------------------------------------------
     @property
     def d_model(self) -> int:
         return self.n_embd
@@ -145,11 +440,6 @@ class ModelConfig:
         return None
 
     @property
-    def group_size(self) -> int:
-        """Query heads that share one key/value head."""
-        return self.n_head // self.n_kv_head
-
-    @property
     def eos_token_ids(self) -> tuple[int, ...]:
         if self.eos_token_id is None:
             return ()
@@ -158,17 +448,18 @@ class ModelConfig:
     def check_fits(self, n_prompt: int, n_new: int) -> None:
         check_fits(self, n_prompt, n_new)
 
-    # Layers may differ from one another (a sliding window on some, a dense MLP beside experts): a family whose
-    # layers do overrides these three. Layers of one kind compute the same products, so count runs one of each.
+    # Layers may differ from one another (a sliding window on some, a dense MLP beside experts): a family whose layers
+    # do keeps their kinds in a field `layer_types`, one a layer; layers of one kind compute the same products, so
+    # count runs one of each.
     @property
     def layer_types(self) -> tuple[str, ...]:
-        """Each layer's kind, in order (transformers' names where it has them)."""
-        kind = "full_attention" if self.sliding_window is None else "sliding_attention"
+        """Each layer's kind, in order (transformers' names where it has them): here every layer alike."""
+        kind = FULL if self.sliding_window is None else SLIDING
         return (kind,) * self.n_layer
 
     def layer_window(self, layer: int) -> int | None:
         """The sliding window of a layer's attention (None: it sees every earlier position)."""
-        return self.sliding_window
+        return self.sliding_window if self.layer_types[layer] == SLIDING else None
 
     def layer_cache(self, layer: int) -> KeysValues | State:
         """What a layer keeps from one pass for the next (engine/kvcache.py): an attention layer's keys and values,
@@ -178,10 +469,13 @@ class ModelConfig:
         rows = (("index_keys", (self.d_index,)),) if self.d_index is not None else ()
         return KeysValues(self.n_kv_head, self.d_head, self.d_value, self.layer_window(layer), rows)
 
-    def prefix(self, n_layer: int) -> ModelConfig:
+    def prefix(self, n_layer: int) -> Any:
         """The same model cut to its first n_layer layers (count's twin)."""
-        dataclass_config: Any = self  # every family's config is a dataclass
-        return replace(dataclass_config, n_layer=n_layer)
+        names = self.__dataclass_fields__  # type: ignore[attr-defined]
+        cut = {"n_layer": n_layer} if "n_layer" in names else {}
+        if "layer_types" in names:
+            cut["layer_types"] = self.layer_types[:n_layer]
+        return replace(self, **cut)  # type: ignore[type-var]
 
     def rope(self, layer: int) -> Rope | None:
         """The rotary positions of a layer's attention (families/rotary.py), None where it has none (GPT-2's learned
@@ -190,147 +484,47 @@ class ModelConfig:
 
 
 class ConfigJson(dict):
-    """A config.json's object as a family reads it (config_from_hf_dict hands each family one): a dict whose get()
-    records every key the file does not have that was read with a default (transformers' default for the family),
-    and that default, in `taken`, so that those which change the model's shapes can be said (shape_defaults). An
-    object nested in it (a multimodal checkpoint's text_config) records into the same book under its dotted name, and
-    a merge with another dict (|) stays a ConfigJson of the same book. A family's reader works as well on a plain dict
-    (the API's, the tests'): it just records nothing. A read that must not count as a default taken (a key the family
-    reads and then ignores) goes through `unnoted`."""
+    """A config.json's object as a family reads it (config_from_hf_dict hands each family one): a dict in which every
+    key the file does not have that was read with a default (transformers' default for the family) is recorded, with
+    that default, in `taken`, and in `shapes` where it changes the model's shapes, so that those can be said
+    (shape_defaults). An object nested in it (a multimodal checkpoint's text_config) records into the same book under
+    its dotted name, and a merge with another dict (|) stays a ConfigJson of the same book. A family's reader works as
+    well on a plain dict (the API's, the tests'): it just records nothing."""
 
-    def __init__(self, data: dict, taken: dict | None = None, prefix: str = "") -> None:
+    def __init__(self, data: dict, taken: dict | None = None, shapes: set | None = None, prefix: str = "") -> None:
         super().__init__(data)
         self.taken: dict[str, Any] = {} if taken is None else taken
+        self.shapes: set[str] = set() if shapes is None else shapes
         self.prefix = prefix  # "text_config." for an object nested under that key
 
     def get(self, key, default=None):
         if key in self:
             value = self[key]
             if isinstance(value, dict) and not isinstance(value, ConfigJson):
-                return ConfigJson(value, self.taken, f"{self.prefix}{key}.")
+                return ConfigJson(value, self.taken, self.shapes, f"{self.prefix}{key}.")
             return value
-        if default is not None:  # a default of None is no default: the value follows from other keys (head_dim)
-            self.taken.setdefault(self.prefix + key, default)
+        take(self, key, default, shape=False)  # a default of None is no default: the value follows from other keys
         return default
 
     def __or__(self, other):
-        return ConfigJson({**self, **other}, self.taken, self.prefix)
+        return ConfigJson({**self, **other}, self.taken, self.shapes, self.prefix)
 
     def __ror__(self, other):
-        return ConfigJson({**other, **self}, self.taken, self.prefix)
+        return ConfigJson({**other, **self}, self.taken, self.shapes, self.prefix)
 
 
-def either(hf: dict, keys: tuple[str, ...], default=None):
-    """The value of the first of `keys` (spellings of one setting: n_routed_experts or num_local_experts) that the
-    file has, or `default`, taken for the first spelling."""
-    for key in keys:
-        if key in hf:
-            return hf[key]
-    return hf.get(keys[0], default)
+def shape_defaults(hf: dict) -> dict[str, Any]:
+    """The keys that change the model's shapes which a config.json left out and its family read with a default, by
+    their dotted names ("text_config.linear_num_value_heads"), and the default each took; {} for a plain dict."""
+    if not isinstance(hf, ConfigJson):
+        return {}
+    return {key: value for key, value in hf.taken.items() if key in hf.shapes or key.rsplit(".", 1)[-1] in SHAPE_KEYS}
 
 
 def unnoted(hf: dict, key: str, default=None):
     """A key's value or `default`, without counting the default as one the model took (a key the family reads only
     to refuse what it cannot compute, or reads for layers the model does not have)."""
     return hf[key] if key in hf else default
-
-
-# The config.json keys whose defaults change the model's shapes: a file that leaves one out gets transformers' default
-# for its family and a note on stderr saying so (models/config.py), once per load. The rule: a key is a shape key
-# when its value is a size or a count of what the model holds or runs: how many layers and the kind of each (which
-# decides each layer's weights), widths (the model's, the MLP's, the experts', the low-rank latents'), heads and their
-# sizes, the vocabulary, the context and a sliding window (a position table, what a layer's cache holds), the experts
-# (how many, how many a token runs), an indexer's heads and the keys it keeps, a recurrent layer's heads, groups, state
-# and conv kernel. Not shape keys: norms' epsilons, activations, rotary bases and scalings, token ids, biases' flags,
-# scales and soft caps, a router's groups, chunk sizes (how a scan is computed, not what it holds or computes). A key
-# the file leaves out whose value transformers works out from the file's other keys (head_dim as hidden_size /
-# num_attention_heads, num_key_value_heads as num_attention_heads, GPT-2's n_inner as 4 n_embd) takes no default: it
-# is read with None, and says nothing.
-SHAPE_KEYS = frozenset({
-    # layers, and which kind each is
-    "num_hidden_layers", "n_layer", "layers_block_type", "layer_types", "hybrid_override_pattern",
-    "full_attention_interval", "first_k_dense_replace", "mlp_layer_types", "decoder_sparse_step", "mlp_only_layers",
-    "sliding_window_pattern", "max_window_layers",
-    # widths
-    "hidden_size", "n_embd", "intermediate_size", "n_inner", "moe_intermediate_size", "shared_expert_intermediate_size",
-    "moe_shared_expert_intermediate_size", "moe_latent_size", "expand", "q_lora_rank", "kv_lora_rank",
-    # heads and their sizes
-    "num_attention_heads", "n_head", "num_key_value_heads", "head_dim", "qk_rope_head_dim", "qk_nope_head_dim",
-    "v_head_dim",
-    # vocabulary, context, window
-    "vocab_size", "max_position_embeddings", "n_positions", "sliding_window",
-    # experts
-    "num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
-    # an indexer
-    "index_n_heads", "index_head_dim", "index_topk",
-    # recurrent layers
-    "num_heads", "mamba_num_heads", "mamba_head_dim", "state_size", "ssm_state_size", "n_groups", "conv_kernel",
-    "linear_conv_kernel_dim", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-    "linear_value_head_dim",
-})  # fmt: skip
-
-
-def shape_defaults(hf: dict) -> dict[str, Any]:
-    """The shape keys (SHAPE_KEYS) a config.json left out that its family read with a default, by their dotted names
-    ("text_config.linear_num_value_heads"), and the default each took; {} for a plain dict."""
-    taken = hf.taken if isinstance(hf, ConfigJson) else {}
-    return {key: value for key, value in taken.items() if key.rsplit(".", 1)[-1] in SHAPE_KEYS}
-
-
-def rope_dict(theta: float, scaling: tuple | None = None, **more) -> dict:
-    """transformers 5's rope_parameters of a config: the rope type, theta and the scaling's keys (tuples as lists)."""
-    rope: dict = {"rope_type": "default", "rope_theta": theta}
-    for key, value in scaling or ():
-        rope[key] = list(value) if isinstance(value, tuple) else value
-    return rope | more
-
-
-def flag(hf: dict, key: str) -> bool:
-    """A true/false option; a string such as "false" would read as true, so it is refused."""
-    value = hf.get(key, False)
-    if not isinstance(value, bool):
-        raise UserError(f"config {key} must be true or false, not {value!r}")
-    return value
-
-
-def check_positive(key: str, value) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise UserError(f"config {key} must be a positive integer, not {value!r}")
-
-
-def check_positive_number(key: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise UserError(f"config {key} must be a positive number, not {value!r}")
-
-
-def check_experts(config: ModelConfig) -> None:
-    """A mixture of experts' E and k, positive, and k at most E (each named as the family's config.json spells it)."""
-    config.require_positive("n_experts", "top_k")
-    if config.top_k > config.n_experts:  # type: ignore[operator]
-        raise UserError(
-            f"config {config.key('top_k')}={config.top_k} exceeds {config.key('n_experts')}={config.n_experts}"
-        )
-
-
-def number(hf: dict, key: str, default: float) -> float:
-    """A number a config.json gives (or its default), as a float; anything else refused by name."""
-    value = hf.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UserError(f"config {key} must be a number, not {value!r}")
-    return float(value)
-
-
-def check_activation(key: str, value) -> None:
-    if value not in SUPPORTED_ACTIVATIONS:
-        raise UserError(f"config {key}={value!r} is not supported (supported: {', '.join(SUPPORTED_ACTIVATIONS)})")
-
-
-def check_model_type(hf: dict, model_types: tuple[str, ...], what: str) -> str:
-    """config.json's model_type, one of `model_types`, or refused as not `what` ("a Mixtral (mixtral)")."""
-    model_type = hf.get("model_type")
-    if model_type not in model_types:
-        raise UserError(f"config model_type={model_type!r} is not {what}")
-    return model_type
 
 
 def check_dtype(hf: dict) -> None:
@@ -341,40 +535,22 @@ def check_dtype(hf: dict) -> None:
         raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
 
 
-def token_ids(value):
-    """A token id, or a list of them (config.json's eos_token_id) as a tuple: hashable."""
-    return tuple(value) if isinstance(value, list) else value
+def quantized(what: str = "", advice: str = "dequantize the weights first") -> Refusal:
+    """Quantized weights (a quantization_config), refused naming their method."""
+
+    def method(value) -> str:
+        name = value.get("quant_method") if isinstance(value, dict) else None
+        return f" ({name or '?'}{what})"
+
+    return Refusal("quantization_config", f"is not supported: {advice}", show=method)
 
 
-def listed(value):
-    """A config's tuple as JSON writes it, a list (an eos_token_id of several ids, a per-layer list)."""
-    return list(value) if isinstance(value, tuple) else value
-
-
-def llama_keys(hf: dict, defaults: dict, rope: dict | None = None) -> dict:
-    """The shapes, norm, activation and ids of a Llama-like config.json, as its config's fields, each the config.json's
-    value or, where it has none, the family's default (`defaults`, by config.json key: transformers' defaults for
-    that model_type; a key it leaves out defaults to None); tie_word_embeddings, a flag; and the rope's theta and
-    scaling where `rope` is given (rotary.read's)."""
-    fields = {field: hf.get(key, defaults.get(key)) for key, field in LLAMA_KEYS.items()}
-    fields["eos_token_id"] = token_ids(fields["eos_token_id"])
-    fields["tie_word_embeddings"] = flag(hf, "tie_word_embeddings")
-    if rope is not None:
-        fields |= {"rope_theta": rope.pop("rope_theta"), "rope_scaling": rotary.scaling(rope)}
-    return fields
-
-
-FULL, SLIDING = "full_attention", "sliding_attention"  # transformers' layer types of attention with and without window
-
-
-def check_layer_kinds(kinds: tuple[str, ...], n_layer: int) -> None:
-    """A config's layer_types: one for each layer, each full_attention or sliding_attention."""
-    if len(kinds) != n_layer:
-        raise UserError(f"config layer_types has {len(kinds)} entries for num_hidden_layers={n_layer}")
-    unknown = sorted(set(kinds) - {FULL, SLIDING})
-    if unknown:
+def check_experts(config: ModelConfig) -> None:
+    """A mixture of experts' k at most E (each named as the family's config.json spells it)."""
+    _require_positive(config, "n_experts", "top_k")  # TRANSITIONAL
+    if config.top_k > config.n_experts:  # type: ignore[operator]
         raise UserError(
-            f"config layer_types {', '.join(map(repr, unknown))} is not supported (supported: {FULL}, {SLIDING})"
+            f"config {config.key('top_k')}={config.top_k} exceeds {config.key('n_experts')}={config.n_experts}"
         )
 
 
@@ -406,3 +582,147 @@ def read_config_json(path: Path) -> dict:
     if not hf:
         raise UserError(f"{path} is empty ({{}}): no shapes to build a model from; re-download or fix the file")
     return hf
+
+
+# --- TRANSITIONAL: the helpers of the families not yet declared ------------------------------------------------------
+from . import rotary  # noqa: E402
+
+LLAMA_KEYS = {
+    "num_hidden_layers": "n_layer",
+    "num_attention_heads": "n_head",
+    "hidden_size": "n_embd",
+    "intermediate_size": "n_inner",
+    "vocab_size": "vocab_size",
+    "num_key_value_heads": "n_kv_head",
+    "head_dim": "head_dim",
+    "max_position_embeddings": "n_positions",
+    "rms_norm_eps": "rms_norm_eps",
+    "hidden_act": "hidden_act",
+    "bos_token_id": "bos_token_id",
+    "eos_token_id": "eos_token_id",
+}
+ModelConfig.json_keys = {field: key for key, field in LLAMA_KEYS.items()} | {
+    "n_experts": "num_local_experts",
+    "top_k": "num_experts_per_tok",
+}
+
+
+def _require_positive(self, *names):
+    for name in names:
+        check_positive(self.key(name), getattr(self, name))
+
+
+def _require_positive_number(self, *names):
+    for name in names:
+        check_positive_number(self.key(name), getattr(self, name))
+
+
+ModelConfig.require_positive = _require_positive  # type: ignore[attr-defined]
+ModelConfig.require_positive_number = _require_positive_number  # type: ignore[attr-defined]
+
+
+def either(hf: dict, keys: tuple[str, ...], default=None):
+    """The value of the first of `keys` (spellings of one setting: n_routed_experts or num_local_experts) that the
+    file has, or `default`, taken for the first spelling."""
+    for key in keys:
+        if key in hf:
+            return hf[key]
+    return hf.get(keys[0], default)
+
+
+SHAPE_KEYS = frozenset({
+    # layers, and which kind each is
+    "num_hidden_layers", "n_layer", "layers_block_type", "layer_types", "hybrid_override_pattern",
+    "full_attention_interval", "first_k_dense_replace", "mlp_layer_types", "decoder_sparse_step", "mlp_only_layers",
+    "sliding_window_pattern", "max_window_layers",
+    # widths
+    "hidden_size", "n_embd", "intermediate_size", "n_inner", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "moe_shared_expert_intermediate_size", "moe_latent_size", "expand", "q_lora_rank", "kv_lora_rank",
+    # heads and their sizes
+    "num_attention_heads", "n_head", "num_key_value_heads", "head_dim", "qk_rope_head_dim", "qk_nope_head_dim",
+    "v_head_dim",
+    # vocabulary, context, window
+    "vocab_size", "max_position_embeddings", "n_positions", "sliding_window",
+    # experts
+    "num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
+    # an indexer
+    "index_n_heads", "index_head_dim", "index_topk",
+    # recurrent layers
+    "num_heads", "mamba_num_heads", "mamba_head_dim", "state_size", "ssm_state_size", "n_groups", "conv_kernel",
+    "linear_conv_kernel_dim", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+    "linear_value_head_dim",
+})  # fmt: skip
+
+
+def rope_dict(theta: float, scaling: tuple | None = None, **more) -> dict:
+    """transformers 5's rope_parameters of a config: the rope type, theta and the scaling's keys (tuples as lists)."""
+    rope: dict = {"rope_type": "default", "rope_theta": theta}
+    for key, value in scaling or ():
+        rope[key] = list(value) if isinstance(value, tuple) else value
+    return rope | more
+
+
+def flag(hf: dict, key: str) -> bool:
+    """A true/false option; a string such as "false" would read as true, so it is refused."""
+    value = hf.get(key, False)
+    if not isinstance(value, bool):
+        raise UserError(f"config {key} must be true or false, not {value!r}")
+    return value
+
+
+def check_positive(key: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise UserError(f"config {key} must be a positive integer, not {value!r}")
+
+
+def check_positive_number(key: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UserError(f"config {key} must be a positive number, not {value!r}")
+
+
+def number(hf: dict, key: str, default: float) -> float:
+    """A number a config.json gives (or its default), as a float; anything else refused by name."""
+    value = hf.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"config {key} must be a number, not {value!r}")
+    return float(value)
+
+
+def check_activation(key: str, value) -> None:
+    if value not in SUPPORTED_ACTIVATIONS:
+        raise UserError(f"config {key}={value!r} is not supported (supported: {', '.join(SUPPORTED_ACTIVATIONS)})")
+
+
+def check_model_type(hf: dict, model_types: tuple[str, ...], what: str) -> str:
+    """config.json's model_type, one of `model_types`, or refused as not `what` ("a Mixtral (mixtral)")."""
+    model_type = hf.get("model_type")
+    if model_type not in model_types:
+        raise UserError(f"config model_type={model_type!r} is not {what}")
+    return model_type
+
+
+def llama_keys(hf: dict, defaults: dict, rope: dict | None = None) -> dict:
+    """The shapes, norm, activation and ids of a Llama-like config.json, as its config's fields, each the config.json's
+    value or, where it has none, the family's default (`defaults`, by config.json key: transformers' defaults for
+    that model_type; a key it leaves out defaults to None); tie_word_embeddings, a flag; and the rope's theta and
+    scaling where `rope` is given (rotary.read's)."""
+    fields = {field: hf.get(key, defaults.get(key)) for key, field in LLAMA_KEYS.items()}
+    fields["eos_token_id"] = token_ids(fields["eos_token_id"])
+    fields["tie_word_embeddings"] = flag(hf, "tie_word_embeddings")
+    if rope is not None:
+        fields |= {"rope_theta": rope.pop("rope_theta"), "rope_scaling": rotary.scaling(rope)}
+    return fields
+
+
+FULL, SLIDING = "full_attention", "sliding_attention"  # transformers' layer types of attention with and without window
+
+
+def check_layer_kinds(kinds: tuple[str, ...], n_layer: int) -> None:
+    """A config's layer_types: one for each layer, each full_attention or sliding_attention."""
+    if len(kinds) != n_layer:
+        raise UserError(f"config layer_types has {len(kinds)} entries for num_hidden_layers={n_layer}")
+    unknown = sorted(set(kinds) - {FULL, SLIDING})
+    if unknown:
+        raise UserError(
+            f"config layer_types {', '.join(map(repr, unknown))} is not supported (supported: {FULL}, {SLIDING})"
+        )

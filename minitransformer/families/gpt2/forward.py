@@ -43,7 +43,7 @@ def embed(ids, p: SimpleNamespace, config: GPT2Config, tape: Tape, pads=None):
 
 
 def norm(x, w: SimpleNamespace, config: GPT2Config):
-    return layer_norm(x, w.weight, w.bias, config.layer_norm_epsilon)
+    return layer_norm(x, w.weight, w.bias, config.norm_eps)
 
 
 def attention(h, p: SimpleNamespace, config: GPT2Config, at: Tape, inputs: LayerInputs):
