@@ -88,16 +88,19 @@ class Kind:
     shape: bool = False
     read: Callable[[Any], Any] = lambda value: value  # the file's value (valid) -> the field's
     write: Callable[[Any], Any] = listed  # the field's value -> the file's
-    refusal: str = "config {key} must be {what}, not {value!r}"
+    refusal: str | Callable[[str, Any], str] = "config {key} must be {what}, not {value!r}"
 
     def check(self, key: str, value) -> None:
         if not self.valid(value):
+            if callable(self.refusal):
+                raise UserError(self.refusal(key, value))
             raise UserError(self.refusal.format(key=key, what=self.what, value=value))
 
     def or_null(self, what: str | None = None) -> Kind:
         """The same kind, or null (a value that follows from other keys, or none at all)."""
-        valid = self.valid
-        return replace(self, what=what or self.what, valid=lambda value: value is None or valid(value))
+        valid, read = self.valid, self.read
+        return replace(self, what=what or self.what, valid=lambda value: value is None or valid(value),
+                       read=lambda value: None if value is None else read(value))  # fmt: skip
 
 
 # A key sets the model's shapes when its value is a size or a count of what the model holds or runs: how many layers
@@ -115,6 +118,7 @@ WINDOW = SIZE.or_null()  # a sliding window, or none
 COUNT = Kind("a whole number >= 0", lambda value: _whole(value) and value >= 0)
 NUMBER = Kind("a number", _number, read=float)
 POSITIVE_NUMBER = Kind("a positive number", lambda value: _number(value) and value > 0)
+SCALE = replace(POSITIVE_NUMBER, read=float)  # a positive number kept as a float (a router's scaling factor)
 FLAG = Kind("true or false", lambda value: isinstance(value, bool))  # a string such as "false" would read as true
 TRUTHY = Kind("anything", read=bool)  # read as transformers' `if config.x` reads it: null is false
 TOKENS = Kind("a token id or a list of them", read=token_ids)
@@ -126,15 +130,27 @@ ACTIVATION = Kind(
 )
 
 
-def layer_kinds(*kinds: str, shape: bool = True) -> Kind:
-    """A list of each layer's kind, each one of `kinds` (read as a tuple: hashable)."""
-    return Kind(
-        f"a list of {', '.join(kinds)}",
-        lambda value: isinstance(value, (list, tuple)) and set(value) <= set(kinds),
-        shape=shape,
-        read=tuple,
-        refusal="config {key} must be a list, each of " + ", ".join(kinds) + ", not {value!r}",
-    )
+def layer_kinds(*kinds: str) -> Kind:
+    """Each layer's kind, one of `kinds`, in a list (read as a tuple: hashable)."""
+
+    def refusal(key: str, value) -> str:
+        if not isinstance(value, (list, tuple)):
+            return f"config {key} must be a list, not {value!r}"
+        return f"config {key}={list(value)!r} is not supported (each layer one of {', '.join(kinds)})"
+
+    listed_kinds = lambda value: isinstance(value, (list, tuple)) and set(value) <= set(kinds)  # noqa: E731
+    return Kind(f"a list of {', '.join(kinds)}", listed_kinds, shape=True, read=tuple, refusal=refusal)
+
+
+def check_windows(config: Any, no_window: str = "sliding_window is null") -> None:
+    """A config whose layers are full or sliding attention (its layer_types): a window where some layer slides
+    (`no_window` says why there is none), none where no layer does (a window no layer uses is none, as the reports
+    say)."""
+    kinds = config.layer_types
+    if SLIDING in kinds and config.sliding_window is None:
+        raise UserError(f"config {config.key('layer_types')} has {SLIDING} layers but {no_window}")
+    if SLIDING not in kinds:
+        object.__setattr__(config, "sliding_window", None)
 
 
 # --- keys, groups, refusals -----------------------------------------------------------------------------------------
@@ -157,10 +173,12 @@ class Key:
     aliases: tuple[str, ...] = ()  # the same setting as older files spell it, read where the file lacks `json`
     required: bool = False  # refused where the file leaves it out, whatever transformers' default (GPT-2's depth)
     by_type: Mapping[str, Any] = field(default_factory=dict)  # model_type -> its own default, or Fixed
-    when: Callable[[dict], bool] | None = None  # read only when this holds of the fields read before it (else None)
     read: Callable[[dict, dict], Any] | None = None  # (file, fields read before) -> the value, where it is not one key
-    reads: tuple[Key, ...] = ()  # the keys `read` reads beside this one
-    follows: str | None = None  # None: the value of this other field (num_key_value_heads: n_head)
+    # where the file has none (or null): the value that follows from the fields read before and the file's other keys,
+    # (file, fields) -> value; or `follows`, the value of another field (num_key_value_heads: num_attention_heads)
+    rule: Callable[[dict, Mapping], Any] | None = None
+    follows: str | None = None
+    reads: tuple[Key, ...] = ()  # the keys `read` or `rule` read beside this one
     write: Callable[[Any], dict] | None = None  # config -> the config.json keys it writes, where it is not one key
     dict_key: str | None = ""  # the JSON's "model" object's name for the field ("": the field's; None: left out)
     dict_value: Callable[[Any], Any] | None = None  # the field -> the JSON's value (None: jsonable)
@@ -174,28 +192,38 @@ class Key:
         default = self.default_for(model_type)
         if isinstance(default, Fixed):
             return default.value
-        if self.when is not None and not self.when(values or {}):
-            return None
         if self.read is not None:
             value, spelled = self.read(hf, values or {}), self.json
         else:
             spelled = next((k for k in (self.json, *self.aliases) if k in hf), "")
-            if not spelled:
+            if not spelled and (self.follows_from is None or default is not None):  # transformers' default
                 if default is MISSING or self.required:
                     raise Missing(self.json)
                 take(hf, self.json, default, self.kind.shape)
                 return default
-            value = hf[spelled]
+            value = hf[spelled] if spelled else None
+            if value is None and self.follows_from is not None:  # absent with no default of its own, or null
+                value, spelled = self.follows_from(hf, values or {}), spelled or self.json
         self.kind.check(spelled, value)
         return self.kind.read(value)
 
-    def writes(self, config: Any, name: str) -> dict:
-        """The config.json keys of the field's value (none for a model type that reads no such key)."""
-        if isinstance(self.default_for(getattr(config, "model_type", None)), Fixed):
+    @property
+    def follows_from(self) -> Callable[[dict, Mapping], Any] | None:
+        """The rule of a value that follows from others (`rule`, or `follows`), or None."""
+        if self.follows is not None:
+            return lambda hf, values: values[self.follows]
+        return self.rule
+
+    def writes(self, config: Any, name: str, model_type: str) -> dict:
+        """The config.json keys of the field's value: none for a model type that reads no such key, nor for a null
+        that is also the default (the value follows from other keys, or there is none: transformers takes the same)."""
+        default = self.default_for(model_type)
+        if isinstance(default, Fixed):
             return {}
         if self.write is not None:
             return self.write(config)
-        return {self.json: self.kind.write(getattr(config, name))}
+        value = getattr(config, name)
+        return {} if value is None and default is None else {self.json: self.kind.write(value)}
 
 
 class Missing(Exception):
@@ -208,7 +236,7 @@ def key(json: str, default: Any = MISSING, kind: Kind = ANY, **more: Any) -> Any
     declared = Key(json, default, kind, **more)
     if default is MISSING:
         return field(metadata={"key": declared})
-    return field(default=default, metadata={"key": declared})
+    return field(default=default.value if isinstance(default, Fixed) else default, metadata={"key": declared})
 
 
 def eps(json: str, default: float) -> Any:
@@ -218,9 +246,9 @@ def eps(json: str, default: float) -> Any:
 
 class Group(Protocol):
     """A setting that config.json spells over several keys (the rope: its type, theta, scaling and share of a head;
-    families/rotary.py), read into one or more fields and written back."""
+    families/rotary.py), read into one or more fields (their defaults the config class's) and written back."""
 
-    def read(self, hf: dict, values: dict) -> dict: ...  # the fields it fills
+    def read(self, hf: dict, config: type, model_type: str) -> dict: ...  # the fields it fills
 
     def write(self, config: Any) -> dict: ...  # the config.json keys it writes
 
@@ -232,21 +260,43 @@ def shown(value) -> str:
     return "" if isinstance(value, (list, dict)) else f"={json.dumps(value)}"
 
 
+def truthy(value, hf: dict) -> bool:
+    return bool(value)
+
+
+def zero(value, hf: dict) -> bool:
+    return type(value) is int and value == 0
+
+
 @dataclass(frozen=True)
 class Refusal:
     """An option transformers' model has that changes inference and is not computed here, refused by name: the key,
-    which of its values are refused (any true one by default), and the rest of the message ("(why) is not supported",
-    what to do); only for the model types named, where it is theirs alone."""
+    which of its values are refused (refused(value, the file): any true one by default), and the rest of the message
+    ("(why) is not supported", what to do); only for the model types named, where it is theirs alone."""
 
     json: str
     why: str
-    refused: Callable[[Any], bool] = bool
+    refused: Callable[[Any, dict], bool] = truthy
     types: tuple[str, ...] = ()
     show: Callable[[Any], str] = shown  # the value as the message names it
 
     def check(self, hf: dict, model_type: str) -> None:
-        if self.json in hf and (not self.types or model_type in self.types) and self.refused(hf[self.json]):
+        if self.json in hf and (not self.types or model_type in self.types) and self.refused(hf[self.json], hf):
             raise UserError(f"config {self.json}{self.show(hf[self.json])} {self.why}")
+
+
+@dataclass(frozen=True)
+class Written:
+    """config.json keys a family writes for transformers that it reads nowhere (a value its model fixes): a group
+    that reads nothing."""
+
+    write: Callable[[Any], dict]
+
+    def read(self, hf: dict, config: type, model_type: str) -> dict:
+        return {}
+
+    def check(self, config: Any) -> None:
+        pass
 
 
 def take(hf: dict, key: str, default, shape: bool) -> None:
@@ -264,17 +314,16 @@ class ModelConfig:
 
     family: ClassVar[str]  # the name of the family in the table (families/table.py)
     what: ClassVar[str]  # the family as a refusal names it ("a Mixtral")
-    model_types: ClassVar[tuple[str, ...]]  # the config.json model_type values the family reads
     # model_type -> the class transformers' AutoModelForCausalLM makes of it (config.json's "architectures", and what
     # validate compares with): the one place that says it
     classes: ClassVar[dict[str, str]] = {}
     multimodal: ClassVar[dict[str, str]] = {}  # a checkpoint's model_type -> its text model's, read from text_config
+    model_types: ClassVar[tuple[str, ...]] = ()  # the config.json model_type values the family reads: the two above
     inherited: ClassVar[tuple[str, ...]] = ()  # keys a text model takes from its checkpoint's config where it has none
     groups: ClassVar[tuple[Group, ...]] = ()  # settings spelled over several keys (the rope)
     refusals: ClassVar[tuple[Refusal, ...]] = ()
     dict_first: ClassVar[tuple[str, ...]] = ()  # properties the JSON's "model" object has before the fields
     dict_last: ClassVar[tuple[str, ...]] = ("d_head", "d_ff")  # and after them
-    json_keys: ClassVar[dict[str, str]] = {}  # TRANSITIONAL
     name: str
     n_layer: int
     n_head: int
@@ -294,16 +343,12 @@ class ModelConfig:
     index_topk: int | None = None
 
     if TYPE_CHECKING:  # what each family's dataclass gives, as fields or as properties
-        n_kv_head: int
+        n_inner: Any  # the MLP's width, where a family names it so (None in some: its d_ff says what then)
+        head_dim: int | None
 
-        @property
-        def d_head(self) -> int: ...
-
-        @property
-        def d_ff(self) -> int: ...
-
-        @property
-        def checkpoint_kind(self) -> str: ...
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.model_types = (*cls.classes, *cls.multimodal)
 
     # --- the declaration, read and written ------------------------------------------------------------------------
     @classmethod
@@ -324,9 +369,7 @@ class ModelConfig:
 
     def key(self, field_name: str) -> str:
         """The config.json key of a field, as the file spells it (errors name it so)."""
-        return next(
-            (k.json for name, k in self.keys() if name == field_name), self.json_keys.get(field_name, field_name)
-        )
+        return next((k.json for name, k in self.keys() if name == field_name), field_name)
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str | None = None) -> Any:
@@ -350,7 +393,7 @@ class ModelConfig:
                 f"config.json lacks {', '.join(missing)}: a {model_type} model needs its shapes spelled out"
             )
         for group in cls.groups:
-            values |= group.read(hf, values)
+            values |= group.read(hf, cls, model_type)
         if "model_type" in cls.__dataclass_fields__:  # type: ignore[attr-defined]
             values["model_type"] = model_type
         return cls(**values, **({"name": name} if name is not None else {}))
@@ -380,12 +423,11 @@ class ModelConfig:
     def to_hf_dict(self) -> dict:
         """The config.json transformers reads for this config, every key the family reads spelled out (a multimodal
         checkpoint's: its text model's, what is counted here)."""
-        model_type = getattr(self, "model_type", self.family)
-        model_type = self.multimodal.get(model_type, model_type)
+        model_type = self.read_as
         hf: dict = {"architectures": [self.classes[model_type]]} if model_type in self.classes else {}
         hf["model_type"] = model_type
         for field_name, entry in self.keys():
-            hf |= entry.writes(self, field_name)
+            hf |= entry.writes(self, field_name, model_type)
         for group in self.groups:
             hf |= group.write(self)
         return hf
@@ -402,25 +444,56 @@ class ModelConfig:
         return d | {name: jsonable(getattr(self, name)) for name in self.dict_last}
 
     def __post_init__(self) -> None:
-        """Each field its key's kind (a None that follows another field made that field's value), each group's
-        check, then the family's own checks (validate)."""
+        """Each field its key's kind (a None that follows from other fields made so; a None that is the default needs
+        no check), then the family's own checks (validate), then each group's."""
         for field_name, entry in self.keys():
             value = getattr(self, field_name)
-            if value is None and entry.follows is not None:
-                object.__setattr__(self, field_name, value := getattr(self, entry.follows))
-            if not isinstance(entry.default_for(getattr(self, "model_type", None)), Fixed):
+            if value is None and entry.follows_from is not None:  # its rule at transformers' defaults
+                object.__setattr__(self, field_name, value := entry.kind.read(entry.follows_from({}, vars(self))))
+            default = entry.default_for(self.read_as)
+            if not isinstance(default, Fixed) and not (value is None and default is None):
                 entry.kind.check(entry.json, value)
+        if "layer_types" in self.__dataclass_fields__ and len(self.layer_types) != self.n_layer:  # type: ignore[attr-defined]
+            raise UserError(
+                f"config {self.key('layer_types')} must name {self.n_layer} layers, not {len(self.layer_types)}"
+            )
+        self.validate()
         for group in self.groups:
             group.check(self)
-        self.validate()
 
     def validate(self) -> None:
         """The family's checks of its fields together (heads that divide evenly...): none here."""
 
-    # --- what the rest of the code asks ---------------------------------------------------------------------------
+    @property
+    def read_as(self) -> str:
+        """The model_type whose keys the config holds: a multimodal checkpoint's text model's."""
+        model_type = getattr(self, "model_type", self.family)
+        return self.multimodal.get(model_type, model_type)
+
+    # --- what the rest of the code asks (a family whose sizes are named otherwise says so) ---------------------------
     @property
     def d_model(self) -> int:
         return self.n_embd
+
+    @property
+    def d_head(self) -> int:
+        """A head's width: the config's head_dim, or D / H."""
+        return getattr(self, "head_dim", None) or self.n_embd // self.n_head
+
+    @property
+    def d_ff(self) -> int:
+        """The MLP's width (n_inner: config.json's intermediate_size)."""
+        return self.n_inner
+
+    @property
+    def n_kv_head(self) -> int:
+        """Key/value heads: one a query head (a family whose heads share keys and values has a field)."""
+        return self.n_head
+
+    @property
+    def checkpoint_kind(self) -> str:
+        """What a checkpoint of this config is called in messages: "mistral model"."""
+        return f"{getattr(self, 'model_type', self.family)} model"
 
     @property
     def symbol_sizes(self) -> dict[str, int]:
@@ -472,7 +545,7 @@ class ModelConfig:
     def prefix(self, n_layer: int) -> Any:
         """The same model cut to its first n_layer layers (count's twin)."""
         names = self.__dataclass_fields__  # type: ignore[attr-defined]
-        cut = {"n_layer": n_layer} if "n_layer" in names else {}
+        cut: dict[str, Any] = {"n_layer": n_layer} if "n_layer" in names else {}
         if "layer_types" in names:
             cut["layer_types"] = self.layer_types[:n_layer]
         return replace(self, **cut)  # type: ignore[type-var]
@@ -518,7 +591,7 @@ def shape_defaults(hf: dict) -> dict[str, Any]:
     their dotted names ("text_config.linear_num_value_heads"), and the default each took; {} for a plain dict."""
     if not isinstance(hf, ConfigJson):
         return {}
-    return {key: value for key, value in hf.taken.items() if key in hf.shapes or key.rsplit(".", 1)[-1] in SHAPE_KEYS}
+    return {key: value for key, value in hf.taken.items() if key in hf.shapes}
 
 
 def unnoted(hf: dict, key: str, default=None):
@@ -545,9 +618,16 @@ def quantized(what: str = "", advice: str = "dequantize the weights first") -> R
     return Refusal("quantization_config", f"is not supported: {advice}", show=method)
 
 
+def check_multiple(config: ModelConfig, whole: str, part: str, why: str = "") -> None:
+    """A field a multiple of another (heads sharing keys, value heads per key head), refused under their config.json
+    keys."""
+    if getattr(config, whole) % getattr(config, part):
+        raise UserError(f"config {config.key(whole)}={getattr(config, whole)} is not a multiple of "
+                        f"{config.key(part)}={getattr(config, part)}{why}")  # fmt: skip
+
+
 def check_experts(config: ModelConfig) -> None:
     """A mixture of experts' k at most E (each named as the family's config.json spells it)."""
-    _require_positive(config, "n_experts", "top_k")  # TRANSITIONAL
     if config.top_k > config.n_experts:  # type: ignore[operator]
         raise UserError(
             f"config {config.key('top_k')}={config.top_k} exceeds {config.key('n_experts')}={config.n_experts}"
@@ -582,147 +662,3 @@ def read_config_json(path: Path) -> dict:
     if not hf:
         raise UserError(f"{path} is empty ({{}}): no shapes to build a model from; re-download or fix the file")
     return hf
-
-
-# --- TRANSITIONAL: the helpers of the families not yet declared ------------------------------------------------------
-from . import rotary  # noqa: E402
-
-LLAMA_KEYS = {
-    "num_hidden_layers": "n_layer",
-    "num_attention_heads": "n_head",
-    "hidden_size": "n_embd",
-    "intermediate_size": "n_inner",
-    "vocab_size": "vocab_size",
-    "num_key_value_heads": "n_kv_head",
-    "head_dim": "head_dim",
-    "max_position_embeddings": "n_positions",
-    "rms_norm_eps": "rms_norm_eps",
-    "hidden_act": "hidden_act",
-    "bos_token_id": "bos_token_id",
-    "eos_token_id": "eos_token_id",
-}
-ModelConfig.json_keys = {field: key for key, field in LLAMA_KEYS.items()} | {
-    "n_experts": "num_local_experts",
-    "top_k": "num_experts_per_tok",
-}
-
-
-def _require_positive(self, *names):
-    for name in names:
-        check_positive(self.key(name), getattr(self, name))
-
-
-def _require_positive_number(self, *names):
-    for name in names:
-        check_positive_number(self.key(name), getattr(self, name))
-
-
-ModelConfig.require_positive = _require_positive  # type: ignore[attr-defined]
-ModelConfig.require_positive_number = _require_positive_number  # type: ignore[attr-defined]
-
-
-def either(hf: dict, keys: tuple[str, ...], default=None):
-    """The value of the first of `keys` (spellings of one setting: n_routed_experts or num_local_experts) that the
-    file has, or `default`, taken for the first spelling."""
-    for key in keys:
-        if key in hf:
-            return hf[key]
-    return hf.get(keys[0], default)
-
-
-SHAPE_KEYS = frozenset({
-    # layers, and which kind each is
-    "num_hidden_layers", "n_layer", "layers_block_type", "layer_types", "hybrid_override_pattern",
-    "full_attention_interval", "first_k_dense_replace", "mlp_layer_types", "decoder_sparse_step", "mlp_only_layers",
-    "sliding_window_pattern", "max_window_layers",
-    # widths
-    "hidden_size", "n_embd", "intermediate_size", "n_inner", "moe_intermediate_size", "shared_expert_intermediate_size",
-    "moe_shared_expert_intermediate_size", "moe_latent_size", "expand", "q_lora_rank", "kv_lora_rank",
-    # heads and their sizes
-    "num_attention_heads", "n_head", "num_key_value_heads", "head_dim", "qk_rope_head_dim", "qk_nope_head_dim",
-    "v_head_dim",
-    # vocabulary, context, window
-    "vocab_size", "max_position_embeddings", "n_positions", "sliding_window",
-    # experts
-    "num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
-    # an indexer
-    "index_n_heads", "index_head_dim", "index_topk",
-    # recurrent layers
-    "num_heads", "mamba_num_heads", "mamba_head_dim", "state_size", "ssm_state_size", "n_groups", "conv_kernel",
-    "linear_conv_kernel_dim", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-    "linear_value_head_dim",
-})  # fmt: skip
-
-
-def rope_dict(theta: float, scaling: tuple | None = None, **more) -> dict:
-    """transformers 5's rope_parameters of a config: the rope type, theta and the scaling's keys (tuples as lists)."""
-    rope: dict = {"rope_type": "default", "rope_theta": theta}
-    for key, value in scaling or ():
-        rope[key] = list(value) if isinstance(value, tuple) else value
-    return rope | more
-
-
-def flag(hf: dict, key: str) -> bool:
-    """A true/false option; a string such as "false" would read as true, so it is refused."""
-    value = hf.get(key, False)
-    if not isinstance(value, bool):
-        raise UserError(f"config {key} must be true or false, not {value!r}")
-    return value
-
-
-def check_positive(key: str, value) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise UserError(f"config {key} must be a positive integer, not {value!r}")
-
-
-def check_positive_number(key: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise UserError(f"config {key} must be a positive number, not {value!r}")
-
-
-def number(hf: dict, key: str, default: float) -> float:
-    """A number a config.json gives (or its default), as a float; anything else refused by name."""
-    value = hf.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UserError(f"config {key} must be a number, not {value!r}")
-    return float(value)
-
-
-def check_activation(key: str, value) -> None:
-    if value not in SUPPORTED_ACTIVATIONS:
-        raise UserError(f"config {key}={value!r} is not supported (supported: {', '.join(SUPPORTED_ACTIVATIONS)})")
-
-
-def check_model_type(hf: dict, model_types: tuple[str, ...], what: str) -> str:
-    """config.json's model_type, one of `model_types`, or refused as not `what` ("a Mixtral (mixtral)")."""
-    model_type = hf.get("model_type")
-    if model_type not in model_types:
-        raise UserError(f"config model_type={model_type!r} is not {what}")
-    return model_type
-
-
-def llama_keys(hf: dict, defaults: dict, rope: dict | None = None) -> dict:
-    """The shapes, norm, activation and ids of a Llama-like config.json, as its config's fields, each the config.json's
-    value or, where it has none, the family's default (`defaults`, by config.json key: transformers' defaults for
-    that model_type; a key it leaves out defaults to None); tie_word_embeddings, a flag; and the rope's theta and
-    scaling where `rope` is given (rotary.read's)."""
-    fields = {field: hf.get(key, defaults.get(key)) for key, field in LLAMA_KEYS.items()}
-    fields["eos_token_id"] = token_ids(fields["eos_token_id"])
-    fields["tie_word_embeddings"] = flag(hf, "tie_word_embeddings")
-    if rope is not None:
-        fields |= {"rope_theta": rope.pop("rope_theta"), "rope_scaling": rotary.scaling(rope)}
-    return fields
-
-
-FULL, SLIDING = "full_attention", "sliding_attention"  # transformers' layer types of attention with and without window
-
-
-def check_layer_kinds(kinds: tuple[str, ...], n_layer: int) -> None:
-    """A config's layer_types: one for each layer, each full_attention or sliding_attention."""
-    if len(kinds) != n_layer:
-        raise UserError(f"config layer_types has {len(kinds)} entries for num_hidden_layers={n_layer}")
-    unknown = sorted(set(kinds) - {FULL, SLIDING})
-    if unknown:
-        raise UserError(
-            f"config layer_types {', '.join(map(repr, unknown))} is not supported (supported: {FULL}, {SLIDING})"
-        )

@@ -94,3 +94,6 @@ for _family in (
     NEMOTRON_H,
 ):
     register(_family)
+
+# Every config.json key that sets a model's shapes in some family (each family's declaration says which of its keys do).
+SHAPE_KEYS = frozenset().union(*(architecture.config.shape_keys() for architecture in ARCHITECTURES.values()))
