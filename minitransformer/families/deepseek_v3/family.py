@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from ..architecture import Architecture
 from . import reference
-from .config import DEEPSEEK_MODEL_TYPES, PRESETS, DeepseekConfig
+from .config import PRESETS, DeepseekConfig
 from .formulas import FORMULAS
 from .forward import deepseek
 from .layout import LAYOUT
 from .stages import deepseek_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="deepseek_v3", model_types=DEEPSEEK_MODEL_TYPES, config=DeepseekConfig, presets=PRESETS, forward=deepseek,
+    name="deepseek_v3", model_types=DeepseekConfig.model_types, config=DeepseekConfig, presets=PRESETS, forward=deepseek,
     stage_table=stages_of, every_stage=deepseek_family(None), layout=LAYOUT, formulas=FORMULAS,
-    reference_classes={"deepseek_v3": "DeepseekV3ForCausalLM"}, label="DeepSeek-V3",
+    label="DeepSeek-V3",
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
 )  # fmt: skip

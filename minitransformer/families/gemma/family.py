@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..architecture import Architecture
 from . import reference
-from .config import GEMMA_MODEL_TYPES, PRESETS, GemmaConfig
+from .config import PRESETS, GemmaConfig
 from .formulas import FORMULAS
 from .forward import gemma
 from .layout import LAYOUT
@@ -14,8 +14,7 @@ from .stages import gemma_family, stages_of
 # config.json; the whole model's checkpoint keeps it under other names, which the loader refuses by name (an
 # unexpected tensor for a "gemma3 model ... read as its text model")
 ARCHITECTURE = Architecture(
-    name="gemma", model_types=GEMMA_MODEL_TYPES, config=GemmaConfig, presets=PRESETS, forward=gemma,
+    name="gemma", model_types=GemmaConfig.model_types, config=GemmaConfig, presets=PRESETS, forward=gemma,
     stage_table=stages_of, every_stage=gemma_family(), layout=LAYOUT, formulas=FORMULAS,
-    reference_classes={"gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "gemma3": "Gemma3ForCausalLM"},
     label="Gemma family", float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
 )  # fmt: skip

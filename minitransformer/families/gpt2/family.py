@@ -10,7 +10,6 @@ from .layout import LAYOUT
 from .stages import GPT2, stages_of
 
 ARCHITECTURE = Architecture(
-    name="gpt2", model_types=("gpt2",), config=GPT2Config, presets=PRESETS, forward=gpt2, stage_table=stages_of,
-    every_stage=GPT2, layout=LAYOUT, formulas=FORMULAS, reference_classes={"gpt2": "GPT2LMHeadModel"},
-    own_tokenizer=False, heads_in_headers=False,
+    name="gpt2", model_types=GPT2Config.model_types, config=GPT2Config, presets=PRESETS, forward=gpt2, stage_table=stages_of,
+    every_stage=GPT2, layout=LAYOUT, formulas=FORMULAS, own_tokenizer=False, heads_in_headers=False,
 )  # fmt: skip

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from ..architecture import Architecture
 from . import reference
-from .config import GPT_OSS_MODEL_TYPES, PRESETS, GptOssConfig
+from .config import PRESETS, GptOssConfig
 from .formulas import FORMULAS
 from .forward import gpt_oss
 from .layout import LAYOUT
 from .stages import gpt_oss_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="gpt_oss", model_types=GPT_OSS_MODEL_TYPES, config=GptOssConfig, presets=PRESETS, forward=gpt_oss,
+    name="gpt_oss", model_types=GptOssConfig.model_types, config=GptOssConfig, presets=PRESETS, forward=gpt_oss,
     stage_table=stages_of, every_stage=gpt_oss_family(), layout=LAYOUT, formulas=FORMULAS,
-    reference_classes={"gpt_oss": "GptOssForCausalLM"}, label="gpt-oss",
+    label="gpt-oss",
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
 )  # fmt: skip

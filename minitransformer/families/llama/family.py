@@ -14,7 +14,7 @@ from ..blocks import Mixer, PreNorm
 from ..config import ModelConfig
 from ..decoder import Decoder
 from . import forward, layout, reference, stages
-from .config import LLAMA_MODEL_TYPES, PRESETS, LlamaConfig
+from .config import PRESETS, LlamaConfig
 from .formulas import FORMULAS
 
 
@@ -81,6 +81,5 @@ def llama_like(
 
 
 ARCHITECTURE = llama_like(
-    "llama", LLAMA_MODEL_TYPES, LlamaConfig, PRESETS, label="Llama family", float64_note=reference.NOTE,
-    reference_classes={"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"},
-)  # fmt: skip
+    "llama", LlamaConfig.model_types, LlamaConfig, PRESETS, label="Llama family", float64_note=reference.NOTE
+)

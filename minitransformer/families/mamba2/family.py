@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from ..architecture import Architecture
 from . import reference
-from .config import MAMBA2_MODEL_TYPES, PRESETS, Mamba2Config
+from .config import PRESETS, Mamba2Config
 from .formulas import FORMULAS
 from .forward import mamba2
 from .layout import LAYOUT
 from .stages import mamba2_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="mamba2", model_types=MAMBA2_MODEL_TYPES, config=Mamba2Config, presets=PRESETS, forward=mamba2,
+    name="mamba2", model_types=Mamba2Config.model_types, config=Mamba2Config, presets=PRESETS, forward=mamba2,
     stage_table=stages_of, every_stage=mamba2_family(), layout=LAYOUT, formulas=FORMULAS,
-    reference_classes={"mamba2": "Mamba2ForCausalLM"}, label="Mamba-2",
+    label="Mamba-2",
     heads_in_headers=False,  # its heads are the mixer's (the header says them as state-space heads)
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
 )  # fmt: skip

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from ..architecture import Architecture
 from . import reference
-from .config import NEMOTRON_H_MODEL_TYPES, PRESETS, NemotronHConfig
+from .config import PRESETS, NemotronHConfig
 from .formulas import FORMULAS
 from .forward import nemotron_h
 from .layout import LAYOUT
 from .stages import nemotron_h_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="nemotron_h", model_types=NEMOTRON_H_MODEL_TYPES, config=NemotronHConfig, presets=PRESETS,
+    name="nemotron_h", model_types=NemotronHConfig.model_types, config=NemotronHConfig, presets=PRESETS,
     forward=nemotron_h, stage_table=stages_of, every_stage=nemotron_h_family(True), layout=LAYOUT, formulas=FORMULAS,
-    reference_classes={"nemotron_h": "NemotronHForCausalLM"}, label="Nemotron-H",
+    label="Nemotron-H",
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
 )  # fmt: skip

@@ -11,8 +11,8 @@ from .layout import LAYOUT
 from .stages import neox_family, stages_of
 
 ARCHITECTURE = Architecture(
-    name="neox", model_types=("gpt_neox",), config=NeoXConfig, presets=PRESETS, forward=neox, stage_table=stages_of,
+    name="neox", model_types=NeoXConfig.model_types, config=NeoXConfig, presets=PRESETS, forward=neox, stage_table=stages_of,
     every_stage=neox_family(parallel=False),  # the serial table has every op (resid_mid too)
-    layout=LAYOUT, formulas=FORMULAS, reference_classes={"gpt_neox": "GPTNeoXForCausalLM"}, label="GPT-NeoX family",
+    layout=LAYOUT, formulas=FORMULAS, label="GPT-NeoX family",
     float64_reference=reference.float64_rotary_tables, float64_note=reference.NOTE,
 )  # fmt: skip

@@ -6,7 +6,7 @@ from functools import partial
 
 from ..architecture import Architecture
 from ..llama.reference import float64_throughout
-from .config import OLMO2_MODEL_TYPES, PRESETS, Olmo2Config
+from .config import PRESETS, Olmo2Config
 from .formulas import FORMULAS
 from .forward import olmo2
 from .layout import LAYOUT
@@ -16,8 +16,8 @@ NOTE = ("  (transformers' float64 OLMo 2 computes RMSNorm, its q and k norms inc
         "float32;\n  its reference here has them in float64, as families/llama/reference.py explains)")  # fmt: skip
 
 ARCHITECTURE = Architecture(
-    name="olmo2", model_types=OLMO2_MODEL_TYPES, config=Olmo2Config, presets=PRESETS, forward=olmo2,
+    name="olmo2", model_types=Olmo2Config.model_types, config=Olmo2Config, presets=PRESETS, forward=olmo2,
     stage_table=stages_of, every_stage=olmo2_family(True), layout=LAYOUT, formulas=FORMULAS,
-    reference_classes={"olmo2": "Olmo2ForCausalLM"}, label="OLMo 2 family", float64_note=NOTE,
+    label="OLMo 2 family", float64_note=NOTE,
     float64_reference=partial(float64_throughout, norms_per_layer=4),  # q_norm, k_norm, and after each branch
 )  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..architecture import Architecture
 from ..llama.reference import float64_throughout
-from .config import PHI3_MODEL_TYPES, PRESETS, Phi3Config
+from .config import PRESETS, Phi3Config
 from .formulas import FORMULAS
 from .forward import phi3
 from .layout import LAYOUT
@@ -16,8 +16,8 @@ NOTE = ("  (transformers' float64 Phi-3 computes RMSNorm and the rotary tables i
         "  has them in float64, as families/llama/reference.py explains)")  # fmt: skip
 
 ARCHITECTURE = Architecture(
-    name="phi3", model_types=PHI3_MODEL_TYPES, config=Phi3Config, presets=PRESETS, forward=phi3,
+    name="phi3", model_types=Phi3Config.model_types, config=Phi3Config, presets=PRESETS, forward=phi3,
     stage_table=stages_of, every_stage=phi3_family(window=True, partial=True, longrope=True), layout=LAYOUT,
-    formulas=FORMULAS, reference_classes={"phi3": "Phi3ForCausalLM"}, label="Phi-3 family",
+    formulas=FORMULAS, label="Phi-3 family",
     float64_reference=float64_throughout, float64_note=NOTE,
 )  # fmt: skip
