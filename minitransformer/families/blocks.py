@@ -49,13 +49,13 @@ Block = Callable[[Any, SimpleNamespace, Any, Tape, LayerInputs], Any]  # (x, wei
 
 
 def rms(x, w: SimpleNamespace, config):
-    """RMSNorm with the gains w.weight and the config's rms_norm_eps (the Llama family's)."""
-    return rms_norm(x, w.weight, config.rms_norm_eps)
+    """RMSNorm with the gains w.weight and the config's norm_eps."""
+    return rms_norm(x, w.weight, config.norm_eps)
 
 
-def layer_norm_eps(x, w: SimpleNamespace, config):
-    """LayerNorm with gains and biases, and the config's layer_norm_eps (GPT-NeoX's)."""
-    return layer_norm(x, w.weight, w.bias, config.layer_norm_eps)
+def ln(x, w: SimpleNamespace, config):
+    """LayerNorm with gains and biases, and the config's norm_eps."""
+    return layer_norm(x, w.weight, w.bias, config.norm_eps)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from ..decoder import Decoder
 from ..deepseek_v3.forward import attend, check_runnable, latent_keys, mlp, output
 from .config import DeepseekV32Config
 
-# transformers' DeepseekV32Indexer: k_norm = nn.LayerNorm(index_head_dim, eps=1e-6), whatever rms_norm_eps says
+# transformers' DeepseekV32Indexer: k_norm = nn.LayerNorm(index_head_dim, eps=1e-6), whatever norm_eps says
 INDEX_NORM_EPS = 1e-6
 
 

@@ -78,8 +78,8 @@ def attend(q, K, V, bias, config: GemmaConfig, at: Tape):
 
 def gemma_norm(x, w: SimpleNamespace, config: Any):
     """RMSNorm scaled by (1 + w): Gemma stores each gain less one (a zero weight keeps the normed x). Any config with
-    an rms_norm_eps (Qwen3.5's norms are Gemma's)."""
-    return rms_norm(x, w.weight + constant(w.weight, 1.0), config.rms_norm_eps)
+    a norm_eps (Qwen3.5's norms are Gemma's)."""
+    return rms_norm(x, w.weight + constant(w.weight, 1.0), config.norm_eps)
 
 
 def softcap(s, cap: float, out=None):

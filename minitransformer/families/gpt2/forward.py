@@ -21,7 +21,6 @@ import numpy as np
 from ...engine.ops import (
     ACTIVATIONS,
     add_mask,
-    layer_norm,
     mask_future,
     merge_heads,
     slot_positions,
@@ -29,7 +28,7 @@ from ...engine.ops import (
     split_heads,
 )
 from ...engine.tape import Tape
-from ..blocks import LayerInputs, PreNorm
+from ..blocks import LayerInputs, PreNorm, ln
 from ..decoder import Decoder
 from .config import GPT2Config
 
@@ -40,10 +39,6 @@ def embed(ids, p: SimpleNamespace, config: GPT2Config, tape: Tape, pads=None):
     d = tape.dims
     positions = slice(d.past, d.past + d.T) if pads is None else np.maximum(slot_positions(d.past, d.T, pads), 0)
     return tape.stage("embed", p.wte.weight[ids] + p.wpe.weight[positions], "T D")
-
-
-def norm(x, w: SimpleNamespace, config: GPT2Config):
-    return layer_norm(x, w.weight, w.bias, config.norm_eps)
 
 
 def attention(h, p: SimpleNamespace, config: GPT2Config, at: Tape, inputs: LayerInputs):
@@ -91,5 +86,5 @@ def scale_scores(s, config: GPT2Config, layer: int, out=None):
 # Token ids [T] (or [B, T]) -> logits [R, V]: the pre-norm blocks (LayerNorm) of these parts, between the embedding
 # with its learned positions and the tied unembedding. Without padded rows, each block's attention masks its own
 # future (mask_future); a padded batch's mask hides the pad keys too.
-block = PreNorm(attention, mlp, norm, names=("ln_1", "attn", "ln_2", "mlp"))
-gpt2 = Decoder(block, norm, embed, embedding="wte", layers="h", final_norm="ln_f", masks_its_future=True)
+block = PreNorm(attention, mlp, ln, names=("ln_1", "attn", "ln_2", "mlp"))
+gpt2 = Decoder(block, ln, embed, embedding="wte", layers="h", final_norm="ln_f", masks_its_future=True)

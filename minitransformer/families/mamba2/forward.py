@@ -15,16 +15,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from ...engine.ops import rms_norm
 from ...engine.tape import Tape
-from ..blocks import LayerInputs, Residual
+from ..blocks import LayerInputs, Residual, rms
 from ..decoder import Decoder
 from .mixer import mamba_mixer
-
-
-def rms(x, w: SimpleNamespace, config: Any):
-    """RMSNorm with the config's layer_norm_epsilon (Mamba-2's and Nemotron-H's name for it)."""
-    return rms_norm(x, w.weight, config.layer_norm_epsilon)
 
 
 def mixer(h, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):

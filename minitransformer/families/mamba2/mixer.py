@@ -127,7 +127,7 @@ def group_norm(y, weight, config: MixerShapes):
     """RMSNorm over each of the Ng groups of I / Ng numbers, times the gains [I]."""
     Ng = config.n_groups
     groups = y.reshape(*y.shape[:-1], Ng, y.shape[-1] // Ng)
-    eps = config.layer_norm_epsilon
+    eps = config.norm_eps
     return rms_norm(groups, weight.reshape(Ng, -1), eps).reshape(y.shape)
 
 

@@ -1,5 +1,5 @@
 """Nemotron-H's forward pass, as transformers' NemotronHForCausalLM computes it: every layer x + Mixer(RMSNorm(x))
-(families/blocks.py's Residual), the mixer of the layer's kind (config.kinds, from the config's pattern: ByKind):
+(families/blocks.py's Residual), the mixer of the layer's kind (config.layer_types, from the config's pattern: ByKind):
 
 - mamba: the Mamba-2 mixer (families/mamba2/mixer.py), its conv and scan states in the cache;
 - full_attention: the Llama family's grouped-query attention with no rotation at all (Nemotron-H's attention has no
@@ -20,12 +20,12 @@ import numpy as np
 from ...engine.ops import ACTIVATIONS
 from ...engine.shapes import ShapeOnly
 from ...engine.tape import Tape
-from ..blocks import ByKind, LayerInputs, Residual, as_mixer
+from ..blocks import ByKind, LayerInputs, Residual, as_mixer, rms
 from ..decoder import Decoder
 from ..deepseek_v3.forward import sigmoid, weigh
 from ..deepseek_v3.routing import choose
 from ..llama.forward import attend_to_cache, bias_of, heads
-from ..mamba2.forward import mixer, rms
+from ..mamba2.forward import mixer
 from ..moe import add_rows, routed
 from .config import NemotronHConfig
 

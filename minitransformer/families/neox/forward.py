@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 from ...engine.ops import ACTIVATIONS, merge_heads, ungroup_heads
 from ...engine.tape import Tape
-from ..blocks import LayerInputs, layer_norm_eps
+from ..blocks import LayerInputs, ln
 from ..decoder import Decoder
 from ..llama.forward import attend, bias_of
 from ..rotary import rotate_partial
@@ -32,11 +32,11 @@ from .config import NeoXConfig
 def neox_block(x, p: SimpleNamespace, config: NeoXConfig, at: Tape, inputs: LayerInputs):
     """Parallel: x + attn(LN_1(x)) + mlp(LN_2(x)), both norms of the block's input. Serial (use_parallel_residual
     false): x + attn(LN_1(x)), then x + mlp(LN_2(x)), as GPT-2's block."""
-    h = at.stage("ln_1", layer_norm_eps(x, p.input_layernorm, config), "T D")
+    h = at.stage("ln_1", ln(x, p.input_layernorm, config), "T D")
     o = attention(h, p.attention, config, at, inputs)
     if not config.use_parallel_residual:
         x = at.stage("resid_mid", o + x, "T D")
-    h = at.stage("ln_2", layer_norm_eps(x, p.post_attention_layernorm, config), "T D")
+    h = at.stage("ln_2", ln(x, p.post_attention_layernorm, config), "T D")
     m = mlp(h, p.mlp, config, at)
     # In transformers' order: (m + o) + x in parallel, m + (o + x) in series.
     return at.stage("resid_post", m + o + x if config.use_parallel_residual else m + x, "T D")
@@ -69,4 +69,4 @@ def split_heads_by_head(qkv, n_head: int):
 
 
 # Token ids [T] (or [B, T]) -> logits [R, V]: the decoder (LayerNorms, embed_in and embed_out) around these blocks.
-neox = Decoder(neox_block, layer_norm_eps, embedding="embed_in", final_norm="final_layer_norm", unembedding="embed_out")
+neox = Decoder(neox_block, ln, embedding="embed_in", final_norm="final_layer_norm", unembedding="embed_out")

@@ -31,7 +31,7 @@ def decoder_block(x, p: SimpleNamespace, config: Olmo2Config, at: Tape, inputs: 
 
 def attention(x, p: SimpleNamespace, config: Olmo2Config, at: Tape, inputs: LayerInputs):
     """Llama's grouped-query attention on x itself, with q and k RMS-normalised whole before the split."""
-    H, Hkv, eps = config.n_head, config.n_kv_head, config.rms_norm_eps
+    H, Hkv, eps = config.n_head, config.n_kv_head, config.norm_eps
     q = at.matmul("q", x, p.q_proj.weight.T, "T D, D H*dh -> T H*dh", bias=bias_of(p.q_proj))
     k = at.matmul("k", x, p.k_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.k_proj))
     v = at.matmul("v", x, p.v_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.v_proj))

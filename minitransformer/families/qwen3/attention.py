@@ -27,7 +27,7 @@ from .config import Qwen3Config
 
 def attention(h, p: SimpleNamespace, config: Qwen3Config, at: Tape, inputs: LayerInputs):
     """Llama's grouped-query attention, with q and k RMS-normalised per head between the split and the rotation."""
-    eps = config.rms_norm_eps
+    eps = config.norm_eps
     q, k, v = heads(h, p, config, at)
     q = at.stage("q_norm", rms_norm(q, p.q_norm.weight, eps), "H T dh")  # over each head's dh, gains [dh]
     k = at.stage("k_norm", rms_norm(k, p.k_norm.weight, eps), "Hkv T dh")

@@ -1,6 +1,6 @@
 """The Qwen3.5 forward pass, as transformers' Qwen3_5ForCausalLM and Qwen3_5MoeForCausalLM compute it: the pre-norm
 block (families/blocks.py's PreNorm, one for each kind of layer: ByKind) whose mixer is, layer by layer
-(config.layer_kinds), a Gated DeltaNet (linear attention) or gated full attention, followed by a SwiGLU MLP (the Llama
+(config.layer_types), a Gated DeltaNet (linear attention) or gated full attention, followed by a SwiGLU MLP (the Llama
 family's) or, in the MoE models, k of E experts and a shared expert.
 
 Against the Llama family (families/llama/forward.py), whose attention core, MLP and experts it reuses:
@@ -107,7 +107,7 @@ def gated_deltanet(h, p: SimpleNamespace, config: Qwen35Config, at: Tape, inputs
     recurrent = None if state is None else state["recurrent"].reshape(*state["recurrent"].shape[:-3], Hk, Gv, dk, dv)
     o = delta_rule(at, q, k, v, g, beta, recurrent)  # [..., Hk, Gv, T, dv]
     gates = split_into_heads(z, Hv).reshape(o.shape)  # each value head's z, [..., Hk, Gv, T, dv]
-    o = at.stage("linear.norm", gated_rms_norm(o, gates, p.norm.weight, config.rms_norm_eps), "Hk Gv T dv")
+    o = at.stage("linear.norm", gated_rms_norm(o, gates, p.norm.weight, config.norm_eps), "Hk Gv T dv")
     o = at.stage("linear.merge", merge_heads(ungroup_heads(o)), "T Hv*dv")
     return at.matmul("linear.out", o, p.out_proj.weight.T, "T Hv*dv, Hv*dv D -> T D")
 
