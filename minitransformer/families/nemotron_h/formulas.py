@@ -79,7 +79,7 @@ def products_in_order(config: NemotronHConfig, T: int, t: int, R: int = 1, B: in
     """(op, dot products, MACs) of one layer of each kind, in the order the kinds first appear (as count folds the
     layers), then the logits. (A pass in row chunks computes shorter dot products for the mix: H dh of them for each
     (query, key) pair, as the scores do.)"""
-    ops = [op for kind in dict.fromkeys(config.kinds) for op in kind_products(config, kind, T, t, B)]
+    ops = [op for kind in dict.fromkeys(config.layer_types) for op in kind_products(config, kind, T, t, B)]
     return [*ops, product("logits", B * R * config.vocab_size, config.n_embd)]
 
 
@@ -118,7 +118,7 @@ def kind_weight_dot_products_per_position(c: NemotronHConfig, kind: str) -> int:
 
 def pass_macs(config: NemotronHConfig, T: int, t: int, R: int = 1, B: int = 1) -> int:
     """Σ over the layers of their kind's MACs + R D V."""
-    layers = sum(config.kinds.count(kind) * kind_macs(config, kind, T, t) for kind in set(config.kinds))
+    layers = sum(config.layer_types.count(kind) * kind_macs(config, kind, T, t) for kind in set(config.layer_types))
     return B * (layers + R * config.n_embd * config.vocab_size)
 
 
@@ -139,7 +139,9 @@ def _kind_parameters(c: NemotronHConfig, kind: str, experts: int) -> int:
 
 def _parameters(c: NemotronHConfig, active: bool) -> int:
     head = 0 if c.tie_word_embeddings else c.vocab_size * c.n_embd
-    layers = sum(c.n_embd + _kind_parameters(c, kind, (c.top_k if active else c.n_experts) or 0) for kind in c.kinds)
+    layers = sum(
+        c.n_embd + _kind_parameters(c, kind, (c.top_k if active else c.n_experts) or 0) for kind in c.layer_types
+    )
     return c.vocab_size * c.n_embd + layers + c.n_embd + head
 
 
@@ -151,16 +153,16 @@ class NemotronHFormulas(Formulas):
         """(dot products, dot-product length) of a layer of each kind's products, the attention's in their dense form
         (T t pairs; products_in_order and kind_products have those a pass in row chunks computes), then the logits."""
         ops = {op: (dots, macs // dots) for op, dots, macs in products_in_order(config, T, t, R, B)}
-        if "full_attention" in config.kinds:
+        if "full_attention" in config.layer_types:
             H, dh = config.n_head, config.d_head
             ops |= {"scores": (B * H * T * t, dh), "mix": (B * H * T * dh, t)}
         return ops
 
     def weight_macs_per_position(self, config: NemotronHConfig, layer: int = 0) -> int:
-        return kind_weight_macs_per_position(config, config.kinds[layer])
+        return kind_weight_macs_per_position(config, config.layer_types[layer])
 
     def weight_dot_products_per_position(self, config: NemotronHConfig, layer: int = 0) -> int:
-        return kind_weight_dot_products_per_position(config, config.kinds[layer])
+        return kind_weight_dot_products_per_position(config, config.layer_types[layer])
 
     def generation_macs(
         self,
@@ -199,24 +201,24 @@ class NemotronHFormulas(Formulas):
 
     def count_notes(self, config: NemotronHConfig, n_prompt: int, n_new: int) -> list[str]:
         """The Mamba layers' scan (families/mamba2/formulas.py's scan_notes), beside the attention layers' cache."""
-        mamba = config.kinds.count("mamba")
+        mamba = config.layer_types.count("mamba")
         if not mamba:
             return []
-        kv = 2 * config.n_kv_head * config.d_head if "full_attention" in config.kinds else 0
+        kv = 2 * config.n_kv_head * config.d_head if "full_attention" in config.layer_types else 0
         return scan_notes(config, mamba, n_prompt, n_new, kv)
 
     # Only the attention layers attend; a Mamba layer scans; an MLP or a mixture does neither.
     def attends(self, config: NemotronHConfig, layer: int) -> bool:
-        return config.kinds[layer] == "full_attention"
+        return config.layer_types[layer] == "full_attention"
 
     def scan_macs(self, config: NemotronHConfig, layer: int, T: int) -> int:
-        return mixer_scan_macs(config, T) if config.kinds[layer] == "mamba" else 0
+        return mixer_scan_macs(config, T) if config.layer_types[layer] == "mamba" else 0
 
     def scan_dot_products(self, config: NemotronHConfig, layer: int, T: int) -> int:
-        return mixer_scan_dot_products(config, T) if config.kinds[layer] == "mamba" else 0
+        return mixer_scan_dot_products(config, T) if config.layer_types[layer] == "mamba" else 0
 
     def scan_recurrent_macs(self, config: NemotronHConfig, layer: int, T: int) -> int:
-        return recurrent_scan_macs(config, T) if config.kinds[layer] == "mamba" else 0
+        return recurrent_scan_macs(config, T) if config.layer_types[layer] == "mamba" else 0
 
 
 FORMULAS = NemotronHFormulas()

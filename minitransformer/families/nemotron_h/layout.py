@@ -25,7 +25,7 @@ def nemotron_h_shapes(config: NemotronHConfig) -> dict[str, tuple[int, ...]]:
         if bias:
             shapes[f"{name}.bias"] = (rows,)
 
-    for i, kind in enumerate(c.kinds):
+    for i, kind in enumerate(c.layer_types):
         m = f"layers.{i}.mixer"
         shapes[f"layers.{i}.norm.weight"] = (D,)
         if kind == "mamba":

@@ -54,7 +54,7 @@ class Qwen35Formulas(Formulas):
 
     def attends(self, config: Qwen35Config, layer: int) -> bool:
         """Whether a layer attends to every earlier position (full attention) or keeps a state (Gated DeltaNet)."""
-        return config.layer_kinds[layer] == FULL
+        return config.layer_types[layer] == FULL
 
     def scan_macs(self, config: Qwen35Config, layer: int, T: int) -> int:
         """MACs of a DeltaNet layer's delta rule over T positions, one sequence (0 in a full-attention layer)."""
@@ -152,7 +152,7 @@ class Qwen35Formulas(Formulas):
 
     def _parameters(self, c: Qwen35Config, experts: int) -> int:
         D, V, L = c.n_embd, c.vocab_size, c.n_layer
-        full = sum(1 for kind in c.layer_kinds if kind == FULL)
+        full = sum(1 for kind in c.layer_types if kind == FULL)
         q, kv, dh = c.n_head * c.head_dim, c.n_kv_head * c.head_dim, c.head_dim
         attention = 2 * q * D + 2 * kv * D + q * D + 2 * dh + (2 * q + 2 * kv + D if c.attention_bias else 0)
         Dc, Hv, dv = c.conv_channels, c.linear_value_heads, c.linear_value_dim

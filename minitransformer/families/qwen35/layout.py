@@ -21,7 +21,7 @@ def qwen35_shapes(config: Qwen35Config) -> dict[str, tuple[int, ...]]:
     """Every tensor, layer by layer as each layer's kind has them (nn.Linear weights [out, in])."""
     D, V = config.n_embd, config.vocab_size
     shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (V, D)}
-    for i, kind in enumerate(config.layer_kinds):
+    for i, kind in enumerate(config.layer_types):
         layer = f"layers.{i}"
         shapes[f"{layer}.input_layernorm.weight"] = (D,)
         shapes |= (
