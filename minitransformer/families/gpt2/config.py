@@ -7,7 +7,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import UserError
-from ..config import ACTIVATION, FLAG, POSITIVE, SIZE, TOKENS, ModelConfig, Refusal, eps, key, read_config_json, unnoted
+from ..config import (
+    ACTIVATION,
+    FLAG,
+    POSITIVE,
+    SIZE,
+    TOKENS,
+    ModelConfig,
+    Refusal,
+    check_multiple,
+    eps,
+    key,
+    read_config_json,
+    unnoted,
+)
 
 
 @dataclass(frozen=True)
@@ -36,16 +49,15 @@ class GPT2Config(ModelConfig):
 
     family = "gpt2"
     what = "a GPT-2 model"
-    model_types = ("gpt2",)
     model_type = "gpt2"
     classes = {"gpt2": "GPT2LMHeadModel"}
+    checkpoint_kind = "GPT-2"  # what messages call a checkpoint of it
     refusals = (Refusal("add_cross_attention", "(an encoder-decoder GPT-2) is not supported"),)
     dict_last = ("d_head", "n_kv_head", "d_ff")
     sliding_window = None  # every position attends to every earlier one
 
     def validate(self) -> None:
-        if self.n_embd % self.n_head:
-            raise UserError(f"config n_embd={self.n_embd} is not divisible by n_head={self.n_head}")
+        check_multiple(self, "n_embd", "n_head")
 
     @classmethod
     def from_hf_dict(cls, hf: dict, name: str | None = None) -> GPT2Config:
@@ -58,21 +70,8 @@ class GPT2Config(ModelConfig):
         return config
 
     @property
-    def checkpoint_kind(self) -> str:
-        """What a checkpoint of this config is called in messages."""
-        return "GPT-2"
-
-    @property
-    def d_head(self) -> int:
-        return self.n_embd // self.n_head
-
-    @property
     def d_ff(self) -> int:
         return self.n_inner if self.n_inner is not None else 4 * self.n_embd
-
-    @property
-    def n_kv_head(self) -> int:  # type: ignore[override]  # a field in families whose heads share keys
-        return self.n_head  # each head has keys and values of its own
 
     @classmethod
     def from_json(cls, path: Path, name: str | None = None) -> GPT2Config:
