@@ -17,7 +17,7 @@ import pytest
 
 from conftest import run_cli
 from minitransformer import UserError
-from minitransformer.families.config import Fixed, listed
+from minitransformer.families.keys import Fixed, listed
 from minitransformer.families.table import ARCHITECTURES, PRESETS, SHAPE_KEYS
 from minitransformer.models.config import load_config
 
