@@ -8,23 +8,8 @@ from typing import ClassVar
 
 from ...errors import UserError
 from .. import rotary
-from ..config import (
-    ACTIVATION,
-    COUNT,
-    FLAG,
-    POSITIVE,
-    SCALE,
-    SIZE,
-    TOKENS,
-    TRUTHY,
-    ModelConfig,
-    Refusal,
-    Written,
-    check_multiple,
-    eps,
-    key,
-    quantized,
-)
+from ..config import ModelConfig, check_multiple
+from ..keys import ACTIVATION, COUNT, FLAG, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, Written, eps, key, quantized
 from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys
 
 # The rope types the forward pass computes (families/rotary.py): the default, linear and YaRN, DeepSeek-V3's own; any

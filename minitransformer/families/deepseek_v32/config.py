@@ -7,20 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ...errors import UserError
-from ..config import SIZE, Fixed, Kind, Refusal, key, quantized, unnoted
 from ..deepseek_v3.config import YARN_40, DeepseekConfig
+from ..keys import SIZE, Fixed, Refusal, key, layer_kinds, quantized, unnoted
 
 # transformers' mlp_layer_types: a gated MLP or the experts, "dense" or "sparse" (kept as the kinds of layer every
 # DeepSeek names, "dense" and "moe")
-MLP_LAYER_TYPES = Kind(
-    "a list, each dense or sparse",
-    lambda kinds: isinstance(kinds, (list, tuple)) and set(kinds) <= {"dense", "sparse", "moe"},
-    shape=True,
-    read=lambda kinds: tuple("moe" if kind == "sparse" else kind for kind in kinds),
-    write=lambda kinds: ["sparse" if kind == "moe" else kind for kind in kinds],
-    refusal=lambda key, kinds: f"config {key} must be a list, not {kinds!r}" if not isinstance(kinds, (list, tuple))
-    else f"config {key}={list(kinds)!r} is not supported (each layer dense or sparse)",
-)  # fmt: skip
+MLP_LAYER_TYPES = layer_kinds("dense", "sparse", named={"sparse": "moe"}, written={"moe": "sparse"})
 NO_QUERY_LATENT = (
     "is not supported: DeepSeek-V3.2's indexer reads the query's low-rank latent (transformers' DeepseekV32Attention "
     "has no single q_proj)"

@@ -9,22 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import UserError
-from ..config import (
-    ACTIVATION,
-    FLAG,
-    FULL,
-    POSITIVE_NUMBER,
-    SIZE,
-    SLIDING,
-    TOKENS,
-    WINDOW,
-    Fixed,
-    Key,
-    Refusal,
-    check_windows,
-    key,
-    layer_kinds,
-)
+from ..config import FULL, SLIDING, check_windows
+from ..keys import ACTIVATION, FLAG, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Fixed, Key, Refusal, key, layer_kinds
 from ..llama.config import LlamaConfig
 from ..rotary import Rope, RopeKeys, check, parameters, positive, refuse_partial, scaling
 

@@ -7,20 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import UserError
-from ..config import (
-    ACTIVATION,
-    FLAG,
-    POSITIVE,
-    SIZE,
-    TOKENS,
-    ModelConfig,
-    Refusal,
-    check_multiple,
-    eps,
-    key,
-    read_config_json,
-    unnoted,
-)
+from ..config import ModelConfig, check_multiple, read_config_json
+from ..keys import ACTIVATION, FLAG, POSITIVE, SIZE, TOKENS, Refusal, eps, key, unnoted
 
 
 @dataclass(frozen=True)

@@ -10,22 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import (
-    FLAG,
-    FULL,
-    POSITIVE_NUMBER,
-    SIZE,
-    SLIDING,
-    TOKENS,
-    WINDOW,
-    Fixed,
-    check_experts,
-    check_windows,
-    eps,
-    key,
-    layer_kinds,
-    quantized,
-)
+from ..config import FULL, SLIDING, check_experts, check_windows
+from ..keys import FLAG, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Fixed, eps, key, layer_kinds, quantized
 from ..llama.config import LlamaConfig, preset
 from ..rotary import YARN_ROPE_TYPES, RopeKeys
 

@@ -8,20 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from ...errors import UserError
-from ..config import (
-    ACTIVATION,
-    FLAG,
-    SIZE,
-    TOKENS,
-    WINDOW,
-    Fixed,
-    Group,
-    ModelConfig,
-    Refusal,
-    check_multiple,
-    eps,
-    key,
-)
+from ..config import ModelConfig, check_multiple
+from ..keys import ACTIVATION, FLAG, SIZE, TOKENS, WINDOW, Fixed, Group, Refusal, eps, key
 from ..rotary import Rope, RopeKeys
 
 C = TypeVar("C", bound=ModelConfig)

@@ -8,20 +8,8 @@ from dataclasses import dataclass, field
 
 from ...engine.kvcache import State
 from ...errors import UserError
-from ..config import (
-    ACTIVATION,
-    FLAG,
-    POSITIVE,
-    SIZE,
-    TOKENS,
-    TRUTHY,
-    Kind,
-    ModelConfig,
-    check_multiple,
-    eps,
-    key,
-    quantized,
-)
+from ..config import ModelConfig, check_multiple
+from ..keys import ACTIVATION, FLAG, POSITIVE, SIZE, TOKENS, TRUTHY, Kind, eps, key, quantized
 
 # A state-space model attends to no positions and transformers' Mamba2Config has no context length; minitransformer
 # needs one for its checks and its sweeps over the context (count, memory). This is that bound, not the model's.

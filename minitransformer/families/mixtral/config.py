@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import UserError
-from ..config import SIZE, TOKENS, WINDOW, Refusal, check_experts, eps, key
+from ..config import check_experts
+from ..keys import SIZE, TOKENS, WINDOW, Refusal, eps, key
 from ..llama.config import LlamaConfig, preset
 from ..rotary import RopeKeys
 

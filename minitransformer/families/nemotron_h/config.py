@@ -10,7 +10,9 @@ from typing import Any
 
 from ...engine.kvcache import NOTHING, KeysValues, State
 from ...errors import UserError
-from ..config import (
+from ..config import ModelConfig, check_multiple
+from ..deepseek_v3.config import check_router
+from ..keys import (
     ACTIVATION,
     FLAG,
     NUMBER,
@@ -22,15 +24,13 @@ from ..config import (
     Fixed,
     Key,
     Kind,
-    ModelConfig,
-    check_multiple,
     eps,
     key,
+    layer_kinds,
     quantized,
     take,
     unnoted,
 )
-from ..deepseek_v3.config import check_router
 from ..mamba2.config import MixerShapes
 
 # Each layer is one of four kinds (transformers' layers_block_type; its hybrid_override_pattern writes them M, *, -
@@ -41,14 +41,7 @@ PATTERN = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
 WRITTEN = {"mamba": "mamba", "full_attention": "attention", "mlp": "mlp", "moe": "moe"}  # as layers_block_type
 
 
-LAYERS = Kind(
-    "a list of " + ", ".join(KINDS),
-    lambda kinds: isinstance(kinds, (list, tuple)) and bool(kinds) and set(kinds) <= set(KINDS),
-    shape=True,
-    read=lambda kinds: tuple(KINDS[kind] for kind in kinds),
-    write=lambda kinds: [WRITTEN[kind] for kind in kinds],
-    refusal="config {key} must be a list of " + ", ".join(KINDS) + ", not {value!r}",
-)
+LAYERS = layer_kinds(*KINDS, named=KINDS, written=WRITTEN)
 DEFAULT_LAYERS = ["linear_attention", "moe", "full_attention", "mlp"]  # NemotronHConfig's, where a config gives none
 LETTERS = Kind("letters of " + "".join(PATTERN), lambda p: isinstance(p, str) and bool(p) and set(p) <= set(PATTERN),
                shape=True, read=lambda p: tuple(PATTERN[c] for c in p))  # fmt: skip

@@ -6,15 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import UserError
-from ..config import ACTIVATION, FLAG, SIZE, TOKENS, ModelConfig, Refusal, check_multiple, eps, key
+from ..config import ModelConfig, check_multiple, heads_of_width
+from ..keys import ACTIVATION, FLAG, SIZE, TOKENS, eps, key
 from ..rotary import Rope, RopeKeys
-
-
-def other_head_dim(head_dim, hf: dict) -> bool:
-    """A head_dim other than hidden_size / num_attention_heads: not GPT-NeoX's (its rotary would read it, its
-    attention would not)."""
-    heads, width = hf.get("num_attention_heads"), hf.get("hidden_size")
-    return head_dim is not None and not (type(head_dim) is int and type(heads) is int and head_dim * heads == width)
 
 
 @dataclass(frozen=True)
@@ -55,7 +49,7 @@ class NeoXConfig(ModelConfig):
     groups = (
         RopeKeys(("default",), refused=(), theta_key="rotary_emb_base", share=("rotary_pct", "rotary_pct", 0.25)),
     )
-    refusals = (Refusal("head_dim", "other than hidden_size / num_attention_heads is not supported", other_head_dim),)
+    refusals = (heads_of_width(),)
     dict_last = ("d_head", "n_kv_head", "d_ff", "rotary_dims")
     sliding_window = None  # every position attends to every earlier one
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import FLAG, SIZE, TOKENS, eps, key
+from ..keys import FLAG, SIZE, TOKENS, eps, key
 from ..llama.config import LlamaConfig, preset
 from ..rotary import RopeKeys
 

@@ -8,29 +8,10 @@ import json
 from dataclasses import dataclass, field
 from importlib import resources
 
-from ..config import (
-    ACTIVATION,
-    FLAG,
-    POSITIVE,
-    SIZE,
-    TOKENS,
-    WINDOW,
-    ModelConfig,
-    Refusal,
-    check_multiple,
-    eps,
-    key,
-    unnoted,
-)
+from ..config import ModelConfig, check_multiple, heads_of_width
+from ..keys import ACTIVATION, FLAG, POSITIVE, SIZE, TOKENS, WINDOW, eps, key
 from ..llama.config import preset
 from ..rotary import LongRope, Rope, attention_factor
-
-
-def other_head_dim(head_dim, hf: dict) -> bool:
-    """A head_dim other than hidden_size / num_attention_heads: Phi3Attention would take it, its rotary embedding and
-    checks would not."""
-    heads, width = unnoted(hf, "num_attention_heads", 32), unnoted(hf, "hidden_size", 3072)
-    return head_dim is not None and not (type(head_dim) is int and type(heads) is int and head_dim * heads == width)
 
 
 @dataclass(frozen=True)
@@ -66,9 +47,7 @@ class Phi3Config(ModelConfig):
     model_type = "phi3"  # config.json's model_type (the one this family reads), as the reports name a model's family
     classes = {"phi3": "Phi3ForCausalLM"}
     groups = (LongRope(),)
-    refusals = (
-        Refusal("head_dim", "(not hidden_size / num_attention_heads) is not supported for phi3", other_head_dim),
-    )
+    refusals = (heads_of_width(32, 3072),)
     dict_first = ("model_type",)
 
     def validate(self) -> None:

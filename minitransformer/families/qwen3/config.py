@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import FLAG, FULL, SIZE, SLIDING, TOKENS, WINDOW, Key, Kind, check_windows, key, layer_kinds
+from ..config import FULL, SLIDING, check_windows
+from ..keys import FLAG, SIZE, TOKENS, WINDOW, Key, Kind, key, layer_kinds
 from ..llama.config import LlamaConfig, preset
 from ..rotary import RopeKeys
 
@@ -27,8 +28,10 @@ def window_if_used(hf: dict, values: dict) -> int | None:
     return SLIDING_WINDOW.get(hf) if USE_SLIDING_WINDOW.get(hf) else None
 
 
-def window_keys(config: Any) -> dict:
-    return {"use_sliding_window": config.sliding_window is not None, "sliding_window": config.sliding_window}
+def used_window() -> Any:
+    """The sliding_window field of a config that reads it only under use_sliding_window, and writes both."""
+    return key("sliding_window", None, WINDOW, read=window_if_used, reads=(SLIDING_WINDOW, USE_SLIDING_WINDOW),
+               write=lambda c: {"use_sliding_window": c.sliding_window is not None, "sliding_window": c.sliding_window})  # fmt: skip
 
 
 def sliding_from(hf: dict, values: Mapping) -> tuple[str, ...]:
@@ -57,8 +60,7 @@ class Qwen3Config(LlamaConfig):
     n_positions: int = key("max_position_embeddings", 32768, SIZE)
     qkv_bias: bool = key("attention_bias", False, FLAG)
     o_bias: bool = key("attention_bias", False, FLAG)
-    sliding_window: int | None = key("sliding_window", None, WINDOW, read=window_if_used, write=window_keys,
-                                     reads=(SLIDING_WINDOW, USE_SLIDING_WINDOW))  # fmt: skip
+    sliding_window: int | None = used_window()
     bos_token_id: int | None = key("bos_token_id", None, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS)
     model_type: str = "qwen3"

@@ -15,23 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...engine.kvcache import KeysValues, State
-from ..config import (
-    ACTIVATION,
-    FLAG,
-    SIZE,
-    TOKENS,
-    Fixed,
-    Key,
-    ModelConfig,
-    Refusal,
-    check_experts,
-    check_multiple,
-    eps,
-    key,
-    layer_kinds,
-    quantized,
-    zero,
-)
+from ..config import ModelConfig, check_experts, check_multiple
+from ..keys import ACTIVATION, FLAG, SIZE, TOKENS, Fixed, Key, Refusal, eps, key, layer_kinds, quantized, zero
 from ..rotary import Rope, RopeKeys
 
 TEXT, MOE_TEXT = "qwen3_5_text", "qwen3_5_moe_text"

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import FLAG, SIZE, TOKENS, WINDOW, Key, Kind, Refusal, check_experts, key, layer_kinds, zero
+from ..config import check_experts
+from ..keys import FLAG, SIZE, TOKENS, Key, Kind, Refusal, key, layer_kinds, zero
 from ..llama.config import LlamaConfig, preset
-from ..qwen3.config import SLIDING_WINDOW, USE_SLIDING_WINDOW, window_if_used, window_keys
+from ..qwen3.config import used_window
 from ..rotary import RopeKeys
 
 SPARSE, DENSE = "sparse_moe", "dense_mlp"  # the two kinds of layer (layer_types)
@@ -48,14 +49,7 @@ class Qwen3MoeConfig(LlamaConfig):
     n_positions: int = key("max_position_embeddings", 32768, SIZE)
     qkv_bias: bool = key("attention_bias", False, FLAG)
     o_bias: bool = key("attention_bias", False, FLAG)
-    sliding_window: int | None = key(
-        "sliding_window",
-        None,
-        WINDOW,
-        read=window_if_used,
-        reads=(SLIDING_WINDOW, USE_SLIDING_WINDOW),
-        write=window_keys,
-    )
+    sliding_window: int | None = used_window()  # on every layer, as Qwen3MoeModel's one mask
     bos_token_id: int | None = key("bos_token_id", None, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS)
     model_type: str = "qwen3_moe"
@@ -89,7 +83,7 @@ class Qwen3MoeConfig(LlamaConfig):
         return dense_layers(self.layer_types)
 
     def layer_window(self, layer: int) -> int | None:
-        return self.sliding_window  # one window for every layer, as Qwen3MoeModel's one mask
+        return self.sliding_window
 
 
 # The published Qwen3 mixtures of experts, from each model's config.json on the Hugging Face hub: head_dim 128,
