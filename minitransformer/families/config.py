@@ -314,9 +314,9 @@ def heads_of_width(heads: int | None = None, width: int | None = None) -> Refusa
 def check_multiple(config: ModelConfig, whole: str, part: str, why: str = "") -> None:
     """A field a multiple of another (heads sharing keys, value heads per key head), refused under their config.json
     keys."""
-    if getattr(config, whole) % getattr(config, part):
-        raise UserError(f"config {config.key(whole)}={getattr(config, whole)} is not a multiple of "
-                        f"{config.key(part)}={getattr(config, part)}{why}")  # fmt: skip
+    many, each = getattr(config, whole), getattr(config, part)
+    if many % each:
+        raise UserError(f"config {config.key(whole)}={many} is not a multiple of {config.key(part)}={each}{why}")
 
 
 def check_experts(config: ModelConfig) -> None:

@@ -87,8 +87,12 @@ class Kind:
     def or_null(self, what: str | None = None) -> Kind:
         """The same kind, or null (a value that follows from other keys, or none at all)."""
         valid, read = self.valid, self.read
-        return replace(self, what=what or self.what, valid=lambda value: value is None or valid(value),
-                       read=lambda value: None if value is None else read(value))  # fmt: skip
+        return replace(
+            self,
+            what=what or self.what,
+            valid=lambda value: value is None or valid(value),
+            read=lambda value: None if value is None else read(value),
+        )
 
 
 # A key sets the model's shapes when its value is a size or a count of what the model holds or runs: how many layers
@@ -130,9 +134,14 @@ def layer_kinds(*kinds: str, named: Mapping[str, str] | None = None, written: Ma
 
     known = {*kinds, *named.values()}  # a file's names, or the family's (a config made in Python)
     valid = lambda value: isinstance(value, (list, tuple)) and bool(value) and set(value) <= known  # noqa: E731
-    return Kind(f"a list of {', '.join(kinds)}", valid, shape=True, refusal=refusal,
-                read=lambda value: tuple(named.get(kind, kind) for kind in value),
-                write=lambda value: [written.get(kind, kind) for kind in value])  # fmt: skip
+    return Kind(
+        f"a list of {', '.join(kinds)}",
+        valid,
+        shape=True,
+        refusal=refusal,
+        read=lambda value: tuple(named.get(kind, kind) for kind in value),
+        write=lambda value: [written.get(kind, kind) for kind in value],
+    )
 
 
 # --- keys, groups, refusals -----------------------------------------------------------------------------------------

@@ -312,8 +312,10 @@ class RopeKeys:
                 raise UserError(f"config partial_rotary_factor must be a number in (0, 1], not {share!r}")
             turned = int(config.d_head * share)
             if turned < 2 or turned % 2:
-                raise UserError(f"config partial_rotary_factor={share} turns {turned} of each head's {config.d_head} "
-                                f"numbers; rotary embeddings need an even number, at least 2")  # fmt: skip
+                raise UserError(
+                    f"config partial_rotary_factor={share} turns {turned} of each head's {config.d_head} "
+                    f"numbers; rotary embeddings need an even number, at least 2"
+                )
 
 
 @dataclass(frozen=True)
@@ -344,8 +346,18 @@ class LongRope(RopeKeys):
         if rope.get("rope_theta") is None:
             rope["rope_theta"] = hf["rope_theta"] if hf.get("rope_theta") is not None else theta
         rope.pop("original_max_position_embeddings", None)
-        unknown = sorted(set(rope) - {"rope_type", "rope_theta", "partial_rotary_factor", "short_factor",
-                                      "long_factor", "factor", "attention_factor"})  # fmt: skip
+        unknown = sorted(
+            set(rope)
+            - {
+                "rope_type",
+                "rope_theta",
+                "partial_rotary_factor",
+                "short_factor",
+                "long_factor",
+                "factor",
+                "attention_factor",
+            }
+        )
         if unknown and rope["rope_type"] == "longrope":
             raise UserError(f"config rope scaling 'longrope' with {', '.join(unknown)} is not supported")
         return {k: tuple(v) if isinstance(v, list) else v for k, v in rope.items() if v is not None}  # hashable

@@ -25,6 +25,11 @@ def first_dense(hf: dict, fields: Mapping) -> tuple[str, ...]:
     return ("dense",) * dense + ("moe",) * (fields["n_layer"] - dense)
 
 
+def not_indexed(kinds, hf: dict) -> bool:
+    """Layer types other than transformers' own (every layer indexed_attention)."""
+    return kinds is not None and not (isinstance(kinds, list) and set(kinds) == {"indexed_attention"})
+
+
 def other_kv_heads(kv_heads, hf: dict) -> bool:
     """Key/value heads other than the query heads: eager attention would repeat MLA's heads."""
     return kv_heads is not None and kv_heads != unnoted(hf, "num_attention_heads", 128)
@@ -44,9 +49,14 @@ class DeepseekV32Config(DeepseekConfig):
     index_n_heads: int = key("index_n_heads", 64, SIZE)  # Hi
     index_head_dim: int = key("index_head_dim", 128, SIZE)  # di
     index_topk: int = key("index_topk", 2048, SIZE)  # k_i: the keys a query attends to
-    # None: from first_k_dense_replace
-    layer_types: tuple[str, ...] = key("mlp_layer_types", None, MLP_LAYER_TYPES, rule=first_dense,
-                                       dict_key="mlp_layer_types", dict_value=MLP_LAYER_TYPES.write)  # fmt: skip
+    layer_types: tuple[str, ...] = key(
+        "mlp_layer_types",
+        None,
+        MLP_LAYER_TYPES,
+        rule=first_dense,
+        dict_key="mlp_layer_types",
+        dict_value=MLP_LAYER_TYPES.write,
+    )
 
     family = "deepseek_v32"
     what = "a DeepSeek-V3.2"
@@ -55,12 +65,10 @@ class DeepseekV32Config(DeepseekConfig):
     refusals = (
         quantized(),
         Refusal("attention_bias", "is not supported"),
-        Refusal("layer_types", "is not supported (every DeepSeek-V3.2 layer is 'indexed_attention')",
-                lambda kinds, hf: kinds is not None and not (isinstance(kinds, list) and set(kinds) == {"indexed_attention"})),
-        Refusal("num_key_value_heads", "is not supported: MLA gives each of the num_attention_heads heads its own keys "
-                "and values", other_kv_heads),
+        Refusal("layer_types", "is not supported (every DeepSeek-V3.2 layer is 'indexed_attention')", not_indexed),
+        Refusal("num_key_value_heads", "is not supported: MLA gives each head its own keys and values", other_kv_heads),
         Refusal("q_lora_rank", NO_QUERY_LATENT, lambda rank, hf: rank is None),
-    )  # fmt: skip
+    )
 
     def validate(self) -> None:
         super().validate()

@@ -41,8 +41,10 @@ class RopePerLayerType:
             return RopeKeys().read(hf, config)
         given = hf.get("rope_parameters")
         if given is not None and (not isinstance(given, dict) or not set(given) <= {FULL, SLIDING}):
-            raise UserError(f"config rope_parameters must hold {FULL!r} and {SLIDING!r} (Gemma 3's rope per layer type), "
-                            f"not {given!r}")  # fmt: skip
+            raise UserError(
+                f"config rope_parameters must hold {FULL!r} and {SLIDING!r} (Gemma 3's rope per layer type), "
+                f"not {given!r}"
+            )
         ropes = {kind: dict((given or {}).get(kind) or {"rope_type": "default"}) for kind in (FULL, SLIDING)}
         older = hf.get("rope_scaling")
         if older is not None and not isinstance(older, dict):
@@ -56,8 +58,12 @@ class RopePerLayerType:
             check(rope)
             refuse_partial({}, rope)
         full, local = ropes[FULL], ropes[SLIDING]
-        return {"rope_theta": full.pop("rope_theta"), "rope_scaling": scaling(full),
-                "local_rope_theta": local.pop("rope_theta"), "local_rope_scaling": scaling(local)}  # fmt: skip
+        return {
+            "rope_theta": full.pop("rope_theta"),
+            "rope_scaling": scaling(full),
+            "local_rope_theta": local.pop("rope_theta"),
+            "local_rope_scaling": scaling(local),
+        }
 
     def write(self, config: Any) -> dict:
         full = parameters(config.rope_theta, config.rope_scaling)
@@ -109,8 +115,9 @@ class GemmaConfig(LlamaConfig):
     final_logit_softcapping: float | None = key(
         "final_logit_softcapping", 30.0, POSITIVE_NUMBER.or_null(), by_type={GEMMA3: None}
     )
-    layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(FULL, SLIDING), rule=layers,
-                                       reads=(SLIDING_WINDOW_PATTERN,), dict_key=None)  # fmt: skip
+    layer_types: tuple[str, ...] = key(
+        "layer_types", None, layer_kinds(FULL, SLIDING), rule=layers, reads=(SLIDING_WINDOW_PATTERN,), dict_key=None
+    )
     qk_norm: bool = key("qk_norm", Fixed(False), by_type={GEMMA3: Fixed(True)})  # Gemma 3's q and k norms, per head
     local_rope_theta: float | None = None  # Gemma 3: the sliding layers' rotary base (None: the same rotary as all)
     local_rope_scaling: tuple[tuple[str, object], ...] | None = None

@@ -54,8 +54,13 @@ class GptOssConfig(LlamaConfig):
     swiglu_alpha: float = key("swiglu_alpha", 1.702, POSITIVE_NUMBER)
     swiglu_limit: float = key("swiglu_limit", 7.0, POSITIVE_NUMBER)
     # None: GptOssConfig's, alternating (sliding first)
-    layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(FULL, SLIDING), dict_key=None,
-                                       rule=lambda hf, fields: alternating(fields["n_layer"]))  # fmt: skip
+    layer_types: tuple[str, ...] = key(
+        "layer_types",
+        None,
+        layer_kinds(FULL, SLIDING),
+        dict_key=None,
+        rule=lambda hf, fields: alternating(fields["n_layer"]),
+    )
 
     family = "gpt_oss"
     what = "a gpt-oss"
@@ -67,8 +72,12 @@ class GptOssConfig(LlamaConfig):
     )
     # Options GptOssConfig has that change no logits: router_aux_loss_coef and output_router_logits (a loss and an
     # output), attention_dropout (training only).
-    refusals = (quantized(" weights, as the published gpt-oss checkpoints store their experts in MXFP4",
-                          "dequantize to bfloat16 first"),)  # fmt: skip
+    refusals = (
+        quantized(
+            " weights, as the published gpt-oss checkpoints store their experts in MXFP4",
+            "dequantize to bfloat16 first",
+        ),
+    )
     dict_last = ("d_head", "d_ff", "layer_types")
 
     def validate(self) -> None:

@@ -74,8 +74,10 @@ class LlamaConfig(ModelConfig):
         if self.head_dim is not None and self.head_dim % 2:
             raise UserError(f"config head_dim={self.head_dim} is odd; rotary embeddings rotate pairs of numbers")
         if self.head_dim is None and (self.n_embd % self.n_head or self.d_head % 2):
-            raise UserError(f"config hidden_size={self.n_embd} over num_attention_heads={self.n_head} is not an even "
-                            "head size; give head_dim")  # fmt: skip
+            raise UserError(
+                f"config hidden_size={self.n_embd} over num_attention_heads={self.n_head} is not an even "
+                "head size; give head_dim"
+            )
         check_multiple(self, "n_head", "n_kv_head")
 
     def rope(self, layer: int = 0) -> Rope:

@@ -150,8 +150,10 @@ class Mamba2Config(MixerShapes, ModelConfig):
     def validate(self) -> None:
         self.check_mixer()
         if self.n_embd * self.expand != self.d_inner:
-            raise UserError(f"config hidden_size x expand ({self.n_embd} x {self.expand}) must equal num_heads x "
-                            f"head_dim ({self.ssm_heads} x {self.ssm_head_dim}), as transformers requires")  # fmt: skip
+            raise UserError(
+                f"config hidden_size x expand ({self.n_embd} x {self.expand}) must equal num_heads x "
+                f"head_dim ({self.ssm_heads} x {self.ssm_head_dim}), as transformers requires"
+            )
 
     # The names every family's config answers to. A Mamba-2 has no attention and no MLP: its heads are the mixer's
     # (Hs of P), and d_ff, what count and the headers ask of every family's MLP, is the mixer's inner width I.

@@ -39,12 +39,14 @@ KINDS = {"linear_attention": "mamba", "mamba": "mamba", "full_attention": "full_
          "attention": "full_attention", "mlp": "mlp", "moe": "moe"}  # fmt: skip
 PATTERN = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
 WRITTEN = {"mamba": "mamba", "full_attention": "attention", "mlp": "mlp", "moe": "moe"}  # as layers_block_type
-
-
 LAYERS = layer_kinds(*KINDS, named=KINDS, written=WRITTEN)
 DEFAULT_LAYERS = ["linear_attention", "moe", "full_attention", "mlp"]  # NemotronHConfig's, where a config gives none
-LETTERS = Kind("letters of " + "".join(PATTERN), lambda p: isinstance(p, str) and bool(p) and set(p) <= set(PATTERN),
-               shape=True, read=lambda p: tuple(PATTERN[c] for c in p))  # fmt: skip
+LETTERS = Kind(
+    "letters of " + "".join(PATTERN),
+    lambda p: isinstance(p, str) and bool(p) and set(p) <= set(PATTERN),
+    shape=True,
+    read=lambda p: tuple(PATTERN[c] for c in p),
+)
 HYBRID_PATTERN = Key("hybrid_override_pattern", None, LETTERS.or_null())
 ROUTED = Key("n_routed_experts", 8, SIZE, aliases=("num_local_experts",))
 TOP_K = Key("num_experts_per_tok", 2, SIZE)
@@ -88,9 +90,14 @@ class NemotronHConfig(MixerShapes, ModelConfig):
     expert."""
 
     layer_types: tuple[str, ...] = key(  # each layer's: mamba, full_attention, mlp or moe
-        "layers_block_type", None, LAYERS, aliases=("layer_types",), rule=pattern_or_default, reads=(HYBRID_PATTERN,),
+        "layers_block_type",
+        None,
+        LAYERS,
+        aliases=("layer_types",),
+        rule=pattern_or_default,
+        reads=(HYBRID_PATTERN,),
         dict_key="kinds",
-    )  # fmt: skip
+    )
     n_embd: int = key("hidden_size", 4096, SIZE)
     vocab_size: int = key("vocab_size", 131072, SIZE)
     n_head: int = key("num_attention_heads", 32, SIZE)
@@ -112,13 +119,16 @@ class NemotronHConfig(MixerShapes, ModelConfig):
     # dt's lower bound in the chunked scan: transformers clamps it to [min, inf) there
     time_step_min: float = key("time_step_min", 0.001, NUMBER, aliases=("mamba_dt_min",))
     # the experts' (None where no layer is "moe")
-    n_experts: int | None = key("n_routed_experts", 8, SIZE.or_null(), read=experts(ROUTED), reads=(ROUTED,),
-                                write=experts_keys)  # fmt: skip
-    top_k: int | None = key("num_experts_per_tok", 2, SIZE.or_null(), read=experts(TOP_K), reads=(TOP_K,),
-                            write=lambda c: {})  # fmt: skip
+    n_experts: int | None = key(
+        "n_routed_experts", 8, SIZE.or_null(), read=experts(ROUTED), reads=(ROUTED,), write=experts_keys
+    )
+    top_k: int | None = key(
+        "num_experts_per_tok", 2, SIZE.or_null(), read=experts(TOP_K), reads=(TOP_K,), write=lambda c: {}
+    )
     moe_inner: int = key("moe_intermediate_size", 7688, SIZE, read=widths(MOE_INNER), reads=(MOE_INNER,))
-    shared_inner: int = key("moe_shared_expert_intermediate_size", 7688, SIZE, read=widths(SHARED_INNER),
-                            reads=(SHARED_INNER,))  # fmt: skip
+    shared_inner: int = key(
+        "moe_shared_expert_intermediate_size", 7688, SIZE, read=widths(SHARED_INNER), reads=(SHARED_INNER,)
+    )
     moe_latent: int | None = key("moe_latent_size", None, SIZE.or_null())  # the experts' latent width (None: D)
     n_group: int = key("n_group", 1, POSITIVE)
     topk_group: int = key("topk_group", 1, POSITIVE)

@@ -30,8 +30,14 @@ def window_if_used(hf: dict, values: dict) -> int | None:
 
 def used_window() -> Any:
     """The sliding_window field of a config that reads it only under use_sliding_window, and writes both."""
-    return key("sliding_window", None, WINDOW, read=window_if_used, reads=(SLIDING_WINDOW, USE_SLIDING_WINDOW),
-               write=lambda c: {"use_sliding_window": c.sliding_window is not None, "sliding_window": c.sliding_window})  # fmt: skip
+    return key(
+        "sliding_window",
+        None,
+        WINDOW,
+        read=window_if_used,
+        reads=(SLIDING_WINDOW, USE_SLIDING_WINDOW),
+        write=lambda c: {"use_sliding_window": c.sliding_window is not None, "sliding_window": c.sliding_window},
+    )
 
 
 def sliding_from(hf: dict, values: Mapping) -> tuple[str, ...]:
@@ -65,8 +71,15 @@ class Qwen3Config(LlamaConfig):
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS)
     model_type: str = "qwen3"
     name: str = field(default="qwen3", compare=False)
-    layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(FULL, SLIDING), rule=sliding_from,
-                                       reads=(MAX_WINDOW_LAYERS,), dict_key="layer_kinds", dict_value=uniform_or_list)  # fmt: skip
+    layer_types: tuple[str, ...] = key(
+        "layer_types",
+        None,
+        layer_kinds(FULL, SLIDING),
+        rule=sliding_from,
+        reads=(MAX_WINDOW_LAYERS,),
+        dict_key="layer_kinds",
+        dict_value=uniform_or_list,
+    )
 
     family = "qwen3"
     what = "a Qwen3 model"

@@ -24,6 +24,15 @@ MULTIMODAL = {"qwen3_5": TEXT, "qwen3_5_moe": MOE_TEXT}  # a checkpoint's model_
 LINEAR, FULL = "linear_attention", "full_attention"  # the two kinds of layer (layer_types)
 CHUNK = 64  # the delta rule's chunk over a prompt (transformers' torch_chunk_gated_delta_rule's chunk_size)
 FULL_ATTENTION_INTERVAL = Key("full_attention_interval", 4, SIZE)
+# the default rope over a share of each head (its multimodal sections: a text token is one position on every axis)
+ROPE = RopeKeys(
+    ("default",),
+    refused=(),
+    share=("partial_rotary_factor", "partial_rotary_factor", 0.25),
+    ignored=("mrope_section", "mrope_interleaved"),
+    strict=True,
+)
+ALWAYS_GATED = "is not supported: Qwen3.5's attention always gates its output (sigmoid of the gate its q_proj makes)"
 
 
 def layers(hf: dict, fields: Mapping) -> tuple[str, ...]:
@@ -81,16 +90,12 @@ class Qwen35Config(ModelConfig):
     classes = {TEXT: "Qwen3_5ForCausalLM", MOE_TEXT: "Qwen3_5MoeForCausalLM"}
     multimodal = MULTIMODAL
     inherited = ("tie_word_embeddings",)
-    # the default rope over a share of each head (its multimodal sections: a text token is one position on every axis)
-    groups = (RopeKeys(("default",), refused=(), share=("partial_rotary_factor", "partial_rotary_factor", 0.25),
-                       ignored=("mrope_section", "mrope_interleaved"), strict=True),)  # fmt: skip
+    groups = (ROPE,)
     refusals = (
         quantized(),  # the FP8 checkpoints: blocks of weights with their scales
-        Refusal("attn_output_gate", "is not supported: Qwen3.5's attention always gates its output (sigmoid of the "
-                "gate its q_proj makes)", lambda gate, hf: gate is not True),
-        Refusal("num_experts", "(no experts) is not supported: that is a dense Qwen3.5", zero,
-                types=(MOE_TEXT,)),
-    )  # fmt: skip
+        Refusal("attn_output_gate", ALWAYS_GATED, lambda gate, hf: gate is not True),
+        Refusal("num_experts", "(no experts) is not supported: that is a dense Qwen3.5", zero, types=(MOE_TEXT,)),
+    )
     dict_last = ("layer_types", "d_head", "d_ff")
 
     def validate(self) -> None:
@@ -168,20 +173,16 @@ def hybrid_layers(n_layer: int, interval: int = 4) -> tuple[str, ...]:
     return tuple(LINEAR if (i + 1) % interval else FULL for i in range(n_layer))
 
 
-def _qwen35(name: str, n_layer: int, n_head: int, n_kv_head: int, n_embd: int, value_heads: int,
-            **shapes: Any) -> Qwen35Config:  # fmt: skip
-    """A published Qwen3.5's text model, as its config.json's text_config states it: head_dim 256 (a quarter of it
-    rotated, rope_theta 10,000,000), a full-attention layer after every three Gated DeltaNet layers
-    (full_attention_interval 4), 16 key heads of 128 and value heads of 128 in the DeltaNet layers, conv kernel 4,
-    vocabulary 248,320, 262,144 positions, rms_norm_eps 1e-6, untied, no biases, eos 248044 (no bos)."""
-    moe = "n_experts" in shapes
-    if moe:
-        shapes["n_inner"] = None  # the MoE's layers are all experts
-    return Qwen35Config(n_layer=n_layer, n_head=n_head, n_kv_head=n_kv_head, n_embd=n_embd, vocab_size=248320,
-                        head_dim=256, partial_rotary_factor=0.25,
-                        rope_theta=10_000_000.0, linear_kernel=4, linear_key_heads=16, linear_value_heads=value_heads,
-                        linear_key_dim=128, linear_value_dim=128, n_positions=262144, norm_eps=1e-6,
-                        eos_token_id=248044, model_type=MOE_TEXT if moe else TEXT, name=name, **shapes)  # fmt: skip
+def _qwen35(name: str, L: int, H: int, Hkv: int, D: int, value_heads: int, **shapes: Any) -> Qwen35Config:
+    """A published Qwen3.5's text model, as its config.json's text_config states it: its layers, heads, key/value heads,
+    width and DeltaNet value heads, and as every one has them: head_dim 256 (a quarter of it rotated, rope_theta
+    10,000,000), a full-attention layer after every three Gated DeltaNet layers (full_attention_interval 4), 16 key
+    heads of 128 and value heads of 128 in the DeltaNet layers, conv kernel 4, vocabulary 248,320, 262,144 positions,
+    rms_norm_eps 1e-6, untied, no biases, eos 248044 (no bos): Qwen3_5TextConfig's defaults, but for the context,
+    theta and eos."""
+    moe: dict[str, Any] = {"n_inner": None, "model_type": MOE_TEXT} if "n_experts" in shapes else {}  # all experts
+    shapes |= dict(n_layer=L, n_head=H, n_kv_head=Hkv, n_embd=D, linear_value_heads=value_heads, rope_theta=1e7)
+    return Qwen35Config(n_positions=262144, eos_token_id=248044, name=name, **moe, **shapes)
 
 
 # The published Qwen3.5 checkpoints (Qwen/Qwen3.5-9B, -27B, -35B-A3B, -397B-A17B) are multimodal (model_type qwen3_5,

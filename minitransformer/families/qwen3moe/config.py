@@ -61,17 +61,25 @@ class Qwen3MoeConfig(LlamaConfig):
     dense_inner: int = key("intermediate_size", 6144, SIZE)  # the dense layers' MLP
     # each layer's kind: two keys of the file say which layers are dense (None: as their defaults say, every layer sparse)
     layer_types: tuple[str, ...] = key(
-        "mlp_only_layers", None, layer_kinds(SPARSE, DENSE), read=sparse_and_dense, rule=sparse_and_dense,
-        reads=(DECODER_SPARSE_STEP, MLP_ONLY_LAYERS), dict_key="dense_layers", dict_value=lambda kinds: list(dense_layers(kinds)),
+        "mlp_only_layers",
+        None,
+        layer_kinds(SPARSE, DENSE),
+        read=sparse_and_dense,
+        rule=sparse_and_dense,
+        reads=(DECODER_SPARSE_STEP, MLP_ONLY_LAYERS),
+        dict_key="dense_layers",
+        dict_value=lambda kinds: list(dense_layers(kinds)),
         write=lambda c: {"mlp_only_layers": list(dense_layers(c.layer_types)), "decoder_sparse_step": 1},
-    )  # fmt: skip
+    )
 
     family = "qwen3_moe"
     what = "a Qwen3-MoE model"
     classes = {"qwen3_moe": "Qwen3MoeForCausalLM"}
     groups = (RopeKeys(top_level=True),)
-    refusals = tuple(Refusal(json, "(every layer a dense MLP) is not supported: that is a dense Qwen3", zero)
-                     for json in ("num_experts", "num_local_experts"))  # fmt: skip
+    refusals = tuple(
+        Refusal(json, "(every layer a dense MLP) is not supported: that is a dense Qwen3", zero)
+        for json in ("num_experts", "num_local_experts")
+    )
 
     def validate(self) -> None:
         super().validate()
