@@ -166,7 +166,6 @@ class Architecture:
     every_stage: StageTable | None
     layout: Layout  # where its checkpoint keeps each tensor
     formulas: Formulas  # its closed forms
-    reference_classes: dict[str, str]  # model_type -> the transformers class validate compares with
     label: str = ""  # how a model's header names the family after its model_type ("Llama family"), if at all
     own_tokenizer: bool = True  # reads the model directory's tokenizer.json (GPT-2s share the shipped one)
     heads_in_headers: bool = True  # `params` names the heads in its header (GPT-2's predates it)
@@ -193,6 +192,14 @@ class Architecture:
                 first.symbols,
             )
         return _ALL_STAGES[self.name]
+
+    @property
+    def reference_classes(self) -> dict[str, str]:
+        """model_type -> the transformers class validate compares with: the one its config names (config.classes; a
+        multimodal checkpoint's, its text model's)."""
+        config = self.config
+        read_as = {t: config.multimodal.get(t, t) for t in self.model_types}
+        return {t: config.classes[text] for t, text in read_as.items() if text in config.classes}
 
 
 _ALL_STAGES: dict[str, StageTable] = {}  # a family built from parts: every stage of its presets' tables

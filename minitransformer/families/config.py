@@ -1,84 +1,71 @@
-"""What every family's config answers to, and the checks they share.
+"""What every family's config answers to, and how a config is read and written from its declaration.
 
-Each family reads its own config.json keys (families/*/config.py) into a frozen dataclass that derives
-from `ModelConfig`: the same names for the shapes (n_layer, n_embd, n_head, n_kv_head, d_head, d_ff,
-n_positions, vocab_size, sliding_window), so that counting, memory and reports need not know which
-family they look at. Every option that changes inference is either honoured or refused by name: a
-model that would silently compute something else than transformers' is worse than no model.
+Each family's config (families/*/config.py) is a frozen dataclass deriving from `ModelConfig`, under the same names for
+the shapes (n_layer, n_embd, n_head, n_kv_head, d_head, d_ff, n_positions, vocab_size, sliding_window, layer_types,
+norm_eps), so that counting, memory and reports need not know which family they look at.
 
-The keys that many families' config.json share are read here, once: the dtype, the shapes and ids of a Llama-like
-config (`llama_keys`), the checks of a number or a flag; the rope's keys are read in rotary.py. Every family reads its
-config.json through a `ConfigJson`, which records the defaults it takes; those that change the model's shapes
-(`SHAPE_KEYS`) are said when a model is loaded. Errors name a key as the file spells it (`ModelConfig.json_keys`).
+A config is a declaration: each field that a config.json key fills says so where it is declared, `key(json key,
+transformers' default, kind)` (families/keys.py), and that one line is the whole of what the code knows of the key:
+ModelConfig reads a config.json (`from_hf_dict`), writes one back (`to_hf_dict`) and writes the JSON's "model" object
+(`to_dict`) from the declarations alone. Beside its keys, a family declares its `classes` (which transformers class
+each of its model types is), the settings spelled over several keys (`groups`: the rope, families/rotary.py), the
+options transformers has that it does not compute (`refusals`, each refused by name: a model that would silently
+compute something else than transformers' is worse than no model), and the checks that relate its fields (`validate`,
+with the checks here that families share).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..engine.kvcache import KeysValues, State
 from ..errors import UserError
-from . import rotary
+from .keys import ConfigJson, Fixed, Group, Key, Missing, Refusal, check_dtype, jsonable
 
 if TYPE_CHECKING:
     from .rotary import Rope
 
-# The activations of transformers' ACT2FN that this project computes (see ops.ACTIVATIONS).
-SUPPORTED_ACTIVATIONS = (
-    "gelu_new",
-    "gelu_pytorch_tanh",
-    "gelu_python_tanh",
-    "gelu_fast",
-    "gelu",
-    "gelu_python",
-    "quick_gelu",
-    "relu",
-    "relu2",
-    "silu",
-    "swish",
-    "tanh",
-    "sigmoid",
-    "linear",
-)
+FULL, SLIDING = "full_attention", "sliding_attention"  # transformers' layer types of attention with and without window
 
 
-# The keys of a Llama-like config.json (Llama, Qwen3, Mixtral, OLMo 2, Gemma, gpt-oss, Qwen3-MoE) and the fields of
-# the config that hold them.
-LLAMA_KEYS = {
-    "num_hidden_layers": "n_layer",
-    "num_attention_heads": "n_head",
-    "hidden_size": "n_embd",
-    "intermediate_size": "n_inner",
-    "vocab_size": "vocab_size",
-    "num_key_value_heads": "n_kv_head",
-    "head_dim": "head_dim",
-    "max_position_embeddings": "n_positions",
-    "rms_norm_eps": "rms_norm_eps",
-    "hidden_act": "hidden_act",
-    "bos_token_id": "bos_token_id",
-    "eos_token_id": "eos_token_id",
-}
+def check_windows(config: Any, no_window: str = "sliding_window is null") -> None:
+    """A config whose layers are full or sliding attention (its layer_types): a window where some layer slides
+    (`no_window` says why there is none), none where no layer does (a window no layer uses is none, as the reports
+    say)."""
+    kinds = config.layer_types
+    if SLIDING in kinds and config.sliding_window is None:
+        raise UserError(f"config {config.key('layer_types')} has {SLIDING} layers but {no_window}")
+    if SLIDING not in kinds:
+        object.__setattr__(config, "sliding_window", None)
 
 
+# --- the config -------------------------------------------------------------------------------------------------------
 class ModelConfig:
-    """The shapes every family's config has, under one set of names (each family's dataclass holds the fields)."""
+    """The shapes every family's config has, under one set of names (each family's dataclass holds the fields), and
+    the reading and writing of config.json from the fields' declarations (`key`)."""
 
     family: ClassVar[str]  # the name of the family in the table (families/table.py)
-    # config.json's spelling of each field whose name is not the file's (n_layer is num_hidden_layers in every family
-    # but GPT-2), so that a refusal names the key as the file spells it; a family whose keys differ adds its own.
-    json_keys: ClassVar[dict[str, str]] = {field: key for key, field in LLAMA_KEYS.items()} | {
-        "n_experts": "num_local_experts",
-        "top_k": "num_experts_per_tok",
-    }
+    what: ClassVar[str]  # the family as a refusal names it ("a Mixtral")
+    # model_type -> the class transformers' AutoModelForCausalLM makes of it (config.json's "architectures", and what
+    # validate compares with): the one place that says it
+    classes: ClassVar[dict[str, str]] = {}
+    multimodal: ClassVar[dict[str, str]] = {}  # a checkpoint's model_type -> its text model's, read from text_config
+    model_types: ClassVar[tuple[str, ...]] = ()  # the config.json model_type values the family reads: the two above
+    inherited: ClassVar[tuple[str, ...]] = ()  # keys a text model takes from its checkpoint's config where it has none
+    groups: ClassVar[tuple[Group, ...]] = ()  # settings spelled over several keys (the rope)
+    refusals: ClassVar[tuple[Refusal, ...]] = ()
+    dict_first: ClassVar[tuple[str, ...]] = ()  # properties the JSON's "model" object has before the fields
+    dict_last: ClassVar[tuple[str, ...]] = ("d_head", "d_ff")  # and after them
     name: str
     n_layer: int
     n_head: int
     n_embd: int
     n_positions: int
     vocab_size: int
+    norm_eps: float
     tie_word_embeddings: bool
     sliding_window: int | None
     eos_token_id: int | tuple[int, ...] | None
@@ -91,41 +78,157 @@ class ModelConfig:
     index_topk: int | None = None
 
     if TYPE_CHECKING:  # what each family's dataclass gives, as fields or as properties
-        n_kv_head: int
+        n_inner: Any  # the MLP's width, where a family names it so (None in some: its d_ff says what then)
+        head_dim: int | None
 
-        @property
-        def d_head(self) -> int: ...
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.model_types = (*cls.classes, *cls.multimodal)
 
-        @property
-        def d_ff(self) -> int: ...
+    # --- the declaration, read and written ------------------------------------------------------------------------
+    @classmethod
+    def keys(cls) -> list[tuple[str, Key]]:
+        """(field, its Key) of every field a config.json key fills, in the order of the fields."""
+        return [(f.name, f.metadata["key"]) for f in fields(cls) if "key" in f.metadata]  # type: ignore[arg-type]
 
-        @property
-        def checkpoint_kind(self) -> str: ...
+    @classmethod
+    def shape_keys(cls) -> set[str]:
+        """Every config.json key the family reads that sets the model's shapes (its spellings too)."""
+        found, todo = set(), [k for _, k in cls.keys()]
+        while todo:
+            entry = todo.pop()
+            todo += entry.reads
+            if entry.kind.shape:
+                found |= {entry.json, *entry.aliases}
+        return found
 
-        @classmethod
-        def from_hf_dict(cls, hf: dict, name: str) -> ModelConfig: ...
+    def key(self, field_name: str) -> str:
+        """The config.json key of a field, as the file spells it (errors name it so)."""
+        return next((k.json for name, k in self.keys() if name == field_name), field_name)
 
-        def to_dict(self) -> dict: ...
+    @classmethod
+    def from_hf_dict(cls, hf: dict, name: str | None = None) -> Any:
+        """Read a transformers config.json dict (its model_type one of the family's), with transformers' defaults for
+        what it leaves out, refusing what would change inference unseen."""
+        model_type = cls.read_model_type(hf)
+        for refusal in cls.refusals:
+            refusal.check(hf, model_type)
+        if model_type in cls.multimodal:
+            return cls.from_text_config(hf, model_type, name)
+        check_dtype(hf)
+        values: dict[str, Any] = {}
+        missing = []
+        for field_name, entry in cls.keys():
+            try:
+                values[field_name] = entry.get(hf, model_type, values)
+            except Missing:
+                missing.append(entry.json)
+        if missing:
+            raise UserError(
+                f"config.json lacks {', '.join(missing)}: a {model_type} model needs its shapes spelled out"
+            )
+        for group in cls.groups:
+            values |= group.read(hf, cls, model_type)
+        if "model_type" in cls.__dataclass_fields__:  # type: ignore[attr-defined]
+            values["model_type"] = model_type
+        return cls(**values, **({"name": name} if name is not None else {}))
 
-        def to_hf_dict(self) -> dict: ...
+    @classmethod
+    def read_model_type(cls, hf: dict) -> str:
+        """config.json's model_type, one of the family's (GPT-2's where it has none, as old checkpoints), or refused
+        as not this family's."""
+        model_type = hf.get("model_type", "gpt2")
+        if model_type not in cls.model_types:
+            raise UserError(f"config model_type={model_type!r} is not {cls.what} ({', '.join(cls.model_types)})")
+        return model_type
 
-    def key(self, field: str) -> str:
-        """The config.json key of a field, as the file spells it."""
-        return self.json_keys.get(field, field)
+    @classmethod
+    def from_text_config(cls, hf: dict, model_type: str, name: str | None) -> Any:
+        """A multimodal checkpoint's config read as its text model's (text_config), as transformers' ...ForCausalLM
+        reads it, keeping the checkpoint's model_type (it says where the weights are)."""
+        text = hf.get("text_config") or {}
+        if not isinstance(text, dict):
+            raise UserError(f"config text_config must be an object, not {text!r}")
+        text = text | {"model_type": cls.multimodal[model_type]}
+        for inherited in cls.inherited:
+            if inherited not in text and inherited in hf:
+                text[inherited] = hf[inherited]
+        return replace(cls.from_hf_dict(text, name), model_type=model_type)
 
-    def require_positive(self, *fields: str) -> None:
-        """Each field a positive integer, or refused under its config.json key."""
-        for name in fields:
-            check_positive(self.key(name), getattr(self, name))
+    def to_hf_dict(self) -> dict:
+        """The config.json transformers reads for this config, every key the family reads spelled out (a multimodal
+        checkpoint's: its text model's, what is counted here)."""
+        model_type = self.read_as
+        hf: dict = {"architectures": [self.classes[model_type]]} if model_type in self.classes else {}
+        hf["model_type"] = model_type
+        for field_name, entry in self.keys():
+            hf |= entry.writes(self, field_name, model_type)
+        for group in self.groups:
+            hf |= group.write(self)
+        return hf
 
-    def require_positive_number(self, *fields: str) -> None:
-        """Each field a positive number, or refused under its config.json key."""
-        for name in fields:
-            check_positive_number(self.key(name), getattr(self, name))
+    def to_dict(self) -> dict:
+        """The config as the JSON's "model" object holds it: the family, its fields, then its derived sizes."""
+        d: dict = {"family": self.family} | {name: jsonable(getattr(self, name)) for name in self.dict_first}
+        for f in fields(self):  # type: ignore[arg-type]
+            entry = f.metadata.get("key")
+            name = f.name if entry is None or entry.dict_key == "" else entry.dict_key
+            if name is not None:
+                value = getattr(self, f.name)
+                d[name] = entry.dict_value(value) if entry is not None and entry.dict_value else jsonable(value)
+        return d | {name: jsonable(getattr(self, name)) for name in self.dict_last}
 
+    def __post_init__(self) -> None:
+        """Each field its key's kind (a None that follows from other fields made so; a None that is the default needs
+        no check), then the family's own checks (validate), then each group's."""
+        for field_name, entry in self.keys():
+            value = getattr(self, field_name)
+            if value is None and entry.follows_from is not None:  # its rule at transformers' defaults
+                object.__setattr__(self, field_name, value := entry.kind.read(entry.follows_from({}, vars(self))))
+            default = entry.default_for(self.read_as)
+            if not isinstance(default, Fixed) and not (value is None and default is None):
+                entry.kind.check(entry.json, value)
+        if "layer_types" in self.__dataclass_fields__ and len(self.layer_types) != self.n_layer:  # type: ignore[attr-defined]
+            raise UserError(
+                f"config {self.key('layer_types')} must name {self.n_layer} layers, not {len(self.layer_types)}"
+            )
+        self.validate()
+        for group in self.groups:
+            group.check(self)
+
+    def validate(self) -> None:
+        """The family's checks of its fields together (heads that divide evenly...): none here."""
+
+    @property
+    def read_as(self) -> str:
+        """The model_type whose keys the config holds: a multimodal checkpoint's text model's."""
+        model_type = getattr(self, "model_type", self.family)
+        return self.multimodal.get(model_type, model_type)
+
+    # --- what the rest of the code asks (a family whose sizes are named otherwise says so) ---------------------------
     @property
     def d_model(self) -> int:
         return self.n_embd
+
+    @property
+    def d_head(self) -> int:
+        """A head's width: the config's head_dim, or D / H."""
+        return getattr(self, "head_dim", None) or self.n_embd // self.n_head
+
+    @property
+    def d_ff(self) -> int:
+        """The MLP's width (n_inner: config.json's intermediate_size)."""
+        return self.n_inner
+
+    @property
+    def n_kv_head(self) -> int:
+        """Key/value heads: one a query head (a family whose heads share keys and values has a field)."""
+        return self.n_head
+
+    @property
+    def checkpoint_kind(self) -> str:
+        """What a checkpoint of this config is called in messages: "mistral model"."""
+        return f"{getattr(self, 'model_type', self.family)} model"
 
     @property
     def symbol_sizes(self) -> dict[str, int]:
@@ -145,11 +248,6 @@ class ModelConfig:
         return None
 
     @property
-    def group_size(self) -> int:
-        """Query heads that share one key/value head."""
-        return self.n_head // self.n_kv_head
-
-    @property
     def eos_token_ids(self) -> tuple[int, ...]:
         if self.eos_token_id is None:
             return ()
@@ -158,17 +256,18 @@ class ModelConfig:
     def check_fits(self, n_prompt: int, n_new: int) -> None:
         check_fits(self, n_prompt, n_new)
 
-    # Layers may differ from one another (a sliding window on some, a dense MLP beside experts): a family whose
-    # layers do overrides these three. Layers of one kind compute the same products, so count runs one of each.
+    # Layers may differ from one another (a sliding window on some, a dense MLP beside experts): a family whose layers
+    # do keeps their kinds in a field `layer_types`, one a layer; layers of one kind compute the same products, so
+    # count runs one of each.
     @property
     def layer_types(self) -> tuple[str, ...]:
-        """Each layer's kind, in order (transformers' names where it has them)."""
-        kind = "full_attention" if self.sliding_window is None else "sliding_attention"
+        """Each layer's kind, in order (transformers' names where it has them): here every layer alike."""
+        kind = FULL if self.sliding_window is None else SLIDING
         return (kind,) * self.n_layer
 
     def layer_window(self, layer: int) -> int | None:
         """The sliding window of a layer's attention (None: it sees every earlier position)."""
-        return self.sliding_window
+        return self.sliding_window if self.layer_types[layer] == SLIDING else None
 
     def layer_cache(self, layer: int) -> KeysValues | State:
         """What a layer keeps from one pass for the next (engine/kvcache.py): an attention layer's keys and values,
@@ -178,10 +277,13 @@ class ModelConfig:
         rows = (("index_keys", (self.d_index,)),) if self.d_index is not None else ()
         return KeysValues(self.n_kv_head, self.d_head, self.d_value, self.layer_window(layer), rows)
 
-    def prefix(self, n_layer: int) -> ModelConfig:
+    def prefix(self, n_layer: int) -> Any:
         """The same model cut to its first n_layer layers (count's twin)."""
-        dataclass_config: Any = self  # every family's config is a dataclass
-        return replace(dataclass_config, n_layer=n_layer)
+        names = self.__dataclass_fields__  # type: ignore[attr-defined]
+        cut: dict[str, Any] = {"n_layer": n_layer} if "n_layer" in names else {}
+        if "layer_types" in names:
+            cut["layer_types"] = self.layer_types[:n_layer]
+        return replace(self, **cut)  # type: ignore[type-var]
 
     def rope(self, layer: int) -> Rope | None:
         """The rotary positions of a layer's attention (families/rotary.py), None where it has none (GPT-2's learned
@@ -189,192 +291,39 @@ class ModelConfig:
         return None
 
 
-class ConfigJson(dict):
-    """A config.json's object as a family reads it (config_from_hf_dict hands each family one): a dict whose get()
-    records every key the file does not have that was read with a default (transformers' default for the family),
-    and that default, in `taken`, so that those which change the model's shapes can be said (shape_defaults). An
-    object nested in it (a multimodal checkpoint's text_config) records into the same book under its dotted name, and
-    a merge with another dict (|) stays a ConfigJson of the same book. A family's reader works as well on a plain dict
-    (the API's, the tests'): it just records nothing. A read that must not count as a default taken (a key the family
-    reads and then ignores) goes through `unnoted`."""
-
-    def __init__(self, data: dict, taken: dict | None = None, prefix: str = "") -> None:
-        super().__init__(data)
-        self.taken: dict[str, Any] = {} if taken is None else taken
-        self.prefix = prefix  # "text_config." for an object nested under that key
-
-    def get(self, key, default=None):
-        if key in self:
-            value = self[key]
-            if isinstance(value, dict) and not isinstance(value, ConfigJson):
-                return ConfigJson(value, self.taken, f"{self.prefix}{key}.")
-            return value
-        if default is not None:  # a default of None is no default: the value follows from other keys (head_dim)
-            self.taken.setdefault(self.prefix + key, default)
-        return default
-
-    def __or__(self, other):
-        return ConfigJson({**self, **other}, self.taken, self.prefix)
-
-    def __ror__(self, other):
-        return ConfigJson({**other, **self}, self.taken, self.prefix)
-
-
-def either(hf: dict, keys: tuple[str, ...], default=None):
-    """The value of the first of `keys` (spellings of one setting: n_routed_experts or num_local_experts) that the
-    file has, or `default`, taken for the first spelling."""
-    for key in keys:
-        if key in hf:
-            return hf[key]
-    return hf.get(keys[0], default)
-
-
-def unnoted(hf: dict, key: str, default=None):
-    """A key's value or `default`, without counting the default as one the model took (a key the family reads only
-    to refuse what it cannot compute, or reads for layers the model does not have)."""
-    return hf[key] if key in hf else default
-
-
-# The config.json keys whose defaults change the model's shapes: a file that leaves one out gets transformers' default
-# for its family and a note on stderr saying so (models/config.py), once per load. The rule: a key is a shape key
-# when its value is a size or a count of what the model holds or runs: how many layers and the kind of each (which
-# decides each layer's weights), widths (the model's, the MLP's, the experts', the low-rank latents'), heads and their
-# sizes, the vocabulary, the context and a sliding window (a position table, what a layer's cache holds), the experts
-# (how many, how many a token runs), an indexer's heads and the keys it keeps, a recurrent layer's heads, groups, state
-# and conv kernel. Not shape keys: norms' epsilons, activations, rotary bases and scalings, token ids, biases' flags,
-# scales and soft caps, a router's groups, chunk sizes (how a scan is computed, not what it holds or computes). A key
-# the file leaves out whose value transformers works out from the file's other keys (head_dim as hidden_size /
-# num_attention_heads, num_key_value_heads as num_attention_heads, GPT-2's n_inner as 4 n_embd) takes no default: it
-# is read with None, and says nothing.
-SHAPE_KEYS = frozenset({
-    # layers, and which kind each is
-    "num_hidden_layers", "n_layer", "layers_block_type", "layer_types", "hybrid_override_pattern",
-    "full_attention_interval", "first_k_dense_replace", "mlp_layer_types", "decoder_sparse_step", "mlp_only_layers",
-    "sliding_window_pattern", "max_window_layers",
-    # widths
-    "hidden_size", "n_embd", "intermediate_size", "n_inner", "moe_intermediate_size", "shared_expert_intermediate_size",
-    "moe_shared_expert_intermediate_size", "moe_latent_size", "expand", "q_lora_rank", "kv_lora_rank",
-    # heads and their sizes
-    "num_attention_heads", "n_head", "num_key_value_heads", "head_dim", "qk_rope_head_dim", "qk_nope_head_dim",
-    "v_head_dim",
-    # vocabulary, context, window
-    "vocab_size", "max_position_embeddings", "n_positions", "sliding_window",
-    # experts
-    "num_local_experts", "num_experts", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
-    # an indexer
-    "index_n_heads", "index_head_dim", "index_topk",
-    # recurrent layers
-    "num_heads", "mamba_num_heads", "mamba_head_dim", "state_size", "ssm_state_size", "n_groups", "conv_kernel",
-    "linear_conv_kernel_dim", "linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-    "linear_value_head_dim",
-})  # fmt: skip
-
-
 def shape_defaults(hf: dict) -> dict[str, Any]:
-    """The shape keys (SHAPE_KEYS) a config.json left out that its family read with a default, by their dotted names
-    ("text_config.linear_num_value_heads"), and the default each took; {} for a plain dict."""
-    taken = hf.taken if isinstance(hf, ConfigJson) else {}
-    return {key: value for key, value in taken.items() if key.rsplit(".", 1)[-1] in SHAPE_KEYS}
+    """The keys that change the model's shapes which a config.json left out and its family read with a default, by
+    their dotted names ("text_config.linear_num_value_heads"), and the default each took; {} for a plain dict."""
+    if not isinstance(hf, ConfigJson):
+        return {}
+    return {key: value for key, value in hf.taken.items() if key in hf.shapes}
 
 
-def rope_dict(theta: float, scaling: tuple | None = None, **more) -> dict:
-    """transformers 5's rope_parameters of a config: the rope type, theta and the scaling's keys (tuples as lists)."""
-    rope: dict = {"rope_type": "default", "rope_theta": theta}
-    for key, value in scaling or ():
-        rope[key] = list(value) if isinstance(value, tuple) else value
-    return rope | more
+def heads_of_width(heads: int | None = None, width: int | None = None) -> Refusal:
+    """A head_dim other than hidden_size / num_attention_heads (the file's, or `heads` and `width` where it has none),
+    refused: the attention's heads are D / H wide whatever head_dim says (GPT-NeoX's, Phi-3's rotary would read it,
+    their attention would not)."""
+
+    def other(head_dim, hf: dict) -> bool:
+        H, D = hf.get("num_attention_heads", heads), hf.get("hidden_size", width)
+        return head_dim is not None and not (type(head_dim) is int and type(H) is int and head_dim * H == D)
+
+    return Refusal("head_dim", "other than hidden_size / num_attention_heads is not supported", other)
 
 
-def flag(hf: dict, key: str) -> bool:
-    """A true/false option; a string such as "false" would read as true, so it is refused."""
-    value = hf.get(key, False)
-    if not isinstance(value, bool):
-        raise UserError(f"config {key} must be true or false, not {value!r}")
-    return value
-
-
-def check_positive(key: str, value) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise UserError(f"config {key} must be a positive integer, not {value!r}")
-
-
-def check_positive_number(key: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise UserError(f"config {key} must be a positive number, not {value!r}")
+def check_multiple(config: ModelConfig, whole: str, part: str, why: str = "") -> None:
+    """A field a multiple of another (heads sharing keys, value heads per key head), refused under their config.json
+    keys."""
+    many, each = getattr(config, whole), getattr(config, part)
+    if many % each:
+        raise UserError(f"config {config.key(whole)}={many} is not a multiple of {config.key(part)}={each}{why}")
 
 
 def check_experts(config: ModelConfig) -> None:
-    """A mixture of experts' E and k, positive, and k at most E (each named as the family's config.json spells it)."""
-    config.require_positive("n_experts", "top_k")
+    """A mixture of experts' k at most E (each named as the family's config.json spells it)."""
     if config.top_k > config.n_experts:  # type: ignore[operator]
         raise UserError(
             f"config {config.key('top_k')}={config.top_k} exceeds {config.key('n_experts')}={config.n_experts}"
-        )
-
-
-def number(hf: dict, key: str, default: float) -> float:
-    """A number a config.json gives (or its default), as a float; anything else refused by name."""
-    value = hf.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise UserError(f"config {key} must be a number, not {value!r}")
-    return float(value)
-
-
-def check_activation(key: str, value) -> None:
-    if value not in SUPPORTED_ACTIVATIONS:
-        raise UserError(f"config {key}={value!r} is not supported (supported: {', '.join(SUPPORTED_ACTIVATIONS)})")
-
-
-def check_model_type(hf: dict, model_types: tuple[str, ...], what: str) -> str:
-    """config.json's model_type, one of `model_types`, or refused as not `what` ("a Mixtral (mixtral)")."""
-    model_type = hf.get("model_type")
-    if model_type not in model_types:
-        raise UserError(f"config model_type={model_type!r} is not {what}")
-    return model_type
-
-
-def check_dtype(hf: dict) -> None:
-    """The weights' dtype a config.json states (transformers 5's dtype, or torch_dtype): float32, float16 or bfloat16,
-    which the loader reads (and upcasts), or none."""
-    dtype = hf.get("dtype", hf.get("torch_dtype"))
-    if dtype not in (None, "float32", "float16", "bfloat16"):
-        raise UserError(f"config dtype={dtype!r} is not supported (float32, float16 or bfloat16 weights)")
-
-
-def token_ids(value):
-    """A token id, or a list of them (config.json's eos_token_id) as a tuple: hashable."""
-    return tuple(value) if isinstance(value, list) else value
-
-
-def listed(value):
-    """A config's tuple as JSON writes it, a list (an eos_token_id of several ids, a per-layer list)."""
-    return list(value) if isinstance(value, tuple) else value
-
-
-def llama_keys(hf: dict, defaults: dict, rope: dict | None = None) -> dict:
-    """The shapes, norm, activation and ids of a Llama-like config.json, as its config's fields, each the config.json's
-    value or, where it has none, the family's default (`defaults`, by config.json key: transformers' defaults for
-    that model_type; a key it leaves out defaults to None); tie_word_embeddings, a flag; and the rope's theta and
-    scaling where `rope` is given (rotary.read's)."""
-    fields = {field: hf.get(key, defaults.get(key)) for key, field in LLAMA_KEYS.items()}
-    fields["eos_token_id"] = token_ids(fields["eos_token_id"])
-    fields["tie_word_embeddings"] = flag(hf, "tie_word_embeddings")
-    if rope is not None:
-        fields |= {"rope_theta": rope.pop("rope_theta"), "rope_scaling": rotary.scaling(rope)}
-    return fields
-
-
-FULL, SLIDING = "full_attention", "sliding_attention"  # transformers' layer types of attention with and without window
-
-
-def check_layer_kinds(kinds: tuple[str, ...], n_layer: int) -> None:
-    """A config's layer_types: one for each layer, each full_attention or sliding_attention."""
-    if len(kinds) != n_layer:
-        raise UserError(f"config layer_types has {len(kinds)} entries for num_hidden_layers={n_layer}")
-    unknown = sorted(set(kinds) - {FULL, SLIDING})
-    if unknown:
-        raise UserError(
-            f"config layer_types {', '.join(map(repr, unknown))} is not supported (supported: {FULL}, {SLIDING})"
         )
 
 

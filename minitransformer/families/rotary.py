@@ -200,16 +200,6 @@ def given(hf: dict) -> tuple[str, dict]:
     return key, rope
 
 
-def read(hf: dict, kinds: tuple[str, ...] = ROPE_TYPES, theta: float = 10000.0, theta_key: str = "rope_theta") -> dict:
-    """rope_theta and the scaling of a config.json, as transformers reads them: the rope object (`given`), its theta
-    the top-level `theta_key` (or `theta`) where it has none; a rope type not in `kinds` is refused by name."""
-    _, rope = given(hf)
-    if rope.get("rope_theta") is None:
-        rope["rope_theta"] = hf[theta_key] if hf.get(theta_key) is not None else theta
-    check(rope, kinds)
-    return rope
-
-
 def check(rope: dict, kinds: tuple[str, ...] = ROPE_TYPES) -> None:
     """A rope type of `kinds`, with the numbers it needs, each positive."""
     kind = rope.get("rope_type", "default")
@@ -238,11 +228,160 @@ def scaling(rope: dict) -> tuple[tuple[str, object], ...] | None:
     return tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None
 
 
+def parameters(theta: float, scaling: tuple | None = None, **more) -> dict:
+    """transformers 5's rope_parameters of a config: the rope type, theta and the scaling's keys (tuples as lists)."""
+    rope: dict = {"rope_type": "default", "rope_theta": theta}
+    for key, value in scaling or ():
+        rope[key] = list(value) if isinstance(value, tuple) else value
+    return rope | more
+
+
 def refuse_partial(hf: dict, rope: dict, keys: tuple[str, ...] = ("partial_rotary_factor",)) -> None:
-    """A partial rotation (partial_rotary_factor, top-level or in the rope: transformers 5 keeps it there) or
+    """A partial rotation (partial_rotary_factor, in the rope, and at the file's top level where `hf` is the file) or
     pretraining_tp other than 1, refused by name where the family's attention turns every number of a head."""
     harmless = {"pretraining_tp": (None, 1), "partial_rotary_factor": (None, 1, 1.0)}
     for key in keys:
         for value in (hf.get(key), rope.pop(key, None)):
             if value not in harmless[key]:
                 raise UserError(f"config {key}={value!r} is not supported")
+
+
+def positive(key: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UserError(f"config {key} must be a positive number, not {value!r}")
+
+
+@dataclass(frozen=True)
+class RopeKeys:
+    """A config's rotary positions as its config.json states them (a group of the config's declaration, families/
+    config.py): transformers 5's rope_parameters, or an older file's rope_scaling beside a top-level theta, read into
+    the fields rope_theta and rope_scaling (sorted pairs; no such field where the family computes the default rope
+    alone) and written back as rope_parameters. A family says which rope types it computes (another is refused by
+    name), transformers' theta where the file gives none, the keys of a partial rotation it refuses (in the rope, and
+    at the file's top level where transformers reads them there too), the rope where the file gives none, and where it
+    turns a share of each head: the field that holds the share, the older top-level key and transformers' default."""
+
+    kinds: tuple[str, ...] = ROPE_TYPES
+    refused: tuple[str, ...] = ("partial_rotary_factor",)
+    top_level: bool = False
+    theta_key: str = "rope_theta"  # an older file's top-level theta
+    default: dict | None = None  # the rope where the file gives none (gpt-oss's YaRN)
+    share: tuple[str, str, float] | None = None  # (field, older top-level key, default) of the share of a head turned
+    ignored: tuple[str, ...] = ()  # keys read and left (a multimodal rope's sections: a text token's are one position)
+    strict: bool = False  # any other key of a default rope refused
+
+    def rope(self, hf: dict, theta: float) -> dict:
+        """The file's rope object (or the default one), its type checked, its theta (`theta` where the file has none)
+        filled in."""
+        if self.default is not None and not (hf.get("rope_scaling") or hf.get("rope_parameters")):
+            hf = {"rope_parameters": self.default, self.theta_key: hf.get(self.theta_key)}
+        _, rope = given(hf)
+        if rope.get("rope_theta") is None:
+            rope["rope_theta"] = hf[self.theta_key] if hf.get(self.theta_key) is not None else theta
+        check(rope, self.kinds)
+        return rope
+
+    def read(self, hf: dict, config: type, model_type: str = "") -> dict:
+        """rope_theta (the config's default where the file has none), rope_scaling and the share of a head turned."""
+        rope = self.rope(hf, config.__dataclass_fields__["rope_theta"].default)  # type: ignore[attr-defined]
+        fields = {"rope_theta": rope.pop("rope_theta")}
+        if self.share is not None:
+            name, older, default = self.share
+            share = rope.pop("partial_rotary_factor", None)
+            fields[name] = share if share is not None else hf[older] if hf.get(older) is not None else default
+        refuse_partial(hf if self.top_level else {}, rope, self.refused)
+        for key in self.ignored:
+            rope.pop(key, None)
+        if self.strict and set(rope) - {"rope_type"}:
+            raise UserError(f"config rope_parameters {', '.join(sorted(set(rope) - {'rope_type'}))} is not supported")
+        return fields if self.kinds == ("default",) else fields | {"rope_scaling": scaling(rope)}
+
+    def write(self, config) -> dict:
+        share = {} if self.share is None else {"partial_rotary_factor": getattr(config, self.share[0])}
+        return {"rope_parameters": parameters(config.rope_theta, getattr(config, "rope_scaling", None), **share)}
+
+    def check(self, config) -> None:
+        """theta positive, the scaling's numbers those its type needs; a share of each head in (0, 1] turning whole
+        pairs, one at least (where the share is in partial_rotary_factor; GPT-NeoX's rotary_pct rounds up)."""
+        positive("rope_theta", config.rope_theta)
+        if getattr(config, "rope_scaling", None) is not None:
+            check(dict(config.rope_scaling), self.kinds)
+        if self.share is not None and self.share[0] == "partial_rotary_factor":
+            share = config.partial_rotary_factor
+            if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+                raise UserError(f"config partial_rotary_factor must be a number in (0, 1], not {share!r}")
+            turned = int(config.d_head * share)
+            if turned < 2 or turned % 2:
+                raise UserError(
+                    f"config partial_rotary_factor={share} turns {turned} of each head's {config.d_head} "
+                    f"numbers; rotary embeddings need an even number, at least 2"
+                )
+
+
+@dataclass(frozen=True)
+class LongRope(RopeKeys):
+    """Phi-3's rope as Phi3Config.convert_rope_params_to_dict reads it: the default rope or LongRoPE (short and long
+    factors, one per rotated frequency; a factor and an attention factor where given), theta and the share of each head
+    turned from the rope or the file's top level; "yarn" is Phi-3's old name of longrope, and "su" an older one which
+    transformers 5 no longer reads (refused); original_max_position_embeddings is the config's own field (transformers
+    puts the top-level one in the rope over any it held)."""
+
+    kinds: tuple[str, ...] = ("default", "longrope")
+    share: tuple[str, str, float] | None = ("partial_rotary_factor", "partial_rotary_factor", 1.0)
+    refused: tuple[str, ...] = ()
+
+    def rope(self, hf: dict, theta: float) -> dict:
+        _, rope = given(hf)
+        if rope["rope_type"] == "su":  # transformers 5 fails on it too (it looks for original_max_position_embeddings)
+            raise UserError(
+                "config rope type 'su' (the old name of 'longrope') is not supported: transformers no longer "
+                'reads it; write "type": "longrope"'
+            )
+        if rope["rope_type"] == "yarn":  # not YaRN: Phi3Config reads Phi-3's old "yarn" as longrope
+            rope["rope_type"] = "longrope"
+        if rope["rope_type"] not in self.kinds:
+            raise UserError(
+                f"config rope type {rope['rope_type']!r} is not supported for phi3 (supported: {', '.join(self.kinds)})"
+            )
+        if rope.get("rope_theta") is None:
+            rope["rope_theta"] = hf["rope_theta"] if hf.get("rope_theta") is not None else theta
+        rope.pop("original_max_position_embeddings", None)
+        unknown = sorted(
+            set(rope)
+            - {
+                "rope_type",
+                "rope_theta",
+                "partial_rotary_factor",
+                "short_factor",
+                "long_factor",
+                "factor",
+                "attention_factor",
+            }
+        )
+        if unknown and rope["rope_type"] == "longrope":
+            raise UserError(f"config rope scaling 'longrope' with {', '.join(unknown)} is not supported")
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in rope.items() if v is not None}  # hashable
+
+    def check(self, config) -> None:
+        """LongRoPE's factors: a positive number per rotated frequency (config.rotary_dim / 2) of each list; a factor
+        and an attention factor positive where given."""
+        super().check(config)
+        rope = dict(config.rope_scaling or ())
+        if not rope:
+            return
+        for key in ("short_factor", "long_factor"):
+            factors = rope.get(key)
+            if not isinstance(factors, tuple) or not all(
+                isinstance(f, (int, float)) and not isinstance(f, bool) and f > 0 for f in factors
+            ):
+                raise UserError(
+                    f"config rope scaling 'longrope' needs {key}, a list of positive numbers, not {factors!r}"
+                )
+            if len(factors) != config.rotary_dim // 2:
+                raise UserError(
+                    f"config rope scaling 'longrope' {key} has {len(factors)} numbers; the {config.rotary_dim} "
+                    f"rotated numbers of a head need {config.rotary_dim // 2}"
+                )
+        for key in ("factor", "attention_factor"):
+            if rope.get(key) is not None:
+                positive(f"rope scaling 'longrope' {key}", rope[key])

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from ..errors import UserError
 from .architecture import Architecture
-from .config import ConfigJson, ModelConfig, shape_defaults
+from .config import ModelConfig, shape_defaults
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
 from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
 from .gemma.family import ARCHITECTURE as GEMMA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
+from .keys import ConfigJson
 from .llama.family import ARCHITECTURE as LLAMA
 from .mamba2.family import ARCHITECTURE as MAMBA2
 from .mixtral.family import ARCHITECTURE as MIXTRAL
@@ -94,3 +95,6 @@ for _family in (
     NEMOTRON_H,
 ):
     register(_family)
+
+# Every config.json key that sets a model's shapes in some family (each family's declaration says which of its keys do).
+SHAPE_KEYS = frozenset().union(*(architecture.config.shape_keys() for architecture in ARCHITECTURES.values()))

@@ -362,7 +362,7 @@ def test_no_float64_anywhere_in_the_forward_pass(small_gpt2):
 def test_every_activation_is_float32(tmp_path):
     from conftest import write_gpt2
     from minitransformer import load_model
-    from minitransformer.families.config import SUPPORTED_ACTIVATIONS
+    from minitransformer.families.keys import SUPPORTED_ACTIVATIONS
 
     for activation in SUPPORTED_ACTIVATIONS:
         model = load_model(write_gpt2(tmp_path / activation, vocab_size=50, activation_function=activation))

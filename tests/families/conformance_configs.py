@@ -364,7 +364,7 @@ FAMILIES: dict[str, Family] = {
                     num_experts_per_tok=2, moe_intermediate_size=12, shared_expert_intermediate_size=20,
                     max_position_embeddings=512, seed=3),
     }, moved=moderate_decays, greedy=70, batch=(9, 80, 3), batch_configs=("dense", "moe"), float64=100,
-        refused=(NOT_A_DTYPE, ({"attn_output_gate": False}, "attn_output_gate=False"))),
+        refused=(NOT_A_DTYPE, ({"attn_output_gate": False}, "attn_output_gate=false"))),
     # B and C shared by groups of heads or by all of them, biases on in_proj and out_proj, a conv without its bias
     # and of another kernel, tied embeddings, and a time_step_limit that clamps dt in the chunked form; chunks far
     # shorter than the prompts (the last of them shorter).

@@ -1,6 +1,6 @@
 """A config.json read as the file spells it, in every family: a key that changes the model's shapes and that the file
 leaves out is refused, follows from the file's other keys, or takes transformers' default with a note on stderr that
-says which and what (families/config.py's SHAPE_KEYS states the rule); and a key the file gives wrongly is refused
+says which and what (families/config.py's SIZE states the rule; each family's declaration marks its keys); and a key the file gives wrongly is refused
 under the file's own spelling, never under the field it fills (mamba2's head_dim once came back as ssm_head_dim).
 
 One preset of each model_type is the complete config.json (its config writes every key it reads); taking keys out of
@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import MISSING
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
 from minitransformer import UserError
-from minitransformer.families.config import SHAPE_KEYS
-from minitransformer.families.table import PRESETS
+from minitransformer.families.keys import Fixed, listed
+from minitransformer.families.table import ARCHITECTURES, PRESETS, SHAPE_KEYS
 from minitransformer.models.config import load_config
 
 
@@ -165,7 +166,7 @@ def test_every_size_given_wrongly_is_refused_under_the_file_s_own_key(tmp_path, 
     ("nemotron_h", "ssm_state_size", 1.5, "config ssm_state_size must be a positive integer, not 1.5"),
     ("qwen3_5_text", "linear_num_value_heads", True, "config linear_num_value_heads must be a positive integer, not True"),
     ("qwen3_moe", "moe_intermediate_size", -1, "config moe_intermediate_size must be a positive integer, not -1"),
-    ("deepseek_v3", "routed_scaling_factor", "2.5", "config routed_scaling_factor must be a number, not '2.5'"),
+    ("deepseek_v3", "routed_scaling_factor", "2.5", "config routed_scaling_factor must be a positive number, not '2.5'"),
     ("gemma2", "hidden_activation", "swish2", "config hidden_activation='swish2' is not supported"),
     ("mixtral", "num_experts_per_tok", 9, "config num_experts_per_tok=9 exceeds num_local_experts=8"),
     ("gpt_oss", "num_local_experts", 0, "config num_local_experts must be a positive integer, not 0"),
@@ -175,3 +176,46 @@ def test_every_size_given_wrongly_is_refused_under_the_file_s_own_key(tmp_path, 
 def test_named_refusals(tmp_path, capsys, model_type, key, value, message):
     config, _ = load(tmp_path, {**CONFIGS[model_type], key: value}, capsys)
     assert isinstance(config, UserError) and str(config).startswith(message), config
+
+
+# --- the defaults are transformers' ---------------------------------------------------------------------------
+# Keys that transformers' config class reads without declaring a default of its own (an attribute its model reads with
+# getattr, an older spelling its __post_init__ converts): why each is read with ours.
+UNDECLARED = {
+    "head_dim": "absent: D / H, as the attention's getattr(config, 'head_dim', D // H)",
+    "sliding_window_pattern": "Gemma 3's older spelling of layer_types: a full layer in 6, as Gemma3TextConfig converts",
+    "full_attention_interval": "Qwen3.5's older spelling of layer_types: a full layer in 4, as its config converts",
+    "hybrid_override_pattern": "Nemotron-H's older spelling of layers_block_type (a property of NemotronHConfig)",
+}
+TYPES = [(t, a.config) for a in ARCHITECTURES.values() for t in a.config.classes]
+
+
+def declared(config) -> list:
+    """Every key a family's config declares: its fields' and those their rules and readers read."""
+    found, todo = [], [entry for _, entry in config.keys()]
+    while todo:
+        entry = todo.pop(0)
+        found.append(entry)
+        todo += entry.reads
+    return found
+
+
+@pytest.mark.parametrize("model_type, config", TYPES, ids=[t for t, _ in TYPES])
+def test_every_default_declared_is_transformers_own(model_type, config):
+    """Where a file leaves a key out, the family takes what transformers 5.24's config class of its model_type takes:
+    its class default (those a file must give, those a model type reads not at all, and those read by rules of
+    their own aside)."""
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    theirs = type(transformers.AutoConfig.for_model(model_type))
+    compared = 0
+    for entry in declared(config):
+        ours = entry.default_for(model_type)
+        if ours is MISSING or isinstance(ours, Fixed) or entry.required or entry.read is not None:
+            continue
+        their = getattr(theirs, entry.json, property())
+        if isinstance(their, property):
+            assert entry.json in UNDECLARED, f"{model_type}: {entry.json} has no default in {theirs.__name__}"
+            continue
+        assert listed(ours) == listed(their), (model_type, entry.json, ours, their)
+        compared += 1
+    assert compared >= 5, compared

@@ -229,7 +229,7 @@ def test_deepseek_defaults_are_transformers_defaults():
     assert (ours.n_layer, ours.n_embd, ours.n_inner, ours.moe_inner, ours.n_head, ours.q_lora_rank, ours.kv_lora_rank,
             ours.qk_rope_head_dim, ours.qk_nope_head_dim, ours.v_head_dim, ours.n_experts, ours.top_k,
             ours.n_shared_experts, ours.n_group, ours.topk_group, ours.first_k_dense, ours.norm_topk_prob,
-            ours.routed_scaling_factor, ours.rope_interleave, ours.n_positions, ours.rms_norm_eps, ours.rope_theta,
+            ours.routed_scaling_factor, ours.rope_interleave, ours.n_positions, ours.norm_eps, ours.rope_theta,
             ours.vocab_size, ours.bos_token_id, ours.eos_token_id) == (
         t.num_hidden_layers, t.hidden_size, t.intermediate_size, t.moe_intermediate_size, t.num_attention_heads,
         t.q_lora_rank, t.kv_lora_rank, t.qk_rope_head_dim, t.qk_nope_head_dim, t.v_head_dim, t.n_routed_experts,

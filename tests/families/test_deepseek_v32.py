@@ -295,9 +295,9 @@ def test_defaults_are_transformers_defaults():
     assert (ours.n_layer, ours.n_embd, ours.n_inner, ours.moe_inner, ours.n_head, ours.q_lora_rank, ours.kv_lora_rank,
             ours.qk_rope_head_dim, ours.qk_nope_head_dim, ours.v_head_dim, ours.n_experts, ours.top_k,
             ours.n_shared_experts, ours.n_group, ours.topk_group, ours.first_k_dense, ours.norm_topk_prob,
-            ours.routed_scaling_factor, ours.n_positions, ours.rms_norm_eps, ours.rope_theta, ours.vocab_size,
+            ours.routed_scaling_factor, ours.n_positions, ours.norm_eps, ours.rope_theta, ours.vocab_size,
             ours.bos_token_id, ours.eos_token_id, ours.index_topk, ours.index_head_dim, ours.index_n_heads,
-            list(ours.mlp_layer_types or ())) == (
+            ours.to_hf_dict()["mlp_layer_types"]) == (
         t.num_hidden_layers, t.hidden_size, t.intermediate_size, t.moe_intermediate_size, t.num_attention_heads,
         t.q_lora_rank, t.kv_lora_rank, t.qk_rope_head_dim, t.qk_nope_head_dim, t.v_head_dim, t.n_routed_experts,
         t.num_experts_per_tok, t.n_shared_experts, t.n_group, t.topk_group, t.first_k_dense_replace,
@@ -311,7 +311,7 @@ def test_which_layers_have_experts_is_mlp_layer_types_as_transformers_builds_the
     _, ours, hf = made("yarn_pattern")
     assert ours.config.layer_types == ("moe", "dense", "moe")
     assert [hasattr(layer.mlp, "experts") for layer in hf.model.layers] == [True, False, True]
-    assert ours.config.prefix(2).mlp_layer_types == ("sparse", "dense")
+    assert ours.config.prefix(2).layer_types == ("moe", "dense")
 
 
 @pytest.fixture(scope="module")

@@ -71,12 +71,12 @@ def test_a_gemma3_config_is_read_as_its_text_model_with_transformers_defaults():
 
 @pytest.mark.parametrize("change, message", [
     ({"use_bidirectional_attention": True}, "use_bidirectional_attention=true"),
-    ({"layer_types": [SLIDING, "chunked_attention", FULL, FULL]}, "layer_types must name 4 layers"),
+    ({"layer_types": [SLIDING, "chunked_attention", FULL, FULL]}, "layer_types=['sliding_attention', 'chunked_attention'"),
     ({"layer_types": [SLIDING, FULL]}, "layer_types must name 4 layers"),
-    ({"sliding_window": None}, "sliding_window=null, but layer_types has sliding_attention"),
+    ({"sliding_window": None}, "layer_types has sliding_attention layers but sliding_window is null"),
     ({"rope_parameters": {"rope_type": "yarn", "factor": 2.0}}, "rope type 'yarn' is not supported"),
     ({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}}, "partial_rotary_factor=0.5"),
-    ({"hidden_activation": None}, "hidden_activation=null"),
+    ({"hidden_activation": None}, "hidden_activation=None is not supported"),
     ({"hidden_activation": "swiglu"}, "config hidden_activation='swiglu' is not supported"),
     ({"attn_logit_softcapping": 0}, "attn_logit_softcapping must be a positive number"),
     ({"dtype": "float8"}, "dtype='float8' is not supported"),

@@ -240,7 +240,7 @@ def test_defaults_are_transformers_defaults():
     ours = GptOssConfig.from_hf_dict({"model_type": "gpt_oss"})
     theirs = transformers.GptOssConfig()
     assert (ours.n_layer, ours.n_experts, ours.top_k, ours.n_embd, ours.n_inner, ours.head_dim, ours.n_head,
-            ours.n_kv_head, ours.vocab_size, ours.n_positions, ours.rms_norm_eps, ours.sliding_window,
+            ours.n_kv_head, ours.vocab_size, ours.n_positions, ours.norm_eps, ours.sliding_window,
             ours.swiglu_alpha, ours.swiglu_limit, ours.qkv_bias, ours.tie_word_embeddings) == (
         theirs.num_hidden_layers, theirs.num_local_experts, theirs.num_experts_per_tok, theirs.hidden_size,
         theirs.intermediate_size, theirs.head_dim, theirs.num_attention_heads, theirs.num_key_value_heads,

@@ -34,7 +34,7 @@ def test_the_sliding_layers_cost_less_past_the_window_and_the_full_ones_do_not()
     assert formulas.layer_groups(c) == {(128, weights, dots): 12, (None, weights, dots): 12}
     T = 1000
     sliding = formulas.layer_macs(c, T, T)  # the window of 128
-    full = formulas.layer_macs(replace(c, sliding_window=None, layer_kinds=("full_attention",) * 24), T, T)
+    full = formulas.layer_macs(replace(c, sliding_window=None, layer_types=("full_attention",) * 24), T, T)
     assert sliding < full and full - T * weights == 2 * 64 * 64 * formulas.computed_pairs(T, T)  # every pair
     assert formulas.pass_macs(c, T, T) == 12 * sliding + 12 * full + formulas.logits_macs(c)
     assert count_generation(c, T, 1).totals.macs == formulas.pass_macs(c, T, T)

@@ -172,7 +172,7 @@ def test_captures_have_the_documented_names_and_hold_what_the_equations_say(name
     close = lambda x, y: np.allclose(x, y, rtol=1e-5, atol=1e-5)  # noqa: E731
     x = cache["embed"]
     assert np.array_equal(x, p.embed_tokens.weight[ids])
-    assert close(cache["blocks.0.ln_1"], rms(x, b.input_layernorm.weight, c.rms_norm_eps))
+    assert close(cache["blocks.0.ln_1"], rms(x, b.input_layernorm.weight, c.norm_eps))
     q = cache["blocks.0.ln_1"] @ a.q_proj.weight.T + (a.q_proj.bias if c.qkv_bias else 0)
     assert close(cache["blocks.0.attn.q_proj"], q)
     assert close(cache["blocks.0.attn.q"], q.reshape(T, H, dh).transpose(1, 0, 2))

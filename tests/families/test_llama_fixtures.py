@@ -63,7 +63,7 @@ def test_fixtures_cover_the_options_that_change_a_llama_forward_pass():
     assert any(x.qkv_bias and x.o_bias and x.mlp_bias for x in c.values())
     assert any(x.model_type == "qwen2" and x.qkv_bias and not x.o_bias for x in c.values())
     assert {x.tie_word_embeddings for x in c.values()} == {True, False}
-    assert len({x.rms_norm_eps for x in c.values()}) >= 3
+    assert len({x.norm_eps for x in c.values()}) >= 3
     assert any(x.sliding_window is not None and x.sliding_window < x.n_positions - 30 for x in c.values())
     assert {h.get("dtype") for h in hf.values()} >= {"float32", "float16", "bfloat16"}
     assert any((d / "model.safetensors.index.json").exists() for d in hf_llama_fixture_dirs())
@@ -88,9 +88,9 @@ def test_the_llama3_fixture_has_frequencies_in_each_band_of_the_rescaling():
 
 
 @pytest.mark.parametrize("fixture, change", [
-    ("llama_mha", dict(rms_norm_eps=1e-6)),
+    ("llama_mha", dict(norm_eps=1e-6)),
     ("llama_gqa_bias", dict(rope_theta=10000.0)),
-    ("llama_gqa_bias", dict(rms_norm_eps=1e-3)),
+    ("llama_gqa_bias", dict(norm_eps=1e-3)),
     ("llama3_mqa_tied", dict(rope_scaling=None)),
     ("llama_linear_fp16", dict(rope_scaling=None)),
     ("mistral_window", dict(sliding_window=None)),

@@ -10,7 +10,7 @@ than take one for all; its attention soft-caps its scores (c tanh(S / c), as Gem
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import pytest
@@ -40,6 +40,7 @@ from minitransformer.views.plots import plots_png
 from minitransformer.views.report import ledger_report
 
 WINDOW = 5
+LLAMA_FIELDS = [f.name for f in fields(LlamaConfig) if f.name != "model_type"]  # a Llama's of the same numbers
 
 
 # Its config: the Llama config, its even layers windowed and its odd ones not, and the scores' cap.
@@ -51,6 +52,7 @@ class ToyConfig(LlamaConfig):
     model_type: str = "toy"
 
     family = "toy"
+    classes = {"toy": "ToyForCausalLM"}  # which no transformers has
 
     @property
     def layer_types(self) -> tuple[str, ...]:
@@ -90,7 +92,7 @@ def toy_stages(config: ToyConfig):
 
 CAPPED = Attention(toy_attention, toy_stages, edited(llama_stages.attention(), after={"scale": SOFTCAP}))
 # Its presets come with its registration (the fixture below); the record is the Llama family's with these.
-TOY = llama_like("toy", ("toy",), ToyConfig, {}, CAPPED, label="made-up family", reference_classes={})
+TOY = llama_like("toy", ("toy",), ToyConfig, {}, CAPPED, label="made-up family")
 
 
 def toy_config(n_layer: int = 4, **options) -> ToyConfig:
@@ -142,7 +144,7 @@ def test_a_registered_family_runs_with_each_layer_its_own_window(toy):
     rounding = 1e-5 * max(1.0, float(np.abs(logits).max()))  # float32's, between passes that sum in other orders
     # The same weights as a Llama whose every layer has the window, or none has: both differ from the toy.
     for window in (WINDOW, None):
-        uniform = LlamaConfig(**{k: getattr(config, k) for k in LlamaConfig.__dataclass_fields__ if k != "model_type"}
+        uniform = LlamaConfig(**{k: getattr(config, k) for k in LLAMA_FIELDS}
                               | {"sliding_window": window})  # fmt: skip
         other = Model(uniform, model.params, source="memory").logits(ids)
         assert np.abs(other[WINDOW + 2 :] - logits[WINDOW + 2 :]).max() > 1e-3
@@ -175,7 +177,7 @@ def test_its_attention_is_its_own_and_the_rest_is_the_llama_familys(toy):
     real = count_passes(capped_model, 40, 3)
     assert real.totals.macs == count_generation(capped_config, 40, 3).totals.macs
     assert real.totals.macs == formulas.generation_macs(capped_config, 40, 3)
-    llama = LlamaConfig(**{k: getattr(plain, k) for k in LlamaConfig.__dataclass_fields__ if k != "model_type"})
+    llama = LlamaConfig(**{k: getattr(plain, k) for k in LLAMA_FIELDS})
     assert (
         formulas.parameters(capped_config)
         == formulas.parameters(llama)
@@ -241,7 +243,7 @@ def test_validate_refuses_a_family_newer_than_the_transformers_installed(toy):
     from minitransformer.verbs.validate import load_reference
 
     unregister("toy")
-    register(replace(TOY, presets={}, reference_classes={"toy": "ToyForCausalLM"}))
+    register(replace(TOY, presets={}))
     message = f"transformers {transformers.__version__} has no ToyForCausalLM, which validate compares with; upgrade"
     with pytest.raises(UserError, match=message):
         load_reference(random_model(toy_config()))
@@ -280,7 +282,7 @@ SPLIT_STAGES = StageTable("split", llama_stages.EMBED, SPLIT_BLOCK, llama_stages
 SPLIT = Architecture(
     name="split", model_types=("split",), config=SplitConfig, presets={}, forward=Decoder(split_block),
     stage_table=lambda config: SPLIT_STAGES, every_stage=SPLIT_STAGES, layout=llama_layout(split_shapes, {}, ()),
-    formulas=LlamaFormulas(), reference_classes={},
+    formulas=LlamaFormulas(),
 )  # fmt: skip
 
 

@@ -211,7 +211,7 @@ def test_defaults_are_transformers_defaults():
     ours, t = Mamba2Config.from_hf_dict({"model_type": "mamba2"}), transformers.Mamba2Config()
     assert (ours.n_layer, ours.n_embd, ours.vocab_size, ours.ssm_heads, ours.ssm_head_dim, ours.state_size,
             ours.n_groups, ours.conv_kernel, ours.expand, ours.chunk_size, ours.use_bias, ours.use_conv_bias,
-            ours.ssm_act, ours.layer_norm_epsilon, ours.time_step_limit, ours.tie_word_embeddings, ours.bos_token_id,
+            ours.ssm_act, ours.norm_eps, ours.time_step_limit, ours.tie_word_embeddings, ours.bos_token_id,
             ours.eos_token_id) == (
         t.num_hidden_layers, t.hidden_size, t.vocab_size, t.num_heads, t.head_dim, t.state_size, t.n_groups,
         t.conv_kernel, t.expand, t.chunk_size, t.use_bias, t.use_conv_bias, t.hidden_act, t.layer_norm_epsilon,

@@ -185,7 +185,7 @@ def test_more_experts_per_token_than_experts_is_refused():
 def test_mixtral_defaults_are_transformers_defaults():
     ours = MixtralConfig.from_hf_dict({"model_type": "mixtral"})
     theirs = transformers.MixtralConfig()
-    assert (ours.n_experts, ours.top_k, ours.rope_theta, ours.n_kv_head, ours.n_positions, ours.rms_norm_eps) == (
+    assert (ours.n_experts, ours.top_k, ours.rope_theta, ours.n_kv_head, ours.n_positions, ours.norm_eps) == (
         theirs.num_local_experts, theirs.num_experts_per_tok, theirs.rope_parameters["rope_theta"],
         theirs.num_key_value_heads, theirs.max_position_embeddings, theirs.rms_norm_eps)  # fmt: skip
 

@@ -55,7 +55,7 @@ def test_each_kind_s_output_and_the_router_s_choice_are_captured_as_transformers
             handle.remove()
     _, cache = ours.run_with_cache(ids)
     outputs = {"mamba": "mixer.out", "moe": "moe.out", "full_attention": "attn.out", "mlp": "mlp.down"}
-    for i, kind in enumerate(ours.config.kinds):
+    for i, kind in enumerate(ours.config.layer_types):
         theirs = seen[i][0] if isinstance(seen[i], tuple) else seen[i]
         np.testing.assert_allclose(cache[f"blocks.{i}.{outputs[kind]}"], theirs[0].numpy(), atol=2e-4, rtol=1e-4)
     _, weights, indices = (x.numpy() for x in seen["gate"])
@@ -72,7 +72,7 @@ def test_the_cache_holds_a_state_for_mamba_layers_keys_and_values_for_attention_
     c = ours.config
     cache = ours.new_cache(capacity=64)
     ours.run(prompt("every_kind", 20, seed=7), cache=cache)
-    for i, kind in enumerate(c.kinds):
+    for i, kind in enumerate(c.layer_types):
         held = cache.layer(i)
         if kind == "mamba":
             assert held["ssm"].shape == (8, 8, 16) and held["conv"].shape == (3, c.conv_dim) and held["ssm"].any()
@@ -104,7 +104,7 @@ def test_the_mamba_layers_state_and_the_logits_after_a_prompt_and_each_decode_st
     _, ours, hf = made(name)
     ids = prompt(name, n + then, seed=6)
     compared = checks.states_and_logits_step_by_step(ours, hf, ids[:n], steps=3, then=ids[n:])
-    mamba = ours.config.kinds.count("mamba")
+    mamba = ours.config.layer_types.count("mamba")
     assert len(compared) == 5 * (1 + 2 * mamba), compared  # 5 passes: logits, conv and ssm a Mamba layer
     assert all(c.ok for c in compared), "\n".join(map(repr, compared))  # the whole table, each OK or NOT OK
 
@@ -122,7 +122,7 @@ def test_every_kind_of_layer_s_products_are_the_closed_form_s(made, name, T, pas
     phase = Phase("decode" if past else "prefill", 1, T, past + T)
     ours.run(prompt(name, T, seed=9), cache=cache, phase=phase)
     t, H, dh = past + T, c.n_head, c.d_head
-    for i, kind in enumerate(c.kinds):
+    for i, kind in enumerate(c.layer_types):
         ran = [(r.op, r.dot_products, r.macs) for r in phase.layer_records(i) if r.kind == "matmul"]
         closed = {op: (dots, dots * n) for op, (dots, n) in FORMULAS.decoder.block.products(c, T, t, 1, i).items()}
         closed |= FORMULAS.scan(c, i, T, t)  # the scan as computed: in chunks, or the recurrent form
@@ -138,7 +138,7 @@ def test_every_kind_of_layer_s_products_are_the_closed_form_s(made, name, T, pas
 def test_a_mamba_layer_s_decode_step_costs_the_same_at_context_20_as_at_150_and_its_state_does_not_grow():
     config = PRESETS["nemotron-h-8b"]
     steps = [count_generation(config, t - 1, 2).decodes[0] for t in (20, 150)]
-    mamba, attention = config.kinds.index("mamba"), config.kinds.index("full_attention")
+    mamba, attention = config.layer_types.index("mamba"), config.layer_types.index("full_attention")
     per_layer = [{i: sum(r.macs for r in records) for records, _ in step.groups for i in {records[0].layer}}
                  for step in steps]  # fmt: skip
     one_step = FORMULAS.weight_macs_per_position(config, mamba) + FORMULAS.scan_macs(config, mamba, 1)
@@ -229,10 +229,10 @@ def test_options_that_change_inference_are_refused_by_name(hf, match):
 
 def test_defaults_are_transformers_defaults():
     ours, t = NemotronHConfig.from_hf_dict({"model_type": "nemotron_h"}), transformers.NemotronHConfig()
-    assert (list(ours.kinds), ours.n_embd, ours.vocab_size, ours.n_head, ours.n_kv_head, ours.head_dim, ours.n_inner,
+    assert (list(ours.layer_types), ours.n_embd, ours.vocab_size, ours.n_head, ours.n_kv_head, ours.head_dim, ours.n_inner,
             ours.mlp_act, ours.ssm_heads, ours.ssm_head_dim, ours.state_size, ours.n_groups, ours.conv_kernel,
             ours.chunk_size, ours.time_step_min, ours.n_experts, ours.top_k, ours.moe_inner, ours.shared_inner,
-            ours.n_group, ours.topk_group, ours.norm_topk_prob, ours.routed_scaling_factor, ours.layer_norm_epsilon,
+            ours.n_group, ours.topk_group, ours.norm_topk_prob, ours.routed_scaling_factor, ours.norm_eps,
             ours.n_positions, ours.bos_token_id, ours.eos_token_id) == (
         ["mamba" if k == "linear_attention" else k for k in t.layers_block_type], t.hidden_size, t.vocab_size,
         t.num_attention_heads, t.num_key_value_heads, t.head_dim, t.intermediate_size, t.mlp_hidden_act,

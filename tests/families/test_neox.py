@@ -185,7 +185,7 @@ def test_old_style_and_new_style_config_keys_read_as_transformers_reads_them(mad
     ({"dtype": "float64"}, r"dtype='float64' is not supported"),
     ({"use_parallel_residual": "false"}, r"use_parallel_residual must be true or false"),
     ({"rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor": 1.5}}, r"partial_rotary_factor=1.5"),
-    ({"num_attention_heads": 5}, r"hidden_size=32 is not divisible by num_attention_heads=5"),
+    ({"num_attention_heads": 5}, r"hidden_size=32 is not a multiple of num_attention_heads=5"),
 ])  # fmt: skip
 def test_options_that_change_inference_and_are_not_computed_are_refused_by_name(change, refused, made, tmp_path):
     directory, _, _ = made("pythia-like")

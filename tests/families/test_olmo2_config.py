@@ -26,7 +26,7 @@ def test_what_a_config_json_leaves_out_is_olmo2configs_default():
     config = config_from_hf_dict({"model_type": "olmo2"}, "default")
     assert (config.n_layer, config.n_embd, config.n_head, config.n_kv_head, config.d_head, config.d_ff) == (
         32, 4096, 32, 32, 128, 11008)  # fmt: skip
-    assert (config.vocab_size, config.n_positions, config.rms_norm_eps, config.rope_theta) == (50304, 2048, 1e-5,
+    assert (config.vocab_size, config.n_positions, config.norm_eps, config.rope_theta) == (50304, 2048, 1e-5,
                                                                                                10000.0)  # fmt: skip
     assert config.eos_token_id == 50279 and not config.tie_word_embeddings
     assert not config.qkv_bias and not config.o_bias and not config.mlp_bias and config.sliding_window is None

@@ -23,7 +23,7 @@ def config_json(c) -> dict:
     """The keys of the preset's config.json (allenai/OLMo-2-1124-7B, -13B) that shape its parameters and its pass."""
     return {"model_type": "olmo2", "vocab_size": c.vocab_size, "hidden_size": c.n_embd, "intermediate_size": c.n_inner,
             "num_hidden_layers": c.n_layer, "num_attention_heads": c.n_head, "num_key_value_heads": c.n_kv_head,
-            "max_position_embeddings": c.n_positions, "rms_norm_eps": c.rms_norm_eps, "rope_theta": c.rope_theta,
+            "max_position_embeddings": c.n_positions, "rms_norm_eps": c.norm_eps, "rope_theta": c.rope_theta,
             "rope_scaling": None, "attention_bias": False, "tie_word_embeddings": False, "eos_token_id": 100257,
             "pad_token_id": 100277}  # fmt: skip
 

@@ -59,7 +59,7 @@ def test_the_rope_keys_are_read_as_phi3config_reads_them(case):
 def test_transformers_defaults_fill_what_a_config_json_leaves_out():
     config = config_from_hf_dict({"model_type": "phi3"}, "x")  # Phi3Config's defaults: Phi-3-mini's shapes
     assert config == Phi3Config(n_layer=32, n_head=32, n_embd=3072, n_inner=8192, vocab_size=32064)
-    assert (config.n_kv_head, config.n_positions, config.rms_norm_eps, config.eos_token_id) == (32, 4096, 1e-5, 32000)
+    assert (config.n_kv_head, config.n_positions, config.norm_eps, config.eos_token_id) == (32, 4096, 1e-5, 32000)
     assert config.sliding_window is None and config.rope_scaling is None and config.rotary_dim == 96
 
 

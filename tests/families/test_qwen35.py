@@ -209,7 +209,7 @@ def test_defaults_are_transformers_defaults():
                           transformers.Qwen3_5MoeTextConfig())):  # fmt: skip
         assert (ours.vocab_size, ours.n_embd, ours.n_layer, ours.n_head, ours.n_kv_head, ours.head_dim,
                 ours.linear_kernel, ours.linear_key_heads, ours.linear_value_heads, ours.linear_key_dim,
-                ours.linear_value_dim, ours.n_positions, ours.rms_norm_eps, ours.rope_theta,
+                ours.linear_value_dim, ours.n_positions, ours.norm_eps, ours.rope_theta,
                 ours.partial_rotary_factor, ours.layer_types, ours.tie_word_embeddings) == (
             theirs.vocab_size, theirs.hidden_size, theirs.num_hidden_layers, theirs.num_attention_heads,
             theirs.num_key_value_heads, theirs.head_dim, theirs.linear_conv_kernel_dim, theirs.linear_num_key_heads,
@@ -232,7 +232,7 @@ BASE = {"model_type": "qwen3_5_text", "hidden_size": 16, "intermediate_size": 24
 @pytest.mark.parametrize(
     "changes, message",
     [({"rope_parameters": {"rope_type": "yarn", "factor": 2.0}}, "rope type 'yarn'"),
-     ({"attn_output_gate": False}, "attn_output_gate=False"),
+     ({"attn_output_gate": False}, "attn_output_gate=false"),
      ({"layer_types": [LINEAR, "sliding_attention", LINEAR, FULL]}, "layer_types"),
      ({"layer_types": [LINEAR, FULL]}, "layer_types must name 4 layers"),
      ({"linear_num_value_heads": 3}, "linear_num_value_heads=3 is not a multiple"),

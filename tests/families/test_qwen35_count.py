@@ -26,8 +26,8 @@ from minitransformer.verbs.memory import kv_cache_bytes_after, layer_caches, sta
 
 SHAPES = dict(n_head=4, n_kv_head=2, head_dim=8, n_embd=16, vocab_size=50, linear_key_heads=2, linear_value_heads=4,
               linear_key_dim=4, linear_value_dim=6, n_positions=512)  # fmt: skip
-DENSE = Qwen35Config(n_layer=4, n_inner=24, layer_kinds=hybrid_layers(4), **SHAPES)
-MOE = Qwen35Config(n_layer=4, n_inner=None, layer_kinds=(LINEAR, FULL, LINEAR, LINEAR), n_experts=4, top_k=2,
+DENSE = Qwen35Config(n_layer=4, n_inner=24, layer_types=hybrid_layers(4), **SHAPES)
+MOE = Qwen35Config(n_layer=4, n_inner=None, layer_types=(LINEAR, FULL, LINEAR, LINEAR), n_experts=4, top_k=2,
                    moe_inner=10, shared_inner=12, model_type="qwen3_5_moe_text", **SHAPES)  # fmt: skip
 qwen35 = ARCHITECTURE.formulas
 SCAN = {"delta.kk", "delta.solve", "delta.qk", "delta.read", "delta.query", "delta.mix", "delta.write"}
@@ -53,9 +53,9 @@ def test_every_product_of_a_prefill_and_a_decode_step_is_its_closed_form(config,
     for p in passes(config, T, batch):
         closed = formulas.products(config, p.tokens, p.context, 1, batch)
         scan = scan_products(config, p.tokens, batch)
-        kinds = dict.fromkeys(config.layer_kinds)
+        kinds = dict.fromkeys(config.layer_types)
         for (records, layers), kind in zip(p.groups, kinds):
-            assert layers == config.layer_kinds.count(kind)
+            assert layers == config.layer_types.count(kind)
             products = [r for r in records if r.kind == "matmul"]
             assert {r.op for r in products if r.op in SCAN} == (set(scan) if kind == LINEAR else set())
             for r in products:
@@ -127,7 +127,7 @@ def test_the_recurrent_form_is_three_dk_dv_products_a_position_and_value_head():
 def test_a_deltanet_layer_s_decode_step_costs_the_same_at_context_20_and_150():
     c = DENSE
     early, late = decode_at(c, 20), decode_at(c, 150)
-    kinds = list(dict.fromkeys(c.layer_kinds))
+    kinds = list(dict.fromkeys(c.layer_types))
     for (a, _), (b, _), kind in zip(early.groups, late.groups, kinds):
         macs_early, macs_late = sum(r.macs for r in a), sum(r.macs for r in b)
         if kind == LINEAR:
@@ -140,7 +140,7 @@ def test_a_deltanet_layer_s_decode_step_costs_the_same_at_context_20_and_150():
 @pytest.mark.parametrize("name", ["qwen3.5-27b", "qwen3.5-397b-a17b"])
 def test_the_state_stays_the_same_while_the_kv_cache_grows(name):
     c = PRESETS[name]
-    linear, full = c.layer_kinds.count(LINEAR), c.layer_kinds.count(FULL)
+    linear, full = c.layer_types.count(LINEAR), c.layer_types.count(FULL)
     state = 4 * linear * ((c.linear_kernel - 1) * c.conv_channels + c.linear_value_heads * 128 * 128)
     assert state_bytes(c) == state
     for positions in (1000, 131072):

@@ -37,7 +37,7 @@ CONFIGS = [
                 qkv_bias=True, o_bias=True, tie_word_embeddings=True, sliding_window=3),
 ]  # fmt: skip
 MIXED = Qwen3Config(n_layer=3, n_head=2, n_kv_head=1, head_dim=4, n_embd=8, n_inner=12, vocab_size=25, n_positions=64,
-                    sliding_window=3, layer_kinds=("full_attention", "sliding_attention", "full_attention"))  # fmt: skip
+                    sliding_window=3, layer_types=("full_attention", "sliding_attention", "full_attention"))  # fmt: skip
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=["gqa", "window-bias-tied"])
@@ -70,7 +70,7 @@ def test_layers_of_two_kinds_count_each_its_own_window():
     step = ledger.phases[-1]  # one position attending to 11: 3 keys in the windowed layer
     scores = {r.layer: r for r in step.records if r.op == "scores"}
     assert [scores[i].out_shape[-1] for i in range(3)] == [11, 3, 11]
-    full = replace(MIXED, sliding_window=None, layer_kinds=None)
+    full = replace(MIXED, sliding_window=None, layer_types=None)
     assert ledger.totals.macs < formulas.generation_macs(full, 9, 3)
 
 

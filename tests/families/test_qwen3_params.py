@@ -27,7 +27,7 @@ def config_json(c) -> dict:
     """The preset's config.json, as the Qwen3 model's own (the keys that shape its parameters and its pass)."""
     return {"model_type": "qwen3", "vocab_size": c.vocab_size, "hidden_size": c.n_embd, "intermediate_size": c.n_inner,
             "num_hidden_layers": c.n_layer, "num_attention_heads": c.n_head, "num_key_value_heads": c.n_kv_head,
-            "head_dim": c.head_dim, "max_position_embeddings": c.n_positions, "rms_norm_eps": c.rms_norm_eps,
+            "head_dim": c.head_dim, "max_position_embeddings": c.n_positions, "rms_norm_eps": c.norm_eps,
             "rope_theta": c.rope_theta, "tie_word_embeddings": c.tie_word_embeddings, "attention_bias": False,
             "use_sliding_window": False, "sliding_window": None, "max_window_layers": c.n_layer,
             "bos_token_id": c.bos_token_id, "eos_token_id": c.eos_token_id}  # fmt: skip

@@ -262,7 +262,7 @@ def test_defaults_are_transformers_defaults():
     ours = Qwen3MoeConfig.from_hf_dict({"model_type": "qwen3_moe"})
     theirs = transformers.Qwen3MoeConfig()
     assert (ours.n_experts, ours.top_k, ours.norm_topk_prob, ours.d_ff, ours.dense_inner, ours.rope_theta,
-            ours.n_kv_head, ours.n_positions, ours.rms_norm_eps, ours.n_layer, ours.n_embd, ours.vocab_size,
+            ours.n_kv_head, ours.n_positions, ours.norm_eps, ours.n_layer, ours.n_embd, ours.vocab_size,
             ours.d_head, ours.sliding_window, ours.dense_layers) == (
         theirs.num_experts, theirs.num_experts_per_tok, theirs.norm_topk_prob, theirs.moe_intermediate_size,
         theirs.intermediate_size, theirs.rope_parameters["rope_theta"], theirs.num_key_value_heads,
@@ -318,8 +318,8 @@ def test_the_activation_peak_is_that_of_the_widest_kind_of_layer_whichever_comes
     from minitransformer.verbs.memory import memory_dict
 
     # layer 0 has experts of 8; layer 1 a dense MLP of 400, whose [T, 400] stages are the largest of the pass
-    c = Qwen3MoeConfig(n_layer=2, n_head=2, n_embd=16, n_inner=8, dense_inner=400, vocab_size=50, n_experts=4,
-                       top_k=2, dense_layers=(1,))  # fmt: skip
+    c = Qwen3MoeConfig(n_layer=2, n_head=2, n_kv_head=2, n_embd=16, n_inner=8, dense_inner=400, vocab_size=50, n_experts=4,
+                       top_k=2, layer_types=("sparse_moe", "dense_mlp"))  # fmt: skip
     activations = memory_dict(count_generation(c, 20, 2), 10)["activations"]
     assert activations["prefill"]["stage"] == activations["decode"]["stage"] == "mlp.act"
     assert activations["prefill"]["bytes"] == 4 * (20 * 16 + 20 * 20 + 3 * 20 * 400)  # x, the mask, g u act(g)

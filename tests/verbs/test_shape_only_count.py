@@ -218,8 +218,8 @@ def test_select_config_refuses_bad_input(kwargs, message):
 
 @pytest.mark.parametrize("config, message", [
     ({}, "config.json is empty ({}): no shapes to build a model from"),
-    ({"model_type": "gpt2", "vocab_size": 30}, "config has no n_layer, n_head, n_embd (the model's shapes)"),
-    ({"n_layer": 2, "num_attention_heads": 2}, "config has no n_embd (the model's shapes)"),
+    ({"model_type": "gpt2", "vocab_size": 30}, "config.json lacks n_layer, n_head, n_embd: a gpt2 model needs its shapes"),
+    ({"n_layer": 2, "num_attention_heads": 2}, "config.json lacks n_embd: a gpt2 model"),
 ])  # fmt: skip
 def test_a_config_without_shapes_is_refused_not_taken_for_gpt2_small(config, message, tmp_path):
     from conftest import write_gpt2

@@ -605,7 +605,10 @@ def qwen3moe_page(tmp_path_factory):
 
     from minitransformer.families.table import PRESETS
 
-    config = replace(PRESETS["qwen3-30b-a3b"].prefix(6), dense_layers=(0, 3))
+    config = replace(
+        PRESETS["qwen3-30b-a3b"].prefix(6),
+        layer_types=("dense_mlp", *("sparse_moe",) * 2, "dense_mlp", *("sparse_moe",) * 2),
+    )
     return kinds_page(tmp_path_factory, "qwen3moe", config, 100)
 
 

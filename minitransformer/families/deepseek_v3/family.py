@@ -25,7 +25,7 @@ from ..parts.mlps import GatedMLP
 from ..parts.moe import GroupLimitedRouter, Mixture, MlpByKind, SharedExpert, SwiGLUExperts
 from ..parts.part import Products, Tensors
 from . import reference
-from .config import DEEPSEEK_MODEL_TYPES, PRESETS, RUNNABLE_ROPE_TYPES, DeepseekConfig
+from .config import PRESETS, RUNNABLE_ROPE_TYPES, DeepseekConfig
 
 # DeepSeek-V3's checkpoint keeps its multi-token-prediction module as a 62nd layer (layers.61), which transformers
 # skips on loading (DeepseekV3PreTrainedModel._keys_to_ignore_on_load_unexpected), as does this loader.
@@ -68,7 +68,7 @@ class DeepseekFormulas(DecoderFormulas):
 
 ARCHITECTURE = composed(
     "deepseek_v3", DECODER, DeepseekFormulas, routed_kinds=EXPERTS.routed, buffer_kinds=ROUTER.buffers,
-    model_types=DEEPSEEK_MODEL_TYPES, config=DeepseekConfig, presets=PRESETS, label="DeepSeek-V3",
-    reference_classes={"deepseek_v3": "DeepseekV3ForCausalLM"}, float64_reference=reference.float64_throughout,
+    config=DeepseekConfig, presets=PRESETS, label="DeepSeek-V3",
+    float64_reference=reference.float64_throughout,
     float64_note=reference.NOTE, variants=(replace(PRESETS["deepseek-v3"], q_lora_rank=None),),  # q in one product
 )  # fmt: skip

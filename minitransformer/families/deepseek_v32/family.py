@@ -34,7 +34,7 @@ from ..parts.family import composed
 from ..parts.latent import LatentAttention, attend, deepseek_mlp, output, steps
 from ..parts.part import Part, Products, Tensor, Tensors, linear
 from . import reference
-from .config import DEEPSEEK_V32_MODEL_TYPES, PRESETS, DeepseekV32Config
+from .config import PRESETS, DeepseekV32Config
 
 # transformers' DeepseekV32Indexer: k_norm = nn.LayerNorm(index_head_dim, eps=1e-6), whatever rms_norm_eps says
 INDEX_NORM_EPS = 1e-6
@@ -306,7 +306,7 @@ class DeepseekV32Formulas(DeepseekFormulas):
 
 ARCHITECTURE = composed(
     "deepseek_v32", DECODER, DeepseekV32Formulas, routed_kinds=EXPERTS.routed, buffer_kinds=ROUTER.buffers,
-    model_types=DEEPSEEK_V32_MODEL_TYPES, config=DeepseekV32Config, presets=PRESETS, label="DeepSeek-V3.2",
-    reference_classes={"deepseek_v32": "DeepseekV32ForCausalLM"}, float64_reference=reference.float64_throughout,
+    config=DeepseekV32Config, presets=PRESETS, label="DeepSeek-V3.2",
+    float64_reference=reference.float64_throughout,
     float64_note=reference.NOTE,
 )  # fmt: skip

@@ -40,7 +40,7 @@ from ..parts.mlps import GatedMLP
 from ..parts.norms import RMSNorm
 from ..parts.part import Part, Products, Tensors
 from . import reference
-from .config import GEMMA_MODEL_TYPES, PRESETS, GemmaConfig
+from .config import PRESETS, GemmaConfig
 
 EMBED_SCALE = Stage("embed_scale", ("embed_scale",), "scale", "x = x sqrt(D)  (in the model's dtype)", "x [T, D]")
 
@@ -201,7 +201,6 @@ GEMMA = Decoder(
 )  # fmt: skip
 
 ARCHITECTURE = composed(
-    "gemma", GEMMA, model_types=GEMMA_MODEL_TYPES, config=GemmaConfig, presets=PRESETS, label="Gemma family",
-    reference_classes={"gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM", "gemma3": "Gemma3ForCausalLM"},
+    "gemma", GEMMA, config=GemmaConfig, presets=PRESETS, label="Gemma family",
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
 )  # fmt: skip

@@ -170,7 +170,7 @@ class Mlp(Part):
         }  # h [T, D] x W_up [D, F], g [T, F] x W_down [F, D]
 
 
-NORM = LayerNorm(eps="layer_norm_epsilon")
+NORM = LayerNorm()
 GPT2 = Decoder(
     PreNorm(FusedAttention(), Mlp(), NORM, names=("ln_1", "attn", "ln_2", "mlp")), NORM, LearnedPositions(),
     embedding="wte", layers="h", final_norm="ln_f", prefix="transformer.", ignored=r"h\.\d+\.attn\.(bias|masked_bias)",
@@ -179,6 +179,5 @@ GPT2 = Decoder(
 )  # fmt: skip
 
 ARCHITECTURE = composed(
-    "gpt2", GPT2, model_types=("gpt2",), config=GPT2Config, presets=PRESETS, reference_classes={"gpt2": "GPT2LMHeadModel"},
-    own_tokenizer=False, heads_in_headers=False,
+    "gpt2", GPT2, config=GPT2Config, presets=PRESETS, own_tokenizer=False, heads_in_headers=False,
 )  # fmt: skip

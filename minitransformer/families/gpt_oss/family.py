@@ -34,7 +34,7 @@ from ..parts.family import DecoderFormulas, composed
 from ..parts.moe import FusedClampedExperts, Mixture, TopKSoftmaxRouter
 from ..parts.part import Products, Tensor, Tensors
 from . import reference
-from .config import GPT_OSS_MODEL_TYPES, PRESETS, GptOssConfig
+from .config import PRESETS, GptOssConfig
 
 SINKS = Stage("sinks", ("attn.with_sinks",), "mask",
               "S' = [S | s_h]: each head's learned sink logit s_h as one more column of every query's scores",
@@ -104,7 +104,6 @@ class GptOssFormulas(DecoderFormulas):
 
 
 ARCHITECTURE = composed(
-    "gpt_oss", GPT_OSS, GptOssFormulas, routed_kinds=EXPERTS.routed, model_types=GPT_OSS_MODEL_TYPES,
-    config=GptOssConfig, presets=PRESETS, reference_classes={"gpt_oss": "GptOssForCausalLM"}, label="gpt-oss",
+    "gpt_oss", GPT_OSS, GptOssFormulas, routed_kinds=EXPERTS.routed, config=GptOssConfig, presets=PRESETS, label="gpt-oss",
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
 )  # fmt: skip

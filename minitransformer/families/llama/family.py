@@ -11,7 +11,7 @@ from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.mlps import GatedMLP
 from . import reference
-from .config import LLAMA_MODEL_TYPES, PRESETS, LlamaConfig
+from .config import PRESETS, LlamaConfig
 
 SYMBOLS = (
     "T new positions, t attended, D d_model, H query heads, Hkv key/value heads, G = H/Hkv, dh head size, "
@@ -20,7 +20,6 @@ SYMBOLS = (
 LLAMA = Decoder(PreNorm(GroupedQueryAttention(), GatedMLP()), symbols=SYMBOLS)
 
 ARCHITECTURE = composed(
-    "llama", LLAMA, model_types=LLAMA_MODEL_TYPES, config=LlamaConfig, presets=PRESETS, label="Llama family",
-    reference_classes={"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"},
+    "llama", LLAMA, config=LlamaConfig, presets=PRESETS, label="Llama family",
     float64_reference=partial(reference.float64_throughout, norms_per_layer=2), float64_note=reference.NOTE,
 )  # fmt: skip

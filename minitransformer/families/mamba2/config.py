@@ -1,17 +1,16 @@
-"""Mamba-2's config, read from a Hugging Face config.json (transformers' Mamba2Config, with its defaults), the shapes
-of its mixer that Nemotron-H shares (`MixerShapes`), and the preset of a published model, from its config.json."""
+"""Mamba-2's config: each field under its config.json key with transformers' Mamba2Config default, the shapes of its
+mixer that Nemotron-H shares (`MixerShapes`), and the preset of a published model, from its config.json."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from ...engine.kvcache import State
 from ...errors import UserError
-from ..config import SUPPORTED_ACTIVATIONS, ModelConfig, check_dtype, flag, listed, token_ids
+from ..config import ModelConfig, check_multiple
+from ..keys import ACTIVATION, FLAG, POSITIVE, SIZE, TOKENS, TRUTHY, Kind, eps, key, quantized
 
-MAMBA2_MODEL_TYPES = ("mamba2",)
 # A state-space model attends to no positions and transformers' Mamba2Config has no context length; minitransformer
 # needs one for its checks and its sweeps over the context (count, memory). This is that bound, not the model's.
 UNBOUNDED_CONTEXT = 1 << 20
@@ -31,12 +30,8 @@ class MixerShapes:
     chunk_size: int
     use_conv_bias: bool
     ssm_act: str
-    layer_norm_epsilon: float
+    norm_eps: float
     time_step_limit: tuple[float, float]
-
-    if TYPE_CHECKING:  # ModelConfig's, which every config with a mixer also is
-
-        def require_positive(self, *fields: str) -> None: ...
 
     @property
     def d_inner(self) -> int:
@@ -69,9 +64,7 @@ class MixerShapes:
                       ("ssm", (self.ssm_heads, self.ssm_head_dim, self.state_size))))  # fmt: skip
 
     def check_mixer(self) -> None:
-        self.require_positive("ssm_heads", "ssm_head_dim", "state_size", "n_groups", "conv_kernel")
-        if self.ssm_heads % self.n_groups:
-            raise UserError(f"config: {self.ssm_heads} heads do not split into n_groups={self.n_groups} groups")
+        check_multiple(self, "ssm_heads", "n_groups", " (the heads of a group share B and C)")  # type: ignore[arg-type]
 
 
 def json_float(value):
@@ -92,20 +85,22 @@ def to_json_float(value: float):
     return value
 
 
-def check_time_step_limit(value) -> tuple[float, float]:
-    """(low, high) that dt is clamped to in the chunked scan, as transformers clamps it."""
-    if isinstance(value, (list, tuple)):
-        value = [json_float(v) for v in value]
-    if (
-        not isinstance(value, (list, tuple))
-        or len(value) != 2
-        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-    ):
-        raise UserError(f"config time_step_limit must be two numbers [low, high], not {value!r}")
-    low, high = float(value[0]), float(value[1])
-    if not 0 <= low <= high:
-        raise UserError(f"config time_step_limit={value!r} must have 0 <= low <= high")
-    return low, high
+def _time_step_limit(value) -> bool:
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return False
+    low, high = (json_float(v) for v in value)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high))
+    return numbers and 0 <= low <= high
+
+
+# (low, high) that dt is clamped to in the chunked scan, as transformers clamps it (an infinity as transformers 5
+# writes one: {"__float__": "Infinity"}, or as Python's json does, as published)
+TIME_STEP_LIMIT = Kind(
+    "two numbers [low, high], 0 <= low <= high",
+    _time_step_limit,
+    read=lambda value: tuple(float(json_float(v)) for v in value),
+    write=list,
+)
 
 
 @dataclass(frozen=True)
@@ -114,91 +109,51 @@ class Mamba2Config(MixerShapes, ModelConfig):
     state-space model of ssm_heads heads (num_heads) of ssm_head_dim (head_dim), each with a state of state_size,
     computed in chunks of chunk_size for a prompt and one step at a time in decode."""
 
-    n_layer: int
-    n_embd: int
-    vocab_size: int
-    ssm_heads: int = 128  # num_heads
-    ssm_head_dim: int = 64  # head_dim
-    state_size: int = 128
-    n_groups: int = 8
-    conv_kernel: int = 4
-    expand: int = 2
-    chunk_size: int = 256
-    use_bias: bool = False  # in_proj and out_proj
-    use_conv_bias: bool = True
-    ssm_act: str = "silu"  # hidden_act: the conv's activation
-    layer_norm_epsilon: float = 1e-5
-    time_step_limit: tuple[float, float] = (0.0, math.inf)
+    n_layer: int = key("num_hidden_layers", 64, SIZE)
+    n_embd: int = key("hidden_size", 4096, SIZE)
+    vocab_size: int = key("vocab_size", 32768, SIZE)
+    ssm_heads: int = key("num_heads", 128, SIZE)
+    ssm_head_dim: int = key("head_dim", 64, SIZE)
+    state_size: int = key("state_size", 128, SIZE)
+    n_groups: int = key("n_groups", 8, SIZE)
+    conv_kernel: int = key("conv_kernel", 4, SIZE)
+    expand: int = key("expand", 2, SIZE)
+    chunk_size: int = key("chunk_size", 256, POSITIVE)
+    use_bias: bool = key("use_bias", False, FLAG)  # in_proj and out_proj
+    use_conv_bias: bool = key("use_conv_bias", True, TRUTHY)
+    ssm_act: str = key("hidden_act", "silu", ACTIVATION)  # the conv's activation
+    norm_eps: float = eps("layer_norm_epsilon", 1e-5)
+    time_step_limit: tuple[float, float] = key(
+        "time_step_limit", (0.0, math.inf), TIME_STEP_LIMIT, dict_value=lambda limit: [to_json_float(x) for x in limit]
+    )
     n_positions: int = UNBOUNDED_CONTEXT
-    tie_word_embeddings: bool = False
+    tie_word_embeddings: bool = key("tie_word_embeddings", False, FLAG)
     sliding_window: None = None
-    bos_token_id: int | None = 0
-    eos_token_id: int | tuple[int, ...] | None = 2
-    pad_token_id: int | None = 1
+    bos_token_id: int | None = key("bos_token_id", 0, TOKENS)
+    eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
+    pad_token_id: int | None = key("pad_token_id", 1, TOKENS)
     model_type: str = "mamba2"
     name: str = field(default="mamba2", compare=False)
 
     family = "mamba2"
-    json_keys = ModelConfig.json_keys | {"ssm_heads": "num_heads", "ssm_head_dim": "head_dim", "ssm_act": "hidden_act"}
+    what = "a Mamba-2"
+    classes = {"mamba2": "Mamba2ForCausalLM"}
+    checkpoint_kind = "Mamba-2 model"  # what messages call a checkpoint of it
+    # Read and not refused, since transformers' Mamba2 computes the same with or without them: time_step_rank,
+    # time_step_min, _max and _floor, rescale_prenorm_residual and initializer_range only initialise weights;
+    # residual_in_fp32 keeps the residual in float32, which it is here in any case; rms_norm and norm_before_gate
+    # (Mamba-Codestral's config.json has true) are mamba_ssm's options, which transformers' Mamba2 does not read: its
+    # norm is always an RMSNorm, taken after the gate.
+    refusals = (quantized(),)
+    dict_last = ("d_inner",)
 
-    def __post_init__(self) -> None:
-        self.require_positive("n_layer", "n_embd", "vocab_size", "expand", "chunk_size", "n_positions")
-        self.require_positive_number("layer_norm_epsilon")
+    def validate(self) -> None:
         self.check_mixer()
         if self.n_embd * self.expand != self.d_inner:
-            raise UserError(f"config hidden_size x expand ({self.n_embd} x {self.expand}) must equal num_heads x "
-                            f"head_dim ({self.ssm_heads} x {self.ssm_head_dim}), as transformers requires")  # fmt: skip
-        if self.ssm_act not in SUPPORTED_ACTIVATIONS:
-            raise UserError(f"config hidden_act={self.ssm_act!r} is not supported "
-                            f"(supported: {', '.join(SUPPORTED_ACTIVATIONS)})")  # fmt: skip
-        check_time_step_limit(self.time_step_limit)
-
-    @classmethod
-    def from_hf_dict(cls, hf: dict, name: str = "mamba2") -> Mamba2Config:
-        """Read a transformers Mamba2Config dict (as config.json holds it), with Mamba2Config's defaults."""
-        model_type = hf.get("model_type")
-        if model_type not in MAMBA2_MODEL_TYPES:
-            raise UserError(f"config model_type={model_type!r} is not a Mamba-2 ({', '.join(MAMBA2_MODEL_TYPES)})")
-        check_dtype(hf)
-        # Read and not refused, since transformers' Mamba2 computes the same with or without them: time_step_rank,
-        # time_step_min, _max and _floor, rescale_prenorm_residual and initializer_range only initialise weights;
-        # residual_in_fp32 keeps the residual in float32, which it is here in any case; rms_norm and
-        # norm_before_gate (Mamba-Codestral's config.json has true) are mamba_ssm's options, which transformers'
-        # Mamba2 does not read: its norm is always an RMSNorm, taken after the gate.
-        if hf.get("quantization_config"):
-            raise UserError("config quantization_config is not supported: dequantize the weights first")
-        eos = hf.get("eos_token_id", 2)
-        return cls(
-            n_layer=hf.get("num_hidden_layers", 64), n_embd=hf.get("hidden_size", 4096),
-            vocab_size=hf.get("vocab_size", 32768), ssm_heads=hf.get("num_heads", 128),
-            ssm_head_dim=hf.get("head_dim", 64), state_size=hf.get("state_size", 128),
-            n_groups=hf.get("n_groups", 8), conv_kernel=hf.get("conv_kernel", 4), expand=hf.get("expand", 2),
-            chunk_size=hf.get("chunk_size", 256), use_bias=flag(hf, "use_bias"),
-            use_conv_bias=bool(hf.get("use_conv_bias", True)), ssm_act=hf.get("hidden_act", "silu"),
-            layer_norm_epsilon=hf.get("layer_norm_epsilon", 1e-5),
-            time_step_limit=check_time_step_limit(hf.get("time_step_limit", (0.0, math.inf))),
-            tie_word_embeddings=flag(hf, "tie_word_embeddings"), bos_token_id=hf.get("bos_token_id", 0),
-            eos_token_id=token_ids(eos), pad_token_id=hf.get("pad_token_id", 1),
-            model_type=model_type, name=name,
-        )  # fmt: skip
-
-    def to_hf_dict(self) -> dict:
-        """The config.json transformers reads for this config (Mamba2Config's keys)."""
-        return {
-            "architectures": ["Mamba2ForCausalLM"], "model_type": self.model_type, "num_hidden_layers": self.n_layer,
-            "hidden_size": self.n_embd, "vocab_size": self.vocab_size, "num_heads": self.ssm_heads,
-            "head_dim": self.ssm_head_dim, "state_size": self.state_size, "n_groups": self.n_groups,
-            "conv_kernel": self.conv_kernel, "expand": self.expand, "chunk_size": self.chunk_size,
-            "use_bias": self.use_bias, "use_conv_bias": self.use_conv_bias, "hidden_act": self.ssm_act,
-            "layer_norm_epsilon": self.layer_norm_epsilon,
-            "time_step_limit": list(self.time_step_limit),  # an infinity as Python's json writes it, as published
-            "tie_word_embeddings": self.tie_word_embeddings, "bos_token_id": self.bos_token_id,
-            "eos_token_id": listed(self.eos_token_id), "pad_token_id": self.pad_token_id,
-        }  # fmt: skip
-
-    @property
-    def checkpoint_kind(self) -> str:
-        return "Mamba-2 model"
+            raise UserError(
+                f"config hidden_size x expand ({self.n_embd} x {self.expand}) must equal num_heads x "
+                f"head_dim ({self.ssm_heads} x {self.ssm_head_dim}), as transformers requires"
+            )
 
     # The names every family's config answers to. A Mamba-2 has no attention and no MLP: its heads are the mixer's
     # (Hs of P), and d_ff, what count and the headers ask of every family's MLP, is the mixer's inner width I.
@@ -207,7 +162,7 @@ class Mamba2Config(MixerShapes, ModelConfig):
         return self.ssm_heads
 
     @property
-    def n_kv_head(self) -> int:  # type: ignore[override]
+    def n_kv_head(self) -> int:
         return self.ssm_heads
 
     @property
@@ -231,12 +186,6 @@ class Mamba2Config(MixerShapes, ModelConfig):
         """Every layer keeps its conv and scan states (MixerShapes.mixer_state): no keys, no values."""
         return self.mixer_state
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["time_step_limit"] = [to_json_float(x) for x in self.time_step_limit]
-        d["eos_token_id"] = listed(self.eos_token_id)
-        return {"family": self.family, **d, "d_inner": self.d_inner}
-
 
 # mistralai/Mamba-Codestral-7B-v0.1, its config.json (as transcribed in NX-AI's mlstm_kernels benchmark,
 # mlstm_kernels/utils/benchmark/benchmarks/huggingface_model_benchmark.py, "codestral_mamba_config"): 64 layers,
@@ -244,24 +193,6 @@ class Mamba2Config(MixerShapes, ModelConfig):
 # but the conv's, layer_norm_epsilon 1e-5, time_step_limit [0, inf], untied, bos 0, eos 0, pad 0. It has no context
 # length; n_positions is minitransformer's bound (UNBOUNDED_CONTEXT), not the model's.
 PRESETS: dict[str, Mamba2Config] = {
-    "mamba-codestral-7b": Mamba2Config(
-        n_layer=64,
-        n_embd=4096,
-        vocab_size=32768,
-        ssm_heads=128,
-        ssm_head_dim=64,
-        state_size=128,
-        n_groups=8,
-        conv_kernel=4,
-        expand=2,
-        chunk_size=256,
-        use_bias=False,
-        use_conv_bias=True,
-        layer_norm_epsilon=1e-5,
-        tie_word_embeddings=False,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
-        name="mamba-codestral-7b",
-    ),
+    # Mamba2Config's defaults, which are Mamba-Codestral's shapes, and its ids
+    "mamba-codestral-7b": Mamba2Config(bos_token_id=0, eos_token_id=0, pad_token_id=0, name="mamba-codestral-7b"),
 }

@@ -20,7 +20,7 @@ from ..parts.hybrid import HybridFormulas
 from ..parts.mamba2 import Mamba2Mixer
 from ..parts.norms import RMSNorm
 from . import reference
-from .config import MAMBA2_MODEL_TYPES, PRESETS, Mamba2Config
+from .config import PRESETS, Mamba2Config
 
 SYMBOLS = (
     "T new positions, D d_model, Hs state-space heads of P, Ng groups of Hg heads sharing B and C, N the "
@@ -28,7 +28,7 @@ SYMBOLS = (
     "Nc chunks of L positions, V vocabulary, R logit rows"
 )
 MIXER = Mamba2Mixer()
-NORM = RMSNorm(eps="layer_norm_epsilon", description="RMSNorm gains (the gated norm's [I] too)")
+NORM = RMSNorm(description="RMSNorm gains (the gated norm's [I] too)")
 MAMBA2 = Decoder(
     Residual(MIXER, NORM), NORM, TokenEmbedding("embeddings", "x = W_te[ids]  (no positions: the scan is in order)"),
     embedding="embeddings", final_norm="norm_f", prefix="backbone.", ignored=r"$^",  # its checkpoint: weights alone
@@ -50,8 +50,7 @@ class Mamba2Formulas(HybridFormulas):
 
 
 ARCHITECTURE = composed(
-    "mamba2", MAMBA2, Mamba2Formulas(MAMBA2), model_types=MAMBA2_MODEL_TYPES,
-    config=Mamba2Config, presets=PRESETS, reference_classes={"mamba2": "Mamba2ForCausalLM"}, label="Mamba-2",
+    "mamba2", MAMBA2, Mamba2Formulas(MAMBA2), config=Mamba2Config, presets=PRESETS, label="Mamba-2",
     heads_in_headers=False,  # its heads are the mixer's (the header says them as state-space heads)
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
 )  # fmt: skip

@@ -18,7 +18,7 @@ from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.moe import Mixture, SoftmaxRouter, SwiGLUExperts
 from . import reference
-from .config import MIXTRAL_MODEL_TYPES, PRESETS, MixtralConfig
+from .config import PRESETS, MixtralConfig
 
 SYMBOLS = LLAMA_SYMBOLS + ", E experts, k experts per token, Te tokens routed to expert e (T k over all E)"
 EXPERTS = SwiGLUExperts(
@@ -38,7 +38,7 @@ MIXTRAL = Decoder(
 )  # fmt: skip
 
 ARCHITECTURE = composed(
-    "mixtral", MIXTRAL, routed_kinds=EXPERTS.routed, model_types=MIXTRAL_MODEL_TYPES, config=MixtralConfig,
-    presets=PRESETS, reference_classes={"mixtral": "MixtralForCausalLM"}, label="Mixtral",
+    "mixtral", MIXTRAL, routed_kinds=EXPERTS.routed, config=MixtralConfig,
+    presets=PRESETS, label="Mixtral",
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
 )  # fmt: skip

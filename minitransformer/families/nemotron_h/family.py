@@ -1,5 +1,5 @@
 """Nemotron-H in the table of families (transformers' NemotronHForCausalLM): every layer x + Mixer(RMSNorm(x)), a
-layer of one branch (parts/blocks.py's Residual), the mixer of the layer's kind (config.kinds, from its pattern):
+layer of one branch (parts/blocks.py's Residual), the mixer of the layer's kind (config.layer_types, from its pattern):
 
 - mamba: the Mamba-2 mixer (parts/mamba2.py), its conv and scan states in the cache;
 - full_attention: grouped-query attention with no rotation at all (the Mamba layers before it carry the order),
@@ -32,7 +32,7 @@ from ..parts.moe import SHARED_ADD, GroupLimitedRouter, RoutedExperts
 from ..parts.norms import RMSNorm
 from ..parts.part import Part, Products, Tensor, Tensors, linear
 from . import reference
-from .config import NEMOTRON_H_MODEL_TYPES, PRESETS, NemotronHConfig
+from .config import PRESETS, NemotronHConfig
 
 KINDS = ("mamba", "full_attention", "mlp", "moe")  # in the order its table lists their stages
 
@@ -201,14 +201,14 @@ class LatentMixture(Part):
 def every_kind(config: NemotronHConfig) -> NemotronHConfig:
     """The config whose dry run gives a Nemotron-H's stage table: a layer of each kind, whatever its pattern (its
     latent projections where moe_latent_size is set); two experts, one a token, where it has no mixture."""
-    if "moe" in config.kinds:
-        return replace(config, kinds=KINDS)
-    return replace(config, kinds=KINDS, n_experts=2, top_k=1, n_group=1, topk_group=1)
+    if "moe" in config.layer_types:
+        return replace(config, layer_types=KINDS)
+    return replace(config, layer_types=KINDS, n_experts=2, top_k=1, n_group=1, topk_group=1)
 
 
 MIXER = Mamba2Mixer()
-ATTENTION = GroupedQueryAttention(eps="layer_norm_epsilon", rotary=False)  # no positions, no q or k norms
-NORM = RMSNorm(eps="layer_norm_epsilon", description="RMSNorm gains (the Mamba layers' gated norm's [I] too)")
+ATTENTION = GroupedQueryAttention(rotary=False)  # no positions, no q or k norms
+NORM = RMSNorm(description="RMSNorm gains (the Mamba layers' gated norm's [I] too)")
 SYMBOLS = MAMBA2_SYMBOLS + (
     "; attention: H query heads of dh over Hkv key/value heads (G = H/Hkv), t attended; F the MLP's width; E "
     "experts, k a token, Te routed to expert e, Fe an expert's width, Dl the width they read and write, Fs the shared "
@@ -240,17 +240,17 @@ class NemotronHFormulas(HybridFormulas):
 
     def count_notes(self, config: NemotronHConfig, n_prompt: int, n_new: int) -> list[str]:
         """The Mamba layers' scan, beside the attention layers' cache."""
-        mamba = config.kinds.count("mamba")
+        mamba = config.layer_types.count("mamba")
         if not mamba:
             return []
-        kv = 2 * config.n_kv_head * config.d_head if "full_attention" in config.kinds else 0
+        kv = 2 * config.n_kv_head * config.d_head if "full_attention" in config.layer_types else 0
         return MIXER.scan_notes(config, mamba, n_prompt, n_new, kv)
 
 
 ARCHITECTURE = composed(
     "nemotron_h", NEMOTRON_H, NemotronHFormulas, routed_kinds=SquaredReLUExperts.routed,
-    buffer_kinds=GroupLimitedRouter.buffers, model_types=NEMOTRON_H_MODEL_TYPES, config=NemotronHConfig,
-    presets=PRESETS, reference_classes={"nemotron_h": "NemotronHForCausalLM"}, label="Nemotron-H",
+    buffer_kinds=GroupLimitedRouter.buffers, config=NemotronHConfig,
+    presets=PRESETS, label="Nemotron-H",
     variants=(replace(PRESETS["nemotron-3-nano-30b-a3b"], moe_latent=1024),),  # a table with the latent's stages
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
 )  # fmt: skip

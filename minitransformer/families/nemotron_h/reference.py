@@ -28,7 +28,7 @@ def float64_throughout(reference, model, torch) -> None:
     mixers = float64_mixers(reference, torch)
     norms = float64_norms(reference, torch)
     routers = float64_routers(reference, torch)
-    want = (c.kinds.count("mamba"), c.n_layer + 1, c.kinds.count("moe"))
+    want = (c.layer_types.count("mamba"), c.n_layer + 1, c.layer_types.count("moe"))
     if (mixers, norms, routers) != want:
         raise UserError(
             f"validate in float64 recomputes parts of transformers' {type(reference).__name__} in float64, "

@@ -177,7 +177,6 @@ NEOX = Decoder(
 
 ARCHITECTURE = composed(
     "neox", NEOX, model_types=("gpt_neox",), config=NeoXConfig, presets=PRESETS, label="GPT-NeoX family",
-    reference_classes={"gpt_neox": "GPTNeoXForCausalLM"},
     every_stage=NEOX.stage_table("neox", replace(PRESETS["pythia-70m"], use_parallel_residual=False)),  # resid_mid too
     float64_reference=reference.float64_rotary_tables, float64_note=reference.NOTE,
 )  # fmt: skip

@@ -14,7 +14,7 @@ from ..parts.blocks import PostNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.mlps import GatedMLP
-from .config import OLMO2_MODEL_TYPES, PRESETS, Olmo2Config
+from .config import PRESETS, Olmo2Config
 
 NOTE = ("  (transformers' float64 OLMo 2 computes RMSNorm, its q and k norms included, and the rotary tables in "
         "float32;\n  its reference here has them in float64, as families/llama/reference.py explains)")  # fmt: skip
@@ -22,7 +22,7 @@ NOTE = ("  (transformers' float64 OLMo 2 computes RMSNorm, its q and k norms inc
 OLMO2 = Decoder(PostNorm(GroupedQueryAttention(qk_norm=WHOLE, reads="x"), GatedMLP(reads="x")), symbols=SYMBOLS)
 
 ARCHITECTURE = composed(
-    "olmo2", OLMO2, model_types=OLMO2_MODEL_TYPES, config=Olmo2Config, presets=PRESETS, label="OLMo 2 family",
-    reference_classes={"olmo2": "Olmo2ForCausalLM"}, float64_note=NOTE,
+    "olmo2", OLMO2, config=Olmo2Config, presets=PRESETS, label="OLMo 2 family",
+    float64_note=NOTE,
     float64_reference=partial(float64_throughout, norms_per_layer=4),  # q_norm, k_norm, and after each branch
 )  # fmt: skip

@@ -161,7 +161,6 @@ class GroupedQueryAttention(Part):
 
     qk_norm: str = ""
     reads: str = "h"
-    eps: str = "rms_norm_eps"
     rotary: bool = True
     one_plus: bool = False
     core: Attend = attend
@@ -219,7 +218,7 @@ class GroupedQueryAttention(Part):
 
     def normed(self, x, w: SimpleNamespace, config: Any):
         """A q or k norm: RMSNorm over x's last axis, gains w (1 + w where one_plus)."""
-        return RMSNorm(self.one_plus, self.eps)(x, w, config)
+        return RMSNorm(self.one_plus)(x, w, config)
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """q_proj, k_proj, v_proj [H dh or Hkv dh, D] and o_proj [D, H dh], each with its bias where the config has

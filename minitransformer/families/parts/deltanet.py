@@ -105,7 +105,7 @@ class GatedDeltaNet(Part):
         )
         o = delta_rule.delta_rule(at, q, k, v, g, beta, recurrent)  # [..., Hk, Gv, T, dv]
         gates = split_into_heads(z, Hv).reshape(o.shape)  # each value head's z, [..., Hk, Gv, T, dv]
-        o = at.stage("linear.norm", gated_rms_norm(o, gates, p.norm.weight, config.rms_norm_eps), "Hk Gv T dv")
+        o = at.stage("linear.norm", gated_rms_norm(o, gates, p.norm.weight, config.norm_eps), "Hk Gv T dv")
         o = at.stage("linear.merge", merge_heads(ungroup_heads(o)), "T Hv*dv")
         return at.matmul("linear.out", o, p.out_proj.weight.T, "T Hv*dv, Hv*dv D -> T D")
 

@@ -84,9 +84,9 @@ def composed(
 ) -> Architecture:
     """The record of a family built from parts: its decoder's stage table, layout and closed forms (`formulas`, where
     the family's own override some: a DecoderFormulas subclass, made here with the kinds), and `record`, the rest of
-    Architecture's fields (model_types, config, presets, reference_classes, label...). `routed_kinds`: the kinds of
-    its routed experts (a mixture's, parts/moe.py), of which a token reads k of E; `buffer_kinds`: those that are
-    buffers, no parameters."""
+    Architecture's fields (config, presets, label...); the model types it reads are its config's. `routed_kinds`: the
+    kinds of its routed experts (a mixture's, parts/moe.py), of which a token reads k of E; `buffer_kinds`: those that
+    are buffers, no parameters."""
     if formulas is None or isinstance(formulas, type):
         formulas = (formulas or DecoderFormulas)(decoder, routed_kinds, buffer_kinds)
     layout = Layout(
@@ -104,6 +104,7 @@ def composed(
     )
     return Architecture(
         name=name,
+        model_types=record.pop("model_types", record["config"].model_types),
         forward=decoder,
         stage_table=lambda config: decoder.stage_table(name, config),
         # derived from the presets on first use (Architecture.all_stages), unless the record gives it

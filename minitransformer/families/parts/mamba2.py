@@ -248,4 +248,4 @@ def group_norm(y, weight, config: MixerShapes):
     """RMSNorm over each of the Ng groups of I / Ng numbers, times the gains [I]."""
     Ng = config.n_groups
     groups = y.reshape(*y.shape[:-1], Ng, y.shape[-1] // Ng)
-    return rms_norm(groups, weight.reshape(Ng, -1), config.layer_norm_epsilon).reshape(y.shape)
+    return rms_norm(groups, weight.reshape(Ng, -1), config.norm_eps).reshape(y.shape)

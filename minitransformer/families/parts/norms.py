@@ -16,11 +16,10 @@ from .part import Part, Tensor, Tensors
 @dataclass(frozen=True)
 class RMSNorm(Part):
     """x / sqrt(mean(x^2) + eps) * w over the last axis; `one_plus`: the gains are stored less one (1 + w: Gemma's,
-    Qwen3.5's), which its equations say as `gains_note`. `eps`: the config field that holds its epsilon;
-    `description`: what params calls its gains."""
+    Qwen3.5's), which its equations say as `gains_note`; eps is the config's norm_eps; `description`: what params
+    calls its gains."""
 
     one_plus: bool = False
-    eps: str = "rms_norm_eps"
     gains_note: str = "  (gains 1 + w)"
     description: str = "RMSNorm gains"
 
@@ -39,7 +38,7 @@ class RMSNorm(Part):
 
     def __call__(self, x, w: SimpleNamespace, config: Any):
         gains = w.weight + constant(w.weight, 1.0) if self.one_plus else w.weight
-        return rms_norm(x, gains, getattr(config, self.eps))
+        return rms_norm(x, gains, config.norm_eps)
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         return {"weight": Tensor((config.n_embd,), "norms")}
@@ -47,10 +46,9 @@ class RMSNorm(Part):
 
 @dataclass(frozen=True)
 class LayerNorm(Part):
-    """(x - mean) / sqrt(var + eps) * w + b over the last axis. `eps`: the config field that holds its epsilon;
-    `kind`, `description`: the parameter kind its gains and biases are counted under."""
+    """(x - mean) / sqrt(var + eps) * w + b over the last axis, eps the config's norm_eps. `kind`, `description`: the
+    parameter kind its gains and biases are counted under."""
 
-    eps: str = "layer_norm_eps"
     kind: str = "layer_norms"
     description: str = "layer-norm gains and biases"
 
@@ -62,7 +60,7 @@ class LayerNorm(Part):
         return {self.kind: self.description}
 
     def __call__(self, x, w: SimpleNamespace, config: Any):
-        return layer_norm(x, w.weight, w.bias, getattr(config, self.eps))
+        return layer_norm(x, w.weight, w.bias, config.norm_eps)
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         D = config.n_embd

@@ -33,7 +33,7 @@ from ..parts.family import composed
 from ..parts.mlps import GatedMLP
 from ..parts.part import Products, Tensors, linear
 from ..rotary import rotate_partial
-from .config import PHI3_MODEL_TYPES, PRESETS, Phi3Config
+from .config import PRESETS, Phi3Config
 
 PARTIAL = "the first rd = dh x partial_rotary_factor numbers of each head"
 LONGROPE = "; LongRoPE: frequencies / short or long factors, cos and sin x the attention factor"
@@ -139,6 +139,6 @@ NOTE = (
 
 ARCHITECTURE = composed(
     "phi3", Decoder(PreNorm(FusedQKVAttention(), FusedGatedMLP()), biases="", symbols=SYMBOLS),
-    model_types=PHI3_MODEL_TYPES, config=Phi3Config, presets=PRESETS, label="Phi-3 family",
-    reference_classes={"phi3": "Phi3ForCausalLM"}, float64_reference=float64_throughout, float64_note=NOTE,
+    config=Phi3Config, presets=PRESETS, label="Phi-3 family",
+    float64_reference=float64_throughout, float64_note=NOTE,
 )  # fmt: skip

@@ -1,5 +1,5 @@
-"""The Qwen3 config, read from a Hugging Face config.json (transformers' Qwen3Config and its defaults), and the presets
-of the Qwen3 dense models, from each model's published config.json.
+"""The Qwen3 config: each field under its config.json key with transformers' Qwen3Config default, and the presets of
+the Qwen3 dense models, from each model's published config.json.
 
 Against the Llama family's config (families/llama/config.py): head_dim is its own number (128 unless the config says
 otherwise), attention_bias puts biases on q, k, v and o alike, and a sliding window applies to the layers that
@@ -8,110 +8,87 @@ otherwise), attention_bias puts biases on q, k, v and o alike, and a sliding win
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import UserError
-from .. import rotary
-from ..config import (
-    FULL,
-    SLIDING,
-    check_dtype,
-    check_layer_kinds,
-    check_model_type,
-    check_positive,
-    flag,
-    llama_keys,
-)
+from ..config import FULL, SLIDING, check_windows
+from ..keys import FLAG, SIZE, TOKENS, WINDOW, Key, Kind, key, layer_kinds
 from ..llama.config import LlamaConfig, preset
+from ..rotary import RopeKeys
 
-QWEN3_MODEL_TYPES = ("qwen3",)
-# Qwen3Config's defaults for what a config.json leaves out
-DEFAULTS = {"num_hidden_layers": 32, "num_attention_heads": 32, "hidden_size": 4096, "intermediate_size": 22016,
-            "vocab_size": 151936, "num_key_value_heads": 32, "head_dim": 128, "max_position_embeddings": 32768,
-            "rms_norm_eps": 1e-6, "hidden_act": "silu"}  # fmt: skip
+# As Qwen3Config reads them (Qwen3-MoE's too): the window exists only under use_sliding_window; layer_types, when
+# absent, makes the layers from max_window_layers on sliding ones.
+USE_SLIDING_WINDOW = Key("use_sliding_window", False, FLAG)
+SLIDING_WINDOW = Key("sliding_window", 4096, WINDOW)
+MAX_WINDOW_LAYERS = Key("max_window_layers", 28, Kind("an integer", lambda n: type(n) is int, shape=True))
+
+
+def window_if_used(hf: dict, values: dict) -> int | None:
+    return SLIDING_WINDOW.get(hf) if USE_SLIDING_WINDOW.get(hf) else None
+
+
+def used_window() -> Any:
+    """The sliding_window field of a config that reads it only under use_sliding_window, and writes both."""
+    return key(
+        "sliding_window",
+        None,
+        WINDOW,
+        read=window_if_used,
+        reads=(SLIDING_WINDOW, USE_SLIDING_WINDOW),
+        write=lambda c: {"use_sliding_window": c.sliding_window is not None, "sliding_window": c.sliding_window},
+    )
+
+
+def sliding_from(hf: dict, values: Mapping) -> tuple[str, ...]:
+    """Qwen3Config's layer_types where the file has none: sliding from max_window_layers on, if there is a window."""
+    first, window = MAX_WINDOW_LAYERS.get(hf), values["sliding_window"] is not None
+    return tuple(SLIDING if window and i >= first else FULL for i in range(values["n_layer"]))
+
+
+def uniform_or_list(kinds: tuple[str, ...]) -> list[str] | None:
+    return None if len(set(kinds)) == 1 else list(kinds)  # one kind: sliding_window says which
 
 
 @dataclass(frozen=True)
 class Qwen3Config(LlamaConfig):
     """A Qwen3 decoder: the Llama block, with q and k RMS-normalised per head (gains of dh) before the rotation.
 
-    `sliding_window` is the window of the layers that have one; `layer_kinds` says which (None: every layer,
-    if there is a window).
-    """
+    `sliding_window` is the window of the layers `layer_types` names sliding_attention."""
 
-    layer_kinds: tuple[str, ...] | None = None  # transformers' layer_types, where the layers differ
+    n_layer: int = key("num_hidden_layers", 32, SIZE)
+    n_head: int = key("num_attention_heads", 32, SIZE)
+    n_embd: int = key("hidden_size", 4096, SIZE)
+    n_inner: int = key("intermediate_size", 22016, SIZE)
+    vocab_size: int = key("vocab_size", 151936, SIZE)
+    n_kv_head: int = key("num_key_value_heads", 32, SIZE.or_null(), follows="n_head")
+    head_dim: int | None = key("head_dim", 128, SIZE)
+    n_positions: int = key("max_position_embeddings", 32768, SIZE)
+    qkv_bias: bool = key("attention_bias", False, FLAG)
+    o_bias: bool = key("attention_bias", False, FLAG)
+    sliding_window: int | None = used_window()
+    bos_token_id: int | None = key("bos_token_id", None, TOKENS)
+    eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS)
     model_type: str = "qwen3"
     name: str = field(default="qwen3", compare=False)
+    layer_types: tuple[str, ...] = key(
+        "layer_types",
+        None,
+        layer_kinds(FULL, SLIDING),
+        rule=sliding_from,
+        reads=(MAX_WINDOW_LAYERS,),
+        dict_key="layer_kinds",
+        dict_value=uniform_or_list,
+    )
 
     family = "qwen3"
-    json_keys = LlamaConfig.json_keys | {"layer_kinds": "layer_types"}
+    what = "a Qwen3 model"
+    classes = {"qwen3": "Qwen3ForCausalLM"}
+    groups = (RopeKeys(),)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.layer_kinds is not None:
-            check_layer_kinds(self.layer_kinds, self.n_layer)
-
-    @property
-    def layer_types(self) -> tuple[str, ...]:
-        return self.layer_kinds if self.layer_kinds is not None else super().layer_types
-
-    def layer_window(self, layer: int) -> int | None:
-        return self.sliding_window if self.layer_types[layer] == SLIDING else None
-
-    def prefix(self, n_layer: int) -> Qwen3Config:
-        kinds = None if self.layer_kinds is None else self.layer_kinds[:n_layer]
-        return replace(self, n_layer=n_layer, layer_kinds=kinds)
-
-    def to_dict(self) -> dict:
-        d = super().to_dict()
-        d["layer_kinds"] = None if self.layer_kinds is None else list(self.layer_kinds)
-        return d
-
-    def to_hf_dict(self) -> dict:
-        window = self.sliding_window is not None
-        return super().to_hf_dict() | {
-            "head_dim": self.d_head, "attention_bias": self.qkv_bias, "use_sliding_window": window,
-            "sliding_window": self.sliding_window, "layer_types": list(self.layer_types),
-        }  # fmt: skip
-
-    @classmethod
-    def from_hf_dict(cls, hf: dict, name: str = "qwen3") -> Qwen3Config:
-        """Read a transformers Qwen3Config dict (as config.json holds it), with Qwen3Config's defaults."""
-        check_model_type(hf, QWEN3_MODEL_TYPES, "a Qwen3 model")
-        check_dtype(hf)
-        if "head_dim" in hf and hf["head_dim"] is None:
-            raise UserError("config head_dim=None: a Qwen3 model needs its head size (Qwen3Config's default is 128)")
-        rope = rotary.read(hf)
-        rotary.refuse_partial({}, rope)
-        # As Qwen3Config reads them: the window exists only under use_sliding_window; layer_types, when absent, makes
-        # the layers from max_window_layers on sliding ones.
-        use_window = flag(hf, "use_sliding_window")
-        window = hf.get("sliding_window", 4096) if use_window else None
-        n_layer = hf.get("num_hidden_layers", 32)
-        check_positive("num_hidden_layers", n_layer)
-        kinds = hf.get("layer_types")
-        if kinds is None:
-            first = hf.get("max_window_layers", 28)
-            if not isinstance(first, int) or isinstance(first, bool):
-                raise UserError(f"config max_window_layers must be an integer, not {first!r}")
-            kinds = [SLIDING if window is not None and i >= first else FULL for i in range(n_layer)]
-        if not isinstance(kinds, list) or len(kinds) != n_layer or not set(kinds) <= {FULL, SLIDING}:
-            raise UserError(
-                f"config layer_types={kinds!r} is not supported: one of {FULL}, {SLIDING} for each "
-                f"of the {n_layer} layers"
-            )
-        if window is None and SLIDING in kinds:
-            raise UserError(
-                "config layer_types has sliding_attention layers but use_sliding_window is false "
-                "(no window for them): set use_sliding_window or make those layers full_attention"
-            )
-        if window is not None and SLIDING not in kinds:
-            window = None  # no layer uses it (max_window_layers >= num_hidden_layers)
-        bias = flag(hf, "attention_bias")
-        layer_kinds = None if len(set(kinds)) == 1 else tuple(kinds)  # one kind: sliding_window says which
-        keys = llama_keys(hf, DEFAULTS, rope)
-        return cls(**keys, qkv_bias=bias, o_bias=bias, sliding_window=window, layer_kinds=layer_kinds, name=name)
+    def validate(self) -> None:
+        check_windows(self, "use_sliding_window is false (no window for them)")
+        super().validate()
 
 
 # The Qwen3 dense models, from the config.json of Qwen/Qwen3-0.6B, -1.7B, -4B, -8B, -14B and -32B: head_dim 128,

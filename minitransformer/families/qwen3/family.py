@@ -14,14 +14,14 @@ from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.mlps import GatedMLP
-from .config import PRESETS, QWEN3_MODEL_TYPES, Qwen3Config
+from .config import PRESETS, Qwen3Config
 
 NOTE = ("  (transformers' float64 Qwen3 computes RMSNorm, its q and k norms included, and the rotary tables in "
         "float32;\n  its reference here has them in float64, as families/llama/reference.py explains)")  # fmt: skip
 
 ARCHITECTURE = composed(
     "qwen3", Decoder(PreNorm(GroupedQueryAttention(qk_norm=PER_HEAD), GatedMLP()), symbols=SYMBOLS),
-    model_types=QWEN3_MODEL_TYPES, config=Qwen3Config, presets=PRESETS, label="Qwen3 family",
-    reference_classes={"qwen3": "Qwen3ForCausalLM"}, float64_note=NOTE,
+    config=Qwen3Config, presets=PRESETS, label="Qwen3 family",
+    float64_note=NOTE,
     float64_reference=partial(float64_throughout, norms_per_layer=4),  # q_norm and k_norm beside the block's two
 )  # fmt: skip

@@ -22,7 +22,7 @@ from ..parts.moe import Mixture, SharedExpert, SoftmaxRouter, SwiGLUExperts
 from ..parts.norms import RMSNorm
 from ..parts.part import Part, Products, Tensors
 from . import reference
-from .config import FULL, LINEAR, PRESETS, QWEN35_MODEL_TYPES, Qwen35Config
+from .config import FULL, LINEAR, PRESETS, Qwen35Config
 
 SYMBOLS = (
     "T new positions, t attended, D d_model, H query heads, Hkv key/value heads, G = H/Hkv, dh head size, "
@@ -103,10 +103,7 @@ class Qwen35Formulas(HybridFormulas):
 
 
 ARCHITECTURE = composed(
-    "qwen3_5", QWEN35, Qwen35Formulas, routed_kinds=EXPERTS.routed, model_types=QWEN35_MODEL_TYPES,
-    config=Qwen35Config, presets=PRESETS, label="Qwen3.5 family",
+    "qwen3_5", QWEN35, Qwen35Formulas, routed_kinds=EXPERTS.routed, config=Qwen35Config, presets=PRESETS, label="Qwen3.5 family",
     # the multimodal checkpoints (qwen3_5, qwen3_5_moe) are read as their text model, as AutoModelForCausalLM reads them
-    reference_classes={"qwen3_5_text": "Qwen3_5ForCausalLM", "qwen3_5": "Qwen3_5ForCausalLM",
-                       "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM", "qwen3_5_moe": "Qwen3_5MoeForCausalLM"},
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
 )  # fmt: skip

@@ -48,7 +48,7 @@ def float64_throughout(reference, model, torch) -> None:
         replaced[kind] += 1
     if config.is_moe and hasattr(reference, "set_experts_implementation"):
         reference.set_experts_implementation("eager")
-    full = sum(1 for kind in config.layer_kinds if kind == FULL)
+    full = sum(1 for kind in config.layer_types if kind == FULL)
     expected = {
         "RMSNorm": 2 * config.n_layer + 2 * full + 1,
         "RotaryEmbedding": 1,

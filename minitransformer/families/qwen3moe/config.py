@@ -1,5 +1,5 @@
-"""The Qwen3-MoE config, read from a Hugging Face config.json (transformers' Qwen3MoeConfig and its defaults), and the
-presets of the published Qwen3 mixture-of-experts models, from each model's config.json.
+"""The Qwen3-MoE config: each field under its config.json key with transformers' Qwen3MoeConfig default, and the
+presets of the published Qwen3 mixtures of experts, from each model's config.json.
 
 Against Mixtral's config (families/mixtral/config.py): the experts have their own width (moe_intermediate_size: n_inner,
 d_ff) and a dense MLP of intermediate_size (dense_inner) stands in the layers that mlp_only_layers or
@@ -9,124 +9,89 @@ decoder_sparse_step make dense; the top k gates are renormalised only under norm
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import UserError
-from .. import rotary
-from ..config import check_dtype, check_experts, check_model_type, check_positive, either, flag, llama_keys
+from ..config import check_experts
+from ..keys import FLAG, SIZE, TOKENS, Key, Kind, Refusal, key, layer_kinds, zero
 from ..llama.config import LlamaConfig, preset
+from ..qwen3.config import used_window
+from ..rotary import RopeKeys
 
-QWEN3_MOE_MODEL_TYPES = ("qwen3_moe",)
-# Qwen3MoeConfig's defaults for what a config.json leaves out (the MLP widths are read apart)
-DEFAULTS = {"num_hidden_layers": 24, "num_attention_heads": 32, "hidden_size": 2048, "vocab_size": 151936,
-            "num_key_value_heads": 4, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "hidden_act": "silu"}  # fmt: skip
 SPARSE, DENSE = "sparse_moe", "dense_mlp"  # the two kinds of layer (layer_types)
+# Qwen3MoeDecoderLayer: experts in a layer not in mlp_only_layers whose (i + 1) is a multiple of decoder_sparse_step
+DECODER_SPARSE_STEP = Key("decoder_sparse_step", 1, SIZE)
+INDICES = Kind("a list of layer indices", lambda v: isinstance(v, list) and all(type(i) is int for i in v), shape=True)
+MLP_ONLY_LAYERS = Key("mlp_only_layers", None, INDICES.or_null())  # none: every layer sparse (no default taken)
+
+
+def sparse_and_dense(hf: dict, values: dict) -> list[str]:
+    step, only = DECODER_SPARSE_STEP.get(hf), MLP_ONLY_LAYERS.get(hf) or []
+    return [DENSE if i in only or (i + 1) % step else SPARSE for i in range(values["n_layer"])]
+
+
+def dense_layers(kinds: tuple[str, ...]) -> tuple[int, ...]:
+    return tuple(i for i, kind in enumerate(kinds) if kind == DENSE)
 
 
 @dataclass(frozen=True)
 class Qwen3MoeConfig(LlamaConfig):
     """A Qwen3-MoE decoder: Qwen3's attention; in each sparse layer a router picks k of E SwiGLU experts of width F
-    (n_inner = moe_intermediate_size) per token, in each dense layer (dense_layers) a SwiGLU MLP of dense_inner."""
+    (n_inner = moe_intermediate_size) per token, in each dense layer (layer_types) a SwiGLU MLP of dense_inner."""
 
-    n_experts: int = 128  # num_experts (saved as num_local_experts): E
-    top_k: int = 8  # num_experts_per_tok: k
-    norm_topk_prob: bool = False  # the k gates divided by their sum (else the softmax's own probabilities)
-    dense_inner: int = 6144  # intermediate_size: the dense MLP's width
-    dense_layers: tuple[int, ...] = ()  # the layers with a dense MLP (mlp_only_layers, decoder_sparse_step)
-    rope_theta: float = 10000.0
+    n_layer: int = key("num_hidden_layers", 24, SIZE)
+    n_head: int = key("num_attention_heads", 32, SIZE)
+    n_embd: int = key("hidden_size", 2048, SIZE)
+    n_inner: int = key("moe_intermediate_size", 768, SIZE)  # each expert's width
+    vocab_size: int = key("vocab_size", 151936, SIZE)
+    n_kv_head: int = key("num_key_value_heads", 4, SIZE.or_null(), follows="n_head")
+    head_dim: int | None = key("head_dim", None, SIZE, write=lambda c: {"head_dim": c.d_head})  # absent: D / H
+    n_positions: int = key("max_position_embeddings", 32768, SIZE)
+    qkv_bias: bool = key("attention_bias", False, FLAG)
+    o_bias: bool = key("attention_bias", False, FLAG)
+    sliding_window: int | None = used_window()  # on every layer, as Qwen3MoeModel's one mask
+    bos_token_id: int | None = key("bos_token_id", None, TOKENS)
+    eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS)
     model_type: str = "qwen3_moe"
     name: str = field(default="qwen3_moe", compare=False)
+    # transformers names E num_experts and saves it as num_local_experts (attribute_map): either is read
+    n_experts: int = key("num_experts", 128, SIZE, aliases=("num_local_experts",))
+    top_k: int = key("num_experts_per_tok", 8, SIZE)
+    norm_topk_prob: bool = key("norm_topk_prob", False, FLAG)  # the k gates divided by their sum
+    dense_inner: int = key("intermediate_size", 6144, SIZE)  # the dense layers' MLP
+    # each layer's kind: two keys of the file say which layers are dense (None: as their defaults say, every layer sparse)
+    layer_types: tuple[str, ...] = key(
+        "mlp_only_layers",
+        None,
+        layer_kinds(SPARSE, DENSE),
+        read=sparse_and_dense,
+        rule=sparse_and_dense,
+        reads=(DECODER_SPARSE_STEP, MLP_ONLY_LAYERS),
+        dict_key="dense_layers",
+        dict_value=lambda kinds: list(dense_layers(kinds)),
+        write=lambda c: {"mlp_only_layers": list(dense_layers(c.layer_types)), "decoder_sparse_step": 1},
+    )
 
     family = "qwen3_moe"
-    # transformers names E num_experts (saved as num_local_experts: either is read); intermediate_size is the dense
-    # layers' MLP, moe_intermediate_size the experts'
-    json_keys = LlamaConfig.json_keys | {"n_experts": "num_experts", "n_inner": "moe_intermediate_size",
-                                         "dense_inner": "intermediate_size", "dense_layers": "mlp_only_layers"}  # fmt: skip
+    what = "a Qwen3-MoE model"
+    classes = {"qwen3_moe": "Qwen3MoeForCausalLM"}
+    groups = (RopeKeys(top_level=True),)
+    refusals = tuple(
+        Refusal(json, "(every layer a dense MLP) is not supported: that is a dense Qwen3", zero)
+        for json in ("num_experts", "num_local_experts")
+    )
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
+    def validate(self) -> None:
+        super().validate()
         check_experts(self)
-        self.require_positive("dense_inner")
-        if self.mlp_bias or self.qkv_bias != self.o_bias:
-            raise UserError("a Qwen3-MoE has biases on q, k, v and o together (attention_bias) or none")
-        if any(not 0 <= i < self.n_layer for i in self.dense_layers):
-            raise UserError(f"dense layers {list(self.dense_layers)} outside the {self.n_layer} layers")
 
     @property
-    def layer_types(self) -> tuple[str, ...]:
-        """Each layer's kind: a mixture of experts or a dense MLP (every layer has the same attention)."""
-        return tuple(DENSE if i in self.dense_layers else SPARSE for i in range(self.n_layer))
+    def dense_layers(self) -> tuple[int, ...]:
+        """The layers with a dense MLP (mlp_only_layers, and those decoder_sparse_step skips)."""
+        return dense_layers(self.layer_types)
 
-    def prefix(self, n_layer: int) -> Qwen3MoeConfig:
-        return replace(self, n_layer=n_layer, dense_layers=tuple(i for i in self.dense_layers if i < n_layer))
-
-    def to_dict(self) -> dict:
-        d = super().to_dict()
-        d["dense_layers"] = list(self.dense_layers)
-        return d
-
-    @property
-    def active_experts(self) -> int:
-        """The experts one token's pass reads in each sparse layer: k of E."""
-        return self.top_k
-
-    def to_hf_dict(self) -> dict:
-        hf = super().to_hf_dict() | {
-            "intermediate_size": self.dense_inner, "moe_intermediate_size": self.n_inner, "num_experts": self.n_experts,
-            "num_experts_per_tok": self.top_k, "norm_topk_prob": self.norm_topk_prob,
-            "mlp_only_layers": list(self.dense_layers), "decoder_sparse_step": 1, "attention_bias": self.qkv_bias,
-            "use_sliding_window": self.sliding_window is not None, "sliding_window": self.sliding_window,
-        }  # fmt: skip
-        hf.setdefault("head_dim", self.d_head)
-        return hf
-
-    @classmethod
-    def from_hf_dict(cls, hf: dict, name: str = "qwen3_moe") -> Qwen3MoeConfig:
-        """Read a transformers Qwen3MoeConfig dict (as config.json holds it), with Qwen3MoeConfig's defaults."""
-        check_model_type(hf, QWEN3_MOE_MODEL_TYPES, "a Qwen3-MoE model")
-        check_dtype(hf)
-        if "head_dim" in hf and hf["head_dim"] is None:
-            raise UserError("config head_dim=None: give the head size, or leave head_dim out for D / H")
-        rope = rotary.read(hf)
-        rotary.refuse_partial(hf, rope)
-        # As Qwen3MoeConfig reads them: the window exists only under use_sliding_window, and then on every layer
-        # (Qwen3MoeModel makes one mask for all; max_window_layers and layer_types are not read).
-        window = hf.get("sliding_window", 4096) if flag(hf, "use_sliding_window") else None
-        n_layer = hf.get("num_hidden_layers", 24)
-        check_positive("num_hidden_layers", n_layer)
-        # transformers names the field num_experts and saves it as num_local_experts (attribute_map)
-        n_experts = either(hf, ("num_experts", "num_local_experts"), 128)
-        if n_experts == 0:
-            raise UserError("config num_experts=0 (every layer a dense MLP) is not supported: that is a dense Qwen3")
-        shapes = {
-            "num_experts_per_tok": hf.get("num_experts_per_tok", 8),
-            "num_experts": n_experts,
-            "moe_intermediate_size": hf.get("moe_intermediate_size", 768),
-            "intermediate_size": hf.get("intermediate_size", 6144),
-        }
-        for key, value in shapes.items():  # refused under their config.json names
-            check_positive(key, value)
-        step = hf.get("decoder_sparse_step", 1)
-        check_positive("decoder_sparse_step", step)
-        only = hf.get("mlp_only_layers") or []
-        if not isinstance(only, list) or any(not isinstance(i, int) or isinstance(i, bool) for i in only):
-            raise UserError(f"config mlp_only_layers must be a list of layer indices, not {only!r}")
-        # Qwen3MoeDecoderLayer: experts iff the layer is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
-        dense = tuple(i for i in range(n_layer) if i in only or (i + 1) % step != 0)
-        bias = flag(hf, "attention_bias")
-        return cls(
-            **llama_keys(hf, DEFAULTS, rope) | {"n_inner": shapes["moe_intermediate_size"]},
-            dense_inner=shapes["intermediate_size"],
-            qkv_bias=bias,
-            o_bias=bias,
-            sliding_window=window,
-            n_experts=n_experts,
-            top_k=shapes["num_experts_per_tok"],
-            norm_topk_prob=flag(hf, "norm_topk_prob"),
-            dense_layers=dense,
-            name=name,
-        )
+    def layer_window(self, layer: int) -> int | None:
+        return self.sliding_window
 
 
 # The published Qwen3 mixtures of experts, from each model's config.json on the Hugging Face hub: head_dim 128,
@@ -134,8 +99,8 @@ class Qwen3MoeConfig(LlamaConfig):
 # norm_topk_prob true, decoder_sparse_step 1 and mlp_only_layers [] (every layer sparse), 128 experts, 8 per token,
 # bos 151643, eos 151645; each one's layers, heads, key/value heads, width, experts' width and intermediate_size
 # (which no layer of theirs uses).
-QWEN3_MOE: dict[str, Any] = {"head_dim": 128, "rope_theta": 1000000.0, "n_experts": 128, "top_k": 8,
-                             "norm_topk_prob": True, "bos_token_id": 151643, "eos_token_id": 151645}  # fmt: skip
+QWEN3_MOE: dict[str, Any] = {"head_dim": 128, "rope_theta": 1000000.0, "norm_topk_prob": True, "bos_token_id": 151643,
+                             "eos_token_id": 151645}  # fmt: skip
 PRESETS: dict[str, Qwen3MoeConfig] = {
     name: preset(Qwen3MoeConfig, name, L, H, Hkv, D, Fe, 151936, 40960, dense_inner=F, **QWEN3_MOE)
     for name, L, H, Hkv, D, Fe, F in (

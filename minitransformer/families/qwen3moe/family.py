@@ -26,7 +26,7 @@ from ..parts.mlps import GatedMLP
 from ..parts.moe import Mixture, MlpByKind, SoftmaxRouter, SwiGLUExperts
 from ..parts.norms import RMSNorm
 from . import reference
-from .config import DENSE, PRESETS, QWEN3_MOE_MODEL_TYPES, SPARSE, Qwen3MoeConfig
+from .config import DENSE, PRESETS, SPARSE, Qwen3MoeConfig
 
 
 @dataclass(frozen=True)
@@ -79,9 +79,9 @@ class Qwen3MoeFormulas(DecoderFormulas):
         return ops
 
 
+A3B = PRESETS["qwen3-30b-a3b"]
 ARCHITECTURE = composed(
-    "qwen3_moe", QWEN3_MOE, Qwen3MoeFormulas, routed_kinds=EXPERTS.routed, model_types=QWEN3_MOE_MODEL_TYPES,
-    config=Qwen3MoeConfig, presets=PRESETS, reference_classes={"qwen3_moe": "Qwen3MoeForCausalLM"}, label="Qwen3-MoE",
+    "qwen3_moe", QWEN3_MOE, Qwen3MoeFormulas, routed_kinds=EXPERTS.routed, config=Qwen3MoeConfig, presets=PRESETS, label="Qwen3-MoE",
     float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
-    variants=(replace(PRESETS["qwen3-30b-a3b"], dense_layers=(0,)),),  # no preset has a dense layer
+    variants=(replace(A3B, layer_types=(DENSE, *A3B.layer_types[1:])),),  # no preset has a dense layer
 )  # fmt: skip
