@@ -67,8 +67,9 @@ class _Parser(argparse.ArgumentParser):
         if extras:
             command = self.commands.get(getattr(parsed, "command", None) or "", self)
             flags = [a.split("=")[0] for a in extras if a.startswith("--")]
-            owners = {flag: [name for name, p in self.commands.items() if flag in p._option_string_actions]
-                      for flag in flags}  # fmt: skip
+            owners = {
+                flag: [name for name, p in self.commands.items() if flag in p._option_string_actions] for flag in flags
+            }
             elsewhere = "".join(f"; {flag} is an option of {_listed(names)}" for flag, names in owners.items() if names)
             command.error(f"unrecognized arguments: {' '.join(extras)}{elsewhere}")
         return parsed

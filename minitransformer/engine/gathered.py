@@ -56,8 +56,15 @@ class Gathered:
     rows: int = 0  # CHUNKS: the query rows of a chunk
     entries: dict[str, Entry] = field(default_factory=dict)
 
-    def add(self, stage: Stage, spec: str, value, counted: tuple[int, int] | None = None, b_batched: bool = False,
-            routed=None) -> None:  # fmt: skip
+    def add(
+        self,
+        stage: Stage,
+        spec: str,
+        value,
+        counted: tuple[int, int] | None = None,
+        b_batched: bool = False,
+        routed=None,
+    ) -> None:
         """A part made `value` at `stage`: for a product `counted` = (dot products, their length); `routed` (EXPERTS):
         the expert whose rows these are (its .expert, .tokens, .rows and .slots: families' Routed)."""
         entry = self.entries.get(stage.op)

@@ -396,8 +396,16 @@ class Phase(PassTotals):
                 continue
             mine = [t for t in ties if t.layer == layer and t.stage == s.stage]
             exact = sum(t.exact for t in mine)
-            out.append({"stage": s.stage, "k": s.k, "of": s.n, "made": self.decided(s), "exact_ties": exact,
-                        "near_ties": len(mine) - exact})  # fmt: skip
+            out.append(
+                {
+                    "stage": s.stage,
+                    "k": s.k,
+                    "of": s.n,
+                    "made": self.decided(s),
+                    "exact_ties": exact,
+                    "near_ties": len(mine) - exact,
+                }
+            )
         return out
 
     def ties_dict(self) -> list[dict]:

@@ -127,8 +127,9 @@ class Selection:
     epsilon: float
 
 
-def selected(stage: str, layer: int | None, scores: np.ndarray, k: int, past: int, held: str,
-             epsilon: float) -> Selection:  # fmt: skip
+def selected(
+    stage: str, layer: int | None, scores: np.ndarray, k: int, past: int, held: str, epsilon: float
+) -> Selection:
     """What the choice of k of each row of scores [*batch, T, n] decided, its rows at positions past .. past + T - 1,
     the scores held in `held`, of epsilon `epsilon`."""
     edge = boundary(scores, k)
@@ -136,8 +137,14 @@ def selected(stage: str, layer: int | None, scores: np.ndarray, k: int, past: in
     T = lead[-1] if lead else 1
     decides = edge.decides.reshape(-1, T)
     ties = [
-        Tie(layer, stage, int(b), past + int(i), float(edge.margin.reshape(-1, T)[b, i]),
-            float(edge.scale.reshape(-1, T)[b, i]))
+        Tie(
+            layer,
+            stage,
+            int(b),
+            past + int(i),
+            float(edge.margin.reshape(-1, T)[b, i]),
+            float(edge.scale.reshape(-1, T)[b, i]),
+        )
         for b, i in zip(*np.nonzero(edge.ties(epsilon).reshape(-1, T)))
-    ]  # fmt: skip
+    ]
     return Selection(layer, stage, k, scores.shape[-1], decides, tuple(ties), held, epsilon)

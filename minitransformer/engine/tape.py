@@ -11,9 +11,10 @@ against the concrete sizes of this pass, so a shape in the code cannot drift fro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from math import prod
+from typing import Any
 
 import numpy as np
 
@@ -222,8 +223,13 @@ class Tape:
         by record_gathered (engine/gathered.py). Their rows are the whole batch's tokens, flattened: no batch axis."""
         d = self.dims
         n = prod(d.batch) * d.T
-        return replace(self, dims=replace(d, batch=(), _shapes={}), phase=None, watcher=None,
-                       gathered=self._gathering(EXPERTS, tokens=n, k=d.k or 0))  # fmt: skip
+        return replace(
+            self,
+            dims=replace(d, batch=(), _shapes={}),
+            phase=None,
+            watcher=None,
+            gathered=self._gathering(EXPERTS, tokens=n, k=d.k or 0),
+        )
 
     def expert(self, routed) -> Tape:
         """The tape of one expert's stages over the tokens routed to it (`routed`: its .expert, .tokens, .rows and
@@ -245,9 +251,16 @@ class Tape:
         """A Gathered for work done in parts on this tape, None where nobody keeps a ledger or watches."""
         return None if self.unobserved else Gathered(how, self.phase is not None, self.watcher is not None, **more)
 
-    def record_gathered(self, parts: Tape | Gathered | None, whole: Mapping[str, str] | None = None, *,
-                        n_experts: int = 0, along: str | None = None, values: dict | None = None,
-                        recurrent: Mapping[str, tuple[int, int]] | None = None) -> None:  # fmt: skip
+    def record_gathered(
+        self,
+        parts: Tape | Gathered | None,
+        whole: Mapping[str, str] | None = None,
+        *,
+        n_experts: int = 0,
+        along: str | None = None,
+        values: dict | None = None,
+        recurrent: Mapping[str, tuple[int, int]] | None = None,
+    ) -> None:
         """One record per op that the parts ran (a Gathered, or the tape that gathered it), with the shapes of the whole
         computation: `whole[op]` where given (a layer's experts: "T D, D k*F -> T k*F", each token's rows in its k
         experts; a scan's chunks side by side: "Hv N C dk, Hv N dk dv -> Hv N C dv"), else the spec the parts ran, at
@@ -293,15 +306,13 @@ class Tape:
             if breakdown is not None and sum(p.macs for p in breakdown) != record.macs:
                 raise AssertionError(f"{self.prefix}{entry.stage.op}: the experts computed {breakdown}, not {spec}")
             return record
-        lengths = (entry.shortest, entry.longest)
+        lengths, product = (entry.shortest, entry.longest), (entry.stage, out_shape, out_spec, a_shape, b_shape)
         if g.how == CHUNKS:
-            return self._record(entry.stage, out_shape, out_spec, a_shape, b_shape, computed=(entry.dots, entry.macs),
-                                row_chunk=g.rows, lengths=lengths)  # fmt: skip
+            return self._record(*product, computed=(entry.dots, entry.macs), row_chunk=g.rows, lengths=lengths)
         dense = (prod(out_shape), prod(out_shape) * a_shape[-1])
         computed = (entry.dots, entry.macs) if g.counting and (entry.dots, entry.macs) != dense else None
         uneven = g.counting and lengths != (a_shape[-1], a_shape[-1])  # a solve's rows: 1 .. C - 1 long
-        return self._record(entry.stage, out_shape, out_spec, a_shape, b_shape, computed, recurrent=recurrent,
-                            lengths=lengths if uneven else None)  # fmt: skip
+        return self._record(*product, computed, recurrent=recurrent, lengths=lengths if uneven else None)
 
     def top_k(self, stage: str, scores, k: int, order: str = "score"):
         """The indices [..., k] of each row's k largest scores [..., n], by the package's one rule (selection.py: equal
@@ -345,13 +356,36 @@ class Tape:
         assert self.stage_table is not None, f"{op}: no part declared it, and the tape has no stage table"
         return self.stage_table.stages[op]
 
-    def _record(self, stage: Stage, out_shape, spec: str, a_shape=None, b_shape=None, computed=None,
-                row_chunk=None, breakdown=None, recurrent=None, lengths=None) -> Record:  # fmt: skip
+    def _record(
+        self,
+        stage: Stage,
+        out_shape,
+        spec: str,
+        a_shape=None,
+        b_shape=None,
+        computed=None,
+        row_chunk=None,
+        breakdown=None,
+        recurrent=None,
+        lengths=None,
+    ) -> Record:
         attention = stage.op in ("scores", "mix")
         window = self.dims.window if attention else None
-        record = Record(stage, self.layer_index, tuple(out_shape), spec, a_shape, b_shape, window, computed, row_chunk,
-                        lengths=lengths, breakdown=breakdown, recurrent=recurrent,
-                        selected=self.dims.selected if attention else None)  # fmt: skip
+        record = Record(
+            stage,
+            self.layer_index,
+            tuple(out_shape),
+            spec,
+            a_shape,
+            b_shape,
+            window,
+            computed,
+            row_chunk,
+            lengths=lengths,
+            breakdown=breakdown,
+            recurrent=recurrent,
+            selected=self.dims.selected if attention else None,
+        )
         if self.phase is not None:
             self.phase.records.append(record)
         return record
@@ -391,8 +425,16 @@ class Tape:
         record = self._record(stage, values[0].shape, spec)
         return self._watch(stage, value, record)
 
-    def matmul(self, stage_or_op: str | Stage, a, b, spec: str, bias=None, dense: str | None = None,
-               recurrent: tuple[int, int] | None = None):  # fmt: skip
+    def matmul(
+        self,
+        stage_or_op: str | Stage,
+        a,
+        b,
+        spec: str,
+        bias=None,
+        dense: str | None = None,
+        recurrent: tuple[int, int] | None = None,
+    ):
         """out = a @ b (+ bias), counted: spec reads "T D, D 3D -> T 3D" (a, b -> out, symbolically). The stage:
         declared at the line (engine/stages.py's `product`), or its op in the tape's stage table.
 
@@ -411,22 +453,7 @@ class Tape:
         if isinstance(a, ShapeOnly) or isinstance(b, ShapeOnly):
             out = ShapeOnly(dot_product_count(a.shape, b.shape)[0])
         else:
-            blocks = None  # a large weight kept narrow: widened a block of its columns at a time (precision.py)
-            if self.precision is not None:  # the operands rounded to the format, or narrow weights widened
-                a = self.precision.operand(a, self.prefix + op, "A")
-                blocks = self.precision.column_blocks(b)
-                b = b if blocks else self.precision.operand(b, self.prefix + op, "B")
-            a_rows, b_rows, out_shape = fold_shared_axes(a, b)
-            # each block of a large narrow weight widened only as its product comes (a generator), then joined
-            pieces = (b_rows,) if not blocks else (self.precision.operand(b_rows[..., cols], self.prefix + op, "B")  # type: ignore[union-attr]
-                                                   for cols in blocks)  # fmt: skip
-            outs = [sized_for_threads(np.matmul, a_rows, piece) for piece in pieces]  # the BLAS's threads; float32 sums
-            out = outs[0] if len(outs) == 1 else np.concatenate(outs, axis=-1)  # type: ignore[assignment]  # an array
-            out = out if out_shape is None else out.reshape(out_shape)
-            if bias is not None:
-                out += bias  # out is fresh: adding in place saves a [T, out] temporary
-            if self.precision is not None:  # the output, bias added, rounded to the format
-                out = self.precision.value(out, self.prefix + op)
+            a, b, out = self._product(op, a, b, bias)
         self._check(op, out, out_spec)
         if self.unobserved and self.gathered is None:
             return out
@@ -440,7 +467,36 @@ class Tape:
         else:  # the dense product's shapes, what was computed beside them
             _, dots, length = dot_product_count(a.shape, b.shape)
             a_dense, b_dense, out_dense = matmul_spec(dense)
-            d = self.dims
-            record = self._record(stage, d.shape(out_dense), out_dense, d.shape(a_dense), d.shape(b_dense, b_batched),
-                                  computed=(dots, dots * length), lengths=(length, length))  # fmt: skip
+            shapes = (
+                self.dims.shape(out_dense),
+                out_dense,
+                self.dims.shape(a_dense),
+                self.dims.shape(b_dense, b_batched),
+            )
+            record = self._record(stage, *shapes, computed=(dots, dots * length), lengths=(length, length))
         return self._watch(stage, out, record)
+
+    def _product(self, op: str, a, b, bias):
+        """a @ b (+ bias) on the BLAS, float32 sums: (a and b as multiplied, out). Under a precision the operands are
+        rounded to its format (a large narrow weight widened a block of its columns at a time, each block only as its
+        product comes), and the output, bias added, too."""
+        blocks = None
+        if self.precision is not None:
+            a = self.precision.operand(a, self.prefix + op, "A")
+            blocks = self.precision.column_blocks(b)
+            b = b if blocks else self.precision.operand(b, self.prefix + op, "B")
+        a_rows, b_rows, out_shape = fold_shared_axes(a, b)
+        pieces: Iterator[Any]
+        if blocks:
+            widen = self.precision.operand  # type: ignore[union-attr]
+            pieces = (widen(b_rows[..., cols], self.prefix + op, "B") for cols in blocks)
+        else:
+            pieces = iter((b_rows,))
+        outs = [sized_for_threads(np.matmul, a_rows, piece) for piece in pieces]  # the BLAS's threads
+        out = outs[0] if len(outs) == 1 else np.concatenate(outs, axis=-1)
+        out = out if out_shape is None else out.reshape(out_shape)
+        if bias is not None:
+            out += bias  # out is fresh: adding in place saves a [T, out] temporary
+        if self.precision is not None:
+            out = self.precision.value(out, self.prefix + op)
+        return a, b, out

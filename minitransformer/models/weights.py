@@ -22,6 +22,7 @@ from safetensors import SafetensorError, safe_open
 from ..engine.precision import Format, Precision
 from ..errors import UserError
 from ..families.config import ModelConfig
+from ..families.parts.decoder import tree_of
 from ..families.table import architecture_of
 
 SAFETENSORS = "model.safetensors"
@@ -45,23 +46,7 @@ def token_embedding(params: SimpleNamespace, config: ModelConfig):
 def as_tree(flat: Mapping[str, object], config: ModelConfig) -> SimpleNamespace:
     """{"h.0.attn.c_attn.weight": w, ...} -> tree.h[0].attn.c_attn.weight, mirroring the checkpoint
     (the blocks are `h` in a GPT-2, `layers` in a Llama: the family's layout says)."""
-    layers = architecture_of(config).layout.layers
-    root: dict = {layers: [{} for _ in range(config.n_layer)]}
-    for name, value in flat.items():
-        parts = name.split(".")
-        node = root[layers][int(parts[1])] if parts[0] == layers else root
-        for part in parts[2 if parts[0] == layers else 0 : -1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-
-    def build(node):
-        if isinstance(node, dict):
-            return SimpleNamespace(**{k: build(v) for k, v in node.items()})
-        if isinstance(node, list):
-            return [build(v) for v in node]
-        return node
-
-    return build(root)
+    return tree_of(flat, architecture_of(config).layout.layers, config.n_layer)
 
 
 @dataclass(frozen=True)

@@ -63,42 +63,76 @@ MACHINES: dict[str, Machine] = {
     for m in (
         # NVIDIA H100 Tensor Core GPU data sheet, H100 SXM column: FP32 67 TFLOPS; BF16 and FP16 Tensor Core 1,979
         # TFLOPS with sparsity (989.5 dense); GPU memory bandwidth 3.35 TB/s (80 GB HBM3).
-        Machine("h100-sxm", "NVIDIA H100 SXM5 80 GB", _formats(67, 989.5), 3.35e12,
-                "NVIDIA H100 Tensor Core GPU data sheet (SXM): FP32 67 TFLOPS, BF16/FP16 1,979 TFLOPS with sparsity, "
-                "3.35 TB/s"),
+        Machine(
+            "h100-sxm",
+            "NVIDIA H100 SXM5 80 GB",
+            _formats(67, 989.5),
+            3.35e12,
+            "NVIDIA H100 Tensor Core GPU data sheet (SXM): FP32 67 TFLOPS, BF16/FP16 1,979 TFLOPS with sparsity, "
+            "3.35 TB/s",
+        ),
         # NVIDIA H200 Tensor Core GPU data sheet, H200 SXM column: the H100's compute (FP32 67 TFLOPS, BF16/FP16 1,979
         # TFLOPS with sparsity) with 141 GB of HBM3e at 4.8 TB/s.
-        Machine("h200", "NVIDIA H200 SXM 141 GB", _formats(67, 989.5), 4.8e12,
-                "NVIDIA H200 Tensor Core GPU data sheet (SXM): FP32 67 TFLOPS, BF16/FP16 1,979 TFLOPS with sparsity, "
-                "4.8 TB/s"),
+        Machine(
+            "h200",
+            "NVIDIA H200 SXM 141 GB",
+            _formats(67, 989.5),
+            4.8e12,
+            "NVIDIA H200 Tensor Core GPU data sheet (SXM): FP32 67 TFLOPS, BF16/FP16 1,979 TFLOPS with sparsity, "
+            "4.8 TB/s",
+        ),
         # NVIDIA DGX B200 / HGX B200 data sheet, "individual Blackwell GPU" HGX B200 column (1,000 W): FP32 75 TFLOPS;
         # FP16/BF16 Tensor Core 4.5 PFLOPS with sparsity (2.25 dense); 180 GB HBM3e at 7.7 TB/s.
-        Machine("b200", "NVIDIA B200 (HGX, 1,000 W) 180 GB", _formats(75, 2250), 7.7e12,
-                "NVIDIA HGX B200 data sheet, per GPU: FP32 75 TFLOPS, FP16/BF16 4.5 PFLOPS with sparsity, 7.7 TB/s"),
+        Machine(
+            "b200",
+            "NVIDIA B200 (HGX, 1,000 W) 180 GB",
+            _formats(75, 2250),
+            7.7e12,
+            "NVIDIA HGX B200 data sheet, per GPU: FP32 75 TFLOPS, FP16/BF16 4.5 PFLOPS with sparsity, 7.7 TB/s",
+        ),
         # NVIDIA A100 Tensor Core GPU data sheet, A100 80GB SXM column: FP32 19.5 TFLOPS; BF16 and FP16 Tensor Core 312
         # TFLOPS dense (624 with sparsity); GPU memory bandwidth 2,039 GB/s (HBM2e).
-        Machine("a100-80gb", "NVIDIA A100 SXM 80 GB", _formats(19.5, 312), 2.039e12,
-                "NVIDIA A100 Tensor Core GPU data sheet (80GB SXM): FP32 19.5 TFLOPS, BF16/FP16 312 TFLOPS, "
-                "2,039 GB/s"),
+        Machine(
+            "a100-80gb",
+            "NVIDIA A100 SXM 80 GB",
+            _formats(19.5, 312),
+            2.039e12,
+            "NVIDIA A100 Tensor Core GPU data sheet (80GB SXM): FP32 19.5 TFLOPS, BF16/FP16 312 TFLOPS, 2,039 GB/s",
+        ),
         # AMD Instinct MI300X accelerator data sheet: peak FP32 (matrix) 163.4 TFLOPs; FP16 and BF16 1,307.4 TFLOPs
         # dense (2,614.9 with sparsity); 192 GB HBM3 at 5.3 TB/s peak.
-        Machine("mi300x", "AMD Instinct MI300X 192 GB", _formats(163.4, 1307.4), 5.3e12,
-                "AMD Instinct MI300X data sheet: FP32 matrix 163.4 TFLOPs, FP16/BF16 1,307.4 TFLOPs, 5.3 TB/s"),
+        Machine(
+            "mi300x",
+            "AMD Instinct MI300X 192 GB",
+            _formats(163.4, 1307.4),
+            5.3e12,
+            "AMD Instinct MI300X data sheet: FP32 matrix 163.4 TFLOPs, FP16/BF16 1,307.4 TFLOPs, 5.3 TB/s",
+        ),
         # NVIDIA Ada Lovelace GPU architecture white paper, appendix table for the GeForce RTX 4090: peak FP32 82.6
         # TFLOPS; FP16 and BF16 Tensor with FP32 accumulate 165.2 TFLOPS dense (330.4 with sparsity; FP16 with FP16
         # accumulate is twice that, but frameworks accumulate in float32); 24 GB GDDR6X at 1,008 GB/s.
-        Machine("rtx-4090", "NVIDIA GeForce RTX 4090 24 GB", _formats(82.6, 165.2), 1.008e12,
-                "NVIDIA Ada Lovelace architecture white paper (RTX 4090): FP32 82.6 TFLOPS, FP16/BF16 tensor with FP32 "
-                "accumulate 165.2 TFLOPS, 1,008 GB/s"),
+        Machine(
+            "rtx-4090",
+            "NVIDIA GeForce RTX 4090 24 GB",
+            _formats(82.6, 165.2),
+            1.008e12,
+            "NVIDIA Ada Lovelace architecture white paper (RTX 4090): FP32 82.6 TFLOPS, FP16/BF16 tensor with FP32 "
+            "accumulate 165.2 TFLOPS, 1,008 GB/s",
+        ),
         # Apple's M4 Max announcement (Apple Newsroom, 30 October 2024): a 40-core GPU and 546 GB/s of unified memory
         # bandwidth. Apple publishes no FLOP/s: 40 cores x 128 FP32 lanes x 2 (a fused multiply-add) x 1.678 GHz (the
         # GPU clock third-party databases report) = 17.2 TFLOPS, an estimate; FP16 and BF16 run at the FP32 rate (the
         # GPU has no matrix units of its own).
-        Machine("apple-m4-max", "Apple M4 Max, 40-core GPU, 546 GB/s", _formats(17.2, 17.2), 546e9,
-                "Apple M4 Max announcement: 40-core GPU, 546 GB/s; FLOP/s not published: 17.2 TFLOPS estimated from "
-                "40 cores x 128 lanes x 2 x 1.678 GHz, the same for FP16 and BF16"),
+        Machine(
+            "apple-m4-max",
+            "Apple M4 Max, 40-core GPU, 546 GB/s",
+            _formats(17.2, 17.2),
+            546e9,
+            "Apple M4 Max announcement: 40-core GPU, 546 GB/s; FLOP/s not published: 17.2 TFLOPS estimated from "
+            "40 cores x 128 lanes x 2 x 1.678 GHz, the same for FP16 and BF16",
+        ),
     )
-}  # fmt: skip
+}
 THIS_CPU = "this-cpu"
 
 

@@ -66,9 +66,17 @@ class OpTime:
         self.time_s += layers * max(compute, memory)
 
     def to_dict(self) -> dict:
-        return {"op": self.op, "macs": self.macs, "bytes": self.total_bytes, "bytes_by_operand": dict(self.bytes),
-                "macs_per_byte": self.macs_per_byte, "compute_s": self.compute_s, "memory_s": self.memory_s,
-                "time_s": self.time_s, "bound": self.bound}  # fmt: skip
+        return {
+            "op": self.op,
+            "macs": self.macs,
+            "bytes": self.total_bytes,
+            "bytes_by_operand": dict(self.bytes),
+            "macs_per_byte": self.macs_per_byte,
+            "compute_s": self.compute_s,
+            "memory_s": self.memory_s,
+            "time_s": self.time_s,
+            "bound": self.bound,
+        }
 
 
 @dataclass
@@ -126,14 +134,32 @@ class PassTime:
         return "compute" if self.compute_s >= self.memory_s else "memory"
 
     def to_dict(self) -> dict:
-        return {"phase": self.phase, "step": self.step, "tokens": self.tokens, "context": self.context,
-                "batch": self.batch, "macs": self.macs, "bytes": self.total_bytes, "bytes_by_operand": self.bytes,
-                "compute_s": self.compute_s, "memory_s": self.memory_s, "time_s": self.time_s, "bound": self.bound,
-                "outside_products_s": self.outside_s, "ops": [o.to_dict() for o in self.ops]}  # fmt: skip
+        return {
+            "phase": self.phase,
+            "step": self.step,
+            "tokens": self.tokens,
+            "context": self.context,
+            "batch": self.batch,
+            "macs": self.macs,
+            "bytes": self.total_bytes,
+            "bytes_by_operand": self.bytes,
+            "compute_s": self.compute_s,
+            "memory_s": self.memory_s,
+            "time_s": self.time_s,
+            "bound": self.bound,
+            "outside_products_s": self.outside_s,
+            "ops": [o.to_dict() for o in self.ops],
+        }
 
 
-def pass_time(config: Config, weighted: list[tuple[Record, int]], phase: Phase | Pass, on: Machine, dtype: str,
-              outside: tuple[int, int] | None = None) -> PassTime:  # fmt: skip
+def pass_time(
+    config: Config,
+    weighted: list[tuple[Record, int]],
+    phase: Phase | Pass,
+    on: Machine,
+    dtype: str,
+    outside: tuple[int, int] | None = None,
+) -> PassTime:
     """The roofline of one pass: `weighted`, each of its records with the layers it stands for (count.Pass.weighted(),
     or a real run's phase records once each); `phase` answers phase, step, tokens, context and batch; `outside`: the
     model's memory.outside_products, where the caller has it (the same for every pass)."""
@@ -145,8 +171,9 @@ def pass_time(config: Config, weighted: list[tuple[Record, int]], phase: Phase |
             ops.setdefault(r.op, OpTime(r.op)).add(r, layers, on, dtype)
     whole, per_position = outside_products(config, weighted) if outside is None else outside
     outside_bytes = (whole + phase.batch * phase.tokens * per_position) * DTYPE_BYTES[dtype]
-    return PassTime(phase.phase, phase.step, phase.tokens, phase.context, phase.batch, list(ops.values()),
-                    outside_bytes, on, dtype)  # fmt: skip
+    return PassTime(
+        phase.phase, phase.step, phase.tokens, phase.context, phase.batch, list(ops.values()), outside_bytes, on, dtype
+    )
 
 
 def phase_time(config: Config, phase: Phase, on: Machine | str, dtype: str = "float32") -> PassTime:
@@ -221,16 +248,22 @@ def roofline(count: Count, hardware: Machine | str, dtype: str = "float32") -> R
     # What one more sequence adds where the search ended (where a mixture's batch reads every expert already)
     last = batches[0] or LARGEST_BATCH
     one, more = steps.at(last - 1), steps.at(last)
-    per_sequence = {"batch": last, "macs": more.macs - one.macs, "bytes": more.total_bytes - one.total_bytes,
-                    "compute_s": more.compute_s - one.compute_s, "memory_s": more.memory_s - one.memory_s}  # fmt: skip
+    per_sequence = {
+        "batch": last,
+        "macs": more.macs - one.macs,
+        "bytes": more.total_bytes - one.total_bytes,
+        "compute_s": more.compute_s - one.compute_s,
+        "memory_s": more.memory_s - one.memory_s,
+    }
     return Roofline(count, on, dtype, passes[0], decode, passes, *batches, per_sequence)
 
 
 class DecodeSteps:
     """Decode steps at one context, counted at whatever batch is asked, each once."""
 
-    def __init__(self, count: Count, context: int, on: Machine, dtype: str,
-                 outside: tuple[int, int] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, count: Count, context: int, on: Machine, dtype: str, outside: tuple[int, int] | None = None
+    ) -> None:
         self.count, self.context, self.on, self.dtype = count, context, on, dtype
         self.outside = outside_products(count.config, count.prefill.weighted()) if outside is None else outside
         self.steps: dict[int, PassTime] = {}

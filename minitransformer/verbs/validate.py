@@ -71,12 +71,18 @@ def random_ids_reason(model: Model, text: str) -> str | None:
 def say_random_ids(model: Model, prompts, room: int, out) -> None:
     """The prompts fed as seeded random ids (random_ids_reason), with the ids each was fed, so that the English in
     the table is not read as what the model saw."""
-    fed = [(text, reason, prompt_ids(model, text, seed=i)[:room])
-           for i, text in enumerate(prompts) if (reason := random_ids_reason(model, text))]  # fmt: skip
+    fed = [
+        (text, reason, prompt_ids(model, text, seed=i)[:room])
+        for i, text in enumerate(prompts)
+        if (reason := random_ids_reason(model, text))
+    ]
     for n, (text, reason, ids) in enumerate(fed):
         if n == 0 or reason != fed[n - 1][1]:
-            print(f"random ids: {reason}, so these prompts are fed as seeded random ids, as many as GPT-2's "
-                  f"tokenizer makes of the text, not as their words:", file=out)  # fmt: skip
+            print(
+                f"random ids: {reason}, so these prompts are fed as seeded random ids, as many as GPT-2's "
+                f"tokenizer makes of the text, not as their words:",
+                file=out,
+            )
         print(f"  {ids} for {text if len(text) <= 32 else text[:29] + '...'!r}", file=out)
 
 
@@ -353,9 +359,22 @@ PRECISION_TOLERANCES = {"bfloat16": 0.1, "float16": 0.01}
 def check_precision_validated(precision: str) -> None:
     """Refuse a precision transformers cannot compute on a CPU, before any work."""
     if precision not in PRECISION_TOLERANCES:
-        raise UserError(f"validate compares with transformers, which has no {precision} arithmetic on a CPU; it "
-                        f"validates bfloat16 and float16 (generate --precision {precision} measures its drift "
-                        f"against float64)")  # fmt: skip
+        raise UserError(
+            f"validate compares with transformers, which has no {precision} arithmetic on a CPU; it "
+            f"validates bfloat16 and float16 (generate --precision {precision} measures its drift "
+            f"against float64)"
+        )
+
+
+def precision_legend(precision: str, truth_worst: float) -> str:
+    """What validate_precision's columns mean, and how close the float64 truth came to transformers' float64."""
+    truth_ok = "OK" if truth_worst <= TOLERANCES["float64"] else "NOT OK"
+    return (
+        f"err: max |dlogit| of each {precision} pass against the float64 truth; KL(truth || pass) of the next-token "
+        f"distributions, averaged over the positions;\n  top-1 agree: positions where ours and theirs choose the "
+        f"same token. The truth agrees with transformers in float64 within {truth_worst:.1e} x max(1, max |logit|), "
+        f"allowed {TOLERANCES['float64']:g}: {truth_ok}"
+    )
 
 
 def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) -> bool:
@@ -375,10 +394,13 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
     truth_model = from_directory(Path(model.source), model.name, LoadOptions(dtype="float64"))
     import transformers
 
-    print(f"Validating {model.name} ({short_path(model.source)}) at {precision} against transformers "
-          f"{transformers.__version__} {type(theirs_model).__name__} in {precision}, and both against the float64 "
-          f"truth; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and ours is no further from the truth "
-          f"than twice theirs", file=out)  # fmt: skip
+    theirs_name = f"transformers {transformers.__version__} {type(theirs_model).__name__} in {precision}"
+    print(
+        f"Validating {model.name} ({short_path(model.source)}) at {precision} against {theirs_name}, and both against "
+        f"the float64 truth; OK when max |dlogit| <= {tolerance:g} x max(1, max |logit|) and ours is no further from "
+        f"the truth than twice theirs",
+        file=out,
+    )
     say_random_ids(model, prompts, room, out)
     all_ok, truth_worst, rows, why = True, 0.0, [], []
     for i, text in enumerate(prompts):
@@ -400,17 +422,13 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
         all_ok &= ok
         label = repr(text if len(text) <= 32 else text[:29] + "...")
         why += explanation_lines(label, explained(beyond(ours, theirs, tolerance * scale), ties))
-        rows.append([label, str(len(ids)), f"{apart:.2e}",
-                     f"{tolerance * scale:.1e}", f"{ours_err:.2e}", f"{theirs_err:.2e}", f"{kl_ours:.1e}",
-                     f"{kl_theirs:.1e}", f"{100 * agree:.0f}%", "OK" if ok else "NOT OK"])  # fmt: skip
+        numbers = (f"{apart:.2e}", f"{tolerance * scale:.1e}", f"{ours_err:.2e}", f"{theirs_err:.2e}")
+        rows.append([label, str(len(ids)), *numbers, f"{kl_ours:.1e}", f"{kl_theirs:.1e}", f"{100 * agree:.0f}%"])
+        rows[-1].append("OK" if ok else "NOT OK")
     print(table(["prompt", "tokens", "max |dlogit|", "allowed", "ours err", "theirs err", "KL ours", "KL theirs",
                  "top-1 agree", "verdict"], rows, right={1, 2, 3, 4, 5, 6, 7, 8}), file=out)  # fmt: skip
     if why:
         print("\n".join([TIES_NOTE, *why]), file=out)
-    truth_ok = "OK" if truth_worst <= TOLERANCES["float64"] else "NOT OK"
-    print(f"err: max |dlogit| of each {precision} pass against the float64 truth; KL(truth || pass) of the next-token "
-          f"distributions, averaged over the positions;\n  top-1 agree: positions where ours and theirs choose the "
-          f"same token. The truth agrees with transformers in float64 within {truth_worst:.1e} x max(1, max |logit|), "
-          f"allowed {TOLERANCES['float64']:g}: {truth_ok}", file=out)  # fmt: skip
+    print(precision_legend(precision, truth_worst), file=out)
     print("all OK" if all_ok else f"NOT OK: the {precision} logits differ beyond the tolerance", file=out)
     return all_ok

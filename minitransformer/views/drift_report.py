@@ -54,10 +54,12 @@ def drift_report(d: Drift) -> str:
         lines += ["", "Where values left the range (the precision's own pass, as each rounding happened)"]
         lines.append(_events_table(events))
     if d.selections:
-        lines += ["", f"Choices that differ from float64's (the experts or keys each pass chose; margin: {d.precision}'s "
-                      f"k-th score less its (k+1)-th, where it tied or near-tied)"]  # fmt: skip
-        rows = [[str(c.layer), c.stage, str(c.position), *_chosen(c), _margin(c.margin)]
-                for c in d.selections]  # fmt: skip
+        lines += [
+            "",
+            f"Choices that differ from float64's (the experts or keys each pass chose; margin: {d.precision}'s "
+            f"k-th score less its (k+1)-th, where it tied or near-tied)",
+        ]
+        rows = [[str(c.layer), c.stage, str(c.position), *_chosen(c), _margin(c.margin)] for c in d.selections]
         lines.append(table(["layer", "stage", "position", d.precision, "float64", "margin"], rows, right={2, 5}))
     return "\n".join(lines)
 
@@ -124,10 +126,14 @@ def choices_line(d: Drift) -> str:
     where: dict[tuple, list[int]] = {}
     for c in d.selections:
         where.setdefault((c.layer, c.stage), []).append(c.position)
-    places = "; ".join(f"layer {layer} {stage} at {'position' if len(p) == 1 else 'positions'} {runs(p)}"
-                       for (layer, stage), p in where.items())  # fmt: skip
-    return (f"choices (a position's experts or keys): {count(len(d.selections))} of {count(compared)} differ from "
-            f"float64's, {places}")  # fmt: skip
+    places = "; ".join(
+        f"layer {layer} {stage} at {'position' if len(p) == 1 else 'positions'} {runs(p)}"
+        for (layer, stage), p in where.items()
+    )
+    return (
+        f"choices (a position's experts or keys): {count(len(d.selections))} of {count(compared)} differ from "
+        f"float64's, {places}"
+    )
 
 
 def range_line(d: Drift) -> str:

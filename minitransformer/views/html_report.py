@@ -1176,10 +1176,13 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
     return [
         *items,
         *beside,
-        ("cache, this run", cache["bytes"], f"after {plural(cache['positions'], 'position', n(cache['positions']))} "
-         f"({parts})"),
+        (
+            "cache, this run",
+            cache["bytes"],
+            f"after {plural(cache['positions'], 'position', n(cache['positions']))} ({parts})",
+        ),
         ("cache, whole context", cache["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
-    ]  # fmt: skip
+    ]
 
 
 def _indexer_keys(indexed: dict) -> list[tuple[str, int, str]]:

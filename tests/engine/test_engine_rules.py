@@ -495,7 +495,11 @@ def test_the_shape_language_has_rows_that_depend_on_the_data():
     from minitransformer.families.table import ARCHITECTURES, PRESETS
 
     phase = Phase("prefill", 0, 5, 5)
-    tape = Tape(Dims(T=5, t=5, D=8, H=2, F=12, V=50, R=1), phase, stage_table=ARCHITECTURES["llama"].stage_table(PRESETS["llama3.2-1b"])).layer(0)
+    tape = Tape(
+        Dims(T=5, t=5, D=8, H=2, F=12, V=50, R=1),
+        phase,
+        stage_table=ARCHITECTURES["llama"].stage_table(PRESETS["llama3.2-1b"]),
+    ).layer(0)
     h, w = np.ones((3, 8), np.float32), np.ones((8, 12), np.float32)
     out = tape.with_sizes(Te=3).matmul("mlp.up", h, w, "Te D, D F -> Te F")
     assert out.shape == (3, 12) and (out == 8).all()

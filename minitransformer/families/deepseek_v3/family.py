@@ -49,10 +49,16 @@ class DenseMLP(GatedMLP):
 
 
 EXPERTS = SwiGLUExperts(
-    symbols=("W1_e", "W3_e", "W2_e"), width="moe_inner", F="Fe", combined=("moe.routed_out",),
-    described=("routed experts' gate weights [Fe, D], E a layer", "routed experts' up weights [Fe, D], E a layer",
-               "routed experts' down weights [D, Fe], E a layer"),
-)  # fmt: skip
+    symbols=("W1_e", "W3_e", "W2_e"),
+    width="moe_inner",
+    F="Fe",
+    combined=("moe.routed_out",),
+    described=(
+        "routed experts' gate weights [Fe, D], E a layer",
+        "routed experts' up weights [Fe, D], E a layer",
+        "routed experts' down weights [D, Fe], E a layer",
+    ),
+)
 ROUTER = GroupLimitedRouter()
 MLP = MlpByKind({"dense": DenseMLP(), "moe": Mixture(ROUTER, EXPERTS, SharedExpert())})
 ATTENTION = LatentAttention(runnable=RUNNABLE_ROPE_TYPES)
@@ -66,9 +72,14 @@ class DeepseekFormulas(DecoderFormulas):
         return self.decoder.products(config, T, t, B, config.n_layer - 1 if layer is None else layer, R)
 
 
+# Its variant: q in one product (q_lora_rank None), whose stages no preset has.
 ARCHITECTURE = composed(
-    "deepseek_v3", DECODER, DeepseekFormulas, routed_kinds=EXPERTS.routed, buffer_kinds=ROUTER.buffers,
-    config=DeepseekConfig, presets=PRESETS, label="DeepSeek-V3",
-    float64_reference=reference.float64_throughout,
-    float64_note=reference.NOTE, variants=(replace(PRESETS["deepseek-v3"], q_lora_rank=None),),  # q in one product
-)  # fmt: skip
+    "deepseek_v3",
+    DECODER,
+    DeepseekFormulas,
+    config=DeepseekConfig,
+    presets=PRESETS,
+    label="DeepSeek-V3",
+    reference=reference,
+    variants=(replace(PRESETS["deepseek-v3"], q_lora_rank=None),),
+)

@@ -26,6 +26,19 @@ def float64_throughout(reference, model, torch) -> None:
     if hasattr(reference, "set_experts_implementation"):
         reference.set_experts_implementation("eager")
 
+    routers = float64_routers(reference, torch)
+    moe_layers = sum(c.is_moe(i) for i in range(c.n_layer))
+    if routers != moe_layers:
+        raise UserError(
+            f"validate in float64 recomputes the router of transformers' {type(reference).__name__} in "
+            f"float64, and found {routers} routers for {moe_layers} layers with experts"
+        )
+
+
+def float64_routers(reference, torch) -> int:
+    """Every group-limited sigmoid router (transformers' ...TopkRouter: DeepSeek-V3's, Nemotron-H's) in its model's
+    dtype, float64 here, where transformers computes it in float32, its weights upcast; how many."""
+
     def router(module, hidden_states):
         hidden_states = hidden_states.view(-1, module.hidden_dim)
         router_logits = torch.nn.functional.linear(hidden_states, module.weight.to(hidden_states.dtype))
@@ -43,14 +56,11 @@ def float64_throughout(reference, model, torch) -> None:
             weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
         return router_logits, weights * module.routed_scaling_factor, indices
 
-    routers = [m for m in reference.modules() if type(m).__name__.endswith("TopkRouter")]
-    moe_layers = sum(c.is_moe(i) for i in range(c.n_layer))
-    if len(routers) != moe_layers:
-        raise UserError(
-            f"validate in float64 recomputes the router of transformers' {type(reference).__name__} in "
-            f"float64, and found {len(routers)} routers for {moe_layers} layers with experts"
-        )
-    for module in routers:
-        module.weight.data = module.weight.data.to(torch.float64)
-        module.e_score_correction_bias.data = module.e_score_correction_bias.data.to(torch.float64)
-        module.forward = types.MethodType(router, module)
+    found = 0
+    for module in reference.modules():
+        if type(module).__name__.endswith("TopkRouter"):
+            module.weight.data = module.weight.data.to(torch.float64)
+            module.e_score_correction_bias.data = module.e_score_correction_bias.data.to(torch.float64)
+            module.forward = types.MethodType(router, module)
+            found += 1
+    return found

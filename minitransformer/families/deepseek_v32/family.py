@@ -27,7 +27,7 @@ from ...engine.ops import add_mask, constant, gather_keys, gather_mask, layer_no
 from ...engine.shapes import ShapeOnly
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_ROLES, ATTENTION_SCORES, Stage, by_op
 from ...engine.tape import Tape
-from ..deepseek_v3.family import ATTENTION, EXPERTS, IGNORED, MLP, ROUTER, SYMBOLS, DeepseekFormulas
+from ..deepseek_v3.family import ATTENTION, IGNORED, MLP, SYMBOLS, DeepseekFormulas
 from ..parts.blocks import PreNorm, under
 from ..parts.decoder import Decoder
 from ..parts.family import composed
@@ -40,29 +40,74 @@ from .config import PRESETS, DeepseekV32Config
 INDEX_NORM_EPS = 1e-6
 
 INDEXER = (
-    Stage("index.q", ("attn.index_q",), "matmul", "q_i = c_q W_iq  (the indexer's Hi heads of di, from the query's "
-          "latent)", "c_q [T, dq], W_iq [dq, Hi*di]", ATTENTION_PROJECTIONS),
-    Stage("index.k", ("attn.index_k",), "matmul", "k_i = h W_ik  (one key of di a position, for every index head)",
-          "h [T, D], W_ik [D, di]", ATTENTION_PROJECTIONS),
+    Stage(
+        "index.q",
+        ("attn.index_q",),
+        "matmul",
+        "q_i = c_q W_iq  (the indexer's Hi heads of di, from the query's latent)",
+        "c_q [T, dq], W_iq [dq, Hi*di]",
+        ATTENTION_PROJECTIONS,
+    ),
+    Stage(
+        "index.k",
+        ("attn.index_k",),
+        "matmul",
+        "k_i = h W_ik  (one key of di a position, for every index head)",
+        "h [T, D], W_ik [D, di]",
+        ATTENTION_PROJECTIONS,
+    ),
     Stage("index.k_norm", ("attn.index_k_norm",), "norm", "k_i = LayerNorm_i(k_i)", "k_i [T, di]"),
     Stage("index.split_heads", ("attn.index_q_heads",), "reshape", "q_i -> Hi heads of di", "q_i [T, Hi*di]"),
-    Stage("index.rope", ("attn.index_q_rot", "attn.index_k_rot"), "rotate", "q_i, k_i = RoPE(their first dr numbers), "
-          "in halves (rotate_half), not in MLA's interleaved pairs", "q_i [T, Hi, dr], k_i [T, dr]"),
-    Stage("index.cache", ("attn.index_keys",), "cache", "K_i of the t positions (new rows written to the indexer's "
-          "key cache: di numbers a position)", "k_i [T, di]"),
-    Stage("index.scores", ("attn.index_qk",), "matmul", "S_i = q_i K_i^T  (every index head against every key it "
-          "can see)", "q_i [T, Hi, di], K_i^T [di, t]", ATTENTION_SCORES),
+    Stage(
+        "index.rope",
+        ("attn.index_q_rot", "attn.index_k_rot"),
+        "rotate",
+        "q_i, k_i = RoPE(their first dr numbers), in halves (rotate_half), not in MLA's interleaved pairs",
+        "q_i [T, Hi, dr], k_i [T, dr]",
+    ),
+    Stage(
+        "index.cache",
+        ("attn.index_keys",),
+        "cache",
+        "K_i of the t positions (new rows written to the indexer's key cache: di numbers a position)",
+        "k_i [T, di]",
+    ),
+    Stage(
+        "index.scores",
+        ("attn.index_qk",),
+        "matmul",
+        "S_i = q_i K_i^T  (every index head against every key it can see)",
+        "q_i [T, Hi, di], K_i^T [di, t]",
+        ATTENTION_SCORES,
+    ),
     Stage("index.scale", ("attn.index_scaled",), "scale", "S_i = S_i x di^-0.5", "S_i [T, Hi, t]"),
     Stage("index.relu", ("attn.index_relu",), "activation", "S_i = ReLU(S_i)", "S_i [T, Hi, t]"),
-    Stage("index.weights", ("attn.index_head_weights",), "matmul", "w = h W_iw  (each query's weight of each index "
-          "head)", "h [T, D], W_iw [D, Hi]", ATTENTION_PROJECTIONS),
+    Stage(
+        "index.weights",
+        ("attn.index_head_weights",),
+        "matmul",
+        "w = h W_iw  (each query's weight of each index head)",
+        "h [T, D], W_iw [D, Hi]",
+        ATTENTION_PROJECTIONS,
+    ),
     Stage("index.weigh", ("attn.index_weights",), "scale", "w = w x Hi^-0.5", "w [T, Hi]"),
-    Stage("index.sum", ("attn.index_sum",), "matmul", "I = w S_i  (the weighted sum over the index heads: each "
-          "query's score of each key)", "w [T, 1, Hi], S_i [T, Hi, t]", ATTENTION_SCORES),
+    Stage(
+        "index.sum",
+        ("attn.index_sum",),
+        "matmul",
+        "I = w S_i  (the weighted sum over the index heads: each query's score of each key)",
+        "w [T, 1, Hi], S_i [T, Hi, t]",
+        ATTENTION_SCORES,
+    ),
     Stage("index.mask", ("attn.index_scores",), "mask", "I[i, j] = -inf where j is in i's future", "I [T, t]"),
-    Stage("index.topk", ("attn.index_chosen",), "select", "the s = min(t, ki) keys of largest I for each query "
-          "(their indices)", "I [T, t]"),
-)  # fmt: skip
+    Stage(
+        "index.topk",
+        ("attn.index_chosen",),
+        "select",
+        "the s = min(t, ki) keys of largest I for each query (their indices)",
+        "I [T, t]",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -159,9 +204,13 @@ def largest(scores, s: int, at: Tape):
     return at.top_k("index.topk", scores, s, order="index")
 
 
-GATHER = Stage("gather", ("attn.chosen_keys", "attn.chosen_values"), "cache",
-               "K_c, V_c = each query's s chosen keys and values  (where t > ki; else every key)",
-               "K [H, t, dh], V [H, t, dv], chosen [T, s]")  # fmt: skip
+GATHER = Stage(
+    "gather",
+    ("attn.chosen_keys", "attn.chosen_values"),
+    "cache",
+    "K_c, V_c = each query's s chosen keys and values  (where t > ki; else every key)",
+    "K [H, t, dh], V [H, t, dv], chosen [T, s]",
+)
 # Where the indexer chose (t > ki), attention reads each query's s keys alone; the dense form transformers' eager
 # attention computes (every T x t score, the keys not chosen masked) is what a watched or --dense-attention pass runs.
 SPARSE_EQUATIONS = {
@@ -190,8 +239,12 @@ class IndexedLatentAttention(LatentAttention):
         z = at.on_chosen_keys(
             lambda q, K, V, bias, chosen, at: attend_chosen(q, K, V, bias, chosen, config, at),
             lambda q, K, V, bias, at: attend(q, K, V, bias, config, at),
-            q, K, V, inputs.mask, chosen,
-        )  # fmt: skip
+            q,
+            K,
+            V,
+            inputs.mask,
+            chosen,
+        )
         return output(z, p, at)
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
@@ -294,10 +347,13 @@ def attend_chosen(q, K, V, bias, chosen, config: Any, at: Tape):
 
 ATTENTION_V32 = IndexedLatentAttention(runnable=ATTENTION.runnable)
 DECODER = Decoder(
-    PreNorm(ATTENTION_V32, MLP), biases="", ignored=IGNORED, kind_order=("dense", "moe"),
+    PreNorm(ATTENTION_V32, MLP),
+    biases="",
+    ignored=IGNORED,
+    kind_order=("dense", "moe"),
     symbols=SYMBOLS + "; Hi index heads of di, ki the keys a query attends to (index_topk), s = min(t, ki) the keys it "
     "reads",
-)  # fmt: skip
+)
 
 
 class DeepseekV32Formulas(DeepseekFormulas):
@@ -305,8 +361,11 @@ class DeepseekV32Formulas(DeepseekFormulas):
 
 
 ARCHITECTURE = composed(
-    "deepseek_v32", DECODER, DeepseekV32Formulas, routed_kinds=EXPERTS.routed, buffer_kinds=ROUTER.buffers,
-    config=DeepseekV32Config, presets=PRESETS, label="DeepSeek-V3.2",
-    float64_reference=reference.float64_throughout,
-    float64_note=reference.NOTE,
-)  # fmt: skip
+    "deepseek_v32",
+    DECODER,
+    DeepseekV32Formulas,
+    config=DeepseekV32Config,
+    presets=PRESETS,
+    label="DeepSeek-V3.2",
+    reference=reference,
+)

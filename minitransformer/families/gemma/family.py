@@ -196,11 +196,11 @@ def final_softcap(logits, config: GemmaConfig, tape: Tape):
 GAINS = "RMSNorm gains (less one: scaled by 1 + w), four a block and one at the end"
 NORM = RMSNorm(one_plus=True, gains_note=" (1 + w)", description=GAINS)
 GEMMA = Decoder(
-    Sandwich(GemmaAttention(), GatedMLP(activation="GELU, tanh approximation"), NORM), NORM, ScaledEmbedding(),
-    after_logits=final_softcap, symbols=SYMBOLS,
-)  # fmt: skip
+    Sandwich(GemmaAttention(), GatedMLP(activation="GELU, tanh approximation"), NORM),
+    NORM,
+    ScaledEmbedding(),
+    after_logits=final_softcap,
+    symbols=SYMBOLS,
+)
 
-ARCHITECTURE = composed(
-    "gemma", GEMMA, config=GemmaConfig, presets=PRESETS, label="Gemma family",
-    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
-)  # fmt: skip
+ARCHITECTURE = composed("gemma", GEMMA, config=GemmaConfig, presets=PRESETS, label="Gemma family", reference=reference)

@@ -20,7 +20,7 @@ import numpy as np
 from ...engine.ops import ACTIVATIONS, add_mask, merge_heads, slot_positions, softmax, split_heads
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, MLP, Stage, by_op
 from ...engine.tape import Tape
-from ..parts.attention import multi_head_vs_weights
+from ..parts.attention import fused_multi_head_products, multi_head_vs_weights
 from ..parts.blocks import LayerInputs, PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
@@ -30,10 +30,17 @@ from .config import PRESETS, GPT2Config
 
 # GPT-2's attention's stages and its MLP's (every GPT-2 has the same).
 ATTENTION = by_op(
-    Stage("qkv", ("attn.qkv",), "matmul", "[Q K V] = h W_qkv + b_qkv", "h [T, D], W_qkv [D, 3D]", ATTENTION_PROJECTIONS),
+    Stage(
+        "qkv", ("attn.qkv",), "matmul", "[Q K V] = h W_qkv + b_qkv", "h [T, D], W_qkv [D, 3D]", ATTENTION_PROJECTIONS
+    ),
     Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape", "Q, K, V -> H heads of dh", "[T, 3D]"),
-    Stage("cache", ("attn.keys", "attn.values"), "cache", "K, V of all t positions (new rows written to the cache)",
-          "k, v [H, T, dh]"),
+    Stage(
+        "cache",
+        ("attn.keys", "attn.values"),
+        "cache",
+        "K, V of all t positions (new rows written to the cache)",
+        "k, v [H, T, dh]",
+    ),
     Stage("scores", ("attn.qk",), "matmul", "S = Q K^T  (per head)", "Q [H, T, dh], K^T [H, dh, t]", ATTENTION_SCORES),
     Stage("scale", ("attn.scaled",), "scale", "S = S * scale  (1/sqrt(dh) unless configured otherwise)", "S [H, T, t]"),
     Stage("mask", ("attn.scores",), "mask", "S[i, j] = -inf where j is in i's future", "S [H, T, t]"),
@@ -41,12 +48,12 @@ ATTENTION = by_op(
     Stage("mix", ("attn.mix",), "matmul", "Z = A V  (per head)", "A [H, T, t], V [H, t, dh]", ATTENTION_SCORES),
     Stage("merge_heads", ("attn.z",), "reshape", "Z -> [T, D]", "Z [H, T, dh]"),
     Stage("out", ("attn.out",), "matmul", "o = Z W_o + b_o", "Z [T, D], W_o [D, D]", ATTENTION_PROJECTIONS),
-)  # fmt: skip
+)
 MLP_STAGES = by_op(
     Stage("mlp.up", ("mlp.up",), "matmul", "u = h W_up + b_up", "h [T, D], W_up [D, F]", MLP),
     Stage("mlp.act", ("mlp.act",), "activation", "g = act(u)", "u [T, F]"),
     Stage("mlp.down", ("mlp.down",), "matmul", "m = g W_down + b_down", "g [T, F], W_down [F, D]", MLP),
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -105,13 +112,7 @@ class FusedAttention(Part):
         }
 
     def products(self, config: GPT2Config, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        D, H, dh = config.n_embd, config.n_head, config.d_head
-        return {
-            "qkv": (B * T * 3 * D, D),  # h [T, D] x W_qkv [D, 3D]
-            "scores": (B * H * T * t, dh),  # per head Q [T, dh] x K^T [dh, t]
-            "mix": (B * H * T * dh, t),  # per head A [T, t] x V [t, dh]
-            "out": (B * T * D, D),  # Z [T, D] x W_o [D, D]
-        }
+        return fused_multi_head_products(config, T, t, B)
 
     def attention_vs_weights(self, c: GPT2Config, mlp: Any) -> tuple[str, str, str]:
         return multi_head_vs_weights(c)
@@ -172,12 +173,16 @@ class Mlp(Part):
 
 NORM = LayerNorm()
 GPT2 = Decoder(
-    PreNorm(FusedAttention(), Mlp(), NORM, names=("ln_1", "attn", "ln_2", "mlp")), NORM, LearnedPositions(),
-    embedding="wte", layers="h", final_norm="ln_f", prefix="transformer.", ignored=r"h\.\d+\.attn\.(bias|masked_bias)",
+    PreNorm(FusedAttention(), Mlp(), NORM, names=("ln_1", "attn", "ln_2", "mlp")),
+    NORM,
+    LearnedPositions(),
+    embedding="wte",
+    layers="h",
+    final_norm="ln_f",
+    prefix="transformer.",
+    ignored=r"h\.\d+\.attn\.(bias|masked_bias)",
     biases="biases of the four linear layers",
     symbols="T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, R logit rows",
-)  # fmt: skip
+)
 
-ARCHITECTURE = composed(
-    "gpt2", GPT2, config=GPT2Config, presets=PRESETS, own_tokenizer=False, heads_in_headers=False,
-)  # fmt: skip
+ARCHITECTURE = composed("gpt2", GPT2, config=GPT2Config, presets=PRESETS, own_tokenizer=False, heads_in_headers=False)

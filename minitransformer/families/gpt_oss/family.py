@@ -36,12 +36,20 @@ from ..parts.part import Products, Tensor, Tensors
 from . import reference
 from .config import PRESETS, GptOssConfig
 
-SINKS = Stage("sinks", ("attn.with_sinks",), "mask",
-              "S' = [S | s_h]: each head's learned sink logit s_h as one more column of every query's scores",
-              "S [H, T, t], s [H]")  # fmt: skip
-SOFTMAX = Stage("softmax", ("attn.weights",), "softmax",
-                "A = softmax(S') over j and the sink, the sink's column dropped (rows sum to 1 - the sink's weight)",
-                "S' [H, T, t+1]")  # fmt: skip
+SINKS = Stage(
+    "sinks",
+    ("attn.with_sinks",),
+    "mask",
+    "S' = [S | s_h]: each head's learned sink logit s_h as one more column of every query's scores",
+    "S [H, T, t], s [H]",
+)
+SOFTMAX = Stage(
+    "softmax",
+    ("attn.weights",),
+    "softmax",
+    "A = softmax(S') over j and the sink, the sink's column dropped (rows sum to 1 - the sink's weight)",
+    "S' [H, T, t+1]",
+)
 
 
 @cache
@@ -88,8 +96,10 @@ class SinkAttention(GroupedQueryAttention):
         return partial(attend_with_sinks, p.sinks)
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        tensors = {name: replace(t, kind="attention_biases") if t.kind == "biases" else t
-                   for name, t in super().tensors(config, layer).items()}  # fmt: skip
+        tensors = {
+            name: replace(t, kind="attention_biases") if t.kind == "biases" else t
+            for name, t in super().tensors(config, layer).items()
+        }
         return tensors | {"sinks": Tensor((config.n_head,), "attention_sinks")}
 
 
@@ -104,6 +114,5 @@ class GptOssFormulas(DecoderFormulas):
 
 
 ARCHITECTURE = composed(
-    "gpt_oss", GPT_OSS, GptOssFormulas, routed_kinds=EXPERTS.routed, config=GptOssConfig, presets=PRESETS, label="gpt-oss",
-    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
-)  # fmt: skip
+    "gpt_oss", GPT_OSS, GptOssFormulas, config=GptOssConfig, presets=PRESETS, label="gpt-oss", reference=reference
+)

@@ -30,10 +30,17 @@ SYMBOLS = (
 MIXER = Mamba2Mixer()
 NORM = RMSNorm(description="RMSNorm gains (the gated norm's [I] too)")
 MAMBA2 = Decoder(
-    Residual(MIXER, NORM), NORM, TokenEmbedding("embeddings", "x = W_te[ids]  (no positions: the scan is in order)"),
-    embedding="embeddings", final_norm="norm_f", prefix="backbone.", ignored=r"$^",  # its checkpoint: weights alone
-    biases="in_proj's and out_proj's biases, where the config has them", symbols=SYMBOLS, decode_first=True,
-)  # fmt: skip
+    Residual(MIXER, NORM),
+    NORM,
+    TokenEmbedding("embeddings", "x = W_te[ids]  (no positions: the scan is in order)"),
+    embedding="embeddings",
+    final_norm="norm_f",
+    prefix="backbone.",
+    ignored=r"$^",  # its checkpoint: weights alone
+    biases="in_proj's and out_proj's biases, where the config has them",
+    symbols=SYMBOLS,
+    decode_first=True,
+)
 
 
 class Mamba2Formulas(HybridFormulas):
@@ -49,8 +56,14 @@ class Mamba2Formulas(HybridFormulas):
         return MIXER.scan_notes(config, config.n_layer, n_prompt, n_new)
 
 
+# Its heads are the mixer's, which the header says as state-space heads (heads_in_headers=False).
 ARCHITECTURE = composed(
-    "mamba2", MAMBA2, Mamba2Formulas(MAMBA2), config=Mamba2Config, presets=PRESETS, label="Mamba-2",
-    heads_in_headers=False,  # its heads are the mixer's (the header says them as state-space heads)
-    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
-)  # fmt: skip
+    "mamba2",
+    MAMBA2,
+    Mamba2Formulas(MAMBA2),
+    config=Mamba2Config,
+    presets=PRESETS,
+    label="Mamba-2",
+    heads_in_headers=False,
+    reference=reference,
+)

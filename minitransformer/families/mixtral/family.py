@@ -32,13 +32,13 @@ EXPERTS = SwiGLUExperts(
 )
 MIXTURE = Mixture(SoftmaxRouter(), EXPERTS)
 MIXTRAL = Decoder(
-    PreNorm(GroupedQueryAttention(), MIXTURE, names=("input_layernorm", "self_attn", "post_attention_layernorm",
-                                                    "block_sparse_moe")),
-    biases="", symbols=SYMBOLS,
-)  # fmt: skip
+    PreNorm(
+        GroupedQueryAttention(),
+        MIXTURE,
+        names=("input_layernorm", "self_attn", "post_attention_layernorm", "block_sparse_moe"),
+    ),
+    biases="",
+    symbols=SYMBOLS,
+)
 
-ARCHITECTURE = composed(
-    "mixtral", MIXTRAL, routed_kinds=EXPERTS.routed, config=MixtralConfig,
-    presets=PRESETS, label="Mixtral",
-    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
-)  # fmt: skip
+ARCHITECTURE = composed("mixtral", MIXTRAL, config=MixtralConfig, presets=PRESETS, label="Mixtral", reference=reference)

@@ -53,12 +53,26 @@ class SquaredReLU(Part):
     def stages(self, config: NemotronHConfig) -> dict[str, Stage]:
         if self.shared:
             return by_op(
-                Stage("shared.up", ("moe.shared_up",), "matmul", "u = h W_up_s  (the shared expert, on every token)",
-                      "h [T, D], W_up_s [D, Fs]", MLP, product="expert"),
+                Stage(
+                    "shared.up",
+                    ("moe.shared_up",),
+                    "matmul",
+                    "u = h W_up_s  (the shared expert, on every token)",
+                    "h [T, D], W_up_s [D, Fs]",
+                    MLP,
+                    product="expert",
+                ),
                 Stage("shared.act", ("moe.shared_act",), "activation", "a = relu(u)^2", "u [T, Fs]"),
-                Stage("shared.down", ("moe.shared_down",), "matmul", "y_s = a W_down_s", "a [T, Fs], W_down_s [Fs, D]",
-                      MLP, product="expert"),
-            )  # fmt: skip
+                Stage(
+                    "shared.down",
+                    ("moe.shared_down",),
+                    "matmul",
+                    "y_s = a W_down_s",
+                    "a [T, Fs], W_down_s [Fs, D]",
+                    MLP,
+                    product="expert",
+                ),
+            )
         return by_op(
             Stage("mlp.up", ("mlp.up",), "matmul", "u = h W_up", "h [T, D], W_up [D, F]", MLP),
             Stage("mlp.act", ("mlp.act",), "activation", "a = relu(u)^2", "u [T, F]"),
@@ -91,12 +105,26 @@ class SquaredReLU(Part):
 
 
 EXPERT = (
-    Stage("expert.up", ("moe.expert_up",), "matmul", "u = h_e W_up_e  (expert e's up, on its Te rows)",
-          "h_e [T, k*Dl] (each token in its k experts), W_up_e [Dl, Fe]", MLP, product="expert"),
+    Stage(
+        "expert.up",
+        ("moe.expert_up",),
+        "matmul",
+        "u = h_e W_up_e  (expert e's up, on its Te rows)",
+        "h_e [T, k*Dl] (each token in its k experts), W_up_e [Dl, Fe]",
+        MLP,
+        product="expert",
+    ),
     Stage("expert.act", ("moe.expert_act",), "activation", "a = relu(u)^2", "u [T, k*Fe]"),
-    Stage("expert.down", ("moe.expert_down",), "matmul", "y = a W_down_e  (expert e's down, on its Te rows)",
-          "a [T, k*Fe], W_down_e [Fe, Dl]", MLP, product="expert"),
-)  # fmt: skip
+    Stage(
+        "expert.down",
+        ("moe.expert_down",),
+        "matmul",
+        "y = a W_down_e  (expert e's down, on its Te rows)",
+        "a [T, k*Fe], W_down_e [Fe, Dl]",
+        MLP,
+        product="expert",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -118,8 +146,13 @@ class SquaredReLUExperts(RoutedExperts):
 
     def whole(self) -> dict[str, str]:
         """Each token's rows in its k experts, reading and writing Dl."""
-        return {"expert.gather": "T k*Dl", "expert.up": "T Dl, Dl k*Fe -> T k*Fe", "expert.act": "T k*Fe",
-                "expert.down": "T Fe, Fe k*Dl -> T k*Dl", "expert.weigh": "T k*Dl"}  # fmt: skip
+        return {
+            "expert.gather": "T k*Dl",
+            "expert.up": "T Dl, Dl k*Fe -> T k*Fe",
+            "expert.act": "T k*Fe",
+            "expert.down": "T Fe, Fe k*Dl -> T k*Dl",
+            "expert.weigh": "T k*Dl",
+        }
 
     def expert(self, ex: Tape, e: int, xe, p: SimpleNamespace, config: NemotronHConfig):
         w = getattr(p.experts, str(e))
@@ -130,8 +163,11 @@ class SquaredReLUExperts(RoutedExperts):
     def tensors(self, config: NemotronHConfig, layer: int = 0) -> Tensors:
         Dl, Fe = config.d_latent, config.moe_inner
         up, down = Tensor((Fe, Dl), "expert_up"), Tensor((Dl, Fe), "expert_down")
-        return {name: tensor for e in range(config.n_experts or 0)
-                for name, tensor in ((f"experts.{e}.up_proj.weight", up), (f"experts.{e}.down_proj.weight", down))}  # fmt: skip
+        return {
+            name: tensor
+            for e in range(config.n_experts or 0)
+            for name, tensor in ((f"experts.{e}.up_proj.weight", up), (f"experts.{e}.down_proj.weight", down))
+        }
 
     def products(self, config: NemotronHConfig, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         Dl, Fe, k = config.d_latent, config.moe_inner, config.top_k or 0
@@ -139,12 +175,26 @@ class SquaredReLUExperts(RoutedExperts):
 
 
 LATENT = by_op(
-    Stage("moe.latent_in", ("moe.latent_in",), "matmul", "h_l = h W_fc1  (down to the experts' latent, Dl)",
-          "h [T, D], W_fc1 [D, Dl]", MLP, product="expert"),
-    Stage("moe.latent_out", ("moe.latent_out",), "matmul", "m = m W_fc2  (back up from the latent to D)",
-          "m [T, Dl], W_fc2 [Dl, D]", MLP, product="expert"),
+    Stage(
+        "moe.latent_in",
+        ("moe.latent_in",),
+        "matmul",
+        "h_l = h W_fc1  (down to the experts' latent, Dl)",
+        "h [T, D], W_fc1 [D, Dl]",
+        MLP,
+        product="expert",
+    ),
+    Stage(
+        "moe.latent_out",
+        ("moe.latent_out",),
+        "matmul",
+        "m = m W_fc2  (back up from the latent to D)",
+        "m [T, Dl], W_fc2 [Dl, D]",
+        MLP,
+        product="expert",
+    ),
     SHARED_ADD,
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -168,12 +218,18 @@ class LatentMixture(Part):
     def __call__(self, h, p: SimpleNamespace, config: NemotronHConfig, at: Tape):
         chosen, gates = self.router(h, p, config, at)
         at, latent = at.declaring(LATENT), config.moe_latent is not None
-        x = at.matmul("moe.latent_in", h, p.fc1_latent_proj.weight.T, "T D, D Dl -> T Dl",
-                      bias=bias_of(p.fc1_latent_proj)) if latent else h  # fmt: skip
+        x = (
+            at.matmul(
+                "moe.latent_in", h, p.fc1_latent_proj.weight.T, "T D, D Dl -> T Dl", bias=bias_of(p.fc1_latent_proj)
+            )
+            if latent
+            else h
+        )
         m = self.experts(x, chosen, gates, p, config, at)
         if latent:
-            m = at.matmul("moe.latent_out", m, p.fc2_latent_proj.weight.T, "T Dl, Dl D -> T D",
-                          bias=bias_of(p.fc2_latent_proj))  # fmt: skip
+            m = at.matmul(
+                "moe.latent_out", m, p.fc2_latent_proj.weight.T, "T Dl, Dl D -> T D", bias=bias_of(p.fc2_latent_proj)
+            )
         return at.stage("moe.shared_add", m + self.shared(h, p, config, at), "T D")
 
     def tensors(self, config: NemotronHConfig, layer: int = 0) -> Tensors:
@@ -190,8 +246,9 @@ class LatentMixture(Part):
 
     def products(self, config: NemotronHConfig, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         """The router's, the latent's way in, the experts', its way out, the shared expert's: in the order they run."""
-        router, experts, shared = (part.products(config, T, t, B, layer) for part in (self.router, self.experts,
-                                                                                      self.shared))  # fmt: skip
+        router, experts, shared = (
+            part.products(config, T, t, B, layer) for part in (self.router, self.experts, self.shared)
+        )
         if config.moe_latent is None:
             return router | experts | shared
         D, Dl = config.n_embd, config.d_latent  # h [T, D] x W_fc1 [D, Dl], m [T, Dl] x W_fc2 [Dl, D]
@@ -215,13 +272,25 @@ SYMBOLS = MAMBA2_SYMBOLS + (
     "expert's"
 )
 NEMOTRON_H = Decoder(
-    ByKind({"mamba": Residual(MIXER, NORM), "full_attention": Residual(ATTENTION, NORM),
+    ByKind(
+        {
+            "mamba": Residual(MIXER, NORM),
+            "full_attention": Residual(ATTENTION, NORM),
             "mlp": Residual(SquaredReLU(), NORM, takes_inputs=False),
-            "moe": Residual(LatentMixture(), NORM, takes_inputs=False)}),
-    NORM, TokenEmbedding("embeddings", "x = W_te[ids]  (no positions: the scan is in order)"), embedding="embeddings",
-    final_norm="norm_f", prefix="backbone.", ignored=r"mtp\..*",  # the multi-token-prediction layers transformers skips
-    symbols=SYMBOLS, kind_order=KINDS, dry_run=every_kind, decode_first=True,
-)  # fmt: skip
+            "moe": Residual(LatentMixture(), NORM, takes_inputs=False),
+        }
+    ),
+    NORM,
+    TokenEmbedding("embeddings", "x = W_te[ids]  (no positions: the scan is in order)"),
+    embedding="embeddings",
+    final_norm="norm_f",
+    prefix="backbone.",
+    ignored=r"mtp\..*",  # the multi-token-prediction layers transformers skips
+    symbols=SYMBOLS,
+    kind_order=KINDS,
+    dry_run=every_kind,
+    decode_first=True,
+)
 
 
 class NemotronHFormulas(HybridFormulas):
@@ -247,10 +316,14 @@ class NemotronHFormulas(HybridFormulas):
         return MIXER.scan_notes(config, mamba, n_prompt, n_new, kv)
 
 
+# Its variant: a model of experts in a latent (moe_latent_size), whose stages no preset has.
 ARCHITECTURE = composed(
-    "nemotron_h", NEMOTRON_H, NemotronHFormulas, routed_kinds=SquaredReLUExperts.routed,
-    buffer_kinds=GroupLimitedRouter.buffers, config=NemotronHConfig,
-    presets=PRESETS, label="Nemotron-H",
-    variants=(replace(PRESETS["nemotron-3-nano-30b-a3b"], moe_latent=1024),),  # a table with the latent's stages
-    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
-)  # fmt: skip
+    "nemotron_h",
+    NEMOTRON_H,
+    NemotronHFormulas,
+    config=NemotronHConfig,
+    presets=PRESETS,
+    label="Nemotron-H",
+    variants=(replace(PRESETS["nemotron-3-nano-30b-a3b"], moe_latent=1024),),
+    reference=reference,
+)

@@ -12,9 +12,8 @@ it; eager attention's softmax would be float32).
 
 from __future__ import annotations
 
-import types
-
 from ...errors import UserError
+from ..deepseek_v3.reference import float64_routers
 from ..mamba2.reference import float64_logits, float64_mixers, float64_norms
 
 NOTE = (
@@ -38,34 +37,3 @@ def float64_throughout(reference, model, torch) -> None:
     if hasattr(reference, "set_experts_implementation") and routers:
         reference.set_experts_implementation("eager")
     float64_logits(reference, reference.model, torch)
-
-
-def float64_routers(reference, torch) -> int:
-    """Every router in its model's dtype (float64 here), as transformers' NemotronHTopkRouter computes it in
-    float32; how many."""
-
-    def router(module, hidden_states):
-        hidden_states = hidden_states.view(-1, module.hidden_dim)
-        router_logits = torch.nn.functional.linear(hidden_states, module.weight.to(hidden_states.dtype))
-        scores = router_logits.sigmoid()
-        biased = scores + module.e_score_correction_bias.to(scores.dtype)
-        groups = biased.view(-1, module.num_group, module.num_experts // module.num_group)
-        group_scores = groups.topk(2, dim=-1)[0].sum(dim=-1)
-        group_idx = torch.topk(group_scores, k=module.topk_group, dim=-1, sorted=False)[1]
-        group_mask = torch.zeros_like(group_scores).scatter_(1, group_idx, 1)
-        score_mask = group_mask.unsqueeze(-1).expand(-1, module.num_group, module.num_experts // module.num_group)
-        biased = biased.masked_fill(~score_mask.reshape(-1, module.num_experts).bool(), float("-inf"))
-        indices = torch.topk(biased, k=module.top_k, dim=-1, sorted=False)[1]
-        weights = scores.gather(1, indices)
-        if module.norm_topk_prob:
-            weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-20)
-        return router_logits, weights * module.routed_scaling_factor, indices
-
-    found = 0
-    for module in reference.modules():
-        if type(module).__name__.endswith("TopkRouter"):
-            module.weight.data = module.weight.data.to(torch.float64)
-            module.e_score_correction_bias.data = module.e_score_correction_bias.data.to(torch.float64)
-            module.forward = types.MethodType(router, module)
-            found += 1
-    return found

@@ -22,7 +22,7 @@ from typing import Any
 from ...engine.ops import merge_heads, ungroup_heads
 from ...engine.stages import ATTENTION_PROJECTIONS, Stage, by_op
 from ...engine.tape import Tape
-from ..parts.attention import attend, bias_of, core_stages, multi_head_vs_weights
+from ..parts.attention import attend, bias_of, core_stages, fused_multi_head_products, multi_head_vs_weights
 from ..parts.blocks import LayerInputs, PreNorm, norm_stage, under
 from ..parts.decoder import Decoder, TokenEmbedding
 from ..parts.family import composed
@@ -56,17 +56,33 @@ class HeadByHeadAttention(Part):
         core |= {op: replace(core[op], equation=equation, reads=reads) for op, (equation, reads) in PER_HEAD.items()}
         turned = f"q, k = RoPE on each head's first r = {r} of its {dh} numbers; the other {dh - r} pass through"
         return by_op(
-            Stage("qkv", ("attn.qkv",), "matmul", f"[q k v per head] = h W_qkv{b('qkv')}  (one product, head by head)",
-                  "h [T, D], W_qkv [D, 3D]", ATTENTION_PROJECTIONS),
-            Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape",
-                  "[T, 3D] as [T, H, 3, dh] -> Q, K, V of H heads of dh", "[T, 3D]"),
+            Stage(
+                "qkv",
+                ("attn.qkv",),
+                "matmul",
+                f"[q k v per head] = h W_qkv{b('qkv')}  (one product, head by head)",
+                "h [T, D], W_qkv [D, 3D]",
+                ATTENTION_PROJECTIONS,
+            ),
+            Stage(
+                "split_heads",
+                ("attn.q", "attn.k", "attn.v"),
+                "reshape",
+                "[T, 3D] as [T, H, 3, dh] -> Q, K, V of H heads of dh",
+                "[T, 3D]",
+            ),
             Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate", turned, "q, k [H, T, dh]"),
-            Stage("cache", ("attn.keys", "attn.values"), "cache",
-                  "K, V of all t positions (new rows written to the cache)", "k, v [H, T, dh]"),
+            Stage(
+                "cache",
+                ("attn.keys", "attn.values"),
+                "cache",
+                "K, V of all t positions (new rows written to the cache)",
+                "k, v [H, T, dh]",
+            ),
             *core.values(),
             Stage("merge_heads", ("attn.z",), "reshape", "Z -> [T, D]", "Z [H, T, dh]"),
             Stage("out", ("attn.out",), "matmul", f"o = Z W_o{b('o')}", "Z [T, D], W_o [D, D]", ATTENTION_PROJECTIONS),
-        )  # fmt: skip
+        )
 
     def __call__(self, h, p: SimpleNamespace, config: NeoXConfig, at: Tape, inputs: LayerInputs):
         at = at.declaring(declared := self.declared(config))
@@ -87,13 +103,7 @@ class HeadByHeadAttention(Part):
         return {**linear("query_key_value", 3 * D, D, b, "attention_qkv"), **linear("dense", D, D, b, "attention_out")}
 
     def products(self, config: NeoXConfig, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        D, H, dh = config.n_embd, config.n_head, config.d_head
-        return {
-            "qkv": (B * T * 3 * D, D),  # h [T, D] x W_qkv [D, 3D]
-            "scores": (B * H * T * t, dh),  # per head Q [T, dh] x K^T [dh, t]
-            "mix": (B * H * T * dh, t),  # per head A [T, t] x V [t, dh]
-            "out": (B * T * D, D),  # Z [T, D] x W_o [D, D]
-        }
+        return fused_multi_head_products(config, T, t, B)
 
     def attention_vs_weights(self, c: NeoXConfig, mlp: Any) -> tuple[str, str, str]:
         return multi_head_vs_weights(c)
@@ -168,15 +178,28 @@ SYMBOLS = (
     "T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, R logit rows"
 )
 NEOX = Decoder(
-    ParallelResidual(HeadByHeadAttention(), UngatedMLP(("dense_h_to_4h", "dense_4h_to_h")), NORM), NORM, EMBED,
-    embedding="embed_in", final_norm="final_layer_norm", unembedding="embed_out", prefix="gpt_neox.",
+    ParallelResidual(HeadByHeadAttention(), UngatedMLP(("dense_h_to_4h", "dense_4h_to_h")), NORM),
+    NORM,
+    EMBED,
+    embedding="embed_in",
+    final_norm="final_layer_norm",
+    unembedding="embed_out",
+    prefix="gpt_neox.",
     # older checkpoints carry the causal mask and the rotary frequencies, which the model computes itself
-    ignored=r"layers\.\d+\.attention\.(bias|masked_bias|rotary_emb\.inv_freq)", biases="biases of the linear layers",
-    untied="unembedding W_out [V, D] (embed_out, untied)", symbols=SYMBOLS,
-)  # fmt: skip
+    ignored=r"layers\.\d+\.attention\.(bias|masked_bias|rotary_emb\.inv_freq)",
+    biases="biases of the linear layers",
+    untied="unembedding W_out [V, D] (embed_out, untied)",
+    symbols=SYMBOLS,
+)
 
+# Every stage: those of the sequential residual too (use_parallel_residual false: resid_mid), which no preset has.
 ARCHITECTURE = composed(
-    "neox", NEOX, model_types=("gpt_neox",), config=NeoXConfig, presets=PRESETS, label="GPT-NeoX family",
-    every_stage=NEOX.stage_table("neox", replace(PRESETS["pythia-70m"], use_parallel_residual=False)),  # resid_mid too
-    float64_reference=reference.float64_rotary_tables, float64_note=reference.NOTE,
-)  # fmt: skip
+    "neox",
+    NEOX,
+    config=NeoXConfig,
+    presets=PRESETS,
+    label="GPT-NeoX family",
+    every_stage=NEOX.stage_table("neox", replace(PRESETS["pythia-70m"], use_parallel_residual=False)),
+    float64_reference=reference.float64_rotary_tables,
+    float64_note=reference.NOTE,
+)

@@ -120,6 +120,17 @@ def multi_head_vs_weights(c: Any) -> tuple[str, str, str]:
     return "4 D t FLOPs against 8 D^2 + 4 D F for the weights", f"t / (2D + F){six}", f"{D}, {F}"
 
 
+def fused_multi_head_products(config: Any, T: int, t: int, B: int = 1) -> dict[str, tuple[int, int]]:
+    """The products of multi-head attention from one fused [D, 3D] projection (GPT-2's, GPT-NeoX's)."""
+    D, H, dh = config.n_embd, config.n_head, config.d_head
+    return {
+        "qkv": (B * T * 3 * D, D),  # h [T, D] x W_qkv [D, 3D]
+        "scores": (B * H * T * t, dh),  # per head Q [T, dh] x K^T [dh, t]
+        "mix": (B * H * T * dh, t),  # per head A [T, t] x V [t, dh]
+        "out": (B * T * D, D),  # Z [T, D] x W_o [D, D]
+    }
+
+
 def bias_of(linear: SimpleNamespace):
     """A linear layer's bias, None where it has none."""
     return getattr(linear, "bias", None)

@@ -17,7 +17,7 @@ Counting without weights (shape-only stand-ins) makes no masks and tables of the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
@@ -239,13 +239,20 @@ def derived_table(decoder: Decoder, name: str, config: Any) -> StageTable:
 
 def shape_only_tree(decoder: Decoder, config: Any) -> SimpleNamespace:
     """Shape-only stand-ins of every tensor of a config's checkpoint, as a tree that mirrors it."""
-    root: dict = {decoder.layers: [{} for _ in range(config.n_layer)]}
-    for name, tensor in decoder.tensors(config).items():
+    stand_ins = {name: ShapeOnly(tensor.shape) for name, tensor in decoder.tensors(config).items()}
+    return tree_of(stand_ins, decoder.layers, config.n_layer)
+
+
+def tree_of(flat: Mapping[str, object], layers: str, n_layer: int) -> SimpleNamespace:
+    """{"h.0.attn.c_attn.weight": w, ...} -> tree.h[0].attn.c_attn.weight, mirroring the checkpoint, its blocks a list
+    under `layers` (`h` in a GPT-2, `layers` in a Llama)."""
+    root: dict = {layers: [{} for _ in range(n_layer)]}
+    for name, value in flat.items():
         parts = name.split(".")
-        node = root[decoder.layers][int(parts[1])] if parts[0] == decoder.layers else root
-        for part in parts[2 if parts[0] == decoder.layers else 0 : -1]:
+        node = root[layers][int(parts[1])] if parts[0] == layers else root
+        for part in parts[2 if parts[0] == layers else 0 : -1]:
             node = node.setdefault(part, {})
-        node[parts[-1]] = ShapeOnly(tensor.shape)
+        node[parts[-1]] = value
 
     def build(node):
         if isinstance(node, dict):

@@ -11,6 +11,7 @@ from typing import Any
 from ...engine.stages import ATTENTION_ROLES
 from ..architecture import Architecture, Formulas, Layout
 from .decoder import Decoder
+from .part import held_parts
 
 
 class DecoderFormulas(Formulas):
@@ -78,15 +79,20 @@ def composed(
     name: str,
     decoder: Decoder,
     formulas: Formulas | type[DecoderFormulas] | None = None,
-    routed_kinds: tuple[str, ...] = (),
-    buffer_kinds: tuple[str, ...] = (),
+    reference: Any = None,
     **record: Any,
 ) -> Architecture:
     """The record of a family built from parts: its decoder's stage table, layout and closed forms (`formulas`, where
     the family's own override some: a DecoderFormulas subclass, made here with the kinds), and `record`, the rest of
-    Architecture's fields (config, presets, label...); the model types it reads are its config's. `routed_kinds`: the
-    kinds of its routed experts (a mixture's, parts/moe.py), of which a token reads k of E; `buffer_kinds`: those that
-    are buffers, no parameters."""
+    Architecture's fields (config, presets, label...); the model types it reads are its config's. The kinds of its
+    routed experts (a mixture's `routed`, parts/moe.py), of which a token reads k of E, and those that are buffers, no
+    parameters (a part's `buffers`), are its parts' own. `reference`: the module of its float64 reference for validate,
+    whose float64_throughout and NOTE are its record's float64_reference and float64_note."""
+    if reference is not None:
+        record |= {"float64_reference": reference.float64_throughout, "float64_note": reference.NOTE}
+    parts = list(held_parts(decoder))
+    routed_kinds = tuple(dict.fromkeys(kind for part in parts for kind in getattr(part, "routed", ())))
+    buffer_kinds = tuple(dict.fromkeys(kind for part in parts for kind in getattr(part, "buffers", ())))
     if formulas is None or isinstance(formulas, type):
         formulas = (formulas or DecoderFormulas)(decoder, routed_kinds, buffer_kinds)
     layout = Layout(

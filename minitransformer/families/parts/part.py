@@ -10,7 +10,8 @@ written from its equations alone (nothing runs), so that the tests can hold them
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields, is_dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -46,6 +47,17 @@ def _declared(part: Part, config: Any) -> dict[str, Stage]:
 def plus(bias: bool, name: str) -> str:
     """An equation's bias term: " + b_q" where the product has one."""
     return f" + b_{name}" if bias else ""
+
+
+def held_parts(part: Any) -> Iterator[Any]:
+    """A part and every part it holds (its fields, and the values of a field that maps kinds of layer to parts), depth
+    first: what a family's record gathers from its parts (their routed experts' kinds, their buffers)."""
+    yield part
+    for f in fields(part) if is_dataclass(part) else ():
+        value = getattr(part, f.name)
+        for held in value.values() if isinstance(value, Mapping) else (value,):
+            if isinstance(held, Part):
+                yield from held_parts(held)
 
 
 class Part:

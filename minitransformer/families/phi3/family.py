@@ -53,13 +53,23 @@ class FusedQKVAttention(GroupedQueryAttention):
         turned = PARTIAL if config.rotary_dim < config.d_head else "each pair of numbers"
         rope = f"q, k = RoPE(q, k): {turned} turned by position x frequency{LONGROPE if config.rope_scaling else ''}"
         return by_op(
-            Stage("qkv", ("attn.qkv",), "matmul", "[q k v] = h W_qkv  (one product: H dh + 2 Hkv dh columns)",
-                  "h [T, D], W_qkv [D, H*dh+2*Hkv*dh]", ATTENTION_PROJECTIONS),
-            Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape",
-                  "q, k, v = the first H dh, next Hkv dh, last Hkv dh columns -> H, Hkv, Hkv heads of dh",
-                  "qkv [T, H*dh+2*Hkv*dh]"),
+            Stage(
+                "qkv",
+                ("attn.qkv",),
+                "matmul",
+                "[q k v] = h W_qkv  (one product: H dh + 2 Hkv dh columns)",
+                "h [T, D], W_qkv [D, H*dh+2*Hkv*dh]",
+                ATTENTION_PROJECTIONS,
+            ),
+            Stage(
+                "split_heads",
+                ("attn.q", "attn.k", "attn.v"),
+                "reshape",
+                "q, k, v = the first H dh, next Hkv dh, last Hkv dh columns -> H, Hkv, Hkv heads of dh",
+                "qkv [T, H*dh+2*Hkv*dh]",
+            ),
             replace(ROPE, equation=rope),
-        )  # fmt: skip
+        )
 
     def __call__(self, h, p: SimpleNamespace, config: Phi3Config, at: Tape, inputs: LayerInputs):
         at = at.declaring(self.declared(config))
@@ -98,12 +108,23 @@ class FusedGatedMLP(GatedMLP):
     def stages(self, config: Phi3Config) -> dict[str, Stage]:
         gated = super().stages(config)
         return by_op(
-            Stage("mlp.gate_up", ("mlp.gate_up",), "matmul", "[g u] = h W_gate_up  (one product: 2F columns)",
-                  "h [T, D], W_gate_up [D, 2F]", MLP),
-            Stage("mlp.split", ("mlp.gate", "mlp.up"), "reshape", "g, u = the first F, last F columns (gate first)",
-                  "gu [T, 2F]"),
+            Stage(
+                "mlp.gate_up",
+                ("mlp.gate_up",),
+                "matmul",
+                "[g u] = h W_gate_up  (one product: 2F columns)",
+                "h [T, D], W_gate_up [D, 2F]",
+                MLP,
+            ),
+            Stage(
+                "mlp.split",
+                ("mlp.gate", "mlp.up"),
+                "reshape",
+                "g, u = the first F, last F columns (gate first)",
+                "gu [T, 2F]",
+            ),
             *(gated[op] for op in ("mlp.act", "mlp.mul", "mlp.down")),
-        )  # fmt: skip
+        )
 
     def __call__(self, h, p: SimpleNamespace, config: Phi3Config, at: Tape):
         at = at.declaring(self.declared(config))
@@ -138,7 +159,11 @@ NOTE = (
 )
 
 ARCHITECTURE = composed(
-    "phi3", Decoder(PreNorm(FusedQKVAttention(), FusedGatedMLP()), biases="", symbols=SYMBOLS),
-    config=Phi3Config, presets=PRESETS, label="Phi-3 family",
-    float64_reference=float64_throughout, float64_note=NOTE,
-)  # fmt: skip
+    "phi3",
+    Decoder(PreNorm(FusedQKVAttention(), FusedGatedMLP()), biases="", symbols=SYMBOLS),
+    config=Phi3Config,
+    presets=PRESETS,
+    label="Phi-3 family",
+    float64_reference=float64_throughout,
+    float64_note=NOTE,
+)

@@ -70,19 +70,30 @@ class FeedForward(Part):
 NORM = RMSNorm(one_plus=True, description="RMSNorm gains (q_norm, k_norm and the DeltaNet's gated norm included)")
 # The router's softmax over E experts, its top k renormalised to sum to 1, each expert a SwiGLU of its tokens, and a
 # shared expert on every token, weighted by sigmoid(h W_shared_gate).
-EXPERT_WEIGHTS = ("experts' gate weights [Fe, D], E a layer", "experts' up weights [Fe, D], E a layer",
-                  "experts' down weights [D, Fe], E a layer")  # fmt: skip
+EXPERT_WEIGHTS = (
+    "experts' gate weights [Fe, D], E a layer",
+    "experts' up weights [Fe, D], E a layer",
+    "experts' down weights [D, Fe], E a layer",
+)
 EXPERTS = SwiGLUExperts(width="moe_inner", F="Fe", described=EXPERT_WEIGHTS)
 SHARED_WEIGHTS = "shared expert's weights W_gate_s, W_up_s [Fs, D], W_down_s [D, Fs], and its gate [1, D]"
 SHARED = SharedExpert(module="shared_expert", gate="shared_expert_gate", width="shared_inner", described=SHARED_WEIGHTS)
 FEED_FORWARD = FeedForward(Mlp(), Mixture(SoftmaxRouter(), EXPERTS, SHARED))
 LINEAR_NAMES = ("input_layernorm", "linear_attn", "post_attention_layernorm", "mlp")
 QWEN35 = Decoder(
-    ByKind({LINEAR: PreNorm(GatedDeltaNet(), FEED_FORWARD, NORM, LINEAR_NAMES),
-            FULL: PreNorm(GatedAttention(), FEED_FORWARD, NORM)}),
-    NORM, prefixes=("model.language_model.",), ignored=r"visual\..*|mtp\..*",  # the multimodal checkpoints' others
-    biases="biases of the attention projections that have them", symbols=SYMBOLS, kind_order=(LINEAR, FULL),
-)  # fmt: skip
+    ByKind(
+        {
+            LINEAR: PreNorm(GatedDeltaNet(), FEED_FORWARD, NORM, LINEAR_NAMES),
+            FULL: PreNorm(GatedAttention(), FEED_FORWARD, NORM),
+        }
+    ),
+    NORM,
+    prefixes=("model.language_model.",),
+    ignored=r"visual\..*|mtp\..*",  # the multimodal checkpoints' others
+    biases="biases of the attention projections that have them",
+    symbols=SYMBOLS,
+    kind_order=(LINEAR, FULL),
+)
 
 
 class Qwen35Formulas(HybridFormulas):
@@ -92,9 +103,14 @@ class Qwen35Formulas(HybridFormulas):
     def attention_vs_weights(self, c: Qwen35Config) -> tuple[str, str, str]:
         """A full-attention layer's decode step at t keys against its products with weights (count compares one such
         layer); a DeltaNet layer's delta rule costs 3 Hv dk dv a step whatever t."""
-        mlp, symbols = ("3 D F", f"F = {c.n_inner:,}") if not c.is_moe else (
-            "D E + 3 k D Fe + 3 D Fs + D",
-            f"E = {c.n_experts}, k = {c.top_k}, Fe = {c.moe_inner:,}, Fs = {c.shared_inner:,}")  # fmt: skip
+        mlp, symbols = (
+            ("3 D F", f"F = {c.n_inner:,}")
+            if not c.is_moe
+            else (
+                "D E + 3 k D Fe + 3 D Fs + D",
+                f"E = {c.n_experts}, k = {c.top_k}, Fe = {c.moe_inner:,}, Fs = {c.shared_inner:,}",
+            )
+        )
         return (
             f"4 H dh t FLOPs against 2 (3 D H dh + 2 D Hkv dh + {mlp}) for the weights (a full-attention layer)",
             f"H dh t / (3 D H dh + 2 D Hkv dh + {mlp})",
@@ -102,8 +118,7 @@ class Qwen35Formulas(HybridFormulas):
         )
 
 
+# The multimodal checkpoints (qwen3_5, qwen3_5_moe) are read as their text model, as AutoModelForCausalLM reads them.
 ARCHITECTURE = composed(
-    "qwen3_5", QWEN35, Qwen35Formulas, routed_kinds=EXPERTS.routed, config=Qwen35Config, presets=PRESETS, label="Qwen3.5 family",
-    # the multimodal checkpoints (qwen3_5, qwen3_5_moe) are read as their text model, as AutoModelForCausalLM reads them
-    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
-)  # fmt: skip
+    "qwen3_5", QWEN35, Qwen35Formulas, config=Qwen35Config, presets=PRESETS, label="Qwen3.5 family", reference=reference
+)

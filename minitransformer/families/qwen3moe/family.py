@@ -49,15 +49,19 @@ class Norm(RMSNorm):
     kinds = {"norms": "RMSNorm gains (q_norm and k_norm included)"}
 
 
-EXPERTS = SwiGLUExperts(described=(
-    "experts' gate weights W_gate [F, D], E a sparse layer",
-    "experts' up weights W_up [F, D], E a sparse layer",
-    "experts' down weights W_down [D, F], E a sparse layer",
-))  # fmt: skip
-MLP = MlpByKind({
-    SPARSE: Mixture(SoftmaxRouter(renormalise="norm_topk_prob"), EXPERTS, note="a sparse layer: k experts of E"),
-    DENSE: DenseMLP(),
-})  # fmt: skip
+EXPERTS = SwiGLUExperts(
+    described=(
+        "experts' gate weights W_gate [F, D], E a sparse layer",
+        "experts' up weights W_up [F, D], E a sparse layer",
+        "experts' down weights W_down [D, F], E a sparse layer",
+    )
+)
+MLP = MlpByKind(
+    {
+        SPARSE: Mixture(SoftmaxRouter(renormalise="norm_topk_prob"), EXPERTS, note="a sparse layer: k experts of E"),
+        DENSE: DenseMLP(),
+    }
+)
 SYMBOLS = (
     MIXTRAL_SYMBOLS
     + "; F is an expert's width (moe_intermediate_size), and the dense MLP's (intermediate_size) in its "
@@ -79,9 +83,15 @@ class Qwen3MoeFormulas(DecoderFormulas):
         return ops
 
 
+# Its variant: a dense first layer, which no preset has.
 A3B = PRESETS["qwen3-30b-a3b"]
 ARCHITECTURE = composed(
-    "qwen3_moe", QWEN3_MOE, Qwen3MoeFormulas, routed_kinds=EXPERTS.routed, config=Qwen3MoeConfig, presets=PRESETS, label="Qwen3-MoE",
-    float64_reference=reference.float64_throughout, float64_note=reference.NOTE,
-    variants=(replace(A3B, layer_types=(DENSE, *A3B.layer_types[1:])),),  # no preset has a dense layer
-)  # fmt: skip
+    "qwen3_moe",
+    QWEN3_MOE,
+    Qwen3MoeFormulas,
+    config=Qwen3MoeConfig,
+    presets=PRESETS,
+    label="Qwen3-MoE",
+    reference=reference,
+    variants=(replace(A3B, layer_types=(DENSE, *A3B.layer_types[1:])),),
+)
