@@ -1,10 +1,12 @@
 """A family is its difference: a made-up third family, registered in the one table, runs, counts and reports
 through the same engine, count, trace and views as GPT-2 and the Llama family, none of which is told about it.
 
-"toy" differs from the Llama family only in its attention, as Qwen3 does, so it is what Qwen3 is: its config, its
-attention and its presets, in the Llama family's record (llama_like). Its config makes its layers alternate a sliding
-window (even layers) and full attention (odd layers), as Gemma's and gpt-oss's do, so count must group them rather
-than take one for all; its attention soft-caps its scores (c tanh(S / c), as Gemma 2's) where the config sets a cap.
+"toy" is the Llama family's parts with an attention core of its own: grouped-query attention whose scores are
+soft-capped (c tanh(S / c), as Gemma 2's) after their scale where the config sets a cap, in the pre-norm block of the
+decoder, composed into the family's record as Llama's is. Its config makes its layers alternate a sliding window (even
+layers) and full attention (odd layers), as Gemma's and gpt-oss's do, so count must group them rather than take one
+for all. Its stage table, layout and closed forms are derived from its parts: the soft-cap is in a config's table only
+where its dry run meets it.
 """
 
 from __future__ import annotations
@@ -16,18 +18,17 @@ import numpy as np
 import pytest
 
 from minitransformer import UserError
-from minitransformer.engine.ops import add_mask, group_heads, rotate, softmax, ungroup_heads
-from minitransformer.engine.stages import ATTENTION_PROJECTIONS, Stage, StageTable, edited
-from minitransformer.families.architecture import Architecture
-from minitransformer.families.blocks import ByKind, Residual, as_mixer
-from minitransformer.families.decoder import Decoder
+from minitransformer.engine.ops import add_mask, group_heads, softmax, ungroup_heads
+from minitransformer.engine.stages import ATTENTION_PROJECTIONS, Stage, by_op
+from minitransformer.engine.tape import Tape
 from minitransformer.families.gemma.family import softcap
-from minitransformer.families.llama import stages as llama_stages
 from minitransformer.families.llama.config import LlamaConfig
-from minitransformer.families.llama.formulas import LlamaFormulas
-from minitransformer.families.llama.forward import attend_to_cache, attention, heads, mlp, scale_scores
-from minitransformer.families.llama.layout import attention_shapes, gated_mlp_shapes, llama_layout
-from minitransformer.families.llama.legacy import Attention, llama_like
+from minitransformer.families.llama.family import SYMBOLS
+from minitransformer.families.parts.attention import GroupedQueryAttention, core_stages, mask_equation, scale_scores
+from minitransformer.families.parts.blocks import ByKind, PreNorm, Residual
+from minitransformer.families.parts.decoder import Decoder
+from minitransformer.families.parts.family import composed
+from minitransformer.families.parts.mlps import GatedMLP
 from minitransformer.families.table import ARCHITECTURES, architecture_of, config_from_hf_dict, register, unregister
 from minitransformer.models.model import Model
 from minitransformer.models.weights import as_tree, expected_shapes
@@ -62,14 +63,12 @@ class ToyConfig(LlamaConfig):
         return self.sliding_window if layer % 2 == 0 else None
 
 
-# Its attention: the Llama family's, whose scores are soft-capped after their scale.
-def toy_attention(h, p, config: ToyConfig, at, inputs):
-    q, k, v = heads(h, p, config, at)
-    q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
-    return attend_to_cache(q, k, v, p, config, at, inputs, capped)
+# Its attention core: the Llama family's, whose scores are soft-capped after their scale where the config sets a cap.
+SOFTCAP = by_op(Stage("softcap", ("attn.softcapped",), "softcap", "S = c tanh(S / c)", "S [H, T, t]"))
 
 
-def capped(q, K, V, bias, config: ToyConfig, at):
+def capped(q, K, V, bias, config: ToyConfig, at: Tape):
+    at = at.declaring(core_stages(mask_equation(config)) | SOFTCAP)
     Hkv = config.n_kv_head
     s = at.matmul(
         "scores", group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :], "Hkv G T dh, Hkv 1 dh t -> Hkv G T t"
@@ -82,27 +81,21 @@ def capped(q, K, V, bias, config: ToyConfig, at):
     return at.matmul("mix", group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")
 
 
-SOFTCAP = (Stage("softcap", ("attn.softcapped",), "softcap", "S = c tanh(S / c)", "S [H, T, t]"),)
-
-
-def toy_stages(config: ToyConfig):
-    attention = llama_stages.attention(mask=llama_stages.mask(window=True, some_layers=True))
-    return edited(attention, after={"scale": SOFTCAP} if config.cap is not None else {})
-
-
-CAPPED = Attention(toy_attention, toy_stages, edited(llama_stages.attention(), after={"scale": SOFTCAP}))
-# Its presets come with its registration (the fixture below); the record is the Llama family's with these.
-TOY = llama_like("toy", ("toy",), ToyConfig, {}, CAPPED, label="made-up family")
-
-
 def toy_config(n_layer: int = 4, **options) -> ToyConfig:
     return ToyConfig(n_layer=n_layer, n_head=4, n_kv_head=2, n_embd=16, n_inner=24, vocab_size=97, n_positions=200,
                      sliding_window=WINDOW, name="toy-tiny", **options)  # fmt: skip
 
 
+TOY_DECODER = Decoder(PreNorm(GroupedQueryAttention(core=capped), GatedMLP()), symbols=SYMBOLS)
+TOY = composed(
+    "toy", TOY_DECODER, model_types=("toy",), config=ToyConfig, presets={"toy-tiny": toy_config()},
+    label="made-up family", variants=(toy_config(cap=2.0),),  # the family's table: the cap's too
+)  # fmt: skip
+
+
 @pytest.fixture
 def toy():
-    register(replace(TOY, presets={"toy-tiny": toy_config()}))
+    register(TOY)
     yield
     unregister("toy")
 
@@ -230,7 +223,7 @@ def test_its_products_are_drawn_by_their_kind_without_a_line_of_view_code(toy):
     config = toy_config(n_layer=2)
     counted = count_generation(config, 20, 2)
     html = page(count_data(counted))
-    for stage in TOY.every_stage.stages.values():
+    for stage in TOY.all_stages().stages.values():
         if stage.kind == "matmul":
             assert f'<span class="swatch" style="background:{PRODUCT_COLOURS[stage.product]}"></span>{stage.op}' in html
     pytest.importorskip("matplotlib", reason="the plot extra (matplotlib) is not installed")
@@ -249,9 +242,9 @@ def test_validate_refuses_a_family_newer_than_the_transformers_installed(toy):
         load_reference(random_model(toy_config()))
 
 
-# A layer that is one branch, x + part(norm(x)) (blocks.Residual), as each of Nemotron-H's layers is one of Mamba-2,
+# A layer that is one branch, x + part(norm(x)) (parts' Residual), as each of Nemotron-H's layers is one of Mamba-2,
 # attention, MLP or mixture of experts: here the Llama block taken apart into an attention layer and an MLP layer,
-# each kind its block (blocks.ByKind).
+# each kind its block (parts' ByKind), its checkpoint's layers.{i}.norm and layers.{i}.mixer.
 @dataclass(frozen=True)
 class SplitConfig(LlamaConfig):
     """The Llama config of twice its layers, even ones attention, odd ones the MLP."""
@@ -259,31 +252,16 @@ class SplitConfig(LlamaConfig):
     model_type: str = "split"
 
     family = "split"
+    classes = {"split": "SplitForCausalLM"}  # which no transformers has
 
     @property
     def layer_types(self) -> tuple[str, ...]:
         return tuple("attention" if i % 2 == 0 else "mlp" for i in range(self.n_layer))
 
 
-split_block = ByKind({"attention": Residual(attention), "mlp": Residual(as_mixer(mlp))})
-
-
-def split_shapes(config: SplitConfig) -> dict[str, tuple[int, ...]]:
-    D, V = config.n_embd, config.vocab_size
-    shapes = {"embed_tokens.weight": (V, D)}
-    for i, kind in enumerate(config.layer_types):
-        part = attention_shapes(config) if kind == "attention" else gated_mlp_shapes(config)
-        shapes |= {f"layers.{i}.norm.weight": (D,)} | {f"layers.{i}.mixer.{n}": s for n, s in part.items()}
-    return shapes | {"norm.weight": (D,), "lm_head.weight": (V, D)}
-
-
-SPLIT_BLOCK = edited(llama_stages.llama_family().block, instead={"resid_mid": (), "ln_2": ()})
-SPLIT_STAGES = StageTable("split", llama_stages.EMBED, SPLIT_BLOCK, llama_stages.FINAL, llama_stages.SYMBOLS)
-SPLIT = Architecture(
-    name="split", model_types=("split",), config=SplitConfig, presets={}, forward=Decoder(split_block),
-    stage_table=lambda config: SPLIT_STAGES, every_stage=SPLIT_STAGES, layout=llama_layout(split_shapes, {}, ()),
-    formulas=LlamaFormulas(),
-)  # fmt: skip
+SPLIT_BLOCK = ByKind({"attention": Residual(GroupedQueryAttention()), "mlp": Residual(GatedMLP(), takes_inputs=False)})
+SPLIT = composed("split", Decoder(SPLIT_BLOCK, symbols=SYMBOLS), model_types=("split",), config=SplitConfig,
+                 presets={})  # fmt: skip
 
 
 def test_a_layer_may_be_one_branch_with_its_own_norm_and_residual():
