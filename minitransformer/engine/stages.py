@@ -21,8 +21,8 @@ Dimension symbols used in shapes:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 
 
@@ -147,23 +147,6 @@ LAST = Stage("last", ("last",), "select", "h = h[last position]  (generation nee
 LOGITS = Stage(
     "logits", ("logits",), "matmul", "logits = h W_U^T  (W_U = W_te when tied)", "h [R, D], W_te^T [D, V]", UNEMBEDDING
 )
-
-
-def edited(
-    stages: tuple[Stage, ...],
-    instead: Mapping[str, tuple[Stage, ...]] | None = None,
-    after: Mapping[str, tuple[Stage, ...]] | None = None,
-    equations: Mapping[str, str] | None = None,
-) -> tuple[Stage, ...]:
-    """A table written as its difference from another's stages: `equations` rewrites some stages' equations,
-    `instead` puts other stages (or none) in some stages' place, and `after` adds stages after some."""
-    out: list[Stage] = []
-    for stage in stages:
-        if equations and stage.op in equations:
-            stage = replace(stage, equation=equations[stage.op])
-        out += (instead or {}).get(stage.op, (stage,))
-        out += (after or {}).get(stage.op, ())
-    return tuple(out)
 
 
 def by_op(*stages: Stage) -> dict[str, Stage]:

@@ -54,10 +54,9 @@ class Layout:
     ignored: str  # a regex of buffers checkpoints carry that the model computes itself
     shapes: Callable[[Any], dict[str, tuple[int, ...]]]  # config -> {name without the prefix: shape}, in order
     kinds: dict[str, str]  # parameter kind -> what it is, in the order a pass meets them
-    kind_of: tuple[tuple[re.Pattern, str], ...]  # (compiled regex, kind) for each tensor name, the first match wins
-    # A family built from parts: config -> its tensors with their shapes and kinds (families/parts/decoder.py), from
-    # which `shapes` and each tensor's kind are read; None: a family of the old layout, by `kind_of`'s patterns
-    tensors: Callable[[Any], dict] | None = None
+    # config -> its tensors with their shapes and kinds (families/parts/decoder.py), from which `shapes` and each
+    # tensor's kind are read
+    tensors: Callable[[Any], dict]
     # A mixture of experts: the parameter kinds of its routed experts, of which one token's pass reads k of E (the
     # rest of the model it reads whole): what `params` counts as active. Empty for a dense family.
     routed_kinds: tuple[str, ...] = ()
@@ -72,18 +71,10 @@ class Layout:
     def __post_init__(self) -> None:
         object.__setattr__(self, "ignored_pattern", re.compile(rf"^({self.ignored})$"))
 
-    def kind(self, name: str, config: Any = None) -> str | None:
-        """The parameter kind of a tensor name of this checkpoint (of this config, for a family built from parts), or
-        None."""
-        if self.tensors is not None:
-            tensor = self.tensors(config).get(name) if config is not None else None
-            return tensor.kind if tensor is not None else None
-        return next((kind for pattern, kind in self.kind_of if pattern.match(name)), None)
-
-
-def kind_rules(*rules: tuple[str, str]) -> tuple[tuple[re.Pattern, str], ...]:
-    """Layout.kind_of from (regex of a whole name, kind) pairs."""
-    return tuple((re.compile(rf"^{pattern}$"), kind) for pattern, kind in rules)
+    def kind(self, name: str, config: Any) -> str | None:
+        """The parameter kind of a tensor name of this config's checkpoint, or None."""
+        tensor = self.tensors(config).get(name)
+        return tensor.kind if tensor is not None else None
 
 
 class Formulas:

@@ -20,9 +20,9 @@ largest working set of one stage, in a pass nobody watches (the usual run): for 
 its A and its output (its B is a weight, or K^T and V, which live in the KV cache or in the Q K V
 projection's output); for scale, mask and softmax one tensor, as they write over the scores in
 place (ops.py); for the other elementwise stages input and output; nothing for views (the heads
-split, the cache's rows, the last position). A Llama block differs in two places: its mask is a
-[T, t] bias built once a pass and alive throughout (one for each window, where layers differ), and its gated
-MLP holds g, u and act(g) at once (a Phi-3 block too: its g and u are views of one [T, 2F] product).
+split, the cache's rows, the last position). The mask is a [T, t] bias the decoder builds once a pass and keeps
+alive throughout (one for each window, where layers differ: parts/decoder.py), whatever the family. A gated MLP
+(a Llama block's) holds g, u and act(g) at once (a Phi-3 block's too: its g and u are views of one [T, 2F] product).
 A pass computed in row chunks (tape.py; its scores record says what was computed) holds the
 attention stages of one chunk at a time: Record.row_chunk of the T query rows. The tests hold it to
 tracemalloc's measured peak of real runs.
@@ -222,15 +222,16 @@ def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTE
     """(estimated peak activation bytes, the stage where it peaks) of one pass."""
     residual = prod(next(r for r in records if r.op == "embed").out_shape)
     gated = any(r.op in ("mlp.gate", "mlp.gate_up") for r in records)  # a Llama or Phi-3 block (module docstring)
-    if gated:  # the pass's mask bias: one for each window its layers have (Gemma's sliding and full layers: two)
-        masks: dict[int | None, int] = {}
-        window = None
-        for r in records:
-            if r.attention == "scores":
-                window = r.window
-            elif r.op == "mask":
-                masks.setdefault(window, prod(r.out_shape[-2:]))
-        residual += sum(masks.values())
+    masks: dict[
+        int | None, int
+    ] = {}  # the pass's mask bias: one for each window (Gemma's sliding and full layers: two)
+    window = None
+    for r in records:
+        if r.attention == "scores":
+            window = r.window
+        elif r.op == "mask":
+            masks.setdefault(window, prod(r.out_shape[-2:]))
+    residual += sum(masks.values())
     peak = max(records, key=lambda r: working_set(r, gated))
     alive = working_set(peak, gated)
     # none in a model whose layers all keep a state

@@ -629,6 +629,7 @@ def _kv_cache_lines(count: Count, m: dict) -> list[str]:
 def _activation_lines(count: Count, act: dict) -> list[str]:
     """The peak activations of the prefill and a decode step, and how they are estimated (memory.py)."""
     decode, scores = act.get("decode"), count.prefill.scores
+    estimate: tuple[str, ...]
     if scores is None:  # every layer a state-space mixer (Mamba-2)
         estimate = (
             "the residual stream [B, T, D] + the largest stage's working set (a product: its A and its",
@@ -641,15 +642,16 @@ def _activation_lines(count: Count, act: dict) -> list[str]:
         )
     else:
         estimate = (
-            "the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the",
-            "scores [B, H, T, t], which scale, mask and softmax overwrite in place; MLP: u and act(u), [B, T, F] each)",
+            "the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set",
+            "(Q K^T: Q and the scores [B, H, T, t], which scale, mask and softmax overwrite in place;",
+            "MLP: u and act(u), [B, T, F] each)",
         )
     chunked = scores is not None and scores.computed is not None  # a prefill in row chunks holds one chunk at a time
     return [
         f"  activations  peak ~{byte_size(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
         + (f", ~{byte_size(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
         f"               estimate: {estimate[0]}",
-        f"               {estimate[1]}",
+        *(f"               {line}" for line in estimate[1:]),
         *(
             [
                 f"               (a prefill past {scores.row_chunk} positions computes attention in row "

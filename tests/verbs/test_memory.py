@@ -66,11 +66,13 @@ def test_the_count_report_describes_the_activation_estimate_it_prints():
     count = count_generation(GPT2Config(n_layer=1, n_head=H, n_embd=D, vocab_size=1000), T, 1, batch=B)
     peak = memory_dict(count, balance=10)["activations"]["prefill"]
     # In row chunks of 128 (row_chunks.ROW_CHUNK): the largest chunk is rows 768..895, which see 896 keys; alive
-    # beside it the normed input, qkv and the output [B, H, T, dh].
-    residual, h, qkv, chunk, z = B * T * D, B * T * D, B * T * 3 * D, B * H * 128 * 896, B * T * D
-    assert peak == {"bytes": 4 * (residual + h + qkv + chunk + z), "stage": "scores"}
+    # beside it the normed input, qkv and the output [B, H, T, dh], and all along the pass's mask [T, t].
+    residual, mask, h, qkv, chunk, z = B * T * D, T * T, B * T * D, B * T * 3 * D, B * H * 128 * 896, B * T * D
+    alive = residual + mask + h + qkv + chunk + z
+    assert peak == {"bytes": 4 * alive, "stage": "scores"}
     text = " ".join(count_report(count, 10).split())
-    assert f"peak ~{4 * (residual + h + qkv + chunk + z) / 1e6:.1f} MB in the prefill (at scores)" in text
+    assert f"peak ~{4 * alive / 1e6:.1f} MB in the prefill (at scores)" in text
     assert "a prefill past 128 positions computes attention in row chunks" in text
-    assert ("the residual stream [B, T, D] + the largest stage's working set (Q K^T: Q and the scores [B, H, T, t], "
+    assert ("the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set (Q K^T: Q and the "
+            "scores [B, H, T, t], "
             "which scale, mask and softmax overwrite in place;") in text  # fmt: skip

@@ -31,8 +31,10 @@ def not_indexed(kinds, hf: dict) -> bool:
 
 
 def other_kv_heads(kv_heads, hf: dict) -> bool:
-    """Key/value heads other than the query heads: eager attention would repeat MLA's heads."""
-    return kv_heads is not None and kv_heads != unnoted(hf, "num_attention_heads", 128)
+    """Key/value heads other than the query heads: eager attention would repeat MLA's heads. Query heads that are not
+    a number are refused under their own key (num_attention_heads), not here."""
+    heads = unnoted(hf, "num_attention_heads", 128)
+    return kv_heads is not None and isinstance(heads, int) and kv_heads != heads
 
 
 @dataclass(frozen=True)

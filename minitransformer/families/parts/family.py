@@ -102,7 +102,6 @@ def composed(
         ignored=decoder.ignored,
         shapes=lambda config: {n: t.shape for n, t in _tensors(decoder, config).items()},
         kinds=decoder.kinds,
-        kind_of=(),
         prefixes=decoder.prefixes,
         tensors=lambda config: _tensors(decoder, config),
         routed_kinds=routed_kinds,

@@ -308,8 +308,8 @@ class RoutedExperts(Part):
     routed: ClassVar[tuple[str, ...]] = ()  # the parameter kinds of which a token's pass reads k of E
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        gather, weigh = gathered_stages(self.x, self.D)
-        return by_op(gather, *self.expert_stages(config), weigh, combine(self.combined))
+        gather, weighing = gathered_stages(self.x, self.D)
+        return by_op(gather, *self.expert_stages(config), weighing, combine(self.combined))
 
     def expert_stages(self, config: Any) -> tuple[Stage, ...]:
         raise NotImplementedError
