@@ -31,14 +31,20 @@ if TYPE_CHECKING:
 FULL, SLIDING = "full_attention", "sliding_attention"  # transformers' layer types of attention with and without window
 
 
+def slides(kind: str) -> bool:
+    """A kind of layer whose attention sees a window: transformers' sliding_attention, and a family's kind named from it
+    (SmolLM3's sliding_attention_nope: a window and no rotary positions)."""
+    return kind.startswith(SLIDING)
+
+
 def check_windows(config: Any, no_window: str = "sliding_window is null") -> None:
     """A config whose layers are full or sliding attention (its layer_types): a window where some layer slides
     (`no_window` says why there is none), none where no layer does (a window no layer uses is none, as the reports
     say)."""
-    kinds = config.layer_types
-    if SLIDING in kinds and config.sliding_window is None:
+    sliding = any(slides(kind) for kind in config.layer_types)
+    if sliding and config.sliding_window is None:
         raise UserError(f"config {config.key('layer_types')} has {SLIDING} layers but {no_window}")
-    if SLIDING not in kinds:
+    if not sliding:
         object.__setattr__(config, "sliding_window", None)
 
 
@@ -117,8 +123,10 @@ class ModelConfig:
             return cls.from_text_config(hf, model_type, name)
         check_dtype(hf)
         values: dict[str, Any] = {}
-        missing = []
+        missing: list[str] = []
         for field_name, entry in cls.keys():
+            if missing and entry.read is not None:  # it reads fields before it, some of which the file lacks
+                continue
             try:
                 values[field_name] = entry.get(hf, model_type, values)
             except Missing:
@@ -267,7 +275,7 @@ class ModelConfig:
 
     def layer_window(self, layer: int) -> int | None:
         """The sliding window of a layer's attention (None: it sees every earlier position)."""
-        return self.sliding_window if self.layer_types[layer] == SLIDING else None
+        return self.sliding_window if slides(self.layer_types[layer]) else None
 
     def layer_cache(self, layer: int) -> KeysValues | State:
         """What a layer keeps from one pass for the next (engine/kvcache.py): an attention layer's keys and values,

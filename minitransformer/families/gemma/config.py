@@ -136,7 +136,7 @@ class GemmaConfig(LlamaConfig):
         check_windows(self)
         super().validate()
 
-    def rope(self, layer: int = 0) -> Rope:
+    def rope(self, layer: int = 0) -> Rope | None:
         """Gemma 3's sliding layers turn at a base of their own (local_rope_theta), the rope scaling being the full
         layers' only; every other layer at the config's rope."""
         if self.local_rope_theta is None or self.layer_types[layer] != SLIDING:

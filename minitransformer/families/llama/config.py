@@ -80,7 +80,7 @@ class LlamaConfig(ModelConfig):
             )
         check_multiple(self, "n_head", "n_kv_head")
 
-    def rope(self, layer: int = 0) -> Rope:
+    def rope(self, layer: int = 0) -> Rope | None:
         """Every layer turns every number of its heads, at the config's rope (rotary.py)."""
         return Rope(self.d_head, self.rope_theta, self.rope_scaling, self.n_positions)
 

@@ -12,10 +12,16 @@ import numpy as np
 from ...errors import UserError
 from .. import rotary
 
-NOTE = (
-    "  (transformers' float64 Llama family computes RMSNorm and the rotary tables in float32; its reference "
-    "here\n  has them in float64, as families/llama/reference.py explains)"
-)
+
+def note(family: str) -> str:
+    """validate's words on the float64 reference of a family whose only float32 steps are the Llama family's."""
+    return (
+        f"  (transformers' float64 {family} computes RMSNorm and the rotary tables in float32; its reference "
+        "here\n  has them in float64, as families/llama/reference.py explains)"
+    )
+
+
+NOTE = note("Llama family")
 
 
 # What transformers computes in float32 even in a float64 model, and why the reference computes it in float64.
@@ -69,13 +75,15 @@ def float64_throughout(reference, model, torch, norms_per_layer: int = 2, gain=N
 
 def float64_frequencies(config):
     """frequencies(position_ids, layer_type): the float64 frequencies of the config's rope for the layers of that
-    type (Gemma 3's sliding layers have their own base; a type the config does not name, its first layer's), and
-    for those positions (LongRoPE's long factors past the original context, as transformers picks them per call)."""
+    type (Gemma 3's sliding layers have their own base; a type the config does not name, its first layer's that has
+    rotary positions: SmolLM3's NoPE layers have none), and for those positions (LongRoPE's long factors past the
+    original context, as transformers picks them per call)."""
     float64 = np.dtype(np.float64)
 
     def frequencies(position_ids, layer_type):
         types = config.layer_types
-        rope = config.rope(types.index(layer_type) if layer_type in types else 0)
+        layers = [types.index(layer_type)] if layer_type in types else range(len(types))
+        rope = next(rope for rope in map(config.rope, layers) if rope is not None)
         return rotary.inverse_frequencies(rope, float64, rotary.is_long(rope, int(position_ids.max()) + 1))
 
     return frequencies

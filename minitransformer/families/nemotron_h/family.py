@@ -264,7 +264,7 @@ def every_kind(config: NemotronHConfig) -> NemotronHConfig:
 
 
 MIXER = Mamba2Mixer()
-ATTENTION = GroupedQueryAttention(rotary=False)  # no positions, no q or k norms
+ATTENTION = GroupedQueryAttention()  # no positions (its config has no rope), no q or k norms
 NORM = RMSNorm(description="RMSNorm gains (the Mamba layers' gated norm's [I] too)")
 SYMBOLS = MAMBA2_SYMBOLS + (
     "; attention: H query heads of dh over Hkv key/value heads (G = H/Hkv), t attended; F the MLP's width; E "

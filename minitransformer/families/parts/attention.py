@@ -12,7 +12,7 @@ hands back only those. Weights are stored as transformers' nn.Linear holds them,
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, lru_cache
 from types import SimpleNamespace
 from typing import Any
@@ -153,26 +153,35 @@ QK_NORMS = {
 }  # fmt: skip
 
 
-# The rotation of q and k (a family whose rotary differs says so in its equation: Phi-3's partial LongRoPE).
+# The rotation of q and k (a family whose rotary differs says so in its equation: Phi-3's partial LongRoPE), on the
+# layers that have rotary positions where some have none (config.rope(layer) None: SmolLM3's NoPE layers).
 TURNED = "q, k = RoPE(q, k): each pair of numbers turned by position x frequency"
 ROPE = Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate", TURNED, "q [H, T, dh], k [Hkv, T, dh]")
+SOME_ROTARY = "  (RoPE layers only: NoPE layers have no positions)"
+
+
+def rope_stage(config: Any) -> Stage:
+    """The rotation's stage, saying on which layers it runs where only some have rotary positions."""
+    if len({config.rope(i) is None for i in range(config.n_layer)}) > 1:
+        return replace(ROPE, equation=TURNED + SOME_ROTARY)
+    return ROPE
 
 
 @dataclass(frozen=True)
 class GroupedQueryAttention(Part):
     """Causal grouped-query attention with rotary positions (the Llama family's): q = h W_q, k = h W_k, v = h W_v (Hkv
     <= H heads of dh for k and v), RoPE on q and k, the attention core, o = Z W_o; biases where the config has them.
+    q and k are turned in the layers whose config.rope(layer) is a rope, and not at all where it is None (SmolLM3's
+    NoPE layers; every layer of Nemotron-H, whose Mamba layers carry the order): the decoder hands those no tables.
 
     `qk_norm`: q and k RMS-normed before the rotation, PER_HEAD (Qwen3: each head over its dh numbers, after the split,
     gains [dh]) or WHOLE (OLMo 2: over the whole projection, before the split, gains [H dh] and [Hkv dh]).
     `reads`: the symbol of what it reads, h (a pre-norm's output) or x (the stream itself: OLMo 2 has no pre-norms).
     `one_plus`: the q and k norms' gains are stored less one (1 + w: Gemma 3's). `core`: the attention core over the
-    keys (`attend`; Gemma's scales and soft-caps its scores otherwise). `rotary`: False where q and k are not turned
-    at all (Nemotron-H's attention: the Mamba layers carry the order)."""
+    keys (`attend`; Gemma's scales and soft-caps its scores otherwise)."""
 
     qk_norm: str = ""
     reads: str = "h"
-    rotary: bool = True
     one_plus: bool = False
     core: Attend = attend
     kinds = {
@@ -196,7 +205,7 @@ class GroupedQueryAttention(Part):
             *norms,
             Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape", "q -> H heads of dh; k, v -> Hkv heads of dh",
                   "q [T, H*dh], k, v [T, Hkv*dh]"),
-            ROPE,
+            rope_stage(config),
         )  # fmt: skip
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs):
@@ -213,7 +222,7 @@ class GroupedQueryAttention(Part):
         if qk_norm == PER_HEAD:  # each head over its dh numbers, gains [dh]
             q = at.stage("q_norm", self.normed(q, p.q_norm, config), "H T dh")
             k = at.stage("k_norm", self.normed(k, p.k_norm, config), "Hkv T dh")
-        if self.rotary:
+        if inputs.rotary:  # the layer's rope's cos and sin; none in a layer without rotary positions
             q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
         return attend_to_cache(q, k, v, p, config, at, inputs, self.core_of(p))
 

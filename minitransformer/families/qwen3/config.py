@@ -17,25 +17,22 @@ from ..keys import FLAG, SIZE, TOKENS, WINDOW, Key, Kind, key, layer_kinds
 from ..llama.config import LlamaConfig, preset
 from ..rotary import RopeKeys
 
-# As Qwen3Config reads them (Qwen3-MoE's too): the window exists only under use_sliding_window; layer_types, when
-# absent, makes the layers from max_window_layers on sliding ones.
+# As Qwen3Config reads them (Qwen3-MoE's and SmolLM3's too): the window exists only under use_sliding_window;
+# layer_types, when absent, makes the layers from max_window_layers on sliding ones.
 USE_SLIDING_WINDOW = Key("use_sliding_window", False, FLAG)
 SLIDING_WINDOW = Key("sliding_window", 4096, WINDOW)
 MAX_WINDOW_LAYERS = Key("max_window_layers", 28, Kind("an integer", lambda n: type(n) is int, shape=True))
 
 
-def window_if_used(hf: dict, values: dict) -> int | None:
-    return SLIDING_WINDOW.get(hf) if USE_SLIDING_WINDOW.get(hf) else None
-
-
-def used_window() -> Any:
-    """The sliding_window field of a config that reads it only under use_sliding_window, and writes both."""
+def used_window(window: Key = SLIDING_WINDOW) -> Any:
+    """The sliding_window field of a config that reads it (`window`: with its class's default) only under
+    use_sliding_window, and writes both."""
     return key(
         "sliding_window",
         None,
         WINDOW,
-        read=window_if_used,
-        reads=(SLIDING_WINDOW, USE_SLIDING_WINDOW),
+        read=lambda hf, values: window.get(hf) if USE_SLIDING_WINDOW.get(hf) else None,
+        reads=(window, USE_SLIDING_WINDOW),
         write=lambda c: {"use_sliding_window": c.sliding_window is not None, "sliding_window": c.sliding_window},
     )
 
