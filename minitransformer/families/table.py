@@ -26,6 +26,7 @@ from .phi3.family import ARCHITECTURE as PHI3
 from .qwen3.family import ARCHITECTURE as QWEN3
 from .qwen3moe.family import ARCHITECTURE as QWEN3_MOE
 from .qwen35.family import ARCHITECTURE as QWEN3_5
+from .smollm3.family import ARCHITECTURE as SMOLLM3
 
 ARCHITECTURES: dict[str, Architecture] = {}
 PRESETS: dict[str, ModelConfig] = {}  # every family's presets, by name
@@ -83,6 +84,7 @@ for _family in (
     QWEN3,
     GEMMA,
     OLMO2,
+    SMOLLM3,
     NEOX,
     PHI3,
     MIXTRAL,

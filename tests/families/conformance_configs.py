@@ -77,6 +77,7 @@ NEMOTRON_H = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, 
 PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
+SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
 FAMILIES: dict[str, Family] = {
     # A few heads of odd sizes, an inner size that is not 4 D, exact GELU with the layer-scaled attention, SiLU
@@ -169,6 +170,28 @@ FAMILIES: dict[str, Family] = {
     }, spread=0.5, first_token=1, greedy=40, distinct=3, batch=(40, 9, 30), float64=140, count=(30, 4),
         validate=("gqa-bias-head-dim",), validate_steps=3,
         validate_says=("OLMo 2 computes RMSNorm, its q and k norms included",)),
+    # NoPE every fourth layer (the default), grouped and tied; a window on the NoPE layers (the default where
+    # use_sliding_window), every other layer NoPE, biases on attention and the MLP, a head_dim given outright (its
+    # attention reads one), untied; no_rope_layers and layer_types given outright, every kind of layer (NoPE first),
+    # YaRN (150 positions are past its original context of 64). A window of 24: the prompts go past it.
+    "smollm3": Family("SmolLM3Config", {
+        "nope-every-4th-tied": dict(SMOLLM3, hidden_size=32, intermediate_size=72, num_hidden_layers=4,
+                                    num_attention_heads=4, num_key_value_heads=2, rope_parameters=QWEN3_ROPE, seed=0),
+        "window-on-nope-biases": dict(SMOLLM3, hidden_size=48, intermediate_size=64, num_hidden_layers=3,
+                                      num_attention_heads=6, num_key_value_heads=2, head_dim=12, attention_bias=True,
+                                      mlp_bias=True, tie_word_embeddings=False, use_sliding_window=True,
+                                      sliding_window=QWEN3_WINDOW, no_rope_layer_interval=2,
+                                      rope_parameters=QWEN3_ROPE, seed=1),
+        "every-kind-yarn": dict(SMOLLM3, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                num_attention_heads=4, num_key_value_heads=1, head_dim=8, use_sliding_window=True,
+                                sliding_window=QWEN3_WINDOW, no_rope_layers=[0, 1, 1, 0],
+                                layer_types=[SLIDING, FULL, SLIDING, FULL], rope_parameters=YARN, seed=2),
+    }, spread=0.3, first_token=1, greedy=2 * QWEN3_WINDOW, batch=(40, 9, 30), float64=140,
+        count=(2 * QWEN3_WINDOW + 3, 4), validate=("window-on-nope-biases", "every-kind-yarn"), validate_steps=3,
+        validate_says=("SmolLM3 computes RMSNorm",),
+        refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
+                 ({"no_rope_layers": [1, 1]}, "no_rope_layers must name"),
+                 ({"layer_types": [SLIDING, FULL, FULL, FULL]}, "use_sliding_window is false"))),
     # Pythia's shape in small (a quarter of each head rotated, parallel residual); serial with half rotated in
     # float16 and old-style keys; the whole head rotated, no biases, tied; an odd share (int(20 x 0.25) = 5) in
     # bfloat16 (Pythia's checkpoints are float16; ours read them as transformers does, upcast to float32).

@@ -127,6 +127,15 @@ OLMO2_7B = {
     "rope_theta": 500000, "tie_word_embeddings": False, "torch_dtype": "float32",
     "transformers_version": "4.47.0.dev0", "use_cache": True, "vocab_size": 100352,
 }  # fmt: skip
+SMOLLM3_3B = {  # as its fine-tunes copy it (their files cut before rope_theta, which GitHub fixtures quoting it give)
+    "architectures": ["SmolLM3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 128000,
+    "eos_token_id": 128012, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+    "intermediate_size": 11008, "layer_types": ["full_attention"] * 36, "max_position_embeddings": 65536,
+    "max_window_layers": 28, "mlp_bias": False, "model_type": "smollm3", "no_rope_layer_interval": 4,
+    "no_rope_layers": [1, 1, 1, 0] * 9, "num_attention_heads": 16, "num_hidden_layers": 36, "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-06, "rope_theta": 5000000.0, "sliding_window": None, "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False, "vocab_size": 128256,
+}  # fmt: skip
 PYTHIA_70M = {
     "architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
     "hidden_size": 512, "initializer_range": 0.02, "intermediate_size": 2048, "layer_norm_eps": 1e-05,
@@ -298,6 +307,9 @@ PUBLISHED: dict[str, list[Published]] = {
                   differs={"model_type": ("gemma3", "gemma3_text")}),
     ],
     "olmo2": [Published("allenai/OLMo-2-1124-7B", OLMO2_7B, "olmo-2-7b", (DTYPE, ROPE))],
+    "smollm3": [Published("HuggingFaceTB/SmolLM3-3B (its fine-tunes' copies: sweatSmile/HF-SmolLM3-3B-Math-Formulas-"
+                          "4bit, koutch/0.json_train_grpo_v1_dev; rope_theta: GitHub fixtures quoting it)", SMOLLM3_3B,
+                          "smollm3-3b", (DTYPE, ROPE))],
     "neox": [Published("EleutherAI/pythia-70m", PYTHIA_70M, "pythia-70m",
                        (DTYPE, ("rotary_pct", "rope_parameters"), ("rotary_emb_base", "rope_parameters")))],
     "phi3": [Published("microsoft/Phi-3.5-mini-instruct", PHI35_MINI, "phi-3.5-mini",

@@ -46,6 +46,8 @@ FOLLOWS = {
     ("phi3", "sliding_window"): "none: Phi3Config's default is no window",
     ("qwen3", "sliding_window"): "none: use_sliding_window is false",
     ("qwen3_moe", "sliding_window"): "none: use_sliding_window is false",
+    ("smollm3", "sliding_window"): "none: use_sliding_window is false",
+    ("smollm3", "layer_types"): "SmolLM3Config's rule: full attention, sliding in the NoPE layers where windowed",
     ("gemma2", "layer_types"): "Gemma 2's rule: sliding and full layers alternate",
     ("gpt_oss", "layer_types"): "GptOssConfig's rule: sliding and full layers alternate",
     ("deepseek_v32", "mlp_layer_types"): "first_k_dense_replace dense layers, then sparse",

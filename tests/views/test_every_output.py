@@ -37,6 +37,7 @@ CHOSEN = (
     "qwen3-0.6b",
     "gemma-3-1b",  # sliding and full
     "olmo-2-7b",
+    "smollm3-3b",  # layers with and without rotary positions
     "pythia-70m",
     "phi-3-mini",
     "mixtral-8x7b",
