@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..engine.ledger import Ledger, Phase, Record
 from ..engine.precision import precision_of
 from ..engine.selection import NEAR_TIE
+from ..families.config import slides
 from ..families.table import architecture_of
 from ..text import count, count_range, human, operand_shapes, percent, plural, runs, shape, short_path, table
 
@@ -25,9 +26,10 @@ def describe_model(config: dict, source: str) -> str:
     label = architecture_of(c).label
     family = f"{c['model_type']} ({label}), " if label else ""
     window = f", sliding window {c['sliding_window']:,}" if c.get("sliding_window") else ""
-    kinds = c.get("layer_types") or ()  # where only some layers slide (Gemma's), say how many
-    if window and 0 < kinds.count("sliding_attention") < len(kinds):
-        window += f" on {kinds.count('sliding_attention')} of {plural(len(kinds), 'layer')}"
+    kinds = c.get("layer_types") or ()  # where only some layers slide (Gemma's, SmolLM3's), say how many
+    sliding = sum(slides(kind) for kind in kinds)
+    if window and 0 < sliding < len(kinds):
+        window += f" on {sliding} of {plural(len(kinds), 'layer')}"
     dtype = f"; computed in {c['dtype']}" if c.get("dtype", "float32") != "float32" else ""  # the default goes unsaid
     if c.get("precision"):  # a narrower format emulated (engine/precision.py)
         dtype += f"; {rounding(c['precision'])}"
