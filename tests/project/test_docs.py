@@ -103,6 +103,39 @@ def test_an_excerpt_is_held_to_its_own_command(runner):
     assert mismatch(whole, runner.output(olmo)) is not None  # an excerpt is not the whole output
 
 
+SHOWN = re.compile(r"^<!-- (file|from): (\S+) -->$")  # the python block after it: the file whole, or lines of it
+
+
+def test_code_shown_from_a_file_is_that_file_s():
+    """docs/adding-a-family.md walks through a family's whole file (`file:`) and its conformance config (`from:`, lines
+    of a file as they stand there, in a row): the example cannot drift from the code it explains, and the family it
+    shows stays in one file of under 80 lines (issue 35)."""
+    shown = []
+    for path in FILES:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        by_line = {f.open_line: f for f in fences(path)}
+        for i, line in enumerate(lines):
+            marker = SHOWN.match(line.strip())
+            if not marker:
+                continue
+            fence = by_line.get(i + 1)
+            assert fence is not None and fence.info == "python", f"{ids(path)}:{i + 1}: no python block right after"
+            source, shown_lines = (ROOT / marker[2]).read_text(encoding="utf-8").splitlines(), fence.content
+            # where the block starts in the file (its first line's; the whole file's: line 1), and what differs first
+            start = 0 if marker[1] == "file" else next((k for k, x in enumerate(source) if x == shown_lines[0]), 0)
+            there = source if marker[1] == "file" else source[start : start + len(shown_lines)]
+            differs = next((k for k, (a, b) in enumerate(zip(shown_lines, there)) if a != b), None)
+            assert shown_lines == there, (
+                f"{ids(path)}:{i + 3}: {len(shown_lines)} lines shown, {len(there)} in {marker[2]} from its line "
+                f"{start + 1}; the first line that differs, shown and there: "
+                f"{(shown_lines[differs], there[differs]) if differs is not None else None}"
+            )
+            shown.append(marker[2])
+    assert "minitransformer/families/smollm3/family.py" in shown, shown
+    example = (ROOT / "minitransformer" / "families" / "smollm3" / "family.py").read_text().splitlines()
+    assert len(example) < 80, f"the worked example is {len(example)} lines"
+
+
 LINK = re.compile(r"(?<!!)\[[^\]]+\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
 
 
