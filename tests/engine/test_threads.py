@@ -151,7 +151,7 @@ def test_the_thread_choice_lives_in_one_place():
                 for call in ast.walk(node):
                     if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in callers:
                         callers[call.func.id].add(f"{where}:{node.name}")
-    assert callers == {"sized_for_threads": {"engine/tape.py:matmul"},
+    assert callers == {"sized_for_threads": {"engine/tape.py:_product"},
                        "spread": {"engine/ops.py:rowwise", "engine/threads.py:sized_for_threads",
                                   "engine/threads.py:_with_weight", "verbs/hardware.py:streaming_bandwidth"}}  # fmt: skip
 

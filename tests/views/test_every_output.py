@@ -67,7 +67,9 @@ def test_every_family_and_every_kind_of_layer_is_here():
 def outputs(preset: str, directory) -> dict:
     """The four files and the terminal's report of the command, run once a preset."""
     suffixes = {"--plot": "png", "--html": "html", "--csv": "csv", "--json": "json"}
-    paths = {option: directory / f"{preset}.{suffix}" for option, suffix in suffixes.items() if PLOTS or suffix != "png"}
+    paths = {
+        option: directory / f"{preset}.{suffix}" for option, suffix in suffixes.items() if PLOTS or suffix != "png"
+    }
     args = ["count", "--preset", preset, "--tokens", "300", "--new-tokens", "2"]
     args += [str(a) for option, path in paths.items() for a in (option, path)]
     terminal = io.StringIO()
