@@ -14,6 +14,10 @@ makes each distinct Rope's tables once a pass (`tables`). The variants:
   within the original context and the long ones beyond, and cos and sin multiplied by the attention factor;
 - Gemma 3's sliding layers turn at a base of their own: their config answers another Rope for them.
 
+Which numbers a frequency turns together is the attention's to say (`rotate_partial`): the halves (x[i], x[i + r/2])
+of the first r numbers of a head (Llama's rotate_half), or neighbouring pairs (x[2i], x[2i + 1]) kept in place
+(GPT-J's, `interleaved`: GLM-4, ERNIE 4.5, Cohere2); the tables are the same.
+
 Each is computed step for step as transformers computes it in float32 (its frequencies are float32 at every dtype),
 and in float64 with the same steps for the float64 reference (families/llama/reference.py says why).
 """
@@ -68,13 +72,28 @@ def tables(rope: Rope, positions: np.ndarray, dtype: np.dtype) -> tuple[np.ndarr
     return cos * constant(cos, factor), sin * constant(sin, factor)
 
 
-def rotate_partial(x, cos, sin):
-    """RoPE on the first r numbers of each head (r = cos.shape[-1], Rope.turned); the other dh - r pass unturned."""
-    r = cos.shape[-1]
+def rotate_partial(x, cos, sin, interleaved: bool = False):
+    """RoPE on the first r numbers of each head (r = cos.shape[-1], Rope.turned); the other dh - r pass unturned.
+    Each frequency i turns a pair: (x[i], x[i + r/2]), the halves (rotate_half: Llama's, GPT-NeoX's), or, where
+    `interleaved`, the neighbours (x[2i], x[2i + 1]) in place (GPT-J's: GLM-4's, ERNIE 4.5's, Cohere2's)."""
+    r, turn = cos.shape[-1], rotate_interleaved if interleaved else rotate
     if r == x.shape[-1]:
-        return rotate(x, cos, sin)
+        return turn(x, cos, sin)
     out = x.copy()
-    out[..., :r] = rotate(x[..., :r], cos, sin)
+    out[..., :r] = turn(x[..., :r], cos, sin)
+    return out
+
+
+def rotate_interleaved(x, cos, sin):
+    """RoPE on neighbouring pairs, kept in place: (x[2i], x[2i + 1]) turned by position x frequency i, as
+    transformers' interleaved rotate_half (stack(-x[1::2], x[::2]).flatten) turns them; the tables hold each frequency
+    twice, [f, f] (`tables`), so cos[..., :r/2] is each once."""
+    half = x.shape[-1] // 2
+    cos, sin = cos[..., :half], sin[..., :half]
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = x.copy()
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = odd * cos + even * sin
     return out
 
 

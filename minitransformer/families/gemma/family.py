@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 
@@ -33,12 +32,12 @@ from ...engine.stages import Stage, by_op
 from ...engine.tape import Tape
 from ..llama.family import SYMBOLS
 from ..parts.attention import PER_HEAD, ROPE, Attend, GroupedQueryAttention, core_stages
-from ..parts.blocks import LayerInputs, norm_stage, under
+from ..parts.blocks import Sandwich
 from ..parts.decoder import Decoder, TokenEmbedding
 from ..parts.family import composed
 from ..parts.mlps import GatedMLP
 from ..parts.norms import RMSNorm
-from ..parts.part import Part, Products, Tensors
+from ..parts.part import Tensors
 from . import reference
 from .config import PRESETS, GemmaConfig
 
@@ -128,58 +127,6 @@ class GemmaAttention(GroupedQueryAttention):
         norms = ("q_norm.weight", "k_norm.weight")
         tensors = super().tensors(config, layer)
         return {name: replace(t, kind="qk_norms") if name in norms else t for name, t in tensors.items()}
-
-
-NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
-
-
-@dataclass(frozen=True)
-class Sandwich(Part):
-    """Gemma's block, four norms: x + norm(attention(norm(x))), then x + norm(mlp(norm(x))), each branch normed on its
-    way in and on its way out. `names`: where a layer's checkpoint keeps the attention, the MLP and the four norms (in
-    the order it holds them)."""
-
-    mixer: Any
-    mlp: Any
-    norm: Any
-    names: tuple[str, ...] = ("self_attn", "mlp", *NORMS)
-
-    def stages(self, config: GemmaConfig) -> dict[str, Stage]:
-        norm, note, ln_2 = self.norm.label, self.norm.note, norm_stage("ln_2", self.norm, "2")
-        o = f"o = {norm}_o(o){note}  (before the add)"
-        m = f"m = {norm}_m(m){note}  (before the add)"
-        return by_op(
-            norm_stage("ln_1", self.norm, "1"),
-            Stage("post_attn_norm", ("post_attn_norm",), "norm", o, "o [T, D]"),
-            Stage("resid_mid", ("resid_mid",), "residual", f"x = x + {norm}_o(o)", "x, o [T, D]"),
-            replace(ln_2, equation=f"{ln_2.equation}  (pre_feedforward_layernorm)"),
-            Stage("post_mlp_norm", ("post_mlp_norm",), "norm", m, "m [T, D]"),
-            Stage("resid_post", ("resid_post",), "residual", f"x = x + {norm}_m(m)", "x, m [T, D]"),
-        )
-
-    def __call__(self, x, p: SimpleNamespace, config: GemmaConfig, at: Tape, inputs: LayerInputs):
-        at = at.declaring(self.declared(config))
-        mixer, mlp, ln_1, post_attn, ln_2, post_mlp = (getattr(p, name) for name in self.names)
-        h = at.stage("ln_1", self.norm(x, ln_1, config), "T D")
-        o = self.mixer(h, mixer, config, at, inputs)
-        o = at.stage("post_attn_norm", self.norm(o, post_attn, config), "T D")
-        x = at.stage("resid_mid", x + o, "T D")
-        h = at.stage("ln_2", self.norm(x, ln_2, config), "T D")
-        m = self.mlp(h, mlp, config, at)
-        m = at.stage("post_mlp_norm", self.norm(m, post_mlp, config), "T D")
-        return at.stage("resid_post", x + m, "T D")
-
-    @property
-    def kinds(self) -> dict[str, str]:  # type: ignore[override]
-        return {**self.mixer.kinds, **self.mlp.kinds, **self.norm.kinds}
-
-    def tensors(self, config: GemmaConfig, layer: int = 0) -> Tensors:
-        mixer, mlp, *norms = self.names
-        tensors = {**under(mixer, self.mixer.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer))}
-        return tensors | {k: t for name in norms for k, t in under(name, self.norm.tensors(config, layer)).items()}
-
-    def products(self, config: GemmaConfig, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
 
 
 CAPPED_LOGITS = "logits = c tanh(logits / c)  (c = final_logit_softcapping)"

@@ -24,13 +24,13 @@ from ...engine.ops import (
     constant,
     group_heads,
     merge_heads,
-    rotate,
     softmax,
     split_into_heads,
     ungroup_heads,
 )
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, Stage, by_op
 from ...engine.tape import Tape
+from ..rotary import rotate_partial
 from .norms import RMSNorm
 from .part import Part, Products, Tensor, Tensors, linear, plus
 
@@ -158,13 +158,20 @@ QK_NORMS = {
 TURNED = "q, k = RoPE(q, k): each pair of numbers turned by position x frequency"
 ROPE = Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate", TURNED, "q [H, T, dh], k [Hkv, T, dh]")
 SOME_ROTARY = "  (RoPE layers only: NoPE layers have no positions)"
+INTERLEAVED = "q, k = RoPE(q, k): each neighbouring pair (2i, 2i+1) turned in place by position x frequency i"
 
 
-def rope_stage(config: Any) -> Stage:
-    """The rotation's stage, saying on which layers it runs where only some have rotary positions."""
-    if len({config.rope(i) is None for i in range(config.n_layer)}) > 1:
-        return replace(ROPE, equation=TURNED + SOME_ROTARY)
-    return ROPE
+def rope_stage(config: Any, interleaved: bool = False) -> Stage:
+    """The rotation's stage: which pairs turn (the halves, or neighbours in place), over how many numbers of a head
+    where not all (partial_rotary_factor), and on which layers where only some have rotary positions."""
+    ropes = [config.rope(i) for i in range(config.n_layer)]
+    turned = next((rope.turned for rope in ropes if rope is not None), config.d_head)
+    equation = INTERLEAVED if interleaved else TURNED
+    if turned < config.d_head:
+        equation += f", on the first {turned} of each head's {config.d_head} numbers (the rest pass)"
+    if len({rope is None for rope in ropes}) > 1:
+        equation += SOME_ROTARY
+    return ROPE if equation == TURNED else replace(ROPE, equation=equation)
 
 
 @dataclass(frozen=True)
@@ -178,12 +185,15 @@ class GroupedQueryAttention(Part):
     gains [dh]) or WHOLE (OLMo 2: over the whole projection, before the split, gains [H dh] and [Hkv dh]).
     `reads`: the symbol of what it reads, h (a pre-norm's output) or x (the stream itself: OLMo 2 has no pre-norms).
     `one_plus`: the q and k norms' gains are stored less one (1 + w: Gemma 3's). `core`: the attention core over the
-    keys (`attend`; Gemma's scales and soft-caps its scores otherwise)."""
+    keys (`attend`; Gemma's scales and soft-caps its scores otherwise). `interleaved`: RoPE turns neighbouring pairs
+    (2i, 2i+1) in place, not the halves (GLM-4's, ERNIE 4.5's, Cohere2's; rotary.rotate_partial); on the first
+    Rope.turned numbers of each head, all of them or a share (GLM-4's half)."""
 
     qk_norm: str = ""
     reads: str = "h"
     one_plus: bool = False
     core: Attend = attend
+    interleaved: bool = False
     kinds = {
         "attention_q": "attention query weights W_q [H*dh, D]",
         "attention_k": "attention key weights W_k [Hkv*dh, D]",
@@ -205,7 +215,7 @@ class GroupedQueryAttention(Part):
             *norms,
             Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape", "q -> H heads of dh; k, v -> Hkv heads of dh",
                   "q [T, H*dh], k, v [T, Hkv*dh]"),
-            rope_stage(config),
+            rope_stage(config, self.interleaved),
         )  # fmt: skip
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs):
@@ -223,8 +233,13 @@ class GroupedQueryAttention(Part):
             q = at.stage("q_norm", self.normed(q, p.q_norm, config), "H T dh")
             k = at.stage("k_norm", self.normed(k, p.k_norm, config), "Hkv T dh")
         if inputs.rotary:  # the layer's rope's cos and sin; none in a layer without rotary positions
-            q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
+            q, k = at.stage("rope", (self.turned(q, inputs.rotary), self.turned(k, inputs.rotary)), "H T dh; Hkv T dh")
         return attend_to_cache(q, k, v, p, config, at, inputs, self.core_of(p))
+
+    def turned(self, x, rotary: tuple):
+        """x's heads turned by the layer's cos and sin: the first r of each head's numbers (r = the tables' width)."""
+        cos, sin = rotary
+        return rotate_partial(x, cos, sin, interleaved=self.interleaved)
 
     def core_of(self, p: SimpleNamespace) -> Attend:
         """Its attention core over the keys of a layer's weights `p`: its `core`, unless a variant's reads the layer's

@@ -1,6 +1,7 @@
-"""The blocks: how a layer wires its parts to the residual stream. A family hands its parts to one of these, and writes
-a block of its own only where the wiring itself differs (Gemma's sandwich norms, GPT-NeoX's parallel residual), and
-then from the same parts.
+"""The blocks: how a layer wires its parts to the residual stream. A family hands its parts to one of these (the
+pre-norm block, OLMo 2's norms after the branches, Gemma's and GLM-4's four norms, a layer of one branch, a block
+by kind of layer), and writes a block of its own only where the wiring itself differs (GPT-NeoX's
+parallel residual with a norm a branch), and then from the same parts.
 
 The parts' signatures, which every part keeps:
 - a mixer (an attention, a hybrid's state-space or linear-attention layer): (h [T, D], its weights, config, the
@@ -14,7 +15,7 @@ its products its parts'.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -123,6 +124,58 @@ class PostNorm(Part):
         return {**under(mixer, self.mixer.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer)),
                 **under(attn_norm, self.norm.tensors(config, layer)),
                 **under(mlp_norm, self.norm.tensors(config, layer))}  # fmt: skip
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
+
+
+GEMMA_NORMS = ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
+
+
+@dataclass(frozen=True)
+class Sandwich(Part):
+    """Four norms a block (Gemma's, GLM-4's): x + norm(mixer(norm(x))), then x + norm(mlp(norm(x))), each branch normed
+    on its way in and on its way out. `names`: where a layer's checkpoint keeps the mixer, the MLP and the four norms:
+    before the mixer, after it, before the MLP, after it (Gemma's names by default)."""
+
+    mixer: Any
+    mlp: Any
+    norm: Any = RMSNorm()
+    names: tuple[str, ...] = ("self_attn", "mlp", *GEMMA_NORMS)
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        norm, note, ln_2 = self.norm.label, self.norm.note, norm_stage("ln_2", self.norm, "2")
+        o = f"o = {norm}_o(o){note}  (before the add)"
+        m = f"m = {norm}_m(m){note}  (before the add)"
+        return by_op(
+            norm_stage("ln_1", self.norm, "1"),
+            Stage("post_attn_norm", ("post_attn_norm",), "norm", o, "o [T, D]"),
+            Stage("resid_mid", ("resid_mid",), "residual", f"x = x + {norm}_o(o)", "x, o [T, D]"),
+            replace(ln_2, equation=f"{ln_2.equation}  ({self.names[4]})"),
+            Stage("post_mlp_norm", ("post_mlp_norm",), "norm", m, "m [T, D]"),
+            Stage("resid_post", ("resid_post",), "residual", f"x = x + {norm}_m(m)", "x, m [T, D]"),
+        )
+
+    def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        at = at.declaring(self.declared(config))
+        mixer, mlp, ln_1, post_attn, ln_2, post_mlp = (getattr(p, name) for name in self.names)
+        h = at.stage("ln_1", self.norm(x, ln_1, config), "T D")
+        o = self.mixer(h, mixer, config, at, inputs)
+        o = at.stage("post_attn_norm", self.norm(o, post_attn, config), "T D")
+        x = at.stage("resid_mid", x + o, "T D")
+        h = at.stage("ln_2", self.norm(x, ln_2, config), "T D")
+        m = self.mlp(h, mlp, config, at)
+        m = at.stage("post_mlp_norm", self.norm(m, post_mlp, config), "T D")
+        return at.stage("resid_post", x + m, "T D")
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {**self.mixer.kinds, **self.mlp.kinds, **self.norm.kinds}
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        mixer, mlp, *norms = self.names
+        tensors = {**under(mixer, self.mixer.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer))}
+        return tensors | {k: t for name in norms for k, t in under(name, self.norm.tensors(config, layer)).items()}
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)

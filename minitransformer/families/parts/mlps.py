@@ -1,5 +1,6 @@
-"""The MLPs: the gated MLP (the Llama family's SwiGLU), act(h W_gate) * h W_up, then W_down; the MLP of two products
-around an activation (GPT-NeoX's), act(h W_up) W_down."""
+"""The MLPs: the gated MLP (the Llama family's SwiGLU), act(h W_gate) * h W_up, then W_down, and the same with its gate
+and up in one product (Phi-3's, GLM-4's); the MLP of two products around an activation (GPT-NeoX's),
+act(h W_up) W_down."""
 
 from __future__ import annotations
 
@@ -109,4 +110,60 @@ class UngatedMLP(Part):
         return {
             "mlp.up": (B * T * F, D),  # h [T, D] x W_up [D, F]
             "mlp.down": (B * T * D, F),  # g [T, F] x W_down [F, D]
+        }
+
+
+@dataclass(frozen=True)
+class FusedGatedMLP(GatedMLP):
+    """The gated MLP whose gate and up are one product, cut in two (gate first: transformers' chunk(2)): act(g) * u,
+    then W_down (Phi-3's, GLM-4's gate_up_proj [2F, D])."""
+
+    kinds = {
+        "mlp_gate_up": "MLP gate and up weights in one, W_gate_up [2F, D]",
+        "mlp_down": "MLP down weights W_down [D, F]",
+    }
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        gated = super().stages(config)
+        return by_op(
+            Stage(
+                "mlp.gate_up",
+                ("mlp.gate_up",),
+                "matmul",
+                "[g u] = h W_gate_up  (one product: 2F columns)",
+                "h [T, D], W_gate_up [D, 2F]",
+                MLP,
+            ),
+            Stage(
+                "mlp.split",
+                ("mlp.gate", "mlp.up"),
+                "reshape",
+                "g, u = the first F, last F columns (gate first)",
+                "gu [T, 2F]",
+            ),
+            *(gated[op] for op in ("mlp.act", "mlp.mul", "mlp.down")),
+        )
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
+        at = at.declaring(self.declared(config))
+        F = config.d_ff
+        gu = at.matmul("mlp.gate_up", h, p.gate_up_proj.weight.T, "T D, D 2F -> T 2F")
+        g, u = at.stage("mlp.split", (gu[..., :F], gu[..., F:]), "T F")
+        a = at.stage("mlp.act", ACTIVATIONS[config.hidden_act](g), "T F")
+        a = at.stage("mlp.mul", np.multiply(a, u, out=at.scratch(a)), "T F")
+        return at.matmul("mlp.down", a, p.down_proj.weight.T, "T F, F D -> T D")
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        """gate_up_proj [2F, D] (the gate's rows first) and down_proj [D, F], no biases."""
+        D, F = config.n_embd, config.d_ff
+        return {
+            **linear("gate_up_proj", 2 * F, D, False, "mlp_gate_up"),
+            **linear("down_proj", D, F, False, "mlp_down"),
+        }
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        D, F = config.n_embd, config.d_ff
+        return {
+            "mlp.gate_up": (B * T * 2 * F, D),  # h [T, D] x W_gate_up [D, 2F]
+            "mlp.down": (B * T * D, F),  # a [T, F] x W_down [F, D]
         }

@@ -19,10 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 
-import numpy as np
-
-from ...engine.ops import ACTIVATIONS, split_into_heads
-from ...engine.stages import ATTENTION_PROJECTIONS, MLP, Stage, by_op
+from ...engine.ops import split_into_heads
+from ...engine.stages import ATTENTION_PROJECTIONS, Stage, by_op
 from ...engine.tape import Tape
 from ..llama.family import SYMBOLS
 from ..llama.reference import float64_throughout
@@ -30,7 +28,7 @@ from ..parts.attention import ROPE, GroupedQueryAttention, attend_to_cache
 from ..parts.blocks import LayerInputs, PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
-from ..parts.mlps import GatedMLP
+from ..parts.mlps import FusedGatedMLP
 from ..parts.part import Products, Tensors, linear
 from ..rotary import rotate_partial
 from .config import PRESETS, Phi3Config
@@ -94,61 +92,6 @@ class FusedQKVAttention(GroupedQueryAttention):
         separate = super().products(config, T, t, B, layer)
         qkv = (B * T * (config.n_head + 2 * config.n_kv_head) * config.d_head, config.n_embd)  # h [T, D] x W_qkv
         return {"qkv": qkv} | {op: separate[op] for op in ("scores", "mix", "out")}
-
-
-@dataclass(frozen=True)
-class FusedGatedMLP(GatedMLP):
-    """The gated MLP whose gate and up are one product, cut in two (gate first): act(g) * u, then W_down."""
-
-    kinds = {
-        "mlp_gate_up": "MLP gate and up weights in one, W_gate_up [2F, D]",
-        "mlp_down": "MLP down weights W_down [D, F]",
-    }
-
-    def stages(self, config: Phi3Config) -> dict[str, Stage]:
-        gated = super().stages(config)
-        return by_op(
-            Stage(
-                "mlp.gate_up",
-                ("mlp.gate_up",),
-                "matmul",
-                "[g u] = h W_gate_up  (one product: 2F columns)",
-                "h [T, D], W_gate_up [D, 2F]",
-                MLP,
-            ),
-            Stage(
-                "mlp.split",
-                ("mlp.gate", "mlp.up"),
-                "reshape",
-                "g, u = the first F, last F columns (gate first)",
-                "gu [T, 2F]",
-            ),
-            *(gated[op] for op in ("mlp.act", "mlp.mul", "mlp.down")),
-        )
-
-    def __call__(self, h, p: SimpleNamespace, config: Phi3Config, at: Tape):
-        at = at.declaring(self.declared(config))
-        F = config.d_ff
-        gu = at.matmul("mlp.gate_up", h, p.gate_up_proj.weight.T, "T D, D 2F -> T 2F")
-        g, u = at.stage("mlp.split", (gu[..., :F], gu[..., F:]), "T F")
-        a = at.stage("mlp.act", ACTIVATIONS[config.hidden_act](g), "T F")
-        a = at.stage("mlp.mul", np.multiply(a, u, out=at.scratch(a)), "T F")
-        return at.matmul("mlp.down", a, p.down_proj.weight.T, "T F, F D -> T D")
-
-    def tensors(self, config: Phi3Config, layer: int = 0) -> Tensors:
-        """gate_up_proj [2F, D] (the gate's rows first) and down_proj [D, F], no biases."""
-        D, F = config.n_embd, config.d_ff
-        return {
-            **linear("gate_up_proj", 2 * F, D, False, "mlp_gate_up"),
-            **linear("down_proj", D, F, False, "mlp_down"),
-        }
-
-    def products(self, config: Phi3Config, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        D, F = config.n_embd, config.d_ff
-        return {
-            "mlp.gate_up": (B * T * 2 * F, D),  # h [T, D] x W_gate_up [D, 2F]
-            "mlp.down": (B * T * D, F),  # a [T, F] x W_down [F, D]
-        }
 
 
 # validate's float64 truth: the Llama family's (families/llama/reference.py), at Phi-3's frequencies (the first rd
