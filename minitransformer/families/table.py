@@ -13,6 +13,7 @@ from .config import ModelConfig, shape_defaults
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
 from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
 from .gemma.family import ARCHITECTURE as GEMMA
+from .glm4.family import ARCHITECTURE as GLM4
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .keys import ConfigJson
@@ -85,6 +86,7 @@ for _family in (
     GEMMA,
     OLMO2,
     SMOLLM3,
+    GLM4,
     NEOX,
     PHI3,
     MIXTRAL,

@@ -78,6 +78,7 @@ PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+GLM4 = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None)
 
 FAMILIES: dict[str, Family] = {
     # A few heads of odd sizes, an inner size that is not 4 D, exact GELU with the layer-scaled attention, SiLU
@@ -192,6 +193,24 @@ FAMILIES: dict[str, Family] = {
         refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
                  ({"no_rope_layers": [1, 1]}, "no_rope_layers must name"),
                  ({"layer_types": [SLIDING, FULL, FULL, FULL]}, "use_sliding_window is false"))),
+    # Half of each head turned in neighbouring pairs (GLM-4-0414's), q/k/v biases, grouped heads; every number turned,
+    # no biases, tied, one key/value head a query head; a quarter turned under YaRN (150 positions are past its
+    # original context of 64), one key/value head. Glm4Config's pad id is past a tiny vocabulary: none.
+    "glm4": Family("Glm4Config", {
+        "half-rotary-biases": dict(GLM4, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=16, seed=0),
+        "full-rotary-tied": dict(GLM4, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
+                                 num_attention_heads=4, num_key_value_heads=4, head_dim=8, attention_bias=False,
+                                 tie_word_embeddings=True, rms_norm_eps=1e-5,
+                                 rope_parameters={"rope_type": "default", "rope_theta": 500.0,
+                                                  "partial_rotary_factor": 1.0}, seed=1),
+        "quarter-rotary-yarn": dict(GLM4, hidden_size=48, intermediate_size=64, num_hidden_layers=2,
+                                    num_attention_heads=3, num_key_value_heads=1, head_dim=16,
+                                    rope_parameters={**YARN, "partial_rotary_factor": 0.25}, seed=2),
+    }, spread=0.3, first_token=1, batch=(40, 9, 30), float64=140, count=(140, 4), validate_steps=3,
+        validate_says=("GLM-4 computes RMSNorm",),
+        refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
+                 ({"rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.1875}}, "turns 3 of each"))),
     # Pythia's shape in small (a quarter of each head rotated, parallel residual); serial with half rotated in
     # float16 and old-style keys; the whole head rotated, no biases, tied; an odd share (int(20 x 0.25) = 5) in
     # bfloat16 (Pythia's checkpoints are float16; ours read them as transformers does, upcast to float32).

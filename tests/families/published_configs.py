@@ -136,6 +136,16 @@ SMOLLM3_3B = {  # as its fine-tunes copy it (their files cut before rope_theta, 
     "rms_norm_eps": 1e-06, "rope_theta": 5000000.0, "sliding_window": None, "tie_word_embeddings": True,
     "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False, "vocab_size": 128256,
 }  # fmt: skip
+# GLM-4-9B-0414's shapes as a fine-tune re-saves its config.json with transformers 5 (its eos the fine-tune's).
+GLM4_9B_0414 = {
+    "architectures": ["Glm4ForCausalLM"], "attention_bias": True, "attention_dropout": 0.0, "bos_token_id": None,
+    "dtype": "bfloat16", "eos_token_id": 151329, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
+    "initializer_range": 0.02, "intermediate_size": 13696, "max_position_embeddings": 32768, "model_type": "glm4",
+    "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 2, "pad_token_id": 151329,
+    "partial_rotary_factor": 0.5, "rms_norm_eps": 1e-05,
+    "rope_parameters": {"partial_rotary_factor": 0.5, "rope_theta": 10000.0, "rope_type": "default"},
+    "tie_word_embeddings": False, "transformers_version": "5.5.3", "use_cache": False, "vocab_size": 151552,
+}  # fmt: skip
 PYTHIA_70M = {
     "architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
     "hidden_size": 512, "initializer_range": 0.02, "intermediate_size": 2048, "layer_norm_eps": 1e-05,
@@ -310,6 +320,8 @@ PUBLISHED: dict[str, list[Published]] = {
     "smollm3": [Published("HuggingFaceTB/SmolLM3-3B (its fine-tunes' copies: sweatSmile/HF-SmolLM3-3B-Math-Formulas-"
                           "4bit, koutch/0.json_train_grpo_v1_dev; rope_theta: GitHub fixtures quoting it)", SMOLLM3_3B,
                           "smollm3-3b", (DTYPE, ROPE))],
+    "glm4": [Published("zai-org/GLM-4-9B-0414 (a fine-tune's re-save: ccui46/hazardworld_per_chunk_act_glm_tokfix_"
+                       "diffPrompt_2000)", GLM4_9B_0414, "glm-4-9b-0414", ())],
     "neox": [Published("EleutherAI/pythia-70m", PYTHIA_70M, "pythia-70m",
                        (DTYPE, ("rotary_pct", "rope_parameters"), ("rotary_emb_base", "rope_parameters")))],
     "phi3": [Published("microsoft/Phi-3.5-mini-instruct", PHI35_MINI, "phi-3.5-mini",
