@@ -12,6 +12,7 @@ from .architecture import Architecture
 from .config import ModelConfig, shape_defaults
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
 from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
+from .ernie4_5.family import ARCHITECTURE as ERNIE4_5
 from .gemma.family import ARCHITECTURE as GEMMA
 from .glm4.family import ARCHITECTURE as GLM4
 from .gpt2.family import ARCHITECTURE as GPT2
@@ -87,6 +88,7 @@ for _family in (
     OLMO2,
     SMOLLM3,
     GLM4,
+    ERNIE4_5,
     NEOX,
     PHI3,
     MIXTRAL,

@@ -79,6 +79,7 @@ QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 GLM4 = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None)
+ERNIE = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None, bos_token_id=None, eos_token_id=None)
 
 FAMILIES: dict[str, Family] = {
     # A few heads of odd sizes, an inner size that is not 4 D, exact GELU with the layer-scaled attention, SiLU
@@ -211,6 +212,23 @@ FAMILIES: dict[str, Family] = {
         validate_says=("GLM-4 computes RMSNorm",),
         refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
                  ({"rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.1875}}, "turns 3 of each"))),
+    # Neighbouring pairs turned over whole heads: every bias (use_bias), grouped, q wider than D, tied (ERNIE-4.5-0.3B's
+    # shape in small); no biases, untied, D / H heads (head_dim null); one key/value head under llama3's rope.
+    "ernie4_5": Family("Ernie4_5Config", {
+        "biases-wide-q-tied": dict(ERNIE, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=16, use_bias=True, seed=0),
+        "no-bias-untied": dict(ERNIE, hidden_size=48, intermediate_size=64, num_hidden_layers=3,
+                               num_attention_heads=6, num_key_value_heads=2, head_dim=None,
+                               tie_word_embeddings=False, seed=1),
+        "mqa-llama3": dict(ERNIE, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=1, head_dim=8, use_bias=True,
+                           rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0,
+                                            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                            "original_max_position_embeddings": 64}, seed=2),
+    }, spread=0.3, batch=(40, 9, 30), float64=140, count=(140, 4), validate=("biases-wide-q-tied", "mqa-llama3"),
+        validate_steps=3, validate_says=("ERNIE 4.5 computes RMSNorm, the rotary tables, the rotation",),
+        refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
+                 ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"))),
     # Pythia's shape in small (a quarter of each head rotated, parallel residual); serial with half rotated in
     # float16 and old-style keys; the whole head rotated, no biases, tied; an odd share (int(20 x 0.25) = 5) in
     # bfloat16 (Pythia's checkpoints are float16; ours read them as transformers does, upcast to float32).

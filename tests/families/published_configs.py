@@ -146,6 +146,16 @@ GLM4_9B_0414 = {
     "rope_parameters": {"partial_rotary_factor": 0.5, "rope_theta": 10000.0, "rope_type": "default"},
     "tie_word_embeddings": False, "transformers_version": "5.5.3", "use_cache": False, "vocab_size": 151552,
 }  # fmt: skip
+# ERNIE-4.5-0.3B: no copy of its config.json was within reach; transformers' Ernie4_5Config, whose docstring names
+# baidu/ERNIE-4.5-0.3B-PT, states its shapes as defaults, written here as transformers 4.54 (the release that added
+# ERNIE 4.5) spells a config: a top-level rope_theta, torch_dtype.
+ERNIE45_03B = {
+    "architectures": ["Ernie4_5ForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 1024, "intermediate_size": 3072, "max_position_embeddings": 131072,
+    "model_type": "ernie4_5", "num_attention_heads": 16, "num_hidden_layers": 18, "num_key_value_heads": 2,
+    "pad_token_id": 0, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16", "use_bias": False, "use_cache": True, "vocab_size": 103424,
+}  # fmt: skip
 PYTHIA_70M = {
     "architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
     "hidden_size": 512, "initializer_range": 0.02, "intermediate_size": 2048, "layer_norm_eps": 1e-05,
@@ -322,6 +332,8 @@ PUBLISHED: dict[str, list[Published]] = {
                           "smollm3-3b", (DTYPE, ROPE))],
     "glm4": [Published("zai-org/GLM-4-9B-0414 (a fine-tune's re-save: ccui46/hazardworld_per_chunk_act_glm_tokfix_"
                        "diffPrompt_2000)", GLM4_9B_0414, "glm-4-9b-0414", ())],
+    "ernie4_5": [Published("baidu/ERNIE-4.5-0.3B-PT (transformers' Ernie4_5Config's defaults: the file was out of reach)",
+                           ERNIE45_03B, "ernie-4.5-0.3b", (DTYPE, ROPE))],
     "neox": [Published("EleutherAI/pythia-70m", PYTHIA_70M, "pythia-70m",
                        (DTYPE, ("rotary_pct", "rope_parameters"), ("rotary_emb_base", "rope_parameters")))],
     "phi3": [Published("microsoft/Phi-3.5-mini-instruct", PHI35_MINI, "phi-3.5-mini",

@@ -39,6 +39,7 @@ CHOSEN = (
     "olmo-2-7b",
     "smollm3-3b",  # layers with and without rotary positions
     "glm-4-9b-0414",
+    "ernie-4.5-0.3b",
     "pythia-70m",
     "phi-3-mini",
     "mixtral-8x7b",

@@ -4,8 +4,8 @@ imports this)."""
 
 from __future__ import annotations
 
+import inspect
 import types
-from inspect import signature
 
 import numpy as np
 
@@ -104,10 +104,42 @@ def float64_rotary(reference, frequencies, torch) -> int:
 
     found = 0
     for module in reference.modules():
-        if type(module).__name__.endswith("RotaryEmbedding") and list(signature(module.forward).parameters) in (
+        if type(module).__name__.endswith("RotaryEmbedding") and list(inspect.signature(module.forward).parameters) in (
             ["x", "position_ids"],
             ["x", "position_ids", "layer_type"],
         ):
             module.forward = types.MethodType(rotary, module)
+            found += 1
+    return found
+
+
+def float64_rotation(reference, torch, halved: bool) -> int:
+    """Where transformers turns q and k in float32 whatever the model's dtype (ERNIE 4.5's and Cohere2's
+    apply_rotary_pos_emb: `q.float()`, `k.float()`), replace, on this instance only, each attention module's forward
+    with its own code (transformers' as written) reading an apply_rotary_pos_emb that turns them in their dtype:
+    q cos + rotate_half(q) sin with the module's own rotate_half, the tables' frequencies repeated in place first where
+    `halved` (tables [f, f], as ERNIE's: their first half, each frequency twice). How many it replaced."""
+
+    def apply_rotary_pos_emb(rotate_half):
+        def turned(q, k, cos, sin, unsqueeze_dim=1):
+            cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+            if halved:
+                cos = cos[..., : cos.shape[-1] // 2].repeat_interleave(2, dim=-1)
+                sin = sin[..., : sin.shape[-1] // 2].repeat_interleave(2, dim=-1)
+            return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+        return turned
+
+    found = 0
+    for module in reference.modules():
+        forward = inspect.unwrap(type(module).forward)
+        if type(module).__name__.endswith("Attention") and "apply_rotary_pos_emb" in forward.__code__.co_names:
+            names = dict(forward.__globals__)
+            names["apply_rotary_pos_emb"] = apply_rotary_pos_emb(names["rotate_half"])
+            own = types.FunctionType(
+                forward.__code__, names, forward.__name__, forward.__defaults__, forward.__closure__
+            )
+            own.__kwdefaults__ = forward.__kwdefaults__
+            module.forward = types.MethodType(own, module)
             found += 1
     return found
