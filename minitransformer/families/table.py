@@ -13,6 +13,7 @@ from .config import ModelConfig, shape_defaults
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
 from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
 from .ernie4_5.family import ARCHITECTURE as ERNIE4_5
+from .ernie4_5_moe.family import ARCHITECTURE as ERNIE4_5_MOE
 from .gemma.family import ARCHITECTURE as GEMMA
 from .glm4.family import ARCHITECTURE as GLM4
 from .gpt2.family import ARCHITECTURE as GPT2
@@ -93,6 +94,7 @@ for _family in (
     PHI3,
     MIXTRAL,
     QWEN3_MOE,
+    ERNIE4_5_MOE,
     GPT_OSS,
     DEEPSEEK_V3,
     DEEPSEEK_V32,

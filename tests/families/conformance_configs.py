@@ -314,6 +314,28 @@ FAMILIES: dict[str, Family] = {
     }, batch_configs=("e6_k2_mlp_only_tied", "e8_k3_step2_window_norm"),
         float64_configs=("e6_k2_mlp_only_tied", "e8_k3_step2_window_norm"), validate=("e8_k3_step2_window_norm",),
         refused=(NOT_A_DTYPE, ({"num_experts_per_tok": 500}, "num_experts_per_tok=500"))),
+    # ERNIE-4.5-21B-A3B's layout in small (a dense first layer, then experts with two shared, every bias, the logits'
+    # too, tied); experts every second layer from layer 0 through 2, no shared ones, no biases, untied; one shared, k 2
+    # of 8, a moe_norm_min that the chosen probabilities often sum below (the floor divides), YaRN. The correction
+    # biases are Parameters, which save_random moves, so that they change the choice.
+    "ernie4_5_moe": Family("Ernie4_5_MoeConfig", {
+        "dense-first-shared-biases": dict(ERNIE, hidden_size=32, intermediate_size=48, moe_intermediate_size=12,
+                                          num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+                                          moe_num_experts=6, moe_k=2, moe_num_shared_experts=2, use_bias=True, seed=0),
+        "interval-2-no-shared-untied": dict(ERNIE, hidden_size=32, intermediate_size=40, moe_intermediate_size=16,
+                                            num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=1,
+                                            moe_num_experts=4, moe_k=1, moe_num_shared_experts=0,
+                                            moe_layer_start_index=0, moe_layer_end_index=2, moe_layer_interval=2,
+                                            tie_word_embeddings=False, seed=1),
+        "floor-one-shared-yarn": dict(ERNIE, hidden_size=48, intermediate_size=32, moe_intermediate_size=8,
+                                      num_hidden_layers=2, num_attention_heads=6, num_key_value_heads=2,
+                                      moe_num_experts=8, moe_k=2, moe_num_shared_experts=1, moe_layer_start_index=0,
+                                      moe_norm_min=0.5, rope_parameters=YARN, seed=2),
+    }, spread=0.3, batch=(40, 9, 30), float64=140, count=(140, 4),
+        validate=("dense-first-shared-biases", "floor-one-shared-yarn"), validate_steps=3,
+        validate_says=("ERNIE 4.5 computes RMSNorm, the rotary tables, the rotation and a mixture's router",),
+        refused=(NOT_A_DTYPE, ({"moe_k": 9}, "moe_k=9 exceeds moe_num_experts=6"),
+                 ({"moe_layer_end_index": -2}, "moe_layer_end_index"))),
     # E = 4..8, k = 1..3; windows alternating (transformers' default layer_types), chosen per layer, or none; YaRN
     # (truncated or not, its attention factor given or derived) and the default rope; attention biases on and off;
     # tied embeddings; one key/value head; a swiglu_limit low enough that the clamps bite.

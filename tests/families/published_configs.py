@@ -156,6 +156,17 @@ ERNIE45_03B = {
     "pad_token_id": 0, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": True,
     "torch_dtype": "bfloat16", "use_bias": False, "use_cache": True, "vocab_size": 103424,
 }  # fmt: skip
+# baidu/ERNIE-4.5-21B-A3B-PT's config.json as GitHub transcriptions quote it (llm_memory_calculator's ERNIE_45_21B_A3B,
+# Ascend atb_llm's test configs), its shape keys and moe_norm_min; PaddlePaddle's own keys left out.
+ERNIE45_21B_A3B = {
+    "architectures": ["Ernie4_5_MoeForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 2560, "intermediate_size": 12288, "max_position_embeddings": 131072,
+    "model_type": "ernie4_5_moe", "moe_intermediate_size": 1536, "moe_k": 6, "moe_layer_end_index": 27,
+    "moe_layer_interval": 1, "moe_layer_start_index": 1, "moe_norm_min": 1e-12, "moe_num_experts": 64,
+    "moe_num_shared_experts": 2, "num_attention_heads": 20, "num_hidden_layers": 28, "num_key_value_heads": 4,
+    "pad_token_id": 0, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": True, "use_bias": False,
+    "vocab_size": 103424,
+}  # fmt: skip
 PYTHIA_70M = {
     "architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
     "hidden_size": 512, "initializer_range": 0.02, "intermediate_size": 2048, "layer_norm_eps": 1e-05,
@@ -339,6 +350,8 @@ PUBLISHED: dict[str, list[Published]] = {
     "phi3": [Published("microsoft/Phi-3.5-mini-instruct", PHI35_MINI, "phi-3.5-mini",
                        (DTYPE, ROPE, ("rope_scaling", "rope_parameters")))],
     "mixtral": [Published("mistralai/Mixtral-8x7B-v0.1", MIXTRAL_8X7B, "mixtral-8x7b", (DTYPE, ROPE))],
+    "ernie4_5_moe": [Published("baidu/ERNIE-4.5-21B-A3B-PT (GitHub transcriptions: llm_memory_calculator, Ascend "
+                               "atb_llm)", ERNIE45_21B_A3B, "ernie-4.5-21b-a3b", (ROPE,))],
     "gpt_oss": [Published("openai/gpt-oss-20b", GPT_OSS_20B, "gpt-oss-20b",
                           (DTYPE, ROPE, ("rope_scaling", "rope_parameters")))],
     "qwen3_moe": [Published("Qwen/Qwen3-30B-A3B", QWEN3_30B_A3B, "qwen3-30b-a3b",

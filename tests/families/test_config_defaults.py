@@ -41,6 +41,7 @@ FOLLOWS = {
     ("olmo2", "num_key_value_heads"): "num_attention_heads",
     ("phi3", "num_key_value_heads"): "num_attention_heads",
     ("qwen3_moe", "head_dim"): "hidden_size / num_attention_heads",
+    ("ernie4_5_moe", "head_dim"): "hidden_size / num_attention_heads (Ernie4_5_MoeConfig has no head_dim of its own)",
     ("qwen3_moe", "mlp_only_layers"): "none: every layer sparse",
     ("mixtral", "sliding_window"): "none: MixtralConfig's default is no window",
     ("phi3", "sliding_window"): "none: Phi3Config's default is no window",

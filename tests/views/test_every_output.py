@@ -44,6 +44,7 @@ CHOSEN = (
     "phi-3-mini",
     "mixtral-8x7b",
     "qwen3-30b-a3b",
+    "ernie-4.5-21b-a3b",  # a dense layer and layers with experts and shared ones
     "gpt-oss-20b",
     "deepseek-v3",  # dense layers and layers with experts
     "deepseek-v3.2-exp",  # the indexer's keys

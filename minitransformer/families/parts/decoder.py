@@ -86,6 +86,9 @@ class Decoder(Part):
     biases: str = "biases of the linear layers that have them"  # how params describes the biases' kind ("": none)
     untied: str = "unembedding W_U [V, D] (untied)"  # how params describes an untied unembedding
     after_logits: Callable[[Any, Any, Tape], Any] | None = None
+    # the config field that says the logits have a bias b_U [V] (ERNIE 4.5 MoE's use_bias: lm_head.bias, there even
+    # where the weights are tied); None: none
+    logits_bias: str | None = None
     symbols: str = field(default="", compare=False)  # the dimension symbols its shapes use, for traces
     # The kinds of layer (config.layer_types) whose stages come first where kinds have different stages in one place
     # (a dense MLP's before the experts', a Gated DeltaNet's before the attention's): the dry run meets their layers
@@ -136,13 +139,21 @@ class Decoder(Part):
         if cache is not None:
             cache.advance(d.T)
         unembedding = getattr(p, self.embedding if config.tie_word_embeddings else self.unembedding).weight
-        logits = tape.matmul("logits", h, unembedding.T, "R D, D V -> R V")  # .T is a view: no copy of W_U
+        bias = getattr(p, self.unembedding).bias if self.biased(config) else None
+        logits = tape.matmul("logits", h, unembedding.T, "R D, D V -> R V", bias=bias)  # .T is a view: no copy of W_U
         return logits if self.after_logits is None else self.after_logits(logits, config, tape)
 
     def stages(self, config: Any) -> dict[str, Stage]:
         """Its stages after the blocks: the final norm, the last position, the logits."""
         ln_f = Stage("ln_f", ("ln_f",), "norm", f"h = {self.norm.label}_f(x){self.norm.note}", "x [T, D]")
-        return by_op(ln_f, LAST, LOGITS)
+        logits = (
+            replace(LOGITS, equation=LOGITS.equation.replace("W_U^T", "W_U^T + b_U")) if self.biased(config) else LOGITS
+        )
+        return by_op(ln_f, LAST, logits)
+
+    def biased(self, config: Any) -> bool:
+        """Whether the logits have a bias in a config (logits_bias)."""
+        return self.logits_bias is not None and bool(getattr(config, self.logits_bias))
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
@@ -166,6 +177,8 @@ class Decoder(Part):
         tensors |= under(self.final_norm, self.norm.tensors(config))
         if not config.tie_word_embeddings:
             tensors[f"{self.unembedding}.weight"] = Tensor((config.vocab_size, config.n_embd), "unembedding")
+        if self.biased(config):
+            tensors[f"{self.unembedding}.bias"] = Tensor((config.vocab_size,), "biases")
         return tensors
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0, R: int = 1) -> Products:

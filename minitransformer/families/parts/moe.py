@@ -25,8 +25,8 @@ experts' parameter kinds (`routed`) are those of which one token's pass reads k 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from functools import cache
+from dataclasses import dataclass, replace
+from functools import cache, reduce
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -37,7 +37,8 @@ from ...engine.shapes import ShapeOnly
 from ...engine.stages import MLP, Stage, by_op
 from ...engine.tape import Tape
 from ...errors import UserError
-from .part import Part, Products, Tensor, Tensors, linear
+from .attention import bias_of
+from .part import Part, Products, Tensor, Tensors, linear, plus
 
 ROUTINGS = {
     "balanced": "every expert gets T k / E of the T k token rows; the remainder one more each to the first experts",
@@ -132,34 +133,71 @@ SOFTMAX_ROUTER = (
 UNNORMALISED_ROUTER = (*SOFTMAX_ROUTER[:2], chosen_probs(f"{TOPK}: the gates (not renormalised)"))
 
 
+# ERNIE 4.5's choice: the probabilities plus a correction bias, which chooses and weighs nothing; its renormalisation
+# divides by the sum or by a floor where the sum is smaller.
+CORRECTED = chosen_probs(
+    "the k experts of largest p + b for each token (b: the correction bias, for choosing only), "
+    "and their p (highest p + b first)"
+)
+FLOORED = "gates = top p / max(their sum, moe_norm_min)"
+
+
 @dataclass(frozen=True)
 class SoftmaxRouter(Part):
     """r = h W_router [T, E], p = softmax(r) over the E experts, the k largest kept and, where it renormalises, divided
     by their sum (= a softmax over the k chosen logits; computed as transformers does, so that the floats agree): the
     gates. `renormalise`: always (Mixtral's, Qwen3.5's), or the config field that says (Qwen3-MoE's norm_topk_prob);
-    `module`: where the mixture's checkpoint keeps W_router ([E, D])."""
+    `module`: where the mixture's checkpoint keeps W_router ([E, D]). ERNIE 4.5's options: `correction`, where the
+    mixture's checkpoint keeps a correction bias b [1, E] added to p to choose the k (their gates are their p, without
+    it: DeepSeek-V3's rule over a softmax), a Parameter that transformers counts; `floor`, the config field of the
+    least sum the k are divided by (moe_norm_min)."""
 
     renormalise: bool | str = True
     module: str = "gate"
-    kinds = {"router": "router weights W_router [E, D]"}
+    correction: str | None = None
+    floor: str | None = None
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        bias = "router's correction bias b [1, E] (chooses experts only; a parameter in transformers' count)"
+        return {"router": "router weights W_router [E, D]", **({"router_bias": bias} if self.correction else {})}
 
     def renormalises(self, config: Any) -> bool:
         return self.renormalise if isinstance(self.renormalise, bool) else getattr(config, self.renormalise)
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        return by_op(*(SOFTMAX_ROUTER if self.renormalises(config) else UNNORMALISED_ROUTER))
+        stages = list(SOFTMAX_ROUTER if self.renormalises(config) else UNNORMALISED_ROUTER)
+        if self.correction:
+            stages[2] = CORRECTED
+        if self.floor and len(stages) > 3:
+            stages[3] = replace(stages[3], equation=FLOORED)
+        return by_op(*stages)
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         at = at.declaring(self.declared(config))
         logits = at.matmul("router", h, getattr(p, self.module).weight.T, "T D, D E -> T E")
         probs = at.stage("router.softmax", softmax(logits), "T E")
-        chosen, gates = at.stage("router.topk", top_k(probs, config.top_k, at), "T k")
+        chosen, gates = at.stage("router.topk", self.chosen(probs, p, config, at), "T k")
         if self.renormalises(config):
-            gates = at.stage("router.renorm", gates / gates.sum(axis=-1, keepdims=True), "T k")
+            total = gates.sum(axis=-1, keepdims=True)
+            if self.floor:  # the sum, or the floor where it is smaller
+                total = np.maximum(total, constant(total, getattr(config, self.floor)))
+            gates = at.stage("router.renorm", gates / total, "T k")
         return chosen, gates
 
+    def chosen(self, probs, p: SimpleNamespace, config: Any, at: Tape):
+        """Each token's k experts and their p: the k largest p, or where there is a correction bias, of p + b."""
+        if self.correction is None:
+            return top_k(probs, config.top_k, at)
+        bias = reduce(getattr, self.correction.split("."), p)
+        chosen, _ = top_k(probs + bias.astype(probs.dtype), config.top_k, at)
+        if isinstance(probs, ShapeOnly):
+            return chosen, ShapeOnly(chosen.shape, probs.dtype)
+        return chosen, np.take_along_axis(probs, chosen, axis=-1)
+
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        return linear(self.module, config.n_experts, config.n_embd, False, "router")
+        bias = {self.correction: Tensor((1, config.n_experts), "router_bias")} if self.correction else {}
+        return linear(self.module, config.n_experts, config.n_embd, False, "router") | bias
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return {"router": (B * T * config.n_experts, config.n_embd)}  # h [T, D] x W_router [D, E]
@@ -506,15 +544,22 @@ def glu(gate, alpha: float):
 
 
 # --- the shared expert and the mixture ------------------------------------------------------------------------------
-SHARED_EXPERT = (
-    Stage("shared.gate", ("moe.shared_gate",), "matmul", "g = h W_gate_s  (the shared experts, on every token)",
-          "h [T, D], W_gate_s [D, Fs]", MLP, product="expert"),
-    Stage("shared.up", ("moe.shared_up",), "matmul", "u = h W_up_s", "h [T, D], W_up_s [D, Fs]", MLP, product="expert"),
-    Stage("shared.act", ("moe.shared_act",), "activation", "a = act(g)  (SiLU: g sigmoid(g))", "g [T, Fs]"),
-    Stage("shared.mul", ("moe.shared_mul",), "multiply", "a = a * u", "a, u [T, Fs]"),
-    Stage("shared.down", ("moe.shared_down",), "matmul", "y_s = a W_down_s", "a [T, Fs], W_down_s [Fs, D]", MLP,
-          product="expert"),
-)  # fmt: skip
+@cache
+def shared_stages(biased: bool = False) -> tuple[Stage, ...]:
+    """The shared experts' stages, their products' biases in the equations where they have them (ERNIE 4.5's)."""
+    b = lambda name: plus(biased, f"{name}_s")  # noqa: E731
+    return (
+        Stage("shared.gate", ("moe.shared_gate",), "matmul", f"g = h W_gate_s{b('gate')}  (the shared experts, on "
+              "every token)", "h [T, D], W_gate_s [D, Fs]", MLP, product="expert"),
+        Stage("shared.up", ("moe.shared_up",), "matmul", f"u = h W_up_s{b('up')}", "h [T, D], W_up_s [D, Fs]", MLP,
+              product="expert"),
+        Stage("shared.act", ("moe.shared_act",), "activation", "a = act(g)  (SiLU: g sigmoid(g))", "g [T, Fs]"),
+        Stage("shared.mul", ("moe.shared_mul",), "multiply", "a = a * u", "a, u [T, Fs]"),
+        Stage("shared.down", ("moe.shared_down",), "matmul", f"y_s = a W_down_s{b('down')}",
+              "a [T, Fs], W_down_s [Fs, D]", MLP, product="expert"),
+    )  # fmt: skip
+
+
 SHARED_GATE = (
     Stage("shared.score", ("moe.shared_score",), "matmul", "s = h W_shared_gate  (one number a token)",
           "h [T, D], W_shared_gate [D, 1]", MLP, product="router"),
@@ -526,40 +571,54 @@ SHARED_ADD = Stage("moe.shared_add", ("moe.out",), "add", "m = m + y_s", "m, y_s
 @dataclass(frozen=True)
 class SharedExpert(Part):
     """The shared expert every token goes through (DeepSeek-V3's n_shared_experts as one, Qwen3.5's): a SwiGLU MLP of
-    width Fs (the config's `width`), act(h W_gate) * h W_up, then W_down; where `gate` names one (Qwen3.5's
-    shared_expert_gate [1, D]), its output weighed by sigmoid(h W_shared_gate), one number a token. `module`: where
-    the mixture's checkpoint keeps it; `described`: what params says its kind is."""
+    width Fs (the config's `width`; none where it is 0: ERNIE 4.5's moe_num_shared_experts 0), act(h W_gate) * h W_up,
+    then W_down, with biases where the config field `bias` names says so (ERNIE 4.5's use_bias); where `gate` names
+    one (Qwen3.5's shared_expert_gate [1, D]), its output weighed by sigmoid(h W_shared_gate), one number a token.
+    `module`: where the mixture's checkpoint keeps it; `described`: what params says its kind is."""
 
     module: str = "shared_experts"
     gate: str | None = None
     width: str = "d_shared"
     described: str = "shared experts' weights W_gate_s, W_up_s [Fs, D], W_down_s [D, Fs]"
+    bias: str | None = None
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
         return {"shared_expert": self.described}
 
+    def present(self, config: Any) -> bool:
+        return getattr(config, self.width) > 0
+
+    def biased(self, config: Any) -> bool:
+        return self.bias is not None and bool(getattr(config, self.bias))
+
     def stages(self, config: Any) -> dict[str, Stage]:
-        return by_op(*SHARED_EXPERT, *(SHARED_GATE if self.gate else ()))
+        return by_op(*shared_stages(self.biased(config)), *(SHARED_GATE if self.gate else ()))
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         at, w = at.declaring(self.declared(config)), getattr(p, self.module)
-        g = at.matmul("shared.gate", h, w.gate_proj.weight.T, "T D, D Fs -> T Fs")
-        u = at.matmul("shared.up", h, w.up_proj.weight.T, "T D, D Fs -> T Fs")
+        g = at.matmul("shared.gate", h, w.gate_proj.weight.T, "T D, D Fs -> T Fs", bias=bias_of(w.gate_proj))
+        u = at.matmul("shared.up", h, w.up_proj.weight.T, "T D, D Fs -> T Fs", bias=bias_of(w.up_proj))
         a = at.stage("shared.act", ACTIVATIONS[config.hidden_act](g), "T Fs")
         a = at.stage("shared.mul", np.multiply(a, u, out=at.scratch(a)), "T Fs")
-        y = at.matmul("shared.down", a, w.down_proj.weight.T, "T Fs, Fs D -> T D")
+        y = at.matmul("shared.down", a, w.down_proj.weight.T, "T Fs, Fs D -> T D", bias=bias_of(w.down_proj))
         if self.gate is None:
             return y
         score = at.matmul("shared.score", h, getattr(p, self.gate).weight.T, "T D, D 1 -> T 1")
         return at.stage("shared.weigh", y * sigmoid(score), "T D")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        D, Fs, m, kind = config.n_embd, getattr(config, self.width), self.module, "shared_expert"
+        D, Fs, m, kind, b = (
+            config.n_embd,
+            getattr(config, self.width),
+            self.module,
+            "shared_expert",
+            self.biased(config),
+        )
         tensors = {
-            **linear(f"{m}.gate_proj", Fs, D, False, kind),
-            **linear(f"{m}.up_proj", Fs, D, False, kind),
-            **linear(f"{m}.down_proj", D, Fs, False, kind),
+            **linear(f"{m}.gate_proj", Fs, D, b, kind),
+            **linear(f"{m}.up_proj", Fs, D, b, kind),
+            **linear(f"{m}.down_proj", D, Fs, b, kind),
         }
         return tensors | (linear(self.gate, 1, D, False, kind) if self.gate else {})
 
@@ -585,29 +644,37 @@ class Mixture(Part):
     note: str = "k experts of E"
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        return by_op(SHARED_ADD) if self.shared is not None else {}
+        return by_op(SHARED_ADD) if self.shared_in(config) is not None else {}
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         chosen, gates = self.router(h, p, config, at)
         m = self.experts(h, chosen, gates, p, config, at)
-        if self.shared is None:
+        shared = self.shared_in(config)
+        if shared is None:
             return m
-        y = self.shared(h, p, config, at)
+        y = shared(h, p, config, at)
         return at.declaring(self.declared(config)).stage("moe.shared_add", m + y, "T D")
+
+    def shared_in(self, config: Any) -> Any:
+        """Its shared expert in a config, None where it has none (or one of width 0)."""
+        return self.shared if self.shared is not None and self.shared.present(config) else None
 
     @property
     def parts(self) -> tuple[Any, ...]:
         return (self.router, self.experts) + ((self.shared,) if self.shared is not None else ())
+
+    def parts_in(self, config: Any) -> tuple[Any, ...]:
+        return tuple(part for part in self.parts if part is not self.shared or self.shared_in(config) is not None)
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
         return {kind: text for part in self.parts for kind, text in part.kinds.items()}
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        return {name: tensor for part in self.parts for name, tensor in part.tensors(config, layer).items()}
+        return {name: tensor for part in self.parts_in(config) for name, tensor in part.tensors(config, layer).items()}
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        return {op: n for part in self.parts for op, n in part.products(config, T, t, B, layer).items()}
+        return {op: n for part in self.parts_in(config) for op, n in part.products(config, T, t, B, layer).items()}
 
     def flops_terms(self, c: Any) -> tuple[str, str, str]:
         """Its products with weights in a decode step's FLOPs (the router's 2 D E, k experts' 6 D F), against attention
