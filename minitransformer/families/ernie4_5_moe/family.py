@@ -56,7 +56,7 @@ class Ernie45MoeConfig(Ernie45Config):
         check_experts(self)
 
     @property
-    def layer_types(self) -> tuple[str, ...]:  # type: ignore[override]
+    def layer_types(self) -> tuple[str, ...]:
         """Experts in layer i where (i + 1) is a multiple of moe_layer_interval, from moe_layer_start_index through
         moe_layer_end_index (-1: the last layer), as Ernie4_5_MoeDecoderLayer places them; a dense MLP elsewhere."""
         end = self.n_layer - 1 if self.moe_end == -1 else self.moe_end
