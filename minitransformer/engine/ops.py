@@ -68,7 +68,8 @@ def rowwise(fn, x, out=None):
 
 
 def layer_norm(x, weight, bias, eps: float):
-    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, like torch)."""
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last axis (biased variance, like torch); no bias where
+    `bias` is None (Cohere's LayerNorm)."""
     return rowwise(lambda rows, out: _layer_norm_rows(rows, weight, bias, eps, out), x)
 
 
@@ -80,7 +81,8 @@ def _layer_norm_rows(x, weight, bias, eps: float, out=None):
     var += constant(x, eps)
     centered /= np.sqrt(var, out=var)
     centered *= weight
-    centered += bias
+    if bias is not None:
+        centered += bias
     return centered
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import UserError
 from .architecture import Architecture
+from .cohere2.family import ARCHITECTURE as COHERE2
 from .config import ModelConfig, shape_defaults
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
 from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
@@ -90,6 +91,7 @@ for _family in (
     SMOLLM3,
     GLM4,
     ERNIE4_5,
+    COHERE2,
     NEOX,
     PHI3,
     MIXTRAL,

@@ -80,6 +80,7 @@ QWEN3_WINDOW = 24
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 GLM4 = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None)
 ERNIE = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+COHERE2 = ERNIE  # pad 0, bos 5 and eos within a tiny vocabulary: none
 
 FAMILIES: dict[str, Family] = {
     # A few heads of odd sizes, an inner size that is not 4 D, exact GELU with the layer-scaled attention, SiLU
@@ -229,6 +230,26 @@ FAMILIES: dict[str, Family] = {
         validate_steps=3, validate_says=("ERNIE 4.5 computes RMSNorm, the rotary tables, the rotation",),
         refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
                  ({"partial_rotary_factor": 0.5}, "partial_rotary_factor"))),
+    # Three sliding layers of four, rotary on the sliding ones alone, a logit scale, grouped, tied (Command R7B in
+    # small); an older file's sliding_window_pattern 3, biases on q, k, v and o, a head wider than D / H, untied; its
+    # layers given outright, a full (NoPE) layer first, one key/value head, YaRN. A window of 24: the prompts pass it.
+    "cohere2": Family("Cohere2Config", {
+        "pattern-4-tied": dict(COHERE2, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                               num_attention_heads=4, num_key_value_heads=2, sliding_window=QWEN3_WINDOW,
+                               logit_scale=0.25, seed=0),
+        "pattern-3-biases-untied": dict(COHERE2, hidden_size=32, intermediate_size=40, num_hidden_layers=6,
+                                        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                        sliding_window=QWEN3_WINDOW, sliding_window_pattern=3, attention_bias=True,
+                                        tie_word_embeddings=False, logit_scale=0.5, seed=1),
+        "full-first-mqa-yarn": dict(COHERE2, hidden_size=48, intermediate_size=64, num_hidden_layers=3,
+                                    num_attention_heads=6, num_key_value_heads=1, sliding_window=QWEN3_WINDOW,
+                                    layer_types=[FULL, SLIDING, SLIDING], rope_parameters=YARN, seed=2),
+    }, spread=0.3, greedy=2 * QWEN3_WINDOW, batch=(40, 9, 30), float64=140, count=(2 * QWEN3_WINDOW + 3, 4),
+        validate=("pattern-4-tied", "full-first-mqa-yarn"), validate_steps=3,
+        validate_says=("Cohere2 computes its LayerNorms, the rotary tables and the rotation",),
+        refused=(NOT_A_DTYPE, ({"use_parallel_block": False}, "use_parallel_block=false"),
+                 ({"position_embedding_type": "rope"}, "position_embedding_type"),
+                 ({"sliding_window": None}, "sliding_window is null"))),
     # Pythia's shape in small (a quarter of each head rotated, parallel residual); serial with half rotated in
     # float16 and old-style keys; the whole head rotated, no biases, tied; an odd share (int(20 x 0.25) = 5) in
     # bfloat16 (Pythia's checkpoints are float16; ours read them as transformers does, upcast to float32).

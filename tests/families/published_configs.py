@@ -167,6 +167,18 @@ ERNIE45_21B_A3B = {
     "pad_token_id": 0, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "tie_word_embeddings": True, "use_bias": False,
     "vocab_size": 103424,
 }  # fmt: skip
+# CohereForAI/c4ai-command-r7b-12-2024's config.json as an abliterated copy keeps it (huihui-ai/c4ai-command-r7b-12-2024-
+# abliterated, transformers 4.48): its architecture keys, Cohere's own (which transformers reads not) among them.
+COMMAND_R7B = {
+    "architectures": ["Cohere2ForCausalLM"], "attention_bias": False, "bos_token_id": 5, "cache_implementation": "hybrid",
+    "eos_token_id": 255001, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 14336,
+    "layer_norm_eps": 1e-05, "layer_switch": 4, "logit_scale": 0.25, "max_position_embeddings": 8192,
+    "model_type": "cohere2", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "order_of_interleaved_layers": "local_attn_first", "pad_token_id": 0, "position_embedding_type": "rope_gptj",
+    "rope_scaling": None, "rope_theta": 50000, "rotary_pct": 1.0, "sliding_window": 4096, "sliding_window_pattern": 4,
+    "torch_dtype": "bfloat16", "use_embedding_sharing": True, "use_gated_activation": True, "use_parallel_block": True,
+    "vocab_size": 256000,
+}  # fmt: skip
 PYTHIA_70M = {
     "architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
     "hidden_size": 512, "initializer_range": 0.02, "intermediate_size": 2048, "layer_norm_eps": 1e-05,
@@ -345,6 +357,9 @@ PUBLISHED: dict[str, list[Published]] = {
                        "diffPrompt_2000)", GLM4_9B_0414, "glm-4-9b-0414", ())],
     "ernie4_5": [Published("baidu/ERNIE-4.5-0.3B-PT (transformers' Ernie4_5Config's defaults: the file was out of reach)",
                            ERNIE45_03B, "ernie-4.5-0.3b", (DTYPE, ROPE))],
+    "cohere2": [Published("CohereForAI/c4ai-command-r7b-12-2024 (an abliterated copy keeping every key: huihui-ai/"
+                          "c4ai-command-r7b-12-2024-abliterated)", COMMAND_R7B, "command-r7b",
+                          (DTYPE, ROPE, ("sliding_window_pattern", "layer_types")))],
     "neox": [Published("EleutherAI/pythia-70m", PYTHIA_70M, "pythia-70m",
                        (DTYPE, ("rotary_pct", "rope_parameters"), ("rotary_emb_base", "rope_parameters")))],
     "phi3": [Published("microsoft/Phi-3.5-mini-instruct", PHI35_MINI, "phi-3.5-mini",

@@ -40,6 +40,7 @@ CHOSEN = (
     "smollm3-3b",  # layers with and without rotary positions
     "glm-4-9b-0414",
     "ernie-4.5-0.3b",
+    "command-r7b",  # sliding layers with rotary positions, full ones without
     "pythia-70m",
     "phi-3-mini",
     "mixtral-8x7b",

@@ -89,16 +89,17 @@ def float64_frequencies(config):
     return frequencies
 
 
-def float64_rotary(reference, frequencies, torch) -> int:
+def float64_rotary(reference, frequencies, torch, repeated: bool = False) -> int:
     """Replace, on this instance of transformers' model only, the forward of its rotary modules with one whose angles
     are position x `frequencies(position_ids, layer_type)` (float64 frequencies, each used twice as transformers
-    lays them out) in float64; how many it replaced (none where an older transformers caches its tables by sequence
-    length). The GPT-NeoX family's reference (families/neox/reference.py) replaces its rotary tables with this too."""
+    lays them out: [f, f], or each repeated in place where `repeated`, Cohere2's) in float64; how many it replaced
+    (none where an older transformers caches its tables by sequence length). The GPT-NeoX family's reference
+    (families/neox/reference.py) replaces its rotary tables with this too."""
 
     def rotary(module, x, position_ids, layer_type=None):
         inv_freq = torch.from_numpy(np.array(frequencies(position_ids, layer_type)))
         angles = position_ids[..., None].to(torch.float64) * inv_freq
-        angles = torch.cat((angles, angles), dim=-1)
+        angles = angles.repeat_interleave(2, dim=-1) if repeated else torch.cat((angles, angles), dim=-1)
         scaling = getattr(module, "attention_scaling", 1.0)  # 1 for the rope types we take
         return (angles.cos() * scaling).to(x.dtype), (angles.sin() * scaling).to(x.dtype)
 

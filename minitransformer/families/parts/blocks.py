@@ -1,6 +1,6 @@
 """The blocks: how a layer wires its parts to the residual stream. A family hands its parts to one of these (the
-pre-norm block, OLMo 2's norms after the branches, Gemma's and GLM-4's four norms, a layer of one branch, a block
-by kind of layer), and writes a block of its own only where the wiring itself differs (GPT-NeoX's
+pre-norm block, OLMo 2's norms after the branches, Gemma's and GLM-4's four norms, a parallel block, a layer of one
+branch, a block by kind of layer), and writes a block of its own only where the wiring itself differs (GPT-NeoX's
 parallel residual with a norm a branch), and then from the same parts.
 
 The parts' signatures, which every part keeps:
@@ -176,6 +176,43 @@ class Sandwich(Part):
         mixer, mlp, *norms = self.names
         tensors = {**under(mixer, self.mixer.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer))}
         return tensors | {k: t for name in norms for k, t in under(name, self.norm.tensors(config, layer)).items()}
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
+
+
+@dataclass(frozen=True)
+class Parallel(Part):
+    """The mixer and the MLP side by side on one normed input, summed into the stream in one step: x + mixer(h) +
+    mlp(h), h = norm(x) (Cohere's and GPT-J's parallel block; GPT-NeoX's norms each branch's input on its own).
+    `names`: where a layer's checkpoint keeps the norm, the mixer and the MLP."""
+
+    mixer: Any
+    mlp: Any
+    norm: Any = RMSNorm()
+    names: tuple[str, str, str] = ("input_layernorm", "self_attn", "mlp")
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        parallel = "x = x + o + m  (both branches read the one h)"
+        return by_op(norm_stage("ln_1", self.norm, "1"), Stage("resid_post", ("resid_post",), "residual", parallel,
+                                                                "x, o, m [T, D]"))  # fmt: skip
+
+    def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        at = at.declaring(self.declared(config))
+        ln_1, mixer, mlp = (getattr(p, name) for name in self.names)
+        h = at.stage("ln_1", self.norm(x, ln_1, config), "T D")
+        o = self.mixer(h, mixer, config, at, inputs)
+        m = self.mlp(h, mlp, config, at)
+        return at.stage("resid_post", x + o + m, "T D")  # in transformers' order: (x + o) + m
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {**self.mixer.kinds, **self.mlp.kinds, **self.norm.kinds}
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        norm, mixer, mlp = self.names
+        return {**under(norm, self.norm.tensors(config, layer)), **under(mixer, self.mixer.tensors(config, layer)),
+                **under(mlp, self.mlp.tensors(config, layer))}  # fmt: skip
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)

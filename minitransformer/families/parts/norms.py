@@ -1,7 +1,7 @@
 """The norms: RMSNorm (the Llama family's), RMSNorm with gains 1 + w (Gemma's, Qwen3.5's), LayerNorm with gains and
-biases (GPT-2's, GPT-NeoX's). A norm is a part of the stream's width D: its tensors under the module a block names
-("input_layernorm"), and what the block's equation calls it ("RMSNorm", "LayerNorm"); its stage is the block's
-(`ln_1: h = RMSNorm_1(x)`), which names it."""
+biases (GPT-2's, GPT-NeoX's) or gains alone (Cohere's). A norm is a part of the stream's width D: its tensors under the
+module a block names ("input_layernorm"), and what the block's equation calls it ("RMSNorm", "LayerNorm"); its stage is
+the block's (`ln_1: h = RMSNorm_1(x)`), which names it."""
 
 from __future__ import annotations
 
@@ -46,11 +46,12 @@ class RMSNorm(Part):
 
 @dataclass(frozen=True)
 class LayerNorm(Part):
-    """(x - mean) / sqrt(var + eps) * w + b over the last axis, eps the config's norm_eps. `kind`, `description`: the
-    parameter kind its gains and biases are counted under."""
+    """(x - mean) / sqrt(var + eps) * w + b over the last axis, eps the config's norm_eps; without b where not `bias`
+    (Cohere's). `kind`, `description`: the parameter kind its gains and biases are counted under."""
 
     kind: str = "layer_norms"
     description: str = "layer-norm gains and biases"
+    bias: bool = True
 
     label = "LayerNorm"
     note = ""
@@ -60,8 +61,8 @@ class LayerNorm(Part):
         return {self.kind: self.description}
 
     def __call__(self, x, w: SimpleNamespace, config: Any):
-        return layer_norm(x, w.weight, w.bias, config.norm_eps)
+        return layer_norm(x, w.weight, w.bias if self.bias else None, config.norm_eps)
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         D = config.n_embd
-        return {"weight": Tensor((D,), self.kind), "bias": Tensor((D,), self.kind)}
+        return {"weight": Tensor((D,), self.kind), **({"bias": Tensor((D,), self.kind)} if self.bias else {})}
