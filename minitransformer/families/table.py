@@ -26,6 +26,7 @@ from .phi3.family import ARCHITECTURE as PHI3
 from .qwen3.family import ARCHITECTURE as QWEN3
 from .qwen3moe.family import ARCHITECTURE as QWEN3_MOE
 from .qwen35.family import ARCHITECTURE as QWEN3_5
+from .seed_oss.family import ARCHITECTURE as SEED_OSS
 from .smollm3.family import ARCHITECTURE as SMOLLM3
 
 ARCHITECTURES: dict[str, Architecture] = {}
@@ -85,6 +86,7 @@ for _family in (
     GEMMA,
     OLMO2,
     SMOLLM3,
+    SEED_OSS,
     NEOX,
     PHI3,
     MIXTRAL,

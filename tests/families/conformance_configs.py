@@ -78,6 +78,7 @@ PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+SEED_OSS = dict(vocab_size=140, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
 FAMILIES: dict[str, Family] = {
     # A few heads of odd sizes, an inner size that is not 4 D, exact GELU with the layer-scaled attention, SiLU
@@ -192,6 +193,27 @@ FAMILIES: dict[str, Family] = {
         refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
                  ({"no_rope_layers": [1, 1]}, "no_rope_layers must name"),
                  ({"layer_types": [SLIDING, FULL, FULL, FULL]}, "use_sliding_window is false"))),
+    # Every bias on (q, k, v; o under attention_out_bias; the MLP's) with q wider than D; the published combination
+    # (q, k, v biased, o and the MLP not) with one key/value head and llama3's rope; no bias at all, D / H heads
+    # (head_dim null), as many key/value heads as query heads (null), tied, YaRN past its original context of 64.
+    "seed_oss": Family("SeedOssConfig", {
+        "every-bias-wide-q": dict(SEED_OSS, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, attention_out_bias=True,
+                                  mlp_bias=True, rope_parameters=QWEN3_ROPE, seed=0),
+        "published-biases-mqa-llama3": dict(SEED_OSS, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
+                                            num_attention_heads=6, num_key_value_heads=1, head_dim=8,
+                                            rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0,
+                                                             "factor": 4.0, "low_freq_factor": 1.0,
+                                                             "high_freq_factor": 4.0,
+                                                             "original_max_position_embeddings": 64}, seed=1),
+        "no-bias-tied-yarn": dict(SEED_OSS, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                                  num_attention_heads=2, num_key_value_heads=None, head_dim=None,
+                                  attention_bias=False, tie_word_embeddings=True, rope_parameters=YARN, seed=2),
+    }, spread=0.3, first_token=1, batch=(40, 9, 30), validate=("every-bias-wide-q", "no-bias-tied-yarn"),
+        validate_steps=3, validate_says=("Seed-OSS computes RMSNorm",),
+        refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
+                 ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}},
+                  "partial_rotary_factor"))),
     # Pythia's shape in small (a quarter of each head rotated, parallel residual); serial with half rotated in
     # float16 and old-style keys; the whole head rotated, no biases, tied; an odd share (int(20 x 0.25) = 5) in
     # bfloat16 (Pythia's checkpoints are float16; ours read them as transformers does, upcast to float32).

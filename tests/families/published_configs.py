@@ -136,6 +136,15 @@ SMOLLM3_3B = {  # as its fine-tunes copy it (their files cut before rope_theta, 
     "rms_norm_eps": 1e-06, "rope_theta": 5000000.0, "sliding_window": None, "tie_word_embeddings": True,
     "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False, "vocab_size": 128256,
 }  # fmt: skip
+# Seed-OSS-36B-Instruct's config.json as mlx-rs transcribes it ("a trimmed Seed-OSS-36B-Instruct-4bit config ...
+# mirrors the real checkpoint's config.json"; its quantization block left out), the Swift test's configJSON agreeing.
+SEED_OSS_36B = {
+    "architectures": ["SeedOssForCausalLM"], "attention_bias": True, "attention_out_bias": False, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 5120, "intermediate_size": 27648, "max_position_embeddings": 524288,
+    "mlp_bias": False, "model_type": "seed_oss", "num_attention_heads": 80, "num_hidden_layers": 64,
+    "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": {"rope_type": "default"}, "rope_theta": 10000000.0,
+    "tie_word_embeddings": False, "vocab_size": 155136,
+}  # fmt: skip
 PYTHIA_70M = {
     "architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
     "hidden_size": 512, "initializer_range": 0.02, "intermediate_size": 2048, "layer_norm_eps": 1e-05,
@@ -310,6 +319,8 @@ PUBLISHED: dict[str, list[Published]] = {
     "smollm3": [Published("HuggingFaceTB/SmolLM3-3B (its fine-tunes' copies: sweatSmile/HF-SmolLM3-3B-Math-Formulas-"
                           "4bit, koutch/0.json_train_grpo_v1_dev; rope_theta: GitHub fixtures quoting it)", SMOLLM3_3B,
                           "smollm3-3b", (DTYPE, ROPE))],
+    "seed_oss": [Published("ByteDance-Seed/Seed-OSS-36B-Instruct (as mlx-rs and a Swift test transcribe it)",
+                           SEED_OSS_36B, "seed-oss-36b", (ROPE, ("rope_scaling", "rope_parameters")))],
     "neox": [Published("EleutherAI/pythia-70m", PYTHIA_70M, "pythia-70m",
                        (DTYPE, ("rotary_pct", "rope_parameters"), ("rotary_emb_base", "rope_parameters")))],
     "phi3": [Published("microsoft/Phi-3.5-mini-instruct", PHI35_MINI, "phi-3.5-mini",

@@ -38,6 +38,7 @@ CHOSEN = (
     "gemma-3-1b",  # sliding and full
     "olmo-2-7b",
     "smollm3-3b",  # layers with and without rotary positions
+    "seed-oss-36b",
     "pythia-70m",
     "phi-3-mini",
     "mixtral-8x7b",
