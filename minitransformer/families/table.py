@@ -22,6 +22,7 @@ from .mixtral.family import ARCHITECTURE as MIXTRAL
 from .nemotron_h.family import ARCHITECTURE as NEMOTRON_H
 from .neox.family import ARCHITECTURE as NEOX
 from .olmo2.family import ARCHITECTURE as OLMO2
+from .olmo3.family import ARCHITECTURE as OLMO3
 from .phi3.family import ARCHITECTURE as PHI3
 from .qwen3.family import ARCHITECTURE as QWEN3
 from .qwen3moe.family import ARCHITECTURE as QWEN3_MOE
@@ -85,6 +86,7 @@ for _family in (
     QWEN3,
     GEMMA,
     OLMO2,
+    OLMO3,
     SMOLLM3,
     SEED_OSS,
     NEOX,

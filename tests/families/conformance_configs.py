@@ -78,6 +78,7 @@ PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+OLMO3 = dict(OLMO2, sliding_window=QWEN3_WINDOW)
 SEED_OSS = dict(vocab_size=140, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
 FAMILIES: dict[str, Family] = {
@@ -171,6 +172,33 @@ FAMILIES: dict[str, Family] = {
     }, spread=0.5, first_token=1, greedy=40, distinct=3, batch=(40, 9, 30), float64=140, count=(30, 4),
         validate=("gqa-bias-head-dim",), validate_steps=3,
         validate_says=("OLMo 2 computes RMSNorm, its q and k norms included",)),
+    # Three sliding layers to a full one (the default), grouped, YaRN past its original context of 64 on the full
+    # layers alone (an older file's rope_scaling, which Olmo3Config gives them), the sliding ones at their own default
+    # rope; a full layer first, one key/value head a query head, biases, a head_dim given outright, a rope per layer
+    # type of other thetas; every layer sliding, tied, the sliding layers' rope linear and YaRN's factors given.
+    "olmo3": Family("Olmo3Config", {
+        "yarn-on-full-3-to-1": dict(OLMO3, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                    num_attention_heads=4, num_key_value_heads=2, rope_theta=1000.0,
+                                    rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                  "original_max_position_embeddings": 64}, seed=0),
+        "full-first-bias-thetas": dict(OLMO3, hidden_size=48, intermediate_size=64, num_hidden_layers=3,
+                                       num_attention_heads=6, head_dim=12, attention_bias=True,
+                                       layer_types=[FULL, SLIDING, SLIDING],
+                                       rope_parameters={FULL: {"rope_type": "default", "rope_theta": 5000.0},
+                                                        SLIDING: {"rope_type": "default", "rope_theta": 100.0}},
+                                       seed=1),
+        "all-sliding-tied-linear": dict(OLMO3, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                                        num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
+                                        layer_types=[SLIDING, SLIDING],
+                                        rope_parameters={FULL: {**YARN, "attention_factor": 1.3},
+                                                         SLIDING: {"rope_type": "linear", "factor": 2.0,
+                                                                   "rope_theta": 500.0}}, seed=2),
+    }, spread=0.5, first_token=1, greedy=2 * QWEN3_WINDOW, distinct=3, batch=(40, 9, 30), float64=140,
+        count=(2 * QWEN3_WINDOW + 3, 4), validate=("yarn-on-full-3-to-1", "full-first-bias-thetas"),
+        validate_steps=3, validate_says=("OLMo 3 computes RMSNorm",),
+        refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "yarn", "factor": 2.0}}, "a rope per layer type"),
+                 ({"rope_parameters": {FULL: {"rope_type": "dynamic", "factor": 2.0}}}, "dynamic"),
+                 ({"sliding_window": None}, "sliding_window is null"))),
     # NoPE every fourth layer (the default), grouped and tied; a window on the NoPE layers (the default where
     # use_sliding_window), every other layer NoPE, biases on attention and the MLP, a head_dim given outright (its
     # attention reads one), untied; no_rope_layers and layer_types given outright, every kind of layer (NoPE first),

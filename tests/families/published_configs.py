@@ -136,6 +136,19 @@ SMOLLM3_3B = {  # as its fine-tunes copy it (their files cut before rope_theta, 
     "rms_norm_eps": 1e-06, "rope_theta": 5000000.0, "sliding_window": None, "tie_word_embeddings": True,
     "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False, "vocab_size": 128256,
 }  # fmt: skip
+# Olmo-3-7B's config.json: its head as an MLX copy of allenai/Olmo-3-7B-RLZero-Code keeps it (mlx-community/Olmo-3-7B-
+# RLZero-Code-4bit, cut after pad_token_id), its tail as tiny-random/olmo-3, a shrunk copy, keeps it (the rope: YaRN
+# on the full layers, written as the allenai files of transformers 4.57 write it, rope_theta and rope_scaling).
+OLMO3_7B = {
+    "architectures": ["Olmo3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "eos_token_id": 100257,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 11008,
+    "layer_types": ["sliding_attention"] * 3 + ["full_attention"] + ["sliding_attention"] * 3 + ["full_attention"]
+    + (["sliding_attention"] * 3 + ["full_attention"]) * 6, "max_position_embeddings": 65536, "model_type": "olmo3",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "pad_token_id": 100277,
+    "rms_norm_eps": 1e-06, "rope_scaling": {"attention_factor": 1.2079441541679836, "beta_fast": 32, "beta_slow": 1,
+    "factor": 8.0, "original_max_position_embeddings": 8192, "rope_type": "yarn"}, "rope_theta": 500000,
+    "sliding_window": 4096, "tie_word_embeddings": False, "use_cache": True, "vocab_size": 100278,
+}  # fmt: skip
 # Seed-OSS-36B-Instruct's config.json as mlx-rs transcribes it ("a trimmed Seed-OSS-36B-Instruct-4bit config ...
 # mirrors the real checkpoint's config.json"; its quantization block left out), the Swift test's configJSON agreeing.
 SEED_OSS_36B = {
@@ -316,6 +329,8 @@ PUBLISHED: dict[str, list[Published]] = {
                   differs={"model_type": ("gemma3", "gemma3_text")}),
     ],
     "olmo2": [Published("allenai/OLMo-2-1124-7B", OLMO2_7B, "olmo-2-7b", (DTYPE, ROPE))],
+    "olmo3": [Published("allenai/Olmo-3-1025-7B (its copies: mlx-community/Olmo-3-7B-RLZero-Code-4bit, tiny-random/"
+                        "olmo-3)", OLMO3_7B, "olmo-3-7b", (ROPE, ("rope_scaling", "rope_parameters")))],
     "smollm3": [Published("HuggingFaceTB/SmolLM3-3B (its fine-tunes' copies: sweatSmile/HF-SmolLM3-3B-Math-Formulas-"
                           "4bit, koutch/0.json_train_grpo_v1_dev; rope_theta: GitHub fixtures quoting it)", SMOLLM3_3B,
                           "smollm3-3b", (DTYPE, ROPE))],

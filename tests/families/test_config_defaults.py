@@ -39,6 +39,8 @@ FOLLOWS = {
     ("gpt2", "n_inner"): "4 n_embd",
     ("llama", "num_key_value_heads"): "num_attention_heads (one key/value head a query head)",
     ("olmo2", "num_key_value_heads"): "num_attention_heads",
+    ("olmo3", "num_key_value_heads"): "num_attention_heads",
+    ("olmo3", "layer_types"): "Olmo3Config's rule: three sliding layers to a full one",
     ("phi3", "num_key_value_heads"): "num_attention_heads",
     ("qwen3_moe", "head_dim"): "hidden_size / num_attention_heads",
     ("qwen3_moe", "mlp_only_layers"): "none: every layer sparse",

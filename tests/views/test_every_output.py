@@ -37,6 +37,7 @@ CHOSEN = (
     "qwen3-0.6b",
     "gemma-3-1b",  # sliding and full
     "olmo-2-7b",
+    "olmo-3-7b",  # sliding and full, a rope each
     "smollm3-3b",  # layers with and without rotary positions
     "seed-oss-36b",
     "pythia-70m",

@@ -154,16 +154,21 @@ QK_NORMS = {
 
 
 # The rotation of q and k (a family whose rotary differs says so in its equation: Phi-3's partial LongRoPE), on the
-# layers that have rotary positions where some have none (config.rope(layer) None: SmolLM3's NoPE layers).
+# layers that have rotary positions where some have none (config.rope(layer) None: SmolLM3's NoPE layers), at each
+# kind of layer's own rope where they differ (OLMo 3's YaRN on its full layers alone).
 TURNED = "q, k = RoPE(q, k): each pair of numbers turned by position x frequency"
 ROPE = Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate", TURNED, "q [H, T, dh], k [Hkv, T, dh]")
 SOME_ROTARY = "  (RoPE layers only: NoPE layers have no positions)"
+OWN_ROPES = "  (each kind of layer at its own rope)"
 
 
 def rope_stage(config: Any) -> Stage:
-    """The rotation's stage, saying on which layers it runs where only some have rotary positions."""
-    if len({config.rope(i) is None for i in range(config.n_layer)}) > 1:
-        return replace(ROPE, equation=TURNED + SOME_ROTARY)
+    """The rotation's stage, saying on which layers it runs where only some have rotary positions, and that the
+    layers' ropes differ where they do."""
+    ropes = [config.rope(i) for i in range(config.n_layer)]
+    some, own = len({rope is None for rope in ropes}) > 1, len(set(ropes) - {None}) > 1
+    if some or own:
+        return replace(ROPE, equation=TURNED + (SOME_ROTARY if some else "") + (OWN_ROPES if own else ""))
     return ROPE
 
 
