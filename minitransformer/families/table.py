@@ -12,6 +12,7 @@ from .architecture import Architecture
 from .config import ModelConfig, shape_defaults
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
 from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
+from .exaone4.family import ARCHITECTURE as EXAONE4
 from .gemma.family import ARCHITECTURE as GEMMA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
@@ -89,6 +90,7 @@ for _family in (
     OLMO3,
     SMOLLM3,
     SEED_OSS,
+    EXAONE4,
     NEOX,
     PHI3,
     MIXTRAL,

@@ -79,6 +79,9 @@ QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 OLMO3 = dict(OLMO2, sliding_window=QWEN3_WINDOW)
+EXAONE4 = dict(SMOLLM3, rms_norm_eps=1e-6)
+LLAMA3 = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 64}  # fmt: skip
 SEED_OSS = dict(vocab_size=140, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
 FAMILIES: dict[str, Family] = {
@@ -242,6 +245,29 @@ FAMILIES: dict[str, Family] = {
         refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
                  ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}},
                   "partial_rotary_factor"))),
+    # A full layer in every two (sliding_window_pattern), NoPE as a window is set, grouped, llama3's rope; no window
+    # (EXAONE-4.0-1.2B's shape): every layer full and turned, one key/value head, tied; a NoPE full layer first, one
+    # key/value head a query head, q wider than D, YaRN past its original context of 64 on the sliding layers.
+    "exaone4": Family("Exaone4Config", {
+        "pattern-2-nope-llama3": dict(EXAONE4, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                      num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                      sliding_window=QWEN3_WINDOW, sliding_window_pattern=2, rope_parameters=LLAMA3,
+                                      seed=0),
+        "no-window-all-rope-tied": dict(EXAONE4, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
+                                        num_attention_heads=2, num_key_value_heads=1, sliding_window=None,
+                                        layer_types=[FULL] * 3, tie_word_embeddings=True, rope_parameters=QWEN3_ROPE,
+                                        seed=1),
+        "nope-first-mha-yarn": dict(EXAONE4, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                    num_attention_heads=4, num_key_value_heads=4, head_dim=12,
+                                    sliding_window=QWEN3_WINDOW, layer_types=[FULL, SLIDING, SLIDING],
+                                    rope_parameters=YARN, seed=2),
+    }, spread=0.5, first_token=1, greedy=2 * QWEN3_WINDOW, distinct=3, batch=(40, 9, 30), float64=140,
+        count=(2 * QWEN3_WINDOW + 3, 4), validate=("pattern-2-nope-llama3", "nope-first-mha-yarn"),
+        validate_steps=3, validate_says=("EXAONE 4 computes RMSNorm",),
+        refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
+                 ({"layer_types": None, "sliding_window_pattern": "LLLG"}, "sliding_window_pattern='LLLG' without"),
+                 ({"layer_types": None, "sliding_window": None}, "sliding_window=null without layer_types"),
+                 ({"layer_types": [FULL] * 4}, "with no sliding_attention layer"))),
     # Pythia's shape in small (a quarter of each head rotated, parallel residual); serial with half rotated in
     # float16 and old-style keys; the whole head rotated, no biases, tied; an odd share (int(20 x 0.25) = 5) in
     # bfloat16 (Pythia's checkpoints are float16; ours read them as transformers does, upcast to float32).

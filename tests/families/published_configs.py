@@ -149,6 +149,17 @@ OLMO3_7B = {
     "factor": 8.0, "original_max_position_embeddings": 8192, "rope_type": "yarn"}, "rope_theta": 500000,
     "sliding_window": 4096, "tie_word_embeddings": False, "use_cache": True, "vocab_size": 100278,
 }  # fmt: skip
+# EXAONE-4.0-1.2B's config.json as NVIDIA-NeMo/Megatron-Bridge's EXAONE 4 tests transcribe it, its token ids and
+# layer_types as a quantized copy keeps them (JiYeaha/my-quant-model): no window, every layer full and turned. The
+# family's preset is the 32B, whose file was not found whole: this one reads as no preset.
+EXAONE4_12B = {
+    "architectures": ["Exaone4ForCausalLM"], "bos_token_id": 1, "eos_token_id": 361, "head_dim": 64,
+    "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 4096, "layer_types": ["full_attention"] * 30,
+    "max_position_embeddings": 65536, "model_type": "exaone4", "num_attention_heads": 32, "num_hidden_layers": 30,
+    "num_key_value_heads": 8, "pad_token_id": 0, "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 16.0,
+    "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 1000000.0, "sliding_window": None, "tie_word_embeddings": True, "vocab_size": 102400,
+}  # fmt: skip
 # Seed-OSS-36B-Instruct's config.json as mlx-rs transcribes it ("a trimmed Seed-OSS-36B-Instruct-4bit config ...
 # mirrors the real checkpoint's config.json"; its quantization block left out), the Swift test's configJSON agreeing.
 SEED_OSS_36B = {
@@ -334,6 +345,8 @@ PUBLISHED: dict[str, list[Published]] = {
     "smollm3": [Published("HuggingFaceTB/SmolLM3-3B (its fine-tunes' copies: sweatSmile/HF-SmolLM3-3B-Math-Formulas-"
                           "4bit, koutch/0.json_train_grpo_v1_dev; rope_theta: GitHub fixtures quoting it)", SMOLLM3_3B,
                           "smollm3-3b", (DTYPE, ROPE))],
+    "exaone4": [Published("LGAI-EXAONE/EXAONE-4.0-1.2B (as Megatron-Bridge's tests transcribe it)", EXAONE4_12B, None,
+                          (ROPE, ("rope_scaling", "rope_parameters")))],
     "seed_oss": [Published("ByteDance-Seed/Seed-OSS-36B-Instruct (as mlx-rs and a Swift test transcribe it)",
                            SEED_OSS_36B, "seed-oss-36b", (ROPE, ("rope_scaling", "rope_parameters")))],
     "neox": [Published("EleutherAI/pythia-70m", PYTHIA_70M, "pythia-70m",

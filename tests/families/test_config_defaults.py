@@ -41,6 +41,7 @@ FOLLOWS = {
     ("olmo2", "num_key_value_heads"): "num_attention_heads",
     ("olmo3", "num_key_value_heads"): "num_attention_heads",
     ("olmo3", "layer_types"): "Olmo3Config's rule: three sliding layers to a full one",
+    ("exaone4", "head_dim"): "hidden_size / num_attention_heads, as Exaone4Attention's getattr",
     ("phi3", "num_key_value_heads"): "num_attention_heads",
     ("qwen3_moe", "head_dim"): "hidden_size / num_attention_heads",
     ("qwen3_moe", "mlp_only_layers"): "none: every layer sparse",

@@ -40,6 +40,7 @@ CHOSEN = (
     "olmo-3-7b",  # sliding and full, a rope each
     "smollm3-3b",  # layers with and without rotary positions
     "seed-oss-36b",
+    "exaone-4.0-32b",  # sliding layers, and full ones without rotary positions
     "pythia-70m",
     "phi-3-mini",
     "mixtral-8x7b",
