@@ -30,7 +30,7 @@ import numpy as np
 
 from ..engine.ops import constant, rotary_tables, rotate
 from ..errors import UserError
-from .config import FULL, SLIDING, slides
+from .keys import FULL, SLIDING, slides
 
 ROPE_TYPES: tuple[str, ...] = ("default", "linear", "llama3")
 # YaRN, taken by the families whose transformers class computes it (gpt-oss, DeepSeek-V3), not by the Llama family's.
