@@ -23,18 +23,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..engine.kvcache import KeysValues, State
 from ..errors import UserError
-from .keys import ConfigJson, Fixed, Group, Key, Missing, Refusal, check_dtype, jsonable
+from .keys import FULL, SLIDING, ConfigJson, Fixed, Group, Key, Missing, Refusal, check_dtype, jsonable, slides
 
 if TYPE_CHECKING:
     from .rotary import Rope
-
-FULL, SLIDING = "full_attention", "sliding_attention"  # transformers' layer types of attention with and without window
-
-
-def slides(kind: str) -> bool:
-    """A kind of layer whose attention sees a window: transformers' sliding_attention, and a family's kind named from it
-    (SmolLM3's sliding_attention_nope: a window and no rotary positions)."""
-    return kind.startswith(SLIDING)
 
 
 def check_windows(config: Any, no_window: str = "sliding_window is null") -> None:

@@ -64,6 +64,15 @@ def jsonable(value):
     return listed(value)
 
 
+FULL, SLIDING = "full_attention", "sliding_attention"  # transformers' layer types of attention with and without window
+
+
+def slides(kind: str) -> bool:
+    """A kind of layer whose attention sees a window: transformers' sliding_attention, and a family's kind named from it
+    (SmolLM3's sliding_attention_nope: a window and no rotary positions)."""
+    return kind.startswith(SLIDING)
+
+
 # --- kinds of value -------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Kind:

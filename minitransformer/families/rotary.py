@@ -12,7 +12,9 @@ makes each distinct Rope's tables once a pass (`tables`). The variants:
   by the attention factor mscale;
 - LongRoPE (Phi-3): each frequency divided by its own factor, the short ones while the pass's last position is
   within the original context and the long ones beyond, and cos and sin multiplied by the attention factor;
-- Gemma 3's sliding layers turn at a base of their own: their config answers another Rope for them.
+- a rope for each kind of layer (Gemma 3's sliding layers at a base of their own, OLMo 3's full layers with YaRN
+  and its sliding ones without): `RopePerLayerType` reads the sliding layers' rope beside the others', and the
+  config answers it for them (`local_rope`).
 
 Which numbers a frequency turns together is the attention's to say (`rotate_partial`): the halves (x[i], x[i + r/2])
 of the first r numbers of a head (Llama's rotate_half), or neighbouring pairs (x[2i], x[2i + 1]) kept in place
@@ -32,6 +34,7 @@ import numpy as np
 
 from ..engine.ops import constant, rotary_tables, rotate
 from ..errors import UserError
+from .keys import FULL, SLIDING, slides
 
 ROPE_TYPES: tuple[str, ...] = ("default", "linear", "llama3")
 # YaRN, taken by the families whose transformers class computes it (gpt-oss, DeepSeek-V3), not by the Llama family's.
@@ -404,3 +407,73 @@ class LongRope(RopeKeys):
         for key in ("factor", "attention_factor"):
             if rope.get(key) is not None:
                 positive(f"rope scaling 'longrope' {key}", rope[key])
+
+
+@dataclass(frozen=True)
+class RopePerLayerType:
+    """A rope for each kind of attention layer, as transformers 5 states it (rope_parameters {"full_attention": {...},
+    "sliding_attention": {...}}, a kind left out taking the default rope), or as an older file does (rope_theta and
+    rope_scaling, which are the full layers' alone; the sliding layers' theta under `local_key`, or `local_theta`
+    where the family reads no such key): read into the fields rope_theta and rope_scaling (the full layers') and
+    local_rope_theta and local_rope_scaling (the sliding layers', which `local_rope` hands them). A family says the rope
+    types it computes, the full layers' theta where the file gives none, and the model types whose one rope turns
+    every layer (Gemma 2's: read as RopeKeys reads it). A flat rope_parameters, which transformers leaves unread
+    (OLMo 3) or reads otherwise, is refused by name."""
+
+    theta: float
+    local_theta: float
+    local_key: str | None = None
+    kinds: tuple[str, ...] = ROPE_TYPES
+    single: tuple[str, ...] = ()
+
+    def read(self, hf: dict, config: type, model_type: str = "") -> dict:
+        if model_type in self.single:
+            return RopeKeys(self.kinds).read(hf, config)
+        given = hf.get("rope_parameters")
+        if given is not None and (not isinstance(given, dict) or not set(given) <= {FULL, SLIDING}):
+            raise UserError(
+                f"config rope_parameters must hold {FULL!r} and {SLIDING!r} (a rope per layer type), not {given!r}"
+            )
+        ropes = {kind: dict((given or {}).get(kind) or {"rope_type": "default"}) for kind in (FULL, SLIDING)}
+        older = hf.get("rope_scaling")
+        if older is not None and not isinstance(older, dict):
+            raise UserError(f"config rope_scaling must be an object, not {older!r}")
+        ropes[FULL].update(older or {})
+        ropes[FULL].setdefault("rope_theta", hf.get("rope_theta", self.theta))
+        ropes[SLIDING].setdefault(
+            "rope_theta", hf.get(self.local_key, self.local_theta) if self.local_key else self.local_theta
+        )
+        for rope in ropes.values():
+            rope.setdefault("rope_type", rope.pop("type", "default"))
+            rope.pop("type", None)
+            check(rope, self.kinds)
+            refuse_partial({}, rope)
+        full, local = ropes[FULL], ropes[SLIDING]
+        return {
+            "rope_theta": full.pop("rope_theta"),
+            "rope_scaling": scaling(full),
+            "local_rope_theta": local.pop("rope_theta"),
+            "local_rope_scaling": scaling(local),
+        }
+
+    def write(self, config) -> dict:
+        full = parameters(config.rope_theta, config.rope_scaling)
+        if config.model_type in self.single:
+            return {"rope_parameters": full}
+        local = (config.local_rope_theta, config.local_rope_scaling) if config.local_rope_theta is not None else None
+        return {"rope_parameters": {FULL: full, SLIDING: parameters(*local) if local else full}}
+
+    def check(self, config) -> None:
+        RopeKeys(self.kinds).check(config)
+        if config.local_rope_theta is not None:
+            positive(self.local_key or f"rope_parameters.{SLIDING}.rope_theta", config.local_rope_theta)
+        if config.local_rope_scaling is not None:
+            check(dict(config.local_rope_scaling), self.kinds)
+
+
+def local_rope(config, layer: int) -> Rope | None:
+    """A sliding layer's own rope (local_rope_theta and local_rope_scaling, RopePerLayerType's), or None where the
+    layer does not slide or the config has none of its own: that layer turns at the config's rope."""
+    if config.local_rope_theta is None or not slides(config.layer_types[layer]):
+        return None
+    return Rope(config.d_head, config.local_rope_theta, config.local_rope_scaling, config.n_positions)

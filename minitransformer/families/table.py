@@ -15,6 +15,7 @@ from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
 from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
 from .ernie4_5.family import ARCHITECTURE as ERNIE4_5
 from .ernie4_5_moe.family import ARCHITECTURE as ERNIE4_5_MOE
+from .exaone4.family import ARCHITECTURE as EXAONE4
 from .gemma.family import ARCHITECTURE as GEMMA
 from .glm4.family import ARCHITECTURE as GLM4
 from .gpt2.family import ARCHITECTURE as GPT2
@@ -26,10 +27,12 @@ from .mixtral.family import ARCHITECTURE as MIXTRAL
 from .nemotron_h.family import ARCHITECTURE as NEMOTRON_H
 from .neox.family import ARCHITECTURE as NEOX
 from .olmo2.family import ARCHITECTURE as OLMO2
+from .olmo3.family import ARCHITECTURE as OLMO3
 from .phi3.family import ARCHITECTURE as PHI3
 from .qwen3.family import ARCHITECTURE as QWEN3
 from .qwen3moe.family import ARCHITECTURE as QWEN3_MOE
 from .qwen35.family import ARCHITECTURE as QWEN3_5
+from .seed_oss.family import ARCHITECTURE as SEED_OSS
 from .smollm3.family import ARCHITECTURE as SMOLLM3
 
 ARCHITECTURES: dict[str, Architecture] = {}
@@ -88,10 +91,13 @@ for _family in (
     QWEN3,
     GEMMA,
     OLMO2,
+    OLMO3,
     SMOLLM3,
     GLM4,
     ERNIE4_5,
     COHERE2,
+    SEED_OSS,
+    EXAONE4,
     NEOX,
     PHI3,
     MIXTRAL,

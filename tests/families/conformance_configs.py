@@ -81,6 +81,11 @@ SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, e
 GLM4 = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None)
 ERNIE = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None, bos_token_id=None, eos_token_id=None)
 COHERE2 = ERNIE  # pad 0, bos 5 and eos within a tiny vocabulary: none
+OLMO3 = dict(OLMO2, sliding_window=QWEN3_WINDOW)
+EXAONE4 = dict(SMOLLM3, rms_norm_eps=1e-6)
+LLAMA3 = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 64}  # fmt: skip
+SEED_OSS = dict(vocab_size=140, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
 FAMILIES: dict[str, Family] = {
     # A few heads of odd sizes, an inner size that is not 4 D, exact GELU with the layer-scaled attention, SiLU
@@ -173,6 +178,33 @@ FAMILIES: dict[str, Family] = {
     }, spread=0.5, first_token=1, greedy=40, distinct=3, batch=(40, 9, 30), float64=140, count=(30, 4),
         validate=("gqa-bias-head-dim",), validate_steps=3,
         validate_says=("OLMo 2 computes RMSNorm, its q and k norms included",)),
+    # Three sliding layers to a full one (the default), grouped, YaRN past its original context of 64 on the full
+    # layers alone (an older file's rope_scaling, which Olmo3Config gives them), the sliding ones at their own default
+    # rope; a full layer first, one key/value head a query head, biases, a head_dim given outright, a rope per layer
+    # type of other thetas; every layer sliding, tied, the sliding layers' rope linear and YaRN's factors given.
+    "olmo3": Family("Olmo3Config", {
+        "yarn-on-full-3-to-1": dict(OLMO3, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                    num_attention_heads=4, num_key_value_heads=2, rope_theta=1000.0,
+                                    rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                  "original_max_position_embeddings": 64}, seed=0),
+        "full-first-bias-thetas": dict(OLMO3, hidden_size=48, intermediate_size=64, num_hidden_layers=3,
+                                       num_attention_heads=6, head_dim=12, attention_bias=True,
+                                       layer_types=[FULL, SLIDING, SLIDING],
+                                       rope_parameters={FULL: {"rope_type": "default", "rope_theta": 5000.0},
+                                                        SLIDING: {"rope_type": "default", "rope_theta": 100.0}},
+                                       seed=1),
+        "all-sliding-tied-linear": dict(OLMO3, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                                        num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True,
+                                        layer_types=[SLIDING, SLIDING],
+                                        rope_parameters={FULL: {**YARN, "attention_factor": 1.3},
+                                                         SLIDING: {"rope_type": "linear", "factor": 2.0,
+                                                                   "rope_theta": 500.0}}, seed=2),
+    }, spread=0.5, first_token=1, greedy=2 * QWEN3_WINDOW, distinct=3, batch=(40, 9, 30), float64=140,
+        count=(2 * QWEN3_WINDOW + 3, 4), validate=("yarn-on-full-3-to-1", "full-first-bias-thetas"),
+        validate_steps=3, validate_says=("OLMo 3 computes RMSNorm",),
+        refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "yarn", "factor": 2.0}}, "a rope per layer type"),
+                 ({"rope_parameters": {FULL: {"rope_type": "dynamic", "factor": 2.0}}}, "dynamic"),
+                 ({"sliding_window": None}, "sliding_window is null"))),
     # NoPE every fourth layer (the default), grouped and tied; a window on the NoPE layers (the default where
     # use_sliding_window), every other layer NoPE, biases on attention and the MLP, a head_dim given outright (its
     # attention reads one), untied; no_rope_layers and layer_types given outright, every kind of layer (NoPE first),
@@ -250,6 +282,50 @@ FAMILIES: dict[str, Family] = {
         refused=(NOT_A_DTYPE, ({"use_parallel_block": False}, "use_parallel_block=false"),
                  ({"position_embedding_type": "rope"}, "position_embedding_type"),
                  ({"sliding_window": None}, "sliding_window is null"))),
+    # Every bias on (q, k, v; o under attention_out_bias; the MLP's) with q wider than D; the published combination
+    # (q, k, v biased, o and the MLP not) with one key/value head and llama3's rope; no bias at all, D / H heads
+    # (head_dim null), as many key/value heads as query heads (null), tied, YaRN past its original context of 64.
+    "seed_oss": Family("SeedOssConfig", {
+        "every-bias-wide-q": dict(SEED_OSS, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, attention_out_bias=True,
+                                  mlp_bias=True, rope_parameters=QWEN3_ROPE, seed=0),
+        "published-biases-mqa-llama3": dict(SEED_OSS, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
+                                            num_attention_heads=6, num_key_value_heads=1, head_dim=8,
+                                            rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0,
+                                                             "factor": 4.0, "low_freq_factor": 1.0,
+                                                             "high_freq_factor": 4.0,
+                                                             "original_max_position_embeddings": 64}, seed=1),
+        "no-bias-tied-yarn": dict(SEED_OSS, hidden_size=24, intermediate_size=40, num_hidden_layers=2,
+                                  num_attention_heads=2, num_key_value_heads=None, head_dim=None,
+                                  attention_bias=False, tie_word_embeddings=True, rope_parameters=YARN, seed=2),
+    }, spread=0.3, first_token=1, batch=(40, 9, 30), validate=("every-bias-wide-q", "no-bias-tied-yarn"),
+        validate_steps=3, validate_says=("Seed-OSS computes RMSNorm",),
+        refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
+                 ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}},
+                  "partial_rotary_factor"))),
+    # A full layer in every two (sliding_window_pattern), NoPE as a window is set, grouped, llama3's rope; no window
+    # (EXAONE-4.0-1.2B's shape): every layer full and turned, one key/value head, tied; a NoPE full layer first, one
+    # key/value head a query head, q wider than D, YaRN past its original context of 64 on the sliding layers.
+    "exaone4": Family("Exaone4Config", {
+        "pattern-2-nope-llama3": dict(EXAONE4, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                      num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                      sliding_window=QWEN3_WINDOW, sliding_window_pattern=2, rope_parameters=LLAMA3,
+                                      seed=0),
+        "no-window-all-rope-tied": dict(EXAONE4, hidden_size=24, intermediate_size=40, num_hidden_layers=3,
+                                        num_attention_heads=2, num_key_value_heads=1, sliding_window=None,
+                                        layer_types=[FULL] * 3, tie_word_embeddings=True, rope_parameters=QWEN3_ROPE,
+                                        seed=1),
+        "nope-first-mha-yarn": dict(EXAONE4, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                    num_attention_heads=4, num_key_value_heads=4, head_dim=12,
+                                    sliding_window=QWEN3_WINDOW, layer_types=[FULL, SLIDING, SLIDING],
+                                    rope_parameters=YARN, seed=2),
+    }, spread=0.5, first_token=1, greedy=2 * QWEN3_WINDOW, distinct=3, batch=(40, 9, 30), float64=140,
+        count=(2 * QWEN3_WINDOW + 3, 4), validate=("pattern-2-nope-llama3", "nope-first-mha-yarn"),
+        validate_steps=3, validate_says=("EXAONE 4 computes RMSNorm",),
+        refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
+                 ({"layer_types": None, "sliding_window_pattern": "LLLG"}, "sliding_window_pattern='LLLG' without"),
+                 ({"layer_types": None, "sliding_window": None}, "sliding_window=null without layer_types"),
+                 ({"layer_types": [FULL] * 4}, "with no sliding_attention layer"))),
     # Pythia's shape in small (a quarter of each head rotated, parallel residual); serial with half rotated in
     # float16 and old-style keys; the whole head rotated, no biases, tied; an odd share (int(20 x 0.25) = 5) in
     # bfloat16 (Pythia's checkpoints are float16; ours read them as transformers does, upcast to float32).

@@ -179,6 +179,39 @@ COMMAND_R7B = {
     "torch_dtype": "bfloat16", "use_embedding_sharing": True, "use_gated_activation": True, "use_parallel_block": True,
     "vocab_size": 256000,
 }  # fmt: skip
+# Olmo-3-7B's config.json: its head as an MLX copy of allenai/Olmo-3-7B-RLZero-Code keeps it (mlx-community/Olmo-3-7B-
+# RLZero-Code-4bit, cut after pad_token_id), its tail as tiny-random/olmo-3, a shrunk copy, keeps it (the rope: YaRN
+# on the full layers, written as the allenai files of transformers 4.57 write it, rope_theta and rope_scaling).
+OLMO3_7B = {
+    "architectures": ["Olmo3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "eos_token_id": 100257,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 11008,
+    "layer_types": ["sliding_attention"] * 3 + ["full_attention"] + ["sliding_attention"] * 3 + ["full_attention"]
+    + (["sliding_attention"] * 3 + ["full_attention"]) * 6, "max_position_embeddings": 65536, "model_type": "olmo3",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32, "pad_token_id": 100277,
+    "rms_norm_eps": 1e-06, "rope_scaling": {"attention_factor": 1.2079441541679836, "beta_fast": 32, "beta_slow": 1,
+    "factor": 8.0, "original_max_position_embeddings": 8192, "rope_type": "yarn"}, "rope_theta": 500000,
+    "sliding_window": 4096, "tie_word_embeddings": False, "use_cache": True, "vocab_size": 100278,
+}  # fmt: skip
+# EXAONE-4.0-1.2B's config.json as NVIDIA-NeMo/Megatron-Bridge's EXAONE 4 tests transcribe it, its token ids and
+# layer_types as a quantized copy keeps them (JiYeaha/my-quant-model): no window, every layer full and turned. The
+# family's preset is the 32B, whose file was not found whole: this one reads as no preset.
+EXAONE4_12B = {
+    "architectures": ["Exaone4ForCausalLM"], "bos_token_id": 1, "eos_token_id": 361, "head_dim": 64,
+    "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 4096, "layer_types": ["full_attention"] * 30,
+    "max_position_embeddings": 65536, "model_type": "exaone4", "num_attention_heads": 32, "num_hidden_layers": 30,
+    "num_key_value_heads": 8, "pad_token_id": 0, "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 16.0,
+    "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 1000000.0, "sliding_window": None, "tie_word_embeddings": True, "vocab_size": 102400,
+}  # fmt: skip
+# Seed-OSS-36B-Instruct's config.json as mlx-rs transcribes it ("a trimmed Seed-OSS-36B-Instruct-4bit config ...
+# mirrors the real checkpoint's config.json"; its quantization block left out), the Swift test's configJSON agreeing.
+SEED_OSS_36B = {
+    "architectures": ["SeedOssForCausalLM"], "attention_bias": True, "attention_out_bias": False, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 5120, "intermediate_size": 27648, "max_position_embeddings": 524288,
+    "mlp_bias": False, "model_type": "seed_oss", "num_attention_heads": 80, "num_hidden_layers": 64,
+    "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": {"rope_type": "default"}, "rope_theta": 10000000.0,
+    "tie_word_embeddings": False, "vocab_size": 155136,
+}  # fmt: skip
 PYTHIA_70M = {
     "architectures": ["GPTNeoXForCausalLM"], "bos_token_id": 0, "eos_token_id": 0, "hidden_act": "gelu",
     "hidden_size": 512, "initializer_range": 0.02, "intermediate_size": 2048, "layer_norm_eps": 1e-05,
@@ -350,6 +383,8 @@ PUBLISHED: dict[str, list[Published]] = {
                   differs={"model_type": ("gemma3", "gemma3_text")}),
     ],
     "olmo2": [Published("allenai/OLMo-2-1124-7B", OLMO2_7B, "olmo-2-7b", (DTYPE, ROPE))],
+    "olmo3": [Published("allenai/Olmo-3-1025-7B (its copies: mlx-community/Olmo-3-7B-RLZero-Code-4bit, tiny-random/"
+                        "olmo-3)", OLMO3_7B, "olmo-3-7b", (ROPE, ("rope_scaling", "rope_parameters")))],
     "smollm3": [Published("HuggingFaceTB/SmolLM3-3B (its fine-tunes' copies: sweatSmile/HF-SmolLM3-3B-Math-Formulas-"
                           "4bit, koutch/0.json_train_grpo_v1_dev; rope_theta: GitHub fixtures quoting it)", SMOLLM3_3B,
                           "smollm3-3b", (DTYPE, ROPE))],
@@ -360,6 +395,10 @@ PUBLISHED: dict[str, list[Published]] = {
     "cohere2": [Published("CohereForAI/c4ai-command-r7b-12-2024 (an abliterated copy keeping every key: huihui-ai/"
                           "c4ai-command-r7b-12-2024-abliterated)", COMMAND_R7B, "command-r7b",
                           (DTYPE, ROPE, ("sliding_window_pattern", "layer_types")))],
+    "exaone4": [Published("LGAI-EXAONE/EXAONE-4.0-1.2B (as Megatron-Bridge's tests transcribe it)", EXAONE4_12B, None,
+                          (ROPE, ("rope_scaling", "rope_parameters")))],
+    "seed_oss": [Published("ByteDance-Seed/Seed-OSS-36B-Instruct (as mlx-rs and a Swift test transcribe it)",
+                           SEED_OSS_36B, "seed-oss-36b", (ROPE, ("rope_scaling", "rope_parameters")))],
     "neox": [Published("EleutherAI/pythia-70m", PYTHIA_70M, "pythia-70m",
                        (DTYPE, ("rotary_pct", "rope_parameters"), ("rotary_emb_base", "rope_parameters")))],
     "phi3": [Published("microsoft/Phi-3.5-mini-instruct", PHI35_MINI, "phi-3.5-mini",

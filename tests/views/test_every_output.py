@@ -37,10 +37,13 @@ CHOSEN = (
     "qwen3-0.6b",
     "gemma-3-1b",  # sliding and full
     "olmo-2-7b",
+    "olmo-3-7b",  # sliding and full, a rope each
     "smollm3-3b",  # layers with and without rotary positions
     "glm-4-9b-0414",
     "ernie-4.5-0.3b",
     "command-r7b",  # sliding layers with rotary positions, full ones without
+    "seed-oss-36b",
+    "exaone-4.0-32b",  # sliding layers, and full ones without rotary positions
     "pythia-70m",
     "phi-3-mini",
     "mixtral-8x7b",

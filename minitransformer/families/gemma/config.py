@@ -8,11 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import UserError
 from ..config import FULL, SLIDING, check_windows
 from ..keys import ACTIVATION, FLAG, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Fixed, Key, Refusal, key, layer_kinds
 from ..llama.config import LlamaConfig
-from ..rotary import Rope, RopeKeys, check, parameters, positive, refuse_partial, scaling
+from ..rotary import Rope, RopePerLayerType, local_rope
 
 GEMMA2, GEMMA3 = "gemma2", "gemma3_text"
 SLIDING_WINDOW_PATTERN = Key("sliding_window_pattern", 6, SIZE)  # Gemma 3's: a full layer in so many
@@ -28,56 +27,6 @@ def layers(hf: dict, fields: Mapping) -> tuple[str, ...]:
     sliding_window_pattern."""
     gemma2 = hf.get("model_type", fields.get("model_type")) == GEMMA2
     return periodic(fields["n_layer"], 2 if gemma2 else SLIDING_WINDOW_PATTERN.get(hf))
-
-
-class RopePerLayerType:
-    """Gemma 2's rope, one for every layer; Gemma 3's, as Gemma3TextConfig reads it: the full layers' and the sliding
-    layers' (transformers 5's rope_parameters per layer type, or an older file's rope_theta, rope_local_base_freq and
-    rope_scaling, which scales the full layers only), the sliding layers' read into local_rope_theta and
-    local_rope_scaling."""
-
-    def read(self, hf: dict, config: type, model_type: str) -> dict:
-        if model_type == GEMMA2:
-            return RopeKeys().read(hf, config)
-        given = hf.get("rope_parameters")
-        if given is not None and (not isinstance(given, dict) or not set(given) <= {FULL, SLIDING}):
-            raise UserError(
-                f"config rope_parameters must hold {FULL!r} and {SLIDING!r} (Gemma 3's rope per layer type), "
-                f"not {given!r}"
-            )
-        ropes = {kind: dict((given or {}).get(kind) or {"rope_type": "default"}) for kind in (FULL, SLIDING)}
-        older = hf.get("rope_scaling")
-        if older is not None and not isinstance(older, dict):
-            raise UserError(f"config rope_scaling must be an object, not {older!r}")
-        ropes[FULL].update(older or {})
-        ropes[FULL].setdefault("rope_theta", hf.get("rope_theta", 1_000_000.0))
-        ropes[SLIDING].setdefault("rope_theta", hf.get("rope_local_base_freq", 10_000.0))
-        for rope in ropes.values():
-            rope.setdefault("rope_type", rope.pop("type", "default"))
-            rope.pop("type", None)
-            check(rope)
-            refuse_partial({}, rope)
-        full, local = ropes[FULL], ropes[SLIDING]
-        return {
-            "rope_theta": full.pop("rope_theta"),
-            "rope_scaling": scaling(full),
-            "local_rope_theta": local.pop("rope_theta"),
-            "local_rope_scaling": scaling(local),
-        }
-
-    def write(self, config: Any) -> dict:
-        full = parameters(config.rope_theta, config.rope_scaling)
-        if config.model_type == GEMMA2:
-            return {"rope_parameters": full}
-        local = (config.local_rope_theta, config.local_rope_scaling) if config.local_rope_theta is not None else None
-        return {"rope_parameters": {FULL: full, SLIDING: parameters(*local) if local else full}}
-
-    def check(self, config: Any) -> None:
-        RopeKeys().check(config)
-        if config.local_rope_theta is not None:
-            positive("rope_local_base_freq", config.local_rope_theta)
-        if config.local_rope_scaling is not None:
-            check(dict(config.local_rope_scaling))
 
 
 @dataclass(frozen=True)
@@ -128,7 +77,8 @@ class GemmaConfig(LlamaConfig):
     what = "a Gemma model"
     classes = {GEMMA2: "Gemma2ForCausalLM", GEMMA3: "Gemma3ForCausalLM"}
     multimodal = {"gemma3": GEMMA3}  # Gemma3ForConditionalGeneration: read as its text model
-    groups = (RopePerLayerType(),)
+    # Gemma 3's full layers at rope_theta (1e6 where the file gives none), its sliding ones at rope_local_base_freq
+    groups = (RopePerLayerType(1_000_000.0, 10_000.0, "rope_local_base_freq", single=(GEMMA2,)),)
     refusals = (Refusal("use_bidirectional_attention", "(attention to later tokens) is not supported"),)
     dict_last = ("d_head", "d_ff", "layer_types")
 
@@ -139,9 +89,7 @@ class GemmaConfig(LlamaConfig):
     def rope(self, layer: int = 0) -> Rope | None:
         """Gemma 3's sliding layers turn at a base of their own (local_rope_theta), the rope scaling being the full
         layers' only; every other layer at the config's rope."""
-        if self.local_rope_theta is None or self.layer_types[layer] != SLIDING:
-            return super().rope(layer)
-        return Rope(self.d_head, self.local_rope_theta, self.local_rope_scaling, self.n_positions)
+        return local_rope(self, layer) or super().rope(layer)
 
     @property
     def checkpoint_kind(self) -> str:

@@ -100,7 +100,8 @@ def float64_rotary(reference, frequencies, torch, repeated: bool = False) -> int
         inv_freq = torch.from_numpy(np.array(frequencies(position_ids, layer_type)))
         angles = position_ids[..., None].to(torch.float64) * inv_freq
         angles = angles.repeat_interleave(2, dim=-1) if repeated else torch.cat((angles, angles), dim=-1)
-        scaling = getattr(module, "attention_scaling", 1.0)  # 1 for the rope types we take
+        # its attention factor (YaRN's; 1 for the others), the layer type's where each type has its rope (OLMo 3)
+        scaling = getattr(module, f"{layer_type}_attention_scaling", getattr(module, "attention_scaling", 1.0))
         return (angles.cos() * scaling).to(x.dtype), (angles.sin() * scaling).to(x.dtype)
 
     found = 0

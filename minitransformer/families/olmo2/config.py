@@ -9,8 +9,9 @@ Olmo2Config does not define, is honoured when a config.json has it, as transform
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from ..keys import FLAG, SIZE, TOKENS, eps, key
+from ..keys import FLAG, SIZE, TOKENS, Group, eps, key
 from ..llama.config import LlamaConfig, preset
 from ..rotary import RopeKeys
 
@@ -36,7 +37,7 @@ class Olmo2Config(LlamaConfig):
     family = "olmo2"
     what = "an OLMo 2 model"
     classes = {"olmo2": "Olmo2ForCausalLM"}
-    groups = (RopeKeys(),)
+    groups: ClassVar[tuple[Group, ...]] = (RopeKeys(),)
 
 
 # OLMo 2, from the config.json of allenai/OLMo-2-1124-7B and allenai/OLMo-2-1124-13B: one key/value head per query

@@ -154,16 +154,19 @@ QK_NORMS = {
 
 
 # The rotation of q and k (a family whose rotary differs says so in its equation: Phi-3's partial LongRoPE), on the
-# layers that have rotary positions where some have none (config.rope(layer) None: SmolLM3's NoPE layers).
+# layers that have rotary positions where some have none (config.rope(layer) None: SmolLM3's NoPE layers), at each
+# kind of layer's own rope where they differ (OLMo 3's YaRN on its full layers alone).
 TURNED = "q, k = RoPE(q, k): each pair of numbers turned by position x frequency"
 ROPE = Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate", TURNED, "q [H, T, dh], k [Hkv, T, dh]")
 SOME_ROTARY = "  (RoPE layers only: NoPE layers have no positions)"
 INTERLEAVED = "q, k = RoPE(q, k): each neighbouring pair (2i, 2i+1) turned in place by position x frequency i"
+OWN_ROPES = "  (each kind of layer at its own rope)"
 
 
 def rope_stage(config: Any, interleaved: bool = False) -> Stage:
     """The rotation's stage: which pairs turn (the halves, or neighbours in place), over how many numbers of a head
-    where not all (partial_rotary_factor), and on which layers where only some have rotary positions."""
+    where not all (partial_rotary_factor), on which layers where only some have rotary positions, and that the
+    layers' ropes differ where they do."""
     ropes = [config.rope(i) for i in range(config.n_layer)]
     turned = next((rope.turned for rope in ropes if rope is not None), config.d_head)
     equation = INTERLEAVED if interleaved else TURNED
@@ -171,6 +174,8 @@ def rope_stage(config: Any, interleaved: bool = False) -> Stage:
         equation += f", on the first {turned} of each head's {config.d_head} numbers (the rest pass)"
     if len({rope is None for rope in ropes}) > 1:
         equation += SOME_ROTARY
+    if len(set(ropes) - {None}) > 1:
+        equation += OWN_ROPES
     return ROPE if equation == TURNED else replace(ROPE, equation=equation)
 
 

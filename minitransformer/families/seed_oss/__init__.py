@@ -1,0 +1,1 @@
+"""The Seed-OSS family: transformers' SeedOssForCausalLM, the Llama block with its own switches for each bias."""
