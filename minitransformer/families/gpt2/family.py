@@ -20,7 +20,7 @@ import numpy as np
 from ...engine.ops import ACTIVATIONS, add_mask, merge_heads, slot_positions, softmax, split_heads
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, MLP, Stage, by_op
 from ...engine.tape import Tape
-from ..parts.attention import fused_multi_head_products, multi_head_vs_weights
+from ..parts.attention import MULTI_HEAD_CACHE, fused_multi_head_products, multi_head_vs_weights
 from ..parts.blocks import LayerInputs, PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
@@ -34,13 +34,7 @@ ATTENTION = by_op(
         "qkv", ("attn.qkv",), "matmul", "[Q K V] = h W_qkv + b_qkv", "h [T, D], W_qkv [D, 3D]", ATTENTION_PROJECTIONS
     ),
     Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape", "Q, K, V -> H heads of dh", "[T, 3D]"),
-    Stage(
-        "cache",
-        ("attn.keys", "attn.values"),
-        "cache",
-        "K, V of all t positions (new rows written to the cache)",
-        "k, v [H, T, dh]",
-    ),
+    MULTI_HEAD_CACHE,
     Stage("scores", ("attn.qk",), "matmul", "S = Q K^T  (per head)", "Q [H, T, dh], K^T [H, dh, t]", ATTENTION_SCORES),
     Stage("scale", ("attn.scaled",), "scale", "S = S * scale  (1/sqrt(dh) unless configured otherwise)", "S [H, T, t]"),
     Stage("mask", ("attn.scores",), "mask", "S[i, j] = -inf where j is in i's future", "S [H, T, t]"),

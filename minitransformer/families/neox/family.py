@@ -22,7 +22,14 @@ from typing import Any
 from ...engine.ops import merge_heads, ungroup_heads
 from ...engine.stages import ATTENTION_PROJECTIONS, Stage, by_op
 from ...engine.tape import Tape
-from ..parts.attention import attend, bias_of, core_stages, fused_multi_head_products, multi_head_vs_weights
+from ..parts.attention import (
+    MULTI_HEAD_CACHE,
+    attend,
+    bias_of,
+    core_stages,
+    fused_multi_head_products,
+    multi_head_vs_weights,
+)
 from ..parts.blocks import LayerInputs, PreNorm, norm_stage, under
 from ..parts.decoder import Decoder, TokenEmbedding
 from ..parts.family import composed
@@ -72,13 +79,7 @@ class HeadByHeadAttention(Part):
                 "[T, 3D]",
             ),
             Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate", turned, "q, k [H, T, dh]"),
-            Stage(
-                "cache",
-                ("attn.keys", "attn.values"),
-                "cache",
-                "K, V of all t positions (new rows written to the cache)",
-                "k, v [H, T, dh]",
-            ),
+            MULTI_HEAD_CACHE,
             *core.values(),
             Stage("merge_heads", ("attn.z",), "reshape", "Z -> [T, D]", "Z [H, T, dh]"),
             Stage("out", ("attn.out",), "matmul", f"o = Z W_o{b('o')}", "Z [T, D], W_o [D, D]", ATTENTION_PROJECTIONS),

@@ -120,6 +120,16 @@ def multi_head_vs_weights(c: Any) -> tuple[str, str, str]:
     return "4 D t FLOPs against 8 D^2 + 4 D F for the weights", f"t / (2D + F){six}", f"{D}, {F}"
 
 
+# The cache of multi-head attention (GPT-2's, GPT-NeoX's): every head its own K and V.
+MULTI_HEAD_CACHE = Stage(
+    "cache",
+    ("attn.keys", "attn.values"),
+    "cache",
+    "K, V of all t positions (new rows written to the cache)",
+    "k, v [H, T, dh]",
+)
+
+
 def fused_multi_head_products(config: Any, T: int, t: int, B: int = 1) -> dict[str, tuple[int, int]]:
     """The products of multi-head attention from one fused [D, 3D] projection (GPT-2's, GPT-NeoX's)."""
     D, H, dh = config.n_embd, config.n_head, config.d_head
