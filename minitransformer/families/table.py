@@ -16,6 +16,7 @@ from .gemma.family import ARCHITECTURE as GEMMA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .keys import ConfigJson
+from .lfm2.family import ARCHITECTURE as LFM2
 from .llama.family import ARCHITECTURE as LLAMA
 from .mamba2.family import ARCHITECTURE as MAMBA2
 from .mixtral.family import ARCHITECTURE as MIXTRAL
@@ -95,6 +96,7 @@ for _family in (
     QWEN3_5,
     MAMBA2,
     NEMOTRON_H,
+    LFM2,
 ):
     register(_family)
 

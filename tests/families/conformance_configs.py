@@ -77,6 +77,7 @@ NEMOTRON_H = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, 
 PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
+LFM2 = dict(vocab_size=120, max_position_embeddings=256, eos_token_id=None, pad_token_id=None)
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
 FAMILIES: dict[str, Family] = {
@@ -417,6 +418,29 @@ FAMILIES: dict[str, Family] = {
     }, moved=move_correction_biases, first_token=1, greedy=21, batch_configs=("every_kind", "latent_groups"),
         refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
                  ({"mlp_hidden_act": "xielu"}, "mlp_hidden_act"))),
+    # Attention where full_attn_idxs (the older spelling) says, the MLP's width by LFM2's rule (x 1.5, a multiple of
+    # 16: 48) and biases on the short conv; layer_types given outright, attention first, the width as given, a conv
+    # kernel of 4, a head size wider than D / H, untied; one key/value head with YaRN (150 positions are past its
+    # original 64). The conv's biases leak into transformers' padded rows (families/parts/short_conv.py says how):
+    # the batch is checked on the configs without them.
+    "lfm2": Family("Lfm2Config", {
+        "idxs-width-rule-conv-bias": dict(LFM2, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                          num_attention_heads=4, num_key_value_heads=2, full_attn_idxs=[1, 3],
+                                          block_multiple_of=16, block_ffn_dim_multiplier=1.5, conv_bias=True, seed=3),
+        "layer-types-kernel4-untied": dict(LFM2, hidden_size=32, intermediate_size=40, num_hidden_layers=4,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                           layer_types=[FULL, "conv", "conv", FULL], block_auto_adjust_ff_dim=False,
+                                           conv_L_cache=4, tie_word_embeddings=False, seed=5),
+        "mqa-yarn": dict(LFM2, hidden_size=24, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2,
+                         num_key_value_heads=1, layer_types=["conv", FULL, "conv"], block_multiple_of=8,
+                         rope_parameters=YARN, seed=7),
+    }, spread=0.3, first_token=1, batch_configs=("layer-types-kernel4-untied", "mqa-yarn"),
+        validate=("layer-types-kernel4-untied", "idxs-width-rule-conv-bias"),
+        validate_says=("LFM2 computes RMSNorm",),
+        refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
+                 ({"block_ffn_dim_multiplier": None}, "block_ffn_dim_multiplier"),
+                 ({"conv_dim": 64}, "conv_dim=64 other than hidden_size"),
+                 ({"layer_types": ["conv", "mamba", "conv", "conv"]}, "layer_types"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

@@ -284,6 +284,20 @@ NEMOTRON_3_NANO = {
     "use_bias": False, "use_cache": True, "use_conv_bias": True, "use_mamba_kernels": True, "vocab_size": 131072,
 }  # fmt: skip
 
+# LiquidAI/LFM2-1.2B's config.json in its first format (transformers 4.54's: full_attn_idxs, block_ff_dim,
+# tie_embedding and block_* keys transformers ignores), as FastFlowLM/LFM2-1.2B-NPU2 and LiquidAI/LFM2-700M's
+# refs/pr/8 copy it (the 700M's with its own shapes); the fine-tunes' re-saves give the 1.2B's shapes.
+LFM2_12B = {
+    "architectures": ["Lfm2ForCausalLM"], "block_auto_adjust_ff_dim": True, "block_dim": 2048, "block_ff_dim": 12288,
+    "block_ffn_dim_multiplier": 1.0, "block_mlp_init_scale": 1.0, "block_multiple_of": 256, "block_norm_eps": 1e-05,
+    "block_out_init_scale": 1.0, "block_use_swiglu": True, "block_use_xavier_init": True, "bos_token_id": 1,
+    "conv_L_cache": 3, "conv_bias": False, "conv_dim": 2048, "conv_dim_out": 2048, "conv_use_xavier_init": True,
+    "eos_token_id": 7, "full_attn_idxs": [2, 5, 8, 10, 12, 14], "hidden_size": 2048, "initializer_range": 0.02,
+    "max_position_embeddings": 128000, "model_type": "lfm2", "norm_eps": 1e-05, "num_attention_heads": 32,
+    "num_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "pad_token_id": 0, "rope_theta": 1000000.0,
+    "tie_embedding": True, "torch_dtype": "bfloat16", "transformers_version": "4.54.0.dev0", "use_cache": True,
+    "use_pos_enc": True, "vocab_size": 65536,
+}  # fmt: skip
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -325,6 +339,9 @@ PUBLISHED: dict[str, list[Published]] = {
                                (DTYPE, ROPE, ("rope_scaling", "rope_parameters")))],
     "qwen3_5": [Published("Qwen/Qwen3.5-27B", QWEN35_27B, "qwen3.5-27b", (("text_config", "num_hidden_layers"),),
                           differs={"model_type": ("qwen3_5", "qwen3_5_text")})],
+    "lfm2": [Published("LiquidAI/LFM2-1.2B (its first format, as copies quote it)", LFM2_12B, "lfm2-1.2b",
+                       (DTYPE, ROPE, ("block_ff_dim", "intermediate_size"), ("full_attn_idxs", "layer_types"),
+                        ("tie_embedding", "tie_word_embeddings")))],
     "mamba2": [Published("mistralai/Mamba-Codestral-7B-v0.1", CODESTRAL, "mamba-codestral-7b", (DTYPE,))],
     "nemotron_h": [
         Published("nvidia/Nemotron-H-8B-Base-8K", NEMOTRON_H_8B, "nemotron-h-8b",

@@ -107,10 +107,20 @@ MODELS: dict[str, list] = {
                                             vocab_size=128, max_position_embeddings=512, chunk_size=16,
                                             layers_block_type=["mamba", "moe", "attention", "mlp", "mamba",
                                                                "attention"]))],
+    # A short conv of kernel 3 and of 4, beside attention
+    "lfm2": [("Lfm2Config", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                 num_attention_heads=4, num_key_value_heads=2, full_attn_idxs=[1, 3], conv_bias=True,
+                                 max_position_embeddings=256, eos_token_id=None, pad_token_id=None)),
+             ("Lfm2Config", dict(vocab_size=120, hidden_size=24, intermediate_size=48, num_hidden_layers=3,
+                                 num_attention_heads=2, num_key_value_heads=1, layer_types=["conv", "conv",
+                                 "full_attention"], conv_L_cache=4, max_position_embeddings=256, eos_token_id=None,
+                                 pad_token_id=None))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
 HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h")
-CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models)) if family not in HYBRIDS]
+SHORT_CONVS = ("lfm2",)  # a recurrent layer without a scan: its conv alone differs
+CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models))
+         if family not in HYBRIDS + SHORT_CONVS]  # fmt: skip
 
 
 def test_every_family_of_the_table_is_crosschecked():
@@ -250,6 +260,25 @@ def test_a_hybrid_s_every_difference_is_named_and_exact(made, family, index, tok
         assert "aten.linalg_solve_triangular" in said and "l2norm" in said
     else:
         assert "(Nc + 1) x (Nc + 1)" in said
+
+
+@pytest.mark.parametrize(("family", "index"), [(f, i) for f in SHORT_CONVS for i in range(len(MODELS[f]))])
+def test_a_short_conv_s_one_difference_is_its_conv_s_padded_outputs(made, family, index):
+    """LFM2's short conv is counted as every causal conv is: torch's F.conv1d computes K - 1 outputs a channel more
+    and drops them, the one difference in the products with weights, named with its closed form; the rest (the
+    attention layers', the MLPs', the logits) is what torch dispatches, exactly."""
+    model = load_model(made(family, index))
+    c = model.config
+    check = crosscheck(model, default_ids(model, PROMPT), dense_attention=True)
+    groups = {g["group"]: g for g in check.groups()}
+    convs, K = sum(kind.startswith("conv") for kind in c.layer_types), c.conv_kernel
+    padded = convs * c.n_embd * K * (K - 1)
+    assert groups[WEIGHTS]["dispatch_macs"] - groups[WEIGHTS]["ledger_dense_macs"] == padded > 0
+    assert f"padding K - 1 = {K - 1}" in " ".join(groups[WEIGHTS]["reasons"])
+    for name in (ACTIVATIONS, LOGITS):
+        assert groups[name]["ledger_dense_macs"] == groups[name]["dispatch_macs"] > 0, groups[name]
+    for g in groups.values():
+        assert not any("UNEXPLAINED" in reason for reason in g["reasons"]), g["reasons"]
 
 
 def test_as_computed_the_ledger_skips_the_masked_half_and_says_why(made):
