@@ -17,6 +17,7 @@ from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .keys import ConfigJson
 from .lfm2.family import ARCHITECTURE as LFM2
+from .lfm2_moe.family import ARCHITECTURE as LFM2_MOE
 from .llama.family import ARCHITECTURE as LLAMA
 from .mamba2.family import ARCHITECTURE as MAMBA2
 from .mixtral.family import ARCHITECTURE as MIXTRAL
@@ -97,6 +98,7 @@ for _family in (
     MAMBA2,
     NEMOTRON_H,
     LFM2,
+    LFM2_MOE,
 ):
     register(_family)
 

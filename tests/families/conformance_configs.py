@@ -441,6 +441,27 @@ FAMILIES: dict[str, Family] = {
                  ({"block_ffn_dim_multiplier": None}, "block_ffn_dim_multiplier"),
                  ({"conv_dim": 64}, "conv_dim=64 other than hidden_size"),
                  ({"layer_types": ["conv", "mamba", "conv", "conv"]}, "layer_types"))),
+    # Every kind of layer (attention and a short conv, each with a dense MLP or experts), the expert bias moved so
+    # that it changes the choice, renormalised and scaled; all sparse without the bias or the renormalisation, conv
+    # biases, untied; k = 3 of 8 with the scaling 1.
+    "lfm2_moe": Family("Lfm2MoeConfig", {
+        "every-kind-bias-scaled": dict(LFM2, hidden_size=32, intermediate_size=48, moe_intermediate_size=12,
+                                       num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                                       layer_types=[FULL, "conv", "conv", FULL], num_dense_layers=2, num_experts=6,
+                                       num_experts_per_tok=2, routed_scaling_factor=1.5, seed=3),
+        "sparse-no-bias-no-renorm": dict(LFM2, hidden_size=32, intermediate_size=40, moe_intermediate_size=16,
+                                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=1,
+                                         layer_types=["conv", FULL, "conv"], num_dense_layers=0, num_experts=4,
+                                         num_experts_per_tok=2, use_expert_bias=False, norm_topk_prob=False,
+                                         conv_bias=True, tie_word_embeddings=False, seed=5),
+        "k3-of-8": dict(LFM2, hidden_size=24, intermediate_size=32, moe_intermediate_size=8, num_hidden_layers=3,
+                        num_attention_heads=2, num_key_value_heads=2, layer_types=["conv", "conv", FULL],
+                        num_dense_layers=1, num_experts=8, num_experts_per_tok=3, conv_L_cache=4, seed=7),
+    }, spread=0.3, moved=move_correction_biases, first_token=1, batch_configs=("every-kind-bias-scaled", "k3-of-8"),
+        float64_configs=("every-kind-bias-scaled", "sparse-no-bias-no-renorm"),
+        validate=("every-kind-bias-scaled",), validate_says=("LFM2-MoE computes RMSNorm",),
+        refused=(NOT_A_DTYPE, ({"num_experts_per_tok": 9}, "num_experts_per_tok=9 exceeds num_experts=6"),
+                 ({"layer_types": None}, "layer_types"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

@@ -298,6 +298,21 @@ LFM2_12B = {
     "tie_embedding": True, "torch_dtype": "bfloat16", "transformers_version": "4.54.0.dev0", "use_cache": True,
     "use_pos_enc": True, "vocab_size": 65536,
 }  # fmt: skip
+# LiquidAI/LFM2-8B-A1B's config.json as a fine-tune re-saves it (Ba2han/augment-multi-ft2, transformers 5.3.0).
+LFM2_8B_A1B = {
+    "architectures": ["Lfm2MoeForCausalLM"], "bos_token_id": 1, "conv_L_cache": 3, "conv_bias": False,
+    "dtype": "bfloat16", "eos_token_id": 7, "hidden_size": 2048, "initializer_range": 0.02,
+    "intermediate_size": 7168,
+    "layer_types": ["conv", "conv", "full_attention", "conv", "conv", "conv", "full_attention", "conv", "conv",
+                    "conv", "full_attention", "conv", "conv", "conv", "full_attention", "conv", "conv", "conv",
+                    "full_attention", "conv", "conv", "full_attention", "conv", "conv"],
+    "max_position_embeddings": 128000, "model_type": "lfm2_moe", "moe_intermediate_size": 1792, "norm_eps": 1e-05,
+    "norm_topk_prob": True, "num_attention_heads": 32, "num_dense_layers": 2, "num_experts": 32,
+    "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 8, "output_router_logits": False,
+    "pad_token_id": 0, "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+    "routed_scaling_factor": 1.0, "tie_word_embeddings": True, "transformers_version": "5.3.0", "use_cache": True,
+    "use_expert_bias": True, "vocab_size": 65536,
+}  # fmt: skip
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -342,6 +357,8 @@ PUBLISHED: dict[str, list[Published]] = {
     "lfm2": [Published("LiquidAI/LFM2-1.2B (its first format, as copies quote it)", LFM2_12B, "lfm2-1.2b",
                        (DTYPE, ROPE, ("block_ff_dim", "intermediate_size"), ("full_attn_idxs", "layer_types"),
                         ("tie_embedding", "tie_word_embeddings")))],
+    "lfm2_moe": [Published("LiquidAI/LFM2-8B-A1B (as Ba2han/augment-multi-ft2 re-saves it)", LFM2_8B_A1B,
+                           "lfm2-8b-a1b", ())],
     "mamba2": [Published("mistralai/Mamba-Codestral-7B-v0.1", CODESTRAL, "mamba-codestral-7b", (DTYPE,))],
     "nemotron_h": [
         Published("nvidia/Nemotron-H-8B-Base-8K", NEMOTRON_H_8B, "nemotron-h-8b",

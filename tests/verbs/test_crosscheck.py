@@ -115,10 +115,15 @@ MODELS: dict[str, list] = {
                                  num_attention_heads=2, num_key_value_heads=1, layer_types=["conv", "conv",
                                  "full_attention"], conv_L_cache=4, max_position_embeddings=256, eos_token_id=None,
                                  pad_token_id=None))],
+    "lfm2_moe": [("Lfm2MoeConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermediate_size=12,
+                                        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                                        layer_types=["full_attention", "conv", "conv", "full_attention"],
+                                        num_dense_layers=1, num_experts=6, num_experts_per_tok=2,
+                                        max_position_embeddings=256, eos_token_id=None, pad_token_id=None))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
 HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h")
-SHORT_CONVS = ("lfm2",)  # a recurrent layer without a scan: its conv alone differs
+SHORT_CONVS = ("lfm2", "lfm2_moe")  # a recurrent layer without a scan: its conv alone differs
 CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models))
          if family not in HYBRIDS + SHORT_CONVS]  # fmt: skip
 

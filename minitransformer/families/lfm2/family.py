@@ -106,7 +106,7 @@ class Lfm2Config(LlamaConfig):
 
     def layer_cache(self, layer: int) -> KeysValues | State:
         """An attention layer keeps its keys and values; a conv layer the last L - 1 values of u = B * x, [L - 1, D]."""
-        if self.layer_types[layer] == CONV:
+        if self.layer_types[layer].startswith(CONV):
             return State((("conv", (self.conv_kernel - 1, self.n_embd)),))
         return super().layer_cache(layer)
 
@@ -126,8 +126,9 @@ NORM = RMSNorm(description="RMSNorm gains (q_layernorm and k_layernorm included)
 SYMBOLS = LLAMA_SYMBOLS + "; L the short conv's kernel (L - 1 values of u kept)"
 
 
-def block(mixer: Any, name: str) -> PreNorm:
-    return PreNorm(mixer, MLP, NORM, ("operator_norm", name, "ffn_norm", "feed_forward"))
+def block(mixer: Any, name: str, mlp: Any = MLP) -> PreNorm:
+    """A layer of LFM2's: x + mixer(RMSNorm(x)), then x + mlp(RMSNorm(x)), under its checkpoint's names."""
+    return PreNorm(mixer, mlp, NORM, ("operator_norm", name, "ffn_norm", "feed_forward"))
 
 
 LFM2 = Decoder(ByKind({CONV: block(ShortConv(), "conv"), FULL: block(ATTENTION, "self_attn")}), NORM,
