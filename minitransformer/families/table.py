@@ -26,6 +26,7 @@ from .neox.family import ARCHITECTURE as NEOX
 from .olmo2.family import ARCHITECTURE as OLMO2
 from .phi3.family import ARCHITECTURE as PHI3
 from .qwen3.family import ARCHITECTURE as QWEN3
+from .qwen3_next.family import ARCHITECTURE as QWEN3_NEXT
 from .qwen3moe.family import ARCHITECTURE as QWEN3_MOE
 from .qwen35.family import ARCHITECTURE as QWEN3_5
 from .smollm3.family import ARCHITECTURE as SMOLLM3
@@ -99,6 +100,7 @@ for _family in (
     NEMOTRON_H,
     LFM2,
     LFM2_MOE,
+    QWEN3_NEXT,
 ):
     register(_family)
 

@@ -56,7 +56,7 @@ def n(x: int) -> str:
 def scan_differences(config: ModelConfig, T: int) -> list[Difference]:
     """The differences of a prompt of T positions (none for a family without recurrent layers)."""
     if isinstance(config, Qwen35Config):
-        return _gated_deltanet(config, config.layer_types.count(LINEAR), T)
+        return _gated_deltanet(config, sum(kind.startswith(LINEAR) for kind in config.layer_types), T)
     if isinstance(config, Mamba2Config):
         return _mamba2(config, config.n_layer, T)
     if isinstance(config, NemotronHConfig):

@@ -462,6 +462,29 @@ FAMILIES: dict[str, Family] = {
         validate=("every-kind-bias-scaled",), validate_says=("LFM2-MoE computes RMSNorm",),
         refused=(NOT_A_DTYPE, ({"num_experts_per_tok": 9}, "num_experts_per_tok=9 exceeds num_experts=6"),
                  ({"layer_types": None}, "layer_types"))),
+    # Qwen3.5-MoE's shapes with the fused in-projections: value heads in groups of 2 (keys wider than values) and of
+    # 3 under one key head; a dense layer by mlp_only_layers among sparse ones, the top k not renormalised; dense
+    # layers by decoder_sparse_step 2 and one more, full attention every other layer, renormalised, attention biases,
+    # tied. Every kind of layer between them; the decays moderated as Qwen3.5's.
+    "qwen3_next": Family("Qwen3NextConfig", {
+        "grouped-dense-layer": dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
+                                    linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=6,
+                                    linear_conv_kernel_dim=3, num_experts=4, num_experts_per_tok=2,
+                                    moe_intermediate_size=12, shared_expert_intermediate_size=20, mlp_only_layers=[1],
+                                    norm_topk_prob=False, max_position_embeddings=512, seed=3),
+        "step2-interval2-bias-tied": dict(vocab_size=100, hidden_size=24, intermediate_size=40, num_hidden_layers=4,
+                                          num_attention_heads=3, num_key_value_heads=1, head_dim=8,
+                                          linear_num_key_heads=1, linear_num_value_heads=3, linear_key_head_dim=8,
+                                          linear_value_head_dim=8, num_experts=6, num_experts_per_tok=3,
+                                          moe_intermediate_size=8, shared_expert_intermediate_size=16,
+                                          decoder_sparse_step=2, mlp_only_layers=[3], full_attention_interval=2,
+                                          attention_bias=True, tie_word_embeddings=True, max_position_embeddings=512,
+                                          seed=5),
+    }, moved=moderate_decays, greedy=70, batch=(9, 80, 3), float64=100,
+        refused=(NOT_A_DTYPE, ({"num_experts": 0}, "num_experts=0"),
+                 ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,
+                                       "partial_rotary_factor": 0.25}}, "yarn"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

@@ -313,6 +313,20 @@ LFM2_8B_A1B = {
     "routed_scaling_factor": 1.0, "tie_word_embeddings": True, "transformers_version": "5.3.0", "use_cache": True,
     "use_expert_bias": True, "vocab_size": 65536,
 }  # fmt: skip
+# Qwen/Qwen3-Next-80B-A3B-Instruct's config.json, key for key as NVIDIA-NeMo/Megatron-Bridge's unit test transcribes
+# it (tests/unit_tests/models/qwen/test_qwen3_next_bridge.py, qwen3_next_80b_a3b_config_dict).
+QWEN3_NEXT_80B = {
+    "architectures": ["Qwen3NextForCausalLM"], "bos_token_id": 151643, "decoder_sparse_step": 1,
+    "eos_token_id": 151645, "full_attention_interval": 4, "head_dim": 256, "hidden_act": "silu", "hidden_size": 2048,
+    "initializer_range": 0.02, "intermediate_size": 5120, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+    "max_position_embeddings": 262144, "mlp_only_layers": [], "model_type": "qwen3_next",
+    "moe_intermediate_size": 512, "norm_topk_prob": True, "num_attention_heads": 16, "num_experts": 512,
+    "num_experts_per_tok": 10, "num_hidden_layers": 48, "num_key_value_heads": 2, "output_router_logits": False,
+    "partial_rotary_factor": 0.25, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000000,
+    "router_aux_loss_coef": 0.001, "shared_expert_intermediate_size": 512, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
+}  # fmt: skip
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -359,6 +373,9 @@ PUBLISHED: dict[str, list[Published]] = {
                         ("tie_embedding", "tie_word_embeddings")))],
     "lfm2_moe": [Published("LiquidAI/LFM2-8B-A1B (as Ba2han/augment-multi-ft2 re-saves it)", LFM2_8B_A1B,
                            "lfm2-8b-a1b", ())],
+    "qwen3_next": [Published("Qwen/Qwen3-Next-80B-A3B-Instruct (as Megatron-Bridge's test transcribes it)",
+                             QWEN3_NEXT_80B, "qwen3-next-80b-a3b",
+                             (DTYPE, ROPE, ("full_attention_interval", "layer_types")))],
     "mamba2": [Published("mistralai/Mamba-Codestral-7B-v0.1", CODESTRAL, "mamba-codestral-7b", (DTYPE,))],
     "nemotron_h": [
         Published("nvidia/Nemotron-H-8B-Base-8K", NEMOTRON_H_8B, "nemotron-h-8b",

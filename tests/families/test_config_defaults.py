@@ -49,6 +49,8 @@ FOLLOWS = {
     ("smollm3", "sliding_window"): "none: use_sliding_window is false",
     ("smollm3", "layer_types"): "SmolLM3Config's rule: full attention, sliding in the NoPE layers where windowed",
     ("lfm2", "layer_types"): "Lfm2Config's rule: attention in the layers full_attn_idxs names (all without it)",
+    ("qwen3_next", "layer_types"): "Qwen3NextConfig's rule: every full_attention_interval-th layer full attention",
+    ("qwen3_next", "mlp_only_layers"): "none: every layer sparse",
     ("gemma2", "layer_types"): "Gemma 2's rule: sliding and full layers alternate",
     ("gpt_oss", "layer_types"): "GptOssConfig's rule: sliding and full layers alternate",
     ("deepseek_v32", "mlp_layer_types"): "first_k_dense_replace dense layers, then sparse",

@@ -120,9 +120,16 @@ MODELS: dict[str, list] = {
                                         layer_types=["full_attention", "conv", "conv", "full_attention"],
                                         num_dense_layers=1, num_experts=6, num_experts_per_tok=2,
                                         max_position_embeddings=256, eos_token_id=None, pad_token_id=None))],
+    "qwen3_next": [("Qwen3NextConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                            linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                                            linear_value_head_dim=6, num_experts=4, num_experts_per_tok=2,
+                                            moe_intermediate_size=12, shared_expert_intermediate_size=20,
+                                            mlp_only_layers=[1], max_position_embeddings=512))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
-HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h")
+HYBRIDS = ("qwen3_5", "qwen3_next", "mamba2", "nemotron_h")
+DELTANETS = ("qwen3_5", "qwen3_next")  # the Gated DeltaNet's (the others': Mamba-2's)
 SHORT_CONVS = ("lfm2", "lfm2_moe")  # a recurrent layer without a scan: its conv alone differs
 CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models))
          if family not in HYBRIDS + SHORT_CONVS]  # fmt: skip
@@ -195,7 +202,7 @@ def torch_recurrent_products(hf, T: int) -> tuple[int, int, int, int]:
     column); mamba2_chunk_scan pads T to its chunks and, per head (B and C repeated), computes C B^T, the mix, the
     chunks' states, their carry as one (Nc + 1) x (Nc + 1) einsum and the reads of them; eager attention T x T."""
     kinds = list(getattr(hf, "layer_types", None) or getattr(hf, "layers_block_type", None) or [])
-    if hf.model_type.startswith("qwen3_5"):
+    if hf.model_type.startswith(DELTANETS):
         layers, attention = kinds.count("linear_attention"), kinds.count("full_attention")
         Hk, Hv, dk, dv = (
             hf.linear_num_key_heads,
@@ -247,7 +254,7 @@ def test_a_hybrid_s_every_difference_is_named_and_exact(made, family, index, tok
     assert groups[WEIGHTS]["dispatch_macs"] - groups[WEIGHTS]["ledger_macs"] == conv - ours_conv > 0
     assert groups[ACTIVATIONS]["dispatch_macs"] == activations
     assert check.eager.solves[ACTIVATIONS] == solves
-    if family == "qwen3_5" and tokens >= 64:  # the same chunks: torch's solve is our delta.solve as computed
+    if family in DELTANETS and tokens >= 64:  # the same chunks: torch's solve is our delta.solve as computed
         assert solves == sum(r.macs for r in check.phase.records if r.op == "delta.solve")
     for name in GROUPS:
         g = groups[name]
@@ -259,9 +266,9 @@ def test_a_hybrid_s_every_difference_is_named_and_exact(made, family, index, tok
     assert f"padding K - 1 = {K - 1}" in said
     assert "repeat_interleave" in said
     assert ("pads a prompt shorter than its chunk" in said) == (
-        tokens < 64 if family == "qwen3_5" else tokens < hf.chunk_size
+        tokens < 64 if family in DELTANETS else tokens < hf.chunk_size
     )
-    if family == "qwen3_5":
+    if family in DELTANETS:
         assert "aten.linalg_solve_triangular" in said and "l2norm" in said
     else:
         assert "(Nc + 1) x (Nc + 1)" in said
