@@ -77,19 +77,15 @@ class Lfm2Config(LlamaConfig):
     what = "an LFM2"
     classes = {"lfm2": "Lfm2ForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES),)
-    refusals = (
+    refusals = (  # the older keys transformers ignores, where another value would change the model
         quantized(),
-        Refusal(
-            "block_ffn_dim_multiplier",
-            "(null) is not supported: Lfm2Config refuses it",
-            lambda v, hf: v is None,
-            show=lambda v: "",
-        ),
-        *(Refusal(json, "other than hidden_size is not supported", not_hidden) for json in ("conv_dim", "block_dim")),
-        Refusal("conv_dim_out", "other than hidden_size is not supported", not_hidden),
+        Refusal("block_ffn_dim_multiplier", "(null) is not supported: Lfm2Config refuses it", lambda v, hf: v is None,
+                show=lambda v: ""),
+        *(Refusal(json, "other than hidden_size is not supported", not_hidden)
+          for json in ("conv_dim", "conv_dim_out", "block_dim")),
         Refusal("use_pos_enc", "is not supported: LFM2's attention always turns q and k", lambda v, hf: v is False),
         Refusal("block_use_swiglu", "is not supported: LFM2's MLP is SwiGLU", lambda v, hf: v is False),
-    )
+    )  # fmt: skip
 
     @property
     def d_ff(self) -> int:
@@ -111,8 +107,8 @@ class Lfm2Config(LlamaConfig):
         return super().layer_cache(layer)
 
 
-# LiquidAI/LFM2-1.2B's config.json (its official file, 1 kB, not in reach: copies of it, the fine-tunes'
-# hbpkillerX/lfm2-sft-model and saranshagarwal2020/p-vector, FastFlowLM/LFM2-1.2B-NPU2's for the older keys): 16 layers
+# LiquidAI/LFM2-1.2B's config.json, the official file out of reach here, as copies quote it (the fine-tunes'
+# hbpkillerX/lfm2-sft-model and saranshagarwal2020/p-vector; FastFlowLM/LFM2-1.2B-NPU2 for the older keys): 16 layers
 # of 2048, 32 heads sharing 8 key/value heads (of 64), attention in layers 2, 5, 8, 10, 12, 14 (full_attn_idxs), the
 # others a short conv of kernel 3 without biases, block_ff_dim 12288 auto-adjusted (x 1.0, multiple of 256) to 8192,
 # vocabulary 65536, 128,000 positions, rope_theta 1,000,000, norm_eps 1e-5, tied, bos 1, eos 7.
