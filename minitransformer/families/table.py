@@ -21,6 +21,8 @@ from .glm4.family import ARCHITECTURE as GLM4
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .keys import ConfigJson
+from .lfm2.family import ARCHITECTURE as LFM2
+from .lfm2_moe.family import ARCHITECTURE as LFM2_MOE
 from .llama.family import ARCHITECTURE as LLAMA
 from .mamba2.family import ARCHITECTURE as MAMBA2
 from .mixtral.family import ARCHITECTURE as MIXTRAL
@@ -30,6 +32,7 @@ from .olmo2.family import ARCHITECTURE as OLMO2
 from .olmo3.family import ARCHITECTURE as OLMO3
 from .phi3.family import ARCHITECTURE as PHI3
 from .qwen3.family import ARCHITECTURE as QWEN3
+from .qwen3_next.family import ARCHITECTURE as QWEN3_NEXT
 from .qwen3moe.family import ARCHITECTURE as QWEN3_MOE
 from .qwen35.family import ARCHITECTURE as QWEN3_5
 from .seed_oss.family import ARCHITECTURE as SEED_OSS
@@ -109,6 +112,9 @@ for _family in (
     QWEN3_5,
     MAMBA2,
     NEMOTRON_H,
+    LFM2,
+    LFM2_MOE,
+    QWEN3_NEXT,
 ):
     register(_family)
 

@@ -77,6 +77,7 @@ NEMOTRON_H = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, 
 PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
+LFM2 = dict(vocab_size=120, max_position_embeddings=256, eos_token_id=None, pad_token_id=None)
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 GLM4 = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None)
 ERNIE = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None, bos_token_id=None, eos_token_id=None)
@@ -573,6 +574,72 @@ FAMILIES: dict[str, Family] = {
     }, moved=move_correction_biases, first_token=1, greedy=21, batch_configs=("every_kind", "latent_groups"),
         refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
                  ({"mlp_hidden_act": "xielu"}, "mlp_hidden_act"))),
+    # Attention where full_attn_idxs (the older spelling) says, the MLP's width by LFM2's rule (x 1.5, a multiple of
+    # 16: 48) and biases on the short conv; layer_types given outright, attention first, the width as given, a conv
+    # kernel of 4, a head size wider than D / H, untied; one key/value head with YaRN (150 positions are past its
+    # original 64). The conv's biases leak into transformers' padded rows (families/parts/short_conv.py says how):
+    # the batch is checked on the configs without them.
+    "lfm2": Family("Lfm2Config", {
+        "idxs-width-rule-conv-bias": dict(LFM2, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                          num_attention_heads=4, num_key_value_heads=2, full_attn_idxs=[1, 3],
+                                          block_multiple_of=16, block_ffn_dim_multiplier=1.5, conv_bias=True, seed=3),
+        "layer-types-kernel4-untied": dict(LFM2, hidden_size=32, intermediate_size=40, num_hidden_layers=4,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                           layer_types=[FULL, "conv", "conv", FULL], block_auto_adjust_ff_dim=False,
+                                           conv_L_cache=4, tie_word_embeddings=False, seed=5),
+        "mqa-yarn": dict(LFM2, hidden_size=24, intermediate_size=64, num_hidden_layers=3, num_attention_heads=2,
+                         num_key_value_heads=1, layer_types=["conv", FULL, "conv"], block_multiple_of=8,
+                         rope_parameters=YARN, seed=7),
+    }, spread=0.3, first_token=1, batch_configs=("layer-types-kernel4-untied", "mqa-yarn"),
+        validate=("idxs-width-rule-conv-bias",), validate_steps=3, validate_says=("LFM2 computes RMSNorm",),
+        refused=(NOT_A_DTYPE, ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"),
+                 ({"block_ffn_dim_multiplier": None}, "block_ffn_dim_multiplier"),
+                 ({"conv_dim": 64}, "conv_dim=64 other than hidden_size"),
+                 ({"layer_types": ["conv", "mamba", "conv", "conv"]}, "layer_types"))),
+    # Every kind of layer (attention and a short conv, each with a dense MLP or experts), the expert bias moved so
+    # that it changes the choice, renormalised and scaled; all sparse without the bias or the renormalisation, conv
+    # biases, untied; k = 3 of 8 with the scaling 1.
+    "lfm2_moe": Family("Lfm2MoeConfig", {
+        "every-kind-bias-scaled": dict(LFM2, hidden_size=32, intermediate_size=48, moe_intermediate_size=12,
+                                       num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                                       layer_types=[FULL, "conv", "conv", FULL], num_dense_layers=2, num_experts=6,
+                                       num_experts_per_tok=2, routed_scaling_factor=1.5, seed=3),
+        "sparse-no-bias-no-renorm": dict(LFM2, hidden_size=32, intermediate_size=40, moe_intermediate_size=16,
+                                         num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=1,
+                                         layer_types=["conv", FULL, "conv"], num_dense_layers=0, num_experts=4,
+                                         num_experts_per_tok=2, use_expert_bias=False, norm_topk_prob=False,
+                                         conv_bias=True, tie_word_embeddings=False, seed=5),
+        "k3-of-8": dict(LFM2, hidden_size=24, intermediate_size=32, moe_intermediate_size=8, num_hidden_layers=3,
+                        num_attention_heads=2, num_key_value_heads=2, layer_types=["conv", "conv", FULL],
+                        num_dense_layers=1, num_experts=8, num_experts_per_tok=3, conv_L_cache=4, seed=7),
+    }, spread=0.3, moved=move_correction_biases, first_token=1, batch_configs=("every-kind-bias-scaled", "k3-of-8"),
+        float64_configs=("every-kind-bias-scaled", "sparse-no-bias-no-renorm"),
+        validate=("every-kind-bias-scaled",), validate_steps=3, validate_says=("LFM2-MoE computes RMSNorm",),
+        refused=(NOT_A_DTYPE, ({"num_experts_per_tok": 9}, "num_experts_per_tok=9 exceeds num_experts=6"),
+                 ({"layer_types": None}, "layer_types"))),
+    # Qwen3.5-MoE's shapes with the fused in-projections: value heads in groups of 2 (keys wider than values) and of
+    # 3 under one key head; a dense layer by mlp_only_layers among sparse ones, the top k not renormalised; dense
+    # layers by decoder_sparse_step 2 and one more, full attention every other layer, renormalised, attention biases,
+    # tied. Every kind of layer between them; the decays moderated as Qwen3.5's.
+    "qwen3_next": Family("Qwen3NextConfig", {
+        "grouped-dense-layer": dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
+                                    linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=6,
+                                    linear_conv_kernel_dim=3, num_experts=4, num_experts_per_tok=2,
+                                    moe_intermediate_size=12, shared_expert_intermediate_size=20, mlp_only_layers=[1],
+                                    norm_topk_prob=False, max_position_embeddings=512, seed=3),
+        "step2-interval2-bias-tied": dict(vocab_size=100, hidden_size=24, intermediate_size=40, num_hidden_layers=4,
+                                          num_attention_heads=3, num_key_value_heads=1, head_dim=8,
+                                          linear_num_key_heads=1, linear_num_value_heads=3, linear_key_head_dim=8,
+                                          linear_value_head_dim=8, num_experts=6, num_experts_per_tok=3,
+                                          moe_intermediate_size=8, shared_expert_intermediate_size=16,
+                                          decoder_sparse_step=2, mlp_only_layers=[3], full_attention_interval=2,
+                                          attention_bias=True, tie_word_embeddings=True, max_position_embeddings=512,
+                                          seed=5),
+    }, moved=moderate_decays, greedy=70, batch=(9, 80, 3), float64=100, validate_steps=3,
+        refused=(NOT_A_DTYPE, ({"num_experts": 0}, "num_experts=0"),
+                 ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,
+                                       "partial_rotary_factor": 0.25}}, "yarn"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

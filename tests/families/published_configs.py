@@ -360,6 +360,49 @@ NEMOTRON_3_NANO = {
     "use_bias": False, "use_cache": True, "use_conv_bias": True, "use_mamba_kernels": True, "vocab_size": 131072,
 }  # fmt: skip
 
+# LiquidAI/LFM2-1.2B's config.json in its first format (transformers 4.54's: full_attn_idxs, block_ff_dim,
+# tie_embedding and block_* keys transformers ignores), as FastFlowLM/LFM2-1.2B-NPU2 and LiquidAI/LFM2-700M's
+# refs/pr/8 copy it (the 700M's with its own shapes); the fine-tunes' re-saves give the 1.2B's shapes.
+LFM2_12B = {
+    "architectures": ["Lfm2ForCausalLM"], "block_auto_adjust_ff_dim": True, "block_dim": 2048, "block_ff_dim": 12288,
+    "block_ffn_dim_multiplier": 1.0, "block_mlp_init_scale": 1.0, "block_multiple_of": 256, "block_norm_eps": 1e-05,
+    "block_out_init_scale": 1.0, "block_use_swiglu": True, "block_use_xavier_init": True, "bos_token_id": 1,
+    "conv_L_cache": 3, "conv_bias": False, "conv_dim": 2048, "conv_dim_out": 2048, "conv_use_xavier_init": True,
+    "eos_token_id": 7, "full_attn_idxs": [2, 5, 8, 10, 12, 14], "hidden_size": 2048, "initializer_range": 0.02,
+    "max_position_embeddings": 128000, "model_type": "lfm2", "norm_eps": 1e-05, "num_attention_heads": 32,
+    "num_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "pad_token_id": 0, "rope_theta": 1000000.0,
+    "tie_embedding": True, "torch_dtype": "bfloat16", "transformers_version": "4.54.0.dev0", "use_cache": True,
+    "use_pos_enc": True, "vocab_size": 65536,
+}  # fmt: skip
+# LiquidAI/LFM2-8B-A1B's config.json as a fine-tune re-saves it (Ba2han/augment-multi-ft2, transformers 5.3.0).
+LFM2_8B_A1B = {
+    "architectures": ["Lfm2MoeForCausalLM"], "bos_token_id": 1, "conv_L_cache": 3, "conv_bias": False,
+    "dtype": "bfloat16", "eos_token_id": 7, "hidden_size": 2048, "initializer_range": 0.02,
+    "intermediate_size": 7168,
+    "layer_types": ["conv", "conv", "full_attention", "conv", "conv", "conv", "full_attention", "conv", "conv",
+                    "conv", "full_attention", "conv", "conv", "conv", "full_attention", "conv", "conv", "conv",
+                    "full_attention", "conv", "conv", "full_attention", "conv", "conv"],
+    "max_position_embeddings": 128000, "model_type": "lfm2_moe", "moe_intermediate_size": 1792, "norm_eps": 1e-05,
+    "norm_topk_prob": True, "num_attention_heads": 32, "num_dense_layers": 2, "num_experts": 32,
+    "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 8, "output_router_logits": False,
+    "pad_token_id": 0, "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+    "routed_scaling_factor": 1.0, "tie_word_embeddings": True, "transformers_version": "5.3.0", "use_cache": True,
+    "use_expert_bias": True, "vocab_size": 65536,
+}  # fmt: skip
+# Qwen/Qwen3-Next-80B-A3B-Instruct's config.json, key for key as NVIDIA-NeMo/Megatron-Bridge's unit test transcribes
+# it (tests/unit_tests/models/qwen/test_qwen3_next_bridge.py, qwen3_next_80b_a3b_config_dict).
+QWEN3_NEXT_80B = {
+    "architectures": ["Qwen3NextForCausalLM"], "bos_token_id": 151643, "decoder_sparse_step": 1,
+    "eos_token_id": 151645, "full_attention_interval": 4, "head_dim": 256, "hidden_act": "silu", "hidden_size": 2048,
+    "initializer_range": 0.02, "intermediate_size": 5120, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+    "max_position_embeddings": 262144, "mlp_only_layers": [], "model_type": "qwen3_next",
+    "moe_intermediate_size": 512, "norm_topk_prob": True, "num_attention_heads": 16, "num_experts": 512,
+    "num_experts_per_tok": 10, "num_hidden_layers": 48, "num_key_value_heads": 2, "output_router_logits": False,
+    "partial_rotary_factor": 0.25, "rms_norm_eps": 1e-06, "rope_scaling": None, "rope_theta": 10000000,
+    "router_aux_loss_coef": 0.001, "shared_expert_intermediate_size": 512, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
+}  # fmt: skip
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -416,6 +459,14 @@ PUBLISHED: dict[str, list[Published]] = {
                                (DTYPE, ROPE, ("rope_scaling", "rope_parameters")))],
     "qwen3_5": [Published("Qwen/Qwen3.5-27B", QWEN35_27B, "qwen3.5-27b", (("text_config", "num_hidden_layers"),),
                           differs={"model_type": ("qwen3_5", "qwen3_5_text")})],
+    "lfm2": [Published("LiquidAI/LFM2-1.2B (its first format, as copies quote it)", LFM2_12B, "lfm2-1.2b",
+                       (DTYPE, ROPE, ("block_ff_dim", "intermediate_size"), ("full_attn_idxs", "layer_types"),
+                        ("tie_embedding", "tie_word_embeddings")))],
+    "lfm2_moe": [Published("LiquidAI/LFM2-8B-A1B (as Ba2han/augment-multi-ft2 re-saves it)", LFM2_8B_A1B,
+                           "lfm2-8b-a1b", ())],
+    "qwen3_next": [Published("Qwen/Qwen3-Next-80B-A3B-Instruct (as Megatron-Bridge's test transcribes it)",
+                             QWEN3_NEXT_80B, "qwen3-next-80b-a3b",
+                             (DTYPE, ROPE, ("full_attention_interval", "layer_types")))],
     "mamba2": [Published("mistralai/Mamba-Codestral-7B-v0.1", CODESTRAL, "mamba-codestral-7b", (DTYPE,))],
     "nemotron_h": [
         Published("nvidia/Nemotron-H-8B-Base-8K", NEMOTRON_H_8B, "nemotron-h-8b",

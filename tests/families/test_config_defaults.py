@@ -55,6 +55,9 @@ FOLLOWS = {
     ("qwen3_moe", "sliding_window"): "none: use_sliding_window is false",
     ("smollm3", "sliding_window"): "none: use_sliding_window is false",
     ("smollm3", "layer_types"): "SmolLM3Config's rule: full attention, sliding in the NoPE layers where windowed",
+    ("lfm2", "layer_types"): "Lfm2Config's rule: attention in the layers full_attn_idxs names (all without it)",
+    ("qwen3_next", "layer_types"): "Qwen3NextConfig's rule: every full_attention_interval-th layer full attention",
+    ("qwen3_next", "mlp_only_layers"): "none: every layer sparse",
     ("gemma2", "layer_types"): "Gemma 2's rule: sliding and full layers alternate",
     ("gpt_oss", "layer_types"): "GptOssConfig's rule: sliding and full layers alternate",
     ("deepseek_v32", "mlp_layer_types"): "first_k_dense_replace dense layers, then sparse",
@@ -195,6 +198,8 @@ UNDECLARED = {
     "sliding_window_pattern": "Gemma 3's older spelling of layer_types: a full layer in 6, as Gemma3TextConfig converts",
     "full_attention_interval": "Qwen3.5's older spelling of layer_types: a full layer in 4, as its config converts",
     "hybrid_override_pattern": "Nemotron-H's older spelling of layers_block_type (a property of NemotronHConfig)",
+    "block_ff_dim": "LFM2's older spelling of intermediate_size, which Lfm2Config's __post_init__ takes over it",
+    "tie_embedding": "LFM2's older spelling of tie_word_embeddings, which Lfm2Config's __post_init__ takes over it",
 }
 TYPES = [(t, a.config) for a in ARCHITECTURES.values() for t in a.config.classes]
 

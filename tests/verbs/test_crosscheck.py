@@ -134,10 +134,32 @@ MODELS: dict[str, list] = {
                                             vocab_size=128, max_position_embeddings=512, chunk_size=16,
                                             layers_block_type=["mamba", "moe", "attention", "mlp", "mamba",
                                                                "attention"]))],
+    # A short conv of kernel 3 and of 4, beside attention
+    "lfm2": [("Lfm2Config", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                 num_attention_heads=4, num_key_value_heads=2, full_attn_idxs=[1, 3], conv_bias=True,
+                                 max_position_embeddings=256, eos_token_id=None, pad_token_id=None)),
+             ("Lfm2Config", dict(vocab_size=120, hidden_size=24, intermediate_size=48, num_hidden_layers=3,
+                                 num_attention_heads=2, num_key_value_heads=1, layer_types=["conv", "conv",
+                                 "full_attention"], conv_L_cache=4, max_position_embeddings=256, eos_token_id=None,
+                                 pad_token_id=None))],
+    "lfm2_moe": [("Lfm2MoeConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermediate_size=12,
+                                        num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                                        layer_types=["full_attention", "conv", "conv", "full_attention"],
+                                        num_dense_layers=1, num_experts=6, num_experts_per_tok=2,
+                                        max_position_embeddings=256, eos_token_id=None, pad_token_id=None))],
+    "qwen3_next": [("Qwen3NextConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+                                            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                            linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                                            linear_value_head_dim=6, num_experts=4, num_experts_per_tok=2,
+                                            moe_intermediate_size=12, shared_expert_intermediate_size=20,
+                                            mlp_only_layers=[1], max_position_embeddings=512))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
-HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h")
-CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models)) if family not in HYBRIDS]
+HYBRIDS = ("qwen3_5", "qwen3_next", "mamba2", "nemotron_h")
+DELTANETS = ("qwen3_5", "qwen3_next")  # the Gated DeltaNet's (the others': Mamba-2's)
+SHORT_CONVS = ("lfm2", "lfm2_moe")  # a recurrent layer without a scan: its conv alone differs
+CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models))
+         if family not in HYBRIDS + SHORT_CONVS]  # fmt: skip
 
 
 def test_every_family_of_the_table_is_crosschecked():
@@ -207,7 +229,7 @@ def torch_recurrent_products(hf, T: int) -> tuple[int, int, int, int]:
     column); mamba2_chunk_scan pads T to its chunks and, per head (B and C repeated), computes C B^T, the mix, the
     chunks' states, their carry as one (Nc + 1) x (Nc + 1) einsum and the reads of them; eager attention T x T."""
     kinds = list(getattr(hf, "layer_types", None) or getattr(hf, "layers_block_type", None) or [])
-    if hf.model_type.startswith("qwen3_5"):
+    if hf.model_type.startswith(DELTANETS):
         layers, attention = kinds.count("linear_attention"), kinds.count("full_attention")
         Hk, Hv, dk, dv = (
             hf.linear_num_key_heads,
@@ -259,7 +281,7 @@ def test_a_hybrid_s_every_difference_is_named_and_exact(made, family, index, tok
     assert groups[WEIGHTS]["dispatch_macs"] - groups[WEIGHTS]["ledger_macs"] == conv - ours_conv > 0
     assert groups[ACTIVATIONS]["dispatch_macs"] == activations
     assert check.eager.solves[ACTIVATIONS] == solves
-    if family == "qwen3_5" and tokens >= 64:  # the same chunks: torch's solve is our delta.solve as computed
+    if family in DELTANETS and tokens >= 64:  # the same chunks: torch's solve is our delta.solve as computed
         assert solves == sum(r.macs for r in check.phase.records if r.op == "delta.solve")
     for name in GROUPS:
         g = groups[name]
@@ -271,12 +293,31 @@ def test_a_hybrid_s_every_difference_is_named_and_exact(made, family, index, tok
     assert f"padding K - 1 = {K - 1}" in said
     assert "repeat_interleave" in said
     assert ("pads a prompt shorter than its chunk" in said) == (
-        tokens < 64 if family == "qwen3_5" else tokens < hf.chunk_size
+        tokens < 64 if family in DELTANETS else tokens < hf.chunk_size
     )
-    if family == "qwen3_5":
+    if family in DELTANETS:
         assert "aten.linalg_solve_triangular" in said and "l2norm" in said
     else:
         assert "(Nc + 1) x (Nc + 1)" in said
+
+
+@pytest.mark.parametrize(("family", "index"), [(f, i) for f in SHORT_CONVS for i in range(len(MODELS[f]))])
+def test_a_short_conv_s_one_difference_is_its_conv_s_padded_outputs(made, family, index):
+    """LFM2's short conv is counted as every causal conv is: torch's F.conv1d computes K - 1 outputs a channel more
+    and drops them, the one difference in the products with weights, named with its closed form; the rest (the
+    attention layers', the MLPs', the logits) is what torch dispatches, exactly."""
+    model = load_model(made(family, index))
+    c = model.config
+    check = crosscheck(model, default_ids(model, PROMPT), dense_attention=True)
+    groups = {g["group"]: g for g in check.groups()}
+    convs, K = sum(kind.startswith("conv") for kind in c.layer_types), c.conv_kernel
+    padded = convs * c.n_embd * K * (K - 1)
+    assert groups[WEIGHTS]["dispatch_macs"] - groups[WEIGHTS]["ledger_dense_macs"] == padded > 0
+    assert f"padding K - 1 = {K - 1}" in " ".join(groups[WEIGHTS]["reasons"])
+    for name in (ACTIVATIONS, LOGITS):
+        assert groups[name]["ledger_dense_macs"] == groups[name]["dispatch_macs"] > 0, groups[name]
+    for g in groups.values():
+        assert not any("UNEXPLAINED" in reason for reason in g["reasons"]), g["reasons"]
 
 
 def test_as_computed_the_ledger_skips_the_masked_half_and_says_why(made):

@@ -56,6 +56,9 @@ CHOSEN = (
     "mamba-codestral-7b",
     "nemotron-h-8b",  # Mamba-2, attention and MLP layers
     "nemotron-3-nano-30b-a3b",  # Mamba-2, attention and expert layers
+    "lfm2-1.2b",  # short conv and attention layers
+    "lfm2-8b-a1b",  # short conv and attention layers, with a dense MLP or experts
+    "qwen3-next-80b-a3b",  # linear and full attention, fused in-projections
 )
 SWEPT = 1_024  # the plot's sweep of the context stops here, at 3 points (see the module docstring)
 PLOTS = importlib.util.find_spec("matplotlib") is not None  # the plot extra draws the PNG

@@ -45,10 +45,11 @@ NOTE = note("Llama family")
 # float32, so these are ours; tests/families/test_float64_fixtures.py checks them against transformers' own to float32 precision
 # for every rope type. Everything else is transformers' own float64: embeddings, projections and their biases,
 # how cos and sin turn q and k, grouped-query attention, the sliding window's mask, SDPA, the MLP, the head.
-def float64_throughout(reference, model, torch, norms_per_layer: int = 2, gain=None) -> None:
+def float64_throughout(reference, model, torch, norms_per_layer: int = 2, gain=None, norms: int | None = None) -> None:
     """Replace, on this instance of transformers' model only, the forward of its RMSNorm and rotary modules with
     float64 ones (see above). For a family laid out as the Llama family is: `norms_per_layer`, how many RMSNorms a
-    layer has (Qwen3's q and k norms make 4); `gain(module)`, an RMSNorm's scale (w; Gemma's 1 + w). The rotary
+    layer has (Qwen3's q and k norms make 4), or `norms`, how many the model has (where its layers differ: LFM2's q
+    and k norms are its attention layers' only); `gain(module)`, an RMSNorm's scale (w; Gemma's 1 + w). The rotary
     modules' frequencies are the config's, for each call's layer type and positions (float64_frequencies)."""
     scale = gain or (lambda module: module.weight)
 
@@ -57,13 +58,13 @@ def float64_throughout(reference, model, torch, norms_per_layer: int = 2, gain=N
         eps = module.variance_epsilon if hasattr(module, "variance_epsilon") else module.eps
         return scale(module) * (hidden_states * torch.rsqrt(variance + eps))
 
-    norms = 0
+    replaced = 0
     for module in reference.modules():
         if type(module).__name__.endswith("RMSNorm"):
             module.forward = types.MethodType(rms_norm, module)
-            norms += 1
+            replaced += 1
     rotaries = float64_rotary(reference, float64_frequencies(model.config), torch)
-    if norms != norms_per_layer * model.config.n_layer + 1 or not rotaries:
+    if replaced != (norms_per_layer * model.config.n_layer + 1 if norms is None else norms) or not rotaries:
         import transformers
 
         raise UserError(

@@ -95,15 +95,18 @@ def attend(q, K, V, bias, config: Any, at: Tape, stages: Mapping[str, Stage] | N
     return at.matmul("mix", group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")
 
 
-def attend_to_cache(q, k, v, p: SimpleNamespace, config: Any, at: Tape, inputs, core: Attend = attend):
+def attend_to_cache(
+    q, k, v, p: SimpleNamespace, config: Any, at: Tape, inputs, core: Attend = attend, out: str = "o_proj"
+):
     """The turned q and k and v through the cache; each query's mix of its group's values (`core`: by default
     `attend`), in chunks of query rows, each against the keys it can see (a long prompt skips most of its future);
-    the heads merged and projected back, o = Z W_o."""
+    the heads merged and projected back, o = Z W_o (`out`: W_o's module in the layer's checkpoint)."""
     at = at.declaring(cache_stages(getattr(config, "o_bias", False)))  # a config without o_bias has none (Phi-3)
     K, V = at.stage("cache", inputs.cache.append(k, v) if inputs.cache is not None else (k, v), "Hkv t dh")
     z = at.in_row_chunks(lambda q, K, V, bias, at: core(q, K, V, bias, config, at), q, K, V, inputs.mask)
     z = at.stage("merge_heads", merge_heads(ungroup_heads(z)), "T H*dh")
-    return at.matmul("out", z, p.o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=bias_of(p.o_proj))
+    o_proj = getattr(p, out)
+    return at.matmul("out", z, o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=bias_of(o_proj))
 
 
 def scale_scores(s, config: Any, at: Tape):
@@ -202,13 +205,15 @@ class GroupedQueryAttention(Part):
     `one_plus`: the q and k norms' gains are stored less one (1 + w: Gemma 3's). `core`: the attention core over the
     keys (`attend`; Gemma's scales and soft-caps its scores otherwise). `interleaved`: RoPE turns neighbouring pairs
     (2i, 2i+1) in place, not the halves (GLM-4's, ERNIE 4.5's, Cohere2's; rotary.rotate_partial); on the first
-    Rope.turned numbers of each head, all of them or a share (GLM-4's half)."""
+    Rope.turned numbers of each head, all of them or a share (GLM-4's half). `names`: where a layer's checkpoint keeps
+    W_o and the q and k norms (LFM2's: out_proj, q_layernorm, k_layernorm)."""
 
     qk_norm: str = ""
     reads: str = "h"
     one_plus: bool = False
     core: Attend = attend
     interleaved: bool = False
+    names: tuple[str, str, str] = ("o_proj", "q_norm", "k_norm")
     kinds = {
         "attention_q": "attention query weights W_q [H*dh, D]",
         "attention_k": "attention key weights W_k [Hkv*dh, D]",
@@ -239,17 +244,18 @@ class GroupedQueryAttention(Part):
         q = at.matmul("q", h, p.q_proj.weight.T, "T D, D H*dh -> T H*dh", bias=bias_of(p.q_proj))
         k = at.matmul("k", h, p.k_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.k_proj))
         v = at.matmul("v", h, p.v_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.v_proj))
+        q_norm, k_norm = self.names[1:]
         if qk_norm == WHOLE:  # over all H dh (Hkv dh) numbers, gains [H dh] ([Hkv dh])
-            q = at.stage("q_norm", self.normed(q, p.q_norm, config), "T H*dh")
-            k = at.stage("k_norm", self.normed(k, p.k_norm, config), "T Hkv*dh")
+            q = at.stage("q_norm", self.normed(q, getattr(p, q_norm), config), "T H*dh")
+            k = at.stage("k_norm", self.normed(k, getattr(p, k_norm), config), "T Hkv*dh")
         split = (split_into_heads(q, H), split_into_heads(k, Hkv), split_into_heads(v, Hkv))
         q, k, v = at.stage("split_heads", split, "H T dh; Hkv T dh; Hkv T dh")
         if qk_norm == PER_HEAD:  # each head over its dh numbers, gains [dh]
-            q = at.stage("q_norm", self.normed(q, p.q_norm, config), "H T dh")
-            k = at.stage("k_norm", self.normed(k, p.k_norm, config), "Hkv T dh")
+            q = at.stage("q_norm", self.normed(q, getattr(p, q_norm), config), "H T dh")
+            k = at.stage("k_norm", self.normed(k, getattr(p, k_norm), config), "Hkv T dh")
         if inputs.rotary:  # the layer's rope's cos and sin; none in a layer without rotary positions
             q, k = at.stage("rope", (self.turned(q, inputs.rotary), self.turned(k, inputs.rotary)), "H T dh; Hkv T dh")
-        return attend_to_cache(q, k, v, p, config, at, inputs, self.core_of(p))
+        return attend_to_cache(q, k, v, p, config, at, inputs, self.core_of(p), self.names[0])
 
     def turned(self, x, rotary: tuple):
         """x's heads turned by the layer's cos and sin: the first r of each head's numbers (r = the tables' width)."""
@@ -279,11 +285,11 @@ class GroupedQueryAttention(Part):
             **linear("q_proj", q, D, b, "attention_q"),
             **linear("k_proj", kv, D, b, "attention_k"),
             **linear("v_proj", kv, D, b, "attention_v"),
-            **linear("o_proj", D, q, config.o_bias, "attention_out"),
+            **linear(self.names[0], D, q, config.o_bias, "attention_out"),
         }
         if qk_norm := self.qk_norm_of(config):
             widths = (dh, dh) if qk_norm == PER_HEAD else (q, kv)
-            tensors |= {"q_norm.weight": Tensor((widths[0],), "norms"), "k_norm.weight": Tensor((widths[1],), "norms")}
+            tensors |= {f"{name}.weight": Tensor((width,), "norms") for name, width in zip(self.names[1:], widths)}
         return tensors
 
     def attention_vs_weights(self, c: Any, mlp: Any) -> tuple[str, str, str]:

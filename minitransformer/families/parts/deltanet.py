@@ -8,6 +8,11 @@ gated by silu(z), and out_proj.
 Its cache is a state (the conv's last K - 1 inputs and each value head's [dk, dv] delta-rule state) instead of keys
 and values; a left-padded row's pad slots are zeroed before the projections, so that they never enter it.
 
+Qwen3-Next's layer (`fused`) makes the four projections in two products, in_proj_qkvz and in_proj_ba, whose columns
+are grouped by key head (each key head's q, k, then its Gv value heads' v and z; its value heads' b, then a), and cuts
+them apart into Qwen3.5's q, k, v (the conv's channels in Qwen3.5's order), z, b and a (`linear.cut`): the same
+MACs in two dispatches instead of four.
+
 Symbols: Hk key heads of dk, Hv value heads of dv (Gv = Hv / Hk a key head), Dc = 2 Hk dk + Hv dv conv channels of
 kernel K. Per position, its products with weights: D Dc (q, k, v), D Hv dv (z), 2 D Hv (b, a), Dc K (the conv: each
 channel a dot product of length K with its kernel) and Hv dv D (out); its delta rule holds no weights and reads no
@@ -35,31 +40,58 @@ from .part import Part, Products, Tensor, Tensors
 LINEAR_PROJECTIONS = "linear attention projections and conv"
 
 
+# The four in-projections as Qwen3.5 makes them, and as Qwen3-Next makes them: two products grouped by key head, cut.
+SEPARATE = (
+    Stage("linear.qkv", ("linear_attn.in_proj_qkv",), "matmul", "[q k v] = h W_qkv", "h [T, D], W_qkv [D, Dc]",
+          LINEAR_PROJECTIONS, product="projection"),
+    Stage("linear.z", ("linear_attn.in_proj_z",), "matmul", "z = h W_z  (the output gate)",
+          "h [T, D], W_z [D, Hv*dv]", LINEAR_PROJECTIONS, product="projection"),
+    Stage("linear.b", ("linear_attn.in_proj_b",), "matmul", "b = h W_b  (a value head's write strength)",
+          "h [T, D], W_b [D, Hv]", LINEAR_PROJECTIONS, product="projection"),
+    Stage("linear.a", ("linear_attn.in_proj_a",), "matmul", "a = h W_a  (a value head's decay)",
+          "h [T, D], W_a [D, Hv]", LINEAR_PROJECTIONS, product="projection"),
+)  # fmt: skip
+FUSED = (
+    Stage("linear.qkvz", ("linear_attn.in_proj_qkvz",), "matmul",
+          "[q k v z] = h W_qkvz  (by key head: its q, k, then its Gv value heads' v and z)",
+          "h [T, D], W_qkvz [D, Dc+Hv*dv]", LINEAR_PROJECTIONS, product="projection"),
+    Stage("linear.ba", ("linear_attn.in_proj_ba",), "matmul", "[b a] = h W_ba  (by key head: its value heads' b, then a)",
+          "h [T, D], W_ba [D, 2Hv]", LINEAR_PROJECTIONS, product="projection"),
+    Stage("linear.cut", ("linear_attn.in_proj_qkv", "linear_attn.in_proj_z", "linear_attn.in_proj_b",
+                         "linear_attn.in_proj_a"), "reshape",
+          "[q k v], z, b, a: each key head's columns cut apart (q, k and v side by side, as the conv reads them)",
+          "[T, Dc+Hv*dv], [T, 2Hv]"),
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class GatedDeltaNet(Part):
     """A Gated DeltaNet layer of a config with its shapes (linear_key_heads, linear_value_heads, linear_key_dim,
-    linear_value_dim, linear_kernel, conv_channels, value_groups; hidden_act the conv's activation)."""
+    linear_value_dim, linear_kernel, conv_channels, value_groups; hidden_act the conv's activation). `fused`: its
+    in-projections Qwen3-Next's two, grouped by key head (in_proj_qkvz, in_proj_ba), cut apart."""
 
-    kinds = {
-        "linear_in": "DeltaNet in-projections W_qkv [Dc, D], W_z [Hv*dv, D], W_b and W_a [Hv, D]",
-        "linear_conv": "DeltaNet conv kernels [Dc, 1, Kc]",
-        "linear_decay": "DeltaNet decay parameters A_log and dt_bias [Hv]",
-        "linear_out": "DeltaNet output weights W_out [D, Hv*dv]",
-    }
+    fused: bool = False
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        projections = (
+            "W_qkvz [Dc+Hv*dv, D], W_ba [2Hv, D]"
+            if self.fused
+            else "W_qkv [Dc, D], W_z [Hv*dv, D], W_b and W_a [Hv, D]"
+        )
+        return {
+            "linear_in": f"DeltaNet in-projections {projections}",
+            "linear_conv": "DeltaNet conv kernels [Dc, 1, Kc]",
+            "linear_decay": "DeltaNet decay parameters A_log and dt_bias [Hv]",
+            "linear_out": "DeltaNet output weights W_out [D, Hv*dv]",
+        }
 
     def stages(self, config: Any) -> dict[str, Stage]:
         """Its stages around the delta rule (parts/delta_rule.py declares the rule's)."""
         return by_op(
             Stage("linear.pads", ("linear_attn.unpadded",), "mask",
                   "h = 0 at a left-padded row's pad slots (none enters the state)", "h [T, D]"),
-            Stage("linear.qkv", ("linear_attn.in_proj_qkv",), "matmul", "[q k v] = h W_qkv", "h [T, D], W_qkv [D, Dc]",
-                  LINEAR_PROJECTIONS, product="projection"),
-            Stage("linear.z", ("linear_attn.in_proj_z",), "matmul", "z = h W_z  (the output gate)",
-                  "h [T, D], W_z [D, Hv*dv]", LINEAR_PROJECTIONS, product="projection"),
-            Stage("linear.b", ("linear_attn.in_proj_b",), "matmul", "b = h W_b  (a value head's write strength)",
-                  "h [T, D], W_b [D, Hv]", LINEAR_PROJECTIONS, product="projection"),
-            Stage("linear.a", ("linear_attn.in_proj_a",), "matmul", "a = h W_a  (a value head's decay)",
-                  "h [T, D], W_a [D, Hv]", LINEAR_PROJECTIONS, product="projection"),
+            *(FUSED if self.fused else SEPARATE),
             Stage("linear.conv", ("linear_attn.conv",), "matmul",
                   "c = conv([q k v]): each channel's last Kc inputs . its kernel", "windows [Dc, T, Kc], w [Dc, Kc, 1]",
                   LINEAR_PROJECTIONS, state=CONV_WINDOWS, product="conv"),
@@ -88,10 +120,7 @@ class GatedDeltaNet(Part):
                               config.linear_key_dim, config.linear_value_dim)  # fmt: skip
         if pads is not None:  # a left-padded row's pad slots feed the conv and the state zeros
             h = at.stage("linear.pads", without_pads(h, at.dims.past, pads), "T D")
-        qkv = at.matmul("linear.qkv", h, p.in_proj_qkv.weight.T, "T D, D Dc -> T Dc")
-        z = at.matmul("linear.z", h, p.in_proj_z.weight.T, "T D, D Hv*dv -> T Hv*dv")
-        b = at.matmul("linear.b", h, p.in_proj_b.weight.T, "T D, D Hv -> T Hv")
-        a = at.matmul("linear.a", h, p.in_proj_a.weight.T, "T D, D Hv -> T Hv")
+        qkv, z, b, a = self.projections(h, p, config, at)
         conv_state = state["conv"] if state is not None else None
         c = causal_conv(at, "linear.conv", qkv, p.conv1d.weight[:, 0, :], conv_state, channels="Dc", kernel="Kc")
         c = at.stage("linear.conv_act", ACTIVATIONS[config.hidden_act](c[..., 0].swapaxes(-1, -2)), "T Dc")
@@ -109,15 +138,33 @@ class GatedDeltaNet(Part):
         o = at.stage("linear.merge", merge_heads(ungroup_heads(o)), "T Hv*dv")
         return at.matmul("linear.out", o, p.out_proj.weight.T, "T Hv*dv, Hv*dv D -> T D")
 
+    def projections(self, h, p: SimpleNamespace, config: Any, at: Tape) -> tuple:
+        """[q k v] [T, Dc], z [T, Hv dv], b and a [T, Hv]: four products, or (fused) two cut apart."""
+        if not self.fused:
+            qkv = at.matmul("linear.qkv", h, p.in_proj_qkv.weight.T, "T D, D Dc -> T Dc")
+            z = at.matmul("linear.z", h, p.in_proj_z.weight.T, "T D, D Hv*dv -> T Hv*dv")
+            b = at.matmul("linear.b", h, p.in_proj_b.weight.T, "T D, D Hv -> T Hv")
+            return qkv, z, b, at.matmul("linear.a", h, p.in_proj_a.weight.T, "T D, D Hv -> T Hv")
+        qkvz = at.matmul("linear.qkvz", h, p.in_proj_qkvz.weight.T, "T D, D Dc+Hv*dv -> T Dc+Hv*dv")
+        ba = at.matmul("linear.ba", h, p.in_proj_ba.weight.T, "T D, D 2*Hv -> T 2*Hv")
+        return at.stage("linear.cut", cut_by_key_head(qkvz, ba, config), "T Dc; T Hv*dv; T Hv; T Hv")
+
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        """in_proj_qkv [Dc, D], in_proj_z [Hv dv, D], in_proj_b and in_proj_a [Hv, D], conv1d [Dc, 1, K], dt_bias and
-        A_log [Hv], the gated norm's gains [dv], out_proj [D, Hv dv]: no biases."""
+        """in_proj_qkv [Dc, D], in_proj_z [Hv dv, D], in_proj_b and in_proj_a [Hv, D] (fused: in_proj_qkvz [Dc + Hv dv,
+        D] and in_proj_ba [2 Hv, D]), conv1d [Dc, 1, K], dt_bias and A_log [Hv], the gated norm's gains [dv], out_proj
+        [D, Hv dv]: no biases."""
         D, Dc, Hv, dv = config.n_embd, config.conv_channels, config.linear_value_heads, config.linear_value_dim
-        return {
+        projections = {
+            "in_proj_qkvz.weight": Tensor((Dc + Hv * dv, D), "linear_in"),
+            "in_proj_ba.weight": Tensor((2 * Hv, D), "linear_in"),
+        } if self.fused else {
             "in_proj_qkv.weight": Tensor((Dc, D), "linear_in"),
             "in_proj_z.weight": Tensor((Hv * dv, D), "linear_in"),
             "in_proj_b.weight": Tensor((Hv, D), "linear_in"),
             "in_proj_a.weight": Tensor((Hv, D), "linear_in"),
+        }  # fmt: skip
+        return {
+            **projections,
             "conv1d.weight": Tensor((Dc, 1, config.linear_kernel), "linear_conv"),
             "dt_bias": Tensor((Hv,), "linear_decay"),
             "A_log": Tensor((Hv,), "linear_decay"),
@@ -134,11 +181,17 @@ class GatedDeltaNet(Part):
         if "delta.solve" in rule:
             C, N = delta_rule.chunking(T)
             rule["delta.solve"] = (B * Hv * N * C * (c.linear_key_dim + dv), C)
-        return {
+        projections = {
+            "linear.qkvz": (B * T * (Dc + Hv * dv), D),  # h [T, D] x W_qkvz [D, Dc + Hv dv]
+            "linear.ba": (B * T * 2 * Hv, D),  # h [T, D] x W_ba [D, 2 Hv]
+        } if self.fused else {
             "linear.qkv": (B * T * Dc, D),
             "linear.z": (B * T * Hv * dv, D),
             "linear.b": (B * T * Hv, D),
             "linear.a": (B * T * Hv, D),
+        }  # fmt: skip
+        return {
+            **projections,
             "linear.conv": (B * T * Dc, c.linear_kernel),  # each channel's K-wide window x its kernel
             **rule,
             "linear.out": (B * T * D, Hv * dv),
@@ -150,6 +203,25 @@ class GatedDeltaNet(Part):
 
     def scan_recurrent_macs(self, config: Any, T: int) -> int:
         return delta_rule.recurrent_macs(config, T)
+
+
+def cut_by_key_head(qkvz, ba, config: Any) -> tuple:
+    """Qwen3-Next's fused projections [.., T, Hk (2 dk + 2 Gv dv)] and [.., T, Hk 2 Gv], each key head's columns
+    side by side, cut into Qwen3.5's [q k v] [.., T, Dc] (every head's q, then k, then v), z [.., T, Hv dv], b and a
+    [.., T, Hv] (value head Gv g + j of key head g, as transformers' fix_query_key_value_ordering orders them)."""
+    Hk, Gv, dk, dv = config.linear_key_heads, config.value_groups, config.linear_key_dim, config.linear_value_dim
+    *lead, T, _ = qkvz.shape
+    Hv = Hk * Gv
+    if isinstance(qkvz, ShapeOnly):
+        shapes = ((*lead, T, config.conv_channels), (*lead, T, Hv * dv), (*lead, T, Hv), (*lead, T, Hv))
+        return tuple(ShapeOnly(shape, qkvz.dtype) for shape in shapes)
+    heads = qkvz.reshape(*lead, T, Hk, 2 * dk + 2 * Gv * dv)
+    q, k = heads[..., :dk], heads[..., dk : 2 * dk]
+    v, z = heads[..., 2 * dk : 2 * dk + Gv * dv], heads[..., 2 * dk + Gv * dv :]
+    qkv = np.concatenate([x.reshape(*lead, T, -1) for x in (q, k, v)], axis=-1)
+    pairs = ba.reshape(*lead, T, Hk, 2 * Gv)
+    b, a = (x.reshape(*lead, T, Hv) for x in (pairs[..., :Gv], pairs[..., Gv:]))
+    return qkv, z.reshape(*lead, T, Hv * dv), b, a
 
 
 def split_linear_heads(c, Hk: int, Gv: int, dk: int, dv: int):

@@ -22,11 +22,13 @@ class GatedMLP(Part):
     """act(h W_gate) * h W_up, then W_down: three products of width F (the config's d_ff), biases where mlp_bias.
     `reads`: what it reads, h (a pre-norm's output) or x (the stream itself: OLMo 2); `width`: the config's field of F
     where it is not d_ff (the dense layers beside experts: Qwen3-MoE's intermediate_size), which its tape sizes F to;
-    `activation`: how its equation names the activation (the config's hidden_act computes it)."""
+    `activation`: how its equation names the activation (the config's hidden_act computes it); `names`: the
+    checkpoint's gate, up and down modules (LFM2's w1, w3, w2)."""
 
     reads: str = "h"
     width: str = "d_ff"
     activation: str = "SiLU: g sigmoid(g)"
+    names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")
     kinds = {
         "mlp_gate": "MLP gate weights W_gate [F, D]",
         "mlp_up": "MLP up weights W_up [F, D]",
@@ -49,19 +51,21 @@ class GatedMLP(Part):
         at = at.declaring(self.declared(config))
         if self.width != "d_ff":
             at = at.with_sizes(F=getattr(config, self.width))
-        g = at.matmul("mlp.gate", h, p.gate_proj.weight.T, "T D, D F -> T F", bias=bias_of(p.gate_proj))
-        u = at.matmul("mlp.up", h, p.up_proj.weight.T, "T D, D F -> T F", bias=bias_of(p.up_proj))
+        gate, up, down = (getattr(p, name) for name in self.names)
+        g = at.matmul("mlp.gate", h, gate.weight.T, "T D, D F -> T F", bias=bias_of(gate))
+        u = at.matmul("mlp.up", h, up.weight.T, "T D, D F -> T F", bias=bias_of(up))
         a = at.stage("mlp.act", ACTIVATIONS[config.hidden_act](g), "T F")
         a = at.stage("mlp.mul", np.multiply(a, u, out=at.scratch(a)), "T F")
-        return at.matmul("mlp.down", a, p.down_proj.weight.T, "T F, F D -> T D", bias=bias_of(p.down_proj))
+        return at.matmul("mlp.down", a, down.weight.T, "T F, F D -> T D", bias=bias_of(down))
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        """gate_proj, up_proj [F, D] and down_proj [D, F], with biases where mlp_bias."""
+        """gate_proj, up_proj [F, D] and down_proj [D, F] (as `names` calls them), with biases where mlp_bias."""
         D, F, b = config.n_embd, getattr(config, self.width), getattr(config, "mlp_bias", False)
+        gate, up, down = self.names
         return {
-            **linear("gate_proj", F, D, b, "mlp_gate"),
-            **linear("up_proj", F, D, b, "mlp_up"),
-            **linear("down_proj", D, F, b, "mlp_down"),
+            **linear(gate, F, D, b, "mlp_gate"),
+            **linear(up, F, D, b, "mlp_up"),
+            **linear(down, D, F, b, "mlp_down"),
         }
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:

@@ -5,8 +5,8 @@ wires them in an MLP's place; each part with its tensors, its stages and its clo
 - routers: `SoftmaxRouter` (Mixtral's, Qwen3-MoE's, Qwen3.5's: a softmax over the E logits, the top k, renormalised
   or not), `TopKSoftmaxRouter` (gpt-oss's: a biased router, a softmax over the k largest logits alone),
   `GroupLimitedRouter` (DeepSeek-V3's, Nemotron-H's: sigmoid scores, a correction bias that only chooses, the top k in
-  the best groups); each returns each token's k experts and their gates [T, k], every top k through the tape's one
-  rule (Tape.top_k, engine/selection.py);
+  the best groups), `SigmoidRouter` (LFM2-MoE's: the same without groups); each returns each token's k experts and
+  their gates [T, k], every top k through the tape's one rule (Tape.top_k, engine/selection.py);
 - routed experts (`RoutedExperts`): each expert on the Te rows of its tokens (Tape.experts), its outputs weighed by
   their gates and added back to their rows, one record per op for the layer with each expert's share
   (Tape.record_gathered, engine/gathered.py): `SwiGLUExperts` (three nn.Linear each) and `FusedClampedExperts`
@@ -298,15 +298,59 @@ def choose(scores, correction_bias, config: Any, at: Tape):
     return at.top_k("router.choose", allowed, k)
 
 
-def weigh(scores, chosen, config: Any):
-    """The chosen experts' sigmoid scores (without the correction bias), over their sum (+1e-20) where
-    norm_topk_prob, times routed_scaling_factor."""
+def weigh(scores, chosen, config: Any, eps: float = 1e-20):
+    """The chosen experts' sigmoid scores (without the correction bias), over their sum (+ eps: DeepSeek-V3's 1e-20)
+    where norm_topk_prob, times routed_scaling_factor."""
     if isinstance(scores, ShapeOnly):
         return ShapeOnly(chosen.shape, scores.dtype)
     w = np.take_along_axis(scores, chosen, axis=-1)
     if config.norm_topk_prob:
-        w = w / (w.sum(axis=-1, keepdims=True) + constant(w, 1e-20))
+        w = w / (w.sum(axis=-1, keepdims=True) + constant(w, eps))
     return w * constant(w, config.routed_scaling_factor)
+
+
+@dataclass(frozen=True)
+class SigmoidRouter(Part):
+    """DeepSeek-V3's sigmoid router without its groups (LFM2-MoE's Lfm2MoeTopKRouter): s = sigmoid(h W_router)
+    [T, E]; the k largest s + b chosen, b the mixture's expert bias (`bias`, a buffer that only chooses; none where
+    the config's use_expert_bias is false: the k largest s); each chosen expert's gate its s, over their sum + `eps`
+    where norm_topk_prob, times routed_scaling_factor."""
+
+    module: str = "gate"
+    bias: str = "expert_bias"  # the bias's name in the mixture's checkpoint
+    eps: float = 1e-6
+    kinds = {
+        "router": "router weights W_router [E, D]",
+        "router_bias": "router's expert bias b [E] (a buffer: chooses experts only; not in transformers' count)",
+    }
+    buffers: ClassVar[tuple[str, ...]] = ("router_bias",)
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        bias = " + b (b: the expert bias, for choosing only)" if config.use_expert_bias else ""
+        renorm = f" / (their sum + {self.eps:g}) (norm_topk_prob)" if config.norm_topk_prob else ""
+        return by_op(
+            SIGMOID_ROUTER[0],
+            SIGMOID_ROUTER[1],
+            Stage("router.choose", ("moe.chosen",), "select", f"the k experts of largest s{bias}", "s [T, E]"),
+            Stage("router.weigh", ("moe.gates",), "scale", f"gates = the chosen s{renorm} x routed_scaling_factor",
+                  "s [T, k]"),
+        )  # fmt: skip
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
+        at = at.declaring(self.declared(config))
+        logits = at.matmul("router", h, getattr(p, self.module).weight.T, "T D, D E -> T E")
+        scores = at.stage("router.sigmoid", sigmoid(logits), "T E")
+        biased = scores + getattr(p, self.bias).astype(scores.dtype) if config.use_expert_bias else scores
+        chosen = at.stage("router.choose", at.top_k("router.choose", biased, config.top_k), "T k")
+        return chosen, at.stage("router.weigh", weigh(scores, chosen, config, self.eps), "T k")
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        E = config.n_experts
+        bias = {self.bias: Tensor((E,), "router_bias")} if config.use_expert_bias else {}
+        return {f"{self.module}.weight": Tensor((E, config.n_embd), "router"), **bias}
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return {"router": (B * T * config.n_experts, config.n_embd)}  # h [T, D] x W_router [D, E]
 
 
 # --- routed experts -------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ...engine.kvcache import KeysValues, State
 from ..config import ModelConfig, check_experts, check_multiple
@@ -89,9 +89,9 @@ class Qwen35Config(ModelConfig):
     what = "a Qwen3.5 model"
     classes = {TEXT: "Qwen3_5ForCausalLM", MOE_TEXT: "Qwen3_5MoeForCausalLM"}
     multimodal = MULTIMODAL
-    inherited = ("tie_word_embeddings",)
+    inherited: ClassVar[tuple[str, ...]] = ("tie_word_embeddings",)
     groups = (ROPE,)
-    refusals = (
+    refusals: ClassVar[tuple[Refusal, ...]] = (
         quantized(),  # the FP8 checkpoints: blocks of weights with their scales
         Refusal("attn_output_gate", ALWAYS_GATED, lambda gate, hf: gate is not True),
         Refusal("num_experts", "(no experts) is not supported: that is a dense Qwen3.5", zero, types=(MOE_TEXT,)),
@@ -116,6 +116,11 @@ class Qwen35Config(ModelConfig):
         return E, k, Fe, Fs
 
     @property
+    def expert_layers(self) -> int:
+        """The layers with experts: every layer of a MoE model (Qwen3-Next's: those not made dense)."""
+        return self.n_layer if self.is_moe else 0
+
+    @property
     def checkpoint_kind(self) -> str:
         if self.model_type in MULTIMODAL:
             return f"{self.model_type} model (read as its text model, model.language_model...)"
@@ -136,7 +141,7 @@ class Qwen35Config(ModelConfig):
     def rope(self, layer: int) -> Rope | None:
         """A full-attention layer turns the first rotary_dims numbers of each head at the default rope (the
         multimodal rotary's sections reduce to one position a text token); a DeltaNet layer has no positions."""
-        return Rope(self.rotary_dims, self.rope_theta) if self.layer_types[layer] == FULL else None
+        return Rope(self.rotary_dims, self.rope_theta) if self.layer_types[layer].startswith(FULL) else None
 
     @property
     def value_groups(self) -> int:
@@ -161,7 +166,7 @@ class Qwen35Config(ModelConfig):
     def layer_cache(self, layer: int) -> KeysValues | State:
         """A full-attention layer keeps its keys and values; a DeltaNet layer its conv's last K - 1 inputs [K - 1, Dc]
         and each value head's delta-rule state [Hv, dk, dv], whatever the context."""
-        if self.layer_types[layer] == FULL:
+        if self.layer_types[layer].startswith(FULL):
             return KeysValues(self.n_kv_head, self.head_dim)
         return State((("conv", (self.linear_kernel - 1, self.conv_channels)),
                       ("recurrent", (self.linear_value_heads, self.linear_key_dim, self.linear_value_dim))))  # fmt: skip

@@ -48,12 +48,12 @@ def float64_throughout(reference, model, torch) -> None:
         replaced[kind] += 1
     if config.is_moe and hasattr(reference, "set_experts_implementation"):
         reference.set_experts_implementation("eager")
-    full = sum(1 for kind in config.layer_types if kind == FULL)
+    full = sum(1 for kind in config.layer_types if kind.startswith(FULL))
     expected = {
         "RMSNorm": 2 * config.n_layer + 2 * full + 1,
         "RotaryEmbedding": 1,
         "GatedDeltaNet": config.n_layer - full,
-        "TopKRouter": config.n_layer if config.is_moe else 0,
+        "TopKRouter": config.expert_layers,
     }
     if replaced != expected:
         import transformers
@@ -99,7 +99,8 @@ def float64_deltanet(torch):
             hidden_states = hidden_states * attention_mask[:, :, None]
         B, T, _ = hidden_states.shape
         Hv, Hk, dk, dv = module.num_v_heads, module.num_k_heads, module.head_k_dim, module.head_v_dim
-        mixed = module.in_proj_qkv(hidden_states).transpose(1, 2)
+        mixed, z, b, a = projected(module, hidden_states, torch)
+        mixed = mixed.transpose(1, 2)
         K = module.conv_kernel_size
         mixed = F.conv1d(mixed, module.conv1d.weight, padding=K - 1, groups=mixed.shape[1])[..., :T]
         mixed = ACT2FN[module.activation](mixed).transpose(1, 2)
@@ -108,8 +109,8 @@ def float64_deltanet(torch):
         v = v.reshape(B, T, Hv, dv)
         q, k = (x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6) for x in (q, k))
         q = q / dk**0.5
-        beta = module.in_proj_b(hidden_states).sigmoid()
-        g = -module.A_log.exp() * F.softplus(module.in_proj_a(hidden_states) + module.dt_bias)
+        beta = b.sigmoid()
+        g = -module.A_log.exp() * F.softplus(a + module.dt_bias)
         S = torch.zeros(B, Hv, dk, dv, dtype=hidden_states.dtype)
         out = torch.zeros(B, T, Hv, dv, dtype=hidden_states.dtype)
         for t in range(T):  # the recurrent form: decay, read with k, correct at k, read with q
@@ -118,20 +119,33 @@ def float64_deltanet(torch):
             S = S + k[:, t, ..., None] * delta[..., None, :]
             out[:, t] = (S * q[:, t, ..., None]).sum(-2)
         o = out.reshape(-1, dv)
-        z = module.in_proj_z(hidden_states).reshape(-1, dv)
+        z = z.reshape(-1, dv)
         o = module.norm.weight * (o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + module.norm.variance_epsilon))
         return module.out_proj((o * F.silu(z)).reshape(B, T, Hv * dv))
 
     return deltanet
 
 
+def projected(module, hidden_states, torch):
+    """[q k v] [B, T, Dc], z, b and a of a DeltaNet layer: Qwen3.5's four projections, or Qwen3-Next's two (in_proj_qkvz,
+    in_proj_ba) cut apart by its own fix_query_key_value_ordering."""
+    h = hidden_states
+    if not hasattr(module, "in_proj_qkvz"):
+        return module.in_proj_qkv(h), module.in_proj_z(h), module.in_proj_b(h), module.in_proj_a(h)
+    q, k, v, z, b, a = module.fix_query_key_value_ordering(module.in_proj_qkvz(h), module.in_proj_ba(h))
+    return torch.cat([x.reshape(*x.shape[:2], -1) for x in (q, k, v)], dim=-1), z, b, a
+
+
 def float64_router(torch):
-    """A MoE layer's router: its softmax in the model's dtype, the top k renormalised."""
+    """A MoE layer's router: its softmax in the model's dtype, the top k renormalised (where norm_topk_prob: always in
+    Qwen3.5)."""
 
     def router(module, hidden_states):
         hidden_states = hidden_states.reshape(-1, module.hidden_dim)
         logits = torch.nn.functional.linear(hidden_states, module.weight)
         top, indices = torch.topk(torch.softmax(logits, dim=-1), module.top_k, dim=-1)  # in the model's dtype
-        return logits, top / top.sum(dim=-1, keepdim=True), indices
+        if getattr(module, "norm_topk_prob", True):
+            top = top / top.sum(dim=-1, keepdim=True)
+        return logits, top, indices
 
     return router
