@@ -24,13 +24,13 @@ from ...engine.ops import (
     constant,
     group_heads,
     merge_heads,
-    rotate,
     softmax,
     split_into_heads,
     ungroup_heads,
 )
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, Stage, by_op
 from ...engine.tape import Tape
+from ..rotary import rotate_partial
 from .norms import RMSNorm
 from .part import Part, Products, Tensor, Tensors, linear, plus
 
@@ -153,18 +153,24 @@ QK_NORMS = {
 }  # fmt: skip
 
 
-# The rotation of q and k (a family whose rotary differs says so in its equation: Phi-3's partial LongRoPE), on the
+# The rotation of q and k (a family whose rotary differs says so in its equation: Phi-3's partial LongRoPE), of the
+# first dr numbers of each head where the rope turns fewer than dh (MiniMax-M2's, GLM-4.5's partial rotary), on the
 # layers that have rotary positions where some have none (config.rope(layer) None: SmolLM3's NoPE layers).
 TURNED = "q, k = RoPE(q, k): each pair of numbers turned by position x frequency"
 ROPE = Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate", TURNED, "q [H, T, dh], k [Hkv, T, dh]")
+PARTIAL = "q, k = RoPE(the first dr numbers of each head of q, k; the other dh - dr pass): each pair turned by position x frequency"
 SOME_ROTARY = "  (RoPE layers only: NoPE layers have no positions)"
 
 
 def rope_stage(config: Any) -> Stage:
-    """The rotation's stage, saying on which layers it runs where only some have rotary positions."""
-    if len({config.rope(i) is None for i in range(config.n_layer)}) > 1:
-        return replace(ROPE, equation=TURNED + SOME_ROTARY)
-    return ROPE
+    """The rotation's stage, saying which numbers of a head it turns where it turns fewer than dh, and on which layers
+    it runs where only some have rotary positions."""
+    ropes = [config.rope(i) for i in range(config.n_layer)]
+    partial = any(rope is not None and rope.turned < config.d_head for rope in ropes)
+    some = len({rope is None for rope in ropes}) > 1
+    if not partial and not some:
+        return ROPE
+    return replace(ROPE, equation=(PARTIAL if partial else TURNED) + (SOME_ROTARY if some else ""))
 
 
 @dataclass(frozen=True)
@@ -222,8 +228,9 @@ class GroupedQueryAttention(Part):
         if qk_norm == PER_HEAD:  # each head over its dh numbers, gains [dh]
             q = at.stage("q_norm", self.normed(q, p.q_norm, config), "H T dh")
             k = at.stage("k_norm", self.normed(k, p.k_norm, config), "Hkv T dh")
-        if inputs.rotary:  # the layer's rope's cos and sin; none in a layer without rotary positions
-            q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
+        if inputs.rotary:  # the layer's rope's cos and sin (dr wide: dh, or its first dr); none without positions
+            turned = (rotate_partial(q, *inputs.rotary), rotate_partial(k, *inputs.rotary))
+            q, k = at.stage("rope", turned, "H T dh; Hkv T dh")
         return attend_to_cache(q, k, v, p, config, at, inputs, self.core_of(p))
 
     def core_of(self, p: SimpleNamespace) -> Attend:
