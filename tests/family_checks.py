@@ -290,14 +290,17 @@ def expert_loads_follow_the_router(model: Model, ids: list[int]) -> int:
 
 def move_correction_biases(hf, seed: int) -> None:
     """The routers' correction biases (buffers, which save_random leaves at zero) moved by N(0, 0.3), so that choosing
-    by s + b differs from choosing by s: DeepSeek-V3's and V3.2's (layer.mlp.gate), Nemotron-H's (layer.mixer.gate)."""
+    by s + b differs from choosing by s: DeepSeek-V3's and V3.2's and GLM's (layer.mlp.gate), Nemotron-H's
+    (layer.mixer.gate), MiniMax-M2's (layer.mlp, beside its gate)."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for layer in hf.model.layers:
             mixture = getattr(layer, "mlp", None) or getattr(layer, "mixer", None)
-            if hasattr(mixture, "gate") and hasattr(mixture.gate, "e_score_correction_bias"):
-                bias = mixture.gate.e_score_correction_bias
-                bias.copy_(torch.randn(bias.shape, generator=generator) * 0.3)
+            for holder in (getattr(mixture, "gate", None), mixture):
+                bias = getattr(holder, "e_score_correction_bias", None)
+                if bias is not None:
+                    bias.copy_(torch.randn(bias.shape, generator=generator) * 0.3)
+                    break
 
 
 def moderate_decays(hf, seed: int) -> None:

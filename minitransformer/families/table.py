@@ -18,6 +18,7 @@ from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .keys import ConfigJson
 from .llama.family import ARCHITECTURE as LLAMA
 from .mamba2.family import ARCHITECTURE as MAMBA2
+from .minimax_m2.family import ARCHITECTURE as MINIMAX_M2
 from .mixtral.family import ARCHITECTURE as MIXTRAL
 from .nemotron_h.family import ARCHITECTURE as NEMOTRON_H
 from .neox.family import ARCHITECTURE as NEOX
@@ -95,6 +96,7 @@ for _family in (
     QWEN3_5,
     MAMBA2,
     NEMOTRON_H,
+    MINIMAX_M2,
 ):
     register(_family)
 

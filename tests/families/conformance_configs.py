@@ -77,6 +77,7 @@ NEMOTRON_H = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, 
 PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
+MINIMAX_M2 = dict(vocab_size=120, max_position_embeddings=256, bos_token_id=None, eos_token_id=None)
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
 FAMILIES: dict[str, Family] = {
@@ -417,6 +418,26 @@ FAMILIES: dict[str, Family] = {
     }, moved=move_correction_biases, first_token=1, greedy=21, batch_configs=("every_kind", "latent_groups"),
         refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
                  ({"mlp_hidden_act": "xielu"}, "mlp_hidden_act"))),
+    # Grouped heads with rotary_dim (the published files' spelling) turning half of each, q and k normed over
+    # projections of different widths; one key/value head per query head, every number turned, tied; YaRN with a
+    # quarter of each head turned (rope_parameters' partial_rotary_factor), one expert a token. The correction
+    # biases (beside each router, as MiniMax-M2 keeps them) are moved, so that the bias changes the choice.
+    "minimax_m2": Family("MiniMaxM2Config", {
+        "gqa-rotary-dim": dict(MINIMAX_M2, hidden_size=32, intermediate_size=16, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=8,
+                               num_experts_per_tok=3, rotary_dim=8, rope_theta=500.0, seed=1),
+        "mha-full-rotary-tied": dict(MINIMAX_M2, hidden_size=24, intermediate_size=20, num_hidden_layers=2,
+                                     num_attention_heads=3, num_key_value_heads=3, head_dim=8, num_local_experts=6,
+                                     num_experts_per_tok=2, tie_word_embeddings=True,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 1000.0}, seed=2),
+        "yarn-quarter-top1": dict(MINIMAX_M2, hidden_size=32, intermediate_size=24, num_hidden_layers=3,
+                                  num_attention_heads=4, num_key_value_heads=1, head_dim=16, num_local_experts=4,
+                                  num_experts_per_tok=1, rope_parameters={**YARN, "partial_rotary_factor": 0.25},
+                                  seed=3),
+    }, moved=move_correction_biases, spread=0.3, batch_configs=("gqa-rotary-dim", "yarn-quarter-top1"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"use_qk_norm": False}, "use_qk_norm"), ({"scoring_func": "softmax"}, "scoring_func"),
+                 ({"attn_type_list": [1, 0]}, "attn_type_list"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

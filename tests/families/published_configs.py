@@ -284,6 +284,22 @@ NEMOTRON_3_NANO = {
     "use_bias": False, "use_cache": True, "use_conv_bias": True, "use_mamba_kernels": True, "vocab_size": 131072,
 }  # fmt: skip
 
+# MiniMaxAI/MiniMax-M2's config.json (refs/pr/57 of its repository, with ai-dynamo/aiconfigurator's copies of M2.5
+# and M2.7 for the keys its excerpt cut), less its quantization_config (fp8 blocks: refused by name): MiniMax-M2's own
+# keys (use_qk_norm, scoring_func, attn_type_list, the MTP modules) and MiniMax-01's leftovers, which transformers keeps
+# and never reads.
+MINIMAX_M2 = {
+    "architectures": ["MiniMaxM2ForCausalLM"], "attn_type_list": [1] * 62, "bos_token_id": None,
+    "eos_token_id": None, "head_dim": 128, "hidden_act": "silu", "hidden_size": 3072, "intermediate_size": 1536,
+    "layernorm_full_attention_beta": 1.0, "layernorm_linear_attention_beta": 1.0, "layernorm_mlp_beta": 1.0,
+    "max_position_embeddings": 196608, "mlp_intermediate_size": 8192, "model_type": "minimax_m2",
+    "mtp_transformer_layers": 1, "num_attention_heads": 48, "num_experts_per_tok": 8, "num_hidden_layers": 62,
+    "num_key_value_heads": 8, "num_local_experts": 256, "num_mtp_modules": 3, "qk_norm_type": "per_layer",
+    "rms_norm_eps": 1e-06, "rope_theta": 5000000, "rotary_dim": 64, "scoring_func": "sigmoid",
+    "shared_intermediate_size": 0, "tie_word_embeddings": False, "transformers_version": "4.46.1",
+    "use_mtp": True, "use_qk_norm": True, "use_routing_bias": True, "vocab_size": 200064,
+}  # fmt: skip
+
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -325,6 +341,8 @@ PUBLISHED: dict[str, list[Published]] = {
                                (DTYPE, ROPE, ("rope_scaling", "rope_parameters")))],
     "qwen3_5": [Published("Qwen/Qwen3.5-27B", QWEN35_27B, "qwen3.5-27b", (("text_config", "num_hidden_layers"),),
                           differs={"model_type": ("qwen3_5", "qwen3_5_text")})],
+    "minimax_m2": [Published("MiniMaxAI/MiniMax-M2 (refs/pr/57; ai-dynamo/aiconfigurator's M2.5 and M2.7 copies)",
+                             MINIMAX_M2, "minimax-m2", (ROPE, ("rotary_dim", "rope_parameters")))],
     "mamba2": [Published("mistralai/Mamba-Codestral-7B-v0.1", CODESTRAL, "mamba-codestral-7b", (DTYPE,))],
     "nemotron_h": [
         Published("nvidia/Nemotron-H-8B-Base-8K", NEMOTRON_H_8B, "nemotron-h-8b",

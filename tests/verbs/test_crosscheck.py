@@ -107,6 +107,10 @@ MODELS: dict[str, list] = {
                                             vocab_size=128, max_position_embeddings=512, chunk_size=16,
                                             layers_block_type=["mamba", "moe", "attention", "mlp", "mamba",
                                                                "attention"]))],
+    "minimax_m2": [("MiniMaxM2Config", dict(vocab_size=120, hidden_size=32, intermediate_size=16, num_hidden_layers=2,
+                                            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                            num_local_experts=8, num_experts_per_tok=3, rotary_dim=8,
+                                            max_position_embeddings=256, bos_token_id=None, eos_token_id=None))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
 HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h")
