@@ -13,6 +13,7 @@ from .config import ModelConfig, shape_defaults
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
 from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
 from .gemma.family import ARCHITECTURE as GEMMA
+from .glm4_moe.family import ARCHITECTURE as GLM4_MOE
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .keys import ConfigJson
@@ -97,6 +98,7 @@ for _family in (
     MAMBA2,
     NEMOTRON_H,
     MINIMAX_M2,
+    GLM4_MOE,
 ):
     register(_family)
 

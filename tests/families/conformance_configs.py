@@ -77,6 +77,7 @@ NEMOTRON_H = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, 
 PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
+GLM4_MOE = dict(vocab_size=120, max_position_embeddings=256)
 MINIMAX_M2 = dict(vocab_size=120, max_position_embeddings=256, bos_token_id=None, eos_token_id=None)
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
@@ -438,6 +439,28 @@ FAMILIES: dict[str, Family] = {
         refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
                  ({"use_qk_norm": False}, "use_qk_norm"), ({"scoring_func": "softmax"}, "scoring_func"),
                  ({"attn_type_list": [1, 0]}, "attn_type_list"))),
+    # Half of each head turned with q and k normed per head and biases on q, k and v, 4 groups of experts of which 2,
+    # a dense first layer and a routed scaling; no norms, every number turned, norm_topk_prob off, two shared experts,
+    # no dense layer, one key/value head, tied; YaRN on half of each D / H wide head (no head_dim), two dense layers.
+    # The routers' correction biases are moved.
+    "glm4_moe": Family("Glm4MoeConfig", {
+        "qk-norm-bias-groups": dict(GLM4_MOE, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                                    num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                    partial_rotary_factor=0.5, n_routed_experts=8, num_experts_per_tok=3, n_group=4,
+                                    topk_group=2, first_k_dense_replace=1, use_qk_norm=True, attention_bias=True,
+                                    routed_scaling_factor=2.5, seed=1),
+        "plain-unnormed-tied": dict(GLM4_MOE, hidden_size=24, intermediate_size=40, moe_intermediate_size=12,
+                                    num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=1, head_dim=8,
+                                    partial_rotary_factor=1.0, n_routed_experts=6, num_experts_per_tok=2,
+                                    first_k_dense_replace=0, norm_topk_prob=False, n_shared_experts=2,
+                                    tie_word_embeddings=True, seed=2),
+        "yarn-two-dense": dict(GLM4_MOE, hidden_size=32, intermediate_size=24, moe_intermediate_size=8,
+                               num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=2, n_routed_experts=8,
+                               num_experts_per_tok=2, n_group=2, topk_group=1, first_k_dense_replace=2,
+                               use_qk_norm=True, rope_parameters={**YARN, "partial_rotary_factor": 0.5}, seed=3),
+    }, moved=move_correction_biases, spread=0.3, batch_configs=("qk-norm-bias-groups", "plain-unnormed-tied"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"scoring_func": "softmax"}, "scoring_func"), ({"topk_method": "greedy"}, "topk_method"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

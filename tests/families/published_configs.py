@@ -300,6 +300,20 @@ MINIMAX_M2 = {
     "use_mtp": True, "use_qk_norm": True, "use_routing_bias": True, "vocab_size": 200064,
 }  # fmt: skip
 
+# zai-org/GLM-4.5-Air's config.json as its derivative PrimeIntellect/INTELLECT-3-Base keeps it (zai-org's keys and
+# values; its auto_map added, and here its runtime keys left out): the rope at the top level, one MTP layer.
+GLM45_AIR = {
+    "architectures": ["Glm4MoeForCausalLM"], "attention_bias": True, "eos_token_id": [151329, 151336, 151338],
+    "first_k_dense_replace": 1, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
+    "intermediate_size": 10944, "max_position_embeddings": 131072, "model_type": "glm4_moe",
+    "moe_intermediate_size": 1408, "n_group": 1, "n_routed_experts": 128, "n_shared_experts": 1,
+    "norm_topk_prob": True, "num_attention_heads": 96, "num_experts_per_tok": 8, "num_hidden_layers": 46,
+    "num_key_value_heads": 8, "num_nextn_predict_layers": 1, "pad_token_id": 151329, "partial_rotary_factor": 0.5,
+    "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 1000000, "routed_scaling_factor": 1.0,
+    "tie_word_embeddings": False, "topk_group": 1, "torch_dtype": "bfloat16", "use_qk_norm": False,
+    "vocab_size": 151552,
+}  # fmt: skip
+
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -343,6 +357,8 @@ PUBLISHED: dict[str, list[Published]] = {
                           differs={"model_type": ("qwen3_5", "qwen3_5_text")})],
     "minimax_m2": [Published("MiniMaxAI/MiniMax-M2 (refs/pr/57; ai-dynamo/aiconfigurator's M2.5 and M2.7 copies)",
                              MINIMAX_M2, "minimax-m2", (ROPE, ("rotary_dim", "rope_parameters")))],
+    "glm4_moe": [Published("zai-org/GLM-4.5-Air (PrimeIntellect/INTELLECT-3-Base's copy)", GLM45_AIR, "glm-4.5-air",
+                           (DTYPE, ROPE, ("partial_rotary_factor", "rope_parameters")))],
     "mamba2": [Published("mistralai/Mamba-Codestral-7B-v0.1", CODESTRAL, "mamba-codestral-7b", (DTYPE,))],
     "nemotron_h": [
         Published("nvidia/Nemotron-H-8B-Base-8K", NEMOTRON_H_8B, "nemotron-h-8b",

@@ -111,6 +111,11 @@ MODELS: dict[str, list] = {
                                             num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                                             num_local_experts=8, num_experts_per_tok=3, rotary_dim=8,
                                             max_position_embeddings=256, bos_token_id=None, eos_token_id=None))],
+    "glm4_moe": [("Glm4MoeConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                                        num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                        n_routed_experts=8, num_experts_per_tok=3, n_group=4, topk_group=2,
+                                        first_k_dense_replace=1, use_qk_norm=True, attention_bias=True,
+                                        max_position_embeddings=256))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
 HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h")

@@ -625,10 +625,17 @@ class Mixture(Part):
         return {op: n for part in self.parts for op, n in part.products(config, T, t, B, layer).items()}
 
     def flops_terms(self, c: Any) -> tuple[str, str, str]:
-        """Its products with weights in a decode step's FLOPs (the router's 2 D E, k experts' 6 D F), against attention
-        (GroupedQueryAttention.attention_vs_weights): the FLOPs, their share of a ratio's denominator, the sizes."""
-        sizes = f"E = {c.n_experts}, k = {c.top_k}, F = {c.d_ff:,}"
-        return f"2 D E + 6 k D F for the weights ({self.note})", "D E / 2 + 1.5 k D F", sizes
+        """Its products with weights in a decode step's FLOPs (the router's 2 D E, k experts' 6 D F, a shared expert's
+        6 D Fs where it has one), against attention (GroupedQueryAttention.attention_vs_weights): the FLOPs, their
+        share of a ratio's denominator, the sizes."""
+        sizes = f"E = {c.n_experts}, k = {c.top_k}, F = {getattr(c, getattr(self.experts, 'width', 'd_ff')):,}"
+        if self.shared is None:
+            return f"2 D E + 6 k D F for the weights ({self.note})", "D E / 2 + 1.5 k D F", sizes
+        return (
+            f"2 D E + 6 k D F + 6 D Fs for the weights ({self.note}, and the shared experts)",
+            "D E / 2 + 1.5 k D F + 1.5 D Fs",
+            f"{sizes}, Fs = {getattr(c, self.shared.width):,}",
+        )
 
 
 @dataclass(frozen=True, eq=False)  # a part is itself: compared and hashed by identity (its parts are a dict)
@@ -652,5 +659,8 @@ class MlpByKind(Part):
         return self.parts[config.layer_types[layer]].products(config, T, t, B, layer)
 
     def flops_terms(self, c: Any) -> tuple[str, str, str]:
-        """The first layer's (count compares its first layer)."""
-        return self.parts[c.layer_types[0]].flops_terms(c)
+        """The first layer's (count compares its first layer): its part's own terms, or a gated MLP's three products."""
+        terms = getattr(self.parts[c.layer_types[0]], "flops_terms", None)
+        if terms is not None:
+            return terms(c)
+        return "6 D F for the weights (layer 0: a dense MLP)", "1.5 D F", f"F = {c.d_ff:,}"
