@@ -78,6 +78,9 @@ PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
 GLM4_MOE = dict(vocab_size=120, max_position_embeddings=256)
+GLM4_MOE_LITE = dict(
+    vocab_size=120, max_position_embeddings=256, bos_token_id=None, eos_token_id=None, pad_token_id=None
+)
 MINIMAX_M2 = dict(vocab_size=120, max_position_embeddings=256, bos_token_id=None, eos_token_id=None)
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
@@ -461,6 +464,33 @@ FAMILIES: dict[str, Family] = {
     }, moved=move_correction_biases, spread=0.3, batch_configs=("qk-norm-bias-groups", "plain-unnormed-tied"),
         refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
                  ({"scoring_func": "softmax"}, "scoring_func"), ({"topk_method": "greedy"}, "topk_method"))),
+    # DeepSeek-V3's latent attention and experts, the layers' kinds from mlp_layer_types: q through its bottleneck,
+    # groups of experts, a dense first layer; one q_proj, rotary pairs in halves, a sparse layer before a dense one,
+    # norm_topk_prob off, two shared experts, tied; YaRN with mscale_all_dim and the default kinds (the first dense).
+    # The routers' correction biases are moved.
+    "glm4_moe_lite": Family("Glm4MoeLiteConfig", {
+        "lora-groups-dense": dict(GLM4_MOE_LITE, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                                  num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                                  n_routed_experts=8, num_experts_per_tok=3, n_group=2, topk_group=1, q_lora_rank=24,
+                                  kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+                                  mlp_layer_types=["dense", "sparse", "sparse"], seed=1),
+        "plain-q-halves-tied": dict(GLM4_MOE_LITE, hidden_size=24, intermediate_size=40, moe_intermediate_size=12,
+                                    num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=3,
+                                    n_routed_experts=6, num_experts_per_tok=2, q_lora_rank=None, kv_lora_rank=12,
+                                    qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=16, rope_interleave=False,
+                                    mlp_layer_types=["sparse", "dense"], norm_topk_prob=False, n_shared_experts=2,
+                                    tie_word_embeddings=True, seed=2),
+        "yarn-default-kinds": dict(GLM4_MOE_LITE, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                                   n_routed_experts=8, num_experts_per_tok=2, q_lora_rank=24, kv_lora_rank=16,
+                                   qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10, seed=3,
+                                   rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 500.0,
+                                                    "original_max_position_embeddings": 32, "mscale": 0.707,
+                                                    "mscale_all_dim": 1.3}),
+    }, moved=move_correction_biases, batch_configs=("lora-groups-dense", "plain-q-halves-tied"), validate_steps=8,
+        refused=(NOT_A_DTYPE, ({"attention_bias": True}, "attention_bias"),
+                 ({"first_k_dense_replace": 2}, "first_k_dense_replace"),
+                 ({"num_key_value_heads": 1}, "num_key_value_heads"), ({"scoring_func": "softmax"}, "scoring_func"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

@@ -314,6 +314,21 @@ GLM45_AIR = {
     "vocab_size": 151552,
 }  # fmt: skip
 
+# zai-org/GLM-4.7-Flash's config.json as naaviii/glm-code-next-4b keeps it whole (zai-org's keys and order, written by
+# transformers 5.0.0rc0; runtime keys left out here): first_k_dense_replace for the later mlp_layer_types.
+GLM47_FLASH = {
+    "architectures": ["Glm4MoeLiteForCausalLM"], "attention_bias": False, "bos_token_id": 0,
+    "eos_token_id": [154820, 154827, 154829], "first_k_dense_replace": 1, "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 10240, "kv_lora_rank": 512, "max_position_embeddings": 202752,
+    "model_type": "glm4_moe_lite", "moe_intermediate_size": 1536, "n_group": 1, "n_routed_experts": 64,
+    "n_shared_experts": 1, "norm_topk_prob": True, "num_attention_heads": 20, "num_experts_per_tok": 4,
+    "num_hidden_layers": 47, "num_key_value_heads": 20, "num_nextn_predict_layers": 1, "pad_token_id": 154820,
+    "partial_rotary_factor": 1.0, "q_lora_rank": 768, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64,
+    "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 1000000, "routed_scaling_factor": 1.8,
+    "scoring_func": "sigmoid", "tie_word_embeddings": False, "topk_group": 1, "topk_method": "noaux_tc",
+    "torch_dtype": "bfloat16", "v_head_dim": 256, "vocab_size": 154880,
+}  # fmt: skip
+
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -359,6 +374,8 @@ PUBLISHED: dict[str, list[Published]] = {
                              MINIMAX_M2, "minimax-m2", (ROPE, ("rotary_dim", "rope_parameters")))],
     "glm4_moe": [Published("zai-org/GLM-4.5-Air (PrimeIntellect/INTELLECT-3-Base's copy)", GLM45_AIR, "glm-4.5-air",
                            (DTYPE, ROPE, ("partial_rotary_factor", "rope_parameters")))],
+    "glm4_moe_lite": [Published("zai-org/GLM-4.7-Flash (naaviii/glm-code-next-4b's copy)", GLM47_FLASH, "glm-4.7-flash",
+                                (DTYPE, ROPE, ("first_k_dense_replace", "mlp_layer_types")))],
     "mamba2": [Published("mistralai/Mamba-Codestral-7B-v0.1", CODESTRAL, "mamba-codestral-7b", (DTYPE,))],
     "nemotron_h": [
         Published("nvidia/Nemotron-H-8B-Base-8K", NEMOTRON_H_8B, "nemotron-h-8b",

@@ -53,6 +53,8 @@ FOLLOWS = {
     ("deepseek_v32", "mlp_layer_types"): "first_k_dense_replace dense layers, then sparse",
     ("deepseek_v3", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
     ("deepseek_v32", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
+    ("glm4_moe_lite", "mlp_layer_types"): "Glm4MoeLiteConfig's rule: the first layer dense, then sparse",
+    ("glm4_moe_lite", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
     ("nemotron_h", "moe_intermediate_size"): "not read: this model has no experts",
     ("nemotron_h", "moe_shared_expert_intermediate_size"): "not read: this model has no experts",
     ("nemotron_h", "moe_latent_size"): "none: experts work in the model's width",

@@ -116,6 +116,12 @@ MODELS: dict[str, list] = {
                                         n_routed_experts=8, num_experts_per_tok=3, n_group=4, topk_group=2,
                                         first_k_dense_replace=1, use_qk_norm=True, attention_bias=True,
                                         max_position_embeddings=256))],
+    "glm4_moe_lite": [("Glm4MoeLiteConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48,
+                                                 moe_intermediate_size=16, num_hidden_layers=3, num_attention_heads=4,
+                                                 num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=3,
+                                                 n_group=2, topk_group=1, q_lora_rank=24, kv_lora_rank=16,
+                                                 qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+                                                 max_position_embeddings=256))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
 HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h")
