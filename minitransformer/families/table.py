@@ -15,6 +15,7 @@ from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
 from .gemma.family import ARCHITECTURE as GEMMA
 from .glm4_moe.family import ARCHITECTURE as GLM4_MOE
 from .glm4_moe_lite.family import ARCHITECTURE as GLM4_MOE_LITE
+from .glm_moe_dsa.family import ARCHITECTURE as GLM_MOE_DSA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .keys import ConfigJson
@@ -101,6 +102,7 @@ for _family in (
     MINIMAX_M2,
     GLM4_MOE,
     GLM4_MOE_LITE,
+    GLM_MOE_DSA,
 ):
     register(_family)
 

@@ -81,6 +81,23 @@ GLM4_MOE = dict(vocab_size=120, max_position_embeddings=256)
 GLM4_MOE_LITE = dict(
     vocab_size=120, max_position_embeddings=256, bos_token_id=None, eos_token_id=None, pad_token_id=None
 )
+GLM_MOE_DSA = dict(
+    vocab_size=120,
+    hidden_size=32,
+    intermediate_size=48,
+    moe_intermediate_size=16,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    q_lora_rank=24,
+    kv_lora_rank=16,
+    qk_rope_head_dim=8,
+    qk_nope_head_dim=12,
+    v_head_dim=10,
+    max_position_embeddings=256,
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=None,
+)
 MINIMAX_M2 = dict(vocab_size=120, max_position_embeddings=256, bos_token_id=None, eos_token_id=None)
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 
@@ -491,6 +508,27 @@ FAMILIES: dict[str, Family] = {
         refused=(NOT_A_DTYPE, ({"attention_bias": True}, "attention_bias"),
                  ({"first_k_dense_replace": 2}, "first_k_dense_replace"),
                  ({"num_key_value_heads": 1}, "num_key_value_heads"), ({"scoring_func": "softmax"}, "scoring_func"))),
+    # DeepSeek-V3.2's latent attention over an indexer's chosen keys (index_topk well below the prompt, 16 to 24 index
+    # heads so that two keys rarely tie at the edge of a query's top k), its rotary pairs interleaved, and shared
+    # top-k: index_topk_freq 2 from offset 2 (full, full, shared, full) with groups of experts and a dense first layer;
+    # indexer_types given outright (full, shared, shared, full) with the first layers sparse, two shared experts, tied,
+    # YaRN. The routers' correction biases are moved.
+    "glm_moe_dsa": Family("GlmMoeDsaConfig", {
+        "every-other-shared": dict(GLM_MOE_DSA, num_hidden_layers=4, n_routed_experts=8, num_experts_per_tok=3,
+                                   n_group=2, topk_group=1, first_k_dense_replace=1, index_topk=16, index_head_dim=16,
+                                   index_n_heads=16, index_topk_freq=2, index_skip_topk_offset=2, seed=3),
+        "two-shared-yarn-tied": dict(GLM_MOE_DSA, num_hidden_layers=4, n_routed_experts=6, num_experts_per_tok=2,
+                                     mlp_layer_types=["sparse", "sparse", "dense", "sparse"], index_topk=24,
+                                     index_head_dim=12, index_n_heads=24, n_shared_experts=2,
+                                     indexer_types=["full", "shared", "shared", "full"], norm_topk_prob=False,
+                                     tie_word_embeddings=True, seed=5,
+                                     rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 500.0,
+                                                      "original_max_position_embeddings": 32, "mscale": 0.707,
+                                                      "mscale_all_dim": 1.3}),
+    }, moved=move_correction_biases, validate_steps=8,
+        refused=(NOT_A_DTYPE, ({"index_topk": 0}, "index_topk"), ({"rope_interleave": False}, "rope_interleave"),
+                 ({"indexer_types": ["shared", "full", "full", "full"]}, "must begin with a 'full' layer"),
+                 ({"indexer_rope_interleave": False}, "indexer_rope_interleave"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

@@ -329,6 +329,24 @@ GLM47_FLASH = {
     "torch_dtype": "bfloat16", "v_head_dim": 256, "vocab_size": 154880,
 }  # fmt: skip
 
+# zai-org/GLM-5's config.json as ai-dynamo/aiconfigurator keeps it (model_configs/zai-org--GLM-5_config.json): the
+# keys of its own code beside transformers' (scoring_func, topk_method, indexer_rope_interleave, moe_layer_freq), no
+# indexer_types (every layer runs its indexer).
+GLM5 = {
+    "architectures": ["GlmMoeDsaForCausalLM"], "attention_bias": False, "dtype": "bfloat16",
+    "eos_token_id": [154820, 154827, 154829], "ep_size": 1, "first_k_dense_replace": 3, "head_dim": 64,
+    "hidden_act": "silu", "hidden_size": 6144, "index_head_dim": 128, "index_n_heads": 32, "index_topk": 2048,
+    "indexer_rope_interleave": True, "intermediate_size": 12288, "kv_lora_rank": 512,
+    "max_position_embeddings": 202752, "model_type": "glm_moe_dsa", "moe_intermediate_size": 2048,
+    "moe_layer_freq": 1, "n_group": 1, "n_routed_experts": 256, "n_shared_experts": 1, "norm_topk_prob": True,
+    "num_attention_heads": 64, "num_experts_per_tok": 8, "num_hidden_layers": 78, "num_key_value_heads": 64,
+    "num_nextn_predict_layers": 1, "pad_token_id": 154820, "pretraining_tp": 1, "q_lora_rank": 2048,
+    "qk_head_dim": 256, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "rms_norm_eps": 1e-05,
+    "rope_interleave": True, "rope_parameters": {"rope_theta": 1000000, "rope_type": "default"},
+    "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "tie_word_embeddings": False, "topk_group": 1,
+    "topk_method": "noaux_tc", "transformers_version": "5.0.2.dev0", "v_head_dim": 256, "vocab_size": 154880,
+}  # fmt: skip
+
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -376,6 +394,8 @@ PUBLISHED: dict[str, list[Published]] = {
                            (DTYPE, ROPE, ("partial_rotary_factor", "rope_parameters")))],
     "glm4_moe_lite": [Published("zai-org/GLM-4.7-Flash (naaviii/glm-code-next-4b's copy)", GLM47_FLASH, "glm-4.7-flash",
                                 (DTYPE, ROPE, ("first_k_dense_replace", "mlp_layer_types")))],
+    "glm_moe_dsa": [Published("zai-org/GLM-5 (ai-dynamo/aiconfigurator's copy)", GLM5, "glm-5",
+                              (("first_k_dense_replace", "mlp_layer_types"),))],
     "mamba2": [Published("mistralai/Mamba-Codestral-7B-v0.1", CODESTRAL, "mamba-codestral-7b", (DTYPE,))],
     "nemotron_h": [
         Published("nvidia/Nemotron-H-8B-Base-8K", NEMOTRON_H_8B, "nemotron-h-8b",

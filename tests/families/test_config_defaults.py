@@ -55,6 +55,9 @@ FOLLOWS = {
     ("deepseek_v32", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
     ("glm4_moe_lite", "mlp_layer_types"): "Glm4MoeLiteConfig's rule: the first layer dense, then sparse",
     ("glm4_moe_lite", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
+    ("glm_moe_dsa", "indexer_types"): "GlmMoeDsaConfig's rule: index_topk_freq 1, every layer its own indexer",
+    ("glm_moe_dsa", "mlp_layer_types"): "first_k_dense_replace dense layers, then sparse",
+    ("glm_moe_dsa", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
     ("nemotron_h", "moe_intermediate_size"): "not read: this model has no experts",
     ("nemotron_h", "moe_shared_expert_intermediate_size"): "not read: this model has no experts",
     ("nemotron_h", "moe_latent_size"): "none: experts work in the model's width",
@@ -190,6 +193,9 @@ UNDECLARED = {
     "sliding_window_pattern": "Gemma 3's older spelling of layer_types: a full layer in 6, as Gemma3TextConfig converts",
     "full_attention_interval": "Qwen3.5's older spelling of layer_types: a full layer in 4, as its config converts",
     "hybrid_override_pattern": "Nemotron-H's older spelling of layers_block_type (a property of NemotronHConfig)",
+    "index_topk_pattern": "GLM-5's F/S spelling of indexer_types, which GlmMoeDsaConfig converts (none: by frequency)",
+    "index_topk_freq": "GLM-5's rule for indexer_types, which GlmMoeDsaConfig reads from its kwargs (1: all full)",
+    "index_skip_topk_offset": "the first layer that rule may share, GlmMoeDsaConfig's kwarg (2)",
 }
 TYPES = [(t, a.config) for a in ARCHITECTURES.values() for t in a.config.classes]
 

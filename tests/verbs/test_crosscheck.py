@@ -122,6 +122,13 @@ MODELS: dict[str, list] = {
                                                  n_group=2, topk_group=1, q_lora_rank=24, kv_lora_rank=16,
                                                  qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
                                                  max_position_embeddings=256))],
+    "glm_moe_dsa": [("GlmMoeDsaConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48,
+                                             moe_intermediate_size=16, num_hidden_layers=4, num_attention_heads=4,
+                                             num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=3,
+                                             n_group=2, topk_group=1, first_k_dense_replace=1, q_lora_rank=24,
+                                             kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+                                             index_topk=16, index_head_dim=16, index_n_heads=16, index_topk_freq=2,
+                                             index_skip_topk_offset=2, max_position_embeddings=256))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
 HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h")
