@@ -102,4 +102,5 @@ DECODER = Decoder(PreNorm(ATTENTION, MLP), biases="", ignored=IGNORED, symbols=S
 NOTE = ("  (transformers' float64 GLM-4.7-Flash computes RMSNorm, the rotary tables and the router in float32; its\n"
         "  reference here has them in float64, as families/deepseek_v3/reference.py explains)")  # fmt: skip
 ARCHITECTURE = composed("glm4_moe_lite", DECODER, DeepseekFormulas, config=Glm4MoeLiteConfig, presets=PRESETS,
-                        label="GLM-4.7-Flash", float64_reference=reference.float64_throughout, float64_note=NOTE)  # fmt: skip
+                        label="GLM-4.7-Flash", float64_reference=reference.float64_throughout,
+                        float64_note=NOTE)  # fmt: skip

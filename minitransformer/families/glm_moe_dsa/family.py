@@ -25,6 +25,7 @@ from ..parts.indexer import IndexedLatentAttention, LightningIndexer
 from ..parts.moe import MlpByKind
 
 SHARED = "_shared_topk"  # the kinds of layer without an indexer of their own: dense_shared_topk, moe_shared_topk
+KINDS = layer_kinds("dense", "moe", "dense" + SHARED, "moe" + SHARED)
 MLP_KINDS = Key("mlp_layer_types", None, MLP_LAYER_TYPES.or_null())
 INDEXER_TYPES = Key("indexer_types", None, layer_kinds("full", "shared").or_null())
 PATTERN = Key(
@@ -95,8 +96,8 @@ class GlmMoeDsaConfig(DeepseekV32Config):
     model_type: str = "glm_moe_dsa"
     name: str = field(default="glm_moe_dsa", compare=False)
     index_n_heads: int = key("index_n_heads", 32, SIZE)
-    layer_types: tuple[str, ...] = key("indexer_types", None, layer_kinds("dense", "moe", "dense" + SHARED, "moe" + SHARED),
-        read=kinds, rule=kinds, reads=(MLP_KINDS, INDEXER_TYPES, PATTERN, FREQUENCY, OFFSET), write=written)  # fmt: skip
+    layer_types: tuple[str, ...] = key("indexer_types", None, KINDS, read=kinds, rule=kinds,
+                                       reads=(MLP_KINDS, INDEXER_TYPES, PATTERN, FREQUENCY, OFFSET), write=written)  # fmt: skip
 
     family = "glm_moe_dsa"
     what = "a GLM-5 (glm_moe_dsa)"

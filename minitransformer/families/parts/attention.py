@@ -158,7 +158,10 @@ QK_NORMS = {
 # layers that have rotary positions where some have none (config.rope(layer) None: SmolLM3's NoPE layers).
 TURNED = "q, k = RoPE(q, k): each pair of numbers turned by position x frequency"
 ROPE = Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate", TURNED, "q [H, T, dh], k [Hkv, T, dh]")
-PARTIAL = "q, k = RoPE(the first dr numbers of each head of q, k; the other dh - dr pass): each pair turned by position x frequency"
+PARTIAL = (
+    "q, k = RoPE(the first dr numbers of each head of q, k; the other dh - dr pass): each pair turned by position x "
+    "frequency"
+)
 SOME_ROTARY = "  (RoPE layers only: NoPE layers have no positions)"
 
 

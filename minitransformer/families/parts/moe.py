@@ -5,8 +5,9 @@ wires them in an MLP's place; each part with its tensors, its stages and its clo
 - routers: `SoftmaxRouter` (Mixtral's, Qwen3-MoE's, Qwen3.5's: a softmax over the E logits, the top k, renormalised
   or not), `TopKSoftmaxRouter` (gpt-oss's: a biased router, a softmax over the k largest logits alone),
   `GroupLimitedRouter` (DeepSeek-V3's, Nemotron-H's, GLM-4.5's: sigmoid scores, a correction bias that only chooses,
-  the top k in the best groups; MiniMax-M2's without groups, renormalised without an epsilon, unscaled); each returns each token's k experts and their gates [T, k], every top k through the tape's one
-  rule (Tape.top_k, engine/selection.py);
+  the top k in the best groups; MiniMax-M2's without groups, renormalised without an epsilon, unscaled); each returns
+  each token's k experts and their gates [T, k], every top k through the tape's one rule (Tape.top_k,
+  engine/selection.py);
 - routed experts (`RoutedExperts`): each expert on the Te rows of its tokens (Tape.experts), its outputs weighed by
   their gates and added back to their rows, one record per op for the layer with each expert's share
   (Tape.record_gathered, engine/gathered.py): `SwiGLUExperts` (three nn.Linear each) and `FusedClampedExperts`
@@ -232,7 +233,8 @@ class GroupLimitedRouter(Part):
             Stage("router.sigmoid", ("moe.scores",), "activation", "s = sigmoid(r)", "r [T, E]"),
             Stage("router.choose", ("moe.chosen",), "select", "the k experts of largest s + b (b: the correction bias, "
                   f"for choosing only){groups}", "s [T, E], b [E]"),
-            Stage("router.weigh", ("moe.gates",), "scale", f"gates = the chosen s (no bias){renorm}{scale}", "s [T, k]"),
+            Stage("router.weigh", ("moe.gates",), "scale", f"gates = the chosen s (no bias){renorm}{scale}",
+                  "s [T, k]"),
         )  # fmt: skip
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
