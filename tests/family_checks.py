@@ -290,8 +290,8 @@ def expert_loads_follow_the_router(model: Model, ids: list[int]) -> int:
 
 def move_correction_biases(hf, seed: int) -> None:
     """The routers' correction biases (buffers, which save_random leaves at zero) moved by N(0, 0.3), so that choosing
-    by s + b differs from choosing by s: DeepSeek-V3's and V3.2's (layer.mlp.gate), Nemotron-H's (layer.mixer.gate),
-    LFM2-MoE's (layer.feed_forward.expert_bias)."""
+    by s + b differs from choosing by s: DeepSeek-V3's and V3.2's and GLM's (layer.mlp.gate), Nemotron-H's
+    (layer.mixer.gate), MiniMax-M2's (layer.mlp, beside its gate), LFM2-MoE's (layer.feed_forward.expert_bias)."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for layer in hf.model.layers:
@@ -299,9 +299,11 @@ def move_correction_biases(hf, seed: int) -> None:
                 getattr(layer, "mlp", None) or getattr(layer, "mixer", None) or getattr(layer, "feed_forward", None)
             )
             gate = getattr(mixture, "gate", None)
-            for bias in (getattr(gate, "e_score_correction_bias", None), getattr(mixture, "expert_bias", None)):
-                if bias is not None:
-                    bias.copy_(torch.randn(bias.shape, generator=generator) * 0.3)
+            biases = (getattr(gate, "e_score_correction_bias", None), getattr(mixture, "e_score_correction_bias", None),
+                      getattr(mixture, "expert_bias", None))  # fmt: skip
+            bias = next((bias for bias in biases if bias is not None), None)
+            if bias is not None:
+                bias.copy_(torch.randn(bias.shape, generator=generator) * 0.3)
 
 
 def moderate_decays(hf, seed: int) -> None:

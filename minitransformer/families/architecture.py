@@ -108,9 +108,10 @@ class Formulas:
         """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs."""
         raise NotImplementedError
 
-    def selection_per_pair(self, config: Any) -> tuple[int, int]:
-        """(MACs, dot products) a query spends on each key in reach to choose the keys it attends to (a sparse
-        attention's indexer: DeepSeek-V3.2's); (0, 0) where every query attends to every key it can see."""
+    def selection_per_pair(self, config: Any, layer: int = 0) -> tuple[int, int]:
+        """(MACs, dot products) a query spends in a layer on each key in reach to choose the keys it attends to (a
+        sparse attention's indexer: DeepSeek-V3.2's; none in a GLM-5 layer that reads another's choice); (0, 0) where
+        every query attends to every key it can see."""
         return 0, 0
 
     def count_notes(self, config: Any, n_prompt: int, n_new: int) -> list[str]:

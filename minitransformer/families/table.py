@@ -18,6 +18,9 @@ from .ernie4_5_moe.family import ARCHITECTURE as ERNIE4_5_MOE
 from .exaone4.family import ARCHITECTURE as EXAONE4
 from .gemma.family import ARCHITECTURE as GEMMA
 from .glm4.family import ARCHITECTURE as GLM4
+from .glm4_moe.family import ARCHITECTURE as GLM4_MOE
+from .glm4_moe_lite.family import ARCHITECTURE as GLM4_MOE_LITE
+from .glm_moe_dsa.family import ARCHITECTURE as GLM_MOE_DSA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .keys import ConfigJson
@@ -25,6 +28,7 @@ from .lfm2.family import ARCHITECTURE as LFM2
 from .lfm2_moe.family import ARCHITECTURE as LFM2_MOE
 from .llama.family import ARCHITECTURE as LLAMA
 from .mamba2.family import ARCHITECTURE as MAMBA2
+from .minimax_m2.family import ARCHITECTURE as MINIMAX_M2
 from .mixtral.family import ARCHITECTURE as MIXTRAL
 from .nemotron_h.family import ARCHITECTURE as NEMOTRON_H
 from .neox.family import ARCHITECTURE as NEOX
@@ -115,6 +119,10 @@ for _family in (
     LFM2,
     LFM2_MOE,
     QWEN3_NEXT,
+    MINIMAX_M2,
+    GLM4_MOE,
+    GLM4_MOE_LITE,
+    GLM_MOE_DSA,
 ):
     register(_family)
 

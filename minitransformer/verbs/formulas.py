@@ -59,11 +59,12 @@ def attention_macs_per_pair(config: Config) -> int:
     return config.n_head * (config.d_head + config.d_value)
 
 
-def selection_per_pair(config: Config) -> tuple[int, int]:
-    """(MACs, dot products) a query spends on each key it can see to choose the keys it attends to: a sparse
-    attention's indexer (DeepSeek-V3.2's: index_n_heads (index_head_dim + 1) MACs, index_n_heads + 1 dot products,
-    the family's formulas.selection_per_pair); (0, 0) where every query attends to every key it can see."""
-    return architecture_of(config).formulas.selection_per_pair(config)
+def selection_per_pair(config: Config, layer: int = 0) -> tuple[int, int]:
+    """(MACs, dot products) a query spends in a layer on each key it can see to choose the keys it attends to: a
+    sparse attention's indexer (DeepSeek-V3.2's: index_n_heads (index_head_dim + 1) MACs, index_n_heads + 1 dot
+    products, the family's formulas.selection_per_pair; none in a GLM-5 layer that reads another layer's choice);
+    (0, 0) where every query attends to every key it can see."""
+    return architecture_of(config).formulas.selection_per_pair(config, layer)
 
 
 def chosen_pairs(config: Config, T: int, t: int, window: int | None = None) -> int:
@@ -76,12 +77,13 @@ def chosen_pairs(config: Config, T: int, t: int, window: int | None = None) -> i
     return computed_pairs(T, t, window)
 
 
-def attention_macs(config: Config, T: int, t: int, window: int | None = None) -> int:
+def attention_macs(config: Config, T: int, t: int, window: int | None = None, selection: int | None = None) -> int:
     """One layer's attention MACs (they grow with t): scores and mix over the pairs computed (chosen_pairs), and an
-    indexer's scores over every key in reach (selection_per_pair)."""
+    indexer's scores over every key in reach (`selection` MACs a pair: by default layer 0's selection_per_pair)."""
     keys = t if window is None else min(t, window + T - 1)
     pairs = chosen_pairs(config, T, t, window)
-    return attention_macs_per_pair(config) * pairs + selection_per_pair(config)[0] * T * keys
+    per_key = selection_per_pair(config)[0] if selection is None else selection
+    return attention_macs_per_pair(config) * pairs + per_key * T * keys
 
 
 def causal_pairs(T: int, t: int, window: int | None = None) -> int:
@@ -139,17 +141,22 @@ def scan_recurrent_macs(config: Config, layer: int, T: int, B: int = 1) -> int:
     return B * architecture_of(config).formulas.scan_recurrent_macs(config, layer, T)
 
 
-def layer_groups(config: Config, windows: bool = True) -> dict[tuple[int | None, int, int], int]:
+Group = tuple[int | None, int, int, tuple[int, int]]  # a layer's window, its products with weights, its selection
+
+
+def layer_groups(config: Config, windows: bool = True) -> dict[Group, int]:
     """How many attention layers there are of each (sliding window, weight MACs per position, weight dot products per
-    position): {(None, 4 D^2 + 2 D F, 4 D + F): L} for GPT-2, {(W, ...): L} for Mistral, two groups where windows
-    alternate (Gemma 2) or a dense MLP stands beside experts. windows=False: as if no layer had a window, to measure
-    what the windows save. A hybrid's recurrent layers are state_layers'."""
-    counts: dict[tuple[int | None, int, int], int] = {}
+    position, an indexer's (MACs, dot products) a (query, key) pair): {(None, 4 D^2 + 2 D F, 4 D + F, (0, 0)): L} for
+    GPT-2, {(W, ...): L} for Mistral, two groups where windows alternate (Gemma 2), a dense MLP stands beside experts or
+    some layers read another's choice of keys (GLM-5). windows=False: as if no layer had a window, to measure what the
+    windows save. A hybrid's recurrent layers are state_layers'."""
+    counts: dict[Group, int] = {}
     for i in range(config.n_layer):
         if not attends(config, i):
             continue
         window = config.layer_window(i) if windows else None
-        key = (window, weight_macs_per_position(config, i), weight_dot_products_per_position(config, i))
+        weights = (weight_macs_per_position(config, i), weight_dot_products_per_position(config, i))
+        key = (window, *weights, selection_per_pair(config, i))
         counts[key] = counts.get(key, 0) + 1
     return counts
 
@@ -174,28 +181,30 @@ def layer_macs(config: Config, T: int, t: int, B: int = 1) -> int:
     2 Hkv dh) + 3 D F) + 2 T t' H dh, t' = min(t, W + T - 1) under a sliding window W. A pass over more
     than row_chunks.ROW_CHUNK positions computes its attention in row chunks: computed_pairs, not T t'.
     """
-    return _layer_macs(config, T, t, B, (config.sliding_window, weight_macs_per_position(config), 0))
+    group = (config.sliding_window, weight_macs_per_position(config), 0, selection_per_pair(config))
+    return _layer_macs(config, T, t, B, group)
 
 
-def _layer_macs(config: Config, T: int, t: int, B: int, group: tuple[int | None, int, int]) -> int:
+def _layer_macs(config: Config, T: int, t: int, B: int, group: Group) -> int:
     """layer_macs of a layer of this group (layers may differ: layer_groups)."""
-    window, per_position, _ = group
-    return B * (T * per_position + attention_macs(config, T, t, window))
+    window, per_position, _, (selection, _) = group
+    return B * (T * per_position + attention_macs(config, T, t, window, selection))
 
 
 def layer_dot_products(config: Config, T: int, t: int, B: int = 1) -> int:
     """One block. GPT-2: 3 T D (qkv) + H T t (scores) + T D (mix) + T D (out) + T F (up) + T D (down).
     A Llama: T (H dh + 2 Hkv dh) (q, k, v) + H T t' (scores) + T H dh (mix) + T D (out) + 2 T F + T D (MLP).
     T t' is computed_pairs where row chunks computed fewer."""
-    return _layer_dot_products(config, T, t, B, (config.sliding_window, 0, weight_dot_products_per_position(config)))
+    group = (config.sliding_window, 0, weight_dot_products_per_position(config), selection_per_pair(config))
+    return _layer_dot_products(config, T, t, B, group)
 
 
-def _layer_dot_products(config: Config, T: int, t: int, B: int, group: tuple[int | None, int, int]) -> int:
+def _layer_dot_products(config: Config, T: int, t: int, B: int, group: Group) -> int:
     H, dh = config.n_head, config.d_value  # the mix: T H dv dot products (dv = dh but in MLA)
-    window, _, per_position = group
+    window, _, per_position, (_, per_key) = group
     pairs = chosen_pairs(config, T, t, window)  # T t' (t' = t for GPT-2), or fewer in row chunks or chosen keys
     keys = t if window is None else min(t, window + T - 1)
-    selection = selection_per_pair(config)[1] * T * keys  # an indexer's scores and their sum over its heads
+    selection = per_key * T * keys  # an indexer's scores and their sum over its heads
     return B * (T * (per_position + H * dh) + H * pairs + selection)  # products with weights, mix, scores, indexer
 
 
@@ -256,11 +265,10 @@ def generation_macs(
     own = architecture_of(config).formulas.generation_macs(config, n_prompt, n_new, use_cache, B, windows)
     if own is not None:
         return own
-    per_pair, (selection, _) = attention_macs_per_pair(config), selection_per_pair(config)
-    chosen = config.index_topk  # an indexer's k_i: past k_i keys in reach, a query's scores and mix stop growing
-    total = n_new * logits_macs(config, 1, B)
+    per_pair, chosen = attention_macs_per_pair(config), config.index_topk  # past an indexer's k_i keys in reach, a
+    total = n_new * logits_macs(config, 1, B)  # query's scores and mix stop growing
     for group, L in layer_groups(config, windows).items():  # the L layers with this window and these products
-        window, per_position, _ = group
+        window, per_position, _, (selection, _) = group
         if use_cache:
             k = n_new - 1  # decode steps
             caps = [cap for cap in (window, chosen) if cap is not None]
@@ -310,11 +318,12 @@ def kv_cache_positions(config: Config, positions: int) -> int:
 
 def kv_cache_bytes_per_token(config: Config, B: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
     """K and V (2) for each of L layers, Hkv dh numbers each (Hkv heads x dh; D for GPT-2; dh + dv for K and V
-    where values are narrower, DeepSeek-V3's MLA), and an indexer's key of d_index numbers where there is one; in a
+    where values are narrower, DeepSeek-V3's MLA), and an indexer's key of d_index numbers in each layer with one; in a
     hybrid, its attention layers only (a recurrent layer keeps a state of fixed size instead)."""
-    layers = sum(1 for i in range(config.n_layer) if attends(config, i))
-    numbers = config.n_kv_head * (config.d_head + config.d_value) + (config.d_index or 0)
-    return B * layers * numbers * bytes_per_number
+    numbers = config.n_kv_head * (config.d_head + config.d_value)
+    attending = [i for i in range(config.n_layer) if attends(config, i)]
+    indexed = sum(1 for i in attending if selection_per_pair(config, i) != (0, 0))  # GLM-5's shared layers keep none
+    return B * (len(attending) * numbers + indexed * (config.d_index or 0)) * bytes_per_number
 
 
 def attention_to_weights(config: Config) -> Fraction:

@@ -603,7 +603,10 @@ def _kv_cache_lines(count: Count, m: dict) -> list[str]:
     numbers = f"{c.n_kv_head * c.d_head:,}" + (f" + {c.n_kv_head * c.d_value:,}" if c.d_value != c.d_head else "")
     if c.d_index is not None:  # a sparse attention's indexer keeps its own keys beside K and V
         numbers += f" + {c.d_index:,}"
-        heads += f" and the indexer's key of {c.d_index:,}"
+        indexed = sum(1 for i in range(c.n_layer) if getattr(c.layer_cache(i), "rows", ()))  # GLM-5's shared: none
+        heads += f" and the indexer's key of {c.d_index:,}" + (
+            "" if indexed == c.n_layer else f" in the {indexed} layers with an indexer"
+        )
     if any(k["holds"] == "state" for k in m["cache"]["layer_types"].values()):
         # a hybrid: the attention layers' keys and values grow with the context, the recurrent layers' state not
         return cache_lines(count, m, numbers, heads, per_seq)

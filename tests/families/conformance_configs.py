@@ -78,6 +78,28 @@ PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
 LFM2 = dict(vocab_size=120, max_position_embeddings=256, eos_token_id=None, pad_token_id=None)
+GLM4_MOE = dict(vocab_size=120, max_position_embeddings=256)
+GLM4_MOE_LITE = dict(
+    vocab_size=120, max_position_embeddings=256, bos_token_id=None, eos_token_id=None, pad_token_id=None
+)
+GLM_MOE_DSA = dict(
+    vocab_size=120,
+    hidden_size=32,
+    intermediate_size=48,
+    moe_intermediate_size=16,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    q_lora_rank=24,
+    kv_lora_rank=16,
+    qk_rope_head_dim=8,
+    qk_nope_head_dim=12,
+    v_head_dim=10,
+    max_position_embeddings=256,
+    bos_token_id=None,
+    eos_token_id=None,
+    pad_token_id=None,
+)
+MINIMAX_M2 = dict(vocab_size=120, max_position_embeddings=256, bos_token_id=None, eos_token_id=None)
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 GLM4 = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None)
 ERNIE = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None, bos_token_id=None, eos_token_id=None)
@@ -640,6 +662,96 @@ FAMILIES: dict[str, Family] = {
         refused=(NOT_A_DTYPE, ({"num_experts": 0}, "num_experts=0"),
                  ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,
                                        "partial_rotary_factor": 0.25}}, "yarn"))),
+    # Grouped heads with rotary_dim (the published files' spelling) turning half of each, q and k normed over
+    # projections of different widths; one key/value head per query head, every number turned, tied; YaRN with a
+    # quarter of each head turned (rope_parameters' partial_rotary_factor), one expert a token. The correction
+    # biases (beside each router, as MiniMax-M2 keeps them) are moved, so that the bias changes the choice.
+    "minimax_m2": Family("MiniMaxM2Config", {
+        "gqa-rotary-dim": dict(MINIMAX_M2, hidden_size=32, intermediate_size=16, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=8,
+                               num_experts_per_tok=3, rotary_dim=8, rope_theta=500.0, seed=1),
+        "mha-full-rotary-tied": dict(MINIMAX_M2, hidden_size=24, intermediate_size=20, num_hidden_layers=2,
+                                     num_attention_heads=3, num_key_value_heads=3, head_dim=8, num_local_experts=6,
+                                     num_experts_per_tok=2, tie_word_embeddings=True,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 1000.0}, seed=2),
+        "yarn-quarter-top1": dict(MINIMAX_M2, hidden_size=32, intermediate_size=24, num_hidden_layers=3,
+                                  num_attention_heads=4, num_key_value_heads=1, head_dim=16, num_local_experts=4,
+                                  num_experts_per_tok=1, rope_parameters={**YARN, "partial_rotary_factor": 0.25},
+                                  seed=3),
+    }, moved=move_correction_biases, spread=0.3, batch_configs=("gqa-rotary-dim", "yarn-quarter-top1"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"use_qk_norm": False}, "use_qk_norm"), ({"scoring_func": "softmax"}, "scoring_func"),
+                 ({"attn_type_list": [1, 0]}, "attn_type_list"))),
+    # Half of each head turned with q and k normed per head and biases on q, k and v, 4 groups of experts of which 2,
+    # a dense first layer and a routed scaling; no norms, every number turned, norm_topk_prob off, two shared experts,
+    # no dense layer, one key/value head, tied; YaRN on half of each D / H wide head (no head_dim), two dense layers.
+    # The routers' correction biases are moved.
+    "glm4_moe": Family("Glm4MoeConfig", {
+        "qk-norm-bias-groups": dict(GLM4_MOE, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                                    num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                    partial_rotary_factor=0.5, n_routed_experts=8, num_experts_per_tok=3, n_group=4,
+                                    topk_group=2, first_k_dense_replace=1, use_qk_norm=True, attention_bias=True,
+                                    routed_scaling_factor=2.5, seed=1),
+        "plain-unnormed-tied": dict(GLM4_MOE, hidden_size=24, intermediate_size=40, moe_intermediate_size=12,
+                                    num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=1, head_dim=8,
+                                    partial_rotary_factor=1.0, n_routed_experts=6, num_experts_per_tok=2,
+                                    first_k_dense_replace=0, norm_topk_prob=False, n_shared_experts=2,
+                                    tie_word_embeddings=True, seed=2),
+        "yarn-two-dense": dict(GLM4_MOE, hidden_size=32, intermediate_size=24, moe_intermediate_size=8,
+                               num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=2, n_routed_experts=8,
+                               num_experts_per_tok=2, n_group=2, topk_group=1, first_k_dense_replace=2,
+                               use_qk_norm=True, rope_parameters={**YARN, "partial_rotary_factor": 0.5}, seed=3),
+    }, moved=move_correction_biases, spread=0.3, batch_configs=("qk-norm-bias-groups", "plain-unnormed-tied"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"scoring_func": "softmax"}, "scoring_func"), ({"topk_method": "greedy"}, "topk_method"))),
+    # DeepSeek-V3's latent attention and experts, the layers' kinds from mlp_layer_types: q through its bottleneck,
+    # groups of experts, a dense first layer; one q_proj, rotary pairs in halves, a sparse layer before a dense one,
+    # norm_topk_prob off, two shared experts, tied; YaRN with mscale_all_dim and the default kinds (the first dense).
+    # The routers' correction biases are moved.
+    "glm4_moe_lite": Family("Glm4MoeLiteConfig", {
+        "lora-groups-dense": dict(GLM4_MOE_LITE, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                                  num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=4,
+                                  n_routed_experts=8, num_experts_per_tok=3, n_group=2, topk_group=1, q_lora_rank=24,
+                                  kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+                                  mlp_layer_types=["dense", "sparse", "sparse"], seed=1),
+        "plain-q-halves-tied": dict(GLM4_MOE_LITE, hidden_size=24, intermediate_size=40, moe_intermediate_size=12,
+                                    num_hidden_layers=2, num_attention_heads=3, num_key_value_heads=3,
+                                    n_routed_experts=6, num_experts_per_tok=2, q_lora_rank=None, kv_lora_rank=12,
+                                    qk_rope_head_dim=4, qk_nope_head_dim=8, v_head_dim=16, rope_interleave=False,
+                                    mlp_layer_types=["sparse", "dense"], norm_topk_prob=False, n_shared_experts=2,
+                                    tie_word_embeddings=True, seed=2),
+        "yarn-default-kinds": dict(GLM4_MOE_LITE, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+                                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                                   n_routed_experts=8, num_experts_per_tok=2, q_lora_rank=24, kv_lora_rank=16,
+                                   qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10, seed=3,
+                                   rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 500.0,
+                                                    "original_max_position_embeddings": 32, "mscale": 0.707,
+                                                    "mscale_all_dim": 1.3}),
+    }, moved=move_correction_biases, batch_configs=("lora-groups-dense", "plain-q-halves-tied"), validate_steps=8,
+        refused=(NOT_A_DTYPE, ({"attention_bias": True}, "attention_bias"),
+                 ({"first_k_dense_replace": 2}, "first_k_dense_replace"),
+                 ({"num_key_value_heads": 1}, "num_key_value_heads"), ({"scoring_func": "softmax"}, "scoring_func"))),
+    # DeepSeek-V3.2's latent attention over an indexer's chosen keys (index_topk well below the prompt, 16 to 24 index
+    # heads so that two keys rarely tie at the edge of a query's top k), its rotary pairs interleaved, and shared
+    # top-k: index_topk_freq 2 from offset 2 (full, full, shared, full) with groups of experts and a dense first layer;
+    # indexer_types given outright (full, shared, shared, full) with the first layers sparse, two shared experts, tied,
+    # YaRN. The routers' correction biases are moved.
+    "glm_moe_dsa": Family("GlmMoeDsaConfig", {
+        "every-other-shared": dict(GLM_MOE_DSA, num_hidden_layers=4, n_routed_experts=8, num_experts_per_tok=3,
+                                   n_group=2, topk_group=1, first_k_dense_replace=1, index_topk=16, index_head_dim=16,
+                                   index_n_heads=16, index_topk_freq=2, index_skip_topk_offset=2, seed=3),
+        "two-shared-yarn-tied": dict(GLM_MOE_DSA, num_hidden_layers=4, n_routed_experts=6, num_experts_per_tok=2,
+                                     mlp_layer_types=["sparse", "sparse", "dense", "sparse"], index_topk=24,
+                                     index_head_dim=12, index_n_heads=24, n_shared_experts=2,
+                                     indexer_types=["full", "shared", "shared", "full"], norm_topk_prob=False,
+                                     tie_word_embeddings=True, seed=5,
+                                     rope_parameters={"rope_type": "yarn", "factor": 8.0, "rope_theta": 500.0,
+                                                      "original_max_position_embeddings": 32, "mscale": 0.707,
+                                                      "mscale_all_dim": 1.3}),
+    }, moved=move_correction_biases, validate_steps=8,
+        refused=(NOT_A_DTYPE, ({"index_topk": 0}, "index_topk"), ({"rope_interleave": False}, "rope_interleave"),
+                 ({"indexer_types": ["shared", "full", "full", "full"]}, "must begin with a 'full' layer"),
+                 ({"indexer_rope_interleave": False}, "indexer_rope_interleave"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

@@ -403,6 +403,69 @@ QWEN3_NEXT_80B = {
     "router_aux_loss_coef": 0.001, "shared_expert_intermediate_size": 512, "tie_word_embeddings": False,
     "torch_dtype": "bfloat16", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
 }  # fmt: skip
+# MiniMaxAI/MiniMax-M2's config.json (refs/pr/57 of its repository, with ai-dynamo/aiconfigurator's copies of M2.5
+# and M2.7 for the keys its excerpt cut), less its quantization_config (fp8 blocks: refused by name): MiniMax-M2's own
+# keys (use_qk_norm, scoring_func, attn_type_list, the MTP modules) and MiniMax-01's leftovers, which transformers keeps
+# and never reads.
+MINIMAX_M2 = {
+    "architectures": ["MiniMaxM2ForCausalLM"], "attn_type_list": [1] * 62, "bos_token_id": None,
+    "eos_token_id": None, "head_dim": 128, "hidden_act": "silu", "hidden_size": 3072, "intermediate_size": 1536,
+    "layernorm_full_attention_beta": 1.0, "layernorm_linear_attention_beta": 1.0, "layernorm_mlp_beta": 1.0,
+    "max_position_embeddings": 196608, "mlp_intermediate_size": 8192, "model_type": "minimax_m2",
+    "mtp_transformer_layers": 1, "num_attention_heads": 48, "num_experts_per_tok": 8, "num_hidden_layers": 62,
+    "num_key_value_heads": 8, "num_local_experts": 256, "num_mtp_modules": 3, "qk_norm_type": "per_layer",
+    "rms_norm_eps": 1e-06, "rope_theta": 5000000, "rotary_dim": 64, "scoring_func": "sigmoid",
+    "shared_intermediate_size": 0, "tie_word_embeddings": False, "transformers_version": "4.46.1",
+    "use_mtp": True, "use_qk_norm": True, "use_routing_bias": True, "vocab_size": 200064,
+}  # fmt: skip
+
+# zai-org/GLM-4.5-Air's config.json as its derivative PrimeIntellect/INTELLECT-3-Base keeps it (zai-org's keys and
+# values; its auto_map added, and here its runtime keys left out): the rope at the top level, one MTP layer.
+GLM45_AIR = {
+    "architectures": ["Glm4MoeForCausalLM"], "attention_bias": True, "eos_token_id": [151329, 151336, 151338],
+    "first_k_dense_replace": 1, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096,
+    "intermediate_size": 10944, "max_position_embeddings": 131072, "model_type": "glm4_moe",
+    "moe_intermediate_size": 1408, "n_group": 1, "n_routed_experts": 128, "n_shared_experts": 1,
+    "norm_topk_prob": True, "num_attention_heads": 96, "num_experts_per_tok": 8, "num_hidden_layers": 46,
+    "num_key_value_heads": 8, "num_nextn_predict_layers": 1, "pad_token_id": 151329, "partial_rotary_factor": 0.5,
+    "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 1000000, "routed_scaling_factor": 1.0,
+    "tie_word_embeddings": False, "topk_group": 1, "torch_dtype": "bfloat16", "use_qk_norm": False,
+    "vocab_size": 151552,
+}  # fmt: skip
+
+# zai-org/GLM-4.7-Flash's config.json as naaviii/glm-code-next-4b keeps it whole (zai-org's keys and order, written by
+# transformers 5.0.0rc0; runtime keys left out here): first_k_dense_replace for the later mlp_layer_types.
+GLM47_FLASH = {
+    "architectures": ["Glm4MoeLiteForCausalLM"], "attention_bias": False, "bos_token_id": 0,
+    "eos_token_id": [154820, 154827, 154829], "first_k_dense_replace": 1, "hidden_act": "silu", "hidden_size": 2048,
+    "intermediate_size": 10240, "kv_lora_rank": 512, "max_position_embeddings": 202752,
+    "model_type": "glm4_moe_lite", "moe_intermediate_size": 1536, "n_group": 1, "n_routed_experts": 64,
+    "n_shared_experts": 1, "norm_topk_prob": True, "num_attention_heads": 20, "num_experts_per_tok": 4,
+    "num_hidden_layers": 47, "num_key_value_heads": 20, "num_nextn_predict_layers": 1, "pad_token_id": 154820,
+    "partial_rotary_factor": 1.0, "q_lora_rank": 768, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64,
+    "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 1000000, "routed_scaling_factor": 1.8,
+    "scoring_func": "sigmoid", "tie_word_embeddings": False, "topk_group": 1, "topk_method": "noaux_tc",
+    "torch_dtype": "bfloat16", "v_head_dim": 256, "vocab_size": 154880,
+}  # fmt: skip
+
+# zai-org/GLM-5's config.json as ai-dynamo/aiconfigurator keeps it (model_configs/zai-org--GLM-5_config.json): the
+# keys of its own code beside transformers' (scoring_func, topk_method, indexer_rope_interleave, moe_layer_freq), no
+# indexer_types (every layer runs its indexer).
+GLM5 = {
+    "architectures": ["GlmMoeDsaForCausalLM"], "attention_bias": False, "dtype": "bfloat16",
+    "eos_token_id": [154820, 154827, 154829], "ep_size": 1, "first_k_dense_replace": 3, "head_dim": 64,
+    "hidden_act": "silu", "hidden_size": 6144, "index_head_dim": 128, "index_n_heads": 32, "index_topk": 2048,
+    "indexer_rope_interleave": True, "intermediate_size": 12288, "kv_lora_rank": 512,
+    "max_position_embeddings": 202752, "model_type": "glm_moe_dsa", "moe_intermediate_size": 2048,
+    "moe_layer_freq": 1, "n_group": 1, "n_routed_experts": 256, "n_shared_experts": 1, "norm_topk_prob": True,
+    "num_attention_heads": 64, "num_experts_per_tok": 8, "num_hidden_layers": 78, "num_key_value_heads": 64,
+    "num_nextn_predict_layers": 1, "pad_token_id": 154820, "pretraining_tp": 1, "q_lora_rank": 2048,
+    "qk_head_dim": 256, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "rms_norm_eps": 1e-05,
+    "rope_interleave": True, "rope_parameters": {"rope_theta": 1000000, "rope_type": "default"},
+    "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "tie_word_embeddings": False, "topk_group": 1,
+    "topk_method": "noaux_tc", "transformers_version": "5.0.2.dev0", "v_head_dim": 256, "vocab_size": 154880,
+}  # fmt: skip
+
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -467,6 +530,14 @@ PUBLISHED: dict[str, list[Published]] = {
     "qwen3_next": [Published("Qwen/Qwen3-Next-80B-A3B-Instruct (as Megatron-Bridge's test transcribes it)",
                              QWEN3_NEXT_80B, "qwen3-next-80b-a3b",
                              (DTYPE, ROPE, ("full_attention_interval", "layer_types")))],
+    "minimax_m2": [Published("MiniMaxAI/MiniMax-M2 (refs/pr/57; ai-dynamo/aiconfigurator's M2.5 and M2.7 copies)",
+                             MINIMAX_M2, "minimax-m2", (ROPE, ("rotary_dim", "rope_parameters")))],
+    "glm4_moe": [Published("zai-org/GLM-4.5-Air (PrimeIntellect/INTELLECT-3-Base's copy)", GLM45_AIR, "glm-4.5-air",
+                           (DTYPE, ROPE, ("partial_rotary_factor", "rope_parameters")))],
+    "glm4_moe_lite": [Published("zai-org/GLM-4.7-Flash (naaviii/glm-code-next-4b's copy)", GLM47_FLASH, "glm-4.7-flash",
+                                (DTYPE, ROPE, ("first_k_dense_replace", "mlp_layer_types")))],
+    "glm_moe_dsa": [Published("zai-org/GLM-5 (ai-dynamo/aiconfigurator's copy)", GLM5, "glm-5",
+                              (("first_k_dense_replace", "mlp_layer_types"),))],
     "mamba2": [Published("mistralai/Mamba-Codestral-7B-v0.1", CODESTRAL, "mamba-codestral-7b", (DTYPE,))],
     "nemotron_h": [
         Published("nvidia/Nemotron-H-8B-Base-8K", NEMOTRON_H_8B, "nemotron-h-8b",

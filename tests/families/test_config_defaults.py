@@ -63,6 +63,11 @@ FOLLOWS = {
     ("deepseek_v32", "mlp_layer_types"): "first_k_dense_replace dense layers, then sparse",
     ("deepseek_v3", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
     ("deepseek_v32", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
+    ("glm4_moe_lite", "mlp_layer_types"): "Glm4MoeLiteConfig's rule: the first layer dense, then sparse",
+    ("glm4_moe_lite", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
+    ("glm_moe_dsa", "indexer_types"): "GlmMoeDsaConfig's rule: index_topk_freq 1, every layer its own indexer",
+    ("glm_moe_dsa", "mlp_layer_types"): "first_k_dense_replace dense layers, then sparse",
+    ("glm_moe_dsa", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
     ("nemotron_h", "moe_intermediate_size"): "not read: this model has no experts",
     ("nemotron_h", "moe_shared_expert_intermediate_size"): "not read: this model has no experts",
     ("nemotron_h", "moe_latent_size"): "none: experts work in the model's width",
@@ -200,6 +205,9 @@ UNDECLARED = {
     "hybrid_override_pattern": "Nemotron-H's older spelling of layers_block_type (a property of NemotronHConfig)",
     "block_ff_dim": "LFM2's older spelling of intermediate_size, which Lfm2Config's __post_init__ takes over it",
     "tie_embedding": "LFM2's older spelling of tie_word_embeddings, which Lfm2Config's __post_init__ takes over it",
+    "index_topk_pattern": "GLM-5's F/S spelling of indexer_types, which GlmMoeDsaConfig converts (none: by frequency)",
+    "index_topk_freq": "GLM-5's rule for indexer_types, which GlmMoeDsaConfig reads from its kwargs (1: all full)",
+    "index_skip_topk_offset": "the first layer that rule may share, GlmMoeDsaConfig's kwarg (2)",
 }
 TYPES = [(t, a.config) for a in ARCHITECTURES.values() for t in a.config.classes]
 

@@ -31,7 +31,7 @@ def test_a_preset_s_count_equals_the_closed_form(preset, use_cache):
 def test_the_sliding_layers_cost_less_past_the_window_and_the_full_ones_do_not():
     c = PRESETS["gpt-oss-20b"]
     weights, dots = formulas.weight_macs_per_position(c), formulas.weight_dot_products_per_position(c)
-    assert formulas.layer_groups(c) == {(128, weights, dots): 12, (None, weights, dots): 12}
+    assert formulas.layer_groups(c) == {(128, weights, dots, (0, 0)): 12, (None, weights, dots, (0, 0)): 12}
     T = 1000
     sliding = formulas.layer_macs(c, T, T)  # the window of 128
     full = formulas.layer_macs(replace(c, sliding_window=None, layer_types=("full_attention",) * 24), T, T)

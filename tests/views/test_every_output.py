@@ -59,6 +59,10 @@ CHOSEN = (
     "lfm2-1.2b",  # short conv and attention layers
     "lfm2-8b-a1b",  # short conv and attention layers, with a dense MLP or experts
     "qwen3-next-80b-a3b",  # linear and full attention, fused in-projections
+    "minimax-m2",
+    "glm-4.5-air",  # dense layers and layers with experts
+    "glm-4.7-flash",  # dense layers and layers with experts
+    "glm-5",  # dense layers and layers with experts, every one with its indexer
 )
 SWEPT = 1_024  # the plot's sweep of the context stops here, at 3 points (see the module docstring)
 PLOTS = importlib.util.find_spec("matplotlib") is not None  # the plot extra draws the PNG

@@ -76,7 +76,7 @@ class DeepseekConfig(ModelConfig):
         Refusal("attention_bias", "is not supported"),
         Refusal("layer_types", "is not supported (DeepSeek-V3's layers differ by first_k_dense_replace)"),
     )
-    dict_last = ("d_head", "d_value", "d_ff")
+    dict_last: ClassVar[tuple[str, ...]] = ("d_head", "d_value", "d_ff")
 
     def validate(self) -> None:
         if self.qk_rope_head_dim % 2:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ...errors import UserError
 from ..deepseek_v3.config import YARN_40, DeepseekConfig
@@ -64,7 +65,7 @@ class DeepseekV32Config(DeepseekConfig):
     what = "a DeepSeek-V3.2"
     classes = {"deepseek_v32": "DeepseekV32ForCausalLM"}
     checkpoint_kind = "DeepSeek-V3.2 model"  # what messages call a checkpoint of it
-    refusals = (
+    refusals: ClassVar[tuple[Refusal, ...]] = (
         quantized(),
         Refusal("attention_bias", "is not supported"),
         Refusal("layer_types", "is not supported (every DeepSeek-V3.2 layer is 'indexed_attention')", not_indexed),
@@ -94,6 +95,11 @@ class DeepseekV32Config(DeepseekConfig):
 
     def is_moe(self, layer: int) -> bool:
         return self.layer_types[layer] == "moe"
+
+    def topk_source(self, layer: int) -> int | None:
+        """The earlier layer whose indexer's choice of keys this layer attends over; None: its own indexer's (every
+        DeepSeek-V3.2 layer; GLM-5's shared layers read the last full layer's)."""
+        return None
 
 
 # deepseek-ai/DeepSeek-V3.2-Exp. Its architecture as DeepSeek publishes it in inference/config_671B_v3.2.json of its

@@ -22,6 +22,13 @@ def float64_throughout(reference, model, torch) -> None:
     deepseek_v3_float64_throughout(reference, model, torch)
     from transformers.models.deepseek_v32.modeling_deepseek_v32 import apply_rotary_pos_emb
 
+    float64_indexers(reference, torch, apply_rotary_pos_emb, model.config.n_layer)
+
+
+def float64_indexers(reference, torch, apply_rotary, expected: int) -> None:
+    """Every indexer of transformers' model (DeepseekV32Indexer, GlmMoeDsaIndexer: `expected` of them) in the model's
+    dtype, its rotary `apply_rotary` (transformers' apply_rotary_pos_emb, or GLM-5's interleaved one)."""
+
     def indexer(module, hidden_states, q_resid, position_embeddings, attention_mask, position_ids=None, cache=None):
         batch_size, seq_len, _ = hidden_states.shape
         cos, sin = position_embeddings
@@ -30,7 +37,7 @@ def float64_throughout(reference, model, torch) -> None:
         q_rot, q_pass = torch.split(q, [rope, head - rope], dim=-1)
         k = module.k_norm(module.wk(hidden_states)).unsqueeze(2)
         k_rot, k_pass = torch.split(k, [rope, head - rope], dim=-1)
-        q_rot, k_rot = apply_rotary_pos_emb(q_rot, k_rot, cos, sin, unsqueeze_dim=2)
+        q_rot, k_rot = apply_rotary(q_rot, k_rot, cos, sin, unsqueeze_dim=2)
         q = torch.cat([q_rot, q_pass], dim=-1)
         k = torch.cat([k_rot, k_pass], dim=-1).squeeze(2)
         if cache is not None:
@@ -46,10 +53,10 @@ def float64_throughout(reference, model, torch) -> None:
         return index_scores.topk(topk, dim=-1).indices.to(torch.int32)
 
     indexers = [m for m in reference.modules() if type(m).__name__.endswith("Indexer")]
-    if len(indexers) != model.config.n_layer:
+    if len(indexers) != expected:
         raise UserError(
             f"validate in float64 recomputes the indexer of transformers' {type(reference).__name__} in "
-            f"float64, and found {len(indexers)} indexers for {model.config.n_layer} layers"
+            f"float64, and found {len(indexers)} indexers for the {expected} layers that have one"
         )
     for module in indexers:
         module.weights_proj.weight.data = module.weights_proj.weight.data.to(torch.float64)

@@ -8,6 +8,8 @@ products, written from its equations alone, which the tests hold to the ledger).
 - attention.py: grouped-query attention and its variants (biases, q and k norms per head or over the whole
   projection, a sliding window), the attention core every attention shares;
 - mlps.py: the gated MLP, the ungated MLP of two products;
+- latent.py: multi-head latent attention (DeepSeek-V3's MLA); indexer.py: DeepSeek Sparse Attention, the lightning
+  indexer and MLA over each query's chosen keys (DeepSeek-V3.2's, GLM-5's with its shared top-k);
 - moe.py: mixtures of experts: the routers (softmax, gpt-oss's top-k softmax, DeepSeek-V3's group-limited sigmoid),
   the routed experts (SwiGLU, gpt-oss's fused and clamped), the shared expert, the mixture, a dense MLP or experts by
   the kind of layer;

@@ -166,7 +166,8 @@ QK_NORMS = {
 }  # fmt: skip
 
 
-# The rotation of q and k (a family whose rotary differs says so in its equation: Phi-3's partial LongRoPE), on the
+# The rotation of q and k (a family whose rotary differs says so in its equation: Phi-3's partial LongRoPE), of the
+# first dr numbers of each head where the rope turns fewer than dh (MiniMax-M2's, GLM-4.5's partial rotary), on the
 # layers that have rotary positions where some have none (config.rope(layer) None: SmolLM3's NoPE layers), at each
 # kind of layer's own rope where they differ (OLMo 3's YaRN on its full layers alone).
 TURNED = "q, k = RoPE(q, k): each pair of numbers turned by position x frequency"

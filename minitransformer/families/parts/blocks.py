@@ -15,7 +15,7 @@ its products its parts'.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,6 +35,9 @@ class LayerInputs:
     mask: np.ndarray | None  # the attention bias of its window (0 or -inf, [T, t] or [B, 1, T, t]); None: counting
     rotary: tuple  # (cos, sin) of its rope (families/rotary.py); () where its layer has none
     pads: np.ndarray | None  # a left-padded batch: the pad slots of each row (a recurrent state must skip them)
+    # What a layer leaves for the later layers of the same pass, one dict the decoder hands every layer: the keys each
+    # layer's indexer chose, by layer, for the layers that attend over another's choice (GLM-5's shared top-k)
+    choices: dict = field(default_factory=dict)
 
 
 def under(name: str, tensors: Tensors) -> Tensors:

@@ -119,6 +119,7 @@ class Decoder(Part):
         shape_only = isinstance(x, ShapeOnly)
         tables: dict[Rope, tuple] = {}  # each rope's cos and sin, made once a pass
         masks: dict[int | None, np.ndarray | None] = {}  # each window's attention bias, the same for every head
+        choices: dict = {}  # what a layer leaves for later ones this pass (LayerInputs.choices)
         for i, layer_params in enumerate(getattr(p, self.layers)):
             at = tape.layer(i)  # its dims carry its window
             e, rope = at.dims, config.rope(i)
@@ -130,7 +131,8 @@ class Decoder(Part):
                     None if shape_only else attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
                 )
             kv = cache.layer(i) if cache is not None else None
-            inputs = LayerInputs(kv, masks[e.window] if attends else None, () if rope is None else tables[rope], pads)
+            rotary = () if rope is None else tables[rope]
+            inputs = LayerInputs(kv, masks[e.window] if attends else None, rotary, pads, choices)
             x = self.block(x, layer_params, config, at, inputs)
         tape = tape.declaring(self.declared(config))
         h = tape.stage("ln_f", self.norm(x, getattr(p, self.final_norm), config), "T D")

@@ -64,10 +64,11 @@ class DecoderFormulas(Formulas):
         notes = getattr(self.decoder.block.mixer, "count_notes", None)
         return notes(config, n_prompt, n_new) if notes is not None else []
 
-    def selection_per_pair(self, config: Any) -> tuple[int, int]:
-        """What its attention spends on each key in reach to choose those it attends to (an indexer's), else (0, 0)."""
+    def selection_per_pair(self, config: Any, layer: int = 0) -> tuple[int, int]:
+        """What its attention spends in a layer on each key in reach to choose those it attends to (an indexer's),
+        else (0, 0)."""
         selection = getattr(self.decoder.block.mixer, "selection_per_pair", None)
-        return selection(config) if selection is not None else (0, 0)
+        return selection(config, layer) if selection is not None else (0, 0)
 
 
 @lru_cache(maxsize=64)

@@ -61,7 +61,7 @@ class HybridFormulas(DecoderFormulas):
     def count_notes(self, config: Any, n_prompt: int, n_new: int) -> list[str]:
         return []
 
-    def selection_per_pair(self, config: Any) -> tuple[int, int]:
+    def selection_per_pair(self, config: Any, layer: int = 0) -> tuple[int, int]:
         return 0, 0
 
     def attends(self, config: Any, layer: int) -> bool:

@@ -4,9 +4,10 @@ wires them in an MLP's place; each part with its tensors, its stages and its clo
 
 - routers: `SoftmaxRouter` (Mixtral's, Qwen3-MoE's, Qwen3.5's: a softmax over the E logits, the top k, renormalised
   or not), `TopKSoftmaxRouter` (gpt-oss's: a biased router, a softmax over the k largest logits alone),
-  `GroupLimitedRouter` (DeepSeek-V3's, Nemotron-H's: sigmoid scores, a correction bias that only chooses, the top k in
-  the best groups), `SigmoidRouter` (LFM2-MoE's: the same without groups); each returns each token's k experts and
-  their gates [T, k], every top k through the tape's one rule (Tape.top_k, engine/selection.py);
+  `GroupLimitedRouter` (DeepSeek-V3's, Nemotron-H's, GLM-4.5's: sigmoid scores, a correction bias that only chooses,
+  the top k in the best groups; MiniMax-M2's without groups, renormalised without an epsilon, unscaled),
+  `SigmoidRouter` (LFM2-MoE's: without groups, its bias optional); each returns each token's k experts and their
+  gates [T, k], every top k through the tape's one rule (Tape.top_k, engine/selection.py);
 - routed experts (`RoutedExperts`): each expert on the Te rows of its tokens (Tape.experts), its outputs weighed by
   their gates and added back to their rows, one record per op for the layer with each expert's share
   (Tape.record_gathered, engine/gathered.py): `SwiGLUExperts` (three nn.Linear each) and `FusedClampedExperts`
@@ -235,24 +236,25 @@ class TopKSoftmaxRouter(Part):
         return {"router": (B * T * config.n_experts, config.n_embd)}  # h [T, D] x W_router [D, E]
 
 
-SIGMOID_ROUTER = (
-    router_logits("r = h W_router  (one logit per routed expert)"),
-    Stage("router.sigmoid", ("moe.scores",), "activation", "s = sigmoid(r)", "r [T, E]"),
-    Stage("router.choose", ("moe.chosen",), "select", "the k experts of largest s + b (b: the correction bias, "
-          "for choosing only) in the topk_group groups whose 2 largest s + b sum highest", "s [T, E], b [E]"),
-    Stage("router.weigh", ("moe.gates",), "scale", "gates = the chosen s (no bias) / their sum (norm_topk_prob) "
-          "x routed_scaling_factor", "s [T, k]"),
-)  # fmt: skip
+CHOSEN_IN_GROUPS = " in the topk_group groups whose 2 largest s + b sum highest"
 
 
 @dataclass(frozen=True)
 class GroupLimitedRouter(Part):
-    """DeepSeek-V3's router (transformers' DeepseekV3TopkRouter; Nemotron-H's too): scores s = sigmoid(h W_router)
-    [T, E]; the choice adds the correction bias b (s + b, only to choose), keeps the topk_group of n_group groups
-    whose two best s + b sum highest, then the k best s + b in them; each chosen expert's gate is its s (unbiased),
-    divided by their sum where norm_topk_prob, times routed_scaling_factor. b is a buffer, not a parameter."""
+    """The sigmoid router with a correction bias (transformers' DeepseekV3TopkRouter; Nemotron-H's, GLM-4.5's,
+    MiniMax-M2's): scores s = sigmoid(h W_router) [T, E]; the choice adds the correction bias b (s + b, only to
+    choose), keeps the topk_group of n_group groups whose two best s + b sum highest (where `groups`: DeepSeek-V3's;
+    MiniMax-M2 has none), then the k best s + b in them; each chosen expert's gate is its s (unbiased), divided by
+    their sum (+ `eps`) where `renormalise` (always, or the config field that says: norm_topk_prob), times the
+    config's `scale` (routed_scaling_factor; None: none). b is a buffer, not a parameter, kept in `module` beside
+    W_router, or at `bias` under the mixture (MiniMax-M2's e_score_correction_bias)."""
 
     module: str = "gate"
+    groups: bool = True
+    renormalise: bool | str = "norm_topk_prob"
+    eps: float = 1e-20
+    scale: str | None = "routed_scaling_factor"
+    bias: str = ""  # the correction bias's name under the mixture ("": the router module's e_score_correction_bias)
     kinds = {
         "router": "router weights W_router [E, D]",
         "router_bias": "router's correction bias b [E] (a buffer: chooses experts only; not in transformers' count)",
@@ -260,63 +262,78 @@ class GroupLimitedRouter(Part):
     buffers: ClassVar[tuple[str, ...]] = ("router_bias",)
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        return by_op(*SIGMOID_ROUTER)
+        groups = CHOSEN_IN_GROUPS if self.groups else ""
+        renorm = f" / their sum ({self.renormalise})" if isinstance(self.renormalise, str) else " / their sum"
+        renorm = renorm if self.renormalise else ""
+        scale = f" x {self.scale}" if self.scale else ""
+        return by_op(
+            router_logits("r = h W_router  (one logit per routed expert)"),
+            Stage("router.sigmoid", ("moe.scores",), "activation", "s = sigmoid(r)", "r [T, E]"),
+            Stage("router.choose", ("moe.chosen",), "select", "the k experts of largest s + b (b: the correction bias, "
+                  f"for choosing only){groups}", "s [T, E], b [E]"),
+            Stage("router.weigh", ("moe.gates",), "scale", f"gates = the chosen s (no bias){renorm}{scale}",
+                  "s [T, k]"),
+        )  # fmt: skip
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         at, w = at.declaring(self.declared(config)), getattr(p, self.module)
         logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E")
         scores = at.stage("router.sigmoid", sigmoid(logits), "T E")
-        chosen = at.stage("router.choose", choose(scores, w.e_score_correction_bias, config, at), "T k")
-        return chosen, at.stage("router.weigh", weigh(scores, chosen, config), "T k")
+        chosen = at.stage("router.choose", self.choose(scores, self.correction_bias(p), config, at), "T k")
+        return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
+
+    def correction_bias(self, p: SimpleNamespace):
+        """b, where the mixture's weights `p` keep it."""
+        return getattr(p, self.bias) if self.bias else getattr(p, self.module).e_score_correction_bias
+
+    def choose(self, scores, correction_bias, config: Any, at: Tape):
+        """The k experts of each token [..., k]: with s' = s + b, where it has groups the topk_group of the n_group
+        groups (E / n_group experts each) whose two largest s' sum highest, then the k largest s' among those groups'
+        experts. Both choices are the tape's top k, in the ledger as router.groups and router.choose."""
+        k = config.top_k
+        if isinstance(scores, ShapeOnly):
+            return at.top_k("router.choose", scores, k)
+        biased = scores + correction_bias.astype(scores.dtype)
+        if not self.groups:
+            return at.top_k("router.choose", biased, k)
+        E, G = config.n_experts, config.n_group
+        groups = biased.reshape(*biased.shape[:-1], G, E // G)
+        best_two = -np.sort(-groups, axis=-1)[..., :2].sum(axis=-1)  # [..., G]
+        kept = at.top_k("router.groups", best_two, config.topk_group)
+        mask = np.zeros(best_two.shape, dtype=bool)
+        np.put_along_axis(mask, kept, True, axis=-1)
+        allowed = np.where(np.repeat(mask, E // G, axis=-1), biased, -np.inf)
+        return at.top_k("router.choose", allowed, k)
+
+    def weigh(self, scores, chosen, config: Any):
+        """The chosen experts' sigmoid scores (without the correction bias), over their sum (+ eps) where it
+        renormalises, times the scale where it has one."""
+        if isinstance(scores, ShapeOnly):
+            return ShapeOnly(chosen.shape, scores.dtype)
+        w = np.take_along_axis(scores, chosen, axis=-1)
+        renormalise = self.renormalise if isinstance(self.renormalise, bool) else getattr(config, self.renormalise)
+        if renormalise:
+            total = w.sum(axis=-1, keepdims=True)
+            w = w / (total + constant(w, self.eps) if self.eps else total)
+        return w * constant(w, getattr(config, self.scale)) if self.scale else w
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         E = config.n_experts
-        return {
-            f"{self.module}.weight": Tensor((E, config.n_embd), "router"),
-            f"{self.module}.e_score_correction_bias": Tensor((E,), "router_bias"),
-        }
+        bias = self.bias or f"{self.module}.e_score_correction_bias"
+        return {f"{self.module}.weight": Tensor((E, config.n_embd), "router"), bias: Tensor((E,), "router_bias")}
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return {"router": (B * T * config.n_experts, config.n_embd)}  # h [T, D] x W_router [D, E]
 
 
-def choose(scores, correction_bias, config: Any, at: Tape):
-    """The k experts of each token [..., k]: with s' = s + b, the topk_group of the n_group groups (E / n_group
-    experts each) whose two largest s' sum highest, then the k largest s' among those groups' experts. Both choices
-    are the tape's top k, in the ledger as router.groups and router.choose."""
-    k = config.top_k
-    if isinstance(scores, ShapeOnly):
-        return at.top_k("router.choose", scores, k)
-    E, G = config.n_experts, config.n_group
-    biased = scores + correction_bias.astype(scores.dtype)
-    groups = biased.reshape(*biased.shape[:-1], G, E // G)
-    best_two = -np.sort(-groups, axis=-1)[..., :2].sum(axis=-1)  # [..., G]
-    kept = at.top_k("router.groups", best_two, config.topk_group)
-    mask = np.zeros(best_two.shape, dtype=bool)
-    np.put_along_axis(mask, kept, True, axis=-1)
-    allowed = np.where(np.repeat(mask, E // G, axis=-1), biased, -np.inf)
-    return at.top_k("router.choose", allowed, k)
-
-
-def weigh(scores, chosen, config: Any, eps: float = 1e-20):
-    """The chosen experts' sigmoid scores (without the correction bias), over their sum (+ eps: DeepSeek-V3's 1e-20)
-    where norm_topk_prob, times routed_scaling_factor."""
-    if isinstance(scores, ShapeOnly):
-        return ShapeOnly(chosen.shape, scores.dtype)
-    w = np.take_along_axis(scores, chosen, axis=-1)
-    if config.norm_topk_prob:
-        w = w / (w.sum(axis=-1, keepdims=True) + constant(w, eps))
-    return w * constant(w, config.routed_scaling_factor)
-
-
 @dataclass(frozen=True)
-class SigmoidRouter(Part):
+class SigmoidRouter(GroupLimitedRouter):
     """DeepSeek-V3's sigmoid router without its groups (LFM2-MoE's Lfm2MoeTopKRouter): s = sigmoid(h W_router)
     [T, E]; the k largest s + b chosen, b the mixture's expert bias (`bias`, a buffer that only chooses; none where
     the config's use_expert_bias is false: the k largest s); each chosen expert's gate its s, over their sum + `eps`
     where norm_topk_prob, times routed_scaling_factor."""
 
-    module: str = "gate"
+    groups: bool = False
     bias: str = "expert_bias"  # the bias's name in the mixture's checkpoint
     eps: float = 1e-6
     kinds = {
@@ -328,9 +345,7 @@ class SigmoidRouter(Part):
     def stages(self, config: Any) -> dict[str, Stage]:
         bias = " + b (b: the expert bias, for choosing only)" if config.use_expert_bias else ""
         renorm = f" / (their sum + {self.eps:g}) (norm_topk_prob)" if config.norm_topk_prob else ""
-        return by_op(
-            SIGMOID_ROUTER[0],
-            SIGMOID_ROUTER[1],
+        return super().stages(config) | by_op(  # its own choice and weighing over the grouped router's stages
             Stage("router.choose", ("moe.chosen",), "select", f"the k experts of largest s{bias}", "s [T, E]"),
             Stage("router.weigh", ("moe.gates",), "scale", f"gates = the chosen s{renorm} x routed_scaling_factor",
                   "s [T, k]"),
@@ -342,15 +357,12 @@ class SigmoidRouter(Part):
         scores = at.stage("router.sigmoid", sigmoid(logits), "T E")
         biased = scores + getattr(p, self.bias).astype(scores.dtype) if config.use_expert_bias else scores
         chosen = at.stage("router.choose", at.top_k("router.choose", biased, config.top_k), "T k")
-        return chosen, at.stage("router.weigh", weigh(scores, chosen, config, self.eps), "T k")
+        return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         E = config.n_experts
         bias = {self.bias: Tensor((E,), "router_bias")} if config.use_expert_bias else {}
         return {f"{self.module}.weight": Tensor((E, config.n_embd), "router"), **bias}
-
-    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        return {"router": (B * T * config.n_experts, config.n_embd)}  # h [T, D] x W_router [D, E]
 
 
 # --- routed experts -------------------------------------------------------------------------------------------------
@@ -721,10 +733,17 @@ class Mixture(Part):
         return {op: n for part in self.parts_in(config) for op, n in part.products(config, T, t, B, layer).items()}
 
     def flops_terms(self, c: Any) -> tuple[str, str, str]:
-        """Its products with weights in a decode step's FLOPs (the router's 2 D E, k experts' 6 D F), against attention
-        (GroupedQueryAttention.attention_vs_weights): the FLOPs, their share of a ratio's denominator, the sizes."""
-        sizes = f"E = {c.n_experts}, k = {c.top_k}, F = {c.d_ff:,}"
-        return f"2 D E + 6 k D F for the weights ({self.note})", "D E / 2 + 1.5 k D F", sizes
+        """Its products with weights in a decode step's FLOPs (the router's 2 D E, k experts' 6 D F, a shared expert's
+        6 D Fs where it has one), against attention (GroupedQueryAttention.attention_vs_weights): the FLOPs, their
+        share of a ratio's denominator, the sizes."""
+        sizes = f"E = {c.n_experts}, k = {c.top_k}, F = {getattr(c, getattr(self.experts, 'width', 'd_ff')):,}"
+        if self.shared is None:
+            return f"2 D E + 6 k D F for the weights ({self.note})", "D E / 2 + 1.5 k D F", sizes
+        return (
+            f"2 D E + 6 k D F + 6 D Fs for the weights ({self.note}, and the shared experts)",
+            "D E / 2 + 1.5 k D F + 1.5 D Fs",
+            f"{sizes}, Fs = {getattr(c, self.shared.width):,}",
+        )
 
 
 @dataclass(frozen=True, eq=False)  # a part is itself: compared and hashed by identity (its parts are a dict)
@@ -748,5 +767,8 @@ class MlpByKind(Part):
         return self.parts[config.layer_types[layer]].products(config, T, t, B, layer)
 
     def flops_terms(self, c: Any) -> tuple[str, str, str]:
-        """The first layer's (count compares its first layer)."""
-        return self.parts[c.layer_types[0]].flops_terms(c)
+        """The first layer's (count compares its first layer): its part's own terms, or a gated MLP's three products."""
+        terms = getattr(self.parts[c.layer_types[0]], "flops_terms", None)
+        if terms is not None:
+            return terms(c)
+        return "6 D F for the weights (layer 0: a dense MLP)", "1.5 D F", f"F = {c.d_ff:,}"

@@ -1,0 +1,153 @@
+"""GLM-4.5, 4.6 and 4.5-Air (transformers' Glm4MoeForCausalLM): the Llama family's grouped-query attention, with biases
+on q, k and v (not o) where attention_bias, each head of q and k RMS-normed where use_qk_norm (Qwen3's), and the first
+dr = dh x partial_rotary_factor numbers of each head turned (half, by default); after first_k_dense_replace dense
+layers, DeepSeek-V3's mixture: its group-limited sigmoid router, its routed and shared experts, its checkpoint names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import UserError
+from ..deepseek_v3.config import FIRST_DENSE, check_router
+from ..deepseek_v3.family import MLP, DeepseekFormulas
+from ..deepseek_v3.reference import float64_routers
+from ..keys import FLAG, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, eps, key, quantized
+from ..llama.config import LlamaConfig, preset
+from ..llama.family import SYMBOLS
+from ..llama.reference import float64_throughout as llama_float64_throughout
+from ..parts.attention import PER_HEAD, GroupedQueryAttention
+from ..parts.blocks import PreNorm
+from ..parts.decoder import Decoder
+from ..parts.family import composed
+from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys
+
+# The files' keys of the routing that Glm4MoeConfig keeps and never reads (its router is DeepSeek-V3's, always)
+ROUTING = (
+    Refusal("scoring_func", "is not supported (only 'sigmoid')", lambda value, hf: value != "sigmoid"),
+    Refusal("topk_method", "is not supported (only 'noaux_tc')", lambda value, hf: value != "noaux_tc"),
+)
+
+
+@dataclass(frozen=True)
+class Glm4MoeConfig(LlamaConfig):
+    """A GLM-4.5: grouped-query attention (head_dim its own where given, else D / H), the first dr numbers of each
+    head turned; dense layers of width F first, then k of E routed experts of width Fe beside n_shared_experts."""
+
+    n_layer: int = key("num_hidden_layers", 46, SIZE)
+    n_head: int = key("num_attention_heads", 96, SIZE)
+    n_embd: int = key("hidden_size", 4096, SIZE)
+    n_inner: int = key("intermediate_size", 10944, SIZE)  # the dense layers' MLP width
+    vocab_size: int = key("vocab_size", 151552, SIZE)
+    n_kv_head: int = key("num_key_value_heads", 8, SIZE.or_null(), follows="n_head")
+    n_positions: int = key("max_position_embeddings", 131072, SIZE)
+    norm_eps: float = eps("rms_norm_eps", 1e-5)
+    partial_rotary_factor: float = 0.5
+    qkv_bias: bool = key("attention_bias", False, FLAG)  # on q, k and v; o_proj never has one
+    use_qk_norm: bool = key("use_qk_norm", False, FLAG)
+    bos_token_id: int | None = key("bos_token_id", None, TOKENS)
+    eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS)
+    model_type: str = "glm4_moe"
+    name: str = field(default="glm4_moe", compare=False)
+    moe_inner: int = key("moe_intermediate_size", 1408, SIZE)  # each expert's width (the shared: n_shared x it)
+    n_experts: int = key("n_routed_experts", 128, SIZE, aliases=("num_local_experts",))
+    top_k: int = key("num_experts_per_tok", 8, SIZE)
+    n_shared_experts: int = key("n_shared_experts", 1, SIZE)
+    n_group: int = key("n_group", 1, POSITIVE)
+    topk_group: int = key("topk_group", 1, POSITIVE)
+    first_k_dense: int = key("first_k_dense_replace", 1, FIRST_DENSE)
+    norm_topk_prob: bool = key("norm_topk_prob", True, TRUTHY)
+    routed_scaling_factor: float = key("routed_scaling_factor", 1.0, SCALE)
+
+    family = "glm4_moe"
+    what = "a GLM-4.5 (glm4_moe)"
+    classes = {"glm4_moe": "Glm4MoeForCausalLM"}
+    groups = (
+        RopeKeys(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True,
+                 share=("partial_rotary_factor", "partial_rotary_factor", 0.5)),
+    )  # fmt: skip
+    refusals = (quantized(), *ROUTING)
+
+    def validate(self) -> None:
+        super().validate()
+        check_router(self)
+
+    def rope(self, layer: int = 0) -> Rope:
+        """The first dr = int(dh x partial_rotary_factor) numbers of each head turn."""
+        return Rope(int(self.d_head * self.partial_rotary_factor), self.rope_theta, self.rope_scaling, self.n_positions)
+
+    @property
+    def d_shared(self) -> int:
+        return self.n_shared_experts * self.moe_inner
+
+    @property
+    def symbol_sizes(self) -> dict[str, int]:
+        return {"dr": self.rope().turned, "Fe": self.moe_inner, "Fs": self.d_shared}
+
+    def is_moe(self, layer: int) -> bool:
+        return layer >= self.first_k_dense
+
+    @property
+    def layer_types(self) -> tuple[str, ...]:
+        """ "dense" for the first first_k_dense_replace layers (a gated MLP), "moe" after (experts)."""
+        return tuple("moe" if self.is_moe(i) else "dense" for i in range(self.n_layer))
+
+
+# zai-org's GLM-4.5 family: rope_theta 1e6, half of each 128-wide head turned, biases on q, k and v, vocabulary 151552,
+# rms_norm_eps 1e-5, untied, pad 151329 and eos [151329, 151336, 151338], one group (n_group, topk_group 1), one shared
+# expert, 8 experts a token renormalised. GLM-4.5-Air (the config.json of its derivatives PrimeIntellect/INTELLECT-3-
+# Base and INTELLECT-3 refs/pr/2, zai-org's keys and values): 46 layers, hidden 4096, 96 heads, 8 key/value heads, no
+# q/k norms, dense width 10944 in 1 layer, 128 experts of 1408, routed_scaling_factor 1.0, 131072 positions. GLM-4.5
+# (Delta-Vector/GLM4.5-Scattermoe's re-packaging, every shape key GLM-4.7's; NVIDIA Megatron-Bridge's GLM 4.5 page):
+# 92 layers, hidden 5120, 96 heads, 8 key/value heads, q/k norms, dense width 12288 in 3 layers, 160 experts of 1536,
+# routed_scaling_factor 2.5, 131072 positions; GLM-4.6 (RedHatAI/GLM-4.6-NVFP4's config.json; GLM-4.7's,
+# zai-org/GLM-4.7 refs/pr/49, is the same) the same with 202752. Their multi-token-prediction layer (layer 46 or 92 of
+# the checkpoint) is not part of the model here, nor of transformers'.
+GLM = dict(head_dim=128, partial_rotary_factor=0.5, qkv_bias=True, rope_theta=1e6, norm_eps=1e-5,
+           eos_token_id=(151329, 151336, 151338))  # fmt: skip
+GLM45 = dict(GLM, use_qk_norm=True, first_k_dense=3, moe_inner=1536, n_experts=160, routed_scaling_factor=2.5)
+PRESETS = {
+    "glm-4.5-air": preset(Glm4MoeConfig, "glm-4.5-air", 46, 96, 8, 4096, 10944, 151552, 131072, **GLM),
+    "glm-4.5": preset(Glm4MoeConfig, "glm-4.5", 92, 96, 8, 5120, 12288, 151552, 131072, **GLM45),
+    "glm-4.6": preset(Glm4MoeConfig, "glm-4.6", 92, 96, 8, 5120, 12288, 151552, 202752, **GLM45),
+}
+
+
+@dataclass(frozen=True)
+class Attention(GroupedQueryAttention):
+    """Grouped-query attention, each head of q and k RMS-normed before the rotation where the config's use_qk_norm."""
+
+    qk_norm: str = PER_HEAD
+
+    def qk_norm_of(self, config: Any) -> str:
+        return self.qk_norm if config.use_qk_norm else ""
+
+
+# transformers skips GLM-4.5's and GLM-4.5-Air's multi-token-prediction layers on loading (layers 92 and 46)
+IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|layers\.(46|92)\..*"
+DECODER = Decoder(
+    PreNorm(Attention(), MLP), ignored=IGNORED, kind_order=("dense", "moe"),
+    symbols=SYMBOLS + ", dr rotated numbers of a head, E routed experts, k a token, Te tokens routed to expert e, "
+    "Fe expert width, Fs shared experts' width",
+)  # fmt: skip
+
+
+def float64_throughout(reference, model, torch) -> None:
+    """validate's float64 truth: the Llama family's (RMSNorm, the q and k norms included, and the rotary tables in
+    float64) and DeepSeek-V3's router, which transformers computes in float32 (Glm4MoeTopkRouter, its weight and
+    correction bias kept float32), in the model's dtype; its eager loop over the experts (grouped_mm takes no
+    float64)."""
+    c = model.config
+    llama_float64_throughout(reference, model, torch, norms_per_layer=2 + 2 * c.use_qk_norm)
+    reference.set_experts_implementation("eager")
+    moe = sum(map(c.is_moe, range(c.n_layer)))
+    if float64_routers(reference, torch) != moe:
+        raise UserError(
+            f"validate in float64 found other than {moe} routers in transformers' {type(reference).__name__}"
+        )
+
+
+NOTE = ("  (transformers' float64 GLM-4.5 computes RMSNorm, the rotary tables and the router in float32; its\n"
+        "  reference here has them in float64, as families/glm4_moe/family.py explains)")  # fmt: skip
+ARCHITECTURE = composed("glm4_moe", DECODER, DeepseekFormulas, config=Glm4MoeConfig, presets=PRESETS,
+                        label="GLM-4.5", float64_reference=float64_throughout, float64_note=NOTE)  # fmt: skip
