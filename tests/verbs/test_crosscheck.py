@@ -110,6 +110,18 @@ MODELS: dict[str, list] = {
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
 HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h")
+MAMBA_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv", "mamba_chunk_size")
+
+
+def mamba_shapes(hf) -> tuple[int, ...]:
+    """(Hs, P, N, Ng, K, L) of a config with Mamba-2 layers, as each config class names them."""
+    if hf.model_type == "nemotron_h":
+        return hf.mamba_num_heads, hf.mamba_head_dim, hf.ssm_state_size, hf.n_groups, hf.conv_kernel, hf.chunk_size
+    if hf.model_type == "mamba2":
+        return hf.num_heads, hf.head_dim, hf.state_size, hf.n_groups, hf.conv_kernel, hf.chunk_size
+    return tuple(getattr(hf, key) for key in MAMBA_KEYS)  # Bamba's, Granite 4.0-H's, Falcon-H1's
+
+
 CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models)) if family not in HYBRIDS]
 
 
@@ -193,19 +205,18 @@ def torch_recurrent_products(hf, T: int) -> tuple[int, int, int, int]:
         scan = Hv * N * (2 * C * C * dk + 2 * C * dk * dv + C * C * dv + C * dk * dv)
         solves = layers * Hv * N * (dk + dv) * C * (C - 1) // 2
     else:
-        # transformers names Nemotron-H's kinds as Qwen3.5's: a Mamba-2 layer "linear_attention"
-        layers = hf.num_hidden_layers if hf.model_type == "mamba2" else kinds.count("linear_attention")
-        attention = kinds.count("full_attention")
-        if hf.model_type == "nemotron_h":
-            H, P, Nst = hf.mamba_num_heads, hf.mamba_head_dim, hf.ssm_state_size
-        else:
-            H, P, Nst = hf.num_heads, hf.head_dim, hf.state_size
-        Ng, K, L = hf.n_groups, hf.conv_kernel, hf.chunk_size
+        # transformers names the hybrids' kinds as Qwen3.5's: a Mamba-2 layer "linear_attention" (Falcon-H1's every
+        # layer "hybrid": both)
+        mixers, attends = ("linear_attention", "hybrid"), ("full_attention", "hybrid")
+        layers = hf.num_hidden_layers if hf.model_type == "mamba2" else sum(k in mixers for k in kinds)
+        attention = sum(k in attends for k in kinds)
+        H, P, Nst, Ng, K, L = mamba_shapes(hf)
         channels, N = H * P + 2 * Ng * Nst, -(-T // L)
         scan = H * N * (L * L * Nst + L * L * P + 2 * L * P * Nst) + H * (N + 1) ** 2 * P * Nst
         solves = 0
     conv = layers * channels * (T + K - 1) * K
-    attend = attention * 2 * hf.num_attention_heads * T * T * hf.head_dim if attention else 0
+    head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+    attend = attention * 2 * hf.num_attention_heads * T * T * head_dim if attention else 0
     return K, conv, layers * scan + attend, solves
 
 
@@ -244,7 +255,7 @@ def test_a_hybrid_s_every_difference_is_named_and_exact(made, family, index, tok
     assert f"padding K - 1 = {K - 1}" in said
     assert "repeat_interleave" in said
     assert ("pads a prompt shorter than its chunk" in said) == (
-        tokens < 64 if family == "qwen3_5" else tokens < hf.chunk_size
+        tokens < 64 if family == "qwen3_5" else tokens < mamba_shapes(hf)[-1]
     )
     if family == "qwen3_5":
         assert "aten.linalg_solve_triangular" in said and "l2norm" in said

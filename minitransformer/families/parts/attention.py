@@ -13,24 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from functools import cache, lru_cache
+from functools import cache, lru_cache, partial
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from ...engine.kvcache import KeysValues
 from ...engine.ops import (
     add_mask,
     constant,
     group_heads,
     merge_heads,
-    rotate,
     softmax,
     split_into_heads,
     ungroup_heads,
 )
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, Stage, by_op
 from ...engine.tape import Tape
+from ..rotary import rotate_partial
 from .norms import RMSNorm
 from .part import Part, Products, Tensor, Tensors, linear, plus
 
@@ -51,12 +52,13 @@ def mask_equation(config: Any) -> str:
 
 
 @cache
-def core_stages(mask: str = MASK) -> dict[str, Stage]:
-    """The attention core's stages (`attend`), its mask's equation as the config has it."""
+def core_stages(mask: str = MASK, scale: str = "S = S / sqrt(dh)") -> dict[str, Stage]:
+    """The attention core's stages (`attend`), its mask's equation as the config has it, its scale's as the attention
+    has it."""
     return by_op(
         Stage("scores", ("attn.qk",), "matmul", "S = Q K^T  (each query head against the K of its group)",
               "Q [Hkv, G, T, dh], K^T [Hkv, 1, dh, t]", ATTENTION_SCORES),
-        Stage("scale", ("attn.scaled",), "scale", "S = S / sqrt(dh)", "S [H, T, t]"),
+        Stage("scale", ("attn.scaled",), "scale", scale, "S [H, T, t]"),
         Stage("mask", ("attn.scores",), "mask", mask, "S [H, T, t]"),
         Stage("softmax", ("attn.weights",), "softmax", "A = softmax(S) over j", "S [H, T, t]"),
         Stage("mix", ("attn.mix",), "matmul", "Z = A V  (each query head with the V of its group)",
@@ -81,15 +83,18 @@ def cache_stages(o_bias: bool) -> dict[str, Stage]:
 Attend = Callable[..., np.ndarray]
 
 
-def attend(q, K, V, bias, config: Any, at: Tape, stages: Mapping[str, Stage] | None = None):
+def attend(q, K, V, bias, config: Any, at: Tape, stages: Mapping[str, Stage] | None = None, scale: str = ""):
     """Each query's mix of its group's values, weighted by softmax(q K^T x scale + bias) over the keys (any config that
     has n_kv_head and d_head). `stages`: its stages as a family shows them (GPT-NeoX's, per head), where not
-    core_stages'."""
-    at = at.declaring(stages or core_stages(mask_equation(config)))
+    core_stages'; `scale`: the config's field that scales the scores in place of dh^-1/2, where one does."""
+    at = at.declaring(
+        stages
+        or core_stages(mask_equation(config), *((f"S = {scale} S  (in place of 1 / sqrt(dh))",) if scale else ()))
+    )
     Hkv = config.n_kv_head
     Q, Kt = group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :]
     s = at.matmul("scores", Q, Kt, "Hkv G T dh, Hkv 1 dh t -> Hkv G T t")
-    s = at.stage("scale", scale_scores(ungroup_heads(s), config, at), "H T t")
+    s = at.stage("scale", scale_scores(ungroup_heads(s), config, at, scale), "H T t")
     s = at.stage("mask", add_mask(s, bias, out=at.scratch(s)), "H T t")
     a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
     return at.matmul("mix", group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")
@@ -106,9 +111,16 @@ def attend_to_cache(q, k, v, p: SimpleNamespace, config: Any, at: Tape, inputs, 
     return at.matmul("out", z, p.o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=bias_of(p.o_proj))
 
 
-def scale_scores(s, config: Any, at: Tape):
-    """S / sqrt(dh), in place where nobody watches."""
-    return np.multiply(s, constant(s, config.d_head**-0.5), out=at.scratch(s))
+def scale_scores(s, config: Any, at: Tape, scale: str = ""):
+    """S / sqrt(dh), or S times the config's field `scale` (Granite's attention_multiplier), in place where nobody
+    watches."""
+    return np.multiply(s, constant(s, getattr(config, scale) if scale else config.d_head**-0.5), out=at.scratch(s))
+
+
+@cache
+def scaled_by(scale: str) -> Attend:
+    """The attention core with its scores scaled by the config's field `scale` in place of dh^-1/2."""
+    return partial(attend, scale=scale)
 
 
 def multi_head_vs_weights(c: Any) -> tuple[str, str, str]:
@@ -158,13 +170,24 @@ QK_NORMS = {
 TURNED = "q, k = RoPE(q, k): each pair of numbers turned by position x frequency"
 ROPE = Stage("rope", ("attn.q_rot", "attn.k_rot"), "rotate", TURNED, "q [H, T, dh], k [Hkv, T, dh]")
 SOME_ROTARY = "  (RoPE layers only: NoPE layers have no positions)"
+PARTIAL = "  (the first dr numbers of each head; the other dh - dr pass unturned)"
 
 
 def rope_stage(config: Any) -> Stage:
-    """The rotation's stage, saying on which layers it runs where only some have rotary positions."""
-    if len({config.rope(i) is None for i in range(config.n_layer)}) > 1:
-        return replace(ROPE, equation=TURNED + SOME_ROTARY)
-    return ROPE
+    """The rotation's stage, saying on which layers it runs where only some attention layers have rotary positions,
+    and which numbers of a head it turns where not all (a partial rotation: Bamba's half)."""
+    ropes = [config.rope(i) for i in range(config.n_layer) if isinstance(config.layer_cache(i), KeysValues)]
+    partial_rope = any(rope is not None and rope.turned < config.d_head for rope in ropes)
+    some = len({rope is None for rope in ropes}) > 1
+    if not (partial_rope or some):
+        return ROPE
+    return replace(ROPE, equation=TURNED + (PARTIAL if partial_rope else "") + (SOME_ROTARY if some else ""))
+
+
+def key_scale(field: str) -> Stage:
+    """k times the config's `field` (Falcon-H1's key_multiplier), before the rotation."""
+    return Stage("k_scale", ("attn.k_scaled",), "scale", f"k = {field} k  (before the rotation: the cache keeps k so)",
+                 "k [T, Hkv*dh]")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -178,12 +201,17 @@ class GroupedQueryAttention(Part):
     gains [dh]) or WHOLE (OLMo 2: over the whole projection, before the split, gains [H dh] and [Hkv dh]).
     `reads`: the symbol of what it reads, h (a pre-norm's output) or x (the stream itself: OLMo 2 has no pre-norms).
     `one_plus`: the q and k norms' gains are stored less one (1 + w: Gemma 3's). `core`: the attention core over the
-    keys (`attend`; Gemma's scales and soft-caps its scores otherwise)."""
+    keys (`attend`; Gemma's scales and soft-caps its scores otherwise). `key_scale`: the config's field that k is
+    multiplied by before the rotation (Falcon-H1's key_multiplier); `scale`: the config's field that scales the scores
+    in place of dh^-1/2 (Granite's attention_multiplier). A rope that turns fewer numbers than a head's turns the
+    first of them (rotary.rotate_partial)."""
 
     qk_norm: str = ""
     reads: str = "h"
     one_plus: bool = False
     core: Attend = attend
+    key_scale: str = ""
+    scale: str = ""
     kinds = {
         "attention_q": "attention query weights W_q [H*dh, D]",
         "attention_k": "attention key weights W_k [Hkv*dh, D]",
@@ -202,6 +230,7 @@ class GroupedQueryAttention(Part):
                   f"{x} [T, D], W_k [D, Hkv*dh]", ATTENTION_PROJECTIONS, reads_stream=reads_x),
             Stage("v", ("attn.v_proj",), "matmul", f"v = {x} W_v{b('v')}", f"{x} [T, D], W_v [D, Hkv*dh]",
                   ATTENTION_PROJECTIONS, reads_stream=reads_x),
+            *((key_scale(self.key_scale),) if self.key_scale else ()),
             *norms,
             Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape", "q -> H heads of dh; k, v -> Hkv heads of dh",
                   "q [T, H*dh], k, v [T, Hkv*dh]"),
@@ -214,6 +243,8 @@ class GroupedQueryAttention(Part):
         q = at.matmul("q", h, p.q_proj.weight.T, "T D, D H*dh -> T H*dh", bias=bias_of(p.q_proj))
         k = at.matmul("k", h, p.k_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.k_proj))
         v = at.matmul("v", h, p.v_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.v_proj))
+        if self.key_scale:
+            k = at.stage("k_scale", k * constant(k, getattr(config, self.key_scale)), "T Hkv*dh")
         if qk_norm == WHOLE:  # over all H dh (Hkv dh) numbers, gains [H dh] ([Hkv dh])
             q = at.stage("q_norm", self.normed(q, p.q_norm, config), "T H*dh")
             k = at.stage("k_norm", self.normed(k, p.k_norm, config), "T Hkv*dh")
@@ -223,13 +254,15 @@ class GroupedQueryAttention(Part):
             q = at.stage("q_norm", self.normed(q, p.q_norm, config), "H T dh")
             k = at.stage("k_norm", self.normed(k, p.k_norm, config), "Hkv T dh")
         if inputs.rotary:  # the layer's rope's cos and sin; none in a layer without rotary positions
-            q, k = at.stage("rope", (rotate(q, *inputs.rotary), rotate(k, *inputs.rotary)), "H T dh; Hkv T dh")
+            turned = (rotate_partial(q, *inputs.rotary), rotate_partial(k, *inputs.rotary))
+            q, k = at.stage("rope", turned, "H T dh; Hkv T dh")
         return attend_to_cache(q, k, v, p, config, at, inputs, self.core_of(p))
 
     def core_of(self, p: SimpleNamespace) -> Attend:
-        """Its attention core over the keys of a layer's weights `p`: its `core`, unless a variant's reads the layer's
-        own tensors (gpt-oss's weighs each head's sink)."""
-        return self.core
+        """Its attention core over the keys of a layer's weights `p`: its `core` (its scores scaled by the config's
+        `scale` where it has one), unless a variant's reads the layer's own tensors (gpt-oss's weighs each head's
+        sink)."""
+        return scaled_by(self.scale) if self.scale else self.core
 
     def qk_norm_of(self, config: Any) -> str:
         """Its q and k norms in a config (PER_HEAD, WHOLE, or none: ""): the part's `qk_norm`, unless a family's

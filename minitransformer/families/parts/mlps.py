@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ...engine.ops import ACTIVATIONS
+from ...engine.ops import ACTIVATIONS, constant
 from ...engine.stages import MLP, Stage, by_op
 from ...engine.tape import Tape
 from .attention import bias_of
@@ -21,11 +21,14 @@ class GatedMLP(Part):
     """act(h W_gate) * h W_up, then W_down: three products of width F (the config's d_ff), biases where mlp_bias.
     `reads`: what it reads, h (a pre-norm's output) or x (the stream itself: OLMo 2); `width`: the config's field of F
     where it is not d_ff (the dense layers beside experts: Qwen3-MoE's intermediate_size), which its tape sizes F to;
-    `activation`: how its equation names the activation (the config's hidden_act computes it)."""
+    `activation`: how its equation names the activation (the config's hidden_act computes it); `multipliers`: the
+    config's field of two numbers g is multiplied by before the activation and the output after W_down (Falcon-H1's
+    mlp_multipliers)."""
 
     reads: str = "h"
     width: str = "d_ff"
     activation: str = "SiLU: g sigmoid(g)"
+    multipliers: str = ""
     kinds = {
         "mlp_gate": "MLP gate weights W_gate [F, D]",
         "mlp_up": "MLP up weights W_up [F, D]",
@@ -39,9 +42,13 @@ class GatedMLP(Part):
                   reads_stream=reads_x),
             Stage("mlp.up", ("mlp.up",), "matmul", f"u = {x} W_up{b('up')}", f"{x} [T, D], W_up [D, F]", MLP,
                   reads_stream=reads_x),
+            *((Stage("mlp.gate_scale", ("mlp.gate_scaled",), "scale", f"g = {self.multipliers}[0] g", "g [T, F]"),)
+              if self.multipliers else ()),
             Stage("mlp.act", ("mlp.act",), "activation", f"a = act(g)  ({self.activation})", "g [T, F]"),
             Stage("mlp.mul", ("mlp.mul",), "multiply", "a = a * u  (the gate, elementwise)", "a, u [T, F]"),
             Stage("mlp.down", ("mlp.down",), "matmul", f"m = a W_down{b('down')}", "a [T, F], W_down [F, D]", MLP),
+            *((Stage("mlp.down_scale", ("mlp.down_scaled",), "scale", f"m = {self.multipliers}[1] m", "m [T, D]"),)
+              if self.multipliers else ()),
         )  # fmt: skip
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
@@ -50,9 +57,13 @@ class GatedMLP(Part):
             at = at.with_sizes(F=getattr(config, self.width))
         g = at.matmul("mlp.gate", h, p.gate_proj.weight.T, "T D, D F -> T F", bias=bias_of(p.gate_proj))
         u = at.matmul("mlp.up", h, p.up_proj.weight.T, "T D, D F -> T F", bias=bias_of(p.up_proj))
+        gate, down = getattr(config, self.multipliers) if self.multipliers else (None, None)
+        if gate is not None:
+            g = at.stage("mlp.gate_scale", g * constant(g, gate), "T F")
         a = at.stage("mlp.act", ACTIVATIONS[config.hidden_act](g), "T F")
         a = at.stage("mlp.mul", np.multiply(a, u, out=at.scratch(a)), "T F")
-        return at.matmul("mlp.down", a, p.down_proj.weight.T, "T F, F D -> T D", bias=bias_of(p.down_proj))
+        m = at.matmul("mlp.down", a, p.down_proj.weight.T, "T F, F D -> T D", bias=bias_of(p.down_proj))
+        return m if down is None else at.stage("mlp.down_scale", m * constant(m, down), "T D")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """gate_proj, up_proj [F, D] and down_proj [D, F], with biases where mlp_bias."""
