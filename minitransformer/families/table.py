@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import UserError
 from .architecture import Architecture
+from .bamba.family import ARCHITECTURE as BAMBA
 from .config import ModelConfig, shape_defaults
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
 from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
@@ -95,6 +96,7 @@ for _family in (
     QWEN3_5,
     MAMBA2,
     NEMOTRON_H,
+    BAMBA,
 ):
     register(_family)
 

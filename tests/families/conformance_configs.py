@@ -78,6 +78,9 @@ PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+BAMBA = dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
+             num_key_value_heads=2, mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=16,
+             max_position_embeddings=256, eos_token_id=None)  # fmt: skip
 
 FAMILIES: dict[str, Family] = {
     # A few heads of odd sizes, an inner size that is not 4 D, exact GELU with the layer-scaled attention, SiLU
@@ -417,6 +420,23 @@ FAMILIES: dict[str, Family] = {
     }, moved=move_correction_biases, first_token=1, greedy=21, batch_configs=("every_kind", "latent_groups"),
         refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
                  ({"mlp_hidden_act": "xielu"}, "mlp_hidden_act"))),
+    # Attention between Mamba layers (half of each head turned), B and C shared by groups of heads; one group, every
+    # bias but the conv's, a conv of kernel 3, a time_step_limit that clamps, tied; attention first with a head size
+    # of its own, a quarter of each head turned at linear rope scaling, in bfloat16. eos inside the vocabulary: none.
+    # (A batch with in_proj's bias: transformers' conv reads the bias of the pad slots, Mamba-2's and Nemotron-H's too.)
+    "bamba": Family("BambaConfig", {
+        "attention-between": dict(BAMBA, attn_layer_indices=[1], seed=3),
+        "biases-clamped-tied": dict(BAMBA, num_hidden_layers=2, attn_layer_indices=[0], mamba_n_groups=1,
+                                    mamba_proj_bias=True, mamba_conv_bias=False, attention_bias=True, mlp_bias=True,
+                                    time_step_limit=(0.05, 0.3), tie_word_embeddings=True, mamba_d_conv=3, seed=5),
+        "head-dim-linear-rope": dict(BAMBA, num_hidden_layers=3, attn_layer_indices=[0, 2], head_dim=16,
+                                     mamba_chunk_size=40, seed=7, saved="bfloat16",
+                                     rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0,
+                                                      "partial_rotary_factor": 0.25}),
+    }, first_token=1, greedy=21, batch_configs=("attention-between", "head-dim-linear-rope"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"layer_types": [FULL, LINEAR, FULL]}, "layer_types"), ({"attn_rotary_emb": 2}, "attn_rotary_emb"),
+                 ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

@@ -284,6 +284,19 @@ NEMOTRON_3_NANO = {
     "use_bias": False, "use_cache": True, "use_conv_bias": True, "use_mamba_kernels": True, "vocab_size": 131072,
 }  # fmt: skip
 
+# ibm-fms/Bamba-9B's config.json (huggingface.co/ibm-fms/Bamba-9B/blame/43f21514c01057cdbfbd5e3fbc97bd3df3360aba/
+# config.json, the whole file).
+BAMBA_9B = {
+    "architectures": ["BambaForCausalLM"], "attention_dropout": 0.0, "attn_layer_indices": [9, 18, 27],
+    "attn_rotary_emb": 64, "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+    "initializer_range": 0.02, "intermediate_size": 14336, "mamba_chunk_size": 256, "mamba_conv_bias": True,
+    "mamba_d_conv": 4, "mamba_d_head": 64, "mamba_d_state": 128, "mamba_dt_rank": 256, "mamba_expand": 2,
+    "mamba_n_groups": 1, "mamba_n_heads": 128, "mamba_proj_bias": False, "model_type": "bamba",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "num_logits_to_keep": 1,
+    "pad_token_id": 0, "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.47.0.dev0", "use_cache": True, "use_mamba_kernels": True, "vocab_size": 128256,
+}  # fmt: skip
+
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -332,4 +345,5 @@ PUBLISHED: dict[str, list[Published]] = {
         Published("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", NEMOTRON_3_NANO, "nemotron-3-nano-30b-a3b",
                   (DTYPE, ("hybrid_override_pattern", "layers_block_type"))),
     ],
+    "bamba": [Published("ibm-fms/Bamba-9B", BAMBA_9B, "bamba-9b", (DTYPE,))],
 }  # fmt: skip

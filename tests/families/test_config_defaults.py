@@ -56,6 +56,8 @@ FOLLOWS = {
     ("nemotron_h", "moe_intermediate_size"): "not read: this model has no experts",
     ("nemotron_h", "moe_shared_expert_intermediate_size"): "not read: this model has no experts",
     ("nemotron_h", "moe_latent_size"): "none: experts work in the model's width",
+    ("bamba", "attn_layer_indices"): "none: every layer Mamba-2, as BambaConfig's default",
+    ("bamba", "mamba_d_head"): "auto: mamba_expand hidden_size / mamba_n_heads, as BambaConfig computes it",
 }
 
 

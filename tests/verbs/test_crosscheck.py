@@ -107,9 +107,13 @@ MODELS: dict[str, list] = {
                                             vocab_size=128, max_position_embeddings=512, chunk_size=16,
                                             layers_block_type=["mamba", "moe", "attention", "mlp", "mamba",
                                                                "attention"]))],
+    "bamba": [("BambaConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                                   num_attention_heads=4, num_key_value_heads=2, attn_layer_indices=[1],
+                                   mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=16,
+                                   max_position_embeddings=256))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
-HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h")
+HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h", "bamba")
 MAMBA_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv", "mamba_chunk_size")
 
 
