@@ -16,6 +16,7 @@ from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
 from .gemma.family import ARCHITECTURE as GEMMA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
+from .granitemoehybrid.family import ARCHITECTURE as GRANITEMOEHYBRID
 from .keys import ConfigJson
 from .llama.family import ARCHITECTURE as LLAMA
 from .mamba2.family import ARCHITECTURE as MAMBA2
@@ -97,6 +98,7 @@ for _family in (
     MAMBA2,
     NEMOTRON_H,
     BAMBA,
+    GRANITEMOEHYBRID,
 ):
     register(_family)
 

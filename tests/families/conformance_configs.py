@@ -78,6 +78,9 @@ PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
 QWEN3_WINDOW = 24
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+GRANITE = dict(vocab_size=120, hidden_size=32, intermediate_size=12, shared_intermediate_size=20,
+               num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, mamba_n_heads=8, mamba_n_groups=2,
+               mamba_d_state=8, mamba_chunk_size=16, max_position_embeddings=256, eos_token_id=None)  # fmt: skip
 BAMBA = dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
              num_key_value_heads=2, mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=16,
              max_position_embeddings=256, eos_token_id=None)  # fmt: skip
@@ -436,6 +439,25 @@ FAMILIES: dict[str, Family] = {
     }, first_token=1, greedy=21, batch_configs=("attention-between", "head-dim-linear-rope"),
         refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
                  ({"layer_types": [FULL, LINEAR, FULL]}, "layer_types"), ({"attn_rotary_emb": 2}, "attn_rotary_emb"),
+                 ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"))),
+    # Experts beside the shared MLP, every µP multiplier away from 1, rotary attention between Mamba layers (the
+    # older layer names); no experts (the shared MLP alone), NoPE, attention biases, tied; one expert a token of six,
+    # attention first (transformers' layer names), one group, in_proj's bias, in bfloat16.
+    "granitemoehybrid": Family("GraniteMoeHybridConfig", {
+        "moe-rope-multipliers": dict(GRANITE, layer_types=["mamba", "attention", "mamba", "mamba"], num_local_experts=4,
+                                     num_experts_per_tok=2, embedding_multiplier=2.0, logits_scaling=3.0,
+                                     residual_multiplier=0.5, attention_multiplier=0.3,
+                                     position_embedding_type="rope", seed=3),
+        "dense-nope-tied": dict(GRANITE, num_hidden_layers=3, layers_block_type=["mamba", "attention", "mamba"],
+                                num_local_experts=0, num_experts_per_tok=0, position_embedding_type="nope",
+                                tie_word_embeddings=True, attention_bias=True, embedding_multiplier=1.5,
+                                logits_scaling=0.5, residual_multiplier=0.8, attention_multiplier=0.2, seed=5),
+        "k1-nope-bf16": dict(GRANITE, num_hidden_layers=2, layer_types=[FULL, LINEAR], num_local_experts=6,
+                             num_experts_per_tok=1, mamba_n_groups=1, mamba_proj_bias=True, mamba_chunk_size=40,
+                             attention_multiplier=0.25, seed=7, saved="bfloat16"),
+    }, first_token=1, greedy=21, batch_configs=("moe-rope-multipliers", "dense-nope-tied"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"layer_types": ["mamba", "mlp", "mamba", "mamba"]}, "layer_types"),
                  ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"))),
 }  # fmt: skip
 

@@ -297,6 +297,18 @@ BAMBA_9B = {
     "transformers_version": "4.47.0.dev0", "use_cache": True, "use_mamba_kernels": True, "vocab_size": 128256,
 }  # fmt: skip
 
+# ibm-granite/granite-4.0-h-tiny's config.json, the keys of its shapes, as an importer's fixture quotes it
+# (GRANITE_H_TINY_HF in a GitHub test of Hugging Face configs' ingestion; the Hub is out of reach here).
+GRANITE_H_TINY = {
+    "model_type": "granitemoehybrid", "hidden_size": 1536, "num_hidden_layers": 40, "num_attention_heads": 12,
+    "num_key_value_heads": 4, "intermediate_size": 512, "shared_intermediate_size": 1024, "num_local_experts": 64,
+    "num_experts_per_tok": 6, "vocab_size": 100352, "tie_word_embeddings": True, "mamba_d_state": 128,
+    "mamba_n_groups": 1, "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_expand": 2, "mamba_d_conv": 4,
+    "mamba_chunk_size": 256, "max_position_embeddings": 131072,
+    "layer_types": (["mamba"] * 5 + ["attention"] + ["mamba"] * 9 + ["attention"] + ["mamba"] * 9 + ["attention"]
+                    + ["mamba"] * 9 + ["attention"] + ["mamba"] * 4),
+}  # fmt: skip
+
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -346,4 +358,6 @@ PUBLISHED: dict[str, list[Published]] = {
                   (DTYPE, ("hybrid_override_pattern", "layers_block_type"))),
     ],
     "bamba": [Published("ibm-fms/Bamba-9B", BAMBA_9B, "bamba-9b", (DTYPE,))],
+    "granitemoehybrid": [Published("ibm-granite/granite-4.0-h-tiny (its shapes, as a GitHub fixture quotes them)",
+                                   GRANITE_H_TINY, "granite-4.0-h-tiny", ())],
 }  # fmt: skip

@@ -111,9 +111,17 @@ MODELS: dict[str, list] = {
                                    num_attention_heads=4, num_key_value_heads=2, attn_layer_indices=[1],
                                    mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=16,
                                    max_position_embeddings=256))],
+    "granitemoehybrid": [("GraniteMoeHybridConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=12,
+                                                         shared_intermediate_size=20, num_hidden_layers=3,
+                                                         num_attention_heads=4, num_key_value_heads=2,
+                                                         layer_types=["mamba", "attention", "mamba"],
+                                                         num_local_experts=4, num_experts_per_tok=2, mamba_n_heads=8,
+                                                         mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=16,
+                                                         position_embedding_type="rope", attention_multiplier=0.3,
+                                                         max_position_embeddings=256))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
-HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h", "bamba")
+HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h", "bamba", "granitemoehybrid")
 MAMBA_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv", "mamba_chunk_size")
 
 

@@ -50,6 +50,7 @@ CHOSEN = (
     "nemotron-h-8b",  # Mamba-2, attention and MLP layers
     "nemotron-3-nano-30b-a3b",  # Mamba-2, attention and expert layers
     "bamba-9b",  # Mamba-2 or attention, each layer with a SwiGLU MLP
+    "granite-4.0-h-small",  # Mamba-2 or attention (NoPE), each layer with experts and a shared MLP
 )
 SWEPT = 1_024  # the plot's sweep of the context stops here, at 3 points (see the module docstring)
 PLOTS = importlib.util.find_spec("matplotlib") is not None  # the plot extra draws the PNG
