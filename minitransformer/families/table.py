@@ -13,6 +13,7 @@ from .bamba.family import ARCHITECTURE as BAMBA
 from .config import ModelConfig, shape_defaults
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
 from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
+from .falcon_h1.family import ARCHITECTURE as FALCON_H1
 from .gemma.family import ARCHITECTURE as GEMMA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
@@ -99,6 +100,7 @@ for _family in (
     NEMOTRON_H,
     BAMBA,
     GRANITEMOEHYBRID,
+    FALCON_H1,
 ):
     register(_family)
 

@@ -81,6 +81,12 @@ SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, e
 GRANITE = dict(vocab_size=120, hidden_size=32, intermediate_size=12, shared_intermediate_size=20,
                num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, mamba_n_heads=8, mamba_n_groups=2,
                mamba_d_state=8, mamba_chunk_size=16, max_position_embeddings=256, eos_token_id=None)  # fmt: skip
+FALCON_H1 = dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16, mamba_d_ssm=48, mamba_n_heads=6, mamba_d_head=8,
+                 mamba_n_groups=2, mamba_d_state=8, mamba_d_conv=4, mamba_chunk_size=16, embedding_multiplier=2.0,
+                 lm_head_multiplier=0.5, mlp_multipliers=[0.8, 0.6], key_multiplier=0.4, attention_in_multiplier=0.9,
+                 attention_out_multiplier=0.7, ssm_multipliers=[0.5, 0.6, 0.7, 0.8, 0.9], ssm_in_multiplier=1.1,
+                 ssm_out_multiplier=1.2, max_position_embeddings=256, eos_token_id=None)  # fmt: skip
 BAMBA = dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
              num_key_value_heads=2, mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=16,
              max_position_embeddings=256, eos_token_id=None)  # fmt: skip
@@ -458,6 +464,20 @@ FAMILIES: dict[str, Family] = {
     }, first_token=1, greedy=21, batch_configs=("moe-rope-multipliers", "dense-nope-tied"),
         refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
                  ({"layer_types": ["mamba", "mlp", "mamba", "mamba"]}, "layer_types"),
+                 ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"))),
+    # Every µP multiplier away from 1, the gated norm after the gate, a head size and a mixer width of their own, B
+    # and C shared by groups; the gate alone (no norm: the published models'); the norm before the gate, every bias, a
+    # time_step_limit that clamps, tied. Each layer's cache holds keys and values beside the conv and scan states.
+    "falcon_h1": Family("FalconH1Config", {
+        "multipliers-gated-norm": dict(FALCON_H1, mamba_rms_norm=True, mamba_norm_before_gate=False, seed=3),
+        "gate-alone": dict(FALCON_H1, mamba_rms_norm=False, num_hidden_layers=3, seed=5),
+        "norm-first-biases-tied": dict(FALCON_H1, mamba_rms_norm=True, mamba_norm_before_gate=True,
+                                       mamba_proj_bias=True, projectors_bias=True, attention_bias=True, mlp_bias=True,
+                                       time_step_limit=(0.05, 0.3), tie_word_embeddings=True, mamba_chunk_size=40,
+                                       seed=7),
+    }, first_token=1, greedy=21, batch_configs=("multipliers-gated-norm", "gate-alone"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"layer_types": ["hybrid", "hybrid"]}, "layer_types"), ({"mamba_use_mlp": False}, "mamba_use_mlp"),
                  ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"))),
 }  # fmt: skip
 

@@ -309,6 +309,16 @@ GRANITE_H_TINY = {
                     + ["mamba"] * 9 + ["attention"] + ["mamba"] * 4),
 }  # fmt: skip
 
+# tiiuae/Falcon-H1-7B-Instruct's config.json, the keys of its shapes, as an importer's fixture quotes it
+# (FALCON_H1_7B_HF in a GitHub test of Hugging Face configs' ingestion; the Hub is out of reach here).
+FALCON_H1_7B = {
+    "model_type": "falcon_h1", "hidden_size": 3072, "num_hidden_layers": 44, "num_attention_heads": 12,
+    "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": 12288, "vocab_size": 130048,
+    "tie_word_embeddings": False, "mamba_d_state": 256, "mamba_n_groups": 1, "mamba_n_heads": 24, "mamba_d_head": 128,
+    "mamba_d_ssm": 3072, "mamba_expand": 2, "mamba_d_conv": 4, "mamba_chunk_size": 128,
+    "max_position_embeddings": 262144,
+}  # fmt: skip
+
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -360,4 +370,7 @@ PUBLISHED: dict[str, list[Published]] = {
     "bamba": [Published("ibm-fms/Bamba-9B", BAMBA_9B, "bamba-9b", (DTYPE,))],
     "granitemoehybrid": [Published("ibm-granite/granite-4.0-h-tiny (its shapes, as a GitHub fixture quotes them)",
                                    GRANITE_H_TINY, "granite-4.0-h-tiny", ())],
+    # (its rope_theta is not among the shapes quoted: the preset has the family's 1e11, so this reads as no preset)
+    "falcon_h1": [Published("tiiuae/Falcon-H1-7B-Instruct (its shapes, as a GitHub fixture quotes them)", FALCON_H1_7B,
+                            None, ())],
 }  # fmt: skip

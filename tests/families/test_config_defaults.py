@@ -61,6 +61,9 @@ FOLLOWS = {
     ("granitemoehybrid", "layer_types"): "every layer Mamba-2, as GraniteMoeHybridConfig's default",
     ("granitemoehybrid", "mamba_d_head"): "auto: mamba_expand hidden_size / mamba_n_heads",
     ("granitemoehybrid", "num_key_value_heads"): "num_attention_heads",
+    ("falcon_h1", "mamba_d_head"): "auto: mamba_d_ssm / mamba_n_heads",
+    ("falcon_h1", "num_key_value_heads"): "num_attention_heads",
+    ("falcon_h1", "head_dim"): "hidden_size / num_attention_heads",
 }
 
 

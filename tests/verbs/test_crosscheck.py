@@ -119,9 +119,14 @@ MODELS: dict[str, list] = {
                                                          mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=16,
                                                          position_embedding_type="rope", attention_multiplier=0.3,
                                                          max_position_embeddings=256))],
+    "falcon_h1": [("FalconH1Config", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, head_dim=16, mamba_d_ssm=48,
+                                          mamba_n_heads=6, mamba_d_head=8, mamba_n_groups=2, mamba_d_state=8,
+                                          mamba_chunk_size=16, mamba_rms_norm=True, key_multiplier=0.4,
+                                          ssm_multipliers=[0.5, 0.6, 0.7, 0.8, 0.9], max_position_embeddings=256))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
-HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h", "bamba", "granitemoehybrid")
+HYBRIDS = ("qwen3_5", "mamba2", "nemotron_h", "bamba", "granitemoehybrid", "falcon_h1")
 MAMBA_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv", "mamba_chunk_size")
 
 
