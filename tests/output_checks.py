@@ -228,18 +228,22 @@ def memory_rows_are_the_terminal_s(rows: list[list[str]], terminal: str, documen
 
     by_name = {r[0]: r for r in rows}
     cache = document["memory"]["cache"]["layer_types"]
-    states = [kind for kind, k in cache.items() if k["holds"] == "state"]
+    states = [kind for kind, k in cache.items() if k.get("state")]  # a hybrid layer's state beside its K and V too
     assert [name.split(", ")[1].removesuffix(" layers") for name in by_name if name.startswith("state, ")] == states
+
+    def state(kind: str) -> int:  # the bytes of a kind's state: all it keeps, or what it keeps beside K and V
+        return cache[kind].get("state_bytes", cache[kind]["bytes"] if cache[kind].get("state") else 0)
+
     for name, (_, exact, human, note, _) in by_name.items():
         if name == "weights":
             assert human in line("  weights", note.split()[0]), name
         elif name.startswith("state, "):
             kind = name.split(", ")[1].removesuffix(" layers")
-            assert number(exact) == cache[kind]["bytes"] and "the same at any context" in note, name
+            assert number(exact) == state(kind) and "the same at any context" in note, name
             assert f"{human}, the same at any context" in line("  state", f" {kind} layer"), name
         elif name.startswith("KV cache, ") and name.endswith(" layers"):
             kind = name.removeprefix("KV cache, ").removesuffix(" layers")
-            assert number(exact) == cache[kind]["bytes"], name
+            assert number(exact) == cache[kind]["bytes"] - state(kind), name
             assert human in line("  KV cache", f" {kind} layer"), name
             assert f"x {cache[kind]['layers']} {kind} layer" in note, (note, cache[kind])
         elif name.startswith("cache, "):

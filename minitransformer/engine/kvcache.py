@@ -33,15 +33,25 @@ class KeysValues:
     """What an attention layer keeps a position: `heads` key/value heads of keys d_key wide and values d_value wide
     (d_key where None), read back from the first position its queries can see (`window`: the last `window` ones, or
     all). `rows`: other arrays the layer keeps a position beside them, (name, shape of one position's numbers), as a
-    sparse-attention indexer keeps its own keys; each is held [..., capacity, *shape] and extended by the layer."""
+    sparse-attention indexer keeps its own keys; each is held [..., capacity, *shape] and extended by the layer.
+    `state`: named arrays of fixed shapes it keeps beside them whatever the context, as a State's (a layer that also
+    runs a recurrent mixer: Falcon-H1's conv and scan states beside its attention's keys and values)."""
 
     heads: int
     d_key: int
     d_value: int | None = None
     window: int | None = None
     rows: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    state: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
-    kind = "keys and values"
+    @property
+    def kind(self) -> str:
+        return "keys and values and a state" if self.state else "keys and values"
+
+    @property
+    def state_numbers(self) -> int:
+        """The numbers of its state, the same at any context."""
+        return sum(prod(shape) for _, shape in self.state)
 
     @property
     def numbers_per_position(self) -> int:
@@ -114,7 +124,8 @@ class KVCache:
                 keys = array((*batch, spec.heads, capacity, spec.d_key))
                 values = array((*batch, spec.heads, capacity, d_value))
                 rows = {name: array((*batch, capacity, *shape)) for name, shape in spec.rows}
-                self.layers.append(LayerCache(self, i, keys, values, rows))
+                state = {name: array((*batch, *shape), zeros=True) for name, shape in spec.state}
+                self.layers.append(LayerCache(self, i, keys, values, rows, state))
             else:  # a recurrent state starts at zero, as a fresh sequence's
                 self.layers.append(
                     LayerState(self, i, {name: array((*batch, *shape), zeros=True) for name, shape in spec.arrays})
@@ -148,16 +159,27 @@ class KVCache:
 
 
 class LayerCache:
-    """One attention layer's keys and values (and any other rows it keeps a position), written by each pass."""
+    """One attention layer's keys and values (and any other rows it keeps a position), written by each pass; and
+    where it keeps a state beside them, its arrays (`arrays`, state[name], read and overwritten in place as a
+    LayerState's: a hybrid layer's mixer reads them from the same handle)."""
 
-    def __init__(self, cache: KVCache, layer: int, keys, values, rows: dict) -> None:
+    def __init__(self, cache: KVCache, layer: int, keys, values, rows: dict, arrays: dict | None = None) -> None:
         self.cache, self.index = cache, layer
         self.keys, self.values, self.rows = keys, values, rows
+        self.arrays: dict = arrays or {}
         self.spec: KeysValues = cache.specs[layer]  # type: ignore[assignment]  # an attention layer's
+
+    def __getitem__(self, name: str):
+        return self.arrays[name]
 
     @property
     def nbytes(self) -> int:
-        return self.keys.nbytes + self.values.nbytes + sum(r.nbytes for r in self.rows.values())
+        return self.keys.nbytes + self.values.nbytes + sum(r.nbytes for r in self.rows.values()) + self.state_nbytes
+
+    @property
+    def state_nbytes(self) -> int:
+        """The bytes of its state (none but a hybrid layer's), the same at any capacity."""
+        return sum(a.nbytes for a in self.arrays.values())
 
     def _room(self, T: int) -> int:
         """The positions stored before this pass, after checking that T more fit."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import UserError
 from .architecture import Architecture
+from .bamba.family import ARCHITECTURE as BAMBA
 from .cohere2.family import ARCHITECTURE as COHERE2
 from .config import ModelConfig, shape_defaults
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
@@ -16,6 +17,7 @@ from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
 from .ernie4_5.family import ARCHITECTURE as ERNIE4_5
 from .ernie4_5_moe.family import ARCHITECTURE as ERNIE4_5_MOE
 from .exaone4.family import ARCHITECTURE as EXAONE4
+from .falcon_h1.family import ARCHITECTURE as FALCON_H1
 from .gemma.family import ARCHITECTURE as GEMMA
 from .glm4.family import ARCHITECTURE as GLM4
 from .glm4_moe.family import ARCHITECTURE as GLM4_MOE
@@ -23,6 +25,7 @@ from .glm4_moe_lite.family import ARCHITECTURE as GLM4_MOE_LITE
 from .glm_moe_dsa.family import ARCHITECTURE as GLM_MOE_DSA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
+from .granitemoehybrid.family import ARCHITECTURE as GRANITEMOEHYBRID
 from .keys import ConfigJson
 from .lfm2.family import ARCHITECTURE as LFM2
 from .lfm2_moe.family import ARCHITECTURE as LFM2_MOE
@@ -123,6 +126,9 @@ for _family in (
     GLM4_MOE,
     GLM4_MOE_LITE,
     GLM_MOE_DSA,
+    BAMBA,
+    GRANITEMOEHYBRID,
+    FALCON_H1,
 ):
     register(_family)
 

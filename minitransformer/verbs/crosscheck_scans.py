@@ -3,9 +3,9 @@ each difference named with its closed form from the config and the prompt's leng
 
 Our ledger counts what our engine computes; torch's counters count what transformers' reference code dispatches.
 For the softmax-attention families the two agree product by product (with every T x t score). For a Gated DeltaNet
-layer (Qwen3.5: torch_chunk_gated_delta_rule, causal_conv1d_fn) and a Mamba-2 layer (Mamba-2, Nemotron-H:
-Mamba2Mixer.torch_forward's mamba2_chunk_scan, causal_conv1d_fn) and an LFM2 short conv (causal_conv1d_fn alone)
-they differ where the code differs:
+layer (Qwen3.5: torch_chunk_gated_delta_rule, causal_conv1d_fn) and a Mamba-2 layer (Mamba-2, Nemotron-H, Bamba,
+Granite 4.0-H, Falcon-H1: Mamba2Mixer.torch_forward's mamba2_chunk_scan, causal_conv1d_fn) and an LFM2 short conv
+(causal_conv1d_fn alone) they differ where the code differs:
 
 - the causal conv: F.conv1d(padding=K - 1) computes T + K - 1 outputs a channel and keeps the first T, so it makes
   Cv K (K - 1) MACs a layer that our conv (T outputs a channel, a dot product of length K each) does not;
@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..engine.kvcache import KeysValues
 from ..families.config import ModelConfig
 from ..families.lfm2.family import CONV, Lfm2Config
-from ..families.mamba2.config import Mamba2Config, MixerShapes
-from ..families.nemotron_h.config import NemotronHConfig
+from ..families.mamba2.config import MixerShapes
 from ..families.parts.delta_rule import chunking as delta_chunks
 from ..families.qwen35.config import CHUNK, LINEAR, Qwen35Config
 
@@ -49,6 +49,12 @@ class Difference:
     multiplies: int = 0
 
 
+def scanned(spec) -> dict:
+    """The fixed-size arrays a layer keeps (engine/kvcache.py): a recurrent layer's state, or those an attention layer
+    keeps beside its keys and values (Falcon-H1's)."""
+    return dict(spec.state if isinstance(spec, KeysValues) else spec.arrays)
+
+
 def n(x: int) -> str:
     return f"{x:,}"
 
@@ -57,10 +63,8 @@ def scan_differences(config: ModelConfig, T: int) -> list[Difference]:
     """The differences of a prompt of T positions (none for a family without recurrent layers)."""
     if isinstance(config, Qwen35Config):
         return _gated_deltanet(config, sum(kind.startswith(LINEAR) for kind in config.layer_types), T)
-    if isinstance(config, Mamba2Config):
-        return _mamba2(config, config.n_layer, T)
-    if isinstance(config, NemotronHConfig):
-        return _mamba2(config, config.layer_types.count("mamba"), T)
+    if isinstance(config, MixerShapes):  # Mamba-2's, and the hybrids': the layers whose state has a scan's
+        return _mamba2(config, sum("ssm" in scanned(config.layer_cache(i)) for i in range(config.n_layer)), T)
     if isinstance(config, Lfm2Config):  # LFM2's short conv: the conv alone differs (it has no scan)
         convs = sum(kind.startswith(CONV) for kind in config.layer_types)
         return [_conv(convs, config.n_embd, config.conv_kernel, "a short conv layer's")] if convs else []

@@ -71,12 +71,15 @@ def kv_cache_bytes(config: Config, positions: int, batch: int = 1, bytes_per_num
     cache (state_bytes)."""
     lead = (batch,) if batch > 1 else ()
     cache = KVCache(capacity=positions, batch=lead, shape_only=True, layers=_specs(config))
-    return sum(h.nbytes for h in cache.layers if isinstance(h, LayerCache)) // FLOAT32_BYTES * bytes_per_number
+    held = sum(h.nbytes - h.state_nbytes for h in cache.layers if isinstance(h, LayerCache))
+    return held // FLOAT32_BYTES * bytes_per_number
 
 
 def state_bytes(config: Config, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
-    """The recurrent layers' states (State.arrays), whatever the context: the same after 10 tokens as after 100,000."""
-    return batch * bytes_per_number * sum(s.numbers for s in _specs(config) if isinstance(s, State))
+    """The recurrent layers' states (State.arrays, and those an attention layer keeps beside its keys and values:
+    KeysValues.state), whatever the context: the same after 10 tokens as after 100,000."""
+    numbers = sum(s.numbers if isinstance(s, State) else s.state_numbers for s in _specs(config))
+    return batch * bytes_per_number * numbers
 
 
 def cache_positions(config: Config, positions: int) -> int:
@@ -120,6 +123,10 @@ def layer_caches(config: Config, positions: int, batch: int = 1, bytes_per_numbe
             for name, shape in spec.rows:  # e.g. index_keys: {numbers a position, bytes in this type's layers}
                 row = entry.setdefault("rows", {}).setdefault(name, {"numbers_per_position": prod(shape), "bytes": 0})
                 row["bytes"] += batch * bytes_per_number * spec.positions_held(positions) * prod(shape)
+            if spec.state:  # a hybrid layer's state beside its keys and values: its bytes apart (state_bytes)
+                entry["state"] = {name: list(shape) for name, shape in spec.state}
+                entry["state_bytes"] = entry.get("state_bytes", 0) + batch * bytes_per_number * spec.state_numbers
+                each += spec.state_numbers
         else:
             entry["holds"] = spec.kind if spec.arrays else "nothing"
             entry["state"] = {name: list(shape) for name, shape in spec.arrays}
@@ -328,7 +335,11 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
             "bytes_at_context": kv_cache_bytes_after(config, config.n_positions, batch, size),
             # each attention layer type's positions, layers and bytes: a sliding layer holds at most its window
             "layer_types": {
-                kind: {"layers": k["layers"], "positions": k["positions"], "bytes": k["bytes"]}
+                kind: {
+                    "layers": k["layers"],
+                    "positions": k["positions"],
+                    "bytes": k["bytes"] - k.get("state_bytes", 0),
+                }
                 for kind, k in layer_caches(config, held, batch, size).items()
                 if "positions" in k
             },

@@ -411,11 +411,13 @@ def attention_lines(count: Count) -> str:
     scan_ops = ", ".join(r.op for r in products if r.stage.group == STATE)
     scans = hybrid(step)
     layers_weights = a.all_weights - a.outside
+    each_scan, all_scan = ([n(a.all_scan // L)], [n(a.all_scan)]) if scans else ([], [])  # every layer scans alike
     rows = [
-        ["each layer", n(a.attention), n(a.weights), _ratio(a.layer_ratio)],
-        [plural(L, "layer"), n(a.all_attention), n(layers_weights), _ratio(Fraction(a.all_attention, layers_weights))],
-        [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio)],
-    ]
+        ["each layer", n(a.attention), n(a.weights), _ratio(a.layer_ratio), *each_scan],
+        [plural(L, "layer"), n(a.all_attention), n(layers_weights), _ratio(Fraction(a.all_attention, layers_weights)),
+         *all_scan],
+        [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio), *all_scan],
+    ]  # fmt: skip
     if len(step.groups) > 1:  # layers of several kinds (a window on some, a dense MLP beside experts): one row each
         rows = _kind_rows(step, a, scans)
         first = next(i for i, kind in enumerate(step.layer_types) if _attends(step.groups[step._group_of[kind]][0]))
@@ -607,7 +609,7 @@ def _kv_cache_lines(count: Count, m: dict) -> list[str]:
         heads += f" and the indexer's key of {c.d_index:,}" + (
             "" if indexed == c.n_layer else f" in the {indexed} layers with an indexer"
         )
-    if any(k["holds"] == "state" for k in m["cache"]["layer_types"].values()):
+    if any(k.get("state") for k in m["cache"]["layer_types"].values()):
         # a hybrid: the attention layers' keys and values grow with the context, the recurrent layers' state not
         return cache_lines(count, m, numbers, heads, per_seq)
     window, held = c.sliding_window, count.n_prompt + count.n_new - 1
@@ -675,17 +677,19 @@ def cache_lines(count: Count, m: dict, numbers: str, heads: str, per_seq: str) -
     off = "" if count.cached else " (if the cache were on)"
     out = []
     for kind, k in cache["layer_types"].items():
+        state = k.get("state_bytes", k["bytes"] if k.get("state") else 0)  # a hybrid layer keeps both (Falcon-H1's)
         if "positions" in k:
+            held = k["bytes"] - state
             out.append(
                 f"  KV cache     K and V x {plural(k['layers'], kind + ' layer')} x {numbers} numbers{heads}: "
-                f"{byte_size(k['bytes'] // max(k['positions'], 1))} per token{per_seq}; {k['positions']:,} positions "
-                f"here: {byte_size(k['bytes'])}{off}"
+                f"{byte_size(held // max(k['positions'], 1))} per token{per_seq}; {k['positions']:,} positions "
+                f"here: {byte_size(held)}{off}"
             )
-        elif k["state"]:
+        if k.get("state"):
             arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
             out.append(
                 f"  state        {arrays} numbers x {plural(k['layers'], kind + ' layer')}: "
-                f"{byte_size(k['bytes'])}{per_seq}{off}, the same at any context"
+                f"{byte_size(state)}{per_seq}{off}, the same at any context"
             )
     attends = any("positions" in k for k in cache["layer_types"].values())  # no keys and values in a pure Mamba
     parts = (

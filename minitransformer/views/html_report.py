@@ -1152,7 +1152,7 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
     kv, cache = m["kv_cache"], m["cache"]
     types = cache["layer_types"]
     attending = {kind: k for kind, k in types.items() if "positions" in k}
-    states = {kind: k for kind, k in types.items() if k["holds"] == "state"}
+    states = {kind: k for kind, k in types.items() if k.get("state")}
     beside = _indexer_keys({kind: k for kind, k in attending.items() if "index_keys" in k.get("rows", {})})
     if not states:
         held = (
@@ -1169,7 +1169,7 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
             *beside,
             ("KV cache, whole context", kv["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
         ]
-    items = [_kind_item(kind, k, m) for kind, k in types.items() if kind in attending or kind in states]
+    items = [item for kind, k in types.items() for item in _kind_items(kind, k, m)]
     parts = (
         f"{byte_size(kv['bytes'])} keys and values + " if attending else ""
     ) + f"{byte_size(cache['state_bytes'])} state"
@@ -1207,24 +1207,29 @@ def _indexer_keys(indexed: dict) -> list[tuple[str, int, str]]:
     ]
 
 
-def _kind_item(kind: str, k: dict, m: dict) -> tuple[str, int, str]:
-    """A hybrid's cache row for one kind of layer: its keys and values (a position's numbers, as count's report has
-    them, and the positions held), or its recurrent state (the same at any context)."""
-    if "positions" not in k:
+def _kind_items(kind: str, k: dict, m: dict) -> list[tuple[str, int, str]]:
+    """A hybrid's cache rows for one kind of layer: its keys and values (a position's numbers, as count's report has
+    them, and the positions held), its recurrent state (the same at any context), or both (a Falcon-H1 layer)."""
+    items = []
+    state = k.get("state_bytes", k["bytes"] if k.get("state") else 0)
+    if "positions" in k:
+        kv, each = k["bytes"] - state, k["bytes_per_layer"] - state // max(k["layers"], 1)
+        numbers = each // (max(k["positions"], 1) * m["bytes_per_number"] * m["kv_cache"]["batch"])
+        items.append((
+            f"KV cache, {kind} layers",
+            kv,
+            f"K and V x {plural(k['layers'], kind + ' layer')} x {n(numbers)} numbers: "
+            f"{byte_size(kv // max(k['positions'], 1))} per token; "
+            f"{plural(k['positions'], 'position', n(k['positions']))} here",
+        ))  # fmt: skip
+    if k.get("state"):
         arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
-        return (
+        items.append((
             f"state, {kind} layers",
-            k["bytes"],
+            state,
             f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}: the same at any context",
-        )
-    numbers = k["bytes_per_layer"] // (max(k["positions"], 1) * m["bytes_per_number"] * m["kv_cache"]["batch"])
-    return (
-        f"KV cache, {kind} layers",
-        k["bytes"],
-        f"K and V x {plural(k['layers'], kind + ' layer')} x {n(numbers)} numbers: "
-        f"{byte_size(k['bytes'] // max(k['positions'], 1))} per token; "
-        f"{plural(k['positions'], 'position', n(k['positions']))} here",
-    )
+        ))  # fmt: skip
+    return items
 
 
 def _intensity_cells(x: dict | None) -> list[str]:

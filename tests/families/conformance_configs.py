@@ -109,6 +109,18 @@ EXAONE4 = dict(SMOLLM3, rms_norm_eps=1e-6)
 LLAMA3 = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 64}  # fmt: skip
 SEED_OSS = dict(vocab_size=140, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+GRANITE = dict(vocab_size=120, hidden_size=32, intermediate_size=12, shared_intermediate_size=20,
+               num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, mamba_n_heads=8, mamba_n_groups=2,
+               mamba_d_state=8, mamba_chunk_size=16, max_position_embeddings=256, eos_token_id=None)  # fmt: skip
+FALCON_H1 = dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16, mamba_d_ssm=48, mamba_n_heads=6, mamba_d_head=8,
+                 mamba_n_groups=2, mamba_d_state=8, mamba_d_conv=4, mamba_chunk_size=16, embedding_multiplier=2.0,
+                 lm_head_multiplier=0.5, mlp_multipliers=[0.8, 0.6], key_multiplier=0.4, attention_in_multiplier=0.9,
+                 attention_out_multiplier=0.7, ssm_multipliers=[0.5, 0.6, 0.7, 0.8, 0.9], ssm_in_multiplier=1.1,
+                 ssm_out_multiplier=1.2, max_position_embeddings=256, eos_token_id=None)  # fmt: skip
+BAMBA = dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
+             num_key_value_heads=2, mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=16,
+             max_position_embeddings=256, eos_token_id=None)  # fmt: skip
 
 FAMILIES: dict[str, Family] = {
     # A few heads of odd sizes, an inner size that is not 4 D, exact GELU with the layer-scaled attention, SiLU
@@ -752,6 +764,56 @@ FAMILIES: dict[str, Family] = {
         refused=(NOT_A_DTYPE, ({"index_topk": 0}, "index_topk"), ({"rope_interleave": False}, "rope_interleave"),
                  ({"indexer_types": ["shared", "full", "full", "full"]}, "must begin with a 'full' layer"),
                  ({"indexer_rope_interleave": False}, "indexer_rope_interleave"))),
+    # Attention between Mamba layers (half of each head turned), B and C shared by groups of heads; one group, every
+    # bias but the conv's, a conv of kernel 3, a time_step_limit that clamps, tied; attention first with a head size
+    # of its own, a quarter of each head turned at linear rope scaling, in bfloat16. eos inside the vocabulary: none.
+    # (A batch with in_proj's bias: transformers' conv reads the bias of the pad slots, Mamba-2's and Nemotron-H's too.)
+    "bamba": Family("BambaConfig", {
+        "attention-between": dict(BAMBA, attn_layer_indices=[1], seed=3),
+        "biases-clamped-tied": dict(BAMBA, num_hidden_layers=2, attn_layer_indices=[0], mamba_n_groups=1,
+                                    mamba_proj_bias=True, mamba_conv_bias=False, attention_bias=True, mlp_bias=True,
+                                    time_step_limit=(0.05, 0.3), tie_word_embeddings=True, mamba_d_conv=3, seed=5),
+        "head-dim-linear-rope": dict(BAMBA, num_hidden_layers=3, attn_layer_indices=[0, 2], head_dim=16,
+                                     mamba_chunk_size=40, seed=7, saved="bfloat16",
+                                     rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0,
+                                                      "partial_rotary_factor": 0.25}),
+    }, first_token=1, greedy=21, batch_configs=("attention-between", "head-dim-linear-rope"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"layer_types": [FULL, LINEAR, FULL]}, "layer_types"), ({"attn_rotary_emb": 2}, "attn_rotary_emb"),
+                 ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"))),
+    # Experts beside the shared MLP, every µP multiplier away from 1, rotary attention between Mamba layers (the
+    # older layer names); no experts (the shared MLP alone), NoPE, attention biases, tied; one expert a token of six,
+    # attention first (transformers' layer names), one group, in_proj's bias, in bfloat16.
+    "granitemoehybrid": Family("GraniteMoeHybridConfig", {
+        "moe-rope-multipliers": dict(GRANITE, layer_types=["mamba", "attention", "mamba", "mamba"], num_local_experts=4,
+                                     num_experts_per_tok=2, embedding_multiplier=2.0, logits_scaling=3.0,
+                                     residual_multiplier=0.5, attention_multiplier=0.3,
+                                     position_embedding_type="rope", seed=3),
+        "dense-nope-tied": dict(GRANITE, num_hidden_layers=3, layers_block_type=["mamba", "attention", "mamba"],
+                                num_local_experts=0, num_experts_per_tok=0, position_embedding_type="nope",
+                                tie_word_embeddings=True, attention_bias=True, embedding_multiplier=1.5,
+                                logits_scaling=0.5, residual_multiplier=0.8, attention_multiplier=0.2, seed=5),
+        "k1-nope-bf16": dict(GRANITE, num_hidden_layers=2, layer_types=[FULL, LINEAR], num_local_experts=6,
+                             num_experts_per_tok=1, mamba_n_groups=1, mamba_proj_bias=True, mamba_chunk_size=40,
+                             attention_multiplier=0.25, seed=7, saved="bfloat16"),
+    }, first_token=1, greedy=21, batch_configs=("moe-rope-multipliers", "dense-nope-tied"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"layer_types": ["mamba", "mlp", "mamba", "mamba"]}, "layer_types"),
+                 ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"))),
+    # Every µP multiplier away from 1, the gated norm after the gate, a head size and a mixer width of their own, B
+    # and C shared by groups; the gate alone (no norm: the published models'); the norm before the gate, every bias, a
+    # time_step_limit that clamps, tied. Each layer's cache holds keys and values beside the conv and scan states.
+    "falcon_h1": Family("FalconH1Config", {
+        "multipliers-gated-norm": dict(FALCON_H1, mamba_rms_norm=True, mamba_norm_before_gate=False, seed=3),
+        "gate-alone": dict(FALCON_H1, mamba_rms_norm=False, num_hidden_layers=3, seed=5),
+        "norm-first-biases-tied": dict(FALCON_H1, mamba_rms_norm=True, mamba_norm_before_gate=True,
+                                       mamba_proj_bias=True, projectors_bias=True, attention_bias=True, mlp_bias=True,
+                                       time_step_limit=(0.05, 0.3), tie_word_embeddings=True, mamba_chunk_size=40,
+                                       seed=7),
+    }, first_token=1, greedy=21, batch_configs=("multipliers-gated-norm", "gate-alone"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"layer_types": ["hybrid", "hybrid"]}, "layer_types"), ({"mamba_use_mlp": False}, "mamba_use_mlp"),
+                 ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

@@ -466,6 +466,41 @@ GLM5 = {
     "topk_method": "noaux_tc", "transformers_version": "5.0.2.dev0", "v_head_dim": 256, "vocab_size": 154880,
 }  # fmt: skip
 
+# ibm-fms/Bamba-9B's config.json (huggingface.co/ibm-fms/Bamba-9B/blame/43f21514c01057cdbfbd5e3fbc97bd3df3360aba/
+# config.json, the whole file).
+BAMBA_9B = {
+    "architectures": ["BambaForCausalLM"], "attention_dropout": 0.0, "attn_layer_indices": [9, 18, 27],
+    "attn_rotary_emb": 64, "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+    "initializer_range": 0.02, "intermediate_size": 14336, "mamba_chunk_size": 256, "mamba_conv_bias": True,
+    "mamba_d_conv": 4, "mamba_d_head": 64, "mamba_d_state": 128, "mamba_dt_rank": 256, "mamba_expand": 2,
+    "mamba_n_groups": 1, "mamba_n_heads": 128, "mamba_proj_bias": False, "model_type": "bamba",
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "num_logits_to_keep": 1,
+    "pad_token_id": 0, "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.47.0.dev0", "use_cache": True, "use_mamba_kernels": True, "vocab_size": 128256,
+}  # fmt: skip
+
+# ibm-granite/granite-4.0-h-tiny's config.json, the keys of its shapes, as an importer's fixture quotes it
+# (GRANITE_H_TINY_HF in a GitHub test of Hugging Face configs' ingestion; the Hub is out of reach here).
+GRANITE_H_TINY = {
+    "model_type": "granitemoehybrid", "hidden_size": 1536, "num_hidden_layers": 40, "num_attention_heads": 12,
+    "num_key_value_heads": 4, "intermediate_size": 512, "shared_intermediate_size": 1024, "num_local_experts": 64,
+    "num_experts_per_tok": 6, "vocab_size": 100352, "tie_word_embeddings": True, "mamba_d_state": 128,
+    "mamba_n_groups": 1, "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_expand": 2, "mamba_d_conv": 4,
+    "mamba_chunk_size": 256, "max_position_embeddings": 131072,
+    "layer_types": (["mamba"] * 5 + ["attention"] + ["mamba"] * 9 + ["attention"] + ["mamba"] * 9 + ["attention"]
+                    + ["mamba"] * 9 + ["attention"] + ["mamba"] * 4),
+}  # fmt: skip
+
+# tiiuae/Falcon-H1-7B-Instruct's config.json, the keys of its shapes, as an importer's fixture quotes it
+# (FALCON_H1_7B_HF in a GitHub test of Hugging Face configs' ingestion; the Hub is out of reach here).
+FALCON_H1_7B = {
+    "model_type": "falcon_h1", "hidden_size": 3072, "num_hidden_layers": 44, "num_attention_heads": 12,
+    "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": 12288, "vocab_size": 130048,
+    "tie_word_embeddings": False, "mamba_d_state": 256, "mamba_n_groups": 1, "mamba_n_heads": 24, "mamba_d_head": 128,
+    "mamba_d_ssm": 3072, "mamba_expand": 2, "mamba_d_conv": 4, "mamba_chunk_size": 128,
+    "max_position_embeddings": 262144,
+}  # fmt: skip
+
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -545,4 +580,10 @@ PUBLISHED: dict[str, list[Published]] = {
         Published("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", NEMOTRON_3_NANO, "nemotron-3-nano-30b-a3b",
                   (DTYPE, ("hybrid_override_pattern", "layers_block_type"))),
     ],
+    "bamba": [Published("ibm-fms/Bamba-9B", BAMBA_9B, "bamba-9b", (DTYPE,))],
+    "granitemoehybrid": [Published("ibm-granite/granite-4.0-h-tiny (its shapes, as a GitHub fixture quotes them)",
+                                   GRANITE_H_TINY, "granite-4.0-h-tiny", ())],
+    # (its rope_theta is not among the shapes quoted: the preset has the family's 1e11, so this reads as no preset)
+    "falcon_h1": [Published("tiiuae/Falcon-H1-7B-Instruct (its shapes, as a GitHub fixture quotes them)", FALCON_H1_7B,
+                            None, ())],
 }  # fmt: skip

@@ -71,6 +71,14 @@ FOLLOWS = {
     ("nemotron_h", "moe_intermediate_size"): "not read: this model has no experts",
     ("nemotron_h", "moe_shared_expert_intermediate_size"): "not read: this model has no experts",
     ("nemotron_h", "moe_latent_size"): "none: experts work in the model's width",
+    ("bamba", "attn_layer_indices"): "none: every layer Mamba-2, as BambaConfig's default",
+    ("bamba", "mamba_d_head"): "auto: mamba_expand hidden_size / mamba_n_heads, as BambaConfig computes it",
+    ("granitemoehybrid", "layer_types"): "every layer Mamba-2, as GraniteMoeHybridConfig's default",
+    ("granitemoehybrid", "mamba_d_head"): "auto: mamba_expand hidden_size / mamba_n_heads",
+    ("granitemoehybrid", "num_key_value_heads"): "num_attention_heads",
+    ("falcon_h1", "mamba_d_head"): "auto: mamba_d_ssm / mamba_n_heads",
+    ("falcon_h1", "num_key_value_heads"): "num_attention_heads",
+    ("falcon_h1", "head_dim"): "hidden_size / num_attention_heads",
 }
 
 

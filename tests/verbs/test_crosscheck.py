@@ -175,11 +175,40 @@ MODELS: dict[str, list] = {
                                              kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
                                              index_topk=16, index_head_dim=16, index_n_heads=16, index_topk_freq=2,
                                              index_skip_topk_offset=2, max_position_embeddings=256))],
+    "bamba": [("BambaConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                                   num_attention_heads=4, num_key_value_heads=2, attn_layer_indices=[1],
+                                   mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=16,
+                                   max_position_embeddings=256))],
+    "granitemoehybrid": [("GraniteMoeHybridConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=12,
+                                                         shared_intermediate_size=20, num_hidden_layers=3,
+                                                         num_attention_heads=4, num_key_value_heads=2,
+                                                         layer_types=["mamba", "attention", "mamba"],
+                                                         num_local_experts=4, num_experts_per_tok=2, mamba_n_heads=8,
+                                                         mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=16,
+                                                         position_embedding_type="rope", attention_multiplier=0.3,
+                                                         max_position_embeddings=256))],
+    "falcon_h1": [("FalconH1Config", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2, head_dim=16, mamba_d_ssm=48,
+                                          mamba_n_heads=6, mamba_d_head=8, mamba_n_groups=2, mamba_d_state=8,
+                                          mamba_chunk_size=16, mamba_rms_norm=True, key_multiplier=0.4,
+                                          ssm_multipliers=[0.5, 0.6, 0.7, 0.8, 0.9], max_position_embeddings=256))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
-HYBRIDS = ("qwen3_5", "qwen3_next", "mamba2", "nemotron_h")
+HYBRIDS = ("qwen3_5", "qwen3_next", "mamba2", "nemotron_h", "bamba", "granitemoehybrid", "falcon_h1")
 DELTANETS = ("qwen3_5", "qwen3_next")  # the Gated DeltaNet's (the others': Mamba-2's)
 SHORT_CONVS = ("lfm2", "lfm2_moe")  # a recurrent layer without a scan: its conv alone differs
+MAMBA_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv", "mamba_chunk_size")
+
+
+def mamba_shapes(hf) -> tuple[int, ...]:
+    """(Hs, P, N, Ng, K, L) of a config with Mamba-2 layers, as each config class names them."""
+    if hf.model_type == "nemotron_h":
+        return hf.mamba_num_heads, hf.mamba_head_dim, hf.ssm_state_size, hf.n_groups, hf.conv_kernel, hf.chunk_size
+    if hf.model_type == "mamba2":
+        return hf.num_heads, hf.head_dim, hf.state_size, hf.n_groups, hf.conv_kernel, hf.chunk_size
+    return tuple(getattr(hf, key) for key in MAMBA_KEYS)  # Bamba's, Granite 4.0-H's, Falcon-H1's
+
+
 CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models))
          if family not in HYBRIDS + SHORT_CONVS]  # fmt: skip
 
@@ -264,19 +293,18 @@ def torch_recurrent_products(hf, T: int) -> tuple[int, int, int, int]:
         scan = Hv * N * (2 * C * C * dk + 2 * C * dk * dv + C * C * dv + C * dk * dv)
         solves = layers * Hv * N * (dk + dv) * C * (C - 1) // 2
     else:
-        # transformers names Nemotron-H's kinds as Qwen3.5's: a Mamba-2 layer "linear_attention"
-        layers = hf.num_hidden_layers if hf.model_type == "mamba2" else kinds.count("linear_attention")
-        attention = kinds.count("full_attention")
-        if hf.model_type == "nemotron_h":
-            H, P, Nst = hf.mamba_num_heads, hf.mamba_head_dim, hf.ssm_state_size
-        else:
-            H, P, Nst = hf.num_heads, hf.head_dim, hf.state_size
-        Ng, K, L = hf.n_groups, hf.conv_kernel, hf.chunk_size
+        # transformers names the hybrids' kinds as Qwen3.5's: a Mamba-2 layer "linear_attention" (Falcon-H1's every
+        # layer "hybrid": both)
+        mixers, attends = ("linear_attention", "hybrid"), ("full_attention", "hybrid")
+        layers = hf.num_hidden_layers if hf.model_type == "mamba2" else sum(k in mixers for k in kinds)
+        attention = sum(k in attends for k in kinds)
+        H, P, Nst, Ng, K, L = mamba_shapes(hf)
         channels, N = H * P + 2 * Ng * Nst, -(-T // L)
         scan = H * N * (L * L * Nst + L * L * P + 2 * L * P * Nst) + H * (N + 1) ** 2 * P * Nst
         solves = 0
     conv = layers * channels * (T + K - 1) * K
-    attend = attention * 2 * hf.num_attention_heads * T * T * hf.head_dim if attention else 0
+    head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+    attend = attention * 2 * hf.num_attention_heads * T * T * head_dim if attention else 0
     return K, conv, layers * scan + attend, solves
 
 
@@ -315,7 +343,7 @@ def test_a_hybrid_s_every_difference_is_named_and_exact(made, family, index, tok
     assert f"padding K - 1 = {K - 1}" in said
     assert "repeat_interleave" in said
     assert ("pads a prompt shorter than its chunk" in said) == (
-        tokens < 64 if family in DELTANETS else tokens < hf.chunk_size
+        tokens < 64 if family in DELTANETS else tokens < mamba_shapes(hf)[-1]
     )
     if family in DELTANETS:
         assert "aten.linalg_solve_triangular" in said and "l2norm" in said

@@ -15,6 +15,10 @@ from ..keys import ACTIVATION, FLAG, POSITIVE, SIZE, TOKENS, TRUTHY, Kind, eps, 
 # needs one for its checks and its sweeps over the context (count, memory). This is that bound, not the model's.
 UNBOUNDED_CONTEXT = 1 << 20
 
+# How the scan's output y meets the gate z (MixerShapes.gated_norm): the gate, then a grouped RMSNorm (Mamba-2's,
+# transformers' MambaRMSNormGated); the norm first (Falcon-H1's norm_before_gate); the gate alone (no norm).
+GATE_NORM, NORM_GATE, GATE_ONLY = "gate, then norm", "norm, then gate", "gate alone"
+
 
 class MixerShapes:
     """The widths of a Mamba-2 mixer, from the fields both Mamba-2's and Nemotron-H's configs have: ssm_heads (Hs)
@@ -28,6 +32,7 @@ class MixerShapes:
     n_groups: int
     conv_kernel: int
     chunk_size: int
+    use_bias: bool
     use_conv_bias: bool
     ssm_act: str
     norm_eps: float
@@ -47,6 +52,23 @@ class MixerShapes:
     def in_proj_dim(self) -> int:
         """I + Cv + Hs: in_proj's output, z, then x B C, then dt (one per head)."""
         return self.d_inner + self.conv_dim + self.ssm_heads
+
+    # The mixer's options as Mamba-2's and Nemotron-H's configs have them; a config that states them otherwise says so
+    # (Falcon-H1's).
+    @property
+    def gated_norm(self) -> str:
+        """How y meets the gate z: silu(z), then an RMSNorm over each group (GATE_NORM)."""
+        return GATE_NORM
+
+    @property
+    def in_proj_multipliers(self) -> tuple[float, ...] | None:
+        """Numbers in_proj's output is multiplied by, one for each of z, x, B, C and dt; None: not multiplied."""
+        return None
+
+    @property
+    def out_proj_bias(self) -> bool:
+        """out_proj's bias: where in_proj has one (use_bias)."""
+        return self.use_bias
 
     @property
     def mixer_symbols(self) -> dict[str, int]:

@@ -65,8 +65,11 @@ def float64_logits(reference, base, torch) -> None:
     reference.forward = types.MethodType(forward, reference)
 
 
-def float64_mixers(reference, torch) -> int:
-    """Every Mamba-2 mixer computing torch_forward's steps in float64, its scan position by position; how many."""
+def float64_mixers(reference, torch, classes: tuple[str, ...] = ("Mamba2Mixer",)) -> int:
+    """Every Mamba-2 mixer (a module whose class's name ends with one of `classes`: Mamba2Mixer, and the hybrids'
+    copies of it) computing torch_forward's steps in float64, its scan position by position; how many. Falcon-H1's
+    options are its module's: its input times ssm_in_multiplier, in_proj's output times its mup_vector, the norm
+    after the gate, before it (norm.norm_before_gate) or none (mamba_rms_norm false)."""
     F = torch.nn.functional
 
     def mixer(module, hidden_states, cache=None, attention_mask=None, **_):
@@ -78,7 +81,10 @@ def float64_mixers(reference, torch) -> int:
         batch, T, _ = hidden_states.shape
         Hs, P, N, Ng = module.num_heads, module.head_dim, module.ssm_state_size, module.n_groups
         I = module.intermediate_size  # noqa: E741 - the symbol
-        z, xbc, dt = module.in_proj(hidden_states).split([I, module.conv_dim, Hs], dim=-1)
+        projected = module.in_proj(hidden_states * getattr(module, "ssm_in_multiplier", 1.0))
+        if getattr(module, "mup_vector", None) is not None:
+            projected = projected * module.mup_vector
+        z, xbc, dt = projected.split([I, module.conv_dim, Hs], dim=-1)
         conv = F.conv1d(
             xbc.transpose(1, 2),
             module.conv1d.weight,
@@ -103,14 +109,19 @@ def float64_mixers(reference, torch) -> int:
                 + (dt[:, t, :, None] * x[:, t])[..., None] * B[:, t, :, None]
             )
             ys.append((h * C[:, t, :, None, :]).sum(-1) + module.D[:, None] * x[:, t])  # h C: summed over N
-        y = torch.stack(ys, dim=1).reshape(batch, T, I) * F.silu(z)
-        groups = y.reshape(batch, T, Ng, I // Ng)
-        groups = groups * torch.rsqrt(groups.pow(2).mean(-1, keepdim=True) + module.norm.variance_epsilon)
-        return module.out_proj(module.norm.weight * groups.reshape(batch, T, I))
+        y = torch.stack(ys, dim=1).reshape(batch, T, I)
+        normed, first = getattr(module, "mamba_rms_norm", True), getattr(module.norm, "norm_before_gate", False)
+        if not (normed and first):
+            y = y * F.silu(z)
+        if normed:
+            groups = y.reshape(batch, T, Ng, I // Ng)
+            groups = groups * torch.rsqrt(groups.pow(2).mean(-1, keepdim=True) + module.norm.variance_epsilon)
+            y = module.norm.weight * groups.reshape(batch, T, I)
+        return module.out_proj(y * F.silu(z) if normed and first else y)
 
     found = 0
     for module in reference.modules():
-        if type(module).__name__.endswith("Mamba2Mixer"):
+        if type(module).__name__.endswith(classes):
             module.forward = types.MethodType(mixer, module)
             found += 1
     return found

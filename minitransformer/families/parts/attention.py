@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from functools import cache, lru_cache
+from functools import cache, lru_cache, partial
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from ...engine.kvcache import KeysValues
 from ...engine.ops import (
     add_mask,
     constant,
@@ -51,12 +52,13 @@ def mask_equation(config: Any) -> str:
 
 
 @cache
-def core_stages(mask: str = MASK) -> dict[str, Stage]:
-    """The attention core's stages (`attend`), its mask's equation as the config has it."""
+def core_stages(mask: str = MASK, scale: str = "S = S / sqrt(dh)") -> dict[str, Stage]:
+    """The attention core's stages (`attend`), its mask's equation as the config has it, its scale's as the attention
+    has it."""
     return by_op(
         Stage("scores", ("attn.qk",), "matmul", "S = Q K^T  (each query head against the K of its group)",
               "Q [Hkv, G, T, dh], K^T [Hkv, 1, dh, t]", ATTENTION_SCORES),
-        Stage("scale", ("attn.scaled",), "scale", "S = S / sqrt(dh)", "S [H, T, t]"),
+        Stage("scale", ("attn.scaled",), "scale", scale, "S [H, T, t]"),
         Stage("mask", ("attn.scores",), "mask", mask, "S [H, T, t]"),
         Stage("softmax", ("attn.weights",), "softmax", "A = softmax(S) over j", "S [H, T, t]"),
         Stage("mix", ("attn.mix",), "matmul", "Z = A V  (each query head with the V of its group)",
@@ -81,15 +83,18 @@ def cache_stages(o_bias: bool) -> dict[str, Stage]:
 Attend = Callable[..., np.ndarray]
 
 
-def attend(q, K, V, bias, config: Any, at: Tape, stages: Mapping[str, Stage] | None = None):
+def attend(q, K, V, bias, config: Any, at: Tape, stages: Mapping[str, Stage] | None = None, scale: str = ""):
     """Each query's mix of its group's values, weighted by softmax(q K^T x scale + bias) over the keys (any config that
     has n_kv_head and d_head). `stages`: its stages as a family shows them (GPT-NeoX's, per head), where not
-    core_stages'."""
-    at = at.declaring(stages or core_stages(mask_equation(config)))
+    core_stages'; `scale`: the config's field that scales the scores in place of dh^-1/2, where one does."""
+    at = at.declaring(
+        stages
+        or core_stages(mask_equation(config), *((f"S = {scale} S  (in place of 1 / sqrt(dh))",) if scale else ()))
+    )
     Hkv = config.n_kv_head
     Q, Kt = group_heads(q, Hkv), K.swapaxes(-1, -2)[..., None, :, :]
     s = at.matmul("scores", Q, Kt, "Hkv G T dh, Hkv 1 dh t -> Hkv G T t")
-    s = at.stage("scale", scale_scores(ungroup_heads(s), config, at), "H T t")
+    s = at.stage("scale", scale_scores(ungroup_heads(s), config, at, scale), "H T t")
     s = at.stage("mask", add_mask(s, bias, out=at.scratch(s)), "H T t")
     a = at.stage("softmax", softmax(s, out=at.scratch(s)), "H T t")
     return at.matmul("mix", group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")
@@ -109,9 +114,16 @@ def attend_to_cache(
     return at.matmul("out", z, o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=bias_of(o_proj))
 
 
-def scale_scores(s, config: Any, at: Tape):
-    """S / sqrt(dh), in place where nobody watches."""
-    return np.multiply(s, constant(s, config.d_head**-0.5), out=at.scratch(s))
+def scale_scores(s, config: Any, at: Tape, scale: str = ""):
+    """S / sqrt(dh), or S times the config's field `scale` (Granite's attention_multiplier), in place where nobody
+    watches."""
+    return np.multiply(s, constant(s, getattr(config, scale) if scale else config.d_head**-0.5), out=at.scratch(s))
+
+
+@cache
+def scaled_by(scale: str) -> Attend:
+    """The attention core with its scores scaled by the config's field `scale` in place of dh^-1/2."""
+    return partial(attend, scale=scale)
 
 
 def multi_head_vs_weights(c: Any) -> tuple[str, str, str]:
@@ -180,8 +192,8 @@ OWN_ROPES = "  (each kind of layer at its own rope)"
 def rope_stage(config: Any, interleaved: bool = False) -> Stage:
     """The rotation's stage: which pairs turn (the halves, or neighbours in place), over how many numbers of a head
     where not all (partial_rotary_factor), on which layers where only some have rotary positions, and that the
-    layers' ropes differ where they do."""
-    ropes = [config.rope(i) for i in range(config.n_layer)]
+    layers' ropes differ where they do; of the layers that attend (a hybrid's others have no positions)."""
+    ropes = [config.rope(i) for i in range(config.n_layer) if isinstance(config.layer_cache(i), KeysValues)]
     turned = next((rope.turned for rope in ropes if rope is not None), config.d_head)
     equation = INTERLEAVED if interleaved else TURNED
     if turned < config.d_head:
@@ -191,6 +203,12 @@ def rope_stage(config: Any, interleaved: bool = False) -> Stage:
     if len(set(ropes) - {None}) > 1:
         equation += OWN_ROPES
     return ROPE if equation == TURNED else replace(ROPE, equation=equation)
+
+
+def key_scale(field: str) -> Stage:
+    """k times the config's `field` (Falcon-H1's key_multiplier), before the rotation."""
+    return Stage("k_scale", ("attn.k_scaled",), "scale", f"k = {field} k  (before the rotation: the cache keeps k so)",
+                 "k [T, Hkv*dh]")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -207,7 +225,9 @@ class GroupedQueryAttention(Part):
     keys (`attend`; Gemma's scales and soft-caps its scores otherwise). `interleaved`: RoPE turns neighbouring pairs
     (2i, 2i+1) in place, not the halves (GLM-4's, ERNIE 4.5's, Cohere2's; rotary.rotate_partial); on the first
     Rope.turned numbers of each head, all of them or a share (GLM-4's half). `names`: where a layer's checkpoint keeps
-    W_o and the q and k norms (LFM2's: out_proj, q_layernorm, k_layernorm)."""
+    W_o and the q and k norms (LFM2's: out_proj, q_layernorm, k_layernorm). `key_scale`: the config's field that k
+    is multiplied by before the rotation (Falcon-H1's key_multiplier); `scale`: the config's field that scales the
+    scores in place of dh^-1/2 (Granite's attention_multiplier)."""
 
     qk_norm: str = ""
     reads: str = "h"
@@ -215,6 +235,8 @@ class GroupedQueryAttention(Part):
     core: Attend = attend
     interleaved: bool = False
     names: tuple[str, str, str] = ("o_proj", "q_norm", "k_norm")
+    key_scale: str = ""
+    scale: str = ""
     kinds = {
         "attention_q": "attention query weights W_q [H*dh, D]",
         "attention_k": "attention key weights W_k [Hkv*dh, D]",
@@ -233,6 +255,7 @@ class GroupedQueryAttention(Part):
                   f"{x} [T, D], W_k [D, Hkv*dh]", ATTENTION_PROJECTIONS, reads_stream=reads_x),
             Stage("v", ("attn.v_proj",), "matmul", f"v = {x} W_v{b('v')}", f"{x} [T, D], W_v [D, Hkv*dh]",
                   ATTENTION_PROJECTIONS, reads_stream=reads_x),
+            *((key_scale(self.key_scale),) if self.key_scale else ()),
             *norms,
             Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape", "q -> H heads of dh; k, v -> Hkv heads of dh",
                   "q [T, H*dh], k, v [T, Hkv*dh]"),
@@ -246,6 +269,8 @@ class GroupedQueryAttention(Part):
         k = at.matmul("k", h, p.k_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.k_proj))
         v = at.matmul("v", h, p.v_proj.weight.T, "T D, D Hkv*dh -> T Hkv*dh", bias=bias_of(p.v_proj))
         q_norm, k_norm = self.names[1:]
+        if self.key_scale:
+            k = at.stage("k_scale", k * constant(k, getattr(config, self.key_scale)), "T Hkv*dh")
         if qk_norm == WHOLE:  # over all H dh (Hkv dh) numbers, gains [H dh] ([Hkv dh])
             q = at.stage("q_norm", self.normed(q, getattr(p, q_norm), config), "T H*dh")
             k = at.stage("k_norm", self.normed(k, getattr(p, k_norm), config), "T Hkv*dh")
@@ -264,9 +289,10 @@ class GroupedQueryAttention(Part):
         return rotate_partial(x, cos, sin, interleaved=self.interleaved)
 
     def core_of(self, p: SimpleNamespace) -> Attend:
-        """Its attention core over the keys of a layer's weights `p`: its `core`, unless a variant's reads the layer's
-        own tensors (gpt-oss's weighs each head's sink)."""
-        return self.core
+        """Its attention core over the keys of a layer's weights `p`: its `core` (its scores scaled by the config's
+        `scale` where it has one), unless a variant's reads the layer's own tensors (gpt-oss's weighs each head's
+        sink)."""
+        return scaled_by(self.scale) if self.scale else self.core
 
     def qk_norm_of(self, config: Any) -> str:
         """Its q and k norms in a config (PER_HEAD, WHOLE, or none: ""): the part's `qk_norm`, unless a family's

@@ -21,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from ...engine.ops import constant
 from ...engine.stages import Stage, by_op
 from ...engine.tape import Tape
 from .norms import RMSNorm
-from .part import Part, Products, Tensors
+from .part import Part, Products, Tensors, module_of
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,9 @@ class LayerInputs:
 
 
 def under(name: str, tensors: Tensors) -> Tensors:
-    """A part's tensors under its module's name."""
-    return {f"{name}.{key}": tensor for key, tensor in tensors.items()}
+    """A part's tensors under its module's name ("": the layer's own, where a part keeps its modules at the layer's
+    top: Falcon-H1's mixers, Granite's mixture and shared MLP)."""
+    return {f"{name}.{key}" if name else key: tensor for key, tensor in tensors.items()}
 
 
 def norm_stage(op: str, norm: Any, index: str) -> Stage:
@@ -54,26 +56,38 @@ RESID_MID = Stage("resid_mid", ("resid_mid",), "residual", "x = x + o", "x, o [T
 RESID_POST = Stage("resid_post", ("resid_post",), "residual", "x = x + m", "x, m [T, D]")
 
 
+def times(x, config: Any, field: str):
+    """x times the config's `field` (a multiplier of a branch: µP's), in x's dtype; x itself where `field` is ""."""
+    return x * constant(x, getattr(config, field)) if field else x
+
+
 @dataclass(frozen=True)
 class PreNorm(Part):
     """The pre-norm block: x + mixer(norm_1(x)), then x + mlp(norm_2(x)). `names`: where a layer's checkpoint keeps
-    the first norm, the mixer, the second norm and the MLP ("input_layernorm", "self_attn", ...)."""
+    the first norm, the mixer, the second norm and the MLP ("input_layernorm", "self_attn", ...; "" where the part
+    keeps its modules at the layer's top). `residual`: the config's field each branch is multiplied by before its add
+    (Granite's residual_multiplier)."""
 
     mixer: Any
     mlp: Any
     norm: Any = RMSNorm()
     names: tuple[str, str, str, str] = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
+    residual: str = ""
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        return by_op(norm_stage("ln_1", self.norm, "1"), RESID_MID, norm_stage("ln_2", self.norm, "2"), RESID_POST)
+        mid, post = RESID_MID, RESID_POST
+        if self.residual:  # the branches scaled on their way back
+            mid = replace(mid, equation=f"x = x + {self.residual} o")
+            post = replace(post, equation=f"x = x + {self.residual} m")
+        return by_op(norm_stage("ln_1", self.norm, "1"), mid, norm_stage("ln_2", self.norm, "2"), post)
 
     def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
         at = at.declaring(self.declared(config))
-        ln_1, mixer, ln_2, mlp = (getattr(p, name) for name in self.names)
+        ln_1, mixer, ln_2, mlp = (module_of(p, name) for name in self.names)
         h = at.stage("ln_1", self.norm(x, ln_1, config), "T D")
-        x = at.stage("resid_mid", x + self.mixer(h, mixer, config, at, inputs), "T D")
+        x = at.stage("resid_mid", x + times(self.mixer(h, mixer, config, at, inputs), config, self.residual), "T D")
         h = at.stage("ln_2", self.norm(x, ln_2, config), "T D")
-        return at.stage("resid_post", x + self.mlp(h, mlp, config, at), "T D")
+        return at.stage("resid_post", x + times(self.mlp(h, mlp, config, at), config, self.residual), "T D")
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
@@ -254,6 +268,71 @@ class Residual(Part):
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer)
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One of ParallelMixers' branches: its mixer, where the layer's checkpoint keeps it (`name`), the label of its stages
+    and the prefix of their captures (its mixer's: "ssm" and "mixer", "attn" and "attn"), and the config's fields its
+    input and its output are multiplied by ("": none; Falcon-H1's µP multipliers)."""
+
+    mixer: Any
+    name: str
+    label: str
+    captures: str
+    into: str = ""
+    out: str = ""
+
+
+@dataclass(frozen=True, eq=False)  # a part is itself: compared and hashed by identity
+class ParallelMixers(Part):
+    """Mixers side by side on one input, their outputs summed: o = sum over the branches of b(h m_in) m_out (Falcon-H1's
+    Mamba-2 mixer beside its attention). Each branch's products are counted as it computes them; the sum, as every
+    multiplier, is a stage of no product. A layer's scan is its branches'."""
+
+    branches: tuple[Branch, ...]
+    summed: str = "mixer.summed"  # the capture of their sum
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        stages = []
+        for b in self.branches:
+            if b.into:
+                stages.append(Stage(f"{b.label}.in_scale", (f"{b.captures}.in_scaled",), "scale",
+                                    f"h_{b.label} = {b.into} h", "h [T, D]"))  # fmt: skip
+            if b.out:
+                stages.append(Stage(f"{b.label}.out_scale", (f"{b.captures}.out_scaled",), "scale",
+                                    f"o_{b.label} = {b.out} o_{b.label}", "o [T, D]"))  # fmt: skip
+        total = " + ".join(f"o_{b.label}" for b in self.branches)
+        each = "each branch's products counted as it computes them; the sum, no product"
+        return by_op(*stages, Stage("branches.sum", (self.summed,), "add", f"o = {total}  ({each})", "o [T, D]"))
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        at = at.declaring(self.declared(config))
+        total = None
+        for b in self.branches:
+            x = at.stage(f"{b.label}.in_scale", times(h, config, b.into), "T D") if b.into else h
+            o = b.mixer(x, module_of(p, b.name), config, at, inputs)
+            o = at.stage(f"{b.label}.out_scale", times(o, config, b.out), "T D") if b.out else o
+            total = o if total is None else total + o
+        return at.stage("branches.sum", total, "T D")
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {kind: text for b in self.branches for kind, text in b.mixer.kinds.items()}
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        return {name: t for b in self.branches for name, t in under(b.name, b.mixer.tensors(config, layer)).items()}
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return {op: n for b in self.branches for op, n in b.mixer.products(config, T, t, B, layer).items()}
+
+    def scan(self, config: Any, T: int, t: int, B: int = 1) -> dict[str, tuple[int, int]]:
+        return {
+            op: n for b in self.branches if hasattr(b.mixer, "scan") for op, n in b.mixer.scan(config, T, t, B).items()
+        }
+
+    def scan_recurrent_macs(self, config: Any, T: int) -> int:
+        return sum(b.mixer.scan_recurrent_macs(config, T) for b in self.branches if hasattr(b.mixer, "scan"))
 
 
 @dataclass(frozen=True, eq=False)  # a part is itself: compared and hashed by identity (its blocks are a dict)

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...engine.kvcache import KeysValues, KVCache
 from ...engine.ledger import Phase
-from ...engine.ops import attention_bias, slot_positions
+from ...engine.ops import attention_bias, constant, slot_positions
 from ...engine.shapes import ShapeOnly
 from ...engine.stages import LAST, LOGITS, Stage, StageTable, by_op, merged
 from ...engine.tape import Dims, Tape
@@ -40,26 +40,49 @@ from .part import Part, Products, Tensor, Tensors
 @dataclass(frozen=True)
 class TokenEmbedding(Part):
     """x = W_te[ids], a lookup: positions enter later, by rotating q and k. `module`: where the checkpoint keeps it;
-    `equation`: how the stage says it; `description`: what params calls it. An embedding part reads the whole tree
-    (GPT-2's reads its position table too)."""
+    `equation`: how the stage says it; `description`: what params calls it; `multiplier`: the config's field the
+    embeddings are multiplied by (µP's embedding_multiplier: Falcon-H1's, Granite's). An embedding part reads the
+    whole tree (GPT-2's reads its position table too)."""
 
     module: str = "embed_tokens"
     equation: str = "x = W_te[ids]  (positions enter later, by rotating q and k)"
     description: str = "token embedding W_te [V, D]"
+    multiplier: str = ""
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
         return {"token_embedding": self.description}
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        return by_op(Stage("embed", ("embed",), "lookup", self.equation, "ids [T]"))
+        scaled = Stage("embed_scale", ("embed_scale",), "scale", f"x = {self.multiplier} x", "x [T, D]")
+        return by_op(
+            Stage("embed", ("embed",), "lookup", self.equation, "ids [T]"), *((scaled,) if self.multiplier else ())
+        )
 
     def __call__(self, ids, p: SimpleNamespace, config: Any, tape: Tape, pads=None):
         tape = tape.declaring(self.declared(config))
-        return tape.stage("embed", getattr(p, self.module).weight[ids], "T D")
+        x = tape.stage("embed", getattr(p, self.module).weight[ids], "T D")
+        if not self.multiplier:
+            return x
+        return tape.stage("embed_scale", np.multiply(x, constant(x, getattr(config, self.multiplier))), "T D")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         return {f"{self.module}.weight": Tensor((config.vocab_size, config.n_embd), "token_embedding")}
+
+
+@dataclass(frozen=True)
+class LogitsScale:
+    """A decoder's step after the logits (`after_logits`): the logits times the config's `field` (Falcon-H1's
+    lm_head_multiplier), or divided by it (`divide`: Granite's logits_scaling, as transformers divides)."""
+
+    field: str
+    divide: bool = False
+
+    def __call__(self, logits, config: Any, tape: Tape):
+        scale = constant(logits, getattr(config, self.field))
+        equation = f"logits = logits / {self.field}" if self.divide else f"logits = {self.field} logits"
+        stage = Stage("logits_scale", ("final_scale",), "scale", equation, "logits [R, V]")
+        return tape.stage(stage, np.divide(logits, scale) if self.divide else np.multiply(logits, scale), "R V")
 
 
 NORM_KINDS = ("norms", "layer_norms", "qk_norms")  # the kinds params lists after the biases, in the order met

@@ -11,6 +11,10 @@ layers; the scan is parts/ssd.py's):
     y = RMSNorm(y silu(z)) per group          the gate, then a norm over each of Ng groups of I / Ng numbers
     m = y W_out
 
+A config may state the mixer otherwise (its MixerShapes properties; Falcon-H1's): in_proj's output multiplied by a
+number for each of z, x, B, C and dt (`in_proj_multipliers`), the norm before the gate or no norm at all
+(`gated_norm`), out_proj's bias its own (`out_proj_bias`).
+
 Its state is what the cache keeps between passes (the layer's `State`, MixerShapes.mixer_state: "conv" [K - 1, Cv],
 the last K - 1 positions the conv reads, and "ssm" [Hs, P, N], the scan's state), neither growing with the context.
 Pad slots of a left-padded batch enter neither: their xBC is zeroed before the conv and after it (transformers zeroes
@@ -35,11 +39,11 @@ from ...engine.ops import ACTIVATIONS, constant, rms_norm, silu, without_pads
 from ...engine.shapes import ShapeOnly
 from ...engine.stages import CONV_WINDOWS, Stage, by_op
 from ...engine.tape import Tape
-from ..mamba2.config import MixerShapes
+from ..mamba2.config import GATE_NORM, GATE_ONLY, NORM_GATE, MixerShapes
 from . import ssd
 from .attention import bias_of
 from .blocks import LayerInputs
-from .part import Part, Products, Tensor, Tensors, linear
+from .part import Part, Products, Tensor, Tensors, linear, plus
 
 # The products of a state-space mixer with weights (count's summary groups products by them), beside its scan's (the
 # engine's STATE), which read and write a state of fixed size and hold no weights.
@@ -63,6 +67,7 @@ class Mamba2Mixer(Part):
         return by_op(
             Stage("ssm.in_proj", ("mixer.in_proj",), "matmul", "[z, xBC, dt] = h W_in", "h [T, D], W_in [D, I+Cv+Hs]",
                   SSM_PROJECTIONS, product="projection"),
+            *((IN_PROJ_SCALE,) if config.in_proj_multipliers is not None else ()),
             Stage("ssm.split", ("mixer.z", "mixer.xBC", "mixer.dt_in"), "reshape",
                   "z (the gate, I), xBC (x, B and C: Cv), dt (one per head)", "[T, I+Cv+Hs]"),
             Stage("ssm.conv", ("mixer.conv",), "matmul",
@@ -78,10 +83,9 @@ class Mamba2Mixer(Part):
                   "a = dt A  (A = -exp(A_log): a decay exp(a) < 1 per head), x_dt = dt x  (per-head scalars: "
                   "elementwise)", "dt [Hs, T], x [Hs, T, P]"),
             Stage("ssm.skip", ("mixer.y",), "scale", "y = y + D x  (D per head), heads side by side", "y, x [Hs, T, P]"),
-            Stage("ssm.gate", ("mixer.gated",), "multiply", "y = y silu(z)", "y, z [T, I]"),
-            Stage("ssm.norm", ("mixer.normed",), "norm", "y = RMSNorm(y) over each of Ng groups of I/Ng", "y [T, I]"),
-            Stage("ssm.out_proj", ("mixer.out",), "matmul", "m = y W_out", "y [T, I], W_out [I, D]", SSM_PROJECTIONS,
-                  product="projection"),
+            *GATED_NORMS[config.gated_norm],
+            Stage("ssm.out_proj", ("mixer.out",), "matmul", f"m = y W_out{plus(config.out_proj_bias, 'out')}",
+                  "y [T, I], W_out [I, D]", SSM_PROJECTIONS, product="projection"),
         )  # fmt: skip
 
     def __call__(self, h, p: SimpleNamespace, config: MixerShapes, at: Tape, inputs: LayerInputs):
@@ -90,6 +94,8 @@ class Mamba2Mixer(Part):
         at, d, state, pads = at.declaring(self.declared(config)), at.dims, inputs.cache, inputs.pads
         inner, Cv = config.d_inner, config.conv_dim
         zxbcdt = at.matmul("ssm.in_proj", h, p.in_proj.weight.T, "T D, D I+Cv+Hs -> T I+Cv+Hs", bias=bias_of(p.in_proj))
+        if config.in_proj_multipliers is not None:
+            zxbcdt = at.stage("ssm.proj_scale", zxbcdt * segments(zxbcdt, config), "T I+Cv+Hs")
         split = (zxbcdt[..., :inner], zxbcdt[..., inner : inner + Cv], zxbcdt[..., inner + Cv :])
         z, xbc, dt = at.stage("ssm.split", split, "T I; T Cv; T Hs")
         conv_state, kernels = None if state is None else state["conv"], p.conv1d.weight[:, 0, :]
@@ -107,21 +113,24 @@ class Mamba2Mixer(Part):
         if state is not None:
             state["ssm"][...] = after.reshape(state["ssm"].shape)
         y = at.stage("ssm.skip", skip(y, x, p.D), "T I")
+        if config.gated_norm == NORM_GATE:
+            y = at.stage("ssm.norm", group_norm(y, p.norm.weight, config), "T I")
         y = at.stage("ssm.gate", np.multiply(y, silu(z), out=at.scratch(y)), "T I")
-        y = at.stage("ssm.norm", group_norm(y, p.norm.weight, config), "T I")
+        if config.gated_norm == GATE_NORM:
+            y = at.stage("ssm.norm", group_norm(y, p.norm.weight, config), "T I")
         return at.matmul("ssm.out_proj", y, p.out_proj.weight.T, "T I, I D -> T D", bias=bias_of(p.out_proj))
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        """in_proj [I+Cv+Hs, D], conv1d [Cv, 1, K], dt_bias, A_log and D [Hs], the gated norm's gains [I], out_proj
-        [D, I]; biases where the config has them."""
+        """in_proj [I+Cv+Hs, D], conv1d [Cv, 1, K], dt_bias, A_log and D [Hs], the gated norm's gains [I] (where it
+        has a norm), out_proj [D, I]; biases where the config has them."""
         D, inner, Cv, Hs, b = config.n_embd, config.d_inner, config.conv_dim, config.ssm_heads, config.use_bias
         return {
             **linear("in_proj", config.in_proj_dim, D, b, "ssm_in"),
             "conv1d.weight": Tensor((Cv, 1, config.conv_kernel), "ssm_conv"),
             **({"conv1d.bias": Tensor((Cv,), "ssm_conv")} if config.use_conv_bias else {}),
             **{name: Tensor((Hs,), "ssm_heads") for name in ("dt_bias", "A_log", "D")},
-            "norm.weight": Tensor((inner,), "norms"),
-            **linear("out_proj", D, inner, b, "ssm_out"),
+            **({"norm.weight": Tensor((inner,), "norms")} if config.gated_norm != GATE_ONLY else {}),
+            **linear("out_proj", D, inner, config.out_proj_bias, "ssm_out"),
         }
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
@@ -178,6 +187,23 @@ class Mamba2Mixer(Part):
             + (f"; an attention layer's keys and values take {kv_numbers:,} numbers a position, "
                f"{(conv + ssm) // kv_numbers:,} positions' worth of them" if kv_numbers else ""),
         ]  # fmt: skip
+
+
+# How y meets the gate z after the scan (config.gated_norm): its stages in the order they run.
+GATE = Stage("ssm.gate", ("mixer.gated",), "multiply", "y = y silu(z)", "y, z [T, I]")
+NORM = Stage("ssm.norm", ("mixer.normed",), "norm", "y = RMSNorm(y) over each of Ng groups of I/Ng", "y [T, I]")
+GATED_NORMS = {GATE_NORM: (GATE, NORM), NORM_GATE: (NORM, GATE), GATE_ONLY: (GATE,)}
+IN_PROJ_SCALE = Stage("ssm.proj_scale", ("mixer.proj_scaled",), "scale",
+                      "[z, xBC, dt] = [z, xBC, dt] μ  (μ: one multiplier for each of z, x, B, C and dt)",
+                      "[T, I+Cv+Hs]")  # fmt: skip
+
+
+def segments(zxbcdt, config: MixerShapes):
+    """μ [I+Cv+Hs]: in_proj's output's multipliers, one for each of its segments z [I], x [I], B [Ng N], C [Ng N] and
+    dt [Hs] (config.in_proj_multipliers), in the pass's dtype."""
+    GN = config.n_groups * config.state_size
+    widths = (config.d_inner, config.d_inner, GN, GN, config.ssm_heads)
+    return np.repeat(np.array(config.in_proj_multipliers, dtype=zxbcdt.dtype), widths)
 
 
 def conv_activation(u, conv, config: MixerShapes):

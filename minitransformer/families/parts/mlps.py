@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ...engine.ops import ACTIVATIONS
+from ...engine.ops import ACTIVATIONS, constant
 from ...engine.stages import MLP, Stage, by_op
 from ...engine.tape import Tape
 from .attention import bias_of
@@ -23,12 +23,14 @@ class GatedMLP(Part):
     `reads`: what it reads, h (a pre-norm's output) or x (the stream itself: OLMo 2); `width`: the config's field of F
     where it is not d_ff (the dense layers beside experts: Qwen3-MoE's intermediate_size), which its tape sizes F to;
     `activation`: how its equation names the activation (the config's hidden_act computes it); `names`: the
-    checkpoint's gate, up and down modules (LFM2's w1, w3, w2)."""
+    checkpoint's gate, up and down modules (LFM2's w1, w3, w2); `multipliers`: the config's field of two numbers g
+    is multiplied by before the activation and the output after W_down (Falcon-H1's mlp_multipliers)."""
 
     reads: str = "h"
     width: str = "d_ff"
     activation: str = "SiLU: g sigmoid(g)"
     names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")
+    multipliers: str = ""
     kinds = {
         "mlp_gate": "MLP gate weights W_gate [F, D]",
         "mlp_up": "MLP up weights W_up [F, D]",
@@ -42,9 +44,13 @@ class GatedMLP(Part):
                   reads_stream=reads_x),
             Stage("mlp.up", ("mlp.up",), "matmul", f"u = {x} W_up{b('up')}", f"{x} [T, D], W_up [D, F]", MLP,
                   reads_stream=reads_x),
+            *((Stage("mlp.gate_scale", ("mlp.gate_scaled",), "scale", f"g = {self.multipliers}[0] g", "g [T, F]"),)
+              if self.multipliers else ()),
             Stage("mlp.act", ("mlp.act",), "activation", f"a = act(g)  ({self.activation})", "g [T, F]"),
             Stage("mlp.mul", ("mlp.mul",), "multiply", "a = a * u  (the gate, elementwise)", "a, u [T, F]"),
             Stage("mlp.down", ("mlp.down",), "matmul", f"m = a W_down{b('down')}", "a [T, F], W_down [F, D]", MLP),
+            *((Stage("mlp.down_scale", ("mlp.down_scaled",), "scale", f"m = {self.multipliers}[1] m", "m [T, D]"),)
+              if self.multipliers else ()),
         )  # fmt: skip
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
@@ -54,9 +60,13 @@ class GatedMLP(Part):
         gate, up, down = (getattr(p, name) for name in self.names)
         g = at.matmul("mlp.gate", h, gate.weight.T, "T D, D F -> T F", bias=bias_of(gate))
         u = at.matmul("mlp.up", h, up.weight.T, "T D, D F -> T F", bias=bias_of(up))
+        gate_multiplier, down_multiplier = getattr(config, self.multipliers) if self.multipliers else (None, None)
+        if gate_multiplier is not None:
+            g = at.stage("mlp.gate_scale", g * constant(g, gate_multiplier), "T F")
         a = at.stage("mlp.act", ACTIVATIONS[config.hidden_act](g), "T F")
         a = at.stage("mlp.mul", np.multiply(a, u, out=at.scratch(a)), "T F")
-        return at.matmul("mlp.down", a, down.weight.T, "T F, F D -> T D", bias=bias_of(down))
+        m = at.matmul("mlp.down", a, down.weight.T, "T F, F D -> T D", bias=bias_of(down))
+        return m if down_multiplier is None else at.stage("mlp.down_scale", m * constant(m, down_multiplier), "T D")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """gate_proj, up_proj [F, D] and down_proj [D, F] (as `names` calls them), with biases where mlp_bias."""

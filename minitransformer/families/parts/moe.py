@@ -39,7 +39,7 @@ from ...engine.stages import MLP, Stage, by_op
 from ...engine.tape import Tape
 from ...errors import UserError
 from .attention import bias_of
-from .part import Part, Products, Tensor, Tensors, linear, plus
+from .part import Part, Products, Tensor, Tensors, linear, module_of, plus
 
 ROUTINGS = {
     "balanced": "every expert gets T k / E of the T k token rows; the remainder one more each to the first experts",
@@ -215,22 +215,29 @@ TOPK_SOFTMAX_ROUTER = (
 @dataclass(frozen=True)
 class TopKSoftmaxRouter(Part):
     """gpt-oss's router: r = h W_router + b_router [T, E], each token's k largest logits chosen and weighed by a
-    softmax over those k alone (Mixtral's takes a softmax over all E first, then the top k renormalised)."""
+    softmax over those k alone (Mixtral's takes a softmax over all E first, then the top k renormalised); `bias`
+    False: no b_router (Granite's). `module`: where the mixture's checkpoint keeps W_router (a dotted path)."""
 
     module: str = "router"
-    kinds = {"router": "router weights W_router [E, D] and bias [E]"}
+    bias: bool = True
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {"router": "router weights W_router [E, D]" + (" and bias [E]" if self.bias else "")}
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        return by_op(*TOPK_SOFTMAX_ROUTER)
+        if self.bias:
+            return by_op(*TOPK_SOFTMAX_ROUTER)
+        return by_op(router_logits("r = h W_router  (one logit per expert)"), *TOPK_SOFTMAX_ROUTER[1:])
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
-        at, w = at.declaring(self.declared(config)), getattr(p, self.module)
-        logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E", bias=w.bias)
+        at, w = at.declaring(self.declared(config)), module_of(p, self.module)
+        logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E", bias=getattr(w, "bias", None))
         chosen, top = at.stage("router.topk", top_k(logits, config.top_k, at), "T k")
         return chosen, at.stage("router.softmax", softmax(top), "T k")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        return linear(self.module, config.n_experts, config.n_embd, True, "router", bias_kind="router")
+        return linear(self.module, config.n_experts, config.n_embd, self.bias, "router", bias_kind="router")
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return {"router": (B * T * config.n_experts, config.n_embd)}  # h [T, D] x W_router [D, E]
@@ -599,6 +606,76 @@ def glu(gate, alpha: float):
         return gate * sigmoid(constant(gate, alpha) * gate)
 
 
+def fused_stages(F: str, w: str = "W_gu_e") -> tuple[Stage, ...]:
+    """An expert's stages whose gate and up are one product of 2F columns, the gate's first, cut apart (Granite's)."""
+    return (
+        Stage("expert.gate_up", ("moe.expert_gate_up",), "matmul",
+              f"[g u] = h_e {w}  (expert e's gate and up in one product: the gate's {F} columns first)",
+              f"h_e [T, k*D] (each token in its k experts), {w} [D, 2{F}]", MLP, product="expert"),
+        Stage("expert.act", ("moe.expert_act",), "activation",
+              f"a = act(g)  (SiLU: g sigmoid(g); g the first {F} columns)", f"g [T, k*{F}]"),
+        Stage("expert.mul", ("moe.expert_mul",), "multiply", f"a = a * u  (u the last {F} columns)",
+              f"a, u [T, k*{F}]"),
+        Stage("expert.down", ("moe.expert_down",), "matmul", "y = a W_down_e  (expert e's down, on its Te rows)",
+              f"a [T, k*{F}], W_down_e [{F}, D]", MLP, product="expert"),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FusedSwiGLUExperts(RoutedExperts):
+    """Each expert a SwiGLU whose gate and up are one product, cut apart: [g u] = h_e W_gu_e [D, 2F], then
+    (act(g) * u) W_down_e (Granite's). The E experts' weights are two 3-D tensors laid out as nn.Linear's, [E, 2F, D]
+    (the gate's rows first) and [E, D, F], no biases. `module`, `names`: where the checkpoint keeps them; `width`:
+    the config's field of F, `F` its symbol."""
+
+    module: str = "experts"
+    names: tuple[str, str] = ("gate_up_proj", "down_proj")
+    width: str = "d_ff"
+    F: str = "F"
+    kinds = {
+        "expert_gate_up": "experts' fused gate and up weights W_gu [2F, D], E a layer",
+        "expert_down": "experts' down weights W_down [D, F], E a layer",
+    }
+    routed = ("expert_gate_up", "expert_down")
+
+    def expert_stages(self, config: Any) -> tuple[Stage, ...]:
+        return fused_stages(self.F)
+
+    def whole(self) -> dict[str, str]:
+        F = self.F
+        return {
+            "expert.gather": "T k*D",
+            "expert.gate_up": f"T D, D k*2*{F} -> T k*2*{F}",
+            "expert.act": f"T k*{F}",
+            "expert.mul": f"T k*{F}",
+            "expert.down": f"T {F}, {F} k*D -> T k*D",
+            "expert.weigh": "T k*D",
+        }
+
+    def expert(self, ex: Tape, e: int, xe, p: SimpleNamespace, config: Any):
+        w, F = module_of(p, self.module), self.F
+        gate_up, down = (getattr(w, name).weight[e] for name in self.names)
+        gu = ex.matmul("expert.gate_up", xe, gate_up.T, f"Te D, D 2*{F} -> Te 2*{F}")
+        width = gu.shape[-1] // 2  # the gate's columns, then the up's
+        a = ex.stage("expert.act", ACTIVATIONS[config.hidden_act](gu[..., :width]), f"Te {F}")
+        a = ex.stage("expert.mul", np.multiply(a, gu[..., width:], out=ex.scratch(a)), f"Te {F}")
+        return ex.matmul("expert.down", a, down.T, f"Te {F}, {F} D -> Te D")
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        D, F, E, (gate_up, down) = config.n_embd, getattr(config, self.width), config.n_experts, self.names
+        return {
+            f"{self.module}.{gate_up}.weight": Tensor((E, 2 * F, D), "expert_gate_up"),
+            f"{self.module}.{down}.weight": Tensor((E, D, F), "expert_down"),
+        }
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        D, F, k = config.n_embd, getattr(config, self.width), config.top_k
+        return {
+            "expert.gate_up": (B * T * k * 2 * F, D),  # each token's h [D] x W_gu_e [D, 2F] in each of its k experts
+            "expert.down": (B * T * k * D, F),  # each token's a_e [F] x W_down_e [F, D] in each of its k experts
+        }
+
+
 # --- the shared expert and the mixture ------------------------------------------------------------------------------
 @cache
 def shared_stages(biased: bool = False) -> tuple[Stage, ...]:
@@ -622,6 +699,14 @@ SHARED_GATE = (
     Stage("shared.weigh", ("moe.shared_weighed",), "multiply", "y_s = y_s * sigmoid(s)", "y_s [T, D], s [T, 1]"),
 )  # fmt: skip
 SHARED_ADD = Stage("moe.shared_add", ("moe.out",), "add", "m = m + y_s", "m, y_s [T, D]")
+# ... its gate and up one product of 2 Fs columns, cut apart (Granite's shared_mlp.input_linear)
+SHARED_FUSED = (
+    Stage("shared.gate_up", ("moe.shared_gate_up",), "matmul",
+          "[g u] = h W_gu_s  (the shared expert's gate and up in one product, on every token: the gate's Fs columns "
+          "first)", "h [T, D], W_gu_s [D, 2Fs]", MLP, product="expert"),
+    Stage("shared.split", ("moe.shared_gate", "moe.shared_up"), "reshape", "g, u = the first Fs, the last Fs columns",
+          "gu [T, 2Fs]"),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -637,6 +722,7 @@ class SharedExpert(Part):
     width: str = "d_shared"
     described: str = "shared experts' weights W_gate_s, W_up_s [Fs, D], W_down_s [D, Fs]"
     bias: str | None = None
+    fused: tuple[str, str] | None = None  # (gate and up [2Fs, D], the gate's rows first; down): Granite's
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
@@ -649,15 +735,23 @@ class SharedExpert(Part):
         return self.bias is not None and bool(getattr(config, self.bias))
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        return by_op(*shared_stages(self.biased(config)), *(SHARED_GATE if self.gate else ()))
+        shared = shared_stages(self.biased(config))
+        unfused = shared if self.fused is None else (*SHARED_FUSED, *shared[2:])
+        return by_op(*unfused, *(SHARED_GATE if self.gate else ()))
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
-        at, w = at.declaring(self.declared(config)), getattr(p, self.module)
-        g = at.matmul("shared.gate", h, w.gate_proj.weight.T, "T D, D Fs -> T Fs", bias=bias_of(w.gate_proj))
-        u = at.matmul("shared.up", h, w.up_proj.weight.T, "T D, D Fs -> T Fs", bias=bias_of(w.up_proj))
+        at, w = at.declaring(self.declared(config)), module_of(p, self.module)
+        if self.fused is None:
+            g = at.matmul("shared.gate", h, w.gate_proj.weight.T, "T D, D Fs -> T Fs", bias=bias_of(w.gate_proj))
+            u = at.matmul("shared.up", h, w.up_proj.weight.T, "T D, D Fs -> T Fs", bias=bias_of(w.up_proj))
+        else:
+            gu = at.matmul("shared.gate_up", h, getattr(w, self.fused[0]).weight.T, "T D, D 2*Fs -> T 2*Fs")
+            Fs = gu.shape[-1] // 2
+            g, u = at.stage("shared.split", (gu[..., :Fs], gu[..., Fs:]), "T Fs")
         a = at.stage("shared.act", ACTIVATIONS[config.hidden_act](g), "T Fs")
         a = at.stage("shared.mul", np.multiply(a, u, out=at.scratch(a)), "T Fs")
-        y = at.matmul("shared.down", a, w.down_proj.weight.T, "T Fs, Fs D -> T D", bias=bias_of(w.down_proj))
+        down = w.down_proj if self.fused is None else getattr(w, self.fused[1])
+        y = at.matmul("shared.down", a, down.weight.T, "T Fs, Fs D -> T D", bias=bias_of(down))
         if self.gate is None:
             return y
         score = at.matmul("shared.score", h, getattr(p, self.gate).weight.T, "T D, D 1 -> T 1")
@@ -671,6 +765,9 @@ class SharedExpert(Part):
             "shared_expert",
             self.biased(config),
         )
+        if self.fused is not None:
+            gate_up, down = self.fused
+            return linear(f"{m}.{gate_up}", 2 * Fs, D, False, kind) | linear(f"{m}.{down}", D, Fs, False, kind)
         tensors = {
             **linear(f"{m}.gate_proj", Fs, D, b, kind),
             **linear(f"{m}.up_proj", Fs, D, b, kind),
@@ -680,6 +777,8 @@ class SharedExpert(Part):
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         D, Fs = config.n_embd, getattr(config, self.width)
+        if self.fused is not None:  # h [T, D] x W_gu_s [D, 2Fs], a [T, Fs] x W_down_s [Fs, D]
+            return {"shared.gate_up": (B * T * 2 * Fs, D), "shared.down": (B * T * D, Fs)}
         products = {
             "shared.gate": (B * T * Fs, D),  # h [T, D] x W_gate_s [D, Fs]
             "shared.up": (B * T * Fs, D),  # h [T, D] x W_up_s [D, Fs]

@@ -44,6 +44,13 @@ def _declared(part: Part, config: Any) -> dict[str, Stage]:
     return part.stages(config)
 
 
+def module_of(tree: Any, name: str) -> Any:
+    """The module `name` of a tree of weights (a dotted path: "block_sparse_moe.router.layer"; "": the tree itself)."""
+    for part in name.split(".") if name else ():
+        tree = getattr(tree, part)
+    return tree
+
+
 def plus(bias: bool, name: str) -> str:
     """An equation's bias term: " + b_q" where the product has one."""
     return f" + b_{name}" if bias else ""
