@@ -188,6 +188,11 @@ class ModelConfig:
             default = entry.default_for(self.read_as)
             if not isinstance(default, Fixed) and not (value is None and default is None):
                 entry.kind.check(entry.json, value)
+        layer_types = getattr(self, "layer_types", ())
+        if layer_types is None:  # a family without a rule for them (LFM2-MoE's): transformers' config needs them too
+            raise UserError(
+                f"config {self.key('layer_types')} is needed: a {self.family} model names each layer's kind"
+            )
         if "layer_types" in self.__dataclass_fields__ and len(self.layer_types) != self.n_layer:  # type: ignore[attr-defined]
             raise UserError(
                 f"config {self.key('layer_types')} must name {self.n_layer} layers, not {len(self.layer_types)}"

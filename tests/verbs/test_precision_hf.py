@@ -166,6 +166,27 @@ def test_validate_at_bfloat16_compares_with_transformers_and_the_truth(tmp_path)
     assert len(rows) == 5 and all(row.endswith(" OK") for row in rows), rows
 
 
+def test_validate_at_bfloat16_runs_a_mixture_whose_expert_rows_grouped_mm_refuses(tmp_path):
+    """An expert width of 12 (24-byte bfloat16 rows): transformers' default grouped_mm raises "strides should be
+    multiple of 16 bytes"; validate compares with its eager experts instead, says so, and reaches a verdict for every
+    prompt (the router's near ties at bfloat16 may make one NOT OK; they are explained, not a traceback)."""
+    config = transformers.Qwen3MoeConfig(vocab_size=120, hidden_size=32, intermediate_size=24, moe_intermediate_size=12,
+                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                         num_experts=4, num_experts_per_tok=2, max_position_embeddings=256)  # fmt: skip
+    save_random(tmp_path, config, seed=3, dtype=torch.bfloat16)
+    lines: list[str] = []
+
+    class Out:
+        def write(self, text):
+            lines.append(text)
+
+    validate_precision(load_model(tmp_path, precision="bfloat16"), steps=4, out=Out())
+    text = "".join(lines)
+    rows = [line for line in text.splitlines() if line.startswith("  '")]
+    assert "Qwen3MoeForCausalLM in bfloat16 (its experts one by one" in text, text
+    assert len(rows) == 5 and all(row.endswith(" OK") for row in rows), rows
+
+
 # --- float16's range: a Gemma whose residual stream passes 65,504 ----------------------------------------------
 def normed_channel(directory, layer: int, channel: int, ids) -> tuple[np.ndarray, dict]:
     """The MLP output's RMS-normed values at `channel` in `layer` (before Gemma's (1 + w) gain), and the captures."""
