@@ -621,7 +621,13 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
         "--d-ff", type=_whole_number, metavar="F", help="sizes: MLP width (default 4 D; Llama-style: see --gated-mlp)"
     )
     which.add_argument("--vocab", type=_whole_number, metavar="V", help="sizes: vocabulary (default 50257)")
-    which.add_argument("--ctx", type=_whole_number, metavar="N", help="sizes: context length (default 1024)")
+    which.add_argument(
+        "--ctx",
+        type=_whole_number,
+        metavar="N",
+        help="sizes: context length (default 1024); with "
+        "--preset, --model or --config: count at N positions past (or short of) the trained context",
+    )
     which.add_argument(
         "--kv-heads",
         type=_whole_number,
@@ -661,6 +667,7 @@ def _model_config(args):
 
 def _count(args) -> None:
     config = _model_config(args)
+    trained = _trained_context(args, config)
     tokens = _count_run(args, config)
     on = None if args.hardware is None else machine(args.hardware)  # a name it does not know: refused before any work
     balance = args.balance if args.balance is not None else on.balance(args.dtype) if on else DEFAULT_BALANCE
@@ -677,11 +684,23 @@ def _count(args) -> None:
     options = _in_flags(GenerationOptions, max_new_tokens=args.new_tokens, use_cache=not args.no_cache, running=running)
     count = counted(config, tokens, options, args.batch)
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
+    if trained is not None:
+        print(f"{config.name} was trained to a context of {trained:,} positions and is counted at --ctx "
+              f"{config.n_positions:,}: its shapes, so its counts, are the same; its answers there are not promised\n",
+              file=out)  # fmt: skip
     print(count_report(count, balance, args.dtype), file=out)
     bound = None if on is None else roofline(count, on, args.dtype)
     if bound is not None:
         print("\n" + roofline_report(bound), file=out)
     _write_count(args, count, balance, bound, to, out)
+
+
+def _trained_context(args, config) -> int | None:
+    """The context a model given by name, preset or config.json was trained to, where --ctx counts it at another."""
+    if args.ctx is None or all(given is None for given in (args.model, args.preset, args.config)):
+        return None
+    trained = select_config(args.model, args.preset, args.config).n_positions
+    return trained if trained != config.n_positions else None
 
 
 def _count_run(args, config) -> int:

@@ -3,6 +3,7 @@ a preset, a config.json, or sizes (`count` and `params` take them as flags; the 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,13 @@ def select_config(
     }
     chosen = (("--model", model), ("--preset", preset), ("--config", config))
     given = [flag for flag, value in chosen if value is not None]
+    if (
+        len(given) == 1
+        and ctx is not None
+        and not gated_mlp
+        and all(v is None for f, v in sizes.items() if f != "--ctx")
+    ):
+        return past_its_context(select_config(model, preset, config), ctx)
     by_sizes = gated_mlp or any(v is not None for v in sizes.values())
     if by_sizes:
         given.append("sizes (--layers ...)")
@@ -63,6 +71,24 @@ def select_config(
     if by_sizes:
         return _config_from_sizes(sizes, gated_mlp)
     return PRESETS["gpt2"]
+
+
+def past_its_context(config: Config, ctx: int) -> Config:
+    """The model given, counted at a context of `ctx` positions in place of the one it was trained to (a model card
+    that compares two models at a million positions): its shapes, and so its counts at any length, are the same;
+    what it would answer past its training is not promised (count says so)."""
+    from ..families.table import architecture_of
+
+    if ctx < 1:
+        raise UserError(f"--ctx must be at least 1, not {ctx}")
+    tensors = architecture_of(config).layout.tensors(config)
+    learned = [name for name, tensor in tensors.items() if tensor.kind == "position_embedding"]
+    if ctx != config.n_positions and learned:  # its context is a shape: another one is another model
+        raise UserError(
+            f"{config.name} learns a table of {config.n_positions:,} positions ({', '.join(learned)}): its context is "
+            f"part of its shapes; leave --ctx out (and give fewer --tokens for a shorter run)"
+        )
+    return replace(config, n_positions=ctx)
 
 
 def _config_of_model(name: str) -> Config:

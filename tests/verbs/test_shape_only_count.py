@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from shared_checks import assert_same_phases, random_model
 
+from conftest import run_cli
 from minitransformer import GPT2Config
 from minitransformer.engine.ledger import Phase
 from minitransformer.engine.shapes import ShapeOnly
@@ -23,7 +24,7 @@ from minitransformer.families.gpt2.family import ARCHITECTURE as GPT2_FAMILY
 from minitransformer.families.table import PRESETS
 from minitransformer.models.model import Model
 from minitransformer.verbs import formulas
-from minitransformer.verbs.count import count_folded, count_generation, count_passes, sweep_per_token
+from minitransformer.verbs.count import check_run, count_folded, count_generation, count_passes, sweep_per_token
 from minitransformer.verbs.select import select_config
 
 GPT2 = GPT2_FAMILY.stage_table(GPT2Config())  # GPT-2's stages: every GPT-2 has the same
@@ -268,3 +269,28 @@ def test_shape_only_counts_allocate_nothing_model_sized():
         tracemalloc.stop()
     assert counted.totals.macs == formulas.generation_macs(config, 30000, 3)
     assert peak < 8 * 2**20, f"{peak / 2**20:.1f} MB traced"  # a [32768]^2 float32 mask alone is 4 GB
+
+
+@pytest.mark.parametrize("preset", ["deepseek-v3.2-exp", "qwen3.5-9b", "llama3.2-1b"])
+def test_a_preset_counted_past_its_context_has_the_same_counts_where_both_reach(preset):
+    """--ctx with a preset counts the same shapes at a longer context: at a length both reach, every product of
+    every phase is the same as the trained model's; a prompt past the trained context is counted, not refused."""
+    trained = PRESETS[preset]
+    longer = select_config(preset=preset, ctx=4 * trained.n_positions)
+    assert longer.n_positions == 4 * trained.n_positions and longer.n_layer == trained.n_layer
+    assert_same_phases(count_generation(longer, 300, 3).ledger().phases,
+                       count_generation(trained, 300, 3).ledger().phases)  # fmt: skip
+    past = trained.n_positions + 10  # refused at the trained context, counted at the longer one
+    with pytest.raises(UserError, match="context"):
+        check_run(trained, past, 1, 1)
+    check_run(longer, past, 1, 1)
+
+
+def test_count_past_the_trained_context_says_so_and_a_learned_position_table_refuses_it():
+    done = run_cli("count", "--preset", "qwen3-0.6b", "--ctx", "100000", "--tokens", "90000")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("qwen3-0.6b was trained to a context of 40,960 positions and is counted at --ctx "
+                                  "100,000"), done.stdout[:300]  # fmt: skip
+    refused = run_cli("count", "--preset", "gpt2", "--ctx", "2048", "--tokens", "2000")
+    assert refused.returncode == 2 and refused.stdout == "", (refused.returncode, refused.stdout)
+    assert refused.stderr.count("\n") == 1 and "learns a table of 1,024 positions" in refused.stderr, refused.stderr
