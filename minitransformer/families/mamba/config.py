@@ -117,7 +117,7 @@ class MambaConfig(ModelConfig):
 # d_model 2,560, its vocabulary of 50,277 padded to a multiple of 8 (pad_vocab_size_multiple), 50,280, as the -hf
 # conversion holds it; d_state 16 and d_conv 4 (the same file); expand 2 and time_step_rank "auto" (2560 / 16 = 160),
 # the -hf conversion's, as every Mamba-1 size's.
-PRESETS: dict[str, MambaConfig] = {
-    "mamba-130m": MambaConfig(n_layer=24, n_embd=768, vocab_size=50280, d_inner=1536, dt_rank=48, name="mamba-130m"),
+PRESETS: dict[str, MambaConfig] = {  # the larger first: the family's headline model
     "mamba-2.8b": MambaConfig(n_layer=64, n_embd=2560, vocab_size=50280, d_inner=5120, dt_rank=160, name="mamba-2.8b"),
+    "mamba-130m": MambaConfig(n_layer=24, n_embd=768, vocab_size=50280, d_inner=1536, dt_rank=48, name="mamba-130m"),
 }
