@@ -116,7 +116,8 @@ class Mamba1Mixer(Part):
         dbc = at.matmul("ssm.x_proj", x, p.x_proj.weight.T, "T I, I Rdt+2N -> T Rdt+2N")
         dt, B, C = at.stage("ssm.select", (dbc[..., :R], dbc[..., R : R + N], dbc[..., R + N :]), "T Rdt; T N; T N")
         if config.bcdt_norm_eps is not None:
-            dt, B, C = at.stage("ssm.bcdt_norm", tuple(weightless_norm(v, config) for v in (dt, B, C)), "T Rdt; T N; T N")
+            normed = tuple(weightless_norm(v, config) for v in (dt, B, C))
+            dt, B, C = at.stage("ssm.bcdt_norm", normed, "T Rdt; T N; T N")
         dt = at.matmul("ssm.dt_proj", dt, p.dt_proj.weight.T, "T Rdt, Rdt I -> T I")
         dt = at.stage("ssm.dt", softplus(dt + p.dt_proj.bias), "T I")
         dA, x_dt = at.stage("ssm.discretize", (np.exp(dt[..., None] * -np.exp(p.A_log)), dt * x), "T I N; T I")
@@ -173,7 +174,8 @@ class Mamba1Mixer(Part):
         """No attention: a decode step's scan costs 2 I N MACs a layer at any context, against the weights'."""
         return ("2 (2 I N) FLOPs for the scan, at any context, against 2 I (3 D + K + 2 Rdt + 2 N) for the weights",
                 "2 N / (3 D + K + 2 Rdt + 2 N)",
-                f"D = {c.n_embd:,}, I = {c.d_inner:,}, N = {c.state_size}, Rdt = {c.dt_rank}, K = {c.conv_kernel}")  # fmt: skip
+                f"D = {c.n_embd:,}, I = {c.d_inner:,}, N = {c.state_size}, Rdt = {c.dt_rank}, "
+                f"K = {c.conv_kernel}")  # fmt: skip
 
     def scan_notes(self, c: Any, layers: int, n_prompt: int, n_new: int, label: str) -> list[str]:
         """count's lines on the selective scan: the prefill's and a decode step's, the published 9 B L D N FLOPs beside
