@@ -191,7 +191,8 @@ class Mamba1Mixer(Part):
             f"  the prefill (T = {n_prompt:,}): 2 I N T = {2 * inner * N * n_prompt:,} MACs a layer (x_dt ⊗ B, then "
             f"h C: {ours:,} FLOPs)",
             f"    against the published 9 B L D N = {published:,} FLOPs a layer (state-spaces/mamba#110, D = I "
-            f"channels): it also counts exp(Δ A), Δ B, the update's multiply and add, none of them a sum of products",
+            f"channels): Δ A 1, Δ B u 2, the associative scan's 2 L steps of a multiply and an add 4, C h 2; the "
+            f"5 B L D N apart, Δ A and the scan's steps, are elementwise here, no sum of products",
             f"  a decode step: 2 I N = {2 * inner * N:,} MACs a layer at any context"
             + (f" (the last step here, at t = {t:,}, and one at t = {c.n_positions:,} alike)" if n_new > 1 else ""),
             f"  state: conv (K - 1) I = {conv:,} + ssm I N = {ssm:,} numbers a layer, {(conv + ssm) * 4:,} bytes in "
