@@ -18,6 +18,7 @@ from .ernie4_5.family import ARCHITECTURE as ERNIE4_5
 from .ernie4_5_moe.family import ARCHITECTURE as ERNIE4_5_MOE
 from .exaone4.family import ARCHITECTURE as EXAONE4
 from .falcon_h1.family import ARCHITECTURE as FALCON_H1
+from .falcon_mamba.family import ARCHITECTURE as FALCON_MAMBA
 from .gemma.family import ARCHITECTURE as GEMMA
 from .glm4.family import ARCHITECTURE as GLM4
 from .glm4_moe.family import ARCHITECTURE as GLM4_MOE
@@ -30,6 +31,7 @@ from .keys import ConfigJson
 from .lfm2.family import ARCHITECTURE as LFM2
 from .lfm2_moe.family import ARCHITECTURE as LFM2_MOE
 from .llama.family import ARCHITECTURE as LLAMA
+from .mamba.family import ARCHITECTURE as MAMBA
 from .mamba2.family import ARCHITECTURE as MAMBA2
 from .minimax_m2.family import ARCHITECTURE as MINIMAX_M2
 from .mixtral.family import ARCHITECTURE as MIXTRAL
@@ -129,6 +131,8 @@ for _family in (
     BAMBA,
     GRANITEMOEHYBRID,
     FALCON_H1,
+    MAMBA,
+    FALCON_MAMBA,
 ):
     register(_family)
 

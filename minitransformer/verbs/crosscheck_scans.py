@@ -4,8 +4,9 @@ each difference named with its closed form from the config and the prompt's leng
 Our ledger counts what our engine computes; torch's counters count what transformers' reference code dispatches.
 For the softmax-attention families the two agree product by product (with every T x t score). For a Gated DeltaNet
 layer (Qwen3.5: torch_chunk_gated_delta_rule, causal_conv1d_fn) and a Mamba-2 layer (Mamba-2, Nemotron-H, Bamba,
-Granite 4.0-H, Falcon-H1: Mamba2Mixer.torch_forward's mamba2_chunk_scan, causal_conv1d_fn) and an LFM2 short conv
-(causal_conv1d_fn alone) they differ where the code differs:
+Granite 4.0-H, Falcon-H1: Mamba2Mixer.torch_forward's mamba2_chunk_scan, causal_conv1d_fn), a Mamba-1 layer (Mamba,
+Falcon-Mamba: mamba_selective_scan's sequential loop, causal_conv1d_fn) and an LFM2 short conv (causal_conv1d_fn
+alone) they differ where the code differs:
 
 - the causal conv: F.conv1d(padding=K - 1) computes T + K - 1 outputs a channel and keeps the first T, so it makes
   Cv K (K - 1) MACs a layer that our conv (T outputs a channel, a dot product of length K each) does not;
@@ -19,7 +20,10 @@ Granite 4.0-H, Falcon-H1: Mamba2Mixer.torch_forward's mamba2_chunk_scan, causal_
   solves it row by row through the one door (delta.solve), whose dense form is the full C x C product;
 - Mamba-2's carry of the state from chunk to chunk: transformers writes it as one einsum over an (Nc + 1) x (Nc + 1)
   matrix of chunk decays (every chunk's state against every earlier one's), ours as Nc elementwise steps;
-- Qwen3.5's l2norm of q and k is (x * x).sum(-1): a multiply and a sum, a norm, not a product in the ledger's rule.
+- Qwen3.5's l2norm of q and k is (x * x).sum(-1): a multiply and a sum, a norm, not a product in the ledger's rule;
+- Mamba-1's update of its state: transformers forms Δ B x as broadcast multiplies (dt[..., None] * B[:, None], then
+  times x), which no counter of products sees; ours is the outer product x_dt ⊗ B through the one door, I N dot
+  products of length 1 a position (its read h C is a matmul in both: the same MACs).
 
 Each `Difference` says how many MACs torch dispatches beyond our dense form (negative: fewer).
 """
@@ -31,6 +35,7 @@ from dataclasses import dataclass
 from ..engine.kvcache import KeysValues
 from ..families.config import ModelConfig
 from ..families.lfm2.family import CONV, Lfm2Config
+from ..families.mamba.config import MambaConfig
 from ..families.mamba2.config import MixerShapes
 from ..families.parts.delta_rule import chunking as delta_chunks
 from ..families.qwen35.config import CHUNK, LINEAR, Qwen35Config
@@ -65,6 +70,8 @@ def scan_differences(config: ModelConfig, T: int) -> list[Difference]:
         return _gated_deltanet(config, sum(kind.startswith(LINEAR) for kind in config.layer_types), T)
     if isinstance(config, MixerShapes):  # Mamba-2's, and the hybrids': the layers whose state has a scan's
         return _mamba2(config, sum("ssm" in scanned(config.layer_cache(i)) for i in range(config.n_layer)), T)
+    if isinstance(config, MambaConfig):  # Mamba-1's, Falcon-Mamba's: every layer
+        return _mamba1(config, config.n_layer, T)
     if isinstance(config, Lfm2Config):  # LFM2's short conv: the conv alone differs (it has no scan)
         convs = sum(kind.startswith(CONV) for kind in config.layer_types)
         return [_conv(convs, config.n_embd, config.conv_kernel, "a short conv layer's")] if convs else []
@@ -206,3 +213,20 @@ def _mamba2(c: MixerShapes, layers: int, T: int) -> list[Difference]:
         )
     )
     return said
+
+
+def _mamba1(c: MambaConfig, layers: int, T: int) -> list[Difference]:
+    """A Mamba-1 layer's differences (families/parts/mamba1.py's symbols): I channels, a state of N, a conv of kernel
+    K; transformers' loop computes h C as ours, one position at a time."""
+    inner, N = c.d_inner, c.state_size
+    update = layers * T * inner * N
+    return [
+        _conv(layers, inner, c.conv_kernel, "a Mamba layer's conv,"),
+        Difference(
+            ACTIVATIONS,
+            -update,
+            f"transformers forms the state's update Δ B x as broadcast multiplies (dt[..., None] * B, then times x), "
+            f"which no counter of products sees; ours is the outer product x_dt ⊗ B (ssm.input), dot products of "
+            f"length 1: {layers} x T I N = {n(update)} MACs that torch dispatches no product for",
+        ),
+    ]

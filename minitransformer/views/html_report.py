@@ -383,7 +383,7 @@ def _header(data: dict) -> str:
     what = {"generate": "a generation", "count": "a count from shapes alone", "trace": "a trace", "ledger": "a ledger"}[
         kind
     ]
-    described = describe_model(model, source) if "n_head" in model or "ssm_heads" in model else model["name"]
+    described = describe_model(model, source) if {"n_head", "ssm_heads", "state_size"} & set(model) else model["name"]
     out = [
         f'<header><h1>Where the dot products live <span class="kind">{what}</span></h1>',
         f'<p class="model">model {escape(described)}</p></header>',

@@ -22,6 +22,8 @@ def describe_model(config: dict, source: str) -> str:
         heads = f"{plural(c['n_head'], 'head')} of {c['d_head']}{kv}, "
     if "ssm_heads" in c:  # state-space layers' heads, each with a state of P x N numbers
         heads += f"{plural(c['ssm_heads'], 'state-space head')} of {c['ssm_head_dim']} (state {c['state_size']}), "
+    elif "state_size" in c:  # Mamba-1's channels, each with a state of N numbers
+        heads += f"{plural(c['d_inner'], 'state-space channel', format(c['d_inner'], ','))} (state {c['state_size']}), "
     d_ff = f"d_ff {c['d_ff']:,}, " if "n_head" in c else ""  # a state-space model's mixer has no MLP
     label = architecture_of(c).label
     family = f"{c['model_type']} ({label}), " if label else ""

@@ -118,6 +118,7 @@ FALCON_H1 = dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidde
                  lm_head_multiplier=0.5, mlp_multipliers=[0.8, 0.6], key_multiplier=0.4, attention_in_multiplier=0.9,
                  attention_out_multiplier=0.7, ssm_multipliers=[0.5, 0.6, 0.7, 0.8, 0.9], ssm_in_multiplier=1.1,
                  ssm_out_multiplier=1.2, max_position_embeddings=256, eos_token_id=None)  # fmt: skip
+MAMBA = dict(bos_token_id=None, eos_token_id=None, pad_token_id=None)  # 0 by default: within any vocabulary
 BAMBA = dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
              num_key_value_heads=2, mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=16,
              max_position_embeddings=256, eos_token_id=None)  # fmt: skip
@@ -814,6 +815,28 @@ FAMILIES: dict[str, Family] = {
         refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
                  ({"layer_types": ["hybrid", "hybrid"]}, "layer_types"), ({"mamba_use_mlp": False}, "mamba_use_mlp"),
                  ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"))),
+    # Mamba-1: tied with time_step_rank "auto" (ceil(D / 16)); biases on in_proj and out_proj, a conv without its bias
+    # and of kernel 3, the rank and expand 3 given, untied; intermediate_size given (not expand D). Prompts of 150, far
+    # past the conv's kernel; token 0 (bos, pad and eos by default) kept out of them.
+    "mamba": Family("MambaConfig", {
+        "tied-auto-rank": dict(MAMBA, hidden_size=32, state_size=8, num_hidden_layers=2, vocab_size=96, seed=3),
+        "biases-kernel3-untied": dict(MAMBA, hidden_size=24, expand=3, state_size=16, time_step_rank=5,
+                                      num_hidden_layers=3, vocab_size=80, conv_kernel=3, use_bias=True,
+                                      use_conv_bias=False, tie_word_embeddings=False, seed=5),
+        "intermediate-given": dict(MAMBA, hidden_size=16, intermediate_size=40, state_size=4, time_step_rank=3,
+                                   num_hidden_layers=2, vocab_size=64, seed=7),
+    }, spread=0.3, first_token=1, greedy=21, batch_configs=("tied-auto-rank", "intermediate-given"),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"hidden_act": "xielu"}, "hidden_act"), ({"time_step_rank": "full"}, "time_step_rank"))),
+    # Falcon-Mamba: Mamba's shapes, with its norms of dt, B and C at their default epsilon and at a larger one.
+    "falcon_mamba": Family("FalconMambaConfig", {
+        "tied-auto-rank": dict(MAMBA, hidden_size=32, state_size=8, num_hidden_layers=2, vocab_size=96, seed=3),
+        "biases-eps-untied": dict(MAMBA, hidden_size=24, expand=3, state_size=16, time_step_rank=5,
+                                  num_hidden_layers=3, vocab_size=80, conv_kernel=3, use_bias=True,
+                                  mixer_rms_eps=1e-2, tie_word_embeddings=False, seed=5),
+    }, spread=0.3, first_token=1, greedy=21, batch_configs=("tied-auto-rank",),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"mixer_rms_eps": 0}, "mixer_rms_eps"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

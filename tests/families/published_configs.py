@@ -501,6 +501,32 @@ FALCON_H1_7B = {
     "max_position_embeddings": 262144,
 }  # fmt: skip
 
+# state-spaces/mamba-130m-hf's config.json, as NVIDIA-NeMo/Megatron-Bridge's tests/unit_tests/models/mamba/
+# test_mamba_bridge.py copies it whole (mamba_ssm's own keys d_model, n_layer, d_inner, rms_norm... beside
+# transformers'; no tie_word_embeddings: tied)
+MAMBA_130M = {
+    "architectures": ["MambaForCausalLM"], "bos_token_id": 0, "conv_kernel": 4, "d_inner": 1536, "d_model": 768,
+    "eos_token_id": 0, "expand": 2, "fused_add_norm": True, "hidden_act": "silu", "hidden_size": 768,
+    "initializer_range": 0.1, "intermediate_size": 1536, "layer_norm_epsilon": 1e-05, "model_type": "mamba",
+    "n_layer": 24, "num_hidden_layers": 24, "pad_token_id": 0, "pad_vocab_size_multiple": 8,
+    "rescale_prenorm_residual": False, "residual_in_fp32": True, "rms_norm": True, "ssm_cfg": {}, "state_size": 16,
+    "time_step_floor": 0.0001, "time_step_init_scheme": "random", "time_step_max": 0.1, "time_step_min": 0.001,
+    "time_step_rank": 48, "time_step_scale": 1.0, "torch_dtype": "float32", "transformers_version": "4.39.0.dev0",
+    "use_bias": False, "use_cache": True, "use_conv_bias": True, "vocab_size": 50280,
+}  # fmt: skip
+
+# tiiuae/falcon-mamba-7b's config.json (danielgonzagat/penin-monorepo keeps a copy: SYSTEM/opt/llm_base/
+# falcon-mamba-7b/config.json): expand 16 beside intermediate_size 8192, which transformers reads over it
+FALCON_MAMBA_7B = {
+    "architectures": ["FalconMambaForCausalLM"], "bos_token_id": 0, "conv_kernel": 4, "eos_token_id": 11,
+    "expand": 16, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.1, "intermediate_size": 8192,
+    "layer_norm_epsilon": 1e-05, "model_type": "falcon_mamba", "num_hidden_layers": 64, "pad_token_id": 11,
+    "rescale_prenorm_residual": False, "residual_in_fp32": True, "state_size": 16, "tie_word_embeddings": False,
+    "time_step_floor": 0.0001, "time_step_init_scheme": "random", "time_step_max": 0.1, "time_step_min": 0.001,
+    "time_step_rank": 256, "time_step_scale": 1.0, "torch_dtype": "bfloat16", "transformers_version": "4.43.0.dev0",
+    "use_bias": False, "use_cache": True, "use_conv_bias": True, "vocab_size": 65024,
+}  # fmt: skip
+
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -586,4 +612,8 @@ PUBLISHED: dict[str, list[Published]] = {
     # (its rope_theta is not among the shapes quoted: the preset has the family's 1e11, so this reads as no preset)
     "falcon_h1": [Published("tiiuae/Falcon-H1-7B-Instruct (its shapes, as a GitHub fixture quotes them)", FALCON_H1_7B,
                             None, ())],
+    "mamba": [Published("state-spaces/mamba-130m-hf (as Megatron-Bridge's test copies it)", MAMBA_130M, "mamba-130m",
+                        (DTYPE,))],
+    "falcon_mamba": [Published("tiiuae/falcon-mamba-7b (a copy: danielgonzagat/penin-monorepo)", FALCON_MAMBA_7B,
+                               "falcon-mamba-7b", (DTYPE,))],
 }  # fmt: skip

@@ -78,6 +78,10 @@ FOLLOWS = {
     ("granitemoehybrid", "num_key_value_heads"): "num_attention_heads",
     ("falcon_h1", "mamba_d_head"): "auto: mamba_d_ssm / mamba_n_heads",
     ("falcon_h1", "num_key_value_heads"): "num_attention_heads",
+    ("mamba", "intermediate_size"): "expand hidden_size, as MambaConfig's __post_init__ sets it",
+    ("mamba", "time_step_rank"): "auto: ceil(hidden_size / 16)",
+    ("falcon_mamba", "intermediate_size"): "expand hidden_size",
+    ("falcon_mamba", "time_step_rank"): "auto: ceil(hidden_size / 16)",
     ("falcon_h1", "head_dim"): "hidden_size / num_attention_heads",
 }
 
@@ -216,6 +220,7 @@ UNDECLARED = {
     "index_topk_pattern": "GLM-5's F/S spelling of indexer_types, which GlmMoeDsaConfig converts (none: by frequency)",
     "index_topk_freq": "GLM-5's rule for indexer_types, which GlmMoeDsaConfig reads from its kwargs (1: all full)",
     "index_skip_topk_offset": "the first layer that rule may share, GlmMoeDsaConfig's kwarg (2)",
+    "intermediate_size": "Mamba's: expand hidden_size, which MambaConfig's __post_init__ sets where a file has none",
 }
 TYPES = [(t, a.config) for a in ARCHITECTURES.values() for t in a.config.classes]
 

@@ -192,9 +192,18 @@ MODELS: dict[str, list] = {
                                           mamba_n_heads=6, mamba_d_head=8, mamba_n_groups=2, mamba_d_state=8,
                                           mamba_chunk_size=16, mamba_rms_norm=True, key_multiplier=0.4,
                                           ssm_multipliers=[0.5, 0.6, 0.7, 0.8, 0.9], max_position_embeddings=256))],
+    # Mamba-1's selective scan, the conv of kernel 4 and 3; Falcon-Mamba's norms of dt, B and C
+    "mamba": [("MambaConfig", dict(hidden_size=32, state_size=8, num_hidden_layers=2, vocab_size=96,
+                                   bos_token_id=None, eos_token_id=None, pad_token_id=None)),
+              ("MambaConfig", dict(hidden_size=24, expand=3, state_size=16, time_step_rank=5, num_hidden_layers=2,
+                                   vocab_size=80, conv_kernel=3, use_bias=True, bos_token_id=None,
+                                   eos_token_id=None, pad_token_id=None))],
+    "falcon_mamba": [("FalconMambaConfig", dict(hidden_size=32, state_size=8, num_hidden_layers=2, vocab_size=96,
+                                                bos_token_id=None, eos_token_id=None, pad_token_id=None))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
 HYBRIDS = ("qwen3_5", "qwen3_next", "mamba2", "nemotron_h", "bamba", "granitemoehybrid", "falcon_h1")
+MAMBA1S = ("mamba", "falcon_mamba")  # Mamba-1's selective scan: its conv and its update differ
 DELTANETS = ("qwen3_5", "qwen3_next")  # the Gated DeltaNet's (the others': Mamba-2's)
 SHORT_CONVS = ("lfm2", "lfm2_moe")  # a recurrent layer without a scan: its conv alone differs
 MAMBA_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv", "mamba_chunk_size")
@@ -210,7 +219,7 @@ def mamba_shapes(hf) -> tuple[int, ...]:
 
 
 CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models))
-         if family not in HYBRIDS + SHORT_CONVS]  # fmt: skip
+         if family not in HYBRIDS + SHORT_CONVS + MAMBA1S]  # fmt: skip
 
 
 def test_every_family_of_the_table_is_crosschecked():
@@ -535,3 +544,28 @@ def test_a_triangular_solve_is_counted_as_its_forward_substitution():
     tally = _tally(torch, Program(solve), [0, 1])
     assert tally.solves == {g: batch * n * C * (C - 1) // 2 if g == ACTIVATIONS else 0 for g in GROUPS}, tally.solves
     assert tally.dispatch_macs == 0, tally.ops  # no product kernel ran
+
+
+@pytest.mark.parametrize(("family", "index"), [(f, i) for f in MAMBA1S for i in range(len(MODELS[f]))])
+def test_a_mamba1_s_two_differences_are_named_and_exact(made, family, index):
+    """transformers' slow path of the selective scan, written from its code (modeling_mamba.py's
+    mamba_selective_scan), not from ours: F.conv1d(padding=K - 1) makes T + K - 1 outputs a channel; Δ B x is formed
+    by broadcast multiplies (no product dispatched); h C is one matmul a position, I N MACs. The products with
+    weights differ by the conv's padded outputs alone, those of activations by our outer product x_dt ⊗ B alone."""
+    directory = made(family, index)
+    model = load_model(directory)
+    hf = transformers.AutoConfig.from_pretrained(directory)
+    T, I, N, K = PROMPT, hf.intermediate_size, hf.state_size, hf.conv_kernel  # noqa: E741 - the symbol
+    layers = hf.num_hidden_layers
+    check = crosscheck(model, default_ids(model, T), dense_attention=True)
+    groups = {g["group"]: g for g in check.groups()}
+    assert groups[WEIGHTS]["dispatch_macs"] - groups[WEIGHTS]["ledger_macs"] == layers * I * K * (K - 1) > 0
+    assert groups[ACTIVATIONS]["dispatch_macs"] == layers * T * I * N  # h C, position by position
+    assert groups[ACTIVATIONS]["ledger_macs"] == 2 * layers * T * I * N  # and x_dt ⊗ B
+    assert groups[LOGITS]["dispatch_macs"] == groups[LOGITS]["ledger_macs"] == T * hf.hidden_size * hf.vocab_size
+    for g in groups.values():
+        assert not any("UNEXPLAINED" in reason for reason in g["reasons"]), g["reasons"]
+        if g["dispatch_macs"] != g["ledger_dense_macs"]:
+            assert any(reason.endswith("MACs, exactly") for reason in g["reasons"]), g["reasons"]
+    said = " ".join(groups[WEIGHTS]["reasons"] + groups[ACTIVATIONS]["reasons"])
+    assert f"padding K - 1 = {K - 1}" in said and "broadcast multiplies" in said

@@ -16,7 +16,8 @@ products, written from its equations alone, which the tests hold to the ledger).
 - block.py: the blocks that wire parts into a layer (pre-norm, post-norm, a layer of one branch, a block per kind);
 - decoder.py: the decoder around the blocks (embedding, each layer's inputs, final norm, logits), from which a family's
   stage table, checkpoint layout and closed forms are derived;
-- the hybrids' recurrent layers and what they bring: mamba2.py, the Mamba-2 mixer, and ssd.py, its scan; deltanet.py,
+- the hybrids' recurrent layers and what they bring: mamba2.py, the Mamba-2 mixer, and ssd.py, its scan; mamba1.py,
+  the Mamba-1 mixer and its selective scan (a state per channel, recurrent at every position); deltanet.py,
   the Gated DeltaNet, and delta_rule.py, its gated delta rule (each scan in chunks over a prompt, recurrent in a
   decode step); gated_attention.py, attention with an output gate; hybrid.py, the closed forms of a decoder whose
   layers are not all attention.
