@@ -43,6 +43,7 @@ from .qwen3_next.family import ARCHITECTURE as QWEN3_NEXT
 from .qwen3moe.family import ARCHITECTURE as QWEN3_MOE
 from .qwen35.family import ARCHITECTURE as QWEN3_5
 from .seed_oss.family import ARCHITECTURE as SEED_OSS
+from .llama4_text.family import ARCHITECTURE as LLAMA4_TEXT
 from .smollm3.family import ARCHITECTURE as SMOLLM3
 
 ARCHITECTURES: dict[str, Architecture] = {}
@@ -129,6 +130,7 @@ for _family in (
     BAMBA,
     GRANITEMOEHYBRID,
     FALCON_H1,
+    LLAMA4_TEXT,
 ):
     register(_family)
 
