@@ -199,7 +199,7 @@ TEMPERATURE = Stage(
 def temperatures(config: Any, past: int, T: int, pads, dtype) -> np.ndarray:
     """1 + attn_scale log1p(floor((p + 1) / floor_scale)) for each query's position p ([T, 1], or [B, 1, T, 1] for a
     left-padded batch: each row's positions from its first token, so that a row equals its prompt alone)."""
-    positions = slot_positions(past, T, pads)
+    positions = np.maximum(slot_positions(past, T, pads), 0)  # a pad slot's (negative) as the first token's
     scales = 1.0 + config.attn_scale * np.log1p(np.floor((positions + 1) / config.floor_scale))
     scales = scales.astype(dtype)[..., None]
     return scales if pads is None else scales[:, None]
