@@ -21,6 +21,11 @@ Granite 4.0-H, Falcon-H1: Mamba2Mixer.torch_forward's mamba2_chunk_scan, causal_
   matrix of chunk decays (every chunk's state against every earlier one's), ours as Nc elementwise steps;
 - Qwen3.5's l2norm of q and k is (x * x).sum(-1): a multiply and a sum, a norm, not a product in the ledger's rule.
 
+One mixture of experts differs too, though it has no scan: Llama 4's Llama4TextMoe hands every token to every expert,
+its input scaled by the router's score, 0 for the experts not chosen (sigmoid(-inf)), so that its batched products run
+E T rows a layer where ours run each expert on its own tokens' rows, T k in all: (E - k) T (2 F D + F D) MACs more a
+MoE layer, all of them on rows of zeros (an expert without biases maps zeros to zeros: the same logits).
+
 Each `Difference` says how many MACs torch dispatches beyond our dense form (negative: fewer).
 """
 
@@ -31,6 +36,7 @@ from dataclasses import dataclass
 from ..engine.kvcache import KeysValues
 from ..families.config import ModelConfig
 from ..families.lfm2.family import CONV, Lfm2Config
+from ..families.llama4_text.family import MOE, Llama4TextConfig
 from ..families.mamba2.config import MixerShapes
 from ..families.parts.delta_rule import chunking as delta_chunks
 from ..families.qwen35.config import CHUNK, LINEAR, Qwen35Config
@@ -68,7 +74,27 @@ def scan_differences(config: ModelConfig, T: int) -> list[Difference]:
     if isinstance(config, Lfm2Config):  # LFM2's short conv: the conv alone differs (it has no scan)
         convs = sum(kind.startswith(CONV) for kind in config.layer_types)
         return [_conv(convs, config.n_embd, config.conv_kernel, "a short conv layer's")] if convs else []
+    if isinstance(config, Llama4TextConfig):
+        return _every_expert_on_every_token(config, sum(kind.endswith(MOE) for kind in config.layer_types), T)
     return []
+
+
+def _every_expert_on_every_token(c: Llama4TextConfig, layers: int, T: int) -> list[Difference]:
+    """Llama 4's experts in transformers: every token through all E experts, the unchosen ones' inputs zeros."""
+    if not layers:
+        return []
+    E, k, D, F = c.n_experts, c.top_k, c.n_embd, c.n_inner
+    more = layers * (E - k) * T * 3 * D * F
+    return [
+        Difference(
+            WEIGHTS,
+            more,
+            f"transformers' Llama4TextMoe hands every token to all E = {E} experts (torch.bmm over E x T rows, the "
+            f"inputs of the experts not chosen scaled by sigmoid(-inf) = 0), where ours runs each expert on its own "
+            f"tokens' rows, T k: {layers} MoE layers x (E - k) T x 3 D F = {layers} x {E - k} x {T} x 3 x {D} x {F} = "
+            f"{n(more)} MACs more, all on rows of zeros (the same logits)",
+        )
+    ]
 
 
 def _conv(layers: int, channels: int, K: int, what: str) -> Difference:

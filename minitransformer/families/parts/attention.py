@@ -48,6 +48,9 @@ SOME_LAYERS = "  (the window: sliding_attention layers only)"
 def mask_equation(config: Any) -> str:
     """The mask's equation for a config: its window, and on which layers, where it has one (where the layers' windows
     differ: kinds of layer that differ in their MLP alone have one mask)."""
+    chunks = {config.layer_chunk(i) for i in range(config.n_layer)} - {None}
+    if chunks:  # Llama 4's chunked layers: each query's keys in its own chunk
+        return f"{MASK} or outside i's chunk of {min(chunks):,} positions  (the chunked_attention layers only)"
     if config.sliding_window is None:
         return MASK
     return WINDOW_MASK + (SOME_LAYERS if len({config.layer_window(i) for i in range(config.n_layer)}) > 1 else "")
