@@ -30,6 +30,7 @@ from .keys import ConfigJson
 from .lfm2.family import ARCHITECTURE as LFM2
 from .lfm2_moe.family import ARCHITECTURE as LFM2_MOE
 from .llama.family import ARCHITECTURE as LLAMA
+from .llama4_text.family import ARCHITECTURE as LLAMA4_TEXT
 from .mamba2.family import ARCHITECTURE as MAMBA2
 from .minimax_m2.family import ARCHITECTURE as MINIMAX_M2
 from .mixtral.family import ARCHITECTURE as MIXTRAL
@@ -43,7 +44,6 @@ from .qwen3_next.family import ARCHITECTURE as QWEN3_NEXT
 from .qwen3moe.family import ARCHITECTURE as QWEN3_MOE
 from .qwen35.family import ARCHITECTURE as QWEN3_5
 from .seed_oss.family import ARCHITECTURE as SEED_OSS
-from .llama4_text.family import ARCHITECTURE as LLAMA4_TEXT
 from .smollm3.family import ARCHITECTURE as SMOLLM3
 
 ARCHITECTURES: dict[str, Architecture] = {}

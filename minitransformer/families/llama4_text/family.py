@@ -21,8 +21,7 @@ from ...engine.ledger import keys_in_chunks
 from ...engine.row_chunks import ROW_CHUNK, chunked_pairs
 from ...errors import UserError
 from ..config import FULL, check_experts
-from ..keys import FLAG, NUMBER, POSITIVE, POSITIVE_NUMBER, SIZE, TOKENS, TRUTHY, WINDOW, Key, Kind, eps, key
-from ..keys import layer_kinds
+from ..keys import FLAG, NUMBER, POSITIVE, POSITIVE_NUMBER, SIZE, TOKENS, TRUTHY, WINDOW, Key, eps, key, layer_kinds
 from ..llama.config import LlamaConfig, preset
 from ..parts.attention import UNWEIGHTED, GroupedQueryAttention
 from ..parts.blocks import PreNorm
@@ -104,7 +103,6 @@ class Llama4TextConfig(LlamaConfig):
     what = "a Llama 4 text model"
     classes = {"llama4_text": "Llama4ForCausalLM"}
     groups = (RopeKeys(),)
-    refusals = ()
 
     def validate(self) -> None:
         super().validate()

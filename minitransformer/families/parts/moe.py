@@ -402,10 +402,10 @@ def gathered_stages(x: str = "h", D: str = "D") -> tuple[Stage, Stage]:
     )  # fmt: skip
 
 
-def prescale_stage(x: str = "h", D: str = "D") -> Stage:
+def prescale_stage(D: str = "D") -> Stage:
     """The stage of experts whose gate scales their input, not their output (Llama 4's)."""
-    return Stage("expert.prescale", ("moe.expert_in_scaled",), "multiply",
-                 "h_e = h_e * gate of e for each of its tokens  (the input scaled, not the output)", f"h_e [T, k*{D}]")
+    equation = "h_e = h_e * gate of e for each of its tokens  (the input scaled, not the output)"
+    return Stage("expert.prescale", ("moe.expert_in_scaled",), "multiply", equation, f"h_e [T, k*{D}]")
 
 
 @dataclass(frozen=True)
@@ -427,7 +427,7 @@ class RoutedExperts(Part):
     def stages(self, config: Any) -> dict[str, Stage]:
         gather, weighing = gathered_stages(self.x, self.D)
         if self.prescaled:
-            return by_op(gather, prescale_stage(self.x, self.D), *self.expert_stages(config), combine(self.combined))
+            return by_op(gather, prescale_stage(self.D), *self.expert_stages(config), combine(self.combined))
         return by_op(gather, *self.expert_stages(config), weighing, combine(self.combined))
 
     def expert_stages(self, config: Any) -> tuple[Stage, ...]:
