@@ -92,6 +92,9 @@ class Record:
     # On scores and mix of sparse attention: the most keys a query attends to, those an indexer chose (DeepSeek-V3.2's
     # index_topk); None: every key it can see. The shapes stay the dense form's; `computed` says what was computed.
     selected: int | None = None
+    # On scores and mix of chunked attention (Llama 4's): (C, the position of the pass's first query), each query
+    # reading the keys of its own chunk of C positions alone (row_chunks.py); None: no chunks.
+    chunked: tuple[int, int] | None = None
 
     def output_spec(self, index: int = 0) -> str:
         """The symbolic shape of output `index` (stages such as split_heads make several)."""
@@ -216,6 +219,9 @@ class Record:
     def _needed_pairs(self) -> int:
         assert self.a_shape is not None  # scores and mix are products
         *lead, T, t = self.out_shape if self.attention == "scores" else self.a_shape
+        if self.chunked is not None:  # each query its own chunk's keys up to itself
+            chunk, past = self.chunked
+            return prod(lead) * keys_in_chunks(past, past + T, chunk)
         caps = [cap for cap in (self.window, self.selected) if cap is not None]  # an indexer's choice: like a window
         return prod(lead) * needed_pairs(T, t, min(caps) if caps else None)
 
@@ -281,6 +287,19 @@ class Record:
         if self.recurrent is not None:  # a scan computed in chunks: this op in the recurrent form
             d["recurrent_dot_products"], d["recurrent_macs"] = self.recurrent
         return d
+
+
+def keys_in_chunks(first: int, end: int, chunk: int) -> int:
+    """(query, key) pairs of one head that chunked attention keeps for the queries at positions first..end - 1: the
+    query at p reads the keys of its own chunk of C = `chunk` positions up to itself, p mod C + 1 of them. Summed in
+    closed form, S(end) - S(first), S(n) = the pairs of positions 0..n - 1 = (n // C) C (C + 1) / 2 + r (r + 1) / 2,
+    r = n mod C: every whole chunk's triangle and the last one's part."""
+
+    def upto(n: int) -> int:
+        whole, r = divmod(n, chunk)
+        return whole * chunk * (chunk + 1) // 2 + r * (r + 1) // 2
+
+    return upto(end) - upto(first)
 
 
 def needed_pairs(T: int, t: int, window: int | None = None) -> int:

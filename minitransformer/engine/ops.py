@@ -301,11 +301,15 @@ def rotate(x, cos, sin):
     return out
 
 
-def attention_bias(past: int, start: int, T: int, t: int, window: int | None, dtype: np.dtype, pads=None):
+def attention_bias(
+    past: int, start: int, T: int, t: int, window: int | None, dtype: np.dtype, pads=None, chunk: int | None = None
+):
     """0 where key j (at position start + j) is visible from query i (at past + i), -inf elsewhere: [T, t] in `dtype`.
 
     Visible: not in the future, and with a sliding window W no more than W - 1 positions behind
-    (transformers' sliding_window_causal_mask: past + i - W < start + j <= past + i).
+    (transformers' sliding_window_causal_mask: past + i - W < start + j <= past + i); with chunked attention (a
+    `chunk` of C positions: Llama 4's), in the query's own chunk, counted from each row's first real token
+    (transformers' chunked_overlay: (key - pads) // C == (query - pads) // C).
 
     With `pads` (a batch of left-padded rows: the first pads[b] slots of row b hold no token), the
     keys of pad slots are also hidden from the row's real queries: [B, 1, T, t], one for every head.
@@ -317,6 +321,9 @@ def attention_bias(past: int, start: int, T: int, t: int, window: int | None, dt
     hidden = key > query  # compared without a [T, t] array of distances: at long prompts the bias is the peak
     if window is not None:
         hidden |= key <= query - window
+    if chunk is not None:
+        offset = 0 if pads is None else np.asarray(pads)[:, None, None]  # each row's chunks begin at its first token
+        hidden = hidden | ((key - offset) // chunk != (query - offset) // chunk)
     if pads is not None:
         pads = np.asarray(pads)[:, None, None]
         pad_key = key[None] < pads  # [B, 1, t]

@@ -13,6 +13,11 @@ Record.lengths: A V's are as long as the keys each chunk sees); the dense form's
 that every watcher sees the documented full [..., H, T, t] tensors; so does a pass asked to run dense
 (Tape.dense: `--dense-attention`, which computes every score as transformers' eager attention does).
 
+Chunked attention (Llama 4's attention_chunk_size C, Dims.chunk) runs the same way, its rows cut at the chunks too:
+each chunk of query rows lies within one chunk of C positions and reads that chunk's keys alone, from its first
+position to the chunk's last row, so that the ledger counts the keys each query really reads (a decode step: the
+p mod C + 1 keys of its chunk up to itself); where the whole pass is one such piece, it runs whole.
+
 Sparse attention (DeepSeek-V3.2's lightning indexer: `on_chosen_keys`) runs the same way: each chunk of query
 rows gathers the s keys and values chosen for each of its queries and attends to those alone, [..., H, T, 1, s]
 scores, and the ledger's record per op keeps the dense form's shapes with what the chunks computed beside them.
@@ -42,18 +47,56 @@ def in_row_chunks(tape, attend, q, K, V, bias=None):
     """attend(q, K, V, bias, tape) -> z [..., T, dh], computed for chunks of ROW_CHUNK query rows of `tape`'s pass;
     `bias` ([..., T, t], or None) is sliced by each chunk's rows and keys."""
     d = tape.dims
-    if d.T <= ROW_CHUNK or tape.watcher is not None or tape.dense:
+    pieces = row_pieces(d.past, d.T, d.chunk)
+    whole = len(pieces) == 1 and (d.chunk is None or first_read(d.past, d.window, d.chunk) == d.start)
+    if whole or tape.watcher is not None or tape.dense:
         return attend(q, K, V, bias, tape)
-    gathered = tape._gathering(CHUNKS, rows=ROW_CHUNK)
+    gathered = tape._gathering(CHUNKS, rows=ROW_CHUNK if d.chunk is None else min(ROW_CHUNK, d.chunk))
     parts = []
-    for r0 in range(0, d.T, ROW_CHUNK):
-        r1 = min(d.T, r0 + ROW_CHUNK)
-        start = first_attended(d.past + r0, d.window)  # the earliest key the chunk's first query sees
+    for r0, r1 in pieces:
+        start = first_read(d.past + r0, d.window, d.chunk)  # the earliest key the chunk's first query sees
         keys = slice(start - d.start, d.past + r1 - d.start)  # ... to its last query's own position
         chunk = tape.in_chunks(replace(d, T=r1 - r0, t=keys.stop - keys.start, start=start, _shapes={}), gathered)
         part_bias = None if bias is None else bias[..., r0:r1, keys]
         parts.append(attend(q[..., r0:r1, :], K[..., keys, :], V[..., keys, :], part_bias, chunk))
     return _joined(tape, gathered, parts)
+
+
+def first_read(position: int, window: int | None, chunk: int | None) -> int:
+    """The earliest key a query at `position` reads: where its window begins, or its chunk of `chunk` positions."""
+    return first_attended(position, window) if chunk is None else position - position % chunk
+
+
+def chunked_pairs(past: int, T: int, chunk: int) -> int:
+    """(query, key) pairs of one head whose scores a pass of chunked attention computes (row_pieces' pieces, each
+    against its chunk's keys from the chunk's first position to its last row), in closed form: a chunk's n rows after
+    p of its keys hold, in pieces of R = ROW_CHUNK rows, n (p + n) pairs where n <= R, else p n + R^2 m (m + 1) / 2 +
+    (n - m R) n with m = n // R; the pass's first chunk after past mod C of its keys, then its whole chunks, then the
+    rest of the last."""
+
+    def in_chunk(n: int, p: int) -> int:
+        if n <= ROW_CHUNK:
+            return n * (p + n)
+        m = n // ROW_CHUNK
+        return p * n + ROW_CHUNK * ROW_CHUNK * m * (m + 1) // 2 + (n - m * ROW_CHUNK) * n
+
+    before = past % chunk
+    first = min(T, chunk - before)
+    whole, rest = divmod(T - first, chunk)
+    return in_chunk(first, before) + whole * in_chunk(chunk, 0) + in_chunk(rest, 0)
+
+
+def row_pieces(past: int, T: int, chunk: int | None = None) -> list[tuple[int, int]]:
+    """The pass's query rows [r0, r1) in the pieces it computes: ROW_CHUNK rows at a time (the dense pass where T <=
+    ROW_CHUNK), and with chunked attention cut at each chunk of `chunk` positions too (the rows of a chunk counted from
+    its first row in the pass). Positions past + r0 .. past + r1 - 1."""
+    if chunk is None:
+        return [(0, T)] if T <= ROW_CHUNK else [(r0, min(T, r0 + ROW_CHUNK)) for r0 in range(0, T, ROW_CHUNK)]
+    pieces = []
+    for c in range(past // chunk, (past + T - 1) // chunk + 1):
+        first, end = max(0, c * chunk - past), min(T, (c + 1) * chunk - past)
+        pieces += [(r0, min(end, r0 + ROW_CHUNK)) for r0 in range(first, end, ROW_CHUNK)]
+    return pieces
 
 
 def on_chosen_keys(tape, attend_chosen, attend, q, K, V, bias, chosen):

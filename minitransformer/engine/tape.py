@@ -77,6 +77,11 @@ class Dims:
     Hkv: int | None = None  # None: H (every head has its own keys and values)
     start: int = 0  # the position of the first attended key (beyond 0 only where a sliding window cut the rest)
     window: int | None = None
+    # Chunked attention (Llama 4's attention_chunk_size C): each query reads only the keys of its own chunk of C
+    # positions (row_chunks.py cuts the pass at the chunks); the pass's keys are still those of its window (C: every
+    # chunk a query of it is in lies within the C positions up to it). None: no chunks, or a left-padded batch's
+    # layer, whose rows begin their chunks at different slots (its mask cuts each row's chunk).
+    chunk: int | None = None
     E: int | None = None  # a mixture of experts: E experts a layer, k of which compute each token (None: dense)
     k: int | None = None
     selected: int | None = None  # sparse attention: the most keys a query attends to, chosen by an indexer (None: all)
@@ -151,6 +156,7 @@ class Dims:
         """ "T=5 t=5 D=64 H=4 dh=16 ..." : every size of this pass, for traces."""
         kv = f" Hkv={self.Hkv} G={self.G}" if self.Hkv != self.H else ""
         window = f" window={self.window}" if self.window is not None else ""
+        window += f" chunk={self.chunk}" if self.chunk is not None else ""
         experts = f" E={self.E} k={self.k}" if self.E is not None else ""
         selected = f" s={self.s}" if self.selected is not None else ""
         return (
@@ -182,6 +188,8 @@ class Tape:
     declared: Mapping[str, Stage] | None = None
     # Each layer's sliding window, where the layers differ (config.layer_window); None: every layer has dims.window.
     windows: tuple | None = None
+    # Each layer's chunk of chunked attention (config.layer_chunk), where some layer has one; None: no layer has.
+    chunks: tuple | None = None
     dense: bool = False  # attention as transformers' eager attention computes it: every T x t score, never in chunks
     # Counting from a config alone, a mixture of experts has no router to ask: which tokens each expert gets is
     # assumed, "balanced" (T k / E each) or "worst" (all T to the same k experts). A real run's router decides.
@@ -199,7 +207,9 @@ class Tape:
         """The tape as seen from inside block i: stage names get the prefix "blocks.{i}.", and the sizes are
         those of block i's attention (its window, where layers differ)."""
         dims = self.dims if self.windows is None else self.dims.with_window(self.windows[i])
-        return replace(self, dims=dims, layer_index=i, prefix=f"blocks.{i}.", windows=None)
+        if self.chunks is not None and self.chunks[i] != dims.chunk:
+            dims = replace(dims, chunk=self.chunks[i])
+        return replace(self, dims=dims, layer_index=i, prefix=f"blocks.{i}.", windows=None, chunks=None)
 
     def in_row_chunks(self, attend, q, K, V, bias=None):
         """attend(q, K, V, bias, tape) -> z [..., T, dh], in chunks of query rows, each against only the keys it can
@@ -371,6 +381,7 @@ class Tape:
     ) -> Record:
         attention = stage.op in ("scores", "mix")
         window = self.dims.window if attention else None
+        chunked = (self.dims.chunk, self.dims.past) if attention and self.dims.chunk is not None else None
         record = Record(
             stage,
             self.layer_index,
@@ -385,6 +396,7 @@ class Tape:
             breakdown=breakdown,
             recurrent=recurrent,
             selected=self.dims.selected if attention else None,
+            chunked=chunked,
         )
         if self.phase is not None:
             self.phase.records.append(record)

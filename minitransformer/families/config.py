@@ -274,6 +274,12 @@ class ModelConfig:
         """The sliding window of a layer's attention (None: it sees every earlier position)."""
         return self.sliding_window if slides(self.layer_types[layer]) else None
 
+    def layer_chunk(self, layer: int) -> int | None:
+        """The chunk of a layer's chunked attention (Llama 4's attention_chunk_size: a query reads only the keys of its
+        own chunk of that many positions), None where it has none; its layer_window is then the chunk, which holds
+        every key its queries read."""
+        return None
+
     def layer_cache(self, layer: int) -> KeysValues | State:
         """What a layer keeps from one pass for the next (engine/kvcache.py): an attention layer's keys and values,
         n_kv_head heads of d_head and d_value a position, read back from its window; a family whose layers keep

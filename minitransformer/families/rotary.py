@@ -137,14 +137,16 @@ def inverse_frequencies(rope: Rope, dtype: np.dtype, long: bool = False) -> np.n
 
 
 def _llama3(inv_freq: np.ndarray, s: dict) -> np.ndarray:
-    """Llama 3.1's rescaling: long wavelengths slowed by `factor`, short ones kept, those between blended."""
+    """Llama 3.1's rescaling: long wavelengths slowed by `factor`, short ones kept, those between blended (none where
+    high_freq_factor = low_freq_factor: Llama 4 Scout's, whose wavelengths are either long or short)."""
     c = inv_freq.dtype.type
     factor, low, high = c(s["factor"]), c(s["low_freq_factor"]), c(s["high_freq_factor"])
     old_context = c(s["original_max_position_embeddings"])
     low_freq_wavelen, high_freq_wavelen = old_context / low, old_context / high
     wavelen = c(2 * pi) / inv_freq
     scaled = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
-    smooth = (old_context / wavelen - low) / (high - low)
+    with np.errstate(divide="ignore", invalid="ignore"):  # no band between where high = low: never chosen below
+        smooth = (old_context / wavelen - low) / (high - low)
     smoothed = (c(1.0) - smooth) * scaled / factor + smooth * scaled
     medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
     return np.where(medium, smoothed, scaled).astype(inv_freq.dtype)
@@ -241,8 +243,6 @@ def check(rope: dict, kinds: tuple[str, ...] = ROPE_TYPES) -> None:
         value = rope.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise UserError(f"config rope scaling {kind!r} needs a positive {key}, not {value!r}")
-    if kind == "llama3" and rope["high_freq_factor"] == rope["low_freq_factor"]:
-        raise UserError("config rope scaling 'llama3' needs high_freq_factor != low_freq_factor")
 
 
 def scaling(rope: dict) -> tuple[tuple[str, object], ...] | None:

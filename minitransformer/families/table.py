@@ -31,6 +31,7 @@ from .keys import ConfigJson
 from .lfm2.family import ARCHITECTURE as LFM2
 from .lfm2_moe.family import ARCHITECTURE as LFM2_MOE
 from .llama.family import ARCHITECTURE as LLAMA
+from .llama4_text.family import ARCHITECTURE as LLAMA4_TEXT
 from .mamba.family import ARCHITECTURE as MAMBA
 from .mamba2.family import ARCHITECTURE as MAMBA2
 from .minimax_m2.family import ARCHITECTURE as MINIMAX_M2
@@ -133,6 +134,7 @@ for _family in (
     FALCON_H1,
     MAMBA,
     FALCON_MAMBA,
+    LLAMA4_TEXT,
 ):
     register(_family)
 

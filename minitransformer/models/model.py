@@ -71,6 +71,8 @@ class Model:
         self.weight_events: list = []  # weights that left the precision's range when rounded to it at load
         windows = tuple(config.layer_window(i) for i in range(config.n_layer))
         self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
+        chunks = tuple(config.layer_chunk(i) for i in range(config.n_layer))
+        self._chunks = None if set(chunks) == {None} else chunks  # the layers of chunked attention
         self.hooks = HookRegistry(lambda: self.stage_table.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
         self._tokenizer = tokenizer
 
@@ -186,6 +188,7 @@ class Model:
             self.hooks.watcher(then=watcher),  # None where nobody watches: no hook, no watcher
             stage_table=self.stage_table,
             windows=self._windows,
+            chunks=self._chunks if pads is None else None,  # a padded batch's rows begin their chunks apart
             dense=options.dense_attention,
             routing=options.routing,
             precision=self.precision,

@@ -235,7 +235,11 @@ def _computed_less(records: list, check: Crosscheck) -> list[str]:
     skipped = sum(r.dense_macs - r.macs for r in attention)
     if skipped:
         seen = "the causal half" + (
-            ", and what falls before the sliding window" if any(r.window is not None for r in attention) else ""
+            ", and the keys outside each query's chunk"
+            if any(r.chunked is not None for r in attention)
+            else ", and what falls before the sliding window"
+            if any(r.window is not None for r in attention)
+            else ""
         )
         ways = []
         if _row_chunk(check):

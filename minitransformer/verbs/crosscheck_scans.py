@@ -25,6 +25,11 @@ alone) they differ where the code differs:
   times x), which no counter of products sees; ours is the outer product x_dt ⊗ B through the one door, I N dot
   products of length 1 a position (its read h C is a matmul in both: the same MACs).
 
+One mixture of experts differs too, though it has no scan: Llama 4's Llama4TextMoe hands every token to every expert,
+its input scaled by the router's score, 0 for the experts not chosen (sigmoid(-inf)), so that its batched products run
+E T rows a layer where ours run each expert on its own tokens' rows, T k in all: (E - k) T (2 F D + F D) MACs more a
+MoE layer, all of them on rows of zeros (an expert without biases maps zeros to zeros: the same logits).
+
 Each `Difference` says how many MACs torch dispatches beyond our dense form (negative: fewer).
 """
 
@@ -35,6 +40,7 @@ from dataclasses import dataclass
 from ..engine.kvcache import KeysValues
 from ..families.config import ModelConfig
 from ..families.lfm2.family import CONV, Lfm2Config
+from ..families.llama4_text.family import MOE, Llama4TextConfig
 from ..families.mamba.config import MambaConfig
 from ..families.mamba2.config import MixerShapes
 from ..families.parts.delta_rule import chunking as delta_chunks
@@ -75,7 +81,27 @@ def scan_differences(config: ModelConfig, T: int) -> list[Difference]:
     if isinstance(config, Lfm2Config):  # LFM2's short conv: the conv alone differs (it has no scan)
         convs = sum(kind.startswith(CONV) for kind in config.layer_types)
         return [_conv(convs, config.n_embd, config.conv_kernel, "a short conv layer's")] if convs else []
+    if isinstance(config, Llama4TextConfig):
+        return _every_expert_on_every_token(config, sum(kind.endswith(MOE) for kind in config.layer_types), T)
     return []
+
+
+def _every_expert_on_every_token(c: Llama4TextConfig, layers: int, T: int) -> list[Difference]:
+    """Llama 4's experts in transformers: every token through all E experts, the unchosen ones' inputs zeros."""
+    if not layers:
+        return []
+    E, k, D, F = c.n_experts, c.top_k, c.n_embd, c.n_inner
+    more = layers * (E - k) * T * 3 * D * F
+    return [
+        Difference(
+            WEIGHTS,
+            more,
+            f"transformers' Llama4TextMoe hands every token to all E = {E} experts (torch.bmm over E x T rows, the "
+            f"inputs of the experts not chosen scaled by sigmoid(-inf) = 0), where ours runs each expert on its own "
+            f"tokens' rows, T k: {layers} MoE layers x (E - k) T x 3 D F = {layers} x {E - k} x {T} x 3 x {D} x {F} = "
+            f"{n(more)} MACs more, all on rows of zeros (the same logits)",
+        )
+    ]
 
 
 def _conv(layers: int, channels: int, K: int, what: str) -> Difference:

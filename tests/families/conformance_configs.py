@@ -76,6 +76,10 @@ NEMOTRON_H = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, 
                   max_position_embeddings=512)  # fmt: skip
 PHI3 = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 QWEN3_ROPE = {"rope_type": "default", "rope_theta": 10_000.0}
+LLAMA4 = dict(vocab_size=120, hidden_size=32, intermediate_size=16, num_attention_heads=4, head_dim=8,
+              max_position_embeddings=256)  # fmt: skip
+LLAMA4_LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                 "original_max_position_embeddings": 64, "rope_theta": 10_000.0}  # fmt: skip
 QWEN3_WINDOW = 24
 LFM2 = dict(vocab_size=120, max_position_embeddings=256, eos_token_id=None, pad_token_id=None)
 GLM4_MOE = dict(vocab_size=120, max_position_embeddings=256)
@@ -837,6 +841,27 @@ FAMILIES: dict[str, Family] = {
     }, spread=0.3, first_token=1, greedy=21, batch_configs=("tied-auto-rank",),
         refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
                  ({"mixer_rms_eps": 0}, "mixer_rms_eps"))),
+    # Llama 4's text model: chunks of 24 and 32 positions (the prompts pass several: 150 for the logits, 20 + 30
+    # greedy), rotary chunked layers beside a NoPE global one, dense layers beside MoE ones (Maverick's alternation,
+    # then moe_layers given), top-1 and top-2 sigmoid routers; the temperature visible at floor_scale 8 (x 1.69 by
+    # position 150 at attn_scale 0.5), the L2 q/k norm on and off, llama3 rope, tied. Only the second runs the
+    # left-padded batch: transformers' temperatures read a padded row's slots where ours (and the row alone) read its
+    # positions, which its floor_scale of 8,192 makes the same.
+    "llama4_text": Family("Llama4TextConfig", {
+        "chunks-nope-temperature-alternating": dict(LLAMA4, intermediate_size_mlp=40,
+                                                    num_hidden_layers=4, num_key_value_heads=2, num_local_experts=4,
+                                                    num_experts_per_tok=1, attention_chunk_size=24,
+                                                    interleave_moe_layer_step=2, floor_scale=8, attn_scale=0.5,
+                                                    rope_parameters=QWEN3_ROPE, seed=3),
+        "k2-moe-layers-no-qk-norm-llama3-tied": dict(LLAMA4, intermediate_size_mlp=24, num_hidden_layers=3,
+                                                     num_key_value_heads=1, num_local_experts=6, num_experts_per_tok=2,
+                                                     attention_chunk_size=32, moe_layers=[0, 2],
+                                                     no_rope_layers=[1, 0, 1], use_qk_norm=False,
+                                                     tie_word_embeddings=True, rope_parameters=LLAMA4_LLAMA3, seed=5),
+    }, spread=0.3, first_token=1, greedy=20, batch_configs=("k2-moe-layers-no-qk-norm-llama3-tied",),
+        refused=(NOT_A_DTYPE, ({"num_experts_per_tok": 9}, "num_experts_per_tok=9 exceeds num_local_experts=4"),
+                 ({"no_rope_layers": [1, 1]}, "no_rope_layers must name"),
+                 ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

@@ -527,6 +527,40 @@ FALCON_MAMBA_7B = {
     "use_bias": False, "use_cache": True, "use_conv_bias": True, "vocab_size": 65024,
 }  # fmt: skip
 
+# meta-llama/Llama-4-Scout-17B-16E's text_config, its keys as transformers 4.51.0 printed the first revision's
+# Llama4Config (a GitHub note of Llama 4's configs and parameter counts), its context and llama3 rope as the current
+# revision's, which ports quote (aws-neuron's Scout mock config: 10,485,760; a Rust port's test of Scout's rotary:
+# factor 16, low and high frequency factors 1); its model_type a text model's, as text-only re-saves have it. The file
+# says attn_temperature_tuning 4, which transformers 5.24's strict Llama4TextConfig refuses (a bool expected): here the
+# true it means (tests/families/test_llama4_text.py reads the 4 as true).
+LLAMA4_SCOUT = {
+    "model_type": "llama4_text", "attention_bias": False, "attention_chunk_size": 8192, "attention_dropout": 0.0,
+    "attn_scale": 0.1, "attn_temperature_tuning": True, "bos_token_id": 200000, "eos_token_id": [200001, 200007, 200008],
+    "floor_scale": 8192, "for_llm_compressor": False, "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120,
+    "initializer_range": 0.02, "interleave_moe_layer_step": 1, "intermediate_size": 8192,
+    "intermediate_size_mlp": 16384, "max_position_embeddings": 10485760, "moe_layers": list(range(48)),
+    "no_rope_layers": [int((i + 1) % 4 != 0) for i in range(48)], "num_attention_heads": 40, "num_experts_per_tok": 1,
+    "num_hidden_layers": 48, "num_key_value_heads": 8, "num_local_experts": 16, "output_router_logits": False,
+    "pad_token_id": 200018, "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 16.0, "high_freq_factor": 1.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "rope_theta": 500000.0, "router_aux_loss_coef": 0.001, "router_jitter_noise": 0.0, "torch_dtype": "bfloat16",
+    "use_cache": True, "use_qk_norm": True, "vocab_size": 202048,
+}  # fmt: skip
+# meta-llama/Llama-4-Maverick-17B-128E's text_config as NVIDIA/TensorRT-LLM's tests/unittest/_torch/modeling/
+# test_modeling_llama_min_latency.py quotes it, with its 48 layers (the test cuts them to 2 and adds
+# no_rope_layer_interval 2, which the published file has not): no moe_layers, no no_rope_layers, no temperature keys.
+LLAMA4_MAVERICK = {
+    "model_type": "llama4_text", "attention_bias": False, "attention_chunk_size": 8192, "attention_dropout": 0.0,
+    "bos_token_id": 200000, "eos_token_id": [200001, 200007, 200008], "for_llm_compressor": False, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 5120, "initializer_range": 0.02, "interleave_moe_layer_step": 2,
+    "intermediate_size": 8192, "intermediate_size_mlp": 16384, "max_position_embeddings": 1048576,
+    "num_attention_heads": 40, "num_experts_per_tok": 1, "num_hidden_layers": 48, "num_key_value_heads": 8,
+    "num_local_experts": 128, "output_router_logits": False, "pad_token_id": 200018, "rms_norm_eps": 1e-05,
+    "rope_scaling": None, "rope_theta": 500000.0, "router_aux_loss_coef": 0.001, "router_jitter_noise": 0.0,
+    "torch_dtype": "bfloat16", "use_cache": True, "use_qk_norm": False, "vocab_size": 202048,
+}  # fmt: skip
+
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -616,4 +650,11 @@ PUBLISHED: dict[str, list[Published]] = {
                         (DTYPE,))],
     "falcon_mamba": [Published("tiiuae/falcon-mamba-7b (a copy: danielgonzagat/penin-monorepo)", FALCON_MAMBA_7B,
                                "falcon-mamba-7b", (DTYPE,))],
+    "llama4_text": [
+        Published("meta-llama/Llama-4-Scout-17B-16E's text_config (a note of transformers 4.51.0's print; ports' "
+                  "copies of the current context and rope)", LLAMA4_SCOUT, "llama-4-scout-17b-16e",
+                  (DTYPE, ROPE, ("rope_scaling", "rope_parameters"))),
+        Published("meta-llama/Llama-4-Maverick-17B-128E's text_config (NVIDIA/TensorRT-LLM's test copy, 48 layers)",
+                  LLAMA4_MAVERICK, "llama-4-maverick-17b-128e", (DTYPE, ROPE)),
+    ],
 }  # fmt: skip

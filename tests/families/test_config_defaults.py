@@ -83,6 +83,9 @@ FOLLOWS = {
     ("falcon_mamba", "intermediate_size"): "expand hidden_size",
     ("falcon_mamba", "time_step_rank"): "auto: ceil(hidden_size / 16)",
     ("falcon_h1", "head_dim"): "hidden_size / num_attention_heads",
+    ("llama4_text", "layer_types"): "Llama4TextConfig's rule: chunked where no_rope_layers turns and a chunk is set",
+    ("llama4_text", "moe_layers"): "Llama4TextConfig's rule: every interleave_moe_layer_step-th layer",
+    ("llama4_text", "no_rope_layers"): "Llama4TextConfig's rule: every no_rope_layer_interval-th layer NoPE",
 }
 
 

@@ -200,6 +200,11 @@ MODELS: dict[str, list] = {
                                    eos_token_id=None, pad_token_id=None))],
     "falcon_mamba": [("FalconMambaConfig", dict(hidden_size=32, state_size=8, num_hidden_layers=2, vocab_size=96,
                                                 bos_token_id=None, eos_token_id=None, pad_token_id=None))],
+    "llama4_text": [("Llama4TextConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=16,
+                                              intermediate_size_mlp=24, num_hidden_layers=4, num_attention_heads=4,
+                                              num_key_value_heads=2, head_dim=8, num_local_experts=4,
+                                              interleave_moe_layer_step=2, attention_chunk_size=8, floor_scale=4,
+                                              max_position_embeddings=256))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
 HYBRIDS = ("qwen3_5", "qwen3_next", "mamba2", "nemotron_h", "bamba", "granitemoehybrid", "falcon_h1")
@@ -218,8 +223,9 @@ def mamba_shapes(hf) -> tuple[int, ...]:
     return tuple(getattr(hf, key) for key in MAMBA_KEYS)  # Bamba's, Granite 4.0-H's, Falcon-H1's
 
 
+EVERY_TOKEN = ("llama4_text",)  # transformers runs every expert on every token (crosscheck_scans.py)
 CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models))
-         if family not in HYBRIDS + SHORT_CONVS + MAMBA1S]  # fmt: skip
+         if family not in HYBRIDS + SHORT_CONVS + MAMBA1S + EVERY_TOKEN]  # fmt: skip
 
 
 def test_every_family_of_the_table_is_crosschecked():
@@ -373,6 +379,26 @@ def test_a_short_conv_s_one_difference_is_its_conv_s_padded_outputs(made, family
     padded = convs * c.n_embd * K * (K - 1)
     assert groups[WEIGHTS]["dispatch_macs"] - groups[WEIGHTS]["ledger_dense_macs"] == padded > 0
     assert f"padding K - 1 = {K - 1}" in " ".join(groups[WEIGHTS]["reasons"])
+    for name in (ACTIVATIONS, LOGITS):
+        assert groups[name]["ledger_dense_macs"] == groups[name]["dispatch_macs"] > 0, groups[name]
+    for g in groups.values():
+        assert not any("UNEXPLAINED" in reason for reason in g["reasons"]), g["reasons"]
+
+
+@pytest.mark.parametrize(("family", "index"), [(f, i) for f in EVERY_TOKEN for i in range(len(MODELS[f]))])
+def test_experts_run_on_every_token_are_the_one_difference_named(made, family, index):
+    """Llama 4's experts: transformers' batched products run every token through all E experts (the unchosen ones'
+    inputs zeros), ours each expert's own tokens: the products with weights differ by (E - k) T 3 D F a MoE layer,
+    named with that closed form; attention (its chunks and NoPE layers every T x t score) and the logits are what
+    torch dispatches, exactly."""
+    model = load_model(made(family, index))
+    c = model.config
+    check = crosscheck(model, default_ids(model, PROMPT), dense_attention=True)
+    groups = {g["group"]: g for g in check.groups()}
+    moe_layers = sum(kind.endswith("_moe") for kind in c.layer_types)
+    more = moe_layers * (c.n_experts - c.top_k) * PROMPT * 3 * c.n_embd * c.n_inner
+    assert groups[WEIGHTS]["dispatch_macs"] - groups[WEIGHTS]["ledger_dense_macs"] == more > 0
+    assert any(reason.endswith("MACs, exactly") for reason in groups[WEIGHTS]["reasons"]), groups[WEIGHTS]["reasons"]
     for name in (ACTIVATIONS, LOGITS):
         assert groups[name]["ledger_dense_macs"] == groups[name]["dispatch_macs"] > 0, groups[name]
     for g in groups.values():

@@ -58,6 +58,7 @@ CHOSEN = (
     "nemotron-3-nano-30b-a3b",  # Mamba-2, attention and expert layers
     "lfm2-1.2b",  # short conv and attention layers
     "lfm2-8b-a1b",  # short conv and attention layers, with a dense MLP or experts
+    "llama-4-maverick-17b-128e",  # chunked and NoPE layers, a dense MLP or experts
     "qwen3-next-80b-a3b",  # linear and full attention, fused in-projections
     "minimax-m2",
     "glm-4.5-air",  # dense layers and layers with experts

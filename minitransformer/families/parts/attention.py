@@ -25,6 +25,8 @@ from ...engine.ops import (
     constant,
     group_heads,
     merge_heads,
+    rms_norm,
+    slot_positions,
     softmax,
     split_into_heads,
     ungroup_heads,
@@ -46,6 +48,9 @@ SOME_LAYERS = "  (the window: sliding_attention layers only)"
 def mask_equation(config: Any) -> str:
     """The mask's equation for a config: its window, and on which layers, where it has one (where the layers' windows
     differ: kinds of layer that differ in their MLP alone have one mask)."""
+    chunks = {config.layer_chunk(i) for i in range(config.n_layer)} - {None}
+    if chunks:  # Llama 4's chunked layers: each query's keys in its own chunk
+        return f"{MASK} or outside i's chunk of {min(chunks):,} positions  (the chunked_attention layers only)"
     if config.sliding_window is None:
         return MASK
     return WINDOW_MASK + (SOME_LAYERS if len({config.layer_window(i) for i in range(config.n_layer)}) > 1 else "")
@@ -161,8 +166,10 @@ def bias_of(linear: SimpleNamespace):
     return getattr(linear, "bias", None)
 
 
-# What a q and k norm normalises over: each head's dh numbers (Qwen3), or the whole projection (OLMo 2).
-PER_HEAD, WHOLE = "per head", "whole"
+# What a q and k norm normalises over: each head's dh numbers (Qwen3), or the whole projection (OLMo 2); or each head's
+# dh numbers with no gains after the rotation, on the layers that turn q and k (Llama 4's L2 norm: an RMSNorm without
+# weights, whatever transformers calls it)
+PER_HEAD, WHOLE, UNWEIGHTED = "per head", "whole", "unweighted, after the rotation"
 QK_NORMS = {
     WHOLE: (
         Stage("q_norm", ("attn.q_normed",), "norm", "q = RMSNorm_q(q)  (over all H*dh numbers, gains [H*dh])", "q [T, H*dh]"),
@@ -175,7 +182,30 @@ QK_NORMS = {
         Stage("k_norm", ("attn.k_normed",), "norm", "k = RMSNorm_k(k)  (each head over its dh numbers, gains [dh])",
               "k [Hkv, T, dh]"),
     ),
+    UNWEIGHTED: (
+        Stage("q_norm", ("attn.q_normed",), "norm", "q = q / sqrt(mean(q^2) + eps)  (each head over its dh numbers, "
+              "no gains, after the rotation: RoPE layers only)", "q [H, T, dh]"),
+        Stage("k_norm", ("attn.k_normed",), "norm", "k = k / sqrt(mean(k^2) + eps)  (each head over its dh numbers, "
+              "no gains, after the rotation: RoPE layers only)", "k [Hkv, T, dh]"),
+    ),
 }  # fmt: skip
+
+# Llama 4's attention temperature tuning on its layers without rotary positions: each query scaled up by the log of its
+# position's multiple of floor_scale, so that a far query's scores sharpen (arXiv 2501.19399)
+TEMPERATURE = Stage(
+    "q_temperature", ("attn.q_tempered",), "scale",
+    "q = q (1 + attn_scale log(1 + floor((p + 1) / floor_scale)))  (p the query's position; NoPE layers only)",
+    "q [H, T, dh]",
+)  # fmt: skip
+
+
+def temperatures(config: Any, past: int, T: int, pads, dtype) -> np.ndarray:
+    """1 + attn_scale log1p(floor((p + 1) / floor_scale)) for each query's position p ([T, 1], or [B, 1, T, 1] for a
+    left-padded batch: each row's positions from its first token, so that a row equals its prompt alone)."""
+    positions = np.maximum(slot_positions(past, T, pads), 0)  # a pad slot's (negative) as the first token's
+    scales = 1.0 + config.attn_scale * np.log1p(np.floor((positions + 1) / config.floor_scale))
+    scales = scales.astype(dtype)[..., None]
+    return scales if pads is None else scales[:, None]
 
 
 # The rotation of q and k (a family whose rotary differs says so in its equation: Phi-3's partial LongRoPE), of the
@@ -227,7 +257,10 @@ class GroupedQueryAttention(Part):
     Rope.turned numbers of each head, all of them or a share (GLM-4's half). `names`: where a layer's checkpoint keeps
     W_o and the q and k norms (LFM2's: out_proj, q_layernorm, k_layernorm). `key_scale`: the config's field that k
     is multiplied by before the rotation (Falcon-H1's key_multiplier); `scale`: the config's field that scales the
-    scores in place of dh^-1/2 (Granite's attention_multiplier)."""
+    scores in place of dh^-1/2 (Granite's attention_multiplier). Llama 4's: `qk_norm` UNWEIGHTED (q and k over each
+    head's dh numbers without gains, after the rotation, in the layers that turn them) where the config's flag
+    `qk_norm_flag` says (use_qk_norm); `temperature`: q scaled by its position's temperature (`temperatures`) in the
+    layers without rotary positions, where the config's attn_temperature_tuning says."""
 
     qk_norm: str = ""
     reads: str = "h"
@@ -237,6 +270,8 @@ class GroupedQueryAttention(Part):
     names: tuple[str, str, str] = ("o_proj", "q_norm", "k_norm")
     key_scale: str = ""
     scale: str = ""
+    qk_norm_flag: str = ""
+    temperature: bool = False
     kinds = {
         "attention_q": "attention query weights W_q [H*dh, D]",
         "attention_k": "attention key weights W_k [Hkv*dh, D]",
@@ -256,10 +291,12 @@ class GroupedQueryAttention(Part):
             Stage("v", ("attn.v_proj",), "matmul", f"v = {x} W_v{b('v')}", f"{x} [T, D], W_v [D, Hkv*dh]",
                   ATTENTION_PROJECTIONS, reads_stream=reads_x),
             *((key_scale(self.key_scale),) if self.key_scale else ()),
-            *norms,
+            *(norms if self.qk_norm != UNWEIGHTED else ()),
             Stage("split_heads", ("attn.q", "attn.k", "attn.v"), "reshape", "q -> H heads of dh; k, v -> Hkv heads of dh",
                   "q [T, H*dh], k, v [T, Hkv*dh]"),
             rope_stage(config, self.interleaved),
+            *(norms if self.qk_norm == UNWEIGHTED else ()),
+            *((TEMPERATURE,) if self.temperature else ()),
         )  # fmt: skip
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs):
@@ -281,6 +318,12 @@ class GroupedQueryAttention(Part):
             k = at.stage("k_norm", self.normed(k, getattr(p, k_norm), config), "Hkv T dh")
         if inputs.rotary:  # the layer's rope's cos and sin; none in a layer without rotary positions
             q, k = at.stage("rope", (self.turned(q, inputs.rotary), self.turned(k, inputs.rotary)), "H T dh; Hkv T dh")
+        if qk_norm == UNWEIGHTED and inputs.rotary:  # after the rotation, no gains: the RoPE layers' alone
+            q = at.stage("q_norm", rms_norm(q, constant(q, 1.0), config.norm_eps), "H T dh")
+            k = at.stage("k_norm", rms_norm(k, constant(k, 1.0), config.norm_eps), "Hkv T dh")
+        if self.temperature and config.attn_temperature_tuning and not inputs.rotary:  # NoPE layers' queries
+            tempered = q * temperatures(config, at.dims.past, at.dims.T, inputs.pads, q.dtype)
+            q = at.stage("q_temperature", tempered, "H T dh")
         return attend_to_cache(q, k, v, p, config, at, inputs, self.core_of(p), self.names[0])
 
     def turned(self, x, rotary: tuple):
@@ -295,9 +338,10 @@ class GroupedQueryAttention(Part):
         return scaled_by(self.scale) if self.scale else self.core
 
     def qk_norm_of(self, config: Any) -> str:
-        """Its q and k norms in a config (PER_HEAD, WHOLE, or none: ""): the part's `qk_norm`, unless a family's
-        config says (Gemma's: Gemma 3 has them, Gemma 2 not)."""
-        return self.qk_norm
+        """Its q and k norms in a config (PER_HEAD, WHOLE, UNWEIGHTED, or none: ""): the part's `qk_norm`, where the
+        config's `qk_norm_flag` (if it names one) is true, unless a family's config says (Gemma's: Gemma 3 has them,
+        Gemma 2 not)."""
+        return self.qk_norm if not self.qk_norm_flag or getattr(config, self.qk_norm_flag) else ""
 
     def normed(self, x, w: SimpleNamespace, config: Any):
         """A q or k norm: RMSNorm over x's last axis, gains w (1 + w where one_plus)."""
@@ -314,7 +358,7 @@ class GroupedQueryAttention(Part):
             **linear("v_proj", kv, D, b, "attention_v"),
             **linear(self.names[0], D, q, config.o_bias, "attention_out"),
         }
-        if qk_norm := self.qk_norm_of(config):
+        if (qk_norm := self.qk_norm_of(config)) and qk_norm != UNWEIGHTED:  # UNWEIGHTED: no gains
             widths = (dh, dh) if qk_norm == PER_HEAD else (q, kv)
             tensors |= {f"{name}.weight": Tensor((width,), "norms") for name, width in zip(self.names[1:], widths)}
         return tensors

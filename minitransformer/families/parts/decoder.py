@@ -141,7 +141,7 @@ class Decoder(Part):
         x = self.embed(ids, p, config, tape, pads)
         shape_only = isinstance(x, ShapeOnly)
         tables: dict[Rope, tuple] = {}  # each rope's cos and sin, made once a pass
-        masks: dict[int | None, np.ndarray | None] = {}  # each window's attention bias, the same for every head
+        masks: dict[tuple, np.ndarray | None] = {}  # each window's (and chunk's) attention bias, for every head
         choices: dict = {}  # what a layer leaves for later ones this pass (LayerInputs.choices)
         for i, layer_params in enumerate(getattr(p, self.layers)):
             at = tape.layer(i)  # its dims carry its window
@@ -149,13 +149,14 @@ class Decoder(Part):
             if rope is not None and rope not in tables:
                 tables[rope] = rotary_tables(rope, d, x, pads)
             attends = isinstance(config.layer_cache(i), KeysValues)  # a hybrid's recurrent layers read no mask
-            if attends and e.window not in masks:
-                masks[e.window] = (
-                    None if shape_only else attention_bias(e.past, e.start, e.T, e.t, e.window, x.dtype, pads)
+            window, chunk = e.window, config.layer_chunk(i)  # a chunked layer's mask cuts each row's chunks
+            if attends and (window, chunk) not in masks:
+                masks[window, chunk] = (
+                    None if shape_only else attention_bias(e.past, e.start, e.T, e.t, window, x.dtype, pads, chunk)
                 )
             kv = cache.layer(i) if cache is not None else None
             rotary = () if rope is None else tables[rope]
-            inputs = LayerInputs(kv, masks[e.window] if attends else None, rotary, pads, choices)
+            inputs = LayerInputs(kv, masks[window, chunk] if attends else None, rotary, pads, choices)
             x = self.block(x, layer_params, config, at, inputs)
         tape = tape.declaring(self.declared(config))
         h = tape.stage("ln_f", self.norm(x, getattr(p, self.final_norm), config), "T D")

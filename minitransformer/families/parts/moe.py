@@ -212,28 +212,36 @@ TOPK_SOFTMAX_ROUTER = (
 )  # fmt: skip
 
 
+TOPK_SIGMOID = Stage("router.sigmoid", ("moe.gates",), "activation",
+                     "gates = sigmoid of each chosen r  (each on its own: no sum over the k)", "r [T, k]")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class TopKSoftmaxRouter(Part):
     """gpt-oss's router: r = h W_router + b_router [T, E], each token's k largest logits chosen and weighed by a
     softmax over those k alone (Mixtral's takes a softmax over all E first, then the top k renormalised); `bias`
-    False: no b_router (Granite's). `module`: where the mixture's checkpoint keeps W_router (a dotted path)."""
+    False: no b_router (Granite's). `module`: where the mixture's checkpoint keeps W_router (a dotted path).
+    `sigmoid`: each chosen logit's gate its own sigmoid, in place of the softmax over the k (Llama 4's Llama4Router)."""
 
     module: str = "router"
     bias: bool = True
+    sigmoid: bool = False
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
         return {"router": "router weights W_router [E, D]" + (" and bias [E]" if self.bias else "")}
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        if self.bias:
-            return by_op(*TOPK_SOFTMAX_ROUTER)
-        return by_op(router_logits("r = h W_router  (one logit per expert)"), *TOPK_SOFTMAX_ROUTER[1:])
+        logits, choice, gates = TOPK_SOFTMAX_ROUTER
+        logits = logits if self.bias else router_logits("r = h W_router  (one logit per expert)")
+        return by_op(logits, choice, TOPK_SIGMOID if self.sigmoid else gates)
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         at, w = at.declaring(self.declared(config)), module_of(p, self.module)
         logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E", bias=getattr(w, "bias", None))
         chosen, top = at.stage("router.topk", top_k(logits, config.top_k, at), "T k")
+        if self.sigmoid:
+            return chosen, at.stage("router.sigmoid", sigmoid(top), "T k")
         return chosen, at.stage("router.softmax", softmax(top), "T k")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
@@ -394,6 +402,12 @@ def gathered_stages(x: str = "h", D: str = "D") -> tuple[Stage, Stage]:
     )  # fmt: skip
 
 
+def prescale_stage(D: str = "D") -> Stage:
+    """The stage of experts whose gate scales their input, not their output (Llama 4's)."""
+    equation = "h_e = h_e * gate of e for each of its tokens  (the input scaled, not the output)"
+    return Stage("expert.prescale", ("moe.expert_in_scaled",), "multiply", equation, f"h_e [T, k*{D}]")
+
+
 @dataclass(frozen=True)
 class RoutedExperts(Part):
     """A layer's routed experts, each computing only its Te tokens' rows: h_e = h[its tokens] [Te, D],
@@ -401,15 +415,19 @@ class RoutedExperts(Part):
     op and layer, with the shapes of what the experts computed between them (`whole`: each token's rows in its k
     experts), each expert's share as its breakdown. A subclass is one kind of expert: its stages (`expert_stages`),
     its forward pass on one expert's rows (`expert`), its tensors and products. `combined`: the capture name of their
-    sum; `x`, `D`: what they read, its symbol and its width's (Nemotron-H's experts read a latent of Dl)."""
+    sum; `x`, `D`: what they read, its symbol and its width's (Nemotron-H's experts read a latent of Dl);
+    `prescaled`: each expert's input rows scaled by their gates, its output added as it is (Llama 4's)."""
 
     combined: tuple[str, ...] = ("moe.out",)
     x: str = "h"
     D: str = "D"
+    prescaled: bool = False
     routed: ClassVar[tuple[str, ...]] = ()  # the parameter kinds of which a token's pass reads k of E
 
     def stages(self, config: Any) -> dict[str, Stage]:
         gather, weighing = gathered_stages(self.x, self.D)
+        if self.prescaled:
+            return by_op(gather, prescale_stage(self.D), *self.expert_stages(config), combine(self.combined))
         return by_op(gather, *self.expert_stages(config), weighing, combine(self.combined))
 
     def expert_stages(self, config: Any) -> tuple[Stage, ...]:
@@ -433,10 +451,16 @@ class RoutedExperts(Part):
         for tokens in routed(chosen.reshape(n, k), E, at.routing):
             ex = tapes.expert(tokens)
             xe = ex.stage("expert.gather", tokens.gather(x), f"Te {D}")
+            if self.prescaled:  # the gate scales what the expert reads
+                xe = ex.stage("expert.prescale", xe * tokens.gates(gates.reshape(n, k)), f"Te {D}")
             y = self.expert(ex, tokens.expert, xe, p, config)
-            y = ex.stage("expert.weigh", y * tokens.gates(gates.reshape(n, k)), f"Te {D}")
+            if not self.prescaled:
+                y = ex.stage("expert.weigh", y * tokens.gates(gates.reshape(n, k)), f"Te {D}")
             add_rows(out, tokens, y)
-        at.record_gathered(tapes, self.whole(), n_experts=E)
+        whole = self.whole()
+        if self.prescaled:
+            whole = {("expert.prescale" if op == "expert.weigh" else op): spec for op, spec in whole.items()}
+        at.record_gathered(tapes, whole, n_experts=E)
         return at.stage("moe.combine", out.reshape(h.shape), f"T {D}")
 
 
@@ -625,13 +649,16 @@ def fused_stages(F: str, w: str = "W_gu_e") -> tuple[Stage, ...]:
 class FusedSwiGLUExperts(RoutedExperts):
     """Each expert a SwiGLU whose gate and up are one product, cut apart: [g u] = h_e W_gu_e [D, 2F], then
     (act(g) * u) W_down_e (Granite's). The E experts' weights are two 3-D tensors laid out as nn.Linear's, [E, 2F, D]
-    (the gate's rows first) and [E, D, F], no biases. `module`, `names`: where the checkpoint keeps them; `width`:
-    the config's field of F, `F` its symbol."""
+    (the gate's rows first) and [E, D, F], no biases; where `in_out`, stored [in, out] as a batched product reads
+    them, without a `.weight` (Llama 4's Llama4TextExperts: gate_up_proj [E, D, 2F], the gate's columns first, and
+    down_proj [E, F, D]). `module`, `names`: where the checkpoint keeps them; `width`: the config's field of F, `F` its
+    symbol."""
 
     module: str = "experts"
     names: tuple[str, str] = ("gate_up_proj", "down_proj")
     width: str = "d_ff"
     F: str = "F"
+    in_out: bool = False
     kinds = {
         "expert_gate_up": "experts' fused gate and up weights W_gu [2F, D], E a layer",
         "expert_down": "experts' down weights W_down [D, F], E a layer",
@@ -654,7 +681,10 @@ class FusedSwiGLUExperts(RoutedExperts):
 
     def expert(self, ex: Tape, e: int, xe, p: SimpleNamespace, config: Any):
         w, F = module_of(p, self.module), self.F
-        gate_up, down = (getattr(w, name).weight[e] for name in self.names)
+        if self.in_out:  # stored [in, out]: seen as nn.Linear's [out, in] (views, no copies)
+            gate_up, down = (getattr(w, name)[e].T for name in self.names)
+        else:
+            gate_up, down = (getattr(w, name).weight[e] for name in self.names)
         gu = ex.matmul("expert.gate_up", xe, gate_up.T, f"Te D, D 2*{F} -> Te 2*{F}")
         width = gu.shape[-1] // 2  # the gate's columns, then the up's
         a = ex.stage("expert.act", ACTIVATIONS[config.hidden_act](gu[..., :width]), f"Te {F}")
@@ -663,6 +693,11 @@ class FusedSwiGLUExperts(RoutedExperts):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         D, F, E, (gate_up, down) = config.n_embd, getattr(config, self.width), config.n_experts, self.names
+        if self.in_out:
+            return {
+                f"{self.module}.{gate_up}": Tensor((E, D, 2 * F), "expert_gate_up"),
+                f"{self.module}.{down}": Tensor((E, F, D), "expert_down"),
+            }
         return {
             f"{self.module}.{gate_up}.weight": Tensor((E, 2 * F, D), "expert_gate_up"),
             f"{self.module}.{down}.weight": Tensor((E, D, F), "expert_down"),
