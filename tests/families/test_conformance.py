@@ -23,7 +23,7 @@ from conformance_configs import FAMILIES, made  # noqa: E402
 
 from minitransformer import load_model  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
-from minitransformer.families.table import ARCHITECTURES  # noqa: E402
+from minitransformer.families.table import ARCHITECTURES, model_types  # noqa: E402
 
 
 def each(check: str) -> list:
@@ -50,6 +50,15 @@ def test_every_family_in_the_table_has_its_configs_here():
         assert set(validated(family)) <= set(spec.configs), family
         for chosen in (spec.batch_configs, spec.float64_configs, spec.count_configs):
             assert set(chosen or ()) <= set(spec.configs), family
+
+
+def test_every_model_type_the_table_reads_is_a_conformance_config_s():
+    """A model type joins with a config of its own here (Mistral's and Qwen2's beside Llama's); a multimodal
+    checkpoint's type is read as its text model, whose type must be here."""
+    seen = {spec.hf_config(name).model_type for spec in FAMILIES.values() for name in spec.configs}
+    text_of = {kind: text for a in ARCHITECTURES.values() for kind, text in a.config.multimodal.items()}
+    missing = [kind for kind in model_types() if text_of.get(kind, kind) not in seen]
+    assert not missing, f"model types without a conformance config: {missing}"
 
 
 @pytest.mark.parametrize("family, name", each("parity"))
