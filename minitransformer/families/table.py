@@ -18,6 +18,7 @@ from .ernie4_5.family import ARCHITECTURE as ERNIE4_5
 from .ernie4_5_moe.family import ARCHITECTURE as ERNIE4_5_MOE
 from .exaone4.family import ARCHITECTURE as EXAONE4
 from .falcon_h1.family import ARCHITECTURE as FALCON_H1
+from .kimi_linear.family import ARCHITECTURE as KIMI_LINEAR
 from .gemma.family import ARCHITECTURE as GEMMA
 from .glm4.family import ARCHITECTURE as GLM4
 from .glm4_moe.family import ARCHITECTURE as GLM4_MOE
@@ -129,6 +130,7 @@ for _family in (
     BAMBA,
     GRANITEMOEHYBRID,
     FALCON_H1,
+    KIMI_LINEAR,
 ):
     register(_family)
 
