@@ -66,6 +66,7 @@ CHOSEN = (
     "bamba-9b",  # Mamba-2 or attention, each layer with a SwiGLU MLP
     "granite-4.0-h-small",  # Mamba-2 or attention (NoPE), each layer with experts and a shared MLP
     "falcon-h1-7b",  # every layer a Mamba-2 mixer beside attention, then an MLP
+    "kimi-linear-48b-a3b",  # KDA (the first with a dense MLP) or NoPE MLA, with experts
 )
 SWEPT = 1_024  # the plot's sweep of the context stops here, at 3 points (see the module docstring)
 PLOTS = importlib.util.find_spec("matplotlib") is not None  # the plot extra draws the PNG

@@ -1,6 +1,8 @@
-"""Kimi Linear's config: each field under its config.json key with transformers' KimiLinearConfig default (the keys as
-transformers 5 writes them: num_experts, num_experts_per_token, moe_renormalize, model_max_length...; the older
-spellings read too), and the preset of the published model, from its config.json.
+"""Kimi Linear's config: each field under its config.json key with transformers' KimiLinearConfig default (its fields'
+names: num_local_experts, num_experts_per_tok, norm_topk_prob, n_group, max_position_embeddings, n_shared_experts;
+the published files' spellings, which its attribute_map reads and save_pretrained writes, read too: num_experts,
+num_experts_per_token, moe_renormalize, num_expert_group, model_max_length, num_shared_experts), and the preset of the
+published model, from its config.json.
 
 Each layer's kind says its mixer and its MLP: linear_attention (Kimi Delta Attention) or full_attention (NoPE
 multi-head latent attention), with _dense where its MLP is dense. The mixers are layer_types, or the published files'
@@ -17,7 +19,7 @@ from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
 from ..deepseek_v3.config import DeepseekConfig, check_router
 from ..keys import (ACTIVATION, COUNT, FLAG, POSITIVE, SCALE, SIZE, TOKENS, Fixed, Key, Kind, Refusal, Written, eps, key,
-                    layer_kinds, quantized, unnoted)  # fmt: skip
+                    layer_kinds, quantized, take, unnoted)  # fmt: skip
 
 LINEAR, FULL, DENSE_MLP = "linear_attention", "full_attention", "_dense"
 LAYER_TYPES = Key("layer_types", None, layer_kinds(LINEAR, FULL).or_null())
@@ -60,7 +62,11 @@ def linear_attn(inner: str, json: str, default: int, kind: Kind = SIZE) -> Any:
 
     def read(hf: dict, values: Mapping) -> Any:
         linear = LINEAR_ATTN.get(hf) or {}
-        return linear[inner] if inner in linear else hf.get(json, default)
+        if inner in linear:
+            return linear[inner]
+        if json not in hf:
+            take(hf, json, default, kind.shape)
+        return hf.get(json, default)
 
     return key(json, default, kind, read=read, reads=(LINEAR_ATTN,))
 
@@ -91,15 +97,15 @@ class KimiLinearConfig(DeepseekConfig):
     qk_nope_head_dim: int = key("qk_nope_head_dim", 128, SIZE)
     v_head_dim: int = key("v_head_dim", 128, SIZE)
     rope_interleave: bool = key("rope_interleave", Fixed(False), dict_key=None)  # NoPE: nothing turns
-    n_experts: int = key("num_experts", 256, SIZE, aliases=("num_local_experts",))
-    top_k: int = key("num_experts_per_token", 8, SIZE, aliases=("num_experts_per_tok",))
-    n_shared_experts: int = key("num_shared_experts", 1, SIZE, aliases=("n_shared_experts",))
-    n_group: int = key("num_expert_group", 1, POSITIVE, aliases=("n_group",))
+    n_experts: int = key("num_local_experts", 256, SIZE, aliases=("num_experts",))
+    top_k: int = key("num_experts_per_tok", 8, SIZE, aliases=("num_experts_per_token",))
+    n_shared_experts: int = key("n_shared_experts", 1, SIZE, aliases=("num_shared_experts",))
+    n_group: int = key("n_group", 1, POSITIVE, aliases=("num_expert_group",))
     topk_group: int = key("topk_group", 1, POSITIVE)
     first_k_dense: int = key("first_k_dense_replace", Fixed(1), dict_key=None)  # the layers' kinds say it
-    norm_topk_prob: bool = key("moe_renormalize", True, FLAG, aliases=("norm_topk_prob",))
+    norm_topk_prob: bool = key("norm_topk_prob", True, FLAG, aliases=("moe_renormalize",))
     routed_scaling_factor: float = key("routed_scaling_factor", 2.446, SCALE)
-    n_positions: int = key("model_max_length", 1048576, SIZE, aliases=("max_position_embeddings",))
+    n_positions: int = key("max_position_embeddings", 1048576, SIZE, aliases=("model_max_length",))
     norm_eps: float = eps("rms_norm_eps", 1e-5)
     hidden_act: str = key("hidden_act", "silu", ACTIVATION)  # the MLPs' and the KDA conv's
     linear_heads: int = linear_attn("num_heads", "linear_num_heads", 32)
