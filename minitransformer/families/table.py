@@ -18,7 +18,6 @@ from .ernie4_5.family import ARCHITECTURE as ERNIE4_5
 from .ernie4_5_moe.family import ARCHITECTURE as ERNIE4_5_MOE
 from .exaone4.family import ARCHITECTURE as EXAONE4
 from .falcon_h1.family import ARCHITECTURE as FALCON_H1
-from .kimi_linear.family import ARCHITECTURE as KIMI_LINEAR
 from .gemma.family import ARCHITECTURE as GEMMA
 from .glm4.family import ARCHITECTURE as GLM4
 from .glm4_moe.family import ARCHITECTURE as GLM4_MOE
@@ -28,6 +27,7 @@ from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .granitemoehybrid.family import ARCHITECTURE as GRANITEMOEHYBRID
 from .keys import ConfigJson
+from .kimi_linear.family import ARCHITECTURE as KIMI_LINEAR
 from .lfm2.family import ARCHITECTURE as LFM2
 from .lfm2_moe.family import ARCHITECTURE as LFM2_MOE
 from .llama.family import ARCHITECTURE as LLAMA

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 
 from ..engine.kvcache import KeysValues
 from ..families.config import ModelConfig
-from ..families.kimi_linear.config import KimiLinearConfig
 from ..families.kimi_linear.config import LINEAR as KDA
+from ..families.kimi_linear.config import KimiLinearConfig
 from ..families.lfm2.family import CONV, Lfm2Config
 from ..families.mamba2.config import MixerShapes
 from ..families.parts.delta_rule import chunking as delta_chunks

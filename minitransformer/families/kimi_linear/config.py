@@ -18,8 +18,26 @@ from typing import Any, ClassVar
 from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
 from ..deepseek_v3.config import DeepseekConfig, check_router
-from ..keys import (ACTIVATION, COUNT, FLAG, POSITIVE, SCALE, SIZE, TOKENS, Fixed, Key, Kind, Refusal, Written, eps, key,
-                    layer_kinds, quantized, take, unnoted)  # fmt: skip
+from ..keys import (
+    ACTIVATION,
+    COUNT,
+    FLAG,
+    POSITIVE,
+    SCALE,
+    SIZE,
+    TOKENS,
+    Fixed,
+    Key,
+    Kind,
+    Refusal,
+    Written,
+    eps,
+    key,
+    layer_kinds,
+    quantized,
+    take,
+    unnoted,
+)
 
 LINEAR, FULL, DENSE_MLP = "linear_attention", "full_attention", "_dense"
 LAYER_TYPES = Key("layer_types", None, layer_kinds(LINEAR, FULL).or_null())
@@ -76,7 +94,9 @@ def other_kv_heads(kv_heads, hf: dict) -> bool:
     return kv_heads is not None and type(heads) is int and kv_heads != heads
 
 
-ROUTER_KEYS = "is not supported: transformers' Kimi Linear routes by the sigmoid, grouped, from layer first_k_dense_replace"
+ROUTER_KEYS = (
+    "is not supported: transformers' Kimi Linear routes by the sigmoid, grouped, from layer first_k_dense_replace"
+)
 
 
 @dataclass(frozen=True)
@@ -126,7 +146,8 @@ class KimiLinearConfig(DeepseekConfig):
     what = "a Kimi Linear"
     classes = {"kimi_linear": "KimiLinearForCausalLM"}
     checkpoint_kind = "Kimi Linear model"
-    groups = (Written(lambda c: {"num_key_value_heads": c.n_head}),)  # MLA: every head its own keys and values
+    # MLA: every head its own keys and values; no rope keys (NoPE), where DeepSeek-V3 reads its rope
+    groups = (Written(lambda c: {"num_key_value_heads": c.n_head}),)  # type: ignore[assignment]
     refusals: ClassVar[tuple[Refusal, ...]] = (
         quantized(),
         Refusal("attention_bias", "is not supported"),
@@ -143,7 +164,7 @@ class KimiLinearConfig(DeepseekConfig):
     def validate(self) -> None:
         check_router(self)
 
-    def rope(self, layer: int = 0) -> None:
+    def rope(self, layer: int = 0) -> None:  # type: ignore[override]  # DeepSeek-V3's MLA always has one
         """No layer has rotary positions: the MLA layers are NoPE, the KDA layers' decays say where a key was."""
         return None
 
@@ -206,9 +227,10 @@ class KimiLinearConfig(DeepseekConfig):
 # untied, bos 163584, eos 163586. NVIDIA-NeMo's Megatron-Bridge test fixture of "the official Kimi-Linear-48B-A3B
 # architecture" (tests/unit_tests/models/kimi/test_kimi_linear_bridge.py) agrees key for key, and these are
 # KimiLinearConfig's defaults (its docstring's checkpoint), but for the layers' pattern: the file's last layer is MLA.
+MLA_LAYERS = (3, 7, 11, 15, 19, 23, 26)  # full_attn_layers [4, 8, 12, 16, 20, 24, 27], from 0
 PRESETS = {
     "kimi-linear-48b-a3b": KimiLinearConfig(
-        layer_types=tuple(FULL if i in (3, 7, 11, 15, 19, 23, 26) else LINEAR + DENSE_MLP * (i == 0) for i in range(27)),
+        layer_types=tuple(FULL if i in MLA_LAYERS else LINEAR + DENSE_MLP * (i == 0) for i in range(27)),
         name="kimi-linear-48b-a3b",
     ),
 }

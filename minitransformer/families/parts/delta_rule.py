@@ -105,10 +105,16 @@ PER_CHANNEL_EQUATIONS = {
     "delta.decay": ("S = diag(e^g) S  (each key channel its own decay)", "S [Hv, dk, dv], g [Hv, dk]"),
     "delta.cumdecay": ("log gamma = cumsum(g) in each chunk, each key channel", "g [Hv, N, C, dk]"),
     "delta.decays": ("gamma_i / gamma_j, a [dk] vector a pair  (j <= i; 0 above)", "gamma [Hv, N, C, dk]"),
-    "delta.kk": ("k_i K_i^T  (row i's key against the keys decayed to it)", "k [Hk, N, C, 1, dk], K_i [Hv, N, C, C, dk]"),
+    "delta.kk": (
+        "k_i K_i^T  (row i's key against the keys decayed to it)",
+        "k [Hk, N, C, 1, dk], K_i [Hv, N, C, C, dk]",
+    ),
     "delta.system": ("L = beta_i k_i K_i^T  (j < i)", "k_i K_i^T [Hv, N, C, C]"),
     "delta.rhs": ("[beta v, beta gamma . k]  (gamma a [dk] vector a position)", "v [Hv, N, C, dv], k [Hk, N, C, dk]"),
-    "delta.qk": ("q_i K_i^T  (row i's query against the keys decayed to it)", "q [Hk, N, C, 1, dk], K_i [Hv, N, C, C, dk]"),
+    "delta.qk": (
+        "q_i K_i^T  (row i's query against the keys decayed to it)",
+        "q [Hk, N, C, 1, dk], K_i [Hv, N, C, C, dk]",
+    ),
     "delta.attn": ("A = q_i K_i^T  (decayed already; j <= i)", "q_i K_i^T [Hv, N, C, 1, C]"),
     "delta.q_decayed": ("gamma . Q  (each channel decayed from the chunk's start)", "q [Hk, N, C, dk]"),
     "delta.k_decayed": ("K' = K . gamma_C / gamma  (each channel to the chunk's end)", "k [Hk, N, C, dk]"),
