@@ -303,15 +303,16 @@ def move_correction_biases(hf, seed: int) -> None:
 
 
 def moderate_decays(hf, seed: int) -> None:
-    """Each DeltaNet layer's A_log moved to log(uniform(0.02, 0.3)): decays whose sum over a chunk float32 holds to
-    about 1e-6. (transformers' own A in (0.01, 16) makes log-decays of -40 a position, whose cumulative sums over a
+    """Each DeltaNet layer's A_log (a KDA layer's, in its forget gate) moved to log(uniform(0.02, 0.3)): decays whose
+    sum over a chunk float32 holds to about 1e-6. (transformers' own A in (0.01, 16) makes log-decays of -40 a position, whose cumulative sums over a
     64-position chunk reach -1,000, where a float32 carries 1e-4 absolute: its fallback and ours then differ by 1e-4
     relative in the decays themselves, each as far from the float64 truth as the other.)"""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for layer in hf.model.layers:
-            if hasattr(layer, "linear_attn"):
-                a = layer.linear_attn.A_log
+            gate = getattr(layer, "linear_attn", None) or getattr(layer.self_attn, "forget_gate", None)  # KDA's
+            if gate is not None:
+                a = gate.A_log
                 a.copy_((torch.rand(a.shape, generator=generator) * 0.28 + 0.02).log())
 
 

@@ -66,6 +66,8 @@ class Layout:
     # Other prefixes under which a checkpoint may keep the same base model (a multimodal checkpoint's text model,
     # "model.language_model."); the loader takes off the longest that a name has, `prefix` included.
     prefixes: tuple[str, ...] = ()
+    # (pattern, replacement): a name (without its prefix) that a checkpoint may spell otherwise, read as ours
+    renamed: tuple[tuple[str, str], ...] = ()
     ignored_pattern: re.Pattern = field(init=False, repr=False)
 
     def __post_init__(self) -> None:

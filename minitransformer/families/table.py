@@ -28,6 +28,7 @@ from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .granitemoehybrid.family import ARCHITECTURE as GRANITEMOEHYBRID
 from .keys import ConfigJson
+from .kimi_linear.family import ARCHITECTURE as KIMI_LINEAR
 from .lfm2.family import ARCHITECTURE as LFM2
 from .lfm2_moe.family import ARCHITECTURE as LFM2_MOE
 from .llama.family import ARCHITECTURE as LLAMA
@@ -135,6 +136,7 @@ for _family in (
     MAMBA,
     FALCON_MAMBA,
     LLAMA4_TEXT,
+    KIMI_LINEAR,
 ):
     register(_family)
 

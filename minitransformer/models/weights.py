@@ -11,6 +11,7 @@ PyTorch files (`.bin`, `.pt`) are never opened: unpickling runs arbitrary code.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,7 +123,10 @@ def load_weights(
     for file in _weight_files(directory):
         for name, info in _read_header(file).items():
             prefix = next((p for p in prefixes if name.startswith(p)), "")
-            tensors[name[len(prefix) :]] = info
+            ours = name[len(prefix) :]
+            for pattern, replacement in architecture.layout.renamed:
+                ours = re.sub(pattern, replacement, ours)
+            tensors[ours] = info
     expected = expected_shapes(config)
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)  # a tied head saved twice is the same tensor as wte

@@ -23,7 +23,12 @@ alone) they differ where the code differs:
 - Qwen3.5's l2norm of q and k is (x * x).sum(-1): a multiply and a sum, a norm, not a product in the ledger's rule;
 - Mamba-1's update of its state: transformers forms Δ B x as broadcast multiplies (dt[..., None] * B[:, None], then
   times x), which no counter of products sees; ours is the outer product x_dt ⊗ B through the one door, I N dot
-  products of length 1 a position (its read h C is a matmul in both: the same MACs).
+  products of length 1 a position (its read h C is a matmul in both: the same MACs);
+- Kimi Delta Attention's fallback (chunk_kimi_delta_attention) writes the chunks' K K^T and Q K^T, whose decays are a
+  key channel's, as an elementwise multiply by the [C, C, dk] decays and a sum over dk: no product dispatched, where
+  ours are products of each row with its decayed keys (delta.kk, delta.qk); and it inverts each chunk's triangular
+  system row by row with multiplies and sums, then applies the inverse as two C x C products, which are the dense
+  form of our delta.solve.
 
 One mixture of experts differs too, though it has no scan: Llama 4's Llama4TextMoe hands every token to every expert,
 its input scaled by the router's score, 0 for the experts not chosen (sigmoid(-inf)), so that its batched products run
@@ -39,6 +44,8 @@ from dataclasses import dataclass
 
 from ..engine.kvcache import KeysValues
 from ..families.config import ModelConfig
+from ..families.kimi_linear.config import LINEAR as KDA
+from ..families.kimi_linear.config import KimiLinearConfig
 from ..families.lfm2.family import CONV, Lfm2Config
 from ..families.llama4_text.family import MOE, Llama4TextConfig
 from ..families.mamba.config import MambaConfig
@@ -72,6 +79,8 @@ def n(x: int) -> str:
 
 def scan_differences(config: ModelConfig, T: int) -> list[Difference]:
     """The differences of a prompt of T positions (none for a family without recurrent layers)."""
+    if isinstance(config, KimiLinearConfig):
+        return _kimi_delta(config, sum(kind.startswith(KDA) for kind in config.layer_types), T)
     if isinstance(config, Qwen35Config):
         return _gated_deltanet(config, sum(kind.startswith(LINEAR) for kind in config.layer_types), T)
     if isinstance(config, MixerShapes):  # Mamba-2's, and the hybrids': the layers whose state has a scan's
@@ -191,6 +200,63 @@ def _gated_deltanet(c: Qwen35Config, layers: int, T: int) -> list[Difference]:
             f"transformers' l2norm of q and k is (x * x).sum(-1), an elementwise multiply and a sum: "
             f"{layers} x 2 Hv T dk = {n(norms)} multiplies, a norm (not a product in the ledger's rule, "
             f"nor in ours)",
+            multiplies=norms,
+        )
+    )
+    return said
+
+
+def _kimi_delta(c: KimiLinearConfig, layers: int, T: int) -> list[Difference]:
+    """A KDA layer's differences (families/parts/kda.py): H heads of dk (keys, queries and values alike), 3 H dk conv
+    channels of kernel K; our chunks (C, N), torch's (64, ceil(T / 64))."""
+    if not layers:
+        return []
+    H, dk, K = c.linear_heads, c.linear_head_dim, c.linear_kernel
+    C, N = delta_chunks(T) if T > 1 else (1, 1)
+    Ct, Nt = CHUNK, -(-T // CHUNK)
+    said = [_conv(layers, c.conv_channels, K, "a KDA layer's conv,")]
+    if T == 1:  # one position: both take the recurrent form
+        return said
+
+    def torch_form(C: int, N: int) -> int:
+        """chunk_kimi_delta_attention's products, one layer: the inverse applied to the values and the decayed keys,
+        the state's reads by the queries and by the decayed keys, the mix within each chunk, the write."""
+        return H * N * (3 * C * C * dk + 3 * C * dk * dk)
+
+    said += _padding(layers, T, (C, N), (Ct, Nt), torch_form, "delta rule")
+    scores = layers * 2 * H * N * C * C * dk
+    written = layers * 2 * H * Nt * Ct * Ct * dk
+    said.append(
+        Difference(
+            ACTIVATIONS,
+            -scores,
+            f"transformers writes each chunk's K K^T and Q K^T, whose decays are a key channel's, as an elementwise "
+            f"multiply by the [C, C, dk] decays and a sum over dk ({n(written)} multiplies: {layers} x 2 H N C^2 "
+            f"dk at its chunks), which no counter of products sees; ours are products of each row with its decayed "
+            f"keys (delta.kk, delta.qk): {layers} x 2 H N C^2 dk = {n(scores)} MACs that torch dispatches no "
+            f"product for",
+            multiplies=written,
+        )
+    )
+    inverse = layers * H * Nt * (Ct - 1) * Ct * (2 * Ct - 1) // 6
+    said.append(
+        Difference(
+            ACTIVATIONS,
+            0,
+            f"transformers inverts each chunk's triangular system row by row, each row a multiply and a sum over the "
+            f"rows before it ({layers} x H N (C - 1) C (2C - 1) / 6 = {n(inverse)} multiplies), then applies the "
+            f"inverse as two C x C products, to the values and to the decayed keys: the dense form of our "
+            f"delta.solve (which solves row by row, C (C - 1) / 2 MACs a column, as computed)",
+            multiplies=inverse,
+        )
+    )
+    norms = layers * 2 * H * T * dk
+    said.append(
+        Difference(
+            ACTIVATIONS,
+            0,
+            f"transformers' l2norm of q and k is (x * x).sum(-1), an elementwise multiply and a sum: "
+            f"{layers} x 2 H T dk = {n(norms)} multiplies, a norm (not a product in the ledger's rule, nor in ours)",
             multiplies=norms,
         )
     )

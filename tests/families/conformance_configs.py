@@ -113,6 +113,17 @@ EXAONE4 = dict(SMOLLM3, rms_norm_eps=1e-6)
 LLAMA3 = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 64}  # fmt: skip
 SEED_OSS = dict(vocab_size=140, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+KIMI = dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_attention_heads=4,
+            num_key_value_heads=4, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12, v_head_dim=10,
+            model_max_length=512, bos_token_id=None, eos_token_id=None, pad_token_id=None)  # fmt: skip
+
+
+def kimi_moved(hf, seed: int) -> None:
+    """Kimi Linear's KDA decays moderated (as Qwen3.5's) and its routers' correction biases moved."""
+    moderate_decays(hf, seed)
+    move_correction_biases(hf, seed)
+
+
 GRANITE = dict(vocab_size=120, hidden_size=32, intermediate_size=12, shared_intermediate_size=20,
                num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, mamba_n_heads=8, mamba_n_groups=2,
                mamba_d_state=8, mamba_chunk_size=16, max_position_embeddings=256, eos_token_id=None)  # fmt: skip
@@ -862,6 +873,32 @@ FAMILIES: dict[str, Family] = {
         refused=(NOT_A_DTYPE, ({"num_experts_per_tok": 9}, "num_experts_per_tok=9 exceeds num_local_experts=4"),
                  ({"no_rope_layers": [1, 1]}, "no_rope_layers must name"),
                  ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}, "dynamic"))),
+    # KDA and NoPE MLA in linear_attn_config's pattern (from 1) with the first layer dense, q in one product, groups
+    # of experts; layer_types and mlp_layer_types given outright, an MLA layer with the dense MLP, q through its
+    # bottleneck, KDA heads wider than MLA's values and a conv of 3, two shared experts, not renormalised, and
+    # tie_word_embeddings, which transformers' model ignores (its head is lm_head);
+    # KimiLinearConfig's own pattern (layer 4 full) with one KDA head. The KDA decays are moderated as Qwen3.5's,
+    # and the routers' correction biases moved. Prompts past the chunk (64) and every k-th expert.
+    "kimi_linear": Family("KimiLinearConfig", {
+        "pattern-groups-dense": dict(KIMI, num_hidden_layers=4, num_experts=8, num_experts_per_token=3,
+                                     num_expert_group=2, topk_group=1,
+                                     linear_attn_config={"head_dim": 8, "num_heads": 2, "short_conv_kernel_size": 4,
+                                                         "full_attn_layers": [2, 4], "kda_layers": [1, 3]}, seed=3),
+        "types-lora-head": dict(KIMI, num_hidden_layers=3, layer_types=[FULL, LINEAR, LINEAR],
+                                mlp_layer_types=["dense", "sparse", "dense"], q_lora_rank=12, num_experts=6,
+                                num_experts_per_token=2, num_shared_experts=2, moe_renormalize=False,
+                                routed_scaling_factor=1.5, tie_word_embeddings=True,
+                                linear_attn_config={"head_dim": 12, "num_heads": 2, "short_conv_kernel_size": 3},
+                                seed=5),
+        "default-pattern-one-head": dict(KIMI, num_hidden_layers=5, num_experts=4, num_experts_per_token=2,
+                                         linear_attn_config={"head_dim": 16, "num_heads": 1}, seed=7),
+    }, moved=kimi_moved, greedy=70, batch=(9, 80, 3), batch_configs=("pattern-groups-dense", "types-lora-head"),
+        float64=100, validate_steps=3,
+        refused=(NOT_A_DTYPE, ({"attention_bias": True}, "attention_bias"),
+                 ({"num_key_value_heads": 1}, "num_key_value_heads"), ({"mla_use_nope": False}, "mla_use_nope"),
+                 ({"moe_router_activation_func": "softmax"}, "moe_router_activation_func"),
+                 ({"layer_types": None, "linear_attn_config": {"full_attn_layers": [1], "kda_layers": [1, 2]}},
+                  "full_attn_layers"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

@@ -419,6 +419,28 @@ MINIMAX_M2 = {
     "use_mtp": True, "use_qk_norm": True, "use_routing_bias": True, "vocab_size": 200064,
 }  # fmt: skip
 
+# moonshotai/Kimi-Linear-48B-A3B-Instruct's config.json as a public model-inspection report quotes it whole (its
+# auto_map to the model's own code left out): linear_attn_config for layer_types and the KDA shapes (its layer lists
+# from 1), first_k_dense_replace for mlp_layer_types, the spellings of the model's own code (num_experts,
+# moe_renormalize, model_max_length, ...), keys transformers reads not at all (head_dim, mla_use_nope, use_grouped_topk,
+# moe_layer_freq, num_nextn_predict_layers, rope_theta).
+KIMI_LINEAR_48B = {
+    "architectures": ["KimiLinearForCausalLM"], "bos_token_id": 163584, "dtype": "bfloat16", "eos_token_id": 163586,
+    "first_k_dense_replace": 1, "head_dim": 72, "hidden_act": "silu", "hidden_size": 2304, "initializer_range": 0.02,
+    "intermediate_size": 9216, "kv_lora_rank": 512,
+    "linear_attn_config": {"full_attn_layers": [4, 8, 12, 16, 20, 24, 27], "head_dim": 128,
+                           "kda_layers": [1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23, 25, 26],
+                           "num_heads": 32, "short_conv_kernel_size": 4},
+    "mla_use_nope": True, "model_max_length": 1048576, "model_type": "kimi_linear", "moe_intermediate_size": 1024,
+    "moe_layer_freq": 1, "moe_renormalize": True, "moe_router_activation_func": "sigmoid", "num_attention_heads": 32,
+    "num_expert_group": 1, "num_experts": 256, "num_experts_per_token": 8, "num_hidden_layers": 27,
+    "num_key_value_heads": 32, "num_nextn_predict_layers": 0, "num_shared_experts": 1, "pad_token_id": 163839,
+    "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "rms_norm_eps": 1e-05,
+    "rope_scaling": None, "rope_theta": 10000.0, "routed_scaling_factor": 2.446, "tie_word_embeddings": False,
+    "topk_group": 1, "transformers_version": "4.57.1", "use_cache": True, "use_grouped_topk": True,
+    "v_head_dim": 128, "vocab_size": 163840,
+}  # fmt: skip
+
 # zai-org/GLM-4.5-Air's config.json as its derivative PrimeIntellect/INTELLECT-3-Base keeps it (zai-org's keys and
 # values; its auto_map added, and here its runtime keys left out): the rope at the top level, one MTP layer.
 GLM45_AIR = {
@@ -633,6 +655,9 @@ PUBLISHED: dict[str, list[Published]] = {
                                 (DTYPE, ROPE, ("first_k_dense_replace", "mlp_layer_types")))],
     "glm_moe_dsa": [Published("zai-org/GLM-5 (ai-dynamo/aiconfigurator's copy)", GLM5, "glm-5",
                               (("first_k_dense_replace", "mlp_layer_types"),))],
+    "kimi_linear": [Published("moonshotai/Kimi-Linear-48B-A3B-Instruct (a model-inspection report's copy)",
+                              KIMI_LINEAR_48B, "kimi-linear-48b-a3b",
+                              (("linear_attn_config", "layer_types"), ("first_k_dense_replace", "mlp_layer_types")))],
     "mamba2": [Published("mistralai/Mamba-Codestral-7B-v0.1", CODESTRAL, "mamba-codestral-7b", (DTYPE,))],
     "nemotron_h": [
         Published("nvidia/Nemotron-H-8B-Base-8K", NEMOTRON_H_8B, "nemotron-h-8b",

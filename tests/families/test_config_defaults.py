@@ -82,6 +82,9 @@ FOLLOWS = {
     ("mamba", "time_step_rank"): "auto: ceil(hidden_size / 16)",
     ("falcon_mamba", "intermediate_size"): "expand hidden_size",
     ("falcon_mamba", "time_step_rank"): "auto: ceil(hidden_size / 16)",
+    ("kimi_linear", "layer_types"): "KimiLinearConfig's rule: linear_attn_config's lists, or layers 4, 8, ... full",
+    ("kimi_linear", "mlp_layer_types"): "first_k_dense_replace dense layers, then sparse",
+    ("kimi_linear", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
     ("falcon_h1", "head_dim"): "hidden_size / num_attention_heads",
     ("llama4_text", "layer_types"): "Llama4TextConfig's rule: chunked where no_rope_layers turns and a chunk is set",
     ("llama4_text", "moe_layers"): "Llama4TextConfig's rule: every interleave_moe_layer_step-th layer",
@@ -224,6 +227,10 @@ UNDECLARED = {
     "index_topk_freq": "GLM-5's rule for indexer_types, which GlmMoeDsaConfig reads from its kwargs (1: all full)",
     "index_skip_topk_offset": "the first layer that rule may share, GlmMoeDsaConfig's kwarg (2)",
     "intermediate_size": "Mamba's: expand hidden_size, which MambaConfig's __post_init__ sets where a file has none",
+    "linear_attn_config": "Kimi Linear's published spelling of its KDA shapes and layers (full_attn_layers and kda_layers "
+    "from 1), which KimiLinearConfig's __post_init__ reads over linear_head_dim, linear_num_heads, "
+    "linear_conv_kernel_dim and its rule for layer_types",
+    "first_k_dense_replace": "Kimi Linear's rule for mlp_layer_types, which KimiLinearConfig reads from its kwargs (1)",
 }
 TYPES = [(t, a.config) for a in ARCHITECTURES.values() for t in a.config.classes]
 

@@ -205,11 +205,21 @@ MODELS: dict[str, list] = {
                                               num_key_value_heads=2, head_dim=8, num_local_experts=4,
                                               interleave_moe_layer_step=2, attention_chunk_size=8, floor_scale=4,
                                               max_position_embeddings=256))],
+    "kimi_linear": [("KimiLinearConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48,
+                                              moe_intermediate_size=16, num_hidden_layers=3, num_attention_heads=4,
+                                              num_key_value_heads=4, kv_lora_rank=16, qk_rope_head_dim=8,
+                                              qk_nope_head_dim=12, v_head_dim=10, num_experts=8,
+                                              num_experts_per_token=2, layer_types=["linear_attention",
+                                              "full_attention", "linear_attention"],
+                                              linear_attn_config={"head_dim": 8, "num_heads": 2},
+                                              model_max_length=256, bos_token_id=None, eos_token_id=None,
+                                              pad_token_id=None))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
-HYBRIDS = ("qwen3_5", "qwen3_next", "mamba2", "nemotron_h", "bamba", "granitemoehybrid", "falcon_h1")
+HYBRIDS = ("qwen3_5", "qwen3_next", "mamba2", "nemotron_h", "bamba", "granitemoehybrid", "falcon_h1", "kimi_linear")
 MAMBA1S = ("mamba", "falcon_mamba")  # Mamba-1's selective scan: its conv and its update differ
-DELTANETS = ("qwen3_5", "qwen3_next")  # the Gated DeltaNet's (the others': Mamba-2's)
+DELTANETS = ("qwen3_5", "qwen3_next")  # the Gated DeltaNet's (the others': Mamba-2's, Kimi Delta Attention's)
+KDAS = ("kimi_linear",)
 SHORT_CONVS = ("lfm2", "lfm2_moe")  # a recurrent layer without a scan: its conv alone differs
 MAMBA_KEYS = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv", "mamba_chunk_size")
 
@@ -293,8 +303,19 @@ def torch_recurrent_products(hf, T: int) -> tuple[int, int, int, int]:
     and, per value head (q and k repeated), computes K K^T and Q K^T, the state's reads by the decayed keys and by
     the queries, the mix and the write, and solves its triangular systems by linalg_solve_triangular (C (C - 1) / 2 a
     column); mamba2_chunk_scan pads T to its chunks and, per head (B and C repeated), computes C B^T, the mix, the
-    chunks' states, their carry as one (Nc + 1) x (Nc + 1) einsum and the reads of them; eager attention T x T."""
+    chunks' states, their carry as one (Nc + 1) x (Nc + 1) einsum and the reads of them; chunk_kimi_delta_attention
+    pads T to chunks of 64 and, per head, applies each chunk's inverse (made by multiplies and sums) to the values and
+    to the decayed keys, reads the state by the queries and by the decayed keys, mixes within the chunk and writes
+    (its K K^T and Q K^T a multiply and a sum); eager attention T x T (MLA's over dh = dn + dr, then dv)."""
     kinds = list(getattr(hf, "layer_types", None) or getattr(hf, "layers_block_type", None) or [])
+    if hf.model_type in KDAS:  # chunk_kimi_delta_attention: the inverse applied by two products, no solve kernel
+        layers, attention = kinds.count("linear_attention"), kinds.count("full_attention")
+        H, dk, K, C = hf.linear_num_heads, hf.linear_head_dim, hf.linear_conv_kernel_dim, 64
+        channels, N = 3 * H * dk, -(-T // C)
+        scan = H * N * (3 * C * C * dk + 3 * C * dk * dk)
+        solves = 0
+        mla = hf.num_attention_heads * T * T * (hf.qk_nope_head_dim + hf.qk_rope_head_dim + hf.v_head_dim)
+        return K, layers * channels * (T + K - 1) * K, layers * scan + attention * mla, solves
     if hf.model_type.startswith(DELTANETS):
         layers, attention = kinds.count("linear_attention"), kinds.count("full_attention")
         Hk, Hv, dk, dv = (
@@ -356,12 +377,14 @@ def test_a_hybrid_s_every_difference_is_named_and_exact(made, family, index, tok
             assert any(reason.endswith("MACs, exactly") for reason in g["reasons"]), g["reasons"]
     said = " ".join(groups[WEIGHTS]["reasons"] + groups[ACTIVATIONS]["reasons"])
     assert f"padding K - 1 = {K - 1}" in said
-    assert "repeat_interleave" in said
+    assert ("repeat_interleave" in said) == (family not in KDAS)  # a KDA layer has as many key heads as value heads
     assert ("pads a prompt shorter than its chunk" in said) == (
-        tokens < 64 if family in DELTANETS else tokens < mamba_shapes(hf)[-1]
+        tokens < 64 if family in DELTANETS + KDAS else tokens < mamba_shapes(hf)[-1]
     )
     if family in DELTANETS:
         assert "aten.linalg_solve_triangular" in said and "l2norm" in said
+    elif family in KDAS:
+        assert "[C, C, dk] decays" in said and "inverts each chunk's triangular system" in said and "l2norm" in said
     else:
         assert "(Nc + 1) x (Nc + 1)" in said
 

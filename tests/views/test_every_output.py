@@ -69,6 +69,7 @@ CHOSEN = (
     "falcon-h1-7b",  # every layer a Mamba-2 mixer beside attention, then an MLP
     "mamba-130m",
     "falcon-mamba-7b",
+    "kimi-linear-48b-a3b",  # KDA (the first with a dense MLP) or NoPE MLA, with experts
 )
 SWEPT = 1_024  # the plot's sweep of the context stops here, at 3 points (see the module docstring)
 PLOTS = importlib.util.find_spec("matplotlib") is not None  # the plot extra draws the PNG

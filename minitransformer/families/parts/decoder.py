@@ -94,7 +94,7 @@ class Decoder(Part):
     (W_U the token embedding when the config ties them), and `after_logits` where the family has a step there
     (Gemma's soft-cap). The names are the checkpoint's, without its `prefix`; `ignored`, a regex of buffers
     checkpoints carry that the model computes itself; `prefixes`, other prefixes under which a checkpoint may keep the
-    same base model (a multimodal checkpoint's text model)."""
+    same base model (a multimodal checkpoint's text model); `renamed`, names a checkpoint may spell otherwise."""
 
     block: Any
     norm: Any = RMSNorm()
@@ -106,6 +106,10 @@ class Decoder(Part):
     prefix: str = "model."
     ignored: str = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq"  # the rotary frequencies older checkpoints carry
     prefixes: tuple[str, ...] = ()
+    # (pattern, replacement): names a checkpoint may spell otherwise than transformers' save_pretrained writes them,
+    # read as ours (re.sub on each name without its prefix); Kimi Linear's published dense MLP, mlp. for
+    # block_sparse_moe.
+    renamed: tuple[tuple[str, str], ...] = ()
     biases: str = "biases of the linear layers that have them"  # how params describes the biases' kind ("": none)
     untied: str = "unembedding W_U [V, D] (untied)"  # how params describes an untied unembedding
     after_logits: Callable[[Any, Any, Tape], Any] | None = None

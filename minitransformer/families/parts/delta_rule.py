@@ -33,10 +33,19 @@ In closed form (`scan_products`), Hk key heads of dk, Hv value heads of dv: per 
 in the recurrent form, whatever the context; over a prompt of T positions in N = ceil(T / C) chunks, read, query and
 write cost the same for N C positions, and the chunks add K K^T and Q K^T (Hk N C^2 dk each), the triangular solve
 (Hv N (dk + dv) C (C - 1) / 2) and the mix within each chunk (Hv N C^2 dv).
+
+Kimi Delta Attention's decay (`per_channel`, parts/kda.py) is one number a key channel instead of one a head: g [dk]
+a position and head, S = diag(e^g) S. The recurrent form's three products are the same. In chunks, gamma_i / gamma_j
+is a [dk] vector a pair (i, j), so the keys' and the queries' dot products within a chunk fold it in: each row i reads
+the chunk's keys decayed to it, K_i[j] = k_j . gamma_i / gamma_j (`delta.decayed_keys`, an elementwise stage), and
+kk, qk become k_i K_i^T and q_i K_i^T: the same C^2 dot products of length dk a chunk, but one set a value head (the
+decays are a value head's), where the scalar decay shares K K^T and Q K^T among a key head's value heads. A decode
+step is flat in context either way: 3 dk dv MACs a value head, whatever t.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -86,6 +95,46 @@ DELTA_RULE = by_op(
     Stage("delta.out", ("linear_attn.core_out",), "reshape", "o: the chunks' outputs in order", "o [Hv, N, C, dv]"),
 )  # fmt: skip
 
+
+# The same rule with one decay a key channel (Kimi Delta Attention's): the stages whose equations say so, and the keys
+# decayed to each row of a chunk, which its kk and qk read.
+DECAYED_KEYS = Stage("delta.decayed_keys", ("linear_attn.decayed_keys",), "scale",
+                     "K_i[j] = k_j . gamma_i / gamma_j  (row i's keys decayed to it, each channel its own; 0 for j > i)",
+                     "k [Hk, N, C, dk], gamma_i / gamma_j [Hv, N, C, C, dk]")  # fmt: skip
+PER_CHANNEL_EQUATIONS = {
+    "delta.decay": ("S = diag(e^g) S  (each key channel its own decay)", "S [Hv, dk, dv], g [Hv, dk]"),
+    "delta.cumdecay": ("log gamma = cumsum(g) in each chunk, each key channel", "g [Hv, N, C, dk]"),
+    "delta.decays": ("gamma_i / gamma_j, a [dk] vector a pair  (j <= i; 0 above)", "gamma [Hv, N, C, dk]"),
+    "delta.kk": (
+        "k_i K_i^T  (row i's key against the keys decayed to it)",
+        "k [Hk, N, C, 1, dk], K_i [Hv, N, C, C, dk]",
+    ),
+    "delta.system": ("L = beta_i k_i K_i^T  (j < i)", "k_i K_i^T [Hv, N, C, C]"),
+    "delta.rhs": ("[beta v, beta gamma . k]  (gamma a [dk] vector a position)", "v [Hv, N, C, dv], k [Hk, N, C, dk]"),
+    "delta.qk": (
+        "q_i K_i^T  (row i's query against the keys decayed to it)",
+        "q [Hk, N, C, 1, dk], K_i [Hv, N, C, C, dk]",
+    ),
+    "delta.attn": ("A = q_i K_i^T  (decayed already; j <= i)", "q_i K_i^T [Hv, N, C, 1, C]"),
+    "delta.q_decayed": ("gamma . Q  (each channel decayed from the chunk's start)", "q [Hk, N, C, dk]"),
+    "delta.k_decayed": ("K' = K . gamma_C / gamma  (each channel to the chunk's end)", "k [Hk, N, C, dk]"),
+    "delta.update": ("S = S + k delta^T  (a prompt: diag(gamma_C) S + K'^T V')", "S [Hv, dk, dv]"),
+}
+
+
+def _per_channel() -> dict[str, Stage]:
+    """DELTA_RULE with one decay a key channel: its equations, and the decayed keys before kk reads them."""
+    stages = []
+    for op, stage in DELTA_RULE.items():
+        if op == "delta.kk":
+            stages.append(DECAYED_KEYS)
+        equation, reads = PER_CHANNEL_EQUATIONS.get(op, (stage.equation, stage.reads))
+        stages.append(replace(stage, equation=equation, reads=reads))
+    return by_op(*stages)
+
+
+PER_CHANNEL = _per_channel()
+
 # The recurrent form's products, each (dot products, MACs) for T positions of Hv value heads: read S^T k (dv dot
 # products of length dk), write k (x) delta (dk dv of length 1), query S^T q (dv of length dk).
 RECURRENT = {
@@ -106,25 +155,26 @@ ACROSS_CHUNKS = {
 NO_RECURRENT = (0, 0)  # what the recurrent form computes of a product it does not have
 
 
-def delta_rule(at: Tape, q, k, v, g, beta, state=None):
-    """q, k [..., Hk, T, dk], v [..., Hk, Gv, T, dv], g and beta [..., Hk, Gv, T] -> o [..., Hk, Gv, T, dv]: the
-    recurrent form for one position, chunks for more. `state` [..., Hk, Gv, dk, dv] is read and overwritten in place
-    (None: a fresh sequence whose state is not kept)."""
-    at = at.declaring(DELTA_RULE)
+def delta_rule(at: Tape, q, k, v, g, beta, state=None, per_channel: bool = False):
+    """q, k [..., Hk, T, dk], v [..., Hk, Gv, T, dv], g and beta [..., Hk, Gv, T] (`per_channel`: g [..., Hk, Gv, T,
+    dk], a decay a key channel) -> o [..., Hk, Gv, T, dv]: the recurrent form for one position, chunks for more.
+    `state` [..., Hk, Gv, dk, dv] is read and overwritten in place (None: a fresh sequence whose state is not kept)."""
+    at = at.declaring(PER_CHANNEL if per_channel else DELTA_RULE)
     S = state if state is not None else _zeros(v, (*v.shape[:-2], k.shape[-1], v.shape[-1]))
     if q.shape[-2] == 1:
-        o, S = recurrent(at, q, k, v, g, beta, S)
+        o, S = recurrent(at, q, k, v, g, beta, S, per_channel)
     else:
-        o, S = chunked(at, q, k, v, g, beta, S)
+        o, S = chunked(at, q, k, v, g, beta, S, per_channel)
     if state is not None and not isinstance(state, ShapeOnly):
         state[...] = S
     return o
 
 
-def recurrent(at: Tape, q, k, v, g, beta, S):
+def recurrent(at: Tape, q, k, v, g, beta, S, per_channel: bool = False):
     """One position (T = 1), as a decode step computes it: the state decayed, read with k, corrected at k, read
     with q. Returns (o [..., Hk, Gv, T, dv], the new state)."""
-    S = at.stage("delta.decay", S * _exp(g)[..., None], "Hk Gv dk dv")  # e^g S (T = 1: one g a head)
+    fade = _exp(g).swapaxes(-1, -2) if per_channel else _exp(g)[..., None]  # [dk, 1] a head, or (T = 1) one number
+    S = at.stage("delta.decay", S * fade, "Hk Gv dk dv")
     k1, q1 = k[..., None, :, :], q[..., None, :, :]  # the key head's k and q, for each of its Gv value heads
     read = at.matmul("delta.read", k1, S, "Hk 1 T dk, Hk Gv dk dv -> Hk Gv T dv")
     delta = at.stage("delta.delta", (v - read) * beta[..., None], "Hk Gv T dv")
@@ -133,34 +183,65 @@ def recurrent(at: Tape, q, k, v, g, beta, S):
     return at.matmul("delta.query", q1, S, "Hk 1 T dk, Hk Gv dk dv -> Hk Gv T dv"), S
 
 
-def chunked(at: Tape, q, k, v, g, beta, S):
+def chunked(at: Tape, q, k, v, g, beta, S, per_channel: bool = False):
     """T > 1 positions in chunks of C = min(64, T), the last padded with zeros (zero keys, values and write strength,
-    no decay: the state passes it unchanged). Returns (o [..., Hk, Gv, T, dv], the state after the last position)."""
+    no decay: the state passes it unchanged). Returns (o [..., Hk, Gv, T, dv], the state after the last position).
+    `per_channel`: g a decay a key channel, folded into each row's keys (decayed_scores)."""
     T, dv = q.shape[-2], v.shape[-1]
     C, N = chunking(T)
     at = at.with_sizes(C=C, N=N)
-    pieces = (_chunks(q, N, C), _chunks(k, N, C), _chunks(v, N, C), _chunks(g[..., None], N, C)[..., 0],
-              _chunks(beta[..., None], N, C)[..., 0])  # fmt: skip
-    q, k, v, g, beta = at.stage("delta.chunks", pieces, "Hk N C dk; Hk N C dk; Hk Gv N C dv; Hk Gv N C; Hk Gv N C")
-    cum = at.stage("delta.cumdecay", _cumsum(g), "Hk Gv N C")  # log gamma_i: the decay from the chunk's start to i
-    decays = at.stage("delta.decays", _pairwise_decays(cum), "Hk Gv N C C")  # gamma_i / gamma_j, j <= i; else 0
-    X = solved(at, k, v, beta, cum, decays)
+    channel = " dk" if per_channel else ""  # a decay's own axis: its key channels, or none (one number a head)
+    g = _chunks(g, N, C) if per_channel else _chunks(g[..., None], N, C)[..., 0]
+    pieces = (_chunks(q, N, C), _chunks(k, N, C), _chunks(v, N, C), g, _chunks(beta[..., None], N, C)[..., 0])
+    q, k, v, g, beta = at.stage("delta.chunks", pieces,
+                                f"Hk N C dk; Hk N C dk; Hk Gv N C dv; Hk Gv N C{channel}; Hk Gv N C")  # fmt: skip
+    # log gamma_i: the decay from the chunk's start to i
+    cum = at.stage("delta.cumdecay", _cumsum(g, -2 if per_channel else -1), f"Hk Gv N C{channel}")
+    # gamma_i / gamma_j, j <= i; else 0
+    decays = at.stage("delta.decays", _pairwise_decays(cum, per_channel), f"Hk Gv N C C{channel}")
+    keys = None
+    if per_channel:  # row i's keys decayed to it, channel by channel: what its kk and qk read
+        keys = at.stage("delta.decayed_keys", k[..., None, :, None, :, :] * decays, "Hk Gv N C C dk")
+    X = solved(at, k, v, beta, cum, decays, keys)
     u, w = X[..., :dv], X[..., dv:]  # the values to write and the keys that read the state, beta-weighted
-    qk = at.matmul("delta.qk", q, k.swapaxes(-1, -2), "Hk N C dk, Hk N dk C -> Hk N C C", recurrent=NO_RECURRENT)
-    A = at.stage("delta.attn", qk[..., None, :, :, :] * decays, "Hk Gv N C C")  # within the chunk, causal, decayed
-    q_decayed = at.stage("delta.q_decayed", q[..., None, :, :, :] * _exp(cum)[..., None], "Hk Gv N C dk")
-    to_end = _exp(cum[..., -1:] - cum)[..., None]  # the decay from each position to its chunk's end
+    if keys is None:
+        qk = at.matmul("delta.qk", q, k.swapaxes(-1, -2), "Hk N C dk, Hk N dk C -> Hk N C C", recurrent=NO_RECURRENT)
+        A = at.stage("delta.attn", qk[..., None, :, :, :] * decays, "Hk Gv N C C")  # within the chunk, causal, decayed
+        q_decayed = at.stage("delta.q_decayed", q[..., None, :, :, :] * _exp(cum)[..., None], "Hk Gv N C dk")
+        to_end = _exp(cum[..., -1:] - cum)[..., None]  # the decay from each position to its chunk's end
+        fade = _exp(cum[..., -1])[..., None, None]  # the chunk's whole decay, one number a head
+    else:
+        A = at.stage("delta.attn", decayed_scores(at, "delta.qk", q, keys), "Hk Gv N C C")
+        q_decayed = at.stage("delta.q_decayed", q[..., None, :, :, :] * _exp(cum), "Hk Gv N C dk")
+        to_end = _exp(cum[..., -1:, :] - cum)
+        fade = _exp(cum[..., -1, :])[..., None]  # [dk, 1]: each key channel's row of the state
     k_decayed = at.stage("delta.k_decayed", k[..., None, :, :, :] * to_end, "Hk Gv N C dk")
-    outputs, S = across_chunks(at, u, w, q_decayed, A, k_decayed, _exp(cum[..., -1])[..., None, None], S, T)
+    outputs, S = across_chunks(at, u, w, q_decayed, A, k_decayed, fade, S, T)
     return at.stage("delta.out", _unchunk(outputs, T, v), "Hk Gv T dv"), S
 
 
-def solved(at: Tape, k, v, beta, cum, decays):
+def decayed_scores(at: Tape, op: str, x, keys):
+    """x_i K_i^T [..., Hk, Gv, N, C, C]: each row i of x [..., Hk, N, C, dk] (a chunk's keys or queries) against the
+    chunk's keys decayed to it, `keys` [..., Hk, Gv, N, C, C, dk] (per channel: C^2 dot products of length dk a value
+    head and chunk, zero where j > i)."""
+    rows = x[..., None, :, :, None, :]  # [..., Hk, 1, N, C, 1, dk]: row i, read by each of its value heads
+    scores = at.matmul(op, rows, keys.swapaxes(-1, -2), "Hk 1 N C 1 dk, Hk Gv N C dk C -> Hk Gv N C 1 C",
+                       recurrent=NO_RECURRENT)  # fmt: skip
+    return scores[..., 0, :]
+
+
+def solved(at: Tape, k, v, beta, cum, decays, keys=None):
     """[U W] = (I + L)^-1 [beta v, beta gamma k] [..., Hk, Gv, N, C, dv+dk]: each chunk's deltas, from the keys' dot
-    products within it (L[i, j] = beta_i k_i.k_j gamma_i / gamma_j, j < i), solved row by row."""
-    kk = at.matmul("delta.kk", k, k.swapaxes(-1, -2), "Hk N C dk, Hk N dk C -> Hk N C C", recurrent=NO_RECURRENT)
-    L = at.stage("delta.system", _strictly_lower(beta[..., None] * kk[..., None, :, :, :] * decays), "Hk Gv N C C")
-    gamma = _exp(cum)[..., None]
+    products within it (L[i, j] = beta_i k_i.k_j gamma_i / gamma_j, j < i), solved row by row. `keys`: row i's keys
+    decayed to it, where the decay is a key channel's (gamma then a [dk] vector a position)."""
+    if keys is None:
+        kk = at.matmul("delta.kk", k, k.swapaxes(-1, -2), "Hk N C dk, Hk N dk C -> Hk N C C", recurrent=NO_RECURRENT)
+        L = at.stage("delta.system", _strictly_lower(beta[..., None] * kk[..., None, :, :, :] * decays), "Hk Gv N C C")
+        gamma = _exp(cum)[..., None]
+    else:
+        kk = decayed_scores(at, "delta.kk", k, keys)
+        L = at.stage("delta.system", _strictly_lower(beta[..., None] * kk), "Hk Gv N C C")
+        gamma = _exp(cum)
     rhs = _join(v * beta[..., None], k[..., None, :, :, :] * (beta[..., None] * gamma))
     rhs = at.stage("delta.rhs", rhs, "Hk Gv N C dv+dk")
     return forward_substitution(at, "delta.solve", L, rhs, "Hk Gv N")
@@ -215,20 +296,22 @@ def chunking(T: int) -> tuple[int, int]:
     return C, -(-T // C)
 
 
-def scan_products(c: Any, T: int, B: int = 1) -> dict[str, tuple[int, int]]:
+def scan_products(c: Any, T: int, B: int = 1, per_channel: bool = False) -> dict[str, tuple[int, int]]:
     """(dot products, MACs) of each product of one Gated DeltaNet layer's delta rule over T positions (a config with
     its shapes): the recurrent form's three where T = 1, the chunks' seven where T > 1 (the solve's rows are of
-    lengths 1 .. C - 1), in the order they run."""
+    lengths 1 .. C - 1), in the order they run. `per_channel` (a decay a key channel): the chunks' K K^T and Q K^T
+    once a value head, each with its own decays, instead of once a key head."""
     Hk, Hv, dk, dv = c.linear_key_heads, c.linear_value_heads, c.linear_key_dim, c.linear_value_dim
+    Hs = Hv if per_channel else Hk  # the heads whose scores within a chunk are computed apart
     if T == 1:
         one = {op: form(1, Hv, dk, dv) for op, form in RECURRENT.items()}  # read, write, query
         return {op: (B * dots, B * macs) for op, (dots, macs) in one.items()}
     C, N = chunking(T)
     n = dk + dv  # the solve's right-hand side: the values and the keys, beta-weighted
     return {
-        "delta.kk": (B * Hk * N * C * C, B * Hk * N * C * C * dk),
+        "delta.kk": (B * Hs * N * C * C, B * Hs * N * C * C * dk),
         "delta.solve": (B * Hv * N * (C - 1) * n, B * Hv * N * n * C * (C - 1) // 2),
-        "delta.qk": (B * Hk * N * C * C, B * Hk * N * C * C * dk),
+        "delta.qk": (B * Hs * N * C * C, B * Hs * N * C * C * dk),
         "delta.read": (B * Hv * N * C * dv, B * Hv * N * C * dv * dk),
         "delta.query": (B * Hv * N * C * dv, B * Hv * N * C * dv * dk),
         "delta.mix": (B * Hv * N * C * dv, B * Hv * N * C * dv * C),
@@ -249,8 +332,8 @@ def _exp(x):
     return ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.exp(x)
 
 
-def _cumsum(x):
-    return ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.cumsum(x, axis=-1)
+def _cumsum(x, axis: int = -1):
+    return ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.cumsum(x, axis=axis)
 
 
 def _chunks(x, N: int, C: int):
@@ -271,10 +354,16 @@ def _unchunk(outputs: list, T: int, like):
     return np.concatenate(outputs, axis=-2)[..., :T, :]
 
 
-def _pairwise_decays(cum):
+def _pairwise_decays(cum, per_channel: bool = False):
     """gamma_i / gamma_j = exp(cum_i - cum_j) for j <= i (the decay between positions j and i of a chunk), 0 above
-    the diagonal: [..., C] -> [..., C, C]. The exponent is masked to -inf before exp, so that the upper triangle
-    cannot overflow."""
+    the diagonal: [..., C] -> [..., C, C] (`per_channel`: [..., C, dk] -> [..., C, C, dk], each channel's). The
+    exponent is masked to -inf before exp, so that the upper triangle cannot overflow."""
+    if per_channel:
+        C = cum.shape[-2]
+        if isinstance(cum, ShapeOnly):
+            return ShapeOnly((*cum.shape[:-1], C, cum.shape[-1]), cum.dtype)
+        exponent = cum[..., :, None, :] - cum[..., None, :, :]
+        return np.exp(np.where(np.tri(C, dtype=bool)[:, :, None], exponent, constant(cum, -np.inf)))
     C = cum.shape[-1]
     if isinstance(cum, ShapeOnly):
         return ShapeOnly((*cum.shape, C), cum.dtype)

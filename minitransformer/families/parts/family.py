@@ -104,6 +104,7 @@ def composed(
         shapes=lambda config: {n: t.shape for n, t in _tensors(decoder, config).items()},
         kinds=decoder.kinds,
         prefixes=decoder.prefixes,
+        renamed=decoder.renamed,
         tensors=lambda config: _tensors(decoder, config),
         routed_kinds=routed_kinds,
         buffer_kinds=buffer_kinds,

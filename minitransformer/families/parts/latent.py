@@ -7,6 +7,8 @@ its stages, its closed forms and what count says of its cache and of the absorbe
   heads share; c is RMSNormed, and W_kvb [dc, H (dn + dv)] up-projects it to every head's k_n (dn) and v (dv);
 - rotary turns q's last dr numbers and k_r (in interleaved pairs where rope_interleave: transformers de-interleaves
   them, (x0, x2, ...; x1, x3, ...), then turns them as rotate_half does); each head's key is [k_n, k_r];
+- NoPE (Kimi Linear's layers, whose config.rope(layer) is None): no rotary at all; q's last dr numbers and k_r are
+  read as they are, so each head's key is still [k_n, k_r], k_r the same for every head;
 - scores over dh = dn + dr, scaled by dh^-0.5 (times mscale^2 under YaRN), a mix over v (dv wide): keys and values
   differ in width, so the KV cache holds H dh keys and H dv values a position, as transformers' form computes them.
   (transformers caches the latent [c, k_r] and up-projects the whole cache each step; the products are the same rows,
@@ -73,6 +75,14 @@ LATENT = (
     Stage("out", ("attn.out",), "matmul", "o = Z W_o", "Z [T, H*dv], W_o [H*dv, D]", ATTENTION_PROJECTIONS),
 )  # fmt: skip
 
+# The same stages where the config has no rope (NoPE: Kimi Linear's MLA layers): k_r is a shared key, not a rotary one.
+NOPE = {stage.op: stage for stage in (
+    Stage("kv_a", ("attn.kv_a",), "matmul", "[c, k_r] = h W_kva  (the latent c, dc wide, and one key k_r, dr wide, for "
+          "all heads, without positions)", "h [T, D], W_kva [D, dc+dr]", ATTENTION_PROJECTIONS),
+    Stage("q_join", ("attn.q_full",), "reshape", "q = [q_n, q_r]  (no rotary: NoPE)", "q_n [H, T, dn], q_r [H, T, dr]"),
+    Stage("scale", ("attn.scaled",), "scale", "S = S x dh^-0.5", "S [H, T, t]"),
+)}  # fmt: skip
+
 
 @dataclass(frozen=True)
 class LatentAttention(Part):
@@ -88,7 +98,8 @@ class LatentAttention(Part):
     }
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        return by_op(*(Q_PLAIN if config.q_lora_rank is None else Q_LORA), *LATENT)
+        latent = LATENT if config.rope() is not None else tuple(NOPE.get(s.op, s) for s in LATENT)
+        return by_op(*(Q_PLAIN if config.q_lora_rank is None else Q_LORA), *latent)
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs):
         at = at.declaring(self.declared(config))
@@ -115,8 +126,10 @@ class LatentAttention(Part):
         q = at.stage("split_heads", split_into_heads(q, H), "H T dh")
         kv_up = split_into_heads(kv_up, H)  # [H, T, dn + dv]: each head's k_n then v
         k_n, v = at.stage("kv_b_split", (kv_up[..., :dn], kv_up[..., dn:]), "H T dn; H T dv")
-        q_r, k_r = turn(q[..., dn:], inputs.rotary, config), turn(k_r[..., None, :, :], inputs.rotary, config)
-        q_r, k_r = at.stage("rope", (q_r, k_r), "H T dr; 1 T dr")
+        q_r, k_r = q[..., dn:], k_r[..., None, :, :]
+        if inputs.rotary:  # a NoPE layer (no rope: no tables) reads q_r and k_r as they are
+            q_r, k_r = turn(q_r, inputs.rotary, config), turn(k_r, inputs.rotary, config)
+            q_r, k_r = at.stage("rope", (q_r, k_r), "H T dr; 1 T dr")
         q = at.stage("q_join", join(q[..., :dn], q_r), "H T dh")
         k = at.stage("k_join", join(k_n, broadcast(k_r, k_n.shape[:-1] + (config.qk_rope_head_dim,))), "H T dh")
         K, V = at.stage("cache", inputs.cache.append(k, v) if inputs.cache is not None else (k, v), "H t dh; H t dv")
@@ -125,8 +138,9 @@ class LatentAttention(Part):
     def check_runnable(self, config: Any, h) -> None:
         """A rope type read but not computed here counts (without weights), and is refused by name where it would
         run."""
-        kind = config.rope().kind
-        if kind not in self.runnable and not isinstance(h, ShapeOnly):
+        rope = config.rope()
+        if rope is not None and rope.kind not in self.runnable and not isinstance(h, ShapeOnly):
+            kind = rope.kind
             raise UserError(
                 f"config rope_parameters rope_type={kind!r} is not computed here (only {', '.join(self.runnable)}): "
                 f"this model counts, but does not run"

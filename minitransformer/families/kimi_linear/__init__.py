@@ -1,0 +1,1 @@
+"""Kimi Linear (transformers' KimiLinearForCausalLM): Kimi Delta Attention beside NoPE latent attention."""
