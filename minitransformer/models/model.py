@@ -8,6 +8,7 @@ to hooks and captures, none of which needs to know which family ran.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..engine.allocator import keep_freed_memory
 from ..engine.hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
 from ..engine.kvcache import KVCache
 from ..engine.ledger import Phase
+from ..engine.lens_names import Alias, lens_aliases
 from ..engine.precision import Precision
 from ..engine.shapes import ShapeOnly
 from ..engine.tape import Dims, Tape, Watcher
@@ -71,7 +73,9 @@ class Model:
         self.weight_events: list = []  # weights that left the precision's range when rounded to it at load
         windows = tuple(config.layer_window(i) for i in range(config.n_layer))
         self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
-        self.hooks = HookRegistry(lambda: self.stage_table.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
+        self.hooks = HookRegistry(  # add_hook, break_at (hooks.py), by our names or TransformerLens's
+            lambda: self.stage_table.stage_names(config.n_layer), lambda: self.lens_aliases
+        )
         self._tokenizer = tokenizer
 
     def __repr__(self) -> str:
@@ -88,6 +92,11 @@ class Model:
         experts' tokens per expert are then assumed, as each pass's RunOptions.routing says)."""
         stand_ins = {name: ShapeOnly(shape) for name, shape in expected_shapes(config).items()}
         return cls(config, as_tree(stand_ins, config), source="shape-only")
+
+    @cached_property
+    def lens_aliases(self) -> dict[str, Alias]:
+        """TransformerLens's names of this model's stages (engine/lens_names.py): name -> the stage(s) and layout."""
+        return lens_aliases(self.stage_table, self.config)
 
     @property
     def tokenizer(self):
@@ -210,7 +219,9 @@ class Model:
         ledger, as for run(). See hooks.ActivationCache.
         """
         known = self.stage_table.stage_names(self.config.n_layer)
-        activations = ActivationCache(self.name, known, selector(names, known))
+        activations = ActivationCache(
+            self.name, known, selector(names, known, aliases=self.lens_aliases), self.lens_aliases
+        )
         logits = self.run(
             token_ids, cache=kv_cache, all_positions=all_positions, phase=phase, watcher=activations.capture
         )

@@ -163,7 +163,11 @@ def test_hooks_chain_in_order_and_come_off_by_handle_or_all_at_once(small_gpt2):
 
 def test_bad_hooks_are_refused_with_a_reason(small_gpt2):
     with pytest.raises(UserError, match="did you mean blocks.0.attn.weights"):
-        small_gpt2.add_hook("blocks.0.attn.hook_pattern", print)
+        small_gpt2.add_hook("blocks.0.attn.pattern", print)
+    with pytest.raises(
+        UserError, match="TransformerLens's name 'blocks.0.attn.hook_patern'; did you mean blocks.0.attn.hook_pattern"
+    ):
+        small_gpt2.add_hook("blocks.0.attn.hook_patern", print)
     with pytest.raises(TypeError, match="fn\\(tensor, name\\)"):
         small_gpt2.add_hook("embed", "not a function")
     small_gpt2.add_hook("blocks.0.attn.qkv", lambda t, n: t[:, :4])
