@@ -30,6 +30,7 @@ from .verbs.drift import drift
 from .verbs.generate import batch_to_dict, continue_rows
 from .verbs.hardware import machine
 from .verbs.hardware import names as hardware_names
+from .verbs.lens import count_lens, logit_lens
 from .verbs.memory import DEFAULT_BALANCE
 from .verbs.options import GenerationOptions
 from .verbs.params import parameters
@@ -45,6 +46,7 @@ from .views.drift_report import drift_report
 from .views.export import csv_chunks, json_chunks
 from .views.files import check_destination, check_destinations, write_text, write_together
 from .views.html_report import attention_layers, batch_data, count_data, generation_data, page, say_written
+from .views.lens_report import bill_report, lens_report
 from .views.params_report import params_report
 from .views.plots import plots_png, require_matplotlib
 from .views.roofline_report import roofline_report
@@ -154,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_crosscheck,
         _add_config,
         _add_params,
+        _add_lens,
     ):  # each command's parser, in the order --help lists them
         add(commands)
     return parser
@@ -381,6 +384,50 @@ def _add_params(commands) -> None:
         "--json", metavar="PATH|-", help="write the tensors, kinds and total as JSON (- for stdout; default: none)"
     )
     par.set_defaults(run=_params)
+
+
+def _add_lens(commands) -> None:
+    lens = commands.add_parser(
+        "lens", help="the logit lens: each layer's stream through the final norm and unembedding, with its bill"
+    )
+    lens.add_argument("prompt", nargs="?", help="the text read (not needed with --count-only)")
+    lens.add_argument("--target", help="the token whose rank and probability each layer gives (one token)")
+    lens.add_argument("--positions", action="store_true", help="every position, not the last only (default: off)")
+    lens.add_argument("--top", type=_whole_number, default=5, metavar="N", help="top tokens shown per row (default 5)")
+    lens.add_argument(
+        "--count-only", action="store_true", help="the bill from shapes alone, no weights (any preset; default: off)"
+    )
+    lens.add_argument(
+        "--tokens", type=_whole_number, default=None, metavar="N", help="--count-only's prompt length (default 100)"
+    )
+    _add_model_selectors(lens)
+    _add_load_options(lens, "the lens computes in")
+    lens.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
+    lens.set_defaults(run=_lens)
+
+
+def _lens(args) -> None:
+    if args.count_only:
+        config = _model_config(args)
+        tokens = DEFAULT_TOKENS if args.tokens is None else args.tokens
+        _at_least("--tokens", tokens, 1)
+        bill = count_lens(config, tokens, args.positions)
+        print(bill_report(bill, f"lens of {tokens} tokens on {config.name}"))
+        return
+    if not args.prompt:
+        raise UserError('lens needs a prompt, e.g. lens "The capital of France is" --target " Paris"')
+    if args.target is None:
+        raise UserError('lens needs --target, the token to follow, e.g. --target " Paris"')
+    _at_least("--top", args.top, 1)
+    json_to = None if args.json is None else check_destination(args.json)
+    model = resolve(args.model, _load_options(args))
+    lens = logit_lens(model, args.prompt, args.target, args.positions, args.top)
+    out = sys.stderr if json_to and json_to.is_stdout else sys.stdout
+    print(lens_report(lens, model.tokenizer.decode), file=out)
+    if json_to:
+        write_text(json_to, [json.dumps(lens.to_dict(model.tokenizer.decode), indent=1) + "\n"])
+        if not json_to.is_stream:
+            print(f"lens written to {args.json}", file=out)
 
 
 # How a refusal names an option: the API's name of it -> the flag the user typed, for every option group a command

@@ -43,6 +43,10 @@ class Forward(Protocol):
         pads: np.ndarray | None = None,
     ) -> np.ndarray: ...
 
+    def readout(self, x, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool = True) -> np.ndarray:
+        """The residual stream x [T, D] -> logits: the final norm and the unembedding (the logit lens reads by it)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Layout:

@@ -227,6 +227,15 @@ class Model:
         )
         return logits, activations
 
+    def readout(self, stream, *, phase: Phase | None = None):
+        """Logits [..., T, V] of residual streams [..., T, D] (any axes in front: a stream per layer), through the
+        model's own final norm and unembedding (and what follows it), each product through the tape into `phase`'s
+        ledger: the logit lens's reading of each layer."""
+        T = stream.shape[-2]
+        dims = Dims.of(self.config, T, 0, R=T, batch=tuple(stream.shape[:-2]))
+        tape = Tape(dims, phase, None, stage_table=self.stage_table, precision=self.precision)
+        return self.architecture.forward.readout(stream, self.params, self.config, tape)
+
     def add_hook(self, name, fn) -> HookHandle:
         """Call fn(tensor, name) on each stage that `name` matches (a name, glob, list or predicate),
         in every forward pass (run, logits, generate, run_with_cache) until `.remove()` on the handle.

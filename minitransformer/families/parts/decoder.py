@@ -157,12 +157,18 @@ class Decoder(Part):
             rotary = () if rope is None else tables[rope]
             inputs = LayerInputs(kv, masks[e.window] if attends else None, rotary, pads, choices)
             x = self.block(x, layer_params, config, at, inputs)
+        if cache is not None:
+            cache.advance(d.T)
+        return self.readout(x, p, config, tape, all_positions)
+
+    def readout(self, x, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool = True):
+        """The residual stream x [T, D] (any batch axes in front) -> logits [R, V]: the final norm, the last position
+        where not all_positions, the unembedding (and what follows it). The logit lens reads each layer's stream
+        through it."""
         tape = tape.declaring(self.declared(config))
         h = tape.stage("ln_f", self.norm(x, getattr(p, self.final_norm), config), "T D")
         if not all_positions:
             h = tape.stage("last", h[..., -1:, :], "R D")
-        if cache is not None:
-            cache.advance(d.T)
         unembedding = getattr(p, self.embedding if config.tie_word_embeddings else self.unembedding).weight
         bias = getattr(p, self.unembedding).bias if self.biased(config) else None
         logits = tape.matmul("logits", h, unembedding.T, "R D, D V -> R V", bias=bias)  # .T is a view: no copy of W_U
