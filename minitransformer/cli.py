@@ -391,7 +391,11 @@ def _add_lens(commands) -> None:
         "lens", help="the logit lens: each layer's stream through the final norm and unembedding, with its bill"
     )
     lens.add_argument("prompt", nargs="?", help="the text read (not needed with --count-only)")
-    lens.add_argument("--target", help="the token whose rank and probability each layer gives (one token)")
+    lens.add_argument(
+        "--target",
+        help="the token whose rank and probability each layer gives (one token; default: none, needed but with "
+        "--count-only)",
+    )
     lens.add_argument("--positions", action="store_true", help="every position, not the last only (default: off)")
     lens.add_argument("--top", type=_whole_number, default=5, metavar="N", help="top tokens shown per row (default 5)")
     lens.add_argument(
