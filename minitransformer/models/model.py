@@ -171,6 +171,7 @@ class Model:
         watcher: Watcher | None = None,
         pads=None,
         options: RunOptions = RunOptions(),
+        choices: dict | None = None,
     ):
         """One forward pass over new token ids: logits [R, V] (R = T if all_positions else 1).
 
@@ -180,6 +181,8 @@ class Model:
         cached one) hold no token: its positions start after them and no real query sees them.
         `options`: how the pass computes what the weights do not decide (models/options.py: the routing a
         shape-only mixture of experts assumes, attention dense or in row chunks).
+        `choices`: a dict the pass leaves each layer's choices in for later layers (an indexer's chosen keys that
+        other layers share), kept for run_from.
         """
         past = cache.length if cache is not None else 0
         ids = self.check_ids(token_ids, past)
@@ -199,7 +202,29 @@ class Model:
             routing=options.routing,
             precision=self.precision,
         )
-        return self.architecture.forward(ids, self.params, self.config, cache, tape, all_positions, pads)
+        return self.architecture.forward(
+            ids, self.params, self.config, cache, tape, all_positions, pads, choices=choices
+        )
+
+    def run_from(
+        self,
+        layer: int,
+        stream,
+        *,
+        all_positions: bool = False,
+        phase: Phase | None = None,
+        watcher: Watcher | None = None,
+        choices: dict | None = None,
+    ):
+        """The forward pass from block `layer` on, without a cache: logits [..., R, V] of the stream [..., T, D] that
+        block reads (any batch axes in front), the blocks before it not run, so that the ledger (`phase`) holds only
+        what is recomputed. `choices`: those of the pass the stream came from (run(choices=...)), where later layers
+        read an earlier one's. Hooks and `watcher` see every stage, as in run. Activation patching runs this way."""
+        T = stream.shape[-2]
+        dims = Dims.of(self.config, T, 0, R=T if all_positions else 1, batch=tuple(stream.shape[:-2]))
+        tape = Tape(dims, phase, self.hooks.watcher(then=watcher), stage_table=self.stage_table,
+                    windows=self._windows, precision=self.precision)  # fmt: skip
+        return self.architecture.forward.resume(stream, layer, self.params, self.config, tape, all_positions, choices)
 
     def run_with_cache(
         self,
@@ -209,6 +234,7 @@ class Model:
         all_positions: bool = True,
         kv_cache: KVCache | None = None,
         phase: Phase | None = None,
+        choices: dict | None = None,
     ):
         """(logits, ActivationCache): one forward pass that keeps its named intermediate tensors.
 
@@ -216,14 +242,19 @@ class Model:
         list of them, or a predicate name -> bool. Hooks run first; the cache holds what they
         returned. Logits are for every position unless all_positions=False (then the cache also has
         `last`); with `kv_cache` this is one step of cached decoding; `phase` collects the pass's
-        ledger, as for run(). See hooks.ActivationCache.
+        ledger and `choices` its layers' choices, as for run(). See hooks.ActivationCache.
         """
         known = self.stage_table.stage_names(self.config.n_layer)
         activations = ActivationCache(
             self.name, known, selector(names, known, aliases=self.lens_aliases), self.lens_aliases
         )
         logits = self.run(
-            token_ids, cache=kv_cache, all_positions=all_positions, phase=phase, watcher=activations.capture
+            token_ids,
+            cache=kv_cache,
+            all_positions=all_positions,
+            phase=phase,
+            watcher=activations.capture,
+            choices=choices,
         )
         return logits, activations
 

@@ -182,9 +182,9 @@ def test_with_nothing_asked_the_tape_has_no_watcher(small_gpt2, monkeypatch):
     watchers = []
     forward = small_gpt2.architecture.forward
 
-    def spy(ids, p, config, cache, tape, all_positions, pads=None):
+    def spy(ids, p, config, cache, tape, all_positions, pads=None, choices=None):
         watchers.append(tape.watcher)
-        return forward(ids, p, config, cache, tape, all_positions, pads)
+        return forward(ids, p, config, cache, tape, all_positions, pads, choices)
 
     monkeypatch.setattr(small_gpt2, "architecture", replace(small_gpt2.architecture, forward=spy))
     small_gpt2.run(IDS)
