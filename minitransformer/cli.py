@@ -24,6 +24,7 @@ from .models.model import refuse_empty
 from .models.options import DTYPES, WEIGHTS, LoadOptions, RunOptions
 from .models.registry import known_names, resolve
 from .text import plural
+from .verbs.attribute import attribute
 from .verbs.count import check_run, counted, sweep_per_token
 from .verbs.crosscheck import crosscheck, default_ids, require_hf
 from .verbs.drift import drift
@@ -41,6 +42,7 @@ from .verbs.select import select_config
 from .verbs.validate import check_precision_validated, validate, validate_precision
 from .version import __version__
 from .views import report
+from .views.attribute_report import attribute_report
 from .views.count_report import count_report
 from .views.crosscheck_report import crosscheck_report
 from .views.drift_report import drift_report
@@ -168,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_params,
         _add_lens,
         _add_patch,
+        _add_attribute,
     ):  # each command's parser, in the order --help lists them
         add(commands)
     return parser
@@ -506,6 +509,36 @@ def _patch(args) -> None:
         print(f"patching written to {args.json}", file=out)
     if to["--html"]:
         say_written(to["--html"], out)
+
+
+def _add_attribute(commands) -> None:
+    att = commands.add_parser(
+        "attribute", help="direct logit attribution: a logit difference split among what wrote the stream, its bill"
+    )
+    att.add_argument("prompt", help="the text read")
+    att.add_argument("--target", help="the token A of the logit difference A - B (one token; default: none, needed)")
+    att.add_argument("--versus", help="the token B of the logit difference A - B (one token; default: none, needed)")
+    att.add_argument("--model", help=f"a model name or directory (default: {DEFAULT_MODEL})")
+    _add_load_options(att, "the attribution computes in")
+    att.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
+    att.set_defaults(run=_attribute)
+
+
+def _attribute(args) -> None:
+    for flag, value in (("--target", args.target), ("--versus", args.versus)):
+        if not value:
+            raise UserError(f'attribute needs {flag}, e.g. attribute "The capital of France is" --target " Paris" '
+                            f'--versus " Berlin"')  # fmt: skip
+    json_to = None if args.json is None else check_destination(args.json)
+    model = resolve(args.model, _load_options(args))
+    attribution = attribute(model, args.prompt, args.target, args.versus)
+    out = sys.stderr if json_to and json_to.is_stdout else sys.stdout
+    print(attribute_report(attribution, model.tokenizer.decode), file=out)
+    if json_to:
+        document = {"model": model.describe(), **attribution.to_dict(model.tokenizer.decode)}
+        write_text(json_to, [json.dumps(document, indent=1) + "\n"])
+        if not json_to.is_stream:
+            print(f"attribution written to {args.json}", file=out)
 
 
 # How a refusal names an option: the API's name of it -> the flag the user typed, for every option group a command
