@@ -421,6 +421,7 @@ def _add_lens(commands) -> None:
     _add_model_selectors(lens)
     _add_load_options(lens, "the lens computes in")
     lens.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
+    lens.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     lens.set_defaults(run=_lens)
 
 
@@ -437,15 +438,24 @@ def _lens(args) -> None:
     if args.target is None:
         raise UserError('lens needs --target, the token to follow, e.g. --target " Paris"')
     _at_least("--top", args.top, 1)
-    json_to = None if args.json is None else check_destination(args.json)
+    to = check_destinations({"--json": args.json, "--html": args.html})  # before any work
     model = resolve(args.model, _load_options(args))
     lens = logit_lens(model, args.prompt, args.target, args.positions, args.top)
-    out = sys.stderr if json_to and json_to.is_stdout else sys.stdout
+    out = sys.stderr if any(d is not None and d.is_stdout for d in to.values()) else sys.stdout
     print(lens_report(lens, model.tokenizer.decode), file=out)
-    if json_to:
-        write_text(json_to, [json.dumps(lens.to_dict(model.tokenizer.decode), indent=1) + "\n"])
-        if not json_to.is_stream:
-            print(f"lens written to {args.json}", file=out)
+    document = {"model": model.describe(), **lens.to_dict(model.tokenizer.decode)}
+
+    def json_document(f) -> None:
+        f.write(json.dumps(lens.to_dict(model.tokenizer.decode), indent=1) + "\n")
+
+    def html_page(f) -> None:
+        f.write(page(analysis_data("lens", document)))
+
+    write_together([(to["--json"], json_document, False), (to["--html"], html_page, False)])  # both, or neither
+    if to["--json"] and not to["--json"].is_stream:
+        print(f"lens written to {args.json}", file=out)
+    if to["--html"]:
+        say_written(to["--html"], out)
 
 
 def _add_patch(commands) -> None:

@@ -113,3 +113,20 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, says):
     assert main(["patch", *argv, "--model", "demo"]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_the_pages_draw_the_sweep_and_the_lens(tmp_path, capsys):
+    """patch --html and lens --html: each its section, its heatmap's cells from the JSON, its bill."""
+    import json
+    from html import escape
+
+    clean = ["The capital of France is", "--model", "demo"]
+    patched = ["patch", *clean, "--corrupt", "The capital of Germany is", "--target", " Paris", "--versus", " Berlin"]
+    assert main([*patched, "--json", str(tmp_path / "p.json"), "--html", str(tmp_path / "p.html")]) == 0
+    assert main(["lens", *clean, "--target", " Paris", "--positions", "--html", str(tmp_path / "l.html")]) == 0
+    document, page = json.loads((tmp_path / "p.json").read_text()), (tmp_path / "p.html").read_text()
+    assert "<h2>Activation patching</h2>" in page and "Its bill" in page
+    assert page.count('<rect class="cell"') == 4 * 5 == len(document["residual"]) * len(document["residual"][0])
+    assert escape(f"block 1, ' France' 3: share restored {document['residual'][1][3]:.3f}") in page
+    lens = (tmp_path / "l.html").read_text()
+    assert "<h2>The logit lens</h2>" in lens and lens.count('<rect class="cell"') == 5 * 5  # entries x positions
