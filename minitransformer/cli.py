@@ -24,28 +24,42 @@ from .models.model import refuse_empty
 from .models.options import DTYPES, WEIGHTS, LoadOptions, RunOptions
 from .models.registry import known_names, resolve
 from .text import plural
+from .verbs.attribute import attribute
 from .verbs.count import check_run, counted, sweep_per_token
 from .verbs.crosscheck import crosscheck, default_ids, require_hf
 from .verbs.drift import drift
 from .verbs.generate import batch_to_dict, continue_rows
 from .verbs.hardware import machine
 from .verbs.hardware import names as hardware_names
+from .verbs.lens import count_lens, logit_lens
 from .verbs.memory import DEFAULT_BALANCE
 from .verbs.options import GenerationOptions
 from .verbs.params import parameters
+from .verbs.patch import count_patch, patch
 from .verbs.presets import preset_config_json, preset_lines
 from .verbs.roofline import roofline
 from .verbs.select import select_config
 from .verbs.validate import check_precision_validated, validate, validate_precision
 from .version import __version__
 from .views import report
+from .views.attribute_report import attribute_report
 from .views.count_report import count_report
 from .views.crosscheck_report import crosscheck_report
 from .views.drift_report import drift_report
 from .views.export import csv_chunks, json_chunks
 from .views.files import check_destination, check_destinations, write_text, write_together
-from .views.html_report import attention_layers, batch_data, count_data, generation_data, page, say_written
+from .views.html_report import (
+    analysis_data,
+    attention_layers,
+    batch_data,
+    count_data,
+    generation_data,
+    page,
+    say_written,
+)
+from .views.lens_report import bill_report, lens_report
 from .views.params_report import params_report
+from .views.patch_report import patch_report
 from .views.plots import plots_png, require_matplotlib
 from .views.roofline_report import roofline_report
 from .views.trace import trace_command
@@ -154,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
         _add_crosscheck,
         _add_config,
         _add_params,
+        _add_lens,
+        _add_patch,
+        _add_attribute,
     ):  # each command's parser, in the order --help lists them
         add(commands)
     return parser
@@ -383,6 +400,157 @@ def _add_params(commands) -> None:
     par.set_defaults(run=_params)
 
 
+def _add_lens(commands) -> None:
+    lens = commands.add_parser(
+        "lens", help="the logit lens: each layer's stream through the final norm and unembedding, with its bill"
+    )
+    lens.add_argument("prompt", nargs="?", help="the text read (not needed with --count-only)")
+    lens.add_argument(
+        "--target",
+        help="the token whose rank and probability each layer gives (one token; default: none, needed but with "
+        "--count-only)",
+    )
+    lens.add_argument("--positions", action="store_true", help="every position, not the last only (default: off)")
+    lens.add_argument("--top", type=_whole_number, default=5, metavar="N", help="top tokens shown per row (default 5)")
+    lens.add_argument(
+        "--count-only", action="store_true", help="the bill from shapes alone, no weights (any preset; default: off)"
+    )
+    lens.add_argument(
+        "--tokens", type=_whole_number, default=None, metavar="N", help="--count-only's prompt length (default 100)"
+    )
+    _add_model_selectors(lens)
+    _add_load_options(lens, "the lens computes in")
+    lens.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
+    lens.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
+    lens.set_defaults(run=_lens)
+
+
+def _lens(args) -> None:
+    if args.count_only:
+        config = _model_config(args)
+        tokens = DEFAULT_TOKENS if args.tokens is None else args.tokens
+        _at_least("--tokens", tokens, 1)
+        bill = count_lens(config, tokens, args.positions)
+        print(bill_report(bill, f"lens of {tokens} tokens on {config.name}"))
+        return
+    if not args.prompt:
+        raise UserError('lens needs a prompt, e.g. lens "The capital of France is" --target " Paris"')
+    if args.target is None:
+        raise UserError('lens needs --target, the token to follow, e.g. --target " Paris"')
+    _at_least("--top", args.top, 1)
+    to = check_destinations({"--json": args.json, "--html": args.html})  # before any work
+    model = resolve(args.model, _load_options(args))
+    lens = logit_lens(model, args.prompt, args.target, args.positions, args.top)
+    out = sys.stderr if any(d is not None and d.is_stdout for d in to.values()) else sys.stdout
+    print(lens_report(lens, model.tokenizer.decode), file=out)
+    document = {"model": model.describe(), **lens.to_dict(model.tokenizer.decode)}
+
+    def json_document(f) -> None:
+        f.write(json.dumps(lens.to_dict(model.tokenizer.decode), indent=1) + "\n")
+
+    def html_page(f) -> None:
+        f.write(page(analysis_data("lens", document)))
+
+    write_together([(to["--json"], json_document, False), (to["--html"], html_page, False)])  # both, or neither
+    if to["--json"] and not to["--json"].is_stream:
+        print(f"lens written to {args.json}", file=out)
+    if to["--html"]:
+        say_written(to["--html"], out)
+
+
+def _add_patch(commands) -> None:
+    pat = commands.add_parser(
+        "patch", help="activation patching: the share of a logit difference each layer and position restores, its bill"
+    )
+    pat.add_argument("prompt", nargs="?", help="the clean text (not needed with --count-only)")
+    pat.add_argument("--corrupt", metavar="TEXT", help="the corrupted text, as many tokens (default: none, needed)")
+    pat.add_argument("--target", help="the token A of the logit difference A - B (one token; default: none, needed)")
+    pat.add_argument("--versus", help="the token B of the logit difference A - B (one token; default: none, needed)")
+    pat.add_argument(
+        "--heads",
+        dest="head_patching",
+        action="store_true",
+        help="each attention head's output too, per layer and position (default: off, the residual stream only)",
+    )
+    pat.add_argument(
+        "--count-only", action="store_true", help="the bill from shapes alone, no weights (any preset; default: off)"
+    )
+    pat.add_argument(
+        "--tokens", type=_whole_number, default=None, metavar="N", help="--count-only's prompt length (default 100)"
+    )
+    _add_model_selectors(pat, sizes=False)
+    _add_load_options(pat, "the sweep computes in")
+    pat.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
+    pat.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
+    pat.set_defaults(run=_patch)
+
+
+def _patch(args) -> None:
+    if args.count_only:
+        config = _model_config(args)
+        tokens = DEFAULT_TOKENS if args.tokens is None else args.tokens
+        _at_least("--tokens", tokens, 1)
+        bill = count_patch(config, tokens, args.head_patching)
+        heads = " and heads" * args.head_patching
+        print(bill_report(bill, f"patching the stream{heads} of {tokens} tokens on {config.name}"))
+        return
+    example = 'e.g. patch "The capital of France is" --corrupt "The capital of Germany is" --target " Paris" ' \
+        '--versus " Berlin"'  # fmt: skip
+    for flag, value in (("a clean prompt", args.prompt), ("--corrupt", args.corrupt), ("--target", args.target),
+                        ("--versus", args.versus)):  # fmt: skip
+        if not value:
+            raise UserError(f"patch needs {flag}, {example}")
+    to = check_destinations({"--json": args.json, "--html": args.html})  # before any work
+    model = resolve(args.model, _load_options(args))
+    patching = patch(model, args.prompt, args.corrupt, args.target, args.versus, args.head_patching)
+    streamed = any(d is not None and d.is_stdout for d in to.values())
+    out = sys.stderr if streamed else sys.stdout
+    print(patch_report(patching, model.tokenizer.decode), file=out)
+    document = {"model": model.describe(), **patching.to_dict(model.tokenizer.decode)}
+
+    def json_document(f) -> None:
+        f.write(json.dumps(document, indent=1) + "\n")
+
+    def html_page(f) -> None:
+        f.write(page(analysis_data("patch", document)))
+
+    write_together([(to["--json"], json_document, False), (to["--html"], html_page, False)])  # both, or neither
+    if to["--json"] and not to["--json"].is_stream:
+        print(f"patching written to {args.json}", file=out)
+    if to["--html"]:
+        say_written(to["--html"], out)
+
+
+def _add_attribute(commands) -> None:
+    att = commands.add_parser(
+        "attribute", help="direct logit attribution: a logit difference split among what wrote the stream, its bill"
+    )
+    att.add_argument("prompt", help="the text read")
+    att.add_argument("--target", help="the token A of the logit difference A - B (one token; default: none, needed)")
+    att.add_argument("--versus", help="the token B of the logit difference A - B (one token; default: none, needed)")
+    att.add_argument("--model", help=f"a model name or directory (default: {DEFAULT_MODEL})")
+    _add_load_options(att, "the attribution computes in")
+    att.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
+    att.set_defaults(run=_attribute)
+
+
+def _attribute(args) -> None:
+    for flag, value in (("--target", args.target), ("--versus", args.versus)):
+        if not value:
+            raise UserError(f'attribute needs {flag}, e.g. attribute "The capital of France is" --target " Paris" '
+                            f'--versus " Berlin"')  # fmt: skip
+    json_to = None if args.json is None else check_destination(args.json)
+    model = resolve(args.model, _load_options(args))
+    attribution = attribute(model, args.prompt, args.target, args.versus)
+    out = sys.stderr if json_to and json_to.is_stdout else sys.stdout
+    print(attribute_report(attribution, model.tokenizer.decode), file=out)
+    if json_to:
+        document = {"model": model.describe(), **attribution.to_dict(model.tokenizer.decode)}
+        write_text(json_to, [json.dumps(document, indent=1) + "\n"])
+        if not json_to.is_stream:
+            print(f"attribution written to {args.json}", file=out)
+
+
 # How a refusal names an option: the API's name of it -> the flag the user typed, for every option group a command
 # makes from its flags (models/options.py's LoadOptions and RunOptions, verbs/options.py's GenerationOptions, count's
 # run: verbs/count.check_run). Each group checks its options once; this keeps the refusal in the command's words.
@@ -585,11 +753,14 @@ def _trace(args) -> None:
     trace_command(prompt, args.model, args.new_tokens, args.layers, args.step, html_to, load)
 
 
-def _add_model_selectors(p: argparse.ArgumentParser) -> None:
+def _add_model_selectors(p: argparse.ArgumentParser, sizes: bool = True) -> None:
+    """--model, --preset, --config, and with `sizes` a model made from its sizes (--layers, --heads, ...)."""
     which = p.add_argument_group(
         "the model, one way (default: the gpt2 preset); its shapes only, never its weights",
         "Sizes make a GPT-2 block; any of --kv-heads, --head-dim and --gated-mlp makes a Llama-style block instead: "
-        "RMSNorm, rotary positions, q, k, v as three products, a gated SiLU MLP, no biases.",
+        "RMSNorm, rotary positions, q, k, v as three products, a gated SiLU MLP, no biases."
+        if sizes
+        else None,
     )
     which.add_argument(
         "--model",
@@ -602,6 +773,8 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
         metavar="config.json",
         help=f"a Hugging Face config.json (model_type {', '.join(model_types())}; default: none)",
     )
+    if not sizes:
+        return
     which.add_argument(
         "--layers",
         type=_whole_number,
@@ -649,19 +822,22 @@ def _add_model_selectors(p: argparse.ArgumentParser) -> None:
 
 
 def _model_config(args):
+    def size(name: str):  # a command without sizes (patch: its --heads is another thing) has none of them
+        return getattr(args, name, None)
+
     return select_config(
         args.model,
         args.preset,
         args.config,
-        args.layers,
-        args.d_model,
-        args.heads,
-        args.d_ff,
-        args.vocab,
-        args.ctx,
-        args.kv_heads,
-        args.head_dim,
-        args.gated_mlp,
+        size("layers"),
+        size("d_model"),
+        size("heads"),
+        size("d_ff"),
+        size("vocab"),
+        size("ctx"),
+        size("kv_heads"),
+        size("head_dim"),
+        bool(size("gated_mlp")),
     )
 
 

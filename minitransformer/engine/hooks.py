@@ -36,6 +36,7 @@ import numpy as np
 from ..errors import UserError
 from ..text import human
 from .ledger import Record
+from .lens_names import Alias, as_lens, from_lens, is_lens_name, lens_matches
 from .stages import StageTable
 from .tape import Watcher
 
@@ -47,16 +48,21 @@ def stage_names(n_layer: int, stage_table: StageTable) -> list[str]:
     return stage_table.stage_names(n_layer)
 
 
-def selector(which, known: list[str], what: str = "names=") -> Callable[[str], bool]:
+def selector(
+    which, known: list[str], what: str = "names=", aliases: dict[str, Alias] | None = None
+) -> Callable[[str], bool]:
     """A predicate over stage names from a name, a glob, a list of them, or a predicate.
 
-    A name or glob that matches none of `known` is refused: a typo should not capture nothing silently.
+    A name or glob that matches none of `known` is refused: a typo should not capture nothing silently. A name with
+    "hook_" in it is TransformerLens's (lens_names.py): it selects the stages of ours its `aliases` entries read.
     """
     if which is None:
         return lambda name: True
     if callable(which):
         return which
     patterns = [which] if isinstance(which, str) else list(which)
+    lensed = {ours for alias in lens_aliases_of(patterns, aliases or {}, known) for ours in alias.ours}
+    patterns = [p for p in patterns if not is_lens_name(p)]
     for pattern in patterns:
         if not isinstance(pattern, str):
             raise TypeError(f"{what} must be names, globs or a predicate, not {pattern!r}")
@@ -64,9 +70,26 @@ def selector(which, known: list[str], what: str = "names=") -> Callable[[str], b
             close = difflib.get_close_matches(_from_transformer_lens(pattern), known, n=3)
             hint = f"; did you mean {' or '.join(close)}?" if close else f"; names look like {known[1]!r}"
             raise UserError(f"no stage is named {pattern!r}{hint} (see minitransformer.hooks for the list)")
-    exact = {p for p in patterns if not any(c in p for c in "*?[")}
+    exact = {p for p in patterns if not any(c in p for c in "*?[")} | lensed
     globs = [p for p in patterns if p not in exact]
     return lambda name: name in exact or any(fnmatch.fnmatchcase(name, g) for g in globs)
+
+
+def lens_aliases_of(patterns: list, aliases: dict[str, Alias], known: list[str]) -> list[Alias]:
+    """The TransformerLens names (lens_names.py) among `patterns`, each refused if it names no stage of this model."""
+    found: list[Alias] = []
+    for pattern in patterns:
+        if not (isinstance(pattern, str) and is_lens_name(pattern)):
+            continue
+        names = lens_matches(pattern, aliases)
+        if not names:
+            close = difflib.get_close_matches(pattern, list(aliases), n=3)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise UserError(
+                f"no stage of this model has TransformerLens's name {pattern!r}{hint} (docs/api.md lists them)"
+            )
+        found += [aliases[name] for name in names]
+    return found
 
 
 def _from_transformer_lens(pattern: str) -> str:
@@ -104,8 +127,9 @@ class _Hook:
 class HookRegistry:
     """A model's hooks, in the order they were added: on a stage they run one after the other."""
 
-    def __init__(self, names: Callable[[], list[str]]) -> None:
+    def __init__(self, names: Callable[[], list[str]], aliases: Callable[[], dict[str, Alias]] = dict) -> None:
         self._names = names  # the model's stage names, to check patterns against
+        self._aliases = aliases  # and their TransformerLens names (lens_names.py)
         self._hooks: list[_Hook] = []
         self._by_name: dict[str, tuple[_Hook, ...]] = {}  # which hooks a name meets, worked out once
 
@@ -119,6 +143,12 @@ class HookRegistry:
         if not callable(fn):
             raise TypeError(f"a hook is a function fn(tensor, name), not {fn!r}")
         label = f"{which!r} -> {getattr(fn, '__qualname__', repr(fn))}"
+        patterns = [which] if isinstance(which, str) else None if callable(which) else list(which)
+        if patterns is not None and any(isinstance(p, str) and is_lens_name(p) for p in patterns):
+            fn, with_record = _lensed(fn, which, self._names(), self._aliases(), with_record), True
+            which = [name for alias in lens_aliases_of(patterns, self._aliases(), []) for name in alias.ours] + [
+                p for p in patterns if not is_lens_name(p)
+            ]
         hook = _Hook(label, selector(which, self._names(), "hook names"), fn, with_record)
         self._hooks.append(hook)
         self._by_name.clear()
@@ -157,6 +187,40 @@ class HookRegistry:
         return found
 
 
+def _lensed(fn, which, known: list[str], aliases: dict[str, Alias], with_record: bool):
+    """A hook given TransformerLens's names: fn sees each of them in its layout and name, and its replacement goes
+    back into ours; under our names in the same list, fn sees ours as they are."""
+    patterns = [which] if isinstance(which, str) else list(which)
+    by_ours: dict[str, list[Alias]] = {}
+    for alias in lens_aliases_of(patterns, aliases, known):
+        for name in alias.ours:
+            by_ours.setdefault(name, []).append(alias)
+    ours = [p for p in patterns if not is_lens_name(p)]
+    plain = selector(ours, known, "hook names") if ours else (lambda name: False)
+
+    def call(tensor, name: str, record: Record):
+        if plain(name):
+            result = fn(tensor, name, record) if with_record else fn(tensor, name)
+            tensor = tensor if result is None else np.asarray(result)
+        batched = has_batch_axis(tensor, name, record)
+        for alias in by_ours.get(name, ()):
+            theirs = as_lens(tensor, alias, batched)
+            result = fn(theirs, alias.name, record) if with_record else fn(theirs, alias.name)
+            if result is not None and result is not theirs:
+                tensor = from_lens(result, alias, tensor.shape, batched)
+        return tensor
+
+    call.__qualname__ = getattr(fn, "__qualname__", repr(fn))
+    return call
+
+
+def has_batch_axis(tensor, name: str, record: Record) -> bool:
+    """Whether a stage's tensor has a batch axis in front: more axes than its shape in symbols (of this output of
+    the stage, where it makes several) says."""
+    index = next((i for i, n in enumerate(record.stage.names) if name == n or name.endswith("." + n)), 0)
+    return np.ndim(tensor) > len(record.output_spec(index).split())
+
+
 def _replacement(tensor, result, name: str, hook: _Hook):
     """What the forward pass continues with: the hook's result if it gave one of the same shape."""
     if result is None or result is tensor:
@@ -179,11 +243,15 @@ class ActivationCache(Mapping):
     are the forward pass's own, not copies: do not write into them (copy first to experiment).
     """
 
-    def __init__(self, model: str, known: list[str], wanted: Callable[[str], bool]) -> None:
+    def __init__(
+        self, model: str, known: list[str], wanted: Callable[[str], bool], aliases: dict[str, Alias] | None = None
+    ) -> None:
         self.model = model
         self._known = known
         self._wanted = wanted
+        self._aliases = aliases or {}  # TransformerLens's names (lens_names.py)
         self._tensors: dict[str, np.ndarray] = {}
+        self._batched: dict[str, bool] = {}  # whether the stage's tensor has a batch axis in front
         self._computed: set[str] = set()  # names this pass produced, for a helpful KeyError
 
     def capture(self, name: str, tensor, record: Record):
@@ -191,9 +259,20 @@ class ActivationCache(Mapping):
         self._computed.add(name)
         if self._wanted(name):
             self._tensors[name] = tensor
+            self._batched[name] = has_batch_axis(tensor, name, record)
         return tensor
 
+    def lens(self) -> dict[str, np.ndarray]:
+        """Every captured tensor under TransformerLens's name (lens_names.py), in its layout: {name: array}."""
+        return {
+            name: self[name] for name, alias in self._aliases.items() if any(n in self._tensors for n in alias.ours)
+        }
+
     def __getitem__(self, name: str) -> np.ndarray:
+        if is_lens_name(name) and name in self._aliases:
+            alias = self._aliases[name]
+            ours = next((n for n in alias.ours if n in self._tensors), alias.ours[0])
+            return as_lens(self[ours], alias, self._batched[ours])
         try:
             return self._tensors[name]
         except KeyError:

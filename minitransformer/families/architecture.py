@@ -41,7 +41,18 @@ class Forward(Protocol):
         tape: Tape,
         all_positions: bool,
         pads: np.ndarray | None = None,
+        choices: dict | None = None,
     ) -> np.ndarray: ...
+
+    def resume(
+        self, x, start: int, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool, choices: dict | None
+    ) -> np.ndarray:
+        """The pass from block `start` on, on the stream x [T, D] it reads (activation patching's runs)."""
+        ...
+
+    def readout(self, x, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool = True) -> np.ndarray:
+        """The residual stream x [T, D] -> logits: the final norm and the unembedding (the logit lens reads by it)."""
+        ...
 
 
 @dataclass(frozen=True)

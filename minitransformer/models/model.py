@@ -8,6 +8,7 @@ to hooks and captures, none of which needs to know which family ran.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cached_property
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..engine.allocator import keep_freed_memory
 from ..engine.hooks import ActivationCache, HookHandle, HookRegistry, breakpoint_hook, selector
 from ..engine.kvcache import KVCache
 from ..engine.ledger import Phase
+from ..engine.lens_names import Alias, lens_aliases
 from ..engine.precision import Precision
 from ..engine.shapes import ShapeOnly
 from ..engine.tape import Dims, Tape, Watcher
@@ -73,7 +75,9 @@ class Model:
         self._windows = None if set(windows) <= {config.sliding_window} else windows  # layers that differ
         chunks = tuple(config.layer_chunk(i) for i in range(config.n_layer))
         self._chunks = None if set(chunks) == {None} else chunks  # the layers of chunked attention
-        self.hooks = HookRegistry(lambda: self.stage_table.stage_names(config.n_layer))  # add_hook, break_at (hooks.py)
+        self.hooks = HookRegistry(  # add_hook, break_at (hooks.py), by our names or TransformerLens's
+            lambda: self.stage_table.stage_names(config.n_layer), lambda: self.lens_aliases
+        )
         self._tokenizer = tokenizer
 
     def __repr__(self) -> str:
@@ -90,6 +94,11 @@ class Model:
         experts' tokens per expert are then assumed, as each pass's RunOptions.routing says)."""
         stand_ins = {name: ShapeOnly(shape) for name, shape in expected_shapes(config).items()}
         return cls(config, as_tree(stand_ins, config), source="shape-only")
+
+    @cached_property
+    def lens_aliases(self) -> dict[str, Alias]:
+        """TransformerLens's names of this model's stages (engine/lens_names.py): name -> the stage(s) and layout."""
+        return lens_aliases(self.stage_table, self.config)
 
     @property
     def tokenizer(self):
@@ -164,6 +173,7 @@ class Model:
         watcher: Watcher | None = None,
         pads=None,
         options: RunOptions = RunOptions(),
+        choices: dict | None = None,
     ):
         """One forward pass over new token ids: logits [R, V] (R = T if all_positions else 1).
 
@@ -173,6 +183,8 @@ class Model:
         cached one) hold no token: its positions start after them and no real query sees them.
         `options`: how the pass computes what the weights do not decide (models/options.py: the routing a
         shape-only mixture of experts assumes, attention dense or in row chunks).
+        `choices`: a dict the pass leaves each layer's choices in for later layers (an indexer's chosen keys that
+        other layers share), kept for run_from.
         """
         past = cache.length if cache is not None else 0
         ids = self.check_ids(token_ids, past)
@@ -193,7 +205,29 @@ class Model:
             routing=options.routing,
             precision=self.precision,
         )
-        return self.architecture.forward(ids, self.params, self.config, cache, tape, all_positions, pads)
+        return self.architecture.forward(
+            ids, self.params, self.config, cache, tape, all_positions, pads, choices=choices
+        )
+
+    def run_from(
+        self,
+        layer: int,
+        stream,
+        *,
+        all_positions: bool = False,
+        phase: Phase | None = None,
+        watcher: Watcher | None = None,
+        choices: dict | None = None,
+    ):
+        """The forward pass from block `layer` on, without a cache: logits [..., R, V] of the stream [..., T, D] that
+        block reads (any batch axes in front), the blocks before it not run, so that the ledger (`phase`) holds only
+        what is recomputed. `choices`: those of the pass the stream came from (run(choices=...)), where later layers
+        read an earlier one's. Hooks and `watcher` see every stage, as in run. Activation patching runs this way."""
+        T = stream.shape[-2]
+        dims = Dims.of(self.config, T, 0, R=T if all_positions else 1, batch=tuple(stream.shape[:-2]))
+        tape = Tape(dims, phase, self.hooks.watcher(then=watcher), stage_table=self.stage_table,
+                    windows=self._windows, precision=self.precision)  # fmt: skip
+        return self.architecture.forward.resume(stream, layer, self.params, self.config, tape, all_positions, choices)
 
     def run_with_cache(
         self,
@@ -203,6 +237,7 @@ class Model:
         all_positions: bool = True,
         kv_cache: KVCache | None = None,
         phase: Phase | None = None,
+        choices: dict | None = None,
     ):
         """(logits, ActivationCache): one forward pass that keeps its named intermediate tensors.
 
@@ -210,14 +245,30 @@ class Model:
         list of them, or a predicate name -> bool. Hooks run first; the cache holds what they
         returned. Logits are for every position unless all_positions=False (then the cache also has
         `last`); with `kv_cache` this is one step of cached decoding; `phase` collects the pass's
-        ledger, as for run(). See hooks.ActivationCache.
+        ledger and `choices` its layers' choices, as for run(). See hooks.ActivationCache.
         """
         known = self.stage_table.stage_names(self.config.n_layer)
-        activations = ActivationCache(self.name, known, selector(names, known))
+        activations = ActivationCache(
+            self.name, known, selector(names, known, aliases=self.lens_aliases), self.lens_aliases
+        )
         logits = self.run(
-            token_ids, cache=kv_cache, all_positions=all_positions, phase=phase, watcher=activations.capture
+            token_ids,
+            cache=kv_cache,
+            all_positions=all_positions,
+            phase=phase,
+            watcher=activations.capture,
+            choices=choices,
         )
         return logits, activations
+
+    def readout(self, stream, *, phase: Phase | None = None):
+        """Logits [..., T, V] of residual streams [..., T, D] (any axes in front: a stream per layer), through the
+        model's own final norm and unembedding (and what follows it), each product through the tape into `phase`'s
+        ledger: the logit lens's reading of each layer."""
+        T = stream.shape[-2]
+        dims = Dims.of(self.config, T, 0, R=T, batch=tuple(stream.shape[:-2]))
+        tape = Tape(dims, phase, None, stage_table=self.stage_table, precision=self.precision)
+        return self.architecture.forward.readout(stream, self.params, self.config, tape)
 
     def add_hook(self, name, fn) -> HookHandle:
         """Call fn(tensor, name) on each stage that `name` matches (a name, glob, list or predicate),

@@ -38,6 +38,7 @@ from ..verbs.count import STEPS_SHOWN, Count
 from ..verbs.generate import Generation
 from ..version import __version__
 from .colours import NOT_A_PRODUCT, PRODUCT_COLOURS
+from .html_analyses import SECTIONS as ANALYSES
 from .html_drawings import (
     attention_role,
     block_diagram,
@@ -229,6 +230,12 @@ def count_data(count, balance: float | None = None, all_steps: bool = False, **o
     return _data("count", _folded(document, set(document["detailed_steps"])), _ops_of(items))
 
 
+def analysis_data(report: str, document: dict) -> dict:
+    """An analysis's page (lens, patch, attribute): its command's JSON document with the model's, its section
+    (html_analyses.py); its bill is in the document, no pass's ledger."""
+    return _data(report, document, {})
+
+
 def ledger_data(ledger: Ledger, report: str = "ledger", extra: dict | None = None, attention=None) -> dict:
     document = {"model": ledger.model, **(extra or {}), **{k: v for k, v in ledger.to_dict().items() if k != "model"}}
     return _data(report, _folded(document), _ops_of(_phase_items(ledger.phases)), attention_data(attention))
@@ -310,7 +317,9 @@ def fragment(data: dict) -> str:
     # The same data gives the same page; the counter keeps two reports in one notebook apart.
     root = f"mt-{hashlib.sha256(document.encode()).hexdigest()[:8]}-{next(_REPORTS)}"
     doc = data["document"]
-    sections = [_header(data), _rule(data)]
+    sections = [_header(data), _rule(data)] if data["report"] not in ANALYSES else [_header(data)]
+    if data["report"] in ANALYSES:
+        sections.append(ANALYSES[data["report"]](doc))
     if doc.get("phases"):
         sections += [
             _controls(data),
@@ -380,9 +389,8 @@ def _header(data: dict) -> str:
     doc, kind = data["document"], data["report"]
     model = doc["model"]
     source = model.get("source") or ("none, counted from shapes alone" if kind == "count" else "not recorded")
-    what = {"generate": "a generation", "count": "a count from shapes alone", "trace": "a trace", "ledger": "a ledger"}[
-        kind
-    ]
+    what = {"generate": "a generation", "count": "a count from shapes alone", "trace": "a trace", "ledger": "a ledger",
+            "lens": "a logit lens", "patch": "activation patching", "attribute": "a logit attribution"}[kind]  # fmt: skip
     described = describe_model(model, source) if {"n_head", "ssm_heads", "state_size"} & set(model) else model["name"]
     out = [
         f'<header><h1>Where the dot products live <span class="kind">{what}</span></h1>',

@@ -320,7 +320,7 @@ def test_a_misused_command_points_to_its_own_help(command, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["count", "--precision", "bfloat16"], "unrecognized arguments: --precision bfloat16; --precision is an option of "
-                                           "generate, validate and trace (see minitransformer count --help)"),
+                                           "generate, validate, trace, lens, patch and attribute (see minitransformer count --help)"),
     (["generate", "Hi", "--all-steps"], "unrecognized arguments: --all-steps; --all-steps is an option of count "
                                         "(see minitransformer generate --help)"),
     (["trace", "Hi", "--routing=worst"], "unrecognized arguments: --routing=worst; --routing is an option of count "
@@ -344,7 +344,19 @@ def test_every_option_of_every_command_says_what_it_does_and_its_default():
     from minitransformer.cli import build_parser
 
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
-    assert set(commands) == {"generate", "download", "validate", "trace", "count", "config", "params", "crosscheck"}
+    assert set(commands) == {
+        "generate",
+        "download",
+        "validate",
+        "trace",
+        "count",
+        "config",
+        "params",
+        "crosscheck",
+        "lens",
+        "patch",
+        "attribute",
+    }
     for name, command in commands.items():
         for action in command._actions:
             if isinstance(action, argparse._HelpAction):

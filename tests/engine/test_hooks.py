@@ -163,7 +163,11 @@ def test_hooks_chain_in_order_and_come_off_by_handle_or_all_at_once(small_gpt2):
 
 def test_bad_hooks_are_refused_with_a_reason(small_gpt2):
     with pytest.raises(UserError, match="did you mean blocks.0.attn.weights"):
-        small_gpt2.add_hook("blocks.0.attn.hook_pattern", print)
+        small_gpt2.add_hook("blocks.0.attn.pattern", print)
+    with pytest.raises(
+        UserError, match="TransformerLens's name 'blocks.0.attn.hook_patern'; did you mean blocks.0.attn.hook_pattern"
+    ):
+        small_gpt2.add_hook("blocks.0.attn.hook_patern", print)
     with pytest.raises(TypeError, match="fn\\(tensor, name\\)"):
         small_gpt2.add_hook("embed", "not a function")
     small_gpt2.add_hook("blocks.0.attn.qkv", lambda t, n: t[:, :4])
@@ -178,9 +182,9 @@ def test_with_nothing_asked_the_tape_has_no_watcher(small_gpt2, monkeypatch):
     watchers = []
     forward = small_gpt2.architecture.forward
 
-    def spy(ids, p, config, cache, tape, all_positions, pads=None):
+    def spy(ids, p, config, cache, tape, all_positions, pads=None, choices=None):
         watchers.append(tape.watcher)
-        return forward(ids, p, config, cache, tape, all_positions, pads)
+        return forward(ids, p, config, cache, tape, all_positions, pads, choices)
 
     monkeypatch.setattr(small_gpt2, "architecture", replace(small_gpt2.architecture, forward=spy))
     small_gpt2.run(IDS)

@@ -136,18 +136,38 @@ class Decoder(Part):
         tape: Tape,
         all_positions: bool,
         pads: np.ndarray | None = None,
+        choices: dict | None = None,
     ) -> np.ndarray:
         """Token ids [T] (or [B, T]) -> logits [R, V]: for every position, or the last one only.
 
         `pads` (a batch of left-padded rows): the first pads[b] slots of row b hold no token; each row's
-        positions start at its first real token, and pad keys are masked (ops.attention_bias)."""
-        d = tape.dims
+        positions start at its first real token, and pad keys are masked (ops.attention_bias). `choices`: the dict
+        the layers leave their choices in for later ones (LayerInputs.choices), to keep it past the pass."""
         x = self.embed(ids, p, config, tape, pads)
+        x = self.blocks(x, p, config, cache, tape, pads, choices=choices)
+        if cache is not None:
+            cache.advance(tape.dims.T)
+        return self.readout(x, p, config, tape, all_positions)
+
+    def resume(
+        self, x, start: int, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool, choices: dict | None
+    ) -> np.ndarray:
+        """The pass from block `start` on, no cache: x [T, D] (or [B, T, D]) the stream block `start` reads -> logits
+        [R, V]. The blocks before `start` are not run: activation patching's runs begin at the layer they patch, on
+        the stream an earlier pass kept, with `choices` that pass's (the choices of layers before `start`)."""
+        return self.readout(self.blocks(x, p, config, None, tape, None, start, choices), p, config, tape, all_positions)
+
+    def blocks(self, x, p: SimpleNamespace, config: Any, cache: KVCache | None, tape: Tape, pads, start: int = 0,
+               choices: dict | None = None):  # fmt: skip
+        """The stream block `start` reads -> the stream the final norm reads: each block from `start` on, with what
+        its layer needs (its cache's handle, its window's mask, its rope's tables, the choices of earlier layers)."""
+        d = tape.dims
         shape_only = isinstance(x, ShapeOnly)
         tables: dict[Rope, tuple] = {}  # each rope's cos and sin, made once a pass
         masks: dict[tuple, np.ndarray | None] = {}  # each window's (and chunk's) attention bias, for every head
-        choices: dict = {}  # what a layer leaves for later ones this pass (LayerInputs.choices)
-        for i, layer_params in enumerate(getattr(p, self.layers)):
+        choices = {} if choices is None else choices  # what a layer leaves for later ones this pass
+        layers = getattr(p, self.layers)
+        for i in range(start, len(layers)):
             at = tape.layer(i)  # its dims carry its window
             e, rope = at.dims, config.rope(i)
             if rope is not None and rope not in tables:
@@ -161,13 +181,17 @@ class Decoder(Part):
             kv = cache.layer(i) if cache is not None else None
             rotary = () if rope is None else tables[rope]
             inputs = LayerInputs(kv, masks[window, chunk] if attends else None, rotary, pads, choices)
-            x = self.block(x, layer_params, config, at, inputs)
+            x = self.block(x, layers[i], config, at, inputs)
+        return x
+
+    def readout(self, x, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool = True):
+        """The residual stream x [T, D] (any batch axes in front) -> logits [R, V]: the final norm, the last position
+        where not all_positions, the unembedding (and what follows it). The logit lens reads each layer's stream
+        through it."""
         tape = tape.declaring(self.declared(config))
         h = tape.stage("ln_f", self.norm(x, getattr(p, self.final_norm), config), "T D")
         if not all_positions:
             h = tape.stage("last", h[..., -1:, :], "R D")
-        if cache is not None:
-            cache.advance(d.T)
         unembedding = getattr(p, self.embedding if config.tie_word_embeddings else self.unembedding).weight
         bias = getattr(p, self.unembedding).bias if self.biased(config) else None
         logits = tape.matmul("logits", h, unembedding.T, "R D, D V -> R V", bias=bias)  # .T is a view: no copy of W_U

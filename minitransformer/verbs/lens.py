@@ -1,0 +1,135 @@
+"""The logit lens: each layer's residual stream read through the model's own final norm and unembedding.
+
+Entry 0 is the stream the first block reads (the embedding), entry i the stream after block i - 1; the last entry
+is the stream the final norm reads, whose readout is the model's logits. Conventions: the final norm recomputed on each
+entry (its own statistics, its gain and bias as they are), nothing folded or centred, as TransformerLens's
+`logit_lens` on its bridge does (`ActivationCache.accumulated_resid(apply_ln=True)`'s stack read through `ln_final`,
+`W_U`, `b_U`). A rank is 1 for the most probable token (ties: only strictly larger logits count, as there), and the
+probability is the softmax over the whole vocabulary.
+
+Its bill (bill.py): the forward pass, and the readout's products (every entry's and position's logits, through the
+counting door); `count_lens` gives the same from shapes alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.ledger import Phase
+from ..errors import UserError
+from ..models.model import Model
+from .bill import Bill
+
+
+@dataclass
+class LensEntry:
+    """One entry of the lens at one position: the target's rank (1: the top) and probability, the top tokens."""
+
+    label: str  # "embed", "after block 3"
+    position: int
+    rank: int
+    probability: float
+    top: list[tuple[int, float]]  # (token id, probability), most probable first
+
+
+@dataclass
+class Lens:
+    prompt: list[int]
+    target: int
+    entries: list[LensEntry]
+    bill: Bill
+    logits: np.ndarray  # [entries, positions read, V]
+    positions: list[int]
+
+    def first_top(self, position: int | None = None) -> str | None:
+        """The first entry at which the target is the most probable token (at the last position read), or None."""
+        at = self.positions[-1] if position is None else position
+        return next((e.label for e in self.entries if e.position == at and e.rank == 1), None)
+
+    def to_dict(self, decode=None) -> dict:
+        word = (lambda i: decode([i])) if decode else (lambda i: None)
+        return {
+            "prompt": self.prompt,
+            "target": {"id": self.target, "text": word(self.target)},
+            "conventions": CONVENTIONS,
+            "entries": [
+                {
+                    "entry": e.label,
+                    "position": e.position,
+                    "rank": e.rank,
+                    "probability": e.probability,
+                    "top": [{"id": i, "text": word(i), "probability": p} for i, p in e.top],
+                }
+                for e in self.entries
+            ],  # fmt: skip
+            "bill": self.bill.to_dict(),
+        }
+
+
+CONVENTIONS = "final norm recomputed per entry, nothing folded or centred (TransformerLens's logit_lens on its bridge)"
+
+
+def one_token(model: Model, target, what: str = "--target") -> int:
+    """A target token, text or id, as one id: text that is several tokens (or none) is refused, saying so."""
+    if isinstance(target, (int, np.integer)):
+        return int(model.check_ids([int(target)])[0])
+    ids = model.prompt_ids(target)
+    if len(ids) != 1:
+        pieces = " + ".join(repr(model.tokenizer.decode([i])) for i in ids) or "no token"
+        raise UserError(f"{what} {target!r} is {len(ids)} tokens ({pieces}), not one: give a single token")
+    return ids[0]
+
+
+def entry_labels(n_layer: int) -> list[str]:
+    return ["embed", *(f"after block {i}" for i in range(n_layer))]
+
+
+def residual_stack(model: Model, ids: list[int], phase: Phase | None = None):
+    """(logits, [L + 1, T, D]): the stream each block reads and the one the final norm reads, from one pass."""
+    L = model.config.n_layer
+    wanted = [f"blocks.{i}.hook_resid_pre" for i in range(L)] + [f"blocks.{L - 1}.hook_resid_post"]
+    logits, cache = model.run_with_cache(ids, names=wanted, phase=phase)
+    return logits, np.stack([cache[name][0] for name in wanted])
+
+
+def logit_lens(model: Model, prompt, target, all_positions: bool = False, top: int = 5) -> Lens:
+    """The lens of `prompt` (text or ids) for `target` (a token's text or id): at the last position, or every one."""
+    ids = model.prompt_ids(prompt)
+    if not ids:
+        raise UserError('the prompt is empty; give some text, e.g. "The capital of France is"')
+    model.check_ids(ids)
+    target_id = one_token(model, target)
+    forward, readout = Phase("prefill", 0, len(ids), len(ids), cached=False), Phase("prefill", 0, 0, 0, cached=False)
+    _, stack = residual_stack(model, ids, forward)
+    positions = list(range(len(ids))) if all_positions else [len(ids) - 1]
+    logits = model.readout(stack[:, positions, :], phase=readout)  # [L + 1, P, V]
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    probs = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
+    entries = []
+    for n, label in enumerate(entry_labels(model.config.n_layer)):
+        for k, position in enumerate(positions):
+            row, p = logits[n, k], probs[n, k]
+            best = np.argsort(-row, kind="stable")[:top]
+            rank = 1 + int((row > row[target_id]).sum())
+            entries.append(LensEntry(label, position, rank, float(p[target_id]), [(int(i), float(p[i])) for i in best]))
+    bill = Bill()
+    bill.add("forward pass", [forward])
+    bill.add(f"readout of {len(entry_labels(model.config.n_layer))} entries x {len(positions)} positions", [readout])
+    return Lens(ids, target_id, entries, bill, logits, positions)
+
+
+def count_lens(config, tokens: int, all_positions: bool = False) -> Bill:
+    """The lens's bill from shapes alone: a shape-only pass of `tokens` positions and the readout's products."""
+    from ..engine.shapes import ShapeOnly
+
+    model = Model.without_weights(config)
+    forward, readout = Phase("prefill", 0, tokens, tokens, cached=False), Phase("prefill", 0, 0, 0, cached=False)
+    model.run(np.zeros(tokens, dtype=np.int64), all_positions=True, phase=forward)
+    P = tokens if all_positions else 1
+    model.readout(ShapeOnly((config.n_layer + 1, P, config.n_embd)), phase=readout)
+    bill = Bill()
+    bill.add("forward pass", [forward])
+    bill.add(f"readout of {config.n_layer + 1} entries x {P} positions", [readout])
+    return bill

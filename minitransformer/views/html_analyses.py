@@ -1,0 +1,117 @@
+"""The analyses' sections of the HTML report (lens, patch, attribute): each a view of its command's JSON document,
+drawn as a heatmap of layers by positions (or a table), with the bill the analysis ran up."""
+
+from __future__ import annotations
+
+from html import escape
+
+import numpy as np
+
+from ..text import human
+
+CELL = 26  # a heatmap's cell, px
+
+
+def share_colour(value: float | None, scale: float = 1.0) -> str:
+    """White at 0, red towards +scale, blue towards -scale (clipped); grey where there is no value."""
+    if value is None:
+        return "#ddd"
+    level = float(np.clip(value / scale, -1, 1))
+    fade = round(255 * (1 - abs(level)))
+    return f"#ff{fade:02x}{fade:02x}" if level >= 0 else f"#{fade:02x}{fade:02x}ff"
+
+
+def heatmap(rows: list[tuple[str, list[float | None]]], columns: list[str], what: str, scale: float = 1.0) -> str:
+    """Rows by columns as an SVG image, each cell coloured by its value (share_colour) and written in it, each cell's
+    row, column and value in its tooltip."""
+    left = 12 + 7 * max((len(label) for label, _ in rows), default=4)
+    top = 12 + 6 * max((len(c) for c in columns), default=4)
+    parts = []
+    for j, name in enumerate(columns):
+        x, y = left + j * CELL + CELL / 2 + 4, top - 6
+        parts.append(f'<text x="{x:.1f}" y="{y:.1f}" class="axis" transform="rotate(-60 {x:.1f} {y:.1f})">'
+                     f"{escape(name)}</text>")  # fmt: skip
+    for i, (label, values) in enumerate(rows):
+        y = top + i * CELL
+        parts.append(f'<text x="{left - 6}" y="{y + CELL / 2 + 4:.1f}" class="axis" text-anchor="end">'
+                     f"{escape(label)}</text>")  # fmt: skip
+        for j, value in enumerate(values):
+            shown = "n/a" if value is None else f"{value:.3f}"
+            tip = f"{label}, {columns[j]}: {what} {shown}"
+            parts.append(
+                f'<rect class="cell" x="{left + j * CELL}" y="{y}" width="{CELL}" height="{CELL}" '
+                f'fill="{share_colour(value, scale)}"><title>{escape(tip)}</title></rect>'
+                f'<text x="{left + j * CELL + CELL / 2:.1f}" y="{y + CELL / 2 + 3:.1f}" class="value" '
+                f'text-anchor="middle">{"" if value is None else f"{value:.2f}".replace("-0.00", "0.00")}</text>'
+            )
+    width, height = left + len(columns) * CELL + 40, top + len(rows) * CELL + 12
+    return (f'<svg class="drift-map share-map" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+            f'role="img" aria-label="{escape(what)}">{"".join(parts)}</svg>')  # fmt: skip
+
+
+def bill_table(bill: dict) -> str:
+    rows = [f"<tr><td>{escape(i['what'])}</td><td class=\"num\">{i['passes']:,}</td>"
+            f"<td class=\"num\">{human(i['dot_products'])}</td><td class=\"num\">{human(i['macs'])}</td></tr>"
+            for i in bill["items"]]  # fmt: skip
+    rows.append(f'<tr class="total"><td>total</td><td class="num">{bill["passes"]:,}</td>'
+                f'<td class="num">{human(bill["dot_products"])}</td><td class="num">{human(bill["macs"])}</td></tr>')  # fmt: skip
+    saved = bill.get("saved")
+    note = (f"<p>{escape(saved['what'])}: {human(saved['dot_products'])} dot products, {saved['macs']:,} MACs.</p>"
+            if saved else "")  # fmt: skip
+    return ("<h3>Its bill</h3><table class=\"bill\"><tr><th>what</th><th>passes</th><th>dot products</th>"
+            f"<th>MACs</th></tr>{''.join(rows)}</table>{note}")  # fmt: skip
+
+
+def _pieces(doc: dict, key: str) -> list[str]:
+    pieces = doc[key].get("pieces") or [str(i) for i in doc[key]["ids"]]
+    return [f"{p!r} {k}" for k, p in enumerate(pieces)]
+
+
+def patch_section(doc: dict) -> str:
+    """patch's document: the stream's heatmap (layers by positions), the heads' where asked, the bill."""
+    columns = _pieces(doc, "clean")
+    word = lambda t: repr(t["text"]) if t["text"] is not None else f"id {t['id']}"  # noqa: E731
+    head = (f"<p>The share of logit({escape(word(doc['target']))}) - logit({escape(word(doc['versus']))}) each patch "
+            f"restores: clean {doc['clean_difference']:.4f}, corrupted {doc['corrupt_difference']:.4f}. "
+            f"{escape(doc['conventions'])}. Red: restored (1, all of it), blue: pushed the other way.</p>")  # fmt: skip
+    stream = heatmap([(f"block {i}", row) for i, row in enumerate(doc["residual"])], columns, "share restored")
+    out = ['<section class="patch"><h2>Activation patching</h2>', head,
+           "<h3>The stream each block reads, patched at one position</h3>", f'<div class="diagram">{stream}</div>']  # fmt: skip
+    if "heads" in doc:
+        rows = [(f"block {i} head {h}", [cells[h] for cells in layer]) for i, layer in enumerate(doc["heads"])
+                for h in range(len(layer[0])) if layer[0][h] is not None]  # fmt: skip
+        out += ["<h3>Each head's output, patched at one position</h3>",
+                f'<div class="diagram">{heatmap(rows, columns, "share restored")}</div>']  # fmt: skip
+    return "\n".join([*out, bill_table(doc["bill"]), "</section>"])
+
+
+def lens_section(doc: dict) -> str:
+    """lens's document: the target's probability per entry (by position where every position was read), the top
+    tokens of the last position's entries, the bill."""
+    target = doc["target"]
+    word = repr(target["text"]) if target["text"] is not None else f"id {target['id']}"
+    labels = list(dict.fromkeys(e["entry"] for e in doc["entries"]))
+    positions = sorted({e["position"] for e in doc["entries"]})
+    by = {(e["entry"], e["position"]): e for e in doc["entries"]}
+    rows = [(label, [by[label, p]["probability"] for p in positions]) for label in labels]
+    columns = [f"pos {p}" for p in positions]
+    last = positions[-1]
+    table = "".join(
+        f'<tr><td>{escape(label)}</td><td class="num">{by[label, last]["rank"]:,}</td>'
+        f'<td class="num">{by[label, last]["probability"]:.4f}</td><td>'
+        + escape(", ".join(f"{t['text']!r} {t['probability']:.3f}" for t in by[label, last]["top"]))
+        + "</td></tr>"
+        for label in labels
+    )
+    return "\n".join([
+        '<section class="lens"><h2>The logit lens</h2>',
+        f"<p>{escape(word)}'s probability read from each layer's stream ({escape(doc['conventions'])}).</p>",
+        f'<div class="diagram">{heatmap(rows, columns, "probability")}</div>',
+        f"<h3>At position {last}</h3><table class=\"lens\"><tr><th>entry</th><th>rank</th><th>p</th>"
+        f"<th>top tokens</th></tr>{table}</table>",
+        bill_table(doc["bill"]),
+        "</section>",
+    ])  # fmt: skip
+
+
+SECTIONS = {"patch": patch_section, "lens": lens_section}  # an analysis's report -> its section

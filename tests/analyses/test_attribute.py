@@ -1,0 +1,87 @@
+"""Direct logit attribution (verbs/attribute.py) against TransformerLens's decompose_resid and apply_ln_to_stack (the
+frozen scale of logit_attrs), the parts summing to the difference, its bill, its refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from lens_models import MODELS, PROMPT, TOLERANCE, bridged, gap
+
+from minitransformer.cli import main
+from minitransformer.verbs.attribute import attribute
+
+TARGET, VERSUS = 7, 3
+
+
+def their_parts(cache, n_layer: int):
+    """decompose_resid's parts at the last position, or, where a block has no hook_attn_out there (Qwen3.5's linear
+    attention, Mamba-2's mixer: its decompose_resid raises KeyError), the same parts from its streams."""
+    import torch
+
+    try:
+        return cache.decompose_resid(layer=-1, pos_slice=-1, return_labels=True)
+    except KeyError:
+        last = lambda name: cache[name][:, -1]  # noqa: E731
+        parts, labels = [last("blocks.0.hook_resid_pre")], ["embed"]
+        for i in range(n_layer):
+            pre, post = last(f"blocks.{i}.hook_resid_pre"), last(f"blocks.{i}.hook_resid_post")
+            if f"blocks.{i}.hook_resid_mid" in cache:
+                mid = last(f"blocks.{i}.hook_resid_mid")
+                parts, labels = parts + [mid - pre, post - mid], labels + [f"{i}_mixer", f"{i}_mlp_out"]
+            else:
+                parts, labels = parts + [post - pre], labels + [f"{i}_mixer"]
+        return torch.stack(parts), labels
+
+
+@pytest.mark.parametrize("key", list(MODELS))
+def test_attribution_equals_transformer_lens(tmp_path_factory, key):
+    """TransformerLens's parts of the final stream (decompose_resid), under its frozen final scale (apply_ln_to_stack,
+    as logit_attrs applies it), times the final norm's gain (which its logit_attrs leaves to fold_ln), against the
+    two columns of W_U: ours, part by part."""
+    import torch
+
+    model, bridge = bridged(tmp_path_factory, key)
+    ours = attribute(model, PROMPT, TARGET, VERSUS)
+    with torch.no_grad():
+        _, cache = bridge.run_with_cache(torch.tensor([PROMPT]))
+        stack, labels = their_parts(cache, model.config.n_layer)
+        scaled = cache.apply_ln_to_stack(stack, layer=-1, pos_slice=-1)[:, 0]  # [parts, D]
+    decoder = model.architecture.forward
+    final = getattr(model.params, decoder.final_norm)
+    gains = final.weight + 1 if getattr(decoder.norm, "one_plus", False) else final.weight
+    unembedding = bridge.W_U.detach().double().numpy()
+    theirs = scaled.double().numpy() * gains @ (unembedding[:, TARGET] - unembedding[:, VERSUS])
+    if labels[:2] == ["embed", "pos_embed"]:  # GPT-2's: one stage of ours
+        theirs, labels = np.concatenate([[theirs[0] + theirs[1]], theirs[2:]]), ["embed", *labels[2:]]
+    mine = np.array([value for _, value in ours.parts[:-1]])
+    assert len(mine) == len(theirs), ([w for w, _ in ours.parts], labels)
+    assert gap(mine, theirs) <= TOLERANCE, (mine, theirs, labels)
+
+
+@pytest.mark.parametrize("key", ["gpt2", "qwen3_5"])
+def test_the_parts_sum_to_the_difference_in_float64(tmp_path_factory, key):
+    model, _ = bridged(tmp_path_factory, key, "float64")
+    ours = attribute(model, PROMPT, TARGET, VERSUS)
+    total = sum(value for _, value in ours.parts)
+    assert abs(total - ours.difference) <= 1e-10, (total, ours.difference)
+    logits = model.logits(PROMPT)[-1]
+    assert abs(ours.difference - (logits[TARGET] - logits[VERSUS])) <= 1e-12, (
+        ours.difference,
+        logits[[TARGET, VERSUS]],
+    )
+    L, D = model.config.n_layer, model.config.n_embd
+    assert ours.bill.items[1].macs == len(ours.parts) * 2 * D  # each part against two columns of W_U
+    assert len(ours.parts) == 1 + 2 * L + 1  # the embedding, attention (or mixer) and MLP a block, the biases
+
+
+def test_the_demo_and_its_refusals(capsys):
+    argv = ["attribute", "The capital of France is", "--target", " Paris", "--versus", " Berlin", "--model", "demo"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert (
+        "  block 3 attn                               4.4978" in out
+        and "sum of the parts                          12.8470" in out
+    )
+    assert main([*argv[:4], "--model", "demo"]) == 2
+    err = capsys.readouterr().err
+    assert "attribute needs --versus" in err and err.count("\n") == 1

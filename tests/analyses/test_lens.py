@@ -1,0 +1,63 @@
+"""The logit lens (verbs/lens.py) against TransformerLens's logit_lens and accumulated_resid, its bill, its refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from lens_models import MODELS, PROMPT, TOLERANCE, bridged, gap
+
+from minitransformer.cli import main
+from minitransformer.verbs.lens import count_lens, logit_lens, residual_stack
+
+
+@pytest.mark.parametrize("key", list(MODELS))
+def test_lens_equals_transformer_lens(tmp_path_factory, key):
+    import torch
+    from transformer_lens.tools.analysis.logit_lens import logit_lens as their_lens
+
+    model, bridge = bridged(tmp_path_factory, key)
+    tokens = torch.tensor([PROMPT])
+    _, cache = bridge.run_with_cache(tokens)
+    stack, labels = cache.accumulated_resid(apply_ln=False, return_labels=True)
+    _, ours_stack = residual_stack(model, PROMPT)
+    assert len(labels) == model.config.n_layer + 1
+    assert gap(ours_stack[:, None], stack) <= TOLERANCE
+    target = 7
+    theirs = their_lens(bridge, cache=cache, positions=None, targets=target)
+    ours = logit_lens(model, PROMPT, target, all_positions=True)
+    full = their_lens(bridge, cache=cache, positions=None)  # every logit of every entry and position
+    assert gap(ours.logits[:, None], full.values) <= TOLERANCE
+    their_ranks = theirs.rank_trajectory(target)[:, 0].numpy() + 1  # theirs from 0
+    our_ranks = np.array([e.rank for e in ours.entries]).reshape(len(labels), len(PROMPT))
+    assert np.array_equal(our_ranks, their_ranks), (our_ranks, their_ranks)
+
+
+def test_lens_reads_the_models_logits_at_its_last_entry_and_bills_its_products(tmp_path_factory):
+    model, _ = bridged(tmp_path_factory, "llama")
+    lens = logit_lens(model, PROMPT, 3)
+    assert np.allclose(lens.logits[-1, 0], model.logits(PROMPT)[-1], atol=1e-5)
+    L, D, V = model.config.n_layer, model.config.n_embd, model.config.vocab_size
+    readout = lens.bill.items[1]
+    assert readout.dot_products == (L + 1) * V and readout.macs == (L + 1) * V * D  # one row an entry, length D
+    counted = count_lens(model.config, len(PROMPT))
+    assert [i.to_dict() for i in counted.items] == [i.to_dict() for i in lens.bill.items]  # shapes alone: the same
+
+
+def test_lens_in_float64_and_the_demo(capsys):
+    main(["lens", "The capital of France is", "--target", " Paris", "--model", "demo", "--dtype", "float64"])
+    out = capsys.readouterr().out
+    assert "after block 3      4       1    0.9543" in out and "' Paris' first ranks 1 at after block 3" in out
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["lens", "The capital of France is", "--target", " Parisian"], "is 2 tokens (' Paris' + 'ian'), not one"),
+        (["lens", "The capital of France is"], "lens needs --target"),
+        (["lens", "--target", " Paris"], "lens needs a prompt"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, says):
+    assert main([*argv, "--model", "demo"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err

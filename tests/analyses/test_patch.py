@@ -1,0 +1,132 @@
+"""Activation patching (verbs/patch.py) against TransformerLens's generic_activation_patch, its bill, its refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from lens_models import MODELS, PROMPT, TOLERANCE, bridged, gap
+
+from minitransformer.cli import main
+from minitransformer.verbs.patch import count_patch, patch
+
+CORRUPT = [*PROMPT[:2], 30, *PROMPT[3:]]  # one token changed: position 2
+TARGET, VERSUS = 7, 3
+HEADS = {"gpt2", "llama", "qwen3_5"}  # the models with attention heads (Qwen3.5's in its full-attention layers)
+# Qwen3.5's sweep is compared in float64, both sides: in float32 their rounding and ours add up to 1.6e-5 at the worst
+# cell (its bridge, asked for float64, still rounds somewhere: 6.8e-6 there)
+FLOAT64 = {"qwen3_5"}
+
+
+def their_patching(bridge, heads_of: list[int]):
+    """TransformerLens's sweeps on the same prompts: the patched logit difference per (layer, position) of the stream,
+    and per (layer, position, head) of hook_z in the layers `heads_of` (a flat index, as its index_df gives)."""
+    import pandas as pd
+    import torch
+    from transformer_lens import patching
+
+    clean, corrupt = torch.tensor([PROMPT]), torch.tensor([CORRUPT])
+    _, cache = bridge.run_with_cache(clean)
+    metric = lambda logits: logits[0, -1, TARGET] - logits[0, -1, VERSUS]  # noqa: E731
+    with torch.no_grad():
+        differences = [float(metric(bridge(tokens))) for tokens in (clean, corrupt)]
+        stream = patching.get_act_patch_resid_pre(bridge, corrupt, cache, metric)
+        cells = [(layer, p, h) for layer in heads_of for p in range(len(PROMPT)) for h in range(bridge.cfg.n_heads)]
+        heads = None
+        if cells:
+            index = pd.DataFrame(cells, columns=["layer", "pos", "head"])
+            heads = patching.generic_activation_patch(bridge, corrupt, cache, metric,
+                                                      patching.layer_pos_head_vector_patch_setter, "z",
+                                                      index_df=index)  # fmt: skip
+    return differences, stream, heads
+
+
+@pytest.mark.parametrize("key", list(MODELS))
+def test_patch_equals_transformer_lens(tmp_path_factory, key):
+    model, bridge = bridged(tmp_path_factory, key, "float64" if key in FLOAT64 else "float32")
+    ours = patch(model, PROMPT, CORRUPT, TARGET, VERSUS, heads=key in HEADS)
+    attending = [i for i in range(model.config.n_layer) if ours.heads is not None and not np.isnan(ours.heads[i]).all()]
+    (clean, corrupt), stream, heads = their_patching(bridge, attending)
+    assert abs(ours.clean_difference - clean) <= TOLERANCE * max(1, abs(clean)), (ours.clean_difference, clean)
+    assert abs(ours.corrupt_difference - corrupt) <= TOLERANCE * max(1, abs(corrupt)), (
+        ours.corrupt_difference,
+        corrupt,
+    )
+    # TransformerLens's cells are the patched differences; ours the share restored: put back on its scale
+    scale = ours.clean_difference - ours.corrupt_difference
+    assert gap(ours.residual * scale + ours.corrupt_difference, stream) <= TOLERANCE, (ours.residual, stream)
+    # Closed forms: the positions before the one changed are the same in both runs (no change), and at block 0 the
+    # changed position patched makes the clean run (all of it)
+    restored = ours.residual * scale
+    assert np.abs(restored[:, :2]).max() <= TOLERANCE * max(1, abs(corrupt)), restored
+    assert abs(restored[0, 2] - scale) <= TOLERANCE * max(1, abs(clean)), (restored[0, 2], scale)
+    if key in HEADS:
+        assert attending, "no layer's heads were patched"
+        flat = ours.heads[attending].reshape(-1) * scale + ours.corrupt_difference
+        assert gap(flat, heads) <= TOLERANCE, (flat, heads)
+
+
+def test_patching_starts_at_the_layer_and_bills_what_it_recomputed(tmp_path_factory):
+    """The bill from the ledger: a run from block l costs blocks l.. and the readout; shapes alone give the same."""
+    model, _ = bridged(tmp_path_factory, "llama")
+    ours = patch(model, PROMPT, CORRUPT, TARGET, VERSUS, heads=True)
+    T, L, H = len(PROMPT), model.config.n_layer, model.config.n_head
+    clean, corrupt, stream, heads = ours.bill.items
+    assert (clean.passes, corrupt.passes, stream.passes, heads.passes) == (1, 1, L * T, L * T * H)
+    logits = T * model.config.vocab_size * model.config.n_embd  # the readout's MACs, once a run at R = 1
+    block = (corrupt.macs - model.config.vocab_size * model.config.n_embd) // L  # the blocks are alike: one's MACs
+    assert stream.macs == sum(T * ((L - start) * block) + logits for start in range(L)), stream.macs
+    assert ours.bill.saved.macs == (L * T + L * T * H) * corrupt.macs - stream.macs - heads.macs > 0
+    counted = count_patch(model.config, T, heads=True)
+    assert counted.to_dict() == ours.bill.to_dict()  # from shapes alone: the same bill
+
+
+def test_patch_in_float64_and_the_demo(capsys):
+    argv = ["patch", "The capital of France is", "--corrupt", "The capital of Germany is", "--target", " Paris",
+            "--versus", " Berlin", "--model", "demo", "--dtype", "float64"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "positions where the prompts differ: ' France' / ' Germany'" in out
+    assert "block 0       0.000       0.000       0.000       1.000       0.000" in out  # France carries it all at 0
+
+
+def test_count_only_is_a_shape_sum_for_any_preset(capsys):
+    assert main(["patch", "--count-only", "--preset", "qwen3.5-27b", "--tokens", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "64 layers x 200 positions, each from its block  12,800 x" in out and "against 12,800 whole" in out
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["The capital of France is", "--corrupt", "The capital of the Netherlands is"],
+         "the clean prompt is 5 tokens and the corrupted one 6"),
+        (["The capital of France is", "--target", " Paris", "--versus", " Berlin"], "patch needs --corrupt"),
+        (["The capital of France is", "--corrupt", "The capital of Germany is", "--versus", " Parisian"],
+         "--versus ' Parisian' is 2 tokens"),
+        (["The capital of France is", "--corrupt", "The capital of Germany is", "--versus", " Paris"],
+         "--target and --versus are the same token"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, says):
+    defaults = {"--target": " Paris", "--versus": " Berlin"}
+    argv = [*argv, *(x for flag, value in defaults.items() if flag not in argv for x in (flag, value))]
+    assert main(["patch", *argv, "--model", "demo"]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_the_pages_draw_the_sweep_and_the_lens(tmp_path, capsys):
+    """patch --html and lens --html: each its section, its heatmap's cells from the JSON, its bill."""
+    import json
+    from html import escape
+
+    clean = ["The capital of France is", "--model", "demo"]
+    patched = ["patch", *clean, "--corrupt", "The capital of Germany is", "--target", " Paris", "--versus", " Berlin"]
+    assert main([*patched, "--json", str(tmp_path / "p.json"), "--html", str(tmp_path / "p.html")]) == 0
+    assert main(["lens", *clean, "--target", " Paris", "--positions", "--html", str(tmp_path / "l.html")]) == 0
+    document, page = json.loads((tmp_path / "p.json").read_text()), (tmp_path / "p.html").read_text()
+    assert "<h2>Activation patching</h2>" in page and "Its bill" in page
+    assert page.count('<rect class="cell"') == 4 * 5 == len(document["residual"]) * len(document["residual"][0])
+    assert escape(f"block 1, ' France' 3: share restored {document['residual'][1][3]:.3f}") in page
+    lens = (tmp_path / "l.html").read_text()
+    assert "<h2>The logit lens</h2>" in lens and lens.count('<rect class="cell"') == 5 * 5  # entries x positions
