@@ -44,6 +44,11 @@ class Forward(Protocol):
     ) -> np.ndarray: ...
 
 
+# Parameter kinds a checkpoint holds as integers, tables of indices rather than weights (DeepSeek-V4's hash routing:
+# each token id's experts, tid2eid [V, k]): loaded as they are, never rounded, multiplied or counted as parameters.
+INDEX_KINDS = ("router_table",)
+
+
 @dataclass(frozen=True)
 class Layout:
     """Where a family's checkpoint keeps each tensor, and what kind of parameter each is."""

@@ -122,6 +122,9 @@ class Decoder(Part):
     # scan's recurrent form then listed after its chunked form: Mamba-2's table)
     dry_run: Callable[[Any], Any] | None = None
     decode_first: bool = False
+    # A part on the stream between the last block and the final norm, its tensors at the model's top under its
+    # `module` (DeepSeek-V4's hyper-connections' head, which mixes its streams back into one); None: none
+    head: Any = None
 
     def __call__(
         self,
@@ -155,8 +158,10 @@ class Decoder(Part):
                 )
             kv = cache.layer(i) if cache is not None else None
             rotary = () if rope is None else tables[rope]
-            inputs = LayerInputs(kv, masks[e.window] if attends else None, rotary, pads, choices)
+            inputs = LayerInputs(kv, masks[e.window] if attends else None, rotary, pads, choices, ids)
             x = self.block(x, layer_params, config, at, inputs)
+        if self.head is not None:
+            x = self.head(x, getattr(p, self.head.module), config, tape)
         tape = tape.declaring(self.declared(config))
         h = tape.stage("ln_f", self.norm(x, getattr(p, self.final_norm), config), "T D")
         if not all_positions:
@@ -183,7 +188,7 @@ class Decoder(Part):
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
         """Every kind of parameter, in the order a pass meets them, but the biases and norms after the rest."""
-        block = self.block.kinds
+        block = self.block.kinds | (self.head.kinds if self.head is not None else {})
         norms = {k: v for k, v in {**block, **self.norm.kinds}.items() if k in NORM_KINDS}
         rest = {k: v for k, v in block.items() if k not in norms}
         return {
@@ -199,6 +204,8 @@ class Decoder(Part):
         tensors = self.embed.tensors(config)
         for i in range(config.n_layer):
             tensors |= under(f"{self.layers}.{i}", self.block.tensors(config, i))
+        if self.head is not None:
+            tensors |= under(self.head.module, self.head.tensors(config))
         tensors |= under(self.final_norm, self.norm.tensors(config))
         if not config.tie_word_embeddings:
             tensors[f"{self.unembedding}.weight"] = Tensor((config.vocab_size, config.n_embd), "unembedding")
