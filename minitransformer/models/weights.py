@@ -204,7 +204,7 @@ def holds_narrow(tree) -> bool:
         return any(holds_narrow(v) for v in vars(tree).values())
     if isinstance(tree, list):
         return any(holds_narrow(v) for v in tree)
-    return isinstance(tree, np.ndarray) and tree.dtype not in (np.float32, np.float64)
+    return isinstance(tree, np.ndarray) and tree.dtype.kind == "f" and tree.dtype not in (np.float32, np.float64)
 
 
 def held_formats(params: SimpleNamespace, config: ModelConfig) -> dict[str, str]:
@@ -223,7 +223,7 @@ def held_formats(params: SimpleNamespace, config: ModelConfig) -> dict[str, str]
             for value in node:
                 visit(value)
         elif isinstance(node, np.ndarray) and node is not embedding and node.ndim >= 2:
-            if node.dtype not in (np.float32, np.float64):
+            if node.dtype not in (np.float32, np.float64) and node.dtype.kind != "i":  # an index table is no weight
                 matrices.add(node.dtype.name)
 
     visit(params)

@@ -309,8 +309,10 @@ ATTENTION = (
     Stage("mask", ("attn.scores",), "mask", "S = -inf at a key in the future or behind the window, and at an entry "
           "whose window is not all in the query's past (or not chosen)", "S [H, T, t+c]"),
     SINKS,
-    Stage("softmax", ("attn.weights",), "softmax", "A = softmax(S') over the keys, the entries and the sink, the "
-          "sink's column dropped; A_w, A_c = the window's columns and the entries'", "S' [H, T, t+c+1]"),
+    Stage("softmax", ("attn.all_weights",), "softmax", "A = softmax(S') over the keys, the entries and the sink, the "
+          "sink's column dropped", "S' [H, T, t+c+1]"),
+    Stage("split", ("attn.weights", "attn.entry_weights"), "reshape", "A_w, A_c = A's columns of the window's keys "
+          "and of the entries", "A [H, T, t+c]"),
     Stage("mix", ("attn.mix",), "matmul", "Z = A_w V  (V = K: the window's kv)", "A_w [H, T, t], V [1, t, dh]",
           ATTENTION_SCORES),
     Stage("compressed.mix", ("attn.mix_entries",), "matmul", "Z_c = A_c E  (the entries are values too)",
@@ -481,11 +483,12 @@ def attend_window_and_entries(q, K, bias, entries, chosen, sinks, config: Any, a
     s = at.stage("sinks", with_sinks(s, sinks), f"H T {width}+1")
     a = at.stage("softmax", softmax(s)[..., :-1], f"H T {width}")
     t = K.shape[-2]
-    z = at.matmul("mix", a[..., :t], K, "H T t, 1 t dh -> H T dh")
     if entries is None:
-        return z
+        return at.matmul("mix", at.stage("split", a, "H T t"), K, "H T t, 1 t dh -> H T dh")
+    a, a_c = at.stage("split", (a[..., :t], a[..., t:]), f"H T t; H T {width[2:]}")
+    z = at.matmul("mix", a, K, "H T t, 1 t dh -> H T dh")
     if chosen is None:
-        z_c = at.matmul("compressed.mix", a[..., t:], entries[..., None, :, :], "H T c, 1 c dh -> H T dh")
+        z_c = at.matmul("compressed.mix", a_c, entries[..., None, :, :], "H T c, 1 c dh -> H T dh")
     else:
-        z_c = at.matmul("compressed.mix", a[..., None, t:], chosen[0], "H T 1 kc, 1 T kc dh -> H T 1 dh")[..., 0, :]
+        z_c = at.matmul("compressed.mix", a_c[..., None, :], chosen[0], "H T 1 kc, 1 T kc dh -> H T 1 dh")[..., 0, :]
     return at.stage("compressed.add", z + z_c, "H T dh")
