@@ -13,6 +13,8 @@ Three words, three things: `config.family` is a family's name, `Architecture` it
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -112,6 +114,12 @@ class Formulas:
     def attention_vs_weights(self, config: Any) -> tuple[str, str, str]:
         """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs."""
         raise NotImplementedError
+
+    def decode_attention(self, config: Any, t: int) -> tuple[Fraction, str] | None:
+        """Where a decode step's attention against its products with weights is not t / X in the first layer that
+        attends (DeepSeek-V4's: a window that caps, entries that grow t / m), that layer's ratio at context t in
+        closed form and the line that says it; None: the law (verbs/formulas.py's attention_to_weights)."""
+        return None
 
     def selection_per_pair(self, config: Any, layer: int = 0) -> tuple[int, int]:
         """(MACs, dot products) a query spends in a layer on each key in reach to choose the keys it attends to (a

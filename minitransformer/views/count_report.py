@@ -426,12 +426,21 @@ def attention_lines(count: Count) -> str:
             + (f" of the {context:,} in context" if t < context else "")
             + ", each kind below"
         )
-    x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
-    at_t = Fraction(
-        attention_macs(c, 1, t), weight_macs_per_position(c, first_attending(c))
-    )  # t / x, or less past an indexer's k_i
     flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
     headers = ["MACs", "attention", "products with weights", "attention / weights"] + ["scan"] * scans
+    own = architecture_of(c).formulas.decode_attention(c, context)  # a family whose attention is no t / X law
+    if own is None:
+        x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
+        at_t = Fraction(
+            attention_macs(c, 1, t), weight_macs_per_position(c, first_attending(c))
+        )  # t / x, or less past an indexer's k_i
+        law = [
+            f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
+            f"({values}); at t = {t:,}: {_ratio(at_t)}",
+            f"  {_crossing(c, attention_crossing(c))}",
+        ]
+    else:
+        law = [f"  per layer, in closed form: attention {flops} ({values}); {own[1]}"]
     return "\n".join(
         [
             f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
@@ -439,9 +448,7 @@ def attention_lines(count: Count) -> str:
             f"  attention: {attention_ops} (they grow with t); products with weights: {weight_ops}, and the logits in "
             f"the pass (they do not)"
             + (f"; scan: {scan_ops} (a recurrent layer's state, read and written: the same at any t)" if scans else ""),
-            f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
-            f"({values}); at t = {t:,}: {_ratio(at_t)}",
-            f"  {_crossing(c, attention_crossing(c))}",
+            *law,
         ]
     )
 

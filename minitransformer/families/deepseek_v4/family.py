@@ -15,6 +15,7 @@ layers (mtp.*) are not the model's, as in transformers."""
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from ...engine.row_chunks import computed_pairs
@@ -56,8 +57,30 @@ ACTIVATIONS = ("scores", "mix", "compressed.scores", "compressed.mix", "index.sc
                "index.compressor.pool", "attn_hc.collapse", "attn_hc.mix", "ffn_hc.collapse", "ffn_hc.mix")  # fmt: skip
 
 
+ATTENTION_OPS = ("scores", "mix", "compressed.scores", "compressed.mix", "index.scores", "index.sum")  # grow with t
+POOLS = ("compressor.pool", "index.compressor.pool")  # the compressors' sums over a window's slots (neither)
+
+
 class DeepseekV4Formulas(DecoderFormulas):
     activations = ACTIVATIONS
+
+    def decode_attention(self, config: Any, t: int) -> tuple[Fraction, str]:
+        """Layer 0's decode step at context t: its attention (the window's min(t, W) keys; its entries, t // m of them,
+        all or the kc chosen, and the indexer's scores of every one) against its products with weights."""
+        ops = self.decoder.block.products(config, 1, t, 1, 0)
+        attention = sum(n * length for op, (n, length) in ops.items() if op in ATTENTION_OPS)
+        weights = sum(n * length for op, (n, length) in ops.items() if op not in (*ATTENTION_OPS, *POOLS))
+        ratio = Fraction(attention, weights)
+        return ratio, f"at t = {t:,}: {float(ratio):.3g} (no t / X law: the window caps at W, the entries grow t / m)"
+
+    def attention_vs_weights(self, c: Any) -> tuple[str, str, str]:
+        return (
+            "2 H dh (min(t, W) + e) + 2 Hi (di + 1) c' FLOPs (e the entries a query reads: t // m at 128:1, "
+            "min(t // m, kc) at 4:1; c' = t // m the indexer scores, 4:1 only) against its products with weights",
+            "",
+            f"H = {c.n_head}, dh = {c.head_dim}, W = {c.sliding_window}, m = {c.csa_rate} or {c.hca_rate}, "
+            f"kc = {c.compressed_topk:,}, Hi = {c.index_n_heads}, di = {c.index_head_dim}",
+        )
 
     def products(self, config: Any, T: int, t: int, R: int = 1, B: int = 1) -> Products:
         """The last layer's products (a pass of T positions at context t), the head's and the logits'."""
