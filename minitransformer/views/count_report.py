@@ -616,6 +616,8 @@ def _kv_cache_lines(count: Count, m: dict) -> list[str]:
         heads += f" and the indexer's key of {c.d_index:,}" + (
             "" if indexed == c.n_layer else f" in the {indexed} layers with an indexer"
         )
+    if any(k.get("compressed") for k in m["cache"]["layer_types"].values()):  # DeepSeek-V4's compressed streams
+        return stream_lines(count, m, per_seq)
     if any(k.get("state") for k in m["cache"]["layer_types"].values()):
         # a hybrid: the attention layers' keys and values grow with the context, the recurrent layers' state not
         return cache_lines(count, m, numbers, heads, per_seq)
@@ -675,6 +677,30 @@ def _activation_lines(count: Count, act: dict) -> list[str]:
             else []
         ),
     ]
+
+
+def stream_lines(count: Count, m: dict, per_seq: str) -> list[str]:
+    """A cache of streams side by side (DeepSeek-V4's), by kind of layer: the window's keys (K = V, kept once), each
+    compressed stream's entries (one every m positions), the compressors' state; the whole after the positions
+    counted and at the context."""
+    c, cache = count.config, m["cache"]
+    off = "" if count.cached else " (if the cache were on)"
+    per_number = m["bytes_per_number"]
+    out = [f"  KV cache     by stream after {cache['positions']:,} positions{per_seq}{off}:"]
+    for kind, k in cache["layer_types"].items():
+        layers, streams = plural(k["layers"], kind + " layer"), k.get("compressed", {})
+        window = k["bytes"] - k.get("state_bytes", 0) - sum(s["bytes"] for s in streams.values())
+        parts = [f"window {k['positions']:,} x {c.d_head} (K = V): {byte_size(window)}"]
+        parts += [f"{name} {s['entries']:,} entries (1 every {s['ratio']}) x {s['numbers_per_entry']}: "
+                  f"{byte_size(s['bytes'])}" for name, s in streams.items()]  # fmt: skip
+        if k.get("state_bytes"):
+            parts.append(f"compressors' state {byte_size(k['state_bytes'])}")
+        out.append(f"               {layers}: " + "; ".join(parts))
+    out.append(
+        f"  cache        {byte_size(cache['bytes'])} ({byte_size(cache['bytes'] // per_number * 2)} in bfloat16); "
+        f"the whole context ({c.n_positions:,}): {byte_size(cache['bytes_at_context'])}"
+    )
+    return out
 
 
 def cache_lines(count: Count, m: dict, numbers: str, heads: str, per_seq: str) -> list[str]:
