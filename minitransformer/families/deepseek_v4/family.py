@@ -15,10 +15,13 @@ layers (mtp.*) are not the model's, as in transformers."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
 from ...engine.row_chunks import computed_pairs
+from ..deepseek_v32.config import PRESETS as V32_PRESETS
+from ..deepseek_v32.family import DECODER as V32_DECODER
 from ..parts.compressed import CompressedAttention
 from ..parts.decoder import Decoder
 from ..parts.family import DecoderFormulas, composed
@@ -27,6 +30,9 @@ from ..parts.moe import HashRouter, Mixture, MlpByKind, SharedExpert, SqrtSoftpl
 from ..parts.part import Products
 from . import reference
 from .config import PRESETS, DeepseekV4Config
+
+# The model card's claims at a context of 1,000,000: a decode step's FLOPs and the KV cache against DeepSeek-V3.2's
+CARD = {"deepseek-v4-pro": ("27%", "10%"), "deepseek-v4-flash": ("10%", "7%")}
 
 SYMBOLS = (
     "T new positions, t the window's keys attended, D d_model, N streams (hc_mult), H heads of dh, dq query rank, "
@@ -73,6 +79,26 @@ class DeepseekV4Formulas(DecoderFormulas):
         ratio = Fraction(attention, weights)
         return ratio, f"at t = {t:,}: {float(ratio):.3g} (no t / X law: the window caps at W, the entries grow t / m)"
 
+    def count_notes(self, config: Any, n_prompt: int, n_new: int) -> list[str]:
+        """count's lines: a decode step and the KV cache at the count's last context beside DeepSeek-V3.2-Exp's at the
+        same context, both in closed form (the model card's comparison)."""
+        t = n_prompt + n_new - 1
+        v32 = replace(V32_PRESETS["deepseek-v3.2-exp"], n_positions=max(t, 1))
+        ours, theirs = self.pass_macs(config, 1, t - 1), v32_decode_macs(v32, t)
+        cache = sum(config.layer_cache(i).numbers_held(t) for i in range(config.n_layer))
+        latent = v32.n_layer * t * (v32.kv_lora_rank + v32.qk_rope_head_dim + v32.index_head_dim)
+        card = CARD.get(config.name)
+        said = (lambda i: f" (the model card: {card[i]})") if card else (lambda i: "")
+        return [
+            f"DeepSeek-V4 beside DeepSeek-V3.2-Exp at a context of {t:,} (both in closed form; the card compares them at "
+            "1,000,000)",
+            f"  a decode step: {ours:,} MACs here, {theirs:,} for deepseek-v3.2-exp: {ours / theirs:.1%}{said(0)}",
+            f"  the KV cache: {cache:,} numbers here (window, entries, indexer; the compressors' state apart), "
+            f"{latent:,} in V3.2's latent cache (c and k_r, {v32.kv_lora_rank + v32.qk_rope_head_dim}, and the "
+            f"indexer's key, {v32.index_head_dim}, a layer and position): {cache / latent:.1%}{said(1)}",
+            "  (docs/families/deepseek_v4.md says where each number differs from the card's, and why)",
+        ]
+
     def attention_vs_weights(self, c: Any) -> tuple[str, str, str]:
         return (
             "2 H dh (min(t, W) + e) + 2 Hi (di + 1) c' FLOPs (e the entries a query reads: t // m at 128:1, "
@@ -108,6 +134,13 @@ class DeepseekV4Formulas(DecoderFormulas):
         else:
             passes = [(n_prompt + k, 0) for k in range(n_new)]
         return sum(self.pass_macs(config, T, past, 1, B) for T, past in passes)
+
+
+def v32_decode_macs(config: Any, t: int) -> int:
+    """DeepSeek-V3.2's decode step at context t in closed form: each layer's products (its scores and mix over
+    min(t, index_topk) keys, its indexer's over all t) and the logits."""
+    layers = sum(n * length for i in range(config.n_layer) for n, length in V32_DECODER.block.products(config, 1, t, 1, i).values())
+    return layers + config.vocab_size * config.n_embd
 
 
 ARCHITECTURE = composed(
