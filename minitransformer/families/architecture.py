@@ -13,11 +13,10 @@ Three words, three things: `config.family` is a family's name, `Architecture` it
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any, Protocol
 

@@ -146,7 +146,9 @@ def load_weights(
             raise UserError(
                 f"{directory}: tensor {name} has shape {list(info.shape)} but config.json implies {list(shape)}"
             )
-        if info.dtype not in _DTYPES and not (info.dtype in _INDEX_DTYPES and _is_index_table(architecture, name, config)):
+        if info.dtype not in _DTYPES and not (
+            info.dtype in _INDEX_DTYPES and _is_index_table(architecture, name, config)
+        ):
             raise UserError(f"{directory}: tensor {name} is {info.dtype}; only F32, F16 and BF16 weights are supported")
         if info.file not in maps:
             maps[info.file] = np.memmap(info.file, dtype=np.uint8, mode="r")

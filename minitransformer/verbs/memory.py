@@ -103,9 +103,7 @@ def layer_cache_positions(config: Config, positions: int) -> dict[str, tuple[int
 def kv_cache_bytes_after(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
     """The bytes of K and V that every attention layer must hold after `positions` tokens, each at most its window."""
     return (
-        batch
-        * bytes_per_number
-        * sum(s.numbers_held(positions) for s in _specs(config) if isinstance(s, KeysValues))
+        batch * bytes_per_number * sum(s.numbers_held(positions) for s in _specs(config) if isinstance(s, KeysValues))
     )
 
 

@@ -195,7 +195,9 @@ def test_the_counted_ratio_is_the_closed_form_for_every_preset(name, context):
     assert step.attended == t and step.context == context
     own = architecture_of(config).formulas.decode_attention(config, context)  # no t / X law: the family's closed form
     expected = Fraction(t) / formulas.attention_to_weights(config) if own is None else own[0]
-    if own is None and config.index_topk is not None and t > config.index_topk:  # past an indexer's k, scores and mix stop growing
+    if (
+        own is None and config.index_topk is not None and t > config.index_topk
+    ):  # past an indexer's k, scores and mix stop growing
         expected = Fraction(formulas.attention_macs(config, 1, t), formulas.weight_macs_per_position(config, 0))
     first = step.groups[step._group_of[step.layer_types[attending[0]]]][0]  # layer 0 but in a hybrid
     attention = sum(r.macs for r in first if r.stage.group == ATTENTION_SCORES)

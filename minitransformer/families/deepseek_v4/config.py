@@ -91,7 +91,11 @@ def rope_dims(hf: dict, values: Mapping) -> int:
     """The rotary numbers of each head: head_dim x partial_rotary_factor, or the older qk_rope_head_dim, or 64 of
     512 (transformers' default factor 1/8)."""
     factor, dims = PARTIAL.get(hf), ROPE_DIM.get(hf)
-    rope = int(values["head_dim"] * factor) if factor is not None else (dims if dims is not None else values["head_dim"] // 8)
+    rope = (
+        int(values["head_dim"] * factor)
+        if factor is not None
+        else (dims if dims is not None else values["head_dim"] // 8)
+    )
     if rope % 2 or rope > values["head_dim"] or rope <= 0:
         raise UserError(f"config partial_rotary_factor gives {rope} rotary numbers of head_dim={values['head_dim']}: "
                         "an even number, at most the head")  # fmt: skip
@@ -118,7 +122,8 @@ def theta(which: str, json: str, default: float):
     """A rope's base: the nested rope_parameters' `which` ("main", "compress") where given, else the key `json`."""
 
     def read(hf: dict, values: Mapping) -> float:
-        nested = hf.get("rope_parameters") if isinstance(hf.get("rope_parameters"), dict) else {}
+        given = hf.get("rope_parameters")
+        nested: dict = given if isinstance(given, dict) else {}
         value = (nested.get(which) or {}).get("rope_theta", hf.get(json, default))
         POSITIVE_NUMBER.check(json, value)
         return float(value)
@@ -175,8 +180,13 @@ class DeepseekV4Config(ModelConfig):
     compressed_topk: int = key("index_topk", 512, SIZE)  # the compressed entries a query attends to (4:1 layers)
     rope_theta: float = key("rope_theta", 10000.0, POSITIVE_NUMBER, read=theta("main", "rope_theta", 10000.0),
                             write=lambda c: {})  # fmt: skip
-    compress_rope_theta: float = key("compress_rope_theta", 160000.0, POSITIVE_NUMBER,
-                                     read=theta("compress", "compress_rope_theta", 160000.0), write=lambda c: {})
+    compress_rope_theta: float = key(
+        "compress_rope_theta",
+        160000.0,
+        POSITIVE_NUMBER,
+        read=theta("compress", "compress_rope_theta", 160000.0),
+        write=lambda c: {},
+    )
     compress_scaling: tuple[tuple[str, object], ...] | None = key("rope_parameters", None, Kind("a rope scaling"),
                                                                   read=compress_scaling, write=lambda c: {})  # fmt: skip
     norm_eps: float = eps("rms_norm_eps", 1e-6)
@@ -212,7 +222,7 @@ class DeepseekV4Config(ModelConfig):
 
     # --- what the rest of the code asks ---------------------------------------------------------------------------
     @property
-    def layer_types(self) -> tuple[str, ...]:  # type: ignore[override]
+    def layer_types(self) -> tuple[str, ...]:
         """Each layer's kind: its attention, with "+hash" where its experts are hash-routed (their stages differ)."""
         return tuple(a + ("+hash" if m == HASH else "") for a, m in zip(self.attention_types, self.mlp_layer_types))
 
@@ -270,7 +280,9 @@ class DeepseekV4Config(ModelConfig):
             return KeysValues(1, dh, window=self.sliding_window, shared=True)
         overlap = self.attention_types[layer] == CSA
         compressed = (("compressed", m, (dh,)),) + ((("index", m, (di,)),) if overlap else ())
-        state = compressor_state("compressor", m, dh, overlap) + (compressor_state("indexer", m, di, True) if overlap else ())
+        state = compressor_state("compressor", m, dh, overlap) + (
+            compressor_state("indexer", m, di, True) if overlap else ()
+        )
         return KeysValues(1, dh, window=self.sliding_window, shared=True, compressed=compressed, state=state)
 
     def prefix(self, n_layer: int) -> Any:

@@ -120,7 +120,10 @@ class DeepseekV4Formulas(DecoderFormulas):
         for layer in range(config.n_layer):
             ops = self.decoder.block.products(config, T, t, B, layer)
             pairs = computed_pairs(T, t, config.sliding_window)
-            total += sum(n * length for op, (n, length) in ops.items() if op != "mix") + B * config.n_head * config.head_dim * pairs
+            total += (
+                sum(n * length for op, (n, length) in ops.items() if op != "mix")
+                + B * config.n_head * config.head_dim * pairs
+            )
         head = sum(n * length for n, length in HEAD.products(config, T, t, B).values())
         return total + head + B * R * config.vocab_size * config.n_embd
 
@@ -139,7 +142,11 @@ class DeepseekV4Formulas(DecoderFormulas):
 def v32_decode_macs(config: Any, t: int) -> int:
     """DeepSeek-V3.2's decode step at context t in closed form: each layer's products (its scores and mix over
     min(t, index_topk) keys, its indexer's over all t) and the logits."""
-    layers = sum(n * length for i in range(config.n_layer) for n, length in V32_DECODER.block.products(config, 1, t, 1, i).values())
+    layers = sum(
+        n * length
+        for i in range(config.n_layer)
+        for n, length in V32_DECODER.block.products(config, 1, t, 1, i).values()
+    )
     return layers + config.vocab_size * config.n_embd
 
 

@@ -50,7 +50,10 @@ def float64_throughout(reference, model, torch) -> None:
     namespace["apply_rotary_pos_emb"] = in_float64(modeling.apply_rotary_pos_emb, namespace)
     forwards = {name: in_float64(getattr(modeling, name).forward, namespace) for name in CAST}
     config, replaced = model.config, 0
-    ropes = {"main": config.rope(first_of(config, sliding=True)), "compress": config.rope(first_of(config, sliding=False))}
+    ropes = {
+        "main": config.rope(first_of(config, sliding=True)),
+        "compress": config.rope(first_of(config, sliding=False)),
+    }
     frequencies = {kind: torch.tensor(rotary.inverse_frequencies(rope, np.dtype(np.float64)))
                    for kind, rope in ropes.items() if rope is not None}  # fmt: skip
 

@@ -160,9 +160,15 @@ class Compressor(Part):
         first_kv, first_z = np.zeros_like(kv[..., :d]), np.full_like(z[..., :d], -np.inf)
         first_kv[..., 1:, :, :], first_z[..., 1:, :, :] = kv[..., :-1, :, :d], z[..., :-1, :, :d]
         if held is not None and before:  # the last closed window's first series, kept from an earlier pass
-            first_kv[..., 0, :, :], first_z[..., 0, :, :] = held[f"{self.state}.prior_kv"], held[f"{self.state}.prior_gate"]
+            first_kv[..., 0, :, :], first_z[..., 0, :, :] = (
+                held[f"{self.state}.prior_kv"],
+                held[f"{self.state}.prior_gate"],
+            )
         if held is not None:
-            held[f"{self.state}.prior_kv"][...], held[f"{self.state}.prior_gate"][...] = kv[..., -1, :, :d], z[..., -1, :, :d]
+            held[f"{self.state}.prior_kv"][...], held[f"{self.state}.prior_gate"][...] = (
+                kv[..., -1, :, :d],
+                z[..., -1, :, :d],
+            )
         return np.concatenate([first_kv, kv[..., d:]], axis=-2), np.concatenate([first_z, z[..., d:]], axis=-2)
 
     def keep(self, kv, z, held, past: int, m: int, d: int) -> None:
@@ -173,8 +179,8 @@ class Compressor(Part):
         rows = (kept + T) % m  # the open window's rows after this pass: its last ones
         if rows:
             if rows > T:  # the open window began before this pass: its first rows are kept already
-                held[f"{self.state}.kv"][..., kept : rows, :] = kv
-                held[f"{self.state}.gate"][..., kept : rows, :] = z
+                held[f"{self.state}.kv"][..., kept:rows, :] = kv
+                held[f"{self.state}.gate"][..., kept:rows, :] = z
             else:
                 held[f"{self.state}.kv"][..., :rows, :] = kv[..., T - rows :, :]
                 held[f"{self.state}.gate"][..., :rows, :] = z[..., T - rows :, :]
@@ -462,7 +468,9 @@ def attend_window_and_entries(q, K, bias, entries, chosen, sinks, config: Any, a
     width = "t"
     if entries is not None:
         if chosen is None:  # 128:1: every entry
-            s_c = at.matmul("compressed.scores", q, entries[..., None, :, :].swapaxes(-1, -2), "H T dh, 1 dh c -> H T c")
+            s_c = at.matmul(
+                "compressed.scores", q, entries[..., None, :, :].swapaxes(-1, -2), "H T dh, 1 dh c -> H T c"
+            )
             bias_c = None if isinstance(s_c, ShapeOnly) or bias is None else future_entries(
                 at.dims.past, at.dims.T, s_c.shape[-1], m, s_c.dtype)  # fmt: skip
             width = "t+c"

@@ -435,7 +435,7 @@ class HashRouter(SqrtSoftplusRouter):
         stages = super().stages(config)
         return by_op(stages["router"], SQRT_SOFTPLUS, HASHED, stages["router.weigh"])
 
-    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, ids=None):  # type: ignore[override]
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, ids=None):
         at, w = at.declaring(self.declared(config)), getattr(p, self.module)
         logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E")
         scores = at.stage("router.score", sqrt_softplus(logits), "T E")
@@ -825,7 +825,11 @@ class SharedExpert(Part):
     bias: str | None = None
     fused: tuple[str, str] | None = None  # (gate and up [2Fs, D], the gate's rows first; down): Granite's
     clamp: str = ""  # the config's field of the limit its gate and up are clamped to (DeepSeek-V4's swiglu_limit)
-    names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")  # its gate, up and down (DeepSeek-V4: w1, w3, w2)
+    names: tuple[str, str, str] = (
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    )  # its gate, up and down (DeepSeek-V4: w1, w3, w2)
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
