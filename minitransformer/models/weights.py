@@ -206,7 +206,7 @@ def holds_narrow(tree) -> bool:
         return any(holds_narrow(v) for v in vars(tree).values())
     if isinstance(tree, list):
         return any(holds_narrow(v) for v in tree)
-    return isinstance(tree, np.ndarray) and tree.dtype.kind == "f" and tree.dtype not in (np.float32, np.float64)
+    return isinstance(tree, np.ndarray) and tree.dtype.kind != "i" and tree.dtype not in (np.float32, np.float64)
 
 
 def held_formats(params: SimpleNamespace, config: ModelConfig) -> dict[str, str]:
