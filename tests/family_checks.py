@@ -302,6 +302,20 @@ def move_correction_biases(hf, seed: int) -> None:
                 bias.copy_(torch.randn(bias.shape, generator=generator) * 0.3)
 
 
+def hash_tables_and_biases(hf, seed: int) -> None:
+    """move_correction_biases, and each hash-routed layer's table (tid2eid, a buffer transformers' init leaves at
+    zero: every token to expert 0, k times) made k different experts a token, at random: DeepSeek-V4's."""
+    move_correction_biases(hf, seed)
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for layer in hf.model.layers:
+            table = getattr(layer.mlp.gate, "tid2eid", None)
+            if table is not None:
+                experts = layer.mlp.experts.num_experts
+                rows = [torch.randperm(experts, generator=generator)[: table.shape[1]] for _ in range(table.shape[0])]
+                table.copy_(torch.stack(rows))
+
+
 def moderate_decays(hf, seed: int) -> None:
     """Each DeltaNet layer's A_log (a KDA layer's, in its forget gate) moved to log(uniform(0.02, 0.3)): decays whose
     sum over a chunk float32 holds to about 1e-6. (transformers' own A in (0.01, 16) makes log-decays of -40 a position, whose cumulative sums over a

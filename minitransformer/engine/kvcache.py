@@ -35,7 +35,11 @@ class KeysValues:
     all). `rows`: other arrays the layer keeps a position beside them, (name, shape of one position's numbers), as a
     sparse-attention indexer keeps its own keys; each is held [..., capacity, *shape] and extended by the layer.
     `state`: named arrays of fixed shapes it keeps beside them whatever the context, as a State's (a layer that also
-    runs a recurrent mixer: Falcon-H1's conv and scan states beside its attention's keys and values)."""
+    runs a recurrent mixer: Falcon-H1's conv and scan states beside its attention's keys and values).
+    `shared`: the values are the keys (DeepSeek-V4's one key-value head, K = V): one array, kept once.
+    `compressed`: streams of rows the layer keeps one for every `ratio` positions, (name, ratio, shape of a row), as
+    DeepSeek-V4's compressors keep an entry for each window of ratio positions; each held [..., capacity // ratio,
+    *shape] and extended by the layer (LayerCache.compress)."""
 
     heads: int
     d_key: int
@@ -43,6 +47,8 @@ class KeysValues:
     window: int | None = None
     rows: tuple[tuple[str, tuple[int, ...]], ...] = ()
     state: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    shared: bool = False
+    compressed: tuple[tuple[str, int, tuple[int, ...]], ...] = ()
 
     @property
     def kind(self) -> str:
@@ -55,13 +61,24 @@ class KeysValues:
 
     @property
     def numbers_per_position(self) -> int:
-        """The numbers one position costs this layer: K and V of every head, and its other rows."""
-        keys_and_values = self.heads * (self.d_key + (self.d_key if self.d_value is None else self.d_value))
-        return keys_and_values + sum(prod(shape) for _, shape in self.rows)
+        """The numbers one position costs this layer: K and V of every head (K alone where they are one), and its
+        other rows."""
+        values = 0 if self.shared else (self.d_key if self.d_value is None else self.d_value)
+        return self.heads * (self.d_key + values) + sum(prod(shape) for _, shape in self.rows)
 
     def positions_held(self, positions: int) -> int:
         """The positions this layer must hold after `positions` tokens: all, or at most its window."""
         return positions if self.window is None else min(positions, self.window)
+
+    def compressed_numbers(self, positions: int) -> dict[str, int]:
+        """Each compressed stream's numbers after `positions` tokens: an entry of its shape for every `ratio`."""
+        return {name: positions // ratio * prod(shape) for name, ratio, shape in self.compressed}
+
+    def numbers_held(self, positions: int) -> int:
+        """The numbers this layer's keys and values hold after `positions` tokens (its state apart): its window's
+        positions (or all) of every row, and its compressed streams' entries."""
+        streams = sum(self.compressed_numbers(positions).values())
+        return self.positions_held(positions) * self.numbers_per_position + streams
 
 
 @dataclass(frozen=True)
@@ -122,8 +139,9 @@ class KVCache:
             if isinstance(spec, KeysValues):
                 d_value = spec.d_key if spec.d_value is None else spec.d_value
                 keys = array((*batch, spec.heads, capacity, spec.d_key))
-                values = array((*batch, spec.heads, capacity, d_value))
+                values = keys if spec.shared else array((*batch, spec.heads, capacity, d_value))
                 rows = {name: array((*batch, capacity, *shape)) for name, shape in spec.rows}
+                rows |= {name: array((*batch, capacity // ratio, *shape)) for name, ratio, shape in spec.compressed}
                 state = {name: array((*batch, *shape), zeros=True) for name, shape in spec.state}
                 self.layers.append(LayerCache(self, i, keys, values, rows, state))
             else:  # a recurrent state starts at zero, as a fresh sequence's
@@ -174,7 +192,8 @@ class LayerCache:
 
     @property
     def nbytes(self) -> int:
-        return self.keys.nbytes + self.values.nbytes + sum(r.nbytes for r in self.rows.values()) + self.state_nbytes
+        values = 0 if self.spec.shared else self.values.nbytes  # K = V: one array
+        return self.keys.nbytes + values + sum(r.nbytes for r in self.rows.values()) + self.state_nbytes
 
     @property
     def state_nbytes(self) -> int:
@@ -194,7 +213,8 @@ class LayerCache:
         T = k.shape[-2]
         past = self._room(T)
         self.keys[..., past : past + T, :] = k
-        self.values[..., past : past + T, :] = v
+        if not self.spec.shared:  # K = V: the keys are the values
+            self.values[..., past : past + T, :] = v
         start = first_attended(past, self.spec.window)
         return self.keys[..., start : past + T, :], self.values[..., start : past + T, :]
 
@@ -207,6 +227,19 @@ class LayerCache:
         lead = (slice(None),) * (held.ndim - 1 - trailing)  # the batch axes before the positions
         held[lead + (slice(past, past + T),)] = new
         return held[lead + (slice(first_attended(past, self.spec.window), past + T),)]
+
+    def compress(self, name: str, new, T: int):
+        """Write the entries [..., n, *shape] of the compressed stream `name` (KeysValues.compressed) that this pass of
+        T positions made (one for each window of `ratio` positions it closed) after the stored ones; return every entry
+        so far [..., (past + T) // ratio, *shape]."""
+        held, ratio, shape = self.rows[name], *next((r, s) for n, r, s in self.spec.compressed if n == name)
+        past = self._room(T)
+        before, after = past // ratio, (past + T) // ratio
+        lead = (slice(None),) * (held.ndim - 1 - len(shape))
+        if new.shape[new.ndim - 1 - len(shape)] != after - before:
+            raise ValueError(f"{name}: {after - before} entries close in this pass, not {new.shape}")
+        held[lead + (slice(before, after),)] = new
+        return held[lead + (slice(0, after),)]
 
 
 class LayerState:

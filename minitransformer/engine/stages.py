@@ -113,12 +113,17 @@ UNEMBEDDING = "logits"
 # The products of a recurrent layer's scan (linear attention's delta rule, a state-space layer's SSD): they read and
 # write a state of fixed size, so a decode step's cost does not grow with the context, and they hold no weights.
 STATE = "recurrent state"
+# DeepSeek-V4's manifold-constrained hyper-connections: the residual stream kept as N streams, whose mixing weights are
+# a product of the streams with weights W_hc (HYPER_CONNECTIONS), and which are collapsed into a block's input and
+# mixed among themselves by products of those weights with the streams (HYPER_STREAMS: B is the streams, activations).
+HYPER_CONNECTIONS = "hyper-connections"
+HYPER_STREAMS = "hyper-connections' mixing of the streams"
 # What the B operand of a product is, by the product's group: a weight (a parameter, the same for every row and every
 # sequence, so a pass reads it once however many rows use it) in every group but these, whose B the pass computes or
 # keeps: the keys and values of the attended positions (read from the KV cache), a recurrent state or what the scan
 # computed from its inputs.
 # Of a scan's products only those that read the state (Stage.state) have it as B; the others multiply activations.
-B_OPERANDS = {ATTENTION_SCORES: "kv_cache", STATE: "activations"}
+B_OPERANDS = {ATTENTION_SCORES: "kv_cache", STATE: "activations", HYPER_STREAMS: "activations"}
 
 # The kinds of matrix product, each as the views name it: every view colours a product, and recognises attention, a
 # scan or an expert, by its stage's kind of product (Stage.product), never by a family's op names, so that a new
@@ -131,6 +136,7 @@ PRODUCTS = {
     "mlp": "MLP",
     "router": "router",  # the logits that choose the experts (and a shared expert's gate)
     "expert": "experts",  # the routed experts and the shared ones
+    "streams": "hyper-connections",  # the residual streams' mixing weights, and their mixing (DeepSeek-V4's mHC)
     "logits": "logits",
 }
 PRODUCT_OF_GROUP = {
@@ -139,6 +145,8 @@ PRODUCT_OF_GROUP = {
     MLP: "mlp",
     UNEMBEDDING: "logits",
     STATE: "scan",
+    HYPER_CONNECTIONS: "streams",
+    HYPER_STREAMS: "streams",
 }
 READS_STATE, WRITES_STATE, CONV_WINDOWS = "reads", "writes", "windows"
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from types import SimpleNamespace
 from typing import Any, Protocol
 
@@ -53,6 +54,11 @@ class Forward(Protocol):
     def readout(self, x, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool = True) -> np.ndarray:
         """The residual stream x [T, D] -> logits: the final norm and the unembedding (the logit lens reads by it)."""
         ...
+
+
+# Parameter kinds a checkpoint holds as integers, tables of indices rather than weights (DeepSeek-V4's hash routing:
+# each token id's experts, tid2eid [V, k]): loaded as they are, never rounded, multiplied or counted as parameters.
+INDEX_KINDS = ("router_table",)
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,12 @@ class Formulas:
     def attention_vs_weights(self, config: Any) -> tuple[str, str, str]:
         """The per-layer FLOPs of a decode step attending to t keys, the ratio in symbols, and the sizes it needs."""
         raise NotImplementedError
+
+    def decode_attention(self, config: Any, t: int) -> tuple[Fraction, str] | None:
+        """Where a decode step's attention against its products with weights is not t / X in the first layer that
+        attends (DeepSeek-V4's: a window that caps, entries that grow t / m), that layer's ratio at context t in
+        closed form and the line that says it; None: the law (verbs/formulas.py's attention_to_weights)."""
+        return None
 
     def selection_per_pair(self, config: Any, layer: int = 0) -> tuple[int, int]:
         """(MACs, dot products) a query spends in a layer on each key in reach to choose the keys it attends to (a

@@ -13,6 +13,7 @@ from .bamba.family import ARCHITECTURE as BAMBA
 from .cohere2.family import ARCHITECTURE as COHERE2
 from .config import ModelConfig, shape_defaults
 from .deepseek_v3.family import ARCHITECTURE as DEEPSEEK_V3
+from .deepseek_v4.family import ARCHITECTURE as DEEPSEEK_V4
 from .deepseek_v32.family import ARCHITECTURE as DEEPSEEK_V32
 from .ernie4_5.family import ARCHITECTURE as ERNIE4_5
 from .ernie4_5_moe.family import ARCHITECTURE as ERNIE4_5_MOE
@@ -120,6 +121,7 @@ for _family in (
     GPT_OSS,
     DEEPSEEK_V3,
     DEEPSEEK_V32,
+    DEEPSEEK_V4,
     QWEN3_5,
     MAMBA2,
     NEMOTRON_H,

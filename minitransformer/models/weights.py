@@ -22,6 +22,7 @@ from safetensors import SafetensorError, safe_open
 
 from ..engine.precision import Format, Precision
 from ..errors import UserError
+from ..families.architecture import INDEX_KINDS
 from ..families.config import ModelConfig
 from ..families.parts.decoder import tree_of
 from ..families.table import architecture_of
@@ -60,6 +61,9 @@ class _TensorInfo:
 
 
 _DTYPES: dict[str, np.dtype] = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
+# Index tables a checkpoint keeps as integers (DeepSeek-V4's hash routing, tid2eid [V, k]): read as they are, never
+# a weight of a product
+_INDEX_DTYPES: dict[str, np.dtype] = {"I64": np.dtype("<i8"), "I32": np.dtype("<i4")}
 
 
 def _read_header(path: Path) -> dict[str, _TensorInfo]:
@@ -146,10 +150,16 @@ def load_weights(
             raise UserError(
                 f"{directory}: tensor {name} has shape {list(info.shape)} but config.json implies {list(shape)}"
             )
-        if info.dtype not in _DTYPES:
+        if info.dtype not in _DTYPES and not (
+            info.dtype in _INDEX_DTYPES and _is_index_table(architecture, name, config)
+        ):
             raise UserError(f"{directory}: tensor {name} is {info.dtype}; only F32, F16 and BF16 weights are supported")
         if info.file not in maps:
             maps[info.file] = np.memmap(info.file, dtype=np.uint8, mode="r")
+        if info.dtype in _INDEX_DTYPES:  # an index table: its integers as they are
+            bytes_ = maps[info.file][info.start : info.end]
+            arrays[name] = bytes_.view(_INDEX_DTYPES[info.dtype]).view(np.ndarray).reshape(shape).astype(np.int64)
+            continue
         raw = maps[info.file][info.start : info.end].view(_DTYPES[info.dtype]).view(np.ndarray).reshape(shape)
         if np.dtype(dtype) == np.float64 or (precision is None and (not keep_stored or info.dtype == "F32")):
             arrays[name] = _upcast(raw, info.dtype, np.dtype(dtype))
@@ -164,6 +174,11 @@ def load_weights(
                 events,
             )
     return as_tree(arrays, config)
+
+
+def _is_index_table(architecture, name: str, config: ModelConfig) -> bool:
+    """Whether a tensor is one of the integer tables a family's parts declare (a kind of INDEX_KINDS)."""
+    return architecture.layout.kind(name, config) in INDEX_KINDS
 
 
 def _upcast_fits(tensors) -> bool:
@@ -195,7 +210,7 @@ def holds_narrow(tree) -> bool:
         return any(holds_narrow(v) for v in vars(tree).values())
     if isinstance(tree, list):
         return any(holds_narrow(v) for v in tree)
-    return isinstance(tree, np.ndarray) and tree.dtype not in (np.float32, np.float64)
+    return isinstance(tree, np.ndarray) and tree.dtype.kind != "i" and tree.dtype not in (np.float32, np.float64)
 
 
 def held_formats(params: SimpleNamespace, config: ModelConfig) -> dict[str, str]:
@@ -214,7 +229,7 @@ def held_formats(params: SimpleNamespace, config: ModelConfig) -> dict[str, str]
             for value in node:
                 visit(value)
         elif isinstance(node, np.ndarray) and node is not embedding and node.ndim >= 2:
-            if node.dtype not in (np.float32, np.float64):
+            if node.dtype not in (np.float32, np.float64) and node.dtype.kind != "i":  # an index table is no weight
                 matrices.add(node.dtype.name)
 
     visit(params)

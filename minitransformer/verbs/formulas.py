@@ -20,6 +20,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from ..engine import row_chunks
+from ..engine.row_chunks import computed_pairs
 from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
 from .memory import FLOAT32_BYTES
@@ -97,26 +98,6 @@ def causal_pairs(T: int, t: int, window: int | None = None) -> int:
     past = t - T
     unlimited = max(0, min(T, window - past))  # queries that see fewer than `window` keys: past + 1 .. past + n
     return unlimited * past + unlimited * (unlimited + 1) // 2 + (T - unlimited) * window
-
-
-def computed_pairs(T: int, t: int, window: int | None = None, chunk: int | None = None) -> int:
-    """(query, key) pairs per head whose scores a pass computes: the dense T x t' when T <= C (C = row_chunks.ROW_CHUNK);
-    beyond, each chunk of C query rows [r0, r1) against the keys it can see, from its first row's window
-    to its last row: (r1 - r0) (t - T + r1 - max(0, t - T + r0 - W + 1)), 0 for the max without a window.
-
-    Without a window and after p = t - T earlier positions, with m = T // C full chunks:
-    p T + C^2 m (m + 1) / 2 + (T - m C) T; at T = 1,024, C = 128, p = 0: 589,824 of the dense 1,048,576.
-    """
-    C = row_chunks.ROW_CHUNK if chunk is None else chunk
-    past = t - T
-    if T <= C:
-        return T * (t if window is None else min(t, window + T - 1))
-    if window is None:
-        m = T // C
-        return past * T + C * C * m * (m + 1) // 2 + (T - m * C) * T
-    return sum(
-        (min(T, r0 + C) - r0) * (past + min(T, r0 + C) - max(0, past + r0 - window + 1)) for r0 in range(0, T, C)
-    )
 
 
 def attends(config: Config, layer: int) -> bool:

@@ -103,9 +103,7 @@ def layer_cache_positions(config: Config, positions: int) -> dict[str, tuple[int
 def kv_cache_bytes_after(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> int:
     """The bytes of K and V that every attention layer must hold after `positions` tokens, each at most its window."""
     return (
-        batch
-        * bytes_per_number
-        * sum(s.positions_held(positions) * s.numbers_per_position for s in _specs(config) if isinstance(s, KeysValues))
+        batch * bytes_per_number * sum(s.numbers_held(positions) for s in _specs(config) if isinstance(s, KeysValues))
     )
 
 
@@ -119,7 +117,12 @@ def layer_caches(config: Config, positions: int, batch: int = 1, bytes_per_numbe
         entry["layers"] += 1
         if isinstance(spec, KeysValues):
             entry["positions"] = spec.positions_held(positions)
-            each = spec.positions_held(positions) * spec.numbers_per_position
+            each = spec.numbers_held(positions)
+            for name, numbers in spec.compressed_numbers(positions).items():  # a compressor's entries, one a window
+                stream = entry.setdefault("compressed", {}).setdefault(name, {"entries": 0, "bytes": 0})
+                ratio, shape = next((r, s) for n, r, s in spec.compressed if n == name)
+                stream |= {"ratio": ratio, "numbers_per_entry": prod(shape), "entries": positions // ratio}
+                stream["bytes"] += batch * bytes_per_number * numbers
             for name, shape in spec.rows:  # e.g. index_keys: {numbers a position, bytes in this type's layers}
                 row = entry.setdefault("rows", {}).setdefault(name, {"numbers_per_position": prod(shape), "bytes": 0})
                 row["bytes"] += batch * bytes_per_number * spec.positions_held(positions) * prod(shape)

@@ -426,12 +426,21 @@ def attention_lines(count: Count) -> str:
             + (f" of the {context:,} in context" if t < context else "")
             + ", each kind below"
         )
-    x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
-    at_t = Fraction(
-        attention_macs(c, 1, t), weight_macs_per_position(c, first_attending(c))
-    )  # t / x, or less past an indexer's k_i
     flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
     headers = ["MACs", "attention", "products with weights", "attention / weights"] + ["scan"] * scans
+    own = architecture_of(c).formulas.decode_attention(c, context)  # a family whose attention is no t / X law
+    if own is None:
+        x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
+        at_t = Fraction(
+            attention_macs(c, 1, t), weight_macs_per_position(c, first_attending(c))
+        )  # t / x, or less past an indexer's k_i
+        law = [
+            f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
+            f"({values}); at t = {t:,}: {_ratio(at_t)}",
+            f"  {_crossing(c, attention_crossing(c))}",
+        ]
+    else:
+        law = [f"  per layer, in closed form: attention {flops} ({values}); {own[1]}"]
     return "\n".join(
         [
             f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
@@ -439,9 +448,7 @@ def attention_lines(count: Count) -> str:
             f"  attention: {attention_ops} (they grow with t); products with weights: {weight_ops}, and the logits in "
             f"the pass (they do not)"
             + (f"; scan: {scan_ops} (a recurrent layer's state, read and written: the same at any t)" if scans else ""),
-            f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
-            f"({values}); at t = {t:,}: {_ratio(at_t)}",
-            f"  {_crossing(c, attention_crossing(c))}",
+            *law,
         ]
     )
 
@@ -609,6 +616,8 @@ def _kv_cache_lines(count: Count, m: dict) -> list[str]:
         heads += f" and the indexer's key of {c.d_index:,}" + (
             "" if indexed == c.n_layer else f" in the {indexed} layers with an indexer"
         )
+    if any(k.get("compressed") for k in m["cache"]["layer_types"].values()):  # DeepSeek-V4's compressed streams
+        return stream_lines(count, m, per_seq)
     if any(k.get("state") for k in m["cache"]["layer_types"].values()):
         # a hybrid: the attention layers' keys and values grow with the context, the recurrent layers' state not
         return cache_lines(count, m, numbers, heads, per_seq)
@@ -668,6 +677,30 @@ def _activation_lines(count: Count, act: dict) -> list[str]:
             else []
         ),
     ]
+
+
+def stream_lines(count: Count, m: dict, per_seq: str) -> list[str]:
+    """A cache of streams side by side (DeepSeek-V4's), by kind of layer: the window's keys (K = V, kept once), each
+    compressed stream's entries (one every m positions), the compressors' state; the whole after the positions
+    counted and at the context."""
+    c, cache = count.config, m["cache"]
+    off = "" if count.cached else " (if the cache were on)"
+    per_number = m["bytes_per_number"]
+    out = [f"  KV cache     by stream after {cache['positions']:,} positions{per_seq}{off}:"]
+    for kind, k in cache["layer_types"].items():
+        layers, streams = plural(k["layers"], kind + " layer"), k.get("compressed", {})
+        window = k["bytes"] - k.get("state_bytes", 0) - sum(s["bytes"] for s in streams.values())
+        parts = [f"window {k['positions']:,} x {c.d_head} (K = V): {byte_size(window)}"]
+        parts += [f"{name} {s['entries']:,} entries (1 every {s['ratio']}) x {s['numbers_per_entry']}: "
+                  f"{byte_size(s['bytes'])}" for name, s in streams.items()]  # fmt: skip
+        if k.get("state_bytes"):
+            parts.append(f"compressors' state {byte_size(k['state_bytes'])}")
+        out.append(f"               {layers}: " + "; ".join(parts))
+    out.append(
+        f"  cache        {byte_size(cache['bytes'])} ({byte_size(cache['bytes'] // per_number * 2)} in bfloat16); "
+        f"the whole context ({c.n_positions:,}): {byte_size(cache['bytes_at_context'])}"
+    )
+    return out
 
 
 def cache_lines(count: Count, m: dict, numbers: str, heads: str, per_seq: str) -> list[str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import transformers
-from family_checks import moderate_decays, move_correction_biases, save_random
+from family_checks import hash_tables_and_biases, moderate_decays, move_correction_biases, save_random
 
 from minitransformer import load_model
 
@@ -104,6 +104,11 @@ GLM_MOE_DSA = dict(
     pad_token_id=None,
 )
 MINIMAX_M2 = dict(vocab_size=120, max_position_embeddings=256, bos_token_id=None, eos_token_id=None)
+DEEPSEEK_V4 = dict(vocab_size=120, hidden_size=32, num_attention_heads=4, head_dim=16, partial_rotary_factor=0.5,
+                   q_lora_rank=24, o_lora_rank=8, index_n_heads=16, index_head_dim=16, n_routed_experts=4,
+                   num_experts_per_tok=2, moe_intermediate_size=16, sliding_window=16, max_position_embeddings=512,
+                   bos_token_id=None, eos_token_id=None, pad_token_id=None)  # fmt: skip
+V4_RATES = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 16}
 SMOLLM3 = dict(vocab_size=151, max_position_embeddings=400, bos_token_id=None, eos_token_id=None, pad_token_id=None)
 GLM4 = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None)
 ERNIE = dict(vocab_size=120, max_position_embeddings=256, pad_token_id=None, bos_token_id=None, eos_token_id=None)
@@ -764,6 +769,24 @@ FAMILIES: dict[str, Family] = {
     # top-k: index_topk_freq 2 from offset 2 (full, full, shared, full) with groups of experts and a dense first layer;
     # indexer_types given outright (full, shared, shared, full) with the first layers sparse, two shared experts, tied,
     # YaRN. The routers' correction biases are moved.
+    # A sliding layer (hash-routed), a 4:1 layer with its indexer keeping 6 entries and a 16:1 layer; then the Pro's
+    # pattern (two 16:1 layers first, the 4:1 and 16:1 in turn) with YaRN on the compressed layers, 2 streams, one
+    # output group, tied. Prompts of 150 pass the window (16), both rates and the top-k; the greedy run's decode steps
+    # close windows of both. Index scores are ReLU'd: 16 heads of 16 keep a query's k-th and (k+1)-th entries apart.
+    # A left-padded batch is refused (transformers' compressors pool the pad slots too).
+    "deepseek_v4": Family("DeepseekV4Config", {
+        "every-kind": dict(DEEPSEEK_V4, num_hidden_layers=3, o_groups=2, index_topk=6, compress_rates=V4_RATES,
+                           layer_types=["sliding_attention", "compressed_sparse_attention",
+                                        "heavily_compressed_attention"],
+                           mlp_layer_types=["hash_moe", "moe", "moe"], hc_sinkhorn_iters=5, seed=3),
+        "pro-pattern-yarn-tied": dict(DEEPSEEK_V4, num_hidden_layers=4, o_groups=1, index_topk=10,
+                                      compress_rates=V4_RATES, hc_mult=2, hc_sinkhorn_iters=3, num_hash_layers=2,
+                                      tie_word_embeddings=True, swiglu_limit=0.5, routed_scaling_factor=2.5,
+                                      rope_scaling={"type": "yarn", "factor": 4.0, "beta_fast": 32, "beta_slow": 1,
+                                                    "original_max_position_embeddings": 64}, seed=5),
+    }, moved=hash_tables_and_biases, batch_configs=(), float64=150, count=(150, 20),
+        refused=(NOT_A_DTYPE, ({"scoring_func": "softmax"}, "scoring_func"), ({"num_key_value_heads": 2},
+                 "num_key_value_heads"), ({"compress_ratios": [0, 4, 64]}, "compress_ratios"))),
     "glm_moe_dsa": Family("GlmMoeDsaConfig", {
         "every-other-shared": dict(GLM_MOE_DSA, num_hidden_layers=4, n_routed_experts=8, num_experts_per_tok=3,
                                    n_group=2, topk_group=1, first_k_dense_replace=1, index_topk=16, index_head_dim=16,

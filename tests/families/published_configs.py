@@ -280,6 +280,23 @@ DEEPSEEK_V3 = {
     "transformers_version": "4.33.1", "use_cache": True, "v_head_dim": 128, "vocab_size": 129280,
 }  # fmt: skip
 # deepseek-ai/DeepSeek-V3.2-Exp's config.json (as its quantized copy publishes it), less its quantization_config
+# DeepSeek-V4-Flash's config.json, as a serving engine's Rust test holds it byte for byte (its sha256 checked), its
+# compress_ratios cut to the base model's 43 layers (the file lists its prediction layers' after them)
+DEEPSEEK_V4_FLASH = {
+    "architectures": ["DeepseekV4ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 0,
+    "eos_token_id": 1, "hc_eps": 1e-06, "hc_mult": 4, "hc_sinkhorn_iters": 20, "head_dim": 512, "hidden_act": "silu",
+    "hidden_size": 4096, "index_head_dim": 128, "index_n_heads": 64, "index_topk": 512, "initializer_range": 0.02,
+    "max_position_embeddings": 1048576, "model_type": "deepseek_v4", "moe_intermediate_size": 2048,
+    "n_routed_experts": 256, "n_shared_experts": 1, "norm_topk_prob": True, "num_attention_heads": 64,
+    "num_experts_per_tok": 6, "num_hidden_layers": 43, "num_hash_layers": 3, "num_key_value_heads": 1,
+    "num_nextn_predict_layers": 1, "o_groups": 8, "o_lora_rank": 1024, "q_lora_rank": 1024, "qk_rope_head_dim": 64,
+    "rms_norm_eps": 1e-06, "rope_scaling": {"beta_fast": 32, "beta_slow": 1, "factor": 16,
+                                            "original_max_position_embeddings": 65536, "type": "yarn"},
+    "rope_theta": 10000, "routed_scaling_factor": 1.5, "scoring_func": "sqrtsoftplus", "sliding_window": 128,
+    "swiglu_limit": 10.0, "tie_word_embeddings": False, "topk_method": "noaux_tc", "torch_dtype": "bfloat16",
+    "use_cache": True, "vocab_size": 129280, "compress_rope_theta": 160000,
+    "compress_ratios": [0, 0] + [4, 128] * 20 + [4, 0, 0, 0],
+}  # fmt: skip
 DEEPSEEK_V32_EXP = {
     "architectures": ["DeepseekV32ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
     "bos_token_id": 0, "eos_token_id": 1, "ep_size": 1, "first_k_dense_replace": 3, "hidden_act": "silu",
@@ -637,6 +654,8 @@ PUBLISHED: dict[str, list[Published]] = {
                               (DTYPE, ROPE, ("rope_scaling", "rope_parameters")))],
     "deepseek_v32": [Published("deepseek-ai/DeepSeek-V3.2-Exp", DEEPSEEK_V32_EXP, "deepseek-v3.2-exp",
                                (DTYPE, ROPE, ("rope_scaling", "rope_parameters")))],
+    "deepseek_v4": [Published("deepseek-ai/DeepSeek-V4-Flash (a serving engine's test copy)", DEEPSEEK_V4_FLASH,
+                              "deepseek-v4-flash", (DTYPE,))],
     "qwen3_5": [Published("Qwen/Qwen3.5-27B", QWEN35_27B, "qwen3.5-27b", (("text_config", "num_hidden_layers"),),
                           differs={"model_type": ("qwen3_5", "qwen3_5_text")})],
     "lfm2": [Published("LiquidAI/LFM2-1.2B (its first format, as copies quote it)", LFM2_12B, "lfm2-1.2b",

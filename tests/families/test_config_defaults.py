@@ -61,6 +61,10 @@ FOLLOWS = {
     ("gemma2", "layer_types"): "Gemma 2's rule: sliding and full layers alternate",
     ("gpt_oss", "layer_types"): "GptOssConfig's rule: sliding and full layers alternate",
     ("deepseek_v32", "mlp_layer_types"): "first_k_dense_replace dense layers, then sparse",
+    ("deepseek_v4", "layer_types"): "DeepseekV4Config's rule: two 128:1 layers, then 4:1 and 128:1 in turn",
+    ("deepseek_v4", "mlp_layer_types"): "DeepseekV4Config's rule: the first num_hash_layers (3) hash-routed",
+    ("deepseek_v4", "partial_rotary_factor"): "DeepseekV4Config's rule: qk_rope_head_dim / head_dim, or 1/8",
+    ("deepseek_v4", "compress_rates"): "DeepseekV4Config's: 4 and 128 (or compress_rate_csa / _hca)",
     ("deepseek_v3", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
     ("deepseek_v32", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",
     ("glm4_moe_lite", "mlp_layer_types"): "Glm4MoeLiteConfig's rule: the first layer dense, then sparse",
@@ -218,6 +222,9 @@ def test_named_refusals(tmp_path, capsys, model_type, key, value, message):
 # getattr, an older spelling its __post_init__ converts): why each is read with ours.
 UNDECLARED = {
     "head_dim": "absent: D / H, as the attention's getattr(config, 'head_dim', D // H)",
+    "qk_rope_head_dim": "DeepSeek-V4's older spelling, which DeepseekV4Config folds into partial_rotary_factor",
+    "compress_ratios": "DeepSeek-V4's older spelling of layer_types (each layer's rate), folded in by __post_init__",
+    "num_hash_layers": "DeepSeek-V4's older spelling of mlp_layer_types (its first layers hash-routed)",
     "sliding_window_pattern": "Gemma 3's older spelling of layer_types: a full layer in 6, as Gemma3TextConfig converts",
     "full_attention_interval": "Qwen3.5's older spelling of layer_types: a full layer in 4, as its config converts",
     "hybrid_override_pattern": "Nemotron-H's older spelling of layers_block_type (a property of NemotronHConfig)",

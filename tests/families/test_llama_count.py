@@ -20,7 +20,7 @@ from shared_checks import assert_same_phases, random_llama
 from minitransformer.engine.ledger import Phase
 from minitransformer.engine.stages import ATTENTION_SCORES, STATE
 from minitransformer.families.llama.config import LlamaConfig
-from minitransformer.families.table import ARCHITECTURES, PRESETS
+from minitransformer.families.table import ARCHITECTURES, PRESETS, architecture_of
 from minitransformer.models.model import Model
 from minitransformer.verbs import formulas
 from minitransformer.verbs.count import count_generation, count_passes, decode_at, with_weights
@@ -193,8 +193,11 @@ def test_the_counted_ratio_is_the_closed_form_for_every_preset(name, context):
         return
     t = formulas.attended(config, 1, context)
     assert step.attended == t and step.context == context
-    expected = Fraction(t) / formulas.attention_to_weights(config)
-    if config.index_topk is not None and t > config.index_topk:  # past an indexer's k, scores and mix stop growing
+    own = architecture_of(config).formulas.decode_attention(config, context)  # no t / X law: the family's closed form
+    expected = Fraction(t) / formulas.attention_to_weights(config) if own is None else own[0]
+    if (
+        own is None and config.index_topk is not None and t > config.index_topk
+    ):  # past an indexer's k, scores and mix stop growing
         expected = Fraction(formulas.attention_macs(config, 1, t), formulas.weight_macs_per_position(config, 0))
     first = step.groups[step._group_of[step.layer_types[attending[0]]]][0]  # layer 0 but in a hybrid
     attention = sum(r.macs for r in first if r.stage.group == ATTENTION_SCORES)

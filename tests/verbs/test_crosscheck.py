@@ -113,6 +113,16 @@ MODELS: dict[str, list] = {
                                                 kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12,
                                                 v_head_dim=10, index_topk=16, index_head_dim=16, index_n_heads=16,
                                                 max_position_embeddings=256))],
+    "deepseek_v4": [("DeepseekV4Config", dict(vocab_size=120, hidden_size=32, num_attention_heads=4, head_dim=16,
+                                              partial_rotary_factor=0.5, q_lora_rank=24, o_groups=2, o_lora_rank=8,
+                                              index_n_heads=4, index_head_dim=16, index_topk=4, n_routed_experts=4,
+                                              num_experts_per_tok=2, moe_intermediate_size=16, sliding_window=16,
+                                              compress_rates={"compressed_sparse_attention": 4,
+                                                              "heavily_compressed_attention": 8},
+                                              num_hidden_layers=3, hc_sinkhorn_iters=3, num_hash_layers=1,
+                                              layer_types=["sliding_attention", "compressed_sparse_attention",
+                                                           "heavily_compressed_attention"],
+                                              max_position_embeddings=256))],
     # The hybrids (test_a_hybrid_s_every_difference_is_named_and_exact): the live tests' shapes, chunks far shorter
     # than the prompt (64 for the delta rule; the config's for Mamba-2), groups of heads sharing keys or B and C
     "qwen3_5": [("Qwen3_5TextConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4,

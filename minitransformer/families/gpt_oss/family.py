@@ -20,10 +20,7 @@ from functools import cache, partial
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
-
 from ...engine.ops import add_mask, group_heads, softmax, ungroup_heads
-from ...engine.shapes import ShapeOnly
 from ...engine.stages import Stage, by_op
 from ...engine.tape import Tape
 from ..mixtral.family import SYMBOLS
@@ -33,23 +30,9 @@ from ..parts.decoder import Decoder
 from ..parts.family import DecoderFormulas, composed
 from ..parts.moe import FusedClampedExperts, Mixture, TopKSoftmaxRouter
 from ..parts.part import Products, Tensor, Tensors
+from ..parts.sinks import SINKS, SOFTMAX, with_sinks
 from . import reference
 from .config import PRESETS, GptOssConfig
-
-SINKS = Stage(
-    "sinks",
-    ("attn.with_sinks",),
-    "mask",
-    "S' = [S | s_h]: each head's learned sink logit s_h as one more column of every query's scores",
-    "S [H, T, t], s [H]",
-)
-SOFTMAX = Stage(
-    "softmax",
-    ("attn.weights",),
-    "softmax",
-    "A = softmax(S') over j and the sink, the sink's column dropped (rows sum to 1 - the sink's weight)",
-    "S' [H, T, t+1]",
-)
 
 
 @cache
@@ -71,14 +54,6 @@ def attend_with_sinks(sinks, q, K, V, bias, config: GptOssConfig, at: Tape):
     s = at.stage("sinks", with_sinks(s, sinks), "H T t+1")
     a = at.stage("softmax", softmax(s, out=at.scratch(s))[..., :-1], "H T t")  # the sink's weight dropped
     return at.matmul("mix", group_heads(a, Hkv), V[..., None, :, :], "Hkv G T t, Hkv 1 t dh -> Hkv G T dh")
-
-
-def with_sinks(s, sinks):
-    """[S | s_h]: the scores [..., H, T, t] with each head's sink logit as column t + 1."""
-    if isinstance(s, ShapeOnly):
-        return ShapeOnly((*s.shape[:-1], s.shape[-1] + 1), s.dtype)
-    column = np.broadcast_to(sinks.astype(s.dtype)[:, None, None], (*s.shape[:-1], 1))
-    return np.concatenate([s, column], axis=-1)
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ class LayerInputs:
     # What a layer leaves for the later layers of the same pass, one dict the decoder hands every layer: the keys each
     # layer's indexer chose, by layer, for the layers that attend over another's choice (GLM-5's shared top-k)
     choices: dict = field(default_factory=dict)
+    ids: Any = None  # the pass's token ids [T] (or [B, T]): what DeepSeek-V4's hash router routes by
 
 
 def under(name: str, tensors: Tensors) -> Tensors:

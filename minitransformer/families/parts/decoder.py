@@ -126,6 +126,9 @@ class Decoder(Part):
     # scan's recurrent form then listed after its chunked form: Mamba-2's table)
     dry_run: Callable[[Any], Any] | None = None
     decode_first: bool = False
+    # A part on the stream between the last block and the final norm, its tensors at the model's top under its
+    # `module` (DeepSeek-V4's hyper-connections' head, which mixes its streams back into one); None: none
+    head: Any = None
 
     def __call__(
         self,
@@ -144,7 +147,7 @@ class Decoder(Part):
         positions start at its first real token, and pad keys are masked (ops.attention_bias). `choices`: the dict
         the layers leave their choices in for later ones (LayerInputs.choices), to keep it past the pass."""
         x = self.embed(ids, p, config, tape, pads)
-        x = self.blocks(x, p, config, cache, tape, pads, choices=choices)
+        x = self.blocks(x, p, config, cache, tape, pads, choices=choices, ids=ids)
         if cache is not None:
             cache.advance(tape.dims.T)
         return self.readout(x, p, config, tape, all_positions)
@@ -158,7 +161,7 @@ class Decoder(Part):
         return self.readout(self.blocks(x, p, config, None, tape, None, start, choices), p, config, tape, all_positions)
 
     def blocks(self, x, p: SimpleNamespace, config: Any, cache: KVCache | None, tape: Tape, pads, start: int = 0,
-               choices: dict | None = None):  # fmt: skip
+               choices: dict | None = None, ids=None):  # fmt: skip
         """The stream block `start` reads -> the stream the final norm reads: each block from `start` on, with what
         its layer needs (its cache's handle, its window's mask, its rope's tables, the choices of earlier layers)."""
         d = tape.dims
@@ -180,14 +183,16 @@ class Decoder(Part):
                 )
             kv = cache.layer(i) if cache is not None else None
             rotary = () if rope is None else tables[rope]
-            inputs = LayerInputs(kv, masks[window, chunk] if attends else None, rotary, pads, choices)
+            inputs = LayerInputs(kv, masks[window, chunk] if attends else None, rotary, pads, choices, ids)
             x = self.block(x, layers[i], config, at, inputs)
         return x
 
     def readout(self, x, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool = True):
-        """The residual stream x [T, D] (any batch axes in front) -> logits [R, V]: the final norm, the last position
-        where not all_positions, the unembedding (and what follows it). The logit lens reads each layer's stream
-        through it."""
+        """The residual stream x [T, D] (any batch axes in front; DeepSeek-V4's streams before its head) -> logits
+        [R, V]: the head where there is one, the final norm, the last position where not all_positions, the
+        unembedding (and what follows it). The logit lens reads each layer's stream through it."""
+        if self.head is not None:
+            x = self.head(x, getattr(p, self.head.module), config, tape)
         tape = tape.declaring(self.declared(config))
         h = tape.stage("ln_f", self.norm(x, getattr(p, self.final_norm), config), "T D")
         if not all_positions:
@@ -212,7 +217,7 @@ class Decoder(Part):
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
         """Every kind of parameter, in the order a pass meets them, but the biases and norms after the rest."""
-        block = self.block.kinds
+        block = self.block.kinds | (self.head.kinds if self.head is not None else {})
         norms = {k: v for k, v in {**block, **self.norm.kinds}.items() if k in NORM_KINDS}
         rest = {k: v for k, v in block.items() if k not in norms}
         return {
@@ -228,6 +233,8 @@ class Decoder(Part):
         tensors = self.embed.tensors(config)
         for i in range(config.n_layer):
             tensors |= under(f"{self.layers}.{i}", self.block.tensors(config, i))
+        if self.head is not None:
+            tensors |= under(self.head.module, self.head.tensors(config))
         tensors |= under(self.final_norm, self.norm.tensors(config))
         if not config.tie_word_embeddings:
             tensors[f"{self.unembedding}.weight"] = Tensor((config.vocab_size, config.n_embd), "unembedding")

@@ -97,8 +97,13 @@ def routed(chosen, n_experts: int, routing: str) -> Iterator[Routed]:
 
 
 def add_rows(out, expert: Routed, y) -> None:
-    """out[rows] += y: an expert's weighted outputs added to its tokens' rows (each token once per expert)."""
-    if expert.rows is not None:
+    """out[rows] += y: an expert's weighted outputs added to its tokens' rows (each token once per expert; or, where
+    a table sends a token to the same expert twice, a hash router's, once for each time)."""
+    if expert.rows is None:
+        return
+    if len(expert.rows) > 1 and np.any(expert.rows[1:] == expert.rows[:-1]):  # rows in order: repeats side by side
+        np.add.at(out, expert.rows, y)
+    else:
         out[expert.rows] += y
 
 
@@ -380,6 +385,76 @@ class SigmoidRouter(GroupLimitedRouter):
         return {f"{self.module}.weight": Tensor((E, config.n_embd), "router"), **bias}
 
 
+def sqrt_softplus(x):
+    """sqrt(softplus(x)), softplus(x) = ln(1 + e^x): DeepSeek-V4's expert scores (transformers' "sqrtsoftplus")."""
+    return np.sqrt(np.logaddexp(constant(x, 0.0), x))
+
+
+SQRT_SOFTPLUS = Stage("router.score", ("moe.scores",), "activation", "s = sqrt(softplus(r))  (softplus(r) = ln(1 + e^r))",
+                      "r [T, E]")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SqrtSoftplusRouter(GroupLimitedRouter):
+    """DeepSeek-V4's router (transformers' DeepseekV4TopKRouter): DeepSeek-V3's without groups, its scores
+    s = sqrt(softplus(h W_router)) in place of the sigmoid; the k largest s + b chosen (b the correction bias, a buffer
+    that only chooses); the gates their s over their sum + 1e-20 (always: norm_topk_prob is not read), times
+    routed_scaling_factor."""
+
+    groups: bool = False
+    renormalise: bool | str = True
+
+    bias: str = "gate.bias"  # where DeepSeek-V4's checkpoint keeps the correction bias (transformers': e_score_...)
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        stages = super().stages(config)
+        return by_op(stages["router"], SQRT_SOFTPLUS, stages["router.choose"], stages["router.weigh"])
+
+    def correction_bias(self, p: SimpleNamespace):
+        return module_of(p, self.bias)
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
+        at, w = at.declaring(self.declared(config)), getattr(p, self.module)
+        logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E")
+        scores = at.stage("router.score", sqrt_softplus(logits), "T E")
+        chosen = at.stage("router.choose", self.choose(scores, self.correction_bias(p), config, at), "T k")
+        return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
+
+
+HASHED = Stage("router.hash", ("moe.chosen",), "select",
+               "the k experts of each token are its id's row of a fixed table, tid2eid[id] (no choice: hash routing)",
+               "ids [T], tid2eid [V, k]")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class HashRouter(SqrtSoftplusRouter):
+    """DeepSeek-V4's first layers' router (transformers' DeepseekV4HashRouter): which k experts a token goes to is its
+    id's row of a fixed table, tid2eid [V, k] (a buffer of the checkpoint), whatever h; their gates are
+    SqrtSoftplusRouter's, from the scores of the same product h W_router. It reads the pass's token ids (`by_ids`)."""
+
+    by_ids: ClassVar[bool] = True
+    kinds = {
+        "router": "router weights W_router [E, D]",
+        "router_table": "hash routing's table tid2eid [V, k]: each token id's k experts (integers; a buffer)",
+    }
+    buffers: ClassVar[tuple[str, ...]] = ("router_table",)
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        stages = super().stages(config)
+        return by_op(stages["router"], SQRT_SOFTPLUS, HASHED, stages["router.weigh"])
+
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, ids=None):
+        at, w = at.declaring(self.declared(config)), getattr(p, self.module)
+        logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E")
+        scores = at.stage("router.score", sqrt_softplus(logits), "T E")
+        chosen = at.stage("router.hash", w.tid2eid[ids], "T k")
+        return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        E, table = config.n_experts, Tensor((config.vocab_size, config.top_k), "router_table")
+        return {f"{self.module}.weight": Tensor((E, config.n_embd), "router"), f"{self.module}.tid2eid": table}
+
+
 # --- routed experts -------------------------------------------------------------------------------------------------
 def combine(names: tuple[str, ...] = ("moe.out",)) -> Stage:
     equation = "m = sum over each token's k experts of their weighted y  (added back to the tokens' rows)"
@@ -499,6 +574,7 @@ class SwiGLUExperts(RoutedExperts):
         "experts' up weights [F, D], E a layer",
         "experts' down weights [D, F], E a layer",
     )
+    clamp: str = ""  # the config's field of the limit the gate and up are clamped to (DeepSeek-V4's swiglu_limit)
     routed = ("expert_gate", "expert_up", "expert_down")
 
     @property
@@ -506,7 +582,8 @@ class SwiGLUExperts(RoutedExperts):
         return dict(zip(self.routed, self.described))
 
     def expert_stages(self, config: Any) -> tuple[Stage, ...]:
-        return swiglu_stages(*self.symbols)
+        stages = swiglu_stages(*self.symbols)
+        return (*stages[:2], clamp_stage("expert.clamp", self.clamp, self.F), *stages[2:]) if self.clamp else stages
 
     def whole(self) -> dict[str, str]:
         F = self.F
@@ -514,6 +591,7 @@ class SwiGLUExperts(RoutedExperts):
             "expert.gather": "T k*D",
             "expert.gate": f"T D, D k*{F} -> T k*{F}",
             "expert.up": f"T D, D k*{F} -> T k*{F}",
+            **({"expert.clamp": f"T k*2*{F}"} if self.clamp else {}),
             "expert.act": f"T k*{F}",
             "expert.mul": f"T k*{F}",
             "expert.down": f"T {F}, {F} k*D -> T k*D",
@@ -525,6 +603,9 @@ class SwiGLUExperts(RoutedExperts):
         gate, up, down = (getattr(w, self.module_of(role)).weight for role in ("gate", "up", "down"))
         g = ex.matmul("expert.gate", xe, gate.T, f"Te D, D {F} -> Te {F}")
         u = ex.matmul("expert.up", xe, up.T, f"Te D, D {F} -> Te {F}")
+        if self.clamp:  # one stage of both, side by side (an expert's stage holds one array a token)
+            gu = ex.stage("expert.clamp", side_by_side(*clamped(g, u, getattr(config, self.clamp))), f"Te 2*{F}")
+            g, u = gu[..., : gu.shape[-1] // 2], gu[..., gu.shape[-1] // 2 :]
         a = ex.stage("expert.act", ACTIVATIONS[config.hidden_act](g), f"Te {F}")
         a = ex.stage("expert.mul", np.multiply(a, u, out=ex.scratch(a)), f"Te {F}")
         return ex.matmul("expert.down", a, down.T, f"Te {F}, {F} D -> Te D")
@@ -628,6 +709,26 @@ def glu(gate, alpha: float):
     """g sigmoid(alpha g): SiLU with a gain alpha (1.702) inside the sigmoid."""
     with np.errstate(over="ignore"):  # exp(-alpha g) of a large negative g: inf, and a weight of exactly 0
         return gate * sigmoid(constant(gate, alpha) * gate)
+
+
+def clamp_stage(op: str, limit: str, F: str) -> Stage:
+    """The clamp of a SwiGLU's gate and up before the activation (DeepSeek-V4's experts and shared expert): the gate
+    capped from above, the up clipped on both sides."""
+    return Stage(op, (f"moe.{op.split('.')[0]}_clamped",), "activation",
+                 f"g = min(g, {limit}), u = clip(u, -{limit}, {limit})", f"[g u] [T, 2{F}]")  # fmt: skip
+
+
+def side_by_side(a, b):
+    """[a b] along the last axis."""
+    if isinstance(a, ShapeOnly):
+        return ShapeOnly((*a.shape[:-1], a.shape[-1] + b.shape[-1]), a.dtype)
+    return np.concatenate([a, b], axis=-1)
+
+
+def clamped(g, u, limit: float):
+    """(g capped at `limit` from above, u clipped to [-limit, limit]): DeepSeek-V4's clamped SwiGLU."""
+    c = constant(g, limit)
+    return np.minimum(g, c), np.maximum(np.minimum(u, c), -c)
 
 
 def fused_stages(F: str, w: str = "W_gu_e") -> tuple[Stage, ...]:
@@ -758,6 +859,12 @@ class SharedExpert(Part):
     described: str = "shared experts' weights W_gate_s, W_up_s [Fs, D], W_down_s [D, Fs]"
     bias: str | None = None
     fused: tuple[str, str] | None = None  # (gate and up [2Fs, D], the gate's rows first; down): Granite's
+    clamp: str = ""  # the config's field of the limit its gate and up are clamped to (DeepSeek-V4's swiglu_limit)
+    names: tuple[str, str, str] = (
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    )  # its gate, up and down (DeepSeek-V4: w1, w3, w2)
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
@@ -772,20 +879,26 @@ class SharedExpert(Part):
     def stages(self, config: Any) -> dict[str, Stage]:
         shared = shared_stages(self.biased(config))
         unfused = shared if self.fused is None else (*SHARED_FUSED, *shared[2:])
+        if self.clamp:
+            unfused = (*unfused[:2], clamp_stage("shared.clamp", self.clamp, "Fs"), *unfused[2:])
         return by_op(*unfused, *(SHARED_GATE if self.gate else ()))
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         at, w = at.declaring(self.declared(config)), module_of(p, self.module)
         if self.fused is None:
-            g = at.matmul("shared.gate", h, w.gate_proj.weight.T, "T D, D Fs -> T Fs", bias=bias_of(w.gate_proj))
-            u = at.matmul("shared.up", h, w.up_proj.weight.T, "T D, D Fs -> T Fs", bias=bias_of(w.up_proj))
+            gate, up = getattr(w, self.names[0]), getattr(w, self.names[1])
+            g = at.matmul("shared.gate", h, gate.weight.T, "T D, D Fs -> T Fs", bias=bias_of(gate))
+            u = at.matmul("shared.up", h, up.weight.T, "T D, D Fs -> T Fs", bias=bias_of(up))
         else:
             gu = at.matmul("shared.gate_up", h, getattr(w, self.fused[0]).weight.T, "T D, D 2*Fs -> T 2*Fs")
             Fs = gu.shape[-1] // 2
             g, u = at.stage("shared.split", (gu[..., :Fs], gu[..., Fs:]), "T Fs")
+        if self.clamp:
+            gu = at.stage("shared.clamp", side_by_side(*clamped(g, u, getattr(config, self.clamp))), "T 2*Fs")
+            g, u = gu[..., : gu.shape[-1] // 2], gu[..., gu.shape[-1] // 2 :]
         a = at.stage("shared.act", ACTIVATIONS[config.hidden_act](g), "T Fs")
         a = at.stage("shared.mul", np.multiply(a, u, out=at.scratch(a)), "T Fs")
-        down = w.down_proj if self.fused is None else getattr(w, self.fused[1])
+        down = getattr(w, self.names[2]) if self.fused is None else getattr(w, self.fused[1])
         y = at.matmul("shared.down", a, down.weight.T, "T Fs, Fs D -> T D", bias=bias_of(down))
         if self.gate is None:
             return y
@@ -803,10 +916,11 @@ class SharedExpert(Part):
         if self.fused is not None:
             gate_up, down = self.fused
             return linear(f"{m}.{gate_up}", 2 * Fs, D, False, kind) | linear(f"{m}.{down}", D, Fs, False, kind)
+        gate, up, down = self.names
         tensors = {
-            **linear(f"{m}.gate_proj", Fs, D, b, kind),
-            **linear(f"{m}.up_proj", Fs, D, b, kind),
-            **linear(f"{m}.down_proj", D, Fs, b, kind),
+            **linear(f"{m}.{gate}", Fs, D, b, kind),
+            **linear(f"{m}.{up}", Fs, D, b, kind),
+            **linear(f"{m}.{down}", D, Fs, b, kind),
         }
         return tensors | (linear(self.gate, 1, D, False, kind) if self.gate else {})
 
@@ -836,8 +950,9 @@ class Mixture(Part):
     def stages(self, config: Any) -> dict[str, Stage]:
         return by_op(SHARED_ADD) if self.shared_in(config) is not None else {}
 
-    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
-        chosen, gates = self.router(h, p, config, at)
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, ids=None):
+        by_ids = getattr(self.router, "by_ids", False)  # a hash router reads the token ids, not h, to choose
+        chosen, gates = self.router(h, p, config, at, ids) if by_ids else self.router(h, p, config, at)
         m = self.experts(h, chosen, gates, p, config, at)
         shared = self.shared_in(config)
         if shared is None:
@@ -883,26 +998,33 @@ class Mixture(Part):
 @dataclass(frozen=True, eq=False)  # a part is itself: compared and hashed by identity (its parts are a dict)
 class MlpByKind(Part):
     """The MLP of each kind of layer (config.layer_types[i]): a dense MLP in some layers, the experts in the others
-    (Qwen3-MoE's mlp_only_layers, DeepSeek-V3's first dense layers). Its kinds are its parts', in their order."""
+    (Qwen3-MoE's mlp_only_layers, DeepSeek-V3's first dense layers). Its kinds are its parts', in their order. `by`:
+    the config's field that names each layer's MLP, where not layer_types (DeepSeek-V4's mlp_layer_types); `ids`, the
+    pass's token ids, go on to a part that reads them (a mixture with a hash router)."""
 
     parts: Mapping[str, Any]
+    by: str = "layer_types"
 
-    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
-        return self.parts[config.layer_types[at.layer_index or 0]](h, p, config, at)
+    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, ids=None):
+        part = self.part(config, at.layer_index or 0)
+        return part(h, p, config, at) if ids is None else part(h, p, config, at, ids)
+
+    def part(self, config: Any, layer: int) -> Any:
+        return self.parts[getattr(config, self.by)[layer]]
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
         return {kind: text for part in self.parts.values() for kind, text in part.kinds.items()}
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        return self.parts[config.layer_types[layer]].tensors(config, layer)
+        return self.part(config, layer).tensors(config, layer)
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        return self.parts[config.layer_types[layer]].products(config, T, t, B, layer)
+        return self.part(config, layer).products(config, T, t, B, layer)
 
     def flops_terms(self, c: Any) -> tuple[str, str, str]:
         """The first layer's (count compares its first layer): its part's own terms, or a gated MLP's three products."""
-        terms = getattr(self.parts[c.layer_types[0]], "flops_terms", None)
+        terms = getattr(self.part(c, 0), "flops_terms", None)
         if terms is not None:
             return terms(c)
         return "6 D F for the weights (layer 0: a dense MLP)", "1.5 D F", f"F = {c.d_ff:,}"
