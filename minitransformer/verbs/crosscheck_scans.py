@@ -35,6 +35,20 @@ its input scaled by the router's score, 0 for the experts not chosen (sigmoid(-i
 E T rows a layer where ours run each expert on its own tokens' rows, T k in all: (E - k) T (2 F D + F D) MACs more a
 MoE layer, all of them on rows of zeros (an expert without biases maps zeros to zeros: the same logits).
 
+DeepSeek-V4 has no scan, but transformers' modeling_deepseek_v4.py computes it otherwise in five places:
+
+- a 4:1 layer's eager attention appends every entry so far to the window's keys and masks with block_bias all but
+  those the indexer chose: each query's scores and mix over all c = floor(T / m) entries, ours over kc =
+  min(index_topk, c) (the entries it reads), 2 H T (c - kc) dh MACs more a 4:1 layer;
+- the hyper-connections collapse the streams (before attention, before the MLP, and the head's before the final norm)
+  as (pre.unsqueeze(-1) * streams).sum(dim=2), where ours is a product of length N a number: (2 L + 1) T N D;
+- the compressors pool each window's slots as (kv * softmax(gate)).sum(dim=2), where ours is a product of length m'
+  (128:1) or 2m (4:1, its own and the indexer's) a channel: L' c' m' dh + L4 c 2m (dh + di);
+- the indexer's scorer weighs and sums its heads' scores as (scores * weights.unsqueeze(-1)).sum(dim=2), where ours
+  is a product of length Hi an entry: L4 T Hi c;
+- before a 4:1 layer has its first entry (T < m), transformers' indexer still projects its keys, gates, queries and
+  head weights, where ours runs no indexer: L4 T (4 di D + Hi di dq + Hi D) MACs more with weights.
+
 Each `Difference` says how many MACs torch dispatches beyond our dense form (negative: fewer).
 """
 
@@ -44,6 +58,7 @@ from dataclasses import dataclass
 
 from ..engine.kvcache import KeysValues
 from ..families.config import ModelConfig
+from ..families.deepseek_v4.config import CSA, HCA, DeepseekV4Config
 from ..families.kimi_linear.config import LINEAR as KDA
 from ..families.kimi_linear.config import KimiLinearConfig
 from ..families.lfm2.family import CONV, Lfm2Config
@@ -92,6 +107,8 @@ def scan_differences(config: ModelConfig, T: int) -> list[Difference]:
         return [_conv(convs, config.n_embd, config.conv_kernel, "a short conv layer's")] if convs else []
     if isinstance(config, Llama4TextConfig):
         return _every_expert_on_every_token(config, sum(kind.endswith(MOE) for kind in config.layer_types), T)
+    if isinstance(config, DeepseekV4Config):  # no scan: its compressed attention and its hyper-connections
+        return _compressed_attention(config, T)
     return []
 
 
@@ -111,6 +128,84 @@ def _every_expert_on_every_token(c: Llama4TextConfig, layers: int, T: int) -> li
             f"{n(more)} MACs more, all on rows of zeros (the same logits)",
         )
     ]
+
+
+def _compressed_attention(c: DeepseekV4Config, T: int) -> list[Difference]:
+    """DeepSeek-V4's differences (families/parts/compressed.py's and hyper.py's symbols): L layers, L4 of them 4:1
+    (rate m, c = floor(T / m) entries, kc = min(index_topk, c) read) and L' 128:1 (rate m', c' = floor(T / m')
+    entries); H heads of dh, N streams of D, an indexer of Hi heads of di from the query rank dq."""
+    L, H, dh, D, N = c.n_layer, c.n_head, c.head_dim, c.n_embd, c.hc_mult
+    Hi, di, dq = c.index_n_heads, c.index_head_dim, c.q_lora_rank
+    L4, Lh = c.attention_types.count(CSA), c.attention_types.count(HCA)
+    m, mh = c.csa_rate, c.hca_rate
+    entries, heavy = T // m, T // mh
+    read = min(c.compressed_topk, entries)
+    said = []
+    dense = L4 * 2 * H * T * (entries - read) * dh
+    if dense:
+        said.append(
+            Difference(
+                ACTIVATIONS,
+                dense,
+                f"transformers' eager attention in a 4:1 layer appends every entry so far to the window's keys and "
+                f"masks with block_bias all but those its indexer chose, so each query's scores and mix run over all "
+                f"c = floor(T / m) = {entries} entries, where ours reads the kc = min(index_topk, c) = {read} chosen: "
+                f"{L4} x 2 H T (c - kc) dh = {L4} x 2 x {H} x {T} x {entries - read} x {dh} = {n(dense)} MACs more",
+            )
+        )
+    collapse = (2 * L + 1) * T * N * D
+    said.append(
+        Difference(
+            ACTIVATIONS,
+            -collapse,
+            f"transformers' hyper-connections collapse the N = {N} streams (DeepseekV4HyperConnection's pre, before "
+            f"attention and before the MLP, and DeepseekV4HyperHead's before the final norm) as "
+            f"(pre.unsqueeze(-1) * streams).sum(dim=2), a multiply and a sum, which no counter of products sees; ours "
+            f"is a product of length N a number (attn_hc, ffn_hc, hc_head.collapse): (2 L + 1) T N D = "
+            f"{2 * L + 1} x {T} x {N} x {D} = {n(collapse)} MACs that torch dispatches no product for",
+            multiplies=collapse,
+        )
+    )
+    pools = Lh * heavy * mh * dh + L4 * entries * 2 * m * (dh + di)
+    if pools:
+        said.append(
+            Difference(
+                ACTIVATIONS,
+                -pools,
+                f"transformers' compressors pool each window's slots as (kv * softmax(gate)).sum(dim=2), a multiply "
+                f"and a sum; ours is a product of length m' = {mh} (128:1) or 2m = {2 * m} (4:1: its compressor's and "
+                f"its indexer's) a channel (compressor.pool, index.compressor.pool): L' c' m' dh + L4 c 2m (dh + di) = "
+                f"{Lh} x {heavy} x {mh} x {dh} + {L4} x {entries} x {2 * m} x {dh + di} = {n(pools)} MACs that torch "
+                f"dispatches no product for",
+                multiplies=pools,
+            )
+        )
+    weighed = L4 * T * Hi * entries
+    if weighed:
+        said.append(
+            Difference(
+                ACTIVATIONS,
+                -weighed,
+                f"transformers' indexer (DeepseekV4IndexerScorer) weighs and sums its heads' scores as "
+                f"(scores * weights.unsqueeze(-1)).sum(dim=2), a multiply and a sum; ours is a product of length "
+                f"Hi an entry (index.sum): L4 T Hi c = {L4} x {T} x {Hi} x {entries} = {n(weighed)} MACs that torch "
+                f"dispatches no product for",
+                multiplies=weighed,
+            )
+        )
+    idle = L4 * T * (4 * di * D + Hi * di * dq + Hi * D) if L4 and not entries else 0
+    if idle:
+        said.append(
+            Difference(
+                WEIGHTS,
+                idle,
+                f"with no 4:1 entry yet (T = {T} < m = {m}), transformers' indexer still projects its compressor's "
+                f"keys and gates (2 x 2 di a position), its queries (Hi di from dq) and its heads' weights (Hi), for "
+                f"no entry to score; ours runs no indexer before the first entry: L4 T (4 di D + Hi di dq + Hi D) = "
+                f"{L4} x {T} x ({4 * di * D} + {Hi * di * dq} + {Hi * D}) = {n(idle)} MACs more",
+            )
+        )
+    return said
 
 
 def _conv(layers: int, channels: int, K: int, what: str) -> Difference:

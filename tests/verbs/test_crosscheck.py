@@ -244,8 +244,9 @@ def mamba_shapes(hf) -> tuple[int, ...]:
 
 
 EVERY_TOKEN = ("llama4_text",)  # transformers runs every expert on every token (crosscheck_scans.py)
+COMPRESSED = ("deepseek_v4",)  # attention over every 4:1 entry, pools as a multiply and a sum (crosscheck_scans.py)
 CASES = [(family, i) for family, models in MODELS.items() for i in range(len(models))
-         if family not in HYBRIDS + SHORT_CONVS + MAMBA1S + EVERY_TOKEN]  # fmt: skip
+         if family not in HYBRIDS + SHORT_CONVS + MAMBA1S + EVERY_TOKEN + COMPRESSED]  # fmt: skip
 
 
 def test_every_family_of_the_table_is_crosschecked():
@@ -436,6 +437,62 @@ def test_experts_run_on_every_token_are_the_one_difference_named(made, family, i
         assert groups[name]["ledger_dense_macs"] == groups[name]["dispatch_macs"] > 0, groups[name]
     for g in groups.values():
         assert not any("UNEXPLAINED" in reason for reason in g["reasons"]), g["reasons"]
+
+
+def torch_compressed_products(hf, T: int) -> tuple[int, int, int]:
+    """(products of activations, multiplies written as a multiply and a sum, products with weights beyond ours) of
+    transformers' DeepSeek-V4 over T positions, written from modeling_deepseek_v4.py, not from ours: each layer's two
+    hyper-connections mix the N streams by torch.matmul(comb^T, streams) and collapse them by (pre * streams).sum
+    (and DeepseekV4HyperHead once more); eager attention runs each head's scores and mix over the T keys and every
+    entry c = floor(T / m) its compressor made (block_bias masks them); a compressor pools each window's m' slots (2m
+    at 4:1, the indexer's too) by (kv * softmax(gate)).sum; the indexer's scorer is torch.matmul(q, entries^T) and
+    (scores * weights).sum over its heads, and with no entry yet (T < m) it still projects kv, gate, q and weights."""
+    kinds, rates = hf.layer_types, hf.compress_rates
+    H, dh, D, N, L = hf.num_attention_heads, hf.head_dim, hf.hidden_size, hf.hc_mult, hf.num_hidden_layers
+    Hi, di, dq = hf.index_n_heads, hf.index_head_dim, hf.q_lora_rank
+    activations = L * 2 * T * N * N * D
+    multiplies = (2 * L + 1) * T * N * D
+    weights = 0
+    for kind in kinds:
+        m = rates.get(kind, 0)
+        c = T // m if m else 0
+        activations += 2 * H * T * (T + c) * dh
+        if kind == "heavily_compressed_attention":
+            multiplies += c * m * dh
+        if kind == "compressed_sparse_attention":
+            activations += T * Hi * c * di
+            multiplies += c * 2 * m * (dh + di) + T * Hi * c
+            weights += 0 if c else T * (2 * 2 * di * D + Hi * di * dq + Hi * D)
+    return activations, multiplies, weights
+
+
+@pytest.mark.parametrize("tokens", [PROMPT, 3])  # past every compressor's window, and short of the first 4:1 one
+@pytest.mark.parametrize(("family", "index"), [(f, i) for f in COMPRESSED for i in range(len(MODELS[f]))])
+def test_compressed_attention_s_every_difference_is_named_and_exact(made, family, index, tokens):
+    """DeepSeek-V4 in transformers: its 4:1 attention over every entry (ours: the kc its indexer chose), its hyper-
+    connections', compressors' and indexer's sums as a multiply and a sum (ours: products), its indexer's projections
+    before there is an entry; crosscheck names each with its closed form and they add up exactly: torch's products
+    of activations and its multiplies are those of transformers' own code, the logits the same."""
+    directory = made(family, index)
+    model = load_model(directory)
+    hf = transformers.AutoConfig.from_pretrained(directory)
+    check = crosscheck(model, default_ids(model, tokens), dense_attention=True)
+    groups = {g["group"]: g for g in check.groups()}
+    activations, multiplies, weights = torch_compressed_products(hf, tokens)
+    torch_side = groups[ACTIVATIONS]
+    assert torch_side["dispatch_macs"] == activations, (torch_side["dispatch_macs"], activations)
+    assert torch_side["multiply_sum_macs"] == multiplies, (torch_side["multiply_sum_macs"], multiplies)
+    assert groups[WEIGHTS]["dispatch_macs"] - groups[WEIGHTS]["ledger_dense_macs"] == weights, groups[WEIGHTS]
+    assert groups[LOGITS]["dispatch_macs"] == groups[LOGITS]["ledger_macs"] == tokens * hf.hidden_size * hf.vocab_size
+    for name in GROUPS:
+        g = groups[name]
+        assert g["flop_counter_macs"] == g["dispatch_macs"] - g["torch_ops"].get("_grouped_mm", 0), (name, g)
+        assert not any("UNEXPLAINED" in reason for reason in g["reasons"]), g["reasons"]
+        if g["dispatch_macs"] != g["ledger_dense_macs"]:
+            assert any(reason.endswith("MACs, exactly") for reason in g["reasons"]), g["reasons"]
+    said = " ".join(groups[WEIGHTS]["reasons"] + groups[ACTIVATIONS]["reasons"])
+    assert "(pre.unsqueeze(-1) * streams).sum(dim=2)" in said
+    assert ("block_bias" in said) == (tokens == PROMPT) and ("no 4:1 entry yet" in said) == (tokens == 3)
 
 
 def test_as_computed_the_ledger_skips_the_masked_half_and_says_why(made):
