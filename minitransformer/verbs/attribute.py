@@ -10,12 +10,19 @@ parts sum to the difference (to rounding: 1e-10 in float64). No fold_ln, no cent
 `logit_attrs` on its bridge applies the same frozen scale (`apply_ln_to_stack`) but leaves the norm's gain out unless
 its weights are folded (fold_ln): we apply the gain, as the model does.
 
-Its bill (bill.py): the forward pass, and the attribution's products, each part against the two columns of W_U.
+Where a block adds its attention's output o = Z W_o + b_o to the stream as it is (a pre-norm block, unscaled), that
+part is split into its heads, head h's z_h W_o[h] (its dh rows of W_o) at the last position, and the bias b_o; where
+it adds a mixture of experts' output as it is, the MLP's part is split into the experts the last token was routed to
+(each one's gated output) and the shared expert's: each split sums to its part. TransformerLens's
+`stack_head_results` under `apply_ln_to_stack` gives the same heads.
+
+Its bill (bill.py): the forward pass, the heads' products z_h W_o[h] (a dh x D product a head), and the attribution's
+products, each part and each piece of a split against the two columns of W_U.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,8 +31,10 @@ from ..engine.ledger import Phase
 from ..engine.stages import UNEMBEDDING, Stage
 from ..engine.tape import Dims, Tape
 from ..errors import UserError
+from ..families.parts.blocks import PreNorm
 from ..families.parts.decoder import Decoder
 from ..families.parts.norms import LayerNorm, RMSNorm
+from ..families.parts.part import module_of
 from ..models.model import Model
 from .bill import Bill
 from .lens import one_token
@@ -33,6 +42,10 @@ from .lens import one_token
 ATTRIBUTION = Stage(
     "attribution", ("attribution",), "matmul", "a = (gamma * part / sigma) W_U[[A, B]]^T  (sigma frozen)",
     "parts [T, D], W_U[[A, B]]^T [D, R]", UNEMBEDDING,
+)  # fmt: skip
+HEAD_OUTPUT = Stage(
+    "attribution.heads", ("attribution.heads",), "matmul", "r_h = z_h W_o[h]  (each head's output at the last position)",
+    "z [H, 1, dz], W_o [H, dz, D]", UNEMBEDDING,
 )  # fmt: skip
 ATTRIBUTION_CONVENTIONS = (
     "final norm's scale frozen at the whole stream's, its gain applied; no fold_ln, no centring of weights "
@@ -48,6 +61,9 @@ class Attribution:
     difference: float  # the model's own logit(A) - logit(B) at the last position
     parts: list[tuple[str, float]]  # (what, its share of the difference), summing to the difference
     bill: Bill
+    # (the part it splits, what, its share): a block's attention by head (and b_o), its mixture by expert, each
+    # part's pieces summing to its share
+    pieces: list[tuple[str, str, float]] = field(default_factory=list)
 
     def to_dict(self, decode=None) -> dict:
         text = (lambda i: decode([i])) if decode else (lambda i: None)
@@ -57,7 +73,18 @@ class Attribution:
             "versus": {"id": self.versus, "text": text(self.versus)},
             "conventions": ATTRIBUTION_CONVENTIONS,
             "difference": self.difference,
-            "parts": [{"part": what, "attribution": value} for what, value in self.parts],
+            "parts": [
+                {
+                    "part": what,
+                    "attribution": value,
+                    **(
+                        {"pieces": [{"piece": p, "attribution": v} for of, p, v in self.pieces if of == what]}
+                        if any(of == what for of, _, _ in self.pieces)
+                        else {}
+                    ),
+                }
+                for what, value in self.parts
+            ],  # fmt: skip
             "bill": self.bill.to_dict(),
         }
 
@@ -78,6 +105,50 @@ def branches(model: Model, cache, last: int) -> list[tuple[str, np.ndarray]]:
     return parts
 
 
+def block_of(model: Model, i: int):
+    """Layer i's block (its kind's, where the layers differ)."""
+    decoder = model.architecture.forward
+    assert isinstance(decoder, Decoder), "attribute refuses a model that is not a Decoder before it splits a part"
+    block = decoder.block
+    return block.blocks[model.config.layer_types[i]] if hasattr(block, "blocks") else block
+
+
+def as_added(model: Model, i: int) -> PreNorm | None:
+    """Layer i's block where it adds its branches' outputs to the stream as they are (a pre-norm block, unscaled): only
+    there is a branch's split (by head, by expert) a split of its part."""
+    block = block_of(model, i)
+    return block if isinstance(block, PreNorm) and not block.residual else None
+
+
+def head_outputs(model: Model, cache, i: int, tape: Tape):
+    """([H, D] each head's output z_h W_o[h] at the last position, b_o or None) of layer i's attention, or None where
+    its block does not add the attention's output as it is or its attention does not say its W_o."""
+    block = as_added(model, i)
+    name = f"blocks.{i}.attn.hook_z"
+    if block is None or name not in model.lens_aliases or not hasattr(block.mixer, "output_projection"):
+        return None
+    layer = getattr(model.params, model.architecture.forward.layers)[i]  # type: ignore[attr-defined]  # a Decoder's
+    w_o, b_o = block.mixer.output_projection(module_of(layer, block.names[1]))
+    z = cache[name][0, -1]  # [H, dz], TransformerLens's layout
+    H, dz = z.shape
+    heads = tape.with_sizes(dz=dz).matmul(HEAD_OUTPUT, z[:, None, :], w_o.reshape(H, dz, -1), "H T dz, H dz D -> H T D")
+    return heads[:, 0], b_o
+
+
+def expert_outputs(model: Model, cache, i: int) -> list[tuple[str, np.ndarray]] | None:
+    """(label, [D]) of each expert the last token was routed to in layer i (its gated output) and the shared expert's,
+    or None where layer i has no experts or its block does not add their sum as it is."""
+    at = lambda name: cache[f"blocks.{i}.{name}"][-1] if f"blocks.{i}.{name}" in cache else None  # noqa: E731
+    chosen, weighed = at("moe.chosen"), at("moe.expert_out")
+    if as_added(model, i) is None or chosen is None or weighed is None:
+        return None
+    pieces = [(f"expert {int(e)}", y) for e, y in zip(chosen, weighed.reshape(len(chosen), -1), strict=True)]
+    routed = at("moe.routed_out")
+    if routed is not None:  # a shared expert's output added to the routed experts' sum
+        pieces.append(("shared expert", at("moe.out") - routed))
+    return pieces
+
+
 def attribute(model: Model, prompt, target, versus) -> Attribution:
     """The direct logit attribution of logit(target) - logit(versus) at the last position of `prompt`."""
     ids = model.prompt_ids(prompt)
@@ -93,15 +164,34 @@ def attribute(model: Model, prompt, target, versus) -> Attribution:
     L = c.n_layer
     names = [f"blocks.{i}.hook_resid_{w}" for i in range(L) for w in ("pre", "mid", "post")]
     names = [n for n in names if n in model.lens_aliases]
+    names += [f"blocks.{i}.attn.hook_z" for i in range(L) if f"blocks.{i}.attn.hook_z" in model.lens_aliases]
+    known = set(model.stage_table.stage_names(L))
+    names += [n for i in range(L) for what in ("chosen", "expert_out", "routed_out", "out")
+              if (n := f"blocks.{i}.moe.{what}") in known]  # fmt: skip
     forward, products = Phase("prefill", 0, len(ids), len(ids), cached=False), Phase("prefill", 0, 0, 0, cached=False)
+    heads_phase = Phase("prefill", 0, 0, 0, cached=False)
     logits, cache = model.run_with_cache(ids, names, all_positions=False, phase=forward)
     parts = branches(model, cache, len(ids) - 1)
+    # The splits: (the part split, what, [D]) for each piece, read or computed at the last position
+    head_tape = Tape(Dims.of(c, 1, 0, R=2), heads_phase, None, precision=model.precision)
+    split: list[tuple[str, str, np.ndarray]] = []
+    for i in range(L):
+        heads = head_outputs(model, cache, i, head_tape)
+        if heads is not None:
+            outputs, b_o = heads
+            split += [(f"block {i} attn", f"head {h}", r) for h, r in enumerate(outputs)]
+            if b_o is not None:
+                split.append((f"block {i} attn", "bias b_o", b_o))
+        experts = expert_outputs(model, cache, i)
+        if experts is not None:
+            split += [(f"block {i} mlp", what, y) for what, y in experts]
     x = cache[f"blocks.{L - 1}.hook_resid_post"][0, -1]
     final = getattr(model.params, decoder.final_norm)
     gains = final.weight + 1 if getattr(norm, "one_plus", False) else final.weight
     centred = isinstance(norm, LayerNorm)
     sigma = np.sqrt((x.var() if centred else np.mean(x * x)) + c.norm_eps)
-    scaled = np.stack([gains * ((p - p.mean()) if centred else p) / sigma for _, p in parts])  # [P, D]
+    through_norm = lambda p: gains * ((p - p.mean()) if centred else p) / sigma  # noqa: E731 - frozen: affine
+    scaled = np.stack([through_norm(p) for _, p in parts] + [through_norm(p) for _, _, p in split])  # [P + S, D]
     bias = final.bias if isinstance(norm, LayerNorm) and norm.bias else np.zeros_like(x)
     unembedding = getattr(model.params, decoder.embedding if c.tie_word_embeddings else decoder.unembedding).weight
     columns = unembedding[[target_id, versus_id]].T  # [D, 2]
@@ -113,10 +203,15 @@ def attribute(model: Model, prompt, target, versus) -> Attribution:
     constant = float(two[-1, 0] - two[-1, 1])
     if logits_bias is not False:
         constant += float(logits_bias[target_id] - logits_bias[versus_id])
-    shares = [(what, float(a - b)) for (what, _), (a, b) in zip(parts, two[:-1], strict=True)]
+    shares = [(what, float(a - b)) for (what, _), (a, b) in zip(parts, two[: len(parts)], strict=True)]
+    pieces = [(of, what, float(a - b)) for (of, what, _), (a, b) in zip(split, two[len(parts) : -1], strict=True)]
     shares.append(("final norm's bias and the logits' bias", constant))
     bill = Bill()
     bill.add("forward pass", [forward])
-    bill.add(f"attribution: {len(parts) + 1} parts x 2 columns of W_U", [products])
+    n_heads = sum(what.startswith("head ") for _, what, _ in split)
+    if n_heads:
+        bill.add(f"each head's output z_h W_o[h]: {n_heads} heads", [heads_phase])
+    more = f" and {len(split)} pieces" if split else ""
+    bill.add(f"attribution: {len(parts) + 1} parts{more} x 2 columns of W_U", [products])
     difference = float(logits[-1, target_id] - logits[-1, versus_id])
-    return Attribution(ids, target_id, versus_id, difference, shares, bill)
+    return Attribution(ids, target_id, versus_id, difference, shares, bill, pieces)

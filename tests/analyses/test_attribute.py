@@ -70,7 +70,7 @@ def test_the_parts_sum_to_the_difference_in_float64(tmp_path_factory, key):
         logits[[TARGET, VERSUS]],
     )
     L, D = model.config.n_layer, model.config.n_embd
-    assert ours.bill.items[1].macs == len(ours.parts) * 2 * D  # each part against two columns of W_U
+    assert ours.bill.items[-1].macs == (len(ours.parts) + len(ours.pieces)) * 2 * D  # each against two columns of W_U
     assert len(ours.parts) == 1 + 2 * L + 1  # the embedding, attention (or mixer) and MLP a block, the biases
 
 
@@ -85,3 +85,57 @@ def test_the_demo_and_its_refusals(capsys):
     assert main([*argv[:4], "--model", "demo"]) == 2
     err = capsys.readouterr().err
     assert "attribute needs --versus" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("key", ["gpt2", "llama"])
+def test_heads_equal_transformer_lens(tmp_path_factory, key):
+    """Each head's piece against TransformerLens's stack_head_results (z_h W_O[h] per head) under apply_ln_to_stack,
+    times the final norm's gain, against the two columns of W_U; and the heads with b_o sum to the layer's part."""
+    import torch
+
+    model, bridge = bridged(tmp_path_factory, key)
+    ours = attribute(model, PROMPT, TARGET, VERSUS)
+    with torch.no_grad():
+        _, cache = bridge.run_with_cache(torch.tensor([PROMPT]))
+        stack, labels = cache.stack_head_results(layer=-1, pos_slice=-1, return_labels=True)
+        scaled = cache.apply_ln_to_stack(stack, layer=-1, pos_slice=-1)[:, 0]  # [L H, D]
+    decoder = model.architecture.forward
+    gains = getattr(model.params, decoder.final_norm).weight
+    unembedding = bridge.W_U.detach().double().numpy()
+    theirs = scaled.double().numpy() * gains @ (unembedding[:, TARGET] - unembedding[:, VERSUS])
+    mine = np.array([value for _, what, value in ours.pieces if what.startswith("head ")])
+    assert len(mine) == len(theirs) == model.config.n_layer * model.config.n_head, (len(mine), labels)
+    assert gap(mine, theirs) <= TOLERANCE, (mine, theirs, labels)
+    H, D, dh = model.config.n_head, model.config.n_embd, model.config.d_head
+    assert ours.bill.items[1].macs == model.config.n_layer * H * dh * D  # a [1, dh] x [dh, D] product a head
+
+
+@pytest.mark.parametrize("family, name", [("gpt2", "heads5-inner37"), ("qwen3_moe", "e8_k3_step2_window_norm")])
+def test_the_pieces_sum_to_their_parts_in_float64(tmp_path_factory, family, name):
+    """Every split part (a layer's heads and b_o; a mixture's experts) sums to the part, to 1e-10 in float64; each
+    layer with experts has the last token's k of them."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "families"))
+    from conformance_configs import made
+
+    from minitransformer import load_model
+
+    directory, _, _ = made(tmp_path_factory, family, name)
+    model = load_model(directory, dtype="float64")
+    ours = attribute(model, PROMPT, TARGET, VERSUS)
+    parts = dict(ours.parts)
+    split = {of for of, _, _ in ours.pieces}
+    for of in split:
+        total = sum(value for part, _, value in ours.pieces if part == of)
+        assert abs(total - parts[of]) <= 1e-10, (of, total, parts[of])
+    c = model.config
+    heads = [of for of in split if of.endswith("attn")]
+    assert len(heads) == c.n_layer, split
+    experts = {of: [w for part, w, _ in ours.pieces if part == of] for of in split if of.endswith("mlp")}
+    if family == "qwen3_moe":  # experts every second layer (decoder_sparse_step 2), k = 3 each
+        assert sorted(experts) == ["block 1 mlp", "block 3 mlp"], experts
+        assert all(len(set(w)) == c.top_k and all(x.startswith("expert ") for x in w) for w in experts.values())
+    else:
+        assert experts == {}, experts
