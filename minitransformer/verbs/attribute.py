@@ -120,16 +120,26 @@ def as_added(model: Model, i: int) -> PreNorm | None:
     return block if isinstance(block, PreNorm) and not block.residual else None
 
 
-def head_outputs(model: Model, cache, i: int, tape: Tape):
-    """([H, D] each head's output z_h W_o[h] at the last position, b_o or None) of layer i's attention, or None where
-    its block does not add the attention's output as it is or its attention does not say its W_o."""
+def splits_heads(model: Model, i: int) -> bool:
+    """Layer i's attention part is split into heads: its block adds the attention's output as it is, and its attention
+    says its W_o (output_projection)."""
     block = as_added(model, i)
-    name = f"blocks.{i}.attn.hook_z"
-    if block is None or name not in model.lens_aliases or not hasattr(block.mixer, "output_projection"):
-        return None
+    named = f"blocks.{i}.attn.hook_z" in model.lens_aliases
+    return block is not None and named and hasattr(block.mixer, "output_projection")
+
+
+def output_projection_of(model: Model, i: int):
+    """(W_o [H dz, D], b_o or None) of layer i's attention (splits_heads), as its attention reads them."""
+    block = as_added(model, i)
+    assert block is not None
     layer = getattr(model.params, model.architecture.forward.layers)[i]  # type: ignore[attr-defined]  # a Decoder's
-    w_o, b_o = block.mixer.output_projection(module_of(layer, block.names[1]))
-    z = cache[name][0, -1]  # [H, dz], TransformerLens's layout
+    return block.mixer.output_projection(module_of(layer, block.names[1]))
+
+
+def head_outputs(model: Model, z, i: int, tape: Tape):
+    """([H, D] each head's output z_h W_o[h] at the last position, b_o or None) of layer i's attention (splits_heads),
+    z [H, dz] what its W_o reads there."""
+    w_o, b_o = output_projection_of(model, i)
     H, dz = z.shape
     heads = tape.with_sizes(dz=dz).matmul(HEAD_OUTPUT, z[:, None, :], w_o.reshape(H, dz, -1), "H T dz, H dz D -> H T D")
     return heads[:, 0], b_o
@@ -176,9 +186,8 @@ def attribute(model: Model, prompt, target, versus) -> Attribution:
     head_tape = Tape(Dims.of(c, 1, 0, R=2), heads_phase, None, precision=model.precision)
     split: list[tuple[str, str, np.ndarray]] = []
     for i in range(L):
-        heads = head_outputs(model, cache, i, head_tape)
-        if heads is not None:
-            outputs, b_o = heads
+        if splits_heads(model, i):
+            outputs, b_o = head_outputs(model, cache[f"blocks.{i}.attn.hook_z"][0, -1], i, head_tape)
             split += [(f"block {i} attn", f"head {h}", r) for h, r in enumerate(outputs)]
             if b_o is not None:
                 split.append((f"block {i} attn", "bias b_o", b_o))
@@ -211,7 +220,44 @@ def attribute(model: Model, prompt, target, versus) -> Attribution:
     n_heads = sum(what.startswith("head ") for _, what, _ in split)
     if n_heads:
         bill.add(f"each head's output z_h W_o[h]: {n_heads} heads", [heads_phase])
-    more = f" and {len(split)} pieces" if split else ""
-    bill.add(f"attribution: {len(parts) + 1} parts{more} x 2 columns of W_U", [products])
+    bill.add(_attribution_line(len(parts) + 1, len(split)), [products])
     difference = float(logits[-1, target_id] - logits[-1, versus_id])
     return Attribution(ids, target_id, versus_id, difference, shares, bill, pieces)
+
+
+def _attribution_line(parts: int, pieces: int) -> str:
+    return f"attribution: {parts} parts{f' and {pieces} pieces' if pieces else ''} x 2 columns of W_U"
+
+
+def count_attribute(config, tokens: int) -> Bill:
+    """The attribution's bill from shapes alone, for any config: a shape-only pass of `tokens` positions, each split
+    layer's head products, and the parts' and pieces' products against two columns of W_U (a layer with experts: the
+    k the last token goes to, and the shared one)."""
+    from ..engine.shapes import ShapeOnly
+
+    model = Model.without_weights(config)
+    L, D = config.n_layer, config.n_embd
+    forward, heads_phase = Phase("prefill", 0, tokens, tokens, cached=False), Phase("prefill", 0, 0, 0, cached=False)
+    products = Phase("prefill", 0, 0, 0, cached=False)
+    model.run(np.zeros(tokens, dtype=np.int64), all_positions=False, phase=forward)
+    known = set(model.stage_table.stage_names(L))
+    head_tape = Tape(Dims.of(config, 1, 0, R=2), heads_phase, None)
+    parts, pieces, n_heads = 1, 0, 0
+    for i in range(L):
+        parts += 2 if f"blocks.{i}.resid_mid" in known else 1
+        if splits_heads(model, i):
+            H, (w_o, b_o) = config.n_head, output_projection_of(model, i)
+            head_outputs(model, ShapeOnly((H, w_o.shape[0] // H)), i, head_tape)
+            n_heads, pieces = n_heads + H, pieces + H + (b_o is not None)
+        if {f"blocks.{i}.moe.chosen", f"blocks.{i}.moe.expert_out"} <= known and as_added(model, i) is not None:
+            pieces += config.top_k + (f"blocks.{i}.moe.routed_out" in known)
+    rows = parts + 1
+    Tape(Dims.of(config, rows + pieces, 0, R=2), products, None).matmul(
+        ATTRIBUTION, ShapeOnly((rows + pieces, D)), ShapeOnly((D, 2)), "T D, D R -> T R"
+    )
+    bill = Bill()
+    bill.add("forward pass", [forward])
+    if n_heads:
+        bill.add(f"each head's output z_h W_o[h]: {n_heads} heads", [heads_phase])
+    bill.add(_attribution_line(rows, pieces), [products])
+    return bill

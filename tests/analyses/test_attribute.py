@@ -139,3 +139,35 @@ def test_the_pieces_sum_to_their_parts_in_float64(tmp_path_factory, family, name
         assert all(len(set(w)) == c.top_k and all(x.startswith("expert ") for x in w) for w in experts.values())
     else:
         assert experts == {}, experts
+
+
+def test_count_only_is_the_real_runs_bill(capsys):
+    """attribute --count-only's bill from shapes alone is the demo's real run's, item by item; any preset counts."""
+    from minitransformer import load_model
+    from minitransformer.verbs.attribute import count_attribute
+
+    model = load_model("demo")
+    real = attribute(model, "The capital of France is", " Paris", " Berlin").bill.to_dict()
+    counted = count_attribute(model.config, 5).to_dict()
+    assert counted == real, (counted, real)
+    assert main(["attribute", "--count-only", "--preset", "qwen3.5-27b", "--tokens", "200"]) == 0
+    out = capsys.readouterr().out
+    # 16 gated-attention layers of 24 heads; 1 + 64 x 2 + 1 parts
+    assert "each head's output z_h W_o[h]: 384 heads" in out and "130 parts and 384 pieces" in out, out
+
+
+def test_the_page_draws_the_parts(tmp_path, capsys):
+    """attribute --html: its section, a bar a part and a piece with the JSON's values, the sum, the bill."""
+    import json
+    from html import escape
+
+    argv = ["attribute", "The capital of France is", "--target", " Paris", "--versus", " Berlin", "--model", "demo"]
+    assert main([*argv, "--json", str(tmp_path / "a.json"), "--html", str(tmp_path / "a.html")]) == 0
+    document, page = json.loads((tmp_path / "a.json").read_text()), (tmp_path / "a.html").read_text()
+    pieces = [q for p in document["parts"] for q in p.get("pieces", [])]
+    assert "<h2>Direct logit attribution</h2>" in page and "Its bill" in page
+    assert page.count('<tr class="part">') == len(document["parts"]) == 10
+    assert page.count('<tr class="piece">') == len(pieces) == 4 * (4 + 1)  # 4 heads and b_o a layer
+    third = document["parts"][3]
+    assert escape(f"{third['part']}: {third['attribution']:.4f}") in page, third
+    assert f"{sum(p['attribution'] for p in document['parts']):.4f}" in page
