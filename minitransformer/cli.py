@@ -534,6 +534,17 @@ def _add_attribute(commands) -> None:
     att.add_argument(
         "--tokens", type=_whole_number, default=None, metavar="N", help="--count-only's prompt length (default 100)"
     )
+    att.add_argument(
+        "--fold-ln",
+        action="store_true",
+        help="TransformerLens's fold_ln: the final norm's gain folded into W_U, its bias into the logits' bias "
+        "(default: off, the gain applied to each part; the same shares)",
+    )
+    att.add_argument(
+        "--center-writing-weights",
+        action="store_true",
+        help="TransformerLens's center_writing_weights: each part centred over d_model (LayerNorm models; default: off)",
+    )
     _add_model_selectors(att, sizes=False)
     _add_load_options(att, "the attribution computes in")
     att.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
@@ -554,7 +565,7 @@ def _attribute(args) -> None:
             raise UserError(f"attribute needs {flag}, {example}")
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work
     model = resolve(args.model, _load_options(args))
-    attribution = attribute(model, args.prompt, args.target, args.versus)
+    attribution = attribute(model, args.prompt, args.target, args.versus, args.fold_ln, args.center_writing_weights)
     out = sys.stderr if any(d is not None and d.is_stdout for d in to.values()) else sys.stdout
     print(attribute_report(attribution, model.tokenizer.decode), file=out)
     document = {"model": model.describe(), **attribution.to_dict(model.tokenizer.decode)}

@@ -53,6 +53,18 @@ ATTRIBUTION_CONVENTIONS = (
 )
 
 
+def conventions(fold_ln: bool = False, center_writing_weights: bool = False) -> str:
+    """What the attribution applied, in TransformerLens's words where it applied its options."""
+    if not (fold_ln or center_writing_weights):
+        return ATTRIBUTION_CONVENTIONS
+    applied = [("fold_ln: the final norm's gain folded into W_U, its bias into the logits' bias" if fold_ln else
+                "no fold_ln: the final norm's gain applied to each part"),
+               ("center_writing_weights: each part centred over d_model" if center_writing_weights else
+                "no centring of the parts")]  # fmt: skip
+    return (f"final norm's scale frozen at the whole stream's; {'; '.join(applied)} (TransformerLens's options of "
+            f"the same names; center_unembed not applied)")  # fmt: skip
+
+
 @dataclass
 class Attribution:
     prompt: list[int]
@@ -64,6 +76,7 @@ class Attribution:
     # (the part it splits, what, its share): a block's attention by head (and b_o), its mixture by expert, each
     # part's pieces summing to its share
     pieces: list[tuple[str, str, float]] = field(default_factory=list)
+    conventions: str = ATTRIBUTION_CONVENTIONS
 
     def to_dict(self, decode=None) -> dict:
         text = (lambda i: decode([i])) if decode else (lambda i: None)
@@ -71,7 +84,7 @@ class Attribution:
             "prompt": self.prompt,
             "target": {"id": self.target, "text": text(self.target)},
             "versus": {"id": self.versus, "text": text(self.versus)},
-            "conventions": ATTRIBUTION_CONVENTIONS,
+            "conventions": self.conventions,
             "difference": self.difference,
             "parts": [
                 {
@@ -159,8 +172,13 @@ def expert_outputs(model: Model, cache, i: int) -> list[tuple[str, np.ndarray]] 
     return pieces
 
 
-def attribute(model: Model, prompt, target, versus) -> Attribution:
-    """The direct logit attribution of logit(target) - logit(versus) at the last position of `prompt`."""
+def attribute(model: Model, prompt, target, versus, fold_ln: bool = False, center_writing_weights: bool = False
+              ) -> Attribution:  # fmt: skip
+    """The direct logit attribution of logit(target) - logit(versus) at the last position of `prompt`. `fold_ln`: the
+    final norm's gain folded into the two columns of W_U and its bias into the logits' bias, as TransformerLens's
+    fold_ln does, in place of the gain applied to each part (the same shares, to rounding); `center_writing_weights`:
+    each part centred over d_model before the norm, as centring every weight that writes to the stream makes it (a
+    LayerNorm centres them anyway; refused for an RMSNorm, whose outputs it would change)."""
     ids = model.prompt_ids(prompt)
     if not ids:
         raise UserError('the prompt is empty; give some text, e.g. "The capital of France is"')
@@ -171,6 +189,9 @@ def attribute(model: Model, prompt, target, versus) -> Attribution:
     if not isinstance(decoder, Decoder) or not isinstance(norm, (LayerNorm, RMSNorm)) or decoder.after_logits:
         raise UserError(f"attribute knows a final LayerNorm or RMSNorm read straight by the unembedding; {c.name}'s "
                         f"readout is not that (a scale or soft-cap after the logits)")  # fmt: skip
+    if center_writing_weights and not isinstance(norm, LayerNorm):
+        raise UserError(f"--center-writing-weights centres what writes to the stream, which changes what {c.name}'s "
+                        f"RMSNorm reads (TransformerLens applies it to LayerNorm models only); leave it out")  # fmt: skip
     L = c.n_layer
     names = [f"blocks.{i}.hook_resid_{w}" for i in range(L) for w in ("pre", "mid", "post")]
     names = [n for n in names if n in model.lens_aliases]
@@ -199,15 +220,24 @@ def attribute(model: Model, prompt, target, versus) -> Attribution:
     gains = final.weight + 1 if getattr(norm, "one_plus", False) else final.weight
     centred = isinstance(norm, LayerNorm)
     sigma = np.sqrt((x.var() if centred else np.mean(x * x)) + c.norm_eps)
-    through_norm = lambda p: gains * ((p - p.mean()) if centred else p) / sigma  # noqa: E731 - frozen: affine
+    centre = lambda p: p - p.mean()  # noqa: E731 - over d_model
+    writing = centre if center_writing_weights else (lambda p: p)  # what centring the writing weights makes a part
+    gained = 1.0 if fold_ln else gains  # folded: the gain is W_U's
+    through_norm = lambda p: gained * (centre(writing(p)) if centred else p) / sigma  # noqa: E731 - frozen: affine
     scaled = np.stack([through_norm(p) for _, p in parts] + [through_norm(p) for _, _, p in split])  # [P + S, D]
     bias = final.bias if isinstance(norm, LayerNorm) and norm.bias else np.zeros_like(x)
     unembedding = getattr(model.params, decoder.embedding if c.tie_word_embeddings else decoder.unembedding).weight
     columns = unembedding[[target_id, versus_id]].T  # [D, 2]
-    rows = np.concatenate([scaled, bias[None]]).astype(x.dtype)
     # The tape's symbols: a row a part (T of them), a column a token (R = 2)
-    tape = Tape(Dims.of(c, len(rows), 0, R=2), products, None, precision=model.precision)
-    two = tape.matmul(ATTRIBUTION, rows, columns, "T D, D R -> T R")  # [P + 1, 2]
+    tape = Tape(Dims.of(c, len(scaled) + 1, 0, R=2), products, None, precision=model.precision)
+    if fold_ln:  # the parts against gamma * W_U; the norm's bias against W_U itself (b_U' = b_U + b W_U)
+        folded = tape.with_sizes(T=len(scaled)).matmul(ATTRIBUTION, scaled.astype(x.dtype),
+                                                       (gains[:, None] * columns).astype(x.dtype), "T D, D R -> T R")  # fmt: skip
+        folded_bias = tape.with_sizes(T=1).matmul(ATTRIBUTION, bias[None].astype(x.dtype), columns, "T D, D R -> T R")
+        two = np.concatenate([folded, folded_bias])  # [P + 1, 2]
+    else:
+        rows = np.concatenate([scaled, bias[None]]).astype(x.dtype)
+        two = tape.matmul(ATTRIBUTION, rows, columns, "T D, D R -> T R")  # [P + 1, 2]
     logits_bias = decoder.biased(c) and getattr(model.params, decoder.unembedding).bias
     constant = float(two[-1, 0] - two[-1, 1])
     if logits_bias is not False:
@@ -222,7 +252,8 @@ def attribute(model: Model, prompt, target, versus) -> Attribution:
         bill.add(f"each head's output z_h W_o[h]: {n_heads} heads", [heads_phase])
     bill.add(_attribution_line(len(parts) + 1, len(split)), [products])
     difference = float(logits[-1, target_id] - logits[-1, versus_id])
-    return Attribution(ids, target_id, versus_id, difference, shares, bill, pieces)
+    told = conventions(fold_ln, center_writing_weights)
+    return Attribution(ids, target_id, versus_id, difference, shares, bill, pieces, told)
 
 
 def _attribution_line(parts: int, pieces: int) -> str:

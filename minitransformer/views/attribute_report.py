@@ -3,7 +3,7 @@ pieces indented below it: its heads, its experts), and the bill."""
 
 from __future__ import annotations
 
-from ..verbs.attribute import ATTRIBUTION_CONVENTIONS, Attribution
+from ..verbs.attribute import Attribution
 
 
 def attribute_report(attribution: Attribution, decode) -> str:
@@ -15,7 +15,7 @@ def attribute_report(attribution: Attribution, decode) -> str:
     shown = [
         f"direct logit attribution of logit({word(attribution.target)}) - logit({word(attribution.versus)}) at the "
         f"last of {len(attribution.prompt)} tokens: {attribution.difference:.4f}",
-        ATTRIBUTION_CONVENTIONS,
+        attribution.conventions,
         *(line for what, value in attribution.parts for line in [f"  {what:<{width}}  {value:>9.4f}", *pieces(what)]),
         f"  {'sum of the parts':<{width}}  {total:>9.4f}",
     ]

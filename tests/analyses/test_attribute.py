@@ -171,3 +171,37 @@ def test_the_page_draws_the_parts(tmp_path, capsys):
     third = document["parts"][3]
     assert escape(f"{third['part']}: {third['attribution']:.4f}") in page, third
     assert f"{sum(p['attribution'] for p in document['parts']):.4f}" in page
+
+
+def test_fold_ln_and_center_writing_weights_equal_transformer_lens(tmp_path_factory):
+    """With --fold-ln and --center-writing-weights, each part and head equals TransformerLens's on a bridge whose
+    weights went through its process_weights with those options (its logit_attrs then needs no gain: W_U has it);
+    an RMSNorm model's centring is refused."""
+    import torch
+    from conformance_configs import made
+    from lens_models import require_lens
+
+    from minitransformer.errors import UserError
+
+    model, plain = bridged(tmp_path_factory, "gpt2")
+    ours = attribute(model, PROMPT, TARGET, VERSUS, fold_ln=True, center_writing_weights=True)
+    directory, _, _ = made(tmp_path_factory, *MODELS["gpt2"])  # a bridge of its own: process_weights changes it
+    bridge = require_lens().boot_transformers(str(directory), device="cpu", tokenizer=plain.tokenizer)
+    bridge.process_weights(fold_ln=True, center_writing_weights=True, center_unembed=False, fold_value_biases=False)
+    with torch.no_grad():
+        _, cache = bridge.run_with_cache(torch.tensor([PROMPT]))
+        stack, labels = cache.decompose_resid(layer=-1, pos_slice=-1, return_labels=True)
+        heads = cache.stack_head_results(layer=-1, pos_slice=-1)
+        scaled = [cache.apply_ln_to_stack(s, layer=-1, pos_slice=-1)[:, 0].double().numpy() for s in (stack, heads)]
+    direction = (bridge.W_U[:, TARGET] - bridge.W_U[:, VERSUS]).detach().double().numpy()
+    theirs, their_heads = (s @ direction for s in scaled)
+    theirs = np.concatenate([[theirs[0] + theirs[1]], theirs[2:]])  # GPT-2's embed and pos_embed: one part of ours
+    mine = np.array([value for _, value in ours.parts[:-1]])
+    mine_heads = np.array([value for _, what, value in ours.pieces if what.startswith("head ")])
+    assert gap(mine, theirs) <= TOLERANCE, (mine, theirs, labels)
+    assert gap(mine_heads, their_heads) <= TOLERANCE, (mine_heads, their_heads)
+    plain_parts = np.array([value for _, value in attribute(model, PROMPT, TARGET, VERSUS).parts])
+    assert gap(np.array([v for _, v in ours.parts]), plain_parts) <= 1e-5  # a LayerNorm centres the parts anyway
+    llama, _ = bridged(tmp_path_factory, "llama")
+    with pytest.raises(UserError, match="RMSNorm reads"):
+        attribute(llama, PROMPT, TARGET, VERSUS, center_writing_weights=True)
