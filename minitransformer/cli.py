@@ -24,7 +24,7 @@ from .models.model import refuse_empty
 from .models.options import DTYPES, WEIGHTS, LoadOptions, RunOptions
 from .models.registry import known_names, resolve
 from .text import plural
-from .verbs.attribute import attribute
+from .verbs.attribute import attribute, count_attribute
 from .verbs.count import check_run, counted, sweep_per_token
 from .verbs.crosscheck import crosscheck, default_ids, require_hf
 from .verbs.drift import drift
@@ -525,30 +525,62 @@ def _add_attribute(commands) -> None:
     att = commands.add_parser(
         "attribute", help="direct logit attribution: a logit difference split among what wrote the stream, its bill"
     )
-    att.add_argument("prompt", help="the text read")
+    att.add_argument("prompt", nargs="?", help="the text read (not needed with --count-only)")
     att.add_argument("--target", help="the token A of the logit difference A - B (one token; default: none, needed)")
     att.add_argument("--versus", help="the token B of the logit difference A - B (one token; default: none, needed)")
-    att.add_argument("--model", help=f"a model name or directory (default: {DEFAULT_MODEL})")
+    att.add_argument(
+        "--count-only", action="store_true", help="the bill from shapes alone, no weights (any preset; default: off)"
+    )
+    att.add_argument(
+        "--tokens", type=_whole_number, default=None, metavar="N", help="--count-only's prompt length (default 100)"
+    )
+    att.add_argument(
+        "--fold-ln",
+        action="store_true",
+        help="TransformerLens's fold_ln: the final norm's gain folded into W_U, its bias into the logits' bias "
+        "(default: off, the gain applied to each part; the same shares)",
+    )
+    att.add_argument(
+        "--center-writing-weights",
+        action="store_true",
+        help="TransformerLens's center_writing_weights: each part centred over d_model (LayerNorm models; default: off)",
+    )
+    _add_model_selectors(att, sizes=False)
     _add_load_options(att, "the attribution computes in")
     att.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
+    att.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     att.set_defaults(run=_attribute)
 
 
 def _attribute(args) -> None:
-    for flag, value in (("--target", args.target), ("--versus", args.versus)):
+    if args.count_only:
+        config = _model_config(args)
+        tokens = DEFAULT_TOKENS if args.tokens is None else args.tokens
+        _at_least("--tokens", tokens, 1)
+        print(bill_report(count_attribute(config, tokens), f"attribution of {tokens} tokens on {config.name}"))
+        return
+    example = 'e.g. attribute "The capital of France is" --target " Paris" --versus " Berlin"'
+    for flag, value in (("a prompt", args.prompt), ("--target", args.target), ("--versus", args.versus)):
         if not value:
-            raise UserError(f'attribute needs {flag}, e.g. attribute "The capital of France is" --target " Paris" '
-                            f'--versus " Berlin"')  # fmt: skip
-    json_to = None if args.json is None else check_destination(args.json)
+            raise UserError(f"attribute needs {flag}, {example}")
+    to = check_destinations({"--json": args.json, "--html": args.html})  # before any work
     model = resolve(args.model, _load_options(args))
-    attribution = attribute(model, args.prompt, args.target, args.versus)
-    out = sys.stderr if json_to and json_to.is_stdout else sys.stdout
+    attribution = attribute(model, args.prompt, args.target, args.versus, args.fold_ln, args.center_writing_weights)
+    out = sys.stderr if any(d is not None and d.is_stdout for d in to.values()) else sys.stdout
     print(attribute_report(attribution, model.tokenizer.decode), file=out)
-    if json_to:
-        document = {"model": model.describe(), **attribution.to_dict(model.tokenizer.decode)}
-        write_text(json_to, [json.dumps(document, indent=1) + "\n"])
-        if not json_to.is_stream:
-            print(f"attribution written to {args.json}", file=out)
+    document = {"model": model.describe(), **attribution.to_dict(model.tokenizer.decode)}
+
+    def json_document(f) -> None:
+        f.write(json.dumps(document, indent=1) + "\n")
+
+    def html_page(f) -> None:
+        f.write(page(analysis_data("attribute", document)))
+
+    write_together([(to["--json"], json_document, False), (to["--html"], html_page, False)])  # both, or neither
+    if to["--json"] and not to["--json"].is_stream:
+        print(f"attribution written to {args.json}", file=out)
+    if to["--html"]:
+        say_written(to["--html"], out)
 
 
 # How a refusal names an option: the API's name of it -> the flag the user typed, for every option group a command

@@ -114,4 +114,44 @@ def lens_section(doc: dict) -> str:
     ])  # fmt: skip
 
 
-SECTIONS = {"patch": patch_section, "lens": lens_section}  # an analysis's report -> its section
+BAR = 240  # the widest bar of the attribution's chart, px
+
+
+def _bar_row(label: str, value: float, largest: float, piece: bool) -> str:
+    """One row of the attribution's chart: its label, its value, a bar as long as |value| (red: for the target)."""
+    width = round(BAR * abs(value) / largest) if largest else 0
+    colour = share_colour(value, largest or 1.0) if width else "#ddd"
+    kind = "piece" if piece else "part"
+    indent = "&nbsp;&nbsp;&nbsp;&nbsp;" if piece else ""
+    return (f'<tr class="{kind}"><td>{indent}{escape(label)}</td><td class="num">{value:.4f}</td><td>'
+            f'<div class="bar" style="width:{width}px;height:12px;background:{colour}" '
+            f'title="{escape(label)}: {value:.4f}"></div></td></tr>')  # fmt: skip
+
+
+def attribute_section(doc: dict) -> str:
+    """attribute's document: each part's share of the logit difference as a bar (red: towards the target, blue:
+    towards the other token), a split part's pieces (heads, experts) indented below it, the sum, the bill."""
+    word = lambda t: repr(t["text"]) if t["text"] is not None else f"id {t['id']}"  # noqa: E731
+    values = [p["attribution"] for p in doc["parts"]] + [q["attribution"] for p in doc["parts"]
+                                                          for q in p.get("pieces", [])]  # fmt: skip
+    largest = max((abs(v) for v in values), default=0.0)
+    rows = []
+    for part in doc["parts"]:
+        rows.append(_bar_row(part["part"], part["attribution"], largest, False))
+        rows += [_bar_row(q["piece"], q["attribution"], largest, True) for q in part.get("pieces", [])]
+    total = sum(p["attribution"] for p in doc["parts"])
+    head = (f"<p>logit({escape(word(doc['target']))}) - logit({escape(word(doc['versus']))}) at the last position: "
+            f"{doc['difference']:.4f}, split among what wrote the stream the final norm reads "
+            f"({escape(doc['conventions'])}). Red: towards the target, blue: towards the other token; a split "
+            f"part's pieces (its heads, its experts) below it, summing to it.</p>")  # fmt: skip
+    return "\n".join([
+        '<section class="attribute"><h2>Direct logit attribution</h2>', head,
+        '<table class="attribution"><tr><th>part</th><th>share</th><th></th></tr>', *rows,
+        f'<tr class="total"><td>sum of the parts</td><td class="num">{total:.4f}</td><td></td></tr></table>',
+        bill_table(doc["bill"]),
+        "</section>",
+    ])  # fmt: skip
+
+
+# an analysis's report -> its section
+SECTIONS = {"patch": patch_section, "lens": lens_section, "attribute": attribute_section}

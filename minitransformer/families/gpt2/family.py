@@ -94,7 +94,13 @@ class FusedAttention(Part):
         # In chunks of query rows, each against the keys it can see (a long prompt skips most of its future).
         z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, inputs.mask)
         z = at.stage("merge_heads", merge_heads(z), "T D")
-        return at.matmul("out", z, p.c_proj.weight, "T D, D D -> T D", bias=p.c_proj.bias)
+        w_o, b_o = self.output_projection(p)
+        return at.matmul("out", z, w_o, "T D, D D -> T D", bias=b_o)
+
+    def output_projection(self, p: SimpleNamespace):
+        """W_o [D, D] (a Conv1D's, [in, out] as stored) as the output product reads it, and its bias (or None): its rows head by head, so that head h's
+        share of the branch is z_h W_o[h] (direct logit attribution splits the branch so)."""
+        return p.c_proj.weight, p.c_proj.bias
 
     def tensors(self, config: GPT2Config, layer: int = 0) -> Tensors:
         D = config.n_embd

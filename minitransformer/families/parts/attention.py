@@ -331,6 +331,12 @@ class GroupedQueryAttention(Part):
         cos, sin = rotary
         return rotate_partial(x, cos, sin, interleaved=self.interleaved)
 
+    def output_projection(self, p: SimpleNamespace):
+        """W_o [H*dh, D] as the output product reads it, and its bias (or None): its rows head by head, so that head h's
+        share of the branch is z_h W_o[h] (direct logit attribution splits the branch so)."""
+        o_proj = getattr(p, self.names[0])
+        return o_proj.weight.T, bias_of(o_proj)
+
     def core_of(self, p: SimpleNamespace) -> Attend:
         """Its attention core over the keys of a layer's weights `p`: its `core` (its scores scaled by the config's
         `scale` where it has one), unless a variant's reads the layer's own tensors (gpt-oss's weighs each head's

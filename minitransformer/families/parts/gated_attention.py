@@ -81,7 +81,13 @@ class GatedAttention(Part):
         z = at.in_row_chunks(lambda q, K, V, bias, at: attend(q, K, V, bias, config, at), q, K, V, inputs.mask)
         z = at.stage("merge_heads", merge_heads(ungroup_heads(z)), "T H*dh")
         z = at.stage("gate", z * sigmoid(gate), "T H*dh")  # each number by its own gate: no dot products
-        return at.matmul("out", z, p.o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=bias_of(p.o_proj))
+        w_o, b_o = self.output_projection(p)
+        return at.matmul("out", z, w_o, "T H*dh, H*dh D -> T D", bias=b_o)
+
+    def output_projection(self, p: SimpleNamespace):
+        """W_o [H*dh, D] as the output product reads it, and its bias (or None): its rows head by head, so that head h's
+        share of the branch is z_h W_o[h] (direct logit attribution splits the branch so)."""
+        return p.o_proj.weight.T, bias_of(p.o_proj)
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """q_proj [H 2 dh, D] (q and the gate), k_proj and v_proj [Hkv dh, D], o_proj [D, H dh], with biases where
