@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.ledger import Phase
+from ..engine.selection import top_k
 from ..errors import UserError
 from ..models.model import Model
 from .bill import Bill
@@ -111,7 +112,7 @@ def logit_lens(model: Model, prompt, target, all_positions: bool = False, top: i
     for n, label in enumerate(entry_labels(model.config.n_layer)):
         for k, position in enumerate(positions):
             row, p = logits[n, k], probs[n, k]
-            best = np.argsort(-row, kind="stable")[:top]
+            best = top_k(row, min(top, row.shape[-1]))  # the one rule: equal logits, the lowest id first
             rank = 1 + int((row > row[target_id]).sum())
             entries.append(LensEntry(label, position, rank, float(p[target_id]), [(int(i), float(p[i])) for i in best]))
     bill = Bill()

@@ -146,8 +146,8 @@ class Decoder(Part):
         `pads` (a batch of left-padded rows): the first pads[b] slots of row b hold no token; each row's
         positions start at its first real token, and pad keys are masked (ops.attention_bias). `choices`: the dict
         the layers leave their choices in for later ones (LayerInputs.choices), to keep it past the pass."""
-        x = self.embed(ids, p, config, tape, pads)
-        x = self.blocks(x, p, config, cache, tape, pads, choices=choices, ids=ids)
+        # the embedding passed on, not kept here: blocks lets it go after the first block (the activation peak)
+        x = self.blocks(self.embed(ids, p, config, tape, pads), p, config, cache, tape, pads, choices=choices, ids=ids)
         if cache is not None:
             cache.advance(tape.dims.T)
         return self.readout(x, p, config, tape, all_positions)
