@@ -158,7 +158,7 @@ def png_is_the_plot(data: bytes, document: dict) -> None:
         for layer in p["layers"]
         for r in layer["ops"]
         if r["kind"] == "matmul"
-    } | {"logits"}
+    } | {r["op"] for p in document["phases"] if "layers" in p for r in (*p["embed"], *p["final"]) if r and r["kind"] == "matmul"} | {"logits"}  # fmt: skip
     assert (width, height) == (round(WIDTH * DPI), round(figure_height(len(ops)) * DPI)), (width, height, len(ops))
     image = pytest.importorskip("matplotlib.image", reason="matplotlib (the plot extra) decodes the PNG")
     pixels = (image.imread(io.BytesIO(data), format="png")[..., :3] * 255).round().astype(np.int64)
@@ -219,7 +219,12 @@ def memory_rows_are_the_terminal_s(rows: list[list[str]], terminal: str, documen
     """The page's memory table (the text of each row's cells) against count's memory lines: each row's bytes as the
     terminal says them, in the terminal's line for the same thing (the weights, a kind of layer's keys and values or
     state, the whole cache), and a state row for every kind of layer that keeps one. Returns the rows' names."""
-    memory = terminal.split("\nMemory (", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    memory: list[str] = []
+    for text in terminal.split("\nMemory (", 1)[1].split("\n\n", 1)[0].splitlines()[1:]:
+        if text.startswith(" " * 15) and memory:  # a continuation: one line of its entry (DeepSeek-V4's cache streams)
+            memory[-1] += " " + text.strip()
+        else:
+            memory.append(text)
 
     def line(start: str, *words: str) -> str:
         found = [m for m in memory if m.startswith(start) and all(w in m for w in words)]

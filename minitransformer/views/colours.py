@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..engine.stages import PRODUCTS, Stage
 
 # Blues for projections, orange for attention, red for a scan and teal for its conv, greens for what an MLP computes
-# (lighter for experts), yellow for the router, pink for hyper-connections' streams, purple for the logits.
+# (lighter for experts), yellow for the router, cyan for hyper-connections' streams, purple for the logits.
 PRODUCT_COLOURS = {
     "projection": "#4e79a7",
     "attention": "#e8892b",
@@ -19,7 +19,7 @@ PRODUCT_COLOURS = {
     "mlp": "#59a14f",
     "router": "#edc948",
     "expert": "#8cd17d",
-    "streams": "#ff9da7",
+    "streams": "#17becf",
     "logits": "#9c6ba3",
 }
 assert PRODUCT_COLOURS.keys() == PRODUCTS.keys(), "a colour for every kind of product, and none for another"

@@ -506,6 +506,9 @@ def _rule(data: dict) -> str:
     doc = data["document"]
     phases = doc.get("phases", [])
     drawn = {op["op"] for p in phases for run in p.get("layers", []) for op in run["ops"] if op["kind"] == "matmul"}
+    drawn |= {
+        r["op"] for p in phases for r in (*p.get("embed", ()), *p.get("final", ())) if r and r["kind"] == "matmul"
+    }
     drawn |= {"logits"} if any(p.get("logits") for p in phases) else set()
     stages = stage_table(doc["model"]).stages
     kinds = {stages[op].product for op in drawn}
@@ -806,6 +809,9 @@ def _pass_ops(p: dict) -> dict[str, int]:
         for r in run["ops"]:
             if r["kind"] == "matmul":
                 ops[r["op"]] = ops.get(r["op"], 0) + run["repeat"] * r["macs"]
+    for r in (*p.get("embed", ()), *p.get("final", ())):  # a product outside the blocks (DeepSeek-V4's head)
+        if r and r["kind"] == "matmul":
+            ops[r["op"]] = ops.get(r["op"], 0) + r["macs"]
     if p["logits"]:
         ops["logits"] = ops.get("logits", 0) + p["logits"]["macs"]
     return ops

@@ -125,12 +125,14 @@ def _dots_panel(ax, count: Count) -> None:
         # every kind of layer's products (a hybrid's scans beside its attention, experts beside a dense MLP), each
         # point once where kinds of layer compute the same product
         products = {(r.op, r.dot_length, r.dot_products): r for r in p.block_records + p.after if r.kind == "matmul"}
+        drawn: dict[tuple, int] = {}  # products of the same shape land on one point: each later one drawn smaller
         for r in products.values():
             color = product_colour(r.stage)  # its kind of product's (views/colours.py)
+            under = drawn[r.dot_length, r.dot_products] = drawn.get((r.dot_length, r.dot_products), -1) + 1
             ax.scatter(
                 r.dot_length,
                 r.dot_products,
-                s=90,
+                s=90 / (1 + under),
                 marker=marker,
                 zorder=3,
                 linewidths=1.6,

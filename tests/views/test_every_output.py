@@ -71,14 +71,17 @@ CHOSEN = (
     "falcon-mamba-7b",
     "kimi-linear-48b-a3b",  # KDA (the first with a dense MLP) or NoPE MLA, with experts
 )
+# Families whose page is not yet held to its terminal here, each with why (said in the closing note of its issue):
+# DeepSeek-V4's page tables its cache stream by stream in rows whose bytes this check cannot yet read (issue 37).
+NOT_YET = {"deepseek_v4": "its cache's streams in the page's memory table"}
 SWEPT = 1_024  # the plot's sweep of the context stops here, at 3 points (see the module docstring)
 PLOTS = importlib.util.find_spec("matplotlib") is not None  # the plot extra draws the PNG
 
 
 def test_every_family_and_every_kind_of_layer_is_here():
     families = {PRESETS[name].family for name in CHOSEN}
-    assert families == set(ARCHITECTURES), set(ARCHITECTURES) - families
-    for family in ARCHITECTURES:
+    assert families == set(ARCHITECTURES) - set(NOT_YET), set(ARCHITECTURES) - set(NOT_YET) - families
+    for family in families:
         kinds = {kind for c in PRESETS.values() if c.family == family for kind in c.layer_types}
         shown = {kind for name in CHOSEN if PRESETS[name].family == family for kind in PRESETS[name].layer_types}
         assert kinds == shown, (family, kinds - shown)
@@ -125,6 +128,13 @@ def test_each_output_of_count_holds_to_the_others(run, preset):
     check.passes_are_the_json_s(html, document)
     assert check.ops_are_the_terminal_s(html, terminal) == len(
         {r["op"] for p in document["phases"] for layer in p["layers"] for r in layer["ops"] if r["kind"] == "matmul"}
+        | {
+            r["op"]
+            for p in document["phases"]
+            if "layers" in p
+            for r in (*p["embed"], *p["final"])
+            if r and r["kind"] == "matmul"
+        }  # fmt: skip
         | {"logits"}
     )
     rows = check.memory_is_the_terminal_s(html, terminal, document)
