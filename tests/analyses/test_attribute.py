@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lens_models import MODELS, PROMPT, TOLERANCE, bridged, gap
+from lens_models import MODELS, PROMPT, TOLERANCE, bridged, gap, require_lens
 
 from minitransformer.cli import main
 from minitransformer.verbs.attribute import attribute
@@ -16,6 +16,7 @@ TARGET, VERSUS = 7, 3
 def their_parts(cache, n_layer: int):
     """decompose_resid's parts at the last position, or, where a block has no hook_attn_out there (Qwen3.5's linear
     attention, Mamba-2's mixer: its decompose_resid raises KeyError), the same parts from its streams."""
+    require_lens()  # first: without TransformerLens (and torch) this skips
     import torch
 
     try:
@@ -38,6 +39,7 @@ def test_attribution_equals_transformer_lens(tmp_path_factory, key):
     """TransformerLens's parts of the final stream (decompose_resid), under its frozen final scale (apply_ln_to_stack,
     as logit_attrs applies it), times the final norm's gain (which its logit_attrs leaves to fold_ln), against the
     two columns of W_U: ours, part by part."""
+    require_lens()  # first: without TransformerLens (and torch) this skips
     import torch
 
     model, bridge = bridged(tmp_path_factory, key)
@@ -91,6 +93,7 @@ def test_the_demo_and_its_refusals(capsys):
 def test_heads_equal_transformer_lens(tmp_path_factory, key):
     """Each head's piece against TransformerLens's stack_head_results (z_h W_O[h] per head) under apply_ln_to_stack,
     times the final norm's gain, against the two columns of W_U; and the heads with b_o sum to the layer's part."""
+    require_lens()  # first: without TransformerLens (and torch) this skips
     import torch
 
     model, bridge = bridged(tmp_path_factory, key)
@@ -177,9 +180,9 @@ def test_fold_ln_and_center_writing_weights_equal_transformer_lens(tmp_path_fact
     """With --fold-ln and --center-writing-weights, each part and head equals TransformerLens's on a bridge whose
     weights went through its process_weights with those options (its logit_attrs then needs no gain: W_U has it);
     an RMSNorm model's centring is refused."""
+    require_lens()  # first: without TransformerLens (and torch) this skips
     import torch
     from conformance_configs import made
-    from lens_models import require_lens
 
     from minitransformer.errors import UserError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lens_models import MODELS, PROMPT, TOLERANCE, bridged, gap
+from lens_models import MODELS, PROMPT, TOLERANCE, bridged, gap, require_lens
 
 from minitransformer.cli import main
 from minitransformer.verbs.lens import count_lens, logit_lens, residual_stack
@@ -12,6 +12,7 @@ from minitransformer.verbs.lens import count_lens, logit_lens, residual_stack
 
 @pytest.mark.parametrize("key", list(MODELS))
 def test_lens_equals_transformer_lens(tmp_path_factory, key):
+    require_lens()  # first: without TransformerLens (and torch) this skips
     import torch
     from transformer_lens.tools.analysis.logit_lens import logit_lens as their_lens
 

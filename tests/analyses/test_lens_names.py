@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from lens_models import MODELS, PROMPT, TOLERANCE, bridged, gap
+from lens_models import MODELS, PROMPT, TOLERANCE, bridged, gap, require_lens
 
 from minitransformer.engine.lens_names import lens_table
 from minitransformer.errors import UserError
@@ -26,6 +26,7 @@ SHARED = {
 
 @pytest.mark.parametrize("key", list(MODELS))
 def test_every_hook_both_have_equals_transformer_lens(tmp_path_factory, key):
+    require_lens()  # first: without TransformerLens (and torch) this skips
     import torch
 
     model, bridge = bridged(tmp_path_factory, key)
@@ -44,6 +45,7 @@ def test_every_hook_both_have_equals_transformer_lens(tmp_path_factory, key):
 @pytest.mark.parametrize("key", ["gpt2", "llama"])
 def test_a_hook_under_transformer_lens_name_replaces_in_its_layout(tmp_path_factory, key):
     """A head's z zeroed in TransformerLens's [batch, pos, head, d_head], by both: the same logits."""
+    require_lens()  # first: without TransformerLens (and torch) this skips
     import torch
 
     model, bridge = bridged(tmp_path_factory, key)

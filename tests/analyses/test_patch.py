@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lens_models import MODELS, PROMPT, TOLERANCE, bridged, gap
+from lens_models import MODELS, PROMPT, TOLERANCE, bridged, gap, require_lens
 
 from minitransformer.cli import main
 from minitransformer.verbs.patch import count_patch, patch
@@ -21,6 +21,8 @@ def their_patching(bridge, heads_of: list[int]):
     """TransformerLens's sweeps on the same prompts: the patched logit difference per (layer, position) of the stream,
     and per (layer, position, head) of hook_z in the layers `heads_of` (a flat index, as its index_df gives)."""
     import pandas as pd
+
+    require_lens()  # first: without TransformerLens (and torch) this skips
     import torch
     from transformer_lens import patching
 
