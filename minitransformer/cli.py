@@ -444,18 +444,7 @@ def _lens(args) -> None:
     out = sys.stderr if any(d is not None and d.is_stdout for d in to.values()) else sys.stdout
     print(lens_report(lens, model.tokenizer.decode), file=out)
     document = {"model": model.describe(), **lens.to_dict(model.tokenizer.decode)}
-
-    def json_document(f) -> None:
-        f.write(json.dumps(lens.to_dict(model.tokenizer.decode), indent=1) + "\n")
-
-    def html_page(f) -> None:
-        f.write(page(analysis_data("lens", document)))
-
-    write_together([(to["--json"], json_document, False), (to["--html"], html_page, False)])  # both, or neither
-    if to["--json"] and not to["--json"].is_stream:
-        print(f"lens written to {args.json}", file=out)
-    if to["--html"]:
-        say_written(to["--html"], out)
+    _write_analysis("lens", "lens", lens.to_dict(model.tokenizer.decode), document, to, args.json, out)
 
 
 def _add_patch(commands) -> None:
@@ -507,18 +496,7 @@ def _patch(args) -> None:
     out = sys.stderr if streamed else sys.stdout
     print(patch_report(patching, model.tokenizer.decode), file=out)
     document = {"model": model.describe(), **patching.to_dict(model.tokenizer.decode)}
-
-    def json_document(f) -> None:
-        f.write(json.dumps(document, indent=1) + "\n")
-
-    def html_page(f) -> None:
-        f.write(page(analysis_data("patch", document)))
-
-    write_together([(to["--json"], json_document, False), (to["--html"], html_page, False)])  # both, or neither
-    if to["--json"] and not to["--json"].is_stream:
-        print(f"patching written to {args.json}", file=out)
-    if to["--html"]:
-        say_written(to["--html"], out)
+    _write_analysis("patch", "patching", document, document, to, args.json, out)
 
 
 def _add_attribute(commands) -> None:
@@ -569,16 +547,21 @@ def _attribute(args) -> None:
     out = sys.stderr if any(d is not None and d.is_stdout for d in to.values()) else sys.stdout
     print(attribute_report(attribution, model.tokenizer.decode), file=out)
     document = {"model": model.describe(), **attribution.to_dict(model.tokenizer.decode)}
+    _write_analysis("attribute", "attribution", document, document, to, args.json, out)
+
+
+def _write_analysis(kind: str, name: str, json_doc: dict, document: dict, to: dict, json_path, out) -> None:
+    """An analysis's files, both or neither (files.write_together): `json_doc` as JSON, the page of `document`."""
 
     def json_document(f) -> None:
-        f.write(json.dumps(document, indent=1) + "\n")
+        f.write(json.dumps(json_doc, indent=1) + "\n")
 
     def html_page(f) -> None:
-        f.write(page(analysis_data("attribute", document)))
+        f.write(page(analysis_data(kind, document)))
 
-    write_together([(to["--json"], json_document, False), (to["--html"], html_page, False)])  # both, or neither
+    write_together([(to["--json"], json_document, False), (to["--html"], html_page, False)])
     if to["--json"] and not to["--json"].is_stream:
-        print(f"attribution written to {args.json}", file=out)
+        print(f"{name} written to {json_path}", file=out)
     if to["--html"]:
         say_written(to["--html"], out)
 
