@@ -17,7 +17,7 @@ from __future__ import annotations
 import types
 
 from ...errors import UserError
-from ..mamba2.reference import float64_logits
+from ..mamba2.reference import float64_backbone
 
 NOTE = (
     "  (transformers' float64 Mamba computes its norms, A, D, its scan's Δ B x and its logits in float32; its\n"
@@ -29,15 +29,7 @@ NOTE = (
 def float64_throughout(reference, model, torch) -> None:
     """Float64 RMSNorms, mixers, residual stream and logits on this instance of transformers' MambaForCausalLM (or
     FalconMambaForCausalLM)."""
-    mixers, norms = float64_mixers(reference, torch), float64_norms(reference, torch)
-    if mixers != model.config.n_layer or norms != model.config.n_layer + 1:
-        raise UserError(
-            f"validate in float64 recomputes the mixers and norms of transformers' {type(reference).__name__} in "
-            f"float64, and found {mixers} mixers and {norms} norms for {model.config.n_layer} layers"
-        )
-    for block in reference.backbone.layers:
-        block.residual_in_fp32 = False  # it casts the residual stream to float32
-    float64_logits(reference, reference.backbone, torch)
+    float64_backbone(reference, model, torch, float64_mixers(reference, torch), float64_norms(reference, torch))
 
 
 def float64_norms(reference, torch) -> int:

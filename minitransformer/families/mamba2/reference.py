@@ -27,8 +27,12 @@ NOTE = (
 
 def float64_throughout(reference, model, torch) -> None:
     """Float64 RMSNorms, mixers and logits on this instance of transformers' Mamba2ForCausalLM."""
-    mixers = float64_mixers(reference, torch)
-    norms = float64_norms(reference, torch)
+    float64_backbone(reference, model, torch, float64_mixers(reference, torch), float64_norms(reference, torch))
+
+
+def float64_backbone(reference, model, torch, mixers: int, norms: int) -> None:
+    """With its `mixers` and `norms` already recomputed in float64 (one a layer, and the final norm): the residual
+    stream and the logits too (Mamba-2's and Mamba-1's backbones alike)."""
     if mixers != model.config.n_layer or norms != model.config.n_layer + 1:
         raise UserError(
             f"validate in float64 recomputes the mixers and norms of transformers' "
