@@ -28,6 +28,7 @@ from .glm_moe_dsa.family import ARCHITECTURE as GLM_MOE_DSA
 from .gpt2.family import ARCHITECTURE as GPT2
 from .gpt_oss.family import ARCHITECTURE as GPT_OSS
 from .granitemoehybrid.family import ARCHITECTURE as GRANITEMOEHYBRID
+from .jamba.family import ARCHITECTURE as JAMBA
 from .keys import ConfigJson
 from .kimi_linear.family import ARCHITECTURE as KIMI_LINEAR
 from .lfm2.family import ARCHITECTURE as LFM2
@@ -137,6 +138,7 @@ for _family in (
     FALCON_H1,
     MAMBA,
     FALCON_MAMBA,
+    JAMBA,
     LLAMA4_TEXT,
     KIMI_LINEAR,
 ):

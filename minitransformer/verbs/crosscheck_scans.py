@@ -5,7 +5,7 @@ Our ledger counts what our engine computes; torch's counters count what transfor
 For the softmax-attention families the two agree product by product (with every T x t score). For a Gated DeltaNet
 layer (Qwen3.5: torch_chunk_gated_delta_rule, causal_conv1d_fn) and a Mamba-2 layer (Mamba-2, Nemotron-H, Bamba,
 Granite 4.0-H, Falcon-H1: Mamba2Mixer.torch_forward's mamba2_chunk_scan, causal_conv1d_fn), a Mamba-1 layer (Mamba,
-Falcon-Mamba: mamba_selective_scan's sequential loop, causal_conv1d_fn) and an LFM2 short conv (causal_conv1d_fn
+Falcon-Mamba, Jamba: mamba_selective_scan's sequential loop, causal_conv1d_fn) and an LFM2 short conv (causal_conv1d_fn
 alone) they differ where the code differs:
 
 - the causal conv: F.conv1d(padding=K - 1) computes T + K - 1 outputs a channel and keeps the first T, so it makes
@@ -59,6 +59,8 @@ from dataclasses import dataclass
 from ..engine.kvcache import KeysValues
 from ..families.config import ModelConfig
 from ..families.deepseek_v4.config import CSA, HCA, DeepseekV4Config
+from ..families.jamba.family import MAMBA as JAMBA_MAMBA
+from ..families.jamba.family import JambaConfig
 from ..families.kimi_linear.config import LINEAR as KDA
 from ..families.kimi_linear.config import KimiLinearConfig
 from ..families.lfm2.family import CONV, Lfm2Config
@@ -102,6 +104,8 @@ def scan_differences(config: ModelConfig, T: int) -> list[Difference]:
         return _mamba2(config, sum("ssm" in scanned(config.layer_cache(i)) for i in range(config.n_layer)), T)
     if isinstance(config, MambaConfig):  # Mamba-1's, Falcon-Mamba's: every layer
         return _mamba1(config, config.n_layer, T)
+    if isinstance(config, JambaConfig):  # Mamba-1 mixers beside attention
+        return _mamba1(config, sum(kind.startswith(JAMBA_MAMBA) for kind in config.layer_types), T)
     if isinstance(config, Lfm2Config):  # LFM2's short conv: the conv alone differs (it has no scan)
         convs = sum(kind.startswith(CONV) for kind in config.layer_types)
         return [_conv(convs, config.n_embd, config.conv_kernel, "a short conv layer's")] if convs else []
@@ -402,7 +406,7 @@ def _mamba2(c: MixerShapes, layers: int, T: int) -> list[Difference]:
     return said
 
 
-def _mamba1(c: MambaConfig, layers: int, T: int) -> list[Difference]:
+def _mamba1(c: MambaConfig | JambaConfig, layers: int, T: int) -> list[Difference]:
     """A Mamba-1 layer's differences (families/parts/mamba1.py's symbols): I channels, a state of N, a conv of kernel
     K; transformers' loop computes h C as ours, one position at a time."""
     inner, N = c.d_inner, c.state_size

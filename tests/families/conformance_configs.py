@@ -139,6 +139,8 @@ FALCON_H1 = dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidde
                  attention_out_multiplier=0.7, ssm_multipliers=[0.5, 0.6, 0.7, 0.8, 0.9], ssm_in_multiplier=1.1,
                  ssm_out_multiplier=1.2, max_position_embeddings=256, eos_token_id=None)  # fmt: skip
 MAMBA = dict(bos_token_id=None, eos_token_id=None, pad_token_id=None)  # 0 by default: within any vocabulary
+JAMBA = dict(vocab_size=96, hidden_size=32, intermediate_size=24, num_attention_heads=4, num_key_value_heads=2,
+             mamba_d_state=8, num_experts=4, max_position_embeddings=256, eos_token_id=None)  # fmt: skip
 BAMBA = dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=3, num_attention_heads=4,
              num_key_value_heads=2, mamba_n_heads=8, mamba_n_groups=2, mamba_d_state=8, mamba_chunk_size=16,
              max_position_embeddings=256, eos_token_id=None)  # fmt: skip
@@ -866,6 +868,22 @@ FAMILIES: dict[str, Family] = {
     }, spread=0.3, first_token=1, greedy=21, batch_configs=("tied-auto-rank", "intermediate-given"),
         refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
                  ({"hidden_act": "xielu"}, "hidden_act"), ({"time_step_rank": "full"}, "time_step_rank"))),
+    # Jamba: its periods shrunk so that four layers hold every kind (a Mamba-1 mixer or attention, each with the
+    # SwiGLU or the experts), mamba_dt_rank "auto" (ceil(32 / 16) = 2), 2 of 4 experts; then attention first, biases on
+    # in_proj and out_proj, a conv of kernel 3 without its bias, the rank given, 1 of 3 experts, a larger epsilon
+    # (the norms of dt, B and C read it too), tied. Prompts of 150, far past the conv's kernel; the second's biases
+    # leak into transformers' pad slots as Mamba's do, so the batch is checked on the first.
+    "jamba": Family("JambaConfig", {
+        "every-kind-auto-rank": dict(JAMBA, num_hidden_layers=4, attn_layer_period=2, attn_layer_offset=1,
+                                     expert_layer_period=3, expert_layer_offset=0, num_experts_per_tok=2, seed=3),
+        "biases-kernel3-tied": dict(JAMBA, num_hidden_layers=3, attn_layer_period=3, attn_layer_offset=0,
+                                    expert_layer_period=2, expert_layer_offset=1, num_experts=3, num_experts_per_tok=1,
+                                    mamba_proj_bias=True, mamba_conv_bias=False, mamba_d_conv=3, mamba_dt_rank=5,
+                                    mamba_expand=3, rms_norm_eps=1e-2, tie_word_embeddings=True, seed=5),
+    }, spread=0.3, first_token=1, greedy=21, batch_configs=("every-kind-auto-rank",),
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"mamba_dt_rank": "full"}, "mamba_dt_rank"), ({"attn_layer_offset": 2}, "attn_layer_offset"),
+                 ({"head_dim": 4}, "head_dim"), ({"num_experts_per_tok": 5}, "num_experts_per_tok=5"))),
     # Falcon-Mamba: Mamba's shapes, with its norms of dt, B and C at their default epsilon and at a larger one.
     "falcon_mamba": Family("FalconMambaConfig", {
         "tied-auto-rank": dict(MAMBA, hidden_size=32, state_size=8, num_hidden_layers=2, vocab_size=96, seed=3),

@@ -566,6 +566,20 @@ FALCON_MAMBA_7B = {
     "use_bias": False, "use_cache": True, "use_conv_bias": True, "vocab_size": 65024,
 }  # fmt: skip
 
+# ai21labs/AI21-Jamba-1.5-Mini's config.json, as sdpython/experimental-experiment copies it whole
+# (experimental_experiment/torch_models/llm_model_helper.py, get_ai21_jamba_15_mini)
+JAMBA_1_5_MINI = {
+    "architectures": ["JambaForCausalLM"], "attention_dropout": 0.0, "attn_layer_offset": 4, "attn_layer_period": 8,
+    "bos_token_id": 1, "eos_token_id": [2, 518], "expert_layer_offset": 1, "expert_layer_period": 2,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+    "mamba_conv_bias": True, "mamba_d_conv": 4, "mamba_d_state": 16, "mamba_dt_rank": 256, "mamba_expand": 2,
+    "mamba_proj_bias": False, "max_position_embeddings": 262144, "model_type": "jamba", "num_attention_heads": 32,
+    "num_experts": 16, "num_experts_per_tok": 2, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "num_logits_to_keep": 1, "output_router_logits": False, "pad_token_id": 0, "rms_norm_eps": 1e-06,
+    "router_aux_loss_coef": 0.001, "sliding_window": None, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.2", "use_cache": True, "use_mamba_kernels": False, "vocab_size": 65536,
+}  # fmt: skip
+
 # meta-llama/Llama-4-Scout-17B-16E's text_config, its keys as transformers 4.51.0 printed the first revision's
 # Llama4Config (a GitHub note of Llama 4's configs and parameter counts), its context and llama3 rope as the current
 # revision's, which ports quote (aws-neuron's Scout mock config: 10,485,760; a Rust port's test of Scout's rotary:
@@ -694,6 +708,8 @@ PUBLISHED: dict[str, list[Published]] = {
                         (DTYPE,))],
     "falcon_mamba": [Published("tiiuae/falcon-mamba-7b (a copy: danielgonzagat/penin-monorepo)", FALCON_MAMBA_7B,
                                "falcon-mamba-7b", (DTYPE,))],
+    "jamba": [Published("ai21labs/AI21-Jamba-1.5-Mini (a copy: sdpython/experimental-experiment)", JAMBA_1_5_MINI,
+                        "jamba-1.5-mini", (DTYPE,))],
     "llama4_text": [
         Published("meta-llama/Llama-4-Scout-17B-16E's text_config (a note of transformers 4.51.0's print; ports' "
                   "copies of the current context and rope)", LLAMA4_SCOUT, "llama-4-scout-17b-16e",

@@ -86,6 +86,7 @@ FOLLOWS = {
     ("mamba", "time_step_rank"): "auto: ceil(hidden_size / 16)",
     ("falcon_mamba", "intermediate_size"): "expand hidden_size",
     ("falcon_mamba", "time_step_rank"): "auto: ceil(hidden_size / 16)",
+    ("jamba", "mamba_dt_rank"): "auto: ceil(hidden_size / 16), as JambaConfig's __post_init__ sets it",
     ("kimi_linear", "layer_types"): "KimiLinearConfig's rule: linear_attn_config's lists, or layers 4, 8, ... full",
     ("kimi_linear", "mlp_layer_types"): "first_k_dense_replace dense layers, then sparse",
     ("kimi_linear", "num_key_value_heads"): "not read: MLA gives every head its own keys and values",

@@ -34,7 +34,7 @@ REFUSED = [
                                                "llama, mistral, qwen2"),
     ("llama_mha", {"model_type": "bloom"}, (), "model_type='bloom' is not supported"),
     ("llama_mha", {"model_type": "mpt"}, (), "model_type='mpt' is not supported"),
-    ("llama_mha", {"model_type": "jamba"}, (), "model_type='jamba' is not supported"),
+    ("llama_mha", {"model_type": "rwkv"}, (), "model_type='rwkv' is not supported"),
     ("llama_mha", {"rope_parameters": rope("dynamic")}, (), "rope type 'dynamic' is not supported (supported: "
                                                             "default, linear, llama3)"),
     ("llama_mha", {"rope_parameters": rope("yarn")}, (), "rope type 'yarn' is not supported"),

@@ -210,6 +210,11 @@ MODELS: dict[str, list] = {
                                    eos_token_id=None, pad_token_id=None))],
     "falcon_mamba": [("FalconMambaConfig", dict(hidden_size=32, state_size=8, num_hidden_layers=2, vocab_size=96,
                                                 bos_token_id=None, eos_token_id=None, pad_token_id=None))],
+    # Jamba: Mamba-1 mixers beside attention, a dense MLP beside the experts
+    "jamba": [("JambaConfig", dict(vocab_size=96, hidden_size=32, intermediate_size=24, num_hidden_layers=4,
+                                   num_attention_heads=4, num_key_value_heads=2, attn_layer_period=2,
+                                   attn_layer_offset=1, expert_layer_period=3, expert_layer_offset=0,
+                                   mamba_d_state=8, num_experts=4, max_position_embeddings=256, eos_token_id=None))],
     "llama4_text": [("Llama4TextConfig", dict(vocab_size=120, hidden_size=32, intermediate_size=16,
                                               intermediate_size_mlp=24, num_hidden_layers=4, num_attention_heads=4,
                                               num_key_value_heads=2, head_dim=8, num_local_experts=4,
@@ -227,7 +232,7 @@ MODELS: dict[str, list] = {
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
 HYBRIDS = ("qwen3_5", "qwen3_next", "mamba2", "nemotron_h", "bamba", "granitemoehybrid", "falcon_h1", "kimi_linear")
-MAMBA1S = ("mamba", "falcon_mamba")  # Mamba-1's selective scan: its conv and its update differ
+MAMBA1S = ("mamba", "falcon_mamba", "jamba")  # Mamba-1's selective scan: its conv and its update differ
 DELTANETS = ("qwen3_5", "qwen3_next")  # the Gated DeltaNet's (the others': Mamba-2's, Kimi Delta Attention's)
 KDAS = ("kimi_linear",)
 SHORT_CONVS = ("lfm2", "lfm2_moe")  # a recurrent layer without a scan: its conv alone differs
@@ -665,19 +670,26 @@ def test_a_triangular_solve_is_counted_as_its_forward_substitution():
 @pytest.mark.parametrize(("family", "index"), [(f, i) for f in MAMBA1S for i in range(len(MODELS[f]))])
 def test_a_mamba1_s_two_differences_are_named_and_exact(made, family, index):
     """transformers' slow path of the selective scan, written from its code (modeling_mamba.py's
-    mamba_selective_scan), not from ours: F.conv1d(padding=K - 1) makes T + K - 1 outputs a channel; Δ B x is formed
-    by broadcast multiplies (no product dispatched); h C is one matmul a position, I N MACs. The products with
-    weights differ by the conv's padded outputs alone, those of activations by our outer product x_dt ⊗ B alone."""
+    mamba_selective_scan, modeling_jamba.py's), not from ours: F.conv1d(padding=K - 1) makes T + K - 1 outputs a
+    channel; Δ B x is formed by broadcast multiplies (no product dispatched); h C is one matmul a position, I N MACs.
+    The products with weights differ by the conv's padded outputs alone, those of activations by our outer product
+    x_dt ⊗ B alone (Jamba's attention layers: eager Q K^T and A V over all T x T pairs, H dh = D, in both)."""
     directory = made(family, index)
     model = load_model(directory)
     hf = transformers.AutoConfig.from_pretrained(directory)
-    T, I, N, K = PROMPT, hf.intermediate_size, hf.state_size, hf.conv_kernel  # noqa: E741 - the symbol
-    layers = hf.num_hidden_layers
+    T = PROMPT
+    if family == "jamba":
+        I, N, K = hf.mamba_expand * hf.hidden_size, hf.mamba_d_state, hf.mamba_d_conv  # noqa: E741 - the symbol
+        layers = hf.layers_block_type.count("mamba")
+        attention = hf.layers_block_type.count("attention") * 2 * T * T * hf.hidden_size
+    else:
+        I, N, K = hf.intermediate_size, hf.state_size, hf.conv_kernel  # noqa: E741 - the symbol
+        layers, attention = hf.num_hidden_layers, 0
     check = crosscheck(model, default_ids(model, T), dense_attention=True)
     groups = {g["group"]: g for g in check.groups()}
     assert groups[WEIGHTS]["dispatch_macs"] - groups[WEIGHTS]["ledger_macs"] == layers * I * K * (K - 1) > 0
-    assert groups[ACTIVATIONS]["dispatch_macs"] == layers * T * I * N  # h C, position by position
-    assert groups[ACTIVATIONS]["ledger_macs"] == 2 * layers * T * I * N  # and x_dt ⊗ B
+    assert groups[ACTIVATIONS]["dispatch_macs"] == layers * T * I * N + attention  # h C, position by position
+    assert groups[ACTIVATIONS]["ledger_macs"] == 2 * layers * T * I * N + attention  # and x_dt ⊗ B
     assert groups[LOGITS]["dispatch_macs"] == groups[LOGITS]["ledger_macs"] == T * hf.hidden_size * hf.vocab_size
     for g in groups.values():
         assert not any("UNEXPLAINED" in reason for reason in g["reasons"]), g["reasons"]

@@ -69,6 +69,7 @@ CHOSEN = (
     "falcon-h1-7b",  # every layer a Mamba-2 mixer beside attention, then an MLP
     "mamba-130m",
     "falcon-mamba-7b",
+    "jamba-1.5-mini",  # Mamba-1 or attention (NoPE), a SwiGLU MLP or experts
     "kimi-linear-48b-a3b",  # KDA (the first with a dense MLP) or NoPE MLA, with experts
 )
 # Families whose page is not yet held to its terminal here, each with why (said in the closing note of its issue):

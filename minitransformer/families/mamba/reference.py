@@ -33,8 +33,8 @@ def float64_throughout(reference, model, torch) -> None:
 
 
 def float64_norms(reference, torch) -> int:
-    """Every RMSNorm with gains (the blocks' and the final one; not Falcon-Mamba's norms of dt, B and C, which the
-    mixer computes) in its input's dtype; how many."""
+    """Every RMSNorm with gains (the blocks' and the final one, Jamba's norms of dt, B and C; not Falcon-Mamba's
+    weightless ones, which the mixer computes) in its input's dtype; how many."""
 
     def rms_norm(module, hidden_states):
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
@@ -49,8 +49,9 @@ def float64_norms(reference, torch) -> int:
 
 
 def float64_mixers(reference, torch) -> int:
-    """Every Mamba-1 mixer (MambaMixer, FalconMambaMixer) computing the slow path's steps in float64, its scan
-    position by position; how many. Falcon-Mamba's is the one with norms of dt, B and C (its rms_eps)."""
+    """Every Mamba-1 mixer (MambaMixer, FalconMambaMixer, JambaMambaMixer) computing the slow path's steps in float64,
+    its scan position by position; how many. Falcon-Mamba's norms dt, B and C without weights (its rms_eps), Jamba's
+    with gains (its dt_layernorm, b_layernorm, c_layernorm)."""
     F = torch.nn.functional
 
     def mixer(module, hidden_states, cache=None, attention_mask=None, **_):
@@ -70,6 +71,8 @@ def float64_mixers(reference, torch) -> int:
         dt, B, C = module.x_proj(x).split([R, N, N], dim=-1)
         if hasattr(module, "rms_eps"):  # Falcon-Mamba's norms without weights
             dt, B, C = (v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + module.rms_eps) for v in (dt, B, C))
+        elif hasattr(module, "dt_layernorm"):  # Jamba's, with gains (float64_norms makes them the model's dtype's)
+            dt, B, C = module.dt_layernorm(dt), module.b_layernorm(B), module.c_layernorm(C)
         dt = F.softplus(module.dt_proj(dt))
         A = -torch.exp(module.A_log)
         h = x.new_zeros(batch, I, N)

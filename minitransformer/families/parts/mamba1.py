@@ -5,7 +5,8 @@ and Falcon-Mamba's layers):
     [x, z] = h W_in                     x, z [T, I]: the scan's input and the gate
     x = act(causal_conv(x))             each channel its own kernel of K positions: a dot product of length K
     [dt, B, C] = x W_x                  the selection, from each position's x: dt [T, Rdt], B and C [T, N]
-    dt, B, C = RMSNorm(dt, B, C)        Falcon-Mamba's alone (config.bcdt_norm_eps): three norms without weights
+    dt, B, C = RMSNorm(dt, B, C)        Falcon-Mamba's (config.bcdt_norm_eps): three norms without weights; Jamba's
+                                        with gains (`gains`: dt_layernorm, b_layernorm, c_layernorm)
     Δ = softplus(dt W_dt + b_dt)        a step per channel and position, up from dt's low rank Rdt
     x_dt = Δ x                          elementwise
     h_t = exp(Δ_t A) ∘ h_t-1 + x_dt_t ⊗ B_t    A = -exp(A_log) [I, N]: each channel's N decays; x_dt ⊗ B an
@@ -30,7 +31,7 @@ length N.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -55,15 +56,15 @@ PUBLISHED_SCAN_FLOPS = 9
 class Mamba1Mixer(Part):
     """The Mamba-1 mixer of a config with its shapes (families/mamba/config.py's MambaConfig: d_inner, state_size,
     dt_rank, conv_kernel), biases on in_proj and out_proj where use_bias, on the conv where use_conv_bias, and dt, B
-    and C normed where the config's bcdt_norm_eps is a number (Falcon-Mamba's)."""
+    and C normed where the config's bcdt_norm_eps is a number (Falcon-Mamba's, without weights; `gains`: each norm
+    with its gains, Jamba's dt_layernorm [Rdt], b_layernorm and c_layernorm [N])."""
 
-    kinds = {
-        "ssm_in": "state-space in-projection W_in [2I, D] (x, z)",
-        "ssm_conv": "causal conv kernels [I, 1, K] and their biases [I]",
-        "ssm_select": "the selection's projections: x_proj [Rdt+2N, I] (dt, B, C), dt_proj [I, Rdt] and its bias [I]",
-        "ssm_channels": "per-channel A_log [I, N] and D [I]",
-        "ssm_out": "state-space out-projection W_out [D, I]",
-    }
+    gains: bool = False
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        norms = {"ssm_norms": "the selection's RMSNorm gains: dt [Rdt], B and C [N] each"} if self.gains else {}
+        return KINDS | norms
 
     def stages(self, config: Any) -> dict[str, Stage]:
         b = config.use_bias
@@ -81,7 +82,7 @@ class Mamba1Mixer(Part):
                   "x [T, I], W_x [I, Rdt+2N]", SSM_PROJECTIONS, product="projection"),
             Stage("ssm.select", ("mixer.dt_low", "mixer.B", "mixer.C"), "reshape",
                   "dt (Rdt: the step's low rank), B and C (N each)", "[T, Rdt+2N]"),
-            *((BCDT_NORM,) if config.bcdt_norm_eps is not None else ()),
+            *((BCDT_NORM_GAINS if self.gains else BCDT_NORM,) if config.bcdt_norm_eps is not None else ()),
             Stage("ssm.dt_proj", ("mixer.dt_proj",), "matmul", "dt = dt W_dt  (its bias in softplus: ssm.dt)",
                   "dt [T, Rdt], W_dt [Rdt, I]", SSM_PROJECTIONS, product="projection"),
             Stage("ssm.dt", ("mixer.dt",), "activation", "Δ = softplus(dt + b_dt)  (a step per channel and position)",
@@ -116,7 +117,7 @@ class Mamba1Mixer(Part):
         dbc = at.matmul("ssm.x_proj", x, p.x_proj.weight.T, "T I, I Rdt+2N -> T Rdt+2N")
         dt, B, C = at.stage("ssm.select", (dbc[..., :R], dbc[..., R : R + N], dbc[..., R + N :]), "T Rdt; T N; T N")
         if config.bcdt_norm_eps is not None:
-            normed = tuple(weightless_norm(v, config) for v in (dt, B, C))
+            normed = tuple(self.bcdt_norm(v, name, p, config) for v, name in zip((dt, B, C), BCDT_GAINS))
             dt, B, C = at.stage("ssm.bcdt_norm", normed, "T Rdt; T N; T N")
         dt = at.matmul("ssm.dt_proj", dt, p.dt_proj.weight.T, "T Rdt, Rdt I -> T I")
         dt = at.stage("ssm.dt", softplus(dt + p.dt_proj.bias), "T I")
@@ -131,11 +132,18 @@ class Mamba1Mixer(Part):
         y = at.stage("ssm.gate", np.multiply(y, silu(z), out=at.scratch(y)), "T I")
         return at.matmul("ssm.out_proj", y, p.out_proj.weight.T, "T I, I D -> T D", bias=bias_of(p.out_proj))
 
+    def bcdt_norm(self, v, name: str, p: SimpleNamespace, config: Any):
+        """v RMS-normed over its own width: with its gains where the mixer has them (Jamba's), else without."""
+        if self.gains:
+            return rms_norm(v, getattr(p, name).weight, config.bcdt_norm_eps)
+        return weightless_norm(v, config)
+
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """in_proj [2I, D], conv1d [I, 1, K], x_proj [Rdt+2N, I], dt_proj [I, Rdt] with its bias, A_log [I, N], D [I],
         out_proj [D, I]; biases on in_proj and out_proj where use_bias, on the conv where use_conv_bias. Falcon-Mamba's
-        norms of dt, B and C have no weights (transformers' are buffers it does not save)."""
+        norms of dt, B and C have no weights (transformers' are buffers it does not save); Jamba's have gains."""
         D, inner, N, R, b = config.n_embd, config.d_inner, config.state_size, config.dt_rank, config.use_bias
+        gains = dict(zip(BCDT_GAINS, (R, N, N))) if self.gains else {}
         return {
             **linear("in_proj", 2 * inner, D, b, "ssm_in"),
             "conv1d.weight": Tensor((inner, 1, config.conv_kernel), "ssm_conv"),
@@ -145,6 +153,7 @@ class Mamba1Mixer(Part):
             "A_log": Tensor((inner, N), "ssm_channels"),
             "D": Tensor((inner,), "ssm_channels"),
             **linear("out_proj", D, inner, b, "ssm_out"),
+            **{f"{name}.weight": Tensor((width,), "ssm_norms") for name, width in gains.items()},
         }
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
@@ -200,10 +209,21 @@ class Mamba1Mixer(Part):
         ]
 
 
+KINDS = {
+    "ssm_in": "state-space in-projection W_in [2I, D] (x, z)",
+    "ssm_conv": "causal conv kernels [I, 1, K] and their biases [I]",
+    "ssm_select": "the selection's projections: x_proj [Rdt+2N, I] (dt, B, C), dt_proj [I, Rdt] and its bias [I]",
+    "ssm_channels": "per-channel A_log [I, N] and D [I]",
+    "ssm_out": "state-space out-projection W_out [D, I]",
+}
 # Falcon-Mamba's norms of the selection (transformers' FalconMambaWeightlessRMSNorm: no gains)
 BCDT_NORM = Stage("ssm.bcdt_norm", ("mixer.dt_normed", "mixer.B_normed", "mixer.C_normed"), "norm",
                   "dt, B, C = RMSNorm(dt), RMSNorm(B), RMSNorm(C)  (each over its own width, no weights)",
                   "dt [T, Rdt], B, C [T, N]")  # fmt: skip
+# Jamba's (JambaMambaMixer's dt_layernorm, b_layernorm, c_layernorm): the same norms, each with its gains
+BCDT_GAINS = ("dt_layernorm", "b_layernorm", "c_layernorm")
+BCDT_NORM_GAINS = replace(BCDT_NORM, equation="dt, B, C = RMSNorm(dt) w_dt, RMSNorm(B) w_B, RMSNorm(C) w_C  (each "
+                          "over its own width, with its gains)")  # fmt: skip
 
 
 def weightless_norm(v, config: Any):
