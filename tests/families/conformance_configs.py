@@ -883,7 +883,8 @@ FAMILIES: dict[str, Family] = {
     }, spread=0.3, first_token=1, greedy=21, batch_configs=("every-kind-auto-rank",),
         refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
                  ({"mamba_dt_rank": "full"}, "mamba_dt_rank"), ({"attn_layer_offset": 2}, "attn_layer_offset"),
-                 ({"head_dim": 4}, "head_dim"), ({"num_experts_per_tok": 5}, "num_experts_per_tok=5"))),
+                 ({"head_dim": 4}, "head_dim"), ({"num_experts_per_tok": 5}, "num_experts_per_tok=5"),
+                 ({"layer_types": [FULL, LINEAR, FULL, LINEAR]}, "layer_types"))),
     # Falcon-Mamba: Mamba's shapes, with its norms of dt, B and C at their default epsilon and at a larger one.
     "falcon_mamba": Family("FalconMambaConfig", {
         "tied-auto-rank": dict(MAMBA, hidden_size=32, state_size=8, num_hidden_layers=2, vocab_size=96, seed=3),

@@ -15,7 +15,7 @@ from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
 from ..bamba.family import HybridAttentionFormulas
 from ..config import ModelConfig, check_experts, check_multiple, heads_of_width
-from ..keys import ACTIVATION, COUNT, FLAG, SIZE, TOKENS, TRUTHY, eps, key, quantized
+from ..keys import ACTIVATION, COUNT, FLAG, SIZE, TOKENS, TRUTHY, Refusal, eps, key, quantized
 from ..mamba.config import time_step_rank
 from ..mamba.family import SYMBOLS as MAMBA_SYMBOLS
 from ..parts.attention import GroupedQueryAttention
@@ -30,6 +30,10 @@ from . import reference
 
 MAMBA, FULL, MOE = "mamba", "full_attention", "_moe"  # a layer's kind: its mixer, "_moe" where it has experts
 DENSE, SPARSE = "dense", "moe"  # its feed-forward
+NOT_READ = (
+    "is not read by transformers' Jamba (a property there, which it fails to set): give attn_layer_period, "
+    "attn_layer_offset, expert_layer_period and expert_layer_offset"
+)
 OFFSET = replace(COUNT, shape=True)  # a layer index: it says which layers attend, which have experts
 
 
@@ -83,7 +87,8 @@ class JambaConfig(ModelConfig):
     # use_mambapy and use_associative_scan (other ways to the same scan), router_aux_loss_coef and
     # output_router_logits (a loss and an output), num_logits_to_keep, attention_dropout and sliding_window (which
     # its eager and SDPA attention do not read).
-    refusals = (quantized(), heads_of_width(32, 4096))
+    refusals = (quantized(), heads_of_width(32, 4096), Refusal("layer_types", NOT_READ, lambda v, hf: True),
+                Refusal("layers_block_type", NOT_READ, lambda v, hf: True))  # fmt: skip
     dict_last = ("d_head", "d_ff", "d_inner")
 
     def validate(self) -> None:

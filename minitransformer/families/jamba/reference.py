@@ -24,7 +24,8 @@ NOTE = (
 def float64_throughout(reference, model, torch) -> None:
     c = model.config
     reference.config.use_cache = False  # whole prompts: no cache for the mixers to keep
-    mixers, norms, routers = float64_mixers(reference, torch), float64_norms(reference, torch), float64_routers(reference, torch)
+    mixers, norms = float64_mixers(reference, torch), float64_norms(reference, torch)
+    routers = float64_routers(reference, torch)
     if hasattr(reference, "set_experts_implementation") and routers:
         reference.set_experts_implementation("eager")
     mamba = sum(kind.startswith("mamba") for kind in c.layer_types)
