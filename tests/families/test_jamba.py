@@ -63,6 +63,17 @@ def test_jamba_1_5_mini_is_its_config_json_and_the_card_s_52b_with_12b_active():
     assert MINI.layer_types.count("full_attention") == 4 and MINI.mlp_types.count("moe") == 16
 
 
+def test_jamba_1_5_large_is_the_card_s_398b_with_94b_active():
+    """398 B parameters, 94 B active (the card), from the shapes its config.json is quoted with: transformers' count on
+    the meta device, and 2 of 16 experts in each of its 36 expert layers."""
+    large = PRESETS["jamba-1.5-large"]
+    keys = dict(num_hidden_layers=72, hidden_size=8192, num_attention_heads=64, num_key_value_heads=8,
+                intermediate_size=24576, mamba_dt_rank=512)  # fmt: skip
+    total = transformers_parameters(transformers.JambaConfig(**keys))
+    assert ARCHITECTURE.formulas.parameters(large) == total == 398_555_145_696
+    assert ARCHITECTURE.formulas.active_parameters(large) == 94_149_338_592
+
+
 def test_count_says_the_scan_of_the_28_mamba_layers_beside_the_published_count():
     """count's notes are the selective scan's, over the Mamba layers alone (28 of 32): 2 I N T MACs a layer against
     the published 9 B L D N FLOPs; a decode step's scan is the same at any context, the attention layers' grow."""

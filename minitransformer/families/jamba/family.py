@@ -149,7 +149,16 @@ class JambaConfig(ModelConfig):
 # experts every 2nd layer from 1, 2 a token, state 16, conv 4, expand 2, mamba_dt_rank 256, conv bias, no projection
 # biases, vocabulary 65,536, 262,144 positions, rms_norm_eps 1e-6, untied, bos 1, eos [2, 518], pad 0. The card's
 # 52 B parameters, 12 B active.
-PRESETS = {"jamba-1.5-mini": JambaConfig(eos_token_id=(2, 518), dt_rank=256, name="jamba-1.5-mini")}
+# ai21labs/AI21-Jamba-1.5-Large's shapes, as abhibambhaniya/GenZ-LLM-Analyzer quotes its config.json
+# (GenZ/Models/Model_sets/misc.py, jamba_1_5_large_config): 72 layers, hidden 8192, 64 heads over 8 key/value heads,
+# intermediate 24576, Mini's periods and offsets, 16 experts, 2 a token, state 16, conv 4, expand 2, mamba_dt_rank
+# 512, vocabulary 65,536, 262,144 positions; what the quote leaves out (untied, rms_norm_eps, the token ids) as Mini's.
+# The card's 398 B parameters, 94 B active.
+PRESETS = {
+    "jamba-1.5-mini": JambaConfig(eos_token_id=(2, 518), dt_rank=256, name="jamba-1.5-mini"),
+    "jamba-1.5-large": JambaConfig(n_layer=72, n_embd=8192, n_head=64, n_kv_head=8, n_inner=24576, dt_rank=512,
+                                   eos_token_id=(2, 518), name="jamba-1.5-large"),
+}  # fmt: skip
 
 NORM = RMSNorm()
 EXPERTS = SwiGLUExperts(described=("experts' gate weights W_gate [F, D], E an expert layer",

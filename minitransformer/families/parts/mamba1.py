@@ -1,6 +1,6 @@
 """The Mamba-1 mixer, the selective scan with a state per channel, as transformers' MambaMixer computes it without
 its kernels (mamba_selective_scan's sequential loop for a prompt, mamba_selective_state_update in decode; Mamba's
-and Falcon-Mamba's layers):
+and Falcon-Mamba's layers, and Jamba's Mamba layers):
 
     [x, z] = h W_in                     x, z [T, I]: the scan's input and the gate
     x = act(causal_conv(x))             each channel its own kernel of K positions: a dot product of length K
