@@ -871,8 +871,9 @@ FAMILIES: dict[str, Family] = {
     # Jamba: its periods shrunk so that four layers hold every kind (a Mamba-1 mixer or attention, each with the
     # SwiGLU or the experts), mamba_dt_rank "auto" (ceil(32 / 16) = 2), 2 of 4 experts; then attention first, biases on
     # in_proj and out_proj, a conv of kernel 3 without its bias, the rank given, 1 of 3 experts, a larger epsilon
-    # (the norms of dt, B and C read it too), tied. Prompts of 150, far past the conv's kernel; the second's biases
-    # leak into transformers' pad slots as Mamba's do, so the batch is checked on the first.
+    # (the norms of dt, B and C read it too), tied. Prompts of 150, far past the conv's kernel. transformers zeroes the
+    # mixer's input before in_proj, so in_proj's bias fills its pad slots and the conv carries it into a row's first
+    # positions (ours zeroes x itself: each row as alone); the batch is checked on the first config, as Mamba's is.
     "jamba": Family("JambaConfig", {
         "every-kind-auto-rank": dict(JAMBA, num_hidden_layers=4, attn_layer_period=2, attn_layer_offset=1,
                                      expert_layer_period=3, expert_layer_offset=0, num_experts_per_tok=2, seed=3),
