@@ -218,7 +218,8 @@ def memory_is_the_terminal_s(html: str, terminal: str, document: dict) -> list[s
 def memory_rows_are_the_terminal_s(rows: list[list[str]], terminal: str, document: dict) -> list[str]:
     """The page's memory table (the text of each row's cells) against count's memory lines: each row's bytes as the
     terminal says them, in the terminal's line for the same thing (the weights, a kind of layer's keys and values or
-    state, the whole cache), and a state row for every kind of layer that keeps one. Returns the rows' names."""
+    state, the whole cache), and a state row for every kind of layer that keeps one; a cache of streams, stream by
+    stream (cache_streams_are_the_terminal_s). Returns the rows' names."""
     memory: list[str] = []
     block = terminal.split("\nMemory (", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     for text in block:

@@ -1162,7 +1162,7 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
     memory's JSON (verbs/memory.py): where every layer that keeps something keeps keys and values, the KV cache of
     this run and of the whole context; in a hybrid, a row for each kind of layer (its keys and values, growing with
     the context, or its recurrent state, the same at any context) and the whole cache. The keys an indexer keeps
-    beside K and V (DeepSeek-V3.2's) have a row of their own."""
+    beside K and V (DeepSeek-V3.2's) have a row of their own; a cache of streams (DeepSeek-V4's), a row a stream."""
     kv, cache = m["kv_cache"], m["cache"]
     types = cache["layer_types"]
     attending = {kind: k for kind, k in types.items() if "positions" in k}
