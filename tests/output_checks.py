@@ -218,10 +218,12 @@ def memory_is_the_terminal_s(html: str, terminal: str, document: dict) -> list[s
 def memory_rows_are_the_terminal_s(rows: list[list[str]], terminal: str, document: dict) -> list[str]:
     """The page's memory table (the text of each row's cells) against count's memory lines: each row's bytes as the
     terminal says them, in the terminal's line for the same thing (the weights, a kind of layer's keys and values or
-    state, the whole cache), and a state row for every kind of layer that keeps one. Returns the rows' names."""
+    state, the whole cache), and a state row for every kind of layer that keeps one; a cache of streams, stream by
+    stream (cache_streams_are_the_terminal_s). Returns the rows' names."""
     memory: list[str] = []
-    for text in terminal.split("\nMemory (", 1)[1].split("\n\n", 1)[0].splitlines()[1:]:
-        if text.startswith(" " * 15) and memory:  # a continuation: one line of its entry (DeepSeek-V4's cache streams)
+    block = terminal.split("\nMemory (", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    for text in block:
+        if text.startswith(" " * 15) and memory:  # a continuation: one line of its entry
             memory[-1] += " " + text.strip()
         else:
             memory.append(text)
@@ -239,6 +241,8 @@ def memory_rows_are_the_terminal_s(rows: list[list[str]], terminal: str, documen
     def state(kind: str) -> int:  # the bytes of a kind's state: all it keeps, or what it keeps beside K and V
         return cache[kind].get("state_bytes", cache[kind]["bytes"] if cache[kind].get("state") else 0)
 
+    if any("window" in k for k in cache.values()):  # DeepSeek-V4's streams: a row each, its terminal line's number
+        return cache_streams_are_the_terminal_s(by_name, block, cache, line)
     for name, (_, exact, human, note, _) in by_name.items():
         if name == "weights":
             assert human in line("  weights", note.split()[0]), name
@@ -259,4 +263,37 @@ def memory_rows_are_the_terminal_s(rows: list[list[str]], terminal: str, documen
             assert "indexer's key of" in line("  KV cache"), name
         else:
             assert name.startswith("activations, "), name
+    return list(by_name)
+
+
+def cache_streams_are_the_terminal_s(by_name: dict, block: list[str], cache: dict, line) -> list[str]:
+    """A cache of streams (DeepSeek-V4's): count prints a line for each kind of layer, its streams side by side
+    ("window 128 x 512 (K = V): 524 KB; compressed ...: 154 KB; ..."), and the page a row for each (its name the
+    stream's and the kind's): the same streams in both, each row's bytes the JSON's and its size the terminal's
+    segment's, each kind's streams summing to its bytes; then the whole cache."""
+    terminal: dict[tuple[str, str], str] = {}
+    for text in block:
+        found = re.fullmatch(r" {15}(\d[\d,]*) (\S+) layers?: (.*)", text)
+        if found:
+            layers, kind = number(found[1]), found[2]
+            assert layers == cache[kind]["layers"], (text, cache[kind])
+            for segment in found[3].split("; "):
+                what, human = segment.rsplit(": ", 1)
+                terminal[kind, "state" if what == "compressors' state" else what.split(" ")[0]] = human
+    page = {(name.split(", ", 1)[1].removesuffix(" layers"), name.split(", ", 1)[0]): row
+            for name, row in by_name.items() if name.endswith(" layers")}  # fmt: skip
+    assert set(page) == set(terminal), (sorted(page), sorted(terminal))
+    for (kind, stream), (_, exact, human, note, _) in page.items():
+        k = cache[kind]
+        held = {"window": k["window"]["bytes"], "state": k.get("state_bytes")}.get(stream)
+        assert number(exact) == (k["compressed"][stream]["bytes"] if held is None else held), (kind, stream, exact)
+        assert human == terminal[kind, stream], (kind, stream, human, terminal[kind, stream])
+        assert f"x {k['layers']} {kind} layer" in note, (kind, stream, note)
+    for kind, k in cache.items():
+        assert sum(number(r[1]) for (of, _), r in page.items() if of == kind) == k["bytes"], (kind, k)
+    for name in ("cache, this run", "cache, whole context"):
+        assert by_name[name][2] in line("  cache"), (name, by_name[name])
+    others = {name for name in by_name if not name.endswith(" layers") and not name.startswith("activations, ")}
+    assert others == {"weights", "cache, this run", "cache, whole context"}, sorted(by_name)
+    assert by_name["weights"][2] in line("  weights", by_name["weights"][3].split()[0])
     return list(by_name)

@@ -110,7 +110,9 @@ def kv_cache_bytes_after(config: Config, positions: int, batch: int = 1, bytes_p
 def layer_caches(config: Config, positions: int, batch: int = 1, bytes_per_number: int = FLOAT32_BYTES) -> dict:
     """What each layer type keeps after `positions` tokens, and its bytes: keys and values (growing with the
     context, up to a window; with the rows kept beside them, as an indexer's keys, and their share: "rows") or a
-    state (State.arrays, the same at any context), or nothing; for memory's JSON."""
+    state (State.arrays, the same at any context), or nothing; for memory's JSON. A cache of streams (DeepSeek-V4's,
+    K = V) has each stream's share: the window's keys ("window") and each compressed stream's entries ("compressed"),
+    beside the compressors' state."""
     kinds: dict[str, dict] = {}
     for kind, spec in zip(config.layer_types, _specs(config)):
         entry = kinds.setdefault(kind, {"holds": spec.kind, "layers": 0, "bytes": 0})
@@ -118,6 +120,10 @@ def layer_caches(config: Config, positions: int, batch: int = 1, bytes_per_numbe
         if isinstance(spec, KeysValues):
             entry["positions"] = spec.positions_held(positions)
             each = spec.numbers_held(positions)
+            if spec.shared or spec.compressed:  # K = V beside compressed streams (DeepSeek-V4's): the window a stream
+                held, window = spec.positions_held(positions), entry.setdefault("window", {"bytes": 0})
+                window |= {"positions": held, "numbers_per_position": spec.numbers_per_position}
+                window["bytes"] += batch * bytes_per_number * held * spec.numbers_per_position
             for name, numbers in spec.compressed_numbers(positions).items():  # a compressor's entries, one a window
                 stream = entry.setdefault("compressed", {}).setdefault(name, {"entries": 0, "bytes": 0})
                 ratio, shape = next((r, s) for n, r, s in spec.compressed if n == name)

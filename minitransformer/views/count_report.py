@@ -23,7 +23,7 @@ from ..verbs.formulas import (
     weight_macs_per_position,
 )
 from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
-from .report import describe_model, length, operands
+from .report import cache_streams, describe_model, length, operands
 
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
@@ -688,14 +688,8 @@ def stream_lines(count: Count, m: dict, per_seq: str) -> list[str]:
     per_number = m["bytes_per_number"]
     out = [f"  KV cache     by stream after {cache['positions']:,} positions{per_seq}{off}:"]
     for kind, k in cache["layer_types"].items():
-        layers, streams = plural(k["layers"], kind + " layer"), k.get("compressed", {})
-        window = k["bytes"] - k.get("state_bytes", 0) - sum(s["bytes"] for s in streams.values())
-        parts = [f"window {k['positions']:,} x {c.d_head} (K = V): {byte_size(window)}"]
-        parts += [f"{name} {s['entries']:,} entries (1 every {s['ratio']}) x {s['numbers_per_entry']}: "
-                  f"{byte_size(s['bytes'])}" for name, s in streams.items()]  # fmt: skip
-        if k.get("state_bytes"):
-            parts.append(f"compressors' state {byte_size(k['state_bytes'])}")
-        out.append(f"               {layers}: " + "; ".join(parts))
+        streams = "; ".join(f"{what}: {byte_size(b)}" for _, what, b in cache_streams(k))
+        out.append(f"               {plural(k['layers'], kind + ' layer')}: {streams}")
     out.append(
         f"  cache        {byte_size(cache['bytes'])} ({byte_size(cache['bytes'] // per_number * 2)} in bfloat16); "
         f"the whole context ({c.n_positions:,}): {byte_size(cache['bytes_at_context'])}"

@@ -56,7 +56,7 @@ from .html_drawings import (
 )
 from .html_drawings import operands as operands_text
 from .html_roofline import roofline_section
-from .report import describe_model
+from .report import cache_streams, describe_model
 
 ATTENTION_POSITIONS = 64  # attention maps show at most this many positions (the last ones)
 ATTENTION_CELLS = 60_000  # maps of every layer when layers x heads x positions^2 stay below this; else one layer
@@ -1162,12 +1162,14 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
     memory's JSON (verbs/memory.py): where every layer that keeps something keeps keys and values, the KV cache of
     this run and of the whole context; in a hybrid, a row for each kind of layer (its keys and values, growing with
     the context, or its recurrent state, the same at any context) and the whole cache. The keys an indexer keeps
-    beside K and V (DeepSeek-V3.2's) have a row of their own."""
+    beside K and V (DeepSeek-V3.2's) have a row of their own; a cache of streams (DeepSeek-V4's), a row a stream."""
     kv, cache = m["kv_cache"], m["cache"]
     types = cache["layer_types"]
     attending = {kind: k for kind, k in types.items() if "positions" in k}
     states = {kind: k for kind, k in types.items() if k.get("state")}
     beside = _indexer_keys({kind: k for kind, k in attending.items() if "index_keys" in k.get("rows", {})})
+    if any("window" in k for k in types.values()):  # DeepSeek-V4's streams side by side
+        return _stream_items(m)
     if not states:
         held = (
             f"{plural(kv['positions'], 'position', n(kv['positions']))} x {byte_size(kv['bytes_per_token'])} (K and V "
@@ -1197,6 +1199,33 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
         ),
         ("cache, whole context", cache["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
     ]
+
+
+def _stream_items(m: dict) -> list[tuple[str, int, str]]:
+    """A cache of streams (DeepSeek-V4's), as count's report says it (views/report.py's cache_streams): a row for each
+    kind of layer's window, compressed streams and compressors' state, the whole after the positions counted (each
+    stream's share) and at the context."""
+    cache = m["cache"]
+    items: list[tuple[str, int, str]] = []
+    totals: dict[str, int] = {}  # each stream's bytes in every kind of layer
+    for kind, k in cache["layer_types"].items():
+        layers = plural(k["layers"], kind + " layer")
+        for stream, what, b in cache_streams(k):
+            named = what if stream == "state" else stream  # "compressors' state"
+            totals[named] = totals.get(named, 0) + b
+            note = f"{what} x {layers}"
+            if stream == "state":
+                arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
+                note = f"{arrays} numbers x {layers}: {what}, the same at any context"
+            items.append((f"{stream}, {kind} layers", b, note))
+    shares = " + ".join(f"{stream} {byte_size(b)}" for stream, b in totals.items())
+    return [
+        *items,
+        ("cache, this run", cache["bytes"], f"after {plural(cache['positions'], 'position', n(cache['positions']))} "
+         f"({shares})"),
+        ("cache, whole context", cache["bytes_at_context"], plural(m["kv_cache"]["context"], "position",
+                                                                    n(m["kv_cache"]["context"]))),
+    ]  # fmt: skip
 
 
 def _indexer_keys(indexed: dict) -> list[tuple[str, int, str]]:

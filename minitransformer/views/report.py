@@ -332,3 +332,18 @@ def candidates_table(candidates) -> str:
         [str(i + 1), repr(c.token), str(c.token_id), f"{100 * c.probability:.2f}%"] for i, c in enumerate(candidates)
     ]
     return table(["rank", "token", "id", "probability"], rows, right={0, 2, 3})
+
+
+def cache_streams(k: dict) -> list[tuple[str, str, int]]:
+    """One kind of layer's cache stream by stream (DeepSeek-V4's), as memory's JSON has it: (stream, what it holds,
+    its bytes in all the kind's layers) for the window's keys (K = V, kept once), each compressed stream's entries (one
+    every `ratio` positions) and the compressors' state. count's memory lines and the page's memory table both say
+    them so."""
+    window = k["window"]
+    streams = [("window", f"window {window['positions']:,} x {window['numbers_per_position']:,} (K = V)",
+                window["bytes"])]  # fmt: skip
+    streams += [(name, f"{name} {s['entries']:,} entries (1 every {s['ratio']}) x {s['numbers_per_entry']:,}",
+                 s["bytes"]) for name, s in k.get("compressed", {}).items()]  # fmt: skip
+    if k.get("state_bytes"):
+        streams.append(("state", "compressors' state", k["state_bytes"]))
+    return streams

@@ -1,0 +1,100 @@
+"""DeepSeek-V4's quirks (what every family owes runs in test_conformance.py, on the same models): a left-padded batch
+refused, and why, with transformers' own numbers; the model card's comparison with DeepSeek-V3.2-Exp at a context of a
+million, as docs/families/deepseek_v4.md tables it, in closed form."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+pytest.importorskip("transformers", reason="transformers is not installed")
+
+import family_checks as checks  # noqa: E402 - after the importorskips: it imports torch and transformers
+from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
+
+from minitransformer.errors import UserError  # noqa: E402
+from minitransformer.families.deepseek_v4.config import CSA, PRESETS  # noqa: E402
+from minitransformer.families.deepseek_v4.family import ATTENTION_OPS, CARD, DECODER, POOLS, v32_decode_macs  # noqa: E402
+from minitransformer.families.deepseek_v32.config import PRESETS as V32_PRESETS  # noqa: E402
+from minitransformer.families.deepseek_v32.family import DECODER as V32_DECODER  # noqa: E402
+from minitransformer.families.table import architecture_of  # noqa: E402
+from minitransformer.verbs.count import decode_at  # noqa: E402
+
+FAMILY = "deepseek_v4"  # the family whose models the `made` fixture (tests/conftest.py) gives
+SPEC = FAMILIES[FAMILY]
+ROOT = Path(__file__).resolve().parents[2]
+V32 = V32_PRESETS["deepseek-v3.2-exp"]
+
+
+def test_a_left_padded_batch_is_refused_since_transformers_pools_the_pads_into_a_row_s_windows(made):
+    """transformers' compressors cut the batch's columns into windows (modeling_deepseek_v4.py's
+    `chunk_kv.view(batch, n_windows, self.compress_rate, -1)`), pads and all, with no attention mask: a padded row's
+    logits are not its own alone once a query reads its first entry (position 3 at 4:1), so no batch is right to
+    match. Ours refuses it in one line; the unpadded row is its own alone in transformers' batch too."""
+    _, ours, hf = made("every-kind")
+    rows = [SPEC.prompt_ids("every-kind", n, seed=2 + row) for row, n in enumerate((40, 29))]
+    ids, pads, mask, positions = checks.hf_inputs(rows, 0)
+    with torch.no_grad():
+        batch = hf(torch.tensor(ids), attention_mask=torch.tensor(mask), position_ids=torch.tensor(positions)).logits
+        alone = [hf(torch.tensor([row])).logits[0].numpy() for row in rows]
+    assert checks.worst(batch[0].numpy(), alone[0]) <= 1, checks.differ(batch[0].numpy(), alone[0])
+    padded = np.abs(batch[1, pads[1] :].numpy() - alone[1]).max(-1)  # the padded row's worst gap at each position
+    assert padded[:3].max() < 1e-4 and round(float(padded[3:].max()), 1) == 4.3, padded  # the family page's 4.3
+    with pytest.raises(UserError, match="left-padded batch is not supported by DeepSeek-V4"):
+        ours.run(ids, all_positions=True, pads=pads)
+
+
+def test_v3_2_s_decode_step_in_closed_form_is_its_ledger_past_its_top_k():
+    """The denominator of the card's comparison: DeepSeek-V3.2-Exp's decode step as count's ledger counts it (row
+    chunks, each query's 2,048 chosen keys, the indexer over every key) is v32_decode_macs, at a context past
+    index_topk; the million-position step of the family page is the same closed form."""
+    step = decode_at(V32, 3000).expand()
+    assert step.macs == v32_decode_macs(V32, 3000) == 44_104_005_120, (step.macs, v32_decode_macs(V32, 3000))
+
+
+def test_the_family_page_s_comparison_at_a_million_is_the_closed_form_s():
+    """docs/families/deepseek_v4.md's table (a decode step at context 999,999 and the KV cache, V4-Pro and -Flash
+    against DeepSeek-V3.2-Exp, the ratios beside the card's) and the numbers its explanation gives, in closed form:
+    V3.2's step mostly its indexer, V4-Pro's its attention (two thirds of it the 4:1 layers' indexer), Flash's
+    indexer nearly two thirds of its step, V4-Pro's cache nearly all 4:1 entries and indexer keys."""
+    page = (ROOT / "docs" / "families" / "deepseek_v4.md").read_text(encoding="utf-8")
+    table = {row.split("|")[1].strip(): [c.strip() for c in row.split("|")[2:-1]]
+             for row in page.splitlines() if row.startswith(("| a decode step", "| KV cache"))}  # fmt: skip
+    t, v32 = 999_999, replace(V32, n_positions=1_000_000)
+    theirs = v32_decode_macs(v32, t), v32.n_layer * t * (v32.kv_lora_rank + v32.qk_rope_head_dim + v32.index_head_dim)
+    steps, caches = [f"{theirs[0]:,}"], [f"{theirs[1]:,}"]
+    for name in ("deepseek-v4-pro", "deepseek-v4-flash"):
+        c = replace(PRESETS[name], n_positions=1_000_000)
+        step = architecture_of(c).formulas.pass_macs(c, 1, t - 1)
+        cache = sum(c.layer_cache(i).numbers_held(t) for i in range(c.n_layer))
+        steps += [f"{step:,}", f"{step / theirs[0]:.1%} ({CARD[name][0]})"]
+        caches += [f"{cache:,}", f"{cache / theirs[1]:.1%} ({CARD[name][1]})"]
+    assert table == {"a decode step, MACs": steps, "KV cache, numbers": caches}, (table, steps, caches)
+
+    def summed(decoder, c, ops: tuple[str, ...]) -> int:  # the ops' MACs in the decode step, every layer's
+        return sum(n * length for i in range(c.n_layer)
+                   for op, (n, length) in decoder.block.products(c, 1, t, 1, i).items() if op in ops)  # fmt: skip
+
+    v32_attention = summed(V32_DECODER, v32, ("index.scores", "index.sum", "scores", "mix"))  # the rest: weights
+    assert (round(v32_attention / v32.n_layer / 1e8), round(v32_attention / 1e9)) == (83, 509), v32_attention
+    assert round((theirs[0] - v32_attention) / 1e8) == 375, theirs[0] - v32_attention
+    pro, flash = (replace(PRESETS[n], n_positions=1_000_000) for n in ("deepseek-v4-pro", "deepseek-v4-flash"))
+    step, attention = architecture_of(pro).formulas.pass_macs(pro, 1, t - 1), summed(DECODER, pro, ATTENTION_OPS)
+    assert summed(DECODER, pro, POOLS) == 0  # no window closes at this step: the rest is the products with weights
+    assert (round(attention / 1e8), round((step - attention) / 1e8)) == (987, 489), (attention, step)
+    indexers = {}  # the 4:1 layers' indexer over 250,000 entries
+    for c, layers, billions in ((pro, 30, 62), (flash, 21, 43)):
+        indexers[c.name] = summed(DECODER, c, ("index.scores", "index.sum"))
+        assert (c.attention_types.count(CSA), round(indexers[c.name] / 1e9)) == (layers, billions), indexers
+    step = architecture_of(flash).formulas.pass_macs(flash, 1, t - 1)
+    assert 0.6 < indexers[flash.name] / step < 2 / 3, (indexers, step)  # nearly two thirds of Flash's step
+    held = [pro.layer_cache(i) for i in range(pro.n_layer)]
+    window = sum(h.positions_held(t) * h.numbers_per_position for h in held)
+    at_4 = [h.compressed_numbers(t) for h in held if "index" in h.compressed_numbers(t)]  # the 4:1 layers'
+    entries, keys = sum(n["compressed"] for n in at_4), sum(n["index"] for n in at_4)
+    total = sum(h.numbers_held(t) for h in held)
+    assert (f"{window / total:.2%}", round(entries / 1e7), round(keys / 1e7)) == ("0.08%", 384, 96), (window, total)
