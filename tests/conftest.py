@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from retrains import MARKER, RETRAINS
+
 # The checks the test modules share are asserted in these modules: pytest rewrites their asserts as a test module's,
 # so that a failing one shows the values it compared beside its message.
 pytest.register_assert_rewrite("family_checks", "shared_checks")
@@ -18,6 +20,15 @@ pytest.register_assert_rewrite("family_checks", "shared_checks")
 ROOT = Path(__file__).resolve().parent.parent
 HF_FIXTURES = ROOT / "tests" / "fixtures" / "hf"
 REAL_GPT2 = ROOT / "weights" / "gpt2"
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the selected demo retrains in the background: they overlap the suite instead of adding minutes to it."""
+    RETRAINS.start([mark.args[0] for item in session.items for mark in item.iter_markers(MARKER)])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    RETRAINS.stop()
 
 
 def gpt2_tensors(n_layer: int, n_embd: int, n_inner: int, n_positions: int, vocab_size: int, seed: int,

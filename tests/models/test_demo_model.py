@@ -9,8 +9,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -23,10 +21,10 @@ from minitransformer.families.gpt2.config import GPT2Config
 from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.models.registry import DEMO, DEMO_LLAMA, DEMOS, demo_dir
 from minitransformer.models.tokenizer import FileTokenizer
+from retrains import RETRAINS
 
 ROOT = Path(__file__).resolve().parents[2]
 FACTS = ROOT / "scripts" / "demo_facts.csv"
-SCRIPT = ROOT / "scripts" / "train_demo_model.py"
 FIXTURE = ROOT / "tests" / "fixtures" / "demo_hf_logits.npz"
 FIXTURES = {DEMO: FIXTURE, DEMO_LLAMA: ROOT / "tests" / "fixtures" / "demo_llama_hf_logits.npz"}
 MAX_BYTES = 15_000_000
@@ -160,16 +158,18 @@ def test_generate_demo_llama_answers_paris_and_its_ledger_shows_gqa_and_swiglu()
 
 
 @pytest.mark.slow
-def test_retraining_reproduces_demo_llama(tmp_path):
+@pytest.mark.retrain(DEMO_LLAMA)
+def test_retraining_reproduces_demo_llama():
     pytest.importorskip("torch", reason="torch is not installed: the training script cannot run")
     pytest.importorskip("transformers", reason="transformers is not installed: the training script cannot run")
-    out = tmp_path / DEMO_LLAMA
-    # No time limit: on a busy machine a retrain is slow, not wrong.
-    done = subprocess.run([sys.executable, str(SCRIPT), "--family", "llama", "--out", str(out),
-                           "--fixture", str(tmp_path / "fixture.npz")], capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 0, f"the training script failed:\n{done.stderr[-3000:]}"
-    assert sha256(out / "tokenizer.json") == sha256(demo_dir(DEMO_LLAMA) / "tokenizer.json")
-    assert_reproduces(demo_dir(DEMO_LLAMA), out)  # as for the demo: the same bits on the CPU its card names
+    run = RETRAINS.wait(DEMO_LLAMA)  # started with the session (tests/retrains.py)
+    assert run.result is not None and run.result.returncode == 0, f"the training script failed:\n{run_stderr(run)}"
+    assert sha256(run.out / "tokenizer.json") == sha256(demo_dir(DEMO_LLAMA) / "tokenizer.json")
+    assert_reproduces(demo_dir(DEMO_LLAMA), run.out)  # as for the demo: the same bits on the CPU its card names
+
+
+def run_stderr(run) -> str:
+    return run.result.stderr[-3000:] if run.result is not None else "(stopped before it ran)"
 
 
 def test_logits_match_the_stored_hugging_face_logits(model, tokenizer):
@@ -216,15 +216,13 @@ def test_greedy_tokens_match_transformers_live(model, tokenizer):
 
 
 @pytest.mark.slow
-def test_retraining_reproduces_the_shipped_model(tmp_path):
+@pytest.mark.retrain(DEMO)
+def test_retraining_reproduces_the_shipped_model():
     pytest.importorskip("torch", reason="torch is not installed: the training script cannot run")
     pytest.importorskip("transformers", reason="transformers is not installed: the training script cannot run")
-    out = tmp_path / "demo"
-    # No time limit: about 4 minutes alone on 2 cores, much longer on a busy machine, and only its result matters.
-    done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--fixture", str(tmp_path / "fixture.npz")],
-                          capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 0, f"the training script failed:\n{done.stderr[-3000:]}"
-    assert_reproduces(demo_dir(), out)
+    run = RETRAINS.wait(DEMO)  # started with the session: about 4 minutes alone on 2 cores, beside the suite
+    assert run.result is not None and run.result.returncode == 0, f"the training script failed:\n{run_stderr(run)}"
+    assert_reproduces(demo_dir(), run.out)
 
 
 def card_cpu(directory: Path) -> str:

@@ -1,0 +1,102 @@
+"""The demo retrains, run in the background while the rest of the suite runs.
+
+A retrain is minutes of torch on two threads; most of the suite is one thread of NumPy. Started as soon as pytest knows
+which tests it will run (conftest's pytest_collection_finish), one after the other, they overlap the suite instead of
+adding to it, and their tests (tests/models/test_demo_model.py) wait for their result. Their bits do not depend on the
+load: the training script fixes its seed, its data order, its two threads and torch's deterministic kernels."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_demo_model.py"
+MARKER = "retrain"
+# Beside the suite a retrain's two threads share the cores with it: threads that wait sleep instead of spinning (how
+# long a thread spins changes no result; measured: spinning, a busy retrain burned 3.5 times its CPU time).
+QUIET_WAITING = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def end_with_parent() -> None:
+    """In the retrain's process, before it runs: end it when pytest ends, however pytest ends (Linux's
+    PR_SET_PDEATHSIG; elsewhere a killed pytest leaves the retrain to finish on its own, in its temporary folder)."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # the pytest marker naming the demo a test retrains: @pytest.mark.retrain("demo-llama")
+
+
+@dataclass
+class Retrain:
+    """One run of the training script: where it writes, and its result once it has ended."""
+
+    name: str
+    out: Path
+    fixture: Path
+    done: threading.Event = field(default_factory=threading.Event)
+    result: subprocess.CompletedProcess | None = None
+
+    def command(self) -> list[str]:
+        return [sys.executable, str(SCRIPT), "--family", "llama" if self.name == "demo-llama" else "gpt2",
+                "--out", str(self.out), "--fixture", str(self.fixture)]  # fmt: skip
+
+
+class Retrains:
+    """The retrains this session selected, run in order on one background thread."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, Retrain] = {}
+        self.folders: list[Path] = []
+        self.process: subprocess.Popen | None = None
+        self.stopped = False
+
+    def start(self, names: list[str]) -> None:
+        """Start the named retrains, if torch and transformers are here (without them their tests skip)."""
+        if not names or self.runs or not all(importlib.util.find_spec(m) for m in ("torch", "transformers")):
+            return
+        runs = [self._new(name) for name in names]
+        threading.Thread(target=self._run_all, args=(runs,), name="demo retrains", daemon=True).start()
+
+    def _new(self, name: str) -> Retrain:
+        self.folders.append(Path(tempfile.mkdtemp(prefix=f"minitransformer-retrain-{name}-")))
+        self.runs[name] = Retrain(name, self.folders[-1] / name, self.folders[-1] / "fixture.npz")
+        return self.runs[name]
+
+    def _run_all(self, runs: list[Retrain]) -> None:
+        for run in runs:
+            if not self.stopped:
+                self.process = subprocess.Popen(run.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                text=True, env=QUIET_WAITING, preexec_fn=end_with_parent)  # fmt: skip
+                stdout, stderr = self.process.communicate()
+                run.result = subprocess.CompletedProcess(run.command(), self.process.returncode, stdout, stderr)
+            run.done.set()
+
+    def wait(self, name: str) -> Retrain:
+        """The named retrain once it has ended (no time limit: on a busy machine a retrain is slow, not wrong)."""
+        if name not in self.runs:  # not started with the session's collection: run it here
+            self._run_all([self._new(name)])
+        run = self.runs[name]
+        run.done.wait()
+        return run
+
+    def stop(self) -> None:
+        """End of the session: stop a retrain no test waits for any more and remove what the retrains wrote."""
+        self.stopped = True
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        for run in self.runs.values():
+            run.done.wait(timeout=60)
+        for folder in self.folders:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+RETRAINS = Retrains()
