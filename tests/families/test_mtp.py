@@ -1,0 +1,133 @@
+"""Multi-token prediction (families/parts/mtp.py) against transformers 5.24's MtpModel, on a tiny random DeepSeek-V3
+whose checkpoint keeps its MTP layer as DeepSeek's does (layers.{n_layer}: enorm, hnorm, eh_proj, shared_head.norm and
+a decoder layer with experts), and the counting rule "MTP: its passes in their own phase" held by its closed forms.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+from family_checks import differ, save_random, worst  # noqa: E402 - after the importorskips: it imports torch
+from safetensors.torch import load_file, save_file  # noqa: E402
+
+from minitransformer.engine.ledger import Phase  # noqa: E402
+from minitransformer.errors import UserError  # noqa: E402
+from minitransformer.families.deepseek_v3.config import PRESETS  # noqa: E402
+from minitransformer.families.deepseek_v3.family import DECODER  # noqa: E402
+from minitransformer.models.registry import load_model  # noqa: E402
+from minitransformer.verbs.count import count_generation  # noqa: E402
+from minitransformer.verbs.draft import count_drafts, draft_logits, mtp_of  # noqa: E402
+
+N = 2  # the main model's layers: the first dense, the second with experts; the MTP layer is layers.2
+TINY = dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_attention_heads=4,
+            num_key_value_heads=4, n_routed_experts=8, num_experts_per_tok=3, n_group=4, topk_group=2,
+            first_k_dense_replace=1, q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12,
+            v_head_dim=10, max_position_embeddings=256, num_mtp_layers=1, bos_token_id=None, eos_token_id=None,
+            pad_token_id=None)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def with_mtp(tmp_path_factory):
+    """(our model, transformers' main model, its MtpModel): transformers' random model of N + 1 layers, whose last
+    layer is the MTP layer's block, saved with N layers and the MTP layer's own tensors beside it at layers.N."""
+    from transformers.modeling_layers import MtpModel
+
+    directory = tmp_path_factory.mktemp("deepseek_mtp")
+    whole = save_random(directory, transformers.DeepseekV3Config(num_hidden_layers=N + 1, **TINY), seed=5)
+    generator = torch.Generator().manual_seed(9)
+    D = TINY["hidden_size"]
+    own = {"enorm.weight": 1 + 0.2 * torch.randn(D, generator=generator),
+           "hnorm.weight": 1 + 0.2 * torch.randn(D, generator=generator),
+           "eh_proj.weight": torch.randn(D, 2 * D, generator=generator) / (2 * D) ** 0.5,
+           "shared_head.norm.weight": 1 + 0.2 * torch.randn(D, generator=generator)}  # fmt: skip
+    tensors = load_file(directory / "model.safetensors")
+    tensors |= {f"model.layers.{N}.{name}": value for name, value in own.items()}
+    tensors[f"model.layers.{N}.embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()  # DeepSeek's copies
+    save_file({k: v.contiguous() for k, v in tensors.items()}, directory / "model.safetensors", metadata={"format": "pt"})
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps(config | {"num_hidden_layers": N}))
+    main = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32,
+                                                             attn_implementation="eager").eval()  # fmt: skip
+    mtp = MtpModel(main, 1).eval()
+    with torch.no_grad():
+        mtp.layers[0].mtp_block.load_state_dict(whole.model.layers[N].state_dict())
+        for name, value in own.items():
+            mtp.layers[0].get_parameter(name.replace("shared_head.norm", "post_norm")).copy_(value)
+    return load_model(str(directory)), main, mtp
+
+
+def transformers_drafts(main, mtp, ids: list[int]):
+    """MtpModel's logits at every row: the main model's last hidden state at rows 0..T-2 beside the tokens 1..T-1, at
+    positions 1..T-1 (as MTPCandidateGenerator hands them after the prefill), through forward_layer and the head."""
+    from transformers.cache_utils import MtpCache
+
+    with torch.no_grad():
+        hidden = main(torch.tensor([ids]), output_hidden_states=True).hidden_states[-1]
+        positions = torch.arange(1, len(ids))[None]
+        cache = MtpCache(config=main.config.get_mtp_config())
+        x = mtp.forward_layer(0, hidden[:, :-1], positions, cache, input_ids=torch.tensor([ids[1:]]))
+        return mtp._project_to_logits(x)[0]
+
+
+def test_the_draft_s_logits_are_transformers_mtp_model_s_at_every_row(with_mtp):
+    ours, main, mtp = with_mtp
+    ids = [int(i) for i in np.random.default_rng(3).integers(0, TINY["vocab_size"], 40)]
+    theirs = transformers_drafts(main, mtp, ids)
+    (drafted,) = draft_logits(ours, ids)
+    assert worst(drafted, theirs) <= 1, differ(drafted, theirs)
+    assert float(theirs.std()) > 0.1, f"the drafts' logits spread (std {float(theirs.std()):.3g}), so they compare"
+
+
+def test_the_draft_pass_is_its_own_phase_and_its_products_are_the_parts_closed_forms(with_mtp):
+    ours, _, _ = with_mtp
+    ids = list(range(3, 3 + 17))
+    draft, main = Phase("mtp", 0, 16, 16, cached=False), Phase("prefill", 0, 17, 17, cached=False)
+    draft_logits(ours, ids, phase=draft, main=main)
+    c = ours.config
+    assert {r.layer for r in draft.records} == {N}, "the MTP layer's records, numbered as its checkpoint's layer N"
+    assert main.n_layers == N and all(r.op != "eh_proj" for r in main.records), "the main pass holds none of them"
+    formulas = DECODER.mtp.products(c, 16, 16, R=16)
+    ledger = {r.op: (r.dot_products, r.dot_length) for r in draft.records if r.kind == "matmul" and r.op != "mix"}
+    expected = {op: counted for op, counted in formulas.items() if op != "mix"}  # the experts' rows: the router's
+    assert ledger["eh_proj"] == (16 * 32, 64) == expected["eh_proj"], ledger["eh_proj"]
+    assert ledger["logits"] == expected["logits"] == (16 * 120, 32), ledger["logits"]
+    routed = ("expert.gate", "expert.up", "expert.down")
+    assert {op: ledger[op] for op in ledger if op not in routed} == {
+        op: expected[op] for op in expected if op not in routed}, (ledger, expected)  # fmt: skip
+
+
+def test_count_s_mtp_passes_are_one_beside_each_main_pass_in_closed_form():
+    c = PRESETS["deepseek-v3"]
+    count = count_generation(c, 50, 3)
+    drafts = count_drafts(count)
+    assert [(p.phase, p.step, p.tokens, p.context) for p in drafts.passes] == [
+        ("mtp", 0, 50, 50), ("mtp", 1, 1, 51), ("mtp", 2, 1, 52)]  # fmt: skip
+    for p in drafts.passes:
+        closed = sum(n * length for n, length in DECODER.mtp.products(c, p.tokens, p.context).values())
+        assert p.macs == closed, (p.step, p.macs, closed)
+    # a decode step's draft: eh_proj D 2D, MLA at t = 52 and one layer's experts (8 routed, 1 shared), the head
+    D, V = 7168, 129280
+    assert drafts.per_drafted_token() == drafts.passes[-1].macs == 1_616_871_424, drafts.per_drafted_token()
+    assert DECODER.mtp.products(c, 1, 52)["eh_proj"] == (D, 2 * D) and DECODER.mtp.products(c, 1, 52)["logits"] == (V, D)
+    assert count.passes[1].macs == 36_752_023_552, "the main decode step, unchanged by the draft beside it"
+
+
+def test_count_mtp_prints_the_draft_phase_and_refuses_where_there_is_none():
+    out = run_cli("count", "--preset", "deepseek-v3", "--tokens", "50", "--new-tokens", "3", "--mtp")
+    assert "mtp step 2" in out.stdout and "1,616,871,424" in out.stdout, out.stdout
+    refused = run_cli("count", "--preset", "qwen3-0.6b", "--mtp", check=False)
+    assert refused.returncode == 2 and "multi-token prediction" in refused.stderr, refused.stderr
+
+
+def test_a_config_without_mtp_layers_is_refused_by_name():
+    with pytest.raises(UserError, match=r"declares 0 \(num_nextn_predict_layers\)"):
+        mtp_of(replace(PRESETS["deepseek-v3"], n_mtp=0))
