@@ -8,6 +8,7 @@ token per MTP layer; its attention reads its own cache, as long as the main pass
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
 
 from ..engine.ledger import Phase, totals_of

@@ -52,7 +52,9 @@ def with_mtp(tmp_path_factory):
     tensors = load_file(directory / "model.safetensors")
     tensors |= {f"model.layers.{N}.{name}": value for name, value in own.items()}
     tensors[f"model.layers.{N}.embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()  # DeepSeek's copies
-    save_file({k: v.contiguous() for k, v in tensors.items()}, directory / "model.safetensors", metadata={"format": "pt"})
+    save_file(
+        {k: v.contiguous() for k, v in tensors.items()}, directory / "model.safetensors", metadata={"format": "pt"}
+    )
     config = json.loads((directory / "config.json").read_text())
     (directory / "config.json").write_text(json.dumps(config | {"num_hidden_layers": N}))
     main = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32,
@@ -117,15 +119,20 @@ def test_count_s_mtp_passes_are_one_beside_each_main_pass_in_closed_form():
     # a decode step's draft: eh_proj D 2D, MLA at t = 52 and one layer's experts (8 routed, 1 shared), the head
     D, V = 7168, 129280
     assert drafts.per_drafted_token() == drafts.passes[-1].macs == 1_616_871_424, drafts.per_drafted_token()
-    assert DECODER.mtp.products(c, 1, 52)["eh_proj"] == (D, 2 * D) and DECODER.mtp.products(c, 1, 52)["logits"] == (V, D)
+    assert DECODER.mtp.products(c, 1, 52)["eh_proj"] == (D, 2 * D) and DECODER.mtp.products(c, 1, 52)["logits"] == (
+        V,
+        D,
+    )
     assert count.passes[1].macs == 36_752_023_552, "the main decode step, unchanged by the draft beside it"
 
 
 def test_count_mtp_prints_the_draft_phase_and_refuses_where_there_is_none():
     out = run_cli("count", "--preset", "deepseek-v3", "--tokens", "50", "--new-tokens", "3", "--mtp")
     assert "mtp step 2" in out.stdout and "1,616,871,424" in out.stdout, out.stdout
-    refused = run_cli("count", "--preset", "qwen3-0.6b", "--mtp", check=False)
+    refused = run_cli("count", "--preset", "qwen3-0.6b", "--mtp")
     assert refused.returncode == 2 and "multi-token prediction" in refused.stderr, refused.stderr
+    files = run_cli("count", "--preset", "deepseek-v3", "--mtp", "--json", "-")
+    assert files.returncode == 2 and files.stdout == "" and "--mtp" in files.stderr, files.stderr
 
 
 def test_a_config_without_mtp_layers_is_refused_by_name():

@@ -22,8 +22,8 @@ from ..parts.decoder import Decoder
 from ..parts.family import DecoderFormulas, composed
 from ..parts.latent import LatentAttention
 from ..parts.mlps import GatedMLP
-from ..parts.mtp import MultiTokenPrediction
 from ..parts.moe import GroupLimitedRouter, Mixture, MlpByKind, SharedExpert, SwiGLUExperts
+from ..parts.mtp import MultiTokenPrediction
 from ..parts.part import Products, Tensors
 from . import reference
 from .config import PRESETS, RUNNABLE_ROPE_TYPES, DeepseekConfig
@@ -70,7 +70,9 @@ BLOCK = PreNorm(ATTENTION, MLP)
 def mtp_config(config: DeepseekConfig) -> DeepseekConfig:
     """The config as its MTP layers see it, appended after the main model's layers: each with experts (transformers'
     get_mtp_config sets first_k_dense_replace to 0), whatever the main model's first dense layers."""
-    return replace(config, n_layer=config.n_layer + config.n_mtp, first_k_dense=min(config.first_k_dense, config.n_layer))
+    return replace(
+        config, n_layer=config.n_layer + config.n_mtp, first_k_dense=min(config.first_k_dense, config.n_layer)
+    )
 
 
 DECODER = Decoder(BLOCK, biases="", ignored=IGNORED, symbols=SYMBOLS, kind_order=("dense", "moe"),

@@ -42,18 +42,41 @@ from .part import Part, Products, Tensor, Tensors
 MTP = "multi-token prediction"  # the group of its own product, eh_proj
 
 STAGES = (
-    Stage("mtp_embed", ("mtp_embed",), "lookup", "e = W_te[t_{i+1}]  (the next token's embedding: the main model's table)",
-          "ids [T]"),  # fmt: skip
+    Stage(
+        "mtp_embed",
+        ("mtp_embed",),
+        "lookup",
+        "e = W_te[t_{i+1}]  (the next token's embedding: the main model's table)",
+        "ids [T]",
+    ),  # fmt: skip
     Stage("enorm", ("enorm",), "norm", "e = RMSNorm_e(e)", "e [T, D]"),
-    Stage("hnorm", ("hnorm",), "norm", "h = RMSNorm_h(h_i)  (the main model's last hidden state, after its final norm)",
-          "h [T, D]"),  # fmt: skip
+    Stage(
+        "hnorm",
+        ("hnorm",),
+        "norm",
+        "h = RMSNorm_h(h_i)  (the main model's last hidden state, after its final norm)",
+        "h [T, D]",
+    ),  # fmt: skip
     Stage("mtp_concat", ("mtp_concat",), "reshape", "u = [e, h]", "e, h [T, D]"),
-    Stage("eh_proj", ("eh_proj",), "matmul", "x = u W_eh^T  (2D down to D)", "u [T, 2D], W_eh^T [2D, D]", MTP,
-          product="projection"),  # fmt: skip
+    Stage(
+        "eh_proj",
+        ("eh_proj",),
+        "matmul",
+        "x = u W_eh^T  (2D down to D)",
+        "u [T, 2D], W_eh^T [2D, D]",
+        MTP,
+        product="projection",
+    ),  # fmt: skip
     Stage("mtp_norm", ("mtp_norm",), "norm", "h' = RMSNorm_head(x)  (shared_head.norm)", "x [T, D]"),
     LAST,
-    Stage("logits", ("logits",), "matmul", "logits = h' W_U^T  (the main model's head: the draft of t_{i+2})",
-          "h' [R, D], W_U^T [D, V]", UNEMBEDDING),  # fmt: skip
+    Stage(
+        "logits",
+        ("logits",),
+        "matmul",
+        "logits = h' W_U^T  (the main model's head: the draft of t_{i+2})",
+        "h' [R, D], W_U^T [D, V]",
+        UNEMBEDDING,
+    ),  # fmt: skip
 )
 DECLARED = by_op(*STAGES)
 
@@ -84,7 +107,8 @@ class MultiTokenPrediction(Part):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """Every MTP layer's tensors, by name under the model's prefix: layers.{n_layer + k}.*."""
-        D, extended, tensors = config.n_embd, self.layer_config(config), {}
+        D, extended = config.n_embd, self.layer_config(config)
+        tensors: Tensors = {}
         for k in range(self.n_layers(config)):
             at = config.n_layer + k
             own = {"enorm.weight": Tensor((D,), "mtp"), "hnorm.weight": Tensor((D,), "mtp"),
