@@ -27,7 +27,11 @@ def mtp_of(config: ModelConfig):
     decoder = architecture_of(config).forward
     mtp = getattr(decoder, "mtp", None)
     if mtp is None or not mtp.n_layers(config):
-        has = "has no multi-token-prediction layers" if mtp is None else "declares 0 (num_nextn_predict_layers)"
+        has = (
+            "has no multi-token-prediction layers"
+            if mtp is None
+            else "declares 0 (num_mtp_layers, num_nextn_predict_layers)"
+        )
         raise UserError(f"{config.name}: a {config.family} model {has}; multi-token prediction drafts with them")
     return decoder, mtp
 

@@ -136,5 +136,5 @@ def test_count_mtp_prints_the_draft_phase_and_refuses_where_there_is_none():
 
 
 def test_a_config_without_mtp_layers_is_refused_by_name():
-    with pytest.raises(UserError, match=r"declares 0 \(num_nextn_predict_layers\)"):
+    with pytest.raises(UserError, match=r"declares 0 \(num_mtp_layers"):
         mtp_of(replace(PRESETS["deepseek-v3"], n_mtp=0))

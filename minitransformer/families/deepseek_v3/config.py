@@ -56,7 +56,7 @@ class DeepseekConfig(ModelConfig):
     # the multi-token-prediction layers the checkpoint keeps after the main model's (families/parts/mtp.py), which
     # draft beside it (count --mtp); the main model's logits are the same without them. Not in the ledger's "model":
     # a count without --mtp is the main model's alone
-    n_mtp: int = key("num_nextn_predict_layers", 1, COUNT, aliases=("num_mtp_layers",), dict_key=None)
+    n_mtp: int = key("num_mtp_layers", 1, COUNT, aliases=("num_nextn_predict_layers",), dict_key=None)
     bos_token_id: int | None = key("bos_token_id", 0, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 1, TOKENS)
     model_type: str = "deepseek_v3"
