@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.ledger import Phase, totals_of
+from ..engine.ledger import Ledger, Phase, totals_of
 from ..engine.shapes import ShapeOnly
 from ..engine.tape import Dims, Tape
 from ..errors import UserError
@@ -95,3 +95,65 @@ def count_drafts(count: Count) -> DraftCount:
         mtp(h, ids, layers, main.params, c, cache, tape, decoder)
         passes.append(phase)
     return DraftCount(count, passes, mtp.n_layers(c))
+
+
+@dataclass
+class Drafted:
+    """A greedy generation that drafted with the MTP layers and verified each draft with the main model (speculative
+    decoding): its tokens, the main model's greedy tokens exactly; the drafts made and those the main model accepted;
+    the ledger, its phases in the order they ran (a prefill, then each main pass and the MTP pass beside it)."""
+
+    tokens: list[int]
+    drafted: int
+    accepted: int
+    book: Ledger
+
+
+def generate_drafted(model: Model, ids, n_new: int) -> Drafted:
+    """Greedy tokens of one prompt, drafted and verified: after the prefill, each main pass reads the last token and
+    the MTP layer's draft of the one after it (T = 2); where the main model's own choice at the last token is the draft,
+    the draft is kept and the second row's choice comes with it (two tokens for a pass), else the draft's position is
+    forgotten (KVCache.rewind) and the main model's choice is the token. The MTP pass beside it reads the rows kept,
+    each beside the token after it, and drafts the next. One MTP layer (DeepSeek-V3's); the tokens are those of the main
+    model alone, whatever the drafts (the tests hold them to it)."""
+    decoder, mtp = mtp_of(model.config)
+    layers = getattr(model.params, "mtp", None)
+    if layers is None:
+        raise UserError(f"{model.source}: the checkpoint holds no multi-token-prediction layers")
+    if len(layers) != 1:
+        raise UserError(f"drafting here runs one MTP layer; {model.config.name} has {len(layers)}")
+    prompt = model.check_ids(ids)
+    if prompt.ndim != 1:
+        raise UserError("drafting reads one prompt, not a batch")
+    c, T = model.config, prompt.shape[0]
+    c.check_fits(T, n_new + 1)  # a verifying pass may write one position past the last token
+    book = Ledger(c.to_dict())
+    cache = model.new_cache((), capacity=T + n_new + 1)
+    drafts = mtp.new_cache(c, (), T + n_new + 1, False, model.dtype)
+    tokens: list[int] = []
+    fed, step, drafted, accepted = prompt, 0, 0, 0
+    draft = None
+    while len(tokens) < n_new:
+        main = Phase("prefill" if step == 0 else "decode", step, len(fed), cache.length + len(fed))
+        book.phases.append(main)
+        logits, kept = model.run_with_cache(fed, "ln_f", all_positions=True, kv_cache=cache, phase=main)
+        chosen = logits.argmax(-1)
+        if draft is None:  # the prefill: the last position's choice
+            rows, new = kept["ln_f"], [int(chosen[-1])]
+        elif int(chosen[0]) == draft:  # the draft kept, and the choice after it
+            rows, new = kept["ln_f"], [draft, int(chosen[1])]
+            accepted += 1
+        else:  # the draft's position forgotten
+            cache.rewind(1)
+            rows, new = kept["ln_f"][:1], [int(chosen[0])]
+        tokens += new
+        if len(tokens) >= n_new:
+            break
+        beside = Phase("mtp", step, len(rows), drafts.length + len(rows))
+        book.phases.append(beside)
+        next_ids = np.concatenate([prompt[1:], new]) if step == 0 else np.array(new)
+        tape = Tape(Dims.of(c, len(rows), drafts.length, R=1), beside, precision=model.precision)
+        (logits,) = mtp(rows, next_ids, layers, model.params, c, drafts, tape, decoder)
+        draft, drafted = int(logits[-1].argmax()), drafted + 1
+        fed, step = np.array([tokens[-1], draft]), step + 1
+    return Drafted(tokens[:n_new], drafted, accepted, book)

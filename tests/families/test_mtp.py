@@ -25,7 +25,8 @@ from minitransformer.families.deepseek_v3.config import PRESETS  # noqa: E402
 from minitransformer.families.deepseek_v3.family import DECODER  # noqa: E402
 from minitransformer.models.registry import load_model  # noqa: E402
 from minitransformer.verbs.count import count_generation  # noqa: E402
-from minitransformer.verbs.draft import count_drafts, draft_logits, mtp_of  # noqa: E402
+from minitransformer.families.parts.mtp import MultiTokenPrediction  # noqa: E402
+from minitransformer.verbs.draft import count_drafts, draft_logits, generate_drafted, mtp_of  # noqa: E402
 
 N = 2  # the main model's layers: the first dense, the second with experts; the MTP layer is layers.2
 TINY = dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermediate_size=16, num_attention_heads=4,
@@ -138,3 +139,32 @@ def test_count_mtp_prints_the_draft_phase_and_refuses_where_there_is_none():
 def test_a_config_without_mtp_layers_is_refused_by_name():
     with pytest.raises(UserError, match=r"declares 0 \(num_mtp_layers"):
         mtp_of(replace(PRESETS["deepseek-v3"], n_mtp=0))
+
+
+def test_drafted_generation_gives_exactly_the_main_model_s_greedy_tokens(with_mtp, monkeypatch):
+    ours, main, _ = with_mtp
+    prompt = [int(i) for i in np.random.default_rng(4).integers(0, TINY["vocab_size"], 12)]
+    with torch.no_grad():
+        greedy = main.generate(torch.tensor([prompt]), max_new_tokens=30, do_sample=False)[0, 12:].tolist()
+    drafted = generate_drafted(ours, prompt, 30)
+    assert drafted.tokens == greedy, (drafted.tokens, greedy)
+    assert drafted.accepted < drafted.drafted, "a random MTP layer's drafts are mostly rejected"
+    # every other draft made right (the true next token moved to the top of the MTP layer's logits), so that the
+    # verification keeps some drafts and forgets the others: the tokens must not move, and fewer passes ran
+    real, calls = MultiTokenPrediction.__call__, []
+
+    def half_right(self, h, next_ids, layers, p, config, cache, *rest, **kwargs):
+        (logits,) = real(self, h, next_ids, layers, p, config, cache, *rest, **kwargs)
+        calls.append(len(calls))
+        known = cache.length - len(prompt) + 1  # the tokens generated so far: the draft is of greedy[known]
+        if len(calls) % 2 and known < len(greedy):
+            logits = logits.copy()
+            logits[-1, greedy[known]] = logits[-1].max() + 1
+        return [logits]
+
+    monkeypatch.setattr(MultiTokenPrediction, "__call__", half_right)
+    helped = generate_drafted(ours, prompt, 30)
+    assert helped.tokens == greedy, (helped.tokens, greedy)
+    assert 0 < helped.accepted < helped.drafted, (helped.accepted, helped.drafted)
+    passes = [p for p in helped.book.phases if p.phase != "mtp"]
+    assert len(passes) == 30 - helped.accepted, "each kept draft saves the main model a pass"
