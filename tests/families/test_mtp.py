@@ -23,9 +23,9 @@ from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.deepseek_v3.config import PRESETS  # noqa: E402
 from minitransformer.families.deepseek_v3.family import DECODER  # noqa: E402
+from minitransformer.families.parts.mtp import MultiTokenPrediction  # noqa: E402
 from minitransformer.models.registry import load_model  # noqa: E402
 from minitransformer.verbs.count import count_generation  # noqa: E402
-from minitransformer.families.parts.mtp import MultiTokenPrediction  # noqa: E402
 from minitransformer.verbs.draft import count_drafts, draft_logits, generate_drafted, mtp_of  # noqa: E402
 
 N = 2  # the main model's layers: the first dense, the second with experts; the MTP layer is layers.2
