@@ -23,6 +23,8 @@ from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.deepseek_v3.config import PRESETS  # noqa: E402
 from minitransformer.families.deepseek_v3.family import DECODER  # noqa: E402
+from minitransformer.families.glm4_moe.family import DECODER as GLM_DECODER  # noqa: E402
+from minitransformer.families.glm4_moe.family import PRESETS as GLM_PRESETS  # noqa: E402
 from minitransformer.families.parts.mtp import MultiTokenPrediction  # noqa: E402
 from minitransformer.models.registry import load_model  # noqa: E402
 from minitransformer.verbs.count import count_generation  # noqa: E402
@@ -34,30 +36,34 @@ TINY = dict(vocab_size=120, hidden_size=32, intermediate_size=48, moe_intermedia
             first_k_dense_replace=1, q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=12,
             v_head_dim=10, max_position_embeddings=256, num_mtp_layers=1, bos_token_id=None, eos_token_id=None,
             pad_token_id=None)  # fmt: skip
+# GLM-4.5's: grouped-query attention with biases, q and k norms and half of each head turned, before the same experts
+GLM = dict(TINY, num_key_value_heads=2, head_dim=16, partial_rotary_factor=0.5, use_qk_norm=True, attention_bias=True,
+           routed_scaling_factor=2.5)  # fmt: skip
+for mla in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"):
+    del GLM[mla]
 
 
-@pytest.fixture(scope="module")
-def with_mtp(tmp_path_factory):
+def made_with_mtp(directory, config):
     """(our model, transformers' main model, its MtpModel): transformers' random model of N + 1 layers, whose last
-    layer is the MTP layer's block, saved with N layers and the MTP layer's own tensors beside it at layers.N."""
+    layer is the MTP layer's block, saved with N layers and the MTP layer's own tensors beside it at layers.N (as
+    DeepSeek's and GLM's checkpoints keep it, with a copy of the embedding)."""
     from transformers.modeling_layers import MtpModel
 
-    directory = tmp_path_factory.mktemp("deepseek_mtp")
-    whole = save_random(directory, transformers.DeepseekV3Config(num_hidden_layers=N + 1, **TINY), seed=5)
+    whole = save_random(directory, config, seed=5)
     generator = torch.Generator().manual_seed(9)
-    D = TINY["hidden_size"]
+    D = config.hidden_size
     own = {"enorm.weight": 1 + 0.2 * torch.randn(D, generator=generator),
            "hnorm.weight": 1 + 0.2 * torch.randn(D, generator=generator),
            "eh_proj.weight": torch.randn(D, 2 * D, generator=generator) / (2 * D) ** 0.5,
            "shared_head.norm.weight": 1 + 0.2 * torch.randn(D, generator=generator)}  # fmt: skip
     tensors = load_file(directory / "model.safetensors")
     tensors |= {f"model.layers.{N}.{name}": value for name, value in own.items()}
-    tensors[f"model.layers.{N}.embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()  # DeepSeek's copies
+    tensors[f"model.layers.{N}.embed_tokens.weight"] = tensors["model.embed_tokens.weight"].clone()
     save_file(
         {k: v.contiguous() for k, v in tensors.items()}, directory / "model.safetensors", metadata={"format": "pt"}
     )
-    config = json.loads((directory / "config.json").read_text())
-    (directory / "config.json").write_text(json.dumps(config | {"num_hidden_layers": N}))
+    hf = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps(hf | {"num_hidden_layers": N}))
     main = transformers.AutoModelForCausalLM.from_pretrained(directory, dtype=torch.float32,
                                                              attn_implementation="eager").eval()  # fmt: skip
     mtp = MtpModel(main, 1).eval()
@@ -66,6 +72,20 @@ def with_mtp(tmp_path_factory):
         for name, value in own.items():
             mtp.layers[0].get_parameter(name.replace("shared_head.norm", "post_norm")).copy_(value)
     return load_model(str(directory)), main, mtp
+
+
+@pytest.fixture(scope="module")
+def with_mtp(tmp_path_factory):
+    """A tiny DeepSeek-V3 with its MTP layer (made_with_mtp)."""
+    directory = tmp_path_factory.mktemp("deepseek_mtp")
+    return made_with_mtp(directory, transformers.DeepseekV3Config(num_hidden_layers=N + 1, **TINY))
+
+
+@pytest.fixture(scope="module")
+def glm_with_mtp(tmp_path_factory):
+    """A tiny GLM-4.5 with its MTP layer (made_with_mtp)."""
+    directory = tmp_path_factory.mktemp("glm4_moe_mtp")
+    return made_with_mtp(directory, transformers.Glm4MoeConfig(num_hidden_layers=N + 1, **GLM))
 
 
 def transformers_drafts(main, mtp, ids: list[int]):
@@ -81,8 +101,9 @@ def transformers_drafts(main, mtp, ids: list[int]):
         return mtp._project_to_logits(x)[0]
 
 
-def test_the_draft_s_logits_are_transformers_mtp_model_s_at_every_row(with_mtp):
-    ours, main, mtp = with_mtp
+@pytest.mark.parametrize("family", ["with_mtp", "glm_with_mtp"])
+def test_the_draft_s_logits_are_transformers_mtp_model_s_at_every_row(family, request):
+    ours, main, mtp = request.getfixturevalue(family)
     ids = [int(i) for i in np.random.default_rng(3).integers(0, TINY["vocab_size"], 40)]
     theirs = transformers_drafts(main, mtp, ids)
     (drafted,) = draft_logits(ours, ids)
@@ -120,11 +141,13 @@ def test_count_s_mtp_passes_are_one_beside_each_main_pass_in_closed_form():
     # a decode step's draft: eh_proj D 2D, MLA at t = 52 and one layer's experts (8 routed, 1 shared), the head
     D, V = 7168, 129280
     assert drafts.per_drafted_token() == drafts.passes[-1].macs == 1_616_871_424, drafts.per_drafted_token()
-    assert DECODER.mtp.products(c, 1, 52)["eh_proj"] == (D, 2 * D) and DECODER.mtp.products(c, 1, 52)["logits"] == (
-        V,
-        D,
-    )
+    step = DECODER.mtp.products(c, 1, 52)
+    assert (step["eh_proj"], step["logits"]) == ((D, 2 * D), (V, D)), (step["eh_proj"], step["logits"])
     assert count.passes[1].macs == 36_752_023_552, "the main decode step, unchanged by the draft beside it"
+    glm = GLM_PRESETS["glm-4.5"]  # GLM-4.5's MTP layer (layers.92): its grouped-query attention and experts
+    for p in count_drafts(count_generation(glm, 20, 2)).passes:
+        closed = sum(n * length for n, length in GLM_DECODER.mtp.products(glm, p.tokens, p.context).values())
+        assert p.macs == closed, (p.step, p.macs, closed)
 
 
 def test_count_mtp_prints_the_draft_phase_and_refuses_where_there_is_none():

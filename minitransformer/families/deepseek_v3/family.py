@@ -67,9 +67,10 @@ ATTENTION = LatentAttention(runnable=RUNNABLE_ROPE_TYPES)
 BLOCK = PreNorm(ATTENTION, MLP)
 
 
-def mtp_config(config: DeepseekConfig) -> DeepseekConfig:
+def mtp_config(config: Any) -> Any:
     """The config as its MTP layers see it, appended after the main model's layers: each with experts (transformers'
-    get_mtp_config sets first_k_dense_replace to 0), whatever the main model's first dense layers."""
+    get_mtp_config sets first_k_dense_replace to 0), whatever the main model's first dense layers (DeepSeek-V3's and
+    GLM-4.5's)."""
     return replace(
         config, n_layer=config.n_layer + config.n_mtp, first_k_dense=min(config.first_k_dense, config.n_layer)
     )
