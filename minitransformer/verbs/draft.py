@@ -101,12 +101,14 @@ def count_drafts(count: Count) -> DraftCount:
 class Drafted:
     """A greedy generation that drafted with the MTP layers and verified each draft with the main model (speculative
     decoding): its tokens, the main model's greedy tokens exactly; the drafts made and those the main model accepted;
-    the ledger, its phases in the order they ran (a prefill, then each main pass and the MTP pass beside it)."""
+    the main passes' ledger (a prefill, then each verifying pass: what every ledger view reads), and the MTP passes
+    beside them, each its own phase ("mtp", step k beside the main pass of step k)."""
 
     tokens: list[int]
     drafted: int
     accepted: int
     book: Ledger
+    drafts: list[Phase]
 
 
 def generate_drafted(model: Model, ids, n_new: int) -> Drafted:
@@ -131,6 +133,7 @@ def generate_drafted(model: Model, ids, n_new: int) -> Drafted:
     cache = model.new_cache((), capacity=T + n_new + 1)
     drafts = mtp.new_cache(c, (), T + n_new + 1, False, model.dtype)
     tokens: list[int] = []
+    made: list[Phase] = []
     fed, step, drafted, accepted = prompt, 0, 0, 0
     draft = None
     while len(tokens) < n_new:
@@ -150,10 +153,10 @@ def generate_drafted(model: Model, ids, n_new: int) -> Drafted:
         if len(tokens) >= n_new:
             break
         beside = Phase("mtp", step, len(rows), drafts.length + len(rows))
-        book.phases.append(beside)
+        made.append(beside)
         next_ids = np.concatenate([prompt[1:], new]) if step == 0 else np.array(new)
         tape = Tape(Dims.of(c, len(rows), drafts.length, R=1), beside, precision=model.precision)
         (logits,) = mtp(rows, next_ids, layers, model.params, c, drafts, tape, decoder)
         draft, drafted = int(logits[-1].argmax()), drafted + 1
         fed, step = np.array([tokens[-1], draft]), step + 1
-    return Drafted(tokens[:n_new], drafted, accepted, book)
+    return Drafted(tokens[:n_new], drafted, accepted, book, made)

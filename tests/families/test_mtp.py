@@ -189,5 +189,6 @@ def test_drafted_generation_gives_exactly_the_main_model_s_greedy_tokens(with_mt
     helped = generate_drafted(ours, prompt, 30)
     assert helped.tokens == greedy, (helped.tokens, greedy)
     assert 0 < helped.accepted < helped.drafted, (helped.accepted, helped.drafted)
-    passes = [p for p in helped.book.phases if p.phase != "mtp"]
-    assert len(passes) == 30 - helped.accepted, "each kept draft saves the main model a pass"
+    assert len(helped.book.phases) == 30 - helped.accepted, "each kept draft saves the main model a pass"
+    assert [p.step for p in helped.drafts] == [p.step for p in helped.book.phases[: len(helped.drafts)]]
+    assert {p.phase for p in helped.drafts} == {"mtp"} and {p.tokens for p in helped.book.phases[1:]} == {2}
