@@ -28,7 +28,7 @@ def mtp_of(config: ModelConfig):
     mtp = getattr(decoder, "mtp", None)
     if mtp is None or not mtp.n_layers(config):
         has = (
-            "has no multi-token-prediction layers"
+            "has no multi-token-prediction layers here (DeepSeek-V3's and GLM-4.5's have)"
             if mtp is None
             else "declares 0 (num_mtp_layers, num_nextn_predict_layers)"
         )
@@ -70,8 +70,9 @@ class DraftCount:
         return totals_of(self.passes).macs
 
     def per_drafted_token(self) -> int:
-        """MACs a drafted token costs in a decode step's MTP pass (the last counted): the pass over its MTP layers."""
-        return self.passes[-1].macs // self.n_mtp
+        """MACs a drafted token costs in a decode step's MTP pass (the last counted): the pass over its MTP layers and
+        its batch's rows, one token a layer and row."""
+        return self.passes[-1].macs // (self.n_mtp * self.count.batch)
 
 
 def count_drafts(count: Count) -> DraftCount:

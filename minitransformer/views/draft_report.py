@@ -29,5 +29,6 @@ def draft_report(draft: DraftCount) -> str:
         table(["pass", "T", "t", "eh_proj MACs", "block MACs", "logits MACs", "MACs", "of the main pass"], rows,
               right={1, 2, 3, 4, 5, 6, 7}),  # fmt: skip
         f"a drafted token: {n(per_token)} MACs ({human(2 * per_token)}FLOPs) in the MTP pass at t = {n(last.context)}, "
-        f"{percent(per_token, beside.macs)} of the main model's pass there ({n(beside.macs)} MACs)",
+        f"{percent(last.macs, beside.macs)} of the main model's pass beside it ({n(beside.macs)} MACs"
+        + (f" for its {last.batch} rows)" if last.batch > 1 else ")"),
     ])  # fmt: skip

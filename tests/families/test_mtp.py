@@ -144,6 +144,9 @@ def test_count_s_mtp_passes_are_one_beside_each_main_pass_in_closed_form():
     step = DECODER.mtp.products(c, 1, 52)
     assert (step["eh_proj"], step["logits"]) == ((D, 2 * D), (V, D)), (step["eh_proj"], step["logits"])
     assert count.passes[1].macs == 36_752_023_552, "the main decode step, unchanged by the draft beside it"
+    batched = count_drafts(count_generation(c, 10, 2, batch=2))  # two rows: a token drafted each
+    one_row = sum(n * length for n, length in DECODER.mtp.products(c, 1, 11).values())
+    assert batched.per_drafted_token() == one_row, (batched.per_drafted_token(), one_row)
     glm = GLM_PRESETS["glm-4.5"]  # GLM-4.5's MTP layer (layers.92): its grouped-query attention and experts
     for p in count_drafts(count_generation(glm, 20, 2)).passes:
         closed = sum(n * length for n, length in GLM_DECODER.mtp.products(glm, p.tokens, p.context).values())
