@@ -48,7 +48,7 @@ STAGES = (
         "lookup",
         "e = W_te[t_{i+1}]  (the next token's embedding: the main model's table)",
         "ids [T]",
-    ),  # fmt: skip
+    ),
     Stage("enorm", ("enorm",), "norm", "e = RMSNorm_e(e)", "e [T, D]"),
     Stage(
         "hnorm",
@@ -56,7 +56,7 @@ STAGES = (
         "norm",
         "h = RMSNorm_h(h_i)  (the main model's last hidden state, after its final norm)",
         "h [T, D]",
-    ),  # fmt: skip
+    ),
     Stage("mtp_concat", ("mtp_concat",), "reshape", "u = [e, h]", "e, h [T, D]"),
     Stage(
         "eh_proj",
@@ -66,7 +66,7 @@ STAGES = (
         "u [T, 2D], W_eh^T [2D, D]",
         MTP,
         product="projection",
-    ),  # fmt: skip
+    ),
     Stage("mtp_norm", ("mtp_norm",), "norm", "h' = RMSNorm_head(x)  (shared_head.norm)", "x [T, D]"),
     LAST,
     Stage(
@@ -76,7 +76,7 @@ STAGES = (
         "logits = h' W_U^T  (the main model's head: the draft of t_{i+2})",
         "h' [R, D], W_U^T [D, V]",
         UNEMBEDDING,
-    ),  # fmt: skip
+    ),
 )
 DECLARED = by_op(*STAGES)
 
