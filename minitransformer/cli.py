@@ -883,9 +883,9 @@ def _count(args) -> None:
     options = _in_flags(GenerationOptions, max_new_tokens=args.new_tokens, use_cache=not args.no_cache, running=running)
     if args.mtp:
         mtp_of(config)  # a model without MTP layers: refused before any work
-        if args.no_cache or any(to.values()):
-            raise UserError("--mtp counts the draft beside cached decoding, in the text report: drop --no-cache, "
-                            "--json, --csv, --plot and --html")  # fmt: skip
+        if args.no_cache or any(to[flag] for flag in ("--csv", "--plot", "--html")):
+            raise UserError("--mtp counts the draft beside cached decoding, in the text report and --json: drop "
+                            "--no-cache, --csv, --plot and --html")  # fmt: skip
     count = counted(config, tokens, options, args.batch)
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
     if trained is not None:
@@ -893,12 +893,13 @@ def _count(args) -> None:
               f"{config.n_positions:,}: its shapes, so its counts, are the same; its answers there are not promised\n",
               file=out)  # fmt: skip
     print(count_report(count, balance, args.dtype), file=out)
-    if args.mtp:
-        print("\n" + draft_report(count_drafts(count)), file=out)
+    drafts = count_drafts(count) if args.mtp else None
+    if drafts is not None:
+        print("\n" + draft_report(drafts), file=out)
     bound = None if on is None else roofline(count, on, args.dtype)
     if bound is not None:
         print("\n" + roofline_report(bound), file=out)
-    _write_count(args, count, balance, bound, to, out)
+    _write_count(args, count, balance, bound, to, out, drafts)
 
 
 def _trained_context(args, config) -> int | None:
@@ -933,12 +934,12 @@ def _count_run(args, config) -> int:
     return tokens
 
 
-def _write_count(args, count, balance: float, bound, to: dict, out) -> None:
-    """count's files, every one asked for written or none (files.write_together): the ledger as JSON, a CSV row per
-    product per pass, the plots, the HTML report."""
+def _write_count(args, count, balance: float, bound, to: dict, out, drafts=None) -> None:
+    """count's files, every one asked for written or none (files.write_together): the ledger as JSON (with the
+    draft's MTP passes, `drafts`, where --mtp), a CSV row per product per pass, the plots, the HTML report."""
 
     def json_document(f) -> None:
-        f.writelines(json_chunks(count, balance, args.all_steps, args.dtype, bound))
+        f.writelines(json_chunks(count, balance, args.all_steps, args.dtype, bound, drafts))
 
     def csv_rows(f) -> None:
         f.writelines(csv_chunks(count))

@@ -154,11 +154,19 @@ def test_count_s_mtp_passes_are_one_beside_each_main_pass_in_closed_form():
 
 
 def test_count_mtp_prints_the_draft_phase_and_refuses_where_there_is_none():
-    out = run_cli("count", "--preset", "deepseek-v3", "--tokens", "50", "--new-tokens", "3", "--mtp")
-    assert "mtp step 2" in out.stdout and "1,616,871,424" in out.stdout, out.stdout
+    out = run_cli("count", "--preset", "deepseek-v3", "--tokens", "50", "--new-tokens", "3", "--mtp", "--json", "-")
+    assert "mtp step 2" in out.stderr and "1,616,871,424" in out.stderr, out.stderr  # the report, the JSON on stdout
+    mtp = json.loads(out.stdout)["mtp"]
+    assert [(p["phase"], p["step"], p["tokens"]) for p in mtp["phases"]] == [
+        ("mtp", 0, 50),
+        ("mtp", 1, 1),
+        ("mtp", 2, 1),
+    ]
+    assert mtp["per_drafted_token_macs"] == mtp["phases"][-1]["macs"] == 1_616_871_424, mtp["per_drafted_token_macs"]
+    assert {layer["layer"] for p in mtp["phases"] for layer in p["layers"]} == {61}, "layer 61, the checkpoint's"
     refused = run_cli("count", "--preset", "qwen3-0.6b", "--mtp")
     assert refused.returncode == 2 and "multi-token prediction" in refused.stderr, refused.stderr
-    files = run_cli("count", "--preset", "deepseek-v3", "--mtp", "--json", "-")
+    files = run_cli("count", "--preset", "deepseek-v3", "--mtp", "--csv", "-")
     assert files.returncode == 2 and files.stdout == "" and "--mtp" in files.stderr, files.stderr
 
 
