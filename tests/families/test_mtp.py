@@ -6,6 +6,7 @@ a decoder layer with experts), and the counting rule "MTP: its passes in their o
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import replace
 
 import numpy as np
@@ -203,3 +204,14 @@ def test_drafted_generation_gives_exactly_the_main_model_s_greedy_tokens(with_mt
     assert len(helped.book.phases) == 30 - helped.accepted, "each kept draft saves the main model a pass"
     assert [p.step for p in helped.drafts] == [p.step for p in helped.book.phases[: len(helped.drafts)]]
     assert {p.phase for p in helped.drafts} == {"mtp"} and {p.tokens for p in helped.book.phases[1:]} == {2}
+
+
+def test_a_checkpoint_with_half_an_mtp_layer_is_refused_by_the_tensor_it_lacks(with_mtp, tmp_path):
+    ours, _, _ = with_mtp
+    source = Path(ours.source)
+    (tmp_path / "config.json").write_text((source / "config.json").read_text())
+    tensors = load_file(source / "model.safetensors")
+    del tensors[f"model.layers.{N}.eh_proj.weight"]
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(UserError, match=rf"layers\.{N}\.eh_proj\.weight of the multi-token-prediction layers"):
+        load_model(str(tmp_path))
