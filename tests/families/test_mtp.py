@@ -6,8 +6,8 @@ a decoder layer with experts), and the counting rule "MTP: its passes in their o
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
