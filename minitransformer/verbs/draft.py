@@ -118,7 +118,8 @@ def generate_drafted(model: Model, ids, n_new: int) -> Drafted:
     the draft is kept and the second row's choice comes with it (two tokens for a pass), else the draft's position is
     forgotten (KVCache.rewind) and the main model's choice is the token. The MTP pass beside it reads the rows kept,
     each beside the token after it, and drafts the next. One MTP layer (DeepSeek-V3's); the tokens are those of the main
-    model alone, whatever the drafts (the tests hold them to it)."""
+    model alone, whatever the drafts (the tests hold them to it). The prefill's logits are its last position's, as a
+    generation's; a verifying pass's, both rows'."""
     decoder, mtp = mtp_of(model.config)
     layers = getattr(model.params, "mtp", None)
     if layers is None:
@@ -140,7 +141,7 @@ def generate_drafted(model: Model, ids, n_new: int) -> Drafted:
     while len(tokens) < n_new:
         main = Phase("prefill" if step == 0 else "decode", step, len(fed), cache.length + len(fed))
         book.phases.append(main)
-        logits, kept = model.run_with_cache(fed, "ln_f", all_positions=True, kv_cache=cache, phase=main)
+        logits, kept = model.run_with_cache(fed, "ln_f", all_positions=step > 0, kv_cache=cache, phase=main)
         chosen = logits.argmax(-1)
         if draft is None:  # the prefill: the last position's choice
             rows, new = kept["ln_f"], [int(chosen[-1])]

@@ -204,6 +204,8 @@ def test_drafted_generation_gives_exactly_the_main_model_s_greedy_tokens(with_mt
     assert len(helped.book.phases) == 30 - helped.accepted, "each kept draft saves the main model a pass"
     assert [p.step for p in helped.drafts] == [p.step for p in helped.book.phases[: len(helped.drafts)]]
     assert {p.phase for p in helped.drafts} == {"mtp"} and {p.tokens for p in helped.book.phases[1:]} == {2}
+    prefill = helped.book.phases[0].find("logits")
+    assert prefill.out_shape == (1, TINY["vocab_size"]), "the prefill's logits: its last position's"
 
 
 def test_a_checkpoint_with_half_an_mtp_layer_is_refused_by_the_tensor_it_lacks(with_mtp, tmp_path):
