@@ -20,6 +20,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 from family_checks import differ, save_random, worst  # noqa: E402 - after the importorskips: it imports torch
 from safetensors.torch import load_file, save_file  # noqa: E402
 
+from minitransformer.engine.kvcache import KeysValues, KVCache, State  # noqa: E402
 from minitransformer.engine.ledger import Phase  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.deepseek_v3.config import PRESETS  # noqa: E402
@@ -217,3 +218,16 @@ def test_a_checkpoint_with_half_an_mtp_layer_is_refused_by_the_tensor_it_lacks(w
     save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(UserError, match=rf"layers\.{N}\.eh_proj\.weight of the multi-token-prediction layers"):
         load_model(str(tmp_path))
+
+
+def test_a_rejected_draft_s_position_is_forgotten_only_where_every_layer_keeps_rows_a_position():
+    kv = KVCache(capacity=8, layers=(KeysValues(2, 4),))
+    kv.advance(5)
+    kv.rewind(1)
+    assert kv.length == 4, kv.length
+    with pytest.raises(ValueError, match="cannot rewind 5 of 4"):
+        kv.rewind(5)
+    hybrid = KVCache(capacity=8, layers=(KeysValues(2, 4), State((("h", (2, 3)),))))
+    hybrid.advance(3)
+    with pytest.raises(ValueError, match="recurrent state"):
+        hybrid.rewind(1)
