@@ -27,6 +27,7 @@ from .text import plural
 from .verbs.attribute import attribute, count_attribute
 from .verbs.count import check_run, counted, sweep_per_token
 from .verbs.crosscheck import crosscheck, default_ids, require_hf
+from .verbs.draft import count_drafts, mtp_of
 from .verbs.drift import drift
 from .verbs.generate import batch_to_dict, continue_rows
 from .verbs.hardware import machine
@@ -45,6 +46,7 @@ from .views import report
 from .views.attribute_report import attribute_report
 from .views.count_report import count_report
 from .views.crosscheck_report import crosscheck_report
+from .views.draft_report import draft_report
 from .views.drift_report import drift_report
 from .views.export import csv_chunks, json_chunks
 from .views.files import check_destination, check_destinations, write_text, write_together
@@ -333,6 +335,12 @@ def _add_count(commands) -> None:
         choices=ROUTINGS,
         help="a mixture of experts, counted without a router: the tokens each expert gets, balanced (T k / E each) "
         "or worst (every token to the same k experts); the totals are the same (default: balanced)",
+    )
+    cnt.add_argument(
+        "--mtp",
+        action="store_true",
+        help="the draft of a model with multi-token-prediction layers (DeepSeek-V3's): an MTP pass beside each pass, "
+        "in its own phase (default: the main model alone, as transformers' generate computes it)",
     )
     cnt.set_defaults(run=_count)
 
@@ -873,6 +881,11 @@ def _count(args) -> None:
         raise UserError(f"--routing is for a mixture of experts; {config.name} has none (a dense MLP in every layer)")
     running = _in_flags(RunOptions, args.routing or "balanced", args.dense_attention)
     options = _in_flags(GenerationOptions, max_new_tokens=args.new_tokens, use_cache=not args.no_cache, running=running)
+    if args.mtp:
+        mtp_of(config)  # a model without MTP layers: refused before any work
+        if args.no_cache or any(to[flag] for flag in ("--csv", "--plot", "--html")):
+            raise UserError("--mtp counts the draft beside cached decoding, in the text report and --json: drop "
+                            "--no-cache, --csv, --plot and --html")  # fmt: skip
     count = counted(config, tokens, options, args.batch)
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
     if trained is not None:
@@ -880,10 +893,13 @@ def _count(args) -> None:
               f"{config.n_positions:,}: its shapes, so its counts, are the same; its answers there are not promised\n",
               file=out)  # fmt: skip
     print(count_report(count, balance, args.dtype), file=out)
+    drafts = count_drafts(count) if args.mtp else None
+    if drafts is not None:
+        print("\n" + draft_report(drafts), file=out)
     bound = None if on is None else roofline(count, on, args.dtype)
     if bound is not None:
         print("\n" + roofline_report(bound), file=out)
-    _write_count(args, count, balance, bound, to, out)
+    _write_count(args, count, balance, bound, to, out, drafts)
 
 
 def _trained_context(args, config) -> int | None:
@@ -918,12 +934,12 @@ def _count_run(args, config) -> int:
     return tokens
 
 
-def _write_count(args, count, balance: float, bound, to: dict, out) -> None:
-    """count's files, every one asked for written or none (files.write_together): the ledger as JSON, a CSV row per
-    product per pass, the plots, the HTML report."""
+def _write_count(args, count, balance: float, bound, to: dict, out, drafts=None) -> None:
+    """count's files, every one asked for written or none (files.write_together): the ledger as JSON (with the
+    draft's MTP passes, `drafts`, where --mtp), a CSV row per product per pass, the plots, the HTML report."""
 
     def json_document(f) -> None:
-        f.writelines(json_chunks(count, balance, args.all_steps, args.dtype, bound))
+        f.writelines(json_chunks(count, balance, args.all_steps, args.dtype, bound, drafts))
 
     def csv_rows(f) -> None:
         f.writelines(csv_chunks(count))

@@ -175,6 +175,16 @@ class KVCache:
     def advance(self, n: int) -> None:
         self.length += n
 
+    def rewind(self, n: int) -> None:
+        """Forget the last n positions (a speculative step's rejected draft): the next pass writes over their rows.
+        Only a cache whose every layer keeps rows a position can: a state or a compressed stream has no past to go
+        back to."""
+        if not 0 <= n <= self.length:
+            raise ValueError(f"cannot rewind {n} of {self.length} positions")
+        if any(not isinstance(s, KeysValues) or s.state or s.compressed for s in self.specs):
+            raise ValueError("a cache with a recurrent state or a compressed stream cannot be rewound")
+        self.length -= n
+
 
 class LayerCache:
     """One attention layer's keys and values (and any other rows it keeps a position), written by each pass; and

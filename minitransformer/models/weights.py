@@ -134,7 +134,9 @@ def load_weights(
     expected = expected_shapes(config)
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)  # a tied head saved twice is the same tensor as wte
-    unexpected = sorted(n for n in tensors if n not in expected and not architecture.layout.ignored_pattern.match(n))
+    drafting = _mtp_shapes(architecture, config, tensors, directory)
+    unexpected = sorted(n for n in tensors if n not in expected and n not in drafting
+                        and not architecture.layout.ignored_pattern.match(n))  # fmt: skip
     if unexpected:
         kind = config.checkpoint_kind
         raise UserError(f"{directory}: unexpected tensor {unexpected[0]} for a {kind} with this config.json")
@@ -173,7 +175,48 @@ def load_weights(
                 prefix + name,
                 events,
             )
-    return as_tree(arrays, config)
+    tree = as_tree(arrays, config)
+    if drafting:  # the MTP layers' weights, as float32 (or float64) whatever the precision: a tree of their own
+        mtp = {name: _upcast(_raw(maps, tensors[name], shape), tensors[name].dtype, np.dtype(dtype))
+               for name, shape in drafting.items() if shape}  # fmt: skip
+        tree.mtp = mtp_tree(mtp, architecture.layout.layers, config.n_layer)
+    return tree
+
+
+def _mtp_shapes(architecture, config: ModelConfig, tensors: dict, directory: Path) -> dict[str, tuple[int, ...]]:
+    """The checkpoint's multi-token-prediction tensors where the family has them (families/parts/mtp.py) and the
+    checkpoint holds them, by name -> shape (() for the copies of the embedding and head, not read); {} where it has
+    none. Half of them is refused by the first missing."""
+    mtp = getattr(architecture.forward, "mtp", None)
+    if mtp is None or not mtp.n_layers(config):
+        return {}
+    shapes = {name: tensor.shape for name, tensor in mtp.tensors(config).items()}
+    if not any(name in tensors for name in shapes):
+        return {}
+    missing = [name for name in shapes if name not in tensors]
+    if missing:
+        raise UserError(f"{directory}: tensor {missing[0]} of the multi-token-prediction layers is missing")
+    for name, shape in shapes.items():
+        if tensors[name].shape != shape or tensors[name].dtype not in _DTYPES:
+            raise UserError(f"{directory}: tensor {name} has shape {list(tensors[name].shape)} ({tensors[name].dtype}) "
+                            f"but config.json implies {list(shape)} in F32, F16 or BF16")  # fmt: skip
+    return shapes | dict.fromkeys(mtp.copies(config), ())
+
+
+def _raw(maps: dict, info: _TensorInfo, shape: tuple[int, ...]) -> np.ndarray:
+    if info.file not in maps:
+        maps[info.file] = np.memmap(info.file, dtype=np.uint8, mode="r")
+    return maps[info.file][info.start : info.end].view(_DTYPES[info.dtype]).view(np.ndarray).reshape(shape)
+
+
+def mtp_tree(flat: Mapping[str, object], layers: str, n_layer: int) -> list:
+    """{"layers.61.eh_proj.weight": w, ...} -> a list of the MTP layers' trees (mtp[0].eh_proj.weight)."""
+    renumbered = {}
+    for name, value in flat.items():
+        _, index, rest = name.split(".", 2)
+        renumbered[f"{layers}.{int(index) - n_layer}.{rest}"] = value
+    n = 1 + max(int(name.split(".")[1]) for name in renumbered)
+    return getattr(tree_of(renumbered, layers, n), layers)
 
 
 def _is_index_table(architecture, name: str, config: ModelConfig) -> bool:

@@ -8,12 +8,18 @@ import io
 import json
 
 from ..verbs.count import Count
+from ..verbs.draft import DraftCount
 from ..verbs.memory import memory_dict
 from ..verbs.roofline import Roofline
 
 
 def json_chunks(
-    count: Count, balance: float, all_steps: bool = False, dtype: str = "float32", roofline: Roofline | None = None
+    count: Count,
+    balance: float,
+    all_steps: bool = False,
+    dtype: str = "float32",
+    roofline: Roofline | None = None,
+    drafts: DraftCount | None = None,
 ):
     """The JSON document in pieces (a long generation is written without holding it all in memory).
 
@@ -21,7 +27,8 @@ def json_chunks(
     (a count has no tokens). The prefill and the decode steps the table shows are in full (Phase.to_dict);
     the other decode steps carry their totals only, unless all_steps. "detailed_steps" lists the full ones.
     With a roofline (count --hardware), "hardware": the machine, the roofline of each product of the prefill and a
-    decode step, and the totals (Roofline.to_dict).
+    decode step, and the totals (Roofline.to_dict). With the draft (count --mtp), "mtp": its MTP layers, each MTP pass
+    in full, its own phase ("mtp", step k beside the main pass of step k), their MACs and a drafted token's.
     """
     detailed = {0, *(range(1, count.n_new) if all_steps else count.shown_steps())}
     head = {
@@ -37,6 +44,13 @@ def json_chunks(
         "cache": count.cache_comparison(),
         "memory": memory_dict(count, balance, dtype),
     } | ({} if roofline is None else {"hardware": roofline.to_dict()})
+    if drafts is not None:
+        tail["mtp"] = {
+            "layers": drafts.n_mtp,
+            "phases": [p.to_dict() for p in drafts.passes],
+            "macs": drafts.macs,
+            "per_drafted_token_macs": drafts.per_drafted_token(),
+        }
     yield "{\n"
     for key, value in head.items():
         yield f" {json.dumps(key)}: {json.dumps(value, indent=1)},\n"

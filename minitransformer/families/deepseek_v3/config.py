@@ -53,6 +53,10 @@ class DeepseekConfig(ModelConfig):
     rope_scaling: tuple[tuple[str, object], ...] | None = None  # sorted (key, value) pairs: hashable
     sliding_window: None = None
     tie_word_embeddings: bool = key("tie_word_embeddings", False, FLAG)
+    # the multi-token-prediction layers the checkpoint keeps after the main model's (families/parts/mtp.py), which
+    # draft beside it (count --mtp); the main model's logits are the same without them. Not in the ledger's "model":
+    # a count without --mtp is the main model's alone
+    n_mtp: int = key("num_mtp_layers", 1, COUNT, aliases=("num_nextn_predict_layers",), dict_key=None)
     bos_token_id: int | None = key("bos_token_id", 0, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 1, TOKENS)
     model_type: str = "deepseek_v3"
@@ -68,9 +72,7 @@ class DeepseekConfig(ModelConfig):
         RopeKeys(YARN_ROPE_TYPES, refused=("pretraining_tp", "partial_rotary_factor"), top_level=True),
         Written(lambda c: {"num_key_value_heads": c.n_head}),
     )
-    # Options that change inference and are not computed here. (output_router_logits only adds an output;
-    # num_nextn_predict_layers / num_mtp_layers name the multi-token-prediction module, which transformers does not
-    # build: the logits are the base model's.)
+    # Options that change inference and are not computed here. (output_router_logits only adds an output.)
     refusals: ClassVar[tuple[Refusal, ...]] = (
         quantized(),
         Refusal("attention_bias", "is not supported"),
@@ -157,8 +159,8 @@ def check_router(config) -> None:
 # 256 routed experts of 2048 (8 a token, n_group 8, topk_group 4, norm_topk_prob, routed_scaling_factor 2.5), 1 shared
 # expert, vocabulary 129280, rope_theta 10000, rms_norm_eps 1e-6, untied, bos 0, eos 1: DeepseekV3Config's defaults,
 # which are DeepSeek-V3's; and 163840 positions with YaRN (factor 40 over 4096, beta_fast 32, beta_slow 1, mscale 1,
-# mscale_all_dim 1). Its multi-token-prediction layer (num_nextn_predict_layers 1: layer 61 of the checkpoint) is not
-# part of the model here, nor of transformers'.
+# mscale_all_dim 1). Its multi-token-prediction layer (num_nextn_predict_layers 1: layer 61 of the checkpoint) drafts
+# beside the main model where asked (count --mtp), as transformers' generate(..., use_mtp=True).
 YARN_40 = (("beta_fast", 32), ("beta_slow", 1), ("factor", 40), ("mscale", 1.0), ("mscale_all_dim", 1.0),
            ("original_max_position_embeddings", 4096), ("rope_type", "yarn"))  # fmt: skip
 PRESETS: dict[str, DeepseekConfig] = {

@@ -23,12 +23,14 @@ from ..parts.family import DecoderFormulas, composed
 from ..parts.latent import LatentAttention
 from ..parts.mlps import GatedMLP
 from ..parts.moe import GroupLimitedRouter, Mixture, MlpByKind, SharedExpert, SwiGLUExperts
+from ..parts.mtp import MultiTokenPrediction
 from ..parts.part import Products, Tensors
 from . import reference
 from .config import PRESETS, RUNNABLE_ROPE_TYPES, DeepseekConfig
 
 # DeepSeek-V3's checkpoint keeps its multi-token-prediction module as a 62nd layer (layers.61), which transformers
-# skips on loading (DeepseekV3PreTrainedModel._keys_to_ignore_on_load_unexpected), as does this loader.
+# skips on loading the main model (DeepseekV3PreTrainedModel._keys_to_ignore_on_load_unexpected), as does this loader;
+# the MTP layers (layers.{n_layer + k}) are read beside it, as transformers' MtpModel reads them (parts/mtp.py).
 IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|layers\.61\..*"
 SYMBOLS = (
     "T new positions, t attended, D d_model, H heads, dh = dn + dr query/key head size (dn without "
@@ -62,7 +64,20 @@ EXPERTS = SwiGLUExperts(
 ROUTER = GroupLimitedRouter()
 MLP = MlpByKind({"dense": DenseMLP(), "moe": Mixture(ROUTER, EXPERTS, SharedExpert())})
 ATTENTION = LatentAttention(runnable=RUNNABLE_ROPE_TYPES)
-DECODER = Decoder(PreNorm(ATTENTION, MLP), biases="", ignored=IGNORED, symbols=SYMBOLS, kind_order=("dense", "moe"))
+BLOCK = PreNorm(ATTENTION, MLP)
+
+
+def mtp_config(config: Any) -> Any:
+    """The config as its MTP layers see it, appended after the main model's layers: each with experts (transformers'
+    get_mtp_config sets first_k_dense_replace to 0), whatever the main model's first dense layers (DeepSeek-V3's and
+    GLM-4.5's)."""
+    return replace(
+        config, n_layer=config.n_layer + config.n_mtp, first_k_dense=min(config.first_k_dense, config.n_layer)
+    )
+
+
+DECODER = Decoder(BLOCK, biases="", ignored=IGNORED, symbols=SYMBOLS, kind_order=("dense", "moe"),
+                  mtp=MultiTokenPrediction(BLOCK, mtp_config))  # fmt: skip
 
 
 class DeepseekFormulas(DecoderFormulas):

@@ -46,6 +46,9 @@ class DeepseekV32Config(DeepseekConfig):
 
     # no rope_interleave in DeepseekV32Config: MLA's rotary pairs are always interleaved (and the indexer's never are)
     rope_interleave: bool = key("rope_interleave", Fixed(True))
+    # the multi-token-prediction layers its checkpoints may keep: not built here (no MTP part), nor a key of its
+    # transformers config
+    n_mtp: int = key("num_mtp_layers", Fixed(0), dict_key=None)
     n_positions: int = key("max_position_embeddings", 163840, SIZE)
     model_type: str = "deepseek_v32"
     name: str = field(default="deepseek_v32", compare=False)

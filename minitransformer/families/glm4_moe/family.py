@@ -10,9 +10,9 @@ from typing import Any
 
 from ...errors import UserError
 from ..deepseek_v3.config import FIRST_DENSE, check_router
-from ..deepseek_v3.family import MLP, DeepseekFormulas
+from ..deepseek_v3.family import MLP, DeepseekFormulas, mtp_config
 from ..deepseek_v3.reference import float64_routers
-from ..keys import FLAG, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, eps, key, quantized
+from ..keys import COUNT, FLAG, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, eps, key, quantized
 from ..llama.config import LlamaConfig, preset
 from ..llama.family import SYMBOLS
 from ..llama.reference import float64_throughout as llama_float64_throughout
@@ -20,6 +20,7 @@ from ..parts.attention import PER_HEAD, GroupedQueryAttention
 from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
+from ..parts.mtp import MultiTokenPrediction
 from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys
 
 # The files' keys of the routing that Glm4MoeConfig keeps and never reads (its router is DeepSeek-V3's, always)
@@ -58,6 +59,8 @@ class Glm4MoeConfig(LlamaConfig):
     first_k_dense: int = key("first_k_dense_replace", 1, FIRST_DENSE)
     norm_topk_prob: bool = key("norm_topk_prob", True, TRUTHY)
     routed_scaling_factor: float = key("routed_scaling_factor", 1.0, SCALE)
+    # the multi-token-prediction layers after the main model's (layers 46 or 92), drafting where asked (count --mtp)
+    n_mtp: int = key("num_mtp_layers", 1, COUNT, aliases=("num_nextn_predict_layers",), dict_key=None)
 
     family = "glm4_moe"
     what = "a GLM-4.5 (glm4_moe)"
@@ -102,7 +105,7 @@ class Glm4MoeConfig(LlamaConfig):
 # 92 layers, hidden 5120, 96 heads, 8 key/value heads, q/k norms, dense width 12288 in 3 layers, 160 experts of 1536,
 # routed_scaling_factor 2.5, 131072 positions; GLM-4.6 (RedHatAI/GLM-4.6-NVFP4's config.json; GLM-4.7's,
 # zai-org/GLM-4.7 refs/pr/49, is the same) the same with 202752. Their multi-token-prediction layer (layer 46 or 92 of
-# the checkpoint) is not part of the model here, nor of transformers'.
+# the checkpoint: num_nextn_predict_layers 1) drafts beside the main model where asked (count --mtp).
 GLM = dict(head_dim=128, partial_rotary_factor=0.5, qkv_bias=True, rope_theta=1e6, norm_eps=1e-5,
            eos_token_id=(151329, 151336, 151338))  # fmt: skip
 GLM45 = dict(GLM, use_qk_norm=True, first_k_dense=3, moe_inner=1536, n_experts=160, routed_scaling_factor=2.5)
@@ -123,10 +126,12 @@ class Attention(GroupedQueryAttention):
         return self.qk_norm if config.use_qk_norm else ""
 
 
-# transformers skips GLM-4.5's and GLM-4.5-Air's multi-token-prediction layers on loading (layers 92 and 46)
+# transformers skips GLM-4.5's and GLM-4.5-Air's multi-token-prediction layers on loading (layers 92 and 46); they
+# are read beside the main model, as DeepSeek-V3's (families/parts/mtp.py)
 IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|layers\.(46|92)\..*"
+BLOCK = PreNorm(Attention(), MLP)
 DECODER = Decoder(
-    PreNorm(Attention(), MLP), ignored=IGNORED, kind_order=("dense", "moe"),
+    BLOCK, ignored=IGNORED, kind_order=("dense", "moe"), mtp=MultiTokenPrediction(BLOCK, mtp_config),
     symbols=SYMBOLS + ", dr rotated numbers of a head, E routed experts, k a token, Te tokens routed to expert e, "
     "Fe expert width, Fs shared experts' width",
 )  # fmt: skip

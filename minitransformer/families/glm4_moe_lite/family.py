@@ -58,6 +58,9 @@ class Glm4MoeLiteConfig(DeepseekConfig):
     n_group: int = key("n_group", 1, POSITIVE)
     topk_group: int = key("topk_group", 1, POSITIVE)
     first_k_dense: int = key("first_k_dense_replace", Fixed(1), dict_key=None)  # read only to refuse a disagreement
+    # the multi-token-prediction layers its checkpoints may keep: not built here (no MTP part), nor a key of its
+    # transformers config
+    n_mtp: int = key("num_mtp_layers", Fixed(0), dict_key=None)
     routed_scaling_factor: float = key("routed_scaling_factor", 1.8, SCALE)
     n_positions: int = key("max_position_embeddings", 202752, SIZE)
     norm_eps: float = eps("rms_norm_eps", 1e-5)

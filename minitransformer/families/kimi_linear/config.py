@@ -123,6 +123,9 @@ class KimiLinearConfig(DeepseekConfig):
     n_group: int = key("n_group", 1, POSITIVE, aliases=("num_expert_group",))
     topk_group: int = key("topk_group", 1, POSITIVE)
     first_k_dense: int = key("first_k_dense_replace", Fixed(1), dict_key=None)  # the layers' kinds say it
+    # the multi-token-prediction layers its checkpoints may keep: not built here (no MTP part), nor a key of its
+    # transformers config
+    n_mtp: int = key("num_mtp_layers", Fixed(0), dict_key=None)
     norm_topk_prob: bool = key("norm_topk_prob", True, FLAG, aliases=("moe_renormalize",))
     routed_scaling_factor: float = key("routed_scaling_factor", 2.446, SCALE)
     n_positions: int = key("max_position_embeddings", 1048576, SIZE, aliases=("model_max_length",))

@@ -129,6 +129,9 @@ class Decoder(Part):
     # A part on the stream between the last block and the final norm, its tensors at the model's top under its
     # `module` (DeepSeek-V4's hyper-connections' head, which mixes its streams back into one); None: none
     head: Any = None
+    # Its multi-token-prediction layers (families/parts/mtp.py), which draft beside the main pass where asked; not
+    # among its tensors or its parameters (transformers' model has none of them); None: the family has none
+    mtp: Any = None
 
     def __call__(
         self,

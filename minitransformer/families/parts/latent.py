@@ -262,7 +262,7 @@ class LatentAttention(Part):
             *rows,
             "  (the parameters and products are the base model's: a checkpoint's multi-token-prediction layer "
             "(num_nextn_predict_layers)",
-            "  is neither counted nor run, as in transformers)",
+            "  is not run, as in transformers' forward; count --mtp counts DeepSeek-V3's beside it, in its own phase)",
         ]
 
 
