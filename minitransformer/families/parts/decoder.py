@@ -129,6 +129,10 @@ class Decoder(Part):
     # A part on the stream between the last block and the final norm, its tensors at the model's top under its
     # `module` (DeepSeek-V4's hyper-connections' head, which mixes its streams back into one); None: none
     head: Any = None
+    # A part computed once a pass from the ids and the embedding, whose output every layer reads (Gemma 4's per-layer
+    # inputs: parts/per_layer.py), left for them in LayerInputs.choices under its `key`, its tensors at the model's
+    # top; None: none
+    per_layer: Any = None
 
     def __call__(
         self,
@@ -147,7 +151,11 @@ class Decoder(Part):
         positions start at its first real token, and pad keys are masked (ops.attention_bias). `choices`: the dict
         the layers leave their choices in for later ones (LayerInputs.choices), to keep it past the pass."""
         # the embedding passed on, not kept here: blocks lets it go after the first block (the activation peak)
-        x = self.blocks(self.embed(ids, p, config, tape, pads), p, config, cache, tape, pads, choices=choices, ids=ids)
+        x = self.embed(ids, p, config, tape, pads)
+        if self.per_layer is not None:
+            choices = {} if choices is None else choices
+            choices[self.per_layer.key] = self.per_layer(ids, x, p, config, tape)
+        x = self.blocks(x, p, config, cache, tape, pads, choices=choices, ids=ids)
         if cache is not None:
             cache.advance(tape.dims.T)
         return self.readout(x, p, config, tape, all_positions)
@@ -218,6 +226,7 @@ class Decoder(Part):
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
         """Every kind of parameter, in the order a pass meets them, but the biases and norms after the rest."""
         block = self.block.kinds | (self.head.kinds if self.head is not None else {})
+        block = (self.per_layer.kinds if self.per_layer is not None else {}) | block
         norms = {k: v for k, v in {**block, **self.norm.kinds}.items() if k in NORM_KINDS}
         rest = {k: v for k, v in block.items() if k not in norms}
         return {
@@ -231,6 +240,8 @@ class Decoder(Part):
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """The whole checkpoint, by name without the prefix, in the order it holds them."""
         tensors = self.embed.tensors(config)
+        if self.per_layer is not None:
+            tensors |= self.per_layer.tensors(config)
         for i in range(config.n_layer):
             tensors |= under(f"{self.layers}.{i}", self.block.tensors(config, i))
         if self.head is not None:
