@@ -20,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from ...engine.stages import Stage, by_op
+from ...engine.row_chunks import computed_pairs
+from ...engine.stages import ATTENTION_ROLES, Stage, by_op
 from ...engine.tape import Tape
 from ..gemma.family import ScaledEmbedding, final_softcap
 from ..llama.family import SYMBOLS
 from ..parts.blocks import LayerInputs, Sandwich, under
 from ..parts.decoder import Decoder
-from ..parts.family import composed
+from ..parts.family import DecoderFormulas, composed
 from ..parts.mlps import GatedMLP
 from ..parts.norms import RMSNorm
 from ..parts.part import Products, Tensor, Tensors
@@ -80,6 +81,34 @@ class Gemma4Block(Sandwich):
         )
 
 
+class Gemma4Formulas(DecoderFormulas):
+    """Gemma 4's closed forms pass by pass: each layer's products at its own sizes (a full layer's wider heads, a shared
+    layer's missing k and v), the per-layer inputs' projection once a pass, the logits."""
+
+    def pass_macs(self, config: Any, T: int, past: int, R: int = 1, B: int = 1, windows: bool = True) -> int:
+        """Every layer's MACs in a pass of T positions after `past`: each product's dot products x their length, the
+        scores and mix 2 H dh MACs a (query, key) pair of the row chunks' computed_pairs; the per-layer inputs'
+        projection; the logits."""
+        t, total = past + T, 0
+        for layer in range(config.n_layer):
+            c = config.at_layer(layer)
+            ops = self.decoder.block.products(config, T, t, B, layer)
+            pairs = computed_pairs(T, t, config.layer_window(layer) if windows else None)
+            total += sum(n * length for op, (n, length) in ops.items() if op not in ATTENTION_ROLES)
+            total += B * 2 * c.n_head * c.d_head * pairs
+        per_layer = sum(n * length for n, length in PerLayerInputs().products(config, T, B).values())
+        return total + per_layer + B * R * config.vocab_size * config.n_embd
+
+    def generation_macs(self, config: Any, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,
+                        windows: bool = True) -> int:  # fmt: skip
+        """A prefill and n_new - 1 decode steps with the cache, or each step the whole sequence again without it."""
+        if use_cache:
+            passes = [(n_prompt, 0)] + [(1, n_prompt + k) for k in range(n_new - 1)]
+        else:
+            passes = [(n_prompt + k, 0) for k in range(n_new)]
+        return sum(self.pass_macs(config, T, past, 1, B, windows) for T, past in passes)
+
+
 NORM = RMSNorm(description="RMSNorm gains: four a block, the per-layer branch's, q's and k's, the final one")
 GEMMA4 = Decoder(
     Gemma4Block(SharedKVAttention(), GatedMLP(activation="GELU, tanh approximation"), NORM),
@@ -90,5 +119,5 @@ GEMMA4 = Decoder(
     symbols=SYMBOLS + ", P per-layer input width, L layers",
 )
 
-ARCHITECTURE = composed("gemma4", GEMMA4, config=Gemma4TextConfig, presets=PRESETS, label="Gemma 4",
+ARCHITECTURE = composed("gemma4", GEMMA4, Gemma4Formulas, config=Gemma4TextConfig, presets=PRESETS, label="Gemma 4",
                         reference=reference)  # fmt: skip
