@@ -11,7 +11,7 @@ from typing import Any
 from ...engine.kvcache import KeysValues
 from ...errors import UserError
 from ..config import FULL, SLIDING, check_windows, slides
-from ..keys import ACTIVATION, COUNT, FLAG, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Key, Refusal, key, layer_kinds
+from ..keys import ACTIVATION, COUNT, FLAG, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Key, Refusal, key, layer_kinds, take
 from ..llama.config import LlamaConfig
 from ..rotary import Rope, RopePerLayerType, local_rope
 
@@ -56,6 +56,8 @@ def overrides(hf: dict) -> dict:
 
 def global_head_dim(hf: dict, values: dict) -> int:
     """global_head_dim (the published files' key), or the full layers' head_dim in per_layer_config."""
+    if "global_head_dim" not in hf and "head_dim" not in overrides(hf):
+        take(hf, "global_head_dim", 512, shape=True)
     return overrides(hf).get("head_dim", hf.get("global_head_dim", 512))
 
 
@@ -188,4 +190,31 @@ def _at_layer(config: Gemma4TextConfig, kind: str) -> Gemma4TextConfig:
     return replace(config, **sizes) if sizes else config
 
 
-PRESETS: dict[str, Gemma4TextConfig] = {}
+def pattern(n_layer: int, period: int, shared: int) -> tuple[str, ...]:
+    """Layer kinds: every period-th layer full, the others sliding, the last `shared` reading earlier ones'."""
+    kinds = [SLIDING if (i + 1) % period else FULL for i in range(n_layer)]
+    return tuple(kind + (SHARED if i >= n_layer - shared else "") for i, kind in enumerate(kinds))
+
+
+# The published models' text_config (google/gemma-4-<name>, April 2026), as GitHub copies of their config.json give it
+# (the Hub is out of reach): each one's layers, heads, key/value heads, width, MLP width, vocabulary (262,144 in all,
+# the per-layer table's too), context, window, the full layers' heads (512 wide in all) and what else it sets. Every
+# one has the rope transformers writes by default (sliding layers at 10,000; full layers proportional, a quarter of
+# their pairs at 1,000,000), the final soft-cap of 30, tied embeddings.
+# E2B: a Rust loader's test_parse_gemma4_e2b_config (the whole config.json): 35 layers, 4 sliding then 1 full, the
+#   last 20 sharing keys and values, their MLP twice as wide (use_double_wide_mlp), one key/value head.
+# E4B: a Go TestParseTextConfigE4B and NVIDIA-NeMo/Megatron-Bridge's test of its gemma4_e4b recipe ("mirrors
+#   google/gemma-4-E4B-it"): 42 layers, 5 sliding then 1 full, the last 18 sharing, per-layer inputs of 256.
+# 31B: a 31B adapter's fixture ("text_config values as observed 2026-04-20"): 60 layers, 5 to 1, a window of 1,024,
+#   K = V on the full layers with 4 key/value heads there (16 on the sliding ones), no sharing, no per-layer inputs.
+GEMMA_4: dict[str, Any] = {"final_logit_softcapping": 30.0, "global_head_dim": 512, "per_layer_vocab": 262_144}
+PRESETS: dict[str, Gemma4TextConfig] = {
+    name: Gemma4TextConfig(n_layer=L, n_head=H, n_kv_head=Hkv, n_embd=D, n_inner=F, vocab_size=262_144, n_positions=P,
+                           sliding_window=W, layer_types=pattern(L, period, shared), **GEMMA_4, **more, name=name)
+    for name, L, H, Hkv, D, F, P, W, period, shared, more in (
+        ("gemma-4-e2b", 35, 8, 1, 1536, 6144, 131_072, 512, 5, 20, {"double_wide_mlp": True}),
+        ("gemma-4-e4b", 42, 8, 2, 2560, 10240, 131_072, 512, 6, 18, {}),
+        ("gemma-4-31b", 60, 32, 16, 5376, 21504, 262_144, 1024, 6, 0,
+         {"k_eq_v": True, "n_global_kv_head": 4, "per_layer_width": 0}),
+    )
+}  # fmt: skip
