@@ -274,9 +274,16 @@ def _product_row(r: Record, block_macs: int, scanned: bool) -> list[str]:
     return row + ([f"{n(r.recurrent_macs)} MACs" if r.recurrent is not None else ""] if scanned else [])
 
 
+def product_row(r: Record, pass_macs: int) -> list[str]:
+    """A product outside the blocks in the layer-by-layer table: its counts, its share of the pass, its equation."""
+    return [r.op, n(r.dot_products), n(r.macs), human(r.flops), percent(r.macs, pass_macs),
+            f"{shape(r.out_shape)}: {r.equation}"]  # fmt: skip
+
+
 def layers_table(p: Pass) -> str:
     L = p.n_layer
     rows = [["embed", "0", "0", "", "", "a lookup: no products"]]
+    rows += [product_row(r, p.macs) for r in p.before if r.kind == "matmul"]  # once a pass: Gemma 4's per-layer inputs
     if len(p.groups) > 1:  # layers of several kinds: a row for each kind
         for kind, (records, layers) in zip(dict.fromkeys(p.layer_types), p.groups):
             dots, macs = sum(r.dot_products for r in records), sum(r.macs for r in records)
@@ -314,18 +321,7 @@ def layers_table(p: Pass) -> str:
                 f"{L} x the above",
             ]
         )
-    for r in p.after:
-        if r.kind == "matmul":
-            rows.append(
-                [
-                    r.op,
-                    n(r.dot_products),
-                    n(r.macs),
-                    human(r.flops),
-                    percent(r.macs, p.macs),
-                    f"{shape(r.out_shape)}: {r.equation}",
-                ]
-            )
+    rows += [product_row(r, p.macs) for r in p.after if r.kind == "matmul"]
     dense_note = f"; dense form: {n(p.dense_macs)} MACs" if p.dense_macs != p.macs else ""
     dense_note += f"; recurrent form: {n(p.recurrent_macs)} MACs" if p.recurrent_macs != p.macs else ""
     rows.append(

@@ -115,6 +115,9 @@ class Gemma4TextConfig(LlamaConfig):
     local_rope_scaling: tuple[tuple[str, object], ...] | None = None
     rope_theta: float = 1_000_000.0
     rope_scaling: tuple[tuple[str, object], ...] | None = (("partial_rotary_factor", 0.25), ("rope_type", "proportional"))
+    # the layers the per-layer inputs are made for, where not n_layer: a model cut to its first layers (prefix:
+    # count's twin) still makes the whole model's, as its one product is the whole model's
+    ple_layers: int = 0
     model_type: str = GEMMA4
     name: str = field(default=GEMMA4, compare=False)
 
@@ -127,7 +130,7 @@ class Gemma4TextConfig(LlamaConfig):
         Refusal("use_bidirectional_attention", "(attention to later tokens) is not supported"),
         Refusal("enable_moe_block", "(Gemma 4's experts beside the MLP: 26B-A4B) is not supported yet"),
     )
-    dict_last = ("d_head", "d_ff", "layer_types")
+    dict_last = ("d_head", "d_ff", "layer_types", "kv_sources")
 
     def validate(self) -> None:
         check_windows(self)
@@ -154,6 +157,19 @@ class Gemma4TextConfig(LlamaConfig):
             return None
         own = [i for i in range(layer) if self.layer_types[i] == base(kind)]
         return own[-1] if own else None
+
+    def prefix(self, n_layer: int) -> Gemma4TextConfig:
+        return replace(super().prefix(n_layer), ple_layers=self.per_layer_layers)
+
+    @property
+    def per_layer_layers(self) -> int:
+        """The layers of the per-layer inputs' table and projection: the whole model's."""
+        return self.ple_layers or self.n_layer
+
+    @property
+    def kv_sources(self) -> list[int | None]:
+        """Each layer's kv_source: whose keys and values it attends to (None: its own)."""
+        return [self.kv_source(i) for i in range(self.n_layer)]
 
     def at_layer(self, layer: int) -> Gemma4TextConfig:
         """The config as layer `layer` sees it: its heads' width and key/value heads (a full layer's global ones), its

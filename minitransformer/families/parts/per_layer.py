@@ -49,7 +49,7 @@ class PerLayerInputs(Part):
     def __call__(self, ids, x, p: SimpleNamespace, config: Any, tape: Tape):
         if not config.per_layer_width:  # a model without them (0 or null)
             return None
-        L, P = config.n_layer, config.per_layer_width
+        L, P = config.per_layer_layers, config.per_layer_width
         tape = tape.declaring(self.declared(config)).with_sizes(L=L, P=P)
         table = p.embed_tokens_per_layer.weight
         e = tape.stage("ple.embed", np.multiply(table[ids], constant(table, P**0.5)), "T L*P")
@@ -63,7 +63,7 @@ class PerLayerInputs(Part):
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         if not config.per_layer_width:
             return {}
-        width = config.n_layer * config.per_layer_width
+        width = config.per_layer_layers * config.per_layer_width
         return {
             "embed_tokens_per_layer.weight": Tensor((config.per_layer_vocab, width), "per_layer_embedding"),
             "per_layer_model_projection.weight": Tensor((width, config.n_embd), "per_layer_projection"),
@@ -74,7 +74,7 @@ class PerLayerInputs(Part):
         """Its one product in a pass of T positions: D x L P a position."""
         if not config.per_layer_width:
             return {}
-        return {"ple.project": (B * T * config.n_layer * config.per_layer_width, config.n_embd)}
+        return {"ple.project": (B * T * config.per_layer_layers * config.per_layer_width, config.n_embd)}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,10 @@ from typing import Any
 from ...engine.ops import add_mask, constant, group_heads, merge_heads, rms_norm, softmax, split_into_heads, ungroup_heads
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, Stage, by_op
 from ...engine.tape import Tape
+import textwrap
+
 from .attention import PER_HEAD, GroupedQueryAttention, bias_of, mask_equation
+from .indexer import spans
 from .part import Products, Tensor, Tensors, linear, plus
 
 SHARED_KV = Stage("shared_kv", ("attn.keys", "attn.values"), "cache",
@@ -137,6 +140,34 @@ class SharedKVAttention(GroupedQueryAttention):
                 tensors |= linear("v_proj", kv, D, b, "attention_v")
             tensors["k_norm.weight"] = Tensor((dh,), "qk_norms")
         return tensors | linear("o_proj", D, q, c.o_bias, "attention_out")
+
+    def count_notes(self, config: Any, n_prompt: int, n_new: int) -> list[str]:
+        """count's lines on key-value sharing: which layers compute and cache their own keys and values, which read
+        whose, and what the cache holds a token (none where every layer has its own)."""
+        L = config.n_layer
+        readers: dict[int, list[int]] = {}
+        for i in range(L):
+            if config.kv_source(i) is not None:
+                readers.setdefault(config.kv_source(i), []).append(i)
+        if not readers:
+            return []
+        own = [i for i in range(L) if config.kv_source(i) is None]
+        per_token = sum(config.layer_cache(i).numbers_per_position for i in own)
+        every = sum(config.layer_cache(j).numbers_per_position for j in readers for _ in readers[j]) + per_token
+        read = ", ".join(
+            f"layer {layers[0]} reads layer {j}'s" if len(layers) == 1 else f"layers {spans(layers)} read layer {j}'s"
+            for j, layers in readers.items()
+        )
+        return [
+            "",
+            f"Key-value sharing: {len(own)} of {L} layers compute their keys and values (k, v) and cache them; the "
+            f"other {L - len(own)} compute none",
+            "  and attend with their own queries over those of the last earlier layer of their kind, which shared_kv "
+            "records in each",
+            *textwrap.wrap(f"(num_kv_shared_layers): {read}", 114, initial_indent="    ", subsequent_indent="    "),
+            f"  the cache holds each shared pair once: {per_token:,} numbers a token (at most the window's on a sliding "
+            f"layer), not the {every:,} of a cache a layer",
+        ]
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         """Its products in a layer: q, k and v where it computes its own keys and values (v none where K = V), the
