@@ -189,7 +189,7 @@ def bytes_moved(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> int:
 
 
 # Parameters a pass reads row by row, one row a position, not whole: the lookup tables of the embedding.
-LOOKUP_KINDS = ("token_embedding", "position_embedding")
+LOOKUP_KINDS = ("token_embedding", "position_embedding", "per_layer_embedding")  # read a row a position
 
 
 def weights_outside_products(config: Config, weighted: list[tuple[Record, int]], positions: int) -> int:

@@ -955,7 +955,7 @@ FAMILIES: dict[str, Family] = {
                                                   global_head_dim=20, sliding_window=GEMMA4_WINDOW,
                                                   hidden_size_per_layer_input=0, attention_bias=True,
                                                   tie_word_embeddings=False, rope_parameters=GEMMA4_ROPE, seed=1),
-    }, spread=0.3, moved=scale_layer_scalars, greedy=2 * GEMMA4_WINDOW, batch=(20, 9, 15),
+    }, spread=0.3, moved=scale_layer_scalars, greedy=2 * GEMMA4_WINDOW, batch=(20, 9, 15), validate_steps=3,
         refused=(NOT_A_DTYPE, ({"enable_moe_block": True}, "enable_moe_block"),
                  ({"use_bidirectional_attention": "all"}, "use_bidirectional_attention"),
                  ({"num_kv_shared_layers": 7}, "num_kv_shared_layers=7 exceeds"))),
