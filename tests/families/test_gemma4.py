@@ -28,7 +28,7 @@ def cache_numbers(c, positions: int, windows: bool = True) -> int:
     window's positions (`windows`; else every position, as a cache allocated for them holds); nothing for a shared
     layer."""
     total = 0
-    for i, kind in enumerate(c.layer_types[: c.n_layer - c.n_shared]):
+    for kind in c.layer_types[: c.n_layer - c.n_shared]:
         full = kind == "full_attention"
         dh = c.global_head_dim if full else c.head_dim
         heads = c.n_global_kv_head if full and c.k_eq_v and c.n_global_kv_head else c.n_kv_head
@@ -92,7 +92,9 @@ def test_the_cache_holds_each_shared_pair_once(preset):
 def test_count_says_whose_keys_and_values_each_shared_layer_reads():
     c = PRESETS["gemma-4-e2b"]
     notes = architecture_of(c).formulas.count_notes(c, 100, 2)
-    said = "Key-value sharing: 15 of 35 layers compute their keys and values (k, v) and cache them; the other 20 compute"
+    said = (
+        "Key-value sharing: 15 of 35 layers compute their keys and values (k, v) and cache them; the other 20 compute"
+    )
     assert said + " none" in notes, notes
     read = "    (num_kv_shared_layers): layers 15-18, 20-23, 25-28, 30-33 read layer 13's, layers 19, 24, 29, 34 read layer"
     assert read in notes and "    14's" in notes, notes

@@ -51,7 +51,7 @@ def overrides(hf: dict) -> dict:
             "config per_layer_config is supported only as transformers writes Gemma 4's: the same head_dim (and "
             "num_key_value_heads) for every full_attention layer"
         )
-    return entries[0]
+    return dict(entries[0] or {})
 
 
 def global_head_dim(hf: dict, values: dict) -> int:
@@ -114,7 +114,10 @@ class Gemma4TextConfig(LlamaConfig):
     local_rope_theta: float | None = 10_000.0  # the sliding layers' rotary base
     local_rope_scaling: tuple[tuple[str, object], ...] | None = None
     rope_theta: float = 1_000_000.0
-    rope_scaling: tuple[tuple[str, object], ...] | None = (("partial_rotary_factor", 0.25), ("rope_type", "proportional"))
+    rope_scaling: tuple[tuple[str, object], ...] | None = (
+        ("partial_rotary_factor", 0.25),
+        ("rope_type", "proportional"),
+    )
     # the layers the per-layer inputs are made for, where not n_layer: a model cut to its first layers (prefix:
     # count's twin) still makes the whole model's, as its one product is the whole model's
     ple_layers: int = 0

@@ -96,7 +96,7 @@ class Gemma4Formulas(DecoderFormulas):
             pairs = computed_pairs(T, t, config.layer_window(layer) if windows else None)
             total += sum(n * length for op, (n, length) in ops.items() if op not in ATTENTION_ROLES)
             total += B * 2 * c.n_head * c.d_head * pairs
-        per_layer = sum(n * length for n, length in PerLayerInputs().products(config, T, B).values())
+        per_layer = sum(n * length for n, length in PerLayerInputs().pass_products(config, T, B).values())
         return total + per_layer + B * R * config.vocab_size * config.n_embd
 
     def generation_macs(self, config: Any, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,

@@ -70,8 +70,8 @@ class PerLayerInputs(Part):
             "per_layer_projection_norm.weight": Tensor((config.per_layer_width,), "norms"),
         }
 
-    def products(self, config: Any, T: int, B: int = 1) -> Products:
-        """Its one product in a pass of T positions: D x L P a position."""
+    def pass_products(self, config: Any, T: int, B: int = 1) -> Products:
+        """Its one product in a pass of T positions, once a pass whatever the layers: D x L P a position."""
         if not config.per_layer_width:
             return {}
         return {"ple.project": (B * T * config.per_layer_layers * config.per_layer_width, config.n_embd)}

@@ -11,15 +11,23 @@ full layers' one product for both, each then normed its own way); each layer's h
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
-from ...engine.ops import add_mask, constant, group_heads, merge_heads, rms_norm, softmax, split_into_heads, ungroup_heads
+from ...engine.ops import (
+    add_mask,
+    constant,
+    group_heads,
+    merge_heads,
+    rms_norm,
+    softmax,
+    split_into_heads,
+    ungroup_heads,
+)
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, Stage, by_op
 from ...engine.tape import Tape
-import textwrap
-
 from .attention import PER_HEAD, GroupedQueryAttention, bias_of, mask_equation
 from .indexer import spans
 from .part import Products, Tensor, Tensors, linear, plus
