@@ -942,7 +942,8 @@ FAMILIES: dict[str, Family] = {
     # two layers reading the keys and values of layers 2 (sliding) and 3 (full) with a double-wide MLP, per-layer
     # inputs, the final soft-cap, the published rope (proportional, a quarter of the full heads' pairs); then none of
     # them: Gemma4TextConfig's own five-to-one pattern, no sharing, no per-layer inputs, biases, untied, a rope of its
-    # own (half the full heads' pairs). Prompts past the window of 7; layer_scalar spread over [0.5, 1.5].
+    # own (half the full heads' pairs); the experts beside the dense MLP (the 26B-A4B's), K = V. Prompts past the
+    # window of 7; layer_scalar spread over [0.5, 1.5].
     "gemma4": Family("Gemma4TextConfig", {
         "shared-kv-per-layer-k-eq-v": dict(GEMMA4, hidden_size=32, intermediate_size=48, num_hidden_layers=6,
                                            num_attention_heads=4, num_key_value_heads=2, head_dim=8, global_head_dim=16,
@@ -955,8 +956,14 @@ FAMILIES: dict[str, Family] = {
                                                   global_head_dim=20, sliding_window=GEMMA4_WINDOW,
                                                   hidden_size_per_layer_input=0, attention_bias=True,
                                                   tie_word_embeddings=False, rope_parameters=GEMMA4_ROPE, seed=1),
+        "experts-beside-mlp-k-eq-v": dict(GEMMA4, hidden_size=32, intermediate_size=24, num_hidden_layers=4,
+                                          num_attention_heads=4, num_key_value_heads=2, head_dim=8, global_head_dim=16,
+                                          num_global_key_value_heads=1, attention_k_eq_v=True,
+                                          sliding_window=GEMMA4_WINDOW, layer_types=[SLIDING, FULL] * 2,
+                                          hidden_size_per_layer_input=0, enable_moe_block=True, num_experts=6,
+                                          top_k_experts=2, moe_intermediate_size=8, seed=2, distinct=1),
     }, spread=0.3, moved=scale_layer_scalars, greedy=2 * GEMMA4_WINDOW, batch=(20, 9, 15), validate_steps=3,
-        refused=(NOT_A_DTYPE, ({"enable_moe_block": True}, "enable_moe_block"),
+        refused=(NOT_A_DTYPE, ({"enable_moe_block": True}, "enable_moe_block is true but num_experts is missing"),
                  ({"use_bidirectional_attention": "all"}, "use_bidirectional_attention"),
                  ({"num_kv_shared_layers": 7}, "num_kv_shared_layers=7 exceeds"))),
 }  # fmt: skip

@@ -71,6 +71,7 @@ CHOSEN = (
     "falcon-mamba-7b",
     "kimi-linear-48b-a3b",  # KDA (the first with a dense MLP) or NoPE MLA, with experts
     "gemma-4-e2b",  # sliding and full layers, each with its own keys and values or reading an earlier layer's
+    "gemma-4-26b-a4b",  # sliding and full layers, experts beside the dense MLP
 )
 # Families whose page is not yet held to its terminal here, each with why (said in the closing note of its issue):
 # DeepSeek-V4's page tables its cache stream by stream in rows whose bytes this check cannot yet read (issue 37).

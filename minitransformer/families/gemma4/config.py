@@ -67,6 +67,20 @@ def global_kv_heads(hf: dict, values: dict) -> int | None:
     return overrides(hf).get("num_key_value_heads", hf.get("num_global_key_value_heads"))
 
 
+def if_moe(json: str):
+    """A key of the experts, read where enable_moe_block says the layers have them (None where not: transformers reads
+    it then not at all); refused where they have them and the file leaves it out (transformers fails on it)."""
+
+    def read(hf: dict, values: dict) -> int | None:
+        if not values["moe"]:
+            return None
+        if hf.get(json) is None:
+            raise UserError(f"config enable_moe_block is true but {json} is missing")
+        return hf[json]
+
+    return read
+
+
 def written(c: Gemma4TextConfig) -> dict:
     return {"layer_types": [base(kind) for kind in c.layer_types], "num_kv_shared_layers": c.n_shared}
 
@@ -108,6 +122,11 @@ class Gemma4TextConfig(LlamaConfig):
     per_layer_width: int | None = key("hidden_size_per_layer_input", 256, COUNT.or_null())  # 0 or null: none
     per_layer_vocab: int = key("vocab_size_per_layer_input", 262_144, SIZE)
     double_wide_mlp: bool = key("use_double_wide_mlp", False, FLAG)
+    # the 26B-A4B's experts beside the dense MLP in every layer
+    moe: bool = key("enable_moe_block", False, FLAG)
+    n_experts: int | None = key("num_experts", None, SIZE.or_null(), read=if_moe("num_experts"))
+    top_k: int | None = key("top_k_experts", None, SIZE.or_null(), read=if_moe("top_k_experts"))
+    moe_width: int | None = key("moe_intermediate_size", None, SIZE.or_null(), read=if_moe("moe_intermediate_size"))
     layer_types: tuple[str, ...] = key(
         "layer_types", None, layer_kinds(FULL, SLIDING, FULL + SHARED, SLIDING + SHARED), read=kinds, rule=kinds,
         reads=(SHARED_LAYERS, LAYER_TYPES), write=written)  # fmt: skip
@@ -131,13 +150,16 @@ class Gemma4TextConfig(LlamaConfig):
     groups = (RopePerLayerType(1_000_000.0, 10_000.0, kinds=("default", "proportional"), full_default=PROPORTIONAL),)
     refusals = (
         Refusal("use_bidirectional_attention", "(attention to later tokens) is not supported"),
-        Refusal("enable_moe_block", "(Gemma 4's experts beside the MLP: 26B-A4B) is not supported yet"),
     )
     dict_last = ("d_head", "d_ff", "layer_types", "kv_sources")
 
     def validate(self) -> None:
         check_windows(self)
         super().validate()
+        if self.moe and (self.n_experts is None or self.top_k is None or self.moe_width is None):
+            raise UserError("config enable_moe_block is true: num_experts, top_k_experts and moe_intermediate_size needed")
+        if self.moe and self.top_k > self.n_experts:  # type: ignore[operator]
+            raise UserError(f"config top_k_experts={self.top_k} exceeds num_experts={self.n_experts}")
         if self.global_head_dim % 2:
             raise UserError(f"config global_head_dim={self.global_head_dim} is odd; rotary embeddings rotate pairs")
         for i, kind in enumerate(self.layer_types):
@@ -146,6 +168,11 @@ class Gemma4TextConfig(LlamaConfig):
                     f"config num_kv_shared_layers={self.n_shared} leaves no earlier {base(kind)} layer whose keys "
                     f"and values layer {i} could read"
                 )
+
+    @property
+    def symbol_sizes(self) -> dict[str, int]:
+        """Fe, an expert's width (moe_intermediate_size), beside the dense MLP's F."""
+        return super().symbol_sizes | ({"Fe": self.moe_width} if self.moe_width else {})
 
     @property
     def n_shared(self) -> int:
@@ -224,6 +251,9 @@ def pattern(n_layer: int, period: int, shared: int) -> tuple[str, ...]:
 #   last 20 sharing keys and values, their MLP twice as wide (use_double_wide_mlp), one key/value head.
 # E4B: a Go TestParseTextConfigE4B and NVIDIA-NeMo/Megatron-Bridge's test of its gemma4_e4b recipe ("mirrors
 #   google/gemma-4-E4B-it"): 42 layers, 5 sliding then 1 full, the last 18 sharing, per-layer inputs of 256.
+# 26B-A4B: a Swift test's config "trimmed from mlx-community/gemma-4-26b-a4b-it-4bit" (keys verbatim) and a model
+#   card's config.json: 30 layers, 5 to 1, a window of 1,024, K = V with 2 key/value heads on the full layers (8 on the
+#   sliding ones), 8 of 128 experts of 704 beside a dense MLP of 2,112 in every layer, no sharing, no per-layer inputs.
 # 31B: a 31B adapter's fixture ("text_config values as observed 2026-04-20"): 60 layers, 5 to 1, a window of 1,024,
 #   K = V on the full layers with 4 key/value heads there (16 on the sliding ones), no sharing, no per-layer inputs.
 GEMMA_4: dict[str, Any] = {"final_logit_softcapping": 30.0, "global_head_dim": 512, "per_layer_vocab": 262_144}
@@ -233,6 +263,9 @@ PRESETS: dict[str, Gemma4TextConfig] = {
     for name, L, H, Hkv, D, F, P, W, period, shared, more in (
         ("gemma-4-e2b", 35, 8, 1, 1536, 6144, 131_072, 512, 5, 20, {"double_wide_mlp": True}),
         ("gemma-4-e4b", 42, 8, 2, 2560, 10240, 131_072, 512, 6, 18, {}),
+        ("gemma-4-26b-a4b", 30, 16, 8, 2816, 2112, 262_144, 1024, 6, 0,
+         {"k_eq_v": True, "n_global_kv_head": 2, "per_layer_width": 0, "moe": True, "n_experts": 128, "top_k": 8,
+          "moe_width": 704}),
         ("gemma-4-31b", 60, 32, 16, 5376, 21504, 262_144, 1024, 6, 0,
          {"k_eq_v": True, "n_global_kv_head": 4, "per_layer_width": 0}),
     )
