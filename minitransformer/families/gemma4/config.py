@@ -148,16 +148,16 @@ class Gemma4TextConfig(LlamaConfig):
     classes = {GEMMA4: "Gemma4ForCausalLM"}
     multimodal = {"gemma4": GEMMA4}  # Gemma4ForConditionalGeneration: read as its text model
     groups = (RopePerLayerType(1_000_000.0, 10_000.0, kinds=("default", "proportional"), full_default=PROPORTIONAL),)
-    refusals = (
-        Refusal("use_bidirectional_attention", "(attention to later tokens) is not supported"),
-    )
+    refusals = (Refusal("use_bidirectional_attention", "(attention to later tokens) is not supported"),)
     dict_last = ("d_head", "d_ff", "layer_types", "kv_sources")
 
     def validate(self) -> None:
         check_windows(self)
         super().validate()
         if self.moe and (self.n_experts is None or self.top_k is None or self.moe_width is None):
-            raise UserError("config enable_moe_block is true: num_experts, top_k_experts and moe_intermediate_size needed")
+            raise UserError(
+                "config enable_moe_block is true: num_experts, top_k_experts and moe_intermediate_size needed"
+            )
         if self.moe and self.top_k > self.n_experts:  # type: ignore[operator]
             raise UserError(f"config top_k_experts={self.top_k} exceeds num_experts={self.n_experts}")
         if self.global_head_dim % 2:

@@ -39,7 +39,11 @@ from ..parts.shared_kv import SharedKVAttention, sized
 from . import reference
 from .config import PRESETS, Gemma4TextConfig
 
-LAYER_SCALAR = Stage("layer_scalar", ("layer_scalar",), "scale", "x = x s  (the layer's layer_scalar)", "x [T, D]")
+# The block's output is the stream times the layer's scalar (resid_post, what the next block reads); the MLP's add is
+# resid_mlp, the per-layer branch's resid_ple
+LAYER_SCALAR = Stage("layer_scalar", ("resid_post",), "scale", "x = x s  (the layer's layer_scalar: the block's output)",
+                     "x [T, D]")  # fmt: skip
+RESID_MLP = Stage("resid_mlp", ("resid_mlp",), "residual", "x = x + RMSNorm_m(m)", "x, m [T, D]")
 ROUTER_NORM = Stage("router.norm", ("moe.router_in",), "norm",
                     "r_in = x / sqrt(mean(x^2) + eps) * w_r / sqrt(D)  (the stream itself, before any norm of the layer)",
                     "x [T, D]", reads_stream=True)  # fmt: skip
@@ -70,7 +74,10 @@ class Gemma4Router(SoftmaxRouter):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         E, D = config.n_experts, config.n_embd
-        return super().tensors(config, layer) | {"scale": Tensor((D,), "router"), "per_expert_scale": Tensor((E,), "router")}
+        return super().tensors(config, layer) | {
+            "scale": Tensor((D,), "router"),
+            "per_expert_scale": Tensor((E,), "router"),
+        }
 
 
 GELU = "GELU, tanh approximation"
@@ -99,7 +106,8 @@ class Gemma4Block(Sandwich):
     buffers = ("layer_scalars",)
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        return super().stages(config) | (MOE_STAGES if config.moe else {}) | by_op(LAYER_SCALAR)
+        sandwich = {op: s for op, s in super().stages(config).items() if op != "resid_post"}
+        return sandwich | (MOE_STAGES if config.moe else {}) | by_op(RESID_MLP, LAYER_SCALAR)
 
     def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
         c = config.at_layer(at.layer_index or 0)
@@ -119,7 +127,7 @@ class Gemma4Block(Sandwich):
             y = at.stage("post_moe_norm", self.norm(y, p.post_feedforward_layernorm_2, c), "T D")
             m = at.stage("moe.sum", m + y, "T D")
         m = at.stage("post_mlp_norm", self.norm(m, post_mlp, c), "T D")
-        x = at.stage("resid_post", x + m, "T D")
+        x = at.stage("resid_mlp", x + m, "T D")
         if c.per_layer_width:
             x = self.per_layer(x, p, c, at, inputs.choices[PER_LAYER])
         return at.stage("layer_scalar", np.multiply(x, p.layer_scalar), "T D")

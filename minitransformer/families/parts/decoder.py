@@ -151,21 +151,29 @@ class Decoder(Part):
         positions start at its first real token, and pad keys are masked (ops.attention_bias). `choices`: the dict
         the layers leave their choices in for later ones (LayerInputs.choices), to keep it past the pass."""
         # the embedding passed on, not kept here: blocks lets it go after the first block (the activation peak)
-        x = self.embed(ids, p, config, tape, pads)
-        if self.per_layer is not None:
-            choices = {} if choices is None else choices
-            choices[self.per_layer.key] = self.per_layer(ids, x, p, config, tape)
-        x = self.blocks(x, p, config, cache, tape, pads, choices=choices, ids=ids)
+        choices = {} if choices is None else choices
+        x = self.blocks(self.embedded(ids, p, config, tape, pads, choices), p, config, cache, tape, pads,
+                        choices=choices, ids=ids)  # fmt: skip
         if cache is not None:
             cache.advance(tape.dims.T)
         return self.readout(x, p, config, tape, all_positions)
+
+    def embedded(self, ids, p: SimpleNamespace, config: Any, tape: Tape, pads, choices: dict):
+        """The embedding of the ids, and where the decoder has a per-layer part, its output left in `choices` for the
+        layers (Gemma 4's per-layer inputs, made from the ids and the embedding)."""
+        x = self.embed(ids, p, config, tape, pads)
+        if self.per_layer is not None:
+            choices[self.per_layer.key] = self.per_layer(ids, x, p, config, tape)
+        return x
 
     def resume(
         self, x, start: int, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool, choices: dict | None
     ) -> np.ndarray:
         """The pass from block `start` on, no cache: x [T, D] (or [B, T, D]) the stream block `start` reads -> logits
         [R, V]. The blocks before `start` are not run: activation patching's runs begin at the layer they patch, on
-        the stream an earlier pass kept, with `choices` that pass's (the choices of layers before `start`)."""
+        the stream an earlier pass kept, with `choices` that pass's (the choices of layers before `start`), copied: the
+        layers from `start` on leave theirs in the copy, so that the next run from a later block reads that pass's."""
+        choices = dict(choices) if choices is not None else None
         return self.readout(self.blocks(x, p, config, None, tape, None, start, choices), p, config, tape, all_positions)
 
     def blocks(self, x, p: SimpleNamespace, config: Any, cache: KVCache | None, tape: Tape, pads, start: int = 0,

@@ -16,6 +16,8 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
+
 from ...engine.ops import (
     add_mask,
     constant,
@@ -45,6 +47,13 @@ def sized(at: Tape, config: Any) -> Tape:
     if (d.dh, d.Hkv, d.F) == (config.d_head, config.n_kv_head, config.d_ff):
         return at
     return replace(at, dims=replace(d, dh=config.d_head, Hkv=config.n_kv_head, F=config.d_ff, _shapes={}))
+
+
+def batched(pair: tuple, at: Tape) -> tuple:
+    """K and V of one sequence seen by each row of a batch (a run from a later block, patching, reads one pass's keys
+    and values for all its rows: views, no copies); as they are where they have the pass's batch already."""
+    want = (*at.dims.batch, *pair[0].shape[-3:])
+    return pair if pair[0].shape == want else tuple(np.broadcast_to(a, (*want[:-2], *a.shape[-2:])) for a in pair)
 
 
 @dataclass(frozen=True)
@@ -114,7 +123,7 @@ class SharedKVAttention(GroupedQueryAttention):
             inputs.choices[SHARED_KV.op, layer] = K, V  # for the layers that read them, later in this pass
         else:
             q = at.stage("rope", self.turned(q, inputs.rotary), "H T dh")
-            K, V = at.stage("shared_kv", inputs.choices[SHARED_KV.op, source], "Hkv t dh")
+            K, V = at.stage("shared_kv", batched(inputs.choices[SHARED_KV.op, source], at), "Hkv t dh")
         z = at.in_row_chunks(lambda q, K, V, bias, at: self.attend(q, K, V, bias, config, at), q, K, V, inputs.mask)
         z = at.stage("merge_heads", merge_heads(ungroup_heads(z)), "T H*dh")
         return at.matmul("out", z, p.o_proj.weight.T, "T H*dh, H*dh D -> T D", bias=bias_of(p.o_proj))
