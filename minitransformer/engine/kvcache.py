@@ -74,7 +74,10 @@ class KeysValues:
         return self.heads * (self.d_key + values) + sum(prod(shape) for _, shape in self.rows)
 
     def positions_held(self, positions: int) -> int:
-        """The positions this layer must hold after `positions` tokens: all, or at most its window."""
+        """The positions this layer must hold after `positions` tokens: all, or at most its window; none where it reads
+        another layer's keys and values."""
+        if self.reads is not None:
+            return 0
         return positions if self.window is None else min(positions, self.window)
 
     def compressed_numbers(self, positions: int) -> dict[str, int]:

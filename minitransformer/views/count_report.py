@@ -628,12 +628,28 @@ def _kv_cache_lines(count: Count, m: dict) -> list[str]:
         )
         whole = ", each sliding layer at most its window" if window is not None and window < c.n_positions else ""
     return [
-        f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
+        f"  KV cache     {_kv_layers(c, numbers, heads)}: "
         f"{byte_size(kv['bytes_per_token'])} per token{per_seq}; {here}: "
         f"{byte_size(kv['bytes'])}"
         + ("" if count.cached else " (if the cache were on)")
         + f"; the whole context ({c.n_positions:,}{whole}): {byte_size(kv['bytes_at_context'])}"
     ]
+
+
+def _kv_layers(c, numbers: str, heads: str) -> str:
+    """What each layer's K and V are: L layers of one width, or, where layers differ in their key/value heads or some
+    read another layer's (Gemma 4's), each width with its layers and the layers that keep none."""
+    specs = [c.layer_cache(i) for i in range(c.n_layer)]
+    own = [s for s in specs if getattr(s, "reads", None) is None]
+    widths = {(s.heads, s.d_key) for s in own}
+    if len(own) == len(specs) and len(widths) < 2:
+        return f"K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}"
+    each = ", ".join(
+        f"{sum((s.heads, s.d_key) == w for s in own)} with {plural(w[0], 'key/value head')} of {w[1]}"
+        for w in sorted(widths)
+    )
+    shared = f"; the other {len(specs) - len(own)} read an earlier layer's" if len(own) < len(specs) else ""
+    return f"K and V of {plural(len(own), 'layer')} ({each}){shared}"
 
 
 def _activation_lines(count: Count, act: dict) -> list[str]:
