@@ -69,8 +69,9 @@ class Gemma4Router(SoftmaxRouter):
         normed = rms_norm(x, constant(x, 1.0), config.norm_eps) * p.scale
         r = at.stage("router.norm", np.multiply(normed, constant(normed, config.n_embd**-0.5)), "T D")
         chosen, gates = super().__call__(r, p, config, at)
-        scaled = gates * (p.per_expert_scale[chosen] if not isinstance(chosen, ShapeOnly) else p.per_expert_scale[0])
-        return chosen, at.stage("router.expert_scale", scaled, "T k")
+        # each chosen expert's scale (counting from shapes: a stand-in of the gates' shape)
+        scales = ShapeOnly(gates.shape, gates.dtype) if isinstance(chosen, ShapeOnly) else p.per_expert_scale[chosen]
+        return chosen, at.stage("router.expert_scale", gates * scales, "T k")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         E, D = config.n_experts, config.n_embd
