@@ -39,7 +39,9 @@ class KeysValues:
     `shared`: the values are the keys (DeepSeek-V4's one key-value head, K = V): one array, kept once.
     `compressed`: streams of rows the layer keeps one for every `ratio` positions, (name, ratio, shape of a row), as
     DeepSeek-V4's compressors keep an entry for each window of ratio positions; each held [..., capacity // ratio,
-    *shape] and extended by the layer (LayerCache.compress)."""
+    *shape] and extended by the layer (LayerCache.compress).
+    `reads`: the layer whose keys and values this one attends to (Gemma 4's key-value sharing): kept there, none
+    here, so that a shared pair is counted once; its handle holds no rows."""
 
     heads: int
     d_key: int
@@ -49,9 +51,12 @@ class KeysValues:
     state: tuple[tuple[str, tuple[int, ...]], ...] = ()
     shared: bool = False
     compressed: tuple[tuple[str, int, tuple[int, ...]], ...] = ()
+    reads: int | None = None
 
     @property
     def kind(self) -> str:
+        if self.reads is not None:
+            return f"none: reads layer {self.reads}'s keys and values"
         return "keys and values and a state" if self.state else "keys and values"
 
     @property
@@ -63,11 +68,16 @@ class KeysValues:
     def numbers_per_position(self) -> int:
         """The numbers one position costs this layer: K and V of every head (K alone where they are one), and its
         other rows."""
+        if self.reads is not None:  # another layer's, counted there
+            return 0
         values = 0 if self.shared else (self.d_key if self.d_value is None else self.d_value)
         return self.heads * (self.d_key + values) + sum(prod(shape) for _, shape in self.rows)
 
     def positions_held(self, positions: int) -> int:
-        """The positions this layer must hold after `positions` tokens: all, or at most its window."""
+        """The positions this layer must hold after `positions` tokens: all, or at most its window; none where it reads
+        another layer's keys and values."""
+        if self.reads is not None:
+            return 0
         return positions if self.window is None else min(positions, self.window)
 
     def compressed_numbers(self, positions: int) -> dict[str, int]:
@@ -138,8 +148,9 @@ class KVCache:
         for i, spec in enumerate(self.specs):
             if isinstance(spec, KeysValues):
                 d_value = spec.d_key if spec.d_value is None else spec.d_value
-                keys = array((*batch, spec.heads, capacity, spec.d_key))
-                values = keys if spec.shared else array((*batch, spec.heads, capacity, d_value))
+                heads = 0 if spec.reads is not None else spec.heads  # a layer that reads another's keeps none
+                keys = array((*batch, heads, capacity, spec.d_key))
+                values = keys if spec.shared else array((*batch, heads, capacity, d_value))
                 rows = {name: array((*batch, capacity, *shape)) for name, shape in spec.rows}
                 rows |= {name: array((*batch, capacity // ratio, *shape)) for name, ratio, shape in spec.compressed}
                 state = {name: array((*batch, *shape), zeros=True) for name, shape in spec.state}

@@ -182,8 +182,11 @@ def lens_aliases(table: StageTable, config) -> dict[str, Alias]:
     token_only = " + " not in table.stages["embed"].equation if "embed" in table.stages else False
     if token_only:
         aliases["hook_embed"] = Alias("hook_embed", ("embed",), STREAM)
+    # the stream block 0 reads: the embedding's last stage (embed, embed_scale, DeepSeek-V4's embed.streams), not a
+    # side input made after it for the layers (Gemma 4's per-layer inputs)
+    embedded = [name for name in embed if name.startswith("embed")][-1]
     for i in range(config.n_layer):
-        stream_in = f"blocks.{i - 1}.resid_post" if i else embed[-1]
+        stream_in = f"blocks.{i - 1}.resid_post" if i else embedded
         aliases[f"blocks.{i}.hook_resid_pre"] = Alias(f"blocks.{i}.hook_resid_pre", (stream_in,), STREAM)
         aliases.update(resolved(RULES, block, f"blocks.{i}."))
     aliases.update(resolved(FINAL, final, ""))

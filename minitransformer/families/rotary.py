@@ -12,6 +12,8 @@ makes each distinct Rope's tables once a pass (`tables`). The variants:
   by the attention factor mscale;
 - LongRoPE (Phi-3): each frequency divided by its own factor, the short ones while the pass's last position is
   within the original context and the long ones beyond, and cos and sin multiplied by the attention factor;
+- proportional (Gemma 4's full layers): the frequencies of the whole head, 1 / theta^(2i / dh), of which only the
+  first int(partial_rotary_factor x dh / 2) turn, the others set to 0 (cos 1, sin 0: those pairs pass unturned);
 - a rope for each kind of layer (Gemma 3's sliding layers at a base of their own, OLMo 3's full layers with YaRN
   and its sliding ones without): `RopePerLayerType` reads the sliding layers' rope beside the others', and the
   config answers it for them (`local_rope`).
@@ -132,6 +134,9 @@ def inverse_frequencies(rope: Rope, dtype: np.dtype, long: bool = False) -> np.n
         inv_freq = _llama3(inv_freq, s)
     elif rope.kind == "yarn":
         inv_freq = _yarn(inv_freq, rope)
+    elif rope.kind == "proportional":  # Gemma 4's: the first share of the pairs turn at the head's frequencies, the
+        inv_freq[int(s.get("partial_rotary_factor", 1.0) * d // 2) :] = c(0.0)  # rest at none (cos 1, sin 0)
+        inv_freq = inv_freq / c(s.get("factor", 1.0))
     inv_freq.flags.writeable = False
     return inv_freq
 
@@ -234,6 +239,8 @@ def check(rope: dict, kinds: tuple[str, ...] = ROPE_TYPES) -> None:
         "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
         "yarn": ("factor", "original_max_position_embeddings"),
     }.get(kind, ())
+    if kind == "proportional" and rope.get("partial_rotary_factor") is not None:
+        needs += ("partial_rotary_factor",)
     if kind == "yarn":  # the optional numbers: positive where given (transformers' defaults where not)
         optional = ("beta_fast", "beta_slow", "attention_factor", "mscale", "mscale_all_dim")
         needs += tuple(k for k in optional if rope.get(k) is not None)
@@ -425,11 +432,15 @@ class RopePerLayerType:
     local_key: str | None = None
     kinds: tuple[str, ...] = ROPE_TYPES
     single: tuple[str, ...] = ()
+    # the full layers' rope where the file gives no rope_parameters (Gemma 4's proportional one), as sorted pairs
+    full_default: tuple[tuple[str, object], ...] = ()
 
     def read(self, hf: dict, config: type, model_type: str = "") -> dict:
         if model_type in self.single:
             return RopeKeys(self.kinds).read(hf, config)
         given = hf.get("rope_parameters")
+        if given is None and self.full_default:
+            given = {FULL: dict(self.full_default)}
         if given is not None and (not isinstance(given, dict) or not set(given) <= {FULL, SLIDING}):
             raise UserError(
                 f"config rope_parameters must hold {FULL!r} and {SLIDING!r} (a rope per layer type), not {given!r}"
@@ -447,7 +458,8 @@ class RopePerLayerType:
             rope.setdefault("rope_type", rope.pop("type", "default"))
             rope.pop("type", None)
             check(rope, self.kinds)
-            refuse_partial({}, rope)
+            if rope["rope_type"] != "proportional":  # whose share of a head is its own (inverse_frequencies)
+                refuse_partial({}, rope)
         full, local = ropes[FULL], ropes[SLIDING]
         return {
             "rope_theta": full.pop("rope_theta"),

@@ -21,6 +21,7 @@ from .exaone4.family import ARCHITECTURE as EXAONE4
 from .falcon_h1.family import ARCHITECTURE as FALCON_H1
 from .falcon_mamba.family import ARCHITECTURE as FALCON_MAMBA
 from .gemma.family import ARCHITECTURE as GEMMA
+from .gemma4.family import ARCHITECTURE as GEMMA4
 from .glm4.family import ARCHITECTURE as GLM4
 from .glm4_moe.family import ARCHITECTURE as GLM4_MOE
 from .glm4_moe_lite.family import ARCHITECTURE as GLM4_MOE_LITE
@@ -141,6 +142,7 @@ for _family in (
     JAMBA,
     LLAMA4_TEXT,
     KIMI_LINEAR,
+    GEMMA4,
 ):
     register(_family)
 

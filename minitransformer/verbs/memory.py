@@ -95,7 +95,7 @@ def layer_cache_positions(config: Config, positions: int) -> dict[str, tuple[int
     the cache is the sum of the two."""
     kinds: dict[str, tuple[int, int]] = {}
     for kind, spec in zip(config.layer_types, _specs(config)):
-        if isinstance(spec, KeysValues):
+        if isinstance(spec, KeysValues) and spec.reads is None:  # a layer reading another's keys and values holds none
             kinds[kind] = (spec.positions_held(positions), kinds.get(kind, (0, 0))[1] + 1)
     return kinds
 
@@ -195,7 +195,7 @@ def bytes_moved(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> int:
 
 
 # Parameters a pass reads row by row, one row a position, not whole: the lookup tables of the embedding.
-LOOKUP_KINDS = ("token_embedding", "position_embedding")
+LOOKUP_KINDS = ("token_embedding", "position_embedding", "per_layer_embedding")  # read a row a position
 
 
 def weights_outside_products(config: Config, weighted: list[tuple[Record, int]], positions: int) -> int:
@@ -350,7 +350,7 @@ def memory_dict(count, balance: float, dtype: str = "float32") -> dict:
                     "bytes": k["bytes"] - k.get("state_bytes", 0),
                 }
                 for kind, k in layer_caches(config, held, batch, size).items()
-                if "positions" in k
+                if k.get("positions")  # none: a layer type that reads another's keys and values (Gemma 4's)
             },
         },
         # everything the cache holds, layer type by layer type: keys and values (growing with the context) beside

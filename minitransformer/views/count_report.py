@@ -274,9 +274,16 @@ def _product_row(r: Record, block_macs: int, scanned: bool) -> list[str]:
     return row + ([f"{n(r.recurrent_macs)} MACs" if r.recurrent is not None else ""] if scanned else [])
 
 
+def product_row(r: Record, pass_macs: int) -> list[str]:
+    """A product outside the blocks in the layer-by-layer table: its counts, its share of the pass, its equation."""
+    return [r.op, n(r.dot_products), n(r.macs), human(r.flops), percent(r.macs, pass_macs),
+            f"{shape(r.out_shape)}: {r.equation}"]  # fmt: skip
+
+
 def layers_table(p: Pass) -> str:
     L = p.n_layer
     rows = [["embed", "0", "0", "", "", "a lookup: no products"]]
+    rows += [product_row(r, p.macs) for r in p.before if r.kind == "matmul"]  # once a pass: Gemma 4's per-layer inputs
     if len(p.groups) > 1:  # layers of several kinds: a row for each kind
         for kind, (records, layers) in zip(dict.fromkeys(p.layer_types), p.groups):
             dots, macs = sum(r.dot_products for r in records), sum(r.macs for r in records)
@@ -314,18 +321,7 @@ def layers_table(p: Pass) -> str:
                 f"{L} x the above",
             ]
         )
-    for r in p.after:
-        if r.kind == "matmul":
-            rows.append(
-                [
-                    r.op,
-                    n(r.dot_products),
-                    n(r.macs),
-                    human(r.flops),
-                    percent(r.macs, p.macs),
-                    f"{shape(r.out_shape)}: {r.equation}",
-                ]
-            )
+    rows += [product_row(r, p.macs) for r in p.after if r.kind == "matmul"]
     dense_note = f"; dense form: {n(p.dense_macs)} MACs" if p.dense_macs != p.macs else ""
     dense_note += f"; recurrent form: {n(p.recurrent_macs)} MACs" if p.recurrent_macs != p.macs else ""
     rows.append(
@@ -632,12 +628,28 @@ def _kv_cache_lines(count: Count, m: dict) -> list[str]:
         )
         whole = ", each sliding layer at most its window" if window is not None and window < c.n_positions else ""
     return [
-        f"  KV cache     K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}: "
+        f"  KV cache     {_kv_layers(c, numbers, heads)}: "
         f"{byte_size(kv['bytes_per_token'])} per token{per_seq}; {here}: "
         f"{byte_size(kv['bytes'])}"
         + ("" if count.cached else " (if the cache were on)")
         + f"; the whole context ({c.n_positions:,}{whole}): {byte_size(kv['bytes_at_context'])}"
     ]
+
+
+def _kv_layers(c, numbers: str, heads: str) -> str:
+    """What each layer's K and V are: L layers of one width, or, where layers differ in their key/value heads or some
+    read another layer's (Gemma 4's), each width with its layers and the layers that keep none."""
+    specs = [c.layer_cache(i) for i in range(c.n_layer)]
+    own = [s for s in specs if getattr(s, "reads", None) is None]
+    widths = {(s.heads, s.d_key) for s in own}
+    if len(own) == len(specs) and len(widths) < 2:
+        return f"K and V x {plural(c.n_layer, 'layer')} x {numbers} numbers{heads}"
+    each = ", ".join(
+        f"{sum((s.heads, s.d_key) == w for s in own)} with {plural(w[0], 'key/value head')} of {w[1]}"
+        for w in sorted(widths)
+    )
+    shared = f"; the other {len(specs) - len(own)} read an earlier layer's" if len(own) < len(specs) else ""
+    return f"K and V of {plural(len(own), 'layer')} ({each}){shared}"
 
 
 def _activation_lines(count: Count, act: dict) -> list[str]:

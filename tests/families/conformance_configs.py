@@ -129,6 +129,22 @@ def kimi_moved(hf, seed: int) -> None:
     move_correction_biases(hf, seed)
 
 
+def scale_layer_scalars(hf, seed: int) -> None:
+    """Gemma 4's layer_scalar buffers (ones in transformers' random model, which N(0, spread) leaves: no parameters)
+    spread over [0.5, 1.5], so that a layer scaled by the wrong one shows."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, buffer in hf.named_buffers():
+            if name.endswith("layer_scalar"):
+                buffer.copy_(0.5 + torch.rand(buffer.shape, generator=generator))
+
+
+GEMMA4 = dict(vocab_size=130, vocab_size_per_layer_input=130, max_position_embeddings=256, pad_token_id=None,
+              bos_token_id=None, eos_token_id=None)  # fmt: skip
+GEMMA4_ROPE = {FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.5, "rope_theta": 5000.0},
+               SLIDING: {"rope_type": "default", "rope_theta": 100.0}}  # fmt: skip
+GEMMA4_WINDOW = 7
+
 GRANITE = dict(vocab_size=120, hidden_size=32, intermediate_size=12, shared_intermediate_size=20,
                num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, mamba_n_heads=8, mamba_n_groups=2,
                mamba_d_state=8, mamba_chunk_size=16, max_position_embeddings=256, eos_token_id=None)  # fmt: skip
@@ -942,6 +958,34 @@ FAMILIES: dict[str, Family] = {
                  ({"moe_router_activation_func": "softmax"}, "moe_router_activation_func"),
                  ({"layer_types": None, "linear_attn_config": {"full_attn_layers": [1], "kda_layers": [1, 2]}},
                   "full_attn_layers"))),
+    # Every mechanism at once: K = V on the full layers with their own wider heads and fewer key/value heads, the last
+    # two layers reading the keys and values of layers 2 (sliding) and 3 (full) with a double-wide MLP, per-layer
+    # inputs, the final soft-cap, the published rope (proportional, a quarter of the full heads' pairs); then none of
+    # them: Gemma4TextConfig's own five-to-one pattern, no sharing, no per-layer inputs, biases, untied, a rope of its
+    # own (half the full heads' pairs); the experts beside the dense MLP (the 26B-A4B's), K = V. Prompts past the
+    # window of 7; layer_scalar spread over [0.5, 1.5].
+    "gemma4": Family("Gemma4TextConfig", {
+        "shared-kv-per-layer-k-eq-v": dict(GEMMA4, hidden_size=32, intermediate_size=48, num_hidden_layers=6,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=8, global_head_dim=16,
+                                           num_global_key_value_heads=1, attention_k_eq_v=True,
+                                           sliding_window=GEMMA4_WINDOW, layer_types=[SLIDING, FULL] * 3,
+                                           num_kv_shared_layers=2, hidden_size_per_layer_input=4,
+                                           use_double_wide_mlp=True, final_logit_softcapping=30.0, seed=0),
+        "pattern-none-shared-biases-untied": dict(GEMMA4, hidden_size=24, intermediate_size=40, num_hidden_layers=6,
+                                                  num_attention_heads=2, num_key_value_heads=1, head_dim=12,
+                                                  global_head_dim=20, sliding_window=GEMMA4_WINDOW,
+                                                  hidden_size_per_layer_input=0, attention_bias=True,
+                                                  tie_word_embeddings=False, rope_parameters=GEMMA4_ROPE, seed=1),
+        "experts-beside-mlp-k-eq-v": dict(GEMMA4, hidden_size=32, intermediate_size=24, num_hidden_layers=4,
+                                          num_attention_heads=4, num_key_value_heads=2, head_dim=8, global_head_dim=16,
+                                          num_global_key_value_heads=1, attention_k_eq_v=True,
+                                          sliding_window=GEMMA4_WINDOW, layer_types=[SLIDING, FULL] * 2,
+                                          hidden_size_per_layer_input=0, enable_moe_block=True, num_experts=6,
+                                          top_k_experts=2, moe_intermediate_size=8, seed=2, distinct=1),
+    }, spread=0.3, moved=scale_layer_scalars, greedy=2 * GEMMA4_WINDOW, batch=(20, 9, 15), validate_steps=3,
+        refused=(NOT_A_DTYPE, ({"enable_moe_block": True}, "enable_moe_block is true but num_experts is missing"),
+                 ({"use_bidirectional_attention": "all"}, "use_bidirectional_attention"),
+                 ({"num_kv_shared_layers": 7}, "num_kv_shared_layers=7 exceeds"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

@@ -613,6 +613,27 @@ LLAMA4_MAVERICK = {
     "rope_scaling": None, "rope_theta": 500000.0, "router_aux_loss_coef": 0.001, "router_jitter_noise": 0.0,
     "torch_dtype": "bfloat16", "use_cache": True, "use_qk_norm": False, "vocab_size": 202048,
 }  # fmt: skip
+# google/gemma-4-E2B-it's config.json as a Rust loader's test transcribes it whole (test_parse_gemma4_e2b_config; its
+# vision_config and audio_config left out here): the text model, 4 sliding layers to 1 full, the last 20 sharing.
+GEMMA4_E2B = {
+    "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"], "tie_word_embeddings": True,
+    "image_token_id": 258880, "audio_token_id": 258881, "video_token_id": 258884, "boi_token_id": 255999,
+    "eoi_token_id": 258882, "boa_token_id": 256000, "eos_token_id": [1, 106],
+    "text_config": {
+        "hidden_size": 1536, "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 1,
+        "head_dim": 256, "global_head_dim": 512, "num_global_key_value_heads": None, "attention_k_eq_v": False,
+        "sliding_window": 512, "vocab_size": 262144, "vocab_size_per_layer_input": 262144,
+        "hidden_size_per_layer_input": 256, "num_kv_shared_layers": 20, "use_double_wide_mlp": True,
+        "intermediate_size": 6144, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+        "hidden_activation": "gelu_pytorch_tanh", "final_logit_softcapping": 30.0, "pad_token_id": 0,
+        "bos_token_id": 2, "eos_token_id": 1,
+        "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 7,
+        "rope_parameters": {
+            "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+            "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"},
+        },
+    },
+}  # fmt: skip
 
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
@@ -710,6 +731,9 @@ PUBLISHED: dict[str, list[Published]] = {
                                "falcon-mamba-7b", (DTYPE,))],
     "jamba": [Published("ai21labs/AI21-Jamba-1.5-Mini (a copy: sdpython/experimental-experiment)", JAMBA_1_5_MINI,
                         "jamba-1.5-mini", (DTYPE,))],
+    "gemma4": [Published("google/gemma-4-E2B-it (a Rust loader's test transcribing its config.json)", GEMMA4_E2B,
+                         "gemma-4-e2b", (("text_config", "num_hidden_layers"), ("global_head_dim", "per_layer_config")),
+                         differs={"model_type": ("gemma4", "gemma4_text")})],
     "llama4_text": [
         Published("meta-llama/Llama-4-Scout-17B-16E's text_config (a note of transformers 4.51.0's print; ports' "
                   "copies of the current context and rope)", LLAMA4_SCOUT, "llama-4-scout-17b-16e",

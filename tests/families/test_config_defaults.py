@@ -48,6 +48,7 @@ FOLLOWS = {
     ("cohere2", "num_key_value_heads"): "num_attention_heads",
     ("cohere2", "head_dim"): "hidden_size / num_attention_heads, as Cohere2Config's __post_init__ sets it",
     ("cohere2", "layer_types"): "Cohere2Config's rule: every sliding_window_pattern-th layer full, the rest sliding",
+    ("gemma4_text", "layer_types"): "Gemma4TextConfig's rule: five sliding layers to a full one, the last full",
     ("qwen3_moe", "mlp_only_layers"): "none: every layer sparse",
     ("mixtral", "sliding_window"): "none: MixtralConfig's default is no window",
     ("phi3", "sliding_window"): "none: Phi3Config's default is no window",

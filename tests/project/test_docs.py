@@ -207,7 +207,7 @@ def test_the_stale_lines_stay_fresh():
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     names = set(
         re.findall(
-            r"`((?:linear_attn|mixer|conv|attn|mlp|moe|attn_hc|ffn_hc|hc_head)\.[\w.]+|embed[\w.]*|post_\w+|final_\w+|ln_\w+|resid_\w+|last|logits)`",
+            r"`((?:linear_attn|mixer|conv|attn|mlp|moe|attn_hc|ffn_hc|hc_head|ple)\.[\w.]+|embed[\w.]*|post_\w+|final_\w+|ln_\w+|resid_\w+|last|logits)`",
             api,
         )
     )

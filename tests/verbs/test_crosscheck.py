@@ -229,6 +229,14 @@ MODELS: dict[str, list] = {
                                               linear_attn_config={"head_dim": 8, "num_heads": 2},
                                               model_max_length=256, bos_token_id=None, eos_token_id=None,
                                               pad_token_id=None))],
+    # Gemma 4: two layers reading the keys and values of earlier ones, per-layer inputs, K = V on the full layers
+    "gemma4": [("Gemma4TextConfig", dict(vocab_size=120, vocab_size_per_layer_input=120, hidden_size=32,
+                                         intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+                                         num_key_value_heads=2, head_dim=8, global_head_dim=16,
+                                         num_global_key_value_heads=1, attention_k_eq_v=True, sliding_window=8,
+                                         layer_types=["sliding_attention", "full_attention"] * 2,
+                                         num_kv_shared_layers=2, hidden_size_per_layer_input=4,
+                                         max_position_embeddings=256, pad_token_id=None))],
 }  # fmt: skip
 # Families whose recurrent layers transformers computes otherwise than ours (verbs/crosscheck_scans.py)
 HYBRIDS = ("qwen3_5", "qwen3_next", "mamba2", "nemotron_h", "bamba", "granitemoehybrid", "falcon_h1", "kimi_linear")

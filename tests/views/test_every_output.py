@@ -73,6 +73,8 @@ CHOSEN = (
     "kimi-linear-48b-a3b",  # KDA (the first with a dense MLP) or NoPE MLA, with experts
     "deepseek-v4-flash",  # sliding, compressed sparse and heavily compressed layers, hash-routed or not
     "deepseek-v4-pro",  # heavily compressed layers hash-routed
+    "gemma-4-e2b",  # sliding and full layers, each with its own keys and values or reading an earlier layer's
+    "gemma-4-26b-a4b",  # sliding and full layers, experts beside the dense MLP
 )
 # Families whose page is not yet held to its terminal here, each with why (said in the closing note of its issue):
 # none now (DeepSeek-V4's cache streams, issue 37, are held row by row: output_checks.cache_streams_are_the_terminal_s).

@@ -132,6 +132,10 @@ class Decoder(Part):
     # Its multi-token-prediction layers (families/parts/mtp.py), which draft beside the main pass where asked; not
     # among its tensors or its parameters (transformers' model has none of them); None: the family has none
     mtp: Any = None
+    # A part computed once a pass from the ids and the embedding, whose output every layer reads (Gemma 4's per-layer
+    # inputs: parts/per_layer.py), left for them in LayerInputs.choices under its `key`, its tensors at the model's
+    # top; None: none
+    per_layer: Any = None
 
     def __call__(
         self,
@@ -150,17 +154,29 @@ class Decoder(Part):
         positions start at its first real token, and pad keys are masked (ops.attention_bias). `choices`: the dict
         the layers leave their choices in for later ones (LayerInputs.choices), to keep it past the pass."""
         # the embedding passed on, not kept here: blocks lets it go after the first block (the activation peak)
-        x = self.blocks(self.embed(ids, p, config, tape, pads), p, config, cache, tape, pads, choices=choices, ids=ids)
+        choices = {} if choices is None else choices
+        x = self.blocks(self.embedded(ids, p, config, tape, pads, choices), p, config, cache, tape, pads,
+                        choices=choices, ids=ids)  # fmt: skip
         if cache is not None:
             cache.advance(tape.dims.T)
         return self.readout(x, p, config, tape, all_positions)
+
+    def embedded(self, ids, p: SimpleNamespace, config: Any, tape: Tape, pads, choices: dict):
+        """The embedding of the ids, and where the decoder has a per-layer part, its output left in `choices` for the
+        layers (Gemma 4's per-layer inputs, made from the ids and the embedding)."""
+        x = self.embed(ids, p, config, tape, pads)
+        if self.per_layer is not None:
+            choices[self.per_layer.key] = self.per_layer(ids, x, p, config, tape)
+        return x
 
     def resume(
         self, x, start: int, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool, choices: dict | None
     ) -> np.ndarray:
         """The pass from block `start` on, no cache: x [T, D] (or [B, T, D]) the stream block `start` reads -> logits
         [R, V]. The blocks before `start` are not run: activation patching's runs begin at the layer they patch, on
-        the stream an earlier pass kept, with `choices` that pass's (the choices of layers before `start`)."""
+        the stream an earlier pass kept, with `choices` that pass's (the choices of layers before `start`), copied: the
+        layers from `start` on leave theirs in the copy, so that the next run from a later block reads that pass's."""
+        choices = dict(choices) if choices is not None else None
         return self.readout(self.blocks(x, p, config, None, tape, None, start, choices), p, config, tape, all_positions)
 
     def blocks(self, x, p: SimpleNamespace, config: Any, cache: KVCache | None, tape: Tape, pads, start: int = 0,
@@ -221,6 +237,7 @@ class Decoder(Part):
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
         """Every kind of parameter, in the order a pass meets them, but the biases and norms after the rest."""
         block = self.block.kinds | (self.head.kinds if self.head is not None else {})
+        block = (self.per_layer.kinds if self.per_layer is not None else {}) | block
         norms = {k: v for k, v in {**block, **self.norm.kinds}.items() if k in NORM_KINDS}
         rest = {k: v for k, v in block.items() if k not in norms}
         return {
@@ -234,6 +251,8 @@ class Decoder(Part):
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """The whole checkpoint, by name without the prefix, in the order it holds them."""
         tensors = self.embed.tensors(config)
+        if self.per_layer is not None:
+            tensors |= self.per_layer.tensors(config)
         for i in range(config.n_layer):
             tensors |= under(f"{self.layers}.{i}", self.block.tensors(config, i))
         if self.head is not None:

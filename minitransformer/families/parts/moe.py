@@ -731,14 +731,14 @@ def clamped(g, u, limit: float):
     return np.minimum(g, c), np.maximum(np.minimum(u, c), -c)
 
 
-def fused_stages(F: str, w: str = "W_gu_e") -> tuple[Stage, ...]:
+def fused_stages(F: str, w: str = "W_gu_e", activation: str = "SiLU: g sigmoid(g)") -> tuple[Stage, ...]:
     """An expert's stages whose gate and up are one product of 2F columns, the gate's first, cut apart (Granite's)."""
     return (
         Stage("expert.gate_up", ("moe.expert_gate_up",), "matmul",
               f"[g u] = h_e {w}  (expert e's gate and up in one product: the gate's {F} columns first)",
               f"h_e [T, k*D] (each token in its k experts), {w} [D, 2{F}]", MLP, product="expert"),
         Stage("expert.act", ("moe.expert_act",), "activation",
-              f"a = act(g)  (SiLU: g sigmoid(g); g the first {F} columns)", f"g [T, k*{F}]"),
+              f"a = act(g)  ({activation}; g the first {F} columns)", f"g [T, k*{F}]"),
         Stage("expert.mul", ("moe.expert_mul",), "multiply", f"a = a * u  (u the last {F} columns)",
               f"a, u [T, k*{F}]"),
         Stage("expert.down", ("moe.expert_down",), "matmul", "y = a W_down_e  (expert e's down, on its Te rows)",
@@ -752,14 +752,18 @@ class FusedSwiGLUExperts(RoutedExperts):
     (act(g) * u) W_down_e (Granite's). The E experts' weights are two 3-D tensors laid out as nn.Linear's, [E, 2F, D]
     (the gate's rows first) and [E, D, F], no biases; where `in_out`, stored [in, out] as a batched product reads
     them, without a `.weight` (Llama 4's Llama4TextExperts: gate_up_proj [E, D, 2F], the gate's columns first, and
-    down_proj [E, F, D]). `module`, `names`: where the checkpoint keeps them; `width`: the config's field of F, `F` its
-    symbol."""
+    down_proj [E, F, D]); where `bare`, laid out as nn.Linear's but without a `.weight` (Gemma 4's Gemma4TextExperts:
+    nn.Parameters gate_up_proj [E, 2F, D] and down_proj [E, D, F]). `module`, `names`: where the checkpoint keeps them;
+    `width`: the config's field of F, `F` its symbol; `activation`: how its equation names the activation (the config's
+    hidden_act computes it)."""
 
     module: str = "experts"
     names: tuple[str, str] = ("gate_up_proj", "down_proj")
     width: str = "d_ff"
     F: str = "F"
     in_out: bool = False
+    bare: bool = False
+    activation: str = "SiLU: g sigmoid(g)"
     kinds = {
         "expert_gate_up": "experts' fused gate and up weights W_gu [2F, D], E a layer",
         "expert_down": "experts' down weights W_down [D, F], E a layer",
@@ -767,7 +771,7 @@ class FusedSwiGLUExperts(RoutedExperts):
     routed = ("expert_gate_up", "expert_down")
 
     def expert_stages(self, config: Any) -> tuple[Stage, ...]:
-        return fused_stages(self.F)
+        return fused_stages(self.F, activation=self.activation)
 
     def whole(self) -> dict[str, str]:
         F = self.F
@@ -784,6 +788,8 @@ class FusedSwiGLUExperts(RoutedExperts):
         w, F = module_of(p, self.module), self.F
         if self.in_out:  # stored [in, out]: seen as nn.Linear's [out, in] (views, no copies)
             gate_up, down = (getattr(w, name)[e].T for name in self.names)
+        elif self.bare:
+            gate_up, down = (getattr(w, name)[e] for name in self.names)
         else:
             gate_up, down = (getattr(w, name).weight[e] for name in self.names)
         gu = ex.matmul("expert.gate_up", xe, gate_up.T, f"Te D, D 2*{F} -> Te 2*{F}")
@@ -799,9 +805,10 @@ class FusedSwiGLUExperts(RoutedExperts):
                 f"{self.module}.{gate_up}": Tensor((E, D, 2 * F), "expert_gate_up"),
                 f"{self.module}.{down}": Tensor((E, F, D), "expert_down"),
             }
+        weight = "" if self.bare else ".weight"
         return {
-            f"{self.module}.{gate_up}.weight": Tensor((E, 2 * F, D), "expert_gate_up"),
-            f"{self.module}.{down}.weight": Tensor((E, D, F), "expert_down"),
+            f"{self.module}.{gate_up}{weight}": Tensor((E, 2 * F, D), "expert_gate_up"),
+            f"{self.module}.{down}{weight}": Tensor((E, D, F), "expert_down"),
         }
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
