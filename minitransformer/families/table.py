@@ -36,6 +36,7 @@ from .llama.family import ARCHITECTURE as LLAMA
 from .llama4_text.family import ARCHITECTURE as LLAMA4_TEXT
 from .mamba.family import ARCHITECTURE as MAMBA
 from .mamba2.family import ARCHITECTURE as MAMBA2
+from .minimax.family import ARCHITECTURE as MINIMAX
 from .minimax_m2.family import ARCHITECTURE as MINIMAX_M2
 from .mixtral.family import ARCHITECTURE as MIXTRAL
 from .nemotron_h.family import ARCHITECTURE as NEMOTRON_H
@@ -139,6 +140,7 @@ for _family in (
     FALCON_MAMBA,
     LLAMA4_TEXT,
     KIMI_LINEAR,
+    MINIMAX,
 ):
     register(_family)
 
