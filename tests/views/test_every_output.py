@@ -70,6 +70,7 @@ CHOSEN = (
     "mamba-130m",
     "falcon-mamba-7b",
     "kimi-linear-48b-a3b",  # KDA (the first with a dense MLP) or NoPE MLA, with experts
+    "minimax-text-01",  # lightning attention (7 to 1) or softmax attention, DeepNorm, Mixtral's experts
 )
 # Families whose page is not yet held to its terminal here, each with why (said in the closing note of its issue):
 # DeepSeek-V4's page tables its cache stream by stream in rows whose bytes this check cannot yet read (issue 37).
