@@ -55,23 +55,23 @@ def projection(op: str, name: str, equation: str, reads: str) -> Stage:
 
 # The scan's stages: one position at a time (a decode step: decay, write, update, query) and in blocks (a prompt).
 LIGHTNING = by_op(
-    Stage("lightning.qk", ("lightning.qk",), "matmul", "Q K^T  (within each block)",
+    Stage("lightning.qk", ("linear_attn.qk",), "matmul", "Q K^T  (within each block)",
           "Q [H, b, dh], K^T [H, dh, b]", STATE),
-    Stage("lightning.attn", ("lightning.attn",), "scale", "A = Q K^T . e^-s(i-j)  (j <= i; 0 above)",
+    Stage("lightning.attn", ("linear_attn.attn",), "scale", "A = Q K^T . e^-s(i-j)  (j <= i; 0 above)",
           "Q K^T [H, b, b]"),
-    Stage("lightning.mix", ("lightning.mix",), "matmul", "A V  (within the block)", "A [H, b, b], V [H, b, dh]", STATE),
-    Stage("lightning.q_decayed", ("lightning.q_decayed",), "scale", "e^-s(i+1) q_i  (decayed from the block's start)",
+    Stage("lightning.mix", ("linear_attn.mix",), "matmul", "A V  (within the block)", "A [H, b, b], V [H, b, dh]", STATE),
+    Stage("lightning.q_decayed", ("linear_attn.q_decayed",), "scale", "e^-s(i+1) q_i  (decayed from the block's start)",
           "q [H, b, dh]"),
-    Stage("lightning.query", ("lightning.query",), "matmul", "o = q S  (a prompt: (e^-s(i+1) Q) S, a block at once)",
+    Stage("lightning.query", ("linear_attn.query",), "matmul", "o = q S  (a prompt: (e^-s(i+1) Q) S, a block at once)",
           "q [H, 1, dh] or decayed Q [H, b, dh], S [H, dh, dh]", STATE, state=READS_STATE),
-    Stage("lightning.block_out", ("lightning.block_out",), "add", "o = (e^-s(i+1) Q) S + A V", "[H, b, dh]"),
-    Stage("lightning.k_decayed", ("lightning.k_decayed",), "scale", "e^-s(b-1-j) k_j  (decayed to the block's end)",
+    Stage("lightning.block_out", ("linear_attn.block_out",), "add", "o = (e^-s(i+1) Q) S + A V", "[H, b, dh]"),
+    Stage("lightning.k_decayed", ("linear_attn.k_decayed",), "scale", "e^-s(b-1-j) k_j  (decayed to the block's end)",
           "k [H, b, dh]"),
-    Stage("lightning.write", ("lightning.write",), "matmul", "k^T v  (an outer product; a prompt: K'^T V, a block)",
+    Stage("lightning.write", ("linear_attn.write",), "matmul", "k^T v  (an outer product; a prompt: K'^T V, a block)",
           "k^T [H, dh, 1], v [H, 1, dh] or K'^T [H, dh, b], V [H, b, dh]", STATE, state=WRITES_STATE),
-    Stage("lightning.update", ("lightning.state",), "add", "S = e^-s S + k^T v  (a prompt: e^-sb S + K'^T V)",
+    Stage("lightning.update", ("linear_attn.state",), "add", "S = e^-s S + k^T v  (a prompt: e^-sb S + K'^T V)",
           "S [H, dh, dh]"),
-    Stage("lightning.joined", ("lightning.core_out",), "reshape", "o: the blocks' outputs in order", "o [H, T, dh]"),
+    Stage("lightning.joined", ("linear_attn.core_out",), "reshape", "o: the blocks' outputs in order", "o [H, T, dh]"),
 )  # fmt: skip
 # A block's products and stages, each as the whole prompt's record shows the blocks side by side (N blocks of C)
 ACROSS_BLOCKS = {
@@ -103,19 +103,19 @@ class LightningAttention(Part):
     def stages(self, config: Any) -> dict[str, Stage]:
         """Its stages around the scan (LIGHTNING, the scan's, in between)."""
         return by_op(
-            Stage("lightning.pads", ("lightning.unpadded",), "mask",
+            Stage("lightning.pads", ("linear_attn.unpadded",), "mask",
                   "h = 0 at a left-padded row's pad slots (none enters the state)", "h [T, D]"),
-            projection("lightning.qkv", "lightning.qkv_proj", "[q k v] = h W_qkv", "h [T, D], W_qkv [D, 3*H*dh]"),
-            Stage("lightning.act", ("lightning.qkv_act",), "activation", "[q k v] = silu([q k v])", "qkv [T, 3*H*dh]"),
-            Stage("lightning.split", ("lightning.q", "lightning.k", "lightning.v"), "reshape",
+            projection("lightning.qkv", "linear_attn.qkv_proj", "[q k v] = h W_qkv", "h [T, D], W_qkv [D, 3*H*dh]"),
+            Stage("lightning.act", ("linear_attn.qkv_act",), "activation", "[q k v] = silu([q k v])", "qkv [T, 3*H*dh]"),
+            Stage("lightning.split", ("linear_attn.q", "linear_attn.k", "linear_attn.v"), "reshape",
                   "q, k, v -> H heads of dh  (each head's three side by side)", "qkv [T, 3*H*dh]"),
             *LIGHTNING.values(),
-            Stage("lightning.merge", ("lightning.z",), "reshape", "o -> [T, H*dh]", "o [H, T, dh]"),
-            Stage("lightning.norm", ("lightning.normed",), "norm", "o = RMSNorm(o)  (over all H dh numbers)",
+            Stage("lightning.merge", ("linear_attn.z",), "reshape", "o -> [T, H*dh]", "o [H, T, dh]"),
+            Stage("lightning.norm", ("linear_attn.normed",), "norm", "o = RMSNorm(o)  (over all H dh numbers)",
                   "o [T, H*dh]"),
-            projection("lightning.gate", "lightning.output_gate", "g = h W_gate", "h [T, D], W_gate [D, H*dh]"),
-            Stage("lightning.gated", ("lightning.gated",), "scale", "o = sigmoid(g) o", "g, o [T, H*dh]"),
-            projection("lightning.out", "lightning.out_proj", "o = o W_out", "o [T, H*dh], W_out [H*dh, D]"),
+            projection("lightning.gate", "linear_attn.output_gate", "g = h W_gate", "h [T, D], W_gate [D, H*dh]"),
+            Stage("lightning.gated", ("linear_attn.gated",), "scale", "o = sigmoid(g) o", "g, o [T, H*dh]"),
+            projection("lightning.out", "linear_attn.out_proj", "o = o W_out", "o [T, H*dh], W_out [H*dh, D]"),
         )  # fmt: skip
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
