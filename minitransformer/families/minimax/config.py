@@ -84,7 +84,7 @@ class MiniMaxConfig(MixtralConfig):
     # transformers' MiniMaxRotaryEmbedding turns every number of a head at the default rope (a published file's
     # rotary_dim, which MiniMax's own code reads, it does not read: nor does this)
     groups = (RopeKeys(refused=("pretraining_tp", "partial_rotary_factor"), top_level=True),)
-    refusals: ClassVar[tuple[Refusal, ...]] = (
+    refusals: ClassVar[tuple[Refusal, ...]] = (  # type: ignore[assignment]  # more than Mixtral's three
         quantized(),
         Refusal("attention_bias", "is not supported (transformers' MiniMax has no biases)"),
         Refusal("mlp_bias", "is not supported (transformers' MiniMax has no biases)"),
@@ -121,6 +121,6 @@ MINIMAX_01 = dict(head_dim=128, rope_theta=1e7, n_experts=32, top_k=2, bos_token
                   full_attn_alpha_factor=ALPHA, linear_attn_alpha_factor=ALPHA, mlp_alpha_factor=ALPHA,
                   layer_types=tuple(FULL if (i + 1) % 8 == 0 else LINEAR for i in range(80)))  # fmt: skip
 PRESETS = {
-    name: preset(MiniMaxConfig, name, 80, 64, 8, 6144, 9216, 200064, 10240000, **MINIMAX_01)  # type: ignore[arg-type]
+    name: preset(MiniMaxConfig, name, 80, 64, 8, 6144, 9216, 200064, 10240000, **MINIMAX_01)
     for name in ("minimax-text-01", "minimax-m1")
 }

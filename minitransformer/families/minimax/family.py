@@ -22,7 +22,7 @@ from ..parts.hybrid import HybridFormulas
 from ..parts.lightning import LightningAttention, slope_rates
 from .config import FULL, LINEAR, PRESETS, MiniMaxConfig
 
-SYMBOLS = MIXTRAL_SYMBOLS + "; a lightning layer's H heads of dh (queries, keys and values), C positions a block, N blocks"
+SYMBOLS = MIXTRAL_SYMBOLS + "; a lightning layer's H heads of dh (q, k and v alike), C positions a block, N blocks"
 
 
 def scales(attention: str) -> tuple[str, str, str, str]:
@@ -67,9 +67,8 @@ def float64_throughout(reference, model, torch) -> None:
                         f"{c.layer_types.count(LINEAR)}")  # fmt: skip
     for module in layers:
         slopes = torch.from_numpy(slope_rates(c, module.layer_idx))[:, None, None]
-        module.slope_rate, (module.query_decay, module.key_decay, module.diagonal_decay) = (
-            slopes, module.decay_factors(slopes)
-        )
+        module.slope_rate = slopes
+        module.query_decay, module.key_decay, module.diagonal_decay = module.decay_factors(slopes)
 
 
 NOTE = ("  (transformers' float64 MiniMax computes RMSNorm, the rotary tables, the router's softmax and the lightning "
