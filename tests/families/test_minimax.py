@@ -14,6 +14,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
+import family_checks as checks  # noqa: E402 - after the importorskips: it imports torch and transformers
+from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
+
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.minimax.config import LINEAR, OWN_SPELLINGS, PRESETS, MiniMaxConfig  # noqa: E402
 from minitransformer.families.parts.lightning import slope_rates  # noqa: E402
@@ -47,6 +50,20 @@ def test_a_prompt_s_scan_is_its_blocks_closed_form_with_the_recurrent_form_besid
     blocks = sum(macs for _, macs, _ in got.values())
     assert blocks == 2 * H * T * dh * dh + 2 * H * dh * squares == 76_800 + 149_760, blocks
     assert sum(r[1] for r in expected.values() if r[2] != (0, 0)) == 2 * T * H * dh * dh  # the recurrent form's
+
+
+# (MiniMaxCache's length is its first layer's: a softmax one, for transformers' positions and masks past a prompt)
+@pytest.mark.parametrize("name, n, then", [("alternate-top1", 40, 20), ("one-block", 1, 3)])
+def test_the_states_and_the_logits_after_a_prompt_and_each_decode_step_are_transformers(made, name, n, then):
+    """Each lightning layer's state [H, dh, dh] against transformers' (MiniMaxCache's linear_cache), and each pass's
+    logits, after a prompt (of 40 in blocks of 24, the last short; of one position), each of 3 decode steps (the
+    recurrent form) and a pass of several positions from the state (ours in blocks from it, transformers' position by
+    position: the two forms agree)."""
+    _, ours, hf = made(name)
+    ids = FAMILIES[FAMILY].prompt_ids(name, n + then, seed=6)
+    compared = checks.states_and_logits_step_by_step(ours, hf, ids[:n], steps=3, then=ids[n:])
+    assert len(compared) == 5 * (1 + ours.config.layer_types.count(LINEAR)), compared
+    assert all(c.ok for c in compared), "\n".join(map(repr, compared))
 
 
 @pytest.mark.parametrize("t", [2, 4096, 1_000_000])
