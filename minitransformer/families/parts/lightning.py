@@ -188,7 +188,10 @@ def slope_rates(config: Any, layer: int) -> np.ndarray:
 
 
 def _decay(slopes: np.ndarray, steps, like) -> Any:
-    """e^(-s steps) for each head's slope s [H] and an array of steps [...] -> [H, ...], in `like`'s dtype."""
+    """e^(-s steps) for each head's slope s [H] and an array of steps [...] -> [H, ...], in `like`'s dtype (a stand-in
+    of that shape where `like` is one: counting computes no decays)."""
+    if isinstance(like, ShapeOnly):
+        return ShapeOnly((len(slopes), *np.shape(steps)), like.dtype)
     return np.exp(-slopes.reshape(-1, *([1] * np.ndim(steps))) * steps).astype(like.dtype)
 
 
