@@ -110,12 +110,13 @@ def states_and_logits_step_by_step(ours: Model, hf, prompt: list[int], steps: in
         compared.append(Compared(f"{label}: logits {list(theirs.shape)}", float(np.abs(mine - theirs).max()),
                                  allowed(theirs)))  # fmt: skip
         for i, held in enumerate(cache.layers):
-            layer = output.cache.layers[i]
             for name, array in held.arrays.items() if hasattr(held, "arrays") else ():  # an attention layer's: none
-                if name == "conv":  # transformers keeps [C, K] inputs, the first of which no later window reads
-                    state = layer.conv_states[0][0, :, 1:].T.numpy()
+                if hasattr(output.cache, "linear_cache"):  # MiniMaxCache: each lightning layer's state beside them
+                    state = output.cache.linear_cache[i][0].numpy()
+                elif name == "conv":  # transformers keeps [C, K] inputs, the first of which no later window reads
+                    state = output.cache.layers[i].conv_states[0][0, :, 1:].T.numpy()
                 else:
-                    state = layer.recurrent_states[0][0].numpy()
+                    state = output.cache.layers[i].recurrent_states[0][0].numpy()
                 assert array.shape == state.shape, (
                     f"{label}: layer {i} {name}: ours {array.shape}, theirs {state.shape}"
                 )

@@ -297,7 +297,7 @@ class Tape:
             elif value is None:
                 assert along is not None, f"{op}: the pieces' values go side by side along a symbol, or are given"
                 axis = len(self.dims.batch) + symbols(record.spec).index(along)
-                value = np.stack(entry.values, axis=axis)
+                value = np.stack(_padded_to_first(entry.values), axis=axis)
             if value is None:
                 continue
             self._check(op, value, record.spec)
@@ -512,3 +512,10 @@ class Tape:
         if self.precision is not None:
             out = self.precision.value(out, self.prefix + op)
         return a, b, out
+
+
+def _padded_to_first(values: list) -> list:
+    """Pieces' values of the first piece's shape, to be shown side by side: a shorter piece (a scan's last block of
+    fewer positions, lightning attention's) padded with zeros past its own rows and columns."""
+    full = values[0].shape
+    return [v if v.shape == full else np.pad(v, [(0, f - n) for n, f in zip(v.shape, full)]) for v in values]

@@ -38,6 +38,7 @@ from .llama.family import ARCHITECTURE as LLAMA
 from .llama4_text.family import ARCHITECTURE as LLAMA4_TEXT
 from .mamba.family import ARCHITECTURE as MAMBA
 from .mamba2.family import ARCHITECTURE as MAMBA2
+from .minimax.family import ARCHITECTURE as MINIMAX
 from .minimax_m2.family import ARCHITECTURE as MINIMAX_M2
 from .mixtral.family import ARCHITECTURE as MIXTRAL
 from .nemotron_h.family import ARCHITECTURE as NEMOTRON_H
@@ -143,6 +144,7 @@ for _family in (
     LLAMA4_TEXT,
     KIMI_LINEAR,
     GEMMA4,
+    MINIMAX,
 ):
     register(_family)
 

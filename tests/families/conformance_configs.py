@@ -145,6 +145,8 @@ GEMMA4_ROPE = {FULL: {"rope_type": "proportional", "partial_rotary_factor": 0.5,
                SLIDING: {"rope_type": "default", "rope_theta": 100.0}}  # fmt: skip
 GEMMA4_WINDOW = 7
 
+MINIMAX = dict(vocab_size=120, hidden_size=32, intermediate_size=16, max_position_embeddings=512, bos_token_id=None,
+               eos_token_id=None, pad_token_id=None)  # fmt: skip
 GRANITE = dict(vocab_size=120, hidden_size=32, intermediate_size=12, shared_intermediate_size=20,
                num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, mamba_n_heads=8, mamba_n_groups=2,
                mamba_d_state=8, mamba_chunk_size=16, max_position_embeddings=256, eos_token_id=None)  # fmt: skip
@@ -986,6 +988,28 @@ FAMILIES: dict[str, Family] = {
         refused=(NOT_A_DTYPE, ({"enable_moe_block": True}, "enable_moe_block is true but num_experts is missing"),
                  ({"use_bidirectional_attention": "all"}, "use_bidirectional_attention"),
                  ({"num_kv_shared_layers": 7}, "num_kv_shared_layers=7 exceeds"))),
+    # Lightning attention three layers to one softmax layer (MiniMax-01's seven to one, shortened), grouped heads,
+    # DeepNorm's scales all different, blocks of 16 (every prompt past one, its last block short); MiniMaxConfig's own
+    # pattern (softmax first, then every other layer) with heads of hidden_size / heads, blocks of 24, one expert a
+    # token, linear rope scaling; blocks longer than the prompts (one block a prompt), two softmax layers in a row, tied.
+    "minimax": Family("MiniMaxConfig", {
+        "three-to-one-deepnorm": dict(MINIMAX, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                                      head_dim=8, num_local_experts=4, num_experts_per_tok=2, block_size=16,
+                                      layer_types=[LINEAR, LINEAR, LINEAR, FULL], full_attn_alpha_factor=2.5,
+                                      full_attn_beta_factor=0.8, linear_attn_alpha_factor=3.5,
+                                      linear_attn_beta_factor=1.2, mlp_alpha_factor=3.0, mlp_beta_factor=0.9, seed=1),
+        "alternate-top1": dict(MINIMAX, num_hidden_layers=3, num_attention_heads=3, num_key_value_heads=1,
+                                    hidden_size=24, num_local_experts=6, num_experts_per_tok=1, block_size=24,
+                                    rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0},
+                                    seed=5),
+        "one-block": dict(MINIMAX, num_hidden_layers=3, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
+                          num_local_experts=4, num_experts_per_tok=2, layer_types=[FULL, FULL, LINEAR],
+                          tie_word_embeddings=True, seed=3),
+    }, spread=0.35, batch_configs=("three-to-one-deepnorm", "alternate-top1"), validate_steps=3,
+        refused=(NOT_A_DTYPE, ({"quantization_config": {"quant_method": "fp8"}}, "quantization_config"),
+                 ({"sliding_window": 16}, "sliding_window"), ({"postnorm": False}, "postnorm"),
+                 ({"layer_types": None, "attn_type_list": [0, 0, 0, 1]}, "attn_type_list"),
+                 ({"layer_types": [LINEAR, FULL]}, "layer_types must name"))),
 }  # fmt: skip
 
 # The Llama family's configs of a few positions' context (too short for the suite's prompts): its own module runs

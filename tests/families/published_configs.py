@@ -436,6 +436,24 @@ MINIMAX_M2 = {
     "use_mtp": True, "use_qk_norm": True, "use_routing_bias": True, "vocab_size": 200064,
 }  # fmt: skip
 
+# MiniMaxAI/MiniMax-Text-01-hf's config.json (transformers' conversion of MiniMax-Text-01), its keys as mlx-lm's MiniMax
+# port transcribes them (layer_types, the *_attn_*_factor and mlp_*_factor spellings MiniMaxConfig reads; the original
+# code's postnorm, rotary_dim, shared_intermediate_size and shared_moe_mode, which transformers keeps and never reads),
+# with the keys that transcription leaves out: model_type and architectures (MiniMaxConfig's), bos and eos null (as
+# MiniMax-M1's published config.json has them).
+MINIMAX_TEXT_01_HF = {
+    "architectures": ["MiniMaxForCausalLM"], "bos_token_id": None, "eos_token_id": None,
+    "full_attn_alpha_factor": 3.5565588200778455, "full_attn_beta_factor": 1.0, "head_dim": 128, "hidden_size": 6144,
+    "intermediate_size": 9216,
+    "layer_types": ["full_attention" if (i + 1) % 8 == 0 else "linear_attention" for i in range(80)],
+    "linear_attn_alpha_factor": 3.5565588200778455, "linear_attn_beta_factor": 1.0,
+    "max_position_embeddings": 10240000, "mlp_alpha_factor": 3.5565588200778455, "mlp_beta_factor": 1.0,
+    "model_type": "minimax", "num_attention_heads": 64, "num_experts_per_tok": 2, "num_hidden_layers": 80,
+    "num_key_value_heads": 8, "num_local_experts": 32, "postnorm": True, "rms_norm_eps": 1e-05,
+    "rope_theta": 10000000, "rotary_dim": 64, "shared_intermediate_size": 0, "shared_moe_mode": "sigmoid",
+    "sliding_window": None, "tie_word_embeddings": False, "vocab_size": 200064,
+}  # fmt: skip
+
 # moonshotai/Kimi-Linear-48B-A3B-Instruct's config.json as a public model-inspection report quotes it whole (its
 # auto_map to the model's own code left out): linear_attn_config for layer_types and the KDA shapes (its layer lists
 # from 1), first_k_dense_replace for mlp_layer_types, the spellings of the model's own code (num_experts,
@@ -709,6 +727,8 @@ PUBLISHED: dict[str, list[Published]] = {
                                 (DTYPE, ROPE, ("first_k_dense_replace", "mlp_layer_types")))],
     "glm_moe_dsa": [Published("zai-org/GLM-5 (ai-dynamo/aiconfigurator's copy)", GLM5, "glm-5",
                               (("first_k_dense_replace", "mlp_layer_types"),))],
+    "minimax": [Published("MiniMaxAI/MiniMax-Text-01-hf (mlx-lm's transcription of its keys)", MINIMAX_TEXT_01_HF,
+                          "minimax-text-01", (ROPE,))],
     "kimi_linear": [Published("moonshotai/Kimi-Linear-48B-A3B-Instruct (a model-inspection report's copy)",
                               KIMI_LINEAR_48B, "kimi-linear-48b-a3b",
                               (("linear_attn_config", "layer_types"), ("first_k_dense_replace", "mlp_layer_types")))],

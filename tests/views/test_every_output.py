@@ -75,6 +75,7 @@ CHOSEN = (
     "deepseek-v4-pro",  # heavily compressed layers hash-routed
     "gemma-4-e2b",  # sliding and full layers, each with its own keys and values or reading an earlier layer's
     "gemma-4-26b-a4b",  # sliding and full layers, experts beside the dense MLP
+    "minimax-text-01",  # lightning attention (7 to 1) or softmax attention, DeepNorm, Mixtral's experts
 )
 # Families whose page is not yet held to its terminal here, each with why (said in the closing note of its issue):
 # none now (DeepSeek-V4's cache streams, issue 37, are held row by row: output_checks.cache_streams_are_the_terminal_s).

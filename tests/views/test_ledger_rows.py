@@ -27,9 +27,10 @@ PROMPT = 300  # past two row chunks of 128: three chunks, the last of 44 rows
 # DeepSeek-V3.2's with an indexer that keeps 64 keys a query, so that attention reads chosen keys (CHOSEN).
 ONE_A_FAMILY = sorted({next(n for n, c in PRESETS.items() if c.family == a) for a in ARCHITECTURES} | {"gpt-oss-20b"})
 CHOSEN = 64
-# The products whose rows may state a range of lengths: A V in row chunks, and a triangular solve row by row (a
-# hybrid's delta rule over a prompt: rows 1 to C - 1 long, engine/pieces.py).
-RANGED = ("mix", "delta.solve")
+# The products whose rows may state a range of lengths: A V in row chunks, a triangular solve row by row (a hybrid's
+# delta rule over a prompt: rows 1 to C - 1 long, engine/pieces.py), and a lightning layer's products over its blocks'
+# positions (A V within a block and the state's write: the last block shorter).
+RANGED = ("mix", "delta.solve", "lightning.mix", "lightning.write")
 SPARSE = "deepseek-v3.2-exp, 64 keys a query"
 CONFIGS = {**{name: PRESETS[name] for name in ONE_A_FAMILY}, SPARSE: replace(PRESETS["deepseek-v3.2-exp"],
                                                                              index_topk=CHOSEN)}  # fmt: skip

@@ -17,10 +17,11 @@ NOTE = (
 )
 
 
-def float64_throughout(reference, model, torch, norms_per_layer: int = 2) -> None:
+def float64_throughout(reference, model, torch, norms_per_layer: int = 2, norms: int | None = None) -> None:
     """The Llama family's float64 RMSNorm and rotary modules, and a float64 router, on this instance only (Qwen3-MoE's
-    too: its router renormalises the top k only under norm_topk_prob, and its dense layers have none)."""
-    llama_float64_throughout(reference, model, torch, norms_per_layer=norms_per_layer)
+    too: its router renormalises the top k only under norm_topk_prob, and its dense layers have none; MiniMax's, whose
+    layers' norms differ: `norms`, as the Llama family's reads it)."""
+    llama_float64_throughout(reference, model, torch, norms_per_layer=norms_per_layer, norms=norms)
     # transformers' default experts (torch's grouped_mm) take no float64: its own loop over the experts does
     if hasattr(reference, "set_experts_implementation"):
         reference.set_experts_implementation("eager")

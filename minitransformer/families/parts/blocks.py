@@ -104,6 +104,51 @@ class PreNorm(Part):
 
 
 @dataclass(frozen=True)
+class DeepNorm(Part):
+    """DeepNorm's block (MiniMax-01's): the stream is normed on its way into each branch and stays normed, the branch
+    added to it scaled: h = norm_1(x), x = alpha_1 h + beta_1 mixer(h); then h = norm_2(x), x = alpha_2 h + beta_2
+    mlp(h). `scales`: the config's fields alpha_1, beta_1, alpha_2, beta_2; `names`, as PreNorm's."""
+
+    mixer: Any
+    mlp: Any
+    scales: tuple[str, str, str, str]
+    norm: Any = RMSNorm()
+    names: tuple[str, str, str, str] = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
+
+    def stages(self, config: Any) -> dict[str, Stage]:
+        a1, b1, a2, b2 = self.scales
+        return by_op(
+            norm_stage("ln_1", self.norm, "1"),
+            replace(RESID_MID, equation=f"x = {a1} h + {b1} o  (the normed stream: DeepNorm)", reads="h, o [T, D]"),
+            norm_stage("ln_2", self.norm, "2"),
+            replace(RESID_POST, equation=f"x = {a2} h + {b2} m  (the normed stream: DeepNorm)", reads="h, m [T, D]"),
+        )
+
+    def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        at = at.declaring(self.declared(config))
+        a1, b1, a2, b2 = self.scales
+        ln_1, mixer, ln_2, mlp = (module_of(p, name) for name in self.names)
+        h = at.stage("ln_1", self.norm(x, ln_1, config), "T D")
+        o = self.mixer(h, mixer, config, at, inputs)
+        x = at.stage("resid_mid", times(h, config, a1) + times(o, config, b1), "T D")
+        h = at.stage("ln_2", self.norm(x, ln_2, config), "T D")
+        m = self.mlp(h, mlp, config, at)
+        return at.stage("resid_post", times(h, config, a2) + times(m, config, b2), "T D")
+
+    @property
+    def kinds(self) -> dict[str, str]:  # type: ignore[override]
+        return {**self.mixer.kinds, **self.mlp.kinds, **self.norm.kinds}
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        ln_1, mixer, ln_2, mlp = self.names
+        return {**under(ln_1, self.norm.tensors(config, layer)), **under(mixer, self.mixer.tensors(config, layer)),
+                **under(ln_2, self.norm.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer))}  # fmt: skip
+
+    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
+        return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
+
+
+@dataclass(frozen=True)
 class PostNorm(Part):
     """OLMo 2's block: no norm before attention or the MLP; each branch reads the stream x itself and its output is
     normed before it is added back: x + norm(mixer(x)), then x + norm(mlp(x)). `names`: where a layer's checkpoint
