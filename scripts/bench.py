@@ -1,6 +1,6 @@
 """Side-by-side benchmark: minitransformer vs transformers + torch on the same weights and threads.
 
-    python scripts/bench.py                    # table on stdout, JSON in scripts/bench_latest.json
+    python scripts/bench.py                    # table on stdout, JSON in scripts/bench_epyc.json (or _xeon: the CPU's kind)
     python scripts/bench.py --reps 3 --quick   # fewer sizes, for a smoke run
     python scripts/bench.py --family llama     # one family only
     python scripts/bench.py --busy 0           # without the busy column
@@ -55,7 +55,12 @@ def parse_args():
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for both libraries")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="fewer sizes and steps")
-    parser.add_argument("--json", type=Path, default=ROOT / "scripts" / "bench_latest.json")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        help="where the JSON goes (default: scripts/bench_<kind>.json, the kind of CPU: "
+        "epyc, xeon, else cpu; one JSON for each kind of machine)",
+    )
     parser.add_argument("--batch-only", action="store_true", help="only the batched generation (B = 1, 4, 16)")
     parser.add_argument(
         "--stored-only",
@@ -86,6 +91,7 @@ def parse_args():
 
 
 ARGS = parse_args()
+DEFAULT_JSON = ARGS.json is None  # the kind of CPU names it, once the CPU is read (cpu_kind)
 # Thread pools are sized when the libraries load, so this must precede the imports below.
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[var] = str(ARGS.threads)
@@ -105,12 +111,14 @@ if not ARGS.predict_from:  # measuring needs torch and transformers; --predict-f
     torch.set_num_threads(ARGS.threads)
 
 
-def run_times(fn, reps: int, warmup: int = 1) -> list[float]:
-    """Seconds of each of `reps` runs of fn, after `warmup` runs that are not timed."""
+def run_times(fn, reps: int, warmup: int = 1, setup=None) -> list[float]:
+    """Seconds of each of `reps` runs of fn, after `warmup` runs that are not timed; setup(), untimed, before each."""
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(reps):
+        if setup is not None:
+            setup()
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
@@ -183,6 +191,17 @@ def random_llama_dir() -> Path:
     return directory
 
 
+_EVICT: list = []  # a buffer read to push the operands out of the caches (evict_caches)
+
+
+def evict_caches() -> None:
+    """Read a buffer of 512 MiB, more than any CPU's last-level cache (Sapphire Rapids': up to 112.5 MB a socket),
+    so that the next product reads its weight from memory."""
+    if not _EVICT:
+        _EVICT.append(np.ones(2**27, np.float32))
+    np.add.reduce(_EVICT[0])
+
+
 # --- the machine's limits --------------------------------------------------------------------------
 def best_time(fn, reps: int) -> float:
     """The fastest of `reps` runs after a warm-up: a machine's limit is what it can do, not what it usually does."""
@@ -190,11 +209,21 @@ def best_time(fn, reps: int) -> float:
 
 
 def streaming_bandwidth(reps: int, threads: int) -> dict:
-    """Bytes/s of a read of 1 GiB, far beyond any cache, the best of two probes and of `reps` runs each: every
-    thread the run uses summing its own slice (STREAM's way), and one matrix-vector product over the whole
-    buffer (the way a decode step reads a weight). A roofline is the fastest the memory was seen to go. The probe is
-    the package's own (verbs/hardware.py), which `count --hardware this-cpu` runs on a smaller buffer."""
-    return hardware.streaming_bandwidth(2**30, reps, threads)
+    """Bytes/s of a read of 1 GiB, far beyond any cache, the best of the probes and of `reps` runs each: every
+    thread the run uses summing its own slice (STREAM's way), a row times the buffer as a weight in both layouts
+    through our engine (the way a decode step reads a weight), the package's own probe (verbs/hardware.py), which
+    `count --hardware this-cpu` runs on a smaller buffer; and the same row times the buffer by torch (its BLAS, MKL
+    in its wheels, may read faster than NumPy's OpenBLAS: a roofline that torch's step outran read low). A roofline
+    is the fastest the memory was seen to go, by anyone."""
+    probed = hardware.streaming_bandwidth(2**30, reps, threads)
+    if ARGS.predict_from or ARGS.predicted_only:
+        return probed
+    side = int((2**30 // 4) ** 0.5)
+    matrix, row = torch.ones(side, side), torch.ones(1, side)
+    torch_GBps = (
+        max(matrix.numel() * 4 / best_time(lambda w=w: torch.matmul(row, w), reps) for w in (matrix, matrix.T)) / 1e9
+    )
+    return {**probed, "bytes_per_s": max(probed["bytes_per_s"], torch_GBps * 1e9), "torch_matvec_GBps": torch_GBps}
 
 
 SQUARE_SIZES = (2048, 3072, 4096)
@@ -399,7 +428,11 @@ def decode_breakdown(model, context: int, steps: int) -> dict:
     finally:
         tape.Tape.matmul = matmul
     for part, pairs in operands.items():
-        best[f"{part}_blas_alone"] = best_time(lambda: [np.matmul(a, b) for a, b in pairs], steps)
+        # each run from memory, as in a step (where the other weights pass through the caches between two logits
+        # products): a weight left in a cache as large as some Xeons' outran the memory's roofline
+        best[f"{part}_blas_alone"] = min(
+            run_times(lambda: [np.matmul(a, b) for a, b in pairs], steps, setup=evict_caches)
+        )
         best[f"{part}_bytes"] = sum(b.nbytes for _, b in pairs)
     return best
 
@@ -614,12 +647,12 @@ def main_predicted() -> None:
     measured = [measure_ours(weights_dir(family), reps) for family in families]
     after = machine_limits(max(reps, 3))
     cpu = this_cpu(before, after)  # the best of the probes, as the full benchmark's rooflines
-    report = {"machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
+    report = {"machine": {"cpu": _cpu_name(), "cpu_record": cpu_record(), "cores": os.cpu_count(), "threads": ARGS.threads,
                           "numpy": np.__version__, "torch": torch.__version__, "this_cpu": cpu.to_dict(),
                           "probes": {"before": probe_summary(before), "after": probe_summary(after)}},
               "load": {"before": load_before, "after": load_average()}, "models": predictions_of(measured, cpu),
               "gpu": torch_on_gpu(weights_dir(families[-1]), reps)}  # fmt: skip
-    path = PREDICTED_JSON if ARGS.json == ROOT / "scripts" / "bench_latest.json" else ARGS.json  # --json given: there
+    path = PREDICTED_JSON if DEFAULT_JSON else ARGS.json  # --json given: there
     path.write_text(json.dumps(report, indent=1) + "\n")
     print("\n".join(render_predicted(report)))
     print(f"\nJSON: {path}")
@@ -720,17 +753,48 @@ def stored_run(directory: Path, weights: str, context: int, steps: int) -> dict:
             "peak_rss_bytes": int(hwm)}  # fmt: skip
 
 
+def stored_in_turn(directory: Path, context: int, steps: int) -> dict:
+    """Both modes loaded in one fresh process, their decode steps taken in turn (stored, float32, stored, ...) after
+    one prefill of `context` tokens each: the median seconds of each mode's step, and the median of the ratios of
+    steps taken side by side, which a shared machine's load hits alike."""
+    code = (
+        "import os, statistics, time, minitransformer as mt\n"
+        f"models = [mt.load_model({str(directory)!r}, weights=w) for w in ('stored', 'float32')]\n"
+        f"caches = [m.new_cache(capacity={context + steps + 2}) for m in models]\n"
+        "for m, c in zip(models, caches):\n"
+        f"    m.run(list(range(1000, {1000 + context})), cache=c)\n"
+        "    m.run([999], cache=c)\n"  # a first step each, untimed: the pages of the weights mapped in
+        "times, cpu = [[], []], [[], []]\n"
+        f"for k in range({steps}):\n"
+        "    for m, c, t, u in zip(models, caches, times, cpu):\n"
+        "        start, used = time.perf_counter(), sum(os.times()[:2])\n"
+        "        m.run([1000 + k], cache=c)\n"
+        "        t.append(time.perf_counter() - start)\n"
+        "        u.append(sum(os.times()[:2]) - used)\n"
+        "print(*(statistics.median(x) for x in (*times, *cpu)), statistics.median(a / b for a, b in zip(*times)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
+    stored, upcast, stored_cpu, upcast_cpu, ratio = (float(x) for x in out.stdout.split())
+    # the CPU seconds of a step (all its threads'), beside the clock's: what a machine whose cores other processes
+    # share stretches least
+    return {"stored_s_per_token": stored, "float32_s_per_token": upcast, "stored_over_float32": ratio,
+            "stored_cpu_s_per_token": stored_cpu, "float32_cpu_s_per_token": upcast_cpu}  # fmt: skip
+
+
 def measure_stored(context: int = 16, steps: int = 8) -> dict:
     """The ~1.2B bfloat16 checkpoint kept in its bytes against its float32 upcast: peak memory over the file's size
-    and decode speed, each in a fresh process, with the load average beside them (the machine is shared)."""
+    and decode speed, each in a fresh process, then the two modes' decode steps in turn in one process (their ratio,
+    read side by side), with the load average beside them (the machine is shared)."""
     directory = random_bfloat16_llama_dir()
     file_bytes = sum(f.stat().st_size for f in directory.glob("*.safetensors"))
     load_before = os.getloadavg()
     runs = {weights: stored_run(directory, weights, context, steps) for weights in ("stored", "float32")}
     for r in runs.values():
         r["peak_rss_over_file"] = r["peak_rss_bytes"] / file_bytes
+    in_turn = stored_in_turn(directory, context, 2 * steps)
     return {"model": "Llama-shaped 1.24B, bfloat16, random", "file_bytes": file_bytes, "context": context,
-            "steps": steps, "load_average": [load_before, os.getloadavg()], "runs": runs}  # fmt: skip
+            "steps": steps, "load_average": [load_before, os.getloadavg()], "runs": runs,
+            "in_turn": in_turn}  # fmt: skip
 
 
 def render_stored(r: dict) -> list[str]:
@@ -742,10 +806,21 @@ def render_stored(r: dict) -> list[str]:
     for weights, x in r["runs"].items():
         lines.append(f"| {weights} | {x['peak_rss_bytes'] / 1e9:.2f} GB | {x['peak_rss_over_file']:.2f} | "
                      f"{x['load_s']:.1f} s | {x['decode_s_per_token']:.3f} |")  # fmt: skip
+    if "in_turn" in r:  # runs before it was measured lack it
+        t = r["in_turn"]
+        lines += ["", f"Both modes in one process, their decode steps in turn: stored {t['stored_s_per_token']:.3f} s a "
+                      f"token, float32 {t['float32_s_per_token']:.3f} s (medians); stored / float32, step beside step: "
+                      f"{t['stored_over_float32']:.2f}x"]  # fmt: skip
+        if "stored_cpu_s_per_token" in t:
+            lines[-1] += (f"; CPU seconds a step (its threads' together) {t['stored_cpu_s_per_token']:.3f} stored, "
+                          f"{t['float32_cpu_s_per_token']:.3f} float32")  # fmt: skip
     return lines
 
 
 def main() -> None:
+    if DEFAULT_JSON:  # one JSON for each kind of machine; a run of one part alone goes beside, not over it
+        part = "_stored" if ARGS.stored_only else ""
+        ARGS.json = (ROOT / "scripts" if not part else Path(tempfile.gettempdir())) / f"bench_{cpu_kind()}{part}.json"
     if ARGS.predict_from:
         try:
             main_predict_from(ARGS.predict_from)
@@ -758,7 +833,9 @@ def main() -> None:
         return
     if ARGS.stored_only:
         stored = measure_stored()
-        ARGS.json.write_text(json.dumps({"stored": stored}, indent=1) + "\n")
+        ARGS.json.write_text(json.dumps({"machine": {"cpu_record": cpu_record()}, "stored": stored}, indent=1) + "\n")
+        print(describe_cpu(cpu_record()))
+        print(f"JSON: {ARGS.json}")
         print("\n".join(render_stored(stored)))
         return
     reps = ARGS.reps
@@ -779,7 +856,7 @@ def main() -> None:
         for row in b["rows"]:
             row["roofline_tok_s"] = row["batch"] * bandwidth / row["decode_step_bytes"]
     report = {
-        "machine": {"cpu": _cpu_name(), "cores": os.cpu_count(), "threads": ARGS.threads,
+        "machine": {"cpu": _cpu_name(), "cpu_record": cpu_record(), "cores": os.cpu_count(), "threads": ARGS.threads,
                     "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
                     "bandwidth_GBps": bandwidth / 1e9, "sgemm_GFLOPs": peak / 1e9,
                     "probes": {"before": probe_summary(before), "after": probe_summary(after)},
@@ -812,6 +889,7 @@ def main() -> None:
 def probe_summary(limits: dict) -> dict:
     bw = limits["bandwidth"]
     return {"threads_reading_GBps": bw["threads_reading_GBps"], "matvec_GBps": bw["matvec_GBps"],
+            **({"torch_matvec_GBps": bw["torch_matvec_GBps"]} if "torch_matvec_GBps" in bw else {}),
             "sgemm_GFLOPs_by_size": limits["sgemm"]["GFLOPs_by_size"]}  # fmt: skip
 
 
@@ -972,18 +1050,73 @@ def render_batches(r: dict) -> list[str]:
 
 
 def _cpu_name() -> str:
+    return _cpuinfo().get("model name") or platform.processor() or "unknown"
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ({} where there is none)."""
+    fields: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return fields
+
+
+# The CPU flags the libraries' kernels choose their code by: AVX2 and FMA (OpenBLAS's Haswell kernels), AVX-512
+# (SkylakeX's, MKL's), bfloat16 and float16 in AVX-512 and the AMX tiles (what a Sapphire Rapids adds: torch's
+# oneDNN uses them, OpenBLAS's sgemm does not)
+KERNEL_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16")
+
+
+def cpu_kind() -> str:
+    """Which kind of machine a run was on, the JSON's name: "epyc", "xeon", else "cpu"."""
+    name = _cpu_name()
+    return "epyc" if "EPYC" in name else "xeon" if "Xeon" in name else "cpu"
+
+
+def cpu_record() -> dict:
+    """The CPU and the BLAS libraries a run measured, so that a JSON says which machine it came from: the model, its
+    kernel flags (present or not), its cores, NumPy's BLAS as threadpoolctl sees it loaded (library, version, the
+    kernels it chose for this CPU) and torch's (its build's BLAS, oneDNN's version, the vector code it chose)."""
+    from threadpoolctl import threadpool_info
+
+    flags = set(_cpuinfo().get("flags", "").split())
+    numpy_blas = [{key: lib.get(key) for key in ("internal_api", "version", "architecture", "threading_layer")}
+                  for lib in threadpool_info() if lib.get("user_api") == "blas"]  # fmt: skip
+    record = {"kind": cpu_kind(), "model": _cpu_name(), "vendor": _cpuinfo().get("vendor_id", ""),
+              "flags": {flag: flag in flags for flag in KERNEL_FLAGS}, "cores": os.cpu_count(),
+              "numpy_blas": numpy_blas}  # fmt: skip
+    if not ARGS.predict_from:
+        build = torch.__config__.show()
+        blas = next(
+            (part.split("=", 1)[1] for part in build.replace(",", " ").split() if part.startswith("BLAS_INFO=")), ""
+        )
+        record["torch_blas"] = {"blas": blas, "libraries": [line.strip(" -") for line in build.splitlines()
+                                                            if "Math Kernel" in line or "MKL-DNN" in line or "OpenBLAS" in line],
+                                "cpu_capability": torch.backends.cpu.get_cpu_capability()}  # fmt: skip
+    return record
+
+
+def describe_cpu(c: dict) -> str:
+    """One line: the CPU, its kernel flags present, and the two libraries' BLAS."""
+    flags = ", ".join(flag for flag, present in c["flags"].items() if present) or "none of " + ", ".join(c["flags"])
+    numpy_blas = "; ".join(f"{b['internal_api']} {b['version']} ({b['architecture']} kernels)" for b in c["numpy_blas"])
+    line = f"{c['model']} ({c['kind']}), {c['cores']} cores, flags {flags}; numpy's BLAS {numpy_blas or 'not seen'}"
+    if "torch_blas" in c:
+        t = c["torch_blas"]
+        line += f"; torch's BLAS {t['blas']} ({'; '.join(t['libraries'])}), its vector code {t['cpu_capability']}"
+    return line
 
 
 def render(report: dict) -> str:
     m = report["machine"]
     lines = [
+        *([f"CPU: {describe_cpu(m['cpu_record'])}"] if "cpu_record" in m else []),  # runs before it was kept lack it
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} threads for both libraries; numpy {m['numpy']}, "
         f"torch {m['torch']}; streaming read {m['bandwidth_GBps']:.1f} GB/s, "
         f"sgemm peak {m['sgemm_GFLOPs']:.0f} GFLOP/s: the best of the probes before and after the measures "
@@ -1012,8 +1145,9 @@ def render_product(p: dict) -> list[str]:
 
 def probe_line(p: dict, threads: int) -> str:
     squares = ", ".join(f"{n}^3 {rate:.0f}" for n, rate in p["sgemm_GFLOPs_by_size"].items())
-    return (f"{threads} threads summing their slices of 1 GiB {p['threads_reading_GBps']:.1f} GB/s, a matrix-vector "
-            f"product {p['matvec_GBps']:.1f}, square products {squares} GFLOP/s")  # fmt: skip
+    torch_read = f", torch's {p['torch_matvec_GBps']:.1f}" if "torch_matvec_GBps" in p else ""
+    return (f"{threads} threads summing their slices of 1 GiB {p['threads_reading_GBps']:.1f} GB/s, a row times it "
+            f"as a weight {p['matvec_GBps']:.1f}{torch_read}, square products {squares} GFLOP/s")  # fmt: skip
 
 
 def render_model(r: dict) -> list[str]:

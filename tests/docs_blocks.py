@@ -6,7 +6,7 @@ A pasted output is a fenced block without a language, right after a marker that 
     <!-- output: count --preset qwen3-0.6b --tokens 100 -->             the whole output, as printed
     <!-- output, excerpt: count --preset qwen3-0.6b --tokens 100 -->    runs of consecutive lines of it, in order,
                                                                           separated by a line "..."
-    <!-- measured: scripts/bench.py --reps 3 (scripts/bench_latest.json) -->   a measure no test can rerun (before
+    <!-- measured: scripts/bench.py --reps 3 (scripts/bench_epyc.json) -->   a measure no test can rerun (before
                                                                                a fenced block or a table)
 
 The command is what follows `python -m minitransformer` (shell quoting). It runs in a fresh process, as a user's

@@ -135,6 +135,17 @@ class Precision:
             return wide
         return self._round(self.operands, wide, name, role)
 
+    def only_widens(self, b) -> bool:
+        """Whether b is a weight (a matrix) held narrower than float32 in the operands' format (any, at float32), so
+        that its operand is its float32 copy, exact: a product may widen it a block at a time as it reads it."""
+        return (
+            isinstance(b, np.ndarray)
+            and b.ndim == 2
+            and b.dtype.kind in "fV"
+            and b.dtype not in (np.float32, np.float64)
+            and (self.operands is None or b.dtype == self.operands.dtype)
+        )
+
     def column_blocks(self, b) -> list[slice] | None:
         """Where a product's weight is kept narrow and its float32 copy would pass WIDEN_BLOCK bytes (a large
         vocabulary's logits: 1 GB for Llama 3's 128,256 x 2,048), the blocks of its columns to widen one at a time,

@@ -28,7 +28,7 @@ from .selection import selected, top_k
 from .shapes import ShapeOnly
 from .spec import matmul_spec, specs, symbols
 from .stages import Stage, StageTable
-from .threads import sized_for_threads
+from .threads import sized_for_threads, widens_itself
 
 # Why a hook may read, not replace, a stage computed in parts: the parts have run when it is shown.
 _SHOWN_AFTER = {
@@ -495,8 +495,11 @@ class Tape:
         blocks = None
         if self.precision is not None:
             a = self.precision.operand(a, self.prefix + op, "A")
-            blocks = self.precision.column_blocks(b)
-            b = b if blocks else self.precision.operand(b, self.prefix + op, "B")
+            # a weight whose float32 copy is exact goes to the product narrow where the product widens it itself, a
+            # block at a time as it reads it (threads.widens_itself: a decode step's row, a prompt's column blocks)
+            if not (self.precision.only_widens(b) and widens_itself(fold_shared_axes(a, b)[0], b)):
+                blocks = self.precision.column_blocks(b)
+                b = b if blocks else self.precision.operand(b, self.prefix + op, "B")
         a_rows, b_rows, out_shape = fold_shared_axes(a, b)
         pieces: Iterator[Any]
         if blocks:

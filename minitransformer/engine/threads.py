@@ -21,6 +21,11 @@ quieter machine; a Llama's [5, 1536] x [1536, 4096] took 40 ms on two threads ag
   thread; while other processes keep the cores busy (`cores_busy_elsewhere`, a look at /proc/stat every
   LOAD_WINDOW), on one thread, if and only if one thread was seen to give that product's layout the same
   bits (`_one_row`);
+- a weight held narrower than float32 (a 2-byte checkpoint kept in its bytes, a precision's operands: the
+  tape hands it over only where widening it is exact, `widens_itself`) is widened by the product that reads
+  it, block by block: a decode step's row in blocks of WIDEN_BYTES, each widened into a buffer of the thread's
+  own that stays in its core's cache and multiplied there on one BLAS thread (`_narrow_row`), a prompt's in
+  its column blocks as above;
 - any other product with a weight (a short prompt's, a small model's) is one call on the BLAS's threads.
 
 Sharing (`spread`) hands out runs of the work one at a time to whichever thread is free, the calling
@@ -73,6 +78,9 @@ BLOCKS_MIN_MACS = 1 << 22
 BLOCK_MIN_WIDTH = 512  # columns: a narrower block is too little work for the BLAS's kernel to reach its stride ...
 MAX_BLOCKS = 16  # ... and from 2 blocks (GPT-2's [768, 768]) to 16 (the logits), enough for a worker that gets no core
 BLOCK_ALIGN = 16  # a block's first column a multiple of 16: 64 bytes of float32, a cache line
+# A narrow weight's columns widened at a time for one row: float32 bytes that stay in a core's L2 cache (1 MiB on a
+# Zen 4, 2 MiB on a Sapphire Rapids) beside the row, so that the product reads them back from there, not from memory
+WIDEN_BYTES = 1 << 20
 RUNS_PER_WORKER = 4  # spread cuts its items into so many runs per worker, taken one at a time: see `spread`
 _tasks: queue.SimpleQueue[Share] = queue.SimpleQueue()  # shares of work handed to the workers
 _workers = 0  # workers started (at the first share of work that needs them)
@@ -190,26 +198,86 @@ def column_blocks(width: int) -> list[tuple[int, int]]:
     return list(zip(cuts, cuts[1:]))
 
 
+def widens_itself(a, b) -> bool:
+    """Whether sized_for_threads, handed a weight b held narrower than float32 (widening it exact), widens it itself as
+    its products read it: one row (a decode step's) or a prompt's column blocks. Any other product's weight the caller
+    widens (a short prompt's: one call on the BLAS's threads, as a float32 weight's)."""
+    return b.ndim == 2 and (a.size == b.shape[0] or _in_column_blocks(a, b))
+
+
+def _in_column_blocks(a, b) -> bool:
+    """Whether a @ b, b a weight, is a prompt's product, computed in column blocks."""
+    return a.size >= BLOCKS_MIN_ROWS * b.shape[0] and a.size * b.shape[-1] >= BLOCKS_MIN_MACS
+
+
 def _with_weight(matmul, a, b):
     """a @ b for a weight b [D, F]: a prompt's product in column blocks, each a call on one BLAS thread, shared by
-    spread; one row (a decode step's) by `_one_row`; anything else one call on the BLAS's threads."""
+    spread; one row (a decode step's) by `_one_row` (`_narrow_row` for a narrow weight); anything else one call on the
+    BLAS's threads. A narrow weight's column block is widened as its call comes (a float32 copy in its layout: the
+    call is the float32 weight's, and so are its bits)."""
     if b.ndim < 2:
         return matmul(a, b)
+    narrow = b.dtype not in (np.float32, np.float64)
     if a.size == b.shape[0]:
-        return _one_row(matmul, a, b)
-    if a.size < BLOCKS_MIN_ROWS * b.shape[0] or a.size * b.shape[-1] < BLOCKS_MIN_MACS:
+        return _narrow_row(matmul, a, b) if narrow else _one_row(matmul, a, b)
+    if not _in_column_blocks(a, b):
         return matmul(a, b)
     blocks = column_blocks(b.shape[-1])
-    out = np.empty((*a.shape[:-1], b.shape[-1]), np.result_type(a.dtype, b.dtype))
+    out = np.empty((*a.shape[:-1], b.shape[-1]), np.float32 if narrow else np.result_type(a.dtype, b.dtype))
 
     def run(first: int, end: int) -> None:
         with one_blas_thread():
             for start, stop in blocks[first:end]:
-                matmul(a, b[:, start:stop], out=out[..., start:stop])
+                block = b[:, start:stop]
+                matmul(a, block.astype(np.float32) if narrow else block, out=out[..., start:stop])
 
     with one_blas_thread():
         spread(run, len(blocks))
     return out
+
+
+def _narrow_row(matmul, a, b):
+    """a @ b for one row of a and a weight b held narrower than float32: b widened WIDEN_BYTES of float32 at a time
+    into a buffer of the calling thread's own, which stays in its core's cache for the call that reads it, a call on
+    one BLAS thread; the blocks shared by spread.
+
+    A decode step reads each weight once: widened whole first, it was read in its 2 bytes, written to memory in 4 and
+    read back (the bench's 1.24B bfloat16 Llama: 3.6 times the float32 mode's step); in blocks, memory sees only its
+    2 bytes. The blocks are fixed by the weight's shape alone (whole multiples of BLOCK_ALIGN columns), so the bits
+    never depend on the load or on who computes which block; the buffer has the weight's layout (a block of W^T, for
+    a weight stored [out, in], is a block of W's rows), so each call is the float32 weight's kind of call, over fewer
+    columns. OpenBLAS 0.3.31 gives a row the same bits over such blocks as over the whole weight on one thread (the
+    float32 mode's bits, but for the logits, whose one-thread and two-thread bits differ: see `_one_row`) for a weight
+    stored [out, in], and for one stored [in, out] whose width is a multiple of 16 (a narrower last block adds in
+    another order: its bits are still fixed by its shape); tests/engine/test_threads.py holds both."""
+    depth, width = b.shape
+    step = max(BLOCK_ALIGN, WIDEN_BYTES // (4 * depth) // BLOCK_ALIGN * BLOCK_ALIGN)
+    transposed = b.strides[0] < b.strides[1]  # [out, in] storage read as W^T
+    out = np.empty((*a.shape[:-1], width), np.float32)
+
+    def run(first: int, end: int) -> None:
+        held = _widening_buffer(depth * step)
+        with one_blas_thread():
+            for start in range(first * step, min(end * step, width), step):
+                stop = min(start + step, width)
+                size = depth * (stop - start)
+                wide = held[:size].reshape(stop - start, depth).T if transposed else held[:size].reshape(depth, -1)
+                np.copyto(wide, b[:, start:stop])
+                matmul(a, wide, out=out[..., start:stop])
+
+    spread(run, -(-width // step))
+    return out
+
+
+_own = threading.local()  # each thread's buffer for _narrow_row's blocks
+
+
+def _widening_buffer(size: int) -> np.ndarray:
+    """The calling thread's float32 buffer of at least `size` numbers, kept for its next block (it stays in cache)."""
+    held = getattr(_own, "buffer", None)
+    if held is None or held.size < size:
+        held = _own.buffer = np.empty(size, np.float32)
+    return held
 
 
 _same_bits: dict[tuple, bool] = {}  # per layout of a one-row product: do one BLAS thread and the BLAS's threads agree?

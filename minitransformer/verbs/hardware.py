@@ -168,9 +168,13 @@ def _product(a, b) -> None:
 
 
 def streaming_bandwidth(buffer_bytes: int = 2**28, reps: int = 3, threads: int | None = None) -> dict:
-    """Bytes/s of reads of a float32 buffer of `buffer_bytes` (far beyond the caches), the best of two probes and of
-    `reps` runs each: every thread summing its own slice (STREAM's way), and one matrix-vector product over the whole
-    buffer (the way a decode step reads a weight). A roofline is the fastest the memory was seen to go."""
+    """Bytes/s of reads of a float32 buffer of `buffer_bytes` (far beyond the caches), the best of the probes and of
+    `reps` runs each: every thread summing its own slice (STREAM's way), and a row times the buffer as a weight, as a
+    decode step reads one (through Tape.matmul, on the threads it gives a row: the BLAS's), in both layouts a weight
+    is stored in ([out, in], read as W^T: each column a dot product; [in, out]: the row's numbers scaling W's rows),
+    and the buffer times a column ([n, n] x [n, 1], which the tape computes on one thread, as a prompt's column block).
+    A roofline is the fastest the memory was seen to go: a probe that a product outran read low. (The last was once
+    the only matrix-vector probe, and a decode step's products, on the BLAS's two threads, outran it on a Xeon.)"""
     threads = threads or os.cpu_count() or 1
     side = int((buffer_bytes // 4) ** 0.5)
     matrix = np.ones((side, side), dtype=np.float32)
@@ -183,8 +187,9 @@ def streaming_bandwidth(buffer_bytes: int = 2**28, reps: int = 3, threads: int |
             np.add.reduce(part)
 
     summed = matrix.nbytes / _best_time(lambda: spread(read, len(slices)), reps)
-    vector = np.ones((side, 1), dtype=np.float32)
-    matvec = matrix.nbytes / _best_time(lambda: _product(matrix, vector), reps)
+    row, column = np.ones((1, side), dtype=np.float32), np.ones((side, 1), dtype=np.float32)
+    products = ((row, matrix.T), (row, matrix), (matrix, column))  # the last, on one thread, read faster on some days
+    matvec = max(matrix.nbytes / _best_time(lambda a=a, b=b: _product(a, b), reps) for a, b in products)
     return {"bytes_per_s": max(summed, matvec), "threads_reading_GBps": summed / 1e9, "matvec_GBps": matvec / 1e9}
 
 

@@ -153,7 +153,8 @@ def test_the_thread_choice_lives_in_one_place():
                         callers[call.func.id].add(f"{where}:{node.name}")
     assert callers == {"sized_for_threads": {"engine/tape.py:_product"},
                        "spread": {"engine/ops.py:rowwise", "engine/threads.py:sized_for_threads",
-                                  "engine/threads.py:_with_weight", "verbs/hardware.py:streaming_bandwidth"}}  # fmt: skip
+                                  "engine/threads.py:_with_weight", "engine/threads.py:_narrow_row",
+                                  "verbs/hardware.py:streaming_bandwidth"}}  # fmt: skip
 
 
 @needs_blas
@@ -174,6 +175,61 @@ def test_a_prompts_product_with_a_weight_has_the_bits_of_its_blocks_one_thread_c
             with threadpool_limits(limits=blas_threads, user_api="blas"):
                 out = threads.sized_for_threads(np.matmul, x, weight)
             assert np.array_equal(out, expected), (workers, blas_threads)
+
+
+NARROW_WEIGHTS = {  # (in, out, stored [out, in] as a Linear's or [in, out] as a Conv1D's, the format)
+    "Llama-like [out, in], bfloat16": (96, 200 + 7, True, "bfloat16"),
+    "GPT-2-like [in, out], bfloat16": (96, 304, False, "bfloat16"),  # a width of whole blocks of 16: see _narrow_row
+    "a block narrower than the alignment": (3000, 40, True, "bfloat16"),
+    "float16 [out, in]": (64, 130, True, "float16"),
+}
+
+
+def narrow_weight(rng, depth: int, width: int, out_in: bool, fmt: str) -> np.ndarray:
+    import ml_dtypes
+
+    dtype = np.float16 if fmt == "float16" else ml_dtypes.bfloat16
+    if out_in:  # [out, in] as checkpoints store it, used as W^T
+        return rng.standard_normal((width, depth)).astype(np.float32).astype(dtype).T
+    return rng.standard_normal((depth, width)).astype(np.float32).astype(dtype)
+
+
+@needs_blas
+@pytest.mark.parametrize("weight", NARROW_WEIGHTS)
+def test_a_row_times_a_narrow_weight_widened_in_blocks_has_the_bits_of_the_weight_widened_whole(weight, monkeypatch):
+    """A decode step's row times a weight kept in its 2 bytes: widened a block of columns at a time into a buffer that
+    stays in cache, each block's call on one BLAS thread. The bits of the float32 weight's one call on one BLAS
+    thread (the float32 mode's, and what widening the weight whole gave), on one worker or three, the BLAS on one
+    thread or two outside."""
+    rng = np.random.default_rng(5)
+    depth, width, out_in, fmt = NARROW_WEIGHTS[weight]
+    b = narrow_weight(rng, depth, width, out_in, fmt)
+    x = rng.standard_normal((1, depth)).astype(np.float32)
+    monkeypatch.setattr(threads, "WIDEN_BYTES", 4 * depth * 48)  # 48 columns a block: several blocks, a short last one
+    with threadpool_limits(limits=1, user_api="blas"):
+        expected = x @ b.astype(np.float32)
+    assert threads.widens_itself(x, b)
+    for workers in (1, 2, 3):
+        monkeypatch.setattr(threads, "THREADS", workers)
+        for blas_threads in (1, 2):
+            with threadpool_limits(limits=blas_threads, user_api="blas"):
+                out = threads.sized_for_threads(np.matmul, x, b)
+            difference = np.abs(out - expected).max()
+            assert out.dtype == np.float32 and np.array_equal(out, expected), (workers, blas_threads, difference)
+
+
+@needs_blas
+def test_a_prompts_product_with_a_narrow_weight_has_the_bits_of_the_float32_weights(monkeypatch):
+    """A prompt's column blocks widened one at a time as their calls come: the float32 weight's blocks, bit for bit."""
+    rng = np.random.default_rng(6)
+    b = narrow_weight(rng, 64, 1200, True, "bfloat16")
+    x = rng.standard_normal((40, 64)).astype(np.float32)
+    monkeypatch.setattr(threads, "BLOCKS_MIN_MACS", 0)
+    assert threads.widens_itself(x, b) and not threads.widens_itself(x[:5], b)  # a short prompt's: widened by the tape
+    for workers in (1, 3):
+        monkeypatch.setattr(threads, "THREADS", workers)
+        wide = threads.sized_for_threads(np.matmul, x, np.ascontiguousarray(b.astype(np.float32).T).T)
+        assert np.array_equal(threads.sized_for_threads(np.matmul, x, b), wide), workers
 
 
 # width -> blocks: one block of 512 columns or more, at least 2 (a worker each), at most 16, none narrower than 16

@@ -35,13 +35,13 @@ def predict_from(path: Path, tmp_path: Path) -> subprocess.CompletedProcess:
 def documented_table() -> list[str]:
     """The table docs/hardware.md pastes under its marker for this command."""
     lines = (ROOT / "docs" / "hardware.md").read_text().splitlines()
-    start = lines.index("<!-- measured: scripts/bench.py --predict-from scripts/bench_latest.json -->") + 1
+    start = lines.index("<!-- measured: scripts/bench.py --predict-from scripts/bench_epyc.json -->") + 1
     end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
     return lines[start:end]
 
 
 def test_predict_from_the_latest_run_needs_no_earlier_run_nor_torch_and_prints_the_documented_table(tmp_path):
-    done = predict_from(ROOT / "scripts" / "bench_latest.json", tmp_path)
+    done = predict_from(ROOT / "scripts" / "bench_epyc.json", tmp_path)
     assert done.returncode == 0, done.stderr
     table = [line for line in done.stdout.splitlines() if line.startswith("|")]
     assert table == documented_table(), "\n".join(table)
@@ -49,7 +49,7 @@ def test_predict_from_the_latest_run_needs_no_earlier_run_nor_torch_and_prints_t
 
 
 def test_a_run_that_kept_no_config_and_whose_models_are_gone_says_what_to_run_in_one_line(tmp_path):
-    earlier = json.loads((ROOT / "scripts" / "bench_latest.json").read_text())
+    earlier = json.loads((ROOT / "scripts" / "bench_epyc.json").read_text())
     for model in earlier["models"]:
         del model["config"]  # as a run before the JSON kept them wrote it
         model["weights"] = str(tmp_path / "gone" / Path(model["weights"]).name)
