@@ -1,8 +1,10 @@
 """Style and types are settled by tools, not argued by hand: ruff's lint and format, and mypy, as pyproject.toml
-configures them, over the package, the tests, the scripts and the examples (mypy: the package)."""
+configures them, over the package, the tests, the scripts and the examples (mypy: the package); and the package's
+functions short enough to read as their steps."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import subprocess
@@ -42,3 +44,21 @@ def test_mypy_finds_no_type_error():
     _tool("mypy")
     done = _run("mypy", "--no-incremental")  # files and settings: pyproject.toml's [tool.mypy]
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# A function longer than this is several steps that want names of their own (issue 35).
+LONGEST_FUNCTION = 60
+
+
+def test_no_function_is_longer_than_a_screen():
+    """Every function and method of the package, nested ones too, from its `def` line to its last (decorators not
+    counted), at most LONGEST_FUNCTION lines."""
+    package = ROOT / "minitransformer"
+    longer = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > LONGEST_FUNCTION:
+                    longer.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines")
+    assert not longer, f"{len(longer)} functions over {LONGEST_FUNCTION} lines:\n" + "\n".join(longer)
