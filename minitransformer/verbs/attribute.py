@@ -184,6 +184,37 @@ def attribute(model: Model, prompt, target, versus, fold_ln: bool = False, cente
         raise UserError('the prompt is empty; give some text, e.g. "The capital of France is"')
     model.check_ids(ids)
     target_id, versus_id = one_token(model, target), one_token(model, versus, "--versus")
+    decoder, norm = _final_norm(model, center_writing_weights)
+    c = model.config
+    forward, products = Phase("prefill", 0, len(ids), len(ids), cached=False), Phase("prefill", 0, 0, 0, cached=False)
+    heads_phase = Phase("prefill", 0, 0, 0, cached=False)
+    logits, cache = model.run_with_cache(ids, _captured(model), all_positions=False, phase=forward)
+    parts = branches(model, cache, len(ids) - 1)
+    split = _split(model, cache, Tape(Dims.of(c, 1, 0, R=2), heads_phase, None, precision=model.precision))
+    x = cache[f"blocks.{c.n_layer - 1}.hook_resid_post"][0, -1]  # the stream the final norm reads
+    rows = [p for _, p in parts] + [p for _, _, p in split]
+    scaled, gains, bias = _through_final_norm(model, decoder, norm, x, rows, fold_ln, center_writing_weights)
+    unembedding = getattr(model.params, decoder.embedding if c.tie_word_embeddings else decoder.unembedding).weight
+    columns = unembedding[[target_id, versus_id]].T  # [D, 2]
+    # The tape's symbols: a row a part (T of them), a column a token (R = 2)
+    tape = Tape(Dims.of(c, len(scaled) + 1, 0, R=2), products, None, precision=model.precision)
+    two = _against_columns(tape, scaled, bias, gains, columns, fold_ln, x.dtype)  # [P + 1, 2]
+    logits_bias = decoder.biased(c) and getattr(model.params, decoder.unembedding).bias
+    constant = float(two[-1, 0] - two[-1, 1])
+    if logits_bias is not False:
+        constant += float(logits_bias[target_id] - logits_bias[versus_id])
+    shares = [(what, float(a - b)) for (what, _), (a, b) in zip(parts, two[: len(parts)], strict=True)]
+    pieces = [(of, what, float(a - b)) for (of, what, _), (a, b) in zip(split, two[len(parts) : -1], strict=True)]
+    shares.append(("final norm's bias and the logits' bias", constant))
+    bill = _bill(forward, heads_phase, products, len(parts), split)
+    difference = float(logits[-1, target_id] - logits[-1, versus_id])
+    told = conventions(fold_ln, center_writing_weights)
+    return Attribution(ids, target_id, versus_id, difference, shares, bill, pieces, told)
+
+
+def _final_norm(model: Model, center_writing_weights: bool) -> tuple[Decoder, LayerNorm | RMSNorm]:
+    """The decoder and its final norm, refused where the unembedding does not read that norm straight (so that,
+    its scale frozen, it is affine), and for --center-writing-weights where the norm does not centre."""
     decoder, c = model.architecture.forward, model.config
     norm = getattr(decoder, "norm", None)
     if not isinstance(decoder, Decoder) or not isinstance(norm, (LayerNorm, RMSNorm)) or decoder.after_logits:
@@ -192,21 +223,27 @@ def attribute(model: Model, prompt, target, versus, fold_ln: bool = False, cente
     if center_writing_weights and not isinstance(norm, LayerNorm):
         raise UserError(f"--center-writing-weights centres what writes to the stream, which changes what {c.name}'s "
                         f"RMSNorm reads (TransformerLens applies it to LayerNorm models only); leave it out")  # fmt: skip
-    L = c.n_layer
+    return decoder, norm
+
+
+def _captured(model: Model) -> list[str]:
+    """What the forward pass keeps for the attribution: each block's streams, its heads' z where the lens names them,
+    its mixture's routing where it has one."""
+    L = model.config.n_layer
     names = [f"blocks.{i}.hook_resid_{w}" for i in range(L) for w in ("pre", "mid", "post")]
     names = [n for n in names if n in model.lens_aliases]
     names += [f"blocks.{i}.attn.hook_z" for i in range(L) if f"blocks.{i}.attn.hook_z" in model.lens_aliases]
     known = set(model.stage_table.stage_names(L))
     names += [n for i in range(L) for what in ("chosen", "expert_out", "routed_out", "out")
               if (n := f"blocks.{i}.moe.{what}") in known]  # fmt: skip
-    forward, products = Phase("prefill", 0, len(ids), len(ids), cached=False), Phase("prefill", 0, 0, 0, cached=False)
-    heads_phase = Phase("prefill", 0, 0, 0, cached=False)
-    logits, cache = model.run_with_cache(ids, names, all_positions=False, phase=forward)
-    parts = branches(model, cache, len(ids) - 1)
-    # The splits: (the part split, what, [D]) for each piece, read or computed at the last position
-    head_tape = Tape(Dims.of(c, 1, 0, R=2), heads_phase, None, precision=model.precision)
+    return names
+
+
+def _split(model: Model, cache, head_tape: Tape) -> list[tuple[str, str, np.ndarray]]:
+    """The splits: (the part split, what, [D]) for each piece, read or computed at the last position: a block's
+    attention by head (and b_o), its mixture by expert (and the shared expert), the heads' products on `head_tape`."""
     split: list[tuple[str, str, np.ndarray]] = []
-    for i in range(L):
+    for i in range(model.config.n_layer):
         if splits_heads(model, i):
             outputs, b_o = head_outputs(model, cache[f"blocks.{i}.attn.hook_z"][0, -1], i, head_tape)
             split += [(f"block {i} attn", f"head {h}", r) for h, r in enumerate(outputs)]
@@ -215,45 +252,47 @@ def attribute(model: Model, prompt, target, versus, fold_ln: bool = False, cente
         experts = expert_outputs(model, cache, i)
         if experts is not None:
             split += [(f"block {i} mlp", what, y) for what, y in experts]
-    x = cache[f"blocks.{L - 1}.hook_resid_post"][0, -1]
+    return split
+
+
+def _through_final_norm(model: Model, decoder: Decoder, norm: LayerNorm | RMSNorm, x, rows: list,
+                        fold_ln: bool, center_writing_weights: bool):  # fmt: skip
+    """(each row [D] through the final norm with its scale frozen at the stream x's [P, D], the norm's gain, its bias
+    or zeros): gamma * part / sigma, the part centred first by a LayerNorm, without gamma where fold_ln gives it to
+    W_U."""
     final = getattr(model.params, decoder.final_norm)
     gains = final.weight + 1 if getattr(norm, "one_plus", False) else final.weight
     centred = isinstance(norm, LayerNorm)
-    sigma = np.sqrt((x.var() if centred else np.mean(x * x)) + c.norm_eps)
+    sigma = np.sqrt((x.var() if centred else np.mean(x * x)) + model.config.norm_eps)
     centre = lambda p: p - p.mean()  # noqa: E731 - over d_model
     writing = centre if center_writing_weights else (lambda p: p)  # what centring the writing weights makes a part
     gained = 1.0 if fold_ln else gains  # folded: the gain is W_U's
     through_norm = lambda p: gained * (centre(writing(p)) if centred else p) / sigma  # noqa: E731 - frozen: affine
-    scaled = np.stack([through_norm(p) for _, p in parts] + [through_norm(p) for _, _, p in split])  # [P + S, D]
+    scaled = np.stack([through_norm(p) for p in rows])  # [P + S, D]
     bias = final.bias if isinstance(norm, LayerNorm) and norm.bias else np.zeros_like(x)
-    unembedding = getattr(model.params, decoder.embedding if c.tie_word_embeddings else decoder.unembedding).weight
-    columns = unembedding[[target_id, versus_id]].T  # [D, 2]
-    # The tape's symbols: a row a part (T of them), a column a token (R = 2)
-    tape = Tape(Dims.of(c, len(scaled) + 1, 0, R=2), products, None, precision=model.precision)
+    return scaled, gains, bias
+
+
+def _against_columns(tape: Tape, scaled, bias, gains, columns, fold_ln: bool, dtype) -> np.ndarray:
+    """[P + 1, 2]: each scaled part, then the norm's bias, against W_U's columns of A and B, in the stream's dtype."""
     if fold_ln:  # the parts against gamma * W_U; the norm's bias against W_U itself (b_U' = b_U + b W_U)
-        folded = tape.with_sizes(T=len(scaled)).matmul(ATTRIBUTION, scaled.astype(x.dtype),
-                                                       (gains[:, None] * columns).astype(x.dtype), "T D, D R -> T R")  # fmt: skip
-        folded_bias = tape.with_sizes(T=1).matmul(ATTRIBUTION, bias[None].astype(x.dtype), columns, "T D, D R -> T R")
-        two = np.concatenate([folded, folded_bias])  # [P + 1, 2]
-    else:
-        rows = np.concatenate([scaled, bias[None]]).astype(x.dtype)
-        two = tape.matmul(ATTRIBUTION, rows, columns, "T D, D R -> T R")  # [P + 1, 2]
-    logits_bias = decoder.biased(c) and getattr(model.params, decoder.unembedding).bias
-    constant = float(two[-1, 0] - two[-1, 1])
-    if logits_bias is not False:
-        constant += float(logits_bias[target_id] - logits_bias[versus_id])
-    shares = [(what, float(a - b)) for (what, _), (a, b) in zip(parts, two[: len(parts)], strict=True)]
-    pieces = [(of, what, float(a - b)) for (of, what, _), (a, b) in zip(split, two[len(parts) : -1], strict=True)]
-    shares.append(("final norm's bias and the logits' bias", constant))
+        folded = tape.with_sizes(T=len(scaled)).matmul(ATTRIBUTION, scaled.astype(dtype),
+                                                       (gains[:, None] * columns).astype(dtype), "T D, D R -> T R")  # fmt: skip
+        folded_bias = tape.with_sizes(T=1).matmul(ATTRIBUTION, bias[None].astype(dtype), columns, "T D, D R -> T R")
+        return np.concatenate([folded, folded_bias])
+    rows = np.concatenate([scaled, bias[None]]).astype(dtype)
+    return tape.matmul(ATTRIBUTION, rows, columns, "T D, D R -> T R")
+
+
+def _bill(forward: Phase, heads_phase: Phase, products: Phase, parts: int, split: list) -> Bill:
+    """What the attribution cost: the forward pass, the heads' products where it split heads, its own products."""
     bill = Bill()
     bill.add("forward pass", [forward])
     n_heads = sum(what.startswith("head ") for _, what, _ in split)
     if n_heads:
         bill.add(f"each head's output z_h W_o[h]: {n_heads} heads", [heads_phase])
-    bill.add(_attribution_line(len(parts) + 1, len(split)), [products])
-    difference = float(logits[-1, target_id] - logits[-1, versus_id])
-    told = conventions(fold_ln, center_writing_weights)
-    return Attribution(ids, target_id, versus_id, difference, shares, bill, pieces, told)
+    bill.add(_attribution_line(parts + 1, len(split)), [products])
+    return bill
 
 
 def _attribution_line(parts: int, pieces: int) -> str:
