@@ -144,72 +144,94 @@ def _compressed_attention(c: DeepseekV4Config, T: int) -> list[Difference]:
     m, mh = c.csa_rate, c.hca_rate
     entries, heavy = T // m, T // mh
     read = min(c.compressed_topk, entries)
-    said = []
+    said = [
+        _every_entry_scored(L4, H, T, dh, entries, read),
+        _streams_collapsed(L, T, N, D),
+        _windows_pooled(L4, Lh, dh, di, m, mh, entries, heavy),
+        _index_heads_summed(L4, T, Hi, entries),
+        _indexer_before_any_entry(L4, T, D, Hi, di, dq, m, entries),
+    ]
+    return [difference for difference in said if difference is not None]  # those that arise at this T
+
+
+def _every_entry_scored(L4: int, H: int, T: int, dh: int, entries: int, read: int) -> Difference | None:
+    """A 4:1 layer's attention over every entry so far in transformers, over the indexer's chosen ones in ours."""
     dense = L4 * 2 * H * T * (entries - read) * dh
-    if dense:
-        said.append(
-            Difference(
-                ACTIVATIONS,
-                dense,
-                f"transformers' eager attention in a 4:1 layer appends every entry so far to the window's keys and "
-                f"masks with block_bias all but those its indexer chose, so each query's scores and mix run over all "
-                f"c = floor(T / m) = {entries} entries, where ours reads the kc = min(index_topk, c) = {read} chosen: "
-                f"{L4} x 2 H T (c - kc) dh = {L4} x 2 x {H} x {T} x {entries - read} x {dh} = {n(dense)} MACs more",
-            )
-        )
-    collapse = (2 * L + 1) * T * N * D
-    said.append(
-        Difference(
-            ACTIVATIONS,
-            -collapse,
-            f"transformers' hyper-connections collapse the N = {N} streams (DeepseekV4HyperConnection's pre, before "
-            f"attention and before the MLP, and DeepseekV4HyperHead's before the final norm) as "
-            f"(pre.unsqueeze(-1) * streams).sum(dim=2), a multiply and a sum, which no counter of products sees; ours "
-            f"is a product of length N a number (attn_hc, ffn_hc, hc_head.collapse): (2 L + 1) T N D = "
-            f"{2 * L + 1} x {T} x {N} x {D} = {n(collapse)} MACs that torch dispatches no product for",
-            multiplies=collapse,
-        )
+    if not dense:
+        return None
+    return Difference(
+        ACTIVATIONS,
+        dense,
+        f"transformers' eager attention in a 4:1 layer appends every entry so far to the window's keys and "
+        f"masks with block_bias all but those its indexer chose, so each query's scores and mix run over all "
+        f"c = floor(T / m) = {entries} entries, where ours reads the kc = min(index_topk, c) = {read} chosen: "
+        f"{L4} x 2 H T (c - kc) dh = {L4} x 2 x {H} x {T} x {entries - read} x {dh} = {n(dense)} MACs more",
     )
+
+
+def _streams_collapsed(L: int, T: int, N: int, D: int) -> Difference:
+    """The hyper-connections' collapse of the streams: a multiply and a sum in transformers, a product in ours."""
+    collapse = (2 * L + 1) * T * N * D
+    return Difference(
+        ACTIVATIONS,
+        -collapse,
+        f"transformers' hyper-connections collapse the N = {N} streams (DeepseekV4HyperConnection's pre, before "
+        f"attention and before the MLP, and DeepseekV4HyperHead's before the final norm) as "
+        f"(pre.unsqueeze(-1) * streams).sum(dim=2), a multiply and a sum, which no counter of products sees; ours "
+        f"is a product of length N a number (attn_hc, ffn_hc, hc_head.collapse): (2 L + 1) T N D = "
+        f"{2 * L + 1} x {T} x {N} x {D} = {n(collapse)} MACs that torch dispatches no product for",
+        multiplies=collapse,
+    )
+
+
+def _windows_pooled(L4: int, Lh: int, dh: int, di: int, m: int, mh: int, entries: int, heavy: int) -> Difference | None:
+    """The compressors' pooling of a window's slots: a multiply and a sum in transformers, a product in ours."""
     pools = Lh * heavy * mh * dh + L4 * entries * 2 * m * (dh + di)
-    if pools:
-        said.append(
-            Difference(
-                ACTIVATIONS,
-                -pools,
-                f"transformers' compressors pool each window's slots as (kv * softmax(gate)).sum(dim=2), a multiply "
-                f"and a sum; ours is a product of length m' = {mh} (128:1) or 2m = {2 * m} (4:1: its compressor's and "
-                f"its indexer's) a channel (compressor.pool, index.compressor.pool): L' c' m' dh + L4 c 2m (dh + di) = "
-                f"{Lh} x {heavy} x {mh} x {dh} + {L4} x {entries} x {2 * m} x {dh + di} = {n(pools)} MACs that torch "
-                f"dispatches no product for",
-                multiplies=pools,
-            )
-        )
+    if not pools:
+        return None
+    return Difference(
+        ACTIVATIONS,
+        -pools,
+        f"transformers' compressors pool each window's slots as (kv * softmax(gate)).sum(dim=2), a multiply "
+        f"and a sum; ours is a product of length m' = {mh} (128:1) or 2m = {2 * m} (4:1: its compressor's and "
+        f"its indexer's) a channel (compressor.pool, index.compressor.pool): L' c' m' dh + L4 c 2m (dh + di) = "
+        f"{Lh} x {heavy} x {mh} x {dh} + {L4} x {entries} x {2 * m} x {dh + di} = {n(pools)} MACs that torch "
+        f"dispatches no product for",
+        multiplies=pools,
+    )
+
+
+def _index_heads_summed(L4: int, T: int, Hi: int, entries: int) -> Difference | None:
+    """The indexer's weighted sum over its heads' scores: a multiply and a sum in transformers, a product in ours."""
     weighed = L4 * T * Hi * entries
-    if weighed:
-        said.append(
-            Difference(
-                ACTIVATIONS,
-                -weighed,
-                f"transformers' indexer (DeepseekV4IndexerScorer) weighs and sums its heads' scores as "
-                f"(scores * weights.unsqueeze(-1)).sum(dim=2), a multiply and a sum; ours is a product of length "
-                f"Hi an entry (index.sum): L4 T Hi c = {L4} x {T} x {Hi} x {entries} = {n(weighed)} MACs that torch "
-                f"dispatches no product for",
-                multiplies=weighed,
-            )
-        )
+    if not weighed:
+        return None
+    return Difference(
+        ACTIVATIONS,
+        -weighed,
+        f"transformers' indexer (DeepseekV4IndexerScorer) weighs and sums its heads' scores as "
+        f"(scores * weights.unsqueeze(-1)).sum(dim=2), a multiply and a sum; ours is a product of length "
+        f"Hi an entry (index.sum): L4 T Hi c = {L4} x {T} x {Hi} x {entries} = {n(weighed)} MACs that torch "
+        f"dispatches no product for",
+        multiplies=weighed,
+    )
+
+
+def _indexer_before_any_entry(
+    L4: int, T: int, D: int, Hi: int, di: int, dq: int, m: int, entries: int
+) -> Difference | None:
+    """A prompt shorter than one 4:1 window: transformers' indexer projects anyway, ours does not run."""
     idle = L4 * T * (4 * di * D + Hi * di * dq + Hi * D) if L4 and not entries else 0
-    if idle:
-        said.append(
-            Difference(
-                WEIGHTS,
-                idle,
-                f"with no 4:1 entry yet (T = {T} < m = {m}), transformers' indexer still projects its compressor's "
-                f"keys and gates (2 x 2 di a position), its queries (Hi di from dq) and its heads' weights (Hi), for "
-                f"no entry to score; ours runs no indexer before the first entry: L4 T (4 di D + Hi di dq + Hi D) = "
-                f"{L4} x {T} x ({4 * di * D} + {Hi * di * dq} + {Hi * D}) = {n(idle)} MACs more",
-            )
-        )
-    return said
+    if not idle:
+        return None
+    return Difference(
+        WEIGHTS,
+        idle,
+        f"with no 4:1 entry yet (T = {T} < m = {m}), transformers' indexer still projects its compressor's "
+        f"keys and gates (2 x 2 di a position), its queries (Hi di from dq) and its heads' weights (Hi), for "
+        f"no entry to score; ours runs no indexer before the first entry: L4 T (4 di D + Hi di dq + Hi D) = "
+        f"{L4} x {T} x ({4 * di * D} + {Hi * di * dq} + {Hi * D}) = {n(idle)} MACs more",
+    )
 
 
 def _conv(layers: int, channels: int, K: int, what: str) -> Difference:
