@@ -121,41 +121,19 @@ def load_weights(
     reference; else float32, the matrices of a float16 or bfloat16 file kept in its bytes as `weights` says
     ("stored", "float32" or "auto"); or, at a `precision`, each rounded to its format (the module's docstring), the
     weights that left its range in `events` (RangeEvent, role "weight")."""
-    tensors: dict[str, _TensorInfo] = {}
     architecture = architecture_of(config)
-    prefixes = sorted({architecture.layout.prefix, *architecture.layout.prefixes}, key=len, reverse=True)
-    for file in _weight_files(directory):
-        for name, info in _read_header(file).items():
-            prefix = next((p for p in prefixes if name.startswith(p)), "")
-            ours = name[len(prefix) :]
-            for pattern, replacement in architecture.layout.renamed:
-                ours = re.sub(pattern, replacement, ours)
-            tensors[ours] = info
+    tensors, prefix = _tensors_by_our_names(directory, architecture)
     expected = expected_shapes(config)
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)  # a tied head saved twice is the same tensor as wte
     drafting = _mtp_shapes(architecture, config, tensors, directory)
-    unexpected = sorted(n for n in tensors if n not in expected and n not in drafting
-                        and not architecture.layout.ignored_pattern.match(n))  # fmt: skip
-    if unexpected:
-        kind = config.checkpoint_kind
-        raise UserError(f"{directory}: unexpected tensor {unexpected[0]} for a {kind} with this config.json")
-    missing = [n for n in expected if n not in tensors]
-    if missing:
-        raise UserError(f"{directory}: tensor {missing[0]} is missing from the weights")
+    _check_names(directory, config, architecture, tensors, expected, drafting)
     keep_stored = weights == "stored" or (weights == "auto" and not _upcast_fits(tensors.values()))
     maps: dict[Path, np.memmap] = {}
     arrays = {}
     for name, shape in expected.items():
         info = tensors[name]
-        if info.shape != shape:
-            raise UserError(
-                f"{directory}: tensor {name} has shape {list(info.shape)} but config.json implies {list(shape)}"
-            )
-        if info.dtype not in _DTYPES and not (
-            info.dtype in _INDEX_DTYPES and _is_index_table(architecture, name, config)
-        ):
-            raise UserError(f"{directory}: tensor {name} is {info.dtype}; only F32, F16 and BF16 weights are supported")
+        _check_tensor(directory, config, architecture, name, info, shape)
         if info.file not in maps:
             maps[info.file] = np.memmap(info.file, dtype=np.uint8, mode="r")
         if info.dtype in _INDEX_DTYPES:  # an index table: its integers as they are
@@ -181,6 +159,49 @@ def load_weights(
                for name, shape in drafting.items() if shape}  # fmt: skip
         tree.mtp = mtp_tree(mtp, architecture.layout.layers, config.n_layer)
     return tree
+
+
+def _tensors_by_our_names(directory: Path, architecture) -> tuple[dict[str, _TensorInfo], str]:
+    """Every tensor of the checkpoint's files by the name the family's layout reads (the base model's prefix taken off,
+    the layout's renames applied), and the prefix the last one carried (load_weights names a weight's range events
+    with it)."""
+    tensors: dict[str, _TensorInfo] = {}
+    prefixes = sorted({architecture.layout.prefix, *architecture.layout.prefixes}, key=len, reverse=True)
+    prefix = ""
+    for file in _weight_files(directory):
+        for name, info in _read_header(file).items():
+            prefix = next((p for p in prefixes if name.startswith(p)), "")
+            ours = name[len(prefix) :]
+            for pattern, replacement in architecture.layout.renamed:
+                ours = re.sub(pattern, replacement, ours)
+            tensors[ours] = info
+    return tensors, prefix
+
+
+def _check_names(
+    directory: Path, config: ModelConfig, architecture, tensors: dict, expected: dict, drafting: dict
+) -> None:
+    """Refuse a checkpoint with a tensor the config does not make (the layout's ignored ones and the MTP layers'
+    aside), or without one it makes: the first of either, by name."""
+    unexpected = sorted(n for n in tensors if n not in expected and n not in drafting
+                        and not architecture.layout.ignored_pattern.match(n))  # fmt: skip
+    if unexpected:
+        kind = config.checkpoint_kind
+        raise UserError(f"{directory}: unexpected tensor {unexpected[0]} for a {kind} with this config.json")
+    missing = [n for n in expected if n not in tensors]
+    if missing:
+        raise UserError(f"{directory}: tensor {missing[0]} is missing from the weights")
+
+
+def _check_tensor(directory: Path, config: ModelConfig, architecture, name: str, info: _TensorInfo, shape) -> None:
+    """Refuse a tensor whose shape is not the config's, or whose dtype is no float we read (an integer one only where
+    the family declares an index table)."""
+    if info.shape != shape:
+        raise UserError(
+            f"{directory}: tensor {name} has shape {list(info.shape)} but config.json implies {list(shape)}"
+        )
+    if info.dtype not in _DTYPES and not (info.dtype in _INDEX_DTYPES and _is_index_table(architecture, name, config)):
+        raise UserError(f"{directory}: tensor {name} is {info.dtype}; only F32, F16 and BF16 weights are supported")
 
 
 def _mtp_shapes(architecture, config: ModelConfig, tensors: dict, directory: Path) -> dict[str, tuple[int, ...]]:
