@@ -796,8 +796,13 @@ def _add_model_selectors(p: argparse.ArgumentParser, sizes: bool = True) -> None
         metavar="config.json",
         help=f"a Hugging Face config.json (model_type {', '.join(model_types())}; default: none)",
     )
-    if not sizes:
-        return
+    if sizes:
+        _add_gpt2_sizes(which)
+        _add_llama_sizes(which)
+
+
+def _add_gpt2_sizes(which: argparse._ArgumentGroup) -> None:
+    """The sizes that make a GPT-2 block: --layers, --d-model and --heads make the model, the rest have defaults."""
     which.add_argument(
         "--layers",
         type=_whole_number,
@@ -824,6 +829,10 @@ def _add_model_selectors(p: argparse.ArgumentParser, sizes: bool = True) -> None
         help="sizes: context length (default 1024); with "
         "--preset, --model or --config: count at N positions past (or short of) the trained context",
     )
+
+
+def _add_llama_sizes(which: argparse._ArgumentGroup) -> None:
+    """The sizes that turn the GPT-2 block into a Llama-style one, any of them (the group's description says how)."""
     which.add_argument(
         "--kv-heads",
         type=_whole_number,
