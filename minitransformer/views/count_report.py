@@ -422,21 +422,8 @@ def attention_lines(count: Count) -> str:
             + (f" of the {context:,} in context" if t < context else "")
             + ", each kind below"
         )
-    flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
     headers = ["MACs", "attention", "products with weights", "attention / weights"] + ["scan"] * scans
-    own = architecture_of(c).formulas.decode_attention(c, context)  # a family whose attention is no t / X law
-    if own is None:
-        x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
-        at_t = Fraction(
-            attention_macs(c, 1, t), weight_macs_per_position(c, first_attending(c))
-        )  # t / x, or less past an indexer's k_i
-        law = [
-            f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
-            f"({values}); at t = {t:,}: {_ratio(at_t)}",
-            f"  {_crossing(c, attention_crossing(c))}",
-        ]
-    else:
-        law = [f"  per layer, in closed form: attention {flops} ({values}); {own[1]}"]
+    law = _closed_form_lines(c, t, context)
     return "\n".join(
         [
             f"Attention against the products with weights in {where}: T = 1 new position attending to {seen}",
@@ -447,6 +434,24 @@ def attention_lines(count: Count) -> str:
             *law,
         ]
     )
+
+
+def _closed_form_lines(c, t: int, context: int) -> list[str]:
+    """attention_lines' closed form of a layer at t keys (of `context` in context): the t / X law and where attention
+    crosses the weights, or the family's own words where its attention follows no such law."""
+    flops, symbols, values = architecture_of(c).formulas.attention_vs_weights(c)
+    own = architecture_of(c).formulas.decode_attention(c, context)  # a family whose attention is no t / X law
+    if own is not None:
+        return [f"  per layer, in closed form: attention {flops} ({values}); {own[1]}"]
+    x = attention_to_weights(c)  # the tests hold t / x to the counted a.layer_ratio
+    at_t = Fraction(
+        attention_macs(c, 1, t), weight_macs_per_position(c, first_attending(c))
+    )  # t / x, or less past an indexer's k_i
+    return [
+        f"  per layer, in closed form: attention {flops}, so attention / weights = {symbols} = t / {_number(x)} "
+        f"({values}); at t = {t:,}: {_ratio(at_t)}",
+        f"  {_crossing(c, attention_crossing(c))}",
+    ]
 
 
 def _attends(records: list[Record]) -> bool:
