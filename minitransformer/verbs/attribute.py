@@ -257,9 +257,9 @@ def _split(model: Model, cache, head_tape: Tape) -> list[tuple[str, str, np.ndar
 
 def _through_final_norm(model: Model, decoder: Decoder, norm: LayerNorm | RMSNorm, x, rows: list,
                         fold_ln: bool, center_writing_weights: bool):  # fmt: skip
-    """(each row [D] through the final norm with its scale frozen at the stream x's [P, D], the norm's gain, its bias
-    or zeros): gamma * part / sigma, the part centred first by a LayerNorm, without gamma where fold_ln gives it to
-    W_U."""
+    """Each row [D] as the final norm, its scale frozen at the stream x's, makes it: gamma * part / sigma ([P, D]; a
+    LayerNorm centres the part first; no gamma where fold_ln gives it to W_U); and the norm's gain and bias (zeros
+    where it has none)."""
     final = getattr(model.params, decoder.final_norm)
     gains = final.weight + 1 if getattr(norm, "one_plus", False) else final.weight
     centred = isinstance(norm, LayerNorm)
