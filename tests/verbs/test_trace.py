@@ -228,10 +228,18 @@ class Terminal:
         import fcntl
         import termios
 
+        def as_a_shell_starts_it() -> None:
+            """In the child: the terminal its controlling one, and Ctrl-C's signal at its default, as a shell starts
+            a command in the foreground, whatever this process inherited (pytest started in the background, or from
+            a harness that ignores or blocks SIGINT: the child would inherit that and never see the Ctrl-C)."""
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
         self.master, slave = os.openpty()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "minitransformer", *args], stdin=slave, stdout=slave, stderr=slave, cwd=ROOT,
-            start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
+            start_new_session=True, preexec_fn=as_a_shell_starts_it,
         )  # fmt: skip
         os.close(slave)
         self.pending = b""
@@ -356,8 +364,20 @@ def test_step_ends_cleanly_on_ctrl_c_whenever_it_comes(terminal, when):
         assert rest.startswith("embed"), rest  # the stage the prompt stood at
 
 
+@pytest.fixture
+def python_handles_ctrl_c():
+    """Ctrl-C's signal handled by Python (KeyboardInterrupt) and unblocked in this thread, as in a command started
+    from a shell, whatever pytest inherited (started in the background, or by a harness that ignores SIGINT); the
+    handler and mask it had are restored after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    yield
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("order", ["before the wait", "during the wait"])
-def test_a_ctrl_c_that_interrupts_no_read_still_ends_the_wait(monkeypatch, order):
+def test_a_ctrl_c_that_interrupts_no_read_still_ends_the_wait(monkeypatch, order, python_handles_ctrl_c):
     """The case input() lost: an interrupt that comes while no read is under way (delivered to another thread here,
     as to this one in the instant before its read begins) interrupts no read, and only the pipe that the signal's
     arrival writes to (terminal_line) ends the wait. Sent after the prompt is written and waited for there (before
