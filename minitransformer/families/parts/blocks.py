@@ -135,17 +135,10 @@ class DeepNorm(Part):
         m = self.mlp(h, mlp, config, at)
         return at.stage("resid_post", times(h, config, a2) + times(m, config, b2), "T D")
 
-    @property
-    def kinds(self) -> dict[str, str]:  # type: ignore[override]
-        return {**self.mixer.kinds, **self.mlp.kinds, **self.norm.kinds}
-
-    def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        ln_1, mixer, ln_2, mlp = self.names
-        return {**under(ln_1, self.norm.tensors(config, layer)), **under(mixer, self.mixer.tensors(config, layer)),
-                **under(ln_2, self.norm.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer))}  # fmt: skip
-
-    def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
+    # the same modules as the pre-norm block's, under the same names: its kinds, tensors and products
+    kinds = PreNorm.kinds
+    tensors = PreNorm.tensors
+    products = PreNorm.products
 
 
 @dataclass(frozen=True)
