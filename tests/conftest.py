@@ -22,6 +22,18 @@ HF_FIXTURES = ROOT / "tests" / "fixtures" / "hf"
 REAL_GPT2 = ROOT / "weights" / "gpt2"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """transformers computes the suite's references on models of a few thousand weights, where torch's second thread
+    only waits: beside the suite's own NumPy and the retrains, its spinning made each of those tiny passes up to ten
+    times slower (a validate of DeepSeek-V3.2's random model: 12.6 s with two threads, 1.3 s with one, same run).
+    One thread computes the same references; our own engine's threads are untouched."""
+    try:
+        import torch
+    except ImportError:  # the lower-bounds environment: no reference to compute
+        return
+    torch.set_num_threads(1)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the selected demo retrains in the background: they overlap the suite instead of adding minutes to it."""
     RETRAINS.start([mark.args[0] for item in session.items for mark in item.iter_markers(MARKER)])
