@@ -54,6 +54,7 @@ def heatmap(rows: list[tuple[str, list[float | None]]], columns: list[str], what
 
 
 def bill_table(bill: dict) -> str:
+    """An analysis's bill: a row an item, then the total's row in the same form, then what the analysis saved."""
     lines = [("<tr>", i) for i in bill["items"]] + [('<tr class="total">', bill | {"what": "total"})]
     rows = [
         f'{tr}<td>{escape(i["what"])}</td><td class="num">{i["passes"]:,}</td>'
