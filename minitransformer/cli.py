@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from .engine.precision import PRECISIONS
 from .errors import OptionError, UserError
+from .families.config import ModelConfig
 from .families.parts.moe import ROUTINGS
 from .families.table import ARCHITECTURES, PRESETS, model_types
 from .models.hub import HUB_REPOS, download
@@ -420,39 +421,49 @@ def _add_lens(commands) -> None:
     )
     lens.add_argument("--positions", action="store_true", help="every position, not the last only (default: off)")
     lens.add_argument("--top", type=_whole_number, default=5, metavar="N", help="top tokens shown per row (default 5)")
-    lens.add_argument(
+    _add_count_only(lens)
+    _add_analysis_model(lens, "the lens computes in", _lens)
+
+
+def _add_count_only(p: argparse.ArgumentParser) -> None:
+    """An analysis's --count-only: its bill from a config alone, for a prompt of --tokens tokens."""
+    p.add_argument(
         "--count-only", action="store_true", help="the bill from shapes alone, no weights (any preset; default: off)"
     )
-    lens.add_argument(
+    p.add_argument(
         "--tokens", type=_whole_number, default=None, metavar="N", help="--count-only's prompt length (default 100)"
     )
-    _add_model_selectors(lens)
-    _add_load_options(lens, "the lens computes in")
-    lens.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
-    lens.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
-    lens.set_defaults(run=_lens)
+
+
+def _add_analysis_model(p: argparse.ArgumentParser, computes_in: str, run, sizes: bool = True) -> None:
+    """An analysis's model, how it is loaded, its files, and the command's `run`."""
+    _add_model_selectors(p, sizes=sizes)
+    _add_load_options(p, computes_in)
+    p.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
+    p.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
+    p.set_defaults(run=run)
+
+
+def _counted_only(args) -> tuple[ModelConfig, int]:
+    """--count-only's config and its prompt length."""
+    config = _model_config(args)
+    tokens = DEFAULT_TOKENS if args.tokens is None else args.tokens
+    _at_least("--tokens", tokens, 1)
+    return config, tokens
 
 
 def _lens(args) -> None:
     if args.count_only:
-        config = _model_config(args)
-        tokens = DEFAULT_TOKENS if args.tokens is None else args.tokens
-        _at_least("--tokens", tokens, 1)
-        bill = count_lens(config, tokens, args.positions)
-        print(bill_report(bill, f"lens of {tokens} tokens on {config.name}"))
+        config, tokens = _counted_only(args)
+        print(bill_report(count_lens(config, tokens, args.positions), f"lens of {tokens} tokens on {config.name}"))
         return
     if not args.prompt:
         raise UserError('lens needs a prompt, e.g. lens "The capital of France is" --target " Paris"')
     if args.target is None:
         raise UserError('lens needs --target, the token to follow, e.g. --target " Paris"')
     _at_least("--top", args.top, 1)
-    to = check_destinations({"--json": args.json, "--html": args.html})  # before any work
-    model = resolve(args.model, _load_options(args))
-    lens = logit_lens(model, args.prompt, args.target, args.positions, args.top)
-    out = sys.stderr if any(d is not None and d.is_stdout for d in to.values()) else sys.stdout
-    print(lens_report(lens, model.tokenizer.decode), file=out)
-    document = {"model": model.describe(), **lens.to_dict(model.tokenizer.decode)}
-    _write_analysis("lens", "lens", lens.to_dict(model.tokenizer.decode), document, to, args.json, out)
+    lens = lambda model: logit_lens(model, args.prompt, args.target, args.positions, args.top)  # noqa: E731
+    _analysis(args, "lens", "lens", lens, lens_report, model_in_json=False)
 
 
 def _add_patch(commands) -> None:
@@ -469,42 +480,26 @@ def _add_patch(commands) -> None:
         action="store_true",
         help="each attention head's output too, per layer and position (default: off, the residual stream only)",
     )
-    pat.add_argument(
-        "--count-only", action="store_true", help="the bill from shapes alone, no weights (any preset; default: off)"
-    )
-    pat.add_argument(
-        "--tokens", type=_whole_number, default=None, metavar="N", help="--count-only's prompt length (default 100)"
-    )
-    _add_model_selectors(pat, sizes=False)
-    _add_load_options(pat, "the sweep computes in")
-    pat.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
-    pat.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
-    pat.set_defaults(run=_patch)
+    _add_count_only(pat)
+    _add_analysis_model(pat, "the sweep computes in", _patch, sizes=False)
 
 
 def _patch(args) -> None:
     if args.count_only:
-        config = _model_config(args)
-        tokens = DEFAULT_TOKENS if args.tokens is None else args.tokens
-        _at_least("--tokens", tokens, 1)
+        config, tokens = _counted_only(args)
         bill = count_patch(config, tokens, args.head_patching)
         heads = " and heads" * args.head_patching
         print(bill_report(bill, f"patching the stream{heads} of {tokens} tokens on {config.name}"))
         return
-    example = 'e.g. patch "The capital of France is" --corrupt "The capital of Germany is" --target " Paris" ' \
-        '--versus " Berlin"'  # fmt: skip
-    for flag, value in (("a clean prompt", args.prompt), ("--corrupt", args.corrupt), ("--target", args.target),
-                        ("--versus", args.versus)):  # fmt: skip
-        if not value:
-            raise UserError(f"patch needs {flag}, {example}")
-    to = check_destinations({"--json": args.json, "--html": args.html})  # before any work
-    model = resolve(args.model, _load_options(args))
-    patching = patch(model, args.prompt, args.corrupt, args.target, args.versus, args.head_patching)
-    streamed = any(d is not None and d.is_stdout for d in to.values())
-    out = sys.stderr if streamed else sys.stdout
-    print(patch_report(patching, model.tokenizer.decode), file=out)
-    document = {"model": model.describe(), **patching.to_dict(model.tokenizer.decode)}
-    _write_analysis("patch", "patching", document, document, to, args.json, out)
+    example = (
+        'e.g. patch "The capital of France is" --corrupt "The capital of Germany is" --target " Paris" '
+        '--versus " Berlin"'
+    )
+    asked = {"a clean prompt": args.prompt, "--corrupt": args.corrupt, "--target": args.target, "--versus": args.versus}
+    _needs("patch", asked, example)
+    texts = args.prompt, args.corrupt, args.target, args.versus
+    patching = lambda model: patch(model, *texts, args.head_patching)  # noqa: E731
+    _analysis(args, "patch", "patching", patching, patch_report)
 
 
 def _add_attribute(commands) -> None:
@@ -514,12 +509,7 @@ def _add_attribute(commands) -> None:
     att.add_argument("prompt", nargs="?", help="the text read (not needed with --count-only)")
     att.add_argument("--target", help="the token A of the logit difference A - B (one token; default: none, needed)")
     att.add_argument("--versus", help="the token B of the logit difference A - B (one token; default: none, needed)")
-    att.add_argument(
-        "--count-only", action="store_true", help="the bill from shapes alone, no weights (any preset; default: off)"
-    )
-    att.add_argument(
-        "--tokens", type=_whole_number, default=None, metavar="N", help="--count-only's prompt length (default 100)"
-    )
+    _add_count_only(att)
     att.add_argument(
         "--fold-ln",
         action="store_true",
@@ -531,35 +521,40 @@ def _add_attribute(commands) -> None:
         action="store_true",
         help="TransformerLens's center_writing_weights: each part centred over d_model (LayerNorm models; default: off)",
     )
-    _add_model_selectors(att, sizes=False)
-    _add_load_options(att, "the attribution computes in")
-    att.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
-    att.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
-    att.set_defaults(run=_attribute)
+    _add_analysis_model(att, "the attribution computes in", _attribute, sizes=False)
 
 
 def _attribute(args) -> None:
     if args.count_only:
-        config = _model_config(args)
-        tokens = DEFAULT_TOKENS if args.tokens is None else args.tokens
-        _at_least("--tokens", tokens, 1)
+        config, tokens = _counted_only(args)
         print(bill_report(count_attribute(config, tokens), f"attribution of {tokens} tokens on {config.name}"))
         return
     example = 'e.g. attribute "The capital of France is" --target " Paris" --versus " Berlin"'
-    for flag, value in (("a prompt", args.prompt), ("--target", args.target), ("--versus", args.versus)):
+    _needs("attribute", {"a prompt": args.prompt, "--target": args.target, "--versus": args.versus}, example)
+    options = args.fold_ln, args.center_writing_weights
+    attribution = lambda model: attribute(model, args.prompt, args.target, args.versus, *options)  # noqa: E731
+    _analysis(args, "attribute", "attribution", attribution, attribute_report)
+
+
+def _needs(verb: str, asked: dict, example: str) -> None:
+    """Refuse the first of the `asked` flags (or the prompt) left empty, with an example of a whole command."""
+    for flag, value in asked.items():
         if not value:
-            raise UserError(f"attribute needs {flag}, {example}")
+            raise UserError(f"{verb} needs {flag}, {example}")
+
+
+def _analysis(args, kind: str, name: str, analyse, report, model_in_json: bool = True) -> None:
+    """An analysis of the model, `analyse(model)`: its `report` on the terminal (on stderr where a file streams to
+    stdout), and its files, both or neither (files.write_together): its document as JSON (the model's description in
+    it where `model_in_json`: lens's has none), its page."""
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work
     model = resolve(args.model, _load_options(args))
-    attribution = attribute(model, args.prompt, args.target, args.versus, args.fold_ln, args.center_writing_weights)
+    analysis = analyse(model)
     out = sys.stderr if any(d is not None and d.is_stdout for d in to.values()) else sys.stdout
-    print(attribute_report(attribution, model.tokenizer.decode), file=out)
-    document = {"model": model.describe(), **attribution.to_dict(model.tokenizer.decode)}
-    _write_analysis("attribute", "attribution", document, document, to, args.json, out)
-
-
-def _write_analysis(kind: str, name: str, json_doc: dict, document: dict, to: dict, json_path, out) -> None:
-    """An analysis's files, both or neither (files.write_together): `json_doc` as JSON, the page of `document`."""
+    print(report(analysis, model.tokenizer.decode), file=out)
+    found = analysis.to_dict(model.tokenizer.decode)
+    document = {"model": model.describe(), **found}
+    json_doc = document if model_in_json else found
 
     def json_document(f) -> None:
         f.write(json.dumps(json_doc, indent=1) + "\n")
@@ -569,7 +564,7 @@ def _write_analysis(kind: str, name: str, json_doc: dict, document: dict, to: di
 
     write_together([(to["--json"], json_document, False), (to["--html"], html_page, False)])
     if to["--json"] and not to["--json"].is_stream:
-        print(f"{name} written to {json_path}", file=out)
+        print(f"{name} written to {args.json}", file=out)
     if to["--html"]:
         say_written(to["--html"], out)
 
@@ -893,14 +888,18 @@ def _count(args) -> None:
     if args.mtp:
         mtp_of(config)  # a model without MTP layers: refused before any work
         if args.no_cache or any(to[flag] for flag in ("--csv", "--plot", "--html")):
-            raise UserError("--mtp counts the draft beside cached decoding, in the text report and --json: drop "
-                            "--no-cache, --csv, --plot and --html")  # fmt: skip
+            raise UserError(
+                "--mtp counts the draft beside cached decoding, in the text report and --json: drop "
+                "--no-cache, --csv, --plot and --html"
+            )
     count = counted(config, tokens, options, args.batch)
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # stdout: the document only
     if trained is not None:
-        print(f"{config.name} was trained to a context of {trained:,} positions and is counted at --ctx "
-              f"{config.n_positions:,}: its shapes, so its counts, are the same; its answers there are not promised\n",
-              file=out)  # fmt: skip
+        print(
+            f"{config.name} was trained to a context of {trained:,} positions and is counted at --ctx "
+            f"{config.n_positions:,}: its shapes, so its counts, are the same; its answers there are not promised\n",
+            file=out,
+        )
     print(count_report(count, balance, args.dtype), file=out)
     drafts = count_drafts(count) if args.mtp else None
     if drafts is not None:

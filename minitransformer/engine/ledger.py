@@ -362,6 +362,9 @@ class PassTotals:
 class Phase(PassTotals):
     """One forward pass: the prefill (step 0) or decode step k."""
 
+    # Where the pass stands in its run: the fields that open its JSON (a count's folded pass's too, its twin's)
+    PLACE = ("phase", "step", "tokens", "context", "batch", "cached")
+
     phase: str  # "prefill" | "decode"
     step: int
     tokens: int  # positions computed in this pass (T)
@@ -461,6 +464,9 @@ class Phase(PassTotals):
     def find(self, op: str, layer: int | None = None) -> Record:
         return next(r for r in self.records if r.op == op and r.layer == layer)
 
+    def place(self) -> dict:
+        return {key: getattr(self, key) for key in self.PLACE}
+
     def to_dict(self) -> dict:
         outside = [r for r in self.records if r.layer is None]
         by_layer: dict[int, list[Record]] = {}
@@ -485,12 +491,7 @@ class Phase(PassTotals):
         logits = next((r for r in outside if r.op == "logits"), None)
         return (
             {
-                "phase": self.phase,
-                "step": self.step,
-                "tokens": self.tokens,
-                "context": self.context,
-                "batch": self.batch,
-                "cached": self.cached,
+                **self.place(),
                 "embed": [r.to_dict(total) for r in outside if r.op == "embed"],
                 "layers": layers,
                 "final": [r.to_dict(total) for r in outside if r.op not in ("embed", "logits")],

@@ -225,8 +225,10 @@ def lens_table() -> str:
     rows.append(
         "| `hook_embed` | `embed` (not GPT-2's: its positions are added in the same stage) | [batch, pos, d_model] |"
     )
-    rows.append("| `blocks.{i}.hook_resid_pre` | `embed` (or `embed_scale`) for i = 0, else `blocks.{i-1}.resid_post` "
-                "| [batch, pos, d_model] |")  # fmt: skip
+    rows.append(
+        "| `blocks.{i}.hook_resid_pre` | `embed` (or `embed_scale`) for i = 0, else `blocks.{i-1}.resid_post` "
+        "| [batch, pos, d_model] |"
+    )
     for prefix, rules in (("blocks.{i}.", RULES), ("", FINAL)):
         for lens, candidates in rules.items():
             ours = ", or ".join(" or ".join(f"`{n}`" for n in name.split("|")) for name, _ in candidates)
@@ -235,8 +237,10 @@ def lens_table() -> str:
                 lens, " (a block of one norm)" * (lens in ONE_NORM_ONLY)
             )
             rows.append(f"| `{prefix}{lens}` | {ours}{only} | {'; '.join(sorted(layouts))} |")
-    rows.append("| any other `a.b.hook_c` | our `a.b.c` (`blocks.0.linear_attn.hook_state`, `blocks.0.moe.hook_chosen`)"
-                " | ours, batch first |")  # fmt: skip
+    rows.append(
+        "| any other `a.b.hook_c` | our `a.b.c` (`blocks.0.linear_attn.hook_state`, `blocks.0.moe.hook_chosen`)"
+        " | ours, batch first |"
+    )
     return "\n".join(rows)
 
 

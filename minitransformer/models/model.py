@@ -194,17 +194,8 @@ class Model:
                 raise UserError(f"pads must be one whole number >= 0 per row of token ids [B, T], not {pads!r}")
         T = ids.shape[-1]
         dims = Dims.of(self.config, T, past, R=T if all_positions else 1, batch=ids.shape[:-1])
-        tape = Tape(
-            dims,
-            phase,
-            self.hooks.watcher(then=watcher),  # None where nobody watches: no hook, no watcher
-            stage_table=self.stage_table,
-            windows=self._windows,
-            chunks=self._chunks if pads is None else None,  # a padded batch's rows begin their chunks apart
-            dense=options.dense_attention,
-            routing=options.routing,
-            precision=self.precision,
-        )
+        chunks = self._chunks if pads is None else None  # a padded batch's rows begin their chunks apart
+        tape = self._tape(dims, phase, watcher, chunks=chunks, dense=options.dense_attention, routing=options.routing)
         return self.architecture.forward(
             ids, self.params, self.config, cache, tape, all_positions, pads, choices=choices
         )
@@ -225,9 +216,14 @@ class Model:
         read an earlier one's. Hooks and `watcher` see every stage, as in run. Activation patching runs this way."""
         T = stream.shape[-2]
         dims = Dims.of(self.config, T, 0, R=T if all_positions else 1, batch=tuple(stream.shape[:-2]))
-        tape = Tape(dims, phase, self.hooks.watcher(then=watcher), stage_table=self.stage_table,
-                    windows=self._windows, precision=self.precision)  # fmt: skip
+        tape = self._tape(dims, phase, watcher)
         return self.architecture.forward.resume(stream, layer, self.params, self.config, tape, all_positions, choices)
+
+    def _tape(self, dims: Dims, phase: Phase | None, watcher: Watcher | None, **options) -> Tape:
+        """A pass's tape through the blocks: the model's stages, windows and precision; its hooks, then `watcher`."""
+        seen = self.hooks.watcher(then=watcher)  # None where nobody watches: no hook, no watcher
+        table, windows = self.stage_table, self._windows
+        return Tape(dims, phase, seen, stage_table=table, windows=windows, precision=self.precision, **options)
 
     def run_with_cache(
         self,

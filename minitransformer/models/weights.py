@@ -155,8 +155,9 @@ def load_weights(
             )
     tree = as_tree(arrays, config)
     if drafting:  # the MTP layers' weights, as float32 (or float64) whatever the precision: a tree of their own
-        mtp = {name: _upcast(_raw(maps, tensors[name], shape), tensors[name].dtype, np.dtype(dtype))
-               for name, shape in drafting.items() if shape}  # fmt: skip
+        mtp = {
+            n: _upcast(_raw(maps, tensors[n], s), tensors[n].dtype, np.dtype(dtype)) for n, s in drafting.items() if s
+        }
         tree.mtp = mtp_tree(mtp, architecture.layout.layers, config.n_layer)
     return tree
 
@@ -183,8 +184,8 @@ def _check_names(
 ) -> None:
     """Refuse a checkpoint with a tensor the config does not make (the layout's ignored ones and the MTP layers'
     aside), or without one it makes: the first of either, by name."""
-    unexpected = sorted(n for n in tensors if n not in expected and n not in drafting
-                        and not architecture.layout.ignored_pattern.match(n))  # fmt: skip
+    ignored = architecture.layout.ignored_pattern
+    unexpected = sorted(n for n in tensors if n not in expected and n not in drafting and not ignored.match(n))
     if unexpected:
         kind = config.checkpoint_kind
         raise UserError(f"{directory}: unexpected tensor {unexpected[0]} for a {kind} with this config.json")
@@ -219,8 +220,10 @@ def _mtp_shapes(architecture, config: ModelConfig, tensors: dict, directory: Pat
         raise UserError(f"{directory}: tensor {missing[0]} of the multi-token-prediction layers is missing")
     for name, shape in shapes.items():
         if tensors[name].shape != shape or tensors[name].dtype not in _DTYPES:
-            raise UserError(f"{directory}: tensor {name} has shape {list(tensors[name].shape)} ({tensors[name].dtype}) "
-                            f"but config.json implies {list(shape)} in F32, F16 or BF16")  # fmt: skip
+            raise UserError(
+                f"{directory}: tensor {name} has shape {list(tensors[name].shape)} ({tensors[name].dtype}) "
+                f"but config.json implies {list(shape)} in F32, F16 or BF16"
+            )
     return shapes | dict.fromkeys(mtp.copies(config), ())
 
 

@@ -39,14 +39,18 @@ from ..models.model import Model
 from .bill import Bill
 from .lens import one_token
 
-ATTRIBUTION = Stage(
-    "attribution", ("attribution",), "matmul", "a = (gamma * part / sigma) W_U[[A, B]]^T  (sigma frozen)",
-    "parts [T, D], W_U[[A, B]]^T [D, R]", UNEMBEDDING,
-)  # fmt: skip
-HEAD_OUTPUT = Stage(
-    "attribution.heads", ("attribution.heads",), "matmul", "r_h = z_h W_o[h]  (each head's output at the last position)",
-    "z [H, 1, dz], W_o [H, dz, D]", UNEMBEDDING,
-)  # fmt: skip
+
+def _product(op: str, equation: str, reads: str) -> Stage:
+    """The attribution's products: each captured under its op, counted with the unembedding."""
+    return Stage(op, (op,), "matmul", equation, reads, UNEMBEDDING)
+
+
+ATTRIBUTION = _product(
+    "attribution", "a = (gamma * part / sigma) W_U[[A, B]]^T  (sigma frozen)", "parts [T, D], W_U[[A, B]]^T [D, R]"
+)
+HEAD_OUTPUT = _product(
+    "attribution.heads", "r_h = z_h W_o[h]  (each head's output at the last position)", "z [H, 1, dz], W_o [H, dz, D]"
+)
 ATTRIBUTION_CONVENTIONS = (
     "final norm's scale frozen at the whole stream's, its gain applied; no fold_ln, no centring of weights "
     "(TransformerLens's fold_ln, center_writing_weights, center_unembed not applied)"
@@ -57,12 +61,14 @@ def conventions(fold_ln: bool = False, center_writing_weights: bool = False) -> 
     """What the attribution applied, in TransformerLens's words where it applied its options."""
     if not (fold_ln or center_writing_weights):
         return ATTRIBUTION_CONVENTIONS
-    applied = [("fold_ln: the final norm's gain folded into W_U, its bias into the logits' bias" if fold_ln else
-                "no fold_ln: the final norm's gain applied to each part"),
-               ("center_writing_weights: each part centred over d_model" if center_writing_weights else
-                "no centring of the parts")]  # fmt: skip
-    return (f"final norm's scale frozen at the whole stream's; {'; '.join(applied)} (TransformerLens's options of "
-            f"the same names; center_unembed not applied)")  # fmt: skip
+    folded = "fold_ln: the final norm's gain folded into W_U, its bias into the logits' bias"
+    unfolded = "no fold_ln: the final norm's gain applied to each part"
+    centred = "center_writing_weights: each part centred over d_model"
+    applied = [folded if fold_ln else unfolded, centred if center_writing_weights else "no centring of the parts"]
+    return (
+        f"final norm's scale frozen at the whole stream's; {'; '.join(applied)} (TransformerLens's options of "
+        f"the same names; center_unembed not applied)"
+    )
 
 
 @dataclass
@@ -97,7 +103,7 @@ class Attribution:
                     ),
                 }
                 for what, value in self.parts
-            ],  # fmt: skip
+            ],
             "bill": self.bill.to_dict(),
         }
 
@@ -172,8 +178,9 @@ def expert_outputs(model: Model, cache, i: int) -> list[tuple[str, np.ndarray]] 
     return pieces
 
 
-def attribute(model: Model, prompt, target, versus, fold_ln: bool = False, center_writing_weights: bool = False
-              ) -> Attribution:  # fmt: skip
+def attribute(
+    model: Model, prompt, target, versus, fold_ln: bool = False, center_writing_weights: bool = False
+) -> Attribution:
     """The direct logit attribution of logit(target) - logit(versus) at the last position of `prompt`. `fold_ln`: the
     final norm's gain folded into the two columns of W_U and its bias into the logits' bias, as TransformerLens's
     fold_ln does, in place of the gain applied to each part (the same shares, to rounding); `center_writing_weights`:
@@ -218,11 +225,15 @@ def _final_norm(model: Model, center_writing_weights: bool) -> tuple[Decoder, La
     decoder, c = model.architecture.forward, model.config
     norm = getattr(decoder, "norm", None)
     if not isinstance(decoder, Decoder) or not isinstance(norm, (LayerNorm, RMSNorm)) or decoder.after_logits:
-        raise UserError(f"attribute knows a final LayerNorm or RMSNorm read straight by the unembedding; {c.name}'s "
-                        f"readout is not that (a scale or soft-cap after the logits)")  # fmt: skip
+        raise UserError(
+            f"attribute knows a final LayerNorm or RMSNorm read straight by the unembedding; {c.name}'s "
+            f"readout is not that (a scale or soft-cap after the logits)"
+        )
     if center_writing_weights and not isinstance(norm, LayerNorm):
-        raise UserError(f"--center-writing-weights centres what writes to the stream, which changes what {c.name}'s "
-                        f"RMSNorm reads (TransformerLens applies it to LayerNorm models only); leave it out")  # fmt: skip
+        raise UserError(
+            f"--center-writing-weights centres what writes to the stream, which changes what {c.name}'s "
+            f"RMSNorm reads (TransformerLens applies it to LayerNorm models only); leave it out"
+        )
     return decoder, norm
 
 
@@ -234,8 +245,8 @@ def _captured(model: Model) -> list[str]:
     names = [n for n in names if n in model.lens_aliases]
     names += [f"blocks.{i}.attn.hook_z" for i in range(L) if f"blocks.{i}.attn.hook_z" in model.lens_aliases]
     known = set(model.stage_table.stage_names(L))
-    names += [n for i in range(L) for what in ("chosen", "expert_out", "routed_out", "out")
-              if (n := f"blocks.{i}.moe.{what}") in known]  # fmt: skip
+    routing = [f"blocks.{i}.moe.{what}" for i in range(L) for what in ("chosen", "expert_out", "routed_out", "out")]
+    names += [n for n in routing if n in known]
     return names
 
 
@@ -255,8 +266,9 @@ def _split(model: Model, cache, head_tape: Tape) -> list[tuple[str, str, np.ndar
     return split
 
 
-def _through_final_norm(model: Model, decoder: Decoder, norm: LayerNorm | RMSNorm, x, rows: list,
-                        fold_ln: bool, center_writing_weights: bool):  # fmt: skip
+def _through_final_norm(
+    model: Model, decoder: Decoder, norm: LayerNorm | RMSNorm, x, rows, fold_ln: bool, center_writing_weights: bool
+):
     """Each row [D] as the final norm, its scale frozen at the stream x's, makes it: gamma * part / sigma ([P, D]; a
     LayerNorm centres the part first; no gamma where fold_ln gives it to W_U); and the norm's gain and bias (zeros
     where it has none)."""
@@ -276,8 +288,9 @@ def _through_final_norm(model: Model, decoder: Decoder, norm: LayerNorm | RMSNor
 def _against_columns(tape: Tape, scaled, bias, gains, columns, fold_ln: bool, dtype) -> np.ndarray:
     """[P + 1, 2]: each scaled part, then the norm's bias, against W_U's columns of A and B, in the stream's dtype."""
     if fold_ln:  # the parts against gamma * W_U; the norm's bias against W_U itself (b_U' = b_U + b W_U)
-        folded = tape.with_sizes(T=len(scaled)).matmul(ATTRIBUTION, scaled.astype(dtype),
-                                                       (gains[:, None] * columns).astype(dtype), "T D, D R -> T R")  # fmt: skip
+        folded = tape.with_sizes(T=len(scaled)).matmul(
+            ATTRIBUTION, scaled.astype(dtype), (gains[:, None] * columns).astype(dtype), "T D, D R -> T R"
+        )
         folded_bias = tape.with_sizes(T=1).matmul(ATTRIBUTION, bias[None].astype(dtype), columns, "T D, D R -> T R")
         return np.concatenate([folded, folded_bias])
     rows = np.concatenate([scaled, bias[None]]).astype(dtype)

@@ -69,10 +69,14 @@ class Bill:
     def lines(self) -> list[str]:
         """The bill as the terminal shows it."""
         width = max(len(i.what) for i in self.items)  # the saving's line is a sentence of its own
-        rows = [f"  {i.what:<{width}}  {i.passes:>6,} x  {human(i.dot_products):>9} dot products  "
-                f"{human(i.macs):>9} MACs" for i in self.items]  # fmt: skip
-        rows.append(f"  {'total':<{width}}  {self.passes:>6,} x  {human(self.dot_products):>9} dot products  "
-                    f"{human(self.macs):>9} MACs ({self.macs:,})")  # fmt: skip
+        rows = [
+            f"  {i.what:<{width}}  {i.passes:>6,} x  {human(i.dot_products):>9} dot products  {human(i.macs):>9} MACs"
+            for i in self.items
+        ]
+        rows.append(
+            f"  {'total':<{width}}  {self.passes:>6,} x  {human(self.dot_products):>9} dot products  "
+            f"{human(self.macs):>9} MACs ({self.macs:,})"
+        )
         if self.saved is not None:
             s = self.saved
             rows.append(f"  {s.what}: {human(s.dot_products)} dot products, {human(s.macs)} MACs ({s.macs:,})")

@@ -71,6 +71,13 @@ class Pass(PassTotals):
 
     twin: Phase
     layer_types: tuple  # the kind of each of the model's layers, in order
+    # Its place in the run (Phase.PLACE), its twin's
+    phase: str = field(init=False)  # "prefill" | "decode"
+    step: int = field(init=False)
+    tokens: int = field(init=False)
+    context: int = field(init=False)
+    batch: int = field(init=False)
+    cached: bool = field(init=False)
     groups: list[tuple[list[Record], int]] = field(init=False)  # one per kind: its first layer's records, and how
     #                                                              many layers of the model are of that kind
     block: list[Record] = field(init=False)  # layer 0's records (the block the reports show)
@@ -78,6 +85,8 @@ class Pass(PassTotals):
     after: list[Record] = field(init=False)  # final norm, last position, logits
 
     def __post_init__(self) -> None:
+        for key in Phase.PLACE:
+            setattr(self, key, getattr(self.twin, key))
         records = self.twin.records
         first = next(i for i, r in enumerate(records) if r.layer is not None)
         last = max(i for i, r in enumerate(records) if r.layer is not None)
@@ -102,30 +111,6 @@ class Pass(PassTotals):
             *((r, n) for records, n in self.groups for r in records),
             *((r, 1) for r in self.after),
         ]
-
-    @property
-    def phase(self) -> str:  # "prefill" | "decode"
-        return self.twin.phase
-
-    @property
-    def step(self) -> int:
-        return self.twin.step
-
-    @property
-    def tokens(self) -> int:
-        return self.twin.tokens
-
-    @property
-    def context(self) -> int:
-        return self.twin.context
-
-    @property
-    def batch(self) -> int:
-        return self.twin.batch
-
-    @property
-    def cached(self) -> bool:
-        return self.twin.cached
 
     def ops(self) -> dict[str, tuple[int, int]]:
         """op -> (dot products, MACs) over the whole pass (all layers), for the matrix products, in the order they run."""
@@ -205,18 +190,7 @@ class Pass(PassTotals):
 
     def summary(self) -> dict:
         """The phase's JSON without the per-layer detail: its place in the generation and its totals."""
-        p = self.twin
-        return {
-            "phase": p.phase,
-            "step": p.step,
-            "tokens": p.tokens,
-            "context": p.context,
-            "batch": p.batch,
-            "cached": p.cached,
-            "dot_products": self.dot_products,
-            "macs": self.macs,
-            "flops": self.flops,
-        }
+        return {**self.twin.place(), "dot_products": self.dot_products, "macs": self.macs, "flops": self.flops}
 
 
 def with_weights(r: Record) -> bool:

@@ -44,8 +44,10 @@ def draft_logits(model: Model, ids, phase: Phase | None = None, main: Phase | No
     decoder, mtp = mtp_of(model.config)
     layers = getattr(model.params, "mtp", None)
     if layers is None:
-        raise UserError(f"{model.source}: the checkpoint holds no multi-token-prediction layers "
-                        f"(layers.{model.config.n_layer}.eh_proj and the rest)")  # fmt: skip
+        raise UserError(
+            f"{model.source}: the checkpoint holds no multi-token-prediction layers "
+            f"(layers.{model.config.n_layer}.eh_proj and the rest)"
+        )
     ids = model.check_ids(ids)
     if ids.ndim != 1 or ids.shape[0] < 2:
         raise UserError("the draft reads one prompt of at least 2 token ids")

@@ -64,7 +64,7 @@ class Lens:
                     "top": [{"id": i, "text": word(i), "probability": p} for i, p in e.top],
                 }
                 for e in self.entries
-            ],  # fmt: skip
+            ],
             "bill": self.bill.to_dict(),
         }
 

@@ -112,8 +112,7 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
             f"can be restored; choose prompts or tokens that differ"
         )
     share = lambda patched: (patched - corrupt_difference) / (clean_difference - corrupt_difference)  # noqa: E731
-    every = np.arange(T)
-    residual = np.empty((L, T))
+    every, residual = np.arange(T), np.empty((L, T))  # residual [L, T]: the share each patch of the stream restores
     for layer in range(L):  # T runs from block `layer`, one a position, as one batch: row p patched at p
         name = f"blocks.{layer}.hook_resid_pre"
         streams = np.repeat(corrupt_cache[name], T, axis=0)  # [T, T, D]
@@ -137,8 +136,9 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
                 logits = model.run_from(layer, np.repeat(stream, T * H, axis=0), phase=runs["heads"], choices=choices)
             head_shares[layer] = share(difference(logits, target_id, versus_id)).reshape(T, H)
     bill = _bill(runs, L * T, len(attending) * T * H, L, T)
-    return Patching(clean_ids, corrupt_ids, target_id, versus_id, clean_difference, corrupt_difference, residual,
-                    head_shares, bill)  # fmt: skip
+    return Patching(
+        clean_ids, corrupt_ids, target_id, versus_id, clean_difference, corrupt_difference, residual, head_shares, bill
+    )
 
 
 def _bill(runs: dict[str, Phase], residual_runs: int, head_runs: int, L: int, T: int) -> Bill:
@@ -153,8 +153,8 @@ def _bill(runs: dict[str, Phase], residual_runs: int, head_runs: int, L: int, T:
     patched = residual_runs + head_runs
     whole = runs["corrupt"]
     recomputed = sum(i.dot_products for i in bill.items[2:]), sum(i.macs for i in bill.items[2:])
-    bill.saved = Item(f"starting each patched run at its block saved, against {patched:,} whole passes", 0,
-                      patched * whole.dot_products - recomputed[0], patched * whole.macs - recomputed[1])  # fmt: skip
+    saved = patched * whole.dot_products - recomputed[0], patched * whole.macs - recomputed[1]
+    bill.saved = Item(f"starting each patched run at its block saved, against {patched:,} whole passes", 0, *saved)
     return bill
 
 

@@ -38,6 +38,8 @@ PROMPTS = (
 # about 1e-6 of the scale. float64: two float64 passes by about 1e-15; 1e-9 leaves a wide margin for that,
 # while one float32 step left in either pass (~1e-7) fails it.
 TOLERANCES = {"float32": 1e-4, "float64": 1e-9}
+# The columns each of the tables opens with: a prompt, and how far the two logits are apart
+OPENING_COLUMNS = ("prompt", "tokens", "max |dlogit|", "allowed")
 
 
 def prompt_ids(model: Model, text: str, seed: int) -> list[int]:
@@ -277,8 +279,8 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
         all_ok &= ok
         any_cut |= len(full) > room
         truth_worst = max(truth_worst, truth_off)
-    print(table(["prompt", "tokens", "max |dlogit|", "allowed", "greedy agree", "ours f32 err", "theirs f32 err",
-                 "closer", "verdict"], rows, right={1, 2, 3, 4, 5, 6}), file=out)  # fmt: skip
+    header = [*OPENING_COLUMNS, "greedy agree", "ours f32 err", "theirs f32 err", "closer", "verdict"]
+    print(table(header, rows, right={1, 2, 3, 4, 5, 6}), file=out)
     if why:
         print("\n".join([TIES_NOTE, *why]), file=out)
     if any_cut:
@@ -442,8 +444,8 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
         numbers = (f"{apart:.2e}", f"{tolerance * scale:.1e}", f"{ours_err:.2e}", f"{theirs_err:.2e}")
         rows.append([label, str(len(ids)), *numbers, f"{kl_ours:.1e}", f"{kl_theirs:.1e}", f"{100 * agree:.0f}%"])
         rows[-1].append("OK" if ok else "NOT OK")
-    print(table(["prompt", "tokens", "max |dlogit|", "allowed", "ours err", "theirs err", "KL ours", "KL theirs",
-                 "top-1 agree", "verdict"], rows, right={1, 2, 3, 4, 5, 6, 7, 8}), file=out)  # fmt: skip
+    header = [*OPENING_COLUMNS, "ours err", "theirs err", "KL ours", "KL theirs", "top-1 agree", "verdict"]
+    print(table(header, rows, right={1, 2, 3, 4, 5, 6, 7, 8}), file=out)
     if why:
         print("\n".join([TIES_NOTE, *why]), file=out)
     print(precision_legend(precision, truth_worst), file=out)

@@ -276,8 +276,8 @@ def _product_row(r: Record, block_macs: int, scanned: bool) -> list[str]:
 
 def product_row(r: Record, pass_macs: int) -> list[str]:
     """A product outside the blocks in the layer-by-layer table: its counts, its share of the pass, its equation."""
-    return [r.op, n(r.dot_products), n(r.macs), human(r.flops), percent(r.macs, pass_macs),
-            f"{shape(r.out_shape)}: {r.equation}"]  # fmt: skip
+    counts = [n(r.dot_products), n(r.macs), human(r.flops), percent(r.macs, pass_macs)]
+    return [r.op, *counts, f"{shape(r.out_shape)}: {r.equation}"]
 
 
 def layers_table(p: Pass) -> str:
@@ -408,12 +408,12 @@ def attention_lines(count: Count) -> str:
     scans = hybrid(step)
     layers_weights = a.all_weights - a.outside
     each_scan, all_scan = ([n(a.all_scan // L)], [n(a.all_scan)]) if scans else ([], [])  # every layer scans alike
+    layers_ratio = _ratio(Fraction(a.all_attention, layers_weights))
     rows = [
         ["each layer", n(a.attention), n(a.weights), _ratio(a.layer_ratio), *each_scan],
-        [plural(L, "layer"), n(a.all_attention), n(layers_weights), _ratio(Fraction(a.all_attention, layers_weights)),
-         *all_scan],
+        [plural(L, "layer"), n(a.all_attention), n(layers_weights), layers_ratio, *all_scan],
         [f"the pass ({plural(L, 'layer')} + logits)", n(a.all_attention), n(a.all_weights), _ratio(a.ratio), *all_scan],
-    ]  # fmt: skip
+    ]
     if len(step.groups) > 1:  # layers of several kinds (a window on some, a dense MLP beside experts): one row each
         rows = _kind_rows(step, a, scans)
         first = next(i for i, kind in enumerate(step.layer_types) if _attends(step.groups[step._group_of[kind]][0]))

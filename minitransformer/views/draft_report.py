@@ -17,18 +17,19 @@ def draft_report(draft: DraftCount) -> str:
     for p, beside in zip(draft.passes, main):
         macs = {op: sum(r.macs for r in p.records if r.op == op) for op in OWN}
         block = p.macs - sum(macs.values())
-        rows.append([f"mtp step {p.step}", n(p.tokens), n(p.context), n(macs["eh_proj"]), n(block), n(macs["logits"]),
-                     n(p.macs), percent(p.macs, beside.macs)])  # fmt: skip
+        counts = [p.tokens, p.context, macs["eh_proj"], block, macs["logits"], p.macs]
+        rows.append([f"mtp step {p.step}", *map(n, counts), percent(p.macs, beside.macs)])
     total = sum(p.macs for p in main)
     rows.append(["all", "", "", "", "", "", n(draft.macs), percent(draft.macs, total)])
     last, beside = draft.passes[-1], main[-1]
-    per_token = draft.per_drafted_token()
-    return "\n".join([
+    per_token, rows_of = draft.per_drafted_token(), f" for its {last.batch} rows)" if last.batch > 1 else ")"
+    header = ["pass", "T", "t", "eh_proj MACs", "block MACs", "logits MACs", "MACs", "of the main pass"]
+    title = (
         f"The draft: multi-token prediction, its own phase ({plural(draft.n_mtp, 'MTP layer')}: {layers}), a pass "
-        f"beside each pass of the main model, each drafting {plural(draft.n_mtp, 'token')}",
-        table(["pass", "T", "t", "eh_proj MACs", "block MACs", "logits MACs", "MACs", "of the main pass"], rows,
-              right={1, 2, 3, 4, 5, 6, 7}),  # fmt: skip
+        f"beside each pass of the main model, each drafting {plural(draft.n_mtp, 'token')}"
+    )
+    drafted = (
         f"a drafted token: {n(per_token)} MACs ({human(2 * per_token)}FLOPs) in the MTP pass at t = {n(last.context)}, "
-        f"{percent(last.macs, beside.macs)} of the main model's pass beside it ({n(beside.macs)} MACs"
-        + (f" for its {last.batch} rows)" if last.batch > 1 else ")"),
-    ])  # fmt: skip
+        f"{percent(last.macs, beside.macs)} of the main model's pass beside it ({n(beside.macs)} MACs{rows_of}"
+    )
+    return "\n".join([title, table(header, rows, right={1, 2, 3, 4, 5, 6, 7}), drafted])

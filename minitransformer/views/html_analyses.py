@@ -29,12 +29,14 @@ def heatmap(rows: list[tuple[str, list[float | None]]], columns: list[str], what
     parts = []
     for j, name in enumerate(columns):
         x, y = left + j * CELL + CELL / 2 + 4, top - 6
-        parts.append(f'<text x="{x:.1f}" y="{y:.1f}" class="axis" transform="rotate(-60 {x:.1f} {y:.1f})">'
-                     f"{escape(name)}</text>")  # fmt: skip
+        parts.append(
+            f'<text x="{x:.1f}" y="{y:.1f}" class="axis" transform="rotate(-60 {x:.1f} {y:.1f})">{escape(name)}</text>'
+        )
     for i, (label, values) in enumerate(rows):
         y = top + i * CELL
-        parts.append(f'<text x="{left - 6}" y="{y + CELL / 2 + 4:.1f}" class="axis" text-anchor="end">'
-                     f"{escape(label)}</text>")  # fmt: skip
+        parts.append(
+            f'<text x="{left - 6}" y="{y + CELL / 2 + 4:.1f}" class="axis" text-anchor="end">{escape(label)}</text>'
+        )
         for j, value in enumerate(values):
             shown = "n/a" if value is None else f"{value:.3f}"
             tip = f"{label}, {columns[j]}: {what} {shown}"
@@ -45,21 +47,26 @@ def heatmap(rows: list[tuple[str, list[float | None]]], columns: list[str], what
                 f'text-anchor="middle">{"" if value is None else f"{value:.2f}".replace("-0.00", "0.00")}</text>'
             )
     width, height = left + len(columns) * CELL + 40, top + len(rows) * CELL + 12
-    return (f'<svg class="drift-map share-map" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-            f'role="img" aria-label="{escape(what)}">{"".join(parts)}</svg>')  # fmt: skip
+    return (
+        f'<svg class="drift-map share-map" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        f'role="img" aria-label="{escape(what)}">{"".join(parts)}</svg>'
+    )
 
 
 def bill_table(bill: dict) -> str:
-    rows = [f"<tr><td>{escape(i['what'])}</td><td class=\"num\">{i['passes']:,}</td>"
-            f"<td class=\"num\">{human(i['dot_products'])}</td><td class=\"num\">{human(i['macs'])}</td></tr>"
-            for i in bill["items"]]  # fmt: skip
-    rows.append(f'<tr class="total"><td>total</td><td class="num">{bill["passes"]:,}</td>'
-                f'<td class="num">{human(bill["dot_products"])}</td><td class="num">{human(bill["macs"])}</td></tr>')  # fmt: skip
-    saved = bill.get("saved")
-    note = (f"<p>{escape(saved['what'])}: {human(saved['dot_products'])} dot products, {saved['macs']:,} MACs.</p>"
-            if saved else "")  # fmt: skip
-    return ("<h3>Its bill</h3><table class=\"bill\"><tr><th>what</th><th>passes</th><th>dot products</th>"
-            f"<th>MACs</th></tr>{''.join(rows)}</table>{note}")  # fmt: skip
+    """An analysis's bill: a row an item, then the total's row in the same form, then what the analysis saved."""
+    lines = [("<tr>", i) for i in bill["items"]] + [('<tr class="total">', bill | {"what": "total"})]
+    rows = [
+        f'{tr}<td>{escape(i["what"])}</td><td class="num">{i["passes"]:,}</td>'
+        f'<td class="num">{human(i["dot_products"])}</td><td class="num">{human(i["macs"])}</td></tr>'
+        for tr, i in lines
+    ]
+    s = bill.get("saved")
+    note = f"<p>{escape(s['what'])}: {human(s['dot_products'])} dot products, {s['macs']:,} MACs.</p>" if s else ""
+    return (
+        '<h3>Its bill</h3><table class="bill"><tr><th>what</th><th>passes</th><th>dot products</th>'
+        f"<th>MACs</th></tr>{''.join(rows)}</table>{note}"
+    )
 
 
 def _pieces(doc: dict, key: str) -> list[str]:
@@ -71,17 +78,21 @@ def patch_section(doc: dict) -> str:
     """patch's document: the stream's heatmap (layers by positions), the heads' where asked, the bill."""
     columns = _pieces(doc, "clean")
     word = lambda t: repr(t["text"]) if t["text"] is not None else f"id {t['id']}"  # noqa: E731
-    head = (f"<p>The share of logit({escape(word(doc['target']))}) - logit({escape(word(doc['versus']))}) each patch "
-            f"restores: clean {doc['clean_difference']:.4f}, corrupted {doc['corrupt_difference']:.4f}. "
-            f"{escape(doc['conventions'])}. Red: restored (1, all of it), blue: pushed the other way.</p>")  # fmt: skip
+    head = (
+        f"<p>The share of logit({escape(word(doc['target']))}) - logit({escape(word(doc['versus']))}) each patch "
+        f"restores: clean {doc['clean_difference']:.4f}, corrupted {doc['corrupt_difference']:.4f}. "
+        f"{escape(doc['conventions'])}. Red: restored (1, all of it), blue: pushed the other way.</p>"
+    )
     stream = heatmap([(f"block {i}", row) for i, row in enumerate(doc["residual"])], columns, "share restored")
-    out = ['<section class="patch"><h2>Activation patching</h2>', head,
-           "<h3>The stream each block reads, patched at one position</h3>", f'<div class="diagram">{stream}</div>']  # fmt: skip
-    if "heads" in doc:
-        rows = [(f"block {i} head {h}", [cells[h] for cells in layer]) for i, layer in enumerate(doc["heads"])
-                for h in range(len(layer[0])) if layer[0][h] is not None]  # fmt: skip
-        out += ["<h3>Each head's output, patched at one position</h3>",
-                f'<div class="diagram">{heatmap(rows, columns, "share restored")}</div>']  # fmt: skip
+    out = ['<section class="patch"><h2>Activation patching</h2>', head]
+    out += ["<h3>The stream each block reads, patched at one position</h3>", f'<div class="diagram">{stream}</div>']
+    if "heads" in doc:  # a layer's cells are [position][head]; a head the layer does not have is None
+        heads = [(i, h, list(c)) for i, layer in enumerate(doc["heads"]) for h, c in enumerate(zip(*layer))]
+        rows = [(f"block {i} head {h}", cells) for i, h, cells in heads if cells[0] is not None]
+        out += [
+            "<h3>Each head's output, patched at one position</h3>",
+            f'<div class="diagram">{heatmap(rows, columns, "share restored")}</div>',
+        ]
     return "\n".join([*out, bill_table(doc["bill"]), "</section>"])
 
 
@@ -103,15 +114,17 @@ def lens_section(doc: dict) -> str:
         + "</td></tr>"
         for label in labels
     )
-    return "\n".join([
-        '<section class="lens"><h2>The logit lens</h2>',
-        f"<p>{escape(word)}'s probability read from each layer's stream ({escape(doc['conventions'])}).</p>",
-        f'<div class="diagram">{heatmap(rows, columns, "probability")}</div>',
-        f"<h3>At position {last}</h3><table class=\"lens\"><tr><th>entry</th><th>rank</th><th>p</th>"
-        f"<th>top tokens</th></tr>{table}</table>",
-        bill_table(doc["bill"]),
-        "</section>",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            '<section class="lens"><h2>The logit lens</h2>',
+            f"<p>{escape(word)}'s probability read from each layer's stream ({escape(doc['conventions'])}).</p>",
+            f'<div class="diagram">{heatmap(rows, columns, "probability")}</div>',
+            f'<h3>At position {last}</h3><table class="lens"><tr><th>entry</th><th>rank</th><th>p</th>'
+            f"<th>top tokens</th></tr>{table}</table>",
+            bill_table(doc["bill"]),
+            "</section>",
+        ]
+    )
 
 
 BAR = 240  # the widest bar of the attribution's chart, px
@@ -123,34 +136,36 @@ def _bar_row(label: str, value: float, largest: float, piece: bool) -> str:
     colour = share_colour(value, largest or 1.0) if width else "#ddd"
     kind = "piece" if piece else "part"
     indent = "&nbsp;&nbsp;&nbsp;&nbsp;" if piece else ""
-    return (f'<tr class="{kind}"><td>{indent}{escape(label)}</td><td class="num">{value:.4f}</td><td>'
-            f'<div class="bar" style="width:{width}px;height:12px;background:{colour}" '
-            f'title="{escape(label)}: {value:.4f}"></div></td></tr>')  # fmt: skip
+    return (
+        f'<tr class="{kind}"><td>{indent}{escape(label)}</td><td class="num">{value:.4f}</td><td>'
+        f'<div class="bar" style="width:{width}px;height:12px;background:{colour}" '
+        f'title="{escape(label)}: {value:.4f}"></div></td></tr>'
+    )
 
 
 def attribute_section(doc: dict) -> str:
     """attribute's document: each part's share of the logit difference as a bar (red: towards the target, blue:
     towards the other token), a split part's pieces (heads, experts) indented below it, the sum, the bill."""
     word = lambda t: repr(t["text"]) if t["text"] is not None else f"id {t['id']}"  # noqa: E731
-    values = [p["attribution"] for p in doc["parts"]] + [q["attribution"] for p in doc["parts"]
-                                                          for q in p.get("pieces", [])]  # fmt: skip
+    values = [p["attribution"] for p in doc["parts"]] + [
+        q["attribution"] for p in doc["parts"] for q in p.get("pieces", [])
+    ]
     largest = max((abs(v) for v in values), default=0.0)
     rows = []
     for part in doc["parts"]:
         rows.append(_bar_row(part["part"], part["attribution"], largest, False))
         rows += [_bar_row(q["piece"], q["attribution"], largest, True) for q in part.get("pieces", [])]
     total = sum(p["attribution"] for p in doc["parts"])
-    head = (f"<p>logit({escape(word(doc['target']))}) - logit({escape(word(doc['versus']))}) at the last position: "
-            f"{doc['difference']:.4f}, split among what wrote the stream the final norm reads "
-            f"({escape(doc['conventions'])}). Red: towards the target, blue: towards the other token; a split "
-            f"part's pieces (its heads, its experts) below it, summing to it.</p>")  # fmt: skip
-    return "\n".join([
-        '<section class="attribute"><h2>Direct logit attribution</h2>', head,
-        '<table class="attribution"><tr><th>part</th><th>share</th><th></th></tr>', *rows,
-        f'<tr class="total"><td>sum of the parts</td><td class="num">{total:.4f}</td><td></td></tr></table>',
-        bill_table(doc["bill"]),
-        "</section>",
-    ])  # fmt: skip
+    head = (
+        f"<p>logit({escape(word(doc['target']))}) - logit({escape(word(doc['versus']))}) at the last position: "
+        f"{doc['difference']:.4f}, split among what wrote the stream the final norm reads "
+        f"({escape(doc['conventions'])}). Red: towards the target, blue: towards the other token; a split "
+        f"part's pieces (its heads, its experts) below it, summing to it.</p>"
+    )
+    table = '<table class="attribution"><tr><th>part</th><th>share</th><th></th></tr>'
+    total_row = f'<tr class="total"><td>sum of the parts</td><td class="num">{total:.4f}</td><td></td></tr></table>'
+    section = ['<section class="attribute"><h2>Direct logit attribution</h2>', head, table, *rows, total_row]
+    return "\n".join([*section, bill_table(doc["bill"]), "</section>"])
 
 
 # an analysis's report -> its section

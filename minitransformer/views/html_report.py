@@ -389,8 +389,9 @@ def _header(data: dict) -> str:
     doc, kind = data["document"], data["report"]
     model = doc["model"]
     source = model.get("source") or ("none, counted from shapes alone" if kind == "count" else "not recorded")
-    what = {"generate": "a generation", "count": "a count from shapes alone", "trace": "a trace", "ledger": "a ledger",
-            "lens": "a logit lens", "patch": "activation patching", "attribute": "a logit attribution"}[kind]  # fmt: skip
+    kinds = {"generate": "a generation", "count": "a count from shapes alone", "trace": "a trace", "ledger": "a ledger"}
+    analyses = {"lens": "a logit lens", "patch": "activation patching", "attribute": "a logit attribution"}
+    what = (kinds | analyses)[kind]
     described = describe_model(model, source) if {"n_head", "ssm_heads", "state_size"} & set(model) else model["name"]
     out = [
         f'<header><h1>Where the dot products live <span class="kind">{what}</span></h1>',
@@ -1219,13 +1220,10 @@ def _stream_items(m: dict) -> list[tuple[str, int, str]]:
                 note = f"{arrays} numbers x {layers}: {what}, the same at any context"
             items.append((f"{stream}, {kind} layers", b, note))
     shares = " + ".join(f"{stream} {byte_size(b)}" for stream, b in totals.items())
-    return [
-        *items,
-        ("cache, this run", cache["bytes"], f"after {plural(cache['positions'], 'position', n(cache['positions']))} "
-         f"({shares})"),
-        ("cache, whole context", cache["bytes_at_context"], plural(m["kv_cache"]["context"], "position",
-                                                                    n(m["kv_cache"]["context"]))),
-    ]  # fmt: skip
+    this_run = f"after {plural(cache['positions'], 'position', n(cache['positions']))} ({shares})"
+    context = m["kv_cache"]["context"]
+    whole = ("cache, whole context", cache["bytes_at_context"], plural(context, "position", n(context)))
+    return [*items, ("cache, this run", cache["bytes"], this_run), whole]
 
 
 def _indexer_keys(indexed: dict) -> list[tuple[str, int, str]]:
@@ -1258,20 +1256,14 @@ def _kind_items(kind: str, k: dict, m: dict) -> list[tuple[str, int, str]]:
     if "positions" in k:
         kv, each = k["bytes"] - state, k["bytes_per_layer"] - state // max(k["layers"], 1)
         numbers = each // (max(k["positions"], 1) * m["bytes_per_number"] * m["kv_cache"]["batch"])
-        items.append((
-            f"KV cache, {kind} layers",
-            kv,
-            f"K and V x {plural(k['layers'], kind + ' layer')} x {n(numbers)} numbers: "
-            f"{byte_size(kv // max(k['positions'], 1))} per token; "
-            f"{plural(k['positions'], 'position', n(k['positions']))} here",
-        ))  # fmt: skip
+        layers, held = plural(k["layers"], kind + " layer"), plural(k["positions"], "position", n(k["positions"]))
+        per_token = byte_size(kv // max(k["positions"], 1))
+        about = f"K and V x {layers} x {n(numbers)} numbers: {per_token} per token; {held} here"
+        items.append((f"KV cache, {kind} layers", kv, about))
     if k.get("state"):
         arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
-        items.append((
-            f"state, {kind} layers",
-            state,
-            f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}: the same at any context",
-        ))  # fmt: skip
+        about = f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}: the same at any context"
+        items.append((f"state, {kind} layers", state, about))
     return items
 
 

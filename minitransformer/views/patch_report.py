@@ -23,8 +23,8 @@ def patch_report(patching: Patching, decode) -> str:
         _table("", pieces, width, [(f"block {i}", row) for i, row in enumerate(patching.residual)]),
     ]
     if patching.heads is not None:
-        rows = [(f"block {i} head {h}", patching.heads[i, :, h]) for i in range(len(patching.heads))
-                for h in range(patching.heads.shape[2]) if not np.isnan(patching.heads[i, 0, h])]  # fmt: skip
+        heads = patching.heads  # [layer, position, head], NaN for a head a layer does not have
+        rows = [(f"block {i} head {h}", heads[i, :, h]) for i, h in zip(*np.nonzero(~np.isnan(heads[:, 0])))]
         shown += ["each head's output (attn.hook_z), patched at one position:", _table("", pieces, width, rows)]
     return "\n".join([*shown, *patching.bill.lines()])
 

@@ -340,10 +340,13 @@ def cache_streams(k: dict) -> list[tuple[str, str, int]]:
     every `ratio` positions) and the compressors' state. count's memory lines and the page's memory table both say
     them so."""
     window = k["window"]
-    streams = [("window", f"window {window['positions']:,} x {window['numbers_per_position']:,} (K = V)",
-                window["bytes"])]  # fmt: skip
-    streams += [(name, f"{name} {s['entries']:,} entries (1 every {s['ratio']}) x {s['numbers_per_entry']:,}",
-                 s["bytes"]) for name, s in k.get("compressed", {}).items()]  # fmt: skip
+    streams = [
+        ("window", f"window {window['positions']:,} x {window['numbers_per_position']:,} (K = V)", window["bytes"])
+    ]
+    streams += [
+        (name, f"{name} {s['entries']:,} entries (1 every {s['ratio']}) x {s['numbers_per_entry']:,}", s["bytes"])
+        for name, s in k.get("compressed", {}).items()
+    ]
     if k.get("state_bytes"):
         streams.append(("state", "compressors' state", k["state_bytes"]))
     return streams
