@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,13 +26,13 @@ REAL_GPT2 = ROOT / "weights" / "gpt2"
 def pytest_configure(config: pytest.Config) -> None:
     """transformers computes the suite's references on models of a few thousand weights, where torch's second thread
     only waits: beside the suite's own NumPy and the retrains, its spinning made each of those tiny passes up to ten
-    times slower (a validate of DeepSeek-V3.2's random model: 12.6 s with two threads, 1.3 s with one, same run).
-    One thread computes the same references; our own engine's threads are untouched."""
-    try:
-        import torch
-    except ImportError:  # the lower-bounds environment: no reference to compute
-        return
-    torch.set_num_threads(1)
+    times slower (a validate of DeepSeek-V3.2's random model on a loaded machine: 12.6 s with two threads, 1.3 s with
+    one, back to back). MKL_NUM_THREADS sets torch's threads in this process and in every command a test starts
+    (validate, the transformers checks of the CLI); NumPy's OpenBLAS and so our engine do not read it, and the demo
+    retrains set their own two threads."""
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+    if "torch" in sys.modules:  # imported before this hook: the variable came too late for it
+        sys.modules["torch"].set_num_threads(int(os.environ["MKL_NUM_THREADS"]))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
