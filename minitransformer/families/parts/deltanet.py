@@ -40,28 +40,61 @@ from .part import Part, Products, Tensor, Tensors
 LINEAR_PROJECTIONS = "linear attention projections and conv"
 
 
+def projection(op: str, names: str, equation: str, reads: str) -> Stage:
+    return Stage(op, (names,), "matmul", equation, reads, LINEAR_PROJECTIONS, product="projection")
+
+
 # The four in-projections as Qwen3.5 makes them, and as Qwen3-Next makes them: two products grouped by key head, cut.
 SEPARATE = (
-    Stage("linear.qkv", ("linear_attn.in_proj_qkv",), "matmul", "[q k v] = h W_qkv", "h [T, D], W_qkv [D, Dc]",
-          LINEAR_PROJECTIONS, product="projection"),
-    Stage("linear.z", ("linear_attn.in_proj_z",), "matmul", "z = h W_z  (the output gate)",
-          "h [T, D], W_z [D, Hv*dv]", LINEAR_PROJECTIONS, product="projection"),
-    Stage("linear.b", ("linear_attn.in_proj_b",), "matmul", "b = h W_b  (a value head's write strength)",
-          "h [T, D], W_b [D, Hv]", LINEAR_PROJECTIONS, product="projection"),
-    Stage("linear.a", ("linear_attn.in_proj_a",), "matmul", "a = h W_a  (a value head's decay)",
-          "h [T, D], W_a [D, Hv]", LINEAR_PROJECTIONS, product="projection"),
-)  # fmt: skip
+    projection("linear.qkv", "linear_attn.in_proj_qkv", "[q k v] = h W_qkv", "h [T, D], W_qkv [D, Dc]"),
+    projection("linear.z", "linear_attn.in_proj_z", "z = h W_z  (the output gate)", "h [T, D], W_z [D, Hv*dv]"),
+    projection(
+        "linear.b", "linear_attn.in_proj_b", "b = h W_b  (a value head's write strength)", "h [T, D], W_b [D, Hv]"
+    ),
+    projection("linear.a", "linear_attn.in_proj_a", "a = h W_a  (a value head's decay)", "h [T, D], W_a [D, Hv]"),
+)
 FUSED = (
-    Stage("linear.qkvz", ("linear_attn.in_proj_qkvz",), "matmul",
-          "[q k v z] = h W_qkvz  (by key head: its q, k, then its Gv value heads' v and z)",
-          "h [T, D], W_qkvz [D, Dc+Hv*dv]", LINEAR_PROJECTIONS, product="projection"),
-    Stage("linear.ba", ("linear_attn.in_proj_ba",), "matmul", "[b a] = h W_ba  (by key head: its value heads' b, then a)",
-          "h [T, D], W_ba [D, 2Hv]", LINEAR_PROJECTIONS, product="projection"),
+    projection("linear.qkvz", "linear_attn.in_proj_qkvz",
+               "[q k v z] = h W_qkvz  (by key head: its q, k, then its Gv value heads' v and z)",
+               "h [T, D], W_qkvz [D, Dc+Hv*dv]"),
+    projection("linear.ba", "linear_attn.in_proj_ba", "[b a] = h W_ba  (by key head: its value heads' b, then a)",
+               "h [T, D], W_ba [D, 2Hv]"),
     Stage("linear.cut", ("linear_attn.in_proj_qkv", "linear_attn.in_proj_z", "linear_attn.in_proj_b",
                          "linear_attn.in_proj_a"), "reshape",
           "[q k v], z, b, a: each key head's columns cut apart (q, k and v side by side, as the conv reads them)",
           "[T, Dc+Hv*dv], [T, 2Hv]"),
 )  # fmt: skip
+BETA = Stage("linear.beta", ("linear_attn.beta",), "activation", "beta = sigmoid(b)", "b [T, Hv]")
+DECAY = Stage(
+    "linear.decay", ("linear_attn.g",), "activation", "g = -exp(A_log) softplus(a + dt_bias)  (log decay)", "a [T, Hv]"
+)
+
+
+def around_the_rule(
+    projections: tuple[Stage, ...], split: str, heads: str, gates: tuple[Stage, ...], gate: str, dv: str
+) -> dict[str, Stage]:
+    """A delta-rule layer's stages around the rule (parts/delta_rule.py declares the rule's): a left-padded row's pad
+    slots zeroed, its `projections`, the conv of [q k v] and its activation, the split into heads (`split` says how),
+    q and k l2-normed per head (`heads` of them) and q scaled, its `gates`; then its output, each head's RMSNorm times
+    `gate`(z) (heads of `dv`), the heads merged, W_out."""
+    return by_op(
+        Stage("linear.pads", ("linear_attn.unpadded",), "mask",
+              "h = 0 at a left-padded row's pad slots (none enters the state)", "h [T, D]"),
+        *projections,
+        Stage("linear.conv", ("linear_attn.conv",), "matmul",
+              "c = conv([q k v]): each channel's last Kc inputs . its kernel", "windows [Dc, T, Kc], w [Dc, Kc, 1]",
+              LINEAR_PROJECTIONS, state=CONV_WINDOWS, product="conv"),
+        Stage("linear.conv_act", ("linear_attn.conv_act",), "activation", "c = act(c)  (SiLU)", "c [T, Dc]"),
+        Stage("linear.split", ("linear_attn.q", "linear_attn.k", "linear_attn.v"), "reshape", split, "c [T, Dc]"),
+        Stage("linear.l2norm", ("linear_attn.q_normed", "linear_attn.k_normed"), "norm",
+              "q, k = x / |x|  (each head)", f"q, k [{heads}, T, dk]"),
+        Stage("linear.scale", ("linear_attn.q_scaled",), "scale", "q = q / sqrt(dk)", f"q [{heads}, T, dk]"),
+        *gates,
+        Stage("linear.norm", ("linear_attn.normed",), "norm", f"o = RMSNorm(o) * {gate}(z)  (each head)",
+              f"o, z [Hv, T, {dv}]"),
+        Stage("linear.merge", ("linear_attn.z",), "reshape", f"o -> [T, Hv*{dv}]", f"o [Hv, T, {dv}]"),
+        projection("linear.out", "linear_attn.out", "o = o W_out", f"o [T, Hv*{dv}], W_out [Hv*{dv}, D]"),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -87,29 +120,8 @@ class GatedDeltaNet(Part):
         }
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        """Its stages around the delta rule (parts/delta_rule.py declares the rule's)."""
-        return by_op(
-            Stage("linear.pads", ("linear_attn.unpadded",), "mask",
-                  "h = 0 at a left-padded row's pad slots (none enters the state)", "h [T, D]"),
-            *(FUSED if self.fused else SEPARATE),
-            Stage("linear.conv", ("linear_attn.conv",), "matmul",
-                  "c = conv([q k v]): each channel's last Kc inputs . its kernel", "windows [Dc, T, Kc], w [Dc, Kc, 1]",
-                  LINEAR_PROJECTIONS, state=CONV_WINDOWS, product="conv"),
-            Stage("linear.conv_act", ("linear_attn.conv_act",), "activation", "c = act(c)  (SiLU)", "c [T, Dc]"),
-            Stage("linear.split", ("linear_attn.q", "linear_attn.k", "linear_attn.v"), "reshape",
-                  "q, k -> Hk heads of dk; v -> Hv heads of dv", "c [T, Dc]"),
-            Stage("linear.l2norm", ("linear_attn.q_normed", "linear_attn.k_normed"), "norm",
-                  "q, k = x / |x|  (each head)", "q, k [Hk, T, dk]"),
-            Stage("linear.scale", ("linear_attn.q_scaled",), "scale", "q = q / sqrt(dk)", "q [Hk, T, dk]"),
-            Stage("linear.beta", ("linear_attn.beta",), "activation", "beta = sigmoid(b)", "b [T, Hv]"),
-            Stage("linear.decay", ("linear_attn.g",), "activation",
-                  "g = -exp(A_log) softplus(a + dt_bias)  (log decay)", "a [T, Hv]"),
-            Stage("linear.norm", ("linear_attn.normed",), "norm", "o = RMSNorm(o) * silu(z)  (each head)",
-                  "o, z [Hv, T, dv]"),
-            Stage("linear.merge", ("linear_attn.z",), "reshape", "o -> [T, Hv*dv]", "o [Hv, T, dv]"),
-            Stage("linear.out", ("linear_attn.out",), "matmul", "o = o W_out", "o [T, Hv*dv], W_out [Hv*dv, D]",
-                  LINEAR_PROJECTIONS, product="projection"),
-        )  # fmt: skip
+        split = "q, k -> Hk heads of dk; v -> Hv heads of dv"
+        return around_the_rule(FUSED if self.fused else SEPARATE, split, "Hk", (BETA, DECAY), "silu", "dv")
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
         """Linear attention with a delta-rule state: projections, the causal conv, the gated delta rule, the gated

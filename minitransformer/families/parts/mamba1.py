@@ -44,7 +44,7 @@ from ...engine.stages import CONV_WINDOWS, READS_STATE, STATE, WRITES_STATE, Sta
 from ...engine.tape import Tape
 from .attention import bias_of
 from .blocks import LayerInputs
-from .mamba2 import SSM_PROJECTIONS, conv_activation, softplus
+from .mamba2 import SSM_PROJECTIONS, conv_activation, decode_and_state, softplus
 from .part import Part, Products, Tensor, Tensors, linear, plus
 
 # The published count of the selective scan (Tri Dao, state-spaces/mamba issue #110): 9 B L D N FLOPs for a batch of
@@ -191,9 +191,8 @@ class Mamba1Mixer(Part):
         ours, and the state a layer keeps."""
         inner, N = c.d_inner, c.state_size
         ours, published = 2 * 2 * inner * N * n_prompt, PUBLISHED_SCAN_FLOPS * inner * N * n_prompt
-        conv, ssm = inner * (c.conv_kernel - 1), inner * N
-        t = n_prompt + n_new - 1
-        s = "s" if layers != 1 else ""
+        s, step = "s" if layers != 1 else "", f"2 I N = {2 * inner * N:,} MACs a layer"
+        conv, ssm = ("(K - 1) I", inner * (c.conv_kernel - 1)), ("I N", inner * N)
         return [
             f"The selective scan ({layers} {label} layer{s}): the recurrent form at every position, a prompt's as a "
             f"decode step's",
@@ -202,10 +201,7 @@ class Mamba1Mixer(Part):
             f"    against the published 9 B L D N = {published:,} FLOPs a layer (state-spaces/mamba#110, D = I "
             f"channels): Δ A 1, Δ B u 2, the associative scan's 2 L steps of a multiply and an add 4, C h 2; the "
             f"5 B L D N apart, Δ A and the scan's steps, are elementwise here, no sum of products",
-            f"  a decode step: 2 I N = {2 * inner * N:,} MACs a layer at any context"
-            + (f" (the last step here, at t = {t:,}, and one at t = {c.n_positions:,} alike)" if n_new > 1 else ""),
-            f"  state: conv (K - 1) I = {conv:,} + ssm I N = {ssm:,} numbers a layer, {(conv + ssm) * 4:,} bytes in "
-            f"float32, whatever the context",
+            *decode_and_state(c, n_prompt, n_new, step, conv, ssm),
         ]
 
 
