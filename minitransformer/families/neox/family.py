@@ -22,6 +22,7 @@ from typing import Any
 from ...engine.ops import merge_heads, ungroup_heads
 from ...engine.stages import ATTENTION_PROJECTIONS, Stage, by_op
 from ...engine.tape import Tape
+from ..gpt2.family import SYMBOLS  # the same symbols as GPT-2's
 from ..parts.attention import (
     MULTI_HEAD_CACHE,
     attend,
@@ -174,9 +175,6 @@ class ParallelResidual(Part):
 NORM = LayerNorm()
 EMBED = TokenEmbedding(
     "embed_in", "x = W_in[ids]  (positions enter later, by rotating q and k)", "token embedding W_in [V, D]"
-)
-SYMBOLS = (
-    "T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, R logit rows"
 )
 NEOX = Decoder(
     ParallelResidual(HeadByHeadAttention(), UngatedMLP(("dense_h_to_4h", "dense_4h_to_h")), NORM),

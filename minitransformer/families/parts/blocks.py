@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -198,6 +198,7 @@ class Sandwich(Part):
     mlp: Any
     norm: Any = RMSNorm()
     names: tuple[str, ...] = ("self_attn", "mlp", *GEMMA_NORMS)
+    resid: ClassVar[str] = "resid_post"  # the op of the MLP's add (Gemma 4's block scales the stream after it)
 
     def stages(self, config: Any) -> dict[str, Stage]:
         norm, note, ln_2 = self.norm.label, self.norm.note, norm_stage("ln_2", self.norm, "2")
@@ -209,20 +210,28 @@ class Sandwich(Part):
             Stage("resid_mid", ("resid_mid",), "residual", f"x = x + {norm}_o(o)", "x, o [T, D]"),
             replace(ln_2, equation=f"{ln_2.equation}  ({self.names[4]})"),
             Stage("post_mlp_norm", ("post_mlp_norm",), "norm", m, "m [T, D]"),
-            Stage("resid_post", ("resid_post",), "residual", f"x = x + {norm}_m(m)", "x, m [T, D]"),
+            Stage(self.resid, (self.resid,), "residual", f"x = x + {norm}_m(m)", "x, m [T, D]"),
         )
 
     def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
-        at = at.declaring(self.declared(config))
+        return self.sandwiched(x, p, config, at.declaring(self.declared(config)), inputs)
+
+    def sandwiched(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        """The block's two branches, each normed on its way in and out, on a tape that knows its stages."""
         mixer, mlp, ln_1, post_attn, ln_2, post_mlp = (getattr(p, name) for name in self.names)
         h = at.stage("ln_1", self.norm(x, ln_1, config), "T D")
         o = self.mixer(h, mixer, config, at, inputs)
         o = at.stage("post_attn_norm", self.norm(o, post_attn, config), "T D")
         x = at.stage("resid_mid", x + o, "T D")
         h = at.stage("ln_2", self.norm(x, ln_2, config), "T D")
-        m = self.mlp(h, mlp, config, at)
+        m = self.beside_mlp(self.mlp(h, mlp, config, at), x, p, config, at)
         m = at.stage("post_mlp_norm", self.norm(m, post_mlp, config), "T D")
-        return at.stage("resid_post", x + m, "T D")
+        return at.stage(self.resid, x + m, "T D")
+
+    def beside_mlp(self, m, x, p: SimpleNamespace, config: Any, at: Tape):
+        """The MLP's output m with what the block computes beside it from the stream x (Gemma 4's experts): here,
+        nothing."""
+        return m
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
@@ -250,8 +259,10 @@ class Parallel(Part):
 
     def stages(self, config: Any) -> dict[str, Stage]:
         parallel = "x = x + o + m  (both branches read the one h)"
-        return by_op(norm_stage("ln_1", self.norm, "1"), Stage("resid_post", ("resid_post",), "residual", parallel,
-                                                                "x, o, m [T, D]"))  # fmt: skip
+        return by_op(
+            norm_stage("ln_1", self.norm, "1"),
+            Stage("resid_post", ("resid_post",), "residual", parallel, "x, o, m [T, D]"),
+        )
 
     def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
         at = at.declaring(self.declared(config))
