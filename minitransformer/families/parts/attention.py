@@ -193,10 +193,12 @@ QK_NORMS = {
 # Llama 4's attention temperature tuning on its layers without rotary positions: each query scaled up by the log of its
 # position's multiple of floor_scale, so that a far query's scores sharpen (arXiv 2501.19399)
 TEMPERATURE = Stage(
-    "q_temperature", ("attn.q_tempered",), "scale",
+    "q_temperature",
+    ("attn.q_tempered",),
+    "scale",
     "q = q (1 + attn_scale log(1 + floor((p + 1) / floor_scale)))  (p the query's position; NoPE layers only)",
     "q [H, T, dh]",
-)  # fmt: skip
+)
 
 
 def temperatures(config: Any, past: int, T: int, pads, dtype) -> np.ndarray:

@@ -121,8 +121,9 @@ class Compressor(Part):
         n, slots = after - before, (2 if self.overlap else 1) * m
         if n:
             at = at.with_sizes(Nw=n, S=slots)
-            kv_w, z_w = at.stage(f"{self.name}.windows", self.windows(kv, z, p, held, before, n, m, n_d),
-                                 f"Nw S {d}; Nw S {d}")  # fmt: skip
+            kv_w, z_w = at.stage(
+                f"{self.name}.windows", self.windows(kv, z, p, held, before, n, m, n_d), f"Nw S {d}; Nw S {d}"
+            )
             a = at.stage(f"{self.name}.softmax", softmax(z_w.swapaxes(-1, -2)), f"Nw {d} S")
             e = at.matmul(f"{self.name}.pool", a[..., None, :], kv_w.swapaxes(-1, -2)[..., None],
                           f"Nw {d} 1 S, Nw {d} S 1 -> Nw {d} 1 1")[..., 0, 0]  # fmt: skip
@@ -236,8 +237,10 @@ class CompressedIndexer(Part):
     query cannot see the entry yet."""
 
     compressor: Compressor = INDEX_COMPRESSOR
-    kinds = {"indexer": "the indexer's weights: its compressor's W_kv', W_z' [2 di, D], position bias [m, 2 di] and "
-             "norm, W_iq [Hi di, dq], W_iw [Hi, D]"}  # fmt: skip
+    kinds = {
+        "indexer": "the indexer's weights: its compressor's W_kv', W_z' [2 di, D], position bias [m, 2 di] and "
+        "norm, W_iq [Hi di, dq], W_iw [Hi, D]"
+    }
 
     def stages(self, config: Any) -> dict[str, Stage]:
         return by_op(*INDEX_STAGES)
@@ -268,8 +271,10 @@ class CompressedIndexer(Part):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         Hi, di = config.index_n_heads, config.index_head_dim
-        own = {f"compressor.{name}": Tensor(t.shape, "indexer" if t.kind != "norms" else "norms")
-               for name, t in self.compressor.tensors(config, layer).items()}  # fmt: skip
+        own = {
+            f"compressor.{name}": Tensor(t.shape, "indexer" if t.kind != "norms" else "norms")
+            for name, t in self.compressor.tensors(config, layer).items()
+        }
         return {"wq_b.weight": Tensor((Hi * di, config.q_lora_rank), "indexer"),
                 "weights_proj.weight": Tensor((Hi, config.n_embd), "indexer"), **own}  # fmt: skip
 
@@ -361,8 +366,10 @@ class CompressedAttention(Part):
         at = at.declaring(self.declared(config))
         layer = at.layer_index or 0
         if inputs.pads is not None and not isinstance(h, ShapeOnly) and np.any(inputs.pads):
-            raise UserError("a left-padded batch is not supported by DeepSeek-V4: its compressors pool every slot, "
-                            "pads too (transformers' do); give prompts of one length")  # fmt: skip
+            raise UserError(
+                "a left-padded batch is not supported by DeepSeek-V4: its compressors pool every slot, "
+                "pads too (transformers' do); give prompts of one length"
+            )
         H, eps, kind, m = config.n_head, config.norm_eps, config.attention_kind(layer), config.ratio(layer)
         cq = at.matmul("q_a", h, p.wq_a.weight.T, "T D, D dq -> T dq")
         cq = at.stage("q_a_norm", rms_norm(cq, p.q_norm.weight, eps), "T dq")
@@ -476,8 +483,9 @@ def attend_window_and_entries(q, K, bias, entries, chosen, sinks, config: Any, a
             width = "t+c"
         else:  # 4:1: each query's chosen entries
             rows, indices = chosen
-            s_c = at.matmul("compressed.scores", q[..., None, :], rows.swapaxes(-1, -2),
-                            "H T 1 dh, 1 T dh kc -> H T 1 kc")[..., 0, :]  # fmt: skip
+            s_c = at.matmul(
+                "compressed.scores", q[..., None, :], rows.swapaxes(-1, -2), "H T 1 dh, 1 T dh kc -> H T 1 kc"
+            )[..., 0, :]
             bias_c = None if isinstance(s_c, ShapeOnly) or bias is None else np.where(
                 indices < 0, s_c.dtype.type(-np.inf), s_c.dtype.type(0.0))  # fmt: skip
             width = "t+kc"

@@ -34,8 +34,10 @@ from .decoder import TokenEmbedding
 from .norms import RMSNorm
 from .part import Part, Products, Tensor, Tensors, module_of
 
-KINDS = {"hyper_connections": "hyper-connections' mixing weights W_hc [(2+N)N, N D] (the head's [N, N D]), their "
-         "biases and scales"}  # fmt: skip
+KINDS = {
+    "hyper_connections": "hyper-connections' mixing weights W_hc [(2+N)N, N D] (the head's [N, N D]), their "
+    "biases and scales"
+}
 
 
 @cache

@@ -181,10 +181,11 @@ class Mamba1Mixer(Part):
 
     def attention_vs_weights(self, c: Any) -> tuple[str, str, str]:
         """No attention: a decode step's scan costs 2 I N MACs a layer at any context, against the weights'."""
-        return ("2 (2 I N) FLOPs for the scan, at any context, against 2 I (3 D + K + 2 Rdt + 2 N) for the weights",
-                "2 N / (3 D + K + 2 Rdt + 2 N)",
-                f"D = {c.n_embd:,}, I = {c.d_inner:,}, N = {c.state_size}, Rdt = {c.dt_rank}, "
-                f"K = {c.conv_kernel}")  # fmt: skip
+        return (
+            "2 (2 I N) FLOPs for the scan, at any context, against 2 I (3 D + K + 2 Rdt + 2 N) for the weights",
+            "2 N / (3 D + K + 2 Rdt + 2 N)",
+            f"D = {c.n_embd:,}, I = {c.d_inner:,}, N = {c.state_size}, Rdt = {c.dt_rank}, K = {c.conv_kernel}",
+        )
 
     def scan_notes(self, c: Any, layers: int, n_prompt: int, n_new: int, label: str) -> list[str]:
         """count's lines on the selective scan: the prefill's and a decode step's, the published 9 B L D N FLOPs beside
@@ -218,8 +219,10 @@ BCDT_NORM = Stage("ssm.bcdt_norm", ("mixer.dt_normed", "mixer.B_normed", "mixer.
                   "dt [T, Rdt], B, C [T, N]")  # fmt: skip
 # Jamba's (JambaMambaMixer's dt_layernorm, b_layernorm, c_layernorm): the same norms, each with its gains
 BCDT_GAINS = ("dt_layernorm", "b_layernorm", "c_layernorm")
-BCDT_NORM_GAINS = replace(BCDT_NORM, equation="dt, B, C = RMSNorm(dt) w_dt, RMSNorm(B) w_B, RMSNorm(C) w_C  (each "
-                          "over its own width, with its gains)")  # fmt: skip
+BCDT_NORM_GAINS = replace(
+    BCDT_NORM,
+    equation="dt, B, C = RMSNorm(dt) w_dt, RMSNorm(B) w_B, RMSNorm(C) w_C  (each over its own width, with its gains)",
+)
 
 
 def weightless_norm(v, config: Any):

@@ -154,10 +154,12 @@ class Mamba2Mixer(Part):
 
     def attention_vs_weights(self, c: Any) -> tuple[str, str, str]:
         """No attention: a decode step's scan costs 2 Hs P N MACs a layer at any context, against the weights'."""
-        return ("2 (2 Hs P N) FLOPs for the scan, at any context, against 2 (D (I + Cv + Hs) + Cv K + I D) for the "
-                "weights", "2 Hs P N / (D (I + Cv + Hs) + Cv K + I D)",
-                f"D = {c.n_embd:,}, Hs = {c.ssm_heads}, P = {c.ssm_head_dim}, N = {c.state_size}, I = {c.d_inner:,}, "
-                f"Cv = {c.conv_dim:,}, K = {c.conv_kernel}")  # fmt: skip
+        return (
+            "2 (2 Hs P N) FLOPs for the scan, at any context, against 2 (D (I + Cv + Hs) + Cv K + I D) for the weights",
+            "2 Hs P N / (D (I + Cv + Hs) + Cv K + I D)",
+            f"D = {c.n_embd:,}, Hs = {c.ssm_heads}, P = {c.ssm_head_dim}, N = {c.state_size}, I = {c.d_inner:,}, "
+            f"Cv = {c.conv_dim:,}, K = {c.conv_kernel}",
+        )
 
     def scan_notes(self, c: Any, layers: int, n_prompt: int, n_new: int, kv_numbers: int = 0) -> list[str]:
         """count's lines on the Mamba layers: the prefill's scan in chunks as computed, with the recurrent form beside

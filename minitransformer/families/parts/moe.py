@@ -400,8 +400,9 @@ def sqrt_softplus(x):
     return np.sqrt(np.logaddexp(constant(x, 0.0), x))
 
 
-SQRT_SOFTPLUS = Stage("router.score", ("moe.scores",), "activation", "s = sqrt(softplus(r))  (softplus(r) = ln(1 + e^r))",
-                      "r [T, E]")  # fmt: skip
+SQRT_SOFTPLUS = Stage(
+    "router.score", ("moe.scores",), "activation", "s = sqrt(softplus(r))  (softplus(r) = ln(1 + e^r))", "r [T, E]"
+)
 
 
 @dataclass(frozen=True)
