@@ -31,7 +31,7 @@ from ..parts.attention import (
     fused_multi_head_products,
     multi_head_vs_weights,
 )
-from ..parts.blocks import LayerInputs, PreNorm, norm_stage, under
+from ..parts.blocks import LayerInputs, PreNorm, held_under, norm_stage
 from ..parts.decoder import Decoder, TokenEmbedding
 from ..parts.family import composed
 from ..parts.mlps import UngatedMLP
@@ -160,13 +160,7 @@ class ParallelResidual(Part):
 
     def tensors(self, config: NeoXConfig, layer: int = 0) -> Tensors:
         ln_1, mixer, ln_2, mlp = self.names
-        norm = self.norm.tensors(config, layer)
-        return {
-            **under(ln_1, norm),
-            **under(ln_2, norm),
-            **under(mixer, self.mixer.tensors(config, layer)),
-            **under(mlp, self.mlp.tensors(config, layer)),
-        }
+        return held_under(config, layer, ((ln_1, self.norm), (ln_2, self.norm), (mixer, self.mixer), (mlp, self.mlp)))
 
     def products(self, config: NeoXConfig, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)

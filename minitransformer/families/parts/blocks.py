@@ -14,7 +14,7 @@ its products its parts'.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any, ClassVar
@@ -46,6 +46,11 @@ def under(name: str, tensors: Tensors) -> Tensors:
     """A part's tensors under its module's name ("": the layer's own, where a part keeps its modules at the layer's
     top: Falcon-H1's mixers, Granite's mixture and shared MLP)."""
     return {f"{name}.{key}" if name else key: tensor for key, tensor in tensors.items()}
+
+
+def held_under(config: Any, layer: int, named: Iterable[tuple[str, Any]]) -> Tensors:
+    """The tensors of each (module name, part) of a layer, each part's under its name, in that order."""
+    return {key: tensor for name, part in named for key, tensor in under(name, part.tensors(config, layer)).items()}
 
 
 def norm_stage(op: str, norm: Any, index: str) -> Stage:
@@ -95,9 +100,7 @@ class PreNorm(Part):
         return {**self.mixer.kinds, **self.mlp.kinds, **self.norm.kinds}
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        ln_1, mixer, ln_2, mlp = self.names
-        return {**under(ln_1, self.norm.tensors(config, layer)), **under(mixer, self.mixer.tensors(config, layer)),
-                **under(ln_2, self.norm.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer))}  # fmt: skip
+        return held_under(config, layer, zip(self.names, (self.norm, self.mixer, self.norm, self.mlp)))
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
@@ -177,9 +180,8 @@ class PostNorm(Part):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         mixer, attn_norm, mlp, mlp_norm = self.names
-        return {**under(mixer, self.mixer.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer)),
-                **under(attn_norm, self.norm.tensors(config, layer)),
-                **under(mlp_norm, self.norm.tensors(config, layer))}  # fmt: skip
+        parts = ((mixer, self.mixer), (mlp, self.mlp), (attn_norm, self.norm), (mlp_norm, self.norm))
+        return held_under(config, layer, parts)
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
@@ -239,8 +241,7 @@ class Sandwich(Part):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         mixer, mlp, *norms = self.names
-        tensors = {**under(mixer, self.mixer.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer))}
-        return tensors | {k: t for name in norms for k, t in under(name, self.norm.tensors(config, layer)).items()}
+        return held_under(config, layer, [(mixer, self.mixer), (mlp, self.mlp), *((n, self.norm) for n in norms)])
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
@@ -277,9 +278,7 @@ class Parallel(Part):
         return {**self.mixer.kinds, **self.mlp.kinds, **self.norm.kinds}
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        norm, mixer, mlp = self.names
-        return {**under(norm, self.norm.tensors(config, layer)), **under(mixer, self.mixer.tensors(config, layer)),
-                **under(mlp, self.mlp.tensors(config, layer))}  # fmt: skip
+        return held_under(config, layer, zip(self.names, (self.norm, self.mixer, self.mlp)))
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
@@ -313,8 +312,7 @@ class Residual(Part):
         return {**self.mixer.kinds, **self.norm.kinds}
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        norm, mixer = self.names
-        return {**under(norm, self.norm.tensors(config, layer)), **under(mixer, self.mixer.tensors(config, layer))}
+        return held_under(config, layer, zip(self.names, (self.norm, self.mixer)))
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer)

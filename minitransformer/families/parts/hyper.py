@@ -29,7 +29,7 @@ from ...engine.ops import constant, rms_norm, sigmoid, softmax
 from ...engine.shapes import ShapeOnly
 from ...engine.stages import HYPER_CONNECTIONS, HYPER_STREAMS, Stage, by_op
 from ...engine.tape import Tape
-from .blocks import LayerInputs, norm_stage, under
+from .blocks import LayerInputs, held_under, norm_stage
 from .decoder import TokenEmbedding
 from .norms import RMSNorm
 from .part import Part, Products, Tensor, Tensors, module_of
@@ -175,9 +175,8 @@ class HyperConnected(Part):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         ln_1, mixer, ln_2, mlp = self.names
-        return {**under(mixer, self.mixer.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer)),
-                **under(ln_1, self.norm.tensors(config, layer)), **under(ln_2, self.norm.tensors(config, layer)),
-                **self.attn_hc.tensors(config, layer), **self.ffn_hc.tensors(config, layer)}  # fmt: skip
+        named = [(mixer, self.mixer), (mlp, self.mlp), (ln_1, self.norm), (ln_2, self.norm)]
+        return held_under(config, layer, [*named, ("", self.attn_hc), ("", self.ffn_hc)])  # theirs at the layer's top
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return (self.attn_hc.products(config, T, t, B, layer) | self.mixer.products(config, T, t, B, layer)
