@@ -239,8 +239,8 @@ def rope_stage(config: Any, interleaved: bool = False) -> Stage:
 
 def key_scale(field: str) -> Stage:
     """k times the config's `field` (Falcon-H1's key_multiplier), before the rotation."""
-    return Stage("k_scale", ("attn.k_scaled",), "scale", f"k = {field} k  (before the rotation: the cache keeps k so)",
-                 "k [T, Hkv*dh]")  # fmt: skip
+    equation = f"k = {field} k  (before the rotation: the cache keeps k so)"
+    return Stage("k_scale", ("attn.k_scaled",), "scale", equation, "k [T, Hkv*dh]")
 
 
 @dataclass(frozen=True)

@@ -189,8 +189,8 @@ class Compressor(Part):
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         D, d, m = config.n_embd, getattr(config, self.d), config.ratio(layer)
         w = 2 * d if self.overlap else d
-        return {**linear("wkv", w, D, False, "compressor"), **linear("wgate", w, D, False, "compressor"),
-                "ape": Tensor((m, w), "compressor"), "norm.weight": Tensor((d,), "norms")}  # fmt: skip
+        own = {"ape": Tensor((m, w), "compressor"), "norm.weight": Tensor((d,), "norms")}
+        return linear("wkv", w, D, False, "compressor") | linear("wgate", w, D, False, "compressor") | own
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         """Its projections of the T positions, and the pooled entry of each window the pass closes (t - T positions
@@ -270,13 +270,12 @@ class CompressedIndexer(Part):
         return at.stage("index.topk", chosen, "T kc"), c
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        Hi, di = config.index_n_heads, config.index_head_dim
+        Hi, di, dq, D = config.index_n_heads, config.index_head_dim, config.q_lora_rank, config.n_embd
         own = {
             f"compressor.{name}": Tensor(t.shape, "indexer" if t.kind != "norms" else "norms")
             for name, t in self.compressor.tensors(config, layer).items()
         }
-        return {"wq_b.weight": Tensor((Hi * di, config.q_lora_rank), "indexer"),
-                "weights_proj.weight": Tensor((Hi, config.n_embd), "indexer"), **own}  # fmt: skip
+        return linear("wq_b", Hi * di, dq, False, "indexer") | linear("weights_proj", Hi, D, False, "indexer") | own
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         c, Hi, di = t // config.ratio(layer), config.index_n_heads, config.index_head_dim
@@ -421,8 +420,8 @@ class CompressedAttention(Part):
         return at.matmul("out", o, p.wo_b.weight.T, "T g*dg, g*dg D -> T D")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        D, H, dh, dq, g, dg = (config.n_embd, config.n_head, config.head_dim, config.q_lora_rank, config.o_groups,
-                               config.o_lora_rank)  # fmt: skip
+        D, H, dh, dq = config.n_embd, config.n_head, config.head_dim, config.q_lora_rank
+        g, dg = config.o_groups, config.o_lora_rank
         tensors = {
             **linear("wq_a", dq, D, False, "attention_q"),
             "q_norm.weight": Tensor((dq,), "norms"),
@@ -446,8 +445,8 @@ class CompressedAttention(Part):
         mix as parts/attention.py's row chunks compute them (a pass of at most 128 positions: T min(t, W + T - 1)),
         the compressed entries' over every entry (128:1) or each query's kc (4:1). (Dot products, length); the window's
         mix is stated by its MACs in window_pairs."""
-        D, H, dh, dq, g, dg = (config.n_embd, config.n_head, config.head_dim, config.q_lora_rank, config.o_groups,
-                               config.o_lora_rank)  # fmt: skip
+        D, H, dh, dq = config.n_embd, config.n_head, config.head_dim, config.q_lora_rank
+        g, dg = config.o_groups, config.o_lora_rank
         pairs = computed_pairs(T, t, config.sliding_window)
         ops = {
             "q_a": (B * T * dq, D),

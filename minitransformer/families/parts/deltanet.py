@@ -35,7 +35,7 @@ from ...engine.stages import CONV_WINDOWS, Stage, by_op
 from ...engine.tape import Tape
 from . import delta_rule
 from .blocks import LayerInputs
-from .part import Part, Products, Tensor, Tensors
+from .part import Part, Products, Tensor, Tensors, linear
 
 LINEAR_PROJECTIONS = "linear attention projections and conv"
 
@@ -128,8 +128,8 @@ class GatedDeltaNet(Part):
         norm, out_proj. `inputs.cache`: the layer's cache handle (its "conv" and "recurrent" arrays), or None without
         a cache; `inputs.pads`, a left-padded batch's pad slots."""
         at, state, pads = at.declaring(self.declared(config)), inputs.cache, inputs.pads
-        Hk, Hv, Gv, dk, dv = (config.linear_key_heads, config.linear_value_heads, config.value_groups,
-                              config.linear_key_dim, config.linear_value_dim)  # fmt: skip
+        Hk, Hv, Gv = config.linear_key_heads, config.linear_value_heads, config.value_groups
+        dk, dv = config.linear_key_dim, config.linear_value_dim
         if pads is not None:  # a left-padded row's pad slots feed the conv and the state zeros
             h = at.stage("linear.pads", without_pads(h, at.dims.past, pads), "T D")
         qkv, z, b, a = self.projections(h, p, config, at)
@@ -166,23 +166,21 @@ class GatedDeltaNet(Part):
         D] and in_proj_ba [2 Hv, D]), conv1d [Dc, 1, K], dt_bias and A_log [Hv], the gated norm's gains [dv], out_proj
         [D, Hv dv]: no biases."""
         D, Dc, Hv, dv = config.n_embd, config.conv_channels, config.linear_value_heads, config.linear_value_dim
-        projections = {
-            "in_proj_qkvz.weight": Tensor((Dc + Hv * dv, D), "linear_in"),
-            "in_proj_ba.weight": Tensor((2 * Hv, D), "linear_in"),
-        } if self.fused else {
-            "in_proj_qkv.weight": Tensor((Dc, D), "linear_in"),
-            "in_proj_z.weight": Tensor((Hv * dv, D), "linear_in"),
-            "in_proj_b.weight": Tensor((Hv, D), "linear_in"),
-            "in_proj_a.weight": Tensor((Hv, D), "linear_in"),
-        }  # fmt: skip
-        return {
-            **projections,
+        tensors: Tensors = {}
+        for name, rows in self.in_widths(config).items():
+            tensors |= linear(f"in_proj_{name}", rows, D, False, "linear_in")
+        return tensors | {
             "conv1d.weight": Tensor((Dc, 1, config.linear_kernel), "linear_conv"),
             "dt_bias": Tensor((Hv,), "linear_decay"),
             "A_log": Tensor((Hv,), "linear_decay"),
             "norm.weight": Tensor((dv,), "norms"),
             "out_proj.weight": Tensor((D, Hv * dv), "linear_out"),
         }
+
+    def in_widths(self, config: Any) -> dict[str, int]:
+        """Each in-projection's width by its name (its module in_proj_<name>, its op linear.<name>)."""
+        Dc, Hv, dv = config.conv_channels, config.linear_value_heads, config.linear_value_dim
+        return {"qkvz": Dc + Hv * dv, "ba": 2 * Hv} if self.fused else {"qkv": Dc, "z": Hv * dv, "b": Hv, "a": Hv}
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         """Its projections, the conv and the delta rule's products (the solve's as its record has it: the dense [C, C]
@@ -193,17 +191,8 @@ class GatedDeltaNet(Part):
         if "delta.solve" in rule:
             C, N = delta_rule.chunking(T)
             rule["delta.solve"] = (B * Hv * N * C * (c.linear_key_dim + dv), C)
-        projections = {
-            "linear.qkvz": (B * T * (Dc + Hv * dv), D),  # h [T, D] x W_qkvz [D, Dc + Hv dv]
-            "linear.ba": (B * T * 2 * Hv, D),  # h [T, D] x W_ba [D, 2 Hv]
-        } if self.fused else {
-            "linear.qkv": (B * T * Dc, D),
-            "linear.z": (B * T * Hv * dv, D),
-            "linear.b": (B * T * Hv, D),
-            "linear.a": (B * T * Hv, D),
-        }  # fmt: skip
         return {
-            **projections,
+            **{f"linear.{name}": (B * T * rows, D) for name, rows in self.in_widths(config).items()},  # h x W_in
             "linear.conv": (B * T * Dc, c.linear_kernel),  # each channel's K-wide window x its kernel
             **rule,
             "linear.out": (B * T * D, Hv * dv),

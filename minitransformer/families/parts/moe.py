@@ -719,8 +719,8 @@ def glu(gate, alpha: float):
 def clamp_stage(op: str, limit: str, F: str) -> Stage:
     """The clamp of a SwiGLU's gate and up before the activation (DeepSeek-V4's experts and shared expert): the gate
     capped from above, the up clipped on both sides."""
-    return Stage(op, (f"moe.{op.split('.')[0]}_clamped",), "activation",
-                 f"g = min(g, {limit}), u = clip(u, -{limit}, {limit})", f"[g u] [T, 2{F}]")  # fmt: skip
+    name, equation = f"moe.{op.split('.')[0]}_clamped", f"g = min(g, {limit}), u = clip(u, -{limit}, {limit})"
+    return Stage(op, (name,), "activation", equation, f"[g u] [T, 2{F}]")
 
 
 def side_by_side(a, b):
