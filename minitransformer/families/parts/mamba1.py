@@ -40,12 +40,13 @@ import numpy as np
 from ...engine.causal_conv import causal_conv
 from ...engine.ops import constant, rms_norm, silu, without_pads
 from ...engine.shapes import ShapeOnly
-from ...engine.stages import CONV_WINDOWS, READS_STATE, STATE, WRITES_STATE, Stage, by_op
+from ...engine.stages import CONV_WINDOWS, Stage, by_op
 from ...engine.tape import Tape
 from .attention import bias_of
 from .blocks import LayerInputs
 from .mamba2 import SSM_PROJECTIONS, conv_activation, decode_and_state, softplus
 from .part import Part, Products, Tensor, Tensors, linear, plus
+from .ssd import recurrent_form
 
 # The published count of the selective scan (Tri Dao, state-spaces/mamba issue #110): 9 B L D N FLOPs for a batch of
 # B sequences of L positions, D channels (our I) and a state of N; our ledger's products in the same scan, beside it.
@@ -90,14 +91,11 @@ class Mamba1Mixer(Part):
             Stage("ssm.discretize", ("mixer.dA", "mixer.x_dt"), "scale",
                   "exp(Δ A)  (A = -exp(A_log) [I, N]: each channel's N decays, < 1), x_dt = Δ x  (elementwise)",
                   "Δ [T, I], A [I, N], x [T, I]"),
-            Stage("ssm.input", ("mixer.input",), "matmul",
-                  "x_dt ⊗ B  (an outer product: I N dot products of length 1 a position)", "x_dt [T, I, 1], B [T, 1, N]",
-                  STATE, state=WRITES_STATE),
-            Stage("ssm.state", ("mixer.state",), "scale",
-                  "h_t = exp(Δ_t A) ∘ h_t-1 + x_dt_t ⊗ B_t, position after position (elementwise; the last one kept "
-                  "in the cache)", "h [I, N]"),
-            Stage("ssm.output", ("mixer.output",), "matmul", "y_t = C_t h_t^T  (I dot products of length N a position)",
-                  "C [T, 1, N], h^T [T, N, I]", STATE, state=READS_STATE),
+            *recurrent_form(
+                ("x_dt ⊗ B  (an outer product: I N dot products of length 1 a position)", "x_dt [T, I, 1], B [T, 1, N]"),
+                ("h_t = exp(Δ_t A) ∘ h_t-1 + x_dt_t ⊗ B_t, position after position (elementwise; the last one kept "
+                 "in the cache)", "h [I, N]"),
+                ("y_t = C_t h_t^T  (I dot products of length N a position)", "C [T, 1, N], h^T [T, N, I]")),
             Stage("ssm.skip", ("mixer.y",), "scale", "y = y + D x  (D per channel)", "y, x [T, I]"),
             Stage("ssm.gate", ("mixer.gated",), "multiply", "y = y silu(z)", "y, z [T, I]"),
             Stage("ssm.out_proj", ("mixer.out",), "matmul", f"m = y W_out{plus(b, 'out')}", "y [T, I], W_out [I, D]",
