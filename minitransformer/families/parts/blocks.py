@@ -344,12 +344,11 @@ class ParallelMixers(Part):
     def stages(self, config: Any) -> dict[str, Stage]:
         stages = []
         for b in self.branches:
+            into, out = f"h_{b.label} = {b.into} h", f"o_{b.label} = {b.out} o_{b.label}"
             if b.into:
-                stages.append(Stage(f"{b.label}.in_scale", (f"{b.captures}.in_scaled",), "scale",
-                                    f"h_{b.label} = {b.into} h", "h [T, D]"))  # fmt: skip
+                stages.append(Stage(f"{b.label}.in_scale", (f"{b.captures}.in_scaled",), "scale", into, "h [T, D]"))
             if b.out:
-                stages.append(Stage(f"{b.label}.out_scale", (f"{b.captures}.out_scaled",), "scale",
-                                    f"o_{b.label} = {b.out} o_{b.label}", "o [T, D]"))  # fmt: skip
+                stages.append(Stage(f"{b.label}.out_scale", (f"{b.captures}.out_scaled",), "scale", out, "o [T, D]"))
         total = " + ".join(f"o_{b.label}" for b in self.branches)
         each = "each branch's products counted as it computes them; the sum, no product"
         return by_op(*stages, Stage("branches.sum", (self.summed,), "add", f"o = {total}  ({each})", "o [T, D]"))

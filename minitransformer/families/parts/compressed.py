@@ -125,8 +125,8 @@ class Compressor(Part):
                 f"{self.name}.windows", self.windows(kv, z, p, held, before, n, m, n_d), f"Nw S {d}; Nw S {d}"
             )
             a = at.stage(f"{self.name}.softmax", softmax(z_w.swapaxes(-1, -2)), f"Nw {d} S")
-            e = at.matmul(f"{self.name}.pool", a[..., None, :], kv_w.swapaxes(-1, -2)[..., None],
-                          f"Nw {d} 1 S, Nw {d} S 1 -> Nw {d} 1 1")[..., 0, 0]  # fmt: skip
+            spec = f"Nw {d} 1 S, Nw {d} S 1 -> Nw {d} 1 1"
+            e = at.matmul(f"{self.name}.pool", a[..., None, :], kv_w.swapaxes(-1, -2)[..., None], spec)[..., 0, 0]
             e = at.stage(f"{self.name}.norm", rms_norm(e, p.norm.weight, config.norm_eps), f"Nw {d}")
             positions = (before + np.arange(n)) * m
             tables = () if isinstance(e, ShapeOnly) else rotary.tables(rope, positions, e.dtype)
@@ -396,8 +396,8 @@ class CompressedAttention(Part):
         past, c = at.dims.past, 0 if entries is None else entries.shape[-2]
         sized = at.with_sizes(c=c, kc=min(c, config.compressed_topk)) if c else at
         if c and chosen is not None:  # 4:1: each query's chosen entries, gathered
-            gathered = sized.stage("gather", gather_keys(entries[..., None, :, :], np.maximum(chosen, 0)
-                                   if not isinstance(chosen, ShapeOnly) else chosen), "1 T kc dh")  # fmt: skip
+            indices = np.maximum(chosen, 0) if not isinstance(chosen, ShapeOnly) else chosen
+            gathered = sized.stage("gather", gather_keys(entries[..., None, :, :], indices), "1 T kc dh")
         else:
             gathered = None
 
@@ -477,16 +477,18 @@ def attend_window_and_entries(q, K, bias, entries, chosen, sinks, config: Any, a
             s_c = at.matmul(
                 "compressed.scores", q, entries[..., None, :, :].swapaxes(-1, -2), "H T dh, 1 dh c -> H T c"
             )
-            bias_c = None if isinstance(s_c, ShapeOnly) or bias is None else future_entries(
-                at.dims.past, at.dims.T, s_c.shape[-1], m, s_c.dtype)  # fmt: skip
+            bias_c = None
+            if bias is not None and not isinstance(s_c, ShapeOnly):
+                bias_c = future_entries(at.dims.past, at.dims.T, s_c.shape[-1], m, s_c.dtype)
             width = "t+c"
         else:  # 4:1: each query's chosen entries
             rows, indices = chosen
             s_c = at.matmul(
                 "compressed.scores", q[..., None, :], rows.swapaxes(-1, -2), "H T 1 dh, 1 T dh kc -> H T 1 kc"
             )[..., 0, :]
-            bias_c = None if isinstance(s_c, ShapeOnly) or bias is None else np.where(
-                indices < 0, s_c.dtype.type(-np.inf), s_c.dtype.type(0.0))  # fmt: skip
+            bias_c = None
+            if bias is not None and not isinstance(s_c, ShapeOnly):
+                bias_c = np.where(indices < 0, s_c.dtype.type(-np.inf), s_c.dtype.type(0.0))
             width = "t+kc"
         s = at.stage("join", join(s, s_c), f"H T {width}")
         bias = None if bias is None else join(bias, bias_c)
