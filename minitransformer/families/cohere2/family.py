@@ -91,6 +91,7 @@ def scaled(logits, config: Cohere2Config, tape: Tape):
 PRESETS = {"command-r7b": preset(Cohere2Config, "command-r7b", 32, 32, 8, 4096, 14336, 256000, 8192, head_dim=128,
                                  rope_theta=50000.0, logit_scale=0.25)}  # fmt: skip
 NORM = LayerNorm(bias=False, description="LayerNorm gains (no biases)")
-COHERE2 = Decoder(Parallel(GroupedQueryAttention(interleaved=True), GatedMLP(), NORM), NORM, after_logits=scaled,
-                  symbols=SYMBOLS)  # fmt: skip
+COHERE2 = Decoder(
+    Parallel(GroupedQueryAttention(interleaved=True), GatedMLP(), NORM), NORM, after_logits=scaled, symbols=SYMBOLS
+)
 ARCHITECTURE = composed("cohere2", COHERE2, config=Cohere2Config, presets=PRESETS, label="Cohere2", reference=reference)

@@ -40,10 +40,10 @@ from . import reference
 from .config import PRESETS, Gemma4TextConfig
 
 # The block's output is the stream times the layer's scalar (resid_post, what the next block reads); the MLP's add is
-# resid_mlp, the per-layer branch's resid_ple
-LAYER_SCALAR = Stage("layer_scalar", ("resid_post",), "scale", "x = x s  (the layer's layer_scalar: the block's output)",
-                     "x [T, D]")  # fmt: skip
-RESID_MLP = Stage("resid_mlp", ("resid_mlp",), "residual", "x = x + RMSNorm_m(m)", "x, m [T, D]")
+# resid_mlp (Gemma4Block.resid), the per-layer branch's resid_ple
+LAYER_SCALAR = Stage(
+    "layer_scalar", ("resid_post",), "scale", "x = x s  (the layer's layer_scalar: the block's output)", "x [T, D]"
+)
 ROUTER_NORM = Stage("router.norm", ("moe.router_in",), "norm",
                     "r_in = x / sqrt(mean(x^2) + eps) * w_r / sqrt(D)  (the stream itself, before any norm of the layer)",
                     "x [T, D]", reads_stream=True)  # fmt: skip
@@ -84,7 +84,7 @@ class Gemma4Router(SoftmaxRouter):
 GELU = "GELU, tanh approximation"
 EXPERTS = FusedSwiGLUExperts(module="experts", bare=True, width="moe_width", F="Fe", activation=GELU)
 MOE_NORMS = ("post_feedforward_layernorm_1", "pre_feedforward_layernorm_2", "post_feedforward_layernorm_2")
-MOE_STAGES = by_op(
+MOE_STAGES = (
     Stage("post_mlp_norm_1", ("post_mlp_norm_1",), "norm", "m = RMSNorm_m1(m)  (the dense MLP's, before the sum)",
           "m [T, D]"),
     Stage("ln_moe", ("ln_moe",), "norm", "h_e = RMSNorm_e(x)  (the experts' input: the stream after attention)",
@@ -106,32 +106,30 @@ class Gemma4Block(Sandwich):
     experts: FusedSwiGLUExperts = EXPERTS
     buffers = ("layer_scalars",)
 
+    resid = "resid_mlp"
+
     def stages(self, config: Any) -> dict[str, Stage]:
-        sandwich = {op: s for op, s in super().stages(config).items() if op != "resid_post"}
-        return sandwich | (MOE_STAGES if config.moe else {}) | by_op(RESID_MLP, LAYER_SCALAR)
+        *sandwich, resid_mlp = super().stages(config).values()
+        return by_op(*sandwich, *(MOE_STAGES if config.moe else ()), resid_mlp, LAYER_SCALAR)
 
     def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
         c = config.at_layer(at.layer_index or 0)
         at = sized(at, c).declaring(self.declared(c))
-        mixer, mlp, ln_1, post_attn, ln_2, post_mlp = (getattr(p, name) for name in self.names)
-        h = at.stage("ln_1", self.norm(x, ln_1, c), "T D")
-        o = self.mixer(h, mixer, c, at, inputs)
-        o = at.stage("post_attn_norm", self.norm(o, post_attn, c), "T D")
-        x = at.stage("resid_mid", x + o, "T D")
-        h = at.stage("ln_2", self.norm(x, ln_2, c), "T D")
-        m = self.mlp(h, mlp, c, at)
-        if c.moe:  # the experts beside the dense MLP, on the same stream x
-            m = at.stage("post_mlp_norm_1", self.norm(m, p.post_feedforward_layernorm_1, c), "T D")
-            chosen, gates = self.router(x, p.router, c, at)
-            he = at.stage("ln_moe", self.norm(x, p.pre_feedforward_layernorm_2, c), "T D")
-            y = self.experts(he, chosen, gates, p, c, at)
-            y = at.stage("post_moe_norm", self.norm(y, p.post_feedforward_layernorm_2, c), "T D")
-            m = at.stage("moe.sum", m + y, "T D")
-        m = at.stage("post_mlp_norm", self.norm(m, post_mlp, c), "T D")
-        x = at.stage("resid_mlp", x + m, "T D")
+        x = self.sandwiched(x, p, c, at, inputs)
         if c.per_layer_width:
             x = self.per_layer(x, p, c, at, inputs.choices[PER_LAYER])
         return at.stage("layer_scalar", np.multiply(x, p.layer_scalar), "T D")
+
+    def beside_mlp(self, m, x, p: SimpleNamespace, c: Any, at: Tape):
+        """Where the config says, the experts beside the dense MLP, on the same stream x, each branch normed."""
+        if not c.moe:
+            return m
+        m = at.stage("post_mlp_norm_1", self.norm(m, p.post_feedforward_layernorm_1, c), "T D")
+        chosen, gates = self.router(x, p.router, c, at)
+        he = at.stage("ln_moe", self.norm(x, p.pre_feedforward_layernorm_2, c), "T D")
+        y = self.experts(he, chosen, gates, p, c, at)
+        y = at.stage("post_moe_norm", self.norm(y, p.post_feedforward_layernorm_2, c), "T D")
+        return at.stage("moe.sum", m + y, "T D")
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
@@ -178,8 +176,9 @@ class Gemma4Formulas(DecoderFormulas):
         per_layer = sum(n * length for n, length in PerLayerInputs().pass_products(config, T, B).values())
         return total + per_layer + B * R * config.vocab_size * config.n_embd
 
-    def generation_macs(self, config: Any, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,
-                        windows: bool = True) -> int:  # fmt: skip
+    def generation_macs(
+        self, config: Any, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1, windows: bool = True
+    ) -> int:
         """A prefill and n_new - 1 decode steps with the cache, or each step the whole sequence again without it."""
         if use_cache:
             passes = [(n_prompt, 0)] + [(1, n_prompt + k) for k in range(n_new - 1)]
@@ -198,5 +197,6 @@ GEMMA4 = Decoder(
     symbols=SYMBOLS + ", P per-layer input width, L layers",
 )
 
-ARCHITECTURE = composed("gemma4", GEMMA4, Gemma4Formulas, config=Gemma4TextConfig, presets=PRESETS, label="Gemma 4",
-                        reference=reference)  # fmt: skip
+ARCHITECTURE = composed(
+    "gemma4", GEMMA4, Gemma4Formulas, config=Gemma4TextConfig, presets=PRESETS, label="Gemma 4", reference=reference
+)

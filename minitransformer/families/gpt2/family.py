@@ -172,6 +172,9 @@ class Mlp(Part):
 
 
 NORM = LayerNorm()
+SYMBOLS = (
+    "T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, R logit rows"
+)
 GPT2 = Decoder(
     PreNorm(FusedAttention(), Mlp(), NORM, names=("ln_1", "attn", "ln_2", "mlp")),
     NORM,
@@ -182,7 +185,7 @@ GPT2 = Decoder(
     prefix="transformer.",
     ignored=r"h\.\d+\.attn\.(bias|masked_bias)",
     biases="biases of the four linear layers",
-    symbols="T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, R logit rows",
+    symbols=SYMBOLS,
 )
 
 ARCHITECTURE = composed("gpt2", GPT2, config=GPT2Config, presets=PRESETS, own_tokenizer=False, heads_in_headers=False)

@@ -37,6 +37,39 @@ from .config import PRESETS, NemotronHConfig
 KINDS = ("mamba", "full_attention", "mlp", "moe")  # in the order its table lists their stages
 
 
+def squared_relu(
+    op: str, capture: str, up: tuple[str, str], F: str, down: tuple[str, str], product: str = ""
+) -> tuple[Stage, ...]:
+    """A squared-ReLU MLP's stages, u = x W_up, a = relu(u)^2, then W_down: `op` and `capture` begin their ops and
+    capture names, `up` and `down` are each product's equation and what it reads, F the activation's width."""
+    return (
+        Stage(f"{op}.up", (f"{capture}up",), "matmul", *up, MLP, product=product),
+        Stage(f"{op}.act", (f"{capture}act",), "activation", "a = relu(u)^2", f"u [T, {F}]"),
+        Stage(f"{op}.down", (f"{capture}down",), "matmul", *down, MLP, product=product),
+    )
+
+
+MLP_LAYER = squared_relu(
+    "mlp", "mlp.", ("u = h W_up", "h [T, D], W_up [D, F]"), "F", ("m = a W_down", "a [T, F], W_down [F, D]")
+)
+SHARED = squared_relu(
+    "shared",
+    "moe.shared_",
+    ("u = h W_up_s  (the shared expert, on every token)", "h [T, D], W_up_s [D, Fs]"),
+    "Fs",
+    ("y_s = a W_down_s", "a [T, Fs], W_down_s [Fs, D]"),
+    "expert",
+)
+EXPERT = squared_relu(
+    "expert",
+    "moe.expert_",
+    ("u = h_e W_up_e  (expert e's up, on its Te rows)", "h_e [T, k*Dl] (each token in its k experts), W_up_e [Dl, Fe]"),
+    "k*Fe",
+    ("y = a W_down_e  (expert e's down, on its Te rows)", "a [T, k*Fe], W_down_e [Fe, Dl]"),
+    "expert",
+)
+
+
 @dataclass(frozen=True)
 class SquaredReLU(Part):
     """u = h W_up, a = act(u) (relu2: relu(u)^2, the config's mlp_act), then W_down, biases where mlp_bias: an MLP
@@ -51,33 +84,7 @@ class SquaredReLU(Part):
         return {"mlp": "MLP layers' weights W_up [F, D], W_down [D, F]"}
 
     def stages(self, config: NemotronHConfig) -> dict[str, Stage]:
-        if self.shared:
-            return by_op(
-                Stage(
-                    "shared.up",
-                    ("moe.shared_up",),
-                    "matmul",
-                    "u = h W_up_s  (the shared expert, on every token)",
-                    "h [T, D], W_up_s [D, Fs]",
-                    MLP,
-                    product="expert",
-                ),
-                Stage("shared.act", ("moe.shared_act",), "activation", "a = relu(u)^2", "u [T, Fs]"),
-                Stage(
-                    "shared.down",
-                    ("moe.shared_down",),
-                    "matmul",
-                    "y_s = a W_down_s",
-                    "a [T, Fs], W_down_s [Fs, D]",
-                    MLP,
-                    product="expert",
-                ),
-            )
-        return by_op(
-            Stage("mlp.up", ("mlp.up",), "matmul", "u = h W_up", "h [T, D], W_up [D, F]", MLP),
-            Stage("mlp.act", ("mlp.act",), "activation", "a = relu(u)^2", "u [T, F]"),
-            Stage("mlp.down", ("mlp.down",), "matmul", "m = a W_down", "a [T, F], W_down [F, D]", MLP),
-        )
+        return by_op(*(SHARED if self.shared else MLP_LAYER))
 
     def __call__(self, h, p: SimpleNamespace, config: NemotronHConfig, at: Tape):
         at, op, F = at.declaring(self.declared(config)), "shared" if self.shared else "mlp", self.F
@@ -102,29 +109,6 @@ class SquaredReLU(Part):
             "shared" if self.shared else "mlp",
         )
         return {f"{op}.up": (B * T * F, D), f"{op}.down": (B * T * D, F)}  # h [T, D] x W_up [D, F], a x W_down [F, D]
-
-
-EXPERT = (
-    Stage(
-        "expert.up",
-        ("moe.expert_up",),
-        "matmul",
-        "u = h_e W_up_e  (expert e's up, on its Te rows)",
-        "h_e [T, k*Dl] (each token in its k experts), W_up_e [Dl, Fe]",
-        MLP,
-        product="expert",
-    ),
-    Stage("expert.act", ("moe.expert_act",), "activation", "a = relu(u)^2", "u [T, k*Fe]"),
-    Stage(
-        "expert.down",
-        ("moe.expert_down",),
-        "matmul",
-        "y = a W_down_e  (expert e's down, on its Te rows)",
-        "a [T, k*Fe], W_down_e [Fe, Dl]",
-        MLP,
-        product="expert",
-    ),
-)
 
 
 @dataclass(frozen=True)

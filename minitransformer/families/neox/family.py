@@ -22,6 +22,7 @@ from typing import Any
 from ...engine.ops import merge_heads, ungroup_heads
 from ...engine.stages import ATTENTION_PROJECTIONS, Stage, by_op
 from ...engine.tape import Tape
+from ..gpt2.family import SYMBOLS  # the same symbols as GPT-2's
 from ..parts.attention import (
     MULTI_HEAD_CACHE,
     attend,
@@ -30,7 +31,7 @@ from ..parts.attention import (
     fused_multi_head_products,
     multi_head_vs_weights,
 )
-from ..parts.blocks import LayerInputs, PreNorm, norm_stage, under
+from ..parts.blocks import LayerInputs, PreNorm, held_under, norm_stage
 from ..parts.decoder import Decoder, TokenEmbedding
 from ..parts.family import composed
 from ..parts.mlps import UngatedMLP
@@ -159,13 +160,7 @@ class ParallelResidual(Part):
 
     def tensors(self, config: NeoXConfig, layer: int = 0) -> Tensors:
         ln_1, mixer, ln_2, mlp = self.names
-        norm = self.norm.tensors(config, layer)
-        return {
-            **under(ln_1, norm),
-            **under(ln_2, norm),
-            **under(mixer, self.mixer.tensors(config, layer)),
-            **under(mlp, self.mlp.tensors(config, layer)),
-        }
+        return held_under(config, layer, ((ln_1, self.norm), (ln_2, self.norm), (mixer, self.mixer), (mlp, self.mlp)))
 
     def products(self, config: NeoXConfig, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
@@ -174,9 +169,6 @@ class ParallelResidual(Part):
 NORM = LayerNorm()
 EMBED = TokenEmbedding(
     "embed_in", "x = W_in[ids]  (positions enter later, by rotating q and k)", "token embedding W_in [V, D]"
-)
-SYMBOLS = (
-    "T new positions, t attended (past + T), D d_model, H heads, dh = D/H, F MLP width, V vocabulary, R logit rows"
 )
 NEOX = Decoder(
     ParallelResidual(HeadByHeadAttention(), UngatedMLP(("dense_h_to_4h", "dense_4h_to_h")), NORM),

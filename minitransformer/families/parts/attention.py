@@ -193,10 +193,12 @@ QK_NORMS = {
 # Llama 4's attention temperature tuning on its layers without rotary positions: each query scaled up by the log of its
 # position's multiple of floor_scale, so that a far query's scores sharpen (arXiv 2501.19399)
 TEMPERATURE = Stage(
-    "q_temperature", ("attn.q_tempered",), "scale",
+    "q_temperature",
+    ("attn.q_tempered",),
+    "scale",
     "q = q (1 + attn_scale log(1 + floor((p + 1) / floor_scale)))  (p the query's position; NoPE layers only)",
     "q [H, T, dh]",
-)  # fmt: skip
+)
 
 
 def temperatures(config: Any, past: int, T: int, pads, dtype) -> np.ndarray:
@@ -237,8 +239,8 @@ def rope_stage(config: Any, interleaved: bool = False) -> Stage:
 
 def key_scale(field: str) -> Stage:
     """k times the config's `field` (Falcon-H1's key_multiplier), before the rotation."""
-    return Stage("k_scale", ("attn.k_scaled",), "scale", f"k = {field} k  (before the rotation: the cache keeps k so)",
-                 "k [T, Hkv*dh]")  # fmt: skip
+    equation = f"k = {field} k  (before the rotation: the cache keeps k so)"
+    return Stage("k_scale", ("attn.k_scaled",), "scale", equation, "k [T, Hkv*dh]")
 
 
 @dataclass(frozen=True)

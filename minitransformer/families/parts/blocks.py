@@ -14,10 +14,10 @@ its products its parts'.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -46,6 +46,11 @@ def under(name: str, tensors: Tensors) -> Tensors:
     """A part's tensors under its module's name ("": the layer's own, where a part keeps its modules at the layer's
     top: Falcon-H1's mixers, Granite's mixture and shared MLP)."""
     return {f"{name}.{key}" if name else key: tensor for key, tensor in tensors.items()}
+
+
+def held_under(config: Any, layer: int, named: Iterable[tuple[str, Any]]) -> Tensors:
+    """The tensors of each (module name, part) of a layer, each part's under its name, in that order."""
+    return {key: tensor for name, part in named for key, tensor in under(name, part.tensors(config, layer)).items()}
 
 
 def norm_stage(op: str, norm: Any, index: str) -> Stage:
@@ -95,9 +100,7 @@ class PreNorm(Part):
         return {**self.mixer.kinds, **self.mlp.kinds, **self.norm.kinds}
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        ln_1, mixer, ln_2, mlp = self.names
-        return {**under(ln_1, self.norm.tensors(config, layer)), **under(mixer, self.mixer.tensors(config, layer)),
-                **under(ln_2, self.norm.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer))}  # fmt: skip
+        return held_under(config, layer, zip(self.names, (self.norm, self.mixer, self.norm, self.mlp)))
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
@@ -177,9 +180,8 @@ class PostNorm(Part):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         mixer, attn_norm, mlp, mlp_norm = self.names
-        return {**under(mixer, self.mixer.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer)),
-                **under(attn_norm, self.norm.tensors(config, layer)),
-                **under(mlp_norm, self.norm.tensors(config, layer))}  # fmt: skip
+        parts = ((mixer, self.mixer), (mlp, self.mlp), (attn_norm, self.norm), (mlp_norm, self.norm))
+        return held_under(config, layer, parts)
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
@@ -198,6 +200,7 @@ class Sandwich(Part):
     mlp: Any
     norm: Any = RMSNorm()
     names: tuple[str, ...] = ("self_attn", "mlp", *GEMMA_NORMS)
+    resid: ClassVar[str] = "resid_post"  # the op of the MLP's add (Gemma 4's block scales the stream after it)
 
     def stages(self, config: Any) -> dict[str, Stage]:
         norm, note, ln_2 = self.norm.label, self.norm.note, norm_stage("ln_2", self.norm, "2")
@@ -209,20 +212,28 @@ class Sandwich(Part):
             Stage("resid_mid", ("resid_mid",), "residual", f"x = x + {norm}_o(o)", "x, o [T, D]"),
             replace(ln_2, equation=f"{ln_2.equation}  ({self.names[4]})"),
             Stage("post_mlp_norm", ("post_mlp_norm",), "norm", m, "m [T, D]"),
-            Stage("resid_post", ("resid_post",), "residual", f"x = x + {norm}_m(m)", "x, m [T, D]"),
+            Stage(self.resid, (self.resid,), "residual", f"x = x + {norm}_m(m)", "x, m [T, D]"),
         )
 
     def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
-        at = at.declaring(self.declared(config))
+        return self.sandwiched(x, p, config, at.declaring(self.declared(config)), inputs)
+
+    def sandwiched(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
+        """The block's two branches, each normed on its way in and out, on a tape that knows its stages."""
         mixer, mlp, ln_1, post_attn, ln_2, post_mlp = (getattr(p, name) for name in self.names)
         h = at.stage("ln_1", self.norm(x, ln_1, config), "T D")
         o = self.mixer(h, mixer, config, at, inputs)
         o = at.stage("post_attn_norm", self.norm(o, post_attn, config), "T D")
         x = at.stage("resid_mid", x + o, "T D")
         h = at.stage("ln_2", self.norm(x, ln_2, config), "T D")
-        m = self.mlp(h, mlp, config, at)
+        m = self.beside_mlp(self.mlp(h, mlp, config, at), x, p, config, at)
         m = at.stage("post_mlp_norm", self.norm(m, post_mlp, config), "T D")
-        return at.stage("resid_post", x + m, "T D")
+        return at.stage(self.resid, x + m, "T D")
+
+    def beside_mlp(self, m, x, p: SimpleNamespace, config: Any, at: Tape):
+        """The MLP's output m with what the block computes beside it from the stream x (Gemma 4's experts): here,
+        nothing."""
+        return m
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
@@ -230,8 +241,7 @@ class Sandwich(Part):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         mixer, mlp, *norms = self.names
-        tensors = {**under(mixer, self.mixer.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer))}
-        return tensors | {k: t for name in norms for k, t in under(name, self.norm.tensors(config, layer)).items()}
+        return held_under(config, layer, [(mixer, self.mixer), (mlp, self.mlp), *((n, self.norm) for n in norms)])
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
@@ -250,8 +260,10 @@ class Parallel(Part):
 
     def stages(self, config: Any) -> dict[str, Stage]:
         parallel = "x = x + o + m  (both branches read the one h)"
-        return by_op(norm_stage("ln_1", self.norm, "1"), Stage("resid_post", ("resid_post",), "residual", parallel,
-                                                                "x, o, m [T, D]"))  # fmt: skip
+        return by_op(
+            norm_stage("ln_1", self.norm, "1"),
+            Stage("resid_post", ("resid_post",), "residual", parallel, "x, o, m [T, D]"),
+        )
 
     def __call__(self, x, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
         at = at.declaring(self.declared(config))
@@ -266,9 +278,7 @@ class Parallel(Part):
         return {**self.mixer.kinds, **self.mlp.kinds, **self.norm.kinds}
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        norm, mixer, mlp = self.names
-        return {**under(norm, self.norm.tensors(config, layer)), **under(mixer, self.mixer.tensors(config, layer)),
-                **under(mlp, self.mlp.tensors(config, layer))}  # fmt: skip
+        return held_under(config, layer, zip(self.names, (self.norm, self.mixer, self.mlp)))
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer)
@@ -302,8 +312,7 @@ class Residual(Part):
         return {**self.mixer.kinds, **self.norm.kinds}
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        norm, mixer = self.names
-        return {**under(norm, self.norm.tensors(config, layer)), **under(mixer, self.mixer.tensors(config, layer))}
+        return held_under(config, layer, zip(self.names, (self.norm, self.mixer)))
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return self.mixer.products(config, T, t, B, layer)
@@ -335,12 +344,11 @@ class ParallelMixers(Part):
     def stages(self, config: Any) -> dict[str, Stage]:
         stages = []
         for b in self.branches:
+            into, out = f"h_{b.label} = {b.into} h", f"o_{b.label} = {b.out} o_{b.label}"
             if b.into:
-                stages.append(Stage(f"{b.label}.in_scale", (f"{b.captures}.in_scaled",), "scale",
-                                    f"h_{b.label} = {b.into} h", "h [T, D]"))  # fmt: skip
+                stages.append(Stage(f"{b.label}.in_scale", (f"{b.captures}.in_scaled",), "scale", into, "h [T, D]"))
             if b.out:
-                stages.append(Stage(f"{b.label}.out_scale", (f"{b.captures}.out_scaled",), "scale",
-                                    f"o_{b.label} = {b.out} o_{b.label}", "o [T, D]"))  # fmt: skip
+                stages.append(Stage(f"{b.label}.out_scale", (f"{b.captures}.out_scaled",), "scale", out, "o [T, D]"))
         total = " + ".join(f"o_{b.label}" for b in self.branches)
         each = "each branch's products counted as it computes them; the sum, no product"
         return by_op(*stages, Stage("branches.sum", (self.summed,), "add", f"o = {total}  ({each})", "o [T, D]"))

@@ -121,11 +121,12 @@ class Compressor(Part):
         n, slots = after - before, (2 if self.overlap else 1) * m
         if n:
             at = at.with_sizes(Nw=n, S=slots)
-            kv_w, z_w = at.stage(f"{self.name}.windows", self.windows(kv, z, p, held, before, n, m, n_d),
-                                 f"Nw S {d}; Nw S {d}")  # fmt: skip
+            kv_w, z_w = at.stage(
+                f"{self.name}.windows", self.windows(kv, z, p, held, before, n, m, n_d), f"Nw S {d}; Nw S {d}"
+            )
             a = at.stage(f"{self.name}.softmax", softmax(z_w.swapaxes(-1, -2)), f"Nw {d} S")
-            e = at.matmul(f"{self.name}.pool", a[..., None, :], kv_w.swapaxes(-1, -2)[..., None],
-                          f"Nw {d} 1 S, Nw {d} S 1 -> Nw {d} 1 1")[..., 0, 0]  # fmt: skip
+            spec = f"Nw {d} 1 S, Nw {d} S 1 -> Nw {d} 1 1"
+            e = at.matmul(f"{self.name}.pool", a[..., None, :], kv_w.swapaxes(-1, -2)[..., None], spec)[..., 0, 0]
             e = at.stage(f"{self.name}.norm", rms_norm(e, p.norm.weight, config.norm_eps), f"Nw {d}")
             positions = (before + np.arange(n)) * m
             tables = () if isinstance(e, ShapeOnly) else rotary.tables(rope, positions, e.dtype)
@@ -188,8 +189,8 @@ class Compressor(Part):
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         D, d, m = config.n_embd, getattr(config, self.d), config.ratio(layer)
         w = 2 * d if self.overlap else d
-        return {**linear("wkv", w, D, False, "compressor"), **linear("wgate", w, D, False, "compressor"),
-                "ape": Tensor((m, w), "compressor"), "norm.weight": Tensor((d,), "norms")}  # fmt: skip
+        own = {"ape": Tensor((m, w), "compressor"), "norm.weight": Tensor((d,), "norms")}
+        return linear("wkv", w, D, False, "compressor") | linear("wgate", w, D, False, "compressor") | own
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         """Its projections of the T positions, and the pooled entry of each window the pass closes (t - T positions
@@ -236,8 +237,10 @@ class CompressedIndexer(Part):
     query cannot see the entry yet."""
 
     compressor: Compressor = INDEX_COMPRESSOR
-    kinds = {"indexer": "the indexer's weights: its compressor's W_kv', W_z' [2 di, D], position bias [m, 2 di] and "
-             "norm, W_iq [Hi di, dq], W_iw [Hi, D]"}  # fmt: skip
+    kinds = {
+        "indexer": "the indexer's weights: its compressor's W_kv', W_z' [2 di, D], position bias [m, 2 di] and "
+        "norm, W_iq [Hi di, dq], W_iw [Hi, D]"
+    }
 
     def stages(self, config: Any) -> dict[str, Stage]:
         return by_op(*INDEX_STAGES)
@@ -267,11 +270,12 @@ class CompressedIndexer(Part):
         return at.stage("index.topk", chosen, "T kc"), c
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        Hi, di = config.index_n_heads, config.index_head_dim
-        own = {f"compressor.{name}": Tensor(t.shape, "indexer" if t.kind != "norms" else "norms")
-               for name, t in self.compressor.tensors(config, layer).items()}  # fmt: skip
-        return {"wq_b.weight": Tensor((Hi * di, config.q_lora_rank), "indexer"),
-                "weights_proj.weight": Tensor((Hi, config.n_embd), "indexer"), **own}  # fmt: skip
+        Hi, di, dq, D = config.index_n_heads, config.index_head_dim, config.q_lora_rank, config.n_embd
+        own = {
+            f"compressor.{name}": Tensor(t.shape, "indexer" if t.kind != "norms" else "norms")
+            for name, t in self.compressor.tensors(config, layer).items()
+        }
+        return linear("wq_b", Hi * di, dq, False, "indexer") | linear("weights_proj", Hi, D, False, "indexer") | own
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         c, Hi, di = t // config.ratio(layer), config.index_n_heads, config.index_head_dim
@@ -361,8 +365,10 @@ class CompressedAttention(Part):
         at = at.declaring(self.declared(config))
         layer = at.layer_index or 0
         if inputs.pads is not None and not isinstance(h, ShapeOnly) and np.any(inputs.pads):
-            raise UserError("a left-padded batch is not supported by DeepSeek-V4: its compressors pool every slot, "
-                            "pads too (transformers' do); give prompts of one length")  # fmt: skip
+            raise UserError(
+                "a left-padded batch is not supported by DeepSeek-V4: its compressors pool every slot, "
+                "pads too (transformers' do); give prompts of one length"
+            )
         H, eps, kind, m = config.n_head, config.norm_eps, config.attention_kind(layer), config.ratio(layer)
         cq = at.matmul("q_a", h, p.wq_a.weight.T, "T D, D dq -> T dq")
         cq = at.stage("q_a_norm", rms_norm(cq, p.q_norm.weight, eps), "T dq")
@@ -390,8 +396,8 @@ class CompressedAttention(Part):
         past, c = at.dims.past, 0 if entries is None else entries.shape[-2]
         sized = at.with_sizes(c=c, kc=min(c, config.compressed_topk)) if c else at
         if c and chosen is not None:  # 4:1: each query's chosen entries, gathered
-            gathered = sized.stage("gather", gather_keys(entries[..., None, :, :], np.maximum(chosen, 0)
-                                   if not isinstance(chosen, ShapeOnly) else chosen), "1 T kc dh")  # fmt: skip
+            indices = np.maximum(chosen, 0) if not isinstance(chosen, ShapeOnly) else chosen
+            gathered = sized.stage("gather", gather_keys(entries[..., None, :, :], indices), "1 T kc dh")
         else:
             gathered = None
 
@@ -414,8 +420,8 @@ class CompressedAttention(Part):
         return at.matmul("out", o, p.wo_b.weight.T, "T g*dg, g*dg D -> T D")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        D, H, dh, dq, g, dg = (config.n_embd, config.n_head, config.head_dim, config.q_lora_rank, config.o_groups,
-                               config.o_lora_rank)  # fmt: skip
+        D, H, dh, dq = config.n_embd, config.n_head, config.head_dim, config.q_lora_rank
+        g, dg = config.o_groups, config.o_lora_rank
         tensors = {
             **linear("wq_a", dq, D, False, "attention_q"),
             "q_norm.weight": Tensor((dq,), "norms"),
@@ -439,8 +445,8 @@ class CompressedAttention(Part):
         mix as parts/attention.py's row chunks compute them (a pass of at most 128 positions: T min(t, W + T - 1)),
         the compressed entries' over every entry (128:1) or each query's kc (4:1). (Dot products, length); the window's
         mix is stated by its MACs in window_pairs."""
-        D, H, dh, dq, g, dg = (config.n_embd, config.n_head, config.head_dim, config.q_lora_rank, config.o_groups,
-                               config.o_lora_rank)  # fmt: skip
+        D, H, dh, dq = config.n_embd, config.n_head, config.head_dim, config.q_lora_rank
+        g, dg = config.o_groups, config.o_lora_rank
         pairs = computed_pairs(T, t, config.sliding_window)
         ops = {
             "q_a": (B * T * dq, D),
@@ -471,15 +477,18 @@ def attend_window_and_entries(q, K, bias, entries, chosen, sinks, config: Any, a
             s_c = at.matmul(
                 "compressed.scores", q, entries[..., None, :, :].swapaxes(-1, -2), "H T dh, 1 dh c -> H T c"
             )
-            bias_c = None if isinstance(s_c, ShapeOnly) or bias is None else future_entries(
-                at.dims.past, at.dims.T, s_c.shape[-1], m, s_c.dtype)  # fmt: skip
+            bias_c = None
+            if bias is not None and not isinstance(s_c, ShapeOnly):
+                bias_c = future_entries(at.dims.past, at.dims.T, s_c.shape[-1], m, s_c.dtype)
             width = "t+c"
         else:  # 4:1: each query's chosen entries
             rows, indices = chosen
-            s_c = at.matmul("compressed.scores", q[..., None, :], rows.swapaxes(-1, -2),
-                            "H T 1 dh, 1 T dh kc -> H T 1 kc")[..., 0, :]  # fmt: skip
-            bias_c = None if isinstance(s_c, ShapeOnly) or bias is None else np.where(
-                indices < 0, s_c.dtype.type(-np.inf), s_c.dtype.type(0.0))  # fmt: skip
+            s_c = at.matmul(
+                "compressed.scores", q[..., None, :], rows.swapaxes(-1, -2), "H T 1 dh, 1 T dh kc -> H T 1 kc"
+            )[..., 0, :]
+            bias_c = None
+            if bias is not None and not isinstance(s_c, ShapeOnly):
+                bias_c = np.where(indices < 0, s_c.dtype.type(-np.inf), s_c.dtype.type(0.0))
             width = "t+kc"
         s = at.stage("join", join(s, s_c), f"H T {width}")
         bias = None if bias is None else join(bias, bias_c)

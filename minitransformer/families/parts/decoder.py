@@ -155,8 +155,9 @@ class Decoder(Part):
         the layers leave their choices in for later ones (LayerInputs.choices), to keep it past the pass."""
         # the embedding passed on, not kept here: blocks lets it go after the first block (the activation peak)
         choices = {} if choices is None else choices
-        x = self.blocks(self.embedded(ids, p, config, tape, pads, choices), p, config, cache, tape, pads,
-                        choices=choices, ids=ids)  # fmt: skip
+        x = self.blocks(
+            self.embedded(ids, p, config, tape, pads, choices), p, config, cache, tape, pads, choices=choices, ids=ids
+        )
         if cache is not None:
             cache.advance(tape.dims.T)
         return self.readout(x, p, config, tape, all_positions)
@@ -328,8 +329,10 @@ def derived_table(decoder: Decoder, name: str, config: Any) -> StageTable:
         passes.append(layers)
     if decoder.decode_first:
         passes.reverse()
-    by_kind = {kinds[i]: merged([p[j] for p in passes for j in first if kinds[j] == kinds[i]], alternatives=False)
-               for i in first}  # fmt: skip
+    by_kind = {
+        kinds[i]: merged([p[j] for p in passes for j in first if kinds[j] == kinds[i]], alternatives=False)
+        for i in first
+    }
     return StageTable(name, merged([embed]), merged(by_kind.values()), merged([final]), decoder.symbols)
 
 

@@ -193,8 +193,9 @@ def chunked(at: Tape, q, k, v, g, beta, S, per_channel: bool = False):
     channel = " dk" if per_channel else ""  # a decay's own axis: its key channels, or none (one number a head)
     g = _chunks(g, N, C) if per_channel else _chunks(g[..., None], N, C)[..., 0]
     pieces = (_chunks(q, N, C), _chunks(k, N, C), _chunks(v, N, C), g, _chunks(beta[..., None], N, C)[..., 0])
-    q, k, v, g, beta = at.stage("delta.chunks", pieces,
-                                f"Hk N C dk; Hk N C dk; Hk Gv N C dv; Hk Gv N C{channel}; Hk Gv N C")  # fmt: skip
+    q, k, v, g, beta = at.stage(
+        "delta.chunks", pieces, f"Hk N C dk; Hk N C dk; Hk Gv N C dv; Hk Gv N C{channel}; Hk Gv N C"
+    )
     # log gamma_i: the decay from the chunk's start to i
     cum = at.stage("delta.cumdecay", _cumsum(g, -2 if per_channel else -1), f"Hk Gv N C{channel}")
     # gamma_i / gamma_j, j <= i; else 0
@@ -225,8 +226,9 @@ def decayed_scores(at: Tape, op: str, x, keys):
     chunk's keys decayed to it, `keys` [..., Hk, Gv, N, C, C, dk] (per channel: C^2 dot products of length dk a value
     head and chunk, zero where j > i)."""
     rows = x[..., None, :, :, None, :]  # [..., Hk, 1, N, C, 1, dk]: row i, read by each of its value heads
-    scores = at.matmul(op, rows, keys.swapaxes(-1, -2), "Hk 1 N C 1 dk, Hk Gv N C dk C -> Hk Gv N C 1 C",
-                       recurrent=NO_RECURRENT)  # fmt: skip
+    scores = at.matmul(
+        op, rows, keys.swapaxes(-1, -2), "Hk 1 N C 1 dk, Hk Gv N C dk C -> Hk Gv N C 1 C", recurrent=NO_RECURRENT
+    )
     return scores[..., 0, :]
 
 

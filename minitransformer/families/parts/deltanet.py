@@ -35,33 +35,66 @@ from ...engine.stages import CONV_WINDOWS, Stage, by_op
 from ...engine.tape import Tape
 from . import delta_rule
 from .blocks import LayerInputs
-from .part import Part, Products, Tensor, Tensors
+from .part import Part, Products, Tensor, Tensors, linear
 
 LINEAR_PROJECTIONS = "linear attention projections and conv"
 
 
+def projection(op: str, names: str, equation: str, reads: str) -> Stage:
+    return Stage(op, (names,), "matmul", equation, reads, LINEAR_PROJECTIONS, product="projection")
+
+
 # The four in-projections as Qwen3.5 makes them, and as Qwen3-Next makes them: two products grouped by key head, cut.
 SEPARATE = (
-    Stage("linear.qkv", ("linear_attn.in_proj_qkv",), "matmul", "[q k v] = h W_qkv", "h [T, D], W_qkv [D, Dc]",
-          LINEAR_PROJECTIONS, product="projection"),
-    Stage("linear.z", ("linear_attn.in_proj_z",), "matmul", "z = h W_z  (the output gate)",
-          "h [T, D], W_z [D, Hv*dv]", LINEAR_PROJECTIONS, product="projection"),
-    Stage("linear.b", ("linear_attn.in_proj_b",), "matmul", "b = h W_b  (a value head's write strength)",
-          "h [T, D], W_b [D, Hv]", LINEAR_PROJECTIONS, product="projection"),
-    Stage("linear.a", ("linear_attn.in_proj_a",), "matmul", "a = h W_a  (a value head's decay)",
-          "h [T, D], W_a [D, Hv]", LINEAR_PROJECTIONS, product="projection"),
-)  # fmt: skip
+    projection("linear.qkv", "linear_attn.in_proj_qkv", "[q k v] = h W_qkv", "h [T, D], W_qkv [D, Dc]"),
+    projection("linear.z", "linear_attn.in_proj_z", "z = h W_z  (the output gate)", "h [T, D], W_z [D, Hv*dv]"),
+    projection(
+        "linear.b", "linear_attn.in_proj_b", "b = h W_b  (a value head's write strength)", "h [T, D], W_b [D, Hv]"
+    ),
+    projection("linear.a", "linear_attn.in_proj_a", "a = h W_a  (a value head's decay)", "h [T, D], W_a [D, Hv]"),
+)
 FUSED = (
-    Stage("linear.qkvz", ("linear_attn.in_proj_qkvz",), "matmul",
-          "[q k v z] = h W_qkvz  (by key head: its q, k, then its Gv value heads' v and z)",
-          "h [T, D], W_qkvz [D, Dc+Hv*dv]", LINEAR_PROJECTIONS, product="projection"),
-    Stage("linear.ba", ("linear_attn.in_proj_ba",), "matmul", "[b a] = h W_ba  (by key head: its value heads' b, then a)",
-          "h [T, D], W_ba [D, 2Hv]", LINEAR_PROJECTIONS, product="projection"),
+    projection("linear.qkvz", "linear_attn.in_proj_qkvz",
+               "[q k v z] = h W_qkvz  (by key head: its q, k, then its Gv value heads' v and z)",
+               "h [T, D], W_qkvz [D, Dc+Hv*dv]"),
+    projection("linear.ba", "linear_attn.in_proj_ba", "[b a] = h W_ba  (by key head: its value heads' b, then a)",
+               "h [T, D], W_ba [D, 2Hv]"),
     Stage("linear.cut", ("linear_attn.in_proj_qkv", "linear_attn.in_proj_z", "linear_attn.in_proj_b",
                          "linear_attn.in_proj_a"), "reshape",
           "[q k v], z, b, a: each key head's columns cut apart (q, k and v side by side, as the conv reads them)",
           "[T, Dc+Hv*dv], [T, 2Hv]"),
 )  # fmt: skip
+BETA = Stage("linear.beta", ("linear_attn.beta",), "activation", "beta = sigmoid(b)", "b [T, Hv]")
+DECAY = Stage(
+    "linear.decay", ("linear_attn.g",), "activation", "g = -exp(A_log) softplus(a + dt_bias)  (log decay)", "a [T, Hv]"
+)
+
+
+def around_the_rule(
+    projections: tuple[Stage, ...], split: str, heads: str, gates: tuple[Stage, ...], gate: str, dv: str
+) -> dict[str, Stage]:
+    """A delta-rule layer's stages around the rule (parts/delta_rule.py declares the rule's): a left-padded row's pad
+    slots zeroed, its `projections`, the conv of [q k v] and its activation, the split into heads (`split` says how),
+    q and k l2-normed per head (`heads` of them) and q scaled, its `gates`; then its output, each head's RMSNorm times
+    `gate`(z) (heads of `dv`), the heads merged, W_out."""
+    return by_op(
+        Stage("linear.pads", ("linear_attn.unpadded",), "mask",
+              "h = 0 at a left-padded row's pad slots (none enters the state)", "h [T, D]"),
+        *projections,
+        Stage("linear.conv", ("linear_attn.conv",), "matmul",
+              "c = conv([q k v]): each channel's last Kc inputs . its kernel", "windows [Dc, T, Kc], w [Dc, Kc, 1]",
+              LINEAR_PROJECTIONS, state=CONV_WINDOWS, product="conv"),
+        Stage("linear.conv_act", ("linear_attn.conv_act",), "activation", "c = act(c)  (SiLU)", "c [T, Dc]"),
+        Stage("linear.split", ("linear_attn.q", "linear_attn.k", "linear_attn.v"), "reshape", split, "c [T, Dc]"),
+        Stage("linear.l2norm", ("linear_attn.q_normed", "linear_attn.k_normed"), "norm",
+              "q, k = x / |x|  (each head)", f"q, k [{heads}, T, dk]"),
+        Stage("linear.scale", ("linear_attn.q_scaled",), "scale", "q = q / sqrt(dk)", f"q [{heads}, T, dk]"),
+        *gates,
+        Stage("linear.norm", ("linear_attn.normed",), "norm", f"o = RMSNorm(o) * {gate}(z)  (each head)",
+              f"o, z [Hv, T, {dv}]"),
+        Stage("linear.merge", ("linear_attn.z",), "reshape", f"o -> [T, Hv*{dv}]", f"o [Hv, T, {dv}]"),
+        projection("linear.out", "linear_attn.out", "o = o W_out", f"o [T, Hv*{dv}], W_out [Hv*{dv}, D]"),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -87,37 +120,16 @@ class GatedDeltaNet(Part):
         }
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        """Its stages around the delta rule (parts/delta_rule.py declares the rule's)."""
-        return by_op(
-            Stage("linear.pads", ("linear_attn.unpadded",), "mask",
-                  "h = 0 at a left-padded row's pad slots (none enters the state)", "h [T, D]"),
-            *(FUSED if self.fused else SEPARATE),
-            Stage("linear.conv", ("linear_attn.conv",), "matmul",
-                  "c = conv([q k v]): each channel's last Kc inputs . its kernel", "windows [Dc, T, Kc], w [Dc, Kc, 1]",
-                  LINEAR_PROJECTIONS, state=CONV_WINDOWS, product="conv"),
-            Stage("linear.conv_act", ("linear_attn.conv_act",), "activation", "c = act(c)  (SiLU)", "c [T, Dc]"),
-            Stage("linear.split", ("linear_attn.q", "linear_attn.k", "linear_attn.v"), "reshape",
-                  "q, k -> Hk heads of dk; v -> Hv heads of dv", "c [T, Dc]"),
-            Stage("linear.l2norm", ("linear_attn.q_normed", "linear_attn.k_normed"), "norm",
-                  "q, k = x / |x|  (each head)", "q, k [Hk, T, dk]"),
-            Stage("linear.scale", ("linear_attn.q_scaled",), "scale", "q = q / sqrt(dk)", "q [Hk, T, dk]"),
-            Stage("linear.beta", ("linear_attn.beta",), "activation", "beta = sigmoid(b)", "b [T, Hv]"),
-            Stage("linear.decay", ("linear_attn.g",), "activation",
-                  "g = -exp(A_log) softplus(a + dt_bias)  (log decay)", "a [T, Hv]"),
-            Stage("linear.norm", ("linear_attn.normed",), "norm", "o = RMSNorm(o) * silu(z)  (each head)",
-                  "o, z [Hv, T, dv]"),
-            Stage("linear.merge", ("linear_attn.z",), "reshape", "o -> [T, Hv*dv]", "o [Hv, T, dv]"),
-            Stage("linear.out", ("linear_attn.out",), "matmul", "o = o W_out", "o [T, Hv*dv], W_out [Hv*dv, D]",
-                  LINEAR_PROJECTIONS, product="projection"),
-        )  # fmt: skip
+        split = "q, k -> Hk heads of dk; v -> Hv heads of dv"
+        return around_the_rule(FUSED if self.fused else SEPARATE, split, "Hk", (BETA, DECAY), "silu", "dv")
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):
         """Linear attention with a delta-rule state: projections, the causal conv, the gated delta rule, the gated
         norm, out_proj. `inputs.cache`: the layer's cache handle (its "conv" and "recurrent" arrays), or None without
         a cache; `inputs.pads`, a left-padded batch's pad slots."""
         at, state, pads = at.declaring(self.declared(config)), inputs.cache, inputs.pads
-        Hk, Hv, Gv, dk, dv = (config.linear_key_heads, config.linear_value_heads, config.value_groups,
-                              config.linear_key_dim, config.linear_value_dim)  # fmt: skip
+        Hk, Hv, Gv = config.linear_key_heads, config.linear_value_heads, config.value_groups
+        dk, dv = config.linear_key_dim, config.linear_value_dim
         if pads is not None:  # a left-padded row's pad slots feed the conv and the state zeros
             h = at.stage("linear.pads", without_pads(h, at.dims.past, pads), "T D")
         qkv, z, b, a = self.projections(h, p, config, at)
@@ -154,23 +166,21 @@ class GatedDeltaNet(Part):
         D] and in_proj_ba [2 Hv, D]), conv1d [Dc, 1, K], dt_bias and A_log [Hv], the gated norm's gains [dv], out_proj
         [D, Hv dv]: no biases."""
         D, Dc, Hv, dv = config.n_embd, config.conv_channels, config.linear_value_heads, config.linear_value_dim
-        projections = {
-            "in_proj_qkvz.weight": Tensor((Dc + Hv * dv, D), "linear_in"),
-            "in_proj_ba.weight": Tensor((2 * Hv, D), "linear_in"),
-        } if self.fused else {
-            "in_proj_qkv.weight": Tensor((Dc, D), "linear_in"),
-            "in_proj_z.weight": Tensor((Hv * dv, D), "linear_in"),
-            "in_proj_b.weight": Tensor((Hv, D), "linear_in"),
-            "in_proj_a.weight": Tensor((Hv, D), "linear_in"),
-        }  # fmt: skip
-        return {
-            **projections,
+        tensors: Tensors = {}
+        for name, rows in self.in_widths(config).items():
+            tensors |= linear(f"in_proj_{name}", rows, D, False, "linear_in")
+        return tensors | {
             "conv1d.weight": Tensor((Dc, 1, config.linear_kernel), "linear_conv"),
             "dt_bias": Tensor((Hv,), "linear_decay"),
             "A_log": Tensor((Hv,), "linear_decay"),
             "norm.weight": Tensor((dv,), "norms"),
             "out_proj.weight": Tensor((D, Hv * dv), "linear_out"),
         }
+
+    def in_widths(self, config: Any) -> dict[str, int]:
+        """Each in-projection's width by its name (its module in_proj_<name>, its op linear.<name>)."""
+        Dc, Hv, dv = config.conv_channels, config.linear_value_heads, config.linear_value_dim
+        return {"qkvz": Dc + Hv * dv, "ba": 2 * Hv} if self.fused else {"qkv": Dc, "z": Hv * dv, "b": Hv, "a": Hv}
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         """Its projections, the conv and the delta rule's products (the solve's as its record has it: the dense [C, C]
@@ -181,17 +191,8 @@ class GatedDeltaNet(Part):
         if "delta.solve" in rule:
             C, N = delta_rule.chunking(T)
             rule["delta.solve"] = (B * Hv * N * C * (c.linear_key_dim + dv), C)
-        projections = {
-            "linear.qkvz": (B * T * (Dc + Hv * dv), D),  # h [T, D] x W_qkvz [D, Dc + Hv dv]
-            "linear.ba": (B * T * 2 * Hv, D),  # h [T, D] x W_ba [D, 2 Hv]
-        } if self.fused else {
-            "linear.qkv": (B * T * Dc, D),
-            "linear.z": (B * T * Hv * dv, D),
-            "linear.b": (B * T * Hv, D),
-            "linear.a": (B * T * Hv, D),
-        }  # fmt: skip
         return {
-            **projections,
+            **{f"linear.{name}": (B * T * rows, D) for name, rows in self.in_widths(config).items()},  # h x W_in
             "linear.conv": (B * T * Dc, c.linear_kernel),  # each channel's K-wide window x its kernel
             **rule,
             "linear.out": (B * T * D, Hv * dv),

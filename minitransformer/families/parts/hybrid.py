@@ -91,8 +91,9 @@ class HybridFormulas(DecoderFormulas):
             total += B * config.layer_types.count(kind) * per_layer
         return total
 
-    def generation_macs(self, config: Any, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,
-                        windows: bool = True) -> int | None:  # fmt: skip
+    def generation_macs(
+        self, config: Any, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1, windows: bool = True
+    ) -> int | None:
         """1 prefill and n_new - 1 decode steps: with the cache, each step one position (a scan's recurrent form, an
         attention layer over every cached key); without it, every step recomputes all its t positions."""
         if not self.sums_generation:

@@ -29,13 +29,15 @@ from ...engine.ops import constant, rms_norm, sigmoid, softmax
 from ...engine.shapes import ShapeOnly
 from ...engine.stages import HYPER_CONNECTIONS, HYPER_STREAMS, Stage, by_op
 from ...engine.tape import Tape
-from .blocks import LayerInputs, norm_stage, under
+from .blocks import LayerInputs, held_under, norm_stage
 from .decoder import TokenEmbedding
 from .norms import RMSNorm
 from .part import Part, Products, Tensor, Tensors, module_of
 
-KINDS = {"hyper_connections": "hyper-connections' mixing weights W_hc [(2+N)N, N D] (the head's [N, N D]), their "
-         "biases and scales"}  # fmt: skip
+KINDS = {
+    "hyper_connections": "hyper-connections' mixing weights W_hc [(2+N)N, N D] (the head's [N, N D]), their "
+    "biases and scales"
+}
 
 
 @cache
@@ -128,9 +130,8 @@ class HyperConnection(Part):
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         N, D = config.hc_mult, config.n_embd
         M = (2 + N) * N
-        n = self.names
-        return {f"{n}fn": Tensor((M, N * D), "hyper_connections"), f"{n}base": Tensor((M,), "hyper_connections"),
-                f"{n}scale": Tensor((3,), "hyper_connections")}  # fmt: skip
+        n, hc = self.names, "hyper_connections"
+        return {f"{n}fn": Tensor((M, N * D), hc), f"{n}base": Tensor((M,), hc), f"{n}scale": Tensor((3,), hc)}
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         N, D, P = config.hc_mult, config.n_embd, self.prefix
@@ -173,13 +174,12 @@ class HyperConnected(Part):
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         ln_1, mixer, ln_2, mlp = self.names
-        return {**under(mixer, self.mixer.tensors(config, layer)), **under(mlp, self.mlp.tensors(config, layer)),
-                **under(ln_1, self.norm.tensors(config, layer)), **under(ln_2, self.norm.tensors(config, layer)),
-                **self.attn_hc.tensors(config, layer), **self.ffn_hc.tensors(config, layer)}  # fmt: skip
+        named = [(mixer, self.mixer), (mlp, self.mlp), (ln_1, self.norm), (ln_2, self.norm)]
+        return held_under(config, layer, [*named, ("", self.attn_hc), ("", self.ffn_hc)])  # theirs at the layer's top
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        return (self.attn_hc.products(config, T, t, B, layer) | self.mixer.products(config, T, t, B, layer)
-                | self.ffn_hc.products(config, T, t, B, layer) | self.mlp.products(config, T, t, B, layer))  # fmt: skip
+        parts = (self.attn_hc, self.mixer, self.ffn_hc, self.mlp)
+        return {op: n for part in parts for op, n in part.products(config, T, t, B, layer).items()}
 
 
 STREAMS = Stage("embed.streams", ("embed.streams",), "reshape", "X = [x, ..., x]  (the embedding, one copy a stream: "
@@ -231,9 +231,8 @@ class HyperHead(Part):
         return at.matmul("hc_head.collapse", pre[..., None, :], X, "T 1 N, T N D -> T 1 D")[..., 0, :]
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        N, D = config.hc_mult, config.n_embd
-        return {"hc_fn": Tensor((N, N * D), "hyper_connections"), "hc_base": Tensor((N,), "hyper_connections"),
-                "hc_scale": Tensor((1,), "hyper_connections")}  # fmt: skip
+        N, D, hc = config.hc_mult, config.n_embd, "hyper_connections"
+        return {"hc_fn": Tensor((N, N * D), hc), "hc_base": Tensor((N,), hc), "hc_scale": Tensor((1,), hc)}
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         N, D = config.hc_mult, config.n_embd

@@ -32,16 +32,12 @@ from ...engine.causal_conv import causal_conv
 from ...engine.ops import ACTIVATIONS, merge_heads, rms_norm, sigmoid, split_into_heads, without_pads
 from ...engine.ops import constant as const
 from ...engine.shapes import ShapeOnly
-from ...engine.stages import CONV_WINDOWS, Stage, by_op
+from ...engine.stages import Stage
 from ...engine.tape import Tape
 from . import delta_rule
 from .blocks import LayerInputs
-from .deltanet import LINEAR_PROJECTIONS, l2norm, per_value_head, softplus, split_linear_heads
+from .deltanet import BETA, around_the_rule, l2norm, per_value_head, projection, softplus, split_linear_heads
 from .part import Part, Products, Tensor, Tensors, linear
-
-
-def projection(op: str, names: str, equation: str, reads: str) -> Stage:
-    return Stage(op, (names,), "matmul", equation, reads, LINEAR_PROJECTIONS, product="projection")
 
 
 @dataclass(frozen=True)
@@ -59,39 +55,25 @@ class KimiDeltaAttention(Part):
     }
 
     def stages(self, config: Any) -> dict[str, Stage]:
-        """Its stages around the delta rule (parts/delta_rule.py declares the rule's)."""
-        return by_op(
-            Stage("linear.pads", ("linear_attn.unpadded",), "mask",
-                  "h = 0 at a left-padded row's pad slots (none enters the state)", "h [T, D]"),
-            projection("linear.q", "linear_attn.q_proj", "q = h W_q", "h [T, D], W_q [D, Hv*dk]"),
-            projection("linear.k", "linear_attn.k_proj", "k = h W_k", "h [T, D], W_k [D, Hv*dk]"),
-            projection("linear.v", "linear_attn.v_proj", "v = h W_v", "h [T, D], W_v [D, Hv*dk]"),
-            Stage("linear.join", ("linear_attn.qkv",), "reshape", "[q k v] side by side, as the conv reads them",
-                  "q, k, v [T, Hv*dk]"),
-            Stage("linear.conv", ("linear_attn.conv",), "matmul",
-                  "c = conv([q k v]): each channel's last Kc inputs . its kernel", "windows [Dc, T, Kc], w [Dc, Kc, 1]",
-                  LINEAR_PROJECTIONS, state=CONV_WINDOWS, product="conv"),
-            Stage("linear.conv_act", ("linear_attn.conv_act",), "activation", "c = act(c)  (SiLU)", "c [T, Dc]"),
-            Stage("linear.split", ("linear_attn.q", "linear_attn.k", "linear_attn.v"), "reshape",
-                  "q, k, v -> Hv heads of dk", "c [T, Dc]"),
-            Stage("linear.l2norm", ("linear_attn.q_normed", "linear_attn.k_normed"), "norm",
-                  "q, k = x / |x|  (each head)", "q, k [Hv, T, dk]"),
-            Stage("linear.scale", ("linear_attn.q_scaled",), "scale", "q = q / sqrt(dk)", "q [Hv, T, dk]"),
-            projection("linear.f_a", "linear_attn.f_a_proj", "f = h W_fa  (the decay's gate, down to rank dk)",
-                       "h [T, D], W_fa [D, dk]"),
-            projection("linear.f_b", "linear_attn.f_b_proj", "f = f W_fb  (a number a head and key channel)",
-                       "f [T, dk], W_fb [dk, Hv*dk]"),
-            Stage("linear.decay", ("linear_attn.g",), "activation",
-                  "g = -exp(A_log) softplus(f + dt_bias)  (log decay, each head's key channels)", "f [T, Hv*dk]"),
-            projection("linear.b", "linear_attn.b_proj", "b = h W_b  (a head's write strength)", "h [T, D], W_b [D, Hv]"),
-            Stage("linear.beta", ("linear_attn.beta",), "activation", "beta = sigmoid(b)", "b [T, Hv]"),
-            projection("linear.g_a", "linear_attn.g_a_proj", "z = h W_ga  (the output gate, down to rank dk)",
-                       "h [T, D], W_ga [D, dk]"),
-            projection("linear.g_b", "linear_attn.g_b_proj", "z = z W_gb", "z [T, dk], W_gb [dk, Hv*dk]"),
-            Stage("linear.norm", ("linear_attn.normed",), "norm", "o = RMSNorm(o) * sigmoid(z)  (each head)",
-                  "o, z [Hv, T, dk]"),
-            Stage("linear.merge", ("linear_attn.z",), "reshape", "o -> [T, Hv*dk]", "o [Hv, T, dk]"),
-            projection("linear.out", "linear_attn.out", "o = o W_out", "o [T, Hv*dk], W_out [Hv*dk, D]"),
+        return around_the_rule(
+            (projection("linear.q", "linear_attn.q_proj", "q = h W_q", "h [T, D], W_q [D, Hv*dk]"),
+             projection("linear.k", "linear_attn.k_proj", "k = h W_k", "h [T, D], W_k [D, Hv*dk]"),
+             projection("linear.v", "linear_attn.v_proj", "v = h W_v", "h [T, D], W_v [D, Hv*dk]"),
+             Stage("linear.join", ("linear_attn.qkv",), "reshape", "[q k v] side by side, as the conv reads them",
+                   "q, k, v [T, Hv*dk]")),
+            "q, k, v -> Hv heads of dk", "Hv",
+            (projection("linear.f_a", "linear_attn.f_a_proj", "f = h W_fa  (the decay's gate, down to rank dk)",
+                        "h [T, D], W_fa [D, dk]"),
+             projection("linear.f_b", "linear_attn.f_b_proj", "f = f W_fb  (a number a head and key channel)",
+                        "f [T, dk], W_fb [dk, Hv*dk]"),
+             Stage("linear.decay", ("linear_attn.g",), "activation",
+                   "g = -exp(A_log) softplus(f + dt_bias)  (log decay, each head's key channels)", "f [T, Hv*dk]"),
+             projection("linear.b", "linear_attn.b_proj", "b = h W_b  (a head's write strength)", "h [T, D], W_b [D, Hv]"),
+             BETA,
+             projection("linear.g_a", "linear_attn.g_a_proj", "z = h W_ga  (the output gate, down to rank dk)",
+                        "h [T, D], W_ga [D, dk]"),
+             projection("linear.g_b", "linear_attn.g_b_proj", "z = z W_gb", "z [T, dk], W_gb [dk, Hv*dk]")),
+            "sigmoid", "dk",
         )  # fmt: skip
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs: LayerInputs):

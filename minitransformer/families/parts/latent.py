@@ -153,8 +153,8 @@ class LatentAttention(Part):
         if dq is None:
             q = linear("q_proj", H * dh, D, False, "attention_q")
         else:
-            q = {**linear("q_a_proj", dq, D, False, "attention_q"), "q_a_layernorm.weight": Tensor((dq,), "norms"),
-                 **linear("q_b_proj", H * dh, dq, False, "attention_q")}  # fmt: skip
+            q = linear("q_a_proj", dq, D, False, "attention_q") | {"q_a_layernorm.weight": Tensor((dq,), "norms")}
+            q |= linear("q_b_proj", H * dh, dq, False, "attention_q")
         return {
             **q,
             **linear("kv_a_proj_with_mqa", dc + dr, D, False, "attention_kv_a"),

@@ -40,12 +40,13 @@ import numpy as np
 from ...engine.causal_conv import causal_conv
 from ...engine.ops import constant, rms_norm, silu, without_pads
 from ...engine.shapes import ShapeOnly
-from ...engine.stages import CONV_WINDOWS, READS_STATE, STATE, WRITES_STATE, Stage, by_op
+from ...engine.stages import CONV_WINDOWS, Stage, by_op
 from ...engine.tape import Tape
 from .attention import bias_of
 from .blocks import LayerInputs
-from .mamba2 import SSM_PROJECTIONS, conv_activation, softplus
+from .mamba2 import SSM_PROJECTIONS, conv_activation, decode_and_state, softplus
 from .part import Part, Products, Tensor, Tensors, linear, plus
+from .ssd import recurrent_form
 
 # The published count of the selective scan (Tri Dao, state-spaces/mamba issue #110): 9 B L D N FLOPs for a batch of
 # B sequences of L positions, D channels (our I) and a state of N; our ledger's products in the same scan, beside it.
@@ -90,14 +91,11 @@ class Mamba1Mixer(Part):
             Stage("ssm.discretize", ("mixer.dA", "mixer.x_dt"), "scale",
                   "exp(Δ A)  (A = -exp(A_log) [I, N]: each channel's N decays, < 1), x_dt = Δ x  (elementwise)",
                   "Δ [T, I], A [I, N], x [T, I]"),
-            Stage("ssm.input", ("mixer.input",), "matmul",
-                  "x_dt ⊗ B  (an outer product: I N dot products of length 1 a position)", "x_dt [T, I, 1], B [T, 1, N]",
-                  STATE, state=WRITES_STATE),
-            Stage("ssm.state", ("mixer.state",), "scale",
-                  "h_t = exp(Δ_t A) ∘ h_t-1 + x_dt_t ⊗ B_t, position after position (elementwise; the last one kept "
-                  "in the cache)", "h [I, N]"),
-            Stage("ssm.output", ("mixer.output",), "matmul", "y_t = C_t h_t^T  (I dot products of length N a position)",
-                  "C [T, 1, N], h^T [T, N, I]", STATE, state=READS_STATE),
+            *recurrent_form(
+                ("x_dt ⊗ B  (an outer product: I N dot products of length 1 a position)", "x_dt [T, I, 1], B [T, 1, N]"),
+                ("h_t = exp(Δ_t A) ∘ h_t-1 + x_dt_t ⊗ B_t, position after position (elementwise; the last one kept "
+                 "in the cache)", "h [I, N]"),
+                ("y_t = C_t h_t^T  (I dot products of length N a position)", "C [T, 1, N], h^T [T, N, I]")),
             Stage("ssm.skip", ("mixer.y",), "scale", "y = y + D x  (D per channel)", "y, x [T, I]"),
             Stage("ssm.gate", ("mixer.gated",), "multiply", "y = y silu(z)", "y, z [T, I]"),
             Stage("ssm.out_proj", ("mixer.out",), "matmul", f"m = y W_out{plus(b, 'out')}", "y [T, I], W_out [I, D]",
@@ -181,19 +179,19 @@ class Mamba1Mixer(Part):
 
     def attention_vs_weights(self, c: Any) -> tuple[str, str, str]:
         """No attention: a decode step's scan costs 2 I N MACs a layer at any context, against the weights'."""
-        return ("2 (2 I N) FLOPs for the scan, at any context, against 2 I (3 D + K + 2 Rdt + 2 N) for the weights",
-                "2 N / (3 D + K + 2 Rdt + 2 N)",
-                f"D = {c.n_embd:,}, I = {c.d_inner:,}, N = {c.state_size}, Rdt = {c.dt_rank}, "
-                f"K = {c.conv_kernel}")  # fmt: skip
+        return (
+            "2 (2 I N) FLOPs for the scan, at any context, against 2 I (3 D + K + 2 Rdt + 2 N) for the weights",
+            "2 N / (3 D + K + 2 Rdt + 2 N)",
+            f"D = {c.n_embd:,}, I = {c.d_inner:,}, N = {c.state_size}, Rdt = {c.dt_rank}, K = {c.conv_kernel}",
+        )
 
     def scan_notes(self, c: Any, layers: int, n_prompt: int, n_new: int, label: str) -> list[str]:
         """count's lines on the selective scan: the prefill's and a decode step's, the published 9 B L D N FLOPs beside
         ours, and the state a layer keeps."""
         inner, N = c.d_inner, c.state_size
         ours, published = 2 * 2 * inner * N * n_prompt, PUBLISHED_SCAN_FLOPS * inner * N * n_prompt
-        conv, ssm = inner * (c.conv_kernel - 1), inner * N
-        t = n_prompt + n_new - 1
-        s = "s" if layers != 1 else ""
+        s, step = "s" if layers != 1 else "", f"2 I N = {2 * inner * N:,} MACs a layer"
+        conv, ssm = ("(K - 1) I", inner * (c.conv_kernel - 1)), ("I N", inner * N)
         return [
             f"The selective scan ({layers} {label} layer{s}): the recurrent form at every position, a prompt's as a "
             f"decode step's",
@@ -202,10 +200,7 @@ class Mamba1Mixer(Part):
             f"    against the published 9 B L D N = {published:,} FLOPs a layer (state-spaces/mamba#110, D = I "
             f"channels): Δ A 1, Δ B u 2, the associative scan's 2 L steps of a multiply and an add 4, C h 2; the "
             f"5 B L D N apart, Δ A and the scan's steps, are elementwise here, no sum of products",
-            f"  a decode step: 2 I N = {2 * inner * N:,} MACs a layer at any context"
-            + (f" (the last step here, at t = {t:,}, and one at t = {c.n_positions:,} alike)" if n_new > 1 else ""),
-            f"  state: conv (K - 1) I = {conv:,} + ssm I N = {ssm:,} numbers a layer, {(conv + ssm) * 4:,} bytes in "
-            f"float32, whatever the context",
+            *decode_and_state(c, n_prompt, n_new, step, conv, ssm),
         ]
 
 
@@ -222,8 +217,10 @@ BCDT_NORM = Stage("ssm.bcdt_norm", ("mixer.dt_normed", "mixer.B_normed", "mixer.
                   "dt [T, Rdt], B, C [T, N]")  # fmt: skip
 # Jamba's (JambaMambaMixer's dt_layernorm, b_layernorm, c_layernorm): the same norms, each with its gains
 BCDT_GAINS = ("dt_layernorm", "b_layernorm", "c_layernorm")
-BCDT_NORM_GAINS = replace(BCDT_NORM, equation="dt, B, C = RMSNorm(dt) w_dt, RMSNorm(B) w_B, RMSNorm(C) w_C  (each "
-                          "over its own width, with its gains)")  # fmt: skip
+BCDT_NORM_GAINS = replace(
+    BCDT_NORM,
+    equation="dt, B, C = RMSNorm(dt) w_dt, RMSNorm(B) w_B, RMSNorm(C) w_C  (each over its own width, with its gains)",
+)
 
 
 def weightless_norm(v, config: Any):

@@ -154,10 +154,12 @@ class Mamba2Mixer(Part):
 
     def attention_vs_weights(self, c: Any) -> tuple[str, str, str]:
         """No attention: a decode step's scan costs 2 Hs P N MACs a layer at any context, against the weights'."""
-        return ("2 (2 Hs P N) FLOPs for the scan, at any context, against 2 (D (I + Cv + Hs) + Cv K + I D) for the "
-                "weights", "2 Hs P N / (D (I + Cv + Hs) + Cv K + I D)",
-                f"D = {c.n_embd:,}, Hs = {c.ssm_heads}, P = {c.ssm_head_dim}, N = {c.state_size}, I = {c.d_inner:,}, "
-                f"Cv = {c.conv_dim:,}, K = {c.conv_kernel}")  # fmt: skip
+        return (
+            "2 (2 Hs P N) FLOPs for the scan, at any context, against 2 (D (I + Cv + Hs) + Cv K + I D) for the weights",
+            "2 Hs P N / (D (I + Cv + Hs) + Cv K + I D)",
+            f"D = {c.n_embd:,}, Hs = {c.ssm_heads}, P = {c.ssm_head_dim}, N = {c.state_size}, I = {c.d_inner:,}, "
+            f"Cv = {c.conv_dim:,}, K = {c.conv_kernel}",
+        )
 
     def scan_notes(self, c: Any, layers: int, n_prompt: int, n_new: int, kv_numbers: int = 0) -> list[str]:
         """count's lines on the Mamba layers: the prefill's scan in chunks as computed, with the recurrent form beside
@@ -170,8 +172,9 @@ class Mamba2Mixer(Part):
         chunked = sum(macs for _, macs in self.scan(c, n_prompt, n_prompt).values())
         recurrent_form = self.scan_recurrent_macs(c, n_prompt)
         conv, ssm = c.conv_dim * (c.conv_kernel - 1), Hs * P * N  # what a layer keeps, whatever the context
-        t = n_prompt + n_new - 1
-        s = "s" if layers != 1 else ""
+        s, step = "s" if layers != 1 else "", f"2 Hs P N = {2 * Hs * P * N:,} MACs a layer (x_dt ⊗ B, then h C)"
+        kv = f"; an attention layer's keys and values take {kv_numbers:,} numbers a position, " if kv_numbers else ""
+        kv += f"{(conv + ssm) // kv_numbers:,} positions' worth of them" if kv_numbers else ""
         return [
             f"The state-space scan ({layers} Mamba-2 layer{s}): a prompt in chunks (chunk_size {c.chunk_size:,}), a "
             f"decode step in the recurrent form",
@@ -180,13 +183,24 @@ class Mamba2Mixer(Part):
             f"    against 2 Hs P N T = {recurrent_form:,} had its {n_prompt:,} positions run one at a time in the "
             f"recurrent form ({chunked / recurrent_form:.3g}x as many, in matrix products over whole chunks instead of "
             f"{n_prompt:,} steps)",
-            f"  a decode step: 2 Hs P N = {2 * Hs * P * N:,} MACs a layer (x_dt ⊗ B, then h C) at any context"
-            + (f" (the last step here, at t = {t:,}, and one at t = {c.n_positions:,} alike)" if n_new > 1 else ""),
-            f"  state: conv (K - 1) Cv = {conv:,} + ssm Hs P N = {ssm:,} numbers a layer, {(conv + ssm) * 4:,} bytes in "
-            f"float32, whatever the context"
-            + (f"; an attention layer's keys and values take {kv_numbers:,} numbers a position, "
-               f"{(conv + ssm) // kv_numbers:,} positions' worth of them" if kv_numbers else ""),
-        ]  # fmt: skip
+            *decode_and_state(c, n_prompt, n_new, step, ("(K - 1) Cv", conv), ("Hs P N", ssm), kv),
+        ]
+
+
+def decode_and_state(
+    c: Any, n_prompt: int, n_new: int, step: str, conv: tuple[str, int], ssm: tuple[str, int], beside: str = ""
+) -> list[str]:
+    """count's lines on a state-space layer's decode steps after n_prompt positions, `step` (its MACs: the same at any
+    context, the last of n_new - 1 steps' and the trained context's alike), and the state a layer keeps, `conv` and
+    `ssm` (each its formula and its numbers; `beside`: what the state line adds)."""
+    (conv_formula, conv_numbers), (ssm_formula, ssm_numbers) = conv, ssm
+    t = n_prompt + n_new - 1
+    alike = f" (the last step here, at t = {t:,}, and one at t = {c.n_positions:,} alike)" if n_new > 1 else ""
+    return [
+        f"  a decode step: {step} at any context{alike}",
+        f"  state: conv {conv_formula} = {conv_numbers:,} + ssm {ssm_formula} = {ssm_numbers:,} numbers a layer, "
+        f"{(conv_numbers + ssm_numbers) * 4:,} bytes in float32, whatever the context{beside}",
+    ]
 
 
 # How y meets the gate z after the scan (config.gated_norm): its stages in the order they run.

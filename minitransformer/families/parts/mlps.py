@@ -14,7 +14,7 @@ from ...engine.ops import ACTIVATIONS, constant
 from ...engine.stages import MLP, Stage, by_op
 from ...engine.tape import Tape
 from .attention import bias_of
-from .part import Part, Products, Tensors, linear, plus
+from .part import Part, Products, Tensors, applied, linear, plus
 
 
 @dataclass(frozen=True)
@@ -79,12 +79,7 @@ class GatedMLP(Part):
         }
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        D, F = config.n_embd, getattr(config, self.width)
-        return {
-            "mlp.gate": (B * T * F, D),  # h [T, D] x W_gate [D, F]
-            "mlp.up": (B * T * F, D),  # h [T, D] x W_up [D, F]
-            "mlp.down": (B * T * D, F),  # a [T, F] x W_down [F, D]
-        }
+        return applied(self.tensors(config), B * T, dict(zip(("mlp.gate", "mlp.up", "mlp.down"), self.names)))
 
 
 @dataclass(frozen=True)
@@ -120,11 +115,7 @@ class UngatedMLP(Part):
         }
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        D, F = config.n_embd, config.d_ff
-        return {
-            "mlp.up": (B * T * F, D),  # h [T, D] x W_up [D, F]
-            "mlp.down": (B * T * D, F),  # g [T, F] x W_down [F, D]
-        }
+        return applied(self.tensors(config), B * T, dict(zip(("mlp.up", "mlp.down"), self.names)))
 
 
 @dataclass(frozen=True)
@@ -176,8 +167,4 @@ class FusedGatedMLP(GatedMLP):
         }
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
-        D, F = config.n_embd, config.d_ff
-        return {
-            "mlp.gate_up": (B * T * 2 * F, D),  # h [T, D] x W_gate_up [D, 2F]
-            "mlp.down": (B * T * D, F),  # a [T, F] x W_down [F, D]
-        }
+        return applied(self.tensors(config), B * T, {"mlp.gate_up": "gate_up_proj", "mlp.down": "down_proj"})

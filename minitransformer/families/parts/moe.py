@@ -295,12 +295,23 @@ class GroupLimitedRouter(Part):
                   "s [T, k]"),
         )  # fmt: skip
 
+    score_op: ClassVar[str] = "router.sigmoid"  # the stage of the scores
+
+    @staticmethod
+    def score(logits):
+        """Each expert's score s from its logit r."""
+        return sigmoid(logits)
+
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
-        at, w = at.declaring(self.declared(config)), getattr(p, self.module)
-        logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E")
-        scores = at.stage("router.sigmoid", sigmoid(logits), "T E")
+        at = at.declaring(self.declared(config))
+        scores = self.scores(h, p, at)
         chosen = at.stage("router.choose", self.choose(scores, self.correction_bias(p), config, at), "T k")
         return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
+
+    def scores(self, h, p: SimpleNamespace, at: Tape):
+        """s [T, E]: each token's score of each expert, from its logit r = h W_router."""
+        logits = at.matmul("router", h, getattr(p, self.module).weight.T, "T D, D E -> T E")
+        return at.stage(self.score_op, self.score(logits), "T E")
 
     def correction_bias(self, p: SimpleNamespace):
         """b, where the mixture's weights `p` keep it."""
@@ -373,8 +384,7 @@ class SigmoidRouter(GroupLimitedRouter):
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         at = at.declaring(self.declared(config))
-        logits = at.matmul("router", h, getattr(p, self.module).weight.T, "T D, D E -> T E")
-        scores = at.stage("router.sigmoid", sigmoid(logits), "T E")
+        scores = self.scores(h, p, at)
         biased = scores + getattr(p, self.bias).astype(scores.dtype) if config.use_expert_bias else scores
         chosen = at.stage("router.choose", at.top_k("router.choose", biased, config.top_k), "T k")
         return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
@@ -390,8 +400,9 @@ def sqrt_softplus(x):
     return np.sqrt(np.logaddexp(constant(x, 0.0), x))
 
 
-SQRT_SOFTPLUS = Stage("router.score", ("moe.scores",), "activation", "s = sqrt(softplus(r))  (softplus(r) = ln(1 + e^r))",
-                      "r [T, E]")  # fmt: skip
+SQRT_SOFTPLUS = Stage(
+    "router.score", ("moe.scores",), "activation", "s = sqrt(softplus(r))  (softplus(r) = ln(1 + e^r))", "r [T, E]"
+)
 
 
 @dataclass(frozen=True)
@@ -405,6 +416,8 @@ class SqrtSoftplusRouter(GroupLimitedRouter):
     renormalise: bool | str = True
 
     bias: str = "gate.bias"  # where DeepSeek-V4's checkpoint keeps the correction bias (transformers': e_score_...)
+    score_op = "router.score"
+    score = staticmethod(sqrt_softplus)
 
     def stages(self, config: Any) -> dict[str, Stage]:
         stages = super().stages(config)
@@ -412,13 +425,6 @@ class SqrtSoftplusRouter(GroupLimitedRouter):
 
     def correction_bias(self, p: SimpleNamespace):
         return module_of(p, self.bias)
-
-    def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
-        at, w = at.declaring(self.declared(config)), getattr(p, self.module)
-        logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E")
-        scores = at.stage("router.score", sqrt_softplus(logits), "T E")
-        chosen = at.stage("router.choose", self.choose(scores, self.correction_bias(p), config, at), "T k")
-        return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
 
 
 HASHED = Stage("router.hash", ("moe.chosen",), "select",
@@ -444,10 +450,9 @@ class HashRouter(SqrtSoftplusRouter):
         return by_op(stages["router"], SQRT_SOFTPLUS, HASHED, stages["router.weigh"])
 
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, ids=None):
-        at, w = at.declaring(self.declared(config)), getattr(p, self.module)
-        logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E")
-        scores = at.stage("router.score", sqrt_softplus(logits), "T E")
-        chosen = at.stage("router.hash", w.tid2eid[ids], "T k")
+        at = at.declaring(self.declared(config))
+        scores = self.scores(h, p, at)
+        chosen = at.stage("router.hash", getattr(p, self.module).tid2eid[ids], "T k")
         return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
@@ -554,6 +559,22 @@ def swiglu_stages(gate: str, up: str, down: str) -> tuple[Stage, ...]:
     )  # fmt: skip
 
 
+def swiglu_whole(F: str, gate_up: dict[str, str], clamp: str = "") -> dict[str, str]:
+    """The shapes of a SwiGLU's experts' records (RoutedExperts.whole), each token's rows in its k experts: the gather,
+    `gate_up` (its products that make g and u), the clamp of g and u where it has one (`clamp`, its shape), the
+    activation, the gate, the down product (F its width's symbol) and the weighing."""
+    clamped = {"expert.clamp": clamp} if clamp else {}
+    return {
+        "expert.gather": "T k*D",
+        **gate_up,
+        **clamped,
+        "expert.act": f"T k*{F}",
+        "expert.mul": f"T k*{F}",
+        "expert.down": f"T {F}, {F} k*D -> T k*D",
+        "expert.weigh": "T k*D",
+    }
+
+
 SWIGLU = ("W_gate,e", "W_up,e", "W_down,e")  # how the equations name an expert's matrices (Mixtral's: W1_e ...)
 SWIGLU_EXPERTS = (gathered_stages()[0], *swiglu_stages(*SWIGLU), gathered_stages()[1])
 
@@ -587,16 +608,8 @@ class SwiGLUExperts(RoutedExperts):
 
     def whole(self) -> dict[str, str]:
         F = self.F
-        return {
-            "expert.gather": "T k*D",
-            "expert.gate": f"T D, D k*{F} -> T k*{F}",
-            "expert.up": f"T D, D k*{F} -> T k*{F}",
-            **({"expert.clamp": f"T k*2*{F}"} if self.clamp else {}),
-            "expert.act": f"T k*{F}",
-            "expert.mul": f"T k*{F}",
-            "expert.down": f"T {F}, {F} k*D -> T k*D",
-            "expert.weigh": "T k*D",
-        }
+        gate_up = {"expert.gate": f"T D, D k*{F} -> T k*{F}", "expert.up": f"T D, D k*{F} -> T k*{F}"}
+        return swiglu_whole(F, gate_up, f"T k*2*{F}" if self.clamp else "")
 
     def expert(self, ex: Tape, e: int, xe, p: SimpleNamespace, config: Any):
         w, F = getattr(p.experts, str(e)), self.F
@@ -660,15 +673,7 @@ class FusedClampedExperts(RoutedExperts):
         return CLAMPED
 
     def whole(self) -> dict[str, str]:
-        return {
-            "expert.gather": "T k*D",
-            "expert.gate_up": "T D, D k*2F -> T k*2F",
-            "expert.clamp": "T k*2F",
-            "expert.act": "T k*F",
-            "expert.mul": "T k*F",
-            "expert.down": "T F, F k*D -> T k*D",
-            "expert.weigh": "T k*D",
-        }
+        return swiglu_whole("F", {"expert.gate_up": "T D, D k*2F -> T k*2F"}, "T k*2F")
 
     def expert(self, ex: Tape, e: int, xe, p: SimpleNamespace, config: Any):
         w = p.experts
@@ -714,8 +719,8 @@ def glu(gate, alpha: float):
 def clamp_stage(op: str, limit: str, F: str) -> Stage:
     """The clamp of a SwiGLU's gate and up before the activation (DeepSeek-V4's experts and shared expert): the gate
     capped from above, the up clipped on both sides."""
-    return Stage(op, (f"moe.{op.split('.')[0]}_clamped",), "activation",
-                 f"g = min(g, {limit}), u = clip(u, -{limit}, {limit})", f"[g u] [T, 2{F}]")  # fmt: skip
+    name, equation = f"moe.{op.split('.')[0]}_clamped", f"g = min(g, {limit}), u = clip(u, -{limit}, {limit})"
+    return Stage(op, (name,), "activation", equation, f"[g u] [T, 2{F}]")
 
 
 def side_by_side(a, b):
@@ -774,15 +779,7 @@ class FusedSwiGLUExperts(RoutedExperts):
         return fused_stages(self.F, activation=self.activation)
 
     def whole(self) -> dict[str, str]:
-        F = self.F
-        return {
-            "expert.gather": "T k*D",
-            "expert.gate_up": f"T D, D k*2*{F} -> T k*2*{F}",
-            "expert.act": f"T k*{F}",
-            "expert.mul": f"T k*{F}",
-            "expert.down": f"T {F}, {F} k*D -> T k*D",
-            "expert.weigh": "T k*D",
-        }
+        return swiglu_whole(self.F, {"expert.gate_up": f"T D, D k*2*{self.F} -> T k*2*{self.F}"})
 
     def expert(self, ex: Tape, e: int, xe, p: SimpleNamespace, config: Any):
         w, F = module_of(p, self.module), self.F

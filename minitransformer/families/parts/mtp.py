@@ -158,8 +158,8 @@ class MultiTokenPrediction(Part):
             logits = mine.matmul("logits", last, unembedding.T, "R D, D V -> R V")
             drafts.append(logits)
             if k + 1 < len(layers):  # the next layer reads the ids moved on by one, this layer's draft last
-                draft = np.zeros(ids.shape[:-1] + (1,), np.int64) if isinstance(logits, ShapeOnly) else (
-                    logits[..., -1:, :].argmax(-1))  # fmt: skip
+                shapes_only = isinstance(logits, ShapeOnly)
+                draft = np.zeros(ids.shape[:-1] + (1,), np.int64) if shapes_only else logits[..., -1:, :].argmax(-1)
                 ids = np.concatenate([ids[..., 1:], draft], axis=-1)
         cache.advance(d.T)
         return drafts

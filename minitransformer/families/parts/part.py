@@ -39,6 +39,13 @@ def linear(name: str, rows: int, cols: int, bias: bool, kind: str, bias_kind: st
     }
 
 
+def applied(tensors: Tensors, rows: int, ops: Mapping[str, str]) -> Products:
+    """The products of `rows` rows with nn.Linear weights [out, in] (`ops`: each op's module among `tensors`): rows x
+    out dot products of length in."""
+    shapes = {op: tensors[f"{name}.weight"].shape for op, name in ops.items()}
+    return {op: (rows * out, length) for op, (out, length) in shapes.items()}
+
+
 @lru_cache(maxsize=1024)
 def _declared(part: Part, config: Any) -> dict[str, Stage]:
     return part.stages(config)

@@ -37,8 +37,10 @@ from .part import Products, Tensor, Tensors, linear, plus
 SHARED_KV = Stage("shared_kv", ("attn.keys", "attn.values"), "cache",
                   "K, V = layer j's  (a shared layer computes none: it reads those of the last earlier layer of its kind,"
                   " as the ledger's layer j)", "K, V [Hkv, t, dh]")  # fmt: skip
-ROTATED = ("q, k = RoPE(q, k): sliding layers every pair of the head at their own base; full layers (proportional) "
-           "the first partial_rotary_factor of each head's pairs, the rest unturned")  # fmt: skip
+ROTATED = (
+    "q, k = RoPE(q, k): sliding layers every pair of the head at their own base; full layers (proportional) "
+    "the first partial_rotary_factor of each head's pairs, the rest unturned"
+)
 
 
 def sized(at: Tape, config: Any) -> Tape:

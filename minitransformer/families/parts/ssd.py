@@ -38,6 +38,18 @@ from ...engine.shapes import ShapeOnly
 from ...engine.stages import READS_STATE, STATE, WRITES_STATE, Stage, by_op
 from ...engine.tape import Tape
 
+
+def recurrent_form(written: tuple[str, str], kept: tuple[str, str], read: tuple[str, str]) -> tuple[Stage, ...]:
+    """The stages of a scan's recurrent form (Mamba-1's at every position, SSD's in a decode step), each given as its
+    equation and what it reads: x_dt ⊗ B, the product whose output is written to the state; the state decayed and
+    added to; C h^T, the product that reads the state."""
+    return (
+        Stage("ssm.input", ("mixer.input",), "matmul", *written, STATE, state=WRITES_STATE),
+        Stage("ssm.state", ("mixer.state",), "scale", *kept),
+        Stage("ssm.output", ("mixer.output",), "matmul", *read, STATE, state=READS_STATE),
+    )
+
+
 # The scan's stages: in chunks (a pass of several positions: Nc chunks of L, the last padded with zeros), and the
 # recurrent form (a decode step: one position after a cached state).
 SCAN = by_op(
@@ -62,12 +74,9 @@ SCAN = by_op(
     Stage("ssd.from_state", ("mixer.ssd.from_state",), "matmul", "Y_s = C h^T: each chunk reads the state before it",
           "C [Ng, T, N], each chunk's h^T [Hs, N, P]", STATE, state=READS_STATE),
     Stage("ssd.decay_in", ("mixer.ssd.y",), "scale", "Y = Y + exp(a_0 + ... + a_l) Y_s", "Y, Y_s of each chunk"),
-    Stage("ssm.input", ("mixer.input",), "matmul", "x_dt ⊗ B  (an outer product: P N dot products of length 1 a head)",
-          "x_dt^T [Hs, P, 1], B [Ng, 1, N]", STATE, state=WRITES_STATE),
-    Stage("ssm.state", ("mixer.state",), "scale", "h = exp(a) h + x_dt ⊗ B  (the state, kept in the cache)",
-          "h [Hs, P, N]"),
-    Stage("ssm.output", ("mixer.output",), "matmul", "y = C h^T  (P dot products of length N a head)",
-          "C [Ng, 1, N], h^T [Hs, N, P]", STATE, state=READS_STATE),
+    *recurrent_form(("x_dt ⊗ B  (an outer product: P N dot products of length 1 a head)", "x_dt^T [Hs, P, 1], B [Ng, 1, N]"),
+                    ("h = exp(a) h + x_dt ⊗ B  (the state, kept in the cache)", "h [Hs, P, N]"),
+                    ("y = C h^T  (P dot products of length N a head)", "C [Ng, 1, N], h^T [Hs, N, P]")),
 )  # fmt: skip
 
 
