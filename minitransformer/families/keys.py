@@ -268,6 +268,19 @@ def zero(value, hf: dict) -> bool:
     return type(value) is int and value == 0
 
 
+def false(value, hf: dict) -> bool:
+    return value is False
+
+
+def null(value, hf: dict) -> bool:
+    return value is None
+
+
+def present(value, hf: dict) -> bool:
+    """Any value at all (a key the model never reads, whose mere presence says the file means another model)."""
+    return True
+
+
 @dataclass(frozen=True)
 class Refusal:
     """An option transformers' model has that changes inference and is not computed here, refused by name: the key,
