@@ -280,6 +280,11 @@ def positive(key: str, value) -> None:
         raise UserError(f"config {key} must be a positive number, not {value!r}")
 
 
+def partial(default: float | None) -> tuple[str, str, float]:
+    """RopeKeys.share of a family whose field and older top-level key are both partial_rotary_factor."""
+    return ("partial_rotary_factor", "partial_rotary_factor", default)  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class RopeKeys:
     """A config's rotary positions as its config.json states them (a group of the config's declaration, families/
