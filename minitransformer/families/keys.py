@@ -153,6 +153,11 @@ def layer_kinds(*kinds: str, named: Mapping[str, str] | None = None, written: Ma
     )
 
 
+def every(kind: str) -> Callable[[dict, Mapping], list[str]]:
+    """The rule of a layer_types that the file leaves out where every layer is of one kind (n_layer read before)."""
+    return lambda hf, values: [kind] * values["n_layer"]
+
+
 # --- keys, groups, refusals -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Fixed:
