@@ -4,23 +4,17 @@ mlp_layer_types (by default the first dense, the rest sparse), not first_k_dense
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..deepseek_v3 import reference
 from ..deepseek_v3.config import DeepseekConfig
 from ..deepseek_v3.family import ATTENTION, MLP, SYMBOLS, DeepseekFormulas
-from ..deepseek_v32.config import MLP_LAYER_TYPES
+from ..deepseek_v32.config import mlp_layer_types
 from ..glm4_moe.family import ROUTING
 from ..keys import POSITIVE, SCALE, SIZE, TOKENS, Fixed, Refusal, eps, key, quantized, unnoted
 from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
-
-
-def first_dense(hf: dict, fields: Mapping) -> tuple[str, ...]:
-    """Glm4MoeLiteConfig's mlp_layer_types where the file has none: the first layer dense, the others sparse."""
-    return ("dense",) + ("moe",) * (fields["n_layer"] - 1)
 
 
 def other_dense_layers(first_k, hf: dict) -> bool:
@@ -67,8 +61,7 @@ class Glm4MoeLiteConfig(DeepseekConfig):
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 1, TOKENS)
     model_type: str = "glm4_moe_lite"
     name: str = field(default="glm4_moe_lite", compare=False)
-    layer_types: tuple[str, ...] = key("mlp_layer_types", None, MLP_LAYER_TYPES, rule=first_dense,
-                                       dict_key="mlp_layer_types", dict_value=MLP_LAYER_TYPES.write)  # fmt: skip
+    layer_types: tuple[str, ...] = mlp_layer_types()  # where the file has none: the first layer dense (first_k 1)
 
     family = "glm4_moe_lite"
     what = "a GLM-4.7-Flash (glm4_moe_lite)"

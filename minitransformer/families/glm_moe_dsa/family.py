@@ -14,7 +14,7 @@ from ...errors import UserError
 from ..deepseek_v3 import reference as deepseek_v3_reference
 from ..deepseek_v3.family import ATTENTION, MLP, SYMBOLS
 from ..deepseek_v32.config import MLP_LAYER_TYPES, NO_QUERY_LATENT, DeepseekV32Config, first_dense, not_indexed
-from ..deepseek_v32.family import DeepseekV32Formulas
+from ..deepseek_v32.family import DsaFormulas
 from ..deepseek_v32.reference import float64_indexers
 from ..glm4_moe.family import ROUTING
 from ..keys import POSITIVE, SCALE, SIZE, TOKENS, Key, Kind, Refusal, eps, key, layer_kinds, quantized, unnoted
@@ -178,7 +178,7 @@ NOTE = ("  (transformers' float64 GLM-5 computes RMSNorm, the rotary tables, the
         "its\n  reference here has them in float64, as families/glm_moe_dsa/family.py explains)")  # fmt: skip
 # Its variant: layers that read another's choice (index.shared), which GLM-5's own file does not have.
 ARCHITECTURE = composed(
-    "glm_moe_dsa", DECODER, DeepseekV32Formulas, config=GlmMoeDsaConfig, presets=PRESETS, label="GLM-5",
+    "glm_moe_dsa", DECODER, DsaFormulas, config=GlmMoeDsaConfig, presets=PRESETS, label="GLM-5",
     float64_reference=float64_throughout, float64_note=NOTE,
     variants=(replace(PRESETS["glm-5"], layer_types=tuple(
         k + SHARED * (i % 4 > 0 and i > 3) for i, k in enumerate(PRESETS["glm-5"].layer_types))),),
