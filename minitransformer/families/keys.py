@@ -158,6 +158,19 @@ def every(kind: str) -> Callable[[dict, Mapping], list[str]]:
     return lambda hf, values: [kind] * values["n_layer"]
 
 
+def derived(rule: Callable[[dict, Mapping], Any]) -> dict:
+    """Key's fields for a field the file never sets (a rule of the others) and nothing is written back for."""
+    return {"read": rule, "rule": rule, "write": lambda config: {}, "dict_key": None}
+
+
+def multipliers(json: str, n: int) -> Any:
+    """A field of n numbers under `json` (a tuple: hashable), each 1 where the file gives none (null, transformers'
+    default); the JSON's "model" object names it as the file does."""
+    valid = lambda v: isinstance(v, (list, tuple)) and len(v) == n and all(NUMBER.valid(x) for x in v)  # noqa: E731
+    kind = Kind(f"a list of {n} numbers", valid, read=lambda v: tuple(float(x) for x in v)).or_null()
+    return key(json, None, kind, rule=lambda hf, values: (1.0,) * n, dict_key=json)
+
+
 # --- keys, groups, refusals -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Fixed:

@@ -137,7 +137,7 @@ class BambaConfig(MixerShapes, ModelConfig):
     def rope(self, layer: int) -> Rope | None:
         """An attention layer turns the first int(dh x partial_rotary_factor) numbers of each head; a Mamba layer has
         no positions."""
-        if self.layer_types[layer] != FULL:
+        if self.layer_types[layer] == MAMBA:  # (Falcon-H1's hybrid layers attend too)
             return None
         return Rope(int(self.d_head * self.partial_rotary_factor), self.rope_theta, self.rope_scaling, self.n_positions)
 
