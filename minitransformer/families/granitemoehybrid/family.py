@@ -14,6 +14,7 @@ from ..bamba import reference
 from ..bamba.family import FULL, MAMBA, NORM, SYMBOLS, BambaConfig, HybridAttentionFormulas
 from ..config import check_experts
 from ..keys import COUNT, FLAG, NUMBER, SIZE, Fixed, eps, every, key, layer_kinds, quantized
+from ..llama.config import preset
 from ..parts.attention import GroupedQueryAttention
 from ..parts.blocks import ByKind, PreNorm
 from ..parts.decoder import Decoder, LogitsScale, TokenEmbedding
@@ -30,8 +31,7 @@ NONE_IF_ZERO = replace(COUNT.or_null(), shape=True, read=lambda v: v or None, wr
 
 @dataclass(frozen=True)
 class GraniteMoeHybridConfig(BambaConfig):
-    """A Granite 4.0-H: Bamba's config (its Mamba-2 keys, attention and norms) with GraniteMoeHybridConfig's
-    defaults, its experts (n_inner each, none in a dense model), the shared MLP's width and the µP multipliers."""
+    """Bamba's config with GraniteMoeHybridConfig's defaults, its experts, the shared MLP's width, µP multipliers."""
 
     layer_types: tuple[str, ...] = key("layer_types", None, LAYERS, aliases=("layers_block_type",), rule=every(MAMBA))
     n_kv_head: int = key("num_key_value_heads", None, SIZE.or_null(), follows="n_head")
@@ -94,12 +94,12 @@ class GraniteMoeHybridConfig(BambaConfig):
 # positions; not seen: the µP multipliers (GraniteMoeHybridConfig's 1.0: they change no count), rms_norm_eps, the token
 # ids. 32.2 B parameters, 9.1 B active, and 6.9 B, 1.4 B active: the cards' 32B (9B active) and 7B (1B active).
 KINDS_40 = tuple(FULL if i in (5, 15, 25, 35) else MAMBA for i in range(40))
-H_SERIES = dict(n_layer=40, layer_types=KINDS_40, state_size=128, vocab_size=100352, tie_word_embeddings=True)
+H_SERIES = dict(layer_types=KINDS_40, state_size=128, tie_word_embeddings=True)
 
 
 def granite(name: str, D: int, H: int, Hkv: int, Fe: int, Fs: int, E: int, k: int, Hs: int) -> Any:
-    shapes = dict(n_embd=D, n_head=H, n_kv_head=Hkv, n_inner=Fe, shared_inner=Fs, n_experts=E, top_k=k, ssm_heads=Hs)
-    return GraniteMoeHybridConfig(**H_SERIES, **shapes, ssm_head_dim=2 * D // Hs, n_positions=131072, name=name)
+    experts = dict(shared_inner=Fs, n_experts=E, top_k=k, ssm_heads=Hs, ssm_head_dim=2 * D // Hs)
+    return preset(GraniteMoeHybridConfig, name, 40, H, Hkv, D, Fe, 100352, 131072, **H_SERIES, **experts)
 
 
 PRESETS = {

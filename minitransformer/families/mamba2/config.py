@@ -10,6 +10,7 @@ from ...engine.kvcache import State
 from ...errors import UserError
 from ..config import ModelConfig, check_multiple
 from ..keys import ACTIVATION, FLAG, POSITIVE, SIZE, TOKENS, TRUTHY, Kind, eps, key, quantized
+from ..ssm import MixersAlone
 
 # A state-space model attends to no positions and transformers' Mamba2Config has no context length; minitransformer
 # needs one for its checks and its sweeps over the context (count, memory). This is that bound, not the model's.
@@ -126,7 +127,7 @@ TIME_STEP_LIMIT = Kind(
 
 
 @dataclass(frozen=True)
-class Mamba2Config(MixerShapes, ModelConfig):
+class Mamba2Config(MixersAlone, MixerShapes, ModelConfig):  # type: ignore[override]
     """A Mamba-2 (transformers' Mamba2ForCausalLM): every layer x + Mixer(RMSNorm(x)), the mixer a selective
     state-space model of ssm_heads heads (num_heads) of ssm_head_dim (head_dim), each with a state of state_size,
     computed in chunks of chunk_size for a prompt and one step at a time in decode."""
@@ -177,36 +178,13 @@ class Mamba2Config(MixerShapes, ModelConfig):
                 f"head_dim ({self.ssm_heads} x {self.ssm_head_dim}), as transformers requires"
             )
 
-    # The names every family's config answers to. A Mamba-2 has no attention and no MLP: its heads are the mixer's
-    # (Hs of P), and d_ff, what count and the headers ask of every family's MLP, is the mixer's inner width I.
     @property
-    def n_head(self) -> int:  # type: ignore[override]
-        return self.ssm_heads
-
-    @property
-    def n_kv_head(self) -> int:
-        return self.ssm_heads
-
-    @property
-    def d_head(self) -> int:
+    def d_head(self) -> int:  # its heads are the mixer's: Hs of P
         return self.ssm_head_dim
-
-    @property
-    def d_ff(self) -> int:
-        return self.d_inner
 
     @property
     def symbol_sizes(self) -> dict[str, int]:
         return self.mixer_symbols
-
-    @property
-    def layer_types(self) -> tuple[str, ...]:
-        """Every layer a Mamba-2 mixer: "mamba" (transformers calls them "linear_attention")."""
-        return ("mamba",) * self.n_layer
-
-    def layer_cache(self, layer: int) -> State:
-        """Every layer keeps its conv and scan states (MixerShapes.mixer_state): no keys, no values."""
-        return self.mixer_state
 
 
 # mistralai/Mamba-Codestral-7B-v0.1, its config.json (as transcribed in NX-AI's mlstm_kernels benchmark,

@@ -1,24 +1,13 @@
-"""Mamba-2 in the table of families (transformers' Mamba2ForCausalLM): the Llama family's pre-RMSNorm residual stream
-with one branch a layer, a Mamba-2 mixer (families/parts/mamba2.py, its scan parts/ssd.py) where a Llama block has
-attention and an MLP:
-
-    x = W_te[ids]
-    x = x + Mixer(RMSNorm(x))        in every layer: no attention, no MLP, no positions
-    logits = RMSNorm_f(x) W_U^T
-
-The cache keeps each layer's conv and scan states, not keys and values: a decode step costs the same whatever the
-context, and a generation's MACs are summed here (parts/hybrid.py), every pass as it computes its scan."""
+"""Mamba-2 in the table of families (transformers' Mamba2ForCausalLM): the backbone of families/ssm.py, a Mamba-2 mixer
+(families/parts/mamba2.py, its scan parts/ssd.py) in every layer. The cache keeps each layer's conv and scan states,
+not keys and values: a decode step costs the same whatever the context, and a generation's MACs are summed here
+(parts/hybrid.py), every pass as it computes its scan."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..parts.blocks import Residual
-from ..parts.decoder import Decoder, TokenEmbedding
-from ..parts.family import composed
-from ..parts.hybrid import HybridFormulas
 from ..parts.mamba2 import Mamba2Mixer
 from ..parts.norms import RMSNorm
+from ..ssm import ScanFormulas, backbone, scan_family
 from . import reference
 from .config import PRESETS, Mamba2Config
 
@@ -29,41 +18,6 @@ SYMBOLS = (
 )
 MIXER = Mamba2Mixer()
 NORM = RMSNorm(description="RMSNorm gains (the gated norm's [I] too)")
-MAMBA2 = Decoder(
-    Residual(MIXER, NORM),
-    NORM,
-    TokenEmbedding("embeddings", "x = W_te[ids]  (no positions: the scan is in order)"),
-    embedding="embeddings",
-    final_norm="norm_f",
-    prefix="backbone.",
-    ignored=r"$^",  # its checkpoint: weights alone
-    biases="in_proj's and out_proj's biases, where the config has them",
-    symbols=SYMBOLS,
-    decode_first=True,
-)
+MAMBA2 = backbone(MIXER, NORM, SYMBOLS, decode_first=True)
 
-
-class Mamba2Formulas(HybridFormulas):
-    """Every layer a Mamba-2 mixer: no layer attends, a generation is summed pass by pass, and count's words are the
-    scan's."""
-
-    sums_generation = True
-
-    def attention_vs_weights(self, config: Any) -> tuple[str, str, str]:
-        return MIXER.attention_vs_weights(config)
-
-    def count_notes(self, config: Any, n_prompt: int, n_new: int) -> list[str]:
-        return MIXER.scan_notes(config, config.n_layer, n_prompt, n_new)
-
-
-# Its heads are the mixer's, which the header says as state-space heads (heads_in_headers=False).
-ARCHITECTURE = composed(
-    "mamba2",
-    MAMBA2,
-    Mamba2Formulas(MAMBA2),
-    config=Mamba2Config,
-    presets=PRESETS,
-    label="Mamba-2",
-    heads_in_headers=False,
-    reference=reference,
-)
+ARCHITECTURE = scan_family("mamba2", MAMBA2, ScanFormulas, reference, Mamba2Config, PRESETS, "Mamba-2")
