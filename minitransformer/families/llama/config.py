@@ -85,7 +85,7 @@ class LlamaConfig(ModelConfig):
         return Rope(self.d_head, self.rope_theta, self.rope_scaling, self.n_positions)
 
 
-def _llama3(factor: float, original: int) -> tuple[tuple[str, object], ...]:
+def llama3_scaling(factor: float, original: int) -> tuple[tuple[str, object], ...]:
     """Llama 3.1's rope scaling (rope_type llama3): long wavelengths slowed by `factor` beyond the low frequency factor
     1, short ones kept beyond 4, as the published configs state them."""
     scaling = {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
@@ -110,9 +110,9 @@ PRESETS: dict[str, LlamaConfig] = {name: preset(LlamaConfig, name, *shapes, **mo
     ("llama2-13b", (40, 40, 40, 5120, 13824, 32000, 4096), LLAMA2),
     ("llama2-70b", (80, 64, 8, 8192, 28672, 32000, 4096), LLAMA2),
     ("llama3-8b", (32, 32, 8, 4096, 14336, 128256, 8192), LLAMA3),
-    ("llama3.1-70b", (80, 64, 8, 8192, 28672, 128256, 131072), LLAMA3 | {"rope_scaling": _llama3(8.0, 8192)}),
+    ("llama3.1-70b", (80, 64, 8, 8192, 28672, 128256, 131072), LLAMA3 | {"rope_scaling": llama3_scaling(8.0, 8192)}),
     ("llama3.2-1b", (16, 32, 8, 2048, 8192, 128256, 131072),
-     LLAMA3 | {"head_dim": 64, "rope_scaling": _llama3(32.0, 8192), "tie_word_embeddings": True}),
+     LLAMA3 | {"head_dim": 64, "rope_scaling": llama3_scaling(32.0, 8192), "tie_word_embeddings": True}),
     ("mistral-7b", (32, 32, 8, 4096, 14336, 32000, 32768), LLAMA2 | {"sliding_window": 4096, "model_type": MISTRAL}),
     ("qwen2.5-0.5b", (24, 14, 2, 896, 4864, 151936, 32768), QWEN2_ | {"tie_word_embeddings": True}),
     ("qwen2.5-7b", (28, 28, 4, 3584, 18944, 152064, 131072), QWEN2_),

@@ -67,16 +67,20 @@ def float64_throughout(reference, model, torch) -> None:
         elif name == "Llama4TextAttention":
             forward = inspect.unwrap(type(module).forward)
             names = dict(forward.__globals__, apply_rotary_emb=apply_rotary_emb, torch=Float64Log1p())
-            own = types.FunctionType(forward.__code__, names, forward.__name__, forward.__defaults__,
-                                     forward.__closure__)  # fmt: skip
+            own = types.FunctionType(
+                forward.__code__, names, forward.__name__, forward.__defaults__, forward.__closure__
+            )
             own.__kwdefaults__ = forward.__kwdefaults__
             module.forward, replaced["attention"] = types.MethodType(own, module), replaced["attention"] + 1
-    needed = ["norms", "rotary", "attention"] + (["router"] if any(k.endswith("_moe") for k in model.config.layer_types)
-                                                  else [])  # fmt: skip
+    needed = ["norms", "rotary", "attention"] + (
+        ["router"] if any(k.endswith("_moe") for k in model.config.layer_types) else []
+    )
     missing = [what for what in needed if not replaced[what]]
     if missing:
         import transformers
 
-        raise UserError(f"validate in float64 recomputes in float64 what transformers {transformers.__version__}'s "
-                        f"Llama 4 computes in float32, and found no {', '.join(missing)} to replace; upgrade "
-                        "transformers")  # fmt: skip
+        raise UserError(
+            f"validate in float64 recomputes in float64 what transformers {transformers.__version__}'s "
+            f"Llama 4 computes in float32, and found no {', '.join(missing)} to replace; upgrade "
+            "transformers"
+        )

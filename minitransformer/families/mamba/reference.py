@@ -63,8 +63,9 @@ def float64_mixers(reference, torch) -> int:
         batch, T, _ = hidden_states.shape
         I, N, R = module.intermediate_size, module.ssm_state_size, module.time_step_rank  # noqa: E741 - the symbol
         x, z = module.in_proj(hidden_states).chunk(2, dim=-1)
-        conv = F.conv1d(x.transpose(1, 2), module.conv1d.weight, module.conv1d.bias,
-                        padding=module.conv_kernel_size - 1, groups=I)[..., :T]  # fmt: skip
+        conv = F.conv1d(
+            x.transpose(1, 2), module.conv1d.weight, module.conv1d.bias, padding=module.conv_kernel_size - 1, groups=I
+        )[..., :T]
         x = module.act(conv).transpose(1, 2)
         if mask is not None:
             x = x * mask

@@ -10,7 +10,6 @@ decoder_sparse_step make dense; the top k gates are renormalised only under norm
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..config import check_experts
 from ..keys import FLAG, SIZE, TOKENS, Key, Kind, Refusal, key, layer_kinds, zero
@@ -99,8 +98,7 @@ class Qwen3MoeConfig(LlamaConfig):
 # norm_topk_prob true, decoder_sparse_step 1 and mlp_only_layers [] (every layer sparse), 128 experts, 8 per token,
 # bos 151643, eos 151645; each one's layers, heads, key/value heads, width, experts' width and intermediate_size
 # (which no layer of theirs uses).
-QWEN3_MOE: dict[str, Any] = {"head_dim": 128, "rope_theta": 1000000.0, "norm_topk_prob": True, "bos_token_id": 151643,
-                             "eos_token_id": 151645}  # fmt: skip
+QWEN3_MOE = dict(head_dim=128, rope_theta=1e6, norm_topk_prob=True, bos_token_id=151643, eos_token_id=151645)
 PRESETS: dict[str, Qwen3MoeConfig] = {
     name: preset(Qwen3MoeConfig, name, L, H, Hkv, D, Fe, 151936, 40960, dense_inner=F, **QWEN3_MOE)
     for name, L, H, Hkv, D, Fe, F in (
