@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ...errors import UserError
-from ..deepseek_v3.config import YARN_40, DeepseekConfig
-from ..keys import SIZE, Fixed, Refusal, key, layer_kinds, quantized, unnoted
+from ..deepseek_v3.config import YARN_40, DeepseekConfig, own_kv_heads
+from ..keys import SIZE, Fixed, Refusal, key, layer_kinds, quantized
 
 # transformers' mlp_layer_types: a gated MLP or the experts, "dense" or "sparse" (kept as the kinds of layer every
 # DeepSeek names, "dense" and "moe")
@@ -38,12 +38,6 @@ def not_indexed(kinds, hf: dict) -> bool:
     return kinds is not None and not (isinstance(kinds, list) and set(kinds) == {"indexed_attention"})
 
 
-def other_kv_heads(kv_heads, hf: dict) -> bool:
-    """Key/value heads other than the query heads (eager attention would repeat MLA's); bad query heads: not here."""
-    heads = unnoted(hf, "num_attention_heads", 128)
-    return kv_heads is not None and isinstance(heads, int) and kv_heads != heads
-
-
 @dataclass(frozen=True)
 class DeepseekV32Config(DeepseekConfig):
     """A DeepSeek-V3 whose every layer has a lightning indexer (index_n_heads heads of index_head_dim) choosing the
@@ -69,7 +63,7 @@ class DeepseekV32Config(DeepseekConfig):
         quantized(),
         Refusal("attention_bias", "is not supported"),
         Refusal("layer_types", "is not supported (every DeepSeek-V3.2 layer is 'indexed_attention')", not_indexed),
-        Refusal("num_key_value_heads", "is not supported: MLA gives each head its own keys and values", other_kv_heads),
+        own_kv_heads(128),
         Refusal("q_lora_rank", NO_QUERY_LATENT, lambda rank, hf: rank is None),
     )
 

@@ -12,12 +12,13 @@ from typing import ClassVar
 from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
 from ..deepseek_v3 import reference as deepseek_v3_reference
+from ..deepseek_v3.config import own_kv_heads
 from ..deepseek_v3.family import ATTENTION, MLP, SYMBOLS
 from ..deepseek_v32.config import MLP_LAYER_TYPES, NO_QUERY_LATENT, DeepseekV32Config, first_dense, not_indexed
 from ..deepseek_v32.family import DsaFormulas
 from ..deepseek_v32.reference import float64_indexers
 from ..glm4_moe.family import ROUTING
-from ..keys import POSITIVE, SCALE, SIZE, TOKENS, Key, Kind, Refusal, eps, key, layer_kinds, quantized, unnoted
+from ..keys import POSITIVE, SCALE, SIZE, TOKENS, Key, Kind, Refusal, eps, key, layer_kinds, quantized
 from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
@@ -69,11 +70,6 @@ def written(c: GlmMoeDsaConfig) -> dict:
             "indexer_types": ["shared" if k.endswith(SHARED) else "full" for k in c.layer_types]}  # fmt: skip
 
 
-def other_kv_heads(kv_heads, hf: dict) -> bool:
-    heads = unnoted(hf, "num_attention_heads", 64)
-    return kv_heads is not None and type(heads) is int and kv_heads != heads
-
-
 @dataclass(frozen=True)
 class GlmMoeDsaConfig(DeepseekV32Config):
     """A GLM-5: a DeepSeek-V3.2 under GlmMoeDsaConfig's defaults, its layers' kinds from mlp_layer_types and
@@ -109,7 +105,7 @@ class GlmMoeDsaConfig(DeepseekV32Config):
         *ROUTING,
         Refusal("attention_bias", "is not supported"),
         Refusal("layer_types", "is not supported (every GLM-5 layer is 'indexed_attention')", not_indexed),
-        Refusal("num_key_value_heads", "is not supported: MLA gives each head its own keys and values", other_kv_heads),
+        own_kv_heads(64),
         Refusal("q_lora_rank", NO_QUERY_LATENT, lambda rank, hf: rank is None),
         Refusal("rope_interleave", "(rotary pairs in halves) is not supported: GLM-5 interleaves them whatever it says",
                 lambda value, hf: value is False),

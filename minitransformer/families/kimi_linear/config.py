@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
-from ..deepseek_v3.config import DeepseekConfig, check_router
+from ..deepseek_v3.config import DeepseekConfig, check_router, own_kv_heads
 from ..keys import (
     ACTIVATION,
     COUNT,
@@ -36,7 +36,6 @@ from ..keys import (
     layer_kinds,
     quantized,
     take,
-    unnoted,
 )
 
 LINEAR, FULL, DENSE_MLP = "linear_attention", "full_attention", "_dense"
@@ -87,11 +86,6 @@ def linear_attn(inner: str, json: str, default: int, kind: Kind = SIZE) -> Any:
         return hf.get(json, default)
 
     return key(json, default, kind, read=read, reads=(LINEAR_ATTN,))
-
-
-def other_kv_heads(kv_heads, hf: dict) -> bool:
-    heads = unnoted(hf, "num_attention_heads", 32)
-    return kv_heads is not None and type(heads) is int and kv_heads != heads
 
 
 ROUTER_KEYS = (
@@ -154,7 +148,7 @@ class KimiLinearConfig(DeepseekConfig):
     refusals: ClassVar[tuple[Refusal, ...]] = (
         quantized(),
         Refusal("attention_bias", "is not supported"),
-        Refusal("num_key_value_heads", "is not supported: MLA gives each head its own keys and values", other_kv_heads),
+        own_kv_heads(32),
         Refusal("mla_use_nope", "is not supported: transformers' Kimi Linear has no rotary positions (NoPE)",
                 lambda nope, hf: nope is not True),
         Refusal("moe_router_activation_func", ROUTER_KEYS, lambda act, hf: act != "sigmoid"),

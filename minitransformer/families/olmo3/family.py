@@ -14,7 +14,7 @@ from ..llama.reference import llama_like, note
 from ..olmo2.config import Olmo2Config
 from ..olmo2.family import OLMO2
 from ..parts.family import composed
-from ..rotary import YARN_ROPE_TYPES, Rope, RopePerLayerType, local_rope
+from ..rotary import YARN_ROPE_TYPES, Rope, RopePerLayerType, local_rope, rope_scaling
 
 EVERY_FOURTH_FULL = lambda hf, values: periodic(values["n_layer"], 4)  # noqa: E731 - Olmo3Config's rule
 
@@ -54,8 +54,7 @@ class Olmo3Config(Olmo2Config):
 # with attention_factor 1.2079441541679836, on the full layers). Olmo-3-32B (allenai/Olmo-3-1125-32B): width, MLP and
 # eos from its copies' config.json (dphnAI/32B-fp8, bracket-labs/kaze-small), depth and heads from OLMo-core's
 # olmo3_32B (64 layers, 40 heads, 8 key/value heads); its vocabulary, window, context and rope assumed the 7B's.
-YARN_8 = dict(attention_factor=1.2079441541679836, beta_fast=32, beta_slow=1, factor=8.0, rope_type="yarn")
-YARN = tuple(sorted((YARN_8 | {"original_max_position_embeddings": 8192}).items()))
+YARN = rope_scaling(8192, rope_type="yarn", factor=8.0, attention_factor=1.2079441541679836, beta_fast=32, beta_slow=1)
 OLMO3 = dict(norm_eps=1e-6, rope_scaling=YARN, eos_token_id=100257)
 PRESETS = {
     "olmo-3-7b": preset(Olmo3Config, "olmo-3-7b", 32, 32, 32, 4096, 11008, 100278, 65536, **OLMO3),
