@@ -299,6 +299,11 @@ def present(value, hf: dict) -> bool:
     return True
 
 
+def unread(why: str, *jsons: str) -> tuple[Refusal, ...]:
+    """Keys transformers' model never reads, where a file that gives them means something by them: each refused."""
+    return tuple(Refusal(json, why, present) for json in jsons)
+
+
 @dataclass(frozen=True)
 class Refusal:
     """An option transformers' model has that changes inference and is not computed here, refused by name: the key,

@@ -12,6 +12,8 @@ from .parts.decoder import Decoder, TokenEmbedding
 from .parts.family import composed
 from .parts.hybrid import HybridFormulas
 
+BIASES = "in_proj's and out_proj's biases, where the config has them"  # a Mamba mixer's, where it has any
+
 
 def backbone(mixer: Any, norm: Any, symbols: str, **more: Any) -> Decoder:
     """The Llama family's pre-RMSNorm residual stream with one branch a layer, a mixer where a Llama block has attention
@@ -30,7 +32,7 @@ def backbone(mixer: Any, norm: Any, symbols: str, **more: Any) -> Decoder:
         final_norm="norm_f",
         prefix="backbone.",
         ignored=r"$^",  # its checkpoint: weights alone
-        biases="in_proj's and out_proj's biases, where the config has them",
+        biases=BIASES,
         symbols=symbols,
         **more,
     )

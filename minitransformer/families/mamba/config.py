@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ...engine.kvcache import State
 from ..config import ModelConfig
@@ -25,8 +26,33 @@ def time_step_rank(hf: dict, values: dict):
     return auto_rank(hf, values) if rank == "auto" else rank
 
 
+class Mamba1Shapes:
+    """The shapes of a Mamba-1 mixer, from the fields Mamba's and Jamba's configs have: d_inner channels (I), each with
+    a state of state_size (N), dt from a rank of dt_rank (Rdt), a causal conv of conv_kernel (K) positions."""
+
+    state_size: int
+    dt_rank: int
+    conv_kernel: int
+    if TYPE_CHECKING:  # each config's own
+
+        @property
+        def d_inner(self) -> int: ...
+
+    @property
+    def symbol_sizes(self) -> dict[str, int]:
+        """I channels, N a state per channel, Rdt the rank of dt, a conv of kernel K, Ks = K - 1 positions kept."""
+        K = self.conv_kernel
+        return dict(I=self.d_inner, N=self.state_size, Rdt=self.dt_rank, K=K, Ks=K - 1)
+
+    @property
+    def mixer_state(self) -> State:
+        """What a Mamba layer keeps between passes: the conv's last K - 1 inputs [K - 1, I] and the scan's state
+        [I, N], whatever the context."""
+        return State((("conv", (self.conv_kernel - 1, self.d_inner)), ("ssm", (self.d_inner, self.state_size))))
+
+
 @dataclass(frozen=True)
-class MambaConfig(MixersAlone, ModelConfig):  # type: ignore[override]
+class MambaConfig(MixersAlone, Mamba1Shapes, ModelConfig):  # type: ignore[override]
     """A Mamba (transformers' MambaForCausalLM): every layer x + Mixer(RMSNorm(x)), the mixer a selective state-space
     model of d_inner channels (intermediate_size), each with a state of state_size, its step from a rank of dt_rank
     (time_step_rank), computed position by position."""
@@ -74,18 +100,6 @@ class MambaConfig(MixersAlone, ModelConfig):  # type: ignore[override]
     def d_head(self) -> int:
         """Each of its I channels a head of one number with a state of N (Mamba-2's heads of P with P = 1)."""
         return 1
-
-    @property
-    def symbol_sizes(self) -> dict[str, int]:
-        """I channels, N a state per channel, Rdt the rank of dt, a conv of kernel K, Ks = K - 1 positions kept."""
-        K = self.conv_kernel
-        return dict(I=self.d_inner, N=self.state_size, Rdt=self.dt_rank, K=K, Ks=K - 1)
-
-    @property
-    def mixer_state(self) -> State:
-        """What a Mamba layer keeps between passes: the conv's last K - 1 inputs [K - 1, I] and the scan's state
-        [I, N], whatever the context."""
-        return State((("conv", (self.conv_kernel - 1, self.d_inner)), ("ssm", (self.d_inner, self.state_size))))
 
 
 # state-spaces/mamba-130m-hf's config.json (as NVIDIA-NeMo/Megatron-Bridge's tests/unit_tests/models/mamba/
