@@ -131,6 +131,9 @@ ACTIVATION = Kind(
 )
 
 
+INDICES = Kind("a list of layer indices", lambda v: isinstance(v, list) and all(type(i) is int for i in v), shape=True)
+
+
 def layer_kinds(*kinds: str, named: Mapping[str, str] | None = None, written: Mapping[str, str] | None = None) -> Kind:
     """Each layer's kind, one of `kinds`, in a list (read as a tuple: hashable); `named`, where the family names a
     kind otherwise than the file (DeepSeek-V3.2's "sparse" is "moe"), and `written`, back."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config import check_experts
-from ..keys import FLAG, SIZE, TOKENS, Key, Kind, Refusal, key, layer_kinds, zero
+from ..keys import FLAG, INDICES, SIZE, TOKENS, Key, Refusal, key, layer_kinds, zero
 from ..llama.config import LlamaConfig, preset
 from ..qwen3.config import used_window
 from ..rotary import RopeKeys
@@ -20,7 +20,6 @@ from ..rotary import RopeKeys
 SPARSE, DENSE = "sparse_moe", "dense_mlp"  # the two kinds of layer (layer_types)
 # Qwen3MoeDecoderLayer: experts in a layer not in mlp_only_layers whose (i + 1) is a multiple of decoder_sparse_step
 DECODER_SPARSE_STEP = Key("decoder_sparse_step", 1, SIZE)
-INDICES = Kind("a list of layer indices", lambda v: isinstance(v, list) and all(type(i) is int for i in v), shape=True)
 MLP_ONLY_LAYERS = Key("mlp_only_layers", None, INDICES.or_null())  # none: every layer sparse (no default taken)
 
 
