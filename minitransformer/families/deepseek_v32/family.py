@@ -17,9 +17,13 @@ from . import reference
 from .config import PRESETS, DeepseekV32Config
 
 ATTENTION_V32 = IndexedLatentAttention(runnable=ATTENTION.runnable)
-MORE = "; Hi index heads of di, ki the keys a query attends to (index_topk), s = min(t, ki) the keys it reads"
+INDEX_SYMBOLS = "; Hi index heads of di, ki the keys a query attends to (index_topk), s = min(t, ki) the keys it reads"
 DECODER = Decoder(
-    PreNorm(ATTENTION_V32, MLP), biases="", ignored=IGNORED, kind_order=("dense", "moe"), symbols=SYMBOLS + MORE
+    PreNorm(ATTENTION_V32, MLP),
+    biases="",
+    ignored=IGNORED,
+    kind_order=("dense", "moe"),
+    symbols=SYMBOLS + INDEX_SYMBOLS,
 )
 
 
