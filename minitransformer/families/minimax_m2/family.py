@@ -5,21 +5,19 @@ largest s + b, the chosen s renormalised to sum to 1 (no epsilon), no groups and
 
 from __future__ import annotations
 
-import types
 from dataclasses import dataclass, field
 
-from ...errors import UserError
 from ..config import check_experts
 from ..keys import SIZE, TOKENS, Refusal, eps, key, quantized, unnoted
 from ..llama.config import LlamaConfig, preset
-from ..llama.reference import float64_throughout as llama_float64_throughout
 from ..mixtral.family import EXPERTS, SYMBOLS
 from ..parts.attention import WHOLE, GroupedQueryAttention
 from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.moe import GroupLimitedRouter, Mixture
-from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys
+from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, partial
+from . import reference
 
 
 @dataclass(frozen=True)
@@ -64,10 +62,7 @@ class MiniMaxM2Config(LlamaConfig):
     family = "minimax_m2"
     what = "a MiniMax-M2"
     classes = {"minimax_m2": "MiniMaxM2ForCausalLM"}
-    groups = (
-        RotaryDim(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True,
-                  share=("partial_rotary_factor", "partial_rotary_factor", None)),  # type: ignore[arg-type]
-    )  # fmt: skip
+    groups = (RotaryDim(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True, share=partial(None)),)
     # The published files' keys of MiniMax-M2's own code, which MiniMaxM2Config keeps and never reads: its model always
     # norms q and k over the whole projection, scores experts by a sigmoid with a correction bias, has no shared
     # expert and attends with softmax in every layer. A file that says otherwise describes another model.
@@ -100,43 +95,18 @@ class MiniMaxM2Config(LlamaConfig):
 # 128, 256 experts of 1536 (8 a token), vocabulary 200064, 196608 positions, rope_theta 5e6, rms_norm_eps 1e-6,
 # untied; bos and eos null (generation_config.json's eos is 200020). Its 3 multi-token-prediction modules are not
 # part of the model here, nor of transformers'.
-PRESETS = {
-    "minimax-m2": preset(MiniMaxM2Config, "minimax-m2", 62, 48, 8, 3072, 1536, 200064, 196608, head_dim=128,
-                         partial_rotary_factor=0.5, bos_token_id=None, eos_token_id=None),
-}  # fmt: skip
+M2 = dict(head_dim=128, partial_rotary_factor=0.5, bos_token_id=None, eos_token_id=None)
+PRESETS = {"minimax-m2": preset(MiniMaxM2Config, "minimax-m2", 62, 48, 8, 3072, 1536, 200064, 196608, **M2)}
 ROUTER = GroupLimitedRouter(groups=False, renormalise=True, eps=0.0, scale=None, bias="e_score_correction_bias")
-MINIMAX_M2 = Decoder(
-    PreNorm(GroupedQueryAttention(qk_norm=WHOLE), Mixture(ROUTER, EXPERTS),
-            names=("input_layernorm", "self_attn", "post_attention_layernorm", "block_sparse_moe")),
-    biases="", symbols=SYMBOLS + ", dr rotated numbers of a head",
-)  # fmt: skip
+NAMES = ("input_layernorm", "self_attn", "post_attention_layernorm", "block_sparse_moe")
+BLOCK = PreNorm(GroupedQueryAttention(qk_norm=WHOLE), Mixture(ROUTER, EXPERTS), names=NAMES)
+MINIMAX_M2 = Decoder(BLOCK, biases="", symbols=SYMBOLS + ", dr rotated numbers of a head")
 
 
-def float64_throughout(reference, model, torch) -> None:
-    """validate's float64 truth: the Llama family's (RMSNorm, the q and k norms included, and the rotary tables in
-    float64) and the router's sigmoid, which transformers takes in float32 (MiniMaxM2TopKRouter:
-    `sigmoid(router_logits.float())`), in the model's dtype; its eager loop over the experts (grouped_mm takes no
-    float64)."""
-    llama_float64_throughout(reference, model, torch, norms_per_layer=4)
-    reference.set_experts_implementation("eager")
-
-    def router(module, hidden_states, correction_bias):
-        logits = torch.nn.functional.linear(hidden_states.reshape(-1, module.hidden_dim), module.weight)
-        scores = logits.sigmoid()
-        chosen = torch.topk(scores + correction_bias, module.top_k, dim=-1, sorted=False)[1]
-        gates = scores.gather(1, chosen)
-        return logits, gates / gates.sum(dim=-1, keepdim=True), chosen
-
-    routers = [m for m in reference.modules() if type(m).__name__ == "MiniMaxM2TopKRouter"]
-    if len(routers) != model.config.n_layer:
-        raise UserError(
-            f"validate in float64 found {len(routers)} MiniMax-M2 routers for {model.config.n_layer} layers"
-        )
-    for module in routers:
-        module.forward = types.MethodType(router, module)
-
-
-NOTE = ("  (transformers' float64 MiniMax-M2 computes RMSNorm, the rotary tables and the router's sigmoid in float32; "
-        "its\n  reference here has them in float64, as families/minimax_m2/family.py explains)")  # fmt: skip
-ARCHITECTURE = composed("minimax_m2", MINIMAX_M2, config=MiniMaxM2Config, presets=PRESETS, label="MiniMax-M2",
-                        float64_reference=float64_throughout, float64_note=NOTE)  # fmt: skip
+# validate's float64 truth (reference.py): the Llama family's (RMSNorm, the q and k norms included, and the rotary
+# tables in float64) and the router's sigmoid, which transformers takes in float32 (MiniMaxM2TopKRouter:
+# `sigmoid(router_logits.float())`), in the model's dtype; its eager loop over the experts (grouped_mm takes no
+# float64).
+ARCHITECTURE = composed(
+    "minimax_m2", MINIMAX_M2, reference=reference, config=MiniMaxM2Config, presets=PRESETS, label="MiniMax-M2"
+)
