@@ -19,6 +19,7 @@ GEMMA4 = "gemma4_text"
 SHARED = "_shared"  # the kinds of layer that read an earlier layer's keys and values: sliding_attention_shared, ...
 SHARED_LAYERS = Key("num_kv_shared_layers", 0, COUNT)
 LAYER_TYPES = Key("layer_types", None, layer_kinds(FULL, SLIDING).or_null())
+KINDS = layer_kinds(FULL, SLIDING, FULL + SHARED, SLIDING + SHARED)
 PROPORTIONAL = (("partial_rotary_factor", 0.25), ("rope_theta", 1_000_000.0), ("rope_type", "proportional"))
 
 
@@ -128,8 +129,8 @@ class Gemma4TextConfig(LlamaConfig):
     top_k: int | None = key("top_k_experts", None, SIZE.or_null(), read=if_moe("top_k_experts"))
     moe_width: int | None = key("moe_intermediate_size", None, SIZE.or_null(), read=if_moe("moe_intermediate_size"))
     layer_types: tuple[str, ...] = key(
-        "layer_types", None, layer_kinds(FULL, SLIDING, FULL + SHARED, SLIDING + SHARED), read=kinds, rule=kinds,
-        reads=(SHARED_LAYERS, LAYER_TYPES), write=written)  # fmt: skip
+        "layer_types", None, KINDS, read=kinds, rule=kinds, reads=(SHARED_LAYERS, LAYER_TYPES), write=written
+    )
     local_rope_theta: float | None = 10_000.0  # the sliding layers' rotary base
     local_rope_scaling: tuple[tuple[str, object], ...] | None = None
     rope_theta: float = 1_000_000.0

@@ -19,7 +19,7 @@ from ..parts.family import composed
 from ..parts.hybrid import HybridFormulas
 from ..parts.kda import KimiDeltaAttention
 from ..parts.latent import LatentAttention
-from ..parts.moe import Mixture, SharedExpert, SwiGLUExperts
+from ..parts.moe import Mixture, SharedExpert
 from . import reference
 from .config import DENSE_MLP, FULL, LINEAR, PRESETS, KimiLinearConfig
 
@@ -31,8 +31,7 @@ SYMBOLS = (
     "expert e, Fe expert width, Fs shared experts' width, V vocabulary, R logit rows"
 )
 # Mixtral's names for each expert's matrices (w1 gate, w2 down, w3 up), DeepSeek-V3's experts otherwise.
-KIMI_EXPERTS = SwiGLUExperts(names=(("w1", "gate"), ("w2", "down"), ("w3", "up")), symbols=EXPERTS.symbols,
-                             width="moe_inner", F="Fe", combined=EXPERTS.combined, described=EXPERTS.described)  # fmt: skip
+KIMI_EXPERTS = replace(EXPERTS, names=(("w1", "gate"), ("w2", "down"), ("w3", "up")))
 MOE = Mixture(ROUTER, KIMI_EXPERTS, SharedExpert())
 KDA, MLA = KimiDeltaAttention(), LatentAttention()
 NAMES = ("input_layernorm", "self_attn", "post_attention_layernorm", "block_sparse_moe")

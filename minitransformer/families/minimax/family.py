@@ -10,16 +10,15 @@ self_attn (a lightning layer's with the decays transformers keeps as buffers), i
 
 from __future__ import annotations
 
-from ...errors import UserError
 from ..mixtral.family import MIXTURE
 from ..mixtral.family import SYMBOLS as MIXTRAL_SYMBOLS
-from ..mixtral.reference import float64_throughout as mixtral_float64_throughout
 from ..parts.attention import GroupedQueryAttention
 from ..parts.blocks import ByKind, DeepNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.hybrid import HybridFormulas
-from ..parts.lightning import LightningAttention, slope_rates
+from ..parts.lightning import LightningAttention
+from . import reference
 from .config import FULL, LINEAR, PRESETS, MiniMaxConfig
 
 SYMBOLS = MIXTRAL_SYMBOLS + "; a lightning layer's H heads of dh (q, k and v alike), C positions a block, N blocks"
@@ -31,11 +30,9 @@ def scales(attention: str) -> tuple[str, str, str, str]:
 
 
 NAMES = ("input_layernorm", "self_attn", "post_attention_layernorm", "block_sparse_moe")
-MINIMAX = Decoder(
-    ByKind({LINEAR: DeepNorm(LightningAttention(), MIXTURE, scales("linear_attn"), names=NAMES),
-            FULL: DeepNorm(GroupedQueryAttention(), MIXTURE, scales("full_attn"), names=NAMES)}),
-    biases="", symbols=SYMBOLS, kind_order=(LINEAR, FULL),
-)  # fmt: skip
+LIGHTNING = DeepNorm(LightningAttention(), MIXTURE, scales("linear_attn"), names=NAMES)
+SOFTMAX = DeepNorm(GroupedQueryAttention(), MIXTURE, scales("full_attn"), names=NAMES)
+MINIMAX = Decoder(ByKind({LINEAR: LIGHTNING, FULL: SOFTMAX}), biases="", symbols=SYMBOLS, kind_order=(LINEAR, FULL))
 
 
 class MiniMaxFormulas(HybridFormulas):
@@ -54,24 +51,10 @@ class MiniMaxFormulas(HybridFormulas):
         )
 
 
-def float64_throughout(reference, model, torch) -> None:
-    """validate's float64 truth: Mixtral's (RMSNorm, the lightning layers' gated norm included, the rotary tables and
-    the router's softmax in float64; the experts' eager loop), and the lightning layers' decays, which transformers
-    computes in float32 when it makes the model (get_slope_rate, decay_factors: buffers a float64 model holds as
-    float32 roundings), made again from float64 slopes."""
-    c = model.config
-    mixtral_float64_throughout(reference, model, torch, norms=2 * c.n_layer + 1 + c.layer_types.count(LINEAR))
-    layers = [m for m in reference.modules() if type(m).__name__ == "MiniMaxLightningAttention"]
-    if len(layers) != c.layer_types.count(LINEAR):
-        raise UserError(f"validate in float64 found {len(layers)} MiniMax lightning layers, not "
-                        f"{c.layer_types.count(LINEAR)}")  # fmt: skip
-    for module in layers:
-        slopes = torch.from_numpy(slope_rates(c, module.layer_idx))[:, None, None]
-        module.slope_rate = slopes
-        module.query_decay, module.key_decay, module.diagonal_decay = module.decay_factors(slopes)
-
-
-NOTE = ("  (transformers' float64 MiniMax computes RMSNorm, the rotary tables, the router's softmax and the lightning "
-        "layers'\n  decays in float32; its reference here has them in float64, as families/minimax/family.py explains)")  # fmt: skip
-ARCHITECTURE = composed("minimax", MINIMAX, MiniMaxFormulas, config=MiniMaxConfig, presets=PRESETS, label="MiniMax-01",
-                        float64_reference=float64_throughout, float64_note=NOTE)  # fmt: skip
+# validate's float64 truth (reference.py): Mixtral's (RMSNorm, the lightning layers' gated norm included, the rotary
+# tables and the router's softmax in float64; the experts' eager loop), and the lightning layers' decays, which
+# transformers computes in float32 when it makes the model (get_slope_rate, decay_factors: buffers a float64 model
+# holds as float32 roundings), made again from float64 slopes.
+ARCHITECTURE = composed(
+    "minimax", MINIMAX, MiniMaxFormulas, reference, config=MiniMaxConfig, presets=PRESETS, label="MiniMax-01"
+)
