@@ -113,9 +113,9 @@ def falcon(name: str, L: int, D: int, H: int, Hkv: int, F: int, V: int, d_ssm: i
 # heads of 128 (mamba_d_ssm 4096), 2 groups, state 256, conv 4, 262,144 positions: a Swift test's "Real Falcon-H1-34B"
 # (and transformers' FalconH1 docs' table); MLP 21504: a model registry quoting its config.json; vocabulary 261,120:
 # the technical report's "261K", 2^18 - 1024 as the 7B's is 2^17 - 1024 (the registry's 65,024 is Falcon 3's). Not
-# seen: the µP multipliers (FalconH1Config's 1.0, gated norm off: no count changes), the 34B's chunk (128), rms_norm_eps,
-# the token ids; rope_theta 1e11: the technical report's and the family's files'. 7,585,513,568 and 33,642,221,312
-# parameters: the cards' 7B and 34B.
+# seen: the µP multipliers (FalconH1Config's 1.0, gated norm off: no count changes), the 34B's chunk (128),
+# rms_norm_eps, the token ids; rope_theta 1e11: the technical report's and the family's files'. 7,585,513,568 and
+# 33,642,221,312 parameters: the cards' 7B and 34B.
 PRESETS = {
     "falcon-h1-7b": falcon("falcon-h1-7b", 44, 3072, 12, 2, 12288, 130048, 3072, 24, 1),
     "falcon-h1-34b": falcon("falcon-h1-34b", 72, 5120, 20, 4, 21504, 261120, 4096, 32, 2),

@@ -46,6 +46,9 @@ def kinds(hf: dict, values: Mapping) -> tuple[str, ...]:
     return tuple(given)
 
 
+POST_NORM = "(the residual taken before each norm) is not supported: transformers' MiniMax takes it after"
+
+
 def unread(spelling: str):
     """A refusal of MiniMax's own spelling of a key where the file lacks transformers' (which it would then ignore)."""
     ours = OWN_SPELLINGS[spelling]
@@ -88,14 +91,8 @@ class MiniMaxConfig(MixtralConfig):
         quantized(),
         Refusal("attention_bias", "is not supported (transformers' MiniMax has no biases)"),
         Refusal("mlp_bias", "is not supported (transformers' MiniMax has no biases)"),
-        Refusal(
-            "sliding_window", "(softmax layers with a window) is not supported", lambda value, hf: value is not None
-        ),
-        Refusal(
-            "postnorm",
-            "(the residual taken before each norm) is not supported: transformers' MiniMax takes it after",
-            false,
-        ),
+        Refusal("sliding_window", "(softmax layers with a window) is not supported", lambda v, hf: v is not None),
+        Refusal("postnorm", POST_NORM, false),
         Refusal("shared_intermediate_size", "(a shared expert) is not supported", lambda value, hf: bool(value)),
         *(unread(spelling) for spelling in OWN_SPELLINGS),
     )

@@ -8,8 +8,8 @@ from ..parts.lightning import slope_rates
 from .config import LINEAR
 
 NOTE = (
-    "  (transformers' float64 MiniMax computes RMSNorm, the rotary tables, the router's softmax and the lightning layers'\n"
-    "  decays in float32; its reference here has them in float64, as families/minimax/family.py explains)"
+    "  (transformers' float64 MiniMax computes RMSNorm, the rotary tables, the router's softmax and the lightning "
+    "layers'\n  decays in float32; its reference here has them in float64, as families/minimax/family.py explains)"
 )
 
 

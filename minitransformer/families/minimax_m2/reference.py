@@ -1,4 +1,5 @@
-"""validate's float64 truth for MiniMax-M2 (families/minimax_m2/family.py says what it recomputes in float64, and why)."""
+"""validate's float64 truth for MiniMax-M2 (families/minimax_m2/family.py says what it recomputes in float64, and
+why)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""validate's float64 truth for Qwen3-Next: Qwen3.5's (families/qwen35/reference.py), which recomputes the same steps."""
+"""validate's float64 truth for Qwen3-Next: Qwen3.5's (families/qwen35/reference.py), recomputing the same steps."""
 
 from __future__ import annotations
 
