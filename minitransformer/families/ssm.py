@@ -59,10 +59,6 @@ class MixersAlone:
         return self.d_inner // self.d_head
 
     @property
-    def n_kv_head(self) -> int:
-        return self.n_head
-
-    @property
     def d_ff(self) -> int:
         return self.d_inner
 

@@ -9,22 +9,7 @@ from typing import ClassVar
 from ...errors import UserError
 from .. import rotary
 from ..config import ModelConfig, check_multiple
-from ..keys import (
-    ACTIVATION,
-    COUNT,
-    FLAG,
-    POSITIVE,
-    SCALE,
-    SIZE,
-    TOKENS,
-    TRUTHY,
-    Refusal,
-    Written,
-    eps,
-    key,
-    quantized,
-    unnoted,
-)
+from ..keys import ACTIVATION, COUNT, FLAG, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, Written, eps, key, quantized
 from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, rope_scaling
 
 # The rope types the forward pass computes (families/rotary.py): the default, linear and YaRN, DeepSeek-V3's own; any
@@ -150,17 +135,6 @@ class DeepseekConfig(ModelConfig):
     def layer_types(self) -> tuple[str, ...]:
         """ "dense" for the first first_k_dense_replace layers (a gated MLP), "moe" after (experts)."""
         return tuple("moe" if self.is_moe(i) else "dense" for i in range(self.n_layer))
-
-
-def own_kv_heads(heads: int) -> Refusal:
-    """num_key_value_heads other than the query heads (num_attention_heads, `heads` where the file has none), refused:
-    eager attention would repeat MLA's heads. Query heads that are not a number are refused under their own key."""
-
-    def other(kv_heads, hf: dict) -> bool:
-        query = unnoted(hf, "num_attention_heads", heads)
-        return kv_heads is not None and type(query) is int and kv_heads != query
-
-    return Refusal("num_key_value_heads", "is not supported: MLA gives each head its own keys and values", other)
 
 
 def check_router(config) -> None:

@@ -115,7 +115,7 @@ class JambaConfig(Mamba1Shapes, ModelConfig):
         return tuple(SPARSE if kind.endswith(MOE) else DENSE for kind in self.layer_types)
 
     @property
-    def d_inner(self) -> int:
+    def d_inner(self) -> int:  # type: ignore[override]
         """The mixer's channels I: mamba_expand x hidden_size."""
         return self.expand * self.n_embd
 

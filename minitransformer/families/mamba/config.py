@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ...engine.kvcache import State
 from ..config import ModelConfig
@@ -30,13 +29,10 @@ class Mamba1Shapes:
     """The shapes of a Mamba-1 mixer, from the fields Mamba's and Jamba's configs have: d_inner channels (I), each with
     a state of state_size (N), dt from a rank of dt_rank (Rdt), a causal conv of conv_kernel (K) positions."""
 
+    d_inner: int
     state_size: int
     dt_rank: int
     conv_kernel: int
-    if TYPE_CHECKING:  # each config's own
-
-        @property
-        def d_inner(self) -> int: ...
 
     @property
     def symbol_sizes(self) -> dict[str, int]:
