@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ...errors import UserError
+from ..config import own_kv_heads
 from ..deepseek_v3.config import YARN_40, DeepseekConfig
-from ..keys import SIZE, Fixed, Refusal, key, layer_kinds, quantized, unnoted
+from ..keys import SIZE, Fixed, Refusal, key, layer_kinds, quantized
 
 # transformers' mlp_layer_types: a gated MLP or the experts, "dense" or "sparse" (kept as the kinds of layer every
 # DeepSeek names, "dense" and "moe")
@@ -31,17 +32,6 @@ def mlp_layer_types() -> Any:
     first_k_dense_replace layers dense; written back under the file's names."""
     kinds = MLP_LAYER_TYPES
     return key("mlp_layer_types", None, kinds, rule=first_dense, dict_key="mlp_layer_types", dict_value=kinds.write)
-
-
-def own_kv_heads(heads: int) -> Refusal:
-    """num_key_value_heads other than the query heads (num_attention_heads, `heads` where the file has none), refused:
-    eager attention would repeat MLA's heads. Query heads that are not a number are refused under their own key."""
-
-    def other(kv_heads, hf: dict) -> bool:
-        query = unnoted(hf, "num_attention_heads", heads)
-        return kv_heads is not None and type(query) is int and kv_heads != query
-
-    return Refusal("num_key_value_heads", "is not supported: MLA gives each head its own keys and values", other)
 
 
 def not_indexed(kinds, hf: dict) -> bool:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..config import own_kv_heads
 from ..deepseek_v3.config import DeepseekConfig
 from ..deepseek_v3.family import ATTENTION, MLP, SYMBOLS, DeepseekFormulas
 from ..deepseek_v3.reference import deepseek_like
-from ..deepseek_v32.config import mlp_layer_types, own_kv_heads
+from ..deepseek_v32.config import mlp_layer_types
 from ..glm4_moe.family import ROUTING
 from ..keys import POSITIVE, SCALE, SIZE, TOKENS, Fixed, Refusal, eps, key, quantized, unnoted
 from ..parts.blocks import PreNorm

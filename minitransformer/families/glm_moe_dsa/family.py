@@ -11,15 +11,9 @@ from typing import ClassVar
 
 from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
+from ..config import own_kv_heads
 from ..deepseek_v3.family import ATTENTION, MLP, SYMBOLS
-from ..deepseek_v32.config import (
-    MLP_LAYER_TYPES,
-    NO_QUERY_LATENT,
-    DeepseekV32Config,
-    first_dense,
-    not_indexed,
-    own_kv_heads,
-)
+from ..deepseek_v32.config import MLP_LAYER_TYPES, NO_QUERY_LATENT, DeepseekV32Config, first_dense, not_indexed
 from ..deepseek_v32.family import INDEX_SYMBOLS, DsaFormulas
 from ..glm4_moe.family import ROUTING
 from ..keys import POSITIVE, SCALE, SIZE, TOKENS, Key, Kind, Refusal, eps, false, key, layer_kinds, quantized

@@ -17,8 +17,8 @@ from typing import Any, ClassVar
 
 from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
+from ..config import own_kv_heads
 from ..deepseek_v3.config import DeepseekConfig, check_router
-from ..deepseek_v32.config import own_kv_heads
 from ..keys import (
     ACTIVATION,
     COUNT,
