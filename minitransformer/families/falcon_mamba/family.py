@@ -11,7 +11,7 @@ from ..keys import POSITIVE_NUMBER, key
 from ..mamba import reference
 from ..mamba.config import MambaConfig
 from ..mamba.family import MAMBA, MambaFormulas
-from ..ssm import scan_family
+from ..mamba2.family import scan_family
 
 
 @dataclass(frozen=True)

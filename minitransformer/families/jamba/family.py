@@ -18,6 +18,7 @@ from ..config import ModelConfig, check_experts, check_multiple, heads_of_width
 from ..keys import ACTIVATION, COUNT, FLAG, SIZE, TOKENS, TRUTHY, eps, key, quantized, unread
 from ..mamba.config import Mamba1Shapes, time_step_rank
 from ..mamba.family import SYMBOLS as MAMBA_SYMBOLS
+from ..mamba2.family import BIASES
 from ..parts.attention import GroupedQueryAttention
 from ..parts.blocks import ByKind, PreNorm
 from ..parts.decoder import Decoder, TokenEmbedding
@@ -26,7 +27,6 @@ from ..parts.mamba1 import Mamba1Mixer
 from ..parts.mlps import GatedMLP
 from ..parts.moe import Mixture, MlpByKind, SoftmaxRouter, SwiGLUExperts
 from ..parts.norms import RMSNorm
-from ..ssm import BIASES
 from . import reference
 
 MAMBA, FULL, MOE = "mamba", "full_attention", "_moe"  # a layer's kind: its mixer, "_moe" where it has experts

@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from ...engine.kvcache import State
 from ..config import ModelConfig
 from ..keys import ACTIVATION, FLAG, SIZE, TOKENS, TRUTHY, eps, key, quantized
-from ..mamba2.config import UNBOUNDED_CONTEXT
-from ..ssm import MixersAlone
+from ..mamba2.config import UNBOUNDED_CONTEXT, MixersAlone
 
 WIDTH_PER_RANK = 16  # time_step_rank "auto": ceil(hidden_size / 16), as MambaConfig's __post_init__ makes it
 

@@ -1,12 +1,12 @@
-"""Mamba (Mamba-1) in the table of families (transformers' MambaForCausalLM): the backbone of families/ssm.py, a
-Mamba-1 mixer (families/parts/mamba1.py) in every layer. The cache keeps each layer's conv and scan states, not keys
-and values: a decode step costs the same whatever the context."""
+"""Mamba (Mamba-1) in the table of families (transformers' MambaForCausalLM): Mamba-2's backbone
+(families/mamba2/family.py), a Mamba-1 mixer (families/parts/mamba1.py) in every layer. The cache keeps each layer's
+conv and scan states, not keys and values: a decode step costs the same whatever the context."""
 
 from __future__ import annotations
 
+from ..mamba2.family import ScanFormulas, backbone, scan_family
 from ..parts.mamba1 import Mamba1Mixer
 from ..parts.norms import RMSNorm
-from ..ssm import ScanFormulas, backbone, scan_family
 from . import reference
 from .config import PRESETS, MambaConfig
 

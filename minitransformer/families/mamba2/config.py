@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...engine.kvcache import State
 from ...errors import UserError
 from ..config import ModelConfig, check_multiple
 from ..keys import ACTIVATION, FLAG, POSITIVE, SIZE, TOKENS, TRUTHY, Kind, eps, key, quantized
-from ..ssm import MixersAlone
 
 # A state-space model attends to no positions and transformers' Mamba2Config has no context length; minitransformer
 # needs one for its checks and its sweeps over the context (count, memory). This is that bound, not the model's.
@@ -95,6 +94,38 @@ class MixerShapes:
 
     def check_mixer(self) -> None:
         check_multiple(self, "ssm_heads", "n_groups", " (the heads of a group share B and C)")  # type: ignore[arg-type]
+
+
+class MixersAlone:
+    """The names every family's config answers to, in a model of state-space layers alone: no attention and no MLP; its
+    heads are the mixer's (its d_inner channels I in heads of d_head), and d_ff, what count and the headers ask of every
+    family's MLP, is I. Every layer "mamba" (transformers calls them "linear_attention") keeps its conv and scan states
+    (mixer_state), whatever the context: no keys, no values."""
+
+    n_layer: int
+    d_inner: int
+    if TYPE_CHECKING:  # each config's own
+
+        @property
+        def d_head(self) -> int: ...
+
+        @property
+        def mixer_state(self) -> State: ...
+
+    @property
+    def n_head(self) -> int:
+        return self.d_inner // self.d_head
+
+    @property
+    def d_ff(self) -> int:
+        return self.d_inner
+
+    @property
+    def layer_types(self) -> tuple[str, ...]:
+        return ("mamba",) * self.n_layer
+
+    def layer_cache(self, layer: int) -> State:
+        return self.mixer_state
 
 
 def json_float(value):

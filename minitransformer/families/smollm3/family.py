@@ -8,9 +8,13 @@ from ...errors import UserError
 from ..config import FULL, SLIDING, check_windows
 from ..keys import FLAG, POSITIVE, SIZE, TOKENS, WINDOW, Key, Kind, key, layer_kinds
 from ..llama.config import LlamaConfig, preset
-from ..llama.family import LLAMA
-from ..llama.reference import llama_like, note
+from ..llama.family import SYMBOLS
+from ..llama.reference import float64_throughout, note
+from ..parts.attention import GroupedQueryAttention
+from ..parts.blocks import PreNorm
+from ..parts.decoder import Decoder
 from ..parts.family import composed
+from ..parts.mlps import GatedMLP
 from ..qwen3.config import used_window
 from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys
 
@@ -19,7 +23,6 @@ ROPE_OR_NOT = Kind("a list of 1 (RoPE) and 0 (NoPE)", lambda v: isinstance(v, li
 NO_ROPE_LAYERS = Key("no_rope_layers", None, ROPE_OR_NOT.or_null())
 INTERVAL = Key("no_rope_layer_interval", 4, POSITIVE)
 LAYER_TYPES = Key("layer_types", None, layer_kinds(FULL, SLIDING).or_null())
-KINDS = layer_kinds(FULL, SLIDING, FULL + NOPE, SLIDING + NOPE)
 
 
 def kinds(hf: dict, values: dict) -> list[str]:
@@ -33,8 +36,8 @@ def kinds(hf: dict, values: dict) -> list[str]:
 
 
 def written(c: SmolLM3Config) -> dict:
-    rope = [int(not k.endswith(NOPE)) for k in c.layer_types]
-    return {"layer_types": [k.removesuffix(NOPE) for k in c.layer_types], "no_rope_layers": rope}
+    return {"layer_types": [k.removesuffix(NOPE) for k in c.layer_types],
+            "no_rope_layers": [int(not k.endswith(NOPE)) for k in c.layer_types]}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,8 @@ class SmolLM3Config(LlamaConfig):
     rope_theta: float = 2000000.0
     model_type: str = "smollm3"
     name: str = field(default="smollm3", compare=False)
-    layer_types: tuple[str, ...] = key(
-        "layer_types", None, KINDS, read=kinds, rule=kinds, reads=(NO_ROPE_LAYERS, INTERVAL), write=written
-    )
+    layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(FULL, SLIDING, FULL + NOPE, SLIDING + NOPE),
+        read=kinds, rule=kinds, reads=(NO_ROPE_LAYERS, INTERVAL), write=written)  # fmt: skip
 
     family = "smollm3"
     what = "a SmolLM3 model"
@@ -70,7 +72,8 @@ class SmolLM3Config(LlamaConfig):
 
 # SmolLM3-3B's config.json as fine-tunes copy it (sweatSmile/HF-SmolLM3-3B-Math-Formulas-4bit, koutch/0.json_train_
 # grpo_v1_dev; NoPE every 4th layer, no window, tied), its rope_theta as GitHub fixtures quote it (the copies cut it).
-THREE_B = dict(rope_theta=5000000.0, eos_token_id=128012)
-PRESETS = {"smollm3-3b": preset(SmolLM3Config, "smollm3-3b", 36, 16, 4, 2048, 11008, 128256, 65536, **THREE_B)}
-REFERENCE = llama_like(note("SmolLM3"))
-ARCHITECTURE = composed("smollm3", LLAMA, reference=REFERENCE, config=SmolLM3Config, presets=PRESETS, label="SmolLM3")
+PRESETS = {"smollm3-3b": preset(SmolLM3Config, "smollm3-3b", 36, 16, 4, 2048, 11008, 128256, 65536,
+                                rope_theta=5000000.0, eos_token_id=128012)}  # fmt: skip
+SMOLLM3 = Decoder(PreNorm(GroupedQueryAttention(), GatedMLP()), symbols=SYMBOLS)  # the Llama family's decoder
+ARCHITECTURE = composed("smollm3", SMOLLM3, config=SmolLM3Config, presets=PRESETS, label="SmolLM3",
+                        float64_reference=float64_throughout, float64_note=note("SmolLM3"))  # fmt: skip
