@@ -47,6 +47,20 @@ def float64_throughout(reference, model, torch) -> None:
         )
 
 
+def float64_glm45(reference, model, torch) -> None:
+    """GLM-4.5's (families/glm4_moe/family.py: the Llama family's attention before DeepSeek-V3's mixture): the Llama
+    family's float64 reference (its q and k norms where use_qk_norm) and the routers below, in transformers' eager loop
+    over the experts."""
+    c = model.config
+    llama_float64_throughout(reference, model, torch, norms_per_layer=2 + 2 * c.use_qk_norm)
+    reference.set_experts_implementation("eager")
+    moe = sum(map(c.is_moe, range(c.n_layer)))
+    if float64_routers(reference, torch) != moe:
+        raise UserError(
+            f"validate in float64 found other than {moe} routers in transformers' {type(reference).__name__}"
+        )
+
+
 def float64_routers(reference, torch) -> int:
     """Every group-limited sigmoid router (transformers' ...TopkRouter: DeepSeek-V3's, Nemotron-H's) in its model's
     dtype, float64 here, where transformers computes it in float32, its weights upcast; how many."""

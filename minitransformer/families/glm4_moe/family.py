@@ -10,7 +10,7 @@ from typing import Any
 
 from ..deepseek_v3.config import FIRST_DENSE, check_router
 from ..deepseek_v3.family import MLP, DeepseekFormulas, mtp_config
-from ..glm4_moe import reference
+from ..deepseek_v3.reference import float64_glm45
 from ..keys import COUNT, FLAG, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, eps, key, quantized
 from ..llama.config import LlamaConfig, preset
 from ..llama.family import SYMBOLS
@@ -133,9 +133,13 @@ MTP = MultiTokenPrediction(BLOCK, mtp_config)
 DECODER = Decoder(BLOCK, ignored=IGNORED, kind_order=("dense", "moe"), mtp=MTP, symbols=SYMBOLS + MORE)
 
 
-# validate's float64 truth (reference.py): transformers computes RMSNorm, the rotary tables and the router in float32
-# even in a float64 model (Glm4MoeTopkRouter keeps its weight and correction bias float32); the reference has them in
-# float64, the router in the model's dtype, and runs the eager loop over the experts (grouped_mm takes no float64).
-ARCHITECTURE = composed(
-    "glm4_moe", DECODER, DeepseekFormulas, reference, config=Glm4MoeConfig, presets=PRESETS, label="GLM-4.5"
+# validate's float64 truth (deepseek_v3/reference.py's float64_glm45): transformers computes RMSNorm, the rotary
+# tables and the router in float32 even in a float64 model (Glm4MoeTopkRouter keeps its weight and correction bias
+# float32); the reference has them in float64, the router in the model's dtype, and runs the eager loop over the
+# experts (grouped_mm takes no float64).
+NOTE = (
+    "  (transformers' float64 GLM-4.5 computes RMSNorm, the rotary tables and the router in float32; its\n"
+    "  reference here has them in float64, as families/glm4_moe/family.py explains)"
 )
+RECORD = dict(float64_reference=float64_glm45, float64_note=NOTE, config=Glm4MoeConfig, presets=PRESETS)
+ARCHITECTURE = composed("glm4_moe", DECODER, DeepseekFormulas, label="GLM-4.5", **RECORD)

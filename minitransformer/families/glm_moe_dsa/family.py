@@ -12,9 +12,11 @@ from typing import ClassVar
 from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
 from ..config import own_kv_heads
+from ..deepseek_v3 import reference as deepseek_v3_reference
 from ..deepseek_v3.family import ATTENTION, MLP, SYMBOLS
 from ..deepseek_v32.config import MLP_LAYER_TYPES, NO_QUERY_LATENT, DeepseekV32Config, first_dense, not_indexed
 from ..deepseek_v32.family import INDEX_SYMBOLS, DsaFormulas
+from ..deepseek_v32.reference import float64_indexers
 from ..glm4_moe.family import ROUTING
 from ..keys import POSITIVE, SCALE, SIZE, TOKENS, Key, Kind, Refusal, eps, false, key, layer_kinds, quantized
 from ..parts.blocks import PreNorm
@@ -22,7 +24,6 @@ from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.indexer import IndexedLatentAttention, LightningIndexer
 from ..parts.moe import MlpByKind
-from . import reference
 
 SHARED = "_shared_topk"  # the kinds of layer without an indexer of their own: dense_shared_topk, moe_shared_topk
 KINDS = layer_kinds("dense", "moe", "dense" + SHARED, "moe" + SHARED)
@@ -163,7 +164,23 @@ DECODER = Decoder(
 # Its variant: layers that read another's choice (index.shared), which GLM-5's own file does not have.
 GLM_5 = PRESETS["glm-5"]
 SHARING = replace(GLM_5, layer_types=tuple(k + SHARED * (i % 4 > 0 and i > 3) for i, k in enumerate(GLM_5.layer_types)))
-# validate's float64 truth (reference.py): DeepSeek-V3's (RMSNorm, the rotary tables and the router in float64) and
+# validate's float64 truth (float64_throughout below): DeepSeek-V3's (RMSNorm, the rotary tables and the router in float64) and
 # the indexers of the layers that have one, with GLM-5's interleaved rotary (transformers computes them in float32).
+NOTE = (
+    "  (transformers' float64 GLM-5 computes RMSNorm, the rotary tables, the router and the indexer in float32; its\n"
+    "  reference here has them in float64, as families/glm_moe_dsa/family.py explains)"
+)
+
+
+def float64_throughout(reference, model, torch) -> None:
+    from transformers.models.glm_moe_dsa.modeling_glm_moe_dsa import apply_rotary_pos_emb_interleave
+
+    deepseek_v3_reference.float64_throughout(reference, model, torch)
+    own = sum(source is None for source in model.config.topk_sources)
+    float64_indexers(reference, torch, apply_rotary_pos_emb_interleave, own)
+
+
 RECORD = dict(config=GlmMoeDsaConfig, presets=PRESETS, label="GLM-5", variants=(SHARING,))
-ARCHITECTURE = composed("glm_moe_dsa", DECODER, DsaFormulas, reference, **RECORD)
+ARCHITECTURE = composed(
+    "glm_moe_dsa", DECODER, DsaFormulas, float64_reference=float64_throughout, float64_note=NOTE, **RECORD
+)

@@ -10,9 +10,9 @@ from typing import Any
 from ...engine.kvcache import KeysValues, State
 from ..config import FULL
 from ..keys import FLAG, POSITIVE_NUMBER, SIZE, TOKENS, Fixed, Key, Refusal, eps, key, layer_kinds, null, quantized
-from ..lfm2 import reference
 from ..llama.config import LlamaConfig, preset
 from ..llama.family import SYMBOLS as LLAMA_SYMBOLS
+from ..llama.reference import llama_like, note
 from ..parts.attention import PER_HEAD, GroupedQueryAttention
 from ..parts.blocks import ByKind, PreNorm
 from ..parts.decoder import Decoder
@@ -135,4 +135,10 @@ class Lfm2Formulas(HybridFormulas):
         return block.mixer.attention_vs_weights(c, block.mlp)
 
 
-ARCHITECTURE = composed("lfm2", LFM2, Lfm2Formulas, reference, config=Lfm2Config, presets=PRESETS, label="LFM2")
+def norms(c: Lfm2Config) -> int:
+    """Its RMSNorms, for the float64 reference: two a layer, two more (q and k) in each attention layer, the final."""
+    return 2 * c.n_layer + 2 * sum(not kind.startswith(CONV) for kind in c.layer_types) + 1
+
+
+REFERENCE = llama_like(note("LFM2"), norms=norms)
+ARCHITECTURE = composed("lfm2", LFM2, Lfm2Formulas, REFERENCE, config=Lfm2Config, presets=PRESETS, label="LFM2")

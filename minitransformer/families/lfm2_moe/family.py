@@ -10,9 +10,9 @@ from dataclasses import MISSING, dataclass, field, replace
 from ...errors import UserError
 from ..config import FULL, check_experts
 from ..keys import COUNT, FLAG, SCALE, SIZE, Fixed, Key, key, layer_kinds, quantized
-from ..lfm2.family import ATTENTION, CONV, NORM, SYMBOLS, Lfm2Config, Lfm2Formulas, block
-from ..lfm2_moe import reference
+from ..lfm2.family import ATTENTION, CONV, NORM, SYMBOLS, Lfm2Config, Lfm2Formulas, block, norms
 from ..llama.config import preset
+from ..llama.reference import llama_like, note
 from ..mixtral.family import EXPERTS
 from ..parts.blocks import ByKind
 from ..parts.decoder import Decoder
@@ -105,6 +105,7 @@ MORE = (
     "its layers"
 )
 LFM2_MOE = Decoder(ByKind(BLOCKS), NORM, final_norm="embedding_norm", symbols=SYMBOLS + MORE, kind_order=tuple(BLOCKS))
+REFERENCE = llama_like(note("LFM2-MoE"), norms=norms, eager_experts=True)  # its router's sigmoid in its dtype already
 ARCHITECTURE = composed(
-    "lfm2_moe", LFM2_MOE, Lfm2Formulas, reference, config=Lfm2MoeConfig, presets=PRESETS, label="LFM2-MoE"
+    "lfm2_moe", LFM2_MOE, Lfm2Formulas, REFERENCE, config=Lfm2MoeConfig, presets=PRESETS, label="LFM2-MoE"
 )

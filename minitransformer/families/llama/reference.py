@@ -4,7 +4,6 @@ imports this but the families' records, which name it)."""
 
 from __future__ import annotations
 
-import functools
 import inspect
 import types
 
@@ -30,11 +29,18 @@ def qk_note(family: str) -> str:
     )
 
 
-def llama_like(words: str, norms_per_layer: int = 2) -> types.SimpleNamespace:
+def llama_like(words: str, norms_per_layer: int = 2, norms=None, eager_experts: bool = False) -> types.SimpleNamespace:
     """The float64 reference of a family whose only float32 steps are the Llama family's, as parts/family.py's
-    composed takes one: float64_throughout with the family's RMSNorms a layer (4 with q and k norms, or sandwich norms),
-    and validate's note (`words`: note's or qk_note's)."""
-    throughout = functools.partial(float64_throughout, norms_per_layer=norms_per_layer)
+    composed takes one: float64_throughout with the family's RMSNorms a layer (4 with q and k norms, or sandwich norms)
+    or `norms(config)` in the model (where its layers differ: LFM2's), transformers' eager loop over the experts where
+    `eager_experts` (torch's grouped_mm takes no float64), and validate's note (`words`: note's or qk_note's)."""
+
+    def throughout(reference, model, torch) -> None:
+        counted = None if norms is None else norms(model.config)
+        float64_throughout(reference, model, torch, norms_per_layer=norms_per_layer, norms=counted)
+        if eager_experts:
+            reference.set_experts_implementation("eager")
+
     return types.SimpleNamespace(float64_throughout=throughout, NOTE=words)
 
 

@@ -10,15 +10,16 @@ self_attn (a lightning layer's with the decays transformers keeps as buffers), i
 
 from __future__ import annotations
 
+from ...errors import UserError
 from ..mixtral.family import MIXTURE
 from ..mixtral.family import SYMBOLS as MIXTRAL_SYMBOLS
+from ..mixtral.reference import float64_throughout as mixtral_float64_throughout
 from ..parts.attention import GroupedQueryAttention
 from ..parts.blocks import ByKind, DeepNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.hybrid import HybridFormulas
-from ..parts.lightning import LightningAttention
-from . import reference
+from ..parts.lightning import LightningAttention, slope_rates
 from .config import FULL, LINEAR, PRESETS, MiniMaxConfig
 
 SYMBOLS = MIXTRAL_SYMBOLS + "; a lightning layer's H heads of dh (q, k and v alike), C positions a block, N blocks"
@@ -51,10 +52,30 @@ class MiniMaxFormulas(HybridFormulas):
         )
 
 
-# validate's float64 truth (reference.py): Mixtral's (RMSNorm, the lightning layers' gated norm included, the rotary
+# validate's float64 truth (float64_throughout below): Mixtral's (RMSNorm, the lightning layers' gated norm included, the rotary
 # tables and the router's softmax in float64; the experts' eager loop), and the lightning layers' decays, which
 # transformers computes in float32 when it makes the model (get_slope_rate, decay_factors: buffers a float64 model
 # holds as float32 roundings), made again from float64 slopes.
+NOTE = (
+    "  (transformers' float64 MiniMax computes RMSNorm, the rotary tables, the router's softmax and the lightning "
+    "layers'\n  decays in float32; its reference here has them in float64, as families/minimax/family.py explains)"
+)
+
+
+def float64_throughout(reference, model, torch) -> None:
+    c = model.config
+    lightning = c.layer_types.count(LINEAR)
+    mixtral_float64_throughout(reference, model, torch, norms=2 * c.n_layer + 1 + lightning)
+    layers = [m for m in reference.modules() if type(m).__name__ == "MiniMaxLightningAttention"]
+    if len(layers) != lightning:
+        raise UserError(f"validate in float64 found {len(layers)} MiniMax lightning layers, not {lightning}")
+    for module in layers:
+        slopes = torch.from_numpy(slope_rates(c, module.layer_idx))[:, None, None]
+        module.slope_rate = slopes
+        module.query_decay, module.key_decay, module.diagonal_decay = module.decay_factors(slopes)
+
+
+RECORD = dict(config=MiniMaxConfig, presets=PRESETS, label="MiniMax-01")
 ARCHITECTURE = composed(
-    "minimax", MINIMAX, MiniMaxFormulas, reference, config=MiniMaxConfig, presets=PRESETS, label="MiniMax-01"
+    "minimax", MINIMAX, MiniMaxFormulas, float64_reference=float64_throughout, float64_note=NOTE, **RECORD
 )

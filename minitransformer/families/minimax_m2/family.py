@@ -5,11 +5,15 @@ largest s + b, the chosen s renormalised to sum to 1 (no epsilon), no groups and
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass, field
+from typing import Any
 
+from ...errors import UserError
 from ..config import check_experts
 from ..keys import SIZE, TOKENS, Refusal, eps, key, quantized, unnoted
 from ..llama.config import LlamaConfig, preset
+from ..llama.reference import float64_throughout as llama_float64_throughout
 from ..mixtral.family import EXPERTS, SYMBOLS
 from ..parts.attention import WHOLE, GroupedQueryAttention
 from ..parts.blocks import PreNorm
@@ -17,7 +21,6 @@ from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.moe import GroupLimitedRouter, Mixture
 from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, partial
-from . import reference
 
 
 @dataclass(frozen=True)
@@ -103,10 +106,35 @@ BLOCK = PreNorm(GroupedQueryAttention(qk_norm=WHOLE), Mixture(ROUTER, EXPERTS), 
 MINIMAX_M2 = Decoder(BLOCK, biases="", symbols=SYMBOLS + ", dr rotated numbers of a head")
 
 
-# validate's float64 truth (reference.py): the Llama family's (RMSNorm, the q and k norms included, and the rotary
+# validate's float64 truth (float64_throughout below): the Llama family's (RMSNorm, the q and k norms included, and the rotary
 # tables in float64) and the router's sigmoid, which transformers takes in float32 (MiniMaxM2TopKRouter:
 # `sigmoid(router_logits.float())`), in the model's dtype; its eager loop over the experts (grouped_mm takes no
 # float64).
-ARCHITECTURE = composed(
-    "minimax_m2", MINIMAX_M2, reference=reference, config=MiniMaxM2Config, presets=PRESETS, label="MiniMax-M2"
+NOTE = (
+    "  (transformers' float64 MiniMax-M2 computes RMSNorm, the rotary tables and the router's sigmoid in float32; its\n"
+    "  reference here has them in float64, as families/minimax_m2/family.py explains)"
 )
+
+
+def float64_throughout(reference, model, torch) -> None:
+    llama_float64_throughout(reference, model, torch, norms_per_layer=4)
+    reference.set_experts_implementation("eager")
+
+    def router(module, hidden_states, correction_bias):
+        logits = torch.nn.functional.linear(hidden_states.reshape(-1, module.hidden_dim), module.weight)
+        scores = logits.sigmoid()
+        chosen = torch.topk(scores + correction_bias, module.top_k, dim=-1, sorted=False)[1]
+        gates = scores.gather(1, chosen)
+        return logits, gates / gates.sum(dim=-1, keepdim=True), chosen
+
+    routers = [m for m in reference.modules() if type(m).__name__ == "MiniMaxM2TopKRouter"]
+    if len(routers) != model.config.n_layer:
+        raise UserError(
+            f"validate in float64 found {len(routers)} MiniMax-M2 routers for {model.config.n_layer} layers"
+        )
+    for module in routers:
+        module.forward = types.MethodType(router, module)
+
+
+RECORD: dict[str, Any] = dict(config=MiniMaxM2Config, presets=PRESETS, label="MiniMax-M2")
+ARCHITECTURE = composed("minimax_m2", MINIMAX_M2, float64_reference=float64_throughout, float64_note=NOTE, **RECORD)

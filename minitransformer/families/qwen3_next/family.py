@@ -19,8 +19,8 @@ from ..parts.moe import Mixture, SoftmaxRouter
 from ..qwen3moe.config import DECODER_SPARSE_STEP, DENSE, MLP_ONLY_LAYERS, dense_layers, sparse_and_dense
 from ..qwen35.config import FULL, FULL_ATTENTION_INTERVAL, LINEAR, Qwen35Config, hybrid_layers
 from ..qwen35.family import EXPERTS, LINEAR_NAMES, NORM, SHARED, SYMBOLS, Mlp, Qwen35Formulas
+from ..qwen35.reference import float64_throughout
 from ..rotary import RopeKeys, partial
-from . import reference
 
 DENSE_MLP = "_dense"  # the kinds of the layers Qwen3-MoE's rule makes dense: linear_attention_dense, ...
 LAYER_TYPES = Key("layer_types", None, layer_kinds(LINEAR, FULL).or_null())
@@ -104,6 +104,14 @@ QWEN3_NEXT = Decoder(
 )
 # Its variant: a dense layer, which the preset has not.
 A3B = PRESETS["qwen3-next-80b-a3b"]
-RECORD = dict(config=Qwen3NextConfig, presets=PRESETS, label="Qwen3-Next")
 DENSE_FIRST = replace(A3B, layer_types=(LINEAR + DENSE_MLP, *A3B.layer_types[1:]))
-ARCHITECTURE = composed("qwen3_next", QWEN3_NEXT, Qwen35Formulas, reference, variants=(DENSE_FIRST,), **RECORD)
+NOTE = (
+    "  (transformers' float64 Qwen3-Next computes its RMSNorms, the rotary tables, the DeltaNet's decay, delta rule "
+    "and gated norm,\n  and the router's softmax, in float32; its reference here has them in float64, as "
+    "families/qwen35/reference.py explains)"
+)
+
+
+RECORD = dict(config=Qwen3NextConfig, presets=PRESETS, label="Qwen3-Next", variants=(DENSE_FIRST,))
+FLOAT64 = dict(float64_reference=float64_throughout, float64_note=NOTE)  # Qwen3.5's reference
+ARCHITECTURE = composed("qwen3_next", QWEN3_NEXT, Qwen35Formulas, **FLOAT64, **RECORD)
