@@ -324,7 +324,8 @@ def heads_of_width(heads: int | None = None, width: int | None = None) -> Refusa
 
 def own_kv_heads(heads: int) -> Refusal:
     """num_key_value_heads other than the query heads (num_attention_heads, `heads` where the file has none), refused:
-    multi-head latent attention (MLA) gives each head its own keys and values, which eager attention would repeat. Query heads that are not a number are refused under their own key."""
+    multi-head latent attention (MLA) gives each head its own keys and values, which eager attention would repeat.
+    Query heads that are not a number are refused under their own key."""
 
     def other(kv_heads, hf: dict) -> bool:
         query = unnoted(hf, "num_attention_heads", heads)

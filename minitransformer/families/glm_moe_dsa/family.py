@@ -164,8 +164,9 @@ DECODER = Decoder(
 # Its variant: layers that read another's choice (index.shared), which GLM-5's own file does not have.
 GLM_5 = PRESETS["glm-5"]
 SHARING = replace(GLM_5, layer_types=tuple(k + SHARED * (i % 4 > 0 and i > 3) for i, k in enumerate(GLM_5.layer_types)))
-# validate's float64 truth (float64_throughout below): DeepSeek-V3's (RMSNorm, the rotary tables and the router in float64) and
-# the indexers of the layers that have one, with GLM-5's interleaved rotary (transformers computes them in float32).
+# validate's float64 truth (float64_throughout below): DeepSeek-V3's (RMSNorm, the rotary tables and the router in
+# float64) and the indexers of the layers that have one, with GLM-5's interleaved rotary (transformers computes them
+# in float32).
 NOTE = (
     "  (transformers' float64 GLM-5 computes RMSNorm, the rotary tables, the router and the indexer in float32; its\n"
     "  reference here has them in float64, as families/glm_moe_dsa/family.py explains)"

@@ -52,10 +52,6 @@ class MiniMaxFormulas(HybridFormulas):
         )
 
 
-# validate's float64 truth (float64_throughout below): Mixtral's (RMSNorm, the lightning layers' gated norm included, the rotary
-# tables and the router's softmax in float64; the experts' eager loop), and the lightning layers' decays, which
-# transformers computes in float32 when it makes the model (get_slope_rate, decay_factors: buffers a float64 model
-# holds as float32 roundings), made again from float64 slopes.
 NOTE = (
     "  (transformers' float64 MiniMax computes RMSNorm, the rotary tables, the router's softmax and the lightning "
     "layers'\n  decays in float32; its reference here has them in float64, as families/minimax/family.py explains)"
@@ -63,6 +59,10 @@ NOTE = (
 
 
 def float64_throughout(reference, model, torch) -> None:
+    """validate's float64 truth: Mixtral's (RMSNorm, the lightning layers' gated norm included, the rotary tables
+    and the router's softmax in float64; the experts' eager loop), and the lightning layers' decays, which
+    transformers computes in float32 when it makes the model (get_slope_rate, decay_factors: buffers a float64 model
+    holds as float32 roundings), made again from float64 slopes."""
     c = model.config
     lightning = c.layer_types.count(LINEAR)
     mixtral_float64_throughout(reference, model, torch, norms=2 * c.n_layer + 1 + lightning)

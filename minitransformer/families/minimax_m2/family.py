@@ -106,10 +106,6 @@ BLOCK = PreNorm(GroupedQueryAttention(qk_norm=WHOLE), Mixture(ROUTER, EXPERTS), 
 MINIMAX_M2 = Decoder(BLOCK, biases="", symbols=SYMBOLS + ", dr rotated numbers of a head")
 
 
-# validate's float64 truth (float64_throughout below): the Llama family's (RMSNorm, the q and k norms included, and the rotary
-# tables in float64) and the router's sigmoid, which transformers takes in float32 (MiniMaxM2TopKRouter:
-# `sigmoid(router_logits.float())`), in the model's dtype; its eager loop over the experts (grouped_mm takes no
-# float64).
 NOTE = (
     "  (transformers' float64 MiniMax-M2 computes RMSNorm, the rotary tables and the router's sigmoid in float32; its\n"
     "  reference here has them in float64, as families/minimax_m2/family.py explains)"
@@ -117,6 +113,10 @@ NOTE = (
 
 
 def float64_throughout(reference, model, torch) -> None:
+    """validate's float64 truth: the Llama family's (RMSNorm, the q and k norms included, and the rotary tables in
+    float64) and the router's sigmoid, which transformers takes in float32 (MiniMaxM2TopKRouter:
+    `sigmoid(router_logits.float())`), in the model's dtype; its eager loop over the experts (grouped_mm takes no
+    float64)."""
     llama_float64_throughout(reference, model, torch, norms_per_layer=4)
     reference.set_experts_implementation("eager")
 
