@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..engine.kvcache import KeysValues, State
 from ..errors import UserError
-from .keys import FULL, SLIDING, ConfigJson, Fixed, Group, Key, Missing, Refusal, check_dtype, jsonable, slides
+from .keys import FULL, SLIDING, ConfigJson, Fixed, Group, Key, Missing, Refusal, check_dtype, jsonable, slides, unnoted
 
 if TYPE_CHECKING:
     from .rotary import Rope
@@ -320,6 +320,18 @@ def heads_of_width(heads: int | None = None, width: int | None = None) -> Refusa
         return head_dim is not None and not (type(head_dim) is int and type(H) is int and head_dim * H == D)
 
     return Refusal("head_dim", "other than hidden_size / num_attention_heads is not supported", other)
+
+
+def own_kv_heads(heads: int) -> Refusal:
+    """num_key_value_heads other than the query heads (num_attention_heads, `heads` where the file has none), refused:
+    multi-head latent attention (MLA) gives each head its own keys and values, which eager attention would repeat.
+    Query heads that are not a number are refused under their own key."""
+
+    def other(kv_heads, hf: dict) -> bool:
+        query = unnoted(hf, "num_attention_heads", heads)
+        return kv_heads is not None and type(query) is int and kv_heads != query
+
+    return Refusal("num_key_value_heads", "is not supported: MLA gives each head its own keys and values", other)
 
 
 def check_multiple(config: ModelConfig, whole: str, part: str, why: str = "") -> None:

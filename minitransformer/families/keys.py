@@ -131,6 +131,9 @@ ACTIVATION = Kind(
 )
 
 
+INDICES = Kind("a list of layer indices", lambda v: isinstance(v, list) and all(type(i) is int for i in v), shape=True)
+
+
 def layer_kinds(*kinds: str, named: Mapping[str, str] | None = None, written: Mapping[str, str] | None = None) -> Kind:
     """Each layer's kind, one of `kinds`, in a list (read as a tuple: hashable); `named`, where the family names a
     kind otherwise than the file (DeepSeek-V3.2's "sparse" is "moe"), and `written`, back."""
@@ -151,6 +154,24 @@ def layer_kinds(*kinds: str, named: Mapping[str, str] | None = None, written: Ma
         read=lambda value: tuple(named.get(kind, kind) for kind in value),
         write=lambda value: [written.get(kind, kind) for kind in value],
     )
+
+
+def every(kind: str) -> Callable[[dict, Mapping], list[str]]:
+    """The rule of a layer_types that the file leaves out where every layer is of one kind (n_layer read before)."""
+    return lambda hf, values: [kind] * values["n_layer"]
+
+
+def derived(rule: Callable[[dict, Mapping], Any]) -> dict:
+    """Key's fields for a field the file never sets (a rule of the others) and nothing is written back for."""
+    return {"read": rule, "rule": rule, "write": lambda config: {}, "dict_key": None}
+
+
+def multipliers(json: str, n: int) -> Any:
+    """A field of n numbers under `json` (a tuple: hashable), each 1 where the file gives none (null, transformers'
+    default); the JSON's "model" object names it as the file does."""
+    valid = lambda v: isinstance(v, (list, tuple)) and len(v) == n and all(NUMBER.valid(x) for x in v)  # noqa: E731
+    kind = Kind(f"a list of {n} numbers", valid, read=lambda v: tuple(float(x) for x in v)).or_null()
+    return key(json, None, kind, rule=lambda hf, values: (1.0,) * n, dict_key=json)
 
 
 # --- keys, groups, refusals -----------------------------------------------------------------------------------------
@@ -266,6 +287,24 @@ def truthy(value, hf: dict) -> bool:
 
 def zero(value, hf: dict) -> bool:
     return type(value) is int and value == 0
+
+
+def false(value, hf: dict) -> bool:
+    return value is False
+
+
+def null(value, hf: dict) -> bool:
+    return value is None
+
+
+def present(value, hf: dict) -> bool:
+    """Any value at all (a key the model never reads, whose mere presence says the file means another model)."""
+    return True
+
+
+def unread(why: str, *jsons: str) -> tuple[Refusal, ...]:
+    """Keys transformers' model never reads, where a file that gives them means something by them: each refused."""
+    return tuple(Refusal(json, why, present) for json in jsons)
 
 
 @dataclass(frozen=True)

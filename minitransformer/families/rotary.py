@@ -280,6 +280,17 @@ def positive(key: str, value) -> None:
         raise UserError(f"config {key} must be a positive number, not {value!r}")
 
 
+def rope_scaling(original: int, **values: object) -> tuple[tuple[str, object], ...]:
+    """A rope scaling as a config holds it, its (key, value) pairs sorted (hashable): `values` and the context it was
+    trained on, original_max_position_embeddings."""
+    return tuple(sorted((values | {"original_max_position_embeddings": original}).items()))
+
+
+def partial(default: float | None) -> tuple[str, str, float]:
+    """RopeKeys.share of a family whose field and older top-level key are both partial_rotary_factor."""
+    return ("partial_rotary_factor", "partial_rotary_factor", default)  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class RopeKeys:
     """A config's rotary positions as its config.json states them (a group of the config's declaration, families/

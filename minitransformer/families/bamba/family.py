@@ -5,7 +5,6 @@ half of each head (partial_rotary_factor 0.5), its keys and values in the cache.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -15,19 +14,20 @@ from ..config import ModelConfig, check_multiple
 from ..keys import (
     ACTIVATION,
     FLAG,
+    INDICES,
     POSITIVE,
     SIZE,
     TOKENS,
     TRUTHY,
     Key,
-    Kind,
     Refusal,
     eps,
     key,
     layer_kinds,
     quantized,
+    unread,
 )
-from ..mamba2.config import TIME_STEP_LIMIT, MixerShapes, to_json_float
+from ..mamba2.config import MixerShapes, time_step_limit
 from ..mamba2.family import SYMBOLS as MAMBA2_SYMBOLS
 from ..parts.attention import GroupedQueryAttention
 from ..parts.blocks import ByKind, PreNorm
@@ -41,7 +41,7 @@ from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys
 from . import reference
 
 MAMBA, FULL = "mamba", "full_attention"  # the kinds of layer, as Nemotron-H names them
-INDICES = Kind("a list of layer indices", lambda v: isinstance(v, list) and all(type(i) is int for i in v), shape=True)
+LAYERS = layer_kinds(MAMBA, FULL)
 ATTENTION_LAYERS = Key("attn_layer_indices", None, INDICES.or_null())
 NOT_READ = "is not read by transformers' Bamba (a property there, from attn_layer_indices): give attn_layer_indices"
 
@@ -51,6 +51,10 @@ def kinds(hf: dict, values: dict) -> list[str]:
     it names none), as BambaConfig.layers_block_type makes them."""
     attention = ATTENTION_LAYERS.get(hf) or ()
     return [FULL if i in attention else MAMBA for i in range(values["n_layer"])]
+
+
+def written(c: BambaConfig) -> dict:
+    return {"attn_layer_indices": [i for i, kind in enumerate(c.layer_types) if kind == FULL]}
 
 
 def head_size(hf: dict, values: dict) -> Any:
@@ -71,9 +75,9 @@ class BambaConfig(MixerShapes, ModelConfig):
     a SwiGLU MLP of n_inner."""
 
     n_layer: int = key("num_hidden_layers", 32, SIZE)
-    layer_types: tuple[str, ...] = key("attn_layer_indices", None, layer_kinds(MAMBA, FULL), read=kinds, rule=kinds,
-        reads=(ATTENTION_LAYERS,), write=lambda c: {"attn_layer_indices": [i for i, k in enumerate(c.layer_types)
-                                                                             if k == FULL]})  # fmt: skip
+    layer_types: tuple[str, ...] = key(
+        "attn_layer_indices", None, LAYERS, read=kinds, rule=kinds, reads=(ATTENTION_LAYERS,), write=written
+    )
     n_embd: int = key("hidden_size", 4096, SIZE)
     vocab_size: int = key("vocab_size", 128000, SIZE)
     n_head: int = key("num_attention_heads", 32, SIZE)
@@ -90,8 +94,7 @@ class BambaConfig(MixerShapes, ModelConfig):
     chunk_size: int = key("mamba_chunk_size", 256, POSITIVE)
     use_bias: bool = key("mamba_proj_bias", False, FLAG)  # in_proj's and out_proj's
     use_conv_bias: bool = key("mamba_conv_bias", True, TRUTHY)
-    time_step_limit: tuple[float, float] = key("time_step_limit", (0.0, math.inf), TIME_STEP_LIMIT,
-                                               dict_value=lambda limit: [to_json_float(x) for x in limit])  # fmt: skip
+    time_step_limit: tuple[float, float] = time_step_limit()
     qkv_bias: bool = key("attention_bias", False, FLAG)
     o_bias: bool = key("attention_bias", False, FLAG)
     mlp_bias: bool = key("mlp_bias", False, FLAG)
@@ -114,30 +117,29 @@ class BambaConfig(MixerShapes, ModelConfig):
     groups = (RopeKeys(YARN_ROPE_TYPES, refused=(), share=("partial_rotary_factor", "", 0.5)),)
     # Read and not refused, since transformers' Bamba computes the same with or without them: z_loss_coefficient
     # (training), use_mamba_kernels, mamba_dt_rank and num_logits_to_keep.
-    refusals: ClassVar[tuple[Refusal, ...]] = (quantized(), Refusal("layer_types", NOT_READ, lambda v, hf: True),
-                Refusal("layers_block_type", NOT_READ, lambda v, hf: True),
-                Refusal("attn_rotary_emb", "is not supported: transformers' Bamba turns half of each head", other_rotary))  # fmt: skip
+    refusals: ClassVar[tuple[Refusal, ...]] = (
+        quantized(),
+        *unread(NOT_READ, "layer_types", "layers_block_type"),
+        Refusal("attn_rotary_emb", "is not supported: transformers' Bamba turns half of each head", other_rotary),
+    )
     dict_last = ("d_head", "d_ff", "d_inner")
 
     def validate(self) -> None:
         self.check_mixer()
         check_multiple(self, "n_head", "n_kv_head")
         if self.expand * self.n_embd != self.d_inner:
-            raise UserError(f"config mamba_expand x hidden_size ({self.expand} x {self.n_embd}) must equal mamba_n_heads"
-                            f" x mamba_d_head ({self.ssm_heads} x {self.ssm_head_dim}), as transformers requires")  # fmt: skip
+            expand = f"mamba_expand x hidden_size ({self.expand} x {self.n_embd})"
+            heads = f"mamba_n_heads x mamba_d_head ({self.ssm_heads} x {self.ssm_head_dim})"
+            raise UserError(f"config {expand} must equal {heads}, as transformers requires")
 
     @property
     def ssm_act(self) -> str:  # type: ignore[override]
         return self.hidden_act
 
-    @property
-    def symbol_sizes(self) -> dict[str, int]:
-        return self.mixer_symbols
-
     def rope(self, layer: int) -> Rope | None:
         """An attention layer turns the first int(dh x partial_rotary_factor) numbers of each head; a Mamba layer has
         no positions."""
-        if self.layer_types[layer] != FULL:
+        if self.layer_types[layer] == MAMBA:  # (Falcon-H1's hybrid layers attend too)
             return None
         return Rope(int(self.d_head * self.partial_rotary_factor), self.rope_theta, self.rope_scaling, self.n_positions)
 
@@ -151,21 +153,25 @@ class BambaConfig(MixerShapes, ModelConfig):
 # heads of 128 over 8 key/value heads (attn_rotary_emb 64: half of each head turned), MLP 14336, 128 Mamba heads of 64
 # (expand 2), 1 group, state 128, conv 4, chunk 256, conv bias, no projection biases, vocabulary 128256, untied,
 # rms_norm_eps 1e-5, bos 128000, eos 128001; max_position_embeddings and rope_theta are BambaConfig's (it has none).
-PRESETS = {"bamba-9b": BambaConfig(layer_types=tuple(FULL if i in (9, 18, 27) else MAMBA for i in range(32)),
-                                   ssm_head_dim=64, state_size=128, vocab_size=128256, bos_token_id=128000,
-                                   eos_token_id=128001, name="bamba-9b")}  # fmt: skip
+NINE_B: dict[str, Any] = dict(ssm_head_dim=64, state_size=128, vocab_size=128256, bos_token_id=128000)
+NINE_B_KINDS = tuple(FULL if i in (9, 18, 27) else MAMBA for i in range(32))
+PRESETS = {"bamba-9b": BambaConfig(layer_types=NINE_B_KINDS, **NINE_B, eos_token_id=128001, name="bamba-9b")}
 
 NORM = RMSNorm(description="RMSNorm gains (the Mamba layers' gated norm's [I] too)")
 MLP = GatedMLP()
 SYMBOLS = (
     MAMBA2_SYMBOLS + "; attention: H query heads of dh over Hkv key/value heads (G = H/Hkv), t attended; F the MLP"
 )
+
+
+def block(mixer: Any, name: str) -> PreNorm:
+    return PreNorm(mixer, MLP, NORM, ("input_layernorm", name, "pre_ff_layernorm", "feed_forward"))
+
+
+BLOCKS = ByKind({MAMBA: block(Mamba2Mixer(), "mamba"), FULL: block(GroupedQueryAttention(), "self_attn")})
 BAMBA = Decoder(
-    ByKind({MAMBA: PreNorm(Mamba2Mixer(), MLP, NORM, ("input_layernorm", "mamba", "pre_ff_layernorm", "feed_forward")),
-            FULL: PreNorm(GroupedQueryAttention(), MLP, NORM,
-                          ("input_layernorm", "self_attn", "pre_ff_layernorm", "feed_forward"))}),
-    NORM, final_norm="final_layernorm", symbols=SYMBOLS, kind_order=(MAMBA, FULL), decode_first=True,
-)  # fmt: skip
+    BLOCKS, NORM, final_norm="final_layernorm", symbols=SYMBOLS, kind_order=(MAMBA, FULL), decode_first=True
+)
 
 
 class HybridAttentionFormulas(HybridFormulas):
@@ -177,9 +183,10 @@ class HybridAttentionFormulas(HybridFormulas):
     def attention_vs_weights(self, c: Any) -> tuple[str, str, str]:
         """An attention layer's scores and mix against its products with weights, in a decode step at t keys."""
         mlp, sizes = self.mlp_terms(c)
-        return (f"2 (2 H dh t) FLOPs against 2 (2 D H dh + 2 D Hkv dh + {mlp}) for the weights (an attention layer)",
-                f"2 H dh t / (2 D H dh + 2 D Hkv dh + {mlp})",
-                f"D = {c.n_embd:,}, H = {c.n_head}, Hkv = {c.n_kv_head}, dh = {c.d_head}, {sizes}")  # fmt: skip
+        weights = f"2 D H dh + 2 D Hkv dh + {mlp}"
+        said = f"2 (2 H dh t) FLOPs against 2 ({weights}) for the weights (an attention layer)"
+        shapes = f"D = {c.n_embd:,}, H = {c.n_head}, Hkv = {c.n_kv_head}, dh = {c.d_head}, {sizes}"
+        return said, f"2 H dh t / ({weights})", shapes
 
     def mlp_terms(self, c: Any) -> tuple[str, str]:
         return "3 D F", f"F = {c.d_ff:,}"
@@ -191,5 +198,6 @@ class HybridAttentionFormulas(HybridFormulas):
         return Mamba2Mixer().scan_notes(config, layers, n_prompt, n_new, kv) if layers else []
 
 
-ARCHITECTURE = composed("bamba", BAMBA, HybridAttentionFormulas, config=BambaConfig, presets=PRESETS, label="Bamba",
-                        reference=reference)  # fmt: skip
+ARCHITECTURE = composed(
+    "bamba", BAMBA, HybridAttentionFormulas, reference, config=BambaConfig, presets=PRESETS, label="Bamba"
+)

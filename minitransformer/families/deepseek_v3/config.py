@@ -10,7 +10,7 @@ from ...errors import UserError
 from .. import rotary
 from ..config import ModelConfig, check_multiple
 from ..keys import ACTIVATION, COUNT, FLAG, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, Written, eps, key, quantized
-from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys
+from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, rope_scaling
 
 # The rope types the forward pass computes (families/rotary.py): the default, linear and YaRN, DeepSeek-V3's own; any
 # other reads and counts, but running it is refused by name (forward.py).
@@ -161,8 +161,7 @@ def check_router(config) -> None:
 # which are DeepSeek-V3's; and 163840 positions with YaRN (factor 40 over 4096, beta_fast 32, beta_slow 1, mscale 1,
 # mscale_all_dim 1). Its multi-token-prediction layer (num_nextn_predict_layers 1: layer 61 of the checkpoint) drafts
 # beside the main model where asked (count --mtp), as transformers' generate(..., use_mtp=True).
-YARN_40 = (("beta_fast", 32), ("beta_slow", 1), ("factor", 40), ("mscale", 1.0), ("mscale_all_dim", 1.0),
-           ("original_max_position_embeddings", 4096), ("rope_type", "yarn"))  # fmt: skip
+YARN_40 = rope_scaling(4096, rope_type="yarn", factor=40, beta_fast=32, beta_slow=1, mscale=1.0, mscale_all_dim=1.0)
 PRESETS: dict[str, DeepseekConfig] = {
     "deepseek-v3": DeepseekConfig(n_positions=163840, rope_scaling=YARN_40, name="deepseek-v3"),
 }

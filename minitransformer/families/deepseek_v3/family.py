@@ -76,8 +76,8 @@ def mtp_config(config: Any) -> Any:
     )
 
 
-DECODER = Decoder(BLOCK, biases="", ignored=IGNORED, symbols=SYMBOLS, kind_order=("dense", "moe"),
-                  mtp=MultiTokenPrediction(BLOCK, mtp_config))  # fmt: skip
+MTP = MultiTokenPrediction(BLOCK, mtp_config)
+DECODER = Decoder(BLOCK, biases="", ignored=IGNORED, symbols=SYMBOLS, kind_order=("dense", "moe"), mtp=MTP)
 
 
 class DeepseekFormulas(DecoderFormulas):

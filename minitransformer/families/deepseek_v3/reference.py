@@ -12,10 +12,22 @@ import types
 from ...errors import UserError
 from ..llama.reference import float64_throughout as llama_float64_throughout
 
-NOTE = (
-    "  (transformers' float64 DeepSeek-V3 computes RMSNorm, the rotary tables and the router in float32; its\n"
-    "  reference here has them in float64, as families/deepseek_v3/reference.py explains)"
-)
+
+def note(family: str) -> str:
+    """validate's words on the float64 reference of a family whose float32 steps are DeepSeek-V3's."""
+    return (
+        f"  (transformers' float64 {family} computes RMSNorm, the rotary tables and the router in float32; its\n"
+        "  reference here has them in float64, as families/deepseek_v3/reference.py explains)"
+    )
+
+
+def deepseek_like(family: str) -> types.SimpleNamespace:
+    """This reference for a family that computes what DeepSeek-V3 computes (GLM-4.7-Flash), as parts/family.py's
+    composed takes one: float64_throughout, and the note naming the family."""
+    return types.SimpleNamespace(float64_throughout=float64_throughout, NOTE=note(family))
+
+
+NOTE = note("DeepSeek-V3")
 
 
 def float64_throughout(reference, model, torch) -> None:
@@ -32,6 +44,20 @@ def float64_throughout(reference, model, torch) -> None:
         raise UserError(
             f"validate in float64 recomputes the router of transformers' {type(reference).__name__} in "
             f"float64, and found {routers} routers for {moe_layers} layers with experts"
+        )
+
+
+def float64_glm45(reference, model, torch) -> None:
+    """GLM-4.5's (families/glm4_moe/family.py: the Llama family's attention before DeepSeek-V3's mixture): the Llama
+    family's float64 reference (its q and k norms where use_qk_norm) and the routers below, in transformers' eager loop
+    over the experts."""
+    c = model.config
+    llama_float64_throughout(reference, model, torch, norms_per_layer=2 + 2 * c.use_qk_norm)
+    reference.set_experts_implementation("eager")
+    moe = sum(map(c.is_moe, range(c.n_layer)))
+    if float64_routers(reference, torch) != moe:
+        raise UserError(
+            f"validate in float64 found other than {moe} routers in transformers' {type(reference).__name__}"
         )
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ...errors import UserError
+from ..config import own_kv_heads
 from ..deepseek_v3.config import YARN_40, DeepseekConfig
-from ..keys import SIZE, Fixed, Refusal, key, layer_kinds, quantized, unnoted
+from ..keys import SIZE, Fixed, Refusal, key, layer_kinds, quantized
 
 # transformers' mlp_layer_types: a gated MLP or the experts, "dense" or "sparse" (kept as the kinds of layer every
 # DeepSeek names, "dense" and "moe")
@@ -26,28 +27,26 @@ def first_dense(hf: dict, fields: Mapping) -> tuple[str, ...]:
     return ("dense",) * dense + ("moe",) * (fields["n_layer"] - dense)
 
 
+def mlp_layer_types() -> Any:
+    """layer_types as mlp_layer_types holds them (DeepSeek-V3.2's, GLM-4.7-Flash's): the file's, or the first
+    first_k_dense_replace layers dense; written back under the file's names."""
+    kinds = MLP_LAYER_TYPES
+    return key("mlp_layer_types", None, kinds, rule=first_dense, dict_key="mlp_layer_types", dict_value=kinds.write)
+
+
 def not_indexed(kinds, hf: dict) -> bool:
     """Layer types other than transformers' own (every layer indexed_attention)."""
     return kinds is not None and not (isinstance(kinds, list) and set(kinds) == {"indexed_attention"})
 
 
-def other_kv_heads(kv_heads, hf: dict) -> bool:
-    """Key/value heads other than the query heads: eager attention would repeat MLA's heads. Query heads that are not
-    a number are refused under their own key (num_attention_heads), not here."""
-    heads = unnoted(hf, "num_attention_heads", 128)
-    return kv_heads is not None and isinstance(heads, int) and kv_heads != heads
-
-
 @dataclass(frozen=True)
 class DeepseekV32Config(DeepseekConfig):
-    """A DeepSeek-V3 whose every layer has a lightning indexer: index_n_heads heads of index_head_dim score every key
-    it can see, and its attention reads only the index_topk keys they rank highest. Which layers have experts is
-    layer_types (mlp_layer_types: by default the first first_k_dense_replace dense)."""
+    """A DeepSeek-V3 whose every layer has a lightning indexer (index_n_heads heads of index_head_dim) choosing the
+    index_topk keys each query reads; which layers have experts is mlp_layer_types."""
 
     # no rope_interleave in DeepseekV32Config: MLA's rotary pairs are always interleaved (and the indexer's never are)
     rope_interleave: bool = key("rope_interleave", Fixed(True))
-    # the multi-token-prediction layers its checkpoints may keep: not built here (no MTP part), nor a key of its
-    # transformers config
+    # the multi-token-prediction layers its checkpoints may keep: not built here, nor a key of transformers' config
     n_mtp: int = key("num_mtp_layers", Fixed(0), dict_key=None)
     n_positions: int = key("max_position_embeddings", 163840, SIZE)
     model_type: str = "deepseek_v32"
@@ -55,14 +54,7 @@ class DeepseekV32Config(DeepseekConfig):
     index_n_heads: int = key("index_n_heads", 64, SIZE)  # Hi
     index_head_dim: int = key("index_head_dim", 128, SIZE)  # di
     index_topk: int = key("index_topk", 2048, SIZE)  # k_i: the keys a query attends to
-    layer_types: tuple[str, ...] = key(
-        "mlp_layer_types",
-        None,
-        MLP_LAYER_TYPES,
-        rule=first_dense,
-        dict_key="mlp_layer_types",
-        dict_value=MLP_LAYER_TYPES.write,
-    )
+    layer_types: tuple[str, ...] = mlp_layer_types()
 
     family = "deepseek_v32"
     what = "a DeepSeek-V3.2"
@@ -72,7 +64,7 @@ class DeepseekV32Config(DeepseekConfig):
         quantized(),
         Refusal("attention_bias", "is not supported"),
         Refusal("layer_types", "is not supported (every DeepSeek-V3.2 layer is 'indexed_attention')", not_indexed),
-        Refusal("num_key_value_heads", "is not supported: MLA gives each head its own keys and values", other_kv_heads),
+        own_kv_heads(128),
         Refusal("q_lora_rank", NO_QUERY_LATENT, lambda rank, hf: rank is None),
     )
 
@@ -88,12 +80,10 @@ class DeepseekV32Config(DeepseekConfig):
 
     @property
     def d_index(self) -> int:
-        """The indexer's key: index_head_dim numbers a position and layer, cached beside K and V."""
         return self.index_head_dim
 
     @property
     def symbol_sizes(self) -> dict[str, int]:
-        """DeepSeek-V3's symbols and the indexer's: Hi heads of di, scoring every key for the ki it keeps."""
         return {**super().symbol_sizes, "Hi": self.index_n_heads, "di": self.index_head_dim, "ki": self.index_topk}
 
     def is_moe(self, layer: int) -> bool:
@@ -105,19 +95,15 @@ class DeepseekV32Config(DeepseekConfig):
         return None
 
 
-# deepseek-ai/DeepSeek-V3.2-Exp. Its architecture as DeepSeek publishes it in inference/config_671B_v3.2.json of its
-# GitHub repository deepseek-ai/DeepSeek-V3.2-Exp (read in a fork, awesome-mini-project/DeepSeek-V3.2-Exp): dim 7168,
-# inter_dim 18432, moe_inter_dim 2048, 61 layers of which n_dense_layers 3, 128 heads, 256 routed experts, 1 shared,
-# 8 activated, 8 expert groups of which 4 limited, route_scale 2.5, sigmoid scores, q_lora_rank 1536, kv_lora_rank
-# 512, qk_nope 128 + qk_rope 64, v 128, vocabulary 129280, max_seq_len 163840, index_n_heads 64, index_head_dim 128,
-# index_topk 2048 (DeepseekV32Config's defaults, all of them). The same numbers under Hugging Face's keys are in the
-# config.json of a quantized copy of the model (GitHub haoyangli-amd/DeepSeek-V3.2-exp-ptpc: model_type deepseek_v32,
-# DeepseekV32ForCausalLM, with a quantization_config of its own), which also gives what DeepSeek's file leaves to its
-# code's defaults: rope_theta 10000, YaRN (factor 40 over original_max_position_embeddings 4096, beta_fast 32,
-# beta_slow 1, mscale 1, mscale_all_dim 1), rms_norm_eps 1e-6, norm_topk_prob true, untied, bos 0, eos 1,
-# num_nextn_predict_layers 1 (the multi-token-prediction layer, which transformers does not build and this count
-# leaves out). DeepSeek-V3.2's own config.json was not found (its Hugging Face page is out of reach here and no copy
-# turned up), so it has no preset.
+# deepseek-ai/DeepSeek-V3.2-Exp, as DeepSeek publishes it in inference/config_671B_v3.2.json of its GitHub repository
+# (read in a fork, awesome-mini-project/DeepSeek-V3.2-Exp): dim 7168, inter_dim 18432, moe_inter_dim 2048, 61 layers
+# (n_dense_layers 3), 128 heads, 256 routed experts, 1 shared, 8 activated, 8 groups of which 4 limited, route_scale
+# 2.5, sigmoid scores, q_lora_rank 1536, kv_lora_rank 512, qk_nope 128 + qk_rope 64, v 128, vocabulary 129280,
+# max_seq_len 163840, index_n_heads 64, index_head_dim 128, index_topk 2048 (all DeepseekV32Config's defaults). The
+# same under Hugging Face's keys in a quantized copy's config.json (GitHub haoyangli-amd/DeepSeek-V3.2-exp-ptpc), which
+# also gives what DeepSeek's file leaves to its code: rope_theta 10000, YaRN (factor 40 over 4096, beta_fast 32,
+# beta_slow 1, mscale 1, mscale_all_dim 1), rms_norm_eps 1e-6, norm_topk_prob true, untied, bos 0, eos 1, one MTP layer
+# (not built by transformers, left out here). DeepSeek-V3.2's own config.json was not found: no preset.
 PRESETS: dict[str, DeepseekV32Config] = {
     "deepseek-v3.2-exp": DeepseekV32Config(rope_scaling=YARN_40, name="deepseek-v3.2-exp"),
 }

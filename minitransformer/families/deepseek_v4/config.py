@@ -29,7 +29,7 @@ from ..keys import (
     quantized,
     unnoted,
 )
-from ..rotary import Rope
+from ..rotary import Rope, rope_scaling
 
 SLIDING, CSA, HCA = "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"
 RATIOS = {0: SLIDING, 4: CSA, 128: HCA}  # transformers' reading of the older compress_ratios (per layer)
@@ -37,15 +37,31 @@ HASH, MOE = "hash_moe", "moe"
 ATTENTION_TYPES = layer_kinds(SLIDING, CSA, HCA)
 MLP_TYPES = layer_kinds(HASH, MOE)
 LAYER_TYPES = Key("layer_types", None, ATTENTION_TYPES.or_null())
-COMPRESS_RATIOS = Key("compress_ratios", None, Kind("a list of 0, 4 and 128", lambda v: v is None or (
-    isinstance(v, list) and set(v) <= set(RATIOS))))  # fmt: skip
+
+
+def ratios(value) -> bool:
+    return isinstance(value, list) and set(value) <= set(RATIOS)
+
+
+COMPRESS_RATIOS = Key("compress_ratios", None, Kind("a list of 0, 4 and 128", lambda v: v is None or ratios(v)))
 MLP_LAYER_TYPES = Key("mlp_layer_types", None, MLP_TYPES.or_null())
 HASH_LAYERS = Key("num_hash_layers", 3, Kind("a whole number >= 0", lambda v: isinstance(v, int) and v >= 0))
-RATES = Key("compress_rates", None, Kind("an object of the two compression rates", lambda v: v is None or (
-    isinstance(v, dict) and set(v) <= {CSA, HCA} and all(isinstance(r, int) and r > 0 for r in v.values()))))  # fmt: skip
+
+
+def two_rates(value) -> bool:
+    positive = isinstance(value, dict) and all(isinstance(rate, int) and rate > 0 for rate in value.values())
+    return value is None or positive and set(value) <= {CSA, HCA}
+
+
+RATES = Key("compress_rates", None, Kind("an object of the two compression rates", two_rates))
 PARTIAL = Key("partial_rotary_factor", None, POSITIVE_NUMBER.or_null())
 ROPE_DIM = Key("qk_rope_head_dim", None, SIZE.or_null())
 ROPE_PARAMETERS = ("rope_parameters", "rope_scaling")
+TWO_RATES = Kind("two rates", shape=True)
+SQRTSOFTPLUS = "only sqrtsoftplus, DeepSeek-V4's router, is computed here"
+ONE_HEAD, RATES_OF = "DeepSeek-V4 attends with one key-value head (K = V)", "each layer's rate one of 0, 4 and 128"
+KINDS_KEYS = (LAYER_TYPES, COMPRESS_RATIOS)  # the keys attention_types reads
+DR = "qk_rope_head_dim"  # the rotary numbers' name in the JSON
 
 
 def attention_types(hf: dict, values: Mapping) -> tuple[str, ...]:
@@ -58,8 +74,8 @@ def attention_types(hf: dict, values: Mapping) -> tuple[str, ...]:
     if kinds is None:
         kinds = (HCA,) * min(n, 2) + tuple(CSA if i % 2 else HCA for i in range(max(n - 2, 0)))
     if len(kinds) < n:
-        raise UserError(f"config layer_types (or compress_ratios) must name {n} layers (num_hidden_layers), not "
-                        f"{len(kinds)}")  # fmt: skip
+        which = "layer_types (or compress_ratios)"
+        raise UserError(f"config {which} must name {n} layers (num_hidden_layers), not {len(kinds)}")
     return tuple(kinds[:n])
 
 
@@ -97,8 +113,10 @@ def rope_dims(hf: dict, values: Mapping) -> int:
         else (dims if dims is not None else values["head_dim"] // 8)
     )
     if rope % 2 or rope > values["head_dim"] or rope <= 0:
-        raise UserError(f"config partial_rotary_factor gives {rope} rotary numbers of head_dim={values['head_dim']}: "
-                        "an even number, at most the head")  # fmt: skip
+        head = f"head_dim={values['head_dim']}"
+        raise UserError(
+            f"config partial_rotary_factor gives {rope} rotary numbers of {head}: an even number, at most the head"
+        )
     return rope
 
 
@@ -118,8 +136,9 @@ def compress_scaling(hf: dict, values: Mapping) -> tuple[tuple[str, object], ...
     return rotary.scaling({**rope, "rope_type": "yarn", "attention_factor": rope.get("attention_factor", 1.0)})
 
 
-def theta(which: str, json: str, default: float):
-    """A rope's base: the nested rope_parameters' `which` ("main", "compress") where given, else the key `json`."""
+def theta(which: str, json: str, default: float) -> Any:
+    """A rope's base, the field: the nested rope_parameters' `which` ("main", "compress") where given, else the key
+    `json` (written with the layer types)."""
 
     def read(hf: dict, values: Mapping) -> float:
         given = hf.get("rope_parameters")
@@ -128,14 +147,25 @@ def theta(which: str, json: str, default: float):
         POSITIVE_NUMBER.check(json, value)
         return float(value)
 
-    return read
+    return key(json, default, POSITIVE_NUMBER, read=read, write=elsewhere)
+
+
+def elsewhere(config: Any) -> dict:
+    """The writer of a field whose keys `written` (the layer types') writes."""
+    return {}
+
+
+def ruled(json: str, kind: Kind, rule: Any, reads: tuple[Key, ...], **more: Any) -> Any:
+    """A field read by `rule` from the file's keys `reads`, the same rule its value where the file has none."""
+    return key(json, None, kind, read=rule, rule=rule, reads=reads, **{"write": elsewhere} | more)
 
 
 def written(c: DeepseekV4Config) -> dict:
     rope = {"rope_parameters": dict(c.compress_scaling)} if c.compress_scaling else {}
-    return {"layer_types": list(c.attention_types), "mlp_layer_types": list(c.mlp_layer_types),
-            "compress_rates": {CSA: c.csa_rate, HCA: c.hca_rate}, "partial_rotary_factor": c.qk_rope_head_dim / c.head_dim,
-            "rope_theta": c.rope_theta, "compress_rope_theta": c.compress_rope_theta, **rope}  # fmt: skip
+    kinds = {"layer_types": list(c.attention_types), "mlp_layer_types": list(c.mlp_layer_types)}
+    thetas = {"rope_theta": c.rope_theta, "compress_rope_theta": c.compress_rope_theta}
+    share = {"partial_rotary_factor": c.qk_rope_head_dim / c.head_dim}
+    return kinds | {"compress_rates": {CSA: c.csa_rate, HCA: c.hca_rate}} | share | thetas | rope
 
 
 @dataclass(frozen=True)
@@ -154,20 +184,15 @@ class DeepseekV4Config(ModelConfig):
     moe_inner: int = key("moe_intermediate_size", 2048, SIZE)
     head_dim: int = key("head_dim", 512, SIZE)
     q_lora_rank: int = key("q_lora_rank", 1024, SIZE)
-    qk_rope_head_dim: int = key("partial_rotary_factor", None, SIZE, read=rope_dims, rule=rope_dims,
-                                reads=(PARTIAL, ROPE_DIM), write=lambda c: {}, dict_key="qk_rope_head_dim")  # fmt: skip
+    qk_rope_head_dim: int = ruled("partial_rotary_factor", SIZE, rope_dims, (PARTIAL, ROPE_DIM), dict_key=DR)
     top_k: int = key("num_experts_per_tok", 6, SIZE)
     n_experts: int = key("n_routed_experts", 256, SIZE, aliases=("num_local_experts",))
     n_shared_experts: int = key("n_shared_experts", 1, SIZE)
     routed_scaling_factor: float = key("routed_scaling_factor", 1.5, SCALE)
     n_positions: int = key("max_position_embeddings", 1048576, SIZE)
-    attention_types: tuple[str, ...] = key("layer_types", None, ATTENTION_TYPES, read=attention_types,
-                                           rule=attention_types, reads=(LAYER_TYPES, COMPRESS_RATIOS),
-                                           write=written)  # fmt: skip
-    mlp_layer_types: tuple[str, ...] = key("mlp_layer_types", None, MLP_TYPES, read=mlp_types, rule=mlp_types,
-                                           reads=(MLP_LAYER_TYPES, HASH_LAYERS), write=lambda c: {})  # fmt: skip
-    compress_rates: tuple[int, int] = key("compress_rates", None, Kind("two rates", shape=True), read=rates,
-                                          rule=rates, reads=(RATES,), write=lambda c: {})  # fmt: skip
+    attention_types: tuple[str, ...] = ruled("layer_types", ATTENTION_TYPES, attention_types, KINDS_KEYS, write=written)
+    mlp_layer_types: tuple[str, ...] = ruled("mlp_layer_types", MLP_TYPES, mlp_types, (MLP_LAYER_TYPES, HASH_LAYERS))
+    compress_rates: tuple[int, int] = ruled("compress_rates", TWO_RATES, rates, (RATES,))
     hc_mult: int = key("hc_mult", 4, SIZE)
     hc_sinkhorn_iters: int = key("hc_sinkhorn_iters", 20, POSITIVE)
     hc_eps: float = key("hc_eps", 1e-6, POSITIVE_NUMBER)
@@ -178,17 +203,11 @@ class DeepseekV4Config(ModelConfig):
     index_n_heads: int = key("index_n_heads", 64, SIZE)
     index_head_dim: int = key("index_head_dim", 128, SIZE)
     compressed_topk: int = key("index_topk", 512, SIZE)  # the compressed entries a query attends to (4:1 layers)
-    rope_theta: float = key("rope_theta", 10000.0, POSITIVE_NUMBER, read=theta("main", "rope_theta", 10000.0),
-                            write=lambda c: {})  # fmt: skip
-    compress_rope_theta: float = key(
-        "compress_rope_theta",
-        160000.0,
-        POSITIVE_NUMBER,
-        read=theta("compress", "compress_rope_theta", 160000.0),
-        write=lambda c: {},
+    rope_theta: float = theta("main", "rope_theta", 10000.0)
+    compress_rope_theta: float = theta("compress", "compress_rope_theta", 160000.0)
+    compress_scaling: tuple[tuple[str, object], ...] | None = key(
+        "rope_parameters", None, Kind("a rope scaling"), read=compress_scaling, write=elsewhere
     )
-    compress_scaling: tuple[tuple[str, object], ...] | None = key("rope_parameters", None, Kind("a rope scaling"),
-                                                                  read=compress_scaling, write=lambda c: {})  # fmt: skip
     norm_eps: float = eps("rms_norm_eps", 1e-6)
     hidden_act: str = key("hidden_act", "silu", ACTIVATION)
     tie_word_embeddings: bool = key("tie_word_embeddings", False, FLAG)
@@ -205,13 +224,10 @@ class DeepseekV4Config(ModelConfig):
         quantized(),
         Refusal("attention_bias", "is not supported (DeepSeek-V4's projections have no biases)"),
         Refusal("mlp_bias", "is not supported (DeepSeek-V4's shared expert has no biases)"),
-        Refusal("scoring_func", "is not supported: only sqrtsoftplus, DeepSeek-V4's router, is computed here",
-                lambda v, hf: v != "sqrtsoftplus"),
-        Refusal("num_key_value_heads", "is not supported: DeepSeek-V4 attends with one key-value head (K = V)",
-                lambda v, hf: v not in (None, 1)),
-        Refusal("compress_ratios", "is not supported (each layer's rate one of 0, 4 and 128)",
-                lambda v, hf: not isinstance(v, list) or not set(v) <= set(RATIOS)),
-    )  # fmt: skip
+        Refusal("scoring_func", f"is not supported: {SQRTSOFTPLUS}", lambda v, hf: v != "sqrtsoftplus"),
+        Refusal("num_key_value_heads", f"is not supported: {ONE_HEAD}", lambda v, hf: v not in (None, 1)),
+        Refusal("compress_ratios", f"is not supported ({RATES_OF})", lambda v, hf: not ratios(v)),
+    )
 
     def validate(self) -> None:
         if len(self.mlp_layer_types) != self.n_layer:
@@ -264,9 +280,9 @@ class DeepseekV4Config(ModelConfig):
     @property
     def symbol_sizes(self) -> dict[str, int]:
         N, H, g = self.hc_mult, self.n_head, self.o_groups
-        return dict(N=N, Nm=(2 + N) * N, dq=self.q_lora_rank, dr=self.qk_rope_head_dim, Hi=self.index_n_heads,
-                    di=self.index_head_dim, g=g, dg=self.o_lora_rank, Hg=H * self.head_dim // g, Fe=self.moe_inner,
-                    Fs=self.d_shared)  # fmt: skip
+        streams = dict(N=N, Nm=(2 + N) * N, dq=self.q_lora_rank, dr=self.qk_rope_head_dim, Hi=self.index_n_heads)
+        groups = dict(di=self.index_head_dim, g=g, dg=self.o_lora_rank, Hg=H * self.head_dim // g, Fe=self.moe_inner)
+        return streams | groups | {"Fs": self.d_shared}
 
     def layer_window(self, layer: int) -> int | None:
         return self.sliding_window  # every layer's own keys: its window's
@@ -286,8 +302,10 @@ class DeepseekV4Config(ModelConfig):
         return KeysValues(1, dh, window=self.sliding_window, shared=True, compressed=compressed, state=state)
 
     def prefix(self, n_layer: int) -> Any:
-        return replace(self, n_layer=n_layer, attention_types=self.attention_types[:n_layer],
-                       mlp_layer_types=self.mlp_layer_types[:n_layer])  # fmt: skip
+        n = n_layer
+        return replace(
+            self, n_layer=n, attention_types=self.attention_types[:n], mlp_layer_types=self.mlp_layer_types[:n]
+        )
 
     def rope(self, layer: int) -> Rope:
         """A sliding layer's rope ("main": rope_theta, no scaling) or a compressed layer's ("compress":
@@ -317,15 +335,18 @@ def compressor_state(name: str, m: int, d: int, overlap: bool) -> tuple[tuple[st
 # 7168, 128 heads of 512, q_lora_rank 1536, o_groups 16 of 1024, index 64 x 128 keeping 1024, 384 experts of 3072 (6 a
 # token, 1 shared, routed_scaling_factor 2.5), the rest as Flash's) and its compress_ratios as a geometry check states
 # them, (128, 128) then 4 on the even layers and 128 on the odd ones.
-YARN_16 = (("attention_factor", 1.0), ("beta_fast", 32), ("beta_slow", 1), ("factor", 16),
-           ("original_max_position_embeddings", 65536), ("rope_type", "yarn"))  # fmt: skip
+YARN_16 = rope_scaling(65536, rope_type="yarn", factor=16, beta_fast=32, beta_slow=1, attention_factor=1.0)
 FLASH_TYPES = (SLIDING, SLIDING) + (CSA, HCA) * 20 + (CSA,)
 PRO_TYPES = (HCA, HCA) + tuple(CSA if i % 2 == 0 else HCA for i in range(2, 61))
-PRESETS: dict[str, DeepseekV4Config] = {
-    "deepseek-v4-flash": DeepseekV4Config(attention_types=FLASH_TYPES, mlp_layer_types=(HASH,) * 3 + (MOE,) * 40,
-                                          compress_scaling=YARN_16, name="deepseek-v4-flash"),
-    "deepseek-v4-pro": DeepseekV4Config(n_layer=61, n_head=128, n_embd=7168, moe_inner=3072, q_lora_rank=1536,
-                                        n_experts=384, routed_scaling_factor=2.5, o_groups=16, compressed_topk=1024,
-                                        attention_types=PRO_TYPES, mlp_layer_types=(HASH,) * 3 + (MOE,) * 58,
-                                        compress_scaling=YARN_16, name="deepseek-v4-pro"),
-}  # fmt: skip
+PRO = dict(n_layer=61, n_head=128, n_embd=7168, moe_inner=3072, q_lora_rank=1536, o_groups=16, compressed_topk=1024)
+
+
+def v4(name: str, kinds: tuple[str, ...], **more: Any) -> DeepseekV4Config:
+    hashed = (HASH,) * 3 + (MOE,) * (len(kinds) - 3)  # the first three layers' experts hash-routed
+    return DeepseekV4Config(attention_types=kinds, mlp_layer_types=hashed, compress_scaling=YARN_16, name=name, **more)
+
+
+PRESETS = {
+    "deepseek-v4-flash": v4("deepseek-v4-flash", FLASH_TYPES),
+    "deepseek-v4-pro": v4("deepseek-v4-pro", PRO_TYPES, **PRO, n_experts=384, routed_scaling_factor=2.5),
+}

@@ -29,7 +29,7 @@ from ..parts.hyper import HyperConnected, HyperHead, StreamsEmbedding
 from ..parts.moe import HashRouter, Mixture, MlpByKind, SharedExpert, SqrtSoftplusRouter, SwiGLUExperts
 from ..parts.part import Products
 from . import reference
-from .config import PRESETS, DeepseekV4Config
+from .config import CSA, HCA, PRESETS, SLIDING, DeepseekV4Config
 
 # The model card's claims at a context of 1,000,000: a decode step's FLOPs and the KV cache against DeepSeek-V3.2's
 CARD = {"deepseek-v4-pro": ("27%", "10%"), "deepseek-v4-flash": ("10%", "7%")}
@@ -40,11 +40,11 @@ SYMBOLS = (
     "entries so far, kc entries a query reads at 4:1 (min(index_topk, c)), Hi index heads of di, g output groups of "
     "Hg = H dh / g to dg, E experts of Fe (k a token), Fs the shared expert's width, V vocabulary"
 )
-EXPERTS = SwiGLUExperts(names=(("w1", "gate"), ("w3", "up"), ("w2", "down")), symbols=("W1_e", "W3_e", "W2_e"),
-                        width="moe_inner", F="Fe", clamp="swiglu_limit")  # fmt: skip
+NAMES, SYMBOLS_E = (("w1", "gate"), ("w3", "up"), ("w2", "down")), ("W1_e", "W3_e", "W2_e")
+EXPERTS = SwiGLUExperts(names=NAMES, symbols=SYMBOLS_E, width="moe_inner", F="Fe", clamp="swiglu_limit")
 SHARED = SharedExpert(clamp="swiglu_limit", names=("w1", "w3", "w2"))
-MLP = MlpByKind({"hash_moe": Mixture(HashRouter(), EXPERTS, SHARED), "moe": Mixture(SqrtSoftplusRouter(), EXPERTS, SHARED)},
-                by="mlp_layer_types")  # fmt: skip
+MIXTURES = {"hash_moe": Mixture(HashRouter(), EXPERTS, SHARED), "moe": Mixture(SqrtSoftplusRouter(), EXPERTS, SHARED)}
+MLP = MlpByKind(MIXTURES, by="mlp_layer_types")
 HEAD = HyperHead()
 DECODER = Decoder(
     HyperConnected(CompressedAttention(), MLP),
@@ -54,13 +54,12 @@ DECODER = Decoder(
     biases="",
     ignored=r"mtp\..*",
     symbols=SYMBOLS,
-    kind_order=("sliding_attention+hash", "sliding_attention", "compressed_sparse_attention+hash",
-                "compressed_sparse_attention", "heavily_compressed_attention+hash", "heavily_compressed_attention"),
-)  # fmt: skip
+    kind_order=tuple(kind + hashed for kind in (SLIDING, CSA, HCA) for hashed in ("+hash", "")),
+)
 # The products whose B is no weight: attention's over the window and the entries, the indexer's, the compressors'
 # pooled sums, the hyper-connections' collapse and mixing of the streams
-ACTIVATIONS = ("scores", "mix", "compressed.scores", "compressed.mix", "index.scores", "index.sum", "compressor.pool",
-               "index.compressor.pool", "attn_hc.collapse", "attn_hc.mix", "ffn_hc.collapse", "ffn_hc.mix")  # fmt: skip
+ATTENDING = ("scores", "mix", "compressed.scores", "compressed.mix", "index.scores", "index.sum", "compressor.pool")
+ACTIVATIONS = (*ATTENDING, "index.compressor.pool", "attn_hc.collapse", "attn_hc.mix", "ffn_hc.collapse", "ffn_hc.mix")
 
 
 ATTENTION_OPS = ("scores", "mix", "compressed.scores", "compressed.mix", "index.scores", "index.sum")  # grow with t
@@ -127,8 +126,9 @@ class DeepseekV4Formulas(DecoderFormulas):
         head = sum(n * length for n, length in HEAD.products(config, T, t, B).values())
         return total + head + B * R * config.vocab_size * config.n_embd
 
-    def generation_macs(self, config: Any, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,
-                        windows: bool = True) -> int:  # fmt: skip
+    def generation_macs(
+        self, config: Any, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1, windows: bool = True
+    ) -> int:
         """A prefill and n_new - 1 decode steps with the cache (each step 1 position after the earlier ones), or each
         step the whole sequence again from position 0 without it, pass by pass (the compressors close a window every m
         positions: the passes differ)."""

@@ -24,8 +24,11 @@ NOTE = (
 )
 # The modules whose forward casts to float32 (or calls the rotation, which does), and the casts taken out of their
 # source
-CAST = ("DeepseekV4Attention", "DeepseekV4RMSNorm", "DeepseekV4UnweightedRMSNorm", "DeepseekV4HyperConnection", "DeepseekV4HyperHead",
-        "DeepseekV4HCACompressor", "DeepseekV4CSACompressor", "DeepseekV4Indexer", "DeepseekV4IndexerScorer")  # fmt: skip
+CAST = tuple(
+    f"DeepseekV4{name}"
+    for name in ("Attention", "RMSNorm", "UnweightedRMSNorm", "HyperConnection", "HyperHead", "HCACompressor")
+    + ("CSACompressor", "Indexer", "IndexerScorer")
+)
 CASTS = ((".to(torch.float32)", ""), (".float()", ""), (", dtype=torch.float32", ""))
 
 
@@ -54,8 +57,10 @@ def float64_throughout(reference, model, torch) -> None:
         "main": config.rope(first_of(config, sliding=True)),
         "compress": config.rope(first_of(config, sliding=False)),
     }
-    frequencies = {kind: torch.tensor(rotary.inverse_frequencies(rope, np.dtype(np.float64)))
-                   for kind, rope in ropes.items() if rope is not None}  # fmt: skip
+    float64 = np.dtype(np.float64)
+    frequencies = {
+        kind: torch.tensor(rotary.inverse_frequencies(r, float64)) for kind, r in ropes.items() if r is not None
+    }
 
     def rotary_forward(module, x, position_ids, layer_type=None):
         angles = position_ids[..., None].to(torch.float64) * frequencies[layer_type]

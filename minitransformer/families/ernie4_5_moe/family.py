@@ -60,8 +60,8 @@ class Ernie45MoeConfig(Ernie45Config):
         """Experts in layer i where (i + 1) is a multiple of moe_layer_interval, from moe_layer_start_index through
         moe_layer_end_index (-1: the last layer), as Ernie4_5_MoeDecoderLayer places them; a dense MLP elsewhere."""
         end = self.n_layer - 1 if self.moe_end == -1 else self.moe_end
-        return tuple(SPARSE if (i + 1) % self.moe_interval == 0 and self.moe_start <= i <= end else DENSE
-                     for i in range(self.n_layer))  # fmt: skip
+        experts = [(i + 1) % self.moe_interval == 0 and self.moe_start <= i <= end for i in range(self.n_layer)]
+        return tuple(SPARSE if moe else DENSE for moe in experts)
 
     @property
     def d_shared(self) -> int:
@@ -76,14 +76,16 @@ class Ernie45MoeConfig(Ernie45Config):
 # ERNIE-4.5-21B-A3B-PT's config.json as GitHub transcriptions quote it (llm_memory_calculator's ERNIE_45_21B_A3B, Ascend
 # atb_llm's test configs) and as transformers' Ernie4_5_MoeConfig, whose docstring names it, defaults: layer 0 dense,
 # 64 experts of 1,536 (6 a token) and 2 shared in every other, tied, rope_theta 500,000, no biases.
-PRESETS = {"ernie-4.5-21b-a3b": preset(Ernie45MoeConfig, "ernie-4.5-21b-a3b", 28, 20, 4, 2560, 1536, 103424, 131072,
-                                       head_dim=128, dense_inner=12288, moe_end=27)}  # fmt: skip
+A3B = dict(head_dim=128, dense_inner=12288, moe_end=27)
+PRESETS = {
+    "ernie-4.5-21b-a3b": preset(Ernie45MoeConfig, "ernie-4.5-21b-a3b", 28, 20, 4, 2560, 1536, 103424, 131072, **A3B)
+}
 ROUTER = SoftmaxRouter(correction="moe_statics.e_score_correction_bias", floor="norm_min")
 SHARED = SharedExpert(width="d_shared", bias="mlp_bias")
 ROUTED = replace(EXPERTS, combined=("moe.routed_out",))  # Qwen3-MoE's, their sum before the shared experts' is added
 MLP = MlpByKind({DENSE: DenseMLP(), SPARSE: Mixture(ROUTER, ROUTED, SHARED, note="a sparse layer: k experts of E")})
 SYMBOLS_MOE = SYMBOLS + ", Fs the shared experts' (moe_num_shared_experts F)"
-DECODER = Decoder(PreNorm(GroupedQueryAttention(interleaved=True), MLP), symbols=SYMBOLS_MOE,
-                  kind_order=(DENSE, SPARSE), logits_bias="lm_head_bias")  # fmt: skip
-ARCHITECTURE = composed("ernie4_5_moe", DECODER, Qwen3MoeFormulas, config=Ernie45MoeConfig, presets=PRESETS,
-                        label="ERNIE 4.5 MoE", reference=reference)  # fmt: skip
+BLOCK = PreNorm(GroupedQueryAttention(interleaved=True), MLP)
+DECODER = Decoder(BLOCK, symbols=SYMBOLS_MOE, kind_order=(DENSE, SPARSE), logits_bias="lm_head_bias")
+RECORD = dict(config=Ernie45MoeConfig, presets=PRESETS, label="ERNIE 4.5 MoE")
+ARCHITECTURE = composed("ernie4_5_moe", DECODER, Qwen3MoeFormulas, reference, **RECORD)

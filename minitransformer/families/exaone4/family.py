@@ -5,26 +5,30 @@ the full layers (NoPE: Exaone4Attention turns q and k only where sliding_window 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
 
 from ...errors import UserError
 from ..config import FULL, SLIDING, check_windows
 from ..gemma.config import periodic
 from ..keys import SIZE, TOKENS, WINDOW, Key, Kind, eps, key, layer_kinds
-from ..llama.config import LlamaConfig, preset
+from ..llama.config import LlamaConfig, llama3_scaling, preset
 from ..llama.family import SYMBOLS
-from ..llama.reference import float64_throughout, note
+from ..llama.reference import llama_like, note
 from ..parts.attention import PER_HEAD, GroupedQueryAttention
 from ..parts.blocks import PostNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.mlps import GatedMLP
 from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys
-from ..smollm3.family import NOPE
+from ..smollm3.family import LAYER_TYPES, NOPE
 
-LAYER_TYPES = Key("layer_types", None, layer_kinds(FULL, SLIDING).or_null())
-PATTERN = Key("sliding_window_pattern", 4, Kind("a positive integer, or a string with layer_types beside it",
-              lambda v: (type(v) is int and v > 0) or isinstance(v, str), shape=True))  # fmt: skip
+PATTERN_WHAT = "a positive integer, or a string with layer_types beside it"
+PATTERN_KIND = Kind(PATTERN_WHAT, lambda v: (type(v) is int and v > 0) or isinstance(v, str), shape=True)
+KINDS = layer_kinds(FULL, SLIDING, FULL + NOPE)
+PATTERN = Key("sliding_window_pattern", 4, PATTERN_KIND)
+
+
+def written(c: Exaone4Config) -> dict:
+    return {"layer_types": [k.removesuffix(NOPE) for k in c.layer_types]}
 
 
 def kinds(hf: dict, values: dict) -> tuple[str, ...]:
@@ -35,12 +39,12 @@ def kinds(hf: dict, values: dict) -> tuple[str, ...]:
         pattern = PATTERN.get(hf)
         if window is None or isinstance(pattern, str):  # transformers 5.24 fails on both (a pattern of 0; a string)
             said = "sliding_window=null" if window is None else f"sliding_window_pattern={pattern!r}"
-            raise UserError(f"config {said} without layer_types is not supported (Exaone4Config cannot read it); "
-                            "give layer_types")  # fmt: skip
+            why = "is not supported (Exaone4Config cannot read it); give layer_types"
+            raise UserError(f"config {said} without layer_types {why}")
         given = periodic(values["n_layer"], pattern)
     if window is not None and SLIDING not in given:
-        raise UserError(f"config sliding_window={window} with no sliding_attention layer is not supported: EXAONE 4 "
-                        "would turn no layer (its full layers have no positions wherever a window is set)")  # fmt: skip
+        turns = "EXAONE 4 would turn no layer (its full layers have no positions wherever a window is set)"
+        raise UserError(f"config sliding_window={window} with no sliding_attention layer is not supported: {turns}")
     return tuple(kind + NOPE if window is not None and kind == FULL else kind for kind in given)
 
 
@@ -56,9 +60,9 @@ class Exaone4Config(LlamaConfig):
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     model_type: str = "exaone4"
     name: str = field(default="exaone4", compare=False)
-    layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(FULL, SLIDING, FULL + NOPE), read=kinds,
-        rule=kinds, reads=(LAYER_TYPES, PATTERN), write=lambda c: {"layer_types": [k.removesuffix(NOPE)
-                                                                                for k in c.layer_types]})  # fmt: skip
+    layer_types: tuple[str, ...] = key(
+        "layer_types", None, KINDS, read=kinds, rule=kinds, reads=(LAYER_TYPES, PATTERN), write=written
+    )
 
     family = "exaone4"
     what = "an EXAONE 4 model"
@@ -78,12 +82,10 @@ class Exaone4Config(LlamaConfig):
 # untied, as EXAONE 4.5's text model (built on the 4.0-32B) states them (ollama's and TensorRT-LLM's tests quote its
 # config.json); its vocabulary of 102,400 and context of 131,072 as its model page says; its token ids and rms_norm_eps
 # as EXAONE-4.0-1.2B's config.json has them (the same tokenizer; Megatron-Bridge's fixture and a quantized copy).
-LLAMA3 = (("factor", 16.0), ("high_freq_factor", 4.0), ("low_freq_factor", 1.0),
-          ("original_max_position_embeddings", 8192), ("rope_type", "llama3"))  # fmt: skip
-PRESETS = {"exaone-4.0-32b": preset(Exaone4Config, "exaone-4.0-32b", 64, 40, 8, 5120, 27392, 102400, 131072,
-                                    head_dim=128, rope_theta=1000000.0, rope_scaling=LLAMA3, bos_token_id=1,
-                                    eos_token_id=361)}  # fmt: skip
+LONG = dict(head_dim=128, rope_theta=1e6, rope_scaling=llama3_scaling(16.0, 8192), bos_token_id=1, eos_token_id=361)
+PRESETS = {"exaone-4.0-32b": preset(Exaone4Config, "exaone-4.0-32b", 64, 40, 8, 5120, 27392, 102400, 131072, **LONG)}
 EXAONE4 = Decoder(PostNorm(GroupedQueryAttention(qk_norm=PER_HEAD, reads="x"), GatedMLP(reads="x")), symbols=SYMBOLS)
-ARCHITECTURE = composed("exaone4", EXAONE4, config=Exaone4Config, presets=PRESETS, label="EXAONE 4",
-                        float64_reference=partial(float64_throughout, norms_per_layer=4),  # q and k norms beside two
-                        float64_note=note("EXAONE 4"))  # fmt: skip
+REFERENCE = llama_like(note("EXAONE 4"), 4)  # q and k norms beside two
+ARCHITECTURE = composed(
+    "exaone4", EXAONE4, reference=REFERENCE, config=Exaone4Config, presets=PRESETS, label="EXAONE 4"
+)

@@ -5,12 +5,13 @@ families/parts/mamba1.py computes where the config's bcdt_norm_eps is a number. 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..keys import POSITIVE_NUMBER, key
 from ..mamba import reference
 from ..mamba.config import MambaConfig
 from ..mamba.family import MAMBA, MambaFormulas
-from ..parts.family import composed
+from ..mamba2.family import scan_family
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class FalconMambaConfig(MambaConfig):
 
 
 class FalconMambaFormulas(MambaFormulas):
-    layers_called = "Falcon-Mamba"
+    words = ("Falcon-Mamba",)
 
 
 # tiiuae/falcon-mamba-7b's config.json (as danielgonzagat/penin-monorepo keeps it, SYSTEM/opt/llm_base/
@@ -41,10 +42,9 @@ class FalconMambaFormulas(MambaFormulas):
 # expand 16 is not what the weights have: transformers reads intermediate_size first), state 16, conv kernel 4,
 # time_step_rank 256, vocabulary 65,024, no biases but the conv's, layer_norm_epsilon 1e-5, untied, bos 0, eos 11,
 # pad 11; no mixer_rms_eps key (FalconMambaConfig's default, 1e-6).
-PRESETS: dict[str, FalconMambaConfig] = {
-    "falcon-mamba-7b": FalconMambaConfig(n_layer=64, n_embd=4096, vocab_size=65024, expand=16, d_inner=8192,
-                                         dt_rank=256, tie_word_embeddings=False, eos_token_id=11, pad_token_id=11,
-                                         name="falcon-mamba-7b"),
-}  # fmt: skip
-ARCHITECTURE = composed("falcon_mamba", MAMBA, FalconMambaFormulas(MAMBA), config=FalconMambaConfig, presets=PRESETS,
-                        label="Falcon-Mamba", heads_in_headers=False, reference=reference)  # fmt: skip
+SEVEN_B: dict[str, Any] = dict(n_layer=64, n_embd=4096, vocab_size=65024, expand=16, d_inner=8192, dt_rank=256)
+UNTIED: dict[str, Any] = dict(tie_word_embeddings=False, eos_token_id=11, pad_token_id=11)
+PRESETS = {"falcon-mamba-7b": FalconMambaConfig(**SEVEN_B, **UNTIED, name="falcon-mamba-7b")}
+ARCHITECTURE = scan_family(
+    "falcon_mamba", MAMBA, FalconMambaFormulas, reference, FalconMambaConfig, PRESETS, "Falcon-Mamba"
+)

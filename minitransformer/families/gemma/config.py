@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import FULL, SLIDING, check_windows
 from ..keys import ACTIVATION, FLAG, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Fixed, Key, Refusal, key, layer_kinds
-from ..llama.config import LlamaConfig
+from ..llama.config import LlamaConfig, preset
 from ..rotary import Rope, RopePerLayerType, local_rope
 
 GEMMA2, GEMMA3 = "gemma2", "gemma3_text"
@@ -101,18 +101,18 @@ class GemmaConfig(LlamaConfig):
 # The published models, each from its config.json on the Hugging Face Hub (google/<name>): a head of 256, the scores
 # scaled by 256^-1/2, tied embeddings, bos 2, eos 1; each one's layers, heads, key/value heads, width, MLP width,
 # vocabulary, context and window, and what else it sets.
-GEMMA_3: dict[str, Any] = {"rope_theta": 1e6, "local_rope_theta": 1e4, "qk_norm": True, "attn_logit_softcapping": None,
-                           "final_logit_softcapping": None}  # fmt: skip
+NO_SOFT_CAPS = dict(attn_logit_softcapping=None, final_logit_softcapping=None)
+GEMMA_3: dict[str, Any] = dict(rope_theta=1e6, local_rope_theta=1e4, qk_norm=True, **NO_SOFT_CAPS)
+GEMMA_3_1B = GEMMA_3 | {"model_type": GEMMA3}  # -pt, gemma3_text
+# -pt (gemma3): its text model only (text_config, transformers' defaults where it says nothing); the SigLIP vision tower
+# and the projector are not counted
+GEMMA_3_4B = GEMMA_3 | {"rope_scaling": (("factor", 8.0), ("rope_type", "linear")), "model_type": "gemma3"}
 PRESETS: dict[str, GemmaConfig] = {
-    name: GemmaConfig(n_layer=L, n_head=H, n_kv_head=Hkv, n_embd=D, n_inner=F, vocab_size=V, n_positions=P,
-                      sliding_window=W, **more, name=name)
+    name: preset(GemmaConfig, name, L, H, Hkv, D, F, V, P, sliding_window=W, **more)
     for name, L, H, Hkv, D, F, V, P, W, more in (
         ("gemma-2-2b", 26, 8, 4, 2304, 9216, 256000, 8192, 4096, {}),  # 2,614,341,888 parameters
         ("gemma-2-9b", 42, 16, 8, 3584, 14336, 256000, 8192, 4096, {}),
-        ("gemma-3-1b", 26, 4, 1, 1152, 6912, 262144, 32768, 512, GEMMA_3 | {"model_type": GEMMA3}),  # -pt, gemma3_text
-        # -pt (gemma3): its text model only (text_config, transformers' defaults where it says nothing); the SigLIP
-        # vision tower and the projector are not counted
-        ("gemma-3-4b", 34, 8, 4, 2560, 10240, 262208, 131072, 1024,
-         GEMMA_3 | {"rope_scaling": (("factor", 8.0), ("rope_type", "linear")), "model_type": "gemma3"}),
+        ("gemma-3-1b", 26, 4, 1, 1152, 6912, 262144, 32768, 512, GEMMA_3_1B),
+        ("gemma-3-4b", 34, 8, 4, 2560, 10240, 262208, 131072, 1024, GEMMA_3_4B),
     )
-}  # fmt: skip
+}

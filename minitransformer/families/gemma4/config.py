@@ -12,13 +12,14 @@ from ...engine.kvcache import KeysValues
 from ...errors import UserError
 from ..config import FULL, SLIDING, check_windows, slides
 from ..keys import ACTIVATION, COUNT, FLAG, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Key, Refusal, key, layer_kinds, take
-from ..llama.config import LlamaConfig
+from ..llama.config import LlamaConfig, preset
 from ..rotary import Rope, RopePerLayerType, local_rope
 
 GEMMA4 = "gemma4_text"
 SHARED = "_shared"  # the kinds of layer that read an earlier layer's keys and values: sliding_attention_shared, ...
 SHARED_LAYERS = Key("num_kv_shared_layers", 0, COUNT)
 LAYER_TYPES = Key("layer_types", None, layer_kinds(FULL, SLIDING).or_null())
+KINDS = layer_kinds(FULL, SLIDING, FULL + SHARED, SLIDING + SHARED)
 PROPORTIONAL = (("partial_rotary_factor", 0.25), ("rope_theta", 1_000_000.0), ("rope_type", "proportional"))
 
 
@@ -128,8 +129,8 @@ class Gemma4TextConfig(LlamaConfig):
     top_k: int | None = key("top_k_experts", None, SIZE.or_null(), read=if_moe("top_k_experts"))
     moe_width: int | None = key("moe_intermediate_size", None, SIZE.or_null(), read=if_moe("moe_intermediate_size"))
     layer_types: tuple[str, ...] = key(
-        "layer_types", None, layer_kinds(FULL, SLIDING, FULL + SHARED, SLIDING + SHARED), read=kinds, rule=kinds,
-        reads=(SHARED_LAYERS, LAYER_TYPES), write=written)  # fmt: skip
+        "layer_types", None, KINDS, read=kinds, rule=kinds, reads=(SHARED_LAYERS, LAYER_TYPES), write=written
+    )
     local_rope_theta: float | None = 10_000.0  # the sliding layers' rotary base
     local_rope_scaling: tuple[tuple[str, object], ...] | None = None
     rope_theta: float = 1_000_000.0
@@ -257,16 +258,23 @@ def pattern(n_layer: int, period: int, shared: int) -> tuple[str, ...]:
 # 31B: a 31B adapter's fixture ("text_config values as observed 2026-04-20"): 60 layers, 5 to 1, a window of 1,024,
 #   K = V on the full layers with 4 key/value heads there (16 on the sliding ones), no sharing, no per-layer inputs.
 GEMMA_4: dict[str, Any] = {"final_logit_softcapping": 30.0, "global_head_dim": 512, "per_layer_vocab": 262_144}
+K_EQ_V = {"k_eq_v": True, "per_layer_width": 0}
+A4B = K_EQ_V | {"n_global_kv_head": 2, "moe": True, "n_experts": 128, "top_k": 8, "moe_width": 704}
+
+
+def gemma4(name: str, L: int, H: int, Hkv: int, D: int, F: int, P: int, W: int, period: int, shared: int, more: dict):
+    kinds = pattern(L, period, shared)
+    return preset(
+        Gemma4TextConfig, name, L, H, Hkv, D, F, 262_144, P, sliding_window=W, layer_types=kinds, **GEMMA_4 | more
+    )
+
+
 PRESETS: dict[str, Gemma4TextConfig] = {
-    name: Gemma4TextConfig(n_layer=L, n_head=H, n_kv_head=Hkv, n_embd=D, n_inner=F, vocab_size=262_144, n_positions=P,
-                           sliding_window=W, layer_types=pattern(L, period, shared), **GEMMA_4, **more, name=name)
-    for name, L, H, Hkv, D, F, P, W, period, shared, more in (
+    row[0]: gemma4(*row)
+    for row in (
         ("gemma-4-e2b", 35, 8, 1, 1536, 6144, 131_072, 512, 5, 20, {"double_wide_mlp": True}),
         ("gemma-4-e4b", 42, 8, 2, 2560, 10240, 131_072, 512, 6, 18, {}),
-        ("gemma-4-26b-a4b", 30, 16, 8, 2816, 2112, 262_144, 1024, 6, 0,
-         {"k_eq_v": True, "n_global_kv_head": 2, "per_layer_width": 0, "moe": True, "n_experts": 128, "top_k": 8,
-          "moe_width": 704}),
-        ("gemma-4-31b", 60, 32, 16, 5376, 21504, 262_144, 1024, 6, 0,
-         {"k_eq_v": True, "n_global_kv_head": 4, "per_layer_width": 0}),
+        ("gemma-4-26b-a4b", 30, 16, 8, 2816, 2112, 262_144, 1024, 6, 0, A4B),
+        ("gemma-4-31b", 60, 32, 16, 5376, 21504, 262_144, 1024, 6, 0, K_EQ_V | {"n_global_kv_head": 4}),
     )
-}  # fmt: skip
+}

@@ -5,21 +5,19 @@ biases on q, k and v, and rotary positions on the first half of each head, its n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
 
 from ..keys import FLAG, SIZE, TOKENS, eps, key
 from ..llama.config import LlamaConfig, preset
 from ..llama.family import SYMBOLS
-from ..llama.reference import float64_throughout, note
+from ..llama.reference import llama_like, note
 from ..parts.attention import GroupedQueryAttention
 from ..parts.blocks import Sandwich
 from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.mlps import FusedGatedMLP
-from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys
+from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, partial
 
 EOS = (151329, 151336, 151338)  # Glm4Config's ids where the file gives none (or null)
-SHARE = ("partial_rotary_factor", "partial_rotary_factor", 0.5)  # the field, an older file's top-level key, default
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,7 @@ class Glm4Config(LlamaConfig):
     what = "a GLM-4 model"
     classes = {"glm4": "Glm4ForCausalLM"}
     # transformers 5's rope_parameters or an older file's top-level rope_theta and partial_rotary_factor
-    groups = (RopeKeys(YARN_ROPE_TYPES, refused=(), top_level=True, share=SHARE),)
+    groups = (RopeKeys(YARN_ROPE_TYPES, refused=(), top_level=True, share=partial(0.5)),)
 
     def rope(self, layer: int = 0) -> Rope:
         """The first int(dh x partial_rotary_factor) numbers of each head turn, as transformers rounds."""
@@ -48,11 +46,11 @@ class Glm4Config(LlamaConfig):
 
 # GLM-4-9B-0414's config.json as a fine-tune re-saves it (ccui46/hazardworld_per_chunk_act_glm_tokfix_diffPrompt_2000,
 # transformers 5.5.3; GLM-4-9B-0414 derivatives all say 32768 positions and rms_norm_eps 1e-5); its eos the copy's.
-PRESETS = {"glm-4-9b-0414": preset(Glm4Config, "glm-4-9b-0414", 40, 32, 2, 4096, 13696, 151552, 32768,
-                                   norm_eps=1e-5, eos_token_id=151329)}  # fmt: skip
+NINE_B = dict(norm_eps=1e-5, eos_token_id=151329)
+PRESETS = {"glm-4-9b-0414": preset(Glm4Config, "glm-4-9b-0414", 40, 32, 2, 4096, 13696, 151552, 32768, **NINE_B)}
 # Its four norms: before the attention, after it, before the MLP (Llama's name), after it.
 NORMS = ("input_layernorm", "post_self_attn_layernorm", "post_attention_layernorm", "post_mlp_layernorm")
-GLM4 = Decoder(Sandwich(GroupedQueryAttention(interleaved=True), FusedGatedMLP(), names=("self_attn", "mlp", *NORMS)),
-               symbols=SYMBOLS)  # fmt: skip
-ARCHITECTURE = composed("glm4", GLM4, config=Glm4Config, presets=PRESETS, label="GLM-4",
-                        float64_reference=partial(float64_throughout, norms_per_layer=4), float64_note=note("GLM-4"))  # fmt: skip
+SANDWICH = Sandwich(GroupedQueryAttention(interleaved=True), FusedGatedMLP(), names=("self_attn", "mlp", *NORMS))
+GLM4 = Decoder(SANDWICH, symbols=SYMBOLS)
+REFERENCE = llama_like(note("GLM-4"), 4)  # its four norms a layer
+ARCHITECTURE = composed("glm4", GLM4, reference=REFERENCE, config=Glm4Config, presets=PRESETS, label="GLM-4")

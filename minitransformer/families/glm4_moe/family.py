@@ -8,20 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import UserError
 from ..deepseek_v3.config import FIRST_DENSE, check_router
 from ..deepseek_v3.family import MLP, DeepseekFormulas, mtp_config
-from ..deepseek_v3.reference import float64_routers
+from ..deepseek_v3.reference import float64_glm45
 from ..keys import COUNT, FLAG, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, eps, key, quantized
 from ..llama.config import LlamaConfig, preset
 from ..llama.family import SYMBOLS
-from ..llama.reference import float64_throughout as llama_float64_throughout
 from ..parts.attention import PER_HEAD, GroupedQueryAttention
 from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.mtp import MultiTokenPrediction
-from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys
+from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, partial
 
 # The files' keys of the routing that Glm4MoeConfig keeps and never reads (its router is DeepSeek-V3's, always)
 ROUTING = (
@@ -65,10 +63,7 @@ class Glm4MoeConfig(LlamaConfig):
     family = "glm4_moe"
     what = "a GLM-4.5 (glm4_moe)"
     classes = {"glm4_moe": "Glm4MoeForCausalLM"}
-    groups = (
-        RopeKeys(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True,
-                 share=("partial_rotary_factor", "partial_rotary_factor", 0.5)),
-    )  # fmt: skip
+    groups = (RopeKeys(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True, share=partial(0.5)),)
     refusals = (quantized(), *ROUTING)
 
     def validate(self) -> None:
@@ -106,8 +101,8 @@ class Glm4MoeConfig(LlamaConfig):
 # routed_scaling_factor 2.5, 131072 positions; GLM-4.6 (RedHatAI/GLM-4.6-NVFP4's config.json; GLM-4.7's,
 # zai-org/GLM-4.7 refs/pr/49, is the same) the same with 202752. Their multi-token-prediction layer (layer 46 or 92 of
 # the checkpoint: num_nextn_predict_layers 1) drafts beside the main model where asked (count --mtp).
-GLM = dict(head_dim=128, partial_rotary_factor=0.5, qkv_bias=True, rope_theta=1e6, norm_eps=1e-5,
-           eos_token_id=(151329, 151336, 151338))  # fmt: skip
+EOS = (151329, 151336, 151338)
+GLM = dict(head_dim=128, partial_rotary_factor=0.5, qkv_bias=True, rope_theta=1e6, norm_eps=1e-5, eos_token_id=EOS)
 GLM45 = dict(GLM, use_qk_norm=True, first_k_dense=3, moe_inner=1536, n_experts=160, routed_scaling_factor=2.5)
 PRESETS = {
     "glm-4.5-air": preset(Glm4MoeConfig, "glm-4.5-air", 46, 96, 8, 4096, 10944, 151552, 131072, **GLM),
@@ -130,29 +125,21 @@ class Attention(GroupedQueryAttention):
 # are read beside the main model, as DeepSeek-V3's (families/parts/mtp.py)
 IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|layers\.(46|92)\..*"
 BLOCK = PreNorm(Attention(), MLP)
-DECODER = Decoder(
-    BLOCK, ignored=IGNORED, kind_order=("dense", "moe"), mtp=MultiTokenPrediction(BLOCK, mtp_config),
-    symbols=SYMBOLS + ", dr rotated numbers of a head, E routed experts, k a token, Te tokens routed to expert e, "
-    "Fe expert width, Fs shared experts' width",
-)  # fmt: skip
+MORE = (
+    ", dr rotated numbers of a head, E routed experts, k a token, Te tokens routed to expert e, Fe expert width, "
+    "Fs shared experts' width"
+)
+MTP = MultiTokenPrediction(BLOCK, mtp_config)
+DECODER = Decoder(BLOCK, ignored=IGNORED, kind_order=("dense", "moe"), mtp=MTP, symbols=SYMBOLS + MORE)
 
 
-def float64_throughout(reference, model, torch) -> None:
-    """validate's float64 truth: the Llama family's (RMSNorm, the q and k norms included, and the rotary tables in
-    float64) and DeepSeek-V3's router, which transformers computes in float32 (Glm4MoeTopkRouter, its weight and
-    correction bias kept float32), in the model's dtype; its eager loop over the experts (grouped_mm takes no
-    float64)."""
-    c = model.config
-    llama_float64_throughout(reference, model, torch, norms_per_layer=2 + 2 * c.use_qk_norm)
-    reference.set_experts_implementation("eager")
-    moe = sum(map(c.is_moe, range(c.n_layer)))
-    if float64_routers(reference, torch) != moe:
-        raise UserError(
-            f"validate in float64 found other than {moe} routers in transformers' {type(reference).__name__}"
-        )
-
-
-NOTE = ("  (transformers' float64 GLM-4.5 computes RMSNorm, the rotary tables and the router in float32; its\n"
-        "  reference here has them in float64, as families/glm4_moe/family.py explains)")  # fmt: skip
-ARCHITECTURE = composed("glm4_moe", DECODER, DeepseekFormulas, config=Glm4MoeConfig, presets=PRESETS,
-                        label="GLM-4.5", float64_reference=float64_throughout, float64_note=NOTE)  # fmt: skip
+# validate's float64 truth (deepseek_v3/reference.py's float64_glm45): transformers computes RMSNorm, the rotary
+# tables and the router in float32 even in a float64 model (Glm4MoeTopkRouter keeps its weight and correction bias
+# float32); the reference has them in float64, the router in the model's dtype, and runs the eager loop over the
+# experts (grouped_mm takes no float64).
+NOTE = (
+    "  (transformers' float64 GLM-4.5 computes RMSNorm, the rotary tables and the router in float32; its\n"
+    "  reference here has them in float64, as families/glm4_moe/family.py explains)"
+)
+RECORD = dict(float64_reference=float64_glm45, float64_note=NOTE, config=Glm4MoeConfig, presets=PRESETS)
+ARCHITECTURE = composed("glm4_moe", DECODER, DeepseekFormulas, label="GLM-4.5", **RECORD)

@@ -4,23 +4,18 @@ mlp_layer_types (by default the first dense, the rest sparse), not first_k_dense
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..deepseek_v3 import reference
+from ..config import own_kv_heads
 from ..deepseek_v3.config import DeepseekConfig
 from ..deepseek_v3.family import ATTENTION, MLP, SYMBOLS, DeepseekFormulas
-from ..deepseek_v32.config import MLP_LAYER_TYPES
+from ..deepseek_v3.reference import deepseek_like
+from ..deepseek_v32.config import mlp_layer_types
 from ..glm4_moe.family import ROUTING
 from ..keys import POSITIVE, SCALE, SIZE, TOKENS, Fixed, Refusal, eps, key, quantized, unnoted
 from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
-
-
-def first_dense(hf: dict, fields: Mapping) -> tuple[str, ...]:
-    """Glm4MoeLiteConfig's mlp_layer_types where the file has none: the first layer dense, the others sparse."""
-    return ("dense",) + ("moe",) * (fields["n_layer"] - 1)
 
 
 def other_dense_layers(first_k, hf: dict) -> bool:
@@ -33,10 +28,11 @@ def other_dense_layers(first_k, hf: dict) -> bool:
     return list(kinds) != ["dense"] * min(first_k, layers) + ["sparse"] * max(layers - first_k, 0)
 
 
-def other_kv_heads(kv_heads, hf: dict) -> bool:
-    """Key/value heads other than the query heads (a number: query heads that are not are refused under their key)."""
-    heads = unnoted(hf, "num_attention_heads", 20)
-    return kv_heads is not None and type(heads) is int and kv_heads != heads
+def not_dr(dims, hf: dict) -> bool:
+    return "qk_rope_head_dim" in hf and dims != hf["qk_rope_head_dim"]
+
+
+MLP_ONLY = "transformers reads mlp_layer_types only"
 
 
 @dataclass(frozen=True)
@@ -67,8 +63,7 @@ class Glm4MoeLiteConfig(DeepseekConfig):
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 1, TOKENS)
     model_type: str = "glm4_moe_lite"
     name: str = field(default="glm4_moe_lite", compare=False)
-    layer_types: tuple[str, ...] = key("mlp_layer_types", None, MLP_LAYER_TYPES, rule=first_dense,
-                                       dict_key="mlp_layer_types", dict_value=MLP_LAYER_TYPES.write)  # fmt: skip
+    layer_types: tuple[str, ...] = mlp_layer_types()  # where the file has none: the first layer dense (first_k 1)
 
     family = "glm4_moe_lite"
     what = "a GLM-4.7-Flash (glm4_moe_lite)"
@@ -78,12 +73,10 @@ class Glm4MoeLiteConfig(DeepseekConfig):
         quantized(),
         *ROUTING,
         Refusal("attention_bias", "is not supported"),
-        Refusal("first_k_dense_replace", "is not what mlp_layer_types says (transformers reads mlp_layer_types only)",
-                other_dense_layers),
-        Refusal("num_key_value_heads", "is not supported: MLA gives each head its own keys and values", other_kv_heads),
-        Refusal("head_dim", "other than qk_rope_head_dim is not supported (transformers reads it as that)",
-                lambda dims, hf: "qk_rope_head_dim" in hf and dims != hf["qk_rope_head_dim"]),
-    )  # fmt: skip
+        Refusal("first_k_dense_replace", f"is not what mlp_layer_types says ({MLP_ONLY})", other_dense_layers),
+        own_kv_heads(20),
+        Refusal("head_dim", "other than qk_rope_head_dim is not supported (transformers reads it as that)", not_dr),
+    )
 
     def is_moe(self, layer: int) -> bool:
         return self.layer_types[layer] == "moe"
@@ -102,8 +95,13 @@ PRESETS = {
 # transformers skips GLM-4.7-Flash's multi-token-prediction layer on loading
 IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|layers\.47\..*"
 DECODER = Decoder(PreNorm(ATTENTION, MLP), biases="", ignored=IGNORED, symbols=SYMBOLS, kind_order=("dense", "moe"))
-NOTE = ("  (transformers' float64 GLM-4.7-Flash computes RMSNorm, the rotary tables and the router in float32; its\n"
-        "  reference here has them in float64, as families/deepseek_v3/reference.py explains)")  # fmt: skip
-ARCHITECTURE = composed("glm4_moe_lite", DECODER, DeepseekFormulas, config=Glm4MoeLiteConfig, presets=PRESETS,
-                        label="GLM-4.7-Flash", float64_reference=reference.float64_throughout,
-                        float64_note=NOTE)  # fmt: skip
+REFERENCE = deepseek_like("GLM-4.7-Flash")
+ARCHITECTURE = composed(
+    "glm4_moe_lite",
+    DECODER,
+    DeepseekFormulas,
+    REFERENCE,
+    config=Glm4MoeLiteConfig,
+    presets=PRESETS,
+    label="GLM-4.7-Flash",
+)

@@ -11,13 +11,14 @@ from typing import ClassVar
 
 from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
+from ..config import own_kv_heads
 from ..deepseek_v3 import reference as deepseek_v3_reference
 from ..deepseek_v3.family import ATTENTION, MLP, SYMBOLS
 from ..deepseek_v32.config import MLP_LAYER_TYPES, NO_QUERY_LATENT, DeepseekV32Config, first_dense, not_indexed
-from ..deepseek_v32.family import DeepseekV32Formulas
+from ..deepseek_v32.family import INDEX_SYMBOLS, DsaFormulas
 from ..deepseek_v32.reference import float64_indexers
 from ..glm4_moe.family import ROUTING
-from ..keys import POSITIVE, SCALE, SIZE, TOKENS, Key, Kind, Refusal, eps, key, layer_kinds, quantized, unnoted
+from ..keys import POSITIVE, SCALE, SIZE, TOKENS, Key, Kind, Refusal, eps, false, key, layer_kinds, quantized
 from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
@@ -38,6 +39,8 @@ PATTERN = Key(
 )
 FREQUENCY = Key("index_topk_freq", 1, Kind("an integer", lambda v: type(v) is int))
 OFFSET = Key("index_skip_topk_offset", 2, Kind("an integer", lambda v: type(v) is int))
+READS = (MLP_KINDS, INDEXER_TYPES, PATTERN, FREQUENCY, OFFSET)  # the keys kinds reads
+INTERLEAVED = "is not supported: GLM-5 interleaves them whatever it says"
 
 
 def indexers(hf: dict, n: int) -> list[str]:
@@ -65,13 +68,11 @@ def kinds(hf: dict, values: Mapping) -> tuple[str, ...]:
 
 
 def written(c: GlmMoeDsaConfig) -> dict:
-    return {"mlp_layer_types": MLP_LAYER_TYPES.write(tuple(k.removesuffix(SHARED) for k in c.layer_types)),
-            "indexer_types": ["shared" if k.endswith(SHARED) else "full" for k in c.layer_types]}  # fmt: skip
-
-
-def other_kv_heads(kv_heads, hf: dict) -> bool:
-    heads = unnoted(hf, "num_attention_heads", 64)
-    return kv_heads is not None and type(heads) is int and kv_heads != heads
+    mlp = MLP_LAYER_TYPES.write(tuple(k.removesuffix(SHARED) for k in c.layer_types))
+    return {
+        "mlp_layer_types": mlp,
+        "indexer_types": ["shared" if k.endswith(SHARED) else "full" for k in c.layer_types],
+    }
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,7 @@ class GlmMoeDsaConfig(DeepseekV32Config):
     model_type: str = "glm_moe_dsa"
     name: str = field(default="glm_moe_dsa", compare=False)
     index_n_heads: int = key("index_n_heads", 32, SIZE)
-    layer_types: tuple[str, ...] = key("indexer_types", None, KINDS, read=kinds, rule=kinds,
-                                       reads=(MLP_KINDS, INDEXER_TYPES, PATTERN, FREQUENCY, OFFSET), write=written)  # fmt: skip
+    layer_types: tuple[str, ...] = key("indexer_types", None, KINDS, read=kinds, rule=kinds, reads=READS, write=written)
 
     family = "glm_moe_dsa"
     what = "a GLM-5 (glm_moe_dsa)"
@@ -109,13 +109,11 @@ class GlmMoeDsaConfig(DeepseekV32Config):
         *ROUTING,
         Refusal("attention_bias", "is not supported"),
         Refusal("layer_types", "is not supported (every GLM-5 layer is 'indexed_attention')", not_indexed),
-        Refusal("num_key_value_heads", "is not supported: MLA gives each head its own keys and values", other_kv_heads),
+        own_kv_heads(64),
         Refusal("q_lora_rank", NO_QUERY_LATENT, lambda rank, hf: rank is None),
-        Refusal("rope_interleave", "(rotary pairs in halves) is not supported: GLM-5 interleaves them whatever it says",
-                lambda value, hf: value is False),
-        Refusal("indexer_rope_interleave", "(the indexer's rotary pairs in halves) is not supported: GLM-5 "
-                "interleaves them whatever it says", lambda value, hf: value is False),
-    )  # fmt: skip
+        Refusal("rope_interleave", f"(rotary pairs in halves) {INTERLEAVED}", false),
+        Refusal("indexer_rope_interleave", f"(the indexer's rotary pairs in halves) {INTERLEAVED}", false),
+    )
 
     def validate(self) -> None:
         super().validate()
@@ -155,18 +153,27 @@ class GlmMoeDsaConfig(DeepseekV32Config):
 # transformers'.
 PRESETS = {"glm-5": GlmMoeDsaConfig(rope_theta=1e6, eos_token_id=(154820, 154827, 154829), name="glm-5")}
 ATTENTION_DSA = IndexedLatentAttention(runnable=ATTENTION.runnable, indexer=LightningIndexer(interleaved=True))
+MLPS = MlpByKind({**MLP.parts, **{kind + SHARED: mlp for kind, mlp in MLP.parts.items()}})
+IGNORED = r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|layers\.78\..*"
+ORDER = ("dense", "moe", "dense" + SHARED, "moe" + SHARED)
 DECODER = Decoder(
-    PreNorm(ATTENTION_DSA, MlpByKind({**MLP.parts, **{kind + SHARED: mlp for kind, mlp in MLP.parts.items()}})),
-    biases="", ignored=r"layers\.\d+\.self_attn\.rotary_emb\.inv_freq|layers\.78\..*",
-    kind_order=("dense", "moe", "dense" + SHARED, "moe" + SHARED),
-    symbols=SYMBOLS + "; Hi index heads of di, ki the keys a query attends to (index_topk), s = min(t, ki) the keys it "
-    "reads",
-)  # fmt: skip
+    PreNorm(ATTENTION_DSA, MLPS), biases="", ignored=IGNORED, kind_order=ORDER, symbols=SYMBOLS + INDEX_SYMBOLS
+)
+
+
+# Its variant: layers that read another's choice (index.shared), which GLM-5's own file does not have.
+GLM_5 = PRESETS["glm-5"]
+SHARING = replace(GLM_5, layer_types=tuple(k + SHARED * (i % 4 > 0 and i > 3) for i, k in enumerate(GLM_5.layer_types)))
+# validate's float64 truth (float64_throughout below): DeepSeek-V3's (RMSNorm, the rotary tables and the router in
+# float64) and the indexers of the layers that have one, with GLM-5's interleaved rotary (transformers computes them
+# in float32).
+NOTE = (
+    "  (transformers' float64 GLM-5 computes RMSNorm, the rotary tables, the router and the indexer in float32; its\n"
+    "  reference here has them in float64, as families/glm_moe_dsa/family.py explains)"
+)
 
 
 def float64_throughout(reference, model, torch) -> None:
-    """validate's float64 truth: DeepSeek-V3's (RMSNorm, the rotary tables and the router in float64) and the
-    indexers of the layers that have one, with GLM-5's interleaved rotary (transformers computes them in float32)."""
     from transformers.models.glm_moe_dsa.modeling_glm_moe_dsa import apply_rotary_pos_emb_interleave
 
     deepseek_v3_reference.float64_throughout(reference, model, torch)
@@ -174,12 +181,7 @@ def float64_throughout(reference, model, torch) -> None:
     float64_indexers(reference, torch, apply_rotary_pos_emb_interleave, own)
 
 
-NOTE = ("  (transformers' float64 GLM-5 computes RMSNorm, the rotary tables, the router and the indexer in float32; "
-        "its\n  reference here has them in float64, as families/glm_moe_dsa/family.py explains)")  # fmt: skip
-# Its variant: layers that read another's choice (index.shared), which GLM-5's own file does not have.
+RECORD = dict(config=GlmMoeDsaConfig, presets=PRESETS, label="GLM-5", variants=(SHARING,))
 ARCHITECTURE = composed(
-    "glm_moe_dsa", DECODER, DeepseekV32Formulas, config=GlmMoeDsaConfig, presets=PRESETS, label="GLM-5",
-    float64_reference=float64_throughout, float64_note=NOTE,
-    variants=(replace(PRESETS["glm-5"], layer_types=tuple(
-        k + SHARED * (i % 4 > 0 and i > 3) for i, k in enumerate(PRESETS["glm-5"].layer_types))),),
-)  # fmt: skip
+    "glm_moe_dsa", DECODER, DsaFormulas, float64_reference=float64_throughout, float64_note=NOTE, **RECORD
+)

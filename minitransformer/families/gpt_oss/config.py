@@ -16,8 +16,8 @@ from ..llama.config import LlamaConfig, preset
 from ..rotary import YARN_ROPE_TYPES, RopeKeys
 
 # GptOssConfig's rope when config.json gives none: YaRN, 32 x the 4,096 positions it was trained on.
-DEFAULT_ROPE = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
-                "original_max_position_embeddings": 4096}  # fmt: skip
+TRAINED = {"original_max_position_embeddings": 4096}
+DEFAULT_ROPE = dict(rope_type="yarn", factor=32.0, beta_fast=32.0, beta_slow=1.0, truncate=False, **TRAINED)
 
 
 def alternating(n_layer: int) -> tuple[str, ...]:
@@ -92,8 +92,8 @@ class GptOssConfig(LlamaConfig):
 # (sliding first), swiglu_limit 7, rms_norm_eps 1e-5, attention biases, untied embeddings, eos 200002; each one's
 # layers and experts.
 YARN_32 = tuple(sorted({**DEFAULT_ROPE, "factor": 32.0}.items()))
+GPT_OSS = dict(rope_scaling=YARN_32, eos_token_id=200002)
 PRESETS: dict[str, GptOssConfig] = {
-    name: preset(GptOssConfig, name, L, 64, 8, 2880, 2880, 201088, 131072, n_experts=E, rope_scaling=YARN_32,
-                 eos_token_id=200002)
+    name: preset(GptOssConfig, name, L, 64, 8, 2880, 2880, 201088, 131072, n_experts=E, **GPT_OSS)
     for name, L, E in (("gpt-oss-20b", 24, 32), ("gpt-oss-120b", 36, 128))
-}  # fmt: skip
+}

@@ -13,7 +13,8 @@ from typing import Any
 from ..bamba import reference
 from ..bamba.family import FULL, MAMBA, NORM, SYMBOLS, BambaConfig, HybridAttentionFormulas
 from ..config import check_experts
-from ..keys import COUNT, FLAG, NUMBER, SIZE, Fixed, eps, key, layer_kinds, quantized
+from ..keys import COUNT, FLAG, NUMBER, SIZE, Fixed, eps, every, key, layer_kinds, quantized
+from ..llama.config import preset
 from ..parts.attention import GroupedQueryAttention
 from ..parts.blocks import ByKind, PreNorm
 from ..parts.decoder import Decoder, LogitsScale, TokenEmbedding
@@ -25,21 +26,14 @@ from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys
 
 KINDS = {"linear_attention": MAMBA, "mamba": MAMBA, "full_attention": FULL, "attention": FULL}  # old names too
 LAYERS = layer_kinds(*KINDS, named=KINDS, written={MAMBA: "linear_attention"})
-# 0 experts: a dense model, the shared MLP alone (its E and k are None)
 NONE_IF_ZERO = replace(COUNT.or_null(), shape=True, read=lambda v: v or None, write=lambda v: v or 0)
-
-
-def all_mamba(hf: dict, values: dict) -> list[str]:
-    """GraniteMoeHybridConfig's layer_types where a config gives none: every layer Mamba-2."""
-    return [MAMBA] * values["n_layer"]
 
 
 @dataclass(frozen=True)
 class GraniteMoeHybridConfig(BambaConfig):
-    """A Granite 4.0-H: Bamba's config (its Mamba-2 keys, attention and norms) with GraniteMoeHybridConfig's
-    defaults, its experts (n_inner each, none in a dense model), the shared MLP's width and the µP multipliers."""
+    """Bamba's config with GraniteMoeHybridConfig's defaults, its experts, the shared MLP's width, µP multipliers."""
 
-    layer_types: tuple[str, ...] = key("layer_types", None, LAYERS, aliases=("layers_block_type",), rule=all_mamba)
+    layer_types: tuple[str, ...] = key("layer_types", None, LAYERS, aliases=("layers_block_type",), rule=every(MAMBA))
     n_kv_head: int = key("num_key_value_heads", None, SIZE.or_null(), follows="n_head")
     vocab_size: int = key("vocab_size", 32000, SIZE)
     n_inner: int = key("intermediate_size", 11008, SIZE)  # an expert's width
@@ -47,7 +41,7 @@ class GraniteMoeHybridConfig(BambaConfig):
     norm_eps: float = eps("rms_norm_eps", 1e-6)
     n_positions: int = key("max_position_embeddings", 2048, SIZE)
     partial_rotary_factor: float = 1.0
-    n_experts: int | None = key("num_local_experts", 8, NONE_IF_ZERO)
+    n_experts: int | None = key("num_local_experts", 8, NONE_IF_ZERO)  # 0: dense, the shared MLP alone (E, k None)
     top_k: int | None = key("num_experts_per_tok", 2, NONE_IF_ZERO)
     shared_inner: int = key("shared_intermediate_size", 1024, SIZE)
     embedding_multiplier: float = key("embedding_multiplier", 1.0, NUMBER)
@@ -89,37 +83,34 @@ class GraniteMoeHybridConfig(BambaConfig):
         return Rope(self.d_head, self.rope_theta, self.rope_scaling, self.n_positions) if rotates else None
 
 
-def granite(name: str, D: int, H: int, Hkv: int, Fe: int, Fs: int, E: int, k: int, ssm_heads: int) -> Any:
-    """A published Granite 4.0-H as its family's files have it: 40 layers, attention in layers 5, 15, 25 and 35, a
-    Mamba-2 mixer in the others (heads of mamba_expand 2 D / ssm_heads, 1 group, state 128, conv 4, chunk 256), NoPE
-    (no position_embedding_type: transformers' None), vocabulary 100,352, tied, 131,072 positions."""
-    kinds = tuple(FULL if i in (5, 15, 25, 35) else MAMBA for i in range(40))
-    return GraniteMoeHybridConfig(
-        n_layer=40, layer_types=kinds, n_embd=D, n_head=H, n_kv_head=Hkv, n_inner=Fe, shared_inner=Fs, n_experts=E,
-        top_k=k, ssm_heads=ssm_heads, ssm_head_dim=2 * D // ssm_heads, state_size=128, vocab_size=100352, tie_word_embeddings=True,
-        n_positions=131072, name=name,
-    )  # fmt: skip
+# Granite 4.0-H's published config.json files, not seen here (the Hub is out of reach); what was, and where from.
+# ibm-granite/granite-4.0-h-small: hidden 4096, 40 layers (36 Mamba-2, 4 attention), 32 heads over 8 key/value heads,
+# 72 experts of 768, 10 a token, a shared MLP of 1536, state 128, vocabulary 100,352, tied, as two GitHub documents
+# quote its config.json ("9.5 Worked example: Granite-4.0-H-Small", and a fixture "trimmed from the real published
+# file"); its Mamba heads (128 of 64) and its attention layers' places are its siblings' files'.
+# ibm-granite/granite-4.0-h-tiny: hidden 1536, 12 heads over 4, 64 experts of 512, 6 a token, a shared MLP of 1024, 48
+# Mamba heads of 64, attention at 5, 15, 25, 35, as an importer's fixture quotes its config.json. Both: the others
+# Mamba-2 (heads of mamba_expand 2 D / Hs, 1 group, conv 4, chunk 256), NoPE (no position_embedding_type), 131,072
+# positions; not seen: the µP multipliers (GraniteMoeHybridConfig's 1.0: they change no count), rms_norm_eps, the token
+# ids. 32.2 B parameters, 9.1 B active, and 6.9 B, 1.4 B active: the cards' 32B (9B active) and 7B (1B active).
+KINDS_40 = tuple(FULL if i in (5, 15, 25, 35) else MAMBA for i in range(40))
+H_SERIES = dict(layer_types=KINDS_40, state_size=128, tie_word_embeddings=True)
 
 
-# Not seen here in their published config.json files (the Hub is out of reach): the µP multipliers (left at
-# GraniteMoeHybridConfig's 1.0: they change no count), rms_norm_eps and the token ids. ibm-granite/granite-4.0-h-small:
-# hidden 4096, 40 layers, 32 heads over 8 key/value heads, 72 experts of 768, 10 a token, a shared MLP of 1536, state
-# 128, vocabulary 100,352, tied, 36 Mamba-2 and 4 attention layers, as two GitHub documents quote its config.json
-# ("9.5 Worked example: Granite-4.0-H-Small", and a fixture "trimmed from the real published file"); the Mamba heads
-# (128 of 64) and the places of the attention layers are those of its siblings' files. ibm-granite/granite-4.0-h-tiny:
-# hidden 1536, 12 heads over 4, 64 experts of 512, 6 a token, a shared MLP of 1024, 48 Mamba heads of 64, attention at
-# 5, 15, 25, 35, as an importer's fixture quotes its config.json. 32.2 B parameters, 9.1 B active, and 6.9 B, 1.4 B
-# active: the cards' 32B (9B active) and 7B (1B active).
+def granite(name: str, D: int, H: int, Hkv: int, Fe: int, Fs: int, E: int, k: int, Hs: int) -> Any:
+    experts = dict(shared_inner=Fs, n_experts=E, top_k=k, ssm_heads=Hs, ssm_head_dim=2 * D // Hs)
+    return preset(GraniteMoeHybridConfig, name, 40, H, Hkv, D, Fe, 100352, 131072, **H_SERIES, **experts)
+
+
 PRESETS = {
     "granite-4.0-h-small": granite("granite-4.0-h-small", 4096, 32, 8, 768, 1536, 72, 10, 128),
     "granite-4.0-h-tiny": granite("granite-4.0-h-tiny", 1536, 12, 4, 512, 1024, 64, 6, 48),
 }
 
-SHARED = SharedExpert(module="shared_mlp", width="shared_inner", fused=("input_linear", "output_linear"),
-                      described="shared MLP's weights W_gu_s [2Fs, D] (gate and up), W_down_s [D, Fs]")  # fmt: skip
-EXPERTS = FusedSwiGLUExperts(
-    module="block_sparse_moe", names=("input_linear", "output_linear"), width="n_inner", F="Fe"
-)
+LINEARS = ("input_linear", "output_linear")
+SHARED_WEIGHTS = "shared MLP's weights W_gu_s [2Fs, D] (gate and up), W_down_s [D, Fs]"
+SHARED = SharedExpert(module="shared_mlp", width="shared_inner", fused=LINEARS, described=SHARED_WEIGHTS)
+EXPERTS = FusedSwiGLUExperts(module="block_sparse_moe", names=LINEARS, width="n_inner", F="Fe")
 MOE = Mixture(TopKSoftmaxRouter(module="block_sparse_moe.router.layer", bias=False), EXPERTS, SHARED)
 FFN = FeedForward(SHARED, MOE)  # the shared MLP alone in a dense model (no experts)
 
@@ -129,24 +120,29 @@ def block(mixer: Any, name: str) -> PreNorm:
     return PreNorm(mixer, FFN, NORM, names, residual="residual_multiplier")
 
 
+ATTENTION = GroupedQueryAttention(scale="attention_multiplier")
+BLOCKS = ByKind({MAMBA: block(Mamba2Mixer(), "mamba"), FULL: block(ATTENTION, "self_attn")})
+EMBEDDING, LOGITS = TokenEmbedding(multiplier="embedding_multiplier"), LogitsScale("logits_scaling", divide=True)
+MORE = "; E experts, k a token, Te routed to expert e, Fe an expert's width, Fs the shared MLP's"
 GRANITE = Decoder(
-    ByKind({MAMBA: block(Mamba2Mixer(), "mamba"), FULL: block(GroupedQueryAttention(scale="attention_multiplier"),
-                                                              "self_attn")}),
-    NORM, TokenEmbedding(multiplier="embedding_multiplier"), after_logits=LogitsScale("logits_scaling", divide=True),
-    symbols=SYMBOLS + "; E experts, k a token, Te routed to expert e, Fe an expert's width, Fs the shared MLP's",
-    kind_order=(MAMBA, FULL), decode_first=True,
-)  # fmt: skip
+    BLOCKS, NORM, EMBEDDING, after_logits=LOGITS, symbols=SYMBOLS + MORE, kind_order=(MAMBA, FULL), decode_first=True
+)
 
 
 class GraniteFormulas(HybridAttentionFormulas):
     def mlp_terms(self, c: Any) -> tuple[str, str]:
+        shared = f"Fs = {c.shared_inner:,}"
         if not c.is_moe:
-            return "3 D Fs", f"Fs = {c.shared_inner:,}"
-        return (
-            "D E + 3 k D Fe + 3 D Fs",
-            f"E = {c.n_experts}, k = {c.top_k}, Fe = {c.n_inner:,}, Fs = {c.shared_inner:,}",
-        )
+            return "3 D Fs", shared
+        return "D E + 3 k D Fe + 3 D Fs", f"E = {c.n_experts}, k = {c.top_k}, Fe = {c.n_inner:,}, {shared}"
 
 
-ARCHITECTURE = composed("granitemoehybrid", GRANITE, GraniteFormulas, config=GraniteMoeHybridConfig, presets=PRESETS,
-                        label="Granite 4.0-H", reference=reference)  # fmt: skip
+ARCHITECTURE = composed(
+    "granitemoehybrid",
+    GRANITE,
+    GraniteFormulas,
+    reference,
+    config=GraniteMoeHybridConfig,
+    presets=PRESETS,
+    label="Granite 4.0-H",
+)

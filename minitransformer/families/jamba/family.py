@@ -15,9 +15,10 @@ from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
 from ..bamba.family import HybridAttentionFormulas
 from ..config import ModelConfig, check_experts, check_multiple, heads_of_width
-from ..keys import ACTIVATION, COUNT, FLAG, SIZE, TOKENS, TRUTHY, Refusal, eps, key, quantized
-from ..mamba.config import time_step_rank
+from ..keys import ACTIVATION, COUNT, FLAG, SIZE, TOKENS, TRUTHY, eps, key, quantized, unread
+from ..mamba.config import Mamba1Shapes, time_step_rank
 from ..mamba.family import SYMBOLS as MAMBA_SYMBOLS
+from ..mamba2.family import BIASES
 from ..parts.attention import GroupedQueryAttention
 from ..parts.blocks import ByKind, PreNorm
 from ..parts.decoder import Decoder, TokenEmbedding
@@ -43,7 +44,7 @@ def dt_rank(hf: dict, values: dict):
 
 
 @dataclass(frozen=True)
-class JambaConfig(ModelConfig):
+class JambaConfig(Mamba1Shapes, ModelConfig):
     """A Jamba: n_layer pre-norm blocks, each a Mamba-1 mixer of d_inner = mamba_expand D channels or attention (every
     attn_period-th layer from attn_offset), then a SwiGLU of n_inner or E experts of n_inner (every expert_period-th
     from expert_offset)."""
@@ -87,15 +88,14 @@ class JambaConfig(ModelConfig):
     # use_mambapy and use_associative_scan (other ways to the same scan), router_aux_loss_coef and
     # output_router_logits (a loss and an output), num_logits_to_keep, attention_dropout and sliding_window (which
     # its eager and SDPA attention do not read).
-    refusals = (quantized(), heads_of_width(32, 4096), Refusal("layer_types", NOT_READ, lambda v, hf: True),
-                Refusal("layers_block_type", NOT_READ, lambda v, hf: True))  # fmt: skip
+    refusals = (quantized(), heads_of_width(32, 4096), *unread(NOT_READ, "layer_types", "layers_block_type"))
     dict_last = ("d_head", "d_ff", "d_inner")
 
     def validate(self) -> None:
         for period, offset in (("attn_period", "attn_offset"), ("expert_period", "expert_offset")):
             if getattr(self, offset) >= getattr(self, period):
-                raise UserError(f"config {self.key(offset)}={getattr(self, offset)} must be smaller than "
-                                f"{self.key(period)}={getattr(self, period)}, as transformers requires")  # fmt: skip
+                smaller = f"{self.key(period)}={getattr(self, period)}, as transformers requires"
+                raise UserError(f"config {self.key(offset)}={getattr(self, offset)} must be smaller than {smaller}")
         check_multiple(self, "n_embd", "n_head")
         check_multiple(self, "n_head", "n_kv_head")
         check_experts(self)
@@ -105,8 +105,9 @@ class JambaConfig(ModelConfig):
         """Each layer's kind, as JambaConfig's layers_block_type and layers_num_experts make them: attention where
         i % attn_layer_period == attn_layer_offset, a Mamba-1 mixer elsewhere; "_moe" where i % expert_layer_period ==
         expert_layer_offset."""
-        return tuple((FULL if i % self.attn_period == self.attn_offset else MAMBA)
-                     + (MOE if i % self.expert_period == self.expert_offset else "") for i in range(self.n_layer))  # fmt: skip
+        attends = [i % self.attn_period == self.attn_offset for i in range(self.n_layer)]
+        experts = [i % self.expert_period == self.expert_offset for i in range(self.n_layer)]
+        return tuple((FULL if a else MAMBA) + (MOE if e else "") for a, e in zip(attends, experts))
 
     @property
     def mlp_types(self) -> tuple[str, ...]:
@@ -114,7 +115,7 @@ class JambaConfig(ModelConfig):
         return tuple(SPARSE if kind.endswith(MOE) else DENSE for kind in self.layer_types)
 
     @property
-    def d_inner(self) -> int:
+    def d_inner(self) -> int:  # type: ignore[override]
         """The mixer's channels I: mamba_expand x hidden_size."""
         return self.expand * self.n_embd
 
@@ -126,17 +127,6 @@ class JambaConfig(ModelConfig):
     def bcdt_norm_eps(self) -> float:
         """The epsilon of the mixer's norms of dt, B and C: rms_norm_eps, as every norm's."""
         return self.norm_eps
-
-    @property
-    def symbol_sizes(self) -> dict[str, int]:
-        K = self.conv_kernel
-        return dict(I=self.d_inner, N=self.state_size, Rdt=self.dt_rank, K=K, Ks=K - 1)
-
-    @property
-    def mixer_state(self) -> State:
-        """What a Mamba layer keeps between passes: the conv's last K - 1 inputs [K - 1, I] and the scan's state
-        [I, N], whatever the context."""
-        return State((("conv", (self.conv_kernel - 1, self.d_inner)), ("ssm", (self.d_inner, self.state_size))))
 
     def layer_cache(self, layer: int) -> KeysValues | State:
         """A Mamba layer keeps its conv and scan states, an attention layer its keys and values."""
@@ -154,16 +144,16 @@ class JambaConfig(ModelConfig):
 # intermediate 24576, Mini's periods and offsets, 16 experts, 2 a token, state 16, conv 4, expand 2, mamba_dt_rank
 # 512, vocabulary 65,536, 262,144 positions; what the quote leaves out (untied, rms_norm_eps, the token ids) as Mini's.
 # The card's 398 B parameters, 94 B active.
+LARGE: dict[str, Any] = dict(n_layer=72, n_embd=8192, n_head=64, n_kv_head=8, n_inner=24576, dt_rank=512)
 PRESETS = {
     "jamba-1.5-mini": JambaConfig(eos_token_id=(2, 518), dt_rank=256, name="jamba-1.5-mini"),
-    "jamba-1.5-large": JambaConfig(n_layer=72, n_embd=8192, n_head=64, n_kv_head=8, n_inner=24576, dt_rank=512,
-                                   eos_token_id=(2, 518), name="jamba-1.5-large"),
-}  # fmt: skip
+    "jamba-1.5-large": JambaConfig(**LARGE, eos_token_id=(2, 518), name="jamba-1.5-large"),
+}
 
 NORM = RMSNorm()
-EXPERTS = SwiGLUExperts(described=("experts' gate weights W_gate [F, D], E an expert layer",
-                                   "experts' up weights W_up [F, D], E an expert layer",
-                                   "experts' down weights W_down [D, F], E an expert layer"))  # fmt: skip
+WEIGHTS = ("gate weights W_gate [F, D]", "up weights W_up [F, D]", "down weights W_down [D, F]")
+GATE, UP, DOWN = (f"experts' {weights}, E an expert layer" for weights in WEIGHTS)
+EXPERTS = SwiGLUExperts(described=(GATE, UP, DOWN))
 # JambaTopKRouter: a softmax over the E logits in float32, the top k kept as they are (no renormalisation)
 MIXTURE = Mixture(SoftmaxRouter(renormalise=False, module="router"), EXPERTS, note="an expert layer: k experts of E")
 FEED_FORWARD = MlpByKind({DENSE: GatedMLP(), SPARSE: MIXTURE}, by="mlp_types")
@@ -174,14 +164,21 @@ def block(mixer: Any, name: str) -> PreNorm:
 
 
 MAMBA_BLOCK, ATTENTION_BLOCK = block(Mamba1Mixer(gains=True), "mamba"), block(GroupedQueryAttention(), "self_attn")
+BLOCKS = {MAMBA: MAMBA_BLOCK, MAMBA + MOE: MAMBA_BLOCK, FULL: ATTENTION_BLOCK, FULL + MOE: ATTENTION_BLOCK}
+EMBEDDING = TokenEmbedding(equation="x = W_te[ids]  (no positions: the scans are in order, the attention has no rope)")
+SYMBOLS = MAMBA_SYMBOLS + (
+    "; attention: H query heads of dh over Hkv key/value heads (G = H/Hkv), t attended; F the MLP's and each expert's "
+    "width, E experts, k a token, Te routed to expert e"
+)
 JAMBA = Decoder(
-    ByKind({MAMBA: MAMBA_BLOCK, MAMBA + MOE: MAMBA_BLOCK, FULL: ATTENTION_BLOCK, FULL + MOE: ATTENTION_BLOCK}),
-    NORM, TokenEmbedding(equation="x = W_te[ids]  (no positions: the scans are in order, the attention has no rope)"),
-    final_norm="final_layernorm", biases="in_proj's and out_proj's biases, where the config has them",
-    symbols=MAMBA_SYMBOLS + "; attention: H query heads of dh over Hkv key/value heads (G = H/Hkv), t attended; F "
-    "the MLP's and each expert's width, E experts, k a token, Te routed to expert e",
-    kind_order=(MAMBA, MAMBA + MOE, FULL, FULL + MOE),
-)  # fmt: skip
+    ByKind(BLOCKS),
+    NORM,
+    EMBEDDING,
+    final_norm="final_layernorm",
+    biases=BIASES,
+    symbols=SYMBOLS,
+    kind_order=tuple(BLOCKS),
+)
 
 
 class JambaFormulas(HybridAttentionFormulas):
@@ -199,5 +196,4 @@ class JambaFormulas(HybridAttentionFormulas):
         return Mamba1Mixer().scan_notes(config, layers, n_prompt, n_new, "Mamba-1") if layers else []
 
 
-ARCHITECTURE = composed("jamba", JAMBA, JambaFormulas, config=JambaConfig, presets=PRESETS, label="Jamba",
-                        reference=reference)  # fmt: skip
+ARCHITECTURE = composed("jamba", JAMBA, JambaFormulas, reference, config=JambaConfig, presets=PRESETS, label="Jamba")

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
+from ..config import own_kv_heads
 from ..deepseek_v3.config import DeepseekConfig, check_router
 from ..keys import (
     ACTIVATION,
@@ -36,7 +37,6 @@ from ..keys import (
     layer_kinds,
     quantized,
     take,
-    unnoted,
 )
 
 LINEAR, FULL, DENSE_MLP = "linear_attention", "full_attention", "_dense"
@@ -44,6 +44,10 @@ LAYER_TYPES = Key("layer_types", None, layer_kinds(LINEAR, FULL).or_null())
 MLP_LAYER_TYPES = Key("mlp_layer_types", None, layer_kinds("dense", "sparse").or_null())
 FIRST_K_DENSE = Key("first_k_dense_replace", 1, COUNT)  # read by KimiLinearConfig where mlp_layer_types is not given
 LINEAR_ATTN = Key("linear_attn_config", None, Kind("an object", lambda value: value is None or isinstance(value, dict)))
+NOPE_ONLY = "is not supported: transformers' Kimi Linear has no rotary positions (NoPE)"
+K3_KDA = "with a gate_lower_bound or use_full_rank_gate (a Kimi K3's KDA) is not supported"
+KINDS = layer_kinds(LINEAR, FULL, LINEAR + DENSE_MLP, FULL + DENSE_MLP)
+READS = (LAYER_TYPES, LINEAR_ATTN, MLP_LAYER_TYPES, FIRST_K_DENSE)  # the keys kinds reads
 
 
 def mixers(hf: dict, n: int) -> tuple[str, ...]:
@@ -55,8 +59,8 @@ def mixers(hf: dict, n: int) -> tuple[str, ...]:
     if "full_attn_layers" in linear and "kda_layers" in linear:
         full, kda = linear["full_attn_layers"], linear["kda_layers"]
         if sorted([*full, *kda]) != list(range(1, n + 1)):
-            raise UserError(f"config linear_attn_config's full_attn_layers and kda_layers must name each of layers 1 "
-                            f"to {n} once (they count from 1), not {full} and {kda}")  # fmt: skip
+            which = "config linear_attn_config's full_attn_layers and kda_layers"
+            raise UserError(f"{which} must name each of layers 1 to {n} once (they count from 1), not {full} and {kda}")
         return tuple(FULL if i + 1 in full else LINEAR for i in range(n))
     return tuple(FULL if i and i % 4 == 0 else LINEAR for i in range(n))
 
@@ -70,9 +74,13 @@ def kinds(hf: dict, values: Mapping) -> tuple[str, ...]:
     return tuple(mixer + DENSE_MLP * (mlp == "dense") for mixer, mlp in zip(mixers(hf, n), mlps))
 
 
+def k3_gates(linear, hf: dict) -> bool:
+    return isinstance(linear, dict) and bool({"gate_lower_bound", "use_full_rank_gate"} & set(linear))
+
+
 def written(c: KimiLinearConfig) -> dict:
-    return {"layer_types": [kind.removesuffix(DENSE_MLP) for kind in c.layer_types],
-            "mlp_layer_types": ["dense" if kind.endswith(DENSE_MLP) else "sparse" for kind in c.layer_types]}  # fmt: skip
+    mlp = ["dense" if kind.endswith(DENSE_MLP) else "sparse" for kind in c.layer_types]
+    return {"layer_types": [kind.removesuffix(DENSE_MLP) for kind in c.layer_types], "mlp_layer_types": mlp}
 
 
 def linear_attn(inner: str, json: str, default: int, kind: Kind = SIZE) -> Any:
@@ -87,11 +95,6 @@ def linear_attn(inner: str, json: str, default: int, kind: Kind = SIZE) -> Any:
         return hf.get(json, default)
 
     return key(json, default, kind, read=read, reads=(LINEAR_ATTN,))
-
-
-def other_kv_heads(kv_heads, hf: dict) -> bool:
-    heads = unnoted(hf, "num_attention_heads", 32)
-    return kv_heads is not None and type(heads) is int and kv_heads != heads
 
 
 ROUTER_KEYS = (
@@ -141,9 +144,7 @@ class KimiLinearConfig(DeepseekConfig):
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 163586, TOKENS)
     model_type: str = "kimi_linear"
     name: str = field(default="kimi_linear", compare=False)
-    layer_types: tuple[str, ...] = key(
-        "layer_types", None, layer_kinds(LINEAR, FULL, LINEAR + DENSE_MLP, FULL + DENSE_MLP), read=kinds, rule=kinds,
-        reads=(LAYER_TYPES, LINEAR_ATTN, MLP_LAYER_TYPES, FIRST_K_DENSE), write=written)  # fmt: skip
+    layer_types: tuple[str, ...] = key("layer_types", None, KINDS, read=kinds, rule=kinds, reads=READS, write=written)
 
     family = "kimi_linear"
     what = "a Kimi Linear"
@@ -154,15 +155,12 @@ class KimiLinearConfig(DeepseekConfig):
     refusals: ClassVar[tuple[Refusal, ...]] = (
         quantized(),
         Refusal("attention_bias", "is not supported"),
-        Refusal("num_key_value_heads", "is not supported: MLA gives each head its own keys and values", other_kv_heads),
-        Refusal("mla_use_nope", "is not supported: transformers' Kimi Linear has no rotary positions (NoPE)",
-                lambda nope, hf: nope is not True),
+        own_kv_heads(32),
+        Refusal("mla_use_nope", NOPE_ONLY, lambda nope, hf: nope is not True),
         Refusal("moe_router_activation_func", ROUTER_KEYS, lambda act, hf: act != "sigmoid"),
         Refusal("moe_layer_freq", ROUTER_KEYS, lambda freq, hf: freq != 1),
-        Refusal("linear_attn_config", "with a gate_lower_bound or use_full_rank_gate (a Kimi K3's KDA) is not "
-                "supported", lambda linear, hf: isinstance(linear, dict) and bool(
-                    {"gate_lower_bound", "use_full_rank_gate"} & set(linear))),
-    )  # fmt: skip
+        Refusal("linear_attn_config", K3_KDA, k3_gates),
+    )
 
     def validate(self) -> None:
         check_router(self)
@@ -209,8 +207,8 @@ class KimiLinearConfig(DeepseekConfig):
         """MLA's and the experts' (DeepSeek-V3's), and a KDA layer's: Hk = Hv heads of dk (its dv, MLA's v_head_dim
         elsewhere, is dk inside it), Dc conv channels of kernel Kc (Ks = Kc - 1 kept)."""
         H, dk, K = self.linear_heads, self.linear_head_dim, self.linear_kernel
-        return super().symbol_sizes | {"Hk": H, "Hv": H, "Gv": 1, "dk": dk, "Kc": K, "Ks": K - 1,
-                                       "Dc": self.conv_channels}  # fmt: skip
+        kda = {"Hk": H, "Hv": H, "Gv": 1, "dk": dk, "Kc": K, "Ks": K - 1, "Dc": self.conv_channels}
+        return super().symbol_sizes | kda
 
     def layer_cache(self, layer: int) -> KeysValues | State:
         """An MLA layer keeps its keys and values; a KDA layer its conv's last K - 1 inputs [K - 1, 3 H dk] and each

@@ -19,7 +19,7 @@ from ..parts.family import composed
 from ..parts.hybrid import HybridFormulas
 from ..parts.kda import KimiDeltaAttention
 from ..parts.latent import LatentAttention
-from ..parts.moe import Mixture, SharedExpert, SwiGLUExperts
+from ..parts.moe import Mixture, SharedExpert
 from . import reference
 from .config import DENSE_MLP, FULL, LINEAR, PRESETS, KimiLinearConfig
 
@@ -31,19 +31,18 @@ SYMBOLS = (
     "expert e, Fe expert width, Fs shared experts' width, V vocabulary, R logit rows"
 )
 # Mixtral's names for each expert's matrices (w1 gate, w2 down, w3 up), DeepSeek-V3's experts otherwise.
-KIMI_EXPERTS = SwiGLUExperts(names=(("w1", "gate"), ("w2", "down"), ("w3", "up")), symbols=EXPERTS.symbols,
-                             width="moe_inner", F="Fe", combined=EXPERTS.combined, described=EXPERTS.described)  # fmt: skip
+KIMI_EXPERTS = replace(EXPERTS, names=(("w1", "gate"), ("w2", "down"), ("w3", "up")))
 MOE = Mixture(ROUTER, KIMI_EXPERTS, SharedExpert())
 KDA, MLA = KimiDeltaAttention(), LatentAttention()
 NAMES = ("input_layernorm", "self_attn", "post_attention_layernorm", "block_sparse_moe")
-KIMI_LINEAR = Decoder(
-    ByKind({LINEAR + DENSE_MLP: PreNorm(KDA, DenseMLP(), names=NAMES),
-            LINEAR: PreNorm(KDA, MOE, names=NAMES),
-            FULL + DENSE_MLP: PreNorm(MLA, DenseMLP(), names=NAMES),
-            FULL: PreNorm(MLA, MOE, names=NAMES)}),
-    biases="", symbols=SYMBOLS, kind_order=(LINEAR + DENSE_MLP, LINEAR, FULL + DENSE_MLP, FULL),
-    renamed=((r"^(layers\.\d+)\.mlp\.", r"\1.block_sparse_moe."),),  # the published dense layer's name
-)  # fmt: skip
+BLOCKS = {
+    LINEAR + DENSE_MLP: PreNorm(KDA, DenseMLP(), names=NAMES),
+    LINEAR: PreNorm(KDA, MOE, names=NAMES),
+    FULL + DENSE_MLP: PreNorm(MLA, DenseMLP(), names=NAMES),
+    FULL: PreNorm(MLA, MOE, names=NAMES),
+}
+RENAMED = ((r"^(layers\.\d+)\.mlp\.", r"\1.block_sparse_moe."),)  # the published dense layer's name
+KIMI_LINEAR = Decoder(ByKind(BLOCKS), biases="", symbols=SYMBOLS, kind_order=tuple(BLOCKS), renamed=RENAMED)
 
 
 class KimiLinearFormulas(HybridFormulas):
@@ -67,5 +66,5 @@ class KimiLinearFormulas(HybridFormulas):
 # Its variant: an MLA layer with the dense MLP and q through its bottleneck, which the preset has not.
 A3B = PRESETS["kimi-linear-48b-a3b"]
 VARIANT = replace(A3B, q_lora_rank=768, layer_types=(FULL + DENSE_MLP, *A3B.layer_types[1:]))
-ARCHITECTURE = composed("kimi_linear", KIMI_LINEAR, KimiLinearFormulas, config=KimiLinearConfig, presets=PRESETS,
-                        label="Kimi Linear", reference=reference, variants=(VARIANT,))  # fmt: skip
+RECORD = dict(config=KimiLinearConfig, presets=PRESETS, label="Kimi Linear", variants=(VARIANT,))
+ARCHITECTURE = composed("kimi_linear", KIMI_LINEAR, KimiLinearFormulas, reference, **RECORD)

@@ -9,11 +9,10 @@ from typing import Any
 
 from ...engine.kvcache import KeysValues, State
 from ..config import FULL
-from ..keys import FLAG, POSITIVE_NUMBER, SIZE, TOKENS, Fixed, Key, Refusal, eps, key, layer_kinds, quantized
+from ..keys import FLAG, POSITIVE_NUMBER, SIZE, TOKENS, Fixed, Key, Refusal, eps, key, layer_kinds, null, quantized
 from ..llama.config import LlamaConfig, preset
 from ..llama.family import SYMBOLS as LLAMA_SYMBOLS
-from ..llama.reference import float64_throughout as llama_float64
-from ..llama.reference import note
+from ..llama.reference import llama_like, note
 from ..parts.attention import PER_HEAD, GroupedQueryAttention
 from ..parts.blocks import ByKind, PreNorm
 from ..parts.decoder import Decoder
@@ -26,6 +25,7 @@ from ..qwen3moe.config import INDICES
 from ..rotary import YARN_ROPE_TYPES, RopeKeys
 
 CONV = "conv"  # a short-conv layer (layer_types), beside full_attention
+LAYERS, WIDTHS = layer_kinds(CONV, FULL), ("conv_dim", "conv_dim_out", "block_dim")
 FULL_ATTN_IDXS = Key("full_attn_idxs", None, INDICES.or_null())  # older files' spelling of layer_types
 INTERMEDIATE, BLOCK_FF_DIM = Key("intermediate_size", MISSING, SIZE), Key("block_ff_dim", None, SIZE.or_null())
 TIED, TIE_EMBEDDING = Key("tie_word_embeddings", True, FLAG), Key("tie_embedding", None, FLAG.or_null())
@@ -38,9 +38,10 @@ def kinds(hf: dict, values: dict) -> list[str]:
     return [FULL if idxs is None or i in idxs else CONV for i in range(values["n_layer"])]
 
 
-def newer(older: Key, newer: Key):
+def newer(older: Key, newer: Key) -> dict:
     """A value as Lfm2Config's __post_init__ reads it: the older spelling where the file has it, over the newer."""
-    return lambda hf, values: older.get(hf) if hf.get(older.json) is not None else newer.get(hf)
+    read = lambda hf, values: older.get(hf) if hf.get(older.json) is not None else newer.get(hf)  # noqa: E731
+    return {"read": read, "reads": (older, newer)}
 
 
 def not_hidden(value, hf: dict) -> bool:
@@ -53,8 +54,7 @@ class Lfm2Config(LlamaConfig):
     as LFM2's rule adjusts it); no biases but the short conv's (conv_bias), no window."""
 
     n_kv_head: int = key("num_key_value_heads", 8, SIZE.or_null(), follows="n_head")
-    n_inner: int = key("intermediate_size", kind=SIZE, read=newer(BLOCK_FF_DIM, INTERMEDIATE),
-                       reads=(BLOCK_FF_DIM, INTERMEDIATE))  # fmt: skip
+    n_inner: int = key("intermediate_size", kind=SIZE, **newer(BLOCK_FF_DIM, INTERMEDIATE))
     auto_adjust: bool = key("block_auto_adjust_ff_dim", True, replace(FLAG, shape=True))  # the MLP width's rule
     ffn_multiplier: float = key("block_ffn_dim_multiplier", 1.0, replace(POSITIVE_NUMBER, shape=True))
     multiple_of: int = key("block_multiple_of", 256, SIZE)
@@ -63,15 +63,13 @@ class Lfm2Config(LlamaConfig):
     n_positions: int = key("max_position_embeddings", 128000, SIZE)
     norm_eps: float = eps("norm_eps", 1e-5)
     hidden_act: str = key("hidden_act", Fixed("silu"))
-    tie_word_embeddings: bool = key("tie_word_embeddings", True, FLAG, read=newer(TIE_EMBEDDING, TIED),
-                                    reads=(TIE_EMBEDDING, TIED))  # fmt: skip
+    tie_word_embeddings: bool = key("tie_word_embeddings", True, FLAG, **newer(TIE_EMBEDDING, TIED))
     bos_token_id: int | None = key("bos_token_id", 1, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     rope_theta: float = 1000000.0
     model_type: str = "lfm2"
     name: str = field(default="lfm2", compare=False)
-    layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(CONV, FULL), rule=kinds,
-                                       reads=(FULL_ATTN_IDXS,))  # fmt: skip
+    layer_types: tuple[str, ...] = key("layer_types", None, LAYERS, rule=kinds, reads=(FULL_ATTN_IDXS,))
 
     family = "lfm2"
     what = "an LFM2"
@@ -79,13 +77,11 @@ class Lfm2Config(LlamaConfig):
     groups = (RopeKeys(YARN_ROPE_TYPES),)
     refusals = (  # the older keys transformers ignores, where another value would change the model
         quantized(),
-        Refusal("block_ffn_dim_multiplier", "(null) is not supported: Lfm2Config refuses it", lambda v, hf: v is None,
-                show=lambda v: ""),
-        *(Refusal(json, "other than hidden_size is not supported", not_hidden)
-          for json in ("conv_dim", "conv_dim_out", "block_dim")),
+        Refusal("block_ffn_dim_multiplier", "(null) is not supported: Lfm2Config refuses it", null, show=lambda v: ""),
+        *(Refusal(json, "other than hidden_size is not supported", not_hidden) for json in WIDTHS),
         Refusal("use_pos_enc", "is not supported: LFM2's attention always turns q and k", lambda v, hf: v is False),
         Refusal("block_use_swiglu", "is not supported: LFM2's MLP is SwiGLU", lambda v, hf: v is False),
-    )  # fmt: skip
+    )
 
     @property
     def d_ff(self) -> int:
@@ -112,9 +108,8 @@ class Lfm2Config(LlamaConfig):
 # of 2048, 32 heads sharing 8 key/value heads (of 64), attention in layers 2, 5, 8, 10, 12, 14 (full_attn_idxs), the
 # others a short conv of kernel 3 without biases, block_ff_dim 12288 auto-adjusted (x 1.0, multiple of 256) to 8192,
 # vocabulary 65536, 128,000 positions, rope_theta 1,000,000, norm_eps 1e-5, tied, bos 1, eos 7.
-LFM2_1B = tuple(FULL if i in (2, 5, 8, 10, 12, 14) else CONV for i in range(16))
-PRESETS = {"lfm2-1.2b": preset(Lfm2Config, "lfm2-1.2b", 16, 32, 8, 2048, 12288, 65536, 128000, layer_types=LFM2_1B,
-                               eos_token_id=7)}  # fmt: skip
+ONE_B = dict(layer_types=tuple(FULL if i in (2, 5, 8, 10, 12, 14) else CONV for i in range(16)), eos_token_id=7)
+PRESETS = {"lfm2-1.2b": preset(Lfm2Config, "lfm2-1.2b", 16, 32, 8, 2048, 12288, 65536, 128000, **ONE_B)}
 
 MLP = GatedMLP(names=("w1", "w3", "w2"))
 ATTENTION = GroupedQueryAttention(qk_norm=PER_HEAD, names=("out_proj", "q_layernorm", "k_layernorm"))
@@ -127,8 +122,8 @@ def block(mixer: Any, name: str, mlp: Any = MLP) -> PreNorm:
     return PreNorm(mixer, mlp, NORM, ("operator_norm", name, "ffn_norm", "feed_forward"))
 
 
-LFM2 = Decoder(ByKind({CONV: block(ShortConv(), "conv"), FULL: block(ATTENTION, "self_attn")}), NORM,
-               final_norm="embedding_norm", symbols=SYMBOLS, kind_order=(CONV, FULL))  # fmt: skip
+BLOCKS = ByKind({CONV: block(ShortConv(), "conv"), FULL: block(ATTENTION, "self_attn")})
+LFM2 = Decoder(BLOCKS, NORM, final_norm="embedding_norm", symbols=SYMBOLS, kind_order=(CONV, FULL))
 
 
 class Lfm2Formulas(HybridFormulas):
@@ -140,12 +135,10 @@ class Lfm2Formulas(HybridFormulas):
         return block.mixer.attention_vs_weights(c, block.mlp)
 
 
-def float64_throughout(reference, model, torch) -> None:
-    """The Llama family's reference (RMSNorm and the rotary tables in float64): two norms a layer, two more (q and k)
-    in each attention layer."""
-    attention = sum(not kind.startswith(CONV) for kind in model.config.layer_types)
-    llama_float64(reference, model, torch, norms=2 * model.config.n_layer + 2 * attention + 1)
+def norms(c: Lfm2Config) -> int:
+    """Its RMSNorms, for the float64 reference: two a layer, two more (q and k) in each attention layer, the final."""
+    return 2 * c.n_layer + 2 * sum(not kind.startswith(CONV) for kind in c.layer_types) + 1
 
 
-ARCHITECTURE = composed("lfm2", LFM2, Lfm2Formulas, config=Lfm2Config, presets=PRESETS, label="LFM2",
-                        float64_reference=float64_throughout, float64_note=note("LFM2"))  # fmt: skip
+REFERENCE = llama_like(note("LFM2"), norms=norms)
+ARCHITECTURE = composed("lfm2", LFM2, Lfm2Formulas, REFERENCE, config=Lfm2Config, presets=PRESETS, label="LFM2")

@@ -10,10 +10,9 @@ from dataclasses import MISSING, dataclass, field, replace
 from ...errors import UserError
 from ..config import FULL, check_experts
 from ..keys import COUNT, FLAG, SCALE, SIZE, Fixed, Key, key, layer_kinds, quantized
-from ..lfm2.family import ATTENTION, CONV, NORM, SYMBOLS, Lfm2Config, Lfm2Formulas, block
-from ..lfm2.family import float64_throughout as lfm2_float64
+from ..lfm2.family import ATTENTION, CONV, NORM, SYMBOLS, Lfm2Config, Lfm2Formulas, block, norms
 from ..llama.config import preset
-from ..llama.reference import note
+from ..llama.reference import llama_like, note
 from ..mixtral.family import EXPERTS
 from ..parts.blocks import ByKind
 from ..parts.decoder import Decoder
@@ -25,6 +24,7 @@ from ..qwen3moe.family import DenseMLP
 DENSE = "_dense"  # the kinds of the first num_dense_layers layers: conv_dense, full_attention_dense
 LAYER_TYPES = Key("layer_types", MISSING, layer_kinds(CONV, FULL), required=True)  # Lfm2MoeConfig has no default
 NUM_DENSE = Key("num_dense_layers", 2, replace(COUNT, shape=True))
+KINDS = layer_kinds(CONV, FULL, CONV + DENSE, FULL + DENSE)
 
 
 def kinds(hf: dict, values: dict) -> list[str]:
@@ -58,8 +58,9 @@ class Lfm2MoeConfig(Lfm2Config):
     routed_scaling_factor: float = key("routed_scaling_factor", 1.0, SCALE)
     model_type: str = "lfm2_moe"
     name: str = field(default="lfm2_moe", compare=False)
-    layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(CONV, FULL, CONV + DENSE, FULL + DENSE),
-                                       read=kinds, reads=(LAYER_TYPES, NUM_DENSE), write=written)  # fmt: skip
+    layer_types: tuple[str, ...] = key(
+        "layer_types", None, KINDS, read=kinds, reads=(LAYER_TYPES, NUM_DENSE), write=written
+    )
 
     family = "lfm2_moe"
     what = "an LFM2-MoE"
@@ -86,28 +87,25 @@ class Lfm2MoeConfig(Lfm2Config):
 # 18, 21; the others a short conv of kernel 3, no biases), the first 2 with a dense SwiGLU of 7168, then 32 experts of
 # 1792, 4 a token, the expert bias on, renormalised, scaling 1.0; 32 heads sharing 8 key/value heads, vocabulary
 # 65536, 128,000 positions, rope_theta 1,000,000, norm_eps 1e-5, tied, bos 1, eos 7.
-LFM2_8B = tuple((FULL if i in (2, 6, 10, 14, 18, 21) else CONV) + DENSE * (i < 2) for i in range(24))
-PRESETS = {"lfm2-8b-a1b": preset(Lfm2MoeConfig, "lfm2-8b-a1b", 24, 32, 8, 2048, 1792, 65536, 128000,
-                                 layer_types=LFM2_8B, eos_token_id=7)}  # fmt: skip
+EIGHT_B = dict(layer_types=tuple((FULL if i in (2, 6, 10, 14, 18, 21) else CONV) + DENSE * (i < 2) for i in range(24)))
+PRESETS = {
+    "lfm2-8b-a1b": preset(Lfm2MoeConfig, "lfm2-8b-a1b", 24, 32, 8, 2048, 1792, 65536, 128000, eos_token_id=7, **EIGHT_B)
+}
 
 DENSE_MLP = DenseMLP(names=("w1", "w3", "w2"))
 EXPERTS_OF = Mixture(SigmoidRouter(), EXPERTS)  # Mixtral's experts' names: w1, w3, w2 each
-LFM2_MOE = Decoder(
-    ByKind({CONV + DENSE: block(ShortConv(), "conv", DENSE_MLP), CONV: block(ShortConv(), "conv", EXPERTS_OF),
-            FULL + DENSE: block(ATTENTION, "self_attn", DENSE_MLP), FULL: block(ATTENTION, "self_attn", EXPERTS_OF)}),
-    NORM, final_norm="embedding_norm",
-    symbols=SYMBOLS + "; E experts, k a token, Te routed to expert e; F an expert's width, and the dense MLP's "
-    "(intermediate_size) in its layers",
-    kind_order=(CONV + DENSE, CONV, FULL + DENSE, FULL),
-)  # fmt: skip
-
-
-def float64_throughout(reference, model, torch) -> None:
-    """LFM2's (RMSNorm and the rotary tables in float64; its router's sigmoid is in the model's dtype already), and
-    transformers' eager loop over the experts (torch's grouped_mm takes no float64)."""
-    lfm2_float64(reference, model, torch)
-    reference.set_experts_implementation("eager")
-
-
-ARCHITECTURE = composed("lfm2_moe", LFM2_MOE, Lfm2Formulas, config=Lfm2MoeConfig, presets=PRESETS, label="LFM2-MoE",
-                        float64_reference=float64_throughout, float64_note=note("LFM2-MoE"))  # fmt: skip
+BLOCKS = {
+    CONV + DENSE: block(ShortConv(), "conv", DENSE_MLP),
+    CONV: block(ShortConv(), "conv", EXPERTS_OF),
+    FULL + DENSE: block(ATTENTION, "self_attn", DENSE_MLP),
+    FULL: block(ATTENTION, "self_attn", EXPERTS_OF),
+}
+MORE = (
+    "; E experts, k a token, Te routed to expert e; F an expert's width, and the dense MLP's (intermediate_size) in "
+    "its layers"
+)
+LFM2_MOE = Decoder(ByKind(BLOCKS), NORM, final_norm="embedding_norm", symbols=SYMBOLS + MORE, kind_order=tuple(BLOCKS))
+REFERENCE = llama_like(note("LFM2-MoE"), norms=norms, eager_experts=True)  # its router's sigmoid in its dtype already
+ARCHITECTURE = composed(
+    "lfm2_moe", LFM2_MOE, Lfm2Formulas, REFERENCE, config=Lfm2MoeConfig, presets=PRESETS, label="LFM2-MoE"
+)

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, TypeVar
 from ...errors import UserError
 from ..config import ModelConfig, check_multiple
 from ..keys import ACTIVATION, FLAG, SIZE, TOKENS, WINDOW, Fixed, Group, Refusal, eps, key
-from ..rotary import Rope, RopeKeys
+from ..rotary import Rope, RopeKeys, rope_scaling
 
 C = TypeVar("C", bound=ModelConfig)
 LLAMA, MISTRAL, QWEN2 = "llama", "mistral", "qwen2"
@@ -85,11 +85,10 @@ class LlamaConfig(ModelConfig):
         return Rope(self.d_head, self.rope_theta, self.rope_scaling, self.n_positions)
 
 
-def _llama3(factor: float, original: int) -> tuple[tuple[str, object], ...]:
+def llama3_scaling(factor: float, original: int) -> tuple[tuple[str, object], ...]:
     """Llama 3.1's rope scaling (rope_type llama3): long wavelengths slowed by `factor` beyond the low frequency factor
     1, short ones kept beyond 4, as the published configs state them."""
-    scaling = {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
-    return tuple(sorted((scaling | {"original_max_position_embeddings": original}).items()))
+    return rope_scaling(original, rope_type="llama3", factor=factor, low_freq_factor=1.0, high_freq_factor=4.0)
 
 
 def preset(config: type[C], name: str, L: int, H: int, Hkv: int, D: int, F: int, V: int, P: int, **more: Any) -> C:
@@ -103,17 +102,21 @@ def preset(config: type[C], name: str, L: int, H: int, Hkv: int, D: int, F: int,
 # Each one's layers, heads, key/value heads, width, MLP width, vocabulary and context, and what else it sets.
 LLAMA2: dict[str, Any] = {"norm_eps": 1e-5, "bos_token_id": 1, "eos_token_id": 2}
 LLAMA3: dict[str, Any] = {"norm_eps": 1e-5, "rope_theta": 500000.0, "bos_token_id": 128000, "eos_token_id": 128001}
-QWEN2_: dict[str, Any] = {"rope_theta": 1e6, "qkv_bias": True, "bos_token_id": 151643, "eos_token_id": 151643,
-                          "model_type": QWEN2}  # fmt: skip
-PRESETS: dict[str, LlamaConfig] = {name: preset(LlamaConfig, name, *shapes, **more) for name, shapes, more in (
-    ("llama2-7b", (32, 32, 32, 4096, 11008, 32000, 4096), LLAMA2),
-    ("llama2-13b", (40, 40, 40, 5120, 13824, 32000, 4096), LLAMA2),
-    ("llama2-70b", (80, 64, 8, 8192, 28672, 32000, 4096), LLAMA2),
-    ("llama3-8b", (32, 32, 8, 4096, 14336, 128256, 8192), LLAMA3),
-    ("llama3.1-70b", (80, 64, 8, 8192, 28672, 128256, 131072), LLAMA3 | {"rope_scaling": _llama3(8.0, 8192)}),
-    ("llama3.2-1b", (16, 32, 8, 2048, 8192, 128256, 131072),
-     LLAMA3 | {"head_dim": 64, "rope_scaling": _llama3(32.0, 8192), "tie_word_embeddings": True}),
-    ("mistral-7b", (32, 32, 8, 4096, 14336, 32000, 32768), LLAMA2 | {"sliding_window": 4096, "model_type": MISTRAL}),
-    ("qwen2.5-0.5b", (24, 14, 2, 896, 4864, 151936, 32768), QWEN2_ | {"tie_word_embeddings": True}),
-    ("qwen2.5-7b", (28, 28, 4, 3584, 18944, 152064, 131072), QWEN2_),
-)}  # fmt: skip
+QWEN2_: dict[str, Any] = dict(rope_theta=1e6, qkv_bias=True, bos_token_id=151643, eos_token_id=151643, model_type=QWEN2)
+LLAMA31 = LLAMA3 | {"rope_scaling": llama3_scaling(8.0, 8192)}
+LLAMA32 = LLAMA3 | {"head_dim": 64, "rope_scaling": llama3_scaling(32.0, 8192), "tie_word_embeddings": True}
+MISTRAL_ = LLAMA2 | {"sliding_window": 4096, "model_type": MISTRAL}
+PRESETS: dict[str, LlamaConfig] = {
+    name: preset(LlamaConfig, name, *shapes, **more)
+    for name, shapes, more in (
+        ("llama2-7b", (32, 32, 32, 4096, 11008, 32000, 4096), LLAMA2),
+        ("llama2-13b", (40, 40, 40, 5120, 13824, 32000, 4096), LLAMA2),
+        ("llama2-70b", (80, 64, 8, 8192, 28672, 32000, 4096), LLAMA2),
+        ("llama3-8b", (32, 32, 8, 4096, 14336, 128256, 8192), LLAMA3),
+        ("llama3.1-70b", (80, 64, 8, 8192, 28672, 128256, 131072), LLAMA31),
+        ("llama3.2-1b", (16, 32, 8, 2048, 8192, 128256, 131072), LLAMA32),
+        ("mistral-7b", (32, 32, 8, 4096, 14336, 32000, 32768), MISTRAL_),
+        ("qwen2.5-0.5b", (24, 14, 2, 896, 4864, 151936, 32768), QWEN2_ | {"tie_word_embeddings": True}),
+        ("qwen2.5-7b", (28, 28, 4, 3584, 18944, 152064, 131072), QWEN2_),
+    )
+}

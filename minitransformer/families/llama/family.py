@@ -3,8 +3,6 @@ attention and the gated MLP (families/parts/), with RMSNorms, in the decoder."""
 
 from __future__ import annotations
 
-from functools import partial
-
 from ..parts.attention import GroupedQueryAttention
 from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
@@ -19,7 +17,4 @@ SYMBOLS = (
 )
 LLAMA = Decoder(PreNorm(GroupedQueryAttention(), GatedMLP()), symbols=SYMBOLS)
 
-ARCHITECTURE = composed(
-    "llama", LLAMA, config=LlamaConfig, presets=PRESETS, label="Llama family",
-    float64_reference=partial(reference.float64_throughout, norms_per_layer=2), float64_note=reference.NOTE,
-)  # fmt: skip
+ARCHITECTURE = composed("llama", LLAMA, reference=reference, config=LlamaConfig, presets=PRESETS, label="Llama family")

@@ -1,6 +1,6 @@
 """validate's float64 truth for the Llama family: transformers' own model, with the two steps it computes in float32
 even in a float64 model recomputed in float64 (needs torch and transformers, as validate does; nothing else
-imports this)."""
+imports this but the families' records, which name it)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,29 @@ def note(family: str) -> str:
         f"  (transformers' float64 {family} computes RMSNorm and the rotary tables in float32; its reference "
         "here\n  has them in float64, as families/llama/reference.py explains)"
     )
+
+
+def qk_note(family: str) -> str:
+    """The same words where the family's attention norms each head's q and k (Qwen3's, OLMo 2's)."""
+    return (
+        f"  (transformers' float64 {family} computes RMSNorm, its q and k norms included, and the rotary tables in "
+        "float32;\n  its reference here has them in float64, as families/llama/reference.py explains)"
+    )
+
+
+def llama_like(words: str, norms_per_layer: int = 2, norms=None, eager_experts: bool = False) -> types.SimpleNamespace:
+    """The float64 reference of a family whose only float32 steps are the Llama family's, as parts/family.py's
+    composed takes one: float64_throughout with the family's RMSNorms a layer (4 with q and k norms, or sandwich norms)
+    or `norms(config)` in the model (where its layers differ: LFM2's), transformers' eager loop over the experts where
+    `eager_experts` (torch's grouped_mm takes no float64), and validate's note (`words`: note's or qk_note's)."""
+
+    def throughout(reference, model, torch) -> None:
+        counted = None if norms is None else norms(model.config)
+        float64_throughout(reference, model, torch, norms_per_layer=norms_per_layer, norms=counted)
+        if eager_experts:
+            reference.set_experts_implementation("eager")
+
+    return types.SimpleNamespace(float64_throughout=throughout, NOTE=words)
 
 
 NOTE = note("Llama family")

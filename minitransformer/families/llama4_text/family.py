@@ -30,7 +30,7 @@ from ..parts.family import composed
 from ..parts.moe import FusedSwiGLUExperts, Mixture, MlpByKind, SharedExpert, TopKSoftmaxRouter
 from ..qwen3moe.config import INDICES
 from ..qwen3moe.family import DenseMLP, Qwen3MoeFormulas
-from ..rotary import Rope, RopeKeys
+from ..rotary import Rope, RopeKeys, rope_scaling
 from ..smollm3.family import NO_ROPE_LAYERS, NOPE
 from . import reference
 
@@ -58,12 +58,14 @@ def kinds(hf: dict, values: dict) -> list[str]:
 
 
 def written(c: Llama4TextConfig) -> dict:
-    return {"layer_types": [k.removesuffix(MOE).removesuffix(NOPE) for k in c.layer_types],
-            "no_rope_layers": [int(NOPE not in k) for k in c.layer_types],
-            "moe_layers": [i for i, k in enumerate(c.layer_types) if k.endswith(MOE)]}  # fmt: skip
+    attention = [k.removesuffix(MOE).removesuffix(NOPE) for k in c.layer_types]
+    rope, moe = [int(NOPE not in k) for k in c.layer_types], [i for i, k in enumerate(c.layer_types) if k.endswith(MOE)]
+    return {"layer_types": attention, "no_rope_layers": rope, "moe_layers": moe}
 
 
 KINDS = [a + r + m for a in (FULL, CHUNKED) for r in ("", NOPE) for m in ("", MOE)]
+LAYERS = layer_kinds(*KINDS)
+READS = (NO_ROPE_LAYERS, INTERVAL, MOE_LAYERS, STEP, CHUNK)  # the keys kinds reads
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,7 @@ class Llama4TextConfig(LlamaConfig):
     rope_theta: float = 500000.0
     model_type: str = "llama4_text"
     name: str = field(default="llama4_text", compare=False)
-    layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(*KINDS), read=kinds, rule=kinds,
-                                       reads=(NO_ROPE_LAYERS, INTERVAL, MOE_LAYERS, STEP, CHUNK), write=written)  # fmt: skip
+    layer_types: tuple[str, ...] = key("layer_types", None, LAYERS, read=kinds, rule=kinds, reads=READS, write=written)
 
     family = "llama4_text"
     what = "a Llama 4 text model"
@@ -133,8 +134,9 @@ class Llama4Formulas(Qwen3MoeFormulas):
     """Qwen3-MoE's products a kind of layer, and a generation's MACs with the chunked layers' own rule: each query
     the keys of its own chunk (row_chunks.chunked_pairs for a pass; keys_in_chunks for the decode steps)."""
 
-    def generation_macs(self, config: Any, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1,
-                        windows: bool = True) -> int:  # fmt: skip
+    def generation_macs(
+        self, config: Any, n_prompt: int, n_new: int, use_cache: bool = True, B: int = 1, windows: bool = True
+    ) -> int:
         per_pair = config.n_head * (config.d_head + config.d_value)
         passes = [(0, n_prompt)] if use_cache else [(0, t) for t in range(n_prompt, n_prompt + n_new)]
         total = B * n_new * config.vocab_size * config.n_embd  # each pass's logits of its last position
@@ -160,11 +162,6 @@ def pairs(past: int, T: int, chunk: int | None) -> int:
     return past * T + ROW_CHUNK * ROW_CHUNK * m * (m + 1) // 2 + (T - m * ROW_CHUNK) * T
 
 
-def sorted_pairs(scaling: dict) -> tuple[tuple[str, object], ...]:
-    """A rope scaling as a config holds it: its (key, value) pairs sorted (hashable)."""
-    return tuple(sorted(scaling.items()))
-
-
 # Llama-4-Scout-17B-16E's text_config (meta-llama's config.json as its current revision has it, quoted by ports of it:
 # aws-neuron's neuronx-distributed-inference Scout mock config, 10,485,760 positions; a Rust port's test of Scout's
 # rotary, llama3 rope factor 16, low and high frequency factors 1 over 8,192 original positions), every other number
@@ -172,32 +169,40 @@ def sorted_pairs(scaling: dict) -> tuple[tuple[str, object], ...]:
 # D 5,120, experts of 8,192, 16 of them, 1 a token, in every layer, dense MLP 16,384, vocabulary 202,048, NoPE every
 # fourth layer, chunks of 8,192, qk norm, temperature tuning 4 (true) at floor 8,192 and scale 0.1, rope_theta 500,000,
 # eos 200001/200007/200008, untied).
-SCOUT = dict(head_dim=128, dense_inner=16384, n_experts=16, top_k=1, bos_token_id=200000,
-             eos_token_id=(200001, 200007, 200008))  # fmt: skip
+EOS = (200001, 200007, 200008)
+SCOUT = dict(head_dim=128, dense_inner=16384, n_experts=16, top_k=1, bos_token_id=200000, eos_token_id=EOS)
 # Llama-4-Maverick-17B-128E's text_config as NVIDIA/TensorRT-LLM's tests/unittest/_torch/modeling/
 # test_modeling_llama_min_latency.py quotes it (cut there to 2 layers "from 48" and given no_rope_layer_interval 2 "so
 # that both RoPE and no-RoPE layers are present": the published file has neither, so every fourth layer NoPE): 128
 # experts, experts every second layer (interleave_moe_layer_step 2), no qk norm, no rope scaling, 1,048,576 positions.
+SCOUT_KINDS = tuple(CHUNKED + MOE if (i + 1) % 4 else FULL + NOPE + MOE for i in range(48))
+MAVERICK_KINDS = tuple((CHUNKED if (i + 1) % 4 else FULL + NOPE) + (MOE if i % 2 else "") for i in range(48))
+MAVERICK = dict(layer_types=MAVERICK_KINDS, n_experts=128, use_qk_norm=False)
+LLAMA3_16 = rope_scaling(8192, rope_type="llama3", factor=16.0, low_freq_factor=1.0, high_freq_factor=1.0)
+
+
+def llama4(name: str, P: int, **more: Any) -> Llama4TextConfig:
+    return preset(Llama4TextConfig, name, 48, 40, 8, 5120, 8192, 202048, P, **SCOUT | more)
+
+
 PRESETS = {
-    "llama-4-scout-17b-16e": preset(
-        Llama4TextConfig, "llama-4-scout-17b-16e", 48, 40, 8, 5120, 8192, 202048, 10485760, **SCOUT,
-        layer_types=tuple(CHUNKED + MOE if (i + 1) % 4 else FULL + NOPE + MOE for i in range(48)),
-        rope_scaling=sorted_pairs({"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0,
-                                  "high_freq_factor": 1.0, "original_max_position_embeddings": 8192})),
-    "llama-4-maverick-17b-128e": preset(
-        Llama4TextConfig, "llama-4-maverick-17b-128e", 48, 40, 8, 5120, 8192, 202048, 1048576,
-        **(SCOUT | {"n_experts": 128}), use_qk_norm=False,
-        layer_types=tuple((CHUNKED if (i + 1) % 4 else FULL + NOPE) + (MOE if i % 2 else "") for i in range(48))),
-}  # fmt: skip
+    "llama-4-scout-17b-16e": llama4("llama-4-scout-17b-16e", 10485760, layer_types=SCOUT_KINDS, rope_scaling=LLAMA3_16),
+    "llama-4-maverick-17b-128e": llama4("llama-4-maverick-17b-128e", 1048576, **MAVERICK),
+}
 
 ATTENTION = GroupedQueryAttention(qk_norm=UNWEIGHTED, qk_norm_flag="use_qk_norm", interleaved=True, temperature=True)
 EXPERTS = FusedSwiGLUExperts(module="experts", in_out=True, prescaled=True, combined=("moe.routed_out",))
-MIXTURE = Mixture(TopKSoftmaxRouter(bias=False, sigmoid=True), EXPERTS, SharedExpert(module="shared_expert"),
-                  note="a MoE layer: k experts of E, their inputs scaled by their gates")  # fmt: skip
+ROUTER, SHARED_EXPERT = TopKSoftmaxRouter(bias=False, sigmoid=True), SharedExpert(module="shared_expert")
+MIXTURE = Mixture(
+    ROUTER, EXPERTS, SHARED_EXPERT, note="a MoE layer: k experts of E, their inputs scaled by their gates"
+)
 MLP = MlpByKind({kind: MIXTURE if kind.endswith(MOE) else DenseMLP() for kind in KINDS})
-SYMBOLS = ("T positions, t keys, D the stream, H heads of dh, Hkv key/value heads, E experts of F, k a token, Fs the "
-           "shared expert's (F), F the dense MLP's (intermediate_size_mlp) in its layers, V the vocabulary")  # fmt: skip
-DECODER = Decoder(PreNorm(ATTENTION, MLP, names=("input_layernorm", "self_attn", "post_attention_layernorm",
-                                                 "feed_forward")), symbols=SYMBOLS)  # fmt: skip
-ARCHITECTURE = composed("llama4_text", DECODER, Llama4Formulas, config=Llama4TextConfig, presets=PRESETS,
-                        label="Llama 4", reference=reference)  # fmt: skip
+SYMBOLS = (
+    "T positions, t keys, D the stream, H heads of dh, Hkv key/value heads, E experts of F, k a token, Fs the "
+    "shared expert's (F), F the dense MLP's (intermediate_size_mlp) in its layers, V the vocabulary"
+)
+NAMES = ("input_layernorm", "self_attn", "post_attention_layernorm", "feed_forward")
+DECODER = Decoder(PreNorm(ATTENTION, MLP, names=NAMES), symbols=SYMBOLS)
+ARCHITECTURE = composed(
+    "llama4_text", DECODER, Llama4Formulas, reference, config=Llama4TextConfig, presets=PRESETS, label="Llama 4"
+)

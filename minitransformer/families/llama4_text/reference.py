@@ -65,18 +65,29 @@ def float64_throughout(reference, model, torch) -> None:
         elif name == "Llama4Router":
             module.forward, replaced["router"] = types.MethodType(router, module), replaced["router"] + 1
         elif name == "Llama4TextAttention":
-            forward = inspect.unwrap(type(module).forward)
-            names = dict(forward.__globals__, apply_rotary_emb=apply_rotary_emb, torch=Float64Log1p())
-            own = types.FunctionType(forward.__code__, names, forward.__name__, forward.__defaults__,
-                                     forward.__closure__)  # fmt: skip
-            own.__kwdefaults__ = forward.__kwdefaults__
+            own = with_globals(type(module).forward, apply_rotary_emb=apply_rotary_emb, torch=Float64Log1p())
             module.forward, replaced["attention"] = types.MethodType(own, module), replaced["attention"] + 1
-    needed = ["norms", "rotary", "attention"] + (["router"] if any(k.endswith("_moe") for k in model.config.layer_types)
-                                                  else [])  # fmt: skip
+    moe = any(k.endswith("_moe") for k in model.config.layer_types)
+    check_replaced(replaced, ["norms", "rotary", "attention"] + ["router"] * moe)
+
+
+def with_globals(method, **names):
+    """A method's function, run with some of its module's globals replaced (the rotation, torch for its log1p)."""
+    forward = inspect.unwrap(method)
+    own_globals = dict(forward.__globals__, **names)
+    own = types.FunctionType(forward.__code__, own_globals, forward.__name__, forward.__defaults__, forward.__closure__)
+    own.__kwdefaults__ = forward.__kwdefaults__
+    return own
+
+
+def check_replaced(replaced: dict, needed: list[str]) -> None:
+    """Refuse a transformers whose Llama 4 has none of a kind of module this reference replaces."""
     missing = [what for what in needed if not replaced[what]]
     if missing:
         import transformers
 
-        raise UserError(f"validate in float64 recomputes in float64 what transformers {transformers.__version__}'s "
-                        f"Llama 4 computes in float32, and found no {', '.join(missing)} to replace; upgrade "
-                        "transformers")  # fmt: skip
+        raise UserError(
+            f"validate in float64 recomputes in float64 what transformers {transformers.__version__}'s "
+            f"Llama 4 computes in float32, and found no {', '.join(missing)} to replace; upgrade "
+            "transformers"
+        )

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ...engine.kvcache import State
 from ..config import ModelConfig
 from ..keys import ACTIVATION, FLAG, SIZE, TOKENS, TRUTHY, eps, key, quantized
-from ..mamba2.config import UNBOUNDED_CONTEXT
+from ..mamba2.config import UNBOUNDED_CONTEXT, MixersAlone
 
 WIDTH_PER_RANK = 16  # time_step_rank "auto": ceil(hidden_size / 16), as MambaConfig's __post_init__ makes it
 
@@ -24,8 +24,30 @@ def time_step_rank(hf: dict, values: dict):
     return auto_rank(hf, values) if rank == "auto" else rank
 
 
+class Mamba1Shapes:
+    """The shapes of a Mamba-1 mixer, from the fields Mamba's and Jamba's configs have: d_inner channels (I), each with
+    a state of state_size (N), dt from a rank of dt_rank (Rdt), a causal conv of conv_kernel (K) positions."""
+
+    d_inner: int
+    state_size: int
+    dt_rank: int
+    conv_kernel: int
+
+    @property
+    def symbol_sizes(self) -> dict[str, int]:
+        """I channels, N a state per channel, Rdt the rank of dt, a conv of kernel K, Ks = K - 1 positions kept."""
+        K = self.conv_kernel
+        return dict(I=self.d_inner, N=self.state_size, Rdt=self.dt_rank, K=K, Ks=K - 1)
+
+    @property
+    def mixer_state(self) -> State:
+        """What a Mamba layer keeps between passes: the conv's last K - 1 inputs [K - 1, I] and the scan's state
+        [I, N], whatever the context."""
+        return State((("conv", (self.conv_kernel - 1, self.d_inner)), ("ssm", (self.d_inner, self.state_size))))
+
+
 @dataclass(frozen=True)
-class MambaConfig(ModelConfig):
+class MambaConfig(MixersAlone, Mamba1Shapes, ModelConfig):  # type: ignore[override]
     """A Mamba (transformers' MambaForCausalLM): every layer x + Mixer(RMSNorm(x)), the mixer a selective state-space
     model of d_inner channels (intermediate_size), each with a state of state_size, its step from a rank of dt_rank
     (time_step_rank), computed position by position."""
@@ -69,44 +91,10 @@ class MambaConfig(ModelConfig):
         """The epsilon of RMSNorms on dt, B and C inside the mixer: none in Mamba's (Falcon-Mamba's mixer_rms_eps)."""
         return None
 
-    # The names every family's config answers to. A Mamba has no attention and no MLP: each of its I channels is a
-    # head of one number with a state of N (Mamba-2's heads of P with P = 1), and d_ff, what count and the headers ask
-    # of every family's MLP, is the mixer's inner width I.
-    @property
-    def n_head(self) -> int:  # type: ignore[override]
-        return self.d_inner
-
-    @property
-    def n_kv_head(self) -> int:
-        return self.d_inner
-
     @property
     def d_head(self) -> int:
+        """Each of its I channels a head of one number with a state of N (Mamba-2's heads of P with P = 1)."""
         return 1
-
-    @property
-    def d_ff(self) -> int:
-        return self.d_inner
-
-    @property
-    def symbol_sizes(self) -> dict[str, int]:
-        """I channels, N a state per channel, Rdt the rank of dt, a conv of kernel K, Ks = K - 1 positions kept."""
-        K = self.conv_kernel
-        return dict(I=self.d_inner, N=self.state_size, Rdt=self.dt_rank, K=K, Ks=K - 1)
-
-    @property
-    def layer_types(self) -> tuple[str, ...]:
-        """Every layer a Mamba-1 mixer: "mamba" (transformers calls them "linear_attention")."""
-        return ("mamba",) * self.n_layer
-
-    @property
-    def mixer_state(self) -> State:
-        """What a Mamba layer keeps between passes: the conv's last K - 1 inputs [K - 1, I] and the scan's state
-        [I, N], whatever the context."""
-        return State((("conv", (self.conv_kernel - 1, self.d_inner)), ("ssm", (self.d_inner, self.state_size))))
-
-    def layer_cache(self, layer: int) -> State:
-        return self.mixer_state
 
 
 # state-spaces/mamba-130m-hf's config.json (as NVIDIA-NeMo/Megatron-Bridge's tests/unit_tests/models/mamba/

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import types
 
-from ...errors import UserError
-from ..mamba2.reference import float64_backbone
+from ..mamba2.reference import float64_backbone, patched, whole_prompt
 
 NOTE = (
     "  (transformers' float64 Mamba computes its norms, A, D, its scan's Δ B x and its logits in float32; its\n"
@@ -55,16 +54,13 @@ def float64_mixers(reference, torch) -> int:
     F = torch.nn.functional
 
     def mixer(module, hidden_states, cache=None, attention_mask=None, **_):
-        if cache is not None:
-            raise UserError("the float64 reference computes whole prompts, without a cache")
-        mask = None if attention_mask is None else attention_mask[:, :, None].to(hidden_states.dtype)
-        if mask is not None:
-            hidden_states = hidden_states * mask
+        hidden_states, mask = whole_prompt(hidden_states, cache, attention_mask)
         batch, T, _ = hidden_states.shape
         I, N, R = module.intermediate_size, module.ssm_state_size, module.time_step_rank  # noqa: E741 - the symbol
         x, z = module.in_proj(hidden_states).chunk(2, dim=-1)
-        conv = F.conv1d(x.transpose(1, 2), module.conv1d.weight, module.conv1d.bias,
-                        padding=module.conv_kernel_size - 1, groups=I)[..., :T]  # fmt: skip
+        conv = F.conv1d(
+            x.transpose(1, 2), module.conv1d.weight, module.conv1d.bias, padding=module.conv_kernel_size - 1, groups=I
+        )[..., :T]
         x = module.act(conv).transpose(1, 2)
         if mask is not None:
             x = x * mask
@@ -83,9 +79,4 @@ def float64_mixers(reference, torch) -> int:
         y = torch.stack(ys, dim=1) + module.D * x
         return module.out_proj(y * F.silu(z))
 
-    found = 0
-    for module in reference.modules():
-        if type(module).__name__.endswith("MambaMixer"):
-            module.forward = types.MethodType(mixer, module)
-            found += 1
-    return found
+    return patched(reference, mixer, ("MambaMixer",))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ...engine.kvcache import State
 from ...errors import UserError
@@ -74,19 +75,57 @@ class MixerShapes:
     def mixer_symbols(self) -> dict[str, int]:
         """The symbols the mixer's shapes name (engine Dims.data): Hs heads of P, a state of N, Ng groups of Hg
         heads, I = Hs P, Cv conv channels of a kernel K, Ks = K - 1 positions of conv state."""
-        return dict(Hs=self.ssm_heads, P=self.ssm_head_dim, N=self.state_size, Ng=self.n_groups,
-                    Hg=self.ssm_heads // self.n_groups, I=self.d_inner, Cv=self.conv_dim, K=self.conv_kernel,
-                    Ks=self.conv_kernel - 1)  # fmt: skip
+        Hs, Ng, K = self.ssm_heads, self.n_groups, self.conv_kernel
+        shapes = dict(
+            Hs=Hs, P=self.ssm_head_dim, N=self.state_size, Ng=Ng, Hg=Hs // Ng, I=self.d_inner, Cv=self.conv_dim
+        )
+        return shapes | {"K": K, "Ks": K - 1}
+
+    @property
+    def symbol_sizes(self) -> dict[str, int]:
+        return self.mixer_symbols
 
     @property
     def mixer_state(self) -> State:
         """What a Mamba-2 layer keeps between passes: the conv's last K - 1 inputs [K - 1, Cv] and the scan's state
         [Hs, P, N], whatever the context."""
-        return State((("conv", (self.conv_kernel - 1, self.conv_dim)),
-                      ("ssm", (self.ssm_heads, self.ssm_head_dim, self.state_size))))  # fmt: skip
+        conv, ssm = (self.conv_kernel - 1, self.conv_dim), (self.ssm_heads, self.ssm_head_dim, self.state_size)
+        return State((("conv", conv), ("ssm", ssm)))
 
     def check_mixer(self) -> None:
         check_multiple(self, "ssm_heads", "n_groups", " (the heads of a group share B and C)")  # type: ignore[arg-type]
+
+
+class MixersAlone:
+    """The names every family's config answers to, in a model of state-space layers alone: no attention and no MLP; its
+    heads are the mixer's (its d_inner channels I in heads of d_head), and d_ff, what count and the headers ask of every
+    family's MLP, is I. Every layer "mamba" (transformers calls them "linear_attention") keeps its conv and scan states
+    (mixer_state), whatever the context: no keys, no values."""
+
+    n_layer: int
+    d_inner: int
+    if TYPE_CHECKING:  # each config's own
+
+        @property
+        def d_head(self) -> int: ...
+
+        @property
+        def mixer_state(self) -> State: ...
+
+    @property
+    def n_head(self) -> int:
+        return self.d_inner // self.d_head
+
+    @property
+    def d_ff(self) -> int:
+        return self.d_inner
+
+    @property
+    def layer_types(self) -> tuple[str, ...]:
+        return ("mamba",) * self.n_layer
+
+    def layer_cache(self, layer: int) -> State:
+        return self.mixer_state
 
 
 def json_float(value):
@@ -125,8 +164,15 @@ TIME_STEP_LIMIT = Kind(
 )
 
 
+def time_step_limit() -> Any:
+    """The field of time_step_limit (Mamba-2's, Bamba's): transformers' (0, inf) where the file has none."""
+    return key(
+        "time_step_limit", (0.0, math.inf), TIME_STEP_LIMIT, dict_value=lambda lim: [to_json_float(x) for x in lim]
+    )
+
+
 @dataclass(frozen=True)
-class Mamba2Config(MixerShapes, ModelConfig):
+class Mamba2Config(MixersAlone, MixerShapes, ModelConfig):  # type: ignore[override]
     """A Mamba-2 (transformers' Mamba2ForCausalLM): every layer x + Mixer(RMSNorm(x)), the mixer a selective
     state-space model of ssm_heads heads (num_heads) of ssm_head_dim (head_dim), each with a state of state_size,
     computed in chunks of chunk_size for a prompt and one step at a time in decode."""
@@ -145,9 +191,7 @@ class Mamba2Config(MixerShapes, ModelConfig):
     use_conv_bias: bool = key("use_conv_bias", True, TRUTHY)
     ssm_act: str = key("hidden_act", "silu", ACTIVATION)  # the conv's activation
     norm_eps: float = eps("layer_norm_epsilon", 1e-5)
-    time_step_limit: tuple[float, float] = key(
-        "time_step_limit", (0.0, math.inf), TIME_STEP_LIMIT, dict_value=lambda limit: [to_json_float(x) for x in limit]
-    )
+    time_step_limit: tuple[float, float] = time_step_limit()
     n_positions: int = UNBOUNDED_CONTEXT
     tie_word_embeddings: bool = key("tie_word_embeddings", False, FLAG)
     sliding_window: None = None
@@ -177,36 +221,9 @@ class Mamba2Config(MixerShapes, ModelConfig):
                 f"head_dim ({self.ssm_heads} x {self.ssm_head_dim}), as transformers requires"
             )
 
-    # The names every family's config answers to. A Mamba-2 has no attention and no MLP: its heads are the mixer's
-    # (Hs of P), and d_ff, what count and the headers ask of every family's MLP, is the mixer's inner width I.
     @property
-    def n_head(self) -> int:  # type: ignore[override]
-        return self.ssm_heads
-
-    @property
-    def n_kv_head(self) -> int:
-        return self.ssm_heads
-
-    @property
-    def d_head(self) -> int:
+    def d_head(self) -> int:  # its heads are the mixer's: Hs of P
         return self.ssm_head_dim
-
-    @property
-    def d_ff(self) -> int:
-        return self.d_inner
-
-    @property
-    def symbol_sizes(self) -> dict[str, int]:
-        return self.mixer_symbols
-
-    @property
-    def layer_types(self) -> tuple[str, ...]:
-        """Every layer a Mamba-2 mixer: "mamba" (transformers calls them "linear_attention")."""
-        return ("mamba",) * self.n_layer
-
-    def layer_cache(self, layer: int) -> State:
-        """Every layer keeps its conv and scan states (MixerShapes.mixer_state): no keys, no values."""
-        return self.mixer_state
 
 
 # mistralai/Mamba-Codestral-7B-v0.1, its config.json (as transcribed in NX-AI's mlstm_kernels benchmark,

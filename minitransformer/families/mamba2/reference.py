@@ -77,11 +77,7 @@ def float64_mixers(reference, torch, classes: tuple[str, ...] = ("Mamba2Mixer",)
     F = torch.nn.functional
 
     def mixer(module, hidden_states, cache=None, attention_mask=None, **_):
-        if cache is not None:
-            raise UserError("the float64 reference computes whole prompts, without a cache")
-        mask = None if attention_mask is None else attention_mask[:, :, None].to(hidden_states.dtype)
-        if mask is not None:
-            hidden_states = hidden_states * mask
+        hidden_states, mask = whole_prompt(hidden_states, cache, attention_mask)
         batch, T, _ = hidden_states.shape
         Hs, P, N, Ng = module.num_heads, module.head_dim, module.ssm_state_size, module.n_groups
         I = module.intermediate_size  # noqa: E741 - the symbol
@@ -123,9 +119,23 @@ def float64_mixers(reference, torch, classes: tuple[str, ...] = ("Mamba2Mixer",)
             y = module.norm.weight * groups.reshape(batch, T, I)
         return module.out_proj(y * F.silu(z) if normed and first else y)
 
+    return patched(reference, mixer, classes)
+
+
+def whole_prompt(hidden_states, cache, attention_mask):
+    """A float64 mixer's input, refused with a cache (validate compares whole prompts), its padded positions zeroed;
+    and the mask [B, T, 1] that zeroes them (None: none)."""
+    if cache is not None:
+        raise UserError("the float64 reference computes whole prompts, without a cache")
+    mask = None if attention_mask is None else attention_mask[:, :, None].to(hidden_states.dtype)
+    return (hidden_states if mask is None else hidden_states * mask), mask
+
+
+def patched(reference, forward, classes: tuple[str, ...]) -> int:
+    """Every module of the reference whose class's name ends with one of `classes` made to run `forward`; how many."""
     found = 0
     for module in reference.modules():
         if type(module).__name__.endswith(classes):
-            module.forward = types.MethodType(mixer, module)
+            module.forward = types.MethodType(forward, module)
             found += 1
     return found

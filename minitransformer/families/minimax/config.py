@@ -15,13 +15,14 @@ from typing import ClassVar
 
 from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
-from ..keys import NUMBER, SIZE, TOKENS, WINDOW, Key, Refusal, eps, key, layer_kinds, quantized
+from ..keys import NUMBER, SIZE, TOKENS, WINDOW, Key, Refusal, eps, false, key, layer_kinds, quantized
 from ..llama.config import preset
 from ..mixtral.config import MixtralConfig
 from ..rotary import Rope, RopeKeys
 
 LINEAR, FULL = "linear_attention", "full_attention"
-LAYER_TYPES = Key("layer_types", None, layer_kinds(LINEAR, FULL).or_null())
+KINDS = layer_kinds(LINEAR, FULL)
+LAYER_TYPES = Key("layer_types", None, KINDS.or_null())
 # The keys of MiniMax's own code (the published files of model_type minimax_text_01 and minimax_m1) that MiniMaxConfig
 # does not read: it would take its own default (a scale of 1, alternate layers) where such a file means another model.
 OWN_SPELLINGS = {
@@ -45,11 +46,14 @@ def kinds(hf: dict, values: Mapping) -> tuple[str, ...]:
     return tuple(given)
 
 
+POST_NORM = "(the residual taken before each norm) is not supported: transformers' MiniMax takes it after"
+
+
 def unread(spelling: str):
     """A refusal of MiniMax's own spelling of a key where the file lacks transformers' (which it would then ignore)."""
     ours = OWN_SPELLINGS[spelling]
-    return Refusal(spelling, f"is MiniMax's own spelling, which transformers' MiniMaxConfig does not read: give {ours}",
-                   lambda value, hf: hf.get(ours) is None)  # fmt: skip
+    why = f"is MiniMax's own spelling, which transformers' MiniMaxConfig does not read: give {ours}"
+    return Refusal(spelling, why, lambda value, hf: hf.get(ours) is None)
 
 
 @dataclass(frozen=True)
@@ -75,8 +79,7 @@ class MiniMaxConfig(MixtralConfig):
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     model_type: str = "minimax"
     name: str = field(default="minimax", compare=False)
-    layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(LINEAR, FULL), read=kinds, rule=kinds,
-                                       reads=(LAYER_TYPES,))  # fmt: skip
+    layer_types: tuple[str, ...] = key("layer_types", None, KINDS, read=kinds, rule=kinds, reads=(LAYER_TYPES,))
 
     family = "minimax"
     what = "a MiniMax-01"
@@ -88,12 +91,11 @@ class MiniMaxConfig(MixtralConfig):
         quantized(),
         Refusal("attention_bias", "is not supported (transformers' MiniMax has no biases)"),
         Refusal("mlp_bias", "is not supported (transformers' MiniMax has no biases)"),
-        Refusal("sliding_window", "(softmax layers with a window) is not supported", lambda value, hf: value is not None),
-        Refusal("postnorm", "(the residual taken before each norm) is not supported: transformers' MiniMax takes it "
-                "after", lambda value, hf: value is False),
+        Refusal("sliding_window", "(softmax layers with a window) is not supported", lambda v, hf: v is not None),
+        Refusal("postnorm", POST_NORM, false),
         Refusal("shared_intermediate_size", "(a shared expert) is not supported", lambda value, hf: bool(value)),
         *(unread(spelling) for spelling in OWN_SPELLINGS),
-    )  # fmt: skip
+    )
 
     def rope(self, layer: int = 0) -> Rope | None:
         """A softmax layer turns every number of its heads; a lightning layer has no positions (its decays say how far
@@ -117,10 +119,11 @@ class MiniMaxConfig(MixtralConfig):
 # 3.5565588200778455 (= (2 x 80)^(1/4)) on every stream and beta 1, postnorm; no block key (MiniMax's kernel's block is
 # 256, MiniMaxConfig's default).
 ALPHA = 3.5565588200778455
-MINIMAX_01 = dict(head_dim=128, rope_theta=1e7, n_experts=32, top_k=2, bos_token_id=None, eos_token_id=None,
-                  full_attn_alpha_factor=ALPHA, linear_attn_alpha_factor=ALPHA, mlp_alpha_factor=ALPHA,
-                  layer_types=tuple(FULL if (i + 1) % 8 == 0 else LINEAR for i in range(80)))  # fmt: skip
+ALPHAS = dict(full_attn_alpha_factor=ALPHA, linear_attn_alpha_factor=ALPHA, mlp_alpha_factor=ALPHA)
+EVERY_8TH = tuple(FULL if (i + 1) % 8 == 0 else LINEAR for i in range(80))  # softmax attention; lightning elsewhere
+MINIMAX_01 = dict(head_dim=128, rope_theta=1e7, n_experts=32, top_k=2, layer_types=EVERY_8TH, **ALPHAS)
+NO_IDS = dict(bos_token_id=None, eos_token_id=None)
 PRESETS = {
-    name: preset(MiniMaxConfig, name, 80, 64, 8, 6144, 9216, 200064, 10240000, **MINIMAX_01)
+    name: preset(MiniMaxConfig, name, 80, 64, 8, 6144, 9216, 200064, 10240000, **MINIMAX_01, **NO_IDS)
     for name in ("minimax-text-01", "minimax-m1")
 }

@@ -31,11 +31,9 @@ def scales(attention: str) -> tuple[str, str, str, str]:
 
 
 NAMES = ("input_layernorm", "self_attn", "post_attention_layernorm", "block_sparse_moe")
-MINIMAX = Decoder(
-    ByKind({LINEAR: DeepNorm(LightningAttention(), MIXTURE, scales("linear_attn"), names=NAMES),
-            FULL: DeepNorm(GroupedQueryAttention(), MIXTURE, scales("full_attn"), names=NAMES)}),
-    biases="", symbols=SYMBOLS, kind_order=(LINEAR, FULL),
-)  # fmt: skip
+LIGHTNING = DeepNorm(LightningAttention(), MIXTURE, scales("linear_attn"), names=NAMES)
+SOFTMAX = DeepNorm(GroupedQueryAttention(), MIXTURE, scales("full_attn"), names=NAMES)
+MINIMAX = Decoder(ByKind({LINEAR: LIGHTNING, FULL: SOFTMAX}), biases="", symbols=SYMBOLS, kind_order=(LINEAR, FULL))
 
 
 class MiniMaxFormulas(HybridFormulas):
@@ -54,24 +52,30 @@ class MiniMaxFormulas(HybridFormulas):
         )
 
 
+NOTE = (
+    "  (transformers' float64 MiniMax computes RMSNorm, the rotary tables, the router's softmax and the lightning "
+    "layers'\n  decays in float32; its reference here has them in float64, as families/minimax/family.py explains)"
+)
+
+
 def float64_throughout(reference, model, torch) -> None:
-    """validate's float64 truth: Mixtral's (RMSNorm, the lightning layers' gated norm included, the rotary tables and
-    the router's softmax in float64; the experts' eager loop), and the lightning layers' decays, which transformers
-    computes in float32 when it makes the model (get_slope_rate, decay_factors: buffers a float64 model holds as
-    float32 roundings), made again from float64 slopes."""
+    """validate's float64 truth: Mixtral's (RMSNorm, the lightning layers' gated norm included, the rotary tables
+    and the router's softmax in float64; the experts' eager loop), and the lightning layers' decays, which
+    transformers computes in float32 when it makes the model (get_slope_rate, decay_factors: buffers a float64 model
+    holds as float32 roundings), made again from float64 slopes."""
     c = model.config
-    mixtral_float64_throughout(reference, model, torch, norms=2 * c.n_layer + 1 + c.layer_types.count(LINEAR))
+    lightning = c.layer_types.count(LINEAR)
+    mixtral_float64_throughout(reference, model, torch, norms=2 * c.n_layer + 1 + lightning)
     layers = [m for m in reference.modules() if type(m).__name__ == "MiniMaxLightningAttention"]
-    if len(layers) != c.layer_types.count(LINEAR):
-        raise UserError(f"validate in float64 found {len(layers)} MiniMax lightning layers, not "
-                        f"{c.layer_types.count(LINEAR)}")  # fmt: skip
+    if len(layers) != lightning:
+        raise UserError(f"validate in float64 found {len(layers)} MiniMax lightning layers, not {lightning}")
     for module in layers:
         slopes = torch.from_numpy(slope_rates(c, module.layer_idx))[:, None, None]
         module.slope_rate = slopes
         module.query_decay, module.key_decay, module.diagonal_decay = module.decay_factors(slopes)
 
 
-NOTE = ("  (transformers' float64 MiniMax computes RMSNorm, the rotary tables, the router's softmax and the lightning "
-        "layers'\n  decays in float32; its reference here has them in float64, as families/minimax/family.py explains)")  # fmt: skip
-ARCHITECTURE = composed("minimax", MINIMAX, MiniMaxFormulas, config=MiniMaxConfig, presets=PRESETS, label="MiniMax-01",
-                        float64_reference=float64_throughout, float64_note=NOTE)  # fmt: skip
+RECORD = dict(config=MiniMaxConfig, presets=PRESETS, label="MiniMax-01")
+ARCHITECTURE = composed(
+    "minimax", MINIMAX, MiniMaxFormulas, float64_reference=float64_throughout, float64_note=NOTE, **RECORD
+)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...errors import UserError
 from ..config import check_experts
@@ -19,7 +20,7 @@ from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.moe import GroupLimitedRouter, Mixture
-from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys
+from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, partial
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,7 @@ class MiniMaxM2Config(LlamaConfig):
     family = "minimax_m2"
     what = "a MiniMax-M2"
     classes = {"minimax_m2": "MiniMaxM2ForCausalLM"}
-    groups = (
-        RotaryDim(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True,
-                  share=("partial_rotary_factor", "partial_rotary_factor", None)),  # type: ignore[arg-type]
-    )  # fmt: skip
+    groups = (RotaryDim(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True, share=partial(None)),)
     # The published files' keys of MiniMax-M2's own code, which MiniMaxM2Config keeps and never reads: its model always
     # norms q and k over the whole projection, scores experts by a sigmoid with a correction bias, has no shared
     # expert and attends with softmax in every layer. A file that says otherwise describes another model.
@@ -100,16 +98,18 @@ class MiniMaxM2Config(LlamaConfig):
 # 128, 256 experts of 1536 (8 a token), vocabulary 200064, 196608 positions, rope_theta 5e6, rms_norm_eps 1e-6,
 # untied; bos and eos null (generation_config.json's eos is 200020). Its 3 multi-token-prediction modules are not
 # part of the model here, nor of transformers'.
-PRESETS = {
-    "minimax-m2": preset(MiniMaxM2Config, "minimax-m2", 62, 48, 8, 3072, 1536, 200064, 196608, head_dim=128,
-                         partial_rotary_factor=0.5, bos_token_id=None, eos_token_id=None),
-}  # fmt: skip
+M2 = dict(head_dim=128, partial_rotary_factor=0.5, bos_token_id=None, eos_token_id=None)
+PRESETS = {"minimax-m2": preset(MiniMaxM2Config, "minimax-m2", 62, 48, 8, 3072, 1536, 200064, 196608, **M2)}
 ROUTER = GroupLimitedRouter(groups=False, renormalise=True, eps=0.0, scale=None, bias="e_score_correction_bias")
-MINIMAX_M2 = Decoder(
-    PreNorm(GroupedQueryAttention(qk_norm=WHOLE), Mixture(ROUTER, EXPERTS),
-            names=("input_layernorm", "self_attn", "post_attention_layernorm", "block_sparse_moe")),
-    biases="", symbols=SYMBOLS + ", dr rotated numbers of a head",
-)  # fmt: skip
+NAMES = ("input_layernorm", "self_attn", "post_attention_layernorm", "block_sparse_moe")
+BLOCK = PreNorm(GroupedQueryAttention(qk_norm=WHOLE), Mixture(ROUTER, EXPERTS), names=NAMES)
+MINIMAX_M2 = Decoder(BLOCK, biases="", symbols=SYMBOLS + ", dr rotated numbers of a head")
+
+
+NOTE = (
+    "  (transformers' float64 MiniMax-M2 computes RMSNorm, the rotary tables and the router's sigmoid in float32; its\n"
+    "  reference here has them in float64, as families/minimax_m2/family.py explains)"
+)
 
 
 def float64_throughout(reference, model, torch) -> None:
@@ -136,7 +136,5 @@ def float64_throughout(reference, model, torch) -> None:
         module.forward = types.MethodType(router, module)
 
 
-NOTE = ("  (transformers' float64 MiniMax-M2 computes RMSNorm, the rotary tables and the router's sigmoid in float32; "
-        "its\n  reference here has them in float64, as families/minimax_m2/family.py explains)")  # fmt: skip
-ARCHITECTURE = composed("minimax_m2", MINIMAX_M2, config=MiniMaxM2Config, presets=PRESETS, label="MiniMax-M2",
-                        float64_reference=float64_throughout, float64_note=NOTE)  # fmt: skip
+RECORD: dict[str, Any] = dict(config=MiniMaxM2Config, presets=PRESETS, label="MiniMax-M2")
+ARCHITECTURE = composed("minimax_m2", MINIMAX_M2, float64_reference=float64_throughout, float64_note=NOTE, **RECORD)

@@ -35,8 +35,8 @@ from ..mamba2.config import MixerShapes
 
 # Each layer is one of four kinds (transformers' layers_block_type; its hybrid_override_pattern writes them M, *, -
 # and E; older configs say "mamba" and "attention"), named here as the rest of minitransformer names layers.
-KINDS = {"linear_attention": "mamba", "mamba": "mamba", "full_attention": "full_attention",
-         "attention": "full_attention", "mlp": "mlp", "moe": "moe"}  # fmt: skip
+MAMBA, ATTN = "mamba", "full_attention"
+KINDS = {"linear_attention": MAMBA, MAMBA: MAMBA, ATTN: ATTN, "attention": ATTN, "mlp": "mlp", "moe": "moe"}
 PATTERN = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
 WRITTEN = {"mamba": "mamba", "full_attention": "attention", "mlp": "mlp", "moe": "moe"}  # as layers_block_type
 LAYERS = layer_kinds(*KINDS, named=KINDS, written=WRITTEN)
@@ -213,12 +213,13 @@ _NEMOTRON_H_8B = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
 # token; n_group 1, topk_group 1, norm_topk_prob, routed_scaling_factor 2.5) and a shared expert of 3712 (relu2),
 # vocabulary 131072, 262144 positions, layer_norm_epsilon 1e-5, time_step_min 0.001, untied, bos 1, eos 2.
 _NEMOTRON_3_NANO = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME"
+NANO_MOE: dict[str, Any] = dict(n_experts=128, top_k=6, moe_inner=1856, shared_inner=3712, routed_scaling_factor=2.5)
+NANO: dict[str, Any] = dict(n_embd=2688, n_kv_head=2, n_inner=1856, ssm_heads=64, n_positions=262144, **NANO_MOE)
+H_8B: dict[str, Any] = dict(n_experts=None, top_k=None, n_positions=8192)
 PRESETS: dict[str, NemotronHConfig] = {
-    "nemotron-h-8b": NemotronHConfig(layer_types=tuple(PATTERN[c] for c in _NEMOTRON_H_8B), n_experts=None, top_k=None,
-                                     n_positions=8192, name="nemotron-h-8b"),
-    "nemotron-3-nano-30b-a3b": NemotronHConfig(
-        layer_types=tuple(PATTERN[c] for c in _NEMOTRON_3_NANO), n_embd=2688, n_kv_head=2, n_inner=1856, ssm_heads=64,
-        n_experts=128, top_k=6, moe_inner=1856, shared_inner=3712, routed_scaling_factor=2.5, n_positions=262144,
-        name="nemotron-3-nano-30b-a3b",
-    ),
-}  # fmt: skip
+    name: NemotronHConfig(layer_types=LETTERS.read(letters), **more, name=name)
+    for name, letters, more in (
+        ("nemotron-h-8b", _NEMOTRON_H_8B, H_8B),
+        ("nemotron-3-nano-30b-a3b", _NEMOTRON_3_NANO, NANO),
+    )
+}

@@ -5,17 +5,18 @@ the sliding ones)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
 
 from ..config import FULL, SLIDING, check_windows
 from ..gemma.config import periodic
 from ..keys import WINDOW, key, layer_kinds
 from ..llama.config import preset
-from ..llama.reference import float64_throughout, note
+from ..llama.reference import llama_like, note
 from ..olmo2.config import Olmo2Config
 from ..olmo2.family import OLMO2
 from ..parts.family import composed
-from ..rotary import YARN_ROPE_TYPES, Rope, RopePerLayerType, local_rope
+from ..rotary import YARN_ROPE_TYPES, Rope, RopePerLayerType, local_rope, rope_scaling
+
+EVERY_FOURTH_FULL = lambda hf, values: periodic(values["n_layer"], 4)  # noqa: E731 - Olmo3Config's rule
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,7 @@ class Olmo3Config(Olmo2Config):
     rope_theta: float = 500000.0
     model_type: str = "olmo3"
     name: str = field(default="olmo3", compare=False)
-    layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(FULL, SLIDING),
-                                       rule=lambda hf, values: periodic(values["n_layer"], 4))  # fmt: skip
+    layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(FULL, SLIDING), rule=EVERY_FOURTH_FULL)
     local_rope_theta: float | None = 500000.0
     local_rope_scaling: tuple[tuple[str, object], ...] | None = None
 
@@ -54,12 +54,13 @@ class Olmo3Config(Olmo2Config):
 # with attention_factor 1.2079441541679836, on the full layers). Olmo-3-32B (allenai/Olmo-3-1125-32B): width, MLP and
 # eos from its copies' config.json (dphnAI/32B-fp8, bracket-labs/kaze-small), depth and heads from OLMo-core's
 # olmo3_32B (64 layers, 40 heads, 8 key/value heads); its vocabulary, window, context and rope assumed the 7B's.
-YARN = (("attention_factor", 1.2079441541679836), ("beta_fast", 32), ("beta_slow", 1), ("factor", 8.0),
-        ("original_max_position_embeddings", 8192), ("rope_type", "yarn"))  # fmt: skip
+YARN = rope_scaling(8192, rope_type="yarn", factor=8.0, attention_factor=1.2079441541679836, beta_fast=32, beta_slow=1)
 OLMO3 = dict(norm_eps=1e-6, rope_scaling=YARN, eos_token_id=100257)
-PRESETS = {"olmo-3-7b": preset(Olmo3Config, "olmo-3-7b", 32, 32, 32, 4096, 11008, 100278, 65536, **OLMO3),
-           "olmo-3-32b": preset(Olmo3Config, "olmo-3-32b", 64, 40, 8, 5120, 27648, 100278, 65536, **OLMO3,
-                                bos_token_id=100257)}  # fmt: skip
-ARCHITECTURE = composed("olmo3", OLMO2, config=Olmo3Config, presets=PRESETS, label="OLMo 3",
-                        float64_reference=partial(float64_throughout, norms_per_layer=4),  # q and k norms beside two
-                        float64_note=note("OLMo 3"))  # fmt: skip
+PRESETS = {
+    "olmo-3-7b": preset(Olmo3Config, "olmo-3-7b", 32, 32, 32, 4096, 11008, 100278, 65536, **OLMO3),
+    "olmo-3-32b": preset(
+        Olmo3Config, "olmo-3-32b", 64, 40, 8, 5120, 27648, 100278, 65536, **OLMO3, bos_token_id=100257
+    ),
+}
+REFERENCE = llama_like(note("OLMo 3"), 4)  # q and k norms beside two
+ARCHITECTURE = composed("olmo3", OLMO2, reference=REFERENCE, config=Olmo3Config, presets=PRESETS, label="OLMo 3")

@@ -78,8 +78,8 @@ class Phi3Config(ModelConfig):
 
 # Phi-3.5-mini's LongRoPE factors, one per rotated frequency (48 for a head of 96), from its config.json's rope_scaling
 PHI35 = json.loads((resources.files("minitransformer") / "data" / "phi-3.5-mini-longrope.json").read_text("utf-8"))
-PHI35_LONGROPE = (("long_factor", tuple(PHI35["long_factor"])), ("rope_type", "longrope"),
-                  ("short_factor", tuple(PHI35["short_factor"])))  # fmt: skip
+FACTORS = {key: tuple(PHI35[key]) for key in ("long_factor", "short_factor")}
+PHI35_LONGROPE = tuple(sorted((FACTORS | {"rope_type": "longrope"}).items()))
 
 # Shapes of Phi-3 models, for counting without weights (and for the download list), from each model's published
 # config.json on the Hugging Face hub: vocabulary 32,064, trained on 4,096 positions, rms_norm_eps 1e-5, rope_theta

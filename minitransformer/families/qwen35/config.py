@@ -155,9 +155,9 @@ class Qwen35Config(ModelConfig):
 
     @property
     def symbol_sizes(self) -> dict[str, int]:
-        sizes = {"Hk": self.linear_key_heads, "Hv": self.linear_value_heads, "Gv": self.value_groups,
-                 "dk": self.linear_key_dim, "dv": self.linear_value_dim, "Kc": self.linear_kernel,
-                 "Ks": self.linear_kernel - 1, "Dc": self.conv_channels, "dr": self.rotary_dims}  # fmt: skip
+        heads = {"Hk": self.linear_key_heads, "Hv": self.linear_value_heads, "Gv": self.value_groups}
+        widths = {"dk": self.linear_key_dim, "dv": self.linear_value_dim, "Kc": self.linear_kernel}
+        sizes = heads | widths | {"Ks": self.linear_kernel - 1, "Dc": self.conv_channels, "dr": self.rotary_dims}
         if self.is_moe:
             _, _, Fe, Fs = self.experts
             sizes |= {"Fe": Fe, "Fs": Fs}
@@ -168,8 +168,8 @@ class Qwen35Config(ModelConfig):
         and each value head's delta-rule state [Hv, dk, dv], whatever the context."""
         if self.layer_types[layer].startswith(FULL):
             return KeysValues(self.n_kv_head, self.head_dim)
-        return State((("conv", (self.linear_kernel - 1, self.conv_channels)),
-                      ("recurrent", (self.linear_value_heads, self.linear_key_dim, self.linear_value_dim))))  # fmt: skip
+        recurrent = (self.linear_value_heads, self.linear_key_dim, self.linear_value_dim)
+        return State((("conv", (self.linear_kernel - 1, self.conv_channels)), ("recurrent", recurrent)))
 
 
 def hybrid_layers(n_layer: int, interval: int = 4) -> tuple[str, ...]:
@@ -196,6 +196,7 @@ def _qwen35(name: str, L: int, H: int, Hkv: int, D: int, value_heads: int, **sha
 # The Hugging Face Hub is out of reach here: the numbers are those of the config.json files as public copies quote
 # them (found with the search tool), each noted below, and each preset's parameter count lands on its model card's
 # name (the tests hold the count to transformers' own on the meta device).
+MOE_512, MOE_1024 = dict(moe_inner=512, shared_inner=512), dict(moe_inner=1024, shared_inner=1024)  # expert, shared
 PRESETS: dict[str, Qwen35Config] = {
     # Qwen/Qwen3.5-9B: hidden 4096, intermediate 12288, 32 layers, head_dim 256, linear heads 16 (k) and 32 (v) of 128,
     # eos 248044, as copies of its config.json quote them (huggingface.co khtsly/Mini-Coder, whose config.json names
@@ -214,12 +215,10 @@ PRESETS: dict[str, Qwen35Config] = {
     # test of "a realistic 35B-A3B text config", and the config.json of Qwen3.6-35B-A3B, the same architecture); these
     # are also transformers' Qwen3_5MoeTextConfig defaults ("the Qwen3.5-35B-A3B style configuration").
     # 34,660,610,688 parameters, 3,454,988,928 active: the model card's 35B and A3B.
-    "qwen3.5-35b-a3b": _qwen35("qwen3.5-35b-a3b", 40, 16, 2, 2048, 32, n_experts=256, top_k=8, moe_inner=512,
-                               shared_inner=512),
+    "qwen3.5-35b-a3b": _qwen35("qwen3.5-35b-a3b", 40, 16, 2, 2048, 32, n_experts=256, top_k=8, **MOE_512),
     # Qwen/Qwen3.5-397B-A17B: hidden 4096, 60 layers, 32 query heads and 2 key/value heads, linear heads 16 (k) and 64
     # (v), 512 experts of 1024, 10 a token, a shared expert of 1024, as public copies of its config quote them (and as
     # SGLang's deployment notes describe it: "Top-10 active out of 512 routed experts plus a dedicated shared
     # expert"). 396,346,350,336 parameters, 17,349,040,896 active: the model card's 397B and A17B.
-    "qwen3.5-397b-a17b": _qwen35("qwen3.5-397b-a17b", 60, 32, 2, 4096, 64, n_experts=512, top_k=10,
-                                 moe_inner=1024, shared_inner=1024),
-}  # fmt: skip
+    "qwen3.5-397b-a17b": _qwen35("qwen3.5-397b-a17b", 60, 32, 2, 4096, 64, n_experts=512, top_k=10, **MOE_1024),
+}

@@ -7,7 +7,7 @@ makes some layers' MLP dense (mlp_only_layers, decoder_sparse_step), which their
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..keys import FLAG, SIZE, Key, Refusal, key, layer_kinds, quantized, zero
 from ..parts.blocks import ByKind, PreNorm
@@ -17,13 +17,15 @@ from ..parts.family import composed
 from ..parts.gated_attention import GatedAttention
 from ..parts.moe import Mixture, SoftmaxRouter
 from ..qwen3moe.config import DECODER_SPARSE_STEP, DENSE, MLP_ONLY_LAYERS, dense_layers, sparse_and_dense
-from ..qwen35 import reference
 from ..qwen35.config import FULL, FULL_ATTENTION_INTERVAL, LINEAR, Qwen35Config, hybrid_layers
 from ..qwen35.family import EXPERTS, LINEAR_NAMES, NORM, SHARED, SYMBOLS, Mlp, Qwen35Formulas
-from ..rotary import RopeKeys
+from ..qwen35.reference import float64_throughout
+from ..rotary import RopeKeys, partial
 
 DENSE_MLP = "_dense"  # the kinds of the layers Qwen3-MoE's rule makes dense: linear_attention_dense, ...
 LAYER_TYPES = Key("layer_types", None, layer_kinds(LINEAR, FULL).or_null())
+KINDS = layer_kinds(LINEAR, FULL, LINEAR + DENSE_MLP, FULL + DENSE_MLP)
+READS = (LAYER_TYPES, FULL_ATTENTION_INTERVAL, DECODER_SPARSE_STEP, MLP_ONLY_LAYERS)  # the keys kinds reads
 
 
 def kinds(hf: dict, values: dict) -> list[str]:
@@ -35,8 +37,8 @@ def kinds(hf: dict, values: dict) -> list[str]:
 
 def written(c: Qwen3NextConfig) -> dict:
     dense = dense_layers(tuple(DENSE if kind.endswith(DENSE_MLP) else "" for kind in c.layer_types))
-    return {"layer_types": [kind.removesuffix(DENSE_MLP) for kind in c.layer_types],
-            "mlp_only_layers": list(dense), "decoder_sparse_step": 1}  # fmt: skip
+    mixers = [kind.removesuffix(DENSE_MLP) for kind in c.layer_types]
+    return {"layer_types": mixers, "mlp_only_layers": list(dense), "decoder_sparse_step": 1}
 
 
 @dataclass(frozen=True)
@@ -49,9 +51,8 @@ class Qwen3NextConfig(Qwen35Config):
     n_inner: int = key("intermediate_size", 5632, SIZE)  # the dense layers' MLP
     vocab_size: int = key("vocab_size", 151936, SIZE)
     layer_types: tuple[str, ...] = key(
-        "layer_types", None, layer_kinds(LINEAR, FULL, LINEAR + DENSE_MLP, FULL + DENSE_MLP), read=kinds, rule=kinds,
-        reads=(LAYER_TYPES, FULL_ATTENTION_INTERVAL, DECODER_SPARSE_STEP, MLP_ONLY_LAYERS), write=written,
-        dict_key=None)  # fmt: skip
+        "layer_types", None, KINDS, read=kinds, rule=kinds, reads=READS, write=written, dict_key=None
+    )
     n_kv_head: int = key("num_key_value_heads", 2, SIZE)
     n_experts: int = key("num_experts", 512, SIZE)
     top_k: int = key("num_experts_per_tok", 10, SIZE)
@@ -66,8 +67,7 @@ class Qwen3NextConfig(Qwen35Config):
     classes = {"qwen3_next": "Qwen3NextForCausalLM"}
     multimodal: ClassVar[dict[str, str]] = {}
     inherited: ClassVar[tuple[str, ...]] = ()
-    groups = (RopeKeys(("default",), refused=(), share=("partial_rotary_factor", "partial_rotary_factor", 0.25),
-                       strict=True),)  # fmt: skip
+    groups = (RopeKeys(("default",), refused=(), share=partial(0.25), strict=True),)
     refusals: ClassVar[tuple[Refusal, ...]] = (
         quantized(),
         Refusal("num_experts", "(every layer a dense MLP) is not supported", zero),
@@ -85,29 +85,33 @@ class Qwen3NextConfig(Qwen35Config):
 # intermediate_size 5120 (no dense layer uses it), rope_theta 10,000,000, rms_norm_eps 1e-6, untied, no attention
 # biases, norm_topk_prob, bos 151643, eos 151645. Its multi-token-prediction layer (mtp.*) is not the model's, as in
 # transformers.
-PRESETS = {"qwen3-next-80b-a3b": Qwen3NextConfig(n_inner=5120, n_positions=262144, rope_theta=1e7,
-                                                  bos_token_id=151643, eos_token_id=151645,
-                                                  name="qwen3-next-80b-a3b")}  # fmt: skip
+INSTRUCT: dict[str, Any] = dict(n_inner=5120, n_positions=262144, rope_theta=1e7, bos_token_id=151643)
+PRESETS = {"qwen3-next-80b-a3b": Qwen3NextConfig(**INSTRUCT, eos_token_id=151645, name="qwen3-next-80b-a3b")}
 
 EXPERTS_OF = Mixture(SoftmaxRouter(renormalise="norm_topk_prob"), EXPERTS, SHARED)
 DENSE_LAYERS_MLP = Mlp(width="n_inner")
 DELTANET = GatedDeltaNet(fused=True)
+BLOCKS = {
+    LINEAR + DENSE_MLP: PreNorm(DELTANET, DENSE_LAYERS_MLP, NORM, LINEAR_NAMES),
+    LINEAR: PreNorm(DELTANET, EXPERTS_OF, NORM, LINEAR_NAMES),
+    FULL + DENSE_MLP: PreNorm(GatedAttention(), DENSE_LAYERS_MLP, NORM),
+    FULL: PreNorm(GatedAttention(), EXPERTS_OF, NORM),
+}
+BIASES = "biases of the attention projections that have them"
+MORE = "; F the dense layers' MLP width (intermediate_size)"
 QWEN3_NEXT = Decoder(
-    ByKind({LINEAR + DENSE_MLP: PreNorm(DELTANET, DENSE_LAYERS_MLP, NORM, LINEAR_NAMES),
-            LINEAR: PreNorm(DELTANET, EXPERTS_OF, NORM, LINEAR_NAMES),
-            FULL + DENSE_MLP: PreNorm(GatedAttention(), DENSE_LAYERS_MLP, NORM),
-            FULL: PreNorm(GatedAttention(), EXPERTS_OF, NORM)}),
-    NORM, ignored=r"mtp\..*", biases="biases of the attention projections that have them",
-    symbols=SYMBOLS + "; F the dense layers' MLP width (intermediate_size)",
-    kind_order=(LINEAR + DENSE_MLP, LINEAR, FULL + DENSE_MLP, FULL),
-)  # fmt: skip
+    ByKind(BLOCKS), NORM, ignored=r"mtp\..*", biases=BIASES, symbols=SYMBOLS + MORE, kind_order=tuple(BLOCKS)
+)
+# Its variant: a dense layer, which the preset has not.
+A3B = PRESETS["qwen3-next-80b-a3b"]
+DENSE_FIRST = replace(A3B, layer_types=(LINEAR + DENSE_MLP, *A3B.layer_types[1:]))
 NOTE = (
     "  (transformers' float64 Qwen3-Next computes its RMSNorms, the rotary tables, the DeltaNet's decay, delta rule "
     "and gated norm,\n  and the router's softmax, in float32; its reference here has them in float64, as "
     "families/qwen35/reference.py explains)"
 )
-# Its variant: a dense layer, which the preset has not.
-A3B = PRESETS["qwen3-next-80b-a3b"]
-ARCHITECTURE = composed("qwen3_next", QWEN3_NEXT, Qwen35Formulas, config=Qwen3NextConfig, presets=PRESETS,
-                        label="Qwen3-Next", float64_reference=reference.float64_throughout, float64_note=NOTE,
-                        variants=(replace(A3B, layer_types=(LINEAR + DENSE_MLP, *A3B.layer_types[1:])),))  # fmt: skip
+
+
+RECORD = dict(config=Qwen3NextConfig, presets=PRESETS, label="Qwen3-Next", variants=(DENSE_FIRST,))
+FLOAT64 = dict(float64_reference=float64_throughout, float64_note=NOTE)  # Qwen3.5's reference
+ARCHITECTURE = composed("qwen3_next", QWEN3_NEXT, Qwen35Formulas, **FLOAT64, **RECORD)

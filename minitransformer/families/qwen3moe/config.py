@@ -10,10 +10,9 @@ decoder_sparse_step make dense; the top k gates are renormalised only under norm
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..config import check_experts
-from ..keys import FLAG, SIZE, TOKENS, Key, Kind, Refusal, key, layer_kinds, zero
+from ..keys import FLAG, INDICES, SIZE, TOKENS, Key, Refusal, key, layer_kinds, zero
 from ..llama.config import LlamaConfig, preset
 from ..qwen3.config import used_window
 from ..rotary import RopeKeys
@@ -21,7 +20,6 @@ from ..rotary import RopeKeys
 SPARSE, DENSE = "sparse_moe", "dense_mlp"  # the two kinds of layer (layer_types)
 # Qwen3MoeDecoderLayer: experts in a layer not in mlp_only_layers whose (i + 1) is a multiple of decoder_sparse_step
 DECODER_SPARSE_STEP = Key("decoder_sparse_step", 1, SIZE)
-INDICES = Kind("a list of layer indices", lambda v: isinstance(v, list) and all(type(i) is int for i in v), shape=True)
 MLP_ONLY_LAYERS = Key("mlp_only_layers", None, INDICES.or_null())  # none: every layer sparse (no default taken)
 
 
@@ -99,8 +97,7 @@ class Qwen3MoeConfig(LlamaConfig):
 # norm_topk_prob true, decoder_sparse_step 1 and mlp_only_layers [] (every layer sparse), 128 experts, 8 per token,
 # bos 151643, eos 151645; each one's layers, heads, key/value heads, width, experts' width and intermediate_size
 # (which no layer of theirs uses).
-QWEN3_MOE: dict[str, Any] = {"head_dim": 128, "rope_theta": 1000000.0, "norm_topk_prob": True, "bos_token_id": 151643,
-                             "eos_token_id": 151645}  # fmt: skip
+QWEN3_MOE = dict(head_dim=128, rope_theta=1e6, norm_topk_prob=True, bos_token_id=151643, eos_token_id=151645)
 PRESETS: dict[str, Qwen3MoeConfig] = {
     name: preset(Qwen3MoeConfig, name, L, H, Hkv, D, Fe, 151936, 40960, dense_inner=F, **QWEN3_MOE)
     for name, L, H, Hkv, D, Fe, F in (

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ..keys import FLAG, SIZE, TOKENS, key
 from ..llama.config import LlamaConfig, preset
 from ..llama.family import LLAMA
-from ..llama.reference import float64_throughout, note
+from ..llama.reference import llama_like, note
 from ..parts.family import composed
 from ..rotary import YARN_ROPE_TYPES, RopeKeys
 
@@ -40,7 +40,7 @@ class SeedOssConfig(LlamaConfig):
 # (mlx-rs' SEED_OSS_36B_CONFIG "mirrors the real checkpoint's config.json", a Swift test's configJSON): 80 query heads
 # of 128 (q 10,240 wide over D = 5,120), 8 key/value heads, biases on q, k, v only, rope_theta 1e7, 512 Ki positions;
 # its token ids are not in them (SeedOssConfig's 0 and 2).
-PRESETS = {"seed-oss-36b": preset(SeedOssConfig, "seed-oss-36b", 64, 80, 8, 5120, 27648, 155136, 524288,
-                                  head_dim=128, rope_theta=10000000.0)}  # fmt: skip
-ARCHITECTURE = composed("seed_oss", LLAMA, config=SeedOssConfig, presets=PRESETS, label="Seed-OSS",
-                        float64_reference=float64_throughout, float64_note=note("Seed-OSS"))  # fmt: skip
+SHAPES_36B = (64, 80, 8, 5120, 27648, 155136, 524288)  # layers, heads, key/value heads, width, MLP, vocabulary, context
+PRESETS = {"seed-oss-36b": preset(SeedOssConfig, "seed-oss-36b", *SHAPES_36B, head_dim=128, rope_theta=10000000.0)}
+REFERENCE = llama_like(note("Seed-OSS"))
+ARCHITECTURE = composed("seed_oss", LLAMA, reference=REFERENCE, config=SeedOssConfig, presets=PRESETS, label="Seed-OSS")
