@@ -68,9 +68,9 @@ def attention_types(hf: dict, values: Mapping) -> tuple[str, ...]:
     """Each layer's attention: the file's layer_types, or its older compress_ratios (0, 4, 128 a layer), or
     DeepseekV4Config's rule (two heavily compressed layers, then compressed sparse and heavily compressed in turn);
     cut to the layers, as transformers cuts them (a checkpoint's list runs on over its prediction layers)."""
-    n, kinds, ratios = values["n_layer"], LAYER_TYPES.get(hf), COMPRESS_RATIOS.get(hf)
-    if kinds is None and ratios is not None:
-        kinds = tuple(RATIOS[r] for r in ratios)
+    n, kinds, older = values["n_layer"], LAYER_TYPES.get(hf), COMPRESS_RATIOS.get(hf)
+    if kinds is None and older is not None:
+        kinds = tuple(RATIOS[r] for r in older)
     if kinds is None:
         kinds = (HCA,) * min(n, 2) + tuple(CSA if i % 2 else HCA for i in range(max(n - 2, 0)))
     if len(kinds) < n:

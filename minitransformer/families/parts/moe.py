@@ -563,11 +563,11 @@ def swiglu_whole(F: str, gate_up: dict[str, str], clamp: str = "") -> dict[str, 
     """The shapes of a SwiGLU's experts' records (RoutedExperts.whole), each token's rows in its k experts: the gather,
     `gate_up` (its products that make g and u), the clamp of g and u where it has one (`clamp`, its shape), the
     activation, the gate, the down product (F its width's symbol) and the weighing."""
-    clamped = {"expert.clamp": clamp} if clamp else {}
+    clamping = {"expert.clamp": clamp} if clamp else {}
     return {
         "expert.gather": "T k*D",
         **gate_up,
-        **clamped,
+        **clamping,
         "expert.act": f"T k*{F}",
         "expert.mul": f"T k*{F}",
         "expert.down": f"T {F}, {F} k*D -> T k*D",
