@@ -58,6 +58,10 @@ class Retrains:
         self.folders: list[Path] = []
         self.process: subprocess.Popen | None = None
         self.stopped = False
+        # Whether to start the next retrain and whether to stop are decided one at a time: a session that ended
+        # between the thread's check and its start (pytest --collect-only) otherwise left a retrain no one killed,
+        # and waited two minutes for it at the end.
+        self.deciding = threading.Lock()
 
     def start(self, names: list[str]) -> None:
         """Start the named retrains, if torch and transformers are here (without them their tests skip)."""
@@ -73,11 +77,14 @@ class Retrains:
 
     def _run_all(self, runs: list[Retrain]) -> None:
         for run in runs:
-            if not self.stopped:
-                self.process = subprocess.Popen(run.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                text=True, env=QUIET_WAITING, preexec_fn=end_with_parent)  # fmt: skip
-                stdout, stderr = self.process.communicate()
-                run.result = subprocess.CompletedProcess(run.command(), self.process.returncode, stdout, stderr)
+            with self.deciding:
+                process = None if self.stopped else subprocess.Popen(
+                    run.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=QUIET_WAITING,
+                    preexec_fn=end_with_parent)  # fmt: skip
+                self.process = process
+            if process is not None:
+                stdout, stderr = process.communicate()
+                run.result = subprocess.CompletedProcess(run.command(), process.returncode, stdout, stderr)
             run.done.set()
 
     def wait(self, name: str) -> Retrain:
@@ -90,9 +97,10 @@ class Retrains:
 
     def stop(self) -> None:
         """End of the session: stop a retrain no test waits for any more and remove what the retrains wrote."""
-        self.stopped = True
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+        with self.deciding:
+            self.stopped = True
+            if self.process is not None and self.process.poll() is None:
+                self.process.kill()
         for run in self.runs.values():
             run.done.wait(timeout=60)
         for folder in self.folders:
