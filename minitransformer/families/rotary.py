@@ -286,9 +286,9 @@ def rope_scaling(original: int, **values: object) -> tuple[tuple[str, object], .
     return tuple(sorted((values | {"original_max_position_embeddings": original}).items()))
 
 
-def partial(default: float | None) -> tuple[str, str, float]:
+def partial_rotary(default: float | None) -> tuple[str, str, float | None]:
     """RopeKeys.share of a family whose field and older top-level key are both partial_rotary_factor."""
-    return ("partial_rotary_factor", "partial_rotary_factor", default)  # type: ignore[return-value]
+    return ("partial_rotary_factor", "partial_rotary_factor", default)
 
 
 @dataclass(frozen=True)
@@ -306,7 +306,7 @@ class RopeKeys:
     top_level: bool = False
     theta_key: str = "rope_theta"  # an older file's top-level theta
     default: dict | None = None  # the rope where the file gives none (gpt-oss's YaRN)
-    share: tuple[str, str, float] | None = None  # (field, older top-level key, default) of the share of a head turned
+    share: tuple[str, str, float | None] | None = None  # (field, older top-level key, default): the share turned
     ignored: tuple[str, ...] = ()  # keys read and left (a multimodal rope's sections: a text token's are one position)
     strict: bool = False  # any other key of a default rope refused
 
@@ -367,7 +367,7 @@ class LongRope(RopeKeys):
     puts the top-level one in the rope over any it held)."""
 
     kinds: tuple[str, ...] = ("default", "longrope")
-    share: tuple[str, str, float] | None = ("partial_rotary_factor", "partial_rotary_factor", 1.0)
+    share: tuple[str, str, float | None] | None = ("partial_rotary_factor", "partial_rotary_factor", 1.0)
     refused: tuple[str, ...] = ()
 
     def rope(self, hf: dict, theta: float) -> dict:

@@ -15,7 +15,7 @@ from ..parts.blocks import Sandwich
 from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.mlps import FusedGatedMLP
-from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, partial
+from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, partial_rotary
 
 EOS = (151329, 151336, 151338)  # Glm4Config's ids where the file gives none (or null)
 
@@ -36,7 +36,7 @@ class Glm4Config(LlamaConfig):
     what = "a GLM-4 model"
     classes = {"glm4": "Glm4ForCausalLM"}
     # transformers 5's rope_parameters or an older file's top-level rope_theta and partial_rotary_factor
-    groups = (RopeKeys(YARN_ROPE_TYPES, refused=(), top_level=True, share=partial(0.5)),)
+    groups = (RopeKeys(YARN_ROPE_TYPES, refused=(), top_level=True, share=partial_rotary(0.5)),)
 
     def rope(self, layer: int = 0) -> Rope:
         """The first int(dh x partial_rotary_factor) numbers of each head turn, as transformers rounds."""

@@ -19,7 +19,7 @@ from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.mtp import MultiTokenPrediction
-from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, partial
+from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, partial_rotary
 
 # The files' keys of the routing that Glm4MoeConfig keeps and never reads (its router is DeepSeek-V3's, always)
 ROUTING = (
@@ -63,7 +63,7 @@ class Glm4MoeConfig(LlamaConfig):
     family = "glm4_moe"
     what = "a GLM-4.5 (glm4_moe)"
     classes = {"glm4_moe": "Glm4MoeForCausalLM"}
-    groups = (RopeKeys(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True, share=partial(0.5)),)
+    groups = (RopeKeys(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True, share=partial_rotary(0.5)),)
     refusals = (quantized(), *ROUTING)
 
     def validate(self) -> None:

@@ -20,7 +20,7 @@ from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
 from ..parts.moe import GroupLimitedRouter, Mixture
-from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, partial
+from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, partial_rotary
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class MiniMaxM2Config(LlamaConfig):
     family = "minimax_m2"
     what = "a MiniMax-M2"
     classes = {"minimax_m2": "MiniMaxM2ForCausalLM"}
-    groups = (RotaryDim(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True, share=partial(None)),)
+    groups = (RotaryDim(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True, share=partial_rotary(None)),)
     # The published files' keys of MiniMax-M2's own code, which MiniMaxM2Config keeps and never reads: its model always
     # norms q and k over the whole projection, scores experts by a sigmoid with a correction bias, has no shared
     # expert and attends with softmax in every layer. A file that says otherwise describes another model.
