@@ -17,7 +17,7 @@ with the checks here that families share).
 from __future__ import annotations
 
 import json
-from dataclasses import fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -41,11 +41,21 @@ def check_windows(config: Any, no_window: str = "sliding_window is null") -> Non
 
 
 # --- the config -------------------------------------------------------------------------------------------------------
-class ModelConfig:
+@dataclass(frozen=True, kw_only=True)
+class Named:
+    """A config's name, which no config.json holds (a preset's, a model directory's); by default its family's first
+    model type (ModelConfig.__post_init__). Not compared: two configs of the same shapes are equal whatever their
+    names."""
+
+    name: str = field(default="", compare=False)
+
+
+class ModelConfig(Named):
     """The shapes every family's config has, under one set of names (each family's dataclass holds the fields), and
     the reading and writing of config.json from the fields' declarations (`key`)."""
 
-    family: ClassVar[str]  # the name of the family in the table (families/table.py)
+    # the name of the family in the table (families/table.py): its first model type, unless the family says otherwise
+    family: ClassVar[str]
     what: ClassVar[str]  # the family as a refusal names it ("a Mixtral")
     # model_type -> the class transformers' AutoModelForCausalLM makes of it (config.json's "architectures", and what
     # validate compares with): the one place that says it
@@ -57,7 +67,6 @@ class ModelConfig:
     refusals: ClassVar[tuple[Refusal, ...]] = ()
     dict_first: ClassVar[tuple[str, ...]] = ()  # properties the JSON's "model" object has before the fields
     dict_last: ClassVar[tuple[str, ...]] = ("d_head", "d_ff")  # and after them
-    name: str
     n_layer: int
     n_head: int
     n_embd: int
@@ -81,13 +90,15 @@ class ModelConfig:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "classes" in vars(cls) and "family" not in vars(cls):
+            cls.family = next(iter(cls.classes))
         cls.model_types = (*cls.classes, *cls.multimodal)
 
     # --- the declaration, read and written ------------------------------------------------------------------------
     @classmethod
     def keys(cls) -> list[tuple[str, Key]]:
         """(field, its Key) of every field a config.json key fills, in the order of the fields."""
-        return [(f.name, f.metadata["key"]) for f in fields(cls) if "key" in f.metadata]  # type: ignore[arg-type]
+        return [(f.name, f.metadata["key"]) for f in fields(cls) if "key" in f.metadata]
 
     @classmethod
     def shape_keys(cls) -> set[str]:
@@ -129,7 +140,7 @@ class ModelConfig:
             )
         for group in cls.groups:
             values |= group.read(hf, cls, model_type)
-        if "model_type" in cls.__dataclass_fields__:  # type: ignore[attr-defined]
+        if "model_type" in cls.__dataclass_fields__:
             values["model_type"] = model_type
         return cls(**values, **({"name": name} if name is not None else {}))
 
@@ -170,7 +181,7 @@ class ModelConfig:
     def to_dict(self) -> dict:
         """The config as the JSON's "model" object holds it: the family, its fields, then its derived sizes."""
         d: dict = {"family": self.family} | {name: jsonable(getattr(self, name)) for name in self.dict_first}
-        for f in fields(self):  # type: ignore[arg-type]
+        for f in self.in_dict_order():
             entry = f.metadata.get("key")
             name = f.name if entry is None or entry.dict_key == "" else entry.dict_key
             if name is not None:
@@ -178,9 +189,18 @@ class ModelConfig:
                 d[name] = entry.dict_value(value) if entry is not None and entry.dict_value else jsonable(value)
         return d | {name: jsonable(getattr(self, name)) for name in self.dict_last}
 
+    def in_dict_order(self) -> list:
+        """The fields as to_dict writes them: the name beside the model type (last where the family keeps none)."""
+        ordered = [f for f in fields(self) if f.name != "name"]
+        at = next((i + 1 for i, f in enumerate(ordered) if f.name == "model_type"), len(ordered))
+        ordered.insert(at, self.__dataclass_fields__["name"])
+        return ordered
+
     def __post_init__(self) -> None:
         """Each field its key's kind (a None that follows from other fields made so; a None that is the default needs
         no check), then the family's own checks (validate), then each group's."""
+        if not self.name:
+            object.__setattr__(self, "name", next(iter(self.classes), self.family))
         for field_name, entry in self.keys():
             value = getattr(self, field_name)
             if value is None and entry.follows_from is not None:  # its rule at transformers' defaults
@@ -193,7 +213,7 @@ class ModelConfig:
             raise UserError(
                 f"config {self.key('layer_types')} is needed: a {self.family} model names each layer's kind"
             )
-        if "layer_types" in self.__dataclass_fields__ and len(self.layer_types) != self.n_layer:  # type: ignore[attr-defined]
+        if "layer_types" in self.__dataclass_fields__ and len(self.layer_types) != self.n_layer:
             raise UserError(
                 f"config {self.key('layer_types')} must name {self.n_layer} layers, not {len(self.layer_types)}"
             )
@@ -290,11 +310,11 @@ class ModelConfig:
 
     def prefix(self, n_layer: int) -> Any:
         """The same model cut to its first n_layer layers (count's twin)."""
-        names = self.__dataclass_fields__  # type: ignore[attr-defined]
+        names = self.__dataclass_fields__
         cut: dict[str, Any] = {"n_layer": n_layer} if "n_layer" in names else {}
         if "layer_types" in names:
             cut["layer_types"] = self.layer_types[:n_layer]
-        return replace(self, **cut)  # type: ignore[type-var]
+        return replace(self, **cut)
 
     def rope(self, layer: int) -> Rope | None:
         """The rotary positions of a layer's attention (families/rotary.py), None where it has none (GPT-2's learned

@@ -88,7 +88,7 @@ def past_its_context(config: Config, ctx: int) -> Config:
             f"{config.name} learns a table of {config.n_positions:,} positions ({', '.join(learned)}): its context is "
             f"part of its shapes; leave --ctx out (and give fewer --tokens for a shorter run)"
         )
-    return replace(config, n_positions=ctx)  # type: ignore[type-var]  # every family's config is a dataclass
+    return replace(config, n_positions=ctx)  # type: ignore[call-arg]  # a field of every family's dataclass, not of Named's
 
 
 def _config_of_model(name: str) -> Config:

@@ -5,7 +5,7 @@ half of each head (partial_rotary_factor 0.5), its keys and values in the cache.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ...engine.kvcache import KeysValues, State
@@ -108,9 +108,7 @@ class BambaConfig(MixerShapes, ModelConfig):
     bos_token_id: int | None = key("bos_token_id", 1, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     model_type: str = "bamba"
-    name: str = field(default="bamba", compare=False)
 
-    family = "bamba"
     what = "a Bamba"
     classes = {"bamba": "BambaForCausalLM"}
     # the rope's own share wins; a top-level partial_rotary_factor is not read (BambaConfig sets 0.5 over it)

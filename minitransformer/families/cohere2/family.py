@@ -5,7 +5,7 @@ neighbouring pairs of each head's numbers, none on the full layers (NoPE); the l
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...engine.ops import constant
 from ...engine.stages import Stage
@@ -52,10 +52,8 @@ class Cohere2Config(LlamaConfig):
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 255001, TOKENS)
     logit_scale: float = key("logit_scale", 0.0625, NUMBER)
     model_type: str = "cohere2"
-    name: str = field(default="cohere2", compare=False)
     layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(FULL, SLIDING), rule=kinds, reads=(PATTERN,))
 
-    family = "cohere2"
     what = "a Cohere2 model"
     classes = {"cohere2": "Cohere2ForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES, top_level=True),)

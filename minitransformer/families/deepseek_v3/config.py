@@ -3,7 +3,7 @@ preset of the published model, from its config.json."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from ...errors import UserError
@@ -60,9 +60,7 @@ class DeepseekConfig(ModelConfig):
     bos_token_id: int | None = key("bos_token_id", 0, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 1, TOKENS)
     model_type: str = "deepseek_v3"
-    name: str = field(default="deepseek_v3", compare=False)
 
-    family = "deepseek_v3"
     what = "a DeepSeek-V3"
     classes = {"deepseek_v3": "DeepseekV3ForCausalLM"}
     checkpoint_kind = "DeepSeek-V3 model"  # what messages call a checkpoint of it

@@ -4,7 +4,7 @@ each under its config.json key with transformers' DeepseekV32Config default; the
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ...errors import UserError
@@ -50,13 +50,11 @@ class DeepseekV32Config(DeepseekConfig):
     n_mtp: int = key("num_mtp_layers", Fixed(0), dict_key=None)
     n_positions: int = key("max_position_embeddings", 163840, SIZE)
     model_type: str = "deepseek_v32"
-    name: str = field(default="deepseek_v32", compare=False)
     index_n_heads: int = key("index_n_heads", 64, SIZE)  # Hi
     index_head_dim: int = key("index_head_dim", 128, SIZE)  # di
     index_topk: int = key("index_topk", 2048, SIZE)  # k_i: the keys a query attends to
     layer_types: tuple[str, ...] = mlp_layer_types()
 
-    family = "deepseek_v32"
     what = "a DeepSeek-V3.2"
     classes = {"deepseek_v32": "DeepseekV32ForCausalLM"}
     checkpoint_kind = "DeepSeek-V3.2 model"  # what messages call a checkpoint of it

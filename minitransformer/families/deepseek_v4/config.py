@@ -5,7 +5,7 @@ qk_rope_head_dim), the presets of the published models."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from ...engine.kvcache import KeysValues
@@ -214,9 +214,7 @@ class DeepseekV4Config(ModelConfig):
     bos_token_id: int | None = key("bos_token_id", 0, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 1, TOKENS)
     model_type: str = "deepseek_v4"
-    name: str = field(default="deepseek_v4", compare=False)
 
-    family = "deepseek_v4"
     what = "a DeepSeek-V4"
     classes = {"deepseek_v4": "DeepseekV4ForCausalLM"}
     checkpoint_kind = "DeepSeek-V4 model"

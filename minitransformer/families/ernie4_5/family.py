@@ -4,7 +4,7 @@ for the biases of every product but the logits'; the head size its own (q wider 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..keys import FLAG, SIZE, TOKENS, eps, key
 from ..llama.config import LlamaConfig, preset
@@ -32,9 +32,7 @@ class Ernie45Config(LlamaConfig):
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     rope_theta: float = 500000.0
     model_type: str = "ernie4_5"
-    name: str = field(default="ernie4_5", compare=False)
 
-    family = "ernie4_5"
     what = "an ERNIE 4.5 model"
     classes = {"ernie4_5": "Ernie4_5ForCausalLM"}
     # every number of a head turns: a partial_rotary_factor (in the rope or at the top level) is refused by name

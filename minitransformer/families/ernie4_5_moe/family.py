@@ -11,7 +11,7 @@ MLP's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from ..config import check_experts
 from ..ernie4_5 import reference
@@ -45,9 +45,7 @@ class Ernie45MoeConfig(Ernie45Config):
     norm_min: float = key("moe_norm_min", 1e-12, POSITIVE_NUMBER)  # the least sum the k chosen p are divided by
     lm_head_bias: bool = key("use_bias", False, FLAG)  # the logits' bias: use_bias too
     model_type: str = "ernie4_5_moe"
-    name: str = field(default="ernie4_5_moe", compare=False)
 
-    family = "ernie4_5_moe"
     what = "an ERNIE 4.5 mixture of experts"
     classes = {"ernie4_5_moe": "Ernie4_5_MoeForCausalLM"}
 

@@ -4,7 +4,7 @@ the full layers (NoPE: Exaone4Attention turns q and k only where sliding_window 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...errors import UserError
 from ..config import FULL, SLIDING, check_windows
@@ -59,12 +59,10 @@ class Exaone4Config(LlamaConfig):
     bos_token_id: int | None = key("bos_token_id", 0, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     model_type: str = "exaone4"
-    name: str = field(default="exaone4", compare=False)
     layer_types: tuple[str, ...] = key(
         "layer_types", None, KINDS, read=kinds, rule=kinds, reads=(LAYER_TYPES, PATTERN), write=written
     )
 
-    family = "exaone4"
     what = "an EXAONE 4 model"
     classes = {"exaone4": "Exaone4ForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES),)

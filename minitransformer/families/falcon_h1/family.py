@@ -11,7 +11,7 @@ Its mixer's width is mamba_d_ssm, its gated norm optional and maybe first, out_p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ...engine.kvcache import KeysValues
@@ -68,9 +68,7 @@ class FalconH1Config(BambaConfig):
     ssm_in_multiplier: float = key("ssm_in_multiplier", 1.0, NUMBER)
     ssm_out_multiplier: float = key("ssm_out_multiplier", 1.0, NUMBER)
     model_type: str = "falcon_h1"
-    name: str = field(default="falcon_h1", compare=False)
 
-    family = "falcon_h1"
     what = "a Falcon-H1"
     classes = {"falcon_h1": "FalconH1ForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES),)

@@ -4,7 +4,7 @@ families/parts/mamba1.py computes where the config's bcdt_norm_eps is a number. 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..keys import POSITIVE_NUMBER, key
@@ -21,9 +21,7 @@ class FalconMambaConfig(MambaConfig):
 
     mixer_rms_eps: float = key("mixer_rms_eps", 1e-6, POSITIVE_NUMBER, dict_key="mixer_rms_eps")
     model_type: str = "falcon_mamba"
-    name: str = field(default="falcon_mamba", compare=False)
 
-    family = "falcon_mamba"
     what = "a Falcon-Mamba"
     classes = {"falcon_mamba": "FalconMambaForCausalLM"}
     checkpoint_kind = "Falcon-Mamba model"

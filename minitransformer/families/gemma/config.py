@@ -5,7 +5,7 @@ config.json."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..config import FULL, SLIDING, check_windows
@@ -71,7 +71,6 @@ class GemmaConfig(LlamaConfig):
     local_rope_theta: float | None = None  # Gemma 3: the sliding layers' rotary base (None: the same rotary as all)
     local_rope_scaling: tuple[tuple[str, object], ...] | None = None
     model_type: str = GEMMA2
-    name: str = field(default="gemma2", compare=False)
 
     family = "gemma"
     what = "a Gemma model"

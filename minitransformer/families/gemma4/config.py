@@ -4,7 +4,7 @@ config.json."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -142,7 +142,6 @@ class Gemma4TextConfig(LlamaConfig):
     # count's twin) still makes the whole model's, as its one product is the whole model's
     ple_layers: int = 0
     model_type: str = GEMMA4
-    name: str = field(default=GEMMA4, compare=False)
 
     family = "gemma4"
     what = "a Gemma 4 model"

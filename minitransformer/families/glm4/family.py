@@ -4,7 +4,7 @@ biases on q, k and v, and rotary positions on the first half of each head, its n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..keys import FLAG, SIZE, TOKENS, eps, key
 from ..llama.config import LlamaConfig, preset
@@ -30,9 +30,7 @@ class Glm4Config(LlamaConfig):
     partial_rotary_factor: float = 0.5  # the share of each head rotary turns (the rope group reads it)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS, rule=lambda hf, values: list(EOS))
     model_type: str = "glm4"
-    name: str = field(default="glm4", compare=False)
 
-    family = "glm4"
     what = "a GLM-4 model"
     classes = {"glm4": "Glm4ForCausalLM"}
     # transformers 5's rope_parameters or an older file's top-level rope_theta and partial_rotary_factor

@@ -5,7 +5,7 @@ layers, DeepSeek-V3's mixture: its group-limited sigmoid router, its routed and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..deepseek_v3.config import FIRST_DENSE, check_router
@@ -47,7 +47,6 @@ class Glm4MoeConfig(LlamaConfig):
     bos_token_id: int | None = key("bos_token_id", None, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS)
     model_type: str = "glm4_moe"
-    name: str = field(default="glm4_moe", compare=False)
     moe_inner: int = key("moe_intermediate_size", 1408, SIZE)  # each expert's width (the shared: n_shared x it)
     n_experts: int = key("n_routed_experts", 128, SIZE, aliases=("num_local_experts",))
     top_k: int = key("num_experts_per_tok", 8, SIZE)
@@ -60,7 +59,6 @@ class Glm4MoeConfig(LlamaConfig):
     # the multi-token-prediction layers after the main model's (layers 46 or 92), drafting where asked (count --mtp)
     n_mtp: int = key("num_mtp_layers", 1, COUNT, aliases=("num_nextn_predict_layers",), dict_key=None)
 
-    family = "glm4_moe"
     what = "a GLM-4.5 (glm4_moe)"
     classes = {"glm4_moe": "Glm4MoeForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True, share=partial_rotary(0.5)),)

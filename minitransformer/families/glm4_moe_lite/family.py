@@ -4,7 +4,7 @@ mlp_layer_types (by default the first dense, the rest sparse), not first_k_dense
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..config import own_kv_heads
 from ..deepseek_v3.config import DeepseekConfig
@@ -62,10 +62,8 @@ class Glm4MoeLiteConfig(DeepseekConfig):
     norm_eps: float = eps("rms_norm_eps", 1e-5)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 1, TOKENS)
     model_type: str = "glm4_moe_lite"
-    name: str = field(default="glm4_moe_lite", compare=False)
     layer_types: tuple[str, ...] = mlp_layer_types()  # where the file has none: the first layer dense (first_k 1)
 
-    family = "glm4_moe_lite"
     what = "a GLM-4.7-Flash (glm4_moe_lite)"
     classes = {"glm4_moe_lite": "Glm4MoeLiteForCausalLM"}
     checkpoint_kind = "GLM-4.7-Flash model"

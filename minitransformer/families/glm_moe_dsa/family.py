@@ -6,7 +6,7 @@ has no indexer and attends over the keys the last "full" layer before it chose i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from ...engine.kvcache import KeysValues, State
@@ -95,11 +95,9 @@ class GlmMoeDsaConfig(DeepseekV32Config):
     norm_eps: float = eps("rms_norm_eps", 1e-5)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 1, TOKENS)
     model_type: str = "glm_moe_dsa"
-    name: str = field(default="glm_moe_dsa", compare=False)
     index_n_heads: int = key("index_n_heads", 32, SIZE)
     layer_types: tuple[str, ...] = key("indexer_types", None, KINDS, read=kinds, rule=kinds, reads=READS, write=written)
 
-    family = "glm_moe_dsa"
     what = "a GLM-5 (glm_moe_dsa)"
     classes = {"glm_moe_dsa": "GlmMoeDsaForCausalLM"}
     checkpoint_kind = "GLM-5 model"

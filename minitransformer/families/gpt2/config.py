@@ -3,7 +3,7 @@ field under its key, with transformers' GPT2Config default), and the presets of 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import UserError
@@ -33,9 +33,7 @@ class GPT2Config(ModelConfig):
     tie_word_embeddings: bool = key("tie_word_embeddings", True, FLAG)
     bos_token_id: int | None = key("bos_token_id", 50256, TOKENS)
     eos_token_id: int | None = key("eos_token_id", 50256, TOKENS)
-    name: str = field(default="gpt2", compare=False)
 
-    family = "gpt2"
     what = "a GPT-2 model"
     model_type = "gpt2"
     classes = {"gpt2": "GPT2LMHeadModel"}

@@ -8,7 +8,7 @@ per head, sliding-window layers alternating with full ones (layer_types), and Ya
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..config import FULL, SLIDING, check_experts, check_windows
 from ..keys import FLAG, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Fixed, eps, key, layer_kinds, quantized
@@ -48,7 +48,6 @@ class GptOssConfig(LlamaConfig):
     bos_token_id: int | None = key("bos_token_id", None, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS)
     model_type: str = "gpt_oss"
-    name: str = field(default="gpt_oss", compare=False)
     n_experts: int = key("num_local_experts", 128, SIZE)  # E
     top_k: int = key("num_experts_per_tok", 4, SIZE)  # k
     swiglu_alpha: float = key("swiglu_alpha", 1.702, POSITIVE_NUMBER)
@@ -62,7 +61,6 @@ class GptOssConfig(LlamaConfig):
         rule=lambda hf, fields: alternating(fields["n_layer"]),
     )
 
-    family = "gpt_oss"
     what = "a gpt-oss"
     classes = {"gpt_oss": "GptOssForCausalLM"}
     groups = (

@@ -7,7 +7,7 @@ logits_scaling. Attention turns q and k only where position_embedding_type is "r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..bamba import reference
@@ -51,9 +51,7 @@ class GraniteMoeHybridConfig(BambaConfig):
     position_embedding_type: str | None = key("position_embedding_type", None)  # "rope" turns q and k; else NoPE
     tie_word_embeddings: bool = key("tie_word_embeddings", False, FLAG)
     model_type: str = "granitemoehybrid"
-    name: str = field(default="granitemoehybrid", compare=False)
 
-    family = "granitemoehybrid"
     what = "a Granite 4.0-H"
     classes = {"granitemoehybrid": "GraniteMoeHybridForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES),)

@@ -8,7 +8,7 @@ Jamba-1.5-Mini's 32 layers: attention in 4, 12, 20 and 28, experts in every odd 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...engine.kvcache import KeysValues, State
@@ -78,9 +78,7 @@ class JambaConfig(Mamba1Shapes, ModelConfig):
     o_bias: bool = False
     sliding_window: None = None
     model_type: str = "jamba"
-    name: str = field(default="jamba", compare=False)
 
-    family = "jamba"
     what = "a Jamba"
     classes = {"jamba": "JambaForCausalLM"}
     checkpoint_kind = "Jamba model"

@@ -12,7 +12,7 @@ full); the MLPs are mlp_layer_types, or first_k_dense_replace dense layers then 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ...engine.kvcache import KeysValues, State
@@ -143,10 +143,8 @@ class KimiLinearConfig(DeepseekConfig):
     bos_token_id: int | None = key("bos_token_id", 163584, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 163586, TOKENS)
     model_type: str = "kimi_linear"
-    name: str = field(default="kimi_linear", compare=False)
     layer_types: tuple[str, ...] = key("layer_types", None, KINDS, read=kinds, rule=kinds, reads=READS, write=written)
 
-    family = "kimi_linear"
     what = "a Kimi Linear"
     classes = {"kimi_linear": "KimiLinearForCausalLM"}
     checkpoint_kind = "Kimi Linear model"

@@ -4,7 +4,7 @@ width LFM2's own rule adjusts; the final norm is `embedding_norm`, the unembeddi
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, replace
+from dataclasses import MISSING, dataclass, replace
 from typing import Any
 
 from ...engine.kvcache import KeysValues, State
@@ -68,10 +68,8 @@ class Lfm2Config(LlamaConfig):
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     rope_theta: float = 1000000.0
     model_type: str = "lfm2"
-    name: str = field(default="lfm2", compare=False)
     layer_types: tuple[str, ...] = key("layer_types", None, LAYERS, rule=kinds, reads=(FULL_ATTN_IDXS,))
 
-    family = "lfm2"
     what = "an LFM2"
     classes = {"lfm2": "Lfm2ForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES),)

@@ -5,7 +5,7 @@ chosen scores renormalised with eps 1e-6 where norm_topk_prob, times routed_scal
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, replace
+from dataclasses import MISSING, dataclass, replace
 
 from ...errors import UserError
 from ..config import FULL, check_experts
@@ -57,12 +57,10 @@ class Lfm2MoeConfig(Lfm2Config):
     norm_topk_prob: bool = key("norm_topk_prob", True, FLAG)
     routed_scaling_factor: float = key("routed_scaling_factor", 1.0, SCALE)
     model_type: str = "lfm2_moe"
-    name: str = field(default="lfm2_moe", compare=False)
     layer_types: tuple[str, ...] = key(
         "layer_types", None, KINDS, read=kinds, reads=(LAYER_TYPES, NUM_DENSE), write=written
     )
 
-    family = "lfm2_moe"
     what = "an LFM2-MoE"
     classes = {"lfm2_moe": "Lfm2MoeForCausalLM"}
     refusals = (quantized(),)

@@ -4,7 +4,7 @@ Llama-family models, from each model's published config.json."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from ...errors import UserError
@@ -56,9 +56,7 @@ class LlamaConfig(ModelConfig):
     bos_token_id: int | None = key("bos_token_id", None, TOKENS, by_type={LLAMA: 1, MISTRAL: 1})
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS, by_type={LLAMA: 2, MISTRAL: 2})
     model_type: str = LLAMA
-    name: str = field(default="llama", compare=False)
 
-    family = "llama"
     what = "a Llama-family model"
     classes = {LLAMA: "LlamaForCausalLM", MISTRAL: "MistralForCausalLM", QWEN2: "Qwen2ForCausalLM"}
     groups: ClassVar[tuple[Group, ...]] = (
@@ -95,7 +93,7 @@ def preset(config: type[C], name: str, L: int, H: int, Hkv: int, D: int, F: int,
     """A preset of a Llama-like config (Phi-3's too): its layers, heads, key/value heads, width, MLP width, vocabulary,
     context, and what else its config.json sets."""
     shapes = dict(n_layer=L, n_head=H, n_kv_head=Hkv, n_embd=D, n_inner=F, vocab_size=V, n_positions=P)
-    return config(**shapes, **more, name=name)  # type: ignore[call-arg]
+    return config(**shapes, **more, name=name)
 
 
 # The Llama family, from each model's published config.json.

@@ -14,7 +14,7 @@ alone (crosscheck names the difference)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ...engine.ledger import keys_in_chunks
@@ -97,10 +97,8 @@ class Llama4TextConfig(LlamaConfig):
     attn_scale: float = key("attn_scale", 0.1, NUMBER)
     rope_theta: float = 500000.0
     model_type: str = "llama4_text"
-    name: str = field(default="llama4_text", compare=False)
     layer_types: tuple[str, ...] = key("layer_types", None, LAYERS, read=kinds, rule=kinds, reads=READS, write=written)
 
-    family = "llama4_text"
     what = "a Llama 4 text model"
     classes = {"llama4_text": "Llama4ForCausalLM"}
     groups = (RopeKeys(),)

@@ -4,7 +4,7 @@ from it), the shapes of its mixer, and the presets of published models, from the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...engine.kvcache import State
 from ..config import ModelConfig
@@ -73,9 +73,7 @@ class MambaConfig(MixersAlone, Mamba1Shapes, ModelConfig):  # type: ignore[overr
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 0, TOKENS)
     pad_token_id: int | None = key("pad_token_id", 0, TOKENS)
     model_type: str = "mamba"
-    name: str = field(default="mamba", compare=False)
 
-    family = "mamba"
     what = "a Mamba"
     classes = {"mamba": "MambaForCausalLM"}
     checkpoint_kind = "Mamba model"

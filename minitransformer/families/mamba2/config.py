@@ -4,7 +4,7 @@ mixer that Nemotron-H shares (`MixerShapes`), and the preset of a published mode
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...engine.kvcache import State
@@ -199,9 +199,7 @@ class Mamba2Config(MixersAlone, MixerShapes, ModelConfig):  # type: ignore[overr
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     pad_token_id: int | None = key("pad_token_id", 1, TOKENS)
     model_type: str = "mamba2"
-    name: str = field(default="mamba2", compare=False)
 
-    family = "mamba2"
     what = "a Mamba-2"
     classes = {"mamba2": "Mamba2ForCausalLM"}
     checkpoint_kind = "Mamba-2 model"  # what messages call a checkpoint of it

@@ -10,7 +10,7 @@ layer's, mlp_* after the experts."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from ...engine.kvcache import KeysValues, State
@@ -78,10 +78,8 @@ class MiniMaxConfig(MixtralConfig):
     bos_token_id: int | None = key("bos_token_id", 1, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     model_type: str = "minimax"
-    name: str = field(default="minimax", compare=False)
     layer_types: tuple[str, ...] = key("layer_types", None, KINDS, read=kinds, rule=kinds, reads=(LAYER_TYPES,))
 
-    family = "minimax"
     what = "a MiniMax-01"
     classes = {"minimax": "MiniMaxForCausalLM"}
     # transformers' MiniMaxRotaryEmbedding turns every number of a head at the default rope (a published file's

@@ -6,7 +6,7 @@ largest s + b, the chosen s renormalised to sum to 1 (no epsilon), no groups and
 from __future__ import annotations
 
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ...errors import UserError
@@ -58,11 +58,9 @@ class MiniMaxM2Config(LlamaConfig):
     bos_token_id: int | None = key("bos_token_id", 200034, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 200020, TOKENS)
     model_type: str = "minimax_m2"
-    name: str = field(default="minimax_m2", compare=False)
     n_experts: int = key("num_local_experts", 256, SIZE, aliases=("num_experts",))  # E
     top_k: int = key("num_experts_per_tok", 8, SIZE)  # k
 
-    family = "minimax_m2"
     what = "a MiniMax-M2"
     classes = {"minimax_m2": "MiniMaxM2ForCausalLM"}
     groups = (RotaryDim(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True, share=partial_rotary(None)),)

@@ -3,7 +3,7 @@ the published Mixtral models, from each model's config.json."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...errors import UserError
 from ..config import check_experts
@@ -30,11 +30,9 @@ class MixtralConfig(LlamaConfig):
     bos_token_id: int | None = key("bos_token_id", 1, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     model_type: str = "mixtral"
-    name: str = field(default="mixtral", compare=False)
     n_experts: int = key("num_local_experts", 8, SIZE)  # E
     top_k: int = key("num_experts_per_tok", 2, SIZE)  # k
 
-    family = "mixtral"
     what = "a Mixtral"
     classes = {"mixtral": "MixtralForCausalLM"}
     groups = (RopeKeys(refused=("pretraining_tp", "partial_rotary_factor"), top_level=True),)

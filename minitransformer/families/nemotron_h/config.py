@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ...engine.kvcache import NOTHING, KeysValues, State
@@ -142,9 +142,7 @@ class NemotronHConfig(MixerShapes, ModelConfig):
     bos_token_id: int | None = key("bos_token_id", 1, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     model_type: str = "nemotron_h"
-    name: str = field(default="nemotron_h", compare=False)
 
-    family = "nemotron_h"
     qkv_bias: ClassVar[bool] = False  # its attention has no biases, whatever attention_bias says (see below)
     o_bias: ClassVar[bool] = False
     what = "a Nemotron-H"

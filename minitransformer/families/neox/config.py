@@ -3,7 +3,7 @@ GPTNeoXConfig default, and the presets of the Pythia models, from each one's pub
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...errors import UserError
 from ..config import ModelConfig, check_multiple, heads_of_width
@@ -38,7 +38,6 @@ class NeoXConfig(ModelConfig):
     bos_token_id: int | None = key("bos_token_id", 0, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     model_type: str = "gpt_neox"
-    name: str = field(default="gpt_neox", compare=False)
 
     family = "neox"
     what = "a GPT-NeoX model"

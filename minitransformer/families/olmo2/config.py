@@ -8,7 +8,7 @@ Olmo2Config does not define, is honoured when a config.json has it, as transform
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from ..keys import FLAG, SIZE, TOKENS, Group, eps, key
@@ -32,9 +32,7 @@ class Olmo2Config(LlamaConfig):
     bos_token_id: int | None = key("bos_token_id", None, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 50279, TOKENS)
     model_type: str = "olmo2"
-    name: str = field(default="olmo2", compare=False)
 
-    family = "olmo2"
     what = "an OLMo 2 model"
     classes = {"olmo2": "Olmo2ForCausalLM"}
     groups: ClassVar[tuple[Group, ...]] = (RopeKeys(),)

@@ -4,7 +4,7 @@ the sliding ones)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..config import FULL, SLIDING, check_windows
 from ..gemma.config import periodic
@@ -29,12 +29,10 @@ class Olmo3Config(Olmo2Config):
     sliding_window: int | None = key("sliding_window", 4096, WINDOW)
     rope_theta: float = 500000.0
     model_type: str = "olmo3"
-    name: str = field(default="olmo3", compare=False)
     layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(FULL, SLIDING), rule=EVERY_FOURTH_FULL)
     local_rope_theta: float | None = 500000.0
     local_rope_scaling: tuple[tuple[str, object], ...] | None = None
 
-    family = "olmo3"
     what = "an OLMo 3 model"
     classes = {"olmo3": "Olmo3ForCausalLM"}
     groups = (RopePerLayerType(500000.0, 500000.0, kinds=YARN_ROPE_TYPES),)

@@ -5,7 +5,7 @@ model's published config.json."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 
 from ..config import ModelConfig, check_multiple, heads_of_width
@@ -40,9 +40,7 @@ class Phi3Config(ModelConfig):
     tie_word_embeddings: bool = key("tie_word_embeddings", False, FLAG)
     bos_token_id: int | None = key("bos_token_id", 1, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 32000, TOKENS)
-    name: str = field(default="phi3", compare=False)
 
-    family = "phi3"
     what = "a Phi-3 model"
     model_type = "phi3"  # config.json's model_type (the one this family reads), as the reports name a model's family
     classes = {"phi3": "Phi3ForCausalLM"}

@@ -9,7 +9,7 @@ otherwise), attention_bias puts biases on q, k, v and o alike, and a sliding win
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..config import FULL, SLIDING, check_windows
@@ -67,7 +67,6 @@ class Qwen3Config(LlamaConfig):
     bos_token_id: int | None = key("bos_token_id", None, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS)
     model_type: str = "qwen3"
-    name: str = field(default="qwen3", compare=False)
     layer_types: tuple[str, ...] = key(
         "layer_types",
         None,
@@ -78,7 +77,6 @@ class Qwen3Config(LlamaConfig):
         dict_value=uniform_or_list,
     )
 
-    family = "qwen3"
     what = "a Qwen3 model"
     classes = {"qwen3": "Qwen3ForCausalLM"}
     groups = (RopeKeys(),)

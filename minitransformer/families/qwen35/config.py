@@ -11,7 +11,7 @@ reads them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ...engine.kvcache import KeysValues, State
@@ -83,7 +83,6 @@ class Qwen35Config(ModelConfig):
     bos_token_id: int | None = key("bos_token_id", None, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS)
     model_type: str = TEXT
-    name: str = field(default=TEXT, compare=False)
 
     family = "qwen3_5"
     what = "a Qwen3.5 model"

@@ -6,7 +6,7 @@ makes some layers' MLP dense (mlp_only_layers, decoder_sparse_step), which their
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from ..keys import FLAG, SIZE, Key, Refusal, key, layer_kinds, quantized, zero
@@ -60,9 +60,7 @@ class Qwen3NextConfig(Qwen35Config):
     shared_inner: int = key("shared_expert_intermediate_size", 512, SIZE)
     norm_topk_prob: bool = key("norm_topk_prob", True, FLAG)
     model_type: str = "qwen3_next"
-    name: str = field(default="qwen3_next", compare=False)
 
-    family = "qwen3_next"
     what = "a Qwen3-Next"
     classes = {"qwen3_next": "Qwen3NextForCausalLM"}
     multimodal: ClassVar[dict[str, str]] = {}

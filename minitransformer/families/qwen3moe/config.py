@@ -9,7 +9,7 @@ decoder_sparse_step make dense; the top k gates are renormalised only under norm
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..config import check_experts
 from ..keys import FLAG, INDICES, SIZE, TOKENS, Key, Refusal, key, layer_kinds, zero
@@ -51,7 +51,6 @@ class Qwen3MoeConfig(LlamaConfig):
     bos_token_id: int | None = key("bos_token_id", None, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", None, TOKENS)
     model_type: str = "qwen3_moe"
-    name: str = field(default="qwen3_moe", compare=False)
     # transformers names E num_experts and saves it as num_local_experts (attribute_map): either is read
     n_experts: int = key("num_experts", 128, SIZE, aliases=("num_local_experts",))
     top_k: int = key("num_experts_per_tok", 8, SIZE)
@@ -70,7 +69,6 @@ class Qwen3MoeConfig(LlamaConfig):
         write=lambda c: {"mlp_only_layers": list(dense_layers(c.layer_types)), "decoder_sparse_step": 1},
     )
 
-    family = "qwen3_moe"
     what = "a Qwen3-MoE model"
     classes = {"qwen3_moe": "Qwen3MoeForCausalLM"}
     groups = (RopeKeys(top_level=True),)

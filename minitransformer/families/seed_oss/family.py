@@ -3,7 +3,7 @@ under a key of its own."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..keys import FLAG, SIZE, TOKENS, key
 from ..llama.config import LlamaConfig, preset
@@ -28,9 +28,7 @@ class SeedOssConfig(LlamaConfig):
     bos_token_id: int | None = key("bos_token_id", 0, TOKENS)
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 2, TOKENS)
     model_type: str = "seed_oss"
-    name: str = field(default="seed_oss", compare=False)
 
-    family = "seed_oss"
     what = "a Seed-OSS model"
     classes = {"seed_oss": "SeedOssForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES),)

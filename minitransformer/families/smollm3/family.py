@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...errors import UserError
 from ..config import FULL, SLIDING, check_windows
@@ -53,11 +53,9 @@ class SmolLM3Config(LlamaConfig):
     eos_token_id: int | tuple[int, ...] | None = key("eos_token_id", 128001, TOKENS)
     rope_theta: float = 2000000.0
     model_type: str = "smollm3"
-    name: str = field(default="smollm3", compare=False)
     layer_types: tuple[str, ...] = key("layer_types", None, layer_kinds(FULL, SLIDING, FULL + NOPE, SLIDING + NOPE),
         read=kinds, rule=kinds, reads=(NO_ROPE_LAYERS, INTERVAL), write=written)  # fmt: skip
 
-    family = "smollm3"
     what = "a SmolLM3 model"
     classes = {"smollm3": "SmolLM3ForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES),)
