@@ -354,6 +354,18 @@ def own_kv_heads(heads: int) -> Refusal:
     return Refusal("num_key_value_heads", "is not supported: MLA gives each head its own keys and values", other)
 
 
+class SharedExperts:
+    """A mixture whose shared experts are one gated MLP as wide as n_shared_experts routed ones (DeepSeek-V3's and
+    -V4's, GLM-4.5's; parts/moe.py's SharedExpert reads d_shared)."""
+
+    n_shared_experts: int
+    moe_inner: int  # a routed expert's width (moe_intermediate_size)
+
+    @property
+    def d_shared(self) -> int:
+        return self.n_shared_experts * self.moe_inner
+
+
 def check_multiple(config: ModelConfig, whole: str, part: str, why: str = "") -> None:
     """A field a multiple of another (heads sharing keys, value heads per key head), refused under their config.json
     keys."""

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from ...errors import UserError
 from .. import rotary
-from ..config import ModelConfig, check_multiple
+from ..config import ModelConfig, SharedExperts, check_multiple
 from ..keys import ACTIVATION, COUNT, FLAG, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, Written, eps, key, quantized
 from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, rope_scaling
 
@@ -19,7 +19,7 @@ FIRST_DENSE = replace(COUNT.or_null(), shape=True, read=lambda n: n or 0)  # nul
 
 
 @dataclass(frozen=True)
-class DeepseekConfig(ModelConfig):
+class DeepseekConfig(SharedExperts, ModelConfig):
     """A DeepSeek-V3: multi-head latent attention (q through a rank-q_lora_rank bottleneck, or one q_proj; k and v
     up-projected from a kv_lora_rank latent, a qk_rope_head_dim rotary key shared by the heads beside each head's
     qk_nope_head_dim), and after first_k_dense_replace dense layers, a mixture of n_experts routed experts of width
@@ -92,11 +92,6 @@ class DeepseekConfig(ModelConfig):
     def d_value(self) -> int:
         """A head's value width: v_head_dim (128 in DeepSeek-V3), not the keys' d_head."""
         return self.v_head_dim
-
-    @property
-    def d_shared(self) -> int:
-        """The shared experts' width: n_shared_experts x moe_intermediate_size, one gated MLP."""
-        return self.n_shared_experts * self.moe_inner
 
     @property
     def symbol_sizes(self) -> dict[str, int]:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from ...engine.kvcache import KeysValues
 from ...errors import UserError
 from .. import rotary
-from ..config import ModelConfig, check_multiple
+from ..config import ModelConfig, SharedExperts, check_multiple
 from ..keys import (
     ACTIVATION,
     FLAG,
@@ -169,7 +169,7 @@ def written(c: DeepseekV4Config) -> dict:
 
 
 @dataclass(frozen=True)
-class DeepseekV4Config(ModelConfig):
+class DeepseekV4Config(SharedExperts, ModelConfig):
     """A DeepSeek-V4: every layer attends through a sliding window of sliding_window keys, one key-value head of
     head_dim (K = V) and num_attention_heads query heads from a q_lora_rank latent, each head's sink; its compressed
     layers (layer_types) also attend to entries that compress every compress_rate positions (4, chosen by an indexer
@@ -266,10 +266,6 @@ class DeepseekV4Config(ModelConfig):
     @property
     def d_ff(self) -> int:
         return self.moe_inner
-
-    @property
-    def d_shared(self) -> int:
-        return self.n_shared_experts * self.moe_inner
 
     @property
     def norm_topk_prob(self) -> bool:  # DeepSeek-V4's router always renormalises

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import SharedExperts
 from ..deepseek_v3.config import FIRST_DENSE, check_router
 from ..deepseek_v3.family import MLP, DeepseekFormulas, mtp_config
 from ..deepseek_v3.reference import float64_glm45
@@ -29,7 +30,7 @@ ROUTING = (
 
 
 @dataclass(frozen=True)
-class Glm4MoeConfig(LlamaConfig):
+class Glm4MoeConfig(SharedExperts, LlamaConfig):
     """A GLM-4.5: grouped-query attention (head_dim its own where given, else D / H), the first dr numbers of each
     head turned; dense layers of width F first, then k of E routed experts of width Fe beside n_shared_experts."""
 
@@ -71,10 +72,6 @@ class Glm4MoeConfig(LlamaConfig):
     def rope(self, layer: int = 0) -> Rope:
         """The first dr = int(dh x partial_rotary_factor) numbers of each head turn."""
         return Rope(int(self.d_head * self.partial_rotary_factor), self.rope_theta, self.rope_scaling, self.n_positions)
-
-    @property
-    def d_shared(self) -> int:
-        return self.n_shared_experts * self.moe_inner
 
     @property
     def symbol_sizes(self) -> dict[str, int]:

@@ -175,21 +175,8 @@ class KimiLinearConfig(DeepseekConfig):
         return sum(self.is_moe(i) for i in range(self.n_layer))
 
     # The delta rule's shapes (parts/delta_rule.py), a KDA layer's: as many key heads as value heads, dk wide alike.
-    @property
-    def linear_key_heads(self) -> int:
-        return self.linear_heads
-
-    @property
-    def linear_value_heads(self) -> int:
-        return self.linear_heads
-
-    @property
-    def linear_key_dim(self) -> int:
-        return self.linear_head_dim
-
-    @property
-    def linear_value_dim(self) -> int:
-        return self.linear_head_dim
+    linear_key_heads = linear_value_heads = property(lambda self: self.linear_heads)
+    linear_key_dim = linear_value_dim = property(lambda self: self.linear_head_dim)
 
     @property
     def value_groups(self) -> int:
