@@ -50,7 +50,7 @@ from .views.crosscheck_report import crosscheck_report
 from .views.draft_report import draft_report
 from .views.drift_report import drift_report
 from .views.export import csv_chunks, json_chunks
-from .views.files import check_destination, check_destinations, write_text, write_together
+from .views.files import Destination, check_destination, check_destinations, write_text, write_together
 from .views.html_report import (
     analysis_data,
     attention_layers,
@@ -981,12 +981,7 @@ def _crosscheck(args) -> None:
     model = resolve(args.model)
     ids = parse_ids(args.ids) if args.ids is not None else default_ids(model, args.tokens)
     check = crosscheck(model, ids, dense_attention=args.dense_attention)
-    out = sys.stderr if json_to and json_to.is_stdout else sys.stdout
-    print(crosscheck_report(check), file=out)
-    if json_to:
-        write_text(json_to, [json.dumps(check.to_dict(), indent=1) + "\n"])
-        if not json_to.is_stream:
-            print(f"counts written to {args.json}", file=out)
+    _report_with_json(crosscheck_report(check), check.to_dict, json_to, "counts")
 
 
 def _config(args) -> None:
@@ -1000,12 +995,18 @@ def _params(args) -> None:
     config = _model_config(args)
     json_to = None if args.json is None else check_destination(args.json)
     p = parameters(config)
+    _report_with_json(params_report(p), p.to_dict, json_to, "parameters")
+
+
+def _report_with_json(report: str, document: Callable[[], dict], json_to: Destination | None, what: str) -> None:
+    """A verb's report, then its document as JSON where --json asked for it (checked before any work): the report
+    goes to stderr where the document takes stdout, and a file written is said, as `what` written to it."""
     out = sys.stderr if json_to and json_to.is_stdout else sys.stdout
-    print(params_report(p), file=out)
+    print(report, file=out)
     if json_to:
-        write_text(json_to, [json.dumps(p.to_dict(), indent=1) + "\n"])
+        write_text(json_to, [json.dumps(document(), indent=1) + "\n"])
         if not json_to.is_stream:
-            print(f"parameters written to {args.json}", file=out)
+            print(f"{what} written to {json_to.name}", file=out)
 
 
 def _at_least(flag: str, value: int, low: int, hint: str = "") -> None:

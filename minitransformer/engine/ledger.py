@@ -11,9 +11,9 @@ The ledger is data: `to_dict()` is the JSON the CLI writes; tables and plots are
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from math import prod
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -320,6 +320,23 @@ def _list(shape):
     return None if shape is None else list(shape)
 
 
+class WeightedSum:
+    """A total of a pass (PassTotals) read as an attribute: one attribute of its records summed, each record counted
+    as many times as it stands for. A pass's six totals are this one sum, of six attributes (PassTotals lists them)."""
+
+    def __init__(self, attribute: str) -> None:
+        self.attribute = attribute  # the record's attribute summed
+
+    @overload
+    def __get__(self, totals: None, owner: type) -> WeightedSum: ...
+    @overload
+    def __get__(self, totals: PassTotals, owner: type | None = None) -> int: ...
+    def __get__(self, totals: PassTotals | None, owner: type | None = None) -> WeightedSum | int:
+        if totals is None:  # read on the class (help(), a documentation tool): the descriptor itself
+            return self
+        return sum(n * getattr(r, self.attribute) for r, n in totals.weighted())
+
+
 class PassTotals:
     """The totals of one forward pass, over its records, each counted as many times as it stands for (`weighted`):
     a ledger's Phase holds each record once, a count's folded Pass a block's records for every layer of its kind."""
@@ -327,35 +344,18 @@ class PassTotals:
     def weighted(self) -> Iterable[tuple[Record, int]]:
         raise NotImplementedError
 
-    @property
-    def dot_products(self) -> int:
-        return sum(n * r.dot_products for r, n in self.weighted())
-
-    @property
-    def macs(self) -> int:
-        return sum(n * r.macs for r, n in self.weighted())
+    dot_products = WeightedSum("dot_products")
+    macs = WeightedSum("macs")
+    # The dense form's (every T x t score), where row chunks computed fewer; the same as the computed ones elsewhere
+    dense_dot_products = WeightedSum("dense_form_dot_products")
+    dense_macs = WeightedSum("dense_form_macs")
+    # Had every scan computed in chunks run token by token instead (Record.recurrent); the computed ones elsewhere
+    recurrent_dot_products = WeightedSum("recurrent_dot_products")
+    recurrent_macs = WeightedSum("recurrent_macs")
 
     @property
     def flops(self) -> int:
         return 2 * self.macs
-
-    @property
-    def dense_dot_products(self) -> int:
-        """The dense form's (every T x t score), where row chunks computed fewer; the same as dot_products elsewhere."""
-        return sum(n * r.dense_form_dot_products for r, n in self.weighted())
-
-    @property
-    def dense_macs(self) -> int:
-        return sum(n * r.dense_form_macs for r, n in self.weighted())
-
-    @property
-    def recurrent_dot_products(self) -> int:
-        """Had every scan computed in chunks run token by token instead (Record.recurrent); dot_products elsewhere."""
-        return sum(n * r.recurrent_dot_products for r, n in self.weighted())
-
-    @property
-    def recurrent_macs(self) -> int:
-        return sum(n * r.recurrent_macs for r, n in self.weighted())
 
 
 @dataclass
@@ -614,15 +614,9 @@ class Totals:
 
 
 def totals_of(phases: Sequence[Phase | Any]) -> Totals:
-    """The totals of passes: the ledger's phases, or count's folded passes (count.Pass), which answer the same."""
-    return Totals(
-        sum(p.dot_products for p in phases),
-        sum(p.macs for p in phases),
-        sum(p.dense_dot_products for p in phases),
-        sum(p.dense_macs for p in phases),
-        sum(p.recurrent_dot_products for p in phases),
-        sum(p.recurrent_macs for p in phases),
-    )
+    """The totals of passes, each of Totals' fields summed over them: the ledger's phases, or count's folded passes
+    (count.Pass), which answer the same names."""
+    return Totals(**{total.name: sum(getattr(p, total.name) for p in phases) for total in fields(Totals)})
 
 
 @dataclass

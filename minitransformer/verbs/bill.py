@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..engine.ledger import Phase
+from ..engine.ledger import Phase, totals_of
 from ..text import human
 
 
@@ -38,31 +38,25 @@ class Bill:
     def add(self, what: str, phases: list[Phase], times: int = 1) -> None:
         """The passes `phases` (each as the ledger recorded it), `times` over: a sweep's identical passes counted once
         and multiplied, as their shapes are the same."""
-        dots = sum(p.dot_products for p in phases) * times
-        macs = sum(p.macs for p in phases) * times
-        self.items.append(Item(what, len(phases) * times, dots, macs))
+        counted = totals_of(phases)
+        self.items.append(Item(what, len(phases) * times, counted.dot_products * times, counted.macs * times))
 
     def add_item(self, item: Item) -> None:
         self.items.append(item)
 
     @property
-    def passes(self) -> int:
-        return sum(i.passes for i in self.items)
-
-    @property
-    def dot_products(self) -> int:
-        return sum(i.dot_products for i in self.items)
-
-    @property
-    def macs(self) -> int:
-        return sum(i.macs for i in self.items)
+    def total(self) -> Item:
+        """The bill's total line: each of an item's counts summed over the items."""
+        counts = ("passes", "dot_products", "macs")
+        return Item("total", **{count: sum(getattr(i, count) for i in self.items) for count in counts})
 
     def to_dict(self) -> dict:
+        total = self.total
         return {
             "items": [i.to_dict() for i in self.items],
-            "passes": self.passes,
-            "dot_products": self.dot_products,
-            "macs": self.macs,
+            "passes": total.passes,
+            "dot_products": total.dot_products,
+            "macs": total.macs,
             **({"saved": self.saved.to_dict()} if self.saved is not None else {}),
         }
 
@@ -73,9 +67,10 @@ class Bill:
             f"  {i.what:<{width}}  {i.passes:>6,} x  {human(i.dot_products):>9} dot products  {human(i.macs):>9} MACs"
             for i in self.items
         ]
+        total = self.total
         rows.append(
-            f"  {'total':<{width}}  {self.passes:>6,} x  {human(self.dot_products):>9} dot products  "
-            f"{human(self.macs):>9} MACs ({self.macs:,})"
+            f"  {total.what:<{width}}  {total.passes:>6,} x  {human(total.dot_products):>9} dot products  "
+            f"{human(total.macs):>9} MACs ({total.macs:,})"
         )
         if self.saved is not None:
             s = self.saved
