@@ -12,13 +12,11 @@ grouped_mm takes no float64). A pass of the reference keeps no cache (validate c
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
 
 from ...errors import UserError
 from ..llama.reference import float64_frequencies, float64_rotary
-from ..mamba2.reference import float64_mixers, float64_norms
+from ..mamba2.reference import float64_mixers, float64_norms, patched
 from ..parts.mamba2 import segments
 
 MIXERS = ("BambaMixer", "GraniteMoeHybridMambaLayer", "FalconH1Mixer")
@@ -63,9 +61,4 @@ def float64_routers(reference, torch) -> int:
         top, chosen = logits.topk(module.top_k, dim=-1)
         return logits, torch.softmax(top, dim=-1), chosen
 
-    found = 0
-    for module in reference.modules():
-        if type(module).__name__ == "GraniteMoeHybridTopKRouter":
-            module.forward = types.MethodType(router, module)
-            found += 1
-    return found
+    return patched(reference, router, ("GraniteMoeHybridTopKRouter",))

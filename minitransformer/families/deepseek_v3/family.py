@@ -21,10 +21,10 @@ from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import DecoderFormulas, composed
 from ..parts.latent import LatentAttention
-from ..parts.mlps import GatedMLP
+from ..parts.mlps import OneKindGatedMLP
 from ..parts.moe import GroupLimitedRouter, Mixture, MlpByKind, SharedExpert, SwiGLUExperts
 from ..parts.mtp import MultiTokenPrediction
-from ..parts.part import Products, Tensors
+from ..parts.part import Products
 from . import reference
 from .config import PRESETS, RUNNABLE_ROPE_TYPES, DeepseekConfig
 
@@ -41,13 +41,10 @@ SYMBOLS = (
 
 
 @dataclass(frozen=True)
-class DenseMLP(GatedMLP):
+class DenseMLP(OneKindGatedMLP):
     """The first layers' gated MLP, its three matrices one kind."""
 
     kinds = {"mlp": "dense layers' MLP weights W_gate, W_up [F, D], W_down [D, F]"}
-
-    def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        return {name: replace(tensor, kind="mlp") for name, tensor in super().tensors(config, layer).items()}
 
 
 EXPERTS = SwiGLUExperts(

@@ -10,10 +10,9 @@ the reference keeps no cache (validate compares whole prompts).
 
 from __future__ import annotations
 
-import types
-
 from ...errors import UserError
 from ..mamba.reference import float64_mixers, float64_norms
+from ..mamba2.reference import patched
 
 NOTE = (
     "  (transformers' float64 Jamba computes its norms, its Mamba-1 scans and its router's softmax in float32; its\n"
@@ -47,9 +46,4 @@ def float64_routers(reference, torch) -> int:
         top, chosen = torch.softmax(logits, dim=-1).topk(module.top_k, dim=-1)
         return logits, top, chosen
 
-    found = 0
-    for module in reference.modules():
-        if type(module).__name__ == "JambaTopKRouter":
-            module.forward = types.MethodType(router, module)
-            found += 1
-    return found
+    return patched(reference, router, ("JambaTopKRouter",))

@@ -12,10 +12,9 @@ loop over the experts, as torch's grouped_mm takes no float64). The MLA layers h
 
 from __future__ import annotations
 
-import types
-
-from ...errors import UserError
 from ..deepseek_v3.reference import float64_routers
+from ..mamba2.reference import patched
+from ..qwen35.reference import check_layout, convolved, recurrent_delta_rule, rms_normed
 from .config import FULL
 
 NOTE = (
@@ -28,15 +27,8 @@ NOTE = (
 def float64_throughout(reference, model, torch) -> None:
     """Replace, on this instance of transformers' model only, every step it computes in float32 with a float64 one."""
     config = model.config
-    norms = deltas = 0
-    for module in reference.modules():
-        name = type(module).__name__
-        if name.endswith("RMSNorm"):
-            module.forward = types.MethodType(float64_norm(torch), module)
-            norms += 1
-        elif name.endswith("DeltaAttention"):
-            module.forward = types.MethodType(float64_kda(torch), module)
-            deltas += 1
+    norms = patched(reference, float64_norm(torch), ("RMSNorm",))
+    deltas = patched(reference, float64_kda(torch), ("DeltaAttention",))
     if hasattr(reference, "set_experts_implementation"):
         reference.set_experts_implementation("eager")
     routers = float64_routers(reference, torch)
@@ -44,39 +36,28 @@ def float64_throughout(reference, model, torch) -> None:
     latent_norms = full * (1 + (config.q_lora_rank is not None))  # kv_a_layernorm, and q_a_layernorm where q has a rank
     found = (norms, deltas, routers)
     expected = (2 * config.n_layer + latent_norms + 1, config.n_layer - full, config.expert_layers)
-    if found != expected:
-        import transformers
-
-        raise UserError(
-            f"validate in float64 recomputes transformers' {type(reference).__name__}'s float32 steps in float64, "
-            f"and transformers {transformers.__version__} does not lay them out as it expects (found RMSNorms, KDA "
-            f"layers and routers {found}, expected {expected}); upgrade transformers"
-        )
+    check_layout(reference, found, expected, "RMSNorms, KDA layers and routers ")
 
 
 def float64_norm(torch):
     """An RMSNorm's forward in its input's dtype."""
 
     def rms_norm(module, x):
-        return module.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + module.variance_epsilon))
+        return rms_normed(x, module, torch)
 
     return rms_norm
 
 
 def float64_kda(torch):
     """A KDA layer's forward, its equations in its input's dtype, its delta rule position by position."""
-    from transformers.activations import ACT2FN
-
     F = torch.nn.functional
 
     def kda(module, hidden_states, cache=None, attention_mask=None, **kwargs):
         if attention_mask is not None:
             hidden_states = hidden_states * attention_mask[:, :, None]
         h, (B, T, _) = hidden_states, hidden_states.shape
-        H, dk, K = module.num_heads, module.head_dim, module.conv_kernel_size
-        mixed = torch.cat([module.q_proj(h), module.k_proj(h), module.v_proj(h)], dim=-1).transpose(1, 2)
-        mixed = F.conv1d(mixed, module.conv1d.weight, padding=K - 1, groups=mixed.shape[1])[..., :T]
-        mixed = ACT2FN[module.activation](mixed).transpose(1, 2)
+        H, dk = module.num_heads, module.head_dim
+        mixed = convolved(module, torch.cat([module.q_proj(h), module.k_proj(h), module.v_proj(h)], dim=-1), torch)
         q, k, v = (x.reshape(B, T, H, dk) for x in torch.split(mixed, [H * dk] * 3, dim=-1))
         q, k = (x / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6) for x in (q, k))
         q = q / dk**0.5
@@ -84,16 +65,8 @@ def float64_kda(torch):
         f = gate.f_b_proj(gate.f_a_proj(h)) + gate.dt_bias
         g = (-gate.A_log.exp().reshape(H, 1) * F.softplus(f.reshape(B, T, H, dk))).exp()  # each channel's decay
         beta = module.b_proj(h).sigmoid()
-        S = torch.zeros(B, H, dk, dk, dtype=h.dtype)
-        out = torch.zeros(B, T, H, dk, dtype=h.dtype)
-        for t in range(T):  # the recurrent form: decay each key channel's row, read with k, correct at k, read with q
-            S = S * g[:, t, :, :, None]
-            delta = (v[:, t] - (S * k[:, t, ..., None]).sum(-2)) * beta[:, t, :, None]
-            S = S + k[:, t, ..., None] * delta[..., None, :]
-            out[:, t] = (S * q[:, t, ..., None]).sum(-2)
+        out = recurrent_delta_rule(q, k, v, beta, g[..., None], torch)  # each key channel's row decayed
         z = module.g_b_proj(module.g_a_proj(h)).reshape(B, T, H, dk)
-        norm = module.o_norm
-        o = norm.weight * (out * torch.rsqrt(out.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon))
-        return module.o_proj((o * z.sigmoid()).reshape(B, T, H * dk))
+        return module.o_proj((rms_normed(out, module.o_norm, torch) * z.sigmoid()).reshape(B, T, H * dk))
 
     return kda

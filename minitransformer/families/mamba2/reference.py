@@ -51,12 +51,7 @@ def float64_norms(reference, torch) -> int:
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
         return module.weight.to(hidden_states.dtype) * (hidden_states * torch.rsqrt(variance + module.variance_epsilon))
 
-    found = 0
-    for module in reference.modules():
-        if type(module).__name__.endswith("RMSNorm"):
-            module.forward = types.MethodType(rms_norm, module)
-            found += 1
-    return found
+    return patched(reference, rms_norm, ("RMSNorm",))
 
 
 def float64_logits(reference, base, torch) -> None:

@@ -18,7 +18,7 @@ from ...engine.ops import merge_heads, sigmoid, split_into_heads, ungroup_heads
 from ...engine.stages import ATTENTION_PROJECTIONS, Stage, by_op
 from ...engine.tape import Tape
 from ..rotary import rotate_partial
-from .attention import attend, bias_of, cache_stages
+from .attention import GroupedQueryAttention, attend, bias_of, cache_stages
 from .blocks import LayerInputs
 from .norms import RMSNorm
 from .part import Part, Products, Tensor, Tensors, linear, plus
@@ -31,12 +31,7 @@ class GatedAttention(Part):
     """Causal grouped-query attention with a sigmoid gate on its output (see the module's docstring), of a config
     with n_head, n_kv_head, d_head, attention_bias and the rotary tables of its layer."""
 
-    kinds = {
-        "attention_q": "attention query and gate weights W_q [H*2*dh, D]",
-        "attention_k": "attention key weights W_k [Hkv*dh, D]",
-        "attention_v": "attention value weights W_v [Hkv*dh, D]",
-        "attention_out": "attention output weights W_o [D, H*dh]",
-    }
+    kinds = {**GroupedQueryAttention.kinds, "attention_q": "attention query and gate weights W_q [H*2*dh, D]"}
 
     def stages(self, config: Any) -> dict[str, Stage]:
         """Its projections (q's with the gate's), the split, the q and k norms, the rotation, the gate; the cache, the

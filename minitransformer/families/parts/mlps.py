@@ -4,7 +4,7 @@ act(h W_up) W_down."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -80,6 +80,17 @@ class GatedMLP(Part):
 
     def products(self, config: Any, T: int, t: int, B: int = 1, layer: int = 0) -> Products:
         return applied(self.tensors(config), B * T, dict(zip(("mlp.gate", "mlp.up", "mlp.down"), self.names)))
+
+
+@dataclass(frozen=True)
+class OneKindGatedMLP(GatedMLP):
+    """The gated MLP with its three matrices one kind, `mlp` (Qwen3.5's MLP; DeepSeek-V3's dense layers', whose
+    `kinds` says so), where the parameter table shows it as one line beside experts."""
+
+    kinds = {"mlp": "MLP weights W_gate, W_up [F, D], W_down [D, F]"}
+
+    def tensors(self, config: Any, layer: int = 0) -> Tensors:
+        return {name: replace(tensor, kind="mlp") for name, tensor in super().tensors(config, layer).items()}
 
 
 @dataclass(frozen=True)

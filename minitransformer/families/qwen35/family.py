@@ -6,7 +6,7 @@ A batch's pads are masked from the attention layers' keys and zeroed before the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -17,7 +17,7 @@ from ..parts.deltanet import GatedDeltaNet
 from ..parts.family import composed
 from ..parts.gated_attention import GatedAttention
 from ..parts.hybrid import HybridFormulas
-from ..parts.mlps import GatedMLP
+from ..parts.mlps import OneKindGatedMLP
 from ..parts.moe import Mixture, SharedExpert, SoftmaxRouter, SwiGLUExperts
 from ..parts.norms import RMSNorm
 from ..parts.part import Part, Products, Tensors
@@ -31,16 +31,6 @@ SYMBOLS = (
     "F MLP width (an expert's in the MoE models: Fe, the shared expert's Fs), E experts, k a token, V "
     "vocabulary, R logit rows"
 )
-
-
-@dataclass(frozen=True)
-class Mlp(GatedMLP):
-    """The Llama family's SwiGLU, its three weights of one kind."""
-
-    kinds = {"mlp": "MLP weights W_gate, W_up [F, D], W_down [D, F]"}
-
-    def tensors(self, config: Any, layer: int = 0) -> Tensors:
-        return {name: replace(tensor, kind="mlp") for name, tensor in super().tensors(config, layer).items()}
 
 
 @dataclass(frozen=True)
@@ -78,7 +68,7 @@ EXPERT_WEIGHTS = (
 EXPERTS = SwiGLUExperts(width="moe_inner", F="Fe", described=EXPERT_WEIGHTS)
 SHARED_WEIGHTS = "shared expert's weights W_gate_s, W_up_s [Fs, D], W_down_s [D, Fs], and its gate [1, D]"
 SHARED = SharedExpert(module="shared_expert", gate="shared_expert_gate", width="shared_inner", described=SHARED_WEIGHTS)
-FEED_FORWARD = FeedForward(Mlp(), Mixture(SoftmaxRouter(), EXPERTS, SHARED))
+FEED_FORWARD = FeedForward(OneKindGatedMLP(), Mixture(SoftmaxRouter(), EXPERTS, SHARED))
 LINEAR_NAMES = ("input_layernorm", "linear_attn", "post_attention_layernorm", "mlp")
 QWEN35 = Decoder(
     ByKind(

@@ -55,13 +55,20 @@ def float64_throughout(reference, model, torch) -> None:
         "GatedDeltaNet": config.n_layer - full,
         "TopKRouter": config.expert_layers,
     }
-    if replaced != expected:
+    check_layout(reference, replaced, expected)
+
+
+def check_layout(reference, found, expected, what: str = "") -> None:
+    """Refuse, naming transformers' version, a model whose float32 steps that float64_throughout `found` (and
+    replaced) are not those it `expected`; `what`: the kinds `found` counts, where it does not name them itself (a
+    tuple: Kimi Linear's)."""
+    if found != expected:
         import transformers
 
         raise UserError(
             f"validate in float64 recomputes transformers' {type(reference).__name__}'s float32 steps in "
             f"float64, and transformers {transformers.__version__} does not lay them out as it expects "
-            f"(found {replaced}, expected {expected}); upgrade transformers"
+            f"(found {what}{found}, expected {expected}); upgrade transformers"
         )
 
 
@@ -90,8 +97,6 @@ def float64_rotary(config, torch):
 
 def float64_deltanet(torch):
     """A Gated DeltaNet layer's forward, its equations in its input's dtype, its delta rule position by position."""
-    from transformers.activations import ACT2FN
-
     F = torch.nn.functional
 
     def deltanet(module, hidden_states, cache=None, attention_mask=None, **kwargs):
@@ -100,10 +105,7 @@ def float64_deltanet(torch):
         B, T, _ = hidden_states.shape
         Hv, Hk, dk, dv = module.num_v_heads, module.num_k_heads, module.head_k_dim, module.head_v_dim
         mixed, z, b, a = projected(module, hidden_states, torch)
-        mixed = mixed.transpose(1, 2)
-        K = module.conv_kernel_size
-        mixed = F.conv1d(mixed, module.conv1d.weight, padding=K - 1, groups=mixed.shape[1])[..., :T]
-        mixed = ACT2FN[module.activation](mixed).transpose(1, 2)
+        mixed = convolved(module, mixed, torch)
         q, k, v = torch.split(mixed, [Hk * dk, Hk * dk, Hv * dv], dim=-1)
         q, k = (x.reshape(B, T, Hk, dk).repeat_interleave(Hv // Hk, dim=2) for x in (q, k))
         v = v.reshape(B, T, Hv, dv)
@@ -111,19 +113,44 @@ def float64_deltanet(torch):
         q = q / dk**0.5
         beta = b.sigmoid()
         g = -module.A_log.exp() * F.softplus(a + module.dt_bias)
-        S = torch.zeros(B, Hv, dk, dv, dtype=hidden_states.dtype)
-        out = torch.zeros(B, T, Hv, dv, dtype=hidden_states.dtype)
-        for t in range(T):  # the recurrent form: decay, read with k, correct at k, read with q
-            S = S * g[:, t].exp()[..., None, None]
-            delta = (v[:, t] - (S * k[:, t, ..., None]).sum(-2)) * beta[:, t, :, None]
-            S = S + k[:, t, ..., None] * delta[..., None, :]
-            out[:, t] = (S * q[:, t, ..., None]).sum(-2)
-        o = out.reshape(-1, dv)
+        out = recurrent_delta_rule(q, k, v, beta, g.exp()[..., None, None], torch)  # one decay a head
+        o = rms_normed(out.reshape(-1, dv), module.norm, torch)
         z = z.reshape(-1, dv)
-        o = module.norm.weight * (o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + module.norm.variance_epsilon))
         return module.out_proj((o * F.silu(z)).reshape(B, T, Hv * dv))
 
     return deltanet
+
+
+def convolved(module, mixed, torch):
+    """A linear-attention layer's [q k v] [B, T, Dc] through its depthwise causal conv (transformers' own F.conv1d,
+    zeros before the prompt) and the conv's activation: Qwen3.5's Gated DeltaNet's, Kimi's KDA's."""
+    from transformers.activations import ACT2FN
+
+    T, K = mixed.shape[1], module.conv_kernel_size
+    mixed = mixed.transpose(1, 2)
+    mixed = torch.nn.functional.conv1d(mixed, module.conv1d.weight, padding=K - 1, groups=mixed.shape[1])[..., :T]
+    return ACT2FN[module.activation](mixed).transpose(1, 2)
+
+
+def recurrent_delta_rule(q, k, v, beta, decay, torch):
+    """The delta rule in its recurrent form, one position at a time (the definition; our pass computes a prompt in
+    chunks): decay the state, read it with k, correct it at k, read it with q. q, k [B, T, H, dk], v [B, T, H, dv],
+    beta [B, T, H]; `decay` each position's factor on the state [B, H, dk, dv], broadcast from [B, T, H, ...] (one a
+    head: Qwen3.5's; one a key channel: Kimi's); the outputs [B, T, H, dv]."""
+    B, T, H, dv = v.shape
+    S = torch.zeros(B, H, k.shape[-1], dv, dtype=v.dtype)
+    out = torch.zeros(B, T, H, dv, dtype=v.dtype)
+    for t in range(T):
+        S = S * decay[:, t]
+        delta = (v[:, t] - (S * k[:, t, ..., None]).sum(-2)) * beta[:, t, :, None]
+        S = S + k[:, t, ..., None] * delta[..., None, :]
+        out[:, t] = (S * q[:, t, ..., None]).sum(-2)
+    return out
+
+
+def rms_normed(x, norm, torch):
+    """x normed by an RMSNorm module's gains and variance_epsilon, in x's dtype (a gated norm's, Kimi's RMSNorms)."""
+    return norm.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon))
 
 
 def projected(module, hidden_states, torch):

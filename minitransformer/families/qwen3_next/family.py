@@ -15,10 +15,11 @@ from ..parts.decoder import Decoder
 from ..parts.deltanet import GatedDeltaNet
 from ..parts.family import composed
 from ..parts.gated_attention import GatedAttention
+from ..parts.mlps import OneKindGatedMLP
 from ..parts.moe import Mixture, SoftmaxRouter
 from ..qwen3moe.config import DECODER_SPARSE_STEP, DENSE, MLP_ONLY_LAYERS, dense_layers, sparse_and_dense
 from ..qwen35.config import FULL, FULL_ATTENTION_INTERVAL, LINEAR, Qwen35Config, hybrid_layers
-from ..qwen35.family import EXPERTS, LINEAR_NAMES, NORM, SHARED, SYMBOLS, Mlp, Qwen35Formulas
+from ..qwen35.family import EXPERTS, LINEAR_NAMES, NORM, SHARED, SYMBOLS, Qwen35Formulas
 from ..qwen35.reference import float64_throughout
 from ..rotary import RopeKeys, partial_rotary
 
@@ -87,7 +88,7 @@ INSTRUCT: dict[str, Any] = dict(n_inner=5120, n_positions=262144, rope_theta=1e7
 PRESETS = {"qwen3-next-80b-a3b": Qwen3NextConfig(**INSTRUCT, eos_token_id=151645, name="qwen3-next-80b-a3b")}
 
 EXPERTS_OF = Mixture(SoftmaxRouter(renormalise="norm_topk_prob"), EXPERTS, SHARED)
-DENSE_LAYERS_MLP = Mlp(width="n_inner")
+DENSE_LAYERS_MLP = OneKindGatedMLP(width="n_inner")
 DELTANET = GatedDeltaNet(fused=True)
 BLOCKS = {
     LINEAR + DENSE_MLP: PreNorm(DELTANET, DENSE_LAYERS_MLP, NORM, LINEAR_NAMES),
