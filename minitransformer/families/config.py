@@ -218,6 +218,8 @@ class ModelConfig(Named):
                 f"config {self.key('layer_types')} must name {self.n_layer} layers, not {len(self.layer_types)}"
             )
         self.validate()
+        if self.n_experts is not None and self.top_k is not None:  # a mixture's k of E, whatever else it checks
+            check_experts(self)
         for group in self.groups:
             group.check(self)
 

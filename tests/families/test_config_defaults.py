@@ -293,3 +293,19 @@ def test_every_config_class_built_from_its_defaults_is_a_model_or_says_what_it_n
         assert str(error).startswith("config "), (name, str(error))
         return
     assert built.n_layer > 0 and built.n_embd > 0, (name, built.n_layer, built.n_embd)
+
+
+# Every mixture's k of E is checked once, for every family (ModelConfig.__post_init__), under the family's own keys:
+# a config.json asking each token for more experts than there are is refused by name, never run.
+MIXTURES = {config.family: config for config in PRESETS.values() if config.n_experts}  # a preset of each
+
+
+@pytest.mark.parametrize("family", sorted(MIXTURES))
+def test_every_mixture_refuses_more_experts_a_token_than_it_has(tmp_path, capsys, family):
+    preset = MIXTURES[family]
+    hf = preset.to_hf_dict()
+    k_key, e_key = preset.key("top_k"), preset.key("n_experts")
+    assert hf[e_key] == preset.n_experts, (e_key, hf.get(e_key), preset.n_experts)
+    config, _ = load(tmp_path, {**hf, k_key: preset.n_experts + 1}, capsys)
+    message = f"config {k_key}={preset.n_experts + 1} exceeds {e_key}={preset.n_experts}"
+    assert isinstance(config, UserError) and str(config) == message, (family, str(config), message)

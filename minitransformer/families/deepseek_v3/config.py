@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from ...errors import UserError
 from .. import rotary
-from ..config import ModelConfig, SharedExperts, check_multiple
+from ..config import ModelConfig, SharedExperts, check_experts, check_multiple
 from ..keys import ACTIVATION, COUNT, FLAG, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, Written, eps, key, quantized
 from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, rope_scaling
 
@@ -134,8 +134,7 @@ def check_router(config) -> None:
     """A group-limited router's numbers (DeepSeek-V3's, Nemotron-H's): k of E experts, E in n_group groups of at least
     2 (the router sums each group's 2 best scores), k within the experts of the topk_group groups chosen."""
     E, k, groups, chosen = config.n_experts, config.top_k, config.n_group, config.topk_group
-    if k > E:
-        raise UserError(f"config num_experts_per_tok={k} exceeds n_routed_experts={E}")
+    check_experts(config)
     check_multiple(config, "n_experts", "n_group")
     if chosen > groups:
         raise UserError(f"config topk_group={chosen} exceeds n_group={groups}")
@@ -144,7 +143,7 @@ def check_router(config) -> None:
             f"config n_group={groups} leaves fewer than 2 experts a group (the router sums each group's 2 best scores)"
         )
     if k > chosen * E // groups:
-        raise UserError(f"config num_experts_per_tok={k} exceeds the experts of topk_group={chosen} groups")
+        raise UserError(f"config {config.key('top_k')}={k} exceeds the experts of topk_group={chosen} groups")
 
 
 # deepseek-ai/DeepSeek-V3 (and -V3-0324, DeepSeek-R1: the same shapes), config.json: 61 layers (the first 3 dense),

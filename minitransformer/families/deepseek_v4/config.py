@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from ...engine.kvcache import KeysValues
 from ...errors import UserError
 from .. import rotary
-from ..config import ModelConfig, SharedExperts, check_multiple
+from ..config import ModelConfig, SharedExperts, check_experts, check_multiple
 from ..keys import (
     ACTIVATION,
     FLAG,
@@ -230,8 +230,7 @@ class DeepseekV4Config(SharedExperts, ModelConfig):
     def validate(self) -> None:
         if len(self.mlp_layer_types) != self.n_layer:
             raise UserError(f"config mlp_layer_types must name {self.n_layer} layers, not {len(self.mlp_layer_types)}")
-        if self.top_k > self.n_experts:
-            raise UserError(f"config num_experts_per_tok={self.top_k} exceeds n_routed_experts={self.n_experts}")
+        check_experts(self)
         check_multiple(self, "n_head", "o_groups", "(the grouped output projection splits the heads)")
 
     # --- what the rest of the code asks ---------------------------------------------------------------------------

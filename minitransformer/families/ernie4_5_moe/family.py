@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..config import check_experts
 from ..ernie4_5 import reference
 from ..ernie4_5.family import Ernie45Config
 from ..keys import COUNT, FLAG, POSITIVE_NUMBER, SIZE, Kind, key
@@ -48,10 +47,6 @@ class Ernie45MoeConfig(Ernie45Config):
 
     what = "an ERNIE 4.5 mixture of experts"
     classes = {"ernie4_5_moe": "Ernie4_5_MoeForCausalLM"}
-
-    def validate(self) -> None:
-        super().validate()
-        check_experts(self)
 
     @property
     def layer_types(self) -> tuple[str, ...]:

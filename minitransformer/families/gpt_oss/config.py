@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import FULL, SLIDING, check_experts, check_windows
+from ..config import FULL, SLIDING, check_windows
 from ..keys import FLAG, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Fixed, eps, key, layer_kinds, quantized
 from ..llama.config import LlamaConfig, preset
 from ..rotary import YARN_ROPE_TYPES, RopeKeys
@@ -81,7 +81,6 @@ class GptOssConfig(LlamaConfig):
     def validate(self) -> None:
         check_windows(self)
         super().validate()
-        check_experts(self)
 
 
 # The published gpt-oss models, from the config.json of openai/gpt-oss-20b and openai/gpt-oss-120b: d 2,880, 64 heads

@@ -12,7 +12,6 @@ from typing import Any
 
 from ..bamba import reference
 from ..bamba.family import FULL, MAMBA, NORM, SYMBOLS, BambaConfig, HybridAttentionFormulas
-from ..config import check_experts
 from ..keys import COUNT, FLAG, NUMBER, SIZE, Fixed, eps, every, key, layer_kinds, quantized
 from ..llama.config import preset
 from ..parts.attention import GroupedQueryAttention
@@ -56,11 +55,6 @@ class GraniteMoeHybridConfig(BambaConfig):
     classes = {"granitemoehybrid": "GraniteMoeHybridForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES),)
     refusals = (quantized(),)
-
-    def validate(self) -> None:
-        super().validate()
-        if self.is_moe:
-            check_experts(self)
 
     @property
     def is_moe(self) -> bool:

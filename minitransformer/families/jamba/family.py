@@ -14,7 +14,7 @@ from typing import Any
 from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
 from ..bamba.family import HybridAttentionFormulas
-from ..config import ModelConfig, check_experts, check_multiple, heads_of_width
+from ..config import ModelConfig, check_multiple, heads_of_width
 from ..keys import ACTIVATION, COUNT, FLAG, SIZE, TOKENS, TRUTHY, eps, key, quantized, unread
 from ..mamba.config import Mamba1Shapes, time_step_rank
 from ..mamba.family import SYMBOLS as MAMBA_SYMBOLS
@@ -96,7 +96,6 @@ class JambaConfig(Mamba1Shapes, ModelConfig):
                 raise UserError(f"config {self.key(offset)}={getattr(self, offset)} must be smaller than {smaller}")
         check_multiple(self, "n_embd", "n_head")
         check_multiple(self, "n_head", "n_kv_head")
-        check_experts(self)
 
     @property
     def layer_types(self) -> tuple[str, ...]:

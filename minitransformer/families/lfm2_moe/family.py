@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass, replace
 
 from ...errors import UserError
-from ..config import FULL, check_experts
+from ..config import FULL
 from ..keys import COUNT, FLAG, SCALE, SIZE, Fixed, Key, key, layer_kinds, quantized
 from ..lfm2.family import ATTENTION, CONV, NORM, SYMBOLS, Lfm2Config, Lfm2Formulas, block, norms
 from ..llama.config import preset
@@ -67,7 +67,6 @@ class Lfm2MoeConfig(Lfm2Config):
 
     def validate(self) -> None:
         super().validate()
-        check_experts(self)
         if self.dense_layers != tuple(range(len(self.dense_layers))):
             raise UserError(f"an LFM2-MoE's dense layers come first (num_dense_layers), not {self.dense_layers}")
 

@@ -20,7 +20,7 @@ from typing import Any
 from ...engine.ledger import keys_in_chunks
 from ...engine.row_chunks import ROW_CHUNK, chunked_pairs
 from ...errors import UserError
-from ..config import FULL, check_experts
+from ..config import FULL
 from ..keys import FLAG, NUMBER, POSITIVE, POSITIVE_NUMBER, SIZE, TOKENS, TRUTHY, WINDOW, Key, eps, key, layer_kinds
 from ..llama.config import LlamaConfig, preset
 from ..parts.attention import UNWEIGHTED, GroupedQueryAttention
@@ -105,7 +105,6 @@ class Llama4TextConfig(LlamaConfig):
 
     def validate(self) -> None:
         super().validate()
-        check_experts(self)
         if self.attention_chunk_size is None and any(k.startswith(CHUNKED) for k in self.layer_types):
             raise UserError("config layer_types names chunked_attention layers, and attention_chunk_size is null")
 

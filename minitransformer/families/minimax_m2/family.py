@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import UserError
-from ..config import check_experts
 from ..keys import SIZE, TOKENS, Refusal, eps, key, quantized, unnoted
 from ..llama.config import LlamaConfig, preset
 from ..llama.reference import float64_throughout as llama_float64_throughout
@@ -76,10 +75,6 @@ class MiniMaxM2Config(LlamaConfig):
         Refusal("shared_intermediate_size", "(a shared expert) is not supported", lambda value, hf: value != 0),
         Refusal("attn_type_list", "with linear attention (0) is not supported", lambda value, hf: 0 in (value or ())),
     )
-
-    def validate(self) -> None:
-        super().validate()
-        check_experts(self)
 
     def rope(self, layer: int = 0) -> Rope:
         """The first dr = int(dh x partial_rotary_factor) numbers of each head turn."""

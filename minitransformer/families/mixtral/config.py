@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import UserError
-from ..config import check_experts
 from ..keys import SIZE, TOKENS, WINDOW, Refusal, eps, key
 from ..llama.config import LlamaConfig, preset
 from ..rotary import RopeKeys
@@ -47,7 +46,6 @@ class MixtralConfig(LlamaConfig):
 
     def validate(self) -> None:
         super().validate()
-        check_experts(self)
         if self.qkv_bias or self.o_bias or self.mlp_bias:
             raise UserError("a Mixtral has no biases")
 

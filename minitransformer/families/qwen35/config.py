@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ...engine.kvcache import KeysValues, State
-from ..config import ModelConfig, check_experts, check_multiple
+from ..config import ModelConfig, check_multiple
 from ..keys import ACTIVATION, FLAG, SIZE, TOKENS, Fixed, Key, Refusal, eps, key, layer_kinds, quantized, zero
 from ..rotary import Rope, RopeKeys
 
@@ -98,8 +98,6 @@ class Qwen35Config(ModelConfig):
     dict_last = ("layer_types", "d_head", "d_ff")
 
     def validate(self) -> None:
-        if self.is_moe:
-            check_experts(self)
         check_multiple(self, "n_head", "n_kv_head")
         check_multiple(self, "linear_value_heads", "linear_key_heads", " (each key head serves a group of value heads)")
 

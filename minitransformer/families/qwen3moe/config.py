@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import check_experts
 from ..keys import FLAG, INDICES, SIZE, TOKENS, Key, Refusal, key, layer_kinds, zero
 from ..llama.config import LlamaConfig, preset
 from ..qwen3.config import used_window
@@ -76,10 +75,6 @@ class Qwen3MoeConfig(LlamaConfig):
         Refusal(json, "(every layer a dense MLP) is not supported: that is a dense Qwen3", zero)
         for json in ("num_experts", "num_local_experts")
     )
-
-    def validate(self) -> None:
-        super().validate()
-        check_experts(self)
 
     @property
     def dense_layers(self) -> tuple[int, ...]:
