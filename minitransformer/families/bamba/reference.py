@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import UserError
-from ..llama.reference import float64_frequencies, float64_rotary
-from ..mamba2.reference import float64_mixers, float64_norms, patched
+from ..llama.reference import float64_frequencies, float64_rotary, patched
+from ..mamba2.reference import float64_mixers, float64_norms
 from ..parts.mamba2 import segments
 
 MIXERS = ("BambaMixer", "GraniteMoeHybridMambaLayer", "FalconH1Mixer")

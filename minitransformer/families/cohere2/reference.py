@@ -10,14 +10,12 @@ in its dtype (its own forward otherwise).
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
 
 from ...errors import UserError
 from .. import rotary
 from ..llama.config import LlamaConfig
-from ..llama.reference import float64_rotary, float64_rotation
+from ..llama.reference import float64_rotary, float64_rotation, patched
 
 NOTE = (
     "  (transformers' float64 Cohere2 computes its LayerNorms, the rotary tables and the rotation in float32; its\n"
@@ -33,11 +31,7 @@ def float64_throughout(reference, model, torch) -> None:
         centred = x - x.mean(-1, keepdim=True)
         return module.weight * (centred * torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + module.variance_epsilon))
 
-    norms = 0
-    for module in reference.modules():
-        if type(module).__name__ == "Cohere2LayerNorm":
-            module.forward = types.MethodType(layer_norm, module)
-            norms += 1
+    norms = patched(reference, layer_norm, ("Cohere2LayerNorm",))
     rope = LlamaConfig.rope(config)  # the sliding layers' rope (the rotary module computes it for every layer)
     frequencies = rotary.inverse_frequencies(rope, np.dtype(np.float64))
     rotaries = float64_rotary(reference, lambda position_ids, layer_type: frequencies, torch, repeated=True)

@@ -11,8 +11,8 @@ the reference keeps no cache (validate compares whole prompts).
 from __future__ import annotations
 
 from ...errors import UserError
+from ..llama.reference import patched
 from ..mamba.reference import float64_mixers, float64_norms
-from ..mamba2.reference import patched
 
 NOTE = (
     "  (transformers' float64 Jamba computes its norms, its Mamba-1 scans and its router's softmax in float32; its\n"

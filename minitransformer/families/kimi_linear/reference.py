@@ -13,7 +13,7 @@ loop over the experts, as torch's grouped_mm takes no float64). The MLA layers h
 from __future__ import annotations
 
 from ..deepseek_v3.reference import float64_routers
-from ..mamba2.reference import patched
+from ..llama.reference import patched
 from ..qwen35.reference import check_layout, convolved, recurrent_delta_rule, rms_normed
 from .config import FULL
 

@@ -13,6 +13,16 @@ from ...errors import UserError
 from .. import rotary
 
 
+def patched(reference, forward, classes: tuple[str, ...]) -> int:
+    """Every module of the reference whose class's name ends with one of `classes` made to run `forward`; how many."""
+    found = 0
+    for module in reference.modules():
+        if type(module).__name__.endswith(classes):
+            module.forward = types.MethodType(forward, module)
+            found += 1
+    return found
+
+
 def note(family: str) -> str:
     """validate's words on the float64 reference of a family whose only float32 steps are the Llama family's."""
     return (
@@ -81,11 +91,7 @@ def float64_throughout(reference, model, torch, norms_per_layer: int = 2, gain=N
         eps = module.variance_epsilon if hasattr(module, "variance_epsilon") else module.eps
         return scale(module) * (hidden_states * torch.rsqrt(variance + eps))
 
-    replaced = 0
-    for module in reference.modules():
-        if type(module).__name__.endswith("RMSNorm"):
-            module.forward = types.MethodType(rms_norm, module)
-            replaced += 1
+    replaced = patched(reference, rms_norm, ("RMSNorm",))
     rotaries = float64_rotary(reference, float64_frequencies(model.config), torch)
     if replaced != (norms_per_layer * model.config.n_layer + 1 if norms is None else norms) or not rotaries:
         import transformers

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import types
 
-from ..mamba2.reference import float64_backbone, patched, whole_prompt
+from ..llama.reference import patched
+from ..mamba2.reference import float64_backbone, whole_prompt
 
 NOTE = (
     "  (transformers' float64 Mamba computes its norms, A, D, its scan's Δ B x and its logits in float32; its\n"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import types
 
 from ...errors import UserError
+from ..llama.reference import patched
 
 NOTE = (
     "  (transformers' float64 Mamba-2 computes its norms, its scan and its logits in float32; its reference here\n"
@@ -124,13 +125,3 @@ def whole_prompt(hidden_states, cache, attention_mask):
         raise UserError("the float64 reference computes whole prompts, without a cache")
     mask = None if attention_mask is None else attention_mask[:, :, None].to(hidden_states.dtype)
     return (hidden_states if mask is None else hidden_states * mask), mask
-
-
-def patched(reference, forward, classes: tuple[str, ...]) -> int:
-    """Every module of the reference whose class's name ends with one of `classes` made to run `forward`; how many."""
-    found = 0
-    for module in reference.modules():
-        if type(module).__name__.endswith(classes):
-            module.forward = types.MethodType(forward, module)
-            found += 1
-    return found
