@@ -36,7 +36,7 @@ def float64_throughout(reference, model, torch) -> None:
     latent_norms = full * (1 + (config.q_lora_rank is not None))  # kv_a_layernorm, and q_a_layernorm where q has a rank
     found = (norms, deltas, routers)
     expected = (2 * config.n_layer + latent_norms + 1, config.n_layer - full, config.expert_layers)
-    check_layout(reference, found, expected, "RMSNorms, KDA layers and routers ")
+    check_layout(reference, found, expected, "RMSNorms, KDA layers and routers")
 
 
 def float64_norm(torch):

@@ -65,10 +65,11 @@ def check_layout(reference, found, expected, what: str = "") -> None:
     if found != expected:
         import transformers
 
+        counted = f"{what} {found}" if what else f"{found}"
         raise UserError(
             f"validate in float64 recomputes transformers' {type(reference).__name__}'s float32 steps in "
             f"float64, and transformers {transformers.__version__} does not lay them out as it expects "
-            f"(found {what}{found}, expected {expected}); upgrade transformers"
+            f"(found {counted}, expected {expected}); upgrade transformers"
         )
 
 
