@@ -177,6 +177,30 @@ def test_a_prompts_product_with_a_weight_has_the_bits_of_its_blocks_one_thread_c
             assert np.array_equal(out, expected), (workers, blas_threads)
 
 
+@needs_blas
+@pytest.mark.parametrize("rows", [2, 5, 16, 17, 31])
+def test_a_short_prompts_product_with_an_out_in_weight_is_taken_from_the_weights_side(rows):
+    """Up to SWAP_MAX_ROWS rows (fewer than column blocks need) and a weight stored [out, in] (used as its view W^T):
+    computed as W @ x^T (x^T copied C-ordered) and transposed back, a fresh C-ordered [rows, out] (a batch's
+    [B, T, in] keeps its leading axes), equal to x @ W^T to a rounding of its terms. More rows, an [in, out] weight
+    and a single row are x @ W as given, bit for bit."""
+    rng = np.random.default_rng(8)
+    stored = rng.standard_normal((300, 96)).astype(np.float32)  # [out, in]
+    x = rng.standard_normal((rows, 96)).astype(np.float32)
+    out = threads.sized_for_threads(np.matmul, x, stored.T)
+    assert out.shape == (rows, 300) and out.flags.c_contiguous
+    swapped = rows <= threads.SWAP_MAX_ROWS
+    expected = (stored @ np.ascontiguousarray(x.T)).T if swapped else x @ stored.T
+    assert np.array_equal(out, expected), (rows, np.abs(out - expected).max())
+    assert np.allclose(out, x @ stored.T, rtol=1e-5, atol=1e-5), np.abs(out - x @ stored.T).max()
+    batch = threads.sized_for_threads(np.matmul, x.reshape(1, rows, 96), stored.T)
+    assert batch.shape == (1, rows, 300) and np.array_equal(batch[0], out)
+    in_out = np.ascontiguousarray(stored.T)
+    assert np.array_equal(threads.sized_for_threads(np.matmul, x, in_out), x @ in_out)
+    with threadpool_limits(limits=1, user_api="blas"):  # a decode step's row: `_one_row`, x @ W^T as given
+        assert np.array_equal(threads.sized_for_threads(np.matmul, x[:1], stored.T), x[:1] @ stored.T)
+
+
 NARROW_WEIGHTS = {  # (in, out, stored [out, in] as a Linear's or [in, out] as a Conv1D's, the format)
     "Llama-like [out, in], bfloat16": (96, 200 + 7, True, "bfloat16"),
     "GPT-2-like [in, out], bfloat16": (96, 304, False, "bfloat16"),  # a width of whole blocks of 16: see _narrow_row
@@ -232,8 +256,9 @@ def test_a_prompts_product_with_a_narrow_weight_has_the_bits_of_the_float32_weig
         assert np.array_equal(threads.sized_for_threads(np.matmul, x, b), wide), workers
 
 
-# width -> blocks: one block of 512 columns or more, at least 2 (a worker each), at most 16, none narrower than 16
-BLOCK_COUNTS = {16: 1, 17: 1, 100: 2, 512: 2, 768: 2, 1536: 3, 2304: 4, 4096: 8, 50257: 16}
+# width -> blocks: an even count (two workers finish together: 3 blocks kept one of them busy twice as long), of 512
+# columns or more, at least 2, at most 16, none narrower than 16
+BLOCK_COUNTS = {16: 1, 17: 1, 100: 2, 512: 2, 768: 2, 1536: 2, 2304: 4, 2560: 4, 3072: 6, 5632: 10, 50257: 16}
 
 
 @pytest.mark.parametrize("width", BLOCK_COUNTS)
