@@ -202,6 +202,12 @@ def evict_caches() -> None:
     np.add.reduce(_EVICT[0])
 
 
+def from_memory(fn, reps: int) -> float:
+    """The fastest of `reps` runs, each after the caches are emptied (evict_caches): a product whose weight a pass
+    reads from memory, as it reads it there."""
+    return min(run_times(fn, reps, setup=evict_caches))
+
+
 # --- the machine's limits --------------------------------------------------------------------------
 def best_time(fn, reps: int) -> float:
     """The fastest of `reps` runs after a warm-up: a machine's limit is what it can do, not what it usually does."""
@@ -430,9 +436,7 @@ def decode_breakdown(model, context: int, steps: int) -> dict:
     for part, pairs in operands.items():
         # each run from memory, as in a step (where the other weights pass through the caches between two logits
         # products): a weight left in a cache as large as some Xeons' outran the memory's roofline
-        best[f"{part}_blas_alone"] = min(
-            run_times(lambda: [np.matmul(a, b) for a, b in pairs], steps, setup=evict_caches)
-        )
+        best[f"{part}_blas_alone"] = from_memory(lambda: [np.matmul(a, b) for a, b in pairs], steps)
         best[f"{part}_bytes"] = sum(b.nbytes for _, b in pairs)
     return best
 
@@ -440,8 +444,9 @@ def decode_breakdown(model, context: int, steps: int) -> dict:
 def blas_alone(phase, reps: int) -> float:
     """Seconds the BLAS takes for the pass's products with weights on their own: each record's product, of its
     shapes, on arrays of ones, in the faster of the two layouts a family stores a weight in (GPT-2's [in, out],
-    x @ W; the Llama family's [out, in], x @ W.T), the fastest of `reps`, summed over the records. One W per shape,
-    so it stays in the cache from layer to layer where it fits, where a pass reads each layer's own weights."""
+    x @ W; the Llama family's [out, in], x @ W.T), the fastest of `reps`, summed over the records. Each run reads its
+    W from memory (the caches emptied before it), as a pass reads each layer's own weights: left in the cache, one W
+    per shape ran 15% faster than the same products on 20 layers' weights at 128 positions, and 40% at 5."""
     seconds, shapes = 0.0, {}
     for r in phase.records:
         if r.kind == "matmul" and r.op not in ATTENTION_OPS:
@@ -449,8 +454,8 @@ def blas_alone(phase, reps: int) -> float:
             if key not in shapes:
                 x = np.ones(r.a_shape, np.float32)
                 stored_in_out, stored_out_in = np.ones(r.b_shape, np.float32), np.ones(r.b_shape[::-1], np.float32)
-                shapes[key] = min(best_time(lambda: np.matmul(x, stored_in_out), reps),
-                                  best_time(lambda: np.matmul(x, stored_out_in.T), reps))  # fmt: skip
+                shapes[key] = min(from_memory(lambda: np.matmul(x, stored_in_out), reps),
+                                  from_memory(lambda: np.matmul(x, stored_out_in.T), reps))  # fmt: skip
             seconds += shapes[key]
     return seconds
 
