@@ -464,8 +464,10 @@ def blas_alone(phase, reps: int) -> float:
     """Seconds the BLAS takes for the pass's products with weights on their own: each record's product, of its
     shapes, on arrays of ones, in the faster of the two layouts a family stores a weight in (GPT-2's [in, out],
     x @ W; the Llama family's [out, in], x @ W.T), the fastest of `reps`, summed over the records. Each run reads its
-    W from memory (the caches emptied before it), as a pass reads each layer's own weights: left in the cache, one W
-    per shape ran 15% faster than the same products on 20 layers' weights at 128 positions, and 40% at 5."""
+    W from memory (the caches emptied before it), as a pass reads each layer's own weights and as the decode
+    breakdown's BLAS alone does: one W per shape repeated could stay in a last-level cache that holds it (a Xeon's
+    holds a Llama layer's), a speed no pass has. (On the EPYC the two were alike: the Llama's products of 5 rows on
+    one layer's weights repeated 20 times 220 ms, on 20 layers' 222; of 128 rows 802 and 795.)"""
     seconds, shapes = 0.0, {}
     for r in phase.records:
         if r.kind == "matmul" and r.op not in ATTENTION_OPS:
