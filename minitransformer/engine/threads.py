@@ -17,7 +17,8 @@ quieter machine; a Llama's [5, 1536] x [1536, 4096] took 40 ms on two threads ag
 - a prompt's product with a weight ([T, D] x [D, F], T of at least BLOCKS_MIN_ROWS: a batch's rows
   folded in) is cut into blocks of the weight's columns, each a call on one BLAS thread, shared the same
   way (`column_blocks`: an even count from 2 to 16, so that two workers finish together, fixed by the weight's
-  width alone);
+  width alone); up to SWAP_MAX_ROWS rows times a weight stored [out, in], each block's call is taken from the
+  weight's side, W @ x^T, and transposed back (`_with_weight` says why);
 - a decode step's row times a weight runs on the BLAS's threads, which read a weight faster than one
   thread; while other processes keep the cores busy (`cores_busy_elsewhere`, a look at /proc/stat every
   LOAD_WINDOW), on one thread, if and only if one thread was seen to give that product's layout the same
@@ -28,7 +29,7 @@ quieter machine; a Llama's [5, 1536] x [1536, 4096] took 40 ms on two threads ag
   own that stays in its core's cache and multiplied there on one BLAS thread (`_narrow_row`), a prompt's in
   its column blocks as above;
 - any other product with a weight (a short prompt's, a batch's decode step, a small model's) is one call on the
-  BLAS's threads, taken from the weight's side (W @ x^T) where a few rows meet a weight stored [out, in] (`_few_rows`).
+  BLAS's threads, taken from the weight's side where a few rows meet a weight stored [out, in] (`_few_rows`).
 
 Sharing (`spread`) hands out runs of the work one at a time to whichever thread is free, the calling
 thread among them: a worker that gets no core leaves its runs to the others, and nobody waits for a
@@ -83,7 +84,10 @@ BLOCK_ALIGN = 16  # a block's first column a multiple of 16: 64 bytes of float32
 # A narrow weight's columns widened at a time for one row: float32 bytes that stay in a core's L2 cache (1 MiB on a
 # Zen 4, 2 MiB on a Sapphire Rapids) beside the row, so that the product reads them back from there, not from memory
 WIDEN_BYTES = 1 << 20
-SWAP_MAX_ROWS = 16  # a short prompt's rows times an [out, in] weight computed from the weight's side: see `_few_rows`
+# Up to so many rows times a weight stored [out, in] are computed from the weight's side: in column blocks (see
+# `_with_weight`), and in one call (`_few_rows`)
+SWAP_MAX_ROWS = 128
+SWAP_ONE_CALL_MAX_ROWS = 16
 RUNS_PER_WORKER = 4  # spread cuts its items into so many runs per worker, taken one at a time: see `spread`
 _tasks: queue.SimpleQueue[Share] = queue.SimpleQueue()  # shares of work handed to the workers
 _workers = 0  # workers started (at the first share of work that needs them)
@@ -215,11 +219,29 @@ def _in_column_blocks(a, b) -> bool:
     return a.size >= BLOCKS_MIN_ROWS * b.shape[0] and a.size * b.shape[-1] >= BLOCKS_MIN_MACS
 
 
+def _from_weights_side(a, b, max_rows: int) -> bool:
+    """Whether a @ b, b a weight, is computed as W @ a^T (and transposed back): 2 to max_rows rows and a weight stored
+    [out, in] (a Linear's, used as its view W^T)."""
+    return b.strides[0] < b.strides[1] and 1 < a.size // b.shape[0] <= max_rows
+
+
 def _with_weight(matmul, a, b):
     """a @ b for a weight b [D, F]: a prompt's product in column blocks, each a call on one BLAS thread, shared by
     spread; one row (a decode step's) by `_one_row` (`_narrow_row` for a narrow weight); anything else one call on the
-    BLAS's threads. A narrow weight's column block is widened as its call comes (a float32 copy in its layout: the
-    call is the float32 weight's, and so are its bits)."""
+    BLAS's threads (`_few_rows`). A narrow weight's column block is widened as its call comes (a float32 copy in its
+    layout: the call is the float32 weight's, and so are its bits).
+
+    Up to SWAP_MAX_ROWS rows times a weight stored [out, in] (used as its view W^T), each block is W_block @ a^T, its
+    [block, rows] result transposed back into the block's columns: OpenBLAS's one-thread kernels take such rows faster
+    on that side, and the transposition of a block's result is small and stays in cache. Measured on the EPYC here
+    (the Llama-shaped bench model, its whole prefill, the same process): 128 positions 1,007 against 899 ms, 64 569
+    against 498, 32 388 against 310; its products with 20 layers' weights read from memory, 128 rows 848 against 788
+    ms (np.matmul on the BLAS's threads: 832 in this layout, 772 to 790 on the weights stored [in, out]); GPT-2's
+    logits, [T, 768] x [768, 50257], 32 rows 25.8 against 21.7 ms, 128 rows alike, 256 rows 111 to 117 against 111
+    to 125, where the transposition back costs about what the call saves: hence the limit. a^T is a's view (a
+    C-ordered copy of it: 855 against 800 ms). The bits are the block's either way: OpenBLAS 0.3.31's one-thread
+    call adds a row's terms in the same order on both sides (the Llama's and GPT-2's shapes and others, depths 64
+    to 4,096, all equal), and on any BLAS they are fixed by the block's shape."""
     if b.ndim < 2:
         return matmul(a, b)
     narrow = b.dtype not in (np.float32, np.float64)
@@ -229,12 +251,18 @@ def _with_weight(matmul, a, b):
         return _few_rows(matmul, a, b)
     blocks = column_blocks(b.shape[-1])
     out = np.empty((*a.shape[:-1], b.shape[-1]), np.float32 if narrow else np.result_type(a.dtype, b.dtype))
+    swapped = _from_weights_side(a, b, SWAP_MAX_ROWS)
+    rows_t, out_rows = a.reshape(-1, b.shape[0]).T, out.reshape(-1, b.shape[-1])  # [D, rows] (a view), [rows, F]
 
     def run(first: int, end: int) -> None:
         with one_blas_thread():
             for start, stop in blocks[first:end]:
                 block = b[:, start:stop]
-                matmul(a, block.astype(np.float32) if narrow else block, out=out[..., start:stop])
+                block = block.astype(np.float32) if narrow else block
+                if swapped:
+                    np.copyto(out_rows[:, start:stop], matmul(block.T, rows_t).T)
+                else:
+                    matmul(a, block, out=out[..., start:stop])
 
     with one_blas_thread():
         spread(run, len(blocks))
@@ -243,15 +271,19 @@ def _with_weight(matmul, a, b):
 
 def _few_rows(matmul, a, b):
     """a @ b for a short prompt's rows (or a batch's decode step, one row of each prompt) and a weight: one call on the
-    BLAS's threads. Up to SWAP_MAX_ROWS rows times a weight stored [out, in] (a Linear's, used as its view W^T) are
-    multiplied as W @ a^T, whose result is transposed back: OpenBLAS's kernels take a few rows much faster on that
-    side (a Llama's [5, 1536] times its 20 layers' weights read from memory: 168 against 228 ms on the EPYC here, what
-    the weights stored [in, out] cost; at 16 rows 201 against 268). From 31 rows, transposing the result back costs
-    more than the call saves (GPT-2's [31, 768] x [768, 50257]: 31.8 against 26.9 ms)."""
-    if b.strides[0] >= b.strides[1] or not 1 < a.size // b.shape[0] <= SWAP_MAX_ROWS:
+    BLAS's threads. Up to SWAP_ONE_CALL_MAX_ROWS rows times a weight stored [out, in] (a Linear's, used as its view
+    W^T) are multiplied as W @ a^T, whose result is transposed back: OpenBLAS's kernels take a few rows much faster on
+    that side (a Llama's [5, 1536] times its 20 layers' weights read from memory: 150 against 218 ms on the EPYC
+    here, what the weights stored [in, out] cost; at 16 rows 179 against 260; a^T is a's view: a C-ordered copy of it,
+    163 and 191). From 24 rows, transposing the result back costs more than the call saves (GPT-2's [24, 768] x [768,
+    50257]: 25.6 against 23.2 ms). Not in column blocks, one-thread calls, even where they were faster alone: the
+    BLAS's threads spin for a while after a call on them, and one-thread calls beside a spinning one are slower
+    (GPT-2's prefill of 5 positions, its logits in column blocks after its layers' products on the BLAS's threads:
+    51 against 46 ms, the median)."""
+    if not _from_weights_side(a, b, SWAP_ONE_CALL_MAX_ROWS):
         return matmul(a, b)
-    rows = a.reshape(-1, b.shape[0]).T.copy()  # [in, rows], C-ordered: a few rows' worth, cheap to copy
-    return matmul(b.T, rows).T.copy().reshape(*a.shape[:-1], b.shape[-1])  # copy(): C order, and a's or b's class
+    rows_t = a.reshape(-1, b.shape[0]).T  # [in, rows], a view
+    return matmul(b.T, rows_t).T.copy().reshape(*a.shape[:-1], b.shape[-1])  # copy(): C order, and a's or b's class
 
 
 def _narrow_row(matmul, a, b):

@@ -157,31 +157,55 @@ def test_the_thread_choice_lives_in_one_place():
                                   "verbs/hardware.py:streaming_bandwidth"}}  # fmt: skip
 
 
+def one_thread_blocks(x, weight, blocks, from_weights_side: bool):
+    """x @ weight block by block, each block's call on one BLAS thread, one after the other here: x @ W_block, or
+    W_block @ x^T transposed back (from the weight's side, x^T a view)."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        if from_weights_side:
+            return np.concatenate([(weight[:, start:stop].T @ x.T).T for start, stop in blocks], axis=-1)
+        return np.concatenate([x @ weight[:, start:stop] for start, stop in blocks], axis=-1)
+
+
 @needs_blas
-@pytest.mark.parametrize("rows, width", [(300, 1200), (32, 50), (64, 4096 + 7)])
-def test_a_prompts_product_with_a_weight_has_the_bits_of_its_blocks_one_thread_calls(rows, width, monkeypatch):
+@pytest.mark.parametrize("rows, width, out_in", [(300, 1200, True), (129, 1200, True), (128, 1200, True),
+                                                 (32, 50, True), (64, 4096 + 7, True),
+                                                 (64, 1200, False), (300, 1200, False)])  # fmt: skip
+def test_a_prompts_product_with_a_weight_has_the_bits_of_its_blocks_one_thread_calls(rows, width, out_in, monkeypatch):
     """Column blocks fixed by the weight's width alone: the same bits on one worker or three, on one BLAS thread or
-    two, and equal to the blocks' one-thread calls made one after the other here."""
+    two, and equal to the blocks' one-thread calls made one after the other here. Up to SWAP_MAX_ROWS rows times a
+    weight stored [out, in] (a Linear's, used as W^T), each block is W_block @ x^T transposed back; more rows, or a
+    weight stored [in, out], x @ W_block; either within a rounding of x @ W."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((rows, 64)).astype(np.float32)
-    weight = rng.standard_normal((width, 64)).astype(np.float32).T  # [out, in] as checkpoints store it, used as W^T
+    stored = rng.standard_normal((width, 64) if out_in else (64, width)).astype(np.float32)
+    weight = stored.T if out_in else stored  # [out, in] used as its view W^T, or [in, out] as it is
     monkeypatch.setattr(threads, "BLOCKS_MIN_MACS", 0)
-    blocks = threads.column_blocks(width)
-    with threadpool_limits(limits=1, user_api="blas"):
-        expected = np.concatenate([x @ weight[:, start:stop] for start, stop in blocks], axis=-1)
+    from_weights_side = out_in and rows <= threads.SWAP_MAX_ROWS
+    expected = one_thread_blocks(x, weight, threads.column_blocks(width), from_weights_side)
+    assert np.allclose(expected, x @ weight, rtol=1e-5, atol=1e-4), np.abs(expected - x @ weight).max()
     for workers in (1, 2, 3):
         monkeypatch.setattr(threads, "THREADS", workers)
         for blas_threads in (1, 2):
             with threadpool_limits(limits=blas_threads, user_api="blas"):
                 out = threads.sized_for_threads(np.matmul, x, weight)
-            assert np.array_equal(out, expected), (workers, blas_threads)
+            assert out.flags.c_contiguous and np.array_equal(out, expected), (workers, blas_threads)
+    calls = []  # the calls' left operands: the weight's blocks [block, in] from its side, else x [rows, in]
+
+    def recorded(a, b, **out):
+        calls.append(a.shape)
+        return np.matmul(a, b, **out)
+
+    threads.sized_for_threads(recorded, x, weight)
+    blocks = threads.column_blocks(width)
+    taken = [(stop - start, 64) for start, stop in blocks] if from_weights_side else [(rows, 64)] * len(blocks)
+    assert sorted(calls) == sorted(taken), (calls, taken)
 
 
 @needs_blas
 @pytest.mark.parametrize("rows", [2, 5, 16, 17, 31])
 def test_a_short_prompts_product_with_an_out_in_weight_is_taken_from_the_weights_side(rows):
-    """Up to SWAP_MAX_ROWS rows (fewer than column blocks need) and a weight stored [out, in] (used as its view W^T):
-    computed as W @ x^T (x^T copied C-ordered) and transposed back, a fresh C-ordered [rows, out] (a batch's
+    """Up to SWAP_ONE_CALL_MAX_ROWS rows (fewer than column blocks need) and a weight stored [out, in] (used as its
+    view W^T): computed as W @ x^T (x^T a view) and transposed back, a fresh C-ordered [rows, out] (a batch's
     [B, T, in] keeps its leading axes), equal to x @ W^T to a rounding of its terms. More rows, an [in, out] weight
     and a single row are x @ W as given, bit for bit."""
     rng = np.random.default_rng(8)
@@ -189,8 +213,8 @@ def test_a_short_prompts_product_with_an_out_in_weight_is_taken_from_the_weights
     x = rng.standard_normal((rows, 96)).astype(np.float32)
     out = threads.sized_for_threads(np.matmul, x, stored.T)
     assert out.shape == (rows, 300) and out.flags.c_contiguous
-    swapped = rows <= threads.SWAP_MAX_ROWS
-    expected = (stored @ np.ascontiguousarray(x.T)).T if swapped else x @ stored.T
+    swapped = rows <= threads.SWAP_ONE_CALL_MAX_ROWS
+    expected = (stored @ x.T).T if swapped else x @ stored.T
     assert np.array_equal(out, expected), (rows, np.abs(out - expected).max())
     assert np.allclose(out, x @ stored.T, rtol=1e-5, atol=1e-5), np.abs(out - x @ stored.T).max()
     batch = threads.sized_for_threads(np.matmul, x.reshape(1, rows, 96), stored.T)
@@ -250,7 +274,7 @@ def test_a_prompts_product_with_a_narrow_weight_has_the_bits_of_the_float32_weig
     x = rng.standard_normal((40, 64)).astype(np.float32)
     monkeypatch.setattr(threads, "BLOCKS_MIN_MACS", 0)
     assert threads.widens_itself(x, b) and not threads.widens_itself(x[:5], b)  # a short prompt's: widened by the tape
-    for workers in (1, 3):
+    for workers in (1, 3):  # 40 rows: blocks from the weight's side
         monkeypatch.setattr(threads, "THREADS", workers)
         wide = threads.sized_for_threads(np.matmul, x, np.ascontiguousarray(b.astype(np.float32).T).T)
         assert np.array_equal(threads.sized_for_threads(np.matmul, x, b), wide), workers
