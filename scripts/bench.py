@@ -425,7 +425,9 @@ def decode_breakdown(model, context: int, steps: int) -> dict:
     """Seconds of each part of a decode step after `context` positions (the fastest of `steps` clocked steps, the
     ledger on as in the decode measure: stage_clock, decode_part), the products with weights of such a step on their
     own (BLAS alone: the same operands, the model's own weights, as the step hands them to the BLAS, the fastest of
-    `steps` runs) and the bytes each part must read, for its roofline (place_rooflines)."""
+    `steps` runs) and the bytes each part must read, for its roofline (place_rooflines); and the streaming bandwidth
+    probed beside them: the host's memory is not as fast from one minute to the next (on the EPYC, 45.5 GB/s before a
+    quick run and 36.5 after it), and a logits product read at 38.0 GB/s between two probes of 37.7 and 37.8."""
     from minitransformer.engine import tape
 
     cache = model.new_cache(capacity=context + steps + 1)
@@ -457,6 +459,7 @@ def decode_breakdown(model, context: int, steps: int) -> dict:
         # products): a weight left in a cache as large as some Xeons' outran the memory's roofline
         best[f"{part}_blas_alone"] = from_memory(lambda: [np.matmul(a, b) for a, b in pairs], steps)
         best[f"{part}_bytes"] = sum(b.nbytes for _, b in pairs)
+    best["bandwidth_beside_Bps"] = streaming_bandwidth(3, ARGS.threads)["bytes_per_s"]
     return best
 
 
@@ -684,9 +687,10 @@ def main_predicted() -> None:
     print(f"\nJSON: {path}")
 
 
-def this_cpu(before: dict, after: dict):
-    """This CPU as the package's roofline sees it, from the best of the probes."""
-    bandwidth = max(before["bandwidth"]["bytes_per_s"], after["bandwidth"]["bytes_per_s"])
+def this_cpu(before: dict, after: dict, beside: tuple[float, ...] = ()):
+    """This CPU as the package's roofline sees it, from the best of the probes (`beside`: bandwidths probed between
+    them, bytes/s)."""
+    bandwidth = max(before["bandwidth"]["bytes_per_s"], after["bandwidth"]["bytes_per_s"], *beside)
     peak = max(before["sgemm"]["flops_per_s"], after["sgemm"]["flops_per_s"])
     how = (f"probed by scripts/bench.py: streaming read of 1 GiB {bandwidth / 1e9:.1f} GB/s, float32 squares of "
            f"{', '.join(map(str, SQUARE_SIZES))} {peak / 1e9:.0f} GFLOP/s at best")  # fmt: skip
@@ -874,7 +878,8 @@ def main() -> None:
     models = [] if ARGS.batch_only else [measure(weights_dir(family), reps) for family in families]
     batches = [measure_batches(weights_dir(family), reps) for family in families]
     after = machine_limits(max(reps, 3))
-    bandwidth = max(before["bandwidth"]["bytes_per_s"], after["bandwidth"]["bytes_per_s"])
+    beside = [d["breakdown"]["bandwidth_beside_Bps"] for r in models for d in r["decode"]]
+    bandwidth = max(before["bandwidth"]["bytes_per_s"], after["bandwidth"]["bytes_per_s"], *beside)
     peak = max(before["sgemm"]["flops_per_s"], after["sgemm"]["flops_per_s"])
     for r in models:
         place_rooflines(r, bandwidth, peak)
@@ -885,7 +890,8 @@ def main() -> None:
         "machine": {"cpu": _cpu_name(), "cpu_record": cpu_record(), "cores": os.cpu_count(), "threads": ARGS.threads,
                     "python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
                     "bandwidth_GBps": bandwidth / 1e9, "sgemm_GFLOPs": peak / 1e9,
-                    "probes": {"before": probe_summary(before), "after": probe_summary(after)},
+                    "probes": {"before": probe_summary(before), "after": probe_summary(after),
+                               "beside_decode_GBps": [b / 1e9 for b in beside]},
                     "load_average": {"before": load_before, "after": os.getloadavg()[0]},
                     "busy_processes": ARGS.busy},
         "per_head_product": product,
@@ -896,7 +902,7 @@ def main() -> None:
         report["stored"] = measure_stored()
     report["roofline_bugs"] = roofline_bugs(report)
     report["predicted"] = {
-        "models": predictions_of(models, this_cpu(before, after)),
+        "models": predictions_of(models, this_cpu(before, after, tuple(beside))),
         "gpu": {"skipped": "torch on a GPU is measured by --predicted-only"},
         "load": {"before": f"{load_before:.2f} (1 minute) on {os.cpu_count()} cores", "after": load_average()},
     }
@@ -1141,6 +1147,14 @@ def describe_cpu(c: dict) -> str:
     return line
 
 
+def beside_line(probes: dict) -> str:
+    """The streaming reads probed beside each decode breakdown (runs before they were probed lack them)."""
+    beside = probes.get("beside_decode_GBps")
+    if not beside:
+        return ""
+    return f"; beside each decode breakdown, streaming read {', '.join(f'{b:.1f}' for b in beside)} GB/s"
+
+
 def render(report: dict) -> str:
     m = report["machine"]
     lines = [
@@ -1148,8 +1162,8 @@ def render(report: dict) -> str:
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} threads for both libraries; numpy {m['numpy']}, "
         f"torch {m['torch']}; streaming read {m['bandwidth_GBps']:.1f} GB/s, "
         f"sgemm peak {m['sgemm_GFLOPs']:.0f} GFLOP/s: the best of the probes before and after the measures "
-        f"({probe_line(m['probes']['before'], m['threads'])}; "
-        f"{probe_line(m['probes']['after'], m['threads'])})",
+        f"({probe_line(m['probes']['before'], m['threads'])}; {probe_line(m['probes']['after'], m['threads'])}"
+        f"{beside_line(m['probes'])})",
         f"Load average (1 minute) {m['load_average']['before']:.2f} when the run began, {m['load_average']['after']:.2f} "
         f"when it ended" + (f"; busy: {m['busy_processes']} other processes spinning" if m["busy_processes"] else ""),
     ]
