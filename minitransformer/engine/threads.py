@@ -252,7 +252,8 @@ def _with_weight(matmul, a, b):
     blocks = column_blocks(b.shape[-1])
     out = np.empty((*a.shape[:-1], b.shape[-1]), np.float32 if narrow else np.result_type(a.dtype, b.dtype))
     swapped = _from_weights_side(a, b, SWAP_MAX_ROWS)
-    rows_t, out_rows = a.reshape(-1, b.shape[0]).T, out.reshape(-1, b.shape[-1])  # [D, rows] (a view), [rows, F]
+    rows_t = a.reshape(-1, b.shape[0]).T if swapped else None  # [D, rows]: a view of a C-ordered a
+    out_rows = out.reshape(-1, b.shape[-1])  # [rows, F]
 
     def run(first: int, end: int) -> None:
         with one_blas_thread():
