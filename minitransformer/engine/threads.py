@@ -252,7 +252,7 @@ def _with_weight(matmul, a, b):
     blocks = column_blocks(b.shape[-1])
     out = np.empty((*a.shape[:-1], b.shape[-1]), np.float32 if narrow else np.result_type(a.dtype, b.dtype))
     swapped = _from_weights_side(a, b, SWAP_MAX_ROWS)
-    rows_t = a.reshape(-1, b.shape[0]).T if swapped else None  # [D, rows]: a view of a C-ordered a
+    rows_t = a.reshape(-1, b.shape[0]).T if swapped else None  # [D, rows]: a view where a is C-ordered
     out_rows = out.reshape(-1, b.shape[-1])  # [rows, F]
 
     def run(first: int, end: int) -> None:
@@ -277,7 +277,7 @@ def _few_rows(matmul, a, b):
     that side (a Llama's [5, 1536] times its 20 layers' weights read from memory: 150 against 218 ms on the EPYC
     here, what the weights stored [in, out] cost; at 16 rows 179 against 260; a^T is a's view: a C-ordered copy of it,
     163 and 191). From 24 rows, transposing the result back costs more than the call saves (GPT-2's [24, 768] x [768,
-    50257]: 25.6 against 23.2 ms). Not in column blocks, one-thread calls, even where they were faster alone: the
+    50257]: 25.6 against 23.2 ms). Not in column blocks of one-thread calls, though those were faster alone: the
     BLAS's threads spin for a while after a call on them, and one-thread calls beside a spinning one are slower
     (GPT-2's prefill of 5 positions, its logits in column blocks after its layers' products on the BLAS's threads:
     51 against 46 ms, the median)."""
