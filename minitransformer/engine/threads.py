@@ -28,6 +28,10 @@ quieter machine; a Llama's [5, 1536] x [1536, 4096] took 40 ms on two threads ag
   it, block by block: a decode step's row in blocks of WIDEN_BYTES, each widened into a buffer of the thread's
   own that stays in its core's cache and multiplied there on one BLAS thread (`_narrow_row`), a prompt's in
   its column blocks as above;
+- up to SMALL_BLOCKS_MAX_ROWS rows (a short prompt's, a small batch's decode step) times a weight stored [out, in],
+  where the BLAS has a kernel for small products that reads the weight as it lies (OpenBLAS's SkylakeX kernels), are
+  cut into blocks of the weight's rows small enough for that kernel, each W_block @ x^T on one BLAS thread, shared the
+  same way (`_small_kernel_rows` says why);
 - any other product with a weight (a short prompt's, a batch's decode step, a small model's) is one call on the
   BLAS's threads, taken from the weight's side where a few rows meet a weight stored [out, in] (`_few_rows`).
 
@@ -88,10 +92,19 @@ WIDEN_BYTES = 1 << 20
 # `_with_weight`), and in one call (`_few_rows`)
 SWAP_MAX_ROWS = 128
 SWAP_ONE_CALL_MAX_ROWS = 16
+# OpenBLAS multiplies a small product without first copying its operands into its packed layout, where its permit says
+# (0.3.31, kernel/x86_64/sgemm_small_kernel_permit_skylakex.c: M*N*K at most 100^3 and, with W_block @ x^T's
+# transposition, M*N at most 1,200 and K at least 32); `_small_kernel_rows` cuts a few rows' product to fit
+SMALL_KERNEL_MNK = 100**3
+SMALL_KERNEL_MN = 1200
+SMALL_KERNEL_MIN_DEPTH = 32
+SMALL_BLOCKS_MAX_ROWS = 6  # measured: from 8 rows a loss (see `_small_kernel_rows`)
+SMALL_KERNEL_ARCHITECTURES = ("SkylakeX", "Cooperlake", "SapphireRapids")  # OpenBLAS's kernels that have it
 RUNS_PER_WORKER = 4  # spread cuts its items into so many runs per worker, taken one at a time: see `spread`
 _tasks: queue.SimpleQueue[Share] = queue.SimpleQueue()  # shares of work handed to the workers
 _workers = 0  # workers started (at the first share of work that needs them)
 _blas: list | None = None  # threadpoolctl's controllers of the BLAS libraries loaded (found at the first product)
+_small_kernel: bool | None = None  # whether the BLAS has OpenBLAS's small-product kernel (found at the first product)
 
 
 def spread(work: Callable[[int, int], None], n: int) -> None:
@@ -211,7 +224,7 @@ def widens_itself(a, b) -> bool:
     """Whether sized_for_threads, handed a weight b held narrower than float32 (widening it exact), widens it itself as
     its products read it: one row (a decode step's) or a prompt's column blocks. Any other product's weight the caller
     widens (a short prompt's: one call on the BLAS's threads, as a float32 weight's)."""
-    return b.ndim == 2 and (a.size == b.shape[0] or _in_column_blocks(a, b))
+    return b.ndim == 2 and (a.size == b.shape[0] or _in_column_blocks(a, b) or _small_kernel_rows(a, b) > 0)
 
 
 def _in_column_blocks(a, b) -> bool:
@@ -227,8 +240,9 @@ def _from_weights_side(a, b, max_rows: int) -> bool:
 
 def _with_weight(matmul, a, b):
     """a @ b for a weight b [D, F]: a prompt's product in column blocks, each a call on one BLAS thread, shared by
-    spread; one row (a decode step's) by `_one_row` (`_narrow_row` for a narrow weight); anything else one call on the
-    BLAS's threads (`_few_rows`). A narrow weight's column block is widened as its call comes (a float32 copy in its
+    spread; a few rows times a weight stored [out, in] alike, in the narrower blocks of `_small_kernel_rows`; one row (a
+    decode step's) by `_one_row` (`_narrow_row` for a narrow weight); anything else one call on the BLAS's threads
+    (`_few_rows`). A narrow weight's column block is widened as its call comes (a float32 copy in its
     layout: the call is the float32 weight's, and so are its bits).
 
     Up to SWAP_MAX_ROWS rows times a weight stored [out, in] (used as its view W^T), each block is W_block @ a^T, its
@@ -247,11 +261,13 @@ def _with_weight(matmul, a, b):
     narrow = b.dtype not in (np.float32, np.float64)
     if a.size == b.shape[0]:
         return _narrow_row(matmul, a, b) if narrow else _one_row(matmul, a, b)
-    if not _in_column_blocks(a, b):
+    if step := _small_kernel_rows(a, b):
+        blocks, swapped = [(start, min(start + step, b.shape[-1])) for start in range(0, b.shape[-1], step)], True
+    elif _in_column_blocks(a, b):
+        blocks, swapped = column_blocks(b.shape[-1]), _from_weights_side(a, b, SWAP_MAX_ROWS)
+    else:
         return _few_rows(matmul, a, b)
-    blocks = column_blocks(b.shape[-1])
     out = np.empty((*a.shape[:-1], b.shape[-1]), np.float32 if narrow else np.result_type(a.dtype, b.dtype))
-    swapped = _from_weights_side(a, b, SWAP_MAX_ROWS)
     rows_t = a.reshape(-1, b.shape[0]).T if swapped else None  # [D, rows]: a view where a is C-ordered
     out_rows = out.reshape(-1, b.shape[-1])  # [rows, F]
 
@@ -268,6 +284,44 @@ def _with_weight(matmul, a, b):
     with one_blas_thread():
         spread(run, len(blocks))
     return out
+
+
+def _small_kernel_rows(a, b) -> int:
+    """The rows of the weight in each block of a few rows' product with a weight stored [out, in] (b its view W^T), cut
+    so that each block's W_block @ x^T is a product OpenBLAS takes to its small-product kernel; 0 where it is not so
+    computed (more than SMALL_BLOCKS_MAX_ROWS rows, one row, a weight stored [in, out], too deep a weight, a BLAS
+    without that kernel).
+
+    Measured on the Intel Xeon here (Emerald Rapids; OpenBLAS 0.3.31, its SkylakeX kernels), one BLAS thread, the
+    weight read from memory: OpenBLAS's packed product of 5 rows read a weight at 3.5 to 3.9 GB/s (a row alone, its
+    matrix-vector kernel, 13 GB/s), first copying the weight into its packed layout; the same 5 rows in blocks that its
+    small-product kernel takes, which reads the weight's rows as they lie, 7.5 to 10.9 GB/s (depths 768 to 4,096); 2
+    rows 9.9 to 14.8 against 3.0 to 3.6; 8 rows 4.5 to 8.5 against 3.2 to 4.1; 16 rows 3.5 to 5.6 against 2.4 to 3.8.
+    The Llama-shaped bench model's whole prefill, both cores, the median of 7 beside the packed product's in the same
+    process: 2 positions 196 against 329 ms, 4 205 against 244, 5 271 against 307, 6 256 against 282, 8 320 against 305
+    (a loss: hence SMALL_BLOCKS_MAX_ROWS). A weight stored [in, out] is not cut so: its column block's rows are strided
+    in memory, and the small kernel read them no faster than the packed product (GPT-2's layers, 5 rows: 84 against
+    71 ms in one call on the BLAS's threads). The bits are the block's one-thread call's, fixed by its shape, on any
+    load. Where the BLAS has no such kernel, blocks this narrow would only add calls: 0. Not measured on the AMD EPYC,
+    whose OpenBLAS takes the same kernels (this changed its bits there too, by a rounding)."""
+    rows, depth = a.size // b.shape[0], b.shape[0]
+    out_in = b.ndim == 2 and b.strides[0] < b.strides[1]  # [out, in] storage read as W^T
+    if not (out_in and 1 < rows <= SMALL_BLOCKS_MAX_ROWS and depth >= SMALL_KERNEL_MIN_DEPTH):
+        return 0
+    step = min(SMALL_KERNEL_MN // rows, SMALL_KERNEL_MNK // (rows * depth)) // BLOCK_ALIGN * BLOCK_ALIGN
+    return step if step >= BLOCK_ALIGN and _has_small_kernel() else 0
+
+
+def _has_small_kernel() -> bool:
+    """Whether every BLAS NumPy loaded is OpenBLAS on kernels with its small-product kernel (found once)."""
+    global _small_kernel
+    if _small_kernel is None:
+        libraries = _blas_libraries()
+        _small_kernel = bool(libraries) and all(
+            lib.internal_api == "openblas" and getattr(lib, "architecture", None) in SMALL_KERNEL_ARCHITECTURES
+            for lib in libraries
+        )
+    return _small_kernel
 
 
 def _few_rows(matmul, a, b):

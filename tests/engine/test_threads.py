@@ -203,11 +203,12 @@ def test_a_prompts_product_with_a_weight_has_the_bits_of_its_blocks_one_thread_c
 
 @needs_blas
 @pytest.mark.parametrize("rows", [2, 5, 16, 17, 31])
-def test_a_short_prompts_product_with_an_out_in_weight_is_taken_from_the_weights_side(rows):
+def test_a_short_prompts_product_with_an_out_in_weight_is_taken_from_the_weights_side(rows, monkeypatch):
     """Up to SWAP_ONE_CALL_MAX_ROWS rows (fewer than column blocks need) and a weight stored [out, in] (used as its
-    view W^T): computed as W @ x^T (x^T a view) and transposed back, a fresh C-ordered [rows, out] (a batch's
-    [B, T, in] keeps its leading axes), equal to x @ W^T to a rounding of its terms. More rows, an [in, out] weight
-    and a single row are x @ W as given, bit for bit."""
+    view W^T), on a BLAS without OpenBLAS's small-product kernel: computed as W @ x^T (x^T a view) and transposed
+    back, a fresh C-ordered [rows, out] (a batch's [B, T, in] keeps its leading axes), equal to x @ W^T to a rounding
+    of its terms. More rows, an [in, out] weight and a single row are x @ W as given, bit for bit."""
+    monkeypatch.setattr(threads, "_small_kernel", False)
     rng = np.random.default_rng(8)
     stored = rng.standard_normal((300, 96)).astype(np.float32)  # [out, in]
     x = rng.standard_normal((rows, 96)).astype(np.float32)
@@ -223,6 +224,49 @@ def test_a_short_prompts_product_with_an_out_in_weight_is_taken_from_the_weights
     assert np.array_equal(threads.sized_for_threads(np.matmul, x, in_out), x @ in_out)
     with threadpool_limits(limits=1, user_api="blas"):  # a decode step's row: `_one_row`, x @ W^T as given
         assert np.array_equal(threads.sized_for_threads(np.matmul, x[:1], stored.T), x[:1] @ stored.T)
+
+
+@needs_blas
+@pytest.mark.parametrize("rows, depth, width", [(2, 96, 1000 + 7), (5, 1536, 4096), (6, 4096, 1536), (3, 40, 50)])
+def test_a_few_rows_times_an_out_in_weight_are_cut_for_the_small_kernel_with_the_bits_of_its_blocks(
+    rows, depth, width, monkeypatch
+):
+    """Up to SMALL_BLOCKS_MAX_ROWS rows times a weight stored [out, in], on a BLAS with OpenBLAS's small-product
+    kernel (set here, so that the test holds on any BLAS): blocks of the weight's rows within that kernel's permit
+    (rows x block at most 1,200, rows x block x depth at most 10^6, a multiple of 16 rows), each W_block @ x^T on one
+    BLAS thread; the bits of those calls made one after the other here, on one worker or three, the BLAS on one
+    thread or two outside, and within a rounding of x @ W^T. More rows, a weight stored [in, out], and a BLAS without
+    the kernel are not cut so."""
+    rng = np.random.default_rng(11)
+    stored = rng.standard_normal((width, depth)).astype(np.float32)  # [out, in]
+    x = rng.standard_normal((rows, depth)).astype(np.float32)
+    monkeypatch.setattr(threads, "_small_kernel", True)
+    step = threads._small_kernel_rows(x, stored.T)
+    assert step % threads.BLOCK_ALIGN == 0 and 0 < step <= min(1200 // rows, 10**6 // (rows * depth)) < step + 16, step
+    blocks = [(start, min(start + step, width)) for start in range(0, width, step)]
+    expected = one_thread_blocks(x, stored.T, blocks, from_weights_side=True)
+    assert np.allclose(expected, x @ stored.T, rtol=1e-5, atol=1e-4), np.abs(expected - x @ stored.T).max()
+    for workers in (1, 3):
+        monkeypatch.setattr(threads, "THREADS", workers)
+        for blas_threads in (1, 2):
+            with threadpool_limits(limits=blas_threads, user_api="blas"):
+                out = threads.sized_for_threads(np.matmul, x, stored.T)
+            assert out.flags.c_contiguous and np.array_equal(out, expected), (workers, blas_threads)
+    calls = []  # each call's left operand: a block of the weight's rows, [block, in]
+
+    def recorded(a, b, **out):
+        calls.append(a.shape)
+        return np.matmul(a, b, **out)
+
+    batch = threads.sized_for_threads(recorded, x.reshape(1, rows, depth), stored.T)  # a batch's decode step's rows
+    assert np.array_equal(batch[0], expected)
+    assert sorted(calls) == sorted((stop - start, depth) for start, stop in blocks), calls
+    more = rng.standard_normal((threads.SMALL_BLOCKS_MAX_ROWS + 1, depth)).astype(np.float32)
+    not_cut = {"more rows": threads._small_kernel_rows(more, stored.T),
+               "stored [in, out]": threads._small_kernel_rows(x, np.ascontiguousarray(stored.T))}  # fmt: skip
+    monkeypatch.setattr(threads, "_small_kernel", False)
+    not_cut["a BLAS without the kernel"] = threads._small_kernel_rows(x, stored.T)
+    assert not_cut == dict.fromkeys(not_cut, 0), not_cut
 
 
 NARROW_WEIGHTS = {  # (in, out, stored [out, in] as a Linear's or [in, out] as a Conv1D's, the format)
@@ -273,7 +317,16 @@ def test_a_prompts_product_with_a_narrow_weight_has_the_bits_of_the_float32_weig
     b = narrow_weight(rng, 64, 1200, True, "bfloat16")
     x = rng.standard_normal((40, 64)).astype(np.float32)
     monkeypatch.setattr(threads, "BLOCKS_MIN_MACS", 0)
+    monkeypatch.setattr(threads, "_small_kernel", False)
     assert threads.widens_itself(x, b) and not threads.widens_itself(x[:5], b)  # a short prompt's: widened by the tape
+    monkeypatch.setattr(threads, "_small_kernel", True)  # ... unless it is cut into the small kernel's blocks
+    assert threads.widens_itself(x[:5], b) and not threads.widens_itself(x[:7], b)
+    with threadpool_limits(limits=1, user_api="blas"):
+        wide = np.ascontiguousarray(b.astype(np.float32).T)  # [out, in], as the float32 mode holds it
+        expected = np.concatenate([(wide[start : start + 240] @ x[:5].T).T for start in range(0, 1200, 240)], axis=1)
+    assert threads._small_kernel_rows(x[:5], b) == 240  # 1200 // 5 rows (10^6 // (5 * 64) is more), a multiple of 16
+    assert np.array_equal(threads.sized_for_threads(np.matmul, x[:5], b), expected)
+    monkeypatch.setattr(threads, "_small_kernel", False)
     for workers in (1, 3):  # 40 rows: blocks from the weight's side
         monkeypatch.setattr(threads, "THREADS", workers)
         wide = threads.sized_for_threads(np.matmul, x, np.ascontiguousarray(b.astype(np.float32).T).T)
