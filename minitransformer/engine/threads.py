@@ -222,8 +222,9 @@ def column_blocks(width: int) -> list[tuple[int, int]]:
 
 def widens_itself(a, b) -> bool:
     """Whether sized_for_threads, handed a weight b held narrower than float32 (widening it exact), widens it itself as
-    its products read it: one row (a decode step's) or a prompt's column blocks. Any other product's weight the caller
-    widens (a short prompt's: one call on the BLAS's threads, as a float32 weight's)."""
+    its products read it: one row (a decode step's), a prompt's column blocks, a few rows' blocks for the small-product
+    kernel. Any other product's weight the caller widens (a short prompt's not cut so: one call on the BLAS's threads,
+    as a float32 weight's)."""
     return b.ndim == 2 and (a.size == b.shape[0] or _in_column_blocks(a, b) or _small_kernel_rows(a, b) > 0)
 
 
@@ -325,8 +326,8 @@ def _has_small_kernel() -> bool:
 
 
 def _few_rows(matmul, a, b):
-    """a @ b for a short prompt's rows (or a batch's decode step, one row of each prompt) and a weight: one call on the
-    BLAS's threads. Up to SWAP_ONE_CALL_MAX_ROWS rows times a weight stored [out, in] (a Linear's, used as its view
+    """a @ b for a short prompt's rows (or a batch's decode step, one row of each prompt) and a weight, where they are not
+    cut into the small-product kernel's blocks (`_small_kernel_rows`): one call on the BLAS's threads. Up to SWAP_ONE_CALL_MAX_ROWS rows times a weight stored [out, in] (a Linear's, used as its view
     W^T) are multiplied as W @ a^T, whose result is transposed back: OpenBLAS's kernels take a few rows much faster on
     that side (a Llama's [5, 1536] times its 20 layers' weights read from memory: 150 against 218 ms on the EPYC
     here, what the weights stored [in, out] cost; at 16 rows 179 against 260; a^T is a's view: a C-ordered copy of it,
