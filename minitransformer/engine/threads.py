@@ -326,16 +326,17 @@ def _has_small_kernel() -> bool:
 
 
 def _few_rows(matmul, a, b):
-    """a @ b for a short prompt's rows (or a batch's decode step, one row of each prompt) and a weight, where they are not
-    cut into the small-product kernel's blocks (`_small_kernel_rows`): one call on the BLAS's threads. Up to SWAP_ONE_CALL_MAX_ROWS rows times a weight stored [out, in] (a Linear's, used as its view
-    W^T) are multiplied as W @ a^T, whose result is transposed back: OpenBLAS's kernels take a few rows much faster on
-    that side (a Llama's [5, 1536] times its 20 layers' weights read from memory: 150 against 218 ms on the EPYC
-    here, what the weights stored [in, out] cost; at 16 rows 179 against 260; a^T is a's view: a C-ordered copy of it,
-    163 and 191). From 24 rows, transposing the result back costs more than the call saves (GPT-2's [24, 768] x [768,
-    50257]: 25.6 against 23.2 ms). Not in column blocks of one-thread calls, though those were faster alone: the
-    BLAS's threads spin for a while after a call on them, and one-thread calls beside a spinning one are slower
-    (GPT-2's prefill of 5 positions, its logits in column blocks after its layers' products on the BLAS's threads:
-    51 against 46 ms, the median)."""
+    """a @ b for a short prompt's rows (or a batch's decode step, one row of each prompt) and a weight, where they are
+    not cut into the small-product kernel's blocks (`_small_kernel_rows`): one call on the BLAS's threads. Up to
+    SWAP_ONE_CALL_MAX_ROWS rows times a weight stored [out, in] (a Linear's, used as its view W^T) are multiplied as
+    W @ a^T, whose result is transposed back: OpenBLAS's kernels take a few rows much faster on that side (a Llama's
+    [5, 1536] times its 20 layers' weights read from memory: 150 against 218 ms on the EPYC here, what the weights
+    stored [in, out] cost; at 16 rows 179 against 260; a^T is a's view: a C-ordered copy of it, 163 and 191). From
+    24 rows, transposing the result back costs more than the call saves (GPT-2's [24, 768] x [768, 50257]: 25.6
+    against 23.2 ms). Not in column blocks of one-thread calls, though those were faster alone: the BLAS's threads
+    spin for a while after a call on them, and one-thread calls beside a spinning one are slower (GPT-2's prefill of
+    5 positions, its logits in column blocks after its layers' products on the BLAS's threads: 51 against 46 ms, the
+    median)."""
     if not _from_weights_side(a, b, SWAP_ONE_CALL_MAX_ROWS):
         return matmul(a, b)
     rows_t = a.reshape(-1, b.shape[0]).T  # [in, rows], a view
