@@ -16,7 +16,9 @@ square products of three sizes; both before the measures and again after them, t
 machine's speed drifts over a run). A speed above 100% of a roofline means the roofline is wrong: the
 benchmark says so. Where a prefill's time goes is shown stage by stage, ours beside torch's, with the
 products with weights also timed on their own (what the BLAS does with those shapes, in the faster of
-the two layouts). Medians of several repetitions. Two models: GPT-2 124M (weights/gpt2 when present,
+the two layouts). Medians of several repetitions, each measure's runs in turn with those of the measure it is read
+against (ours and torch's, our clocked pass and the BLAS alone's products), so that the machine's speed, which drifts
+from one minute to the next, hits both alike. Two models: GPT-2 124M (weights/gpt2 when present,
 else a random-initialised one saved by transformers) and a Llama-shaped 0.54B with grouped-query attention
 (20 layers, d_model 1536, 12 query heads over 2 key/value heads, SwiGLU width 4096, vocabulary
 32,000, tied; random weights saved by transformers). The arithmetic of random weights is the same
@@ -202,10 +204,10 @@ def evict_caches() -> None:
     np.add.reduce(_EVICT[0])
 
 
-def from_memory(fn, reps: int) -> float:
+def from_memory(fn, reps: int, warmup: int = 1) -> float:
     """The fastest of `reps` runs, each after the caches are emptied (evict_caches): a product whose weight a pass
     reads from memory, as it reads it there."""
-    return min(run_times(fn, reps, setup=evict_caches))
+    return min(run_times(fn, reps, warmup, setup=evict_caches))
 
 
 # --- the machine's limits --------------------------------------------------------------------------
@@ -312,19 +314,20 @@ def torch_decode(model, context: int, steps: int) -> float:
         return (time.perf_counter() - start) / steps
 
 
+def torch_prefill(model, ids: list[int]) -> None:
+    with torch.no_grad():
+        model(torch.tensor([ids]))
+
+
 # --- busy: the same measures while other processes spin ---------------------------------------------
 def measure_busy(ours, theirs, results: dict, steps: int, reps: int) -> None:
     """Each prefill and decode measure of `results` again, ours and torch's in turn, while ARGS.busy other processes
     spin: its "busy" entry."""
 
-    def torch_prefill(ids):
-        with torch.no_grad():
-            theirs(torch.tensor([ids]))
-
     with spinning(ARGS.busy):
         for p in results["prefill"]:
             ids = list(range(1000, 1000 + p["tokens"]))
-            ours_s, torch_s = medians_in_turn([lambda: ours.logits(ids), lambda: torch_prefill(ids)], reps)
+            ours_s, torch_s = medians_in_turn([lambda: ours.logits(ids), lambda: torch_prefill(theirs, ids)], reps)
             p["busy"] = {"ours_s": ours_s, "torch_s": torch_s}
         for d in results["decode"]:
             context = d["context"]
@@ -403,10 +406,14 @@ def stage_clock(parts: dict, part_of=prefill_part):
         tape.Tape.matmul, tape.Tape.stage = matmul, stage
 
 
-def ours_breakdown(model, ids: list[int], reps: int) -> dict:
+def ours_breakdown(model, ids: list[int], phase, reps: int) -> dict:
     """Seconds of each part of our prefill (the fastest of `reps` clocked passes, stage_clock), with the whole
-    clocked pass's time beside the parts."""
+    clocked pass's time beside the parts, and the BLAS alone's seconds for the pass's products with weights
+    (blas_alone), each pass and each run of the BLAS alone in turn: the host's speed drifts from one minute to the
+    next (on the Xeon here, GPT-2's products of 1,024 rows ran 1.51 times the BLAS alone's, measured minutes apart,
+    1.1 times in turn), and a ratio of two measures must not read the drift."""
     best: dict[str, float] = {}
+    alone = BlasAlone(phase)
     for _ in range(reps):
         parts = {"weights": 0.0, "attention": 0.0, "rest": 0.0}
         with stage_clock(parts):
@@ -415,7 +422,8 @@ def ours_breakdown(model, ids: list[int], reps: int) -> dict:
             parts["total"] = time.perf_counter() - start
         if not best or parts["total"] < best["total"]:
             best = parts
-    return best
+        alone.run()
+    return {**best, "blas_alone": min(alone.seconds)}
 
 
 DECODE_PARTS = ("weights", "logits", "attention", "cache", "rest")
@@ -463,25 +471,35 @@ def decode_breakdown(model, context: int, steps: int) -> dict:
     return best
 
 
-def blas_alone(phase, reps: int) -> float:
-    """Seconds the BLAS takes for the pass's products with weights on their own: each record's product, of its
-    shapes, on arrays of ones, in the faster of the two layouts a family stores a weight in (GPT-2's [in, out],
-    x @ W; the Llama family's [out, in], x @ W.T), the fastest of `reps`, summed over the records. Each run reads its
-    W from memory (the caches emptied before it), as a pass reads each layer's own weights and as the decode
+class BlasAlone:
+    """The BLAS's seconds for a pass's products with weights on their own, run by run (`run`; `seconds`, one a run):
+    each record's product, of its shapes, on arrays of ones, in the faster of the two layouts a family stores a weight
+    in (GPT-2's [in, out], x @ W; the Llama family's [out, in], x @ W.T), summed over the records. Each product reads
+    its W from memory (the caches emptied before it), as a pass reads each layer's own weights and as the decode
     breakdown's BLAS alone does: one W per shape repeated could stay in a last-level cache that holds it (a Xeon's
     holds a Llama layer's), a speed no pass has. (On the EPYC the two were alike: the Llama's products of 5 rows on
-    one layer's weights repeated 20 times 220 ms, on 20 layers' 222; of 128 rows 802 and 795.)"""
-    seconds, shapes = 0.0, {}
-    for r in phase.records:
-        if r.kind == "matmul" and r.op not in ATTENTION_OPS:
-            key = (r.a_shape, r.b_shape)
-            if key not in shapes:
-                x = np.ones(r.a_shape, np.float32)
-                stored_in_out, stored_out_in = np.ones(r.b_shape, np.float32), np.ones(r.b_shape[::-1], np.float32)
-                shapes[key] = min(from_memory(lambda: np.matmul(x, stored_in_out), reps),
-                                  from_memory(lambda: np.matmul(x, stored_out_in.T), reps))  # fmt: skip
-            seconds += shapes[key]
-    return seconds
+    one layer's weights repeated 20 times 220 ms, on 20 layers' 222; of 128 rows 802 and 795.) A run's sum, not the
+    sum of each shape's fastest of all runs: that would add up the luck of several runs."""
+
+    def __init__(self, phase) -> None:
+        self.counts: dict[tuple, int] = {}
+        for r in phase.records:
+            if r.kind == "matmul" and r.op not in ATTENTION_OPS:
+                key = (r.a_shape, r.b_shape)
+                self.counts[key] = self.counts.get(key, 0) + 1
+        self.operands = {(a, b): (np.ones(a, np.float32), np.ones(b, np.float32), np.ones(b[::-1], np.float32))
+                         for a, b in self.counts}  # fmt: skip
+        self.seconds: list[float] = []
+        self.run(timed=False)  # a warm-up
+
+    def run(self, timed: bool = True) -> None:
+        seconds = 0.0
+        for key, (x, stored_in_out, stored_out_in) in self.operands.items():
+            fastest = min(from_memory(lambda: np.matmul(x, stored_in_out), 1, warmup=0),
+                          from_memory(lambda: np.matmul(x, stored_out_in.T), 1, warmup=0))  # fmt: skip
+            seconds += self.counts[key] * fastest
+        if timed:
+            self.seconds.append(seconds)
 
 
 def torch_breakdown(model, ids: list[int]) -> dict:
@@ -997,22 +1015,22 @@ def measure(directory: Path, reps: int) -> dict:
         phase = Phase("prefill", 0, T, T)
         ours.run(ids, all_positions=True, phase=phase)
         flops = phase.flops
-        ours_s = median_time(lambda: ours.logits(ids), reps)
-        with torch.no_grad():
-            torch_s = median_time(lambda: theirs(torch.tensor([ids])), reps)
-        breakdown = {"ours": ours_breakdown(ours, ids, reps), "torch": torch_breakdown(theirs, ids),
-                     "weights_blas_alone_s": blas_alone(phase, reps), "weight_flops": weight_flops(phase),
+        ours_s, torch_s = medians_in_turn([lambda: ours.logits(ids), lambda: torch_prefill(theirs, ids)], reps)
+        ours_parts = ours_breakdown(ours, ids, phase, reps)
+        breakdown = {"ours": ours_parts, "torch": torch_breakdown(theirs, ids),
+                     "weights_blas_alone_s": ours_parts.pop("blas_alone"), "weight_flops": weight_flops(phase),
                      "attention_flops": attention_flops(phase)}  # fmt: skip
         results["prefill"].append({"tokens": T, "ours_s": ours_s, "torch_s": torch_s, "flops": flops,
                                    "breakdown": breakdown})  # fmt: skip
 
     config = ours.config
     for context in contexts:
-        on, off = [], []
-        for _ in range(reps):  # alternate, so that drift in the machine's speed hits both alike
+        on, off, theirs_s = [], [], []
+        for _ in range(reps):  # in turn, so that drift in the machine's speed hits all three alike
             on.append(ours_decode(ours, context, steps, ledger=True))
             off.append(ours_decode(ours, context, steps, ledger=False))
-        torch_s = statistics.median(torch_decode(theirs, context, steps) for _ in range(reps))
+            theirs_s.append(torch_decode(theirs, context, steps))
+        torch_s = statistics.median(theirs_s)
         no_cache = ours_no_cache_step(ours, context)
         # A decode step must read every weight once and the cached K and V of every earlier position.
         kv_bytes = 2 * config.n_layer * context * config.n_kv_head * config.d_head * 4
@@ -1062,8 +1080,9 @@ def measure_batches(directory: Path, reps: int) -> dict:
                 theirs.generate(torch.tensor(ids), attention_mask=torch.tensor(mask), max_new_tokens=n_new,
                                 min_new_tokens=n_new, do_sample=False, pad_token_id=pad_id)  # fmt: skip
 
-        ours_s = median_time(lambda: ours.generate(prompts, max_new_tokens=n_new, stop_at_eos=False), reps)
-        torch_s = median_time(torch_generate, reps)
+        ours_s, torch_s = medians_in_turn(
+            [lambda: ours.generate(prompts, max_new_tokens=n_new, stop_at_eos=False), torch_generate], reps
+        )
         context = T + n_new // 2  # the mean context of the decode steps
         step_bytes = weight_bytes + B * 2 * config.n_layer * context * config.n_kv_head * config.d_head * 4
         rows.append({"batch": B, "prompt_tokens": T, "new_tokens": n_new, "ours_s": ours_s, "torch_s": torch_s,
