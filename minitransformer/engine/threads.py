@@ -33,7 +33,9 @@ quieter machine; a Llama's [5, 1536] x [1536, 4096] took 40 ms on two threads ag
   cut into blocks of the weight's rows small enough for that kernel, each W_block @ x^T on one BLAS thread, shared the
   same way (`_small_kernel_rows` says why);
 - any other product with a weight (a short prompt's, a batch's decode step, a small model's) is one call on the
-  BLAS's threads, taken from the weight's side where a few rows meet a weight stored [out, in] (`_few_rows`).
+  BLAS's threads, taken from the weight's side where a few rows meet a weight stored [out, in], and on one thread
+  while the cores are busy elsewhere where one thread was seen to give the same bits, as a decode step's row
+  (`_few_rows`).
 
 Sharing (`spread`) hands out runs of the work one at a time to whichever thread is free, the calling
 thread among them: a worker that gets no core leaves its runs to the others, and nobody waits for a
@@ -327,20 +329,23 @@ def _has_small_kernel() -> bool:
 
 def _few_rows(matmul, a, b):
     """a @ b for a short prompt's rows (or a batch's decode step, one row of each prompt) and a weight, where they are
-    not cut into the small-product kernel's blocks (`_small_kernel_rows`): one call on the BLAS's threads. Up to
-    SWAP_ONE_CALL_MAX_ROWS rows times a weight stored [out, in] (a Linear's, used as its view W^T) are multiplied as
-    W @ a^T, whose result is transposed back: OpenBLAS's kernels take a few rows much faster on that side (a Llama's
-    [5, 1536] times its 20 layers' weights read from memory: 150 against 218 ms on the EPYC here, what the weights
-    stored [in, out] cost; at 16 rows 179 against 260; a^T is a's view: a C-ordered copy of it, 163 and 191). From
-    24 rows, transposing the result back costs more than the call saves (GPT-2's [24, 768] x [768, 50257]: 25.6
-    against 23.2 ms). Not in column blocks of one-thread calls, though those were faster alone: the BLAS's threads
-    spin for a while after a call on them, and one-thread calls beside a spinning one are slower (GPT-2's prefill of
-    5 positions, its logits in column blocks after its layers' products on the BLAS's threads: 51 against 46 ms, the
-    median)."""
+    not cut into the small-product kernel's blocks (`_small_kernel_rows`): one call on the BLAS's threads, on one
+    thread while other processes keep the cores busy where the two give the same bits (`_unless_busy`: GPT-2's prefill
+    of 5 positions, two other processes spinning, 300 to 328 ms on the BLAS's threads against 128 to 139 on one, the
+    Intel Xeon here; quiet, 57 to 66 against 80 to 91). Up to SWAP_ONE_CALL_MAX_ROWS rows times a weight stored [out,
+    in] (a Linear's, used as its view W^T) are multiplied as W @ a^T, whose result is transposed back: OpenBLAS's
+    kernels take a few rows much faster on that side (a Llama's [5, 1536] times its 20 layers' weights read from
+    memory: 150 against 218 ms on the EPYC here, what the weights stored [in, out] cost; at 16 rows 179 against 260;
+    a^T is a's view: a C-ordered copy of it, 163 and 191). From 24 rows, transposing the result back costs more than
+    the call saves (GPT-2's [24, 768] x [768, 50257]: 25.6 against 23.2 ms). Not in column blocks of one-thread
+    calls, though those were faster alone: the BLAS's threads spin for a while after a call on them, and one-thread
+    calls beside a spinning one are slower (GPT-2's prefill of 5 positions, its logits in column blocks after its
+    layers' products on the BLAS's threads: 51 against 46 ms, the median)."""
     if not _from_weights_side(a, b, SWAP_ONE_CALL_MAX_ROWS):
-        return matmul(a, b)
+        return _unless_busy(a, b, lambda: matmul(a, b))
     rows_t = a.reshape(-1, b.shape[0]).T  # [in, rows], a view
-    return matmul(b.T, rows_t).T.copy().reshape(*a.shape[:-1], b.shape[-1])  # copy(): C order, and a's or b's class
+    # copy(): C order, and a's or b's class
+    return _unless_busy(a, b, lambda: matmul(b.T, rows_t).T.copy().reshape(*a.shape[:-1], b.shape[-1]))
 
 
 def _narrow_row(matmul, a, b):
@@ -387,30 +392,37 @@ def _widening_buffer(size: int) -> np.ndarray:
     return held
 
 
-_same_bits: dict[tuple, bool] = {}  # per layout of a one-row product: do one BLAS thread and the BLAS's threads agree?
+# per layout of a product made in one call: do one BLAS thread and the BLAS's threads give it the same bits?
+_same_bits: dict[tuple, bool] = {}
 
 
 def _one_row(matmul, a, b):
     """a @ b for one row of a: on the BLAS's threads while the cores are free, on one thread while other processes
-    keep them busy, where the two give the same bits.
+    keep them busy, where the two give the same bits (`_unless_busy`).
 
     A row times a weight reads the weight once and does little else: the BLAS's threads read it faster than one
     (GPT-2's decode step 23 against 29 ms), but when other processes keep the cores busy they wait for each other at
-    every call (394 against 33 to 50 ms, with two other processes spinning). Whether one thread and the BLAS's
-    threads add a row's terms in the same order depends on how the BLAS splits the columns (OpenBLAS 0.3.31: GPT-2's
-    and a Llama's layer weights, yes; GPT-2's 50,257 logits, no), so it is seen, not assumed: the first product of
-    each layout is computed both ways, and a layout whose bits differ keeps the BLAS's threads whatever the load."""
+    every call (394 against 33 to 50 ms, with two other processes spinning)."""
+    return _unless_busy(a, b, lambda: matmul(a, b))
+
+
+def _unless_busy(a, b, product: Callable[[], np.ndarray]) -> np.ndarray:
+    """product() (a @ b, one call) on the BLAS's threads while the cores are free, on one thread while other processes
+    keep them busy, where the two give the same bits. Whether one thread and the BLAS's threads add a product's terms
+    in the same order depends on how the BLAS splits it (OpenBLAS 0.3.31: a row times GPT-2's and a Llama's layer
+    weights, yes; times GPT-2's 50,257 logits, no), so it is seen, not assumed: the first product of each layout is
+    computed both ways, and a layout whose bits differ keeps the BLAS's threads whatever the load."""
     layout = (a.shape, a.strides, a.dtype.str, b.shape, b.strides, b.dtype.str, _blas_threads())
     same = _same_bits.get(layout)
     if same is None:
-        out = matmul(a, b)
+        out = product()
         with one_blas_thread():
-            _same_bits[layout] = np.array_equal(out, matmul(a, b))
+            _same_bits[layout] = np.array_equal(out, product())
         return out
     if same and cores_busy_elsewhere():
         with one_blas_thread():
-            return matmul(a, b)
-    return matmul(a, b)
+            return product()
+    return product()
 
 
 def _blas_threads() -> tuple[int | None, ...]:

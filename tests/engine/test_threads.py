@@ -82,12 +82,14 @@ def test_a_weight_keeps_the_blas_threads_a_stack_gets_one_and_the_setting_comes_
 
     monkeypatch.setattr(threads, "THREADS", 2)
     monkeypatch.setattr(threads, "SPREAD_MIN_MACS", 0)
+    monkeypatch.setattr(threads, "_same_bits", {})
     with threadpool_limits(limits=2, user_api="blas"):
         x, weight = rng.standard_normal((20, 40)).astype(np.float32), rng.standard_normal((40, 60)).astype(np.float32)
         assert np.array_equal(threads.sized_for_threads(spy, x, weight), np.matmul(x, weight))
         threads.sized_for_threads(spy, *gpt2_chunk(rng))  # 12 heads in 8 runs, taken by two threads
         assert BLAS.info()[0]["num_threads"] == 2  # the user's setting, back after the product
-    assert seen == [("weight", 2)] + [("stack", 1)] * 8
+    # the weight's product on the BLAS's threads, the first of its layout made on one thread too (`_unless_busy`)
+    assert seen == [("weight", 2), ("weight", 1)] + [("stack", 1)] * 8, seen
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
@@ -381,12 +383,22 @@ def test_spread_raises_a_runs_error_once_the_runs_begun_have_ended(monkeypatch):
 
 
 @needs_blas
-def test_a_decode_row_goes_to_one_blas_thread_when_busy_only_where_the_bits_agree(monkeypatch):
-    """The first product of a layout is made both ways; busy cores send later ones to one thread only if the bits
-    agreed. A BLAS whose one thread differs (simulated) keeps its threads, busy or not."""
+@pytest.mark.parametrize("rows, out_in", [(1, False), (1, True), (5, False), (5, True), (20, True)])
+def test_a_product_in_one_call_goes_to_one_blas_thread_when_busy_only_where_the_bits_agree(rows, out_in, monkeypatch):
+    """A decode step's row (`_one_row`) and a short prompt's rows not cut into blocks (`_few_rows`, 5 rows times a
+    weight stored [in, out] or from the weight's side, [out, in]; 20 rows, x @ W^T as given): the first product of
+    a layout is made both ways; busy cores send later ones to one thread only if the bits agreed. A BLAS whose one
+    thread differs (simulated) keeps its threads, busy or not."""
+    monkeypatch.setattr(threads, "_small_kernel", False)
     rng = np.random.default_rng(5)
-    row, weight = rng.standard_normal((1, 96)).astype(np.float32), rng.standard_normal((96, 80)).astype(np.float32)
-    expected = np.matmul(row, weight)
+    row = rng.standard_normal((rows, 96)).astype(np.float32)
+    weight = (
+        rng.standard_normal((80, 96)).astype(np.float32).T
+        if out_in
+        else rng.standard_normal((96, 80)).astype(np.float32)
+    )
+    swapped = out_in and 1 < rows <= threads.SWAP_ONE_CALL_MAX_ROWS
+    expected = np.matmul(weight.T, row.T).T if swapped else np.matmul(row, weight)
     seen: list[int] = []
 
     def spy(a, b, out=None):
@@ -406,10 +418,11 @@ def test_a_decode_row_goes_to_one_blas_thread_when_busy_only_where_the_bits_agre
             # the first product of the layout made both ways (busy=False), then quiet: the BLAS's two; busy: one
             assert seen == ([2, 1, 2] if not busy else [1, 1])
             narrow = weight[:, :40]
-            assert np.array_equal(threads.sized_for_threads(differs_on_one_thread, row, narrow), row @ narrow)
+            made = threads.sized_for_threads(differs_on_one_thread, row, narrow)
+            assert np.array_equal(made, np.matmul(narrow.T, row.T).T if swapped else row @ narrow)
         assert BLAS.info()[0]["num_threads"] == 2
     learned = {layout[3]: same for layout, same in threads._same_bits.items()}
-    assert learned == {(96, 80): True, (96, 40): False}
+    assert learned == {(96, 80): True, (96, 40): False}, learned
 
 
 def test_the_cores_count_as_busy_from_half_a_core_of_other_work(monkeypatch):
