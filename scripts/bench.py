@@ -409,9 +409,9 @@ def stage_clock(parts: dict, part_of=prefill_part):
 def ours_breakdown(model, ids: list[int], phase, reps: int) -> dict:
     """Seconds of each part of our prefill (the fastest of `reps` clocked passes, stage_clock), with the whole
     clocked pass's time beside the parts, and the BLAS alone's seconds for the pass's products with weights
-    (blas_alone), each pass and each run of the BLAS alone in turn: the host's speed drifts from one minute to the
-    next (on the Xeon here, GPT-2's products of 1,024 rows ran 1.51 times the BLAS alone's, measured minutes apart,
-    1.1 times in turn), and a ratio of two measures must not read the drift."""
+    (BlasAlone), each pass and each run of the BLAS alone in turn: the host's speed drifts from one minute to the
+    next (on the Xeon here, GPT-2's products of 1,024 rows read 1.51 times the BLAS alone's, measured minutes apart,
+    1.09 times in turn in the next full run), and a ratio of two measures must not read the drift."""
     best: dict[str, float] = {}
     alone = BlasAlone(phase)
     for _ in range(reps):
