@@ -1025,18 +1025,15 @@ def measure(directory: Path, reps: int) -> dict:
 
     config = ours.config
     for context in contexts:
-        on, off, theirs_s = [], [], []
-        for _ in range(reps):  # in turn, so that drift in the machine's speed hits all three alike
-            on.append(ours_decode(ours, context, steps, ledger=True))
-            off.append(ours_decode(ours, context, steps, ledger=False))
-            theirs_s.append(torch_decode(theirs, context, steps))
-        torch_s = statistics.median(theirs_s)
+        on_s, off_s, torch_s = medians_in_turn([lambda: ours_decode(ours, context, steps, ledger=True),
+                                                lambda: ours_decode(ours, context, steps, ledger=False),
+                                                lambda: torch_decode(theirs, context, steps)], reps)  # fmt: skip
         no_cache = ours_no_cache_step(ours, context)
         # A decode step must read every weight once and the cached K and V of every earlier position.
         kv_bytes = 2 * config.n_layer * context * config.n_kv_head * config.d_head * 4
         breakdown = {**decode_breakdown(ours, context, steps), "kv_bytes": kv_bytes}
-        results["decode"].append({"context": context, "ours_s": statistics.median(on),
-                                  "ours_no_ledger_s": statistics.median(off), "torch_s": torch_s,
+        results["decode"].append({"context": context, "ours_s": on_s,
+                                  "ours_no_ledger_s": off_s, "torch_s": torch_s,
                                   "ours_no_cache_s": no_cache, "bytes_read": weight_bytes + kv_bytes,
                                   "breakdown": breakdown})  # fmt: skip
     if ARGS.busy:
