@@ -224,7 +224,7 @@ def count_data(count, balance: float | None = None, all_steps: bool = False, **o
     from ..verbs.memory import DEFAULT_BALANCE
     from .export import json_chunks
 
-    chunks = json_chunks(count, DEFAULT_BALANCE if balance is None else balance, all_steps, **options)
+    chunks = json_chunks(count, DEFAULT_BALANCE if balance is None else balance, all_steps, **options, indent=None)
     document = json.loads("".join(chunks))
     items = ((r, times) for p in count.passes for r, times in p.weighted())
     return _data("count", _folded(document, set(document["detailed_steps"])), _ops_of(items))
