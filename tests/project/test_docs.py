@@ -6,6 +6,7 @@ run of their command prints (tests/docs_blocks.py says how a block names its com
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from docs_blocks import LANGUAGES, ROOT, SMALL_MODELS, Runner, blocks, fences, markdown_files, mismatch
 
 FILES = markdown_files()
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def ids(path) -> str:
@@ -67,8 +69,14 @@ def test_every_pasted_output_is_marked_and_its_paragraph_names_the_command(path)
 
 
 @pytest.fixture(scope="module")
-def runner(tmp_path_factory):
-    return Runner(tmp_path_factory.mktemp("docs-runs"))
+def runner(request, tmp_path_factory):
+    """The commands of the blocks whose tests this session runs, begun at once in the background, as many at a time as
+    the cores (Runner.start)."""
+    runner = Runner(tmp_path_factory.mktemp("docs-runs"), at_once=CORES)
+    calls = (getattr(item, "callspec", None) for item in request.session.items if item.module is request.module)
+    runner.start([call.params["block"] for call in calls if call is not None and "block" in call.params])
+    yield runner
+    runner.stop()
 
 
 OUTPUTS = [b for b in all_blocks() if b.kind == "output"]
