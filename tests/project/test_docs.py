@@ -13,6 +13,8 @@ import pytest
 
 from docs_blocks import LANGUAGES, ROOT, SMALL_MODELS, Runner, blocks, fences, markdown_files, mismatch
 
+# its commands run as many at a time as the cores (the runner fixture): after the rest of the suite (conftest.py)
+pytestmark = pytest.mark.cores
 FILES = markdown_files()
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
