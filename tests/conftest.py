@@ -38,7 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
     share_compiled_modules()
 
 
-CORES = "cores"  # the marker of a test module whose commands run as many at a time as the cores
+CORES_MARKER = "cores"  # the marker of a test module whose commands run as many at a time as the cores
 
 # The folder where the commands the suite starts keep their compiled modules, where the environment said to write none
 COMPILED: list[Path] = []
@@ -66,7 +66,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     their place in the suite, beside a retrain: 147 s against 152 one at a time; after the rest, 91)."""
 
     def rank(item) -> int:
-        return 2 if item.get_closest_marker(MARKER) else 1 if item.get_closest_marker(CORES) else 0
+        return 2 if item.get_closest_marker(MARKER) else 1 if item.get_closest_marker(CORES_MARKER) else 0
 
     items.sort(key=rank)  # a stable sort: the rest keep their order
 
