@@ -6,17 +6,16 @@ run of their command prints (tests/docs_blocks.py says how a block names its com
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
 from docs_blocks import LANGUAGES, ROOT, SMALL_MODELS, Runner, blocks, fences, markdown_files, mismatch
+from minitransformer.engine.threads import THREADS  # the cores the engine may use
 
 # its commands run as many at a time as the cores (the runner fixture): after the rest of the suite (conftest.py)
 pytestmark = pytest.mark.cores
 FILES = markdown_files()
-CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def ids(path) -> str:
@@ -74,7 +73,7 @@ def test_every_pasted_output_is_marked_and_its_paragraph_names_the_command(path)
 def runner(request, tmp_path_factory):
     """The commands of the blocks whose tests this session runs, begun at once in the background, as many at a time as
     the cores (Runner.start)."""
-    runner = Runner(tmp_path_factory.mktemp("docs-runs"), at_once=CORES)
+    runner = Runner(tmp_path_factory.mktemp("docs-runs"), at_once=THREADS)
     calls = (getattr(item, "callspec", None) for item in request.session.items if item.module is request.module)
     runner.start([call.params["block"] for call in calls if call is not None and "block" in call.params])
     yield runner
