@@ -115,6 +115,12 @@ class Kind:
 # num_attention_heads, GPT-2's n_inner as 4 n_embd) has the default None: it takes no default, and says nothing.
 SIZE = Kind("a positive integer", lambda value: _whole(value) and value > 0, shape=True)
 POSITIVE = replace(SIZE, shape=False)  # a positive integer that is no size: a router's groups, a scan's chunk
+# The layers, at most MAX_LAYERS: the code keeps a kind per layer and walks them (a count of 10,000 layers takes about
+# 5 s), so a mistyped 10**12 must be refused in its words before that list is made, not die in it
+MAX_LAYERS = 10_000  # a hundred times the deepest model here (GPT-3 175B's 96 layers)
+LAYER_COUNT = Kind(
+    f"a positive integer of at most {MAX_LAYERS:,}", lambda value: _whole(value) and 0 < value <= MAX_LAYERS, shape=True
+)
 WINDOW = SIZE.or_null()  # a sliding window, or none
 COUNT = Kind("a whole number >= 0", lambda value: _whole(value) and value >= 0)
 NUMBER = Kind("a number", _number, read=float)

@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import UserError
 from ..families.config import ModelConfig as Config
 from ..families.gpt2.config import GPT2Config
+from ..families.keys import MAX_LAYERS
 from ..families.llama.config import LlamaConfig
 from ..families.table import PRESETS
 from ..models.config import load_config
@@ -92,7 +93,7 @@ def past_its_context(config: Config, ctx: int) -> Config:
 
 
 def _config_of_model(name: str) -> Config:
-    from ..models.registry import DEMO, demo_dir, known_names
+    from ..models.registry import DEMOS, demo_dir, known_names
 
     path = Path(name).expanduser()
     if path.is_dir():
@@ -101,8 +102,8 @@ def _config_of_model(name: str) -> Config:
         return _config_from_file(path / "config.json", name=path.resolve().name)
     if name in PRESETS:  # a hub name or a preset: its shapes are known, no download needed
         return PRESETS[name]
-    if name == DEMO:
-        return _config_from_file(demo_dir() / "config.json", name=DEMO)
+    if name in DEMOS:
+        return _config_from_file(demo_dir(name) / "config.json", name=name)
     raise UserError(
         f"unknown model {name!r}; known models: {', '.join(known_names())}, or a directory "
         f"(presets: {', '.join(PRESETS)})"
@@ -134,6 +135,8 @@ def _config_from_sizes(sizes: dict[str, int | None], gated_mlp: bool) -> Config:
     for flag, value in sizes.items():
         if value is not None and value < 1:
             raise UserError(f"{flag} must be at least 1, not {value}")
+    if int(sizes["--layers"] or 0) > MAX_LAYERS:
+        raise UserError(f"--layers must be at most {MAX_LAYERS:,}, not {sizes['--layers']:,}")
     D, L, H = int(sizes["--d-model"] or 0), int(sizes["--layers"] or 0), int(sizes["--heads"] or 0)  # given: above
     kv: Any = sizes["--kv-heads"]  # None: as many as query heads (LlamaConfig says so)
     dh = sizes["--head-dim"]

@@ -172,12 +172,24 @@ def test_plot_without_matplotlib_is_a_one_line_error_before_anything_is_written(
     (["--tokens", "3", "--plot", "{dir}/c.jpg"], "ending in .png"),
     (["--tokens", "3", "--json", "-", "--csv", "-"], "both write to stdout"),
     (["--tokens", "3", "--balance", "-1"], "--balance must be a positive number"),
+    # a mistyped layer count: refused in its words before a list of a kind per layer is made (a MemoryError before)
+    (["--layers", "10001", "--d-model", "64", "--heads", "4", "--tokens", "3"],
+     "--layers must be at most 10,000, not 10,001"),
+    (["--layers", str(10**22), "--d-model", "64", "--heads", "4", "--tokens", "3"], "--layers must be at most 10,000"),
+    (["--config", "{huge}", "--tokens", "3"], "config n_layer must be a positive integer of at most 10,000, not 10"),
+    (["--config", "{huge_llama}", "--tokens", "3"], "config num_hidden_layers must be a positive integer of at most"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_exit_2_and_no_file(tmp_path, args, message):
     (tmp_path / "bad.json").write_text("{not json")
+    huge = {**GPT2.to_hf_dict(), "n_layer": 10**12}
+    (tmp_path / "huge.json").write_text(json.dumps(huge))
+    huge_llama = {**PRESETS["qwen3-0.6b"].to_hf_dict(), "num_hidden_layers": 10**12}
+    huge_llama.pop("layer_types", None)  # made from the layer count by its rule, as a file without it has them
+    (tmp_path / "huge_llama.json").write_text(json.dumps(huge_llama))
     out = tmp_path / "out"
     out.mkdir()
-    args = [a.format(missing=tmp_path / "none.json", bad=tmp_path / "bad.json", dir=out) for a in args]
+    files = {name: tmp_path / f"{name}.json" for name in ("bad", "huge", "huge_llama")}
+    args = [a.format(missing=tmp_path / "none.json", dir=out, **files) for a in args]
     outputs = [] if "-" in args else ["--json", str(out / "c.json"), "--csv", str(out / "c.csv")]
     result = run_cli("count", *args, *outputs)
     assert result.returncode == 2, result.stdout

@@ -15,6 +15,7 @@ from ..keys import (
     ACTIVATION,
     FLAG,
     INDICES,
+    LAYER_COUNT,
     POSITIVE,
     SIZE,
     TOKENS,
@@ -74,7 +75,7 @@ class BambaConfig(MixerShapes, ModelConfig):
     """A Bamba: n_layer pre-norm blocks, each a Mamba-2 mixer or attention (layer_types, from attn_layer_indices) and
     a SwiGLU MLP of n_inner."""
 
-    n_layer: int = key("num_hidden_layers", 32, SIZE)
+    n_layer: int = key("num_hidden_layers", 32, LAYER_COUNT)
     layer_types: tuple[str, ...] = key(
         "attn_layer_indices", None, LAYERS, read=kinds, rule=kinds, reads=(ATTENTION_LAYERS,), write=written
     )

@@ -9,7 +9,22 @@ from typing import ClassVar
 from ...errors import UserError
 from .. import rotary
 from ..config import ModelConfig, SharedExperts, check_experts, check_multiple
-from ..keys import ACTIVATION, COUNT, FLAG, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, Written, eps, key, quantized
+from ..keys import (
+    ACTIVATION,
+    COUNT,
+    FLAG,
+    LAYER_COUNT,
+    POSITIVE,
+    SCALE,
+    SIZE,
+    TOKENS,
+    TRUTHY,
+    Refusal,
+    Written,
+    eps,
+    key,
+    quantized,
+)
 from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, rope_scaling
 
 # The rope types the forward pass computes (families/rotary.py): the default, linear and YaRN, DeepSeek-V3's own; any
@@ -25,7 +40,7 @@ class DeepseekConfig(SharedExperts, ModelConfig):
     qk_nope_head_dim), and after first_k_dense_replace dense layers, a mixture of n_experts routed experts of width
     moe_inner (top_k a token, chosen by group-limited sigmoid scores) beside n_shared_experts always-on ones."""
 
-    n_layer: int = key("num_hidden_layers", 61, SIZE)
+    n_layer: int = key("num_hidden_layers", 61, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 128, SIZE)
     n_embd: int = key("hidden_size", 7168, SIZE)
     n_inner: int = key("intermediate_size", 18432, SIZE)  # the dense layers' MLP width

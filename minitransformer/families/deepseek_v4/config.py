@@ -15,6 +15,7 @@ from ..config import ModelConfig, SharedExperts, check_experts, check_multiple
 from ..keys import (
     ACTIVATION,
     FLAG,
+    LAYER_COUNT,
     POSITIVE,
     POSITIVE_NUMBER,
     SCALE,
@@ -177,7 +178,7 @@ class DeepseekV4Config(SharedExperts, ModelConfig):
     (o_groups of o_lora_rank); the residual stream as hc_mult streams; in each layer n_routed_experts of
     moe_intermediate_size (num_experts_per_tok a token, hash-routed in the hash_moe layers) beside a shared expert."""
 
-    n_layer: int = key("num_hidden_layers", 43, SIZE)
+    n_layer: int = key("num_hidden_layers", 43, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 64, SIZE)
     n_embd: int = key("hidden_size", 4096, SIZE)
     vocab_size: int = key("vocab_size", 129280, SIZE)

@@ -9,7 +9,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import FULL, SLIDING, check_windows
-from ..keys import ACTIVATION, FLAG, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Fixed, Key, Refusal, key, layer_kinds
+from ..keys import (
+    ACTIVATION,
+    FLAG,
+    LAYER_COUNT,
+    POSITIVE_NUMBER,
+    SIZE,
+    TOKENS,
+    WINDOW,
+    Fixed,
+    Key,
+    Refusal,
+    key,
+    layer_kinds,
+)
 from ..llama.config import LlamaConfig, preset
 from ..rotary import Rope, RopePerLayerType, local_rope
 
@@ -41,7 +54,7 @@ class GemmaConfig(LlamaConfig):
     (local_rope_theta), the rope scaling being the full layers' only.
     """
 
-    n_layer: int = key("num_hidden_layers", 26, SIZE)
+    n_layer: int = key("num_hidden_layers", 26, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 8, SIZE)
     n_embd: int = key("hidden_size", 2304, SIZE)
     n_inner: int = key("intermediate_size", 9216, SIZE)

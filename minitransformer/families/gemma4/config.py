@@ -11,7 +11,21 @@ from typing import Any
 from ...engine.kvcache import KeysValues
 from ...errors import UserError
 from ..config import FULL, SLIDING, check_windows, slides
-from ..keys import ACTIVATION, COUNT, FLAG, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Key, Refusal, key, layer_kinds, take
+from ..keys import (
+    ACTIVATION,
+    COUNT,
+    FLAG,
+    LAYER_COUNT,
+    POSITIVE_NUMBER,
+    SIZE,
+    TOKENS,
+    WINDOW,
+    Key,
+    Refusal,
+    key,
+    layer_kinds,
+    take,
+)
 from ..llama.config import LlamaConfig, preset
 from ..rotary import Rope, RopePerLayerType, local_rope
 
@@ -101,7 +115,7 @@ class Gemma4TextConfig(LlamaConfig):
     table of hidden_size_per_layer_input numbers per layer and token, with a projection of the embedding) and ends
     scaled by its layer_scalar."""
 
-    n_layer: int = key("num_hidden_layers", 30, SIZE)
+    n_layer: int = key("num_hidden_layers", 30, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 8, SIZE)
     n_embd: int = key("hidden_size", 2304, SIZE)
     n_inner: int = key("intermediate_size", 9216, SIZE)

@@ -12,7 +12,7 @@ from ..config import SharedExperts
 from ..deepseek_v3.config import FIRST_DENSE, check_router
 from ..deepseek_v3.family import MLP, DeepseekFormulas, mtp_config
 from ..deepseek_v3.reference import float64_glm45
-from ..keys import COUNT, FLAG, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, eps, key, quantized
+from ..keys import COUNT, FLAG, LAYER_COUNT, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, eps, key, quantized
 from ..llama.config import LlamaConfig, preset
 from ..llama.family import SYMBOLS
 from ..parts.attention import PER_HEAD, GroupedQueryAttention
@@ -34,7 +34,7 @@ class Glm4MoeConfig(SharedExperts, LlamaConfig):
     """A GLM-4.5: grouped-query attention (head_dim its own where given, else D / H), the first dr numbers of each
     head turned; dense layers of width F first, then k of E routed experts of width Fe beside n_shared_experts."""
 
-    n_layer: int = key("num_hidden_layers", 46, SIZE)
+    n_layer: int = key("num_hidden_layers", 46, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 96, SIZE)
     n_embd: int = key("hidden_size", 4096, SIZE)
     n_inner: int = key("intermediate_size", 10944, SIZE)  # the dense layers' MLP width

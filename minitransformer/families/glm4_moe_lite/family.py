@@ -12,7 +12,7 @@ from ..deepseek_v3.family import ATTENTION, MLP, SYMBOLS, DeepseekFormulas
 from ..deepseek_v3.reference import deepseek_like
 from ..deepseek_v32.config import mlp_layer_types
 from ..glm4_moe.family import ROUTING
-from ..keys import POSITIVE, SCALE, SIZE, TOKENS, Fixed, Refusal, eps, key, quantized, unnoted
+from ..keys import LAYER_COUNT, POSITIVE, SCALE, SIZE, TOKENS, Fixed, Refusal, eps, key, quantized, unnoted
 from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
@@ -39,7 +39,7 @@ MLP_ONLY = "transformers reads mlp_layer_types only"
 class Glm4MoeLiteConfig(DeepseekConfig):
     """A GLM-4.7-Flash: a DeepSeek-V3 whose dense and sparse layers are mlp_layer_types', under GLM's defaults."""
 
-    n_layer: int = key("num_hidden_layers", 47, SIZE)
+    n_layer: int = key("num_hidden_layers", 47, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 20, SIZE)
     n_embd: int = key("hidden_size", 2048, SIZE)
     n_inner: int = key("intermediate_size", 10240, SIZE)

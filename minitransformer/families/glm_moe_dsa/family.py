@@ -18,7 +18,21 @@ from ..deepseek_v32.config import MLP_LAYER_TYPES, NO_QUERY_LATENT, DeepseekV32C
 from ..deepseek_v32.family import INDEX_SYMBOLS, DsaFormulas
 from ..deepseek_v32.reference import float64_indexers
 from ..glm4_moe.family import ROUTING
-from ..keys import POSITIVE, SCALE, SIZE, TOKENS, Key, Kind, Refusal, eps, false, key, layer_kinds, quantized
+from ..keys import (
+    LAYER_COUNT,
+    POSITIVE,
+    SCALE,
+    SIZE,
+    TOKENS,
+    Key,
+    Kind,
+    Refusal,
+    eps,
+    false,
+    key,
+    layer_kinds,
+    quantized,
+)
 from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
@@ -80,7 +94,7 @@ class GlmMoeDsaConfig(DeepseekV32Config):
     """A GLM-5: a DeepSeek-V3.2 under GlmMoeDsaConfig's defaults, its layers' kinds from mlp_layer_types and
     indexer_types."""
 
-    n_layer: int = key("num_hidden_layers", 78, SIZE)
+    n_layer: int = key("num_hidden_layers", 78, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 64, SIZE)
     n_embd: int = key("hidden_size", 6144, SIZE)
     n_inner: int = key("intermediate_size", 12288, SIZE)

@@ -8,14 +8,14 @@ from pathlib import Path
 
 from ...errors import UserError
 from ..config import ModelConfig, check_multiple, read_config_json
-from ..keys import ACTIVATION, FLAG, POSITIVE, SIZE, TOKENS, Refusal, eps, key, unnoted
+from ..keys import ACTIVATION, FLAG, LAYER_COUNT, POSITIVE, SIZE, TOKENS, Refusal, eps, key, unnoted
 
 
 @dataclass(frozen=True)
 class GPT2Config(ModelConfig):
     # its depth and width the file must give: defaulting them to GPT-2 small's would only end in a complaint about some
     # tensor of the checkpoint (old checkpoints spell them as GPT2Config's attribute_map does)
-    n_layer: int = key("n_layer", 12, SIZE, aliases=("num_hidden_layers",), required=True)
+    n_layer: int = key("n_layer", 12, LAYER_COUNT, aliases=("num_hidden_layers",), required=True)
     n_head: int = key("n_head", 12, SIZE, aliases=("num_attention_heads",), required=True)
     n_embd: int = key("n_embd", 768, SIZE, aliases=("hidden_size",), required=True)
     n_inner: int | None = key("n_inner", None, SIZE.or_null("a positive integer or null"))  # None: 4 n_embd

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import FULL, SLIDING, check_windows
-from ..keys import FLAG, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Fixed, eps, key, layer_kinds, quantized
+from ..keys import FLAG, LAYER_COUNT, POSITIVE_NUMBER, SIZE, TOKENS, WINDOW, Fixed, eps, key, layer_kinds, quantized
 from ..llama.config import LlamaConfig, preset
 from ..rotary import YARN_ROPE_TYPES, RopeKeys
 
@@ -31,7 +31,7 @@ class GptOssConfig(LlamaConfig):
     layers `layer_types` names, and in place of the MLP E experts (clamped SwiGLU, width F, with biases) of which a
     router with a bias picks k per token, weighted by a softmax over the k chosen logits."""
 
-    n_layer: int = key("num_hidden_layers", 36, SIZE)
+    n_layer: int = key("num_hidden_layers", 36, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 64, SIZE)
     n_embd: int = key("hidden_size", 2880, SIZE)
     n_inner: int = key("intermediate_size", 2880, SIZE)

@@ -15,7 +15,7 @@ from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
 from ..bamba.family import HybridAttentionFormulas
 from ..config import ModelConfig, check_multiple, heads_of_width
-from ..keys import ACTIVATION, COUNT, FLAG, SIZE, TOKENS, TRUTHY, eps, key, quantized, unread
+from ..keys import ACTIVATION, COUNT, FLAG, LAYER_COUNT, SIZE, TOKENS, TRUTHY, eps, key, quantized, unread
 from ..mamba.config import Mamba1Shapes, time_step_rank
 from ..mamba.family import SYMBOLS as MAMBA_SYMBOLS
 from ..mamba2.family import BIASES
@@ -49,7 +49,7 @@ class JambaConfig(Mamba1Shapes, ModelConfig):
     attn_period-th layer from attn_offset), then a SwiGLU of n_inner or E experts of n_inner (every expert_period-th
     from expert_offset)."""
 
-    n_layer: int = key("num_hidden_layers", 32, SIZE)
+    n_layer: int = key("num_hidden_layers", 32, LAYER_COUNT)
     n_embd: int = key("hidden_size", 4096, SIZE)
     vocab_size: int = key("vocab_size", 65536, SIZE)
     n_head: int = key("num_attention_heads", 32, SIZE)

@@ -23,6 +23,7 @@ from ..keys import (
     ACTIVATION,
     COUNT,
     FLAG,
+    LAYER_COUNT,
     POSITIVE,
     SCALE,
     SIZE,
@@ -108,7 +109,7 @@ class KimiLinearConfig(DeepseekConfig):
     gates of rank linear_head_dim) and NoPE MLA layers (DeepSeek-V3's without rotary positions), each followed by a
     SwiGLU MLP of width n_inner or DeepSeek-V3's experts beside its shared ones."""
 
-    n_layer: int = key("num_hidden_layers", 27, SIZE)
+    n_layer: int = key("num_hidden_layers", 27, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 32, SIZE)
     n_embd: int = key("hidden_size", 2304, SIZE)
     n_inner: int = key("intermediate_size", 9216, SIZE)

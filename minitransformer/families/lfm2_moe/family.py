@@ -9,7 +9,7 @@ from dataclasses import MISSING, dataclass, replace
 
 from ...errors import UserError
 from ..config import FULL
-from ..keys import COUNT, FLAG, SCALE, SIZE, Fixed, Key, key, layer_kinds, quantized
+from ..keys import COUNT, FLAG, LAYER_COUNT, SCALE, SIZE, Fixed, Key, key, layer_kinds, quantized
 from ..lfm2.family import ATTENTION, CONV, NORM, SYMBOLS, Lfm2Config, Lfm2Formulas, block, norms
 from ..llama.config import preset
 from ..llama.reference import llama_like, note
@@ -42,7 +42,7 @@ class Lfm2MoeConfig(Lfm2Config):
     """An LFM2-MoE: LFM2's short-conv and attention layers, dense_inner-wide SwiGLU MLPs in the first layers, k of E
     experts of width n_inner (moe_intermediate_size) in the others."""
 
-    n_layer: int = key("num_hidden_layers", 32, SIZE)
+    n_layer: int = key("num_hidden_layers", 32, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 32, SIZE)
     n_embd: int = key("hidden_size", 2048, SIZE)
     n_inner: int = key("moe_intermediate_size", 1792, SIZE)  # an expert's width (d_ff)

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, TypeVar
 
 from ...errors import UserError
 from ..config import ModelConfig, check_multiple
-from ..keys import ACTIVATION, FLAG, SIZE, TOKENS, WINDOW, Fixed, Group, Refusal, eps, key
+from ..keys import ACTIVATION, FLAG, LAYER_COUNT, SIZE, TOKENS, WINDOW, Fixed, Group, Refusal, eps, key
 from ..rotary import Rope, RopeKeys, rope_scaling
 
 C = TypeVar("C", bound=ModelConfig)
@@ -32,7 +32,7 @@ class LlamaConfig(ModelConfig):
     """
 
     # the shapes, which a file must give (defaulting them would only end in a complaint about some tensor)
-    n_layer: int = key("num_hidden_layers", kind=SIZE)
+    n_layer: int = key("num_hidden_layers", kind=LAYER_COUNT)
     n_head: int = key("num_attention_heads", kind=SIZE)
     n_embd: int = key("hidden_size", kind=SIZE)
     n_inner: int = key("intermediate_size", kind=SIZE)  # the MLP width

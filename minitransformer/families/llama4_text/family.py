@@ -21,7 +21,21 @@ from ...engine.ledger import keys_in_chunks
 from ...engine.row_chunks import ROW_CHUNK, chunked_pairs
 from ...errors import UserError
 from ..config import FULL
-from ..keys import FLAG, NUMBER, POSITIVE, POSITIVE_NUMBER, SIZE, TOKENS, TRUTHY, WINDOW, Key, eps, key, layer_kinds
+from ..keys import (
+    FLAG,
+    LAYER_COUNT,
+    NUMBER,
+    POSITIVE,
+    POSITIVE_NUMBER,
+    SIZE,
+    TOKENS,
+    TRUTHY,
+    WINDOW,
+    Key,
+    eps,
+    key,
+    layer_kinds,
+)
 from ..llama.config import LlamaConfig, preset
 from ..parts.attention import UNWEIGHTED, GroupedQueryAttention
 from ..parts.blocks import PreNorm
@@ -73,7 +87,7 @@ class Llama4TextConfig(LlamaConfig):
     """A Llama 4 text model: transformers' Llama4TextConfig defaults (Scout's shapes); n_inner is an expert's width
     (and the shared expert's), dense_inner the dense layers' MLP."""
 
-    n_layer: int = key("num_hidden_layers", 48, SIZE)
+    n_layer: int = key("num_hidden_layers", 48, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 40, SIZE)
     n_kv_head: int = key("num_key_value_heads", 8, SIZE.or_null(), follows="n_head")
     n_embd: int = key("hidden_size", 5120, SIZE)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ...engine.kvcache import State
 from ..config import ModelConfig
-from ..keys import ACTIVATION, FLAG, SIZE, TOKENS, TRUTHY, eps, key, quantized
+from ..keys import ACTIVATION, FLAG, LAYER_COUNT, SIZE, TOKENS, TRUTHY, eps, key, quantized
 from ..mamba2.config import UNBOUNDED_CONTEXT, MixersAlone
 
 WIDTH_PER_RANK = 16  # time_step_rank "auto": ceil(hidden_size / 16), as MambaConfig's __post_init__ makes it
@@ -52,7 +52,7 @@ class MambaConfig(MixersAlone, Mamba1Shapes, ModelConfig):  # type: ignore[overr
     model of d_inner channels (intermediate_size), each with a state of state_size, its step from a rank of dt_rank
     (time_step_rank), computed position by position."""
 
-    n_layer: int = key("num_hidden_layers", 32, SIZE)
+    n_layer: int = key("num_hidden_layers", 32, LAYER_COUNT)
     n_embd: int = key("hidden_size", 768, SIZE)
     vocab_size: int = key("vocab_size", 50280, SIZE)
     state_size: int = key("state_size", 16, SIZE)

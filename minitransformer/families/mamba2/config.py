@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ...engine.kvcache import State
 from ...errors import UserError
 from ..config import ModelConfig, check_multiple
-from ..keys import ACTIVATION, FLAG, POSITIVE, SIZE, TOKENS, TRUTHY, Kind, eps, key, quantized
+from ..keys import ACTIVATION, FLAG, LAYER_COUNT, POSITIVE, SIZE, TOKENS, TRUTHY, Kind, eps, key, quantized
 
 # A state-space model attends to no positions and transformers' Mamba2Config has no context length; minitransformer
 # needs one for its checks and its sweeps over the context (count, memory). This is that bound, not the model's.
@@ -177,7 +177,7 @@ class Mamba2Config(MixersAlone, MixerShapes, ModelConfig):  # type: ignore[overr
     state-space model of ssm_heads heads (num_heads) of ssm_head_dim (head_dim), each with a state of state_size,
     computed in chunks of chunk_size for a prompt and one step at a time in decode."""
 
-    n_layer: int = key("num_hidden_layers", 64, SIZE)
+    n_layer: int = key("num_hidden_layers", 64, LAYER_COUNT)
     n_embd: int = key("hidden_size", 4096, SIZE)
     vocab_size: int = key("vocab_size", 32768, SIZE)
     ssm_heads: int = key("num_heads", 128, SIZE)

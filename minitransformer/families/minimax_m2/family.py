@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import UserError
-from ..keys import SIZE, TOKENS, Refusal, eps, key, quantized, unnoted
+from ..keys import LAYER_COUNT, SIZE, TOKENS, Refusal, eps, key, quantized, unnoted
 from ..llama.config import LlamaConfig, preset
 from ..llama.reference import float64_throughout as llama_float64_throughout
 from ..mixtral.family import EXPERTS, SYMBOLS
@@ -43,7 +43,7 @@ class MiniMaxM2Config(LlamaConfig):
     dr = dh x partial_rotary_factor numbers of each head turned; in every layer k of E SwiGLU experts of width F
     (intermediate_size) chosen by sigmoid scores with a correction bias."""
 
-    n_layer: int = key("num_hidden_layers", 62, SIZE)
+    n_layer: int = key("num_hidden_layers", 62, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 48, SIZE)
     n_embd: int = key("hidden_size", 3072, SIZE)
     n_inner: int = key("intermediate_size", 1536, SIZE)  # each expert's width

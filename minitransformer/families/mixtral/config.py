@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import UserError
-from ..keys import SIZE, TOKENS, WINDOW, Refusal, eps, key
+from ..keys import LAYER_COUNT, SIZE, TOKENS, WINDOW, Refusal, eps, key
 from ..llama.config import LlamaConfig, preset
 from ..rotary import RopeKeys
 
@@ -16,7 +16,7 @@ class MixtralConfig(LlamaConfig):
     """A Mixtral: Mistral's attention (grouped-query, rotary, a sliding window where set) and, in place of the MLP,
     E SwiGLU experts of width F (n_inner) of which a router picks k per token (n_experts, top_k)."""
 
-    n_layer: int = key("num_hidden_layers", 32, SIZE)
+    n_layer: int = key("num_hidden_layers", 32, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 32, SIZE)
     n_embd: int = key("hidden_size", 4096, SIZE)
     n_inner: int = key("intermediate_size", 14336, SIZE)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ...errors import UserError
 from ..config import ModelConfig, check_multiple, heads_of_width
-from ..keys import ACTIVATION, FLAG, SIZE, TOKENS, eps, key
+from ..keys import ACTIVATION, FLAG, LAYER_COUNT, SIZE, TOKENS, eps, key
 from ..rotary import Rope, RopeKeys
 
 
@@ -22,7 +22,7 @@ class NeoXConfig(ModelConfig):
     """
 
     # the shapes, which a file must give
-    n_layer: int = key("num_hidden_layers", kind=SIZE)
+    n_layer: int = key("num_hidden_layers", kind=LAYER_COUNT)
     n_head: int = key("num_attention_heads", kind=SIZE)
     n_embd: int = key("hidden_size", kind=SIZE)
     n_inner: int = key("intermediate_size", kind=SIZE)  # the MLP width

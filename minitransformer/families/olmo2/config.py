@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..keys import FLAG, SIZE, TOKENS, Group, eps, key
+from ..keys import FLAG, LAYER_COUNT, SIZE, TOKENS, Group, eps, key
 from ..llama.config import LlamaConfig, preset
 from ..rotary import RopeKeys
 
@@ -21,7 +21,7 @@ class Olmo2Config(LlamaConfig):
     """An OLMo 2 decoder: the Llama block with its two RMSNorms moved onto the branches' outputs (before each residual
     add) and q and k RMS-normalised over their whole projections (H dh and Hkv dh numbers) before the rotation."""
 
-    n_layer: int = key("num_hidden_layers", 32, SIZE)
+    n_layer: int = key("num_hidden_layers", 32, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 32, SIZE)
     n_embd: int = key("hidden_size", 4096, SIZE)
     n_inner: int = key("intermediate_size", 11008, SIZE)

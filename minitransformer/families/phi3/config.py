@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from ..config import ModelConfig, check_multiple, heads_of_width
-from ..keys import ACTIVATION, FLAG, POSITIVE, SIZE, TOKENS, WINDOW, eps, key
+from ..keys import ACTIVATION, FLAG, LAYER_COUNT, POSITIVE, SIZE, TOKENS, WINDOW, eps, key
 from ..llama.config import preset
 from ..rotary import LongRope, Rope, attention_factor
 
@@ -21,7 +21,7 @@ class Phi3Config(ModelConfig):
     only; LongRoPE (Phi-3-mini-128k, Phi-3.5): per-frequency factors, short or long by the sequence's length, and
     an attention factor on cos and sin; a sliding window where the config sets one; no biases."""
 
-    n_layer: int = key("num_hidden_layers", 32, SIZE)
+    n_layer: int = key("num_hidden_layers", 32, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 32, SIZE)
     n_embd: int = key("hidden_size", 3072, SIZE)
     n_inner: int = key("intermediate_size", 8192, SIZE)  # the MLP width (gate_up_proj is twice as wide)

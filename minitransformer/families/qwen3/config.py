@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import FULL, SLIDING, check_windows
-from ..keys import FLAG, SIZE, TOKENS, WINDOW, Key, Kind, key, layer_kinds
+from ..keys import FLAG, LAYER_COUNT, SIZE, TOKENS, WINDOW, Key, Kind, key, layer_kinds
 from ..llama.config import LlamaConfig, preset
 from ..rotary import RopeKeys
 
@@ -53,7 +53,7 @@ class Qwen3Config(LlamaConfig):
 
     `sliding_window` is the window of the layers `layer_types` names sliding_attention."""
 
-    n_layer: int = key("num_hidden_layers", 32, SIZE)
+    n_layer: int = key("num_hidden_layers", 32, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 32, SIZE)
     n_embd: int = key("hidden_size", 4096, SIZE)
     n_inner: int = key("intermediate_size", 22016, SIZE)

@@ -16,7 +16,21 @@ from typing import Any, ClassVar
 
 from ...engine.kvcache import KeysValues, State
 from ..config import ModelConfig, check_multiple
-from ..keys import ACTIVATION, FLAG, SIZE, TOKENS, Fixed, Key, Refusal, eps, key, layer_kinds, quantized, zero
+from ..keys import (
+    ACTIVATION,
+    FLAG,
+    LAYER_COUNT,
+    SIZE,
+    TOKENS,
+    Fixed,
+    Key,
+    Refusal,
+    eps,
+    key,
+    layer_kinds,
+    quantized,
+    zero,
+)
 from ..rotary import Rope, RopeKeys
 
 TEXT, MOE_TEXT = "qwen3_5_text", "qwen3_5_moe_text"
@@ -53,7 +67,7 @@ class Qwen35Config(ModelConfig):
     normed per head, the first partial_rotary_factor of each head rotated.
     """
 
-    n_layer: int = key("num_hidden_layers", 32, SIZE, by_type={MOE_TEXT: 40})
+    n_layer: int = key("num_hidden_layers", 32, LAYER_COUNT, by_type={MOE_TEXT: 40})
     n_head: int = key("num_attention_heads", 16, SIZE)
     n_embd: int = key("hidden_size", 4096, SIZE, by_type={MOE_TEXT: 2048})
     n_inner: int | None = key("intermediate_size", 12288, SIZE, by_type={MOE_TEXT: Fixed(None)})  # None: experts

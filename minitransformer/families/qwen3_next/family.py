@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from ..keys import FLAG, SIZE, Key, Refusal, key, layer_kinds, quantized, zero
+from ..keys import FLAG, LAYER_COUNT, SIZE, Key, Refusal, key, layer_kinds, quantized, zero
 from ..parts.blocks import ByKind, PreNorm
 from ..parts.decoder import Decoder
 from ..parts.deltanet import GatedDeltaNet
@@ -47,7 +47,7 @@ class Qwen3NextConfig(Qwen35Config):
     """A Qwen3-Next: Qwen3.5-MoE's shapes (Qwen3NextConfig's defaults), dense layers of intermediate_size where
     mlp_only_layers and decoder_sparse_step say, the top k renormalised where norm_topk_prob."""
 
-    n_layer: int = key("num_hidden_layers", 48, SIZE)
+    n_layer: int = key("num_hidden_layers", 48, LAYER_COUNT)
     n_embd: int = key("hidden_size", 2048, SIZE)
     n_inner: int = key("intermediate_size", 5632, SIZE)  # the dense layers' MLP
     vocab_size: int = key("vocab_size", 151936, SIZE)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..keys import FLAG, INDICES, SIZE, TOKENS, Key, Refusal, key, layer_kinds, zero
+from ..keys import FLAG, INDICES, LAYER_COUNT, SIZE, TOKENS, Key, Refusal, key, layer_kinds, zero
 from ..llama.config import LlamaConfig, preset
 from ..qwen3.config import used_window
 from ..rotary import RopeKeys
@@ -36,7 +36,7 @@ class Qwen3MoeConfig(LlamaConfig):
     """A Qwen3-MoE decoder: Qwen3's attention; in each sparse layer a router picks k of E SwiGLU experts of width F
     (n_inner = moe_intermediate_size) per token, in each dense layer (layer_types) a SwiGLU MLP of dense_inner."""
 
-    n_layer: int = key("num_hidden_layers", 24, SIZE)
+    n_layer: int = key("num_hidden_layers", 24, LAYER_COUNT)
     n_head: int = key("num_attention_heads", 32, SIZE)
     n_embd: int = key("hidden_size", 2048, SIZE)
     n_inner: int = key("moe_intermediate_size", 768, SIZE)  # each expert's width
