@@ -24,6 +24,7 @@ from .models.hub import HUB_REPOS, download
 from .models.model import refuse_empty
 from .models.options import DTYPES, WEIGHTS, LoadOptions, RunOptions
 from .models.registry import known_names, resolve
+from .models.tokenizer import NoTokenizer
 from .text import plural
 from .verbs.attribute import attribute, count_attribute
 from .verbs.count import check_run, counted, sweep_per_token
@@ -431,7 +432,11 @@ def _add_count_only(p: argparse.ArgumentParser) -> None:
         "--count-only", action="store_true", help="the bill from shapes alone, no weights (any preset; default: off)"
     )
     p.add_argument(
-        "--tokens", type=_whole_number, default=None, metavar="N", help="--count-only's prompt length (default 100)"
+        "--tokens",
+        type=_whole_number,
+        default=None,
+        metavar="N",
+        help=f"--count-only's prompt length (default {DEFAULT_TOKENS}, or the whole context where it holds fewer)",
     )
 
 
@@ -445,9 +450,16 @@ def _add_analysis_model(p: argparse.ArgumentParser, computes_in: str, run, sizes
 
 
 def _counted_only(args) -> tuple[ModelConfig, int]:
-    """--count-only's config and its prompt length."""
+    """--count-only's config and its prompt length (DEFAULT_TOKENS, or the whole context where it holds fewer, as
+    count's). It prints a bill alone: there is no analysis for --json or --html to write, and they are refused."""
+    asked = [flag for flag, value in (("--json", args.json), ("--html", args.html)) if value is not None]
+    if asked:
+        raise UserError(
+            f"--count-only prints the bill alone, with no analysis for {' or '.join(asked)} to write: drop "
+            f"{'them' if len(asked) > 1 else 'it'}, or --count-only to run the analysis"
+        )
     config = _model_config(args)
-    tokens = DEFAULT_TOKENS if args.tokens is None else args.tokens
+    tokens = min(DEFAULT_TOKENS, config.n_positions) if args.tokens is None else args.tokens
     _at_least("--tokens", tokens, 1)
     return config, tokens
 
@@ -543,12 +555,25 @@ def _needs(verb: str, asked: dict, example: str) -> None:
             raise UserError(f"{verb} needs {flag}, {example}")
 
 
+# each analysis verb's function in the API (docs/api.md)
+ANALYSIS_FUNCTIONS = {
+    "lens": "minitransformer.verbs.lens.logit_lens",
+    "patch": "minitransformer.verbs.patch.patch",
+    "attribute": "minitransformer.verbs.attribute.attribute",
+}
+
+
 def _analysis(args, kind: str, name: str, analyse, report, model_in_json: bool = True) -> None:
     """An analysis of the model, `analyse(model)`: its `report` on the terminal (on stderr where a file streams to
     stdout), and its files, both or neither (files.write_together): its document as JSON (the model's description in
     it where `model_in_json`: lens's has none), its page."""
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work
     model = resolve(args.model, _load_options(args))
+    if isinstance(model.tokenizer, NoTokenizer):  # its prompt and tokens are text here: the API takes ids
+        raise UserError(
+            f"{model.tokenizer.directory} has no tokenizer.json, and {kind} reads its prompt and tokens as text; in "
+            f"Python, {ANALYSIS_FUNCTIONS[kind]} takes token ids (a list for a prompt, an int for a token)"
+        )
     analysis = analyse(model)
     out = sys.stderr if any(d is not None and d.is_stdout for d in to.values()) else sys.stdout
     print(report(analysis, model.tokenizer.decode), file=out)

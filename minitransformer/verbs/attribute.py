@@ -37,6 +37,7 @@ from ..families.parts.norms import LayerNorm, RMSNorm
 from ..families.parts.part import module_of
 from ..models.model import Model
 from .bill import Bill
+from .count import check_pass
 from .lens import one_token
 
 
@@ -318,6 +319,7 @@ def count_attribute(config, tokens: int) -> Bill:
     k the last token goes to, and the shared one)."""
     from ..engine.shapes import ShapeOnly
 
+    check_pass(config, tokens)
     model = Model.without_weights(config)
     L, D = config.n_layer, config.n_embd
     forward, heads_phase = Phase("prefill", 0, tokens, tokens, cached=False), Phase("prefill", 0, 0, 0, cached=False)

@@ -48,7 +48,23 @@ def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> None
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise OptionError(what, f"must be a whole number of at least 1, not {value!r}")
     config.check_fits(n_prompt, n_new)
-    c, t = config, n_prompt + n_new
+    check_describable(config, n_prompt + n_new, batch)
+
+
+def check_pass(config: Config, tokens: int) -> None:
+    """One pass over a prompt of `tokens` positions and no more (an analysis's: lens, patch, attribute), checked before
+    any work as check_run checks a generation: that the context holds them and that NumPy can describe its tensors."""
+    if tokens > config.n_positions:
+        raise UserError(
+            f"a {tokens:,}-token prompt exceeds {config.name}'s context of {config.n_positions:,} positions; "
+            f"give at most {config.n_positions:,}"
+        )
+    check_describable(config, tokens)
+
+
+def check_describable(config: Config, t: int, batch: int = 1) -> None:
+    """That NumPy can describe the tensors of passes over t positions, shape-only stand-ins included."""
+    c = config
     largest = max(
         batch * t * max(3 * c.n_embd, c.d_ff, c.vocab_size),
         batch * c.n_head * t * t,

@@ -22,6 +22,7 @@ from ..engine.selection import top_k
 from ..errors import UserError
 from ..models.model import Model
 from .bill import Bill
+from .count import check_pass
 
 
 @dataclass
@@ -125,6 +126,7 @@ def count_lens(config, tokens: int, all_positions: bool = False) -> Bill:
     """The lens's bill from shapes alone: a shape-only pass of `tokens` positions and the readout's products."""
     from ..engine.shapes import ShapeOnly
 
+    check_pass(config, tokens)
     model = Model.without_weights(config)
     forward, readout = Phase("prefill", 0, tokens, tokens, cached=False), Phase("prefill", 0, 0, 0, cached=False)
     model.run(np.zeros(tokens, dtype=np.int64), all_positions=True, phase=forward)

@@ -27,6 +27,7 @@ from ..engine.ledger import Phase
 from ..errors import UserError
 from ..models.model import Model
 from .bill import Bill, Item
+from .count import check_pass
 from .lens import one_token
 
 SHARE_CONVENTIONS = (
@@ -174,6 +175,7 @@ def count_patch(config, tokens: int, heads: bool = False) -> Bill:
     """The sweep's bill from shapes alone, fast for any preset: one shape-only pass of `tokens` positions gives each
     block's products and the readout's; a run from block l costs the blocks from l on and the readout, T runs a layer
     (T H with heads, in the layers with attention heads)."""
+    check_pass(config, tokens)
     model = Model.without_weights(config)
     whole = Phase("prefill", 0, tokens, tokens, cached=False)
     model.run(np.zeros(tokens, dtype=np.int64), phase=whole)

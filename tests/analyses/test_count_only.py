@@ -1,0 +1,72 @@
+"""The analyses' shared front door (cli._counted_only, cli._analysis): lens, patch and attribute with --count-only
+take a prompt length that the model's context holds, refuse files they would not write, and, run on a model without
+tokenizer.json, say what takes token ids. Each refusal one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import write_llama
+from minitransformer.cli import main
+from minitransformer.families.table import PRESETS
+
+VERBS = ("lens", "patch", "attribute")
+
+
+def refused(capsys, argv: list[str]) -> str:
+    """The one line a refused command printed on stderr (nothing on stdout)."""
+    assert main(argv) == 2, argv
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("minitransformer: error: "), (out, err)
+    return err
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_a_prompt_longer_than_the_context_is_refused_before_any_array_is_made(capsys, verb):
+    # 10**12 positions were an np.zeros of 7.28 TiB (a MemoryError), 10**23 a ValueError: a traceback either way
+    for tokens in (10**12, 10**23, PRESETS["llama3-8b"].n_positions + 1):
+        err = refused(capsys, [verb, "--count-only", "--preset", "llama3-8b", "--tokens", str(tokens)])
+        assert f"a {tokens:,}-token prompt exceeds llama3-8b's context of 8,192 positions; give at most 8,192" in err
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_the_default_prompt_is_the_whole_context_where_it_holds_fewer_than_100(capsys, verb):
+    assert main([verb, "--count-only", "--model", "demo"]) == 0  # demo's context: 64 positions
+    assert " of 64 tokens on demo" in capsys.readouterr().out
+    assert main([verb, "--count-only", "--preset", "gpt2"]) == 0
+    assert " of 100 tokens on gpt2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize("files", [["--json", "{json}"], ["--html", "{html}"], ["--json", "-", "--html", "{html}"]])
+def test_count_only_refuses_the_files_it_would_not_write(capsys, tmp_path, verb, files):
+    argv = [a.format(json=tmp_path / "a.json", html=tmp_path / "a.html") for a in files]
+    err = refused(capsys, [verb, "--count-only", "--preset", "gpt2", *argv])
+    asked = " or ".join(flag for flag in ("--json", "--html") if flag in files)
+    assert f"--count-only prints the bill alone, with no analysis for {asked} to write" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_the_llama_demo_is_counted_from_shapes_alone_by_its_name(capsys, verb):
+    assert main([verb, "--count-only", "--model", "demo-llama", "--tokens", "5"]) == 0
+    assert "of 5 tokens on demo-llama" in capsys.readouterr().out
+    for command in (["count", "--tokens", "5"], ["params"]):
+        assert main([*command, "--model", "demo-llama"]) == 0
+        assert "demo-llama" in capsys.readouterr().out.splitlines()[0]
+
+
+@pytest.mark.parametrize(
+    "verb, texts, function",
+    [
+        ("lens", ["Hi", "--target", "x"], "minitransformer.verbs.lens.logit_lens"),
+        ("patch", ["Hi", "--corrupt", "Ho", "--target", "x", "--versus", "y"], "minitransformer.verbs.patch.patch"),
+        ("attribute", ["Hi", "--target", "x", "--versus", "y"], "minitransformer.verbs.attribute.attribute"),
+    ],
+)
+def test_a_model_without_a_tokenizer_says_the_api_takes_ids(capsys, tmp_path, verb, texts, function):
+    directory = write_llama(tmp_path / "llama", vocab_size=50)  # a Llama reads its tokenizer.json: it has none
+    assert not (directory / "tokenizer.json").exists()
+    err = refused(capsys, [verb, *texts, "--model", str(directory)])
+    assert f"has no tokenizer.json, and {verb} reads its prompt and tokens as text; in Python, {function}" in err
+    assert "--ids" not in err  # the flag the verbs do not have
