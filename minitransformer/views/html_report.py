@@ -306,9 +306,29 @@ def page(data: dict) -> str:
     )
 
 
+# JSON has no NaN or infinity, which a run may well give (a float16 pass that overflows, a weight that is NaN): each
+# such number sits in the page's data as {NONFINITE: "NaN"} ("Infinity", "-Infinity"), which report.js reads back
+NONFINITE = "mt-nonfinite"
+
+
 def _json_for_script(value) -> str:
-    """JSON that cannot end the <script> element it sits in."""
-    return json.dumps(value, separators=(",", ":"), allow_nan=False).replace("</", "<\\/").replace("<!--", "<\\!--")
+    """JSON that cannot end the <script> element it sits in, its numbers that JSON cannot hold marked (NONFINITE)."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # a NaN or an infinity somewhere: walked only then (a count's large document never has one)
+        text = json.dumps(_marked_nonfinite(value), separators=(",", ":"), allow_nan=False)
+    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def _marked_nonfinite(value):
+    """value with each float JSON cannot hold replaced by {NONFINITE: its name in JavaScript}."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return {NONFINITE: "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"}
+    if isinstance(value, dict):
+        return {key: _marked_nonfinite(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_marked_nonfinite(v) for v in value]
+    return value
 
 
 def fragment(data: dict) -> str:

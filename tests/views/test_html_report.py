@@ -900,3 +900,40 @@ def qwen3moe_128_page(tmp_path_factory):
     result = run_cli("count", "--preset", "qwen3-30b-a3b", "--tokens", "100", "--new-tokens", "2", "--html", str(html))
     assert result.returncode == 0, result.stderr
     return html
+
+
+def test_numbers_json_cannot_hold_reach_the_page_and_its_script(tmp_path, page_of, capsys):
+    """A run that gives NaN (a weight that is NaN, a float16 pass that overflows) still writes its page: JSON has no NaN
+    or infinity, so each sits in the page's data as {"mt-nonfinite": "NaN"}, which the script reads back as the
+    number (json.dumps refused the page before: a traceback). Marked only where one is: a finite page has no mark."""
+    from safetensors.numpy import load_file
+
+    from conftest import write_gpt2
+    from minitransformer.cli import main
+    from minitransformer.views.html_report import NONFINITE, _json_for_script
+
+    directory = write_gpt2(tmp_path / "nan-gpt2")
+    tensors = load_file(str(directory / "model.safetensors"))
+    tensors["transformer.h.0.attn.c_attn.weight"][0, 0] = np.nan
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    html = tmp_path / "nan.html"
+    assert main(["generate", "Hi", "--model", str(directory), "--max-new-tokens", "2", "--html", str(html)]) == 0
+    capsys.readouterr()
+    data = embedded_data(html.read_text())
+    candidates = data["document"]["candidates"]
+    assert candidates and all(c["probability"] == {NONFINITE: "NaN"} for c in candidates), candidates[:2]
+    assert json.loads(_json_for_script([1.5, float("inf"), -float("inf"), {"x": [float("nan")]}])) == [
+        1.5, {NONFINITE: "Infinity"}, {NONFINITE: "-Infinity"}, {"x": [{NONFINITE: "NaN"}]}
+    ]  # fmt: skip
+    assert _json_for_script({"a": [1.5, 2]}) == '{"a":[1.5,2]}'
+    page = page_of(html)
+    assert page.console == [], page.console
+    # the script's own reading of the data, as report.js does it: the marks are numbers again
+    read = page.evaluate(
+        """(() => { var text = document.querySelector("script.mt-data").textContent;
+        var data = JSON.parse(text, function (key, value) {
+          return value !== null && typeof value === "object" && "mt-nonfinite" in value ? Number(value["mt-nonfinite"]) : value;
+        });
+        return data.document.candidates.map(c => Number.isNaN(c.probability)); })()"""
+    )
+    assert read == [True] * len(candidates), read

@@ -4,7 +4,11 @@ function minitransformerReport(root) {
   "use strict";
   if (!root || root.classList.contains("js")) return;
   root.classList.add("js");
-  var data = JSON.parse(root.querySelector("script.mt-data").textContent);
+  // A number JSON cannot hold (NaN, an infinity) comes as {"mt-nonfinite": "NaN"} (html_report.py's NONFINITE)
+  var text = root.querySelector("script.mt-data").textContent;
+  var data = text.indexOf('"mt-nonfinite"') < 0 ? JSON.parse(text) : JSON.parse(text, function (key, value) {
+    return value !== null && typeof value === "object" && "mt-nonfinite" in value ? Number(value["mt-nonfinite"]) : value;
+  });
   var doc = data.document;
   var tip = root.querySelector(".tip");
   var layer = 0;
