@@ -49,6 +49,9 @@ class Patching:
     residual: np.ndarray  # [L, T]: the share restored patching the stream block l reads at position p
     heads: np.ndarray | None  # [L, T, H]: patching one head's output (NaN in layers without attention heads)
     bill: Bill
+    # The layers whose heads were patched (head_layers; none without `heads`): a NaN of `heads` elsewhere is a share
+    # that came out NaN (a pass that overflowed), not a head that is not there
+    head_layers: tuple[int, ...] = ()
 
     def to_dict(self, decode=None) -> dict:
         pieces = lambda ids: [decode([i]) if decode else None for i in ids]  # noqa: E731
@@ -63,6 +66,7 @@ class Patching:
             "corrupt_difference": self.corrupt_difference,
             "residual": cells(self.residual),  # [layer][position]
             **({"heads": [cells(layer) for layer in self.heads]} if self.heads is not None else {}),  # [l][p][h]
+            **({"head_layers": list(self.head_layers)} if self.heads is not None else {}),
             "bill": self.bill.to_dict(),
         }
 
@@ -138,7 +142,16 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
             head_shares[layer] = share(difference(logits, target_id, versus_id)).reshape(T, H)
     bill = _bill(runs, L * T, len(attending) * T * H, L, T)
     return Patching(
-        clean_ids, corrupt_ids, target_id, versus_id, clean_difference, corrupt_difference, residual, head_shares, bill
+        clean_ids,
+        corrupt_ids,
+        target_id,
+        versus_id,
+        clean_difference,
+        corrupt_difference,
+        residual,
+        head_shares,
+        bill,
+        tuple(attending),
     )
 
 

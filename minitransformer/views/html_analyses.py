@@ -86,9 +86,14 @@ def patch_section(doc: dict) -> str:
     stream = heatmap([(f"block {i}", row) for i, row in enumerate(doc["residual"])], columns, "share restored")
     out = ['<section class="patch"><h2>Activation patching</h2>', head]
     out += ["<h3>The stream each block reads, patched at one position</h3>", f'<div class="diagram">{stream}</div>']
-    if "heads" in doc:  # a layer's cells are [position][head]; a head the layer does not have is None
-        heads = [(i, h, list(c)) for i, layer in enumerate(doc["heads"]) for h, c in enumerate(zip(*layer))]
-        rows = [(f"block {i} head {h}", cells) for i, h, cells in heads if cells[0] is not None]
+    if "heads" in doc and not doc["head_layers"]:
+        out += ["<h3>Each head's output</h3><p>No layer of this model has attention heads to patch.</p>"]
+    elif "heads" in doc:  # a layer's cells are [position][head], in the layers whose heads were patched
+        rows = [
+            (f"block {i} head {h}", list(cells))
+            for i in doc["head_layers"]
+            for h, cells in enumerate(zip(*doc["heads"][i]))
+        ]
         out += [
             "<h3>Each head's output, patched at one position</h3>",
             f'<div class="diagram">{heatmap(rows, columns, "share restored")}</div>',

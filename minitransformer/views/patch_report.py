@@ -22,15 +22,17 @@ def patch_report(patching: Patching, decode) -> str:
         "the stream block l reads (hook_resid_pre), patched at one position:",
         _table("", pieces, width, [(f"block {i}", row) for i, row in enumerate(patching.residual)]),
     ]
-    if patching.heads is not None:
-        heads = patching.heads  # [layer, position, head], NaN for a head a layer does not have
-        rows = [(f"block {i} head {h}", heads[i, :, h]) for i, h in zip(*np.nonzero(~np.isnan(heads[:, 0])))]
+    if patching.heads is not None and not patching.head_layers:
+        shown += ["each head's output (attn.hook_z): no layer of this model has attention heads to patch"]
+    elif patching.heads is not None:
+        heads = patching.heads  # [layer, position, head]
+        rows = [(f"block {i} head {h}", heads[i, :, h]) for i in patching.head_layers for h in range(heads.shape[-1])]
         shown += ["each head's output (attn.hook_z), patched at one position:", _table("", pieces, width, rows)]
     return "\n".join([*shown, *patching.bill.lines()])
 
 
 def _table(corner: str, pieces: list[str], width: int, rows: list[tuple[str, np.ndarray]]) -> str:
-    label = max(len(corner), *(len(name) for name, _ in rows))
+    label = max([len(corner), *(len(name) for name, _ in rows)])
     lines = [f"{corner:<{label}}" + "".join(f"  {p:>{width}}" for p in pieces)]
     lines += [f"{name:<{label}}" + "".join(f"  {_share(v):>{width}}" for v in row) for name, row in rows]
     return "\n".join(lines)

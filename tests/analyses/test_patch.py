@@ -46,7 +46,10 @@ def their_patching(bridge, heads_of: list[int]):
 def test_patch_equals_transformer_lens(tmp_path_factory, key):
     model, bridge = bridged(tmp_path_factory, key, "float64" if key in FLOAT64 else "float32")
     ours = patch(model, PROMPT, CORRUPT, TARGET, VERSUS, heads=key in HEADS)
-    attending = [i for i in range(model.config.n_layer) if ours.heads is not None and not np.isnan(ours.heads[i]).all()]
+    attending = list(ours.head_layers)
+    assert attending == [
+        i for i in range(model.config.n_layer) if ours.heads is not None and ~np.isnan(ours.heads[i]).all()
+    ]
     (clean, corrupt), stream, heads = their_patching(bridge, attending)
     assert abs(ours.clean_difference - clean) <= TOLERANCE * max(1, abs(clean)), (ours.clean_difference, clean)
     assert abs(ours.corrupt_difference - corrupt) <= TOLERANCE * max(1, abs(corrupt)), (
@@ -65,6 +68,25 @@ def test_patch_equals_transformer_lens(tmp_path_factory, key):
         assert attending, "no layer's heads were patched"
         flat = ours.heads[attending].reshape(-1) * scale + ours.corrupt_difference
         assert gap(flat, heads) <= TOLERANCE, (flat, heads)
+
+
+def test_heads_asked_of_a_model_without_attention_are_said_to_be_none(tmp_path_factory, capsys):
+    """Mamba-2 has no attention heads: --heads gives no head rows, said in words (an empty table was a TypeError)."""
+    from conformance_configs import made
+
+    from minitransformer.views.html_analyses import patch_section
+    from minitransformer.views.patch_report import patch_report
+
+    _, model, _ = made(tmp_path_factory, *MODELS["mamba2"])
+    ours = patch(model, PROMPT, CORRUPT, TARGET, VERSUS, heads=True)
+    assert ours.head_layers == () and np.isnan(ours.heads).all()
+    shown = patch_report(ours, lambda ids: f"<{ids[0]}>")
+    assert "each head's output (attn.hook_z): no layer of this model has attention heads to patch" in shown
+    document = ours.to_dict()
+    assert document["head_layers"] == [] and all(
+        cell is None for layer in document["heads"] for row in layer for cell in row
+    )
+    assert "No layer of this model has attention heads to patch." in patch_section(document)
 
 
 def test_patching_starts_at_the_layer_and_bills_what_it_recomputed(tmp_path_factory):
