@@ -141,18 +141,8 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
                 logits = model.run_from(layer, np.repeat(stream, T * H, axis=0), phase=runs["heads"], choices=choices)
             head_shares[layer] = share(difference(logits, target_id, versus_id)).reshape(T, H)
     bill = _bill(runs, L * T, len(attending) * T * H, L, T)
-    return Patching(
-        clean_ids,
-        corrupt_ids,
-        target_id,
-        versus_id,
-        clean_difference,
-        corrupt_difference,
-        residual,
-        head_shares,
-        bill,
-        tuple(attending),
-    )
+    tokens = clean_ids, corrupt_ids, target_id, versus_id
+    return Patching(*tokens, clean_difference, corrupt_difference, residual, head_shares, bill, tuple(attending))
 
 
 def _bill(runs: dict[str, Phase], residual_runs: int, head_runs: int, L: int, T: int) -> Bill:
