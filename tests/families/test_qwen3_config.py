@@ -75,7 +75,7 @@ REFUSED = [
      "config partial_rotary_factor=0.5 is not supported"),
     ({"head_dim": None}, "config head_dim must be a positive integer, not None"),
     ({"use_sliding_window": True, "max_window_layers": None}, "config max_window_layers must be an integer, not None"),
-    ({"num_hidden_layers": "3"}, "config num_hidden_layers must be a positive integer, not '3'"),
+    ({"num_hidden_layers": "3"}, "config num_hidden_layers must be a positive integer of at most 10,000, not '3'"),
     ({"head_dim": 7}, "config head_dim=7 is odd"),
     ({"num_key_value_heads": 3}, "num_attention_heads=4 is not a multiple of num_key_value_heads=3"),
     ({"hidden_act": "gelu_10"}, "config hidden_act='gelu_10' is not supported"),
