@@ -11,12 +11,13 @@ import io
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
 from .engine.precision import PRECISIONS
-from .errors import OptionError, UserError
+from .errors import OptionError, UserError, held_notes, say_held_notes
 from .families.config import ModelConfig
 from .families.parts.moe import ROUTINGS
 from .families.table import ARCHITECTURES, PRESETS, model_types
@@ -1058,14 +1059,48 @@ def _one_line(message: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
+@contextmanager
+def notes_before_output() -> Iterator[None]:
+    """A command's notes (errors.note: a default taken, the demo answering for GPT-2) said on stderr as its output
+    begins, the first line written to stdout or stderr, or at its end if it writes none; a command refused before
+    any output drops them, and says one line, its refusal (a prompt too long for the demo's context was two)."""
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (NotesFirst(stream, streams[1]) for stream in streams)
+    try:
+        with held_notes():
+            yield
+            say_held_notes(streams[1])
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+class NotesFirst:
+    """A text stream whose writes say the held notes first (on `notes`, the real stderr); the rest is the stream's."""
+
+    def __init__(self, stream, notes) -> None:
+        self.stream, self.notes = stream, notes
+
+    def write(self, text: str) -> int:
+        say_held_notes(self.notes)
+        return self.stream.write(text)
+
+    def writelines(self, lines) -> None:
+        say_held_notes(self.notes)
+        self.stream.writelines(lines)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.errors == "strict":
         # A path in argv that is not UTF-8 reaches us with surrogate escapes; echoed ("written to PATH"), it
         # is shown escaped (\udce9), as on stderr and in the documents we write, instead of a traceback.
         sys.stdout.reconfigure(errors="backslashreplace")
     try:
-        args = build_parser().parse_args(argv)
-        args.run(args)
+        with notes_before_output():
+            args = build_parser().parse_args(argv)
+            args.run(args)
         return 0
     except UserError as err:
         sys.stdout.flush()

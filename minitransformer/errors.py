@@ -1,9 +1,12 @@
-"""The one exception meant for people rather than programmers, and its kind for a refused option."""
+"""What people are told, rather than programmers: the one exception meant for them, its kind for a refused option,
+and a note that is no error (`note`)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 
 class UserError(Exception):
@@ -35,3 +38,36 @@ class OptionError(UserError):
             others = "|".join(map(re.escape, self.others))
             rule = re.sub(rf"\{{({others})\}}", lambda found: names.get(found[1], found[1]), rule)
         return f"{names.get(self.option, self.option)} {rule}"
+
+
+# The notes held back while the CLI runs a command (held_notes), None while nobody holds them
+_held: list[str] | None = None
+
+
+def note(text: str) -> None:
+    """A line on stderr that is no error (a default a config.json leaves to transformers, the demo model answering for
+    GPT-2): said at once, or, while the CLI holds notes, when it says them (say_held_notes)."""
+    if _held is None:
+        print(text, file=sys.stderr)
+    else:
+        _held.append(text)
+
+
+@contextmanager
+def held_notes() -> Iterator[None]:
+    """Hold every note made inside, until say_held_notes; those not said by the end are dropped (a command refused
+    before its output began says one line, its refusal, and the notes that explained the output have none to explain)."""
+    global _held
+    _held = []
+    try:
+        yield
+    finally:
+        _held = None
+
+
+def say_held_notes(stream) -> None:
+    """The notes held so far, on `stream` (stderr), each once."""
+    if _held:
+        for text in _held:
+            print(text, file=stream)
+        _held.clear()

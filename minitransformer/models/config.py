@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import UserError, note
 from ..families.config import ModelConfig, read_config_json
 from ..families.table import read_config
 from ..text import short_path
@@ -28,9 +27,8 @@ def load_config(path: Path, name: str | None = None) -> ModelConfig:
     for key, value in defaults.items():
         if (where, key) not in _SAID:
             _SAID.add((where, key))
-            print(
+            note(
                 f"minitransformer: note: {short_path(str(path))} has no {key}: transformers' default for "
-                f"{hf.get('model_type', 'gpt2')}, {json.dumps(value)}, taken (it sets the model's shapes)",
-                file=sys.stderr,
+                f"{hf.get('model_type', 'gpt2')}, {json.dumps(value)}, taken (it sets the model's shapes)"
             )
     return config

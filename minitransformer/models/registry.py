@@ -6,12 +6,11 @@
 from __future__ import annotations
 
 import os
-import sys
 from importlib import resources
 from pathlib import Path
 
 from ..engine.precision import precision_of, widening
-from ..errors import UserError
+from ..errors import UserError, note
 from ..families.table import architecture_of
 from ..text import short_path
 from . import hub
@@ -115,10 +114,9 @@ def default_model(options: LoadOptions = LoadOptions()) -> Model:
         if not (demo_dir() / "config.json").is_file():
             raise
         card = short_path(str(demo_dir() / "README.md"))
-        print(
+        note(
             "minitransformer: GPT-2 is not on this machine and the Hugging Face Hub is out of reach, so the demo "
             f"model answers (a small GPT-2 trained on country facts: {card}); where the hub is "
-            "reachable, `minitransformer download gpt2` gets GPT-2 small",
-            file=sys.stderr,
+            "reachable, `minitransformer download gpt2` gets GPT-2 small"
         )
         return from_directory(demo_dir(), DEMO, options)

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from conftest import run_cli, write_gpt2
+from minitransformer.errors import UserError
 
 
 def test_generate_streams_text_then_candidates_then_the_ledger(small_gpt2_dir, small_gpt2):
@@ -204,6 +205,40 @@ def test_without_gpt2_or_the_hub_the_demo_model_answers_and_says_so(tmp_path):
     assert len(note) == 1 and "the demo model answers" in note[0] and "minitransformer download gpt2" in note[0]
     assert result.stdout.startswith("model demo:")
     assert "The capital of France is Paris" in result.stdout
+
+
+@pytest.mark.parametrize("command, needle", [
+    (["generate", "Hi", "--max-new-tokens", "100"], "exceed demo's context of 64 positions; at most 63 new tokens fit"),
+    (["generate", "--ids", "99999999"], "token id 99999999 is outside this model's vocabulary"),
+    (["trace", "Hi", "--layers", "9"], "--layers: block 9 does not exist; this model has blocks 0..3"),
+])  # fmt: skip
+def test_a_command_the_demo_model_refuses_says_one_line_its_refusal(tmp_path, command, needle):
+    """The note that the demo answers is said as the output begins (cli.notes_before_output): a command refused before
+    it has none to explain, and says one line (it said two, the note and the refusal)."""
+    env = {"MINITRANSFORMER_WEIGHTS": str(tmp_path / "weights"), "HF_HUB_CACHE": str(tmp_path / "hf-cache"),
+           "HF_ENDPOINT": "http://127.0.0.1:9"}  # fmt: skip
+    result = run_cli(*command, env=env)
+    assert_one_line_error(result, needle)
+    assert result.stdout == ""
+
+
+def test_notes_are_said_before_the_output_they_explain_and_dropped_with_a_refusal(capsys):
+    from minitransformer.cli import notes_before_output
+    from minitransformer.errors import note
+
+    with notes_before_output():
+        note("minitransformer: note: first")
+        print("the output")
+        note("minitransformer: note: later, said at the end")
+    captured = capsys.readouterr()
+    assert captured.out == "the output\n"
+    assert captured.err == "minitransformer: note: first\nminitransformer: note: later, said at the end\n"
+    with pytest.raises(UserError), notes_before_output():
+        note("minitransformer: note: dropped")
+        raise UserError("refused")
+    assert capsys.readouterr() == ("", "")
+    note("minitransformer: note: said at once, nobody holding")
+    assert capsys.readouterr().err == "minitransformer: note: said at once, nobody holding\n"
 
 
 @pytest.mark.parametrize("flags, note", [
