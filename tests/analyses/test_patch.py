@@ -72,6 +72,7 @@ def test_patch_equals_transformer_lens(tmp_path_factory, key):
 
 def test_heads_asked_of_a_model_without_attention_are_said_to_be_none(tmp_path_factory, capsys):
     """Mamba-2 has no attention heads: --heads gives no head rows, said in words (an empty table was a TypeError)."""
+    pytest.importorskip("torch", reason="the model is written by transformers (the [hf] extra)")
     from conformance_configs import made
 
     from minitransformer.views.html_analyses import patch_section
