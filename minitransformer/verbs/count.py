@@ -18,6 +18,7 @@ whole model (the prefill and the first decode step) every time; the tests check 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from fractions import Fraction
 
 import numpy as np
@@ -367,7 +368,12 @@ class Count:
     def decode_example(self) -> Pass | None:
         """A decode step with the cache (T = 1) of this generation, for intensity: the last one counted with the
         cache (from the other-way run if this one had none), or the first step after the prompt if there is none
-        (None if the context has no room for it)."""
+        (None if the context has no room for it). Counted once: the report's intensity, memory and roofline read
+        it."""
+        return self._decode_example
+
+    @cached_property
+    def _decode_example(self) -> Pass | None:
         cached = self.passes if self.cached else self.other_way
         if len(cached) > 1:
             return cached[-1]
@@ -406,19 +412,27 @@ def counted(config: Config, n_prompt: int, options: GenerationOptions, batch: in
     both first, in its flags' words, before any other work."""
     passes = count_folded(config, n_prompt, options, batch)
     other_way = count_folded(config, n_prompt, replace(options, use_cache=not options.use_cache), batch)
-    check_folding(config, n_prompt, replace(options, max_new_tokens=min(options.max_new_tokens, 2)), batch)
+    checked = replace(options, max_new_tokens=min(options.max_new_tokens, 2))
+    check_folding(config, n_prompt, checked, batch, passes[:2] if checked == options else None)
     n_new, cached = options.max_new_tokens, options.use_cache
     return Count(config, n_prompt, n_new, batch, cached, passes, other_way, options.running)
 
 
-def check_folding(config: Config, n_prompt: int, options: GenerationOptions, batch: int) -> None:
+def check_folding(
+    config: Config, n_prompt: int, options: GenerationOptions, batch: int, folded: list[Pass] | None = None
+) -> None:
     """The folded passes, expanded, must be exactly what a whole model's forward code records: checked on the
     model cut to two layers of each kind (all of it, when it is no deeper), since layers of one kind record the
-    same whatever the depth, so that a count of 10,000 layers does not run 10,000 blocks to check one."""
+    same whatever the depth, so that a count of 10,000 layers does not run 10,000 blocks to check one. `folded`:
+    the config's own folded passes of these options where the caller has them (the cut's twin is the config's:
+    its passes are not run twice)."""
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
     cut = config.prefix(min(config.n_layer, 2 * span))
-    passes = count_folded(cut, n_prompt, options, batch)
+    if folded is None:
+        passes = count_folded(cut, n_prompt, options, batch)
+    else:
+        passes = [Pass(p.twin, cut.layer_types) for p in folded]
     whole = placeholder_passes(Model.without_weights(cut), n_prompt, options, batch).phases
     for folded, phase in zip(passes, whole):
         expanded = folded.expand()

@@ -151,19 +151,22 @@ def test_textbook_numbers_gpt2_and_gpt3():
     assert abs(step.macs - n_params) / n_params < 0.02
 
 
-def test_folding_is_checked_against_the_whole_model(monkeypatch):
-    """count_generation compares its fold with a whole-model run; a fold that drops a layer's stage is caught."""
+@pytest.mark.parametrize("n_new", [1, 2, 3], ids=["prefill", "shared-with-the-check", "own-check"])
+def test_folding_is_checked_against_the_whole_model(monkeypatch, n_new):
+    """count_generation compares its fold with a whole-model run; a fold that drops a layer's stage is caught, whether
+    the check folds passes of its own (more than 2 new tokens) or reads the count's (up to 2: the same twin)."""
     import minitransformer.verbs.count as count_module
 
     def broken(*args, **options):
         passes = count_folded(*args, **options)
         for p in passes:
-            p.block.pop()
-        return passes
+            last_in_a_layer = max(i for i, r in enumerate(p.twin.records) if r.layer is not None)
+            del p.twin.records[last_in_a_layer]
+        return [count_module.Pass(p.twin, p.layer_types) for p in passes]
 
     monkeypatch.setattr(count_module, "count_folded", broken)
     with pytest.raises(AssertionError, match="differs from the whole model"):
-        count_module.count_generation(PRESETS["distilgpt2"], 3, 2)
+        count_module.count_generation(PRESETS["distilgpt2"], 3, n_new)
 
 
 def test_a_long_generation_on_a_big_model_keeps_few_records():

@@ -270,10 +270,13 @@ class Decoder(Part):
         return self.block.products(config, T, t, B, layer) | {"logits": (B * R * config.vocab_size, config.n_embd)}
 
     def stage_table(self, name: str, config: Any) -> StageTable:
-        """The stages this decoder's forward pass meets for a config, in order: derived once per config."""
-        key = (id(self), name, config)
+        """The stages this decoder's forward pass meets for a config, in order: derived once for all the configs
+        whose dry run is the same (a model and every prefix of it that holds each kind of its layers: a count's twins
+        and cuts; DeepSeek-V4-Pro's dry run takes a second)."""
+        dry = dry_run_config(self, config)
+        key = (id(self), name, dry)
         if key not in _TABLES:
-            _TABLES[key] = derived_table(self, name, config)
+            _TABLES[key] = derived_table(self, name, dry)
         return _TABLES[key]
 
 
@@ -295,18 +298,31 @@ DRY_RUN_PROMPT = 2 * 256 + 3
 _TABLES: dict = {}  # (decoder, family, config) -> its stage table
 
 
-def derived_table(decoder: Decoder, name: str, config: Any) -> StageTable:
-    """The stages a dry run of `decoder` meets on shape-only weights of one layer of each of the config's kinds: a
-    padded batch's prompt past every chunk, then a decode step; in one order (engine.stages.merged): each kind's
-    stages of both passes where its equations put them, then the kinds' as alternatives in one place, those of the
-    kinds decoder.kind_order names first."""
+def dry_run_prompt(config: Any) -> int:
+    """The dry run's prompt: past every chunk, and past the keys an indexer chooses (it chooses among more keys than it
+    keeps)."""
+    return max(DRY_RUN_PROMPT, (config.index_topk or 0) + 1)
+
+
+def dry_run_config(decoder: Decoder, config: Any) -> Any:
+    """The config a dry run runs for `config`: the decoder's own for it (Decoder.dry_run), cut to its fewest first
+    layers that hold one layer of each kind, with room for the dry run's positions (the stages of any context)."""
     config = config if decoder.dry_run is None else decoder.dry_run(config)
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
-    T = max(DRY_RUN_PROMPT, (config.index_topk or 0) + 1)  # an indexer chooses among more keys than it keeps
+    return replace(config.prefix(span), n_positions=max(config.n_positions, dry_run_prompt(config) + 1))
+
+
+def derived_table(decoder: Decoder, name: str, c: Any) -> StageTable:
+    """The stages a dry run of `decoder` meets on shape-only weights of the config `c` (dry_run_config's: one layer
+    of each kind): a padded batch's prompt past every chunk, then a decode step; in one order (engine.stages.merged):
+    each kind's stages of both passes where its equations put them, then the kinds' as alternatives in one place,
+    those of the kinds decoder.kind_order names first."""
+    kinds = c.layer_types
+    span = c.n_layer
+    T = dry_run_prompt(c)
     order = decoder.kind_order
     first = sorted(range(span), key=lambda i: order.index(kinds[i]) if kinds[i] in order else len(order))
-    c = replace(config.prefix(span), n_positions=max(config.n_positions, T + 1))  # the stages of any context
     params = shape_only_tree(decoder, c)
     cache = KVCache(capacity=T + 1, batch=(2,), shape_only=True, layers=tuple(c.layer_cache(i) for i in range(span)))
     pads = np.array([1, 0])
