@@ -18,8 +18,8 @@ whole model (the prefill and the first decode step) every time; the tests check 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from fractions import Fraction
+from functools import cached_property
 
 import numpy as np
 
