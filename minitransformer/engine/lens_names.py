@@ -76,6 +76,13 @@ def split_heads(width: str) -> Callable[[object], Layout]:
     return layout
 
 
+def heads_of_n_head(config) -> Layout:
+    """[B, T, H x dz] cut into the config's H heads, dz wide whatever it is: what W_O reads, whose heads are as wide as
+    the values (a latent attention's v_head_dim, not its queries' and keys' d_head)."""
+    H = config.n_head
+    return Layout("[batch, pos, head, d_head]", lambda x: x.reshape(*x.shape[:-1], H, -1), _back)
+
+
 STREAM = Layout("[batch, pos, d_model]", _same, _back)  # the residual stream and what is added to it
 
 # TransformerLens's hook -> the stage of ours with its value, in each way our blocks compute it (the first the table
@@ -98,7 +105,7 @@ RULES: dict[str, tuple[Candidate, ...]] = {
     "attn.hook_attn_scores": (("attn.scores", AS_IS),),
     "attn.hook_pattern": (("attn.weights", AS_IS),),
     "attn.hook_q_gate": (("attn.gate", AS_IS),),
-    "attn.hook_z": (("attn.gated", split_heads("d_head")), ("attn.z", split_heads("d_head"))),  # what W_O reads
+    "attn.hook_z": (("attn.gated", heads_of_n_head), ("attn.z", heads_of_n_head)),  # what W_O reads
     "attn.hook_out": (("attn.out", STREAM),),
     "hook_attn_out": (("attn.out", STREAM),),
     "mlp.hook_pre": (("mlp.gate", AS_IS), ("mlp.up", AS_IS)),  # before the activation: the gate's, where gated

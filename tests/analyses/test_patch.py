@@ -155,3 +155,45 @@ def test_the_pages_draw_the_sweep_and_the_lens(tmp_path, capsys):
     assert escape(f"block 1, ' France' 3: share restored {document['residual'][1][3]:.3f}") in page
     lens = (tmp_path / "l.html").read_text()
     assert "<h2>The logit lens</h2>" in lens and lens.count('<rect class="cell"') == 5 * 5  # entries x positions
+
+
+# A latent attention's heads read by W_O are as wide as its values (v_head_dim), not its queries and keys: 10 against
+# 20, and 16 against 12 (DeepSeek-V3's shapes, small)
+LATENT = dict(model_type="deepseek_v3", vocab_size=50, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4,
+              num_experts_per_tok=2, n_group=1, topk_group=1, first_k_dense_replace=1, q_lora_rank=24,
+              kv_lora_rank=16, max_position_embeddings=64)  # fmt: skip
+
+
+@pytest.mark.parametrize("rope, nope, values", [(8, 12, 10), (4, 8, 16)], ids=["values-narrower", "values-wider"])
+def test_a_latent_attention_s_heads_are_as_wide_as_its_values(rope, nope, values):
+    """hook_z is what W_O reads, cut into the H heads whatever their width: a cut by the queries' width gave a
+    DeepSeek-V3 of 4 heads 2 heads of 20, and patch --heads an IndexError (a preset's, a reshape error)."""
+    from minitransformer.families.table import config_from_hf_dict
+    from minitransformer.models.model import Model
+    from minitransformer.models.weights import as_tree, expected_shapes
+
+    hf = {**LATENT, "qk_rope_head_dim": rope, "qk_nope_head_dim": nope, "v_head_dim": values}
+    config = config_from_hf_dict(hf, "latent")
+    rng = np.random.default_rng(5)
+    flat = {
+        name: (0.3 * rng.standard_normal(shape)).astype(np.float32) for name, shape in expected_shapes(config).items()
+    }
+    model = Model(config, as_tree(flat, config), source="random")
+    T, H = len(PROMPT), config.n_head
+    _, cache = model.run_with_cache(PROMPT, names=["blocks.1.attn.hook_z", "blocks.1.attn.mix"])
+    z, mix = cache["blocks.1.attn.hook_z"], cache["blocks.1.attn.mix"]  # mix [H, T, dv]
+    assert z.shape == (1, T, H, values), (z.shape, (1, T, H, values))
+    assert np.array_equal(z[0], mix.swapaxes(0, 1)), abs(z[0] - mix.swapaxes(0, 1)).max()
+    ours = patch(model, PROMPT, CORRUPT, TARGET, VERSUS, heads=True)
+    assert ours.heads.shape == (config.n_layer, T, H) and ours.head_layers == (0, 1), (
+        ours.heads.shape,
+        ours.head_layers,
+    )
+    assert np.isfinite(ours.heads).all(), ours.heads
+    assert Model.without_weights(config).run_with_cache(PROMPT)[1].lens()["blocks.0.attn.hook_z"].shape == (
+        1,
+        T,
+        H,
+        values,
+    )
