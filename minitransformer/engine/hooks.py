@@ -207,6 +207,11 @@ def _lensed(fn, which, known: list[str], aliases: dict[str, Alias], with_record:
             theirs = as_lens(tensor, alias, batched)
             result = fn(theirs, alias.name, record) if with_record else fn(theirs, alias.name)
             if result is not None and result is not theirs:
+                if np.shape(result) != theirs.shape:  # same size in another order would be read back scrambled
+                    raise ValueError(
+                        f"a hook returned shape {list(np.shape(result))} for {alias.name}, which is "
+                        f"{list(theirs.shape)} ({alias.layout.shape}); a replacement must keep the shape"
+                    )
                 tensor = from_lens(result, alias, tensor.shape, batched)
         return tensor
 

@@ -294,6 +294,8 @@ class Tape:
             value = (values or {}).get(op)
             if value is None and g.how == EXPERTS:
                 value = entry.values[0].reshape(record.out_shape) if entry.values else None
+            elif value is None and not entry.values:  # shape-only pieces keep no values: the whole's shape stands in
+                value = ShapeOnly(record.out_shape)
             elif value is None:
                 assert along is not None, f"{op}: the pieces' values go side by side along a symbol, or are given"
                 axis = len(self.dims.batch) + symbols(record.spec).index(along)

@@ -214,10 +214,31 @@ class Model:
         block reads (any batch axes in front), the blocks before it not run, so that the ledger (`phase`) holds only
         what is recomputed. `choices`: those of the pass the stream came from (run(choices=...)), where later layers
         read an earlier one's. Hooks and `watcher` see every stage, as in run. Activation patching runs this way."""
+        self._check_resumed(layer, stream)
         T = stream.shape[-2]
         dims = Dims.of(self.config, T, 0, R=T if all_positions else 1, batch=tuple(stream.shape[:-2]))
         tape = self._tape(dims, phase, watcher)
         return self.architecture.forward.resume(stream, layer, self.params, self.config, tape, all_positions, choices)
+
+    def _check_resumed(self, layer, stream) -> None:
+        """run_from's block and stream, refused in words: a block number 0..n_layer (n_layer: the final norm and the
+        logits alone), and an array of this model's kind of numbers [..., T, D]."""
+        L, D = self.config.n_layer, self.config.n_embd
+        if isinstance(layer, (bool, np.bool_)) or not isinstance(layer, (int, np.integer)) or not 0 <= layer <= L:
+            raise UserError(
+                f"layer must be a block number 0..{L} ({L}: the final norm and the logits alone), not {layer!r}"
+            )
+        kind = getattr(stream, "dtype", None)
+        if (
+            not isinstance(stream, (np.ndarray, ShapeOnly))
+            or len(stream.shape) < 2
+            or stream.shape[-1] != D
+            or kind != self.dtype
+        ):
+            shown = f"{type(stream).__name__} {list(getattr(stream, 'shape', []))} {kind or ''}".strip()
+            raise UserError(
+                f"the stream must be a {self.dtype} array [..., T, {D}] (as hook_resid_pre holds), not {shown}"
+            )
 
     def _tape(self, dims: Dims, phase: Phase | None, watcher: Watcher | None, **options) -> Tape:
         """A pass's tape through the blocks: the model's stages, windows and precision; its hooks, then `watcher`."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -259,3 +260,61 @@ def test_hooks_belong_to_one_model(small_gpt2_dir, tmp_path):
     a.add_hook("embed", lambda t, n: t * 0)
     assert len(a.hooks) == 1 and len(b.hooks) == 0
     assert np.array_equal(b.logits(IDS), load_model(tmp_path / "other").logits(IDS))
+
+
+def _first_preset_of_each_family() -> list[str]:
+    from minitransformer.families.table import PRESETS
+
+    return list({config.family: name for name, config in reversed(PRESETS.items())}.values())
+
+
+@pytest.mark.parametrize("preset", _first_preset_of_each_family())
+def test_a_shape_only_model_of_every_family_answers_captures_and_hooks(preset):
+    """A shape-only model's stages are shapes: captured as such, every one of layer 0's, and a hook reads them. The
+    stages a computation makes in pieces (a scan's chunks, lightning attention's blocks) keep no values without
+    weights: the whole's shape stands in (Qwen3.5, Qwen3-Next, Kimi Linear and MiniMax-01 ended in an IndexError)."""
+    from minitransformer.engine.shapes import ShapeOnly
+    from minitransformer.families.table import PRESETS
+    from minitransformer.models.model import Model
+
+    model = Model.without_weights(PRESETS[preset])
+    names = stage_names(model.config.n_layer, model.stage_table)
+    seen = []
+    with model.add_hook("blocks.0.*", lambda tensor, name: seen.append(name)):
+        logits, cache = model.run_with_cache([1, 2, 3], names="blocks.0.*")
+    assert isinstance(logits, ShapeOnly) and logits.shape == (3, model.config.vocab_size), logits
+    captured = [name for name in cache.keys() if name.startswith("blocks.0.")]
+    assert captured and all(isinstance(cache[name], ShapeOnly) for name in captured), captured
+    assert seen == captured, (seen, captured)
+    assert set(captured) <= set(names), set(captured) - set(names)
+
+
+def test_a_lens_name_s_replacement_must_keep_its_shape_not_only_its_size(small_gpt2):
+    """hook_z is [batch, pos, head, d_head]: handed back as [batch, head, pos, d_head] it was read back scrambled."""
+    z = small_gpt2.run_with_cache(IDS, names="blocks.0.attn.hook_z")[1]["blocks.0.attn.hook_z"]
+    with small_gpt2.add_hook("blocks.0.attn.hook_z", lambda tensor, name: tensor.transpose(0, 2, 1, 3)):
+        with pytest.raises(
+            ValueError,
+            match=re.escape(
+                f"returned shape {list(z.shape[:1] + z.shape[2:3] + z.shape[1:2] + z.shape[3:])} for blocks.0.attn.hook_z, which is {list(z.shape)}"
+            ),
+        ):
+            small_gpt2.logits(IDS)
+    with small_gpt2.add_hook("blocks.0.attn.hook_z", lambda tensor, name: tensor * 1):  # the same shape: taken
+        assert np.allclose(small_gpt2.logits(IDS), small_gpt2.logits(IDS))
+
+
+def test_run_from_refuses_a_block_or_a_stream_it_cannot_resume_from(small_gpt2):
+    """run_from(-1, s) ran block 3 then 0..3, run_from(99, s) no block at all, both silently."""
+    L, D = small_gpt2.config.n_layer, small_gpt2.config.n_embd
+    _, cache = small_gpt2.run_with_cache(IDS, names=[f"blocks.{L - 1}.hook_resid_post", "blocks.1.hook_resid_pre"])
+    stream = cache["blocks.1.hook_resid_pre"]
+    for layer in (-1, L + 1, 1.0, True, "1"):
+        with pytest.raises(UserError, match=re.escape(f"layer must be a block number 0..{L} ({L}: the final norm")):
+            small_gpt2.run_from(layer, stream)
+    for bad, needle in ((stream[0, 0], f"[..., T, {D}]"), (stream[..., :-1], f"ndarray [1, 5, {D - 1}] float32"),
+                        (stream.astype(np.float64), "float64"), (stream.tolist(), "not list")):  # fmt: skip
+        with pytest.raises(UserError, match=re.escape(needle)):
+            small_gpt2.run_from(1, bad)
+    last = small_gpt2.run_from(L, cache[f"blocks.{L - 1}.hook_resid_post"])  # the final norm and the logits alone
+    assert np.allclose(last, small_gpt2.logits(IDS)[-1:], atol=1e-5), abs(last - small_gpt2.logits(IDS)[-1:]).max()

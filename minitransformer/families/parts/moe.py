@@ -957,7 +957,7 @@ class Mixture(Part):
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, ids=None):
         by_ids = getattr(self.router, "by_ids", False)  # a hash router reads the token ids, not h, to choose
         chosen, gates = self.router(h, p, config, at, ids) if by_ids else self.router(h, p, config, at)
-        m = self.experts(h, chosen, gates, p, config, at)
+        m = self.experts_in(config)(h, chosen, gates, p, config, at)
         shared = self.shared_in(config)
         if shared is None:
             return m
@@ -968,12 +968,21 @@ class Mixture(Part):
         """Its shared expert in a config, None where it has none (or one of width 0)."""
         return self.shared if self.shared is not None and self.shared.present(config) else None
 
+    def experts_in(self, config: Any) -> Any:
+        """Its routed experts in a config: where a shared expert's output is added to their sum, the sum is captured as
+        moe.routed_out and moe.out is the total (SHARED_ADD's), one stage a name: a hook on moe.out ran on both, a
+        steering vector added twice, and a capture kept the total alone."""
+        if self.shared_in(config) is None or self.experts.combined != COMBINE.names:
+            return self.experts
+        return replace(self.experts, combined=ROUTED_COMBINE.names)
+
     @property
     def parts(self) -> tuple[Any, ...]:
         return (self.router, self.experts) + ((self.shared,) if self.shared is not None else ())
 
     def parts_in(self, config: Any) -> tuple[Any, ...]:
-        return tuple(part for part in self.parts if part is not self.shared or self.shared_in(config) is not None)
+        shared = (self.shared,) if self.shared_in(config) is not None else ()
+        return (self.router, self.experts_in(config), *shared)
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
