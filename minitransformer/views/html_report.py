@@ -32,6 +32,7 @@ import numpy as np
 from ..engine.kvcache import KeysValues
 from ..engine.ledger import Ledger, Phase
 from ..engine.stages import PRODUCTS, StageTable
+from ..errors import UserError
 from ..text import byte_size, elided, human, intensity, pass_name, percent, plural, s_for, shape
 from ..text import count as n
 from ..verbs.count import STEPS_SHOWN, Count
@@ -204,9 +205,15 @@ def attention_layers(config, positions: int, chosen: int) -> list[int]:
 
 
 def generation_data(generation) -> dict:
+    """A generation's report: its JSON, the prompt and the answer on top, then its ledger; a batch's (a list of
+    Generation, as generate gives for several prompts) is batch_data's."""
+    if isinstance(generation, (list, tuple)):
+        return batch_data(generation)
+    _with_ledger(generation)
     document = _folded(generation.to_dict())
-    ops = _ops_of(_phase_items(generation.ledger.phases)) if generation.ledger else {}
-    return _data("generate", document, ops, attention_data(generation.attention))
+    return _data(
+        "generate", document, _ops_of(_phase_items(generation.ledger.phases)), attention_data(generation.attention)
+    )
 
 
 def batch_data(generations) -> dict:
@@ -214,9 +221,20 @@ def batch_data(generations) -> dict:
     answers on top, then the one ledger."""
     from ..verbs.generate import batch_to_dict
 
-    ledger = generations[0].ledger
-    ops = _ops_of(_phase_items(ledger.phases)) if ledger else {}
+    for generation in generations or [None]:
+        _with_ledger(generation)
+    ops = _ops_of(_phase_items(generations[0].ledger.phases))
     return _data("generate", _folded(batch_to_dict(generations)), ops)
+
+
+def _with_ledger(generation) -> None:
+    """A page is drawn of a Generation that kept its ledger; anything else is refused in words."""
+    if not isinstance(generation, Generation):
+        raise UserError(f"a generation's page is drawn of what model.generate returns, not {type(generation).__name__}")
+    if generation.ledger is None:
+        raise UserError(
+            "this generation kept no ledger (ledger=False), which its page shows: generate with ledger=True"
+        )
 
 
 def count_data(count, balance: float | None = None, all_steps: bool = False, **options) -> dict:
@@ -276,7 +294,8 @@ def register_notebook_display() -> None:
     report's fragment, inline. The data does not import the views that show it (they sit layers above), so the
     view registers itself onto the data here, at its import; the package's __init__ imports this module, so
     `import minitransformer` is enough."""
-    for cls, draw in ((Ledger, ledger_fragment), (Generation, generation_fragment), (Count, count_fragment)):
+    drawn = lambda generation: generation_fragment(generation) if generation.ledger is not None else None  # noqa: E731
+    for cls, draw in ((Ledger, ledger_fragment), (Generation, drawn), (Count, count_fragment)):
         setattr(cls, "_repr_html_", draw)  # noqa: B010 - a method given from above, not an attribute read
 
 

@@ -255,6 +255,25 @@ def test_notebooks_show_the_report_inline(small_gpt2):
     assert "Memory and arithmetic intensity" in count_generation(small_gpt2.config, 3, 2)._repr_html_()
 
 
+def test_a_page_of_a_batch_or_of_no_ledger(small_gpt2):
+    """generation_page of a generation kept without its ledger ended in a KeyError (and Jupyter's display with it), and
+    of a batch's list in an AttributeError: a batch's page is the command's, a ledger-less generation is refused in
+    words and Jupyter shows its text."""
+    from minitransformer.views.html_report import batch_data, page
+
+    bare = small_gpt2.generate("Hello", max_new_tokens=2, ledger=False)
+    with pytest.raises(UserError, match=re.escape("this generation kept no ledger (ledger=False)")):
+        generation_page(bare)
+    assert bare._repr_html_() is None  # Jupyter falls back to repr
+    for wrong, needle in ((None, "not NoneType"), ("Hello", "not str"), ([bare, None], "kept no ledger")):
+        with pytest.raises(UserError, match=re.escape(needle)):
+            generation_page(wrong)
+    batch = small_gpt2.generate(["Hello", "The capital of"], max_new_tokens=2)
+    numbered = re.compile(r"(-[0-9a-f]{8}-)\d+")  # each page's elements are numbered apart
+    ours, command_s = (numbered.sub(r"\1N", p) for p in (generation_page(batch), page(batch_data(batch))))
+    assert ours == command_s and '"The capital of"' in ours and '"Hello"' in ours
+
+
 def test_html_destination_is_checked_before_any_work(tmp_path):
     result = run_cli("generate", PROMPT, *DEMO_OPTIONS, "--html", str(tmp_path))
     assert result.returncode == 2 and result.stdout == ""
