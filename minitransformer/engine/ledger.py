@@ -17,6 +17,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from ..errors import UserError
 from .selection import Selection, Tie
 from .stages import B_OPERANDS, READS_STATE, STATE, Stage
 
@@ -462,7 +463,15 @@ class Phase(PassTotals):
         return len({r.layer for r in self.records if r.layer is not None})
 
     def find(self, op: str, layer: int | None = None) -> Record:
-        return next(r for r in self.records if r.op == op and r.layer == layer)
+        """The record of `op` in block `layer` (None: outside the blocks, the embedding's and the logits'), refused in
+        words where this pass has none: the ops it has there are named."""
+        found = next((r for r in self.records if r.op == op and r.layer == layer), None)
+        if found is None:
+            where = "outside the blocks" if layer is None else f"in block {layer!r}"
+            ops = list(dict.fromkeys(r.op for r in self.records if r.layer == layer))
+            listed = f"its ops there: {', '.join(ops)}" if ops else "it has no records there"
+            raise UserError(f"this {self.phase} pass has no {op!r} {where} ({listed}; find(op, layer=i) for block i)")
+        return found
 
     def place(self) -> dict:
         return {key: getattr(self, key) for key in self.PLACE}

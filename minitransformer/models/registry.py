@@ -93,6 +93,10 @@ def resolve(name_or_dir: str | Path | None, options: LoadOptions = LoadOptions()
     if name_or_dir is None:
         return default_model(options)
     text = str(name_or_dir)
+    if not text.strip():  # Path("") is the current directory: an empty name would load whatever model lies there
+        raise UserError(
+            "the model's name or directory is empty; give one (gpt2, demo, a path), or none for the default"
+        )
     if Path(text).is_dir():
         return from_directory(Path(text), options=options)
     if text in DEMOS:

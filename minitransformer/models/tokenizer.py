@@ -169,7 +169,10 @@ class FileTokenizer:
         return self._tokenizer.encode(text, add_special_tokens=True).ids
 
     def decode(self, token_ids: list[int]) -> str:
-        return self._tokenizer.decode([int(t) for t in token_ids], skip_special_tokens=False)
+        """The text of token ids (whole numbers of 0 or more, refused otherwise: 1.5 was read as 1, -1 an
+        OverflowError); an id past the file's vocabulary (a model's padded rows) is empty text, as the library has it."""
+        ids = as_token_ids(token_ids, 2**63 - 1, batch=False, vocabulary="the token ids")
+        return self._tokenizer.decode(ids.tolist(), skip_special_tokens=False)
 
     def token_str(self, token_id: int) -> str:
         return self.decode([token_id])

@@ -30,6 +30,7 @@ from ..families.config import ModelConfig as Config
 from ..families.table import architecture_of
 from ..models.model import Model
 from ..models.options import RunOptions
+from .choices import is_whole
 from .options import GenerationOptions
 from .passes import forward_passes
 
@@ -46,7 +47,7 @@ def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> None
     (refused as an OptionError, which a caller renames: the CLI by its flags), that the context holds, and that
     NumPy can describe its tensors."""
     for what, value in (("new tokens", n_new), ("batch", batch), ("tokens", n_prompt)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_whole(value, 1):
             raise OptionError(what, f"must be a whole number of at least 1, not {value!r}")
     config.check_fits(n_prompt, n_new)
     check_describable(config, n_prompt + n_new, batch)
@@ -261,6 +262,10 @@ def count_passes(
     (Model.without_weights) this costs no arithmetic at all. `dense_attention`: every T x t score, as
     transformers' eager attention computes it, where a long pass would run in row chunks (row_chunks.py).
     """
+    if not isinstance(model, Model):
+        raise UserError(f"count_passes counts a Model (Model.without_weights(config) for a config), not {model!r:.80}")
+    check_run(model.config, n_prompt, n_new, batch)
+    n_prompt, n_new, batch = int(n_prompt), int(n_new), int(batch)  # NumPy's integers too, counted as Python's
     running = RunOptions(dense_attention=dense_attention)
     return placeholder_passes(
         model, n_prompt, GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, running=running), batch
@@ -400,7 +405,10 @@ def count_generation(
     """Count 1 prefill over n_prompt tokens and n_new - 1 decode steps, with a batch of `batch` sequences;
     `dense_attention`: every T x t score, as transformers' eager attention computes it (else row chunks);
     `routing`: a mixture of experts' tokens per expert, assumed (balanced or worst: families/parts/moe.py)."""
+    if not isinstance(config, Config):
+        raise UserError(f"count_generation counts a model's config (model.config, PRESETS[name]), not {config!r:.80}")
     check_run(config, n_prompt, n_new, batch)
+    n_prompt, n_new, batch = int(n_prompt), int(n_new), int(batch)  # NumPy's integers too, counted as Python's
     running = RunOptions(routing, dense_attention)
     return counted(
         config, n_prompt, GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, running=running), batch
@@ -419,20 +427,20 @@ def counted(config: Config, n_prompt: int, options: GenerationOptions, batch: in
 
 
 def check_folding(
-    config: Config, n_prompt: int, options: GenerationOptions, batch: int, folded: list[Pass] | None = None
+    config: Config, n_prompt: int, options: GenerationOptions, batch: int, own: list[Pass] | None = None
 ) -> None:
     """The folded passes, expanded, must be exactly what a whole model's forward code records: checked on the
     model cut to two layers of each kind (all of it, when it is no deeper), since layers of one kind record the
-    same whatever the depth, so that a count of 10,000 layers does not run 10,000 blocks to check one. `folded`:
-    the config's own folded passes of these options where the caller has them (the cut's twin is the config's:
+    same whatever the depth, so that a count of 10,000 layers does not run 10,000 blocks to check one. `own`: the
+    config's own folded passes of these options where the caller has them (the cut's twin is the config's:
     its passes are not run twice)."""
     kinds = config.layer_types
     span = 1 + max(kinds.index(kind) for kind in set(kinds))
     cut = config.prefix(min(config.n_layer, 2 * span))
-    if folded is None:
+    if own is None:
         passes = count_folded(cut, n_prompt, options, batch)
     else:
-        passes = [Pass(p.twin, cut.layer_types) for p in folded]
+        passes = [Pass(p.twin, cut.layer_types) for p in own]
     whole = placeholder_passes(Model.without_weights(cut), n_prompt, options, batch).phases
     for folded, phase in zip(passes, whole):
         expanded = folded.expand()
@@ -448,6 +456,10 @@ def sweep_per_token(config: Config, points: int = 24) -> dict[str, list[int]]:
     Each point is a counted pass: with the cache, the decode step at context t (T = 1); without it,
     the pass that recomputes all t positions (T = t). At t = 1 both are the one-token prefill.
     """
+    if not is_whole(points, 2):
+        raise OptionError(
+            "points", f"must be a whole number of at least 2 (the first context and the last), not {points!r}"
+        )
     n = config.n_positions
     contexts = sorted({max(2, round(2 + (n - 2) * i / (points - 1))) for i in range(points)}) if n > 2 else [n]
     contexts = [t for t in contexts if t >= 2] or [1]

@@ -15,7 +15,10 @@ name (the CLI by its flag) renames it in one place (`OptionError.named`).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..errors import OptionError
 from ..models.options import RunOptions
@@ -47,8 +50,12 @@ class GenerationOptions:
         if not is_whole(self.max_new_tokens, 1):
             raise OptionError("max_new_tokens", f"must be a whole number of at least 1, not {self.max_new_tokens!r}")
         t = self.temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t >= 0):
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, numbers.Real) or not (math.isfinite(t) and t >= 0):
             raise OptionError("temperature", f"must be a finite number >= 0 (0 is greedy), not {t!r}")
+        object.__setattr__(self, "temperature", float(t))  # a NumPy number too (np.float32(0.5)), held as Python's
+        for switch in ("use_cache", "stop_at_eos", "ledger"):
+            if not isinstance(getattr(self, switch), (bool, np.bool_)):
+                raise OptionError(switch, f"must be True or False, not {getattr(self, switch)!r}")
         if self.top_k is not None and not is_whole(self.top_k, 1):
             raise OptionError(
                 "top_k",

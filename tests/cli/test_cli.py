@@ -167,6 +167,23 @@ def test_broken_model_directories_get_a_one_line_answer(tmp_path, small_gpt2_dir
         assert not out.exists(), name
 
 
+def test_an_empty_model_name_is_refused_not_read_as_the_current_directory(small_gpt2_dir, tmp_path):
+    """Path("") is ".": --model "" (load_model("")) loaded whatever model the current directory held."""
+    import shutil
+    import subprocess
+    import sys
+
+    from minitransformer import UserError, load_model
+
+    shutil.copytree(small_gpt2_dir, tmp_path, dirs_exist_ok=True)  # a model where the command runs
+    command = [sys.executable, "-m", "minitransformer", "generate", "Hi", "--model", "", "--max-new-tokens", "1"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert_one_line_error(result, "the model's name or directory is empty")
+    for empty in ("", "  "):
+        with pytest.raises(UserError, match="is empty; give one"):
+            load_model(empty)
+
+
 def test_unwritable_json_path_is_refused_before_any_work(small_gpt2_dir, tmp_path):
     result = run_cli("generate", "Hi", "--model", str(small_gpt2_dir), "--json", str(tmp_path / "nope" / "x.json"))
     assert_one_line_error(result, "does not exist")

@@ -135,6 +135,18 @@ def test_decode_refuses_what_is_not_a_list_of_ids(case):
     assert needle in str(refused.value), str(refused.value)
 
 
+def test_a_tokenizer_file_s_decode_refuses_what_is_not_an_id():
+    """A model's own tokenizer.json (the Llama demo's) read 1.5 as 1 and -1 as an OverflowError; an id past its
+    vocabulary (a model's padded rows) is empty text, as the tokenizers library gives it."""
+    from minitransformer import load_model
+
+    llama = load_model("demo-llama").tokenizer
+    for ids, needle in (([1.5], "integers, not float (1.5)"), ([-1], "token id -1 is outside"), ("12", "not str")):
+        with pytest.raises(UserError, match=re.escape(needle)):
+            llama.decode(ids)
+    assert llama.decode([llama.vocab_size + 3]) == "" and llama.decode(np.array([5], np.int16)) == llama.decode([5])
+
+
 def test_decode_of_a_negative_id_is_refused_not_read_from_the_end_of_the_table():
     """table[-1] is <|endoftext|>: a negative id used to decode as the last token."""
     with pytest.raises(UserError, match=r"token id -1 is outside the GPT-2 vocabulary \(0..50256\)"):
@@ -276,6 +288,9 @@ BAD_OPTIONS = {
     "top_k": (2.0, "top_k must be a whole number of at least 1, not 2.0; leave it out to sample from every token"),
     "seed": (True, "seed must be a whole number of 0 or more, not True"),
     "candidates": (-1, "candidates (next tokens listed) must be a whole number >= 0, not -1"),
+    "use_cache": ("no", "use_cache must be True or False, not 'no'"),  # ran with the cache, "cached": "no" written
+    "stop_at_eos": (1, "stop_at_eos must be True or False, not 1"),
+    "ledger": (None, "ledger must be True or False, not None"),
 }
 
 
@@ -291,6 +306,22 @@ def test_an_option_is_refused_once_by_name_and_a_caller_can_rename_it(option):
     renamed = refused.value.named({option: flag})
     assert isinstance(renamed, UserError) and str(renamed) == flag + message.removeprefix(option)
     assert str(refused.value.named({})) == message  # an option the caller does not rename keeps its API name
+
+
+def test_numpy_s_numbers_are_numbers_to_every_option(small_gpt2):
+    """np.float32(0.5) was refused as "not np.float32(0.5)", a temperature's, and np.int64 a count's tokens."""
+    from minitransformer.verbs.count import count_generation
+    from minitransformer.verbs.options import GenerationOptions
+
+    options = GenerationOptions(temperature=np.float32(0.5), use_cache=np.bool_(False))
+    assert type(options.temperature) is float and options.temperature == 0.5, options
+    sampled = [
+        small_gpt2.generate([1, 2], max_new_tokens=3, temperature=t, seed=7).new_tokens for t in (0.5, np.float32(0.5))
+    ]
+    assert sampled[0] == sampled[1], sampled
+    sizes = ((5, 3, 2), (np.int64(5), np.int32(3), np.int8(2)))
+    counts = [count_generation(small_gpt2.config, T, n, batch=B) for T, n, B in sizes]
+    assert counts[0].ledger().to_dict() == counts[1].ledger().to_dict() and type(counts[1].n_prompt) is int
 
 
 def test_the_options_are_frozen_and_a_count_makes_the_same_ones():

@@ -8,6 +8,7 @@ forms of formulas.py.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -297,3 +298,35 @@ def test_count_past_the_trained_context_says_so_and_a_learned_position_table_ref
     refused = run_cli("count", "--preset", "gpt2", "--ctx", "2048", "--tokens", "2000")
     assert refused.returncode == 2 and refused.stdout == "", (refused.returncode, refused.stdout)
     assert refused.stderr.count("\n") == 1 and "learns a table of 1,024 positions" in refused.stderr, refused.stderr
+
+
+@pytest.mark.parametrize(
+    "sizes, needle",
+    [(dict(batch=0), "batch must be a whole number of at least 1, not 0"), (dict(batch=True), "not True"),
+     (dict(n_prompt=-1), "tokens must be a whole number of at least 1, not -1"), (dict(n_new=2.0), "not 2.0")],
+)  # fmt: skip
+def test_count_passes_checks_its_sizes_as_count_generation_does(sizes, needle):
+    """count_passes counted batch 0, -2 or True as one row, and handed -1 tokens to NumPy."""
+    twin = Model.without_weights(PRESETS["gpt2"])
+    with pytest.raises(UserError, match=re.escape(needle)):
+        count_passes(twin, **{"n_prompt": 5, "n_new": 2, **sizes})
+
+
+def test_counting_refuses_the_wrong_object_and_a_sweep_of_one_point_in_words():
+    with pytest.raises(UserError, match=r"count_passes counts a Model \(Model.without_weights\(config\)"):
+        count_passes(PRESETS["gpt2"], 5, 2)
+    with pytest.raises(UserError, match="count_generation counts a model's config"):
+        count_generation(Model.without_weights(PRESETS["gpt2"]), 5, 2)
+    with pytest.raises(UserError, match="points must be a whole number of at least 2"):
+        sweep_per_token(PRESETS["gpt2"], points=1)  # a ZeroDivisionError
+    assert sweep_per_token(PRESETS["gpt2"], points=2)["context"] == [2, 1024]
+
+
+def test_a_record_not_in_the_pass_is_refused_naming_the_ones_there():
+    phase = count_passes(Model.without_weights(PRESETS["gpt2"]), 5, 1).phases[0]
+    assert phase.find("scores", 3).dot_products == 12 * 5 * 5
+    for op, layer, needle in (("nope", 0, "no 'nope' in block 0 (its ops there: ln_1, qkv,"),
+                              ("scores", None, "no 'scores' outside the blocks (its ops there: embed,"),
+                              ("scores", 99, "no 'scores' in block 99 (it has no records there")):  # fmt: skip
+        with pytest.raises(UserError, match=re.escape(needle)):
+            phase.find(op, layer)  # a bare StopIteration
