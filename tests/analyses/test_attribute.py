@@ -113,10 +113,13 @@ def test_heads_equal_transformer_lens(tmp_path_factory, key):
     assert ours.bill.items[1].macs == model.config.n_layer * H * dh * D  # a [1, dh] x [dh, D] product a head
 
 
-@pytest.mark.parametrize("family, name", [("gpt2", "heads5-inner37"), ("qwen3_moe", "e8_k3_step2_window_norm")])
+@pytest.mark.parametrize(
+    "family, name", [("gpt2", "heads5-inner37"), ("qwen3_moe", "e8_k3_step2_window_norm"), ("qwen3_5", "moe")]
+)
 def test_the_pieces_sum_to_their_parts_in_float64(tmp_path_factory, family, name):
-    """Every split part (a layer's heads and b_o; a mixture's experts) sums to the part, to 1e-10 in float64; each
-    layer with experts has the last token's k of them."""
+    """Every split part (a layer's heads and b_o; a mixture's experts, and its shared expert where it has one) sums to
+    the part, to 1e-10 in float64; each layer with experts has the last token's k of them. Qwen3.5-MoE's shared expert
+    had no piece: its routed sum and its total were both captured as moe.out."""
     pytest.importorskip("transformers", reason="the models are written by transformers (the [hf] extra)")
     import sys
     from pathlib import Path
@@ -136,11 +139,15 @@ def test_the_pieces_sum_to_their_parts_in_float64(tmp_path_factory, family, name
         assert abs(total - parts[of]) <= 1e-10, (of, total, parts[of])
     c = model.config
     heads = [of for of in split if of.endswith("attn")]
-    assert len(heads) == c.n_layer, split
+    attending = [i for i, kind in enumerate(c.layer_types) if kind != "linear_attention"]  # Qwen3.5's DeltaNet: none
+    assert sorted(heads) == [f"block {i} attn" for i in attending], split
     experts = {of: [w for part, w, _ in ours.pieces if part == of] for of in split if of.endswith("mlp")}
     if family == "qwen3_moe":  # experts every second layer (decoder_sparse_step 2), k = 3 each
         assert sorted(experts) == ["block 1 mlp", "block 3 mlp"], experts
         assert all(len(set(w)) == c.top_k and all(x.startswith("expert ") for x in w) for w in experts.values())
+    elif family == "qwen3_5":  # experts in every layer, k = 2 each, and the shared expert
+        assert sorted(experts) == [f"block {i} mlp" for i in range(c.n_layer)], experts
+        assert all(len(w) == c.top_k + 1 and w[-1] == "shared expert" for w in experts.values()), experts
     else:
         assert experts == {}, experts
 
