@@ -14,11 +14,12 @@ import numpy as np
 from ..engine.ledger import Ledger, Phase, totals_of
 from ..engine.shapes import ShapeOnly
 from ..engine.tape import Dims, Tape
-from ..errors import UserError
+from ..errors import OptionError, UserError
 from ..families.config import ModelConfig
 from ..families.table import architecture_of
 from ..models.model import Model
 from ..models.weights import mtp_tree
+from .choices import is_whole
 from .count import Count
 
 
@@ -132,7 +133,14 @@ def generate_drafted(model: Model, ids, n_new: int) -> Drafted:
     if prompt.ndim != 1:
         raise UserError("drafting reads one prompt, not a batch")
     c, T = model.config, prompt.shape[0]
-    c.check_fits(T, n_new + 1)  # a verifying pass may write one position past the last token
+    if not is_whole(n_new, 1):  # -1 gave no token and no word, 2.5 a TypeError
+        raise OptionError("n_new", f"must be a whole number of at least 1, not {n_new!r}")
+    if T + n_new + 1 > c.n_positions:  # a verifying pass may write one position past the last token
+        room = max(c.n_positions - T - 1, 0)
+        raise UserError(
+            f"a {T:,}-token prompt plus {n_new:,} drafted tokens need {T + n_new + 1:,} positions (a verifying pass "
+            f"writes one past the last) of {c.name}'s {c.n_positions:,}; at most {room:,} new tokens fit"
+        )
     book = Ledger(c.to_dict())
     cache = model.new_cache((), capacity=T + n_new + 1)
     drafts = mtp.new_cache(c, (), T + n_new + 1, False, model.dtype)

@@ -136,6 +136,8 @@ def generate(
         ledger=ledger,
         running=RunOptions(dense_attention=dense_attention),
     )
+    if on_token is not None and not callable(on_token):  # before the prefill, which called it
+        raise UserError(f"on_token must be a function of (token_id, text), not {on_token!r:.60}")
     batched = is_batch(prompt)
     if batched and (on_token is not None or attention is not None):
         raise UserError("on_token and attention= follow one prompt; give a batch of prompts without them")

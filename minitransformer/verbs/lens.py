@@ -19,9 +19,10 @@ import numpy as np
 
 from ..engine.ledger import Phase
 from ..engine.selection import top_k
-from ..errors import UserError
+from ..errors import OptionError, UserError
 from ..models.model import Model
 from .bill import Bill
+from .choices import is_whole
 from .count import check_pass
 
 
@@ -75,8 +76,8 @@ CONVENTIONS = "final norm recomputed per entry, nothing folded or centred (Trans
 
 def one_token(model: Model, target, what: str = "--target") -> int:
     """A target token, text or id, as one id: text that is several tokens (or none) is refused, saying so."""
-    if isinstance(target, (int, np.integer)):
-        return int(model.check_ids([int(target)])[0])
+    if isinstance(target, (int, np.integer)):  # True too: check_ids refuses a bool as it refuses it among ids
+        return int(model.check_ids([target])[0])
     ids = model.prompt_ids(target)
     if len(ids) != 1:
         pieces = " + ".join(repr(model.tokenizer.decode([i])) for i in ids) or "no token"
@@ -97,7 +98,10 @@ def residual_stack(model: Model, ids: list[int], phase: Phase | None = None):
 
 
 def logit_lens(model: Model, prompt, target, all_positions: bool = False, top: int = 5) -> Lens:
-    """The lens of `prompt` (text or ids) for `target` (a token's text or id): at the last position, or every one."""
+    """The lens of `prompt` (text or ids) for `target` (a token's text or id): at the last position, or every one;
+    `top`: the most likely tokens listed at each."""
+    if not is_whole(top, 1):
+        raise OptionError("top", f"(tokens listed) must be a whole number of at least 1, not {top!r}")
     ids = model.prompt_ids(prompt)
     if not ids:
         raise UserError('the prompt is empty; give some text, e.g. "The capital of France is"')

@@ -62,3 +62,18 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, says):
     assert main([*argv, "--model", "demo"]) == 2
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_function_refuses_a_top_or_a_target_it_cannot_take():
+    """logit_lens(top=0) was refused as top_k, and a target of True read as token id 1."""
+    import re
+
+    from minitransformer import UserError, load_model
+    from minitransformer.verbs.lens import logit_lens
+
+    demo = load_model("demo")
+    for kwargs, says in ((dict(top=0), "top (tokens listed) must be a whole number of at least 1, not 0"),
+                         (dict(top=2.0), "not 2.0"), (dict(target=True), "integers, not bool (True)")):  # fmt: skip
+        with pytest.raises(UserError, match=re.escape(says)):
+            logit_lens(demo, "The capital of France is", **{"target": " Paris", **kwargs})
+    assert logit_lens(demo, "The capital of France is", np.int64(6342), top=1).entries[-1].top[0][0] == 6342

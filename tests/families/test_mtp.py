@@ -6,6 +6,7 @@ a decoder layer with experts), and the counting rule "MTP: its passes in their o
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -207,6 +208,19 @@ def test_drafted_generation_gives_exactly_the_main_model_s_greedy_tokens(with_mt
     assert {p.phase for p in helped.drafts} == {"mtp"} and {p.tokens for p in helped.book.phases[1:]} == {2}
     prefill = helped.book.phases[0].find("logits")
     assert prefill.out_shape == (1, TINY["vocab_size"]), "the prefill's logits: its last position's"
+
+
+def test_drafting_refuses_a_count_of_tokens_it_cannot_make_saying_how_many_fit(with_mtp):
+    """n_new -1 gave no token and no word, 2.5 a TypeError; 248 after 8 tokens of 256 positions was refused as "plus
+    249 ... at most 248 fit"."""
+    ours, _, _ = with_mtp
+    prompt = list(range(8))
+    for n_new, says in ((-1, "n_new must be a whole number of at least 1, not -1"), (2.5, "not 2.5"),
+                        (248, "plus 248 drafted tokens need 257 positions (a verifying pass writes one past the last) "
+                              f"of {ours.config.name}'s 256; at most 247 new tokens fit")):  # fmt: skip
+        with pytest.raises(UserError, match=re.escape(says)):
+            generate_drafted(ours, prompt, n_new)
+    assert len(generate_drafted(ours, prompt, 1).tokens) == 1
 
 
 def test_a_checkpoint_with_half_an_mtp_layer_is_refused_by_the_tensor_it_lacks(with_mtp, tmp_path):

@@ -257,6 +257,7 @@ BAD_CHOICES = {
     "attention with a float": (dict(attention=[0, 1.0]), "not [0, 1.0]"),
     "top_k of 0": (dict(top_k=0), "top_k must be a whole number of at least 1"),
     "seed below 0": (dict(seed=-1), "seed must be a whole number of 0 or more"),
+    "on_token not a function": (dict(on_token=5), "on_token must be a function of (token_id, text), not 5"),
 }
 
 
