@@ -137,6 +137,7 @@ class KVCache:
             layers = [KeysValues(n_head, d_head, d_value, w) for w in windows]
         self.specs = tuple(layers)
         self.capacity = capacity
+        self.batch, self.shape_only, self.dtype = tuple(batch), shape_only, np.dtype(dtype)  # what it was made for
         self.length = 0  # positions seen, the same in every layer once a forward pass is complete
 
         def array(shape: tuple[int, ...], zeros: bool = False):

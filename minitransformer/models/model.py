@@ -128,8 +128,19 @@ class Model:
         layer keeps, as its config declares it (config.layer_cache: keys and values, or a fixed-size state)."""
         c = self.config
         capacity = c.n_positions if capacity is None else capacity
-        layers = tuple(c.layer_cache(i) for i in range(c.n_layer))
-        return KVCache(capacity=capacity, batch=batch, shape_only=self.shape_only, dtype=self.dtype, layers=layers)
+        batch = (batch,) if isinstance(batch, (int, np.integer)) and not isinstance(batch, bool) else batch  # B rows
+        if not isinstance(batch, tuple) or not all(isinstance(n, (int, np.integer)) and n >= 1 for n in batch):
+            raise UserError(f"batch must be a number of rows or a tuple of them, (B,) for ids [B, T], not {batch!r}")
+        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 0:
+            raise UserError(f"capacity must be a whole number of positions, 0 or more, not {capacity!r}")
+        return KVCache(
+            capacity=capacity, batch=batch, shape_only=self.shape_only, dtype=self.dtype, layers=self._layer_caches
+        )
+
+    @cached_property
+    def _layer_caches(self) -> tuple:
+        """What each layer keeps, as its config declares it (config.layer_cache)."""
+        return tuple(self.config.layer_cache(i) for i in range(self.config.n_layer))
 
     def check_ids(self, token_ids, past: int = 0) -> np.ndarray:
         """Token ids as an int array [T] or [B, T], refused with a clear message if the model can't take them
@@ -186,13 +197,21 @@ class Model:
         `choices`: a dict the pass leaves each layer's choices in for later layers (an indexer's chosen keys that
         other layers share), kept for run_from.
         """
+        if not isinstance(options, RunOptions):
+            raise UserError(f"options must be a RunOptions (models/options.py), not {options!r:.60}")
+        if cache is not None and not isinstance(cache, KVCache):
+            raise UserError(f"cache must be one this model made (model.new_cache()), not {type(cache).__name__}")
         past = cache.length if cache is not None else 0
         ids = self.check_ids(token_ids, past)
+        if cache is not None:
+            self._check_cache(cache, ids.shape[:-1])
+        T = ids.shape[-1]
         if pads is not None:
             pads = np.asarray(pads)
             if ids.ndim != 2 or pads.shape != ids.shape[:1] or pads.dtype.kind not in "iu" or (pads < 0).any():
                 raise UserError(f"pads must be one whole number >= 0 per row of token ids [B, T], not {pads!r}")
-        T = ids.shape[-1]
+            if (pads >= past + T).any():  # a row of padding alone has no position to read its logits at
+                raise UserError(f"pads must leave each row a token: fewer than its {past + T} slots, not {pads!r}")
         dims = Dims.of(self.config, T, past, R=T if all_positions else 1, batch=ids.shape[:-1])
         chunks = self._chunks if pads is None else None  # a padded batch's rows begin their chunks apart
         tape = self._tape(dims, phase, watcher, chunks=chunks, dense=options.dense_attention, routing=options.routing)
@@ -219,6 +238,20 @@ class Model:
         dims = Dims.of(self.config, T, 0, R=T if all_positions else 1, batch=tuple(stream.shape[:-2]))
         tape = self._tape(dims, phase, watcher)
         return self.architecture.forward.resume(stream, layer, self.params, self.config, tape, all_positions, choices)
+
+    def _check_cache(self, cache, batch: tuple[int, ...]) -> None:
+        """A cache this model made (new_cache) for ids of this batch: another model's layers, numbers or rows would be
+        read as this one's (a shape-only model's cache gave a real model shape-only logits, a float64 one float64)."""
+        if cache.specs != self._layer_caches or (cache.shape_only, cache.dtype) != (self.shape_only, self.dtype):
+            raise UserError(
+                "this cache was made by another model (its layers or its numbers differ): use model.new_cache()"
+            )
+        if cache.batch != tuple(batch):
+            shown = lambda rows: f"a batch of shape {rows}" if rows else "one prompt"  # noqa: E731
+            raise UserError(
+                f"this cache holds {shown(cache.batch)}, the ids are {shown(tuple(batch))}: "
+                "make one for these ids (model.new_cache(batch))"
+            )
 
     def _check_resumed(self, layer, stream) -> None:
         """run_from's block and stream, refused in words: a block number 0..n_layer (n_layer: the final norm and the

@@ -420,3 +420,42 @@ def test_every_option_a_command_takes_is_named_by_its_flag_and_the_run_options_a
         RunOptions(routing="best")
     assert str(refused.value) == "routing 'best' is not known (known: balanced, worst)"
     assert LoadOptions(dtype=np.dtype("float64")) == LoadOptions(dtype="float64")  # NumPy's names read as the one name
+
+
+def test_a_cache_is_checked_to_be_this_model_s_for_these_ids(small_gpt2, tmp_path):
+    """Another model's cache was read as this one's: a shape-only model's gave a real one shape-only logits, a float64
+    model's float64 logits; a batch's cache with one prompt's ids, a NumPy broadcasting error; a dict, an
+    AttributeError."""
+    from minitransformer import load_model
+    from minitransformer.models.model import Model
+    from minitransformer.models.options import RunOptions
+
+    ids = [464, 3139, 286]
+    wrong = {
+        "a shape-only twin's": (Model.without_weights(small_gpt2.config).new_cache(), "made by another model"),
+        "a float64 model's": (load_model(small_gpt2.source, dtype="float64").new_cache(), "made by another model"),
+        "another model's layers": (load_model("demo").new_cache(), "made by another model"),
+        "a batch's": (small_gpt2.new_cache(2), "holds a batch of shape (2,), the ids are one prompt"),
+        "a dict": ({}, "cache must be one this model made (model.new_cache()), not dict"),
+    }
+    for name, (cache, says) in wrong.items():
+        with pytest.raises(UserError, match=re.escape(says)):
+            small_gpt2.run(ids, cache=cache)
+            pytest.fail(f"{name} cache was taken")
+    kv = small_gpt2.new_cache()
+    taken, whole = small_gpt2.run(ids, cache=kv), small_gpt2.logits(ids)[-1:]  # its own is taken
+    assert np.allclose(taken, whole, atol=1e-5), abs(taken - whole).max()
+    assert small_gpt2.run([ids, ids], cache=small_gpt2.new_cache(np.int64(2))).shape == (
+        2,
+        1,
+        small_gpt2.config.vocab_size,
+    )
+    for kwargs, says in ((dict(batch=(0,)), "batch must be a number of rows"), (dict(batch="2"), "not '2'"),
+                         (dict(capacity=-1), "capacity must be a whole number of positions, 0 or more, not -1")):  # fmt: skip
+        with pytest.raises(UserError, match=re.escape(says)):
+            small_gpt2.new_cache(**kwargs)
+    with pytest.raises(UserError, match=re.escape("pads must leave each row a token: fewer than its 2 slots")):
+        small_gpt2.run([[1, 2], [3, 4]], pads=[2, 0])
+    with pytest.raises(UserError, match=re.escape("options must be a RunOptions")):
+        small_gpt2.run(ids, options=None)
+    assert small_gpt2.run(ids, options=RunOptions(dense_attention=True)).shape == (1, small_gpt2.config.vocab_size)
