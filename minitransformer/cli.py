@@ -11,6 +11,7 @@ import io
 import json
 import re
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -1060,6 +1061,28 @@ def _one_line(message: str) -> str:
 
 
 @contextmanager
+def arithmetic_in_one_note() -> Iterator[None]:
+    """NumPy's warnings of a pass's arithmetic (an overflow, an invalid value: a float16 pass past its range, a NaN
+    weight), which it prints where they happen, in the middle of the streamed text, with a line of our source, said as
+    one note as the command ends; a command refused says its refusal alone. Other warnings pass as they are."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)  # each time: a warning said once before would be missed
+        yield
+    arithmetic = [w for w in caught if issubclass(w.category, RuntimeWarning) and " encountered in " in str(w.message)]
+    for w in caught:
+        if w not in arithmetic:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if arithmetic:
+        met = ", ".join(dict.fromkeys(str(w.message).split(" encountered in ")[0] for w in arithmetic))
+        first = f"{Path(arithmetic[0].filename).parent.name}/{Path(arithmetic[0].filename).name}:{arithmetic[0].lineno}"
+        print(
+            f"minitransformer: note: this run's arithmetic met {met} (first in {first}): the nan and inf shown come "
+            "from it, a NaN or infinite weight or a value past the format's range (float16's is 65,504)",
+            file=sys.stderr,
+        )
+
+
+@contextmanager
 def notes_before_output() -> Iterator[None]:
     """A command's notes (errors.note: a default taken, the demo answering for GPT-2) said on stderr as its output
     begins, the first line written to stdout or stderr, or at its end if it writes none; a command refused before
@@ -1098,7 +1121,7 @@ def main(argv: list[str] | None = None) -> int:
         # is shown escaped (\udce9), as on stderr and in the documents we write, instead of a traceback.
         sys.stdout.reconfigure(errors="backslashreplace")
     try:
-        with notes_before_output():
+        with notes_before_output(), arithmetic_in_one_note():
             args = build_parser().parse_args(argv)
             args.run(args)
         return 0

@@ -426,3 +426,25 @@ def test_a_batch_of_one_prompt_is_one_prompt(small_gpt2_dir, tmp_path):
     result = run_cli("generate", "--prompts", str(prompts), "--model", str(small_gpt2_dir), "--max-new-tokens", "1")
     assert result.returncode == 0, result.stderr
     assert "a batch of 1 prompt, left-padded to 1 token\n" in result.stdout
+
+
+def test_numpy_s_arithmetic_warnings_are_one_note_after_the_output(tmp_path):
+    """An infinite weight (as a float16 pass past its range) made NumPy print its RuntimeWarning (two lines, one of our
+    source) in the middle of the streamed answer ("Hi/work/.../ops.py:78: RuntimeWarning: invalid value ...!!"): now one
+    note on stderr as the command ends."""
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    directory = write_gpt2(tmp_path / "inf-gpt2")
+    tensors = load_file(str(directory / "model.safetensors"))
+    tensors["transformer.h.0.attn.c_attn.weight"][0, 0] = np.inf
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    result = run_cli("generate", "Hi", "--model", str(directory), "--max-new-tokens", "2")
+    assert result.returncode == 0, result.stderr
+    assert "RuntimeWarning" not in result.stdout + result.stderr and "nan%" in result.stdout, result.stdout[-300:]
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("minitransformer: note: this run's arithmetic met invalid value"), (
+        lines
+    )
+    refused = run_cli("generate", "Hi", "--model", str(directory), "--max-new-tokens", "999")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "note" not in refused.stderr, refused.stderr
