@@ -16,6 +16,11 @@ import numpy as np
 from ..errors import UserError
 
 
+def is_whole(value, least: int) -> bool:
+    """An integer (not a bool, not a float such as 2.0) of at least `least`: the API's counts, block numbers and sizes."""
+    return bool(not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= least)
+
+
 def _is_row(x) -> bool:
     return isinstance(x, (list, tuple, range, Iterator)) or (isinstance(x, np.ndarray) and x.ndim > 0)
 

@@ -24,7 +24,7 @@ from ..engine.tape import Dims, Tape, Watcher
 from ..errors import UserError
 from ..families.config import ModelConfig
 from ..families.table import architecture_of
-from .ids import as_token_ids
+from .ids import as_token_ids, is_whole
 from .options import RunOptions
 from .weights import as_tree, expected_shapes, held_formats, token_embedding
 
@@ -123,18 +123,18 @@ class Model:
         )
         return {**self.config.to_dict(), "source": self.source, "dtype": self.dtype.name, **narrow, **self.held_formats}
 
-    def new_cache(self, batch: tuple[int, ...] = (), capacity: int | None = None) -> KVCache:
+    def new_cache(self, batch: tuple[int, ...] | int = (), capacity: int | None = None) -> KVCache:
         """The model's cache for `capacity` positions (the context by default) of a batch of shape `batch`: what each
         layer keeps, as its config declares it (config.layer_cache: keys and values, or a fixed-size state)."""
         c = self.config
         capacity = c.n_positions if capacity is None else capacity
-        batch = (batch,) if isinstance(batch, (int, np.integer)) and not isinstance(batch, bool) else batch  # B rows
-        if not isinstance(batch, tuple) or not all(isinstance(n, (int, np.integer)) and n >= 1 for n in batch):
+        rows = (batch,) if isinstance(batch, (int, np.integer)) else batch  # a number: B rows
+        if not isinstance(rows, tuple) or not all(is_whole(n, 1) for n in rows):
             raise UserError(f"batch must be a number of rows or a tuple of them, (B,) for ids [B, T], not {batch!r}")
-        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 0:
+        if not is_whole(capacity, 0):
             raise UserError(f"capacity must be a whole number of positions, 0 or more, not {capacity!r}")
         return KVCache(
-            capacity=capacity, batch=batch, shape_only=self.shape_only, dtype=self.dtype, layers=self._layer_caches
+            capacity=capacity, batch=rows, shape_only=self.shape_only, dtype=self.dtype, layers=self._layer_caches
         )
 
     @cached_property
@@ -257,7 +257,7 @@ class Model:
         """run_from's block and stream, refused in words: a block number 0..n_layer (n_layer: the final norm and the
         logits alone), and an array of this model's kind of numbers [..., T, D]."""
         L, D = self.config.n_layer, self.config.n_embd
-        if isinstance(layer, (bool, np.bool_)) or not isinstance(layer, (int, np.integer)) or not 0 <= layer <= L:
+        if not is_whole(layer, 0) or layer > L:
             raise UserError(
                 f"layer must be a block number 0..{L} ({L}: the final norm and the logits alone), not {layer!r}"
             )

@@ -3,14 +3,10 @@ never NumPy's or Python's own error from deep inside (or, worse, a silent wrong 
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import UserError
+from ..models.ids import is_whole
 
-
-def is_whole(value, least: int) -> bool:
-    """An integer (not a bool, not a float such as 2.0) of at least `least`."""
-    return bool(not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= least)
+__all__ = ["is_whole"]  # the models' rule, which the verbs' choices take as it is
 
 
 def chosen_layers(layers, n_layer: int, what: str = "layers") -> list[int]:

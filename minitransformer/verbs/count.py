@@ -42,15 +42,16 @@ STEPS_SHOWN = 10  # decode steps shown (and written in full to JSON) before the 
 LARGEST_TENSOR = 2**62
 
 
-def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> None:
+def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> tuple[int, int, int]:
     """The generation a count runs, checked once before any work: whole numbers of tokens, new tokens and rows
     (refused as an OptionError, which a caller renames: the CLI by its flags), that the context holds, and that
-    NumPy can describe its tensors."""
+    NumPy can describe its tensors. Returns the three as Python's integers (NumPy's are taken)."""
     for what, value in (("new tokens", n_new), ("batch", batch), ("tokens", n_prompt)):
         if not is_whole(value, 1):
             raise OptionError(what, f"must be a whole number of at least 1, not {value!r}")
     config.check_fits(n_prompt, n_new)
     check_describable(config, n_prompt + n_new, batch)
+    return int(n_prompt), int(n_new), int(batch)
 
 
 def check_pass(config: Config, tokens: int) -> None:
@@ -264,8 +265,7 @@ def count_passes(
     """
     if not isinstance(model, Model):
         raise UserError(f"count_passes counts a Model (Model.without_weights(config) for a config), not {model!r:.80}")
-    check_run(model.config, n_prompt, n_new, batch)
-    n_prompt, n_new, batch = int(n_prompt), int(n_new), int(batch)  # NumPy's integers too, counted as Python's
+    n_prompt, n_new, batch = check_run(model.config, n_prompt, n_new, batch)
     running = RunOptions(dense_attention=dense_attention)
     return placeholder_passes(
         model, n_prompt, GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, running=running), batch
@@ -407,8 +407,7 @@ def count_generation(
     `routing`: a mixture of experts' tokens per expert, assumed (balanced or worst: families/parts/moe.py)."""
     if not isinstance(config, Config):
         raise UserError(f"count_generation counts a model's config (model.config, PRESETS[name]), not {config!r:.80}")
-    check_run(config, n_prompt, n_new, batch)
-    n_prompt, n_new, batch = int(n_prompt), int(n_new), int(batch)  # NumPy's integers too, counted as Python's
+    n_prompt, n_new, batch = check_run(config, n_prompt, n_new, batch)
     running = RunOptions(routing, dense_attention)
     return counted(
         config, n_prompt, GenerationOptions(max_new_tokens=n_new, use_cache=use_cache, running=running), batch
