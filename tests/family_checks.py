@@ -22,8 +22,9 @@ import transformers
 from minitransformer import load_model
 from minitransformer.models.model import Model
 from minitransformer.verbs import formulas
-from minitransformer.verbs.count import count_generation, count_passes
+from minitransformer.verbs.count import count_folded, count_generation, count_passes, decode_at
 from minitransformer.verbs.generate import left_padded
+from minitransformer.verbs.options import GenerationOptions
 
 TOLERANCE = 1e-4  # relative to the logits' scale, as validate.py states it
 RELATIVE_FLOAT64 = 1e-9
@@ -217,12 +218,30 @@ def count_equals_a_real_run_and_the_closed_form(model: Model, n_prompt: int, n_n
     assert counted.totals.macs == real.totals.macs == closed, (
         f"MACs: count {counted.totals.macs:,}, the real run {real.totals.macs:,}, the closed form {closed:,}"
     )
+    decode_steps_alone_are_those_after_their_prefill(model.config, counted.decodes)
     uncached = count_generation(model.config, n_prompt, n_new, use_cache=False)
     closed = formulas.generation_macs(model.config, n_prompt, n_new, use_cache=False)
     assert uncached.totals.macs == closed, (
         f"MACs without the cache: count {uncached.totals.macs:,}, closed form {closed:,}"
     )
     return counted.totals.macs
+
+
+def decode_steps_alone_are_those_after_their_prefill(config, decodes: list) -> None:
+    """A decode step counted alone (decode_at: a shape-only cache advanced to its context, no prefill run) records
+    what the same step records after its prefill and earlier steps: each step of a generation, and the last one's
+    context at a batch of 3."""
+    for step in decodes:
+        alone = decode_at(config, step.context)
+        assert alone.expand().records == step.expand().records, first_difference(
+            [alone.expand().records], [step.expand().records], f"decode at {step.context} alone", "after its prefill"
+        )
+    if not decodes:
+        return
+    t = decodes[-1].context
+    after = count_folded(config, t - 1, GenerationOptions(max_new_tokens=2), 3)[1].expand().records
+    alone = decode_at(config, t, 3).expand().records
+    assert alone == after, first_difference([alone], [after], f"batch 3 at {t} alone", "after its prefill")
 
 
 def first_difference(a: list[list], b: list[list], a_is: str, b_is: str) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -57,6 +57,10 @@ def check_run(config: Config, n_prompt: int, n_new: int, batch: int = 1) -> tupl
 def check_pass(config: Config, tokens: int) -> None:
     """One pass over a prompt of `tokens` positions and no more (an analysis's: lens, patch, attribute), checked before
     any work as check_run checks a generation: that the context holds them and that NumPy can describe its tensors."""
+    if not isinstance(config, Config):
+        raise UserError(f"the pass is counted from a model's config (model.config, PRESETS[name]), not {config!r:.60}")
+    if not is_whole(tokens, 1):
+        raise OptionError("tokens", f"must be a whole number of at least 1, not {tokens!r}")
     if tokens > config.n_positions:
         raise UserError(
             f"a {tokens:,}-token prompt exceeds {config.name}'s context of {config.n_positions:,} positions; "
@@ -287,18 +291,47 @@ def count_folded(config: Config, n_prompt: int, options: GenerationOptions, batc
     first layers that hold one layer of each kind (one layer where all are alike), whatever the model's depth. Which
     tokens a mixture of experts' experts are assumed to get is the options' routing (RunOptions), which moves no
     total."""
+    twin = folded_twin(config)
+    return [Pass(phase, config.layer_types) for phase in placeholder_passes(twin, n_prompt, options, batch).phases]
+
+
+@lru_cache(maxsize=4)
+def folded_twin(config: Config) -> Model:
+    """A shape-only twin of the model cut to the fewest first layers that hold one layer of each kind; made once for
+    the many passes a count, its check and a roofline's batch search run (DeepSeek-V4-Pro's takes 0.15 s)."""
     kinds = config.layer_types
-    span = 1 + max(kinds.index(kind) for kind in set(kinds))
-    twin = Model.without_weights(config.prefix(span))
-    return [Pass(phase, kinds) for phase in placeholder_passes(twin, n_prompt, options, batch).phases]
+    return Model.without_weights(config.prefix(1 + max(kinds.index(kind) for kind in set(kinds))))
 
 
-def decode_at(config: Config, context: int, batch: int = 1) -> Pass:
+def decode_at(config: Config, context: int, batch: int = 1, running: RunOptions = RunOptions()) -> Pass:
     """A decode step with the KV cache at `context`: one new position after context - 1 cached ones (at context 1,
-    the one-token prefill, which has the same shapes). One position is never computed in chunks."""
+    the one-token prefill, which has the same shapes), of `batch` sequences, run as `running` says. One position is
+    never computed in chunks.
+
+    The step is counted without the prefill before it: a shape-only cache holds no numbers, and how many positions
+    it has seen is all a step's shapes read of it (a window's rows, a compressed stream's entries, an indexer's
+    keys), so a cache advanced to context - 1 gives the step the prefill would have left it (the tests compare the
+    two for every family). A roofline's batch search counts dozens of steps: a prefill each cost 20 times the step."""
+    if not isinstance(config, Config):
+        raise UserError(f"decode_at counts a model's config (model.config, PRESETS[name]), not {config!r:.60}")
+    if not is_whole(context, 1) or context > config.n_positions:
+        n = config.n_positions
+        raise OptionError(
+            "context", f"must be a whole number of positions, 1 to {config.name}'s {n:,}, not {context!r}"
+        )
+    if not is_whole(batch, 1):
+        raise OptionError("batch", f"must be a whole number of at least 1, not {batch!r}")
+    check_describable(config, context, batch)
     if context == 1:
-        return count_folded(config, 1, GenerationOptions(max_new_tokens=1), batch)[0]
-    return count_folded(config, context - 1, GenerationOptions(max_new_tokens=2), batch)[1]
+        return count_folded(config, 1, GenerationOptions(max_new_tokens=1, running=running), batch)[0]
+    twin = folded_twin(config)
+    rows = (batch,) if batch > 1 else ()
+    cache = twin.new_cache(rows, capacity=context)
+    cache.advance(context - 1)
+    step = Phase("decode", 1, 1, context, batch=batch)
+    ids = np.broadcast_to(np.zeros(1, dtype=np.int64), (*rows, 1))  # one row seen as B, as count_folded's
+    twin.run(ids, cache=cache, phase=step, options=running)
+    return Pass(step, config.layer_types)
 
 
 @dataclass
@@ -368,7 +401,7 @@ class Count:
         cached = self.passes if self.cached else self.other_way
         if len(cached) > 1:
             return cached[-1]
-        return decode_at(self.config, self.n_prompt, self.batch)
+        return decode_at(self.config, self.n_prompt, self.batch, self.running)
 
     def decode_example(self) -> Pass | None:
         """A decode step with the cache (T = 1) of this generation, for intensity: the last one counted with the
@@ -384,8 +417,7 @@ class Count:
             return cached[-1]
         if self.n_prompt + 2 > self.config.n_positions:
             return None
-        step = GenerationOptions(max_new_tokens=2, running=self.running)
-        return count_folded(self.config, self.n_prompt, step, self.batch)[1]
+        return decode_at(self.config, self.n_prompt + 1, self.batch, self.running)
 
     def shown_steps(self, limit: int = STEPS_SHOWN) -> list[int]:
         """The decode steps shown in full: all of them, or the first limit - 2 and the last 2."""
@@ -469,6 +501,6 @@ def sweep_per_token(config: Config, points: int = 24) -> dict[str, list[int]]:
             with_cache.append(macs)
             without.append(macs)
             continue
-        with_cache.append(count_folded(config, t - 1, GenerationOptions(max_new_tokens=2))[1].macs)
+        with_cache.append(decode_at(config, t).macs)
         without.append(count_folded(config, t, GenerationOptions(max_new_tokens=1, use_cache=False))[0].macs)
     return {"context": contexts, "with_cache": with_cache, "without_cache": without}

@@ -20,13 +20,14 @@ the bandwidth), counted step by step at growing batches, since a batch shares th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import ceil
 
 from ..engine.ledger import Phase, Record
+from ..errors import OptionError, UserError
 from ..families.config import ModelConfig as Config
-from .count import Count, Pass, count_folded
+from .count import Count, Pass, decode_at
 from .hardware import Machine, machine
 from .memory import DTYPE_BYTES, operand_bytes, outside_products
-from .options import GenerationOptions
 
 NOTE = "roofline bounds, not measurements: max(2 MACs / peak, bytes / bandwidth) for each product"
 LARGEST_BATCH = 2**20  # the compute-bound batch is searched up to this many sequences
@@ -164,7 +165,7 @@ def pass_time(
     or a real run's phase records once each); `phase` answers phase, step, tokens, context and batch; `outside`: the
     model's memory.outside_products, where the caller has it (the same for every pass)."""
     if dtype not in DTYPE_BYTES:
-        raise ValueError(f"dtype {dtype!r}: one of {', '.join(DTYPE_BYTES)}")
+        raise OptionError("dtype", f"must be one of {', '.join(DTYPE_BYTES)}, not {dtype!r:.40}")
     ops: dict[str, OpTime] = {}
     for r, layers in weighted:
         if r.kind == "matmul":
@@ -178,7 +179,7 @@ def pass_time(
 
 def phase_time(config: Config, phase: Phase, on: Machine | str, dtype: str = "float32") -> PassTime:
     """The roofline of one pass of a real run's ledger (a Phase: every layer's records)."""
-    on = machine(on) if isinstance(on, str) else on
+    on = on if isinstance(on, Machine) else machine(on)
     return pass_time(config, [(r, 1) for r in phase.records], phase, on, dtype)
 
 
@@ -235,7 +236,9 @@ class Roofline:
 def roofline(count: Count, hardware: Machine | str, dtype: str = "float32") -> Roofline:
     """The roofline of a count (verbs/count.count_generation) on a machine (a name of hardware.MACHINES, "this-cpu", or
     a Machine) with numbers of `dtype` (bytes, and the peak of that format)."""
-    on = machine(hardware) if isinstance(hardware, str) else hardware
+    if not isinstance(count, Count):
+        raise UserError(f"roofline takes a count (count_generation(config, ...)), not {count!r:.60}")
+    on = hardware if isinstance(hardware, Machine) else machine(hardware)
     config = count.config
     outside = outside_products(config, count.prefill.weighted())  # the same for every pass
     passes = [pass_time(config, p.weighted(), p, on, dtype, outside) for p in count.passes]
@@ -244,7 +247,7 @@ def roofline(count: Count, hardware: Machine | str, dtype: str = "float32") -> R
         return Roofline(count, on, dtype, passes[0], None, passes, None, None, None)
     decode = pass_time(config, example.weighted(), example, on, dtype, outside)
     steps = DecodeSteps(count, example.context, on, dtype, outside)
-    batches = steps.least_batch(step_is_compute_bound), steps.least_batch(weights_are_compute_bound)
+    batches = steps.least_batch(step_margin), steps.least_batch(weights_margin)
     # What one more sequence adds where the search ended (where a mixture's batch reads every expert already)
     last = batches[0] or LARGEST_BATCH
     one, more = steps.at(last - 1), steps.at(last)
@@ -272,32 +275,49 @@ class DecodeSteps:
         """The decode step at the context (one new position after context - 1 cached ones) of `batch` sequences."""
         if batch not in self.steps:
             c = self.count
-            options = GenerationOptions(max_new_tokens=2, running=c.running)
-            step = count_folded(c.config, self.context - 1, options, batch)[1]
+            step = decode_at(c.config, self.context, batch, c.running)
             self.steps[batch] = pass_time(c.config, step.weighted(), step, self.on, self.dtype, self.outside)
         return self.steps[batch]
 
-    def least_batch(self, compute_bound) -> int | None:
-        """The least batch whose step is compute_bound(step) (doubling, then halving the gap; the steps' balance of
-        MACs against bytes only grows with the batch, which shares the weights); None if none up to LARGEST_BATCH."""
+    def least_batch(self, margin) -> int | None:
+        """The least batch whose step is compute-bound, margin(step) >= 0 (a step's compute time less its memory
+        time); None if none up to LARGEST_BATCH. The margin only grows with the batch, which shares the weights, so the
+        answer is bracketed between a batch that is not and one that is, and the bracket closed to one. Where to try
+        next is read off the margins already counted, as a line through two of them (each sequence adds the same MACs
+        and bytes once a mixture's batch reads every expert): two or three steps past the bracket's ends, where halving
+        took ten; halving still bounds the search where the margins are not a line."""
         low, high = 0, 1  # low: not compute-bound (0: none tried); high: to be tried
-        while not compute_bound(self.at(high)):
+        while margin(self.at(high)) < 0:
             if high >= LARGEST_BATCH:
                 return None
-            low, high = high, 2 * high
+            low, high = high, min(LARGEST_BATCH, max(2 * high, self._crossing(margin, low, high) or 0))
+        stalled = 0  # guesses off the line in a row that did not halve the bracket
         while high - low > 1:
-            middle = (low + high) // 2
-            low, high = (low, middle) if compute_bound(self.at(middle)) else (middle, high)
+            width = high - low
+            crossing = self._crossing(margin, low, high) if stalled < 2 else None
+            middle = (low + high) // 2 if crossing is None else min(max(crossing, low + 1), high - 1)
+            low, high = (low, middle) if margin(self.at(middle)) >= 0 else (middle, high)
+            stalled = 0 if crossing is None or 2 * (high - low) <= width else stalled + 1
         return high
 
+    def _crossing(self, margin, a: int, b: int) -> int | None:
+        """The least whole batch past where the line through the margins at batches a < b crosses zero (None where
+        a is 0, no batch, or the line does not rise)."""
+        if a == 0:
+            return None
+        at_a, at_b = margin(self.at(a)), margin(self.at(b))
+        if at_b <= at_a:
+            return None
+        return ceil(b - at_b * (b - a) / (at_b - at_a))
 
-def step_is_compute_bound(step: PassTime) -> bool:
-    """The whole step: its MACs at the peak take at least as long as all its bytes at the bandwidth."""
-    return step.compute_s >= step.memory_s
+
+def step_margin(step: PassTime) -> float:
+    """The whole step's compute time less its memory time: compute-bound where its MACs at the peak take at least as
+    long as all its bytes at the bandwidth (>= 0)."""
+    return step.compute_s - step.memory_s
 
 
-def weights_are_compute_bound(step: PassTime) -> bool:
-    """The products with weights alone (the KV cache's products left out): their MACs at the peak take at least as
-    long as their bytes at the bandwidth."""
+def weights_margin(step: PassTime) -> float:
+    """The same for its products with weights alone (the KV cache's products left out)."""
     ops = [o for o in step.ops if "weight" in o.bytes]
-    return sum(o.compute_s for o in ops) >= sum(o.memory_s for o in ops)
+    return sum(o.compute_s for o in ops) - sum(o.memory_s for o in ops)

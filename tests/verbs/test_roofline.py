@@ -279,3 +279,46 @@ def test_the_documented_table_of_machines_is_the_code_s():
         assert float(cells[2]) * 1e12 == m.peak("float32")
         assert float(cells[3].replace(",", "")) * 1e12 == m.peak("bfloat16") == m.peak("float16")
         assert cells[4] == f"{m.bandwidth / 1e12:g} TB/s" and cells[5] == f"{m.balance('bfloat16'):,.0f}"
+
+
+class Margins(DecodeSteps):
+    """A batch search over a made-up margin of the batch (the step at batch b stands for b itself), every batch asked
+    recorded."""
+
+    def __init__(self, margin) -> None:
+        self.margin, self.asked = margin, []
+
+    def at(self, batch):
+        self.asked.append(batch)
+        return batch
+
+
+def least_by_hand(margin, largest: int = 2**20) -> int | None:
+    return next((b for b in range(1, largest + 1) if margin(b) >= 0), None)
+
+
+@pytest.mark.parametrize(
+    "name, margin",
+    [
+        ("a line", lambda b: 0.37 * b - 1325.2),
+        ("a line past zero at a whole batch", lambda b: 2.0 * (b - 1326)),
+        ("bytes per expert read until all are, then a line", lambda b: 1e-3 * b - 0.5 * min(b, 64) - 1.0),
+        ("a step", lambda b: -1.0 if b < 777 else 1.0),
+        ("a root", lambda b: b**0.5 - 40.5),
+        ("compute-bound at once", lambda b: 1.0),
+        ("flat, then rising", lambda b: -5.0 if b < 3000 else b - 3000.5),
+        ("never", lambda b: -1.0 + b * 1e-9),
+    ],
+)
+def test_the_batch_search_finds_the_least_compute_bound_batch_in_few_steps(name, margin):
+    """The least batch whose margin (compute time less memory time) is >= 0, as trying every batch finds it, whatever
+    the margin's shape, so long as it rises with the batch; where it is a line past the batches that read every
+    expert, two or three steps past doubling find it, where halving the bracket took ten."""
+    steps = Margins(margin)
+    found = steps.least_batch(margin)
+    assert found == least_by_hand(margin), f"{name}: found {found}, by hand {least_by_hand(margin)}"
+    distinct = sorted(set(steps.asked))  # DecodeSteps counts each batch's step once
+    assert len(distinct) <= 3 * 21, f"{name}: {len(distinct)} batches counted"
+    if name.startswith(("a line", "bytes")):
+        doubling = [b for b in distinct if b & (b - 1) == 0]
+        assert len(distinct) - len(doubling) <= 3, f"{name}: counted {distinct}"
