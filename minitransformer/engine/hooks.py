@@ -60,12 +60,10 @@ def selector(
         return lambda name: True
     if callable(which):
         return which
-    patterns = [which] if isinstance(which, str) else list(which)
+    patterns = as_patterns(which, what)
     lensed = {ours for alias in lens_aliases_of(patterns, aliases or {}, known) for ours in alias.ours}
     patterns = [p for p in patterns if not is_lens_name(p)]
     for pattern in patterns:
-        if not isinstance(pattern, str):
-            raise TypeError(f"{what} must be names, globs or a predicate, not {pattern!r}")
         if not any(fnmatch.fnmatchcase(name, pattern) for name in known):
             close = difflib.get_close_matches(_from_transformer_lens(pattern), known, n=3)
             hint = f"; did you mean {' or '.join(close)}?" if close else f"; names look like {known[1]!r}"
@@ -73,6 +71,14 @@ def selector(
     exact = {p for p in patterns if not any(c in p for c in "*?[")} | lensed
     globs = [p for p in patterns if p not in exact]
     return lambda name: name in exact or any(fnmatch.fnmatchcase(name, g) for g in globs)
+
+
+def as_patterns(which, what: str) -> list[str]:
+    """Names or globs given as one or as a list (a tuple, a set) of them, refused in words otherwise."""
+    patterns = [which] if isinstance(which, str) else list(which) if isinstance(which, (list, tuple, set)) else None
+    if patterns is None or not all(isinstance(p, str) for p in patterns):
+        raise UserError(f"{what} must be a name, a glob, a list of them or a predicate, not {which!r:.60}")
+    return patterns
 
 
 def lens_aliases_of(patterns: list, aliases: dict[str, Alias], known: list[str]) -> list[Alias]:
@@ -141,10 +147,10 @@ class HookRegistry:
 
     def add(self, which, fn: Hook | Callable, with_record: bool = False) -> HookHandle:
         if not callable(fn):
-            raise TypeError(f"a hook is a function fn(tensor, name), not {fn!r}")
+            raise UserError(f"a hook is a function fn(tensor, name), not {fn!r:.60}")
         label = f"{which!r} -> {getattr(fn, '__qualname__', repr(fn))}"
-        patterns = [which] if isinstance(which, str) else None if callable(which) else list(which)
-        if patterns is not None and any(isinstance(p, str) and is_lens_name(p) for p in patterns):
+        patterns = None if callable(which) else as_patterns(which, "hook names")  # None too: "*" hooks every stage
+        if patterns is not None and any(is_lens_name(p) for p in patterns):
             fn, with_record = _lensed(fn, which, self._names(), self._aliases(), with_record), True
             which = [name for alias in lens_aliases_of(patterns, self._aliases(), []) for name in alias.ours] + [
                 p for p in patterns if not is_lens_name(p)

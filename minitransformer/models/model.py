@@ -92,6 +92,8 @@ class Model:
     def without_weights(cls, config: ModelConfig) -> Model:
         """The same model with shape-only stand-ins for weights: counts everything, computes nothing (a mixture of
         experts' tokens per expert are then assumed, as each pass's RunOptions.routing says)."""
+        if not isinstance(config, ModelConfig):
+            raise UserError(f"without_weights takes a model's config (model.config, PRESETS[name]), not {config!r:.60}")
         stand_ins = {name: ShapeOnly(shape) for name, shape in expected_shapes(config).items()}
         return cls(config, as_tree(stand_ins, config), source="shape-only")
 
@@ -256,11 +258,16 @@ class Model:
     def _check_resumed(self, layer, stream) -> None:
         """run_from's block and stream, refused in words: a block number 0..n_layer (n_layer: the final norm and the
         logits alone), and an array of this model's kind of numbers [..., T, D]."""
-        L, D = self.config.n_layer, self.config.n_embd
+        L = self.config.n_layer
         if not is_whole(layer, 0) or layer > L:
             raise UserError(
                 f"layer must be a block number 0..{L} ({L}: the final norm and the logits alone), not {layer!r}"
             )
+        self._check_stream(stream)
+
+    def _check_stream(self, stream) -> None:
+        """A residual stream run_from or readout reads: an array of this model's kind of numbers [..., T, D]."""
+        D = self.config.n_embd
         kind = getattr(stream, "dtype", None)
         if (
             not isinstance(stream, (np.ndarray, ShapeOnly))
@@ -315,6 +322,7 @@ class Model:
         """Logits [..., T, V] of residual streams [..., T, D] (any axes in front: a stream per layer), through the
         model's own final norm and unembedding (and what follows it), each product through the tape into `phase`'s
         ledger: the logit lens's reading of each layer."""
+        self._check_stream(stream)
         T = stream.shape[-2]
         dims = Dims.of(self.config, T, 0, R=T, batch=tuple(stream.shape[:-2]))
         tape = Tape(dims, phase, None, stage_table=self.stage_table, precision=self.precision)

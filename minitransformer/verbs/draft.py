@@ -81,6 +81,8 @@ class DraftCount:
 def count_drafts(count: Count) -> DraftCount:
     """The MTP pass beside each pass of a count's generation (with the cache, as drafting runs), on shape-only
     stand-ins: its T and context the main pass's, the tokens each expert gets the count's routing."""
+    if not isinstance(count, Count):
+        raise UserError(f"count_drafts takes a count (count_generation(config, ...)), not {count!r:.60}")
     c = count.config
     decoder, mtp = mtp_of(c)
     if not count.cached:

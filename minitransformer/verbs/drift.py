@@ -185,6 +185,10 @@ def reference_of(model: Model) -> Model:
 def drift(model: Model, prompt, truth: Model | None = None) -> Drift:
     """The drift ledger of `model`'s precision over the prompt (text or ids), against `truth` (default: the same
     weights in float64)."""
+    if not isinstance(model, Model) or not isinstance(truth, (Model, type(None))):
+        raise UserError(f"drift measures a Model (load_model(...)) against a Model, not {model!r:.40}, {truth!r:.40}")
+    if truth is not None and truth.config != model.config:
+        raise UserError("the truth must be the same model (its config) in float64: load_model(..., dtype='float64')")
     ids = model.prompt_rows([prompt], 0, "measure")[0]
     truth = reference_of(model) if truth is None else truth
     if truth.dtype != np.float64:

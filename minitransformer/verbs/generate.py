@@ -138,7 +138,13 @@ def generate(
     )
     if on_token is not None and not callable(on_token):  # before the prefill, which called it
         raise UserError(f"on_token must be a function of (token_id, text), not {on_token!r:.60}")
+    if model.shape_only:
+        raise UserError(
+            "a shape-only model (Model.without_weights) has no numbers to choose tokens by: count its generation "
+            "instead, count_generation(model.config, ...)"
+        )
     batched = is_batch(prompt)
+    refuse_a_stray_prompt(prompt, batched)
     if batched and (on_token is not None or attention is not None):
         raise UserError("on_token and attention= follow one prompt; give a batch of prompts without them")
     prompts = list(prompt) if batched else [prompt]
@@ -152,11 +158,19 @@ register_generate(generate)  # model.generate(...) runs it (models/model.py)
 
 def is_batch(prompt) -> bool:
     """Several prompts: a list (or tuple) of texts or of token-id lists. A list of ints is one prompt, as ids."""
-    return (
-        isinstance(prompt, (list, tuple))
-        and len(prompt) > 0
-        and all(isinstance(p, (str, list, tuple, np.ndarray)) for p in prompt)
-    )
+    return isinstance(prompt, (list, tuple)) and len(prompt) > 0 and all(isinstance(p, PROMPT_KINDS) for p in prompt)
+
+
+PROMPT_KINDS = (str, list, tuple, np.ndarray)  # what each prompt of a batch is: text or token ids
+
+
+def refuse_a_stray_prompt(prompt, batched: bool) -> None:
+    """A list of prompts with one that is none (None, a number among texts) refused naming it: read as one prompt of
+    ids, it was refused blaming the good ones."""
+    if batched or not isinstance(prompt, (list, tuple)) or not any(isinstance(p, PROMPT_KINDS) for p in prompt):
+        return
+    i, stray = next((i, p) for i, p in enumerate(prompt) if not isinstance(p, PROMPT_KINDS))
+    raise UserError(f"prompt {i + 1} of the {len(prompt)} is {stray!r:.40}: give each as text or a list of token ids")
 
 
 def left_padded(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:

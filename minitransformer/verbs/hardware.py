@@ -144,8 +144,8 @@ def machine(name: str) -> Machine:
     """The machine `name` names (`this-cpu`: probed now, a few seconds); a UserError listing the names otherwise."""
     if name == THIS_CPU:
         return probe_this_cpu()
-    if name not in MACHINES:
-        raise UserError(f"no hardware named {name!r}; choose one of {', '.join(names())}")
+    if not isinstance(name, str) or name not in MACHINES:
+        raise UserError(f"no hardware named {name!r:.40}; choose one of {', '.join(names())}")
     return MACHINES[name]
 
 

@@ -169,8 +169,14 @@ def test_bad_hooks_are_refused_with_a_reason(small_gpt2):
         UserError, match="TransformerLens's name 'blocks.0.attn.hook_patern'; did you mean blocks.0.attn.hook_pattern"
     ):
         small_gpt2.add_hook("blocks.0.attn.hook_patern", print)
-    with pytest.raises(TypeError, match="fn\\(tensor, name\\)"):
+    with pytest.raises(UserError, match="fn\\(tensor, name\\)"):
         small_gpt2.add_hook("embed", "not a function")
+    for which in (5, None, ["embed", 5]):  # names are text: a number or None is no stage's
+        with pytest.raises(UserError, match="hook names must be a name, a glob, a list of them or a predicate"):
+            small_gpt2.add_hook(which, print)
+        with pytest.raises(UserError, match="names= must be a name, a glob, a list of them or a predicate"):
+            small_gpt2.run_with_cache(IDS, names=which if which is not None else 5)
+    assert len(small_gpt2.hooks) == 0
     small_gpt2.add_hook("blocks.0.attn.qkv", lambda t, n: t[:, :4])
     try:
         with pytest.raises(ValueError, match=r"returned shape \[5, 4\] for blocks.0.attn.qkv, which is \[5, 48\]"):

@@ -459,3 +459,50 @@ def test_a_cache_is_checked_to_be_this_model_s_for_these_ids(small_gpt2, tmp_pat
     with pytest.raises(UserError, match=re.escape("options must be a RunOptions")):
         small_gpt2.run(ids, options=None)
     assert small_gpt2.run(ids, options=RunOptions(dense_attention=True)).shape == (1, small_gpt2.config.vocab_size)
+
+
+def wrong_objects(model) -> dict:
+    """What each entry point is given that is not what it takes, and the words it must say: each ended in an
+    AttributeError, a KeyError, an IndexError or NumPy's "negative dimensions" before."""
+    from minitransformer import drift
+    from minitransformer.models.model import Model
+    from minitransformer.verbs.count import count_generation, count_passes, decode_at
+    from minitransformer.verbs.draft import count_drafts
+    from minitransformer.verbs.lens import count_lens
+    from minitransformer.verbs.roofline import roofline
+
+    c, P = model.config, "The capital of France is"
+    counted, stream = count_generation(c, 5, 2), np.zeros((5, c.n_embd), np.float32)
+    takes_a_count = "roofline takes a count (count_generation(config, ...))"
+    return {
+        "decode_at(config, 0)": (lambda: decode_at(c, 0), "context must be a whole number of positions, 1 to"),
+        "decode_at past the context": (lambda: decode_at(c, c.n_positions + 1), f"not {c.n_positions + 1}"),
+        "decode_at(model, 3)": (lambda: decode_at(model, 3), "decode_at counts a model's config"),
+        "decode_at batch 0": (lambda: decode_at(c, 3, 0), "batch must be a whole number of at least 1, not 0"),
+        "count_lens(config, -3)": (lambda: count_lens(c, -3), "tokens must be a whole number of at least 1, not -3"),
+        "roofline on no machine": (lambda: roofline(counted, None), "no hardware named None; choose one of h100-sxm"),
+        "roofline of a ledger": (lambda: roofline(count_passes(model, 5, 2), "h200"), takes_a_count),
+        "roofline of None": (lambda: roofline(None, "h200"), takes_a_count),
+        "roofline in fp8": (lambda: roofline(counted, "h200", "fp8"), "dtype must be one of float32, bfloat16"),
+        "count_drafts(None)": (lambda: count_drafts(None), "count_drafts takes a count"),
+        "drift of a name": (lambda: drift("demo", P), "drift measures a Model (load_model(...)) against a Model"),
+        "drift against another model": (lambda: drift(model, P, truth=Model.without_weights(c.prefix(1))),
+                                        "the truth must be the same model (its config) in float64"),
+        "without_weights({})": (lambda: Model.without_weights({}), "without_weights takes a model's config"),
+        "without_weights(model)": (lambda: Model.without_weights(model), "without_weights takes a model's config"),
+        "a shape-only model's generate": (lambda: Model.without_weights(c).generate(P),
+                                          "a shape-only model (Model.without_weights) has no numbers"),
+        "the cache's layer 4 of 2": (lambda: model.new_cache().layer(c.n_layer), f"layers are 0 to {c.n_layer - 1}"),
+        "the cache's layer '0'": (lambda: model.new_cache().layer("0"), "not '0'"),
+        "a batch with a None": (lambda: model.generate([P, None]), "prompt 2 of the 2 is None"),
+        "readout of a list": (lambda: model.readout(stream.tolist()), "the stream must be a float32 array"),
+        "readout of one position": (lambda: model.readout(stream[0]), f"[..., T, {c.n_embd}]"),
+        "readout of whole numbers": (lambda: model.readout(stream.astype(int)), "int64"),
+    }  # fmt: skip
+
+
+def test_every_entry_point_refuses_the_wrong_object_in_words(small_gpt2):
+    for name, (call, says) in wrong_objects(small_gpt2).items():
+        with pytest.raises(UserError, match=re.escape(says)):
+            call()
+            pytest.fail(f"{name} was taken")
