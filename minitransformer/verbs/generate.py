@@ -9,6 +9,7 @@ beside it (count.py), so the ledger says what the cache saved.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -243,6 +244,7 @@ class Continuation:
             passes = forward_passes(model, np.asarray(self.rows[0]), fed, options, book=self.book, watch=watch)
         try:
             for step, logits in enumerate(passes):
+                warn_if_not_finite(logits, step)
                 column = np.full(B, pad_id)  # the tokens fed next: a finished row is fed end-of-text
                 for b, row_logits in enumerate(logits.reshape(B, -1)):
                     if finished[b]:
@@ -292,6 +294,21 @@ class Continuation:
             )
             for p, r, new, piece, found in zip(self.prompts, self.rows, self.new_tokens, self._pieces, self.candidates)
         ]
+
+
+def warn_if_not_finite(logits: np.ndarray, step: int) -> None:
+    """A RuntimeWarning where a pass's logits hold nan or inf: NaN arithmetic is quiet (a NaN weight makes every logit
+    nan and every probability nan, and the token chosen is id 0, not the model's), so that it is said; the CLI says it
+    with NumPy's own warnings as one note at the end (cli.arithmetic_in_one_note)."""
+    finite = np.isfinite(logits)
+    if not finite.all():
+        nan, inf = int(np.isnan(logits).sum()), int(logits.size - finite.sum() - np.isnan(logits).sum())
+        warnings.warn(
+            f"non-finite logits encountered in pass {step} ({nan:,} nan and {inf:,} inf of {logits.size:,}): "
+            "the tokens chosen there are not the model's",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 
 def batch_to_dict(generations: list[Generation]) -> dict:

@@ -448,3 +448,28 @@ def test_numpy_s_arithmetic_warnings_are_one_note_after_the_output(tmp_path):
     )
     refused = run_cli("generate", "Hi", "--model", str(directory), "--max-new-tokens", "999")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "note" not in refused.stderr, refused.stderr
+
+
+def test_a_nan_weight_s_quiet_nan_logits_are_said_in_the_note_and_warned_in_python(tmp_path):
+    """NaN arithmetic is quiet: a NaN weight made every logit nan, every probability nan% and every token id 0 ('!'),
+    and nothing said so. The pass's logits are checked: the CLI's note says it, the API warns."""
+    import numpy as np
+    import pytest
+    from safetensors.numpy import load_file, save_file
+
+    from minitransformer import load_model
+
+    directory = write_gpt2(tmp_path / "nan-gpt2")
+    tensors = load_file(str(directory / "model.safetensors"))
+    tensors["transformer.h.1.mlp.c_proj.weight"][3, 5] = np.nan
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    result = run_cli("generate", "Hi", "--model", str(directory), "--max-new-tokens", "2")
+    assert result.returncode == 0 and "nan%" in result.stdout, result.stdout[-300:] + result.stderr
+    assert result.stderr.splitlines() == [
+        "minitransformer: note: this run's arithmetic met non-finite logits (first in verbs/generate.py:"
+        + result.stderr.split("verbs/generate.py:")[1].split(")")[0]
+        + "): the nan and inf shown come from it, a NaN or infinite weight or a value past the format's range "
+        "(float16's is 65,504)"
+    ], result.stderr
+    with pytest.warns(RuntimeWarning, match=r"non-finite logits encountered in pass 0 \(\d[\d,]* nan and 0 inf of"):
+        load_model(directory).generate("Hi", max_new_tokens=1)
