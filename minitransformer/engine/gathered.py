@@ -87,6 +87,15 @@ class Gathered:
                 entry.values.append(np.zeros((self.tokens, self.k, value.shape[-1]), value.dtype))
             entry.values[0][routed.rows, routed.slots] = value
 
+    def repeat(self, first: int, expert: int) -> None:
+        """`expert` computed what expert `first` did (Tape.repeats): first's counts at each product, again."""
+        if not self.counting:
+            return
+        for entry in self.entries.values():
+            if first in entry.experts:
+                tokens, dots, macs = entry.experts[expert] = entry.experts[first]
+                entry.dots, entry.macs = entry.dots + dots, entry.macs + macs
+
     def breakdown(self, entry: Entry, n_experts: int) -> tuple[Part, ...] | None:
         """Every expert's tokens, dot products and MACs at a product (EXPERTS), None where nothing was counted."""
         if not entry.product or not self.counting:

@@ -246,6 +246,18 @@ class Tape:
         .slots, a mixture's Routed): the symbol Te is their number."""
         return replace(self.with_sizes(Te=routed.tokens), routed=routed)
 
+    def repeats(self, first: int, routed) -> bool:
+        """Whether the expert `routed` (a shape-only Routed: a number of tokens, no rows) is counted as a repeat of
+        expert `first`, which computed as many tokens through weights of the same shapes: the same products and
+        stages, so its counts are first's, without running its lines again (DeepSeek-V4-Pro's 384 experts a layer
+        ran 384 times a pass; two numbers of tokens at most under balanced routing). Not where somebody watches the
+        pass: a watcher sees each part's values."""
+        g = self.gathered
+        if first == routed.expert or g is None or g.watched:
+            return False
+        g.repeat(first, routed.expert)
+        return True
+
     def in_pieces(self) -> Tape:
         """The tape of a computation done piece by piece (a scan over chunks, a solve row by row): each piece's
         products and stages run on it (with that piece's sizes, Tape.with_sizes), and are written, and shown to

@@ -22,10 +22,12 @@ from minitransformer.engine.ledger import Phase
 from minitransformer.engine.shapes import ShapeOnly
 from minitransformer.errors import UserError
 from minitransformer.families.gpt2.family import ARCHITECTURE as GPT2_FAMILY
-from minitransformer.families.table import PRESETS
+from minitransformer.families.table import ARCHITECTURES, PRESETS
 from minitransformer.models.model import Model
+from minitransformer.models.options import RunOptions
 from minitransformer.verbs import formulas
 from minitransformer.verbs.count import check_run, count_folded, count_generation, count_passes, sweep_per_token
+from minitransformer.verbs.options import GenerationOptions
 from minitransformer.verbs.select import select_config
 
 GPT2 = GPT2_FAMILY.stage_table(GPT2Config())  # GPT-2's stages: every GPT-2 has the same
@@ -330,3 +332,27 @@ def test_a_record_not_in_the_pass_is_refused_naming_the_ones_there():
                               ("scores", 99, "no 'scores' in block 99 (it has no records there")):  # fmt: skip
         with pytest.raises(UserError, match=re.escape(needle)):
             phase.find(op, layer)  # a bare StopIteration
+
+
+# Each family's first preset with experts
+MIXTURES = sorted({next(p for p in a.presets if PRESETS[p].n_experts) for a in ARCHITECTURES.values()
+                   if any(PRESETS[p].n_experts for p in a.presets)})  # fmt: skip
+
+
+@pytest.mark.parametrize("preset", MIXTURES)
+@pytest.mark.parametrize("routing", ["balanced", "worst"])
+def test_a_shape_only_mixture_counts_each_number_of_tokens_once_and_every_expert_alike(monkeypatch, preset, routing):
+    """Shape-only, the experts that get as many tokens are counted once and repeated (Tape.repeats): each record, and
+    each expert's tokens, dot products and MACs in its breakdown, are what running every expert's lines records."""
+    from minitransformer.engine.tape import Tape
+
+    config, options = PRESETS[preset], GenerationOptions(max_new_tokens=2, running=RunOptions(routing))
+    repeated = count_folded(config, 37, options, 3)
+    monkeypatch.setattr(Tape, "repeats", lambda self, first, routed: False)
+    every = count_folded(config, 37, options, 3)
+    assert any(r.breakdown for p in every for r in p.twin.records), f"{preset}: no expert's breakdown"
+    for a, b in zip(repeated, every):
+        assert a.twin.records == b.twin.records
+        for ra, rb in zip(a.twin.records, b.twin.records):
+            assert ra.breakdown == rb.breakdown, f"{ra.name}: repeated {ra.breakdown}, every expert {rb.breakdown}"
+            assert (ra.dot_products, ra.macs) == (rb.dot_products, rb.macs), (ra.name, ra.macs, rb.macs)

@@ -528,7 +528,10 @@ class RoutedExperts(Part):
         x, n = h.reshape(-1, h.shape[-1]), h.size // h.shape[-1]  # the batch's tokens, one row each
         out = ShapeOnly(x.shape, x.dtype) if isinstance(x, ShapeOnly) else np.zeros_like(x)
         tapes = at.experts()
+        first_of: dict[int, int] = {}  # shape-only: the first expert to compute each number of tokens
         for tokens in routed(chosen.reshape(n, k), E, at.routing):
+            if tokens.rows is None and tapes.repeats(first_of.setdefault(tokens.tokens, tokens.expert), tokens):
+                continue
             ex = tapes.expert(tokens)
             xe = ex.stage("expert.gather", tokens.gather(x), f"Te {D}")
             if self.prescaled:  # the gate scales what the expert reads
