@@ -69,12 +69,14 @@ def check_pass(config: Config, tokens: int) -> None:
     check_describable(config, tokens)
 
 
-def check_describable(config: Config, t: int, batch: int = 1) -> None:
-    """That NumPy can describe the tensors of passes over t positions, shape-only stand-ins included."""
-    c = config
+def check_describable(config: Config, t: int, batch: int = 1, new: int | None = None) -> None:
+    """That NumPy can describe the tensors of passes over t positions, shape-only stand-ins included: passes of all t
+    positions, or of `new` of them (a decode step's 1) after t - new cached ones."""
+    c, new = config, t if new is None else new
     largest = max(
-        batch * t * max(3 * c.n_embd, c.d_ff, c.vocab_size),
-        batch * c.n_head * t * t,
+        batch * new * max(3 * c.n_embd, c.d_ff, c.vocab_size),
+        batch * c.n_head * new * t,
+        batch * t * 3 * c.n_embd,  # a cache's keys and values (and its other rows) of every position
         c.n_embd * max(3 * c.n_embd, c.d_ff, c.vocab_size, c.n_positions),
     )
     if largest > LARGEST_TENSOR:
@@ -321,7 +323,7 @@ def decode_at(config: Config, context: int, batch: int = 1, running: RunOptions 
         )
     if not is_whole(batch, 1):
         raise OptionError("batch", f"must be a whole number of at least 1, not {batch!r}")
-    check_describable(config, context, batch)
+    check_describable(config, context, batch, new=1)
     if context == 1:
         return count_folded(config, 1, GenerationOptions(max_new_tokens=1, running=running), batch)[0]
     twin = folded_twin(config)

@@ -322,3 +322,21 @@ def test_the_batch_search_finds_the_least_compute_bound_batch_in_few_steps(name,
     if name.startswith(("a line", "bytes")):
         doubling = [b for b in distinct if b & (b - 1) == 0]
         assert len(distinct) - len(doubling) <= 3, f"{name}: counted {distinct}"
+
+
+def test_a_decode_step_at_a_long_context_and_the_largest_batch_is_counted_where_its_prefill_could_not_be():
+    """The batch search counts decode steps up to LARGEST_BATCH sequences: at half a million positions a prefill of
+    that batch has score tensors NumPy cannot describe even without values (2**63 elements), a decode step's one row
+    of scores a head can be; it was refused halfway through count --hardware's report."""
+    from dataclasses import replace
+
+    from minitransformer.errors import UserError
+    from minitransformer.verbs.count import check_run
+    from minitransformer.verbs.roofline import LARGEST_BATCH
+
+    config, t = replace(PRESETS["llama3-8b"], n_positions=2**19), 2**19
+    with pytest.raises(UserError, match="more than NumPy can describe"):
+        check_run(config, t - 2, 2, LARGEST_BATCH)
+    step, one = decode_at(config, t, LARGEST_BATCH), decode_at(config, t)
+    assert (step.context, step.batch) == (t, LARGEST_BATCH)
+    assert step.macs == LARGEST_BATCH * one.macs, (step.macs, LARGEST_BATCH, one.macs)
