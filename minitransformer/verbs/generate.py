@@ -300,9 +300,8 @@ def warn_if_not_finite(logits: np.ndarray, step: int) -> None:
     """A RuntimeWarning where a pass's logits hold nan or inf: NaN arithmetic is quiet (a NaN weight makes every logit
     nan and every probability nan, and the token chosen is id 0, not the model's), so that it is said; the CLI says it
     with NumPy's own warnings as one note at the end (cli.arithmetic_in_one_note)."""
-    finite = np.isfinite(logits)
-    if not finite.all():
-        nan, inf = int(np.isnan(logits).sum()), int(logits.size - finite.sum() - np.isnan(logits).sum())
+    if not np.isfinite(logits).all():
+        nan, inf = int(np.isnan(logits).sum()), int(np.isinf(logits).sum())
         warnings.warn(
             f"non-finite logits encountered in pass {step} ({nan:,} nan and {inf:,} inf of {logits.size:,}): "
             "the tokens chosen there are not the model's",
