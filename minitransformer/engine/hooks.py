@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -74,8 +74,9 @@ def selector(
 
 
 def as_patterns(which, what: str) -> list[str]:
-    """Names or globs given as one or as a list (a tuple, a set) of them, refused in words otherwise."""
-    patterns = [which] if isinstance(which, str) else list(which) if isinstance(which, (list, tuple, set)) else None
+    """Names or globs given as one or as any collection of them (a list, a set, a dict's keys...), refused in words
+    otherwise."""
+    patterns = [which] if isinstance(which, str) else list(which) if isinstance(which, Iterable) else None
     if patterns is None or not all(isinstance(p, str) for p in patterns):
         raise UserError(f"{what} must be a name, a glob, a list of them or a predicate, not {which!r:.60}")
     return patterns

@@ -183,8 +183,9 @@ class KVCache:
     def layer(self, i: int) -> Any:
         """Layer i's handle: a LayerCache (keys and values: append) for an attention layer, a LayerState (named
         arrays: state[name]) for one that keeps a state; each family's layer knows which it asked for."""
-        if not isinstance(i, (int, np.integer)) or isinstance(i, bool) or not 0 <= i < len(self.layers):
-            raise UserError(f"the cache's layers are 0 to {len(self.layers) - 1}, not {i!r:.40}")
+        n = len(self.layers)
+        if not isinstance(i, (int, np.integer)) or isinstance(i, bool) or not -n <= i < n:
+            raise UserError(f"the cache's layers are 0 to {n - 1} (or -{n} to -1 from the last), not {i!r:.40}")
         return self.layers[i]
 
     def advance(self, n: int) -> None:

@@ -248,8 +248,9 @@ def roofline(count: Count, hardware: Machine | str, dtype: str = "float32") -> R
     decode = pass_time(config, example.weighted(), example, on, dtype, outside)
     steps = DecodeSteps(count, example.context, on, dtype, outside)
     batches = steps.least_batch(step_margin), steps.least_batch(weights_margin)
-    # What one more sequence adds where the search ended (where a mixture's batch reads every expert already)
-    last = batches[0] or LARGEST_BATCH
+    # What one more sequence adds where the search ended (where a mixture's batch reads every expert already): the
+    # second, where one sequence is compute-bound already
+    last = max(2, batches[0] or LARGEST_BATCH)
     one, more = steps.at(last - 1), steps.at(last)
     per_sequence = {
         "batch": last,

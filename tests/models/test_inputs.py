@@ -492,7 +492,7 @@ def wrong_objects(model) -> dict:
         "without_weights(model)": (lambda: Model.without_weights(model), "without_weights takes a model's config"),
         "a shape-only model's generate": (lambda: Model.without_weights(c).generate(P),
                                           "a shape-only model (Model.without_weights) has no numbers"),
-        "the cache's layer 4 of 2": (lambda: model.new_cache().layer(c.n_layer), f"layers are 0 to {c.n_layer - 1}"),
+        "the cache's layer past the last": (lambda: model.new_cache().layer(c.n_layer), f"0 to {c.n_layer - 1} (or"),
         "the cache's layer '0'": (lambda: model.new_cache().layer("0"), "not '0'"),
         "a batch with a None": (lambda: model.generate([P, None]), "prompt 2 of the 2 is None"),
         "readout of a list": (lambda: model.readout(stream.tolist()), "the stream must be a float32 array"),
@@ -506,3 +506,9 @@ def test_every_entry_point_refuses_the_wrong_object_in_words(small_gpt2):
         with pytest.raises(UserError, match=re.escape(says)):
             call()
             pytest.fail(f"{name} was taken")
+    kv, names = small_gpt2.new_cache(), {"embed": 1, "blocks.0.attn.qkv": 2}
+    assert kv.layer(-1) is kv.layer(small_gpt2.config.n_layer - 1) and kv.layer(np.int64(0)) is kv.layer(0)
+    for taken in (names.keys(), frozenset(names), (n for n in names), np.array(list(names))):  # any collection
+        _, captured = small_gpt2.run_with_cache([464, 3139], names=taken)
+        assert set(captured) == set(names), (taken, set(captured))
+        small_gpt2.add_hook(taken, lambda t, n: None).remove()

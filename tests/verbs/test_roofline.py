@@ -186,6 +186,21 @@ def test_the_compute_bound_batch_is_the_least_that_is():
     assert long.per_sequence["memory_s"] > long.per_sequence["compute_s"]
 
 
+def test_a_step_compute_bound_at_one_sequence_says_what_the_second_adds():
+    """Where one sequence's step is compute-bound already (a machine of little compute and much bandwidth), what one
+    more sequence adds is the second's: the search's batch less one was batch 0 (counted as 1: every figure 0), then
+    refused as a batch below 1."""
+    from minitransformer.verbs.hardware import Machine
+
+    slow = Machine("slow", "little compute, much bandwidth", {"float32": 1e9}, 100e9, "made up for the test")
+    count = count_generation(PRESETS["gpt2"], 16, 2)
+    bound = roofline(count, slow)
+    assert bound.compute_bound_batch == 1 and bound.per_sequence["batch"] == 2
+    steps = DecodeSteps(count, bound.decode.context, slow, "float32")
+    one, two = steps.at(1), steps.at(2)
+    assert bound.per_sequence["macs"] == two.macs - one.macs == one.macs > 0, (bound.per_sequence, one.macs)
+
+
 def test_every_machine_has_its_source_and_every_format():
     for m in MACHINES.values():
         assert set(m.peak_flops) == {"float32", "bfloat16", "float16"} and m.bandwidth > 0
