@@ -43,6 +43,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -133,16 +134,79 @@ def median_time(fn, reps: int, warmup: int = 1) -> float:
 
 def medians_in_turn(fns: list, reps: int) -> list[float]:
     """The median of `reps` runs of each of fns, run in turn (a b a b ...) after one warm-up each, so that a change in
-    the machine's load hits them alike; a fn that times itself returns its seconds, else its run is clocked."""
+    the machine's load hits them alike, each begun once the threads of the run before it have settled (`settle`); a
+    fn that times itself returns its seconds, else its run is clocked."""
     for fn in fns:
         fn()
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(reps):
         for fn, each in zip(fns, times):
+            settle()
             start = time.perf_counter()
             seconds = fn()
             each.append(seconds if isinstance(seconds, float) else time.perf_counter() - start)
     return [statistics.median(each) for each in times]
+
+
+# A library's threads keep spinning on their cores for a while after a call, waiting for the next (OpenBLAS's about
+# 2**28 cycles, a tenth of a second; torch's OpenMP threads less): a run of the other library begun meanwhile shares its
+# cores with them. Measured on the Xeon (medians of 9): torch's prefill of GPT-2's 5 positions took 135 ms begun right
+# after ours, 107 ms begun 0.01 s after, 97 ms 0.05 s after, 55 to 58 ms 0.1 to 0.3 s after (ours after torch's: 82
+# and 76 to 78 ms). So a run in turn waits until the process's other threads have used no CPU for SETTLE_QUIET_S, at
+# most SETTLE_MAX_S (the same torch prefill then took 58 ms; the longest wait 0.20 s).
+SETTLE_QUIET_S = 0.05
+SETTLE_MAX_S = 2.0
+SETTLED = {"waits": 0, "waited_s": 0.0, "longest_s": 0.0, "unsettled": 0}  # recorded in the JSON's "machine"
+
+
+def other_threads_cpu_ticks() -> int | None:
+    """CPU time used so far by this process's threads but the calling one, in clock ticks (Linux's /proc); None where
+    there is no /proc."""
+    tasks = Path("/proc/self/task")
+    if not tasks.is_dir():
+        return None
+    me, ticks = str(threading.get_native_id()), 0
+    for task in tasks.iterdir():
+        if task.name == me:
+            continue
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # a thread that ended since the folder was listed
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime and stime: stat's 14th and 15th fields, the 3rd is fields[0]
+    return ticks
+
+
+def settled_line(settled: dict) -> str:
+    line = (
+        f"Runs in turn began once the run before had settled (its threads idle for {SETTLE_QUIET_S:.2f} s): "
+        f"{settled['waits']} waits, {settled['waited_s']:.1f} s in all, the longest {settled['longest_s']:.2f} s"
+    )
+    return line + (
+        f"; {settled['unsettled']} did not settle within {SETTLE_MAX_S:.0f} s" if settled["unsettled"] else ""
+    )
+
+
+def settle() -> None:
+    """Wait until no other thread of this process has run for SETTLE_QUIET_S (the last run's library threads have
+    stopped spinning), at most SETTLE_MAX_S; where there is no /proc, wait SETTLE_MAX_S / 10."""
+    start = time.perf_counter()
+    before = other_threads_cpu_ticks()
+    if before is None:
+        time.sleep(SETTLE_MAX_S / 10)
+    while before is not None:
+        time.sleep(SETTLE_QUIET_S)
+        now = other_threads_cpu_ticks()
+        if now == before:
+            break
+        if time.perf_counter() - start > SETTLE_MAX_S:
+            SETTLED["unsettled"] += 1
+            break
+        before = now
+    waited = time.perf_counter() - start
+    SETTLED["waits"] += 1
+    SETTLED["waited_s"] += waited
+    SETTLED["longest_s"] = max(SETTLED["longest_s"], waited)
 
 
 @contextmanager
@@ -911,7 +975,7 @@ def main() -> None:
                     "probes": {"before": probe_summary(before), "after": probe_summary(after),
                                "beside_decode_GBps": [b / 1e9 for b in beside]},
                     "load_average": {"before": load_before, "after": os.getloadavg()[0]},
-                    "busy_processes": ARGS.busy},
+                    "busy_processes": ARGS.busy, "settled": SETTLED},
         "per_head_product": product,
         "models": models,
         "batches": batches,
@@ -1182,6 +1246,7 @@ def render(report: dict) -> str:
         f"{beside_line(m['probes'])})",
         f"Load average (1 minute) {m['load_average']['before']:.2f} when the run began, {m['load_average']['after']:.2f} "
         f"when it ended" + (f"; busy: {m['busy_processes']} other processes spinning" if m["busy_processes"] else ""),
+        *([settled_line(m["settled"])] if "settled" in m else []),  # runs before it was kept lack it
     ]
     if report["per_head_product"]:
         lines += ["", *render_product(report["per_head_product"])]

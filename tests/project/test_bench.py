@@ -61,3 +61,56 @@ def test_a_run_that_kept_no_config_and_whose_models_are_gone_says_what_to_run_in
         f"bench.py: {tmp_path / 'gone' / 'minitransformer-bench-gpt2-random'} is gone and that run's JSON does not "
         "keep its config.json: run `python scripts/bench.py --predicted-only` to measure afresh"
     ], done.stderr
+
+
+# The benchmark's runs in turn (ours, then torch's, then ours...) each begin once the threads of the run before have
+# stopped spinning: a thread of this process that keeps a core busy must hold settle() back until it ends. The spinner
+# runs until it has used SPIN_CPU_S of its own CPU time, however long the machine's load makes that take; settle() is
+# given a quiet window of QUIET_S, many clock ticks, so that a spinner the scheduler leaves waiting for a while is not
+# taken for one that has stopped.
+SETTLE_WHILE_A_THREAD_SPINS = """
+import json, runpy, sys, threading, time
+sys.argv = ["scripts/bench.py", "--predict-from", "scripts/bench_epyc.json"]
+bench = runpy.run_path("scripts/bench.py")
+bench["settle"].__globals__["SETTLE_QUIET_S"] = {quiet}  # run_path returns a copy of the globals
+started, done, release = threading.Event(), threading.Event(), threading.Event()
+
+def spin():  # then idle, as a library's thread is once it stops spinning: alive, waiting, using no CPU
+    started.set()
+    begin = time.thread_time()
+    while time.thread_time() - begin < {spin}:
+        pass
+    done.set()
+    release.wait()
+
+ticks_before = bench["other_threads_cpu_ticks"]()
+spinner = threading.Thread(target=spin)
+spinner.start()
+started.wait()
+bench["settle"]()
+settled_after_spinner = done.is_set()
+ticks_after = bench["other_threads_cpu_ticks"]()
+bench["settle"]()  # nothing spins now: one quiet window
+release.set()
+spinner.join()
+record = bench["SETTLED"]
+print(json.dumps({{"settled_after_spinner": settled_after_spinner, "ticks": [ticks_before, ticks_after],
+                   "record": record, "line": bench["settled_line"]({{**record, "unsettled": 3}})}}))
+"""
+QUIET_S, SPIN_CPU_S = 0.3, 0.4
+
+
+def test_a_run_in_turn_begins_only_once_every_other_thread_of_the_process_has_stopped_spinning():
+    code = SETTLE_WHILE_A_THREAD_SPINS.format(quiet=QUIET_S, spin=SPIN_CPU_S)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["settled_after_spinner"], seen
+    before, after = seen["ticks"]
+    ticks_per_s = os.sysconf("SC_CLK_TCK")
+    assert after - before >= (SPIN_CPU_S - 0.05) * ticks_per_s, seen  # the spinner's CPU time, seen in /proc
+    record = seen["record"]
+    assert record["waits"] == 2 and record["unsettled"] == 0, record
+    assert record["longest_s"] >= QUIET_S and record["waited_s"] >= 2 * QUIET_S, record
+    assert seen["line"].endswith("; 3 did not settle within 2 s"), seen["line"]
