@@ -293,6 +293,13 @@ class ModelConfig(Named):
         kind = FULL if self.sliding_window is None else SLIDING
         return (kind,) * self.n_layer
 
+    @property
+    def layers_holding_each_kind(self) -> int:
+        """The fewest first layers that hold one layer of each kind (1 where all are alike): the model a count runs,
+        whatever its depth, and a stage table's dry run."""
+        kinds = self.layer_types
+        return 1 + max(kinds.index(kind) for kind in set(kinds))
+
     def layer_window(self, layer: int) -> int | None:
         """The sliding window of a layer's attention (None: it sees every earlier position)."""
         return self.sliding_window if slides(self.layer_types[layer]) else None

@@ -301,8 +301,7 @@ def count_folded(config: Config, n_prompt: int, options: GenerationOptions, batc
 def folded_twin(config: Config) -> Model:
     """A shape-only twin of the model cut to the fewest first layers that hold one layer of each kind; made once for
     the many passes a count, its check and a roofline's batch search run (DeepSeek-V4-Pro's takes 0.15 s)."""
-    kinds = config.layer_types
-    return Model.without_weights(config.prefix(1 + max(kinds.index(kind) for kind in set(kinds))))
+    return Model.without_weights(config.prefix(config.layers_holding_each_kind))
 
 
 def decode_at(config: Config, context: int, batch: int = 1, running: RunOptions = RunOptions()) -> Pass:
@@ -467,9 +466,7 @@ def check_folding(
     same whatever the depth, so that a count of 10,000 layers does not run 10,000 blocks to check one. `own`: the
     config's own folded passes of these options where the caller has them (the cut's twin is the config's:
     its passes are not run twice)."""
-    kinds = config.layer_types
-    span = 1 + max(kinds.index(kind) for kind in set(kinds))
-    cut = config.prefix(min(config.n_layer, 2 * span))
+    cut = config.prefix(min(config.n_layer, 2 * config.layers_holding_each_kind))
     if own is None:
         passes = count_folded(cut, n_prompt, options, batch)
     else:

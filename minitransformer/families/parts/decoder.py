@@ -308,9 +308,8 @@ def dry_run_config(decoder: Decoder, config: Any) -> Any:
     """The config a dry run runs for `config`: the decoder's own for it (Decoder.dry_run), cut to its fewest first
     layers that hold one layer of each kind, with room for the dry run's positions (the stages of any context)."""
     config = config if decoder.dry_run is None else decoder.dry_run(config)
-    kinds = config.layer_types
-    span = 1 + max(kinds.index(kind) for kind in set(kinds))
-    return replace(config.prefix(span), n_positions=max(config.n_positions, dry_run_prompt(config) + 1))
+    return replace(config.prefix(config.layers_holding_each_kind),
+                   n_positions=max(config.n_positions, dry_run_prompt(config) + 1))  # fmt: skip
 
 
 def derived_table(decoder: Decoder, name: str, c: Any) -> StageTable:
