@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -287,7 +288,7 @@ class ModelConfig(Named):
     # Layers may differ from one another (a sliding window on some, a dense MLP beside experts): a family whose layers
     # do keeps their kinds in a field `layer_types`, one a layer; layers of one kind compute the same products, so
     # count runs one of each.
-    @property
+    @cached_property  # asked of every layer (layer_window, layer_cache, a count of 10,000 layers 120,000 times)
     def layer_types(self) -> tuple[str, ...]:
         """Each layer's kind, in order (transformers' names where it has them): here every layer alike."""
         kind = FULL if self.sliding_window is None else SLIDING

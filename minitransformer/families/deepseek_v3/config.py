@@ -4,6 +4,7 @@ preset of the published model, from its config.json."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import ClassVar
 
 from ...errors import UserError
@@ -139,7 +140,7 @@ class DeepseekConfig(SharedExperts, ModelConfig):
     def is_moe(self, layer: int) -> bool:
         return layer >= self.first_k_dense
 
-    @property
+    @cached_property  # as ModelConfig.layer_types
     def layer_types(self) -> tuple[str, ...]:
         """ "dense" for the first first_k_dense_replace layers (a gated MLP), "moe" after (experts)."""
         return tuple("moe" if self.is_moe(i) else "dense" for i in range(self.n_layer))

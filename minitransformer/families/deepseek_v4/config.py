@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any, ClassVar
 
 from ...engine.kvcache import KeysValues
@@ -235,7 +236,7 @@ class DeepseekV4Config(SharedExperts, ModelConfig):
         check_multiple(self, "n_head", "o_groups", "(the grouped output projection splits the heads)")
 
     # --- what the rest of the code asks ---------------------------------------------------------------------------
-    @property
+    @cached_property  # as ModelConfig.layer_types
     def layer_types(self) -> tuple[str, ...]:
         """Each layer's kind: its attention, with "+hash" where its experts are hash-routed (their stages differ)."""
         return tuple(a + ("+hash" if m == HASH else "") for a, m in zip(self.attention_types, self.mlp_layer_types))

@@ -12,6 +12,7 @@ MLP's."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 from ..ernie4_5 import reference
 from ..ernie4_5.family import Ernie45Config
@@ -48,7 +49,7 @@ class Ernie45MoeConfig(Ernie45Config):
     what = "an ERNIE 4.5 mixture of experts"
     classes = {"ernie4_5_moe": "Ernie4_5_MoeForCausalLM"}
 
-    @property
+    @cached_property  # as ModelConfig.layer_types
     def layer_types(self) -> tuple[str, ...]:
         """Experts in layer i where (i + 1) is a multiple of moe_layer_interval, from moe_layer_start_index through
         moe_layer_end_index (-1: the last layer), as Ernie4_5_MoeDecoderLayer places them; a dense MLP elsewhere."""

@@ -6,6 +6,7 @@ layers, DeepSeek-V3's mixture: its group-limited sigmoid router, its routed and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ..config import SharedExperts
@@ -80,7 +81,7 @@ class Glm4MoeConfig(SharedExperts, LlamaConfig):
     def is_moe(self, layer: int) -> bool:
         return layer >= self.first_k_dense
 
-    @property
+    @cached_property  # as ModelConfig.layer_types
     def layer_types(self) -> tuple[str, ...]:
         """ "dense" for the first first_k_dense_replace layers (a gated MLP), "moe" after (experts)."""
         return tuple("moe" if self.is_moe(i) else "dense" for i in range(self.n_layer))

@@ -9,6 +9,7 @@ Jamba-1.5-Mini's 32 layers: attention in 4, 12, 20 and 28, experts in every odd 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from ...engine.kvcache import KeysValues, State
@@ -97,7 +98,7 @@ class JambaConfig(Mamba1Shapes, ModelConfig):
         check_multiple(self, "n_embd", "n_head")
         check_multiple(self, "n_head", "n_kv_head")
 
-    @property
+    @cached_property  # as ModelConfig.layer_types
     def layer_types(self) -> tuple[str, ...]:
         """Each layer's kind, as JambaConfig's layers_block_type and layers_num_experts make them: attention where
         i % attn_layer_period == attn_layer_offset, a Mamba-1 mixer elsewhere; "_moe" where i % expert_layer_period ==

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ...engine.kvcache import State
@@ -120,7 +121,7 @@ class MixersAlone:
     def d_ff(self) -> int:
         return self.d_inner
 
-    @property
+    @cached_property  # as ModelConfig.layer_types
     def layer_types(self) -> tuple[str, ...]:
         return ("mamba",) * self.n_layer
 
