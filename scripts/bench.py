@@ -475,17 +475,21 @@ def ours_breakdown(model, ids: list[int], phase, reps: int) -> dict:
     clocked pass's time beside the parts, and the BLAS alone's seconds for the pass's products with weights
     (BlasAlone), each pass and each run of the BLAS alone in turn: the host's speed drifts from one minute to the
     next (on the Xeon here, GPT-2's products of 1,024 rows read 1.51 times the BLAS alone's, measured minutes apart,
-    1.09 times in turn in the next full run), and a ratio of two measures must not read the drift."""
+    1.09 times in turn in the next full run), and a ratio of two measures must not read the drift. Each begins settled
+    (`settle`): GPT-2's pass of 128 positions begun while the BLAS alone's threads still spun took 338 ms, 285 settled,
+    its workers sharing the cores with them."""
     best: dict[str, float] = {}
     alone = BlasAlone(phase)
     for _ in range(reps):
         parts = {"weights": 0.0, "attention": 0.0, "rest": 0.0}
+        settle()
         with stage_clock(parts):
             start = time.perf_counter()
             model.logits(ids)
             parts["total"] = time.perf_counter() - start
         if not best or parts["total"] < best["total"]:
             best = parts
+        settle()
         alone.run()
     return {**best, "blas_alone": min(alone.seconds)}
 
@@ -504,6 +508,7 @@ def decode_breakdown(model, context: int, steps: int) -> dict:
 
     cache = model.new_cache(capacity=context + steps + 1)
     model.run(list(range(1000, 1000 + context)), cache=cache)
+    settle()
     best: dict[str, float] = {}
     for k in range(steps - 1):
         parts = dict.fromkeys(DECODE_PARTS, 0.0)
