@@ -187,6 +187,11 @@ def settled_line(settled: dict) -> str:
     )
 
 
+def sleep_then_ticks() -> int | None:
+    time.sleep(SETTLE_QUIET_S)
+    return other_threads_cpu_ticks()
+
+
 def settle() -> None:
     """Wait until no other thread of this process has run for SETTLE_QUIET_S (the last run's library threads have
     stopped spinning), at most SETTLE_MAX_S; where there is no /proc, wait SETTLE_MAX_S / 10."""
@@ -194,15 +199,12 @@ def settle() -> None:
     before = other_threads_cpu_ticks()
     if before is None:
         time.sleep(SETTLE_MAX_S / 10)
-    while before is not None:
-        time.sleep(SETTLE_QUIET_S)
-        now = other_threads_cpu_ticks()
-        if now == before:
-            break
-        if time.perf_counter() - start > SETTLE_MAX_S:
-            SETTLED["unsettled"] += 1
-            break
-        before = now
+    else:
+        while (now := sleep_then_ticks()) != before:
+            if time.perf_counter() - start > SETTLE_MAX_S:
+                SETTLED["unsettled"] += 1
+                break
+            before = now
     waited = time.perf_counter() - start
     SETTLED["waits"] += 1
     SETTLED["waited_s"] += waited

@@ -64,7 +64,7 @@ def test_a_run_that_kept_no_config_and_whose_models_are_gone_says_what_to_run_in
 
 
 # The benchmark's runs in turn (ours, then torch's, then ours...) each begin once the threads of the run before have
-# stopped spinning: a thread of this process that keeps a core busy must hold settle() back until it ends. The spinner
+# stopped spinning: a thread of this process that keeps a core busy must hold settle() back until it idles. The spinner
 # runs until it has used SPIN_CPU_S of its own CPU time, however long the machine's load makes that take; settle() is
 # given a quiet window of QUIET_S, many clock ticks, so that a spinner the scheduler leaves waiting for a while is not
 # taken for one that has stopped.
