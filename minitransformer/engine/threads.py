@@ -28,10 +28,11 @@ quieter machine; a Llama's [5, 1536] x [1536, 4096] took 40 ms on two threads ag
   it, block by block: a decode step's row in blocks of WIDEN_BYTES, each widened into a buffer of the thread's
   own that stays in its core's cache and multiplied there on one BLAS thread (`_narrow_row`), a prompt's in
   its column blocks as above;
-- up to SMALL_BLOCKS_MAX_ROWS rows (a short prompt's, a small batch's decode step) times a weight stored [out, in],
-  where the BLAS has a kernel for small products that reads the weight as it lies (OpenBLAS's SkylakeX kernels), are
-  cut into blocks of the weight's rows small enough for that kernel, each W_block @ x^T on one BLAS thread, shared the
-  same way (`_small_kernel_rows` says why);
+- up to SMALL_BLOCKS_MAX_ROWS rows (a short prompt's, a small batch's decode step) times a weight, where the BLAS has
+  a kernel for small products that reads the weight as it lies (OpenBLAS's SkylakeX kernels), are cut into blocks
+  small enough for that kernel, each a call on one BLAS thread, shared the same way: a weight stored [out, in] into
+  blocks of its rows, each W_block @ x^T (`_small_kernel_rows` says why); one stored [in, out] (GPT-2's Conv1D) into
+  blocks of its depth, each x_block @ W_block, their sums added in an order fixed by the shape (`_in_depth_blocks`);
 - any other product with a weight (a short prompt's, a batch's decode step, a small model's) is one call on the
   BLAS's threads, taken from the weight's side where a few rows meet a weight stored [out, in], and on one thread
   while the cores are busy elsewhere where one thread was seen to give the same bits, as a decode step's row
@@ -100,7 +101,10 @@ SWAP_ONE_CALL_MAX_ROWS = 16
 SMALL_KERNEL_MNK = 100**3
 SMALL_KERNEL_MN = 1200
 SMALL_KERNEL_MIN_DEPTH = 32
-SMALL_BLOCKS_MAX_ROWS = 6  # measured: from 8 rows a loss (see `_small_kernel_rows`)
+SMALL_BLOCKS_MAX_ROWS = 6  # measured: from 8 rows a loss (see `_small_kernel_rows`, `_in_depth_blocks`)
+SMALL_DEPTH_BLOCK = 64  # a weight stored [in, out]: at most so many of its rows a block (see `_in_depth_blocks`) ...
+DEPTH_PARTS = 4  # ... and its blocks in so many runs of their own, each summed apart, the sums added in their order
+DEPTH_MIN_WEIGHT = 1 << 18  # numbers (1 MiB of float32): a smaller weight is one call (`_small_kernel_depth`)
 SMALL_KERNEL_ARCHITECTURES = ("SkylakeX", "Cooperlake", "SapphireRapids")  # OpenBLAS's kernels that have it
 RUNS_PER_WORKER = 4  # spread cuts its items into so many runs per worker, taken one at a time: see `spread`
 _tasks: queue.SimpleQueue[Share] = queue.SimpleQueue()  # shares of work handed to the workers
@@ -227,7 +231,9 @@ def widens_itself(a, b) -> bool:
     its products read it: one row (a decode step's), a prompt's column blocks, a few rows' blocks for the small-product
     kernel. Any other product's weight the caller widens (a short prompt's not cut so: one call on the BLAS's threads,
     as a float32 weight's)."""
-    return b.ndim == 2 and (a.size == b.shape[0] or _in_column_blocks(a, b) or _small_kernel_rows(a, b) > 0)
+    return b.ndim == 2 and (
+        a.size == b.shape[0] or _in_column_blocks(a, b) or _small_kernel_rows(a, b) > 0 or _small_kernel_depth(a, b) > 0
+    )
 
 
 def _in_column_blocks(a, b) -> bool:
@@ -264,6 +270,8 @@ def _with_weight(matmul, a, b):
     narrow = b.dtype not in (np.float32, np.float64)
     if a.size == b.shape[0]:
         return _narrow_row(matmul, a, b) if narrow else _one_row(matmul, a, b)
+    if step := _small_kernel_depth(a, b):
+        return _in_depth_blocks(matmul, a, b, step)
     if step := _small_kernel_rows(a, b):
         blocks, swapped = [(start, min(start + step, b.shape[-1])) for start in range(0, b.shape[-1], step)], True
     elif _in_column_blocks(a, b):
@@ -304,15 +312,73 @@ def _small_kernel_rows(a, b) -> int:
     process: 2 positions 196 against 329 ms, 4 205 against 244, 5 271 against 307, 6 256 against 282, 8 320 against 305
     (a loss: hence SMALL_BLOCKS_MAX_ROWS). A weight stored [in, out] is not cut so: its column block's rows are strided
     in memory, and the small kernel read them no faster than the packed product (GPT-2's layers, 5 rows: 84 against
-    71 ms in one call on the BLAS's threads). The bits are the block's one-thread call's, fixed by its shape, on any
-    load. Where the BLAS has no such kernel, blocks this narrow would only add calls: 0. Not measured on the AMD EPYC,
-    whose OpenBLAS takes the same kernels (this changed its bits there too, by a rounding)."""
+    71 ms in one call on the BLAS's threads); it is cut along its depth instead (`_in_depth_blocks`). The bits are
+    the block's one-thread call's, fixed by its shape, on any load. Where the BLAS has no such kernel, blocks this
+    narrow would only add calls: 0. Not measured on the AMD EPYC, whose OpenBLAS takes the same kernels (this changed
+    its bits there too, by a rounding)."""
     rows, depth = a.size // b.shape[0], b.shape[0]
     out_in = b.ndim == 2 and b.strides[0] < b.strides[1]  # [out, in] storage read as W^T
     if not (out_in and 1 < rows <= SMALL_BLOCKS_MAX_ROWS and depth >= SMALL_KERNEL_MIN_DEPTH):
         return 0
     step = min(SMALL_KERNEL_MN // rows, SMALL_KERNEL_MNK // (rows * depth)) // BLOCK_ALIGN * BLOCK_ALIGN
     return step if step >= BLOCK_ALIGN and _has_small_kernel() else 0
+
+
+def _small_kernel_depth(a, b) -> int:
+    """The rows of the weight in each block of a few rows' product with a weight stored [in, out] (its rows lie whole
+    in memory), cut so that each block's x_block @ W_block is within the small-product kernel's permit (rows x width x
+    block at most 10^6, a multiple of 16 rows, at most SMALL_DEPTH_BLOCK); 0 where it is not so computed (more than
+    SMALL_BLOCKS_MAX_ROWS rows, one row, a weight stored [out, in], too wide a weight, a BLAS without that kernel,
+    a weight of fewer than DEPTH_MIN_WEIGHT numbers)."""
+    rows, width = a.size // b.shape[0], b.shape[-1]
+    in_out = b.ndim == 2 and b.strides[0] > b.strides[1]
+    if not (in_out and 1 < rows <= SMALL_BLOCKS_MAX_ROWS and b.size >= DEPTH_MIN_WEIGHT):
+        return 0
+    step = min(SMALL_DEPTH_BLOCK, SMALL_KERNEL_MNK // (rows * width)) // BLOCK_ALIGN * BLOCK_ALIGN
+    return step if step >= BLOCK_ALIGN and _has_small_kernel() else 0
+
+
+def _in_depth_blocks(matmul, a, b, step: int):
+    """a @ b for a few rows of a and a weight b stored [in, out], in blocks of `step` of the weight's rows: each
+    x[:, block] @ W[block] a call on one BLAS thread that OpenBLAS takes to its small-product kernel, which reads the
+    block's rows as they lie (contiguous, where a block of an [in, out] weight's columns is strided). The same dot
+    products as one call, each added up in pieces: the blocks fall into DEPTH_PARTS runs of consecutive blocks, each
+    run's terms summed in the blocks' order by whoever takes it (spread), then the runs' sums added in their order.
+    The blocks and runs are fixed by the shapes alone, so the bits never depend on the load or the workers.
+
+    Measured on the Intel Xeon here (OpenBLAS 0.3.31, its SkylakeX kernels): GPT-2's 48 layer weights times 5 rows,
+    one BLAS thread, 40 ms in blocks of 64 against 74 in one packed call (blocks of 128 rows, beyond the permit for
+    the wider weights, 58 ms); on both cores, 29 ms against 42 on the BLAS's threads. The bench's GPT-2, its whole
+    prefill in turn with the one call's (the median of 11): 2 positions 47 against 62 ms, 5 64 against 82, 6 59
+    against 86; a batch of 4 generating 16 tokens 1.14 against 1.32 s (the median of 5). From 8 rows the gain is
+    gone (a batch of 8: 1.63 against 1.50 s; of 16, 2.09 against 2.07): hence SMALL_BLOCKS_MAX_ROWS, as for a weight
+    stored [out, in]. Weights of GPT-2's four shapes at other widths, 5 rows, layers enough to be read from memory,
+    in turn: 1,600 (GPT-2 XL's, blocks of 16 to 64 rows) 67 against 124 ms, 1,024 49 against 79, 512 79 against 103,
+    384 107 against 109, 256 147 against 102 (its [256, 1,024] in blocks, the others one call: what a weight so
+    small gains is less than handing out its runs costs, and the BLAS's threads, spinning after its one calls, slow
+    the workers beside them): hence DEPTH_MIN_WEIGHT, which every weight of GPT-2 small and up clears."""
+    depth, width = b.shape
+    narrow = b.dtype not in (np.float32, np.float64)
+    rows = a.reshape(-1, depth)
+    starts = range(0, depth, step)
+    runs = min(DEPTH_PARTS, len(starts))
+    cuts = [len(starts) * i // runs for i in range(runs + 1)]
+    sums: list = [None] * runs
+
+    def run(first: int, end: int) -> None:
+        with one_blas_thread():
+            for part in range(first, end):
+                for start in starts[cuts[part] : cuts[part + 1]]:
+                    block = b[start : start + step]
+                    term = matmul(rows[:, start : start + step], block.astype(np.float32) if narrow else block)
+                    sums[part] = term if sums[part] is None else np.add(sums[part], term, out=sums[part])
+
+    with one_blas_thread():
+        spread(run, runs)
+    out = sums[0]
+    for part in sums[1:]:
+        np.add(out, part, out=out)
+    return out.reshape(*a.shape[:-1], width)
 
 
 def _has_small_kernel() -> bool:

@@ -111,9 +111,12 @@ def test_a_pass_gives_the_same_logits_and_ledger_on_one_worker_or_several(family
         cache = model.new_cache(batch=(2,), capacity=201)
         batched = model.run(batch, cache=cache)
         step = model.run(np.array([[5], [7]]), cache=cache)
-        return [logits, batched, step], phase.records
+        short = model.run(ids[:5], all_positions=True)  # a few rows: the small kernel's blocks, of depth for GPT-2's
+        return [logits, batched, step, short], phase.records
 
     monkeypatch.setattr(threads, "SPREAD_MIN_MACS", 0)
+    monkeypatch.setattr(threads, "DEPTH_MIN_WEIGHT", 0)
+    monkeypatch.setattr(threads, "_small_kernel", True)
     monkeypatch.setattr(threads, "THREADS", 3)
     shared, shared_ledger = run()
     monkeypatch.setattr(threads, "THREADS", 1)
@@ -156,7 +159,7 @@ def test_the_thread_choice_lives_in_one_place():
     assert callers == {"sized_for_threads": {"engine/tape.py:_product"},
                        "spread": {"engine/ops.py:rowwise", "engine/threads.py:sized_for_threads",
                                   "engine/threads.py:_with_weight", "engine/threads.py:_narrow_row",
-                                  "verbs/hardware.py:streaming_bandwidth"}}  # fmt: skip
+                                  "engine/threads.py:_in_depth_blocks", "verbs/hardware.py:streaming_bandwidth"}}  # fmt: skip
 
 
 def one_thread_blocks(x, weight, blocks, from_weights_side: bool):
@@ -269,6 +272,88 @@ def test_a_few_rows_times_an_out_in_weight_are_cut_for_the_small_kernel_with_the
     monkeypatch.setattr(threads, "_small_kernel", False)
     not_cut["a BLAS without the kernel"] = threads._small_kernel_rows(x, stored.T)
     assert not_cut == dict.fromkeys(not_cut, 0), not_cut
+
+
+def one_thread_depth_blocks(x, weight, step: int, runs: int):
+    """x @ weight ([in, out]) the way `_in_depth_blocks` adds it up, here on one BLAS thread one call after another:
+    the blocks of `step` rows in `runs` runs of consecutive blocks, each run's terms summed in order, then the runs'."""
+    starts = list(range(0, weight.shape[0], step))
+    cuts = [len(starts) * i // runs for i in range(runs + 1)]
+    with threadpool_limits(limits=1, user_api="blas"):
+        sums = []
+        for first, end in zip(cuts, cuts[1:]):
+            total = x[:, starts[first] : starts[first] + step] @ weight[starts[first] : starts[first] + step]
+            for start in starts[first + 1 : end]:
+                total = total + x[:, start : start + step] @ weight[start : start + step]
+            sums.append(total)
+        out = sums[0]
+        for total in sums[1:]:
+            out = out + total
+    return out
+
+
+@needs_blas
+@pytest.mark.parametrize("rows, depth, width", [(2, 768, 2304), (5, 768, 3072), (6, 3072, 768), (5, 1600, 6400),
+                                                (3, 336, 1000)])  # fmt: skip
+def test_a_few_rows_times_an_in_out_weight_are_cut_along_its_depth_with_the_bits_of_its_blocks(
+    rows, depth, width, monkeypatch
+):
+    """Up to SMALL_BLOCKS_MAX_ROWS rows times a weight stored [in, out] (GPT-2's Conv1D), on a BLAS with OpenBLAS's
+    small-product kernel (set here, so that the test holds on any BLAS): blocks of the weight's rows within the
+    kernel's permit (rows x width x block at most 10^6, a multiple of 16 rows, at most SMALL_DEPTH_BLOCK), each
+    x_block @ W_block on one BLAS thread, in DEPTH_PARTS runs each summed in order, the runs' sums added in order; the
+    bits of those calls made one after the other here, on one worker or three, the BLAS on one thread or two outside,
+    and within a rounding of x @ W. More rows, a weight stored [out, in], one too small or too wide, and a BLAS without
+    the kernel are not cut so."""
+    rng = np.random.default_rng(12)
+    weight = rng.standard_normal((depth, width)).astype(np.float32)  # [in, out], as a Conv1D stores it
+    x = rng.standard_normal((rows, depth)).astype(np.float32)
+    monkeypatch.setattr(threads, "_small_kernel", True)
+    step = threads._small_kernel_depth(x, weight)
+    assert step == min(threads.SMALL_DEPTH_BLOCK, 10**6 // (rows * width)) // 16 * 16 >= 16, step
+    runs = min(threads.DEPTH_PARTS, -(-depth // step))
+    expected = one_thread_depth_blocks(x, weight, step, runs)
+    assert np.allclose(expected, x @ weight, rtol=1e-5, atol=1e-3), np.abs(expected - x @ weight).max()
+    for workers in (1, 3):
+        monkeypatch.setattr(threads, "THREADS", workers)
+        for blas_threads in (1, 2):
+            with threadpool_limits(limits=blas_threads, user_api="blas"):
+                out = threads.sized_for_threads(np.matmul, x, weight)
+            assert out.flags.c_contiguous and np.array_equal(out, expected), (workers, blas_threads)
+    calls = []  # each call's operands' shapes: x's columns of a block [rows, block] and the block [block, out]
+
+    def recorded(a, b, **out):
+        calls.append((a.shape, b.shape))
+        return np.matmul(a, b, **out)
+
+    batch = threads.sized_for_threads(recorded, x.reshape(1, rows, depth), weight)  # a batch's decode step's rows
+    assert batch.shape == (1, rows, width) and np.array_equal(batch[0], expected)
+    blocks = [min(step, depth - start) for start in range(0, depth, step)]
+    assert sorted(calls) == sorted(((rows, n), (n, width)) for n in blocks), calls
+    more = rng.standard_normal((threads.SMALL_BLOCKS_MAX_ROWS + 1, depth)).astype(np.float32)
+    not_cut = {"more rows": threads._small_kernel_depth(more, weight),
+               "stored [out, in]": threads._small_kernel_depth(x, np.ascontiguousarray(weight.T).T),
+               "too wide": threads._small_kernel_depth(x, np.zeros((depth, 10**6 // (16 * rows) + 1), np.float32)),
+               "too small": threads._small_kernel_depth(x, weight[:, : threads.DEPTH_MIN_WEIGHT // depth - 1])}  # fmt: skip
+    monkeypatch.setattr(threads, "_small_kernel", False)
+    not_cut["a BLAS without the kernel"] = threads._small_kernel_depth(x, weight)
+    assert not_cut == dict.fromkeys(not_cut, 0), not_cut
+
+
+@needs_blas
+def test_a_few_rows_times_a_narrow_in_out_weight_have_the_bits_of_the_float32_weights(monkeypatch):
+    """A weight stored [in, out] kept in its 2 bytes, a few rows' product cut along its depth: each block widened as
+    its call comes, the float32 weight's blocks bit for bit, on one worker or three."""
+    rng = np.random.default_rng(13)
+    b = narrow_weight(rng, 768, 384, False, "bfloat16")  # [in, out]
+    x = rng.standard_normal((5, 768)).astype(np.float32)
+    monkeypatch.setattr(threads, "_small_kernel", True)
+    assert threads.widens_itself(x, b) and threads._small_kernel_depth(x, b) == 64
+    expected = one_thread_depth_blocks(x, b.astype(np.float32), 64, threads.DEPTH_PARTS)
+    for workers in (1, 3):
+        monkeypatch.setattr(threads, "THREADS", workers)
+        out = threads.sized_for_threads(np.matmul, x, b)
+        assert out.dtype == np.float32 and np.array_equal(out, expected), (workers, np.abs(out - expected).max())
 
 
 NARROW_WEIGHTS = {  # (in, out, stored [out, in] as a Linear's or [in, out] as a Conv1D's, the format)
