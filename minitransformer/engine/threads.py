@@ -249,10 +249,11 @@ def _from_weights_side(a, b, max_rows: int) -> bool:
 
 def _with_weight(matmul, a, b):
     """a @ b for a weight b [D, F]: a prompt's product in column blocks, each a call on one BLAS thread, shared by
-    spread; a few rows times a weight stored [out, in] alike, in the narrower blocks of `_small_kernel_rows`; one row (a
-    decode step's) by `_one_row` (`_narrow_row` for a narrow weight); anything else one call on the BLAS's threads
-    (`_few_rows`). A narrow weight's column block is widened as its call comes (a float32 copy in its
-    layout: the call is the float32 weight's, and so are its bits).
+    spread; a few rows times a weight stored [out, in] alike, in the narrower blocks of `_small_kernel_rows`, and times
+    one stored [in, out] in blocks of its depth (`_in_depth_blocks`); one row (a decode step's) by `_one_row`
+    (`_narrow_row` for a narrow weight); anything else one call on the BLAS's threads (`_few_rows`). A narrow weight's
+    block is widened as its call comes (a float32 copy in its layout: the call is the float32 weight's, and so are
+    its bits).
 
     Up to SWAP_MAX_ROWS rows times a weight stored [out, in] (used as its view W^T), each block is W_block @ a^T, its
     [block, rows] result transposed back into the block's columns: OpenBLAS's one-thread kernels take such rows faster
@@ -359,7 +360,7 @@ def _in_depth_blocks(matmul, a, b, step: int):
     the workers beside them): hence DEPTH_MIN_WEIGHT, which every weight of GPT-2 small and up clears."""
     depth, width = b.shape
     narrow = b.dtype not in (np.float32, np.float64)
-    rows = a.reshape(-1, depth)
+    x = a.reshape(-1, depth)  # [rows, in]
     starts = range(0, depth, step)
     runs = min(DEPTH_PARTS, len(starts))
     cuts = [len(starts) * i // runs for i in range(runs + 1)]
@@ -370,7 +371,7 @@ def _in_depth_blocks(matmul, a, b, step: int):
             for part in range(first, end):
                 for start in starts[cuts[part] : cuts[part + 1]]:
                     block = b[start : start + step]
-                    term = matmul(rows[:, start : start + step], block.astype(np.float32) if narrow else block)
+                    term = matmul(x[:, start : start + step], block.astype(np.float32) if narrow else block)
                     sums[part] = term if sums[part] is None else np.add(sums[part], term, out=sums[part])
 
     with one_blas_thread():
