@@ -1,6 +1,6 @@
 """Side-by-side benchmark: minitransformer vs transformers + torch on the same weights and threads.
 
-    python scripts/bench.py                    # table on stdout, JSON in scripts/bench_epyc.json (or _xeon: the CPU's kind)
+    python scripts/bench.py                    # table on stdout, JSON in scripts/bench_<the CPU's kind>.json
     python scripts/bench.py --reps 3 --quick   # fewer sizes, for a smoke run
     python scripts/bench.py --family llama     # one family only
     python scripts/bench.py --busy 0           # without the busy column
@@ -270,6 +270,32 @@ def evict_caches() -> None:
     np.add.reduce(_EVICT[0])
 
 
+_PROBE_READ: list = []  # a row and a weight of 1 GiB, read beside each timed step of a decode breakdown (probe_read)
+
+
+PROBE_SLICES = 8  # 128 MiB each: as long a read as a logits product's (GPT-2's 154 MB, the Llama-shaped's 197) ...
+PROBE_WIDTH = 4096  # ... of rows of 4,096 (on the Zen 5 EPYC: 16,384 read 1% to 2% slower than 768 to 4,096)
+
+
+def probe_read(reads: list[float]) -> None:
+    """One read of 1 GiB as a decode step reads a weight (a row times it stored [out, in], the BLAS's call on its
+    threads), in PROBE_SLICES slices timed apart, each one's bytes/s appended to `reads`; it also empties the caches,
+    as evict_caches does (each slice was last read 7/8 GiB before). The host's memory is faster at some moments than
+    at others (on the Zen 5 EPYC, 41 to 66 GB/s within one run), and a product timed at many moments outran probes
+    taken at a few (a logits product read at 72 GB/s, the best of the run's probes 66); a read of 1 GiB in one piece,
+    16 ms, averages over more of the slow moments than a product of 2 to 3 ms (another logits product read at 66.9
+    GB/s, the whole reads' best 66.4). So a decode breakdown probes beside every run it times, as often, at the same
+    moments, in reads as long."""
+    if not _PROBE_READ:
+        weight = np.ones((2**30 // 4 // PROBE_WIDTH, PROBE_WIDTH), np.float32)
+        _PROBE_READ.append((np.ones((1, PROBE_WIDTH), np.float32), np.array_split(weight, PROBE_SLICES)))
+    row, slices = _PROBE_READ[0]
+    for part in slices:
+        start = time.perf_counter()
+        np.matmul(row, part.T)
+        reads.append(part.nbytes / (time.perf_counter() - start))
+
+
 def from_memory(fn, reps: int, warmup: int = 1) -> float:
     """The fastest of `reps` runs, each after the caches are emptied (evict_caches): a product whose weight a pass
     reads from memory, as it reads it there."""
@@ -301,9 +327,11 @@ def streaming_bandwidth(reps: int, threads: int) -> dict:
 
 
 SQUARE_SIZES = (2048, 3072, 4096)
-# [m, k] x [k, n] as a long prompt's products with weights are shaped (the Llama-shaped model's MLP at 2,048 positions):
-# the BLAS's own call ran them at 214 GFLOP/s on the EPYC, where its squares made 209
-PROMPT_SHAPES = ((2048, 1536, 4096), (2048, 4096, 1536))
+# [m, k] x [k, n] as a long prompt's products with weights are shaped (the Llama-shaped model's MLP and logits at 2,048
+# positions): the BLAS's own call ran the MLP's at 214 GFLOP/s on the Zen 4 EPYC, where its squares made 209; on the
+# Zen 5 the logits' made 500 where the squares made 490, and the BLAS alone's products at 2,048 positions had outrun
+# a peak probed without them by 0.2%
+PROMPT_SHAPES = ((2048, 1536, 4096), (2048, 4096, 1536), (2048, 1536, 32000))
 
 
 def sgemm_peak(reps: int) -> dict:
@@ -505,14 +533,18 @@ def decode_breakdown(model, context: int, steps: int) -> dict:
     own (BLAS alone: the same operands, the model's own weights, as the step hands them to the BLAS, the fastest of
     `steps` runs) and the bytes each part must read, for its roofline (place_rooflines); and the streaming bandwidth
     probed beside them: the host's memory is not as fast from one minute to the next (on the EPYC, 45.5 GB/s before a
-    quick run and 36.5 after it), and a logits product read at 38.0 GB/s between two probes of 37.7 and 37.8."""
+    quick run and 36.5 after it), and a logits product read at 38.0 GB/s between two probes of 37.7 and 37.8. So a
+    read of the probe's (probe_read) follows every clocked step and precedes every run of the BLAS alone: each run
+    then reads its weights from memory, and the probe reads at the moments the runs do."""
     from minitransformer.engine import tape
 
     cache = model.new_cache(capacity=context + steps + 1)
     model.run(list(range(1000, 1000 + context)), cache=cache)
     settle()
     best: dict[str, float] = {}
+    reads: list[float] = []
     for k in range(steps - 1):
+        probe_read(reads)
         parts = dict.fromkeys(DECODE_PARTS, 0.0)
         with stage_clock(parts, decode_part):
             start = time.perf_counter()
@@ -536,9 +568,10 @@ def decode_breakdown(model, context: int, steps: int) -> dict:
     for part, pairs in operands.items():
         # each run from memory, as in a step (where the other weights pass through the caches between two logits
         # products): a weight left in a cache as large as some Xeons' outran the memory's roofline
-        best[f"{part}_blas_alone"] = from_memory(lambda: [np.matmul(a, b) for a, b in pairs], steps)
+        runs = run_times(lambda: [np.matmul(a, b) for a, b in pairs], steps, setup=lambda: probe_read(reads))
+        best[f"{part}_blas_alone"] = min(runs)
         best[f"{part}_bytes"] = sum(b.nbytes for _, b in pairs)
-    best["bandwidth_beside_Bps"] = streaming_bandwidth(3, ARGS.threads)["bytes_per_s"]
+    best["bandwidth_beside_Bps"] = max(streaming_bandwidth(3, ARGS.threads)["bytes_per_s"], *reads)
     return best
 
 
@@ -1195,23 +1228,33 @@ KERNEL_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_til
 
 
 def cpu_kind() -> str:
-    """Which kind of machine a run was on, the JSON's name: "epyc", "xeon", else "cpu"."""
+    """Which kind of machine a run was on, the JSON's name: "epyc" (family 25, a Zen 4), "epyc_zen5" (family 26 and
+    later: twice a Zen 4's vector width, so a JSON of its own), "xeon", else "cpu"."""
     name = _cpu_name()
-    return "epyc" if "EPYC" in name else "xeon" if "Xeon" in name else "cpu"
+    if "EPYC" in name:
+        family = _cpuinfo().get("cpu family", "")
+        return "epyc_zen5" if family.isdigit() and int(family) >= 26 else "epyc"
+    return "xeon" if "Xeon" in name else "cpu"
 
 
 def cpu_record() -> dict:
-    """The CPU and the BLAS libraries a run measured, so that a JSON says which machine it came from: the model, its
-    kernel flags (present or not), its cores, NumPy's BLAS as threadpoolctl sees it loaded (library, version, the
-    kernels it chose for this CPU) and torch's (its build's BLAS, oneDNN's version, the vector code it chose)."""
+    """The CPU and the BLAS libraries a run measured, so that a JSON says which machine it came from: the model (name,
+    family and model number), its kernel flags (present or not), its cores, NumPy's BLAS as threadpoolctl sees it
+    loaded (library, version, the kernels it chose for this CPU) and torch's (its build's BLAS, oneDNN's version, the
+    vector code it chose)."""
     from threadpoolctl import threadpool_info
 
-    flags = set(_cpuinfo().get("flags", "").split())
+    cpuinfo = _cpuinfo()
+    flags = set(cpuinfo.get("flags", "").split())
     numpy_blas = [{key: lib.get(key) for key in ("internal_api", "version", "architecture", "threading_layer")}
                   for lib in threadpool_info() if lib.get("user_api") == "blas"]  # fmt: skip
-    record = {"kind": cpu_kind(), "model": _cpu_name(), "vendor": _cpuinfo().get("vendor_id", ""),
+    record = {"kind": cpu_kind(), "model": _cpu_name(), "vendor": cpuinfo.get("vendor_id", ""),
+              # the name alone ("AMD EPYC") does not tell one generation from the next; family and model number do
+              "family": cpuinfo.get("cpu family", ""), "model_number": cpuinfo.get("model", ""),
               "flags": {flag: flag in flags for flag in KERNEL_FLAGS}, "cores": os.cpu_count(),
-              "numpy_blas": numpy_blas}  # fmt: skip
+              "numpy_blas": numpy_blas,
+              # set, it overrides OpenBLAS's own choice of kernels (some machines here set Haswell's, half the vector)
+              "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}  # fmt: skip
     if not ARGS.predict_from:
         build = torch.__config__.show()
         blas = next(
@@ -1227,7 +1270,10 @@ def describe_cpu(c: dict) -> str:
     """One line: the CPU, its kernel flags present, and the two libraries' BLAS."""
     flags = ", ".join(flag for flag, present in c["flags"].items() if present) or "none of " + ", ".join(c["flags"])
     numpy_blas = "; ".join(f"{b['internal_api']} {b['version']} ({b['architecture']} kernels)" for b in c["numpy_blas"])
-    line = f"{c['model']} ({c['kind']}), {c['cores']} cores, flags {flags}; numpy's BLAS {numpy_blas or 'not seen'}"
+    generation = f", family {c['family']} model {c['model_number']}" if c.get("family") else ""  # older runs lack it
+    forced = f", OPENBLAS_CORETYPE={c['openblas_coretype']} set" if c.get("openblas_coretype") else ""
+    line = (f"{c['model']} ({c['kind']}{generation}), {c['cores']} cores, flags {flags}; numpy's BLAS "
+            f"{numpy_blas or 'not seen'}{forced}")  # fmt: skip
     if "torch_blas" in c:
         t = c["torch_blas"]
         line += f"; torch's BLAS {t['blas']} ({'; '.join(t['libraries'])}), its vector code {t['cpu_capability']}"

@@ -114,3 +114,43 @@ def test_a_run_in_turn_begins_only_once_every_other_thread_of_the_process_has_st
     assert record["waits"] == 2 and record["unsettled"] == 0, record
     assert record["longest_s"] >= QUIET_S and record["waited_s"] >= 2 * QUIET_S, record
     assert seen["line"].endswith("; 3 did not settle within 2 s"), seen["line"]
+
+
+# Which JSON a run writes, by the CPU's /proc/cpuinfo fields: a Zen 5 (AMD family 26) computes twice a Zen 4's vector
+# width per cycle, so its tables are not the Zen 4's and get a JSON of their own.
+CPU_KIND_OF = """
+import json, runpy, sys
+cpus = json.loads(sys.argv[1])
+sys.argv = ["scripts/bench.py", "--predict-from", "scripts/bench_epyc.json"]
+bench = runpy.run_path("scripts/bench.py")
+kinds = []
+for fields in cpus:
+    bench["cpu_kind"].__globals__["_cpuinfo"] = lambda: fields  # run_path returns a copy of the globals
+    kinds.append(bench["cpu_kind"]())
+record = {"kind": "epyc_zen5", "model": "AMD EPYC", "family": "26", "model_number": "2", "cores": 2,
+          "flags": {"avx2": True, "avx512f": True, "amx_tile": False},
+          "numpy_blas": [{"internal_api": "openblas", "version": "0.3.31", "architecture": "Haswell"}]}
+lines = [bench["describe_cpu"](record), bench["describe_cpu"]({**record, "openblas_coretype": "Haswell"})]
+print(json.dumps({"kinds": kinds, "lines": lines}))
+"""
+CPUS = [
+    ({"model name": "AMD EPYC", "cpu family": "25"}, "epyc"),
+    ({"model name": "AMD EPYC 9B45", "cpu family": "26"}, "epyc_zen5"),
+    ({"model name": "AMD EPYC", "cpu family": "27"}, "epyc_zen5"),
+    ({"model name": "AMD EPYC"}, "epyc"),  # no family read: the first EPYC's JSON, as before the family was read
+    ({"model name": "Intel(R) Xeon(R) Processor", "cpu family": "6"}, "xeon"),
+    ({"model name": "AMD Ryzen 9 9950X", "cpu family": "26"}, "cpu"),
+]
+
+
+def test_a_run_names_its_json_by_the_cpus_kind_and_says_when_the_environment_chose_openblass_kernels():
+    done = subprocess.run([sys.executable, "-c", CPU_KIND_OF, json.dumps([fields for fields, _ in CPUS])],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["kinds"] == [kind for _, kind in CPUS], seen["kinds"]
+    plain, forced = seen["lines"]
+    assert plain == ("AMD EPYC (epyc_zen5, family 26 model 2), 2 cores, flags avx2, avx512f; numpy's BLAS openblas "
+                     "0.3.31 (Haswell kernels)"), plain  # fmt: skip
+    assert forced == plain + ", OPENBLAS_CORETYPE=Haswell set", forced
