@@ -437,10 +437,24 @@ def test_column_blocks_cover_the_columns_once_in_aligned_blocks(width):
 def test_spread_never_waits_for_a_run_nobody_has_begun(monkeypatch):
     """Workers that never get a core (here: none serve the queue at all) leave every run to the calling thread, which
     returns once they are done rather than waiting for the workers."""
-    import queue
+
+    class Unserved:
+        """A queue whose shares no worker takes: a worker an earlier test started asks it for work when it next
+        looks (the module's queue is read afresh each time) and waits on the real queue instead. (A plain new queue
+        in its place let such a worker take shares now and then: this test failed in one of CI's runs.)"""
+
+        def __init__(self, real) -> None:
+            self.shares: list = []
+            self.get = real.get
+
+        def put(self, share) -> None:
+            self.shares.append(share)
+
+        def qsize(self) -> int:
+            return len(self.shares)
 
     monkeypatch.setattr(threads, "THREADS", 3)
-    monkeypatch.setattr(threads, "_tasks", queue.SimpleQueue())
+    monkeypatch.setattr(threads, "_tasks", Unserved(threads._tasks))
     monkeypatch.setattr(threads, "_start_workers", lambda: None)
     done: list[int] = []
     threads.spread(lambda first, end: done.extend(range(first, end)), 50)
