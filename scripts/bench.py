@@ -270,11 +270,9 @@ def evict_caches() -> None:
     np.add.reduce(_EVICT[0])
 
 
-_PROBE_READ: list = []  # a row and a weight of 1 GiB, read beside each timed step of a decode breakdown (probe_read)
-
-
 PROBE_SLICES = 8  # 128 MiB each: as long a read as a logits product's (GPT-2's 154 MB, the Llama-shaped's 197) ...
 PROBE_WIDTH = 4096  # ... of rows of 4,096 (on the Zen 5 EPYC: 16,384 read 1% to 2% slower than 768 to 4,096)
+_PROBE_READ: list = []  # a row and the slices of a 1 GiB weight, read beside each timed step (probe_read)
 
 
 def probe_read(reads: list[float]) -> None:
