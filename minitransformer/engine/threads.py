@@ -68,6 +68,8 @@ from math import prod
 
 import numpy as np
 
+from .precision import widened
+
 
 def _threads() -> int:
     """As many as the BLAS may use (the benchmark sets the same count for every library)."""
@@ -287,7 +289,7 @@ def _with_weight(matmul, a, b):
         with one_blas_thread():
             for start, stop in blocks[first:end]:
                 block = b[:, start:stop]
-                block = block.astype(np.float32) if narrow else block
+                block = widened(block) if narrow else block
                 if swapped:
                     np.copyto(out_rows[:, start:stop], matmul(block.T, rows_t).T)
                 else:
@@ -371,7 +373,7 @@ def _in_depth_blocks(matmul, a, b, step: int):
             for part in range(first, end):
                 for start in starts[cuts[part] : cuts[part + 1]]:
                     block = b[start : start + step]
-                    term = matmul(x[:, start : start + step], block.astype(np.float32) if narrow else block)
+                    term = matmul(x[:, start : start + step], widened(block) if narrow else block)
                     sums[part] = term if sums[part] is None else np.add(sums[part], term, out=sums[part])
 
     with one_blas_thread():
@@ -441,7 +443,7 @@ def _narrow_row(matmul, a, b):
                 stop = min(start + step, width)
                 size = depth * (stop - start)
                 wide = held[:size].reshape(stop - start, depth).T if transposed else held[:size].reshape(depth, -1)
-                np.copyto(wide, b[:, start:stop])
+                widened(b[:, start:stop], out=wide)
                 matmul(a, wide, out=out[..., start:stop])
 
     spread(run, -(-width // step))

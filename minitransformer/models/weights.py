@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
-from ..engine.precision import Format, Precision
+from ..engine.precision import Format, Precision, widened
 from ..errors import UserError
 from ..families.architecture import INDEX_KINDS
 from ..families.config import ModelConfig
@@ -336,11 +336,9 @@ def _held(
     held = _in_format(raw, stored, fmt)
     if events is not None and held.base is None:  # rounded here (not the file's own bytes): did it leave the range?
         events.extend(
-            Precision.range_events(
-                fmt, _upcast(raw, stored, np.dtype(np.float32)), held.astype(np.float32), name, "weight"
-            )
+            Precision.range_events(fmt, _upcast(raw, stored, np.dtype(np.float32)), widened(held), name, "weight")
         )
-    return held if matrix or embedding else held.astype(np.float32)
+    return held if matrix or embedding else widened(held)
 
 
 def _narrow_view(raw: np.ndarray, stored: str) -> np.ndarray:
@@ -364,7 +362,7 @@ def _upcast(raw: np.ndarray, stored: str, dtype: np.dtype) -> np.ndarray:
     if stored == "F32":
         return raw if dtype == np.float32 else raw.astype(dtype)  # float32: a read-only view of the file, no copy
     if stored == "F16":
-        return raw.astype(dtype)
+        return widened(raw) if dtype == np.float32 else raw.astype(dtype)
     # bfloat16 is the top half of a float32.
     as_float32 = (raw.astype(np.uint32) << 16).view(np.float32)
     return as_float32 if dtype == np.float32 else as_float32.astype(dtype)

@@ -18,7 +18,8 @@ import pytest
 
 from conftest import run_cli, write_llama
 from minitransformer import UserError, load_model
-from minitransformer.engine.precision import Precision, precision_of
+from minitransformer.engine import precision as precision_module
+from minitransformer.engine.precision import Precision, precision_of, widened
 from minitransformer.engine.tape import Dims, Tape
 from minitransformer.models.weights import _read_header
 from minitransformer.verbs.drift import drift
@@ -191,8 +192,8 @@ def test_the_labels_name_the_formats_the_weights_are_really_held_in(precision):
     assert f"; {ROUNDING[precision]}; matrices held in {matrices}{also})" in line, line
 
 
-def write_bfloat16(source: Path, directory: Path) -> Path:
-    """A copy of a float32 checkpoint in bfloat16, written as safetensors lays it out (header, then each tensor's
+def write_two_byte(source: Path, directory: Path, stored: str = "BF16") -> Path:
+    """A copy of a float32 checkpoint in bfloat16 (stored "BF16") or float16 ("F16"), written as safetensors lays it out (header, then each tensor's
     little-endian bytes), without torch."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_bytes((source / "config.json").read_bytes())
@@ -201,8 +202,8 @@ def write_bfloat16(source: Path, directory: Path) -> Path:
         with open(info.file, "rb") as f:
             f.seek(info.start)
             values = np.frombuffer(f.read(info.end - info.start), "<f4")
-        data = values.astype(ml_dtypes.bfloat16).view("<u2").tobytes()
-        header[name] = {"dtype": "BF16", "shape": list(info.shape), "data_offsets": [offset, offset + len(data)]}
+        data = values.astype(ml_dtypes.bfloat16 if stored == "BF16" else np.float16).view("<u2").tobytes()
+        header[name] = {"dtype": stored, "shape": list(info.shape), "data_offsets": [offset, offset + len(data)]}
         chunks.append(data)
         offset += len(data)
     text = json.dumps(header).encode()
@@ -215,7 +216,7 @@ def write_bfloat16(source: Path, directory: Path) -> Path:
 def bfloat16_llama(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("bf16")
     source = write_llama(root / "f32", n_layer=2, n_embd=32, n_inner=64, vocab_size=300, tie_word_embeddings=False)
-    return write_bfloat16(source, root / "bf16")
+    return write_two_byte(source, root / "bf16")
 
 
 def _memory_mapped(array: np.ndarray) -> bool:
@@ -244,6 +245,56 @@ def test_a_bfloat16_checkpoint_kept_in_its_bytes_computes_what_its_upcast_comput
     assert a.ledger.to_dict()["phases"] == b.ledger.to_dict()["phases"]
     # auto: the float32 copy of this small model fits in memory, so it is upcast
     assert load_model(bfloat16_llama).params.layers[0].self_attn.q_proj.weight.dtype == np.float32
+
+
+def test_a_float16_checkpoint_kept_in_its_bytes_computes_what_its_upcast_computes(tmp_path):
+    """float16 is widened by moving its bits (precision.widened), not by NumPy's cast: the same float32 numbers."""
+    source = write_llama(tmp_path / "f32", n_layer=2, n_embd=32, n_inner=64, vocab_size=300)
+    directory = write_two_byte(source, tmp_path / "f16", stored="F16")
+    stored, upcast = load_model(directory, weights="stored"), load_model(directory, weights="float32")
+    q = stored.params.layers[0].self_attn.q_proj.weight
+    assert q.dtype == np.float16 and _memory_mapped(q), q.dtype
+    file_q = load_model(source).params.layers[0].self_attn.q_proj.weight
+    widened_q = upcast.params.layers[0].self_attn.q_proj.weight
+    assert np.array_equal(widened_q, file_q.astype(np.float16).astype(np.float32))  # upcast at load: NumPy's numbers
+    ids = [5, 17, 200, 3, 99, 42]
+    assert np.array_equal(stored.logits(ids), upcast.logits(ids))
+    a = stored.generate(ids, max_new_tokens=6, stop_at_eos=False)
+    b = upcast.generate(ids, max_new_tokens=6, stop_at_eos=False)
+    assert a.new_tokens == b.new_tokens, (a.new_tokens, b.new_tokens)
+
+
+EVERY_FLOAT16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)  # NaNs, infs, subnormals, -0
+
+
+@pytest.mark.parametrize(
+    "layout",
+    ["flat", "[out, in] read as W^T", "a block of W^T's columns", "every other row", "one number", "empty"],
+)
+def test_widened_float16_is_numpys_float32_bit_for_bit_in_any_layout(layout, monkeypatch):
+    monkeypatch.setattr(precision_module, "WIDEN_CHUNK", 1000)  # chunks that end mid-row, and a short last one
+    grid = EVERY_FLOAT16.reshape(256, 256)
+    x = {
+        "flat": EVERY_FLOAT16,
+        "[out, in] read as W^T": grid.T,
+        "a block of W^T's columns": grid.T[:, 37:203],
+        "every other row": grid[::2, 3:],
+        "one number": EVERY_FLOAT16[31744:31745].reshape(()),  # +inf, 0-d
+        "empty": grid[:0],
+    }[layout]
+    expected = x.astype(np.float32)
+    got = widened(x)
+    assert got.shape == expected.shape and got.strides == expected.strides, (got.strides, expected.strides)
+    same = got.view(np.uint32) == expected.view(np.uint32)
+    assert same.all(), (x[~same][:5], got[~same][:5], expected[~same][:5])
+    into = np.full(x.shape, 7.0, np.float32).T.copy().T  # a buffer of another layout, filled with something else
+    assert widened(x, out=into) is into and np.array_equal(into.view(np.uint32), expected.view(np.uint32))
+
+
+def test_widened_bfloat16_and_fp8_are_ml_dtypes_casts():
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    for x in (bits.view(ml_dtypes.bfloat16), bits[:256].astype(np.uint8).view(ml_dtypes.float8_e4m3fn)):
+        assert np.array_equal(widened(x).view(np.uint32), x.astype(np.float32).view(np.uint32)), x.dtype
 
 
 def test_at_bfloat16_a_bfloat16_checkpoint_is_read_in_place(bfloat16_llama):
