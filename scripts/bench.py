@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import inspect
 import json
 import os
 import platform
@@ -839,12 +840,14 @@ def main_predict_from(path: Path) -> None:
 STORED_SHAPES = dict(n_layer=16, D=2048, H=32, Hkv=8, F=8192, V=128256)
 
 
-def random_bfloat16_llama_dir() -> Path:
-    """A Llama-shaped bfloat16 checkpoint of ~1.2B random parameters, written tensor by tensor (never all in memory)
-    as safetensors lays it out, so that writing it needs no more memory than its largest tensor."""
+def random_two_byte_llama_dir(stored: str = "BF16") -> Path:
+    """A Llama-shaped checkpoint of ~1.2B random parameters in bfloat16 (stored "BF16") or float16 ("F16": the same
+    draw), written tensor by tensor (never all in memory) as safetensors lays it out, so that writing it needs no more
+    memory than its largest tensor."""
     import ml_dtypes
 
-    directory = Path(tempfile.gettempdir()) / "minitransformer-bench-llama-1b-bf16"
+    dtype = {"BF16": ml_dtypes.bfloat16, "F16": np.float16}[stored]
+    directory = Path(tempfile.gettempdir()) / f"minitransformer-bench-llama-1b-{stored.lower()}"
     if (directory / "model.safetensors").exists():
         return directory
     directory.mkdir(parents=True, exist_ok=True)
@@ -861,7 +864,7 @@ def random_bfloat16_llama_dir() -> Path:
     header, offset = {}, 0
     for name, shape in shapes.items():
         size = 2 * int(np.prod(shape))
-        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        header[name] = {"dtype": stored, "shape": list(shape), "data_offsets": [offset, offset + size]}
         offset += size
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
@@ -870,11 +873,11 @@ def random_bfloat16_llama_dir() -> Path:
         f.write(len(text).to_bytes(8, "little") + text)
         for shape in shapes.values():
             values = np.ones(shape, np.float32) if len(shape) == 1 else rng.standard_normal(shape, np.float32) * 0.02
-            f.write(values.astype(ml_dtypes.bfloat16).view("<u2").tobytes())
+            f.write(values.astype(dtype).view("<u2").tobytes())
     config = {"model_type": "llama", "num_hidden_layers": s["n_layer"], "hidden_size": s["D"],
               "num_attention_heads": s["H"], "num_key_value_heads": s["Hkv"], "intermediate_size": s["F"],
               "vocab_size": s["V"], "max_position_embeddings": 2048, "tie_word_embeddings": True,
-              "rope_theta": 500000.0, "torch_dtype": "bfloat16"}  # fmt: skip
+              "rope_theta": 500000.0, "torch_dtype": np.dtype(dtype).name}  # fmt: skip
     (directory / "config.json").write_text(json.dumps(config))
     return directory
 
@@ -903,12 +906,24 @@ def stored_run(directory: Path, weights: str, context: int, steps: int) -> dict:
             "peak_rss_bytes": int(hwm)}  # fmt: skip
 
 
+def settle_source() -> str:
+    """`settle` and what it calls, as source for a child process whose runs in turn must begin as this one's do."""
+    constants = f"SETTLE_QUIET_S, SETTLE_MAX_S, SETTLED = {SETTLE_QUIET_S!r}, {SETTLE_MAX_S!r}, {dict(SETTLED)!r}\n"
+    functions = (other_threads_cpu_ticks, sleep_then_ticks, settle)
+    return "import threading, time\nfrom pathlib import Path\n" + constants + "".join(map(inspect.getsource, functions))
+
+
 def stored_in_turn(directory: Path, context: int, steps: int) -> dict:
     """Both modes loaded in one fresh process, their decode steps taken in turn (stored, float32, stored, ...) after
-    one prefill of `context` tokens each: the median seconds of each mode's step, and the median of the ratios of
-    steps taken side by side, which a shared machine's load hits alike."""
-    code = (
-        "import os, statistics, time, minitransformer as mt\n"
+    one prefill of `context` tokens each, each step begun settled (`settle`): the median seconds of each mode's step,
+    and the median of the ratios of steps taken side by side, which a shared machine's load hits alike.
+
+    Settled, as the benchmark's other runs in turn are: a float32 step's products run on the BLAS's threads, which
+    spin for a tenth of a second after it, and a stored step begun meanwhile shares a core with them, its blocks
+    being widened on the engine's own threads (measured on the Zen 5, medians of 12 steps in turn: stored 0.201 and
+    0.203 s a step unsettled, 0.186 and 0.189 settled; float32 0.147 and 0.155, 0.163 and 0.152)."""
+    code = settle_source() + (
+        "import os, statistics, minitransformer as mt\n"
         f"models = [mt.load_model({str(directory)!r}, weights=w) for w in ('stored', 'float32')]\n"
         f"caches = [m.new_cache(capacity={context + steps + 2}) for m in models]\n"
         "for m, c in zip(models, caches):\n"
@@ -917,6 +932,7 @@ def stored_in_turn(directory: Path, context: int, steps: int) -> dict:
         "times, cpu = [[], []], [[], []]\n"
         f"for k in range({steps}):\n"
         "    for m, c, t, u in zip(models, caches, times, cpu):\n"
+        "        settle()\n"
         "        start, used = time.perf_counter(), sum(os.times()[:2])\n"
         "        m.run([1000 + k], cache=c)\n"
         "        t.append(time.perf_counter() - start)\n"
@@ -928,19 +944,21 @@ def stored_in_turn(directory: Path, context: int, steps: int) -> dict:
     # the CPU seconds of a step (all its threads'), beside the clock's: what a machine whose cores other processes
     # share stretches least
     return {"stored_s_per_token": stored, "float32_s_per_token": upcast, "stored_over_float32": ratio,
-            "stored_cpu_s_per_token": stored_cpu, "float32_cpu_s_per_token": upcast_cpu}  # fmt: skip
+            "stored_cpu_s_per_token": stored_cpu, "float32_cpu_s_per_token": upcast_cpu, "settled": True}  # fmt: skip
 
 
 def measure_stored(context: int = 16, steps: int = 8) -> dict:
     """The ~1.2B bfloat16 checkpoint kept in its bytes against its float32 upcast: peak memory over the file's size
     and decode speed, each in a fresh process, then the two modes' decode steps in turn in one process (their ratio,
     read side by side), with the load average beside them (the machine is shared)."""
-    directory = random_bfloat16_llama_dir()
+    directory = random_two_byte_llama_dir()
     file_bytes = sum(f.stat().st_size for f in directory.glob("*.safetensors"))
     load_before = os.getloadavg()
     runs = {weights: stored_run(directory, weights, context, steps) for weights in ("stored", "float32")}
+    # the same draw in float16, kept stored: widened by moving its bits (precision.widened), not by ml_dtypes' cast
+    runs["stored, a float16 file"] = stored_run(random_two_byte_llama_dir("F16"), "stored", context, steps)
     for r in runs.values():
-        r["peak_rss_over_file"] = r["peak_rss_bytes"] / file_bytes
+        r["peak_rss_over_file"] = r["peak_rss_bytes"] / file_bytes  # the two files' sizes differ by a header's bytes
     in_turn = stored_in_turn(directory, context, 2 * steps)
     return {"model": "Llama-shaped 1.24B, bfloat16, random", "file_bytes": file_bytes, "context": context,
             "steps": steps, "load_average": [load_before, os.getloadavg()], "runs": runs,
@@ -958,8 +976,10 @@ def render_stored(r: dict) -> list[str]:
                      f"{x['load_s']:.1f} s | {x['decode_s_per_token']:.3f} |")  # fmt: skip
     if "in_turn" in r:  # runs before it was measured lack it
         t = r["in_turn"]
-        lines += ["", f"Both modes in one process, their decode steps in turn: stored {t['stored_s_per_token']:.3f} s a "
-                      f"token, float32 {t['float32_s_per_token']:.3f} s (medians); stored / float32, step beside step: "
+        settled = ", each begun settled" if t.get("settled") else ""
+        lines += ["", f"Both modes in one process, their decode steps in turn{settled}: stored "
+                      f"{t['stored_s_per_token']:.3f} s a token, float32 {t['float32_s_per_token']:.3f} s (medians); "
+                      "stored / float32, step beside step: "
                       f"{t['stored_over_float32']:.2f}x"]  # fmt: skip
         if "stored_cpu_s_per_token" in t:
             lines[-1] += (f"; CPU seconds a step (its threads' together) {t['stored_cpu_s_per_token']:.3f} stored, "
