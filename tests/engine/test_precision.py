@@ -267,12 +267,14 @@ def test_a_float16_checkpoint_kept_in_its_bytes_computes_what_its_upcast_compute
 EVERY_FLOAT16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)  # NaNs, infs, subnormals, -0
 
 
+@pytest.mark.parametrize("bits_from", [2, precision_module.FLOAT16_BITS_MIN], ids=["by its bits", "as it comes"])
 @pytest.mark.parametrize(
     "layout",
     ["flat", "[out, in] read as W^T", "a block of W^T's columns", "every other row", "one number", "empty"],
 )
-def test_widened_float16_is_numpys_float32_bit_for_bit_in_any_layout(layout, monkeypatch):
+def test_widened_float16_is_numpys_float32_bit_for_bit_in_any_layout(layout, bits_from, monkeypatch):
     monkeypatch.setattr(precision_module, "WIDEN_CHUNK", 1000)  # chunks that end mid-row, and a short last one
+    monkeypatch.setattr(precision_module, "FLOAT16_BITS_MIN", bits_from)  # 2: all but one number by their bits
     grid = EVERY_FLOAT16.reshape(256, 256)
     x = {
         "flat": EVERY_FLOAT16,
