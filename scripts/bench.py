@@ -967,7 +967,8 @@ def measure_stored(context: int = 16, steps: int = 8) -> dict:
 
 def render_stored(r: dict) -> list[str]:
     (b1, _, _), (a1, _, _) = r["load_average"]
-    lines = [f"A bfloat16 checkpoint in its own bytes: {r['model']}, file {r['file_bytes'] / 1e9:.2f} GB; a prefill "
+    lines = [f"A bfloat16 checkpoint in its own bytes (and the same draw in float16, where a row says so): {r['model']}, "
+             f"file {r['file_bytes'] / 1e9:.2f} GB; a prefill "
              f"of {r['context']} tokens, {r['steps']} decode steps, each mode in a fresh process (load average "
              f"{b1:.2f} before, {a1:.2f} after)", "",
              "| weights | peak resident memory | / file size | load | decode, s/token |", "|---|---:|---:|---:|---:|"]  # fmt: skip

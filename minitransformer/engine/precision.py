@@ -226,10 +226,12 @@ def widening() -> Precision:
 
 # float16 has 5 bits of exponent biased by 15, float32 8 biased by 127: a float16's bits moved to their float32 places
 # (its 10 bits of mantissa at the top of float32's 23, its exponent at the foot of float32's) read as a float32 2^112
-# times too small, its subnormals too (as float32 subnormals), and a product by 2^112 is exact: where the CPU reads
-# subnormals as NumPy leaves it to (a thread told to take them for zero, as torch.set_flush_denormal(True) tells
-# its own, would zero float16's subnormals).
+# times too small, its subnormals too (as float32 subnormals), and a product by 2^112 is exact where the CPU reads
+# subnormals as NumPy leaves it to. A thread told to read them as zero (torch.set_flush_denormal(True) tells its own,
+# and so does loading a library built with -ffast-math) would zero float16's subnormals: SUBNORMAL_PROBE, a float32
+# subnormal, scaled first, tells which the calling thread does.
 FLOAT16_SCALE = np.float32(2.0**112)
+SUBNORMAL_PROBE = np.array([2.0**-140], np.float32)
 FLOAT16_SPECIALS = 2.0**16  # where inf and NaN (exponent 31) land once scaled; float16's largest finite is 65,504
 WIDEN_CHUNK = 1 << 18  # numbers widened at a time: float16's passes over them stay in cache, in few calls (see widened)
 # Fewer float16s than this NumPy's cast widens sooner than six calls would (768 of them 1.1 us against 6.9; from
@@ -244,10 +246,11 @@ def widened(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     WIDEN_CHUNK numbers at a time, in three of NumPy's vector loops, a scale and a look for infinities (0.27 ns a
     number on the Zen 5 here): NumPy's own cast converts one number at a time (1.2 to 1.5 ns), which made a float16
     checkpoint kept in its bytes spend six times a bfloat16 one's time widening. Infinities and NaNs (no weight holds
-    one) are NumPy's cast's, so every float16 widens to NumPy's float32."""
+    one) are NumPy's cast's, and so is all of x in a thread that reads subnormals as zero (see SUBNORMAL_PROBE), so
+    every float16 widens to NumPy's float32. `out`, where given, is float32."""
     if out is None:
         out = np.empty_like(x, dtype=np.float32)  # x's layout, as astype gives: a product's call is the same kind
-    if x.dtype != np.float16 or x.size < FLOAT16_BITS_MIN:
+    if x.dtype != np.float16 or x.size < FLOAT16_BITS_MIN or not _reads_subnormals():
         np.copyto(out, x)
         return out
     axis = int(np.argmax(np.abs(x.strides)))  # the chunks cut where x's memory is farthest apart
@@ -256,6 +259,11 @@ def widened(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         cut = (slice(None),) * axis + (slice(start, start + step),)
         _widen_float16(x[cut], out[cut])
     return out
+
+
+def _reads_subnormals() -> bool:
+    """Whether the calling thread's float arithmetic reads a subnormal as itself, not as zero (a product, 1 us)."""
+    return bool(np.multiply(SUBNORMAL_PROBE, FLOAT16_SCALE)[0] != 0)
 
 
 def _widen_float16(x: np.ndarray, out: np.ndarray) -> None:

@@ -193,8 +193,8 @@ def test_the_labels_name_the_formats_the_weights_are_really_held_in(precision):
 
 
 def write_two_byte(source: Path, directory: Path, stored: str = "BF16") -> Path:
-    """A copy of a float32 checkpoint in bfloat16 (stored "BF16") or float16 ("F16"), written as safetensors lays it out (header, then each tensor's
-    little-endian bytes), without torch."""
+    """A copy of a float32 checkpoint in bfloat16 (stored "BF16") or float16 ("F16"), written as safetensors lays it
+    out (header, then each tensor's little-endian bytes), without torch."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_bytes((source / "config.json").read_bytes())
     header, chunks, offset = {}, [], 0
@@ -247,8 +247,9 @@ def test_a_bfloat16_checkpoint_kept_in_its_bytes_computes_what_its_upcast_comput
     assert load_model(bfloat16_llama).params.layers[0].self_attn.q_proj.weight.dtype == np.float32
 
 
-def test_a_float16_checkpoint_kept_in_its_bytes_computes_what_its_upcast_computes(tmp_path):
+def test_a_float16_checkpoint_kept_in_its_bytes_computes_what_its_upcast_computes(tmp_path, monkeypatch):
     """float16 is widened by moving its bits (precision.widened), not by NumPy's cast: the same float32 numbers."""
+    monkeypatch.setattr(precision_module, "FLOAT16_BITS_MIN", 2)  # this small model's matrices by their bits too
     source = write_llama(tmp_path / "f32", n_layer=2, n_embd=32, n_inner=64, vocab_size=300)
     directory = write_two_byte(source, tmp_path / "f16", stored="F16")
     stored, upcast = load_model(directory, weights="stored"), load_model(directory, weights="float32")
@@ -291,6 +292,24 @@ def test_widened_float16_is_numpys_float32_bit_for_bit_in_any_layout(layout, bit
     assert same.all(), (x[~same][:5], got[~same][:5], expected[~same][:5])
     into = np.full(x.shape, 7.0, np.float32).T.copy().T  # a buffer of another layout, filled with something else
     assert widened(x, out=into) is into and np.array_equal(into.view(np.uint32), expected.view(np.uint32))
+
+
+def test_widened_float16_keeps_subnormals_in_a_thread_that_reads_them_as_zero():
+    """torch.set_flush_denormal(True) sets the calling thread's float arithmetic to read subnormals as zero, which the
+    bit path's scaling by 2^112 would turn into zeros: widened sees it and takes NumPy's cast (integer work) there."""
+    torch = pytest.importorskip("torch")
+    x = EVERY_FLOAT16[: 1 << 15]  # the positive half: zero, 1,023 subnormals, the normals, inf and the NaNs
+    expected = x.astype(np.float32)
+    assert precision_module._reads_subnormals()
+    try:
+        if not torch.set_flush_denormal(True):
+            pytest.skip("this CPU cannot read subnormals as zero")
+        assert np.multiply(precision_module.SUBNORMAL_PROBE, np.float32(1.0))[0] == 0  # the mode is on
+        assert not precision_module._reads_subnormals()
+        got = widened(x)
+    finally:
+        torch.set_flush_denormal(False)
+    assert np.array_equal(got.view(np.uint32), expected.view(np.uint32)), got[1:5]
 
 
 def test_widened_bfloat16_and_fp8_are_ml_dtypes_casts():
