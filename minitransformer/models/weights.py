@@ -361,8 +361,7 @@ def _upcast(raw: np.ndarray, stored: str, dtype: np.dtype) -> np.ndarray:
     """A stored tensor (F32, F16 or BF16) as `dtype`: every stored number is exactly a float32 and a float64."""
     if stored == "F32":
         return raw if dtype == np.float32 else raw.astype(dtype)  # float32: a read-only view of the file, no copy
-    if stored == "F16":
-        return widened(raw) if dtype == np.float32 else raw.astype(dtype)
-    # bfloat16 is the top half of a float32.
-    as_float32 = (raw.astype(np.uint32) << 16).view(np.float32)
+    if stored == "F16" and dtype != np.float32:
+        return raw.astype(dtype)  # float64 from float16 itself (a NaN keeps float16's payload)
+    as_float32 = widened(_narrow_view(raw, stored))  # exact: precision.widened, the one way to float32
     return as_float32 if dtype == np.float32 else as_float32.astype(dtype)
