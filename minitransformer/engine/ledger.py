@@ -38,6 +38,10 @@ def dot_product_count(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tup
 
 
 def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    if a == b or not b:  # the common cases, at once: a long prompt's count broadcasts a chunk's products by the
+        return a  # tens of thousands
+    if not a:
+        return b
     width = max(len(a), len(b))
     a, b = (1,) * (width - len(a)) + a, (1,) * (width - len(b)) + b
     if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
