@@ -226,12 +226,14 @@ def chunked(at: Tape, q, k, v, slopes: np.ndarray, S, block: int):
     at = at.with_sizes(C=C, N=N)
     pieces = at.in_pieces()
     outputs = []
+    # positions within a block, and each pair's distance (inf: the future): a shorter last block's are the corner
+    every_step = np.arange(C)
+    every_distance = np.where(every_step[:, None] >= every_step, every_step[:, None] - every_step, np.inf)
     for start in range(0, T, C):
         b = min(C, T - start)
         part = pieces.with_sizes(Cn=b)
         qn, kn, vn = (x[..., start : start + b, :] for x in (q, k, v))
-        steps = np.arange(b)
-        within = np.where(steps[:, None] >= steps[None, :], steps[:, None] - steps[None, :], np.inf)
+        steps, within = every_step[:b], every_distance[:b, :b]
         scores = part.matmul("lightning.qk", qn, kn.swapaxes(-1, -2), "H Cn dh, H dh Cn -> H Cn Cn")
         A = part.stage("lightning.attn", scores * _decay(slopes, within, v), "H Cn Cn")
         mix = part.matmul("lightning.mix", A, vn, "H Cn Cn, H Cn dh -> H Cn dh")
