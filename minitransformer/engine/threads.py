@@ -104,6 +104,7 @@ SMALL_KERNEL_MNK = 100**3
 SMALL_KERNEL_MN = 1200
 SMALL_KERNEL_MIN_DEPTH = 32
 SMALL_BLOCKS_MAX_ROWS = 6  # measured: from 8 rows a loss (see `_small_kernel_rows`, `_in_depth_blocks`)
+SMALL_BLOCK_MIN_NUMBERS = 1 << 17  # a block of a weight stored [out, in]: fewer, one call (`_small_kernel_rows`)
 SMALL_DEPTH_BLOCK = 64  # a weight stored [in, out]: at most so many of its rows a block (see `_in_depth_blocks`) ...
 DEPTH_PARTS = 4  # ... and its blocks in so many runs of their own, each summed apart, the sums added in their order
 DEPTH_MIN_WEIGHT = 1 << 18  # numbers (1 MiB of float32): a smaller weight is one call (`_small_kernel_depth`)
@@ -303,8 +304,8 @@ def _with_weight(matmul, a, b):
 def _small_kernel_rows(a, b) -> int:
     """The rows of the weight in each block of a few rows' product with a weight stored [out, in] (b its view W^T), cut
     so that each block's W_block @ x^T is a product OpenBLAS takes to its small-product kernel; 0 where it is not so
-    computed (more than SMALL_BLOCKS_MAX_ROWS rows, one row, a weight stored [in, out], too deep a weight, a BLAS
-    without that kernel).
+    computed (more than SMALL_BLOCKS_MAX_ROWS rows, one row, a weight stored [in, out], too deep a weight, too shallow
+    a weight for a block to hold SMALL_BLOCK_MIN_NUMBERS, a BLAS without that kernel).
 
     Measured on the Intel Xeon here (Emerald Rapids; OpenBLAS 0.3.31, its SkylakeX kernels), one BLAS thread, the
     weight read from memory: OpenBLAS's packed product of 5 rows read a weight at 3.5 to 3.9 GB/s (a row alone, its
@@ -317,14 +318,19 @@ def _small_kernel_rows(a, b) -> int:
     in memory, and the small kernel read them no faster than the packed product (GPT-2's layers, 5 rows: 84 against
     71 ms in one call on the BLAS's threads); it is cut along its depth instead (`_in_depth_blocks`). The bits are
     the block's one-thread call's, fixed by its shape, on any load. Where the BLAS has no such kernel, blocks this
-    narrow would only add calls: 0. Not measured on the AMD EPYC, whose OpenBLAS takes the same kernels (this changed
-    its bits there too, by a rounding)."""
+    narrow would only add calls: 0. The AMD EPYC's OpenBLAS takes the same kernels (this changed its bits there too,
+    by a rounding). A small model's blocks are small too, and each costs a call and a turn at the GIL: on the Zen 5
+    EPYC here, the demo-llama's prefill of 5 positions (64 wide, its logits' [V, 64] in blocks of 240 x 64) took 3.7
+    ms against 1.9 in one call, a 256-wide model's (8 layers) 7.6 against 4.2, a 384-wide one's 10.4 against 6.4;
+    with SMALL_BLOCK_MIN_NUMBERS (blocks of 240 x 768 and 128 x 1,536 clear it), 2.2 against 2.3, 4.4 against 4.1,
+    6.7 against 6.3, and the bench's Llama-shaped 0.54B as before (its weights read from memory, the blocks' gain:
+    130 ms against 172)."""
     rows, depth = a.size // b.shape[0], b.shape[0]
     out_in = b.ndim == 2 and b.strides[0] < b.strides[1]  # [out, in] storage read as W^T
     if not (out_in and 1 < rows <= SMALL_BLOCKS_MAX_ROWS and depth >= SMALL_KERNEL_MIN_DEPTH):
         return 0
     step = min(SMALL_KERNEL_MN // rows, SMALL_KERNEL_MNK // (rows * depth)) // BLOCK_ALIGN * BLOCK_ALIGN
-    return step if step >= BLOCK_ALIGN and _has_small_kernel() else 0
+    return step if step >= BLOCK_ALIGN and step * depth >= SMALL_BLOCK_MIN_NUMBERS and _has_small_kernel() else 0
 
 
 def _small_kernel_depth(a, b) -> int:

@@ -240,12 +240,14 @@ def test_a_few_rows_times_an_out_in_weight_are_cut_for_the_small_kernel_with_the
     kernel (set here, so that the test holds on any BLAS): blocks of the weight's rows within that kernel's permit
     (rows x block at most 1,200, rows x block x depth at most 10^6, a multiple of 16 rows), each W_block @ x^T on one
     BLAS thread; the bits of those calls made one after the other here, on one worker or three, the BLAS on one
-    thread or two outside, and within a rounding of x @ W^T. More rows, a weight stored [in, out], and a BLAS without
-    the kernel are not cut so."""
+    thread or two outside, and within a rounding of x @ W^T. More rows, a weight stored [in, out], blocks of fewer than
+    SMALL_BLOCK_MIN_NUMBERS numbers and a BLAS without the kernel are not cut so."""
     rng = np.random.default_rng(11)
     stored = rng.standard_normal((width, depth)).astype(np.float32)  # [out, in]
     x = rng.standard_normal((rows, depth)).astype(np.float32)
     monkeypatch.setattr(threads, "_small_kernel", True)
+    floor = threads.SMALL_BLOCK_MIN_NUMBERS
+    monkeypatch.setattr(threads, "SMALL_BLOCK_MIN_NUMBERS", 0)  # the shallow weights here cut as a deep one is
     step = threads._small_kernel_rows(x, stored.T)
     assert step % threads.BLOCK_ALIGN == 0 and 0 < step <= min(1200 // rows, 10**6 // (rows * depth)) < step + 16, step
     blocks = [(start, min(start + step, width)) for start in range(0, width, step)]
@@ -269,6 +271,9 @@ def test_a_few_rows_times_an_out_in_weight_are_cut_for_the_small_kernel_with_the
     more = rng.standard_normal((threads.SMALL_BLOCKS_MAX_ROWS + 1, depth)).astype(np.float32)
     not_cut = {"more rows": threads._small_kernel_rows(more, stored.T),
                "stored [in, out]": threads._small_kernel_rows(x, np.ascontiguousarray(stored.T))}  # fmt: skip
+    monkeypatch.setattr(threads, "SMALL_BLOCK_MIN_NUMBERS", step * depth + 1)  # a block one number short of it
+    not_cut["too few numbers a block"] = threads._small_kernel_rows(x, stored.T)
+    monkeypatch.setattr(threads, "SMALL_BLOCK_MIN_NUMBERS", floor)
     monkeypatch.setattr(threads, "_small_kernel", False)
     not_cut["a BLAS without the kernel"] = threads._small_kernel_rows(x, stored.T)
     assert not_cut == dict.fromkeys(not_cut, 0), not_cut
@@ -404,6 +409,7 @@ def test_a_prompts_product_with_a_narrow_weight_has_the_bits_of_the_float32_weig
     b = narrow_weight(rng, 64, 1200, True, "bfloat16")
     x = rng.standard_normal((40, 64)).astype(np.float32)
     monkeypatch.setattr(threads, "BLOCKS_MIN_MACS", 0)
+    monkeypatch.setattr(threads, "SMALL_BLOCK_MIN_NUMBERS", 0)
     monkeypatch.setattr(threads, "_small_kernel", False)
     assert threads.widens_itself(x, b) and not threads.widens_itself(x[:5], b)  # a short prompt's: widened by the tape
     monkeypatch.setattr(threads, "_small_kernel", True)  # ... unless it is cut into the small kernel's blocks
