@@ -46,7 +46,7 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     a, b = (1,) * (width - len(a)) + a, (1,) * (width - len(b)) + b
     if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
         raise ValueError(f"batch dimensions do not broadcast: {list(a)} and {list(b)}")
-    return tuple(max(x, y) for x, y in zip(a, b))
+    return tuple(y if x == 1 else x for x, y in zip(a, b))  # 1 gives way to the other, even to 0
 
 
 @dataclass(frozen=True, slots=True)

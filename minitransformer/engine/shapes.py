@@ -12,6 +12,9 @@ from math import prod
 
 import numpy as np
 
+# The most axes an array may have (NumPy 2: 64, NumPy 1: 32); a stand-in's result beyond is NumPy's to refuse
+MAX_DIMS = 64 if np.lib.NumpyVersion(np.__version__) >= "2.0.0" else 32
+
 
 class ShapeOnly:
     __slots__ = ("shape", "dtype")
@@ -50,11 +53,13 @@ class ShapeOnly:
         shapes = [x.shape if isinstance(x, ShapeOnly) else np.shape(x) for x in inputs]
         # a long prompt's count runs a chunk's few stages tens of thousands of times: its common case, stand-ins of
         # one shape, answered without NumPy's broadcast_shapes and result_type (a third of such a count's time)
-        shape = shapes[0] if all(s == shapes[0] for s in shapes) else np.broadcast_shapes(*shapes)
+        alike = len(shapes[0]) <= MAX_DIMS and all(s == shapes[0] for s in shapes)
+        shape = shapes[0] if alike else np.broadcast_shapes(*shapes)
         if out is not None:
             return out[0] if len(out) == 1 else out
         dtypes = [x.dtype if isinstance(x, ShapeOnly) else np.asarray(x).dtype for x in inputs]
-        dtype = dtypes[0] if all(d == dtypes[0] for d in dtypes) else np.result_type(*dtypes)
+        # (a built-in dtype: one in another byte order or with metadata is result_type's to normalize)
+        dtype = dtypes[0] if dtypes[0].isbuiltin and all(d == dtypes[0] for d in dtypes) else np.result_type(*dtypes)
         result = ShapeOnly(shape, dtype)
         return (result,) * ufunc.nout if ufunc.nout > 1 else result
 
@@ -164,7 +169,8 @@ def _basic_index_shape(shape: tuple[int, ...], index) -> tuple[int, ...] | None:
             axis += 1
         else:
             return None
-    return (*out, *shape[axis:])
+    out.extend(shape[axis:])
+    return tuple(out) if len(out) <= MAX_DIMS else None
 
 
 def _bound(n) -> bool:
@@ -172,5 +178,6 @@ def _bound(n) -> bool:
 
 
 def _whole(n) -> bool:
-    """A Python or NumPy whole number, not a boolean (NumPy reads a boolean index as a mask)."""
-    return type(n) is int or isinstance(n, np.integer)
+    """A Python or NumPy whole number, not a boolean (NumPy reads a boolean index as a mask) nor a timedelta64 (a
+    subclass of NumPy's integers that indexing refuses)."""
+    return type(n) is int or (isinstance(n, np.integer) and not isinstance(n, np.timedelta64))
