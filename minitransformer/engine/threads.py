@@ -104,7 +104,7 @@ SMALL_KERNEL_MNK = 100**3
 SMALL_KERNEL_MN = 1200
 SMALL_KERNEL_MIN_DEPTH = 32
 SMALL_BLOCKS_MAX_ROWS = 6  # measured: from 8 rows a loss (see `_small_kernel_rows`, `_in_depth_blocks`)
-SMALL_BLOCK_MIN_NUMBERS = 1 << 17  # a block of a weight stored [out, in]: fewer, one call (`_small_kernel_rows`)
+SMALL_BLOCK_MIN_NUMBERS = 1 << 17  # fewer in a shallow weight's widest block: one call (`_small_kernel_rows`)
 SMALL_DEPTH_BLOCK = 64  # a weight stored [in, out]: at most so many of its rows a block (see `_in_depth_blocks`) ...
 DEPTH_PARTS = 4  # ... and its blocks in so many runs of their own, each summed apart, the sums added in their order
 DEPTH_MIN_WEIGHT = 1 << 18  # numbers (1 MiB of float32): a smaller weight is one call (`_small_kernel_depth`)
@@ -305,7 +305,8 @@ def _small_kernel_rows(a, b) -> int:
     """The rows of the weight in each block of a few rows' product with a weight stored [out, in] (b its view W^T), cut
     so that each block's W_block @ x^T is a product OpenBLAS takes to its small-product kernel; 0 where it is not so
     computed (more than SMALL_BLOCKS_MAX_ROWS rows, one row, a weight stored [in, out], too deep a weight, too shallow
-    a weight for a block to hold SMALL_BLOCK_MIN_NUMBERS, a BLAS without that kernel).
+    a weight (the most rows the kernel's permit lets a block have, SMALL_KERNEL_MN // rows, hold fewer than
+    SMALL_BLOCK_MIN_NUMBERS numbers), a BLAS without that kernel).
 
     Measured on the Intel Xeon here (Emerald Rapids; OpenBLAS 0.3.31, its SkylakeX kernels), one BLAS thread, the
     weight read from memory: OpenBLAS's packed product of 5 rows read a weight at 3.5 to 3.9 GB/s (a row alone, its
@@ -330,7 +331,8 @@ def _small_kernel_rows(a, b) -> int:
     if not (out_in and 1 < rows <= SMALL_BLOCKS_MAX_ROWS and depth >= SMALL_KERNEL_MIN_DEPTH):
         return 0
     step = min(SMALL_KERNEL_MN // rows, SMALL_KERNEL_MNK // (rows * depth)) // BLOCK_ALIGN * BLOCK_ALIGN
-    return step if step >= BLOCK_ALIGN and step * depth >= SMALL_BLOCK_MIN_NUMBERS and _has_small_kernel() else 0
+    shallow = SMALL_KERNEL_MN // rows * depth < SMALL_BLOCK_MIN_NUMBERS  # its blocks small whatever its width
+    return step if step >= BLOCK_ALIGN and not shallow and _has_small_kernel() else 0
 
 
 def _small_kernel_depth(a, b) -> int:

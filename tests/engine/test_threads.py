@@ -240,8 +240,8 @@ def test_a_few_rows_times_an_out_in_weight_are_cut_for_the_small_kernel_with_the
     kernel (set here, so that the test holds on any BLAS): blocks of the weight's rows within that kernel's permit
     (rows x block at most 1,200, rows x block x depth at most 10^6, a multiple of 16 rows), each W_block @ x^T on one
     BLAS thread; the bits of those calls made one after the other here, on one worker or three, the BLAS on one
-    thread or two outside, and within a rounding of x @ W^T. More rows, a weight stored [in, out], blocks of fewer than
-    SMALL_BLOCK_MIN_NUMBERS numbers and a BLAS without the kernel are not cut so."""
+    thread or two outside, and within a rounding of x @ W^T. More rows, a weight stored [in, out], a weight too shallow
+    for its widest block to hold SMALL_BLOCK_MIN_NUMBERS and a BLAS without the kernel are not cut so."""
     rng = np.random.default_rng(11)
     stored = rng.standard_normal((width, depth)).astype(np.float32)  # [out, in]
     x = rng.standard_normal((rows, depth)).astype(np.float32)
@@ -271,8 +271,10 @@ def test_a_few_rows_times_an_out_in_weight_are_cut_for_the_small_kernel_with_the
     more = rng.standard_normal((threads.SMALL_BLOCKS_MAX_ROWS + 1, depth)).astype(np.float32)
     not_cut = {"more rows": threads._small_kernel_rows(more, stored.T),
                "stored [in, out]": threads._small_kernel_rows(x, np.ascontiguousarray(stored.T))}  # fmt: skip
-    monkeypatch.setattr(threads, "SMALL_BLOCK_MIN_NUMBERS", step * depth + 1)  # a block one number short of it
-    not_cut["too few numbers a block"] = threads._small_kernel_rows(x, stored.T)
+    monkeypatch.setattr(threads, "SMALL_BLOCK_MIN_NUMBERS", 1200 // rows * depth + 1)  # its widest block one short
+    not_cut["too shallow"] = threads._small_kernel_rows(x, stored.T)
+    monkeypatch.setattr(threads, "SMALL_BLOCK_MIN_NUMBERS", 1200 // rows * depth)  # ... and at the floor: cut
+    assert threads._small_kernel_rows(x, stored.T) == step
     monkeypatch.setattr(threads, "SMALL_BLOCK_MIN_NUMBERS", floor)
     monkeypatch.setattr(threads, "_small_kernel", False)
     not_cut["a BLAS without the kernel"] = threads._small_kernel_rows(x, stored.T)
