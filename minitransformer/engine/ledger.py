@@ -38,8 +38,8 @@ def dot_product_count(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tup
 
 
 def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    if a == b or not b:  # the common cases, at once: a long prompt's count broadcasts a chunk's products by the
-        return a  # tens of thousands
+    if a == b or not b:  # the common cases at once (a long prompt's count asks for every product of every chunk)
+        return a
     if not a:
         return b
     width = max(len(a), len(b))

@@ -52,7 +52,7 @@ class ShapeOnly:
             raise TypeError(f"ShapeOnly supports elementwise ufunc calls and reductions, not {ufunc.__name__}.{method}")
         shapes = [x.shape if isinstance(x, ShapeOnly) else np.shape(x) for x in inputs]
         # a long prompt's count runs a chunk's few stages tens of thousands of times: its common case, stand-ins of
-        # one shape, answered without NumPy's broadcast_shapes and result_type (a third of such a count's time)
+        # one shape, answered without NumPy's broadcast_shapes and result_type (a fifth of such a count's time)
         alike = len(shapes[0]) <= MAX_DIMS and all(s == shapes[0] for s in shapes)
         shape = shapes[0] if alike else np.broadcast_shapes(*shapes)
         if out is not None:

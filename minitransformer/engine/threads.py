@@ -323,9 +323,9 @@ def _small_kernel_rows(a, b) -> int:
     by a rounding). A small model's blocks are small too, and each costs a call and a turn at the GIL: on the Zen 5
     EPYC here, the demo-llama's prefill of 5 positions (64 wide, its logits' [V, 64] in blocks of 240 x 64) took 3.7
     ms against 1.9 in one call, a 256-wide model's (8 layers) 7.6 against 4.2, a 384-wide one's 10.4 against 6.4;
-    with SMALL_BLOCK_MIN_NUMBERS (blocks of 240 x 768 and 128 x 1,536 clear it), 2.2 against 2.3, 4.4 against 4.1,
-    6.7 against 6.3, and the bench's Llama-shaped 0.54B as before (its weights read from memory, the blocks' gain:
-    130 ms against 172)."""
+    with SMALL_BLOCK_MIN_NUMBERS (a weight 768 deep or deeper clears it at 2 to 6 rows), 2.2 against 2.3, 4.4
+    against 4.1, 6.7 against 6.3, and the bench's Llama-shaped 0.54B as before (its weights read from memory, the
+    blocks' gain: 130 ms against 172)."""
     rows, depth = a.size // b.shape[0], b.shape[0]
     out_in = b.ndim == 2 and b.strides[0] < b.strides[1]  # [out, in] storage read as W^T
     if not (out_in and 1 < rows <= SMALL_BLOCKS_MAX_ROWS and depth >= SMALL_KERNEL_MIN_DEPTH):
