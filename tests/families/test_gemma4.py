@@ -5,16 +5,20 @@ and count says whose each such layer reads; the cache holds each shared pair onc
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
-from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips: it imports torch
+from conformance_configs import FAMILIES, GEMMA4  # noqa: E402 - after the importorskips: it imports torch
+from family_checks import save_random, worst  # noqa: E402
 
+from minitransformer import UserError, load_model  # noqa: E402
 from minitransformer.engine.ledger import Phase  # noqa: E402
-from minitransformer.families.table import PRESETS, architecture_of  # noqa: E402
+from minitransformer.families.table import PRESETS, architecture_of, read_config  # noqa: E402
 from minitransformer.verbs.memory import kv_cache_bytes, kv_cache_bytes_after  # noqa: E402
 
 FAMILY = "gemma4"  # the family whose models the `made` fixture (tests/conftest.py) gives
@@ -99,3 +103,74 @@ def test_count_says_whose_keys_and_values_each_shared_layer_reads():
     read = "    (num_kv_shared_layers): layers 15-18, 20-23, 25-28, 30-33 read layer 13's, layers 19, 24, 29, 34 read layer"
     assert read in notes and "    14's" in notes, notes
     assert any("9,216 numbers a token" in line and "not the 21,504" in line for line in notes), notes
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [{"global_head_dim": 8}, {"global_head_dim": 8, "attention_k_eq_v": True, "num_global_key_value_heads": 1}],
+    ids=["full heads as wide as the sliding ones", "and fewer of them, K = V"],
+)
+def test_a_file_whose_per_layer_config_leaves_out_what_equals_the_sliding_layers_reads_as_transformers(sizes, tmp_path):
+    """transformers 5.24 writes the full layers' sizes in per_layer_config and leaves out an override equal to the
+    layers' own (head_dim 8 here): {} or only num_key_value_heads, and no global_head_dim. Read back, those layers'
+    heads are head_dim wide, not global_head_dim's default (512)."""
+    config = transformers.Gemma4TextConfig(**GEMMA4, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=8, sliding_window=7,
+                                           layer_types=["sliding_attention", "full_attention"],
+                                           hidden_size_per_layer_input=0, **sizes)  # fmt: skip
+    hf = save_random(tmp_path, config, spread=0.3)
+    written = json.loads((tmp_path / "config.json").read_text())
+    assert "global_head_dim" not in written
+    assert written["per_layer_config"] == ({"1": {"num_key_value_heads": 1}} if "attention_k_eq_v" in sizes else {})
+    ours = load_model(tmp_path)
+    kv_heads = 1 if "attention_k_eq_v" in sizes else 2
+    assert (ours.config.global_head_dim, ours.config.n_global_kv_head or ours.config.n_kv_head) == (8, kv_heads)
+    ids = list(range(1, 41))
+    assert worst(ours.logits(ids), hf(torch.tensor([ids])).logits[0]) <= 1
+
+
+def test_vision_tokens_seeing_each_other_both_ways_leaves_a_text_only_run_causal(tmp_path):
+    """use_bidirectional_attention "vision" (the published 26B-A4B's and 31B's) is read, not refused: transformers'
+    text-only run masks causally, and so do we. "all" stays refused (conformance_configs' refusals)."""
+    config = transformers.Gemma4TextConfig(**GEMMA4, hidden_size=32, intermediate_size=24, num_hidden_layers=2,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=8, global_head_dim=16,
+                                           sliding_window=7, layer_types=["sliding_attention", "full_attention"],
+                                           hidden_size_per_layer_input=0,
+                                           use_bidirectional_attention="vision")  # fmt: skip
+    hf = save_random(tmp_path, config, spread=0.3)
+    assert json.loads((tmp_path / "config.json").read_text())["use_bidirectional_attention"] == "vision"
+    ids = list(range(1, 41))
+    with torch.no_grad():
+        expected, first = (hf(torch.tensor([prompt])).logits[0].numpy() for prompt in (ids, ids[:20]))
+    assert worst(load_model(tmp_path).logits(ids), expected) <= 1
+    assert worst(first, expected[:20]) <= 1  # causal: the first 20 positions' logits without the rest
+
+
+@pytest.mark.parametrize(
+    "per_layer_config, says",
+    [
+        ({"0": {"head_dim": 16}, "1": {"head_dim": 16}}, "for every full_attention layer"),  # a sliding layer's
+        ({"1": {"head_dim": 16}}, "for every full_attention layer"),  # one of the two full layers
+        ({"1": {"head_dim": 16}, "3": {"head_dim": 32}}, "the same head_dim"),
+        ({"1": {"num_key_value_heads": 1}, "3": {"num_key_value_heads": 1}}, "where attention_k_eq_v"),
+        ({"1": {"sliding_window": 3}, "3": {"sliding_window": 3}}, "per_layer_config is supported only"),
+        ({"01": {"head_dim": 16}, "full": {"head_dim": 16}}, "per_layer_config is supported only"),
+        ([{"head_dim": 16}], "per_layer_config is supported only"),
+    ],
+)
+def test_a_per_layer_config_transformers_would_not_write_is_refused_in_one_line(per_layer_config, says, tmp_path):
+    hf = {"model_type": "gemma4_text", "num_hidden_layers": 4, "hidden_size": 32, "num_attention_heads": 4,
+          "head_dim": 8, "layer_types": ["sliding_attention", "full_attention"] * 2, "vocab_size": 100,
+          "per_layer_config": per_layer_config}  # fmt: skip
+    with pytest.raises(UserError, match=says):
+        read_config(hf, name="g4")
+
+
+def test_a_per_layer_table_shorter_than_the_vocabulary_is_refused(tmp_path):
+    """transformers' Gemma 4 looks every token up in the per-layer table and fails on one past it: refused at load,
+    not at the first such token."""
+    hf = {"model_type": "gemma4_text", "num_hidden_layers": 2, "vocab_size": 150, "vocab_size_per_layer_input": 60,
+          "hidden_size_per_layer_input": 6}  # fmt: skip
+    with pytest.raises(UserError, match="vocab_size_per_layer_input=60 is below vocab_size=150"):
+        read_config(hf, name="g4")
+    assert read_config(hf | {"hidden_size_per_layer_input": 0}, name="g4")[0].per_layer_vocab == 60  # no table: read

@@ -51,35 +51,56 @@ def kinds(hf: dict, values: dict) -> list[str]:
     return [kind + (SHARED if i >= n - shared else "") for i, kind in enumerate(attention)]
 
 
-def overrides(hf: dict) -> dict:
+def overrides(hf: dict, values: dict) -> dict | None:
     """The full layers' sizes as transformers 5.24 writes them (per_layer_config: {layer: {"head_dim": ...,
-    "num_key_value_heads": ...}} for each full layer, in place of global_head_dim and num_global_key_value_heads), {}
-    where the file has none; refused where it sizes other layers, other keys, or its layers otherwise."""
+    "num_key_value_heads": ...}} for each full layer, in place of global_head_dim and num_global_key_value_heads;
+    an override equal to the layers' own size is left out, and so is a layer left none: {} where the full layers'
+    heads are the sliding ones'), None where the file has none; refused where it sizes other layers or other keys,
+    the full layers unlike, or their key and value heads where attention_k_eq_v is false (transformers writes them
+    only where it is true)."""
     given = hf.get("per_layer_config")
-    if not given:
-        return {}
+    if given is None:
+        return None
+    full = {i for i, kind in enumerate(kinds(hf, values)) if base(kind) == FULL}
     entries = list(given.values()) if isinstance(given, dict) else [None]
-    if any(not isinstance(e, dict) or not set(e) <= {"head_dim", "num_key_value_heads"} for e in entries) or any(
-        e != entries[0] for e in entries
+    first = entries[0] if entries else {}
+    if (
+        (isinstance(given, dict) and given and {_layer(key) for key in given} != full)
+        or any(not isinstance(e, dict) or not set(e) <= {"head_dim", "num_key_value_heads"} for e in entries)
+        or any(e != first for e in entries)
+        or ("num_key_value_heads" in (first or {}) and not hf.get("attention_k_eq_v", False))
     ):
         raise UserError(
-            "config per_layer_config is supported only as transformers writes Gemma 4's: the same head_dim (and "
-            "num_key_value_heads) for every full_attention layer"
+            "config per_layer_config is supported only as transformers writes Gemma 4's: the same head_dim (and, "
+            "where attention_k_eq_v, num_key_value_heads) for every full_attention layer, or none"
         )
-    return dict(entries[0] or {})
+    return dict(first or {})
+
+
+def _layer(key) -> int | None:
+    """A per_layer_config key's layer: transformers writes "04" (the layer's number, padded), Python's dict 4."""
+    try:
+        return int(key)
+    except (TypeError, ValueError):
+        return None
 
 
 def global_head_dim(hf: dict, values: dict) -> int:
-    """global_head_dim (the published files' key), or the full layers' head_dim in per_layer_config."""
-    if "global_head_dim" not in hf and "head_dim" not in overrides(hf):
+    """global_head_dim (the published files' key), or the full layers' head_dim in per_layer_config, where the file
+    has one: there the sliding layers' head_dim unless it says another (transformers then reads no global_head_dim)."""
+    given = overrides(hf, values)
+    if given is not None:
+        return given.get("head_dim", values["head_dim"] or values["n_embd"] // values["n_head"])
+    if "global_head_dim" not in hf:
         take(hf, "global_head_dim", 512, shape=True)
-    return overrides(hf).get("head_dim", hf.get("global_head_dim", 512))
+    return hf.get("global_head_dim", 512)
 
 
 def global_kv_heads(hf: dict, values: dict) -> int | None:
     """num_global_key_value_heads (the published files' key; read where attention_k_eq_v), or the full layers'
-    num_key_value_heads in per_layer_config."""
-    return overrides(hf).get("num_key_value_heads", hf.get("num_global_key_value_heads"))
+    num_key_value_heads in per_layer_config, where the file has one (None there without it: num_key_value_heads)."""
+    given = overrides(hf, values)
+    return hf.get("num_global_key_value_heads") if given is None else given.get("num_key_value_heads")
 
 
 def if_moe(json: str):
@@ -162,7 +183,15 @@ class Gemma4TextConfig(LlamaConfig):
     classes = {GEMMA4: "Gemma4ForCausalLM"}
     multimodal = {"gemma4": GEMMA4}  # Gemma4ForConditionalGeneration: read as its text model
     groups = (RopePerLayerType(1_000_000.0, 10_000.0, kinds=("default", "proportional"), full_default=PROPORTIONAL),)
-    refusals = (Refusal("use_bidirectional_attention", "(attention to later tokens) is not supported"),)
+    # "vision": an image's tokens attend to each other both ways, text causally; the published 26B-A4B and 31B set
+    # it, and a text-only run (transformers' too: create_masks_for_generate without mm_token_type_ids) is causal
+    refusals = (
+        Refusal(
+            "use_bidirectional_attention",
+            "(attention to later tokens) is not supported",
+            refused=lambda value, hf: value not in (None, "vision"),
+        ),
+    )
     dict_last = ("d_head", "d_ff", "layer_types", "kv_sources")
 
     def validate(self) -> None:
@@ -174,6 +203,11 @@ class Gemma4TextConfig(LlamaConfig):
             )
         if self.moe and self.top_k > self.n_experts:  # type: ignore[operator]
             raise UserError(f"config top_k_experts={self.top_k} exceeds num_experts={self.n_experts}")
+        if self.per_layer_width and self.per_layer_vocab < self.vocab_size:  # transformers fails on a token past it
+            raise UserError(
+                f"config vocab_size_per_layer_input={self.per_layer_vocab} is below vocab_size={self.vocab_size}: "
+                "the per-layer inputs have no row for the tokens past it"
+            )
         if self.global_head_dim % 2:
             raise UserError(f"config global_head_dim={self.global_head_dim} is odd; rotary embeddings rotate pairs")
         for i, kind in enumerate(self.layer_types):
