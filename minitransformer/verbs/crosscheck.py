@@ -35,7 +35,7 @@ from ..errors import UserError
 from ..models.model import Model
 from ..models.options import RunOptions
 from .crosscheck_scans import scan_differences
-from .validate import reference_class
+from .validate import EXPERTS_PATH, reference_class
 
 GROUPS = ("products with weights", "products of activations", "logits")
 WEIGHTS, ACTIVATIONS, LOGITS = GROUPS
@@ -158,6 +158,7 @@ class Crosscheck:
     dense: bool  # our pass computed every T x t score (--dense-attention)
     eager: Tally
     sdpa: Tally | None  # None: transformers offers no SDPA for this class
+    experts_one_by_one: bool = False  # transformers' experts ran eager: its grouped_mm refused their widths
 
     def ledger(self, group: str, dense_form: bool = False) -> int:
         return sum(r.dense_macs if dense_form else r.macs for r in self.phase.records if group_of_record(r) == group)
@@ -207,6 +208,7 @@ class Crosscheck:
             "flop_counter_sdpa_macs": None if self.sdpa is None else self.sdpa.flop_counter_macs,
             "groups": self.groups(),
             "sdpa_kernels": None if self.sdpa is None else dict(self.sdpa.sdpa_calls),
+            "experts_one_by_one": self.experts_one_by_one,
         }
 
 
@@ -224,6 +226,11 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
     they do not); a difference no known reason explains is said to be unexplained, with its size."""
     records = [r for r in check.phase.records if group_of_record(r) == row["group"]]
     said = _computed_less(records, check) + _dispatched(row, check) + _flop_counted(row, check)
+    if check.experts_one_by_one and row["group"] == WEIGHTS:
+        said.append(
+            "transformers' experts ran one by one (experts_implementation='eager'): its default, torch's grouped_mm, "
+            "refuses these widths (rows not a multiple of 16 bytes)"
+        )
     return said or ["the same"]
 
 
@@ -379,7 +386,15 @@ def crosscheck(model: Model, ids: list[int], dense_attention: bool = False) -> C
     model.run(ids, all_positions=True, phase=phase, options=RunOptions(dense_attention=dense_attention))
     reference = _load(transformers, name, model.source)
     torch.manual_seed(0)
-    eager = _tally(torch, reference, ids)
+    one_by_one = False
+    try:
+        eager = _tally(torch, reference, ids)
+    except RuntimeError:  # grouped_mm, transformers' default experts path, refused the widths (validate.EXPERTS_PATH)
+        if model.config.n_experts is None:
+            raise
+        reference, one_by_one = _load(transformers, name, model.source, **EXPERTS_PATH), True
+        torch.manual_seed(0)
+        eager = _tally(torch, reference, ids)
     try:
         reference.set_attn_implementation("sdpa")
     except ValueError:  # a class that offers no SDPA (Gemma 2's soft-capped scores, gpt-oss's sinks)
@@ -387,7 +402,7 @@ def crosscheck(model: Model, ids: list[int], dense_attention: bool = False) -> C
     else:
         sdpa = _tally(torch, reference, ids)
     versions = {"torch": torch.__version__, "transformers": transformers.__version__}
-    return Crosscheck(model, name, versions, ids, phase, dense_attention, eager, sdpa)
+    return Crosscheck(model, name, versions, ids, phase, dense_attention, eager, sdpa, one_by_one)
 
 
 def default_ids(model: Model, tokens: int | None) -> list[int]:
@@ -420,15 +435,18 @@ def transformers_float32():
     return torch.float32
 
 
-def _load(transformers, name: str, source: str):
-    """transformers' model of the same weights, float32, eager attention (SDPA is set on it for the second run)."""
+def _load(transformers, name: str, source: str, **options):
+    """transformers' model of the same weights, float32, eager attention (SDPA is set on it for the second run);
+    `options`, from_pretrained's others."""
     from transformers.utils import logging as hf_logging
 
     shown = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
         model_class = getattr(transformers, name)
-        return model_class.from_pretrained(source, dtype=transformers_float32(), attn_implementation="eager").eval()
+        return model_class.from_pretrained(
+            source, dtype=transformers_float32(), attn_implementation="eager", **options
+        ).eval()
     finally:
         if shown:
             hf_logging.enable_progress_bar()

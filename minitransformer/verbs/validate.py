@@ -132,7 +132,7 @@ def load_reference(model: Model, dtype: str = "float32"):
             )
         reference = (
             getattr(transformers, name)
-            .from_pretrained(model.source, dtype=getattr(torch, dtype), **experts_path(dtype))
+            .from_pretrained(model.source, dtype=getattr(torch, dtype), **EXPERTS_PATH)
             .eval()
         )
         # nothing to do where `dtype=` was read; older versions ignore it
@@ -145,15 +145,11 @@ def load_reference(model: Model, dtype: str = "float32"):
     return torch, reference
 
 
-# transformers 5.24 runs a mixture's experts through torch's grouped_mm by default, which refuses a 2-byte weight whose
-# rows are not a multiple of 16 bytes (an expert width not a multiple of 8: "strides should be multiple of 16 bytes");
-# at the narrower precisions its eager path, the experts one by one through nn.functional.linear, computes the same.
-NARROW = ("bfloat16", "float16")
-
-
-def experts_path(dtype: str) -> dict[str, str]:
-    """from_pretrained's choice of transformers' experts path at `dtype`: eager at the narrower precisions."""
-    return {"experts_implementation": "eager"} if dtype in NARROW else {}
+# transformers 5.24 runs a mixture's experts through torch's grouped_mm by default, which refuses float64 ("got Double")
+# and rows not a multiple of 16 bytes ("strides should be multiple of 16 bytes": an expert width not a multiple of 4 in
+# float32, of 8 in bfloat16); its eager path, the experts one by one through nn.functional.linear, computes the same
+# at every width and dtype: validate asks for it, crosscheck where the default refuses.
+EXPERTS_PATH = {"experts_implementation": "eager"}
 
 
 def their_logits(reference, torch, ids: list[int]) -> np.ndarray:

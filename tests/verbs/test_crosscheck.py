@@ -714,3 +714,24 @@ def test_a_mamba1_s_two_differences_are_named_and_exact(made, family, index):
             assert any(reason.endswith("MACs, exactly") for reason in g["reasons"]), g["reasons"]
     said = " ".join(groups[WEIGHTS]["reasons"] + groups[ACTIVATIONS]["reasons"])
     assert f"padding K - 1 = {K - 1}" in said and "broadcast multiplies" in said
+
+
+def test_experts_torch_s_grouped_mm_refuses_run_one_by_one_and_it_says_so(tmp_path):
+    """transformers 5.24 runs a mixture's experts through torch's grouped_mm, which refuses rows not a multiple of 16
+    bytes (experts 10 wide in float32): crosscheck runs them eager, one by one, counts the same, and says why."""
+    config = transformers.MixtralConfig(vocab_size=90, hidden_size=16, intermediate_size=10, num_hidden_layers=1,
+                                        num_attention_heads=2, num_key_value_heads=1, head_dim=8, num_local_experts=3,
+                                        num_experts_per_tok=2, max_position_embeddings=64)  # fmt: skip
+    save_random(tmp_path, config, spread=0.3)
+    with pytest.raises(RuntimeError, match="16 bytes"):  # transformers' default path, as it stands
+        with torch.no_grad():
+            transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32)(torch.tensor([[1, 2, 3]]))
+    model = load_model(tmp_path)
+    check = crosscheck(model, default_ids(model, 40), dense_attention=True)
+    assert check.experts_one_by_one and check.to_dict()["experts_one_by_one"] is True
+    groups = {g["group"]: g for g in check.groups()}
+    for name in GROUPS:
+        assert groups[name]["ledger_dense_macs"] == groups[name]["dispatch_macs"] > 0, (name, groups[name])
+    assert "_grouped_mm" not in groups[WEIGHTS]["torch_ops"]
+    assert any("ran one by one" in reason for reason in groups[WEIGHTS]["reasons"]), groups[WEIGHTS]["reasons"]
+    assert not any("one by one" in reason for reason in groups[LOGITS]["reasons"])

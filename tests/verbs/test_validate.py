@@ -116,3 +116,23 @@ def test_a_model_with_its_own_tokenizer_is_fed_the_prompts_tokens():
     model = load_model("demo")
     assert [random_ids_reason(model, text) for text in PROMPTS] == [None] * len(PROMPTS)
     assert prompt_ids(model, PROMPTS[0], seed=0) == load_tokenizer().encode(PROMPTS[0]) == [464, 3139, 286, 4881, 318]
+
+
+@pytest.mark.parametrize("width, dtype", [(10, "float32"), (7, "float64")])
+def test_validate_runs_experts_torch_s_grouped_mm_refuses(width, dtype, tmp_path, capsys):
+    """transformers' default experts path, torch's grouped_mm, refuses rows not a multiple of 16 bytes (experts 10 or
+    7 wide); validate asks for its eager path (validate.EXPERTS_PATH), which computes the same at every width."""
+    import torch
+    import transformers
+    from family_checks import save_random
+
+    config = transformers.MixtralConfig(vocab_size=90, hidden_size=16, intermediate_size=width, num_hidden_layers=1,
+                                        num_attention_heads=2, num_key_value_heads=1, head_dim=8, num_local_experts=3,
+                                        num_experts_per_tok=2, max_position_embeddings=64)  # fmt: skip
+    save_random(tmp_path, config, spread=0.3)
+    with pytest.raises(RuntimeError, match="16 bytes"), torch.no_grad():  # the default path, as it stands
+        theirs = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32)
+        theirs(torch.tensor([[1, 2, 3]]))
+    assert main(["validate", "--model", str(tmp_path), "--steps", "2", "--dtype", dtype]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.rstrip().endswith("all OK"), captured
