@@ -220,13 +220,18 @@ class ModelConfig(Named):
                 f"config {self.key('layer_types')} must name {self.n_layer} layers, not {len(self.layer_types)}"
             )
         self.validate()
-        if self.n_experts is not None and self.top_k is not None:  # a mixture's k of E, whatever else it checks
+        if self.routes and self.top_k is not None:  # a mixture's k of E, whatever else it checks
             check_experts(self)
         for group in self.groups:
             group.check(self)
 
     def validate(self) -> None:
         """The family's checks of its fields together (heads that divide evenly...): none here."""
+
+    @property
+    def routes(self) -> bool:
+        """Whether some layer routes its tokens among experts (a family whose config can leave it none says so)."""
+        return self.n_experts is not None
 
     @property
     def read_as(self) -> str:

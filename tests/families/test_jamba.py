@@ -16,6 +16,7 @@ from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips
 from family_checks import transformers_parameters  # noqa: E402
 from published_configs import JAMBA_1_5_MINI  # noqa: E402
 
+from minitransformer import load_model  # noqa: E402
 from minitransformer.families.jamba.family import ARCHITECTURE, PRESETS, JambaConfig  # noqa: E402
 from minitransformer.verbs.count import count_generation  # noqa: E402
 
@@ -36,20 +37,32 @@ def test_the_states_and_the_logits_after_a_prompt_and_each_decode_step_are_trans
     assert all(c.ok for c in compared), "\n".join(map(repr, compared))
 
 
-@pytest.mark.parametrize("n, attn_period, attn_offset, expert_period, expert_offset", [
-    (32, 8, 4, 2, 1), (7, 3, 0, 2, 0), (6, 1, 0, 3, 2), (5, 5, 4, 1, 0),
+@pytest.mark.parametrize("n, attn_period, attn_offset, expert_period, expert_offset, experts", [
+    (32, 8, 4, 2, 1, 16), (7, 3, 0, 2, 0, 16), (6, 1, 0, 3, 2, 2), (5, 5, 4, 1, 0, 16), (4, 2, 1, 1, 0, 1),
 ])  # fmt: skip
 def test_the_kinds_of_layer_are_transformers_layers_block_type_and_layers_num_experts(
-    n, attn_period, attn_offset, expert_period, expert_offset
+    n, attn_period, attn_offset, expert_period, expert_offset, experts
 ):
     keys = dict(num_hidden_layers=n, attn_layer_period=attn_period, attn_layer_offset=attn_offset,
-                expert_layer_period=expert_period, expert_layer_offset=expert_offset)  # fmt: skip
+                expert_layer_period=expert_period, expert_layer_offset=expert_offset,
+                num_experts=experts)  # fmt: skip
     theirs = transformers.JambaConfig(**keys)
     ours = JambaConfig.from_hf_dict({"model_type": "jamba", **keys})
     assert [k.removesuffix("_moe") for k in ours.layer_types] == [
         "full_attention" if kind == "attention" else kind for kind in theirs.layers_block_type
     ]
     assert [k.endswith("_moe") for k in ours.layer_types] == [e > 1 for e in theirs.layers_num_experts]
+
+
+def test_one_expert_is_the_swiglu_mlp_as_transformers_makes_it(tmp_path):
+    """num_experts 1: transformers' expert layers are its plain MLP, with no router; so are ours, to its logits."""
+    config = transformers.JambaConfig(**(FAMILIES[FAMILY].configs["every-kind-auto-rank"] | {"num_experts": 1}))
+    hf = checks.save_random(tmp_path, config, spread=0.3)
+    assert {type(layer.feed_forward).__name__ for layer in hf.model.layers} == {"JambaMLP"}
+    ours = load_model(tmp_path)
+    assert ours.config.mlp_types == ("dense",) * 4
+    ids = SPEC.prompt_ids("every-kind-auto-rank", 40, seed=2)
+    assert checks.worst(ours.logits(ids), hf(torch.tensor([ids])).logits[0]) <= 1
 
 
 def test_jamba_1_5_mini_is_its_config_json_and_the_card_s_52b_with_12b_active():

@@ -102,15 +102,21 @@ class JambaConfig(Mamba1Shapes, ModelConfig):
     def layer_types(self) -> tuple[str, ...]:
         """Each layer's kind, as JambaConfig's layers_block_type and layers_num_experts make them: attention where
         i % attn_layer_period == attn_layer_offset, a Mamba-1 mixer elsewhere; "_moe" where i % expert_layer_period ==
-        expert_layer_offset."""
+        expert_layer_offset and num_experts is more than 1 (transformers' JambaDecoderLayer makes a single expert the
+        SwiGLU MLP, with no router)."""
         attends = [i % self.attn_period == self.attn_offset for i in range(self.n_layer)]
-        experts = [i % self.expert_period == self.expert_offset for i in range(self.n_layer)]
+        experts = [self.n_experts > 1 and i % self.expert_period == self.expert_offset for i in range(self.n_layer)]
         return tuple((FULL if a else MAMBA) + (MOE if e else "") for a, e in zip(attends, experts))
 
     @property
     def mlp_types(self) -> tuple[str, ...]:
         """Each layer's feed-forward: experts ("moe") or the SwiGLU MLP ("dense")."""
         return tuple(SPARSE if kind.endswith(MOE) else DENSE for kind in self.layer_types)
+
+    @property
+    def routes(self) -> bool:
+        """Whether some layer has experts: none where num_experts is 1 (num_experts_per_tok then unread)."""
+        return SPARSE in self.mlp_types
 
     @property
     def d_inner(self) -> int:  # type: ignore[override]
