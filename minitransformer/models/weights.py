@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import numpy as np
 from safetensors import SafetensorError, safe_open
 
-from ..engine.precision import Format, Precision, widened
+from ..engine.precision import Format, Precision, checked_finite, widened
 from ..errors import UserError
 from ..families.architecture import INDEX_KINDS
 from ..families.config import ModelConfig
@@ -330,7 +330,7 @@ def _held(
     a product's matrix in the operands' format, the token embedding (looked up, then a stage's values) and the
     small tensors in the values' format; the small ones widened back to float32 for the element-wise stages."""
     if precision is None:
-        return _narrow_view(raw, stored) if matrix or embedding else _upcast(raw, stored, np.dtype(np.float32))
+        return _kept(_narrow_view(raw, stored)) if matrix or embedding else _upcast(raw, stored, np.dtype(np.float32))
     fmt = precision.operands if matrix and not embedding else precision.values
     assert fmt is not None  # a precision other than float32 rounds both
     held = _in_format(raw, stored, fmt)
@@ -338,7 +338,14 @@ def _held(
         events.extend(
             Precision.range_events(fmt, _upcast(raw, stored, np.dtype(np.float32)), widened(held), name, "weight")
         )
-    return held if matrix or embedding else widened(held)
+    return _kept(held) if matrix or embedding else widened(held)
+
+
+def _kept(held: np.ndarray) -> np.ndarray:
+    """A matrix held narrow, for products to widen as they read it: read-only (the file's bytes are; a copy rounded
+    here is made so), and float16 marked where it holds no infinity or NaN (precision.checked_finite)."""
+    held.flags.writeable = False
+    return checked_finite(held)
 
 
 def _narrow_view(raw: np.ndarray, stored: str) -> np.ndarray:

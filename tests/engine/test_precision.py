@@ -19,7 +19,7 @@ import pytest
 from conftest import run_cli, write_llama
 from minitransformer import UserError, load_model
 from minitransformer.engine import precision as precision_module
-from minitransformer.engine.precision import Precision, precision_of, widened
+from minitransformer.engine.precision import FINITE_FLOAT16, Precision, checked_finite, precision_of, widened
 from minitransformer.engine.tape import Dims, Tape
 from minitransformer.models.weights import _read_header
 from minitransformer.verbs.drift import drift
@@ -292,6 +292,67 @@ def test_widened_float16_is_numpys_float32_bit_for_bit_in_any_layout(layout, bit
     assert same.all(), (x[~same][:5], got[~same][:5], expected[~same][:5])
     into = np.full(x.shape, 7.0, np.float32).T.copy().T  # a buffer of another layout, filled with something else
     assert widened(x, out=into) is into and np.array_equal(into.view(np.uint32), expected.view(np.uint32))
+
+
+SPECIALS = EVERY_FLOAT16[np.isinf(EVERY_FLOAT16) | np.isnan(EVERY_FLOAT16)]  # +-inf and 2,046 NaNs
+
+
+def _read_only(x: np.ndarray) -> np.ndarray:
+    x = x.copy()
+    x.flags.writeable = False
+    return x
+
+
+def test_checked_finite_marks_a_read_only_float16_array_that_holds_no_infinity_or_nan(monkeypatch):
+    monkeypatch.setattr(precision_module, "WIDEN_CHUNK", 1000)  # looked at in chunks, a short last one
+    monkeypatch.setattr(precision_module, "FLOAT16_BITS_MIN", 2)  # widened by the bits
+    finite = _read_only(EVERY_FLOAT16[np.isfinite(EVERY_FLOAT16)])  # 63,488 numbers: subnormals, -0, the largest
+    marked = checked_finite(finite)
+    assert marked.dtype is FINITE_FLOAT16 and np.shares_memory(marked, finite) and not marked.flags.writeable
+    grid = marked[: 248 * 256].reshape(248, 256)
+    for x in (marked, grid.T, grid.T[:, 37:203], grid[::2, 3:]):  # views keep the mark; widened is NumPy's cast
+        assert x.dtype is FINITE_FLOAT16
+        assert np.array_equal(widened(x).view(np.uint32), x.astype(np.float32).view(np.uint32))
+    for special in (SPECIALS[0], SPECIALS[1], SPECIALS[5], SPECIALS[-1]):  # +inf, -inf, NaNs of either sign
+        for where in (0, 999, 1000, 61_999, finite.size - 1):  # first, chunks' ends and starts, the last
+            x = finite.copy()
+            x[where] = special
+            x.flags.writeable = False
+            assert checked_finite(x) is x, (special, where)
+    assert checked_finite(finite.copy()).dtype is not FINITE_FLOAT16  # writable: it could change
+    bf16 = _read_only(EVERY_FLOAT16[:100].view(np.uint16).view(ml_dtypes.bfloat16))
+    assert checked_finite(bf16) is bf16
+    # an element-wise result of a marked array keeps its dtype but is writable, and is looked at: its infinities
+    # (1,000 times the largest numbers) widen to infinities
+    with np.errstate(over="ignore"):
+        scaled = marked * np.float16(1000)
+    assert scaled.dtype is FINITE_FLOAT16 and scaled.flags.writeable and np.isinf(scaled).any()
+    assert np.array_equal(widened(scaled).view(np.uint32), scaled.astype(np.float32).view(np.uint32))
+
+
+def test_a_float16_checkpoint_is_looked_at_for_infinities_and_nans_once_as_it_is_loaded(tmp_path, monkeypatch):
+    """Kept in its bytes, each float16 weight free of infinities and NaNs is marked so (precision.checked_finite)
+    and widened without looking again; a weight holding a NaN is not marked, and computes what its upcast does."""
+    monkeypatch.setattr(precision_module, "FLOAT16_BITS_MIN", 2)  # this small model's matrices by their bits
+    source = write_llama(tmp_path / "f32", n_layer=2, n_embd=32, n_inner=64, vocab_size=300)
+    directory = write_two_byte(source, tmp_path / "f16", stored="F16")
+    info = _read_header(directory / "model.safetensors")["model.layers.1.mlp.down_proj.weight"]
+    with open(info.file, "r+b") as f:  # one number of layer 1's down projection a NaN: every logit is NaN after it
+        f.seek(info.start + 2 * 100)
+        f.write(struct.pack("<H", 0x7E00))
+    stored, upcast = load_model(directory, weights="stored"), load_model(directory, weights="float32")
+    layers = stored.params.layers
+    assert layers[0].mlp.down_proj.weight.dtype is FINITE_FLOAT16
+    assert layers[0].self_attn.q_proj.weight.dtype is FINITE_FLOAT16
+    assert layers[1].mlp.down_proj.weight.dtype == np.float16
+    assert layers[1].mlp.down_proj.weight.dtype is not FINITE_FLOAT16
+    ids = [5, 17, 200, 3, 99, 42]
+    expected = upcast.logits(ids)
+    assert np.isnan(expected).all()
+    np.testing.assert_array_equal(stored.logits(ids), expected)  # NaN where NaN: not a finite number in its place
+    kv = stored.new_cache()  # a decode step's row, its weights widened block by block
+    stored.run(ids[:-1], cache=kv)
+    assert np.isnan(stored.run(ids[-1:], cache=kv)).all()
 
 
 def test_widened_float16_keeps_subnormals_in_a_thread_that_reads_them_as_zero():
