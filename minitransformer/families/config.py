@@ -24,7 +24,21 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..engine.kvcache import KeysValues, State
 from ..errors import UserError
-from .keys import FULL, SLIDING, ConfigJson, Fixed, Group, Key, Missing, Refusal, check_dtype, jsonable, slides, unnoted
+from .keys import (
+    FULL,
+    SLIDING,
+    ConfigJson,
+    Fixed,
+    Group,
+    Key,
+    Missing,
+    Refusal,
+    check_dtype,
+    jsonable,
+    quantized,
+    slides,
+    unnoted,
+)
 
 if TYPE_CHECKING:
     from .rotary import Rope
@@ -39,6 +53,11 @@ def check_windows(config: Any, no_window: str = "sliding_window is null") -> Non
         raise UserError(f"config {config.key('layer_types')} has {SLIDING} layers but {no_window}")
     if not sliding:
         object.__setattr__(config, "sliding_window", None)
+
+
+# Quantized weights (a quantization_config: fp8 blocks with their scales, MXFP4, NVFP4, GPTQ...) are read by no
+# family: every family refuses them, naming the method (a family may say more in its own refusals, read first).
+QUANTIZED = quantized()
 
 
 # --- the config -------------------------------------------------------------------------------------------------------
@@ -121,7 +140,7 @@ class ModelConfig(Named):
         """Read a transformers config.json dict (its model_type one of the family's), with transformers' defaults for
         what it leaves out, refusing what would change inference unseen."""
         model_type = cls.read_model_type(hf)
-        for refusal in cls.refusals:
+        for refusal in (*cls.refusals, QUANTIZED):  # a family's own words for quantized weights first, where it has
             refusal.check(hf, model_type)
         if model_type in cls.multimodal:
             return cls.from_text_config(hf, model_type, name)

@@ -18,7 +18,7 @@ import pytest
 from conftest import run_cli
 from minitransformer import UserError
 from minitransformer.families.keys import Fixed, listed
-from minitransformer.families.table import ARCHITECTURES, PRESETS, SHAPE_KEYS
+from minitransformer.families.table import ARCHITECTURES, PRESETS, SHAPE_KEYS, read_config
 from minitransformer.models.config import load_config
 
 
@@ -309,3 +309,23 @@ def test_every_mixture_refuses_more_experts_a_token_than_it_has(tmp_path, capsys
     config, _ = load(tmp_path, {**hf, k_key: preset.n_experts + 1}, capsys)
     message = f"config {k_key}={preset.n_experts + 1} exceeds {e_key}={preset.n_experts}"
     assert isinstance(config, UserError) and str(config) == message, (family, str(config), message)
+
+
+@pytest.mark.parametrize("model_type", sorted(CONFIGS))
+def test_quantized_weights_are_refused_in_every_family_naming_their_method(model_type):
+    """No family reads quantized weights (fp8 blocks with their scales, MXFP4, NVFP4, GPTQ...): a quantization_config
+    is refused by name and method, in every family, a count's config too (its bytes would be another model's); a null
+    one is no quantization."""
+    hf = CONFIGS[model_type]
+    for method in ("fp8", "modelopt", "gptq"):
+        with pytest.raises(UserError, match=rf"config quantization_config \({method}"):
+            read_config(hf | {"quantization_config": {"quant_method": method}}, name=model_type)
+    assert read_config(hf | {"quantization_config": None}, name=model_type) == read_config(hf, name=model_type)
+
+
+def test_a_multimodal_checkpoint_s_quantization_is_refused_too():
+    """nvidia/Gemma-4-31B-IT-NVFP4's config.json: Gemma 4's wrapper, its quantization_config beside text_config."""
+    wrapper = {"model_type": "gemma4", "text_config": CONFIGS["gemma4_text"]}
+    with pytest.raises(UserError, match=r"config quantization_config \(modelopt\) is not supported"):
+        read_config(wrapper | {"quantization_config": {"quant_method": "modelopt"}}, name="gemma-4-31b-nvfp4")
+    assert read_config(wrapper, name="gemma-4-31b")[0].n_layer == CONFIGS["gemma4_text"]["num_hidden_layers"]

@@ -25,7 +25,6 @@ from ..keys import (
     eps,
     key,
     layer_kinds,
-    quantized,
     unread,
 )
 from ..mamba2.config import MixerShapes, time_step_limit
@@ -117,7 +116,6 @@ class BambaConfig(MixerShapes, ModelConfig):
     # Read and not refused, since transformers' Bamba computes the same with or without them: z_loss_coefficient
     # (training), use_mamba_kernels, mamba_dt_rank and num_logits_to_keep.
     refusals: ClassVar[tuple[Refusal, ...]] = (
-        quantized(),
         *unread(NOT_READ, "layer_types", "layers_block_type"),
         Refusal("attn_rotary_emb", "is not supported: transformers' Bamba turns half of each head", other_rotary),
     )

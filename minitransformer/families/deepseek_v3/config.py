@@ -24,7 +24,6 @@ from ..keys import (
     Written,
     eps,
     key,
-    quantized,
 )
 from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, rope_scaling
 
@@ -88,7 +87,6 @@ class DeepseekConfig(SharedExperts, ModelConfig):
     )
     # Options that change inference and are not computed here. (output_router_logits only adds an output.)
     refusals: ClassVar[tuple[Refusal, ...]] = (
-        quantized(),
         Refusal("attention_bias", "is not supported"),
         Refusal("layer_types", "is not supported (DeepSeek-V3's layers differ by first_k_dense_replace)"),
     )

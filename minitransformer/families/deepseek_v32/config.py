@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from ...errors import UserError
 from ..config import own_kv_heads
 from ..deepseek_v3.config import YARN_40, DeepseekConfig
-from ..keys import SIZE, Fixed, Refusal, key, layer_kinds, quantized
+from ..keys import SIZE, Fixed, Refusal, key, layer_kinds
 
 # transformers' mlp_layer_types: a gated MLP or the experts, "dense" or "sparse" (kept as the kinds of layer every
 # DeepSeek names, "dense" and "moe")
@@ -59,7 +59,6 @@ class DeepseekV32Config(DeepseekConfig):
     classes = {"deepseek_v32": "DeepseekV32ForCausalLM"}
     checkpoint_kind = "DeepSeek-V3.2 model"  # what messages call a checkpoint of it
     refusals: ClassVar[tuple[Refusal, ...]] = (
-        quantized(),
         Refusal("attention_bias", "is not supported"),
         Refusal("layer_types", "is not supported (every DeepSeek-V3.2 layer is 'indexed_attention')", not_indexed),
         own_kv_heads(128),

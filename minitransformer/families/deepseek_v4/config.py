@@ -28,7 +28,6 @@ from ..keys import (
     eps,
     key,
     layer_kinds,
-    quantized,
     unnoted,
 )
 from ..rotary import Rope, rope_scaling
@@ -221,7 +220,6 @@ class DeepseekV4Config(SharedExperts, ModelConfig):
     classes = {"deepseek_v4": "DeepseekV4ForCausalLM"}
     checkpoint_kind = "DeepSeek-V4 model"
     refusals: ClassVar[tuple[Refusal, ...]] = (
-        quantized(),
         Refusal("attention_bias", "is not supported (DeepSeek-V4's projections have no biases)"),
         Refusal("mlp_bias", "is not supported (DeepSeek-V4's shared expert has no biases)"),
         Refusal("scoring_func", f"is not supported: {SQRTSOFTPLUS}", lambda v, hf: v != "sqrtsoftplus"),

@@ -18,7 +18,7 @@ from ...engine.kvcache import KeysValues
 from ...errors import UserError
 from ..bamba import reference
 from ..bamba.family import SYMBOLS, BambaConfig, HybridAttentionFormulas
-from ..keys import FLAG, NUMBER, SIZE, Key, Refusal, derived, every, false, key, layer_kinds, multipliers, quantized
+from ..keys import FLAG, NUMBER, SIZE, Key, Refusal, derived, every, false, key, layer_kinds, multipliers
 from ..llama.config import preset
 from ..mamba2.config import GATE_NORM, GATE_ONLY, NORM_GATE
 from ..parts.attention import GroupedQueryAttention
@@ -75,7 +75,6 @@ class FalconH1Config(BambaConfig):
     # Read and not refused (transformers' Falcon-H1 computes the same with or without them): attn_layer_indices and
     # mlp_expansion_factor (every layer is both mixers and an MLP of intermediate_size), num_logits_to_keep.
     refusals = (
-        quantized(),
         Refusal("layer_types", NOT_READ, lambda v, hf: True),
         Refusal("mamba_use_mlp", "=false is not supported: transformers' Falcon-H1 always has the MLP", false),
     )

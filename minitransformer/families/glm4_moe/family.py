@@ -13,7 +13,7 @@ from ..config import SharedExperts
 from ..deepseek_v3.config import FIRST_DENSE, check_router
 from ..deepseek_v3.family import MLP, DeepseekFormulas, mtp_config
 from ..deepseek_v3.reference import float64_glm45
-from ..keys import COUNT, FLAG, LAYER_COUNT, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, eps, key, quantized
+from ..keys import COUNT, FLAG, LAYER_COUNT, POSITIVE, SCALE, SIZE, TOKENS, TRUTHY, Refusal, eps, key
 from ..llama.config import LlamaConfig, preset
 from ..llama.family import SYMBOLS
 from ..parts.attention import PER_HEAD, GroupedQueryAttention
@@ -64,7 +64,7 @@ class Glm4MoeConfig(SharedExperts, LlamaConfig):
     what = "a GLM-4.5 (glm4_moe)"
     classes = {"glm4_moe": "Glm4MoeForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES, refused=("pretraining_tp",), top_level=True, share=partial_rotary(0.5)),)
-    refusals = (quantized(), *ROUTING)
+    refusals = (*ROUTING,)
 
     def validate(self) -> None:
         super().validate()

@@ -12,7 +12,7 @@ from ..deepseek_v3.family import ATTENTION, MLP, SYMBOLS, DeepseekFormulas
 from ..deepseek_v3.reference import deepseek_like
 from ..deepseek_v32.config import mlp_layer_types
 from ..glm4_moe.family import ROUTING
-from ..keys import LAYER_COUNT, POSITIVE, SCALE, SIZE, TOKENS, Fixed, Refusal, eps, key, quantized, unnoted
+from ..keys import LAYER_COUNT, POSITIVE, SCALE, SIZE, TOKENS, Fixed, Refusal, eps, key, unnoted
 from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
 from ..parts.family import composed
@@ -68,7 +68,6 @@ class Glm4MoeLiteConfig(DeepseekConfig):
     classes = {"glm4_moe_lite": "Glm4MoeLiteForCausalLM"}
     checkpoint_kind = "GLM-4.7-Flash model"
     refusals = (
-        quantized(),
         *ROUTING,
         Refusal("attention_bias", "is not supported"),
         Refusal("first_k_dense_replace", f"is not what mlp_layer_types says ({MLP_ONLY})", other_dense_layers),

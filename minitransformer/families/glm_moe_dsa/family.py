@@ -31,7 +31,6 @@ from ..keys import (
     false,
     key,
     layer_kinds,
-    quantized,
 )
 from ..parts.blocks import PreNorm
 from ..parts.decoder import Decoder
@@ -117,7 +116,6 @@ class GlmMoeDsaConfig(DeepseekV32Config):
     checkpoint_kind = "GLM-5 model"
     dict_last: ClassVar[tuple[str, ...]] = ("d_head", "d_value", "d_ff", "topk_sources")
     refusals: ClassVar[tuple[Refusal, ...]] = (
-        quantized(),
         *ROUTING,
         Refusal("attention_bias", "is not supported"),
         Refusal("layer_types", "is not supported (every GLM-5 layer is 'indexed_attention')", not_indexed),

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..bamba import reference
 from ..bamba.family import FULL, MAMBA, NORM, SYMBOLS, BambaConfig, HybridAttentionFormulas
-from ..keys import COUNT, FLAG, NUMBER, SIZE, Fixed, eps, every, key, layer_kinds, quantized
+from ..keys import COUNT, FLAG, NUMBER, SIZE, Fixed, eps, every, key, layer_kinds
 from ..llama.config import preset
 from ..parts.attention import GroupedQueryAttention
 from ..parts.blocks import ByKind, PreNorm
@@ -54,7 +54,7 @@ class GraniteMoeHybridConfig(BambaConfig):
     what = "a Granite 4.0-H"
     classes = {"granitemoehybrid": "GraniteMoeHybridForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES),)
-    refusals = (quantized(),)
+    refusals = ()
 
     @property
     def is_moe(self) -> bool:

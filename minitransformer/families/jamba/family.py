@@ -16,7 +16,7 @@ from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
 from ..bamba.family import HybridAttentionFormulas
 from ..config import ModelConfig, check_multiple, heads_of_width
-from ..keys import ACTIVATION, COUNT, FLAG, LAYER_COUNT, SIZE, TOKENS, TRUTHY, eps, key, quantized, unread
+from ..keys import ACTIVATION, COUNT, FLAG, LAYER_COUNT, SIZE, TOKENS, TRUTHY, eps, key, unread
 from ..mamba.config import Mamba1Shapes, time_step_rank
 from ..mamba.family import SYMBOLS as MAMBA_SYMBOLS
 from ..mamba2.family import BIASES
@@ -87,7 +87,7 @@ class JambaConfig(Mamba1Shapes, ModelConfig):
     # use_mambapy and use_associative_scan (other ways to the same scan), router_aux_loss_coef and
     # output_router_logits (a loss and an output), num_logits_to_keep, attention_dropout and sliding_window (which
     # its eager and SDPA attention do not read).
-    refusals = (quantized(), heads_of_width(32, 4096), *unread(NOT_READ, "layer_types", "layers_block_type"))
+    refusals = (heads_of_width(32, 4096), *unread(NOT_READ, "layer_types", "layers_block_type"))
     dict_last = ("d_head", "d_ff", "d_inner")
 
     def validate(self) -> None:

@@ -36,7 +36,6 @@ from ..keys import (
     eps,
     key,
     layer_kinds,
-    quantized,
     take,
 )
 
@@ -152,7 +151,6 @@ class KimiLinearConfig(DeepseekConfig):
     # MLA: every head its own keys and values; no rope keys (NoPE), where DeepSeek-V3 reads its rope
     groups = (Written(lambda c: {"num_key_value_heads": c.n_head}),)  # type: ignore[assignment]
     refusals: ClassVar[tuple[Refusal, ...]] = (
-        quantized(),
         Refusal("attention_bias", "is not supported"),
         own_kv_heads(32),
         Refusal("mla_use_nope", NOPE_ONLY, lambda nope, hf: nope is not True),

@@ -9,7 +9,7 @@ from typing import Any
 
 from ...engine.kvcache import KeysValues, State
 from ..config import FULL
-from ..keys import FLAG, POSITIVE_NUMBER, SIZE, TOKENS, Fixed, Key, Refusal, eps, key, layer_kinds, null, quantized
+from ..keys import FLAG, POSITIVE_NUMBER, SIZE, TOKENS, Fixed, Key, Refusal, eps, key, layer_kinds, null
 from ..llama.config import LlamaConfig, preset
 from ..llama.family import SYMBOLS as LLAMA_SYMBOLS
 from ..llama.reference import llama_like, note
@@ -74,7 +74,6 @@ class Lfm2Config(LlamaConfig):
     classes = {"lfm2": "Lfm2ForCausalLM"}
     groups = (RopeKeys(YARN_ROPE_TYPES),)
     refusals = (  # the older keys transformers ignores, where another value would change the model
-        quantized(),
         Refusal("block_ffn_dim_multiplier", "(null) is not supported: Lfm2Config refuses it", null, show=lambda v: ""),
         *(Refusal(json, "other than hidden_size is not supported", not_hidden) for json in WIDTHS),
         Refusal("use_pos_enc", "is not supported: LFM2's attention always turns q and k", lambda v, hf: v is False),

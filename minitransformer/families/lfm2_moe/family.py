@@ -9,7 +9,7 @@ from dataclasses import MISSING, dataclass, replace
 
 from ...errors import UserError
 from ..config import FULL
-from ..keys import COUNT, FLAG, LAYER_COUNT, SCALE, SIZE, Fixed, Key, key, layer_kinds, quantized
+from ..keys import COUNT, FLAG, LAYER_COUNT, SCALE, SIZE, Fixed, Key, key, layer_kinds
 from ..lfm2.family import ATTENTION, CONV, NORM, SYMBOLS, Lfm2Config, Lfm2Formulas, block, norms
 from ..llama.config import preset
 from ..llama.reference import llama_like, note
@@ -63,7 +63,7 @@ class Lfm2MoeConfig(Lfm2Config):
 
     what = "an LFM2-MoE"
     classes = {"lfm2_moe": "Lfm2MoeForCausalLM"}
-    refusals = (quantized(),)
+    refusals = ()
 
     def validate(self) -> None:
         super().validate()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ...engine.kvcache import State
 from ..config import ModelConfig
-from ..keys import ACTIVATION, FLAG, LAYER_COUNT, SIZE, TOKENS, TRUTHY, eps, key, quantized
+from ..keys import ACTIVATION, FLAG, LAYER_COUNT, SIZE, TOKENS, TRUTHY, eps, key
 from ..mamba2.config import UNBOUNDED_CONTEXT, MixersAlone
 
 WIDTH_PER_RANK = 16  # time_step_rank "auto": ceil(hidden_size / 16), as MambaConfig's __post_init__ makes it
@@ -81,7 +81,7 @@ class MambaConfig(MixersAlone, Mamba1Shapes, ModelConfig):  # type: ignore[overr
     # _max, _init_scheme and _floor, rescale_prenorm_residual and initializer_range only initialise weights;
     # residual_in_fp32 keeps the residual in float32, which it is here in any case; use_mambapy and
     # use_associative_scan choose other ways to compute the same scan (in training, or under torch.compile).
-    refusals = (quantized(),)
+    refusals = ()
     dict_last = ("d_ff",)
 
     @property

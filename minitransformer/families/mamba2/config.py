@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ...engine.kvcache import State
 from ...errors import UserError
 from ..config import ModelConfig, check_multiple
-from ..keys import ACTIVATION, FLAG, LAYER_COUNT, POSITIVE, SIZE, TOKENS, TRUTHY, Kind, eps, key, quantized
+from ..keys import ACTIVATION, FLAG, LAYER_COUNT, POSITIVE, SIZE, TOKENS, TRUTHY, Kind, eps, key
 
 # A state-space model attends to no positions and transformers' Mamba2Config has no context length; minitransformer
 # needs one for its checks and its sweeps over the context (count, memory). This is that bound, not the model's.
@@ -209,7 +209,7 @@ class Mamba2Config(MixersAlone, MixerShapes, ModelConfig):  # type: ignore[overr
     # residual_in_fp32 keeps the residual in float32, which it is here in any case; rms_norm and norm_before_gate
     # (Mamba-Codestral's config.json has true) are mamba_ssm's options, which transformers' Mamba2 does not read: its
     # norm is always an RMSNorm, taken after the gate.
-    refusals = (quantized(),)
+    refusals = ()
     dict_last = ("d_inner",)
 
     def validate(self) -> None:

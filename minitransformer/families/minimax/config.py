@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from ...engine.kvcache import KeysValues, State
 from ...errors import UserError
-from ..keys import NUMBER, SIZE, TOKENS, WINDOW, Key, Refusal, eps, false, key, layer_kinds, quantized
+from ..keys import NUMBER, SIZE, TOKENS, WINDOW, Key, Refusal, eps, false, key, layer_kinds
 from ..llama.config import preset
 from ..mixtral.config import MixtralConfig
 from ..rotary import Rope, RopeKeys
@@ -86,7 +86,6 @@ class MiniMaxConfig(MixtralConfig):
     # rotary_dim, which MiniMax's own code reads, it does not read: nor does this)
     groups = (RopeKeys(refused=("pretraining_tp", "partial_rotary_factor"), top_level=True),)
     refusals: ClassVar[tuple[Refusal, ...]] = (  # type: ignore[assignment]  # more than Mixtral's three
-        quantized(),
         Refusal("attention_bias", "is not supported (transformers' MiniMax has no biases)"),
         Refusal("mlp_bias", "is not supported (transformers' MiniMax has no biases)"),
         Refusal("sliding_window", "(softmax layers with a window) is not supported", lambda v, hf: v is not None),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...errors import UserError
-from ..keys import LAYER_COUNT, SIZE, TOKENS, Refusal, eps, key, quantized, unnoted
+from ..keys import LAYER_COUNT, SIZE, TOKENS, Refusal, eps, key, unnoted
 from ..llama.config import LlamaConfig, preset
 from ..llama.reference import float64_throughout as llama_float64_throughout
 from ..mixtral.family import EXPERTS, SYMBOLS
@@ -67,7 +67,6 @@ class MiniMaxM2Config(LlamaConfig):
     # norms q and k over the whole projection, scores experts by a sigmoid with a correction bias, has no shared
     # expert and attends with softmax in every layer. A file that says otherwise describes another model.
     refusals = (
-        quantized(),
         Refusal("use_qk_norm", "(q and k without norms) is not supported", lambda value, hf: value is False),
         Refusal("qk_norm_type", "is not supported (only 'per_layer')", lambda value, hf: value != "per_layer"),
         Refusal("scoring_func", "is not supported (only 'sigmoid')", lambda value, hf: value != "sigmoid"),

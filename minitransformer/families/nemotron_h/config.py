@@ -27,7 +27,6 @@ from ..keys import (
     eps,
     key,
     layer_kinds,
-    quantized,
     take,
     unnoted,
 )
@@ -157,7 +156,7 @@ class NemotronHConfig(MixerShapes, ModelConfig):
     # which everything is here; num_logits_to_keep only saves work; num_nextn_predict_layers names
     # multi-token-prediction layers that transformers does not build (it skips a checkpoint's mtp.* tensors, as the
     # loader here does): the logits are the base model's.
-    refusals = (quantized(),)
+    refusals = ()
     dict_last = ("n_layer", "d_head", "d_ff", "d_inner", "layer_types")
 
     def validate(self) -> None:

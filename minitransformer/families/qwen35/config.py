@@ -28,7 +28,6 @@ from ..keys import (
     eps,
     key,
     layer_kinds,
-    quantized,
     zero,
 )
 from ..rotary import Rope, RopeKeys
@@ -105,7 +104,6 @@ class Qwen35Config(ModelConfig):
     inherited: ClassVar[tuple[str, ...]] = ("tie_word_embeddings",)
     groups = (ROPE,)
     refusals: ClassVar[tuple[Refusal, ...]] = (
-        quantized(),  # the FP8 checkpoints: blocks of weights with their scales
         Refusal("attn_output_gate", ALWAYS_GATED, lambda gate, hf: gate is not True),
         Refusal("num_experts", "(no experts) is not supported: that is a dense Qwen3.5", zero, types=(MOE_TEXT,)),
     )

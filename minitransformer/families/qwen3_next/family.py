@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from ..keys import FLAG, LAYER_COUNT, SIZE, Key, Refusal, key, layer_kinds, quantized, zero
+from ..keys import FLAG, LAYER_COUNT, SIZE, Key, Refusal, key, layer_kinds, zero
 from ..parts.blocks import ByKind, PreNorm
 from ..parts.decoder import Decoder
 from ..parts.deltanet import GatedDeltaNet
@@ -68,7 +68,6 @@ class Qwen3NextConfig(Qwen35Config):
     inherited: ClassVar[tuple[str, ...]] = ()
     groups = (RopeKeys(("default",), refused=(), share=partial_rotary(0.25), strict=True),)
     refusals: ClassVar[tuple[Refusal, ...]] = (
-        quantized(),
         Refusal("num_experts", "(every layer a dense MLP) is not supported", zero),
     )
 
