@@ -653,6 +653,34 @@ GEMMA4_E2B = {
     },
 }  # fmt: skip
 
+# google/gemma-4-26B-A4B's config.json as ai-dynamo/aiconfigurator keeps it whole
+# (aic-core/src/aiconfigurator_core/model_configs/google--gemma-4-26B-A4B_config.json, 095f58a51c4c; its vision_config
+# and audio_config left out here): 5 sliding layers to 1 full, K = V, 8 of 128 experts beside the dense MLP, and
+# use_bidirectional_attention "vision" (an image's tokens see each other both ways; text, causal), once refused.
+GEMMA4_26B_A4B = {
+    "model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"], "tie_word_embeddings": True,
+    "dtype": "bfloat16", "image_token_id": 258880, "audio_token_id": 258881, "video_token_id": 258884,
+    "boi_token_id": 255999, "eoi_token_id": 258882, "boa_token_id": 256000, "eoa_token_id": 258883,
+    "vision_soft_tokens_per_image": 280,
+    "text_config": {
+        "attention_bias": False, "attention_dropout": 0.0, "attention_k_eq_v": True, "bos_token_id": 2,
+        "dtype": "bfloat16", "enable_moe_block": True, "eos_token_id": 1, "final_logit_softcapping": 30.0,
+        "global_head_dim": 512, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2816,
+        "hidden_size_per_layer_input": 0, "initializer_range": 0.02, "intermediate_size": 2112,
+        "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5, "max_position_embeddings": 262144,
+        "model_type": "gemma4_text", "moe_intermediate_size": 704, "num_attention_heads": 16, "num_experts": 128,
+        "num_global_key_value_heads": 2, "num_hidden_layers": 30, "num_key_value_heads": 8,
+        "num_kv_shared_layers": 0, "pad_token_id": 0, "rms_norm_eps": 1e-06,
+        "rope_parameters": {
+            "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0, "rope_type": "proportional"},
+            "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"},
+        },
+        "sliding_window": 1024, "tie_word_embeddings": True, "top_k_experts": 8,
+        "use_bidirectional_attention": "vision", "use_cache": True, "use_double_wide_mlp": False,
+        "vocab_size": 262144, "vocab_size_per_layer_input": 262144,
+    },
+}  # fmt: skip
+
 DTYPE = ("torch_dtype", "dtype")
 ROPE = ("rope_theta", "rope_parameters")
 # family -> its published configs
@@ -753,6 +781,10 @@ PUBLISHED: dict[str, list[Published]] = {
                         "jamba-1.5-mini", (DTYPE,))],
     "gemma4": [Published("google/gemma-4-E2B-it (a Rust loader's test transcribing its config.json)", GEMMA4_E2B,
                          "gemma-4-e2b", (("text_config", "num_hidden_layers"), ("global_head_dim", "per_layer_config")),
+                         differs={"model_type": ("gemma4", "gemma4_text")}),
+               Published("google/gemma-4-26B-A4B (ai-dynamo/aiconfigurator's copy of its config.json)", GEMMA4_26B_A4B,
+                         "gemma-4-26b-a4b",
+                         (("text_config", "num_hidden_layers"), ("global_head_dim", "per_layer_config")),
                          differs={"model_type": ("gemma4", "gemma4_text")})],
     "llama4_text": [
         Published("meta-llama/Llama-4-Scout-17B-16E's text_config (a note of transformers 4.51.0's print; ports' "
