@@ -81,10 +81,20 @@ class NeoXConfig(ModelConfig):
 # Shapes of well-known models, for counting without weights: each from its published config.json
 # (EleutherAI/pythia-70m ... pythia-12b, EleutherAI/gpt-neox-20b). Each, as a Pythia model: MLP 4 D, rotary on a quarter of
 # each head (rotary_pct 0.25, rotary_emb_base 10,000), parallel residual, untied embed_out, a 2,048-token context,
-# bos = eos = 0; each one's layers, width, heads and vocabulary.
+# bos = eos = 0; each one's layers, width, heads and vocabulary. GPT-NeoX-20B's MLP is GELU's tanh approximation,
+# "hidden_act": "gelu_fast" (its config.json as copies quote it beside its 6,144 x 24,576, 64 heads: a GPT-NeoX
+# client's cfg, GitHub id 13240137420; Huawei atb_llm's GPTNeoXConfig defaults), Pythia's the exact GELU.
 PRESETS: dict[str, NeoXConfig] = {
     name: NeoXConfig(
-        n_layer=L, n_head=H, n_embd=D, n_inner=4 * D, vocab_size=V, bos_token_id=0, eos_token_id=0, name=name
+        n_layer=L,
+        n_head=H,
+        n_embd=D,
+        n_inner=4 * D,
+        vocab_size=V,
+        bos_token_id=0,
+        eos_token_id=0,
+        name=name,
+        hidden_act="gelu_fast" if name == "gpt-neox-20b" else "gelu",
     )
     for name, L, D, H, V in (
         ("pythia-70m", 6, 512, 8, 50304),
