@@ -1,15 +1,20 @@
 """What several test modules share, in one place below them all: no test module imports another.
 
-Small random models built with NumPy alone (GPT-2's and the Llama family's checkpoint shapes), the field-by-field
-comparison of two ledgers' phases, the array that raises when float64 appears, and the activation estimate beside a
-measured peak.
+Small random models built with NumPy alone (GPT-2's and the Llama family's checkpoint shapes), a checkpoint copied
+into 2 bytes, the field-by-field comparison of two ledgers' phases, the array that raises when float64 appears, and
+the activation estimate beside a measured peak.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import shutil
+import struct
 import tracemalloc
+from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 from conftest import gpt2_tensors
@@ -17,7 +22,7 @@ from minitransformer import GPT2Config
 from minitransformer.engine.ledger import Phase, Record
 from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.models.model import Model
-from minitransformer.models.weights import as_tree, expected_shapes
+from minitransformer.models.weights import _read_header, as_tree, expected_shapes
 from minitransformer.verbs.memory import peak_activations
 
 RECORD_FIELDS = [f.name for f in dataclasses.fields(Record)]
@@ -41,6 +46,37 @@ def random_llama(config: LlamaConfig, seed: int = 0) -> Model:
         if name.endswith("norm.weight"):
             tensors[name] += 1
     return Model(config, as_tree(tensors, config), source="memory")
+
+
+FLOATS = {"F32": "<f4", "F16": "<f2", "BF16": ml_dtypes.bfloat16}  # safetensors' float dtypes, as NumPy reads them
+
+
+def two_byte_copy(source: Path, directory: Path, stored: str = "BF16") -> Path:
+    """A copy of a checkpoint with its float tensors in bfloat16 (stored "BF16") or float16 ("F16"), written as
+    safetensors lays a file out (header, then each tensor's little-endian bytes), without torch; integer tables and
+    the other files (config.json, a sharded checkpoint's index) as they are."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for path in sorted(source.iterdir()):
+        if path.suffix != ".safetensors":
+            if path.is_file():
+                shutil.copy(path, directory / path.name)
+            continue
+        header, chunks, offset = {}, [], 0
+        for name, info in _read_header(path).items():
+            with open(info.file, "rb") as f:
+                f.seek(info.start)
+                data, dtype = f.read(info.end - info.start), info.dtype
+            if dtype in FLOATS:
+                values = np.frombuffer(data, FLOATS[dtype]).astype(np.float32)
+                data = values.astype(FLOATS[stored]).view("<u2").tobytes()
+                dtype = stored
+            header[name] = {"dtype": dtype, "shape": list(info.shape), "data_offsets": [offset, offset + len(data)]}
+            chunks.append(data)
+            offset += len(data)
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        (directory / path.name).write_bytes(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+    return directory
 
 
 def assert_same_phases(real: list[Phase], counted: list[Phase]) -> None:

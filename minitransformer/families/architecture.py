@@ -59,6 +59,10 @@ class Forward(Protocol):
 # Parameter kinds a checkpoint holds as integers, tables of indices rather than weights (DeepSeek-V4's hash routing:
 # each token id's experts, tid2eid [V, k]): loaded as they are, never rounded, multiplied or counted as parameters.
 INDEX_KINDS = ("router_table",)
+# Parameter kinds that element-wise stages read, however many axes they have (a scan's decays: Mamba's A_log [I, N],
+# Kimi's KDA A_log [1, 1, H, 1]): held in float32 as norms' gains are, never kept in a 2-byte checkpoint's bytes for
+# products to widen as they read them (no product reads them: NumPy would compute their exp in 2 bytes)
+ELEMENTWISE_KINDS = ("ssm_channels", "linear_decay")
 
 
 @dataclass(frozen=True)

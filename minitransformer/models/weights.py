@@ -22,7 +22,7 @@ from safetensors import SafetensorError, safe_open
 
 from ..engine.precision import Format, Precision, checked_finite, widened
 from ..errors import UserError
-from ..families.architecture import INDEX_KINDS
+from ..families.architecture import ELEMENTWISE_KINDS, INDEX_KINDS
 from ..families.config import ModelConfig
 from ..families.parts.decoder import tree_of
 from ..families.table import architecture_of
@@ -309,10 +309,10 @@ def held_formats(params: SimpleNamespace, config: ModelConfig) -> dict[str, str]
 
 def _read_by_products(architecture, name: str, shape: tuple[int, ...], config: ModelConfig) -> bool:
     """A matrix that only products (and the token lookup) read: every tensor of two or more dimensions but a
-    position table (GPT-2's W_pe, added to the embeddings) and the biases of gpt-oss's experts."""
-    return (
-        len(shape) >= 2 and not name.endswith("bias") and architecture.layout.kind(name, config) != "position_embedding"
-    )
+    position table (GPT-2's W_pe, added to the embeddings), the biases of gpt-oss's experts and what element-wise
+    stages read (ELEMENTWISE_KINDS: a scan's decays)."""
+    kind = architecture.layout.kind(name, config)
+    return len(shape) >= 2 and not name.endswith("bias") and kind not in ("position_embedding", *ELEMENTWISE_KINDS)
 
 
 def _held(

@@ -15,6 +15,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from shared_checks import two_byte_copy
 
 from conftest import run_cli, write_llama
 from minitransformer import UserError, load_model
@@ -192,31 +193,11 @@ def test_the_labels_name_the_formats_the_weights_are_really_held_in(precision):
     assert f"; {ROUNDING[precision]}; matrices held in {matrices}{also})" in line, line
 
 
-def write_two_byte(source: Path, directory: Path, stored: str = "BF16") -> Path:
-    """A copy of a float32 checkpoint in bfloat16 (stored "BF16") or float16 ("F16"), written as safetensors lays it
-    out (header, then each tensor's little-endian bytes), without torch."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "config.json").write_bytes((source / "config.json").read_bytes())
-    header, chunks, offset = {}, [], 0
-    for name, info in _read_header(source / "model.safetensors").items():
-        with open(info.file, "rb") as f:
-            f.seek(info.start)
-            values = np.frombuffer(f.read(info.end - info.start), "<f4")
-        data = values.astype(ml_dtypes.bfloat16 if stored == "BF16" else np.float16).view("<u2").tobytes()
-        header[name] = {"dtype": stored, "shape": list(info.shape), "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    (directory / "model.safetensors").write_bytes(struct.pack("<Q", len(text)) + text + b"".join(chunks))
-    return directory
-
-
 @pytest.fixture(scope="module")
 def bfloat16_llama(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("bf16")
     source = write_llama(root / "f32", n_layer=2, n_embd=32, n_inner=64, vocab_size=300, tie_word_embeddings=False)
-    return write_two_byte(source, root / "bf16")
+    return two_byte_copy(source, root / "bf16")
 
 
 def _memory_mapped(array: np.ndarray) -> bool:
@@ -251,7 +232,7 @@ def test_a_float16_checkpoint_kept_in_its_bytes_computes_what_its_upcast_compute
     """float16 is widened by moving its bits (precision.widened), not by NumPy's cast: the same float32 numbers."""
     monkeypatch.setattr(precision_module, "FLOAT16_BITS_MIN", 2)  # this small model's matrices by their bits too
     source = write_llama(tmp_path / "f32", n_layer=2, n_embd=32, n_inner=64, vocab_size=300)
-    directory = write_two_byte(source, tmp_path / "f16", stored="F16")
+    directory = two_byte_copy(source, tmp_path / "f16", stored="F16")
     stored, upcast = load_model(directory, weights="stored"), load_model(directory, weights="float32")
     q = stored.params.layers[0].self_attn.q_proj.weight
     assert q.dtype == np.float16 and _memory_mapped(q), q.dtype
@@ -335,7 +316,7 @@ def test_a_float16_checkpoint_is_looked_at_for_infinities_and_nans_once_as_it_is
     and widened without looking again; a weight holding a NaN is not marked, and computes what its upcast does."""
     monkeypatch.setattr(precision_module, "FLOAT16_BITS_MIN", 2)  # this small model's matrices by their bits
     source = write_llama(tmp_path / "f32", n_layer=2, n_embd=32, n_inner=64, vocab_size=300)
-    directory = write_two_byte(source, tmp_path / "f16", stored="F16")
+    directory = two_byte_copy(source, tmp_path / "f16", stored="F16")
     info = _read_header(directory / "model.safetensors")["model.layers.1.mlp.down_proj.weight"]
     with open(info.file, "r+b") as f:  # one number of layer 1's down projection a NaN: every logit is NaN after it
         f.seek(info.start + 2 * 100)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
@@ -20,6 +21,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 
 import family_checks as checks  # noqa: E402 - after the importorskips: it imports torch and transformers
 from conformance_configs import FAMILIES, made  # noqa: E402
+from shared_checks import two_byte_copy  # noqa: E402
 
 from minitransformer import load_model  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
@@ -66,6 +68,27 @@ def test_logits_at_every_position_equal_transformers(model, family, name):
     _, ours, hf = model(family, name)
     assert ours.architecture.name == family
     assert checks.logits_at_every_position(ours, hf, FAMILIES[family].prompt_ids(name, FAMILIES[family].prompt)) <= 1
+
+
+@pytest.mark.parametrize("family, name", each("parity"))
+def test_a_bfloat16_checkpoint_kept_in_its_bytes_computes_what_its_upcast_does(model, family, name, tmp_path):
+    """Kept in its 2 bytes (weights="stored"), a checkpoint's matrices are widened as the products read them and what
+    element-wise stages read (norms' gains, a scan's decays) at load: the upcast model's float32 numbers, so its
+    logits, a prompt's bit for bit, a decode step's to within its rounding (the logits' threads may differ)."""
+    directory, _, _ = model(family, name)
+    copy = two_byte_copy(directory, tmp_path / "bf16")
+    stored, upcast = load_model(copy, weights="stored"), load_model(copy, weights="float32")
+    assert stored.describe()["weights"] == "bfloat16" and "weights" not in upcast.describe()
+    ids = FAMILIES[family].prompt_ids(name, 40, seed=9)
+    kept, widened = stored.logits(ids), upcast.logits(ids)
+    assert np.array_equal(kept, widened), float(np.abs(kept - widened).max())
+    caches = stored.new_cache(), upcast.new_cache()
+    for m, kv in zip((stored, upcast), caches):
+        m.run(ids[:-2], cache=kv)
+    for token in ids[-2:]:
+        kept, widened = (m.run([token], cache=kv) for m, kv in zip((stored, upcast), caches))
+        assert np.abs(kept - widened).max() <= 1e-6 * max(1.0, float(np.abs(widened).max())), (
+            float(np.abs(kept - widened).max()), float(np.abs(widened).max()))  # fmt: skip
 
 
 @pytest.mark.parametrize("family, name", each("greedy"))
