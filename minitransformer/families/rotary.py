@@ -68,9 +68,17 @@ class Rope:
 
 def tables(rope: Rope, positions: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """cos and sin [..., T, turned] of the positions, times the attention factor where the rope type has one (YaRN,
-    LongRoPE), as transformers' rotary embedding hands them out."""
-    long = rope.kind == "longrope" and int(positions.max()) + 1 > original_context(rope)
-    cos, sin = rotary_tables(positions, inverse_frequencies(rope, np.dtype(dtype), long))
+    LongRoPE), as transformers' rotary embedding hands them out.
+
+    LongRoPE's long factors where the largest position passes the original context (is_long): a batch's rows each by
+    their own largest, so that a left-padded row is its prompt alone (transformers' batch takes the batch's largest for
+    every row: a short row beside a long one then turns by the long factors)."""
+    long = positions.max(axis=-1, keepdims=True) + 1 > original_context(rope)  # [..., 1]: each row's choice
+    long = long if rope.kind == "longrope" else np.zeros_like(long)
+    cos, sin = rotary_tables(positions, inverse_frequencies(rope, np.dtype(dtype), bool(long.any())))
+    if long.any() and not long.all():  # rows on both sides: the short rows' tables in their places
+        short_cos, short_sin = rotary_tables(positions, inverse_frequencies(rope, np.dtype(dtype), False))
+        cos, sin = np.where(long[..., None], cos, short_cos), np.where(long[..., None], sin, short_sin)
     factor = attention_factor(rope)
     if factor == 1.0:
         return cos, sin

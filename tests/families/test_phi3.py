@@ -71,6 +71,20 @@ def test_crossing_the_trained_length_with_the_cache_equals_transformers_forward_
     assert np.abs(recomputed[100:] - np.concatenate(mine)[100:]).max() > 1e-3
 
 
+@pytest.mark.parametrize("name", ["longrope-mqa", "longrope-partial-window"])
+def test_a_left_padded_row_takes_the_factors_of_its_own_length_as_its_prompt_alone(made, name):
+    """A batch's rows each take LongRoPE's factors by their own largest position: a short row beside one past
+    original_max_position_embeddings keeps the short ones, so its greedy answer is its prompt's alone (transformers'
+    batch turns every row by the batch's largest position: its short rows' answers there are not their own)."""
+    _, ours, _ = made(name)
+    original = ours.config.original_max_position_embeddings
+    rows = [prompt(name, n, seed=10 + n) for n in (original + 50, 5, original - 30)]  # past it, short, near it
+    batch = ours.generate(rows, max_new_tokens=6, temperature=0.0, stop_at_eos=False)
+    for row, got in zip(rows, batch):
+        alone = ours.generate(row, max_new_tokens=6, temperature=0.0, stop_at_eos=False)
+        assert got.new_tokens == alone.new_tokens, (len(row), got.new_tokens, alone.new_tokens)
+
+
 def test_a_window_reaches_as_far_as_transformers_mask(made):
     _, ours, hf = made("partial-window-tied")
     W = ours.config.sliding_window
