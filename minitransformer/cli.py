@@ -33,7 +33,7 @@ from .verbs.count import check_run, counted, sweep_per_token
 from .verbs.crosscheck import crosscheck, default_ids, require_hf
 from .verbs.draft import count_drafts, mtp_of
 from .verbs.drift import drift
-from .verbs.generate import batch_to_dict, continue_rows
+from .verbs.generate import batch_to_dict, check_padding, continue_rows
 from .verbs.hardware import machine
 from .verbs.hardware import names as hardware_names
 from .verbs.lens import count_lens, logit_lens
@@ -658,6 +658,8 @@ def _generate(args) -> None:
         if "context of" not in str(err):
             raise
         raise UserError(f"{err}; give a shorter prompt or fewer --max-new-tokens") from None
+    if batch:
+        check_padding(model, rows)
     out = sys.stderr if any(d and d.is_stdout for d in to.values()) else sys.stdout  # then stdout holds the document
     _notice_unused_sampling(args)
 

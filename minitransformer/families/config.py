@@ -85,6 +85,7 @@ class ModelConfig(Named):
     inherited: ClassVar[tuple[str, ...]] = ()  # keys a text model takes from its checkpoint's config where it has none
     groups: ClassVar[tuple[Group, ...]] = ()  # settings spelled over several keys (the rope)
     refusals: ClassVar[tuple[Refusal, ...]] = ()
+    padding_refused: ClassVar[str] = ""  # why a left-padded batch is refused ("": it is taken), said before any pass
     dict_first: ClassVar[tuple[str, ...]] = ()  # properties the JSON's "model" object has before the fields
     dict_last: ClassVar[tuple[str, ...]] = ("d_head", "d_ff")  # and after them
     n_layer: int

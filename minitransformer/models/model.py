@@ -230,16 +230,22 @@ class Model:
         phase: Phase | None = None,
         watcher: Watcher | None = None,
         choices: dict | None = None,
+        ids=None,
     ):
         """The forward pass from block `layer` on, without a cache: logits [..., R, V] of the stream [..., T, D] that
         block reads (any batch axes in front), the blocks before it not run, so that the ledger (`phase`) holds only
         what is recomputed. `choices`: those of the pass the stream came from (run(choices=...)), where later layers
-        read an earlier one's. Hooks and `watcher` see every stage, as in run. Activation patching runs this way."""
+        read an earlier one's; `ids`: the token ids [T] of its positions (each row's alike), where a layer reads them
+        (DeepSeek-V4's hash-routed layers). Hooks and `watcher` see every stage, as in run. Activation patching runs
+        this way."""
         self._check_resumed(layer, stream)
-        T = stream.shape[-2]
-        dims = Dims.of(self.config, T, 0, R=T if all_positions else 1, batch=tuple(stream.shape[:-2]))
+        T, batch = self._positions_and_batch(stream)
+        dims = Dims.of(self.config, T, 0, R=T if all_positions else 1, batch=batch)
         tape = self._tape(dims, phase, watcher)
-        return self.architecture.forward.resume(stream, layer, self.params, self.config, tape, all_positions, choices)
+        if ids is not None:
+            ids = np.broadcast_to(self.check_ids(ids), (*batch, T))
+        forward = self.architecture.forward
+        return forward.resume(stream, layer, self.params, self.config, tape, all_positions, choices, ids)
 
     def _check_cache(self, cache, batch: tuple[int, ...]) -> None:
         """A cache this model made (new_cache) for ids of this batch: another model's layers, numbers or rows would be
@@ -265,20 +271,34 @@ class Model:
             )
         self._check_stream(stream)
 
+    @property
+    def stream_shape(self) -> tuple[int, ...]:
+        """A position's numbers in the residual stream: (D,), or (N, D) where the model carries N streams
+        (DeepSeek-V4's hyper-connections)."""
+        said = getattr(self.architecture.forward.embed, "stream_shape", None)  # an embedding that starts several
+        return (self.config.n_embd,) if said is None else said(self.config)
+
     def _check_stream(self, stream) -> None:
-        """A residual stream run_from or readout reads: an array of this model's kind of numbers [..., T, D]."""
-        D = self.config.n_embd
+        """A residual stream run_from or readout reads: an array of this model's kind of numbers [..., T, D] (or
+        [..., T, N, D], stream_shape)."""
+        each = self.stream_shape
         kind = getattr(stream, "dtype", None)
         if (
             not isinstance(stream, (np.ndarray, ShapeOnly))
-            or len(stream.shape) < 2
-            or stream.shape[-1] != D
+            or len(stream.shape) < 1 + len(each)
+            or tuple(stream.shape[-len(each) :]) != each
             or kind != self.dtype
         ):
             shown = f"{type(stream).__name__} {list(getattr(stream, 'shape', []))} {kind or ''}".strip()
+            wanted = ", ".join(("...", "T", *map(str, each)))
             raise UserError(
-                f"the stream must be a {self.dtype} array [..., T, {D}] (as hook_resid_pre holds), not {shown}"
+                f"the stream must be a {self.dtype} array [{wanted}] (as hook_resid_pre holds), not {shown}"
             )
+
+    def _positions_and_batch(self, stream) -> tuple[int, tuple[int, ...]]:
+        """A stream's positions T and its batch axes (those in front of T)."""
+        where = stream.ndim - 1 - len(self.stream_shape)
+        return stream.shape[where], tuple(stream.shape[:where])
 
     def _tape(self, dims: Dims, phase: Phase | None, watcher: Watcher | None, **options) -> Tape:
         """A pass's tape through the blocks: the model's stages, windows and precision; its hooks, then `watcher`."""
@@ -323,8 +343,8 @@ class Model:
         model's own final norm and unembedding (and what follows it), each product through the tape into `phase`'s
         ledger: the logit lens's reading of each layer."""
         self._check_stream(stream)
-        T = stream.shape[-2]
-        dims = Dims.of(self.config, T, 0, R=T, batch=tuple(stream.shape[:-2]))
+        T, batch = self._positions_and_batch(stream)
+        dims = Dims.of(self.config, T, 0, R=T, batch=batch)
         tape = Tape(dims, phase, None, stage_table=self.stage_table, precision=self.precision)
         return self.architecture.forward.readout(stream, self.params, self.config, tape)
 

@@ -181,6 +181,13 @@ def left_padded(rows: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndar
     return np.array([[pad_id] * pad + r for pad, r in zip(pads, rows)]), pads
 
 
+def check_padding(model: Model, rows: list[list[int]]) -> None:
+    """Refuse, before any pass or line of output, a batch of prompts of different lengths where the model takes no
+    left padding (its config's padding_refused says why)."""
+    if model.config.padding_refused and len(set(map(len, rows))) > 1:
+        raise UserError(model.config.padding_refused)
+
+
 def continue_rows(
     model: Model,
     prompts: list,
@@ -193,6 +200,8 @@ def continue_rows(
 ) -> list[Generation]:
     """Continue prompts already read into ids (`rows`, checked by model.prompt_rows) with options already checked:
     one Generation per prompt. The CLI calls this after its own checks; generate() after its."""
+    if batched:
+        check_padding(model, rows)
     continuation = Continuation(model, prompts, rows, options, batched)
     recorder = AttentionRecorder(model, attention, options.use_cache) if attention is not None else None
     with recorder or nullcontext():

@@ -110,7 +110,7 @@ def logit_lens(model: Model, prompt, target, all_positions: bool = False, top: i
     forward, readout = Phase("prefill", 0, len(ids), len(ids), cached=False), Phase("prefill", 0, 0, 0, cached=False)
     _, stack = residual_stack(model, ids, forward)
     positions = list(range(len(ids))) if all_positions else [len(ids) - 1]
-    logits = model.readout(stack[:, positions, :], phase=readout)  # [L + 1, P, V]
+    logits = model.readout(stack[:, positions], phase=readout)  # [L + 1, P, V]
     shifted = logits - logits.max(axis=-1, keepdims=True)
     probs = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
     entries = []
@@ -135,7 +135,7 @@ def count_lens(config, tokens: int, all_positions: bool = False) -> Bill:
     forward, readout = Phase("prefill", 0, tokens, tokens, cached=False), Phase("prefill", 0, 0, 0, cached=False)
     model.run(np.zeros(tokens, dtype=np.int64), all_positions=True, phase=forward)
     P = tokens if all_positions else 1
-    model.readout(ShapeOnly((config.n_layer + 1, P, config.n_embd)), phase=readout)
+    model.readout(ShapeOnly((config.n_layer + 1, P, *model.stream_shape)), phase=readout)
     bill = Bill()
     bill.add("forward pass", [forward])
     bill.add(f"readout of {config.n_layer + 1} entries x {P} positions", [readout])

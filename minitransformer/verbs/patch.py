@@ -105,6 +105,12 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
     names = [f"blocks.{i}.hook_resid_pre" for i in range(L)] + [f"blocks.{i}.attn.hook_z" for i in attending]
     runs = {what: Phase("prefill", 0, T, T, cached=False) for what in ("clean", "corrupt", "residual", "heads")}
     clean_logits, clean_cache = model.run_with_cache(clean_ids, names, all_positions=False, phase=runs["clean"])
+    unnamed = [i for i in attending if f"blocks.{i}.attn.hook_z" not in clean_cache.lens()]
+    if unnamed:  # DeepSeek-V4's sliding layers: their heads' outputs are no stage attn.z
+        raise UserError(
+            f"--heads patches each head's output, TransformerLens's attn.hook_z, which {model.config.name}'s layer "
+            f"{unnamed[0]} does not name; patch the stream (without --heads)"
+        )
     choices: dict = {}  # the corrupted pass's choices (shared indexer keys), which a run from a later block reads
     corrupt_logits, corrupt_cache = model.run_with_cache(
         corrupt_ids, names, all_positions=False, phase=runs["corrupt"], choices=choices
@@ -122,7 +128,7 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
         name = f"blocks.{layer}.hook_resid_pre"
         streams = np.repeat(corrupt_cache[name], T, axis=0)  # [T, T, D]
         streams[every, every] = clean_cache[name][0]
-        logits = model.run_from(layer, streams, phase=runs["residual"], choices=choices)
+        logits = model.run_from(layer, streams, phase=runs["residual"], choices=choices, ids=corrupt_ids)
         residual[layer] = share(difference(logits, target_id, versus_id))
     head_shares = None
     if heads:
@@ -138,7 +144,8 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
 
             stream = corrupt_cache[f"blocks.{layer}.hook_resid_pre"]
             with model.add_hook(f"blocks.{layer}.attn.hook_z", patched):
-                logits = model.run_from(layer, np.repeat(stream, T * H, axis=0), phase=runs["heads"], choices=choices)
+                streams = np.repeat(stream, T * H, axis=0)
+                logits = model.run_from(layer, streams, phase=runs["heads"], choices=choices, ids=corrupt_ids)
             head_shares[layer] = share(difference(logits, target_id, versus_id)).reshape(T, H)
     bill = _bill(runs, L * T, len(attending) * T * H, L, T)
     tokens = clean_ids, corrupt_ids, target_id, versus_id

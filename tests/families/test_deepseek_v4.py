@@ -98,3 +98,53 @@ def test_the_family_page_s_comparison_at_a_million_is_the_closed_form_s():
     entries, keys = sum(n["compressed"] for n in at_4), sum(n["index"] for n in at_4)
     total = sum(h.numbers_held(t) for h in held)
     assert (f"{window / total:.2%}", round(entries / 1e7), round(keys / 1e7)) == ("0.08%", 384, 96), (window, total)
+
+
+def test_the_logit_lens_reads_each_layer_s_streams_through_the_model_s_own_head(made):
+    """The lens's stream is DeepSeek-V4's N streams [T, N, D]; each entry read through its head (the streams
+    collapsed by weights they compute), the final norm and the unembedding: the last entry is the model's logits, and
+    the readout's products are the closed form, (L + 1) P (N^2 D + N D + V D) MACs, as count_lens counts them."""
+    from minitransformer.verbs.lens import count_lens, logit_lens
+
+    _, ours, _ = made("every-kind")
+    c = ours.config
+    ids = SPEC.prompt_ids("every-kind", 40, seed=3)
+    assert ours.stream_shape == (c.hc_mult, c.n_embd)
+    lens = logit_lens(ours, ids, ids[-1], all_positions=True)
+    np.testing.assert_allclose(lens.logits[-1], ours.logits(ids), rtol=0, atol=1e-5 * np.abs(lens.logits).max())
+    L, P, N, D, V = c.n_layer, len(ids), c.hc_mult, c.n_embd, c.vocab_size
+    assert lens.bill.items[1].macs == (L + 1) * P * (N * N * D + N * D + V * D)
+    counted = count_lens(c, P, all_positions=True)
+    assert [i.to_dict() for i in counted.items] == [i.to_dict() for i in lens.bill.items]
+
+
+def test_a_pass_resumed_from_its_streams_reads_the_ids_its_hash_layers_route_by(made):
+    """run_from on a stream [T, N, D] with the prompt's ids is the whole pass (the hash-routed layers read the ids),
+    and says in a line that it needs them without; a batch of one length is each row alone (logits and generate;
+    activation patching runs its patched passes as one), a left-padded one refused before any pass; attribute, which
+    splits one stream, and patching heads, which this model's sliding layers do not name, refused in a line."""
+    from minitransformer.verbs.attribute import attribute
+    from minitransformer.verbs.patch import patch
+
+    _, ours, _ = made("every-kind")
+    ids = SPEC.prompt_ids("every-kind", 30, seed=4)
+    _, cache = ours.run_with_cache(ids, names=["blocks.0.hook_resid_pre"])
+    stream = cache["blocks.0.hook_resid_pre"][0]
+    np.testing.assert_array_equal(ours.run_from(0, stream, ids=ids, all_positions=True), ours.logits(ids))
+    with pytest.raises(UserError, match="run_from needs the ids"):
+        ours.run_from(0, stream, all_positions=True)
+    rows = [SPEC.prompt_ids("every-kind", 40, seed=s) for s in (5, 6, 7)]
+    batch, alone = ours.logits(rows), [ours.logits(row) for row in rows]
+    assert max(float(np.abs(b - a).max()) for b, a in zip(batch, alone)) <= 1e-5 * float(np.abs(batch).max())
+    got = [g.new_tokens for g in ours.generate(rows, max_new_tokens=3, stop_at_eos=False)]
+    assert got == [ours.generate(row, max_new_tokens=3, stop_at_eos=False).new_tokens for row in rows]
+    with pytest.raises(UserError, match="left-padded batch is not supported"):
+        ours.generate([rows[0][:4], rows[1][:6]], max_new_tokens=2)
+    clean, corrupt = ids[:6], ids[:2] + [ids[7]] + ids[3:6]
+    patched = patch(ours, clean, corrupt, ids[8], ids[9])
+    same = [p for p in range(6) if clean[p] == corrupt[p]]
+    assert np.abs(patched.residual[0, same]).max() < 1e-4, patched.residual[0]  # the same stream: nothing restored
+    with pytest.raises(UserError, match="does not name"):
+        patch(ours, clean, corrupt, ids[8], ids[9], heads=True)
+    with pytest.raises(UserError, match="hyper-connections"):
+        attribute(ours, clean, ids[8], ids[9])

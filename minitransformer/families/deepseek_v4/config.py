@@ -219,6 +219,10 @@ class DeepseekV4Config(SharedExperts, ModelConfig):
     what = "a DeepSeek-V4"
     classes = {"deepseek_v4": "DeepseekV4ForCausalLM"}
     checkpoint_kind = "DeepSeek-V4 model"
+    padding_refused = (
+        "a left-padded batch is not supported by DeepSeek-V4: its compressors pool every slot, pads too "
+        "(transformers' do); give prompts of one length"
+    )
     refusals: ClassVar[tuple[Refusal, ...]] = (
         Refusal("attention_bias", "is not supported (DeepSeek-V4's projections have no biases)"),
         Refusal("mlp_bias", "is not supported (DeepSeek-V4's shared expert has no biases)"),

@@ -59,8 +59,8 @@ def turn_last(x, rotary_tables: tuple, inverse: bool = False, heads: bool = Fals
     if isinstance(x, ShapeOnly):
         return ShapeOnly(x.shape, x.dtype)
     cos, sin = rotary_tables
-    if heads:
-        cos, sin = cos[..., None, :], sin[..., None, :]
+    if heads:  # a batch's tables [B, 1, T, dr] (laid out for [B, H, T, d]) to [B, T, 1, dr]; [T, dr] to [T, 1, dr]
+        cos, sin = (t[:, 0, :, None, :] if t.ndim == 4 else t[..., None, :] for t in (cos, sin))
     dr = cos.shape[-1]
     out = x.copy()
     out[..., -dr:] = rotate_interleaved(x[..., -dr:], cos, -sin if inverse else sin)
@@ -365,10 +365,7 @@ class CompressedAttention(Part):
         at = at.declaring(self.declared(config))
         layer = at.layer_index or 0
         if inputs.pads is not None and not isinstance(h, ShapeOnly) and np.any(inputs.pads):
-            raise UserError(
-                "a left-padded batch is not supported by DeepSeek-V4: its compressors pool every slot, "
-                "pads too (transformers' do); give prompts of one length"
-            )
+            raise UserError(config.padding_refused)
         H, eps, kind, m = config.n_head, config.norm_eps, config.attention_kind(layer), config.ratio(layer)
         cq = at.matmul("q_a", h, p.wq_a.weight.T, "T D, D dq -> T dq")
         cq = at.stage("q_a_norm", rms_norm(cq, p.q_norm.weight, eps), "T dq")
@@ -489,6 +486,7 @@ def attend_window_and_entries(q, K, bias, entries, chosen, sinks, config: Any, a
             bias_c = None
             if bias is not None and not isinstance(s_c, ShapeOnly):
                 bias_c = np.where(indices < 0, s_c.dtype.type(-np.inf), s_c.dtype.type(0.0))
+                bias_c = bias_c[:, None] if bias_c.ndim == 3 else bias_c  # a batch's [B, T, kc]: for every head
             width = "t+kc"
         s = at.stage("join", join(s, s_c), f"H T {width}")
         bias = None if bias is None else join(bias, bias_c)

@@ -171,14 +171,16 @@ class Decoder(Part):
         return x
 
     def resume(
-        self, x, start: int, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool, choices: dict | None
-    ) -> np.ndarray:
+        self, x, start: int, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool, choices: dict | None,
+        ids=None,
+    ) -> np.ndarray:  # fmt: skip
         """The pass from block `start` on, no cache: x [T, D] (or [B, T, D]) the stream block `start` reads -> logits
         [R, V]. The blocks before `start` are not run: activation patching's runs begin at the layer they patch, on
         the stream an earlier pass kept, with `choices` that pass's (the choices of layers before `start`), copied: the
         layers from `start` on leave theirs in the copy, so that the next run from a later block reads that pass's."""
         choices = dict(choices) if choices is not None else None
-        return self.readout(self.blocks(x, p, config, None, tape, None, start, choices), p, config, tape, all_positions)
+        x = self.blocks(x, p, config, None, tape, None, start, choices, ids)  # ids: where a layer routes by them
+        return self.readout(x, p, config, tape, all_positions)
 
     def blocks(self, x, p: SimpleNamespace, config: Any, cache: KVCache | None, tape: Tape, pads, start: int = 0,
                choices: dict | None = None, ids=None):  # fmt: skip

@@ -193,6 +193,10 @@ class StreamsEmbedding(TokenEmbedding):
     def stages(self, config: Any) -> dict[str, Stage]:
         return super().stages(config) | by_op(STREAMS)
 
+    def stream_shape(self, config: Any) -> tuple[int, ...]:
+        """A position's numbers in the residual stream: N streams of D (an embedding without this method starts D)."""
+        return (config.hc_mult, config.n_embd)
+
     def __call__(self, ids, p: SimpleNamespace, config: Any, tape: Tape, pads=None):
         x = super().__call__(ids, p, config, tape, pads)
         streams = (*x.shape[:-1], config.hc_mult, x.shape[-1])

@@ -315,10 +315,12 @@ def turn(x, rotary, config: Any):
 
 
 def join(a, b):
-    """[..., n] and [..., m] side by side: [..., n + m]."""
+    """[..., n] and [..., m] side by side: [..., n + m], their leading axes broadcast (one sequence's mask [T, t]
+    beside a batch's [B, 1, T, c])."""
     if isinstance(a, ShapeOnly) or isinstance(b, ShapeOnly):
         return ShapeOnly((*a.shape[:-1], a.shape[-1] + b.shape[-1]), a.dtype)
-    return np.concatenate([a, b], axis=-1)
+    lead = np.broadcast_shapes(a.shape[:-1], b.shape[:-1])
+    return np.concatenate([np.broadcast_to(x, (*lead, x.shape[-1])) for x in (a, b)], axis=-1)
 
 
 def broadcast(x, shape):

@@ -452,6 +452,8 @@ class HashRouter(SqrtSoftplusRouter):
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, ids=None):
         at = at.declaring(self.declared(config))
         scores = self.scores(h, p, at)
+        if ids is None:  # a pass resumed from a stream without its ids (Model.run_from)
+            raise UserError("this model routes some layers by token id (hash routing): run_from needs the ids")
         chosen = at.stage("router.hash", getattr(p, self.module).tid2eid[ids], "T k")
         return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
 
