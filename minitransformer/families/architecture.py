@@ -33,6 +33,11 @@ class Forward(Protocol):
 
     `pads` (a batch of left-padded rows): the first pads[b] slots of row b hold no token."""
 
+    @property
+    def embed(self) -> Any:
+        """The part that starts the residual stream (its stream_shape, where it has one: a position's numbers)."""
+        ...
+
     def __call__(
         self,
         ids: np.ndarray,
@@ -46,9 +51,11 @@ class Forward(Protocol):
     ) -> np.ndarray: ...
 
     def resume(
-        self, x, start: int, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool, choices: dict | None
-    ) -> np.ndarray:
-        """The pass from block `start` on, on the stream x [T, D] it reads (activation patching's runs)."""
+        self, x, start: int, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool, choices: dict | None,
+        ids=None,
+    ) -> np.ndarray:  # fmt: skip
+        """The pass from block `start` on, on the stream x [T, D] it reads (activation patching's runs); `ids`, the
+        positions' tokens, where a layer routes by them."""
         ...
 
     def readout(self, x, p: SimpleNamespace, config: Any, tape: Tape, all_positions: bool = True) -> np.ndarray:

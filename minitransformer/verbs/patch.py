@@ -84,6 +84,16 @@ def head_layers(model: Model) -> list[int]:
     return [i for i in attends if f"blocks.{i}.attn.hook_z" in model.lens_aliases]
 
 
+def _check_heads_named(model: Model, attending: list[int], cache) -> None:
+    """Refuse --heads where a layer that attends names no head's output attn.hook_z (DeepSeek-V4's sliding layers)."""
+    unnamed = [i for i in attending if f"blocks.{i}.attn.hook_z" not in cache.lens()]
+    if unnamed:
+        raise UserError(
+            f"--heads patches each head's output, TransformerLens's attn.hook_z, which {model.config.name}'s layer "
+            f"{unnamed[0]} does not name; patch the stream (without --heads)"
+        )
+
+
 def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> Patching:
     """Patch `clean`'s residual stream (and with `heads` each head's output) into `corrupt`'s run, layer by layer and
     position by position: the share of logit(target) - logit(versus) each patch restores."""
@@ -105,12 +115,7 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
     names = [f"blocks.{i}.hook_resid_pre" for i in range(L)] + [f"blocks.{i}.attn.hook_z" for i in attending]
     runs = {what: Phase("prefill", 0, T, T, cached=False) for what in ("clean", "corrupt", "residual", "heads")}
     clean_logits, clean_cache = model.run_with_cache(clean_ids, names, all_positions=False, phase=runs["clean"])
-    unnamed = [i for i in attending if f"blocks.{i}.attn.hook_z" not in clean_cache.lens()]
-    if unnamed:  # DeepSeek-V4's sliding layers: their heads' outputs are no stage attn.z
-        raise UserError(
-            f"--heads patches each head's output, TransformerLens's attn.hook_z, which {model.config.name}'s layer "
-            f"{unnamed[0]} does not name; patch the stream (without --heads)"
-        )
+    _check_heads_named(model, attending, clean_cache)
     choices: dict = {}  # the corrupted pass's choices (shared indexer keys), which a run from a later block reads
     corrupt_logits, corrupt_cache = model.run_with_cache(
         corrupt_ids, names, all_positions=False, phase=runs["corrupt"], choices=choices
@@ -142,9 +147,8 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
                 z[np.arange(T * H), rows, head] = clean_z[rows, head]
                 return z
 
-            stream = corrupt_cache[f"blocks.{layer}.hook_resid_pre"]
+            streams = np.repeat(corrupt_cache[f"blocks.{layer}.hook_resid_pre"], T * H, axis=0)
             with model.add_hook(f"blocks.{layer}.attn.hook_z", patched):
-                streams = np.repeat(stream, T * H, axis=0)
                 logits = model.run_from(layer, streams, phase=runs["heads"], choices=choices, ids=corrupt_ids)
             head_shares[layer] = share(difference(logits, target_id, versus_id)).reshape(T, H)
     bill = _bill(runs, L * T, len(attending) * T * H, L, T)
