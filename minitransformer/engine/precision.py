@@ -280,16 +280,24 @@ def _widen_float16(x: np.ndarray, out: np.ndarray) -> None:
     np.left_shift(bits, 13, out=bits)  # exponent and mantissa at float32's places, the sign at bits 28 to 31
     np.bitwise_and(bits, np.int32(-0x70000001), out=bits)  # & 0x8FFFFFFF: the sign at 31 alone
     np.multiply(out, FLOAT16_SCALE, out=out)
-    if x.dtype is FINITE_FLOAT16 and not x.flags.writeable:
+    if x.dtype is FINITE_FLOAT16 and not _owner(x).flags.writeable:
         return  # looked at once, when it was loaded: no infinity or NaN
     if out.size and (out.max() >= FLOAT16_SPECIALS or out.min() <= -FLOAT16_SPECIALS):
         np.copyto(out, x, where=np.abs(out) >= FLOAT16_SPECIALS)
 
 
+def _owner(x: np.ndarray) -> np.ndarray:
+    """The array whose memory x views (x itself where it owns it): a read-only view of a writable array (broadcast_to
+    makes one) is no promise that its numbers stay as they were looked at."""
+    while isinstance(x.base, np.ndarray):
+        x = x.base
+    return x
+
+
 def checked_finite(x: np.ndarray) -> np.ndarray:
     """x, a read-only float16 array without infinities and NaNs, as a view of dtype FINITE_FLOAT16 (widened then
     skips its look for them); any other x as it is. One pass over x, WIDEN_CHUNK numbers at a time."""
-    if x.dtype != np.float16 or x.flags.writeable or x.dtype is FINITE_FLOAT16:
+    if x.dtype != np.float16 or _owner(x).flags.writeable or x.dtype is FINITE_FLOAT16:
         return x
     bits = x.reshape(-1).view(np.int16)  # a copy only where x is not contiguous
     probe = np.empty(min(bits.size, WIDEN_CHUNK), np.int16)

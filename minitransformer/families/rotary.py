@@ -73,8 +73,8 @@ def tables(rope: Rope, positions: np.ndarray, dtype: np.dtype) -> tuple[np.ndarr
     LongRoPE's long factors where the largest position passes the original context (is_long): a batch's rows each by
     their own largest, so that a left-padded row is its prompt alone (transformers' batch takes the batch's largest for
     every row: a short row beside a long one then turns by the long factors)."""
-    long = positions.max(axis=-1, keepdims=True) + 1 > original_context(rope)  # [..., 1]: each row's choice
-    long = long if rope.kind == "longrope" else np.zeros_like(long)
+    longrope = rope.kind == "longrope" and positions.size
+    long = positions.max(axis=-1, keepdims=True) + 1 > original_context(rope) if longrope else np.zeros(1, bool)
     cos, sin = rotary_tables(positions, inverse_frequencies(rope, np.dtype(dtype), bool(long.any())))
     if long.any() and not long.all():  # rows on both sides: the short rows' tables in their places
         short_cos, short_sin = rotary_tables(positions, inverse_frequencies(rope, np.dtype(dtype), False))

@@ -243,7 +243,10 @@ class Model:
         dims = Dims.of(self.config, T, 0, R=T if all_positions else 1, batch=batch)
         tape = self._tape(dims, phase, watcher)
         if ids is not None:
-            ids = np.broadcast_to(self.check_ids(ids), (*batch, T))
+            ids = self.check_ids(ids)
+            if ids.ndim == 0 or ids.shape[-1] != T or np.broadcast_shapes(ids.shape[:-1], batch) != batch:
+                raise UserError(f"ids must hold the stream's {T} positions' tokens (each row's), not {list(ids.shape)}")
+            ids = np.broadcast_to(ids, (*batch, T))
         forward = self.architecture.forward
         return forward.resume(stream, layer, self.params, self.config, tape, all_positions, choices, ids)
 

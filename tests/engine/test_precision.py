@@ -309,6 +309,9 @@ def test_checked_finite_marks_a_read_only_float16_array_that_holds_no_infinity_o
         scaled = marked * np.float16(1000)
     assert scaled.dtype is FINITE_FLOAT16 and scaled.flags.writeable and np.isinf(scaled).any()
     assert np.array_equal(widened(scaled).view(np.uint32), scaled.astype(np.float32).view(np.uint32))
+    seen = np.broadcast_to(scaled, (2, scaled.size))  # read-only and marked, but a view of a writable array
+    assert not seen.flags.writeable and seen.dtype is FINITE_FLOAT16
+    assert np.array_equal(widened(seen).view(np.uint32), seen.astype(np.float32).view(np.uint32))
 
 
 def test_a_float16_checkpoint_is_looked_at_for_infinities_and_nans_once_as_it_is_loaded(tmp_path, monkeypatch):

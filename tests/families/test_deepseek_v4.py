@@ -133,6 +133,11 @@ def test_a_pass_resumed_from_its_streams_reads_the_ids_its_hash_layers_route_by(
     np.testing.assert_array_equal(ours.run_from(0, stream, ids=ids, all_positions=True), ours.logits(ids))
     with pytest.raises(UserError, match="run_from needs the ids"):
         ours.run_from(0, stream, all_positions=True)
+    for wrong in ([ids[0]], ids[:5], [ids, ids]):
+        with pytest.raises(UserError, match="ids must hold the stream's 30 positions"):
+            ours.run_from(0, stream, ids=wrong, all_positions=True)
+    grid = np.broadcast_to(stream, (2, 3, *stream.shape)).copy()  # two batch axes, each row the same stream
+    np.testing.assert_allclose(ours.run_from(0, grid, ids=ids, all_positions=True)[1, 2], ours.logits(ids), atol=1e-4)
     rows = [SPEC.prompt_ids("every-kind", 40, seed=s) for s in (5, 6, 7)]
     batch, alone = ours.logits(rows), [ours.logits(row) for row in rows]
     assert max(float(np.abs(b - a).max()) for b, a in zip(batch, alone)) <= 1e-5 * float(np.abs(batch).max())

@@ -144,6 +144,10 @@ def test_vision_tokens_seeing_each_other_both_ways_leaves_a_text_only_run_causal
         expected, first = (hf(torch.tensor([prompt])).logits[0].numpy() for prompt in (ids, ids[:20]))
     assert worst(load_model(tmp_path).logits(ids), expected) <= 1
     assert worst(first, expected[:20]) <= 1  # causal: the first 20 positions' logits without the rest
+    causal = {"model_type": "gemma4_text", "num_hidden_layers": 2}
+    assert read_config(causal | {"use_bidirectional_attention": False}, name="g4")[0] == read_config(causal, "g4")[0]
+    with pytest.raises(UserError, match="use_bidirectional_attention"):
+        read_config(causal | {"use_bidirectional_attention": "all"}, name="g4")
 
 
 @pytest.mark.parametrize(

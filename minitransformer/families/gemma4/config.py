@@ -189,7 +189,7 @@ class Gemma4TextConfig(LlamaConfig):
         Refusal(
             "use_bidirectional_attention",
             "(attention to later tokens) is not supported",
-            refused=lambda value, hf: value not in (None, "vision"),
+            refused=lambda value, hf: value not in (None, False, "vision"),
         ),
     )
     dict_last = ("d_head", "d_ff", "layer_types", "kv_sources")

@@ -486,7 +486,7 @@ def attend_window_and_entries(q, K, bias, entries, chosen, sinks, config: Any, a
             bias_c = None
             if bias is not None and not isinstance(s_c, ShapeOnly):
                 bias_c = np.where(indices < 0, s_c.dtype.type(-np.inf), s_c.dtype.type(0.0))
-                bias_c = bias_c[:, None] if bias_c.ndim == 3 else bias_c  # a batch's [B, T, kc]: for every head
+                bias_c = bias_c[..., None, :, :] if bias_c.ndim > 2 else bias_c  # a batch's [B, T, kc]: every head
             width = "t+kc"
         s = at.stage("join", join(s, s_c), f"H T {width}")
         bias = None if bias is None else join(bias, bias_c)
