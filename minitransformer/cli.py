@@ -910,7 +910,7 @@ def _count(args) -> None:
     to = check_destinations({"--json": args.json, "--csv": args.csv, "--plot": args.plot, "--html": args.html})
     if args.plot is not None:
         require_matplotlib()  # fail before writing anything
-    if args.routing is not None and config.n_experts is None:
+    if args.routing is not None and not config.routes:
         raise UserError(f"--routing is for a mixture of experts; {config.name} has none (a dense MLP in every layer)")
     running = _in_flags(RunOptions, args.routing or "balanced", args.dense_attention)
     options = _in_flags(GenerationOptions, max_new_tokens=args.new_tokens, use_cache=not args.no_cache, running=running)

@@ -42,7 +42,7 @@ def json_chunks(
         "new_tokens": count.n_new,
         "batch": count.batch,
         "detailed_steps": sorted(detailed),
-    } | ({} if count.config.n_experts is None else {"routing": count.running.routing})
+    } | ({"routing": count.running.routing} if count.config.routes else {})
     tail = {
         "totals": count.totals.to_dict(),
         "cache": count.cache_comparison(),

@@ -6,6 +6,8 @@ transformers counts them and as the card says, and count's notes on the selectiv
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
@@ -16,6 +18,7 @@ from conformance_configs import FAMILIES  # noqa: E402 - after the importorskips
 from family_checks import transformers_parameters  # noqa: E402
 from published_configs import JAMBA_1_5_MINI  # noqa: E402
 
+from conftest import run_cli  # noqa: E402
 from minitransformer import load_model  # noqa: E402
 from minitransformer.families.jamba.family import ARCHITECTURE, PRESETS, JambaConfig  # noqa: E402
 from minitransformer.verbs.count import count_generation  # noqa: E402
@@ -63,6 +66,20 @@ def test_one_expert_is_the_swiglu_mlp_as_transformers_makes_it(tmp_path):
     assert ours.config.mlp_types == ("dense",) * 4
     ids = SPEC.prompt_ids("every-kind-auto-rank", 40, seed=2)
     assert checks.worst(ours.logits(ids), hf(torch.tensor([ids])).logits[0]) <= 1
+
+
+def test_one_expert_routes_nothing_so_count_refuses_routing_and_its_json_names_none(tmp_path):
+    """num_experts 1 leaves no layer a router: --routing is refused as for a dense model, the JSON says no routing."""
+    path = tmp_path / "config.json"
+    transformers.JambaConfig(**(FAMILIES[FAMILY].configs["every-kind-auto-rank"] | {"num_experts": 1})).to_json_file(
+        path
+    )
+    refused = run_cli("count", "--config", str(path), "--tokens", "5", "--routing", "worst")
+    assert refused.returncode == 2 and refused.stdout == "", (refused.returncode, refused.stdout)
+    assert refused.stderr.count("\n") == 1 and "--routing is for a mixture of experts" in refused.stderr, refused.stderr
+    counted = run_cli("count", "--config", str(path), "--tokens", "5", "--json", "-")
+    assert counted.returncode == 0, counted.stderr
+    assert "routing" not in json.loads(counted.stdout), sorted(json.loads(counted.stdout))
 
 
 def test_jamba_1_5_mini_is_its_config_json_and_the_card_s_52b_with_12b_active():

@@ -31,6 +31,7 @@ from family_checks import save_random  # noqa: E402 - after the importorskips: i
 from minitransformer import load_model  # noqa: E402
 from minitransformer.engine.stages import STATE  # noqa: E402
 from minitransformer.families.table import ARCHITECTURES  # noqa: E402
+from minitransformer.verbs import crosscheck as crosscheck_module  # noqa: E402
 from minitransformer.verbs.crosscheck import ACTIVATIONS, GROUPS, LOGITS, WEIGHTS, crosscheck, default_ids  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -735,3 +736,23 @@ def test_experts_torch_s_grouped_mm_refuses_run_one_by_one_and_it_says_so(tmp_pa
     assert "_grouped_mm" not in groups[WEIGHTS]["torch_ops"]
     assert any("ran one by one" in reason for reason in groups[WEIGHTS]["reasons"]), groups[WEIGHTS]["reasons"]
     assert not any("one by one" in reason for reason in groups[LOGITS]["reasons"])
+
+
+def test_a_mixture_s_failure_outside_grouped_mm_is_not_taken_for_its_widths(tmp_path, monkeypatch):
+    """Only a RuntimeError raised inside transformers' grouped_mm path sends the experts one by one: another (here a
+    stand-in raised by the forward itself) is not hidden behind a rerun."""
+    config = transformers.MixtralConfig(vocab_size=90, hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                                        num_attention_heads=2, num_key_value_heads=1, head_dim=8, num_local_experts=3,
+                                        num_experts_per_tok=2, max_position_embeddings=64)  # fmt: skip
+    save_random(tmp_path, config, spread=0.3)
+    model = load_model(tmp_path)
+    reruns = []
+
+    def broken(torch, reference, ids):
+        reruns.append(reference)
+        raise RuntimeError("strides should be multiple of 16 bytes")  # grouped_mm's words, from elsewhere
+
+    monkeypatch.setattr(crosscheck_module, "_tally", broken)
+    with pytest.raises(RuntimeError, match="16 bytes"):
+        crosscheck(model, default_ids(model, 20), dense_attention=True)
+    assert len(reruns) == 1, reruns
