@@ -319,13 +319,14 @@ def _attribution_line(parts: int, pieces: int) -> str:
 
 
 def count_attribute(config, tokens: int) -> Bill:
-    """The attribution's bill from shapes alone, for any config: a shape-only pass of `tokens` positions, each split
+    """The attribution's bill from shapes alone, for any config attribute runs on: a shape-only pass of `tokens` positions, each split
     layer's head products, and the parts' and pieces' products against two columns of W_U (a layer with experts: the
     k the last token goes to, and the shared one)."""
     from ..engine.shapes import ShapeOnly
 
     check_pass(config, tokens)
     model = Model.without_weights(config)
+    _final_norm(model, center_writing_weights=False)  # refused as the real attribution refuses it, before any bill
     L, D = config.n_layer, config.n_embd
     forward, heads_phase = Phase("prefill", 0, tokens, tokens, cached=False), Phase("prefill", 0, 0, 0, cached=False)
     products = Phase("prefill", 0, 0, 0, cached=False)

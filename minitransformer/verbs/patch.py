@@ -192,7 +192,10 @@ def count_patch(config, tokens: int, heads: bool = False) -> Bill:
     check_pass(config, tokens)
     model = Model.without_weights(config)
     whole = Phase("prefill", 0, tokens, tokens, cached=False)
-    model.run(np.zeros(tokens, dtype=np.int64), phase=whole)
+    attending = head_layers(model) if heads else []
+    names = [f"blocks.{i}.attn.hook_z" for i in attending]
+    _, cache = model.run_with_cache(np.zeros(tokens, dtype=np.int64), names, all_positions=False, phase=whole)
+    _check_heads_named(model, attending, cache)  # billed only where the real sweep would run
     L, H = config.n_layer, config.n_head
     per_layer = np.zeros((L, 2), dtype=object)  # (dot products, MACs) of each block, Python ints
     readout = _Counted()
@@ -203,7 +206,6 @@ def count_patch(config, tokens: int, heads: bool = False) -> Bill:
             readout.dot_products += record.dot_products
             readout.macs += record.macs
     from_block = np.cumsum(per_layer[::-1], axis=0)[::-1] + (readout.dot_products, readout.macs)  # [L, 2]
-    attending = head_layers(model) if heads else []
     residual = _Counted(*(int(v) * tokens for v in from_block.sum(axis=0)))
     heads_run = _Counted(*(int(v) * tokens * H for v in from_block[attending].sum(axis=0))) if attending else _Counted()
     runs = {"clean": whole, "corrupt": whole, "residual": residual, "heads": heads_run}

@@ -70,3 +70,22 @@ def test_a_model_without_a_tokenizer_says_the_api_takes_ids(capsys, tmp_path, ve
     err = refused(capsys, [verb, *texts, "--model", str(directory)])
     assert f"has no tokenizer.json, and {verb} reads its prompt and tokens as text; in Python, {function}" in err
     assert "--ids" not in err  # the flag the verbs do not have
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["attribute", "--count-only", "--preset", "deepseek-v4-flash"], "hyper-connections"),
+        (["attribute", "--count-only", "--preset", "gemma-2-2b"], "a scale or soft-cap after the logits"),
+        (["patch", "--count-only", "--heads", "--preset", "deepseek-v4-pro"], "layer 0 does not name"),
+    ],
+)
+def test_count_only_refuses_what_the_analysis_itself_refuses(capsys, argv, said):
+    """No bill for a run that would be refused: the same refusal as the analysis's, one line, before any bill."""
+    assert said in refused(capsys, [*argv, "--tokens", "8"])
+
+
+def test_count_only_bills_patching_the_stream_of_a_model_whose_heads_it_refuses(capsys):
+    """DeepSeek-V4's stream is patched (its sliding layers name no head output, so --heads alone is refused)."""
+    assert main(["patch", "--count-only", "--preset", "deepseek-v4-flash", "--tokens", "8"]) == 0
+    assert "stream patched: 43 layers x 8 positions" in capsys.readouterr().out
