@@ -13,6 +13,7 @@ sees whose float32 is closer to the exact answer, not only that the two agree to
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from ..errors import UserError
 from ..models.model import Model
 from ..models.options import LoadOptions
 from ..text import short_path, table
+from .drift import SelectionDrift, drift, next_token_drift
 
 PROMPTS = (
     "The capital of France is",
@@ -195,14 +197,20 @@ def beyond(ours: np.ndarray, theirs: np.ndarray, allowed: float) -> list[int]:
     return np.nonzero(np.abs(ours - theirs).max(axis=-1) > allowed)[0].tolist()
 
 
-def explained(positions: list[int], ties: list[Tie]) -> list[tuple[list[int], str]]:
+def explained(
+    positions: list[int], ties: list[Tie], flips: Sequence[SelectionDrift] | None = None
+) -> list[tuple[list[int], str]]:
     """Whether a selection's tie explains each differing position, as (positions, why) runs: a tie at the position
     itself (which layers, which stages), or an earlier one, whose different choice the later positions read through
-    attention; or none. (Our top k takes the lowest index among equal scores, transformers' torch.topk its own.)"""
+    attention; or none. Where no tie does and `flips` is given (our choices that differ from the float64 truth's: a
+    narrower precision's rounding moved a score past another without a tie in our pass), the first of them at or
+    before it, or that ours chose as the truth did. (Our top k takes the lowest index among equal scores,
+    transformers' torch.topk its own.)"""
     runs: list[tuple[list[int], str]] = []
     for p in positions:
         here = [t for t in ties if t.position == p]
         before = [t for t in ties if t.position < p]
+        flipped = [f for f in flips or () if f.position <= p]
         if here:
             why = "a tie there, at " + ", ".join(
                 dict.fromkeys(f"layer {t.layer} {t.stage} ({'exact' if t.exact else 'near'})" for t in here)
@@ -211,8 +219,16 @@ def explained(positions: list[int], ties: list[Tie]) -> list[tuple[list[int], st
             last = max(t.position for t in before)
             at = ", ".join(dict.fromkeys(f"layer {t.layer} {t.stage}" for t in before if t.position == last))
             why = f"after the tie at position {last} ({at}), whose choice later positions read"
+        elif flipped:
+            f = min(flipped, key=lambda f: (f.position, f.layer or 0))
+            why = (
+                f"no tie, but the rounding changed a choice from the float64 truth's at position {f.position}: "
+                f"layer {f.layer} {f.stage} chose {f.chosen} where float64 chose {f.truth}"
+            )
+        elif flips is not None:
+            why = f"{NO_TIE}, and every choice of ours up to it is the float64 truth's (transformers' may differ)"
         else:
-            why = "no tie or near tie at any selection at or before it"
+            why = NO_TIE
         if runs and runs[-1][1] == why and runs[-1][0][-1] == p - 1:
             runs[-1][0].append(p)
         else:
@@ -229,6 +245,7 @@ def explanation_lines(label: str, runs: list[tuple[list[int], str]]) -> list[str
     return lines
 
 
+NO_TIE = "no tie or near tie at any selection at or before it"
 TIES_NOTE = (
     "Where the logits differ beyond the tolerance, whether a selection's tie at its k-th place explains it (ours\n"
     "  takes the lowest index among equal scores, transformers' torch.topk its own; near: within our pass's rounding):"
@@ -395,7 +412,6 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
     computing in that dtype, and both against the float64 truth (our pass in float64, itself checked against
     transformers' float64 within 1e-9): max |dlogit|, KL of the next-token distributions and top-1 agreement."""
     from ..models.registry import from_directory
-    from .drift import next_token_drift
 
     out = sys.stdout if out is None else out
     precision = model.precision.name if model.precision is not None else "float32"
@@ -436,7 +452,11 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
         ok = apart <= tolerance * scale and ours_err <= 2 * theirs_err and truth_worst <= TOLERANCES["float64"]
         all_ok &= ok
         label = repr(text if len(text) <= 32 else text[:29] + "...")
-        why += explanation_lines(label, explained(beyond(ours, theirs, tolerance * scale), ties))
+        off = beyond(ours, theirs, tolerance * scale)
+        runs = explained(off, ties)
+        if any(reason == NO_TIE for _, reason in runs):  # where no tie explains it: did the rounding choose otherwise?
+            runs = explained(off, ties, drift(model, ids, truth_model).selections)
+        why += explanation_lines(label, runs)
         numbers = (f"{apart:.2e}", f"{tolerance * scale:.1e}", f"{ours_err:.2e}", f"{theirs_err:.2e}")
         rows.append([label, str(len(ids)), *numbers, f"{kl_ours:.1e}", f"{kl_theirs:.1e}", f"{100 * agree:.0f}%"])
         rows[-1].append("OK" if ok else "NOT OK")

@@ -13,6 +13,9 @@ n u below half a unit of the result), and within that bound where cancellation m
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -246,3 +249,41 @@ def test_float16_overflows_where_the_stream_passes_65504_and_bfloat16_does_not(l
     bf16 = drift(load_model(directory, precision="bfloat16"), ids)
     assert bf16.overflows() == [] and bf16.to_dict()["overflow"] == [] and np.isfinite(bf16.kl)
     assert next(s for s in bf16.stages if s.name == "blocks.1.resid_post").max_abs > 65_520  # it got there: no harm
+
+
+def test_validate_says_where_the_rounding_itself_changed_a_router_s_choice(tmp_path):
+    """A difference that no tie explains: where our bfloat16 router chose other experts than the float64 truth's
+    (no tie, no near tie in our pass: the rounding moved a score past another), validate names the first such choice
+    at or before the position; where none, that ours chose as the truth did. MiniMax's random model (the conformance
+    suite's "alternate-top1") at bfloat16: prompt 1's layer-2 router at position 1."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "families"))  # where conformance_configs lives
+    from conformance_configs import FAMILIES
+
+    from minitransformer.verbs.validate import NO_TIE, PROMPTS, explained, logits_and_ties, prompt_ids
+
+    spec, name = FAMILIES["minimax"], "alternate-top1"
+    save_random(tmp_path, spec.hf_config(name), seed=spec.configs[name]["seed"], spread=spec.spread,
+                dtype=torch.bfloat16)  # fmt: skip
+    model = load_model(tmp_path, precision="bfloat16")
+    ids = prompt_ids(model, PROMPTS[1], seed=1)
+    _, ties = logits_and_ties(model, ids)
+    flips = drift(model, ids).selections
+    assert flips is not None and not [t for t in ties if t.position <= 1], ties  # no tie explains position 1
+    first = min((f for f in flips if f.position <= 1), key=lambda f: (f.position, f.layer))
+    assert (first.layer, first.stage, first.position) == (2, "router.topk", 1) and first.chosen != first.truth, first
+    [(_, said)] = explained([1], ties, flips)
+    assert said == (
+        f"no tie, but the rounding changed a choice from the float64 truth's at position 1: layer 2 router.topk "
+        f"chose {first.chosen} where float64 chose {first.truth}"
+    ), said
+    assert explained([0], ties, flips)[0][1].startswith(f"{NO_TIE}, and every choice of ours up to it")
+    assert explained([0], ties)[0][1] == NO_TIE  # no choices given (a model that chooses nothing)
+    lines: list[str] = []
+
+    class Out:
+        def write(self, text):
+            lines.append(text)
+
+    validate_precision(model, steps=2, prompts=PROMPTS[:2], out=Out())
+    said_lines = [line for line in "".join(lines).splitlines() if ", position" in line and ": " in line]
+    assert not [line for line in said_lines if line.endswith(NO_TIE)], said_lines  # each says which of the two
