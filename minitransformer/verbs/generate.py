@@ -83,9 +83,11 @@ def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: n
         scaled = logits / number(temperature)
     if not np.isfinite(scaled).all():  # a temperature so small that the division overflows: the limit is greedy
         return int(np.argmax(logits))
-    if top_k is not None and top_k < scaled.size:
-        cutoff = np.partition(scaled, -top_k)[-top_k]
-        scaled = np.where(scaled >= cutoff, scaled, number(-np.inf))
+    if top_k is not None and top_k < scaled.size:  # exactly k, equal ones the lower id first (engine/selection.py)
+        kept = np.full_like(scaled, -np.inf)
+        chosen = selection.top_k(scaled, top_k, order="index")
+        kept[chosen] = scaled[chosen]
+        scaled = kept
     weights = np.exp(scaled - scaled.max())
     cumulative = np.cumsum(weights)
     return int(

@@ -147,3 +147,16 @@ def test_every_top_k_in_the_package_goes_through_the_one_function():
             if isinstance(node, ast.Attribute) and node.attr in ("argsort", "argpartition"):
                 found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.attr}")
     assert not found, found
+
+
+def test_sampling_s_top_k_keeps_exactly_k_equal_ones_the_lower_id_first():
+    """top_k=1 is greedy even where the largest logits tie (a bfloat16 pass ties often): the sampler keeps exactly k
+    tokens by the one rule, not every token equal to the k-th."""
+    from minitransformer.verbs.generate import next_token
+
+    logits = np.array([1, 3, 3, 3, 0], np.float32)
+    rng = np.random.default_rng(0)
+    for k, allowed in ((1, {1}), (2, {1, 2}), (3, {1, 2, 3}), (4, {0, 1, 2, 3})):
+        drawn = {next_token(logits, 1.0, k, rng) for _ in range(400)}
+        assert drawn == allowed, (k, sorted(drawn), sorted(allowed))
+    assert next_token(logits, 1.0, 1, rng) == int(np.argmax(logits)) == 1  # greedy's choice
