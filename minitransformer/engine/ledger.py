@@ -548,9 +548,16 @@ def padding_of(r: Record, pads: list[int], context: int, tokens: int | None = No
         pad_slots = sum(min(max(pad - (context - tokens), 0), tokens) for pad in pads)  # over the batch's rows
         share = len(pads) * tokens
         return r.dot_products * pad_slots // share, r.macs * pad_slots // share
-    rows, cols = r.out_shape[-2:]
-    heads = prod(r.out_shape[1:-2])  # [B, rows, cols]: 1; [B, H, T, t] or [B, Hkv, G, T, t]: the heads
-    keys = cols if r.attention == "scores" else r.a_shape[-1] if r.attention == "mix" else 0
+    symbols = r.output_spec().split()
+    # The query rows: the output's axis T (an indexer's scores [B, T, Hi, t], hyper-connections' [B, T, N, D]), else
+    # the last but one ([B, H, T, t], a product's [B, T, F], the logits' [B, R, V]); the other axes but the last are
+    # heads. A product over (query, key) pairs (scores, an indexer's, whose last axis is the keys t) is padding where
+    # either is.
+    at = symbols.index("T") - len(symbols) if symbols.count("T") == 1 and len(symbols) <= len(r.out_shape) else -2
+    rows, cols = r.out_shape[at], r.out_shape[-1]
+    heads = prod(r.out_shape[1:]) // (rows * cols)
+    pairs = r.attention == "scores" or symbols[-1:] == ["t"]
+    keys = cols if pairs else r.a_shape[-1] if r.attention == "mix" else 0
     if r.chosen_keys is not None:  # sparse attention: a pad query's s chosen keys; a real one chooses no pad key
         s = r.chosen_keys  # (but where it sees fewer than s, and then they are masked)
         pad_queries = sum(min(max(pad - (context - rows), 0), rows) for pad in pads)
@@ -561,7 +568,7 @@ def padding_of(r: Record, pads: list[int], context: int, tokens: int | None = No
     for pad in pads:
         pad_queries = min(max(pad - (context - rows), 0), rows)
         pad_keys = min(max(pad - (context - keys), 0), keys)
-        if r.attention == "scores":
+        if pairs:
             n = heads * (pad_queries * cols + (rows - pad_queries) * pad_keys)
             dot_products, macs = dot_products + n, macs + n * r.dot_length
         elif r.attention == "mix":

@@ -24,6 +24,7 @@ from conformance_configs import FAMILIES, made  # noqa: E402
 from shared_checks import two_byte_copy  # noqa: E402
 
 from minitransformer import load_model  # noqa: E402
+from minitransformer.engine.ledger import padding_of  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
 from minitransformer.families.table import ARCHITECTURES, model_types  # noqa: E402
 
@@ -105,6 +106,15 @@ def test_a_left_padded_batch_equals_each_row_alone_and_transformers(model, famil
     spec = FAMILIES[family]
     rows = [spec.prompt_ids(name, n, seed=2 + row) for row, n in enumerate(spec.batch)]
     assert checks.batch_logits(ours, hf, rows) <= 1
+    even = [row[: min(spec.batch)] for row in rows]  # no row padded: no product of any pass spent on padding
+    ledger = ours.generate(even, max_new_tokens=3, stop_at_eos=False, candidates=0)[0].ledger
+    spent = [
+        (p.step, r.layer, r.op)
+        for p in ledger.phases
+        for r in p.records
+        if padding_of(r, list(p.pads), p.context, p.tokens)[1]
+    ]
+    assert (ledger.padding.dot_products, ledger.padding.macs) == (0, 0) and not spent, (ledger.padding, spent[:5])
 
 
 @pytest.mark.parametrize("family, name", each("float64"))

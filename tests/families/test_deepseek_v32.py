@@ -416,3 +416,27 @@ def test_validate_names_the_tie_where_transformers_chose_another_key(tied):
         first, _, last = at.partition("-")
         listed += list(range(int(first), int(last or first) + 1))
     assert listed == differ, (listed, differ, report)
+
+
+def test_the_indexer_s_padding_is_its_pairs_with_a_pad_query_or_a_pad_key(made):
+    """In a left-padded batch the indexer's scores I [B, T, Hi, t] (and their weighted sum over the heads [B, T, 1,
+    t]) spend on padding every pair whose query or key is a pad slot, as attention's scores do: its query rows are the
+    axis T, not the heads beside them."""
+    from minitransformer.engine.ledger import padding_of
+
+    _, ours, _ = made("groups_dense")
+    rows = [prompt("groups_dense", n, seed=9 + n) for n in (3, 9, 6)]
+    pads = np.array([9 - len(row) for row in rows])
+    generation = ours.generate(rows, max_new_tokens=3, stop_at_eos=False, candidates=0)
+    Hi = ours.config.index_n_heads
+    for phase in generation[0].ledger.phases:
+        for op in ("index.scores", "index.sum"):
+            record = phase.find(op, 0)
+            T, t = record.out_shape[1], record.out_shape[-1]
+            slots_q, slots_k = phase.context - T + np.arange(T), phase.context - t + np.arange(t)
+            pairs = int(
+                ((slots_q[None, :, None] < pads[:, None, None]) | (slots_k[None, None, :] < pads[:, None, None])).sum()
+            )
+            per_pair = Hi if op == "index.scores" else 1  # the scores one a head; their sum one a pair, over Hi
+            want = (per_pair * pairs, per_pair * pairs * record.dot_length)
+            assert padding_of(record, list(phase.pads), phase.context, phase.tokens) == want, (phase.step, op, want)
