@@ -72,6 +72,27 @@ def test_logits_at_every_position_equal_transformers(model, family, name):
 
 
 @pytest.mark.parametrize("family, name", each("parity"))
+def test_a_pass_resumed_at_every_block_is_the_whole_pass_given_what_earlier_blocks_left(model, family, name):
+    """run_from(layer, the stream that block read, ids=, choices= of the pass it came from) is that pass's logits at
+    every block; without the choices, the same logits or a UserError that says to give them (Gemma 4's per-layer
+    inputs and shared keys and values, GLM-5's shared choice of keys), never a KeyError from inside a block."""
+    _, ours, _ = model(family, name)
+    ids, L = FAMILIES[family].prompt_ids(name, 12, seed=3), ours.config.n_layer
+    choices: dict = {}
+    streams = [f"blocks.{i}.hook_resid_pre" for i in range(L)] + [f"blocks.{L - 1}.hook_resid_post"]
+    whole, cache = ours.run_with_cache(ids, streams, choices=choices)
+    for layer, name_of_stream in enumerate(streams):
+        resumed = ours.run_from(layer, cache[name_of_stream][0], ids=ids, choices=choices, all_positions=True)
+        assert np.array_equal(resumed, whole), (layer, float(np.abs(resumed - whole).max()))
+        try:
+            alone = ours.run_from(layer, cache[name_of_stream][0], ids=ids, all_positions=True)
+        except UserError as refused:
+            assert "give run_from(..., choices=choices)" in str(refused), (layer, str(refused))
+        else:
+            assert np.array_equal(alone, whole), (layer, float(np.abs(alone - whole).max()))
+
+
+@pytest.mark.parametrize("family, name", each("parity"))
 def test_a_bfloat16_checkpoint_kept_in_its_bytes_computes_what_its_upcast_does(model, family, name, tmp_path):
     """Kept in its 2 bytes (weights="stored"), a checkpoint's matrices are widened as the products read them and what
     element-wise stages read (norms' gains, a scan's decays) at load: the upcast model's float32 numbers, so its

@@ -30,6 +30,7 @@ from ...engine.ops import attention_bias, constant, slot_positions
 from ...engine.shapes import ShapeOnly
 from ...engine.stages import LAST, LOGITS, Stage, StageTable, by_op, merged
 from ...engine.tape import Dims, Tape
+from ...errors import UserError
 from .. import rotary
 from ..rotary import Rope
 from .blocks import LayerInputs, under
@@ -178,8 +179,8 @@ class Decoder(Part):
         [R, V]. The blocks before `start` are not run: activation patching's runs begin at the layer they patch, on
         the stream an earlier pass kept, with `choices` that pass's (the choices of layers before `start`), copied: the
         layers from `start` on leave theirs in the copy, so that the next run from a later block reads that pass's."""
-        choices = dict(choices) if choices is not None else None
-        x = self.blocks(x, p, config, None, tape, None, start, choices, ids)  # ids: where a layer routes by them
+        resumed = EarlierChoices(choices or {}, start)
+        x = self.blocks(x, p, config, None, tape, None, start, resumed, ids)  # ids: where a layer routes by them
         return self.readout(x, p, config, tape, all_positions)
 
     def blocks(self, x, p: SimpleNamespace, config: Any, cache: KVCache | None, tape: Tape, pads, start: int = 0,
@@ -280,6 +281,28 @@ class Decoder(Part):
         if key not in _TABLES:
             _TABLES[key] = derived_table(self, name, dry)
         return _TABLES[key]
+
+
+class EarlierChoices(dict):
+    """A resumed pass's copy of what the pass its stream came from left for later layers (Gemma 4's per-layer inputs,
+    a layer's keys and values that later ones share, an indexer's choice that later layers reuse): one that was not
+    given is refused in words, not as a KeyError from inside a block."""
+
+    def __init__(self, given: Mapping, start: int):
+        super().__init__(given)
+        self.start = start
+
+    def __missing__(self, key):
+        what = (
+            f"layer {key}'s choice of keys" if isinstance(key, int)  # an indexer's, by its layer (parts/indexer.py)
+            else f"layer {key[-1]}'s {key[0]}" if isinstance(key, tuple)  # (op, layer): parts/shared_kv.py
+            else str(key)  # the decoder's per-layer part's key
+        )  # fmt: skip
+        raise UserError(
+            f"the pass from block {self.start} reads {what}, left by an earlier block or the embedding, which a "
+            f"stream does not carry: give run_from(..., choices=choices), filled by the pass the stream came from "
+            f"(run_with_cache(ids, names, choices=choices))"
+        )
 
 
 def rotary_tables(rope: Rope, d: Dims, x, pads) -> tuple:
