@@ -166,7 +166,6 @@ def lens_style(name: str) -> str:
 
 def lens_aliases(table: StageTable, config) -> dict[str, Alias]:
     """Every TransformerLens name of a model (`table` of `config.n_layer` blocks), in the order of its stages."""
-    block = [name for stage in table.block for name in stage.names]
     embed = [name for stage in table.embed for name in stage.names]
     final = [name for stage in table.final for name in stage.names]
 
@@ -195,10 +194,10 @@ def lens_aliases(table: StageTable, config) -> dict[str, Alias]:
     for i in range(config.n_layer):
         stream_in = f"blocks.{i - 1}.resid_post" if i else embedded
         aliases[f"blocks.{i}.hook_resid_pre"] = Alias(f"blocks.{i}.hook_resid_pre", (stream_in,), STREAM)
-        aliases.update(resolved(RULES, block, f"blocks.{i}."))
+        aliases.update(resolved(RULES, table.block_names(config.layer_types[i]), f"blocks.{i}."))
     aliases.update(resolved(FINAL, final, ""))
     reserved = {*RULES, *FINAL, "hook_embed", "hook_pos_embed", "hook_resid_pre"}  # TransformerLens's own meanings
-    for name in table.stage_names(config.n_layer):
+    for name in table.stage_names(config.n_layer, config.layer_types):
         styled = lens_style(name)
         relative = styled.split(".", 2)[2] if styled.startswith("blocks.") else styled
         if relative not in reserved and styled not in aliases:

@@ -74,6 +74,9 @@ class StageTable:
     block: tuple[Stage, ...]
     final: tuple[Stage, ...]
     symbols: str  # the dimension symbols its shapes use, for traces
+    # Each kind of layer's ops (config.layer_types), where kinds differ in their stages (a hybrid's attention and
+    # recurrent layers, Gemma 4's shared layers); () where every block runs every stage of `block`.
+    kinds: tuple[tuple[str, frozenset[str]], ...] = ()
 
     @property
     def parts(self) -> tuple[tuple[Stage, ...], tuple[Stage, ...], tuple[Stage, ...]]:
@@ -97,11 +100,17 @@ class StageTable:
     def block_ops(self) -> tuple[str, ...]:
         return tuple(s.op for s in self.block)
 
-    def stage_names(self, n_layer: int) -> list[str]:
-        """Every capture name of a model with n_layer blocks, in the order the forward pass produces them."""
+    def block_names(self, kind: str | None = None) -> list[str]:
+        """The capture names inside a block of that kind of layer (None, or a table without kinds: every block's)."""
+        ops = dict(self.kinds).get(kind) if kind is not None else None
+        return [name for stage in self.block if ops is None or stage.op in ops for name in stage.names]
+
+    def stage_names(self, n_layer: int, layer_types: Sequence[str] | None = None) -> list[str]:
+        """Every capture name of a model with n_layer blocks (of these kinds, where given: each block's own), in the
+        order the forward pass produces them."""
         names = [name for stage in self.embed for name in stage.names]
         for i in range(n_layer):
-            names += [f"blocks.{i}.{name}" for stage in self.block for name in stage.names]
+            names += [f"blocks.{i}.{name}" for name in self.block_names(layer_types[i] if layer_types else None)]
         return names + [name for stage in self.final for name in stage.names]
 
 

@@ -76,7 +76,7 @@ class Model:
         chunks = tuple(config.layer_chunk(i) for i in range(config.n_layer))
         self._chunks = None if set(chunks) == {None} else chunks  # the layers of chunked attention
         self.hooks = HookRegistry(  # add_hook, break_at (hooks.py), by our names or TransformerLens's
-            lambda: self.stage_table.stage_names(config.n_layer), lambda: self.lens_aliases
+            lambda: self.stage_names, lambda: self.lens_aliases
         )
         self._tokenizer = tokenizer
 
@@ -96,6 +96,12 @@ class Model:
             raise UserError(f"without_weights takes a model's config (model.config, PRESETS[name]), not {config!r:.60}")
         stand_ins = {name: ShapeOnly(shape) for name, shape in expected_shapes(config).items()}
         return cls(config, as_tree(stand_ins, config), source="shape-only")
+
+    @cached_property
+    def stage_names(self) -> list[str]:
+        """Every capture name of this model, each block's own (a hybrid's attention layers name no scan's stages),
+        in the order the forward pass produces them: what hooks and captures may name."""
+        return self.stage_table.stage_names(self.config.n_layer, self.config.layer_types)
 
     @cached_property
     def lens_aliases(self) -> dict[str, Alias]:
@@ -327,7 +333,7 @@ class Model:
         `last`); with `kv_cache` this is one step of cached decoding; `phase` collects the pass's
         ledger and `choices` its layers' choices, as for run(). See hooks.ActivationCache.
         """
-        known = self.stage_table.stage_names(self.config.n_layer)
+        known = self.stage_names
         activations = ActivationCache(
             self.name, known, selector(names, known, aliases=self.lens_aliases), self.lens_aliases
         )

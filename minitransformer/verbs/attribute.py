@@ -250,7 +250,7 @@ def _captured(model: Model) -> list[str]:
     names = [f"blocks.{i}.hook_resid_{w}" for i in range(L) for w in ("pre", "mid", "post")]
     names = [n for n in names if n in model.lens_aliases]
     names += [f"blocks.{i}.attn.hook_z" for i in range(L) if f"blocks.{i}.attn.hook_z" in model.lens_aliases]
-    known = set(model.stage_table.stage_names(L))
+    known = set(model.stage_names)
     routing = [f"blocks.{i}.moe.{what}" for i in range(L) for what in ("chosen", "expert_out", "routed_out", "out")]
     names += [n for n in routing if n in known]
     return names
@@ -331,7 +331,7 @@ def count_attribute(config, tokens: int) -> Bill:
     forward, heads_phase = Phase("prefill", 0, tokens, tokens, cached=False), Phase("prefill", 0, 0, 0, cached=False)
     products = Phase("prefill", 0, 0, 0, cached=False)
     model.run(np.zeros(tokens, dtype=np.int64), all_positions=False, phase=forward)
-    known = set(model.stage_table.stage_names(L))
+    known = set(model.stage_names)
     head_tape = Tape(Dims.of(config, 1, 0, R=2), heads_phase, None)
     parts, pieces, n_heads = 1, 0, 0
     for i in range(L):

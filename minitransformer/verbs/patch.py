@@ -84,14 +84,17 @@ def head_layers(model: Model) -> list[int]:
     return [i for i in attends if f"blocks.{i}.attn.hook_z" in model.lens_aliases]
 
 
-def _check_heads_named(model: Model, attending: list[int], cache) -> None:
-    """Refuse --heads where a layer that attends names no head's output attn.hook_z (DeepSeek-V4's sliding layers)."""
-    unnamed = [i for i in attending if f"blocks.{i}.attn.hook_z" not in cache.lens()]
-    if unnamed:
-        raise UserError(
-            f"--heads patches each head's output, TransformerLens's attn.hook_z, which {model.config.name}'s layer "
-            f"{unnamed[0]} does not name; patch the stream (without --heads)"
-        )
+def _check_heads_named(model: Model, attending: list[int], cache, T: int) -> None:
+    """Refuse --heads where a layer that attends names no head's output attn.hook_z [1, T, H, dh], one a position and
+    head (DeepSeek-V4's heavily compressed layers over a short prompt name none; its z is [1, groups, T, H, dh])."""
+    H = model.config.n_head
+    for i in attending:
+        name = f"blocks.{i}.attn.hook_z"
+        if name not in cache.lens() or np.ndim(cache[name]) != 4 or np.shape(cache[name])[1:3] != (T, H):
+            raise UserError(
+                f"--heads patches each head's output at each position, TransformerLens's attn.hook_z [batch, pos, "
+                f"head, d_head], which {model.config.name}'s layer {i} does not name; patch the stream (without --heads)"
+            )
 
 
 def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> Patching:
@@ -115,7 +118,7 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
     names = [f"blocks.{i}.hook_resid_pre" for i in range(L)] + [f"blocks.{i}.attn.hook_z" for i in attending]
     runs = {what: Phase("prefill", 0, T, T, cached=False) for what in ("clean", "corrupt", "residual", "heads")}
     clean_logits, clean_cache = model.run_with_cache(clean_ids, names, all_positions=False, phase=runs["clean"])
-    _check_heads_named(model, attending, clean_cache)
+    _check_heads_named(model, attending, clean_cache, T)
     choices: dict = {}  # the corrupted pass's choices (shared indexer keys), which a run from a later block reads
     corrupt_logits, corrupt_cache = model.run_with_cache(
         corrupt_ids, names, all_positions=False, phase=runs["corrupt"], choices=choices
@@ -192,10 +195,12 @@ def count_patch(config, tokens: int, heads: bool = False) -> Bill:
     check_pass(config, tokens)
     model = Model.without_weights(config)
     whole = Phase("prefill", 0, tokens, tokens, cached=False)
+    model.run(np.zeros(tokens, dtype=np.int64), phase=whole)
     attending = head_layers(model) if heads else []
-    names = [f"blocks.{i}.attn.hook_z" for i in attending]
-    _, cache = model.run_with_cache(np.zeros(tokens, dtype=np.int64), names, all_positions=False, phase=whole)
-    _check_heads_named(model, attending, cache)  # billed only where the real sweep would run
+    if attending:  # billed only where the real sweep would run: a pass of as many tokens says which name heads
+        names = [f"blocks.{i}.attn.hook_z" for i in attending]
+        _, named = model.run_with_cache(np.zeros(tokens, dtype=np.int64), names, all_positions=False)
+        _check_heads_named(model, attending, named, tokens)
     L, H = config.n_layer, config.n_head
     per_layer = np.zeros((L, 2), dtype=object)  # (dot products, MACs) of each block, Python ints
     readout = _Counted()

@@ -324,3 +324,31 @@ def test_run_from_refuses_a_block_or_a_stream_it_cannot_resume_from(small_gpt2):
             small_gpt2.run_from(1, bad)
     last = small_gpt2.run_from(L, cache[f"blocks.{L - 1}.hook_resid_post"])  # the final norm and the logits alone
     assert np.allclose(last, small_gpt2.logits(IDS)[-1:], atol=1e-5), abs(last - small_gpt2.logits(IDS)[-1:]).max()
+
+
+def test_a_hybrid_s_names_are_each_block_s_own_and_a_stage_its_layer_lacks_is_refused():
+    """Qwen3.5's linear-attention layers compute no attention weights: blocks.0.attn.weights was accepted (the table's
+    names were every kind's, in every block), its hook never called and its capture empty, the cache then refusing
+    the name it had accepted. Now refused at once; the full-attention layer's and the scan's own names are offered."""
+    from minitransformer.families.table import PRESETS
+    from minitransformer.models.model import Model
+
+    model = Model.without_weights(PRESETS["qwen3.5-9b"])
+    kinds = model.config.layer_types
+    linear, full = kinds.index("linear_attention"), kinds.index("full_attention")
+    assert (
+        f"blocks.{linear}.attn.weights" not in model.stage_names and f"blocks.{full}.attn.weights" in model.stage_names
+    )
+    assert any(n.startswith(f"blocks.{linear}.linear_attn.") for n in model.stage_names)
+    assert not any(n.startswith(f"blocks.{full}.linear_attn.") for n in model.stage_names)
+    for ask in (lambda: model.add_hook(f"blocks.{linear}.attn.weights", lambda t, n: None),
+                lambda: model.run_with_cache([1, 2, 3], names=f"blocks.{linear}.attn.weights")):  # fmt: skip
+        with pytest.raises(UserError, match=f"no stage is named 'blocks.{linear}.attn.weights'"):
+            ask()
+    seen = []
+    with model.add_hook(f"blocks.{full}.attn.weights", lambda tensor, name: seen.append(name)):
+        _, cache = model.run_with_cache([1, 2, 3], names="blocks.*.attn.weights")
+    fulls = [f"blocks.{i}.attn.weights" for i, kind in enumerate(kinds) if kind == "full_attention"]
+    assert seen == [f"blocks.{full}.attn.weights"] and list(cache) == fulls, (seen, list(cache))
+    lens = model.lens_aliases
+    assert f"blocks.{linear}.attn.hook_pattern" not in lens and f"blocks.{full}.attn.hook_pattern" in lens

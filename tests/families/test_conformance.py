@@ -93,6 +93,20 @@ def test_a_pass_resumed_at_every_block_is_the_whole_pass_given_what_earlier_bloc
 
 
 @pytest.mark.parametrize("family, name", each("parity"))
+def test_the_names_a_model_offers_hold_all_its_prompt_and_a_decode_step_compute(model, family, name):
+    """model.stage_names, what hooks and captures may name, each block's own (tests/engine/test_hooks.py: a hybrid's
+    recurrent layer names no attention weights), holds every name a prompt and a decode step compute: no hook of a
+    stage that runs is refused. (It may hold more: stages of a padded batch, of prompts past an indexer's k.)"""
+    _, ours, _ = model(family, name)
+    ids = FAMILIES[family].prompt_ids(name, 12, seed=3)
+    cache = ours.new_cache(capacity=len(ids) + 1)
+    logits, prompt = ours.run_with_cache(ids, kv_cache=cache, all_positions=False)
+    _, step = ours.run_with_cache([int(np.argmax(logits[-1]))], kv_cache=cache, all_positions=False)
+    computed = set(prompt) | set(step)
+    assert computed <= set(ours.stage_names), sorted(computed - set(ours.stage_names))[:8]
+
+
+@pytest.mark.parametrize("family, name", each("parity"))
 def test_a_bfloat16_checkpoint_kept_in_its_bytes_computes_what_its_upcast_does(model, family, name, tmp_path):
     """Kept in its 2 bytes (weights="stored"), a checkpoint's matrices are widened as the products read them and what
     element-wise stages read (norms' gains, a scan's decays) at load: the upcast model's float32 numbers, so its

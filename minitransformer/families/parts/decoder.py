@@ -373,7 +373,8 @@ def derived_table(decoder: Decoder, name: str, c: Any) -> StageTable:
         kinds[i]: merged([p[j] for p in passes for j in first if kinds[j] == kinds[i]], alternatives=False)
         for i in first
     }
-    return StageTable(name, merged([embed]), merged(by_kind.values()), merged([final]), decoder.symbols)
+    kind_ops = tuple((kind, frozenset(s.op for s in stages)) for kind, stages in by_kind.items())
+    return StageTable(name, merged([embed]), merged(by_kind.values()), merged([final]), decoder.symbols, kind_ops)
 
 
 def shape_only_tree(decoder: Decoder, config: Any) -> SimpleNamespace:
