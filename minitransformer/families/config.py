@@ -441,6 +441,8 @@ def read_config_json(path: Path) -> dict:
         raise UserError(f"{path} does not exist") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise UserError(f"{path} is not valid JSON ({err}); re-download or fix the file") from None
+    except RecursionError:  # arrays or objects nested past Python's recursion limit
+        raise UserError(f"{path} nests too deeply to be a config.json; re-download or fix the file") from None
     if not isinstance(hf, dict):
         raise UserError(f"{path} holds {type(hf).__name__}, not a JSON object; re-download or fix the file")
     if not hf:

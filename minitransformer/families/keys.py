@@ -50,6 +50,12 @@ def listed(value):
     return list(value) if isinstance(value, tuple) else value
 
 
+def _token_ids(value) -> bool:
+    """null, an integer (not true or false, not 2.0) or a list of integers: what generate compares tokens with."""
+    ids = value if isinstance(value, (list, tuple)) else [value]  # a list in the file, a tuple in a preset
+    return value is None or all(type(i) is int for i in ids)
+
+
 def token_ids(value):
     """A token id, or a list of them (config.json's eos_token_id) as a tuple: hashable."""
     return tuple(value) if isinstance(value, list) else value
@@ -128,7 +134,7 @@ POSITIVE_NUMBER = Kind("a positive number", lambda value: _number(value) and val
 SCALE = replace(POSITIVE_NUMBER, read=float)  # a positive number kept as a float (a router's scaling factor)
 FLAG = Kind("true or false", lambda value: isinstance(value, bool))  # a string such as "false" would read as true
 TRUTHY = Kind("anything", read=bool)  # read as transformers' `if config.x` reads it: null is false
-TOKENS = Kind("a token id or a list of them", read=token_ids)
+TOKENS = Kind("a token id or a list of them", _token_ids, read=token_ids)
 ANY = Kind("anything")
 ACTIVATION = Kind(
     "an activation",

@@ -166,7 +166,12 @@ class FileTokenizer:
 
     def encode(self, text: str, *, what: str = "the text") -> list[int]:
         _check_text(text, what)  # refused as GPT-2's tokenizer refuses it: one door for every tokenizer
-        return self._tokenizer.encode(text, add_special_tokens=True).ids
+        try:
+            return self._tokenizer.encode(text, add_special_tokens=True).ids
+        except Exception as err:  # a file the library reads but cannot encode with (a WordLevel [UNK] it lacks)
+            raise UserError(
+                f"{self.path} cannot encode {what} ({err}); fix or re-download the tokenizer, or give token ids"
+            ) from None
 
     def decode(self, token_ids: list[int]) -> str:
         """The text of token ids (whole numbers of 0 or more, refused otherwise: 1.5 was read as 1, -1 an

@@ -92,8 +92,13 @@ def _weight_files(directory: Path) -> list[Path]:
         try:
             weight_map = json.loads(index.read_text("utf-8"))["weight_map"]
             files = sorted(set(weight_map.values()))
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError):
+            if not all(isinstance(f, str) for f in files):
+                raise TypeError("a shard is not named by a string")
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError, RecursionError):
             raise UserError(f"{index} is not a valid safetensors index; re-download the model") from None
+        outside = [f for f in files if Path(f).is_absolute() or ".." in Path(f).parts]
+        if outside:
+            raise UserError(f"{index} names a shard outside {directory} ({outside[0]}); re-download the model")
         missing = [f for f in files if not (directory / f).is_file()]
         if missing:
             raise UserError(f"{directory} is missing shard {missing[0]} listed in {SAFETENSORS_INDEX}; re-download")
@@ -125,6 +130,7 @@ def load_weights(
     tensors, prefix = _tensors_by_our_names(directory, architecture)
     expected = expected_shapes(config)
     if config.tie_word_embeddings:
+        _check_tied_head(directory, tensors, architecture)
         tensors.pop("lm_head.weight", None)  # a tied head saved twice is the same tensor as wte
     drafting = _mtp_shapes(architecture, config, tensors, directory)
     _check_names(directory, config, architecture, tensors, expected, drafting)
@@ -167,6 +173,7 @@ def _tensors_by_our_names(directory: Path, architecture) -> tuple[dict[str, _Ten
     the layout's renames applied), and the prefix the last one carried (load_weights names a weight's range events
     with it)."""
     tensors: dict[str, _TensorInfo] = {}
+    named: dict[str, str] = {}  # ours -> the checkpoint's name it was read from
     prefixes = sorted({architecture.layout.prefix, *architecture.layout.prefixes}, key=len, reverse=True)
     prefix = ""
     for file in _weight_files(directory):
@@ -175,8 +182,30 @@ def _tensors_by_our_names(directory: Path, architecture) -> tuple[dict[str, _Ten
             ours = name[len(prefix) :]
             for pattern, replacement in architecture.layout.renamed:
                 ours = re.sub(pattern, replacement, ours)
+            if named.setdefault(ours, name) != name:  # two tensors for one weight: which one is meant is a guess
+                raise UserError(
+                    f"{directory}: the weight {ours} is stored twice, as {named[ours]} and as {name}; keep one"
+                )
             tensors[ours] = info
     return tensors, prefix
+
+
+def _check_tied_head(directory: Path, tensors: dict, architecture) -> None:
+    """A config that ties the unembedding to the embedding, beside a checkpoint that stores a head of its own: the
+    same numbers (a tied head saved twice) are dropped; different ones refused (transformers would keep the stored
+    head untied, against config.json)."""
+    head, table = tensors.get("lm_head.weight"), tensors.get(architecture.layout.embedding)
+    if head is None or table is None or head.dtype not in _DTYPES or table.dtype not in _DTYPES:
+        return  # nothing stored twice, or a dtype _check_tensor refuses
+    maps: dict[Path, np.memmap] = {}
+    same = head.shape == table.shape and np.array_equal(
+        *(_upcast(_raw(maps, t, t.shape), t.dtype, np.dtype(np.float32)) for t in (head, table))
+    )
+    if not same:
+        raise UserError(
+            f"{directory}: config.json ties the unembedding to the embedding (tie_word_embeddings), but the checkpoint "
+            f"stores a different lm_head.weight; set tie_word_embeddings to false to use it"
+        )
 
 
 def _check_names(

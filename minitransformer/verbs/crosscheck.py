@@ -36,7 +36,7 @@ from ..errors import UserError
 from ..models.model import Model
 from ..models.options import RunOptions
 from .crosscheck_scans import scan_differences
-from .validate import EXPERTS_PATH, reference_class
+from .validate import EXPERTS_PATH, from_pretrained, reference_class
 
 GROUPS = ("products with weights", "products of activations", "logits")
 WEIGHTS, ACTIVATIONS, LOGITS = GROUPS
@@ -451,9 +451,9 @@ def _load(transformers, name: str, source: str, **options):
     hf_logging.disable_progress_bar()
     try:
         model_class = getattr(transformers, name)
-        return model_class.from_pretrained(
-            source, dtype=transformers_float32(), attn_implementation="eager", **options
-        ).eval()
+        return from_pretrained(
+            model_class, source, dtype=transformers_float32(), attn_implementation="eager", **options
+        )
     finally:
         if shown:
             hf_logging.enable_progress_bar()

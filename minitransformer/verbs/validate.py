@@ -132,10 +132,8 @@ def load_reference(model: Model, dtype: str = "float32"):
                 f"transformers {transformers.__version__} has no {name}, which validate compares "
                 f"with; upgrade transformers (pip install -U transformers)"
             )
-        reference = (
-            getattr(transformers, name)
-            .from_pretrained(model.source, dtype=getattr(torch, dtype), **EXPERTS_PATH)
-            .eval()
+        reference = from_pretrained(
+            getattr(transformers, name), model.source, dtype=getattr(torch, dtype), **EXPERTS_PATH
         )
         # nothing to do where `dtype=` was read; older versions ignore it
         reference = reference.to(getattr(torch, dtype))
@@ -145,6 +143,19 @@ def load_reference(model: Model, dtype: str = "float32"):
     if dtype == "float64" and model.architecture.float64_reference is not None:  # where transformers keeps float32
         model.architecture.float64_reference(reference, model, torch)
     return torch, reference
+
+
+def from_pretrained(model_class, source: str, **options):
+    """transformers' model of the directory, in eval mode; a directory it cannot load (a generation_config.json it
+    refuses, a value its config class rejects, that our reader took) refused in one line with its reason."""
+    try:
+        return model_class.from_pretrained(source, **options).eval()
+    except Exception as err:  # transformers raises many kinds (TypeError, ValueError, its validation errors)
+        reason = " ".join(str(err).split())[:300] or type(err).__name__
+        raise UserError(
+            f"transformers could not load {source} as {model_class.__name__} ({type(err).__name__}: {reason}); "
+            f"fix what it names to compare with it"
+        ) from None
 
 
 # transformers 5.24 runs a mixture's experts through torch's grouped_mm by default, which refuses float64 ("got Double")

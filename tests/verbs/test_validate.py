@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 
 import numpy as np
@@ -136,3 +137,23 @@ def test_validate_runs_experts_torch_s_grouped_mm_refuses(width, dtype, tmp_path
     assert main(["validate", "--model", str(tmp_path), "--steps", "2", "--dtype", dtype]) == 0
     captured = capsys.readouterr()
     assert captured.out.rstrip().endswith("all OK"), captured
+
+
+@pytest.mark.parametrize(
+    "generation_config, said",
+    [([1], "TypeError: 'list' object is not a mapping"), ({"max_new_tokens": -1}, "must be greater than 0")],
+)
+def test_a_directory_transformers_cannot_load_is_refused_in_a_line_with_its_reason(
+    generation_config, said, tmp_path, capsys
+):
+    """generate reads the directory (it never reads generation_config.json); transformers' from_pretrained refuses
+    it, and validate and crosscheck ended in its traceback."""
+    from conftest import write_llama
+
+    directory = write_llama(tmp_path / "m", vocab_size=64)
+    (directory / "generation_config.json").write_text(json.dumps(generation_config))
+    for argv in (["validate", "--model", str(directory), "--steps", "1"], ["crosscheck", "--model", str(directory)]):
+        assert main(argv) == 2, argv
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1, (argv, out, err)
+        assert f"transformers could not load {directory} as LlamaForCausalLM" in err and said in err, err

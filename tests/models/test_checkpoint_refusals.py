@@ -1,0 +1,109 @@
+"""Checkpoints a user can meet that are not what they claim, each refused in one line before any output (exit 2): a
+shard index whose shards are not names in the directory, JSON nested past Python's limit, token ids that are not
+integers, one weight stored under two names, a tied head stored apart with other numbers, a tokenizer that loads but
+cannot encode. Each was a traceback, a half-written continuation, or a silently wrong model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from conftest import write_llama
+from minitransformer import UserError, load_model
+from minitransformer.cli import main
+
+GENERATE = ["generate", "--ids", "1,2,3", "--max-new-tokens", "2"]
+
+
+def refused(capsys, argv: list[str]) -> str:
+    """The one line a refused command printed on stderr, nothing on stdout."""
+    assert main(argv) == 2, argv
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("minitransformer: error: "), (out, err)
+    return err
+
+
+def sharded(directory, weight_map) -> None:
+    """The checkpoint's one file named by an index whose weight_map is `weight_map` (a function of the tensor names)."""
+    names = list(load_file(str(directory / "model.safetensors")))
+    (directory / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map(names)}))
+
+
+@pytest.mark.parametrize(
+    "shard, said",
+    [
+        (1, "is not a valid safetensors index"),  # a number, not a file's name: was a TypeError
+        ("../other/model.safetensors", "names a shard outside"),
+        ("/etc/model.safetensors", "names a shard outside"),
+    ],
+)
+def test_an_index_whose_shards_are_not_files_of_the_directory_is_refused(capsys, tmp_path, shard, said):
+    directory = write_llama(tmp_path / "m", vocab_size=64)
+    sharded(directory, lambda names: dict.fromkeys(names, shard))
+    assert said in refused(capsys, [*GENERATE, "--model", str(directory)])
+
+
+@pytest.mark.parametrize("where", ["config.json", "model.safetensors.index.json"])
+def test_json_nested_past_the_recursion_limit_is_refused_not_a_recursion_error(capsys, tmp_path, where):
+    directory = write_llama(tmp_path / "m", vocab_size=64)
+    (directory / where).write_text("[" * 100_000)
+    said = refused(capsys, [*GENERATE, "--model", str(directory)])
+    assert where in said and ("nests too deeply" in said or "not a valid safetensors index" in said), said
+
+
+@pytest.mark.parametrize("eos", ["2", 2.0, True, {"a": 1}, [[1]], [1, "x"]])
+def test_an_end_of_text_id_that_is_not_an_integer_is_refused_at_the_config(capsys, tmp_path, eos):
+    """It failed inside generate (a comparison of str and int, an unhashable dict), or after the continuation was
+    printed, blaming the ids ("token ids must be integers, not an array of float64")."""
+    directory = write_llama(tmp_path / "m", vocab_size=64, eos_token_id=eos)
+    for argv in ([*GENERATE, "--model", str(directory)], ["count", "--config", str(directory / "config.json")]):
+        assert f"config eos_token_id must be a token id or a list of them, not {eos!r}" in refused(capsys, argv)
+    for fine in (None, 5, [5, 7], []):
+        write_llama(tmp_path / f"fine{fine}", vocab_size=64, eos_token_id=fine)
+        assert load_model(tmp_path / f"fine{fine}").config.eos_token_ids == tuple(np.atleast_1d(fine or []).tolist())
+
+
+def test_one_weight_stored_under_two_names_is_refused_not_read_as_either(capsys, tmp_path):
+    """ "model.layers.0.input_layernorm.weight" and "layers.0.input_layernorm.weight" are one weight of ours: the last
+    read won, where transformers took the other."""
+    directory = write_llama(tmp_path / "m", vocab_size=64)
+    tensors = load_file(str(directory / "model.safetensors"))
+    tensors["layers.0.input_layernorm.weight"] = tensors["model.layers.0.input_layernorm.weight"] * 7
+    save_file(tensors, str(directory / "model.safetensors"))
+    said = refused(capsys, [*GENERATE, "--model", str(directory)])
+    assert "layers.0.input_layernorm.weight is stored twice" in said and "model.layers.0.input_layernorm" in said, said
+
+
+def test_a_tied_head_stored_apart_is_dropped_when_equal_and_refused_when_not(capsys, tmp_path):
+    """tie_word_embeddings with a stored lm_head.weight: the same numbers are the tied head saved twice; others were
+    dropped without a word (transformers keeps them, untied: logits 0.89 of their scale apart)."""
+    directory = write_llama(tmp_path / "m", vocab_size=64)
+    tensors = load_file(str(directory / "model.safetensors"))
+    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].copy()
+    save_file(tensors, str(directory / "model.safetensors"))
+    tied = load_model(directory)
+    np.testing.assert_array_equal(
+        tied.logits([1, 2, 3]), load_model(write_llama(tmp_path / "plain", vocab_size=64)).logits([1, 2, 3])
+    )
+    tensors["lm_head.weight"] = tensors["lm_head.weight"] + 0.5
+    save_file(tensors, str(directory / "model.safetensors"))
+    said = refused(capsys, [*GENERATE, "--model", str(directory)])
+    assert "stores a different lm_head.weight; set tie_word_embeddings to false" in said, said
+
+
+def test_a_tokenizer_that_loads_but_cannot_encode_is_refused_in_a_line(capsys, tmp_path):
+    """A WordLevel vocabulary without its [UNK] token: the library's own exception escaped from encode."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    directory = write_llama(tmp_path / "m", vocab_size=64)
+    tokenizer = Tokenizer(models.WordLevel({"hello": 0, "world": 1}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(directory / "tokenizer.json"))
+    assert load_model(directory).tokenizer.encode("hello world") == [0, 1]
+    said = refused(capsys, ["generate", "--model", str(directory), "hello there", "--max-new-tokens", "2"])
+    assert "tokenizer.json cannot encode the prompt" in said and "[UNK]" in said, said
+    with pytest.raises(UserError, match="cannot encode"):
+        load_model(directory).tokenizer.encode("goodbye")
