@@ -96,6 +96,17 @@ def read_config(hf: dict, name: str) -> tuple[ModelConfig, dict]:
     """The config of whichever family `model_type` names, and the keys that change its shapes which the file left
     out and the family took transformers' default for, with each default (families/config.py's shape_defaults)."""
     model_type = hf.get("model_type", "gpt2")
+    named = hf.get("architectures")
+    if (
+        "model_type" not in hf
+        and isinstance(named, list)
+        and named
+        and not any(str(a).startswith("GPT2") for a in named)
+    ):
+        raise UserError(  # an old GPT-2 file names no model type; another model's does not read as GPT-2
+            f"config.json has no model_type, and its architectures ({', '.join(map(str, named))}) are not GPT-2's: "
+            f'add the model type (e.g. "model_type": "llama"), as transformers\' AutoConfig needs it'
+        )
     for architecture in ARCHITECTURES.values():
         if model_type in architecture.model_types:
             read = ConfigJson(hf)

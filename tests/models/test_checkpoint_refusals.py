@@ -107,3 +107,19 @@ def test_a_tokenizer_that_loads_but_cannot_encode_is_refused_in_a_line(capsys, t
     assert "tokenizer.json cannot encode the prompt" in said and "[UNK]" in said, said
     with pytest.raises(UserError, match="cannot encode"):
         load_model(directory).tokenizer.encode("goodbye")
+
+
+def test_a_config_without_model_type_reads_as_gpt2_only_where_its_architectures_are_gpt2_s(capsys, tmp_path):
+    """A Llama's config.json missing model_type (architectures: LlamaForCausalLM) was counted as a GPT-2 without a
+    word, and generate blamed its tensors; an old GPT-2 file (no model_type) still reads as GPT-2."""
+    directory = write_llama(tmp_path / "m", vocab_size=64, architectures=["LlamaForCausalLM"])
+    config = json.loads((directory / "config.json").read_text())
+    del config["model_type"]
+    (directory / "config.json").write_text(json.dumps(config))
+    for argv in ([*GENERATE, "--model", str(directory)], ["count", "--config", str(directory / "config.json")]):
+        said = refused(capsys, argv)
+        assert "no model_type, and its architectures (LlamaForCausalLM) are not GPT-2's" in said, said
+    old = {"n_layer": 2, "n_head": 2, "n_embd": 8, "vocab_size": 64, "architectures": ["GPT2LMHeadModel"]}
+    (tmp_path / "gpt2.json").write_text(json.dumps(old))
+    assert main(["count", "--config", str(tmp_path / "gpt2.json"), "--tokens", "3"]) == 0
+    assert "2 layers, d_model 8, 2 heads of 4, d_ff 32" in capsys.readouterr().out  # GPT-2's 4 x d_model MLP
