@@ -215,7 +215,7 @@ def _lensed(fn, which, known: list[str], aliases: dict[str, Alias], with_record:
             result = fn(theirs, alias.name, record) if with_record else fn(theirs, alias.name)
             if result is not None and result is not theirs:
                 if np.shape(result) != theirs.shape:  # same size in another order would be read back scrambled
-                    raise ValueError(
+                    raise UserError(
                         f"a hook returned shape {list(np.shape(result))} for {alias.name}, which is "
                         f"{list(theirs.shape)} ({alias.layout.shape}); a replacement must keep the shape"
                     )
@@ -239,7 +239,7 @@ def _replacement(tensor, result, name: str, hook: _Hook):
         return tensor
     result = np.asarray(result)
     if result.shape != tensor.shape:
-        raise ValueError(
+        raise UserError(
             f"hook {hook.label} returned shape {list(result.shape)} for {name}, "
             f"which is {list(tensor.shape)}; a replacement must keep the shape"
         )

@@ -230,7 +230,10 @@ class LayerCache:
         """The positions stored before this pass, after checking that T more fit."""
         past = self.cache.length
         if past + T > self.cache.capacity:
-            raise ValueError(f"KV cache holds {self.cache.capacity} positions; {past + T} needed")
+            raise UserError(
+                f"this cache holds {self.cache.capacity} positions and {past + T} are needed: make one with room for "
+                f"them (model.new_cache(capacity=...))"
+            )
         return past
 
     def append(self, k, v):

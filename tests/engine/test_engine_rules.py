@@ -414,6 +414,15 @@ def test_kv_cache_is_preallocated_and_written_in_place(small_gpt2):
     assert [id(k) for k in cache.keys] == buffers and cache.length == 5
 
 
+def test_a_cache_too_small_for_the_pass_is_refused_in_words(small_gpt2):
+    """A ValueError from inside the cache before; the API's bad input is a UserError that says what to do."""
+    from minitransformer import UserError
+
+    for capacity, ids in ((3, np.arange(4)), (0, np.arange(1))):
+        with pytest.raises(UserError, match=rf"this cache holds {capacity} positions and {len(ids)} are needed"):
+            small_gpt2.run(ids, cache=small_gpt2.new_cache(capacity=capacity))
+
+
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_the_fast_paths_give_exactly_the_plain_numbers(family, tmp_path, monkeypatch):
     """Unwatched, attention stages write in place; big row-wise stages (softmax, activations, RMSNorm) run on

@@ -179,7 +179,7 @@ def test_bad_hooks_are_refused_with_a_reason(small_gpt2):
     assert len(small_gpt2.hooks) == 0
     small_gpt2.add_hook("blocks.0.attn.qkv", lambda t, n: t[:, :4])
     try:
-        with pytest.raises(ValueError, match=r"returned shape \[5, 4\] for blocks.0.attn.qkv, which is \[5, 48\]"):
+        with pytest.raises(UserError, match=r"returned shape \[5, 4\] for blocks.0.attn.qkv, which is \[5, 48\]"):
             small_gpt2.logits(IDS)
     finally:
         small_gpt2.remove_hooks()
@@ -300,7 +300,7 @@ def test_a_lens_name_s_replacement_must_keep_its_shape_not_only_its_size(small_g
     z = small_gpt2.run_with_cache(IDS, names="blocks.0.attn.hook_z")[1]["blocks.0.attn.hook_z"]
     with small_gpt2.add_hook("blocks.0.attn.hook_z", lambda tensor, name: tensor.transpose(0, 2, 1, 3)):
         with pytest.raises(
-            ValueError,
+            UserError,
             match=re.escape(
                 f"returned shape {list(z.shape[:1] + z.shape[2:3] + z.shape[1:2] + z.shape[3:])} for blocks.0.attn.hook_z, which is {list(z.shape)}"
             ),
