@@ -7,11 +7,9 @@ load: the training script fixes its seed, its data order, its two threads and to
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,13 +24,17 @@ MARKER = "retrain"
 QUIET_WAITING = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
 
 
-def end_with_parent() -> None:
-    """In the retrain's process, before it runs: end it when pytest ends, however pytest ends (Linux's
-    PR_SET_PDEATHSIG; elsewhere a killed pytest leaves the retrain to finish on its own, in its temporary folder)."""
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # the pytest marker naming the demo a test retrains: @pytest.mark.retrain("demo-llama")
+# What the retrain's process runs first, then the script in its place: end it when pytest ends, however pytest ends
+# (Linux's PR_SET_PDEATHSIG, which an exec keeps; elsewhere a killed pytest leaves the retrain to finish on its own, in
+# its temporary folder). Not subprocess's preexec_fn: that makes it fork, and a fork runs OpenBLAS's handler, which
+# joins the BLAS's threads while the suite's main thread may be inside a product on them: the whole suite hung, every
+# thread asleep (seen once, the main thread waiting for the GIL the forking thread held).
+END_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG\n"
+    "except (OSError, AttributeError):\n    pass\n"
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n"
+)
 
 
 @dataclass
@@ -46,7 +48,7 @@ class Retrain:
     result: subprocess.CompletedProcess | None = None
 
     def command(self) -> list[str]:
-        return [sys.executable, str(SCRIPT), "--family", "llama" if self.name == "demo-llama" else "gpt2",
+        return [sys.executable, "-c", END_WITH_PARENT, str(SCRIPT), "--family", "llama" if self.name == "demo-llama" else "gpt2",
                 "--out", str(self.out), "--fixture", str(self.fixture)]  # fmt: skip
 
 
@@ -78,9 +80,13 @@ class Retrains:
     def _run_all(self, runs: list[Retrain]) -> None:
         for run in runs:
             with self.deciding:
-                process = None if self.stopped else subprocess.Popen(
-                    run.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=QUIET_WAITING,
-                    preexec_fn=end_with_parent)  # fmt: skip
+                process = (
+                    None
+                    if self.stopped
+                    else subprocess.Popen(
+                        run.command(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=QUIET_WAITING
+                    )
+                )
                 self.process = process
             if process is not None:
                 stdout, stderr = process.communicate()
