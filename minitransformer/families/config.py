@@ -239,6 +239,11 @@ class ModelConfig(Named):
             raise UserError(
                 f"config {self.key('layer_types')} must name {self.n_layer} layers, not {len(self.layer_types)}"
             )
+        if self.n_experts is not None and self.n_experts > MAX_EXPERTS:  # each expert's tensors are walked one by one
+            raise UserError(
+                f"config {self.key('n_experts')}={self.n_experts:,} is more experts than a layer can have here (at "
+                f"most {MAX_EXPERTS:,}: 10**7 ran for minutes); give the checkpoint's own number"
+            )
         self.validate()
         if self.routes and self.top_k is not None:  # a mixture's k of E, whatever else it checks
             check_experts(self)
@@ -408,6 +413,11 @@ def check_multiple(config: ModelConfig, whole: str, part: str, why: str = "") ->
     many, each = getattr(config, whole), getattr(config, part)
     if many % each:
         raise UserError(f"config {config.key(whole)}={many} is not a multiple of {config.key(part)}={each}{why}")
+
+
+# The most experts a layer may have: 32 times the most any model here has (Qwen3.5's and Qwen3-Next's 512); each
+# expert's tensors and records are walked one by one, so 10**5 took 8 s to count and 10**7 minutes and gigabytes.
+MAX_EXPERTS = 16_384
 
 
 def check_experts(config: ModelConfig) -> None:

@@ -41,6 +41,13 @@ def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _beyond_numpy(key: str, value) -> str:
+    """The refusal of a whole number past LARGEST_SIZE (below: "", the kind's own words)."""
+    if _whole(value) and value > LARGEST_SIZE:
+        return f"config {key}={value} is more than a tensor of NumPy's can hold (2**62); give the checkpoint's own size"
+    return ""
+
+
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -119,7 +126,15 @@ class Kind:
 # sizes (how a scan is computed, not what it holds or computes). A key the file leaves out whose value transformers
 # works out from the file's other keys (head_dim as hidden_size / num_attention_heads, num_key_value_heads as
 # num_attention_heads, GPT-2's n_inner as 4 n_embd) has the default None: it takes no default, and says nothing.
-SIZE = Kind("a positive integer", lambda value: _whole(value) and value > 0, shape=True)
+# At most 2**62, what NumPy can describe of a tensor's elements (verbs/count.py's LARGEST_TENSOR): a size of 10**30
+# ended in an OverflowError deep in a pass (a C ssize_t), not in this key's words.
+LARGEST_SIZE = 2**62
+SIZE = Kind(
+    "a positive integer",
+    lambda value: _whole(value) and 0 < value <= LARGEST_SIZE,
+    shape=True,
+    refusal=lambda key, value: _beyond_numpy(key, value) or f"config {key} must be a positive integer, not {value!r}",
+)
 POSITIVE = replace(SIZE, shape=False)  # a positive integer that is no size: a router's groups, a scan's chunk
 # The layers, at most MAX_LAYERS: the code keeps a kind per layer and walks them (a count of 10,000 layers takes about
 # 5 s), so a mistyped 10**12 must be refused in its words before that list is made, not die in it
@@ -128,7 +143,11 @@ LAYER_COUNT = Kind(
     f"a positive integer of at most {MAX_LAYERS:,}", lambda value: _whole(value) and 0 < value <= MAX_LAYERS, shape=True
 )
 WINDOW = SIZE.or_null()  # a sliding window, or none
-COUNT = Kind("a whole number >= 0", lambda value: _whole(value) and value >= 0)
+COUNT = Kind(
+    "a whole number >= 0",
+    lambda value: _whole(value) and 0 <= value <= LARGEST_SIZE,
+    refusal=lambda key, value: _beyond_numpy(key, value) or f"config {key} must be a whole number >= 0, not {value!r}",
+)
 NUMBER = Kind("a number", _number, read=float)
 POSITIVE_NUMBER = Kind("a positive number", lambda value: _number(value) and value > 0)
 SCALE = replace(POSITIVE_NUMBER, read=float)  # a positive number kept as a float (a router's scaling factor)
@@ -244,7 +263,7 @@ class Key:
     def follows_from(self) -> Callable[[dict, Mapping], Any] | None:
         """The rule of a value that follows from others (`rule`, or `follows`), or None."""
         if self.follows is not None:
-            return lambda hf, values: values[self.follows]
+            return lambda hf, values: values.get(self.follows)  # None where that field is itself missing (refused)
         return self.rule
 
     def writes(self, config: Any, name: str, model_type: str) -> dict:

@@ -123,3 +123,29 @@ def test_a_config_without_model_type_reads_as_gpt2_only_where_its_architectures_
     (tmp_path / "gpt2.json").write_text(json.dumps(old))
     assert main(["count", "--config", str(tmp_path / "gpt2.json"), "--tokens", "3"]) == 0
     assert "2 layers, d_model 8, 2 heads of 4, d_ff 32" in capsys.readouterr().out  # GPT-2's 4 x d_model MLP
+
+
+def test_a_config_missing_the_heads_a_follower_reads_is_refused_by_name(capsys, tmp_path):
+    """num_key_value_heads follows num_attention_heads: with both left out, a KeyError ('n_head') from inside."""
+    config = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128,
+              "vocab_size": 100}  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    said = refused(capsys, ["count", "--config", str(tmp_path / "config.json")])
+    assert "config.json lacks num_attention_heads: a llama model needs its shapes spelled out" in said, said
+
+
+def test_more_experts_than_a_layer_can_have_here_are_refused_before_any_walk(capsys, tmp_path):
+    """10**7 experts ran params for minutes and gigabytes (each expert's tensors walked); refused as read."""
+    from minitransformer.families.config import MAX_EXPERTS
+
+    for experts, fine in ((10**7, False), (MAX_EXPERTS + 1, False), (MAX_EXPERTS, True)):
+        config = {"model_type": "mixtral", "hidden_size": 8, "num_hidden_layers": 1, "intermediate_size": 4,
+                  "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 64, "num_local_experts": experts,
+                  "num_experts_per_tok": 2}  # fmt: skip
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        if fine:
+            assert main(["params", "--config", str(tmp_path / "config.json")]) == 0
+            capsys.readouterr()
+        else:
+            said = refused(capsys, ["params", "--config", str(tmp_path / "config.json")])
+            assert f"num_local_experts={experts:,} is more experts than a layer can have here" in said, said

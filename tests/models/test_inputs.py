@@ -215,11 +215,18 @@ def test_a_broadcast_batch_is_checked_once_not_row_by_row(small_gpt2):
     assert time.perf_counter() - start < 5
 
 
+BEYOND = "is more than a tensor of NumPy's can hold (2**62)"  # one size past 2**62, refused as it is read
+
+
 @pytest.mark.parametrize("sizes, needle", [
-    # the largest tensor: W_te [V, D] and the MLP [D, F = 4D], or the logits [batch, t = 4, V]
-    (["--d-model", str(10**20), "--heads", "1"], f"a tensor of {10**20 * 4 * 10**20:,} elements, more than NumPy"),
-    (["--d-model", "4", "--heads", "1", "--vocab", str(10**20)], f"a tensor of {4 * 10**20:,} elements"),
-    (["--d-model", "4", "--heads", "1", "--ctx", str(10**20)], f"a tensor of {4 * 10**20:,} elements"),
+    # one size past 2**62 (a head's width of 10**21 ended in an OverflowError in the rotary tables)
+    (["--d-model", str(10**20), "--heads", "1"], f"config n_embd={10**20} {BEYOND}"),
+    (["--d-model", "4", "--heads", "1", "--vocab", str(10**20)], f"config vocab_size={10**20} {BEYOND}"),
+    (["--d-model", "4", "--heads", "1", "--ctx", str(10**20)], f"config n_positions={10**20} {BEYOND}"),
+    (["--d-model", "64", "--heads", "4", "--head-dim", str(10**21)], f"config head_dim={10**21} {BEYOND}"),
+    # each size within it, the largest tensor past it: W_te [V, D] and the MLP [D, F = 4D], or the logits [batch, t, V]
+    (["--d-model", str(2**40), "--heads", "1"], f"a tensor of {2**40 * 4 * 2**40:,} elements, more than NumPy"),
+    (["--d-model", "4", "--heads", "1", "--vocab", str(2**61)], f"a tensor of {4 * 2**61:,} elements"),
     (["--d-model", "4", "--heads", "1", "--batch", str(2**62)], f"a tensor of {2**62 * 4 * 50257:,} elements"),
 ])  # fmt: skip
 def test_count_refuses_sizes_whose_tensors_numpy_cannot_describe(sizes, needle, capsys):
