@@ -565,10 +565,22 @@ ANALYSIS_FUNCTIONS = {
 }
 
 
+# What gives an analysis's model from shapes alone (its --count-only bill): flag -> its dest
+SHAPES_ONLY = {"--preset": "preset", "--config": "config", "--tokens": "tokens", "--layers": "layers",
+               "--d-model": "d_model", "--heads": "heads", "--d-ff": "d_ff", "--vocab": "vocab", "--ctx": "ctx",
+               "--kv-heads": "kv_heads", "--head-dim": "head_dim", "--gated-mlp": "gated_mlp"}  # fmt: skip
+
+
 def _analysis(args, kind: str, name: str, analyse, report, model_in_json: bool = True) -> None:
     """An analysis of the model, `analyse(model)`: its `report` on the terminal (on stderr where a file streams to
     stdout), and its files, both or neither (files.write_together): its document as JSON (the model's description in
     it where `model_in_json`: lens's has none), its page."""
+    shapes_only = [flag for flag, dest in SHAPES_ONLY.items() if getattr(args, dest, None) not in (None, False)]
+    if shapes_only:  # else ignored: `lens ... --preset llama2-7b` ran the demo GPT-2
+        raise UserError(
+            f"{shapes_only[0]} is for --count-only (a bill from shapes alone); {kind} runs a model's weights on the "
+            f"prompt: give --model NAME_OR_DIR, or add --count-only"
+        )
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work
     model = resolve(args.model, _load_options(args))
     if isinstance(model.tokenizer, NoTokenizer):  # its prompt and tokens are text here: the API takes ids

@@ -89,3 +89,19 @@ def test_count_only_bills_patching_the_stream_of_a_model_whose_heads_it_refuses(
     """DeepSeek-V4's stream is patched (its sliding layers name no head output, so --heads alone is refused)."""
     assert main(["patch", "--count-only", "--preset", "deepseek-v4-flash", "--tokens", "8"]) == 0
     assert "stream patched: 43 layers x 8 positions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "verb, asked",
+    [
+        ("lens", ["The capital of France is", "--target", " Paris"]),
+        ("patch", ["The capital of France is", "--corrupt", "The capital of Italy is", "--target", " Paris",
+                   "--versus", " Rome"]),
+        ("attribute", ["The capital of France is", "--target", " Paris", "--versus", " Rome"]),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("flag", [["--preset", "llama2-7b"], ["--tokens", "7"], ["--config", "config.json"]])
+def test_a_shape_flag_without_count_only_is_refused_not_ignored(capsys, verb, asked, flag):
+    """`lens ... --preset llama2-7b` ran the demo GPT-2 and said nothing: the flag gives --count-only's model."""
+    said = refused(capsys, [verb, *asked, *flag])
+    assert f"{flag[0]} is for --count-only (a bill from shapes alone); {verb} runs a model's weights" in said, said
