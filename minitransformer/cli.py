@@ -553,6 +553,8 @@ def _attribute(args) -> None:
 def _needs(verb: str, asked: dict, example: str) -> None:
     """Refuse the first of the `asked` flags (or the prompt) left empty, with an example of a whole command."""
     for flag, value in asked.items():
+        if value == "":  # given, but empty: not the same mistake as leaving it out
+            raise UserError(f"{flag} is empty; {verb} needs some text there, {example}")
         if not value:
             raise UserError(f"{verb} needs {flag}, {example}")
 
