@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import re
 import sys
 import warnings
@@ -52,7 +51,7 @@ from .views.count_report import count_report
 from .views.crosscheck_report import crosscheck_report
 from .views.draft_report import draft_report
 from .views.drift_report import drift_report
-from .views.export import csv_chunks, json_chunks
+from .views.export import csv_chunks, json_chunks, json_text
 from .views.files import Destination, check_destination, check_destinations, write_text, write_together
 from .views.html_report import (
     analysis_data,
@@ -598,7 +597,7 @@ def _analysis(args, kind: str, name: str, analyse, report, model_in_json: bool =
     json_doc = document if model_in_json else found
 
     def json_document(f) -> None:
-        f.write(json.dumps(json_doc, indent=1) + "\n")
+        f.write(json_text(json_doc) + "\n")
 
     def html_page(f) -> None:
         f.write(page(analysis_data(kind, document)))
@@ -745,7 +744,7 @@ def _write_generation(results: list, batch: bool, to: dict, out) -> None:
     json_to, html_to = to["--json"], to["--html"]
 
     def json_document(f) -> None:
-        f.write(json.dumps(batch_to_dict(results) if batch else results[0].to_dict(), indent=1) + "\n")
+        f.write(json_text(batch_to_dict(results) if batch else results[0].to_dict()) + "\n")
 
     def html_page(f) -> None:
         f.write(page(batch_data(results) if batch else generation_data(results[0])))
@@ -1047,7 +1046,7 @@ def _report_with_json(report: str, document: Callable[[], dict], json_to: Destin
     out = sys.stderr if json_to and json_to.is_stdout else sys.stdout
     print(report, file=out)
     if json_to:
-        write_text(json_to, [json.dumps(document(), indent=1) + "\n"])
+        write_text(json_to, [json_text(document()) + "\n"])
         if not json_to.is_stream:
             print(f"{what} written to {json_to.name}", file=out)
 

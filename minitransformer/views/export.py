@@ -6,11 +6,31 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 
 from ..verbs.count import Count
 from ..verbs.draft import DraftCount
 from ..verbs.memory import memory_dict
 from ..verbs.roofline import Roofline
+
+
+def json_text(value, indent: int | None = 1) -> str:
+    """Standard JSON of a document: a number JSON cannot hold (NaN, an infinity: a run over a NaN weight, a float16
+    pass that overflowed) written as null, not as Python's NaN, which strict parsers refuse."""
+    try:
+        return json.dumps(value, indent=indent, allow_nan=False)
+    except ValueError:  # walked only then: a document almost never holds one
+        return json.dumps(_nonfinite_as_null(value), indent=indent, allow_nan=False)
+
+
+def _nonfinite_as_null(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _nonfinite_as_null(v) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nonfinite_as_null(v) for v in value]
+    return value
 
 
 def json_chunks(

@@ -394,3 +394,26 @@ def test_outputs_asked_for_together_are_all_written_or_none(tmp_path, monkeypatc
     assert paths["--html"].read_text().rstrip().endswith("</html>")
     said = capsys.readouterr().out
     assert all(f"written to {path}" in said for path in paths.values())
+
+
+def test_json_holds_no_nan_a_strict_parser_refuses(tmp_path, capsys):
+    """A NaN weight makes NaN logits and probabilities; --json wrote them as NaN, which is not JSON: now null."""
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    from conftest import write_llama
+    from minitransformer.cli import main
+
+    directory = write_llama(tmp_path / "m", vocab_size=64)
+    tensors = load_file(str(directory / "model.safetensors"))
+    tensors["model.norm.weight"][:] = np.nan
+    save_file(tensors, str(directory / "model.safetensors"))
+    assert main(["generate", "--model", str(directory), "--ids", "1,2,3", "--max-new-tokens", "2", "--json", "-"]) == 0
+    out = capsys.readouterr().out
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} in the JSON")
+
+    document = json.loads(out, parse_constant=refuse)
+    probabilities = [c["probability"] for c in document["candidates"]]
+    assert probabilities and all(p is None for p in probabilities), probabilities[:5]
