@@ -103,6 +103,10 @@ def prompt_room(model: Model, steps: int) -> int:
     n = model.config.n_positions
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise UserError(f"steps (greedy tokens compared) must be a whole number of at least 1, not {steps!r}")
+    if n < 2:  # a prompt of one token and one step need two positions
+        raise UserError(
+            f"{model.name}'s context of {n} position holds no prompt beside a greedy step: validate needs at least 2"
+        )
     if steps >= n:
         raise UserError(
             f"{steps} greedy steps leave no room for a prompt in {model.name}'s context of {n} "

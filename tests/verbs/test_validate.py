@@ -157,3 +157,15 @@ def test_a_directory_transformers_cannot_load_is_refused_in_a_line_with_its_reas
         out, err = capsys.readouterr()
         assert out == "" and err.count("\n") == 1, (argv, out, err)
         assert f"transformers could not load {directory} as LlamaForCausalLM" in err and said in err, err
+
+
+def test_a_context_of_one_position_is_said_to_hold_no_prompt_beside_a_step(tmp_path):
+    """It said "use at most 0 steps", which --steps (at least 1) cannot take."""
+    from conftest import write_llama
+    from minitransformer.verbs.validate import prompt_room
+
+    model = load_model(write_llama(tmp_path / "m", vocab_size=64, n_positions=1))
+    with pytest.raises(UserError, match="context of 1 position holds no prompt beside a greedy step"):
+        prompt_room(model, 1)
+    two = load_model(write_llama(tmp_path / "two", vocab_size=64, n_positions=2))
+    assert prompt_room(two, 1) == 1
