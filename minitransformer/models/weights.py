@@ -198,9 +198,10 @@ def _check_tied_head(directory: Path, tensors: dict, architecture) -> None:
     if head is None or table is None or head.dtype not in _DTYPES or table.dtype not in _DTYPES:
         return  # nothing stored twice, or a dtype _check_tensor refuses
     maps: dict[Path, np.memmap] = {}
-    same = head.shape == table.shape and np.array_equal(
-        *(_upcast(_raw(maps, t, t.shape), t.dtype, np.dtype(np.float32)) for t in (head, table))
-    )
+    same = head.shape == table.shape
+    if same:
+        widened = [_upcast(_raw(maps, t, t.shape), t.dtype, np.dtype(np.float32)) for t in (head, table)]
+        same = np.array_equal(widened[0], widened[1])
     if not same:
         raise UserError(
             f"{directory}: config.json ties the unembedding to the embedding (tie_word_embeddings), but the checkpoint "

@@ -9,6 +9,7 @@ import pytest
 
 from minitransformer.engine.kvcache import NOTHING, KeysValues, KVCache, LayerCache, LayerState, State
 from minitransformer.engine.shapes import ShapeOnly
+from minitransformer.errors import UserError
 
 LAYERS = (
     State((("conv", (3, 10)), ("recurrent", (4, 8, 6)))),
@@ -52,7 +53,7 @@ def test_keys_values_and_rows_are_appended_and_read_back_from_the_window():
     K, _ = sliding.append(k[:, :1], k[:, :1, :4])  # position 4 sees positions 2..4 through a window of 3
     assert K.shape == (2, 3, 8) and (K[:, -1] == k[:, 0]).all() and (K[:, 0] == k[:, 2]).all()
     assert attention.extend("index_keys", np.zeros((1, 5), np.float32)).shape == (5, 5)
-    with pytest.raises(ValueError, match="holds 6 positions; 7 needed"):
+    with pytest.raises(UserError, match="holds 6 positions and 7 are needed"):
         attention.append(np.zeros((2, 3, 8), np.float32), np.zeros((2, 3, 8), np.float32))
 
 
