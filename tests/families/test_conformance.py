@@ -84,6 +84,9 @@ def test_a_pass_resumed_at_every_block_is_the_whole_pass_given_what_earlier_bloc
     for layer, name_of_stream in enumerate(streams):
         resumed = ours.run_from(layer, cache[name_of_stream][0], ids=ids, choices=choices, all_positions=True)
         assert np.array_equal(resumed, whole), (layer, float(np.abs(resumed - whole).max()))
+        rows = np.stack([cache[name_of_stream][0]] * 2)  # patching's runs: a batch of streams, one pass's choices
+        batch = ours.run_from(layer, rows, ids=ids, choices=choices, all_positions=True)
+        assert max(checks.worst(row, whole) for row in batch) <= 1, (layer, checks.differ(batch[0], whole))
         try:
             alone = ours.run_from(layer, cache[name_of_stream][0], ids=ids, all_positions=True)
         except UserError as refused:

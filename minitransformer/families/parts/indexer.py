@@ -259,7 +259,10 @@ class IndexedLatentAttention(LatentAttention):
         if source is None:
             chosen = inputs.choices[layer] = self.indexer(h, cq, p.indexer, config, at, inputs)
         else:
-            chosen = at.stage("index.shared", inputs.choices[source], "T s")
+            given = inputs.choices[source]  # [T, s], or [B, T, s]: one pass's for a run of B rows from a later block
+            if not isinstance(given, ShapeOnly) and given.shape[:-2] != tuple(at.dims.batch):
+                given = np.broadcast_to(given, (*at.dims.batch, *given.shape[-2:]))  # each patched row reads it
+            chosen = at.stage("index.shared", given, "T s")
         z = at.on_chosen_keys(
             lambda q, K, V, bias, chosen, at: attend_chosen(q, K, V, bias, chosen, config, at),
             lambda q, K, V, bias, at: attend(q, K, V, bias, config, at),
