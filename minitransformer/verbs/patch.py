@@ -76,19 +76,23 @@ def difference(logits: np.ndarray, target: int, versus: int) -> np.ndarray:
     return logits[..., -1, target] - logits[..., -1, versus]
 
 
+def _attending(model: Model) -> list[int]:
+    """The layers that attend (keep keys and values; a hybrid's recurrent layers do not)."""
+    return [i for i in range(model.config.n_layer) if isinstance(model.config.layer_cache(i), KeysValues)]
+
+
 def head_layers(model: Model) -> list[int]:
-    """The layers whose attention heads can be patched: those that attend (keep keys and values; a hybrid's recurrent
-    layers do not), where TransformerLens names each head's output `attn.hook_z`."""
-    c = model.config
-    attends = [i for i in range(c.n_layer) if isinstance(c.layer_cache(i), KeysValues)]
-    return [i for i in attends if f"blocks.{i}.attn.hook_z" in model.lens_aliases]
+    """The layers whose attention heads can be patched: those that attend, where TransformerLens names each head's
+    output `attn.hook_z`."""
+    return [i for i in _attending(model) if f"blocks.{i}.attn.hook_z" in model.lens_aliases]
 
 
-def _check_heads_named(model: Model, attending: list[int], cache, T: int) -> None:
+def _check_heads_named(model: Model, cache, T: int) -> None:
     """Refuse --heads where a layer that attends names no head's output attn.hook_z [1, T, H, dh], one a position and
-    head (DeepSeek-V4's heavily compressed layers over a short prompt name none; its z is [1, groups, T, H, dh])."""
+    head (DeepSeek-V4's sliding layers name none, its compressed ones [1, groups, T, H, dh]): patching only the others
+    would leave heads out without a word."""
     H = model.config.n_head
-    for i in attending:
+    for i in _attending(model):
         name = f"blocks.{i}.attn.hook_z"
         if name not in cache.lens() or np.ndim(cache[name]) != 4 or np.shape(cache[name])[1:3] != (T, H):
             raise UserError(
@@ -118,7 +122,8 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
     names = [f"blocks.{i}.hook_resid_pre" for i in range(L)] + [f"blocks.{i}.attn.hook_z" for i in attending]
     runs = {what: Phase("prefill", 0, T, T, cached=False) for what in ("clean", "corrupt", "residual", "heads")}
     clean_logits, clean_cache = model.run_with_cache(clean_ids, names, all_positions=False, phase=runs["clean"])
-    _check_heads_named(model, attending, clean_cache, T)
+    if heads:
+        _check_heads_named(model, clean_cache, T)
     choices: dict = {}  # the corrupted pass's choices (shared indexer keys), which a run from a later block reads
     corrupt_logits, corrupt_cache = model.run_with_cache(
         corrupt_ids, names, all_positions=False, phase=runs["corrupt"], choices=choices
@@ -197,10 +202,10 @@ def count_patch(config, tokens: int, heads: bool = False) -> Bill:
     whole = Phase("prefill", 0, tokens, tokens, cached=False)
     model.run(np.zeros(tokens, dtype=np.int64), phase=whole)
     attending = head_layers(model) if heads else []
-    if attending:  # billed only where the real sweep would run: a pass of as many tokens says which name heads
+    if heads:  # billed only where the real sweep would run: a pass of as many tokens says which name heads
         names = [f"blocks.{i}.attn.hook_z" for i in attending]
         _, named = model.run_with_cache(np.zeros(tokens, dtype=np.int64), names, all_positions=False)
-        _check_heads_named(model, attending, named, tokens)
+        _check_heads_named(model, named, tokens)
     L, H = config.n_layer, config.n_head
     per_layer = np.zeros((L, 2), dtype=object)  # (dot products, MACs) of each block, Python ints
     readout = _Counted()

@@ -151,8 +151,9 @@ def test_a_pass_resumed_from_its_streams_reads_the_ids_its_hash_layers_route_by(
     assert np.abs(patched.residual[0, same]).max() < 1e-4, patched.residual[0]  # the same stream: nothing restored
     with pytest.raises(UserError, match="does not name"):
         patch(ours, clean, corrupt, ids[8], ids[9], heads=True)
-    longer = SPEC.prompt_ids("every-kind", 40, seed=8)  # past every compressor's ratio: each layer's z [1, 4, T, H, dh]
-    with pytest.raises(UserError, match="layer 1 does not name"):  # was an IndexError on the groups' axis
+    longer = SPEC.prompt_ids("every-kind", 40, seed=8)  # past every compressor's ratio: the compressed layers' z is
+    with pytest.raises(UserError, match="layer 0 does not name"):  # [1, 4, T, H, dh] (an IndexError once layer 0
+        # was let through); refused at the first layer that attends without one head's output a position
         patch(ours, longer, longer[:2] + [ids[7]] + longer[3:], ids[8], ids[9], heads=True)
     with pytest.raises(UserError, match="hyper-connections"):
         attribute(ours, clean, ids[8], ids[9])
