@@ -97,12 +97,7 @@ def read_config(hf: dict, name: str) -> tuple[ModelConfig, dict]:
     out and the family took transformers' default for, with each default (families/config.py's shape_defaults)."""
     model_type = hf.get("model_type", "gpt2")
     named = hf.get("architectures")
-    if (
-        "model_type" not in hf
-        and isinstance(named, list)
-        and named
-        and not any(str(a).startswith("GPT2") for a in named)
-    ):
+    if "model_type" not in hf and isinstance(named, list) and named and not any("GPT2" in str(a) for a in named):
         raise UserError(  # an old GPT-2 file names no model type; another model's does not read as GPT-2
             f"config.json has no model_type, and its architectures ({', '.join(map(str, named))}) are not GPT-2's: "
             f'add the model type (e.g. "model_type": "llama"), as transformers\' AutoConfig needs it'

@@ -199,7 +199,9 @@ def _check_tied_head(directory: Path, tensors: dict, architecture) -> None:
         return  # nothing stored twice, or a dtype _check_tensor refuses
     maps: dict[Path, np.memmap] = {}
     same = head.shape == table.shape
-    if same:
+    if same and head.dtype == table.dtype:  # the stored numbers themselves, read from the mapped files, no copy
+        same = np.array_equal(_raw(maps, head, head.shape), _raw(maps, table, table.shape))
+    elif same:
         widened = [_upcast(_raw(maps, t, t.shape), t.dtype, np.dtype(np.float32)) for t in (head, table)]
         same = np.array_equal(widened[0], widened[1])
     if not same:

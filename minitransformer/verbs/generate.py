@@ -81,7 +81,8 @@ def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: n
     number = logits.dtype.type  # float32, or float64 in the reference mode
     with np.errstate(over="ignore", divide="ignore"):
         scaled = logits / number(temperature)
-    if not np.isfinite(scaled).all():  # a temperature so small that the division overflows: the limit is greedy
+    if np.isnan(scaled).any() or not np.isfinite(scaled.max()):  # a temperature so small that the division overflows:
+        # the limit is greedy (a logit of -inf, a token masked out, is sampled as never, not a reason to stop sampling)
         return int(np.argmax(logits))
     if top_k is not None and top_k < scaled.size:  # exactly k, equal ones the lower id first (engine/selection.py)
         kept = np.full_like(scaled, -np.inf)

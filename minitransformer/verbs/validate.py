@@ -154,6 +154,8 @@ def from_pretrained(model_class, source: str, **options):
     refuses, a value its config class rejects, that our reader took) refused in one line with its reason."""
     try:
         return model_class.from_pretrained(source, **options).eval()
+    except MemoryError:
+        raise
     except Exception as err:  # transformers raises many kinds (TypeError, ValueError, its validation errors)
         reason = " ".join(str(err).split())[:300] or type(err).__name__
         raise UserError(

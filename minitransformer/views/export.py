@@ -77,13 +77,13 @@ def json_chunks(
         }
     yield "{\n"
     for key, value in head.items():
-        yield f" {json.dumps(key)}: {json.dumps(value, indent=indent)},\n"
+        yield f" {json.dumps(key)}: {json_text(value, indent)},\n"
     yield ' "phases": [\n'
     for i, p in enumerate(count.passes):
         phase = p.expand().to_dict() if p.step in detailed else p.summary()
-        yield json.dumps(phase, indent=indent) + (",\n" if i < len(count.passes) - 1 else "\n")
+        yield json_text(phase, indent) + (",\n" if i < len(count.passes) - 1 else "\n")
     yield " ],\n"
-    yield ",\n".join(f" {json.dumps(key)}: {json.dumps(value, indent=indent)}" for key, value in tail.items()) + "\n}\n"
+    yield ",\n".join(f" {json.dumps(key)}: {json_text(value, indent)}" for key, value in tail.items()) + "\n}\n"
 
 
 CSV_COLUMNS = (

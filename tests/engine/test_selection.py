@@ -160,3 +160,6 @@ def test_sampling_s_top_k_keeps_exactly_k_equal_ones_the_lower_id_first():
         drawn = {next_token(logits, 1.0, k, rng) for _ in range(400)}
         assert drawn == allowed, (k, sorted(drawn), sorted(allowed))
     assert next_token(logits, 1.0, 1, rng) == int(np.argmax(logits)) == 1  # greedy's choice
+    masked = np.array([0, -np.inf, 0, 0], np.float32)  # a token masked out: sampled as never, the rest still sampled
+    assert {next_token(masked, 1.0, None, rng) for _ in range(400)} == {0, 2, 3}
+    assert {next_token(masked, 1.0, 2, rng) for _ in range(400)} == {0, 2}

@@ -119,10 +119,11 @@ def test_a_config_without_model_type_reads_as_gpt2_only_where_its_architectures_
     for argv in ([*GENERATE, "--model", str(directory)], ["count", "--config", str(directory / "config.json")]):
         said = refused(capsys, argv)
         assert "no model_type, and its architectures (LlamaForCausalLM) are not GPT-2's" in said, said
-    old = {"n_layer": 2, "n_head": 2, "n_embd": 8, "vocab_size": 64, "architectures": ["GPT2LMHeadModel"]}
-    (tmp_path / "gpt2.json").write_text(json.dumps(old))
-    assert main(["count", "--config", str(tmp_path / "gpt2.json"), "--tokens", "3"]) == 0
-    assert "2 layers, d_model 8, 2 heads of 4, d_ff 32" in capsys.readouterr().out  # GPT-2's 4 x d_model MLP
+    for named in (["GPT2LMHeadModel"], ["TFGPT2LMHeadModel"]):
+        old = {"n_layer": 2, "n_head": 2, "n_embd": 8, "vocab_size": 64, "architectures": named}
+        (tmp_path / "gpt2.json").write_text(json.dumps(old))
+        assert main(["count", "--config", str(tmp_path / "gpt2.json"), "--tokens", "3"]) == 0, named
+        assert "2 layers, d_model 8, 2 heads of 4, d_ff 32" in capsys.readouterr().out  # GPT-2's 4 x d_model MLP
 
 
 def test_a_config_missing_the_heads_a_follower_reads_is_refused_by_name(capsys, tmp_path):
