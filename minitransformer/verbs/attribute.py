@@ -173,9 +173,9 @@ def expert_outputs(model: Model, cache, i: int) -> list[tuple[str, np.ndarray]] 
     if as_added(model, i) is None or chosen is None or weighed is None:
         return None
     pieces = [(f"expert {int(e)}", y) for e, y in zip(chosen, weighed.reshape(len(chosen), -1), strict=True)]
-    routed = at("moe.routed_out")
-    if routed is not None:  # a shared expert's output added to the routed experts' sum
-        pieces.append(("shared expert", at("moe.out") - routed))
+    routed, out = at("moe.routed_out"), at("moe.out")
+    if routed is not None and out is not None:  # a shared expert's output added to the routed experts' sum (a layer
+        pieces.append(("shared expert", out - routed))  # without one, ERNIE's at no shared experts, names no moe.out)
     return pieces
 
 

@@ -114,7 +114,13 @@ def test_heads_equal_transformer_lens(tmp_path_factory, key):
 
 
 @pytest.mark.parametrize(
-    "family, name", [("gpt2", "heads5-inner37"), ("qwen3_moe", "e8_k3_step2_window_norm"), ("qwen3_5", "moe")]
+    "family, name",
+    [
+        ("gpt2", "heads5-inner37"),
+        ("qwen3_moe", "e8_k3_step2_window_norm"),
+        ("qwen3_5", "moe"),
+        ("ernie4_5_moe", "interval-2-no-shared-untied"),  # no shared expert: a TypeError (its moe.out unnamed)
+    ],
 )
 def test_the_pieces_sum_to_their_parts_in_float64(tmp_path_factory, family, name):
     """Every split part (a layer's heads and b_o; a mixture's experts, and its shared expert where it has one) sums to
@@ -148,6 +154,8 @@ def test_the_pieces_sum_to_their_parts_in_float64(tmp_path_factory, family, name
     elif family == "qwen3_5":  # experts in every layer, k = 2 each, and the shared expert
         assert sorted(experts) == [f"block {i} mlp" for i in range(c.n_layer)], experts
         assert all(len(w) == c.top_k + 1 and w[-1] == "shared expert" for w in experts.values()), experts
+    elif family == "ernie4_5_moe":  # experts every second layer, k each, no shared expert
+        assert experts and all(len(set(w)) == c.top_k and "shared expert" not in w for w in experts.values()), experts
     else:
         assert experts == {}, experts
 
