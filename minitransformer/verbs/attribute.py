@@ -341,7 +341,7 @@ def count_attribute(config, tokens: int) -> Bill:
             head_outputs(model, ShapeOnly((H, w_o.shape[0] // H)), i, head_tape)
             n_heads, pieces = n_heads + H, pieces + H + (b_o is not None)
         if {f"blocks.{i}.moe.chosen", f"blocks.{i}.moe.expert_out"} <= known and as_added(model, i) is not None:
-            pieces += config.top_k + (f"blocks.{i}.moe.routed_out" in known)
+            pieces += config.top_k + ({f"blocks.{i}.moe.routed_out", f"blocks.{i}.moe.out"} <= known)  # a shared one
     rows = parts + 1
     Tape(Dims.of(config, rows + pieces, 0, R=2), products, None).matmul(
         ATTRIBUTION, ShapeOnly((rows + pieces, D)), ShapeOnly((D, 2)), "T D, D R -> T R"

@@ -147,6 +147,10 @@ def test_the_pieces_sum_to_their_parts_in_float64(tmp_path_factory, family, name
     heads = [of for of in split if of.endswith("attn")]
     attending = [i for i, kind in enumerate(c.layer_types) if kind != "linear_attention"]  # Qwen3.5's DeltaNet: none
     assert sorted(heads) == [f"block {i} attn" for i in attending], split
+    from minitransformer.verbs.attribute import count_attribute
+
+    # the bill from shapes alone is the real run's, item by item (a mixture's dense layers billed no expert pieces)
+    assert count_attribute(c, len(PROMPT)).to_dict() == ours.bill.to_dict(), (family, name)
     experts = {of: [w for part, w, _ in ours.pieces if part == of] for of in split if of.endswith("mlp")}
     if family == "qwen3_moe":  # experts every second layer (decoder_sparse_step 2), k = 3 each
         assert sorted(experts) == ["block 1 mlp", "block 3 mlp"], experts
