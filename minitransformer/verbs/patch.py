@@ -112,8 +112,7 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
             f"the clean prompt is {len(clean_ids)} tokens and the corrupted one {len(corrupt_ids)}: patching swaps "
             f"position for position, give two prompts of the same length in tokens"
         )
-    model.check_ids(clean_ids)
-    model.check_ids(corrupt_ids)
+    model.check_ids([clean_ids, corrupt_ids])  # both, as one batch of two rows of one length
     target_id, versus_id = one_token(model, target), one_token(model, versus, "--versus")
     if target_id == versus_id:
         raise UserError("--target and --versus are the same token: their logit difference is always 0")
