@@ -459,6 +459,17 @@ def _counted_only(args) -> tuple[ModelConfig, int]:
             f"--count-only prints the bill alone, with no analysis for {' or '.join(asked)} to write: drop "
             f"{'them' if len(asked) > 1 else 'it'}, or --count-only to run the analysis"
         )
+    given = {"a prompt": getattr(args, "prompt", None), "--corrupt": getattr(args, "corrupt", None),
+             "--target": getattr(args, "target", None), "--versus": getattr(args, "versus", None),
+             "--weights": args.weights, "--fold-ln": getattr(args, "fold_ln", False),
+             "--center-writing-weights": getattr(args, "center_writing_weights", False),
+             "--dtype": args.dtype != DTYPES[0], "--precision": args.precision != PRECISIONS[0]}  # fmt: skip
+    ignored = [flag for flag, value in given.items() if value not in (None, False)]
+    if ignored:  # else ignored without a word, as the shape flags were beside a real run
+        raise UserError(
+            f"--count-only bills the analysis from shapes alone, without weights or text: {ignored[0]} has no part "
+            f"in it; drop it, or --count-only to run the analysis"
+        )
     config = _model_config(args)
     tokens = min(DEFAULT_TOKENS, config.n_positions) if args.tokens is None else args.tokens
     _at_least("--tokens", tokens, 1)

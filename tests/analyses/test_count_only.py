@@ -105,3 +105,22 @@ def test_a_shape_flag_without_count_only_is_refused_not_ignored(capsys, verb, as
     """`lens ... --preset llama2-7b` ran the demo GPT-2 and said nothing: the flag gives --count-only's model."""
     said = refused(capsys, [verb, *asked, *flag])
     assert f"{flag[0]} is for --count-only (a bill from shapes alone); {verb} runs a model's weights" in said, said
+
+
+@pytest.mark.parametrize(
+    "verb, extra, flag",
+    [
+        ("lens", ["The capital of France is"], "a prompt"),
+        ("lens", ["--target", " Paris"], "--target"),
+        ("patch", ["--corrupt", "The capital of Italy is"], "--corrupt"),
+        ("attribute", ["--versus", " Rome"], "--versus"),
+        ("attribute", ["--fold-ln"], "--fold-ln"),
+        ("lens", ["--dtype", "float64"], "--dtype"),
+        ("patch", ["--precision", "bfloat16"], "--precision"),
+        ("lens", ["--weights", "stored"], "--weights"),
+    ],
+)
+def test_count_only_refuses_what_has_no_part_in_a_bill_from_shapes(capsys, verb, extra, flag):
+    """They were accepted and ignored: a bill from shapes alone reads no text and no weights."""
+    said = refused(capsys, [verb, "--count-only", "--preset", "gpt2", *extra])
+    assert f"without weights or text: {flag} has no part in it" in said, said
