@@ -223,7 +223,18 @@ def _check_names(
         raise UserError(f"{directory}: unexpected tensor {unexpected[0]} for a {kind} with this config.json")
     missing = [n for n in expected if n not in tensors]
     if missing:
-        raise UserError(f"{directory}: tensor {missing[0]} is missing from the weights")
+        raise UserError(f"{directory}: tensor {missing[0]} is missing from the weights{_listed(directory, missing[0])}")
+
+
+def _listed(directory: Path, name: str) -> str:
+    """Where the shard index says a tensor missing from its shards is (an index that lists it in the wrong file), or
+    nothing."""
+    index = directory / SAFETENSORS_INDEX
+    if not index.is_file():
+        return ""
+    weight_map = json.loads(index.read_text("utf-8"))["weight_map"]  # read and checked by _weight_files already
+    shard = next((f for listed, f in weight_map.items() if listed == name or listed.endswith("." + name)), None)
+    return f" ({SAFETENSORS_INDEX} lists it in {shard}, which does not hold it; re-download)" if shard else ""
 
 
 def _check_tensor(directory: Path, config: ModelConfig, architecture, name: str, info: _TensorInfo, shape) -> None:

@@ -150,3 +150,19 @@ def test_more_experts_than_a_layer_can_have_here_are_refused_before_any_walk(cap
         else:
             said = refused(capsys, ["params", "--config", str(tmp_path / "config.json")])
             assert f"num_local_experts={experts:,} is more experts than a layer can have here" in said, said
+
+
+def test_a_tensor_the_index_places_in_a_shard_that_lacks_it_is_said_so(capsys, tmp_path):
+    """The index names two shards; one tensor moved to the other file: "missing from the weights" named no index."""
+    directory = write_llama(tmp_path / "m", vocab_size=64)
+    tensors = load_file(str(directory / "model.safetensors"))
+    moved = "model.layers.1.mlp.up_proj.weight"
+    save_file({moved: tensors.pop(moved)}, str(directory / "model-00002.safetensors"))
+    save_file(tensors, str(directory / "model-00001.safetensors"))
+    (directory / "model.safetensors").unlink()
+    names = [*tensors, moved]
+    sharded = {n: "model-00001.safetensors" for n in names}  # the moved one listed in the wrong file
+    (directory / "model.safetensors.index.json").write_text(json.dumps({"weight_map": sharded}))
+    said = refused(capsys, [*GENERATE, "--model", str(directory)])
+    assert "layers.1.mlp.up_proj.weight is missing from the weights" in said, said
+    assert "model.safetensors.index.json lists it in model-00001.safetensors, which does not hold it" in said, said
