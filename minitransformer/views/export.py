@@ -7,6 +7,8 @@ import csv
 import io
 import json
 import math
+from collections.abc import Callable
+from typing import Any
 
 from ..verbs.count import Count
 from ..verbs.draft import DraftCount
@@ -20,16 +22,17 @@ def json_text(value, indent: int | None = 1) -> str:
     try:
         return json.dumps(value, indent=indent, allow_nan=False)
     except ValueError:  # walked only then: a document almost never holds one
-        return json.dumps(_nonfinite_as_null(value), indent=indent, allow_nan=False)
+        return json.dumps(nonfinite_replaced(value, lambda number: None), indent=indent, allow_nan=False)
 
 
-def _nonfinite_as_null(value):
+def nonfinite_replaced(value, by: Callable[[float], Any]):
+    """A document with each float JSON cannot hold (NaN, an infinity) replaced by by(it), lists and dicts walked."""
     if isinstance(value, float) and not math.isfinite(value):
-        return None
+        return by(value)
     if isinstance(value, dict):
-        return {key: _nonfinite_as_null(v) for key, v in value.items()}
+        return {key: nonfinite_replaced(v, by) for key, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_nonfinite_as_null(v) for v in value]
+        return [nonfinite_replaced(v, by) for v in value]
     return value
 
 

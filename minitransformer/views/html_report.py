@@ -39,6 +39,7 @@ from ..verbs.count import STEPS_SHOWN, Count
 from ..verbs.generate import Generation
 from ..version import __version__
 from .colours import NOT_A_PRODUCT, PRODUCT_COLOURS
+from .export import nonfinite_replaced
 from .html_analyses import SECTIONS as ANALYSES
 from .html_drawings import (
     attention_role,
@@ -335,19 +336,13 @@ def _json_for_script(value) -> str:
     try:
         text = json.dumps(value, separators=(",", ":"), allow_nan=False)
     except ValueError:  # a NaN or an infinity somewhere: walked only then (a count's large document never has one)
-        text = json.dumps(_marked_nonfinite(value), separators=(",", ":"), allow_nan=False)
+        text = json.dumps(nonfinite_replaced(value, _marked), separators=(",", ":"), allow_nan=False)
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
-def _marked_nonfinite(value):
-    """value with each float JSON cannot hold replaced by {NONFINITE: its name in JavaScript}."""
-    if isinstance(value, float) and not np.isfinite(value):
-        return {NONFINITE: "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"}
-    if isinstance(value, dict):
-        return {key: _marked_nonfinite(v) for key, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_marked_nonfinite(v) for v in value]
-    return value
+def _marked(number: float) -> dict:
+    """A float JSON cannot hold as {NONFINITE: its name in JavaScript}, which report.js reads back."""
+    return {NONFINITE: "NaN" if number != number else "Infinity" if number > 0 else "-Infinity"}
 
 
 def fragment(data: dict) -> str:
