@@ -49,11 +49,16 @@ def forward_passes(
     batch = (*repeat, *rows)
     cached = options.use_cache
     cache = model.new_cache(tuple(batch), capacity=T + options.max_new_tokens) if cached else None
+    sequence = None if cached else np.empty((*rows, T + options.max_new_tokens), dtype=prompts.dtype)
     for step in range(options.max_new_tokens):
         if cached:
             ids = prompts if step == 0 else fed[-1][..., None]
-        else:  # recompute everything: what the cache saves
-            ids = np.concatenate([prompts, np.stack(fed, axis=-1)], axis=-1) if fed else prompts
+        else:  # recompute everything: what the cache saves (the sequence so far, filled in place: linear in steps)
+            if step == 0:
+                sequence[..., :T] = prompts
+            else:
+                sequence[..., T + step - 1] = fed[-1]
+            ids = sequence[..., : T + step]
         ids = np.broadcast_to(ids, (*repeat, *ids.shape)) if repeat else ids
         phase = Phase(
             "prefill" if step == 0 else "decode",

@@ -92,6 +92,15 @@ def test_sampling_with_a_seed_repeats_per_batch(small_gpt2):
     assert run(7) != run(8)
 
 
+def test_a_batch_without_the_cache_recomputes_the_same_tokens(small_gpt2):
+    """Each uncached pass feeds the whole sequence so far, the tokens chosen before it filled in after each prompt."""
+    cached = [g.new_tokens for g in small_gpt2.generate(PROMPTS, max_new_tokens=6, stop_at_eos=False)]
+    recomputed = [g.new_tokens for g in small_gpt2.generate(PROMPTS, max_new_tokens=6, stop_at_eos=False,
+                                                            use_cache=False)]  # fmt: skip
+    assert recomputed == cached, (recomputed, cached)
+    assert len({tuple(tokens) for tokens in cached}) > 1, cached  # rows that differ: a mixed-up row would show
+
+
 def expected_padding(c, phases):
     """The padding of a GPT-2 batch by hand: per pass, per row, pad queries q of the pass's T, pad keys k of its t."""
     D, F, H, dh, V, L = c.n_embd, c.d_ff, c.n_head, c.d_head, c.vocab_size, c.n_layer
