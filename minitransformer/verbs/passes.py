@@ -49,7 +49,7 @@ def forward_passes(
     batch = (*repeat, *rows)
     cached = options.use_cache
     cache = model.new_cache(tuple(batch), capacity=T + options.max_new_tokens) if cached else None
-    sequence = None if cached else np.empty((*rows, T + options.max_new_tokens), dtype=prompts.dtype)
+    sequence = np.empty((*rows, 0 if cached else T + options.max_new_tokens), dtype=prompts.dtype)  # uncached: ids
     for step in range(options.max_new_tokens):
         if cached:
             ids = prompts if step == 0 else fed[-1][..., None]
