@@ -35,7 +35,7 @@ from .verbs.drift import drift
 from .verbs.generate import batch_to_dict, check_padding, continue_rows
 from .verbs.hardware import machine
 from .verbs.hardware import names as hardware_names
-from .verbs.lens import count_lens, logit_lens
+from .verbs.lens import TOP_TOKENS, count_lens, logit_lens
 from .verbs.memory import DEFAULT_BALANCE
 from .verbs.options import GenerationOptions
 from .verbs.params import parameters
@@ -422,7 +422,7 @@ def _add_lens(commands) -> None:
         "--count-only)",
     )
     lens.add_argument("--positions", action="store_true", help="every position, not the last only (default: off)")
-    lens.add_argument("--top", type=_whole_number, default=5, metavar="N", help="top tokens shown per row (default 5)")
+    lens.add_argument("--top", type=_whole_number, metavar="N", help=f"top tokens shown per row (default {TOP_TOKENS})")
     _add_count_only(lens)
     _add_analysis_model(lens, "the lens computes in", _lens)
 
@@ -461,6 +461,7 @@ def _counted_only(args) -> tuple[ModelConfig, int]:
         )
     given = {"a prompt": getattr(args, "prompt", None), "--corrupt": getattr(args, "corrupt", None),
              "--target": getattr(args, "target", None), "--versus": getattr(args, "versus", None),
+             "--top": getattr(args, "top", None),
              "--weights": args.weights, "--fold-ln": getattr(args, "fold_ln", False),
              "--center-writing-weights": getattr(args, "center_writing_weights", False),
              "--dtype": args.dtype != DTYPES[0], "--precision": args.precision != PRECISIONS[0]}  # fmt: skip
@@ -485,8 +486,9 @@ def _lens(args) -> None:
         raise UserError('lens needs a prompt, e.g. lens "The capital of France is" --target " Paris"')
     if args.target is None:
         raise UserError('lens needs --target, the token to follow, e.g. --target " Paris"')
-    _at_least("--top", args.top, 1)
-    lens = lambda model: logit_lens(model, args.prompt, args.target, args.positions, args.top)  # noqa: E731
+    top = TOP_TOKENS if args.top is None else args.top
+    _at_least("--top", top, 1)
+    lens = lambda model: logit_lens(model, args.prompt, args.target, args.positions, top)  # noqa: E731
     _analysis(args, "lens", "lens", lens, lens_report, model_in_json=False)
 
 

@@ -71,6 +71,7 @@ class Lens:
         }
 
 
+TOP_TOKENS = 5  # the most likely tokens listed at each entry where nobody asks for another number
 CONVENTIONS = "final norm recomputed per entry, nothing folded or centred (TransformerLens's logit_lens on its bridge)"
 
 
@@ -97,7 +98,7 @@ def residual_stack(model: Model, ids: list[int], phase: Phase | None = None):
     return logits, np.stack([cache[name][0] for name in wanted])
 
 
-def logit_lens(model: Model, prompt, target, all_positions: bool = False, top: int = 5) -> Lens:
+def logit_lens(model: Model, prompt, target, all_positions: bool = False, top: int = TOP_TOKENS) -> Lens:
     """The lens of `prompt` (text or ids) for `target` (a token's text or id): at the last position, or every one;
     `top`: the most likely tokens listed at each."""
     if not is_whole(top, 1):

@@ -118,6 +118,7 @@ def test_a_shape_flag_without_count_only_is_refused_not_ignored(capsys, verb, as
         ("lens", ["--dtype", "float64"], "--dtype"),
         ("patch", ["--precision", "bfloat16"], "--precision"),
         ("lens", ["--weights", "stored"], "--weights"),
+        ("lens", ["--top", "3"], "--top"),
     ],
 )
 def test_count_only_refuses_what_has_no_part_in_a_bill_from_shapes(capsys, verb, extra, flag):

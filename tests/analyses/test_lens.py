@@ -48,6 +48,9 @@ def test_lens_in_float64_and_the_demo(capsys):
     main(["lens", "The capital of France is", "--target", " Paris", "--model", "demo", "--dtype", "float64"])
     out = capsys.readouterr().out
     assert "after block 3      4       1    0.9543" in out and "' Paris' first ranks 1 at after block 3" in out
+    main(["lens", "The capital of France is", "--target", " Paris", "--model", "demo", "--top", "2"])
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("after block 3"))
+    assert row.endswith("' Paris' 0.954, ' Monaco' 0.023"), row  # the two most likely, no more
 
 
 @pytest.mark.parametrize(
