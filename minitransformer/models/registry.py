@@ -103,9 +103,17 @@ def resolve(name_or_dir: str | Path | None, options: LoadOptions = LoadOptions()
         return from_directory(demo_dir(text), text, options)
     if text in hub.HUB_REPOS:
         return from_directory(on_disk(text) or hub.download(text), text, options)
+    raise not_a_model(text)
+
+
+def not_a_model(text: str, also: str = "") -> UserError:
+    """The refusal of a --model that names no model here and no directory: a path (a file, or nothing there) said to
+    be one, else the names known; `also`, what else the command takes (count's presets)."""
     if os.sep in text or text.startswith(".") or Path(text).exists():
-        raise UserError(f"{text} is not a directory; pass a model name ({', '.join(known_names())}) or a directory")
-    raise UserError(f"unknown model {text!r}; known models: {', '.join(known_names())}, or a directory")
+        return UserError(
+            f"{text} is not a directory; pass a model name ({', '.join(known_names())}) or a directory{also}"
+        )
+    return UserError(f"unknown model {text!r}; known models: {', '.join(known_names())}, or a directory{also}")
 
 
 def default_model(options: LoadOptions = LoadOptions()) -> Model:

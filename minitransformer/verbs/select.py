@@ -93,7 +93,7 @@ def past_its_context(config: Config, ctx: int) -> Config:
 
 
 def _config_of_model(name: str) -> Config:
-    from ..models.registry import DEMOS, demo_dir, known_names
+    from ..models.registry import DEMOS, demo_dir, not_a_model
 
     path = Path(name).expanduser()
     if path.is_dir():
@@ -104,10 +104,7 @@ def _config_of_model(name: str) -> Config:
         return PRESETS[name]
     if name in DEMOS:
         return _config_from_file(demo_dir(name) / "config.json", name=name)
-    raise UserError(
-        f"unknown model {name!r}; known models: {', '.join(known_names())}, or a directory "
-        f"(presets: {', '.join(PRESETS)})"
-    )
+    raise not_a_model(name, f" (presets: {', '.join(PRESETS)})")
 
 
 def _config_from_file(path: Path, name: str | None = None) -> Config:

@@ -197,6 +197,7 @@ def test_plots_of_a_llama_preset(tmp_path):
     (["--preset", "llama2-7b", "--dtype", "int8"], "invalid choice: 'int8'"),
     (["--preset", "llama-7b"], "unknown preset 'llama-7b'"),
     (["--model", "llama-7b"], "unknown model 'llama-7b'"),
+    (["--model", "{falcon}"], "falcon.json is not a directory; pass a model name"),  # as generate says it
     (["--preset", "llama2-7b", "--tokens", "4000", "--new-tokens", "100"], "exceed llama2-7b's context of 4,096"),
     (["--config", "{falcon}"], "model_type='falcon' is not supported"),
     (["--config", "{sliding_qwen}"], "use_sliding_window=true"),
