@@ -43,7 +43,7 @@ from .verbs.patch import count_patch, patch
 from .verbs.presets import preset_config_json, preset_lines
 from .verbs.roofline import roofline
 from .verbs.select import select_config
-from .verbs.validate import check_precision_validated, validate, validate_precision
+from .verbs.validate import PRECISION_TOLERANCES, check_precision_validated, validate, validate_precision
 from .version import __version__
 from .views import report
 from .views.attribute_report import attribute_report
@@ -126,9 +126,10 @@ DENSE_HELP = (
 )
 
 
-def _add_load_options(p: argparse.ArgumentParser, what: str) -> None:
+def _add_load_options(p: argparse.ArgumentParser, what: str, precisions: str = "") -> None:
     """--dtype, --precision and --weights of the commands that compute: how the model is loaded (LoadOptions; count's
-    --dtype is another thing, the byte size memory is counted in)."""
+    --dtype is another thing, the byte size memory is counted in). `precisions`: which of them the command takes,
+    where not every one (said in its help; the others refused in words, with where to go)."""
     p.add_argument(
         "--dtype",
         choices=DTYPES,
@@ -143,7 +144,7 @@ def _add_load_options(p: argparse.ArgumentParser, what: str) -> None:
         help="emulate a narrower format over the float32 passes: every product's operands rounded to it (round to "
         "nearest even; fp8_e4m3 saturates at 448, the others overflow to inf), accumulated in float32, its output "
         "and every stage's values rounded to it (bfloat16 for fp8); then the drift of each layer and stage against "
-        "float64 (default float32: nothing rounded)",
+        f"float64 (default float32: nothing rounded){precisions}",
     )
     p.add_argument(
         "--weights",
@@ -249,6 +250,7 @@ def _add_validate(commands) -> None:
         val,
         "ours and transformers' are compared in (1e-4 relative in float32, 1e-9 in float64; either way "
         "both float32 passes are also measured against the float64 truth)",
+        f"; validate takes float32, {' and '.join(PRECISION_TOLERANCES)}, the formats transformers computes on a CPU",
     )
     val.set_defaults(run=_validate)
 

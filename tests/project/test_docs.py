@@ -255,3 +255,12 @@ def test_the_refresh_script_rewrites_a_block_from_its_selectors_or_its_old_lines
     stale = block("  qkv    999", "  mix    999", "...", "Total: 5")
     assert refreshed(stale, output) == ["  qkv    1,000", "  mix    2,000", "...", "Total: 6,000"]
     assert mismatch(block(*refreshed(stale, output)), output) is None
+
+
+def test_testing_md_names_every_config_class_the_conformance_suite_builds():
+    """docs/testing.md named 29 of the 45 classes once the suite had grown: the list and the suite are compared."""
+    built = set(re.findall(r"\b([A-Z]\w*Config)\b", (ROOT / "tests/families/conformance_configs.py").read_text()))
+    testing = (ROOT / "docs/testing.md").read_text(encoding="utf-8")
+    listed = testing.split("`tests/family_checks.py` from transformers' ", 1)[1].split(", several", 1)[0]
+    named = set(re.findall(r"`(\w+Config)`", listed))
+    assert named == built, f"in the suite, not the doc: {sorted(built - named)}; the doc's alone: {sorted(named - built)}"
