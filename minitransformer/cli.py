@@ -980,17 +980,18 @@ def _count_run(args, config) -> int:
     checked once (verbs/count.check_run) in the flags' words; a context too short for it says how to fit."""
     tokens = args.tokens
     if tokens is None:  # the stated default, or what the context leaves room for
-        tokens = max(1, min(DEFAULT_TOKENS, config.n_positions - args.new_tokens))
+        tokens = max(1, min(DEFAULT_TOKENS, config.n_positions - args.new_tokens + 1))  # check_fits' room
     try:
         check_run(config, tokens, args.new_tokens, args.batch)
     except OptionError as refused:
         raise refused.named(FLAGS) from None
     except UserError as err:
-        if tokens + args.new_tokens <= config.n_positions:  # not the context's refusal
+        fed = tokens + args.new_tokens - 1  # the positions the run takes (check_fits)
+        if fed <= config.n_positions:  # not the context's refusal
             raise
         sizes = any(v is not None for v in (args.layers, args.d_model, args.heads))
         fix = (
-            f"give a longer context, --ctx {tokens + args.new_tokens} or more (a model given by sizes has "
+            f"give a longer context, --ctx {fed} or more (a model given by sizes has "
             f"--ctx 1024 unless told), or fewer --tokens or --new-tokens"
             if sizes
             else "give fewer --tokens or --new-tokens"

@@ -429,17 +429,19 @@ def check_experts(config: ModelConfig) -> None:
 
 
 def check_fits(config, n_prompt: int, n_new: int) -> None:
-    """Refuse a prompt plus new tokens that the context cannot hold, saying how many would fit."""
-    if n_prompt + n_new <= config.n_positions:
+    """Refuse a prompt plus new tokens that the context cannot hold, saying how many would fit. They take n_prompt +
+    n_new - 1 positions: the last new token is never fed back (a prompt that fills the context still gives one)."""
+    fed = n_prompt + n_new - 1
+    if fed <= config.n_positions:
         return
-    room = config.n_positions - n_prompt
-    if room > 0:
-        fits = f"at most {room:,} new token{'' if room == 1 else 's'} fit"
-    else:
-        fits = "the prompt alone fills it" if room == 0 else "the prompt alone is too long"
+    room = config.n_positions - n_prompt + 1
+    fits = (
+        f"at most {room:,} new token{'s fit' if room > 1 else ' fits'}" if room > 0 else "the prompt alone is too long"
+    )
     raise UserError(
         f"a {n_prompt:,}-token prompt plus {n_new:,} new token{'' if n_new == 1 else 's'} exceed "
-        f"{config.name}'s context of {config.n_positions:,} positions; {fits}"
+        f"{config.name}'s context of {config.n_positions:,} positions (they take {fed:,}: every token but the last "
+        f"new one is fed to the model); {fits}"
     )
 
 

@@ -114,8 +114,8 @@ def _broken_models(tmp_path, small_gpt2_dir):
 BAD_ARGUMENTS = {
     "empty prompt": (["", "--model", "{small}"], "prompt is empty"),
     "beyond context": (
-        ["Hello there", "--model", "{small}", "--max-new-tokens", "63"],
-        "at most 62 new tokens fit; give a shorter prompt or fewer --max-new-tokens",
+        ["Hello there", "--model", "{small}", "--max-new-tokens", "64"],
+        "at most 63 new tokens fit; give a shorter prompt or fewer --max-new-tokens",
     ),
     "zero tokens": (
         ["Hi", "--model", "{small}", "--max-new-tokens", "0"],
@@ -225,7 +225,7 @@ def test_without_gpt2_or_the_hub_the_demo_model_answers_and_says_so(tmp_path):
 
 
 @pytest.mark.parametrize("command, needle", [
-    (["generate", "Hi", "--max-new-tokens", "100"], "exceed demo's context of 64 positions; at most 63 new tokens fit"),
+    (["generate", "Hi", "--max-new-tokens", "100"], "exceed demo's context of 64 positions (they take 100: every token but the last new one is fed to the model); at most 64 new tokens fit"),
     (["generate", "--ids", "99999999"], "token id 99999999 is outside this model's vocabulary"),
     (["trace", "Hi", "--layers", "9"], "--layers: block 9 does not exist; this model has blocks 0..3"),
 ])  # fmt: skip

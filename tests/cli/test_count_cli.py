@@ -154,16 +154,16 @@ def test_plot_without_matplotlib_is_a_one_line_error_before_anything_is_written(
 
 @pytest.mark.parametrize("args, message", [
     (["--preset", "gpt5", "--tokens", "3"], "unknown preset"),
-    (["--tokens", "1000", "--new-tokens", "30"], "exceed gpt2's context of 1,024 positions"),
+    (["--tokens", "1000", "--new-tokens", "30"], "exceed gpt2's context of 1,024 positions (they take 1,029"),
     (["--layers", "2", "--d-model", "100", "--heads", "3", "--tokens", "3"], "not divisible by --heads 3"),
     (["--layers", "2", "--d-model", "0", "--heads", "1", "--tokens", "3"], "--d-model must be at least 1"),
     (["--layers", "-2", "--d-model", "8", "--heads", "1", "--tokens", "3"], "--layers must be at least 1"),
     (["--tokens", "-1"], "--tokens must be a whole number of at least 1, not -1"),
     (["--tokens", "3", "--batch", "0"], "--batch must be a whole number of at least 1, not 0"),
     (["--layers", "1", "--d-model", "256", "--heads", "4", "--tokens", "2000"],
-     "exceed custom-1x256's context of 1,024 positions; the prompt alone is too long; give a longer context, "
-     "--ctx 2001 or more"),
-    (["--preset", "gpt2", "--tokens", "1024"], "the prompt alone fills it; give fewer --tokens or --new-tokens"),
+     "exceed custom-1x256's context of 1,024 positions (they take 2,000: every token but the last new one is fed to "
+     "the model); the prompt alone is too long; give a longer context, --ctx 2000 or more"),
+    (["--preset", "gpt2", "--tokens", "1024", "--new-tokens", "2"], "at most 1 new token fits; give fewer --tokens or"),
     (["--preset", "gpt2", "--model", "gpt2", "--tokens", "3"], "choose one way"),
     (["--preset", "gpt2", "--heads", "4", "--tokens", "3"], "choose one way"),
     (["--config", "{missing}", "--tokens", "3"], "does not exist"),
@@ -248,4 +248,4 @@ def test_tokens_has_a_stated_default(tmp_path):
     assert json.loads((tmp_path / "d.json").read_text())["prompt_tokens"] == 100
     assert "prompt length in tokens (default 100" in run_cli("count", "--help").stdout
     small = run_cli("count", "--layers", "1", "--d-model", "8", "--heads", "2", "--ctx", "40", "--new-tokens", "3")
-    assert small.returncode == 0 and "generation: a 37-token prompt and 3 new tokens" in small.stdout
+    assert small.returncode == 0 and "generation: a 38-token prompt and 3 new tokens" in small.stdout  # 40 positions

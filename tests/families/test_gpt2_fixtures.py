@@ -55,6 +55,23 @@ def test_cached_decoding_gives_the_logits_of_a_full_recompute(directory):
     assert np.abs(stepwise - full).max() <= 1e-5
 
 
+@pytest.mark.parametrize("directory", hf_fixture_dirs()[:2], ids=lambda p: p.name)
+def test_a_prompt_that_fills_the_context_still_gives_one_token(directory):
+    """N new tokens take prompt + N - 1 positions (the last is never fed back): a full context gives one, transformers'
+    greedy next token, with the cache or without; a second is refused, saying how many fit."""
+    from minitransformer.errors import UserError
+
+    model = load_model(directory)
+    stored = np.load(directory / "logits.npz")
+    ids = stored["ids_2"].tolist()
+    assert len(ids) == model.config.n_positions
+    for use_cache in (True, False):
+        made = model.generate(ids, max_new_tokens=1, use_cache=use_cache, stop_at_eos=False)
+        assert made.new_tokens == [int(stored["logits_2"][-1].argmax())], (made.new_tokens, use_cache)
+    with pytest.raises(UserError, match="at most 1 new token fits"):
+        model.generate(ids, max_new_tokens=2)
+
+
 def test_cached_and_uncached_generation_agree(small_gpt2):
     for prompt in ("The capital of France is", "Once upon a time"):
         cached = small_gpt2.generate(prompt, max_new_tokens=12, use_cache=True, stop_at_eos=False)

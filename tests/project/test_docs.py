@@ -263,4 +263,6 @@ def test_testing_md_names_every_config_class_the_conformance_suite_builds():
     testing = (ROOT / "docs/testing.md").read_text(encoding="utf-8")
     listed = testing.split("`tests/family_checks.py` from transformers' ", 1)[1].split(", several", 1)[0]
     named = set(re.findall(r"`(\w+Config)`", listed))
-    assert named == built, f"in the suite, not the doc: {sorted(built - named)}; the doc's alone: {sorted(named - built)}"
+    assert named == built, (
+        f"in the suite, not the doc: {sorted(built - named)}; the doc's alone: {sorted(named - built)}"
+    )

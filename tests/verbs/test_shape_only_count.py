@@ -245,7 +245,8 @@ def test_a_config_without_shapes_is_refused_not_taken_for_gpt2_small(config, mes
 
 
 @pytest.mark.parametrize("n_prompt, n_new, batch, message", [
-    (1000, 25, 1, "at most 24 new tokens fit"),
+    (1000, 26, 1, "at most 25 new tokens fit"),  # 1,000 + 25 - 1 positions: the last new token is never fed back
+    (1024, 2, 1, "they take 1,025: every token but the last new one is fed to the model\\); at most 1 new token fits"),
     (1025, 1, 1, "the prompt alone is too long"),
     (0, 1, 1, "tokens must be"),
     (5, 0, 1, "new tokens must be"),

@@ -448,7 +448,7 @@ def test_trace_command_on_a_transformers_checkpoint():
     (["hi", "--model", "{small}", "--new-tokens", "0"], "--new-tokens must be 1 or more (1 traces the prefill only)"),
     (["hi", "--model", "{small}", "--new-tokens", "-1"], "--new-tokens must be 1 or more"),
     (["hi", "--model", "{small}", "--new-tokens", "two"], "argument --new-tokens: 'two' is not a whole number"),
-    (["hi", "--model", "{small}", "--new-tokens", "64"], "exceed small-gpt2's context of 64 positions; at most 63 new tokens fit"),
+    (["hi", "--model", "{small}", "--new-tokens", "65"], "exceed small-gpt2's context of 64 positions (they take 65: every token but the last new one is fed to the model); at most 64 new tokens fit"),
     (["The capital", "--model", str(HF_FIXTURES / "tiny")], "token id 3139 is outside this model's vocabulary (0..511)"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(args, message, small_gpt2_dir, capsys):
