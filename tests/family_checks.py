@@ -363,6 +363,7 @@ def traced_shapes(model: Model, ids: list[int], new_tokens: int = 2) -> dict[str
     assert result.stopped_at is None, f"the trace stopped at {result.stopped_at}"
     generated = model.generate(ids, max_new_tokens=new_tokens, stop_at_eos=False, ledger=False, candidates=0)
     assert result.new_tokens == generated.new_tokens, f"trace {result.new_tokens}, generate {generated.new_tokens}"
+    operands_as_computed(out.getvalue(), result.phases)
     prefill = out.getvalue().split("=== decode step 1", 1)[0]
     shapes, name = {}, None
     for line in prefill.splitlines():
@@ -372,6 +373,56 @@ def traced_shapes(model: Model, ids: list[int], new_tokens: int = 2) -> dict[str
             shapes[name] = [int(n) for n in re.findall(r"\d+", line.split(" = ", 1)[1].split("]", 1)[0])]
             name = None
     return shapes
+
+
+def folded_blocks(model: Model, ids: list[int], shown: list[int]) -> list[list[str]]:
+    """The blocks each pass of a two-token trace folds into one line, the others than `shown`, in order."""
+    import io
+    import re
+
+    from minitransformer.views.trace import trace
+
+    out = io.StringIO()
+    trace(model, ids, new_tokens=2, layers=shown, out=out)
+    passes = re.split(r"^=== (?:prefill|decode step \d+): T = ", out.getvalue(), flags=re.M)[1:]
+    return [re.findall(r"^(blocks\.\d+) +folded: ", text, flags=re.M) for text in passes]
+
+
+def operands_as_computed(text: str, phases) -> None:
+    """Every product trace shows, in every pass: the sizes its `in` line gives its two operands are those the pass's
+    record of it holds (a_shape, b_shape), as computed. A layer's own sizes (its window past the others', a dense MLP's
+    width among experts, its own heads) were shown in the pass's (layer-wide) sizes."""
+    import re
+
+    passes = re.split(r"^=== (?:prefill|decode step \d+): T = ", text, flags=re.M)[1:]
+    assert len(passes) == len(phases), f"{len(passes)} passes shown, {len(phases)} in the ledger"
+    checked = 0
+    for shown, phase in zip(passes, phases):
+        heading = re.match(
+            r"\d+ new positions? attending to t = (\d+)((?:, \d+ in the layers of a window of \d+)*);", shown
+        )
+        assert heading is not None, shown[:200]
+        keys = {int(heading.group(1)), *map(int, re.findall(r", (\d+) in the layers", heading.group(2)))}
+        for record in phase.records:  # every layer's scores over keys the heading names
+            if record.op == "scores" and record.b_shape is not None:
+                assert record.b_shape[-1] in keys, f"pass {phase.step} layer {record.layer}: {record.b_shape} {keys}"
+        records = {f"blocks.{r.layer}.{r.stage.names[0]}" if r.layer is not None else r.stage.names[0]: r
+                   for r in phase.records if r.kind == "matmul" and r.a_shape is not None}  # fmt: skip
+        for name, reads in re.findall(r"^([\w.]+)  .*\n    in   (.*)$", shown, flags=re.M):
+            record = records.get(name)
+            if record is None:
+                continue
+            sizes = [[int(n) for n in group.split(", ")] for group in re.findall(r"\] = \[([\d, ]+)\]", reads)]
+            if record.breakdown is not None or [len(s) for s in sizes[:2]] != [
+                len(record.a_shape),
+                len(record.b_shape),
+            ]:
+                continue  # an expert's rows, a convolution's windows, a scan's chunks: operands as the equation reads
+            assert sizes[:2] == [list(record.a_shape), list(record.b_shape)], (
+                f"pass {phase.step} {name}: shown {reads!r}, computed {record.a_shape} x {record.b_shape}"
+            )
+            checked += 1
+    assert checked, "no product's operands were shown"
 
 
 def float64_batch_against_truth(directory: Path, ids) -> float:

@@ -100,6 +100,9 @@ class Record:
     # On scores and mix of chunked attention (Llama 4's): (C, the position of the pass's first query), each query
     # reading the keys of its own chunk of C positions alone (row_chunks.py); None: no chunks.
     chunked: tuple[int, int] | None = None
+    # The sizes of the symbols as the stage's own layer saw them (tape.Dims: its window, its head sizes, a dense MLP's
+    # width among experts), kept only where someone watched the pass (a trace shows its operands in them); None else.
+    dims: Any = field(default=None, compare=False, repr=False)
 
     def output_spec(self, index: int = 0) -> str:
         """The symbolic shape of output `index` (stages such as split_heads make several)."""

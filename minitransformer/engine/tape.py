@@ -411,6 +411,7 @@ class Tape:
             recurrent=recurrent,
             selected=self.dims.selected if attention else None,
             chunked=chunked,
+            dims=self.dims if self.watcher is not None else None,
         )
         if self.phase is not None:
             self.phase.records.append(record)

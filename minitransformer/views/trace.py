@@ -247,8 +247,8 @@ class _Tracer:
         if record.layer is not None and record.layer not in self.shown:
             if record is not self.last_record:
                 self.folded.append(record)
-            if record.op == "resid_post":
-                self._fold(record.layer, tensor)
+            if name == f"blocks.{record.layer}.resid_post":  # the block's last stage, whatever its op computes
+                self._fold(record, tensor)
         else:
             self._show(name, tensor, record)
             if self.stepper is not None:
@@ -258,11 +258,12 @@ class _Tracer:
 
     def _show(self, name: str, tensor, r: Record) -> None:
         output = r.stage.names.index(name if r.layer is None else name.split(".", 2)[2])  # q, k or v of one split
-        makes = f"{self.dims.symbolic(r.output_spec(output))} = {list(np.shape(tensor))}"  # the sizes it came out with
+        dims = self._sizes(r)
+        makes = f"{dims.symbolic(r.output_spec(output))} = {list(np.shape(tensor))}"  # the sizes it came out with
         if r is self.last_record:  # k and v come out of the same split as q
             lines = [f"{name:<{NAME_WIDTH}}  (same stage, next output)", f"    out  {makes}"]
         else:
-            reads = concrete(r.stage.reads, self.dims)
+            reads = concrete(r.stage.reads, dims)
             lines = [
                 f"{name:<{NAME_WIDTH}}  {r.equation}",
                 f"    in   {reads}",
@@ -276,15 +277,21 @@ class _Tracer:
         lines.append(f"    values  {summary(tensor)}")
         print("\n".join(lines), file=self.out)
 
-    def _fold(self, layer: int, tensor) -> None:
+    def _sizes(self, r: Record) -> Dims:
+        """The sizes of the symbols as the stage's layer saw them (its window, its heads, its MLP's width), where the
+        pass recorded them; the pass's own else."""
+        return r.dims if r.dims is not None else self.dims
+
+    def _fold(self, last: Record, tensor) -> None:
         records = self.folded
         self.folded = []
         macs = sum(r.macs for r in records)
         products = sum(r.dot_products for r in records)
-        block = concrete(self.dims.symbolic("T D"), self.dims)
+        dims = self._sizes(last)
+        stream = f"{dims.symbolic(last.output_spec())} = {list(np.shape(tensor))}"  # [T, D]; [T, N, D] of N streams
         print(
-            f"{f'blocks.{layer}':<{NAME_WIDTH}}  folded: {len(records)} stages, {count(products)} dot products, "
-            f"{count(macs)} MACs; {block} -> {block}; values  {summary(tensor)}",
+            f"{f'blocks.{last.layer}':<{NAME_WIDTH}}  folded: {len(records)} stages, {count(products)} dot products, "
+            f"{count(macs)} MACs; {stream} -> {stream}; values  {summary(tensor)}",
             file=self.out,
         )
 
@@ -321,9 +328,12 @@ def trace(
         nonlocal tracer
         # t: the keys attended (a sliding window may cut them)
         dims = Dims.of(c, phase.tokens, past=phase.context - phase.tokens, R=1)
+        windows = sorted({c.layer_window(i) for i in range(c.n_layer)}, key=lambda w: -1 if w is None else w)
+        if len(windows) > 1:  # layers of several windows: the pass's sizes are the first kind's, the others beside
+            dims = dims.with_window(windows[0])
         last = result.new_tokens[-1] if phase.step else None
         fed = f"ids {ids}" if last is None else f"id {last} {tokenizer.token_str(last)!r}"
-        print(_opening(phase, dims, fed), file=out)
+        print(_opening(phase, dims, fed, [dims.with_window(w) for w in windows[1:]]), file=out)
         tracer = _Tracer(set(layers), dims, phase.step, out, stepper)
         return tracer
 
@@ -348,12 +358,14 @@ def trace(
     return result
 
 
-def _opening(phase: Phase, dims: Dims, fed: str) -> str:
-    """A pass's first lines: which pass, its T and t, what it is fed, and the size of every symbol."""
+def _opening(phase: Phase, dims: Dims, fed: str, windowed: list[Dims]) -> str:
+    """A pass's first lines: which pass, its T and t, what it is fed, and the size of every symbol; `windowed`: the
+    sizes of the layers of another sliding window, where layers differ (each stage's lines show its layer's)."""
     T = phase.tokens
+    others = "".join(f", {d.t} in the layers of a window of {d.window}" for d in windowed)
     return (
-        f"\n=== {pass_name(phase.step)}: T = {T} new position{s_for(T)} attending to t = {dims.t}; {fed} ===\n"
-        f"    sizes: {dims.describe()}"
+        f"\n=== {pass_name(phase.step)}: T = {T} new position{s_for(T)} attending to t = {dims.t}{others}; {fed} ===\n"
+        f"    sizes: {dims.describe()}" + "".join(f"; window={d.window}: t={d.t}" for d in windowed)
     )
 
 

@@ -190,6 +190,9 @@ def test_trace_runs_the_passes_of_generate_and_shows_the_model_s_shapes(model, f
     for name, shape in shown.items():  # each block's stage as the pass computed it (the logits: the last row only)
         if name.startswith("blocks."):
             assert name in cache and list(cache[name].shape) == shape, name
+    folded = checks.folded_blocks(ours, ids, shown=[0])  # Gemma 4's and DeepSeek-V4's blocks were dropped unsaid
+    L = ours.config.n_layer
+    assert folded == [[f"blocks.{i}" for i in range(1, L)]] * 2, folded
 
 
 @pytest.mark.parametrize("family", FAMILIES)
