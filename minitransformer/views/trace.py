@@ -86,8 +86,9 @@ def concrete(symbolic: str, dims: Dims) -> str:
     return _BRACKETS.sub(sizes, symbolic)
 
 
-def summary(tensor: np.ndarray) -> str:
-    """mean, std, min, max over the finite values, and how many entries the causal mask set to -inf."""
+def summary(tensor: np.ndarray, masked_as: str = "the masked future") -> str:
+    """mean, std, min, max over the finite values, and how many entries a mask set to -inf (`masked_as` says which
+    keys those are)."""
     finite = np.isfinite(tensor)
     values = tensor if finite.all() else tensor[finite]
     text = (
@@ -96,7 +97,18 @@ def summary(tensor: np.ndarray) -> str:
         else "no finite values"
     )
     masked = tensor.size - values.size
-    return text + (f"  ({masked} of {tensor.size} entries -inf: the masked future)" if masked else "")
+    return text + (f"  ({masked} of {tensor.size} entries -inf: {masked_as})" if masked else "")
+
+
+def masked_keys(dims: Dims) -> str:
+    """Which keys the -inf entries of a stage of a layer of sizes `dims` stand for: the future's (of a pass of several
+    positions), those before a sliding window or of earlier chunks, those an indexer did not choose."""
+    kinds = ["the future"] if dims.T > 1 else []
+    if dims.chunk is not None or (dims.window is not None and dims.past + dims.T > dims.window):  # some cut
+        kinds.append("keys before the window" if dims.chunk is None else "keys of earlier chunks")
+    if dims.selected is not None and dims.t > dims.selected:
+        kinds.append("keys the indexer did not choose")
+    return "the masked future" if kinds == ["the future"] else "masked: " + ", ".join(kinds or ["the future"])
 
 
 def statistics(tensor: np.ndarray) -> str:
@@ -274,7 +286,7 @@ class _Tracer:
                     "    experts  "
                     + ", ".join(f"{p.expert}: {p.tokens} token{'' if p.tokens == 1 else 's'}" for p in r.breakdown)
                 )
-        lines.append(f"    values  {summary(tensor)}")
+        lines.append(f"    values  {summary(tensor, masked_keys(dims))}")
         print("\n".join(lines), file=self.out)
 
     def _sizes(self, r: Record) -> Dims:

@@ -116,6 +116,17 @@ def test_every_stage_in_order_with_its_equation_shapes_counts_and_values(small_g
     assert text.rstrip().endswith(f"greedy continuation {small_gpt2.tokenizer.decode(result.new_tokens)!r}")
 
 
+def test_the_masked_entries_say_which_keys_they_are():
+    """A sliding window's cut keys were called "the masked future", and so were they in a decode step, which has none."""
+    model = load_model(HF_FIXTURES.parent / "hf_llama" / "mistral_window")
+    T, W, H = 10, model.config.sliding_window, model.config.n_head
+    prefill, step = (entries(p) for p in passes(traced(model, list(range(1, T + 1)), new_tokens=2)[0]))
+    seen = sum(min(i + 1, W) for i in range(T))  # keys each query reads: itself and W - 1 before it
+    says = f"({H * (T * T - seen)} of {H * T * T} entries -inf: masked: the future, keys before the window)"
+    assert says in prefill["blocks.0.attn.scores"], prefill["blocks.0.attn.scores"]
+    assert "entries -inf" not in step["blocks.0.attn.scores"], step["blocks.0.attn.scores"]  # its W keys alone
+
+
 def test_blocks_not_chosen_fold_into_one_line_per_pass(tmp_path):
     model = load_model(write_gpt2(tmp_path / "four", n_layer=4, n_embd=8, n_head=2))
     text, result = traced(model, new_tokens=3)  # default: the first and the last block
