@@ -34,7 +34,7 @@ from .threads import sized_for_threads, widens_itself
 _SHOWN_AFTER = {
     EXPERTS: "a stage each expert computes on its own tokens, shown after they all ran: a replacement cannot take "
     "effect (hook the router's stages or moe.out instead)",
-    PIECES: "a stage computed piece by piece (a scan's chunks, a solve's rows), shown after the last piece: a "
+    PIECES: "a stage computed piece by piece (a scan's chunks or positions, a solve's rows), shown after the last piece: a "
     "replacement cannot take effect (hook a stage before or after it instead)",
 }
 
@@ -429,11 +429,14 @@ class Tape:
         """Nobody keeps a ledger of this pass or watches it: the bookkeeping can be skipped."""
         return self.phase is None and self.watcher is None
 
-    def stage(self, op: str | Stage, value, spec: str):
+    def stage(self, op: str | Stage, value, spec: str, replaceable: bool = True):
         """A stage that is not a matrix product: check its shape(s), record it with zero dot products. `op`: the
         stage, declared at the line (engine/stages.py's `step`), or its op in the tape's stage table.
 
         A stage with several outputs (a tuple) states one spec for all, or one each: "H T dh; Hkv T dh".
+        replaceable=False: a stage shown after every position of it was computed, each from the one before (a scan
+        position by position): a hook may read it, and a replacement, which could not reach the positions after it,
+        is refused, as a gathered stage's is.
         """
         name = op.op if isinstance(op, Stage) else op
         values = value if isinstance(value, tuple) else (value,)
@@ -450,7 +453,10 @@ class Tape:
             self.gathered.add(stage, spec, value, routed=self.routed)
             return value
         record = self._record(stage, values[0].shape, spec)
-        return self._watch(stage, value, record)
+        shown = self._watch(stage, value, record)
+        if not replaceable and shown is not value:
+            raise UserError(f"a hook replaced {self.prefix}{stage.names[0]}, {_SHOWN_AFTER[PIECES]}")
+        return shown
 
     def matmul(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from conftest import run_cli
@@ -65,6 +66,26 @@ def test_a_pass_of_several_positions_from_the_cache_continues_the_state(made):
     with torch.no_grad():
         whole = hf(torch.tensor([ids])).logits[0, 37:]
     assert checks.worst(continued, whole) <= 1, checks.differ(continued, whole)
+
+
+def test_the_scanned_state_is_read_by_hooks_and_a_replacement_refused(made):
+    """A replaced state [T, I, N] reached the readout of its own pass but not the recurrence, and reached the next pass
+    through the cache: a prompt in two passes gave other logits than in one. The scan is computed position by position
+    and shown after the last: a hook reads it (the states the positions read), a replacement is refused."""
+    _, ours, _ = made("tied-auto-rank")
+    ids = prompt("tied-auto-rank", 12, seed=6)
+    _, cache = ours.run_with_cache(ids, names="blocks.0.mixer.*")
+    states, c = cache["blocks.0.mixer.state"], ours.config
+    assert states.shape == (12, c.d_inner, c.state_size)
+    kept = ours.new_cache()
+    ours.run(ids, cache=kept)
+    assert np.array_equal(kept.layers[0]["ssm"], states[-1]), "the cache keeps the last position's state"
+    handle = ours.add_hook("blocks.0.mixer.state", lambda t, name: t * 1.1)
+    try:
+        with pytest.raises(UserError, match="blocks.0.mixer.state, a stage computed piece by piece"):
+            ours.run(ids)
+    finally:
+        handle.remove()
 
 
 def test_pads_never_enter_the_state_even_where_in_proj_has_a_bias(made):

@@ -122,7 +122,7 @@ class Mamba1Mixer(Part):
         dA, x_dt = at.stage("ssm.discretize", (np.exp(dt[..., None] * -np.exp(p.A_log)), dt * x), "T I N; T I")
         update = at.matmul("ssm.input", x_dt[..., None], B[..., None, :], "T I 1, T 1 N -> T I N")
         before = zeros_state(x, config) if state is None else state["ssm"]
-        states = at.stage("ssm.state", scan(dA, update, before), "T I N")
+        states = at.stage("ssm.state", scan(dA, update, before), "T I N", replaceable=False)  # scanned: read only
         if state is not None and not isinstance(states, ShapeOnly):
             state["ssm"][...] = states[..., -1, :, :]
         y = at.matmul("ssm.output", C[..., None, :], states.swapaxes(-1, -2), "T 1 N, T N I -> T 1 I")
