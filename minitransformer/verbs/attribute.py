@@ -120,8 +120,9 @@ def branches(model: Model, cache, last: int) -> list[tuple[str, np.ndarray]]:
         if f"blocks.{i}.hook_resid_mid" in cache:
             middle = stream(f"blocks.{i}.hook_resid_mid")
             parts += [(f"block {i} {mixer}", middle - before), (f"block {i} mlp", after - middle)]
-        else:
-            parts.append((f"block {i} {mixer}", after - before))
+        else:  # one part: a layer of one branch, or both branches added in one sum (a parallel block)
+            both = getattr(block_of(model, i), "mlp", None) is not None
+            parts.append((f"block {i} {mixer}{'+mlp' if both else ''}", after - before))
     return parts
 
 
@@ -130,7 +131,9 @@ def block_of(model: Model, i: int):
     decoder = model.architecture.forward
     assert isinstance(decoder, Decoder), "attribute refuses a model that is not a Decoder before it splits a part"
     block = decoder.block
-    return block.blocks[model.config.layer_types[i]] if hasattr(block, "blocks") else block
+    block = block.blocks[model.config.layer_types[i]] if hasattr(block, "blocks") else block
+    wired = getattr(block, "wired", None)  # a block whose config chooses its wiring (GPT-NeoX's): the one it runs
+    return block if wired is None else wired(model.config)
 
 
 def as_added(model: Model, i: int) -> PreNorm | None:

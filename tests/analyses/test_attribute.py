@@ -164,6 +164,34 @@ def test_the_pieces_sum_to_their_parts_in_float64(tmp_path_factory, family, name
         assert experts == {}, experts
 
 
+@pytest.mark.parametrize("name, parallel", [("pythia-like", True), ("serial-half-rotary", False)])
+def test_gpt_neox_parts_are_named_by_what_they_hold(tmp_path_factory, name, parallel):
+    """A parallel block adds attention and MLP in one sum: its one part was labelled "attn" (Pythia's every block); a
+    serial GPT-NeoX block is the pre-norm block, its attention split into heads (it was kept whole)."""
+    pytest.importorskip("transformers", reason="the models are written by transformers (the [hf] extra)")
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "families"))
+    from conformance_configs import made
+
+    from minitransformer import load_model
+
+    directory, _, _ = made(tmp_path_factory, "neox", name)
+    model = load_model(directory, dtype="float64")
+    ours = attribute(model, PROMPT, TARGET, VERSUS)
+    L = model.config.n_layer
+    blocks = [[f"block {i} attn+mlp"] if parallel else [f"block {i} attn", f"block {i} mlp"] for i in range(L)]
+    assert [label for label, _ in ours.parts] == ["embed", *sum(blocks, []), "final norm's bias and the logits' bias"]
+    heads = {of for of, _, _ in ours.pieces}
+    assert heads == (set() if parallel else {f"block {i} attn" for i in range(L)}), heads
+    for of in heads:
+        assert abs(sum(v for part, _, v in ours.pieces if part == of) - dict(ours.parts)[of]) <= 1e-10, of
+    from minitransformer.verbs.attribute import count_attribute
+
+    assert count_attribute(model.config, len(PROMPT)).to_dict() == ours.bill.to_dict(), name  # the same bill unweighed
+
+
 def test_count_only_is_the_real_runs_bill(capsys):
     """attribute --count-only's bill from shapes alone is the demo's real run's, item by item; any preset counts."""
     from minitransformer import load_model

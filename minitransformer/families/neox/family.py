@@ -97,7 +97,13 @@ class HeadByHeadAttention(Part):
             lambda q, K, V, bias, at: attend(q, K, V, bias, config, at, declared), q, K, V, inputs.mask
         )
         z = at.stage("merge_heads", merge_heads(ungroup_heads(z)), "T D")
-        return at.matmul("out", z, p.dense.weight.T, "T D, D D -> T D", bias=bias_of(p.dense))
+        w_o, b_o = self.output_projection(p)
+        return at.matmul("out", z, w_o, "T D, D D -> T D", bias=b_o)
+
+    def output_projection(self, p: SimpleNamespace):
+        """W_o [D, D] as the output product reads it (its rows head by head: head h's share is z_h W_o[h], as direct
+        logit attribution splits a serial block's attention), and its bias (or None)."""
+        return p.dense.weight.T, bias_of(p.dense)
 
     def tensors(self, config: NeoXConfig, layer: int = 0) -> Tensors:
         """query_key_value [3D, D] (its rows head by head, [H, 3, dh]) and dense [D, D], biased where attention_bias."""
@@ -153,6 +159,10 @@ class ParallelResidual(Part):
     @property
     def serial(self) -> PreNorm:
         return PreNorm(self.mixer, self.mlp, self.norm, self.names)
+
+    def wired(self, config: NeoXConfig) -> Part:
+        """The block a config runs: this one, or the serial pre-norm block (where analyses may split its parts)."""
+        return self if config.use_parallel_residual else self.serial
 
     @property
     def kinds(self) -> dict[str, str]:  # type: ignore[override]
