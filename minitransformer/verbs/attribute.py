@@ -228,7 +228,7 @@ def _final_norm(model: Model, center_writing_weights: bool) -> tuple[Decoder, La
     its scale frozen, it is affine), and for --center-writing-weights where the norm does not centre."""
     decoder, c = model.architecture.forward, model.config
     norm = getattr(decoder, "norm", None)
-    if not isinstance(decoder, Decoder) or not isinstance(norm, (LayerNorm, RMSNorm)) or decoder.after_logits:
+    if not isinstance(decoder, Decoder) or not isinstance(norm, (LayerNorm, RMSNorm)) or decoder.steps_after_logits(c):
         raise UserError(
             f"attribute knows a final LayerNorm or RMSNorm read straight by the unembedding; {c.name}'s "
             f"readout is not that (a scale or soft-cap after the logits)"

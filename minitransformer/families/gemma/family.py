@@ -133,11 +133,21 @@ CAPPED_LOGITS = "logits = c tanh(logits / c)  (c = final_logit_softcapping)"
 FINAL_SOFTCAP = Stage("final_softcap", ("final_softcap",), "softcap", CAPPED_LOGITS, "logits [R, V]")
 
 
-def final_softcap(logits, config: GemmaConfig, tape: Tape):
+@dataclass(frozen=True)
+class FinalSoftcap:
     """The logits soft-capped as the scores are, where the config says (final_logit_softcapping)."""
-    if config.final_logit_softcapping is None:
-        return logits
-    return tape.stage(FINAL_SOFTCAP, softcap(logits, config.final_logit_softcapping), "R V")
+
+    def __call__(self, logits, config: GemmaConfig, tape: Tape):
+        if not self.applies(config):
+            return logits
+        return tape.stage(FINAL_SOFTCAP, softcap(logits, config.final_logit_softcapping), "R V")
+
+    def applies(self, config: GemmaConfig) -> bool:
+        """Whether a config's logits are capped at all (Gemma 3's are not: the unembedding is the readout)."""
+        return config.final_logit_softcapping is not None
+
+
+final_softcap = FinalSoftcap()
 
 
 GAINS = "RMSNorm gains (less one: scaled by 1 + w), four a block and one at the end"

@@ -233,6 +233,12 @@ class Decoder(Part):
         )
         return by_op(ln_f, LAST, logits)
 
+    def steps_after_logits(self, config: Any) -> bool:
+        """Whether a config's logits pass a step after the unembedding (a scale, a soft-cap): `after_logits`, unless it
+        says it does not apply to that config (its `applies`: Gemma 3's caps nothing)."""
+        applies = getattr(self.after_logits, "applies", None)
+        return self.after_logits is not None and (applies is None or applies(config))
+
     def biased(self, config: Any) -> bool:
         """Whether the logits have a bias in a config (logits_bias)."""
         return self.logits_bias is not None and bool(getattr(config, self.logits_bias))
