@@ -138,9 +138,8 @@ class FinalSoftcap:
     """The logits soft-capped as the scores are, where the config says (final_logit_softcapping)."""
 
     def __call__(self, logits, config: GemmaConfig, tape: Tape):
-        if not self.applies(config):
-            return logits
-        return tape.stage(FINAL_SOFTCAP, softcap(logits, config.final_logit_softcapping), "R V")
+        cap = config.final_logit_softcapping
+        return logits if cap is None else tape.stage(FINAL_SOFTCAP, softcap(logits, cap), "R V")
 
     def applies(self, config: GemmaConfig) -> bool:
         """Whether a config's logits are capped at all (Gemma 3's are not: the unembedding is the readout)."""
