@@ -15,7 +15,8 @@ the same style by one rule (`lens_style`): `blocks.0.linear_attn.state` is `bloc
 shape with the batch axis in front. `lens_table(model)` lists every name a model answers to, for docs/api.md.
 
 GPT-2's `embed` adds the learned positions in the same stage, so TransformerLens's `hook_embed` and `hook_pos_embed`
-(the two apart) have no stage of ours there; the other families' `embed` is TransformerLens's `hook_embed`.
+(the two apart) have no stage of ours there; the other families' `embed` is TransformerLens's `hook_embed`, or the
+stage that says it is (Stage.lens: Gemma's `embed_scale`, as transformers' embedding module scales).
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ def _swapped_back(tensor: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 AS_IS = Layout("ours, batch first", _same, _back)  # [B, T, D] stays [B, T, D]; every shape gains its batch axis
 HEADS_LAST = Layout("[batch, pos, head, d_head]", _heads_last, _swapped_back)  # ours are heads first
 HEADS_FIRST = Layout("[batch, head, pos, d_head]", lambda x: x.reshape(x.shape[0], -1, *x.shape[-2:]), _back)
+# A norm over all of a projection's heads at once ([B, T, H*dh]: OLMo 2's q and k norms) is as TransformerLens hooks it
+NORMED = Layout(
+    "[batch, head, pos, d_head], or [batch, pos, head*d_head] where one norm reads every head",
+    lambda x: x if x.ndim == 3 else x.reshape(x.shape[0], -1, *x.shape[-2:]),
+    _back,
+)
 HEAD_POSITIONS = Layout("[batch, pos, head]", _head_positions, _swapped_back)
 
 
@@ -98,8 +105,8 @@ RULES: dict[str, tuple[Candidate, ...]] = {
     "attn.hook_q": (("attn.q_proj", split_heads("d_head")), ("attn.q", HEADS_LAST)),
     "attn.hook_k": (("attn.k_proj", split_heads("d_head")), ("attn.k", HEADS_LAST)),
     "attn.hook_v": (("attn.v_proj", split_heads("d_head")), ("attn.v", HEADS_LAST)),
-    "attn.hook_q_normed": (("attn.q_normed", HEADS_FIRST),),
-    "attn.hook_k_normed": (("attn.k_normed", HEADS_FIRST),),
+    "attn.hook_q_normed": (("attn.q_normed", NORMED), ("attn.q_norm", NORMED)),  # Gemma's are q_norm, k_norm
+    "attn.hook_k_normed": (("attn.k_normed", NORMED), ("attn.k_norm", NORMED)),
     "attn.hook_rot_q": (("attn.q_rot", HEADS_LAST),),
     "attn.hook_rot_k": (("attn.k_rot", HEADS_LAST),),
     "attn.hook_attn_scores": (("attn.scores", AS_IS),),
@@ -107,12 +114,13 @@ RULES: dict[str, tuple[Candidate, ...]] = {
     "attn.hook_q_gate": (("attn.gate", AS_IS),),
     "attn.hook_z": (("attn.gated", heads_of_n_head), ("attn.z", heads_of_n_head)),  # what W_O reads
     "attn.hook_out": (("attn.out", STREAM),),
-    "hook_attn_out": (("attn.out", STREAM),),
+    # What the branch adds to the stream: after its own norm where it has one (OLMo 2's and Gemma's post-norms)
+    "hook_attn_out": (("attn.normed|post_attn_norm", STREAM), ("attn.out", STREAM)),
     "mlp.hook_pre": (("mlp.gate", AS_IS), ("mlp.up", AS_IS)),  # before the activation: the gate's, where gated
     "mlp.hook_pre_linear": (("mlp.up", AS_IS),),  # the gated MLP's up projection (GATED_ONLY)
     "mlp.hook_post": (("mlp.mul", AS_IS), ("mlp.act", AS_IS)),  # what the down projection reads
     "mlp.hook_out": (("moe.out|mlp.down", STREAM),),
-    "hook_mlp_out": (("moe.out|mlp.down", STREAM),),
+    "hook_mlp_out": (("mlp.normed|post_mlp_norm", STREAM), ("moe.out|mlp.down", STREAM)),
     # The Gated DeltaNet (Qwen3.5's linear attention)
     "linear_attn.hook_q": (("linear_attn.q", HEADS_LAST),),
     "linear_attn.hook_k": (("linear_attn.k", HEADS_LAST),),
@@ -186,8 +194,9 @@ def lens_aliases(table: StageTable, config) -> dict[str, Alias]:
 
     aliases: dict[str, Alias] = {}
     token_only = " + " not in table.stages["embed"].equation if "embed" in table.stages else False
-    if token_only:
-        aliases["hook_embed"] = Alias("hook_embed", ("embed",), STREAM)
+    claimed = [name for stage in table.embed if stage.lens == "hook_embed" for name in stage.names]
+    if token_only or claimed:
+        aliases["hook_embed"] = Alias("hook_embed", ((claimed or ["embed"])[-1],), STREAM)
     # the stream block 0 reads: the embedding's last stage (embed, embed_scale, DeepSeek-V4's embed.streams), not a
     # side input made after it for the layers (Gemma 4's per-layer inputs)
     embedded = [name for name in embed if name.startswith("embed")][-1]
@@ -229,7 +238,8 @@ def lens_table() -> str:
     """The rules as the Markdown table docs/api.md shows (a test holds the page to it)."""
     rows = ["| TransformerLens's name | our stage (the first a model has) | its shape there |", "|---|---|---|"]
     rows.append(
-        "| `hook_embed` | `embed` (not GPT-2's: its positions are added in the same stage) | [batch, pos, d_model] |"
+        "| `hook_embed` | `embed` (not GPT-2's: its positions are added in the same stage), or Gemma's `embed_scale` "
+        "(transformers' embedding module scales) | [batch, pos, d_model] |"
     )
     rows.append(
         "| `blocks.{i}.hook_resid_pre` | `embed` (or `embed_scale`) for i = 0, else `blocks.{i-1}.resid_post` "

@@ -50,6 +50,9 @@ class Stage:
     # softmax follow) or "mix" (Z = A V), by which the ledger and the views recognise attention (its causal share, its
     # window, the keys chosen for it) whatever a family names its stages; "" for every other stage.
     attention: str = ""
+    # A TransformerLens name this stage holds where no rule of engine/lens_names.py gives it ("hook_embed" on Gemma's
+    # scaled embedding: transformers' embedding module scales, so TransformerLens's hook_embed is after the scale)
+    lens: str = ""
 
     def __post_init__(self) -> None:
         if self.kind != "matmul":

@@ -19,6 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "families"))
 # attention), Mamba-2
 MODELS = {"gpt2": ("gpt2", "heads5-inner37"), "llama": ("llama", "llama-gqa-bias"), "qwen3_5": ("qwen3_5", "dense"),
           "mamba2": ("mamba2", "groups")}  # fmt: skip
+# And those whose branches are normed before they are added (sandwich and post norms), for the names alone
+NAMED_ONLY = {"gemma2": ("gemma", "gemma2-softcaps-window7"), "gemma3": ("gemma", "gemma3-local-rope-linear"),
+              "olmo2": ("olmo2", "gqa-bias-head-dim")}  # fmt: skip
 PROMPT = [5, 17, 3, 42, 9, 11, 23]
 TOLERANCE = 1e-5  # relative to the reference's largest value (at least 1)
 
@@ -50,7 +53,7 @@ def bridged(tmp_path_factory, key: str, dtype: str = "float32"):
     from minitransformer import load_model
 
     if (key, dtype) not in _BRIDGES:
-        directory, ours, _ = made(tmp_path_factory, *MODELS[key])
+        directory, ours, _ = made(tmp_path_factory, *{**MODELS, **NAMED_ONLY}[key])
         if (key, "float32") not in _BRIDGES:
             # The bridge wants a tokenizer; ours read ids: a word per id, saved apart from the checkpoint
             vocab = ours.config.vocab_size

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from lens_models import MODELS, PROMPT, TOLERANCE, bridged, gap, require_lens
+from lens_models import MODELS, NAMED_ONLY, PROMPT, TOLERANCE, bridged, gap, require_lens
 
 from minitransformer.engine.lens_names import lens_table
 from minitransformer.errors import UserError
@@ -21,10 +21,14 @@ SHARED = {
                 "linear_attn.hook_recurrence_out", "linear_attn.hook_gate_input", "linear_attn.hook_out",
                 "attn.hook_q_normed", "attn.hook_q_gate", "attn.hook_z"},
     "mamba2": {"norm.hook_out", "mixer.hook_in_proj", "mixer.hook_inner_norm", "hook_mixer_out", "hook_resid_post"},
+    # what a normed branch adds (it was the branch before its norm), Gemma's scaled embedding, the q and k norms
+    "gemma2": {"hook_embed", "hook_attn_out", "hook_mlp_out", "attn.hook_out", "hook_resid_mid"},
+    "gemma3": {"hook_embed", "hook_attn_out", "hook_mlp_out", "attn.hook_q_normed", "attn.hook_k_normed"},
+    "olmo2": {"hook_attn_out", "hook_mlp_out", "attn.hook_q_normed", "attn.hook_k_normed"},
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("key", list(MODELS))
+@pytest.mark.parametrize("key", [*MODELS, *NAMED_ONLY])
 def test_every_hook_both_have_equals_transformer_lens(tmp_path_factory, key):
     require_lens()  # first: without TransformerLens (and torch) this skips
     import torch

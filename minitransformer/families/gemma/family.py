@@ -41,7 +41,9 @@ from ..parts.part import Tensors
 from . import reference
 from .config import PRESETS, GemmaConfig
 
-EMBED_SCALE = Stage("embed_scale", ("embed_scale",), "scale", "x = x sqrt(D)  (in the model's dtype)", "x [T, D]")
+EMBED_SCALE = Stage(
+    "embed_scale", ("embed_scale",), "scale", "x = x sqrt(D)  (in the model's dtype)", "x [T, D]", lens="hook_embed"
+)
 
 
 @dataclass(frozen=True)
