@@ -23,8 +23,9 @@ from ..verbs.formulas import (
     weight_macs_per_position,
 )
 from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
-from .report import cache_streams, describe_model, length, operands
+from .report import cache_name, cache_streams, describe_model, length, operands
 
+RULE = "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs."
 CONVENTION = (
     "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
     "  and in transformers: Q K^T is T x t per head and the future is masked afterwards. 'causal' is the part of\n"
@@ -69,13 +70,13 @@ def convention(count: Count) -> str:
     """The note under the block: dense where the prefill computed every score, the chunks where it did not, the
     chosen keys where an indexer chose them; and a recurrent layer's scan in chunks where one ran so."""
     scores = count.prefill.scores
-    if scores is not None and scores.chosen_keys is not None:
+    if scores is None:  # no layer attends: the rule alone
+        note = RULE
+    elif scores.chosen_keys is not None:
         note = SPARSE_CONVENTION.format(s=scores.chosen_keys, C=scores.row_chunk)
     else:
-        note = (
-            CONVENTION if scores is None or scores.row_chunk is None else CHUNKED_CONVENTION.format(C=scores.row_chunk)
-        )
-        if scores is not None and scores.selected is not None and scores.out_shape[-1] > scores.selected:
+        note = CONVENTION if scores.row_chunk is None else CHUNKED_CONVENTION.format(C=scores.row_chunk)
+        if scores.selected is not None and scores.out_shape[-1] > scores.selected:
             note += (
                 f"\n  The indexer's mask keeps at most its ki = {scores.selected:,} chosen keys a query: query i's "
                 f"min(past + i + 1, ki) pairs a head."
@@ -123,7 +124,8 @@ def groups(count: Count) -> list[tuple[str, tuple[str, ...]]]:
 def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "float32") -> str:
     c = count.config
     decodes = len(count.decodes)
-    cache = "with the KV cache" if count.cached else "without a cache (every step recomputes the whole sequence)"
+    name = cache_name(count.prefill.block_records)
+    cache = f"with the {name}" if count.cached else "without a cache (every step recomputes the whole sequence)"
     batch = f"a batch of {count.batch} sequences" if count.batch > 1 else "1 sequence"
     out = [
         f"model {describe_model(c.to_dict(), 'none, counted from shapes alone')}",
@@ -573,14 +575,15 @@ def totals_lines(count: Count) -> str:
         )
     cmp = count.cache_comparison()
     with_cache, without, saved = cmp["with_cache"]["macs"], cmp["without_cache"]["macs"], cmp["saved_macs"]
+    name = cache_name(count.prefill.block_records)
     if count.cached:
         lines.append(
-            f"KV cache: without it these tokens would cost {n(without)} MACs ({human(without)}); with it "
+            f"{name[0].upper()}{name[1:]}: without it these tokens would cost {n(without)} MACs ({human(without)}); with it "
             f"{human(with_cache)}: it saves {human(saved)} MACs ({percent(saved, without)})"
         )
     else:
         lines.append(
-            f"KV cache (off): with it these tokens would cost {n(with_cache)} MACs ({human(with_cache)}) "
+            f"{name[0].upper()}{name[1:]} (off): with it these tokens would cost {n(with_cache)} MACs ({human(with_cache)}) "
             f"instead of {human(without)}: it would save {human(saved)} "
             f"({percent(saved, without)})"
         )

@@ -170,10 +170,17 @@ def decode_table(phases: list[Phase], limit: int = 8) -> str:
     )
 
 
+def cache_name(records) -> str:
+    """What the cache of a generation holds, in a word, from a pass's records: keys and values where some layer writes
+    them (maybe states beside them); each layer's recurrent state alone where none does (Mamba's)."""
+    return "KV cache" if any(r.stage.kind == "cache" for r in records) else "state cache"
+
+
 def ledger_report(ledger: Ledger, layer: int = 0) -> str:
     prefill, decodes = ledger.phases[0], ledger.phases[1:]
     config = ledger.model
-    cached = "with the KV cache" if ledger.cached else "without a cache (every step recomputes the sequence)"
+    cache = cache_name(prefill.records)
+    cached = f"with the {cache}" if ledger.cached else "without a cache (every step recomputes the sequence)"
     out = [
         f"Where the dot products live: one transformer block (layer {layer} of {config['n_layer']}) in the prefill, "
         f"T = {plural(prefill.tokens, 'new position')} attending to t = {prefill.context}",
@@ -215,12 +222,12 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
         with_cache = comparison["with_cache"]["macs"]
         if ledger.cached:
             out.append(
-                f"KV cache: without it these tokens would cost {human(without)} MACs; with it {human(with_cache)}: "
+                f"{cache[0].upper()}{cache[1:]}: without it these tokens would cost {human(without)} MACs; with it {human(with_cache)}: "
                 f"saved {human(saved)} MACs ({percent(saved, without)})"
             )
         else:
             out.append(
-                f"KV cache (off): with it these tokens would cost {human(with_cache)} MACs instead of "
+                f"{cache[0].upper()}{cache[1:]} (off): with it these tokens would cost {human(with_cache)} MACs instead of "
                 f"{human(without)}: it would save {human(saved)} ({percent(saved, without)})"
             )
     return "\n".join(out)

@@ -196,3 +196,13 @@ def test_defaults_are_transformers_defaults():
             theirs.use_conv_bias, theirs.hidden_act, theirs.layer_norm_epsilon, theirs.tie_word_embeddings,
             theirs.bos_token_id, theirs.eos_token_id, theirs.pad_token_id)  # fmt: skip
     assert FalconMambaConfig.from_hf_dict({"model_type": "falcon_mamba"}).bcdt_norm_eps == 1e-6
+
+
+def test_a_model_of_states_alone_calls_its_cache_a_state_cache_and_has_no_attention_note():
+    """Mamba's count said "with the KV cache" and explained Q K^T under a block that has none."""
+    out = run_cli("count", "--preset", "mamba-130m", "--tokens", "5", "--new-tokens", "2").stdout
+    assert "with the state cache" in out and "State cache: without it these tokens would cost" in out, out
+    assert "KV cache" not in out and "Q K^T" not in out, out
+    assert "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs.\n" in out
+    hybrid = run_cli("count", "--preset", "jamba-1.5-mini", "--tokens", "5", "--new-tokens", "2").stdout
+    assert "with the KV cache" in hybrid and "Q K^T" in hybrid, hybrid  # its attention layers keep keys and values
