@@ -242,8 +242,8 @@ def lens_table() -> str:
         "(transformers' embedding module scales) | [batch, pos, d_model] |"
     )
     rows.append(
-        "| `blocks.{i}.hook_resid_pre` | `embed` (or `embed_scale`) for i = 0, else `blocks.{i-1}.resid_post` "
-        "| [batch, pos, d_model] |"
+        "| `blocks.{i}.hook_resid_pre` | `embed` (or `embed_scale`; DeepSeek-V4's `embed.streams`) for i = 0, else "
+        "`blocks.{i-1}.resid_post` | [batch, pos, d_model] ([batch, pos, streams, d_model] of DeepSeek-V4's streams) |"
     )
     for prefix, rules in (("blocks.{i}.", RULES), ("", FINAL)):
         for lens, candidates in rules.items():
