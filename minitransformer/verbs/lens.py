@@ -90,12 +90,13 @@ def entry_labels(n_layer: int) -> list[str]:
     return ["embed", *(f"after block {i}" for i in range(n_layer))]
 
 
-def residual_stack(model: Model, ids: list[int], phase: Phase | None = None):
-    """(logits, [L + 1, T, D]): the stream each block reads and the one the final norm reads, from one pass."""
+def residual_stack(model: Model, ids: list[int], phase: Phase | None = None) -> np.ndarray:
+    """[L + 1, T, D]: the stream each block reads and the one the final norm reads, from one pass (its logits of the
+    last position only: the readout reads every entry out, the last too, so the pass's own would be read twice)."""
     L = model.config.n_layer
     wanted = [f"blocks.{i}.hook_resid_pre" for i in range(L)] + [f"blocks.{L - 1}.hook_resid_post"]
-    logits, cache = model.run_with_cache(ids, names=wanted, phase=phase)
-    return logits, np.stack([cache[name][0] for name in wanted])
+    _, cache = model.run_with_cache(ids, names=wanted, all_positions=False, phase=phase)
+    return np.stack([cache[name][0] for name in wanted])
 
 
 def logit_lens(model: Model, prompt, target, all_positions: bool = False, top: int = TOP_TOKENS) -> Lens:
@@ -109,7 +110,7 @@ def logit_lens(model: Model, prompt, target, all_positions: bool = False, top: i
     model.check_ids(ids)
     target_id = one_token(model, target)
     forward, readout = Phase("prefill", 0, len(ids), len(ids), cached=False), Phase("prefill", 0, 0, 0, cached=False)
-    _, stack = residual_stack(model, ids, forward)
+    stack = residual_stack(model, ids, forward)
     positions = list(range(len(ids))) if all_positions else [len(ids) - 1]
     logits = model.readout(stack[:, positions], phase=readout)  # [L + 1, P, V]
     shifted = logits - logits.max(axis=-1, keepdims=True)
@@ -134,7 +135,7 @@ def count_lens(config, tokens: int, all_positions: bool = False) -> Bill:
     check_pass(config, tokens)
     model = Model.without_weights(config)
     forward, readout = Phase("prefill", 0, tokens, tokens, cached=False), Phase("prefill", 0, 0, 0, cached=False)
-    model.run(np.zeros(tokens, dtype=np.int64), all_positions=True, phase=forward)
+    model.run(np.zeros(tokens, dtype=np.int64), all_positions=False, phase=forward)  # as residual_stack's pass
     P = tokens if all_positions else 1
     model.readout(ShapeOnly((config.n_layer + 1, P, *model.stream_shape)), phase=readout)
     bill = Bill()

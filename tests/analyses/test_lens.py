@@ -20,7 +20,7 @@ def test_lens_equals_transformer_lens(tmp_path_factory, key):
     tokens = torch.tensor([PROMPT])
     _, cache = bridge.run_with_cache(tokens)
     stack, labels = cache.accumulated_resid(apply_ln=False, return_labels=True)
-    _, ours_stack = residual_stack(model, PROMPT)
+    ours_stack = residual_stack(model, PROMPT)
     assert len(labels) == model.config.n_layer + 1
     assert gap(ours_stack[:, None], stack) <= TOLERANCE
     target = 7
@@ -40,6 +40,10 @@ def test_lens_reads_the_models_logits_at_its_last_entry_and_bills_its_products(t
     L, D, V = model.config.n_layer, model.config.n_embd, model.config.vocab_size
     readout = lens.bill.items[1]
     assert readout.dot_products == (L + 1) * V and readout.macs == (L + 1) * V * D  # one row an entry, length D
+    from minitransformer.verbs import formulas
+
+    # the pass reads out its last position alone (every position's logits, never read, were 94% of the demo's bill)
+    assert lens.bill.items[0].macs == formulas.generation_macs(model.config, len(PROMPT), 1), lens.bill.items[0]
     counted = count_lens(model.config, len(PROMPT))
     assert [i.to_dict() for i in counted.items] == [i.to_dict() for i in lens.bill.items]  # shapes alone: the same
 
