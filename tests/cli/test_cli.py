@@ -129,6 +129,12 @@ BAD_ARGUMENTS = {
     "not a number": (["Hi", "--model", "{small}", "--max-new-tokens", "many"], "not a whole number"),
     "negative temperature": (["Hi", "--model", "{small}", "--temperature", "-1"], "--temperature must be"),
     "nan temperature": (["Hi", "--model", "{small}", "--temperature", "nan"], "--temperature must be"),
+    # read as flags by argparse ("expected one argument"), not as the numbers they are
+    "-inf temperature": (
+        ["Hi", "--model", "{small}", "--temperature", "-inf"],
+        "--temperature must be a finite number",
+    ),
+    "-1e-3 temperature": (["Hi", "--model", "{small}", "--temperature", "-1e-3"], "not -0.001"),
     "word temperature": (["Hi", "--model", "{small}", "--temperature", "hot"], "not a number"),
     "zero top-k": (["Hi", "--model", "{small}", "--top-k", "0"], "--top-k must be a whole number of at least 1, not 0"),
     "negative seed": (["Hi", "--model", "{small}", "--seed", "-1"], "--seed must be a whole number of 0 or more"),
