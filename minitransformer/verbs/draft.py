@@ -137,11 +137,12 @@ def generate_drafted(model: Model, ids, n_new: int) -> Drafted:
     c, T = model.config, prompt.shape[0]
     if not is_whole(n_new, 1):  # -1 gave no token and no word, 2.5 a TypeError
         raise OptionError("n_new", f"must be a whole number of at least 1, not {n_new!r}")
-    if T + n_new + 1 > c.n_positions:  # a verifying pass may write one position past the last token
-        room = max(c.n_positions - T - 1, 0)
+    if T + n_new > c.n_positions:  # the n_new - 1 fed back, and a verifying pass's draft one past the last of them
+        room = max(c.n_positions - T, 0)
         raise UserError(
-            f"a {T:,}-token prompt plus {n_new:,} drafted tokens need {T + n_new + 1:,} positions (a verifying pass "
-            f"writes one past the last) of {c.name}'s {c.n_positions:,}; at most {room:,} new tokens fit"
+            f"a {T:,}-token prompt plus {n_new:,} drafted tokens need {T + n_new:,} positions (a verifying pass "
+            f"writes its draft one past the last token fed) of {c.name}'s {c.n_positions:,}; at most {room:,} new "
+            f"tokens fit"
         )
     book = Ledger(c.to_dict())
     cache = model.new_cache((), capacity=T + n_new + 1)

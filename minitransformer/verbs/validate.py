@@ -25,7 +25,7 @@ from ..engine.selection import Tie
 from ..errors import UserError
 from ..models.model import Model
 from ..models.options import LoadOptions
-from ..text import short_path, table
+from ..text import plural, short_path, table
 from .drift import SelectionDrift, drift, next_token_drift
 
 PROMPTS = (
@@ -99,20 +99,17 @@ def reference_class(model: Model) -> str:
 
 
 def prompt_room(model: Model, steps: int) -> int:
-    """How many prompt tokens fit in the context beside `steps` greedy tokens (refused if none do)."""
+    """How many prompt tokens fit in the context beside `steps` greedy tokens (refused if none do): they take prompt
+    + steps - 1 positions, as any generation's (the last token is compared, never fed: check_fits)."""
     n = model.config.n_positions
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise UserError(f"steps (greedy tokens compared) must be a whole number of at least 1, not {steps!r}")
-    if n < 2:  # a prompt of one token and one step need two positions
+    if steps > n:
         raise UserError(
-            f"{model.name}'s context of {n} position holds no prompt beside a greedy step: validate needs at least 2"
+            f"{steps} greedy steps leave no room for a prompt in {model.name}'s context of {plural(n, 'position')}; "
+            f"use at most {plural(n, 'step')}"
         )
-    if steps >= n:
-        raise UserError(
-            f"{steps} greedy steps leave no room for a prompt in {model.name}'s context of {n} "
-            f"positions; use at most {n - 1} steps"
-        )
-    return n - steps
+    return n - steps + 1
 
 
 def load_reference(model: Model, dtype: str = "float32"):

@@ -211,16 +211,17 @@ def test_drafted_generation_gives_exactly_the_main_model_s_greedy_tokens(with_mt
 
 
 def test_drafting_refuses_a_count_of_tokens_it_cannot_make_saying_how_many_fit(with_mtp):
-    """n_new -1 gave no token and no word, 2.5 a TypeError; 248 after 8 tokens of 256 positions was refused as "plus
-    249 ... at most 248 fit"."""
+    """n_new -1 gave no token and no word, 2.5 a TypeError; the positions a drafted run writes are the prompt's and
+    n_new - 1 fed back, and a verifying pass's draft one past them: T + n_new (T + n_new + 1 refused runs that fit)."""
     ours, _, _ = with_mtp
     prompt = list(range(8))
     for n_new, says in ((-1, "n_new must be a whole number of at least 1, not -1"), (2.5, "not 2.5"),
-                        (248, "plus 248 drafted tokens need 257 positions (a verifying pass writes one past the last) "
-                              f"of {ours.config.name}'s 256; at most 247 new tokens fit")):  # fmt: skip
+                        (249, "plus 249 drafted tokens need 257 positions (a verifying pass writes its draft one past "
+                              f"the last token fed) of {ours.config.name}'s 256; at most 248 new tokens fit")):  # fmt: skip
         with pytest.raises(UserError, match=re.escape(says)):
             generate_drafted(ours, prompt, n_new)
     assert len(generate_drafted(ours, prompt, 1).tokens) == 1
+    assert len(generate_drafted(ours, [i % 100 for i in range(250)], 6).tokens) == 6  # 256 positions: the whole context
 
 
 def test_a_checkpoint_with_half_an_mtp_layer_is_refused_by_the_tensor_it_lacks(with_mtp, tmp_path):

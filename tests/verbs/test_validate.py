@@ -32,7 +32,7 @@ def test_validate_fits_the_prompts_to_every_fixture_context(directory):
     assert validate(model, steps=steps, out=out) is True, out.getvalue()
     lines = out.getvalue().splitlines()
     rows = [ROW.search(line) for line in lines if ROW.search(line)]
-    room = n - steps
+    room = n - steps + 1  # the prompt and its steps take room + steps - 1 positions: the last token is never fed
     lengths = [len(load_tokenizer().encode(p)) for p in PROMPTS]
     expected = [str(k) if k <= room else f"{room} of {k}" for k in lengths]
     assert [r.group(1) for r in rows] == expected
@@ -47,16 +47,16 @@ def test_the_cut_leaves_exactly_the_room_the_steps_need():
     model = load_model(min(hf_fixture_dirs(), key=lambda d: load_model(d).config.n_positions))
     n = model.config.n_positions
     out = io.StringIO()
-    assert validate(model, steps=n - 1, out=out)
+    assert validate(model, steps=n, out=out)  # a 1-token prompt and n steps take n positions
     assert [ROW.search(line).group(1) for line in out.getvalue().splitlines() if ROW.search(line)] == [
         f"1 of {len(load_tokenizer().encode(p))}" for p in PROMPTS
     ]
-    assert f"so that it and {n - 1} greedy steps fit" in out.getvalue()
+    assert f"so that it and {n} greedy steps fit" in out.getvalue()
 
 
 @pytest.mark.parametrize("steps, needle", [("0", "at least 1, not 0"), ("-1", "at least 1, not -1"),
-                                           ("12", "12 greedy steps leave no room for a prompt in one_head_silu's "
-                                                  "context of 12 positions; use at most 11 steps")])  # fmt: skip
+                                           ("13", "13 greedy steps leave no room for a prompt in one_head_silu's "
+                                                  "context of 12 positions; use at most 12 steps")])  # fmt: skip
 def test_steps_that_compare_nothing_or_leave_no_prompt_are_refused(steps, needle, capsys):
     """--steps 0 and -1 used to report "all OK" over nothing compared."""
     directory = next(d for d in hf_fixture_dirs() if d.name == "one_head_silu")  # context 12
@@ -75,7 +75,7 @@ def test_validate_on_the_command_line_prints_nothing_on_stderr(capsys):
     assert main(["validate", "--model", str(directory), "--steps", "2"]) == 0
     captured = capsys.readouterr()
     assert captured.err == "" and captured.out.rstrip().endswith("all OK")
-    assert "14 of 30" in captured.out and "14 of N tokens" in captured.out  # context 16, minus 2 steps
+    assert "15 of 30" in captured.out and "15 of N tokens" in captured.out  # context 16: 15 + 2 - 1 positions
 
 
 def test_an_empty_prompt_is_refused():
@@ -100,7 +100,7 @@ def test_a_model_fed_random_ids_for_the_prompts_says_so_with_the_ids(name, reaso
     prompts = PROMPTS[:2]
     assert validate(model, steps=1, prompts=prompts, out=out), out.getvalue()
     lines = out.getvalue().splitlines()
-    room = model.config.n_positions - 1
+    room = model.config.n_positions  # beside 1 step: the compared token is never fed
     # prompt i: as many ids as GPT-2's tokenizer makes of its text, drawn by a generator seeded with i
     fed = [np.random.default_rng(i).integers(0, model.config.vocab_size, len(load_tokenizer().encode(text)))[:room]
            for i, text in enumerate(prompts)]  # fmt: skip
@@ -159,13 +159,18 @@ def test_a_directory_transformers_cannot_load_is_refused_in_a_line_with_its_reas
         assert f"transformers could not load {directory} as LlamaForCausalLM" in err and said in err, err
 
 
-def test_a_context_of_one_position_is_said_to_hold_no_prompt_beside_a_step(tmp_path):
-    """It said "use at most 0 steps", which --steps (at least 1) cannot take."""
+def test_the_prompt_room_beside_the_steps_is_the_generations(tmp_path):
+    """A prompt and s greedy steps take prompt + s - 1 positions, as any generation's (the last token is compared,
+    never fed): a context of one position holds a 1-token prompt and its one step; more steps are refused in words."""
     from conftest import write_llama
     from minitransformer.verbs.validate import prompt_room
 
-    model = load_model(write_llama(tmp_path / "m", vocab_size=64, n_positions=1))
-    with pytest.raises(UserError, match="context of 1 position holds no prompt beside a greedy step"):
-        prompt_room(model, 1)
-    two = load_model(write_llama(tmp_path / "two", vocab_size=64, n_positions=2))
-    assert prompt_room(two, 1) == 1
+    one = load_model(write_llama(tmp_path / "m", vocab_size=64, n_positions=1))
+    assert prompt_room(one, 1) == 1
+    with pytest.raises(
+        UserError, match="2 greedy steps leave no room for a prompt in .* context of 1 position; use at most 1 step$"
+    ):
+        prompt_room(one, 2)
+    sixteen = load_model(write_llama(tmp_path / "sixteen", vocab_size=64, n_positions=16))
+    assert [prompt_room(sixteen, s) for s in (1, 4, 16)] == [16, 13, 1]
+    assert main(["validate", "--model", str(tmp_path / "sixteen"), "--steps", "16"]) == 0  # a 1-token prompt, 16 steps
