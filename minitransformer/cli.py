@@ -1020,7 +1020,8 @@ def _write_count(args, count, balance: float, bound, to: dict, out, drafts=None)
         f.write(plots_png(count, sweep_per_token(count.config)))
 
     def html_page(f) -> None:
-        f.write(page(count_data(count, balance, args.all_steps, dtype=args.dtype, roofline=bound)))
+        # the page holds the steps its tables show: --all-steps is --json's (every step in full made pages of 100s of MB)
+        f.write(page(count_data(count, balance, dtype=args.dtype, roofline=bound)))
 
     write_together(
         [

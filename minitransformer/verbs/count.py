@@ -416,7 +416,7 @@ class Count:
         cached = self.passes if self.cached else self.other_way
         if len(cached) > 1:
             return cached[-1]
-        if self.n_prompt + 2 > self.config.n_positions:
+        if self.n_prompt + 1 > self.config.n_positions:  # the step's context: the prompt and its one new position
             return None
         return decode_at(self.config, self.n_prompt + 1, self.batch, self.running)
 

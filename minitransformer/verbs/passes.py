@@ -49,16 +49,9 @@ def forward_passes(
     batch = (*repeat, *rows)
     cached = options.use_cache
     cache = model.new_cache(tuple(batch), capacity=T + options.max_new_tokens) if cached else None
-    sequence = np.empty((*rows, 0 if cached else T + options.max_new_tokens), dtype=prompts.dtype)  # uncached: ids
+    sequence = None if cached else np.empty((*rows, T + options.max_new_tokens), dtype=prompts.dtype)
     for step in range(options.max_new_tokens):
-        if cached:
-            ids = prompts if step == 0 else fed[-1][..., None]
-        else:  # recompute everything: what the cache saves (the sequence so far, filled in place: linear in steps)
-            if step == 0:
-                sequence[..., :T] = prompts
-            else:
-                sequence[..., T + step - 1] = fed[-1]
-            ids = sequence[..., : T + step]
+        ids = ids_of_pass(step, prompts, fed, sequence)
         ids = np.broadcast_to(ids, (*repeat, *ids.shape)) if repeat else ids
         phase = Phase(
             "prefill" if step == 0 else "decode",
@@ -82,3 +75,17 @@ def forward_passes(
             options=options.running,
         )
         yield logits[..., -1, :]
+
+
+def ids_of_pass(step: int, prompts: np.ndarray, fed: list[np.ndarray], sequence: np.ndarray | None) -> np.ndarray:
+    """The ids pass `step` feeds: with the cache (no `sequence`), the prompts, then the token chosen last; without it,
+    the whole sequence so far, which recomputing is what the cache saves, filled into `sequence` [*rows, T + N] in
+    place (a stack of every token fed, each pass, made a long count quadratic)."""
+    if sequence is None:
+        return prompts if step == 0 else fed[-1][..., None]
+    T = prompts.shape[-1]
+    if step == 0:
+        sequence[..., :T] = prompts
+    else:
+        sequence[..., T + step - 1] = fed[-1]
+    return sequence[..., : T + step]

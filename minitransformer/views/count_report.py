@@ -23,18 +23,17 @@ from ..verbs.formulas import (
     weight_macs_per_position,
 )
 from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
-from .report import cache_name, cache_streams, describe_model, length, operands
+from .report import RULE, cache_name, cache_streams, capitalised, describe_model, length, operands
 
-RULE = "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs."
 CONVENTION = (
-    "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Dense, as computed here\n"
+    f"{RULE} Dense, as computed here\n"
     "  and in transformers: Q K^T is T x t per head and the future is masked afterwards. 'causal' is the part of\n"
     "  that work the mask keeps: per head T*past + T(T+1)/2 (query, key) pairs; each is a score of length dh, and\n"
     "  in A V the same output elements need only those keys (shorter useful dot products)."
 )
 # Where the prefill ran in row chunks (engine/row_chunks.py), the note says what was computed instead.
 CHUNKED_CONVENTION = (
-    "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Computed in chunks of\n"
+    f"{RULE} Computed in chunks of\n"
     "  {C} query rows, each chunk's Q K^T against only the keys its rows can see, so fewer scores than the dense\n"
     "  T x t per head that transformers' eager attention computes and masks afterwards ('dense form'; count it\n"
     "  with --dense-attention). A V's dot products are as long as the keys their chunk sees, so its length is a\n"
@@ -58,7 +57,7 @@ def _block_heading(count: Count) -> str:
 
 # Where an indexer chose each query's keys (DeepSeek-V3.2's sparse attention), the note says so.
 SPARSE_CONVENTION = (
-    "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Sparse attention: each\n"
+    f"{RULE} Sparse attention: each\n"
     "  query's Q K^T and A V against only the s = {s:,} keys the indexer chose for it (gathered for each chunk of {C}\n"
     "  query rows), so fewer scores than the dense T x t per head that transformers' eager attention computes and\n"
     "  masks afterwards ('dense form'; count it with --dense-attention). 'causal' is the part of that work the masks\n"
@@ -124,7 +123,7 @@ def groups(count: Count) -> list[tuple[str, tuple[str, ...]]]:
 def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "float32") -> str:
     c = count.config
     decodes = len(count.decodes)
-    name = cache_name(count.prefill.block_records)
+    name = cache_name(r.stage.kind for r in count.prefill.block_records)
     cache = f"with the {name}" if count.cached else "without a cache (every step recomputes the whole sequence)"
     batch = f"a batch of {count.batch} sequences" if count.batch > 1 else "1 sequence"
     out = [
@@ -575,15 +574,15 @@ def totals_lines(count: Count) -> str:
         )
     cmp = count.cache_comparison()
     with_cache, without, saved = cmp["with_cache"]["macs"], cmp["without_cache"]["macs"], cmp["saved_macs"]
-    name = cache_name(count.prefill.block_records)
+    name = cache_name(r.stage.kind for r in count.prefill.block_records)
     if count.cached:
         lines.append(
-            f"{name[0].upper()}{name[1:]}: without it these tokens would cost {n(without)} MACs ({human(without)}); with it "
+            f"{capitalised(name)}: without it these tokens would cost {n(without)} MACs ({human(without)}); with it "
             f"{human(with_cache)}: it saves {human(saved)} MACs ({percent(saved, without)})"
         )
     else:
         lines.append(
-            f"{name[0].upper()}{name[1:]} (off): with it these tokens would cost {n(with_cache)} MACs ({human(with_cache)}) "
+            f"{capitalised(name)} (off): with it these tokens would cost {n(with_cache)} MACs ({human(with_cache)}) "
             f"instead of {human(without)}: it would save {human(saved)} "
             f"({percent(saved, without)})"
         )

@@ -225,8 +225,9 @@ def _free_stage(r: dict, y: float, table: StageTable) -> tuple[list[str], float,
     return parts, top, h, height
 
 
-def passes_chart(steps: list[dict], cached: bool) -> str:
-    """MACs of each pass with and without the KV cache: paired bars, or two lines for many passes."""
+def passes_chart(steps: list[dict], cached: bool, cache: str = "KV cache") -> str:
+    """MACs of each pass with and without the cache (`cache`: what it holds, report.cache_name): paired bars, or two
+    lines for many passes."""
     width, height, left, bottom, top = WIDTH, 230, 78, 34, 14
     n = len(steps)
     highest = max(max(s["with_cache_macs"], s["without_cache_macs"]) for s in steps) or 1
@@ -256,7 +257,7 @@ def passes_chart(steps: list[dict], cached: bool) -> str:
     legend_y = height - 6
     legend = (
         f'<rect class="bar-with" x="{left}" y="{legend_y - 9}" width="10" height="10"/>'
-        + _text(left + 14, legend_y, "with the KV cache" + (" (this run)" if cached else ""), "axis")
+        + _text(left + 14, legend_y, f"with the {cache}" + (" (this run)" if cached else ""), "axis")
         + f'<rect class="bar-without" x="{left + 220}" y="{legend_y - 9}" width="10" height="10"/>'
         + _text(
             left + 234,
@@ -267,7 +268,7 @@ def passes_chart(steps: list[dict], cached: bool) -> str:
     )
     return (
         f'<svg class="passes-chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        f'aria-label="MACs per pass with and without the KV cache">{"".join(marks)}{legend}'
+        f'aria-label="MACs per pass with and without the {cache}">{"".join(marks)}{legend}'
         f'<text x="{left}" y="{top - 2}" class="axis">MACs per pass</text></svg>'
     )
 

@@ -58,7 +58,7 @@ from .html_drawings import (
 )
 from .html_drawings import operands as operands_text
 from .html_roofline import roofline_section
-from .report import cache_streams, describe_model
+from .report import cache_name, cache_streams, capitalised, describe_model
 
 ATTENTION_POSITIONS = 64  # attention maps show at most this many positions (the last ones)
 ATTENTION_CELLS = 60_000  # maps of every layer when layers x heads x positions^2 stay below this; else one layer
@@ -347,6 +347,8 @@ def _marked(number: float) -> dict:
 
 def fragment(data: dict) -> str:
     """The report as one <div>, with its style, its data and its script: a page's body, or a notebook cell's output."""
+    if data["document"].get("phases"):  # what the run's cache holds, in the script's words too
+        data = {**data, "cache_name": cache_word(data["document"])}
     document = _json_for_script(data)
     # The same data gives the same page; the counter keeps two reports in one notebook apart.
     root = f"mt-{hashlib.sha256(document.encode()).hexdigest()[:8]}-{next(_REPORTS)}"
@@ -440,7 +442,7 @@ def _header(data: dict) -> str:
         out.append(
             f'<p class="lede">A {doc["prompt_tokens"]:,}-token prompt and {doc["new_tokens"]:,} new '
             f"token{s_for(doc['new_tokens'])}: 1 prefill + {steps:,} decode step{s_for(steps)}{batch}, "
-            f"{'with' if cached else 'without'} the KV cache. Counted from "
+            f"{'with the ' + cache_word(doc) if cached else 'without a cache'}. Counted from "
             f"{escape(doc.get('counted_from', 'shapes'))}.</p>"
         )
     if doc.get("generations"):
@@ -478,7 +480,7 @@ def _lede(doc: dict) -> str:
         return ""
     decodes, totals = len(phases) - 1, doc["totals"]
     how = (
-        "one new position each, reading the earlier ones from the KV cache"
+        f"one new position each, reading the earlier ones from the {cache_word(doc)}"
         if phases[0]["cached"]
         else "each recomputing the whole sequence, as the cache is off"
     )
@@ -600,7 +602,12 @@ def _pattern_section(data: dict) -> str:
     )
 
 
-def _pass_title(p: dict) -> str:
+def cache_word(doc: dict) -> str:
+    """report.cache_name of a document's run, read from its prefill's stages (every run has one, in full)."""
+    return cache_name(op["kind"] for layer in doc["phases"][0]["layers"] for op in layer["ops"])
+
+
+def _pass_title(p: dict, cache: str) -> str:
     if p["phase"] == "prefill":
         last_only = p["logits"] is not None and p["logits"]["out_shape"][-2] == 1
         return (
@@ -610,7 +617,7 @@ def _pass_title(p: dict) -> str:
     if p["cached"]:
         return (
             f"Decode step {p['step']}: T = {p['tokens']:,} new position{s_for(p['tokens'])} attending to "
-            f"t = {p['context']:,} through the KV cache"
+            f"t = {p['context']:,} through the {cache}"
         )
     return (
         f"Decode step {p['step']} without a cache: all T = {p['tokens']:,} positions recomputed, attending to "
@@ -702,7 +709,7 @@ def _phase_views(data: dict) -> list[str]:
             )
         views.append(
             f'<section class="phase-view{" current" if index == 0 else ""}" data-view="{p["step"]}">'
-            f"<h2>{escape(_pass_title(p))}</h2>"
+            f"<h2>{escape(_pass_title(p, cache_word(doc)))}</h2>"
             + "".join(drawn)
             + _scans_note(p)
             + f"<h3>Layer by layer: where this pass's MACs go</h3>{_layers_table(p, index, table, kinds)}</section>"
@@ -915,7 +922,7 @@ def _macs_and_shares(columns: list[tuple[str, dict]], totals: list[int], members
 def _passes_section(data: dict) -> str:
     doc = data["document"]
     phases, cache, totals = doc["phases"], doc.get("cache"), doc["totals"]
-    decodes = len(phases) - 1
+    decodes, word = len(phases) - 1, cache_word(doc)
     lines = [
         f'<p class="totals">Total: <strong>{n(totals["dot_products"])}</strong> dot products, '
         f"<strong>{n(totals['macs'])}</strong> MACs ({human(totals['macs'])}), {human(totals['flops'])} FLOPs "
@@ -932,24 +939,28 @@ def _passes_section(data: dict) -> str:
         saved, without, with_cache = cache["saved_macs"], cache["without_cache"]["macs"], cache["with_cache"]["macs"]
         if cache["used"]:
             lines.append(
-                f'<p class="cache">KV cache: without it these tokens would cost {n(without)} MACs '
+                f'<p class="cache">{capitalised(word)}: without it these tokens would cost {n(without)} MACs '
                 f"({human(without)}); with it {n(with_cache)} ({human(with_cache)}): it saved "
                 f"<strong>{human(saved)} MACs ({percent(saved, without)})</strong>.</p>"
             )
         else:
             lines.append(
-                f'<p class="cache">KV cache (off): with it these tokens would cost {n(with_cache)} MACs '
+                f'<p class="cache">{capitalised(word)} (off): with it these tokens would cost {n(with_cache)} MACs '
                 f"({human(with_cache)}) instead of {n(without)} ({human(without)}): it would save "
                 f"<strong>{human(saved)} ({percent(saved, without)})</strong>.</p>"
             )
     steps = cache.get("steps") if cache else None
-    chart = f'<div class="chart">{passes_chart(steps, cache["used"])}</div>' if steps else ""
+    chart = f'<div class="chart">{passes_chart(steps, cache["used"], word)}</div>' if steps else ""
+    reads = (
+        "the keys and values of all earlier ones"
+        if word == "KV cache"
+        else "each layer's state, as the earlier positions left it,"
+    )
     return (
         '<section class="passes"><h2>The passes: the prefill, then one decode step per new token</h2>'
         + _note(
             "The prefill computes every prompt position; each decode step then computes one new position, "
-            "which reads the keys and values of all earlier ones from the KV cache. Without the cache, every "
-            "step would recompute the whole sequence."
+            f"which reads {reads} from the {word}. Without the cache, every step would recompute the whole sequence."
         )
         + "".join(lines)
         + chart

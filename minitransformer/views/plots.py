@@ -17,6 +17,7 @@ from ..errors import UserError
 from ..text import human, plural
 from ..verbs.count import Count
 from .colours import product_colour
+from .report import cache_name
 
 
 def require_matplotlib():
@@ -41,7 +42,11 @@ def plots_png(count: Count, sweep: dict[str, list[int]]) -> bytes:
     ops = _shared_ops(count)
     fig, (share, dots, per_token) = plt.subplots(1, 3, figsize=(WIDTH, figure_height(len(ops))), dpi=DPI)
     c = count.config
-    cache = "with the KV cache" if count.cached else "without a cache"
+    cache = (
+        f"with the {cache_name(r.stage.kind for r in count.prefill.block_records)}"
+        if count.cached
+        else "without a cache"
+    )
     kv = f" ({c.n_kv_head} key/value)" if c.n_kv_head != c.n_head else ""
     kv += f", sliding window {c.sliding_window:,}" if c.sliding_window is not None else ""
     layers, heads = plural(c.n_layer, "layer", f"{c.n_layer:,}"), plural(c.n_head, "head", f"{c.n_head:,}")
@@ -194,7 +199,11 @@ def _iso_macs(ax, lo_x, hi_x, lo_y, hi_y) -> None:
 def _per_token_panel(ax, count: Count, sweep: dict[str, list[int]]) -> None:
     for key, colour, label in (
         ("without_cache", "#c44e52", "without the cache (recompute all t positions)"),
-        ("with_cache", "#4c72b0", "with the KV cache (1 new position)"),
+        (
+            "with_cache",
+            "#4c72b0",
+            f"with the {cache_name(r.stage.kind for r in count.prefill.block_records)} (1 new position)",
+        ),
     ):
         ax.plot(sweep["context"], sweep[key], marker="o", ms=4, color=colour, label=label)
     ax.set_yscale("log")

@@ -170,16 +170,22 @@ def decode_table(phases: list[Phase], limit: int = 8) -> str:
     )
 
 
-def cache_name(records) -> str:
-    """What the cache of a generation holds, in a word, from a pass's records: keys and values where some layer writes
-    them (maybe states beside them); each layer's recurrent state alone where none does (Mamba's)."""
-    return "KV cache" if any(r.stage.kind == "cache" for r in records) else "state cache"
+def cache_name(kinds) -> str:
+    """What the cache of a generation holds, in a word, from the kinds of a pass's stages: keys and values where some
+    layer writes them (a stage of kind "cache"; maybe states beside them), each layer's recurrent state alone where
+    none does (Mamba's)."""
+    return "KV cache" if "cache" in set(kinds) else "state cache"
+
+
+def capitalised(text: str) -> str:
+    """A sentence's first word: "state cache" -> "State cache", "KV cache" as it is."""
+    return text[:1].upper() + text[1:]
 
 
 def ledger_report(ledger: Ledger, layer: int = 0) -> str:
     prefill, decodes = ledger.phases[0], ledger.phases[1:]
     config = ledger.model
-    cache = cache_name(prefill.records)
+    cache = cache_name(r.stage.kind for r in prefill.records)
     cached = f"with the {cache}" if ledger.cached else "without a cache (every step recomputes the sequence)"
     out = [
         f"Where the dot products live: one transformer block (layer {layer} of {config['n_layer']}) in the prefill, "
@@ -222,12 +228,12 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
         with_cache = comparison["with_cache"]["macs"]
         if ledger.cached:
             out.append(
-                f"{cache[0].upper()}{cache[1:]}: without it these tokens would cost {human(without)} MACs; with it {human(with_cache)}: "
+                f"{capitalised(cache)}: without it these tokens would cost {human(without)} MACs; with it {human(with_cache)}: "
                 f"saved {human(saved)} MACs ({percent(saved, without)})"
             )
         else:
             out.append(
-                f"{cache[0].upper()}{cache[1:]} (off): with it these tokens would cost {human(with_cache)} MACs instead of "
+                f"{capitalised(cache)} (off): with it these tokens would cost {human(with_cache)} MACs instead of "
                 f"{human(without)}: it would save {human(saved)} ({percent(saved, without)})"
             )
     return "\n".join(out)
@@ -294,17 +300,20 @@ def ties_line(phases: list[Phase]) -> str | None:
     )
 
 
+# The rule every note under a block begins with (count's too)
+RULE = "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs."
+
+
 def _convention(prefill: Phase) -> list[str]:
     """The note under the block: scores computed dense, in chunks of query rows (engine/row_chunks.py), or against
     the keys an indexer chose for each query."""
     chunk = next((r.row_chunk for r in prefill.records if r.row_chunk is not None), None)
     if not any(r.attention == "scores" for r in prefill.records):  # a model without attention
-        return ["  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs."]
+        return [RULE]
     chosen = next((r.chosen_keys for r in prefill.records if r.chosen_keys is not None), None)
     if chosen is not None:
         return [
-            "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Sparse attention: each "
-            "query's",
+            f"{RULE} Sparse attention: each query's",
             f"  scores and mix are computed against only the {chosen:,} keys the indexer chose for it; 'dense' is "
             "every T x t score,",
             "  as transformers' eager attention computes them and masks the rest (--dense-attention); 'causal' is the "
@@ -312,12 +321,11 @@ def _convention(prefill: Phase) -> list[str]:
         ]
     if chunk is None:
         return [
-            "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed dense",
+            f"{RULE} Scores are computed dense",
             "  (T x t per head) and the future is masked afterwards; 'causal' is the part of that work the mask keeps.",
         ]
     return [
-        f"  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs. Scores are computed in "
-        f"chunks of {chunk}",
+        f"{RULE} Scores are computed in chunks of {chunk}",
         "  query rows, each against only the keys it can see (so A V's dot products are as long as the keys their",
         "  chunk sees: its length is a range); 'dense' is every T x t score, as transformers' eager attention",
         "  computes them (--dense-attention); 'causal' is the part of that work the mask keeps.",

@@ -104,11 +104,14 @@ def masked_keys(dims: Dims) -> str:
     """Which keys the -inf entries of a stage of a layer of sizes `dims` stand for: the future's (of a pass of several
     positions), those before a sliding window or of earlier chunks, those an indexer did not choose."""
     kinds = ["the future"] if dims.T > 1 else []
-    if dims.chunk is not None or (dims.window is not None and dims.past + dims.T > dims.window):  # some cut
-        kinds.append("keys before the window" if dims.chunk is None else "keys of earlier chunks")
+    last = dims.past + dims.T - 1  # the pass's last query: the keys it cannot read are the most cut
+    if dims.chunk is not None and last - last % dims.chunk > dims.start:
+        kinds.append("keys of earlier chunks")
+    elif dims.chunk is None and dims.window is not None and last + 1 > dims.window:
+        kinds.append("keys before the window")
     if dims.selected is not None and dims.t > dims.selected:
         kinds.append("keys the indexer did not choose")
-    return "the masked future" if kinds == ["the future"] else "masked: " + ", ".join(kinds or ["the future"])
+    return "the masked future" if kinds == ["the future"] else "masked: " + ", ".join(kinds) if kinds else "masked"
 
 
 def statistics(tensor: np.ndarray) -> str:
@@ -343,9 +346,10 @@ def trace(
         windows = sorted({c.layer_window(i) for i in range(c.n_layer)}, key=lambda w: -1 if w is None else w)
         if len(windows) > 1:  # layers of several windows: the pass's sizes are the first kind's, the others beside
             dims = dims.with_window(windows[0])
+        chunked = {c.layer_window(i) for i in range(c.n_layer) if c.layer_chunk(i) is not None}  # Llama 4's
         last = result.new_tokens[-1] if phase.step else None
         fed = f"ids {ids}" if last is None else f"id {last} {tokenizer.token_str(last)!r}"
-        print(_opening(phase, dims, fed, [dims.with_window(w) for w in windows[1:]]), file=out)
+        print(_opening(phase, dims, fed, [dims.with_window(w) for w in windows[1:]], chunked), file=out)
         tracer = _Tracer(set(layers), dims, phase.step, out, stepper)
         return tracer
 
@@ -370,14 +374,16 @@ def trace(
     return result
 
 
-def _opening(phase: Phase, dims: Dims, fed: str, windowed: list[Dims]) -> str:
+def _opening(phase: Phase, dims: Dims, fed: str, windowed: list[Dims], chunked: set) -> str:
     """A pass's first lines: which pass, its T and t, what it is fed, and the size of every symbol; `windowed`: the
-    sizes of the layers of another sliding window, where layers differ (each stage's lines show its layer's)."""
+    sizes of the layers of another sliding window (or chunk: those in `chunked`), where layers differ (each stage's
+    lines show its layer's)."""
     T = phase.tokens
-    others = "".join(f", {d.t} in the layers of a window of {d.window}" for d in windowed)
+    kind = lambda d: "chunk" if d.window in chunked else "window"  # noqa: E731
+    others = "".join(f", {d.t} in the layers of a {kind(d)} of {d.window}" for d in windowed)
     return (
         f"\n=== {pass_name(phase.step)}: T = {T} new position{s_for(T)} attending to t = {dims.t}{others}; {fed} ===\n"
-        f"    sizes: {dims.describe()}" + "".join(f"; window={d.window}: t={d.t}" for d in windowed)
+        f"    sizes: {dims.describe()}" + "".join(f"; {kind(d)}={d.window}: t={d.t}" for d in windowed)
     )
 
 

@@ -99,6 +99,15 @@ def test_count_json_on_stdout_is_one_document_and_long_runs_are_summarised():
     assert all("layers" in p for p in every["phases"]) and every["detailed_steps"] == list(range(30))
 
 
+def test_all_steps_is_for_the_json_and_leaves_the_page_as_it_is(tmp_path):
+    """--all-steps put every step in full into the HTML page too: 14 MB for GPT-2's 500 steps, 147 MB for DeepSeek-V4."""
+    pages = [tmp_path / "shown.html", tmp_path / "all.html"]
+    for page, extra in zip(pages, ([], ["--all-steps"])):
+        args = ("count", "--preset", "distilgpt2", "--tokens", "3", "--new-tokens", "30", "--html", str(page), *extra)
+        assert run_cli(*args).returncode == 0
+    assert pages[0].read_bytes() == pages[1].read_bytes()
+
+
 def test_count_no_cache_says_what_the_cache_would_save():
     result = run_cli("count", "--preset", "gpt2", "--tokens", "5", "--new-tokens", "3", "--no-cache")
     assert result.returncode == 0, result.stderr
@@ -249,3 +258,11 @@ def test_tokens_has_a_stated_default(tmp_path):
     assert "prompt length in tokens (default 100" in run_cli("count", "--help").stdout
     small = run_cli("count", "--layers", "1", "--d-model", "8", "--heads", "2", "--ctx", "40", "--new-tokens", "3")
     assert small.returncode == 0 and "generation: a 38-token prompt and 3 new tokens" in small.stdout  # 40 positions
+
+
+def test_a_decode_step_is_described_wherever_the_context_holds_one():
+    """A 1,023-token prompt of GPT-2 leaves room for the step after it (context 1,024): it was said to have none."""
+    for tokens, context in ((1023, 1024), (1024, None)):
+        doc = json.loads(run_cli("count", "--preset", "gpt2", "--tokens", str(tokens), "--json", "-").stdout)
+        decode = doc["memory"]["activations"].get("decode")  # absent where no step fits
+        assert (decode and decode["context"]) == context, (tokens, decode)

@@ -198,11 +198,18 @@ def test_defaults_are_transformers_defaults():
     assert FalconMambaConfig.from_hf_dict({"model_type": "falcon_mamba"}).bcdt_norm_eps == 1e-6
 
 
-def test_a_model_of_states_alone_calls_its_cache_a_state_cache_and_has_no_attention_note():
-    """Mamba's count said "with the KV cache" and explained Q K^T under a block that has none."""
-    out = run_cli("count", "--preset", "mamba-130m", "--tokens", "5", "--new-tokens", "2").stdout
+def test_a_model_of_states_alone_calls_its_cache_a_state_cache_and_has_no_attention_note(tmp_path):
+    """Mamba's count said "with the KV cache" and explained Q K^T under a block that has none, and so did its page."""
+    page = tmp_path / "count.html"
+    out = run_cli("count", "--preset", "mamba-130m", "--tokens", "5", "--new-tokens", "3", "--html", str(page)).stdout
     assert "with the state cache" in out and "State cache: without it these tokens would cost" in out, out
     assert "KV cache" not in out and "Q K^T" not in out, out
     assert "  (m x n)(n x p) = m*p dot products of length n = m*p*n MACs; FLOPs = 2 x MACs.\n" in out
+    html = page.read_text()
+    for says in ("with the state cache. Counted", "through the state cache", "State cache: without it",
+                 "state, as the earlier positions left it, from the state cache", "with the state cache (this run)",
+                 '"cache_name":"state cache"'):  # fmt: skip
+        assert says in html, says
+    assert "through the KV cache" not in html and "KV cache:" not in html
     hybrid = run_cli("count", "--preset", "jamba-1.5-mini", "--tokens", "5", "--new-tokens", "2").stdout
     assert "with the KV cache" in hybrid and "Q K^T" in hybrid, hybrid  # its attention layers keep keys and values

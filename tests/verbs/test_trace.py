@@ -500,3 +500,17 @@ def test_attention_png_draws_the_chosen_layer(small_gpt2_dir, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"{png}: small-gpt2 layer 1, all heads, 5 tokens ([2, 5, 5] weights)"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_masked_keys_names_only_the_cuts_a_pass_makes():
+    """A chunked layer's -inf entries were called "keys of earlier chunks" where every key was in the query's chunk."""
+    from minitransformer.engine.tape import Dims
+    from minitransformer.views.trace import masked_keys
+
+    sizes = dict(D=8, H=2, F=16, V=10, R=1)
+    assert masked_keys(Dims(T=5, t=5, chunk=8, **sizes)) == "the masked future"  # positions 0-4: one chunk
+    assert masked_keys(Dims(T=12, t=12, chunk=8, **sizes)) == "masked: the future, keys of earlier chunks"
+    assert masked_keys(Dims(T=4, t=4, window=6, **sizes)) == "the masked future"  # the window holds them all
+    assert masked_keys(Dims(T=10, t=10, window=6, **sizes)) == "masked: the future, keys before the window"
+    assert masked_keys(Dims(T=10, t=10, selected=4, **sizes)) == "masked: the future, keys the indexer did not choose"
+    assert masked_keys(Dims(T=1, t=7, **sizes)) == "masked"  # a step masks no future: some other mask (a pad)

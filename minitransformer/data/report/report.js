@@ -77,7 +77,7 @@ function minitransformerReport(root) {
     if (steps) {
       for (var i = 0; i < steps.length; i++) {
         if (steps[i].step === p.step) {
-          lines.push("with the KV cache " + fmt(steps[i].with_cache_macs) + " MACs");
+          lines.push("with the " + (data.cache_name || "KV cache") + " " + fmt(steps[i].with_cache_macs) + " MACs");
           lines.push("without it " + fmt(steps[i].without_cache_macs) + " MACs");
         }
       }
