@@ -63,8 +63,8 @@ def _swapped_back(tensor: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 AS_IS = Layout("ours, batch first", _same, _back)  # [B, T, D] stays [B, T, D]; every shape gains its batch axis
 HEADS_LAST = Layout("[batch, pos, head, d_head]", _heads_last, _swapped_back)  # ours are heads first
-HEADS_FIRST = Layout("[batch, head, pos, d_head]", lambda x: x.reshape(x.shape[0], -1, *x.shape[-2:]), _back)
-# A norm over all of a projection's heads at once ([B, T, H*dh]: OLMo 2's q and k norms) is as TransformerLens hooks it
+# A q or k norm's output, heads first as ours; a norm over all of a projection's heads at once ([B, T, H*dh]: OLMo 2's)
+# as it is, as TransformerLens hooks it
 NORMED = Layout(
     "[batch, head, pos, d_head], or [batch, pos, head*d_head] where one norm reads every head",
     lambda x: x if x.ndim == 3 else x.reshape(x.shape[0], -1, *x.shape[-2:]),
