@@ -19,6 +19,7 @@ from ..families.config import ModelConfig
 from ..families.table import architecture_of
 from ..models.model import Model
 from ..models.weights import mtp_tree
+from ..text import plural
 from .choices import is_whole
 from .count import Count
 
@@ -137,12 +138,15 @@ def generate_drafted(model: Model, ids, n_new: int) -> Drafted:
     c, T = model.config, prompt.shape[0]
     if not is_whole(n_new, 1):  # -1 gave no token and no word, 2.5 a TypeError
         raise OptionError("n_new", f"must be a whole number of at least 1, not {n_new!r}")
-    if T + n_new > c.n_positions:  # the n_new - 1 fed back, and a verifying pass's draft one past the last of them
-        room = max(c.n_positions - T, 0)
+    # the positions written: the n_new - 1 fed back, and a verifying pass's draft one past the last of them (one new
+    # token has no verifying pass: the prefill's alone, as generate's)
+    needed = T + n_new if n_new > 1 else T
+    if needed > c.n_positions:
+        room = c.n_positions - T if T < c.n_positions else int(T == c.n_positions)
         raise UserError(
-            f"a {T:,}-token prompt plus {n_new:,} drafted tokens need {T + n_new:,} positions (a verifying pass "
-            f"writes its draft one past the last token fed) of {c.name}'s {c.n_positions:,}; at most {room:,} new "
-            f"tokens fit"
+            f"a {T:,}-token prompt plus {n_new:,} drafted tokens need {needed:,} positions (a verifying pass "
+            f"writes its draft one past the last token fed) of {c.name}'s {c.n_positions:,}; at most "
+            f"{plural(room, 'new token', f'{room:,}')} {'fits' if room == 1 else 'fit'}"
         )
     book = Ledger(c.to_dict())
     cache = model.new_cache((), capacity=T + n_new + 1)

@@ -107,7 +107,7 @@ def masked_keys(dims: Dims) -> str:
     last = dims.past + dims.T - 1  # the pass's last query: the keys it cannot read are the most cut
     if dims.chunk is not None and last - last % dims.chunk > dims.start:
         kinds.append("keys of earlier chunks")
-    elif dims.chunk is None and dims.window is not None and last + 1 > dims.window:
+    elif dims.chunk is None and dims.window is not None and last - dims.window + 1 > dims.start:
         kinds.append("keys before the window")
     if dims.selected is not None and dims.t > dims.selected:
         kinds.append("keys the indexer did not choose")

@@ -222,6 +222,11 @@ def test_drafting_refuses_a_count_of_tokens_it_cannot_make_saying_how_many_fit(w
             generate_drafted(ours, prompt, n_new)
     assert len(generate_drafted(ours, prompt, 1).tokens) == 1
     assert len(generate_drafted(ours, [i % 100 for i in range(250)], 6).tokens) == 6  # 256 positions: the whole context
+    full = [i % 100 for i in range(256)]  # one new token has no verifying pass: a prompt that fills the context
+    assert generate_drafted(ours, full, 1).tokens == ours.generate(full, max_new_tokens=1, ledger=False).new_tokens
+    with pytest.raises(UserError, match=re.escape("need 258 positions (a verifying pass writes its draft one past the "
+                                                  "last token fed) of " f"{ours.config.name}'s 256; at most 1 new token fits")):  # fmt: skip
+        generate_drafted(ours, full, 2)
 
 
 def test_a_checkpoint_with_half_an_mtp_layer_is_refused_by_the_tensor_it_lacks(with_mtp, tmp_path):
