@@ -399,7 +399,7 @@ def operands_as_computed(text: str, phases) -> None:
     checked = 0
     for shown, phase in zip(passes, phases):
         heading = re.match(
-            r"\d+ new positions? attending to t = (\d+)((?:, \d+ in the layers of a window of \d+)*);", shown
+            r"\d+ new positions? attending to t = (\d+)((?:, \d+ in the layers of a (?:window|chunk) of \d+)*);", shown
         )
         assert heading is not None, shown[:200]
         keys = {int(heading.group(1)), *map(int, re.findall(r", (\d+) in the layers", heading.group(2)))}

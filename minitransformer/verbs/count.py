@@ -397,12 +397,11 @@ class Count:
     # (register_notebook_display): the data does not import the views that show it, layers above.
 
     def comparison_step(self) -> Pass:
-        """The decode step whose attention is set against its products with weights: the last one with the cache
-        (counted the other way if this count has no cache), or, without decode steps, one at context = the prompt."""
-        cached = self.passes if self.cached else self.other_way
-        if len(cached) > 1:
-            return cached[-1]
-        return decode_at(self.config, self.n_prompt, self.batch, self.running)
+        """The decode step whose attention is set against its products with weights: decode_example, the one the
+        intensity, memory and roofline read (the step after the prompt where the count has none), or where the prompt
+        fills the context, one at its last position."""
+        example = self.decode_example()
+        return example if example is not None else decode_at(self.config, self.n_prompt, self.batch, self.running)
 
     def decode_example(self) -> Pass | None:
         """A decode step with the cache (T = 1) of this generation, for intensity: the last one counted with the

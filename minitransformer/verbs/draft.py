@@ -118,6 +118,22 @@ class Drafted:
     drafts: list[Phase]
 
 
+def check_drafted_fits(c, T: int, n_new: int) -> None:
+    """Refuse n_new drafted tokens after T that the context cannot hold, saying how many fit. The positions written: the
+    n_new - 1 fed back, and a verifying pass's draft one past the last of them (one new token has no verifying pass:
+    the prefill's alone, as generate's)."""
+    if not is_whole(n_new, 1):  # -1 gave no token and no word, 2.5 a TypeError
+        raise OptionError("n_new", f"must be a whole number of at least 1, not {n_new!r}")
+    needed = T + n_new if n_new > 1 else T
+    if needed > c.n_positions:
+        room = c.n_positions - T if T < c.n_positions else int(T == c.n_positions)
+        raise UserError(
+            f"a {T:,}-token prompt plus {n_new:,} drafted tokens need {needed:,} positions (a verifying pass "
+            f"writes its draft one past the last token fed) of {c.name}'s {c.n_positions:,}; at most "
+            f"{plural(room, 'new token', f'{room:,}')} {'fits' if room == 1 else 'fit'}"
+        )
+
+
 def generate_drafted(model: Model, ids, n_new: int) -> Drafted:
     """Greedy tokens of one prompt, drafted and verified: after the prefill, each main pass reads the last token and
     the MTP layer's draft of the one after it (T = 2); where the main model's own choice at the last token is the draft,
@@ -136,18 +152,7 @@ def generate_drafted(model: Model, ids, n_new: int) -> Drafted:
     if prompt.ndim != 1:
         raise UserError("drafting reads one prompt, not a batch")
     c, T = model.config, prompt.shape[0]
-    if not is_whole(n_new, 1):  # -1 gave no token and no word, 2.5 a TypeError
-        raise OptionError("n_new", f"must be a whole number of at least 1, not {n_new!r}")
-    # the positions written: the n_new - 1 fed back, and a verifying pass's draft one past the last of them (one new
-    # token has no verifying pass: the prefill's alone, as generate's)
-    needed = T + n_new if n_new > 1 else T
-    if needed > c.n_positions:
-        room = c.n_positions - T if T < c.n_positions else int(T == c.n_positions)
-        raise UserError(
-            f"a {T:,}-token prompt plus {n_new:,} drafted tokens need {needed:,} positions (a verifying pass "
-            f"writes its draft one past the last token fed) of {c.name}'s {c.n_positions:,}; at most "
-            f"{plural(room, 'new token', f'{room:,}')} {'fits' if room == 1 else 'fit'}"
-        )
+    check_drafted_fits(c, T, n_new)
     book = Ledger(c.to_dict())
     cache = model.new_cache((), capacity=T + n_new + 1)
     drafts = mtp.new_cache(c, (), T + n_new + 1, False, model.dtype)

@@ -341,15 +341,10 @@ def trace(
 
     def watch(phase: Phase) -> _Tracer:
         nonlocal tracer
-        # t: the keys attended (a sliding window may cut them)
-        dims = Dims.of(c, phase.tokens, past=phase.context - phase.tokens, R=1)
-        windows = sorted({c.layer_window(i) for i in range(c.n_layer)}, key=lambda w: -1 if w is None else w)
-        if len(windows) > 1:  # layers of several windows: the pass's sizes are the first kind's, the others beside
-            dims = dims.with_window(windows[0])
-        chunked = {c.layer_window(i) for i in range(c.n_layer) if c.layer_chunk(i) is not None}  # Llama 4's
+        dims, windowed, chunked = pass_sizes(c, phase)
         last = result.new_tokens[-1] if phase.step else None
         fed = f"ids {ids}" if last is None else f"id {last} {tokenizer.token_str(last)!r}"
-        print(_opening(phase, dims, fed, [dims.with_window(w) for w in windows[1:]], chunked), file=out)
+        print(_opening(phase, dims, fed, windowed, chunked), file=out)
         tracer = _Tracer(set(layers), dims, phase.step, out, stepper)
         return tracer
 
@@ -372,6 +367,16 @@ def trace(
     continuation = tokenizer.decode(result.new_tokens)
     print(f"\n{steps}: {count(dots)} dot products, {count(macs)} MACs; greedy continuation {continuation!r}", file=out)
     return result
+
+
+def pass_sizes(c, phase: Phase) -> tuple[Dims, list[Dims], set]:
+    """A pass's sizes (t: the keys attended, which a sliding window may cut), as its first kind of layer sees them;
+    the sizes of the layers of each other window, where layers differ; the windows that are Llama 4's chunks."""
+    dims = Dims.of(c, phase.tokens, past=phase.context - phase.tokens, R=1)
+    windows = sorted({c.layer_window(i) for i in range(c.n_layer)}, key=lambda w: -1 if w is None else w)
+    dims = dims.with_window(windows[0]) if len(windows) > 1 else dims
+    chunked = {c.layer_window(i) for i in range(c.n_layer) if c.layer_chunk(i) is not None}
+    return dims, [dims.with_window(w) for w in windows[1:]], chunked
 
 
 def _opening(phase: Phase, dims: Dims, fed: str, windowed: list[Dims], chunked: set) -> str:

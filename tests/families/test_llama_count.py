@@ -222,16 +222,19 @@ def test_the_general_closed_form_of_the_ratio(config, context):
     assert a.layer_ratio == Fraction(formulas.attended(config, 1, context)) / x
 
 
-def test_the_comparison_step_is_the_last_cached_decode_step_or_one_at_the_prompt():
+def test_the_comparison_step_is_the_last_cached_decode_step_or_the_one_after_the_prompt():
     config = PRESETS["mistral-7b"]
     cached = count_generation(config, 5000, 3)
     assert cached.comparison_step() is cached.passes[-1] and cached.comparison_step().attended == 4096
     uncached = count_generation(config, 50, 3, use_cache=False)
     step = uncached.comparison_step()
     assert step.cached and (step.tokens, step.context) == (1, 52)
-    alone = count_generation(config, 50, 1).comparison_step()
-    assert (alone.phase, alone.tokens, alone.context) == ("decode", 1, 50)
-    assert count_generation(config, 1, 1).comparison_step().context == 1
+    alone = count_generation(config, 50, 1)  # no decode step: the one after the prompt, as memory's and the roofline's
+    step = alone.comparison_step()
+    assert (step.phase, step.tokens, step.context) == ("decode", 1, 51) and step is alone.decode_example()
+    assert count_generation(config, 1, 1).comparison_step().context == 2
+    full = count_generation(config, config.n_positions, 1).comparison_step()  # no room after it: at its last position
+    assert (full.tokens, full.context) == (1, config.n_positions)
 
 
 # --- 5. a count's Phase for a batch of real prompts ------------------------------------------------------------
