@@ -68,8 +68,8 @@ def test_gpt2_gets_the_comparison_too_and_keeps_its_summary():
     result = run_cli("count", "--preset", "gpt2", "--tokens", "5")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "Attention against the products with weights in a decode step at context 5" in out
-    assert "t / (2D + F) = t / 6D = t / 4,608 (D = 768, F = 3,072); at t = 5: 0.00109" in out
+    assert "Attention against the products with weights in a decode step at context 6" in out  # the step after it
+    assert "t / (2D + F) = t / 6D = t / 4,608 (D = 768, F = 3,072); at t = 6: 0.0013\n" in out
     for group in ("attention projections (qkv, out)", "attention scores and mix (scores, mix)",
                   "MLP (mlp.up, mlp.down)", "unembedding (logits)"):  # fmt: skip
         assert f"    {group}  " in out

@@ -220,7 +220,7 @@ def test_generate_count_and_trace_commands_run_on_a_qwen3_moe(made):
     from minitransformer.verbs.count import decode_at
 
     c = load_model(directory).config
-    step = decode_at(c, 20)  # the comparison of a 20-token count: a decode step at context 20
+    step = decode_at(c, 21)  # the comparison of a 20-token count: the decode step after it, at context 21
     a = step.attention_vs_weights()
     row = next(line for line in counted.stdout.splitlines() if line.lstrip().startswith("3 layers"))
     assert row.split()[2:4] == [f"{a.all_attention:,}", f"{a.all_weights - a.outside:,}"]
@@ -230,7 +230,7 @@ def test_generate_count_and_trace_commands_run_on_a_qwen3_moe(made):
     )
     # a row for each kind of layer: its layers, and its attention against its own products with weights
     assert (
-        "each sparse_moe layer (2; t = 20)" in counted.stdout and "each dense_mlp layer (1; t = 20)" in counted.stdout
+        "each sparse_moe layer (2; t = 21)" in counted.stdout and "each dense_mlp layer (1; t = 21)" in counted.stdout
     )
     traced = run_cli("trace", "--model", str(directory), "--ids", "1,2,3", "--layers", "all")
     assert traced.returncode == 0, traced.stderr
