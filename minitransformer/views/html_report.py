@@ -58,7 +58,7 @@ from .html_drawings import (
 )
 from .html_drawings import operands as operands_text
 from .html_roofline import roofline_section
-from .report import cache_name, cache_streams, capitalised, describe_model
+from .report import KV_CACHE, cache_name, cache_streams, capitalised, describe_model
 
 ATTENTION_POSITIONS = 64  # attention maps show at most this many positions (the last ones)
 ATTENTION_CELLS = 60_000  # maps of every layer when layers x heads x positions^2 stay below this; else one layer
@@ -348,7 +348,7 @@ def _marked(number: float) -> dict:
 def fragment(data: dict) -> str:
     """The report as one <div>, with its style, its data and its script: a page's body, or a notebook cell's output."""
     if data["document"].get("phases"):  # what the run's cache holds, in the script's words too
-        data = {**data, "cache_name": cache_word(data["document"])}
+        data = {**data, "cache_name": _cache_word(data["document"])}
     document = _json_for_script(data)
     # The same data gives the same page; the counter keeps two reports in one notebook apart.
     root = f"mt-{hashlib.sha256(document.encode()).hexdigest()[:8]}-{next(_REPORTS)}"
@@ -435,14 +435,14 @@ def _header(data: dict) -> str:
     ]
     tokens = _tokens(doc, kind) if kind in ("generate", "trace") and "prompt_pieces" in doc else ""
     if tokens:
-        out.append(_lede(doc))
+        out.append(_lede(doc, data.get("cache_name")))
     if kind == "count":
         steps, cached = len(doc["phases"]) - 1, doc["phases"][0]["cached"]
         batch = f", a batch of {doc['batch']} sequences" if doc.get("batch", 1) > 1 else ""
         out.append(
             f'<p class="lede">A {doc["prompt_tokens"]:,}-token prompt and {doc["new_tokens"]:,} new '
             f"token{s_for(doc['new_tokens'])}: 1 prefill + {steps:,} decode step{s_for(steps)}{batch}, "
-            f"{'with the ' + cache_word(doc) if cached else 'without a cache'}. Counted from "
+            f"{'with the ' + data['cache_name'] if cached else 'without a cache'}. Counted from "
             f"{escape(doc.get('counted_from', 'shapes'))}.</p>"
         )
     if doc.get("generations"):
@@ -473,14 +473,14 @@ def _batch(doc: dict) -> str:
     return f'<div class="tokens">{rows}</div>{cost}'
 
 
-def _lede(doc: dict) -> str:
+def _lede(doc: dict, cache: str | None) -> str:
     """What happened, in one paragraph, for someone who has not read anything else."""
     phases, model = doc.get("phases", []), doc["model"]
     if not phases:
         return ""
     decodes, totals = len(phases) - 1, doc["totals"]
     how = (
-        f"one new position each, reading the earlier ones from the {cache_word(doc)}"
+        f"one new position each, reading the earlier ones from the {cache}"
         if phases[0]["cached"]
         else "each recomputing the whole sequence, as the cache is off"
     )
@@ -602,7 +602,7 @@ def _pattern_section(data: dict) -> str:
     )
 
 
-def cache_word(doc: dict) -> str:
+def _cache_word(doc: dict) -> str:
     """report.cache_name of a document's run, read from its prefill's stages (every run has one, in full)."""
     return cache_name(op["kind"] for layer in doc["phases"][0]["layers"] for op in layer["ops"])
 
@@ -709,7 +709,7 @@ def _phase_views(data: dict) -> list[str]:
             )
         views.append(
             f'<section class="phase-view{" current" if index == 0 else ""}" data-view="{p["step"]}">'
-            f"<h2>{escape(_pass_title(p, cache_word(doc)))}</h2>"
+            f"<h2>{escape(_pass_title(p, data['cache_name']))}</h2>"
             + "".join(drawn)
             + _scans_note(p)
             + f"<h3>Layer by layer: where this pass's MACs go</h3>{_layers_table(p, index, table, kinds)}</section>"
@@ -922,7 +922,7 @@ def _macs_and_shares(columns: list[tuple[str, dict]], totals: list[int], members
 def _passes_section(data: dict) -> str:
     doc = data["document"]
     phases, cache, totals = doc["phases"], doc.get("cache"), doc["totals"]
-    decodes, word = len(phases) - 1, cache_word(doc)
+    decodes, word = len(phases) - 1, data["cache_name"]
     lines = [
         f'<p class="totals">Total: <strong>{n(totals["dot_products"])}</strong> dot products, '
         f"<strong>{n(totals['macs'])}</strong> MACs ({human(totals['macs'])}), {human(totals['flops'])} FLOPs "
@@ -953,7 +953,7 @@ def _passes_section(data: dict) -> str:
     chart = f'<div class="chart">{passes_chart(steps, cache["used"], word)}</div>' if steps else ""
     reads = (
         "the keys and values of all earlier ones"
-        if word == "KV cache"
+        if word == KV_CACHE
         else "each layer's state, as the earlier positions left it,"
     )
     return (

@@ -170,11 +170,14 @@ def decode_table(phases: list[Phase], limit: int = 8) -> str:
     )
 
 
+KV_CACHE = "KV cache"
+
+
 def cache_name(kinds) -> str:
     """What the cache of a generation holds, in a word, from the kinds of a pass's stages: keys and values where some
     layer writes them (a stage of kind "cache"; maybe states beside them), each layer's recurrent state alone where
     none does (Mamba's)."""
-    return "KV cache" if "cache" in set(kinds) else "state cache"
+    return KV_CACHE if "cache" in set(kinds) else "state cache"
 
 
 def capitalised(text: str) -> str:
