@@ -1165,7 +1165,7 @@ def _memory_section(doc: dict) -> str:
     act = m["activations"]
     items = [
         ("weights", m["weights"]["bytes"], f"{n(m['weights']['parameters'])} parameters"),
-        *_cache_items(m),
+        *_cache_items(m, doc["phases"][0]["cached"]),
         ("activations, prefill peak", act["prefill"]["bytes"], f"at {act['prefill']['stage']}"),
     ]
     if "decode" in act:
@@ -1203,35 +1203,39 @@ def _memory_section(doc: dict) -> str:
     )
 
 
-def _cache_items(m: dict) -> list[tuple[str, int, str]]:
+def _cache_items(m: dict, cached: bool) -> list[tuple[str, int, str]]:
     """What the cache holds, as count's report says it (views/count_report.py's memory lines), each number read from
     memory's JSON (verbs/memory.py): where every layer that keeps something keeps keys and values, the KV cache of
     this run and of the whole context; in a hybrid, a row for each kind of layer (its keys and values, growing with
     the context, or its recurrent state, the same at any context) and the whole cache. The keys an indexer keeps
-    beside K and V (DeepSeek-V3.2's) have a row of their own; a cache of streams (DeepSeek-V4's), a row a stream."""
+    beside K and V (DeepSeek-V3.2's) have a row of their own; a cache of streams (DeepSeek-V4's), a row a stream.
+    A batch's bytes are the batch's; a run without the cache says what it would have held."""
     kv, cache = m["kv_cache"], m["cache"]
+    per_seq = " for the batch" if kv["batch"] > 1 else ""
+    off = "" if cached else " (if the cache were on)"
     types = cache["layer_types"]
     attending = {kind: k for kind, k in types.items() if "positions" in k}
     states = {kind: k for kind, k in types.items() if k.get("state")}
     beside = _indexer_keys({kind: k for kind, k in attending.items() if "index_keys" in k.get("rows", {})})
     if any("window" in k for k in types.values()):  # DeepSeek-V4's streams side by side
-        return _stream_items(m)
+        return _stream_items(m, per_seq + off)
     if not states:
         held = (
-            f"{plural(kv['positions'], 'position', n(kv['positions']))} x {byte_size(kv['bytes_per_token'])} (K and V "
-            f"of {plural(sum(k['layers'] for k in attending.values()), 'layer')}"
+            f"{plural(kv['positions'], 'position', n(kv['positions']))} x {byte_size(kv['bytes_per_token'])}{per_seq} "
+            f"(K and V of {plural(sum(k['layers'] for k in attending.values()), 'layer')}"
             + (", and the indexer's keys)" if beside else ")")
+            + off
         )
         if len(kv.get("layer_types", {})) > 1:  # layers that hold different numbers of positions (a window on some)
             held = "by layer type: " + ", ".join(
                 f"{kind} {k['layers']} x {n(k['positions'])} positions" for kind, k in kv["layer_types"].items()
-            )
+            ) + (per_seq and f", {per_seq.strip()}") + off
         return [
             ("KV cache, this run", kv["bytes"], held),
             *beside,
             ("KV cache, whole context", kv["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
         ]
-    items = [item for kind, k in types.items() for item in _kind_items(kind, k, m)]
+    items = [item for kind, k in types.items() for item in _kind_items(kind, k, m, per_seq)]
     parts = (
         f"{byte_size(kv['bytes'])} keys and values + " if attending else ""
     ) + f"{byte_size(cache['state_bytes'])} state"
@@ -1241,16 +1245,16 @@ def _cache_items(m: dict) -> list[tuple[str, int, str]]:
         (
             "cache, this run",
             cache["bytes"],
-            f"after {plural(cache['positions'], 'position', n(cache['positions']))} ({parts})",
+            f"after {plural(cache['positions'], 'position', n(cache['positions']))} ({parts}){per_seq}{off}",
         ),
         ("cache, whole context", cache["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
     ]
 
 
-def _stream_items(m: dict) -> list[tuple[str, int, str]]:
+def _stream_items(m: dict, run: str) -> list[tuple[str, int, str]]:
     """A cache of streams (DeepSeek-V4's), as count's report says it (views/report.py's cache_streams): a row for each
     kind of layer's window, compressed streams and compressors' state, the whole after the positions counted (each
-    stream's share) and at the context."""
+    stream's share; `run` what else the text says of it: the batch's, if the cache were on) and at the context."""
     cache = m["cache"]
     items: list[tuple[str, int, str]] = []
     totals: dict[str, int] = {}  # each stream's bytes in every kind of layer
@@ -1265,7 +1269,7 @@ def _stream_items(m: dict) -> list[tuple[str, int, str]]:
                 note = f"{arrays} numbers x {layers}: {what}, the same at any context"
             items.append((f"{stream}, {kind} layers", b, note))
     shares = " + ".join(f"{stream} {byte_size(b)}" for stream, b in totals.items())
-    this_run = f"after {plural(cache['positions'], 'position', n(cache['positions']))} ({shares})"
+    this_run = f"after {plural(cache['positions'], 'position', n(cache['positions']))} ({shares}){run}"
     context = m["kv_cache"]["context"]
     whole = ("cache, whole context", cache["bytes_at_context"], plural(context, "position", n(context)))
     return [*items, ("cache, this run", cache["bytes"], this_run), whole]
@@ -1293,9 +1297,10 @@ def _indexer_keys(indexed: dict) -> list[tuple[str, int, str]]:
     ]
 
 
-def _kind_items(kind: str, k: dict, m: dict) -> list[tuple[str, int, str]]:
+def _kind_items(kind: str, k: dict, m: dict, per_seq: str) -> list[tuple[str, int, str]]:
     """A hybrid's cache rows for one kind of layer: its keys and values (a position's numbers, as count's report has
-    them, and the positions held), its recurrent state (the same at any context), or both (a Falcon-H1 layer)."""
+    them, and the positions held), its recurrent state (the same at any context), or both (a Falcon-H1 layer); a
+    batch's bytes per token or of state are the batch's (`per_seq`)."""
     items = []
     state = k.get("state_bytes", k["bytes"] if k.get("state") else 0)
     if "positions" in k:
@@ -1303,11 +1308,11 @@ def _kind_items(kind: str, k: dict, m: dict) -> list[tuple[str, int, str]]:
         numbers = each // (max(k["positions"], 1) * m["bytes_per_number"] * m["kv_cache"]["batch"])
         layers, held = plural(k["layers"], kind + " layer"), plural(k["positions"], "position", n(k["positions"]))
         per_token = byte_size(kv // max(k["positions"], 1))
-        about = f"K and V x {layers} x {n(numbers)} numbers: {per_token} per token; {held} here"
+        about = f"K and V x {layers} x {n(numbers)} numbers: {per_token} per token{per_seq}; {held} here"
         items.append((f"KV cache, {kind} layers", kv, about))
     if k.get("state"):
         arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
-        about = f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}: the same at any context"
+        about = f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}{per_seq}: the same at any context"
         items.append((f"state, {kind} layers", state, about))
     return items
 

@@ -821,6 +821,31 @@ def test_a_model_of_one_kind_of_layer_draws_no_pattern(page_of, demo_run):
     assert page.evaluate("document.querySelectorAll('svg.layer-pattern').length") == 0
 
 
+@pytest.mark.parametrize("options", [
+    ("--preset", "gpt2"),
+    ("--preset", "gpt2", "--no-cache"),
+    ("--preset", "gpt2", "--batch", "4"),
+    ("--preset", "gemma-3-4b", "--batch", "2", "--no-cache"),
+    ("--preset", "qwen3.5-27b", "--batch", "2", "--no-cache"),
+    ("--preset", "deepseek-v4-flash", "--no-cache"),
+])  # fmt: skip
+def test_the_memory_table_says_what_the_terminal_says_of_a_batch_and_of_a_run_without_the_cache(tmp_path, options):
+    """A batch's bytes per token are the batch's, and a run without the cache holds none: the terminal's memory lines
+    say "for the batch" and "(if the cache were on)"; the page's rows said neither (helper-63)."""
+    html = tmp_path / "count.html"
+    result = run_cli("count", *options, "--tokens", "20", "--new-tokens", "3", "--html", str(html))
+    assert result.returncode == 0, result.stderr
+    table = re.search(r'<table class="memory-table">(.*?)</table>', html.read_text(), re.S)
+    rows = [[re.sub("<[^>]+>", "", cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+            for row in re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S)]  # fmt: skip
+    run_rows = [r for r in rows if r and r[0] in ("KV cache, this run", "cache, this run")]
+    assert len(run_rows) == 1, rows
+    terminal = result.stdout[result.stdout.index("Memory (") :]
+    for phrase, said in (("for the batch", "--batch" in options), ("(if the cache were on)", "--no-cache" in options)):
+        assert (phrase in terminal) == said, (phrase, terminal)
+        assert (phrase in run_rows[0][3]) == said, (phrase, run_rows[0])
+
+
 # --- the hybrids' pages: their memory and their scans, as the terminal has them ---------------------------------
 @pytest.fixture(scope="session")
 def hybrid_pages(tmp_path_factory):
