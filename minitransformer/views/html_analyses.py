@@ -122,7 +122,7 @@ def lens_section(doc: dict) -> str:
     return "\n".join(
         [
             '<section class="lens"><h2>The logit lens</h2>',
-            f"<p>{escape(word)}'s probability read from each layer's stream ({escape(doc['conventions'])}).</p>",
+            f"<p>{escape(word)}'s probability read from each layer's stream; {escape(doc['conventions'])}.</p>",
             f'<div class="diagram">{heatmap(rows, columns, "probability")}</div>',
             f'<h3>At position {last}</h3><table class="lens"><tr><th>entry</th><th>rank</th><th>p</th>'
             f"<th>top tokens</th></tr>{table}</table>",
@@ -163,11 +163,11 @@ def attribute_section(doc: dict) -> str:
     total = sum(p["attribution"] for p in doc["parts"])
     head = (
         f"<p>logit({escape(word(doc['target']))}) - logit({escape(word(doc['versus']))}) at the last position: "
-        f"{doc['difference']:.4f}, split among what wrote the stream the final norm reads "
-        f"({escape(doc['conventions'])}). Red: towards the target, blue: towards the other token; a split "
+        f"{doc['difference']:.4f}, split among what wrote the stream the final norm reads; "
+        f"{escape(doc['conventions'])}. Red: towards the target, blue: towards the other token; a split "
         f"part's pieces (its heads, its experts) below it, summing to it.</p>"
     )
-    table = '<table class="attribution"><tr><th>part</th><th>share</th><th></th></tr>'
+    table = '<table class="attribution"><tr><th>part</th><th>contribution</th><th></th></tr>'
     total_row = f'<tr class="total"><td>sum of the parts</td><td class="num">{total:.4f}</td><td></td></tr></table>'
     section = ['<section class="attribute"><h2>Direct logit attribution</h2>', head, table, *rows, total_row]
     return "\n".join([*section, bill_table(doc["bill"]), "</section>"])

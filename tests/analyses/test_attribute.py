@@ -227,6 +227,8 @@ def test_the_page_draws_the_parts(tmp_path, capsys):
     third = document["parts"][3]
     assert escape(f"{third['part']}: {third['attribution']:.4f}") in page, third
     assert f"{sum(p['attribution'] for p in document['parts']):.4f}" in page
+    # the column holds logit contributions, not shares; the conventions are a sentence, not a nested parenthesis
+    assert "<th>part</th><th>contribution</th>" in page and "))" not in page.split("<h2>")[1].split("<table")[0]
 
 
 def test_fold_ln_and_center_writing_weights_equal_transformer_lens(tmp_path_factory):

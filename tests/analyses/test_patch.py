@@ -156,6 +156,7 @@ def test_the_pages_draw_the_sweep_and_the_lens(tmp_path, capsys):
     assert escape(f"block 1, ' France' 3: share restored {document['residual'][1][3]:.3f}") in page
     lens = (tmp_path / "l.html").read_text()
     assert "<h2>The logit lens</h2>" in lens and lens.count('<rect class="cell"') == 5 * 5  # entries x positions
+    assert "))" not in lens.split("<h2>The logit lens</h2>")[1].split("</p>")[0]  # its note: no nested parenthesis
 
 
 # A latent attention's heads read by W_O are as wide as its values (v_head_dim), not its queries and keys: 10 against
