@@ -62,7 +62,12 @@ def bill_table(bill: dict) -> str:
         for tr, i in lines
     ]
     s = bill.get("saved")
-    note = f"<p>{escape(s['what'])}: {human(s['dot_products'])} dot products, {s['macs']:,} MACs.</p>" if s else ""
+    note = (
+        f"<p>{escape(s['what'])}: {human(s['dot_products'])} dot products, {human(s['macs'])} MACs "
+        f"({s['macs']:,}).</p>"  # as the terminal's bill says it
+        if s
+        else ""
+    )
     return (
         '<h3>Its bill</h3><table class="bill"><tr><th>what</th><th>passes</th><th>dot products</th>'
         f"<th>MACs</th></tr>{''.join(rows)}</table>{note}"

@@ -146,12 +146,16 @@ def test_the_pages_draw_the_sweep_and_the_lens(tmp_path, capsys):
     import json
     from html import escape
 
+    from minitransformer.text import human
+
     clean = ["The capital of France is", "--model", "demo"]
     patched = ["patch", *clean, "--corrupt", "The capital of Germany is", "--target", " Paris", "--versus", " Berlin"]
     assert main([*patched, "--json", str(tmp_path / "p.json"), "--html", str(tmp_path / "p.html")]) == 0
     assert main(["lens", *clean, "--target", " Paris", "--positions", "--html", str(tmp_path / "l.html")]) == 0
     document, page = json.loads((tmp_path / "p.json").read_text()), (tmp_path / "p.html").read_text()
     assert "<h2>Activation patching</h2>" in page and "Its bill" in page
+    saved = document["bill"]["saved"]  # in the terminal's units: "99 K dot products, 7.47 M MACs (7,468,800)"
+    assert f"{human(saved['dot_products'])} dot products, {human(saved['macs'])} MACs ({saved['macs']:,})" in page
     assert page.count('<rect class="cell"') == 4 * 5 == len(document["residual"]) * len(document["residual"][0])
     assert escape(f"block 1, ' France' 3: share restored {document['residual'][1][3]:.3f}") in page
     lens = (tmp_path / "l.html").read_text()
