@@ -23,7 +23,7 @@ from ..verbs.formulas import (
     weight_macs_per_position,
 )
 from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
-from .report import RULE, cache_name, cache_streams, capitalised, describe_model, length, operands
+from .report import RULE, cache_name, cache_streams, capitalised, decode_heading, describe_model, length, operands
 
 CONVENTION = (
     f"{RULE} Dense, as computed here\n"
@@ -146,7 +146,7 @@ def count_report(count: Count, balance: float = DEFAULT_BALANCE, dtype: str = "f
             "",
             *decode_blocks(last),
             "",
-            f"Decode steps {cache}: T new positions, t attended"
+            decode_heading(cache, count.prefill.scores is not None)
             + (f" ({len(count.shown_steps())} of {decodes:,} shown)" if len(count.shown_steps()) < decodes else ""),
             decode_table(count),
         ]
@@ -335,28 +335,19 @@ def decode_table(count: Count) -> str:
     shown = set(count.shown_steps())
     other = {p.step: p for p in count.other_way}
     other_label = "MACs without the cache" if count.cached else "MACs with the cache"
+    attends = count.prefill.scores is not None  # a state-space model's passes have no scores: no column
+    headers = ["step", "T", "t", *(["scores (per block)"] if attends else []), "dot products", "MACs", "FLOPs", other_label]
     rows, gap = [], False
     for p in count.decodes:
         if p.step not in shown:
             if not gap:
-                rows.append(["...", "", "", "", "", "", "", ""])
+                rows.append(["..."] + [""] * (len(headers) - 1))
                 gap = True
             continue
-        scores = shape(p.scores.out_shape) if p.scores is not None else "-"
-        rows.append(
-            [
-                str(p.step),
-                n(p.tokens),
-                n(p.context),
-                scores,
-                n(p.dot_products),
-                n(p.macs),
-                human(p.flops),
-                n(other[p.step].macs),
-            ]
-        )
-    headers = ["step", "T", "t", "scores (per block)", "dot products", "MACs", "FLOPs", other_label]
-    return table(headers, rows, right={0, 1, 2, 4, 5, 6, 7})
+        scores = [shape(p.scores.out_shape) if p.scores is not None else "-"] if attends else []
+        rows.append([str(p.step), n(p.tokens), n(p.context), *scores, n(p.dot_products), n(p.macs), human(p.flops),
+                     n(other[p.step].macs)])  # fmt: skip
+    return table(headers, rows, right={0, 1, 2, *range(len(headers) - 4, len(headers))})
 
 
 def ops_table(count: Count) -> str:

@@ -145,29 +145,20 @@ def layers_table(phase: Phase) -> str:
 
 
 def decode_table(phases: list[Phase], limit: int = 8) -> str:
+    """Each decode step's sizes and counts; the scores' shape where some layer attends (a state-space model's has
+    none: no column)."""
     shown = phases if len(phases) <= limit else [*phases[: limit - 2], None, *phases[-2:]]
+    first = next((r.layer for r in phases[0].records if r.attention == "scores"), None)  # the first layer that attends
     rows = []
     for p in shown:
         if p is None:
-            rows.append(["...", "", "", "", "", ""])
+            rows.append(["...", "", "", *([""] if first is not None else []), "", ""])
             continue
-        scores = next((r for r in p.records if r.attention == "scores"), None)  # the first layer that attends
-        rows.append(
-            [
-                str(p.step),
-                count(p.tokens),
-                count(p.context),
-                shape(scores.out_shape) if scores else "-",
-                count(p.dot_products),
-                count(p.macs),
-            ]
-        )
-    first = next((r.layer for r in phases[0].records if r.attention == "scores"), None)
-    return table(
-        ["step", "T", "t", f"scores (layer {first})" if first is not None else "scores", "dot products", "MACs"],
-        rows,
-        right={0, 1, 2, 4, 5},
-    )
+        scores = next((r for r in p.records if r.attention == "scores"), None)
+        shapes = [] if first is None else [shape(scores.out_shape) if scores else "-"]
+        rows.append([str(p.step), count(p.tokens), count(p.context), *shapes, count(p.dot_products), count(p.macs)])
+    headers = ["step", "T", "t", *([f"scores (layer {first})"] if first is not None else []), "dot products", "MACs"]
+    return table(headers, rows, right={0, 1, 2, len(headers) - 2, len(headers) - 1})
 
 
 KV_CACHE = "KV cache"
@@ -178,6 +169,12 @@ def cache_name(kinds) -> str:
     layer writes them (a stage of kind "cache"; maybe states beside them), each layer's recurrent state alone where
     none does (Mamba's)."""
     return KV_CACHE if "cache" in set(kinds) else "state cache"
+
+
+def decode_heading(cached: str, attends: bool) -> str:
+    """The decode table's title: T and t as its columns read them (a model that attends to nothing reads no keys: its
+    t is the positions so far)."""
+    return f"Decode steps {cached}: T new positions, " + ("t attended" if attends else "t the positions so far")
 
 
 def capitalised(text: str) -> str:
@@ -205,7 +202,8 @@ def ledger_report(ledger: Ledger, layer: int = 0) -> str:
     if tied:
         out += ["", tied]
     if decodes:
-        out += ["", f"Decode steps {cached}: T new positions, t attended", decode_table(decodes)]
+        attends = any(r.attention == "scores" for r in prefill.records)
+        out += ["", decode_heading(cached, attends), decode_table(decodes)]
     totals = ledger.totals
     out += [
         "",

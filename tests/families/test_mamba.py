@@ -54,6 +54,19 @@ def test_the_state_and_the_logits_after_a_prompt_and_each_decode_step_are_transf
     assert all(c.ok for c in compared), "\n".join(map(repr, compared))
 
 
+def test_a_generation_s_decode_table_has_no_scores_column(made):
+    """generate's report of a model of states alone: its decode steps read no keys (the table said "t attended" and
+    headed a column of dashes "scores")."""
+    from minitransformer.views.report import ledger_report
+
+    _, ours, _ = made("tied-auto-rank")
+    out = ours.generate([3, 1, 4, 1, 5], max_new_tokens=3).ledger
+    lines = ledger_report(out).splitlines()
+    at = lines.index("Decode steps with the state cache: T new positions, t the positions so far")
+    assert lines[at + 1].split() == ["step", "T", "t", "dot", "products", "MACs"], lines[at : at + 4]
+    assert lines[at + 2].split()[:3] == ["1", "1", "6"], lines[at : at + 4]
+
+
 def test_a_pass_of_several_positions_from_the_cache_continues_the_state(made):
     """Several positions after cached ones continue from the state the cache kept: their logits are those of the whole
     sequence at once, ours and transformers'. (transformers' own such pass starts its scan from zeros:
@@ -209,5 +222,7 @@ def test_a_model_of_states_alone_calls_its_cache_a_state_cache_and_has_no_attent
                  '"cache_name":"state cache"'):  # fmt: skip
         assert says in html, says
     assert "through the KV cache" not in html and "KV cache:" not in html
+    # its decode table: no scores' column, and t the positions so far (no keys are attended)
+    assert "Decode steps with the state cache: T new positions, t the positions so far\n  step  T  t  dot products" in out
     hybrid = run_cli("count", "--preset", "jamba-1.5-mini", "--tokens", "5", "--new-tokens", "2").stdout
     assert "with the KV cache" in hybrid and "Q K^T" in hybrid, hybrid  # its attention layers keep keys and values
