@@ -140,6 +140,7 @@ class KVCache:
         self.capacity = capacity
         self.batch, self.shape_only, self.dtype = tuple(batch), shape_only, np.dtype(dtype)  # what it was made for
         self.length = 0  # positions seen, the same in every layer once a forward pass is complete
+        self.spoilt = False  # a pass that stopped part way left some layers' states ahead of `length` (Model.run)
 
         def array(shape: tuple[int, ...], zeros: bool = False):
             if shape_only:
@@ -188,6 +189,27 @@ class KVCache:
             raise UserError(f"the cache's layers are 0 to {n - 1} (or -{n} to -1 from the last), not {i!r:.40}")
         return self.layers[i]
 
+    @property
+    def overwrites(self) -> bool:
+        """Whether a pass overwrites what earlier positions left (a recurrent state, a compressor's state or
+        compressed stream) rather than only writing rows after them: such a cache cannot be rewound, and a pass that
+        stops part way leaves it wrong."""
+        return any(not isinstance(s, KeysValues) or s.state or s.compressed for s in self.specs)
+
+    def room(self, T: int) -> int:
+        """The positions stored before a pass of T more, after checking that they fit and that the cache is whole."""
+        if self.spoilt:
+            raise UserError(
+                "this cache was left half-written by a pass that stopped part way (an error or an interrupt): its "
+                "layers' states no longer match the positions it holds; make a new one (model.new_cache())"
+            )
+        if self.length + T > self.capacity:
+            raise UserError(
+                f"this cache holds {self.capacity} positions and {self.length + T} are needed: make one with room for "
+                f"them (model.new_cache(capacity=...))"
+            )
+        return self.length
+
     def advance(self, n: int) -> None:
         self.length += n
 
@@ -197,7 +219,7 @@ class KVCache:
         back to."""
         if not 0 <= n <= self.length:
             raise ValueError(f"cannot rewind {n} of {self.length} positions")
-        if any(not isinstance(s, KeysValues) or s.state or s.compressed for s in self.specs):
+        if self.overwrites:
             raise ValueError("a cache with a recurrent state or a compressed stream cannot be rewound")
         self.length -= n
 
@@ -228,13 +250,7 @@ class LayerCache:
 
     def _room(self, T: int) -> int:
         """The positions stored before this pass, after checking that T more fit."""
-        past = self.cache.length
-        if past + T > self.cache.capacity:
-            raise UserError(
-                f"this cache holds {self.cache.capacity} positions and {past + T} are needed: make one with room for "
-                f"them (model.new_cache(capacity=...))"
-            )
-        return past
+        return self.cache.room(T)
 
     def append(self, k, v):
         """Write this pass's rows [..., H, T, dh] after the stored ones; return the rows the pass attends to,

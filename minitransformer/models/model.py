@@ -211,9 +211,10 @@ class Model:
             raise UserError(f"cache must be one this model made (model.new_cache()), not {type(cache).__name__}")
         past = cache.length if cache is not None else 0
         ids = self.check_ids(token_ids, past)
+        T = ids.shape[-1]
         if cache is not None:
             self._check_cache(cache, ids.shape[:-1])
-        T = ids.shape[-1]
+            cache.room(T)  # before any layer writes: a recurrent layer's state is overwritten in place
         if pads is not None:
             pads = np.asarray(pads)
             if ids.ndim != 2 or pads.shape != ids.shape[:1] or pads.dtype.kind not in "iu" or (pads < 0).any():
@@ -223,9 +224,14 @@ class Model:
         dims = Dims.of(self.config, T, past, R=T if all_positions else 1, batch=ids.shape[:-1])
         chunks = self._chunks if pads is None else None  # a padded batch's rows begin their chunks apart
         tape = self._tape(dims, phase, watcher, chunks=chunks, dense=options.dense_attention, routing=options.routing)
-        return self.architecture.forward(
-            ids, self.params, self.config, cache, tape, all_positions, pads, choices=choices
-        )
+        try:
+            return self.architecture.forward(
+                ids, self.params, self.config, cache, tape, all_positions, pads, choices=choices
+            )
+        except BaseException:  # a hook's error, a refusal, Ctrl-C: the layers run so far wrote this pass's state
+            if cache is not None and cache.overwrites:
+                cache.spoilt = True
+            raise
 
     def run_from(
         self,

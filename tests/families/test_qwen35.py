@@ -84,6 +84,30 @@ def test_the_cache_holds_keys_for_full_layers_and_a_state_that_never_grows_for_t
     assert len(states) == 3 and sum(h.nbytes for h in states) == 4 * 3 * each == 4 * 3 * (2 * 60 + 2 * 12 * 6)
 
 
+def test_a_pass_that_stops_part_way_leaves_no_wrong_state_behind(made):
+    """A refused pass wrote no layer's state (the capacity is checked before the DeltaNet layers run: the next pass on
+    that cache was 5.2 off); a pass stopped by an error in a later layer spoils the cache, which is then refused in
+    words, where a cache of keys and values alone, whose rows past its length are not read, stays usable."""
+    _, ours, _ = made("dense")
+    ids = prompt("dense", 7, seed=3)
+    cache = ours.new_cache(capacity=5)
+    with pytest.raises(UserError, match="this cache holds 5 positions and 7 are needed"):
+        ours.run(ids, cache=cache)
+    np.testing.assert_allclose(ours.run(ids[:3], cache=cache, all_positions=True), ours.logits(ids[:3]), atol=2e-5)
+    last = max(i for i, kind in enumerate(ours.config.layer_types) if kind == FULL)  # after the DeltaNet layers
+    with ours.add_hook(f"blocks.{last}.attn.out", lambda t, name: t[..., :1]):  # a wrong shape: refused in the pass
+        with pytest.raises(UserError, match="keep the shape"):
+            ours.run(ids[3:5], cache=cache)
+    with pytest.raises(UserError, match="left half-written by a pass that stopped part way"):
+        ours.run(ids[3:5], cache=cache)
+    demo = load_model("demo")
+    kv = demo.new_cache()
+    demo.run([464, 3139], cache=kv)
+    with demo.add_hook("blocks.3.attn.out", lambda t, name: t[..., :1]), pytest.raises(UserError):
+        demo.run([286, 4881], cache=kv)
+    np.testing.assert_allclose(demo.run([286, 4881], cache=kv), demo.logits([464, 3139, 286, 4881])[-1:], atol=2e-5)
+
+
 def test_the_recurrent_form_and_the_chunks_agree_and_a_state_never_grows(made):
     """The same positions, fed one at a time (the recurrent form) and as one prompt (chunks): the same logits; and
     the state arrays of a cache for 16 positions are those of a cache for 512."""
