@@ -336,7 +336,8 @@ def decode_table(count: Count) -> str:
     other = {p.step: p for p in count.other_way}
     other_label = "MACs without the cache" if count.cached else "MACs with the cache"
     attends = count.prefill.scores is not None  # a state-space model's passes have no scores: no column
-    headers = ["step", "T", "t", *(["scores (per block)"] if attends else []), "dot products", "MACs", "FLOPs", other_label]
+    shapes = ["scores (per block)"] if attends else []
+    headers = ["step", "T", "t", *shapes, "dot products", "MACs", "FLOPs", other_label]
     rows, gap = [], False
     for p in count.decodes:
         if p.step not in shown:

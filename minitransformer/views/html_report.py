@@ -1227,9 +1227,8 @@ def _cache_items(m: dict, cached: bool) -> list[tuple[str, int, str]]:
             + off
         )
         if len(kv.get("layer_types", {})) > 1:  # layers that hold different numbers of positions (a window on some)
-            held = "by layer type: " + ", ".join(
-                f"{kind} {k['layers']} x {n(k['positions'])} positions" for kind, k in kv["layer_types"].items()
-            ) + (per_seq and f", {per_seq.strip()}") + off
+            kinds = (f"{kind} {k['layers']} x {n(k['positions'])} positions" for kind, k in kv["layer_types"].items())
+            held = "by layer type: " + ", ".join(kinds) + (per_seq and f", {per_seq.strip()}") + off
         return [
             ("KV cache, this run", kv["bytes"], held),
             *beside,
