@@ -234,10 +234,22 @@ def has_batch_axis(tensor, name: str, record: Record) -> bool:
 
 
 def _replacement(tensor, result, name: str, hook: _Hook):
-    """What the forward pass continues with: the hook's result if it gave one of the same shape."""
+    """What the forward pass continues with: the hook's result if it gave real numbers of the same shape (whole
+    numbers where the stage holds indices): an array of objects became NaN, a complex one lost its imaginary part."""
     if result is None or result is tensor:
         return tensor
-    result = np.asarray(result)
+    given = f"an array of {result.dtype}" if isinstance(result, np.ndarray) else f"a {type(result).__name__}"
+    try:
+        result = np.asarray(result)
+    except ValueError:  # a ragged sequence: no array at all
+        result = np.asarray(None)
+    kinds = "iu" if tensor.dtype.kind in "iu" else "biuf"
+    if result.dtype.kind not in kinds:
+        wanted = "whole numbers (the stage's indices)" if kinds == "iu" else "real numbers"
+        raise UserError(
+            f"hook {hook.label} returned {given} for {name}; a replacement is an array of {wanted} "
+            f"(the stage's are {tensor.dtype})"
+        )
     if result.shape != tensor.shape:
         raise UserError(
             f"hook {hook.label} returned shape {list(result.shape)} for {name}, "

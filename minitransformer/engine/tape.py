@@ -429,7 +429,7 @@ class Tape:
         """Nobody keeps a ledger of this pass or watches it: the bookkeeping can be skipped."""
         return self.phase is None and self.watcher is None
 
-    def stage(self, op: str | Stage, value, spec: str, replaceable: bool = True):
+    def stage(self, op: str | Stage, value, spec: str, replaceable: bool = True, indices: range | None = None):
         """A stage that is not a matrix product: check its shape(s), record it with zero dot products. `op`: the
         stage, declared at the line (engine/stages.py's `step`), or its op in the tape's stage table.
 
@@ -437,6 +437,8 @@ class Tape:
         replaceable=False: a stage shown after every position of it was computed, each from the one before (a scan
         position by position): a hook may read it, and a replacement, which could not reach the positions after it,
         is refused, as a gathered stage's is.
+        indices: a selection's (first) output holds indices into this range (the experts, the keys; -1 where a
+        query has no choice): a replacement must too, or it would read no expert, or another row, without a word.
         """
         name = op.op if isinstance(op, Stage) else op
         values = value if isinstance(value, tuple) else (value,)
@@ -456,6 +458,10 @@ class Tape:
         shown = self._watch(stage, value, record)
         if not replaceable and shown is not value:
             raise UserError(f"a hook replaced {self.prefix}{stage.names[0]}, {_SHOWN_AFTER[PIECES]}")
+        if indices is not None:
+            chosen, before = (shown[0], value[0]) if isinstance(value, tuple) else (shown, value)
+            if chosen is not before and not isinstance(chosen, ShapeOnly):
+                _check_indices(self.prefix + stage.names[0], chosen, indices)
         return shown
 
     def matmul(
@@ -543,3 +549,12 @@ def _padded_to_first(values: list) -> list:
     fewer positions, lightning attention's) padded with zeros past its own rows and columns."""
     full = values[0].shape
     return [v if v.shape == full else np.pad(v, [(0, f - n) for n, f in zip(v.shape, full)]) for v in values]
+
+
+def _check_indices(name: str, chosen: np.ndarray, indices: range) -> None:
+    """A replaced selection's indices: whole numbers in `indices`, or refused in words."""
+    if chosen.size and (chosen.min() < indices.start or chosen.max() >= indices.stop):
+        raise UserError(
+            f"a hook replaced {name} with {int(chosen.min())} to {int(chosen.max())}: its values are indices "
+            f"{indices.start} to {indices.stop - 1}"
+        )

@@ -183,6 +183,12 @@ def test_bad_hooks_are_refused_with_a_reason(small_gpt2):
             small_gpt2.logits(IDS)
     finally:
         small_gpt2.remove_hooks()
+    # numbers the pass cannot continue with: objects became NaN logits, a complex array lost its imaginary part
+    for given, says in ((lambda t, n: np.full(t.shape, None), "an array of object"), (lambda t, n: (t, n), "a tuple"),
+                        (lambda t, n: np.full(t.shape, "a"), "an array of <U1"),
+                        (lambda t, n: t.astype(np.complex64), "an array of complex64")):  # fmt: skip
+        with small_gpt2.add_hook("blocks.0.attn.out", given), pytest.raises(UserError, match=f"returned {says} for"):
+            small_gpt2.logits(IDS)
 
 
 def test_with_nothing_asked_the_tape_has_no_watcher(small_gpt2, monkeypatch):

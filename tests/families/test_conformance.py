@@ -268,3 +268,35 @@ def test_each_expert_computed_what_the_router_sent_it(model, family, name):
     _, ours, _ = model(family, name)
     assert ours.config.n_experts == routed_experts(family, name)
     assert checks.expert_loads_follow_the_router(ours, FAMILIES[family].prompt_ids(name, 150, seed=7)) > 0
+
+
+def selects(config) -> bool:
+    """Whether a model chooses among experts or keys (a stage of indices): a mixture of experts, an indexer."""
+    return any(getattr(config, key, None) for key in ("n_experts", "index_topk", "compressed_topk"))
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_a_selection_s_replacement_must_be_indices_it_could_have_chosen(model, family):
+    """A stage of indices (the experts a router chose, the keys an indexer chose) replaced by a hook, on the family's
+    first config that has one: the same indices give the same logits; indices no row has (experts past E, keys past
+    t, below -1) or numbers that are not whole are refused in words. A Mixtral given experts 100 to 103 of 4 read
+    none of them, silently: 0 expert MACs, logits 4.7 off. A model that selects nothing has no stage of indices."""
+    names = list(FAMILIES[family].configs)
+    name = next((n for n in names if selects(model(family, n)[1].config)), names[0])
+    _, ours, _ = model(family, name)
+    ids = FAMILIES[family].prompt_ids(name, 12, seed=3)
+    _, cache = ours.run_with_cache(ids, names=lambda n: True, all_positions=False)
+    first: dict[str, str] = {}  # each kind of selection, at its first layer
+    for stage, tensor in cache.items():
+        if tensor.dtype.kind in "iu":
+            first.setdefault(stage.split(".", 2)[-1], stage)
+    assert bool(first) == selects(ours.config), (family, name, first)
+    logits = ours.logits(ids)
+    for stage in first.values():
+        with ours.add_hook(stage, lambda t, n: t.copy()):
+            np.testing.assert_allclose(ours.logits(ids), logits, rtol=0, atol=1e-5)  # a watched pass's layout
+        for bad, says in ((lambda t, n: t + 10**6, "its values are indices"),
+                          (lambda t, n: t * 0 - 2, "its values are indices"),
+                          (lambda t, n: t + 0.5, "whole numbers")):  # fmt: skip
+            with ours.add_hook(stage, bad), pytest.raises(UserError, match=says):
+                ours.logits(ids)

@@ -267,7 +267,7 @@ class CompressedIndexer(Part):
         chosen = largest(scores, at.dims.size("kc"), at)
         if future is not None:  # an entry the query cannot see yet is no choice
             chosen = np.where(np.take_along_axis(np.broadcast_to(future, scores.shape), chosen, -1) < 0, -1, chosen)
-        return at.stage("index.topk", chosen, "T kc"), c
+        return at.stage("index.topk", chosen, "T kc", indices=range(-1, c)), c  # -1: an entry not yet seen
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         Hi, di, dq, D = config.index_n_heads, config.index_head_dim, config.q_lora_rank, config.n_embd

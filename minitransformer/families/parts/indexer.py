@@ -146,7 +146,7 @@ class LightningIndexer(Part):
         w = at.stage("index.weigh", w * constant(w, Hi**-0.5), "T Hi")
         scores = at.matmul("index.sum", w[..., None, :], s, "T 1 Hi, T Hi t -> T 1 t")
         scores = at.stage("index.mask", scores[..., 0, :] + query_key_mask(inputs.mask, scores), "T t")
-        return at.stage("index.topk", largest(scores, at.dims.s, at), "T s")
+        return at.stage("index.topk", largest(scores, at.dims.s, at), "T s", indices=range(scores.shape[-1]))
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
         """wq_b [Hi di, dq], wk [di, D], k_norm's gain and bias [di] each, weights_proj [Hi, D]."""
@@ -262,7 +262,7 @@ class IndexedLatentAttention(LatentAttention):
             given = inputs.choices[source]  # [T, s], or [B, T, s]: one pass's for a run of B rows from a later block
             if not isinstance(given, ShapeOnly) and given.shape[:-2] != tuple(at.dims.batch):
                 given = np.broadcast_to(given, (*at.dims.batch, *given.shape[-2:]))  # each patched row reads it
-            chosen = at.stage("index.shared", given, "T s")
+            chosen = at.stage("index.shared", given, "T s", indices=range(K.shape[-2]))
         z = at.on_chosen_keys(
             lambda q, K, V, bias, chosen, at: attend_chosen(q, K, V, bias, chosen, config, at),
             lambda q, K, V, bias, at: attend(q, K, V, bias, config, at),

@@ -183,7 +183,8 @@ class SoftmaxRouter(Part):
         at = at.declaring(self.declared(config))
         logits = at.matmul("router", h, getattr(p, self.module).weight.T, "T D, D E -> T E")
         probs = at.stage("router.softmax", softmax(logits), "T E")
-        chosen, gates = at.stage("router.topk", self.chosen(probs, p, config, at), "T k")
+        experts = range(config.n_experts)
+        chosen, gates = at.stage("router.topk", self.chosen(probs, p, config, at), "T k", indices=experts)
         if self.renormalises(config):
             total = gates.sum(axis=-1, keepdims=True)
             if self.floor:  # the sum, or the floor where it is smaller
@@ -244,7 +245,7 @@ class TopKSoftmaxRouter(Part):
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         at, w = at.declaring(self.declared(config)), module_of(p, self.module)
         logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E", bias=getattr(w, "bias", None))
-        chosen, top = at.stage("router.topk", top_k(logits, config.top_k, at), "T k")
+        chosen, top = at.stage("router.topk", top_k(logits, config.top_k, at), "T k", indices=range(config.n_experts))
         if self.sigmoid:
             return chosen, at.stage("router.sigmoid", sigmoid(top), "T k")
         return chosen, at.stage("router.softmax", softmax(top), "T k")
@@ -305,7 +306,10 @@ class GroupLimitedRouter(Part):
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         at = at.declaring(self.declared(config))
         scores = self.scores(h, p, at)
-        chosen = at.stage("router.choose", self.choose(scores, self.correction_bias(p), config, at), "T k")
+        experts = range(config.n_experts)
+        chosen = at.stage(
+            "router.choose", self.choose(scores, self.correction_bias(p), config, at), "T k", indices=experts
+        )
         return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
 
     def scores(self, h, p: SimpleNamespace, at: Tape):
@@ -386,7 +390,8 @@ class SigmoidRouter(GroupLimitedRouter):
         at = at.declaring(self.declared(config))
         scores = self.scores(h, p, at)
         biased = scores + getattr(p, self.bias).astype(scores.dtype) if config.use_expert_bias else scores
-        chosen = at.stage("router.choose", at.top_k("router.choose", biased, config.top_k), "T k")
+        experts = range(config.n_experts)
+        chosen = at.stage("router.choose", at.top_k("router.choose", biased, config.top_k), "T k", indices=experts)
         return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
@@ -454,7 +459,7 @@ class HashRouter(SqrtSoftplusRouter):
         scores = self.scores(h, p, at)
         if ids is None:  # a pass resumed from a stream without its ids (Model.run_from)
             raise UserError("this model routes some layers by token id (hash routing): run_from needs the ids")
-        chosen = at.stage("router.hash", getattr(p, self.module).tid2eid[ids], "T k")
+        chosen = at.stage("router.hash", getattr(p, self.module).tid2eid[ids], "T k", indices=range(config.n_experts))
         return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
