@@ -195,8 +195,12 @@ def _check_tied_head(directory: Path, tensors: dict, architecture) -> None:
     same numbers (a tied head saved twice) are dropped; different ones refused (transformers would keep the stored
     head untied, against config.json)."""
     head, table = tensors.get("lm_head.weight"), tensors.get(architecture.layout.embedding)
-    if head is None or table is None or head.dtype not in _DTYPES or table.dtype not in _DTYPES:
-        return  # nothing stored twice, or a dtype _check_tensor refuses
+    if head is None or table is None:
+        return  # nothing stored twice
+    if head.dtype not in _DTYPES:  # dropped below, it would never reach _check_tensor (an F64 head went unread)
+        raise _unread_dtype(directory, "lm_head.weight", head.dtype)
+    if table.dtype not in _DTYPES:
+        return  # _check_tensor refuses it
     maps: dict[Path, np.memmap] = {}
     same = head.shape == table.shape
     if same and head.dtype == table.dtype:  # the stored numbers themselves, read from the mapped files, no copy
@@ -245,7 +249,11 @@ def _check_tensor(directory: Path, config: ModelConfig, architecture, name: str,
             f"{directory}: tensor {name} has shape {list(info.shape)} but config.json implies {list(shape)}"
         )
     if info.dtype not in _DTYPES and not (info.dtype in _INDEX_DTYPES and _is_index_table(architecture, name, config)):
-        raise UserError(f"{directory}: tensor {name} is {info.dtype}; only F32, F16 and BF16 weights are supported")
+        raise _unread_dtype(directory, name, info.dtype)
+
+
+def _unread_dtype(directory: Path, name: str, dtype: str) -> UserError:
+    return UserError(f"{directory}: tensor {name} is {dtype}; only F32, F16 and BF16 weights are supported")
 
 
 def _mtp_shapes(architecture, config: ModelConfig, tensors: dict, directory: Path) -> dict[str, tuple[int, ...]]:

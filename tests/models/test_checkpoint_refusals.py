@@ -92,6 +92,11 @@ def test_a_tied_head_stored_apart_is_dropped_when_equal_and_refused_when_not(cap
     save_file(tensors, str(directory / "model.safetensors"))
     said = refused(capsys, [*GENERATE, "--model", str(directory)])
     assert "stores a different lm_head.weight; set tie_word_embeddings to false" in said, said
+    for kind in (np.float64, np.int8):  # a head in numbers we do not read: refused as any such tensor (was dropped)
+        tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].astype(kind)
+        save_file(tensors, str(directory / "model.safetensors"))
+        said = refused(capsys, [*GENERATE, "--model", str(directory)])
+        assert f"tensor lm_head.weight is {np.dtype(kind).name.replace('float', 'F').replace('int', 'I')};" in said
 
 
 def test_a_tokenizer_that_loads_but_cannot_encode_is_refused_in_a_line(capsys, tmp_path):
