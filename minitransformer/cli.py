@@ -1167,6 +1167,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         print(f"minitransformer: error: {_one_line(str(err))}", file=sys.stderr)
         return 2
+    except PermissionError as err:  # a file or directory of the model this user may not read, wherever it was met
+        sys.stdout.flush()
+        print(f"minitransformer: error: cannot read {err.filename}: permission denied", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return 130

@@ -451,6 +451,8 @@ def read_config_json(path: Path) -> dict:
         hf = json.loads(Path(path).read_text("utf-8"))
     except FileNotFoundError:
         raise UserError(f"{path} does not exist") from None
+    except OSError as err:  # not readable by this user, a directory
+        raise UserError(f"cannot read {path}: {err.strerror or err}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise UserError(f"{path} is not valid JSON ({err}); re-download or fix the file") from None
     except RecursionError:  # arrays or objects nested past Python's recursion limit

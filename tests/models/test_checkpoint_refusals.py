@@ -171,3 +171,23 @@ def test_a_tensor_the_index_places_in_a_shard_that_lacks_it_is_said_so(capsys, t
     said = refused(capsys, [*GENERATE, "--model", str(directory)])
     assert "layers.1.mlp.up_proj.weight is missing from the weights" in said, said
     assert "model.safetensors.index.json lists it in model-00001.safetensors, which does not hold it" in said, said
+
+
+@pytest.mark.parametrize("where", ["read_text", "is_file", "iterdir"])
+def test_a_model_file_this_user_may_not_read_is_refused_in_a_line(capsys, tmp_path, monkeypatch, where):
+    """A config.json, an index or a directory without read permission (chmod 000: root reads past it, so the denial
+    is made here) was a PermissionError traceback from wherever the loader met it first."""
+    from pathlib import Path
+
+    directory = write_llama(tmp_path / "m", vocab_size=64)
+    (directory / "model.safetensors").rename(directory / "model-00001-of-00001.safetensors")  # iterdir finds shards
+    real = getattr(Path, where)
+
+    def denied(self, *args, **kwargs):
+        if self.parent == directory or self == directory:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, where, denied)
+    said = refused(capsys, [*GENERATE, "--model", str(directory)])
+    assert f"cannot read {directory}" in said and "ermission denied" in said, said
