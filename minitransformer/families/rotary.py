@@ -160,7 +160,7 @@ def _llama3(inv_freq: np.ndarray, s: dict) -> np.ndarray:
     scaled = np.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
     with np.errstate(divide="ignore", invalid="ignore"):  # no band between where high = low: never chosen below
         smooth = (old_context / wavelen - low) / (high - low)
-    smoothed = (c(1.0) - smooth) * scaled / factor + smooth * scaled
+        smoothed = (c(1.0) - smooth) * scaled / factor + smooth * scaled  # inf - inf there: NaN, never chosen
     medium = ~(wavelen < high_freq_wavelen) & ~(wavelen > low_freq_wavelen)
     return np.where(medium, smoothed, scaled).astype(inv_freq.dtype)
 

@@ -234,3 +234,23 @@ def test_hooks_that_replace_a_stage_act_as_the_weights_that_would_make_it(models
     with model.add_hook("ln_f", lambda t, n: t * np.float32(2)):
         assert np.allclose(model.logits(ids), 2 * original, rtol=1e-5, atol=1e-6)
     assert np.array_equal(model.logits(ids), original) and len(model.hooks) == 0
+
+
+def test_a_llama3_rope_without_a_band_between_computes_without_a_word():
+    """high_freq_factor = low_freq_factor (Llama 4 Scout's): every wavelength is long or short, the blend of the band
+    between is never chosen; its inf - inf was computed outside the errstate and warned of an invalid value (the CLI
+    said "a NaN or infinite weight")."""
+    import warnings
+
+    from minitransformer.families.rotary import Rope
+
+    scaling = dict(rope_type="llama3", factor=16.0, low_freq_factor=1.0, high_freq_factor=1.0,
+                   original_max_position_embeddings=64)  # fmt: skip
+    rope = Rope(64, 500000.0, tuple(sorted(scaling.items())), 256)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scaled = inverse_frequencies(rope, np.float32)
+    plain = inverse_frequencies(Rope(64, 500000.0), np.float32)
+    long = 2 * np.pi / plain > 64  # wavelengths past the original context: slowed by the factor, the others kept
+    assert long.any() and not long.all(), long
+    np.testing.assert_allclose(scaled, np.where(long, plain / 16, plain), rtol=1e-6)
