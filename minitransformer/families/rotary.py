@@ -473,10 +473,15 @@ class RopePerLayerType:
         ropes[SLIDING].setdefault(
             "rope_theta", hf.get(self.local_key, self.local_theta) if self.local_key else self.local_theta
         )
-        for rope in ropes.values():
+        for kind, rope in ropes.items():
             rope.setdefault("rope_type", rope.pop("type", "default"))
             rope.pop("type", None)
             check(rope, self.kinds)
+            if rope.get("truncate", True) is not True:  # transformers reads it from the outer dict: always truncates
+                raise UserError(
+                    f"config rope_parameters[{kind!r}] sets truncate {rope['truncate']!r}, which transformers does not "
+                    f"read in a rope per layer type (it truncates YaRN's range there): remove it"
+                )
             if rope["rope_type"] != "proportional":  # whose share of a head is its own (inverse_frequencies)
                 refuse_partial({}, rope)
         full, local = ropes[FULL], ropes[SLIDING]
