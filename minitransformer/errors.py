@@ -16,6 +16,15 @@ class UserError(Exception):
     """
 
 
+def readable(path) -> None:
+    """Refuse in words a file this user may not open (or a directory where a file belongs): the libraries that read
+    model files name another cause (safetensors: "No such file"; tokenizers: an unknown format)."""
+    try:
+        open(path, "rb").close()
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror or err}") from None
+
+
 class OptionError(UserError):
     """An option refused: `option` (the API's name of it) and `rule` (what it must be), read as one message.
 

@@ -18,7 +18,7 @@ import tokenizers
 from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
-from ..errors import UserError
+from ..errors import UserError, readable
 from .ids import as_token_ids
 
 VOCAB_FILES_SHA256 = {
@@ -151,6 +151,7 @@ class FileTokenizer:
     """
 
     def __init__(self, path) -> None:
+        readable(path)  # tokenizers says nothing of permissions: its error would ask for an upgrade
         try:
             self._tokenizer = _HFTokenizer.from_file(str(path))
         except Exception as err:  # the library raises its own exception types for a bad file

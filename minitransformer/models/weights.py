@@ -21,7 +21,7 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 
 from ..engine.precision import Format, Precision, checked_finite, widened
-from ..errors import UserError
+from ..errors import UserError, readable
 from ..families.architecture import ELEMENTWISE_KINDS, INDEX_KINDS
 from ..families.config import ModelConfig
 from ..families.parts.decoder import tree_of
@@ -68,6 +68,7 @@ _INDEX_DTYPES: dict[str, np.dtype] = {"I64": np.dtype("<i8"), "I32": np.dtype("<
 
 def _read_header(path: Path) -> dict[str, _TensorInfo]:
     """Let safetensors validate the file, then locate each tensor's bytes for mapping."""
+    readable(path)  # safetensors says "No such file" of a file it may not read
     try:
         with safe_open(str(path), framework="numpy"):
             pass

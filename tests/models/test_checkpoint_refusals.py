@@ -173,6 +173,29 @@ def test_a_tensor_the_index_places_in_a_shard_that_lacks_it_is_said_so(capsys, t
     assert "model.safetensors.index.json lists it in model-00001.safetensors, which does not hold it" in said, said
 
 
+def test_a_weights_or_tokenizer_file_this_user_may_not_read_is_said_so(capsys, tmp_path, monkeypatch):
+    """safetensors said "No such file or directory ... re-download it" of a file it may not open; tokenizers asked for
+    an upgrade. Denied here by open() itself (chmod 000 does not stop root)."""
+    import builtins
+
+    directory = write_llama(tmp_path / "m", vocab_size=64)
+    real = builtins.open
+    for name in ("model.safetensors", "tokenizer.json"):
+        if name == "tokenizer.json":
+            (directory / name).write_text("{}")
+        denied = str(directory / name)
+
+        def open_(file, *args, **kwargs):
+            if str(file) == denied:
+                raise PermissionError(13, "Permission denied", str(file))
+            return real(file, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", open_)
+        said = refused(capsys, [*GENERATE, "--model", str(directory)])
+        monkeypatch.setattr(builtins, "open", real)
+        assert f"cannot read {denied}: Permission denied" in said, said
+
+
 @pytest.mark.parametrize("where", ["read_text", "is_file", "iterdir"])
 def test_a_model_file_this_user_may_not_read_is_refused_in_a_line(capsys, tmp_path, monkeypatch, where):
     """A config.json, an index or a directory without read permission (chmod 000: root reads past it, so the denial
