@@ -62,7 +62,9 @@ class Generation:
             "text": self.text,
             "prompt_pieces": self.prompt_pieces,
             "new_pieces": self.new_pieces,
-            "candidates": [vars(c) for c in self.candidates],
+            # JSON holds no NaN: a pass whose logits overflowed (float16) gives candidates of no probability
+            "candidates": [{**vars(c), "probability": c.probability if c.probability == c.probability else None}
+                           for c in self.candidates],  # fmt: skip
         }
         if self.ledger is not None:
             d |= {k: v for k, v in self.ledger.to_dict().items() if k != "model"}
