@@ -63,8 +63,10 @@ class Generation:
             "prompt_pieces": self.prompt_pieces,
             "new_pieces": self.new_pieces,
             # JSON holds no NaN: a pass whose logits overflowed (float16) gives candidates of no probability
-            "candidates": [{**vars(c), "probability": c.probability if c.probability == c.probability else None}
-                           for c in self.candidates],  # fmt: skip
+            "candidates": [
+                {**vars(c), "probability": c.probability if c.probability == c.probability else None}
+                for c in self.candidates
+            ],
         }
         if self.ledger is not None:
             d |= {k: v for k, v in self.ledger.to_dict().items() if k != "model"}
