@@ -382,7 +382,10 @@ def crosscheck(model: Model, ids: list[int], dense_attention: bool = False) -> C
             f"transformers {transformers.__version__} has no {name}, which crosscheck runs; upgrade "
             f"transformers (pip install -U transformers)"
         )
-    ids = model.check_ids(ids).tolist()
+    checked = model.check_ids(ids)
+    if checked.ndim != 1:  # the three counters are set against one sequence's positions
+        raise UserError(f"crosscheck reads one prompt's token ids [T], not a batch of shape {list(checked.shape)}")
+    ids = checked.tolist()
     phase = Phase("prefill", 0, len(ids), len(ids))
     model.run(ids, all_positions=True, phase=phase, options=RunOptions(dense_attention=dense_attention))
     reference = _load(transformers, name, model.source)

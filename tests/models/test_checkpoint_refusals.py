@@ -185,7 +185,7 @@ def test_a_weights_or_tokenizer_file_this_user_may_not_read_is_said_so(capsys, t
             (directory / name).write_text("{}")
         denied = str(directory / name)
 
-        def open_(file, *args, **kwargs):
+        def open_(file, *args, denied=denied, **kwargs):
             if str(file) == denied:
                 raise PermissionError(13, "Permission denied", str(file))
             return real(file, *args, **kwargs)

@@ -28,7 +28,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is not i
 
 from family_checks import save_random  # noqa: E402 - after the importorskips: it imports torch and transformers
 
-from minitransformer import load_model  # noqa: E402
+from minitransformer import UserError, load_model  # noqa: E402
 from minitransformer.engine.stages import STATE  # noqa: E402
 from minitransformer.families.table import ARCHITECTURES  # noqa: E402
 from minitransformer.verbs import crosscheck as crosscheck_module  # noqa: E402
@@ -525,6 +525,15 @@ def test_as_computed_the_ledger_skips_the_masked_half_and_says_why(made):
     assert activations["ledger_macs"] < activations["ledger_dense_macs"] == activations["dispatch_macs"]
     assert any("row chunks of 128 query rows" in reason for reason in activations["reasons"])
     assert check.ledger_macs == check.phase.macs < check.ledger_dense_macs
+
+
+def test_a_batch_of_ids_is_refused_not_counted_as_tokens():
+    """crosscheck(model, [ids, ids]) read the two rows as two tokens (tokens 2, the MACs the batch's)."""
+    model = load_model("demo")
+    with pytest.raises(
+        UserError, match=r"crosscheck reads one prompt's token ids \[T\], not a batch of shape \[2, 5\]"
+    ):
+        crosscheck(model, [[464, 3139, 286, 4881, 318]] * 2)
 
 
 def test_the_command_prints_the_groups_and_writes_the_json(made):
