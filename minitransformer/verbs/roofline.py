@@ -179,6 +179,11 @@ def pass_time(
 
 def phase_time(config: Config, phase: Phase, on: Machine | str, dtype: str = "float32") -> PassTime:
     """The roofline of one pass of a real run's ledger (a Phase: every layer's records)."""
+    if not isinstance(config, Config) or not isinstance(phase, Phase):
+        raise UserError(
+            f"phase_time takes a model's config and one pass of its ledger (ledger.phases[i]), not "
+            f"{type(config).__name__} and {type(phase).__name__}"
+        )
     on = on if isinstance(on, Machine) else machine(on)
     return pass_time(config, [(r, 1) for r in phase.records], phase, on, dtype)
 

@@ -355,3 +355,19 @@ def test_a_decode_step_at_a_long_context_and_the_largest_batch_is_counted_where_
     step, one = decode_at(config, t, LARGEST_BATCH), decode_at(config, t)
     assert (step.context, step.batch) == (t, LARGEST_BATCH)
     assert step.macs == LARGEST_BATCH * one.macs, (step.macs, LARGEST_BATCH, one.macs)
+
+
+def test_phase_time_of_a_real_run_s_prefill_is_its_count_s_and_a_ledger_is_refused():
+    """phase_time (docs/api.md) on one pass of a real run's ledger: the prefill's roofline is the one a count of the
+    same shapes gives (the ledger and the count agree product for product); a whole ledger was an AttributeError."""
+    from minitransformer import UserError, load_model
+    from minitransformer.roofline import phase_time
+
+    model = load_model("demo")
+    out = model.generate("The capital of France is", max_new_tokens=2)
+    real = phase_time(model.config, out.ledger.phases[0], "h100-sxm")
+    counted = roofline(count_generation(model.config, 5, 2), "h100-sxm").prefill
+    assert (real.macs, real.total_bytes, real.time_s) == (counted.macs, counted.total_bytes, counted.time_s)
+    assert real.macs == out.ledger.phases[0].macs > 0
+    with pytest.raises(UserError, match="phase_time takes a model's config and one pass of its ledger"):
+        phase_time(model.config, out.ledger, "h100-sxm")
