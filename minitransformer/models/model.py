@@ -285,6 +285,11 @@ class Model:
                 f"layer must be a block number 0..{L} ({L}: the final norm and the logits alone), not {layer!r}"
             )
         self._check_stream(stream)
+        T, _ = self._positions_and_batch(stream)
+        if not 0 < T <= self.config.n_positions:  # as check_ids holds a prompt: a position, within the context
+            raise UserError(
+                f"the stream must hold 1 to {self.config.n_positions} positions (this model's context), not {T}"
+            )
 
     @property
     def stream_shape(self) -> tuple[int, ...]:

@@ -328,6 +328,12 @@ def test_run_from_refuses_a_block_or_a_stream_it_cannot_resume_from(small_gpt2):
                         (stream.astype(np.float64), "float64"), (stream.tolist(), "not list")):  # fmt: skip
         with pytest.raises(UserError, match=re.escape(needle)):
             small_gpt2.run_from(1, bad)
+    context = small_gpt2.config.n_positions  # no position (a NumPy error), more than the context (taken): refused
+    for positions in (0, context + 1):
+        with pytest.raises(
+            UserError, match=f"must hold 1 to {context} positions .this model's context., not {positions}"
+        ):
+            small_gpt2.run_from(1, np.zeros((1, positions, D), np.float32))
     last = small_gpt2.run_from(L, cache[f"blocks.{L - 1}.hook_resid_post"])  # the final norm and the logits alone
     assert np.allclose(last, small_gpt2.logits(IDS)[-1:], atol=1e-5), abs(last - small_gpt2.logits(IDS)[-1:]).max()
 
