@@ -473,15 +473,13 @@ class RopePerLayerType:
         ropes[SLIDING].setdefault(
             "rope_theta", hf.get(self.local_key, self.local_theta) if self.local_key else self.local_theta
         )
-        for kind, rope in ropes.items():
+        for rope in ropes.values():
             rope.setdefault("rope_type", rope.pop("type", "default"))
             rope.pop("type", None)
             check(rope, self.kinds)
-            if rope.get("truncate", True) is not True:  # transformers reads it from the outer dict: always truncates
-                raise UserError(
-                    f"config rope_parameters[{kind!r}] sets truncate {rope['truncate']!r}, which transformers does not "
-                    f"read in a rope per layer type (it truncates YaRN's range there): remove it"
-                )
+            # transformers' YaRN reads truncate from the outer rope_parameters, which per layer type holds only the
+            # kinds: it truncates the ramp whatever a kind's rope says, and so do we (the file's flag is not read)
+            rope.pop("truncate", None)
             if rope["rope_type"] != "proportional":  # whose share of a head is its own (inverse_frequencies)
                 refuse_partial({}, rope)
         full, local = ropes[FULL], ropes[SLIDING]

@@ -261,8 +261,8 @@ FAMILIES: dict[str, Family] = {
     "olmo3": Family("Olmo3Config", {
         "yarn-on-full-3-to-1": dict(OLMO3, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
                                     num_attention_heads=4, num_key_value_heads=2, rope_theta=1000.0,
-                                    rope_scaling={"rope_type": "yarn", "factor": 4.0,
-                                                  "original_max_position_embeddings": 64}, seed=0),
+                                    rope_scaling={"rope_type": "yarn", "factor": 4.0, "truncate": False,
+                                                  "original_max_position_embeddings": 64}, seed=0),  # truncate: unread
         "full-first-bias-thetas": dict(OLMO3, hidden_size=48, intermediate_size=64, num_hidden_layers=3,
                                        num_attention_heads=6, head_dim=12, attention_bias=True,
                                        layer_types=[FULL, SLIDING, SLIDING],

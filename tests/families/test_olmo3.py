@@ -26,16 +26,3 @@ def test_an_older_file_s_rope_is_the_full_layers_and_the_sliding_ones_keep_the_d
     assert {"rope_theta": local.theta, "rope_type": local.kind} == theirs[SLIDING], (local, theirs)
     assert local.theta == 500000.0
 
-
-def test_yarn_s_truncate_in_a_rope_per_layer_type_is_refused_as_transformers_does_not_read_it():
-    """transformers' _compute_yarn_parameters reads truncate from the outer rope_parameters, which per layer type holds
-    only the kinds: it truncates whatever the full layers' rope says. Ours read the flag: logits 0.065 apart on a
-    scale of 10. Said, not followed silently either way."""
-    from minitransformer.errors import UserError
-
-    nested = {FULL: {**YARN, "rope_theta": 1000.0, "truncate": False}, SLIDING: {"rope_type": "default"}}
-    with pytest.raises(UserError, match=r"rope_parameters\['full_attention'\] sets truncate False, which transformers"):
-        config_from_hf_dict({"model_type": "olmo3", **SMALL, "rope_parameters": nested}, "small")
-    nested[FULL]["truncate"] = True  # what transformers does: read as it is
-    ours = config_from_hf_dict({"model_type": "olmo3", **SMALL, "rope_parameters": nested}, "small")
-    assert ours.rope(ours.layer_types.index(FULL)).kind == "yarn"
