@@ -25,4 +25,3 @@ def test_an_older_file_s_rope_is_the_full_layers_and_the_sliding_ones_keep_the_d
     assert {"rope_theta": full.theta, "rope_type": full.kind, **full.parameters} == theirs[FULL], (full, theirs)
     assert {"rope_theta": local.theta, "rope_type": local.kind} == theirs[SLIDING], (local, theirs)
     assert local.theta == 500000.0
-
