@@ -94,10 +94,11 @@ def next_token(logits: np.ndarray, temperature: float, top_k: int | None, rng: n
         kept[chosen] = scaled[chosen]
         scaled = kept
     weights = np.exp(scaled - scaled.max())
-    cumulative = np.cumsum(weights)
-    return int(
-        min(np.searchsorted(cumulative, rng.random(dtype=np.float32) * cumulative[-1], side="right"), logits.size - 1)
-    )
+    # The running sum and the draw in float64: in float32, a weight below half a step of the sum so far (4e-8 after a
+    # leading 1) never moved it, and every token after the largest could not be drawn (0 of 20,000 draws where
+    # transformers' distribution gives 41); a float32 draw is as coarse, 2^-24.
+    cumulative = np.cumsum(weights, dtype=np.float64)
+    return int(min(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"), logits.size - 1))
 
 
 def top_candidates(logits: np.ndarray, n: int, tokenizer) -> list[Candidate]:

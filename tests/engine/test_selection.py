@@ -163,3 +163,18 @@ def test_sampling_s_top_k_keeps_exactly_k_equal_ones_the_lower_id_first():
     masked = np.array([0, -np.inf, 0, 0], np.float32)  # a token masked out: sampled as never, the rest still sampled
     assert {next_token(masked, 1.0, None, rng) for _ in range(400)} == {0, 2, 3}
     assert {next_token(masked, 1.0, 2, rng) for _ in range(400)} == {0, 2}
+
+
+def test_sampling_draws_the_tail_as_often_as_its_probability():
+    """One logit of 0 among 50,000 of -17: the others hold 0.207% of the mass (transformers' softmax), 41 of 20,000
+    draws. The running sum in float32 never moved past the leading 1 (each weight 4e-8 is below half its step): 0
+    draws. The count is binomial: 41 +- 6.4; 4 standard deviations either side."""
+    from minitransformer.verbs.generate import next_token
+
+    logits = np.full(50_001, -17.0, np.float32)
+    logits[0] = 0.0
+    tail = 50_000 * np.exp(-17.0) / (1 + 50_000 * np.exp(-17.0))
+    rng = np.random.default_rng(0)
+    drawn = sum(next_token(logits, 1.0, None, rng) != 0 for _ in range(20_000))
+    expected, spread = 20_000 * tail, np.sqrt(20_000 * tail * (1 - tail))
+    assert abs(drawn - expected) < 4 * spread, (drawn, expected, spread)
