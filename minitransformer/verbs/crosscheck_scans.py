@@ -220,17 +220,18 @@ def _index_heads_summed(L4: int, T: int, Hi: int, entries: int) -> Difference | 
 def _indexer_before_any_entry(
     L4: int, T: int, D: int, Hi: int, di: int, dq: int, m: int, entries: int
 ) -> Difference | None:
-    """A prompt shorter than one 4:1 window: transformers' indexer projects anyway, ours does not run."""
-    idle = L4 * T * (4 * di * D + Hi * di * dq + Hi * D) if L4 and not entries else 0
+    """A prompt shorter than one 4:1 window: transformers' indexer projects its queries and weights anyway, ours only
+    its compressor's keys and gates (the open window's rows, which the pass that closes it pools)."""
+    idle = L4 * T * (Hi * di * dq + Hi * D) if L4 and not entries else 0
     if not idle:
         return None
     return Difference(
         WEIGHTS,
         idle,
-        f"with no 4:1 entry yet (T = {T} < m = {m}), transformers' indexer still projects its compressor's "
-        f"keys and gates (2 x 2 di a position), its queries (Hi di from dq) and its heads' weights (Hi), for "
-        f"no entry to score; ours runs no indexer before the first entry: L4 T (4 di D + Hi di dq + Hi D) = "
-        f"{L4} x {T} x ({4 * di * D} + {Hi * di * dq} + {Hi * D}) = {n(idle)} MACs more",
+        f"with no 4:1 entry yet (T = {T} < m = {m}), transformers' indexer still projects its queries (Hi di "
+        f"from dq) and its heads' weights (Hi), for no entry to score; ours projects only its compressor's keys "
+        f"and gates, kept for the window's first entry: L4 T (Hi di dq + Hi D) = {L4} x {T} x ({Hi * di * dq} + "
+        f"{Hi * D}) = {n(idle)} MACs more",
     )
 
 

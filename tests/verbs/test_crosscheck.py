@@ -469,7 +469,8 @@ def torch_compressed_products(hf, T: int) -> tuple[int, int, int]:
     (and DeepseekV4HyperHead once more); eager attention runs each head's scores and mix over the T keys and every
     entry c = floor(T / m) its compressor made (block_bias masks them); a compressor pools each window's m' slots (2m
     at 4:1, the indexer's too) by (kv * softmax(gate)).sum; the indexer's scorer is torch.matmul(q, entries^T) and
-    (scores * weights).sum over its heads, and with no entry yet (T < m) it still projects kv, gate, q and weights."""
+    (scores * weights).sum over its heads, and with no entry yet (T < m) it still projects q and weights (kv and gate
+    too, as ours does: the open window's rows are kept for the pass that closes it)."""
     kinds, rates = hf.layer_types, hf.compress_rates
     H, dh, D, N, L = hf.num_attention_heads, hf.head_dim, hf.hidden_size, hf.hc_mult, hf.num_hidden_layers
     Hi, di, dq = hf.index_n_heads, hf.index_head_dim, hf.q_lora_rank
@@ -485,7 +486,7 @@ def torch_compressed_products(hf, T: int) -> tuple[int, int, int]:
         if kind == "compressed_sparse_attention":
             activations += T * Hi * c * di
             multiplies += c * 2 * m * (dh + di) + T * Hi * c
-            weights += 0 if c else T * (2 * 2 * di * D + Hi * di * dq + Hi * D)
+            weights += 0 if c else T * (Hi * di * dq + Hi * D)
     return activations, multiplies, weights
 
 

@@ -382,7 +382,7 @@ class CompressedAttention(Part):
             compressor = Compressor(overlap=kind == CSA)
             entries, _ = compressor(h, p.compressor, config, at, inputs, m, rope)
             c = entries.shape[-2]
-            if kind == CSA and c:
+            if kind == CSA:  # also before its first entry: its compressor keeps the open window's rows for the next
                 chosen, _ = CompressedIndexer()(h, cq, p.indexer, config, at, inputs, m, rope)
         z = self.attend(q, K, entries if c else None, chosen, p.attn_sink, config, at, inputs, m)
         z = at.stage("unrope", turn_last(z, inputs.rotary, inverse=True), "H T dh")
