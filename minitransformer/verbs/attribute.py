@@ -30,7 +30,7 @@ from ..engine.kvcache import KeysValues
 from ..engine.ledger import Phase
 from ..engine.stages import UNEMBEDDING, Stage
 from ..engine.tape import Dims, Tape
-from ..errors import UserError
+from ..errors import OptionError, UserError
 from ..families.parts.blocks import PreNorm
 from ..families.parts.decoder import Decoder
 from ..families.parts.norms import LayerNorm, RMSNorm
@@ -190,6 +190,9 @@ def attribute(
     fold_ln does, in place of the gain applied to each part (the same shares, to rounding); `center_writing_weights`:
     each part centred over d_model before the norm, as centring every weight that writes to the stream makes it (a
     LayerNorm centres them anyway; refused for an RMSNorm, whose outputs it would change)."""
+    for switch, value in (("fold_ln", fold_ln), ("center_writing_weights", center_writing_weights)):
+        if not isinstance(value, (bool, np.bool_)):  # "no" would be read as true
+            raise OptionError(switch, f"must be True or False, not {value!r}")
     ids = model.prompt_ids(prompt)
     if not ids:
         raise UserError('the prompt is empty; give some text, e.g. "The capital of France is"')

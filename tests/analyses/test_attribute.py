@@ -87,6 +87,12 @@ def test_the_demo_and_its_refusals(capsys):
     assert main([*argv[:4], "--model", "demo"]) == 2
     err = capsys.readouterr().err
     assert "attribute needs --versus" in err and err.count("\n") == 1
+    from minitransformer import UserError, load_model
+    from minitransformer.verbs.attribute import attribute
+
+    for switch in ("fold_ln", "center_writing_weights"):  # "no" was read as true: the option applied
+        with pytest.raises(UserError, match=f"{switch} must be True or False, not 'no'"):
+            attribute(load_model("demo"), "The capital of France is", " Paris", " Berlin", **{switch: "no"})
 
 
 @pytest.mark.parametrize("key", ["gpt2", "llama"])
