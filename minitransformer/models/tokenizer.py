@@ -245,10 +245,12 @@ class NoTokenizer:
         )
 
     def decode(self, token_ids: list[int]) -> str:
-        return "".join(self.token_str(t) for t in token_ids)
+        """Each id as <id>, the ids checked as the other tokenizers check them (a float, -1 or one number refused)."""
+        ids = as_token_ids(token_ids, 2**63 - 1, batch=False, vocabulary="the token ids")
+        return "".join(f"<{t}>" for t in ids.tolist())
 
     def token_str(self, token_id: int) -> str:
-        return f"<{int(token_id)}>"
+        return self.decode([token_id])
 
     def stream_decoder(self, context: Sequence[int] = ()) -> TextDiffStream:
         return TextDiffStream(self.decode)  # "<5>" whatever comes before it: the context changes nothing

@@ -94,6 +94,10 @@ def test_without_tokenizer_json_text_is_refused_and_ids_run(no_tokenizer):
         model.generate("hello")
     result = model.generate([5, 6, 7], max_new_tokens=3, stop_at_eos=False)
     assert result.prompt == "<5><6><7>" and result.text == "".join(f"<{t}>" for t in result.new_tokens)
+    assert model.tokenizer.decode(np.array([5, 6])) == "<5><6>" and model.tokenizer.token_str(7) == "<7>"
+    for bad in ([-1], [1.0], 5, [[1, 2]]):  # as the other tokenizers refuse them ('<-1>', '<1>', a TypeError)
+        with pytest.raises(UserError, match="token ids"):
+            model.tokenizer.decode(bad)
 
     for command in ("generate", "trace"):
         refused = run_cli(command, "hello", "--model", str(no_tokenizer))
