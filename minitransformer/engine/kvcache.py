@@ -295,6 +295,9 @@ class LayerState:
         self.cache, self.index, self.arrays = cache, layer, arrays
 
     def __getitem__(self, name: str):
+        if name not in self.arrays:
+            held = ", ".join(map(repr, self.arrays)) or "nothing"
+            raise KeyError(f"layer {self.index}'s state has no {name!r}: it holds {held}")
         return self.arrays[name]
 
     @property

@@ -25,6 +25,8 @@ def test_each_layer_keeps_what_its_declaration_says():
     assert isinstance(state, LayerState) and isinstance(nothing, LayerState) and nothing.arrays == {}
     assert state["conv"].shape == (2, 3, 10) and state["recurrent"].shape == (2, 4, 8, 6)
     assert not state["recurrent"].any() and state["recurrent"].dtype == np.float64  # a fresh sequence: zeros
+    with pytest.raises(KeyError, match="layer 0's state has no 'ssm': it holds 'conv', 'recurrent'"):
+        state["ssm"]  # a bare KeyError('ssm') named neither the layer nor what it holds
     assert isinstance(attention, LayerCache) and attention.keys.shape == (2, 2, 7, 8)
     assert sliding.values.shape == (2, 2, 7, 4) and attention.rows["index_keys"].shape == (2, 7, 5)
     assert len(cache.keys) == len(cache.values) == 2  # the attention layers' only
