@@ -237,6 +237,17 @@ def given(hf: dict) -> tuple[str, dict]:
     return key, rope
 
 
+TRAINED_CONTEXT = ("llama3", "yarn", "longrope")  # the rope types that read the context the model was trained at
+
+
+def trained_context(hf: dict, rope: dict) -> None:
+    """A rope that reads the context the model was trained at (original_max_position_embeddings) and does not say it
+    takes the file's max_position_embeddings, as transformers' standardize_rope_params does. (A top-level key, which
+    it puts first, it reads only for classes that declare one: Phi-3's, read by its LongRope.)"""
+    if rope.get("rope_type") in TRAINED_CONTEXT and hf.get("max_position_embeddings") is not None:
+        rope.setdefault("original_max_position_embeddings", hf["max_position_embeddings"])
+
+
 def check(rope: dict, kinds: tuple[str, ...] = ROPE_TYPES) -> None:
     """A rope type of `kinds`, with the numbers it needs, each positive."""
     kind = rope.get("rope_type", "default")
@@ -326,6 +337,7 @@ class RopeKeys:
         _, rope = given(hf)
         if rope.get("rope_theta") is None:
             rope["rope_theta"] = hf[self.theta_key] if hf.get(self.theta_key) is not None else theta
+        trained_context(hf, rope)
         check(rope, self.kinds)
         return rope
 
@@ -476,6 +488,7 @@ class RopePerLayerType:
         for rope in ropes.values():
             rope.setdefault("rope_type", rope.pop("type", "default"))
             rope.pop("type", None)
+            trained_context(hf, rope)
             check(rope, self.kinds)
             # transformers' YaRN reads truncate from the outer rope_parameters, which per layer type holds only the
             # kinds: it truncates the ramp whatever a kind's rope says, and so do we (the file's flag is not read)

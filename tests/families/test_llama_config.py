@@ -160,3 +160,27 @@ def test_a_flag_given_as_a_string_is_refused_not_read_as_true():
               "num_attention_heads": 4, "vocab_size": 10, "tie_word_embeddings": "false"}  # fmt: skip
     with pytest.raises(UserError, match="tie_word_embeddings must be true or false"):
         config_from_hf_dict(shapes, name="x")
+
+
+@pytest.mark.parametrize(("model_type", "kind"), [("llama", "llama3"), ("smollm3", "yarn")])
+@pytest.mark.parametrize("where", ["neither", "top-level", "both"])
+def test_the_trained_context_is_found_where_transformers_finds_it(model_type, kind, where):
+    """A rope that reads original_max_position_embeddings and lacks it: transformers' standardize_rope_params takes
+    max_position_embeddings (a top-level key only where the class declares one). Ours refused it ("needs a positive
+    original_max_position_embeddings")."""
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    from minitransformer.families.table import config_from_hf_dict
+
+    scaling = {"rope_type": kind, "factor": 4.0, **({"low_freq_factor": 1.0, "high_freq_factor": 4.0}
+                                                     if kind == "llama3" else {})}  # fmt: skip
+    if where == "both":
+        scaling["original_max_position_embeddings"] = 64
+    hf = dict(model_type=model_type, vocab_size=64, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+              num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
+              rope_parameters={**scaling, "rope_theta": 1e4},
+              **({"original_max_position_embeddings": 128} if where != "neither" else {}))  # fmt: skip
+    config_class = transformers.AutoConfig.for_model(model_type).__class__
+    theirs = config_class(**json.loads(json.dumps(hf))).rope_parameters["original_max_position_embeddings"]  # a copy:
+    # transformers fills the rope's dict in place
+    ours = dict(config_from_hf_dict(hf, "small").rope(0).parameters)["original_max_position_embeddings"]
+    assert ours == theirs == (64 if where == "both" else 256), (ours, theirs)
