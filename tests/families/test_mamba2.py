@@ -47,6 +47,18 @@ def test_logits_of_prompts_within_one_chunk_equal_transformers(made, name, n):
     assert logits_at_every_position(ours, hf, prompt(name, n)) <= 1
 
 
+def test_the_group_norm_in_blocks_of_rows_is_transformers(made, monkeypatch):
+    """Past 2^18 numbers (T I: 32 positions of Mamba-Codestral) a norm runs in blocks of rows shared among the cores
+    (ops.rowwise); the gated norm's gains, one row per group [Ng, I / Ng], did not follow a block of rows: a
+    broadcasting error, so every long prompt of a model of several groups failed. Here every norm runs in blocks."""
+    from minitransformer.engine import ops
+
+    monkeypatch.setattr(ops, "PARALLEL_MIN_SIZE", 0)
+    _, ours, hf = made("groups")
+    assert ours.config.n_groups > 1
+    assert logits_at_every_position(ours, hf, prompt("groups", 40)) <= 1
+
+
 def test_pads_never_enter_the_state_even_where_in_proj_has_a_bias(made):
     """transformers zeroes a pad slot's input, but in_proj's bias then gives it an xBC that the next real positions'
     conv reads, so its batch differs from each row alone; here the pad slots' xBC is zeroed too: each row of a batch

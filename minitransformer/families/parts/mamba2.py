@@ -288,4 +288,8 @@ def group_norm(y, weight, config: MixerShapes):
     """RMSNorm over each of the Ng groups of I / Ng numbers, times the gains [I]."""
     Ng = config.n_groups
     groups = y.reshape(*y.shape[:-1], Ng, y.shape[-1] // Ng)
-    return rms_norm(groups, weight.reshape(Ng, -1), config.norm_eps).reshape(y.shape)
+    # the gains after the norm, on [T, I]: the norm runs in blocks of rows (ops.rowwise), which a gain of each group,
+    # [Ng, I / Ng], does not follow once a block cuts a position's groups apart (a long prompt's broadcasting error)
+    normed = rms_norm(groups, constant(y, 1.0), config.norm_eps).reshape(y.shape)
+    normed *= weight
+    return normed
