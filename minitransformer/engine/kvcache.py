@@ -194,7 +194,7 @@ class KVCache:
         """Whether a pass overwrites what earlier positions left (a recurrent state, a compressor's state or
         compressed stream) rather than only writing rows after them: such a cache cannot be rewound, and a pass that
         stops part way leaves it wrong."""
-        return any(not isinstance(s, KeysValues) or s.state or s.compressed for s in self.specs)
+        return any(s.arrays if isinstance(s, State) else s.state or s.compressed for s in self.specs)
 
     def room(self, T: int) -> int:
         """The positions stored before a pass of T more, after checking that they fit and that the cache is whole."""

@@ -221,6 +221,8 @@ class Model:
                 raise UserError(f"pads must be one whole number >= 0 per row of token ids [B, T], not {pads!r}")
             if (pads >= past + T).any():  # a row of padding alone has no position to read its logits at
                 raise UserError(f"pads must leave each row a token: fewer than its {past + T} slots, not {pads!r}")
+            if self.config.padding_refused and pads.any():  # before any layer writes the cache
+                raise UserError(self.config.padding_refused)
         dims = Dims.of(self.config, T, past, R=T if all_positions else 1, batch=ids.shape[:-1])
         chunks = self._chunks if pads is None else None  # a padded batch's rows begin their chunks apart
         tape = self._tape(dims, phase, watcher, chunks=chunks, dense=options.dense_attention, routing=options.routing)

@@ -25,6 +25,7 @@ def test_each_layer_keeps_what_its_declaration_says():
     assert isinstance(state, LayerState) and isinstance(nothing, LayerState) and nothing.arrays == {}
     assert state["conv"].shape == (2, 3, 10) and state["recurrent"].shape == (2, 4, 8, 6)
     assert not state["recurrent"].any() and state["recurrent"].dtype == np.float64  # a fresh sequence: zeros
+    assert cache.overwrites and not KVCache(capacity=7, layers=LAYERS[1:3]).overwrites  # NOTHING keeps nothing
     with pytest.raises(KeyError, match="layer 0's state has no 'ssm': it holds 'conv', 'recurrent'"):
         state["ssm"]  # a bare KeyError('ssm') named neither the layer nor what it holds
     assert isinstance(attention, LayerCache) and attention.keys.shape == (2, 2, 7, 8)

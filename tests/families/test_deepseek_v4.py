@@ -46,6 +46,10 @@ def test_a_left_padded_batch_is_refused_since_transformers_pools_the_pads_into_a
     assert padded[:3].max() < 1e-4 and round(float(padded[3:].max()), 1) == 4.3, padded  # the family page's 4.3
     with pytest.raises(UserError, match="left-padded batch is not supported by DeepSeek-V4"):
         ours.run(ids, all_positions=True, pads=pads)
+    cache = ours.new_cache(batch=2)  # refused before any layer writes: the cache is as it was (it was spoilt)
+    with pytest.raises(UserError, match="left-padded batch is not supported by DeepSeek-V4"):
+        ours.run(ids, cache=cache, pads=pads)
+    assert cache.length == 0 and not cache.spoilt
 
 
 def test_a_prompt_fed_in_pieces_through_the_cache_is_the_prompt_in_one_pass(made):

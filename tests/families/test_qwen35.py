@@ -105,6 +105,9 @@ def test_a_pass_that_stops_part_way_leaves_no_wrong_state_behind(made):
     demo.run([464, 3139], cache=kv)
     with demo.add_hook("blocks.3.attn.out", lambda t, name: t[..., :1]), pytest.raises(UserError):
         demo.run([286, 4881], cache=kv)
+    with demo.add_hook("ln_f", lambda t, name: t[..., :1]), pytest.raises(UserError):  # stopped in the readout:
+        demo.run([286, 4881], cache=kv)  # the positions were counted as written (a retry 2.6 off)
+    assert kv.length == 2 and not kv.spoilt
     np.testing.assert_allclose(demo.run([286, 4881], cache=kv), demo.logits([464, 3139, 286, 4881])[-1:], atol=2e-5)
 
 

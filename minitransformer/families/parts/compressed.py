@@ -40,7 +40,6 @@ from ...engine.row_chunks import computed_pairs
 from ...engine.shapes import ShapeOnly
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, STATE, Stage, by_op
 from ...engine.tape import Tape
-from ...errors import UserError
 from .. import rotary
 from ..rotary import rotate_interleaved
 from .hyper import unweighted_rms
@@ -364,8 +363,6 @@ class CompressedAttention(Part):
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape, inputs):
         at = at.declaring(self.declared(config))
         layer = at.layer_index or 0
-        if inputs.pads is not None and not isinstance(h, ShapeOnly) and np.any(inputs.pads):
-            raise UserError(config.padding_refused)
         H, eps, kind, m = config.n_head, config.norm_eps, config.attention_kind(layer), config.ratio(layer)
         cq = at.matmul("q_a", h, p.wq_a.weight.T, "T D, D dq -> T dq")
         cq = at.stage("q_a_norm", rms_norm(cq, p.q_norm.weight, eps), "T dq")

@@ -159,9 +159,10 @@ class Decoder(Part):
         x = self.blocks(
             self.embedded(ids, p, config, tape, pads, choices), p, config, cache, tape, pads, choices=choices, ids=ids
         )
-        if cache is not None:
+        logits = self.readout(x, p, config, tape, all_positions)
+        if cache is not None:  # the pass is done: a stop in the readout leaves the positions unwritten
             cache.advance(tape.dims.T)
-        return self.readout(x, p, config, tape, all_positions)
+        return logits
 
     def embedded(self, ids, p: SimpleNamespace, config: Any, tape: Tape, pads, choices: dict):
         """The embedding of the ids, and where the decoder has a per-layer part, its output left in `choices` for the
