@@ -37,6 +37,7 @@ from ..errors import UserError
 from ..text import human
 from .ledger import Record
 from .lens_names import Alias, as_lens, from_lens, is_lens_name, lens_matches
+from .shapes import ShapeOnly
 from .stages import StageTable
 from .tape import Watcher
 
@@ -208,13 +209,14 @@ def _lensed(fn, which, known: list[str], aliases: dict[str, Alias], with_record:
     def call(tensor, name: str, record: Record):
         if plain(name):
             result = fn(tensor, name, record) if with_record else fn(tensor, name)
-            tensor = tensor if result is None else np.asarray(result)
+            tensor = tensor if result is None else numbers_of(result, tensor, name, "a hook")
         batched = has_batch_axis(tensor, name, record)
         for alias in by_ours.get(name, ()):
             theirs = as_lens(tensor, alias, batched)
             result = fn(theirs, alias.name, record) if with_record else fn(theirs, alias.name)
             if result is not None and result is not theirs:
-                if np.shape(result) != theirs.shape:  # same size in another order would be read back scrambled
+                result = numbers_of(result, theirs, alias.name, "a hook")
+                if result.shape != theirs.shape:  # same size in another order would be read back scrambled
                     raise UserError(
                         f"a hook returned shape {list(np.shape(result))} for {alias.name}, which is "
                         f"{list(theirs.shape)} ({alias.layout.shape}); a replacement must keep the shape"
@@ -238,6 +240,20 @@ def _replacement(tensor, result, name: str, hook: _Hook):
     numbers where the stage holds indices): an array of objects became NaN, a complex one lost its imaginary part."""
     if result is None or result is tensor:
         return tensor
+    result = numbers_of(result, tensor, name, f"hook {hook.label}")
+    if result.shape != tensor.shape:
+        raise UserError(
+            f"hook {hook.label} returned shape {list(result.shape)} for {name}, "
+            f"which is {list(tensor.shape)}; a replacement must keep the shape"
+        )
+    return result if result.dtype == tensor.dtype else result.astype(tensor.dtype)  # the pass keeps its dtype
+
+
+def numbers_of(result, tensor, name: str, who: str):
+    """A hook's result as an array of numbers the pass can continue with, of the stage's kind (whole numbers where the
+    stage holds indices), or refused in words; a shape-only stand-in as it is (a shape-only model's hook)."""
+    if isinstance(result, ShapeOnly):
+        return result
     given = f"an array of {result.dtype}" if isinstance(result, np.ndarray) else f"a {type(result).__name__}"
     try:
         result = np.asarray(result)
@@ -247,15 +263,9 @@ def _replacement(tensor, result, name: str, hook: _Hook):
     if result.dtype.kind not in kinds:
         wanted = "whole numbers (the stage's indices)" if kinds == "iu" else "real numbers"
         raise UserError(
-            f"hook {hook.label} returned {given} for {name}; a replacement is an array of {wanted} "
-            f"(the stage's are {tensor.dtype})"
+            f"{who} returned {given} for {name}; a replacement is an array of {wanted} (the stage's are {tensor.dtype})"
         )
-    if result.shape != tensor.shape:
-        raise UserError(
-            f"hook {hook.label} returned shape {list(result.shape)} for {name}, "
-            f"which is {list(tensor.shape)}; a replacement must keep the shape"
-        )
-    return result if result.dtype == tensor.dtype else result.astype(tensor.dtype)  # the pass keeps its dtype
+    return result
 
 
 class ActivationCache(Mapping):

@@ -189,6 +189,22 @@ def test_bad_hooks_are_refused_with_a_reason(small_gpt2):
                         (lambda t, n: t.astype(np.complex64), "an array of complex64")):  # fmt: skip
         with small_gpt2.add_hook("blocks.0.attn.out", given), pytest.raises(UserError, match=f"returned {says} for"):
             small_gpt2.logits(IDS)
+        lens_name = "blocks.0.hook_attn_out"  # TransformerLens's name of it: the same refusal (a NumPy ValueError)
+        with small_gpt2.add_hook(lens_name, given), pytest.raises(UserError, match=f"returned {says} for {lens_name}"):
+            small_gpt2.logits(IDS)
+
+
+def test_a_shape_only_model_s_hook_may_return_a_stand_in():
+    """A hook on a model without weights sees shape-only stand-ins; t * 2 is one too, of the same shape, taken as it
+    is (np.asarray of it was a TypeError traceback)."""
+    from minitransformer.engine.shapes import ShapeOnly
+    from minitransformer.families.gpt2.config import GPT2Config
+    from minitransformer.models.model import Model
+
+    model = Model.without_weights(GPT2Config(n_layer=2, n_head=2, n_embd=8, vocab_size=50, n_positions=16))
+    with model.add_hook("blocks.0.attn.out", lambda t, name: t * 2):
+        logits = model.logits([1, 2, 3])
+    assert isinstance(logits, ShapeOnly) and logits.shape == (3, 50), logits
 
 
 def test_with_nothing_asked_the_tape_has_no_watcher(small_gpt2, monkeypatch):
