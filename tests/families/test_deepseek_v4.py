@@ -4,6 +4,7 @@ million, as docs/families/deepseek_v4.md tables it, in closed form."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -63,6 +64,29 @@ def test_a_prompt_fed_in_pieces_through_the_cache_is_the_prompt_in_one_pass(made
         cache = ours.new_cache()
         first, rest = (ours.run(piece, cache=cache, all_positions=True) for piece in (ids[:cut], ids[cut:]))
         np.testing.assert_allclose(np.concatenate([first, rest]), whole, rtol=0, atol=1e-4, err_msg=f"cut at {cut}")
+
+
+@pytest.mark.parametrize("nested", [True, False])
+def test_the_compressed_layers_yarn_is_transformers_whatever_its_truncate_says(nested):
+    """transformers' YaRN reads truncate from the outer rope_parameters, which DeepSeek-V4 keys by "main" and
+    "compress" (a flat one nested on reading): it always truncates. Ours read the file's flag (the compressed layers'
+    frequencies up to 0.017 apart)."""
+    from transformers import DeepseekV4Config
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from minitransformer.families.rotary import inverse_frequencies
+    from minitransformer.families.table import config_from_hf_dict
+
+    yarn = {"rope_type": "yarn", "factor": 16.0, "beta_fast": 32, "beta_slow": 1, "truncate": False,
+            "original_max_position_embeddings": 4096, "rope_theta": 160000.0}  # fmt: skip
+    given = {"main": {"rope_type": "default", "rope_theta": 10000.0}, "compress": yarn} if nested else yarn
+    hf = {**SPEC.hf_config("every-kind").to_dict(), "rope_parameters": given}
+    theirs, _ = ROPE_INIT_FUNCTIONS["yarn"](
+        DeepseekV4Config(**json.loads(json.dumps(hf))), "cpu", layer_type="compress"
+    )
+    ours = config_from_hf_dict(hf, "small")
+    layer = next(i for i in range(ours.n_layer) if ours.ratio(i))  # a compressed layer
+    np.testing.assert_array_equal(inverse_frequencies(ours.rope(layer), np.float32), theirs.numpy())
 
 
 def test_v3_2_s_decode_step_in_closed_form_is_its_ledger_past_its_top_k():

@@ -134,6 +134,9 @@ def compress_scaling(hf: dict, values: Mapping) -> tuple[tuple[str, object], ...
         return None
     if kind != "yarn":
         raise UserError(f"config rope_parameters rope_type={kind!r} is not supported (DeepSeek-V4: default or yarn)")
+    # transformers' YaRN reads truncate from the outer rope_parameters, which here holds "main" and "compress" (a flat
+    # one is nested on reading): it truncates the ramp whatever the file says, and so do we (the flag is not read)
+    rope.pop("truncate", None)
     return rotary.scaling({**rope, "rope_type": "yarn", "attention_factor": rope.get("attention_factor", 1.0)})
 
 
