@@ -7,8 +7,11 @@ the verbs can write a number the way the views do without importing the views.
 
 from __future__ import annotations
 
+import math
 import os
 import unicodedata
+from collections.abc import Callable
+from typing import Any
 
 _UNITS = ((10**15, "P"), (10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K"))
 
@@ -128,3 +131,20 @@ def short_path(path: str) -> str:
     except ValueError:  # another drive (Windows)
         return path
     return relative if not relative.startswith("..") else path
+
+
+def nonfinite_replaced(value, by: Callable[[float], Any]):
+    """A document with each float JSON cannot hold (NaN, an infinity) replaced by by(it), lists and dicts walked."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return by(value)
+    if isinstance(value, dict):
+        return {key: nonfinite_replaced(v, by) for key, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [nonfinite_replaced(v, by) for v in value]
+    return value
+
+
+def json_ready(document: Any) -> Any:
+    """A to_dict()'s document as JSON holds it: a NaN or an infinity (a float16 pass that overflowed) as None, which
+    json.dumps writes null (docs/json-and-csv.md), not Python's NaN, which strict parsers refuse."""
+    return nonfinite_replaced(document, lambda number: None)

@@ -21,6 +21,7 @@ from ..engine.ledger import Ledger, Phase, totals_of
 from ..engine.tape import Watcher
 from ..errors import UserError
 from ..models.model import Model, register_generate
+from ..text import json_ready
 from .attention_maps import AttentionMaps, AttentionRecorder
 from .count import count_folded
 from .drift import Drift
@@ -62,17 +63,13 @@ class Generation:
             "text": self.text,
             "prompt_pieces": self.prompt_pieces,
             "new_pieces": self.new_pieces,
-            # JSON holds no NaN: a pass whose logits overflowed (float16) gives candidates of no probability
-            "candidates": [
-                {**vars(c), "probability": c.probability if c.probability == c.probability else None}
-                for c in self.candidates
-            ],
+            "candidates": [vars(c) for c in self.candidates],
         }
         if self.ledger is not None:
             d |= {k: v for k, v in self.ledger.to_dict().items() if k != "model"}
         if self.drift is not None:
             d["drift"] = self.drift.to_dict()
-        return d
+        return json_ready(d)
 
     # Jupyter draws a generation inline through `_repr_html_`, which views/html_report.py gives this class at its import
     # (register_notebook_display): the data does not import the views that show it, layers above.

@@ -6,10 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
-from collections.abc import Callable
-from typing import Any
 
+from ..text import json_ready
 from ..verbs.count import Count
 from ..verbs.draft import DraftCount
 from ..verbs.memory import memory_dict
@@ -22,18 +20,7 @@ def json_text(value, indent: int | None = 1) -> str:
     try:
         return json.dumps(value, indent=indent, allow_nan=False)
     except ValueError:  # walked only then: a document almost never holds one
-        return json.dumps(nonfinite_replaced(value, lambda number: None), indent=indent, allow_nan=False)
-
-
-def nonfinite_replaced(value, by: Callable[[float], Any]):
-    """A document with each float JSON cannot hold (NaN, an infinity) replaced by by(it), lists and dicts walked."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return by(value)
-    if isinstance(value, dict):
-        return {key: nonfinite_replaced(v, by) for key, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [nonfinite_replaced(v, by) for v in value]
-    return value
+        return json.dumps(json_ready(value), indent=indent, allow_nan=False)
 
 
 def json_chunks(

@@ -33,13 +33,12 @@ from ..engine.kvcache import KeysValues
 from ..engine.ledger import Ledger, Phase
 from ..engine.stages import PRODUCTS, StageTable
 from ..errors import UserError
-from ..text import byte_size, elided, human, intensity, pass_name, percent, plural, s_for, shape
+from ..text import byte_size, elided, human, intensity, nonfinite_replaced, pass_name, percent, plural, s_for, shape
 from ..text import count as n
 from ..verbs.count import STEPS_SHOWN, Count
 from ..verbs.generate import Generation
 from ..version import __version__
 from .colours import NOT_A_PRODUCT, PRODUCT_COLOURS
-from .export import nonfinite_replaced
 from .html_analyses import SECTIONS as ANALYSES
 from .html_drawings import (
     attention_role,

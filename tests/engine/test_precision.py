@@ -464,3 +464,10 @@ def test_a_generation_whose_logits_overflowed_is_still_json():
     probabilities = [c["probability"] for c in out.to_dict()["candidates"]]
     assert probabilities and all(p is None for p in probabilities), probabilities
     json.dumps(out.to_dict(), allow_nan=False)
+    from minitransformer.verbs.attribute import attribute
+    from minitransformer.verbs.lens import logit_lens
+
+    with model.add_hook("blocks.0.mlp.up", lambda t, name: t * 1e6):  # the analyses' documents too (review)
+        for document in (logit_lens(model, "The capital of France is", " Paris").to_dict(),
+                         attribute(model, "The capital of France is", " Paris", " Berlin").to_dict()):  # fmt: skip
+            json.dumps(document, allow_nan=False)
