@@ -25,7 +25,7 @@ from ..errors import UserError
 from ..families.config import ModelConfig
 from ..families.table import architecture_of
 from .ids import as_token_ids, is_whole
-from .options import RunOptions
+from .options import RunOptions, switch
 from .weights import as_tree, expected_shapes, held_formats, token_embedding
 
 # What model.generate(...) runs: verbs/generate.py's generate, which registers itself at its import (the package's
@@ -207,6 +207,7 @@ class Model:
         """
         if not isinstance(options, RunOptions):
             raise UserError(f"options must be a RunOptions (models/options.py), not {options!r:.60}")
+        switch("all_positions", all_positions)
         if cache is not None and not isinstance(cache, KVCache):
             raise UserError(f"cache must be one this model made (model.new_cache()), not {type(cache).__name__}")
         past = cache.length if cache is not None else 0
@@ -253,6 +254,7 @@ class Model:
         (DeepSeek-V4's hash-routed layers). Hooks and `watcher` see every stage, as in run. Activation patching runs
         this way."""
         self._check_resumed(layer, stream)
+        switch("all_positions", all_positions)
         T, batch = self._positions_and_batch(stream)
         dims = Dims.of(self.config, T, 0, R=T if all_positions else 1, batch=batch)
         tape = self._tape(dims, phase, watcher)

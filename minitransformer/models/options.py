@@ -117,5 +117,12 @@ class RunOptions:
     def __post_init__(self) -> None:
         if not isinstance(self.routing, str) or self.routing not in ROUTINGS:
             raise OptionError("routing", f"{self.routing!r} is not known (known: {', '.join(ROUTINGS)})")
-        if not isinstance(self.dense_attention, (bool, np.bool_)):
-            raise OptionError("dense_attention", f"must be True or False, not {self.dense_attention!r}")
+        switch("dense_attention", self.dense_attention)
+
+
+def switch(option: str, value) -> bool:
+    """An option that is on or off, refused unless True or False: "no", 0 or None would be read as what they seem
+    not to say ("no" as on)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise OptionError(option, f"must be True or False, not {value!r}")
+    return bool(value)

@@ -30,12 +30,13 @@ from ..engine.kvcache import KeysValues
 from ..engine.ledger import Phase
 from ..engine.stages import UNEMBEDDING, Stage
 from ..engine.tape import Dims, Tape
-from ..errors import OptionError, UserError
+from ..errors import UserError
 from ..families.parts.blocks import PreNorm
 from ..families.parts.decoder import Decoder
 from ..families.parts.norms import LayerNorm, RMSNorm
 from ..families.parts.part import module_of
 from ..models.model import Model
+from ..models.options import switch
 from ..text import json_ready
 from .bill import Bill
 from .count import check_pass
@@ -193,9 +194,7 @@ def attribute(
     fold_ln does, in place of the gain applied to each part (the same shares, to rounding); `center_writing_weights`:
     each part centred over d_model before the norm, as centring every weight that writes to the stream makes it (a
     LayerNorm centres them anyway; refused for an RMSNorm, whose outputs it would change)."""
-    for switch, value in (("fold_ln", fold_ln), ("center_writing_weights", center_writing_weights)):
-        if not isinstance(value, (bool, np.bool_)):  # "no" would be read as true
-            raise OptionError(switch, f"must be True or False, not {value!r}")
+    switch("fold_ln", fold_ln), switch("center_writing_weights", center_writing_weights)
     ids = model.prompt_ids(prompt)
     if not ids:
         raise UserError('the prompt is empty; give some text, e.g. "The capital of France is"')

@@ -21,6 +21,7 @@ from ..engine.ledger import Phase
 from ..engine.selection import top_k
 from ..errors import OptionError, UserError
 from ..models.model import Model
+from ..models.options import switch
 from ..text import json_ready
 from .bill import Bill
 from .choices import is_whole
@@ -105,6 +106,7 @@ def residual_stack(model: Model, ids: list[int], phase: Phase | None = None) -> 
 def logit_lens(model: Model, prompt, target, all_positions: bool = False, top: int = TOP_TOKENS) -> Lens:
     """The lens of `prompt` (text or ids) for `target` (a token's text or id): at the last position, or every one;
     `top`: the most likely tokens listed at each."""
+    switch("all_positions", all_positions)
     if not is_whole(top, 1):
         raise OptionError("top", f"(tokens listed) must be a whole number of at least 1, not {top!r}")
     ids = model.prompt_ids(prompt)
@@ -135,6 +137,7 @@ def count_lens(config, tokens: int, all_positions: bool = False) -> Bill:
     """The lens's bill from shapes alone: a shape-only pass of `tokens` positions and the readout's products."""
     from ..engine.shapes import ShapeOnly
 
+    switch("all_positions", all_positions)
     check_pass(config, tokens)
     model = Model.without_weights(config)
     forward, readout = Phase("prefill", 0, tokens, tokens, cached=False), Phase("prefill", 0, 0, 0, cached=False)

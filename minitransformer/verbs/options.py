@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import OptionError
-from ..models.options import RunOptions
+from ..models.options import RunOptions, switch
 from .choices import is_whole
 
 __all__ = ["GenerationOptions", "OptionError", "RunOptions"]
@@ -53,9 +53,8 @@ class GenerationOptions:
         if isinstance(t, (bool, np.bool_)) or not isinstance(t, numbers.Real) or not (math.isfinite(t) and t >= 0):
             raise OptionError("temperature", f"must be a finite number >= 0 (0 is greedy), not {t!r}")
         object.__setattr__(self, "temperature", float(t))  # a NumPy number too (np.float32(0.5)), held as Python's
-        for switch in ("use_cache", "stop_at_eos", "ledger"):
-            if not isinstance(getattr(self, switch), (bool, np.bool_)):
-                raise OptionError(switch, f"must be True or False, not {getattr(self, switch)!r}")
+        for name in ("use_cache", "stop_at_eos", "ledger"):
+            switch(name, getattr(self, name))
         if self.top_k is not None and not is_whole(self.top_k, 1):
             raise OptionError(
                 "top_k",

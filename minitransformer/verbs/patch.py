@@ -26,6 +26,7 @@ from ..engine.kvcache import KeysValues
 from ..engine.ledger import Phase
 from ..errors import UserError
 from ..models.model import Model
+from ..models.options import switch
 from ..text import json_ready
 from .bill import Bill, Item
 from .count import check_pass
@@ -107,6 +108,7 @@ def _check_heads_named(model: Model, cache, T: int) -> None:
 def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> Patching:
     """Patch `clean`'s residual stream (and with `heads` each head's output) into `corrupt`'s run, layer by layer and
     position by position: the share of logit(target) - logit(versus) each patch restores."""
+    switch("heads", heads)
     clean_ids, corrupt_ids = (model.prompt_ids(p) for p in (clean, corrupt))
     if not clean_ids or not corrupt_ids:
         raise UserError('a prompt is empty; give some text, e.g. "The capital of France is"')
@@ -199,6 +201,7 @@ def count_patch(config, tokens: int, heads: bool = False) -> Bill:
     """The sweep's bill from shapes alone, fast for any preset: one shape-only pass of `tokens` positions gives each
     block's products and the readout's; a run from block l costs the blocks from l on and the readout, T runs a layer
     (T H with heads, in the layers with attention heads)."""
+    switch("heads", heads)
     check_pass(config, tokens)
     model = Model.without_weights(config)
     whole = Phase("prefill", 0, tokens, tokens, cached=False)

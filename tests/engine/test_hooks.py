@@ -194,6 +194,31 @@ def test_bad_hooks_are_refused_with_a_reason(small_gpt2):
             small_gpt2.logits(IDS)
 
 
+def test_every_switch_of_the_api_is_true_or_false(small_gpt2):
+    """ "no" was read as on: run and run_with_cache gave every position's logits, the lens read every position, patch
+    swept the heads (review). Each switch now refuses what is not True or False, by its name."""
+    from minitransformer import load_model
+    from minitransformer.verbs.lens import count_lens, logit_lens
+    from minitransformer.verbs.patch import count_patch, patch
+
+    demo = load_model("demo")
+    calls = {
+        "all_positions": (lambda: small_gpt2.run(IDS, all_positions="no"),
+                          lambda: small_gpt2.run_with_cache(IDS, all_positions="no"),
+                          lambda: small_gpt2.run_from(1, np.zeros((5, small_gpt2.config.n_embd), np.float32),
+                                                      all_positions="no"),
+                          lambda: logit_lens(demo, "The capital of France is", " Paris", all_positions="no"),
+                          lambda: count_lens(demo.config, 5, all_positions="no")),
+        "heads": (lambda: patch(demo, "The capital of France is", "The capital of Germany is", " Paris", " Berlin",
+                                heads="no"),
+                  lambda: count_patch(demo.config, 5, heads="no")),
+    }  # fmt: skip
+    for option, refused in calls.items():
+        for call in refused:
+            with pytest.raises(UserError, match=f"{option} must be True or False, not 'no'"):
+                call()
+
+
 def test_a_shape_only_model_s_hook_may_return_a_stand_in():
     """A hook on a model without weights sees shape-only stand-ins; t * 2 is one too, of the same shape, taken as it
     is (np.asarray of it was a TypeError traceback)."""
