@@ -46,8 +46,9 @@ DeepSeek-V4 has no scan, but transformers' modeling_deepseek_v4.py computes it o
   (128:1) or 2m (4:1, its own and the indexer's) a channel: L' c' m' dh + L4 c 2m (dh + di);
 - the indexer's scorer weighs and sums its heads' scores as (scores * weights.unsqueeze(-1)).sum(dim=2), where ours
   is a product of length Hi an entry: L4 T Hi c;
-- before a 4:1 layer has its first entry (T < m), transformers' indexer still projects its keys, gates, queries and
-  head weights, where ours runs no indexer: L4 T (4 di D + Hi di dq + Hi D) MACs more with weights.
+- before a 4:1 layer has its first entry (T < m), transformers' indexer still projects its queries and head
+  weights, where ours projects only its compressor's keys and gates (kept for the window's first entry):
+  L4 T (Hi di dq + Hi D) MACs more with weights.
 
 Each `Difference` says how many MACs torch dispatches beyond our dense form (negative: fewer).
 """
