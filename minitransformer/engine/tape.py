@@ -352,6 +352,11 @@ class Tape:
             self.phase.selections.append(selected(stage, self.layer_index, scores, k, self.dims.past, name, epsilon))
         return chosen
 
+    def in_format(self, value, op: str):
+        """A value computed between the tape's records (a row of a solve written in place), stored in the pass's
+        number format as a stage's output is (engine/precision.py); in float32, as it is."""
+        return value if self.precision is None else self.precision.value(value, self.prefix + op)
+
     def scratch(self, x):
         """x itself when nobody watches this pass, so that the next stage may write its result over x;
         else None (a watcher may hold x, so it must stay as it was). A ledger holds no tensors."""

@@ -300,3 +300,25 @@ def test_a_selection_s_replacement_must_be_indices_it_could_have_chosen(model, f
                           (lambda t, n: t + 0.5, "whole numbers")):  # fmt: skip
             with ours.add_hook(stage, bad), pytest.raises(UserError, match=says):
                 ours.logits(ids)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_every_stage_of_a_bfloat16_pass_holds_bfloat16_numbers(model, family):
+    """--precision bfloat16 stores every stage's values in bfloat16 (docs/precision.md): each captured value, of a
+    prompt past the chunks, windows and top-k, and of a decode step, is a bfloat16 number. A Gated DeltaNet's solve
+    wrote its rows' differences in float32 (linear_attn.solved: 487 of 1,280 values not bfloat16)."""
+    import ml_dtypes
+
+    name = next(iter(FAMILIES[family].configs))
+    directory, _, _ = model(family, name)
+    ours = load_model(directory, precision="bfloat16")
+    ids = FAMILIES[family].prompt_ids(name, 70, seed=5)
+    cache = ours.new_cache(capacity=len(ids) + 1)
+    logits, prompt = ours.run_with_cache(ids, names=lambda n: True, kv_cache=cache, all_positions=False)
+    _, step = ours.run_with_cache([int(np.argmax(logits[-1]))], names=lambda n: True, kv_cache=cache)
+    for when, captured in (("prompt", prompt), ("decode step", step)):
+        for stage, value in captured.items():
+            if value.dtype == np.float32:
+                wide = value.astype(ml_dtypes.bfloat16).astype(np.float32)
+                apart = ~((wide == value) | (np.isnan(wide) & np.isnan(value)))
+                assert not apart.any(), (when, stage, int(apart.sum()), value.size)

@@ -285,8 +285,8 @@ def forward_substitution(at: Tape, op: str, L, B, heads: str):
         correction = row.matmul(
             op, L[..., i : i + 1, :i], X[..., :i, :], f"{heads} 1 i, {heads} i dv+dk -> {heads} 1 dv+dk"
         )
-        if not isinstance(X, ShapeOnly):
-            X[..., i : i + 1, :] -= correction
+        if not isinstance(X, ShapeOnly):  # the row's difference in the format, as a stage's (the product's was)
+            X[..., i : i + 1, :] = at.in_format(X[..., i : i + 1, :] - correction, op)
     whole = {op: f"{heads} C C, {heads} C dv+dk -> {heads} C dv+dk"}
     at.record_gathered(pieces, whole, values={op: X}, recurrent={op: NO_RECURRENT})
     return X
