@@ -86,9 +86,9 @@ def concrete(symbolic: str, dims: Dims) -> str:
     return _BRACKETS.sub(sizes, symbolic)
 
 
-def summary(tensor: np.ndarray, masked_as: str = "the masked future") -> str:
-    """mean, std, min, max over the finite values, and how many entries a mask set to -inf (`masked_as` says which
-    keys those are)."""
+def summary(tensor: np.ndarray, masked_as: str | None = None) -> str:
+    """mean, std, min, max over the finite values, how many entries are -inf (on a mask's stage, `masked_as` says
+    which keys those are) and how many other values are not finite (inf or NaN: an overflow, not a mask)."""
     finite = np.isfinite(tensor)
     values = tensor if finite.all() else tensor[finite]
     text = (
@@ -96,8 +96,13 @@ def summary(tensor: np.ndarray, masked_as: str = "the masked future") -> str:
         if values.size
         else "no finite values"
     )
-    masked = tensor.size - values.size
-    return text + (f"  ({masked} of {tensor.size} entries -inf: {masked_as})" if masked else "")
+    if not tensor.size - values.size:
+        return text
+    minus = int(np.isneginf(tensor).sum())
+    said = [f"{minus} of {tensor.size} entries -inf" + (f": {masked_as}" if masked_as else "")] if minus else []
+    other = tensor.size - values.size - minus
+    said += [f"{other} of {tensor.size} entries inf or NaN"] if other else []
+    return f"{text}  ({'; '.join(said)})"
 
 
 def masked_keys(dims: Dims) -> str:
@@ -289,7 +294,7 @@ class _Tracer:
                     "    experts  "
                     + ", ".join(f"{p.expert}: {p.tokens} token{'' if p.tokens == 1 else 's'}" for p in r.breakdown)
                 )
-        lines.append(f"    values  {summary(tensor, masked_keys(dims))}")
+        lines.append(f"    values  {summary(tensor, masked_keys(dims) if r.stage.kind == 'mask' else None)}")
         print("\n".join(lines), file=self.out)
 
     def _sizes(self, r: Record) -> Dims:

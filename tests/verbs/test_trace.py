@@ -127,6 +127,18 @@ def test_the_masked_entries_say_which_keys_they_are():
     assert "entries -inf" not in step["blocks.0.attn.scores"], step["blocks.0.attn.scores"]  # its W keys alone
 
 
+def test_an_overflow_s_infinities_are_not_called_masked():
+    """An MLP stage that overflowed (float16) holds inf, -inf and NaN: they were all "-inf: the masked future". A
+    stage that is no mask counts its -inf unlabelled, and the other non-finite values apart."""
+    from minitransformer.views.trace import summary
+
+    overflowed = np.array([[1.0, np.inf, -np.inf], [np.nan, 2.0, -np.inf]], np.float32)
+    said = summary(overflowed)
+    assert said.endswith("(2 of 6 entries -inf; 2 of 6 entries inf or NaN)") and "masked" not in said, said
+    masked = np.array([[0.5, -np.inf], [0.25, 0.75]], np.float32)
+    assert summary(masked, "the masked future").endswith("(1 of 4 entries -inf: the masked future)")
+
+
 def test_blocks_not_chosen_fold_into_one_line_per_pass(tmp_path):
     model = load_model(write_gpt2(tmp_path / "four", n_layer=4, n_embd=8, n_head=2))
     text, result = traced(model, new_tokens=3)  # default: the first and the last block
