@@ -37,7 +37,6 @@ from ..families.parts.norms import LayerNorm, RMSNorm
 from ..families.parts.part import module_of
 from ..models.model import Model
 from ..models.options import switch
-from ..text import json_ready
 from .bill import Bill
 from .count import check_pass
 from .lens import one_token
@@ -89,28 +88,26 @@ class Attribution:
 
     def to_dict(self, decode=None) -> dict:
         text = (lambda i: decode([i])) if decode else (lambda i: None)
-        return json_ready(
-            {
-                "prompt": self.prompt,
-                "target": {"id": self.target, "text": text(self.target)},
-                "versus": {"id": self.versus, "text": text(self.versus)},
-                "conventions": self.conventions,
-                "difference": self.difference,
-                "parts": [
-                    {
-                        "part": what,
-                        "attribution": value,
-                        **(
-                            {"pieces": [{"piece": p, "attribution": v} for of, p, v in self.pieces if of == what]}
-                            if any(of == what for of, _, _ in self.pieces)
-                            else {}
-                        ),
-                    }
-                    for what, value in self.parts
-                ],
-                "bill": self.bill.to_dict(),
-            }
-        )
+        return {
+            "prompt": self.prompt,
+            "target": {"id": self.target, "text": text(self.target)},
+            "versus": {"id": self.versus, "text": text(self.versus)},
+            "conventions": self.conventions,
+            "difference": self.difference,
+            "parts": [
+                {
+                    "part": what,
+                    "attribution": value,
+                    **(
+                        {"pieces": [{"piece": p, "attribution": v} for of, p, v in self.pieces if of == what]}
+                        if any(of == what for of, _, _ in self.pieces)
+                        else {}
+                    ),
+                }
+                for what, value in self.parts
+            ],
+            "bill": self.bill.to_dict(),
+        }
 
 
 def branches(model: Model, cache, last: int) -> list[tuple[str, np.ndarray]]:

@@ -21,7 +21,6 @@ from ..engine.ledger import Ledger, Phase, totals_of
 from ..engine.tape import Watcher
 from ..errors import UserError
 from ..models.model import Model, register_generate
-from ..text import json_ready
 from .attention_maps import AttentionMaps, AttentionRecorder
 from .count import count_folded
 from .drift import Drift
@@ -69,7 +68,7 @@ class Generation:
             d |= {k: v for k, v in self.ledger.to_dict().items() if k != "model"}
         if self.drift is not None:
             d["drift"] = self.drift.to_dict()
-        return json_ready(d)
+        return d
 
     # Jupyter draws a generation inline through `_repr_html_`, which views/html_report.py gives this class at its import
     # (register_notebook_display): the data does not import the views that show it, layers above.

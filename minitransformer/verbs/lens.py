@@ -22,7 +22,6 @@ from ..engine.selection import top_k
 from ..errors import OptionError, UserError
 from ..models.model import Model
 from ..models.options import switch
-from ..text import json_ready
 from .bill import Bill
 from .choices import is_whole
 from .count import check_pass
@@ -55,24 +54,22 @@ class Lens:
 
     def to_dict(self, decode=None) -> dict:
         word = (lambda i: decode([i])) if decode else (lambda i: None)
-        return json_ready(
-            {
-                "prompt": self.prompt,
-                "target": {"id": self.target, "text": word(self.target)},
-                "conventions": CONVENTIONS,
-                "entries": [
-                    {
-                        "entry": e.label,
-                        "position": e.position,
-                        "rank": e.rank,
-                        "probability": e.probability,
-                        "top": [{"id": i, "text": word(i), "probability": p} for i, p in e.top],
-                    }
-                    for e in self.entries
-                ],
-                "bill": self.bill.to_dict(),
-            }
-        )
+        return {
+            "prompt": self.prompt,
+            "target": {"id": self.target, "text": word(self.target)},
+            "conventions": CONVENTIONS,
+            "entries": [
+                {
+                    "entry": e.label,
+                    "position": e.position,
+                    "rank": e.rank,
+                    "probability": e.probability,
+                    "top": [{"id": i, "text": word(i), "probability": p} for i, p in e.top],
+                }
+                for e in self.entries
+            ],
+            "bill": self.bill.to_dict(),
+        }
 
 
 TOP_TOKENS = 5  # the most likely tokens listed at each entry where nobody asks for another number

@@ -27,7 +27,6 @@ from ..engine.ledger import Phase
 from ..errors import UserError
 from ..models.model import Model
 from ..models.options import switch
-from ..text import json_ready
 from .bill import Bill, Item
 from .count import check_pass
 from .lens import one_token
@@ -57,22 +56,20 @@ class Patching:
 
     def to_dict(self, decode=None) -> dict:
         pieces = lambda ids: [decode([i]) if decode else None for i in ids]  # noqa: E731
-        cells = lambda a: [[float(v) for v in row] for row in a]  # noqa: E731
-        return json_ready(
-            {
-                "clean": {"ids": self.clean, "pieces": pieces(self.clean)},
-                "corrupt": {"ids": self.corrupt, "pieces": pieces(self.corrupt)},
-                "target": {"id": self.target, "text": pieces([self.target])[0]},
-                "versus": {"id": self.versus, "text": pieces([self.versus])[0]},
-                "conventions": SHARE_CONVENTIONS,
-                "clean_difference": self.clean_difference,
-                "corrupt_difference": self.corrupt_difference,
-                "residual": cells(self.residual),  # [layer][position]
-                **({"heads": [cells(layer) for layer in self.heads]} if self.heads is not None else {}),  # [l][p][h]
-                **({"head_layers": list(self.head_layers)} if self.heads is not None else {}),
-                "bill": self.bill.to_dict(),
-            }
-        )
+        cells = lambda a: [[None if np.isnan(v) else float(v) for v in row] for row in a]  # noqa: E731
+        return {
+            "clean": {"ids": self.clean, "pieces": pieces(self.clean)},
+            "corrupt": {"ids": self.corrupt, "pieces": pieces(self.corrupt)},
+            "target": {"id": self.target, "text": pieces([self.target])[0]},
+            "versus": {"id": self.versus, "text": pieces([self.versus])[0]},
+            "conventions": SHARE_CONVENTIONS,
+            "clean_difference": self.clean_difference,
+            "corrupt_difference": self.corrupt_difference,
+            "residual": cells(self.residual),  # [layer][position]
+            **({"heads": [cells(layer) for layer in self.heads]} if self.heads is not None else {}),  # [l][p][h]
+            **({"head_layers": list(self.head_layers)} if self.heads is not None else {}),
+            "bill": self.bill.to_dict(),
+        }
 
 
 def difference(logits: np.ndarray, target: int, versus: int) -> np.ndarray:
