@@ -1115,7 +1115,7 @@ def arithmetic_in_one_note() -> Iterator[None]:
         first = f"{Path(arithmetic[0].filename).parent.name}/{Path(arithmetic[0].filename).name}:{arithmetic[0].lineno}"
         print(
             f"minitransformer: note: this run's arithmetic met {met} (first in {first}): the nan and inf shown come "
-            "from it, a NaN or infinite weight or a value past the format's range (float16's is 65,504)",
+            "from it, a NaN or infinite weight or a value past the range of the run's number format",
             file=sys.stderr,
         )
 
