@@ -277,13 +277,20 @@ def _merged(events: list[RangeEvent]) -> list[RangeEvent]:
     return list(merged.values())
 
 
+def top_agreement(ours: np.ndarray, theirs: np.ndarray) -> float:
+    """The share of positions (rows of logits [..., V]) whose likeliest tokens are the same: a row with a NaN has none
+    (argmax would take the first NaN's index, so two rows of NaN "agreed")."""
+    both = ~(np.isnan(ours).any(axis=-1) | np.isnan(theirs).any(axis=-1))
+    return float(np.mean(both & (np.argmax(ours, axis=-1) == np.argmax(theirs, axis=-1))))
+
+
 def next_token_drift(ours: np.ndarray, truth: np.ndarray) -> tuple[float, float, float]:
     """(mean KL(truth || ours) over the positions, its largest, the share of positions whose likeliest tokens agree),
     from logits [..., T, V]: the next-token distribution at every position."""
     ours = ours.reshape(-1, ours.shape[-1])
     truth = truth.reshape(-1, truth.shape[-1])
     log_p = truth - _logsumexp(truth)
-    top1 = float(np.mean(np.argmax(ours, axis=-1) == np.argmax(truth, axis=-1)))
+    top1 = top_agreement(ours, truth)
     if not np.isfinite(ours).all():
         return np.inf, np.inf, top1
     log_q = ours - _logsumexp(ours)

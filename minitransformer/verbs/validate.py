@@ -26,7 +26,7 @@ from ..errors import UserError
 from ..models.model import Model
 from ..models.options import LoadOptions
 from ..text import plural, short_path, table
-from .drift import SelectionDrift, drift, next_token_drift
+from .drift import SelectionDrift, drift, next_token_drift, top_agreement
 
 PROMPTS = (
     "The capital of France is",
@@ -462,7 +462,7 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
         ours_err, theirs_err = float(np.abs(ours - truth).max()), float(np.abs(theirs - truth).max())
         kl_ours, _, top1_ours = next_token_drift(ours, truth)
         kl_theirs, _, top1_theirs = next_token_drift(theirs, truth)
-        agree = float(np.mean(np.argmax(ours, -1) == np.argmax(theirs, -1)))
+        agree = top_agreement(ours, theirs)
         ok = apart <= tolerance * scale and ours_err <= 2 * theirs_err and truth_worst <= TOLERANCES["float64"]
         all_ok &= ok
         label = repr(text if len(text) <= 32 else text[:29] + "...")

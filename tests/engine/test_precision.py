@@ -451,3 +451,15 @@ def test_a_weight_too_large_to_widen_whole_is_widened_a_block_of_columns_at_a_ti
     blocked = stored.logits(ids)
     # The same products; the BLAS may order a block's float32 sums otherwise than the whole's.
     assert np.abs(blocked - whole).max() <= 1e-6 * np.abs(whole).max()
+
+
+def test_rows_of_nan_have_no_likeliest_token_to_agree_on():
+    """validate --precision float16 on a model that overflowed said "top-1 agree 100%": argmax of a row of NaN is its
+    first NaN's index, 0 in both. A row with a NaN has no likeliest token; the others agree as before."""
+    from minitransformer.verbs.drift import next_token_drift, top_agreement
+
+    truth = np.array([[1.0, 3.0, 2.0], [0.5, 0.1, 0.2]])
+    nan = np.full_like(truth, np.nan)
+    assert top_agreement(nan, nan) == 0.0 and top_agreement(truth, truth) == 1.0
+    partly = np.array([[2.0, 5.0, 1.0], [np.nan, 0.1, 0.2]])  # row 0 agrees; row 1 has a NaN
+    assert top_agreement(partly, truth) == 0.5 and next_token_drift(partly, truth)[2] == 0.5
