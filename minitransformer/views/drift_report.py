@@ -24,6 +24,16 @@ def _range(s: StageDrift) -> str:
     return ", ".join(marks)
 
 
+def _layer_range(stages: list[StageDrift]) -> str:
+    """Where a layer's stages left the range: overflow, underflow, and how many stages hold inf or NaN they did not
+    overflow into (their counts, one a stage, were merged as a set of unnamed numbers)."""
+    marks = [m for m in ("overflow", "underflow") if any(getattr(s, m) for s in stages)]
+    nonfinite = [s.nonfinite for s in stages if s.nonfinite and not s.overflow]
+    if nonfinite:
+        marks.append(f"inf/nan in {plural(len(nonfinite), 'stage')} (up to {count(max(nonfinite))} values)")
+    return ", ".join(marks)
+
+
 def drift_report(d: Drift) -> str:
     positions = len(d.tokens)
     agree = round(d.top1_agreement * positions)
@@ -73,11 +83,10 @@ def _layers_table(d: Drift) -> str:
     for layer in d.layers:
         stages = [s for s in d.stages if s.layer == layer]
         worst = max(stages, key=lambda s: s.max_rel if s.max_rel == s.max_rel else float("inf"))
-        marks = sorted({m for s in stages for m in _range(s).split(", ") if m})
         largest = _magnitude(max(s.max_abs for s in stages))
         output = _rel(stages[-1].max_rel)  # the residual stream the block hands on
         rows.append(
-            [str(layer), worst.stage, _rel(worst.max_rel), _rel(worst.rms_rel), output, largest, ", ".join(marks)]
+            [str(layer), worst.stage, _rel(worst.max_rel), _rel(worst.rms_rel), output, largest, _layer_range(stages)]
         )
     rows += [_outside_row(s) for i, s in outside if i >= first_block]
     headers = ["layer", "worst stage", "max rel", "rms rel", "output max rel", "max |x|", "range"]

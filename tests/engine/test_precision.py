@@ -463,3 +463,16 @@ def test_rows_of_nan_have_no_likeliest_token_to_agree_on():
     assert top_agreement(nan, nan) == 0.0 and top_agreement(truth, truth) == 1.0
     partly = np.array([[2.0, 5.0, 1.0], [np.nan, 0.1, 0.2]])  # row 0 agrees; row 1 has a NaN
     assert top_agreement(partly, truth) == 0.5 and next_token_drift(partly, truth)[2] == 0.5
+
+
+def test_a_layer_s_range_cell_counts_its_stages_not_a_set_of_their_numbers():
+    """The per-layer table's range merged its stages' counts into a sorted set of unnamed numbers ("132 inf/nan, 196
+    inf/nan, ..., 96 inf/nan", equal counts of two stages one): now how many stages, and the most values of one."""
+    from minitransformer.verbs.drift import StageDrift
+    from minitransformer.views.drift_report import _layer_range
+
+    stage = lambda name, **range_: StageDrift(f"blocks.1.{name}", 1, name, 0.0, 0.0, 1.0, **range_)  # noqa: E731
+    stages = [stage("ln_1", nonfinite=96), stage("attn.q", nonfinite=96), stage("mlp.up", nonfinite=224),
+              stage("mlp.mul", overflow=True, nonfinite=300), stage("mlp.act", underflow=True)]  # fmt: skip
+    assert _layer_range(stages) == "overflow, underflow, inf/nan in 3 stages (up to 224 values)"
+    assert _layer_range([stage("ln_1")]) == ""
