@@ -44,20 +44,20 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes a number, for
 DEFAULT_BALANCE = 10.0  # MACs per byte
 
 # Same-sized tensors alive in a stage that is not a product: one for the stages that work in place on
-# the scores, none for views; the other stages hold their input and output.
+# the scores, none for views (a cache's rows, of any kind of stage "cache": keys and values, an indexer's keys, a
+# compressor's entries, another layer's shared keys); the other stages hold their input and output.
 _LIVE_COPIES = {
     "scale": 1,
     "softcap": 1,
     "mask": 1,
     "softmax": 1,
     "split_heads": 0,
-    "cache": 0,
     "last": 0,
     "mlp.split": 0,
 }
 # the stages row_chunks.py runs chunk by chunk between attention's two products, scores and mix (Record.attention)
-# (gather: each query's chosen keys and values, under sparse attention)
-_ROW_CHUNKED = ("gather", "scale", "softcap", "mask", "softmax")
+# (gather: each query's chosen keys and values, under sparse attention; sinks: the scores with each head's sink)
+_ROW_CHUNKED = ("gather", "scale", "softcap", "mask", "sinks", "softmax")
 
 
 def _specs(config: Config) -> list:
@@ -231,6 +231,8 @@ def working_set(r: Record, gated: bool = False) -> int:
         return prod(r.a_shape or ()) + prod(r.out_shape)
     if gated and r.op == "mlp.act":  # g, u and act(g)
         return 3 * prod(r.out_shape)
+    if r.kind == "cache":  # a view of the cache's rows
+        return 0
     return _LIVE_COPIES.get(r.op, 2) * prod(r.out_shape)
 
 
@@ -248,25 +250,22 @@ def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTE
         elif r.op == "mask":
             masks.setdefault(window, prod(r.out_shape[-2:]))
     residual += sum(masks.values())
-    peak = max(records, key=lambda r: working_set(r, gated))
+    # the layers whose attention ran in row chunks: none of their attention stages holds [H, T, t] at once
+    chunked = {r.layer: r for r in records if r.attention == "scores" and r.computed is not None}
+    outside = [r for r in records if not (r.layer in chunked and (r.attention or r.op in _ROW_CHUNKED))]
+    peak = max(outside, key=lambda r: working_set(r, gated))
     alive = working_set(peak, gated)
-    # none in a model whose layers all keep a state
-    scores = next((r for r in records if r.attention == "scores"), None)
-    if scores is not None and scores.computed is not None:  # row chunks: no attention stage holds [H, T, t]
-        outside = [r for r in records if not (r.attention or r.op in _ROW_CHUNKED)]
-        peak = max(outside, key=lambda r: working_set(r, gated))
-        alive = max(working_set(peak, gated), chunked_attention(records))
-        if alive == chunked_attention(records):
-            peak = scores
+    for layer, scores in chunked.items():  # each its own chunk: a dense or wider layer beside them keeps its own
+        held = chunked_attention([r for r in records if r.layer == layer])
+        if held > alive:
+            alive, peak = held, scores
     return bytes_per_number * (residual + alive), peak
 
 
-def chunked_attention(records: list[Record]) -> int:
-    """Numbers alive while a pass computes its attention in row chunks: the block's normed input and its q, k
-    and v (the chunks read slices of them), the largest chunk's scores (rows x the keys it sees), and the
+def chunked_attention(block: list[Record]) -> int:
+    """Numbers alive while a layer (its records) computes its attention in row chunks: the block's normed input and
+    its q, k and v (the chunks read slices of them), the largest chunk's scores (rows x the keys it sees), and the
     chunks' outputs so far ([H, T, dh])."""
-    layer = next(r.layer for r in records if r.attention == "scores")  # the first layer that attends
-    block = [r for r in records if r.layer == layer]
     scores = next(r for r in block if r.attention == "scores")
     *heads, T, t = scores.out_shape
     W = scores.window
@@ -280,7 +279,8 @@ def chunked_attention(records: list[Record]) -> int:
         rows, s = min(T, C), scores.chosen_keys
         gathered = prod(heads) * rows * s * (scores.dot_length + mix.out_shape[-1])
         return held + prod(heads) * rows * s + gathered + prod(mix.out_shape)
-    return held + prod(heads) * largest + prod(mix.out_shape)
+    copies = 2 if any(r.op == "sinks" for r in block) else 1  # the scores beside them with each head's sink column
+    return held + copies * prod(heads) * largest + prod(mix.out_shape)
 
 
 def intensity_rows(count, balance: float, bytes_per_number: int = FLOAT32_BYTES) -> list[dict]:

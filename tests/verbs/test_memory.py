@@ -76,3 +76,30 @@ def test_the_count_report_describes_the_activation_estimate_it_prints():
     assert ("the residual stream [B, T, D] and the mask [T, t] + the largest stage's working set (Q K^T: Q and the "
             "scores [B, H, T, t], "
             "which scale, mask and softmax overwrite in place;") in text  # fmt: skip
+
+
+@pytest.mark.parametrize("family, name", [
+    ("gpt_oss", "e6_k3_full_yarn_truncated"),  # sinks: the scores with a sink column, a chunk at a time
+    ("llama4_text", "chunks-nope-temperature-alternating"),  # a chunked layer first, a full NoPE layer after it
+    ("qwen3", "layer-types"),  # a sliding layer first, full ones after it
+])  # fmt: skip
+def test_the_estimate_of_a_prefill_in_row_chunks_reads_every_layer(tmp_path_factory, family, name):
+    """Past 128 positions attention runs in row chunks; the estimate read the first attending layer's chunk alone
+    (Llama 4's full layer after a chunked one: 1.4x the estimate), and took gpt-oss's sinks, a chunk's stage, for a
+    whole [H, T, t + 1] (gpt-oss-20b at 2,000 tokens: 2.10 GB where 424 MB): each layer's chunk now, sinks beside."""
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+    from conformance_configs import made
+
+    _, model, _ = made(tmp_path_factory, family, name)
+    estimate, peak = estimated_and_measured_peak(model, 250)
+    assert 0.9 * estimate <= peak <= 1.5 * estimate, (peak, estimate, round(peak / estimate, 2))
+
+
+def test_a_view_of_the_cache_holds_no_copy_of_it():
+    """A stage of kind "cache" is a view of the cache's rows whatever its name: Gemma 4's shared keys, an indexer's
+    keys, a compressor's entries were counted twice, so that a decode step of gemma-4-e2b at 8,000 positions peaked
+    "at shared_kv" (32.8 MB, where its largest tensor is 256 KB)."""
+
+    count = count_generation(PRESETS["gemma-4-e2b"], 8000, 2)
+    decode = memory_dict(count, 10.0)["activations"]["decode"]
+    assert decode["stage"] != "shared_kv" and decode["bytes"] < 4_000_000, decode
