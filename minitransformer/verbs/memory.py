@@ -119,6 +119,10 @@ def layer_caches(config: Config, positions: int, batch: int = 1, bytes_per_numbe
         entry["layers"] += 1
         if isinstance(spec, KeysValues):
             entry["positions"] = spec.positions_held(positions)
+            if spec.reads is None:  # a position's numbers of K and of V in one layer (V none where K = V)
+                d_value = spec.d_key if spec.d_value is None else spec.d_value
+                entry["key_numbers"] = spec.heads * spec.d_key
+                entry["value_numbers"] = 0 if spec.shared else spec.heads * d_value
             each = spec.numbers_held(positions)
             if spec.shared or spec.compressed:  # K = V beside compressed streams (DeepSeek-V4's): the window a stream
                 held, window = spec.positions_held(positions), entry.setdefault("window", {"bytes": 0})

@@ -1210,12 +1210,13 @@ def _cache_items(m: dict, cached: bool) -> list[tuple[str, int, str]]:
     beside K and V (DeepSeek-V3.2's) have a row of their own; a cache of streams (DeepSeek-V4's), a row a stream.
     A batch's bytes are the batch's; a run without the cache says what it would have held."""
     kv, cache = m["kv_cache"], m["cache"]
-    per_seq = " for the batch" if kv["batch"] > 1 else ""
-    off = "" if cached else " (if the cache were on)"
     types = cache["layer_types"]
     attending = {kind: k for kind, k in types.items() if "positions" in k}
     states = {kind: k for kind, k in types.items() if k.get("state")}
-    beside = _indexer_keys({kind: k for kind, k in attending.items() if "index_keys" in k.get("rows", {})})
+    per_seq = " for the batch" if kv["batch"] > 1 else ""
+    off = "" if cached else " (if the cache were on)"
+    indexed = {kind: k for kind, k in attending.items() if "index_keys" in k.get("rows", {})}
+    beside = _indexer_keys(indexed, per_seq + off)
     if any("window" in k for k in types.values()):  # DeepSeek-V4's streams side by side
         return _stream_items(m, per_seq + off)
     if not states:
@@ -1233,7 +1234,7 @@ def _cache_items(m: dict, cached: bool) -> list[tuple[str, int, str]]:
             *beside,
             ("KV cache, whole context", kv["bytes_at_context"], plural(kv["context"], "position", n(kv["context"]))),
         ]
-    items = [item for kind, k in types.items() for item in _kind_items(kind, k, m, per_seq)]
+    items = [item for kind, k in types.items() for item in _kind_items(kind, k, m, per_seq, off)]
     parts = (
         f"{byte_size(kv['bytes'])} keys and values + " if attending else ""
     ) + f"{byte_size(cache['state_bytes'])} state"
@@ -1261,10 +1262,10 @@ def _stream_items(m: dict, run: str) -> list[tuple[str, int, str]]:
         for stream, what, b in cache_streams(k):
             named = what if stream == "state" else stream  # "compressors' state"
             totals[named] = totals.get(named, 0) + b
-            note = f"{what} x {layers}"
+            note = f"{what} x {layers}{run}"
             if stream == "state":
                 arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
-                note = f"{arrays} numbers x {layers}: {what}, the same at any context"
+                note = f"{arrays} numbers x {layers}{run}: {what}, the same at any context"
             items.append((f"{stream}, {kind} layers", b, note))
     shares = " + ".join(f"{stream} {byte_size(b)}" for stream, b in totals.items())
     this_run = f"after {plural(cache['positions'], 'position', n(cache['positions']))} ({shares}){run}"
@@ -1273,9 +1274,9 @@ def _stream_items(m: dict, run: str) -> list[tuple[str, int, str]]:
     return [*items, ("cache, this run", cache["bytes"], this_run), whole]
 
 
-def _indexer_keys(indexed: dict) -> list[tuple[str, int, str]]:
+def _indexer_keys(indexed: dict, run: str) -> list[tuple[str, int, str]]:
     """The keys an indexer keeps beside K and V, in every layer that attends (`indexed`: those layers' kinds): a row,
-    or none where there is no indexer."""
+    or none where there is no indexer; `run`: the batch's, if the cache were on, as the rows beside it say."""
     if not indexed:
         return []
     keys = [k["rows"]["index_keys"] for k in indexed.values()]
@@ -1290,27 +1291,28 @@ def _indexer_keys(indexed: dict) -> list[tuple[str, int, str]]:
         (
             "of which the indexer's keys",
             sum(r["bytes"] for r in keys),
-            f"{layers} x {n(keys[0]['numbers_per_position'])} numbers a position x {held}",
+            f"{layers} x {n(keys[0]['numbers_per_position'])} numbers a position x {held}{run}",
         )
     ]
 
 
-def _kind_items(kind: str, k: dict, m: dict, per_seq: str) -> list[tuple[str, int, str]]:
+def _kind_items(kind: str, k: dict, m: dict, per_seq: str, off: str) -> list[tuple[str, int, str]]:
     """A hybrid's cache rows for one kind of layer: its keys and values (a position's numbers, as count's report has
     them, and the positions held), its recurrent state (the same at any context), or both (a Falcon-H1 layer); a
-    batch's bytes per token or of state are the batch's (`per_seq`)."""
+    batch's bytes per token or of state are the batch's (`per_seq`); without the cache, what it would hold (`off`)."""
     items = []
     state = k.get("state_bytes", k["bytes"] if k.get("state") else 0)
     if "positions" in k:
-        kv, each = k["bytes"] - state, k["bytes_per_layer"] - state // max(k["layers"], 1)
-        numbers = each // (max(k["positions"], 1) * m["bytes_per_number"] * m["kv_cache"]["batch"])
+        kv = k["bytes"] - state
+        keys, values = k.get("key_numbers", 0), k.get("value_numbers", 0)
+        numbers = n(keys) + (f" + {n(values)}" if values not in (0, keys) else "")  # as the terminal: K's, V's if other
         layers, held = plural(k["layers"], kind + " layer"), plural(k["positions"], "position", n(k["positions"]))
         per_token = byte_size(kv // max(k["positions"], 1))
-        about = f"K and V x {layers} x {n(numbers)} numbers: {per_token} per token{per_seq}; {held} here"
+        about = f"K and V x {layers} x {numbers} numbers: {per_token} per token{per_seq}; {held} here{off}"
         items.append((f"KV cache, {kind} layers", kv, about))
     if k.get("state"):
         arrays = " + ".join(f"{name} {shape(tuple(dims))}" for name, dims in k["state"].items())
-        about = f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}{per_seq}: the same at any context"
+        about = f"{arrays} numbers x {plural(k['layers'], kind + ' layer')}{per_seq}: the same at any context{off}"
         items.append((f"state, {kind} layers", state, about))
     return items
 

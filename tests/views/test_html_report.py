@@ -844,6 +844,15 @@ def test_the_memory_table_says_what_the_terminal_says_of_a_batch_and_of_a_run_wi
     for phrase, said in (("for the batch", "--batch" in options), ("(if the cache were on)", "--no-cache" in options)):
         assert (phrase in terminal) == said, (phrase, terminal)
         assert (phrase in run_rows[0][3]) == said, (phrase, run_rows[0])
+    # every row of what this run's cache holds (a kind of layer's, a stream's, the indexer's) says it as well
+    held = [r for r in rows if r and "whole context" not in r[0] and r[0] not in ("weights",)
+            and not r[0].startswith("activations")]  # fmt: skip
+    assert all(("(if the cache were on)" in r[3]) == ("--no-cache" in options) for r in held), held
+    # a kind of layer's keys and values: a position's numbers of K (and of V), as the terminal counts them
+    for r in held:
+        if r[0].startswith("KV cache, ") and "this run" not in r[0]:
+            numbers = re.search(r"layers? x ([\d,]+(?: \+ [\d,]+)?) numbers", r[3]).group(1)
+            assert f"layers x {numbers} numbers" in terminal or f"layer x {numbers} numbers" in terminal, (r, terminal)
 
 
 # --- the hybrids' pages: their memory and their scans, as the terminal has them ---------------------------------
