@@ -78,8 +78,11 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         # A value that starts with "-" is read as a flag unless argparse sees a negative number in it, and it sees none
-        # in -inf, -1e-3 or -nan ("expected one argument"): they are numbers here too, for the option to judge.
-        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.I)
+        # in -inf, -1e-3, -nan or a list of ids -5,3 ("expected one argument"): they are numbers here too, for the
+        # option to judge.
+        self._negative_number_matcher = re.compile(
+            r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$|^-\d+(\s*,\s*-?\d*)+$", re.I
+        )
 
     def error(self, message: str):  # argparse's default prints the whole usage; we print one line
         raise UserError(f"{message} (see {self.prog} --help)")

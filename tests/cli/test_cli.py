@@ -135,6 +135,7 @@ BAD_ARGUMENTS = {
         "--temperature must be a finite number",
     ),
     "-1e-3 temperature": (["Hi", "--model", "{small}", "--temperature", "-1e-3"], "not -0.001"),
+    "negative ids": (["--ids", "-5,3", "--model", "{small}"], "token id -5 is outside this model's vocabulary"),
     "word temperature": (["Hi", "--model", "{small}", "--temperature", "hot"], "not a number"),
     "zero top-k": (["Hi", "--model", "{small}", "--top-k", "0"], "--top-k must be a whole number of at least 1, not 0"),
     "negative seed": (["Hi", "--model", "{small}", "--seed", "-1"], "--seed must be a whole number of 0 or more"),
