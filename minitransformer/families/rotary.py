@@ -240,11 +240,16 @@ def given(hf: dict) -> tuple[str, dict]:
 TRAINED_CONTEXT = ("llama3", "yarn", "longrope")  # the rope types that read the context the model was trained at
 
 
-def trained_context(hf: dict, rope: dict) -> None:
-    """A rope that reads the context the model was trained at (original_max_position_embeddings) and does not say it
-    takes the file's max_position_embeddings, as transformers' standardize_rope_params does. (A top-level key, which
-    it puts first, it reads only for classes that declare one: Phi-3's, read by its LongRope.)"""
-    if rope.get("rope_type") in TRAINED_CONTEXT and hf.get("max_position_embeddings") is not None:
+def trained_context(hf: dict, rope: dict, one_rope: bool = True) -> None:
+    """Where a rope that reads the context the model was trained at (original_max_position_embeddings) finds it, as
+    transformers' standardize_rope_params does when the model builds its rope (the config's attributes set by then):
+    one rope for every layer takes a top-level key of the file over its own; without either, a rope takes the file's
+    max_position_embeddings (a rope per layer type: its own, or that)."""
+    if rope.get("rope_type") not in TRAINED_CONTEXT:
+        return
+    if one_rope and hf.get("original_max_position_embeddings") is not None:
+        rope["original_max_position_embeddings"] = hf["original_max_position_embeddings"]
+    elif hf.get("max_position_embeddings") is not None:
         rope.setdefault("original_max_position_embeddings", hf["max_position_embeddings"])
 
 
@@ -488,7 +493,7 @@ class RopePerLayerType:
         for rope in ropes.values():
             rope.setdefault("rope_type", rope.pop("type", "default"))
             rope.pop("type", None)
-            trained_context(hf, rope)
+            trained_context(hf, rope, one_rope=False)
             check(rope, self.kinds)
             # transformers' YaRN reads truncate from the outer rope_parameters, which per layer type holds only the
             # kinds: it truncates the ramp whatever a kind's rope says, and so do we (the file's flag is not read)
