@@ -209,18 +209,13 @@ def _lensed(fn, which, known: list[str], aliases: dict[str, Alias], with_record:
     def call(tensor, name: str, record: Record):
         if plain(name):
             result = fn(tensor, name, record) if with_record else fn(tensor, name)
-            tensor = tensor if result is None else numbers_of(result, tensor, name, "a hook")
+            tensor = checked(tensor, result, name, "a hook")  # before TransformerLens's name reads it
         batched = has_batch_axis(tensor, name, record)
         for alias in by_ours.get(name, ()):
             theirs = as_lens(tensor, alias, batched)
             result = fn(theirs, alias.name, record) if with_record else fn(theirs, alias.name)
-            if result is not None and result is not theirs:
-                result = numbers_of(result, theirs, alias.name, "a hook")
-                if result.shape != theirs.shape:  # same size in another order would be read back scrambled
-                    raise UserError(
-                        f"a hook returned shape {list(np.shape(result))} for {alias.name}, which is "
-                        f"{list(theirs.shape)} ({alias.layout.shape}); a replacement must keep the shape"
-                    )
+            if result is not None and result is not theirs:  # same size in another order would be scrambled
+                result = checked(theirs, result, alias.name, "a hook", f" ({alias.layout.shape})")
                 tensor = from_lens(result, alias, tensor.shape, batched)
         return tensor
 
@@ -238,13 +233,19 @@ def has_batch_axis(tensor, name: str, record: Record) -> bool:
 def _replacement(tensor, result, name: str, hook: _Hook):
     """What the forward pass continues with: the hook's result if it gave real numbers of the same shape (whole
     numbers where the stage holds indices): an array of objects became NaN, a complex one lost its imaginary part."""
+    return checked(tensor, result, name, f"hook {hook.label}")
+
+
+def checked(tensor, result, name: str, who: str, layout: str = ""):
+    """What the pass continues with after a hook returned `result` for `tensor` (None or itself: the tensor): numbers
+    of the stage's kind (numbers_of), of its shape (`layout`: TransformerLens's, where named so), in its dtype."""
     if result is None or result is tensor:
         return tensor
-    result = numbers_of(result, tensor, name, f"hook {hook.label}")
+    result = numbers_of(result, tensor, name, who)
     if result.shape != tensor.shape:
         raise UserError(
-            f"hook {hook.label} returned shape {list(result.shape)} for {name}, "
-            f"which is {list(tensor.shape)}; a replacement must keep the shape"
+            f"{who} returned shape {list(result.shape)} for {name}, which is {list(tensor.shape)}{layout}; "
+            "a replacement must keep the shape"
         )
     return result if result.dtype == tensor.dtype else result.astype(tensor.dtype)  # the pass keeps its dtype
 

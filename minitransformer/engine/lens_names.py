@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .shapes import ShapeOnly
 from .stages import StageTable
 
 LENS_MARK = "hook_"  # a name that contains it is TransformerLens's (or one in its style)
@@ -229,7 +230,10 @@ def as_lens(tensor: np.ndarray, alias: Alias, batched: bool) -> np.ndarray:
 
 
 def from_lens(replacement, alias: Alias, shape: tuple[int, ...], batched: bool) -> np.ndarray:
-    """A hook's replacement under TransformerLens's name, back in our shape `shape`."""
+    """A hook's replacement under TransformerLens's name, back in our shape `shape` (a shape-only stand-in: one of
+    that shape)."""
+    if isinstance(replacement, ShapeOnly):
+        return ShapeOnly(shape, replacement.dtype)
     ours = alias.layout.from_lens(np.asarray(replacement), shape if batched else (1, *shape))
     return ours if batched else ours[0]
 

@@ -44,8 +44,8 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes a number, for
 DEFAULT_BALANCE = 10.0  # MACs per byte
 
 # Same-sized tensors alive in a stage that is not a product: one for the stages that work in place on
-# the scores, none for views (a cache's rows, of any kind of stage "cache": keys and values, an indexer's keys, a
-# compressor's entries, another layer's shared keys); the other stages hold their input and output.
+# the scores, none for views (working_set: a cache's rows, whatever they are named: keys and values, an indexer's
+# keys, a compressor's entries, another layer's shared keys); the other stages hold their input and output.
 _LIVE_COPIES = {
     "scale": 1,
     "softcap": 1,
@@ -235,8 +235,8 @@ def working_set(r: Record, gated: bool = False) -> int:
         return prod(r.a_shape or ()) + prod(r.out_shape)
     if gated and r.op == "mlp.act":  # g, u and act(g)
         return 3 * prod(r.out_shape)
-    if r.kind == "cache":  # a view of the cache's rows
-        return 0
+    if r.kind == "cache" and (r.op in ("cache", "shared_kv") or r.op.endswith(".cache")):
+        return 0  # a view of the cache's rows (a gather or a compressor's windows, of the same kind, are copies)
     return _LIVE_COPIES.get(r.op, 2) * prod(r.out_shape)
 
 

@@ -239,9 +239,11 @@ def _with_ledger(generation) -> None:
 
 def count_data(count, balance: float | None = None, all_steps: bool = False, **options) -> dict:
     """A count's report data: its `count --json` document (`options` are json_chunks' further ones)."""
+    from ..models.options import switch
     from ..verbs.memory import DEFAULT_BALANCE
     from .export import json_chunks
 
+    switch("all_steps", all_steps)
     chunks = json_chunks(count, DEFAULT_BALANCE if balance is None else balance, all_steps, **options, indent=None)
     document = json.loads("".join(chunks))
     items = ((r, times) for p in count.passes for r, times in p.weighted())

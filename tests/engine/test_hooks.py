@@ -192,6 +192,13 @@ def test_bad_hooks_are_refused_with_a_reason(small_gpt2):
         lens_name = "blocks.0.hook_attn_out"  # TransformerLens's name of it: the same refusal (a NumPy ValueError)
         with small_gpt2.add_hook(lens_name, given), pytest.raises(UserError, match=f"returned {says} for {lens_name}"):
             small_gpt2.logits(IDS)
+    # one hook under both names: our name's result is checked before TransformerLens's name reads it (a reshape error)
+    cut = lambda t, name: t[..., :-1] if name == "blocks.0.attn.z" else None  # noqa: E731
+    with (
+        small_gpt2.add_hook(["blocks.0.attn.z", "blocks.0.attn.hook_z"], cut),
+        pytest.raises(UserError, match="for blocks.0.attn.z, which is"),
+    ):
+        small_gpt2.logits(IDS)
 
 
 def test_every_switch_of_the_api_is_true_or_false(small_gpt2):
@@ -213,6 +220,10 @@ def test_every_switch_of_the_api_is_true_or_false(small_gpt2):
                                 heads="no"),
                   lambda: count_patch(demo.config, 5, heads="no")),
     }  # fmt: skip
+    from minitransformer.html_report import count_data
+    from minitransformer.verbs.count import count_generation
+
+    calls["all_steps"] = (lambda: count_data(count_generation(demo.config, 5, 12), all_steps="no"),)  # the page's
     for option, refused in calls.items():
         for call in refused:
             with pytest.raises(UserError, match=f"{option} must be True or False, not 'no'"):
@@ -227,9 +238,10 @@ def test_a_shape_only_model_s_hook_may_return_a_stand_in():
     from minitransformer.models.model import Model
 
     model = Model.without_weights(GPT2Config(n_layer=2, n_head=2, n_embd=8, vocab_size=50, n_positions=16))
-    with model.add_hook("blocks.0.attn.out", lambda t, name: t * 2):
-        logits = model.logits([1, 2, 3])
-    assert isinstance(logits, ShapeOnly) and logits.shape == (3, 50), logits
+    for name in ("blocks.0.attn.out", "blocks.0.hook_attn_out"):  # ours, and TransformerLens's (review)
+        with model.add_hook(name, lambda t, name: t * 2):
+            logits = model.logits([1, 2, 3])
+        assert isinstance(logits, ShapeOnly) and logits.shape == (3, 50), (name, logits)
 
 
 def test_with_nothing_asked_the_tape_has_no_watcher(small_gpt2, monkeypatch):

@@ -103,3 +103,13 @@ def test_a_view_of_the_cache_holds_no_copy_of_it():
     count = count_generation(PRESETS["gemma-4-e2b"], 8000, 2)
     decode = memory_dict(count, 10.0)["activations"]["decode"]
     assert decode["stage"] != "shared_kv" and decode["bytes"] < 4_000_000, decode
+    from math import prod
+
+    from minitransformer.verbs.memory import working_set
+
+    # the same kind of stage that copies (DeepSeek-V4's gathered entries, its compressors' windows) holds its copy
+    v4 = count_generation(PRESETS["deepseek-v4-flash"], 1000, 2).prefill.block_records
+    copies = [r for r in v4 if r.op == "gather" or r.op.endswith(".windows")]
+    assert copies and all(working_set(r) == 2 * prod(r.out_shape) > 0 for r in copies), [r.op for r in copies]
+    views = [r for r in v4 if r.kind == "cache" and r not in copies]
+    assert views and all(working_set(r) == 0 for r in views), [r.op for r in views]
