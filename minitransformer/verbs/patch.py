@@ -105,7 +105,6 @@ def _check_heads_named(model: Model, cache, T: int) -> None:
 def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> Patching:
     """Patch `clean`'s residual stream (and with `heads` each head's output) into `corrupt`'s run, layer by layer and
     position by position: the share of logit(target) - logit(versus) each patch restores."""
-    switch("heads", heads)
     clean_ids, corrupt_ids = (model.prompt_ids(p) for p in (clean, corrupt))
     if not clean_ids or not corrupt_ids:
         raise UserError('a prompt is empty; give some text, e.g. "The capital of France is"')
@@ -119,7 +118,7 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
     if target_id == versus_id:
         raise UserError("--target and --versus are the same token: their logit difference is always 0")
     L, T, H = model.config.n_layer, len(clean_ids), model.config.n_head
-    attending = head_layers(model) if heads else []
+    attending = head_layers(model) if switch("heads", heads) else []
     names = [f"blocks.{i}.hook_resid_pre" for i in range(L)] + [f"blocks.{i}.attn.hook_z" for i in attending]
     runs = {what: Phase("prefill", 0, T, T, cached=False) for what in ("clean", "corrupt", "residual", "heads")}
     clean_logits, clean_cache = model.run_with_cache(clean_ids, names, all_positions=False, phase=runs["clean"])
