@@ -783,6 +783,8 @@ def _write_generation(results: list, batch: bool, to: dict, out) -> None:
 def _prompt_lines(path: str) -> list[str]:
     """The prompts of --prompts FILE: one per line, UTF-8 (as prompts in argv must be), empty lines skipped."""
     try:
+        if path == "-" and sys.stdin is None:
+            raise UserError("--prompts - reads stdin, which is closed; give a file, or the prompts on stdin")
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as err:
         raise UserError(f"cannot read --prompts {path}: {err.strerror or err}; give a readable text file") from None
@@ -1138,6 +1140,10 @@ def notes_before_output() -> Iterator[None]:
         sys.stdout, sys.stderr = streams
 
 
+class UnwritableOutput(Exception):
+    """The output stream refused a write (a full device, a closed descriptor): said in one line, exit 2."""
+
+
 class NotesFirst:
     """A text stream whose writes say the held notes first (on `notes`, the real stderr); the rest is the stream's."""
 
@@ -1146,7 +1152,14 @@ class NotesFirst:
 
     def write(self, text: str) -> int:
         say_held_notes(self.notes)
-        return self.stream.write(text)
+        if self.stream is None:  # closed by the shell (>&-)
+            raise UnwritableOutput("it is closed")
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as err:  # /dev/full
+            raise UnwritableOutput(err.strerror or str(err)) from None
 
     def writelines(self, lines) -> None:
         say_held_notes(self.notes)
@@ -1173,6 +1186,10 @@ def main(argv: list[str] | None = None) -> int:
     except PermissionError as err:  # a file or directory of the model this user may not read, wherever it was met
         sys.stdout.flush()
         print(f"minitransformer: error: cannot read {err.filename}: permission denied", file=sys.stderr)
+        return 2
+    except UnwritableOutput as err:
+        if sys.stderr is not None:
+            print(f"minitransformer: error: cannot write the output: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(file=sys.stderr)

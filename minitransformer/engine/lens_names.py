@@ -229,7 +229,7 @@ def as_lens(tensor: np.ndarray, alias: Alias, batched: bool) -> np.ndarray:
     return alias.layout.to_lens(tensor if batched else tensor[None])
 
 
-def from_lens(replacement, alias: Alias, shape: tuple[int, ...], batched: bool) -> np.ndarray:
+def from_lens(replacement, alias: Alias, shape: tuple[int, ...], batched: bool) -> np.ndarray | ShapeOnly:
     """A hook's replacement under TransformerLens's name, back in our shape `shape` (a shape-only stand-in: one of
     that shape)."""
     if isinstance(replacement, ShapeOnly):

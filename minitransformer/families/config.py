@@ -453,7 +453,7 @@ def read_config_json(path: Path) -> dict:
         raise UserError(f"{path} does not exist") from None
     except OSError as err:  # not readable by this user, a directory
         raise UserError(f"cannot read {path}: {err.strerror or err}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except ValueError as err:  # not JSON, not UTF-8, or a number past Python's 4,300 digits
         raise UserError(f"{path} is not valid JSON ({err}); re-download or fix the file") from None
     except RecursionError:  # arrays or objects nested past Python's recursion limit
         raise UserError(f"{path} nests too deeply to be a config.json; re-download or fix the file") from None

@@ -26,7 +26,7 @@ import numpy as np
 from ..engine.kvcache import KeysValues
 from ..engine.ledger import Phase, Record
 from ..engine.tape import Dims
-from ..errors import UserError
+from ..errors import UserError, note
 from ..models.model import Model, refuse_empty
 from ..models.options import LoadOptions
 from ..models.registry import resolve
@@ -444,10 +444,10 @@ def trace_command(
         raise UserError(f"--layers takes block numbers such as 0,11 or 1-3, or 'all'; not {layers!r}")
     stepper = None
     if step:
-        if sys.stdin.isatty():
+        if sys.stdin is not None and sys.stdin.isatty():
             stepper = Stepper()
-        else:
-            print("minitransformer: --step needs a terminal on stdin; tracing without stopping", file=sys.stderr)
+        else:  # held with the command's notes: a refusal after it is its one line
+            note("minitransformer: --step needs a terminal on stdin; tracing without stopping")
     model = resolve(model_name, load)
     chosen = parse_layers(layers, model.config.n_layer)
     if html_to is None:

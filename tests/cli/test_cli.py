@@ -480,3 +480,33 @@ def test_a_nan_weight_s_quiet_nan_logits_are_said_in_the_note_and_warned_in_pyth
     ], result.stderr
     with pytest.warns(RuntimeWarning, match=r"non-finite logits encountered in pass 0 \(\d[\d,]* nan and 0 inf of"):
         load_model(directory).generate("Hi", max_new_tokens=1)
+
+
+def test_an_output_that_cannot_be_written_or_read_is_one_line():
+    """stdout on a full device or closed, stdin closed under --prompts - or trace --step: tracebacks (OSError,
+    AttributeError on None); trace --step's notice without a terminal came before a refusal (two lines)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    def run(args, **streams):
+        streams.setdefault("stdout", subprocess.DEVNULL)
+        done = subprocess.run([sys.executable, "-m", "minitransformer", *args], stderr=subprocess.PIPE, text=True,
+                              cwd=ROOT, env=os.environ, **streams)  # fmt: skip
+        return done.returncode, done.stderr.splitlines()
+
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            for args in (["count", "--preset", "gpt2"], ["generate", "Hi", "--model", "demo", "--max-new-tokens", "1"]):
+                assert run(args, stdout=full) == (2, ["minitransformer: error: cannot write the output: No space left "
+                                                      "on device"]), args  # fmt: skip
+    closed = lambda fd: lambda: os.close(fd)  # noqa: E731 - a descriptor the shell closed (>&-, <&-)
+    assert run(["count", "--preset", "gpt2"], preexec_fn=closed(1)) == (
+        2, ["minitransformer: error: cannot write the output: it is closed"])  # fmt: skip
+    code, said = run(["generate", "--model", "demo", "--prompts", "-"], preexec_fn=closed(0))
+    assert (code, said) == (2, [said[0]]) and "--prompts - reads stdin, which is closed" in said[0], said
+    assert run(["trace", "--model", "demo", "hi", "--step"], preexec_fn=closed(0))[0] == 0
+    code, said = run(["trace", "--model", "nope", "hi", "--step"], stdin=subprocess.DEVNULL)
+    assert code == 2 and len(said) == 1 and "unknown model 'nope'" in said[0], said

@@ -214,3 +214,19 @@ def test_a_model_file_this_user_may_not_read_is_refused_in_a_line(capsys, tmp_pa
     monkeypatch.setattr(Path, where, denied)
     said = refused(capsys, [*GENERATE, "--model", str(directory)])
     assert f"cannot read {directory}" in said and "ermission denied" in said, said
+
+
+@pytest.mark.parametrize("where", ["config.json", "model.safetensors.index.json"])
+def test_a_number_past_python_s_digits_is_refused_in_a_line(capsys, tmp_path, where):
+    """JSON holds integers of any length; Python reads no more than 4,300 digits (a ValueError, not a JSONDecodeError:
+    a traceback)."""
+    directory = write_llama(tmp_path / "m", vocab_size=64)
+    huge = "9" * 5000
+    if where == "config.json":
+        text = (directory / where).read_text().replace('"vocab_size": 64', f'"vocab_size": {huge}')
+        assert huge in text
+        (directory / where).write_text(text)
+    else:
+        (directory / where).write_text(f'{{"metadata": {{"total_size": {huge}}}, "weight_map": {{}}}}')
+    said = refused(capsys, [*GENERATE, "--model", str(directory)])
+    assert f"{where} is not valid" in said or f"{where} is not a valid" in said, said
