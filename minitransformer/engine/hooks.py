@@ -183,7 +183,7 @@ class HookRegistry:
         def watch(name: str, tensor, record: Record):
             for hook in hooks_of(name):
                 result = hook.fn(tensor, name, record) if hook.with_record else hook.fn(tensor, name)
-                tensor = _replacement(tensor, result, name, hook)
+                tensor = checked(tensor, result, name, f"hook {hook.label}")
             return tensor if then is None else then(name, tensor, record)
 
         return watch
@@ -230,15 +230,10 @@ def has_batch_axis(tensor, name: str, record: Record) -> bool:
     return np.ndim(tensor) > len(record.output_spec(index).split())
 
 
-def _replacement(tensor, result, name: str, hook: _Hook):
-    """What the forward pass continues with: the hook's result if it gave real numbers of the same shape (whole
-    numbers where the stage holds indices): an array of objects became NaN, a complex one lost its imaginary part."""
-    return checked(tensor, result, name, f"hook {hook.label}")
-
-
 def checked(tensor, result, name: str, who: str, layout: str = ""):
     """What the pass continues with after a hook returned `result` for `tensor` (None or itself: the tensor): numbers
-    of the stage's kind (numbers_of), of its shape (`layout`: TransformerLens's, where named so), in its dtype."""
+    of the stage's kind (numbers_of: an array of objects became NaN, a complex one lost its imaginary part), of its
+    shape (`layout`: TransformerLens's, where named so), in its dtype."""
     if result is None or result is tensor:
         return tensor
     result = numbers_of(result, tensor, name, who)

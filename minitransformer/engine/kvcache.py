@@ -248,15 +248,11 @@ class LayerCache:
         """The bytes of its state (none but a hybrid layer's), the same at any capacity."""
         return sum(a.nbytes for a in self.arrays.values())
 
-    def _room(self, T: int) -> int:
-        """The positions stored before this pass, after checking that T more fit."""
-        return self.cache.room(T)
-
     def append(self, k, v):
         """Write this pass's rows [..., H, T, dh] after the stored ones; return the rows the pass attends to,
         [..., H, t, dh]: all of them, or those inside the sliding window of the earliest new query."""
         T = k.shape[-2]
-        past = self._room(T)
+        past = self.cache.room(T)
         self.keys[..., past : past + T, :] = k
         if not self.spec.shared:  # K = V: the keys are the values
             self.values[..., past : past + T, :] = v
@@ -268,7 +264,7 @@ class LayerCache:
         the rows the pass reads, [..., t, *shape], from the first position append's keys start at."""
         held, trailing = self.rows[name], len(dict(self.spec.rows)[name])
         T = new.shape[new.ndim - 1 - trailing]
-        past = self._room(T)
+        past = self.cache.room(T)
         lead = (slice(None),) * (held.ndim - 1 - trailing)  # the batch axes before the positions
         held[lead + (slice(past, past + T),)] = new
         return held[lead + (slice(first_attended(past, self.spec.window), past + T),)]
@@ -278,7 +274,7 @@ class LayerCache:
         T positions made (one for each window of `ratio` positions it closed) after the stored ones; return every entry
         so far [..., (past + T) // ratio, *shape]."""
         held, ratio, shape = self.rows[name], *next((r, s) for n, r, s in self.spec.compressed if n == name)
-        past = self._room(T)
+        past = self.cache.room(T)
         before, after = past // ratio, (past + T) // ratio
         lead = (slice(None),) * (held.ndim - 1 - len(shape))
         if new.shape[new.ndim - 1 - len(shape)] != after - before:

@@ -81,6 +81,12 @@ class Routed:
         return gates[self.rows, self.slots, None]
 
 
+def choice(at: Tape, op: str, chosen, config: Any):
+    """A router's choice stage: the k experts of each token [T, k] (with their scores beside them, where it gives them),
+    whose indices a hook's replacement must keep among the E experts (Tape.stage's `indices`)."""
+    return at.stage(op, chosen, "T k", indices=range(config.n_experts))
+
+
 def routed(chosen, n_experts: int, routing: str) -> Iterator[Routed]:
     """Each expert that gets tokens, in increasing order (as transformers adds their outputs): from `chosen`
     [n, k], the experts the router chose for each of n tokens, or, shape-only, as `routing` assumes."""
@@ -183,8 +189,7 @@ class SoftmaxRouter(Part):
         at = at.declaring(self.declared(config))
         logits = at.matmul("router", h, getattr(p, self.module).weight.T, "T D, D E -> T E")
         probs = at.stage("router.softmax", softmax(logits), "T E")
-        experts = range(config.n_experts)
-        chosen, gates = at.stage("router.topk", self.chosen(probs, p, config, at), "T k", indices=experts)
+        chosen, gates = choice(at, "router.topk", self.chosen(probs, p, config, at), config)
         if self.renormalises(config):
             total = gates.sum(axis=-1, keepdims=True)
             if self.floor:  # the sum, or the floor where it is smaller
@@ -245,7 +250,7 @@ class TopKSoftmaxRouter(Part):
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         at, w = at.declaring(self.declared(config)), module_of(p, self.module)
         logits = at.matmul("router", h, w.weight.T, "T D, D E -> T E", bias=getattr(w, "bias", None))
-        chosen, top = at.stage("router.topk", top_k(logits, config.top_k, at), "T k", indices=range(config.n_experts))
+        chosen, top = choice(at, "router.topk", top_k(logits, config.top_k, at), config)
         if self.sigmoid:
             return chosen, at.stage("router.sigmoid", sigmoid(top), "T k")
         return chosen, at.stage("router.softmax", softmax(top), "T k")
@@ -306,10 +311,7 @@ class GroupLimitedRouter(Part):
     def __call__(self, h, p: SimpleNamespace, config: Any, at: Tape):
         at = at.declaring(self.declared(config))
         scores = self.scores(h, p, at)
-        experts = range(config.n_experts)
-        chosen = at.stage(
-            "router.choose", self.choose(scores, self.correction_bias(p), config, at), "T k", indices=experts
-        )
+        chosen = choice(at, "router.choose", self.choose(scores, self.correction_bias(p), config, at), config)
         return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
 
     def scores(self, h, p: SimpleNamespace, at: Tape):
@@ -390,8 +392,7 @@ class SigmoidRouter(GroupLimitedRouter):
         at = at.declaring(self.declared(config))
         scores = self.scores(h, p, at)
         biased = scores + getattr(p, self.bias).astype(scores.dtype) if config.use_expert_bias else scores
-        experts = range(config.n_experts)
-        chosen = at.stage("router.choose", at.top_k("router.choose", biased, config.top_k), "T k", indices=experts)
+        chosen = choice(at, "router.choose", at.top_k("router.choose", biased, config.top_k), config)
         return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
@@ -459,7 +460,7 @@ class HashRouter(SqrtSoftplusRouter):
         scores = self.scores(h, p, at)
         if ids is None:  # a pass resumed from a stream without its ids (Model.run_from)
             raise UserError("this model routes some layers by token id (hash routing): run_from needs the ids")
-        chosen = at.stage("router.hash", getattr(p, self.module).tid2eid[ids], "T k", indices=range(config.n_experts))
+        chosen = choice(at, "router.hash", getattr(p, self.module).tid2eid[ids], config)
         return chosen, at.stage("router.weigh", self.weigh(scores, chosen, config), "T k")
 
     def tensors(self, config: Any, layer: int = 0) -> Tensors:
