@@ -159,9 +159,22 @@ def _gelu_tanh_rows(x, out=None):
 
 
 def gelu_fast(x):
-    """transformers' FastGELU: 0.5 x (1 + tanh(0.7978845608 x (1 + 0.044715 x^2)))."""
+    """transformers' FastGELU: 0.5 x (1 + tanh(0.7978845608 x (1 + 0.044715 x^2))), rows shared among the cores,
+    two temporaries a block of rows."""
+    return rowwise(_gelu_fast_rows, x)
+
+
+def _gelu_fast_rows(x, out=None):
     c = x.dtype.type
-    return c(0.5) * x * (c(1.0) + np.tanh(x * c(0.7978845608) * (c(1.0) + c(0.044715) * x * x)))
+    inner = np.multiply(x, c(0.044715), out=out)  # (0.044715 x) x, the order the formula takes them
+    inner *= x
+    inner += c(1.0)
+    tanh = np.multiply(x, c(0.7978845608))
+    tanh *= inner
+    np.tanh(tanh, out=tanh)
+    tanh += c(1.0)
+    half_x = np.multiply(x, c(0.5), out=inner)
+    return np.multiply(half_x, tanh, out=half_x)
 
 
 def erf(x):
@@ -170,27 +183,64 @@ def erf(x):
     a fit good to 1e-7 would be the largest error of a float64 pass."""
     if x.dtype == np.float64:
         return _erf_each(x).astype(np.float64)
-    c = x.dtype.type
-    z = np.abs(x)
-    t = c(1.0) / (c(1.0) + c(0.5) * z)
-    poly = c(0.17087277)
-    for k in (-0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196, 1.00002368):
-        poly = poly * t + c(k)
-    erfc = t * np.exp(-z * z - c(1.26551223) + t * poly)
-    return np.sign(x) * (c(1.0) - erfc)
+    return _erf_fit_overwriting(np.array(x, copy=True))
 
 
+# erfc(z) ~ t exp(-z^2 - 1.26551223 + t P(t)), t = 1 / (1 + z/2): P's coefficients, the highest power's first
+_ERFC_FIT = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418, 0.37409196,
+             1.00002368)  # fmt: skip
 _erf_each = np.frompyfunc(math.erf, 1, 1)
 
 
-def gelu_exact(x):
-    """GELU with the Gaussian CDF: 0.5 x (1 + erf(x / sqrt(2))) (transformers' "gelu")."""
+def _erf_fit_overwriting(x):
+    """erf(x) by the fit, x used as scratch: each step in place, two temporaries of x's size."""
     c = x.dtype.type
-    return c(0.5) * x * (c(1.0) + erf(x * c(_INV_SQRT_2)))
+    z = np.abs(x)
+    t = np.multiply(z, c(0.5))
+    t += c(1.0)
+    t = np.divide(c(1.0), t, out=t)  # 1 / (1 + z/2)
+    poly = np.multiply(t, c(_ERFC_FIT[0]))
+    poly += c(_ERFC_FIT[1])
+    for k in _ERFC_FIT[2:]:
+        poly *= t
+        poly += c(k)
+    exponent = np.multiply(z, z, out=z)
+    np.negative(exponent, out=exponent)
+    exponent -= c(1.26551223)
+    poly *= t
+    exponent += poly
+    erfc = np.multiply(t, np.exp(exponent, out=exponent), out=t)
+    erf_ = np.subtract(c(1.0), erfc, out=poly)
+    erf_ *= np.sign(x, out=x)
+    return erf_
+
+
+def gelu_exact(x):
+    """GELU with the Gaussian CDF: 0.5 x (1 + erf(x / sqrt(2))) (transformers' "gelu"). float32: in blocks of rows
+    shared among the cores, the fit's steps in place (the whole expression kept six [T, F] arrays alive at once)."""
+    if x.dtype == np.float64:
+        return constant(x, 0.5) * x * (constant(x, 1.0) + erf(x * constant(x, _INV_SQRT_2)))
+    return rowwise(_gelu_exact_rows, x)
+
+
+def _gelu_exact_rows(x, out=None):
+    c = x.dtype.type
+    scaled = np.multiply(x, c(_INV_SQRT_2), out=out)
+    one_plus_erf = _erf_fit_overwriting(scaled)
+    one_plus_erf += c(1.0)
+    half_x = np.multiply(x, c(0.5), out=scaled)
+    return np.multiply(half_x, one_plus_erf, out=half_x)
 
 
 def quick_gelu(x):
-    return x * sigmoid(constant(x, 1.702) * x)
+    """x sigmoid(1.702 x): rows shared among the cores, no temporaries."""
+    return rowwise(_quick_gelu_rows, x)
+
+
+def _quick_gelu_rows(x, out=None):
+    scaled = np.multiply(x, constant(x, 1.702), out=out)
+    s = _sigmoid_rows(scaled, out=scaled)
+    return np.multiply(x, s, out=s)
 
 
 def relu(x):
@@ -204,8 +254,16 @@ def relu_squared(x):
 
 
 def sigmoid(x):
-    one = constant(x, 1.0)
-    return one / (one + np.exp(-x))
+    """1 / (1 + exp(-x)): rows shared among the cores, no temporaries."""
+    return rowwise(_sigmoid_rows, x)
+
+
+def _sigmoid_rows(x, out=None):
+    e = np.negative(x, out=out)
+    with np.errstate(over="ignore"):  # exp overflows to inf for very negative x, where the sigmoid is 0: right
+        np.exp(e, out=e)
+    e += constant(e, 1.0)
+    return np.divide(constant(e, 1.0), e, out=e)
 
 
 def silu(x):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import math
 from pathlib import Path
 
 import numpy as np
@@ -372,6 +373,39 @@ def test_every_activation_is_float32(tmp_path):
     for activation in SUPPORTED_ACTIVATIONS:
         model = load_model(write_gpt2(tmp_path / activation, vocab_size=50, activation_function=activation))
         assert model.logits(np.arange(5)).dtype == np.float32, activation
+
+
+FLOAT64_TRUTHS = {  # each activation in float64, from its definition (math.erf, math.tanh, math.exp), one number
+    "gelu": lambda x: 0.5 * x * (1 + math.erf(x / math.sqrt(2))),
+    "gelu_fast": lambda x: 0.5 * x * (1 + math.tanh(0.7978845608 * x * (1 + 0.044715 * x * x))),
+    "gelu_new": lambda x: 0.5 * x * (1 + math.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    "quick_gelu": lambda x: x / (1 + math.exp(min(-1.702 * x, 700))),
+    "sigmoid": lambda x: 1 / (1 + math.exp(min(-x, 700))),
+    "silu": lambda x: x / (1 + math.exp(min(-x, 700))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT64_TRUTHS))
+def test_an_activation_in_blocks_of_rows_is_its_definition_to_float32s_rounding(name):
+    """The activations computed in place, a block of rows at a time (ops.rowwise): within a few of float32's roundings
+    of the definition in float64, and the same bits for a row whether it is computed alone or in a block."""
+    from minitransformer.engine.ops import ACTIVATIONS
+
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal((600, 1000)) * rng.choice([0.01, 1.0, 4.0, 40.0], size=(600, 1000))).astype(np.float32)
+    with np.errstate(over="ignore"):
+        y = ACTIVATIONS[name](x)
+    assert y.dtype == np.float32 and y.shape == x.shape
+    rows = x[::97]
+    truth = np.vectorize(FLOAT64_TRUTHS[name], otypes=[np.float64])(rows.astype(np.float64))
+    # float32's rounding of the result, and of x carried through the function (where 1 + tanh or exp's argument
+    # cancels or grows, the error is x's rounding, as torch's float32 has it)
+    allowed = 8e-7 * np.abs(truth) + 1.2e-7 * np.abs(rows)
+    excess = np.abs(y[::97] - truth) / allowed
+    worst = np.unravel_index(np.argmax(excess), rows.shape)
+    assert excess.max() <= 1, (name, rows[worst], y[::97][worst], truth[worst])
+    alone = ACTIVATIONS[name](x[5:6])  # one row: one call, no blocks
+    assert np.array_equal(alone.view(np.uint32), y[5:6].view(np.uint32)), name
 
 
 def test_a_block_is_mapped_completely_in_the_order_the_equations_run(small_gpt2):

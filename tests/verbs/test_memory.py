@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from shared_checks import estimated_and_measured_peak, random_model
 
+from minitransformer.engine.ops import ACTIVATIONS
 from minitransformer.families.table import PRESETS
+from minitransformer.models.model import Model
 from minitransformer.verbs import formulas
 from minitransformer.verbs.count import count_generation
 from minitransformer.verbs.memory import bytes_moved, intensity, kv_cache_bytes, memory_dict
@@ -55,6 +59,17 @@ def test_activation_estimate_is_close_to_the_measured_peak(shape):
     model = random_model(n_layer=2, **shape, vocab=100, n_positions=T)
     estimate, peak = estimated_and_measured_peak(model, T)
     assert 0.9 * estimate <= peak <= 1.5 * estimate, (peak, estimate)
+
+
+@pytest.mark.parametrize("activation", sorted(ACTIVATIONS))
+def test_every_activation_holds_its_input_and_output_and_no_more(activation):
+    """The estimate holds an activation stage to its input and output (working_set): exact GELU's erf fit kept six
+    [T, F] temporaries alive (4.5x the estimate), FastGELU's and QuickGELU's two or three; each now runs in place in
+    blocks of rows."""
+    model = random_model(n_layer=2, n_head=4, d_head=8, n_inner=4096, vocab=100, n_positions=128)
+    model = Model(dataclasses.replace(model.config, activation_function=activation), model.params, source="memory")
+    estimate, peak = estimated_and_measured_peak(model, 128)
+    assert 0.9 * estimate <= peak <= 1.25 * estimate, (peak, estimate, round(peak / estimate, 2))
 
 
 def test_the_count_report_describes_the_activation_estimate_it_prints():
