@@ -21,7 +21,7 @@ from ..engine.ledger import Phase
 from ..engine.selection import top_k
 from ..errors import OptionError, UserError
 from ..models.model import Model
-from ..models.options import switch
+from ..models.options import AS_WATCHED, switch
 from .bill import Bill
 from .choices import is_whole
 from .count import check_pass
@@ -138,7 +138,9 @@ def count_lens(config, tokens: int, all_positions: bool = False) -> Bill:
     check_pass(config, tokens)
     model = Model.without_weights(config)
     forward, readout = Phase("prefill", 0, tokens, tokens, cached=False), Phase("prefill", 0, 0, 0, cached=False)
-    model.run(np.zeros(tokens, dtype=np.int64), all_positions=False, phase=forward)  # as residual_stack's pass
+    model.run(
+        np.zeros(tokens, dtype=np.int64), all_positions=False, phase=forward, options=AS_WATCHED
+    )  # residual_stack's
     P = tokens if all_positions else 1
     model.readout(ShapeOnly((config.n_layer + 1, P, *model.stream_shape)), phase=readout)
     bill = Bill()

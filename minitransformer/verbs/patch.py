@@ -26,7 +26,7 @@ from ..engine.kvcache import KeysValues
 from ..engine.ledger import Phase
 from ..errors import UserError
 from ..models.model import Model
-from ..models.options import switch
+from ..models.options import AS_WATCHED, switch
 from .bill import Bill, Item
 from .count import check_pass
 from .lens import one_token
@@ -193,31 +193,37 @@ class _Counted:
     macs: int = 0
 
 
+def _from_each_block(phase: Phase, L: int) -> np.ndarray:
+    """[L, 2]: (dot products, MACs) of a run from block l to the logits, for each l, from one whole pass's records."""
+    per_layer = np.zeros((L, 2), dtype=object)  # (dot products, MACs) of each block, Python ints
+    readout = np.zeros(2, dtype=object)
+    for record in phase.records:
+        if record.layer is not None:
+            per_layer[record.layer] += (record.dot_products, record.macs)
+        elif per_layer.any():  # after the blocks: the final norm and the unembedding
+            readout += (record.dot_products, record.macs)
+    return np.cumsum(per_layer[::-1], axis=0)[::-1] + readout
+
+
 def count_patch(config, tokens: int, heads: bool = False) -> Bill:
-    """The sweep's bill from shapes alone, fast for any preset: one shape-only pass of `tokens` positions gives each
+    """The sweep's bill from shapes alone, fast for any preset: a shape-only pass of `tokens` positions gives each
     block's products and the readout's; a run from block l costs the blocks from l on and the readout, T runs a layer
-    (T H with heads, in the layers with attention heads)."""
+    (T H with heads, in the layers with attention heads). The clean and corrupted runs, captured, and the hooked runs
+    of the heads compute what a watched pass does (AS_WATCHED); the stream's runs from a block, unwatched, do not."""
     switch("heads", heads)
     check_pass(config, tokens)
     model = Model.without_weights(config)
-    whole = Phase("prefill", 0, tokens, tokens, cached=False)
-    model.run(np.zeros(tokens, dtype=np.int64), phase=whole)
+    watched, plain = (Phase("prefill", 0, tokens, tokens, cached=False) for _ in range(2))
+    model.run(np.zeros(tokens, dtype=np.int64), phase=watched, options=AS_WATCHED)
+    model.run(np.zeros(tokens, dtype=np.int64), phase=plain)
     attending = head_layers(model) if heads else []
     if heads:  # billed only where the real sweep would run: a pass of as many tokens says which name heads
         names = [f"blocks.{i}.attn.hook_z" for i in attending]
         _, named = model.run_with_cache(np.zeros(tokens, dtype=np.int64), names, all_positions=False)
         _check_heads_named(model, named, tokens)
     L, H = config.n_layer, config.n_head
-    per_layer = np.zeros((L, 2), dtype=object)  # (dot products, MACs) of each block, Python ints
-    readout = _Counted()
-    for record in whole.records:
-        if record.layer is not None:
-            per_layer[record.layer] += (record.dot_products, record.macs)
-        elif per_layer.any():  # after the blocks: the final norm and the unembedding
-            readout.dot_products += record.dot_products
-            readout.macs += record.macs
-    from_block = np.cumsum(per_layer[::-1], axis=0)[::-1] + (readout.dot_products, readout.macs)  # [L, 2]
-    residual = _Counted(*(int(v) * tokens for v in from_block.sum(axis=0)))
-    heads_run = _Counted(*(int(v) * tokens * H for v in from_block[attending].sum(axis=0))) if attending else _Counted()
-    runs = {"clean": whole, "corrupt": whole, "residual": residual, "heads": heads_run}
+    residual = _Counted(*(int(v) * tokens for v in _from_each_block(plain, L).sum(axis=0)))
+    hooked = _from_each_block(watched, L)
+    heads_run = _Counted(*(int(v) * tokens * H for v in hooked[attending].sum(axis=0))) if attending else _Counted()
+    runs = {"clean": watched, "corrupt": watched, "residual": residual, "heads": heads_run}
     return _bill(runs, L * tokens, len(attending) * tokens * H, L, tokens)  # type: ignore[arg-type]
