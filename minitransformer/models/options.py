@@ -126,8 +126,3 @@ def switch(option: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise OptionError(option, f"must be True or False, not {value!r}")
     return bool(value)
-
-
-# A pass that anyone watches (captures, hooks, a trace) computes every T x t score whatever its options say, so that
-# each watcher sees the documented whole tensors (engine/row_chunks.py): what a count of such a pass from shapes runs.
-AS_WATCHED = RunOptions(dense_attention=True)

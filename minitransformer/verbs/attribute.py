@@ -36,7 +36,7 @@ from ..families.parts.decoder import Decoder
 from ..families.parts.norms import LayerNorm, RMSNorm
 from ..families.parts.part import module_of
 from ..models.model import Model
-from ..models.options import AS_WATCHED, switch
+from ..models.options import switch
 from .bill import Bill
 from .count import check_pass
 from .lens import one_token
@@ -335,7 +335,7 @@ def count_attribute(config, tokens: int) -> Bill:
     L, D = config.n_layer, config.n_embd
     forward, heads_phase = Phase("prefill", 0, tokens, tokens, cached=False), Phase("prefill", 0, 0, 0, cached=False)
     products = Phase("prefill", 0, 0, 0, cached=False)
-    model.run(np.zeros(tokens, dtype=np.int64), all_positions=False, phase=forward, options=AS_WATCHED)  # captured
+    model.run_with_cache(np.zeros(tokens, dtype=np.int64), _captured(model), all_positions=False, phase=forward)
     known = set(model.stage_names)
     head_tape = Tape(Dims.of(config, 1, 0, R=2), heads_phase, None)
     parts, pieces, n_heads = 1, 0, 0

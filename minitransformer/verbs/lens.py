@@ -21,7 +21,7 @@ from ..engine.ledger import Phase
 from ..engine.selection import top_k
 from ..errors import OptionError, UserError
 from ..models.model import Model
-from ..models.options import AS_WATCHED, switch
+from ..models.options import switch
 from .bill import Bill
 from .choices import is_whole
 from .count import check_pass
@@ -94,10 +94,14 @@ def entry_labels(n_layer: int) -> list[str]:
 def residual_stack(model: Model, ids: list[int], phase: Phase | None = None) -> np.ndarray:
     """[L + 1, T, D]: the stream each block reads and the one the final norm reads, from one pass (its logits of the
     last position only: the readout reads every entry out, the last too, so the pass's own would be read twice)."""
-    L = model.config.n_layer
-    wanted = [f"blocks.{i}.hook_resid_pre" for i in range(L)] + [f"blocks.{L - 1}.hook_resid_post"]
+    wanted = stream_names(model.config.n_layer)
     _, cache = model.run_with_cache(ids, names=wanted, all_positions=False, phase=phase)
     return np.stack([cache[name][0] for name in wanted])
+
+
+def stream_names(L: int) -> list[str]:
+    """The names of the L + 1 streams the lens reads: each block's input, and the last block's output."""
+    return [f"blocks.{i}.hook_resid_pre" for i in range(L)] + [f"blocks.{L - 1}.hook_resid_post"]
 
 
 def logit_lens(model: Model, prompt, target, all_positions: bool = False, top: int = TOP_TOKENS) -> Lens:
@@ -131,16 +135,17 @@ def logit_lens(model: Model, prompt, target, all_positions: bool = False, top: i
 
 
 def count_lens(config, tokens: int, all_positions: bool = False) -> Bill:
-    """The lens's bill from shapes alone: a shape-only pass of `tokens` positions and the readout's products."""
+    """The lens's bill from shapes alone: a shape-only pass of `tokens` positions, its streams captured as the lens
+    captures them (a watched pass computes every T x t score: engine/row_chunks.py), and the readout's products."""
     from ..engine.shapes import ShapeOnly
 
     switch("all_positions", all_positions)
     check_pass(config, tokens)
     model = Model.without_weights(config)
     forward, readout = Phase("prefill", 0, tokens, tokens, cached=False), Phase("prefill", 0, 0, 0, cached=False)
-    model.run(
-        np.zeros(tokens, dtype=np.int64), all_positions=False, phase=forward, options=AS_WATCHED
-    )  # residual_stack's
+    model.run_with_cache(
+        np.zeros(tokens, dtype=np.int64), stream_names(config.n_layer), all_positions=False, phase=forward
+    )
     P = tokens if all_positions else 1
     model.readout(ShapeOnly((config.n_layer + 1, P, *model.stream_shape)), phase=readout)
     bill = Bill()

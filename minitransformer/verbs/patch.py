@@ -26,7 +26,7 @@ from ..engine.kvcache import KeysValues
 from ..engine.ledger import Phase
 from ..errors import UserError
 from ..models.model import Model
-from ..models.options import AS_WATCHED, switch
+from ..models.options import switch
 from .bill import Bill, Item
 from .count import check_pass
 from .lens import one_token
@@ -209,18 +209,19 @@ def count_patch(config, tokens: int, heads: bool = False) -> Bill:
     """The sweep's bill from shapes alone, fast for any preset: a shape-only pass of `tokens` positions gives each
     block's products and the readout's; a run from block l costs the blocks from l on and the readout, T runs a layer
     (T H with heads, in the layers with attention heads). The clean and corrupted runs, captured, and the hooked runs
-    of the heads compute what a watched pass does (AS_WATCHED); the stream's runs from a block, unwatched, do not."""
+    of the heads cost what a watched pass computes (every T x t score: engine/row_chunks.py); the stream's runs from
+    a block, unwatched, what a plain one does."""
     switch("heads", heads)
     check_pass(config, tokens)
     model = Model.without_weights(config)
     watched, plain = (Phase("prefill", 0, tokens, tokens, cached=False) for _ in range(2))
-    model.run(np.zeros(tokens, dtype=np.int64), phase=watched, options=AS_WATCHED)
-    model.run(np.zeros(tokens, dtype=np.int64), phase=plain)
     attending = head_layers(model) if heads else []
+    names = [f"blocks.{i}.hook_resid_pre" for i in range(config.n_layer)]
+    names += [f"blocks.{i}.attn.hook_z" for i in attending]
+    _, named = model.run_with_cache(np.zeros(tokens, dtype=np.int64), names, all_positions=False, phase=watched)
     if heads:  # billed only where the real sweep would run: a pass of as many tokens says which name heads
-        names = [f"blocks.{i}.attn.hook_z" for i in attending]
-        _, named = model.run_with_cache(np.zeros(tokens, dtype=np.int64), names, all_positions=False)
         _check_heads_named(model, named, tokens)
+    model.run(np.zeros(tokens, dtype=np.int64), phase=plain)
     L, H = config.n_layer, config.n_head
     residual = _Counted(*(int(v) * tokens for v in _from_each_block(plain, L).sum(axis=0)))
     hooked = _from_each_block(watched, L)
