@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import UserError
 from .selection import Selection, Tie
-from .stages import B_OPERANDS, READS_STATE, STATE, Stage
+from .stages import ATTENTION_SCORES, B_OPERANDS, READS_STATE, STATE, Stage
 
 
 def dot_product_count(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[tuple[int, ...], int, int]:
@@ -210,7 +210,10 @@ class Record:
 
     @property
     def _attention_cut(self) -> bool:
-        return self.row_chunk is not None or self.selected is not None
+        """Attention computed in part: in row chunks, over an indexer's choice of keys, or of entries (DeepSeek-V4's
+        4:1 layers: a product over the chosen entries with its dense form stated, Tape.matmul's `dense`)."""
+        chosen_entries = self.computed is not None and self.stage.group == ATTENTION_SCORES
+        return self.row_chunk is not None or self.selected is not None or chosen_entries
 
     @property
     def recurrent_dot_products(self) -> int:

@@ -35,11 +35,10 @@ its input scaled by the router's score, 0 for the experts not chosen (sigmoid(-i
 E T rows a layer where ours run each expert on its own tokens' rows, T k in all: (E - k) T (2 F D + F D) MACs more a
 MoE layer, all of them on rows of zeros (an expert without biases maps zeros to zeros: the same logits).
 
-DeepSeek-V4 has no scan, but transformers' modeling_deepseek_v4.py computes it otherwise in five places:
+DeepSeek-V4 has no scan, but transformers' modeling_deepseek_v4.py computes it otherwise in four places (its 4:1
+layers' eager attention over every entry, those not chosen masked by block_bias, is our dense form: families/parts/
+compressed.py's):
 
-- a 4:1 layer's eager attention appends every entry so far to the window's keys and masks with block_bias all but
-  those the indexer chose: each query's scores and mix over all c = floor(T / m) entries, ours over kc =
-  min(index_topk, c) (the entries it reads), 2 H T (c - kc) dh MACs more a 4:1 layer;
 - the hyper-connections collapse the streams (before attention, before the MLP, and the head's before the final norm)
   as (pre.unsqueeze(-1) * streams).sum(dim=2), where ours is a product of length N a number: (2 L + 1) T N D;
 - the compressors pool each window's slots as (kv * softmax(gate)).sum(dim=2), where ours is a product of length m'
@@ -137,37 +136,20 @@ def _every_expert_on_every_token(c: Llama4TextConfig, layers: int, T: int) -> li
 
 def _compressed_attention(c: DeepseekV4Config, T: int) -> list[Difference]:
     """DeepSeek-V4's differences (families/parts/compressed.py's and hyper.py's symbols): L layers, L4 of them 4:1
-    (rate m, c = floor(T / m) entries, kc = min(index_topk, c) read) and L' 128:1 (rate m', c' = floor(T / m')
-    entries); H heads of dh, N streams of D, an indexer of Hi heads of di from the query rank dq."""
-    L, H, dh, D, N = c.n_layer, c.n_head, c.head_dim, c.n_embd, c.hc_mult
+    (rate m, c = floor(T / m) entries) and L' 128:1 (rate m', c' = floor(T / m') entries); heads of dh, N streams
+    of D, an indexer of Hi heads of di from the query rank dq."""
+    L, dh, D, N = c.n_layer, c.head_dim, c.n_embd, c.hc_mult
     Hi, di, dq = c.index_n_heads, c.index_head_dim, c.q_lora_rank
     L4, Lh = c.attention_types.count(CSA), c.attention_types.count(HCA)
     m, mh = c.csa_rate, c.hca_rate
     entries, heavy = T // m, T // mh
-    read = min(c.compressed_topk, entries)
     said = [
-        _every_entry_scored(L4, H, T, dh, entries, read),
         _streams_collapsed(L, T, N, D),
         _windows_pooled(L4, Lh, dh, di, m, mh, entries, heavy),
         _index_heads_summed(L4, T, Hi, entries),
         _indexer_before_any_entry(L4, T, D, Hi, di, dq, m, entries),
     ]
     return [difference for difference in said if difference is not None]  # those that arise at this T
-
-
-def _every_entry_scored(L4: int, H: int, T: int, dh: int, entries: int, read: int) -> Difference | None:
-    """A 4:1 layer's attention over every entry so far in transformers, over the indexer's chosen ones in ours."""
-    dense = L4 * 2 * H * T * (entries - read) * dh
-    if not dense:
-        return None
-    return Difference(
-        ACTIVATIONS,
-        dense,
-        f"transformers' eager attention in a 4:1 layer appends every entry so far to the window's keys and "
-        f"masks with block_bias all but those its indexer chose, so each query's scores and mix run over all "
-        f"c = floor(T / m) = {entries} entries, where ours reads the kc = min(index_topk, c) = {read} chosen: "
-        f"{L4} x 2 H T (c - kc) dh = {L4} x 2 x {H} x {T} x {entries - read} x {dh} = {n(dense)} MACs more",
-    )
 
 
 def _streams_collapsed(L: int, T: int, N: int, D: int) -> Difference:

@@ -133,6 +133,13 @@ def test_the_family_page_s_comparison_at_a_million_is_the_closed_form_s():
         assert (c.attention_types.count(CSA), round(indexers[c.name] / 1e9)) == (layers, billions), indexers
     step = architecture_of(flash).formulas.pass_macs(flash, 1, t - 1)
     assert 0.6 < indexers[flash.name] / step < 2 / 3, (indexers, step)  # nearly two thirds of Flash's step
+    # --dense-attention: each 4:1 layer's scores and mix over all c entries, where the kc chosen were read
+    from minitransformer.models.options import RunOptions
+
+    dense = decode_at(flash, t, running=RunOptions(dense_attention=True)).expand().macs
+    c, kc = t // flash.csa_rate, flash.compressed_topk
+    assert dense == step + flash.attention_types.count(CSA) * 2 * flash.n_head * (c - kc) * flash.head_dim, dense
+    assert f"all {c:,} entries where each query reads its {kc} chosen, {dense:,} MACs" in " ".join(page.split())
     held = [pro.layer_cache(i) for i in range(pro.n_layer)]
     window = sum(h.positions_held(t) * h.numbers_per_position for h in held)
     at_4 = [h.compressed_numbers(t) for h in held if "index" in h.compressed_numbers(t)]  # the 4:1 layers'
@@ -198,3 +205,37 @@ def test_a_pass_resumed_from_its_streams_reads_the_ids_its_hash_layers_route_by(
         patch(ours, longer, longer[:2] + [ids[7]] + longer[3:], ids[8], ids[9], heads=True)
     with pytest.raises(UserError, match="hyper-connections"):
         attribute(ours, clean, ids[8], ids[9])
+
+
+def test_the_dense_form_reads_every_4_to_1_entry_and_is_the_default_pass_s_dense_count(made):
+    """--dense-attention at 4:1: every entry so far scored and mixed, those the indexer did not choose masked (as
+    transformers' eager attention does with its block_bias); the logits transformers', and the ledger's compressed
+    scores and mix the default pass's dense form (it counted the kc chosen alone, with no dense form beside them, and
+    --dense-attention changed nothing there)."""
+    from minitransformer.engine.ledger import Phase
+    from minitransformer.models.options import RunOptions
+    from minitransformer.verbs.count import count_generation, count_passes
+
+    _, ours, hf = made("every-kind")
+    c = ours.config
+    P = 40  # 10 entries at 4:1, past index_topk's 6
+    ids = SPEC.prompt_ids("every-kind", P, seed=12)
+    chosen, dense = Phase("prefill", 0, P, P), Phase("prefill", 0, P, P)
+    logits = ours.run(ids, phase=chosen, all_positions=True)
+    every_entry = ours.run(ids, phase=dense, all_positions=True, options=RunOptions(dense_attention=True))
+    with torch.no_grad():
+        theirs = hf(torch.tensor([ids])).logits[0]
+    assert checks.worst(every_entry, theirs) <= 1 and checks.worst(logits, theirs) <= 1, checks.differ(
+        every_entry, theirs
+    )
+    layer = c.attention_types.index(CSA)
+    entries, read = P // c.csa_rate, c.compressed_topk
+    for op, length in (("compressed.scores", c.head_dim), ("compressed.mix", entries)):
+        sparse_record, dense_record = chosen.find(op, layer), dense.find(op, layer)
+        assert dense_record.macs == c.n_head * P * entries * c.head_dim == sparse_record.dense_macs, (op, dense_record)
+        assert sparse_record.macs == c.n_head * P * read * c.head_dim < sparse_record.dense_macs, (op, sparse_record)
+        assert (dense_record.dot_length, dense_record.out_shape) == (length, sparse_record.out_shape), op
+    assert dense.macs == dense.dense_macs == chosen.dense_macs > chosen.macs
+    counted = count_generation(c, P, 3, dense_attention=True).totals
+    assert counted.macs == count_passes(ours, P, 3, dense_attention=True).totals.macs
+    assert counted.macs == count_generation(c, P, 3).totals.dense_macs > count_generation(c, P, 3).totals.macs

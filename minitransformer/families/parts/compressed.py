@@ -22,8 +22,11 @@ through a sliding window, and a compressed layer also to entries that each stand
 
 Counting rules: the compressors' products are products (their projections with weights; the pooled sum of a window's
 slots a product of length m or 2m, channel by channel); attention over compressed entries counts the entries each
-query reads (every entry so far at 128:1, the kc chosen at 4:1), the window branch its window (in chunks of query rows
-past 128: parts/attention.py's in_row_chunks).
+query reads (every entry so far at 128:1, the kc chosen at 4:1, with the dense form beside them: every entry, as
+transformers' eager attention computes them and masks all but the chosen with its block_bias), the window branch its
+window (in chunks of query rows past 128: parts/attention.py's in_row_chunks). A --dense-attention pass computes that
+dense form at 4:1; a watched pass, unlike DeepSeek-V3.2's, still reads the chosen entries alone (its stages show the
+gathered E_c, and a pass resumed from its streams, unwatched, is the same pass to the bit).
 """
 
 from __future__ import annotations
@@ -228,6 +231,16 @@ def future_entries(past: int, T: int, c: int, m: int, dtype):
     return np.where(np.arange(c)[None, :] >= seen, number(-np.inf), number(0.0))
 
 
+def unchosen_entries(chosen, c: int, dtype):
+    """-inf at every entry a query did not choose, 0 at those it chose: chosen [..., T, kc] (indices of the c
+    entries, -1 where none) -> [T, c], or a batch's [B, 1, T, c] (every head): transformers' block_bias."""
+    number = np.dtype(dtype).type
+    mask = np.full((*chosen.shape[:-1], c + 1), number(-np.inf), dtype=dtype)  # a last column for the -1s
+    np.put_along_axis(mask, np.where(chosen < 0, c, chosen), number(0.0), axis=-1)
+    mask = mask[..., :c]
+    return mask[..., None, :, :] if mask.ndim > 2 else mask
+
+
 @dataclass(frozen=True)
 class CompressedIndexer(Part):
     """transformers' DeepseekV4Indexer: its own compressor of index_head_dim (two series, at the layer's rate), query
@@ -305,18 +318,18 @@ ATTENTION = (
           "q [H, T, dh], kv [1, T, dh]"),
     Stage("cache", ("attn.keys",), "cache", "K = V: the window's kv (new rows written to the cache: dh numbers a "
           "position, once)", "kv [1, T, dh]"),
-    Stage("gather", ("attn.chosen_entries",), "cache", "E_c = each query's kc chosen entries (4:1 layers)",
-          "E [1, c, dh], chosen [T, kc]"),
+    Stage("gather", ("attn.chosen_entries",), "cache", "E_c = each query's kc chosen entries (4:1 layers; a dense "
+          "pass reads every entry, those not chosen masked)", "E [1, c, dh], chosen [T, kc]"),
     Stage("scores", ("attn.qk",), "matmul", "S = Q K^T  (each head against the window's keys)",
           "Q [H, T, dh], K^T [1, dh, t]", ATTENTION_SCORES),
     Stage("compressed.scores", ("attn.qe",), "matmul", "S_c = Q E^T  (against every entry so far, 128:1; against "
-          "each query's kc chosen entries, 4:1)", "Q [H, T, dh], E^T [1, dh, c] (or E_c^T [T, dh, kc])",
-          ATTENTION_SCORES),
+          "each query's kc chosen entries, 4:1; dense form: every entry)", "Q [H, T, dh], E^T [1, dh, c] (or E_c^T "
+          "[T, dh, kc])", ATTENTION_SCORES),
     Stage("join", ("attn.all_scores",), "reshape", "S = [S | S_c]  (one softmax over the window and the entries)",
           "S [H, T, t], S_c [H, T, c]"),
     Stage("scale", ("attn.scaled",), "scale", "S = S / sqrt(dh)", "S [H, T, t+c]"),
     Stage("mask", ("attn.scores",), "mask", "S = -inf at a key in the future or behind the window, and at an entry "
-          "whose window is not all in the query's past (or not chosen)", "S [H, T, t+c]"),
+          "whose window is not all in the query's past (4:1: not chosen)", "S [H, T, t+c]"),
     SINKS,
     Stage("softmax", ("attn.all_weights",), "softmax", "A = softmax(S') over the keys, the entries and the sink, the "
           "sink's column dropped", "S' [H, T, t+c+1]"),
@@ -386,19 +399,22 @@ class CompressedAttention(Part):
         return self.output(z, p, config, at)
 
     def attend(self, q, K, entries, chosen, sinks, config: Any, at: Tape, inputs, m: int):
-        """The window and the entries in one softmax with the sinks, in chunks of query rows past 128."""
+        """The window and the entries in one softmax with the sinks, in chunks of query rows past 128. At 4:1 each
+        query's chosen entries, gathered (watched too: the stages show them); a dense pass reads every entry, those
+        not chosen masked."""
         past, c = at.dims.past, 0 if entries is None else entries.shape[-2]
         sized = at.with_sizes(c=c, kc=min(c, config.compressed_topk)) if c else at
-        if c and chosen is not None:  # 4:1: each query's chosen entries, gathered
+        gathered = unchosen = None
+        if c and chosen is not None and at.dense:
+            unchosen = None if isinstance(chosen, ShapeOnly) else unchosen_entries(chosen, c, q.dtype)
+        elif c and chosen is not None:
             indices = np.maximum(chosen, 0) if not isinstance(chosen, ShapeOnly) else chosen
             gathered = sized.stage("gather", gather_keys(entries[..., None, :, :], indices), "1 T kc dh")
-        else:
-            gathered = None
 
         def core(q_rows, K_rows, _, bias, chunk: Tape):
             rows = slice(chunk.dims.past - past, chunk.dims.past - past + chunk.dims.T)
             mine = None if gathered is None else (gathered[..., rows, :, :], chosen[..., rows, :])
-            return attend_window_and_entries(q_rows, K_rows, bias, entries, mine, sinks, config, chunk, m)
+            return attend_window_and_entries(q_rows, K_rows, bias, entries, mine, sinks, config, chunk, m, unchosen)
 
         return sized.in_row_chunks(core, q, K, K, inputs.mask)
 
@@ -461,24 +477,31 @@ class CompressedAttention(Part):
         return ops | {"out_a": (B * T * g * dg, H * dh // g), "out": (B * T * D, g * dg)}
 
 
-def attend_window_and_entries(q, K, bias, entries, chosen, sinks, config: Any, at: Tape, m: int):
+def attend_window_and_entries(q, K, bias, entries, chosen, sinks, config: Any, at: Tape, m: int, unchosen=None):
     """softmax([q K^T | q E^T] / sqrt(dh) + masks, the sinks) [K | E], for one chunk of query rows; `chosen`: at 4:1,
-    (each query's gathered entries [..., 1, T, kc, dh], their indices [..., T, kc], -1 where none)."""
+    (each query's gathered entries [..., 1, T, kc, dh], their indices [..., T, kc], -1 where none); `unchosen`: at 4:1
+    in a dense pass, every entry read and this mask added (unchosen_entries)."""
     s = at.matmul("scores", q, K.swapaxes(-1, -2), "H T dh, 1 dh t -> H T t")
     width = "t"
     if entries is not None:
-        if chosen is None:  # 128:1: every entry
+        if chosen is None:  # every entry: 128:1, or 4:1's dense form
             s_c = at.matmul(
                 "compressed.scores", q, entries[..., None, :, :].swapaxes(-1, -2), "H T dh, 1 dh c -> H T c"
             )
-            bias_c = None
-            if bias is not None and not isinstance(s_c, ShapeOnly):
+            bias_c = unchosen
+            if bias_c is None and bias is not None and not isinstance(s_c, ShapeOnly):
                 bias_c = future_entries(at.dims.past, at.dims.T, s_c.shape[-1], m, s_c.dtype)
+            if bias is None and bias_c is not None:  # a step that needs no mask of its window's keys
+                bias = np.zeros((*bias_c.shape[:-1], s.shape[-1]), s.dtype)
             width = "t+c"
         else:  # 4:1: each query's chosen entries
             rows, indices = chosen
             s_c = at.matmul(
-                "compressed.scores", q[..., None, :], rows.swapaxes(-1, -2), "H T 1 dh, 1 T dh kc -> H T 1 kc"
+                "compressed.scores",
+                q[..., None, :],
+                rows.swapaxes(-1, -2),
+                "H T 1 dh, 1 T dh kc -> H T 1 kc",
+                dense="H T dh, 1 dh c -> H T c",
             )[..., 0, :]
             bias_c = None
             if bias is not None and not isinstance(s_c, ShapeOnly):
@@ -502,5 +525,11 @@ def attend_window_and_entries(q, K, bias, entries, chosen, sinks, config: Any, a
     if chosen is None:
         z_c = at.matmul("compressed.mix", a_c, entries[..., None, :, :], "H T c, 1 c dh -> H T dh")
     else:
-        z_c = at.matmul("compressed.mix", a_c[..., None, :], chosen[0], "H T 1 kc, 1 T kc dh -> H T 1 dh")[..., 0, :]
+        z_c = at.matmul(
+            "compressed.mix",
+            a_c[..., None, :],
+            chosen[0],
+            "H T 1 kc, 1 T kc dh -> H T 1 dh",
+            dense="H T c, 1 c dh -> H T dh",
+        )[..., 0, :]
     return at.stage("compressed.add", z + z_c, "H T dh")
