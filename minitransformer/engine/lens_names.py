@@ -92,6 +92,8 @@ def heads_of_n_head(config) -> Layout:
 
 
 STREAM = Layout("[batch, pos, d_model]", _same, _back)  # the residual stream and what is added to it
+STREAMS = Layout("[batch, pos, streams, d_model]", _same, _back)  # DeepSeek-V4's N streams (hyper-connections)
+STREAMS_IN = "embed.streams"  # the stage that makes them (families/parts/hyper.py)
 
 # TransformerLens's hook -> the stage of ours with its value, in each way our blocks compute it (the first the table
 # has; "a|b": a layer computes a or b) and its layout. Names inside a block are relative to "blocks.{i}.".
@@ -198,13 +200,18 @@ def lens_aliases(table: StageTable, config) -> dict[str, Alias]:
     claimed = [name for stage in table.embed if stage.lens == "hook_embed" for name in stage.names]
     if token_only or claimed:
         aliases["hook_embed"] = Alias("hook_embed", ((claimed or ["embed"])[-1],), STREAM)
-    # the stream block 0 reads: the embedding's last stage (embed, embed_scale, DeepSeek-V4's embed.streams), not a
-    # side input made after it for the layers (Gemma 4's per-layer inputs)
+    # the stream block 0 reads: the embedding's last stage (embed, embed_scale, DeepSeek-V4's embed.streams, Gemma 4's
+    # embed.stream after its per-layer inputs are made)
     embedded = [name for name in embed if name.startswith("embed")][-1]
+    streams = STREAMS if embedded == STREAMS_IN else STREAM  # DeepSeek-V4's: N streams a position
     for i in range(config.n_layer):
         stream_in = f"blocks.{i - 1}.resid_post" if i else embedded
-        aliases[f"blocks.{i}.hook_resid_pre"] = Alias(f"blocks.{i}.hook_resid_pre", (stream_in,), STREAM)
-        aliases.update(resolved(RULES, table.block_names(config.layer_types[i]), f"blocks.{i}."))
+        aliases[f"blocks.{i}.hook_resid_pre"] = Alias(f"blocks.{i}.hook_resid_pre", (stream_in,), streams)
+        found = resolved(RULES, table.block_names(config.layer_types[i]), f"blocks.{i}.")
+        for name, alias in found.items():
+            if name.split(".")[-1].startswith("hook_resid_"):
+                found[name] = Alias(alias.name, alias.ours, streams)
+        aliases.update(found)
     aliases.update(resolved(FINAL, final, ""))
     reserved = {*RULES, *FINAL, "hook_embed", "hook_pos_embed", "hook_resid_pre"}  # TransformerLens's own meanings
     for name in table.stage_names(config.n_layer, config.layer_types):
@@ -246,7 +253,8 @@ def lens_table() -> str:
         "(transformers' embedding module scales) | [batch, pos, d_model] |"
     )
     rows.append(
-        "| `blocks.{i}.hook_resid_pre` | `embed` (or `embed_scale`; DeepSeek-V4's `embed.streams`) for i = 0, else "
+        "| `blocks.{i}.hook_resid_pre` | `embed` (or `embed_scale`; DeepSeek-V4's `embed.streams`, Gemma 4's "
+        "`embed.stream`) for i = 0, else "
         "`blocks.{i-1}.resid_post` | [batch, pos, d_model] ([batch, pos, streams, d_model] of DeepSeek-V4's streams) |"
     )
     for prefix, rules in (("blocks.{i}.", RULES), ("", FINAL)):

@@ -54,6 +54,7 @@ _LIVE_COPIES = {
     "split_heads": 0,
     "last": 0,
     "mlp.split": 0,
+    "embed.stream": 0,  # Gemma 4's embedding as block 0 reads it: the same array
 }
 # the stages row_chunks.py runs chunk by chunk between attention's two products, scores and mix (Record.attention)
 # (gather: each query's chosen keys and values, under sparse attention; sinks: the scores with each head's sink)

@@ -178,3 +178,29 @@ def test_a_per_layer_table_shorter_than_the_vocabulary_is_refused(tmp_path):
     with pytest.raises(UserError, match="vocab_size_per_layer_input=60 is below vocab_size=150"):
         read_config(hf, name="g4")
     assert read_config(hf | {"hidden_size_per_layer_input": 0}, name="g4")[0].per_layer_vocab == 60  # no table: read
+
+
+def test_a_hook_on_block_0_s_input_changes_what_block_0_reads_and_not_the_per_layer_inputs(made):
+    """blocks.0.hook_resid_pre is the embedding as block 0 reads it (embed.stream), after the per-layer inputs are
+    made from it, as transformers makes them from inputs_embeds before the first layer: the hook was on embed_scale,
+    which the per-layer projection also reads, so that a patch of it there moved them too (0.13 of a patch's share
+    apart from patch's own and from TransformerLens's). The same change made by a pre-hook on transformers' first
+    decoder layer gives the same logits."""
+    _, ours, hf = made(NAME)
+    ids = SPEC.prompt_ids(NAME, 12, seed=4)
+    delta = np.random.default_rng(5).standard_normal(ours.config.n_embd).astype(np.float32)
+    _, clean = ours.run_with_cache(ids, ["ple.inputs"])
+    with ours.add_hook("blocks.0.hook_resid_pre", lambda x, name: x + delta):
+        logits, hooked = ours.run_with_cache(ids, ["ple.inputs"], all_positions=True)
+    assert np.array_equal(hooked["ple.inputs"], clean["ple.inputs"])  # made before the hook, from the embedding
+
+    def added(module, args, kwargs):
+        return (args[0] + torch.from_numpy(delta), *args[1:]), kwargs
+
+    handle = hf.model.layers[0].register_forward_pre_hook(added, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            theirs = hf(torch.tensor([ids])).logits[0]
+    finally:
+        handle.remove()
+    assert worst(logits, theirs) <= 1 and worst(ours.logits(ids), theirs) > 1, worst(logits, theirs)

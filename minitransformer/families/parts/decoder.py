@@ -170,6 +170,7 @@ class Decoder(Part):
         x = self.embed(ids, p, config, tape, pads)
         if self.per_layer is not None:
             choices[self.per_layer.key] = self.per_layer(ids, x, p, config, tape)
+            x = self.per_layer.stream(x, config, tape)
         return x
 
     def resume(

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ...engine.lens_names import STREAMS_IN
 from ...engine.ops import constant, rms_norm, sigmoid, softmax
 from ...engine.shapes import ShapeOnly
 from ...engine.stages import HYPER_CONNECTIONS, HYPER_STREAMS, Stage, by_op
@@ -182,7 +183,7 @@ class HyperConnected(Part):
         return {op: n for part in parts for op, n in part.products(config, T, t, B, layer).items()}
 
 
-STREAMS = Stage("embed.streams", ("embed.streams",), "reshape", "X = [x, ..., x]  (the embedding, one copy a stream: "
+STREAMS = Stage(STREAMS_IN, (STREAMS_IN,), "reshape", "X = [x, ..., x]  (the embedding, one copy a stream: "
                 "N = hc_mult residual streams)", "x [T, D]")  # fmt: skip
 
 
@@ -201,7 +202,7 @@ class StreamsEmbedding(TokenEmbedding):
         x = super().__call__(ids, p, config, tape, pads)
         streams = (*x.shape[:-1], config.hc_mult, x.shape[-1])
         copied = ShapeOnly(streams, x.dtype) if isinstance(x, ShapeOnly) else np.broadcast_to(x[..., None, :], streams)
-        return tape.declaring(self.declared(config)).stage("embed.streams", copied, "T N D")
+        return tape.declaring(self.declared(config)).stage(STREAMS_IN, copied, "T N D")
 
 
 HEAD = (

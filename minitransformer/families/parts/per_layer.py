@@ -20,6 +20,8 @@ from ...engine.tape import Tape
 from .part import Part, Products, Tensor, Tensors
 
 PER_LAYER = "per-layer inputs"  # their key in LayerInputs.choices: [T, L, P] (or [B, T, L, P])
+STREAM_IN = Stage("embed.stream", ("embed.stream",), "reshape", "x: the embedding, the stream block 0 reads (the "
+                  "per-layer inputs already made from it)", "x [T, D]")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,14 @@ class PerLayerInputs(Part):
             Stage("ple.scale", ("ple.scaled",), "scale", "c = c / sqrt(D)", "c [T, L*P]"),
             Stage("ple.norm", ("ple.normed",), "norm", "c = RMSNorm_ple(c)  (each layer's P numbers)", "c [T, L, P]"),
             Stage("ple.sum", ("ple.inputs",), "add", "p = (c + e) / sqrt(2)  (each layer's input)", "c, e [T, L, P]"),
+            STREAM_IN,
         )  # fmt: skip
+
+    def stream(self, x, config: Any, tape: Tape):
+        """The embedding as block 0 reads it, a stage of its own after the per-layer inputs took theirs from it: a hook
+        on it (TransformerLens's blocks.0.hook_resid_pre) changes what block 0 reads and not the per-layer inputs, as
+        in transformers, where they are made from inputs_embeds before the first layer."""
+        return tape.declaring(self.declared(config)).stage("embed.stream", x, "T D")
 
     def __call__(self, ids, x, p: SimpleNamespace, config: Any, tape: Tape):
         if not config.per_layer_width:  # a model without them (0 or null)
