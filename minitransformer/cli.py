@@ -500,7 +500,7 @@ def _lens(args) -> None:
     top = TOP_TOKENS if args.top is None else args.top
     _at_least("--top", top, 1)
     lens = lambda model: logit_lens(model, args.prompt, args.target, args.positions, top)  # noqa: E731
-    _analysis(args, "lens", "lens", lens, lens_report, model_in_json=False)
+    _analysis(args, "lens", "lens", lens, lens_report)
 
 
 def _add_patch(commands) -> None:
@@ -596,10 +596,10 @@ SHAPES_ONLY = {"--preset": "preset", "--config": "config", "--tokens": "tokens",
                "--kv-heads": "kv_heads", "--head-dim": "head_dim", "--gated-mlp": "gated_mlp"}  # fmt: skip
 
 
-def _analysis(args, kind: str, name: str, analyse, report, model_in_json: bool = True) -> None:
+def _analysis(args, kind: str, name: str, analyse, report) -> None:
     """An analysis of the model, `analyse(model)`: its `report` on the terminal (on stderr where a file streams to
-    stdout), and its files, both or neither (files.write_together): its document as JSON (the model's description in
-    it where `model_in_json`: lens's has none), its page."""
+    stdout), and its files, both or neither (files.write_together): its document as JSON (the model's description
+    first), its page."""
     shapes_only = [flag for flag, dest in SHAPES_ONLY.items() if getattr(args, dest, None) not in (None, False)]
     if shapes_only:  # else ignored: `lens ... --preset llama2-7b` ran the demo GPT-2
         raise UserError(
@@ -618,10 +618,9 @@ def _analysis(args, kind: str, name: str, analyse, report, model_in_json: bool =
     print(report(analysis, model.tokenizer.decode), file=out)
     found = analysis.to_dict(model.tokenizer.decode)
     document = {"model": model.describe(), **found}
-    json_doc = document if model_in_json else found
 
     def json_document(f) -> None:
-        f.write(json_text(json_doc) + "\n")
+        f.write(json_text(document) + "\n")
 
     def html_page(f) -> None:
         f.write(page(analysis_data(kind, document)))

@@ -84,3 +84,20 @@ def test_the_function_refuses_a_top_or_a_target_it_cannot_take():
         with pytest.raises(UserError, match=re.escape(says)):
             logit_lens(demo, "The capital of France is", **{"target": " Paris", **kwargs})
     assert logit_lens(demo, "The capital of France is", np.int64(6342), top=1).entries[-1].top[0][0] == 6342
+
+
+def test_every_analysis_document_says_which_model_ran(tmp_path, capsys):
+    """lens's --json had no `model` (patch's and attribute's have it): a saved lens did not say which model, dtype or
+    precision it read."""
+    import json
+
+    prompt = ["The capital of France is", "--target", " Paris"]
+    runs = {"lens": [], "attribute": ["--versus", " Berlin"],
+            "patch": ["--corrupt", "The capital of Germany is", "--versus", " Berlin"]}  # fmt: skip
+    for verb, more in runs.items():
+        path = tmp_path / f"{verb}.json"
+        assert main([verb, *prompt, *more, "--model", "demo", "--json", str(path)]) == 0
+        document = json.loads(path.read_text())
+        assert next(iter(document)) == "model" and document["model"]["dtype"] == "float32", (verb, document["model"])
+        assert document["model"]["source"] and document["model"]["name"], (verb, document["model"])
+    capsys.readouterr()
