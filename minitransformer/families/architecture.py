@@ -195,7 +195,7 @@ class Architecture:
     layout: Layout  # where its checkpoint keeps each tensor
     formulas: Formulas  # its closed forms
     label: str = ""  # how a model's header names the family after its model_type ("Llama family"), if at all
-    own_tokenizer: bool = True  # reads the model directory's tokenizer.json (GPT-2s share the shipped one)
+    own_tokenizer: bool = True  # its directory's tokenizer.json (a GPT-2's: tokenizer.gpt2_tokenizer_of)
     heads_in_headers: bool = True  # `params` names the heads in its header (GPT-2's predates it)
     # validate in float64: fn(reference, model, torch) makes transformers' model compute in float64 where it
     # would not (None: nothing to do), and the note validate prints about it

@@ -17,7 +17,7 @@ from . import hub
 from .config import load_config
 from .model import Model
 from .options import LoadOptions
-from .tokenizer import tokenizer_of
+from .tokenizer import gpt2_tokenizer_of, tokenizer_of
 from .weights import holds_narrow, load_weights
 
 DEMO = "demo"
@@ -40,7 +40,8 @@ def from_directory(directory: Path, name: str | None = None, options: LoadOption
     if not (directory / "config.json").is_file():
         raise UserError(f"{directory} has no config.json; a model directory needs config.json and model.safetensors")
     config = load_config(directory / "config.json", name=name or directory.resolve().name)
-    tokenizer = tokenizer_of(directory) if architecture_of(config).own_tokenizer else None  # GPT-2s: the shipped one
+    own = architecture_of(config).own_tokenizer
+    tokenizer = tokenizer_of(directory) if own else gpt2_tokenizer_of(directory)  # None: the shipped GPT-2 one
     policy = precision_of(options.precision)
     events: list = []  # weights that left the precision's range when rounded to it
     params = load_weights(directory, config, options.compute_dtype, policy, options.held, events)

@@ -79,10 +79,22 @@ def _check_text(text, what: str = "the text") -> None:
 
 
 class Tokenizer:
-    """encode(str) -> list[int] and decode(list[int]) -> str, exactly as OpenAI's GPT-2 encoder."""
+    """encode(str) -> list[int] and decode(list[int]) -> str, exactly as OpenAI's GPT-2 encoder: the shipped GPT-2
+    vocabulary and merges, or another byte-level BPE's (a GPT-2 directory's own vocab.json and merges.txt)."""
 
-    def __init__(self) -> None:
-        bpe = models.BPE.from_file(_vocab_file("encoder.json"), _vocab_file("vocab.bpe"))
+    def __init__(self, vocab: str | None = None, merges: str | None = None, name: str = "the GPT-2 vocabulary") -> None:
+        if vocab is None or merges is None:
+            vocab, merges = _vocab_file("encoder.json"), _vocab_file("vocab.bpe")
+        else:
+            readable(vocab)
+            readable(merges)
+        try:
+            bpe = models.BPE.from_file(vocab, merges)
+        except Exception as err:  # the library raises its own exception types for a bad file
+            raise UserError(
+                f"{vocab} and {merges} are not a BPE vocabulary and merges tokenizers can read ({err}); re-download them"
+            ) from None
+        self.name = name
         self._tokenizer = _HFTokenizer(bpe)
         # GPT-2 splits on its own regex and never adds a leading space.
         self._tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -99,6 +111,10 @@ class Tokenizer:
     def decode(self, token_ids: list[int]) -> str:
         return self.token_bytes(token_ids).decode("utf-8", errors="replace")
 
+    def vocabulary(self) -> dict[str, int]:
+        """Each token's string -> its id."""
+        return self._tokenizer.get_vocab()
+
     @cached_property
     def _bytes_of_token(self) -> list[bytes]:
         byte_of_char = _byte_of_char()
@@ -111,7 +127,7 @@ class Tokenizer:
     def token_bytes(self, token_ids: list[int]) -> bytes:
         """The raw bytes a list of tokens stands for (a token may hold part of a UTF-8 character)."""
         table = self._bytes_of_token
-        ids = as_token_ids(token_ids, self.vocab_size, batch=False, vocabulary="the GPT-2 vocabulary")
+        ids = as_token_ids(token_ids, self.vocab_size, batch=False, vocabulary=self.name)
         return b"".join(table[t] for t in ids.tolist())
 
     def token_str(self, token_id: int) -> str:
@@ -182,6 +198,10 @@ class FileTokenizer:
 
     def token_str(self, token_id: int) -> str:
         return self.decode([token_id])
+
+    def vocabulary(self) -> dict[str, int]:
+        """Each token's string -> its id (the added tokens too)."""
+        return self._tokenizer.get_vocab()
 
     def stream_decoder(self, context: Sequence[int] = ()) -> TextDiffStream:
         """Text of the tokens pushed, decoded after `context` (the prompt): "▁Paris" after a prompt is " Paris"."""
@@ -262,3 +282,28 @@ def tokenizer_of(directory) -> FileTokenizer | NoTokenizer:
 
     path = Path(directory) / "tokenizer.json"
     return FileTokenizer(path) if path.is_file() else NoTokenizer(directory)
+
+
+# Text a tokenizer that is GPT-2's encodes as the shipped one does (letters, digits, spaces, punctuation, a word
+# split in two, UTF-8 of two and four bytes); "<|endoftext|>" left out: a tokenizer.json reads it as its special
+# token, our GPT-2 encoder as text, as OpenAI's encoder.py does.
+_PROBE = "The capital of France is Paris.  It's 2,026 km\n\tfrom naïveté, Zürich and 東京 😀 antidisestablishment"
+
+
+def gpt2_tokenizer_of(directory) -> Tokenizer | FileTokenizer | None:
+    """A GPT-2 directory's own tokenizer where it ships one that is not GPT-2's (its tokenizer.json, which
+    transformers' AutoTokenizer reads first; else its vocab.json and merges.txt, a byte-level BPE as GPT-2's); None
+    for the shipped GPT-2 encoder: a directory without them, or whose vocabulary is GPT-2's and encodes as it does."""
+    from pathlib import Path
+
+    shipped = load_tokenizer()
+    path, vocab, merges = (Path(directory) / name for name in ("tokenizer.json", "vocab.json", "merges.txt"))
+    own: Tokenizer | FileTokenizer
+    if path.is_file():
+        own = FileTokenizer(path)
+    elif vocab.is_file() and merges.is_file():
+        own = Tokenizer(str(vocab), str(merges), name=f"{vocab}'s vocabulary")
+    else:
+        return None
+    same = own.vocabulary() == shipped.vocabulary() and own.encode(_PROBE) == shipped.encode(_PROBE)
+    return None if same else own

@@ -68,10 +68,15 @@ def test_a_llama_directory_uses_its_own_tokenizer_json(llama_with_tokenizer):
     assert by_ids.prompt == "The capital of France is"
 
 
-def test_a_gpt2_keeps_the_shipped_tokenizer_even_beside_a_tokenizer_json(tmp_path):
+def test_a_gpt2_reads_the_tokenizer_json_beside_it_and_refuses_a_broken_one(tmp_path):
+    """A GPT-2 directory's tokenizer.json is read, as transformers' AutoTokenizer reads it (its own, where it is not
+    GPT-2's: tests/models/test_gpt2_tokenizer_files.py); one that is no tokenizer is refused as a Llama's is. It was
+    never read; without one, the shipped GPT-2 encoder."""
     directory = write_gpt2(tmp_path / "gpt2-with-file", vocab_size=300)
-    (directory / "tokenizer.json").write_text("not a tokenizer")  # never read
     assert load_model(directory).tokenizer is load_tokenizer()
+    (directory / "tokenizer.json").write_text("not a tokenizer")
+    with pytest.raises(UserError, match="is not a tokenizer file tokenizers"):
+        load_model(directory)
 
 
 def test_the_command_line_gives_the_same_run_for_text_and_for_its_ids(llama_with_tokenizer):
