@@ -404,16 +404,18 @@ class CompressedAttention(Part):
         not chosen masked."""
         past, c = at.dims.past, 0 if entries is None else entries.shape[-2]
         sized = at.with_sizes(c=c, kc=min(c, config.compressed_topk)) if c else at
-        gathered = unchosen = None
+        gathers = bool(c) and chosen is not None and not at.dense
+        unchosen = None
         if c and chosen is not None and at.dense:
             unchosen = None if isinstance(chosen, ShapeOnly) else unchosen_entries(chosen, c, q.dtype)
-        elif c and chosen is not None:
-            indices = np.maximum(chosen, 0) if not isinstance(chosen, ShapeOnly) else chosen
-            gathered = sized.stage("gather", gather_keys(entries[..., None, :, :], indices), "1 T kc dh")
 
         def core(q_rows, K_rows, _, bias, chunk: Tape):
-            rows = slice(chunk.dims.past - past, chunk.dims.past - past + chunk.dims.T)
-            mine = None if gathered is None else (gathered[..., rows, :, :], chosen[..., rows, :])
+            mine = None
+            if gathers:  # each query's chosen entries, a chunk's rows at a time (the whole pass's: kc dh a query)
+                rows = slice(chunk.dims.past - past, chunk.dims.past - past + chunk.dims.T)
+                indices = chosen[..., rows, :]
+                safe = indices if isinstance(indices, ShapeOnly) else np.maximum(indices, 0)
+                mine = (chunk.stage("gather", gather_keys(entries[..., None, :, :], safe), "1 T kc dh"), indices)
             return attend_window_and_entries(q_rows, K_rows, bias, entries, mine, sinks, config, chunk, m, unchosen)
 
         return sized.in_row_chunks(core, q, K, K, inputs.mask)
