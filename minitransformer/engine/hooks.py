@@ -68,7 +68,7 @@ def selector(
         if not any(fnmatch.fnmatchcase(name, pattern) for name in known):
             close = difflib.get_close_matches(_from_transformer_lens(pattern), known, n=3)
             hint = f"; did you mean {' or '.join(close)}?" if close else f"; names look like {known[1]!r}"
-            raise UserError(f"no stage is named {pattern!r}{hint} (see minitransformer.hooks for the list)")
+            raise UserError(f"no stage is named {pattern!r}{hint} (model.stage_names lists them all)")
     exact = {p for p in patterns if not any(c in p for c in "*?[")} | lensed
     globs = [p for p in patterns if p not in exact]
     return lambda name: name in exact or any(fnmatch.fnmatchcase(name, g) for g in globs)

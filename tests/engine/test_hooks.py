@@ -80,6 +80,8 @@ def test_names_filter_by_list_glob_and_predicate(small_gpt2):
         UserError, match="no stage is named 'blocks.0.attn.pattern'; did you mean blocks.0.attn.weights"
     ):
         small_gpt2.run_with_cache(IDS, names="blocks.0.attn.pattern")
+    with pytest.raises(UserError, match=r"\(model.stage_names lists them all\)$"):  # a list that exists
+        small_gpt2.add_hook("blocks.0.attn.nothing", lambda x, name: None)
     with pytest.raises(UserError, match="blocks.7.attn.q"):  # a 2-layer model has no block 7
         small_gpt2.run_with_cache(IDS, names=["embed", "blocks.7.attn.q"])
 
