@@ -124,6 +124,7 @@ def _number(text: str) -> float:
 
 HTML_HELP = "write the report as one self-contained HTML page, to open in a browser (- for stdout; default: none)"
 JSON_HELP = "write the ledger as JSON (- for stdout; default: none)"
+ANALYSIS_JSON_HELP = "write the analysis as JSON, the model's description first (- for stdout; default: none)"
 IDS_HELP = "token ids instead of text, for a model without tokenizer.json (default: none)"
 NO_CACHE_HELP = "recompute the whole sequence at every step (default: off, the KV cache holds the keys and values)"
 DEFAULT_TOKENS = 100  # count's prompt length when --tokens is not given (fewer where the context holds fewer)
@@ -454,9 +455,9 @@ def _add_count_only(p: argparse.ArgumentParser) -> None:
 
 def _add_analysis_model(p: argparse.ArgumentParser, computes_in: str, run, sizes: bool = True) -> None:
     """An analysis's model, how it is loaded, its files, and the command's `run`."""
-    _add_model_selectors(p, sizes=sizes)
+    _add_model_selectors(p, sizes=sizes, analysis=True)
     _add_load_options(p, computes_in)
-    p.add_argument("--json", metavar="PATH|-", help=JSON_HELP)
+    p.add_argument("--json", metavar="PATH|-", help=ANALYSIS_JSON_HELP)
     p.add_argument("--html", metavar="PATH|-", help=HTML_HELP)
     p.set_defaults(run=run)
 
@@ -838,10 +839,17 @@ def _trace(args) -> None:
     trace_command(prompt, args.model, args.new_tokens, args.layers, args.step, html_to, load)
 
 
-def _add_model_selectors(p: argparse.ArgumentParser, sizes: bool = True) -> None:
-    """--model, --preset, --config, and with `sizes` a model made from its sizes (--layers, --heads, ...)."""
+def _add_model_selectors(p: argparse.ArgumentParser, sizes: bool = True, analysis: bool = False) -> None:
+    """--model, --preset, --config, and with `sizes` a model made from its sizes (--layers, --heads, ...). An
+    `analysis` runs --model's weights, and reads the others only with --count-only, so its defaults differ."""
+    title = (
+        f"the model: --model runs its weights (default: {DEFAULT_MODEL}); with --count-only, one way, its shapes "
+        "only (default: the gpt2 preset)"
+        if analysis
+        else "the model, one way (default: the gpt2 preset); its shapes only, never its weights"
+    )
     which = p.add_argument_group(
-        "the model, one way (default: the gpt2 preset); its shapes only, never its weights",
+        title,
         "Sizes make a GPT-2 block; any of --kv-heads, --head-dim and --gated-mlp makes a Llama-style block instead: "
         "RMSNorm, rotary positions, q, k, v as three products, a gated SiLU MLP, no biases."
         if sizes
@@ -850,7 +858,10 @@ def _add_model_selectors(p: argparse.ArgumentParser, sizes: bool = True) -> None
     which.add_argument(
         "--model",
         metavar="NAME_OR_DIR",
-        help="a preset's name, demo, or a directory with config.json (default: none; see the group's default)",
+        help="demo, a model's name or a directory with config.json; with --count-only, any preset's name too "
+        "(default: see the group's)"
+        if analysis
+        else "a preset's name, demo, or a directory with config.json (default: none; see the group's default)",
     )
     which.add_argument("--preset", metavar="NAME", help=f"{', '.join(PRESETS)} (default: gpt2)")
     which.add_argument(

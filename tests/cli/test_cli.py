@@ -427,6 +427,19 @@ def test_every_option_of_every_command_says_what_it_does_and_its_default():
     assert "--max-new-tokens N    tokens to generate (default 8)" in helped and "(default 10)" in helped
 
 
+def test_an_analysis_s_help_says_which_model_runs_without_model_and_what_json_writes():
+    """lens, patch and attribute said "(default: the gpt2 preset)" of a run that loads the default model (the preset is
+    --count-only's), and that --json writes the ledger where it writes the analysis."""
+    from minitransformer.cli import DEFAULT_MODEL, build_parser
+
+    commands = build_parser().commands  # type: ignore[attr-defined]
+    for name in ("lens", "patch", "attribute"):
+        helped = " ".join(commands[name].format_help().split())
+        assert f"--model runs its weights (default: {DEFAULT_MODEL}); with --count-only" in helped, name
+        assert "write the analysis as JSON" in helped and "ledger" not in helped, name
+    assert "(default: the gpt2 preset); its shapes only" in " ".join(commands["count"].format_help().split())
+
+
 def test_a_batch_of_one_prompt_is_one_prompt(small_gpt2_dir, tmp_path):
     prompts = tmp_path / "one.txt"
     prompts.write_text("Hi\n")
