@@ -43,7 +43,7 @@ from .verbs.patch import count_patch, patch
 from .verbs.presets import preset_config_json, preset_lines
 from .verbs.roofline import roofline
 from .verbs.select import select_config
-from .verbs.validate import PRECISION_TOLERANCES, check_precision_validated, validate, validate_precision
+from .verbs.validate import PRECISION_TOLERANCES, validate, validate_precision
 from .version import __version__
 from .views import report
 from .views.attribute_report import attribute_report
@@ -136,10 +136,12 @@ DENSE_HELP = (
 )
 
 
-def _add_load_options(p: argparse.ArgumentParser, what: str, precisions: str = "") -> None:
+def _add_load_options(
+    p: argparse.ArgumentParser, what: str, precisions: tuple[str, ...] = PRECISIONS, note: str = ""
+) -> None:
     """--dtype, --precision and --weights of the commands that compute: how the model is loaded (LoadOptions; count's
-    --dtype is another thing, the byte size memory is counted in). `precisions`: which of them the command takes,
-    where not every one (said in its help; the others refused in words, with where to go)."""
+    --dtype is another thing, the byte size memory is counted in). `precisions`: the formats the command takes, so its
+    --help offers no other; `note` says why, where not every one."""
     p.add_argument(
         "--dtype",
         choices=DTYPES,
@@ -149,12 +151,12 @@ def _add_load_options(p: argparse.ArgumentParser, what: str, precisions: str = "
     )
     p.add_argument(
         "--precision",
-        choices=PRECISIONS,
+        choices=precisions,
         default=PRECISIONS[0],
         help="emulate a narrower format over the float32 passes: every product's operands rounded to it (round to "
         "nearest even; fp8_e4m3 saturates at 448, the others overflow to inf), accumulated in float32, its output "
         "and every stage's values rounded to it (bfloat16 for fp8); then the drift of each layer and stage against "
-        f"float64 (default float32: nothing rounded){precisions}",
+        f"float64 (default float32: nothing rounded){note}",
     )
     p.add_argument(
         "--weights",
@@ -260,7 +262,9 @@ def _add_validate(commands) -> None:
         val,
         "ours and transformers' are compared in (1e-4 relative in float32, 1e-9 in float64; either way "
         "both float32 passes are also measured against the float64 truth)",
-        f"; validate takes float32, {' and '.join(PRECISION_TOLERANCES)}, the formats transformers computes on a CPU",
+        ("float32", *PRECISION_TOLERANCES),
+        f"; validate takes float32, {' and '.join(PRECISION_TOLERANCES)}, the formats transformers computes on a CPU "
+        "(generate --precision fp8_e4m3 measures fp8's drift against float64)",
     )
     val.set_defaults(run=_validate)
 
@@ -804,9 +808,7 @@ def _download(args) -> None:
 
 def _validate(args) -> None:
     _at_least("--steps", args.steps, 1)
-    load = _load_options(args)
-    if load.precision != "float32":
-        check_precision_validated(load.precision)
+    load = _load_options(args)  # --precision's choices are the formats validate takes (PRECISION_TOLERANCES)
     model = resolve(args.model, load)
     ok = validate_precision(model, steps=args.steps) if load.precision != "float32" else validate(model, args.steps)
     if not ok:
