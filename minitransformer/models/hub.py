@@ -100,8 +100,9 @@ def download(name: str) -> Path:
     if why is not None:
         raise UserError(
             f"cannot reach the Hugging Face Hub at {endpoint} to download {name} ({why}); "
-            f"connect to the internet and run `minitransformer download {name}`, or pass --model DIR "
-            f"with a local config.json + model.safetensors"
+            # worded for load_model and the CLI alike: the same message reaches both
+            f"connect to the internet and run `minitransformer download {name}`, or load a local directory with "
+            f"config.json + model.safetensors (--model DIR) or the bundled demo model (--model demo)"
         )
     from huggingface_hub import snapshot_download
 

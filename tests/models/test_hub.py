@@ -75,7 +75,19 @@ def test_download_offline_fails_fast_with_what_to_do(endpoint, silent_server, tm
         line = result.stderr.strip()
         assert "\n" not in line and "Traceback" not in line
         assert "cannot reach the Hugging Face Hub" in line and "minitransformer download" in line
+        assert line.endswith("or the bundled demo model (--model demo)"), line  # what runs offline
         assert list(tmp_path.iterdir()) == []  # nothing half-downloaded
+
+
+def test_load_model_offline_says_what_to_load_in_words_a_python_caller_reads_too(tmp_path):
+    """load_model("gpt2") offline said "pass --model DIR", a flag a Python caller has not got."""
+    env = {**os.environ, "MINITRANSFORMER_WEIGHTS": str(tmp_path / "empty"), "HF_HUB_CACHE": str(tmp_path / "hub"),
+           "HF_ENDPOINT": f"http://127.0.0.1:{closed_port()}"}  # fmt: skip
+    code = (
+        "from minitransformer import load_model\ntry:\n    load_model('gpt2')\nexcept Exception as err:\n    print(err)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "or load a local directory with config.json + model.safetensors (--model DIR)" in done.stdout, done
 
 
 def test_unknown_download_name_lists_the_known_ones():
