@@ -728,7 +728,7 @@ def _generation_prompts(args) -> tuple[list, bool]:
     if batch and args.ids is not None:
         raise UserError("give prompts or --ids, not both: --ids is one prompt of token ids")
     if not batch:
-        prompts = [_prompt_or_ids(prompts[0] if prompts else None, args.ids, "continue")]
+        prompts = [_prompt_or_ids(prompts[0] if prompts else None, args.ids, "generate", "continue")]
     refuse_empty(prompts, "continue")
     return prompts, batch
 
@@ -823,10 +823,12 @@ def parse_ids(text: str) -> list[int]:
     return [int(part) for part in parts]
 
 
-def _prompt_or_ids(prompt: str | None, ids: str | None, verb: str) -> str | list[int]:
-    """The text prompt or the --ids list: exactly one of them."""
+def _prompt_or_ids(prompt: str | None, ids: str | None, command: str, verb: str = "") -> str | list[int]:
+    """The text prompt or the --ids list: exactly one of them. `verb`: what is done to the prompt, where it is not the
+    command's name (generate continues it)."""
+    verb = verb or command
     if ids is not None and prompt is not None:
-        raise UserError(f"give a prompt or --ids, not both: {verb} takes text or token ids")
+        raise UserError(f"give a prompt or --ids, not both: {command} takes text or token ids")
     if ids is not None:
         return parse_ids(ids)
     if prompt is None:
