@@ -21,6 +21,8 @@ def test_the_python_example_runs():
     assert namespace["ids"] == [464, 3139, 286, 4881, 318]
     assert out.text.startswith(" Paris") and len(out.new_tokens) == 8
     assert list(cache) == [f"blocks.{i}.attn.weights" for i in range(4)]
+    bound = namespace["bound"]  # what the example's comments say of it
+    assert bound.compute_bound_batch is None and bound.weights_compute_bound_batch == 327
 
 
 def test_the_readme_python_example_runs_and_says_what_it_prints():
