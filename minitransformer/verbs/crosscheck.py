@@ -35,6 +35,7 @@ from ..engine.stages import UNEMBEDDING
 from ..errors import UserError
 from ..models.model import Model
 from ..models.options import RunOptions
+from ..text import plural
 from .crosscheck_scans import scan_differences
 from .validate import EXPERTS_PATH, from_pretrained, reference_class
 
@@ -235,6 +236,11 @@ def reasons(row: dict, check: Crosscheck) -> list[str]:
     return said or ["the same"]
 
 
+def fused_kernels(calls: dict[str, int]) -> str:
+    """The SDPA kernels torch ran and how often: "aten.k (1 call), aten.j (4 calls)"."""
+    return ", ".join(f"aten.{kernel} ({plural(n, 'call')})" for kernel, n in calls.items())
+
+
 def _computed_less(records: list, check: Crosscheck) -> list[str]:
     """Where our ledger computed less than its dense form: attention in row chunks or over an indexer's chosen keys,
     a product computed in pieces."""
@@ -242,17 +248,20 @@ def _computed_less(records: list, check: Crosscheck) -> list[str]:
     attention = [r for r in records if r.attention]
     skipped = sum(r.dense_macs - r.macs for r in attention)
     if skipped:
-        seen = "the causal half" + (
-            ", and the keys outside each query's chunk"
+        # A chunk computes its own rows' block whole, the masked scores above its diagonal too: it skips the keys
+        # after its last row, not the causal half (at T = 160, 16% of the dense form).
+        keys = (
+            "its attention chunk's keys"
             if any(r.chunked is not None for r in attention)
-            else ", and what falls before the sliding window"
+            else "the keys from its first row's sliding window"
             if any(r.window is not None for r in attention)
-            else ""
+            else "the keys"
         )
         ways = []
         if _row_chunk(check):
             ways.append(
-                f"in row chunks of {_row_chunk(check)} query rows, each against only the keys it can see ({seen})"
+                f"in row chunks of {_row_chunk(check)} query rows, each chunk against {keys} up to its last row (its "
+                f"own rows' block whole, the masked scores in it too)"
             )
         if any(r.selected is not None for r in attention):  # sparse attention (DeepSeek-V3.2's)
             ways.append("each query over the keys its indexer chose alone")
@@ -324,7 +333,7 @@ def _flop_counted(row: dict, check: Crosscheck) -> list[str]:
                 f"computes), so there is no SDPA column"
             )
     elif sdpa_fc != eager_fc:
-        kernels = ", ".join(f"aten.{k} ({n} calls)" for k, n in check.sdpa.sdpa_calls.items())
+        kernels = fused_kernels(check.sdpa.sdpa_calls)
         if row["group"] == ACTIVATIONS and kernels and sdpa_fc == row["dispatch_sdpa_macs"]:
             said.append(
                 f"with SDPA, attention runs in one fused kernel, {kernels}, for which FlopCounterMode has "

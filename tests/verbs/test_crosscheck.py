@@ -530,6 +530,23 @@ def test_as_computed_the_ledger_skips_the_masked_half_and_says_why(made):
     assert check.ledger_macs == check.phase.macs < check.ledger_dense_macs
 
 
+def test_row_chunks_are_said_to_skip_the_keys_after_each_chunk_not_the_causal_half(made):
+    """A chunk of 128 rows computes its whole 128 x 128 block: at T = 160 the chunks skip 16% of the dense form, and
+    the reason said "the causal half"."""
+    model = load_model(made("qwen3_5", 0))
+    check = crosscheck(model, default_ids(model, 160))
+    activations = next(g for g in check.groups() if g["group"] == ACTIVATIONS)
+    said = " ".join(activations["reasons"])
+    assert "each chunk against the keys up to its last row (its own rows' block whole" in said, said
+    assert "causal half)" not in said.replace("with no causal half)", "")  # SDPA's formula: dense, rightly said
+    attention = [r for r in check.phase.records if r.attention]
+    assert 1 - sum(r.macs for r in attention) / sum(r.dense_macs for r in attention) == pytest.approx(0.16)
+
+
+def test_fused_kernels_are_counted_in_words_that_agree():
+    assert crosscheck_module.fused_kernels({"a": 1, "b": 4}) == "aten.a (1 call), aten.b (4 calls)"
+
+
 def test_a_batch_of_ids_is_refused_not_counted_as_tokens():
     """crosscheck(model, [ids, ids]) read the two rows as two tokens (tokens 2, the MACs the batch's)."""
     model = load_model("demo")
