@@ -126,6 +126,10 @@ HTML_HELP = "write the report as one self-contained HTML page, to open in a brow
 JSON_HELP = "write the ledger as JSON (- for stdout; default: none)"
 ANALYSIS_JSON_HELP = "write the analysis as JSON, the model's description first (- for stdout; default: none)"
 IDS_HELP = "token ids instead of text, for a model without tokenizer.json (default: none)"
+ANALYSIS_IDS_HELP = (
+    "the prompt's token ids instead of its text, for a model without tokenizer.json; --target and --versus (and "
+    "patch's --corrupt) are then token ids too (default: none)"
+)
 NO_CACHE_HELP = "recompute the whole sequence at every step (default: off, the KV cache holds the keys and values)"
 DEFAULT_TOKENS = 100  # count's prompt length when --tokens is not given (fewer where the context holds fewer)
 DEFAULT_MODEL = "gpt2 if its weights are on this machine or the hub answers, else the demo model"
@@ -439,6 +443,7 @@ def _add_lens(commands) -> None:
     )
     lens.add_argument("--positions", action="store_true", help="every position, not the last only (default: off)")
     lens.add_argument("--top", type=_whole_number, metavar="N", help=f"top tokens shown per row (default {TOP_TOKENS})")
+    lens.add_argument("--ids", metavar="1,2,3", help=ANALYSIS_IDS_HELP)
     _add_count_only(lens)
     _add_analysis_model(lens, "the lens computes in", _lens)
 
@@ -475,7 +480,8 @@ def _counted_only(args) -> tuple[ModelConfig, int]:
             f"--count-only prints the bill alone, with no analysis for {' or '.join(asked)} to write: drop "
             f"{'them' if len(asked) > 1 else 'it'}, or --count-only to run the analysis"
         )
-    given = {"a prompt": getattr(args, "prompt", None), "--corrupt": getattr(args, "corrupt", None),
+    given = {"a prompt": getattr(args, "prompt", None), "--ids": getattr(args, "ids", None),
+             "--corrupt": getattr(args, "corrupt", None),
              "--target": getattr(args, "target", None), "--versus": getattr(args, "versus", None),
              "--top": getattr(args, "top", None),
              "--weights": args.weights, "--fold-ln": getattr(args, "fold_ln", False),
@@ -498,13 +504,14 @@ def _lens(args) -> None:
         config, tokens = _counted_only(args)
         print(bill_report(count_lens(config, tokens, args.positions), f"lens of {tokens} tokens on {config.name}"))
         return
-    if not args.prompt:
-        raise UserError('lens needs a prompt, e.g. lens "The capital of France is" --target " Paris"')
+    if not args.prompt and args.ids is None:
+        raise UserError('lens needs a prompt, e.g. lens "The capital of France is" --target " Paris" (or --ids 1,2,3)')
     if args.target is None:
         raise UserError('lens needs --target, the token to follow, e.g. --target " Paris"')
     top = TOP_TOKENS if args.top is None else args.top
     _at_least("--top", top, 1)
-    lens = lambda model: logit_lens(model, args.prompt, args.target, args.positions, top)  # noqa: E731
+    prompt, target = _texts_or_ids(args, "lens", {"prompt": args.prompt, "--target": args.target}).values()
+    lens = lambda model: logit_lens(model, prompt, target, args.positions, top)  # noqa: E731
     _analysis(args, "lens", "lens", lens, lens_report)
 
 
@@ -522,6 +529,7 @@ def _add_patch(commands) -> None:
         action="store_true",
         help="each attention head's output too, per layer and position (default: off, the residual stream only)",
     )
+    pat.add_argument("--ids", metavar="1,2,3", help=ANALYSIS_IDS_HELP)
     _add_count_only(pat)
     _add_analysis_model(pat, "the sweep computes in", _patch, sizes=False)
 
@@ -537,10 +545,10 @@ def _patch(args) -> None:
         'e.g. patch "The capital of France is" --corrupt "The capital of Germany is" --target " Paris" '
         '--versus " Berlin"'
     )
-    asked = {"a clean prompt": args.prompt, "--corrupt": args.corrupt, "--target": args.target, "--versus": args.versus}
-    _needs("patch", asked, example)
-    texts = args.prompt, args.corrupt, args.target, args.versus
-    patching = lambda model: patch(model, *texts, args.head_patching)  # noqa: E731
+    asked = {"prompt": args.prompt, "--corrupt": args.corrupt, "--target": args.target, "--versus": args.versus}
+    _needs("patch", {"a clean prompt" if k == "prompt" else k: v for k, v in asked.items()}, example, args.ids)
+    tokens = _texts_or_ids(args, "patch", asked).values()
+    patching = lambda model: patch(model, *tokens, args.head_patching)  # noqa: E731
     _analysis(args, "patch", "patching", patching, patch_report)
 
 
@@ -551,6 +559,7 @@ def _add_attribute(commands) -> None:
     att.add_argument("prompt", nargs="?", help="the text read (not needed with --count-only)")
     att.add_argument("--target", help="the token A of the logit difference A - B (one token; default: none, needed)")
     att.add_argument("--versus", help="the token B of the logit difference A - B (one token; default: none, needed)")
+    att.add_argument("--ids", metavar="1,2,3", help=ANALYSIS_IDS_HELP)
     _add_count_only(att)
     att.add_argument(
         "--fold-ln",
@@ -572,19 +581,42 @@ def _attribute(args) -> None:
         print(bill_report(count_attribute(config, tokens), f"attribution of {tokens} tokens on {config.name}"))
         return
     example = 'e.g. attribute "The capital of France is" --target " Paris" --versus " Berlin"'
-    _needs("attribute", {"a prompt": args.prompt, "--target": args.target, "--versus": args.versus}, example)
+    asked = {"prompt": args.prompt, "--target": args.target, "--versus": args.versus}
+    _needs("attribute", {"a prompt" if k == "prompt" else k: v for k, v in asked.items()}, example, args.ids)
+    prompt, target, versus = _texts_or_ids(args, "attribute", asked).values()
     options = args.fold_ln, args.center_writing_weights
-    attribution = lambda model: attribute(model, args.prompt, args.target, args.versus, *options)  # noqa: E731
+    attribution = lambda model: attribute(model, prompt, target, versus, *options)  # noqa: E731
     _analysis(args, "attribute", "attribution", attribution, attribute_report)
 
 
-def _needs(verb: str, asked: dict, example: str) -> None:
-    """Refuse the first of the `asked` flags (or the prompt) left empty, with an example of a whole command."""
+def _needs(verb: str, asked: dict, example: str, ids: str | None = None) -> None:
+    """Refuse the first of the `asked` flags (or the prompt) left empty, with an example of a whole command; `ids`
+    (--ids) stands for the prompt."""
     for flag, value in asked.items():
+        if "prompt" in flag and ids is not None:
+            continue
         if value == "":  # given, but empty: not the same mistake as leaving it out
             raise UserError(f"{flag} is empty; {verb} needs some text there, {example}")
         if not value:
             raise UserError(f"{verb} needs {flag}, {example}")
+
+
+def _texts_or_ids(args, verb: str, tokens: dict) -> dict:
+    """An analysis's prompt and tokens as given: text, or with --ids token ids (the prompt's ids --ids's, the other
+    prompt a list of ids, a token one id)."""
+    if args.ids is None:
+        return tokens
+    if tokens["prompt"] is not None:
+        raise UserError(f"give a prompt or --ids, not both: {verb} takes text or token ids")
+    read = {"prompt": parse_ids(args.ids)}
+    for flag, value in tokens.items():
+        if flag == "--corrupt":
+            read[flag] = parse_ids(value, flag)
+        elif flag != "prompt":
+            if not re.fullmatch(r"\s*-?\d+\s*", value):
+                raise UserError(f"with --ids, {flag} is a token id, a whole number such as 6342; not {value!r}")
+            read[flag] = int(value)
+    return read
 
 
 # each analysis verb's function in the API (docs/api.md)
@@ -613,10 +645,11 @@ def _analysis(args, kind: str, name: str, analyse, report) -> None:
         )
     to = check_destinations({"--json": args.json, "--html": args.html})  # before any work
     model = resolve(args.model, _load_options(args))
-    if isinstance(model.tokenizer, NoTokenizer):  # its prompt and tokens are text here: the API takes ids
+    if isinstance(model.tokenizer, NoTokenizer) and args.ids is None:  # text, and nothing to turn it into tokens
         raise UserError(
-            f"{model.tokenizer.directory} has no tokenizer.json, and {kind} reads its prompt and tokens as text; in "
-            f"Python, {ANALYSIS_FUNCTIONS[kind]} takes token ids (a list for a prompt, an int for a token)"
+            f"{model.tokenizer.directory} has no tokenizer.json, and {kind} reads its prompt and tokens as text: give "
+            f"token ids, --ids 1,2,3 (--target and --versus then ids too; in Python, {ANALYSIS_FUNCTIONS[kind]} takes "
+            f"ids)"
         )
     analysis = analyse(model)
     out = sys.stderr if any(d is not None and d.is_stdout for d in to.values()) else sys.stdout
@@ -815,11 +848,11 @@ def _validate(args) -> None:
         raise SystemExit(1)
 
 
-def parse_ids(text: str) -> list[int]:
+def parse_ids(text: str, flag: str = "--ids") -> list[int]:
     """ "464, 3139,286" -> [464, 3139, 286]; the model checks them against its vocabulary (Model.check_ids)."""
     parts = [part.strip() for part in text.split(",")]
     if not all(re.fullmatch(r"-?\d+", part) for part in parts):
-        raise UserError(f"--ids takes whole numbers separated by commas, such as 464,3139,286; not {text!r}")
+        raise UserError(f"{flag} takes whole numbers separated by commas, such as 464,3139,286; not {text!r}")
     return [int(part) for part in parts]
 
 

@@ -57,19 +57,58 @@ def test_the_llama_demo_is_counted_from_shapes_alone_by_its_name(capsys, verb):
 
 
 @pytest.mark.parametrize(
-    "verb, texts, function",
+    "verb, texts, ids, function",
     [
-        ("lens", ["Hi", "--target", "x"], "minitransformer.verbs.lens.logit_lens"),
-        ("patch", ["Hi", "--corrupt", "Ho", "--target", "x", "--versus", "y"], "minitransformer.verbs.patch.patch"),
-        ("attribute", ["Hi", "--target", "x", "--versus", "y"], "minitransformer.verbs.attribute.attribute"),
+        ("lens", ["Hi", "--target", "x"], ["--target", "7"], "minitransformer.verbs.lens.logit_lens"),
+        ("patch", ["Hi", "--corrupt", "Ho", "--target", "x", "--versus", "y"],
+         ["--corrupt", "9,4,3", "--target", "7", "--versus", "11"], "minitransformer.verbs.patch.patch"),
+        ("attribute", ["Hi", "--target", "x", "--versus", "y"], ["--target", "7", "--versus", "11"],
+         "minitransformer.verbs.attribute.attribute"),
     ],
-)
-def test_a_model_without_a_tokenizer_says_the_api_takes_ids(capsys, tmp_path, verb, texts, function):
+)  # fmt: skip
+def test_a_model_without_a_tokenizer_is_analysed_from_token_ids(capsys, tmp_path, verb, texts, ids, function):
+    """Text is refused, pointing at --ids; with --ids the prompt, --corrupt, --target and --versus are token ids, and
+    the analysis is the API's on those ids (the verbs had no --ids: a checkpoint without a tokenizer could not be
+    analysed from the command line)."""
+    import json
+
+    from minitransformer import load_model
+    from minitransformer.verbs.attribute import attribute
+    from minitransformer.verbs.lens import logit_lens
+    from minitransformer.verbs.patch import patch
+
     directory = write_llama(tmp_path / "llama", vocab_size=50)  # a Llama reads its tokenizer.json: it has none
     assert not (directory / "tokenizer.json").exists()
     err = refused(capsys, [verb, *texts, "--model", str(directory)])
-    assert f"has no tokenizer.json, and {verb} reads its prompt and tokens as text; in Python, {function}" in err
-    assert "--ids" not in err  # the flag the verbs do not have
+    assert f"has no tokenizer.json, and {verb} reads its prompt and tokens as text: give token ids, --ids" in err
+    assert function in err
+    path = tmp_path / "by_ids.json"
+    assert main([verb, "--ids", "5,8,13", *ids, "--model", str(directory), "--json", str(path)]) == 0
+    capsys.readouterr()
+    model, prompt = load_model(directory), [5, 8, 13]
+    expected = {
+        "lens": lambda: logit_lens(model, prompt, 7),
+        "patch": lambda: patch(model, prompt, [9, 4, 3], 7, 11),
+        "attribute": lambda: attribute(model, prompt, 7, 11),
+    }[verb]().to_dict(model.tokenizer.decode)
+    written = json.loads(path.read_text())
+    assert written.pop("model")["source"] == str(directory)
+    assert written == json.loads(json.dumps(expected)), verb
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["lens", "Hi", "--ids", "1,2", "--target", "3"], "give a prompt or --ids, not both"),
+        (["lens", "--ids", "1,2", "--target", "x"], "with --ids, --target is a token id"),
+        (["patch", "--ids", "1,2", "--corrupt", "a b", "--target", "3", "--versus", "4"], "--corrupt takes whole"),
+        (["attribute", "--ids", "1,2", "--target", "3"], "attribute needs --versus"),
+        (["lens", "--count-only", "--ids", "1,2"], "--ids has no part in it"),
+    ],
+)
+def test_ids_mistakes_are_one_line(capsys, argv, said):
+    err = refused(capsys, [*argv, "--model", "demo-llama"] if "--count-only" not in argv else argv)
+    assert said in err, err
 
 
 @pytest.mark.parametrize(
