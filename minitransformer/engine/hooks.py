@@ -171,8 +171,10 @@ class HookRegistry:
         self._hooks.clear()
         self._by_name.clear()
 
-    def watcher(self, then: Watcher | None = None) -> Watcher | None:
-        """The tape's watcher: these hooks, then `then` (a capture or a trace) on what they return.
+    def watcher(self, then: Watcher | None = None, settle=None) -> Watcher | None:
+        """The tape's watcher: these hooks, then `then` (a capture or a trace) on what they return; `settle(name,
+        tensor)` stores a replacement as the pass stores its own values (in a narrower format's numbers: the tape
+        rounded the stage before the hooks saw it).
 
         None when there is nothing to call, so that the tape does no work at all.
         """
@@ -181,9 +183,12 @@ class HookRegistry:
         hooks_of = self._hooks_of
 
         def watch(name: str, tensor, record: Record):
+            given = tensor
             for hook in hooks_of(name):
                 result = hook.fn(tensor, name, record) if hook.with_record else hook.fn(tensor, name)
                 tensor = checked(tensor, result, name, f"hook {hook.label}")
+            if tensor is not given and settle is not None:
+                tensor = settle(tensor, name)
             return tensor if then is None else then(name, tensor, record)
 
         return watch

@@ -326,7 +326,8 @@ class Model:
 
     def _tape(self, dims: Dims, phase: Phase | None, watcher: Watcher | None, **options) -> Tape:
         """A pass's tape through the blocks: the model's stages, windows and precision; its hooks, then `watcher`."""
-        seen = self.hooks.watcher(then=watcher)  # None where nobody watches: no hook, no watcher
+        settle = None if self.precision is None else self.precision.value  # a replacement in the format's numbers
+        seen = self.hooks.watcher(then=watcher, settle=settle)  # None where nobody watches: no hook, no watcher
         table, windows = self.stage_table, self._windows
         return Tape(dims, phase, seen, stage_table=table, windows=windows, precision=self.precision, **options)
 

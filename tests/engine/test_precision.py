@@ -476,3 +476,23 @@ def test_a_layer_s_range_cell_counts_its_stages_not_a_set_of_their_numbers():
               stage("mlp.mul", overflow=True, nonfinite=300), stage("mlp.act", underflow=True)]  # fmt: skip
     assert _layer_range(stages) == "overflow, underflow, inf/nan in 3 stages (up to 224 values)"
     assert _layer_range([stage("ln_1")]) == ""
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "float16"])
+def test_a_hook_s_replacement_is_stored_in_the_format_as_the_stage_it_replaces(fmt):
+    """The tape rounds a stage to the format before the hooks see it; a hook's replacement went on in float32,
+    numbers no stage of the emulated pass could hold. It is rounded as the pass rounds its own (and what the cache
+    keeps, and the logits, follow from it)."""
+    model = load_model("demo", precision=fmt)
+    ids = model.prompt_ids("The capital of France is")
+    nudge = np.float32(1e-3)
+    names = ["blocks.0.ln_1", "blocks.0.attn.q"]
+    with model.add_hook("blocks.0.ln_1", lambda x, name: x + nudge):
+        _, cache = model.run_with_cache(ids, names)
+    kind = ml_dtypes.bfloat16 if fmt == "bfloat16" else np.float16
+    for name in names:
+        held = cache[name]
+        assert np.array_equal(held.astype(kind).astype(np.float32), held), name  # numbers of the format
+    plain = load_model("demo", precision=fmt).run_with_cache(ids, ["blocks.0.ln_1"])[1]["blocks.0.ln_1"]
+    expected = (plain + nudge).astype(kind).astype(np.float32)
+    assert np.array_equal(cache["blocks.0.ln_1"], expected), np.abs(cache["blocks.0.ln_1"] - expected).max()
