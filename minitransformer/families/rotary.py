@@ -240,17 +240,34 @@ def given(hf: dict) -> tuple[str, dict]:
 TRAINED_CONTEXT = ("llama3", "yarn", "longrope")  # the rope types that read the context the model was trained at
 
 
-def trained_context(hf: dict, rope: dict, one_rope: bool = True) -> None:
+def trained_context(hf: dict, rope: dict, one_rope: bool = True, context: int | None = None) -> None:
     """Where a rope that reads the context the model was trained at (original_max_position_embeddings) finds it, as
     transformers' standardize_rope_params does when the model builds its rope (the config's attributes set by then):
     one rope for every layer takes a top-level key of the file over its own; without either, a rope takes the file's
-    max_position_embeddings (a rope per layer type: its own, or that)."""
+    max_position_embeddings (a rope per layer type: its own, or that), or where the file has none `context`, the
+    config class's default (file_context), as transformers' attribute holds it."""
     if rope.get("rope_type") not in TRAINED_CONTEXT:
         return
+    context = hf["max_position_embeddings"] if hf.get("max_position_embeddings") is not None else context
     if one_rope and hf.get("original_max_position_embeddings") is not None:
         rope["original_max_position_embeddings"] = hf["original_max_position_embeddings"]
-    elif hf.get("max_position_embeddings") is not None:
-        rope.setdefault("original_max_position_embeddings", hf["max_position_embeddings"])
+    elif context is not None:
+        rope.setdefault("original_max_position_embeddings", context)
+
+
+def file_context(config: type, model_type: str = "") -> int | None:
+    """transformers' default max_position_embeddings for a config class (its own per model type), where the file
+    gives none: the default of the field the key fills; None where it has none."""
+    found = next((f for f in config.__dataclass_fields__.values() if _json_key(f) == "max_position_embeddings"), None)
+    if found is None:
+        return None
+    default = found.metadata["key"].default_for(model_type or None)
+    return default if isinstance(default, int) and not isinstance(default, bool) else None
+
+
+def _json_key(field) -> str | None:
+    declared = field.metadata.get("key")
+    return getattr(declared, "json", None)
 
 
 def check(rope: dict, kinds: tuple[str, ...] = ROPE_TYPES) -> None:
@@ -334,21 +351,22 @@ class RopeKeys:
     ignored: tuple[str, ...] = ()  # keys read and left (a multimodal rope's sections: a text token's are one position)
     strict: bool = False  # any other key of a default rope refused
 
-    def rope(self, hf: dict, theta: float) -> dict:
+    def rope(self, hf: dict, theta: float, context: int | None = None) -> dict:
         """The file's rope object (or the default one), its type checked, its theta (`theta` where the file has none)
-        filled in."""
+        filled in; `context`: trained_context's, where the file has no max_position_embeddings."""
         if self.default is not None and not (hf.get("rope_scaling") or hf.get("rope_parameters")):
             hf = {"rope_parameters": self.default, self.theta_key: hf.get(self.theta_key)}
         _, rope = given(hf)
         if rope.get("rope_theta") is None:
             rope["rope_theta"] = hf[self.theta_key] if hf.get(self.theta_key) is not None else theta
-        trained_context(hf, rope)
+        trained_context(hf, rope, context=context)
         check(rope, self.kinds)
         return rope
 
     def read(self, hf: dict, config: type, model_type: str = "") -> dict:
         """rope_theta (the config's default where the file has none), rope_scaling and the share of a head turned."""
-        rope = self.rope(hf, config.__dataclass_fields__["rope_theta"].default)  # type: ignore[attr-defined]
+        theta = config.__dataclass_fields__["rope_theta"].default  # type: ignore[attr-defined]
+        rope = self.rope(hf, theta, file_context(config, model_type))
         fields = {"rope_theta": rope.pop("rope_theta")}
         if self.share is not None:
             name, older, default = self.share
@@ -395,7 +413,7 @@ class LongRope(RopeKeys):
     share: tuple[str, str, float | None] | None = ("partial_rotary_factor", "partial_rotary_factor", 1.0)
     refused: tuple[str, ...] = ()
 
-    def rope(self, hf: dict, theta: float) -> dict:
+    def rope(self, hf: dict, theta: float, context: int | None = None) -> dict:
         _, rope = given(hf)
         if rope["rope_type"] == "su":  # transformers 5 fails on it too (it looks for original_max_position_embeddings)
             raise UserError(
@@ -473,7 +491,7 @@ class RopePerLayerType:
 
     def read(self, hf: dict, config: type, model_type: str = "") -> dict:
         if model_type in self.single:
-            return RopeKeys(self.kinds).read(hf, config)
+            return RopeKeys(self.kinds).read(hf, config, model_type)
         given = hf.get("rope_parameters")
         if given is None and self.full_default:
             given = {FULL: dict(self.full_default)}
@@ -493,7 +511,7 @@ class RopePerLayerType:
         for rope in ropes.values():
             rope.setdefault("rope_type", rope.pop("type", "default"))
             rope.pop("type", None)
-            trained_context(hf, rope, one_rope=False)
+            trained_context(hf, rope, one_rope=False, context=file_context(config, model_type))
             check(rope, self.kinds)
             # transformers' YaRN reads truncate from the outer rope_parameters, which per layer type holds only the
             # kinds: it truncates the ramp whatever a kind's rope says, and so do we (the file's flag is not read)

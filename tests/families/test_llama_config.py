@@ -163,11 +163,12 @@ def test_a_flag_given_as_a_string_is_refused_not_read_as_true():
 
 
 @pytest.mark.parametrize(("model_type", "kind"), [("llama", "llama3"), ("smollm3", "yarn")])
-@pytest.mark.parametrize("where", ["neither", "top-level", "both"])
+@pytest.mark.parametrize("where", ["neither", "top-level", "both", "nowhere"])
 def test_the_trained_context_is_found_where_transformers_finds_it(model_type, kind, where):
     """A rope that reads original_max_position_embeddings: transformers' standardize_rope_params, run again as the
-    model builds its rope, takes a top-level key over the rope's own, and without either max_position_embeddings.
-    Ours refused a rope without it ("needs a positive original_max_position_embeddings") and read the rope's own
+    model builds its rope, takes a top-level key over the rope's own, and without either max_position_embeddings
+    (the config class's default where the file has none). Ours refused a rope without it ("needs a positive
+    original_max_position_embeddings"; still, where the file had no max_position_embeddings) and read the rope's own
     over a top-level one (logits 7.2 apart on a scale of 4.9)."""
     transformers = pytest.importorskip("transformers", reason="transformers is not installed")
     from minitransformer.families.table import config_from_hf_dict
@@ -179,10 +180,16 @@ def test_the_trained_context_is_found_where_transformers_finds_it(model_type, ki
     hf = dict(model_type=model_type, vocab_size=64, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
               num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
               rope_parameters={**scaling, "rope_theta": 1e4},
-              **({"original_max_position_embeddings": 128} if where != "neither" else {}))  # fmt: skip
+              **({"original_max_position_embeddings": 128} if where in ("top-level", "both") else {}))  # fmt: skip
     config_class = transformers.AutoConfig.for_model(model_type).__class__
     config = config_class(**json.loads(json.dumps(hf)))  # a copy: transformers fills the rope's dict in place
     config.standardize_rope_params()  # as the model's rope does when it is built: a top-level key is read by then
     theirs = config.rope_parameters["original_max_position_embeddings"]
+    if where == "nowhere":  # nor max_position_embeddings: transformers' attribute is its class's default
+        hf.pop("max_position_embeddings")
+        config = config_class(**json.loads(json.dumps(hf)))
+        config.standardize_rope_params()
+        theirs = config.rope_parameters["original_max_position_embeddings"]
     ours = dict(config_from_hf_dict(hf, "small").rope(0).parameters)["original_max_position_embeddings"]
-    assert ours == theirs == (256 if where == "neither" else 128), (ours, theirs)
+    expected = {"neither": 256, "nowhere": config_class().max_position_embeddings}.get(where, 128)
+    assert ours == theirs == expected, (ours, theirs)
