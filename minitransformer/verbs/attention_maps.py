@@ -9,7 +9,11 @@ sliding window cut the oldest). The result, `AttentionMaps`, holds for each laye
 matrix of query position x key position over the N positions that were fed to the model, with NaN
 where a query may not look: its future, and keys behind its sliding window.
 
-It only watches: the hooks return nothing, so the forward pass continues with its own tensors.
+It only watches: the hooks return nothing, so the forward pass continues with its own tensors. A watched pass
+computes every T x t score (engine/row_chunks.py), so a recorded generation's ledger is not the one the same
+generation unwatched counts: `attention_of` gives a generation's maps from one pass of their own over the positions it
+fed (the same weights: the prefill's rows and each decode step's are a pass over the whole sequence's), the
+generation itself unwatched; `AttentionRecorder` keeps a watched run's (a trace's) pieces.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..engine.hooks import selector
 from .choices import chosen_layers
 
 
@@ -27,6 +32,7 @@ class AttentionMaps:
 
     weights: dict[int, np.ndarray]
     window: int | None = None  # the sliding window, if the model has one
+    recorded: bool = False  # kept from the run's own passes (AttentionRecorder), not from a pass of their own
 
     @property
     def positions(self) -> int:
@@ -42,6 +48,34 @@ def visible(n: int, window: int | None = None) -> np.ndarray:
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
     keep = j <= i
     return keep if window is None else keep & (j > i - window)
+
+
+def attention_layers_of(model, layers) -> list[int]:
+    """The layers asked for (a layer or a list), each refused before any pass where the model has none or it computes
+    no attention weights (a recurrent layer's)."""
+    layers = chosen_layers(layers, model.config.n_layer, what="attention layers")
+    selector(_names(layers), model.stage_names, "attention=")
+    return layers
+
+
+def _names(layers: list[int]) -> list[str]:
+    return [f"blocks.{layer}.attn.{stage}" for layer in layers for stage in ("weights", "scores")]
+
+
+def attention_of(model, ids: list[int], layers: list[int]) -> AttentionMaps:
+    """The layers' weights [H, N, N] (attention_layers_of) over the N positions `ids` (a generation's prompt and every
+    new token but the last, which is never fed back), from one pass of their own, outside any ledger; NaN where the
+    layer's mask hid the key (its scores -inf there: the future, a window, a chunk, keys an indexer did not choose)."""
+    _, cache = model.run_with_cache(ids, _names(layers), all_positions=False)
+    weights = {}
+    for layer in layers:
+        kept = np.array(cache[f"blocks.{layer}.attn.weights"], dtype=np.float32)  # a copy: NaN written in
+        if kept.ndim != 3:
+            raise ValueError(f"layer {layer}: maps are kept for one sequence, [H, T, t], not {list(kept.shape)}")
+        masked = np.isneginf(cache[f"blocks.{layer}.attn.scores"])[..., : kept.shape[-1]]  # DeepSeek-V4's: the window
+        kept[np.broadcast_to(masked, kept.shape)] = np.nan
+        weights[layer] = kept
+    return AttentionMaps(weights, model.config.sliding_window)
 
 
 class AttentionRecorder:
@@ -97,4 +131,4 @@ class AttentionRecorder:
                 full[:, past:end, end - t : end] = piece  # [H, T, t] -> queries past.., keys ending at end
             full[:, ~visible(n, window)] = np.nan  # what the mask hid reads as hidden, not as a weight of 0
             weights[layer] = full
-        return AttentionMaps(weights, window)
+        return AttentionMaps(weights, window, recorded=True)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -21,7 +20,7 @@ from ..engine.ledger import Ledger, Phase, totals_of
 from ..engine.tape import Watcher
 from ..errors import UserError
 from ..models.model import Model, register_generate
-from .attention_maps import AttentionMaps, AttentionRecorder
+from .attention_maps import AttentionMaps, attention_layers_of, attention_of
 from .count import count_folded
 from .drift import Drift
 from .options import GenerationOptions, RunOptions
@@ -128,7 +127,8 @@ def generate(
 
     `on_token(token_id, text)` is called as each token is chosen (text may be "" while a UTF-8
     character is incomplete). `attention`: a layer (or list of layers) whose attention weights, every
-    head, are kept for the report (attention_maps.py); None keeps none, and the forward pass runs unwatched.
+    head, are kept for the report, from one pass of their own over the sequence (attention_maps.attention_of: the
+    generation runs unwatched either way, its ledger the same); None keeps none.
     """
     options = GenerationOptions(
         max_new_tokens=max_new_tokens,
@@ -207,10 +207,12 @@ def continue_rows(
     if batched:
         check_padding(model, rows)
     continuation = Continuation(model, prompts, rows, options, batched)
-    recorder = AttentionRecorder(model, attention, options.use_cache) if attention is not None else None
-    with recorder or nullcontext():
-        continuation.run(on_token)
-    return continuation.generations(recorder.maps() if recorder else None)
+    layers = None if attention is None else attention_layers_of(model, attention)  # refused before the run
+    continuation.run(on_token)  # unwatched: its ledger is the one the same generation counts without maps
+    maps = None
+    if layers is not None:  # one prompt's (generate refuses them beside a batch)
+        maps = attention_of(model, rows[0] + continuation.new_tokens[0][:-1], layers)
+    return continuation.generations(maps)
 
 
 class Continuation:

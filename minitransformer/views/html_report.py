@@ -186,7 +186,7 @@ def attention_data(maps, limit: int = ATTENTION_POSITIONS) -> dict | None:
     for layer, weights in maps.weights.items():
         shown = weights[:, first:, first:]
         layers[str(layer)] = [[None if np.isnan(w) else round(float(w), 4) for w in head.ravel()] for head in shown]
-    return {"positions": n_all, "first": first, "window": maps.window, "layers": layers}
+    return {"positions": n_all, "first": first, "window": maps.window, "layers": layers, "recorded": maps.recorded}
 
 
 def attention_fits(config, positions: int) -> bool:
@@ -1047,6 +1047,12 @@ def _attention_section(data: dict, hatch: str) -> str:
         else ""
     )
     cut = f" Positions {first:,}..{n_all - 1:,} of {n_all:,} are shown." if first else ""
+    source = (
+        "The rows of the prompt come from the prefill, each later row from one decode step."
+        if attention.get("recorded")
+        else "The weights come from one pass over the positions the generation fed, beside it and outside its "
+        "ledger: the same as its prefill's rows and each decode step's row."
+    )
     kept = (
         "every layer"
         if len(layers) == doc["model"]["n_layer"]
@@ -1056,9 +1062,9 @@ def _attention_section(data: dict, hatch: str) -> str:
         '<section class="attention"><h2>Attention: who looks at whom</h2>'
         + _note(
             f"The softmax weights A of {kept}, every head: row i is the query at position i, column j the key "
-            f"at position j; a row sums to 1. Hatched cells are masked: the future{behind}.{cut} The rows of "
-            "the prompt come from the prefill, each later row from one decode step. White is 0, dark blue "
-            "is 1."
+            f"at position j; a row sums to 1. Hatched cells are masked: the future{behind}, and whatever else "
+            f"the layer's mask hides (a chunk's bounds, keys an indexer did not choose).{cut} {source} White is 0, "
+            "dark blue is 1."
         )
         + '<p class="attn-missing note" hidden></p>'
         + "".join(blocks)

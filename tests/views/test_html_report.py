@@ -990,3 +990,27 @@ def test_numbers_json_cannot_hold_reach_the_page_and_its_script(tmp_path, page_o
         return data.document.candidates.map(c => Number.isNaN(c.probability)); })()"""
     )
     assert read == [True] * len(candidates), read
+
+
+def test_keeping_the_attention_maps_leaves_the_generation_s_ledger_as_it_is():
+    """The maps came from hooks on the generation's own passes, and a watched pass computes every T x t score: past
+    128 positions `generate --html` counted the dense prefill, while the other way (no cache) was counted in row
+    chunks, so the page's cache "saved" -1.2 M MACs on the prefill. The generation now runs unwatched; its maps come
+    from one pass of their own, the same weights."""
+    from shared_checks import random_model
+
+    model = random_model(n_layer=2, n_head=2, d_head=8, n_inner=32, vocab=100, n_positions=300, seed=4)
+    prompt = [(7 * i + 3) % 100 for i in range(200)]
+    plain = model.generate(prompt, max_new_tokens=3)
+    drawn = model.generate(prompt, max_new_tokens=3, attention=[0, 1])
+    assert drawn.new_tokens == plain.new_tokens
+    assert [p.macs for p in drawn.ledger.phases] == [p.macs for p in plain.ledger.phases]
+    book = drawn.ledger
+    assert all(ours <= other for ours, other in zip([p.macs for p in book.phases][1:], book.other_way_macs[1:]))
+    ids = prompt + drawn.new_tokens[:-1]
+    _, cache = model.run_with_cache(ids, names="blocks.*.attn.weights")
+    for layer in (0, 1):
+        kept, whole = drawn.attention.weights[layer], cache[f"blocks.{layer}.attn.weights"]
+        seen = visible(len(ids))
+        np.testing.assert_array_equal(kept[:, seen], whole[:, seen])
+        assert np.isnan(kept[:, ~seen]).all()
