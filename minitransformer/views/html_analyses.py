@@ -3,6 +3,7 @@ drawn as a heatmap of layers by positions (or a table), with the bill the analys
 
 from __future__ import annotations
 
+import math
 from html import escape
 
 import numpy as np
@@ -13,8 +14,9 @@ CELL = 26  # a heatmap's cell, px
 
 
 def share_colour(value: float | None, scale: float = 1.0) -> str:
-    """White at 0, red towards +scale, blue towards -scale (clipped); grey where there is no value."""
-    if value is None:
+    """White at 0, red towards +scale, blue towards -scale (clipped); grey where there is no value (None, or NaN: a run
+    whose arithmetic overflowed)."""
+    if value is None or math.isnan(value):
         return "#ddd"
     level = float(np.clip(value / scale, -1, 1))
     fade = round(255 * (1 - abs(level)))
@@ -142,7 +144,7 @@ BAR = 240  # the widest bar of the attribution's chart, px
 
 def _bar_row(label: str, value: float, largest: float, piece: bool) -> str:
     """One row of the attribution's chart: its label, its value, a bar as long as |value| (red: for the target)."""
-    width = round(BAR * abs(value) / largest) if largest else 0
+    width = round(BAR * abs(value) / largest) if largest and math.isfinite(value) else 0  # NaN, inf: no bar
     colour = share_colour(value, largest or 1.0) if width else "#ddd"
     kind = "piece" if piece else "part"
     indent = "&nbsp;&nbsp;&nbsp;&nbsp;" if piece else ""
@@ -160,7 +162,7 @@ def attribute_section(doc: dict) -> str:
     values = [p["attribution"] for p in doc["parts"]] + [
         q["attribution"] for p in doc["parts"] for q in p.get("pieces", [])
     ]
-    largest = max((abs(v) for v in values), default=0.0)
+    largest = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
     rows = []
     for part in doc["parts"]:
         rows.append(_bar_row(part["part"], part["attribution"], largest, False))

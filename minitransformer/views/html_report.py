@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from html import escape
 from importlib import resources
 from pathlib import Path
@@ -408,8 +409,10 @@ def _table(cls: str, headers: list[str], rows: list[str]) -> str:
 
 
 def _bar(share: float, fill: str = "") -> str:
-    """A bar as long as `share` of its cell: pure CSS, so it shows (and prints) without script."""
-    style = f"width:{100 * share:.2f}%" + (f";background:{fill}" if fill else "")
+    """A bar as long as `share` of its cell: pure CSS, so it shows (and prints) without script; none for a share that is
+    no number (NaN: "width:nan%" was no width, and the bar filled its cell)."""
+    style = f"width:{100 * share:.2f}%" if math.isfinite(share) else "width:0"
+    style += f";background:{fill}" if fill else ""
     return f'<td class="barcell"><span class="bar" style="{style}"></span></td>'
 
 

@@ -203,3 +203,28 @@ def test_a_latent_attention_s_heads_are_as_wide_as_its_values(rope, nope, values
         H,
         values,
     )
+
+
+def test_the_pages_of_a_run_that_met_nan_are_written_its_cells_grey():
+    """A model whose arithmetic overflows: lens's and attribute's pages failed on NaN (its colour and its bar's width
+    rounded a NaN: ValueError), and with them the --json beside the page; generate's candidate bars were 'width:nan%'
+    (the whole cell). NaN is grey, and a bar of no width."""
+    from shared_checks import random_model
+
+    from minitransformer.verbs.attribute import attribute
+    from minitransformer.verbs.lens import logit_lens
+    from minitransformer.views.html_report import _bar, analysis_data, page
+
+    model = random_model(n_layer=2, n_head=2, d_head=8, n_inner=32, vocab=100, n_positions=16, seed=2)
+    for block in model.params.h:
+        block.mlp.c_fc.weight *= np.float32(1e30)  # the MLP overflows: inf - inf, NaN from there on
+        block.mlp.c_proj.weight *= np.float32(1e30)
+    ids = [3, 14, 15, 92, 65]
+    with np.errstate(all="ignore"):
+        lens, parts = logit_lens(model, ids, 7), attribute(model, ids, 7, 8)
+    assert np.isnan(lens.logits[-1]).any() and np.isnan(parts.difference), parts.difference
+    decode = model.tokenizer.decode
+    for kind, analysis in (("lens", lens), ("attribute", parts)):
+        html = page(analysis_data(kind, {"model": model.describe(), **analysis.to_dict(decode)}))
+        assert "#ddd" in html and "nan%" not in html, kind
+    assert _bar(float("nan")) == '<td class="barcell"><span class="bar" style="width:0"></span></td>'
