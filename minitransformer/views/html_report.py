@@ -960,12 +960,16 @@ def _passes_section(data: dict) -> str:
         if word == KV_CACHE
         else "each layer's state, as the earlier positions left it,"
     )
+    how = (
+        "The prefill computes every prompt position; each decode step then computes one new position, "
+        f"which reads {reads} from the {word}. Without the cache, every step would recompute the whole sequence."
+        if cache is None or cache["used"]
+        else f"The {word} is off: each step recomputes the whole sequence so far, every position of it, where with "
+        f"the cache it would compute one new position, which reads {reads} from the {word}."
+    )
     return (
         '<section class="passes"><h2>The passes: the prefill, then one decode step per new token</h2>'
-        + _note(
-            "The prefill computes every prompt position; each decode step then computes one new position, "
-            f"which reads {reads} from the {word}. Without the cache, every step would recompute the whole sequence."
-        )
+        + _note(how)
         + "".join(lines)
         + chart
         + _passes_table(phases, steps)

@@ -1014,3 +1014,13 @@ def test_keeping_the_attention_maps_leaves_the_generation_s_ledger_as_it_is():
         seen = visible(len(ids))
         np.testing.assert_array_equal(kept[:, seen], whole[:, seen])
         assert np.isnan(kept[:, ~seen]).all()
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_the_passes_section_says_how_the_steps_ran(small_gpt2, use_cache):
+    """Without the cache, the section opened as with it ("each decode step then computes one new position, which
+    reads ... from the KV cache"), the header and table saying the cache was off."""
+    out = small_gpt2.generate([464, 3139, 286, 4881, 318], max_new_tokens=3, use_cache=use_cache)
+    section = generation_page(out).split('<section class="passes">')[1].split("</section>")[0]
+    off = "is off: each step recomputes the whole sequence so far"
+    assert (off in section) != use_cache and ("each decode step then computes one new position" in section) == use_cache
