@@ -547,8 +547,8 @@ def _patch(args) -> None:
     )
     asked = {"prompt": args.prompt, "--corrupt": args.corrupt, "--target": args.target, "--versus": args.versus}
     _needs("patch", {"a clean prompt" if k == "prompt" else k: v for k, v in asked.items()}, example, args.ids)
-    tokens = _texts_or_ids(args, "patch", asked).values()
-    patching = lambda model: patch(model, *tokens, args.head_patching)  # noqa: E731
+    clean, corrupt, target, versus = _texts_or_ids(args, "patch", asked).values()
+    patching = lambda model: patch(model, clean, corrupt, target, versus, args.head_patching)  # noqa: E731
     _analysis(args, "patch", "patching", patching, patch_report)
 
 
@@ -608,7 +608,7 @@ def _texts_or_ids(args, verb: str, tokens: dict) -> dict:
         return tokens
     if tokens["prompt"] is not None:
         raise UserError(f"give a prompt or --ids, not both: {verb} takes text or token ids")
-    read = {"prompt": parse_ids(args.ids)}
+    read: dict[str, list[int] | int] = {"prompt": parse_ids(args.ids)}
     for flag, value in tokens.items():
         if flag == "--corrupt":
             read[flag] = parse_ids(value, flag)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from math import ceil, floor, log, pi, sqrt
+from typing import Any
 
 import numpy as np
 
@@ -255,7 +256,7 @@ def trained_context(hf: dict, rope: dict, one_rope: bool = True, context: int | 
         rope.setdefault("original_max_position_embeddings", context)
 
 
-def file_context(config: type, model_type: str = "") -> int | None:
+def file_context(config: Any, model_type: str = "") -> int | None:
     """transformers' default max_position_embeddings for a config class (its own per model type), where the file
     gives none: the default of the field the key fills; None where it has none."""
     found = next((f for f in config.__dataclass_fields__.values() if _json_key(f) == "max_position_embeddings"), None)
