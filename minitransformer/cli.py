@@ -546,7 +546,7 @@ def _patch(args) -> None:
         '--versus " Berlin"'
     )
     asked = {"prompt": args.prompt, "--corrupt": args.corrupt, "--target": args.target, "--versus": args.versus}
-    _needs("patch", {"a clean prompt" if k == "prompt" else k: v for k, v in asked.items()}, example, args.ids)
+    _needs("patch", asked, example, args.ids, prompt="a clean prompt")
     clean, corrupt, target, versus = _texts_or_ids(args, "patch", asked).values()
     patching = lambda model: patch(model, clean, corrupt, target, versus, args.head_patching)  # noqa: E731
     _analysis(args, "patch", "patching", patching, patch_report)
@@ -582,19 +582,20 @@ def _attribute(args) -> None:
         return
     example = 'e.g. attribute "The capital of France is" --target " Paris" --versus " Berlin"'
     asked = {"prompt": args.prompt, "--target": args.target, "--versus": args.versus}
-    _needs("attribute", {"a prompt" if k == "prompt" else k: v for k, v in asked.items()}, example, args.ids)
+    _needs("attribute", asked, example, args.ids)
     prompt, target, versus = _texts_or_ids(args, "attribute", asked).values()
     options = args.fold_ln, args.center_writing_weights
     attribution = lambda model: attribute(model, prompt, target, versus, *options)  # noqa: E731
     _analysis(args, "attribute", "attribution", attribution, attribute_report)
 
 
-def _needs(verb: str, asked: dict, example: str, ids: str | None = None) -> None:
-    """Refuse the first of the `asked` flags (or the prompt) left empty, with an example of a whole command; `ids`
-    (--ids) stands for the prompt."""
-    for flag, value in asked.items():
-        if "prompt" in flag and ids is not None:
+def _needs(verb: str, asked: dict, example: str, ids: str | None = None, prompt: str = "a prompt") -> None:
+    """Refuse the first of the `asked` flags (or the "prompt", named `prompt` in the words) left empty, with an example
+    of a whole command; `ids` (--ids) stands for the prompt."""
+    for key, value in asked.items():
+        if key == "prompt" and ids is not None:
             continue
+        flag = prompt if key == "prompt" else key
         if value == "":  # given, but empty: not the same mistake as leaving it out
             raise UserError(f"{flag} is empty; {verb} needs some text there, {example}")
         if not value:
