@@ -392,15 +392,15 @@ def attention_bias(
 
 
 def unchosen_mask(chosen, t: int, dtype):
-    """-inf at every key not chosen for a query, 0 at those chosen: chosen [..., T, s] (indices of the t keys) ->
-    [..., 1, T, t], one for every head; added to attention_bias, it masks a query's other keys as transformers' eager
-    attention does under sparse attention."""
+    """-inf at every key not chosen for a query, 0 at those chosen: chosen [..., T, s] (indices of the t keys, -1
+    where a query has no choice) -> [..., 1, T, t], one for every head; added to attention_bias, it masks a query's
+    other keys as transformers' eager attention does under sparse attention (its block_bias, DeepSeek-V4's)."""
     if isinstance(chosen, ShapeOnly):
         return ShapeOnly((*chosen.shape[:-2], 1, chosen.shape[-2], t), dtype)
     number = np.dtype(dtype).type
-    mask = np.full((*chosen.shape[:-1], t), number(-np.inf), dtype=dtype)
-    np.put_along_axis(mask, chosen, number(0.0), axis=-1)
-    return mask[..., None, :, :]
+    mask = np.full((*chosen.shape[:-1], t + 1), number(-np.inf), dtype=dtype)  # a last column for the -1s
+    np.put_along_axis(mask, np.where(chosen < 0, t, chosen), number(0.0), axis=-1)
+    return mask[..., None, :, :t]
 
 
 def gather_keys(x, chosen):

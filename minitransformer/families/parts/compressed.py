@@ -38,7 +38,16 @@ from typing import Any
 
 import numpy as np
 
-from ...engine.ops import constant, gather_keys, merge_heads, relu, rms_norm, softmax, split_into_heads
+from ...engine.ops import (
+    constant,
+    gather_keys,
+    merge_heads,
+    relu,
+    rms_norm,
+    softmax,
+    split_into_heads,
+    unchosen_mask,
+)
 from ...engine.row_chunks import computed_pairs
 from ...engine.shapes import ShapeOnly
 from ...engine.stages import ATTENTION_PROJECTIONS, ATTENTION_SCORES, STATE, Stage, by_op
@@ -231,16 +240,6 @@ def future_entries(past: int, T: int, c: int, m: int, dtype):
     return np.where(np.arange(c)[None, :] >= seen, number(-np.inf), number(0.0))
 
 
-def unchosen_entries(chosen, c: int, dtype):
-    """-inf at every entry a query did not choose, 0 at those it chose: chosen [..., T, kc] (indices of the c
-    entries, -1 where none) -> [T, c], or a batch's [B, 1, T, c] (every head): transformers' block_bias."""
-    number = np.dtype(dtype).type
-    mask = np.full((*chosen.shape[:-1], c + 1), number(-np.inf), dtype=dtype)  # a last column for the -1s
-    np.put_along_axis(mask, np.where(chosen < 0, c, chosen), number(0.0), axis=-1)
-    mask = mask[..., :c]
-    return mask[..., None, :, :] if mask.ndim > 2 else mask
-
-
 @dataclass(frozen=True)
 class CompressedIndexer(Part):
     """transformers' DeepseekV4Indexer: its own compressor of index_head_dim (two series, at the layer's rate), query
@@ -406,8 +405,9 @@ class CompressedAttention(Part):
         sized = at.with_sizes(c=c, kc=min(c, config.compressed_topk)) if c else at
         gathers = bool(c) and chosen is not None and not at.dense
         unchosen = None
-        if c and chosen is not None and at.dense:
-            unchosen = None if isinstance(chosen, ShapeOnly) else unchosen_entries(chosen, c, q.dtype)
+        if c and chosen is not None and at.dense and not isinstance(chosen, ShapeOnly):
+            unchosen = unchosen_mask(chosen, c, q.dtype)  # [B, 1, T, c]; one sequence's [T, c], as its mask is
+            unchosen = unchosen[0] if chosen.ndim == 2 else unchosen
 
         def core(q_rows, K_rows, _, bias, chunk: Tape):
             mine = None
@@ -482,7 +482,7 @@ class CompressedAttention(Part):
 def attend_window_and_entries(q, K, bias, entries, chosen, sinks, config: Any, at: Tape, m: int, unchosen=None):
     """softmax([q K^T | q E^T] / sqrt(dh) + masks, the sinks) [K | E], for one chunk of query rows; `chosen`: at 4:1,
     (each query's gathered entries [..., 1, T, kc, dh], their indices [..., T, kc], -1 where none); `unchosen`: at 4:1
-    in a dense pass, every entry read and this mask added (unchosen_entries)."""
+    in a dense pass, every entry read and this mask added (ops.unchosen_mask)."""
     s = at.matmul("scores", q, K.swapaxes(-1, -2), "H T dh, 1 dh t -> H T t")
     width = "t"
     if entries is not None:
