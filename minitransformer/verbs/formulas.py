@@ -261,9 +261,9 @@ def generation_macs(
         sum_t = (first + last) * n_new // 2
         cut_from = last + 1 if chosen is None else max(first, chosen + 1)  # passes whose keys the indexer chooses
         # the passes short enough to be computed dense: t^2
-        dense_last = min(cut_from - 1, max(first - 1, row_chunks.ROW_CHUNK))
+        dense_last = min(cut_from - 1, max(first - 1, row_chunks.ROW_CHUNK), last)
         sum_t2 = _sum_of_squares(dense_last) - _sum_of_squares(first - 1)
-        sum_t2 += sum(computed_pairs(t, t, window) for t in range(dense_last + 1, cut_from))  # in chunks
+        sum_t2 += sum(computed_pairs(t, t, window) for t in range(dense_last + 1, min(cut_from, last + 1)))  # chunks
         sum_t2 += (chosen or 0) * ((cut_from + last) * (last - cut_from + 1) // 2 if cut_from <= last else 0)  # T k_i
         indexer = selection * (_sum_of_squares(last) - _sum_of_squares(first - 1))  # every pass from 0: t x t keys
         total += B * L * (per_position * sum_t + per_pair * sum_t2 + indexer)

@@ -440,3 +440,17 @@ def test_the_indexer_s_padding_is_its_pairs_with_a_pad_query_or_a_pad_key(made):
             per_pair = Hi if op == "index.scores" else 1  # the scores one a head; their sum one a pair, over Hi
             want = (per_pair * pairs, per_pair * pairs * record.dot_length)
             assert padding_of(record, list(phase.pads), phase.context, phase.tokens) == want, (phase.step, op, want)
+
+
+@pytest.mark.parametrize("preset", ["deepseek-v3.2-exp", "glm-5"])
+def test_a_generation_without_the_cache_that_ends_before_the_top_k_has_its_closed_form(preset):
+    """The closed form without the cache summed the dense passes up to k_i whatever the generation's last (one
+    position: 3.9e15 MACs where its count is 7.4e10), so the per-token sweep of count --plot drew it wrong."""
+    from minitransformer.families.table import PRESETS as EVERY_PRESET
+
+    config = EVERY_PRESET[preset]
+    ki = config.index_topk
+    for n_prompt, n_new in ((1, 1), (2, 1), (5, 4), (100, 40), (ki - 20, 10), (ki - 3, 6), (ki + 50, 2)):
+        counted = count_generation(config, n_prompt, n_new, use_cache=False).totals.macs
+        closed_form = closed.generation_macs(config, n_prompt, n_new, use_cache=False)
+        assert counted == closed_form, (preset, n_prompt, n_new, f"count {counted:,}", f"closed form {closed_form:,}")
