@@ -171,14 +171,15 @@ def test_gpt3_prefill_of_1000_tokens_counts_the_chunks_and_keeps_the_textbook_de
 
 @pytest.mark.parametrize("C", [1, 2, 5, 128])
 def test_the_closed_form_of_the_computed_pairs_is_the_sum_over_chunks(C):
-    """formulas.computed_pairs (p T + C^2 m (m + 1) / 2 + (T - m C) T without a window) against the chunk-by-chunk sum."""
-    for T in (1, 2, C, C + 1, 3 * C, 3 * C + 2, 300):
-        for past in (0, 1, 7):
+    """formulas.computed_pairs (p T + C^2 m (m + 1) / 2 + (T - m C) T without a window; with one, the keys behind each
+    chunk's window taken off in closed form too) against the chunk-by-chunk sum."""
+    for T in (1, 2, C, C + 1, 3 * C, 3 * C + 2, 300, 1000):
+        for past in (0, 1, 7, 450):
             dense = T * (past + T)
             assert formulas.computed_pairs(T, past + T, None, C) == (
                 chunked_pairs(T, past, None, C) if T > C else dense
             )
-            for W in (1, 3, 50):
+            for W in (1, 3, 50, 129, 700, 2000):
                 keys = min(past + T, W + T - 1)
                 expected = chunked_pairs(T, past, W, C) if T > C else T * keys
                 assert formulas.computed_pairs(T, past + T, W, C) == expected
