@@ -12,7 +12,7 @@ Importing this module needs torch and transformers; a test module that uses it s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +22,7 @@ import transformers
 from minitransformer import load_model
 from minitransformer.models.model import Model
 from minitransformer.verbs import formulas
-from minitransformer.verbs.count import count_folded, count_generation, count_passes, decode_at
+from minitransformer.verbs.count import count_folded, count_generation, count_passes, decode_at, sweep_per_token
 from minitransformer.verbs.generate import left_padded
 from minitransformer.verbs.options import GenerationOptions
 
@@ -224,7 +224,21 @@ def count_equals_a_real_run_and_the_closed_form(model: Model, n_prompt: int, n_n
     assert uncached.totals.macs == closed, (
         f"MACs without the cache: count {uncached.totals.macs:,}, closed form {closed:,}"
     )
+    the_sweep_is_the_counted_passes(replace(model.config, n_positions=n_prompt + n_new - 1))
     return counted.totals.macs
+
+
+def the_sweep_is_the_counted_passes(config) -> None:
+    """count --plot's MACs per token (sweep_per_token, in closed form) at each of its contexts, across a context that
+    passes the config's windows, chunks and top-k: the decode step counted at that context (decode_at) and the pass
+    of that many positions without the cache."""
+    sweep = sweep_per_token(config, points=5)
+    for t, with_cache, without in zip(sweep["context"], sweep["with_cache"], sweep["without_cache"]):
+        step = decode_at(config, t).macs
+        recomputed = count_folded(config, t, GenerationOptions(max_new_tokens=1, use_cache=False))[0].macs
+        assert (with_cache, without) == (step, recomputed), (
+            f"context {t}: sweep {with_cache:,} and {without:,}, counted {step:,} and {recomputed:,}"
+        )
 
 
 def decode_steps_alone_are_those_after_their_prefill(config, decodes: list) -> None:
