@@ -7,7 +7,8 @@ the generation runs, and puts each piece where it belongs: the pass's queries ar
 past .. past + T - 1 and its keys the t positions that end with them (t is past + T, or less where a
 sliding window cut the oldest). The result, `AttentionMaps`, holds for each layer the [H, N, N]
 matrix of query position x key position over the N positions that were fed to the model, with NaN
-where a query may not look: its future, and keys behind its sliding window.
+where the layer's mask hid the key from the query (its score -inf: its future, a window, a chunk, keys an indexer did
+not choose).
 
 It only watches: the hooks return nothing, so the forward pass continues with its own tensors. A watched pass
 computes every T x t score (engine/row_chunks.py), so a recorded generation's ledger is not the one the same
@@ -41,13 +42,6 @@ class AttentionMaps:
     @property
     def layers(self) -> list[int]:
         return sorted(self.weights)
-
-
-def visible(n: int, window: int | None = None) -> np.ndarray:
-    """[n, n] bool: which key j query i may look at (j <= i, and within the window where there is one)."""
-    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    keep = j <= i
-    return keep if window is None else keep & (j > i - window)
 
 
 def attention_layers_of(model, layers) -> list[int]:
@@ -89,12 +83,15 @@ class AttentionRecorder:
         self.model = model
         self.layers = chosen_layers(layers, model.config.n_layer, what="attention layers")
         self.use_cache = use_cache
-        self._pieces: dict[int, list[tuple[int, np.ndarray]]] = {i: [] for i in self.layers}
+        # layer -> each pass's (past, weights [H, T, t], where its scores were -inf: the mask hid the key)
+        self._pieces: dict[int, list[tuple[int, np.ndarray, np.ndarray]]] = {i: [] for i in self.layers}
+        self._masked: dict[int, np.ndarray] = {}  # the pass's scores come before its weights
         self._fed: dict[int, int] = dict.fromkeys(self.layers, 0)
         self._handles: list = []
 
     def __enter__(self) -> AttentionRecorder:
         for layer in self.layers:
+            self._handles.append(self.model.add_hook(f"blocks.{layer}.attn.scores", self._mask_keeper(layer)))
             self._handles.append(self.model.add_hook(f"blocks.{layer}.attn.weights", self._keeper(layer)))
         return self
 
@@ -103,13 +100,22 @@ class AttentionRecorder:
             handle.remove()
         self._handles.clear()
 
+    def _mask_keeper(self, layer: int):
+        def keep(tensor, name):
+            self._masked[layer] = np.isneginf(tensor)
+            return None
+
+        return keep
+
     def _keeper(self, layer: int):
         def keep(tensor, name):
             if tensor.ndim != 3:
                 raise ValueError(f"{name}: maps are kept for one sequence, [H, T, t], not {list(tensor.shape)}")
             T = tensor.shape[-2]
             past = self._fed[layer] if self.use_cache else 0
-            self._pieces[layer].append((past, np.array(tensor, dtype=np.float32)))  # a copy: later passes may reuse
+            masked = self._masked.pop(layer)[..., : tensor.shape[-1]]  # DeepSeek-V4's scores go on past its window
+            piece = np.array(tensor, dtype=np.float32)  # a copy: later passes may reuse theirs
+            self._pieces[layer].append((past, piece, np.broadcast_to(masked, piece.shape)))
             self._fed[layer] = past + T
             return None
 
@@ -117,18 +123,18 @@ class AttentionRecorder:
 
     def maps(self) -> AttentionMaps:
         """The assembled matrices (see the module docstring)."""
-        window = self.model.config.sliding_window
         weights = {}
         for layer, pieces in self._pieces.items():
             if not pieces:
                 continue
-            n = max(past + piece.shape[-2] for past, piece in pieces)
+            n = max(past + piece.shape[-2] for past, piece, _ in pieces)
             heads = pieces[0][1].shape[0]
             full = np.full((heads, n, n), np.nan, dtype=np.float32)
-            for past, piece in pieces:
+            for past, piece, masked in pieces:
                 T, t = piece.shape[-2:]
                 end = past + T
-                full[:, past:end, end - t : end] = piece  # [H, T, t] -> queries past.., keys ending at end
-            full[:, ~visible(n, window)] = np.nan  # what the mask hid reads as hidden, not as a weight of 0
+                # [H, T, t] -> queries past.., keys ending at end; what the mask hid reads as hidden, not as a 0
+                full[:, past:end, end - t : end] = np.where(masked, np.nan, piece)
             weights[layer] = full
+        window = self.model.config.sliding_window
         return AttentionMaps(weights, window, recorded=True)

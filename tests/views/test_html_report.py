@@ -25,7 +25,7 @@ from minitransformer import UserError, load_model
 from minitransformer.families.gpt2.config import GPT2Config
 from minitransformer.families.gpt2.family import ARCHITECTURE as GPT2_FAMILY
 from minitransformer.models.weights import expected_shapes
-from minitransformer.verbs.attention_maps import AttentionRecorder, visible
+from minitransformer.verbs.attention_maps import AttentionRecorder, attention_of
 from minitransformer.views.colours import LAYER_COLOURS, PRODUCT_COLOURS
 from minitransformer.views.html_drawings import label
 from minitransformer.views.html_report import fold_layers, generation_page, unfold_layers
@@ -211,6 +211,13 @@ def test_the_count_page_carries_the_count_ledger(count_run):
     assert len(ledger["cache"]["steps"]) == 1000
 
 
+def visible(n: int, window: int | None = None) -> np.ndarray:
+    """[n, n] bool: which key j query i may look at (j <= i, and within the window where there is one)."""
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    keep = j <= i
+    return keep if window is None else keep & (j > i - window)
+
+
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_attention_maps_of_a_generation_equal_one_pass_over_the_whole_sequence(small_gpt2, use_cache):
     """The prefill's rows and each decode step's row, put together, are the weights of a pass over all of it."""
@@ -237,6 +244,38 @@ def test_attention_maps_under_a_sliding_window(tmp_path):
     assert seen.sum(axis=1).tolist() == [1, 2, 3, 3, 3, 3, 3, 3, 3]
     np.testing.assert_allclose(kept[:, seen], whole[:, seen], atol=1e-5)
     assert np.isnan(kept[:, ~seen]).all()
+
+
+@pytest.mark.parametrize(
+    ("family", "name"),
+    [("gemma", "gemma2-bias-untied-no-caps"), ("llama4_text", "chunks-nope-temperature-alternating")],
+)
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_a_recorders_maps_are_hidden_where_each_layers_mask_hid_the_key(tmp_path, family, name, use_cache):
+    """A trace's maps (AttentionRecorder, its own passes) were hatched by the config's sliding window on every layer:
+    Gemma 2's global layer lost the weights behind the window, Llama 4's other chunks read as weights of 0. They are
+    hidden where the layer's scores were -inf, as a generation's maps (attention_of) are."""
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+    from conformance_configs import FAMILIES
+    from family_checks import save_random
+
+    spec = FAMILIES[family]
+    save_random(tmp_path, spec.hf_config(name), seed=spec.configs[name]["seed"], spread=spec.spread)
+    model = load_model(tmp_path)  # Gemma 2: a window of 5 on layer 1, none on 0; Llama 4: chunks of 24 but layer 3
+    layers = list(range(model.config.n_layer))
+    with AttentionRecorder(model, layers, use_cache) as recorder:
+        out = model.generate(list(range(3, 33)), max_new_tokens=4, use_cache=use_cache)
+    own = attention_of(model, out.prompt_tokens + out.new_tokens[:-1], layers)
+    for layer in layers:
+        kept, whole = recorder.maps().weights[layer], own.weights[layer]
+        hidden = np.isnan(whole)
+        assert (np.isnan(kept) == hidden).all(), (layer, np.isnan(kept).sum(), hidden.sum())
+        np.testing.assert_allclose(kept[~hidden], whole[~hidden], atol=1e-5)
+    hidden = {layer: int(np.isnan(own.weights[layer][0]).sum()) for layer in layers}
+    causal = 33 * 32 // 2  # the future of 33 positions, every layer's
+    window = causal + sum(33 - i for i in range(5, 33))  # keys 5 or more behind the query
+    chunks = causal + 24 * 9  # the 9 positions of the second chunk do not see the first's 24
+    assert hidden == ({0: causal, 1: window} if family == "gemma" else {0: chunks, 1: chunks, 2: chunks, 3: causal})
 
 
 def test_a_recorder_refuses_a_layer_the_model_lacks(small_gpt2):
