@@ -995,6 +995,8 @@ def _count(args) -> None:
     if args.plot is not None and (args.plot == "-" or Path(args.plot).suffix.lower() != ".png"):
         raise UserError(f"--plot takes a path ending in .png, not {args.plot!r}")
     to = check_destinations({"--json": args.json, "--csv": args.csv, "--plot": args.plot, "--html": args.html})
+    if args.all_steps and args.json is None:  # it changes nothing else: asked for alone, it would be silently dropped
+        raise UserError("--all-steps writes every decode step in full into --json; give --json PATH (or -) with it")
     if args.plot is not None:
         require_matplotlib()  # fail before writing anything
     if args.routing is not None and not config.routes:

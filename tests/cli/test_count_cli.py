@@ -102,10 +102,19 @@ def test_count_json_on_stdout_is_one_document_and_long_runs_are_summarised():
 def test_all_steps_is_for_the_json_and_leaves_the_page_as_it_is(tmp_path):
     """--all-steps put every step in full into the HTML page too: 14 MB for GPT-2's 500 steps, 147 MB for DeepSeek-V4."""
     pages = [tmp_path / "shown.html", tmp_path / "all.html"]
-    for page, extra in zip(pages, ([], ["--all-steps"])):
+    for page, extra in zip(pages, ([], ["--all-steps", "--json", str(tmp_path / "all.json")])):
         args = ("count", "--preset", "distilgpt2", "--tokens", "3", "--new-tokens", "30", "--html", str(page), *extra)
         assert run_cli(*args).returncode == 0
     assert pages[0].read_bytes() == pages[1].read_bytes()
+
+
+def test_all_steps_without_the_json_is_refused_not_dropped(tmp_path):
+    """--all-steps changes --json alone: without it, the run was accepted and the option silently did nothing."""
+    for outputs in ([], ["--html", str(tmp_path / "page.html")], ["--csv", str(tmp_path / "rows.csv")]):
+        result = run_cli("count", "--preset", "distilgpt2", "--tokens", "3", "--all-steps", *outputs)
+        assert result.returncode == 2 and result.stdout == "", (outputs, result.returncode, result.stdout[:200])
+        assert result.stderr.count("\n") == 1 and "give --json PATH" in result.stderr, result.stderr
+    assert not list(tmp_path.iterdir())  # refused before any file
 
 
 def test_count_no_cache_says_what_the_cache_would_save():
