@@ -333,13 +333,22 @@ def page(data: dict) -> str:
 NONFINITE = "mt-nonfinite"
 
 
-def _json_for_script(value) -> str:
-    """JSON that cannot end the <script> element it sits in, its numbers that JSON cannot hold marked (NONFINITE)."""
+def _json_for_script(value) -> tuple[str, bool]:
+    """JSON that cannot end the <script> element it sits in, its numbers that JSON cannot hold marked (NONFINITE);
+    and whether there were any."""
     try:
-        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        text, met = json.dumps(value, separators=(",", ":"), allow_nan=False), False
     except ValueError:  # a NaN or an infinity somewhere: walked only then (a count's large document never has one)
-        text = json.dumps(nonfinite_replaced(value, _marked), separators=(",", ":"), allow_nan=False)
-    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+        text, met = json.dumps(nonfinite_replaced(value, _marked), separators=(",", ":"), allow_nan=False), True
+    return text.replace("</", "<\\/").replace("<!--", "<\\!--"), met
+
+
+# What the terminal's note of a run whose arithmetic met NaN or infinity says (cli.arithmetic_in_one_note), on its page
+NONFINITE_NOTE = (
+    "This run's numbers include NaN or infinity (grey cells, bars of no width): its arithmetic met a NaN or infinite "
+    "weight or a value past the range of its number format, and a token chosen from logits that are not finite is "
+    "not the model's."
+)
 
 
 def _marked(number: float) -> dict:
@@ -351,11 +360,12 @@ def fragment(data: dict) -> str:
     """The report as one <div>, with its style, its data and its script: a page's body, or a notebook cell's output."""
     if data["document"].get("phases"):  # what the run's cache holds, in the script's words too
         data = {**data, "cache_name": _cache_word(data["document"])}
-    document = _json_for_script(data)
+    document, nonfinite = _json_for_script(data)
     # The same data gives the same page; the counter keeps two reports in one notebook apart.
     root = f"mt-{hashlib.sha256(document.encode()).hexdigest()[:8]}-{next(_REPORTS)}"
     doc = data["document"]
     sections = [_header(data), _rule(data)] if data["report"] not in ANALYSES else [_header(data)]
+    sections[1:1] = [_note(NONFINITE_NOTE)] if nonfinite else []
     if data["report"] in ANALYSES:
         sections.append(ANALYSES[data["report"]](doc))
     if doc.get("phases"):

@@ -208,12 +208,12 @@ def test_a_latent_attention_s_heads_are_as_wide_as_its_values(rope, nope, values
 def test_the_pages_of_a_run_that_met_nan_are_written_its_cells_grey():
     """A model whose arithmetic overflows: lens's and attribute's pages failed on NaN (its colour and its bar's width
     rounded a NaN: ValueError), and with them the --json beside the page; generate's candidate bars were 'width:nan%'
-    (the whole cell). NaN is grey, and a bar of no width."""
+    (the whole cell). NaN is grey, and a bar of no width; the page says the run met NaN, as the terminal does."""
     from shared_checks import random_model
 
     from minitransformer.verbs.attribute import attribute
     from minitransformer.verbs.lens import logit_lens
-    from minitransformer.views.html_report import _bar, analysis_data, page
+    from minitransformer.views.html_report import NONFINITE_NOTE, _bar, analysis_data, page
 
     model = random_model(n_layer=2, n_head=2, d_head=8, n_inner=32, vocab=100, n_positions=16, seed=2)
     for block in model.params.h:
@@ -227,4 +227,8 @@ def test_the_pages_of_a_run_that_met_nan_are_written_its_cells_grey():
     for kind, analysis in (("lens", lens), ("attribute", parts)):
         html = page(analysis_data(kind, {"model": model.describe(), **analysis.to_dict(decode)}))
         assert "#ddd" in html and "nan%" not in html, kind
+        assert html.count(NONFINITE_NOTE) == 1, kind  # the terminal's note, on the page too
+    sound = random_model(n_layer=2, n_head=2, d_head=8, n_inner=32, vocab=100, n_positions=16, seed=2)
+    finite = page(analysis_data("lens", {"model": sound.describe(), **logit_lens(sound, ids, 7).to_dict(decode)}))
+    assert NONFINITE_NOTE not in finite
     assert _bar(float("nan")) == '<td class="barcell"><span class="bar" style="width:0"></span></td>'
