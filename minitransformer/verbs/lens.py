@@ -56,6 +56,7 @@ class Lens:
         word = (lambda i: decode([i])) if decode else (lambda i: None)
         return {
             "prompt": self.prompt,
+            "prompt_pieces": [word(i) for i in self.prompt],
             "target": {"id": self.target, "text": word(self.target)},
             "conventions": CONVENTIONS,
             "entries": [

@@ -76,14 +76,16 @@ def bill_table(bill: dict) -> str:
     )
 
 
-def _pieces(doc: dict, key: str) -> list[str]:
-    pieces = doc[key].get("pieces") or [str(i) for i in doc[key]["ids"]]
-    return [f"{p!r} {k}" for k, p in enumerate(pieces)]
+def _pieces(ids: list[int], pieces: list[str | None] | None) -> list[str]:
+    """A heatmap's column of each position: its token as text and its position, or its id where nothing decoded it."""
+    return [
+        f"{p!r} {k}" if p is not None else f"{i} {k}" for k, (i, p) in enumerate(zip(ids, pieces or [None] * len(ids)))
+    ]
 
 
 def patch_section(doc: dict) -> str:
     """patch's document: the stream's heatmap (layers by positions), the heads' where asked, the bill."""
-    columns = _pieces(doc, "clean")
+    columns = _pieces(doc["clean"]["ids"], doc["clean"]["pieces"])
     word = lambda t: repr(t["text"]) if t["text"] is not None else f"id {t['id']}"  # noqa: E731
     head = (
         f"<p>The share of logit({escape(word(doc['target']))}) - logit({escape(word(doc['versus']))}) each patch "
@@ -117,7 +119,8 @@ def lens_section(doc: dict) -> str:
     positions = sorted({e["position"] for e in doc["entries"]})
     by = {(e["entry"], e["position"]): e for e in doc["entries"]}
     rows = [(label, [by[label, p]["probability"] for p in positions]) for label in labels]
-    columns = [f"pos {p}" for p in positions]
+    every = _pieces(doc["prompt"], doc.get("prompt_pieces"))
+    columns = [every[p] for p in positions]
     last = positions[-1]
     table = "".join(
         f'<tr><td>{escape(label)}</td><td class="num">{by[label, last]["rank"]:,}</td>'

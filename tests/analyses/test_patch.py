@@ -147,6 +147,7 @@ def test_the_pages_draw_the_sweep_and_the_lens(tmp_path, capsys):
     from html import escape
 
     from minitransformer.text import human
+    from minitransformer.views.html_analyses import patch_section
 
     clean = ["The capital of France is", "--model", "demo"]
     patched = ["patch", *clean, "--corrupt", "The capital of Germany is", "--target", " Paris", "--versus", " Berlin"]
@@ -161,6 +162,10 @@ def test_the_pages_draw_the_sweep_and_the_lens(tmp_path, capsys):
     lens = (tmp_path / "l.html").read_text()
     assert "<h2>The logit lens</h2>" in lens and lens.count('<rect class="cell"') == 5 * 5  # entries x positions
     assert "))" not in lens.split("<h2>The logit lens</h2>")[1].split("</p>")[0]  # its note: no nested parenthesis
+    # its columns the prompt's tokens, as the sweep's are (they were "pos 0" .. "pos 4")
+    assert escape("after block 1, ' France' 3: probability") in lens and "pos 3" not in lens
+    ids_only = patch_section({**document, "clean": {"ids": document["clean"]["ids"], "pieces": [None] * 5}})
+    assert escape(f"block 1, {document['clean']['ids'][3]} 3: share") in ids_only  # no text: each id (was "None 3")
 
 
 # A latent attention's heads read by W_O are as wide as its values (v_head_dim), not its queries and keys: 10 against
