@@ -281,7 +281,7 @@ def count_passes(
 
 def placeholder_passes(model: Model, n_prompt: int, options: GenerationOptions, batch: int = 1) -> Ledger:
     """count_passes of the generation `options` describe, every row of the batch the same placeholder ids."""
-    book = Ledger(model.config.to_dict())
+    book = Ledger(model.config.to_dict(), dense_attention=options.running.dense_attention)
     fed: list[np.ndarray] = []
     placeholder = np.zeros(n_prompt, dtype=np.int64)
     for _ in forward_passes(model, placeholder, fed, options, repeat=(batch,) if batch > 1 else (), book=book):
@@ -392,6 +392,7 @@ class Count:
             [p.expand() for p in self.passes],
             other_way=self.other_totals,
             other_way_macs=[p.macs for p in self.other_way],
+            dense_attention=self.running.dense_attention,
         )
 
     # Jupyter draws a count inline through `_repr_html_`, which views/html_report.py gives this class at its import

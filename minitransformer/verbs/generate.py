@@ -232,7 +232,8 @@ class Continuation:
         self, model: Model, prompts: list, rows: list[list[int]], options: GenerationOptions, batched: bool = False
     ) -> None:
         self.model, self.prompts, self.rows, self.options, self.batched = model, prompts, rows, options, batched
-        self.book = Ledger(model.describe()) if options.ledger else None  # which model ran, in which dtype
+        dense = options.running.dense_attention
+        self.book = Ledger(model.describe(), dense_attention=dense) if options.ledger else None  # which model, dtype
         self.new_tokens: list[list[int]] = [[] for _ in rows]
         self.candidates: list[list[Candidate]] = [[] for _ in rows]  # at the first new position
         self._streams = [model.tokenizer.stream_decoder(context=r) for r in rows]  # a first space is kept

@@ -53,6 +53,7 @@ def json_chunks(
         "batch": count.batch,
         "detailed_steps": sorted(detailed),
     } | ({"routing": count.running.routing} if count.config.routes else {})
+    head |= {"dense_attention": True} if count.running.dense_attention else {}  # as a generation's ledger says it
     tail = {
         "totals": count.totals.to_dict(),
         "cache": count.cache_comparison(),

@@ -435,6 +435,13 @@ def _note(text: str) -> str:
 
 
 # --- sections -----------------------------------------------------------------------------------------------
+DENSE_NOTE = (
+    "Attention computed dense (--dense-attention): every T × t score of each head, as transformers' eager attention "
+    "computes them, the keys the mask hides masked afterwards; the counts below are of that, not of row chunks or of "
+    "the keys an indexer chose."
+)
+
+
 def _header(data: dict) -> str:
     doc, kind = data["document"], data["report"]
     model = doc["model"]
@@ -459,6 +466,8 @@ def _header(data: dict) -> str:
             f"{'with the ' + data['cache_name'] if cached else 'without a cache'}. Counted from "
             f"{escape(doc.get('counted_from', 'shapes'))}.</p>"
         )
+    if doc.get("dense_attention"):
+        out.append(_note(DENSE_NOTE))
     if doc.get("generations"):
         out.append(_batch(doc))
     candidates = _candidates(doc["candidates"]) if doc.get("candidates") else ""

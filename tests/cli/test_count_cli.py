@@ -275,3 +275,25 @@ def test_a_decode_step_is_described_wherever_the_context_holds_one():
         doc = json.loads(run_cli("count", "--preset", "gpt2", "--tokens", str(tokens), "--json", "-").stdout)
         decode = doc["memory"]["activations"].get("decode")  # absent where no step fits
         assert (decode and decode["context"]) == context, (tokens, decode)
+
+
+def test_a_dense_count_and_generation_say_so_in_the_json_and_on_the_page(tmp_path, small_gpt2):
+    """--dense-attention changes what the ledger counts (every T x t score, not row chunks): the JSON and the page said
+    nothing of it, so a shared page of dense counts read as the default's."""
+    from minitransformer.views.html_report import DENSE_NOTE, generation_page
+
+    for dense in (False, True):
+        flag = ["--dense-attention"] if dense else []
+        outputs = ["--json", str(tmp_path / f"{dense}.json"), "--html", str(tmp_path / f"{dense}.html")]
+        assert (
+            run_cli("count", "--preset", "gpt2", "--tokens", "300", "--new-tokens", "2", *flag, *outputs).returncode
+            == 0
+        )
+        doc = json.loads((tmp_path / f"{dense}.json").read_text())
+        assert doc.get("dense_attention", False) is dense, doc.get("dense_attention")
+        assert ((tmp_path / f"{dense}.html").read_text().count(DENSE_NOTE) == 1) is dense
+        scores = next(r for r in doc["phases"][0]["layers"][0]["ops"] if r["op"] == "scores")  # 300: row chunks
+        assert (scores["macs"] == scores["dense_macs"]) is dense, (scores["macs"], scores["dense_macs"])
+        out = small_gpt2.generate(list(range(5, 12)), max_new_tokens=2, dense_attention=dense)
+        assert out.to_dict().get("dense_attention", False) is dense
+        assert (generation_page(out).count(DENSE_NOTE) == 1) is dense
