@@ -365,13 +365,16 @@ def _pairwise_decays(cum, per_channel: bool = False):
         if isinstance(cum, ShapeOnly):
             return ShapeOnly((*cum.shape[:-1], C, cum.shape[-1]), cum.dtype)
         exponent = cum[..., :, None, :] - cum[..., None, :, :]
-        return np.exp(np.where(np.tri(C, dtype=bool)[:, :, None], exponent, constant(cum, -np.inf)))
-    C = cum.shape[-1]
-    if isinstance(cum, ShapeOnly):
-        return ShapeOnly((*cum.shape, C), cum.dtype)
-    exponent = cum[..., :, None] - cum[..., None, :]
-    exponent = np.where(np.tri(C, dtype=bool), exponent, constant(cum, -np.inf))
-    return np.exp(exponent)
+        above = ~np.tri(C, dtype=bool)[:, :, None]
+    else:
+        C = cum.shape[-1]
+        if isinstance(cum, ShapeOnly):
+            return ShapeOnly((*cum.shape, C), cum.dtype)
+        exponent = cum[..., :, None] - cum[..., None, :]
+        above = ~np.tri(C, dtype=bool)
+    # in place: [C, C] a head (per channel [C, C, dk], the largest array of a KDA layer) once, not three times
+    np.copyto(exponent, constant(cum, -np.inf), where=above)
+    return np.exp(exponent, out=exponent)
 
 
 def _strictly_lower(x):

@@ -99,13 +99,20 @@ def chunked_scan(x_dt, a, B, C, h, L: int, at: Tape):
     decay = at.stage("ssd.decay", segment_decay(a_c), "Ng Hg Nc L L")
     s = at.matmul("ssd.scores", C_c, B_c.swapaxes(-1, -2), "Ng Nc L N, Ng Nc N L -> Ng Nc L L", recurrent=none)
     w = at.stage("ssd.weights", s[..., None, :, :, :] * decay, "Ng Hg Nc L L")
+    # [.., Ng, Hg, Nc, L]: the decay from each position to its chunk's end, a copy, so that the chunks' [L, L]
+    # decays, scores and weights die once the mix has read them (verbs/memory.py holds a scan to one stage's)
+    to_end = decay[..., -1, :].copy()
+    del decay, s
     y = at.matmul("ssd.mix", w, x_c, "Ng Hg Nc L L, Ng Hg Nc L P -> Ng Hg Nc L P", recurrent=none)
-    to_end = decay[..., -1, :]  # [.., Ng, Hg, Nc, L]: the decay from each position to its chunk's end
+    del w
     x_end, B_g = (x_c * to_end[..., None]).swapaxes(-1, -2), B_c[..., None, :, :, :]
     h_c = at.matmul("ssd.chunk_state", x_end, B_g, "Ng Hg Nc P L, Ng 1 Nc L N -> Ng Hg Nc P N", recurrent=inputs)
+    del x_end
     before, h = at.stage("ssd.carry", carry(h_c, chunk_decay(a_c), h), "Ng Hg Nc P N; Ng Hg P N")
+    del h_c
     C_g, h_t = C_c[..., None, :, :, :], before.swapaxes(-1, -2)
     y_s = at.matmul("ssd.from_state", C_g, h_t, "Ng 1 Nc L N, Ng Hg Nc N P -> Ng Hg Nc L P", recurrent=reads)
+    del before, h_t
     y = at.stage("ssd.decay_in", add_decayed(y, y_s, a_c), "Ng Hg Nc L P")
     return unchunk(y, T), h
 
@@ -148,10 +155,11 @@ def segment_decay(a):
     if isinstance(a, ShapeOnly):
         return ShapeOnly((*a.shape, L), a.dtype)
     below = np.tri(L, L, -1, dtype=bool)  # [l, s]: l > s
-    terms = np.where(below, a[..., :, None], a.dtype.type(0))  # a_l at [l, s] where l > s
-    sums = np.cumsum(terms, axis=-2)  # sum over l' <= l of a_l' where l' > s
-    sums = np.where(np.tri(L, L, 0, dtype=bool), sums, a.dtype.type(-np.inf))
-    return np.exp(sums)
+    sums = np.where(below, a[..., :, None], a.dtype.type(0))  # a_l at [l, s] where l > s
+    # in place, one [.., L, L] array in all: three more of them were alive at once
+    np.cumsum(sums, axis=-2, out=sums)  # sum over l' <= l of a_l' where l' > s
+    np.copyto(sums, a.dtype.type(-np.inf), where=~np.tri(L, L, 0, dtype=bool))
+    return np.exp(sums, out=sums)
 
 
 def chunk_decay(a):
