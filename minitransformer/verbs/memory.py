@@ -20,8 +20,11 @@ largest working set of one stage, in a pass nobody watches (the usual run): for 
 its A and its output (its B is a weight, or K^T and V, which live in the KV cache or in the Q K V
 projection's output); for scale, mask and softmax one tensor, as they write over the scores in
 place (ops.py); for the other elementwise stages input and output; nothing for views (the heads
-split, the cache's rows, the last position). The mask is a [T, t] bias the decoder builds once a pass and keeps
-alive throughout (one for each window, where layers differ: parts/decoder.py), whatever the family. A gated MLP
+split, the cache's rows, the last position); for a causal conv its windows' inputs (the windows are a view) and
+its output. The mask is a [T, t] bias the decoder builds once a pass, at the first layer that attends, and keeps
+alive to the end (one for each window, where layers differ: parts/decoder.py), whatever the family. A scan computed
+in chunks (a state-space or delta-rule layer over a prompt) holds the arrays its layer made before the scan's first
+product beside the largest stage of the scan (scan_in_chunks). A gated MLP
 (a Llama block's) holds g, u and act(g) at once (a Phi-3 block's too: its g and u are views of one [T, 2F] product).
 A pass computed in row chunks (tape.py; its scores record says what was computed) holds the
 attention stages of one chunk at a time: Record.row_chunk of the T query rows. The tests hold it to
@@ -232,6 +235,9 @@ def intensity(r: Record, bytes_per_number: int = FLOAT32_BYTES) -> float:
 
 def working_set(r: Record, gated: bool = False) -> int:
     """Numbers alive while this stage runs, besides the residual stream (see the module docstring)."""
+    if r.kind == "matmul" and r.stage.state == CONV_WINDOWS:  # A [..., C, T, K]: windows, a view of the C inputs
+        *lead, channels, T, K = r.a_shape or ()  # after the K - 1 of the conv state before them (one copy)
+        return prod(lead) * channels * (K - 1 + T) + prod(r.out_shape)
     if r.kind == "matmul":
         return prod(r.a_shape or ()) + prod(r.out_shape)
     if gated and r.op == "mlp.act":  # g, u and act(g)
@@ -245,26 +251,53 @@ def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTE
     """(estimated peak activation bytes, the stage where it peaks) of one pass."""
     residual = prod(next(r for r in records if r.op == "embed").out_shape)
     gated = any(r.op in ("mlp.gate", "mlp.gate_up") for r in records)  # a Llama or Phi-3 block (module docstring)
-    masks: dict[
-        int | None, int
-    ] = {}  # the pass's mask bias: one for each window (Gemma's sliding and full layers: two)
+    masks = dict(zip(map(id, records), masks_alive(records)))
+    # the layers whose attention ran in row chunks: none of their attention stages holds [H, T, t] at once
+    chunked = {r.layer: r for r in records if r.attention == "scores" and r.computed is not None}
+    outside = [r for r in records if not (r.layer in chunked and (r.attention or r.op in _ROW_CHUNKED))]
+    candidates = [(masks[id(r)] + working_set(r, gated), r) for r in outside]
+    for layer, scores in chunked.items():  # each its own chunk: a dense or wider layer beside them keeps its own
+        candidates.append((masks[id(scores)] + chunked_attention([r for r in records if r.layer == layer]), scores))
+    for layer in dict.fromkeys(r.layer for r in records if r.recurrent is not None):  # a scan computed in chunks
+        held, peak = scan_in_chunks([r for r in records if r.layer == layer])
+        candidates.append((masks[id(peak)] + held, peak))
+    alive, peak = max(candidates, key=lambda candidate: candidate[0])  # the first of the largest
+    return bytes_per_number * (residual + alive), peak
+
+
+def masks_alive(records: list[Record]) -> list[int]:
+    """The numbers of the masks alive at each record: the decoder builds a window's [T, t] bias when the first
+    layer that attends with that window runs, and keeps it to the end of the pass (parts/decoder.py); a hybrid's
+    recurrent layers before it run without it."""
+    first: dict[int | None, tuple[int | None, int]] = {}  # window -> (the first layer masking with it, its numbers)
     window = None
     for r in records:
         if r.attention == "scores":
             window = r.window
         elif r.op == "mask":
-            masks.setdefault(window, prod(r.out_shape[-2:]))
-    residual += sum(masks.values())
-    # the layers whose attention ran in row chunks: none of their attention stages holds [H, T, t] at once
-    chunked = {r.layer: r for r in records if r.attention == "scores" and r.computed is not None}
-    outside = [r for r in records if not (r.layer in chunked and (r.attention or r.op in _ROW_CHUNKED))]
-    peak = max(outside, key=lambda r: working_set(r, gated))
-    alive = working_set(peak, gated)
-    for layer, scores in chunked.items():  # each its own chunk: a dense or wider layer beside them keeps its own
-        held = chunked_attention([r for r in records if r.layer == layer])
-        if held > alive:
-            alive, peak = held, scores
-    return bytes_per_number * (residual + alive), peak
+            first.setdefault(window, (r.layer, prod(r.out_shape[-2:])))
+    built, alive = 0, []
+    for r in records:
+        for w, (layer, n) in list(first.items()):
+            if r.layer is not None and r.layer == layer:  # the first record of the layer that first masks with w
+                built += n
+                del first[w]
+        alive.append(built)
+    return alive
+
+
+def scan_in_chunks(block: list[Record]) -> tuple[int, Record]:
+    """(numbers alive while a layer (its records) computes a scan in chunks, the stage where they peak): the arrays
+    the layer made before the scan's first product (its products carry the recurrent form beside them:
+    Record.recurrent) stay alive to its end: the chunked copies of the scan's inputs and their decays, which its
+    products read to the last chunk, and the mixer's own (its projections, kept for the gate and the skip after
+    the scan); beside them, the largest working set of the scan's stages. A view (a reshape, a split) holds
+    nothing new."""
+    scan = [i for i, r in enumerate(block) if r.recurrent is not None]
+    first, last = scan[0], scan[-1]
+    held = sum(prod(r.out_shape) for r in block[:first] if r.kind != "reshape" and working_set(r) > 0)
+    peak = max(block[first : last + 1], key=working_set)
+    return held + working_set(peak), peak
 
 
 def chunked_attention(block: list[Record]) -> int:

@@ -146,3 +146,31 @@ def test_deepseek_v4_gathers_its_chosen_entries_a_chunk_of_rows_at_a_time(tmp_pa
     save_random(tmp_path, config, seed=3, spread=spec.spread)
     estimate, peak = estimated_and_measured_peak(load_model(tmp_path), 900)
     assert 0.9 * estimate <= peak <= 1.5 * estimate, (peak, estimate, round(peak / estimate, 2))
+
+
+@pytest.mark.parametrize("family, name", [
+    ("mamba2", "groups"),  # Mamba-2's scan in chunks (SSD) alone: 2.26x the estimate
+    ("nemotron_h", "latent_groups"),  # SSD layers beside attention and experts: 2.17x
+    ("bamba", "attention-between"),  # SSD, then an attention layer: 1.76x
+    ("granitemoehybrid", "moe-rope-multipliers"),  # 1.77x
+    ("kimi_linear", "types-lora-head"),  # KDA's delta rule, a decay a key channel: 1.58x
+    ("qwen3_next", "step2-interval2-bias-tied"),  # Gated DeltaNet's delta rule: 1.61x
+])  # fmt: skip
+def test_a_scan_in_chunks_holds_the_arrays_it_made_before_its_first_product(tmp_path, family, name):
+    """A scan in chunks reads the chunked copies of its inputs and their decays to its last chunk, and the mixer
+    keeps its projections for the gate and the skip after it: the estimate held one stage's working set (250
+    positions: 1.6x to 2.3x the estimate), now the layer's arrays made before the scan's first product beside the
+    scan's largest stage. SSD kept every chunk's [L, L] decays, scores and weights to its end, and the delta rule's
+    pairwise decays (KDA's [C, C, dk], its largest array) were made three times over: both now once, bit for bit."""
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+    from conformance_configs import FAMILIES
+    from family_checks import save_random
+
+    from minitransformer import load_model
+
+    spec = FAMILIES[family]
+    save_random(tmp_path, spec.hf_config(name), seed=spec.configs[name]["seed"], spread=spec.spread)
+    estimate, peak = estimated_and_measured_peak(load_model(tmp_path), 250)
+    assert 0.9 * estimate <= peak <= 1.5 * estimate, (
+        f"{family} {name}: measured peak {peak:,} bytes, estimate {estimate:,}: {peak / estimate:.2f}x"
+    )
