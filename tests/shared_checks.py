@@ -2,7 +2,7 @@
 
 Small random models built with NumPy alone (GPT-2's and the Llama family's checkpoint shapes), a checkpoint copied
 into 2 bytes, the field-by-field comparison of two ledgers' phases, the array that raises when float64 appears, and
-the activation estimate beside a measured peak.
+the activation estimate beside a measured peak (a prefill's, a decode step's).
 """
 
 from __future__ import annotations
@@ -119,6 +119,25 @@ def estimated_and_measured_peak(model, T: int) -> tuple[int, int]:
     tracemalloc.start()
     try:
         model.run(ids)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return estimate, peak
+
+
+def estimated_and_measured_decode_peak(model, context: int) -> tuple[int, int]:
+    """memory.py's estimate of a decode step's activations after `context` cached positions, and tracemalloc's peak
+    of the next one (the cache, allocated before, is not an activation; a recurrent layer's state is the same at
+    any context, an attention layer's keys one position more)."""
+    ids = np.arange(context + 2) % min(100, model.config.vocab_size)
+    cache = model.new_cache()
+    model.run(ids[:context], cache=cache)
+    phase = Phase("decode", 1, 1, context + 1)
+    model.run(ids[context : context + 1], cache=cache, phase=phase)
+    estimate, _ = peak_activations(phase.records)
+    tracemalloc.start()
+    try:
+        model.run(ids[context + 1 :], cache=cache)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -22,9 +22,10 @@ projection's output); for scale, mask and softmax one tensor, as they write over
 place (ops.py); for the other elementwise stages input and output; nothing for views (the heads
 split, the cache's rows, the last position); for a causal conv its windows' inputs (the windows are a view) and
 its output. The mask is a [T, t] bias the decoder builds once a pass, at the first layer that attends, and keeps
-alive to the end (one for each window, where layers differ: parts/decoder.py), whatever the family. A scan computed
-in chunks (a state-space or delta-rule layer over a prompt) holds the arrays its layer made before the scan's first
-product beside the largest stage of the scan (scan_in_chunks). A gated MLP
+alive to the end (one for each window, where layers differ: parts/decoder.py), whatever the family. A scan (a
+state-space or delta-rule layer's: in chunks over a prompt, or position after position, as Mamba-1's over a prompt
+and every one in a decode step) holds the arrays its layer made before the scan's first product beside the largest
+stage of the scan (scan_alive). A gated MLP
 (a Llama block's) holds g, u and act(g) at once (a Phi-3 block's too: its g and u are views of one [T, 2F] product).
 A pass computed in row chunks (tape.py; its scores record says what was computed) holds the
 attention stages of one chunk at a time: Record.row_chunk of the T query rows. The tests hold it to
@@ -37,7 +38,7 @@ from math import prod
 
 from ..engine.kvcache import KeysValues, KVCache, LayerCache, State
 from ..engine.ledger import Record
-from ..engine.stages import CONV_WINDOWS, WRITES_STATE
+from ..engine.stages import CONV_WINDOWS, READS_STATE, WRITES_STATE
 from ..families.config import ModelConfig as Config
 
 FLOAT32_BYTES = 4
@@ -258,8 +259,8 @@ def peak_activations(records: list[Record], bytes_per_number: int = FLOAT32_BYTE
     candidates = [(masks[id(r)] + working_set(r, gated), r) for r in outside]
     for layer, scores in chunked.items():  # each its own chunk: a dense or wider layer beside them keeps its own
         candidates.append((masks[id(scores)] + chunked_attention([r for r in records if r.layer == layer]), scores))
-    for layer in dict.fromkeys(r.layer for r in records if r.recurrent is not None):  # a scan computed in chunks
-        held, peak = scan_in_chunks([r for r in records if r.layer == layer])
+    for layer in dict.fromkeys(r.layer for r in records if in_scan(r)):  # in chunks or position after position
+        held, peak = scan_alive([r for r in records if r.layer == layer])
         candidates.append((masks[id(peak)] + held, peak))
     alive, peak = max(candidates, key=lambda candidate: candidate[0])  # the first of the largest
     return bytes_per_number * (residual + alive), peak
@@ -286,14 +287,21 @@ def masks_alive(records: list[Record]) -> list[int]:
     return alive
 
 
-def scan_in_chunks(block: list[Record]) -> tuple[int, Record]:
-    """(numbers alive while a layer (its records) computes a scan in chunks, the stage where they peak): the arrays
-    the layer made before the scan's first product (its products carry the recurrent form beside them:
-    Record.recurrent) stay alive to its end: the chunked copies of the scan's inputs and their decays, which its
-    products read to the last chunk, and the mixer's own (its projections, kept for the gate and the skip after
-    the scan); beside them, the largest working set of the scan's stages. A view (a reshape, a split) holds
-    nothing new."""
-    scan = [i for i, r in enumerate(block) if r.recurrent is not None]
+def in_scan(r: Record) -> bool:
+    """A product of a recurrent layer's scan: one computed in chunks (it carries the recurrent form beside it:
+    Record.recurrent), or one of the recurrent form itself, which reads or writes the state (Stage.state)."""
+    return r.recurrent is not None or r.stage.state in (READS_STATE, WRITES_STATE)
+
+
+def scan_alive(block: list[Record]) -> tuple[int, Record]:
+    """(numbers alive while a layer (its records) computes a scan, the stage where they peak): the arrays the layer
+    made before the scan's first product (in_scan) stay alive to its end: in chunks, the chunked copies of the scan's
+    inputs and their decays, which its products read to the last chunk; position after position (Mamba-1's over a
+    prompt, any layer's decode step), the decays and the inputs every position reads (Mamba-1's exp(Δ A) [T, I, N]
+    beside its x_dt ⊗ B and its states: three of that size at once); and the mixer's own (its projections, kept for
+    the gate and the skip after the scan); beside them, the largest working set of the scan's stages. A view (a
+    reshape, a split) holds nothing new."""
+    scan = [i for i, r in enumerate(block) if in_scan(r)]
     first, last = scan[0], scan[-1]
     held = sum(prod(r.out_shape) for r in block[:first] if r.kind != "reshape" and working_set(r) > 0)
     peak = max(block[first : last + 1], key=working_set)

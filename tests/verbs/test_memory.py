@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from shared_checks import estimated_and_measured_peak, random_model
+from shared_checks import estimated_and_measured_decode_peak, estimated_and_measured_peak, random_model
 
 from minitransformer.engine.ops import ACTIVATIONS
 from minitransformer.families.table import PRESETS
@@ -155,13 +155,18 @@ def test_deepseek_v4_gathers_its_chosen_entries_a_chunk_of_rows_at_a_time(tmp_pa
     ("granitemoehybrid", "moe-rope-multipliers"),  # 1.77x
     ("kimi_linear", "types-lora-head"),  # KDA's delta rule, a decay a key channel: 1.58x
     ("qwen3_next", "step2-interval2-bias-tied"),  # Gated DeltaNet's delta rule: 1.61x
+    ("mamba", "intermediate-given"),  # Mamba-1's scan position after position: 2.75x
+    ("falcon_mamba", "biases-eps-untied"),  # the same with dt, B and C normed: 1.84x
+    ("jamba", "every-kind-auto-rank"),  # Mamba-1 layers beside attention and experts: 1.92x
 ])  # fmt: skip
-def test_a_scan_in_chunks_holds_the_arrays_it_made_before_its_first_product(tmp_path, family, name):
+def test_a_scan_holds_the_arrays_its_layer_made_before_its_first_product(tmp_path, family, name):
     """A scan in chunks reads the chunked copies of its inputs and their decays to its last chunk, and the mixer
     keeps its projections for the gate and the skip after it: the estimate held one stage's working set (250
     positions: 1.6x to 2.3x the estimate), now the layer's arrays made before the scan's first product beside the
     scan's largest stage. SSD kept every chunk's [L, L] decays, scores and weights to its end, and the delta rule's
-    pairwise decays (KDA's [C, C, dk], its largest array) were made three times over: both now once, bit for bit."""
+    pairwise decays (KDA's [C, C, dk], its largest array) were made three times over: both now once, bit for bit.
+    Mamba-1's scan runs position after position over the prompt, and holds as much: its decays exp(Δ A) [T, I, N],
+    made before its first product, beside its x_dt ⊗ B and its states, three of that size (1.8x to 2.8x)."""
     pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
     from conformance_configs import FAMILIES
     from family_checks import save_random
@@ -173,4 +178,32 @@ def test_a_scan_in_chunks_holds_the_arrays_it_made_before_its_first_product(tmp_
     estimate, peak = estimated_and_measured_peak(load_model(tmp_path), 250)
     assert 0.9 * estimate <= peak <= 1.5 * estimate, (
         f"{family} {name}: measured peak {peak:,} bytes, estimate {estimate:,}: {peak / estimate:.2f}x"
+    )
+
+
+@pytest.mark.parametrize("family, name, wider", [
+    # the delta rule's state [Hv, dk, dv] decayed, its write and its update: 1.54x the estimate, now 1.01x
+    ("qwen3_next", "grouped-dense-layer", dict(linear_num_key_heads=4, linear_num_value_heads=8,
+                                               linear_key_head_dim=128, linear_value_head_dim=128)),
+    # Mamba-1's exp(Δ A), x_dt ⊗ B and the state [I, N]: 1.60x, now 1.04x
+    ("mamba", "tied-auto-rank", dict(intermediate_size=512, state_size=64)),
+])  # fmt: skip
+def test_a_decode_step_holds_the_arrays_its_scan_made_before_its_first_product(tmp_path, family, name, wider):
+    """A decode step is a scan of one position, and its layer holds what it made before the scan's first product as
+    a prompt's does: the estimate held the largest stage alone, one state-sized array short (the states made wide
+    enough, 512 KB and 128 KB, to stand out from the step's other arrays)."""
+    pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
+    from conformance_configs import FAMILIES
+    from family_checks import save_random
+
+    from minitransformer import load_model
+
+    spec = FAMILIES[family]
+    config = spec.hf_config(name)
+    for key, value in wider.items():
+        setattr(config, key, value)
+    save_random(tmp_path, config, seed=spec.configs[name]["seed"], spread=spec.spread)
+    estimate, peak = estimated_and_measured_decode_peak(load_model(tmp_path), 20)
+    assert 0.9 * estimate <= peak <= 1.5 * estimate, (
+        f"{family} {name}: a decode step's measured peak {peak:,} bytes, estimate {estimate:,}: {peak / estimate:.2f}x"
     )
