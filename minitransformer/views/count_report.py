@@ -22,7 +22,7 @@ from ..verbs.formulas import (
     generation_macs,
     weight_macs_per_position,
 )
-from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, kv_cache_bytes, kv_cache_bytes_after, memory_dict
+from ..verbs.memory import DEFAULT_BALANCE, DTYPE_BYTES, in_scan, kv_cache_bytes, kv_cache_bytes_after, memory_dict
 from .report import RULE, cache_name, cache_streams, capitalised, decode_heading, describe_model, length, operands
 
 CONVENTION = (
@@ -655,10 +655,10 @@ def _activation_lines(count: Count, act: dict) -> list[str]:
     """The peak activations of the prefill and a decode step, and how they are estimated (memory.py)."""
     decode, scores = act.get("decode"), count.prefill.scores
     estimate: tuple[str, ...]
-    if scores is None:  # every layer a state-space mixer (Mamba-2)
+    if scores is None:  # every layer a state-space mixer (Mamba, Mamba-2)
         estimate = (
             "the residual stream [B, T, D] + the largest stage's working set (a product: its A and its",
-            "output; an elementwise stage: its input and output, as the scan's decays [B, Hs, Nc, L, L] in a prefill)",
+            "output; an elementwise stage: its input and output)",
         )
     elif any(r.op in ("mlp.gate", "mlp.gate_up") for r in count.prefill.block):  # gated: memory.py's estimate says why
         estimate = (
@@ -672,6 +672,11 @@ def _activation_lines(count: Count, act: dict) -> list[str]:
             "MLP: u and act(u), [B, T, F] each)",
         )
     chunked = scores is not None and scores.computed is not None  # a prefill in row chunks holds one chunk at a time
+    if any(in_scan(r) for p in count.passes[:2] for r, _ in p.weighted()):  # memory.py's scan_alive
+        estimate += (
+            "in a recurrent layer's scan, the arrays its layer made before the scan's first product (in chunks, their",
+            "chunked copies and decays) beside the scan's largest stage",
+        )
     return [
         f"  activations  peak ~{byte_size(act['prefill']['bytes'])} in the prefill (at {act['prefill']['stage']})"
         + (f", ~{byte_size(decode['bytes'])} in a decode step (at {decode['stage']})" if decode else ""),
