@@ -93,11 +93,7 @@ def resolve(name_or_dir: str | Path | None, options: LoadOptions = LoadOptions()
     """The model a name or directory means, loaded as `options` say (load_model says how)."""
     if name_or_dir is None:
         return default_model(options)
-    text = str(name_or_dir)
-    if not text.strip():  # Path("") is the current directory: an empty name would load whatever model lies there
-        raise UserError(
-            "the model's name or directory is empty; give one (gpt2, demo, a path), or none for the default"
-        )
+    text = refuse_empty_name(str(name_or_dir))
     if Path(text).is_dir():
         return from_directory(Path(text), options=options)
     if text in DEMOS:
@@ -105,6 +101,16 @@ def resolve(name_or_dir: str | Path | None, options: LoadOptions = LoadOptions()
     if text in hub.HUB_REPOS:
         return from_directory(on_disk(text) or hub.download(text), text, options)
     raise not_a_model(text)
+
+
+def refuse_empty_name(text: str) -> str:
+    """`text`, a model's name or directory, refused where it is empty or blank: Path("") is the current directory,
+    so an empty name would read whatever model lies there."""
+    if not text.strip():
+        raise UserError(
+            "the model's name or directory is empty; give one (gpt2, demo, a path), or none for the default"
+        )
+    return text
 
 
 def not_a_model(text: str, also: str = "") -> UserError:

@@ -68,6 +68,8 @@ def select_config(
     if model is not None:
         return _config_of_model(model)
     if config is not None:
+        if not config.strip():  # Path("") is the current directory
+            raise UserError("--config is empty; give the path of a config.json file")
         return _config_from_file(Path(config))
     if by_sizes:
         return _config_from_sizes(sizes, gated_mlp)
@@ -93,9 +95,9 @@ def past_its_context(config: Config, ctx: int) -> Config:
 
 
 def _config_of_model(name: str) -> Config:
-    from ..models.registry import DEMOS, demo_dir, not_a_model
+    from ..models.registry import DEMOS, demo_dir, not_a_model, refuse_empty_name
 
-    path = Path(name).expanduser()
+    path = Path(refuse_empty_name(name)).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise UserError(f"{name} has no config.json to read the model's shapes from")

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import run_cli, write_gpt2
+from conftest import ROOT, run_cli, write_gpt2
 from minitransformer.families.table import PRESETS
 from minitransformer.verbs import formulas
 
@@ -131,6 +131,27 @@ def test_count_a_model_directory_reads_only_its_config(tmp_path):
     result = run_cli("count", "--model", str(directory), "--tokens", "4")
     assert result.returncode == 0, result.stderr
     assert "tiny: 2 layers, d_model 16" in result.stdout
+
+
+@pytest.mark.parametrize("verb", [["count"], ["params"], ["lens", "--count-only"]], ids=lambda v: v[0])
+@pytest.mark.parametrize("flag, says", [
+    ("--model", "the model's name or directory is empty"),
+    ("--config", "--config is empty; give the path of a config.json file"),
+])  # fmt: skip
+def test_an_empty_model_or_config_is_refused_not_read_as_the_current_directory(tmp_path, verb, flag, says):
+    """Path("") is ".": count --model "" counted whatever config.json the current directory held, as generate's
+    --model "" once loaded it; --config "" answered that "." is a directory."""
+    import os
+    import subprocess
+
+    write_gpt2(tmp_path, n_layer=2, n_head=2, n_embd=16, vocab_size=100)  # a model where the command runs
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "minitransformer", *verb, flag, ""]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    print(verb, flag, result.returncode, result.stdout[:200], result.stderr)
+    assert result.returncode == 2 and result.stdout == "", (result.returncode, result.stdout)
+    assert result.stderr.startswith("minitransformer: error: ") and says in result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
 def test_params_json_and_table():
