@@ -7,6 +7,7 @@ status 2, and no output file half-written. Output paths are checked before any w
 from __future__ import annotations
 
 import argparse
+import codecs
 import io
 import re
 import sys
@@ -819,17 +820,21 @@ def _write_generation(results: list, batch: bool, to: dict, out) -> None:
 
 
 def _prompt_lines(path: str) -> list[str]:
-    """The prompts of --prompts FILE: one per line, UTF-8 (as prompts in argv must be), empty lines skipped."""
+    """The prompts of --prompts FILE: one per line, UTF-8 (as prompts in argv must be; a byte-order mark, which
+    editors put first, is not text), empty lines skipped."""
+    if not path.strip():  # Path("") is the current directory: "Is a directory"
+        raise UserError("--prompts is empty; give the path of a text file, or - for stdin")
     try:
         if path == "-" and sys.stdin is None:
             raise UserError("--prompts - reads stdin, which is closed; give a file, or the prompts on stdin")
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as err:
         raise UserError(f"cannot read --prompts {path}: {err.strerror or err}; give a readable text file") from None
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
     try:
-        text = data.decode("utf-8")
+        text = data[bom:].decode("utf-8")
     except UnicodeDecodeError as err:
-        raise UserError(f"--prompts {path} is not UTF-8 text (byte {err.start}); save it as UTF-8") from None
+        raise UserError(f"--prompts {path} is not UTF-8 text (byte {bom + err.start}); save it as UTF-8") from None
     prompts = [line for line in text.splitlines() if line]
     if not prompts:
         raise UserError(f"--prompts {path} holds no prompt; write one per line")

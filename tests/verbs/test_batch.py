@@ -187,6 +187,7 @@ def test_cli_generates_a_batch_with_one_ledger_and_its_padding_line(tmp_path):
     (["--prompts", "{bad}"], "not UTF-8"),
     (["--prompts", "{empty}"], "holds no prompt"),
     (["--prompts", "{missing}"], "cannot read"),
+    (["--prompts", ""], "--prompts is empty; give the path of a text file, or - for stdin"),  # not "Is a directory"
     (["a", ""], "prompt 2 is empty"),
 ])  # fmt: skip
 def test_cli_refuses_bad_batches_in_one_line(tmp_path, args, says):
@@ -196,6 +197,22 @@ def test_cli_refuses_bad_batches_in_one_line(tmp_path, args, says):
     out = run_cli("generate", "--model", "demo", *[a.format(**paths) for a in args])
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.startswith("minitransformer: error: ") and says in out.stderr and out.stderr.count("\n") == 1
+
+
+def test_a_prompts_file_s_byte_order_mark_is_not_read_as_text(tmp_path):
+    """Editors (Notepad) start a UTF-8 file with the mark EF BB BF: it was the first prompt's first three tokens."""
+    prompts = tmp_path / "bom.txt"
+    prompts.write_bytes(b"\xef\xbb\xbfParis is\r\nab\n")
+    out = run_cli("generate", "--model", "demo", "--prompts", str(prompts), "--max-new-tokens", "1", "--json", "-")
+    assert out.returncode == 0, out.stderr
+    got = [g["prompt_tokens"] for g in json.loads(out.stdout)["generations"]]
+    tok = load_model("demo").tokenizer
+    print("read:", got, "as typed:", [tok.encode("Paris is"), tok.encode("ab")])
+    assert got == [tok.encode("Paris is"), tok.encode("ab")]
+    prompts.write_bytes(b"\xef\xbb\xbfab\xff\n")  # a bad byte is still counted from the file's start
+    out = run_cli("generate", "--model", "demo", "--prompts", str(prompts))
+    print(out.stderr)
+    assert out.returncode == 2 and "is not UTF-8 text (byte 5)" in out.stderr
 
 
 def test_a_batch_of_long_prompts_chunks_its_prefill_and_still_equals_transformers(tmp_path):
