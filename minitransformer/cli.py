@@ -731,7 +731,7 @@ def _generate(args) -> None:
     try:
         rows = model.prompt_rows(prompts, options.max_new_tokens)  # refuse before the first line of output
     except UserError as err:
-        if "context of" not in str(err):
+        if "context of" not in str(err) or "; give" in str(err):  # said, or said what to do (a prompt too long)
             raise
         raise UserError(f"{err}; give a shorter prompt or fewer --max-new-tokens") from None
     if batch:

@@ -157,8 +157,10 @@ class Model:
         if ids.size == 0:
             raise UserError("token ids must be a non-empty list (or a [batch, tokens] array) of integers")
         if past + ids.shape[-1] > self.config.n_positions:
+            room = self.config.n_positions - past
             raise UserError(
-                f"{past + ids.shape[-1]} positions exceed this model's context of {self.config.n_positions}"
+                f"{past + ids.shape[-1]} positions exceed this model's context of {self.config.n_positions}; "
+                f"give at most {room:,} {'token' if room == 1 else 'tokens'}{' after the cached ones' if past else ''}"
             )
         return ids
 

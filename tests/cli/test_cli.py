@@ -191,6 +191,28 @@ def test_an_empty_model_name_is_refused_not_read_as_the_current_directory(small_
             load_model(empty)
 
 
+LONG_IDS = ",".join(["5"] * 70)  # the demo's context is 64
+
+
+@pytest.mark.parametrize("args", [
+    ["generate", "--ids", LONG_IDS],
+    ["trace", "--ids", LONG_IDS],
+    ["lens", "--ids", LONG_IDS, "--target", "5"],
+    ["attribute", "--ids", LONG_IDS, "--target", "5", "--versus", "6"],
+    ["patch", "--ids", LONG_IDS, "--corrupt", LONG_IDS.replace("5", "7"), "--target", "5", "--versus", "6"],
+    ["crosscheck", "--ids", LONG_IDS],
+], ids=lambda a: a[0])  # fmt: skip
+def test_a_prompt_longer_than_the_context_is_told_how_long_it_may_be(args):
+    """A prompt past the context said how far past it was, not what to do (generate's said fewer --max-new-tokens,
+    which cannot help a prompt too long by itself)."""
+    if args[0] == "crosscheck":
+        pytest.importorskip("transformers")
+    result = run_cli(*args, "--model", "demo")
+    print(args[0], result.stderr)
+    assert_one_line_error(result, "70 positions exceed this model's context of 64; give at most 64 tokens")
+    assert result.stdout == ""
+
+
 def test_unwritable_json_path_is_refused_before_any_work(small_gpt2_dir, tmp_path):
     result = run_cli("generate", "Hi", "--model", str(small_gpt2_dir), "--json", str(tmp_path / "nope" / "x.json"))
     assert_one_line_error(result, "does not exist")
