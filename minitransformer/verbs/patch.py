@@ -27,6 +27,7 @@ from ..engine.ledger import Phase
 from ..errors import UserError
 from ..models.model import Model
 from ..models.options import switch
+from ..text import plural
 from .bill import Bill, Item
 from .count import check_pass
 from .lens import one_token
@@ -110,7 +111,8 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
         raise UserError('a prompt is empty; give some text, e.g. "The capital of France is"')
     if len(clean_ids) != len(corrupt_ids):
         raise UserError(
-            f"the clean prompt is {len(clean_ids)} tokens and the corrupted one {len(corrupt_ids)}: patching swaps "
+            f"the clean prompt is {plural(len(clean_ids), 'token')} and the corrupted one {len(corrupt_ids)}: "
+            "patching swaps "
             f"position for position, give two prompts of the same length in tokens"
         )
     model.check_ids([clean_ids, corrupt_ids])  # both, as one batch of two rows of one length

@@ -125,6 +125,7 @@ def test_count_only_is_a_shape_sum_for_any_preset(capsys):
     [
         (["The capital of France is", "--corrupt", "The capital of the Netherlands is"],
          "the clean prompt is 5 tokens and the corrupted one 6"),
+        (["Paris", "--corrupt", "The capital"], "the clean prompt is 1 token and the corrupted one 2"),  # not 1 tokens
         (["The capital of France is", "--target", " Paris", "--versus", " Berlin"], "patch needs --corrupt"),
         (["The capital of France is", "--corrupt", ""], "--corrupt is empty; patch needs some text there"),
         (["The capital of France is", "--corrupt", "The capital of Germany is", "--versus", " Parisian"],
