@@ -233,12 +233,13 @@ def _final_norm(model: Model, center_writing_weights: bool) -> tuple[Decoder, La
     if not isinstance(decoder, Decoder) or not isinstance(norm, (LayerNorm, RMSNorm)) or decoder.steps_after_logits(c):
         raise UserError(
             f"attribute knows a final LayerNorm or RMSNorm read straight by the unembedding; {c.name}'s "
-            f"readout is not that (a scale or soft-cap after the logits)"
+            f"readout is not that (a scale or soft-cap after the logits); lens and patch analyse it"
         )
     if decoder.head is not None:  # DeepSeek-V4's: the streams mixed by weights they compute themselves
         raise UserError(
             f"attribute splits one residual stream into what wrote it; {c.name} carries several, mixed into one "
-            f"before the final norm by weights computed from the streams themselves (hyper-connections)"
+            f"before the final norm by weights computed from the streams themselves (hyper-connections); lens and "
+            "patch analyse it"
         )
     if center_writing_weights and not isinstance(norm, LayerNorm):
         raise UserError(

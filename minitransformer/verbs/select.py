@@ -100,7 +100,10 @@ def _config_of_model(name: str) -> Config:
     path = Path(refuse_empty_name(name)).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise UserError(f"{name} has no config.json to read the model's shapes from")
+            raise UserError(
+                f"{name} has no config.json to read the model's shapes from; give a checkpoint's directory, a preset "
+                "(--preset, `minitransformer config --list`) or --config FILE"
+            )
         return _config_from_file(path / "config.json", name=path.resolve().name)
     if name in PRESETS:  # a hub name or a preset: its shapes are known, no download needed
         return PRESETS[name]

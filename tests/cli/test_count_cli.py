@@ -318,3 +318,9 @@ def test_a_dense_count_and_generation_say_so_in_the_json_and_on_the_page(tmp_pat
         out = small_gpt2.generate(list(range(5, 12)), max_new_tokens=2, dense_attention=dense)
         assert out.to_dict().get("dense_attention", False) is dense
         assert (generation_page(out).count(DENSE_NOTE) == 1) is dense
+
+
+def test_a_directory_without_config_json_is_refused_saying_what_to_give(tmp_path):
+    result = run_cli("count", "--model", str(tmp_path))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "has no config.json" in result.stderr and "--preset" in result.stderr and "--config" in result.stderr
