@@ -168,7 +168,15 @@ class Model:
         """A prompt, text or token ids, as the list of ids the model reads (maybe empty; not yet checked
         against the context). Text goes through the tokenizer, ids through the same check as check_ids."""
         if isinstance(prompt, str):
-            return self.tokenizer.encode(prompt, what="the prompt")
+            ids = self.tokenizer.encode(prompt, what="the prompt")
+            beyond = [i for i in ids if i >= self.config.vocab_size]
+            if beyond:  # a tokenizer not made for this model's vocabulary (a GPT-2 directory without its own files)
+                raise UserError(
+                    f"the prompt's text encodes to token id {beyond[0]}, outside this model's vocabulary "
+                    f"(0..{self.config.vocab_size - 1}): its tokenizer is not this model's; give the prompt as token "
+                    "ids (--ids 1,2,3, or a list of ints)"
+                )
+            return ids
         if prompt is None or isinstance(prompt, (bytes, bytearray)):
             raise UserError(f"the prompt must be text (a str) or a list of token ids, not {type(prompt).__name__}")
         return as_token_ids(prompt, self.config.vocab_size, batch=False, vocabulary="this model's vocabulary").tolist()

@@ -472,7 +472,7 @@ def test_trace_command_on_a_transformers_checkpoint():
     (["hi", "--model", "{small}", "--new-tokens", "-1"], "--new-tokens must be 1 or more"),
     (["hi", "--model", "{small}", "--new-tokens", "two"], "argument --new-tokens: 'two' is not a whole number"),
     (["hi", "--model", "{small}", "--new-tokens", "65"], "exceed small-gpt2's context of 64 positions (they take 65: every token but the last new one is fed to the model); at most 64 new tokens fit"),
-    (["The capital", "--model", str(HF_FIXTURES / "tiny")], "token id 3139 is outside this model's vocabulary (0..511)"),
+    (["The capital", "--model", str(HF_FIXTURES / "tiny")], "text encodes to token id 3139, outside this model's vocabulary (0..511): its tokenizer is not this model's; give the prompt as token ids (--ids"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(args, message, small_gpt2_dir, capsys):
     code = main(["trace", *(a.replace("{small}", str(small_gpt2_dir)) for a in args)])
