@@ -304,6 +304,8 @@ class ActivationCache(Mapping):
         }
 
     def __getitem__(self, name: str) -> np.ndarray:
+        if not isinstance(name, str):  # a KeyError, as a Mapping's: `5 in cache` is then False, not a TypeError
+            raise KeyError(f"stage names are str (list(cache) lists them), not {name!r:.40}")
         if is_lens_name(name) and name in self._aliases:
             alias = self._aliases[name]
             ours = next((n for n in alias.ours if n in self._tensors), alias.ours[0])

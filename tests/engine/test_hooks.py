@@ -419,3 +419,16 @@ def test_a_hybrid_s_names_are_each_block_s_own_and_a_stage_its_layer_lacks_is_re
     assert seen == [f"blocks.{full}.attn.weights"] and list(cache) == fulls, (seen, list(cache))
     lens = model.lens_aliases
     assert f"blocks.{linear}.attn.hook_pattern" not in lens and f"blocks.{full}.attn.hook_pattern" in lens
+
+
+def test_a_capture_asked_for_a_key_that_is_no_name_answers_as_a_mapping(small_gpt2):
+    """`5 in cache` and cache[5] raised a TypeError from the TransformerLens name check: a Mapping answers False and a
+    KeyError."""
+    _, cache = small_gpt2.run_with_cache(IDS, names="embed")
+    for key in (5, None, ("embed",)):
+        print(f"{key!r} in cache: {key in cache}")
+        assert key not in cache and cache.get(key) is None
+        with pytest.raises(KeyError, match="stage names are str"):
+            cache[key]
+    assert "embed" in cache
+
