@@ -218,6 +218,7 @@ class Model:
         if not isinstance(options, RunOptions):
             raise UserError(f"options must be a RunOptions (models/options.py), not {options!r:.60}")
         switch("all_positions", all_positions)
+        check_pass_extras(phase, watcher, choices)
         if cache is not None and not isinstance(cache, KVCache):
             raise UserError(f"cache must be one this model made (model.new_cache()), not {type(cache).__name__}")
         past = cache.length if cache is not None else 0
@@ -226,14 +227,7 @@ class Model:
         if cache is not None:
             self._check_cache(cache, ids.shape[:-1])
             cache.room(T)  # before any layer writes: a recurrent layer's state is overwritten in place
-        if pads is not None:
-            pads = np.asarray(pads)
-            if ids.ndim != 2 or pads.shape != ids.shape[:1] or pads.dtype.kind not in "iu" or (pads < 0).any():
-                raise UserError(f"pads must be one whole number >= 0 per row of token ids [B, T], not {pads!r}")
-            if (pads >= past + T).any():  # a row of padding alone has no position to read its logits at
-                raise UserError(f"pads must leave each row a token: fewer than its {past + T} slots, not {pads!r}")
-            if self.config.padding_refused and pads.any():  # before any layer writes the cache
-                raise UserError(self.config.padding_refused)
+        pads = None if pads is None else self._check_pads(pads, ids, past)
         dims = Dims.of(self.config, T, past, R=T if all_positions else 1, batch=ids.shape[:-1])
         chunks = self._chunks if pads is None else None  # a padded batch's rows begin their chunks apart
         tape = self._tape(dims, phase, watcher, chunks=chunks, dense=options.dense_attention, routing=options.routing)
@@ -265,6 +259,7 @@ class Model:
         this way."""
         self._check_resumed(layer, stream)
         switch("all_positions", all_positions)
+        check_pass_extras(phase, watcher, choices)
         T, batch = self._positions_and_batch(stream)
         dims = Dims.of(self.config, T, 0, R=T if all_positions else 1, batch=batch)
         tape = self._tape(dims, phase, watcher)
@@ -275,6 +270,22 @@ class Model:
             ids = np.broadcast_to(ids, (*batch, T))
         forward = self.architecture.forward
         return forward.resume(stream, layer, self.params, self.config, tape, all_positions, choices, ids)
+
+    def _check_pads(self, pads, ids: np.ndarray, past: int) -> np.ndarray:
+        """run's `pads` as an array, one whole number per row of ids [B, T], each leaving its row a token; refused,
+        before any layer writes the cache, where the model takes no left padding."""
+        try:
+            pads = np.asarray(pads)
+        except ValueError:  # ragged rows: no array at all
+            pads = np.asarray(None)
+        T = ids.shape[-1]
+        if ids.ndim != 2 or pads.shape != ids.shape[:1] or pads.dtype.kind not in "iu" or (pads < 0).any():
+            raise UserError(f"pads must be one whole number >= 0 per row of token ids [B, T], not {pads!r}")
+        if (pads >= past + T).any():  # a row of padding alone has no position to read its logits at
+            raise UserError(f"pads must leave each row a token: fewer than its {past + T} slots, not {pads!r}")
+        if self.config.padding_refused and pads.any():
+            raise UserError(self.config.padding_refused)
+        return pads
 
     def _check_cache(self, cache, batch: tuple[int, ...]) -> None:
         """A cache this model made (new_cache) for ids of this batch: another model's layers, numbers or rows would be
@@ -408,6 +419,17 @@ class Model:
         """Continue `prompt` (a string or a list of token ids); see verbs/generate.py's generate for the options."""
         assert _generate is not None, "verbs/generate.py registers it at its import, which the package's __init__ runs"
         return _generate(self, prompt, **options)
+
+
+def check_pass_extras(phase, watcher, choices) -> None:
+    """run's and run_from's `phase`, `watcher` and `choices`, refused in words before any layer runs: a wrong one
+    failed deep in the first stage (or the first layer that shares its choices), after the cache was marked spoilt."""
+    if phase is not None and not isinstance(phase, Phase):
+        raise UserError(f"phase must be a ledger Phase (engine/ledger.py) or None, not {phase!r:.60}")
+    if watcher is not None and not callable(watcher):
+        raise UserError(f"watcher must be a function of (name, tensor, record) or None, not {watcher!r:.60}")
+    if choices is not None and not isinstance(choices, dict):
+        raise UserError(f"choices must be a dict the pass fills (or None), not {choices!r:.60}")
 
 
 def refuse_empty(prompts: list, verb: str = "continue") -> None:

@@ -432,3 +432,24 @@ def test_a_capture_asked_for_a_key_that_is_no_name_answers_as_a_mapping(small_gp
             cache[key]
     assert "embed" in cache
 
+
+def test_run_and_run_from_refuse_a_phase_watcher_or_choices_that_is_none_of_them(small_gpt2):
+    """phase="x" ended in an AttributeError in the first stage, watcher=5 in a TypeError, choices=5 (run_from) in one
+    deep in the blocks; a cached pass left its cache marked spoilt."""
+    _, cache = small_gpt2.run_with_cache(IDS, names="blocks.1.hook_resid_pre")
+    stream = cache["blocks.1.hook_resid_pre"]
+    wrong = {"phase": ("x", "phase must be a ledger Phase"), "watcher": (5, "watcher must be a function"),
+             "choices": (5, "choices must be a dict")}  # fmt: skip
+    for option, (value, says) in wrong.items():
+        kv = small_gpt2.new_cache()
+        for call, args in ((small_gpt2.run, dict(token_ids=IDS, cache=kv)),
+                           (small_gpt2.run_from, dict(layer=1, stream=stream))):  # fmt: skip
+            with pytest.raises(UserError) as refused:
+                call(**args, **{option: value})
+            print(f"{call.__name__}({option}={value!r}): {refused.value}")
+            assert says in str(refused.value), str(refused.value)
+        assert not kv.spoilt and kv.length == 0
+    with pytest.raises(UserError) as refused:
+        small_gpt2.run([IDS[:2], IDS[:2]], pads=[[0], [1, 2]])  # ragged: a ValueError from NumPy
+    print(refused.value)
+    assert "pads must be one whole number >= 0 per row" in str(refused.value)
