@@ -163,7 +163,11 @@ class Pass(PassTotals):
     def find(self, op: str) -> Record:
         """The op's record: outside the blocks, or in the first layer of the first kind that has it (layer 0's kind
         first: where layers differ in their products, an op of another kind is found in that kind's layer)."""
-        return next(r for r in self.before + self.block_records + self.after if r.op == op)
+        found = next((r for r in self.before + self.block_records + self.after if r.op == op), None)
+        if found is None:  # a StopIteration before
+            ops = ", ".join(dict.fromkeys(r.op for r in self.before + self.block_records + self.after))
+            raise UserError(f"this {self.phase} pass has no {op!r} (its ops: {ops})")
+        return found
 
     def has(self, op: str) -> bool:
         """Whether some layer of the pass (or the stages outside the blocks) has the op: a model whose layers keep a
@@ -489,6 +493,8 @@ def sweep_per_token(config: Config, points: int = 24) -> dict[str, list[int]]:
     conformance suite holds to the counted passes of every family (with and without the cache, past every window,
     chunk and top-k): counting 24 passes of up to a million positions took minutes where the sums take microseconds.
     """
+    if not isinstance(config, Config):
+        raise UserError(f"sweep_per_token counts a model's config (model.config, PRESETS[name]), not {config!r:.60}")
     if not is_whole(points, 2):
         raise OptionError(
             "points", f"must be a whole number of at least 2 (the first context and the last), not {points!r}"

@@ -335,6 +335,23 @@ def test_a_record_not_in_the_pass_is_refused_naming_the_ones_there():
             phase.find(op, layer)  # a bare StopIteration
 
 
+def test_a_count_s_pass_refuses_an_op_it_has_not_and_a_sweep_refuses_what_is_no_config():
+    """Count.prefill.find("nope") ended in a bare StopIteration, as Phase.find once did; sweep_per_token(None), ("gpt2")
+    or (a Model) in an AttributeError on n_positions."""
+    count = count_generation(PRESETS["gpt2"], 5, 2)
+    assert count.prefill.find("scores").dot_products == 12 * 5 * 5
+    for op in ("nope", None):
+        with pytest.raises(UserError) as refused:
+            count.decodes[0].find(op)
+        print(refused.value)
+        assert f"this decode pass has no {op!r} (its ops: embed, ln_1, qkv," in str(refused.value)
+    for wrong in (None, "gpt2", Model.without_weights(PRESETS["gpt2"])):
+        with pytest.raises(UserError) as refused:
+            sweep_per_token(wrong)
+        print(refused.value)
+        assert "sweep_per_token counts a model's config (model.config, PRESETS[name]), not" in str(refused.value)
+
+
 # Each family's first preset with experts
 MIXTURES = sorted({next(p for p in a.presets if PRESETS[p].n_experts) for a in ARCHITECTURES.values()
                    if any(PRESETS[p].n_experts for p in a.presets)})  # fmt: skip
