@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import prod
 
+from ..errors import UserError
 from ..families.config import ModelConfig
 from ..families.table import architecture_of
 from ..models.weights import expected_shapes
@@ -92,10 +93,16 @@ class Parameters:
         }
 
 
-@lru_cache(maxsize=16)
 def parameters(config: ModelConfig) -> Parameters:
     """Every weight tensor of the config's checkpoint (buffers apart), with its kind: worked out once for a config (its
     report, memory and roofline each ask; DeepSeek-V4-Pro's 140,000 tensors take half a second)."""
+    if not isinstance(config, ModelConfig):  # None, a name or a Model: an AttributeError in the family table before
+        raise UserError(f"parameters counts a model's config (model.config, PRESETS[name]), not {config!r:.60}")
+    return _parameters(config)
+
+
+@lru_cache(maxsize=16)
+def _parameters(config: ModelConfig) -> Parameters:
     buffers = architecture_of(config).layout.buffer_kinds  # loaded, but not parameters (Layout.buffer_kinds)
     tensors = (Tensor(n, s, kind_of(n, config)) for n, s in expected_shapes(config).items())
     return Parameters(config, tuple(t for t in tensors if t.kind not in buffers))

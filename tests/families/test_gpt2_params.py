@@ -84,3 +84,15 @@ def test_agrees_with_transformers_num_parameters(config):
     transformers = pytest.importorskip("transformers", reason="transformers (the hf extra) is not installed")
     hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(**config))
     assert parameters(GPT2Config(**config)).total == hf.num_parameters()
+
+
+@pytest.mark.parametrize("wrong", [None, "gpt2", ["gpt2"]], ids=repr)
+def test_what_is_no_config_is_refused_in_words(wrong):
+    """parameters(None) or ("gpt2") ended in an AttributeError in the family table, a list in lru_cache's TypeError."""
+    from minitransformer.errors import UserError
+
+    with pytest.raises(UserError) as refused:
+        parameters(wrong)
+    print(refused.value)
+    assert f"parameters counts a model's config (model.config, PRESETS[name]), not {wrong!r}" in str(refused.value)
+    assert parameters(PRESETS["gpt2"]) is parameters(PRESETS["gpt2"])  # still worked out once
