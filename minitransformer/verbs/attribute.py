@@ -39,7 +39,7 @@ from ..models.model import Model
 from ..models.options import switch
 from .bill import Bill
 from .count import check_pass
-from .lens import one_token
+from .lens import check_analysed, one_token
 
 
 def _product(op: str, equation: str, reads: str) -> Stage:
@@ -191,6 +191,7 @@ def attribute(
     fold_ln does, in place of the gain applied to each part (the same shares, to rounding); `center_writing_weights`:
     each part centred over d_model before the norm, as centring every weight that writes to the stream makes it (a
     LayerNorm centres them anyway; refused for an RMSNorm, whose outputs it would change)."""
+    check_analysed(model, "attribute", "count_attribute")
     switch("fold_ln", fold_ln), switch("center_writing_weights", center_writing_weights)
     ids = model.prompt_ids(prompt)
     if not ids:

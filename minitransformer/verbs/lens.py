@@ -77,6 +77,19 @@ TOP_TOKENS = 5  # the most likely tokens listed at each entry where nobody asks 
 CONVENTIONS = "final norm recomputed per entry, nothing folded or centred (TransformerLens's logit_lens on its bridge)"
 
 
+def check_analysed(model, verb: str, bill: str) -> None:
+    """The model an analysis reads, refused in words before any pass: what is no Model (an AttributeError on its first
+    use), and a shape-only one (Model.without_weights), whose stand-ins have no values to read (a TypeError in the
+    first NumPy function that needs them); its cost is counted from the config alone (`bill`)."""
+    if not isinstance(model, Model):
+        raise UserError(f"{verb} reads a Model (load_model(...)), not {model!r:.60}")
+    if model.shape_only:
+        raise UserError(
+            f"a shape-only model (Model.without_weights) has no numbers for {verb} to read: count its bill instead, "
+            f"{bill}(model.config, tokens)"
+        )
+
+
 def one_token(model: Model, target, what: str = "--target") -> int:
     """A target token, text or id, as one id: text that is several tokens (or none) is refused, saying so."""
     if isinstance(target, (int, np.integer)):  # True too: check_ids refuses a bool as it refuses it among ids
@@ -108,6 +121,7 @@ def stream_names(L: int) -> list[str]:
 def logit_lens(model: Model, prompt, target, all_positions: bool = False, top: int = TOP_TOKENS) -> Lens:
     """The lens of `prompt` (text or ids) for `target` (a token's text or id): at the last position, or every one;
     `top`: the most likely tokens listed at each."""
+    check_analysed(model, "logit_lens", "count_lens")
     switch("all_positions", all_positions)
     if not is_whole(top, 1):
         raise OptionError("top", f"(tokens listed) must be a whole number of at least 1, not {top!r}")

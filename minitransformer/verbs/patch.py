@@ -30,7 +30,7 @@ from ..models.options import switch
 from ..text import plural
 from .bill import Bill, Item
 from .count import check_pass
-from .lens import one_token
+from .lens import check_analysed, one_token
 
 SHARE_CONVENTIONS = (
     "share restored = (patched - corrupted) / (clean - corrupted) of logit(target) - logit(versus) at the last "
@@ -106,6 +106,7 @@ def _check_heads_named(model: Model, cache, T: int) -> None:
 def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> Patching:
     """Patch `clean`'s residual stream (and with `heads` each head's output) into `corrupt`'s run, layer by layer and
     position by position: the share of logit(target) - logit(versus) each patch restores."""
+    check_analysed(model, "patch", "count_patch")
     clean_ids, corrupt_ids = (model.prompt_ids(p) for p in (clean, corrupt))
     if not clean_ids or not corrupt_ids:
         raise UserError('a prompt is empty; give some text, e.g. "The capital of France is"')
@@ -116,9 +117,7 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
             f"position for position, give two prompts of the same length in tokens"
         )
     model.check_ids([clean_ids, corrupt_ids])  # both, as one batch of two rows of one length
-    target_id, versus_id = one_token(model, target), one_token(model, versus, "--versus")
-    if target_id == versus_id:
-        raise UserError("--target and --versus are the same token: their logit difference is always 0")
+    target_id, versus_id = two_tokens(model, target, versus)
     L, T, H = model.config.n_layer, len(clean_ids), model.config.n_head
     attending = head_layers(model) if switch("heads", heads) else []
     names = [f"blocks.{i}.hook_resid_pre" for i in range(L)] + [f"blocks.{i}.attn.hook_z" for i in attending]
@@ -164,6 +163,14 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
     bill = _bill(runs, L * T, len(attending) * T * H, L, T)
     tokens = clean_ids, corrupt_ids, target_id, versus_id
     return Patching(*tokens, clean_difference, corrupt_difference, residual, head_shares, bill, tuple(attending))
+
+
+def two_tokens(model: Model, target, versus) -> tuple[int, int]:
+    """The target and versus tokens (text or ids) as two ids, refused where they are the same token."""
+    target_id, versus_id = one_token(model, target), one_token(model, versus, "--versus")
+    if target_id == versus_id:
+        raise UserError("--target and --versus are the same token: their logit difference is always 0")
+    return target_id, versus_id
 
 
 def _bill(runs: dict[str, Phase], residual_runs: int, head_runs: int, L: int, T: int) -> Bill:

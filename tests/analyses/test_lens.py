@@ -86,6 +86,28 @@ def test_the_function_refuses_a_top_or_a_target_it_cannot_take():
     assert logit_lens(demo, "The capital of France is", np.int64(6342), top=1).entries[-1].top[0][0] == 6342
 
 
+def test_each_analysis_refuses_what_is_no_model_and_a_shape_only_one_in_words():
+    """logit_lens, patch and attribute of a config, None or a name ended in an AttributeError on prompt_ids; of a
+    shape-only model in a TypeError deep in NumPy (np.stack or float() of a stand-in)."""
+    from minitransformer import Model, UserError, load_model
+    from minitransformer.verbs.attribute import attribute
+    from minitransformer.verbs.patch import patch
+
+    demo = load_model("demo")
+    analyses = {"logit_lens": (lambda m: logit_lens(m, [464, 3139], 6342), "count_lens"),
+                "patch": (lambda m: patch(m, [464, 3139], [464, 286], 6342, 10598), "count_patch"),
+                "attribute": (lambda m: attribute(m, [464, 3139], 6342, 10598), "count_attribute")}  # fmt: skip
+    for verb, (run, bill) in analyses.items():
+        for wrong, says in ((demo.config, f"{verb} reads a Model (load_model(...)), not GPT2Config("),
+                            (None, f"{verb} reads a Model (load_model(...)), not None"),
+                            (Model.without_weights(demo.config), f"count its bill instead, {bill}(model.config, tokens)")):  # fmt: skip
+            with pytest.raises(UserError) as refused:
+                run(wrong)
+            print(refused.value)
+            assert says in str(refused.value) and "\n" not in str(refused.value)
+        run(demo)  # the model itself is taken
+
+
 def test_every_analysis_document_says_which_model_ran(tmp_path, capsys):
     """lens's --json had no `model` (patch's and attribute's have it): a saved lens did not say which model, dtype or
     precision it read."""
