@@ -25,6 +25,7 @@ from ..engine.selection import Tie
 from ..errors import UserError
 from ..models.model import Model
 from ..models.options import LoadOptions
+from ..models.registry import from_directory
 from ..text import plural, short_path, table
 from .drift import SelectionDrift, drift, next_token_drift, top_agreement
 
@@ -96,6 +97,22 @@ def reference_class(model: Model) -> str:
     GPT-2 checkpoints leave it out)."""
     architecture = model.architecture
     return architecture.reference_classes[getattr(model.config, "model_type", architecture.name)]
+
+
+def check_validated(model, prompts, tolerance: float | None = None) -> None:
+    """validate's model, prompts and tolerance, refused in words before transformers is loaded: what is no Model (an
+    AttributeError), prompts that are no list of texts (None a TypeError; a str was read letter by letter as that
+    many prompts; none at all compared nothing and said "all OK"), and a tolerance that is no number >= 0 (a str a
+    ValueError in the header; NaN or a negative one failed every prompt)."""
+    if not isinstance(model, Model):
+        raise UserError(f"validate checks a Model (load_model(...)), not {model!r:.60}")
+    if isinstance(prompts, str) or not isinstance(prompts, Sequence) or not prompts:
+        raise UserError(f"prompts must be a non-empty list of texts ([text] for one), not {prompts!r:.60}")
+    t = tolerance
+    if t is not None and (
+        isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, float, np.floating)) or not t >= 0
+    ):
+        raise UserError(f"tolerance must be a number >= 0 (relative to max |logit|) or None, not {t!r}")
 
 
 def prompt_room(model: Model, steps: int) -> int:
@@ -280,6 +297,7 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
     """Compare each prompt in the model's dtype, cut where needed so that it and `steps` greedy tokens fit the
     context, and measure both float32 passes against the float64 truth; print the table to `out` (default:
     sys.stdout as it is when called). `tolerance`: relative, default TOLERANCES[model's dtype]."""
+    check_validated(model, prompts, tolerance)
     out = sys.stdout if out is None else out
     room = prompt_room(model, steps)
     dtype = model.dtype.name
@@ -343,8 +361,6 @@ class _Passes:
     @classmethod
     def of(cls, model: Model) -> _Passes:
         """The model, the same weights read again in the other dtype, and transformers' model in each."""
-        from ..models.registry import from_directory
-
         dtype = model.dtype.name
         other = "float64" if dtype == "float32" else "float32"
         torch, reference = load_reference(model, dtype)
@@ -425,8 +441,7 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
     """At the model's precision (bfloat16 or float16): each prompt's logits at every position against transformers
     computing in that dtype, and both against the float64 truth (our pass in float64, itself checked against
     transformers' float64 within 1e-9): max |dlogit|, KL of the next-token distributions and top-1 agreement."""
-    from ..models.registry import from_directory
-
+    check_validated(model, prompts)
     out = sys.stdout if out is None else out
     precision = model.precision.name if model.precision is not None else "float32"
     check_precision_validated(precision)

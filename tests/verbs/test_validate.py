@@ -84,6 +84,23 @@ def test_an_empty_prompt_is_refused():
         validate(model, prompts=[""], out=io.StringIO())
 
 
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(model=None), "validate checks a Model (load_model(...)), not None"),
+    (dict(prompts=None), "prompts must be a non-empty list of texts ([text] for one), not None"),  # a TypeError
+    (dict(prompts="Hello"), "not 'Hello'"),  # read letter by letter: five prompts of one letter each
+    (dict(prompts=[]), "not []"),  # compared nothing and said "all OK"
+    (dict(tolerance="1e-4"), "tolerance must be a number >= 0 (relative to max |logit|) or None, not '1e-4'"),
+    (dict(tolerance=-1.0), "not -1.0"), (dict(tolerance=float("nan")), "not nan"), (dict(tolerance=True), "not True"),
+])  # fmt: skip
+def test_what_validate_cannot_compare_with_is_refused_before_any_work(kwargs, says):
+    out = io.StringIO()
+    call = {"model": load_model("demo"), "steps": 1, "prompts": ["Hi"], "out": out, **kwargs}
+    with pytest.raises(UserError) as refused:
+        validate(**call)
+    print(refused.value)
+    assert says in str(refused.value) and out.getvalue() == ""
+
+
 @pytest.mark.parametrize("name, reason", [
     ("llama_mha", "llama_mha has no tokenizer (no tokenizer.json in {})"),
     ("tiny", "its tokenizer's ids pass tiny's vocabulary of 512"),
