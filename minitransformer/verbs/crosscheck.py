@@ -382,6 +382,8 @@ def _row_chunk(check: Crosscheck) -> int:
 
 def crosscheck(model: Model, ids: list[int], dense_attention: bool = False) -> Crosscheck:
     """The three counts of one forward over every position of `ids` (module docstring)."""
+    if not isinstance(model, Model):  # an AttributeError on shape_only before
+        raise UserError(f"crosscheck counts a Model's forward (load_model(...)), not {model!r:.60}")
     torch, transformers = _import_hf()
     if model.shape_only:
         raise UserError("a shape-only model has no weights to run transformers' forward on; give --model DIR")

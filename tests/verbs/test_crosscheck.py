@@ -556,6 +556,15 @@ def test_a_batch_of_ids_is_refused_not_counted_as_tokens():
         crosscheck(model, [[464, 3139, 286, 4881, 318]] * 2)
 
 
+@pytest.mark.parametrize("wrong", [None, "demo"], ids=repr)
+def test_what_is_no_model_is_refused_in_words(wrong):
+    """crosscheck(None, ids) ended in an AttributeError on shape_only."""
+    with pytest.raises(UserError) as refused:
+        crosscheck(wrong, [464, 3139])
+    print(refused.value)
+    assert f"crosscheck counts a Model's forward (load_model(...)), not {wrong!r}" in str(refused.value)
+
+
 def test_the_command_prints_the_groups_and_writes_the_json(made):
     directory = made("qwen3", 0)
     result = run_cli("crosscheck", "--model", str(directory), "--tokens", "140", "--json", "-")
