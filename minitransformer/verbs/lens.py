@@ -48,8 +48,19 @@ class Lens:
     positions: list[int]
 
     def first_top(self, position: int | None = None) -> str | None:
-        """The first entry at which the target is the most probable token (at the last position read), or None."""
-        at = self.positions[-1] if position is None else position
+        """The first entry at which the target is the most probable token (at the last position read, or `position`,
+        counted from the end where negative), or None. A position the lens did not read is refused (it answered None,
+        as if the target were never on top: -1 for the last position did)."""
+        T, at = len(self.prompt), self.positions[-1] if position is None else position
+        if (
+            isinstance(at, bool)
+            or not isinstance(at, (int, np.integer))
+            or not -T <= at < T
+            or at % T not in self.positions
+        ):
+            read = f"0..{T - 1}" if len(self.positions) == T else f"{T - 1}, the last (all_positions=True reads each)"
+            raise UserError(f"position must be one the lens read ({read}), not {position!r}")
+        at %= T
         return next((e.label for e in self.entries if e.position == at and e.rank == 1), None)
 
     def to_dict(self, decode=None) -> dict:

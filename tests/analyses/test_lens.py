@@ -108,6 +108,24 @@ def test_each_analysis_refuses_what_is_no_model_and_a_shape_only_one_in_words():
         run(demo)  # the model itself is taken
 
 
+def test_first_top_reads_a_position_the_lens_read_counting_from_the_end_and_refuses_any_other():
+    """first_top(-1), the last position, answered None (no entry has position -1), as did a position past the prompt
+    or one the lens did not read (all_positions=False reads the last alone): as if the target were never on top."""
+    from minitransformer import UserError, load_model
+
+    demo = load_model("demo")
+    last, every = (logit_lens(demo, "The capital of France is", " Paris", all_positions=a) for a in (False, True))
+    print(f"first_top(): {last.first_top()!r}, (-1): {last.first_top(-1)!r}, (4): {last.first_top(np.int64(4))!r}")
+    assert last.first_top() == last.first_top(-1) == last.first_top(np.int64(4)) == "after block 3"
+    assert [every.first_top(p) for p in range(5)] == [every.first_top(p - 5) for p in range(5)]
+    for lens, position, read in ((last, 0, "4, the last (all_positions=True reads each)"), (last, 5, "4, the last"),
+                                 (every, 5, "0..4"), (every, -6, "0..4"), (every, 2.0, "0..4"), (every, "0", "0..4")):  # fmt: skip
+        with pytest.raises(UserError) as refused:
+            lens.first_top(position)
+        print(refused.value)
+        assert f"position must be one the lens read ({read}" in str(refused.value)
+
+
 def test_every_analysis_document_says_which_model_ran(tmp_path, capsys):
     """lens's --json had no `model` (patch's and attribute's have it): a saved lens did not say which model, dtype or
     precision it read."""
