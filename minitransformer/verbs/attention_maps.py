@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.hooks import selector
+from ..errors import UserError
+from ..text import runs
 from .choices import chosen_layers
 
 
@@ -48,6 +50,12 @@ def attention_layers_of(model, layers) -> list[int]:
     """The layers asked for (a layer or a list), each refused before any pass where the model has none or it computes
     no attention weights (a recurrent layer's)."""
     layers = chosen_layers(layers, model.config.n_layer, what="attention layers")
+    names = set(model.stage_names)
+    attending = [i for i in range(model.config.n_layer) if f"blocks.{i}.attn.weights" in names]
+    stateful = [i for i in layers if i not in attending]
+    if stateful:  # the stage selector's "no stage is named ..." did not say why
+        where = f"the layers that do: {runs(attending)}" if attending else f"none of {model.name}'s layers does"
+        raise UserError(f"layer {stateful[0]} computes no attention weights (it keeps a state instead); {where}")
     selector(_names(layers), model.stage_names, "attention=")
     return layers
 

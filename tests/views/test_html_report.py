@@ -278,6 +278,24 @@ def test_a_recorders_maps_are_hidden_where_each_layers_mask_hid_the_key(tmp_path
     assert hidden == ({0: causal, 1: window} if family == "gemma" else {0: chunks, 1: chunks, 2: chunks, 3: causal})
 
 
+@pytest.mark.parametrize(("preset", "says"), [
+    ("qwen3.5-9b", "layer 0 computes no attention weights (it keeps a state instead); the layers that do: 3, 7"),
+    ("mamba-130m", "layer 0 computes no attention weights (it keeps a state instead); none of mamba-130m's layers"),
+])  # fmt: skip
+def test_attention_maps_of_a_layer_that_keeps_a_state_are_refused_saying_which_layers_attend(preset, says):
+    """A hybrid's recurrent layer has no weights to draw: refused naming the layers that attend (the stage selector's
+    'no stage is named blocks.0.attn.weights' said neither why nor where)."""
+    from minitransformer.families.table import PRESETS
+    from minitransformer.models.model import Model
+    from minitransformer.verbs.attention_maps import attention_layers_of
+
+    config = PRESETS[preset]
+    model = Model.without_weights(config.prefix(min(config.n_layer, 8)))
+    with pytest.raises(UserError) as refused:
+        attention_layers_of(model, [0, 1])
+    assert says in str(refused.value), str(refused.value)
+
+
 def test_a_recorder_refuses_a_layer_the_model_lacks(small_gpt2):
     with pytest.raises(UserError, match="among 0..1"):
         AttentionRecorder(small_gpt2, [2])
