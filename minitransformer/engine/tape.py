@@ -22,7 +22,7 @@ from ..errors import UserError
 from .gathered import CHUNKS, EXPERTS, PIECES, Gathered
 from .kvcache import first_attended
 from .ledger import Phase, Record, dot_product_count
-from .precision import Precision
+from .precision import Precision, widening
 from .row_chunks import in_row_chunks, on_chosen_keys
 from .selection import selected, top_k
 from .shapes import ShapeOnly
@@ -351,6 +351,17 @@ class Tape:
             epsilon = held.epsilon if held else float(np.finfo(scores.dtype).eps)
             self.phase.selections.append(selected(stage, self.layer_index, scores, k, self.dims.past, name, epsilon))
         return chosen
+
+    def in_float32(self) -> Tape:
+        """The tape of a region computed in float32 whatever the pass's precision: its products' operands and outputs
+        and its stages' values are not rounded (a weight kept narrow is still widened), so it reads its inputs as the
+        stages before it rounded them, and its output is rounded once, by the stage after it or by `in_format`. Where
+        transformers upcasts a piece itself and real kernels keep it in float32 registers (a delta rule's whole
+        chunked scan: transformers' torch_chunk_gated_delta_rule, flash-linear-attention's kernels), the emulation
+        does too (docs/precision.md). At float32 the tape itself: nothing changes."""
+        if self.precision is None:
+            return self
+        return replace(self, precision=widening())
 
     def in_format(self, value, op: str):
         """A value computed between the tape's records (a row of a solve written in place), stored in the pass's

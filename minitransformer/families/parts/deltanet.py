@@ -137,14 +137,18 @@ class GatedDeltaNet(Part):
         c = causal_conv(at, "linear.conv", qkv, p.conv1d.weight[:, 0, :], conv_state, channels="Dc", kernel="Kc")
         c = at.stage("linear.conv_act", ACTIVATIONS[config.hidden_act](c[..., 0].swapaxes(-1, -2)), "T Dc")
         q, k, v = at.stage("linear.split", split_linear_heads(c, Hk, Gv, dk, dv), "Hk T dk; Hk T dk; Hk Gv T dv")
-        q, k = at.stage("linear.l2norm", (l2norm(q), l2norm(k)), "Hk T dk; Hk T dk")
-        q = at.stage("linear.scale", q * const(q, dk**-0.5), "Hk T dk")
+        # q and k's norms, the decay and the whole rule in float32 from the values as rounded, its output rounded once
+        # (and the state kept in float32): transformers upcasts them itself, as the kernels do (docs/precision.md);
+        # beta is its sigmoid in the model's dtype
+        wide = at.in_float32()
+        q, k = wide.stage("linear.l2norm", (l2norm(q), l2norm(k)), "Hk T dk; Hk T dk")
+        q = wide.stage("linear.scale", q * const(q, dk**-0.5), "Hk T dk")
         beta = at.stage("linear.beta", per_value_head(sigmoid(b), Hk, Gv), "Hk Gv T")
-        g = at.stage("linear.decay", per_value_head(decay(a, p.A_log, p.dt_bias), Hk, Gv), "Hk Gv T")
+        g = wide.stage("linear.decay", per_value_head(decay(a, p.A_log, p.dt_bias), Hk, Gv), "Hk Gv T")
         recurrent = (
             None if state is None else state["recurrent"].reshape(*state["recurrent"].shape[:-3], Hk, Gv, dk, dv)
         )
-        o = delta_rule.delta_rule(at, q, k, v, g, beta, recurrent)  # [..., Hk, Gv, T, dv]
+        o = at.in_format(delta_rule.delta_rule(wide, q, k, v, g, beta, recurrent), "delta.out")  # [..., Hk, Gv, T, dv]
         gates = split_into_heads(z, Hv).reshape(o.shape)  # each value head's z, [..., Hk, Gv, T, dv]
         o = at.stage("linear.norm", gated_rms_norm(o, gates, p.norm.weight, config.norm_eps), "Hk Gv T dv")
         o = at.stage("linear.merge", merge_heads(ungroup_heads(o)), "T Hv*dv")

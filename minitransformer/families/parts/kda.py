@@ -94,15 +94,19 @@ class KimiDeltaAttention(Part):
         c = causal_conv(at, "linear.conv", qkv, kernels, conv_state, channels="Dc", kernel="Kc")
         c = at.stage("linear.conv_act", ACTIVATIONS[config.hidden_act](c[..., 0].swapaxes(-1, -2)), "T Dc")
         q, k, v = at.stage("linear.split", split_linear_heads(c, H, 1, dk, dk), "Hk T dk; Hk T dk; Hk Gv T dv")
-        q, k = at.stage("linear.l2norm", (l2norm(q), l2norm(k)), "Hk T dk; Hk T dk")
-        q = at.stage("linear.scale", q * const(q, dk**-0.5), "Hk T dk")
+        # q and k's norms, the decay and the whole rule in float32 from the values as rounded, its output rounded once
+        # (and the state kept in float32), as transformers and the kernels compute them (parts/deltanet.py's, alike)
+        wide = at.in_float32()
+        q, k = wide.stage("linear.l2norm", (l2norm(q), l2norm(k)), "Hk T dk; Hk T dk")
+        q = wide.stage("linear.scale", q * const(q, dk**-0.5), "Hk T dk")
         f = at.matmul("linear.f_a", h, p.f_a_proj.weight.T, "T D, D dk -> T dk")
         f = at.matmul("linear.f_b", f, p.f_b_proj.weight.T, "T dk, dk Hv*dk -> T Hv*dk")
-        g = at.stage("linear.decay", per_channel_decay(f, p.A_log, p.dt_bias, H), "Hk Gv T dk")
+        g = wide.stage("linear.decay", per_channel_decay(f, p.A_log, p.dt_bias, H), "Hk Gv T dk")
         b = at.matmul("linear.b", h, p.b_proj.weight.T, "T D, D Hv -> T Hv")
         beta = at.stage("linear.beta", per_value_head(sigmoid(b), H, 1), "Hk Gv T")
         recurrent = None if state is None else state["recurrent"].reshape(*state["recurrent"].shape[:-3], H, 1, dk, dk)
-        o = delta_rule.delta_rule(at, q, k, v, g, beta, recurrent, per_channel=True)  # [..., H, 1, T, dk]
+        o = delta_rule.delta_rule(wide, q, k, v, g, beta, recurrent, per_channel=True)  # [..., H, 1, T, dk]
+        o = at.in_format(o, "delta.out")
         z = at.matmul("linear.g_a", h, p.g_a_proj.weight.T, "T D, D dk -> T dk")
         z = at.matmul("linear.g_b", z, p.g_b_proj.weight.T, "T dk, dk Hv*dk -> T Hv*dk")
         gates = split_into_heads(z, H).reshape(o.shape)  # each head's z, [..., H, 1, T, dk]
