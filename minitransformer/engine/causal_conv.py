@@ -18,11 +18,12 @@ from .shapes import ShapeOnly
 from .tape import Tape
 
 
-def causal_conv(at: Tape, op: str, x, weight, state=None, channels: str = "C", kernel: str = "K"):
+def causal_conv(at: Tape, op: str, x, weight, state=None, channels: str = "C", kernel: str = "K", bias=None):
     """x [..., T, C] -> the convolution [..., C, T, 1], each channel's T dot products with its kernel (`weight` [C, K];
     transformers' conv1d weight [C, 1, K] without its middle axis), through at.matmul under `op`; `channels` and
     `kernel` name C and K in the shapes. `state` [..., K - 1, C]: the inputs before this pass's first position, read
-    and then overwritten in place with the last K - 1 inputs seen (None: a fresh sequence, no state kept)."""
+    and then overwritten in place with the last K - 1 inputs seen (None: a fresh sequence, no state kept). `bias` [C]:
+    added to the sums in float32 before the output is rounded, as a product's bias is (torch's conv1d rounds once)."""
     *lead, T, C = x.shape
     K = weight.shape[-1]
     spec = f"{channels} T {kernel}, {channels} {kernel} 1 -> {channels} T 1"
@@ -33,4 +34,4 @@ def causal_conv(at: Tape, op: str, x, weight, state=None, channels: str = "C", k
     if state is not None:
         state[...] = seen[..., T:, :]  # the last K - 1: what the next pass's first window reads before its own
     windows = np.lib.stride_tricks.sliding_window_view(seen.swapaxes(-1, -2), K, axis=-1)  # [..., C, T, K], a view
-    return at.matmul(op, windows, weight[..., None], spec)
+    return at.matmul(op, windows, weight[..., None], spec, bias=None if bias is None else bias[:, None, None])

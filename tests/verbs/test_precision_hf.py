@@ -217,6 +217,32 @@ def test_validate_at_bfloat16_computes_a_delta_rule_in_float32_as_transformers_d
     assert len(rows) == 5 and all(row.endswith(" OK") for row in rows), rows
 
 
+def test_validate_at_bfloat16_adds_a_short_conv_s_bias_before_rounding_as_torch_s_conv1d_does(tmp_path):
+    """torch's conv1d in bfloat16 adds its bias to the float32 sums and rounds once, as a product's bias is added;
+    ours rounded the conv's sums, then added LFM2's conv bias and rounded again (29% of a random 256-channel conv's
+    outputs differed from torch's). On the conformance suite's LFM2 with conv biases, that extra rounding left each
+    conv layer 3 to 12% further from the float64 truth than transformers' from the same input, and the first prompt
+    NOT OK (ours 2.07 times as far as transformers' from the truth); now a conv layer's output is transformers' from
+    the same input, and all 5 prompts are OK."""
+    from conformance_configs import FAMILIES
+
+    spec = FAMILIES["lfm2"]
+    name = "idxs-width-rule-conv-bias"
+    save_random(tmp_path, spec.hf_config(name), seed=spec.configs[name]["seed"], spread=spec.spread)
+    model = load_model(tmp_path, precision="bfloat16")
+    ids = [102, 76, 61, 32, 36, 56, 61, 90, 114, 4, 17, 98]
+    _, cache = model.run_with_cache(ids, names=["blocks.0.conv.u", "blocks.0.conv.y"])
+    conv = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16).model.layers[0].conv.conv
+    u = torch.from_numpy(np.asarray(cache["blocks.0.conv.u"], np.float32)).to(torch.bfloat16).T[None]
+    with torch.no_grad():
+        theirs = torch.nn.functional.conv1d(u, conv.weight, conv.bias, padding=2, groups=u.shape[1])[0, :, : len(ids)]
+    assert np.array_equal(np.asarray(cache["blocks.0.conv.y"], np.float32), theirs.T.float().numpy())
+    out = io.StringIO()
+    assert validate_precision(model, steps=4, out=out), out.getvalue()
+    rows = [line for line in out.getvalue().splitlines() if line.startswith("  '")]
+    assert len(rows) == 5 and all(row.endswith(" OK") for row in rows), rows
+
+
 # --- float16's range: a Gemma whose residual stream passes 65,504 ----------------------------------------------
 def normed_channel(directory, layer: int, channel: int, ids) -> tuple[np.ndarray, dict]:
     """The MLP output's RMS-normed values at `channel` in `layer` (before Gemma's (1 + w) gain), and the captures."""

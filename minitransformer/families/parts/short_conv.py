@@ -57,10 +57,11 @@ class ShortConv(Part):
             Stage("conv.input_gate", ("conv.u",), "multiply",
                   "u = B * x  (elementwise; 0 at a left-padded row's pad slots)", "B, x [T, D]"),
             Stage("conv.conv", ("conv.conv",), "matmul",
-                  "y = conv(u): each channel's last L values of u . its kernel (L - 1 of them kept in the state)",
+                  f"y = conv(u){plus(b, 'conv')}: each channel's last L values of u . its kernel (L - 1 of them kept in "
+                  "the state)",
                   "windows [D, T, L], w [D, L, 1]", SHORT_CONV,
                   state=CONV_WINDOWS, product="conv"),
-            Stage("conv.y", ("conv.y",), "reshape", f"y -> [T, D]{plus(b, 'conv')}  (no activation)", "y [D, T, 1]"),
+            Stage("conv.y", ("conv.y",), "reshape", "y -> [T, D]  (no activation)", "y [D, T, 1]"),
             Stage("conv.output_gate", ("conv.z",), "multiply", "z = C * y  (elementwise)", "C, y [T, D]"),
             Stage("conv.out_proj", ("conv.out",), "matmul", f"o = z W_out{plus(b, 'out')}", "z [T, D], W_out [D, D]",
                   SHORT_CONV, product="projection"),
@@ -74,8 +75,9 @@ class ShortConv(Part):
         B, C, x = at.stage("conv.split", (bcx[..., :D], bcx[..., D : 2 * D], bcx[..., 2 * D :]), "T D")
         u = at.stage("conv.input_gate", without_pads(B * x, at.dims.past, inputs.pads), "T D")
         state = None if inputs.cache is None else inputs.cache["conv"]
-        y = causal_conv(at, "conv.conv", u, p.conv.weight[:, 0, :], state, channels="D", kernel="L")
-        y = at.stage("conv.y", with_bias(y[..., 0].swapaxes(-1, -2), bias_of(p.conv)), "T D")
+        # the conv's bias added to its sums before they are rounded, once, as torch's conv1d does (and every product's)
+        y = causal_conv(at, "conv.conv", u, p.conv.weight[:, 0, :], state, "D", "L", bias=bias_of(p.conv))
+        y = at.stage("conv.y", y[..., 0].swapaxes(-1, -2), "T D")
         z = at.stage("conv.output_gate", np.multiply(C, y, out=at.scratch(y)), "T D")
         return at.matmul("conv.out_proj", z, p.out_proj.weight.T, "T D, D D -> T D", bias=bias_of(p.out_proj))
 
@@ -96,8 +98,3 @@ class ShortConv(Part):
             "conv.conv": (B * T * D, config.conv_kernel),  # each channel's L-wide window of u x its kernel
             "conv.out_proj": (B * T * D, D),  # z [T, D] x W_out [D, D]
         }
-
-
-def with_bias(y, bias):
-    """y + b, where the conv has a bias."""
-    return y if bias is None else y + bias
