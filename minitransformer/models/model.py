@@ -150,17 +150,20 @@ class Model:
         """What each layer keeps, as its config declares it (config.layer_cache)."""
         return tuple(self.config.layer_cache(i) for i in range(self.config.n_layer))
 
-    def check_ids(self, token_ids, past: int = 0) -> np.ndarray:
+    def check_ids(self, token_ids, past: int = 0, n_new: int = 1) -> np.ndarray:
         """Token ids as an int array [T] or [B, T], refused with a clear message if the model can't take them
-        (see ids.py for what is taken)."""
+        (see ids.py for what is taken); one past the context is told how many fit after `past` cached positions and
+        before the n_new - 1 new tokens a generation feeds after them (config.check_fits refuses those)."""
         ids = as_token_ids(token_ids, self.config.vocab_size, vocabulary="this model's vocabulary")
         if ids.size == 0:
             raise UserError("token ids must be a non-empty list (or a [batch, tokens] array) of integers")
         if past + ids.shape[-1] > self.config.n_positions:
-            room = self.config.n_positions - past
+            room = self.config.n_positions - past - max(n_new - 1, 0)
+            where = (" after the cached ones" if past else "") + (f" for {n_new:,} new ones" if n_new > 1 else "")
+            # room 0 or less: the new tokens alone fill the context (generate's CLI says to give fewer)
+            fits = f"; give at most {room:,} {'token' if room == 1 else 'tokens'}{where}" if room > 0 else ""
             raise UserError(
-                f"{past + ids.shape[-1]} positions exceed this model's context of {self.config.n_positions}; "
-                f"give at most {room:,} {'token' if room == 1 else 'tokens'}{' after the cached ones' if past else ''}"
+                f"{past + ids.shape[-1]} positions exceed this model's context of {self.config.n_positions}{fits}"
             )
         return ids
 
@@ -188,7 +191,7 @@ class Model:
         rows = [self.prompt_ids(prompt) for prompt in prompts]
         refuse_empty(rows, verb)
         for row in rows:
-            self.check_ids(row)
+            self.check_ids(row, n_new=n_new)
         self.config.check_fits(max(map(len, rows)), n_new)
         return rows
 

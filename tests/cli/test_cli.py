@@ -194,22 +194,26 @@ def test_an_empty_model_name_is_refused_not_read_as_the_current_directory(small_
 LONG_IDS = ",".join(["5"] * 70)  # the demo's context is 64
 
 
-@pytest.mark.parametrize("args", [
-    ["generate", "--ids", LONG_IDS],
-    ["trace", "--ids", LONG_IDS],
-    ["lens", "--ids", LONG_IDS, "--target", "5"],
-    ["attribute", "--ids", LONG_IDS, "--target", "5", "--versus", "6"],
-    ["patch", "--ids", LONG_IDS, "--corrupt", LONG_IDS.replace("5", "7"), "--target", "5", "--versus", "6"],
-    ["crosscheck", "--ids", LONG_IDS],
-], ids=lambda a: a[0])  # fmt: skip
-def test_a_prompt_longer_than_the_context_is_told_how_long_it_may_be(args):
+@pytest.mark.parametrize("args, fits", [
+    (["generate", "--ids", LONG_IDS], "give at most 57 tokens for 8 new ones"),  # 57 + 8 - 1 = 64 positions
+    (["generate", "--ids", LONG_IDS, "--max-new-tokens", "1"], "give at most 64 tokens"),
+    (["generate", "--ids", LONG_IDS, "--max-new-tokens", "65"], "give a shorter prompt or fewer --max-new-tokens"),
+    (["trace", "--ids", LONG_IDS], "give at most 63 tokens for 2 new ones"),
+    (["lens", "--ids", LONG_IDS, "--target", "5"], "give at most 64 tokens"),
+    (["attribute", "--ids", LONG_IDS, "--target", "5", "--versus", "6"], "give at most 64 tokens"),
+    (["patch", "--ids", LONG_IDS, "--corrupt", LONG_IDS.replace("5", "7"), "--target", "5", "--versus", "6"],
+     "give at most 64 tokens"),
+    (["crosscheck", "--ids", LONG_IDS], "give at most 64 tokens"),
+], ids=lambda a: a[0] if isinstance(a, list) else "")  # fmt: skip
+def test_a_prompt_longer_than_the_context_is_told_how_long_it_may_be(args, fits):
     """A prompt past the context said how far past it was, not what to do (generate's said fewer --max-new-tokens,
-    which cannot help a prompt too long by itself)."""
+    which cannot help a prompt too long by itself). A generation's prompt shares the context with the new tokens fed
+    after it: generate and trace said "at most 64 tokens", and 64 were then refused beside 8 or 2 new ones."""
     if args[0] == "crosscheck":
         pytest.importorskip("transformers")
     result = run_cli(*args, "--model", "demo")
     print(args[0], result.stderr)
-    assert_one_line_error(result, "70 positions exceed this model's context of 64; give at most 64 tokens")
+    assert_one_line_error(result, f"70 positions exceed this model's context of 64; {fits}")
     assert result.stdout == ""
 
 
