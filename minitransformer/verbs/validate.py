@@ -110,7 +110,7 @@ def check_validated(model, prompts, tolerance: float | None = None) -> None:
         raise UserError(f"prompts must be a non-empty list of texts ([text] for one), not {prompts!r:.60}")
     t = tolerance
     if t is not None and (
-        isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, float, np.floating)) or not t >= 0
+        isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, float, np.integer, np.floating)) or not t >= 0
     ):
         raise UserError(f"tolerance must be a number >= 0 (relative to max |logit|) or None, not {t!r}")
 

@@ -16,7 +16,7 @@ pytest.importorskip("transformers", reason="validate compares with torch and tra
 
 from minitransformer import UserError, load_model, load_tokenizer  # noqa: E402
 from minitransformer.cli import main  # noqa: E402
-from minitransformer.verbs.validate import PROMPTS, validate  # noqa: E402
+from minitransformer.verbs.validate import PROMPTS, check_validated, validate  # noqa: E402
 
 # tokens, max |dlogit|, allowed, greedy agree, then each float32 pass against the float64 truth, whose is closer
 ROW = re.compile(r"(\d+(?: of \d+)?)\s+\S+\s+\S+\s+(\d+/\d+)\s+\S+\s+\S+\s+(?:ours|theirs|tie)\s+(OK|NOT OK)$")
@@ -99,6 +99,13 @@ def test_what_validate_cannot_compare_with_is_refused_before_any_work(kwargs, sa
         validate(**call)
     print(refused.value)
     assert says in str(refused.value) and out.getvalue() == ""
+
+
+@pytest.mark.parametrize("tolerance", [0, 1e-4, np.int64(1), np.float32(1e-3), None])
+def test_a_tolerance_that_is_a_number_is_taken_whatever_its_type(tolerance):
+    """NumPy's whole numbers are numbers too: np.int64(1) (a tolerance read from an array) was refused as "no number
+    >= 0" where np.float32 and int were taken."""
+    check_validated(load_model("demo"), ["Hi"], tolerance)
 
 
 @pytest.mark.parametrize("name, reason", [
