@@ -160,8 +160,10 @@ class Model:
         if past + ids.shape[-1] > self.config.n_positions:
             room = self.config.n_positions - past - max(n_new - 1, 0)
             where = (" after the cached ones" if past else "") + (f" for {n_new:,} new ones" if n_new > 1 else "")
-            # room 0 or less: the new tokens alone fill the context (generate's CLI says to give fewer)
+            # room 0 or less: the new tokens alone fill the context (generate's CLI says to give fewer), or the cache
             fits = f"; give at most {room:,} {'token' if room == 1 else 'tokens'}{where}" if room > 0 else ""
+            if room <= 0 and past:
+                fits = f"; the cache holds {past:,} positions already: start a new one (model.new_cache())"
             raise UserError(
                 f"{past + ids.shape[-1]} positions exceed this model's context of {self.config.n_positions}{fits}"
             )

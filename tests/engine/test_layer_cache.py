@@ -70,3 +70,18 @@ def test_the_older_signature_still_makes_attention_layers():
     cache = KVCache(3, 4, 16, 10, (2,), window=(None, 5, None), d_value=8)
     assert [s.window for s in cache.specs] == [None, 5, None] and cache.window == (None, 5, None)
     assert cache.nbytes == 3 * 2 * 4 * 10 * (16 + 8) * 4
+
+
+def test_a_pass_past_the_cache_s_context_says_how_many_fit_or_to_start_a_new_cache(small_gpt2):
+    """A full cache's next pass was refused with "give at most 0 tokens after the cached ones" (nothing to do), then
+    with the overflow alone; it says to start a new cache. One with room says how many tokens fit."""
+    n = small_gpt2.config.n_positions
+    for cached, fed, says in ((n, 1, f"the cache holds {n} positions already: start a new one (model.new_cache())"),
+                              (n - 4, 6, "give at most 4 tokens after the cached ones")):  # fmt: skip
+        cache = small_gpt2.new_cache()
+        small_gpt2.run(list(range(cached)), cache=cache)
+        with pytest.raises(UserError) as refused:
+            small_gpt2.run([1] * fed, cache=cache)
+        assert f"{cached + fed} positions exceed this model's context of {n}; {says}" == str(refused.value), str(
+            refused.value
+        )
