@@ -158,6 +158,9 @@ def test_deepseek_v4_gathers_its_chosen_entries_a_chunk_of_rows_at_a_time(tmp_pa
     ("mamba", "intermediate-given"),  # Mamba-1's scan position after position: 2.75x
     ("falcon_mamba", "biases-eps-untied"),  # the same with dt, B and C normed: 1.84x
     ("jamba", "every-kind-auto-rank"),  # Mamba-1 layers beside attention and experts: 1.92x
+    ("minimax", "one-block"),  # lightning attention's 250 positions in one block: 2.30x, now 1.00x
+    ("falcon_h1", "multipliers-gated-norm"),  # SSD beside attention in each layer: 1.18x
+    ("lfm2", "layer-types-kernel4-untied"),  # short convs beside attention: 1.21x
 ])  # fmt: skip
 def test_a_scan_holds_the_arrays_its_layer_made_before_its_first_product(tmp_path, family, name):
     """A scan in chunks reads the chunked copies of its inputs and their decays to its last chunk, and the mixer
@@ -166,7 +169,9 @@ def test_a_scan_holds_the_arrays_its_layer_made_before_its_first_product(tmp_pat
     scan's largest stage. SSD kept every chunk's [L, L] decays, scores and weights to its end, and the delta rule's
     pairwise decays (KDA's [C, C, dk], its largest array) were made three times over: both now once, bit for bit.
     Mamba-1's scan runs position after position over the prompt, and holds as much: its decays exp(Δ A) [T, I, N],
-    made before its first product, beside its x_dt ⊗ B and its states, three of that size (1.8x to 2.8x)."""
+    made before its first product, beside its x_dt ⊗ B and its states, three of that size (1.8x to 2.8x). Lightning
+    attention made each block's [H, b, b] decays from [H, b, b] float64 exponents, twice its scores (MiniMax's one
+    block of 250 positions: 2.3x): they are a view of each head's 2 b - 1 decays now, bit for bit."""
     pytest.importorskip("torch", reason="torch is not installed (pip install 'minitransformer[hf]')")
     from conformance_configs import FAMILIES
     from family_checks import save_random
