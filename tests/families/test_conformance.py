@@ -26,7 +26,7 @@ from shared_checks import two_byte_copy  # noqa: E402
 from minitransformer import load_model  # noqa: E402
 from minitransformer.engine.ledger import padding_of  # noqa: E402
 from minitransformer.errors import UserError  # noqa: E402
-from minitransformer.families.parts.delta_rule import IN_FLOAT32  # noqa: E402
+from minitransformer.families.parts.delta_rule import DECAYED_KEYS, DELTA_RULE  # noqa: E402
 from minitransformer.families.table import ARCHITECTURES, model_types  # noqa: E402
 
 
@@ -303,12 +303,18 @@ def test_a_selection_s_replacement_must_be_indices_it_could_have_chosen(model, f
                 ours.logits(ids)
 
 
+# The values a delta-rule layer computes in float32 at every precision (Tape.in_float32, docs/precision.md): the rule's
+# own stages, and the layer's norms of q and k, q's scale and the decay, which transformers computes inside its rule
+IN_FLOAT32 = frozenset(name for stage in (*DELTA_RULE.values(), DECAYED_KEYS) for name in stage.names) | {
+    "linear_attn.q_normed", "linear_attn.k_normed", "linear_attn.q_scaled", "linear_attn.g"}  # fmt: skip
+
+
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_every_stage_of_a_bfloat16_pass_holds_bfloat16_numbers(model, family):
     """--precision bfloat16 stores every stage's values in bfloat16 (docs/precision.md): each captured value, of a
     prompt past the chunks, windows and top-k, and of a decode step, is a bfloat16 number. A Gated DeltaNet's solve
     wrote its rows' differences in float32 (linear_attn.solved: 487 of 1,280 values not bfloat16). A delta rule's own
-    stages are the exception: they compute in float32, as transformers' does (parts/delta_rule.py's IN_FLOAT32)."""
+    stages are the exception: they compute in float32, as transformers' does (IN_FLOAT32 above)."""
     import ml_dtypes
 
     name = next(iter(FAMILIES[family].configs))

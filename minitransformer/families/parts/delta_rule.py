@@ -135,11 +135,6 @@ def _per_channel() -> dict[str, Stage]:
 
 PER_CHANNEL = _per_channel()
 
-# The values a delta-rule layer computes in float32 at every precision (Tape.in_float32, docs/precision.md): the rule's
-# own stages, and the layer's norms of q and k, q's scale and the decay, which transformers computes inside its rule.
-IN_FLOAT32 = frozenset(name for stage in (*DELTA_RULE.values(), DECAYED_KEYS) for name in stage.names) | {
-    "linear_attn.q_normed", "linear_attn.k_normed", "linear_attn.q_scaled", "linear_attn.g"}  # fmt: skip
-
 # The recurrent form's products, each (dot products, MACs) for T positions of Hv value heads: read S^T k (dv dot
 # products of length dk), write k (x) delta (dk dv of length 1), query S^T q (dv of length dk).
 RECURRENT = {
