@@ -243,6 +243,29 @@ def test_validate_at_bfloat16_adds_a_short_conv_s_bias_before_rounding_as_torch_
     assert len(rows) == 5 and all(row.endswith(" OK") for row in rows), rows
 
 
+@pytest.mark.parametrize("family, name, conv_input", [("mamba2", "groups", "xBC"), ("mamba", "tied-auto-rank", "x_in")])
+def test_a_mamba_conv_s_bias_is_added_before_rounding_as_torch_s_conv1d_does(tmp_path, family, name, conv_input):
+    """As the short conv's above: a Mamba mixer's conv rounded its sums, then added its bias (use_conv_bias, on by
+    default) and rounded again, where transformers' prefill (nn.Conv1d) and the kernels round once."""
+    from conformance_configs import FAMILIES
+
+    spec = FAMILIES[family]
+    save_random(tmp_path, spec.hf_config(name), seed=spec.configs[name]["seed"], spread=spec.spread)
+    model = load_model(tmp_path, precision="bfloat16")
+    ids = [i % model.config.vocab_size for i in (102, 76, 61, 32, 36, 56, 61, 90, 114, 4, 17, 98, 5, 77, 41, 3, 120)]
+    _, cache = model.run_with_cache(ids, names=[f"blocks.0.mixer.{conv_input}", "blocks.0.mixer.conv"])
+    conv = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16).backbone.layers[0]
+    conv = conv.mixer.conv1d
+    x = torch.from_numpy(np.asarray(cache[f"blocks.0.mixer.{conv_input}"], np.float32)).to(torch.bfloat16).T[None]
+    with torch.no_grad():
+        theirs = conv(x)[0, :, : len(ids)].float().numpy()  # [C, T]: its padding K - 1 both sides, the first T causal
+    mine = np.asarray(cache["blocks.0.mixer.conv"], np.float32)[..., 0]
+    assert conv.bias is not None and np.array_equal(mine, theirs), (
+        np.abs(mine - theirs).max(),
+        (mine != theirs).mean(),
+    )
+
+
 # --- float16's range: a Gemma whose residual stream passes 65,504 ----------------------------------------------
 def normed_channel(directory, layer: int, channel: int, ids) -> tuple[np.ndarray, dict]:
     """The MLP output's RMS-normed values at `channel` in `layer` (before Gemma's (1 + w) gain), and the captures."""

@@ -75,10 +75,11 @@ class Mamba1Mixer(Part):
             Stage("ssm.split", ("mixer.x_in", "mixer.z"), "reshape", "x (the scan's input, I), z (the gate, I)",
                   "[T, 2I]"),
             Stage("ssm.conv", ("mixer.conv",), "matmul",
-                  "u = causal conv of x: each channel and position a dot product of its last K inputs (the K - 1 "
-                  "before this pass kept in the conv state, zeros at the start) with its kernel", "x [T, I], w [I, K]",
+                  f"u = causal conv of x{plus(config.use_conv_bias, 'conv')}: each channel and position a dot "
+                  "product of its last K inputs (the K - 1 before this pass kept in the conv state, zeros at the "
+                  "start) with its kernel", "x [T, I], w [I, K]",
                   SSM_PROJECTIONS, state=CONV_WINDOWS, product="conv"),
-            Stage("ssm.conv_act", ("mixer.x",), "activation", "x = act(u + b)  (SiLU)", "u [T, I]"),
+            Stage("ssm.conv_act", ("mixer.x",), "activation", "x = act(u)  (SiLU)", "u [T, I]"),
             Stage("ssm.x_proj", ("mixer.x_proj",), "matmul", "[dt, B, C] = x W_x  (the selection, from x)",
                   "x [T, I], W_x [I, Rdt+2N]", SSM_PROJECTIONS, product="projection"),
             Stage("ssm.select", ("mixer.dt_low", "mixer.B", "mixer.C"), "reshape",
@@ -110,8 +111,9 @@ class Mamba1Mixer(Part):
         xz = at.matmul("ssm.in_proj", h, p.in_proj.weight.T, "T D, D 2I -> T 2I", bias=bias_of(p.in_proj))
         x, z = at.stage("ssm.split", (xz[..., :inner], xz[..., inner:]), "T I")
         conv_state, kernels = None if state is None else state["conv"], p.conv1d.weight[:, 0, :]
-        u = causal_conv(at, "ssm.conv", without_pads(x, d.past, pads), kernels, conv_state, "I", "K")
-        x = at.stage("ssm.conv_act", without_pads(conv_activation(u, p.conv1d, config), d.past, pads), "T I")
+        # the conv's bias added to its sums before they are rounded, once, as torch's conv1d and the kernels do
+        u = causal_conv(at, "ssm.conv", without_pads(x, d.past, pads), kernels, conv_state, "I", "K", bias_of(p.conv1d))
+        x = at.stage("ssm.conv_act", without_pads(conv_activation(u, config), d.past, pads), "T I")
         dbc = at.matmul("ssm.x_proj", x, p.x_proj.weight.T, "T I, I Rdt+2N -> T Rdt+2N")
         dt, B, C = at.stage("ssm.select", (dbc[..., :R], dbc[..., R : R + N], dbc[..., R + N :]), "T Rdt; T N; T N")
         if config.bcdt_norm_eps is not None:

@@ -71,10 +71,11 @@ class Mamba2Mixer(Part):
             Stage("ssm.split", ("mixer.z", "mixer.xBC", "mixer.dt_in"), "reshape",
                   "z (the gate, I), xBC (x, B and C: Cv), dt (one per head)", "[T, I+Cv+Hs]"),
             Stage("ssm.conv", ("mixer.conv",), "matmul",
-                  "u = causal conv of xBC: each channel and position a dot product of its last K inputs (the K - 1 "
-                  "before this pass kept in the conv state, zeros at the start) with its kernel", "xBC [T, Cv], w [Cv, K]",
+                  f"u = causal conv of xBC{plus(config.use_conv_bias, 'conv')}: each channel and position a dot "
+                  "product of its last K inputs (the K - 1 before this pass kept in the conv state, zeros at the "
+                  "start) with its kernel", "xBC [T, Cv], w [Cv, K]",
                   SSM_PROJECTIONS, state=CONV_WINDOWS, product="conv"),
-            Stage("ssm.conv_act", ("mixer.conv_act",), "activation", "xBC = act(u + b)  (SiLU)", "u [T, Cv]"),
+            Stage("ssm.conv_act", ("mixer.conv_act",), "activation", "xBC = act(u)  (SiLU)", "u [T, Cv]"),
             Stage("ssm.heads", ("mixer.x", "mixer.B", "mixer.C"), "reshape",
                   "x -> Hs heads of P (Ng groups of Hg); B, C -> Ng groups of N, shared by a group's heads", "xBC [T, Cv]"),
             Stage("ssm.dt", ("mixer.dt",), "activation",
@@ -99,8 +100,11 @@ class Mamba2Mixer(Part):
         split = (zxbcdt[..., :inner], zxbcdt[..., inner : inner + Cv], zxbcdt[..., inner + Cv :])
         z, xbc, dt = at.stage("ssm.split", split, "T I; T Cv; T Hs")
         conv_state, kernels = None if state is None else state["conv"], p.conv1d.weight[:, 0, :]
-        u = causal_conv(at, "ssm.conv", without_pads(xbc, d.past, pads), kernels, conv_state, "Cv", "K")
-        xbc = at.stage("ssm.conv_act", without_pads(conv_activation(u, p.conv1d, config), d.past, pads), "T Cv")
+        # the conv's bias added to its sums before they are rounded, once, as torch's conv1d and the kernels do
+        u = causal_conv(
+            at, "ssm.conv", without_pads(xbc, d.past, pads), kernels, conv_state, "Cv", "K", bias_of(p.conv1d)
+        )
+        xbc = at.stage("ssm.conv_act", without_pads(conv_activation(u, config), d.past, pads), "T Cv")
         x, B, C = at.stage("ssm.heads", heads(xbc, config), "Ng Hg T P; Ng T N; Ng T N")
         recurrent = state is not None and d.past > 0 and d.T == 1  # a decode step: as transformers, the recurrent form
         dt = at.stage("ssm.dt", step_sizes(dt, p.dt_bias, config, clamp=not recurrent), "Ng Hg T")
@@ -220,11 +224,10 @@ def segments(zxbcdt, config: MixerShapes):
     return np.repeat(np.array(config.in_proj_multipliers, dtype=zxbcdt.dtype), widths)
 
 
-def conv_activation(u, conv, config: MixerShapes):
-    """act(u + b): the conv's outputs [.., Cv, T, 1] back to [.., T, Cv], its bias added, the activation applied."""
-    u = u[..., 0].swapaxes(-1, -2)
-    bias = getattr(conv, "bias", None)
-    return ACTIVATIONS[config.ssm_act](u if bias is None else u + bias)
+def conv_activation(u, config: MixerShapes):
+    """act(u): the conv's outputs [.., Cv, T, 1] (its bias in them: causal_conv) back to [.., T, Cv], the activation
+    applied."""
+    return ACTIVATIONS[config.ssm_act](u[..., 0].swapaxes(-1, -2))
 
 
 def grouped(ssm, config: MixerShapes):
