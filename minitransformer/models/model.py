@@ -141,9 +141,16 @@ class Model:
             raise UserError(f"batch must be a number of rows or a tuple of them, (B,) for ids [B, T], not {batch!r}")
         if not is_whole(capacity, 0):
             raise UserError(f"capacity must be a whole number of positions, 0 or more, not {capacity!r}")
-        return KVCache(
-            capacity=capacity, batch=rows, shape_only=self.shape_only, dtype=self.dtype, layers=self._layer_caches
-        )
+        try:
+            return KVCache(
+                capacity=capacity, batch=rows, shape_only=self.shape_only, dtype=self.dtype, layers=self._layer_caches
+            )
+        except (MemoryError, ValueError) as e:  # NumPy's refusals of an array larger than memory, or than any can be
+            of_rows = f" of {' x '.join(map(str, rows))} rows" if rows else ""
+            raise UserError(
+                f"a cache of {capacity:,} positions{of_rows} does not fit in memory ({e}); ask for fewer positions "
+                f"(capacity=...; {self.name}'s context is {c.n_positions:,})" + (" or rows" if rows else "")
+            ) from None
 
     @cached_property
     def _layer_caches(self) -> tuple:

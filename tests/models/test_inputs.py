@@ -141,9 +141,11 @@ def test_a_tokenizer_file_s_decode_refuses_what_is_not_an_id():
     from minitransformer import load_model
 
     llama = load_model("demo-llama").tokenizer
-    for ids, needle in (([1.5], "integers, not float (1.5)"), ([-1], "token id -1 is outside"), ("12", "not str")):
+    for ids, needle in (([1.5], "integers, not float (1.5)"), ([-1], "token id -1 is negative: ids are 0 or more"),
+                        ("12", "not str"), ([2**70], "larger than an int64 holds"),
+                        (np.array([-3]), "token id -3 is negative")):  # fmt: skip
         with pytest.raises(UserError, match=re.escape(needle)):
-            llama.decode(ids)
+            llama.decode(ids)  # the range was said as 0..9223372036854775806
     assert llama.decode([llama.vocab_size + 3]) == "" and llama.decode(np.array([5], np.int16)) == llama.decode([5])
 
 
@@ -461,6 +463,12 @@ def test_a_cache_is_checked_to_be_this_model_s_for_these_ids(small_gpt2, tmp_pat
                          (dict(capacity=-1), "capacity must be a whole number of positions, 0 or more, not -1")):  # fmt: skip
         with pytest.raises(UserError, match=re.escape(says)):
             small_gpt2.new_cache(**kwargs)
+    # NumPy's MemoryError (more than the machine has) and ValueError (more than any array can be) were tracebacks
+    for kwargs, says in ((dict(capacity=10**12), "a cache of 1,000,000,000,000 positions does not fit in memory"),
+                         (dict(batch=10**9, capacity=10**9), "positions of 1000000000 rows does not fit in memory")):  # fmt: skip
+        with pytest.raises(UserError) as refused:
+            small_gpt2.new_cache(**kwargs)
+        assert says in str(refused.value) and "context is " in str(refused.value), str(refused.value)
     with pytest.raises(UserError, match=re.escape("pads must leave each row a token: fewer than its 2 slots")):
         small_gpt2.run([[1, 2], [3, 4]], pads=[2, 0])
     with pytest.raises(UserError, match=re.escape("options must be a RunOptions")):
