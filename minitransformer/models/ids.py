@@ -15,6 +15,8 @@ import numpy as np
 
 from ..errors import UserError
 
+ANY_ID = 2**63 - 1  # as vocab_size: ids of any size an int64 holds (a tokenizer's, whose file bounds none)
+
 
 def is_whole(value, least: int) -> bool:
     """An integer (not a bool, not a float such as 2.0) of at least `least`: the API's counts, block numbers and sizes."""
@@ -41,8 +43,9 @@ def as_token_ids(token_ids, vocab_size: int, *, batch: bool = True, vocabulary: 
         raise UserError(f"token ids must be {shape}, not {ids.ndim}-dimensional (shape {list(ids.shape)})")
     distinct = ids[:1] if ids.ndim == 2 and ids.strides[0] == 0 else ids  # a broadcast batch repeats one row
     if distinct.size and (distinct.min() < 0 or distinct.max() >= vocab_size):
-        bad = int(distinct.min()) if distinct.min() < 0 else int(distinct.max())
-        raise UserError(f"token id {bad} is outside {vocabulary} (0..{vocab_size - 1})")
+        raise UserError(
+            _outside(int(distinct.min()) if distinct.min() < 0 else int(distinct.max()), vocab_size, vocabulary)
+        )
     return ids.astype(np.int64, copy=False)
 
 
@@ -72,5 +75,12 @@ def _token_id(x, vocab_size: int, vocabulary: str) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         raise UserError(f"token ids must be integers, not {type(x).__name__} ({x!r:.40})")
     if not 0 <= x < vocab_size:
-        raise UserError(f"token id {int(x)} is outside {vocabulary} (0..{vocab_size - 1})")
+        raise UserError(_outside(int(x), vocab_size, vocabulary))
     return int(x)
+
+
+def _outside(bad: int, vocab_size: int, vocabulary: str) -> str:
+    """An id out of range, said with the range it must be in (ids of no bound: 0 or more, not 0..2**63 - 2)."""
+    if vocab_size == ANY_ID:
+        return f"token id {bad} is " + ("negative: ids are 0 or more" if bad < 0 else "larger than an int64 holds")
+    return f"token id {bad} is outside {vocabulary} (0..{vocab_size - 1})"

@@ -19,7 +19,7 @@ from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
 from ..errors import UserError, readable
-from .ids import as_token_ids
+from .ids import ANY_ID, as_token_ids
 
 VOCAB_FILES_SHA256 = {
     "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
@@ -193,7 +193,7 @@ class FileTokenizer:
     def decode(self, token_ids: list[int]) -> str:
         """The text of token ids (whole numbers of 0 or more, refused otherwise: 1.5 was read as 1, -1 an
         OverflowError); an id past the file's vocabulary (a model's padded rows) is empty text, as the library has it."""
-        ids = as_token_ids(token_ids, 2**63 - 1, batch=False, vocabulary="the token ids")
+        ids = as_token_ids(token_ids, ANY_ID, batch=False)
         return self._tokenizer.decode(ids.tolist(), skip_special_tokens=False)
 
     def token_str(self, token_id: int) -> str:
@@ -266,7 +266,7 @@ class NoTokenizer:
 
     def decode(self, token_ids: list[int]) -> str:
         """Each id as <id>, the ids checked as the other tokenizers check them (a float, -1 or one number refused)."""
-        ids = as_token_ids(token_ids, 2**63 - 1, batch=False, vocabulary="the token ids")
+        ids = as_token_ids(token_ids, ANY_ID, batch=False)
         return "".join(f"<{t}>" for t in ids.tolist())
 
     def token_str(self, token_id: int) -> str:
