@@ -25,6 +25,15 @@ def readable(path) -> None:
         raise UserError(f"cannot read {path}: {err.strerror or err}") from None
 
 
+def writable(out) -> None:
+    """Refuse in words an `out` the API cannot print to (an int, a path as text: an AttributeError at the first
+    print); None takes sys.stdout."""
+    if out is not None and not callable(getattr(out, "write", None)):
+        raise UserError(
+            f"out must be something to write to (sys.stdout, io.StringIO(), an open file) or None, not {out!r:.60}"
+        )
+
+
 class OptionError(UserError):
     """An option refused: `option` (the API's name of it) and `rule` (what it must be), read as one message.
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..engine.ledger import Phase
 from ..engine.selection import Tie
-from ..errors import UserError
+from ..errors import UserError, writable
 from ..models.model import Model
 from ..models.options import LoadOptions
 from ..models.registry import from_directory
@@ -99,15 +99,20 @@ def reference_class(model: Model) -> str:
     return architecture.reference_classes[getattr(model.config, "model_type", architecture.name)]
 
 
-def check_validated(model, prompts, tolerance: float | None = None) -> None:
-    """validate's model, prompts and tolerance, refused in words before transformers is loaded: what is no Model (an
-    AttributeError), prompts that are no list of texts (None a TypeError; a str was read letter by letter as that
-    many prompts; none at all compared nothing and said "all OK"), and a tolerance that is no number >= 0 (a str a
-    ValueError in the header; NaN or a negative one failed every prompt)."""
+def check_validated(model, prompts, tolerance: float | None = None, out=None) -> None:
+    """validate's model, prompts, tolerance and out, refused in words before transformers is loaded: what is no Model
+    (an AttributeError), prompts that are no list of texts (None a TypeError; a str was read letter by letter as that
+    many prompts; none at all compared nothing and said "all OK"; ids in place of a text an AttributeError after the
+    header), a tolerance that is no number >= 0 (a str a ValueError in the header; NaN or a negative one failed every
+    prompt) and an out that cannot be written to (an AttributeError)."""
     if not isinstance(model, Model):
         raise UserError(f"validate checks a Model (load_model(...)), not {model!r:.60}")
     if isinstance(prompts, str) or not isinstance(prompts, Sequence) or not prompts:
         raise UserError(f"prompts must be a non-empty list of texts ([text] for one), not {prompts!r:.60}")
+    not_text = [p for p in prompts if not isinstance(p, str)]
+    if not_text:
+        raise UserError(f"prompts must be texts (validate encodes each), not {not_text[0]!r:.60}")
+    writable(out)
     t = tolerance
     if t is not None and (
         isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, float, np.integer, np.floating)) or not t >= 0
@@ -297,7 +302,7 @@ def validate(model: Model, steps: int = 8, prompts=PROMPTS, tolerance: float | N
     """Compare each prompt in the model's dtype, cut where needed so that it and `steps` greedy tokens fit the
     context, and measure both float32 passes against the float64 truth; print the table to `out` (default:
     sys.stdout as it is when called). `tolerance`: relative, default TOLERANCES[model's dtype]."""
-    check_validated(model, prompts, tolerance)
+    check_validated(model, prompts, tolerance, out)
     out = sys.stdout if out is None else out
     room = prompt_room(model, steps)
     dtype = model.dtype.name
@@ -441,7 +446,7 @@ def validate_precision(model: Model, steps: int = 8, prompts=PROMPTS, out=None) 
     """At the model's precision (bfloat16 or float16): each prompt's logits at every position against transformers
     computing in that dtype, and both against the float64 truth (our pass in float64, itself checked against
     transformers' float64 within 1e-9): max |dlogit|, KL of the next-token distributions and top-1 agreement."""
-    check_validated(model, prompts)
+    check_validated(model, prompts, out=out)
     out = sys.stdout if out is None else out
     precision = model.precision.name if model.precision is not None else "float32"
     check_precision_validated(precision)

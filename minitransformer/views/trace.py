@@ -26,7 +26,7 @@ import numpy as np
 from ..engine.kvcache import KeysValues
 from ..engine.ledger import Phase, Record
 from ..engine.tape import Dims
-from ..errors import UserError, note
+from ..errors import UserError, note, writable
 from ..models.model import Model, refuse_empty
 from ..models.options import LoadOptions
 from ..models.registry import resolve
@@ -331,6 +331,7 @@ def trace(
     (T = 1 position attending to t = prompt + k) and picks the next one. `layers`: the blocks shown
     stage by stage (default: the first and the last); the others fold into one line per pass.
     """
+    writable(out)
     passes = trace_passes(model, prompt, new_tokens)
     tokenizer = model.tokenizer
     (ids,) = passes.rows

@@ -179,6 +179,14 @@ def test_trace_by_default_shows_the_prefill_and_one_decode_step(small_gpt2):
     assert "2 new tokens: prefill + 1 decode step, greedy;" in text
 
 
+@pytest.mark.parametrize("out", [5, "trace.txt"])
+def test_an_out_that_cannot_be_written_to_is_refused_before_any_work(small_gpt2, out):
+    """An AttributeError at the heading's print before."""
+    with pytest.raises(UserError) as refused:
+        trace(small_gpt2, "The capital", out=out)
+    assert str(refused.value).startswith("out must be something to write to") and repr(out) in str(refused.value)
+
+
 def test_layer_choices_are_read_and_checked():
     assert parse_layers(None, 12) == [0, 11] and parse_layers(None, 1) == [0]
     assert parse_layers("all", 3) == [0, 1, 2] and parse_layers("ALL", 2) == [0, 1]

@@ -89,6 +89,9 @@ def test_an_empty_prompt_is_refused():
     (dict(prompts=None), "prompts must be a non-empty list of texts ([text] for one), not None"),  # a TypeError
     (dict(prompts="Hello"), "not 'Hello'"),  # read letter by letter: five prompts of one letter each
     (dict(prompts=[]), "not []"),  # compared nothing and said "all OK"
+    (dict(prompts=["Hi", [464, 3139]]), "prompts must be texts (validate encodes each), not [464, 3139]"),
+    (dict(prompts=[None]), "not None"),  # each an AttributeError after the header was printed
+    (dict(out=5), "out must be something to write to"), (dict(out="log.txt"), "not 'log.txt'"),  # AttributeErrors
     (dict(tolerance="1e-4"), "tolerance must be a number >= 0 (relative to max |logit|) or None, not '1e-4'"),
     (dict(tolerance=-1.0), "not -1.0"), (dict(tolerance=float("nan")), "not nan"), (dict(tolerance=True), "not True"),
 ])  # fmt: skip
