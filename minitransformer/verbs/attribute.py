@@ -39,7 +39,7 @@ from ..models.model import Model
 from ..models.options import switch
 from .bill import Bill
 from .count import check_pass
-from .lens import check_analysed, one_token
+from .lens import check_analysed, two_tokens
 
 
 def _product(op: str, equation: str, reads: str) -> Stage:
@@ -197,7 +197,7 @@ def attribute(
     if not ids:
         raise UserError('the prompt is empty; give some text, e.g. "The capital of France is"')
     model.check_ids(ids)
-    target_id, versus_id = one_token(model, target), one_token(model, versus, "--versus")
+    target_id, versus_id = two_tokens(model, target, versus)
     decoder, norm = _final_norm(model, center_writing_weights)
     c = model.config
     forward, products = Phase("prefill", 0, len(ids), len(ids), cached=False), Phase("prefill", 0, 0, 0, cached=False)

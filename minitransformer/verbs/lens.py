@@ -112,6 +112,15 @@ def one_token(model: Model, target, what: str = "--target") -> int:
     return ids[0]
 
 
+def two_tokens(model: Model, target, versus) -> tuple[int, int]:
+    """The target and versus tokens (text or ids) as two ids, refused where they are the same token (patch's shares
+    and attribute's pieces of a difference that is always 0)."""
+    target_id, versus_id = one_token(model, target), one_token(model, versus, "--versus")
+    if target_id == versus_id:
+        raise UserError("--target and --versus are the same token: their logit difference is always 0")
+    return target_id, versus_id
+
+
 def entry_labels(n_layer: int) -> list[str]:
     return ["embed", *(f"after block {i}" for i in range(n_layer))]
 

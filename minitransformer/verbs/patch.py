@@ -30,7 +30,7 @@ from ..models.options import switch
 from ..text import plural
 from .bill import Bill, Item
 from .count import check_pass
-from .lens import check_analysed, one_token
+from .lens import check_analysed, two_tokens
 
 SHARE_CONVENTIONS = (
     "share restored = (patched - corrupted) / (clean - corrupted) of logit(target) - logit(versus) at the last "
@@ -163,14 +163,6 @@ def patch(model: Model, clean, corrupt, target, versus, heads: bool = False) -> 
     bill = _bill(runs, L * T, len(attending) * T * H, L, T)
     tokens = clean_ids, corrupt_ids, target_id, versus_id
     return Patching(*tokens, clean_difference, corrupt_difference, residual, head_shares, bill, tuple(attending))
-
-
-def two_tokens(model: Model, target, versus) -> tuple[int, int]:
-    """The target and versus tokens (text or ids) as two ids, refused where they are the same token."""
-    target_id, versus_id = one_token(model, target), one_token(model, versus, "--versus")
-    if target_id == versus_id:
-        raise UserError("--target and --versus are the same token: their logit difference is always 0")
-    return target_id, versus_id
 
 
 def _bill(runs: dict[str, Phase], residual_runs: int, head_runs: int, L: int, T: int) -> Bill:

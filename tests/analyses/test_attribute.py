@@ -87,6 +87,9 @@ def test_the_demo_and_its_refusals(capsys):
     assert main([*argv[:4], "--model", "demo"]) == 2
     err = capsys.readouterr().err
     assert "attribute needs --versus" in err and err.count("\n") == 1
+    assert main([*argv[:5], " Paris", "--model", "demo"]) == 2  # every piece 0 was printed, where patch refuses
+    err = capsys.readouterr().err
+    assert "--target and --versus are the same token" in err and err.count("\n") == 1, err
     from minitransformer import UserError, load_model
     from minitransformer.verbs.attribute import attribute
 
