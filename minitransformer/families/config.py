@@ -22,6 +22,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+
 from ..engine.kvcache import KeysValues, State
 from ..errors import UserError
 from .keys import (
@@ -218,13 +220,15 @@ class ModelConfig(Named):
         return ordered
 
     def __post_init__(self) -> None:
-        """The name, where none is given; each field its key's kind (a None that follows from other fields made so; a
-        None that is the default needs no check), then the family's own checks (validate), a mixture's k of E, then
+        """The name, where none is given; each field its key's kind (a NumPy number made the Python one it holds; a
+        None that follows from other fields made so; a None that is the default needs no check), then the family's own checks (validate), a mixture's k of E, then
         each group's."""
         if not self.name:
             object.__setattr__(self, "name", next(iter(self.classes), self.family))
         for field_name, entry in self.keys():
             value = getattr(self, field_name)
+            if isinstance(value, np.generic):  # a NumPy number (a size read from an array) is the number it holds
+                object.__setattr__(self, field_name, value := value.item())
             if value is None and entry.follows_from is not None:  # its rule at transformers' defaults
                 object.__setattr__(self, field_name, value := entry.kind.read(entry.follows_from({}, vars(self))))
             default = entry.default_for(self.read_as)

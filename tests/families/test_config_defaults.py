@@ -222,6 +222,23 @@ def test_named_refusals(tmp_path, capsys, model_type, key, value, message):
     assert isinstance(config, UserError) and str(config).startswith(message), config
 
 
+def test_a_numpy_number_is_taken_as_the_number_it_holds():
+    """GPT2Config(n_layer=np.int64(2)) was refused: "n_layer must be a positive integer ..., not np.int64(2)"."""
+    import numpy as np
+
+    from minitransformer.families.gpt2.config import GPT2Config
+
+    sizes = dict(n_layer=2, n_head=2, n_embd=8, n_positions=16, vocab_size=32, norm_eps=2.0**-20)
+    python, numpy = GPT2Config(**sizes), GPT2Config(**{k: np.float32(v) if k == "norm_eps" else np.int64(v)
+                                                       for k, v in sizes.items()})  # fmt: skip
+    assert numpy == python and json.dumps(numpy.to_dict()) == json.dumps(python.to_dict()), numpy
+    assert type(numpy.n_layer) is int and type(numpy.norm_eps) is float, (type(numpy.n_layer), type(numpy.norm_eps))
+    with pytest.raises(
+        UserError, match=re.escape("config n_layer must be a positive integer of at most 10,000, not 0")
+    ):
+        GPT2Config(**{**sizes, "n_layer": np.int64(0)})
+
+
 # --- the defaults are transformers' ---------------------------------------------------------------------------
 # Keys that transformers' config class reads without declaring a default of its own (an attribute its model reads with
 # getattr, an older spelling its __post_init__ converts): why each is read with ours.
