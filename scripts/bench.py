@@ -63,7 +63,7 @@ def parse_args():
         "--json",
         type=Path,
         help="where the JSON goes (default: scripts/bench_<kind>.json, the kind of CPU: "
-        "epyc, xeon, else cpu; one JSON for each kind of machine)",
+        "epyc, epyc_zen5, xeon, else cpu, _avx2 added where a VM hides AVX-512; one JSON for each kind of machine)",
     )
     parser.add_argument("--batch-only", action="store_true", help="only the batched generation (B = 1, 4, 16)")
     parser.add_argument(
@@ -1248,11 +1248,14 @@ KERNEL_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_til
 
 def cpu_kind() -> str:
     """Which kind of machine a run was on, the JSON's name: "epyc" (family 25, a Zen 4), "epyc_zen5" (family 26 and
-    later: twice a Zen 4's vector width, so a JSON of its own), "xeon", else "cpu"."""
-    name = _cpu_name()
+    later: twice a Zen 4's vector width, so a JSON of its own), "xeon", else "cpu"; an EPYC whose virtual machine
+    hides AVX-512 (its flags list no avx512f) adds "_avx2": OpenBLAS and torch then take their AVX2 kernels, half the
+    width, and its tables are not those of the same CPU with AVX-512."""
+    name, cpuinfo = _cpu_name(), _cpuinfo()
     if "EPYC" in name:
-        family = _cpuinfo().get("cpu family", "")
-        return "epyc_zen5" if family.isdigit() and int(family) >= 26 else "epyc"
+        family = cpuinfo.get("cpu family", "")
+        kind = "epyc_zen5" if family.isdigit() and int(family) >= 26 else "epyc"
+        return kind + ("_avx2" if "flags" in cpuinfo and "avx512f" not in cpuinfo["flags"].split() else "")
     return "xeon" if "Xeon" in name else "cpu"
 
 

@@ -126,7 +126,8 @@ def test_a_run_in_turn_begins_only_once_every_other_thread_of_the_process_has_st
 
 
 # Which JSON a run writes, by the CPU's /proc/cpuinfo fields: a Zen 5 (AMD family 26) computes twice a Zen 4's vector
-# width per cycle, so its tables are not the Zen 4's and get a JSON of their own.
+# width per cycle, so its tables are not the Zen 4's and get a JSON of their own; so does an EPYC whose virtual machine
+# hides AVX-512 (the libraries' AVX2 kernels, half the width).
 CPU_KIND_OF = """
 import json, runpy, sys
 cpus = json.loads(sys.argv[1])
@@ -144,6 +145,9 @@ print(json.dumps({"kinds": kinds, "lines": lines}))
 """
 CPUS = [
     ({"model name": "AMD EPYC", "cpu family": "25"}, "epyc"),
+    ({"model name": "AMD EPYC", "cpu family": "25", "flags": "fpu avx2 fma avx512f avx512_bf16"}, "epyc"),
+    ({"model name": "AMD EPYC", "cpu family": "25", "flags": "fpu avx2 fma"}, "epyc_avx2"),  # AVX-512 hidden by its VM
+    ({"model name": "AMD EPYC", "cpu family": "26", "flags": "fpu avx2 fma avx512"}, "epyc_zen5_avx2"),  # no avx512f
     ({"model name": "AMD EPYC 9B45", "cpu family": "26"}, "epyc_zen5"),
     ({"model name": "AMD EPYC", "cpu family": "27"}, "epyc_zen5"),
     ({"model name": "AMD EPYC"}, "epyc"),  # no family read: the first EPYC's JSON, as before the family was read
