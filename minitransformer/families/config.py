@@ -220,9 +220,9 @@ class ModelConfig(Named):
         return ordered
 
     def __post_init__(self) -> None:
-        """The name, where none is given; each field its key's kind (a NumPy number made the Python one it holds; a
-        None that follows from other fields made so; a None that is the default needs no check), then the family's own checks (validate), a mixture's k of E, then
-        each group's."""
+        """The name, where none is given; each field its key's kind (a NumPy number made the Python one it holds; a None
+        that follows from other fields made so; a None that is the default needs no check), then the family's own checks
+        (validate), a mixture's k of E, then each group's."""
         if not self.name:
             object.__setattr__(self, "name", next(iter(self.classes), self.family))
         for field_name, entry in self.keys():

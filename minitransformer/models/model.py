@@ -146,6 +146,8 @@ class Model:
                 capacity=capacity, batch=rows, shape_only=self.shape_only, dtype=self.dtype, layers=self._layer_caches
             )
         except (MemoryError, ValueError) as e:  # NumPy's refusals of an array larger than memory, or than any can be
+            if isinstance(e, ValueError) and "too big" not in str(e):
+                raise
             of_rows = f" of {' x '.join(map(str, rows))} rows" if rows else ""
             raise UserError(
                 f"a cache of {capacity:,} positions{of_rows} does not fit in memory ({e}); ask for fewer positions "
