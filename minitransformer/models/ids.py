@@ -82,5 +82,7 @@ def _token_id(x, vocab_size: int, vocabulary: str) -> int:
 def _outside(bad: int, vocab_size: int, vocabulary: str) -> str:
     """An id out of range, said with the range it must be in (ids of no bound: 0 or more, not 0..2**63 - 2)."""
     if vocab_size == ANY_ID:
-        return f"token id {bad} is " + ("negative: ids are 0 or more" if bad < 0 else "larger than an int64 holds")
+        return f"token id {bad} is " + (
+            "negative: token ids are 0 or more" if bad < 0 else "larger than token ids can be"
+        )
     return f"token id {bad} is outside {vocabulary} (0..{vocab_size - 1})"

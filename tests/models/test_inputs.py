@@ -141,8 +141,8 @@ def test_a_tokenizer_file_s_decode_refuses_what_is_not_an_id():
     from minitransformer import load_model
 
     llama = load_model("demo-llama").tokenizer
-    for ids, needle in (([1.5], "integers, not float (1.5)"), ([-1], "token id -1 is negative: ids are 0 or more"),
-                        ("12", "not str"), ([2**70], "larger than an int64 holds"),
+    for ids, needle in (([1.5], "integers, not float (1.5)"), ([-1], "token id -1 is negative: token ids are 0 or more"),
+                        ("12", "not str"), ([2**70], "larger than token ids can be"),
                         (np.array([-3]), "token id -3 is negative")):  # fmt: skip
         with pytest.raises(UserError, match=re.escape(needle)):
             llama.decode(ids)  # the range was said as 0..9223372036854775806
