@@ -236,7 +236,7 @@ def test_validate_at_bfloat16_adds_a_short_conv_s_bias_before_rounding_as_torch_
     u = torch.from_numpy(np.asarray(cache["blocks.0.conv.u"], np.float32)).to(torch.bfloat16).T[None]
     with torch.no_grad():
         theirs = torch.nn.functional.conv1d(u, conv.weight, conv.bias, padding=2, groups=u.shape[1])[0, :, : len(ids)]
-    assert np.array_equal(np.asarray(cache["blocks.0.conv.y"], np.float32), theirs.T.float().numpy())
+    once_rounded(np.asarray(cache["blocks.0.conv.y"], np.float32), theirs.T.float().numpy())
     out = io.StringIO()
     assert validate_precision(model, steps=4, out=out), out.getvalue()
     rows = [line for line in out.getvalue().splitlines() if line.startswith("  '")]
@@ -259,10 +259,19 @@ def test_a_mamba_conv_s_bias_is_added_before_rounding_as_torch_s_conv1d_does(tmp
     x = torch.from_numpy(np.asarray(cache[f"blocks.0.mixer.{conv_input}"], np.float32)).to(torch.bfloat16).T[None]
     with torch.no_grad():
         theirs = conv(x)[0, :, : len(ids)].float().numpy()  # [C, T]: its padding K - 1 both sides, the first T causal
-    mine = np.asarray(cache["blocks.0.mixer.conv"], np.float32)[..., 0]
-    assert conv.bias is not None and np.array_equal(mine, theirs), (
-        np.abs(mine - theirs).max(),
-        (mine != theirs).mean(),
+    assert conv.bias is not None
+    once_rounded(np.asarray(cache["blocks.0.mixer.conv"], np.float32)[..., 0], theirs)
+
+
+def once_rounded(mine: np.ndarray, theirs: np.ndarray) -> None:
+    """A conv's bfloat16 outputs, its bias in the sums, against torch's conv1d from the same input: the same bits here
+    (both add the K float32 products and the bias, and round once); at most 1% of them a unit apart, where another
+    CPU's kernel adds the terms in another order. Rounded before the bias and again after it, 29.6% of a random Mamba's
+    and Mamba-2's differed from torch's, 29% of a random 256-channel conv's (the LFM2 test's docstring)."""
+    unit = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(theirs), 2.0**-126))) - 7)  # bfloat16's 8 significant bits
+    apart = mine != theirs
+    assert apart.mean() <= 0.01 and np.all(np.abs(mine - theirs)[apart] <= unit[apart]), (
+        f"{apart.mean():.3%} of {mine.size} apart, by up to {np.abs(mine - theirs).max()}"
     )
 
 
