@@ -550,7 +550,7 @@ class Tape:
             pieces = (widen(b_rows[..., cols], self.prefix + op, "B") for cols in blocks)
         else:
             pieces = iter((b_rows,))
-        outs = [sized_for_threads(np.matmul, a_rows, piece) for piece in pieces]  # the BLAS's threads
+        outs = [sized_for_threads(np.matmul, a_rows, piece, np.dot) for piece in pieces]  # the BLAS's threads
         out = outs[0] if len(outs) == 1 else np.concatenate(outs, axis=-1)
         out = out if out_shape is None else out.reshape(out_shape)
         if bias is not None:

@@ -384,9 +384,9 @@ def narrow_weight(rng, depth: int, width: int, out_in: bool, fmt: str) -> np.nda
 @pytest.mark.parametrize("weight", NARROW_WEIGHTS)
 def test_a_row_times_a_narrow_weight_widened_in_blocks_has_the_bits_of_the_weight_widened_whole(weight, monkeypatch):
     """A decode step's row times a weight kept in its 2 bytes: widened a block of columns at a time into a buffer that
-    stays in cache, each block's call on one BLAS thread. The bits of the float32 weight's one call on one BLAS
-    thread (the float32 mode's, and what widening the weight whole gave), on one worker or three, the BLAS on one
-    thread or two outside."""
+    stays in cache, each block's call on one BLAS thread, np.dot's as the door hands it over (np.matmul keeps the GIL
+    through a block's call). The bits of the float32 weight's one np.matmul on one BLAS thread (the float32 mode's,
+    and what widening the weight whole gave), on one worker or three, the BLAS on one thread or two outside."""
     rng = np.random.default_rng(5)
     depth, width, out_in, fmt = NARROW_WEIGHTS[weight]
     b = narrow_weight(rng, depth, width, out_in, fmt)
@@ -399,9 +399,23 @@ def test_a_row_times_a_narrow_weight_widened_in_blocks_has_the_bits_of_the_weigh
         monkeypatch.setattr(threads, "THREADS", workers)
         for blas_threads in (1, 2):
             with threadpool_limits(limits=blas_threads, user_api="blas"):
-                out = threads.sized_for_threads(np.matmul, x, b)
+                out = threads.sized_for_threads(np.matmul, x, b, np.dot)
             difference = np.abs(out - expected).max()
             assert out.dtype == np.float32 and np.array_equal(out, expected), (workers, blas_threads, difference)
+    blocks, products = [], []
+
+    def block_product(row, wide, out):
+        blocks.append(wide.shape)
+        return np.dot(row, wide, out=out)
+
+    def no_matmul(a, b, **out):
+        products.append(b.shape)
+        return np.matmul(a, b, **out)
+
+    out = threads.sized_for_threads(no_matmul, x.reshape(1, 1, depth), b, block_product)  # a batch of one's row
+    assert out.shape == (1, 1, width) and np.array_equal(out[0], expected)
+    in_order = [(depth, min(48, width - start)) for start in range(0, width, 48)]  # the workers take them in any order
+    assert sorted(blocks) == sorted(in_order) and not products, (blocks, products)
 
 
 @needs_blas
