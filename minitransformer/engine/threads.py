@@ -197,15 +197,21 @@ def _serve() -> None:
         _tasks.get().take()
 
 
-def sized_for_threads(matmul, a, b, row_product=None):
+def sized_for_threads(matmul, a, b, gil_free=None):
     """matmul(a, b) (np.matmul, handed over by Tape.matmul, the one door for products) on as many threads as the
-    product is sized for (the module's docstring says which). row_product (np.dot, handed over by the door too; matmul
-    where none is) makes the blocks of a row times a narrow weight (`_narrow_row`): NumPy lets go of the GIL inside a
-    matmul only where its output holds more than 500 numbers (the ufunc machinery's threshold), so two threads making
-    a decode step's blocks of 128 columns took turns at the GIL for the whole of each BLAS call; np.dot lets go of it
-    for any size, and gives a row the same bits (the same call of the BLAS)."""
+    product is sized for (the module's docstring says which).
+
+    gil_free (np.dot, handed over by the door too; matmul where none is) makes the blocks that threads make at once
+    with a few hundred outputs each: a row's over a narrow weight (`_narrow_row`) and a few rows' taken from the
+    weight's side (`_with_weight`). NumPy lets go of the GIL inside a matmul only where its output holds more than
+    500 numbers (its ufunc machinery's threshold), so two threads making such blocks took turns for the whole of each
+    BLAS call; np.dot lets go of it for any size, and makes the same call of the BLAS with the same arguments (sgemv
+    or sgemm, row-major, each operand's transposition read from its layout alike), so the bits are the same. Measured
+    on the Zen 4 EPYC without AVX-512 here, in turn in one process: the bench's 1.24B bfloat16 Llama's decode step
+    0.381 s with np.matmul's blocks, 0.284 with np.dot's (the float32 step 0.205); the 0.54B Llama's prefill of 5
+    positions in the small kernel's blocks (`_small_kernel` set, as on the Xeon), 328 against 280 ms (medians)."""
     if b.ndim <= 2:  # one matrix for every row of a: a weight
-        return _with_weight(matmul, a, b, row_product or matmul)
+        return _with_weight(matmul, a, b, gil_free or matmul)
     batch = b.shape[:-2] if a.shape[:-2] == b.shape[:-2] else np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     rows, width = a.shape[-2], b.shape[-1]
     split = next((axis for axis, n in enumerate(batch) if n > 1), None)  # the outermost axis with more than one call
@@ -254,7 +260,7 @@ def _from_weights_side(a, b, max_rows: int) -> bool:
     return b.strides[0] < b.strides[1] and 1 < a.size // b.shape[0] <= max_rows
 
 
-def _with_weight(matmul, a, b, row_product):
+def _with_weight(matmul, a, b, gil_free):
     """a @ b for a weight b [D, F]: a prompt's product in column blocks, each a call on one BLAS thread, shared by
     spread; a few rows times a weight stored [out, in] alike, in the narrower blocks of `_small_kernel_rows`, and times
     one stored [in, out] in blocks of its depth (`_in_depth_blocks`); one row (a decode step's) by `_one_row`
@@ -277,7 +283,7 @@ def _with_weight(matmul, a, b, row_product):
         return matmul(a, b)
     narrow = b.dtype not in (np.float32, np.float64)
     if a.size == b.shape[0]:
-        return _narrow_row(row_product, a, b) if narrow else _one_row(matmul, a, b)
+        return _narrow_row(gil_free, a, b) if narrow else _one_row(matmul, a, b)
     if step := _small_kernel_depth(a, b):
         return _in_depth_blocks(matmul, a, b, step)
     if step := _small_kernel_rows(a, b):
@@ -296,7 +302,7 @@ def _with_weight(matmul, a, b, row_product):
                 block = b[:, start:stop]
                 block = widened(block) if narrow else block
                 if swapped:
-                    np.copyto(out_rows[:, start:stop], matmul(block.T, rows_t).T)
+                    np.copyto(out_rows[:, start:stop], gil_free(block.T, rows_t).T)
                 else:
                     matmul(a, block, out=out[..., start:stop])
 
@@ -429,13 +435,10 @@ def _few_rows(matmul, a, b):
     return _unless_busy(a, b, lambda: matmul(b.T, rows_t).T.copy().reshape(*a.shape[:-1], b.shape[-1]))
 
 
-def _narrow_row(row_product, a, b):
+def _narrow_row(gil_free, a, b):
     """a @ b for one row of a and a weight b held narrower than float32: b widened WIDEN_BYTES of float32 at a time
     into a buffer of the calling thread's own, which stays in its core's cache for the call that reads it, a call on
-    one BLAS thread (row_product: np.dot, which lets go of the GIL while it runs, see `sized_for_threads`); the blocks
-    shared by spread. Measured on the Zen 4 EPYC without AVX-512 here, the bench's 1.24B bfloat16 Llama's decode
-    step beside the float32 mode's, medians of 8 in turn: 0.381 s a step with np.matmul's blocks, 0.284 with np.dot's,
-    the float32 step 0.205 (1.86x -> 1.39x); its MLP weights' products alone, 107 -> 66 ms.
+    one BLAS thread (gil_free's: see `sized_for_threads`); the blocks shared by spread.
 
     A decode step reads each weight once: widened whole first, it was read in its 2 bytes, written to memory in 4 and
     read back (the bench's 1.24B bfloat16 Llama: 3.6 times the float32 mode's step); in blocks, memory sees only its
@@ -460,7 +463,7 @@ def _narrow_row(row_product, a, b):
                 size = depth * (stop - start)
                 wide = held[:size].reshape(stop - start, depth).T if transposed else held[:size].reshape(depth, -1)
                 widened(b[:, start:stop], out=wide)
-                row_product(row, wide, out=out_row[start:stop])
+                gil_free(row, wide, out=out_row[start:stop])
 
     spread(run, -(-width // step))
     return out

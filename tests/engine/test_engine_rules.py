@@ -92,7 +92,7 @@ def matrix_products_in(path: Path, root: Path | None = None) -> list[str]:
 def test_the_counting_matmul_is_the_only_door_for_matrix_products():
     found = [hit for path in sorted(PACKAGE.rglob("*.py")) for hit in matrix_products_in(path, PACKAGE)]
     door = [hit for hit in found if hit.startswith("engine/tape.py:")]
-    # np.matmul, and np.dot for a row's blocks over a narrow weight (threads.sized_for_threads says why), both
+    # np.matmul, and np.dot for the small blocks the threads make at once (threads.sized_for_threads says why), both
     # handed to the engine's threads on one line
     assert [hit.split()[-1] for hit in door] == ["np.matmul", "np.dot"], found
     assert found == door, f"matrix products outside Tape.matmul: {[h for h in found if h not in door]}"

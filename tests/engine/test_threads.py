@@ -257,17 +257,21 @@ def test_a_few_rows_times_an_out_in_weight_are_cut_for_the_small_kernel_with_the
         monkeypatch.setattr(threads, "THREADS", workers)
         for blas_threads in (1, 2):
             with threadpool_limits(limits=blas_threads, user_api="blas"):
-                out = threads.sized_for_threads(np.matmul, x, stored.T)
+                out = threads.sized_for_threads(np.matmul, x, stored.T, np.dot)  # as the door hands them over
             assert out.flags.c_contiguous and np.array_equal(out, expected), (workers, blas_threads)
-    calls = []  # each call's left operand: a block of the weight's rows, [block, in]
+    calls, matmuls = [], []  # each block call's left operand: a block of the weight's rows, [block, in]
 
-    def recorded(a, b, **out):
+    def recorded(a, b):  # np.dot, which lets go of the GIL for a block of a few hundred outputs (np.matmul does not)
         calls.append(a.shape)
+        return np.dot(a, b)
+
+    def no_matmul(a, b, **out):
+        matmuls.append(a.shape)
         return np.matmul(a, b, **out)
 
-    batch = threads.sized_for_threads(recorded, x.reshape(1, rows, depth), stored.T)  # a batch's decode step's rows
+    batch = threads.sized_for_threads(no_matmul, x.reshape(1, rows, depth), stored.T, recorded)  # a batch's step
     assert np.array_equal(batch[0], expected)
-    assert sorted(calls) == sorted((stop - start, depth) for start, stop in blocks), calls
+    assert sorted(calls) == sorted((stop - start, depth) for start, stop in blocks) and not matmuls, (calls, matmuls)
     more = rng.standard_normal((threads.SMALL_BLOCKS_MAX_ROWS + 1, depth)).astype(np.float32)
     not_cut = {"more rows": threads._small_kernel_rows(more, stored.T),
                "stored [in, out]": threads._small_kernel_rows(x, np.ascontiguousarray(stored.T))}  # fmt: skip
@@ -399,7 +403,7 @@ def test_a_row_times_a_narrow_weight_widened_in_blocks_has_the_bits_of_the_weigh
         monkeypatch.setattr(threads, "THREADS", workers)
         for blas_threads in (1, 2):
             with threadpool_limits(limits=blas_threads, user_api="blas"):
-                out = threads.sized_for_threads(np.matmul, x, b, np.dot)
+                out = threads.sized_for_threads(np.matmul, x, b, np.dot)  # as the door hands them over
             difference = np.abs(out - expected).max()
             assert out.dtype == np.float32 and np.array_equal(out, expected), (workers, blas_threads, difference)
     blocks, products = [], []
