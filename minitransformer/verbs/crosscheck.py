@@ -23,6 +23,7 @@ Needs torch and transformers (the `hf` extra); they are imported here, when it r
 
 from __future__ import annotations
 
+import importlib.util
 import traceback
 import weakref
 from dataclasses import dataclass, field
@@ -384,19 +385,19 @@ def crosscheck(model: Model, ids: list[int], dense_attention: bool = False) -> C
     """The three counts of one forward over every position of `ids` (module docstring)."""
     if not isinstance(model, Model):  # an AttributeError on shape_only before
         raise UserError(f"crosscheck counts a Model's forward (load_model(...)), not {model!r:.60}")
-    torch, transformers = _import_hf()
     if model.shape_only:
         raise UserError("a shape-only model has no weights to run transformers' forward on; give --model DIR")
+    checked = model.check_ids(ids)
+    if checked.ndim != 1:  # the three counters are set against one sequence's positions
+        raise UserError(f"crosscheck reads one prompt's token ids [T], not a batch of shape {list(checked.shape)}")
+    ids = checked.tolist()
+    torch, transformers = _import_hf()  # after the refusals that need neither: importing them takes seconds
     name = reference_class(model)
     if not hasattr(transformers, name):
         raise UserError(
             f"transformers {transformers.__version__} has no {name}, which crosscheck runs; upgrade "
             f"transformers (pip install -U transformers)"
         )
-    checked = model.check_ids(ids)
-    if checked.ndim != 1:  # the three counters are set against one sequence's positions
-        raise UserError(f"crosscheck reads one prompt's token ids [T], not a batch of shape {list(checked.shape)}")
-    ids = checked.tolist()
     phase = Phase("prefill", 0, len(ids), len(ids))
     model.run(ids, all_positions=True, phase=phase, options=RunOptions(dense_attention=dense_attention))
     reference = _load(transformers, name, model.source)
@@ -435,8 +436,10 @@ def default_ids(model: Model, tokens: int | None) -> list[int]:
 
 
 def require_hf() -> None:
-    """A UserError saying what to install where torch or transformers is missing."""
-    _import_hf()
+    """A UserError saying what to install where torch or transformers is missing, found without importing them (6 to
+    8 seconds here), so that a refusal of the arguments comes at once; a broken install fails at `_import_hf`."""
+    if any(importlib.util.find_spec(name) is None for name in ("torch", "transformers")):
+        _import_hf()
 
 
 def _import_hf():

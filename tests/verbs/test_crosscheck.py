@@ -593,6 +593,22 @@ def test_without_torch_the_command_says_what_to_install(tmp_path):
     assert "pip install 'minitransformer[hf]'" in result.stderr and result.stdout == ""
 
 
+def test_arguments_are_refused_before_torch_is_imported(tmp_path):
+    """Importing torch and transformers takes 6 to 8 seconds: a prompt past the context waited that long for its one
+    line. The refusal now comes first, and torch is never imported (a fresh interpreter, its modules looked at)."""
+    too_long = ",".join(["5"] * 70)  # the demo's context is 64
+    code = (f"import sys; from minitransformer.cli import main; code = main(['crosscheck', '--model', 'demo', "
+            f"'--ids', '{too_long}']); print(sorted(m for m in ('torch', 'transformers') if m in sys.modules)); "
+            f"raise SystemExit(code)")  # fmt: skip
+    import subprocess
+
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    print(result.stdout, result.stderr)
+    assert result.returncode == 2
+    assert "70 positions exceed this model's context of 64" in result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 def test_a_product_written_as_a_multiply_and_a_sum_is_named():
     """transformers writes some products without a product kernel (Qwen3.5's l2norm as (x * x).sum(-1); its delta rule,
     when torch.export traces it, solves each chunk row by row as (row[..., None] * sub).sum(-2)): the dispatch counter
