@@ -12,8 +12,9 @@ Counts, parameters and every word are compared exactly. The numbers a run comput
 trace's values) are compared to float32's rounding: another CPU's BLAS kernels or another NumPy (the lowest versions
 CI also runs) add a product's terms in another order and move their last digits, while the code is the same.
 
-A change meant to change what a user sees rewrites these files deliberately: `python tests/project/test_frozen_outputs.py
---write`, and the diff of tests/frozen/ is the change's to explain.
+A change meant to change what a user sees rewrites these files deliberately: `PYTHONPATH=tests python
+tests/project/test_frozen_outputs.py --write` (tests/ on the path for conftest, as pytest puts it), and the diff of
+tests/frozen/ is the change's to explain.
 """
 
 from __future__ import annotations
