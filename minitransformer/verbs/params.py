@@ -16,6 +16,14 @@ from ..families.config import ModelConfig
 from ..families.table import architecture_of
 
 
+def kind_of(name: str, config: ModelConfig) -> str:
+    """The kind of a tensor name in the checkpoint of a config (its family's layout)."""
+    kind = architecture_of(config).layout.kind(name, config)
+    if kind is None:
+        raise ValueError(f"no kind for weight tensor {name!r}")
+    return kind
+
+
 @dataclass(frozen=True)
 class Tensor:
     name: str  # Hugging Face name without the "transformer." prefix: "h.3.attn.c_attn.weight"

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from minitransformer.families.llama.config import LlamaConfig
 from minitransformer.families.table import ARCHITECTURES, PRESETS, config_from_hf_dict
 from minitransformer.verbs import formulas
-from minitransformer.verbs.params import parameters
+from minitransformer.verbs.params import kind_of, parameters
 from minitransformer.views.params_report import params_report
 
 LLAMA_PRESETS = [name for name, c in PRESETS.items() if c.family == "llama"]
@@ -66,13 +66,13 @@ def test_every_llama_preset_has_its_published_total(name):
 def test_kinds_name_every_llama_tensor_and_add_up():
     config = PRESETS["qwen2.5-0.5b"]  # q, k, v biases; tied embeddings; grouped-query attention
     p = parameters(config)
-    kind_of = {t.name: t.kind for t in p.tensors}
-    assert kind_of["embed_tokens.weight"] == "token_embedding" and kind_of["norm.weight"] == "norms"
-    assert kind_of["layers.7.self_attn.k_proj.weight"] == "attention_k"
-    assert kind_of["layers.7.self_attn.q_proj.bias"] == "biases"
-    assert kind_of["layers.0.mlp.down_proj.weight"] == "mlp_down"
-    assert kind_of["layers.3.post_attention_layernorm.weight"] == "norms"
-    assert "layers.3.self_attn.rotary_emb.inv_freq" not in kind_of  # a buffer the model computes: no parameter
+    assert kind_of("embed_tokens.weight", config) == "token_embedding" and kind_of("norm.weight", config) == "norms"
+    assert kind_of("layers.7.self_attn.k_proj.weight", config) == "attention_k"
+    assert kind_of("layers.7.self_attn.q_proj.bias", config) == "biases"
+    assert kind_of("layers.0.mlp.down_proj.weight", config) == "mlp_down"
+    assert kind_of("layers.3.post_attention_layernorm.weight", config) == "norms"
+    with pytest.raises(ValueError):
+        kind_of("layers.3.self_attn.rotary_emb.inv_freq", config)
     assert sum(p.kinds.values()) == p.total == sum(t.count for t in p.tensors)
     assert p.kinds["biases"] == 24 * (896 + 2 * 128) and p.kinds["attention_k"] == 24 * 128 * 896
     assert p.tied_embeddings and "unembedding" not in p.kinds
