@@ -1,8 +1,8 @@
 """Every weight tensor of a model by its Hugging Face name, with its shape, size and kind: the parameter count.
 
 The list is the family layout's tensors, whose shapes are `weights.expected_shapes(config)`, the one the loader
-checks checkpoints against, so the count cannot drift from what the model loads. With tied embeddings (GPT-2's default, and
-some Llama-family models') the token embedding W_te is also the unembedding: one tensor, counted once.
+checks checkpoints against, so the count cannot drift from what the model loads. With tied embeddings (GPT-2's
+default, and some Llama-family models') the token embedding W_te is also the unembedding: one tensor, counted once.
 """
 
 from __future__ import annotations

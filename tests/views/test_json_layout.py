@@ -1,6 +1,7 @@
 """The layout of the JSON files (views/export.py's json_text): standard JSON, indented a space a level, each object or
-array that holds only numbers, strings and arrays of them on a line of its own, so that a product's record is one line (json.dumps(indent=1) wrote a
-line per field and per number, in Python: DeepSeek-V4-Pro's count took 1.7 s to encode, a million lines)."""
+array that holds only numbers, strings and arrays of them on a line of its own, so that a product's record is one
+line (json.dumps(indent=1) wrote a line per field and per number, in Python: DeepSeek-V4-Pro's count took 1.7 s to
+encode, a million lines)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def test_an_object_of_numbers_strings_and_arrays_of_them_is_one_line_and_the_res
     lines = json_text(value).split("\n")
     print("\n".join(lines))
     assert lines == ['{', ' "ops": [', '  {"op": "q", "shape": [2, 3]},', '  {"op": "k", "shape": null}', ' ],',
-                     ' "shapes": [[2, 3], [4]],', ' "more": {', '  "in": {', '   "x": {"y": 1}', '  }', ' }', '}']  # fmt: skip
+                     ' "shapes": [[2, 3], [4]],', ' "more": {', '  "in": {', '   "x": {"y": 1}', '  }', ' }',
+                     '}']  # fmt: skip
 
 
 def _flat_objects(value) -> list[dict]:
