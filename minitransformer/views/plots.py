@@ -60,6 +60,9 @@ def plots_png(count: Count, sweep: dict[str, list[int]]) -> bytes:
     _dots_panel(dots, count)
     _per_token_panel(per_token, count, sweep)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
+    # tight_layout leaves a placeholder engine behind, and savefig draws a figure that has an engine twice (the first
+    # to lay it out, rendering nothing): the layout is done, so once (the same PNG; DeepSeek-V3's 1.31 s against 1.64)
+    fig.set_layout_engine(None)
     png = io.BytesIO()
     try:
         fig.savefig(png, format="png")

@@ -58,18 +58,26 @@ def test_a_log_axis_within_a_decade_labels_the_ticks_matplotlib_would_in_words()
     assert all(label == human(v) for v, label in mine if label), mine
 
 
-def test_the_plot_sets_no_math_text(monkeypatch):
+def test_the_plot_sets_no_math_text_and_is_drawn_once(monkeypatch):
     from matplotlib import mathtext
+    from matplotlib.figure import Figure
 
     parsed: list[str] = []
-    original = mathtext.MathTextParser.parse
+    drawn: list[Figure] = []
+    parse, draw = mathtext.MathTextParser.parse, Figure.draw
 
-    def parse(self, s, *args, **kwargs):
+    def parse_recorded(self, s, *args, **kwargs):
         parsed.append(s)
-        return original(self, s, *args, **kwargs)
+        return parse(self, s, *args, **kwargs)
 
-    monkeypatch.setattr(mathtext.MathTextParser, "parse", parse)
+    def draw_recorded(self, renderer):
+        drawn.append(self)
+        return draw(self, renderer)
+
+    monkeypatch.setattr(mathtext.MathTextParser, "parse", parse_recorded)
+    monkeypatch.setattr(Figure, "draw", draw_recorded)
     count = count_generation(PRESETS["gpt2"], 20, 5)
     png = plots.plots_png(count, sweep_per_token(count.config))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert parsed == [], parsed
+    assert len(drawn) == 1, f"the figure was drawn {len(drawn)} times"
