@@ -456,7 +456,11 @@ def counted(config: Config, n_prompt: int, options: GenerationOptions, batch: in
     """count_generation's count, of a run already checked (check_run) with its options already made: the CLI checks
     both first, in its flags' words, before any other work."""
     passes = count_folded(config, n_prompt, options, batch)
-    other_way = count_folded(config, n_prompt, replace(options, use_cache=not options.use_cache), batch)
+    other_way = (
+        [Pass(replace(passes[0].twin, cached=not options.use_cache), passes[0].layer_types)]
+        if options.max_new_tokens == 1  # a prefill alone: the same products whether the cache is kept or not
+        else count_folded(config, n_prompt, replace(options, use_cache=not options.use_cache), batch)
+    )
     checked = replace(options, max_new_tokens=min(options.max_new_tokens, 2))
     check_folding(config, n_prompt, checked, batch, passes[:2] if checked == options else None)
     n_new, cached = options.max_new_tokens, options.use_cache

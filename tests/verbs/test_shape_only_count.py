@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -170,6 +171,40 @@ def test_folding_is_checked_against_the_whole_model(monkeypatch, n_new):
     monkeypatch.setattr(count_module, "count_folded", broken)
     with pytest.raises(AssertionError, match="differs from the whole model"):
         count_module.count_generation(PRESETS["distilgpt2"], 3, n_new)
+
+
+def test_a_prefill_counts_the_same_products_with_and_without_the_cache():
+    """What lets count take a lone prefill's pass for the other way's too (a count of one new token): the two ways'
+    prefills are the same pass but for the flag, for every preset, past the row chunk of attention."""
+    differ = []
+    for name, config in PRESETS.items():
+        T = min(200, config.n_positions)
+        kept, recomputed = (
+            count_folded(config, T, GenerationOptions(max_new_tokens=1, use_cache=cache))[0].twin
+            for cache in (True, False)
+        )
+        if replace(kept, cached=False) != recomputed:
+            differ.append(name)
+    assert differ == [], f"a prefill with the cache differs from one without: {differ}"
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["cache", "no-cache"])
+def test_a_count_of_one_new_token_runs_its_prefill_once(cached, monkeypatch):
+    from minitransformer.verbs import count as count_module
+
+    real, asked = count_module.count_folded, []
+
+    def recorded(config, n_prompt, options, batch=1):
+        asked.append(options.use_cache)
+        return real(config, n_prompt, options, batch)
+
+    monkeypatch.setattr(count_module, "count_folded", recorded)
+    config = PRESETS["llama3.2-1b"]
+    counted = count_module.count_generation(config, 300, 1, use_cache=cached)
+    assert asked == [cached], asked  # this way's passes, not the other way's too
+    other = real(config, 300, GenerationOptions(max_new_tokens=1, use_cache=not cached))
+    assert [p.twin for p in counted.other_way] == [p.twin for p in other]
+    assert counted.other_totals.macs == counted.totals.macs == formulas.pass_macs(config, 300, 300)
 
 
 def test_a_long_generation_on_a_big_model_keeps_few_records():
