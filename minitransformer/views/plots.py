@@ -184,8 +184,8 @@ def _dots_panel(ax, count: Count) -> None:
 
 def _in_words(*axes) -> None:
     """Log axes' ticks labelled as the rest of the page says numbers (1 K, 10 M: text.human), where matplotlib writes
-    powers of ten in its math text, whose parser it builds at its first use: a third of the plot's time (GPT-2's count,
-    0.3 s of 1.0). The same ticks get labels as matplotlib's own formatter gives them."""
+    powers of ten in its math text, whose parser it builds at its first use (about 0.1 s of a plot's 1.0 to 1.5). The
+    same ticks get labels as matplotlib's own formatter gives them."""
     from matplotlib.ticker import LogFormatter
 
     class InWords(LogFormatter):
