@@ -73,11 +73,38 @@ from .views.trace import trace_command
 T = TypeVar("T")
 
 
+# Help that names the table's families, model types or presets holds a placeholder, filled in when help is shown:
+# the names are the whole table's, and reading it whole loads every family (families/table.py), where a command that
+# runs one model builds this parser too.
+_TABLE_NAMES = {
+    "{families}": lambda: ", ".join(ARCHITECTURES),
+    "{model_types}": lambda: ", ".join(model_types()),
+    "{presets}": lambda: ", ".join(PRESETS),
+}
+
+
+def _with_table_names(text: str) -> str:
+    for placeholder, names in _TABLE_NAMES.items():
+        if placeholder in text:
+            text = text.replace(placeholder, names())
+    return text
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's, with the table's names put in (before it wraps the lines)."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(_with_table_names(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return _with_table_names(super()._expand_help(action))
+
+
 class _Parser(argparse.ArgumentParser):
     commands: dict[str, argparse.ArgumentParser] = {}  # the top-level parser's subcommands, by name
 
     def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, **{"formatter_class": _HelpFormatter, **kwargs})
         # A value that starts with "-" is read as a flag unless argparse sees a negative number in it, and it sees none
         # in -inf, -1e-3, -nan or a list of ids -5,3 ("expected one argument"): they are numbers here too, for the
         # option to judge.
@@ -174,10 +201,9 @@ def _add_load_options(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    families = ", ".join(ARCHITECTURES)
     parser = _Parser(
         prog="minitransformer",
-        description=f"Transformers in NumPy with every matrix multiply counted (families: {families}).",
+        description="Transformers in NumPy with every matrix multiply counted (families: {families}).",
     )
     parser.add_argument("--version", action="version", version=f"minitransformer {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -200,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_generate(commands) -> None:
-    directory = f"or a Hugging Face directory (model_type {', '.join(model_types())})"
+    directory = "or a Hugging Face directory (model_type {model_types})"
     gen = commands.add_parser("generate", help="continue a prompt and show where the dot products went")
     gen.add_argument("prompt", nargs="*", help="the text to continue (or --ids); several prompts run as one batch")
     gen.add_argument(
@@ -308,9 +334,8 @@ def _add_trace(commands) -> None:
 
 
 def _add_count(commands) -> None:
-    families = ", ".join(ARCHITECTURES)
     cnt = commands.add_parser(
-        "count", help=f"count the dot products of a model of any family ({families}) from its shapes alone"
+        "count", help="count the dot products of a model of any family ({families}) from its shapes alone"
     )
     _add_model_selectors(cnt)
     cnt.add_argument(
@@ -906,11 +931,11 @@ def _add_model_selectors(p: argparse.ArgumentParser, sizes: bool = True, analysi
         if analysis
         else "a preset's name, demo, or a directory with config.json (default: none; see the group's default)",
     )
-    which.add_argument("--preset", metavar="NAME", help=f"{', '.join(PRESETS)} (default: gpt2)")
+    which.add_argument("--preset", metavar="NAME", help="{presets} (default: gpt2)")
     which.add_argument(
         "--config",
         metavar="config.json",
-        help=f"a Hugging Face config.json (model_type {', '.join(model_types())}; default: none)",
+        help="a Hugging Face config.json (model_type {model_types}; default: none)",
     )
     if sizes:
         _add_gpt2_sizes(which)

@@ -37,7 +37,6 @@ from ..errors import UserError
 from ..models.model import Model
 from ..models.options import RunOptions
 from ..text import plural
-from .crosscheck_scans import scan_differences
 from .validate import EXPERTS_PATH, from_pretrained, reference_class
 
 GROUPS = ("products with weights", "products of activations", "logits")
@@ -284,6 +283,9 @@ def _computed_less(records: list, check: Crosscheck) -> list[str]:
 def _dispatched(row: dict, check: Crosscheck) -> list[str]:
     """Where the products torch dispatched differ from our dense form: a hybrid's scans (each difference with its
     closed form), products transformers writes as a multiply and a sum, or what no known reason explains."""
+    from .crosscheck_scans import scan_differences  # here: it reads the hybrids' configs, and loading their families
+    # is what a command that runs one model no longer waits for (families/table.py)
+
     dense, dispatch = row["ledger_dense_macs"], row["dispatch_macs"]
     differences = [d for d in scan_differences(check.model.config, len(check.ids)) if d.group == row["group"]]
     if differences:

@@ -105,10 +105,10 @@ def _config_of_model(name: str) -> Config:
                 "(--preset, `minitransformer config --list`) or --config FILE"
             )
         return _config_from_file(path / "config.json", name=path.resolve().name)
+    if name in DEMOS:  # first: a name no preset has, and asking the presets for it would load every family
+        return _config_from_file(demo_dir(name) / "config.json", name=name)
     if name in PRESETS:  # a hub name or a preset: its shapes are known, no download needed
         return PRESETS[name]
-    if name in DEMOS:
-        return _config_from_file(demo_dir(name) / "config.json", name=name)
     raise not_a_model(name, f" (presets: {', '.join(PRESETS)})")
 
 

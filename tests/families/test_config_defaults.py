@@ -18,7 +18,7 @@ import pytest
 from conftest import run_cli
 from minitransformer import UserError
 from minitransformer.families.keys import Fixed, listed
-from minitransformer.families.table import ARCHITECTURES, PRESETS, SHAPE_KEYS, read_config
+from minitransformer.families.table import ARCHITECTURES, PRESETS, read_config
 from minitransformer.models.config import load_config
 
 
@@ -32,6 +32,8 @@ def one_preset_per_model_type() -> dict[str, dict]:
 
 
 CONFIGS = one_preset_per_model_type()
+# Every config.json key that sets a model's shapes in some family (each family's declaration says which of its keys do)
+SHAPE_KEYS = frozenset().union(*(architecture.config.shape_keys() for architecture in ARCHITECTURES.values()))
 
 # Shape keys whose absence the family resolves from the file's other keys, as transformers does, so no default is
 # taken for them: by model_type, the key and what it then is.
