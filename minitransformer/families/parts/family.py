@@ -47,11 +47,10 @@ class DecoderFormulas(Formulas):
         return sum(dots for dots, _ in self._weights(config, layer))
 
     def parameters(self, config: Any) -> int:
-        tensors = _tensors(self.decoder, config).values()
-        return sum(prod(t.shape) for t in tensors if t.kind not in self.buffer_kinds)
+        return sum(n for kind, n in _numbers_by_kind(self.decoder, config).items() if kind not in self.buffer_kinds)
 
     def active_parameters(self, config: Any) -> int:
-        routed = sum(prod(t.shape) for t in _tensors(self.decoder, config).values() if t.kind in self.routed_kinds)
+        routed = sum(n for kind, n in _numbers_by_kind(self.decoder, config).items() if kind in self.routed_kinds)
         if not routed:
             return self.parameters(config)
         return self.parameters(config) - routed + routed * config.top_k // config.n_experts
@@ -74,6 +73,16 @@ class DecoderFormulas(Formulas):
 @lru_cache(maxsize=64)
 def _tensors(decoder: Decoder, config: Any) -> dict:
     return decoder.tensors(config)
+
+
+@lru_cache(maxsize=64)
+def _numbers_by_kind(decoder: Decoder, config: Any) -> dict[str, int]:
+    """The numbers a config's tensors hold, kind by kind: its tensors listed and summed once (Qwen3.5-397B's 90,000),
+    where the parameters and the active ones each summed them (config --list, every preset's two: 1.8 s against 2.0)."""
+    numbers: dict[str, int] = {}
+    for tensor in _tensors(decoder, config).values():
+        numbers[tensor.kind] = numbers.get(tensor.kind, 0) + prod(tensor.shape)
+    return numbers
 
 
 def composed(
