@@ -11,6 +11,7 @@ import codecs
 import io
 import re
 import sys
+import textwrap
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -90,6 +91,9 @@ def _with_table_names(text: str) -> str:
     return text
 
 
+_ASCII_SPACES = re.compile(r"\s+", re.ASCII)  # what argparse joins before it wraps (a no-break space stays)
+
+
 class _HelpFormatter(argparse.HelpFormatter):
     """argparse's, with the table's names put in (before it wraps the lines)."""
 
@@ -98,6 +102,15 @@ class _HelpFormatter(argparse.HelpFormatter):
 
     def _expand_help(self, action: argparse.Action) -> str:
         return _with_table_names(super()._expand_help(action))
+
+    # argparse's wrapping breaks a word after its hyphens: a preset's name read "seed-" at a line's end and "oss-36b"
+    # on the next. These wrap at spaces only, so every name in a help reads whole and copies as one.
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(_ASCII_SPACES.sub(" ", text).strip(), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        words = _ASCII_SPACES.sub(" ", text).strip()
+        return textwrap.fill(words, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
 
 
 class _Parser(argparse.ArgumentParser):
