@@ -67,7 +67,8 @@ def check_reachable(endpoint: str, repo_id: str, timeout: float = REACH_TIMEOUT_
     and name resolution can block longer than any socket timeout; so the first request is ours, in
     a daemon thread that we stop waiting for.
     """
-    import urllib.request  # here: http and ssl are a tenth of the package's import, and only a download needs them
+    import urllib.error  # here: http and ssl are a tenth of the package's import, and only a download needs them
+    import urllib.request
 
     url = f"{endpoint.rstrip('/')}/api/models/{repo_id}/revision/main"
     outcome: list[str | None] = []
@@ -76,7 +77,7 @@ def check_reachable(endpoint: str, repo_id: str, timeout: float = REACH_TIMEOUT_
         try:
             urllib.request.urlopen(url, timeout=timeout).close()
             outcome.append(None)
-        except urllib.request.HTTPError:
+        except urllib.error.HTTPError:
             outcome.append(None)  # the hub answered; the download itself will say what is wrong
         except (OSError, ValueError) as err:
             reason = getattr(err, "reason", err)

@@ -43,12 +43,14 @@ def silent_server():
 
 
 @pytest.fixture
-def answering_server():
-    """Answers every request with 200 and a small JSON body, like the hub's API."""
+def answering_server(request):
+    """Answers every request with 200 and a small JSON body, like the hub's API (or with the status a test asks for,
+    by indirect parametrization)."""
+    status = getattr(request, "param", 200)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - http.server's name
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
             self.wfile.write(b'{"id": "openai-community/gpt2"}')
@@ -77,6 +79,13 @@ def test_download_offline_fails_fast_with_what_to_do(endpoint, silent_server, tm
         assert "cannot reach the Hugging Face Hub" in line and "minitransformer download" in line
         assert line.endswith("or the bundled demo model (--model demo)"), line  # what runs offline
         assert list(tmp_path.iterdir()) == []  # nothing half-downloaded
+
+
+@pytest.mark.parametrize("answering_server", [200, 401, 404, 500], indirect=True)
+def test_a_hub_that_answers_is_reachable_whatever_its_status(answering_server):
+    """A status the hub answers with (a gated model's 401, a renamed repo's 404) is the download's to report, with
+    the hub's own words; only no answer at all is "cannot reach"."""
+    assert hub.check_reachable(answering_server, "openai-community/gpt2") is None
 
 
 def test_load_model_offline_says_what_to_load_in_words_a_python_caller_reads_too(tmp_path):
