@@ -14,6 +14,8 @@ import pytest
 from conftest import ROOT
 from minitransformer import cli
 from minitransformer.families.table import ARCHITECTURES, BUILT_IN, PRESETS, model_types
+from minitransformer.models.hub import HUB_REPOS
+from minitransformer.models.registry import DEMOS
 
 # What a fresh interpreter prints after running its lines: the packages of the families the table loaded, in order
 LOADED = "from minitransformer.families import table; print(' '.join(table.BUILT_IN[:-len(table._unloaded) or None]))"
@@ -82,6 +84,14 @@ def test_a_config_json_is_read_by_the_first_family_in_the_table_s_order_that_rea
         "assert read_config({'model_type': 'qwen2', 'hidden_size': 16, 'num_attention_heads': 4, "
         "'num_key_value_heads': 2, 'num_hidden_layers': 1, 'intermediate_size': 32, 'vocab_size': 50}, 'x')[0].family == 'llama'",
     ) == ["gpt2", "llama"]
+
+
+def test_a_model_s_name_means_one_thing():
+    """`--model NAME` in a count asks the shipped demos before the presets (asking the presets for a demo's name
+    loaded every family to say no): so no preset may bear a demo's name, or that count would change its model. And
+    every name the hub downloads is a preset, whose shapes count without the download."""
+    assert set(DEMOS).isdisjoint(PRESETS), sorted(set(DEMOS) & set(PRESETS))
+    assert set(HUB_REPOS) <= set(PRESETS), sorted(set(HUB_REPOS) - set(PRESETS))
 
 
 @pytest.mark.parametrize("columns", [60, 80, 120])
