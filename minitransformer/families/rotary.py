@@ -8,8 +8,8 @@ makes each distinct Rope's tables once a pass (`tables`). The variants:
   the head's dh, or a share of it, Phi-3's int(dh x partial_rotary_factor) and GPT-NeoX's int(dh x rotary_pct));
 - linear: every frequency divided by `factor` (positions slowed down);
 - llama3 (Llama 3.1): long wavelengths slowed by `factor`, short ones kept, those between blended;
-- YaRN (gpt-oss, DeepSeek-V3): frequencies blended between kept and slowed along a ramp, and cos and sin multiplied
-  by the attention factor mscale;
+- YaRN (gpt-oss's and DeepSeek-V3's own; Qwen's model cards add it for long prompts): frequencies blended between
+  kept and slowed along a ramp, and cos and sin multiplied by the attention factor mscale;
 - LongRoPE (Phi-3): each frequency divided by its own factor, the short ones while the pass's last position is
   within the original context and the long ones beyond, and cos and sin multiplied by the attention factor;
 - proportional (Gemma 4's full layers): the frequencies of the whole head, 1 / theta^(2i / dh), of which only the
@@ -40,7 +40,8 @@ from ..errors import UserError
 from .keys import FULL, SLIDING, slides
 
 ROPE_TYPES: tuple[str, ...] = ("default", "linear", "llama3")
-# YaRN, taken by the families whose transformers class computes it (gpt-oss, DeepSeek-V3), not by the Llama family's.
+# YaRN, taken by the families whose conformance configs hold it against transformers (every transformers class builds
+# its rope through the same ROPE_INIT_FUNCTIONS; a family takes it once a config of it is checked with YaRN).
 YARN_ROPE_TYPES: tuple[str, ...] = (*ROPE_TYPES, "yarn")
 
 

@@ -36,14 +36,11 @@ REFUSED = [
     ("llama_mha", {"model_type": "mpt"}, (), "model_type='mpt' is not supported"),
     ("llama_mha", {"model_type": "rwkv"}, (), "model_type='rwkv' is not supported"),
     ("llama_mha", {"rope_parameters": rope("dynamic")}, (), "rope type 'dynamic' is not supported (supported: "
-                                                            "default, linear, llama3)"),
-    ("llama_mha", {"rope_parameters": rope("yarn")}, (), "rope type 'yarn' is not supported"),
+                                                            "default, linear, llama3, yarn)"),
     ("llama_mha", {"rope_parameters": rope("longrope")}, (), "rope type 'longrope' is not supported"),
     # transformers 4's spellings of the same
     ("llama_mha", {"rope_theta": 1e4, "rope_scaling": {"type": "dynamic", "factor": 2.0}}, ("rope_parameters",),
      "rope type 'dynamic' is not supported"),
-    ("llama_mha", {"rope_theta": 1e4, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, ("rope_parameters",),
-     "rope type 'yarn' is not supported"),
     ("llama_mha", {"rope_scaling": {"type": "longrope", "short_factor": [1.0], "long_factor": [2.0]}}, (),
      "rope type 'longrope' is not supported"),  # beside a rope_parameters of type default: rope_scaling wins
     ("qwen2_bias_bf16", {"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}, (),
@@ -88,11 +85,11 @@ def test_what_transformers_would_compute_differently_is_refused_by_name(fixture,
 
 @pytest.mark.parametrize("command", [["generate", "--ids", "1,2"], ["trace", "--ids", "1,2"], ["validate"]])
 def test_the_command_line_refuses_them_in_one_line_with_exit_status_2(command, tmp_path):
-    directory = with_config(tmp_path, "llama_mha", {"rope_parameters": rope("yarn")})
+    directory = with_config(tmp_path, "llama_mha", {"rope_parameters": rope("dynamic")})
     result = run_cli(*command, "--model", str(directory))
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == "minitransformer: error: config rope type 'yarn' is not supported (supported: default, " \
-                            "linear, llama3)\n"  # fmt: skip
+    assert result.stderr == "minitransformer: error: config rope type 'dynamic' is not supported (supported: default, " \
+                            "linear, llama3, yarn)\n"  # fmt: skip
 
 
 def stored_logits_match(directory) -> bool:
@@ -162,7 +159,7 @@ def test_a_flag_given_as_a_string_is_refused_not_read_as_true():
         config_from_hf_dict(shapes, name="x")
 
 
-@pytest.mark.parametrize(("model_type", "kind"), [("llama", "llama3"), ("smollm3", "yarn")])
+@pytest.mark.parametrize(("model_type", "kind"), [("llama", "llama3"), ("qwen2", "yarn"), ("smollm3", "yarn")])
 @pytest.mark.parametrize("where", ["neither", "top-level", "both", "nowhere"])
 def test_the_trained_context_is_found_where_transformers_finds_it(model_type, kind, where):
     """A rope that reads original_max_position_embeddings: transformers' standardize_rope_params, run again as the

@@ -168,12 +168,12 @@ def test_generate_count_and_trace_commands_run_on_a_mixtral(made):
 @pytest.mark.parametrize(
     "key, value",
     [("layer_types", ["full_attention"] * 2), ("attention_bias", True), ("mlp_bias", True),
-     ("partial_rotary_factor", 0.5), ("rope_parameters", {"rope_type": "yarn", "factor": 2.0})],
+     ("partial_rotary_factor", 0.5), ("rope_parameters", {"rope_type": "dynamic", "factor": 2.0})],
 )  # fmt: skip
 def test_options_that_change_inference_are_refused_by_name(key, value):
     hf = {"model_type": "mixtral", "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 2,
           "num_attention_heads": 2, "vocab_size": 50, key: value}  # fmt: skip
-    with pytest.raises(UserError, match=key.split("_")[0] if key != "rope_parameters" else "yarn"):
+    with pytest.raises(UserError, match=key.split("_")[0] if key != "rope_parameters" else "dynamic"):
         MixtralConfig.from_hf_dict(hf)
 
 

@@ -38,7 +38,7 @@ def test_the_config_reads_as_transformers_reads_it(name, made):
     assert ours.params.layers[0].self_attn.q_norm.weight.shape == (c.n_head * c.d_head,)
 
 
-@pytest.mark.parametrize("name", ["mha", "gqa-bias-head-dim"])
+@pytest.mark.parametrize("name", ["mha-yarn", "gqa-bias-head-dim"])
 def test_the_new_norms_captured_are_transformers_own(name, made):
     """attn.q_normed and attn.k_normed ([T, H*dh] and [T, Hkv*dh], before the split), attn.normed and mlp.normed (the
     branches' outputs, normalised before the add) against the outputs of transformers' q_norm, k_norm,

@@ -47,7 +47,7 @@ def test_keys_olmo2_does_not_read_change_nothing():
 
 
 REFUSED = [
-    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}}, "rope type 'yarn' is not supported"),
+    ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 1e4, "factor": 4.0}}, "rope type 'dynamic' is not supported"),
     ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}},
      "config partial_rotary_factor=0.5 is not supported"),
     ({"num_key_value_heads": 3}, "num_attention_heads=4 is not a multiple of num_key_value_heads=3"),
@@ -71,4 +71,4 @@ def test_the_command_line_refuses_in_one_line_with_exit_status_2(tmp_path):
     result = run_cli("count", "--model", str(tmp_path), "--tokens", "5")
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == ("minitransformer: error: config rope type 'dynamic' is not supported (supported: default, "
-                             "linear, llama3)\n")  # fmt: skip
+                             "linear, llama3, yarn)\n")  # fmt: skip

@@ -70,7 +70,7 @@ REFUSED = [
     ({"use_sliding_window": "yes"}, "config use_sliding_window must be true or false, not 'yes'"),
     ({"use_sliding_window": True, "sliding_window": 0, "max_window_layers": 0},
      "config sliding_window must be a positive integer, not 0"),
-    ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0}}, "rope type 'yarn' is not supported"),
+    ({"rope_parameters": {"rope_type": "dynamic", "rope_theta": 1e6, "factor": 4.0}}, "rope type 'dynamic' is not supported"),
     ({"rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "partial_rotary_factor": 0.5}},
      "config partial_rotary_factor=0.5 is not supported"),
     ({"head_dim": None}, "config head_dim must be a positive integer, not None"),

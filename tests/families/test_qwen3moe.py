@@ -244,7 +244,7 @@ def test_generate_count_and_trace_commands_run_on_a_qwen3_moe(made):
     "key, value, message",
     [("num_experts", 0, "num_experts=0"), ("decoder_sparse_step", 0, "decoder_sparse_step"),
      ("mlp_only_layers", "1", "mlp_only_layers"), ("partial_rotary_factor", 0.5, "partial_rotary_factor"),
-     ("rope_parameters", {"rope_type": "yarn", "factor": 2.0}, "yarn"), ("head_dim", None, "head_dim"),
+     ("rope_parameters", {"rope_type": "dynamic", "factor": 2.0}, "dynamic"), ("head_dim", None, "head_dim"),
      ("dtype", "float8_e4m3fn", "dtype"), ("num_experts_per_tok", 5, "num_experts_per_tok=5 exceeds num_experts=4"),
      ("norm_topk_prob", "true", "norm_topk_prob"), ("num_experts", -1, "num_experts must be"),
      ("moe_intermediate_size", 0, "moe_intermediate_size"), ("intermediate_size", "x", "intermediate_size"),

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, TypeVar
 from ...errors import UserError
 from ..config import ModelConfig, check_multiple
 from ..keys import ACTIVATION, FLAG, LAYER_COUNT, SIZE, TOKENS, WINDOW, Fixed, Group, Refusal, eps, key
-from ..rotary import Rope, RopeKeys, rope_scaling
+from ..rotary import YARN_ROPE_TYPES, Rope, RopeKeys, rope_scaling
 
 C = TypeVar("C", bound=ModelConfig)
 LLAMA, MISTRAL, QWEN2 = "llama", "mistral", "qwen2"
@@ -60,7 +60,7 @@ class LlamaConfig(ModelConfig):
     what = "a Llama-family model"
     classes = {LLAMA: "LlamaForCausalLM", MISTRAL: "MistralForCausalLM", QWEN2: "Qwen2ForCausalLM"}
     groups: ClassVar[tuple[Group, ...]] = (
-        RopeKeys(refused=("pretraining_tp", "partial_rotary_factor"), top_level=True),
+        RopeKeys(YARN_ROPE_TYPES, refused=("pretraining_tp", "partial_rotary_factor"), top_level=True),
     )
     refusals: ClassVar[tuple[Refusal, ...]] = (
         Refusal("use_sliding_window", QWEN2_WINDOWS, types=(QWEN2,)),

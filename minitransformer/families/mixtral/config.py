@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ...errors import UserError
 from ..keys import LAYER_COUNT, SIZE, TOKENS, WINDOW, Refusal, eps, key
 from ..llama.config import LlamaConfig, preset
-from ..rotary import RopeKeys
+from ..rotary import YARN_ROPE_TYPES, RopeKeys
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class MixtralConfig(LlamaConfig):
 
     what = "a Mixtral"
     classes = {"mixtral": "MixtralForCausalLM"}
-    groups = (RopeKeys(refused=("pretraining_tp", "partial_rotary_factor"), top_level=True),)
+    groups = (RopeKeys(YARN_ROPE_TYPES, refused=("pretraining_tp", "partial_rotary_factor"), top_level=True),)
     # Options transformers' Mixtral has that change inference and are not computed here. (router_jitter_noise acts
     # only in training, output_router_logits and router_aux_loss_coef only add outputs and a loss: the logits are the
     # same.)

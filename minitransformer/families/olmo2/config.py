@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from ..keys import FLAG, LAYER_COUNT, SIZE, TOKENS, Group, eps, key
 from ..llama.config import LlamaConfig, preset
-from ..rotary import RopeKeys
+from ..rotary import YARN_ROPE_TYPES, RopeKeys
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Olmo2Config(LlamaConfig):
 
     what = "an OLMo 2 model"
     classes = {"olmo2": "Olmo2ForCausalLM"}
-    groups: ClassVar[tuple[Group, ...]] = (RopeKeys(),)
+    groups: ClassVar[tuple[Group, ...]] = (RopeKeys(YARN_ROPE_TYPES),)
 
 
 # OLMo 2, from the config.json of allenai/OLMo-2-1124-7B and allenai/OLMo-2-1124-13B: one key/value head per query

@@ -15,7 +15,7 @@ from typing import Any
 from ..config import FULL, SLIDING, check_windows
 from ..keys import FLAG, LAYER_COUNT, SIZE, TOKENS, WINDOW, Key, Kind, key, layer_kinds
 from ..llama.config import LlamaConfig, preset
-from ..rotary import RopeKeys
+from ..rotary import YARN_ROPE_TYPES, RopeKeys
 
 # As Qwen3Config reads them (Qwen3-MoE's and SmolLM3's too): the window exists only under use_sliding_window;
 # layer_types, when absent, makes the layers from max_window_layers on sliding ones.
@@ -79,7 +79,7 @@ class Qwen3Config(LlamaConfig):
 
     what = "a Qwen3 model"
     classes = {"qwen3": "Qwen3ForCausalLM"}
-    groups = (RopeKeys(),)
+    groups = (RopeKeys(YARN_ROPE_TYPES),)
 
     def validate(self) -> None:
         check_windows(self, "use_sliding_window is false (no window for them)")

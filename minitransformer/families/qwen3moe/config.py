@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..keys import FLAG, INDICES, LAYER_COUNT, SIZE, TOKENS, Key, Refusal, key, layer_kinds, zero
 from ..llama.config import LlamaConfig, preset
 from ..qwen3.config import used_window
-from ..rotary import RopeKeys
+from ..rotary import YARN_ROPE_TYPES, RopeKeys
 
 SPARSE, DENSE = "sparse_moe", "dense_mlp"  # the two kinds of layer (layer_types)
 # Qwen3MoeDecoderLayer: experts in a layer not in mlp_only_layers whose (i + 1) is a multiple of decoder_sparse_step
@@ -70,7 +70,7 @@ class Qwen3MoeConfig(LlamaConfig):
 
     what = "a Qwen3-MoE model"
     classes = {"qwen3_moe": "Qwen3MoeForCausalLM"}
-    groups = (RopeKeys(top_level=True),)
+    groups = (RopeKeys(YARN_ROPE_TYPES, top_level=True),)
     refusals = tuple(
         Refusal(json, "(every layer a dense MLP) is not supported: that is a dense Qwen3", zero)
         for json in ("num_experts", "num_local_experts")
