@@ -82,3 +82,26 @@ def test_trace_and_count_name_the_new_stages_in_their_place(made):
 def test_a_bfloat16_checkpoint_reads_as_transformers_reads_it(tmp_path):
     hf = checks.save_random(tmp_path, transformers_config("tied-gqa"), seed=9, spread=0.3, dtype=torch.bfloat16)
     assert checks.logits_at_every_position(load_model(tmp_path), hf, prompt(40, seed=8)) <= 1
+
+
+def test_a_yarn_key_transformers_does_not_read_is_not_read_here_either(tmp_path):
+    """DeepSeek-R1-0528-Qwen3-8B's config.json gives its YaRN an "attn_factor" (0.878...), a key transformers does not
+    read (its is attention_factor): transformers' cos and sin are multiplied by mscale(factor) = 0.1 ln 4 + 1 instead.
+    So are ours, and the logits past the original context are transformers'."""
+    import json
+    from math import log
+
+    from minitransformer.families import rotary
+
+    checks.save_random(tmp_path, transformers_config("mha-window-everywhere-yarn"), seed=4, spread=0.3)
+    config = json.loads((tmp_path / "config.json").read_text())
+    rope = config["rope_parameters"]
+    rope["attn_factor"] = rope.pop("attention_factor")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32, attn_implementation="eager")
+    ours = load_model(tmp_path)
+    assert rotary.attention_factor(ours.config.rope(0)) == pytest.approx(0.1 * log(4.0) + 1, rel=1e-12)
+    assert rotary.attention_factor(ours.config.rope(0)) == pytest.approx(
+        hf.model.rotary_emb.attention_scaling, rel=1e-7
+    )
+    assert checks.logits_at_every_position(ours, hf.eval(), prompt(150, seed=5)) <= 1
