@@ -43,6 +43,10 @@ ROPE_TYPES: tuple[str, ...] = ("default", "linear", "llama3")
 # YaRN, taken by the families whose conformance configs hold it against transformers (every transformers class builds
 # its rope through the same ROPE_INIT_FUNCTIONS; a family takes it once a config of it is checked with YaRN).
 YARN_ROPE_TYPES: tuple[str, ...] = (*ROPE_TYPES, "yarn")
+DEFAULT_OR_YARN: tuple[str, ...] = (
+    "default",
+    "yarn",
+)  # the hybrids whose configs check YaRN alone (Qwen3.5, Qwen3-Next)
 
 
 @dataclass(frozen=True)
@@ -377,7 +381,7 @@ class RopeKeys:
         refuse_partial(hf if self.top_level else {}, rope, self.refused)
         for key in self.ignored:
             rope.pop(key, None)
-        if self.strict and set(rope) - {"rope_type"}:
+        if self.strict and rope.get("rope_type", "default") == "default" and set(rope) - {"rope_type"}:
             raise UserError(f"config rope_parameters {', '.join(sorted(set(rope) - {'rope_type'}))} is not supported")
         return fields if self.kinds == ("default",) else fields | {"rope_scaling": scaling(rope)}
 

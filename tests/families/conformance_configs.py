@@ -608,7 +608,7 @@ FAMILIES: dict[str, Family] = {
     }, moved=move_correction_biases, batch_configs=("groups_dense", "tied_shared_rotary_indexer"),
         validate_steps=8, refused=(NOT_A_DTYPE, ({"index_topk": 0}, "index_topk"))),
     # Grouped value heads (Gv = 2, 3) and one value head a key head, keys wider than values, a conv of kernel 3, half
-    # of each head rotated, attention biases, tied embeddings, layers in an order of our own (full first), a
+    # of each head rotated with YaRN past its original context, attention biases, tied embeddings, layers in an order of our own (full first), a
     # checkpoint saved in bfloat16, and the MoE model's experts beside its shared expert. The DeltaNet layers' decays
     # are moderated (family_checks.moderate_decays says why).
     "qwen3_5": Family("Qwen3_5TextConfig", {
@@ -616,12 +616,13 @@ FAMILIES: dict[str, Family] = {
                       num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
                       linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=8,
                       max_position_embeddings=512, seed=3),
-        "dense_bias_tied": dict(vocab_size=100, hidden_size=24, intermediate_size=40, num_hidden_layers=5,
+        "dense_bias_tied_yarn": dict(vocab_size=100, hidden_size=24, intermediate_size=40, num_hidden_layers=5,
                                 num_attention_heads=3, num_key_value_heads=1, head_dim=8, linear_num_key_heads=2,
                                 linear_num_value_heads=2, linear_key_head_dim=12, linear_value_head_dim=6,
                                 linear_conv_kernel_dim=3, attention_bias=True, tie_word_embeddings=True,
                                 layer_types=[FULL, LINEAR, LINEAR, FULL, LINEAR],
-                                rope_parameters={"rope_type": "default", "rope_theta": 500.0,
+                                rope_parameters={"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0,
+                                                 "original_max_position_embeddings": 128,
                                                  "partial_rotary_factor": 0.5},
                                 max_position_embeddings=512, seed=5, saved="bfloat16"),
         "moe": dict(config_class="Qwen3_5MoeTextConfig", vocab_size=120, hidden_size=32, num_hidden_layers=4,
@@ -706,14 +707,18 @@ FAMILIES: dict[str, Family] = {
     # Qwen3.5-MoE's shapes with the fused in-projections: value heads in groups of 2 (keys wider than values) and of
     # 3 under one key head; a dense layer by mlp_only_layers among sparse ones, the top k not renormalised; dense
     # layers by decoder_sparse_step 2 and one more, full attention every other layer, renormalised, attention biases,
-    # tied. Every kind of layer between them; the decays moderated as Qwen3.5's.
+    # tied; YaRN on a quarter of each head, as Qwen's model cards add it. Every kind of layer between them; the decays
+    # moderated as Qwen3.5's.
     "qwen3_next": Family("Qwen3NextConfig", {
-        "grouped-dense-layer": dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+        "grouped-dense-layer-yarn": dict(vocab_size=120, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
                                     num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
                                     linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=6,
                                     linear_conv_kernel_dim=3, num_experts=4, num_experts_per_tok=2,
                                     moe_intermediate_size=12, shared_expert_intermediate_size=20, mlp_only_layers=[1],
-                                    norm_topk_prob=False, max_position_embeddings=512, seed=3),
+                                    norm_topk_prob=False, max_position_embeddings=512, seed=3,
+                                    rope_parameters={"rope_type": "yarn", "rope_theta": 10_000.0, "factor": 4.0,
+                                                     "original_max_position_embeddings": 128,
+                                                     "partial_rotary_factor": 0.25}),
         "step2-interval2-bias-tied": dict(vocab_size=100, hidden_size=24, intermediate_size=40, num_hidden_layers=4,
                                           num_attention_heads=3, num_key_value_heads=1, head_dim=8,
                                           linear_num_key_heads=1, linear_num_value_heads=3, linear_key_head_dim=8,
@@ -724,8 +729,8 @@ FAMILIES: dict[str, Family] = {
                                           seed=5),
     }, moved=moderate_decays, greedy=70, batch=(9, 80, 3), float64=100, validate_steps=3,
         refused=(NOT_A_DTYPE, ({"num_experts": 0}, "num_experts=0"),
-                 ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,
-                                       "partial_rotary_factor": 0.25}}, "yarn"))),
+                 ({"rope_parameters": {"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0,
+                                       "partial_rotary_factor": 0.25}}, "dynamic"))),
     # Grouped heads with rotary_dim (the published files' spelling) turning half of each, q and k normed over
     # projections of different widths; one key/value head per query head, every number turned, tied; YaRN with a
     # quarter of each head turned (rope_parameters' partial_rotary_factor), one expert a token. The correction

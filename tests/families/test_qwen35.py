@@ -44,8 +44,8 @@ prompt = SPEC.prompt_ids
 # over) and past two full chunks, and one of a single position (ours: the recurrent form; transformers: a padded
 # chunk), shorter than the conv's kernel; then a pass that starts from a state, in two chunks (C + 1) or in one.
 STEPPED = [("dense", n, 5) for n in (CHUNK - 1, CHUNK, CHUNK + 1, 2 * CHUNK - 1, 2 * CHUNK)] + [
-    ("dense", 2 * CHUNK + 1, CHUNK + 1), ("dense_bias_tied", 2 * CHUNK + 1, 5), ("moe", 2 * CHUNK, 3),
-    ("dense_bias_tied", 1, 2)]  # fmt: skip
+    ("dense", 2 * CHUNK + 1, CHUNK + 1), ("dense_bias_tied_yarn", 2 * CHUNK + 1, 5), ("moe", 2 * CHUNK, 3),
+    ("dense_bias_tied_yarn", 1, 2)]  # fmt: skip
 
 
 @pytest.mark.parametrize("name, n, then", STEPPED)
@@ -64,8 +64,8 @@ def test_the_state_and_the_logits_after_a_prompt_and_each_decode_step_are_transf
 def test_the_cache_holds_keys_for_full_layers_and_a_state_that_never_grows_for_the_others(made):
     """A full-attention layer's keys are transformers' (a DeltaNet layer's state: the test above); the cache's arrays
     are filled in place: nothing grew."""
-    _, ours, hf = made("dense_bias_tied")
-    ids = prompt("dense_bias_tied", 90, seed=6)
+    _, ours, hf = made("dense_bias_tied_yarn")
+    ids = prompt("dense_bias_tied_yarn", 90, seed=6)
     cache = ours.new_cache(capacity=100)
     ours.run(ids, cache=cache)
     with torch.no_grad():
@@ -258,7 +258,7 @@ BASE = {"model_type": "qwen3_5_text", "hidden_size": 16, "intermediate_size": 24
 
 @pytest.mark.parametrize(
     "changes, message",
-    [({"rope_parameters": {"rope_type": "yarn", "factor": 2.0}}, "rope type 'yarn'"),
+    [({"rope_parameters": {"rope_type": "linear", "factor": 2.0}}, "rope type 'linear'"),
      ({"attn_output_gate": False}, "attn_output_gate=false"),
      ({"layer_types": [LINEAR, "sliding_attention", LINEAR, FULL]}, "layer_types"),
      ({"layer_types": [LINEAR, FULL]}, "layer_types must name 4 layers"),

@@ -42,7 +42,9 @@ def test_the_cut_of_the_fused_projections_is_transformers_ordering(made, name):
         assert checks.worst(cache[f"blocks.0.linear_attn.in_proj_{capture}"], theirs[0].numpy()) <= 1, capture
 
 
-@pytest.mark.parametrize("name, n, then", [("grouped-dense-layer", CHUNK + 1, 5), ("step2-interval2-bias-tied", 1, 2)])
+@pytest.mark.parametrize(
+    "name, n, then", [("grouped-dense-layer-yarn", CHUNK + 1, 5), ("step2-interval2-bias-tied", 1, 2)]
+)
 def test_the_states_and_the_logits_after_a_prompt_and_each_decode_step_are_transformers(made, name, n, then):
     """Each DeltaNet layer's conv state and delta-rule state against transformers' cache, and each pass's logits,
     after a prompt (past a chunk; of one position), each of 3 decode steps and a pass from the state."""

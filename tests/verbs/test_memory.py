@@ -188,7 +188,7 @@ def test_a_scan_holds_the_arrays_its_layer_made_before_its_first_product(tmp_pat
 
 @pytest.mark.parametrize("family, name, wider", [
     # the delta rule's state [Hv, dk, dv] decayed, its write and its update: 1.54x the estimate, now 1.01x
-    ("qwen3_next", "grouped-dense-layer", dict(linear_num_key_heads=4, linear_num_value_heads=8,
+    ("qwen3_next", "grouped-dense-layer-yarn", dict(linear_num_key_heads=4, linear_num_value_heads=8,
                                                linear_key_head_dim=128, linear_value_head_dim=128)),
     # Mamba-1's exp(Δ A), x_dt ⊗ B and the state [I, N]: 1.60x, now 1.04x
     ("mamba", "tied-auto-rank", dict(intermediate_size=512, state_size=64)),

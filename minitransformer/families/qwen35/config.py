@@ -30,16 +30,17 @@ from ..keys import (
     layer_kinds,
     zero,
 )
-from ..rotary import Rope, RopeKeys
+from ..rotary import DEFAULT_OR_YARN, Rope, RopeKeys
 
 TEXT, MOE_TEXT = "qwen3_5_text", "qwen3_5_moe_text"
 MULTIMODAL = {"qwen3_5": TEXT, "qwen3_5_moe": MOE_TEXT}  # a checkpoint's model_type -> its text model's
 LINEAR, FULL = "linear_attention", "full_attention"  # the two kinds of layer (layer_types)
 CHUNK = 64  # the delta rule's chunk over a prompt (transformers' torch_chunk_gated_delta_rule's chunk_size)
 FULL_ATTENTION_INTERVAL = Key("full_attention_interval", 4, SIZE)
-# the default rope over a share of each head (its multimodal sections: a text token is one position on every axis)
+# the default rope or YaRN (which Qwen's model cards add for prompts past the trained context) over a share of each
+# head; its multimodal sections: a text token is one position on every axis
 ROPE = RopeKeys(
-    ("default",),
+    DEFAULT_OR_YARN,
     refused=(),
     share=("partial_rotary_factor", "partial_rotary_factor", 0.25),
     ignored=("mrope_section", "mrope_interleaved"),
@@ -78,6 +79,7 @@ class Qwen35Config(ModelConfig):
     head_dim: int = key("head_dim", 256, SIZE)
     partial_rotary_factor: float = 0.25
     rope_theta: float = 10000.0
+    rope_scaling: tuple[tuple[str, object], ...] | None = None  # sorted (key, value) pairs: hashable
     attention_bias: bool = key("attention_bias", False, FLAG)  # biases on q, k, v and o of the full-attention layers
     linear_kernel: int = key("linear_conv_kernel_dim", 4, SIZE)  # K
     linear_key_heads: int = key("linear_num_key_heads", 16, SIZE)  # Hk
@@ -148,9 +150,10 @@ class Qwen35Config(ModelConfig):
         return int(self.head_dim * self.partial_rotary_factor)
 
     def rope(self, layer: int) -> Rope | None:
-        """A full-attention layer turns the first rotary_dims numbers of each head at the default rope (the
+        """A full-attention layer turns the first rotary_dims numbers of each head at the config's rope (the
         multimodal rotary's sections reduce to one position a text token); a DeltaNet layer has no positions."""
-        return Rope(self.rotary_dims, self.rope_theta) if self.layer_types[layer].startswith(FULL) else None
+        full = self.layer_types[layer].startswith(FULL)
+        return Rope(self.rotary_dims, self.rope_theta, self.rope_scaling, self.n_positions) if full else None
 
     @property
     def value_groups(self) -> int:

@@ -19,7 +19,7 @@ import types
 import numpy as np
 
 from ...errors import UserError
-from ..rotary import Rope, inverse_frequencies
+from ..rotary import inverse_frequencies
 from .config import FULL
 
 NOTE = (
@@ -83,15 +83,17 @@ def float64_norm(torch):
 
 
 def float64_rotary(config, torch):
-    """The rotary module's forward: the tables of every full-attention layer's rope (config.rope), in float64."""
-    rope = Rope(config.rotary_dims, config.rope_theta)
+    """The rotary module's forward: the tables of every full-attention layer's rope (config.rope), in float64, times
+    the module's attention factor (YaRN's; 1 for the default rope)."""
+    rope = next(rope for rope in map(config.rope, range(config.n_layer)) if rope is not None)
     frequencies = torch.from_numpy(np.array(inverse_frequencies(rope, np.dtype(np.float64))))
 
     def rotary(module, x, position_ids):
         positions = position_ids[0] if position_ids.ndim == 3 else position_ids  # text: one position on every axis
         angles = positions[..., None].to(torch.float64) * frequencies
         angles = torch.cat((angles, angles), dim=-1)
-        return angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        scaling = module.attention_scaling
+        return (angles.cos() * scaling).to(x.dtype), (angles.sin() * scaling).to(x.dtype)
 
     return rotary
 

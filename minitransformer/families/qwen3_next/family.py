@@ -21,7 +21,7 @@ from ..qwen3moe.config import DECODER_SPARSE_STEP, DENSE, MLP_ONLY_LAYERS, dense
 from ..qwen35.config import FULL, FULL_ATTENTION_INTERVAL, LINEAR, Qwen35Config, hybrid_layers
 from ..qwen35.family import EXPERTS, LINEAR_NAMES, NORM, SHARED, SYMBOLS, Qwen35Formulas
 from ..qwen35.reference import float64_throughout
-from ..rotary import RopeKeys, partial_rotary
+from ..rotary import DEFAULT_OR_YARN, RopeKeys, partial_rotary
 
 DENSE_MLP = "_dense"  # the kinds of the layers Qwen3-MoE's rule makes dense: linear_attention_dense, ...
 LAYER_TYPES = Key("layer_types", None, layer_kinds(LINEAR, FULL).or_null())
@@ -66,7 +66,7 @@ class Qwen3NextConfig(Qwen35Config):
     classes = {"qwen3_next": "Qwen3NextForCausalLM"}
     multimodal: ClassVar[dict[str, str]] = {}
     inherited: ClassVar[tuple[str, ...]] = ()
-    groups = (RopeKeys(("default",), refused=(), share=partial_rotary(0.25), strict=True),)
+    groups = (RopeKeys(DEFAULT_OR_YARN, refused=(), share=partial_rotary(0.25), strict=True),)
     refusals: ClassVar[tuple[Refusal, ...]] = (
         Refusal("num_experts", "(every layer a dense MLP) is not supported", zero),
     )
