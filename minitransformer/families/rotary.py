@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.ops import constant, rotary_tables, rotate
-from ..errors import UserError
+from ..errors import UserError, note
 from .keys import FULL, SLIDING, slides
 
 ROPE_TYPES: tuple[str, ...] = ("default", "linear", "llama3")
@@ -299,6 +299,28 @@ def check(rope: dict, kinds: tuple[str, ...] = ROPE_TYPES) -> None:
             raise UserError(f"config rope scaling {kind!r} needs a positive {key}, not {value!r}")
 
 
+# The keys transformers' YaRN reads (_compute_yarn_parameters, with the type, theta and the share of a head turned)
+YARN_KEYS = frozenset(("rope_type", "rope_theta", "partial_rotary_factor", "factor", "original_max_position_embeddings",
+                       "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "truncate"))  # fmt: skip
+_UNREAD_SAID: set[tuple[str, ...]] = set()  # the unread keys already said in this process (a model loaded twice)
+
+
+def say_unread(rope: dict) -> None:
+    """A note, once a process, of a YaRN rope's keys that transformers does not read, and so neither do we, with the
+    attention factor computed without them: DeepSeek-R1-0528-Qwen3-8B's config.json gives an "attn_factor" of 0.878
+    (another engine's spelling), which leaves transformers' cos and sin scaled by mscale(4) = 1.139, not by 1."""
+    unread = tuple(sorted(set(rope) - YARN_KEYS)) if rope.get("rope_type") == "yarn" else ()
+    if not unread or unread in _UNREAD_SAID:
+        return
+    _UNREAD_SAID.add(unread)
+    factor = attention_factor(Rope(2, 1.0, scaling(rope)))
+    keys = f"{', '.join(unread)}, {'a key' if len(unread) == 1 else 'keys'}"
+    note(
+        f"minitransformer: note: the config's YaRN has {keys} transformers does not read, nor do we: its attention "
+        f"factor (attention_factor, or from factor and mscale) scales cos and sin by {factor:.6g}"
+    )
+
+
 def scaling(rope: dict) -> tuple[tuple[str, object], ...] | None:
     """The rope's type and numbers as a config keeps them (sorted pairs: hashable), None for the default rope."""
     return tuple(sorted(rope.items())) if rope.get("rope_type", "default") != "default" else None
@@ -381,6 +403,7 @@ class RopeKeys:
         refuse_partial(hf if self.top_level else {}, rope, self.refused)
         for key in self.ignored:
             rope.pop(key, None)
+        say_unread(rope)
         if self.strict and rope.get("rope_type", "default") == "default" and set(rope) - {"rope_type"}:
             raise UserError(f"config rope_parameters {', '.join(sorted(set(rope) - {'rope_type'}))} is not supported")
         return fields if self.kinds == ("default",) else fields | {"rope_scaling": scaling(rope)}

@@ -87,10 +87,11 @@ def test_a_bfloat16_checkpoint_reads_as_transformers_reads_it(tmp_path):
 def test_a_yarn_key_transformers_does_not_read_is_not_read_here_either(tmp_path):
     """DeepSeek-R1-0528-Qwen3-8B's config.json gives its YaRN an "attn_factor" (0.878...), a key transformers does not
     read (its is attention_factor): transformers' cos and sin are multiplied by mscale(factor) = 0.1 ln 4 + 1 instead.
-    So are ours, and the logits past the original context are transformers'."""
+    So are ours, and the logits past the original context are transformers'; a command says so once, in a note."""
     import json
     from math import log
 
+    from conftest import run_cli
     from minitransformer.families import rotary
 
     checks.save_random(tmp_path, transformers_config("mha-window-everywhere-yarn"), seed=4, spread=0.3)
@@ -105,3 +106,8 @@ def test_a_yarn_key_transformers_does_not_read_is_not_read_here_either(tmp_path)
         hf.model.rotary_emb.attention_scaling, rel=1e-7
     )
     assert checks.logits_at_every_position(ours, hf.eval(), prompt(150, seed=5)) <= 1
+    generated = run_cli("generate", "--model", str(tmp_path), "--ids", "1,2,3", "--max-new-tokens", "2")
+    assert generated.returncode == 0 and generated.stderr == (
+        "minitransformer: note: the config's YaRN has attn_factor, a key transformers does not read, nor do we: its "
+        f"attention factor (attention_factor, or from factor and mscale) scales cos and sin by {0.1 * log(4) + 1:.6g}\n"
+    ), generated.stderr
