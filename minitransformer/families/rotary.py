@@ -43,10 +43,8 @@ ROPE_TYPES: tuple[str, ...] = ("default", "linear", "llama3")
 # YaRN, taken by the families whose conformance configs hold it against transformers (every transformers class builds
 # its rope through the same ROPE_INIT_FUNCTIONS; a family takes it once a config of it is checked with YaRN).
 YARN_ROPE_TYPES: tuple[str, ...] = (*ROPE_TYPES, "yarn")
-DEFAULT_OR_YARN: tuple[str, ...] = (
-    "default",
-    "yarn",
-)  # the hybrids whose configs check YaRN alone (Qwen3.5, Qwen3-Next)
+# The hybrids whose conformance configs check YaRN beside the default rope, and no other type (Qwen3.5, Qwen3-Next).
+DEFAULT_OR_YARN: tuple[str, ...] = ("default", "yarn")
 
 
 @dataclass(frozen=True)
